@@ -1,0 +1,3 @@
+from netbench.cli.app import main
+
+main()

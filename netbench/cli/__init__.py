@@ -1,0 +1,1 @@
+"""The `netbench` command line: parses and validates, then hands off to the orchestrator."""

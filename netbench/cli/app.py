@@ -1,0 +1,43 @@
+"""Typer application: registers each command module and turns usage errors into one line, exit 2."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from netbench.cli.errors import UserError
+
+app = typer.Typer(
+    name="netbench",
+    help="Emulate a cluster on one machine, train across it, measure and model the wire.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Each command lives in its own module and registers itself on `app` when imported.
+from netbench.cli import commands_net  # noqa: E402,F401
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: click usage errors and UserError become one line and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except click.exceptions.Abort:
+        print("netbench: aborted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except click.UsageError as exc:
+        hint = f"{exc.ctx.command_path}: " if exc.ctx else ""
+        print(f"netbench: error: {hint}{exc.format_message()}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except UserError as exc:
+        print(f"netbench: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except click.exceptions.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""One-line user errors with exit code 2, raised before anything is created."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import pydantic
+
+
+class UserError(Exception):
+    """Bad input: shown to the user as one line, exit code 2."""
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``netbench: error: MESSAGE`` on stderr and exit 2."""
+    print(f"netbench: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def one_line(exc: pydantic.ValidationError, option_names: dict[str, str] | None = None) -> str:
+    """The first validation error as one line that names the CLI option (``--topk``), not the field."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err.get("loc", ()))
+    option = (option_names or {}).get(field, "--" + field.replace("_", "-") if field else "")
+    message = err.get("msg", "invalid value").removeprefix("Value error, ")
+    value = err.get("input")
+    shown = f" (got {value!r})" if field and not isinstance(value, dict) else ""
+    return f"{option}: {message}{shown}" if option else message

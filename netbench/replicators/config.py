@@ -1,0 +1,47 @@
+"""Validated settings of every replicator (shared by the CLI, the workers and the analytic model)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ReplicatorName = Literal["full", "dct", "random", "striding", "diloco"]
+REPLICATOR_NAMES: tuple[str, ...] = ("full", "dct", "random", "striding", "diloco")
+
+
+class ReplicatorConfig(BaseModel):
+    """Everything a replicator needs besides the parameters and the process group.
+
+    One object travels from the CLI to every worker (as JSON) and into the model, so the bytes the
+    model predicts and the bytes the workers send are computed from the same settings.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: ReplicatorName = "dct"
+    # full
+    grad_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype of the dense all-reduce (full, diloco)")
+    # dct (DeMo)
+    topk: int = Field(32, ge=1, description="coefficients kept per chunk")
+    chunk: int = Field(64, ge=1, le=4096, description="DCT chunk side s (s x s chunks of matrices, s-long chunks of vectors)")
+    beta: float = Field(0.999, ge=0.0, lt=1.0, description="decoupled momentum decay")
+    value_dtype: Literal["fp32", "bf16"] = Field("fp32", description="wire dtype of transmitted values")
+    index_dtype: Literal["auto", "int16", "int32", "int64"] = Field("auto", description="wire dtype of indices; auto = smallest that holds a chunk position")
+    sign: bool = Field(True, description="apply sign() to the decoded update, as DeMo does")
+    # random / striding
+    rate: float = Field(0.1, gt=0.0, le=1.0, description="fraction of each tensor sent per step")
+    # diloco
+    sync_every: int = Field(10, ge=1, description="local steps H between pseudo-gradient all-reduces")
+    outer_lr: float = Field(0.7, gt=0.0)
+    outer_momentum: float = Field(0.9, ge=0.0, lt=1.0)
+    # base optimizer applying the synchronised update
+    optimizer: Literal["auto", "sgd", "adamw"] = Field("auto", description="auto: adamw for full/diloco inner, sgd for dct/random/striding")
+    lr: float = Field(0.0, ge=0.0, description="base learning rate; 0 picks the replicator's default")
+    seed: int = Field(0, ge=0, description="shared seed for random/striding selections and initialisation")
+
+    @model_validator(mode="after")
+    def _topk_fits_a_chunk(self) -> "ReplicatorConfig":
+        if self.topk > self.chunk * self.chunk:
+            raise ValueError(f"topk {self.topk} is larger than a chunk ({self.chunk}x{self.chunk} = {self.chunk * self.chunk} coefficients)")
+        return self

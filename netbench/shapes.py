@@ -1,0 +1,169 @@
+"""Named parameter-shape presets and shapes files.
+
+A *shape list* is what both the replicators' payload formulas and the analytic model consume: the
+ordered list of (name, shape) of a model's parameters. Presets let users study realistic model
+sizes without instantiating them (the shapes workload of `netbench run`, and `netbench plan`).
+
+Spec strings accepted by :func:`resolve_shapes`:
+
+* ``gpt2-small`` / ``gpt2-medium`` / ``gpt2-large`` (optionally ``:blocks=2`` to keep only the
+  first transformer blocks, no embeddings: ``gpt2-small:blocks=2`` is the 14.2 M-parameter
+  benchmark used throughout netbench);
+* ``llama:d_model=2048,layers=16,ffn=5632,vocab=32000[,heads=16,kv_heads=16,tied=0]`` and the
+  named sizes ``llama-1b``, ``llama-7b``;
+* a path to a JSON file: ``{"shapes": {"name": [d0, d1, ...], ...}}`` or ``[[d0, d1], [d0], ...]``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ParamShape", "ShapeError", "resolve_shapes", "gpt2_shapes", "llama_shapes", "PRESETS", "total_params"]
+
+
+class ShapeError(ValueError):
+    """A shapes preset or file cannot be used."""
+
+
+@dataclass(frozen=True)
+class ParamShape:
+    """One parameter tensor: its name and shape."""
+
+    name: str
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+_GPT2_SIZES = {"gpt2-small": (768, 12), "gpt2-medium": (1024, 24), "gpt2-large": (1280, 36)}
+_LLAMA_SIZES = {
+    "llama-1b": dict(d_model=2048, layers=16, ffn=8192, vocab=128256, heads=32, kv_heads=8, tied=1),
+    "llama-7b": dict(d_model=4096, layers=32, ffn=11008, vocab=32000, heads=32, kv_heads=32, tied=0),
+}
+PRESETS: tuple[str, ...] = (*_GPT2_SIZES, *_LLAMA_SIZES, "llama")
+
+
+def gpt2_shapes(d_model: int, layers: int, vocab: int = 50257, n_ctx: int = 1024, embeddings: bool = True) -> list[ParamShape]:
+    """GPT-2 parameter shapes as in the reference implementation (Conv1D weights are (in, out))."""
+    shapes: list[ParamShape] = []
+    if embeddings:
+        shapes += [ParamShape("wte.weight", (vocab, d_model)), ParamShape("wpe.weight", (n_ctx, d_model))]
+    for i in range(layers):
+        p = f"h.{i}."
+        shapes += [
+            ParamShape(p + "ln_1.weight", (d_model,)),
+            ParamShape(p + "ln_1.bias", (d_model,)),
+            ParamShape(p + "attn.c_attn.weight", (d_model, 3 * d_model)),
+            ParamShape(p + "attn.c_attn.bias", (3 * d_model,)),
+            ParamShape(p + "attn.c_proj.weight", (d_model, d_model)),
+            ParamShape(p + "attn.c_proj.bias", (d_model,)),
+            ParamShape(p + "ln_2.weight", (d_model,)),
+            ParamShape(p + "ln_2.bias", (d_model,)),
+            ParamShape(p + "mlp.c_fc.weight", (d_model, 4 * d_model)),
+            ParamShape(p + "mlp.c_fc.bias", (4 * d_model,)),
+            ParamShape(p + "mlp.c_proj.weight", (4 * d_model, d_model)),
+            ParamShape(p + "mlp.c_proj.bias", (d_model,)),
+        ]
+    if embeddings:
+        shapes += [ParamShape("ln_f.weight", (d_model,)), ParamShape("ln_f.bias", (d_model,))]
+    return shapes
+
+
+def llama_shapes(d_model: int, layers: int, ffn: int, vocab: int, heads: int = 0, kv_heads: int = 0, tied: int = 0) -> list[ParamShape]:
+    """Llama-style decoder shapes (RMSNorm, grouped-query attention, SwiGLU MLP)."""
+    heads = heads or max(1, d_model // 128)
+    kv_heads = kv_heads or heads
+    if d_model % heads or heads % kv_heads:
+        raise ShapeError(f"llama: d_model={d_model} must divide into heads={heads}, and heads into kv_heads={kv_heads}")
+    kv_dim = d_model // heads * kv_heads
+    shapes = [ParamShape("embed.weight", (vocab, d_model))]
+    for i in range(layers):
+        p = f"layers.{i}."
+        shapes += [
+            ParamShape(p + "attention_norm.weight", (d_model,)),
+            ParamShape(p + "attention.wq.weight", (d_model, d_model)),
+            ParamShape(p + "attention.wk.weight", (kv_dim, d_model)),
+            ParamShape(p + "attention.wv.weight", (kv_dim, d_model)),
+            ParamShape(p + "attention.wo.weight", (d_model, d_model)),
+            ParamShape(p + "ffn_norm.weight", (d_model,)),
+            ParamShape(p + "feed_forward.w1.weight", (ffn, d_model)),
+            ParamShape(p + "feed_forward.w3.weight", (ffn, d_model)),
+            ParamShape(p + "feed_forward.w2.weight", (d_model, ffn)),
+        ]
+    shapes.append(ParamShape("norm.weight", (d_model,)))
+    if not tied:
+        shapes.append(ParamShape("lm_head.weight", (vocab, d_model)))
+    return shapes
+
+
+def _parse_options(text: str, spec: str) -> dict[str, int]:
+    options: dict[str, int] = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ShapeError(f"shapes preset {spec!r}: expected key=value, got {item!r}")
+        try:
+            options[key.strip()] = int(float(value))
+        except ValueError:
+            raise ShapeError(f"shapes preset {spec!r}: {key}={value!r} is not a number") from None
+        if options[key.strip()] < 0:
+            raise ShapeError(f"shapes preset {spec!r}: {key} must not be negative")
+    return options
+
+
+def _load_file(path: Path) -> list[ParamShape]:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ShapeError(f"cannot read shapes file {str(path)!r}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ShapeError(f"shapes file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if isinstance(data, dict):
+        data = data.get("shapes", data)
+    items = data.items() if isinstance(data, dict) else ((f"p{i}", s) for i, s in enumerate(data if isinstance(data, list) else []))
+    shapes = []
+    for name, dims in items:
+        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
+            raise ShapeError(f"shapes file {str(path)!r}: {name!r} must be a list of positive integers, got {dims!r}")
+        shapes.append(ParamShape(str(name), tuple(dims)))
+    if not shapes:
+        raise ShapeError(f"shapes file {str(path)!r} lists no shapes (expected {{\"shapes\": {{name: [dims]}}}})")
+    return shapes
+
+
+def resolve_shapes(spec: str) -> list[ParamShape]:
+    """Turn a preset name, a ``llama:...`` spec or a JSON path into a shape list."""
+    name, _, rest = spec.partition(":")
+    name = name.strip().lower()
+    if name in _GPT2_SIZES:
+        options = _parse_options(rest, spec)
+        d_model, layers = _GPT2_SIZES[name]
+        blocks = options.pop("blocks", 0)
+        if options:
+            raise ShapeError(f"shapes preset {spec!r}: unknown option(s) {', '.join(options)} (only blocks=N)")
+        if blocks > layers:
+            raise ShapeError(f"shapes preset {spec!r}: blocks must be 1..{layers}")
+        return gpt2_shapes(d_model, blocks or layers, embeddings=not blocks)
+    if name in _LLAMA_SIZES or name == "llama":
+        options = {**_LLAMA_SIZES.get(name, {}), **_parse_options(rest, spec)}
+        missing = {"d_model", "layers", "ffn", "vocab"} - options.keys()
+        if missing:
+            raise ShapeError(f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} (e.g. llama:d_model=2048,layers=16,ffn=5632,vocab=32000)")
+        try:
+            return llama_shapes(**options)
+        except TypeError:
+            raise ShapeError(f"shapes preset {spec!r}: options are d_model, layers, ffn, vocab, heads, kv_heads, tied") from None
+    path = Path(spec)
+    if path.suffix.lower() == ".json" or path.exists():
+        return _load_file(path)
+    raise ShapeError(f"unknown shapes preset {spec!r} (choose from {', '.join(PRESETS)}, or a .json shapes file)")
+
+
+def total_params(shapes: list[ParamShape]) -> int:
+    """Number of scalar parameters in a shape list."""
+    return sum(s.numel for s in shapes)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install everything netbench needs on a fresh Debian-like machine (run as root).
+# torch is installed first and pinned: any other request makes pip fetch a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+if command -v apt-get >/dev/null; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends \
+        iproute2 iptables iperf3 tcpdump ethtool libnetfilter-queue-dev gcc python3-dev >/dev/null
+fi
+python3 -m pip install -q torch==2.13.0
+python3 -m pip install -q -e '.[dev]'
+echo "netbench: setup done ($(python3 -c 'import torch; print("torch", torch.__version__)'))"
