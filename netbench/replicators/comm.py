@@ -1,0 +1,70 @@
+"""The only place replicators touch ``torch.distributed``: time the collectives, count their bytes.
+
+Counting happens on the tensors actually passed, so ``StepStats.payload_bytes`` is a measurement
+that tests can hold against the declared formula. Without an initialised process group the
+replicators still run (world size 1): the collectives become local identities but are counted
+the same way, so payload accounting does not depend on how many ranks there are.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["GroupComm"]
+
+# torch renamed all_gather_into_tensor to all_gather_single; older releases lack the new name.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+class GroupComm:
+    """A process group plus per-step accounting of collective time, bytes and calls."""
+
+    def __init__(self, group=None) -> None:
+        self.group = group
+        self.distributed = dist.is_available() and dist.is_initialized()
+        if group is not None and not self.distributed:
+            raise ValueError("a process group was given but torch.distributed is not initialised")
+        self.world_size = dist.get_world_size(group) if self.distributed else 1
+        self.rank = dist.get_rank(group) if self.distributed else 0
+        self._comm_s = 0.0
+        self._bytes = 0
+        self._calls = 0
+
+    def _account(self, tensor: torch.Tensor, started: float) -> None:
+        self._comm_s += time.perf_counter() - started
+        self._bytes += tensor.numel() * tensor.element_size()
+        self._calls += 1
+
+    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Average ``tensor`` in place across the group (sum on the wire, divide locally).
+
+        The division is local and identical on every rank, so all ranks end bit-identical.
+        """
+        started = time.perf_counter()
+        if self.distributed:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
+        self._account(tensor, started)
+        if self.world_size > 1:
+            tensor.div_(self.world_size)
+        return tensor
+
+    def all_gather(self, tensor: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Gather equal-sized 1-D tensors into ``out`` of shape (world_size, n), rank order."""
+        if out is None:
+            out = torch.empty((self.world_size, tensor.numel()), dtype=tensor.dtype)
+        started = time.perf_counter()
+        if self.distributed:
+            _all_gather_single(out.view(-1), tensor.view(-1), group=self.group)
+        else:
+            out.view(-1).copy_(tensor.view(-1))
+        self._account(tensor, started)
+        return out
+
+    def take(self) -> tuple[float, int, int]:
+        """Return and reset (collective seconds, bytes handed, collective calls) since the last take."""
+        result = (self._comm_s, self._bytes, self._calls)
+        self._comm_s, self._bytes, self._calls = 0.0, 0, 0
+        return result

@@ -1,0 +1,131 @@
+"""DeMo's compressor, batched: tiled 2-D DCT, momentum kept in the DCT domain, top-k, one decode.
+
+Why the momentum lives in the DCT domain: the tiled DCT T is orthonormal and linear, so DeMo's
+``m = beta m + g; send topk(T m); m -= T^-1(sent)`` equals ``M = beta M + T g; send topk(M);
+M -= sent`` with ``M = T m``. A step then needs one forward transform (of the gradient) and one
+inverse transform (of the average of everything the ranks sent), instead of DeMo's forward
+transform plus one inverse per rank plus one inverse of its own message. Removing what was sent
+is an exact sparse subtraction in coefficient space, not a lossy decode-and-subtract.
+
+Batching: every tile shape (h, w) is a bucket whose momentum is one (tiles, h*w) matrix, so a
+step costs two GEMMs per region for the forward transform (the second fused with the momentum
+decay through ``baddbmm``), one top-k per bucket, and one GEMM plus one batched GEMM per bucket
+for the inverse. All buffers are allocated once: on this CPU, first-touch page faults of fresh
+50 MB buffers cost as much as the GEMMs.
+
+Coefficient layout inside a tile is transposed ([v, u] for a tile whose rows are u and columns
+v): it is what the GEMMs produce without extra copies. Positions on the wire refer to it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from netbench.replicators.tiling import TilePlan
+
+__all__ = ["dct_basis", "DCTCodec"]
+
+
+def dct_basis(n: int) -> torch.Tensor:
+    """Orthonormal DCT-II matrix F (n x n, fp32): coefficients y = F x, inverse x = F^T y."""
+    k = torch.arange(n, dtype=torch.float64).unsqueeze(1)
+    x = torch.arange(n, dtype=torch.float64).unsqueeze(0)
+    basis = torch.cos(math.pi * (2 * x + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
+    basis[0] /= math.sqrt(2.0)
+    return basis.to(torch.float32)
+
+
+class DCTCodec:
+    """Momentum, selection and decoding for a fixed list of tensor shapes (one rank's state)."""
+
+    def __init__(self, shapes: Sequence[Sequence[int]], chunk: int, topk: int) -> None:
+        self.plan = TilePlan(shapes, chunk, topk)
+        sizes = {n for b in self.plan.buckets for n in (b.h, b.w)}
+        self.basis = {n: dct_basis(n) for n in sizes}
+        self.basis_t = {n: f.t().contiguous() for n, f in self.basis.items()}
+        numels = [(b.tiles, b.tile_numel) for b in self.plan.buckets]
+        # momentum[b]: (tiles, h*w) coefficients; scratch_*: reused by every phase of a step.
+        self.momentum = [torch.zeros(shape) for shape in numels]
+        self.scratch_a = [torch.zeros(shape) for shape in numels]
+        self.scratch_b = [torch.zeros(shape) for shape in numels]
+        self.scratch_c = [torch.zeros(shape) for shape in numels]
+        self._topk_values = [torch.empty(b.tiles, b.k) for b in self.plan.buckets]
+        self._topk_indices = [torch.empty(b.tiles, b.k, dtype=torch.int64) for b in self.plan.buckets]
+
+    # -- forward -------------------------------------------------------------------------------
+    def accumulate(self, grads: Sequence[torch.Tensor], beta: float) -> None:
+        """``M = beta * M + T(g)`` for every tile of every gradient."""
+        for r in self.plan.regions:
+            rows, cols = self.plan.matrix_shapes[r.tensor]
+            x = grads[r.tensor].reshape(rows, cols)[r.row0 : r.row0 + r.rows, r.col0 : r.col0 + r.cols]
+            tile_slice = slice(r.tile0, r.tile0 + r.tiles)
+            if not x.is_contiguous():  # only regions of non-divisible tensors
+                staged = self.scratch_c[r.bucket][tile_slice].view(r.rows, r.cols)
+                x = staged.copy_(x)
+            z = self.scratch_b[r.bucket][tile_slice].view(r.rows, r.cols)
+            # Columns inside each tile: Z = X F_w^T, one GEMM over all rows of the region.
+            torch.mm(x.reshape(-1, r.w), self.basis_t[r.w], out=z.view(-1, r.w))
+            # Rows inside each tile, written tile-major as [v, u] and fused with the decay.
+            m = self.momentum[r.bucket][tile_slice].view(r.row_tiles, r.cols, r.h)
+            zt = z.view(r.row_tiles, r.h, r.cols).transpose(1, 2)
+            m.baddbmm_(zt, self.basis_t[r.h].expand(r.row_tiles, r.h, r.h), beta=beta, alpha=1.0)
+
+    # -- selection -----------------------------------------------------------------------------
+    def select(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per bucket: (positions int64 (tiles, k), values fp32 (tiles, k)) of the largest |M|."""
+        out = []
+        for b, bucket in enumerate(self.plan.buckets):
+            magnitude = torch.abs(self.momentum[b], out=self.scratch_a[b])
+            values, indices = self._topk_values[b], self._topk_indices[b]
+            torch.topk(magnitude, bucket.k, dim=1, sorted=False, out=(values, indices))
+            torch.gather(self.momentum[b], 1, indices, out=values)
+            out.append((indices, values))
+        return out
+
+    def subtract(self, bucket: int, indices: torch.Tensor, sent: torch.Tensor) -> None:
+        """Remove exactly what was sent (after wire rounding) from the momentum."""
+        self.momentum[bucket].scatter_add_(1, indices, sent.neg())
+
+    # -- inverse -------------------------------------------------------------------------------
+    def decode(
+        self,
+        received: Sequence[tuple[torch.Tensor, torch.Tensor]],
+        out: Sequence[torch.Tensor],
+        sign: bool,
+    ) -> None:
+        """Average every rank's sparse coefficients and write ``T^-1`` of it into ``out``.
+
+        ``received[b]`` holds (positions int64, values fp32), both (tiles, world * k). Like
+        DeMo, a coefficient is averaged over the ranks that sent it. Averaging happens in
+        coefficient space, so there is a single inverse transform per bucket.
+        """
+        for b, bucket in enumerate(self.plan.buckets):
+            indices, values = received[b]
+            dense = self.scratch_a[b].zero_()
+            dense.scatter_add_(1, indices, torch.ones_like(values))  # senders per coefficient
+            senders = dense.gather(1, indices)
+            dense.scatter_(1, indices, 0.0)
+            dense.scatter_add_(1, indices, values / senders)
+            h, w = bucket.h, bucket.w
+            # Rows: [v', u'] -> [v', u], one GEMM over all tiles of the bucket.
+            rows = self.scratch_b[b]
+            torch.mm(dense.view(-1, h), self.basis[h], out=rows.view(-1, h))
+            # Columns: per tile F_w^T @ [v', u] -> [v, u].
+            torch.bmm(
+                self.basis_t[w].expand(bucket.tiles, w, w),
+                rows.view(bucket.tiles, w, h),
+                out=self.scratch_c[b].view(bucket.tiles, w, h),
+            )
+        for r in self.plan.regions:
+            rows, cols = self.plan.matrix_shapes[r.tensor]
+            target = out[r.tensor].view(rows, cols)[r.row0 : r.row0 + r.rows, r.col0 : r.col0 + r.cols]
+            target = target.view(r.row_tiles, r.h, r.col_tiles, r.w)
+            tiles = self.scratch_c[r.bucket][r.tile0 : r.tile0 + r.tiles]
+            source = tiles.view(r.row_tiles, r.col_tiles, r.w, r.h).permute(0, 3, 1, 2)
+            if sign:
+                torch.sign(source, out=target)
+            else:
+                target.copy_(source)

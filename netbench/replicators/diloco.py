@@ -1,0 +1,68 @@
+"""DiLoCo: H local optimizer steps, then one all-reduce of the pseudo-gradient and an outer Nesterov step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.flat import FlatLayout
+from netbench.shapes import ParamShape
+
+__all__ = ["DiLoCoReplicator"]
+
+
+class DiLoCoReplicator(Replicator):
+    """Inner optimizer (AdamW by default) every step on local gradients; every ``sync_every`` steps:
+
+    ``delta = start - params`` (the pseudo-gradient) averaged with one all-reduce, an outer SGD
+    step with Nesterov momentum (lr ``outer_lr``, momentum ``outer_momentum``) on the start
+    weights, and every rank's parameters reset to the new start weights. Ranks therefore agree
+    after each synchronising step and drift apart in between; nothing crosses the wire on the
+    other steps. The start weights are taken from the parameters at construction, so ranks must
+    begin from identical parameters (seed them alike, or broadcast before building).
+    """
+
+    name = "diloco"
+    default_optimizer = "adamw"
+    default_lr = 1e-3
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
+        super().__init__(params, config, group)
+        self.layout = FlatLayout(self.params)
+        self.start = torch.zeros(self.layout.numel)
+        self.layout.gather([p.detach() for p in self.params], self.start)
+        self.current = torch.zeros(self.layout.numel)
+        self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype])
+        momentum = config.outer_momentum
+        self.outer = torch.optim.SGD([self.start], lr=config.outer_lr, momentum=momentum, nesterov=momentum > 0)
+
+    @classmethod
+    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
+        itemsize = WIRE_DTYPES[config.grad_dtype].itemsize
+        return PayloadDecl("all_reduce", sum(s.numel for s in shapes) * itemsize, period=config.sync_every)
+
+    def syncs_on(self, step: int) -> bool:
+        """Whether 1-based ``step`` ends with an outer synchronisation."""
+        return step % self.config.sync_every == 0
+
+    def _sync(self, timer: StepTimer) -> None:
+        """Nothing to synchronise before the inner step: the local gradients are applied as they are."""
+        self.grads()  # a parameter without a gradient gets zeros, as for the other replicators
+
+    def _after_apply(self, timer: StepTimer) -> None:
+        if not self.syncs_on(self.steps_done):
+            return
+        timer.lap()
+        self.layout.gather([p.detach() for p in self.params], self.current)
+        torch.sub(self.start, self.current, out=self.current)
+        self.buffer.copy_(self.current)
+        timer.compress_s += timer.lap()
+        self.comm.all_reduce_mean(self.buffer)
+        timer.lap()
+        self.start.grad = self.buffer.to(torch.float32)
+        self.outer.step()
+        self.layout.scatter(self.start, [p.data for p in self.params])
+        timer.decode_s += timer.lap()

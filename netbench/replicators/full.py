@@ -1,0 +1,41 @@
+"""Dense gradient averaging: what DistributedDataParallel does, as the baseline for every other replicator."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.flat import FlatLayout
+from netbench.shapes import ParamShape
+
+__all__ = ["FullReplicator"]
+
+
+class FullReplicator(Replicator):
+    """All gradients flattened into one buffer (fp32 or bf16), one ring all-reduce, averaged."""
+
+    name = "full"
+    default_optimizer = "adamw"
+    default_lr = 1e-3
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
+        super().__init__(params, config, group)
+        self.layout = FlatLayout(self.params)
+        # One persistent buffer: a single collective per step and no per-step allocation.
+        self.buffer = torch.empty(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype])
+
+    @classmethod
+    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
+        itemsize = WIRE_DTYPES[config.grad_dtype].itemsize
+        return PayloadDecl("all_reduce", sum(s.numel for s in shapes) * itemsize)
+
+    def _sync(self, timer: StepTimer) -> None:
+        self.layout.gather(self.grads(), self.buffer)
+        timer.compress_s += timer.lap()
+        self.comm.all_reduce_mean(self.buffer)
+        timer.lap()
+        self.layout.scatter(self.buffer, self.grads())
+        timer.decode_s += timer.lap()

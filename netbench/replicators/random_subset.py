@@ -1,0 +1,57 @@
+"""Random-subset replication: a fresh random fraction of every gradient each step, no indices sent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from netbench.replicators.base import param_shapes
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.subset import SubsetReplicator
+from netbench.shapes import ParamShape
+
+__all__ = ["RandomReplicator"]
+
+
+def _counts(shapes: Sequence[ParamShape], rate: float) -> list[int]:
+    """Positions sent per tensor: ``round(rate * numel)``, at least one."""
+    return [max(1, round(rate * s.numel)) for s in shapes]
+
+
+class RandomReplicator(SubsetReplicator):
+    """Sends ``round(rate * numel)`` positions of every tensor, redrawn every step.
+
+    Positions come from a generator seeded with ``(seed, step)``, identical on every rank, so
+    only values travel. Sampling is stratified: each tensor is cut into ``count`` equal strata
+    and one uniformly random position is taken in each. Every position is then sent with the
+    same probability (``rate``) each step, exactly ``count`` distinct positions are sent (so the
+    payload is a constant), and drawing costs O(count) instead of a permutation of the whole
+    model (a 14 M-element ``randperm`` costs ~0.3 s on this CPU). The reference implementation
+    draws whole rows instead.
+    """
+
+    name = "random"
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
+        super().__init__(params, config, group)
+        starts, widths = [], []
+        counts = _counts(param_shapes(self.params), config.rate)
+        for offset, numel, count in zip(self.layout.offsets, self.layout.numels, counts):
+            edges = torch.div(torch.arange(count + 1, dtype=torch.int64) * numel, count, rounding_mode="floor")
+            starts.append(edges[:-1] + offset)
+            widths.append(edges[1:] - edges[:-1])
+        self._starts = torch.cat(starts)
+        self._widths = torch.cat(widths)
+        self._widths_f = self._widths.to(torch.float64)
+
+    @classmethod
+    def slots(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig) -> int:
+        return sum(_counts(shapes, config.rate))
+
+    def selection(self, step: int) -> torch.Tensor:
+        # 32 bits of seed and 32 of step: distinct streams per (seed, step), same on every rank.
+        generator = torch.Generator().manual_seed(((self.config.seed & 0xFFFFFFFF) << 32) | (step & 0xFFFFFFFF))
+        u = torch.rand(self._starts.numel(), generator=generator, dtype=torch.float64)
+        inside = torch.minimum((u * self._widths_f).long(), self._widths - 1)
+        return self._starts + inside

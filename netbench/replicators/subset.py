@@ -1,0 +1,89 @@
+"""Shared machinery of the replicators that all-reduce a subset of positions (random, striding).
+
+Both follow DeToNATION: each rank keeps a decoupled momentum ``m = beta m + g``; the selected
+positions of ``m`` are sent (and removed from ``m``, exactly as they travel), averaged with one
+all-reduce, and become the update (signed by default); every other position of the update is
+zero. The unsent part is therefore not lost: it stays in the local momentum (error feedback with
+decay ``beta``) until its position is selected. Because every rank derives the same positions
+from shared state (the step number, the seed), no indices cross the wire.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+
+import torch
+
+from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer, param_shapes
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.flat import FlatLayout
+from netbench.shapes import ParamShape
+
+__all__ = ["SubsetReplicator"]
+
+Selection = torch.Tensor | slice
+
+
+class SubsetReplicator(Replicator):
+    """Momentum, send buffer and update for one flat vector of all parameters."""
+
+    default_optimizer = "sgd"
+    default_lr = 1e-3
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
+        super().__init__(params, config, group)
+        self.layout = FlatLayout(self.params)
+        self.momentum = torch.zeros(self.layout.numel)
+        self.update = torch.zeros(self.layout.numel)
+        slots = self.slots(param_shapes(self.params), config)
+        self.send = torch.zeros(slots, dtype=WIRE_DTYPES[config.value_dtype])
+        self._momentum_views = self.layout.views(self.momentum, self.params)
+
+    @classmethod
+    @abstractmethod
+    def slots(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig) -> int:
+        """Values in the all-reduce buffer (the same on every step)."""
+
+    @abstractmethod
+    def selection(self, step: int) -> Selection:
+        """Flat positions sent on 0-based ``step``: an int64 index tensor or a strided slice."""
+
+    @classmethod
+    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
+        return PayloadDecl("all_reduce", cls.slots(shapes, config) * WIRE_DTYPES[config.value_dtype].itemsize)
+
+    def positions(self, step: int) -> torch.Tensor:
+        """The flat positions of ``selection(step)`` as an index tensor (for tests and tools)."""
+        sel = self.selection(step)
+        if isinstance(sel, slice):
+            return torch.arange(self.layout.numel)[sel]
+        return sel
+
+    def _sync(self, timer: StepTimer) -> None:
+        beta = self.config.beta
+        for m, g in zip(self._momentum_views, self.grads()):
+            m.mul_(beta).add_(g)
+        sel = self.selection(self.steps_done - 1)
+        picked = self.momentum[sel]  # a view for slices, a copy for index tensors
+        count = picked.numel()
+        self.send[:count].copy_(picked)
+        self.send[count:].zero_()  # padding slots (striding) carry zeros
+        sent = self.send[:count].to(torch.float32)
+        if isinstance(sel, slice):
+            self.momentum[sel].sub_(sent)
+        else:
+            self.momentum.index_add_(0, sel, sent, alpha=-1.0)
+        timer.compress_s += timer.lap()
+        self.comm.all_reduce_mean(self.send)
+        timer.lap()
+        averaged = self.send[:count].to(torch.float32)
+        if self.config.sign:
+            averaged.sign_()
+        self.update.zero_()
+        if isinstance(sel, slice):
+            self.update[sel].copy_(averaged)
+        else:
+            self.update.index_copy_(0, sel, averaged)
+        self.layout.scatter(self.update, self.grads())
+        timer.decode_s += timer.lap()
