@@ -25,5 +25,5 @@ def one_line(exc: pydantic.ValidationError, option_names: dict[str, str] | None 
     option = (option_names or {}).get(field, "--" + field.replace("_", "-") if field else "")
     message = err.get("msg", "invalid value").removeprefix("Value error, ")
     value = err.get("input")
-    shown = f" (got {value!r})" if field and not isinstance(value, dict) else ""
+    shown = f" (got {value!r})" if field and not isinstance(value, dict) and "got " not in message else ""
     return f"{option}: {message}{shown}" if option else message

@@ -1,0 +1,58 @@
+"""Cluster options shared by `probe`, `run` and `sweep`, turned into a validated ClusterSpec."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pydantic
+import typer
+
+from netbench.cli.errors import UserError, one_line
+from netbench.emulation.spec import OPTION_NAMES, ClusterSpec
+from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
+
+NodesOpt = typer.Option(2, "--nodes", "-n", help="Number of emulated nodes (2-64).")
+BwOpt = typer.Option("100mbit", "--bw", help="Link rate both ways, tc units (10mbit-10gbit).")
+UpOpt = typer.Option(None, "--up", help="Uplink (node egress) rate; overrides --bw.")
+DownOpt = typer.Option(None, "--down", help="Downlink (switch-port egress) rate; overrides --bw.")
+DelayOpt = typer.Option("0ms", "--delay", help="One-way delay added on each node's uplink (e.g. 20ms).")
+JitterOpt = typer.Option("0ms", "--jitter", help="Std. deviation of the uplink delay (packets stay in order).")
+LossOpt = typer.Option("0%", "--loss", help="Uplink packet loss (e.g. 0.1%).")
+OffloadOpt = typer.Option("auto", "--offload", help="TSO/GSO/GRO on veths: auto (off up to 2.5gbit), on, off.")
+EngineOpt = typer.Option("auto", "--engine", help="Delay/loss engine: auto (netem if present), netem, delayline.")
+
+
+def _parse(option: str, parser, text: str) -> float:
+    try:
+        return parser(text)
+    except UnitError as exc:
+        raise UserError(f"{option}: {exc}") from None
+
+
+def build_cluster_spec(
+    nodes: int,
+    bw: str,
+    up: Optional[str] = None,
+    down: Optional[str] = None,
+    delay: str = "0ms",
+    jitter: str = "0ms",
+    loss: str = "0%",
+    offload: str = "auto",
+    engine: str = "auto",
+) -> ClusterSpec:
+    """Parse tc-style units and validate ranges; any problem is one UserError line."""
+    up_rate = _parse("--up" if up else "--bw", parse_rate, up or bw)
+    down_rate = _parse("--down" if down else "--bw", parse_rate, down or bw)
+    uplink = {
+        "rate_bps": up_rate,
+        "delay_s": _parse("--delay", parse_time, delay),
+        "jitter_s": _parse("--jitter", parse_time, jitter),
+        "loss": _parse("--loss", parse_fraction, loss),
+    }
+    try:
+        return ClusterSpec(nodes=nodes, up=uplink, down={"rate_bps": down_rate}, offload=offload, engine=engine)
+    except pydantic.ValidationError as exc:
+        names = dict(OPTION_NAMES)
+        names["up.rate_bps"] = "--up" if up else "--bw"
+        names["down.rate_bps"] = "--down" if down else "--bw"
+        raise UserError(one_line(exc, names)) from None

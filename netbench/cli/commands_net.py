@@ -1,0 +1,106 @@
+"""`netbench doctor`, `probe` and `clean`: the network half of the CLI."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from netbench.cli import cluster_options as opt
+from netbench.cli.app import app
+from netbench.cli.errors import UserError
+from netbench.units import format_rate
+
+console = Console()
+
+
+def _privileged() -> None:
+    from netbench.emulation.rootless import RootlessError, ensure_privileges
+
+    try:
+        ensure_privileges()
+    except RootlessError as exc:
+        raise UserError(str(exc)) from None
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """What this host supports, and what each missing piece disables."""
+    from netbench.emulation.capabilities import detect
+    from netbench.emulation.rootless import MARKER
+
+    import os
+
+    if os.geteuid() != 0 and not os.environ.get(MARKER):
+        _privileged()  # re-exec rootless so the checks run where netbench would
+    caps = detect()
+    if as_json:
+        print(json.dumps({**caps.as_dict(), "rootless": bool(os.environ.get(MARKER))}))
+        return
+    table = Table(title="netbench doctor")
+    for column in ("feature", "status", "if missing"):
+        table.add_column(column)
+    for feature, present, disables in caps.consequences():
+        table.add_row(feature, "[green]yes[/]" if present else "[red]no[/]", "" if present else disables)
+    console.print(table)
+    engine = "netem" if caps.netem else ("delay line" if caps.delay_line else "none (rate shaping only)")
+    console.print(f"delay/jitter/loss engine: [bold]{engine}[/]")
+    for what, err in caps.errors.items():
+        console.print(f"[yellow]{what}[/]: {err}")
+
+
+@app.command()
+def probe(
+    bw: str = opt.BwOpt,
+    delay: str = opt.DelayOpt,
+    nodes: int = opt.NodesOpt,
+    up: Optional[str] = opt.UpOpt,
+    down: Optional[str] = opt.DownOpt,
+    jitter: str = opt.JitterOpt,
+    loss: str = opt.LossOpt,
+    offload: str = opt.OffloadOpt,
+    engine: str = opt.EngineOpt,
+    seconds: float = typer.Option(4.0, "--seconds", min=1.0, max=60.0, help="Goodput measurement time."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured."""
+    from netbench.emulation.probe import probe as run_probe
+
+    spec = opt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine)
+    _privileged()
+    result = run_probe(spec, seconds=seconds)
+    if as_json:
+        print(json.dumps(result.as_dict()))
+        return
+    table = Table(title=f"netbench probe: {nodes} nodes, engine {result.delay_engine}")
+    for column in ("", "configured", "measured", "ratio"):
+        table.add_column(column, justify="right")
+    table.add_row("goodput", format_rate(result.configured_bps), format_rate(result.goodput_bps), f"{result.goodput_ratio:.3f}")
+    rtt = "n/a" if result.rtt_ms is None else f"{result.rtt_ms:.3f} ms"
+    ratio = "" if result.rtt_ms is None or not result.expected_rtt_ms else f"{result.rtt_ms / result.expected_rtt_ms:.3f}"
+    table.add_row("RTT", f"{result.expected_rtt_ms:.3f} ms", rtt, ratio)
+    console.print(table)
+    console.print(f"goodput by {result.goodput_tool}; TCP ceiling at MTU 1500 is 0.956 of the line rate")
+
+
+@app.command()
+def clean(
+    force: bool = typer.Option(False, "--force", help="Also remove runs whose owner process is still alive."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
+) -> None:
+    """Remove namespaces, links, qdiscs, rules and processes left by killed runs (netbench's only)."""
+    from netbench.emulation.cleanup import clean as do_clean
+    from netbench.emulation.cleanup import find_leftovers
+
+    _privileged()
+    found = find_leftovers(force) if dry_run else do_clean(force)
+    verb = "would remove" if dry_run else "removed"
+    if found.empty:
+        console.print("nothing to clean")
+        return
+    console.print(f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es)")
+    for name in found.namespaces:
+        console.print(f"  {name}")

@@ -1,0 +1,143 @@
+"""What this host can emulate, found by trying it in a throwaway namespace (`netbench doctor`).
+
+Kernel features are tested by use, not by reading config files: a qdisc kind is present when
+adding it works, the delay line when an NFQUEUE rule loads in a bridged namespace.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pyroute2 import IPRoute
+
+from netbench.emulation import netns
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    root: bool
+    user_namespaces: bool
+    tbf: bool = False
+    htb: bool = False
+    netem: bool = False
+    br_netfilter: bool = False
+    nfqueue_rule: bool = False
+    netfilterqueue_module: bool = False
+    iperf3: bool = False
+    tcpdump: bool = False
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def delay_line(self) -> bool:
+        return self.br_netfilter and self.nfqueue_rule and self.netfilterqueue_module
+
+    @property
+    def delay_line_reason(self) -> str:
+        missing = [
+            what
+            for what, ok in (
+                ("br_netfilter (modprobe br_netfilter)", self.br_netfilter),
+                ("iptables with NFQUEUE and physdev (apt-get install iptables)", self.nfqueue_rule),
+                ("the NetfilterQueue Python package (pip install NetfilterQueue)", self.netfilterqueue_module),
+            )
+            if not ok
+        ]
+        return "missing " + ", ".join(missing) if missing else "available"
+
+    @property
+    def can_build(self) -> bool:
+        return self.root and self.tbf
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "delay_line": self.delay_line, "delay_line_reason": self.delay_line_reason}
+
+    def consequences(self) -> list[tuple[str, bool, str]]:
+        """(feature, present, what its absence disables) for the doctor table."""
+        return [
+            ("root (or user namespaces)", self.root, "everything: namespaces, links and qdiscs need CAP_NET_ADMIN"),
+            ("user namespaces", self.user_namespaces, "running as a non-root user"),
+            ("tbf qdisc", self.tbf, "rate shaping: no cluster can be built"),
+            ("htb qdisc", self.htb, "nothing yet (tbf is used)"),
+            ("netem qdisc", self.netem, "kernel delay/jitter/loss: the userspace delay line stands in"),
+            ("delay line (br_netfilter + NFQUEUE)", self.delay_line, "delay/jitter/loss when netem is absent"),
+            ("iperf3", self.iperf3, "nothing: probe falls back to its built-in TCP stream"),
+            ("tcpdump", self.tcpdump, "packet capture: wire bytes come from interface counters only"),
+        ]
+
+
+def _user_namespaces_allowed() -> bool:
+    try:
+        if int(Path("/proc/sys/user/max_user_namespaces").read_text()) == 0:
+            return False
+    except (OSError, ValueError):
+        return False
+    clone = Path("/proc/sys/kernel/unprivileged_userns_clone")
+    return not clone.exists() or clone.read_text().strip() == "1"
+
+
+def _qdisc_works(ipr: IPRoute, index: int, kind: str, **kwargs: object) -> bool:
+    try:
+        ipr.tc("add", kind, index=index, handle="1:", **kwargs)
+        ipr.tc("del", index=index, handle="1:", root=True)
+        return True
+    except Exception:  # noqa: BLE001 - absent kind answers "unknown qdisc" as NetlinkError
+        return False
+
+
+def _nfqueue_rule_loads(name: str) -> bool:
+    from netbench.emulation.delayline import install_rules
+
+    try:
+        install_rules(name, up_ports=["nbprobe0"], down_ports=[])
+        return True
+    except (OSError, subprocess.CalledProcessError):
+        return False
+
+
+def _probe_inside() -> dict[str, bool]:
+    """Runs inside the throwaway namespace: which qdiscs load, whether br_netfilter is there."""
+    with IPRoute() as ipr:
+        ipr.link("add", ifname="nbprobe0", kind="veth", peer="nbprobe1")
+        index = ipr.link_lookup(ifname="nbprobe0")[0]
+        return {
+            "tbf": _qdisc_works(ipr, index, "tbf", rate="100mbit", burst=16384, limit=65536),
+            "htb": _qdisc_works(ipr, index, "htb", default=1),
+            "netem": _qdisc_works(ipr, index, "netem", delay=1000),
+            "br_netfilter": Path("/proc/sys/net/bridge/bridge-nf-call-iptables").exists(),
+        }
+
+
+@functools.lru_cache(maxsize=1)
+def detect() -> Capabilities:
+    """Probe the host once per process."""
+    root = os.geteuid() == 0
+    found: dict = {
+        "root": root,
+        "user_namespaces": _user_namespaces_allowed(),
+        "iperf3": shutil.which("iperf3") is not None,
+        "tcpdump": shutil.which("tcpdump") is not None,
+        "errors": {},
+    }
+    try:
+        import netfilterqueue  # noqa: F401
+
+        found["netfilterqueue_module"] = True
+    except ImportError as exc:
+        found["errors"]["netfilterqueue"] = str(exc)
+    if not root:
+        return Capabilities(**found)
+    name = f"netbench-doctor{os.getpid()}-x"
+    try:
+        netns.create(name)
+        found.update(netns.call_in(name, _probe_inside))
+        found["nfqueue_rule"] = _nfqueue_rule_loads(name)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: doctor must always answer
+        found["errors"]["namespaces"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        netns.remove(name)
+    return Capabilities(**found)

@@ -1,0 +1,242 @@
+"""The emulated cluster: N node namespaces, one switch namespace, shaped veth links.
+
+Use it as a context manager; teardown is guaranteed on normal exit, exceptions, Ctrl-C and SIGTERM
+(SIGTERM is turned into SystemExit while the cluster is up), and signals are held off while
+tearing down so a second Ctrl-C cannot leave half a cluster behind::
+
+    with Cluster(spec) as cluster:
+        server = cluster.nodes[1].popen(["iperf3", "-s", "-1"])
+        ...
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import threading
+from contextlib import contextmanager
+from types import FrameType
+from typing import Iterator
+
+from pyroute2 import IPRoute
+
+from netbench.emulation import delayline, netns, offload, shaping
+from netbench.emulation.capabilities import Capabilities, detect
+from netbench.emulation.naming import RunNames, register, unregister
+from netbench.emulation.node import Node, Switch
+from netbench.emulation.spec import ClusterSpec, DirectionSpec
+
+_QUIET_SYSCTLS = {  # no IPv6 router/neighbour chatter on the measured wires
+    "net.ipv6.conf.all.disable_ipv6": "1",
+    "net.ipv6.conf.default.disable_ipv6": "1",
+}
+_NODE_SYSCTLS = {  # TCP windows large enough for 1gbit x 400 ms round trips (BDP 50 MB)
+    **_QUIET_SYSCTLS,
+    "net.ipv4.tcp_rmem": "4096 131072 67108864",
+    "net.ipv4.tcp_wmem": "4096 16384 67108864",
+}
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be built; everything created so far has been removed."""
+
+
+class Cluster:
+    """Builds and tears down one emulated cluster."""
+
+    def __init__(self, spec: ClusterSpec, names: RunNames | None = None, capabilities: Capabilities | None = None) -> None:
+        self.spec = spec
+        self.names = names or RunNames.new()
+        self.capabilities = capabilities or detect()
+        self.engine = self._choose_engine()
+        self.switch = Switch(self.names.switch_netns)
+        self.nodes = [
+            Node(self.names.node_netns(i), index=i, address=self.names.address(i), port=self.names.port(i))
+            for i in range(spec.nodes)
+        ]
+        self.shaping: dict[str, dict] = {}
+        self._delay_line = None
+        self._previous_sigterm = None
+        self._up = False
+
+    # ----------------------------------------------------------------- engine
+    def _choose_engine(self) -> str:
+        """'none' without impairments; else netem where the kernel has it, else the delay line."""
+        if not self.spec.impaired:
+            return "none"
+        wanted = self.spec.engine
+        if wanted in ("auto", "netem") and self.capabilities.netem:
+            return "netem"
+        if wanted == "netem":
+            raise ClusterError("--engine netem: this kernel has no sch_netem (try --engine delayline)")
+        if not self.capabilities.delay_line:
+            raise ClusterError(f"delay, jitter and loss need netem or the delay line; neither works here: {self.capabilities.delay_line_reason}")
+        return "delayline"
+
+    # ---------------------------------------------------------------- context
+    def __enter__(self) -> "Cluster":
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_system_exit)
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            self._restore_sigterm()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.down()
+        finally:
+            self._restore_sigterm()
+
+    def _restore_sigterm(self) -> None:
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+
+    # ------------------------------------------------------------------- build
+    def up(self) -> None:
+        """Create namespaces, bridge, veths, addresses and shaping; start the delay line if needed."""
+        register(self.names)
+        self._up = True
+        offload_on = self.spec.offload_enabled
+        netns.create(self.switch.netns)
+        for node in self.nodes:
+            netns.create(node.netns)
+        bridge_sysctls = {"net.bridge.bridge-nf-call-iptables": "1"} if self.engine == "delayline" else {}
+        netns.set_sysctls(self.switch.netns, {**_QUIET_SYSCTLS, **bridge_sysctls})
+        for node in self.nodes:
+            netns.set_sysctls(node.netns, _NODE_SYSCTLS)
+
+        use_netem = self.engine == "netem"
+        ports = [(node.port, node.iface, node.netns) for node in self.nodes]
+        self.switch.ifindex, down_shaping = self.switch.call(
+            _build_switch, self.switch.bridge, ports, self.spec.down, offload_on, use_netem
+        )
+        self.shaping.update({f"{port}/down": installed for port, installed in down_shaping.items()})
+        prefixlen = self.names.subnet.prefixlen
+        for node in self.nodes:
+            self.shaping[f"{node.netns}/up"] = node.call(
+                _build_node, node.iface, node.address, prefixlen, self.spec.up, offload_on, use_netem
+            )
+
+        if self.engine == "delayline":
+            self._start_delay_line()
+
+    def _start_delay_line(self) -> None:
+        ports = self.switch.ifindex
+        config = {
+            "up": {ports[n.port]: _impairment(self.spec.up) for n in self.nodes} if self.spec.up.impaired else {},
+            "down": {ports[n.port]: _impairment(self.spec.down) for n in self.nodes} if self.spec.down.impaired else {},
+            "seed": int(self.names.run_id, 16),
+        }
+        proc = self.switch.python("netbench.emulation.delayline", json.dumps(config), stdout=-1, stderr=-1, text=True)
+        ready, _, _ = select.select([proc.stdout], [], [], 10.0)
+        line = proc.stdout.readline().strip() if ready else ""
+        if line != "ready":
+            err = proc.stderr.read() if proc.poll() is not None else "no answer within 10 s"
+            raise ClusterError(f"delay line did not start: {err.strip().splitlines()[-1] if err.strip() else line}")
+        self._delay_line = proc
+        delayline.install_rules(
+            self.switch.netns,
+            up_ports=[n.port for n in self.nodes] if self.spec.up.impaired else [],
+            down_ports=[n.port for n in self.nodes] if self.spec.down.impaired else [],
+        )
+
+    # --------------------------------------------------------------- teardown
+    def down(self) -> None:
+        """Stop every process in the run's namespaces and delete the namespaces (idempotent)."""
+        if not self._up:
+            return
+        with _signals_held():
+            everyone = [self.switch, *self.nodes]
+            for ns in everyone:
+                ns.stop_processes()
+            # Anything else that wandered into our namespaces (e.g. started by a user command).
+            netns.kill_pids(netns.pids_in([ns.netns for ns in everyone]))
+            for ns in everyone:
+                netns.remove(ns.netns)
+            unregister(self.names)
+            self._delay_line = None
+            self._up = False
+
+    # ------------------------------------------------------------------- misc
+    def set_link(self, index: int, up: bool) -> None:
+        """Take node ``index``'s link down or up (fault injection), on the switch side."""
+        self.switch.call(_set_link_state, self.nodes[index].port, up)
+
+    def describe(self) -> dict:
+        """What was built, for run.json."""
+        return {
+            "run_id": self.names.run_id,
+            "nodes": [{"index": n.index, "netns": n.netns, "address": n.address, "iface": n.iface} for n in self.nodes],
+            "switch": self.switch.netns,
+            "subnet": str(self.names.subnet),
+            "delay_engine": self.engine,
+            "offload": self.spec.offload_enabled,
+            "spec": self.spec.model_dump(),
+            "shaping": self.shaping,
+        }
+
+
+# Each builder runs inside its namespace in a forked child (Namespace.call): a plain IPRoute there
+# talks to that namespace only. pyroute2's NetNS forks helpers of its own, which proved unsafe to
+# mix with signal handling and repeated clusters in one process.
+def _build_switch(bridge_name: str, ports: list[tuple[str, str, str]], down: DirectionSpec, offload_on: bool, use_netem: bool) -> tuple[dict[str, int], dict[str, dict]]:
+    """Bridge plus one veth per node (peer moved straight into the node's namespace), shaped."""
+    ifindex: dict[str, int] = {}
+    installed: dict[str, dict] = {}
+    with IPRoute() as ipr:
+        ipr.link("add", ifname=bridge_name, kind="bridge")
+        bridge = ipr.link_lookup(ifname=bridge_name)[0]
+        for port, peer_name, peer_netns in ports:
+            with netns.open_fd(peer_netns) as peer_fd:
+                ipr.link("add", ifname=port, kind="veth", peer={"ifname": peer_name, "net_ns_fd": peer_fd})
+            ifindex[port] = ipr.link_lookup(ifname=port)[0]
+            ipr.link("set", index=ifindex[port], master=bridge, state="up")
+            installed[port] = shaping.apply(ipr, ifindex[port], down, offload_on, use_netem)
+        ipr.link("set", index=bridge, state="up")
+    offload.set_segmentation(list(ifindex), offload_on)
+    return ifindex, installed
+
+
+def _build_node(iface: str, address: str, prefixlen: int, up: DirectionSpec, offload_on: bool, use_netem: bool) -> dict:
+    """Address and bring up the node's interface (no default route: nothing leaves the subnet)."""
+    with IPRoute() as ipr:
+        (index,) = ipr.link_lookup(ifname=iface)
+        ipr.addr("add", index=index, address=address, prefixlen=prefixlen)
+        ipr.link("set", index=index, state="up")
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+        installed = shaping.apply(ipr, index, up, offload_on, use_netem)
+    offload.set_segmentation([iface], offload_on)
+    return installed
+
+
+def _set_link_state(port: str, up: bool) -> None:
+    with IPRoute() as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname=port)[0], state="up" if up else "down")
+
+
+def _impairment(direction) -> dict:
+    return {"delay_s": direction.delay_s, "jitter_s": direction.jitter_s, "loss": direction.loss}
+
+
+def _raise_system_exit(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Block SIGINT/SIGTERM (delivered afterwards) so teardown always finishes."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

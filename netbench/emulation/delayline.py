@@ -1,0 +1,187 @@
+"""Userspace delay line: delay, jitter and loss where the kernel has no netem.
+
+The switch namespace's FORWARD chain hands each bridged frame to an NFQUEUE; this process holds
+every packet until its release time and then issues the verdict, in arrival order. It must sit in
+the forwarding path: a delay in the *sender's* namespace keeps the packet charged to its socket and
+TCP Small Queues throttles the flow (shared/NOTES.md). Frames forwarded from another namespace are
+orphaned from their socket, so holding them there is harmless, as with netem.
+
+Per packet: delay = up[in_port] + down[out_port] (+ Gaussian jitter, truncated at zero), dropped
+with probability 1 - (1 - loss_up)(1 - loss_down). Release times are kept monotonic per port pair,
+so jitter never reorders a flow.
+
+Run as ``python -m netbench.emulation.delayline CONFIG_JSON`` inside the switch namespace; it
+prints ``ready`` once bound, after which the orchestrator installs the iptables rules.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+QUEUE_NUM = 0
+QUEUE_MAX_LEN = 200_000
+RCVBUF_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Impairment:
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss: float = 0.0
+
+
+def iptables_rules(up_ports: list[str], down_ports: list[str]) -> str:
+    """iptables-restore input that queues bridged frames entering/leaving impaired ports."""
+    lines = ["*filter", ":FORWARD ACCEPT [0:0]"]
+    for port in up_ports:
+        lines.append(f"-A FORWARD -m physdev --physdev-in {port} -j NFQUEUE --queue-num {QUEUE_NUM}")
+    for port in down_ports:
+        lines.append(f"-A FORWARD -m physdev --physdev-out {port} -j NFQUEUE --queue-num {QUEUE_NUM}")
+    lines.append("COMMIT")
+    return "\n".join(lines) + "\n"
+
+
+def iptables_restore_binary() -> str:
+    """Legacy iptables: its NFQUEUE target works on kernels without nft's queue expression."""
+    import shutil
+
+    for name in ("iptables-legacy-restore", "iptables-restore"):
+        if shutil.which(name):
+            return name
+    raise FileNotFoundError("iptables-restore not found (apt-get install iptables)")
+
+
+def install_rules(switch_netns: str, up_ports: list[str], down_ports: list[str]) -> None:
+    """Load the queue rules into the switch namespace's filter table in one call."""
+    from netbench.emulation.netns import preexec
+
+    subprocess.run(
+        [iptables_restore_binary(), "-w", "5"],
+        input=iptables_rules(up_ports, down_ports),
+        text=True,
+        check=True,
+        capture_output=True,
+        preexec_fn=preexec(switch_netns),
+    )
+
+
+class DelayLine:
+    """Holds queued packets until their release time; one instance per switch namespace."""
+
+    def __init__(self, up: dict[int, Impairment], down: dict[int, Impairment], seed: int = 0) -> None:
+        self.up = up
+        self.down = down
+        self.rng = random.Random(seed)
+        self.heap: list[tuple[float, int, object]] = []
+        self.last_release: dict[tuple[int, int], float] = {}
+        self.seq = 0
+        self.passed = 0
+        self.dropped = 0
+
+    def on_packet(self, pkt) -> None:  # called by NetfilterQueue for every queued packet
+        now = _arrival_monotonic(pkt)
+        src, dst = pkt.physindev, pkt.physoutdev
+        a, b = self.up.get(src, _NONE), self.down.get(dst, _NONE)
+        if (a.loss or b.loss) and self.rng.random() >= (1 - a.loss) * (1 - b.loss):
+            pkt.drop()
+            self.dropped += 1
+            return
+        delay = a.delay_s + b.delay_s
+        jitter = (a.jitter_s**2 + b.jitter_s**2) ** 0.5
+        if jitter:
+            delay = max(0.0, self.rng.gauss(delay, jitter))
+        key = (src, dst)
+        release = max(now + delay, self.last_release.get(key, 0.0))
+        self.last_release[key] = release
+        self.seq += 1
+        heapq.heappush(self.heap, (release, self.seq, pkt))
+
+    def release_due(self) -> float | None:
+        """Accept every packet whose time has come; return seconds until the next one."""
+        heap = self.heap
+        now = time.monotonic()
+        while heap and heap[0][0] <= now:
+            heapq.heappop(heap)[2].accept()
+            self.passed += 1
+        return heap[0][0] - now if heap else None
+
+
+_NONE = Impairment()
+SPIN_S = 150e-6  # wake this early and spin: select() wake-ups run ~50-100 us late
+
+
+def _arrival_monotonic(pkt) -> float:
+    """When the kernel queued the packet, on the monotonic clock.
+
+    The callback runs a wake-up and a netlink read after the packet was queued; anchoring on
+    the kernel timestamp keeps that latency out of the added delay.
+    """
+    now_mono = time.monotonic()
+    stamp = pkt.get_timestamp()
+    if not stamp:
+        return now_mono
+    age = time.time() - stamp
+    return now_mono - age if 0 <= age < 0.05 else now_mono
+
+
+def _minimal_timer_slack() -> None:
+    """Ask for 1 ns timer slack (default 50 us) so sleeps end when asked."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
+    except (OSError, AttributeError):
+        pass
+
+
+def serve(config: dict) -> None:
+    """Bind the queue, report ready, and release packets until SIGTERM."""
+    from netfilterqueue import COPY_META, NetfilterQueue
+
+    line = DelayLine(
+        up={int(k): Impairment(**v) for k, v in config["up"].items()},
+        down={int(k): Impairment(**v) for k, v in config["down"].items()},
+        seed=int(config.get("seed", 0)),
+    )
+    queue = NetfilterQueue()
+    queue.bind(QUEUE_NUM, line.on_packet, max_len=QUEUE_MAX_LEN, mode=COPY_META)
+    sock = socket.fromfd(queue.get_fd(), socket.AF_NETLINK, socket.SOCK_RAW)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, 33, RCVBUF_BYTES)  # SO_RCVBUFFORCE (needs CAP_NET_ADMIN)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+    sock.setblocking(False)
+    stop = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    print("ready", flush=True)
+    _minimal_timer_slack()
+    fd = sock.fileno()
+    while not stop:  # select(): microsecond timeouts; poll/epoll round up to whole milliseconds
+        wait = line.release_due()
+        timeout = 0.2 if wait is None else (0.0 if wait < SPIN_S else wait - SPIN_S)
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if ready:
+            queue.run(block=False)
+    for _, _, pkt in line.heap:  # let what is in flight go, so nothing hangs on teardown
+        pkt.accept()
+    queue.unbind()
+    print(json.dumps({"passed": line.passed, "dropped": line.dropped}), flush=True)
+
+
+if __name__ == "__main__":
+    serve(json.loads(sys.argv[1]))

@@ -1,0 +1,97 @@
+"""Per-run names and addresses, and the registry of live runs.
+
+Every object a run creates lives in namespaces named ``netbench-<run_id>-...``, so two runs never
+collide and `netbench clean` can find exactly netbench's own leftovers. Addresses come from
+198.18.0.0/15, the range RFC 2544 reserves for network benchmarking; the namespaces have no route
+out, so even a clash with a real network could not leak traffic.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+NETNS_PREFIX = "netbench-"
+REGISTRY_DIR = Path(os.environ.get("NETBENCH_RUN_DIR", "/run/netbench"))
+_BENCH_NET = ipaddress.ip_network("198.18.0.0/15")
+_SLOTS = 2 ** (24 - _BENCH_NET.prefixlen)  # number of /24s in the benchmark range
+
+
+@dataclass(frozen=True)
+class RunNames:
+    """The names and subnet of one run."""
+
+    run_id: str
+
+    @classmethod
+    def new(cls) -> "RunNames":
+        return cls(secrets.token_hex(3))
+
+    @property
+    def switch_netns(self) -> str:
+        return f"{NETNS_PREFIX}{self.run_id}-sw"
+
+    def node_netns(self, index: int) -> str:
+        return f"{NETNS_PREFIX}{self.run_id}-n{index}"
+
+    @staticmethod
+    def port(index: int) -> str:
+        """Switch-side veth of node ``index`` (lives in the switch namespace)."""
+        return f"p{index}"
+
+    @property
+    def subnet(self) -> ipaddress.IPv4Network:
+        """A /24 from the benchmark range, chosen from the run id so concurrent runs differ."""
+        slot = int(self.run_id, 16) % _SLOTS
+        return ipaddress.ip_network((int(_BENCH_NET.network_address) + slot * 256, 24))
+
+    def address(self, index: int) -> str:
+        return str(self.subnet.network_address + index + 1)
+
+    def owns(self, netns: str) -> bool:
+        return netns.startswith(f"{NETNS_PREFIX}{self.run_id}-")
+
+
+def run_id_of(netns: str) -> str | None:
+    """The run id encoded in a netbench namespace name, or None for foreign names."""
+    if not netns.startswith(NETNS_PREFIX):
+        return None
+    rest = netns[len(NETNS_PREFIX):]
+    run_id, sep, _ = rest.partition("-")
+    return run_id if sep else None
+
+
+def register(names: RunNames) -> Path:
+    """Record that this process owns the run, so `clean` leaves live runs alone."""
+    REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
+    path = REGISTRY_DIR / f"{names.run_id}.json"
+    me = psutil.Process()
+    path.write_text(json.dumps({"run_id": names.run_id, "pid": me.pid, "create_time": me.create_time()}))
+    return path
+
+
+def unregister(names: RunNames) -> None:
+    (REGISTRY_DIR / f"{names.run_id}.json").unlink(missing_ok=True)
+
+
+def owner_alive(run_id: str) -> bool:
+    """True while the process that registered ``run_id`` still runs (pid reuse is checked)."""
+    path = REGISTRY_DIR / f"{run_id}.json"
+    try:
+        entry = json.loads(path.read_text())
+        proc = psutil.Process(entry["pid"])
+        return abs(proc.create_time() - entry["create_time"]) < 0.01
+    except (OSError, ValueError, KeyError, psutil.Error):
+        return False
+
+
+def registered_run_ids() -> list[str]:
+    if not REGISTRY_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in REGISTRY_DIR.glob("*.json"))

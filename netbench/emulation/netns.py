@@ -1,0 +1,163 @@
+"""Entering network namespaces: for child processes, for short in-process jobs, and sysctls.
+
+pyroute2 talks netlink into a namespace by itself; these helpers cover the rest: starting a
+process inside a node (``preexec_fn``), running a small Python function there (fork + setns), and
+per-namespace sysctls, which live under /proc/sys/net of whichever namespace the writer is in.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psutil
+from pyroute2 import netns as pr_netns
+
+T = TypeVar("T")
+NETNS_DIR = Path(pr_netns.NETNS_RUN_DIR)
+
+
+def netns_path(name: str) -> Path:
+    return NETNS_DIR / name
+
+
+def enter(name: str) -> None:
+    """Move the calling process (or thread) into namespace ``name``; never creates one."""
+    pr_netns.setns(str(netns_path(name)), flags=0, fork=False)
+
+
+def preexec(name: str) -> Callable[[], None]:
+    """A ``preexec_fn`` that enters ``name`` and starts a new process group (for clean kills)."""
+
+    def _enter() -> None:
+        os.setpgid(0, 0)
+        enter(name)
+
+    return _enter
+
+
+def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args)`` in a forked child inside namespace ``name`` and return its result.
+
+    A fork keeps the caller's namespace untouched, even if ``fn`` fails halfway.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_fd)
+        try:
+            enter(name)
+            payload = pickle.dumps((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        with os.fdopen(write_fd, "wb") as pipe:
+            pipe.write(payload)
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    ok, value = pickle.loads(data)
+    if not ok:
+        raise RuntimeError(f"in namespace {name}: {value}")
+    return value
+
+
+def _write_sysctls(values: dict[str, str]) -> None:
+    for key, value in values.items():
+        Path("/proc/sys", *key.split(".")).write_text(value)
+
+
+def set_sysctls(name: str, values: dict[str, str]) -> None:
+    """Write ``net.*`` sysctls inside namespace ``name``."""
+    call_in(name, _write_sysctls, values)
+
+
+@contextmanager
+def open_fd(name: str) -> Iterator[int]:
+    """A file descriptor of namespace ``name`` (for moving links into it), closed afterwards."""
+    fd = os.open(netns_path(name), os.O_RDONLY)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def inode_of(name: str) -> int | None:
+    try:
+        return netns_path(name).stat().st_ino
+    except OSError:
+        return None
+
+
+def pids_in(names: list[str]) -> list[int]:
+    """Processes whose network namespace is one of ``names`` (found via /proc/PID/ns/net)."""
+    inodes = {ino for ino in map(inode_of, names) if ino is not None}
+    if not inodes:
+        return []
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.stat(f"/proc/{proc.pid}/ns/net").st_ino in inodes:
+                found.append(proc.pid)
+        except OSError:
+            continue
+    return found
+
+
+def kill_pids(pids: list[int], grace_s: float = 1.0) -> None:
+    """SIGTERM, wait up to ``grace_s``, then SIGKILL whatever is left."""
+    procs = []
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            proc = psutil.Process(pid)
+            proc.terminate()
+            procs.append(proc)
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def list_netns() -> list[str]:
+    return sorted(pr_netns.listnetns())
+
+
+def create(name: str) -> None:
+    """Create namespace ``name`` as iproute2 does: a forked child unshares and bind-mounts it.
+
+    pyroute2's own ``netns.create`` gives its helper process a timeout and kills it when the
+    machine is busy, which can leave the mount point without a namespace behind it.
+    """
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            pr_netns._create(name)  # unshare(CLONE_NEWNET) in this child, bind /proc/self/ns/net
+            code = 0
+        except BaseException:  # noqa: BLE001 - reported through the exit status
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0 or inode_of(name) is None:
+        raise OSError(f"could not create network namespace {name}")
+
+
+def remove(name: str) -> None:
+    try:
+        pr_netns.remove(name)
+    except FileNotFoundError:
+        pass

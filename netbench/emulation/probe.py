@@ -1,0 +1,124 @@
+"""`netbench probe`: build a cluster, measure goodput and RTT between two nodes, compare to config.
+
+Goodput is what iperf3 (when present) counts at the receiver, else the built-in TCP
+stream. RTT is the median of UDP echoes measured on an idle link. The expected RTT is the
+configured delay both ways: an idle token bucket passes a small packet without serialization delay.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+from netbench.emulation.cluster import Cluster
+from netbench.emulation.node import Node
+from netbench.emulation.spec import ClusterSpec
+
+PROBE_PORT = 5201
+ECHO_PORT = 5301
+
+
+@dataclass
+class ProbeResult:
+    nodes: int
+    configured_bps: float
+    goodput_bps: float
+    goodput_ratio: float
+    goodput_tool: str
+    rtt_ms: float | None
+    rtt_min_ms: float | None
+    rtt_max_ms: float | None
+    expected_rtt_ms: float
+    rtt_error_ms: float | None
+    delay_engine: str
+    offload: bool
+    run_id: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _wait_listening(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    if not ready or "listening" not in proc.stdout.readline():
+        raise RuntimeError("probe server in the node did not start")
+
+
+def measure_rtt(client: Node, server: Node, count: int = 20, interval_s: float = 0.02) -> dict:
+    echo = server.python("netbench.emulation.traffic", "udp-echo", str(ECHO_PORT), "5", stdout=subprocess.PIPE, text=True)
+    _wait_listening(echo)
+    ping = client.run(
+        [sys.executable, "-m", "netbench.emulation.traffic", "udp-ping", server.address, str(ECHO_PORT), str(count), str(interval_s)],
+        timeout=count * (interval_s + 2.5) + 10,
+    )
+    echo.terminate()
+    echo.wait()
+    if ping.returncode != 0:
+        raise RuntimeError(f"udp-ping failed: {ping.stderr.strip()[-300:]}")
+    return json.loads(ping.stdout.strip().splitlines()[-1])
+
+
+def _steady_receiver_goodput(data: dict) -> tuple[float, float]:
+    """(steady-state, whole-transfer) receiver goodput: the server's intervals after the first second.
+
+    Slow start over a long round trip costs a few hundred ms that say nothing about the link.
+    """
+    whole = float(data["end"]["sum_received"]["bits_per_second"])
+    intervals = (data.get("server_output_json") or {}).get("intervals", [])[1:]
+    seconds = sum(i["sum"]["seconds"] for i in intervals)
+    if seconds < 1.0:
+        return whole, whole
+    return 8 * sum(i["sum"]["bytes"] for i in intervals) / seconds, whole
+
+
+def measure_goodput(client: Node, server: Node, seconds: float) -> tuple[float, str]:
+    """Steady-state goodput in bits/s from client to server, and which tool measured it."""
+    if shutil.which("iperf3"):
+        srv = server.popen(["iperf3", "-s", "-1", "-p", str(PROBE_PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(50):  # iperf3 has no ready signal; retry the connection briefly
+            out = client.run(
+                ["iperf3", "-c", server.address, "-p", str(PROBE_PORT), "-t", str(seconds), "-J", "--get-server-output"],
+                timeout=seconds + 30,
+            )
+            data = json.loads(out.stdout or "{}")
+            if "error" not in data and out.returncode == 0:
+                srv.wait(timeout=10)
+                return _steady_receiver_goodput(data)[0], "iperf3"
+            if "refused" not in data.get("error", ""):
+                raise RuntimeError(f"iperf3: {data.get('error', out.stderr.strip())}")
+            select.select([], [], [], 0.1)
+        raise RuntimeError("iperf3 server in the node did not start")
+    sink = server.python("netbench.emulation.traffic", "tcp-sink", str(PROBE_PORT), str(seconds + 30), stdout=subprocess.PIPE, text=True)
+    _wait_listening(sink)
+    client.run([sys.executable, "-m", "netbench.emulation.traffic", "tcp-source", server.address, str(PROBE_PORT), str(seconds + 1)], timeout=seconds + 30)
+    out, _ = sink.communicate(timeout=30)
+    return float(json.loads(out.strip().splitlines()[-1])["goodput_bps"]), "builtin"
+
+
+def probe(spec: ClusterSpec, seconds: float = 4.0, pings: int = 20) -> ProbeResult:
+    """Build the cluster, measure node 0 -> node 1, tear down."""
+    with Cluster(spec) as cluster:
+        client, server = cluster.nodes[0], cluster.nodes[1]
+        rtt = measure_rtt(client, server, count=pings)
+        goodput, tool = measure_goodput(client, server, seconds)
+        configured = min(spec.up.rate_bps, spec.down.rate_bps)
+        expected = spec.expected_rtt_s() * 1e3
+        return ProbeResult(
+            nodes=spec.nodes,
+            configured_bps=configured,
+            goodput_bps=goodput,
+            goodput_ratio=goodput / configured,
+            goodput_tool=tool,
+            rtt_ms=rtt["rtt_ms"],
+            rtt_min_ms=rtt["rtt_min_ms"],
+            rtt_max_ms=rtt["rtt_max_ms"],
+            expected_rtt_ms=expected,
+            rtt_error_ms=None if rtt["rtt_ms"] is None else rtt["rtt_ms"] - expected,
+            delay_engine=cluster.engine,
+            offload=spec.offload_enabled,
+            run_id=cluster.names.run_id,
+        )

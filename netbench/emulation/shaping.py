@@ -1,0 +1,70 @@
+"""Rate shaping (tbf) and, where the kernel has it, netem, on one interface direction.
+
+Sizing matters more than the qdisc: a burst too small for the timer resolution under-delivers, one
+too large lets the rate overshoot for seconds (see shared/NOTES.md), so burst and queue limit are
+derived from the rate, never fixed constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyroute2 import IPRoute
+
+from netbench.emulation.spec import DirectionSpec
+
+FRAME_BYTES = 1514  # Ethernet frame at MTU 1500, as tbf counts it (no FCS or preamble on a veth)
+GSO_MAX_BYTES = 65536 + FRAME_BYTES
+
+
+@dataclass(frozen=True)
+class TbfParams:
+    """Token bucket settings derived from a rate."""
+
+    rate_bps: float
+    burst_bytes: int
+    limit_bytes: int
+
+    @classmethod
+    def for_rate(cls, rate_bps: float, offload: bool) -> "TbfParams":
+        """Burst: 2 ms of line rate (at least 10 frames, or one GSO packet with offloads on).
+
+        Limit: 100 ms of line rate on top of the burst, so a single TCP flow is never starved
+        into retransmissions (retransmits would distort the byte accounting).
+        """
+        rate_bytes = rate_bps / 8
+        burst = max(int(rate_bytes * 2e-3), 10 * FRAME_BYTES)
+        if offload:
+            burst = max(burst, 2 * GSO_MAX_BYTES)
+        limit = burst + max(int(rate_bytes * 0.1), 4 * FRAME_BYTES)
+        return cls(rate_bps, burst, limit)
+
+
+def apply(ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool, use_netem: bool) -> dict:
+    """Shape egress of ``ifindex``: tbf alone, or netem (delay/jitter/loss) with tbf beneath it.
+
+    Returns a description of what was installed, for run.json.
+    """
+    tbf = TbfParams.for_rate(direction.rate_bps, offload)
+    tbf_args = dict(rate=f"{int(direction.rate_bps)}bit", burst=tbf.burst_bytes, limit=tbf.limit_bytes)
+    installed: dict = {"tbf": {"rate_bps": tbf.rate_bps, "burst_bytes": tbf.burst_bytes, "limit_bytes": tbf.limit_bytes}}
+    if use_netem and direction.impaired:
+        netem_args: dict = {"delay": int(direction.delay_s * 1e6), "limit": 1_000_000}
+        if direction.jitter_s:
+            netem_args["jitter"] = int(direction.jitter_s * 1e6)
+        if direction.loss:
+            netem_args["loss"] = direction.loss * 100
+        ipr.tc("add", "netem", index=ifindex, handle="1:", **netem_args)
+        ipr.tc("add", "tbf", index=ifindex, parent="1:1", handle="10:", **tbf_args)
+        installed["netem"] = {"delay_s": direction.delay_s, "jitter_s": direction.jitter_s, "loss": direction.loss}
+    else:
+        ipr.tc("add", "tbf", index=ifindex, handle="1:", **tbf_args)
+    return installed
+
+
+def clear(ipr: IPRoute, ifindex: int) -> None:
+    """Remove the root qdisc of ``ifindex`` (restores the default)."""
+    try:
+        ipr.tc("del", index=ifindex, handle="1:", root=True)
+    except Exception:  # noqa: BLE001 - nothing installed is fine
+        pass

@@ -1,0 +1,111 @@
+"""Built-in traffic tools run inside nodes: a TCP stream (when iperf3 is absent) and a UDP echo.
+
+Each prints one JSON line. Run as ``python -m netbench.emulation.traffic MODE ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import sys
+import time
+
+CHUNK = 256 * 1024
+
+
+def tcp_sink(port: int, timeout_s: float) -> dict:
+    """Accept one connection and count bytes; goodput from first to last byte received."""
+    with socket.create_server(("0.0.0.0", port)) as server:
+        server.settimeout(timeout_s)
+        print(json.dumps({"listening": port}), flush=True)
+        conn, _ = server.accept()
+        with conn:
+            conn.settimeout(timeout_s)
+            buf = bytearray(CHUNK)
+            total, first, last = 0, None, None
+            while True:
+                n = conn.recv_into(buf)
+                if not n:
+                    break
+                last = time.perf_counter()
+                first = first or last
+                total += n
+    seconds = (last - first) if first and last else 0.0
+    return {"bytes": total, "seconds": seconds, "goodput_bps": 8 * total / seconds if seconds else 0.0}
+
+
+def tcp_source(address: str, port: int, seconds: float) -> dict:
+    """Send as fast as the link allows for ``seconds``."""
+    payload = b"\0" * CHUNK
+    sent = 0
+    with socket.create_connection((address, port), timeout=10) as conn:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            conn.sendall(payload)
+            sent += len(payload)
+    return {"bytes": sent}
+
+
+def udp_echo(port: int, timeout_s: float) -> dict:
+    """Echo datagrams back until idle for ``timeout_s``."""
+    echoed = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("0.0.0.0", port))
+        sock.settimeout(timeout_s)
+        print(json.dumps({"listening": port}), flush=True)
+        try:
+            while True:
+                data, peer = sock.recvfrom(2048)
+                sock.sendto(data, peer)
+                echoed += 1
+        except socket.timeout:
+            pass
+    return {"echoed": echoed}
+
+
+def udp_ping(address: str, port: int, count: int, interval_s: float, size: int = 56) -> dict:
+    """Round-trip times of ``count`` datagrams of ``size`` bytes, one at a time."""
+    rtts: list[float] = []
+    lost = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(2.0)
+        for seq in range(count):
+            message = seq.to_bytes(4, "big") + b"\0" * (size - 4)
+            start = time.perf_counter()
+            sock.sendto(message, (address, port))
+            try:
+                while True:
+                    data, _ = sock.recvfrom(2048)
+                    if data[:4] == message[:4]:
+                        break
+                rtts.append((time.perf_counter() - start) * 1e3)
+            except socket.timeout:
+                lost += 1
+            time.sleep(interval_s)
+    return {
+        "rtt_ms": statistics.median(rtts) if rtts else None,
+        "rtt_min_ms": min(rtts, default=None),
+        "rtt_max_ms": max(rtts, default=None),
+        "samples": rtts,
+        "lost": lost,
+    }
+
+
+def main(argv: list[str]) -> None:
+    mode, args = argv[0], argv[1:]
+    if mode == "tcp-sink":
+        result = tcp_sink(int(args[0]), float(args[1]))
+    elif mode == "tcp-source":
+        result = tcp_source(args[0], int(args[1]), float(args[2]))
+    elif mode == "udp-echo":
+        result = udp_echo(int(args[0]), float(args[1]))
+    elif mode == "udp-ping":
+        result = udp_ping(args[0], int(args[1]), int(args[2]), float(args[3]))
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
