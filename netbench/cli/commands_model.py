@@ -1,0 +1,346 @@
+"""``netbench plan`` (the analytic model's answers) and ``netbench calibrate`` (this host's constants).
+
+Every input is validated before anything is computed or measured; a bad value is one line naming
+the option and what it accepts, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import pydantic
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from netbench.cli.app import app
+from netbench.cli.errors import UserError, one_line
+from netbench.model.calibration import Calibration, CalibrationError, default_path, load_calibration, save_calibration
+from netbench.model.collectives import ALGORITHMS
+from netbench.model.framing import Framing
+from netbench.model.planner import BW_RANGE_BPS, Planner
+from netbench.model.rows import estimate_row
+from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
+from netbench.model.steptime import MAX_NODES, MIN_NODES, Scenario
+from netbench.model.synthetic import synthetic_shapes
+from netbench.shapes import ParamShape, ShapeError, resolve_shapes, total_params
+from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
+
+MAX_DELAY_S = 10.0
+MAX_PARAMS = 1e13
+# pydantic field -> CLI option, for one-line errors
+_OPTION_NAMES = {
+    "grad_dtype": "--grad-dtype", "dtype": "--grad-dtype", "topk": "--topk", "chunk": "--chunk", "rate": "--rate",
+    "sync_every": "--sync-every", "value_dtype": "--value-dtype", "index_dtype": "--index-dtype", "rank": "--rank",
+    "params_every": "--mtdao-every", "m1_every": "--mtdao-every", "m2_every": "--mtdao-every",
+}
+
+
+# ----------------------------------------------------------------------------- input parsing
+
+def _rate(option: str, text: str) -> float:
+    try:
+        bps = parse_rate(text)
+    except UnitError as exc:
+        raise UserError(f"{option}: {exc}") from None
+    lo, hi = BW_RANGE_BPS
+    if not lo <= bps <= hi:
+        raise UserError(f"{option}: must be between {format_rate(lo)} and {format_rate(hi)}, got {text!r}")
+    return bps
+
+
+def _delay(text: str) -> float:
+    try:
+        seconds = parse_time(text)
+    except UnitError as exc:
+        raise UserError(f"--delay: {exc}") from None
+    if not 0 <= seconds <= MAX_DELAY_S:
+        raise UserError(f"--delay: must be between 0ms and {MAX_DELAY_S:g}s, got {text!r}")
+    return seconds
+
+
+def _nodes(text: str) -> list[int]:
+    counts = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        try:
+            value = float(item)
+        except ValueError:
+            raise UserError(f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_NODES} (e.g. 2,4,8), got {item!r}") from None
+        if value != int(value) or not MIN_NODES <= value <= MAX_NODES:
+            raise UserError(f"--nodes: must be whole numbers between {MIN_NODES} and {MAX_NODES}, got {item!r}")
+        counts.append(int(value))
+    if not counts:
+        raise UserError(f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_NODES}, got {text!r}")
+    return list(dict.fromkeys(counts))
+
+
+def _shapes(shapes: Optional[str], params: Optional[str]) -> tuple[list[ParamShape], str]:
+    if shapes and params:
+        raise UserError("--shapes and --params are exclusive: give a shapes preset/file or a parameter count")
+    if params:
+        try:
+            count = float(params)
+        except ValueError:
+            raise UserError(f"--params: expected a parameter count between 1 and {MAX_PARAMS:.0e} (e.g. 1.5e9), got {params!r}") from None
+        if not (math.isfinite(count) and 1 <= count <= MAX_PARAMS):
+            raise UserError(f"--params: must be between 1 and {MAX_PARAMS:.0e}, got {params!r}")
+        return synthetic_shapes(int(round(count))), f"{int(round(count))} params (synthetic square matrices)"
+    spec = shapes or "gpt2-small:blocks=2"
+    try:
+        return resolve_shapes(spec), spec
+    except ShapeError as exc:
+        raise UserError(f"--shapes: {exc}") from None
+
+
+def _mtdao_every(text: Optional[str]) -> Optional[tuple[int, int, int]]:
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 3 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+        raise UserError(f"--mtdao-every: expected three step periods K_x,K_1,K_v, each >= 1 (e.g. 10,5,20), got {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
+    try:
+        names = parse_scheme_list(names_text)
+    except ValueError as exc:
+        raise UserError(f"--replicator: {exc}") from None
+    schemes = []
+    for name in names:
+        try:
+            schemes.append(build_scheme(name, settings))
+        except pydantic.ValidationError as exc:
+            raise UserError(f"{one_line(exc, _OPTION_NAMES)} [replicator {name}]") from None
+    return schemes
+
+
+def _calibration(path: Optional[Path]) -> tuple[Calibration, Path]:
+    target = path or default_path()
+    try:
+        return load_calibration(target), target
+    except CalibrationError as exc:
+        raise UserError(f"--calibration: {exc}") from None
+
+
+def _settings(**kwargs: Any) -> SchemeSettings:
+    try:
+        return SchemeSettings(**kwargs)
+    except pydantic.ValidationError as exc:
+        raise UserError(one_line(exc, _OPTION_NAMES)) from None
+
+
+# ----------------------------------------------------------------------------- output
+
+def _console() -> Console:
+    """Rich console; wide enough for the table when stdout is not a terminal (pipes, logs)."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _rate_text(bps: float) -> str:
+    """A rate to 4 significant digits in tc units (derived answers are not round numbers)."""
+    for unit, scale in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.4g}{unit}"
+    return f"{bps:.4g}bit"
+
+
+def _print_table(rows: list[dict], console: Console) -> None:
+    table = Table(show_header=True, header_style="bold")
+    for col in ("replicator", "nodes", "payload/step", "wire tx/step", "wire rx/step", "comm", "compression", "step", "comm %"):
+        table.add_column(col, justify="left" if col == "replicator" else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(
+            r["replicator"] + ("" if r["compression_calibrated"] or r["replicator"] == "mtdao" else "*"),
+            str(r["nodes"]) + (f" ({r['machines']}x{r['gpus_per_node']})" if r["gpus_per_node"] > 1 else ""),
+            format_bytes(r["payload_bytes_per_step"]),
+            format_bytes(r["wire_bytes_per_step"]["tx"]),
+            format_bytes(r["wire_bytes_per_step"]["rx"]),
+            format_time(r["comm_time_s"]),
+            format_time(r["compression_time_s"]),
+            format_time(r["step_time_s"]),
+            f"{100 * r['comm_fraction']:.1f}",
+        )
+    console.print(table)
+
+
+def _print_derived(derived: dict, console: Console) -> None:
+    console.print("[bold]bandwidth where communication = compute[/bold]")
+    for d in derived["comm_equals_compute_bw"]:
+        answer = _rate_text(d["bw_bps"]) if d["bw_bps"] else f"none: {d['reason']}"
+        console.print(f"  {d['replicator']:>9} @ {d['nodes']} nodes: {answer}")
+    console.print("[bold]node count where step time doubles (vs 2 nodes)[/bold]")
+    for d in derived["doubling_nodes"]:
+        answer = f"{d['nodes']}" if d["nodes"] else f"none: {d['reason']}"
+        console.print(f"  {d['replicator']:>9} @ {_rate_text(d['bw_bps'])}: {answer}")
+    if derived["crossover_bw"]:
+        console.print("[bold]crossover bandwidths (equal step time)[/bold]")
+    for d in derived["crossover_bw"]:
+        a, b = d["pair"]
+        if d["crossovers"]:
+            text = "; ".join(f"{_rate_text(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)" for c in d["crossovers"])
+        else:
+            text = f"none: {d['reason']}"
+        console.print(f"  {a} vs {b} @ {d['nodes']} nodes: {text}")
+
+
+# ----------------------------------------------------------------------------- plan
+
+@app.command("plan")
+def plan(
+    shapes: Optional[str] = typer.Option(None, "--shapes", help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default gpt2-small:blocks=2]"),
+    params: Optional[str] = typer.Option(None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"),
+    nodes: str = typer.Option("2", "--nodes", help=f"workers N ({MIN_NODES}..{MAX_NODES}), one or a comma list"),
+    bw: str = typer.Option("100mbit", "--bw", help="link rate in tc units (both directions)"),
+    up: Optional[str] = typer.Option(None, "--up", help="uplink (node egress) rate, overrides --bw"),
+    down: Optional[str] = typer.Option(None, "--down", help="downlink (node ingress) rate, overrides --bw"),
+    delay: str = typer.Option("0ms", "--delay", help="one-way latency between two nodes"),
+    replicator: str = typer.Option("dct", "--replicator", help="full, dct, random, striding, diloco, lowrank, mtdao; a comma list, or all"),
+    topk: int = typer.Option(32, "--topk", help="dct: coefficients kept per chunk"),
+    chunk: int = typer.Option(64, "--chunk", help="dct: chunk side"),
+    rate: float = typer.Option(0.1, "--rate", help="random/striding: fraction sent per step"),
+    sync_every: int = typer.Option(10, "--sync-every", help="diloco: local steps between all-reduces"),
+    value_dtype: str = typer.Option("fp32", "--value-dtype", help="dct/random/striding: wire dtype of values"),
+    index_dtype: str = typer.Option("auto", "--index-dtype", help="dct: wire dtype of indices (auto, int16, int32, int64)"),
+    grad_dtype: str = typer.Option("fp32", "--grad-dtype", help="dense all-reduce dtype (full, diloco, lowrank, mtdao)"),
+    rank: float = typer.Option(4, "--rank", help="lowrank: factor rank (>= 1) or fraction of min(m, n) (< 1)"),
+    mtdao_every: Optional[str] = typer.Option(None, "--mtdao-every", help="mtdao: K_x,K_1,K_v periods of params, momentum, second moment [default: --sync-every for all]"),
+    compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
+    gpus_per_node: int = typer.Option(1, "--gpus-per-node", help="G accelerators per node; replicate only between nodes"),
+    intra_bw: Optional[str] = typer.Option(None, "--intra-bw", help="intra-node link rate (needed with --gpus-per-node > 1)"),
+    algorithm: str = typer.Option("ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"),
+    mtu: int = typer.Option(1500, "--mtu", help="link MTU"),
+    acks_per_segment: Optional[float] = typer.Option(None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration JSON [default $NETBENCH_CALIBRATION or ~/.local/share/netbench/calibration.json]"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+) -> None:
+    """Predict payload, wire bytes, communication and step time per replicator and node count."""
+    shape_list, shapes_label = _shapes(shapes, params)
+    node_counts = _nodes(nodes)
+    base = _rate("--bw", bw)
+    up_bps = _rate("--up", up) if up else base
+    down_bps = _rate("--down", down) if down else base
+    delay_s = _delay(delay)
+    if not (math.isfinite(compute_ms) and 0 <= compute_ms <= 1e7):
+        raise UserError(f"--compute-ms: must be between 0 and 1e7, got {compute_ms:g}")
+    if gpus_per_node < 1 or gpus_per_node > MAX_NODES // 2:
+        raise UserError(f"--gpus-per-node: must be between 1 and {MAX_NODES // 2}, got {gpus_per_node}")
+    intra_bps = _rate("--intra-bw", intra_bw) if intra_bw else None
+    if gpus_per_node > 1 and intra_bps is None:
+        raise UserError("--intra-bw: needed with --gpus-per-node > 1 (the fast intra-node link rate, e.g. 100gbit)")
+    bad = [n for n in node_counts if n % gpus_per_node or n // gpus_per_node < 1]
+    if bad:
+        raise UserError(f"--nodes: with --gpus-per-node {gpus_per_node}, node counts must be multiples of {gpus_per_node}, got {bad[0]}")
+    algo = algorithm.strip().lower().replace("-", "_")
+    if algo not in ALGORITHMS:
+        raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
+    calib, calib_path = _calibration(calibration)
+    try:
+        framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
+    except pydantic.ValidationError as exc:
+        raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"})) from None
+    settings = _settings(
+        grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
+        index_dtype=index_dtype, rank=rank, mtdao_every=_mtdao_every(mtdao_every),
+    )
+    schemes = _schemes(replicator, settings)
+    scenarios = [
+        Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
+                 gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing)
+        for n in node_counts
+    ]
+    planner = Planner(shape_list, calib)
+    for scheme in schemes:  # a payload formula that rejects these shapes is still an input error
+        try:
+            scheme.exchanges(shape_list, max(2, scenarios[0].machines))
+        except SchemeUnavailable as exc:
+            raise UserError(f"--replicator: {exc}") from None
+        except ValueError as exc:
+            raise UserError(f"--replicator {scheme.name}: {exc}") from None
+
+    rows = [estimate_row(planner.step(s, sc), calib) for s in schemes for sc in scenarios]
+    derived = planner.derived(schemes, scenarios)
+    if json_out:
+        doc = {
+            "shapes": shapes_label, "params": total_params(shape_list),
+            "calibration": {"source": calib.source, "path": str(calib_path), "created": calib.created},
+            "framing": framing.model_dump() | {"mss": framing.mss, "frame_bytes": framing.frame_bytes, "efficiency": framing.efficiency()},
+            "rows": rows, "derived": derived,
+        }
+        print(json.dumps(doc, indent=2))
+        return
+    console = _console()
+    link = format_rate(up_bps) if up_bps == down_bps else f"up {format_rate(up_bps)} / down {format_rate(down_bps)}"
+    console.print(f"[bold]{shapes_label}[/bold]: {total_params(shape_list):,} params; link {link}, delay {format_time(delay_s)}, "
+                  f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms")
+    if calib.source == "defaults":
+        console.print(f"[yellow]uncalibrated[/yellow] ({calib_path} absent): software overhead and compression cost taken as 0; run `netbench calibrate`")
+    _print_table(rows, console)
+    if any(not r["compression_calibrated"] and r["replicator"] != "mtdao" for r in rows):
+        console.print("* compression cost not calibrated for this replicator (taken as 0)")
+    _print_derived(derived, console)
+
+
+# ----------------------------------------------------------------------------- calibrate
+
+@app.command("calibrate")
+def calibrate(
+    out: Optional[Path] = typer.Option(None, "--out", help="where to save [default $NETBENCH_CALIBRATION or ~/.local/share/netbench/calibration.json]"),
+    iters: int = typer.Option(400, "--iters", help="tiny collectives timed per kind (>= 25)"),
+    shapes: str = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes preset for the compression timing"),
+    replicator: str = typer.Option("all", "--replicator", help="schemes whose compression cost to time (comma list, all, or none)"),
+    steps: int = typer.Option(3, "--steps", help="timed steps per scheme (whole sync periods for diloco)"),
+    topk: int = typer.Option(32, "--topk"),
+    chunk: int = typer.Option(64, "--chunk"),
+    rate: float = typer.Option(0.1, "--rate"),
+    sync_every: int = typer.Option(10, "--sync-every"),
+    value_dtype: str = typer.Option("fp32", "--value-dtype"),
+    index_dtype: str = typer.Option("auto", "--index-dtype"),
+    grad_dtype: str = typer.Option("fp32", "--grad-dtype"),
+    rank: float = typer.Option(4, "--rank"),
+    acks_per_segment: float = typer.Option(0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"),
+    json_out: bool = typer.Option(False, "--json", help="print the saved calibration as JSON"),
+) -> None:
+    """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
+    from netbench.model.measure import MeasureOptions, measure
+
+    try:
+        resolve_shapes(shapes)
+    except ShapeError as exc:
+        raise UserError(f"--shapes: {exc}") from None
+    settings = _settings(grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every,
+                         value_dtype=value_dtype, index_dtype=index_dtype, rank=rank)
+    names = [] if replicator.strip().lower() == "none" else [s.name for s in _schemes(replicator, settings)]
+    try:
+        opts = MeasureOptions(iters=iters, shapes=shapes, schemes=tuple(names), steps=steps, settings=settings,
+                              acks_per_segment=acks_per_segment)
+    except pydantic.ValidationError as exc:
+        raise UserError(one_line(exc)) from None
+    target = out or default_path()
+    if target.exists() and target.is_dir():
+        raise UserError(f"--out: {str(target)!r} is a directory")
+    result = measure(opts)
+    saved = save_calibration(result, target)
+    if json_out:
+        print(result.model_dump_json(indent=2))
+        return
+    console = _console()
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("constant")
+    table.add_column("value", justify="right")
+    table.add_column("how")
+    table.add_row("software overhead / hop (all_reduce)", format_time(result.overhead("all_reduce")), result.notes.get("software_overhead_s", ""))
+    table.add_row("software overhead / hop (all_gather)", format_time(result.overhead("all_gather")),
+                  result.notes.get("software_overhead_by_collective.all_gather", ""))
+    table.add_row("loopback bandwidth (reference)", format_rate(result.loopback_bandwidth_bps or 0), result.notes.get("loopback_bandwidth_bps", ""))
+    for name, cost in result.compression_s_per_param.items():
+        table.add_row(f"compression {name}", f"{cost * 1e9:.3g} ns/param", result.notes.get(f"compression.{name}", ""))
+    for key, note in result.notes.items():
+        if key.startswith("compression.") and key.removeprefix("compression.") not in result.compression_s_per_param:
+            table.add_row(key, "-", note)
+    console.print(table)
+    print(f"saved {saved}", file=sys.stderr)

@@ -1,0 +1,18 @@
+"""Analytic wall-clock model of a training step: collectives, framing, payloads, calibration.
+
+Small modules, one job each:
+
+* :mod:`~netbench.model.framing` -- TCP/Ethernet/gloo framing: payload bytes to wire bytes;
+* :mod:`~netbench.model.collectives` -- alpha-beta cost of ring/tree/halving-doubling collectives;
+* :mod:`~netbench.model.traffic` -- the ``Exchange`` record every scheme's traffic is made of;
+* :mod:`~netbench.model.payloads` -- payload formulas of planning-only schemes (lowrank, mtdao);
+* :mod:`~netbench.model.schemes` -- which exchanges each replicator makes (replicator formulas are
+  imported from :mod:`netbench.replicators`, never re-derived here);
+* :mod:`~netbench.model.steptime` -- compute + compression + communication of one step;
+* :mod:`~netbench.model.calibration` / :mod:`~netbench.model.measure` -- host constants, saved as JSON;
+* :mod:`~netbench.model.planner` -- derived answers solved numerically (bisection).
+"""
+
+from netbench.model.calibration import Calibration, load_calibration, save_calibration
+
+__all__ = ["Calibration", "load_calibration", "save_calibration"]

@@ -1,0 +1,155 @@
+"""Alpha-beta cost of one collective call: messages, bytes per node, and time.
+
+``ring`` is what gloo runs for CPU tensors (NOTES.md): gloo's all_reduce is a reduce-scatter then
+an all-gather around the ring, each buffer cut into 2N segments so one is in flight while the
+other is reduced (gloo/allreduce.cc) -- 4(N-1) messages of B/2N per node, 2(N-1) sequential
+latencies, 2(N-1)/N of the buffer sent by every node. gloo's all_gather passes each rank's
+contribution N-1 hops around the ring. ``tree`` (binomial reduce + broadcast) and
+``halving_doubling`` (Rabenseifner all-reduce, recursive-doubling all-gather) are for planning
+other backends.
+
+Time = hops x alpha + critical-path payload x (wire bytes per payload byte) / rate, where alpha
+is the link's one-way delay plus the calibrated per-message software overhead, and the wire
+factor comes from :class:`~netbench.model.framing.Framing` (headers, ACKs competing on the same
+link, gloo control ops). Up and down rates may differ: the slower direction, after its own
+framing, bounds the transfer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from netbench.model.framing import Framing, LinkBytes
+
+__all__ = ["Algorithm", "CollectiveKind", "ALGORITHMS", "Pattern", "Link", "CollectiveCost", "pattern", "cost"]
+
+CollectiveKind = Literal["all_reduce", "all_gather", "none"]
+Algorithm = Literal["ring", "tree", "halving_doubling"]
+ALGORITHMS: tuple[str, ...] = ("ring", "tree", "halving_doubling")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """How one collective call moves bytes, seen from an average node.
+
+    ``critical_bytes`` is the payload serialised on one link along the critical path: equal to
+    the per-node payload for pipelined rings, larger for trees (every level waits for the whole
+    buffer).
+    """
+
+    hops: int
+    messages_out: float
+    message_bytes: float
+    payload_out: float
+    critical_bytes: float
+
+
+@dataclass(frozen=True)
+class Link:
+    """One node's attachment: uplink and downlink rates (bits/s) and the per-message latency alpha."""
+
+    up_bps: float
+    down_bps: float
+    alpha_s: float
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    """Time and per-node wire bytes of one collective call."""
+
+    time_s: float = 0.0
+    latency_s: float = 0.0
+    transfer_s: float = 0.0
+    tx: LinkBytes = LinkBytes()
+    rx: LinkBytes = LinkBytes()
+    hops: float = 0.0
+
+    def __add__(self, other: "CollectiveCost") -> "CollectiveCost":
+        return CollectiveCost(
+            self.time_s + other.time_s, self.latency_s + other.latency_s, self.transfer_s + other.transfer_s,
+            self.tx + other.tx, self.rx + other.rx, self.hops + other.hops,
+        )
+
+    def scaled(self, factor: float) -> "CollectiveCost":
+        """``factor`` times this cost: several calls (factor > 1) or an average over a period (< 1)."""
+        return CollectiveCost(
+            self.time_s * factor, self.latency_s * factor, self.transfer_s * factor,
+            self.tx.scaled(factor), self.rx.scaled(factor), self.hops * factor,
+        )
+
+
+def _log2_ceil(n: int) -> int:
+    return max(0, math.ceil(math.log2(n))) if n > 1 else 0
+
+
+def _ring(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
+    if kind == "all_reduce":
+        sent = 2 * (n - 1) / n * nbytes
+        return Pattern(hops=2 * (n - 1), messages_out=4 * (n - 1), message_bytes=nbytes / (2 * n), payload_out=sent, critical_bytes=sent)
+    sent = (n - 1) * nbytes
+    return Pattern(hops=n - 1, messages_out=n - 1, message_bytes=nbytes, payload_out=sent, critical_bytes=sent)
+
+
+def _tree(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
+    levels = _log2_ceil(n)
+    if kind == "all_reduce":
+        # binomial reduce then binomial broadcast: every non-root node sends the whole buffer once in each
+        out = 2 * (n - 1) / n * nbytes
+        return Pattern(hops=2 * levels, messages_out=2 * (n - 1) / n, message_bytes=nbytes, payload_out=out, critical_bytes=2 * levels * nbytes)
+    # binomial gather of all contributions to a root, then broadcast of the N-contribution buffer
+    gather_total = n / 2 * levels * nbytes
+    bcast_total = (n - 1) * n * nbytes
+    out = (gather_total + bcast_total) / n
+    msgs = 2 * (n - 1) / n
+    return Pattern(hops=2 * levels, messages_out=msgs, message_bytes=out / msgs, payload_out=out, critical_bytes=(n - 1) * nbytes + levels * n * nbytes)
+
+
+def _halving_doubling(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
+    if kind == "all_reduce":
+        core = 2 ** int(math.floor(math.log2(n)))
+        extra = n - core
+        steps = 2 * int(math.log2(core))
+        sent = 2 * (core - 1) / core * nbytes + (2 * nbytes if extra else 0.0)
+        hops = steps + (2 if extra else 0)
+        return Pattern(hops=hops, messages_out=hops, message_bytes=sent / hops, payload_out=sent, critical_bytes=sent)
+    # recursive doubling (Bruck for non-powers of two): ceil(log2 N) rounds, (N-1) contributions in total
+    rounds = _log2_ceil(n)
+    sent = (n - 1) * nbytes
+    return Pattern(hops=rounds, messages_out=rounds, message_bytes=sent / rounds, payload_out=sent, critical_bytes=sent)
+
+
+def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -> Pattern | None:
+    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce) or own contribution (all_gather).
+
+    None when nothing moves: one participant, no bytes, or the ``none`` collective.
+    """
+    if kind == "none" or n < 2 or nbytes <= 0:
+        return None
+    if algorithm == "ring":
+        return _ring(kind, nbytes, n)
+    if algorithm == "tree":
+        return _tree(kind, nbytes, n)
+    if algorithm == "halving_doubling":
+        return _halving_doubling(kind, nbytes, n)
+    raise ValueError(f"unknown collective algorithm {algorithm!r} (choose from {', '.join(ALGORITHMS)})")
+
+
+def cost(p: Pattern | None, link: Link, framing: Framing) -> CollectiveCost:
+    """Time and wire bytes of one call on ``link``.
+
+    An average node sends ``messages_out`` messages and receives as many of the same size, so its
+    uplink carries its data flows' forward bytes plus the reverse bytes (ACKs, notifications) of the
+    flows it receives, and its downlink the mirror image.
+    """
+    if p is None:
+        return CollectiveCost()
+    flow = framing.flow(p.messages_out, p.message_bytes)
+    tx = flow.forward + flow.reverse
+    rx = flow.forward + flow.reverse
+    up_factor = tx.total / p.payload_out
+    down_factor = rx.total / p.payload_out
+    transfer = 8.0 * p.critical_bytes * max(up_factor / link.up_bps, down_factor / link.down_bps)
+    latency = p.hops * link.alpha_s
+    return CollectiveCost(time_s=latency + transfer, latency_s=latency, transfer_s=transfer, tx=tx, rx=rx, hops=p.hops)

@@ -1,0 +1,174 @@
+"""Derived answers, solved numerically on the step model (bisection, never closed forms).
+
+* the bandwidth at which communication time equals compute time (per scheme and node count);
+* the node count at which a scheme's step time doubles relative to two nodes (up to 100 000);
+* the crossover bandwidths where two schemes' step times are equal (e.g. where dct's
+  compression cost outweighs the bytes it saves over full).
+
+Bandwidth answers scale the up and down rates together (an asymmetric link keeps its ratio) over
+1 kbit/s .. 1 Pbit/s on a log scale; each answer says why when there is none.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Callable, Sequence
+
+from netbench.model.calibration import Calibration
+from netbench.model.schemes import Scheme
+from netbench.model.steptime import MAX_NODES, Scenario, StepEstimate, estimate
+from netbench.shapes import ParamShape, total_params
+
+__all__ = ["Planner", "BW_RANGE_BPS", "bisect_log", "bisect_int"]
+
+BW_RANGE_BPS = (1e3, 1e15)
+GRID_PER_DECADE = 8
+
+
+def bisect_log(f: Callable[[float], float], lo: float, hi: float, rel_tol: float = 1e-9) -> float:
+    """Where ``f`` changes sign in [lo, hi] (negative vs not negative at the ends), bisecting on log(x)."""
+    negative_at_lo = f(lo) < 0
+    a, b = math.log(lo), math.log(hi)
+    while b - a > rel_tol:
+        mid = 0.5 * (a + b)
+        if (f(math.exp(mid)) < 0) == negative_at_lo:
+            a = mid
+        else:
+            b = mid
+    return math.exp(0.5 * (a + b))
+
+
+def bisect_int(pred: Callable[[int], bool], lo: int, hi: int) -> int:
+    """Smallest k in (lo, hi] with pred(k), given pred(lo) false and pred(hi) true (assumed monotone there)."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if pred(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@dataclass
+class Planner:
+    """Evaluates schemes on one shape list, calibration and base scenario; answers derived questions."""
+
+    shapes: Sequence[ParamShape]
+    calibration: Calibration
+
+    def __post_init__(self) -> None:
+        self.shapes = tuple(self.shapes)
+        self.params = total_params(list(self.shapes))
+
+    def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
+        return estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
+
+    @staticmethod
+    def _at_bw(scenario: Scenario, bw_bps: float) -> Scenario:
+        """The scenario with its bottleneck rate set to ``bw_bps``, up/down ratio kept."""
+        scale = bw_bps / scenario.bw_bps
+        return scenario.model_copy(update={"up_bps": scenario.up_bps * scale, "down_bps": scenario.down_bps * scale})
+
+    @staticmethod
+    def _rates(scenario: Scenario, bw_bps: float) -> dict[str, float]:
+        scale = bw_bps / scenario.bw_bps
+        return {"bw_bps": bw_bps, "up_bps": scenario.up_bps * scale, "down_bps": scenario.down_bps * scale}
+
+    def comm_equals_compute(self, scheme: Scheme, scenario: Scenario) -> dict:
+        """Bandwidth where communication time equals compute time, or why there is none."""
+        out: dict = {"replicator": scheme.name, "nodes": scenario.nodes, "bw_bps": None}
+        compute = scenario.compute_s
+        if compute <= 0:
+            return out | {"reason": "compute time is 0 (pass --compute-ms)"}
+
+        def gap(bw: float) -> float:
+            return self.step(scheme, self._at_bw(scenario, bw)).comm_time_s - compute
+
+        lo, hi = BW_RANGE_BPS
+        g_lo, g_hi = gap(lo), gap(hi)
+        if g_hi > 0:
+            floor = g_hi + compute
+            return out | {"reason": f"latency-bound: communication takes {floor:.4g}s even at {hi:.0e} bit/s"}
+        if g_lo < 0:
+            return out | {"reason": f"communication is shorter than compute even at {lo:.0e} bit/s"}
+        bw = bisect_log(gap, lo, hi)
+        at = self.step(scheme, self._at_bw(scenario, bw))
+        return out | self._rates(scenario, bw) | {"comm_time_s": at.comm_time_s, "compute_time_s": compute, "reason": None}
+
+    def doubling_nodes(self, scheme: Scheme, scenario: Scenario, max_nodes: int = MAX_NODES) -> dict:
+        """Smallest node count whose step time is at least twice that at two nodes (two machines if G > 1).
+
+        A geometric scan finds the first node count at or past double, then integer bisection
+        narrows the bracket before it; node counts stay multiples of G.
+        """
+        g = scenario.gpus_per_node
+        base_nodes = 2 * g
+        out: dict = {"replicator": scheme.name, "bw_bps": scenario.bw_bps, "baseline_nodes": base_nodes, "nodes": None}
+        if base_nodes > max_nodes:
+            return out | {"reason": f"two nodes of {g} accelerators exceed {max_nodes}"}
+        base = self.step(scheme, scenario.model_copy(update={"nodes": base_nodes})).step_time_s
+        out["baseline_step_time_s"] = base
+        if base <= 0:
+            return out | {"reason": "step time at two nodes is 0"}
+
+        def step_at(machines: int) -> float:
+            return self.step(scheme, scenario.model_copy(update={"nodes": machines * g})).step_time_s
+
+        def doubled(machines: int) -> bool:
+            return step_at(machines) >= 2 * base
+
+        top = max_nodes // g
+        prev, m = 2, 4
+        while True:
+            m = min(m, top)
+            if doubled(m):
+                found = bisect_int(doubled, prev, m)
+                return out | {"nodes": found * g, "step_time_s": step_at(found), "reason": None}
+            if m == top:
+                return out | {"reason": f"step time stays below double ({step_at(top):.4g}s vs {2 * base:.4g}s) up to {top * g} nodes"}
+            prev, m = m, m * 2
+
+    def crossovers(self, a: Scheme, b: Scheme, scenario: Scenario) -> dict:
+        """Bandwidths where ``a`` and ``b`` take equal step time, with which is faster on each side."""
+
+        def diff(bw: float) -> float:
+            s = self._at_bw(scenario, bw)
+            return self.step(a, s).step_time_s - self.step(b, s).step_time_s
+
+        lo, hi = BW_RANGE_BPS
+        decades = math.log10(hi / lo)
+        grid = [lo * 10 ** (i / GRID_PER_DECADE) for i in range(int(decades * GRID_PER_DECADE) + 1)]
+        values = [diff(bw) for bw in grid]
+        found = []
+        for x0, x1, v0, v1 in zip(grid, grid[1:], values, values[1:]):
+            if (v0 < 0) == (v1 < 0):
+                continue
+            bw = bisect_log(diff, x0, x1)
+            below, above = (a.name, b.name) if v0 < 0 else (b.name, a.name)
+            found.append(self._rates(scenario, bw) | {"faster_below": below, "faster_above": above})
+        out: dict = {"pair": [a.name, b.name], "nodes": scenario.nodes, "crossovers": found}
+        if not found:
+            if all(v == 0 for v in values):
+                out["reason"] = "equal step times at every bandwidth"
+            else:
+                faster = a.name if values[0] < 0 else b.name
+                out["reason"] = f"{faster} is never slower from {lo:.0e} to {hi:.0e} bit/s"
+        return out
+
+    def derived(self, schemes: Sequence[Scheme], scenarios: Sequence[Scenario]) -> dict:
+        """All derived answers for every scheme x scenario (and every pair of schemes)."""
+        return {
+            "comm_equals_compute_bw": [self.comm_equals_compute(s, sc) for sc in scenarios for s in schemes],
+            "doubling_nodes": [self.doubling_nodes(s, sc) for s in schemes for sc in _by_bw(scenarios)],
+            "crossover_bw": [self.crossovers(a, b, sc) for sc in scenarios for a, b in combinations(schemes, 2)],
+        }
+
+
+def _by_bw(scenarios: Sequence[Scenario]) -> list[Scenario]:
+    """One scenario per distinct link (the node count is what the doubling search varies)."""
+    seen: dict[tuple, Scenario] = {}
+    for sc in scenarios:
+        seen.setdefault((sc.up_bps, sc.down_bps, sc.delay_s), sc)
+    return list(seen.values())

@@ -1,0 +1,145 @@
+"""One training step: compute + compression + communication, and the bytes it puts on the wire.
+
+Flat clusters: N nodes on one switch, each with an up and a down rate; the scheme's exchanges run
+among all N. Hierarchical (FlexDeMo style, ``gpus_per_node`` G > 1): N accelerators in N/G nodes;
+gradients are reduce-scattered and the result all-gathered inside a node on the fast intra-node
+link (a ring all-reduce's traffic among G, every step), each accelerator compresses its 1/G shard,
+and the scheme's exchanges for the whole model run among the N/G nodes on the slow link (the G
+shards share the node's NIC, so the node carries the full model's payload).
+
+Exchanges with a period (diloco, mtdao) are averaged per step. Reported wire bytes are the slow
+(inter-node) link's, per node, per step, both directions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from netbench.model.calibration import Calibration
+from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
+from netbench.model.framing import Framing, LinkBytes
+from netbench.model.schemes import Scheme
+from netbench.model.traffic import DTYPE_BYTES, Exchange, average_bytes_per_step
+from netbench.shapes import ParamShape, total_params
+
+__all__ = ["Scenario", "StepEstimate", "estimate", "exchange_cost", "dense_dtype"]
+
+MIN_NODES, MAX_NODES = 2, 100_000
+
+
+class Scenario(BaseModel):
+    """The cluster and workload a step runs in (all SI units)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    nodes: int = Field(2, ge=MIN_NODES, le=MAX_NODES, description="workers N (accelerators when gpus_per_node > 1)")
+    up_bps: float = Field(100e6, gt=0, description="node uplink rate")
+    down_bps: float = Field(100e6, gt=0, description="node downlink rate")
+    delay_s: float = Field(0.0, ge=0, description="one-way latency between two nodes")
+    compute_s: float = Field(0.0, ge=0, description="forward + backward per step")
+    gpus_per_node: int = Field(1, ge=1, description="G: accelerators per node sharing a fast link")
+    intra_bps: float | None = Field(None, gt=0, description="intra-node link rate (required when G > 1)")
+    algorithm: Algorithm = "ring"
+    framing: Framing = Framing()
+
+    @model_validator(mode="after")
+    def _hierarchy(self) -> "Scenario":
+        if self.gpus_per_node > 1:
+            if self.intra_bps is None:
+                raise ValueError("gpus_per_node > 1 needs intra_bps (the fast intra-node link rate)")
+            if self.nodes % self.gpus_per_node:
+                raise ValueError(f"nodes {self.nodes} is not a multiple of gpus_per_node {self.gpus_per_node}")
+        return self
+
+    @property
+    def machines(self) -> int:
+        """Nodes that replicate over the slow link (N / G)."""
+        return self.nodes // self.gpus_per_node
+
+    @property
+    def bw_bps(self) -> float:
+        """The bottleneck direction's rate."""
+        return min(self.up_bps, self.down_bps)
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """Per-node, per-step averages of one scheme in one scenario."""
+
+    scheme: str
+    scenario: Scenario
+    params: int
+    exchanges: tuple[Exchange, ...]
+    payload_bytes_per_step: float
+    wire: CollectiveCost
+    comm_time_s: float
+    intra_time_s: float
+    compression_time_s: float
+    compute_time_s: float
+    step_time_s: float
+    overlap: bool = False
+
+    @property
+    def comm_fraction(self) -> float:
+        """Share of the step spent communicating (0 when the step takes no time)."""
+        return self.comm_time_s / self.step_time_s if self.step_time_s > 0 else 0.0
+
+    @property
+    def tx(self) -> LinkBytes:
+        return self.wire.tx
+
+    @property
+    def rx(self) -> LinkBytes:
+        return self.wire.rx
+
+
+def dense_dtype(scheme: Scheme) -> str:
+    """The dtype a dense gradient of this scheme travels in (grad_dtype, or the planned scheme's dtype)."""
+    return getattr(scheme.config, "grad_dtype", None) or getattr(scheme.config, "dtype", "fp32")
+
+
+def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm) -> CollectiveCost:
+    """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``."""
+    if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
+        return CollectiveCost()
+    per_call = exchange.bytes_per_step / exchange.calls
+    one = cost(pattern(exchange.collective, algorithm, per_call, peers), link, framing)
+    return one.scaled(exchange.calls / exchange.period)
+
+
+def estimate(
+    scheme: Scheme,
+    shapes: Sequence[ParamShape],
+    scenario: Scenario,
+    calibration: Calibration,
+    params: int | None = None,
+) -> StepEstimate:
+    """Model one step of ``scheme`` on ``shapes`` in ``scenario`` with this host's ``calibration``."""
+    n_params = total_params(list(shapes)) if params is None else params
+    peers = scenario.machines
+    exchanges = scheme.exchanges(shapes, peers) if peers >= 2 else ()
+    wire = CollectiveCost()
+    for ex in exchanges:
+        alpha = scenario.delay_s + calibration.overhead(ex.collective)
+        link = Link(scenario.up_bps, scenario.down_bps, alpha)
+        wire = wire + exchange_cost(ex, peers, link, scenario.framing, scenario.algorithm)
+    intra = 0.0
+    g = scenario.gpus_per_node
+    if g > 1:
+        dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]
+        fast = Link(scenario.intra_bps or 0.0, scenario.intra_bps or 0.0, calibration.overhead("all_reduce"))
+        intra = cost(pattern("all_reduce", "ring", dense, g), fast, scenario.framing).time_s
+    compression = n_params / g * calibration.compression(scheme.name)
+    comm = wire.time_s + intra
+    if scheme.overlap:
+        step = compression + max(scenario.compute_s, comm)
+    else:
+        step = scenario.compute_s + compression + comm
+    return StepEstimate(
+        scheme=scheme.name, scenario=scenario, params=n_params, exchanges=tuple(exchanges),
+        payload_bytes_per_step=average_bytes_per_step(exchanges), wire=wire, comm_time_s=comm, intra_time_s=intra,
+        compression_time_s=compression, compute_time_s=scenario.compute_s, step_time_s=step, overlap=scheme.overlap,
+    )

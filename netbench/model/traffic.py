@@ -1,0 +1,51 @@
+"""The unit of a scheme's traffic: one kind of collective exchange and how often it happens.
+
+A replicator's declared payload (``netbench.replicators.PayloadDecl``) is one exchange; schemes
+that synchronise several states on different periods (mtdao) or several buffers of different
+sizes (lowrank's P and Q factors) are a tuple of them. The fields mirror ``PayloadDecl`` so the
+two convert one-to-one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["Exchange", "DTYPE_BYTES", "from_decl", "average_bytes_per_step"]
+
+DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "int16": 2, "int32": 4, "int64": 8}
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """Bytes this node hands to ``collective`` on a communicating step (all_gather: own contribution).
+
+    ``calls`` collective calls share ``bytes_per_step`` evenly; the exchange happens every
+    ``period`` steps.
+    """
+
+    collective: Literal["all_reduce", "all_gather", "none"]
+    bytes_per_step: int
+    period: int = 1
+    calls: int = 1
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.period < 1 or self.calls < 0 or self.bytes_per_step < 0:
+            raise ValueError(f"exchange {self.label or self.collective}: period >= 1, calls >= 0, bytes >= 0 required")
+
+
+def from_decl(decl: Any, label: str = "") -> Exchange:
+    """Convert a replicator's ``PayloadDecl`` (duck-typed, so the model does not pin its class)."""
+    return Exchange(
+        collective=decl.collective,
+        bytes_per_step=int(decl.bytes_per_step),
+        period=int(getattr(decl, "period", 1)),
+        calls=int(getattr(decl, "collectives_per_step", 1)),
+        label=label,
+    )
+
+
+def average_bytes_per_step(exchanges: tuple[Exchange, ...] | list[Exchange]) -> float:
+    """Payload handed to collectives per step, averaged over every exchange's period."""
+    return sum(e.bytes_per_step / e.period for e in exchanges if e.collective != "none")

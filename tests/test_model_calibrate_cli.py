@@ -1,0 +1,42 @@
+"""``netbench calibrate``: a short real measurement saved where asked, read back by ``plan``; bad input exits 2."""
+
+import json
+
+import pytest
+
+from netbench.cli.app import main
+from netbench.model.calibration import load_calibration
+
+SMALL = "llama:d_model=128,layers=1,ffn=256,vocab=512"
+
+
+def test_calibrate_measures_saves_and_plan_reads_it(tmp_path, capsys):
+    out = tmp_path / "calib.json"
+    main(["calibrate", "--out", str(out), "--iters", "50", "--replicator", "lowrank,mtdao", "--shapes", SMALL, "--steps", "1"])
+    c = load_calibration(out)
+    assert c.source == "measured" and c.torch_version
+    assert c.software_overhead_s > 0 and c.overhead("all_gather") > 0
+    assert c.loopback_bandwidth_bps and c.loopback_bandwidth_bps > 1e6
+    assert c.compression("lowrank") > 0 and c.compression_s_per_param["mtdao"] == 0
+    capsys.readouterr()
+    main(["plan", "--replicator", "lowrank", "--nodes", "4", "--calibration", str(out), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    row = doc["rows"][0]
+    assert doc["calibration"]["source"] == "measured"
+    assert row["compression_time_s"] == pytest.approx(row["params"] * c.compression("lowrank"))
+    assert row["comm_latency_s"] == pytest.approx(3 * 6 * c.software_overhead_s)  # P, Q, dense: 2(N-1) hops each
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--shapes", "nope"], "--shapes"),
+    (["--replicator", "zip"], "--replicator"),
+    (["--iters", "3"], "--iters"),
+    (["--topk", "9999"], "topk"),
+])
+def test_calibrate_bad_input(tmp_path, capsys, args, needle):
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--out", str(tmp_path / "c.json"), *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+    assert not (tmp_path / "c.json").exists()

@@ -1,0 +1,71 @@
+"""Framing: MSS, frame size, efficiency and ACK/control bytes against hand-computed cases."""
+
+import math
+
+import pydantic
+import pytest
+
+from netbench.model.framing import Framing, LinkBytes
+
+
+def test_mtu_1500_ceiling_is_1448_of_1514():
+    f = Framing()
+    assert (f.mss, f.frame_bytes, f.ack_frame_bytes) == (1448, 1514, 66)
+    assert f.efficiency() == pytest.approx(1448 / 1514)
+    assert f.efficiency() == pytest.approx(0.9564, abs=1e-4)
+
+
+def test_ack_competition_lowers_efficiency_by_half_an_ack_per_segment():
+    f = Framing()
+    assert f.efficiency(ack_competition=True) == pytest.approx(1448 / (1514 + 33))
+    assert Framing(acks_per_segment=1.0).efficiency(True) == pytest.approx(1448 / (1514 + 66))
+
+
+def test_jumbo_mtu():
+    f = Framing(mtu=9000)
+    assert f.mss == 8948 and f.frame_bytes == 9014
+
+
+def test_segments_round_up_and_never_zero():
+    f = Framing()
+    assert f.segments(0) == 1
+    assert f.segments(1448) == 1
+    assert f.segments(1449) == 2
+    assert f.segments(10 * 1448) == 10
+
+
+def test_bare_tcp_flow_headers_and_acks():
+    f = Framing(gloo_preamble_bytes=0, acks_per_segment=0.5)
+    w = f.flow(messages=10, message_bytes=10 * 1448)  # 100 full segments
+    assert w.forward == LinkBytes(payload=144_800, overhead=100 * 66)
+    assert w.reverse == LinkBytes(payload=0, overhead=50 * 66)  # one ACK per 2 segments
+
+
+def test_gloo_control_ops_by_hand():
+    f = Framing()  # preamble 48, acks 0.5
+    w = f.flow(messages=1, message_bytes=1400)  # 1400 + 48 preamble = one full segment
+    # forward: data preamble + send-ready notify (48 each), 2 segments' headers, ACK for the recv-ready notify
+    assert w.forward.payload == 1400
+    assert w.forward.overhead == pytest.approx(96 + 2 * 66 + 0.5 * 66)
+    # reverse: recv-ready notify (48 + 66 header) + ACKs for the 2 forward segments
+    assert w.reverse.payload == 0
+    assert w.reverse.overhead == pytest.approx(48 + 66 + 2 * 0.5 * 66)
+
+
+def test_no_messages_no_bytes():
+    w = Framing().flow(0, 1000)
+    assert w.forward.total == 0 and w.reverse.total == 0
+
+
+@pytest.mark.parametrize("kwargs", [{"mtu": 100}, {"acks_per_segment": 2}, {"acks_per_segment": -0.1}])
+def test_invalid_framing_rejected(kwargs):
+    with pytest.raises(pydantic.ValidationError):
+        Framing(**kwargs)
+
+
+def test_efficiency_tends_to_ceiling_for_large_messages():
+    f = Framing(gloo_preamble_bytes=0, acks_per_segment=0)
+    w = f.flow(1, 1448 * 1000)
+    assert w.forward.payload / w.forward.total == pytest.approx(f.efficiency())
+    small = f.flow(1, 100)
+    assert math.isclose(small.forward.total, 100 + 66)

@@ -1,0 +1,102 @@
+"""Step time = compute + compression + communication; hierarchical and periodic cases by hand."""
+
+import dataclasses
+
+import pydantic
+import pytest
+
+from netbench.model.calibration import Calibration
+from netbench.model.collectives import Link, cost, pattern
+from netbench.model.framing import Framing
+from netbench.model.payloads import LowRankConfig, MTDAOConfig
+from netbench.model.schemes import Scheme, SchemeSettings, build_scheme, parse_scheme_list
+from netbench.model.steptime import Scenario, estimate
+from netbench.shapes import ParamShape
+
+BARE = Framing(gloo_preamble_bytes=0, acks_per_segment=0.0)
+SHAPES = [ParamShape("w", (1000, 1000))]
+DENSE = 1_000_000 * 4
+MTDAO = Scheme("mtdao", MTDAOConfig(params_every=1, m1_every=2, m2_every=4))
+
+
+def ring_ar(nbytes, n, bps, alpha=0.0):
+    return cost(pattern("all_reduce", "ring", nbytes, n), Link(bps, bps, alpha), BARE)
+
+
+def test_flat_step_is_the_sum():
+    calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
+    sc = Scenario(nodes=4, up_bps=100e6, down_bps=100e6, compute_s=0.2, framing=BARE)
+    est = estimate(MTDAO, SHAPES, sc, calib)
+    one = ring_ar(DENSE, 4, 100e6)
+    assert est.comm_time_s == pytest.approx(one.time_s * (1 + 1 / 2 + 1 / 4))
+    assert est.payload_bytes_per_step == pytest.approx(DENSE * 1.75)
+    assert est.tx.payload == pytest.approx(1.5 * DENSE * 1.75)  # 2(N-1)/N of each buffer
+    assert est.compression_time_s == pytest.approx(1e6 * 1e-8)
+    assert est.step_time_s == pytest.approx(0.2 + 0.01 + est.comm_time_s)
+    assert est.comm_fraction == pytest.approx(est.comm_time_s / est.step_time_s)
+
+
+def test_delay_and_software_overhead_add_per_hop():
+    calib = Calibration(software_overhead_s=1e-4)
+    base = Scenario(nodes=4, framing=BARE)
+    slow = base.model_copy(update={"delay_s": 0.005})
+    scheme = Scheme("mtdao", MTDAOConfig(params_every=1, m1_every=1, m2_every=1))
+    a = estimate(scheme, SHAPES, base, calib)
+    b = estimate(scheme, SHAPES, slow, calib)
+    assert b.comm_time_s - a.comm_time_s == pytest.approx(3 * 6 * 0.005)  # 3 all-reduces x 2(N-1) hops
+    assert a.wire.latency_s == pytest.approx(3 * 6 * 1e-4)
+
+
+def test_hierarchical_by_hand():
+    calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
+    sc = Scenario(nodes=8, gpus_per_node=4, intra_bps=10e9, up_bps=100e6, down_bps=100e6, compute_s=0.1, framing=BARE)
+    assert sc.machines == 2
+    est = estimate(MTDAO, SHAPES, sc, calib)
+    inter = ring_ar(DENSE, 2, 100e6).time_s * 1.75  # scheme among the 2 nodes on the slow link
+    intra = ring_ar(DENSE, 4, 10e9).time_s  # reduce-scatter + all-gather among 4 on the fast link
+    assert est.intra_time_s == pytest.approx(intra)
+    assert est.comm_time_s == pytest.approx(inter + intra)
+    assert est.compression_time_s == pytest.approx(1e6 / 4 * 1e-8)  # each accelerator compresses its shard
+    assert est.tx.payload == pytest.approx(DENSE * 1.75)  # 2 nodes: 2(N-1)/N = 1
+
+
+def test_hierarchy_is_cheaper_than_flat_on_a_slow_link():
+    flat = Scenario(nodes=16, up_bps=100e6, down_bps=100e6)
+    tiered = flat.model_copy(update={"gpus_per_node": 8, "intra_bps": 100e9})
+    calib = Calibration()
+    assert estimate(MTDAO, SHAPES, tiered, calib).comm_time_s < estimate(MTDAO, SHAPES, flat, calib).comm_time_s
+
+
+def test_one_machine_has_no_slow_link_traffic():
+    sc = Scenario(nodes=4, gpus_per_node=4, intra_bps=1e9)
+    est = estimate(MTDAO, SHAPES, sc, Calibration())
+    assert est.payload_bytes_per_step == 0 and est.tx.total == 0 and est.intra_time_s > 0
+
+
+def test_overlap_takes_the_max():
+    calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
+    sc = Scenario(nodes=2, compute_s=10.0, framing=BARE)
+    overlapped = dataclasses.replace(MTDAO, overlap=True)
+    est = estimate(overlapped, SHAPES, sc, calib)
+    assert est.step_time_s == pytest.approx(0.01 + 10.0)
+    assert estimate(MTDAO, SHAPES, sc, calib).step_time_s == pytest.approx(0.01 + 10.0 + est.comm_time_s)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"nodes": 1}, {"nodes": 100_001}, {"gpus_per_node": 2, "nodes": 4}, {"gpus_per_node": 4, "nodes": 6, "intra_bps": 1e9},
+])
+def test_scenario_validation(kwargs):
+    with pytest.raises(pydantic.ValidationError):
+        Scenario(**kwargs)
+
+
+def test_scheme_list_and_settings():
+    assert parse_scheme_list("all")[-2:] == ["lowrank", "mtdao"]
+    assert parse_scheme_list("dct, full,dct") == ["dct", "full"]
+    with pytest.raises(ValueError, match="unknown replicator"):
+        parse_scheme_list("dct,zip")
+    s = build_scheme("mtdao", SchemeSettings(sync_every=7, grad_dtype="bf16"))
+    assert s.config == MTDAOConfig(params_every=7, m1_every=7, m2_every=7, dtype="bf16")
+    assert build_scheme("lowrank", SchemeSettings(rank=0.25)).config == LowRankConfig(rank=0.25)
+    with pytest.raises(pydantic.ValidationError):
+        build_scheme("dct", SchemeSettings(topk=5000, chunk=64))
