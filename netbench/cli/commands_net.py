@@ -29,13 +29,13 @@ def _privileged() -> None:
 @app.command()
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """What this host supports, and what each missing piece disables."""
+    import os
+
     from netbench.emulation.capabilities import detect
     from netbench.emulation.rootless import MARKER
 
-    import os
-
-    if os.geteuid() != 0 and not os.environ.get(MARKER):
-        _privileged()  # re-exec rootless so the checks run where netbench would
+    if os.geteuid() != 0:
+        _privileged()  # enter the user namespace so the checks run where netbench would
     caps = detect()
     if as_json:
         print(json.dumps({**caps.as_dict(), "rootless": bool(os.environ.get(MARKER))}))

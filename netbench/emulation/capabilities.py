@@ -16,6 +16,7 @@ from pathlib import Path
 from pyroute2 import IPRoute
 
 from netbench.emulation import netns
+from netbench.emulation.rootless import user_namespaces_allowed
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,6 @@ class Capabilities:
         ]
 
 
-def _user_namespaces_allowed() -> bool:
-    try:
-        if int(Path("/proc/sys/user/max_user_namespaces").read_text()) == 0:
-            return False
-    except (OSError, ValueError):
-        return False
-    clone = Path("/proc/sys/kernel/unprivileged_userns_clone")
-    return not clone.exists() or clone.read_text().strip() == "1"
-
-
 def _qdisc_works(ipr: IPRoute, index: int, kind: str, **kwargs: object) -> bool:
     try:
         ipr.tc("add", kind, index=index, handle="1:", **kwargs)
@@ -118,7 +109,7 @@ def detect() -> Capabilities:
     root = os.geteuid() == 0
     found: dict = {
         "root": root,
-        "user_namespaces": _user_namespaces_allowed(),
+        "user_namespaces": user_namespaces_allowed(),
         "iperf3": shutil.which("iperf3") is not None,
         "tcpdump": shutil.which("tcpdump") is not None,
         "errors": {},

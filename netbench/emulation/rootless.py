@@ -1,18 +1,20 @@
-"""Run netbench without root: re-execute inside user + network + mount namespaces.
+"""Run netbench without root: enter fresh user + network + mount namespaces in-process.
 
-``unshare -Urnm`` maps the user to root inside a fresh user namespace, which may create network
-namespaces, veths and qdiscs. A private tmpfs on /run gives it a writable /run/netns. The "host"
-namespace is then itself a throwaway, so nothing of the real host is touched.
+Mapping the caller to uid 0 inside a new user namespace grants CAP_NET_ADMIN over namespaces
+created there, enough for netns, veths, bridges and tbf. A private tmpfs on /run gives a writable
+/run/netns. The "host" namespace is then itself a throwaway, so nothing of the real host is
+touched. Must be called while the process is still single-threaded (unshare(CLONE_NEWUSER)
+refuses multi-threaded callers).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
-import shutil
-import sys
+from pathlib import Path
 
-from netbench.emulation.capabilities import _user_namespaces_allowed
-
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+MS_REC, MS_PRIVATE = 0x4000, 0x40000
 MARKER = "NETBENCH_ROOTLESS"
 
 
@@ -20,21 +22,40 @@ class RootlessError(RuntimeError):
     """Neither root nor unprivileged user namespaces are available."""
 
 
+def user_namespaces_allowed() -> bool:
+    try:
+        if int(Path("/proc/sys/user/max_user_namespaces").read_text()) == 0:
+            return False
+    except (OSError, ValueError):
+        return False
+    clone = Path("/proc/sys/kernel/unprivileged_userns_clone")
+    return not clone.exists() or clone.read_text().strip() == "1"
+
+
+def enter_user_namespace() -> None:
+    """unshare user+net+mount, map the caller to root, mount a private /run."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.geteuid(), os.getegid()
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: /proc/self/*_map stay writable after a setuid()
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS) != 0:
+        raise RootlessError(f"unshare(user, net, mount) failed: {os.strerror(ctypes.get_errno())}")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise RootlessError(f"making mounts private failed: {os.strerror(ctypes.get_errno())}")
+    if libc.mount(b"netbench-run", b"/run", b"tmpfs", 0, None) != 0:
+        raise RootlessError(f"mounting a private /run failed: {os.strerror(ctypes.get_errno())}")
+    os.environ[MARKER] = "1"
+
+
 def ensure_privileges() -> None:
-    """Return if root; else re-exec this command under unshare, or raise with the reason."""
+    """Return if root (real or inside our user namespace); else enter one, or raise why not."""
     if os.geteuid() == 0:
         return
-    if os.environ.get(MARKER):
-        raise RootlessError("still not root inside the user namespace; the kernel refused the mapping")
-    if not _user_namespaces_allowed():
+    if not user_namespaces_allowed():
         raise RootlessError(
             "netbench needs root, or unprivileged user namespaces (sysctl user.max_user_namespaces > 0 "
             "and kernel.unprivileged_userns_clone = 1); run it with sudo"
         )
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        raise RootlessError("running without root needs unshare(1) from util-linux")
-    script = 'mount -t tmpfs netbench-run /run && exec "$@"'
-    argv = [unshare, "-Urnm", "--propagation", "private", "sh", "-c", script, "netbench", sys.executable, "-m", "netbench", *sys.argv[1:]]
-    os.environ[MARKER] = "1"
-    os.execv(unshare, argv)
+    enter_user_namespace()
