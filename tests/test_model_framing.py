@@ -52,6 +52,12 @@ def test_gloo_control_ops_by_hand():
     assert w.reverse.overhead == pytest.approx(48 + 66 + 2 * 0.5 * 66)
 
 
+def test_piggybacked_flow_sends_no_pure_acks():
+    f = Framing(gloo_preamble_bytes=0, acks_per_segment=0.5)
+    w = f.flow(messages=10, message_bytes=10 * 1448, piggyback=True)
+    assert w.forward.overhead == 100 * 66 and w.reverse.total == 0
+
+
 def test_no_messages_no_bytes():
     w = Framing().flow(0, 1000)
     assert w.forward.total == 0 and w.reverse.total == 0

@@ -100,3 +100,14 @@ def test_scheme_list_and_settings():
     assert build_scheme("lowrank", SchemeSettings(rank=0.25)).config == LowRankConfig(rank=0.25)
     with pytest.raises(pydantic.ValidationError):
         build_scheme("dct", SchemeSettings(topk=5000, chunk=64))
+
+
+def test_scheme_from_a_run_config_predicts_its_declared_bytes():
+    from netbench.model.schemes import scheme_from_config
+    from netbench.replicators import declared_payload
+    from netbench.replicators.config import ReplicatorConfig
+
+    cfg = ReplicatorConfig(name="dct", topk=8, chunk=32)
+    est = estimate(scheme_from_config(cfg), SHAPES, Scenario(nodes=3), Calibration())
+    assert est.payload_bytes_per_step == declared_payload(SHAPES, cfg, 3).bytes_per_step
+    assert est.tx.payload == 2 * est.payload_bytes_per_step  # ring all_gather: N-1 contributions forwarded

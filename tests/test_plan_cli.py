@@ -145,3 +145,49 @@ def test_console_entry_point_exit_code(tmp_path):
                           env={"NETBENCH_CALIBRATION": str(tmp_path / "x.json"), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--nodes" in done.stderr
+
+
+def test_replicator_payloads_come_from_their_declarations(capsys):
+    from netbench.replicators import declared_payload
+    from netbench.replicators.config import ReplicatorConfig
+    from netbench.shapes import resolve_shapes
+
+    shapes = resolve_shapes("gpt2-small:blocks=2")
+    doc = plan_json(capsys, "--replicator", "full,dct,random,diloco", "--nodes", "4", "--sync-every", "5",
+                    "--grad-dtype", "bf16", "--index-dtype", "int32", "--topk", "16")
+    rows = {r["replicator"]: r for r in doc["rows"]}
+    for name in ("full", "dct", "random"):
+        cfg = ReplicatorConfig(name=name, grad_dtype="bf16", index_dtype="int32", topk=16, sync_every=5)
+        decl = declared_payload(shapes, cfg, 4)
+        assert rows[name]["payload_bytes_per_step"] == decl.bytes_per_step
+        assert rows[name]["exchanges"][0]["collective"] == decl.collective
+    dense_bf16 = sum(s.numel for s in shapes) * 2
+    assert rows["diloco"]["payload_bytes_per_step"] == pytest.approx(dense_bf16 / 5)  # averaged over the period
+    assert rows["dct"]["exchanges"][0]["collective"] == "all_gather"
+    # all_gather: each node forwards N-1 contributions; all_reduce: 2(N-1)/N of the buffer
+    assert rows["dct"]["payload_wire_bytes_per_step"]["tx"] == pytest.approx(3 * rows["dct"]["payload_bytes_per_step"])
+    assert rows["full"]["payload_wire_bytes_per_step"]["tx"] == pytest.approx(1.5 * rows["full"]["payload_bytes_per_step"])
+
+
+def test_dct_matches_demo_chunking_on_divisible_shapes(capsys, tmp_path):
+    """The published DeMo (detonation 0.5.2) picks, per dimension, the largest divisor <= chunk and sends
+    min(topk, chunk area) int32 indices + fp32 values per chunk. On gpt2-small:blocks=2 every dimension
+    is a multiple of 64, so plan -- from a shapes file, explicit wire dtypes -- must match to the byte."""
+    dct_transform = pytest.importorskip("detonation.util.dct_transform")
+    from netbench.shapes import resolve_shapes
+
+    shapes = {s.name: list(s.shape) for s in resolve_shapes("gpt2-small:blocks=2")}
+    split = dct_transform.DCTTransform._get_smaller_split
+    coefficients = 0
+    for dims in shapes.values():
+        chunks = [split(d, 64) for d in dims]
+        tiles = 1
+        for d, c in zip(dims, chunks):
+            tiles *= d // c
+        area = chunks[0] * (chunks[1] if len(chunks) > 1 else 1)
+        coefficients += tiles * min(32, area)
+    path = tmp_path / "shapes.json"
+    path.write_text(json.dumps({"shapes": shapes}))
+    doc = plan_json(capsys, "--shapes", str(path), "--replicator", "dct", "--topk", "32", "--chunk", "64",
+                    "--index-dtype", "int32", "--value-dtype", "fp32")
+    assert doc["rows"][0]["payload_bytes_per_step"] == coefficients * (4 + 4)

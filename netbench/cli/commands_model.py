@@ -88,7 +88,8 @@ def _shapes(shapes: Optional[str], params: Optional[str]) -> tuple[list[ParamSha
             raise UserError(f"--params: expected a parameter count between 1 and {MAX_PARAMS:.0e} (e.g. 1.5e9), got {params!r}") from None
         if not (math.isfinite(count) and 1 <= count <= MAX_PARAMS):
             raise UserError(f"--params: must be between 1 and {MAX_PARAMS:.0e}, got {params!r}")
-        return synthetic_shapes(int(round(count))), f"{int(round(count))} params (synthetic square matrices)"
+        shape_list = synthetic_shapes(int(round(count)))
+        return shape_list, f"--params {params} (synthetic {shape_list[0].shape[-1]}-wide matrices)"
     spec = shapes or "gpt2-small:blocks=2"
     try:
         return resolve_shapes(spec), spec
@@ -176,16 +177,19 @@ def _print_derived(derived: dict, console: Console) -> None:
     console.print("[bold]node count where step time doubles (vs 2 nodes)[/bold]")
     for d in derived["doubling_nodes"]:
         answer = f"{d['nodes']}" if d["nodes"] else f"none: {d['reason']}"
+        if d["baseline_nodes"] != 2:
+            answer += f" (baseline {d['baseline_nodes']}: two nodes of accelerators)"
         console.print(f"  {d['replicator']:>9} @ {_rate_text(d['bw_bps'])}: {answer}")
+    crossings = [d for d in derived["crossover_bw"] if d["crossovers"]]
     if derived["crossover_bw"]:
         console.print("[bold]crossover bandwidths (equal step time)[/bold]")
-    for d in derived["crossover_bw"]:
+    for d in crossings:
         a, b = d["pair"]
-        if d["crossovers"]:
-            text = "; ".join(f"{_rate_text(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)" for c in d["crossovers"])
-        else:
-            text = f"none: {d['reason']}"
+        text = "; ".join(f"{_rate_text(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)" for c in d["crossovers"])
         console.print(f"  {a} vs {b} @ {d['nodes']} nodes: {text}")
+    if len(crossings) < len(derived["crossover_bw"]):
+        console.print(f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from "
+                      f"{_rate_text(BW_RANGE_BPS[0])} to {_rate_text(BW_RANGE_BPS[1])} (--json says which is faster)")
 
 
 # ----------------------------------------------------------------------------- plan
@@ -198,7 +202,7 @@ def plan(
     bw: str = typer.Option("100mbit", "--bw", help="link rate in tc units (both directions)"),
     up: Optional[str] = typer.Option(None, "--up", help="uplink (node egress) rate, overrides --bw"),
     down: Optional[str] = typer.Option(None, "--down", help="downlink (node ingress) rate, overrides --bw"),
-    delay: str = typer.Option("0ms", "--delay", help="one-way latency between two nodes"),
+    delay: str = typer.Option("0ms", "--delay", help="one-way latency between two nodes (as `run --delay`, which adds it on each uplink)"),
     replicator: str = typer.Option("dct", "--replicator", help="full, dct, random, striding, diloco, lowrank, mtdao; a comma list, or all"),
     topk: int = typer.Option(32, "--topk", help="dct: coefficients kept per chunk"),
     chunk: int = typer.Option(64, "--chunk", help="dct: chunk side"),

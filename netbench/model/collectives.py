@@ -11,8 +11,10 @@ other backends.
 Time = hops x alpha + critical-path payload x (wire bytes per payload byte) / rate, where alpha
 is the link's one-way delay plus the calibrated per-message software overhead, and the wire
 factor comes from :class:`~netbench.model.framing.Framing` (headers, ACKs competing on the same
-link, gloo control ops). Up and down rates may differ: the slower direction, after its own
-framing, bounds the transfer.
+link, gloo control ops). In a ring of N > 2 each node sends to one neighbour and receives from
+the other, so its pure ACKs share its uplink with its data; at N = 2 (and in pairwise exchanges)
+one connection carries data both ways and ACKs piggyback. Up and down rates may differ: the
+slower direction, after its own framing, bounds the transfer.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ class Pattern:
 
     ``critical_bytes`` is the payload serialised on one link along the critical path: equal to
     the per-node payload for pipelined rings, larger for trees (every level waits for the whole
-    buffer).
+    buffer). ``bidirectional``: each connection carries data both ways at once (a 2-node ring --
+    gloo's send and receive peers are then the same pair -- and pairwise exchanges), so ACKs
+    piggyback on data instead of competing as frames of their own.
     """
 
     hops: int
@@ -44,6 +48,7 @@ class Pattern:
     message_bytes: float
     payload_out: float
     critical_bytes: float
+    bidirectional: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,9 @@ def _log2_ceil(n: int) -> int:
 def _ring(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
     if kind == "all_reduce":
         sent = 2 * (n - 1) / n * nbytes
-        return Pattern(hops=2 * (n - 1), messages_out=4 * (n - 1), message_bytes=nbytes / (2 * n), payload_out=sent, critical_bytes=sent)
+        return Pattern(2 * (n - 1), 4 * (n - 1), nbytes / (2 * n), sent, sent, bidirectional=n == 2)
     sent = (n - 1) * nbytes
-    return Pattern(hops=n - 1, messages_out=n - 1, message_bytes=nbytes, payload_out=sent, critical_bytes=sent)
+    return Pattern(n - 1, n - 1, nbytes, sent, sent, bidirectional=n == 2)
 
 
 def _tree(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
@@ -113,11 +118,11 @@ def _halving_doubling(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
         steps = 2 * int(math.log2(core))
         sent = 2 * (core - 1) / core * nbytes + (2 * nbytes if extra else 0.0)
         hops = steps + (2 if extra else 0)
-        return Pattern(hops=hops, messages_out=hops, message_bytes=sent / hops, payload_out=sent, critical_bytes=sent)
+        return Pattern(hops, hops, sent / hops, sent, sent, bidirectional=True)
     # recursive doubling (Bruck for non-powers of two): ceil(log2 N) rounds, (N-1) contributions in total
     rounds = _log2_ceil(n)
     sent = (n - 1) * nbytes
-    return Pattern(hops=rounds, messages_out=rounds, message_bytes=sent / rounds, payload_out=sent, critical_bytes=sent)
+    return Pattern(rounds, rounds, sent / rounds, sent, sent, bidirectional=True)
 
 
 def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -> Pattern | None:
@@ -145,7 +150,7 @@ def cost(p: Pattern | None, link: Link, framing: Framing) -> CollectiveCost:
     """
     if p is None:
         return CollectiveCost()
-    flow = framing.flow(p.messages_out, p.message_bytes)
+    flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
     tx = flow.forward + flow.reverse
     rx = flow.forward + flow.reverse
     up_factor = tx.total / p.payload_out

@@ -93,12 +93,16 @@ class Framing(BaseModel):
         """TCP segments carrying one write of ``stream_bytes`` (at least one)."""
         return max(1, math.ceil(stream_bytes / self.mss))
 
-    def flow(self, messages: float, message_bytes: float) -> FlowWire:
+    def flow(self, messages: float, message_bytes: float, piggyback: bool = False) -> FlowWire:
         """Wire bytes for ``messages`` gloo messages of ``message_bytes`` each, sender -> receiver.
 
         Forward: payload, the data op's preamble, one send-ready notification per message, headers
         of all those segments and the ACKs for the reverse notifications. Reverse: one recv-ready
         notification per message, its headers and the ACKs for every forward segment.
+
+        ``piggyback``: the same TCP connection carries as much data the other way at the same time
+        (a 2-node ring, pairwise exchanges), so acknowledgements ride in data segments' headers and
+        no pure ACK frames are sent.
         """
         if messages <= 0:
             return FlowWire(LinkBytes(), LinkBytes())
@@ -108,7 +112,7 @@ class Framing(BaseModel):
         fwd_segments = messages * (data_segments + control)
         rev_segments = messages * control
         hdr = self.header_bytes
-        ack = self.acks_per_segment * self.ack_frame_bytes
+        ack = 0.0 if piggyback else self.acks_per_segment * self.ack_frame_bytes
         forward = LinkBytes(
             payload=messages * message_bytes,
             overhead=messages * pre * (1 + control) + fwd_segments * hdr + rev_segments * ack,

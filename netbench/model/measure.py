@@ -17,8 +17,9 @@ import platform
 import socket
 import statistics
 import time
+import warnings
 from datetime import datetime, timedelta, timezone
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -54,15 +55,20 @@ class MeasureOptions(BaseModel):
     timeout_s: float = Field(600.0, gt=0)
 
 
-def time_calls(fn, iters: int, batch: int = BATCH) -> float:
-    """Median over batches of the mean seconds per call (robust to a stray slow batch)."""
-    per_call = []
+def time_calls(fns: dict[str, Callable[[], object]], iters: int, batch: int = BATCH) -> dict[str, float]:
+    """Median over batches of the mean seconds per call, for each of ``fns``.
+
+    Batches of the different calls alternate, so a burst of load from other processes on this
+    host lands on all of them alike rather than on whichever ran at that moment.
+    """
+    per_call: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(max(1, iters // batch)):
-        start = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        per_call.append((time.perf_counter() - start) / batch)
-    return statistics.median(per_call)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(batch):
+                fn()
+            per_call[name].append((time.perf_counter() - start) / batch)
+    return {name: statistics.median(times) for name, times in per_call.items()}
 
 
 def _free_port() -> int:
@@ -78,14 +84,12 @@ def _collective_times(opts: MeasureOptions) -> dict[str, float]:
         dist.all_reduce(tiny)
         _all_gather_single(gathered, tiny)
     dist.barrier()
-    t_ar = time_calls(lambda: dist.all_reduce(tiny), opts.iters)
-    dist.barrier()
-    t_ag = time_calls(lambda: _all_gather_single(gathered, tiny), opts.iters)
+    small = time_calls({"ar": lambda: dist.all_reduce(tiny), "ag": lambda: _all_gather_single(gathered, tiny)}, opts.iters)
     big = torch.zeros(int(opts.bandwidth_mib * 2**20) // 4)
     dist.all_reduce(big)
     dist.barrier()
-    t_big = time_calls(lambda: dist.all_reduce(big), 5, batch=1)
-    return {"all_reduce_tiny_s": t_ar, "all_gather_tiny_s": t_ag, "all_reduce_big_s": t_big, "big_bytes": float(big.numel() * 4)}
+    t_big = time_calls({"big": lambda: dist.all_reduce(big)}, 5, batch=1)["big"]
+    return {"all_reduce_tiny_s": small["ar"], "all_gather_tiny_s": small["ag"], "all_reduce_big_s": t_big, "big_bytes": float(big.numel() * 4)}
 
 
 def _lowrank_seconds(shapes: Sequence[ParamShape], rank: float, steps: int) -> float:
@@ -157,6 +161,7 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, float], dict[str, str]
 
 
 def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch's deprecation notices, once per rank
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,

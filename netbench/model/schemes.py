@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, Sequence, Union
+from typing import Sequence, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,7 +19,10 @@ from netbench.model.traffic import Exchange, from_decl
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.shapes import ParamShape
 
-__all__ = ["SCHEME_NAMES", "OVERLAPS", "SchemeSettings", "Scheme", "SchemeUnavailable", "build_scheme", "parse_scheme_list"]
+__all__ = [
+    "SCHEME_NAMES", "OVERLAPS", "SchemeSettings", "Scheme", "SchemeUnavailable", "build_scheme", "scheme_from_config",
+    "parse_scheme_list",
+]
 
 SCHEME_NAMES: tuple[str, ...] = (*REPLICATOR_NAMES, *PLANNED_SCHEMES)
 
@@ -94,6 +97,11 @@ def build_scheme(name: str, settings: SchemeSettings) -> Scheme:
     else:
         raise ValueError(f"unknown replicator {name!r} (choose from {', '.join(SCHEME_NAMES)}, or all)")
     return Scheme(name=name, config=config, overlap=OVERLAPS[name])
+
+
+def scheme_from_config(config: ReplicatorConfig) -> Scheme:
+    """The scheme of a replicator config as ``run``/``sweep`` hold it, to predict what that run should measure."""
+    return Scheme(name=config.name, config=config, overlap=OVERLAPS[config.name])
 
 
 def parse_scheme_list(text: str) -> list[str]:
