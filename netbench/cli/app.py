@@ -19,6 +19,7 @@ app = typer.Typer(
 
 # Each command lives in its own module and registers itself on `app` when imported.
 from netbench.cli import commands_net  # noqa: E402,F401
+from netbench.cli import commands_run  # noqa: E402,F401
 from netbench.cli import commands_model  # noqa: E402,F401
 
 

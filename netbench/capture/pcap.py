@@ -1,0 +1,82 @@
+"""Parse a header-only capture into one row per packet: direction, peer, payload and framing.
+
+Framing is everything on the wire that is not TCP payload: Ethernet, IP and TCP headers, and
+whole ACK-only packets. With segmentation offloads on, one captured skb may stand for several
+wire frames; those are expanded to ceil(payload / MSS) frames, each with its own headers, so the
+capture reports the bytes a real MTU-1500 Ethernet would carry.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+from scapy.utils import RawPcapReader
+
+MSS = 1448  # MTU 1500 minus IPv4, TCP and the timestamp option
+COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only"]
+
+
+def parse_pcap(path: Path, node_address: str) -> pd.DataFrame:
+    """One row per captured packet; direction 'tx' when ``node_address`` sent it."""
+    rows: list[tuple] = []
+    for data, meta in RawPcapReader(str(path)):
+        t = meta.sec + meta.usec / 1e6 if hasattr(meta, "usec") else meta.tshigh  # pcap (not pcapng)
+        wire = meta.wirelen
+        frame = Ether(data)
+        ip = frame.getlayer(IP)
+        if ip is None:  # ARP and other non-IP frames: framing, no payload
+            rows.append((t, "tx" if _l2_from_node(frame, node_address) else "rx", "", "l2", wire, 0, 1, False))
+            continue
+        direction = "tx" if ip.src == node_address else "rx"
+        peer = ip.dst if direction == "tx" else ip.src
+        tcp = ip.getlayer(TCP)
+        if tcp is None:
+            rows.append((t, direction, peer, "ip", wire, 0, 1, False))
+            continue
+        header = 14 + ip.ihl * 4 + tcp.dataofs * 4
+        payload = max(0, ip.len - ip.ihl * 4 - tcp.dataofs * 4)
+        frames = max(1, math.ceil(payload / MSS))
+        wire_bytes = payload + frames * header if frames > 1 else wire
+        rows.append((t, direction, peer, "tcp", wire_bytes, payload, frames, payload == 0))
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _l2_from_node(frame, node_address: str) -> bool:
+    psrc = getattr(frame.payload, "psrc", None)  # ARP
+    return psrc == node_address
+
+
+def per_step(packets: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """Sum packets into step windows (step, t_from, t_to], per direction.
+
+    Returns one row per step with capture_{tx,rx}_{wire,payload}_bytes, capture_{tx,rx}_packets
+    (wire frames) and capture_{tx,rx}_ack_only_bytes.
+    """
+    out = windows[["step"]].copy()
+    if packets.empty:
+        for d in ("tx", "rx"):
+            for col in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes"):
+                out[f"capture_{d}_{col}"] = 0
+        return out
+    edges = [windows["t_from"].iloc[0], *windows["t_to"].tolist()]
+    bins = pd.cut(packets["t"], bins=edges, labels=windows["step"].tolist(), right=True)
+    packets = packets.assign(step=bins).dropna(subset=["step"])
+    packets = packets.assign(ack_only_bytes=packets["wire_bytes"].where(packets["ack_only"], 0))
+    grouped = packets.groupby(["step", "direction"], observed=False)[["wire_bytes", "payload_bytes", "frames", "ack_only_bytes"]].sum()
+    for d in ("tx", "rx"):
+        part = grouped.xs(d, level="direction") if d in grouped.index.get_level_values("direction") else None
+        for col, name in (("wire_bytes", "wire_bytes"), ("payload_bytes", "payload_bytes"), ("frames", "packets"), ("ack_only_bytes", "ack_only_bytes")):
+            values = part[col] if part is not None else pd.Series(dtype=float)
+            out[f"capture_{d}_{name}"] = out["step"].map(values).fillna(0).astype("int64")
+    return out
+
+
+def by_peer(packets: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Total wire and payload bytes sent to each peer (tx direction)."""
+    tx = packets[(packets["direction"] == "tx") & (packets["peer"] != "")]
+    summary = tx.groupby("peer")[["wire_bytes", "payload_bytes"]].sum()
+    return {peer: {k: int(v) for k, v in row.items()} for peer, row in summary.iterrows()}

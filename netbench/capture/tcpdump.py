@@ -1,0 +1,86 @@
+"""Header-only packet capture on every switch port, with tcpdump inside the switch namespace.
+
+A switch port sees both directions of its node's link after shaping (ingress after the node's
+uplink tbf, egress after the port's downlink tbf), so one capture per port is the node's wire.
+"""
+
+from __future__ import annotations
+
+import select
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from netbench.emulation.node import Switch
+
+SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; payload is never kept
+BUFFER_KIB = 32768
+
+
+@dataclass
+class PortCapture:
+    port: str
+    path: Path
+    proc: subprocess.Popen
+
+
+class Capture:
+    """tcpdump on each port; ``stop()`` flushes and returns {port: pcap path}."""
+
+    def __init__(self, switch: Switch, ports: list[str], out_dir: Path) -> None:
+        self.switch = switch
+        self.ports = ports
+        self.out_dir = out_dir
+        self.captures: list[PortCapture] = []
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("tcpdump") is not None
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for port in self.ports:
+            path = self.out_dir / f"{port}.pcap"
+            proc = self.switch.popen(
+                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-n", "-U", "-w", str(path)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            self.captures.append(PortCapture(port, path, proc))
+        deadline = time.monotonic() + timeout_s
+        for cap in self.captures:  # tcpdump says "listening on PORT" once the socket is bound
+            ready, _, _ = select.select([cap.proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            line = cap.proc.stderr.readline() if ready else ""
+            if "listening" not in line:
+                raise RuntimeError(f"tcpdump on {cap.port} did not start: {line.strip() or 'no answer'}")
+
+    def stop(self) -> tuple[dict[str, Path], dict[str, int]]:
+        """Stop every tcpdump; returns pcap paths and the packets each dropped (kernel + buffer)."""
+        dropped: dict[str, int] = {}
+        for cap in self.captures:
+            if cap.proc.poll() is None:
+                cap.proc.send_signal(signal.SIGINT)
+        for cap in self.captures:
+            try:
+                _, err = cap.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                cap.proc.kill()
+                _, err = cap.proc.communicate()
+            dropped[cap.port] = _dropped(err or "")
+        return {cap.port: cap.path for cap in self.captures}, dropped
+
+
+def _dropped(stderr: str) -> int:
+    """Sum of tcpdump's 'N packets dropped by kernel' and 'dropped by interface' lines."""
+    total = 0
+    for line in stderr.splitlines():
+        if "dropped by" in line:
+            try:
+                total += int(line.split()[0])
+            except ValueError:
+                continue
+    return total

@@ -1,0 +1,116 @@
+"""`netbench run`: real multi-node training over emulated links, with the bytes on the wire."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import pydantic
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from netbench.cli import cluster_options as copt
+from netbench.cli import run_options as ropt
+from netbench.cli.app import app
+from netbench.cli.commands_net import _privileged
+from netbench.cli.errors import UserError, one_line
+from netbench.units import format_bytes, format_rate
+
+console = Console(stderr=True)
+
+
+def _config(**kw):
+    from netbench.orchestrator.config import RunConfig
+
+    try:
+        return RunConfig(**kw)
+    except pydantic.ValidationError as exc:
+        raise UserError(one_line(exc, {"steps": "--steps", "warmup_steps": "--warmup", "timeout_s": "--timeout", "out_dir": "--out", "threads": "--threads"})) from None
+
+
+def summary_table(summary: dict) -> Table:
+    """Median step time and its breakdown, bytes per step per node (payload vs wire)."""
+    table = Table(title=f"netbench run {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes, "
+                        f"{format_rate(summary['bw_bps'])}, delay {summary['delay_ms']:g} ms ({summary['status']})")
+    table.add_column("metric")
+    table.add_column("measured", justify="right")
+    predicted = summary.get("predicted", {})
+    if predicted:
+        table.add_column("model", justify="right")
+    rows = [("step time", "step_time_s", "s"), ("  compute", "compute_time_s", "s"), ("  compress", "compress_time_s", "s"),
+            ("  communicate", "comm_time_s", "s"), ("  decode", "decode_time_s", "s"), ("  apply", "apply_time_s", "s"),
+            ("payload bytes/step/node", "payload_bytes_per_step", "B"), ("wire tx bytes/step/node", "wire_tx_bytes_per_step", "B"),
+            ("wire rx bytes/step/node", "wire_rx_bytes_per_step", "B"), ("captured tx bytes/step/node", "capture_wire_bytes_per_step", "B")]
+    for label, key, unit in rows:
+        value = summary.get(key)
+        if value is None:
+            continue
+        shown = f"{value:.4f} s" if unit == "s" else format_bytes(value)
+        cells = [label, shown]
+        if predicted:
+            p = predicted.get(key)
+            cells.append("" if p is None else (f"{p:.4f} s" if unit == "s" else format_bytes(p)))
+        table.add_row(*cells)
+    if summary.get("first_loss") is not None:
+        row = ["loss (first -> last)", f"{summary['first_loss']:.3f} -> {summary['final_loss']:.3f}"]
+        table.add_row(*(row + [""] if predicted else row))
+    return table
+
+
+@app.command()
+def run(
+    replicator: str = ropt.ReplicatorOpt,
+    bw: str = copt.BwOpt,
+    nodes: int = copt.NodesOpt,
+    up: Optional[str] = copt.UpOpt,
+    down: Optional[str] = copt.DownOpt,
+    delay: str = copt.DelayOpt,
+    jitter: str = copt.JitterOpt,
+    loss: str = copt.LossOpt,
+    offload: str = copt.OffloadOpt,
+    engine: str = copt.EngineOpt,
+    steps: int = typer.Option(20, "--steps", help="Measured optimizer steps."),
+    warmup: int = typer.Option(2, "--warmup", help="Warm-up steps left out of the summary."),
+    topk: int = ropt.TopkOpt,
+    chunk: int = ropt.ChunkOpt,
+    rate: float = ropt.RateOpt,
+    sync_every: int = ropt.SyncEveryOpt,
+    value_dtype: str = ropt.ValueDtypeOpt,
+    index_dtype: str = ropt.IndexDtypeOpt,
+    grad_dtype: str = ropt.GradDtypeOpt,
+    sign: bool = ropt.SignOpt,
+    lr: float = ropt.LrOpt,
+    workload: str = ropt.WorkloadOpt,
+    shapes: str = ropt.ShapesOpt,
+    compute_ms: float = ropt.ComputeMsOpt,
+    timeout: float = typer.Option(30.0, "--timeout", help="Collective timeout in seconds (a dead peer fails the run)."),
+    capture: bool = typer.Option(True, "--capture/--no-capture", help="Capture packet headers on every link."),
+    pcap: bool = typer.Option(False, "--pcap", help="Keep the pcap files in the run directory."),
+    out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory."),
+    threads: int = typer.Option(1, "--threads", help="torch threads per worker."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+) -> None:
+    """Train across an emulated cluster and measure time and bytes per step."""
+    from netbench.orchestrator.runner import run as run_config
+
+    cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine)
+    rep = ropt.build_replicator_config(replicator, topk, chunk, rate, sync_every, value_dtype, index_dtype, grad_dtype, sign, lr)
+    work = ropt.build_workload_config(workload, shapes, compute_ms)
+    config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
+                     capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+    _privileged()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=as_json) as bar:
+        task = bar.add_task(f"{replicator} on {nodes} nodes at {bw}", total=warmup + steps)
+        result = run_config(config, progress=lambda done, total: bar.update(task, completed=done))
+    if as_json:
+        print(json.dumps(result.summary, default=str))
+    else:
+        Console().print(summary_table(result.summary))
+        console.print(f"results: {result.run_dir}")
+    if result.status != "ok":
+        console.print(f"[red]run failed:[/] {result.reason}")
+        raise typer.Exit(1)

@@ -1,0 +1,52 @@
+"""Replicator and workload options shared by `run`, `sweep` and `worker`, built into validated configs."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pydantic
+import typer
+
+from netbench.cli.errors import UserError, one_line
+from netbench.replicators.config import ReplicatorConfig
+from netbench.workloads.config import WorkloadConfig
+
+ReplicatorOpt = typer.Option("dct", "--replicator", "-r", help="full, dct, random, striding or diloco.")
+TopkOpt = typer.Option(32, "--topk", help="dct: coefficients kept per chunk.")
+ChunkOpt = typer.Option(64, "--chunk", help="dct: chunk side s.")
+RateOpt = typer.Option(0.1, "--rate", help="random/striding: fraction sent per step, in (0, 1].")
+SyncEveryOpt = typer.Option(10, "--sync-every", help="diloco: local steps between all-reduces.")
+ValueDtypeOpt = typer.Option("fp32", "--value-dtype", help="dct: wire dtype of values (fp32, bf16).")
+IndexDtypeOpt = typer.Option("auto", "--index-dtype", help="dct: wire dtype of indices (auto, int16, int32, int64).")
+GradDtypeOpt = typer.Option("fp32", "--grad-dtype", help="full/diloco: all-reduce dtype (fp32, bf16).")
+SignOpt = typer.Option(True, "--sign/--no-sign", help="dct: sign of the decoded update, as DeMo.")
+LrOpt = typer.Option(0.0, "--lr", help="Base learning rate; 0 picks the replicator's default.")
+WorkloadOpt = typer.Option("transformer", "--workload", "-w", help="transformer, mlp or shapes.")
+ShapesOpt = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes workload: preset, llama:... spec or .json file.")
+ComputeMsOpt = typer.Option(100.0, "--compute-ms", help="shapes workload: stand-in forward/backward time.")
+
+_REPLICATOR_OPTIONS = {"name": "--replicator", "topk": "--topk", "chunk": "--chunk", "rate": "--rate", "sync_every": "--sync-every",
+                       "value_dtype": "--value-dtype", "index_dtype": "--index-dtype", "grad_dtype": "--grad-dtype", "lr": "--lr"}
+_WORKLOAD_OPTIONS = {"kind": "--workload", "shapes": "--shapes", "compute_ms": "--compute-ms"}
+
+
+def build_replicator_config(name: str, topk: int, chunk: int, rate: float, sync_every: int, value_dtype: str,
+                            index_dtype: str, grad_dtype: str, sign: bool, lr: float) -> ReplicatorConfig:
+    try:
+        return ReplicatorConfig(name=name, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
+                                index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr)
+    except pydantic.ValidationError as exc:
+        message = one_line(exc, _REPLICATOR_OPTIONS)
+        if message.startswith("topk "):
+            message = "--topk: " + message
+        raise UserError(message) from None
+
+
+def build_workload_config(kind: str, shapes: str, compute_ms: float) -> WorkloadConfig:
+    try:
+        return WorkloadConfig(kind=kind, shapes=shapes, compute_ms=compute_ms)
+    except pydantic.ValidationError as exc:
+        message = one_line(exc, _WORKLOAD_OPTIONS)
+        if not message.startswith("--"):
+            message = "--shapes: " + message
+        raise UserError(message) from None

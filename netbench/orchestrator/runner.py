@@ -1,0 +1,182 @@
+"""`netbench run`: build the cluster, start a worker per node, watch, collect, tear down.
+
+Data flows one way: RunConfig -> Cluster (+ capture) -> workers (JSONL records) -> steps.csv,
+run.json, summary. A failing run keeps every step measured so far (workers flush each record)
+and still writes both files, with ``status: failed`` and the reason naming the node.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from netbench import __version__
+from netbench.capture.tcpdump import Capture
+from netbench.emulation.cleanup import find_leftovers
+from netbench.emulation.cluster import Cluster
+from netbench.emulation.naming import RunNames
+from netbench.orchestrator import results
+from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.worker.spec import WorkerSpec
+
+Progress = Callable[[int, int], None]  # (steps done by the slowest node, total steps)
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str
+    reason: str | None
+    summary: dict[str, Any]
+    run_json: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+class WorkerFailure(RuntimeError):
+    """A worker ended badly; the message names the node."""
+
+
+def _versions() -> dict[str, str]:
+    import pyroute2
+    import scapy
+    import torch
+
+    return {"netbench": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "pyroute2": pyroute2.__version__, "scapy": scapy.VERSION, "kernel": platform.release()}
+
+
+def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: Path) -> list[Path]:
+    paths = []
+    for node in cluster.nodes:
+        spec = WorkerSpec(
+            rank=node.index, world_size=len(cluster.nodes), master_addr=cluster.nodes[0].address, master_port=RENDEZVOUS_PORT,
+            iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
+            workload=config.workload, out_path=str(run_dir / "workers" / f"rank{node.index}.jsonl"),
+            timeout_s=config.timeout_s, threads=config.threads,
+        )
+        path = run_dir / "workers" / f"rank{node.index}.spec.json"
+        path.write_text(spec.model_dump_json(indent=2))
+        paths.append(path)
+    return paths
+
+
+def _steps_done(path: Path) -> int:
+    try:
+        with path.open("rb") as fh:
+            return sum(1 for line in fh if line.startswith(b'{"event": "step"') or b'"event": "step"' in line[:40])
+    except OSError:
+        return 0
+
+
+def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float, progress: Progress | None) -> None:
+    """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled."""
+    last_progress, last_done = time.monotonic(), -1
+    while True:
+        codes = [p.poll() for p in procs]
+        for rank, code in enumerate(codes):
+            if code not in (None, 0):
+                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+                error = next((r["error"] for r in reversed(results.read_records(record_paths[rank])) if r.get("event") == "error"), None)
+                raise WorkerFailure(f"node {rank} {how}" + (f": {error}" if error else ""))
+        done = min(_steps_done(p) for p in record_paths)
+        if progress:
+            progress(done, total)
+        if all(code == 0 for code in codes):
+            return
+        now = time.monotonic()
+        if done != last_done:
+            last_done, last_progress = done, now
+        elif now - last_progress > deadline_s:
+            slow = min(range(len(record_paths)), key=lambda r: _steps_done(record_paths[r]))
+            raise WorkerFailure(f"no progress for {deadline_s:.0f} s (node {slow} is at step {_steps_done(record_paths[slow])})")
+        time.sleep(0.1)
+
+
+def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callable[[Cluster], None] | None = None) -> RunResult:
+    """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start."""
+    names = RunNames.new()
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = config.out_dir / f"{stamp}-{config.replicator.name}-{names.run_id}"
+    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
+    leftovers = find_leftovers()
+    warnings = [f"found leftovers of {len(leftovers.run_ids)} earlier run(s); run `netbench clean`"] if leftovers.namespaces else []
+    status, reason = "ok", None
+    pcap_dir = run_dir / "capture" if config.keep_pcap else Path(tempfile.mkdtemp(prefix="netbench-pcap-"))
+    cluster_info: dict[str, Any] = {}
+    pcaps: dict[int, Path] = {}
+    capture_drops: dict[str, int] = {}
+    started = time.time()
+    try:
+        with Cluster(config.cluster, names=names) as cluster:
+            cluster_info = cluster.describe()
+            cluster_info["capabilities"] = cluster.capabilities.as_dict()
+            capture = Capture(cluster.switch, [n.port for n in cluster.nodes], pcap_dir) if config.capture and Capture.available() else None
+            if capture:
+                capture.start()
+            spec_paths = _worker_specs(config, cluster, run_dir)
+            record_paths = [run_dir / "workers" / f"rank{i}.jsonl" for i in range(len(cluster.nodes))]
+            procs = []
+            for node, spec_path in zip(cluster.nodes, spec_paths):
+                log = (run_dir / "workers" / f"rank{node.index}.log").open("w")
+                procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
+                                         stdout=log, stderr=log))
+            if on_cluster:
+                on_cluster(cluster)
+            try:
+                _watch(procs, record_paths, config.warmup_steps + config.steps, deadline_s=config.timeout_s * 2 + 30, progress=progress)
+            except WorkerFailure as exc:
+                status, reason = "failed", str(exc)
+            finally:
+                if capture:
+                    paths, capture_drops = capture.stop()
+                    pcaps = {node.index: paths[node.port] for node in cluster.nodes}
+    except KeyboardInterrupt:
+        status, reason = "failed", "interrupted (Ctrl-C)"
+    except SystemExit as exc:
+        status, reason = "failed", f"terminated (exit {exc.code})"
+    except Exception as exc:  # noqa: BLE001 - recorded in run.json, then re-raised below for the CLI
+        status, reason = "failed", f"{type(exc).__name__}: {exc}"
+    result = _collect(config, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings)
+    if not config.keep_pcap:
+        shutil.rmtree(pcap_dir, ignore_errors=True)
+    return result
+
+
+def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: dict, pcaps: dict[int, Path],
+             capture_drops: dict[str, int], status: str, reason: str | None, started: float, warnings: list[str]) -> RunResult:
+    """Whatever happened, write steps.csv and run.json from what was measured."""
+    records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes)}
+    steps = results.steps_frame(records)
+    peers: dict = {}
+    if pcaps and not steps.empty:
+        addresses = {rank: names.address(rank) for rank in pcaps}
+        steps, peers = results.attach_capture(steps, pcaps, addresses)
+    results.write_steps_csv(steps, run_dir / "steps.csv")
+    summary = results.summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
+    summary.update({
+        "run_id": names.run_id, "status": status, "reason": reason, "replicator": config.replicator.name, "nodes": config.cluster.nodes,
+        "bw_bps": min(config.cluster.up.rate_bps, config.cluster.down.rate_bps), "up_bps": config.cluster.up.rate_bps,
+        "down_bps": config.cluster.down.rate_bps, "delay_ms": config.cluster.one_way_delay_s() * 1e3,
+        "jitter_ms": config.cluster.up.jitter_s * 1e3, "loss": config.cluster.up.loss, "steps": config.steps,
+        "delay_engine": cluster_info.get("delay_engine"), "run_dir": str(run_dir),
+    })
+    starts = {r: next((x for x in recs if x.get("event") == "start"), None) for r, recs in records.items()}
+    run_json = {
+        "run_id": names.run_id, "status": status, "reason": reason, "warnings": warnings,
+        "started": dt.datetime.fromtimestamp(started).isoformat(), "wall_s": time.time() - started,
+        "argv": sys.argv, "config": json.loads(config.model_dump_json()), "cluster": cluster_info,
+        "versions": _versions(), "workload": {"n_params": (starts.get(0) or {}).get("n_params"), "n_tensors": (starts.get(0) or {}).get("n_tensors")},
+        "capture": {"enabled": bool(pcaps), "dropped_by_port": capture_drops, "bytes_by_peer": peers},
+        "summary": summary,
+    }
+    results.write_run_json(run_dir / "run.json", run_json)
+    return RunResult(run_dir, status, reason, summary, run_json)
