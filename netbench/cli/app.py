@@ -7,6 +7,15 @@ import sys
 import click
 import typer
 
+try:  # typer >= 0.16 vendors its own copy of click, whose exception classes differ from click's
+    from typer._click import exceptions as _typer_click
+except ImportError:  # pragma: no cover - older typer uses click itself
+    _typer_click = click.exceptions
+
+_USAGE_ERRORS = (click.UsageError, _typer_click.UsageError)
+_ABORTS = (click.exceptions.Abort, getattr(_typer_click, "Abort", click.exceptions.Abort))
+_EXITS = (click.exceptions.Exit, getattr(_typer_click, "Exit", click.exceptions.Exit))
+
 from netbench.cli.errors import UserError
 
 app = typer.Typer(
@@ -27,17 +36,17 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: click usage errors and UserError become one line and exit code 2."""
     try:
         app(args=argv, standalone_mode=False)
-    except click.exceptions.Abort:
+    except _ABORTS:
         print("netbench: aborted", file=sys.stderr)
         raise SystemExit(130) from None
-    except click.UsageError as exc:
+    except _USAGE_ERRORS as exc:
         hint = f"{exc.ctx.command_path}: " if exc.ctx else ""
         print(f"netbench: error: {hint}{exc.format_message()}", file=sys.stderr)
         raise SystemExit(2) from None
     except UserError as exc:
         print(f"netbench: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    except click.exceptions.Exit as exc:
+    except _EXITS as exc:
         raise SystemExit(exc.exit_code) from None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -37,6 +37,10 @@ class RunConfig(BaseModel):
         probe = v
         while not probe.exists():
             probe = probe.parent
-        if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-            raise ValueError(f"{str(v)!r} is not a writable directory")
+        try:  # root passes os.access() everywhere, /proc included: try a real file instead
+            if not probe.is_dir():
+                raise OSError
+            tempfile.TemporaryFile(dir=probe).close()
+        except OSError:
+            raise ValueError(f"{str(v)!r} is not a writable directory") from None
         return v
