@@ -51,11 +51,15 @@ class DCTReplicator(Replicator):
         return PayloadDecl("all_gather", _wire_layout(plan, config).nbytes)
 
     def encode(self) -> torch.Tensor:
-        """Fold the gradients into the momentum, pack the top-k, remove it from the momentum.
-
-        Returns the packed byte buffer this rank sends (also left in ``self.send``).
-        """
+        """Fold this step's gradients into the momentum, then :meth:`pack`."""
         self.codec.accumulate(self.grads(), self.config.beta)
+        return self.pack()
+
+    def pack(self) -> torch.Tensor:
+        """Write the momentum's top-k into the send buffer and remove it from the momentum.
+
+        Returns the packed byte buffer this rank sends (``self.send``).
+        """
         values_out, indices_out = self.wire.values(self.send), self.wire.indices(self.send)
         for b, (indices, values) in enumerate(self.codec.select()):
             wire_values = self.wire.bucket(values_out, b)

@@ -11,7 +11,19 @@ from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.subset import SubsetReplicator
 from netbench.shapes import ParamShape
 
-__all__ = ["RandomReplicator"]
+__all__ = ["RandomReplicator", "stream_seed"]
+
+
+def stream_seed(seed: int, step: int) -> int:
+    """A 32-bit generator seed for (seed, step), identical on every rank.
+
+    torch's CPU generator (mt19937) keeps only the low 32 bits of a seed, so packing seed and
+    step side by side in 64 bits would silently ignore the seed; splitmix64 mixes both first.
+    """
+    x = (seed * 0x9E3779B97F4A7C15 + step) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (x ^ (x >> 31)) & 0xFFFFFFFF
 
 
 def _counts(shapes: Sequence[ParamShape], rate: float) -> list[int]:
@@ -22,7 +34,7 @@ def _counts(shapes: Sequence[ParamShape], rate: float) -> list[int]:
 class RandomReplicator(SubsetReplicator):
     """Sends ``round(rate * numel)`` positions of every tensor, redrawn every step.
 
-    Positions come from a generator seeded with ``(seed, step)``, identical on every rank, so
+    Positions come from a generator seeded with :func:`stream_seed` ``(seed, step)``, identical on every rank, so
     only values travel. Sampling is stratified: each tensor is cut into ``count`` equal strata
     and one uniformly random position is taken in each. Every position is then sent with the
     same probability (``rate``) each step, exactly ``count`` distinct positions are sent (so the
@@ -50,8 +62,7 @@ class RandomReplicator(SubsetReplicator):
         return sum(_counts(shapes, config.rate))
 
     def selection(self, step: int) -> torch.Tensor:
-        # 32 bits of seed and 32 of step: distinct streams per (seed, step), same on every rank.
-        generator = torch.Generator().manual_seed(((self.config.seed & 0xFFFFFFFF) << 32) | (step & 0xFFFFFFFF))
+        generator = torch.Generator().manual_seed(stream_seed(self.config.seed, step))
         u = torch.rand(self._starts.numel(), generator=generator, dtype=torch.float64)
         inside = torch.minimum((u * self._widths_f).long(), self._widths - 1)
         return self._starts + inside
