@@ -17,6 +17,8 @@ from pathlib import Path
 from netbench.emulation.node import Switch
 
 SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; payload is never kept
+# --immediate-mode: without it TPACKET_V3 hands packets over in blocks on a ~1 s timer, and
+# the block still in the kernel when tcpdump is stopped is lost (short runs lost everything).
 BUFFER_KIB = 32768
 
 
@@ -45,7 +47,7 @@ class Capture:
         for port in self.ports:
             path = self.out_dir / f"{port}.pcap"
             proc = self.switch.popen(
-                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-n", "-U", "-w", str(path)],
+                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "--immediate-mode", "-n", "-U", "-w", str(path)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,

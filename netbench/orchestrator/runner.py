@@ -25,6 +25,7 @@ from netbench.capture.tcpdump import Capture
 from netbench.emulation.cleanup import find_leftovers
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
+from netbench.model.predict import predict_run
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.worker.spec import WorkerSpec
@@ -77,13 +78,20 @@ def _steps_done(path: Path) -> int:
         return 0
 
 
+def _finished(path: Path) -> bool:
+    """True when the worker wrote its done event: every step it owed is on disk."""
+    return any(r.get("event") == "done" for r in results.read_records(path))
+
+
 def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float, progress: Progress | None) -> None:
     """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled."""
     last_progress, last_done = time.monotonic(), -1
     while True:
         codes = [p.poll() for p in procs]
         for rank, code in enumerate(codes):
-            if code not in (None, 0):
+            if code not in (None, 0) and _finished(record_paths[rank]):
+                codes[rank] = 0  # crashed on the way out (gloo teardown) after recording everything
+            elif code not in (None, 0):
                 how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
                 error = next((r["error"] for r in reversed(results.read_records(record_paths[rank])) if r.get("event") == "error"), None)
                 raise WorkerFailure(f"node {rank} {how}" + (f": {error}" if error else ""))
@@ -170,6 +178,9 @@ def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: di
         "delay_engine": cluster_info.get("delay_engine"), "run_dir": str(run_dir),
     })
     starts = {r: next((x for x in recs if x.get("event") == "start"), None) for r, recs in records.items()}
+    if status == "ok":  # the model's prediction beside the measurement; a model failure never fails the run
+        predicted = predict_run(config, steps, (starts.get(0) or {}).get("n_params"))
+        summary["predicted" if "error" not in predicted else "prediction_error"] = predicted.get("error", predicted)
     run_json = {
         "run_id": names.run_id, "status": status, "reason": reason, "warnings": warnings,
         "started": dt.datetime.fromtimestamp(started).isoformat(), "wall_s": time.time() - started,
