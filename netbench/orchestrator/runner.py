@@ -83,6 +83,26 @@ def _finished(path: Path) -> bool:
     return any(r.get("event") == "done" for r in results.read_records(path))
 
 
+def _root_cause(procs: list, record_paths: list[Path], settle_s: float = 2.0) -> str:
+    """Name the node that caused a failure, not the peers that merely lost it.
+
+    When one worker dies, its peers fail too (a gloo read error) and may exit first; so wait a
+    moment, then prefer a node killed by a signal, then one that exited without an error event.
+    """
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.05)
+    failed = []
+    for rank, proc in enumerate(procs):
+        code = proc.poll()
+        if code in (None, 0) or _finished(record_paths[rank]):
+            continue
+        error = next((r["error"] for r in reversed(results.read_records(record_paths[rank])) if r.get("event") == "error"), None)
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        failed.append((code >= 0, error is not None, rank, f"node {rank} {how}" + (f": {error}" if error else "")))
+    return min(failed)[3] if failed else "a worker failed"
+
+
 def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float, progress: Progress | None) -> None:
     """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled."""
     last_progress, last_done = time.monotonic(), -1
@@ -91,10 +111,8 @@ def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float,
         for rank, code in enumerate(codes):
             if code not in (None, 0) and _finished(record_paths[rank]):
                 codes[rank] = 0  # crashed on the way out (gloo teardown) after recording everything
-            elif code not in (None, 0):
-                how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-                error = next((r["error"] for r in reversed(results.read_records(record_paths[rank])) if r.get("event") == "error"), None)
-                raise WorkerFailure(f"node {rank} {how}" + (f": {error}" if error else ""))
+        if any(code not in (None, 0) for code in codes):
+            raise WorkerFailure(_root_cause(procs, record_paths))
         done = min(_steps_done(p) for p in record_paths)
         if progress:
             progress(done, total)
