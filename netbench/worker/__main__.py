@@ -1,0 +1,44 @@
+"""``python -m netbench.worker --spec spec.json``: one node's training process.
+
+Exit codes: 0 after the done event, 1 after an error event, 2 when the spec itself is unusable
+(nothing can be written then: the output path is part of the spec).
+
+After the run the process leaves with ``os._exit``: every record is already in the kernel (see
+:mod:`netbench.worker.records`) and the process group is destroyed, but torch's C++ teardown at
+interpreter exit occasionally aborts ("terminate called without an active exception", SIGABRT)
+once gloo and the TCP store have been used (seen here in about one worker in ten under load; the
+same symptom as pytorch/pytorch#190489), which would turn a finished run into exit code -6.
+Skipping that teardown keeps the exit code the run's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from netbench.worker.loop import run_worker
+from netbench.worker.spec import SpecError, load_spec, resolve
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m netbench.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, help="WorkerSpec JSON file; rank fields left out are read from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT")
+    args = parser.parse_args(argv)
+    try:
+        resolved = resolve(load_spec(args.spec))
+    except SpecError as exc:
+        print(f"netbench worker: error: {exc}", file=sys.stderr)
+        return 2
+    return run_worker(resolved)
+
+
+def _exit(code: int) -> None:
+    """Flush what Python still buffers, then leave without interpreter teardown (see module docstring)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _exit(main())

@@ -1,0 +1,109 @@
+"""What one worker process runs: the JSON spec the orchestrator (or a user with torchrun) hands it.
+
+Rank and rendezvous fields may be left out of the spec; they are then read from the environment
+torchrun sets (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so one spec file serves every rank.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from netbench.replicators.config import ReplicatorConfig
+from netbench.workloads.config import WorkloadConfig
+
+_ENV_FIELDS = {"rank": "RANK", "world_size": "WORLD_SIZE", "master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT"}
+
+
+class SpecError(ValueError):
+    """The spec file or the environment it relies on cannot be used; shown as one line."""
+
+
+class WorkerSpec(BaseModel):
+    """Everything one node's worker needs; serialised as JSON by whoever launches it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rank: int | None = Field(None, ge=0, description="this node's rank; None: read RANK (and the rest) from the environment")
+    world_size: int | None = Field(None, ge=1, description="number of nodes; None: WORLD_SIZE")
+    master_addr: str | None = Field(None, min_length=1, description="rank 0's address; None: MASTER_ADDR")
+    master_port: int | None = Field(None, ge=1, le=65535, description="rendezvous port on master_addr; None: MASTER_PORT")
+    iface: str = Field(..., min_length=1, description="interface for GLOO_SOCKET_IFNAME and the byte counters ('lo' in tests)")
+    steps: int = Field(10, ge=1, description="measured steps (after the warmup steps)")
+    warmup_steps: int = Field(0, ge=0, description="steps run and recorded first, flagged warmup")
+    replicator: ReplicatorConfig = Field(default_factory=ReplicatorConfig)
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    out_path: str = Field(..., min_length=1, description="JSONL file appended to; '{rank}' in it is replaced by the rank")
+    timeout_s: float = Field(30.0, gt=0.0, description="rendezvous and collective timeout: a dead peer fails the run, never hangs it")
+    threads: int = Field(1, ge=1, description="torch.set_num_threads for the workload and the replicator")
+
+    @model_validator(mode="after")
+    def _rank_in_world(self) -> "WorkerSpec":
+        if self.rank is not None and self.world_size is not None and self.rank >= self.world_size:
+            raise ValueError(f"rank {self.rank} is outside world size {self.world_size}")
+        return self
+
+    @property
+    def total_steps(self) -> int:
+        """Warmup plus measured steps."""
+        return self.warmup_steps + self.steps
+
+    def output_file(self) -> Path:
+        """``out_path`` with ``{rank}`` filled in (needs a resolved rank)."""
+        return Path(self.out_path.replace("{rank}", str(self.rank)))
+
+
+class ResolvedSpec(BaseModel):
+    """A spec with every rendezvous field known, and how they were obtained."""
+
+    model_config = ConfigDict(frozen=True)
+
+    spec: WorkerSpec
+    init_method: Literal["tcp", "env"]
+
+    @property
+    def url(self) -> str:
+        """The ``init_method`` URL for ``init_process_group``.
+
+        ``env://`` when the rank came from the environment: under torchrun the elastic agent
+        already hosts the store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE), and only the env
+        rendezvous knows to join it rather than start a second server on the same port.
+        """
+        if self.init_method == "env":
+            return "env://"
+        return f"tcp://{self.spec.master_addr}:{self.spec.master_port}"
+
+
+def load_spec(path: str | Path) -> WorkerSpec:
+    """Parse and validate a spec file; SpecError with a one-line message on any problem."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {str(path)!r}: {exc.strerror}") from None
+    try:
+        return WorkerSpec.model_validate_json(text)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ())) or "spec"
+        raise SpecError(f"spec {str(path)!r}: {where}: {err.get('msg', 'invalid')}") from None
+
+
+def resolve(spec: WorkerSpec, environ: Mapping[str, str] | None = None) -> ResolvedSpec:
+    """Fill the rendezvous fields the spec leaves out from the environment (torchrun's variables)."""
+    env = os.environ if environ is None else environ
+    updates: dict[str, object] = {}
+    for field, var in _ENV_FIELDS.items():
+        if getattr(spec, field) is None:
+            if var not in env:
+                raise SpecError(f"spec leaves {field} out and {var} is not set (launch with torchrun or set it in the spec)")
+            updates[field] = env[var]
+    try:
+        full = WorkerSpec.model_validate({**spec.model_dump(), **updates})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise SpecError(f"environment: {'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg')}") from None
+    return ResolvedSpec(spec=full, init_method="env" if "rank" in updates else "tcp")

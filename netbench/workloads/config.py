@@ -1,0 +1,65 @@
+"""Validated settings of a workload (travels inside every worker's spec as JSON).
+
+Bad settings are caught here, when the spec is built, rather than minutes later inside a
+worker in some namespace: an unknown shapes preset fails validation with the preset parser's
+own message.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from netbench.shapes import ParamShape, ShapeError, resolve_shapes
+
+WorkloadKind = Literal["transformer", "mlp", "shapes"]
+WORKLOAD_KINDS: tuple[str, ...] = ("transformer", "mlp", "shapes")
+
+_DEFAULT_BATCH = {"transformer": 16, "mlp": 512, "shapes": 0}
+
+
+class WorkloadConfig(BaseModel):
+    """What each node trains: a built-in model on local data, or fake parameters of a preset's shapes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: WorkloadKind = "transformer"
+    seed: int = Field(0, ge=0, description="model init is seeded by seed alone (identical replicas); data by (seed, rank)")
+    batch_size: int = Field(0, ge=0, description="sequences (transformer) or samples (mlp) per step; 0 picks the kind's default")
+    # transformer
+    seq_len: int = Field(64, ge=2, le=4096, description="transformer context length in bytes")
+    d_model: int = Field(128, ge=8, description="transformer width")
+    n_layers: int = Field(2, ge=1, description="transformer blocks")
+    n_heads: int = Field(4, ge=1, description="attention heads (must divide d_model)")
+    # mlp
+    in_dim: int = Field(32, ge=1, description="mlp input features")
+    hidden: int = Field(512, ge=1, description="mlp hidden width (student and teacher)")
+    mlp_layers: int = Field(3, ge=1, description="mlp hidden layers")
+    classes: int = Field(10, ge=2, description="mlp classes (labels are the teacher's argmax)")
+    # shapes
+    shapes: str = Field("gpt2-small:blocks=2", description="preset name, llama:... spec or .json file (shapes kind)")
+    compute_ms: float = Field(100.0, ge=0.0, description="stand-in forward+backward time per step (shapes kind)")
+    target_scale: float = Field(0.02, gt=0.0, description="shapes kind: std of the quadratic's targets (GPT-2's init std)")
+    grad_noise: float = Field(0.5, ge=0.0, description="shapes kind: per-step gradient noise, relative to target_scale")
+    heterogeneity: float = Field(0.3, ge=0.0, description="shapes kind: spread of per-rank targets around the shared one")
+
+    @model_validator(mode="after")
+    def _check(self) -> "WorkloadConfig":
+        if self.kind == "transformer" and self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+        if self.kind == "shapes":
+            self.shape_list()  # raises with the parser's message on an unknown preset or bad file
+        return self
+
+    @property
+    def effective_batch_size(self) -> int:
+        """The batch size actually used: the configured one, or the kind's default when 0."""
+        return self.batch_size or _DEFAULT_BATCH[self.kind]
+
+    def shape_list(self) -> list[ParamShape]:
+        """The shapes kind's parameter shapes (ValueError with a user-facing message if unusable)."""
+        try:
+            return resolve_shapes(self.shapes)
+        except ShapeError as exc:
+            raise ValueError(str(exc)) from None
