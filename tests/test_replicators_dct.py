@@ -11,6 +11,7 @@ from netbench.replicators import ReplicatorConfig, build_replicator, declared_pa
 from netbench.replicators.base import param_shapes
 from netbench.replicators.dct_codec import DCTCodec, dct_basis
 from netbench.replicators.tiling import TilePlan, matrix_shape
+from netbench.replicators.topk import topk_indices
 from netbench.replicators.wire import WireLayout, index_dtype_for
 
 SHAPES = [(13, 7), (70, 9), (5,), (3, 2), (16, 16), (4, 3, 5), (1, 40), (), (24, 32)]
@@ -224,3 +225,22 @@ def test_index_dtype_is_the_smallest_that_holds_a_tile_position():
     assert index_dtype_for(ReplicatorConfig(chunk=64, index_dtype="int64"), 64 * 64) == torch.int64
     with pytest.raises(ValueError, match="cannot hold"):
         index_dtype_for(ReplicatorConfig(chunk=182, index_dtype="int16"), 182 * 182)
+
+
+@pytest.mark.parametrize("case", ["random", "concentrated", "ties", "narrow"])
+def test_hierarchical_topk_finds_the_same_values_as_torch_topk(case):
+    gen = torch.Generator().manual_seed(6)
+    rows = torch.rand(50, 4096, generator=gen)
+    if case == "concentrated":  # every large value inside few strided groups (stride 128)
+        rows[:, ::128] += 10.0
+        rows[:, 1::128] += 5.0
+    elif case == "ties":
+        rows = torch.randint(0, 4, (50, 4096), generator=gen).float()
+    elif case == "narrow":  # not a multiple of 4k: plain torch.topk path
+        rows = rows[:, :1000].contiguous()
+    for k in (1, 7, 32):
+        got = topk_indices(rows, k)
+        assert got.shape == (rows.shape[0], k)
+        assert all(len(set(r.tolist())) == k for r in got)  # distinct positions
+        expected = rows.topk(k, dim=1).values
+        assert torch.equal(rows.gather(1, got).sort(dim=1, descending=True).values, expected)

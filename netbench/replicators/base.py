@@ -43,7 +43,11 @@ class PayloadDecl:
 
 @dataclass
 class StepStats:
-    """Where one step's wall time went, and what it put on the wire."""
+    """Where one step's wall time went, and what it put on the wire.
+
+    The ``*_cpu_s`` fields are the calling thread's CPU time in the same phases: on a shared
+    machine wall time includes waiting for a core, CPU time does not.
+    """
 
     compress_s: float
     comm_s: float
@@ -51,23 +55,52 @@ class StepStats:
     apply_s: float
     payload_bytes: int
     collectives: int
+    compress_cpu_s: float = 0.0
+    decode_cpu_s: float = 0.0
 
 
 class StepTimer:
-    """Splits a step into phases with ``perf_counter`` so every replicator reports alike."""
+    """Splits a step into phases so every replicator reports alike.
+
+    Call one phase method at the end of each phase; each books the wall and thread-CPU time
+    since the previous call. ``skip()`` ends a phase that is timed elsewhere (the collective,
+    timed by :class:`GroupComm`).
+    """
 
     def __init__(self) -> None:
         self.compress_s = self.decode_s = self.apply_s = 0.0
-        self._t = time.perf_counter()
+        self.compress_cpu_s = self.decode_cpu_s = 0.0
+        self._wall = time.perf_counter()
+        self._cpu = time.thread_time()
 
-    def lap(self) -> float:
-        now = time.perf_counter()
-        elapsed, self._t = now - self._t, now
+    def _lap(self) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        elapsed = (wall - self._wall, cpu - self._cpu)
+        self._wall, self._cpu = wall, cpu
         return elapsed
+
+    def skip(self) -> None:
+        self._lap()
+
+    def compress(self) -> None:
+        wall, cpu = self._lap()
+        self.compress_s += wall
+        self.compress_cpu_s += cpu
+
+    def decode(self) -> None:
+        wall, cpu = self._lap()
+        self.decode_s += wall
+        self.decode_cpu_s += cpu
+
+    def apply(self) -> None:
+        self.apply_s += self._lap()[0]
 
     def stats(self, comm: GroupComm) -> StepStats:
         comm_s, payload, collectives = comm.take()
-        return StepStats(self.compress_s, comm_s, self.decode_s, self.apply_s, payload, collectives)
+        return StepStats(
+            self.compress_s, comm_s, self.decode_s, self.apply_s, payload, collectives,
+            self.compress_cpu_s, self.decode_cpu_s,
+        )
 
 
 def param_shapes(params: Sequence[torch.Tensor]) -> list[ParamShape]:
@@ -107,9 +140,8 @@ class Replicator(ABC):
     def _sync(self, timer: StepTimer) -> None:
         """Synchronise the gradients and leave the update to apply in every ``p.grad``.
 
-        Implementations add to ``timer.compress_s`` / ``timer.decode_s`` (use ``timer.lap()``
-        around the collective so its wait is excluded); the collective time itself is measured
-        by :class:`GroupComm`.
+        Implementations call ``timer.compress()`` after encoding, ``timer.skip()`` after the
+        collective (timed by :class:`GroupComm`) and ``timer.decode()`` after decoding.
         """
 
     def step(self) -> StepStats:
@@ -118,9 +150,9 @@ class Replicator(ABC):
         timer = StepTimer()
         with torch.no_grad():
             self._sync(timer)
-            timer.lap()
+            timer.skip()
             self.optimizer.step()
-            timer.apply_s += timer.lap()
+            timer.apply()
             self._after_apply(timer)
         return timer.stats(self.comm)
 

@@ -9,8 +9,9 @@ is an exact sparse subtraction in coefficient space, not a lossy decode-and-subt
 
 Batching: every tile shape (h, w) is a bucket whose momentum is one (tiles, h*w) matrix, so a
 step costs two GEMMs per region for the forward transform (the second fused with the momentum
-decay through ``baddbmm``), one top-k per bucket, and one GEMM plus one batched GEMM per bucket
-for the inverse. All buffers are allocated once: on this CPU, first-touch page faults of fresh
+decay through ``baddbmm``), one top-k per bucket, and two GEMMs per region for the inverse;
+the tile-major <-> parameter layout change rides on BLAS's transposed operands, never on a
+separate permuting copy. All buffers are allocated once: on this CPU, first-touch page faults of fresh
 50 MB buffers cost as much as the GEMMs.
 
 Coefficient layout inside a tile is transposed ([v, u] for a tile whose rows are u and columns
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 import torch
 
 from netbench.replicators.tiling import TilePlan
+from netbench.replicators.topk import topk_indices
 
 __all__ = ["dct_basis", "DCTCodec"]
 
@@ -53,7 +55,6 @@ class DCTCodec:
         self.scratch_b = [torch.zeros(shape) for shape in numels]
         self.scratch_c = [torch.zeros(shape) for shape in numels]
         self._topk_values = [torch.empty(b.tiles, b.k) for b in self.plan.buckets]
-        self._topk_indices = [torch.empty(b.tiles, b.k, dtype=torch.int64) for b in self.plan.buckets]
 
     # -- forward -------------------------------------------------------------------------------
     def accumulate(self, grads: Sequence[torch.Tensor], beta: float) -> None:
@@ -79,9 +80,8 @@ class DCTCodec:
         out = []
         for b, bucket in enumerate(self.plan.buckets):
             magnitude = torch.abs(self.momentum[b], out=self.scratch_a[b])
-            values, indices = self._topk_values[b], self._topk_indices[b]
-            torch.topk(magnitude, bucket.k, dim=1, sorted=False, out=(values, indices))
-            torch.gather(self.momentum[b], 1, indices, out=values)
+            indices = topk_indices(magnitude, bucket.k)
+            values = torch.gather(self.momentum[b], 1, indices, out=self._topk_values[b])
             out.append((indices, values))
         return out
 
@@ -100,32 +100,29 @@ class DCTCodec:
 
         ``received[b]`` holds (positions int64, values fp32), both (tiles, world * k). Like
         DeMo, a coefficient is averaged over the ranks that sent it. Averaging happens in
-        coefficient space, so there is a single inverse transform per bucket.
+        coefficient space, so there is a single inverse transform per region. The inverse
+        mirrors the forward pass (transposed operands instead of permuting copies), so the
+        result lands in parameter layout directly in ``out``.
         """
-        for b, bucket in enumerate(self.plan.buckets):
+        for b in range(len(self.plan.buckets)):
             indices, values = received[b]
             dense = self.scratch_a[b].zero_()
             dense.scatter_add_(1, indices, torch.ones_like(values))  # senders per coefficient
             senders = dense.gather(1, indices)
             dense.scatter_(1, indices, 0.0)
             dense.scatter_add_(1, indices, values / senders)
-            h, w = bucket.h, bucket.w
-            # Rows: [v', u'] -> [v', u], one GEMM over all tiles of the bucket.
-            rows = self.scratch_b[b]
-            torch.mm(dense.view(-1, h), self.basis[h], out=rows.view(-1, h))
-            # Columns: per tile F_w^T @ [v', u] -> [v, u].
-            torch.bmm(
-                self.basis_t[w].expand(bucket.tiles, w, w),
-                rows.view(bucket.tiles, w, h),
-                out=self.scratch_c[b].view(bucket.tiles, w, h),
-            )
         for r in self.plan.regions:
+            tile_slice = slice(r.tile0, r.tile0 + r.tiles)
+            coeffs = self.scratch_a[r.bucket][tile_slice].view(r.row_tiles, r.cols, r.h)
+            # Rows: Z_i = F_h^T @ (coefficients [v', u'] of row band i)^T, in parameter layout.
+            z = self.scratch_b[r.bucket][tile_slice].view(r.row_tiles, r.h, r.cols)
+            torch.bmm(self.basis_t[r.h].expand(r.row_tiles, r.h, r.h), coeffs.transpose(1, 2), out=z)
+            # Columns: X = Z F_w, one GEMM, straight into the gradient when the region is contiguous.
             rows, cols = self.plan.matrix_shapes[r.tensor]
             target = out[r.tensor].view(rows, cols)[r.row0 : r.row0 + r.rows, r.col0 : r.col0 + r.cols]
-            target = target.view(r.row_tiles, r.h, r.col_tiles, r.w)
-            tiles = self.scratch_c[r.bucket][r.tile0 : r.tile0 + r.tiles]
-            source = tiles.view(r.row_tiles, r.col_tiles, r.w, r.h).permute(0, 3, 1, 2)
+            staged = target if target.is_contiguous() else self.scratch_c[r.bucket][tile_slice].view(r.rows, r.cols)
+            torch.mm(z.view(-1, r.w), self.basis[r.w], out=staged.view(-1, r.w))
             if sign:
-                torch.sign(source, out=target)
-            else:
-                target.copy_(source)
+                staged.sign_()
+            if staged is not target:
+                target.copy_(staged)

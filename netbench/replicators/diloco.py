@@ -55,14 +55,14 @@ class DiLoCoReplicator(Replicator):
     def _after_apply(self, timer: StepTimer) -> None:
         if not self.syncs_on(self.steps_done):
             return
-        timer.lap()
+        timer.skip()
         self.layout.gather([p.detach() for p in self.params], self.current)
         torch.sub(self.start, self.current, out=self.current)
         self.buffer.copy_(self.current)
-        timer.compress_s += timer.lap()
+        timer.compress()
         self.comm.all_reduce_mean(self.buffer)
-        timer.lap()
+        timer.skip()
         self.start.grad = self.buffer.to(torch.float32)
         self.outer.step()
         self.layout.scatter(self.start, [p.data for p in self.params])
-        timer.decode_s += timer.lap()
+        timer.decode()

@@ -34,8 +34,8 @@ class FullReplicator(Replicator):
 
     def _sync(self, timer: StepTimer) -> None:
         self.layout.gather(self.grads(), self.buffer)
-        timer.compress_s += timer.lap()
+        timer.compress()
         self.comm.all_reduce_mean(self.buffer)
-        timer.lap()
+        timer.skip()
         self.layout.scatter(self.buffer, self.grads())
-        timer.decode_s += timer.lap()
+        timer.decode()

@@ -74,9 +74,9 @@ class SubsetReplicator(Replicator):
             self.momentum[sel].sub_(sent)
         else:
             self.momentum.index_add_(0, sel, sent, alpha=-1.0)
-        timer.compress_s += timer.lap()
+        timer.compress()
         self.comm.all_reduce_mean(self.send)
-        timer.lap()
+        timer.skip()
         averaged = self.send[:count].to(torch.float32)
         if self.config.sign:
             averaged.sign_()
@@ -86,4 +86,4 @@ class SubsetReplicator(Replicator):
         else:
             self.update.index_copy_(0, sel, averaged)
         self.layout.scatter(self.update, self.grads())
-        timer.decode_s += timer.lap()
+        timer.decode()
