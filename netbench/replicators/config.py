@@ -26,10 +26,10 @@ class ReplicatorConfig(BaseModel):
     topk: int = Field(32, ge=1, description="coefficients kept per chunk")
     chunk: int = Field(64, ge=1, le=4096, description="DCT chunk side s (s x s chunks of matrices, s-long chunks of vectors)")
     beta: float = Field(0.999, ge=0.0, lt=1.0, description="decoupled momentum decay")
-    value_dtype: Literal["fp32", "bf16"] = Field("fp32", description="wire dtype of transmitted values")
+    value_dtype: Literal["fp32", "bf16"] = Field("fp32", description="wire dtype of transmitted values (dct, random, striding)")
     index_dtype: Literal["auto", "int16", "int32", "int64"] = Field("auto", description="wire dtype of indices; auto = smallest that holds a chunk position")
     sign: bool = Field(True, description="apply sign() to the decoded update, as DeMo does")
-    # random / striding
+    # random / striding (beta, value_dtype and sign above apply to them too)
     rate: float = Field(0.1, gt=0.0, le=1.0, description="fraction of each tensor sent per step")
     # diloco
     sync_every: int = Field(10, ge=1, description="local steps H between pseudo-gradient all-reduces")
@@ -44,4 +44,11 @@ class ReplicatorConfig(BaseModel):
     def _topk_fits_a_chunk(self) -> "ReplicatorConfig":
         if self.topk > self.chunk * self.chunk:
             raise ValueError(f"topk {self.topk} is larger than a chunk ({self.chunk}x{self.chunk} = {self.chunk * self.chunk} coefficients)")
+        return self
+
+    @model_validator(mode="after")
+    def _index_dtype_holds_a_chunk_position(self) -> "ReplicatorConfig":
+        # Positions inside an s x s tile run to s*s - 1; int16 stops at 32767 (s <= 181).
+        if self.index_dtype == "int16" and self.chunk * self.chunk - 1 > 32767:
+            raise ValueError(f"index_dtype int16 cannot hold positions of {self.chunk}x{self.chunk} chunks; use auto, int32 or int64")
         return self
