@@ -250,7 +250,7 @@ def test_peer_that_never_shows_up_fails_within_the_timeout(tmp_path: Path) -> No
 
 
 def test_stalled_peer_mid_run_fails_within_the_timeout(tmp_path: Path) -> None:
-    workload = WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=64", compute_ms=100)
+    workload = WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=64", compute_ms=50)
     config, _ = replicator_or_skip("full", workload)
     specs = write_specs(tmp_path, 2, steps=500, replicator=config, workload=workload, timeout_s=3)
     procs = [launch(s, tmp_path) for s in specs]
@@ -263,7 +263,7 @@ def test_stalled_peer_mid_run_fails_within_the_timeout(tmp_path: Path) -> None:
         procs[1].send_signal(signal.SIGSTOP)  # alive but silent: only the timeout can end rank 0's wait
         stalled = time.monotonic()
         assert procs[0].wait(timeout=30) == 1
-        assert time.monotonic() - stalled < 3 + 5
+        assert time.monotonic() - stalled < 3 + 10  # timeout plus teardown on a loaded machine
     finally:
         procs[1].kill()
         finish(procs)

@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 
-from netbench.worker.loop import run_worker
 from netbench.worker.spec import SpecError, load_spec, resolve
 
 
@@ -30,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"netbench worker: error: {exc}", file=sys.stderr)
         return 2
+    from netbench.worker.loop import run_worker  # torch loads only once the spec is known to be good
+
     return run_worker(resolved)
 
 

@@ -1,12 +1,12 @@
 """The per-node training loop: join the group, then compute, replicate and record every step.
 
-Timing boundaries per step (one JSONL record each):
+Timing boundaries of a step (one JSONL record each):
 
 * ``t_start`` / ``t_end``: ``time.time()`` wall clock, to line steps up with packet captures;
 * ``compute_s``: the workload's forward+backward (or the shapes kind's stand-in);
 * ``compress_s, comm_s, decode_s, apply_s, payload_bytes, collectives``: the replicator's own
   ``StepStats`` for its synchronisation and optimizer step;
-* ``step_s``: both together, by the monotonic clock;
+* ``step_s``: compute plus replicator step, by the monotonic clock;
 * ``tx_bytes, rx_bytes, tx_packets, rx_packets``: interface counter deltas. The reading that ends
   one step begins the next, so the deltas tile the run: their sum is exactly the interface's
   traffic from the first step's start to the last step's end, even when a faster peer's next
@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from datetime import timedelta
@@ -30,127 +31,122 @@ import torch.distributed as dist
 from netbench.worker.counters import IfaceCounters, read_counters
 from netbench.worker.records import RecordWriter
 from netbench.worker.spec import ResolvedSpec
-from netbench.workloads import build_workload
+from netbench.workloads import Workload, build_workload
 
 STAT_FIELDS = ("compress_s", "comm_s", "decode_s", "apply_s", "payload_bytes", "collectives")
-SUMMED_FIELDS = ("compute_s", *STAT_FIELDS, "step_s", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets")
+COUNTER_FIELDS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets")
+SUMMED_FIELDS = ("compute_s", *STAT_FIELDS, "step_s", *COUNTER_FIELDS)
 
 
 class Terminated(Exception):
-    """SIGTERM arrived: turned into an exception so the error event is still written."""
+    """SIGTERM arrived: raised from the handler so the error event is still written."""
 
 
 def _on_sigterm(signum: int, _frame: object) -> None:
     raise Terminated(f"terminated by signal {signum}")
 
 
-def _step_record(rank: int, step: int, warmup: bool, loss: float, times: tuple[float, float, float, float],
-                 stats: Any, delta: IfaceCounters) -> dict[str, Any]:
-    """One step's JSONL record (see the module docstring for what each field measures)."""
-    t_start, t_end, compute_s, step_s = times
-    record: dict[str, Any] = {"event": "step", "rank": rank, "step": step, "warmup": warmup,
-                              "t_start": t_start, "t_end": t_end, "compute_s": compute_s}
-    for name in STAT_FIELDS:
-        record[name] = getattr(stats, name)
-    record.update(step_s=step_s, loss=loss, **delta.as_dict())
-    return record
-
-
 class WorkerRun:
-    """One worker's lifetime: setup, the barrier, the steps, and the final event."""
+    """One worker's lifetime: setup, the barrier, the steps, and the done event."""
 
     def __init__(self, resolved: ResolvedSpec, writer: RecordWriter) -> None:
         self.resolved = resolved
         self.spec = resolved.spec
         self.writer = writer
-        self.step = -1
-        self.totals = dict.fromkeys(SUMMED_FIELDS, 0.0)
-        self.first_start: float | None = None
-        self.last_end: float | None = None
-        self.last_loss: float | None = None
+        self.step = -1  # the step in progress, for the error event
+        self.measured: list[dict[str, Any]] = []
 
     def run(self) -> None:
         """Everything up to the done event; any failure propagates to :func:`run_worker`."""
+        workload, replicator = self._setup()
+        dist.barrier()  # step 0 starts together on every rank
+        before = read_counters(self.spec.iface)
+        for step in range(self.spec.total_steps):
+            self.step = step
+            record, before = self._one_step(step, workload, replicator, before)
+            self.writer.write(record)
+            if not record["warmup"]:
+                self.measured.append(record)
+        self.writer.write(self._done_record())
+
+    def _setup(self) -> tuple[Workload, Any]:
+        """Threads, interface, workload, process group and replicator; then the start event."""
         spec = self.spec
         torch.set_num_threads(spec.threads)
-        read_counters(spec.iface)  # a missing interface fails here, before anyone waits on us
+        read_counters(spec.iface)  # a missing interface fails here, before the rendezvous
         os.environ["GLOO_SOCKET_IFNAME"] = spec.iface
         workload = build_workload(spec.workload, spec.rank, spec.world_size)
         if self.resolved.init_method == "env":
             os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = spec.master_addr, str(spec.master_port)
         dist.init_process_group("gloo", init_method=self.resolved.url, rank=spec.rank,
                                 world_size=spec.world_size, timeout=timedelta(seconds=spec.timeout_s))
-        from netbench.replicators import build_replicator  # written alongside; imported late so a gap is an error event
+        # Imported here so that a replicator that fails to import becomes an error event.
+        from netbench.replicators import build_replicator
 
         replicator = build_replicator(workload.parameters(), spec.replicator)
         self.writer.write({
             "event": "start", "rank": spec.rank, "world_size": spec.world_size, "t": time.time(),
             "host": socket.gethostname(), "pid": os.getpid(), "iface": spec.iface, "init_method": self.resolved.url,
-            "threads": spec.threads, "steps": spec.steps, "warmup_steps": spec.warmup_steps,
+            "threads": spec.threads, "steps": spec.steps, "warmup_steps": spec.warmup_steps, "timeout_s": spec.timeout_s,
             "n_params": workload.num_params(), "n_tensors": len(workload.parameters()),
             "workload": spec.workload.model_dump(), "replicator": spec.replicator.model_dump(),
         })
-        dist.barrier()
-        before = read_counters(spec.iface)
-        for step in range(spec.total_steps):
-            self.step = step
-            t_start, began = time.time(), time.perf_counter()
-            loss = workload.compute_step()
-            computed = time.perf_counter()
-            stats = replicator.step()
-            ended, t_end = time.perf_counter(), time.time()
-            after = read_counters(spec.iface)
-            record = _step_record(spec.rank, step, step < spec.warmup_steps, loss,
-                                  (t_start, t_end, computed - began, ended - began), stats, after - before)
-            self.writer.write(record)
-            before = after
-            if step >= spec.warmup_steps:
-                self._accumulate(record)
-        self.writer.write(self._done_record())
+        return workload, replicator
 
-    def _accumulate(self, record: dict[str, Any]) -> None:
-        if self.first_start is None:
-            self.first_start = record["t_start"]
-        for name in SUMMED_FIELDS:
-            self.totals[name] += record[name]
-        self.last_loss = record["loss"]
-        self.last_end = record["t_end"]
+    def _one_step(self, step: int, workload: Workload, replicator: Any,
+                  before: IfaceCounters) -> tuple[dict[str, Any], IfaceCounters]:
+        """Run and measure one step; returns its record and the counter reading it ended on."""
+        t_start, began = time.time(), time.perf_counter()
+        loss = workload.compute_step()
+        computed = time.perf_counter()
+        stats = replicator.step()
+        ended, t_end = time.perf_counter(), time.time()
+        after = read_counters(self.spec.iface)
+        record: dict[str, Any] = {
+            "event": "step", "rank": self.spec.rank, "step": step, "warmup": step < self.spec.warmup_steps,
+            "t_start": t_start, "t_end": t_end, "compute_s": computed - began,
+        }
+        record.update({name: getattr(stats, name) for name in STAT_FIELDS})
+        record.update(step_s=ended - began, loss=loss, **(after - before).as_dict())
+        return record, after
 
     def _done_record(self) -> dict[str, Any]:
         """Totals over the measured (non-warmup) steps."""
-        spec = self.spec
-        done: dict[str, Any] = {"event": "done", "rank": spec.rank, "steps": spec.steps, "warmup_steps": spec.warmup_steps,
-                                "t_start": self.first_start, "t_end": self.last_end,
-                                "wall_s": self.last_end - self.first_start if self.first_start is not None else 0.0}
-        for name, value in self.totals.items():
-            done[name] = int(value) if name in ("payload_bytes", "collectives") or name.endswith(("_bytes", "_packets")) else value
-        done["mean_step_s"] = self.totals["step_s"] / spec.steps
-        done["final_loss"] = self.last_loss
+        spec, steps = self.spec, self.measured
+        done: dict[str, Any] = {
+            "event": "done", "rank": spec.rank, "steps": len(steps), "warmup_steps": spec.warmup_steps,
+            "t_start": steps[0]["t_start"], "t_end": steps[-1]["t_end"], "wall_s": steps[-1]["t_end"] - steps[0]["t_start"],
+        }
+        done.update({name: sum(r[name] for r in steps) for name in SUMMED_FIELDS})
+        done["mean_step_s"] = done["step_s"] / len(steps)
+        done["final_loss"] = steps[-1]["loss"]
         return done
 
 
 def run_worker(resolved: ResolvedSpec) -> int:
-    """Run one worker to completion; returns the process exit code (0 done, 1 error event written)."""
+    """Run one worker to completion; returns the exit code (0: done event, 1: error event written)."""
     spec = resolved.spec
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
     with RecordWriter(spec.output_file()) as writer:
         worker = WorkerRun(resolved, writer)
         try:
             worker.run()
             code = 0
-        except BaseException as exc:  # noqa: BLE001 - every failure must leave an error event
+        except BaseException as exc:  # noqa: BLE001 - every failure, SIGTERM and Ctrl-C included, leaves an error event
             traceback.print_exc(file=sys.stderr)
             writer.write({"event": "error", "rank": spec.rank, "step": worker.step if worker.step >= 0 else None,
                           "t": time.time(), "error": f"{type(exc).__name__}: {exc}".strip()})
             code = 1
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if on_main:
+                signal.signal(signal.SIGTERM, previous)
             _leave_group()
     return code
 
 
 def _leave_group() -> None:
-    """destroy_process_group if one exists; failing to tear down must not mask the real outcome."""
+    """destroy_process_group if one exists; a failing teardown must not mask the run's outcome."""
     try:
         if dist.is_initialized():
             dist.destroy_process_group()
