@@ -14,6 +14,9 @@ Processes come from a forkserver that has imported torch once, so a call costs a
 than a fresh interpreter (spawn costs ~2 s per rank on a 2-core machine). If any rank raises or
 dies, the others are killed (they would otherwise wait in a collective) and :class:`RankError`
 carries the rank's traceback. Return values travel pickled, so tensors come back as copies.
+
+As with any non-fork start method, the ranks re-import the calling script: a script (not a
+test module) must keep its top-level work under ``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations

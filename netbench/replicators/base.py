@@ -126,6 +126,9 @@ class Replicator(ABC):
         self.params: list[torch.nn.Parameter] = list(params)
         if not self.params:
             raise ValueError("a replicator needs at least one parameter")
+        if any(p.dtype != torch.float32 for p in self.params):
+            # Momenta, transforms and wire casts are fp32 throughout; the wire dtype is a setting.
+            raise ValueError("replicators expect fp32 parameters (set grad_dtype/value_dtype for bf16 on the wire)")
         self.config = config
         self.comm = GroupComm(group)
         self.steps_done = 0
@@ -160,10 +163,13 @@ class Replicator(ABC):
         """Hook for work that must follow the base optimizer (DiLoCo's outer step)."""
 
     def grads(self) -> list[torch.Tensor]:
-        """Each parameter's gradient; a missing one counts as zeros so every rank sends alike."""
+        """Each parameter's gradient, contiguous (replicators write updates into it in place);
+        a missing one counts as zeros so every rank sends alike."""
         out = []
         for p in self.params:
             if p.grad is None:
-                p.grad = torch.zeros_like(p)
+                p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+            elif not p.grad.is_contiguous():
+                p.grad = p.grad.contiguous()
             out.append(p.grad)
         return out

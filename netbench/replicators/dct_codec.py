@@ -11,8 +11,8 @@ Batching: every tile shape (h, w) is a bucket whose momentum is one (tiles, h*w)
 step costs two GEMMs per region for the forward transform (the second fused with the momentum
 decay through ``baddbmm``), one top-k per bucket, and two GEMMs per region for the inverse;
 the tile-major <-> parameter layout change rides on BLAS's transposed operands, never on a
-separate permuting copy. All buffers are allocated once: on this CPU, first-touch page faults of fresh
-50 MB buffers cost as much as the GEMMs.
+separate permuting copy. All buffers are allocated once: on this CPU, first-touch page faults
+of fresh 50 MB buffers cost as much as the GEMMs.
 
 Coefficient layout inside a tile is transposed ([v, u] for a tile whose rows are u and columns
 v): it is what the GEMMs produce without extra copies. Positions on the wire refer to it.
@@ -51,9 +51,9 @@ class DCTCodec:
         numels = [(b.tiles, b.tile_numel) for b in self.plan.buckets]
         # momentum[b]: (tiles, h*w) coefficients; scratch_*: reused by every phase of a step.
         self.momentum = [torch.zeros(shape) for shape in numels]
-        self.scratch_a = [torch.zeros(shape) for shape in numels]
-        self.scratch_b = [torch.zeros(shape) for shape in numels]
-        self.scratch_c = [torch.zeros(shape) for shape in numels]
+        self.scratch_a = [torch.empty(shape) for shape in numels]  # |M|, then the received coefficients
+        self.scratch_b = [torch.empty(shape) for shape in numels]  # half-transformed tiles
+        self.scratch_c = [torch.empty(shape) for shape in numels]  # staging for non-contiguous regions
         self._topk_values = [torch.empty(b.tiles, b.k) for b in self.plan.buckets]
 
     # -- forward -------------------------------------------------------------------------------
