@@ -17,7 +17,7 @@ import time
 import pytest
 from pyroute2 import IPRoute
 
-from netbench.emulation import netns, shaping
+from netbench.emulation import naming, netns, shaping
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.probe import measure_goodput, measure_rtt, probe
@@ -215,7 +215,9 @@ def test_bad_values_rejected_before_anything_is_created(args: list[str], option:
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and option in lines[0], out.stderr
-    assert netns.list_netns() == before
+    new = set(netns.list_netns()) - set(before)
+    # Anything new belongs to another live run on this host (the rejected command has exited).
+    assert all(naming.owner_alive(naming.run_id_of(n) or "") for n in new), new
 
 
 def test_rootless_cluster_as_unprivileged_user() -> None:
