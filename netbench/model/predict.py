@@ -1,0 +1,112 @@
+"""What the model says a run should have measured, for putting beside what it did measure.
+
+The model predicts communication and compression; local work comes from the run itself. A
+step's local work is the workload's forward/backward (``compute_s``) plus the base optimizer's
+update (``apply_s``): neither depends on the network or the replicator's wire format, so the
+model takes both as measured inputs (the issue: "compute comes from the user or measurement")
+and predicts the rest -- the replicator's encode/decode from the calibration and the
+collectives from link rate, delay, framing and per-message overhead.
+
+Keys of the returned dict match the run summary's, so tables can put them side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+import pandas as pd
+
+from netbench.emulation.spec import ClusterSpec
+from netbench.model.calibration import Calibration, load_calibration
+from netbench.model.framing import Framing
+from netbench.model.schemes import scheme_from_config
+from netbench.model.steptime import Scenario, StepEstimate, estimate
+from netbench.replicators.config import ReplicatorConfig
+from netbench.shapes import ParamShape, total_params
+from netbench.workloads.config import WorkloadConfig
+
+__all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "predict", "predict_run", "PREDICTED_KEYS"]
+
+# The measured summary keys a prediction fills in (plus the measured inputs it used).
+PREDICTED_KEYS = ("step_time_s", "comm_time_s", "compress_time_s", "payload_bytes_per_step",
+                  "wire_tx_bytes_per_step", "wire_rx_bytes_per_step")
+
+
+class RunLike(Protocol):
+    """The parts of a RunConfig a prediction needs (kept structural so the model does not import the orchestrator)."""
+
+    cluster: ClusterSpec
+    replicator: ReplicatorConfig
+    workload: WorkloadConfig
+
+
+def workload_shapes(workload: WorkloadConfig, world_size: int = 2) -> list[ParamShape]:
+    """Parameter shapes the workers train: the preset's for ``shapes``, else from building the model once."""
+    if workload.kind == "shapes":
+        return workload.shape_list()
+    from netbench.workloads import build_workload  # torch: only for the built-in models
+
+    return build_workload(workload, 0, world_size).param_shapes()
+
+
+def local_time_s(steps: pd.DataFrame) -> float | None:
+    """Measured local work per step: median of compute + apply per node, at the slowest node.
+
+    Uses post-warm-up steps, like the run summary. None when nothing was measured.
+    """
+    if steps.empty or "compute_s" not in steps:
+        return None
+    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    if measured.empty:
+        return None
+    local = measured["compute_s"] + (measured["apply_s"] if "apply_s" in measured else 0.0)
+    return float(local.groupby(measured["rank"]).median().max())
+
+
+def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration) -> Scenario:
+    """The model's view of an emulated cluster: flat, ring collectives, this host's ACK ratio."""
+    return Scenario(
+        nodes=cluster.nodes, up_bps=cluster.up.rate_bps, down_bps=cluster.down.rate_bps,
+        delay_s=cluster.one_way_delay_s(), compute_s=local_s, algorithm="ring",
+        framing=Framing(acks_per_segment=calibration.acks_per_segment),
+    )
+
+
+def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration) -> StepEstimate:
+    """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work."""
+    return estimate(scheme_from_config(config.replicator), shapes, scenario_for(config.cluster, local_s, calibration), calibration)
+
+
+def as_summary(est: StepEstimate, calibration: Calibration) -> dict[str, Any]:
+    """A prediction keyed like the run summary (compress_time_s is the model's encode + decode)."""
+    return {
+        "step_time_s": est.step_time_s,
+        "comm_time_s": est.comm_time_s,
+        "compress_time_s": est.compression_time_s,
+        "local_time_s": est.compute_time_s,
+        "payload_bytes_per_step": est.payload_bytes_per_step,
+        "wire_tx_bytes_per_step": est.tx.total,
+        "wire_rx_bytes_per_step": est.rx.total,
+        "params": est.params,
+        "calibration": calibration.source,
+    }
+
+
+def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = None,
+                calibration: Calibration | None = None) -> dict[str, Any]:
+    """Prediction for a finished run, or ``{"error": why}``: a run's results never depend on the model working.
+
+    ``n_params`` (the workers' count) guards against predicting for a different model than the
+    one trained; ``calibration`` defaults to this host's saved one.
+    """
+    try:
+        local = local_time_s(steps)
+        if local is None:
+            return {"error": "no measured steps"}
+        calib = calibration if calibration is not None else load_calibration()
+        shapes = workload_shapes(config.workload, config.cluster.nodes)
+        if n_params is not None and total_params(shapes) != n_params:
+            return {"error": f"workload has {total_params(shapes)} parameters here but the workers trained {n_params}"}
+        return as_summary(predict(config, shapes, local, calib), calib)
+    except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
+        return {"error": f"{type(exc).__name__}: {exc}"}
