@@ -152,8 +152,8 @@ _HOLDER = textwrap.dedent(
     from netbench.emulation.spec import ClusterSpec, DirectionSpec
     spec = ClusterSpec(nodes=3, up=DirectionSpec(rate_bps=1e8, delay_s=0.005), down=DirectionSpec(rate_bps=1e8))
     with Cluster(spec) as c:
-        print(c.names.run_id, flush=True)
         c.nodes[1].popen(["sleep", "300"])
+        print(c.names.run_id, flush=True)  # ready only once everything is started
         time.sleep(300)
     """
 )
