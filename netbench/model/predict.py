@@ -7,11 +7,17 @@ model takes both as measured inputs (the issue: "compute comes from the user or 
 and predicts the rest -- the replicator's encode/decode from the calibration and the
 collectives from link rate, delay, framing and per-message overhead.
 
+The emulated nodes are processes on one host: with more nodes than cores, N encoders that run
+at the same moment share C cores, so encode/decode takes N/C times its calibrated (one core per
+process) time. Nothing else is scaled: gloo's waits and the sleep-based stand-in compute leave
+the cores free.
+
 Keys of the returned dict match the run summary's, so tables can put them side by side.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Protocol, Sequence
 
 import pandas as pd
@@ -25,7 +31,8 @@ from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
 
-__all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "predict", "predict_run", "PREDICTED_KEYS"]
+__all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "host_cpus", "cpu_share", "predict", "predict_run",
+           "PREDICTED_KEYS"]
 
 # The measured summary keys a prediction fills in (plus the measured inputs it used).
 PREDICTED_KEYS = ("step_time_s", "comm_time_s", "compress_time_s", "payload_bytes_per_step",
@@ -72,8 +79,23 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
     )
 
 
-def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration) -> StepEstimate:
-    """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work."""
+def host_cpus() -> int:
+    """Cores this process may run on: the ones the emulated nodes share."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_share(nodes: int, cpus: int) -> float:
+    """How many times longer CPU-bound work takes when ``nodes`` processes do it at once on ``cpus`` cores."""
+    return max(1.0, nodes / max(1, cpus))
+
+
+def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration,
+            cpus: int | None = None) -> StepEstimate:
+    """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores."""
+    share = cpu_share(config.cluster.nodes, cpus or host_cpus())
+    if share > 1:
+        scaled = {name: cost * share for name, cost in calibration.compression_s_per_param.items()}
+        calibration = calibration.model_copy(update={"compression_s_per_param": scaled})
     return estimate(scheme_from_config(config.replicator), shapes, scenario_for(config.cluster, local_s, calibration), calibration)
 
 
@@ -93,7 +115,7 @@ def as_summary(est: StepEstimate, calibration: Calibration) -> dict[str, Any]:
 
 
 def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = None,
-                calibration: Calibration | None = None) -> dict[str, Any]:
+                calibration: Calibration | None = None, cpus: int | None = None) -> dict[str, Any]:
     """Prediction for a finished run, or ``{"error": why}``: a run's results never depend on the model working.
 
     ``n_params`` (the workers' count) guards against predicting for a different model than the
@@ -107,6 +129,7 @@ def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = Non
         shapes = workload_shapes(config.workload, config.cluster.nodes)
         if n_params is not None and total_params(shapes) != n_params:
             return {"error": f"workload has {total_params(shapes)} parameters here but the workers trained {n_params}"}
-        return as_summary(predict(config, shapes, local, calib), calib)
+        cpus = cpus or host_cpus()
+        return {**as_summary(predict(config, shapes, local, calib, cpus), calib), "host_cpus": cpus}
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": f"{type(exc).__name__}: {exc}"}
