@@ -30,12 +30,15 @@ app = typer.Typer(
 from netbench.cli import commands_net  # noqa: E402,F401
 from netbench.cli import commands_run  # noqa: E402,F401
 from netbench.cli import commands_model  # noqa: E402,F401
+from netbench.cli import commands_sweep  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: click usage errors and UserError become one line and exit code 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)  # without standalone mode click returns typer.Exit's code
+        if isinstance(code, int) and code:
+            raise SystemExit(code)
     except _ABORTS:
         print("netbench: aborted", file=sys.stderr)
         raise SystemExit(130) from None

@@ -1,0 +1,166 @@
+"""`netbench sweep` (a grid of runs, resumable) and `netbench report` (its report, regenerated)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from netbench.cli.app import app
+from netbench.cli.errors import UserError
+
+console = Console(stderr=True)
+
+# scenario field -> the sweep option that sets it, so errors name what the user typed
+_OPTIONS = {"grid.bw": "--bw", "grid.replicator": "--replicator", "grid.nodes": "--nodes", "grid.delay": "--delay",
+            "steps": "--steps", "warmup": "--warmup", "name": "--name", "workload": "--workload/--shapes",
+            "workload.kind": "--workload", "workload.shapes": "--shapes", "workload.compute_ms": "--compute-ms",
+            "replicator.topk": "--topk", "replicator.chunk": "--chunk", "replicator.rate": "--rate"}
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _nodes(text: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in _csv(text)]
+
+
+def _scenario(path: Optional[Path], overrides: dict[str, Any]):
+    """The file's scenario (if any) with every option given on the command line on top."""
+    from netbench.reports.scenario import ScenarioError, read_toml, scenario_from_dict
+
+    try:
+        data = read_toml(path) if path else {}
+    except ScenarioError as exc:
+        raise UserError(str(exc)) from None
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for dotted, value in given.items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise UserError(f"{path}: {part}: expected a table")
+        node[leaf] = value
+    names = {field: _OPTIONS[field] for field in given if field in _OPTIONS}
+    if "workload.kind" in given or "workload.shapes" in given:
+        names["workload"] = _OPTIONS["workload"]
+    try:
+        return scenario_from_dict(data, str(path) if path else "", names)
+    except ScenarioError as exc:
+        raise UserError(str(exc)) from None
+
+
+@app.command()
+def sweep(
+    scenario_file: Optional[Path] = typer.Argument(None, metavar="[SCENARIO.toml]", help="Scenario file (see scenarios/); options override it."),
+    bw: Optional[str] = typer.Option(None, "--bw", help="Link rates, comma list (e.g. 10mbit,100mbit,1gbit)."),
+    replicator: Optional[str] = typer.Option(None, "--replicator", "-r", help="Replicators, comma list (e.g. full,dct,random)."),
+    nodes: Optional[str] = typer.Option(None, "--nodes", "-n", help="Node counts, comma list (e.g. 2,4)."),
+    delay: Optional[str] = typer.Option(None, "--delay", help="One-way delays, comma list (e.g. 0ms,20ms)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Measured steps per point (default 10)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up steps per point (default 2)."),
+    workload: Optional[str] = typer.Option(None, "--workload", "-w", help="transformer, mlp or shapes (default transformer)."),
+    shapes: Optional[str] = typer.Option(None, "--shapes", help="shapes workload: preset, llama:... spec or .json file."),
+    compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="shapes workload: stand-in compute per step."),
+    topk: Optional[int] = typer.Option(None, "--topk", help="dct: coefficients kept per chunk."),
+    chunk: Optional[int] = typer.Option(None, "--chunk", help="dct: chunk side."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="random/striding: fraction sent per step."),
+    capture: Optional[bool] = typer.Option(None, "--capture/--no-capture", help="Capture packet headers (default on)."),
+    calibrate: Optional[bool] = typer.Option(None, "--calibrate/--no-calibrate", help="Measure model constants on this workload first."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration JSON for the predictions."),
+    name: Optional[str] = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
+) -> None:
+    """Run a grid of bandwidth x replicator x nodes x delay; resumable; writes summary.csv and a report."""
+    from netbench.reports.scenario import points as grid_points
+
+    overrides = {
+        "grid.bw": _csv(bw) if bw else None, "grid.replicator": _csv(replicator) if replicator else None,
+        "grid.nodes": _nodes(nodes) if nodes else None, "grid.delay": _csv(delay) if delay else None,
+        "steps": steps, "warmup": warmup, "workload.kind": workload, "workload.shapes": shapes, "workload.compute_ms": compute_ms,
+        "replicator.topk": topk, "replicator.chunk": chunk, "replicator.rate": rate, "capture": capture, "calibrate": calibrate,
+        "name": name,
+    }
+    if calibration is not None and not calibration.is_file():
+        raise UserError(f"--calibration: {str(calibration)!r} is not a file")
+    scenario = _scenario(scenario_file, overrides)
+    folder = out or Path("reports/sweeps") / scenario.name
+    plan = grid_points(scenario, folder.resolve() / "runs")
+    if dry_run:
+        for p in plan:
+            print(f"{p.key}  {p.label}")
+        return
+    _run(scenario, plan, folder, calibration, fresh)
+
+
+def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool) -> None:
+    from netbench.cli.commands_net import _privileged
+    from netbench.model.calibration import CalibrationError
+    from netbench.reports.calibrate import sweep_calibration
+    from netbench.reports.report import generate_report
+    from netbench.reports.sweep import done_keys, read_summary, run_sweep, write_sweep_json
+
+    _privileged()
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        calib, calib_path = sweep_calibration(scenario, folder, calibration, fresh)
+    except CalibrationError as exc:
+        raise UserError(f"--calibration: {exc}") from None
+    write_sweep_json(folder, scenario, calib, calib_path)
+    done = set() if fresh else done_keys(read_summary(folder), folder)
+    todo = [p for p in plan if p.key not in done]
+    per_point = scenario.warmup + scenario.steps
+    console.print(f"sweep {scenario.name}: {len(plan)} points, {len(plan) - len(todo)} already done, "
+                  f"calibration: {calib.source} ({calib_path})")
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("sweep", total=len(todo) * per_point)
+        finished = {"points": 0}
+
+        def step_progress(point, done_steps: int, _total: int) -> None:
+            bar.update(task, completed=finished["points"] * per_point + min(done_steps, per_point),
+                       description=f"[{finished['points'] + 1}/{len(todo)}] {point.label}")
+
+        def point_done(point, status: str) -> None:
+            finished["points"] += 1
+            bar.update(task, completed=finished["points"] * per_point)
+            console.print(f"{point.label}: {status}")
+
+        outcome = run_sweep(plan, folder, calib, fresh=fresh, progress=step_progress, on_point_done=point_done)
+    report = generate_report(folder)
+    console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")
+    for line in report.accuracy_lines():
+        print(line)
+    if outcome.interrupted:
+        console.print("[yellow]interrupted[/]: run the same command again to resume")
+        raise typer.Exit(130)
+    if outcome.failed:
+        console.print(f"[red]{len(outcome.failed)} point(s) failed[/]: " + "; ".join(outcome.failed))
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    folder: Path = typer.Argument(..., help="Sweep folder (holds summary.csv)."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Re-predict every point with this calibration first."),
+) -> None:
+    """Regenerate a sweep's report.md and plots from its summary.csv."""
+    from netbench.reports.report import generate_report, repredict
+
+    if not (folder / "summary.csv").is_file():
+        raise UserError(f"{folder}: no summary.csv here (is it a sweep folder?)")
+    if calibration is not None:
+        if not calibration.is_file():
+            raise UserError(f"--calibration: {str(calibration)!r} is not a file")
+        repredict(folder, calibration)
+    result = generate_report(folder)
+    console.print(f"report: {result.markdown}")
+    for line in result.accuracy_lines():
+        print(line)

@@ -1,0 +1,52 @@
+"""Which model constants a sweep's predictions use, measuring them first when the scenario asks.
+
+A scenario with ``calibrate = true`` measures this host (``netbench calibrate``'s measurement) on
+the scenario's own parameter shapes and replicator settings, once, into the sweep folder: the
+compression cost per parameter depends on the shapes, and CI machines start with no saved
+calibration at all. Otherwise the sweep uses ``--calibration`` or the host's saved file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from netbench.model.calibration import Calibration, load_calibration, save_calibration
+from netbench.model.predict import workload_shapes
+from netbench.model.schemes import SchemeSettings
+from netbench.reports.scenario import SweepScenario
+
+__all__ = ["CALIBRATION", "sweep_calibration"]
+
+CALIBRATION = "calibration.json"
+
+
+def _shapes_spec(scenario: SweepScenario, out: Path) -> str:
+    """A shapes spec ``netbench calibrate`` accepts: the preset itself, or a JSON file of the built model's shapes."""
+    if scenario.workload.kind == "shapes":
+        return scenario.workload.shapes
+    shapes = workload_shapes(scenario.workload, max(scenario.grid.nodes))
+    path = out / "shapes.json"
+    path.write_text(json.dumps({"shapes": {s.name: list(s.shape) for s in shapes}}, indent=1) + "\n")
+    return str(path)
+
+
+def sweep_calibration(scenario: SweepScenario, out: Path, explicit: Path | None, fresh: bool) -> tuple[Calibration, Path | None]:
+    """(calibration, where it is saved). Measures into ``out/calibration.json`` when the scenario asks and none is there."""
+    if explicit is not None:
+        return load_calibration(explicit), explicit
+    if not scenario.calibrate:
+        from netbench.model.calibration import default_path
+
+        return load_calibration(), default_path()
+    target = out / CALIBRATION
+    if target.exists() and not fresh:
+        return load_calibration(target), target
+    from netbench.model.measure import MeasureOptions, measure  # torch: only when measuring
+
+    known = set(SchemeSettings.model_fields)
+    settings = SchemeSettings(**{k: v for k, v in scenario.replicator.items() if k in known})
+    # 10 timed steps per scheme, not calibrate's 3: a mean of 3 swings by 2x while the host is busy
+    opts = MeasureOptions(shapes=_shapes_spec(scenario, out), schemes=tuple(scenario.grid.replicator), settings=settings, steps=10)
+    save_calibration(measure(opts), target)
+    return load_calibration(target), target

@@ -1,0 +1,196 @@
+"""A sweep scenario: the grid (bandwidth x replicator x nodes x delay) and what every point runs.
+
+Read from a TOML file in ``scenarios/`` or built from ``netbench sweep`` options; both go through
+the same pydantic model, and every point's RunConfig is built (so validated) before the first
+run starts: a typo in point 17 fails in a second, not after an hour of measuring points 1-16.
+
+Every error is one line naming the field (``grid.bw[1]``) or the option (``--bw``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from netbench.emulation.spec import ClusterSpec
+from netbench.orchestrator.config import RunConfig
+from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.units import UnitError, parse_rate, parse_time
+from netbench.workloads.config import WorkloadConfig
+
+__all__ = ["ScenarioError", "Grid", "SweepScenario", "Point", "load_scenario", "read_toml", "scenario_from_dict", "points"]
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be run; the message is one line naming the field."""
+
+
+def _each(values: list[str], parse) -> list[str]:
+    for i, text in enumerate(values):
+        try:
+            parse(text)
+        except UnitError as exc:
+            raise ValueError(f"[{i}] {exc}") from None
+    return values
+
+
+class Grid(BaseModel):
+    """The axes; the sweep runs their full product."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bw: list[str] = Field(["100mbit"], min_length=1, description="link rates, tc units (both directions)")
+    replicator: list[str] = Field(["full", "dct", "random"], min_length=1, description="replicator names")
+    nodes: list[int] = Field([2], min_length=1, description="emulated node counts")
+    delay: list[str] = Field(["0ms"], min_length=1, description="one-way delay on each uplink, tc units")
+
+    @field_validator("bw")
+    @classmethod
+    def _rates(cls, v: list[str]) -> list[str]:
+        return _each(v, parse_rate)
+
+    @field_validator("delay")
+    @classmethod
+    def _delays(cls, v: list[str]) -> list[str]:
+        return _each(v, parse_time)
+
+    @field_validator("replicator")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        unknown = [n for n in v if n not in REPLICATOR_NAMES]
+        if unknown:
+            raise ValueError(f"unknown replicator {unknown[0]!r} (choose from {', '.join(REPLICATOR_NAMES)})")
+        return list(dict.fromkeys(v))
+
+
+class SweepScenario(BaseModel):
+    """Everything a sweep runs: the grid, per-point run settings, the workload and replicator knobs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field("sweep", pattern=r"^[A-Za-z0-9._-]+$", description="names the output folder")
+    description: str = ""
+    grid: Grid = Field(default_factory=Grid)
+    steps: int = Field(10, ge=1, le=100_000, description="measured steps per point")
+    warmup: int = Field(2, ge=0, le=1000, description="warm-up steps per point")
+    timeout_s: float = Field(30.0, gt=0, le=3600, description="collective timeout per point")
+    capture: bool = Field(True, description="capture packet headers (parsing them costs seconds per point)")
+    threads: int = Field(1, ge=1, le=64)
+    calibrate: bool = Field(False, description="measure this host's model constants on this workload before the first point")
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="as `netbench run`: the transformer unless set")
+    replicator: dict[str, Any] = Field(default_factory=dict, description="ReplicatorConfig settings shared by every replicator")
+
+    @field_validator("replicator")
+    @classmethod
+    def _settings(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if "name" in v:
+            raise ValueError("set replicator names in grid.replicator, not replicator.name")
+        ReplicatorConfig(**v)  # unknown or out-of-range settings fail here, naming the field
+        return v
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of the grid: a readable label, a key that changes when anything it runs changes, its config."""
+
+    label: str
+    key: str
+    config: RunConfig
+    bw: str
+    delay: str
+
+
+def _loc(err: dict) -> tuple[str, str]:
+    """(dotted field, list index suffix): ``("grid.bw", "[1]")``."""
+    field, index = "", ""
+    for part in err.get("loc", ()):
+        if isinstance(part, int):
+            index += f"[{part}]"
+        else:
+            field += f".{part}" if field else str(part)
+    return field, index
+
+
+def _where(prefix: str, field: str, names: dict[str, str] | None, index: str = "") -> str:
+    """``FILE: grid.bw[1]`` for a value from a file, or the option (``--bw``) when it came from one."""
+    if names and field in names:
+        return names[field]
+    return prefix + field + index
+
+
+def _one_line(exc: pydantic.ValidationError, prefix: str = "", names: dict[str, str] | None = None) -> str:
+    err = exc.errors()[0]
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    field, index = _loc(err)
+    if msg.startswith("[") and "] " in msg:  # an item of a list: _each puts its index first
+        index, _, msg = msg.partition("] ")
+        index += "]"
+    value = err.get("input")
+    shown = f" (got {value!r})" if not isinstance(value, (dict, list)) and "got " not in msg and err.get("type") != "missing" else ""
+    return f"{_where(prefix, field, names, index)}: {msg}{shown}"
+
+
+def scenario_from_dict(data: dict[str, Any], source: str = "", names: dict[str, str] | None = None) -> SweepScenario:
+    """Validate a scenario; ScenarioError names ``source`` and the field (or its option, via ``names``)."""
+    prefix = f"{source}: " if source else ""
+    try:
+        scenario = SweepScenario.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ScenarioError(_one_line(exc, prefix, names)) from None
+    points(scenario, Path("."), prefix=prefix, names=names)  # every point's cluster and run settings, validated now
+    return scenario
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A scenario file's raw table (validated later, after any command-line overrides)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: invalid TOML: {exc}") from None
+    data.setdefault("name", path.stem)
+    return data
+
+
+def load_scenario(path: Path) -> SweepScenario:
+    """Read and validate a TOML scenario file (its name defaults to the file's stem)."""
+    return scenario_from_dict(read_toml(path), str(path))
+
+
+def _key(config: RunConfig) -> str:
+    """Short hash of everything a point runs except where results go."""
+    text = config.model_dump_json(exclude={"out_dir"})
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dict[str, str] | None = None) -> list[Point]:
+    """The grid's points in run order (nodes, then delay, bandwidth, replicator), each a validated RunConfig."""
+    g = scenario.grid
+    out = []
+    for nodes, delay, bw, name in itertools.product(g.nodes, g.delay, g.bw, g.replicator):
+        rate, delay_s = parse_rate(bw), parse_time(delay)
+        try:
+            cluster = ClusterSpec(nodes=nodes, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate})
+        except pydantic.ValidationError as exc:
+            field = {"nodes": "grid.nodes", "up.rate_bps": "grid.bw", "down.rate_bps": "grid.bw", "up.delay_s": "grid.delay"}
+            err = exc.errors()[0]
+            where = field.get(".".join(str(p) for p in err["loc"]), "grid")
+            raise ScenarioError(f"{_where(prefix, where, names)}: {str(err['msg']).removeprefix('Value error, ')}") from None
+        try:
+            config = RunConfig(
+                cluster=cluster, replicator=ReplicatorConfig(name=name, **scenario.replicator), workload=scenario.workload,
+                steps=scenario.steps, warmup_steps=scenario.warmup, timeout_s=scenario.timeout_s, capture=scenario.capture,
+                out_dir=runs_dir, threads=scenario.threads,
+            )
+        except pydantic.ValidationError as exc:
+            raise ScenarioError(_one_line(exc, prefix, names)) from None
+        out.append(Point(label=f"{name} {nodes}n {bw} {delay}", key=_key(config), config=config, bw=bw, delay=delay))
+    return out

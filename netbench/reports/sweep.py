@@ -1,0 +1,146 @@
+"""Run a scenario's grid point by point, resumably, keeping ``summary.csv`` current after each point.
+
+Layout of a sweep folder::
+
+    sweep.json        the scenario and the calibration the predictions use
+    calibration.json  this host's model constants, when the scenario asks to measure them
+    summary.csv       one row per point: measured, predicted, status, run directory
+    runs/<run>/       each point's run (steps.csv, run.json, worker records)
+
+Resuming: a point is done when summary.csv has a row with its key, status ok, and its run
+directory still holds run.json; everything else is (re-)run. The key hashes the point's whole
+RunConfig, so changing steps or the workload re-runs points instead of mixing results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from netbench.model.calibration import Calibration
+from netbench.model.predict import predict_run
+from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.results import read_records
+from netbench.reports.scenario import Point, SweepScenario
+
+__all__ = ["SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
+           "predict_point", "run_sweep", "write_sweep_json"]
+
+SUMMARY = "summary.csv"
+# measured summary keys copied into summary.csv (the prediction's go in as pred_<key>)
+MEASURED = ("step_time_s", "compute_time_s", "compress_time_s", "decode_time_s", "comm_time_s", "apply_time_s",
+            "payload_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "capture_wire_bytes_per_step",
+            "capture_payload_bytes_per_step", "capture_ack_only_bytes_per_step", "first_loss", "final_loss", "steps_measured")
+PREDICTED = ("step_time_s", "comm_time_s", "compress_time_s", "local_time_s", "payload_bytes_per_step",
+             "wire_tx_bytes_per_step", "wire_rx_bytes_per_step")
+
+PointProgress = Callable[[Point, int, int], None]  # (point, steps done, steps total)
+
+
+@dataclass
+class SweepOutcome:
+    ran: int
+    skipped: int
+    failed: list[str]
+    interrupted: bool
+
+
+def read_summary(out: Path) -> pd.DataFrame:
+    path = out / SUMMARY
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["key", "status", "run_dir"])
+
+
+def write_summary(out: Path, frame: pd.DataFrame) -> None:
+    """Atomic rewrite, so an interrupted sweep never leaves half a CSV behind."""
+    tmp = out / (SUMMARY + ".tmp")
+    frame.to_csv(tmp, index=False)
+    tmp.replace(out / SUMMARY)
+
+
+def run_path(out: Path, run_dir: object) -> Path | None:
+    """A row's run directory (stored relative to the sweep folder, so a copied folder still resolves)."""
+    return out / str(run_dir) if isinstance(run_dir, str) and run_dir else None
+
+
+def done_keys(frame: pd.DataFrame, out: Path) -> set[str]:
+    """Keys of points measured successfully whose run directory is still there."""
+    ok = frame[frame["status"] == "ok"] if not frame.empty else frame
+    return {str(r.key) for r in ok.itertuples() if (path := run_path(out, r.run_dir)) and (path / "run.json").exists()}
+
+
+def predict_point(config: RunConfig, run_dir: Path, calibration: Calibration) -> dict[str, Any]:
+    """The model's prediction for a finished point, from its steps.csv and its workers' parameter count."""
+    steps_csv = run_dir / "steps.csv"
+    if not steps_csv.exists():
+        return {"error": "no steps.csv"}
+    start = next((r for r in read_records(run_dir / "workers" / "rank0.jsonl") if r.get("event") == "start"), {})
+    return predict_run(config, pd.read_csv(steps_csv), start.get("n_params"), calibration)
+
+
+def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | None, run_dir: Path,
+              predicted: dict[str, Any], out: Path) -> dict[str, Any]:
+    """One summary.csv row: the point's coordinates, what it measured and what the model says."""
+    cfg = point.config
+    row: dict[str, Any] = {
+        "key": point.key, "label": point.label, "replicator": cfg.replicator.name, "nodes": cfg.cluster.nodes,
+        "bw": point.bw, "bw_bps": cfg.cluster.up.rate_bps, "delay": point.delay, "delay_ms": cfg.cluster.one_way_delay_s() * 1e3,
+        "status": status, "reason": reason or "", "run_dir": os.path.relpath(run_dir, out),
+    }
+    row.update({k: summary.get(k) for k in MEASURED})
+    row.update({f"pred_{k}": predicted.get(k) for k in PREDICTED})
+    row["params"] = predicted.get("params")
+    row["prediction_error"] = predicted.get("error", "")
+    return row
+
+
+def _upsert(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
+    kept = frame[frame["key"].astype(str) != row["key"]] if not frame.empty else frame
+    new = pd.DataFrame([row])
+    return new if kept.empty else pd.concat([kept, new], ignore_index=True)
+
+
+def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibration, calibration_path: Path | None) -> None:
+    """What the sweep ran and which model constants its predictions use (the report reads it back)."""
+    doc = {"scenario": json.loads(scenario.model_dump_json()),
+           "calibration": {"path": str(calibration_path) if calibration_path else None, **json.loads(calibration.model_dump_json())}}
+    (out / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+
+def run_sweep(points: list[Point], out: Path, calibration: Calibration, fresh: bool = False,
+              progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None) -> SweepOutcome:
+    """Run every point not already done; summary.csv is rewritten after each one.
+
+    Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
+    """
+    from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
+
+    frame = pd.DataFrame(columns=["key", "status", "run_dir"]) if fresh else read_summary(out)
+    done = set() if fresh else done_keys(frame, out)
+    outcome = SweepOutcome(ran=0, skipped=0, failed=[], interrupted=False)
+    for point in points:
+        if point.key in done:
+            outcome.skipped += 1
+            continue
+        result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None)
+        predicted = predict_point(point.config, result.run_dir, calibration) if result.status == "ok" else {}
+        frame = _upsert(frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out))
+        write_summary(out, frame)
+        outcome.ran += 1
+        if on_point_done:
+            on_point_done(point, result.status)
+        if result.status != "ok":
+            outcome.failed.append(f"{point.label}: {result.reason}")
+            if (result.reason or "").startswith(("interrupted", "terminated")):
+                outcome.interrupted = True
+                break
+    order = {p.key: i for i, p in enumerate(points)}
+    if not frame.empty:
+        frame = frame.assign(_o=frame["key"].astype(str).map(order)).sort_values("_o", na_position="last").drop(columns="_o")
+        write_summary(out, frame)
+    return outcome

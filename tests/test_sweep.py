@@ -1,0 +1,131 @@
+"""`netbench sweep`: scenario validation (one line, exit 2), grid expansion, and resuming (real runs need root)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from netbench.reports.scenario import ScenarioError, load_scenario, points, scenario_from_dict
+from netbench.reports.sweep import done_keys, read_summary, run_sweep
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = {"kind": "shapes", "shapes": "llama:d_model=32,layers=1,ffn=64,vocab=64", "compute_ms": 5}
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run the CLI in this process (no torch import per call); returns (exit code, stdout, stderr)."""
+    from netbench.cli.app import main
+
+    def call(*args: str) -> subprocess.CompletedProcess:
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code or 0
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+    return call
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("toml, expected", [
+    ('[grid]\nbw = ["10mbit", "fast"]\n', "grid.bw[1]: cannot read rate 'fast'"),
+    ('[grid]\nreplicator = ["full", "zip"]\n', "grid.replicator: unknown replicator 'zip'"),
+    ('[grid]\ndelay = ["5parsecs"]\n', "grid.delay[0]: unknown time unit"),
+    ('[grid]\nbw = ["100gbit"]\n', "grid.bw: must be between 10mbit and 10gbit"),
+    ('[grid]\nnodes = [1]\n', "grid.nodes: must be between 2 and 64"),
+    ("stepz = 3\n", "stepz: Extra inputs are not permitted"),
+    ("[replicator]\ntopk = 0\n", "replicator.topk:"),
+    ('[workload]\nkind = "shapes"\nshapes = "nope"\n', "workload: unknown shapes preset 'nope'"),
+    ("steps = [\n", "invalid TOML"),
+])
+def test_bad_scenario_is_one_line_exit_2(cli, tmp_path, toml: str, expected: str) -> None:
+    path = write(tmp_path, toml)
+    done = cli("sweep", str(path), "--dry-run")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"netbench: error: {path}: ") and expected in lines[0], lines
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--bw", "10mbit,fast"], "--bw: cannot read rate 'fast'"),
+    (["--replicator", "full,zip"], "--replicator: unknown replicator 'zip'"),
+    (["--nodes", "2,x"], "--nodes: "),
+    (["--delay", "1lightyear"], "--delay: unknown time unit"),
+])
+def test_bad_option_names_the_option(cli, args: list[str], expected: str) -> None:
+    done = cli("sweep", *args, "--dry-run")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"netbench: error: {expected}"), lines
+
+
+def test_options_override_the_file_and_expand_the_grid(cli, tmp_path) -> None:
+    path = write(tmp_path, 'steps = 3\n[grid]\nbw = ["10mbit"]\nreplicator = ["full"]\n')
+    done = cli("sweep", str(path), "--bw", "10mbit,1gbit", "--nodes", "2,4", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    labels = [line.split(None, 1)[1] for line in done.stdout.splitlines()]
+    assert labels == ["full 2n 10mbit 0ms", "full 2n 1gbit 0ms", "full 4n 10mbit 0ms", "full 4n 1gbit 0ms"]
+
+
+def test_ci_scenario_is_valid_and_sized() -> None:
+    scenario = load_scenario(REPO / "scenarios" / "ci.toml")
+    plan = points(scenario, Path("/tmp"))
+    assert len(plan) == 18 and len({p.key for p in plan}) == 18
+    assert {p.config.replicator.name for p in plan} == {"full", "dct", "random"}
+    assert scenario.calibrate and scenario.workload.kind == "shapes"
+
+
+def test_point_key_changes_with_what_runs() -> None:
+    a = points(scenario_from_dict({"grid": {"replicator": ["full"]}, "steps": 3}), Path("/tmp"))[0]
+    b = points(scenario_from_dict({"grid": {"replicator": ["full"]}, "steps": 4}), Path("/tmp"))[0]
+    c = points(scenario_from_dict({"grid": {"replicator": ["full"]}, "steps": 3}), Path("/elsewhere"))[0]
+    assert a.key != b.key and a.key == c.key  # results' location is not part of a point's identity
+
+
+def test_done_means_ok_and_still_on_disk(tmp_path) -> None:
+    kept = tmp_path / "runs" / "a"
+    kept.mkdir(parents=True)
+    (kept / "run.json").write_text("{}")
+    frame = pd.DataFrame([
+        {"key": "a", "status": "ok", "run_dir": "runs/a"},
+        {"key": "b", "status": "failed", "run_dir": "runs/a"},
+        {"key": "c", "status": "ok", "run_dir": "runs/gone"},
+    ])
+    assert done_keys(frame, tmp_path) == {"a"}
+
+
+def test_scenario_error_is_a_value_error() -> None:
+    with pytest.raises(ScenarioError, match=r"^x.toml: steps: "):
+        scenario_from_dict({"steps": 0}, "x.toml")
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_resume_runs_only_missing_points(tmp_path) -> None:
+    """An interrupted sweep (here: one of two points done) re-runs only the other; a third run does nothing."""
+    from netbench.model.calibration import Calibration
+
+    scenario = scenario_from_dict({"grid": {"bw": ["100mbit"], "replicator": ["dct", "random"]}, "steps": 2, "warmup": 1,
+                                   "capture": False, "workload": TINY})
+    plan = points(scenario, tmp_path / "runs")
+    first = run_sweep(plan[:1], tmp_path, Calibration())  # the sweep "interrupted" after one point
+    assert (first.ran, first.skipped) == (1, 0)
+    second = run_sweep(plan, tmp_path, Calibration())
+    assert (second.ran, second.skipped) == (1, 1) and not second.failed
+    third = run_sweep(plan, tmp_path, Calibration())
+    assert (third.ran, third.skipped) == (0, 2)
+    summary = read_summary(tmp_path)
+    assert list(summary["key"]) == [p.key for p in plan] and set(summary["status"]) == {"ok"}
+    assert summary["pred_step_time_s"].notna().all()
