@@ -7,17 +7,17 @@ model takes both as measured inputs (the issue: "compute comes from the user or 
 and predicts the rest -- the replicator's encode/decode from the calibration and the
 collectives from link rate, delay, framing and per-message overhead.
 
-The emulated nodes are processes on one host: with more nodes than cores, N encoders that run
-at the same moment share C cores, so encode/decode takes N/C times its calibrated (one core per
-process) time. Nothing else is scaled: gloo's waits and the sleep-based stand-in compute leave
-the cores free.
+The emulated cluster is not quite the model's cluster (:mod:`netbench.model.testbed`): its nodes
+share the host's cores, so encode/decode of N nodes on C cores takes N/C times its calibrated
+time, and tbf's token bucket, refilled while a node computes, lets each step's first burst of
+bytes skip the rate limit. Both come from the host and the shaper's settings.
 
 Keys of the returned dict match the run summary's, so tables can put them side by side.
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import replace
 from typing import Any, Protocol, Sequence
 
 import pandas as pd
@@ -27,12 +27,12 @@ from netbench.model.calibration import Calibration, load_calibration
 from netbench.model.framing import Framing
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
+from netbench.model.testbed import bucket_credit_s, cpu_share, host_cpus
 from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
 
-__all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "host_cpus", "cpu_share", "predict", "predict_run",
-           "PREDICTED_KEYS"]
+__all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "predict", "predict_run", "PREDICTED_KEYS"]
 
 # The measured summary keys a prediction fills in (plus the measured inputs it used).
 PREDICTED_KEYS = ("step_time_s", "comm_time_s", "compress_time_s", "payload_bytes_per_step",
@@ -79,16 +79,6 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
     )
 
 
-def host_cpus() -> int:
-    """Cores this process may run on: the ones the emulated nodes share."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-def cpu_share(nodes: int, cpus: int) -> float:
-    """How many times longer CPU-bound work takes when ``nodes`` processes do it at once on ``cpus`` cores."""
-    return max(1.0, nodes / max(1, cpus))
-
-
 def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration,
             cpus: int | None = None) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores."""
@@ -96,7 +86,9 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
     if share > 1:
         scaled = {name: cost * share for name, cost in calibration.compression_s_per_param.items()}
         calibration = calibration.model_copy(update={"compression_s_per_param": scaled})
-    return estimate(scheme_from_config(config.replicator), shapes, scenario_for(config.cluster, local_s, calibration), calibration)
+    est = estimate(scheme_from_config(config.replicator), shapes, scenario_for(config.cluster, local_s, calibration), calibration)
+    credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
+    return replace(est, comm_time_s=est.comm_time_s - credit, step_time_s=est.step_time_s - credit)
 
 
 def as_summary(est: StepEstimate, calibration: Calibration) -> dict[str, Any]:

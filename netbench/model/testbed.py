@@ -1,0 +1,45 @@
+"""What an emulated cluster does that the model's real cluster does not, for predicting netbench runs.
+
+The analytic model describes N machines, each with its own cores and a NIC at the link rate.
+netbench emulates them as processes on one host behind tbf shapers, which differs in two ways
+that show up in measured step times; both are computed from the host and the shaper's own
+configuration, never fitted to measurements:
+
+* **Shared cores.** N nodes on C cores: when every node encodes/decodes at the same moment
+  (they do: the collectives keep them in step), CPU-bound work takes N/C times as long.
+* **The token bucket.** tbf lets a full bucket (``burst`` bytes, 2 ms of line rate and at least
+  10 frames) leave at veth speed; it refills at the link rate while the node computes, so each
+  step's first ``min(burst, refilled)`` bytes do not wait for the rate. At 10mbit the bucket
+  holds 15 kB, 12 ms: most of a small exchange (dct's ~22 kB) on 2 nodes.
+"""
+
+from __future__ import annotations
+
+import os
+
+from netbench.emulation.shaping import TbfParams
+from netbench.emulation.spec import ClusterSpec
+
+__all__ = ["host_cpus", "cpu_share", "bucket_credit_s"]
+
+
+def host_cpus() -> int:
+    """Cores this process may run on: the ones the emulated nodes share."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_share(nodes: int, cpus: int) -> float:
+    """How many times longer CPU-bound work takes when ``nodes`` processes do it at once on ``cpus`` cores."""
+    return max(1.0, nodes / max(1, cpus))
+
+
+def bucket_credit_s(cluster: ClusterSpec, idle_s: float, tx_bytes: float) -> float:
+    """Seconds of a step's transfer that tbf's refilled bucket saves.
+
+    The slower direction's shaper bounds the transfer, so its rate and burst count; ``idle_s`` is
+    the time the link rests each step (the local work), ``tx_bytes`` what the node sends.
+    """
+    rate = min(cluster.up.rate_bps, cluster.down.rate_bps)
+    burst = TbfParams.for_rate(rate, cluster.offload_enabled).burst_bytes
+    credit_bytes = min(burst, idle_s * rate / 8, tx_bytes)
+    return max(0.0, credit_bytes) * 8 / rate

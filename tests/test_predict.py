@@ -1,0 +1,67 @@
+"""Predictions for runs: measured local work in, the model's step out, with the emulator's own effects."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from netbench.emulation.spec import ClusterSpec
+from netbench.model.calibration import Calibration
+from netbench.model.predict import local_time_s, predict, predict_run, workload_shapes
+from netbench.model.testbed import bucket_credit_s, cpu_share
+from netbench.orchestrator.config import RunConfig
+from netbench.replicators.config import ReplicatorConfig
+from netbench.workloads.config import WorkloadConfig
+
+SHAPES = WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256", compute_ms=50)
+
+
+def config(name: str = "full", nodes: int = 2, rate: float = 100e6) -> RunConfig:
+    cluster = ClusterSpec(nodes=nodes, up={"rate_bps": rate}, down={"rate_bps": rate})
+    return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name=name), workload=SHAPES, capture=False)
+
+
+def steps(compute: list[float], apply: list[float], warmup: int = 1) -> pd.DataFrame:
+    rows = [{"rank": r, "step": s, "warmup": s < warmup, "compute_s": c, "apply_s": a}
+            for r in (0, 1) for s, (c, a) in enumerate(zip(compute, apply))]
+    return pd.DataFrame(rows)
+
+
+def test_local_time_is_compute_plus_apply_after_warmup_at_the_slowest_node() -> None:
+    frame = steps([9.0, 0.05, 0.05, 0.06], [1.0, 0.01, 0.01, 0.01])
+    frame.loc[frame["rank"] == 1, "compute_s"] += 0.01  # rank 1 is slower
+    # rank 1 after warm-up: compute 0.06, 0.06, 0.07 + apply 0.01 -> median 0.07 (rank 0: 0.06); warm-up's 10 s ignored
+    assert local_time_s(frame) == pytest.approx(0.07)
+    assert local_time_s(pd.DataFrame()) is None
+
+
+def test_cpu_share_only_beyond_the_cores() -> None:
+    assert cpu_share(2, 2) == 1.0 and cpu_share(4, 2) == 2.0 and cpu_share(3, 8) == 1.0
+
+
+def test_bucket_credit_is_the_refilled_burst() -> None:
+    ten = ClusterSpec(nodes=2, up={"rate_bps": 10e6}, down={"rate_bps": 10e6})
+    # 10mbit: burst is 10 frames (15140 B), 12.1 ms of line rate, once refilled
+    assert bucket_credit_s(ten, idle_s=0.05, tx_bytes=1e6) == pytest.approx(15140 * 8 / 10e6)
+    assert bucket_credit_s(ten, idle_s=0.05, tx_bytes=5000) == pytest.approx(5000 * 8 / 10e6)  # small sends: all of it
+    assert bucket_credit_s(ten, idle_s=0.001, tx_bytes=1e6) == pytest.approx(0.001)  # 1 ms idle refills 1 ms worth
+    gig = ClusterSpec(nodes=2, up={"rate_bps": 1e9}, down={"rate_bps": 1e9})
+    assert bucket_credit_s(gig, idle_s=0.05, tx_bytes=1e9) == pytest.approx(2e-3)  # 2 ms of line rate
+
+
+def test_prediction_adds_measured_local_work_to_model_comm_and_compression() -> None:
+    calib = Calibration(source="measured", compression_s_per_param={"dct": 1e-8})
+    shapes = workload_shapes(SHAPES)
+    two = predict(config("dct", 2), shapes, 0.05, calib, cpus=2)
+    four = predict(config("dct", 4), shapes, 0.05, calib, cpus=2)
+    assert two.compression_time_s == pytest.approx(393_856 * 1e-8)
+    assert four.compression_time_s == pytest.approx(2 * two.compression_time_s)  # 4 nodes on 2 cores
+    assert two.step_time_s == pytest.approx(0.05 + two.compression_time_s + two.comm_time_s)
+
+
+def test_predict_run_reports_errors_instead_of_raising() -> None:
+    frame = steps([0.05, 0.05], [0.01, 0.01])
+    out = predict_run(config(), frame, n_params=393_856, calibration=Calibration(), cpus=2)
+    assert out["step_time_s"] > 0.06 and out["payload_bytes_per_step"] == 393_856 * 4 and out["calibration"] == "defaults"
+    assert "error" in predict_run(config(), frame, n_params=5, calibration=Calibration())
+    assert predict_run(config(), pd.DataFrame(), calibration=Calibration()) == {"error": "no measured steps"}
