@@ -106,7 +106,7 @@ def repredict(folder: Path, calibration_path: Path) -> None:
         config = RunConfig.model_validate(json.loads(run_json.read_text())["config"])
         predicted = predict_point(config, run_json.parent, calib)
         for key in PREDICTED:
-            frame.loc[i, f"pred_{key}"] = predicted.get(key)
+            frame.loc[i, f"pred_{key}"] = predicted.get(key, float("nan"))
         frame.loc[i, "prediction_error"] = predicted.get("error", "")
     write_summary(folder, frame)
     doc = load_sweep_json(folder)

@@ -51,9 +51,19 @@ class SweepOutcome:
     interrupted: bool
 
 
+TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error")
+
+
 def read_summary(out: Path) -> pd.DataFrame:
+    """summary.csv with its text columns as text (an all-empty column would otherwise read back as float NaN)."""
     path = out / SUMMARY
-    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=["key", "status", "run_dir"])
+    if not path.exists():
+        return pd.DataFrame(columns=["key", "status", "run_dir"])
+    frame = pd.read_csv(path, dtype={c: str for c in TEXT})
+    for column in TEXT:
+        if column in frame:
+            frame[column] = frame[column].fillna("")
+    return frame
 
 
 def write_summary(out: Path, frame: pd.DataFrame) -> None:
