@@ -68,7 +68,9 @@ def test_payload_plus_framing_explains_wire(tmp_path) -> None:
     steps = steps[~steps["warmup"]]
     totals = steps.groupby("rank").sum(numeric_only=True)  # a step's tail may drain in the next step's window
     payload, captured = totals["payload_bytes"], totals["capture_tx_payload_bytes"]
-    assert ((captured - payload) / payload).between(0, 0.03).all()  # gloo's own message headers only
+    # Above: gloo's own message headers (< 3%). Below: the last step's final segments may still be
+    # draining when its window closes, which nothing after it collects (< 1%).
+    assert ((captured - payload) / payload).between(-0.01, 0.03).all()
     framing = totals["capture_tx_wire_bytes"] - captured
     frames = totals["capture_tx_packets"]
     assert (framing <= frames * 66 * 1.01).all() and (framing >= frames * 66 * 0.99).all()  # 66 B of headers per frame
