@@ -85,7 +85,6 @@ def test_run_with_delay_uses_the_delay_line(tmp_path) -> None:
 
 def test_killed_worker_fails_the_run_cleanly(tmp_path) -> None:
     def kill_rank1(cluster) -> None:
-        record = tmp_path.glob("*/workers/rank1.jsonl")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # wait until rank 1 has measured a few steps
             files = list(tmp_path.glob("*/workers/rank1.jsonl"))
@@ -94,7 +93,6 @@ def test_killed_worker_fails_the_run_cleanly(tmp_path) -> None:
             time.sleep(0.05)
         worker = next(p for p in cluster.nodes[1].processes)
         os.kill(worker.pid, signal.SIGKILL)
-        del record
 
     started = time.monotonic()
     result = run(config(tmp_path, "full", steps=500, timeout_s=10), on_cluster=kill_rank1)

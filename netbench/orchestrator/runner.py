@@ -73,7 +73,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: Path) -> list[Pa
 def _steps_done(path: Path) -> int:
     try:
         with path.open("rb") as fh:
-            return sum(1 for line in fh if line.startswith(b'{"event": "step"') or b'"event": "step"' in line[:40])
+            return sum(1 for line in fh if line.startswith(b'{"event": "step"'))  # the worker writes "event" first
     except OSError:
         return 0
 
@@ -113,7 +113,8 @@ def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float,
                 codes[rank] = 0  # crashed on the way out (gloo teardown) after recording everything
         if any(code not in (None, 0) for code in codes):
             raise WorkerFailure(_root_cause(procs, record_paths))
-        done = min(_steps_done(p) for p in record_paths)
+        counts = [_steps_done(p) for p in record_paths]
+        done = min(counts)
         if progress:
             progress(done, total)
         if all(code == 0 for code in codes):
@@ -122,8 +123,8 @@ def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float,
         if done != last_done:
             last_done, last_progress = done, now
         elif now - last_progress > deadline_s:
-            slow = min(range(len(record_paths)), key=lambda r: _steps_done(record_paths[r]))
-            raise WorkerFailure(f"no progress for {deadline_s:.0f} s (node {slow} is at step {_steps_done(record_paths[slow])})")
+            slow = counts.index(done)
+            raise WorkerFailure(f"no progress for {deadline_s:.0f} s (node {slow} is at step {done})")
         time.sleep(0.1)
 
 
