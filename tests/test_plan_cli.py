@@ -128,8 +128,6 @@ def test_bad_input_one_line_exit_2(capsys, args, needle):
     assert needle in plan_error(capsys, *base, *args)
 
 
-@pytest.mark.xfail(reason="netbench.cli.app.main catches click.UsageError, but typer 0.29 raises its vendored "
-                          "typer._click exceptions, so option type errors escape as a traceback", strict=False)
 def test_option_type_error_one_line_exit_2(capsys):
     assert "--topk" in plan_error(capsys, "--replicator", "lowrank", "--topk", "x")
 

@@ -86,7 +86,8 @@ def run(
     workload: str = ropt.WorkloadOpt,
     shapes: str = ropt.ShapesOpt,
     compute_ms: float = ropt.ComputeMsOpt,
-    timeout: float = typer.Option(30.0, "--timeout", help="Collective timeout in seconds (a dead peer fails the run)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Collective timeout in seconds (a dead peer fails the run within it); "
+                                            "default: 4x the model's slowest collective on these links, at least 30 s."),
     capture: bool = typer.Option(True, "--capture/--no-capture", help="Capture packet headers on every link."),
     pcap: bool = typer.Option(False, "--pcap", help="Keep the pcap files in the run directory."),
     out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory."),

@@ -25,7 +25,8 @@ class RunConfig(BaseModel):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     steps: int = Field(20, ge=1, le=100_000, description="measured optimizer steps")
     warmup_steps: int = Field(2, ge=0, le=1000, description="steps run first and left out of the summary")
-    timeout_s: float = Field(30.0, gt=0, le=3600, description="collective timeout: a dead peer fails the run within it")
+    timeout_s: float | None = Field(None, gt=0, le=3600, description="collective timeout (s): a dead peer fails the run within it; "
+                                    "None: from the model's slowest collective on these links (orchestrator.timeouts)")
     capture: bool = Field(True, description="capture packet headers on every switch port")
     keep_pcap: bool = Field(False, description="keep the pcap files in the run directory")
     out_dir: Path = Field(DEFAULT_REPORTS, description="parent of the run directory")

@@ -28,6 +28,7 @@ from netbench.emulation.naming import RunNames
 from netbench.model.predict import predict_run
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.timeouts import collective_timeout_s
 from netbench.worker.spec import WorkerSpec
 
 Progress = Callable[[int, int], None]  # (steps done by the slowest node, total steps)
@@ -55,14 +56,14 @@ def _versions() -> dict[str, str]:
             "pyroute2": pyroute2.__version__, "scapy": scapy.VERSION, "kernel": platform.release()}
 
 
-def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: Path) -> list[Path]:
+def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: Path, timeout_s: float) -> list[Path]:
     paths = []
     for node in cluster.nodes:
         spec = WorkerSpec(
             rank=node.index, world_size=len(cluster.nodes), master_addr=cluster.nodes[0].address, master_port=RENDEZVOUS_PORT,
             iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
             workload=config.workload, out_path=str(run_dir / "workers" / f"rank{node.index}.jsonl"),
-            timeout_s=config.timeout_s, threads=config.threads,
+            timeout_s=timeout_s, threads=config.threads,
         )
         path = run_dir / "workers" / f"rank{node.index}.spec.json"
         path.write_text(spec.model_dump_json(indent=2))
@@ -142,6 +143,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
     pcaps: dict[int, Path] = {}
     capture_drops: dict[str, int] = {}
     started = time.time()
+    timeout_s = collective_timeout_s(config)
     try:
         with Cluster(config.cluster, names=names) as cluster:
             cluster_info = cluster.describe()
@@ -149,7 +151,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
             capture = Capture(cluster.switch, [n.port for n in cluster.nodes], pcap_dir) if config.capture and Capture.available() else None
             if capture:
                 capture.start()
-            spec_paths = _worker_specs(config, cluster, run_dir)
+            spec_paths = _worker_specs(config, cluster, run_dir, timeout_s)
             record_paths = [run_dir / "workers" / f"rank{i}.jsonl" for i in range(len(cluster.nodes))]
             procs = []
             for node, spec_path in zip(cluster.nodes, spec_paths):
@@ -159,7 +161,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
             if on_cluster:
                 on_cluster(cluster)
             try:
-                _watch(procs, record_paths, config.warmup_steps + config.steps, deadline_s=config.timeout_s * 2 + 30, progress=progress)
+                _watch(procs, record_paths, config.warmup_steps + config.steps, deadline_s=timeout_s * 2 + 30, progress=progress)
             except WorkerFailure as exc:
                 status, reason = "failed", str(exc)
             finally:
@@ -172,14 +174,15 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
         status, reason = "failed", f"terminated (exit {exc.code})"
     except Exception as exc:  # noqa: BLE001 - recorded in run.json, then re-raised below for the CLI
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
-    result = _collect(config, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings)
+    result = _collect(config, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings, timeout_s)
     if not config.keep_pcap:
         shutil.rmtree(pcap_dir, ignore_errors=True)
     return result
 
 
 def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: dict, pcaps: dict[int, Path],
-             capture_drops: dict[str, int], status: str, reason: str | None, started: float, warnings: list[str]) -> RunResult:
+             capture_drops: dict[str, int], status: str, reason: str | None, started: float, warnings: list[str],
+             timeout_s: float) -> RunResult:
     """Whatever happened, write steps.csv and run.json from what was measured."""
     records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes)}
     steps = results.steps_frame(records)
@@ -203,7 +206,7 @@ def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: di
     run_json = {
         "run_id": names.run_id, "status": status, "reason": reason, "warnings": warnings,
         "started": dt.datetime.fromtimestamp(started).isoformat(), "wall_s": time.time() - started,
-        "argv": sys.argv, "config": json.loads(config.model_dump_json()), "cluster": cluster_info,
+        "argv": sys.argv, "config": json.loads(config.model_dump_json()), "collective_timeout_s": timeout_s, "cluster": cluster_info,
         "versions": _versions(), "workload": {"n_params": (starts.get(0) or {}).get("n_params"), "n_tensors": (starts.get(0) or {}).get("n_tensors")},
         "capture": {"enabled": bool(pcaps), "dropped_by_port": capture_drops, "bytes_by_peer": peers},
         "summary": summary,

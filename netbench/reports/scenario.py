@@ -80,7 +80,7 @@ class SweepScenario(BaseModel):
     grid: Grid = Field(default_factory=Grid)
     steps: int = Field(10, ge=1, le=100_000, description="measured steps per point")
     warmup: int = Field(2, ge=0, le=1000, description="warm-up steps per point")
-    timeout_s: float = Field(30.0, gt=0, le=3600, description="collective timeout per point")
+    timeout_s: float | None = Field(None, gt=0, le=3600, description="collective timeout per point; unset: from the model")
     capture: bool = Field(True, description="capture packet headers (parsing them costs seconds per point)")
     threads: int = Field(1, ge=1, le=64)
     calibrate: bool = Field(False, description="measure this host's model constants on this workload before the first point")

@@ -1,0 +1,70 @@
+"""How long one collective may take before a run calls its peer dead.
+
+gloo's timeout bounds every single operation. A fixed 30 s is right for a dead peer on a fast
+link but kills healthy runs on slow ones: one all-reduce of a 57 MB gradient at 10 Mbit/s takes
+about 50 s. So the default comes from the analytic model: the slowest single collective call the
+replicator makes, at the link's rate (lowered by what TCP can sustain under the configured loss),
+with a safety factor, and never below a floor that covers process start-up and rendezvous.
+"""
+
+from __future__ import annotations
+
+import math
+
+from netbench.model.calibration import load_calibration
+from netbench.model.collectives import Link, cost, pattern
+from netbench.model.framing import Framing
+from netbench.model.predict import scenario_for, workload_shapes
+from netbench.model.schemes import scheme_from_config
+from netbench.model.traffic import Exchange
+from netbench.orchestrator.config import RunConfig
+
+__all__ = ["FLOOR_S", "CEILING_S", "SAFETY", "loss_limited_bps", "slowest_call_s", "collective_timeout_s"]
+
+FLOOR_S = 30.0  # start-up of 8 workers importing torch on 2 cores, and the rendezvous, fit in this
+CEILING_S = 3600.0  # RunConfig's upper bound on timeout_s
+FALLBACK_S = 120.0  # when the model cannot say (it always should; this keeps a model bug from failing runs)
+SAFETY = 4.0  # measured collectives come within ~20% of the model; 4x leaves room for host load
+_MSS_BITS = 1448 * 8
+_RTT_FLOOR_S = 0.010  # loss recovery waits on at least this much (timers, delayed ACKs) even on a 0-delay link
+
+
+def loss_limited_bps(rate_bps: float, loss: float, one_way_delay_s: float) -> float:
+    """The link rate, or what one TCP flow sustains under random ``loss`` (Mathis et al. 1997), if lower."""
+    if loss <= 0:
+        return rate_bps
+    rtt = max(2 * one_way_delay_s, _RTT_FLOOR_S)
+    return min(rate_bps, 1.22 * _MSS_BITS / (rtt * math.sqrt(loss)))
+
+
+def _call_s(exchange: Exchange, peers: int, link: Link, framing: Framing) -> float:
+    """One call of ``exchange`` (bytes_per_step is what a communicating step sends, split over its calls)."""
+    if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
+        return 0.0
+    per_call = exchange.bytes_per_step / exchange.calls
+    return cost(pattern(exchange.collective, "ring", per_call, peers), link, framing).time_s
+
+
+def slowest_call_s(config: RunConfig) -> float:
+    """The model's time for the replicator's largest single collective call on this run's links."""
+    calibration = load_calibration()
+    spec = config.cluster
+    scenario = scenario_for(spec, 0.0, calibration)
+    delay = spec.one_way_delay_s()
+    up = loss_limited_bps(spec.up.rate_bps, spec.up.loss, delay)
+    down = loss_limited_bps(spec.down.rate_bps, spec.up.loss, delay)
+    exchanges = scheme_from_config(config.replicator).exchanges(workload_shapes(config.workload, spec.nodes), spec.nodes)
+    times = [_call_s(ex, spec.nodes, Link(up, down, delay + calibration.overhead(ex.collective)), scenario.framing)
+             for ex in exchanges]
+    return max(times, default=0.0)
+
+
+def collective_timeout_s(config: RunConfig) -> float:
+    """``config.timeout_s`` when the user gave one, else the model's slowest call x SAFETY, within [FLOOR_S, CEILING_S]."""
+    if config.timeout_s is not None:
+        return config.timeout_s
+    try:
+        slowest = slowest_call_s(config)
+    except Exception:  # noqa: BLE001 - the model never fails a run; fall back to a generous fixed bound
+        return FALLBACK_S
+    return min(CEILING_S, max(FLOOR_S, SAFETY * slowest + FLOOR_S / 3))
