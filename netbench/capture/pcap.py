@@ -18,6 +18,8 @@ from scapy.utils import RawPcapReader
 
 MSS = 1448  # MTU 1500 minus IPv4, TCP and the timestamp option
 COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only"]
+# What per_step adds to steps.csv, in order; runs without a capture keep these columns, empty.
+STEP_COLUMNS = [f"capture_{d}_{name}" for d in ("tx", "rx") for name in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes")]
 
 
 def parse_pcap(path: Path, node_address: str) -> pd.DataFrame:
@@ -58,9 +60,8 @@ def per_step(packets: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """
     out = windows[["step"]].copy()
     if packets.empty:
-        for d in ("tx", "rx"):
-            for col in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes"):
-                out[f"capture_{d}_{col}"] = 0
+        for column in STEP_COLUMNS:
+            out[column] = 0
         return out
     edges = [windows["t_from"].iloc[0], *windows["t_to"].tolist()]
     bins = pd.cut(packets["t"], bins=edges, labels=windows["step"].tolist(), right=True)

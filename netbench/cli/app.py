@@ -31,6 +31,7 @@ from netbench.cli import commands_net  # noqa: E402,F401
 from netbench.cli import commands_run  # noqa: E402,F401
 from netbench.cli import commands_model  # noqa: E402,F401
 from netbench.cli import commands_sweep  # noqa: E402,F401
+from netbench.cli import commands_worker  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -34,7 +34,7 @@ def _config(**kw):
 def summary_table(summary: dict) -> Table:
     """Median step time and its breakdown, bytes per step per node (payload vs wire)."""
     table = Table(title=f"netbench run {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes, "
-                        f"{format_rate(summary['bw_bps'])}, delay {summary['delay_ms']:g} ms ({summary['status']})")
+                        f"{format_rate(summary['bw_bps']) if summary.get('bw_bps') else 'link rate unknown'}, delay {summary['delay_ms']:g} ms ({summary['status']})")
     table.add_column("metric")
     table.add_column("measured", justify="right")
     predicted = summary.get("predicted", {})

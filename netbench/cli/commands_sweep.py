@@ -148,12 +148,15 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
 
 @app.command()
 def report(
-    folder: Path = typer.Argument(..., help="Sweep folder (holds summary.csv)."),
+    folder: Path = typer.Argument(..., help="Sweep folder (holds summary.csv), or one run's directory (holds run.json)."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Re-predict every point with this calibration first."),
 ) -> None:
-    """Regenerate a sweep's report.md and plots from its summary.csv."""
+    """Regenerate a sweep's report.md and plots from its summary.csv, or show one run's measurement beside the model."""
     from netbench.reports.report import generate_report, repredict
 
+    if (folder / "run.json").is_file() and not (folder / "summary.csv").is_file():
+        _run_report(folder, calibration)
+        return
     if not (folder / "summary.csv").is_file():
         raise UserError(f"{folder}: no summary.csv here (is it a sweep folder?)")
     if calibration is not None:
@@ -164,3 +167,23 @@ def report(
     console.print(f"report: {result.markdown}")
     for line in result.accuracy_lines():
         print(line)
+
+
+def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
+    """One run (`netbench run` or `netbench worker`): its summary table, measured beside the prediction made when it ran."""
+    import json
+
+    from netbench.cli.commands_run import summary_table
+
+    if calibration is not None:
+        raise UserError("--calibration re-predicts sweep folders; a run directory keeps the prediction made when it ran")
+    try:
+        run_json = json.loads((run_dir / "run.json").read_text())
+        summary = run_json["summary"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"{run_dir}: unreadable run.json ({type(exc).__name__}: {exc})") from None
+    Console().print(summary_table(summary))
+    if summary.get("prediction_error"):
+        console.print(f"model: {summary['prediction_error']}")
+    if run_json.get("status") != "ok":
+        console.print(f"[red]run failed:[/] {run_json.get('reason')}")

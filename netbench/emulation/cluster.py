@@ -15,9 +15,6 @@ import json
 import select
 import signal
 import threading
-from contextlib import contextmanager
-from types import FrameType
-from typing import Iterator
 
 from pyroute2 import IPRoute
 
@@ -25,6 +22,7 @@ from netbench.emulation import delayline, netns, offload, shaping
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
+from netbench.emulation.signals import raise_system_exit, signals_held
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 
 _QUIET_SYSCTLS = {  # no IPv6 router/neighbour chatter on the measured wires
@@ -77,7 +75,7 @@ class Cluster:
     # ---------------------------------------------------------------- context
     def __enter__(self) -> "Cluster":
         if threading.current_thread() is threading.main_thread():
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _raise_system_exit)
+            self._previous_sigterm = signal.signal(signal.SIGTERM, raise_system_exit)
         try:
             self.up()
         except BaseException:
@@ -151,7 +149,7 @@ class Cluster:
         """Stop every process in the run's namespaces and delete the namespaces (idempotent)."""
         if not self._up:
             return
-        with _signals_held():
+        with signals_held():
             everyone = [self.switch, *self.nodes]
             for ns in everyone:
                 ns.stop_processes()
@@ -222,21 +220,3 @@ def _set_link_state(port: str, up: bool) -> None:
 
 def _impairment(direction) -> dict:
     return {"delay_s": direction.delay_s, "jitter_s": direction.jitter_s, "loss": direction.loss}
-
-
-def _raise_system_exit(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
-
-
-@contextmanager
-def _signals_held() -> Iterator[None]:
-    """Block SIGINT/SIGTERM (delivered afterwards) so teardown always finishes."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -6,15 +6,25 @@ times the slowest node (the cluster moves at its pace): the largest per-node med
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
+import platform
 import statistics
+import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from netbench import __version__
+from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import by_peer, parse_pcap, per_step
+from netbench.model.predict import predict_run
+
+if TYPE_CHECKING:
+    from netbench.orchestrator.config import RunConfig
 
 TIME_FIELDS = ("step_s", "compute_s", "compress_s", "comm_s", "decode_s", "apply_s")
 
@@ -86,7 +96,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     }
     nodes = {}
     for name, column in byte_fields.items():
-        if column in measured:
+        if column in measured and measured[column].notna().any():  # capture columns stay empty without a capture
             medians = per_node[column].median()
             out[name] = float(medians.median())
             for rank, value in medians.items():
@@ -97,7 +107,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     first = measured[measured["step"] == measured["step"].min()]
     out["first_loss"] = _median(first["loss"].tolist())
     if "capture_tx_wire_bytes" in measured and "tx_bytes" in measured:
-        both = measured[measured["tx_bytes"] > 0]
+        both = measured[(measured["tx_bytes"] > 0) & measured["capture_tx_wire_bytes"].notna()]
         if not both.empty:
             rel = (both["capture_tx_wire_bytes"] - both["tx_bytes"]).abs() / both["tx_bytes"]
             out["capture_vs_counter_max_rel_diff"] = float(rel.max())
@@ -111,3 +121,63 @@ def write_steps_csv(steps: pd.DataFrame, path: Path) -> None:
 
 def write_run_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def versions() -> dict[str, str]:
+    import pyroute2
+    import scapy
+    import torch
+
+    return {"netbench": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "pyroute2": pyroute2.__version__, "scapy": scapy.VERSION, "kernel": platform.release()}
+
+
+def config_summary(config: "RunConfig") -> dict[str, Any]:
+    """The configuration fields every run summary carries (rates None where a real link's rate is unknown)."""
+    cluster = config.cluster
+    up, down = cluster.up.rate_bps, cluster.down.rate_bps
+    return {
+        "replicator": config.replicator.name, "nodes": cluster.nodes, "bw_bps": min(up, down) if up and down else None,
+        "up_bps": up, "down_bps": down, "delay_ms": cluster.one_way_delay_s() * 1e3, "jitter_ms": cluster.up.jitter_s * 1e3,
+        "loss": cluster.up.loss, "steps": config.steps,
+    }
+
+
+def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]], *, run_id: str, status: str,
+              reason: str | None, started: float, warnings: list[str], cluster: dict[str, Any],
+              extra: dict[str, Any] | None = None, pcaps: dict[int, Path] | None = None,
+              addresses: dict[int, str] | None = None, capture: dict[str, Any] | None = None,
+              cpus: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Write a run directory's steps.csv and run.json from every rank's records; returns (summary, run.json).
+
+    The one writer of the format, shared by `netbench run` (emulated cluster, optional capture)
+    and rank 0 of `netbench worker` (real hosts under torchrun): ``cluster`` says how the nodes
+    came to be, ``extra`` adds top-level run.json keys, ``capture`` extra capture facts, and
+    ``cpus`` the cores the model takes the nodes to share (None: this host's, as emulated nodes do).
+    """
+    steps = steps_frame(records)
+    peers: dict = {}
+    if pcaps and not steps.empty:
+        steps, peers = attach_capture(steps, pcaps, addresses or {})
+    for column in CAPTURE_COLUMNS:  # the same columns with or without a capture
+        if column not in steps:
+            steps[column] = pd.Series(dtype="float64")
+    write_steps_csv(steps, run_dir / "steps.csv")
+    summary = summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
+    summary.update({"run_id": run_id, "status": status, "reason": reason, **config_summary(config),
+                    "delay_engine": cluster.get("delay_engine"), "run_dir": str(run_dir)})
+    start = next((x for x in records.get(0, []) if x.get("event") == "start"), None) or {}
+    if status == "ok":  # the model's prediction beside the measurement; a model failure never fails the run
+        known = summary["up_bps"] and summary["down_bps"]  # a real NIC may report no rate (`netbench worker`)
+        predicted = predict_run(config, steps, start.get("n_params"), cpus=cpus) if known else {"error": "link rate unknown"}
+        summary["predicted" if "error" not in predicted else "prediction_error"] = predicted.get("error", predicted)
+    run_json = {
+        "run_id": run_id, "status": status, "reason": reason, "warnings": warnings,
+        "started": dt.datetime.fromtimestamp(started).isoformat(), "wall_s": time.time() - started,
+        "argv": sys.argv, "config": json.loads(config.model_dump_json()), **(extra or {}), "cluster": cluster,
+        "versions": versions(), "workload": {"n_params": start.get("n_params"), "n_tensors": start.get("n_tensors")},
+        "capture": {"enabled": bool(pcaps), **(capture or {}), "bytes_by_peer": peers},
+        "summary": summary,
+    }
+    write_run_json(run_dir / "run.json", run_json)
+    return summary, run_json

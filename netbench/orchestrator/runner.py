@@ -8,11 +8,8 @@ and still writes both files, with ``status: failed`` and the reason naming the n
 from __future__ import annotations
 
 import datetime as dt
-import json
-import platform
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,12 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from netbench import __version__
 from netbench.capture.tcpdump import Capture
 from netbench.emulation.cleanup import find_leftovers
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
-from netbench.model.predict import predict_run
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.timeouts import collective_timeout_s
@@ -45,15 +40,6 @@ class RunResult:
 
 class WorkerFailure(RuntimeError):
     """A worker ended badly; the message names the node."""
-
-
-def _versions() -> dict[str, str]:
-    import pyroute2
-    import scapy
-    import torch
-
-    return {"netbench": __version__, "python": platform.python_version(), "torch": torch.__version__,
-            "pyroute2": pyroute2.__version__, "scapy": scapy.VERSION, "kernel": platform.release()}
 
 
 def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: Path, timeout_s: float) -> list[Path]:
@@ -185,31 +171,8 @@ def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: di
              timeout_s: float) -> RunResult:
     """Whatever happened, write steps.csv and run.json from what was measured."""
     records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes)}
-    steps = results.steps_frame(records)
-    peers: dict = {}
-    if pcaps and not steps.empty:
-        addresses = {rank: names.address(rank) for rank in pcaps}
-        steps, peers = results.attach_capture(steps, pcaps, addresses)
-    results.write_steps_csv(steps, run_dir / "steps.csv")
-    summary = results.summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
-    summary.update({
-        "run_id": names.run_id, "status": status, "reason": reason, "replicator": config.replicator.name, "nodes": config.cluster.nodes,
-        "bw_bps": min(config.cluster.up.rate_bps, config.cluster.down.rate_bps), "up_bps": config.cluster.up.rate_bps,
-        "down_bps": config.cluster.down.rate_bps, "delay_ms": config.cluster.one_way_delay_s() * 1e3,
-        "jitter_ms": config.cluster.up.jitter_s * 1e3, "loss": config.cluster.up.loss, "steps": config.steps,
-        "delay_engine": cluster_info.get("delay_engine"), "run_dir": str(run_dir),
-    })
-    starts = {r: next((x for x in recs if x.get("event") == "start"), None) for r, recs in records.items()}
-    if status == "ok":  # the model's prediction beside the measurement; a model failure never fails the run
-        predicted = predict_run(config, steps, (starts.get(0) or {}).get("n_params"))
-        summary["predicted" if "error" not in predicted else "prediction_error"] = predicted.get("error", predicted)
-    run_json = {
-        "run_id": names.run_id, "status": status, "reason": reason, "warnings": warnings,
-        "started": dt.datetime.fromtimestamp(started).isoformat(), "wall_s": time.time() - started,
-        "argv": sys.argv, "config": json.loads(config.model_dump_json()), "collective_timeout_s": timeout_s, "cluster": cluster_info,
-        "versions": _versions(), "workload": {"n_params": (starts.get(0) or {}).get("n_params"), "n_tensors": (starts.get(0) or {}).get("n_tensors")},
-        "capture": {"enabled": bool(pcaps), "dropped_by_port": capture_drops, "bytes_by_peer": peers},
-        "summary": summary,
-    }
-    results.write_run_json(run_dir / "run.json", run_json)
+    summary, run_json = results.write_run(
+        run_dir, config, records, run_id=names.run_id, status=status, reason=reason, started=started, warnings=warnings,
+        cluster=cluster_info, extra={"collective_timeout_s": timeout_s}, pcaps=pcaps,
+        addresses={rank: names.address(rank) for rank in pcaps}, capture={"dropped_by_port": capture_drops})
     return RunResult(run_dir, status, reason, summary, run_json)

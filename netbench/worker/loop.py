@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -123,8 +124,12 @@ class WorkerRun:
         return done
 
 
-def run_worker(resolved: ResolvedSpec) -> int:
-    """Run one worker to completion; returns the exit code (0: done event, 1: error event written)."""
+def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = None) -> int:
+    """Run one worker to completion; returns the exit code (0: done event, 1: error event written).
+
+    ``after_steps`` runs once the done event is written, while the process group is still up:
+    `netbench worker` gathers every rank's records to rank 0 there. If it fails, the run fails.
+    """
     spec = resolved.spec
     on_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
@@ -132,6 +137,8 @@ def run_worker(resolved: ResolvedSpec) -> int:
         worker = WorkerRun(resolved, writer)
         try:
             worker.run()
+            if after_steps is not None:
+                after_steps()
             code = 0
         except BaseException as exc:  # noqa: BLE001 - every failure, SIGTERM and Ctrl-C included, leaves an error event
             traceback.print_exc(file=sys.stderr)

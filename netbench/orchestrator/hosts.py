@@ -1,0 +1,251 @@
+"""`netbench worker`: one host's rank of a run on real machines under torchrun, and rank 0's run directory.
+
+torchrun starts the worker on every host (c10d rendezvous) and sets RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR and MASTER_PORT. Each rank runs the emulated nodes' loop (:mod:`netbench.worker`),
+recording every step to a file on its own host as it goes, so a failure keeps what was measured.
+After the last step, while the gloo group is still up, every rank sends its records to rank 0
+(``gather_object``), and rank 0 writes the same run directory as `netbench run`, through the same
+writer (:func:`netbench.orchestrator.results.write_run`). There is no packet capture here: wire
+bytes come from the interface counters, and the capture columns of steps.csv stay empty.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import secrets
+import socket
+import sys
+import time
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute
+from pyroute2.ethtool import Ethtool
+
+from netbench.emulation.hostshaping import HostShaper, offload_on
+from netbench.emulation.spec import ClusterSpec, DirectionSpec
+from netbench.model.testbed import host_cpus
+from netbench.orchestrator import results
+from netbench.orchestrator.config import RunConfig
+from netbench.worker.counters import CounterError, read_counters
+from netbench.worker.records import RecordWriter
+from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, resolve
+
+NO_CAPTURE = "worker mode (torchrun on real hosts) captures no packets: wire bytes come from the interface counters"
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """Everything this rank needs, known before the host is touched."""
+
+    config: RunConfig  # the run as `netbench run` records it; its cluster describes the real links
+    spec: ResolvedSpec  # this rank's worker, records to ``partial``
+    run_id: str
+    shaping: DirectionSpec | None  # egress shaping this rank applies (local rank 0 of a shaped run only)
+    partial: Path  # this host's record file while the run is in progress
+
+
+@dataclass
+class HostOutcome:
+    """What run_host leaves: the exit code and, on rank 0, the run directory and its summary."""
+
+    code: int
+    rank: int
+    run_dir: Path | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    kept: Path | None = None  # records left on this host because they never reached rank 0
+
+
+def rendezvous(iface: str, environ: dict[str, str] | None = None) -> ResolvedSpec:
+    """Rank and world from torchrun's environment, and a check that ``iface`` exists; SpecError otherwise."""
+    env = os.environ if environ is None else environ
+    missing = [var for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if var not in env]
+    if missing:
+        raise SpecError(f"{', '.join(missing)} not set: start `netbench worker` with torchrun on every host (README: Multiple hosts)")
+    try:
+        read_counters(iface)
+    except CounterError as exc:
+        raise SpecError(f"--iface: {exc}") from None
+    return resolve(WorkerSpec(iface=iface, out_path="-"), env)
+
+
+def run_id_from(given: str | None, environ: dict[str, str] | None = None) -> str:
+    """--run-id, else torchrun's --rdzv-id (TORCHELASTIC_RUN_ID), else a fresh one; safe as a file name."""
+    env = os.environ if environ is None else environ
+    run_id = given or env.get("TORCHELASTIC_RUN_ID", "")
+    if run_id in ("", "none"):  # torchrun's default rdzv id is the literal "none"
+        return secrets.token_hex(3)
+    if not _RUN_ID.fullmatch(run_id):
+        raise SpecError(f"--run-id: {run_id!r} must be 1-64 letters, digits, '.', '_' or '-'")
+    return run_id
+
+
+def link_speed_bps(iface: str) -> float | None:
+    """The NIC's reported line rate (ethtool), or None where it reports none (many virtual NICs)."""
+    tool = Ethtool()
+    try:
+        speed = tool.get_link_mode(iface).speed
+    except Exception:  # noqa: BLE001 - no ethtool support: unknown
+        return None
+    finally:
+        tool.close()
+    return float(speed) * 1e6 if isinstance(speed, int) and 0 < speed < 0xFFFF_FFFF else None
+
+
+def cluster_spec(world_size: int, iface: str, shaping: DirectionSpec | None, rate_bps: float | None = None) -> ClusterSpec:
+    """The real cluster as the model sees it: every host's egress at the shaped rate (or the NIC's), no down shaper.
+
+    Built without validation: real clusters may have one node or NICs beyond the emulator's 10gbit,
+    and an unknown rate stays None (the run then has no prediction).
+    """
+    up = shaping or DirectionSpec.model_construct(rate_bps=rate_bps or link_speed_bps(iface), delay_s=0.0, jitter_s=0.0, loss=0.0)
+    down = DirectionSpec.model_construct(rate_bps=up.rate_bps, delay_s=0.0, jitter_s=0.0, loss=0.0)
+    return ClusterSpec.model_construct(nodes=world_size, up=up, down=down, offload="on" if offload_on(iface) else "off",
+                                       engine="netem" if up.impaired else "auto")
+
+
+def plan(config: RunConfig, rendezvous_spec: ResolvedSpec, run_id: str, shaping: DirectionSpec | None,
+         timeout_s: float, environ: dict[str, str] | None = None) -> HostPlan:
+    """This rank's worker spec; only local rank 0 shapes, since every local rank shares the host's interface."""
+    env = os.environ if environ is None else environ
+    rendezvous_fields = rendezvous_spec.spec
+    partial = config.out_dir / f"{run_id}.partial" / f"rank{rendezvous_fields.rank}.jsonl"
+    spec = rendezvous_fields.model_copy(update={
+        "steps": config.steps, "warmup_steps": config.warmup_steps, "replicator": config.replicator,
+        "workload": config.workload, "out_path": str(partial), "timeout_s": timeout_s, "threads": config.threads,
+    })
+    shapes_here = shaping is not None and env.get("LOCAL_RANK", "0") == "0"
+    return HostPlan(config=config, spec=ResolvedSpec(spec=spec, init_method=rendezvous_spec.init_method), run_id=run_id,
+                    shaping=shaping if shapes_here else None, partial=partial)
+
+
+def _addresses(iface: str) -> list[str]:
+    with IPRoute() as ipr:
+        return [msg.get_attr("IFA_ADDRESS") for msg in ipr.get_addr(label=iface, family=socket.AF_INET)]
+
+
+def _node_info(plan: HostPlan, shaper: HostShaper | None) -> dict[str, Any]:
+    """This host as run.json lists it."""
+    spec = plan.spec.spec
+    return {"rank": spec.rank, "host": socket.gethostname(), "iface": spec.iface, "addresses": _addresses(spec.iface),
+            "link_speed_bps": link_speed_bps(spec.iface), "shaping": shaper.installed if shaper else None,
+            "local_rank": int(os.environ.get("LOCAL_RANK", "0"))}
+
+
+def _gather(plan: HostPlan, node: dict[str, Any]) -> dict[int, dict[str, Any]] | None:
+    """Every rank's records and node facts, at rank 0 (None elsewhere); runs inside the gloo group."""
+    import torch.distributed as dist
+
+    spec = plan.spec.spec
+    payload = {"records": results.read_records(plan.partial), "node": node}
+    gathered: list[Any] | None = [None] * spec.world_size if spec.rank == 0 else None
+    dist.gather_object(payload, gathered, dst=0)
+    return dict(enumerate(gathered)) if gathered is not None else None
+
+
+def run_host(plan: HostPlan) -> HostOutcome:
+    """Shape (if asked), run this rank, gather at rank 0, write the run directory there; shaping is undone on every exit."""
+    from netbench.worker import run_worker
+
+    started = time.time()
+    rank = plan.spec.spec.rank
+    shaper = HostShaper(plan.spec.spec.iface, plan.shaping) if plan.shaping else None
+    with shaper or nullcontext():
+        node = _node_info(plan, shaper)
+        state: dict[str, Any] = {}
+        code = run_worker(plan.spec, after_steps=lambda: state.update(sent=True, gathered=_gather(plan, node)))
+        if rank != 0:
+            return _leave(plan, code, sent=bool(state.get("sent")))
+        gathered = state.get("gathered") or {0: {"records": results.read_records(plan.partial), "node": node}, **_left_here(plan)}
+        outcome = _write(plan, code, gathered, started)
+    return outcome
+
+
+def _left_here(plan: HostPlan) -> dict[int, dict[str, Any]]:
+    """Other ranks' record files on this host (one machine, or a shared --out): a failed run keeps them too."""
+    found = {}
+    for path in sorted(plan.partial.parent.glob("rank*.jsonl")):
+        rank = int(path.stem.removeprefix("rank")) if path.stem.removeprefix("rank").isdigit() else None
+        if rank not in (None, 0):
+            found[rank] = {"records": results.read_records(path), "node": {"rank": rank}}
+    return found
+
+
+def _discard(partial: Path) -> None:
+    partial.unlink(missing_ok=True)
+    try:
+        partial.parent.rmdir()  # the last rank to leave a shared --out removes the folder
+    except OSError:
+        pass
+
+
+def _leave(plan: HostPlan, code: int, sent: bool) -> HostOutcome:
+    """A rank other than 0: its records reached rank 0 (drop the local copy) or stay here, and say where."""
+    if sent:
+        _discard(plan.partial)
+        return HostOutcome(code, plan.spec.spec.rank)
+    print(f"netbench worker: rank {plan.spec.spec.rank} records kept in {plan.partial}", file=sys.stderr)
+    return HostOutcome(code, plan.spec.spec.rank, kept=plan.partial)
+
+
+def _failure(records: dict[int, list[dict]], code: int) -> str:
+    errors = [f"rank {rank}: {r['error']}" for rank, recs in sorted(records.items()) for r in recs if r.get("event") == "error"]
+    if errors:
+        return errors[0]
+    missing = [rank for rank, recs in sorted(records.items()) if not any(r.get("event") == "done" for r in recs)]
+    return f"rank {missing[0]} did not finish" if missing else f"rank 0 exited with code {code}"
+
+
+def _model_view(plan: HostPlan, nodes: list[dict[str, Any]]) -> tuple[RunConfig, int, list[str]]:
+    """The config as measured (unshaped links at the slowest NIC), the cores the model may assume, and warnings.
+
+    Nodes on one machine (namespaces, or several local ranks) share its cores as emulated nodes
+    do; nodes on separate hosts do not, so the model gets N times the cores divided by the most
+    nodes any one host carried.
+    """
+    config, warnings = plan.config, []
+    cluster = config.cluster
+    if plan.shaping is None and all(n.get("shaping") is None for n in nodes):
+        speeds = [n["link_speed_bps"] for n in nodes if n.get("link_speed_bps")]
+        cluster = cluster_spec(cluster.nodes, plan.spec.spec.iface, None, min(speeds) if speeds else None)
+    shaped = {str(n.get("shaping", {}).get("tbf")) for n in nodes if n.get("shaping")}
+    if len(shaped) > 1 or (shaped and any(n.get("shaping") is None and n.get("local_rank", 0) == 0 for n in nodes)):
+        warnings.append("hosts were shaped differently; the model assumes rank 0's settings on every host")
+    per_host = Counter(n.get("host") for n in nodes)
+    cpus = host_cpus() * cluster.nodes // max(per_host.values(), default=1)
+    return config.model_copy(update={"cluster": cluster}), max(1, cpus), warnings
+
+
+def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], started: float) -> HostOutcome:
+    """Rank 0: the run directory, exactly as `netbench run` lays it out, from every rank's records."""
+    config = plan.config
+    stamp = dt.datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S")
+    run_dir = config.out_dir / f"{stamp}-{config.replicator.name}-{plan.run_id}"
+    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
+    records = {rank: part["records"] for rank, part in sorted(gathered.items())}
+    for rank, recs in records.items():
+        with RecordWriter(run_dir / "workers" / f"rank{rank}.jsonl") as writer:
+            for record in recs:
+                writer.write(record)
+    complete = len(records) == config.cluster.nodes and all(any(r.get("event") == "done" for r in recs) for recs in records.values())
+    status, reason = ("ok", None) if code == 0 and complete else ("failed", _failure(records, code))
+    nodes = [part["node"] for _, part in sorted(gathered.items())]
+    model_config, cpus, warnings = _model_view(plan, nodes)
+    cluster_info = {
+        "mode": "torchrun", "run_id": plan.run_id, "nodes": nodes,
+        "delay_engine": "netem" if model_config.cluster.up.impaired else "none", "offload": model_config.cluster.offload == "on",
+        "spec": model_config.cluster.model_dump(),
+        "shaping": {f"rank{n['rank']}/{n.get('iface')}/up": n["shaping"] for n in nodes if n.get("shaping")},
+        "rendezvous": {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME")},
+    }
+    summary, _ = results.write_run(
+        run_dir, model_config, records, run_id=plan.run_id, status=status, reason=reason, started=started, warnings=warnings,
+        cluster=cluster_info, extra={"collective_timeout_s": plan.spec.spec.timeout_s}, capture={"reason": NO_CAPTURE}, cpus=cpus)
+    _discard(plan.partial)
+    return HostOutcome(code if status == "ok" else max(code, 1), 0, run_dir, summary)
