@@ -24,7 +24,7 @@ def test_calibrate_measures_saves_and_plan_reads_it(tmp_path, capsys):
     row = doc["rows"][0]
     assert doc["calibration"]["source"] == "measured"
     assert row["compression_time_s"] == pytest.approx(row["params"] * c.compression("lowrank"))
-    assert row["comm_latency_s"] == pytest.approx(3 * 6 * c.software_overhead_s)  # P, Q, dense: 2(N-1) hops each
+    assert row["comm_latency_s"] == pytest.approx(2 * 6 * c.software_overhead_s)  # P (+ dense), R: 2(N-1) hops each
 
 
 @pytest.mark.parametrize(("args", "needle"), [

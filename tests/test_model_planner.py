@@ -3,15 +3,15 @@
 import pytest
 
 from netbench.model.calibration import Calibration
-from netbench.model.payloads import LowRankConfig, MTDAOConfig
 from netbench.model.planner import Planner, bisect_int, bisect_log
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario
+from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 
 SHAPES = [ParamShape(f"w{i}", (512, 512)) for i in range(8)] + [ParamShape("b", (512,))]
-DENSE = Scheme("mtdao", MTDAOConfig(params_every=1, m1_every=1, m2_every=1))
-LOWRANK = Scheme("lowrank", LowRankConfig(rank=4))
+DENSE = Scheme("mtdao", ReplicatorConfig(name="mtdao", params_every=1, m1_every=1, m2_every=1))
+LOWRANK = Scheme("lowrank", ReplicatorConfig(name="lowrank", rank=4))
 CALIB = Calibration(software_overhead_s=5e-5, compression_s_per_param={"lowrank": 2e-8, "mtdao": 0.0})
 
 

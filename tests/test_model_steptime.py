@@ -8,15 +8,21 @@ import pytest
 from netbench.model.calibration import Calibration
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.framing import Framing
-from netbench.model.payloads import LowRankConfig, MTDAOConfig
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme, parse_scheme_list
 from netbench.model.steptime import Scenario, estimate
+from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 
 BARE = Framing(gloo_preamble_bytes=0, acks_per_segment=0.0)
 SHAPES = [ParamShape("w", (1000, 1000))]
 DENSE = 1_000_000 * 4
-MTDAO = Scheme("mtdao", MTDAOConfig(params_every=1, m1_every=2, m2_every=4))
+
+
+def mtdao(kx: int, k1: int, kv: int, **extra) -> Scheme:
+    return Scheme("mtdao", ReplicatorConfig(name="mtdao", params_every=kx, m1_every=k1, m2_every=kv, **extra))
+
+
+MTDAO = mtdao(1, 2, 4)
 
 
 def ring_ar(nbytes, n, bps, alpha=0.0):
@@ -40,7 +46,7 @@ def test_delay_and_software_overhead_add_per_hop():
     calib = Calibration(software_overhead_s=1e-4)
     base = Scenario(nodes=4, framing=BARE)
     slow = base.model_copy(update={"delay_s": 0.005})
-    scheme = Scheme("mtdao", MTDAOConfig(params_every=1, m1_every=1, m2_every=1))
+    scheme = mtdao(1, 1, 1)
     a = estimate(scheme, SHAPES, base, calib)
     b = estimate(scheme, SHAPES, slow, calib)
     assert b.comm_time_s - a.comm_time_s == pytest.approx(3 * 6 * 0.005)  # 3 all-reduces x 2(N-1) hops
@@ -95,9 +101,11 @@ def test_scheme_list_and_settings():
     assert parse_scheme_list("dct, full,dct") == ["dct", "full"]
     with pytest.raises(ValueError, match="unknown replicator"):
         parse_scheme_list("dct,zip")
-    s = build_scheme("mtdao", SchemeSettings(sync_every=7, grad_dtype="bf16"))
-    assert s.config == MTDAOConfig(params_every=7, m1_every=7, m2_every=7, dtype="bf16")
-    assert build_scheme("lowrank", SchemeSettings(rank=0.25)).config == LowRankConfig(rank=0.25)
+    s = build_scheme("mtdao", SchemeSettings(params_every=7, m1_every=8, m2_every=9, grad_dtype="bf16"))
+    assert s.config == mtdao(7, 8, 9, grad_dtype="bf16").config
+    assert build_scheme("lowrank", SchemeSettings(rank=0.25)).config == ReplicatorConfig(name="lowrank", rank=0.25)
+    with pytest.raises(pydantic.ValidationError):
+        build_scheme("lowrank", SchemeSettings(rank=2.5))
     with pytest.raises(pydantic.ValidationError):
         build_scheme("dct", SchemeSettings(topk=5000, chunk=64))
 

@@ -9,6 +9,7 @@ import pytest
 from netbench.cli.app import main
 from netbench.model.calibration import Calibration, save_calibration
 
+EVERY_STEP = ("--params-every", "1", "--m1-every", "1", "--m2-every", "1")  # mtdao: three dense all-reduces a step
 ROW_FIELDS = {"payload_bytes_per_step", "wire_bytes_per_step", "comm_time_s", "step_time_s", "comm_fraction",
               "compression_time_s", "framing_bytes_per_step", "replicator", "nodes"}
 
@@ -46,7 +47,7 @@ def test_json_rows_and_fields(capsys):
 
 
 def test_wire_exceeds_payload_by_framing(capsys):
-    doc = plan_json(capsys, "--replicator", "mtdao", "--nodes", "4", "--mtdao-every", "1,1,1")
+    doc = plan_json(capsys, "--replicator", "mtdao", "--nodes", "4", *EVERY_STEP)
     r = doc["rows"][0]
     sent = r["payload_wire_bytes_per_step"]["tx"]
     assert sent == pytest.approx(2 * 3 / 4 * r["payload_bytes_per_step"])
@@ -66,7 +67,7 @@ def test_reported_comm_equals_compute_bandwidth_holds(capsys):
 def test_reported_crossover_holds(capsys, tmp_path, monkeypatch):
     calib = tmp_path / "calib.json"
     save_calibration(Calibration(source="measured", compression_s_per_param={"lowrank": 5e-8, "mtdao": 0.0}), calib)
-    args = ("--replicator", "lowrank,mtdao", "--mtdao-every", "1,1,1", "--nodes", "4", "--compute-ms", "10", "--calibration", str(calib))
+    args = ("--replicator", "lowrank,mtdao", *EVERY_STEP, "--nodes", "4", "--compute-ms", "10", "--calibration", str(calib))
     doc = plan_json(capsys, *args)
     cross = doc["derived"]["crossover_bw"][0]["crossovers"]
     assert len(cross) == 1 and cross[0]["faster_below"] == "lowrank"
@@ -76,11 +77,11 @@ def test_reported_crossover_holds(capsys, tmp_path, monkeypatch):
 
 
 def test_doubling_answer_holds(capsys):
-    doc = plan_json(capsys, "--replicator", "mtdao", "--mtdao-every", "1,1,1", "--nodes", "2", "--delay", "2ms",
+    doc = plan_json(capsys, "--replicator", "mtdao", *EVERY_STEP, "--nodes", "2", "--delay", "2ms",
                     "--bw", "10gbit", "--compute-ms", "20")
     ans = doc["derived"]["doubling_nodes"][0]
     n = ans["nodes"]
-    rows = plan_json(capsys, "--replicator", "mtdao", "--mtdao-every", "1,1,1", "--nodes", f"{n - 1},{n}", "--delay", "2ms",
+    rows = plan_json(capsys, "--replicator", "mtdao", *EVERY_STEP, "--nodes", f"{n - 1},{n}", "--delay", "2ms",
                      "--bw", "10gbit", "--compute-ms", "20")["rows"]
     assert rows[0]["step_time_s"] < 2 * ans["baseline_step_time_s"] <= rows[1]["step_time_s"]
 
@@ -115,7 +116,8 @@ def test_table_output(capsys):
     (["--params", "-5"], "--params"),
     (["--replicator", "zip"], "--replicator: unknown replicator"),
     (["--replicator", "lowrank", "--rank", "2.5"], "--rank"),
-    (["--replicator", "mtdao", "--mtdao-every", "1,2"], "--mtdao-every"),
+    (["--replicator", "mtdao", "--m1-every", "0"], "--m1-every"),
+    (["--replicator", "lowrank", "--rank", "0"], "--rank"),
     (["--replicator", "mtdao", "--grad-dtype", "fp8"], "--grad-dtype"),
     (["--gpus-per-node", "4", "--nodes", "8"], "--intra-bw"),
     (["--gpus-per-node", "4", "--intra-bw", "100gbit", "--nodes", "6"], "multiples of 4"),

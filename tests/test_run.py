@@ -22,16 +22,18 @@ from netbench.workloads.config import WorkloadConfig
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = WorkloadConfig(kind="mlp", hidden=128, mlp_layers=2)
+# Periodic replicators talk a few times within a 7-step run.
+PERIODIC = {"diloco": dict(sync_every=3), "mtdao": dict(params_every=3, m1_every=2, m2_every=6)}
 
 
 def config(tmp_path, name: str, nodes: int = 2, rate: float = 100e6, delay: float = 0.0, steps: int = 6, **extra) -> RunConfig:
     cluster = ClusterSpec(nodes=nodes, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate))
-    replicator = ReplicatorConfig(name=name, sync_every=3) if name == "diloco" else ReplicatorConfig(name=name)
+    replicator = ReplicatorConfig(name=name, **PERIODIC.get(name, {}))
     return RunConfig(cluster=cluster, replicator=replicator, workload=extra.pop("workload", SMALL), steps=steps,
                      warmup_steps=1, out_dir=tmp_path, **extra)
 
 
-@pytest.mark.parametrize("name", ["full", "dct", "random", "striding", "diloco"])
+@pytest.mark.parametrize("name", ["full", "dct", "random", "striding", "diloco", "lowrank", "mtdao"])
 def test_every_replicator_runs_end_to_end(tmp_path, name: str) -> None:
     result = run(config(tmp_path, name))
     assert result.status == "ok", result.reason
@@ -46,8 +48,12 @@ def test_every_replicator_runs_end_to_end(tmp_path, name: str) -> None:
     assert summary["final_loss"] < summary["first_loss"]
     measured = steps[~steps["warmup"]]
     communicating = measured[measured["payload_bytes"] > 0]
-    if name == "diloco":  # only every sync_every-th step talks
+    if name in PERIODIC:  # only some steps talk
         assert 0 < len(communicating) < len(measured)
+    predicted = summary["predicted"]  # the model's figures for this run, beside the measured ones
+    assert "error" not in predicted, predicted
+    assert predicted["step_time_s"] > 0 and predicted["payload_bytes_per_step"] == pytest.approx(
+        _declared_mean(name, measured), rel=1e-9)
     # What was handed to gloo crossed the wire (a step's last segments may drain during the next
     # step, so compare totals), and counters and capture agree within 2% on every step.
     assert measured["tx_bytes"].sum() >= measured["payload_bytes"].sum()
@@ -59,6 +65,16 @@ def test_every_replicator_runs_end_to_end(tmp_path, name: str) -> None:
     totals = measured.groupby("rank")[["capture_tx_wire_bytes", "tx_bytes"]].sum()
     assert ((totals["capture_tx_wire_bytes"] - totals["tx_bytes"]).abs() / totals["tx_bytes"]).max() <= 0.02
     assert not [n for n in netns.list_netns() if result.summary["run_id"] in n]
+
+
+def _declared_mean(name: str, measured: pd.DataFrame) -> float:
+    """Payload per step averaged over whole periods, as the model predicts it (from the measured steps' sizes)."""
+    from netbench.replicators import declared_payload
+    from netbench.workloads import build_workload
+
+    decl = declared_payload(build_workload(SMALL, 0, 2).param_shapes(), ReplicatorConfig(name=name, **PERIODIC.get(name, {})), 2)
+    assert measured["payload_bytes"].tolist() == [decl.bytes_on(step + 1) for step in measured["step"]]
+    return sum(p.bytes_per_step / p.period for p in decl.parts())
 
 
 def test_payload_plus_framing_explains_wire(tmp_path) -> None:
@@ -104,6 +120,19 @@ def test_killed_worker_fails_the_run_cleanly(tmp_path) -> None:
     steps = pd.read_csv(result.run_dir / "steps.csv")
     assert (steps["rank"] == 1).sum() >= 3  # what was measured before the kill is kept
     assert not [n for n in netns.list_netns() if result.summary["run_id"] in n]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--replicator", "lowrank", "--rank", "0"], "--rank: "),
+    (["--replicator", "lowrank", "--mu", "1"], "--mu: "),
+    (["--replicator", "mtdao", "--params-every", "0"], "--params-every: "),
+])
+def test_cli_run_rejects_bad_replicator_values(tmp_path, args: list[str], expected: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "netbench", "run", *args, "--out", str(tmp_path)],
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"netbench: error: {expected}"), lines
 
 
 def test_cli_run_json(tmp_path) -> None:

@@ -63,6 +63,8 @@ def test_bad_scenario_is_one_line_exit_2(cli, tmp_path, toml: str, expected: str
     (["--replicator", "full,zip"], "--replicator: unknown replicator 'zip'"),
     (["--nodes", "2,x"], "--nodes: "),
     (["--delay", "1lightyear"], "--delay: unknown time unit"),
+    (["--replicator", "lowrank", "--rank", "2.5"], "--rank: must be an integer >= 1 or a fraction below 1"),
+    (["--replicator", "mtdao", "--m2-every", "0"], "--m2-every: "),
 ])
 def test_bad_option_names_the_option(cli, args: list[str], expected: str) -> None:
     done = cli("sweep", *args, "--dry-run")

@@ -34,9 +34,9 @@ MAX_DELAY_S = 10.0
 MAX_PARAMS = 1e13
 # pydantic field -> CLI option, for one-line errors
 _OPTION_NAMES = {
-    "grad_dtype": "--grad-dtype", "dtype": "--grad-dtype", "topk": "--topk", "chunk": "--chunk", "rate": "--rate",
+    "grad_dtype": "--grad-dtype", "topk": "--topk", "chunk": "--chunk", "rate": "--rate",
     "sync_every": "--sync-every", "value_dtype": "--value-dtype", "index_dtype": "--index-dtype", "rank": "--rank",
-    "params_every": "--mtdao-every", "m1_every": "--mtdao-every", "m2_every": "--mtdao-every",
+    "params_every": "--params-every", "m1_every": "--m1-every", "m2_every": "--m2-every",
 }
 
 
@@ -95,15 +95,6 @@ def _shapes(shapes: Optional[str], params: Optional[str]) -> tuple[list[ParamSha
         return resolve_shapes(spec), spec
     except ShapeError as exc:
         raise UserError(f"--shapes: {exc}") from None
-
-
-def _mtdao_every(text: Optional[str]) -> Optional[tuple[int, int, int]]:
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 3 or not all(p.isdigit() and int(p) >= 1 for p in parts):
-        raise UserError(f"--mtdao-every: expected three step periods K_x,K_1,K_v, each >= 1 (e.g. 10,5,20), got {text!r}")
-    return int(parts[0]), int(parts[1]), int(parts[2])
 
 
 def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
@@ -212,7 +203,9 @@ def plan(
     index_dtype: str = typer.Option("auto", "--index-dtype", help="dct: wire dtype of indices (auto, int16, int32, int64)"),
     grad_dtype: str = typer.Option("fp32", "--grad-dtype", help="dense all-reduce dtype (full, diloco, lowrank, mtdao)"),
     rank: float = typer.Option(4, "--rank", help="lowrank: factor rank (>= 1) or fraction of min(m, n) (< 1)"),
-    mtdao_every: Optional[str] = typer.Option(None, "--mtdao-every", help="mtdao: K_x,K_1,K_v periods of params, momentum, second moment [default: --sync-every for all]"),
+    params_every: int = typer.Option(32, "--params-every", help="mtdao: steps between parameter all-reduces (K_x)"),
+    m1_every: int = typer.Option(32, "--m1-every", help="mtdao: steps between first-momentum all-reduces (K_1)"),
+    m2_every: int = typer.Option(32, "--m2-every", help="mtdao: steps between second-momentum all-reduces (K_v)"),
     compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
     gpus_per_node: int = typer.Option(1, "--gpus-per-node", help="G accelerators per node; replicate only between nodes"),
     intra_bw: Optional[str] = typer.Option(None, "--intra-bw", help="intra-node link rate (needed with --gpus-per-node > 1)"),
@@ -249,7 +242,7 @@ def plan(
         raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"})) from None
     settings = _settings(
         grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
-        index_dtype=index_dtype, rank=rank, mtdao_every=_mtdao_every(mtdao_every),
+        index_dtype=index_dtype, rank=rank, params_every=params_every, m1_every=m1_every, m2_every=m2_every,
     )
     schemes = _schemes(replicator, settings)
     scenarios = [

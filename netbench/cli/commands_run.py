@@ -81,6 +81,11 @@ def run(
     value_dtype: str = ropt.ValueDtypeOpt,
     index_dtype: str = ropt.IndexDtypeOpt,
     grad_dtype: str = ropt.GradDtypeOpt,
+    rank: float = ropt.RankOpt,
+    mu: float = ropt.MuOpt,
+    params_every: int = ropt.ParamsEveryOpt,
+    m1_every: int = ropt.M1EveryOpt,
+    m2_every: int = ropt.M2EveryOpt,
     sign: bool = ropt.SignOpt,
     lr: float = ropt.LrOpt,
     workload: str = ropt.WorkloadOpt,
@@ -98,7 +103,9 @@ def run(
     from netbench.orchestrator.runner import run as run_config
 
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine)
-    rep = ropt.build_replicator_config(replicator, topk, chunk, rate, sync_every, value_dtype, index_dtype, grad_dtype, sign, lr)
+    rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
+                                       index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
+                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)

@@ -18,7 +18,9 @@ console = Console(stderr=True)
 _OPTIONS = {"grid.bw": "--bw", "grid.replicator": "--replicator", "grid.nodes": "--nodes", "grid.delay": "--delay",
             "steps": "--steps", "warmup": "--warmup", "name": "--name", "workload": "--workload/--shapes",
             "workload.kind": "--workload", "workload.shapes": "--shapes", "workload.compute_ms": "--compute-ms",
-            "replicator.topk": "--topk", "replicator.chunk": "--chunk", "replicator.rate": "--rate"}
+            "replicator.topk": "--topk", "replicator.chunk": "--chunk", "replicator.rate": "--rate",
+            "replicator.rank": "--rank", "replicator.mu": "--mu", "replicator.params_every": "--params-every",
+            "replicator.m1_every": "--m1-every", "replicator.m2_every": "--m2-every"}
 
 
 def _csv(text: str) -> list[str]:
@@ -59,7 +61,7 @@ def _scenario(path: Optional[Path], overrides: dict[str, Any]):
 def sweep(
     scenario_file: Optional[Path] = typer.Argument(None, metavar="[SCENARIO.toml]", help="Scenario file (see scenarios/); options override it."),
     bw: Optional[str] = typer.Option(None, "--bw", help="Link rates, comma list (e.g. 10mbit,100mbit,1gbit)."),
-    replicator: Optional[str] = typer.Option(None, "--replicator", "-r", help="Replicators, comma list (e.g. full,dct,random)."),
+    replicator: Optional[str] = typer.Option(None, "--replicator", "-r", help="Replicators, comma list (full, dct, random, striding, diloco, lowrank, mtdao)."),
     nodes: Optional[str] = typer.Option(None, "--nodes", "-n", help="Node counts, comma list (e.g. 2,4)."),
     delay: Optional[str] = typer.Option(None, "--delay", help="One-way delays, comma list (e.g. 0ms,20ms)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Measured steps per point (default 10)."),
@@ -70,6 +72,11 @@ def sweep(
     topk: Optional[int] = typer.Option(None, "--topk", help="dct: coefficients kept per chunk."),
     chunk: Optional[int] = typer.Option(None, "--chunk", help="dct: chunk side."),
     rate: Optional[float] = typer.Option(None, "--rate", help="random/striding: fraction sent per step."),
+    rank: Optional[float] = typer.Option(None, "--rank", help="lowrank: factor rank (>= 1) or fraction of min(m, n) (< 1)."),
+    mu: Optional[float] = typer.Option(None, "--mu", help="lowrank: momentum decay (default 0.95)."),
+    params_every: Optional[int] = typer.Option(None, "--params-every", help="mtdao: steps between parameter all-reduces (default 32)."),
+    m1_every: Optional[int] = typer.Option(None, "--m1-every", help="mtdao: steps between first-momentum all-reduces (default 32)."),
+    m2_every: Optional[int] = typer.Option(None, "--m2-every", help="mtdao: steps between second-momentum all-reduces (default 32)."),
     capture: Optional[bool] = typer.Option(None, "--capture/--no-capture", help="Capture packet headers (default on)."),
     calibrate: Optional[bool] = typer.Option(None, "--calibrate/--no-calibrate", help="Measure model constants on this workload first."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration JSON for the predictions."),
@@ -85,7 +92,9 @@ def sweep(
         "grid.bw": _csv(bw) if bw else None, "grid.replicator": _csv(replicator) if replicator else None,
         "grid.nodes": _nodes(nodes) if nodes else None, "grid.delay": _csv(delay) if delay else None,
         "steps": steps, "warmup": warmup, "workload.kind": workload, "workload.shapes": shapes, "workload.compute_ms": compute_ms,
-        "replicator.topk": topk, "replicator.chunk": chunk, "replicator.rate": rate, "capture": capture, "calibrate": calibrate,
+        "replicator.topk": topk, "replicator.chunk": chunk, "replicator.rate": rate, "replicator.rank": rank, "replicator.mu": mu,
+        "replicator.params_every": params_every, "replicator.m1_every": m1_every, "replicator.m2_every": m2_every,
+        "capture": capture, "calibrate": calibrate,
         "name": name,
     }
     if calibration is not None and not calibration.is_file():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pydantic
 import typer
 
@@ -9,14 +11,19 @@ from netbench.cli.errors import UserError, one_line
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
-ReplicatorOpt = typer.Option("dct", "--replicator", "-r", help="full, dct, random, striding or diloco.")
+ReplicatorOpt = typer.Option("dct", "--replicator", "-r", help="full, dct, random, striding, diloco, lowrank or mtdao.")
 TopkOpt = typer.Option(32, "--topk", help="dct: coefficients kept per chunk.")
 ChunkOpt = typer.Option(64, "--chunk", help="dct: chunk side s.")
 RateOpt = typer.Option(0.1, "--rate", help="random/striding: fraction sent per step, in (0, 1].")
 SyncEveryOpt = typer.Option(10, "--sync-every", help="diloco: local steps between all-reduces.")
 ValueDtypeOpt = typer.Option("fp32", "--value-dtype", help="dct: wire dtype of values (fp32, bf16).")
 IndexDtypeOpt = typer.Option("auto", "--index-dtype", help="dct: wire dtype of indices (auto, int16, int32, int64).")
-GradDtypeOpt = typer.Option("fp32", "--grad-dtype", help="full/diloco: all-reduce dtype (fp32, bf16).")
+GradDtypeOpt = typer.Option("fp32", "--grad-dtype", help="full/diloco/lowrank/mtdao: all-reduce dtype (fp32, bf16).")
+RankOpt = typer.Option(4.0, "--rank", help="lowrank: factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1).")
+MuOpt = typer.Option(0.95, "--mu", help="lowrank: momentum decay mu, in [0, 1).")
+ParamsEveryOpt = typer.Option(32, "--params-every", help="mtdao: steps between parameter all-reduces (K_x).")
+M1EveryOpt = typer.Option(32, "--m1-every", help="mtdao: steps between first-momentum all-reduces (K_1).")
+M2EveryOpt = typer.Option(32, "--m2-every", help="mtdao: steps between second-momentum all-reduces (K_v).")
 SignOpt = typer.Option(True, "--sign/--no-sign", help="dct: sign of the decoded update, as DeMo.")
 LrOpt = typer.Option(0.0, "--lr", help="Base learning rate; 0 picks the replicator's default.")
 WorkloadOpt = typer.Option("transformer", "--workload", "-w", help="transformer, mlp or shapes.")
@@ -24,15 +31,16 @@ ShapesOpt = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes workloa
 ComputeMsOpt = typer.Option(100.0, "--compute-ms", help="shapes workload: stand-in forward/backward time.")
 
 _REPLICATOR_OPTIONS = {"name": "--replicator", "topk": "--topk", "chunk": "--chunk", "rate": "--rate", "sync_every": "--sync-every",
-                       "value_dtype": "--value-dtype", "index_dtype": "--index-dtype", "grad_dtype": "--grad-dtype", "lr": "--lr"}
+                       "value_dtype": "--value-dtype", "index_dtype": "--index-dtype", "grad_dtype": "--grad-dtype", "lr": "--lr",
+                       "rank": "--rank", "mu": "--mu", "params_every": "--params-every", "m1_every": "--m1-every",
+                       "m2_every": "--m2-every"}
 _WORKLOAD_OPTIONS = {"kind": "--workload", "shapes": "--shapes", "compute_ms": "--compute-ms"}
 
 
-def build_replicator_config(name: str, topk: int, chunk: int, rate: float, sync_every: int, value_dtype: str,
-                            index_dtype: str, grad_dtype: str, sign: bool, lr: float) -> ReplicatorConfig:
+def build_replicator_config(name: str, **settings: Any) -> ReplicatorConfig:
+    """``ReplicatorConfig(name=name, **settings)``; a bad value is a UserError naming its option."""
     try:
-        return ReplicatorConfig(name=name, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
-                                index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr)
+        return ReplicatorConfig(name=name, **settings)
     except pydantic.ValidationError as exc:
         message = one_line(exc, _REPLICATOR_OPTIONS)
         if message.startswith("topk "):

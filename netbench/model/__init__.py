@@ -5,7 +5,6 @@ Small modules, one job each:
 * :mod:`~netbench.model.framing` -- TCP/Ethernet/gloo framing: payload bytes to wire bytes;
 * :mod:`~netbench.model.collectives` -- alpha-beta cost of ring/tree/halving-doubling collectives;
 * :mod:`~netbench.model.traffic` -- the ``Exchange`` record every scheme's traffic is made of;
-* :mod:`~netbench.model.payloads` -- payload formulas of planning-only schemes (lowrank, mtdao);
 * :mod:`~netbench.model.schemes` -- which exchanges each replicator makes (replicator formulas are
   imported from :mod:`netbench.replicators`, never re-derived here);
 * :mod:`~netbench.model.steptime` -- compute + compression + communication of one step;

@@ -5,9 +5,9 @@
 * loopback bandwidth (reference only; loopback is not an emulated link): large all_reduce calls;
 * compression cost per parameter for each scheme: the replicator's own ``StepStats`` encode +
   decode time (``compress_s + decode_s``; the collectives' wait is excluded by the replicator) on
-  random gradients of a shapes preset, averaged over whole sync periods. ``lowrank`` has no
-  replicator yet: its PowerSGD-style encode/decode (P = M Q, orthonormalise P, Q = M^T P,
-  M ~ P Q^T) is timed directly. ``mtdao`` sends dense tensors: no encode/decode.
+  random gradients of a shapes preset, averaged over whole sync periods. ``mtdao`` sends dense
+  tensors: no encode/decode (its local QH-Adam step is the workload's ``apply`` time, measured
+  by every run).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import torch.multiprocessing as mp
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench.model.calibration import Calibration
-from netbench.model.payloads import lowrank_rank
 from netbench.model.schemes import SCHEME_NAMES, SchemeSettings, build_scheme
 from netbench.replicators.config import REPLICATOR_NAMES
 from netbench.shapes import ParamShape, resolve_shapes, total_params
@@ -92,27 +91,6 @@ def _collective_times(opts: MeasureOptions) -> dict[str, float]:
     return {"all_reduce_tiny_s": small["ar"], "all_gather_tiny_s": small["ag"], "all_reduce_big_s": t_big, "big_bytes": float(big.numel() * 4)}
 
 
-def _lowrank_seconds(shapes: Sequence[ParamShape], rank: float, steps: int) -> float:
-    """Seconds per step of a PowerSGD-style encode + decode over every factorised matrix of ``shapes``."""
-    mats = [torch.randn(s.shape[0], s.numel // s.shape[0]) for s in shapes if len(s.shape) >= 2]
-    work = []
-    for m in mats:
-        r = lowrank_rank(m.shape[0], m.shape[1], rank)
-        if (m.shape[0] + m.shape[1]) * r < m.numel():  # otherwise sent densely: nothing to encode
-            work.append((m, torch.randn(m.shape[1], r)))
-
-    def one() -> float:
-        start = time.perf_counter()
-        for m, q in work:
-            p = torch.linalg.qr(m @ q).Q
-            q.copy_(m.t() @ p)
-            p @ q.t()
-        return time.perf_counter() - start
-
-    one()  # warm-up
-    return sum(one() for _ in range(steps)) / steps
-
-
 def _replicator_seconds(name: str, shapes: Sequence[ParamShape], settings: SchemeSettings, steps: int) -> float:
     """Encode + decode seconds per step of replicator ``name``, from its own StepStats."""
     from netbench.replicators import build_replicator  # the replicators' factory
@@ -121,8 +99,8 @@ def _replicator_seconds(name: str, shapes: Sequence[ParamShape], settings: Schem
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s.shape) * 0.02) for s in shapes]
     grads = [torch.randn(s.shape) * 1e-3 for s in shapes]
-    replicator = build_replicator(params, config, group=dist.group.WORLD)
-    period = getattr(config, "sync_every", 1) if name == "diloco" else 1
+    replicator = build_replicator(params, config, group=dist.group.WORLD, names=[s.name for s in shapes])
+    period = config.sync_every if name == "diloco" else 1
 
     def one() -> float:
         for p, g in zip(params, grads):
@@ -145,15 +123,12 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, float], dict[str, str]
             costs[name] = 0.0
             notes[f"compression.{name}"] = "dense all-reduces: no encode/decode"
             continue
-        if name == "lowrank":
-            seconds = _lowrank_seconds(shapes, opts.settings.rank, opts.steps)
-        elif name in REPLICATOR_NAMES:
-            try:
-                seconds = _replicator_seconds(name, shapes, opts.settings, opts.steps)
-            except ImportError as exc:
-                notes[f"compression.{name}"] = f"skipped: replicator not available ({exc})"
-                continue
-        else:
+        if name not in REPLICATOR_NAMES:
+            continue
+        try:
+            seconds = _replicator_seconds(name, shapes, opts.settings, opts.steps)
+        except ImportError as exc:
+            notes[f"compression.{name}"] = f"skipped: replicator not available ({exc})"
             continue
         costs[name] = seconds / n
         notes[f"compression.{name}"] = f"{seconds:.4g}s per step on {opts.shapes} ({n} params), mean of {opts.steps} step(s)"

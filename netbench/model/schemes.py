@@ -2,19 +2,18 @@
 
 Implemented replicators declare their own payload (``netbench.replicators.declared_payload``,
 owned by the replicators): the model imports it and never re-derives those formulas, so a change
-to a replicator's wire format changes the plan too. Planning-only schemes (lowrank, mtdao) take
-their formulas from :mod:`netbench.model.payloads`.
+to a replicator's wire format changes the plan too. A declaration with several parts (lowrank's
+P and R rounds, mtdao's three periodic states) becomes one exchange per part.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence, Union
+from typing import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
-from netbench.model.payloads import PLANNED_SCHEMES, LowRankConfig, MTDAOConfig, lowrank_payload, mtdao_payload
 from netbench.model.traffic import Exchange, from_decl
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.shapes import ParamShape
@@ -24,7 +23,7 @@ __all__ = [
     "parse_scheme_list",
 ]
 
-SCHEME_NAMES: tuple[str, ...] = (*REPLICATOR_NAMES, *PLANNED_SCHEMES)
+SCHEME_NAMES: tuple[str, ...] = REPLICATOR_NAMES
 
 # Does the scheme's communication overlap the backward pass? None of ours does yet; a scheme that
 # does gets step = compression + max(compute, comm) instead of the sum.
@@ -36,7 +35,7 @@ class SchemeUnavailable(RuntimeError):
 
 
 class SchemeSettings(BaseModel):
-    """Every knob any scheme reads; each scheme validates the ones it uses."""
+    """The replicator settings ``plan`` and ``calibrate`` take from the command line (ReplicatorConfig validates them)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -48,10 +47,9 @@ class SchemeSettings(BaseModel):
     value_dtype: str = "fp32"
     index_dtype: str = "auto"
     rank: float = 4
-    mtdao_every: tuple[int, int, int] | None = Field(None, description="K_x, K_1, K_v; None: all equal to sync_every")
-
-
-SchemeConfig = Union[ReplicatorConfig, LowRankConfig, MTDAOConfig]
+    params_every: int = 32
+    m1_every: int = 32
+    m2_every: int = 32
 
 
 @dataclass(frozen=True)
@@ -59,15 +57,11 @@ class Scheme:
     """A named scheme with validated settings; knows its exchanges for any world size."""
 
     name: str
-    config: SchemeConfig
+    config: ReplicatorConfig
     overlap: bool = False
 
     def exchanges(self, shapes: Sequence[ParamShape], world_size: int) -> tuple[Exchange, ...]:
         """The scheme's traffic among ``world_size`` replicating peers."""
-        if isinstance(self.config, LowRankConfig):
-            return lowrank_payload(shapes, self.config)
-        if isinstance(self.config, MTDAOConfig):
-            return mtdao_payload(shapes, self.config)
         return _declared(tuple(shapes), self.config, world_size)
 
 
@@ -79,23 +73,15 @@ def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_si
         raise SchemeUnavailable(
             f"replicator {config.name!r}: its payload declaration (netbench.replicators.declared_payload) is not available: {exc}"
         ) from None
-    return (from_decl(declared_payload(list(shapes), config, world_size), label=config.name),)
+    parts = declared_payload(list(shapes), config, world_size).parts()
+    return tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in parts)
 
 
 def build_scheme(name: str, settings: SchemeSettings) -> Scheme:
     """Validate ``settings`` for scheme ``name`` (raises pydantic.ValidationError or ValueError)."""
-    if name == "lowrank":
-        config: SchemeConfig = LowRankConfig(rank=settings.rank, dtype=settings.grad_dtype)
-    elif name == "mtdao":
-        kx, k1, kv = settings.mtdao_every or (settings.sync_every,) * 3
-        config = MTDAOConfig(params_every=kx, m1_every=k1, m2_every=kv, dtype=settings.grad_dtype)
-    elif name in REPLICATOR_NAMES:
-        config = ReplicatorConfig(
-            name=name, grad_dtype=settings.grad_dtype, topk=settings.topk, chunk=settings.chunk, rate=settings.rate,
-            sync_every=settings.sync_every, value_dtype=settings.value_dtype, index_dtype=settings.index_dtype,
-        )
-    else:
+    if name not in REPLICATOR_NAMES:
         raise ValueError(f"unknown replicator {name!r} (choose from {', '.join(SCHEME_NAMES)}, or all)")
+    config = ReplicatorConfig(name=name, **settings.model_dump())
     return Scheme(name=name, config=config, overlap=OVERLAPS[name])
 
 

@@ -97,8 +97,8 @@ class StepEstimate:
 
 
 def dense_dtype(scheme: Scheme) -> str:
-    """The dtype a dense gradient of this scheme travels in (grad_dtype, or the planned scheme's dtype)."""
-    return getattr(scheme.config, "grad_dtype", None) or getattr(scheme.config, "dtype", "fp32")
+    """The dtype a dense gradient of this scheme travels in (its grad_dtype)."""
+    return scheme.config.grad_dtype
 
 
 def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm) -> CollectiveCost:

@@ -1,9 +1,9 @@
 """The unit of a scheme's traffic: one kind of collective exchange and how often it happens.
 
-A replicator's declared payload (``netbench.replicators.PayloadDecl``) is one exchange; schemes
-that synchronise several states on different periods (mtdao) or several buffers of different
-sizes (lowrank's P and Q factors) are a tuple of them. The fields mirror ``PayloadDecl`` so the
-two convert one-to-one.
+Each part of a replicator's declared payload (``netbench.replicators.PayloadDecl.parts()``) is one
+exchange; replicators that synchronise several states on different periods (mtdao) or several
+buffers of different sizes (lowrank's P and R rounds) are a tuple of them. The fields mirror
+``PayloadDecl`` so the two convert one-to-one.
 """
 
 from __future__ import annotations

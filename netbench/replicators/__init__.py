@@ -10,6 +10,8 @@ from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.replicators.dct import DCTReplicator
 from netbench.replicators.diloco import DiLoCoReplicator
 from netbench.replicators.full import FullReplicator
+from netbench.replicators.lowrank import LowRankReplicator
+from netbench.replicators.mtdao import MTDAOReplicator
 from netbench.replicators.random_subset import RandomReplicator
 from netbench.replicators.registry import REGISTRY, build_replicator, declared_payload, replicator_class
 from netbench.replicators.striding import StridingReplicator
@@ -29,4 +31,6 @@ __all__ = [
     "RandomReplicator",
     "StridingReplicator",
     "DiLoCoReplicator",
+    "LowRankReplicator",
+    "MTDAOReplicator",
 ]

@@ -10,14 +10,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 import torch
 
 from netbench.replicators.comm import GroupComm
 from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.optim import build_optimizer
+from netbench.replicators.optim import Stepper, build_optimizer
 from netbench.shapes import ParamShape
 
 __all__ = ["PayloadDecl", "StepStats", "Replicator", "StepTimer", "WIRE_DTYPES", "param_shapes"]
@@ -32,13 +32,29 @@ class PayloadDecl:
     """What one node hands to collectives, derived from shapes and settings alone.
 
     The analytic model and the workers both read this, so predicted and measured bytes come
-    from the same formula (and a test checks the formula against the real tensors).
+    from the same formula (and a test checks the formula against the real tensors). A replicator
+    that makes several exchanges of different sizes or periods (lowrank's P and R rounds, mtdao's
+    three states) lists the others in ``also``; :meth:`parts` gives them all.
     """
 
     collective: Collective
     bytes_per_step: int  # on a communicating step: all_gather -> own contribution, all_reduce -> buffer size
     period: int = 1  # communicates every `period` steps (diloco: sync_every)
     collectives_per_step: int = 1
+    label: str = ""  # names the exchange when a replicator makes several
+    also: tuple["PayloadDecl", ...] = ()
+
+    def parts(self) -> tuple["PayloadDecl", ...]:
+        """Every exchange declared: this one, then those in ``also``."""
+        return (replace(self, also=()), *(q for p in self.also for q in p.parts()))
+
+    def bytes_on(self, step: int) -> int:
+        """Bytes handed to collectives on 1-based ``step`` (every part whose period divides it)."""
+        return sum(p.bytes_per_step for p in self.parts() if step % p.period == 0)
+
+    def collectives_on(self, step: int) -> int:
+        """Collective calls made on 1-based ``step``."""
+        return sum(p.collectives_per_step for p in self.parts() if step % p.period == 0)
 
 
 @dataclass
@@ -103,9 +119,15 @@ class StepTimer:
         )
 
 
-def param_shapes(params: Sequence[torch.Tensor]) -> list[ParamShape]:
-    """Shapes of live parameters, in order, as the payload formulas consume them."""
-    return [ParamShape(f"p{i}", tuple(p.shape)) for i, p in enumerate(params)]
+def param_shapes(params: Sequence[torch.Tensor], names: Sequence[str] | None = None) -> list[ParamShape]:
+    """Shapes of live parameters, in order, as the payload formulas consume them.
+
+    ``names`` are the parameters' module names (a workload's ``param_shapes()``); without them
+    parameters are called ``p0, p1, ...``, and name-based rules (lowrank's embedding) see none.
+    """
+    if names is not None and len(names) != len(params):
+        raise ValueError(f"{len(names)} names for {len(params)} parameters")
+    return [ParamShape(names[i] if names is not None else f"p{i}", tuple(p.shape)) for i, p in enumerate(params)]
 
 
 class Replicator(ABC):
@@ -120,7 +142,8 @@ class Replicator(ABC):
     default_optimizer: ClassVar[Literal["sgd", "adamw"]] = "sgd"
     default_lr: ClassVar[float] = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
+                 names: Sequence[str] | None = None) -> None:
         if config.name != self.name:
             raise ValueError(f"{type(self).__name__} needs config.name={self.name!r}, got {config.name!r}")
         self.params: list[torch.nn.Parameter] = list(params)
@@ -130,9 +153,14 @@ class Replicator(ABC):
             # Momenta, transforms and wire casts are fp32 throughout; the wire dtype is a setting.
             raise ValueError("replicators expect fp32 parameters (set grad_dtype/value_dtype for bf16 on the wire)")
         self.config = config
+        self.shapes = param_shapes(self.params, names)  # what payload() sees for these parameters
         self.comm = GroupComm(group)
         self.steps_done = 0
-        self.optimizer = build_optimizer(self.params, config, self.default_optimizer, self.default_lr)
+        self.optimizer = self._build_optimizer()
+
+    def _build_optimizer(self) -> Stepper:
+        """The base optimizer (the config's, or the replicator's default); lowrank and mtdao bring their own."""
+        return build_optimizer(self.params, self.config, self.default_optimizer, self.default_lr)
 
     @classmethod
     @abstractmethod

@@ -34,8 +34,9 @@ class DCTReplicator(Replicator):
     default_optimizer = "sgd"
     default_lr = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
-        super().__init__(params, config, group)
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
+                 names: Sequence[str] | None = None) -> None:
+        super().__init__(params, config, group, names)
         self.codec = DCTCodec([tuple(p.shape) for p in self.params], config.chunk, config.topk)
         plan = self.codec.plan
         self.wire = _wire_layout(plan, config)

@@ -29,8 +29,9 @@ class DiLoCoReplicator(Replicator):
     default_optimizer = "adamw"
     default_lr = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
-        super().__init__(params, config, group)
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
+                 names: Sequence[str] | None = None) -> None:
+        super().__init__(params, config, group, names)
         self.layout = FlatLayout(self.params)
         self.start = torch.zeros(self.layout.numel)
         self.layout.gather([p.detach() for p in self.params], self.start)

@@ -21,8 +21,9 @@ class FullReplicator(Replicator):
     default_optimizer = "adamw"
     default_lr = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
-        super().__init__(params, config, group)
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
+                 names: Sequence[str] | None = None) -> None:
+        super().__init__(params, config, group, names)
         self.layout = FlatLayout(self.params)
         # One persistent buffer: a single collective per step and no per-step allocation.
         self.buffer = torch.empty(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype])

@@ -7,13 +7,30 @@ and the learning-rate defaults live in one place.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 
 from netbench.replicators.config import ReplicatorConfig
 
-__all__ = ["build_optimizer", "resolve_lr"]
+__all__ = ["build_optimizer", "resolve_lr", "Stepper", "OptimizerChain"]
+
+
+class Stepper(Protocol):
+    """All a replicator asks of its optimizer: one ``step()`` applying what is in ``p.grad``."""
+
+    def step(self) -> object: ...
+
+
+class OptimizerChain:
+    """Several optimizers, each over its own parameters, stepped as one (lowrank: SGD + AdamW)."""
+
+    def __init__(self, optimizers: Sequence[Stepper]) -> None:
+        self.optimizers = list(optimizers)
+
+    def step(self) -> None:
+        for optimizer in self.optimizers:
+            optimizer.step()
 
 
 def resolve_lr(config: ReplicatorConfig, default_lr: float) -> float:

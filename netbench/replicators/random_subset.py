@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.base import param_shapes
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.subset import SubsetReplicator
 from netbench.shapes import ParamShape
@@ -45,10 +44,11 @@ class RandomReplicator(SubsetReplicator):
 
     name = "random"
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
-        super().__init__(params, config, group)
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
+                 names: Sequence[str] | None = None) -> None:
+        super().__init__(params, config, group, names)
         starts, widths = [], []
-        counts = _counts(param_shapes(self.params), config.rate)
+        counts = _counts(self.shapes, config.rate)
         for offset, numel, count in zip(self.layout.offsets, self.layout.numels, counts):
             edges = torch.div(torch.arange(count + 1, dtype=torch.int64) * numel, count, rounding_mode="floor")
             starts.append(edges[:-1] + offset)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer, param_shapes
+from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
 from netbench.shapes import ParamShape
@@ -31,12 +31,13 @@ class SubsetReplicator(Replicator):
     default_optimizer = "sgd"
     default_lr = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None) -> None:
-        super().__init__(params, config, group)
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
+                 names: Sequence[str] | None = None) -> None:
+        super().__init__(params, config, group, names)
         self.layout = FlatLayout(self.params)
         self.momentum = torch.zeros(self.layout.numel)
         self.update = torch.zeros(self.layout.numel)
-        slots = self.slots(param_shapes(self.params), config)
+        slots = self.slots(self.shapes, config)
         self.send = torch.zeros(slots, dtype=WIRE_DTYPES[config.value_dtype])
         self._momentum_views = self.layout.views(self.momentum, self.params)
 

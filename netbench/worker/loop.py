@@ -84,7 +84,8 @@ class WorkerRun:
         # Imported here so that a replicator that fails to import becomes an error event.
         from netbench.replicators import build_replicator
 
-        replicator = build_replicator(workload.parameters(), spec.replicator)
+        names = [s.name for s in workload.param_shapes()]  # as the model's shape list names them
+        replicator = build_replicator(workload.parameters(), spec.replicator, names=names)
         self.writer.write({
             "event": "start", "rank": spec.rank, "world_size": spec.world_size, "t": time.time(),
             "host": socket.gethostname(), "pid": os.getpid(), "iface": spec.iface, "init_method": self.resolved.url,
