@@ -7,12 +7,17 @@ is then held against an orchestrated `netbench run` with the same settings. Need
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import io
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -80,27 +85,57 @@ def _shape(iface: str) -> None:
         shaping.apply(ipr, ipr.link_lookup(ifname=iface)[0], DirectionSpec(rate_bps=1e9), offload=False, use_netem=False)
 
 
+def _drop_net_admin() -> None:
+    """Clear CAP_NET_ADMIN from this process's effective set (capset(2)); root's file access stays."""
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    data[0].effective &= ~(1 << 12)  # CAP_NET_ADMIN
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def _cli(argv: list[str], env: dict[str, str], without_net_admin: bool) -> tuple[int, str]:
+    """`netbench ARGV` inside this forked, namespaced process (torch is loaded already): exit code and stderr."""
+    os.environ.update(env)
+    if without_net_admin:
+        _drop_net_admin()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+    return code, err.getvalue()
+
+
 def test_refuses_a_configured_root_qdisc_and_needs_net_admin(hosts) -> None:
     """Nothing starts (exit 2, one line) when shaping cannot be undone exactly or is not allowed; the host is untouched."""
-    node = hosts.nodes[0]
-    env = {**os.environ, **ENV, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": node.address, "MASTER_PORT": "29411"}
-    argv = [sys.executable, "-m", "netbench", "worker", *WORKER_ARGS]
-    other = hosts.nodes[1]
+    node, other = hosts.nodes
+    out = tempfile.mkdtemp(prefix="netbench-torchrun-")
+    argv = ["worker", *WORKER_ARGS, "--out", out]
+    cases = [(other, argv, False, "already has a configured root qdisc"), (node, argv, True, "needs root or CAP_NET_ADMIN")]
+    if not detect().netem:
+        cases.append((node, [*argv, "--delay", "10ms"], False, "netem"))
     other.call(_shape, other.iface)  # someone else's shaper (or one a SIGKILLed worker left)
-    try:  # the three cases at once (each is a CLI start-up): refused, no capability, no netem
-        cases = {"refused": (other, argv, "already has a configured root qdisc"),
-                 "no_cap": (node, ["setpriv", "--bounding-set", "-net_admin", "--inh-caps", "-net_admin", *argv], "needs root or CAP_NET_ADMIN")}
-        if not detect().netem:
-            cases["no_netem"] = (node, [*argv, "--delay", "10ms"], "netem")
-        procs = {name: where.popen(cmd, env={**env, "MASTER_ADDR": where.address}, cwd=REPO, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True) for name, (where, cmd, _) in cases.items()}
-        for name, proc in procs.items():
-            _, err = proc.communicate(timeout=60)
-            assert proc.returncode == 2 and cases[name][2] in err and len(err.strip().splitlines()) == 1, (name, err)
+    try:
+        for where, args, without_net_admin, expected in cases:
+            env = {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": where.address, "MASTER_PORT": "29411"}
+            code, err = where.call(_cli, args, env, without_net_admin)
+            assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, (args, without_net_admin, err)
         assert root_of(other)[0] == "tbf"  # left exactly as it was
     finally:
         other.call(_unshape, other.iface)
-    assert root_of(node)[1] == 0
+        shutil.rmtree(out, ignore_errors=True)
+    assert root_of(node)[1] == 0 and root_of(other)[1] == 0
 
 
 def test_torchrun_per_host_matches_netbench_run(hosts, tmp_path: Path, capsys) -> None:
@@ -176,7 +211,7 @@ def test_shaping_removed_after_error_and_sigterm(hosts, tmp_path: Path) -> None:
     started = []
     for node, world, steps in ((hosts.nodes[0], "2", "2"), (hosts.nodes[1], "1", "100000")):
         env = {**ENV, "RANK": "0", "WORLD_SIZE": world, "MASTER_ADDR": node.address, "MASTER_PORT": str(_free_port())}
-        argv = [sys.executable, "-m", "netbench", "worker", *WORKER_ARGS, "--steps", steps, "--timeout", "4",
+        argv = [sys.executable, "-m", "netbench", "worker", *WORKER_ARGS, "--steps", steps, "--timeout", "3",
                 "--out", str(tmp_path / f"n{node.index}"), "--run-id", f"fault{node.index}"]
         log = (tmp_path / f"n{node.index}.log").open("w")
         started.append(node.popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT))
