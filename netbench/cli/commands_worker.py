@@ -53,6 +53,11 @@ def worker(
     value_dtype: str = ropt.ValueDtypeOpt,
     index_dtype: str = ropt.IndexDtypeOpt,
     grad_dtype: str = ropt.GradDtypeOpt,
+    rank: float = ropt.RankOpt,
+    mu: float = ropt.MuOpt,
+    params_every: int = ropt.ParamsEveryOpt,
+    m1_every: int = ropt.M1EveryOpt,
+    m2_every: int = ropt.M2EveryOpt,
     sign: bool = ropt.SignOpt,
     lr: float = ropt.LrOpt,
     workload: str = ropt.WorkloadOpt,
@@ -73,7 +78,8 @@ def worker(
 
     shaping = _shaping(bw, up, delay, jitter, loss)
     rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
-                                       index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr)
+                                       index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
+                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
     try:
         rendezvous = hosts.rendezvous(iface)
