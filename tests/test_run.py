@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -40,7 +38,7 @@ def test_every_replicator_runs_end_to_end(tmp_path, name: str) -> None:
     steps = pd.read_csv(result.run_dir / "steps.csv")
     assert len(steps) == 2 * 7 and set(steps["rank"]) == {0, 1}
     for column in ("compute_s", "compress_s", "comm_s", "step_s", "loss", "payload_bytes", "tx_bytes", "rx_bytes",
-                   "capture_tx_wire_bytes", "capture_tx_payload_bytes"):
+                   "capture_tx_wire_bytes", "capture_tx_payload_bytes", "retrans_segs", "capture_tx_retrans_bytes"):
         assert column in steps, column
     run_json = json.loads((result.run_dir / "run.json").read_text())
     assert run_json["status"] == "ok" and run_json["cluster"]["delay_engine"] == "none"
@@ -97,29 +95,6 @@ def test_run_with_delay_uses_the_delay_line(tmp_path) -> None:
     assert slow.status == "ok", slow.reason
     assert slow.summary["delay_engine"] in ("delayline", "netem")
     assert slow.summary["comm_time_s"] >= 0.020  # at least one round trip per all-gather
-
-
-def test_killed_worker_fails_the_run_cleanly(tmp_path) -> None:
-    def kill_rank1(cluster) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # wait until rank 1 has measured a few steps
-            files = list(tmp_path.glob("*/workers/rank1.jsonl"))
-            if files and files[0].read_text().count('"event": "step"') >= 3:
-                break
-            time.sleep(0.05)
-        worker = next(p for p in cluster.nodes[1].processes)
-        os.kill(worker.pid, signal.SIGKILL)
-
-    started = time.monotonic()
-    result = run(config(tmp_path, "full", steps=500, timeout_s=10), on_cluster=kill_rank1)
-    assert time.monotonic() - started < 60
-    assert result.status == "failed"
-    assert "node 1" in result.reason
-    run_json = json.loads((result.run_dir / "run.json").read_text())
-    assert run_json["status"] == "failed" and "node 1" in run_json["reason"]
-    steps = pd.read_csv(result.run_dir / "steps.csv")
-    assert (steps["rank"] == 1).sum() >= 3  # what was measured before the kill is kept
-    assert not [n for n in netns.list_netns() if result.summary["run_id"] in n]
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -4,6 +4,10 @@ Framing is everything on the wire that is not TCP payload: Ethernet, IP and TCP 
 whole ACK-only packets. With segmentation offloads on, one captured skb may stand for several
 wire frames; those are expanded to ceil(payload / MSS) frames, each with its own headers, so the
 capture reports the bytes a real MTU-1500 Ethernet would carry.
+
+Retransmitted bytes are TCP payload whose sequence range a flow has already carried: the switch
+port sees a node's segments before the delay line drops any, so a lost segment shows up twice
+there (its retransmission counted), and a node's received stream shows the hole being filled.
 """
 
 from __future__ import annotations
@@ -17,33 +21,63 @@ from scapy.layers.l2 import Ether
 from scapy.utils import RawPcapReader
 
 MSS = 1448  # MTU 1500 minus IPv4, TCP and the timestamp option
-COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only"]
+COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only", "retrans_bytes"]
 # What per_step adds to steps.csv, in order; runs without a capture keep these columns, empty.
-STEP_COLUMNS = [f"capture_{d}_{name}" for d in ("tx", "rx") for name in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes")]
+STEP_COLUMNS = [f"capture_{d}_{name}" for d in ("tx", "rx")
+                for name in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes", "retrans_bytes")]
+_SEQ_SPACE = 1 << 32
+
+
+class RetransTracker:
+    """Per TCP flow, the highest sequence number carried so far; payload below it was sent before.
+
+    Distances are taken modulo 2^32 (signed), so sequence wrap-around and flows that began
+    before the capture are handled; the delay line never reorders a flow, so a segment starting
+    below the highest end is a retransmission, not a late original.
+    """
+
+    def __init__(self) -> None:
+        self.high: dict[tuple, int] = {}
+
+    def retransmitted(self, flow: tuple, seq: int, payload: int) -> int:
+        """Bytes of ``payload`` (starting at ``seq``) that ``flow`` has carried before."""
+        if payload <= 0:
+            return 0
+        high = self.high.get(flow)
+        if high is None:
+            self.high[flow] = (seq + payload) % _SEQ_SPACE
+            return 0
+        start = (seq - high + _SEQ_SPACE // 2) % _SEQ_SPACE - _SEQ_SPACE // 2  # signed distance from the high mark
+        end = start + payload
+        if end > 0:
+            self.high[flow] = (high + end) % _SEQ_SPACE
+        return min(end, 0) - start if start < 0 else 0
 
 
 def parse_pcap(path: Path, node_address: str) -> pd.DataFrame:
     """One row per captured packet; direction 'tx' when ``node_address`` sent it."""
     rows: list[tuple] = []
+    tracker = RetransTracker()
     for data, meta in RawPcapReader(str(path)):
         t = meta.sec + meta.usec / 1e6 if hasattr(meta, "usec") else meta.tshigh  # pcap (not pcapng)
         wire = meta.wirelen
         frame = Ether(data)
         ip = frame.getlayer(IP)
         if ip is None:  # ARP and other non-IP frames: framing, no payload
-            rows.append((t, "tx" if _l2_from_node(frame, node_address) else "rx", "", "l2", wire, 0, 1, False))
+            rows.append((t, "tx" if _l2_from_node(frame, node_address) else "rx", "", "l2", wire, 0, 1, False, 0))
             continue
         direction = "tx" if ip.src == node_address else "rx"
         peer = ip.dst if direction == "tx" else ip.src
         tcp = ip.getlayer(TCP)
         if tcp is None:
-            rows.append((t, direction, peer, "ip", wire, 0, 1, False))
+            rows.append((t, direction, peer, "ip", wire, 0, 1, False, 0))
             continue
         header = 14 + ip.ihl * 4 + tcp.dataofs * 4
         payload = max(0, ip.len - ip.ihl * 4 - tcp.dataofs * 4)
         frames = max(1, math.ceil(payload / MSS))
         wire_bytes = payload + frames * header if frames > 1 else wire
-        rows.append((t, direction, peer, "tcp", wire_bytes, payload, frames, payload == 0))
+        again = tracker.retransmitted((ip.src, tcp.sport, ip.dst, tcp.dport), tcp.seq, payload)
+        rows.append((t, direction, peer, "tcp", wire_bytes, payload, frames, payload == 0, again))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -56,7 +90,7 @@ def per_step(packets: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """Sum packets into step windows (step, t_from, t_to], per direction.
 
     Returns one row per step with capture_{tx,rx}_{wire,payload}_bytes, capture_{tx,rx}_packets
-    (wire frames) and capture_{tx,rx}_ack_only_bytes.
+    (wire frames), capture_{tx,rx}_ack_only_bytes and capture_{tx,rx}_retrans_bytes.
     """
     out = windows[["step"]].copy()
     if packets.empty:
@@ -67,10 +101,12 @@ def per_step(packets: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     bins = pd.cut(packets["t"], bins=edges, labels=windows["step"].tolist(), right=True)
     packets = packets.assign(step=bins).dropna(subset=["step"])
     packets = packets.assign(ack_only_bytes=packets["wire_bytes"].where(packets["ack_only"], 0))
-    grouped = packets.groupby(["step", "direction"], observed=False)[["wire_bytes", "payload_bytes", "frames", "ack_only_bytes"]].sum()
+    summed = {"wire_bytes": "wire_bytes", "payload_bytes": "payload_bytes", "frames": "packets", "ack_only_bytes": "ack_only_bytes",
+              "retrans_bytes": "retrans_bytes"}
+    grouped = packets.groupby(["step", "direction"], observed=False)[list(summed)].sum()
     for d in ("tx", "rx"):
         part = grouped.xs(d, level="direction") if d in grouped.index.get_level_values("direction") else None
-        for col, name in (("wire_bytes", "wire_bytes"), ("payload_bytes", "payload_bytes"), ("frames", "packets"), ("ack_only_bytes", "ack_only_bytes")):
+        for col, name in summed.items():
             values = part[col] if part is not None else pd.Series(dtype=float)
             out[f"capture_{d}_{name}"] = out["step"].map(values).fillna(0).astype("int64")
     return out

@@ -56,3 +56,22 @@ def build_cluster_spec(
         names["up.rate_bps"] = "--up" if up else "--bw"
         names["down.rate_bps"] = "--down" if down else "--bw"
         raise UserError(one_line(exc, names)) from None
+
+
+def check_engine(spec: ClusterSpec) -> None:
+    """Refuse, before anything is built, impairments this host cannot emulate (call once privileged).
+
+    The capability probe needs root (or the user namespace), so this runs after the privilege
+    step rather than with the other checks; it builds and removes one throwaway namespace.
+    """
+    if not spec.impaired:
+        return
+    from netbench.emulation.capabilities import detect
+
+    caps = detect()
+    if spec.engine == "netem" and not caps.netem:
+        raise UserError("--engine: netem is not available here (this kernel has no sch_netem); use --engine auto or delayline")
+    if spec.engine == "delayline" and not caps.delay_line:
+        raise UserError(f"--engine: the delay line does not work here ({caps.delay_line_reason})")
+    if not (caps.netem or caps.delay_line):
+        raise UserError(f"--delay/--jitter/--loss: need netem or the delay line, and neither works here ({caps.delay_line_reason})")

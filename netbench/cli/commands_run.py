@@ -31,6 +31,20 @@ def _config(**kw):
         raise UserError(one_line(exc, {"steps": "--steps", "warmup_steps": "--warmup", "timeout_s": "--timeout", "out_dir": "--out", "threads": "--threads"})) from None
 
 
+def _shown(value: float, unit: str) -> str:
+    return f"{value:.4f} s" if unit == "s" else format_bytes(value) if unit == "B" else f"{value:.3g}{unit}"
+
+
+def report_problems(result) -> None:
+    """Warnings (leftovers of earlier runs, a signal during teardown) and stalls, one line each, on stderr."""
+    for warning in result.run_json.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {warning}")
+    stalls = result.summary.get("stalls") or []
+    if stalls:
+        listed = ", ".join(f"step {s['step']} took {s['seconds']:.1f} s" for s in stalls[:5]) + (", ..." if len(stalls) > 5 else "")
+        console.print(f"[yellow]stalled:[/] {len(stalls)} step(s) ({listed}; a typical step took {stalls[0]['typical_s']:.2f} s)")
+
+
 def summary_table(summary: dict) -> Table:
     """Median step time and its breakdown, bytes per step per node (payload vs wire)."""
     table = Table(title=f"netbench run {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes, "
@@ -43,16 +57,17 @@ def summary_table(summary: dict) -> Table:
     rows = [("step time", "step_time_s", "s"), ("  compute", "compute_time_s", "s"), ("  compress", "compress_time_s", "s"),
             ("  communicate", "comm_time_s", "s"), ("  decode", "decode_time_s", "s"), ("  apply", "apply_time_s", "s"),
             ("payload bytes/step/node", "payload_bytes_per_step", "B"), ("wire tx bytes/step/node", "wire_tx_bytes_per_step", "B"),
-            ("wire rx bytes/step/node", "wire_rx_bytes_per_step", "B"), ("captured tx bytes/step/node", "capture_wire_bytes_per_step", "B")]
+            ("wire rx bytes/step/node", "wire_rx_bytes_per_step", "B"), ("captured tx bytes/step/node", "capture_wire_bytes_per_step", "B"),
+            ("mean step time", "step_time_mean_s", "s"), ("slowdown vs model (mean step)", "slowdown_vs_model", "x"),
+            ("retransmitted bytes/step/node", "retrans_bytes_per_step", "B"), ("retransmitted segments/step/node", "retrans_segs_per_step", "")]
     for label, key, unit in rows:
         value = summary.get(key)
         if value is None:
             continue
-        shown = f"{value:.4f} s" if unit == "s" else format_bytes(value)
-        cells = [label, shown]
+        cells = [label, _shown(value, unit)]
         if predicted:
             p = predicted.get(key)
-            cells.append("" if p is None else (f"{p:.4f} s" if unit == "s" else format_bytes(p)))
+            cells.append("" if p is None else _shown(p, unit))
         table.add_row(*cells)
     if summary.get("first_loss") is not None:
         row = ["loss (first -> last)", f"{summary['first_loss']:.3f} -> {summary['final_loss']:.3f}"]
@@ -110,6 +125,7 @@ def run(
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
     _privileged()
+    copt.check_engine(cluster)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task(f"{replicator} on {nodes} nodes at {bw}", total=warmup + steps)
@@ -119,6 +135,7 @@ def run(
     else:
         Console().print(summary_table(result.summary))
         console.print(f"results: {result.run_dir}")
+    report_problems(result)
     if result.status != "ok":
         console.print(f"[red]run failed:[/] {result.reason}")
         raise typer.Exit(1)

@@ -22,6 +22,7 @@ from netbench import __version__
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import by_peer, parse_pcap, per_step
 from netbench.model.predict import predict_run
+from netbench.orchestrator import health
 
 if TYPE_CHECKING:
     from netbench.orchestrator.config import RunConfig
@@ -112,6 +113,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
             rel = (both["capture_tx_wire_bytes"] - both["tx_bytes"]).abs() / both["tx_bytes"]
             out["capture_vs_counter_max_rel_diff"] = float(rel.max())
             out["capture_vs_counter_median_rel_diff"] = float(rel.median())
+    out.update(health.figures(measured, steps))
     return out
 
 
@@ -171,6 +173,7 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
         known = summary["up_bps"] and summary["down_bps"]  # a real NIC may report no rate (`netbench worker`)
         predicted = predict_run(config, steps, start.get("n_params"), cpus=cpus) if known else {"error": "link rate unknown"}
         summary["predicted" if "error" not in predicted else "prediction_error"] = predicted.get("error", predicted)
+        summary.update(health.slowdown(summary))
     run_json = {
         "run_id": run_id, "status": status, "reason": reason, "warnings": warnings,
         "started": dt.datetime.fromtimestamp(started).isoformat(), "wall_s": time.time() - started,

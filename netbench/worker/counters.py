@@ -3,13 +3,18 @@
 /proc/net/dev shows the interfaces of the *reading process's* network namespace (whereas
 /sys/class/net follows the namespace sysfs was mounted in), so a worker started inside a node's
 namespace reads its own veth. One read is a few tens of microseconds: cheap enough per step.
+
+TCP's ``RetransSegs`` (/proc/net/snmp) comes along: segments this network namespace sent again.
+In a node's namespace those are the worker's own connections (gloo and the rendezvous store), so
+loss on the emulated link shows up per step; on a real host it counts every TCP socket there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PROC_NET_DEV = "/proc/net/dev"
+PROC_NET_SNMP = "/proc/net/snmp"
 
 
 class CounterError(RuntimeError):
@@ -24,6 +29,7 @@ class IfaceCounters:
     rx_bytes: int
     tx_packets: int
     rx_packets: int
+    retrans_segs: int = 0  # TCP segments retransmitted from this namespace (all its sockets)
 
     def __sub__(self, earlier: "IfaceCounters") -> "IfaceCounters":
         return IfaceCounters(
@@ -31,10 +37,12 @@ class IfaceCounters:
             self.rx_bytes - earlier.rx_bytes,
             self.tx_packets - earlier.tx_packets,
             self.rx_packets - earlier.rx_packets,
+            self.retrans_segs - earlier.retrans_segs,
         )
 
     def as_dict(self) -> dict[str, int]:
-        return {"tx_bytes": self.tx_bytes, "rx_bytes": self.rx_bytes, "tx_packets": self.tx_packets, "rx_packets": self.rx_packets}
+        return {"tx_bytes": self.tx_bytes, "rx_bytes": self.rx_bytes, "tx_packets": self.tx_packets, "rx_packets": self.rx_packets,
+                "retrans_segs": self.retrans_segs}
 
 
 def parse_proc_net_dev(text: str, iface: str) -> IfaceCounters:
@@ -54,7 +62,17 @@ def parse_proc_net_dev(text: str, iface: str) -> IfaceCounters:
     raise CounterError(f"interface {iface!r} not found in {PROC_NET_DEV} of this network namespace")
 
 
-def read_counters(iface: str, path: str = PROC_NET_DEV) -> IfaceCounters:
-    """Current counters of ``iface`` as this process's namespace sees them."""
+def parse_retrans_segs(text: str) -> int:
+    """TCP ``RetransSegs`` from the text of /proc/net/snmp (a ``Tcp:`` header line, then its values)."""
+    tcp = [line.split()[1:] for line in text.splitlines() if line.startswith("Tcp:")]
+    if len(tcp) >= 2 and "RetransSegs" in tcp[0]:
+        return int(tcp[1][tcp[0].index("RetransSegs")])
+    raise CounterError(f"no Tcp RetransSegs in {PROC_NET_SNMP}")
+
+
+def read_counters(iface: str, path: str = PROC_NET_DEV, snmp_path: str = PROC_NET_SNMP) -> IfaceCounters:
+    """Current counters of ``iface`` (and the namespace's TCP retransmissions) as this process sees them."""
     with open(path, encoding="ascii") as f:
-        return parse_proc_net_dev(f.read(), iface)
+        counters = parse_proc_net_dev(f.read(), iface)
+    with open(snmp_path, encoding="ascii") as f:
+        return replace(counters, retrans_segs=parse_retrans_segs(f.read()))

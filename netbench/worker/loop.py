@@ -7,7 +7,8 @@ Timing boundaries of a step (one JSONL record each):
 * ``compress_s, comm_s, decode_s, apply_s, payload_bytes, collectives``: the replicator's own
   ``StepStats`` for its synchronisation and optimizer step;
 * ``step_s``: compute plus replicator step, by the monotonic clock;
-* ``tx_bytes, rx_bytes, tx_packets, rx_packets``: interface counter deltas. The reading that ends
+* ``tx_bytes, rx_bytes, tx_packets, rx_packets``: interface counter deltas, and ``retrans_segs``,
+  the namespace's TCP retransmissions (loss on the link shows here). The reading that ends
   one step begins the next, so the deltas tile the run: their sum is exactly the interface's
   traffic from the first step's start to the last step's end, even when a faster peer's next
   step lands between two of this rank's steps.
@@ -35,7 +36,7 @@ from netbench.worker.spec import ResolvedSpec
 from netbench.workloads import Workload, build_workload
 
 STAT_FIELDS = ("compress_s", "comm_s", "decode_s", "apply_s", "payload_bytes", "collectives")
-COUNTER_FIELDS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets")
+COUNTER_FIELDS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs")
 SUMMED_FIELDS = ("compute_s", *STAT_FIELDS, "step_s", *COUNTER_FIELDS)
 
 

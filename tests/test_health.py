@@ -1,0 +1,66 @@
+"""Unit checks of what a run reports about a misbehaving network: retransmissions, stalls, slowdown."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from netbench.capture.pcap import RetransTracker
+from netbench.orchestrator import health
+from netbench.worker.counters import CounterError, parse_retrans_segs
+
+SNMP = """Ip: Forwarding DefaultTTL InReceives
+Ip: 1 64 12345
+Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors
+Tcp: 1 200 120000 -1 10 5 0 1 3 5000 4800 17 0 2 0
+Udp: InDatagrams NoPorts
+Udp: 3 0
+"""
+
+
+def test_retrans_segs_from_proc_net_snmp() -> None:
+    assert parse_retrans_segs(SNMP) == 17
+    with pytest.raises(CounterError):
+        parse_retrans_segs("Ip: Forwarding\nIp: 1\n")
+
+
+def test_tracker_counts_payload_sent_again_and_nothing_else() -> None:
+    t, flow = RetransTracker(), ("a", 1, "b", 2)
+    assert t.retransmitted(flow, 1000, 100) == 0  # first data seen
+    assert t.retransmitted(flow, 1100, 100) == 0  # in order
+    assert t.retransmitted(flow, 1100, 100) == 100  # the same segment again
+    assert t.retransmitted(flow, 1150, 100) == 50  # half old, half new
+    assert t.retransmitted(flow, 1250, 0) == 0  # a pure ACK carries nothing
+    assert t.retransmitted(("a", 1, "b", 3), 1100, 100) == 0  # another flow has its own sequence
+
+
+def test_tracker_survives_sequence_wraparound() -> None:
+    t, flow = RetransTracker(), ("a", 1, "b", 2)
+    top = (1 << 32) - 100
+    assert t.retransmitted(flow, top, 100) == 0
+    assert t.retransmitted(flow, 0, 100) == 0  # wrapped: new data
+    assert t.retransmitted(flow, top + 50, 50) == 50  # from before the wrap: old
+    assert t.retransmitted(flow, 100, 10) == 0
+
+
+def _steps(step_s: list[float], ranks: int = 2) -> pd.DataFrame:
+    rows = [{"rank": r, "step": i, "step_s": s, "warmup": i == 0, "retrans_segs": 2 * r, "capture_tx_retrans_bytes": 1448 * r,
+             "capture_tx_payload_bytes": 14480} for i, s in enumerate(step_s) for r in range(ranks)]
+    return pd.DataFrame(rows)
+
+
+def test_a_step_far_above_the_typical_one_is_a_stall() -> None:
+    steps = _steps([0.5, 0.2, 0.21, 6.3, 0.2, 0.19])
+    assert health.stalls(steps) == [{"step": 3, "seconds": 6.3, "typical_s": pytest.approx(0.205, abs=1e-3)}]
+    assert health.stalls(_steps([0.2, 1.5, 0.2, 0.2])) == []  # slow, but under STALL_MIN_S: noise on a busy host
+
+
+def test_figures_are_means_and_slowdown_is_against_the_model() -> None:
+    steps = _steps([0.5, 0.2, 0.4])
+    measured = steps[~steps["warmup"]]
+    out = health.figures(measured, steps)
+    assert out["step_time_mean_s"] == pytest.approx(0.3)
+    assert out["retrans_segs_per_step"] == 1.0 and out["retrans_bytes_per_step"] == 724.0
+    assert out["retrans_fraction"] == pytest.approx(724 / 14480)
+    assert health.slowdown({**out, "predicted": {"step_time_s": 0.2}}) == {"slowdown_vs_model": pytest.approx(1.5)}
+    assert health.slowdown(out) == {}
