@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Optional
 
 import typer
@@ -71,6 +72,7 @@ def probe(
 
     spec = opt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine)
     _privileged()
+    opt.check_engine(spec)
     result = run_probe(spec, seconds=seconds)
     if as_json:
         print(json.dumps(result.as_dict()))
@@ -88,6 +90,7 @@ def probe(
 
 @app.command()
 def clean(
+    run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs (default: every run whose owner is gone)."),
     force: bool = typer.Option(False, "--force", help="Also remove runs whose owner process is still alive."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
 ) -> None:
@@ -95,8 +98,11 @@ def clean(
     from netbench.emulation.cleanup import clean as do_clean
     from netbench.emulation.cleanup import find_leftovers
 
+    bad = [r for r in run_ids or () if not re.fullmatch(r"[0-9a-f]{6}", r)]
+    if bad:
+        raise UserError(f"RUN_ID: expected 6 hex digits as in netbench-<run_id>-n0 (see `ip netns`), got {bad[0]!r}")
     _privileged()
-    found = find_leftovers(force) if dry_run else do_clean(force)
+    found = find_leftovers(force, run_ids or ()) if dry_run else do_clean(force, run_ids or ())
     verb = "would remove" if dry_run else "removed"
     if found.empty:
         console.print("nothing to clean")

@@ -86,6 +86,7 @@ def sweep(
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay; resumable; writes summary.csv and a report."""
+    from netbench.reports.scenario import ScenarioError
     from netbench.reports.scenario import points as grid_points
 
     overrides = {
@@ -101,7 +102,10 @@ def sweep(
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
     scenario = _scenario(scenario_file, overrides)
     folder = out or Path("reports/sweeps") / scenario.name
-    plan = grid_points(scenario, folder.resolve() / "runs")
+    try:  # the scenario is valid; the folder its runs go to is checked here
+        plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})
+    except ScenarioError as exc:
+        raise UserError(str(exc)) from None
     if dry_run:
         for p in plan:
             print(f"{p.key}  {p.label}")

@@ -22,8 +22,12 @@ def one_line(exc: pydantic.ValidationError, option_names: dict[str, str] | None 
     """The first validation error as one line that names the CLI option (``--topk``), not the field."""
     err = exc.errors()[0]
     field = ".".join(str(p) for p in err.get("loc", ()))
-    option = (option_names or {}).get(field, "--" + field.replace("_", "-") if field else "")
     message = err.get("msg", "invalid value").removeprefix("Value error, ")
+    if not field:  # a check across fields ("topk 100 is larger than a chunk"): named by its first word
+        first = message.split(" ", 1)[0]
+        option = (option_names or {}).get(first, "")
+    else:
+        option = (option_names or {}).get(field, "--" + field.replace("_", "-"))
     value = err.get("input")
-    shown = f" (got {value!r})" if field and not isinstance(value, dict) and "got " not in message else ""
+    shown = f" (got {value!r})" if field and not isinstance(value, dict) and "got " not in message and str(value) not in message else ""
     return f"{option}: {message}{shown}" if option else message

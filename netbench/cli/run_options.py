@@ -9,6 +9,7 @@ import typer
 
 from netbench.cli.errors import UserError, one_line
 from netbench.replicators.config import ReplicatorConfig
+from netbench.shapes import ShapeError, resolve_shapes
 from netbench.workloads.config import WorkloadConfig
 
 ReplicatorOpt = typer.Option("dct", "--replicator", "-r", help="full, dct, random, striding, diloco, lowrank or mtdao.")
@@ -49,8 +50,13 @@ def build_replicator_config(name: str, **settings: Any) -> ReplicatorConfig:
 
 
 def build_workload_config(kind: str, shapes: str, compute_ms: float) -> WorkloadConfig:
+    """The workload; ``--shapes`` is checked whatever the kind (a config only checks it for shapes,
+    so a spec stays portable): an unknown preset or unreadable file typed here is a mistake."""
     try:
+        resolve_shapes(shapes)
         return WorkloadConfig(kind=kind, shapes=shapes, compute_ms=compute_ms)
+    except ShapeError as exc:
+        raise UserError(f"--shapes: {exc}") from None
     except pydantic.ValidationError as exc:
         message = one_line(exc, _WORKLOAD_OPTIONS)
         if not message.startswith("--"):

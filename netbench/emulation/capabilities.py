@@ -16,6 +16,7 @@ from pathlib import Path
 from pyroute2 import IPRoute
 
 from netbench.emulation import netns
+from netbench.emulation.naming import PROBE_PREFIX
 from netbench.emulation.rootless import user_namespaces_allowed
 
 
@@ -122,7 +123,7 @@ def detect() -> Capabilities:
         found["errors"]["netfilterqueue"] = str(exc)
     if not root:
         return Capabilities(**found)
-    name = f"netbench-doctor{os.getpid()}-x"
+    name = f"netbench-{PROBE_PREFIX}{os.getpid()}-x"  # `clean` leaves it alone while this process lives
     try:
         netns.create(name)
         found.update(netns.call_in(name, _probe_inside))

@@ -3,11 +3,18 @@
 Everything a run creates lives inside its ``netbench-<run_id>-*`` namespaces (links, qdiscs,
 iptables rules, the delay line), so cleaning means: kill the processes inside those namespaces,
 then delete the namespaces. Runs whose owner process is still alive are left alone unless forced.
+
+:func:`traces_of` answers the narrower question "what is left of *this* run", for fault tests and
+the soak script, which share the host with other runs and must never judge by theirs.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+
+import psutil
 
 from netbench.emulation import naming, netns
 
@@ -24,27 +31,67 @@ class Leftovers:
         return not (self.namespaces or self.pids or self.stale_registrations)
 
 
-def find_leftovers(include_live: bool = False) -> Leftovers:
-    """Namespaces, processes and registry entries of runs whose owner is gone."""
+def find_leftovers(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
+    """Namespaces, processes and registry entries of runs whose owner is gone (of the runs ``only`` names, if given)."""
     found = Leftovers()
     for name in netns.list_netns():
         run_id = naming.run_id_of(name)
-        if run_id is None or (not include_live and naming.owner_alive(run_id)):
+        if run_id is None or (only and run_id not in only) or (not include_live and naming.owner_alive(run_id)):
             continue
         found.namespaces.append(name)
         if run_id not in found.run_ids:
             found.run_ids.append(run_id)
     found.pids = netns.pids_in(found.namespaces)
-    found.stale_registrations = [r for r in naming.registered_run_ids() if (include_live or not naming.owner_alive(r))]
+    found.stale_registrations = [r for r in naming.registered_run_ids()
+                                 if (not only or r in only) and (include_live or not naming.owner_alive(r))]
     return found
 
 
-def clean(include_live: bool = False) -> Leftovers:
-    """Remove leftovers; returns what was removed."""
-    found = find_leftovers(include_live)
+def clean(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
+    """Remove leftovers (of the runs ``only`` names, if given); returns what was removed."""
+    found = find_leftovers(include_live, only)
     netns.kill_pids(found.pids)
     for name in found.namespaces:
         netns.remove(name)
     for run_id in found.stale_registrations:
         naming.unregister(naming.RunNames(run_id))
     return found
+
+
+def namespaces_of(run_id: str) -> list[str]:
+    return [name for name in netns.list_netns() if naming.RunNames(run_id).owns(name)]
+
+
+def inodes_of(run_id: str) -> set[int]:
+    """Inodes of the run's namespaces now; a process inside one keeps seeing that inode after the name is gone."""
+    return {ino for ino in map(netns.inode_of, namespaces_of(run_id)) if ino is not None}
+
+
+def running(pid: int) -> bool:
+    """True for a live process; a killed orphan is a zombie until init reaps it, which counts as gone."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def processes_of(run_id: str, known_inodes: Iterable[int] = ()) -> list[int]:
+    """Live processes inside the run's namespaces (by inode, ``known_inodes`` included) or whose command line names the run."""
+    wanted = set(known_inodes) | inodes_of(run_id)
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == os.getpid() or not running(proc.pid):
+            continue
+        try:
+            inside = os.stat(f"/proc/{proc.pid}/ns/net").st_ino in wanted
+        except OSError:
+            inside = False
+        if inside or any(run_id in arg for arg in proc.info["cmdline"] or ()):
+            found.append(proc.pid)
+    return found
+
+
+def traces_of(run_id: str, known_inodes: Iterable[int] = ()) -> dict[str, object]:
+    """Everything of ``run_id`` still on the host: all values empty or False when it left nothing."""
+    return {"namespaces": namespaces_of(run_id), "registered": (naming.REGISTRY_DIR / f"{run_id}.json").exists(),
+            "processes": processes_of(run_id, known_inodes)}

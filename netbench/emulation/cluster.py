@@ -1,8 +1,11 @@
 """The emulated cluster: N node namespaces, one switch namespace, shaped veth links.
 
-Use it as a context manager; teardown is guaranteed on normal exit, exceptions, Ctrl-C and SIGTERM
-(SIGTERM is turned into SystemExit while the cluster is up), and signals are held off while
-tearing down so a second Ctrl-C cannot leave half a cluster behind::
+Use it as a context manager; teardown is guaranteed on normal exit, exceptions, Ctrl-C, SIGTERM
+and SIGHUP. While the cluster is up those signals raise (KeyboardInterrupt, or SystemExit for the
+others); once teardown has begun they wait until it has finished, so a second Ctrl-C cannot leave
+half a cluster behind. Callers that run a cluster should call ``cluster.down()`` themselves at the
+end of the ``with`` block (teardown then begins before ``__exit__``) and
+``cluster.raise_if_interrupted()`` while they wait on it::
 
     with Cluster(spec) as cluster:
         server = cluster.nodes[1].popen(["iperf3", "-s", "-1"])
@@ -15,6 +18,7 @@ import json
 import select
 import signal
 import threading
+from types import FrameType
 
 from pyroute2 import IPRoute
 
@@ -22,7 +26,7 @@ from netbench.emulation import delayline, netns, offload, shaping
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
-from netbench.emulation.signals import raise_system_exit, signals_held
+from netbench.emulation.signals import signals_held
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 
 _QUIET_SYSCTLS = {  # no IPv6 router/neighbour chatter on the measured wires
@@ -55,7 +59,10 @@ class Cluster:
         ]
         self.shaping: dict[str, dict] = {}
         self._delay_line = None
-        self._previous_sigterm = None
+        self._previous_handlers: dict[int, object] = {}
+        self._stopping = False  # set by down(): from then on signals wait for the teardown to finish
+        self._raised: int | None = None  # the stop signal last raised from the handler
+        self._deferred: int | None = None  # a signal that arrived while stopping, raised after teardown
         self._up = False
 
     # ----------------------------------------------------------------- engine
@@ -75,38 +82,73 @@ class Cluster:
     # ---------------------------------------------------------------- context
     def __enter__(self) -> "Cluster":
         if threading.current_thread() is threading.main_thread():
-            self._previous_sigterm = signal.signal(signal.SIGTERM, raise_system_exit)
+            for signum in _STOP_SIGNALS:
+                self._previous_handlers[signum] = signal.signal(signum, self._on_signal)
         try:
             self.up()
         except BaseException:
-            self.down()
-            self._restore_sigterm()
+            self._teardown(unwinding=True)
             raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.down()
-        finally:
-            self._restore_sigterm()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self._teardown(unwinding=exc_type is not None)
 
-    def _restore_sigterm(self) -> None:
-        if self._previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """A stop signal: raise it so the run unwinds into teardown; once teardown began, keep it for later."""
+        if self._stopping:
+            self._deferred = self._deferred or signum
+            return
+        self._raised = signum
+        _raise_for(signum)
+
+    def raise_if_interrupted(self) -> None:
+        """Raise again a stop signal whose exception Python swallowed.
+
+        A handler's exception is only printed when it fires inside an at-fork hook (logging
+        registers one), and forks are everywhere here: namespaces, helpers, every process a
+        node starts. Building the cluster and watching a run call this between such steps.
+        """
+        if self._raised is not None and not self._stopping:
+            _raise_for(self._raised)
+
+    def _teardown(self, unwinding: bool) -> None:
+        """down() until it has run to the end, then give the signal handlers back.
+
+        A signal whose exception cuts down() short (before down() marks the cluster as stopping)
+        is kept and down() runs again; it is raised at the end. When nothing is unwinding, so is
+        a signal that was swallowed (see :meth:`raise_if_interrupted`) or deferred.
+        """
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                self.down()
+                break
+            except (KeyboardInterrupt, SystemExit) as exc:
+                interrupted = interrupted or exc
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
+        self._previous_handlers.clear()
+        pending, self._deferred = self._raised or self._deferred, None
+        if interrupted is not None:
+            raise interrupted
+        if pending is not None and not unwinding:
+            _raise_for(pending)
 
     # ------------------------------------------------------------------- build
     def up(self) -> None:
         """Create namespaces, bridge, veths, addresses and shaping; start the delay line if needed."""
+        self._up = True  # before registering: an interrupt between the two still unregisters
         register(self.names)
-        self._up = True
         offload_on = self.spec.offload_enabled
         netns.create(self.switch.netns)
         for node in self.nodes:
+            self.raise_if_interrupted()
             netns.create(node.netns)
         bridge_sysctls = {"net.bridge.bridge-nf-call-iptables": "1"} if self.engine == "delayline" else {}
         netns.set_sysctls(self.switch.netns, {**_QUIET_SYSCTLS, **bridge_sysctls})
         for node in self.nodes:
+            self.raise_if_interrupted()
             netns.set_sysctls(node.netns, _NODE_SYSCTLS)
 
         use_netem = self.engine == "netem"
@@ -117,12 +159,15 @@ class Cluster:
         self.shaping.update({f"{port}/down": installed for port, installed in down_shaping.items()})
         prefixlen = self.names.subnet.prefixlen
         for node in self.nodes:
+            self.raise_if_interrupted()
             self.shaping[f"{node.netns}/up"] = node.call(
                 _build_node, node.iface, node.address, prefixlen, self.spec.up, offload_on, use_netem
             )
 
         if self.engine == "delayline":
+            self.raise_if_interrupted()
             self._start_delay_line()
+        self.raise_if_interrupted()
 
     def _start_delay_line(self) -> None:
         ports = self.switch.ifindex
@@ -147,6 +192,7 @@ class Cluster:
     # --------------------------------------------------------------- teardown
     def down(self) -> None:
         """Stop every process in the run's namespaces and delete the namespaces (idempotent)."""
+        self._stopping = True  # from here on a signal waits for the teardown to finish
         if not self._up:
             return
         with signals_held():
@@ -220,3 +266,13 @@ def _set_link_state(port: str, up: bool) -> None:
 
 def _impairment(direction) -> dict:
     return {"delay_s": direction.delay_s, "jitter_s": direction.jitter_s, "loss": direction.loss}
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_for(signum: int) -> None:
+    """As the usual handlers do: Ctrl-C raises KeyboardInterrupt, SIGTERM/SIGHUP exit with 128 + signal."""
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)

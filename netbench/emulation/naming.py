@@ -31,7 +31,21 @@ class RunNames:
 
     @classmethod
     def new(cls) -> "RunNames":
-        return cls(secrets.token_hex(3))
+        """A fresh run id whose namespaces and /24 no other run on this host uses.
+
+        Runs are isolated by namespace, so a shared subnet could not leak traffic; a distinct one
+        keeps captures, logs and run.json of concurrent runs unambiguous. Registration happens
+        when the cluster is built, so two runs choosing at the same instant may still pick the
+        same /24 (harmless, as said); they never pick the same id but with 2^-24 odds.
+        """
+        taken = set(registered_run_ids())
+        taken.update(filter(None, (run_id_of(name) for name in _netns_names())))
+        slots = {_slot(r) for r in taken}
+        for _ in range(64):
+            names = cls(secrets.token_hex(3))
+            if names.run_id not in taken and (_slot(names.run_id) not in slots or len(slots) >= _SLOTS):
+                return names
+        return names
 
     @property
     def switch_netns(self) -> str:
@@ -48,14 +62,29 @@ class RunNames:
     @property
     def subnet(self) -> ipaddress.IPv4Network:
         """A /24 from the benchmark range, chosen from the run id so concurrent runs differ."""
-        slot = int(self.run_id, 16) % _SLOTS
-        return ipaddress.ip_network((int(_BENCH_NET.network_address) + slot * 256, 24))
+        return ipaddress.ip_network((int(_BENCH_NET.network_address) + _slot(self.run_id) * 256, 24))
 
     def address(self, index: int) -> str:
         return str(self.subnet.network_address + index + 1)
 
     def owns(self, netns: str) -> bool:
         return netns.startswith(f"{NETNS_PREFIX}{self.run_id}-")
+
+
+def _slot(run_id: str) -> int:
+    """Which /24 of the benchmark range a run id maps to (-1 for ids that are not hex)."""
+    try:
+        return int(run_id, 16) % _SLOTS
+    except ValueError:
+        return -1
+
+
+def _netns_names() -> list[str]:
+    """Names under /run/netns, where iproute2 and pyroute2 bind-mount named namespaces."""
+    try:
+        return os.listdir("/run/netns")
+    except OSError:
+        return []
 
 
 def run_id_of(netns: str) -> str | None:
@@ -80,8 +109,17 @@ def unregister(names: RunNames) -> None:
     (REGISTRY_DIR / f"{names.run_id}.json").unlink(missing_ok=True)
 
 
+PROBE_PREFIX = "doctor"  # capabilities.detect() probes in ``netbench-doctor<pid>-x``, unregistered
+
+
 def owner_alive(run_id: str) -> bool:
-    """True while the process that registered ``run_id`` still runs (pid reuse is checked)."""
+    """True while the process that registered ``run_id`` still runs (pid reuse is checked).
+
+    A capability probe's namespace is owned by the pid in its name: `clean` must not pull it
+    from under another run that is still probing the host.
+    """
+    if run_id.startswith(PROBE_PREFIX) and run_id[len(PROBE_PREFIX):].isdigit():
+        return psutil.pid_exists(int(run_id[len(PROBE_PREFIX):]))
     path = REGISTRY_DIR / f"{run_id}.json"
     try:
         entry = json.loads(path.read_text())

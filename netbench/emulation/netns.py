@@ -7,8 +7,10 @@ per-namespace sysctls, which live under /proc/sys/net of whichever namespace the
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
+import signal
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,11 +33,30 @@ def enter(name: str) -> None:
     pr_netns.setns(str(netns_path(name)), flags=0, fork=False)
 
 
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: dlopen() in a child forked from a threaded parent may deadlock
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL the calling process when its parent dies (``prctl(PR_SET_PDEATHSIG)``).
+
+    A node's processes (workers, tcpdump, the delay line) are in process groups of their own, so
+    nothing else reaches them when the orchestrator is SIGKILLed; without this they would keep
+    training and capturing in namespaces nobody owns until `netbench clean`. The signal follows
+    the *thread* that started the child, which is the one that runs (and tears down) the cluster.
+    """
+    _LIBC.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def preexec(name: str) -> Callable[[], None]:
-    """A ``preexec_fn`` that enters ``name`` and starts a new process group (for clean kills)."""
+    """A ``preexec_fn``: own process group (for clean kills), dies with its parent, enters ``name``."""
+    parent = os.getpid()
 
     def _enter() -> None:
         os.setpgid(0, 0)
+        die_with_parent(parent)
         enter(name)
 
     return _enter

@@ -22,7 +22,7 @@ MIN_NODES, MAX_NODES = 2, 64
 class DirectionSpec(BaseModel):
     """Shaping of one direction of one link."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
 
     rate_bps: float = Field(description="line rate in bits per second")
     delay_s: float = Field(0.0, description="one-way delay added on this direction")
@@ -59,7 +59,7 @@ class DirectionSpec(BaseModel):
 class ClusterSpec(BaseModel):
     """N nodes behind one switch, every node with the same up and down shaping."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
 
     nodes: int = Field(2, description="number of emulated nodes")
     up: DirectionSpec

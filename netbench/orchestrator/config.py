@@ -18,7 +18,7 @@ RENDEZVOUS_PORT = 29500
 class RunConfig(BaseModel):
     """A run: the cluster, what each node trains and how it replicates, and where results go."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
 
     cluster: ClusterSpec
     replicator: ReplicatorConfig = Field(default_factory=ReplicatorConfig)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,10 +89,12 @@ def _root_cause(procs: list, record_paths: list[Path], settle_s: float = 2.0) ->
     return min(failed)[3] if failed else "a worker failed"
 
 
-def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float, progress: Progress | None) -> None:
-    """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled."""
+def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float, progress: Progress | None,
+           poll: Callable[[], None] = lambda: None) -> None:
+    """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled. ``poll`` runs every round."""
     last_progress, last_done = time.monotonic(), -1
     while True:
+        poll()
         codes = [p.poll() for p in procs]
         for rank, code in enumerate(codes):
             if code not in (None, 0) and _finished(record_paths[rank]):
@@ -122,16 +123,20 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
     run_dir = config.out_dir / f"{stamp}-{config.replicator.name}-{names.run_id}"
     (run_dir / "workers").mkdir(parents=True, exist_ok=True)
     leftovers = find_leftovers()
-    warnings = [f"found leftovers of {len(leftovers.run_ids)} earlier run(s); run `netbench clean`"] if leftovers.namespaces else []
+    warnings = [f"found leftovers of {len(leftovers.run_ids)} earlier run(s) ({', '.join(leftovers.run_ids)}): "
+                f"{len(leftovers.namespaces)} namespace(s), {len(leftovers.pids)} process(es); run `netbench clean`"] if leftovers.namespaces else []
     status, reason = "ok", None
-    pcap_dir = run_dir / "capture" if config.keep_pcap else Path(tempfile.mkdtemp(prefix="netbench-pcap-"))
     cluster_info: dict[str, Any] = {}
     pcaps: dict[int, Path] = {}
     capture_drops: dict[str, int] = {}
     started = time.time()
     timeout_s = collective_timeout_s(config)
+    trained = False  # the workers finished (or failed) and the capture stopped: only teardown is left
+    pcap_dir = run_dir / "capture"  # inside the run's own folder: an interrupted run leaves nothing elsewhere
+    cluster: Cluster | None = None
     try:
-        with Cluster(config.cluster, names=names) as cluster:
+        cluster = Cluster(config.cluster, names=names)
+        with cluster:
             cluster_info = cluster.describe()
             cluster_info["capabilities"] = cluster.capabilities.as_dict()
             capture = Capture(cluster.switch, [n.port for n in cluster.nodes], pcap_dir) if config.capture and Capture.available() else None
@@ -141,29 +146,37 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
             record_paths = [run_dir / "workers" / f"rank{i}.jsonl" for i in range(len(cluster.nodes))]
             procs = []
             for node, spec_path in zip(cluster.nodes, spec_paths):
-                log = (run_dir / "workers" / f"rank{node.index}.log").open("w")
-                procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
-                                         stdout=log, stderr=log))
+                with (run_dir / "workers" / f"rank{node.index}.log").open("w") as log:  # the worker keeps its own copy
+                    procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
+                                             stdout=log, stderr=log))
             if on_cluster:
                 on_cluster(cluster)
             try:
-                _watch(procs, record_paths, config.warmup_steps + config.steps, deadline_s=timeout_s * 2 + 30, progress=progress)
+                _watch(procs, record_paths, config.warmup_steps + config.steps, deadline_s=timeout_s * 2 + 30, progress=progress,
+                       poll=cluster.raise_if_interrupted)
             except WorkerFailure as exc:
                 status, reason = "failed", str(exc)
             finally:
                 if capture:
                     paths, capture_drops = capture.stop()
                     pcaps = {node.index: paths[node.port] for node in cluster.nodes}
-    except KeyboardInterrupt:
-        status, reason = "failed", "interrupted (Ctrl-C)"
-    except SystemExit as exc:
-        status, reason = "failed", f"terminated (exit {exc.code})"
+            trained = True
+            cluster.down()  # here, not in __exit__: a signal from now on waits for the teardown (see Cluster)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if cluster is not None:
+            cluster.down()  # a no-op, unless a second signal landed just as __exit__ began
+        how = "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"terminated (exit {exc.code})"
+        if trained:  # every step was measured: keep the outcome, note the signal
+            warnings.append(f"{how} during teardown; teardown completed")
+        else:
+            status, reason, pcaps = "failed", how, {}  # the user wants out: skip parsing the capture
     except Exception as exc:  # noqa: BLE001 - recorded in run.json, then re-raised below for the CLI
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
-    result = _collect(config, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings, timeout_s)
-    if not config.keep_pcap:
-        shutil.rmtree(pcap_dir, ignore_errors=True)
-    return result
+    try:
+        return _collect(config, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings, timeout_s)
+    finally:
+        if not config.keep_pcap:
+            shutil.rmtree(pcap_dir, ignore_errors=True)
 
 
 def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: dict, pcaps: dict[int, Path],

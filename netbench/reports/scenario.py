@@ -133,7 +133,8 @@ def _one_line(exc: pydantic.ValidationError, prefix: str = "", names: dict[str, 
         index, _, msg = msg.partition("] ")
         index += "]"
     value = err.get("input")
-    shown = f" (got {value!r})" if not isinstance(value, (dict, list)) and "got " not in msg and err.get("type") != "missing" else ""
+    shown = (f" (got {value!r})" if not isinstance(value, (dict, list)) and "got " not in msg and str(value) not in msg
+             and err.get("type") != "missing" else "")
     return f"{_where(prefix, field, names, index)}: {msg}{shown}"
 
 

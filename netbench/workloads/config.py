@@ -22,7 +22,7 @@ _DEFAULT_BATCH = {"transformer": 16, "mlp": 512, "shapes": 0}
 class WorkloadConfig(BaseModel):
     """What each node trains: a built-in model on local data, or fake parameters of a preset's shapes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
 
     kind: WorkloadKind = "transformer"
     seed: int = Field(0, ge=0, description="model init is seeded by seed alone (identical replicas); data by (seed, rank)")

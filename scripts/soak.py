@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Soak: many small runs back to back in ONE orchestrator process; report everything that leaked.
+
+Each run is tiny (2 nodes, a small shapes workload, a few steps, capture on; every other run with
+1 ms of delay, so the delay line and its iptables rules come and go too) and goes through the
+Python API, :func:`netbench.orchestrator.runner.run`, so this process's open descriptors and
+memory are the orchestrator's. Afterwards it prints, for the measured runs:
+
+* leaked namespaces, registry entries and processes of the soak's own runs (never another's);
+* host-namespace links and iptables rules, counted before and after;
+* this process's children still alive, its open descriptors and its RSS: growth from the end of
+  the warm-up runs (imports, caches and pools settle there) to the end, and RSS's least-squares
+  slope per run, so steady growth shows apart from noise.
+
+Needs root. Exit status 1 when anything leaked or a run failed.
+
+    python3 scripts/soak.py               # 50 runs after 3 warm-up runs
+    python3 scripts/soak.py --runs 10 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import psutil  # noqa: E402
+from pyroute2 import IPRoute  # noqa: E402
+
+from netbench.emulation.cleanup import running, traces_of  # noqa: E402
+from netbench.emulation.spec import ClusterSpec, DirectionSpec  # noqa: E402
+from netbench.orchestrator.config import RunConfig  # noqa: E402
+from netbench.orchestrator.runner import run  # noqa: E402
+from netbench.replicators.config import ReplicatorConfig  # noqa: E402
+from netbench.workloads.config import WorkloadConfig  # noqa: E402
+
+SHAPES = "llama:d_model=64,layers=1,ffn=128,vocab=256"  # ~60k parameters
+
+
+def small_config(index: int, out: Path) -> RunConfig:
+    delay = 0.001 if index % 2 else 0.0
+    cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=delay), down=DirectionSpec(rate_bps=100e6))
+    return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="full"), steps=3, warmup_steps=1, out_dir=out,
+                     workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=10.0))
+
+
+def host_links() -> int:
+    with IPRoute() as ipr:
+        return len(ipr.get_links())
+
+
+def host_iptables_rules() -> int:
+    """Rules (``-A`` lines) in the host namespace, both iptables back ends where installed."""
+    total = 0
+    for tool in ("iptables-legacy-save", "iptables-save"):
+        if shutil.which(tool):
+            out = subprocess.run([tool], capture_output=True, text=True, timeout=30).stdout
+            total += sum(line.startswith("-A ") for line in out.splitlines())
+    return total
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def rss_kib() -> float:
+    return psutil.Process().memory_info().rss / 1024
+
+
+def live_children() -> list[int]:
+    return [p.pid for p in psutil.Process().children(recursive=True) if running(p.pid)]
+
+
+def slope(values: list[float]) -> float:
+    """Least-squares slope per run (0 for fewer than two points)."""
+    if len(values) < 2:
+        return 0.0
+    xs = range(len(values))
+    mx, my = statistics.fmean(xs), statistics.fmean(values)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, values)) / sum((x - mx) ** 2 for x in xs)
+
+
+def soak(runs: int, warmup_runs: int, out: Path) -> dict:
+    links0, rules0 = host_links(), host_iptables_rules()
+    per_run = []
+    baseline: dict[str, float] = {}
+    for index in range(warmup_runs + runs):
+        started = time.monotonic()
+        result = run(small_config(index, out))
+        traces = traces_of(result.summary["run_id"])
+        entry = {"run": index, "warmup": index < warmup_runs, "run_id": result.summary["run_id"], "status": result.status,
+                 "reason": result.reason, "wall_s": time.monotonic() - started, "fds": open_fds(), "rss_kib": rss_kib(),
+                 "children": len(live_children()), **{k: len(v) if isinstance(v, list) else int(bool(v)) for k, v in traces.items()}}
+        per_run.append(entry)
+        if index == warmup_runs - 1 or (warmup_runs == 0 and index == 0):
+            baseline = {"fds": entry["fds"], "rss_kib": entry["rss_kib"]}
+        print(f"run {index + 1:3d}/{warmup_runs + runs} {entry['run_id']} {entry['status']:6s} {entry['wall_s']:5.1f} s  "
+              f"fds {entry['fds']:4d}  rss {entry['rss_kib'] / 1024:7.1f} MiB" + ("  (warm-up)" if entry["warmup"] else ""),
+              file=sys.stderr, flush=True)
+    measured = [e for e in per_run if not e["warmup"]]
+    last = per_run[-1]
+    return {
+        "runs": len(measured), "warmup_runs": warmup_runs,
+        "failed_runs": [f"{e['run_id']}: {e['reason']}" for e in measured if e["status"] != "ok"],
+        "leaked_namespaces": sum(e["namespaces"] for e in per_run),
+        "leaked_registrations": sum(e["registered"] for e in per_run),
+        "leaked_processes": sum(e["processes"] for e in per_run),
+        "live_children": last["children"],
+        "host_links_delta": host_links() - links0,
+        "host_iptables_rules_delta": host_iptables_rules() - rules0,
+        "fds_after_warmup": baseline["fds"], "fds_at_end": last["fds"], "fds_growth": last["fds"] - baseline["fds"],
+        "rss_after_warmup_mib": baseline["rss_kib"] / 1024, "rss_at_end_mib": last["rss_kib"] / 1024,
+        "rss_growth_mib": (last["rss_kib"] - baseline["rss_kib"]) / 1024,
+        "rss_slope_kib_per_run": slope([e["rss_kib"] for e in measured]),
+        "rss_range_mib": (max(e["rss_kib"] for e in measured) - min(e["rss_kib"] for e in measured)) / 1024 if measured else 0.0,
+        "median_run_s": statistics.median(e["wall_s"] for e in measured) if measured else 0.0,
+    }
+
+
+LEAKS = ("leaked_namespaces", "leaked_registrations", "leaked_processes", "live_children", "host_links_delta",
+         "host_iptables_rules_delta", "fds_growth")
+
+
+def print_table(report: dict) -> None:
+    rows = [
+        ("runs (after warm-up)", f"{report['runs']} (+{report['warmup_runs']} warm-up), median {report['median_run_s']:.1f} s each"),
+        ("failed runs", str(len(report["failed_runs"]))),
+        ("leaked namespaces", str(report["leaked_namespaces"])),
+        ("leaked registry entries", str(report["leaked_registrations"])),
+        ("leaked processes", str(report["leaked_processes"])),
+        ("orchestrator children alive at the end", str(report["live_children"])),
+        ("host links, change", f"{report['host_links_delta']:+d}"),
+        ("host iptables rules, change", f"{report['host_iptables_rules_delta']:+d}"),
+        ("open fds (after warm-up -> end)", f"{report['fds_after_warmup']} -> {report['fds_at_end']} ({report['fds_growth']:+d})"),
+        ("RSS MiB (after warm-up -> end)", f"{report['rss_after_warmup_mib']:.1f} -> {report['rss_at_end_mib']:.1f} "
+                                           f"({report['rss_growth_mib']:+.1f}; range {report['rss_range_mib']:.1f})"),
+        ("RSS slope", f"{report['rss_slope_kib_per_run']:+.1f} KiB/run"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    for failure in report["failed_runs"]:
+        print(f"failed: {failure}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50, help="measured runs (default 50)")
+    parser.add_argument("--warmup-runs", type=int, default=3, help="runs before the fd/RSS baseline (default 3)")
+    parser.add_argument("--out", type=Path, help="keep run folders here (default: a temporary folder, removed)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    args = parser.parse_args()
+    if args.runs < 1 or args.warmup_runs < 0:
+        parser.error("--runs must be >= 1 and --warmup-runs >= 0")
+    if os.geteuid() != 0:
+        parser.error("needs root (it builds real clusters)")
+    out = args.out or Path(tempfile.mkdtemp(prefix="netbench-soak-"))
+    try:
+        report = soak(args.runs, args.warmup_runs, out)
+    finally:
+        if args.out is None:
+            shutil.rmtree(out, ignore_errors=True)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_table(report)
+    leaked = any(report[k] for k in LEAKS) or report["failed_runs"]
+    return 1 if leaked else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
