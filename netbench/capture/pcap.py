@@ -16,9 +16,10 @@ import math
 from pathlib import Path
 
 import pandas as pd
-from scapy.layers.inet import IP, TCP
+from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
-from scapy.utils import RawPcapReader
+
+from netbench.capture.headers import decode, records
 
 MSS = 1448  # MTU 1500 minus IPv4, TCP and the timestamp option
 COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only", "retrans_bytes"]
@@ -58,27 +59,29 @@ def parse_pcap(path: Path, node_address: str) -> pd.DataFrame:
     """One row per captured packet; direction 'tx' when ``node_address`` sent it."""
     rows: list[tuple] = []
     tracker = RetransTracker()
-    for data, meta in RawPcapReader(str(path)):
-        t = meta.sec + meta.usec / 1e6 if hasattr(meta, "usec") else meta.tshigh  # pcap (not pcapng)
-        wire = meta.wirelen
-        frame = Ether(data)
-        ip = frame.getlayer(IP)
-        if ip is None:  # ARP and other non-IP frames: framing, no payload
-            rows.append((t, "tx" if _l2_from_node(frame, node_address) else "rx", "", "l2", wire, 0, 1, False, 0))
+    for t, wire, data in records(path):
+        tcp = decode(data)
+        if tcp is None:  # the rare frame the fast path does not know: ARP, UDP, anything else
+            rows.append(_dissect(t, wire, data, node_address))
             continue
-        direction = "tx" if ip.src == node_address else "rx"
-        peer = ip.dst if direction == "tx" else ip.src
-        tcp = ip.getlayer(TCP)
-        if tcp is None:
-            rows.append((t, direction, peer, "ip", wire, 0, 1, False, 0))
-            continue
-        header = 14 + ip.ihl * 4 + tcp.dataofs * 4
-        payload = max(0, ip.len - ip.ihl * 4 - tcp.dataofs * 4)
+        direction = "tx" if tcp.src == node_address else "rx"
+        peer = tcp.dst if direction == "tx" else tcp.src
+        payload = tcp.payload_bytes
         frames = max(1, math.ceil(payload / MSS))
-        wire_bytes = payload + frames * header if frames > 1 else wire
-        again = tracker.retransmitted((ip.src, tcp.sport, ip.dst, tcp.dport), tcp.seq, payload)
+        wire_bytes = payload + frames * tcp.header_bytes if frames > 1 else wire
+        again = tracker.retransmitted((tcp.src, tcp.sport, tcp.dst, tcp.dport), tcp.seq, payload)
         rows.append((t, direction, peer, "tcp", wire_bytes, payload, frames, payload == 0, again))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _dissect(t: float, wire: int, data: bytes, node_address: str) -> tuple:
+    """A packet row for a frame that is not IPv4/TCP, dissected by scapy: framing only, no payload."""
+    frame = Ether(data)
+    ip = frame.getlayer(IP)
+    if ip is None:  # ARP and other non-IP frames
+        return (t, "tx" if _l2_from_node(frame, node_address) else "rx", "", "l2", wire, 0, 1, False, 0)
+    direction = "tx" if ip.src == node_address else "rx"
+    return (t, direction, ip.dst if direction == "tx" else ip.src, "ip", wire, 0, 1, False, 0)
 
 
 def _l2_from_node(frame, node_address: str) -> bool:
