@@ -62,6 +62,11 @@ def preexec(name: str) -> Callable[[], None]:
     return _enter
 
 
+def _hold_stop_signals() -> None:
+    """In a forked helper: block Ctrl-C and termination; the parent decides, the helper finishes its step."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
 def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` in a forked child inside namespace ``name`` and return its result.
 
@@ -69,20 +74,25 @@ def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
     """
     read_fd, write_fd = os.pipe()
     pid = os.fork()
-    if pid == 0:  # child
-        os.close(read_fd)
+    if pid == 0:  # child: finishes its job whatever the caller does, and never returns into its code
         try:
-            enter(name)
-            payload = pickle.dumps((True, fn(*args)))
-        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-            payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-        with os.fdopen(write_fd, "wb") as pipe:
-            pipe.write(payload)
-        os._exit(0)
+            _hold_stop_signals()
+            os.close(read_fd)
+            try:
+                enter(name)
+                payload = pickle.dumps((True, fn(*args)))
+            except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+                payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+            with os.fdopen(write_fd, "wb") as pipe:
+                pipe.write(payload)  # BrokenPipeError when the caller gave up waiting: nobody to tell
+        finally:
+            os._exit(0)
     os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
+    try:
+        with os.fdopen(read_fd, "rb") as pipe:
+            data = pipe.read()
+    finally:
+        wait_for_child(pid)  # reaped even when interrupted: no zombie, nothing still half-built
     ok, value = pickle.loads(data)
     if not ok:
         raise RuntimeError(f"in namespace {name}: {value}")
@@ -166,15 +176,34 @@ def create(name: str) -> None:
     if pid == 0:
         code = 1
         try:
+            _hold_stop_signals()  # a Ctrl-C must not leave a mount point without a namespace
             pr_netns._create(name)  # unshare(CLONE_NEWNET) in this child, bind /proc/self/ns/net
             code = 0
         except BaseException:  # noqa: BLE001 - reported through the exit status
             traceback.print_exc()
         finally:
             os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    status = wait_for_child(pid)
     if os.waitstatus_to_exitcode(status) != 0 or inode_of(name) is None:
         raise OSError(f"could not create network namespace {name}")
+
+
+def wait_for_child(pid: int) -> int:
+    """``waitpid`` that a Ctrl-C cannot cut short: the child finishes first, then the signal is raised.
+
+    Otherwise a child still creating a namespace could finish *after* the teardown that the
+    Ctrl-C started had looked for it, and leave it behind.
+    """
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            status = os.waitpid(pid, 0)[1]
+            break
+        except (KeyboardInterrupt, SystemExit) as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
+    return status
 
 
 def remove(name: str) -> None:
