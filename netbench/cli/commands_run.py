@@ -46,11 +46,12 @@ def report_problems(result) -> None:
 
 
 def summary_table(summary: dict) -> Table:
-    """Median step time and its breakdown, bytes per step per node (payload vs wire)."""
-    table = Table(title=f"netbench run {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes, "
+    """Median (mean, for periodic replicators) step time and its breakdown, bytes per step per node (payload vs wire)."""
+    table = Table(caption=f"measured: per-node {summary.get('statistic', 'median')} over the steps after warm-up; "
+                          "times at the slowest node, bytes the median node", title=f"netbench run {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes, "
                         f"{format_rate(summary['bw_bps']) if summary.get('bw_bps') else 'link rate unknown'}, delay {summary['delay_ms']:g} ms ({summary['status']})")
     table.add_column("metric")
-    table.add_column("measured", justify="right")
+    table.add_column(f"measured ({summary.get('statistic', 'median')})", justify="right")
     predicted = summary.get("predicted", {})
     if predicted:
         table.add_column("model", justify="right")

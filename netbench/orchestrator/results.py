@@ -77,15 +77,30 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(clean) if clean else None
 
 
+def statistic(measured: pd.DataFrame) -> str:
+    """``median`` per node, or ``mean`` when a node's payload changes from step to step.
+
+    Replicators that communicate every K steps (diloco, mtdao) have a typical step with no
+    traffic at all: its median shows 0 bytes and no communication, while what a user plans with
+    (and what the model predicts) is the average over a period. Constant-payload replicators keep
+    the median, which shrugs off the odd slow step.
+    """
+    if "payload_bytes" not in measured:
+        return "median"
+    varying = measured.groupby("rank")["payload_bytes"].nunique().max() > 1
+    return "mean" if varying else "median"
+
+
 def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
-    """Medians after warm-up: times at the slowest node, bytes per node."""
+    """Per-node medians (means for periodic replicators) after warm-up: times at the slowest node, bytes per node."""
     measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
     if measured.empty:
         return {"steps_measured": 0}
     per_node = measured.groupby("rank")
-    out: dict[str, Any] = {"steps_measured": int(measured["step"].nunique())}
+    how = statistic(measured)
+    out: dict[str, Any] = {"steps_measured": int(measured["step"].nunique()), "statistic": how}
     for field in TIME_FIELDS:
-        out[field.replace("_s", "_time_s") if field != "step_s" else "step_time_s"] = float(per_node[field].median().max())
+        out[field.replace("_s", "_time_s") if field != "step_s" else "step_time_s"] = float(per_node[field].agg(how).max())
     byte_fields = {
         "payload_bytes_per_step": "payload_bytes",
         "wire_tx_bytes_per_step": "tx_bytes",
@@ -98,9 +113,9 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     nodes = {}
     for name, column in byte_fields.items():
         if column in measured and measured[column].notna().any():  # capture columns stay empty without a capture
-            medians = per_node[column].median()
-            out[name] = float(medians.median())
-            for rank, value in medians.items():
+            per_rank = per_node[column].agg(how)
+            out[name] = float(per_rank.median())
+            for rank, value in per_rank.items():
                 nodes.setdefault(int(rank), {})[name] = float(value)
     out["per_node"] = nodes
     last = measured[measured["step"] == measured["step"].max()]
