@@ -220,8 +220,8 @@ def _interrupt_when(phase: str, proc: subprocess.Popen, out: Path) -> tuple[str,
 def test_ctrl_c_leaves_nothing_behind(tmp_path: Path, phase: str) -> None:
     with _cli_run(tmp_path, "--steps", "2000" if phase != "teardown" else "3", start_new_session=True) as proc:
         run_id, inodes = _interrupt_when(phase, proc, tmp_path)
-    assert proc.returncode != 0 or phase == "teardown"
     assert leftovers.clean(run_id, inodes), leftovers.traces(run_id, inodes)
-    if phase != "teardown":  # interrupted runs still say what happened
+    if phase != "teardown":  # interrupted runs still say what happened (a storm of Ctrl-C may cut even that short)
+        assert proc.returncode == 130
         run_json = json.loads(next(tmp_path.glob("*/run.json")).read_text())
-        assert run_json["status"] == "failed" and "interrupted" in run_json["reason"]
+        assert run_json["status"] == "failed" and run_json["reason"] == "interrupted (Ctrl-C)"

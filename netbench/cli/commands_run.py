@@ -36,7 +36,7 @@ def _shown(value: float, unit: str) -> str:
 
 
 def report_problems(result) -> None:
-    """Warnings (leftovers of earlier runs, a signal during teardown) and stalls, one line each, on stderr."""
+    """Warnings (leftovers of earlier runs) and stalls, one line each, on stderr."""
     for warning in result.run_json.get("warnings", []):
         console.print(f"[yellow]warning:[/] {warning}")
     stalls = result.summary.get("stalls") or []
@@ -139,4 +139,9 @@ def run(
     report_problems(result)
     if result.status != "ok":
         console.print(f"[red]run failed:[/] {result.reason}")
+    elif result.reason:  # a signal during teardown: every step was measured
+        console.print(f"[yellow]{result.reason}[/]")
+    if (result.reason or "").startswith("interrupted"):
+        raise typer.Exit(130)  # Ctrl-C, as a shell reports it
+    if result.status != "ok":
         raise typer.Exit(1)

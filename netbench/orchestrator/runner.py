@@ -166,8 +166,8 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
         if cluster is not None:
             cluster.down()  # a no-op, unless a second signal landed just as __exit__ began
         how = "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"terminated (exit {exc.code})"
-        if trained:  # every step was measured: keep the outcome, note the signal
-            warnings.append(f"{how} during teardown; teardown completed")
+        if trained:  # every step was measured: keep the status; the reason still says the user stopped it
+            reason = reason or f"{how} during teardown; every step was measured"
         else:
             status, reason, pcaps = "failed", how, {}  # the user wants out: skip parsing the capture
     except Exception as exc:  # noqa: BLE001 - recorded in run.json, then re-raised below for the CLI
