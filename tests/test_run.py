@@ -90,6 +90,21 @@ def test_payload_plus_framing_explains_wire(tmp_path) -> None:
     assert (framing <= frames * 66 * 1.01).all() and (framing >= frames * 66 * 0.99).all()  # 66 B of headers per frame
 
 
+def test_capture_matches_counters_with_offloads_on(tmp_path) -> None:
+    """Above 2.5gbit skbs are GSO super-packets: counters count them as handed over, the capture too
+    (skb bytes), and the capture's wire estimate adds the headers of the MTU frames they become."""
+    result = run(config(tmp_path, "full", rate=10e9, workload=WorkloadConfig(kind="mlp", hidden=512, mlp_layers=3)))
+    assert result.status == "ok", result.reason
+    assert json.loads((result.run_dir / "run.json").read_text())["cluster"]["offload"] is True
+    steps = pd.read_csv(result.run_dir / "steps.csv")
+    totals = steps[~steps["warmup"]].groupby("rank").sum(numeric_only=True)
+    assert ((totals["capture_tx_skb_bytes"] - totals["tx_bytes"]).abs() / totals["tx_bytes"]).max() <= 0.02
+    assert result.summary["capture_vs_counter_median_rel_diff"] <= 0.02
+    assert (totals["capture_tx_packets"] > totals["tx_packets"]).all()  # frames on a real wire outnumber skbs
+    headers = totals["capture_tx_wire_bytes"] - totals["capture_tx_skb_bytes"]
+    assert (headers > 0).all() and (headers < 0.05 * totals["capture_tx_skb_bytes"]).all()
+
+
 def test_run_with_delay_uses_the_delay_line(tmp_path) -> None:
     slow = run(config(tmp_path, "dct", delay=0.010, steps=3))
     assert slow.status == "ok", slow.reason

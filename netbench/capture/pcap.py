@@ -3,7 +3,9 @@
 Framing is everything on the wire that is not TCP payload: Ethernet, IP and TCP headers, and
 whole ACK-only packets. With segmentation offloads on, one captured skb may stand for several
 wire frames; those are expanded to ceil(payload / MSS) frames, each with its own headers, so the
-capture reports the bytes a real MTU-1500 Ethernet would carry.
+capture reports the bytes a real MTU-1500 Ethernet would carry. ``skb_bytes`` keeps what the
+kernel handed over, unexpanded: the quantity interface counters count, so the two independent
+sources can be held against each other at any rate, offloads on or off.
 
 Retransmitted bytes are TCP payload whose sequence range a flow has already carried: the switch
 port sees a node's segments before the delay line drops any, so a lost segment shows up twice
@@ -22,10 +24,10 @@ from scapy.layers.l2 import Ether
 from netbench.capture.headers import decode, records
 
 MSS = 1448  # MTU 1500 minus IPv4, TCP and the timestamp option
-COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only", "retrans_bytes"]
+COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only", "retrans_bytes", "skb_bytes"]
 # What per_step adds to steps.csv, in order; runs without a capture keep these columns, empty.
 STEP_COLUMNS = [f"capture_{d}_{name}" for d in ("tx", "rx")
-                for name in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes", "retrans_bytes")]
+                for name in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes", "retrans_bytes", "skb_bytes")]
 _SEQ_SPACE = 1 << 32
 
 
@@ -70,7 +72,7 @@ def parse_pcap(path: Path, node_address: str) -> pd.DataFrame:
         frames = max(1, math.ceil(payload / MSS))
         wire_bytes = payload + frames * tcp.header_bytes if frames > 1 else wire
         again = tracker.retransmitted((tcp.src, tcp.sport, tcp.dst, tcp.dport), tcp.seq, payload)
-        rows.append((t, direction, peer, "tcp", wire_bytes, payload, frames, payload == 0, again))
+        rows.append((t, direction, peer, "tcp", wire_bytes, payload, frames, payload == 0, again, wire))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -79,9 +81,9 @@ def _dissect(t: float, wire: int, data: bytes, node_address: str) -> tuple:
     frame = Ether(data)
     ip = frame.getlayer(IP)
     if ip is None:  # ARP and other non-IP frames
-        return (t, "tx" if _l2_from_node(frame, node_address) else "rx", "", "l2", wire, 0, 1, False, 0)
+        return (t, "tx" if _l2_from_node(frame, node_address) else "rx", "", "l2", wire, 0, 1, False, 0, wire)
     direction = "tx" if ip.src == node_address else "rx"
-    return (t, direction, ip.dst if direction == "tx" else ip.src, "ip", wire, 0, 1, False, 0)
+    return (t, direction, ip.dst if direction == "tx" else ip.src, "ip", wire, 0, 1, False, 0, wire)
 
 
 def _l2_from_node(frame, node_address: str) -> bool:
@@ -93,7 +95,8 @@ def per_step(packets: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     """Sum packets into step windows (step, t_from, t_to], per direction.
 
     Returns one row per step with capture_{tx,rx}_{wire,payload}_bytes, capture_{tx,rx}_packets
-    (wire frames), capture_{tx,rx}_ack_only_bytes and capture_{tx,rx}_retrans_bytes.
+    (wire frames), capture_{tx,rx}_ack_only_bytes, capture_{tx,rx}_retrans_bytes and
+    capture_{tx,rx}_skb_bytes (as captured, before GSO expansion).
     """
     out = windows[["step"]].copy()
     if packets.empty:
@@ -105,7 +108,7 @@ def per_step(packets: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     packets = packets.assign(step=bins).dropna(subset=["step"])
     packets = packets.assign(ack_only_bytes=packets["wire_bytes"].where(packets["ack_only"], 0))
     summed = {"wire_bytes": "wire_bytes", "payload_bytes": "payload_bytes", "frames": "packets", "ack_only_bytes": "ack_only_bytes",
-              "retrans_bytes": "retrans_bytes"}
+              "retrans_bytes": "retrans_bytes", "skb_bytes": "skb_bytes"}
     grouped = packets.groupby(["step", "direction"], observed=False)[list(summed)].sum()
     for d in ("tx", "rx"):
         part = grouped.xs(d, level="direction") if d in grouped.index.get_level_values("direction") else None
