@@ -35,7 +35,7 @@ __all__ = ["SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary
 SUMMARY = "summary.csv"
 # measured summary keys copied into summary.csv (the prediction's go in as pred_<key>)
 MEASURED = ("step_time_s", "compute_time_s", "compress_time_s", "decode_time_s", "comm_time_s", "apply_time_s",
-            "payload_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "capture_wire_bytes_per_step",
+            "payload_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "capture_wire_bytes_per_step", "capture_rx_wire_bytes_per_step",
             "capture_payload_bytes_per_step", "capture_ack_only_bytes_per_step", "capture_vs_counter_median_rel_diff",
             "capture_vs_counter_max_rel_diff", "retrans_segs_per_step", "first_loss", "final_loss", "steps_measured", "statistic")
 PREDICTED = ("step_time_s", "comm_time_s", "compress_time_s", "local_time_s", "payload_bytes_per_step",
