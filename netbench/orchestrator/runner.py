@@ -56,12 +56,28 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: Path, timeout_s:
     return paths
 
 
-def _steps_done(path: Path) -> int:
-    try:
-        with path.open("rb") as fh:
-            return sum(1 for line in fh if line.startswith(b'{"event": "step"'))  # the worker writes "event" first
-    except OSError:
-        return 0
+class StepCounter:
+    """Steps a worker has recorded so far, reading only what its record file gained since the last call.
+
+    The watcher polls every 0.1 s; re-reading whole files made a long run's polling quadratic.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.steps = 0
+
+    def __call__(self) -> int:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return self.steps
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next call
+        self.offset += len(complete)
+        self.steps += sum(1 for line in complete.splitlines() if line.startswith(b'{"event": "step"'))  # "event" comes first
+        return self.steps
 
 
 def _finished(path: Path) -> bool:
@@ -93,6 +109,7 @@ def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float,
            poll: Callable[[], None] = lambda: None) -> None:
     """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled. ``poll`` runs every round."""
     last_progress, last_done = time.monotonic(), -1
+    counters = [StepCounter(path) for path in record_paths]
     while True:
         poll()
         codes = [p.poll() for p in procs]
@@ -101,7 +118,7 @@ def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float,
                 codes[rank] = 0  # crashed on the way out (gloo teardown) after recording everything
         if any(code not in (None, 0) for code in codes):
             raise WorkerFailure(_root_cause(procs, record_paths))
-        counts = [_steps_done(p) for p in record_paths]
+        counts = [count() for count in counters]
         done = min(counts)
         if progress:
             progress(done, total)
