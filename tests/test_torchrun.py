@@ -181,7 +181,8 @@ def test_torchrun_per_host_matches_netbench_run(hosts, tmp_path: Path, capsys) -
     assert abs(measured / reference_s - 1) <= 0.10
     assert abs(ours["summary"]["wire_tx_bytes_per_step"] / theirs["summary"]["wire_tx_bytes_per_step"] - 1) <= 0.02
     main(["report", str(worker_dir)])  # `netbench report RUN_DIR` reads it as it reads a `netbench run` directory
-    assert "step time" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "step time" in shown and "netbench worker" in shown
 
 
 def test_capture_columns_are_what_a_capture_adds() -> None:

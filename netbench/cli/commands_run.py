@@ -45,10 +45,10 @@ def report_problems(result) -> None:
         console.print(f"[yellow]stalled:[/] {len(stalls)} step(s) ({listed}; a typical step took {stalls[0]['typical_s']:.2f} s)")
 
 
-def summary_table(summary: dict) -> Table:
+def summary_table(summary: dict, command: str = "netbench run") -> Table:
     """Median (mean, for periodic replicators) step time and its breakdown, bytes per step per node (payload vs wire)."""
     table = Table(caption=f"measured: per-node {summary.get('statistic', 'median')} over the steps after warm-up; "
-                          "times at the slowest node, bytes the median node", title=f"netbench run {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes, "
+                          "times at the slowest node, bytes the median node", title=f"{command} {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes, "
                         f"{format_rate(summary['bw_bps']) if summary.get('bw_bps') else 'link rate unknown'}, delay {summary['delay_ms']:g} ms ({summary['status']})")
     table.add_column("metric")
     table.add_column(f"measured ({summary.get('statistic', 'median')})", justify="right")

@@ -195,7 +195,7 @@ def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
         summary = run_json["summary"]
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"{run_dir}: unreadable run.json ({type(exc).__name__}: {exc})") from None
-    Console().print(summary_table(summary))
+    Console().print(summary_table(summary, "netbench worker" if run_json.get("launcher") == "torchrun" else "netbench run"))
     if summary.get("prediction_error"):
         console.print(f"model: {summary['prediction_error']}")
     if run_json.get("status") != "ok":

@@ -98,7 +98,7 @@ def worker(
         if as_json:
             print(json.dumps(outcome.summary, default=str))
         else:
-            Console().print(summary_table(outcome.summary))
+            Console().print(summary_table(outcome.summary, "netbench worker"))
             console.print(f"results: {outcome.run_dir}")
         if outcome.summary.get("status") != "ok":
             console.print(f"[red]run failed:[/] {outcome.summary.get('reason')}")

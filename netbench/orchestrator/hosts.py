@@ -246,6 +246,6 @@ def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], start
     }
     summary, _ = results.write_run(
         run_dir, model_config, records, run_id=plan.run_id, status=status, reason=reason, started=started, warnings=warnings,
-        cluster=cluster_info, extra={"collective_timeout_s": plan.spec.spec.timeout_s}, capture={"reason": NO_CAPTURE}, cpus=cpus)
+        cluster=cluster_info, extra={"collective_timeout_s": plan.spec.spec.timeout_s, "launcher": "torchrun"}, capture={"reason": NO_CAPTURE}, cpus=cpus)
     _discard(plan.partial)
     return HostOutcome(code if status == "ok" else max(code, 1), 0, run_dir, summary)

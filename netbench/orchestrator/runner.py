@@ -203,6 +203,6 @@ def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: di
     records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes)}
     summary, run_json = results.write_run(
         run_dir, config, records, run_id=names.run_id, status=status, reason=reason, started=started, warnings=warnings,
-        cluster=cluster_info, extra={"collective_timeout_s": timeout_s}, pcaps=pcaps,
+        cluster=cluster_info, extra={"collective_timeout_s": timeout_s, "launcher": "netbench run"}, pcaps=pcaps,
         addresses={rank: names.address(rank) for rank in pcaps}, capture={"dropped_by_port": capture_drops})
     return RunResult(run_dir, status, reason, summary, run_json)
