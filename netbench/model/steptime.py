@@ -25,7 +25,7 @@ from netbench.model.schemes import Scheme
 from netbench.model.traffic import DTYPE_BYTES, Exchange, average_bytes_per_step
 from netbench.shapes import ParamShape, total_params
 
-__all__ = ["Scenario", "StepEstimate", "estimate", "exchange_cost", "dense_dtype"]
+__all__ = ["Scenario", "StepEstimate", "estimate", "call_cost", "exchange_cost", "dense_dtype"]
 
 MIN_NODES, MAX_NODES = 2, 100_000
 
@@ -101,13 +101,16 @@ def dense_dtype(scheme: Scheme) -> str:
     return scheme.config.grad_dtype
 
 
-def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm) -> CollectiveCost:
-    """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``."""
+def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm) -> CollectiveCost:
+    """Cost of one of the exchange's ``calls`` collective calls, which share its bytes evenly."""
     if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
         return CollectiveCost()
-    per_call = exchange.bytes_per_step / exchange.calls
-    one = cost(pattern(exchange.collective, algorithm, per_call, peers), link, framing)
-    return one.scaled(exchange.calls / exchange.period)
+    return cost(pattern(exchange.collective, algorithm, exchange.bytes_per_step / exchange.calls, peers), link, framing)
+
+
+def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm) -> CollectiveCost:
+    """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``."""
+    return call_cost(exchange, peers, link, framing, algorithm).scaled(exchange.calls / exchange.period)
 
 
 def estimate(

@@ -98,7 +98,7 @@ def capture_vs_counters(measured: pd.DataFrame) -> dict[str, float]:
     rate. Steps that hand nothing to a collective (a periodic replicator between syncs) carry a
     few ACKs, where a frame landing on the other side of a step boundary is a large fraction.
     """
-    column = "capture_tx_skb_bytes" if "capture_tx_skb_bytes" in measured else "capture_tx_wire_bytes"
+    column = "capture_tx_skb_bytes"
     if column not in measured or "tx_bytes" not in measured:
         return {}
     both = measured[(measured["tx_bytes"] > 0) & measured[column].notna()]

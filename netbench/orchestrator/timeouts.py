@@ -12,11 +12,10 @@ from __future__ import annotations
 import math
 
 from netbench.model.calibration import load_calibration
-from netbench.model.collectives import Link, cost, pattern
-from netbench.model.framing import Framing
+from netbench.model.collectives import Link
 from netbench.model.predict import scenario_for, workload_shapes
 from netbench.model.schemes import scheme_from_config
-from netbench.model.traffic import Exchange
+from netbench.model.steptime import call_cost
 from netbench.orchestrator.config import RunConfig
 
 __all__ = ["FLOOR_S", "CEILING_S", "SAFETY", "loss_limited_bps", "slowest_call_s", "collective_timeout_s"]
@@ -37,24 +36,17 @@ def loss_limited_bps(rate_bps: float, loss: float, one_way_delay_s: float) -> fl
     return min(rate_bps, 1.22 * _MSS_BITS / (rtt * math.sqrt(loss)))
 
 
-def _call_s(exchange: Exchange, peers: int, link: Link, framing: Framing) -> float:
-    """One call of ``exchange`` (bytes_per_step is what a communicating step sends, split over its calls)."""
-    if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
-        return 0.0
-    per_call = exchange.bytes_per_step / exchange.calls
-    return cost(pattern(exchange.collective, "ring", per_call, peers), link, framing).time_s
-
-
 def slowest_call_s(config: RunConfig) -> float:
     """The model's time for the replicator's largest single collective call on this run's links."""
     calibration = load_calibration()
     spec = config.cluster
     scenario = scenario_for(spec, 0.0, calibration)
-    delay = spec.one_way_delay_s()
-    up = loss_limited_bps(spec.up.rate_bps, spec.up.loss, delay)
-    down = loss_limited_bps(spec.down.rate_bps, spec.up.loss, delay)
+    # Loss is applied on the uplink (ClusterSpec); it slows the TCP flows in both directions.
+    up = loss_limited_bps(spec.up.rate_bps, spec.up.loss, scenario.delay_s)
+    down = loss_limited_bps(spec.down.rate_bps, spec.up.loss, scenario.delay_s)
     exchanges = scheme_from_config(config.replicator).exchanges(workload_shapes(config.workload, spec.nodes), spec.nodes)
-    times = [_call_s(ex, spec.nodes, Link(up, down, delay + calibration.overhead(ex.collective)), scenario.framing)
+    times = [call_cost(ex, spec.nodes, Link(up, down, scenario.delay_s + calibration.overhead(ex.collective)), scenario.framing,
+                       scenario.algorithm).time_s
              for ex in exchanges]
     return max(times, default=0.0)
 
