@@ -101,6 +101,9 @@ def sweep(
     if calibration is not None and not calibration.is_file():
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
     scenario = _scenario(scenario_file, overrides)
+    from netbench.cli.run_options import check_workload
+
+    check_workload(scenario.workload, max(scenario.grid.nodes))
     folder = out or Path("reports/sweeps") / scenario.name
     try:  # the scenario is valid; the folder its runs go to is checked here
         plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})
