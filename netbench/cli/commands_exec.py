@@ -24,8 +24,8 @@ console = Console(stderr=True)
 
 def nodes_table(nodes: list[dict], title: str) -> Table:
     """One row per node: exit code, wall and CPU time, bytes each way (counters and capture), retransmissions."""
-    table = Table(title=title)
-    for column in ("node", "exit", "wall", "cpu", "tx (counters)", "rx (counters)", "tx (capture)", "rx (capture)", "retrans segs"):
+    table = Table(title=title, caption="tx/rx: interface counters; cap: the capture's MTU frames; retrans: TCP segments sent again")
+    for column in ("node", "exit", "wall", "cpu", "tx", "rx", "tx cap", "rx cap", "retrans"):
         table.add_column(column, justify="right")
 
     def b(value) -> str:
