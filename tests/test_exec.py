@@ -229,3 +229,50 @@ def test_step_api_is_a_cheap_no_op_outside_exec(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_step_records_have_runs_format(tmp_path: Path) -> None:
+    """Under exec's environment (here on loopback) each step is one record with run's fields, phases booked."""
+    records = tmp_path / "rank0.jsonl"
+    code = ("import time, netbench\n"
+            "for i in range(3):\n"
+            "    with netbench.step() as s:\n"
+            "        time.sleep(0.01)\n"
+            "        with netbench.phase('comm'): time.sleep(0.02)\n"
+            "        s.loss = 1.0 / (i + 1)\n"
+            "netbench.declare_payload({'w': (10, 4)}, replicator='full')\n")
+    env = {**os.environ, "NETBENCH_RECORDS": str(records), "NETBENCH_IFACE": "lo", "NETBENCH_RANK": "0",
+           "NETBENCH_WORLD_SIZE": "2", "NETBENCH_WARMUP_STEPS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [r["event"] for r in lines] == ["start", "step", "step", "step", "payload"]
+    steps = [r for r in lines if r["event"] == "step"]
+    assert [r["warmup"] for r in steps] == [True, False, False] and [r["step"] for r in steps] == [0, 1, 2]
+    for r in steps:
+        assert r["comm_s"] >= 0.02 and 0.005 <= r["compute_s"] < r["step_s"] and r["t_end"] > r["t_start"]
+        assert {"tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs", "payload_bytes"} <= r.keys()
+    assert lines[-1]["shapes"] == {"w": [10, 4]} and lines[-1]["n_params"] == 40 and lines[-1]["replicator"]["name"] == "full"
+
+
+def test_python_factory_workload_starts_identical_and_draws_per_rank(tmp_path: Path, monkeypatch) -> None:
+    from netbench.workloads import build_workload
+    from netbench.workloads.config import WorkloadConfig
+
+    (tmp_path / "userwl.py").write_text(
+        "import torch\n"
+        "def make(rank, world_size):\n"
+        "    model = torch.nn.Linear(4, 1)\n"
+        "    def batches():\n"
+        "        for _ in range(2): yield (torch.randn(8, 4),)  # drawn lazily: after the per-rank reseed\n"
+        "    class Twice:\n"
+        "        def __iter__(self): return batches()\n"
+        "    return model, Twice(), lambda m, b: m(b[0]).pow(2).mean()\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = WorkloadConfig(kind="python:userwl:make")
+    assert cfg.kind == "python" and cfg.factory == "userwl:make"
+    a, b = build_workload(cfg, 0, 2), build_workload(cfg, 1, 2)
+    assert all((p == q).all() for p, q in zip(a.model.parameters(), b.model.parameters()))
+    assert not (next(a.batches)[0] == next(b.batches)[0]).all()  # each rank draws its own batches
+    losses = [a.compute_step() for _ in range(3)]  # a re-iterable that runs out starts over
+    assert all(loss > 0 for loss in losses) and a.model.weight.grad is not None

@@ -7,7 +7,8 @@ tuple batch and ``model(batch)`` otherwise (the module then returns its own loss
 that takes ``rank`` and/or ``world_size`` keyword arguments gets them.
 
 Every rank calls the factory under one seed, so the replicas start identical; the global RNG is
-then reseeded by rank, so batches drawn from it differ between ranks, like the built-in kinds.
+then reseeded by rank, so batches drawn from it *later* (a generator) differ between ranks, like
+the built-in kinds; batches the factory draws up front come from the shared seed (use ``rank``).
 MODULE is imported with the current directory on ``sys.path``, as ``python -m`` does.
 """
 
