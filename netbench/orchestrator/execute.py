@@ -241,11 +241,11 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
     except (KeyboardInterrupt, SystemExit) as exc:
         if cluster is not None:
             cluster.down()
-        if finished:
+        if finished:  # everything was measured: the status stands, the exit status says the user stopped it
             reason = reason or f"{interrupted_reason(exc)} during teardown; the command had finished"
         else:
-            status, reason, pcaps = "failed", interrupted_reason(exc), {}
-            code = EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else int(getattr(exc, "code", 1) or 1)
+            status, reason, pcaps = "failed", interrupted_reason(exc), {}  # the user wants out: skip parsing the capture
+        code = EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else int(getattr(exc, "code", 1) or 1)
     except Exception as exc:  # noqa: BLE001 - recorded in run.json; the CLI reports it
         status, reason, code = "failed", f"{type(exc).__name__}: {exc}", EXIT_NETBENCH_FAILED
     wall = time.monotonic() - clock
