@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
 import leftovers
@@ -30,7 +31,22 @@ root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 STEPS_THEN = ("import netbench, os, sys, time\n"
               "for _ in range(4): netbench.mark_step()\n"
               "print('stepped', flush=True)\n"
-              "{tail}\n")
+              "{tail}\n"
+              "# {marker}\n")  # the marker finds the program's processes, even once their namespace is gone
+
+
+def _marker(tmp_path: Path) -> str:
+    return f"netbench-exec-test-{os.getpid()}-{tmp_path.name}"
+
+
+def program(tmp_path: Path, tail: str) -> str:
+    return STEPS_THEN.format(tail=tail, marker=_marker(tmp_path))
+
+
+def survivors(tmp_path: Path) -> list[int]:
+    """Processes still running a test's program (found by its marker, not by namespace)."""
+    marker = _marker(tmp_path)
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or ())]
 
 
 def netbench(*args: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -162,9 +178,9 @@ def test_run_trains_a_python_factory_workload(tmp_path: Path) -> None:
 @root
 def test_a_failing_node_fails_the_exec_with_its_code(tmp_path: Path) -> None:
     """Rank 1 exits 1 after recording steps; rank 0 would wait forever: it is stopped, and the steps are kept."""
-    program = STEPS_THEN.format(tail="sys.exit(1) if os.environ['RANK'] == '1' else time.sleep(600)")
+    code = program(tmp_path, "sys.exit(1) if os.environ['RANK'] == '1' else time.sleep(600)")
     started = time.monotonic()
-    done, result = exec_json(tmp_path, "--nodes", "2", command=[sys.executable, "-c", program])
+    done, result = exec_json(tmp_path, "--nodes", "2", command=[sys.executable, "-c", code])
     assert done.returncode == 1 and result["exit_code"] == 1, done.stderr
     assert time.monotonic() - started < 120
     assert result["status"] == "failed" and result["reason"] == "node 1 exited with code 1"
@@ -174,7 +190,7 @@ def test_a_failing_node_fails_the_exec_with_its_code(tmp_path: Path) -> None:
     steps = pd.read_csv(Path(result["run_dir"]) / "steps.csv")
     assert sorted(steps.groupby("rank").size().tolist()) == [3, 3]  # what was measured is kept
     assert "stepped" in (Path(result["run_dir"]) / "workers" / "rank1.log").read_text()
-    assert leftovers.clean(result["run_id"])
+    assert leftovers.clean(result["run_id"]) and not survivors(tmp_path)
 
 
 @pytest.mark.netns
@@ -182,20 +198,20 @@ def test_a_failing_node_fails_the_exec_with_its_code(tmp_path: Path) -> None:
 def test_a_hanging_program_is_stopped_at_the_timeout(tmp_path: Path) -> None:
     started = time.monotonic()
     done, result = exec_json(tmp_path, "--nodes", "2", "--timeout", "3",
-                             command=[sys.executable, "-c", STEPS_THEN.format(tail="time.sleep(600)")])
+                             command=[sys.executable, "-c", program(tmp_path, "time.sleep(600)")])
     assert done.returncode == 124 and result["exit_code"] == 124, done.stderr
     assert time.monotonic() - started < 90
     assert result["status"] == "failed" and result["reason"].startswith("timed out after 3 s")
     assert all(n["stopped_by"] == "timeout" for n in result["nodes"])
     assert (pd.read_csv(Path(result["run_dir"]) / "steps.csv")["rank"].value_counts() == 3).all()
-    assert leftovers.clean(result["run_id"])
+    assert leftovers.clean(result["run_id"]) and not survivors(tmp_path)
 
 
 @pytest.mark.netns
 @root
 def test_ctrl_c_stops_every_node_and_leaves_nothing(tmp_path: Path) -> None:
     proc = subprocess.Popen([NETBENCH, "exec", "--nodes", "2", "--out", str(tmp_path), "--", sys.executable, "-c",
-                             STEPS_THEN.format(tail="time.sleep(600)")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             program(tmp_path, "time.sleep(600)")], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
         found: list[str] = []
@@ -213,6 +229,7 @@ def test_ctrl_c_stops_every_node_and_leaves_nothing(tmp_path: Path) -> None:
             proc.communicate()
     assert proc.returncode == 130
     assert leftovers.clean(run_id, inodes), leftovers.traces(run_id, inodes)
+    assert not survivors(tmp_path)
     data = json.loads(next(tmp_path.glob("*/run.json")).read_text())
     assert data["status"] == "failed" and data["reason"] == "interrupted (Ctrl-C)" and data["exec"]["exit_code"] == 130
     assert (pd.read_csv(next(tmp_path.glob("*/steps.csv")))["rank"].value_counts() == 3).all()
