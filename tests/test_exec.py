@@ -145,18 +145,19 @@ def test_torch_distributed_run_launch(tmp_path: Path) -> None:
     assert leftovers.clean(result["run_id"])
 
 
+@pytest.mark.parametrize("nodes", [2, 4])
 @pytest.mark.parametrize("replicator", ["dct", "full"])
 @pytest.mark.netns
 @root
-def test_replicators_in_a_user_loop(tmp_path: Path, replicator: str) -> None:
+def test_replicators_in_a_user_loop(tmp_path: Path, replicator: str, nodes: int) -> None:
     """examples/train_replicator.py: per-step records with the replicator's own phases, payload and the model."""
-    done, result = exec_json(tmp_path, "--nodes", "2", command=[sys.executable, "examples/train_replicator.py", replicator, "4"])
+    done, result = exec_json(tmp_path, "--nodes", str(nodes), command=[sys.executable, "examples/train_replicator.py", replicator, "4"])
     assert done.returncode == 0 and result["status"] == "ok", done.stderr
     summary = result["summary"]
     assert summary["replicator"] == replicator and summary["steps_measured"] == 3
     assert summary["payload_bytes_per_step"] == summary["predicted"]["payload_bytes_per_step"] > 0
     steps = pd.read_csv(Path(result["run_dir"]) / "steps.csv")
-    assert (steps["comm_s"] > 0).all() and steps["loss"].notna().all() and (steps["tx_bytes"] > 0).all()
+    assert len(steps) == 4 * nodes and (steps["comm_s"] > 0).all() and steps["loss"].notna().all() and (steps["tx_bytes"] > 0).all()
     assert leftovers.clean(result["run_id"])
 
 
