@@ -123,6 +123,7 @@ def run(
                                        index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
                                        params_every=params_every, m1_every=m1_every, m2_every=m2_every)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
+    ropt.check_workload(work, nodes)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
     _privileged()

@@ -101,6 +101,9 @@ def sweep(
     if calibration is not None and not calibration.is_file():
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
     scenario = _scenario(scenario_file, overrides)
+    from netbench.cli.run_options import check_workload
+
+    check_workload(scenario.workload, max(scenario.grid.nodes))
     folder = out or Path("reports/sweeps") / scenario.name
     try:  # the scenario is valid; the folder its runs go to is checked here
         plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})
@@ -195,7 +198,13 @@ def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
         summary = run_json["summary"]
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"{run_dir}: unreadable run.json ({type(exc).__name__}: {exc})") from None
-    Console().print(summary_table(summary, "netbench worker" if run_json.get("launcher") == "torchrun" else "netbench run"))
+    launcher = run_json.get("launcher") or "netbench run"
+    if "exec" in run_json:  # `netbench exec`: the per-node table first; the step table when the program recorded steps
+        from netbench.cli.commands_exec import nodes_table
+
+        Console().print(nodes_table(run_json["exec"]["nodes"], f"netbench exec {summary['run_id']}: {' '.join(run_json['exec']['command'])}"))
+    if "exec" not in run_json or summary.get("steps_measured"):
+        Console().print(summary_table(summary, "netbench worker" if launcher == "torchrun" else launcher))
     if summary.get("prediction_error"):
         console.print(f"model: {summary['prediction_error']}")
     if run_json.get("status") != "ok":

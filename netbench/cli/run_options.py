@@ -27,7 +27,7 @@ M1EveryOpt = typer.Option(32, "--m1-every", help="mtdao: steps between first-mom
 M2EveryOpt = typer.Option(32, "--m2-every", help="mtdao: steps between second-momentum all-reduces (K_v).")
 SignOpt = typer.Option(True, "--sign/--no-sign", help="dct: sign of the decoded update, as DeMo.")
 LrOpt = typer.Option(0.0, "--lr", help="Base learning rate; 0 picks the replicator's default.")
-WorkloadOpt = typer.Option("transformer", "--workload", "-w", help="transformer, mlp or shapes.")
+WorkloadOpt = typer.Option("transformer", "--workload", "-w", help="transformer, mlp, shapes, or python:MODULE:FACTORY (your model and batches).")
 ShapesOpt = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes workload: preset, llama:... spec or .json file.")
 ComputeMsOpt = typer.Option(100.0, "--compute-ms", help="shapes workload: stand-in forward/backward time.")
 
@@ -60,5 +60,17 @@ def build_workload_config(kind: str, shapes: str, compute_ms: float) -> Workload
     except pydantic.ValidationError as exc:
         message = one_line(exc, _WORKLOAD_OPTIONS)
         if not message.startswith("--"):
-            message = "--shapes: " + message
+            message = ("--workload: " if kind.startswith("python") else "--shapes: ") + message
         raise UserError(message) from None
+
+
+def check_workload(workload: WorkloadConfig, world_size: int) -> None:
+    """A python:MODULE:FACTORY workload is imported and called here, so a mistake costs one line, not a cluster."""
+    if workload.kind != "python":
+        return
+    from netbench.workloads.python import FactoryError, check_factory
+
+    try:
+        check_factory(workload, world_size)
+    except FactoryError as exc:
+        raise UserError(f"--workload python:{workload.factory}: {exc}") from None

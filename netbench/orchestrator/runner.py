@@ -133,15 +133,47 @@ def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float,
         time.sleep(0.1)
 
 
+def new_run_dir(out_dir: Path, label: str, names: RunNames) -> Path:
+    """``OUT/STAMP-LABEL-RUNID`` with its workers/ folder: the layout every launcher (run, exec) shares."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = out_dir / f"{stamp}-{label}-{names.run_id}"
+    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def leftover_warnings() -> list[str]:
+    """One warning line when earlier runs left namespaces behind (a new run still goes ahead)."""
+    leftovers = find_leftovers()
+    return [f"found leftovers of {len(leftovers.run_ids)} earlier run(s) ({', '.join(leftovers.run_ids)}): "
+            f"{len(leftovers.namespaces)} namespace(s), {len(leftovers.pids)} process(es); run `netbench clean`"] if leftovers.namespaces else []
+
+
+def start_capture(cluster: Cluster, pcap_dir: Path, enabled: bool) -> Capture | None:
+    """tcpdump on every switch port (None when disabled or tcpdump is missing)."""
+    capture = Capture(cluster.switch, [n.port for n in cluster.nodes], pcap_dir) if enabled and Capture.available() else None
+    if capture:
+        capture.start()
+    return capture
+
+
+def stop_capture(capture: Capture | None, cluster: Cluster) -> tuple[dict[int, Path], dict[str, int]]:
+    """Stop the capture; each node's pcap by rank, and the packets each port dropped."""
+    if not capture:
+        return {}, {}
+    paths, drops = capture.stop()
+    return {node.index: paths[node.port] for node in cluster.nodes}, drops
+
+
+def interrupted_reason(exc: BaseException) -> str:
+    """How the user stopped a run: Ctrl-C, or SIGTERM/SIGHUP (SystemExit 128 + signal)."""
+    return "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"terminated (exit {getattr(exc, 'code', '?')})"
+
+
 def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callable[[Cluster], None] | None = None) -> RunResult:
     """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start."""
     names = RunNames.new()
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = config.out_dir / f"{stamp}-{config.replicator.name}-{names.run_id}"
-    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
-    leftovers = find_leftovers()
-    warnings = [f"found leftovers of {len(leftovers.run_ids)} earlier run(s) ({', '.join(leftovers.run_ids)}): "
-                f"{len(leftovers.namespaces)} namespace(s), {len(leftovers.pids)} process(es); run `netbench clean`"] if leftovers.namespaces else []
+    run_dir = new_run_dir(config.out_dir, config.replicator.name, names)
+    warnings = leftover_warnings()
     status, reason = "ok", None
     cluster_info: dict[str, Any] = {}
     pcaps: dict[int, Path] = {}
@@ -156,9 +188,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
         with cluster:
             cluster_info = cluster.describe()
             cluster_info["capabilities"] = cluster.capabilities.as_dict()
-            capture = Capture(cluster.switch, [n.port for n in cluster.nodes], pcap_dir) if config.capture and Capture.available() else None
-            if capture:
-                capture.start()
+            capture = start_capture(cluster, pcap_dir, config.capture)
             spec_paths = _worker_specs(config, cluster, run_dir, timeout_s)
             record_paths = [run_dir / "workers" / f"rank{i}.jsonl" for i in range(len(cluster.nodes))]
             procs = []
@@ -174,15 +204,13 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
             except WorkerFailure as exc:
                 status, reason = "failed", str(exc)
             finally:
-                if capture:
-                    paths, capture_drops = capture.stop()
-                    pcaps = {node.index: paths[node.port] for node in cluster.nodes}
+                pcaps, capture_drops = stop_capture(capture, cluster)
             trained = True
             cluster.down()  # here, not in __exit__: a signal from now on waits for the teardown (see Cluster)
     except (KeyboardInterrupt, SystemExit) as exc:
         if cluster is not None:
             cluster.down()  # a no-op, unless a second signal landed just as __exit__ began
-        how = "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"terminated (exit {exc.code})"
+        how = interrupted_reason(exc)
         if trained:  # every step was measured: keep the status; the reason still says the user stopped it
             reason = reason or f"{how} during teardown; every step was measured"
         else:

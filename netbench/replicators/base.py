@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 
 import torch
 
+from netbench import steps
 from netbench.replicators.comm import GroupComm
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.optim import Stepper, build_optimizer
@@ -185,7 +186,9 @@ class Replicator(ABC):
             self.optimizer.step()
             timer.apply()
             self._after_apply(timer)
-        return timer.stats(self.comm)
+        stats = timer.stats(self.comm)
+        steps.observe(self, stats)  # inside `netbench exec`, the user's `with netbench.step()` records it
+        return stats
 
     def _after_apply(self, timer: StepTimer) -> None:
         """Hook for work that must follow the base optimizer (DiLoCo's outer step)."""

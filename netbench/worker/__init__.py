@@ -1,14 +1,28 @@
-"""The per-node worker: joins the gloo group, trains a workload through a replicator, records each step."""
+"""The per-node worker: joins the gloo group, trains a workload through a replicator, records each step.
 
+Names are loaded on first use: the public step API (:mod:`netbench.steps`) reads the interface
+counters and writes records from inside users' programs, and must not pull in pydantic or torch.
+"""
+
+from __future__ import annotations
+
+import importlib
 from collections.abc import Callable
-
-from netbench.worker.counters import IfaceCounters, read_counters
-from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, load_spec, resolve
+from typing import Any
 
 __all__ = ["IfaceCounters", "ResolvedSpec", "SpecError", "WorkerSpec", "load_spec", "read_counters", "resolve", "run_worker"]
 
+_HOMES = {"IfaceCounters": "counters", "read_counters": "counters", "ResolvedSpec": "spec", "SpecError": "spec",
+          "WorkerSpec": "spec", "load_spec": "spec", "resolve": "spec"}
 
-def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = None) -> int:
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"netbench.worker.{_HOMES[name]}"), name)
+    raise AttributeError(f"module 'netbench.worker' has no attribute {name!r}")
+
+
+def run_worker(resolved: Any, after_steps: Callable[[], None] | None = None) -> int:
     """Run one worker to completion (see :mod:`netbench.worker.loop`); imported lazily to keep torch off the spec path."""
     from netbench.worker.loop import run_worker as _run
 

@@ -23,4 +23,8 @@ def build_workload(cfg: WorkloadConfig, rank: int, world_size: int) -> Workload:
         from netbench.workloads.synthetic import ShapesWorkload
 
         return ShapesWorkload(cfg, rank)
+    if cfg.kind == "python":
+        from netbench.workloads.python import PythonWorkload
+
+        return PythonWorkload(cfg, rank, world_size)
     raise ValueError(f"unknown workload kind {cfg.kind!r}")

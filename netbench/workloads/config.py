@@ -7,16 +7,18 @@ own message.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from netbench.shapes import ParamShape, ShapeError, resolve_shapes
 
-WorkloadKind = Literal["transformer", "mlp", "shapes"]
-WORKLOAD_KINDS: tuple[str, ...] = ("transformer", "mlp", "shapes")
+WorkloadKind = Literal["transformer", "mlp", "shapes", "python"]
+WORKLOAD_KINDS: tuple[str, ...] = ("transformer", "mlp", "shapes", "python")
 
-_DEFAULT_BATCH = {"transformer": 16, "mlp": 512, "shapes": 0}
+_DEFAULT_BATCH = {"transformer": 16, "mlp": 512, "shapes": 0, "python": 0}
+_FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
 class WorkloadConfig(BaseModel):
@@ -43,6 +45,16 @@ class WorkloadConfig(BaseModel):
     target_scale: float = Field(0.02, gt=0.0, description="shapes kind: std of the quadratic's targets (GPT-2's init std)")
     grad_noise: float = Field(0.5, ge=0.0, description="shapes kind: per-step gradient noise, relative to target_scale")
     heterogeneity: float = Field(0.3, ge=0.0, description="shapes kind: spread of per-rank targets around the shared one")
+    # python
+    factory: str = Field("", description="python kind: MODULE:FACTORY returning (model, batches[, loss_fn]) (netbench.workloads.python)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_python(cls, data: Any) -> Any:
+        """``kind="python:MODULE:FACTORY"`` (how --workload and scenario files write it) -> kind python + factory."""
+        if isinstance(data, dict) and isinstance(data.get("kind"), str) and data["kind"].startswith("python:"):
+            data = {**data, "kind": "python", "factory": data["kind"].removeprefix("python:")}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "WorkloadConfig":
@@ -50,6 +62,8 @@ class WorkloadConfig(BaseModel):
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.kind == "shapes":
             self.shape_list()  # raises with the parser's message on an unknown preset or bad file
+        if self.kind == "python" and not _FACTORY.fullmatch(self.factory):
+            raise ValueError(f"kind python needs MODULE:FACTORY, as in --workload python:mymodel:make (got {self.factory!r})")
         return self
 
     @property

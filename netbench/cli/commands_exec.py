@@ -1,0 +1,101 @@
+"""`netbench exec`: run any distributed program once per node on the emulated cluster."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from netbench.cli import cluster_options as copt
+from netbench.cli.app import app
+from netbench.cli.commands_net import _privileged
+from netbench.cli.commands_run import _config, report_problems, summary_table
+from netbench.cli.errors import UserError
+from netbench.units import format_bytes
+
+console = Console(stderr=True)
+
+
+def nodes_table(nodes: list[dict], title: str) -> Table:
+    """One row per node: exit code, wall and CPU time, bytes each way (counters and capture), retransmissions."""
+    table = Table(title=title, caption="tx/rx: interface counters; cap: the capture's MTU frames; retrans: TCP segments sent again")
+    for column in ("node", "exit", "wall", "cpu", "tx", "rx", "tx cap", "rx cap", "retrans"):
+        table.add_column(column, justify="right")
+
+    def b(value) -> str:
+        return "" if value is None else format_bytes(value)
+
+    for n in nodes:
+        exit_code = "" if n.get("exit_code") is None else str(n["exit_code"]) + (f" ({n['stopped_by']})" if n.get("stopped_by") else "")
+        table.add_row(str(n["rank"]), exit_code, f"{n['wall_time_s']:.2f} s",
+                      "" if n.get("cpu_time_s") is None else f"{n['cpu_time_s']:.2f} s",
+                      b(n.get("wire_tx_bytes")), b(n.get("wire_rx_bytes")), b(n.get("capture_wire_tx_bytes")),
+                      b(n.get("capture_wire_rx_bytes")), "" if n.get("retransmissions") is None else str(n["retransmissions"]))
+    return table
+
+
+@app.command("exec", context_settings={"allow_interspersed_args": False})
+def exec_command(
+    command: Optional[list[str]] = typer.Argument(None, metavar="-- COMMAND [ARGS...]", help="The program each node runs."),
+    bw: str = copt.BwOpt,
+    nodes: int = copt.NodesOpt,
+    up: Optional[str] = copt.UpOpt,
+    down: Optional[str] = copt.DownOpt,
+    delay: str = copt.DelayOpt,
+    jitter: str = copt.JitterOpt,
+    loss: str = copt.LossOpt,
+    offload: str = copt.OffloadOpt,
+    engine: str = copt.EngineOpt,
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."),
+    warmup: int = typer.Option(1, "--warmup", help="Steps recorded with netbench.step() left out of the summary."),
+    port: int = typer.Option(29500, "--master-port", help="MASTER_PORT (rank 0's rendezvous port)."),
+    capture: bool = typer.Option(True, "--capture/--no-capture", help="Capture packet headers on every link."),
+    pcap: bool = typer.Option(False, "--pcap", help="Keep the pcap files in the run directory."),
+    out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory."),
+    threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the program's output goes to stderr)."),
+) -> None:
+    """Run COMMAND once per node inside its namespace, with RANK, WORLD_SIZE, MASTER_ADDR, ... set; measure every link.
+
+    Exit status: the first failing node's; 124 when --timeout expired; 130 on Ctrl-C; 125 when
+    netbench itself failed; 2 for bad input (checked before anything is built).
+    """
+    from netbench.orchestrator.execute import CommandError, ExecConfig, check_command, execute
+
+    argv = tuple(command or ())
+    try:
+        check_command(argv)
+    except CommandError as exc:
+        raise UserError(str(exc)) from None
+    if timeout is not None and not 0 < timeout <= 86400:
+        raise UserError(f"--timeout: must be in (0, 86400] seconds (got {timeout:g})")
+    if not 1 <= port <= 65535:
+        raise UserError(f"--master-port: must be 1-65535 (got {port})")
+    cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine)
+    run = _config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+    _privileged()
+    copt.check_engine(cluster)
+    result = execute(ExecConfig(run=run, command=argv, timeout_s=timeout, master_port=port), echo=sys.stderr if as_json else sys.stdout)
+    if as_json:
+        print(json.dumps({"status": result.status, "exit_code": result.exit_code, "reason": result.reason,
+                          "wall_time_s": result.wall_time_s, "run_id": result.run_id, "run_dir": str(result.run_dir),
+                          "nodes": result.nodes, "summary": result.summary}, default=str))
+    else:
+        Console().print(nodes_table(result.nodes, f"netbench exec {result.run_id}: {' '.join(argv)} ({result.status}, "
+                                                  f"{result.wall_time_s:.1f} s)"))
+        if result.summary.get("steps_measured"):
+            Console().print(summary_table(result.summary, "netbench exec"))
+        console.print(f"results: {result.run_dir}")
+    report_problems(SimpleNamespace(run_json=json.loads((result.run_dir / "run.json").read_text()), summary=result.summary))
+    if result.status != "ok":
+        console.print(f"[red]exec failed:[/] {result.reason}")
+    elif result.reason:
+        console.print(f"[yellow]{result.reason}[/]")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

@@ -1,0 +1,356 @@
+"""`netbench exec`: any program, once per node, on the emulated cluster, measured without touching it.
+
+The phases are `netbench run`'s (:mod:`netbench.orchestrator.runner`): a run directory, the
+cluster and its capture, one process per node, a watch loop, teardown whatever happened, then
+the same run directory. What differs is what runs: the user's COMMAND, started inside each
+node's namespace with the torch.distributed environment (RANK, WORLD_SIZE, MASTER_ADDR, ...),
+its output streamed with a node prefix and kept in ``workers/rankR.log``.
+
+Per node, without the program's help: exit code, wall time, CPU time (the process and every
+descendant it reaped, from ``wait4``), bytes and packets each way from the interface counters
+and from the capture, and TCP retransmissions. Programs that opt in (``netbench.step``) add
+per-step records in the worker's format, and ``steps.csv`` / the summary come from them as for
+``run``, the model's prediction included when the program declared its payload.
+
+Exit status: the first failing node's (a node killed by a signal counts 128 + signal), 124 when
+``--timeout`` expired, 130 on Ctrl-C (128 + signal for SIGTERM/SIGHUP), 125 when netbench itself
+failed (the cluster could not be built).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from netbench.emulation.cluster import Cluster
+from netbench.emulation.naming import RunNames
+from netbench.emulation.node import Node
+from netbench.orchestrator import results
+from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.node_output import OutputPump
+from netbench.orchestrator.runner import interrupted_reason, leftover_warnings, new_run_dir, start_capture, stop_capture
+from netbench.worker.counters import IfaceCounters, read_counters
+
+EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
+EXIT_NETBENCH_FAILED = 125  # the cluster could not be built, or netbench failed while watching
+EXIT_INTERRUPTED = 130
+FAILURE_GRACE_S = 5.0  # after a node fails, its peers get this long to end on their own before they are stopped
+STOP_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this long
+
+
+class CommandError(ValueError):
+    """COMMAND cannot be started (missing or not executable); checked before anything is built."""
+
+
+def check_command(command: tuple[str, ...] | list[str]) -> None:
+    """Refuse an empty COMMAND, or one whose program is not found the way the node's exec would look it up."""
+    if not command:
+        raise CommandError("no COMMAND given (usage: netbench exec [OPTIONS] -- COMMAND [ARGS...])")
+    program = command[0]
+    if "/" in program:
+        if not os.path.isfile(program) or not os.access(program, os.X_OK):
+            raise CommandError(f"COMMAND: {program!r} is not an executable file")
+    elif shutil.which(program) is None:
+        raise CommandError(f"COMMAND: {program!r} not found on PATH")
+
+
+@dataclass(frozen=True)
+class ExecConfig:
+    """A validated exec: the cluster and output settings (as a RunConfig), the command, its deadline."""
+
+    run: RunConfig  # cluster, capture, keep_pcap, out_dir, threads, warmup_steps (for step records)
+    command: tuple[str, ...]
+    timeout_s: float | None = None  # wall-clock limit for COMMAND; None: none
+    master_port: int = RENDEZVOUS_PORT
+
+
+@dataclass
+class NodeProcess:
+    """COMMAND on one node, reaped here with ``wait4`` so its CPU time (children included) is known."""
+
+    node: Node
+    proc: Any  # subprocess.Popen
+    pump: OutputPump
+    before: IfaceCounters | None
+    started: float
+    ended: float | None = None
+    cpu_s: float | None = None
+    stopped_by: str | None = None  # why netbench stopped it ("timeout", "peer failed", ...)
+    after: IfaceCounters | None = None
+
+    def reap(self, block: bool = False) -> bool:
+        """True once the process has exited (recording its status and rusage)."""
+        if self.proc.returncode is not None:
+            return True
+        try:
+            pid, status, usage = os.wait4(self.proc.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: status known to Popen, rusage lost
+            self.proc.poll()
+            self.ended = self.ended or time.monotonic()
+            return self.proc.returncode is not None
+        if pid == 0:
+            return False
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu_s = usage.ru_utime + usage.ru_stime
+        self.ended = time.monotonic()
+        return True
+
+    def stop(self, why: str) -> None:
+        """SIGTERM to its process group, SIGKILL after STOP_GRACE_S; reaped either way."""
+        if self.reap():
+            return
+        self.stopped_by = why
+        for sig, grace in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, None)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            if grace is None:
+                self.reap(block=True)
+                return
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline:
+                if self.reap():
+                    return
+                time.sleep(0.02)
+
+    @property
+    def exit_code(self) -> int | None:
+        """As a shell reports it: the exit status, or 128 + signal."""
+        code = self.proc.returncode
+        return None if code is None else (128 - code if code < 0 else code)
+
+
+@dataclass
+class ExecResult:
+    run_dir: Path
+    run_id: str
+    status: str
+    reason: str | None
+    exit_code: int
+    wall_time_s: float
+    nodes: list[dict[str, Any]]
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: Path) -> dict[str, str]:
+    """torch.distributed's environment for one node, plus where the step API writes."""
+    world = len(cluster.nodes)
+    return {
+        "RANK": str(node.index), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(node.index), "MASTER_ADDR": cluster.nodes[0].address, "MASTER_PORT": str(config.master_port),
+        "GLOO_SOCKET_IFNAME": node.iface, "NCCL_SOCKET_IFNAME": node.iface, "OMP_NUM_THREADS": str(config.run.threads),
+        "PYTHONUNBUFFERED": "1",
+        "NETBENCH_RUN_ID": cluster.names.run_id, "NETBENCH_RUN_DIR": str(run_dir.resolve()),
+        "NETBENCH_RECORDS": str((run_dir / "workers" / f"rank{node.index}.jsonl").resolve()),
+        "NETBENCH_RANK": str(node.index), "NETBENCH_WORLD_SIZE": str(world), "NETBENCH_IFACE": node.iface,
+        "NETBENCH_WARMUP_STEPS": str(config.run.warmup_steps),
+    }
+
+
+def _launch(config: ExecConfig, cluster: Cluster, run_dir: Path, echo: TextIO | None) -> list[NodeProcess]:
+    import subprocess
+
+    launched = []
+    for node in cluster.nodes:
+        before = node.call(read_counters, node.iface)
+        proc = node.popen(list(config.command), env=node_env(config, cluster, node, run_dir), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        pump = OutputPump(node.index, proc.stdout, run_dir / "workers" / f"rank{node.index}.log", echo)
+        launched.append(NodeProcess(node, proc, pump, before, time.monotonic()))
+    return launched
+
+
+def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[], None]) -> tuple[str, str | None, int]:
+    """Wait for every node; returns (status, reason, exit code). A failure gives peers FAILURE_GRACE_S, then stops them."""
+    started = time.monotonic()
+    first_failure: NodeProcess | None = None
+    failed_at = 0.0
+    while True:
+        poll()
+        for p in procs:
+            if p.reap() and p.exit_code != 0 and first_failure is None:
+                first_failure, failed_at = p, time.monotonic()
+        if all(p.proc.returncode is not None for p in procs):
+            break
+        now = time.monotonic()
+        if first_failure is not None and now - failed_at > FAILURE_GRACE_S:
+            for p in procs:
+                p.stop(f"node {first_failure.node.index} failed")
+            break
+        if timeout_s is not None and now - started > timeout_s:
+            for p in procs:
+                p.stop("timeout")
+            running = [str(p.node.index) for p in procs if p.stopped_by == "timeout"]
+            return "failed", f"timed out after {timeout_s:g} s (node(s) {', '.join(running)} still running)", EXIT_TIMEOUT
+        time.sleep(0.05)
+    if first_failure is None:
+        return "ok", None, 0
+    code = first_failure.exit_code or 1
+    how = f"was killed by {signal.Signals(code - 128).name}" if code > 128 and code - 128 in signal.valid_signals() else f"exited with code {code}"
+    return "failed", f"node {first_failure.node.index} {how}", code
+
+
+def _read_after(procs: list[NodeProcess]) -> None:
+    for p in procs:
+        try:
+            p.after = p.node.call(read_counters, p.node.iface)
+        except Exception:  # noqa: BLE001 - a counter read must not cost the run its other results
+            p.after = None
+
+
+def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Callable[[Cluster], None] | None = None) -> ExecResult:
+    """Run COMMAND on every node of a fresh cluster; always tears down and writes the run directory."""
+    names = RunNames.new()
+    run_dir = new_run_dir(config.run.out_dir, "exec", names)
+    warnings = leftover_warnings()
+    status, reason, code = "ok", None, 0
+    cluster_info: dict[str, Any] = {}
+    pcaps: dict[int, Path] = {}
+    drops: dict[str, int] = {}
+    procs: list[NodeProcess] = []
+    started, clock = time.time(), time.monotonic()
+    pcap_dir = run_dir / "capture"
+    finished = False  # every node ended and the capture stopped: only teardown is left
+    cluster: Cluster | None = None
+    try:
+        cluster = Cluster(config.run.cluster, names=names)
+        with cluster:
+            cluster_info = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
+            capture = start_capture(cluster, pcap_dir, config.run.capture)
+            try:
+                procs = _launch(config, cluster, run_dir, echo)
+                if on_cluster:
+                    on_cluster(cluster)
+                status, reason, code = _watch(procs, config.timeout_s, cluster.raise_if_interrupted)
+            finally:
+                for p in procs:  # a signal or an error cut the watch short: nothing may outlive it
+                    p.stop("netbench stopped")
+                _read_after(procs)
+                pcaps, drops = stop_capture(capture, cluster)
+            finished = True
+            cluster.down()
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if cluster is not None:
+            cluster.down()
+        if finished:  # everything was measured: the status stands, the exit status says the user stopped it
+            reason = reason or f"{interrupted_reason(exc)} during teardown; the command had finished"
+        else:
+            status, reason, pcaps = "failed", interrupted_reason(exc), {}  # the user wants out: skip parsing the capture
+        code = EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else int(getattr(exc, "code", 1) or 1)
+    except Exception as exc:  # noqa: BLE001 - recorded in run.json; the CLI reports it
+        status, reason, code = "failed", f"{type(exc).__name__}: {exc}", EXIT_NETBENCH_FAILED
+    wall = time.monotonic() - clock
+    for p in procs:
+        p.pump.join()
+    try:
+        return _collect(config, run_dir, names, cluster_info, pcaps, drops, procs, status, reason, code, started, wall, warnings)
+    finally:
+        if not config.run.keep_pcap:
+            shutil.rmtree(pcap_dir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------ collect
+
+def _capture_totals(path: Path, address: str) -> dict[str, float]:
+    """Whole-run capture figures of one node: wire and payload bytes and packets each way, retransmitted bytes."""
+    from netbench.capture.pcap import parse_pcap
+
+    packets = parse_pcap(path, address)
+    out: dict[str, float] = {}
+    for direction in ("tx", "rx"):
+        mine = packets[packets["direction"] == direction]
+        out[f"capture_wire_{direction}_bytes"] = int(mine["wire_bytes"].sum())
+        out[f"capture_payload_{direction}_bytes"] = int(mine["payload_bytes"].sum())
+        out[f"capture_{direction}_packets"] = int(mine["frames"].sum())
+        out[f"capture_retrans_{direction}_bytes"] = int(mine["retrans_bytes"].sum())
+    return out
+
+
+def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
+    counters = (p.after - p.before).as_dict() if p.after is not None and p.before is not None else {}
+    entry: dict[str, Any] = {
+        "rank": p.node.index, "address": p.node.address, "exit_code": p.exit_code, "stopped_by": p.stopped_by,
+        "wall_time_s": (p.ended or time.monotonic()) - p.started, "cpu_time_s": p.cpu_s,
+        "wire_tx_bytes": counters.get("tx_bytes"), "wire_rx_bytes": counters.get("rx_bytes"),
+        "wire_tx_packets": counters.get("tx_packets"), "wire_rx_packets": counters.get("rx_packets"),
+        "retransmissions": counters.get("retrans_segs"),
+        "capture_wire_tx_bytes": None, "capture_wire_rx_bytes": None,
+    }
+    if pcap is not None and pcap.exists():
+        try:
+            entry.update(_capture_totals(pcap, p.node.address))
+        except Exception as exc:  # noqa: BLE001 - an unreadable capture leaves the counters' figures
+            entry["capture_error"] = f"{type(exc).__name__}: {exc}"
+    return entry
+
+
+def _declared(records: dict[int, list[dict]]) -> dict[str, Any] | None:
+    """The payload a node declared (``netbench.declare_payload`` or a replicator), rank 0's first."""
+    for rank in sorted(records):
+        found = next((r for r in records[rank] if r.get("event") == "payload"), None)
+        if found:
+            return found
+    return None
+
+
+def _model_config(config: ExecConfig, run_dir: Path, records: dict[int, list[dict]]) -> tuple[RunConfig, dict[str, Any] | None]:
+    """The RunConfig the writer and the model see: the declared replicator on the declared shapes (saved as
+    ``payload_shapes.json``, a shapes workload with no stand-in compute), or the defaults when nothing was declared."""
+    from netbench.replicators.config import ReplicatorConfig
+    from netbench.workloads.config import WorkloadConfig
+
+    measured = max((sum(1 for r in recs if r.get("event") == "step") for recs in records.values()), default=0)
+    update: dict[str, Any] = {"steps": max(1, measured - config.run.warmup_steps)}
+    declared = _declared(records)
+    if declared:
+        try:
+            shapes_path = run_dir / "payload_shapes.json"
+            shapes_path.write_text(json.dumps({"shapes": declared["shapes"]}, indent=1) + "\n")
+            update["replicator"] = ReplicatorConfig.model_validate(declared["replicator"])
+            update["workload"] = WorkloadConfig(kind="shapes", shapes=str(shapes_path), compute_ms=0.0)
+        except Exception as exc:  # noqa: BLE001 - a bad declaration costs the prediction, never the measurement
+            declared = {**declared, "error": f"{type(exc).__name__}: {exc}"}
+    return config.run.model_copy(update=update), declared
+
+
+def _fill_payload(records: dict[int, list[dict]], model_config: RunConfig, declared: dict[str, Any] | None) -> None:
+    """Steps that did not report their payload (no replicator in them) get the declared one, else NaN (unknown)."""
+    decl = None
+    if declared and "error" not in declared:
+        from netbench.replicators import declared_payload
+
+        decl = declared_payload(model_config.workload.shape_list(), model_config.replicator, model_config.cluster.nodes)
+    for recs in records.values():
+        for r in recs:
+            if r.get("event") == "step" and r.get("payload_bytes") is None:
+                r["payload_bytes"] = decl.bytes_on(r["step"] + 1) if decl else float("nan")
+
+
+def _collect(config: ExecConfig, run_dir: Path, names: RunNames, cluster_info: dict, pcaps: dict[int, Path], drops: dict[str, int],
+             procs: list[NodeProcess], status: str, reason: str | None, code: int, started: float, wall: float,
+             warnings: list[str]) -> ExecResult:
+    """run.json and steps.csv through the run writer, with the per-node results under ``exec``."""
+    nodes = [_node_result(p, pcaps.get(p.node.index)) for p in procs]
+    records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.run.cluster.nodes)}
+    model_config, declared = _model_config(config, run_dir, records)
+    usable = declared is not None and "error" not in declared
+    _fill_payload(records, model_config, declared)
+    extra = {"launcher": "netbench exec", "exec": {"command": list(config.command), "exit_code": code, "wall_time_s": wall,
+                                                    "timeout_s": config.timeout_s, "nodes": nodes, "payload": declared}}
+    summary, run_json = results.write_run(
+        run_dir, model_config, records, run_id=names.run_id, status=status, reason=reason, started=started, warnings=warnings,
+        cluster=cluster_info, extra=extra, pcaps=pcaps,
+        addresses={rank: names.address(rank) for rank in pcaps}, capture={"dropped_by_port": drops}, predict=usable)
+    summary["replicator"] = model_config.replicator.name if usable else "none"
+    run_json["summary"] = summary
+    results.write_run_json(run_dir / "run.json", run_json)
+    return ExecResult(run_dir, names.run_id, status, reason, code, wall, nodes, summary)

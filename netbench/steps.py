@@ -1,0 +1,230 @@
+"""Per-step records from inside any training program: ``with netbench.step(): ...``.
+
+Under ``netbench exec`` each node's program finds where to write in its environment
+(``NETBENCH_RECORDS``, ``NETBENCH_IFACE``, ``NETBENCH_RANK``, ...), and every step becomes one
+record in the same format ``netbench run``'s workers write: wall time, the node's interface
+counters (bytes and packets each way, TCP retransmissions) and, where known, how the step's time
+split into compute, compress, communicate, decode and apply. Outside ``netbench exec`` every
+call here does nothing, so a script keeps working unchanged on a laptop or a real cluster.
+
+Counter readings tile the run: the reading that ends one step begins the next, so bytes sent
+between two steps (evaluation, logging) count towards the next step, and the records' sum is the
+node's whole traffic from the first step's start to the last step's end -- as with ``run``.
+
+This module imports only the standard library (``import netbench`` stays cheap); a netbench
+replicator used inside a step reports its phases and payload here by itself (``observe``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["step", "mark_step", "phase", "declare_payload", "active", "observe", "Step", "PHASES"]
+
+PHASES = ("compute", "compress", "comm", "decode", "apply")
+ENV_RECORDS = "NETBENCH_RECORDS"  # this node's record file; set by `netbench exec` only
+
+
+class Step:
+    """One open step: its clock, its counter reading, and the phase times booked into it."""
+
+    def __init__(self, index: int, before: Any) -> None:
+        self.index = index
+        self.before = before
+        self.t_start = time.time()
+        self.began = time.perf_counter()
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        self.payload_bytes: int | None = None
+        self.collectives = 0
+        self.loss: float | None = None  # set it (``s.loss = loss.item()``) to see the loss curve in steps.csv
+
+    def book(self, name: str, seconds: float) -> None:
+        if name not in self.phases:
+            raise ValueError(f"netbench.phase: unknown phase {name!r} (choose from {', '.join(PHASES)})")
+        self.phases[name] += seconds
+
+
+class _Recorder:
+    """The node's record file and counters, opened on first use."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        from netbench.worker.records import RecordWriter  # standard library only
+
+        self.rank = int(environ.get("NETBENCH_RANK", environ.get("RANK", "0")))
+        self.world_size = int(environ.get("NETBENCH_WORLD_SIZE", environ.get("WORLD_SIZE", "1")))
+        self.iface = environ.get("NETBENCH_IFACE", "eth0")
+        self.warmup = int(environ.get("NETBENCH_WARMUP_STEPS", "0"))
+        self.writer = RecordWriter(_path(environ[ENV_RECORDS]))
+        self.next_index = 0
+        self.last = None  # the reading that ended the previous step
+        self.declared = False
+        self.writer.write({"event": "start", "rank": self.rank, "world_size": self.world_size, "t": time.time(),
+                           "host": socket.gethostname(), "pid": os.getpid(), "iface": self.iface, "launcher": "netbench exec"})
+
+    def counters(self) -> Any:
+        from netbench.worker.counters import read_counters
+
+        return read_counters(self.iface)
+
+    def open(self) -> Step:
+        before = self.last if self.last is not None else self.counters()
+        opened = Step(self.next_index, before)
+        self.next_index += 1
+        return opened
+
+    def close(self, s: Step) -> None:
+        ended, t_end = time.perf_counter(), time.time()
+        after = self.counters()
+        self.last = after
+        step_s = ended - s.began
+        timed = sum(v for k, v in s.phases.items() if k != "compute")
+        compute = s.phases["compute"] or max(0.0, step_s - timed)  # unmarked time is the program's own work
+        record = {"event": "step", "rank": self.rank, "step": s.index, "warmup": s.index < self.warmup,
+                  "t_start": s.t_start, "t_end": t_end, "compute_s": compute,
+                  **{f"{k}_s": v for k, v in s.phases.items() if k != "compute"},
+                  "payload_bytes": s.payload_bytes, "collectives": s.collectives, "step_s": step_s, "loss": s.loss}
+        record.update((after - s.before).as_dict())
+        self.writer.write(record)
+
+    def declare(self, replicator: Mapping[str, Any], shapes: Mapping[str, list[int]], source: str) -> None:
+        if self.declared:
+            return
+        self.declared = True
+        self.writer.write({"event": "payload", "rank": self.rank, "replicator": dict(replicator), "shapes": dict(shapes),
+                           "n_params": sum(_numel(d) for d in shapes.values()), "source": source})
+
+
+def _path(text: str) -> Any:
+    from pathlib import Path
+
+    return Path(text)
+
+
+def _numel(dims: Iterable[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+_recorder: _Recorder | None = None
+_loaded = False
+_current: Step | None = None  # the open step (``step()`` or ``mark_step()``)
+
+
+def active() -> bool:
+    """True when running under ``netbench exec`` (records are being written)."""
+    return _get() is not None
+
+
+def _get() -> _Recorder | None:
+    global _recorder, _loaded
+    if not _loaded:
+        _loaded = True
+        if os.environ.get(ENV_RECORDS):
+            _recorder = _Recorder(os.environ)
+    return _recorder
+
+
+@contextmanager
+def step() -> Iterator[Step | None]:
+    """Time one training step and record it (under ``netbench exec``); yields the Step, or None elsewhere.
+
+    A step that raises is not recorded: the exception goes on as if this were not here.
+    """
+    global _current
+    rec = _get()
+    if rec is None:
+        yield None
+        return
+    if _current is not None:
+        raise RuntimeError("netbench.step: steps do not nest (a step is already open)")
+    _current = rec.open()
+    opened = _current
+    try:
+        yield opened
+    except BaseException:
+        _current = None
+        raise
+    _current = None
+    rec.close(opened)
+
+
+def mark_step() -> None:
+    """For loops a ``with`` block does not fit: call once per iteration; step k runs from call k to call k+1."""
+    global _current
+    rec = _get()
+    if rec is None:
+        return
+    if _current is not None:
+        rec.close(_current)
+    _current = rec.open()
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Book the block's wall time to one phase of the open step: compute, compress, comm, decode or apply.
+
+    Without phases a step's time counts as compute (the model then predicts its communication on
+    top); wrap the collectives in ``phase("comm")`` so the model's local work is the rest.
+    """
+    began = time.perf_counter()
+    try:
+        yield
+    finally:
+        if _current is not None:
+            _current.book(name, time.perf_counter() - began)
+
+
+def _shapes_of(what: Any) -> dict[str, list[int]]:
+    """name -> dims from a module (``named_parameters``), a mapping of names to shapes or tensors, or tensors."""
+    if hasattr(what, "named_parameters"):
+        items = [(n, p.shape) for n, p in what.named_parameters() if getattr(p, "requires_grad", True)]
+    elif isinstance(what, Mapping):
+        items = [(str(n), getattr(v, "shape", v)) for n, v in what.items()]
+    else:
+        items = [(f"p{i}", getattr(v, "shape", v)) for i, v in enumerate(what)]
+    shapes = {name: [int(d) for d in (dims if isinstance(dims, Iterable) else [dims])] for name, dims in items}
+    if not shapes or any(not dims or min(dims) < 1 for dims in shapes.values()):
+        raise ValueError("netbench.declare_payload: give a module, tensors, or {name: shape} with positive sizes")
+    return shapes
+
+
+def declare_payload(what: Any, replicator: str = "full", **settings: Any) -> None:
+    """Say what one step sends, so the model's prediction appears beside the measurement.
+
+    ``what``: the model (``nn.Module``), its tensors, or ``{name: shape}``; ``replicator`` and
+    ``settings``: the netbench replicator whose wire format the program's exchange follows (a plain
+    ``all_reduce`` of fp32 tensors every step is ``"full"``). Checked at once (a typo raises here);
+    recorded only under ``netbench exec``. A netbench replicator used in a step declares itself.
+    """
+    from netbench.replicators.config import ReplicatorConfig  # pydantic, not torch
+
+    config = ReplicatorConfig(name=replicator, **settings)
+    shapes = _shapes_of(what)
+    rec = _get()
+    if rec is not None:
+        rec.declare(config.model_dump(), shapes, "declare_payload")
+
+
+def observe(replicator: Any, stats: Any) -> None:
+    """Called by every netbench replicator's ``step()``: its phases and bytes join the open step.
+
+    The first call also declares the replicator's payload (its settings and parameter shapes).
+    """
+    rec = _get()
+    if rec is None:
+        return
+    if not rec.declared:
+        rec.declare(replicator.config.model_dump(), {s.name: list(s.shape) for s in replicator.shapes}, f"replicator {replicator.name}")
+    if _current is None:
+        return
+    for name in ("compress", "comm", "decode", "apply"):
+        _current.book(name, getattr(stats, f"{name}_s"))
+    _current.payload_bytes = (_current.payload_bytes or 0) + stats.payload_bytes
+    _current.collectives += stats.collectives
