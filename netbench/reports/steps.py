@@ -31,6 +31,11 @@ class Spread:
     q3: float
     mad: float
 
+    @property
+    def median_error(self) -> float:
+        """Standard error of the median, from the MAD (normal-consistent: 1.4826 MAD ~ sigma; s.e. ~ 1.2533 sigma / sqrt(n))."""
+        return 1.4826 * 1.2533 * self.mad / self.n ** 0.5
+
 
 def read_steps(run_dir: Path | None) -> pd.DataFrame | None:
     """A run's steps.csv, or None where the run directory (or its file) is not there."""
