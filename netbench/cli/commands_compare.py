@@ -57,7 +57,15 @@ def compare(
         for note in result.notes:
             console.print(f"note: {note}")
         if result.only_base or result.only_cur:
-            console.print(f"unmatched: only in baseline: {', '.join(result.only_base) or '-'}; only in current: {', '.join(result.only_cur) or '-'}")
+            console.print(f"unmatched (not compared): {_few(result.only_base)} only in baseline; {_few(result.only_cur)} only in current")
         print(result.verdict())
     sys.stdout.flush()
     raise typer.Exit(result.exit_code())
+
+
+def _few(labels: list[str], shown: int = 4) -> str:
+    """``3 (a, b, c)`` or ``57 (a, b, c, d, ...)``: a count with the first few names."""
+    if not labels:
+        return "0"
+    more = ", ..." if len(labels) > shown else ""
+    return f"{len(labels)} ({', '.join(labels[:shown])}{more})"
