@@ -12,10 +12,12 @@ RATES = {"10mbit": 1e7, "100mbit": 1e8, "1gbit": 1e9}
 
 
 def write_sweep(folder: Path, points: list[dict], kind: str = "shapes", steps: int = 8, with_runs: bool = True,
-                spread: float = 0.02, losses: dict[str, list[float]] | None = None) -> Path:
+                spread: float = 0.02, losses: dict[str, list[float]] | None = None, local: bool = True) -> Path:
     """One row per point (replicator, nodes, bw, step, wire; optional pred); per-step times alternate +-spread around the median.
 
     ``losses[replicator]`` gives each step's loss (both ranks the same) for that replicator's runs.
+    Without ``local`` (the measured local work the model needs) reports draw no model lines and
+    interpolate the stored predictions instead.
     """
     folder.mkdir(parents=True)
     rows = []
@@ -30,6 +32,8 @@ def write_sweep(folder: Path, points: list[dict], kind: str = "shapes", steps: i
                "pred_comm_time_s": p["step"] * 0.4, "pred_compress_time_s": 0.0, "pred_local_time_s": p["step"] * 0.5,
                "pred_wire_tx_bytes_per_step": p["wire"], "pred_wire_rx_bytes_per_step": p["wire"], "pred_payload_bytes_per_step": p["wire"] * 0.9,
                "params": 1000, "statistic": "median"}
+        if not local:
+            row["pred_local_time_s"] = float("nan")
         rows.append(row)
         if with_runs:
             loss = (losses or {}).get(p["replicator"])
@@ -40,7 +44,7 @@ def write_sweep(folder: Path, points: list[dict], kind: str = "shapes", steps: i
             (folder / run_dir).mkdir(parents=True)
             frame.to_csv(folder / run_dir / "steps.csv", index=False)
     pd.DataFrame(rows).to_csv(folder / "summary.csv", index=False)
-    (folder / "sweep.json").write_text(json.dumps({"scenario": {"name": folder.name, "workload": {"kind": kind}}}))
+    (folder / "sweep.json").write_text(json.dumps({"scenario": {"name": folder.name, "workload": {"kind": kind, "shapes": "tiny", "compute_ms": 50.0}}}))
     return folder
 
 

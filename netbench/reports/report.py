@@ -20,7 +20,7 @@ import pandas as pd
 
 from netbench.model.calibration import Calibration, load_calibration
 from netbench.orchestrator.config import RunConfig
-from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, loss_curves, step_time_functions, time_to_target
+from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
 from netbench.reports.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
 from netbench.units import format_bytes, format_rate
 
@@ -211,7 +211,7 @@ def _target_text(group: TargetGroup) -> list[str]:
     for rep, k in group.steps_needed.items():
         cells = [f"{format_rate(r)} {_time(group.measured_s.get((rep, r)))} / {_time(group.projected_s.get((rep, r)))}" for r in group.rates]
         lines.append(f"  {rep:<9} {'never' if k is None else f'{k} steps':>9}: " + "; ".join(cells))
-    lines += [f"  order changes at {format_rate(c.rate_bps)}: {c.below} first below, {c.above} above" for c in group.crossovers]
+    lines += [f"  order changes at {rate_text(c.rate_bps)}: {c.below} first below, {c.above} above" for c in group.crossovers]
     if not group.crossovers:
         lines.append(f"  no change of order between {format_rate(min(group.rates))} and {format_rate(max(group.rates))}")
     return lines
@@ -233,7 +233,7 @@ def _target_section(groups: list[TargetGroup], figures: list[Path], given: bool)
             cells = " | ".join(f"{_time(group.measured_s.get((rep, r)))} | {_time(group.projected_s.get((rep, r)))}" for r in group.rates)
             lines.append(f"| {rep} | {'never' if k is None else k} | {cells} |")
         lines.append("")
-        lines += [f"- the first to reach the target changes at **{format_rate(c.rate_bps)}**: {c.below} below, {c.above} above"
+        lines += [f"- the first to reach the target changes at **{rate_text(c.rate_bps)}**: {c.below} below, {c.above} above"
                   for c in group.crossovers] or [f"- the same replicator is first from {format_rate(min(group.rates))} to {format_rate(max(group.rates))}"]
         lines.append("")
     lines += [f"![{f.stem}]({f.name})" for f in figures] + [""]

@@ -27,7 +27,7 @@ import pandas as pd
 from netbench.reports.steps import per_step, read_steps
 
 __all__ = ["SMOOTH", "LOSS_KINDS", "LossCurve", "Crossover", "TargetGroup", "smooth", "steps_to_target", "measured_time_to",
-           "crossovers", "loss_curves", "time_to_target", "interpolated_step_time"]
+           "crossovers", "rate_text", "loss_curves", "time_to_target", "interpolated_step_time"]
 
 SMOOTH = 5  # trailing mean over this many steps
 LOSS_KINDS = ("transformer", "mlp")  # workloads whose loss means something
@@ -71,6 +71,14 @@ class TargetGroup:
     crossovers: list[Crossover]
     curves: list[LossCurve] = field(repr=False)
     step_time: dict[str, StepTime] = field(repr=False)
+
+
+def rate_text(bps: float) -> str:
+    """A found (not configured) rate to three significant digits: ``638mbit``, ``1.25gbit``."""
+    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.3g}{unit}"
+    return f"{bps:.3g}bit"
 
 
 def smooth(loss: Sequence[float], window: int = SMOOTH) -> np.ndarray:

@@ -11,9 +11,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
 from netbench.reports.plots import label_rate, label_seconds, save  # noqa: E402
 from netbench.reports.style import color  # noqa: E402
-from netbench.reports.target import TargetGroup  # noqa: E402
+from netbench.reports.target import TargetGroup, rate_text  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
 
 __all__ = ["loss_vs_time", "time_to_target_vs_rate"]
@@ -55,7 +56,7 @@ def time_to_target_vs_rate(group: TargetGroup, path: Path) -> Path:
     """Time to the target loss along the rate axis: the model's projection (lines) and measured runs (points)."""
     fig, ax = plt.subplots(figsize=(7.2, 4.6), layout="constrained")
     lo, hi = min(group.rates), max(group.rates)
-    grid = np.geomspace(lo / 1.5, hi * 1.5, 60)
+    grid = np.geomspace(max(MIN_RATE_BPS, lo / 1.5), min(MAX_RATE_BPS, hi * 1.5), 60)
     for rep, k in group.steps_needed.items():
         c = color(rep)
         if k and rep in group.step_time:
@@ -66,8 +67,9 @@ def time_to_target_vs_rate(group: TargetGroup, path: Path) -> Path:
             ax.plot(*zip(*pts), "o", color=c, ms=7, label=f"{rep} measured")
     for cross in group.crossovers:
         ax.axvline(cross.rate_bps, color="#777", ls=":", lw=1)
-        ax.annotate(f"{format_rate(cross.rate_bps)}: {cross.below} -> {cross.above}", (cross.rate_bps, 1.0),
-                    xycoords=("data", "axes fraction"), xytext=(3, -12), textcoords="offset points", fontsize=8, color="#444")
+        ax.annotate(f"{rate_text(cross.rate_bps)}: {cross.below} first below, {cross.above} above", (cross.rate_bps, 0.98),
+                    xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", rotation=90,
+                    ha="right", va="top", fontsize=8, color="#444")
     ax.set_xscale("log")
     ax.set_yscale("log")
     label_rate(ax)
