@@ -264,7 +264,8 @@ HEADERS = ["point", "step base (s)", "step current (s)", "change", "noise", "wir
 def to_markdown(result: Comparison, baseline: str, current: str) -> str:
     """A summary for a CI job's page: the verdict first, then the table."""
     code = result.exit_code()
-    head = "regression" if code else "no regression"
+    advisory = len(result.step_regressions) if result.time_advisory else 0
+    head = "regression" if code else (f"no failing regression ({advisory} advisory step-time)" if advisory else "no regression")
     lines = [f"## netbench compare: {head}", "", f"`{baseline}` (baseline) vs `{current}` (current): {result.verdict()}.", "",
              f"Thresholds: step time +{result.max_slowdown:.0%}{' (advisory: does not fail)' if result.time_advisory else ''}, "
              f"wire bytes +{result.max_bytes_growth:.0%}, each beyond the points' noise (the standard error of each side's median, from the steps' median absolute deviation).", ""]
