@@ -107,6 +107,9 @@ def test_exit_codes_through_the_console_script(tmp_path) -> None:
     out = nb("compare", str(base), str(other))
     assert out.returncode == 2 and out.stdout == "" and len(out.stderr.strip().splitlines()) == 1
     assert "nothing to compare" in out.stderr
+    transformer = write_sweep(tmp_path / "transformer", grid(), kind="transformer")
+    out = nb("compare", str(base), str(transformer))  # same grid, another model: not comparable
+    assert out.returncode == 2 and "workloads differ (kind 'shapes' -> 'transformer'" in out.stderr
     for bad in ([str(tmp_path / "missing"), str(base)], [str(base), str(tmp_path)], [str(base), str(base), "--max-slowdown", "x"]):
         out = nb("compare", *bad)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (bad, out.stderr)

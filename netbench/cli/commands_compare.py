@@ -27,7 +27,7 @@ def compare(
 ) -> None:
     """Match points by configuration; exit 1 when one regresses beyond its threshold and noise, 0 otherwise, 2 on bad input."""
     from netbench.reports.compare import HEADERS, CompareError, compare as run_compare, load_side, parse_fraction, table_rows
-    from netbench.reports.compare import to_json, to_markdown
+    from netbench.reports.compare import to_json, to_markdown, workload_mismatch, workload_of
 
     try:
         slowdown = parse_fraction(max_slowdown, "--max-slowdown")
@@ -37,6 +37,8 @@ def compare(
         base, cur = load_side(baseline), load_side(current)
     except CompareError as exc:
         raise UserError(str(exc)) from None
+    if differs := workload_mismatch(workload_of(baseline), workload_of(current)):
+        raise UserError(f"nothing to compare: the workloads differ ({differs})")
     result = run_compare(base, cur, slowdown, growth, time_advisory)
     if not result.rows:
         raise UserError(f"nothing to compare: no point of {current} matches one of {baseline} "

@@ -3,6 +3,8 @@
 A point is matched across the two sides by its coordinates (replicator, nodes, link rate,
 one-way delay), not by the sweep's point key, which also hashes the step count and every
 setting: a team changing its optimizer's settings wants to see what that cost, point by point.
+The workload must be the same on both sides (where a side records it): time and bytes of
+different models are not comparable.
 
 A point regresses when CURRENT exceeds BASELINE x (1 + threshold) by more than the noise: the
 uncertainty of each side's median from its steps' spread (the standard error of the median,
@@ -24,7 +26,7 @@ import pandas as pd
 from netbench.reports.steps import per_step, read_steps, spread
 from netbench.units import format_bytes, format_rate
 
-__all__ = ["CompareError", "PointFigures", "Row", "Comparison", "load_side", "compare", "to_markdown", "to_json", "parse_fraction"]
+__all__ = ["workload_of", "workload_mismatch", "CompareError", "PointFigures", "Row", "Comparison", "load_side", "compare", "to_markdown", "to_json", "parse_fraction"]
 
 Key = tuple[str, int, int, float]
 
@@ -173,6 +175,28 @@ def _run_side(run_dir: Path) -> dict[Key, PointFigures]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CompareError(f"{run_dir}/run.json: unreadable ({type(exc).__name__}: {exc})") from None
     return {key: _figures(_label(*key), str(doc.get("status", summary.get("status", ""))), summary, run_dir)}
+
+
+def workload_of(path: Path) -> dict[str, Any] | None:
+    """The workload a sweep (sweep.json) or run (run.json) trained, with defaults filled in; None where not recorded."""
+    from netbench.workloads.config import WorkloadConfig
+
+    try:
+        if (path / "summary.csv").is_file():
+            raw = json.loads((path / "sweep.json").read_text())["scenario"]["workload"]
+        else:
+            raw = json.loads((path / "run.json").read_text())["config"]["workload"]
+        return WorkloadConfig.model_validate(raw).model_dump(mode="json")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def workload_mismatch(base: dict[str, Any] | None, cur: dict[str, Any] | None) -> str | None:
+    """What differs between two recorded workloads (``kind shapes -> transformer``), None when they agree or one is unknown."""
+    if base is None or cur is None or base == cur:
+        return None
+    diff = [k for k in base if base.get(k) != cur.get(k)]
+    return ", ".join(f"{k} {base.get(k)!r} -> {cur.get(k)!r}" for k in diff[:3])
 
 
 def load_side(path: Path) -> dict[Key, PointFigures]:
