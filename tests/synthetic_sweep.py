@@ -44,7 +44,7 @@ def write_sweep(folder: Path, points: list[dict], kind: str = "shapes", steps: i
             (folder / run_dir).mkdir(parents=True)
             frame.to_csv(folder / run_dir / "steps.csv", index=False)
     pd.DataFrame(rows).to_csv(folder / "summary.csv", index=False)
-    (folder / "sweep.json").write_text(json.dumps({"scenario": {"name": folder.name, "workload": {"kind": kind, "shapes": "tiny", "compute_ms": 50.0}}}))
+    (folder / "sweep.json").write_text(json.dumps({"scenario": {"name": folder.name, "workload": {"kind": kind, "shapes": "llama:d_model=32,layers=1,ffn=64,vocab=64", "compute_ms": 50.0}}}))
     return folder
 
 
