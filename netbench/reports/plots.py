@@ -254,7 +254,7 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
                 continue
             x = i - 0.4 + width * (j + 0.5)
             r = row.iloc[0]
-            ax.bar(x, r["measured"], width * 0.9, color=color(rep), alpha=0.45 + 0.5 * j / max(1, len(node_counts) - 1))
+            ax.bar(x, r["measured"], width * 0.9, color=color(rep), alpha=0.45 + 0.5 * j / (len(node_counts) - 1) if len(node_counts) > 1 else 0.9)
             if pd.notna(r["model"]):
                 ax.plot([x - width * 0.45, x + width * 0.45], [r["model"]] * 2, color="black", lw=2)
             ax.text(x, r["measured"] * 1.15, f"{nodes}n\n{_short_bytes(r['measured'])}", ha="center", va="bottom", fontsize=7)
@@ -265,9 +265,9 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("wire bytes sent per node per step")
     ax.set_ylim(top=ax.get_ylim()[1] * 4)
     ax.set_title("Bytes per step: bars measured (median over rates), ticks the model", fontsize=11)
-    fig.legend(handles=[Line2D([], [], color="black", lw=2, label="model"),
-                       Patch(color="#888", alpha=0.45, label="fewest nodes (lighter)"), Patch(color="#888", alpha=0.95, label="most nodes (darker)")],
-              loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    shades = [Patch(color="#888", alpha=0.45, label="fewest nodes (lighter)"), Patch(color="#888", alpha=0.95, label="most nodes (darker)")]
+    fig.legend(handles=[Line2D([], [], color="black", lw=2, label="model")] + (shades if len(node_counts) > 1 else []),
+               loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     ax.grid(True, axis="y", which="both", alpha=0.25)
     return save(fig, path)
 

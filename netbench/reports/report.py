@@ -205,15 +205,20 @@ def _time(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g} s"
 
 
+def _projected(group: TargetGroup, cross) -> str:
+    inside = min(group.rates) <= cross.rate_bps <= max(group.rates)
+    return "" if inside else " (projected: outside the measured rates)"
+
+
 def _target_text(group: TargetGroup) -> list[str]:
     """Plain lines for the terminal: one per replicator, then the crossovers."""
     lines = [f"time to loss {group.target:.3f} ({group.nodes} nodes, {group.delay_ms:g} ms), measured / model:"]
     for rep, k in group.steps_needed.items():
         cells = [f"{format_rate(r)} {_time(group.measured_s.get((rep, r)))} / {_time(group.projected_s.get((rep, r)))}" for r in group.rates]
         lines.append(f"  {rep:<9} {'never' if k is None else f'{k} steps':>9}: " + "; ".join(cells))
-    lines += [f"  order changes at {rate_text(c.rate_bps)}: {c.below} first below, {c.above} above" for c in group.crossovers]
+    lines += [f"  order changes at {rate_text(c.rate_bps)}{_projected(group, c)}: {c.describe()}" for c in group.crossovers]
     if not group.crossovers:
-        lines.append(f"  no change of order between {format_rate(min(group.rates))} and {format_rate(max(group.rates))}")
+        lines.append(f"  no change of order between {rate_text(group.span[0])} and {rate_text(group.span[1])}")
     return lines
 
 
@@ -233,8 +238,8 @@ def _target_section(groups: list[TargetGroup], figures: list[Path], given: bool)
             cells = " | ".join(f"{_time(group.measured_s.get((rep, r)))} | {_time(group.projected_s.get((rep, r)))}" for r in group.rates)
             lines.append(f"| {rep} | {'never' if k is None else k} | {cells} |")
         lines.append("")
-        lines += [f"- the first to reach the target changes at **{rate_text(c.rate_bps)}**: {c.below} below, {c.above} above"
-                  for c in group.crossovers] or [f"- the same replicator is first from {format_rate(min(group.rates))} to {format_rate(max(group.rates))}"]
+        lines += [f"- the order changes at **{rate_text(c.rate_bps)}**{_projected(group, c)}: {c.describe()}"
+                  for c in group.crossovers] or [f"- the order stays the same from {rate_text(group.span[0])} to {rate_text(group.span[1])} (model)"]
         lines.append("")
     lines += [f"![{f.stem}]({f.name})" for f in figures] + [""]
     return lines

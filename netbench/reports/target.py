@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.reports.steps import per_step, read_steps
 
 __all__ = ["SMOOTH", "LOSS_KINDS", "LossCurve", "Crossover", "TargetGroup", "smooth", "steps_to_target", "measured_time_to",
@@ -50,11 +51,17 @@ class LossCurve:
 
 @dataclass(frozen=True)
 class Crossover:
-    """Below ``rate_bps`` ``below`` reaches the target first, above it ``above``."""
+    """At ``rate_bps`` the order in which the replicators reach the target changes (fastest first)."""
 
     rate_bps: float
-    below: str
-    above: str
+    below: tuple[str, ...]
+    above: tuple[str, ...]
+
+    def describe(self) -> str:
+        """``full overtakes random (below: dct < random < full; above: dct < full < random)``."""
+        swaps = [f"{b} overtakes {a}" for i, a in enumerate(self.below) for b in self.below[i + 1:]
+                 if self.above.index(b) < self.above.index(a)]
+        return f"{', '.join(swaps)} (below: {' < '.join(self.below)}; above: {' < '.join(self.above)})"
 
 
 @dataclass
@@ -69,6 +76,7 @@ class TargetGroup:
     measured_s: dict[tuple[str, float], float | None]  # (replicator, rate) -> measured time to target
     projected_s: dict[tuple[str, float], float | None]  # (replicator, rate) -> steps x model step time
     crossovers: list[Crossover]
+    span: tuple[float, float]  # rates searched for crossovers
     curves: list[LossCurve] = field(repr=False)
     step_time: dict[str, StepTime] = field(repr=False)
 
@@ -100,28 +108,28 @@ def measured_time_to(curve: LossCurve, target: float) -> float | None:
 
 def crossovers(step_times: dict[str, StepTime], steps_needed: dict[str, int | None], lo_bps: float, hi_bps: float,
                points: int = 80) -> list[Crossover]:
-    """Rates where the replicator that reaches the target first changes (bisection on a log grid)."""
+    """Rates where the order of the replicators' times to target changes (bisection between log-grid points)."""
     reps = [r for r, k in steps_needed.items() if k]
     if len(reps) < 2:
         return []
 
-    def best(rate: float) -> str:
-        return min(reps, key=lambda r: steps_needed[r] * step_times[r](rate))
+    def order(rate: float) -> tuple[str, ...]:
+        return tuple(sorted(reps, key=lambda r: steps_needed[r] * step_times[r](rate)))
 
     out = []
     grid = np.geomspace(lo_bps, hi_bps, points)
     for a, b in zip(grid[:-1], grid[1:]):
-        left, right = best(a), best(b)
-        if left == right:
+        left = order(a)
+        if left == order(b):
             continue
         lo, hi = math.log(a), math.log(b)
         for _ in range(40):
             mid = (lo + hi) / 2
-            if best(math.exp(mid)) == left:
+            if order(math.exp(mid)) == left:
                 lo = mid
             else:
                 hi = mid
-        out.append(Crossover(math.exp((lo + hi) / 2), left, best(math.exp(hi))))
+        out.append(Crossover(math.exp((lo + hi) / 2), left, order(math.exp(hi))))
     return out
 
 
@@ -160,7 +168,8 @@ def time_to_target(curves: list[LossCurve], step_time: dict[tuple[str, int, floa
     """Per (nodes, delay) group: steps to target per replicator, measured and projected times, crossover rates.
 
     ``step_time[(replicator, nodes, delay_ms)]`` gives the model's step time at any rate; ``span``
-    is the rate range searched for crossovers (default: the measured rates).
+    is the rate range searched for crossovers (default: the measured rates, widened 10x each way
+    within what the emulator can shape: the model projects beyond what was measured).
     """
     groups = []
     for nodes, delay in sorted({(c.nodes, c.delay_ms) for c in curves}):
@@ -178,9 +187,9 @@ def time_to_target(curves: list[LossCurve], step_time: dict[tuple[str, int, floa
                 measured[(rep, rate)] = measured_time_to(run, goal) if run else None
                 k = steps_needed[rep]
                 projected[(rep, rate)] = k * fns[rep](rate) if k and rep in fns else None
-        lo, hi = span or (min(rates), max(rates))
+        lo, hi = span or (max(MIN_RATE_BPS, min(rates) / 10), min(MAX_RATE_BPS, max(rates) * 10))
         cross = crossovers(fns, {r: k for r, k in steps_needed.items() if r in fns}, lo, hi) if lo < hi else []
-        groups.append(TargetGroup(nodes, delay, goal, rates, steps_needed, measured, projected, cross, here, fns))
+        groups.append(TargetGroup(nodes, delay, goal, rates, steps_needed, measured, projected, cross, (lo, hi), here, fns))
     return groups
 
 

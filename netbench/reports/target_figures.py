@@ -55,8 +55,8 @@ def loss_vs_time(group: TargetGroup, path: Path) -> Path:
 def time_to_target_vs_rate(group: TargetGroup, path: Path) -> Path:
     """Time to the target loss along the rate axis: the model's projection (lines) and measured runs (points)."""
     fig, ax = plt.subplots(figsize=(7.2, 4.6), layout="constrained")
-    lo, hi = min(group.rates), max(group.rates)
-    grid = np.geomspace(max(MIN_RATE_BPS, lo / 1.5), min(MAX_RATE_BPS, hi * 1.5), 60)
+    lo, hi = group.span
+    grid = np.geomspace(max(MIN_RATE_BPS, lo), min(MAX_RATE_BPS, hi), 80)
     for rep, k in group.steps_needed.items():
         c = color(rep)
         if k and rep in group.step_time:
@@ -67,7 +67,8 @@ def time_to_target_vs_rate(group: TargetGroup, path: Path) -> Path:
             ax.plot(*zip(*pts), "o", color=c, ms=7, label=f"{rep} measured")
     for cross in group.crossovers:
         ax.axvline(cross.rate_bps, color="#777", ls=":", lw=1)
-        ax.annotate(f"{rate_text(cross.rate_bps)}: {cross.below} first below, {cross.above} above", (cross.rate_bps, 0.98),
+        swapped = cross.describe().split(" (")[0]
+        ax.annotate(f"{rate_text(cross.rate_bps)}: {swapped}", (cross.rate_bps, 0.98),
                     xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", rotation=90,
                     ha="right", va="top", fontsize=8, color="#444")
     ax.set_xscale("log")
