@@ -33,6 +33,7 @@ from netbench.cli import commands_model  # noqa: E402,F401
 from netbench.cli import commands_sweep  # noqa: E402,F401
 from netbench.cli import commands_worker  # noqa: E402,F401
 from netbench.cli import commands_exec  # noqa: E402,F401
+from netbench.cli import commands_compare  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> None:

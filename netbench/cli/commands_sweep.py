@@ -152,7 +152,7 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
         outcome = run_sweep(plan, folder, calib, fresh=fresh, progress=step_progress, on_point_done=point_done)
     report = generate_report(folder)
     console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")
-    for line in report.accuracy_lines():
+    for line in report.accuracy_lines() + report.target_lines():
         print(line)
     if outcome.interrupted:
         console.print("[yellow]interrupted[/]: run the same command again to resume")
@@ -166,8 +166,9 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
 def report(
     folder: Path = typer.Argument(..., help="Sweep folder (holds summary.csv), or one run's directory (holds run.json)."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Re-predict every point with this calibration first."),
+    target_loss: Optional[float] = typer.Option(None, "--target-loss", help="Loss for the time-to-target table (default: the worst replicator's final loss)."),
 ) -> None:
-    """Regenerate a sweep's report.md and plots from its summary.csv, or show one run's measurement beside the model."""
+    """Regenerate a sweep's report.md, report.html and plots from its folder, or show one run's measurement beside the model."""
     from netbench.reports.report import generate_report, repredict
 
     if (folder / "run.json").is_file() and not (folder / "summary.csv").is_file():
@@ -179,9 +180,9 @@ def report(
         if not calibration.is_file():
             raise UserError(f"--calibration: {str(calibration)!r} is not a file")
         repredict(folder, calibration)
-    result = generate_report(folder)
-    console.print(f"report: {result.markdown}")
-    for line in result.accuracy_lines():
+    result = generate_report(folder, target_loss)
+    console.print(f"report: {result.markdown} ({result.html.name})")
+    for line in result.accuracy_lines() + result.target_lines():
         print(line)
 
 

@@ -1,16 +1,21 @@
-"""A sweep's figures (matplotlib, Agg): measured points against the model's lines.
+"""A sweep's figures (matplotlib, Agg): measured points against the model's lines, made to be read.
 
-* ``time_vs_bandwidth.png`` -- step time vs link rate, log-log, one panel per node count;
+* ``time_vs_bandwidth.png`` -- step time vs link rate, log-log, one panel per replicator (shared
+  axes); marker = node count, line style = delay, bars = the middle half of the steps;
+* ``measured_vs_predicted.png`` -- one point per run against the y = x line and a +-10 % band;
+* ``step_breakdown.png`` -- each point's step split into compute, encode, communicate, decode, apply;
 * ``bytes_per_step.png`` -- wire bytes per node per step by replicator, measured vs model;
-* ``scaling_nodes.png`` -- how all-gather (dct) and all-reduce (full, random) traffic and
-  communication time grow with the node count.
+* ``scaling_nodes.png`` -- how all-gather and all-reduce traffic and communication time grow with N.
 
-Model lines are evaluated from the sweep's own scenario and calibration, with each group's
-measured local work, so a line passes through its points exactly when the model is right.
+Colours are the replicator's everywhere (style.py). Model lines are evaluated from the sweep's
+own scenario and calibration with each group's measured local work, so a line passes through
+its points exactly when the model is right. Error bars need the runs' steps.csv (runs/); a
+folder without them (committed reports) draws points only.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +25,25 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS, ClusterSpec  # noqa: E402
 from netbench.model.calibration import Calibration  # noqa: E402
 from netbench.model.predict import predict, workload_shapes  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.reports.scenario import SweepScenario  # noqa: E402
+from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
+from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
 from netbench.replicators.config import ReplicatorConfig  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
 
-__all__ = ["make_figures"]
+__all__ = ["make_figures", "SweepModel", "with_step_spread", "label_rate", "label_seconds", "save"]
 
-COLORS = {"full": "#1f77b4", "dct": "#d62728", "random": "#2ca02c", "striding": "#9467bd", "diloco": "#ff7f0e"}
-COLLECTIVE = {"full": "all-reduce", "dct": "all-gather", "random": "all-reduce", "striding": "all-reduce", "diloco": "all-reduce"}
+DPI = 110
 
 
-class _Model:
+class SweepModel:
     """The model evaluated anywhere on the sweep's axes, for drawing lines."""
 
     def __init__(self, scenario: SweepScenario, calibration: Calibration) -> None:
@@ -54,62 +62,191 @@ def _ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["status"] == "ok") & frame["step_time_s"].notna()]
 
 
-def _label_rate(ax) -> None:
+def with_step_spread(frame: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """Add step_q1_s / step_q3_s (quartiles of per-step time at the slowest node) where runs/ still holds the steps."""
+    from netbench.reports.sweep import run_path
+
+    out = frame.copy()
+    q1, q3 = [], []
+    for r in out.itertuples():
+        steps = read_steps(run_path(folder, getattr(r, "run_dir", "")))
+        s = spread(per_step(steps)["step_s"]) if steps is not None else None
+        q1.append(s.q1 if s else math.nan)
+        q3.append(s.q3 if s else math.nan)
+    return out.assign(step_q1_s=q1, step_q3_s=q3)
+
+
+def label_rate(ax) -> None:
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: format_rate(v)))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def _label_seconds(ax) -> None:
-    """Log y axis ticked at 1-2-5 steps in plain seconds (0.05, 0.1, 0.2 ...), not bare powers of ten."""
-    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+def label_seconds(ax, axis: str = "y") -> None:
+    """Log axis ticked at 1-2-5 steps in plain seconds (0.05, 0.1, 0.2 ...), not bare powers of ten."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def time_vs_bandwidth(frame: pd.DataFrame, model: _Model | None, path: Path) -> Path:
-    """Step time vs bandwidth, log-log: markers measured, lines the model (one panel per node count)."""
+def save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _yerr(group: pd.DataFrame) -> np.ndarray | None:
+    """Asymmetric error bars from the per-step quartiles (None when no point of the group has steps)."""
+    if "step_q1_s" not in group or group["step_q1_s"].isna().all():
+        return None
+    y = group["step_time_s"].to_numpy(float)
+    lo = np.clip(y - group["step_q1_s"].to_numpy(float), 0, None)
+    hi = np.clip(group["step_q3_s"].to_numpy(float) - y, 0, None)
+    return np.nan_to_num(np.vstack([lo, hi]))
+
+
+def _panels(n: int, width: float = 3.6, height: float = 3.0, **kw):
+    cols = min(n, 4)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols + 0.6, height * rows + 1.0), squeeze=False,
+                             layout="constrained", **kw)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def _bottom_labels(axes: list, label: str) -> None:
+    """x label and tick labels on every panel with no panel below it (shared axes hide them elsewhere)."""
+    cols = min(len(axes), 4)
+    for i, ax in enumerate(axes):
+        if i + cols >= len(axes):
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel(label)
+
+
+def _key_handles(node_counts: list[int], delays: list[float], model: bool, errorbars: bool) -> list:
+    """Legend entries that explain the encoding shared by all panels (colour is named by each panel's title)."""
+    handles = [Line2D([], [], ls="", marker=node_marker(n, node_counts), color="#444", label=f"{n} nodes")
+               for n in node_counts]
+    for d in delays:
+        filled = d == delays[0]
+        what = ("filled" if filled else "hollow") + (f", model {'solid' if filled else 'dashed'}" if model else "")
+        handles.append(Line2D([], [], ls=delay_style(d, delays) if model else "", marker="o", color="#444",
+                              mfc="#444" if filled else "white", label=f"{d:g} ms one-way ({what})"))
+    if errorbars:
+        handles.append(Line2D([], [], ls="", marker="|", ms=12, color="#444", label="bar: middle half of the steps"))
+    return handles
+
+
+def time_vs_bandwidth(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> Path:
+    """Step time vs link rate, log-log, one panel per replicator with shared axes."""
     ok = _ok(frame)
-    node_counts = sorted(ok["nodes"].unique())
-    fig, axes = plt.subplots(1, len(node_counts), figsize=(5.2 * len(node_counts), 4.2), sharey=True, squeeze=False)
+    reps = list(dict.fromkeys(ok["replicator"]))
+    node_counts = sorted(int(n) for n in ok["nodes"].unique())
+    delays = sorted(float(d) for d in ok["delay_ms"].unique())
+    fig, axes = _panels(len(reps), sharex=True, sharey=True)
     lo, hi = ok["bw_bps"].min(), ok["bw_bps"].max()
     grid = np.geomspace(max(MIN_RATE_BPS, lo / 1.4), min(MAX_RATE_BPS, hi * 1.4), 40)
-    for ax, nodes in zip(axes[0], node_counts):
-        here = ok[ok["nodes"] == nodes]
-        for (rep, delay_ms), group in here.groupby(["replicator", "delay_ms"], sort=False):
-            color = COLORS.get(rep, "black")
-            suffix = f", {delay_ms:g} ms" if ok["delay_ms"].nunique() > 1 else ""
-            style = "-" if delay_ms == ok["delay_ms"].min() else "--"
-            ax.plot(group["bw_bps"], group["step_time_s"], "o", color=color, ms=7, label=f"{rep}{suffix} measured")
+    for ax, rep in zip(axes, reps):
+        c = color(rep)
+        for (nodes, delay_ms), group in ok[ok["replicator"] == rep].groupby(["nodes", "delay_ms"]):
+            group = group.sort_values("bw_bps")
+            marker = node_marker(int(nodes), node_counts)
+            filled = delay_ms == delays[0]
+            ax.errorbar(group["bw_bps"], group["step_time_s"], yerr=_yerr(group), fmt=marker, color=c, ms=6,
+                        mfc=c if filled else "white", capsize=3, zorder=3)
             if model is not None:
                 local = float(group["pred_local_time_s"].median())
                 ys = [model.step(rep, int(nodes), b, delay_ms, local).step_time_s for b in grid]
-                ax.plot(grid, ys, style, color=color, lw=1.6, alpha=0.8, label=f"{rep}{suffix} model")
+                ax.plot(grid, ys, delay_style(delay_ms, delays), color=c, lw=1.4, alpha=0.75)
+        ax.set_title(f"{rep} ({collective(rep)})", color=c, fontsize=10)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        _label_rate(ax)
-        _label_seconds(ax)
-        ax.set_title(f"{nodes} nodes")
-        ax.set_xlabel("link rate (each direction)")
+        label_rate(ax)
+        label_seconds(ax)
         ax.grid(True, which="both", alpha=0.25)
-    axes[0][0].set_ylabel("time per step (s)")
-    axes[0][-1].legend(fontsize=8, loc="upper right")
-    fig.suptitle("Time per step vs bandwidth: measured (points) and model (lines)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    _bottom_labels(axes, "link rate (each direction)")
+    fig.supylabel("time per step (s)")
+    fig.suptitle("Time per step vs link rate: points measured, lines the model", fontsize=11)
+    bars = "step_q1_s" in ok and bool(ok["step_q1_s"].notna().any())
+    fig.legend(handles=_key_handles(node_counts, delays, model is not None, bars), loc="outside lower center",
+               ncols=5, fontsize=8, frameon=False)
+    return save(fig, path)
+
+
+def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
+    """One point per run: measured step time against the model's, with y = x and a +-10 % band."""
+    ok = _ok(frame)
+    ok = ok[ok["pred_step_time_s"].notna()] if "pred_step_time_s" in ok else ok.iloc[0:0]
+    node_counts = sorted(int(n) for n in ok["nodes"].unique()) or [2]
+    fig, ax = plt.subplots(figsize=(6.4, 5.0), layout="constrained")
+    values = pd.concat([ok["step_time_s"], ok["pred_step_time_s"]]) if not ok.empty else pd.Series([0.01, 1.0])
+    lo, hi = float(values.min()) / 1.5, float(values.max()) * 1.5
+    line = np.geomspace(lo, hi, 50)
+    ax.fill_between(line, line * 0.9, line * 1.1, color="#cccccc", alpha=0.6, lw=0, label="+-10 % of the model")
+    ax.plot(line, line, "-", color="#555", lw=1, label="measured = model")
+    for (rep, nodes), group in ok.groupby(["replicator", "nodes"], sort=False):
+        ax.errorbar(group["pred_step_time_s"], group["step_time_s"], yerr=_yerr(group), fmt=node_marker(int(nodes), node_counts),
+                    color=color(rep), ms=6, capsize=2, alpha=0.9, label=f"{rep}, {int(nodes)} nodes")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    label_seconds(ax, "x")
+    label_seconds(ax, "y")
+    ax.set_xlabel("model's step time (s)")
+    ax.set_ylabel("measured step time (s)")
+    ax.set_title("Measured vs predicted step time, one point per run", fontsize=11)
+    ax.grid(True, which="both", alpha=0.25)
+    fig.legend(loc="outside right upper", fontsize=8, frameon=False)
+    return save(fig, path)
+
+
+PARTS = (("compute_time_s", "compute", "#bdbdbd"), ("compress_time_s", "encode", "#fdb462"),
+         ("comm_time_s", "communicate", "#80b1d3"), ("decode_time_s", "decode", "#b3de69"),
+         ("apply_time_s", "apply", "#fb8072"))
+
+
+def step_breakdown(frame: pd.DataFrame, path: Path) -> Path:
+    """Each point's step as a stacked bar of its parts, as shares of the step (the total is written beside it)."""
+    ok = _ok(frame).iloc[::-1]  # first point at the top
+    labels = ok["label"].tolist()
+    fig, ax = plt.subplots(figsize=(8.0, 1.4 + 0.24 * len(ok)), layout="constrained")
+    y = np.arange(len(ok))
+    step = ok["step_time_s"].to_numpy(float)
+    left = np.zeros(len(ok))
+    for column, name, c in PARTS:
+        part = pd.to_numeric(ok[column], errors="coerce").fillna(0).to_numpy(float) if column in ok else np.zeros(len(ok))
+        share = part / step
+        ax.barh(y, share, left=left, color=c, height=0.75, label=name)
+        left += share
+    rest = np.clip(1 - left, 0, None)
+    ax.barh(y, rest, left=left, color="white", edgecolor="#999", hatch="///", height=0.75, lw=0.4, label="other (waits, bookkeeping)")
+    end = np.maximum(left + rest, 1.0)
+    for yi, x, total in zip(y, end, step):
+        ax.text(x + 0.01, yi, f"{total:.3g} s", va="center", fontsize=7)
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_ylim(-0.6, len(ok) - 0.4)
+    for tick, rep in zip(ax.get_yticklabels(), ok["replicator"]):
+        tick.set_color(color(rep))
+    ax.set_xlim(0, max(1.15, float(end.max()) + 0.15))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    ax.set_xlabel("share of the step (slowest node's median of each part; total step time at the right)")
+    ax.set_title("Where each step's time goes", fontsize=11)
+    fig.legend(loc="outside upper center", ncols=6, fontsize=8, frameon=False)
+    ax.grid(True, axis="x", alpha=0.25)
+    return save(fig, path)
 
 
 def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
     """Wire bytes each node sends per step, by replicator and node count: measured bars, model ticks."""
     ok = _ok(frame)
     groups = ok.groupby(["replicator", "nodes"], sort=False).agg(
-        measured=("wire_tx_bytes_per_step", "median"), model=("pred_wire_tx_bytes_per_step", "median"),
-        payload=("payload_bytes_per_step", "median")).reset_index()
+        measured=("wire_tx_bytes_per_step", "median"), model=("pred_wire_tx_bytes_per_step", "median")).reset_index()
     reps = list(dict.fromkeys(groups["replicator"]))
     node_counts = sorted(groups["nodes"].unique())
     width = 0.8 / len(node_counts)
-    fig, ax = plt.subplots(figsize=(1.6 + 2.2 * len(reps), 4.2))
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(reps), 4.4), layout="constrained")
     for j, nodes in enumerate(node_counts):
         for i, rep in enumerate(reps):
             row = groups[(groups["replicator"] == rep) & (groups["nodes"] == nodes)]
@@ -117,21 +254,22 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
                 continue
             x = i - 0.4 + width * (j + 0.5)
             r = row.iloc[0]
-            ax.bar(x, r["measured"], width * 0.9, color=COLORS.get(rep, "grey"), alpha=0.45 + 0.5 * j / max(1, len(node_counts) - 1))
-            ax.plot([x - width * 0.45, x + width * 0.45], [r["model"]] * 2, color="black", lw=2)
+            ax.bar(x, r["measured"], width * 0.9, color=color(rep), alpha=0.45 + 0.5 * j / (len(node_counts) - 1) if len(node_counts) > 1 else 0.9)
+            if pd.notna(r["model"]):
+                ax.plot([x - width * 0.45, x + width * 0.45], [r["model"]] * 2, color="black", lw=2)
             ax.text(x, r["measured"] * 1.15, f"{nodes}n\n{_short_bytes(r['measured'])}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(reps)), [f"{r}\n({COLLECTIVE.get(r, '')})" for r in reps])
+    ax.set_xticks(range(len(reps)), [f"{r}\n({collective(r)})" for r in reps], fontsize=8)
+    for tick, rep in zip(ax.get_xticklabels(), reps):
+        tick.set_color(color(rep))
     ax.set_yscale("log")
     ax.set_ylabel("wire bytes sent per node per step")
     ax.set_ylim(top=ax.get_ylim()[1] * 4)
-    ax.plot([], [], color="black", lw=2, label="model")
-    ax.legend(fontsize=8, loc="upper right")
-    ax.set_title("Bytes per step (bars: measured, median over bandwidths)")
+    ax.set_title("Bytes per step: bars measured (median over rates), ticks the model", fontsize=11)
+    shades = [Patch(color="#888", alpha=0.45, label="fewest nodes (lighter)"), Patch(color="#888", alpha=0.95, label="most nodes (darker)")]
+    fig.legend(handles=[Line2D([], [], color="black", lw=2, label="model")] + (shades if len(node_counts) > 1 else []),
+               loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     ax.grid(True, axis="y", which="both", alpha=0.25)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def _short_bytes(n: float) -> str:
@@ -141,57 +279,67 @@ def _short_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def scaling_nodes(frame: pd.DataFrame, model: _Model | None, path: Path) -> Path:
+def scaling_nodes(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> Path:
     """All-gather vs all-reduce: wire bytes per payload byte, and communication time, vs node count."""
     ok = _ok(frame)
     measured_nodes = sorted(ok["nodes"].unique())
     span = list(range(2, max(8, max(measured_nodes)) + 1))
     slowest = ok["bw_bps"].min()
     delay0 = ok["delay_ms"].min()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
     for rep, group in ok.groupby("replicator", sort=False):
-        color = COLORS.get(rep, "black")
-        label = f"{rep} ({COLLECTIVE.get(rep, '?')})"
+        c = color(rep)
         per = group.groupby("nodes").agg(wire=("wire_tx_bytes_per_step", "median"), payload=("payload_bytes_per_step", "median"))
-        left.plot(per.index, per["wire"] / per["payload"], "o", color=color, ms=7, label=f"{label} measured")
+        per = per[per["payload"] > 0]
+        left.plot(per.index, per["wire"] / per["payload"], "o", color=c, ms=7, label=f"{rep} ({collective(rep)})")
         at = group[(group["bw_bps"] == slowest) & (group["delay_ms"] == delay0)]
-        right.plot(at["nodes"], at["comm_time_s"], "o", color=color, ms=7, label=f"{label} measured")
+        right.plot(at["nodes"], at["comm_time_s"], "o", color=c, ms=7)
         if model is not None:
             local = float(group["pred_local_time_s"].median())
             ests = [model.step(rep, n, slowest, delay0, local) for n in span]
-            left.plot(span, [e.tx.total / e.payload_bytes_per_step for e in ests], "-", color=color, alpha=0.8, label=f"{label} model")
-            right.plot(span, [e.comm_time_s for e in ests], "-", color=color, alpha=0.8, label=f"{label} model")
-    left.set_xlabel("nodes")
+            left.plot(span, [e.tx.total / e.payload_bytes_per_step if e.payload_bytes_per_step else np.nan for e in ests], "-", color=c, alpha=0.8)
+            right.plot(span, [e.comm_time_s for e in ests], "-", color=c, alpha=0.8)
     left.set_ylabel("wire bytes sent per payload byte handed")
-    left.set_title("Traffic per node: all-gather grows with N, all-reduce stays < 2x")
-    right.set_xlabel("nodes")
+    left.set_title("Traffic per node: all-gather grows with N, all-reduce stays < 2x", fontsize=10)
     right.set_ylabel("communication time per step (s)")
     right.set_yscale("log")
-    _label_seconds(right)
-    right.set_title(f"Communication time at {format_rate(slowest)}")
+    label_seconds(right)
+    right.set_title(f"Communication time at {format_rate(slowest)}, {delay0:g} ms", fontsize=10)
     for ax in (left, right):
+        ax.set_xlabel("nodes")
         ax.set_xticks(span)
         ax.grid(True, which="both", alpha=0.25)
-    left.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    handles, labels = left.get_legend_handles_labels()
+    if model is not None:
+        handles.append(Line2D([], [], color="#444", label="model (line)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
+    return save(fig, path)
 
 
-def _model(doc: dict[str, Any], calibration: Calibration) -> _Model | None:
+def _model(doc: dict[str, Any], calibration: Calibration) -> SweepModel | None:
     try:
-        return _Model(SweepScenario.model_validate(doc["scenario"]), calibration)
+        return SweepModel(SweepScenario.model_validate(doc["scenario"]), calibration)
     except Exception:  # noqa: BLE001 - no scenario (or an unbuildable one): points only, no lines
         return None
+
+
+def sweep_model(frame: pd.DataFrame, doc: dict[str, Any], calibration: Calibration) -> SweepModel | None:
+    """The model for lines, where the sweep has predictions and a scenario to evaluate."""
+    if "pred_local_time_s" in frame and frame["pred_local_time_s"].notna().any():
+        return _model(doc, calibration)
+    return None
 
 
 def make_figures(frame: pd.DataFrame, doc: dict[str, Any], calibration: Calibration, folder: Path) -> list[Path]:
     """Every figure this sweep's points support (nothing when no point succeeded)."""
     if _ok(frame).empty:
         return []
-    model = _model(doc, calibration) if "pred_local_time_s" in frame and frame["pred_local_time_s"].notna().any() else None
-    figures = [time_vs_bandwidth(frame, model, folder / "time_vs_bandwidth.png"), bytes_per_step(frame, folder / "bytes_per_step.png")]
+    frame = with_step_spread(frame, folder)
+    model = sweep_model(frame, doc, calibration)
+    figures = [time_vs_bandwidth(frame, model, folder / "time_vs_bandwidth.png")]
+    if "pred_step_time_s" in frame and frame["pred_step_time_s"].notna().any():
+        figures.append(measured_vs_predicted(frame, folder / "measured_vs_predicted.png"))
+    figures += [step_breakdown(frame, folder / "step_breakdown.png"), bytes_per_step(frame, folder / "bytes_per_step.png")]
     if _ok(frame)["nodes"].nunique() > 1 or model is not None:
         figures.append(scaling_nodes(frame, model, folder / "scaling_nodes.png"))
     return figures

@@ -1,8 +1,9 @@
 """A sweep's report: measured vs predicted per point, the model's error, and the figures.
 
-Everything is rebuilt from the sweep folder (summary.csv, sweep.json), so ``netbench report``
-gives the same report after the fact, and ``--calibration`` re-predicts every point from its
-run's own records with other model constants.
+Everything is rebuilt from the sweep folder (summary.csv, sweep.json; runs/ for per-step error
+bars and loss curves where it is still there), so ``netbench report`` gives the same report after
+the fact, and ``--calibration`` re-predicts every point from its run's own records with other
+model constants. report.md and a self-contained report.html are written side by side.
 
 Errors are relative to the measurement: (predicted - measured) / measured.
 """
@@ -10,7 +11,7 @@ Errors are relative to the measurement: (predicted - measured) / measured.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ import pandas as pd
 
 from netbench.model.calibration import Calibration, load_calibration
 from netbench.orchestrator.config import RunConfig
+from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
 from netbench.reports.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
-from netbench.units import format_bytes
+from netbench.units import format_bytes, format_rate
 
 __all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "repredict", "load_sweep_json", "TARGETS"]
 
@@ -49,6 +51,12 @@ class ReportResult:
     markdown: Path
     figures: list[Path]
     accuracy: Accuracy
+    html: Path | None = None
+    target: list[TargetGroup] = field(default_factory=list)
+
+    def target_lines(self) -> list[str]:
+        """Time to the target loss per replicator and rate (measured / model), and where the order changes."""
+        return [line for group in self.target for line in _target_text(group)]
 
     def accuracy_lines(self) -> list[str]:
         a = self.accuracy
@@ -193,17 +201,84 @@ def _accuracy_section(acc: Accuracy) -> list[str]:
     ]
 
 
-def generate_report(folder: Path) -> ReportResult:
-    """Write report.md and the figures into ``folder`` from its summary.csv and sweep.json."""
+def _time(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g} s"
+
+
+def _projected(group: TargetGroup, cross) -> str:
+    inside = min(group.rates) <= cross.rate_bps <= max(group.rates)
+    return "" if inside else " (projected: outside the measured rates)"
+
+
+def _target_text(group: TargetGroup) -> list[str]:
+    """Plain lines for the terminal: one per replicator, then the crossovers."""
+    lines = [f"time to loss {group.target:.3f} ({group.nodes} nodes, {group.delay_ms:g} ms), measured / model:"]
+    for rep, k in group.steps_needed.items():
+        cells = [f"{format_rate(r)} {_time(group.measured_s.get((rep, r)))} / {_time(group.projected_s.get((rep, r)))}" for r in group.rates]
+        lines.append(f"  {rep:<9} {'never' if k is None else f'{k} steps':>9}: " + "; ".join(cells))
+    lines += [f"  order changes at {rate_text(c.rate_bps)}{_projected(group, c)}: {c.describe()}" for c in group.crossovers]
+    if not group.crossovers:
+        lines.append(f"  no change of order between {rate_text(group.span[0])} and {rate_text(group.span[1])}")
+    return lines
+
+
+def _target_section(groups: list[TargetGroup], figures: list[Path], given: bool) -> list[str]:
+    if not groups:
+        return []
+    lines = ["## Time to target loss", "",
+             f"Loss is the mean over nodes, a trailing mean over {SMOOTH} steps; wall-clock is the cumulative step time at the slowest "
+             "node (warm-up steps included). *Measured*: when each run reached the target; *model*: the steps it took x the model's "
+             "step time at that rate (how the same training would go on a link the sweep did not measure). The target is "
+             + ("given with `--target-loss`." if given else "the worst replicator's final loss (`--target-loss` sets another)."), ""]
+    for group in groups:
+        lines += [f"Target loss **{group.target:.3f}**, {group.nodes} nodes, {group.delay_ms:g} ms one-way:", "",
+                  "| replicator | steps to target | " + " | ".join(f"{format_rate(r)} measured | {format_rate(r)} model" for r in group.rates) + " |",
+                  "|---|---:|" + "---:|---:|" * len(group.rates)]
+        for rep, k in group.steps_needed.items():
+            cells = " | ".join(f"{_time(group.measured_s.get((rep, r)))} | {_time(group.projected_s.get((rep, r)))}" for r in group.rates)
+            lines.append(f"| {rep} | {'never' if k is None else k} | {cells} |")
+        lines.append("")
+        lines += [f"- the order changes at **{rate_text(c.rate_bps)}**{_projected(group, c)}: {c.describe()}"
+                  for c in group.crossovers] or [f"- the order stays the same from {rate_text(group.span[0])} to {rate_text(group.span[1])} (model)"]
+        lines.append("")
+    lines += [f"![{f.stem}]({f.name})" for f in figures] + [""]
+    return lines
+
+
+def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, target_loss: float | None) -> tuple[list[TargetGroup], list[Path]]:
+    """Time-to-target groups and figures, for sweeps of a workload whose loss means something and whose runs/ remain."""
+    from netbench.reports.plots import sweep_model
+    from netbench.reports.target_figures import loss_vs_time, time_to_target_vs_rate
+
+    if doc.get("scenario", {}).get("workload", {}).get("kind") not in LOSS_KINDS or frame.empty:
+        return [], []
+    curves = loss_curves(frame, folder)
+    if not curves:
+        return [], []
+    groups = time_to_target(curves, step_time_functions(frame, sweep_model(frame, doc, sweep_calibration_of(doc))), target_loss)
+    figures = []
+    for i, group in enumerate(groups):
+        suffix = "" if len(groups) == 1 else f"_{group.nodes}n_{group.delay_ms:g}ms"
+        figures.append(loss_vs_time(group, folder / f"loss_vs_time{suffix}.png"))
+        figures.append(time_to_target_vs_rate(group, folder / f"time_to_target{suffix}.png"))
+    return groups, figures
+
+
+def generate_report(folder: Path, target_loss: float | None = None) -> ReportResult:
+    """Write report.md, report.html and the figures into ``folder`` from its summary.csv and sweep.json (and runs/)."""
+    from netbench.reports.html import write_html
     from netbench.reports.plots import make_figures
 
     doc = load_sweep_json(folder)
     frame = with_errors(read_summary(folder))
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
     figures = make_figures(frame, doc, sweep_calibration_of(doc), folder) if not frame.empty else []
+    groups, target_figures = _time_to_target(frame, doc, folder, target_loss)
     lines = _header(doc, frame) + _accuracy_section(acc)
+    lines += _target_section(groups, target_figures, target_loss is not None)
     lines += ["## Figures", ""] + [f"![{f.stem}]({f.name})" for f in figures] + [""]
     lines += ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
     path.write_text("\n".join(lines))
-    return ReportResult(path, figures, acc)
+    page = write_html(path, f"netbench sweep {doc.get('scenario', {}).get('name', folder.name)}")
+    return ReportResult(path, figures + target_figures, acc, page, groups)

@@ -1,0 +1,74 @@
+"""Per-step figures of a run, read back from its steps.csv: the spread behind a summary's median.
+
+A summary gives one number per point; figures and comparisons also need how much the steps
+varied. Each run directory's ``steps.csv`` has one row per node per step; here every step is
+reduced as the summary reduces a run (time at the slowest node, bytes per node), warm-up
+steps dropped. Sweep folders whose ``runs/`` are gone (committed reports keep only
+summary.csv) have no per-step data: callers get None and say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Spread", "read_steps", "per_step", "spread", "WIRE_COLUMNS"]
+
+# a step's wire bytes: the capture's MTU frames where captured, else the interface counters
+WIRE_COLUMNS = ("capture_tx_wire_bytes", "tx_bytes")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Quartiles and median absolute deviation of one per-step series."""
+
+    n: int
+    median: float
+    q1: float
+    q3: float
+    mad: float
+
+    @property
+    def median_error(self) -> float:
+        """Standard error of the median, from the MAD (normal-consistent: 1.4826 MAD ~ sigma; s.e. ~ 1.2533 sigma / sqrt(n))."""
+        return 1.4826 * 1.2533 * self.mad / self.n ** 0.5
+
+
+def read_steps(run_dir: Path | None) -> pd.DataFrame | None:
+    """A run's steps.csv, or None where the run directory (or its file) is not there."""
+    if run_dir is None or not (run_dir / "steps.csv").is_file():
+        return None
+    try:
+        frame = pd.read_csv(run_dir / "steps.csv")
+    except (OSError, ValueError, pd.errors.EmptyDataError):
+        return None
+    return frame if {"step", "rank", "step_s"} <= set(frame.columns) and not frame.empty else None
+
+
+def per_step(steps: pd.DataFrame, include_warmup: bool = False) -> pd.DataFrame:
+    """One row per step: step_s at the slowest node, wire bytes per node (median over nodes), mean loss."""
+    frame = steps if include_warmup or "warmup" not in steps else steps[~steps["warmup"].astype(bool)]
+    by_step = frame.groupby("step")
+    out = pd.DataFrame({"step_s": by_step["step_s"].max()})
+    for column in WIRE_COLUMNS:
+        if column in frame and frame[column].notna().any():
+            out["wire_tx_bytes"] = by_step[column].median()
+            break
+    if "loss" in frame:
+        out["loss"] = by_step["loss"].mean()
+    if "warmup" in frame:
+        out["warmup"] = by_step["warmup"].max().astype(bool)
+    return out.reset_index()
+
+
+def spread(values: pd.Series | np.ndarray) -> Spread | None:
+    """Quartiles and MAD of the finite values; None when there are none."""
+    v = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce").dropna(), dtype=float)
+    if v.size == 0:
+        return None
+    med = float(np.median(v))
+    return Spread(n=int(v.size), median=med, q1=float(np.quantile(v, 0.25)), q3=float(np.quantile(v, 0.75)),
+                  mad=float(np.median(np.abs(v - med))))

@@ -1,0 +1,212 @@
+"""Time to a target loss: how long each replicator takes to train to the same loss, measured and projected.
+
+A replicator that sends less per step may need more steps to reach a loss; which one gets there
+first depends on the link. For runs that train a real workload (transformer, mlp: the shapes
+kind's quadratic has no meaningful loss), each run's loss per step (mean over nodes, a trailing
+mean over ``SMOOTH`` steps against batch noise) is put against
+
+* measured wall-clock: the cumulative step time at the slowest node, warm-up steps included
+  (they train too), and
+* projected wall-clock on any link rate: steps to the target x the model's step time there
+  (the prediction stored with the sweep, evaluated along the rate axis).
+
+The target defaults to the worst replicator's final (smoothed) loss, so every replicator reaches
+it. The rate at which the fastest-to-target replicator changes is found on the projection.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS
+from netbench.reports.steps import per_step, read_steps
+
+__all__ = ["SMOOTH", "LOSS_KINDS", "LossCurve", "Crossover", "TargetGroup", "smooth", "steps_to_target", "measured_time_to",
+           "crossovers", "rate_text", "loss_curves", "time_to_target", "interpolated_step_time"]
+
+SMOOTH = 5  # trailing mean over this many steps
+LOSS_KINDS = ("transformer", "mlp")  # workloads whose loss means something
+
+StepTime = Callable[[float], float]  # link rate (bit/s) -> the model's step time (s)
+
+
+@dataclass(frozen=True)
+class LossCurve:
+    """One run's loss per step (smoothed) and its cumulative measured time."""
+
+    replicator: str
+    nodes: int
+    delay_ms: float
+    bw_bps: float
+    loss: np.ndarray  # after step i+1
+    elapsed_s: np.ndarray  # wall-clock at the end of step i+1
+    model_step_s: float | None  # the model's step time at this run's rate (summary.csv)
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """At ``rate_bps`` the order in which the replicators reach the target changes (fastest first)."""
+
+    rate_bps: float
+    below: tuple[str, ...]
+    above: tuple[str, ...]
+
+    def describe(self) -> str:
+        """``full overtakes random (below: dct < random < full; above: dct < full < random)``."""
+        swaps = [f"{b} overtakes {a}" for i, a in enumerate(self.below) for b in self.below[i + 1:]
+                 if self.above.index(b) < self.above.index(a)]
+        return f"{', '.join(swaps)} (below: {' < '.join(self.below)}; above: {' < '.join(self.above)})"
+
+
+@dataclass
+class TargetGroup:
+    """Time to target for one (nodes, delay) group of a sweep."""
+
+    nodes: int
+    delay_ms: float
+    target: float
+    rates: list[float]
+    steps_needed: dict[str, int | None]  # per replicator, from its loss curve (median over its runs)
+    measured_s: dict[tuple[str, float], float | None]  # (replicator, rate) -> measured time to target
+    projected_s: dict[tuple[str, float], float | None]  # (replicator, rate) -> steps x model step time
+    crossovers: list[Crossover]
+    span: tuple[float, float]  # rates searched for crossovers
+    curves: list[LossCurve] = field(repr=False)
+    step_time: dict[str, StepTime] = field(repr=False)
+
+
+def rate_text(bps: float) -> str:
+    """A found (not configured) rate to three significant digits: ``638mbit``, ``1.25gbit``."""
+    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.3g}{unit}"
+    return f"{bps:.3g}bit"
+
+
+def smooth(loss: Sequence[float], window: int = SMOOTH) -> np.ndarray:
+    """Trailing mean over ``window`` steps (fewer at the start)."""
+    return pd.Series(np.asarray(loss, dtype=float)).rolling(window, min_periods=1).mean().to_numpy()
+
+
+def steps_to_target(loss: Sequence[float], target: float) -> int | None:
+    """How many steps until the loss first reaches ``target`` (1-based), None if it never does."""
+    hits = np.nonzero(np.asarray(loss, dtype=float) <= target)[0]
+    return int(hits[0]) + 1 if hits.size else None
+
+
+def measured_time_to(curve: LossCurve, target: float) -> float | None:
+    """Wall-clock at the end of the step the run first reached ``target``."""
+    k = steps_to_target(curve.loss, target)
+    return float(curve.elapsed_s[k - 1]) if k else None
+
+
+def crossovers(step_times: dict[str, StepTime], steps_needed: dict[str, int | None], lo_bps: float, hi_bps: float,
+               points: int = 80) -> list[Crossover]:
+    """Rates where the order of the replicators' times to target changes (bisection between log-grid points)."""
+    reps = [r for r, k in steps_needed.items() if k]
+    if len(reps) < 2:
+        return []
+
+    def order(rate: float) -> tuple[str, ...]:
+        return tuple(sorted(reps, key=lambda r: steps_needed[r] * step_times[r](rate)))
+
+    out = []
+    grid = np.geomspace(lo_bps, hi_bps, points)
+    for a, b in zip(grid[:-1], grid[1:]):
+        left = order(a)
+        if left == order(b):
+            continue
+        lo, hi = math.log(a), math.log(b)
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            if order(math.exp(mid)) == left:
+                lo = mid
+            else:
+                hi = mid
+        out.append(Crossover(math.exp((lo + hi) / 2), left, order(math.exp(hi))))
+    return out
+
+
+def interpolated_step_time(rates: Sequence[float], times: Sequence[float]) -> StepTime:
+    """The model's step times at the measured rates, interpolated log-log (held flat beyond them)."""
+    order = np.argsort(rates)
+    x = np.log(np.asarray(rates, dtype=float)[order])
+    y = np.log(np.asarray(times, dtype=float)[order])
+    return lambda rate: float(np.exp(np.interp(math.log(rate), x, y)))
+
+
+def loss_curves(frame: pd.DataFrame, folder: Path, window: int = SMOOTH) -> list[LossCurve]:
+    """Every successful point whose run directory still has a steps.csv with losses."""
+    from netbench.reports.sweep import run_path
+
+    out = []
+    for r in frame[frame["status"] == "ok"].to_dict("records"):
+        steps = read_steps(run_path(folder, r.get("run_dir")))
+        if steps is None or "loss" not in steps or steps["loss"].isna().all():
+            continue
+        series = per_step(steps, include_warmup=True).sort_values("step")
+        pred = r.get("pred_step_time_s")
+        out.append(LossCurve(str(r["replicator"]), int(r["nodes"]), float(r["delay_ms"]), float(r["bw_bps"]),
+                             smooth(series["loss"].to_numpy(float), window), series["step_s"].cumsum().to_numpy(float),
+                             float(pred) if pred is not None and np.isfinite(pred) else None))
+    return out
+
+
+def _median_curve(curves: list[LossCurve]) -> np.ndarray:
+    n = min(len(c.loss) for c in curves)
+    return np.median(np.vstack([c.loss[:n] for c in curves]), axis=0)
+
+
+def time_to_target(curves: list[LossCurve], step_time: dict[tuple[str, int, float], StepTime],
+                   target: float | None = None, span: tuple[float, float] | None = None) -> list[TargetGroup]:
+    """Per (nodes, delay) group: steps to target per replicator, measured and projected times, crossover rates.
+
+    ``step_time[(replicator, nodes, delay_ms)]`` gives the model's step time at any rate; ``span``
+    is the rate range searched for crossovers (default: the measured rates, widened 10x each way
+    within what the emulator can shape: the model projects beyond what was measured).
+    """
+    groups = []
+    for nodes, delay in sorted({(c.nodes, c.delay_ms) for c in curves}):
+        here = [c for c in curves if (c.nodes, c.delay_ms) == (nodes, delay)]
+        reps = list(dict.fromkeys(c.replicator for c in here))
+        per_rep = {rep: _median_curve([c for c in here if c.replicator == rep]) for rep in reps}
+        goal = target if target is not None else max(float(loss[-1]) for loss in per_rep.values())
+        steps_needed = {rep: steps_to_target(loss, goal) for rep, loss in per_rep.items()}
+        rates = sorted({c.bw_bps for c in here})
+        fns = {rep: step_time[(rep, nodes, delay)] for rep in reps if (rep, nodes, delay) in step_time}
+        measured, projected = {}, {}
+        for rep in reps:
+            for rate in rates:
+                run = next((c for c in here if c.replicator == rep and c.bw_bps == rate), None)
+                measured[(rep, rate)] = measured_time_to(run, goal) if run else None
+                k = steps_needed[rep]
+                projected[(rep, rate)] = k * fns[rep](rate) if k and rep in fns else None
+        lo, hi = span or (max(MIN_RATE_BPS, min(rates) / 10), min(MAX_RATE_BPS, max(rates) * 10))
+        cross = crossovers(fns, {r: k for r, k in steps_needed.items() if r in fns}, lo, hi) if lo < hi else []
+        groups.append(TargetGroup(nodes, delay, goal, rates, steps_needed, measured, projected, cross, (lo, hi), here, fns))
+    return groups
+
+
+def step_time_functions(frame: pd.DataFrame, model=None) -> dict[tuple[str, int, float], StepTime]:
+    """The model's step time along the rate axis per (replicator, nodes, delay).
+
+    With the sweep's model (plots.SweepModel) it is evaluated at any rate with the group's
+    measured local work; without one, the predictions stored per point are interpolated.
+    """
+    ok = frame[(frame["status"] == "ok")] if "pred_step_time_s" in frame else frame.iloc[0:0]
+    ok = ok[pd.to_numeric(ok["pred_step_time_s"], errors="coerce").notna()] if not ok.empty else ok
+    out: dict[tuple[str, int, float], StepTime] = {}
+    for (rep, nodes, delay), group in ok.groupby(["replicator", "nodes", "delay_ms"]):
+        key = (str(rep), int(nodes), float(delay))
+        if model is not None and pd.notna(group["pred_local_time_s"]).any():
+            local = float(group["pred_local_time_s"].median())
+            out[key] = (lambda rate, r=key[0], n=key[1], d=key[2], loc=local: model.step(r, n, rate, d, loc).step_time_s)
+        else:
+            out[key] = interpolated_step_time(group["bw_bps"].tolist(), group["pred_step_time_s"].astype(float).tolist())
+    return out
