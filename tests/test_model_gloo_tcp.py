@@ -115,3 +115,12 @@ def test_long_loops_are_extrapolated_exactly():
     tx = seg / RATE
     assert t("all_reduce", 200e6, 2, CUBIC) == pytest.approx(2 * ((2 * D + 2 * tx) + 47 * (2 * D + tx)))
     assert math.isfinite(t("all_reduce", 1e9, 100_000, CUBIC))
+
+
+def test_bbr_never_paces_slower_than_its_largest_burst_or_its_start():
+    # STARTUP only raises the pacing rate: a 1 kB burst paces at the initial 2.885 x 10 x 1448 B / RTT.
+    assert bbr_rate_Bps(1000, RTT, initcwnd_bytes=10 * MSS) == pytest.approx(BBR_HIGH_GAIN * 10 * MSS / RTT)
+    # A call that shares its connection with a larger burst in the same step goes at that burst's rate:
+    # all_gather of 4e5 B paced for an 8e5 B burst: 1.885 x 8e5 / 0.1 = 1.508e7 B/s.
+    op = (2e5 - MSS) / ((BBR_HIGH_GAIN - 1) * 8e5 / RTT)
+    assert gloo_time("all_gather", 4e5, 2, RATE, D, 0.0, MSS, BBR, 0.05, paced_flight_bytes=8e5).time_s == pytest.approx(D + 2 * op + D)

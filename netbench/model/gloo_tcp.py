@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "TcpSettings", "STOCK_LINUX", "MAX_SEGMENT_BYTES", "ring_operations", "Transfer", "window_bytes",
-    "restart_window_bytes", "warm_window_bytes", "bbr_rate_Bps", "chain_time_s", "rto_s", "pipeline_time_s", "GlooTime", "gloo_time",
+    "restart_window_bytes", "warm_window_bytes", "bbr_rate_Bps", "largest_flight_bytes", "chain_time_s", "rto_s", "pipeline_time_s", "GlooTime", "gloo_time",
 ]
 
 MAX_SEGMENT_BYTES = 1 << 20  # gloo AllreduceOptionsImpl::kMaxSegmentSize
@@ -125,7 +125,7 @@ def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float
 BBR_HIGH_GAIN = 2.885  # bbr_high_gain (net/ipv4/tcp_bbr.c): STARTUP's pacing and cwnd gain
 
 
-def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN) -> float:
+def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN, initcwnd_bytes: float = 0.0) -> float:
     """bbr's pacing rate for a connection that sends bursts of ``flight_bytes`` from idle, one per round trip.
 
     gloo's bursts are application-limited, and bbr ignores application-limited rounds when it
@@ -134,10 +134,19 @@ def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN)
     burst over (round trip + time to pace it out): bw = B / (rtt + B / (gain bw)), whose
     fixed point is bw = (1 - 1/gain) B / rtt, so it paces at (gain - 1) B / rtt: each burst
     takes rtt / (gain - 1) ~ 0.53 rtt to leave, whatever the link rate above that.
+
+    In STARTUP bbr never lowers its pacing rate (bbr_set_pacing_rate), so a connection paces at
+    the rate of its largest burst, and never below the rate it starts with: gain x initial window
+    / rtt (bbr_init_pacing_rate_from_rtt).
     """
     if rtt_s <= 0 or flight_bytes <= 0:
         return math.inf
-    return (gain - 1.0) * flight_bytes / rtt_s
+    return max((gain - 1.0) * flight_bytes, gain * initcwnd_bytes) / rtt_s
+
+
+def largest_flight_bytes(kind: str, nbytes: float, peers: int) -> float:
+    """The most one connection sends per round of gloo's loops: two operations in flight."""
+    return max((min(ops, 2) * b for ops, b in ring_operations(kind, nbytes, peers)), default=0.0)
 
 
 @dataclass
@@ -233,13 +242,14 @@ class GlooTime:
 
 
 def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_s: float, overhead_s: float,
-              mss: int, tcp: TcpSettings, idle_s: float | None = None) -> GlooTime:
+              mss: int, tcp: TcpSettings, idle_s: float | None = None, paced_flight_bytes: float = 0.0) -> GlooTime:
     """Time of one gloo ring call of ``nbytes`` among ``peers`` on a link with ``one_way_s`` delay.
 
     ``payload_Bps``: payload bytes per second the bottleneck direction carries at line rate,
     after framing (headers, ACKs, control ops). ``overhead_s``: software time per message.
     ``idle_s``: how long the connection rested before the call (None: long enough for a
-    restart when the settings make one; 0: a warm connection).
+    restart when the settings make one; 0: a warm connection). ``paced_flight_bytes``: the
+    largest burst the connection carries in a step (other calls included), which sets bbr's pacing.
     """
     loops = ring_operations(kind, nbytes, peers)
     if not loops or peers < 2:
@@ -247,13 +257,13 @@ def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_
     rate_Bps = payload_Bps
     rtt = 2 * one_way_s
     cap = window_bytes(tcp)
-    flight = max(min(ops, 2) * b for ops, b in loops)  # two operations in flight per loop
+    flight = largest_flight_bytes(kind, nbytes, peers)
     warm = warm_window_bytes(tcp, mss, flight, cap)
     if kind == "all_reduce" and loops[0][1] <= 4:  # gloo's segments are 4-byte words: at most one non-empty
         t = chain_time_s(2 * (peers - 1), nbytes, one_way_s, overhead_s, rate_Bps)
         return GlooTime(time_s=t, latency_s=2 * (peers - 1) * (one_way_s + overhead_s), transfer_s=t - 2 * (peers - 1) * (one_way_s + overhead_s))
     cwnd = restart_window_bytes(tcp, mss, math.inf if idle_s is None else idle_s, rtt, warm)
-    pacing = bbr_rate_Bps(flight, rtt) if tcp.cc in BBR_LIKE else math.inf
+    pacing = bbr_rate_Bps(max(flight, paced_flight_bytes), rtt, initcwnd_bytes=tcp.initcwnd * mss) if tcp.cc in BBR_LIKE else math.inf
     conn = Transfer(cwnd=cwnd, cap=cap, pacing_Bps=pacing, mss=mss)
     t = 0.0
     for ops, op_bytes in loops:
