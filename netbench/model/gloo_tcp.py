@@ -42,6 +42,7 @@ __all__ = [
 MAX_SEGMENT_BYTES = 1 << 20  # gloo AllreduceOptionsImpl::kMaxSegmentSize
 RTO_MIN_S = 0.2  # Linux TCP_RTO_MIN
 BBR_LIKE = frozenset({"bbr", "bbr2", "bbr3"})  # congestion controls with their own cong_control: no idle restart
+BBR_HIGH_GAIN = 2.885  # bbr_high_gain (net/ipv4/tcp_bbr.c): STARTUP's pacing and cwnd gain
 
 
 class TcpSettings(BaseModel):
@@ -121,8 +122,6 @@ def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float
     halvings = int(idle_s / rto)
     return max(restart, cwnd_bytes / (2 ** halvings))
 
-
-BBR_HIGH_GAIN = 2.885  # bbr_high_gain (net/ipv4/tcp_bbr.c): STARTUP's pacing and cwnd gain
 
 
 def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN, initcwnd_bytes: float = 0.0) -> float:
@@ -234,7 +233,7 @@ def chain_time_s(hops: int, op_bytes: float, one_way_s: float, overhead_s: float
 
 @dataclass(frozen=True)
 class GlooTime:
-    """One call's time, split into what alpha-beta has (latency + transfer) and what the pipeline adds."""
+    """One call's time; ``transfer_s`` is its bytes at line rate, ``latency_s`` everything else (delays, handshakes, window, pacing)."""
 
     time_s: float
     latency_s: float
@@ -259,9 +258,10 @@ def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_
     cap = window_bytes(tcp)
     flight = largest_flight_bytes(kind, nbytes, peers)
     warm = warm_window_bytes(tcp, mss, flight, cap)
-    if kind == "all_reduce" and loops[0][1] <= 4:  # gloo's segments are 4-byte words: at most one non-empty
-        t = chain_time_s(2 * (peers - 1), nbytes, one_way_s, overhead_s, rate_Bps)
-        return GlooTime(time_s=t, latency_s=2 * (peers - 1) * (one_way_s + overhead_s), transfer_s=t - 2 * (peers - 1) * (one_way_s + overhead_s))
+    if kind == "all_reduce" and loops[0][1] <= 4:  # one 4-byte word per segment: the words pass hop by hop
+        hops = 2 * (peers - 1)
+        t = chain_time_s(hops, nbytes, one_way_s, overhead_s, rate_Bps)
+        return GlooTime(time_s=t, latency_s=hops * (one_way_s + overhead_s), transfer_s=hops * nbytes / rate_Bps)
     cwnd = restart_window_bytes(tcp, mss, math.inf if idle_s is None else idle_s, rtt, warm)
     pacing = bbr_rate_Bps(max(flight, paced_flight_bytes), rtt, initcwnd_bytes=tcp.initcwnd * mss) if tcp.cc in BBR_LIKE else math.inf
     conn = Transfer(cwnd=cwnd, cap=cap, pacing_Bps=pacing, mss=mss)
