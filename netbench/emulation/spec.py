@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from netbench.emulation.tcpsettings import TcpOptions
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from netbench.emulation.tcpsettings import TcpOptions
 from netbench.units import format_rate, format_time
 
 MIN_RATE_BPS = 10e6

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from netbench.emulation.spec import ClusterSpec
+from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.units import UnitError, parse_rate, parse_time
