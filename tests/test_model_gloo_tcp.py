@@ -124,3 +124,21 @@ def test_bbr_never_paces_slower_than_its_largest_burst_or_its_start():
     # all_gather of 4e5 B paced for an 8e5 B burst: 1.885 x 8e5 / 0.1 = 1.508e7 B/s.
     op = (2e5 - MSS) / ((BBR_HIGH_GAIN - 1) * 8e5 / RTT)
     assert gloo_time("all_gather", 4e5, 2, RATE, D, 0.0, MSS, BBR, 0.05, paced_flight_bytes=8e5).time_s == pytest.approx(D + 2 * op + D)
+
+
+def test_in_a_ring_of_two_the_notification_queues_behind_the_receivers_own_data():
+    # 8e6 B on 2 ranks: 8 segments of 1e6 B, 4 operations per loop; 1e7 B/s, so t = 0.1 s > D = 0.05 s.
+    # One connection carries each rank's data and its ready notifications, in order.
+    # Loop 1: ops 0, 1 issued at 0 with nothing queued: ready at 0.05; op 0 leaves 0.05-0.15, op 1 0.15-0.25,
+    #   arriving 0.20 and 0.30.
+    #   op 2 issued at 0.20 while op 1 (0.15-0.25) is leaving: notification out at 0.25, ready 0.30,
+    #   leaves 0.30-0.40, arrives 0.45; op 3 issued at 0.30 behind op 2 (0.30-0.40): ready 0.45,
+    #   leaves 0.45-0.55, arrives 0.60.
+    # Loop 2 repeats it from 0.60 (the queue is empty by then): 1.20 s in all; per loop the first pair
+    # arrives after D + 2t + D, and each later op one delay and one transfer after the one before.
+    rate, tx = 1e7, 0.1
+    assert t("all_reduce", 8e6, 2, CUBIC, rate=rate) == pytest.approx(2 * ((2 * D + 2 * tx) + 2 * (D + tx)))
+    assert t("all_reduce", 8e6, 2, CUBIC, rate=rate) == pytest.approx(1.2)
+    # With 4 ranks the notification goes to the other neighbour, on a connection without data:
+    # each op then leaves as soon as both its notification is in and the link is free.
+    assert t("all_reduce", 8e6, 4, CUBIC, rate=rate) < t("all_reduce", 8e6, 2, CUBIC, rate=rate)

@@ -14,6 +14,8 @@ rate``, because of three mechanisms this module models from their sources, not f
    matching operation. Segment ``k`` leaves ``one-way delay`` after its operation is issued,
    and arrives ``transfer + one-way delay`` after that: a loop of K operations costs about
    ``K / 2 x (2 d + 2 t)`` when the delay dominates, not ``K t + d``.
+   In a ring of two, sender and receiver share one connection, so a notification also waits
+   behind the receiver's own queued data (gloo keeps one send queue per pair, TCP one byte stream).
 3. **TCP's window**: a connection carries at most one window per round trip. The window is the
    smaller of the congestion window and the send/receive buffer limits (``tcp_wmem`` /
    ``tcp_rmem`` maxima: gloo's unbound-buffer sends never set SO_SNDBUF, so the buffers
@@ -193,7 +195,7 @@ class Transfer:
 
 
 def pipeline_time_s(ops: int, op_bytes: float, one_way_s: float, overhead_s: float, rate_Bps: float,
-                    conn: Transfer, start: float = 0.0) -> float:
+                    conn: Transfer, start: float = 0.0, shared: bool = False) -> float:
     """One gloo loop of ``ops`` operations, two in flight, each sent after the receiver's ready notification.
 
     Every node runs the same loop at the same time, so the receiver issues operation k when the
@@ -202,17 +204,29 @@ def pipeline_time_s(ops: int, op_bytes: float, one_way_s: float, overhead_s: flo
     operation k + 2 is issued when operation k has arrived. Returns when the last segment has
     arrived. Once two successive pairs of operations take the same time (the window has stopped
     growing), the rest of the loop is extrapolated: long loops cost O(1).
+
+    ``shared``: the notification travels on the connection that carries the receiver's own data
+    the other way (a ring of two: one TCP connection per pair of ranks), so it waits behind the
+    bytes already queued there (gloo's per-pair send queue, then TCP's in-order stream); by
+    symmetry those leave when this direction's data does. Data joins that queue when it starts
+    to leave (until the notification it waits for arrives, gloo holds it back).
     """
     if ops <= 0 or op_bytes <= 0:
         return start
     hop = one_way_s + overhead_s
+    sending: list[tuple[float, float]] = [(conn.free_at, conn.free_at)]  # the last op on the connection: (first byte, last byte)
     issued = [start, start]
     arrived: list[float] = []
     for k in range(ops):
         issue = issued[k] if k < 2 else max(issued[k - 1], arrived[k - 2])
         if k >= 2:
             issued.append(issue)
-        left = conn.send(issue + hop, op_bytes, rate_Bps, 2 * one_way_s)
+        # on a shared connection the notification queues behind data already handed to it (started leaving)
+        notify = max([issue] + [end for begin, end in sending if begin <= issue]) if shared else issue
+        ready = notify + hop
+        begin = max(ready, conn.free_at)
+        left = conn.send(ready, op_bytes, rate_Bps, 2 * one_way_s)
+        sending = [(begin, left)]
         arrived.append(left + hop)
         if k >= 7 and k % 2 == 1:
             steps = [arrived[j] - arrived[j - 2] for j in (k, k - 1, k - 2, k - 3)]
@@ -267,6 +281,6 @@ def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_
     conn = Transfer(cwnd=cwnd, cap=cap, pacing_Bps=pacing, mss=mss)
     t = 0.0
     for ops, op_bytes in loops:
-        t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t)
+        t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=peers == 2)
     transfer = sum(ops * b for ops, b in loops) / rate_Bps
     return GlooTime(time_s=t, latency_s=max(0.0, t - transfer), transfer_s=transfer)
