@@ -22,7 +22,7 @@ def test_bisection_helpers():
 
 def test_comm_equals_compute_at_the_reported_bandwidth():
     planner = Planner(SHAPES, CALIB)
-    sc = Scenario(nodes=4, compute_s=0.05, delay_s=0.001)
+    sc = Scenario(nodes=4, compute_s=0.05, delay_s=0.0002)
     ans = planner.comm_equals_compute(DENSE, sc)
     assert ans["reason"] is None and ans["bw_bps"] > 0
     at = planner.step(DENSE, sc.model_copy(update={"up_bps": ans["up_bps"], "down_bps": ans["down_bps"]}))

@@ -84,9 +84,31 @@ def test_options_override_the_file_and_expand_the_grid(cli, tmp_path) -> None:
 def test_ci_scenario_is_valid_and_sized() -> None:
     scenario = load_scenario(REPO / "scenarios" / "ci.toml")
     plan = points(scenario, Path("/tmp"))
-    assert len(plan) == 18 and len({p.key for p in plan}) == 18
+    assert len(plan) == 20 and len({p.key for p in plan}) == 20  # 18 without delay, 2 at 100mbit + 20 ms
     assert {p.config.replicator.name for p in plan} == {"full", "dct", "random"}
+    assert sum(p.config.cluster.up.delay_s > 0 for p in plan) == 2
     assert scenario.calibrate and scenario.workload.kind == "shapes"
+
+
+def test_sparse_grid_is_the_union_of_its_products() -> None:
+    scenario = scenario_from_dict({"grid": {"replicator": ["full"], "nodes": [2]},
+                                   "more": [{"replicator": ["full", "dct"], "nodes": [2, 4], "delay": ["20ms"]},
+                                            {"replicator": ["full"], "nodes": [2]}]})  # a repeat of grid: counted once
+    labels = [p.label for p in points(scenario, Path("/tmp"))]
+    assert labels == ["full 2n 100mbit 0ms", "full 2n 100mbit 20ms", "dct 2n 100mbit 20ms", "full 4n 100mbit 20ms", "dct 4n 100mbit 20ms"]
+    fidelity = points(load_scenario(REPO / "scenarios" / "fidelity.toml"), Path("/tmp"))
+    names = {p.config.replicator.name for p in fidelity}
+    assert names == {"full", "dct", "random", "striding", "diloco", "lowrank", "mtdao"}
+    assert {p.config.cluster.nodes for p in fidelity} == {2, 4, 8} and len(fidelity) < 60
+    rates = {p.config.cluster.up.rate_bps for p in fidelity}
+    delays = {p.config.cluster.up.delay_s for p in fidelity}
+    assert min(rates) == 10e6 and max(rates) == 10e9 and min(delays) == 0 and max(delays) == pytest.approx(0.1)
+
+
+def test_scenario_tcp_settings_reach_every_point() -> None:
+    scenario = scenario_from_dict({"tcp": {"cc": "reno", "slow_start_after_idle": False}})
+    assert all(p.config.cluster.tcp.cc == "reno" and p.config.cluster.tcp.slow_start_after_idle is False
+               for p in points(scenario, Path("/tmp")))
 
 
 def test_point_key_changes_with_what_runs() -> None:

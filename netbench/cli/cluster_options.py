@@ -9,6 +9,7 @@ import typer
 
 from netbench.cli.errors import UserError, one_line
 from netbench.emulation.spec import OPTION_NAMES, ClusterSpec
+from netbench.emulation.tcpsettings import check_tcp_options
 from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
 
 NodesOpt = typer.Option(2, "--nodes", "-n", help="Number of emulated nodes (2-64).")
@@ -20,6 +21,9 @@ JitterOpt = typer.Option("0ms", "--jitter", help="Std. deviation of the uplink d
 LossOpt = typer.Option("0%", "--loss", help="Uplink packet loss (e.g. 0.1%).")
 OffloadOpt = typer.Option("auto", "--offload", help="TSO/GSO/GRO on veths: auto (off up to 2.5gbit), on, off.")
 EngineOpt = typer.Option("auto", "--engine", help="Delay/loss engine: auto (netem if present), netem, delayline.")
+TcpCcOpt = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's].")
+TcpWmemMaxOpt = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].")
+NoSlowStartAfterIdleOpt = typer.Option(False, "--no-slow-start-after-idle", help="Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).")
 
 
 def _parse(option: str, parser, text: str) -> float:
@@ -39,6 +43,9 @@ def build_cluster_spec(
     loss: str = "0%",
     offload: str = "auto",
     engine: str = "auto",
+    tcp_cc: Optional[str] = None,
+    tcp_wmem_max: Optional[int] = None,
+    no_slow_start_after_idle: bool = False,
 ) -> ClusterSpec:
     """Parse tc-style units and validate ranges; any problem is one UserError line."""
     up_rate = _parse("--up" if up else "--bw", parse_rate, up or bw)
@@ -49,13 +56,18 @@ def build_cluster_spec(
         "jitter_s": _parse("--jitter", parse_time, jitter),
         "loss": _parse("--loss", parse_fraction, loss),
     }
+    tcp = {"cc": tcp_cc, "wmem_max": tcp_wmem_max, "slow_start_after_idle": False if no_slow_start_after_idle else None}
     try:
-        return ClusterSpec(nodes=nodes, up=uplink, down={"rate_bps": down_rate}, offload=offload, engine=engine)
+        spec = ClusterSpec(nodes=nodes, up=uplink, down={"rate_bps": down_rate}, offload=offload, engine=engine, tcp=tcp)
     except pydantic.ValidationError as exc:
         names = dict(OPTION_NAMES)
         names["up.rate_bps"] = "--up" if up else "--bw"
         names["down.rate_bps"] = "--down" if down else "--bw"
         raise UserError(one_line(exc, names)) from None
+    problem = check_tcp_options(spec.tcp)
+    if problem:
+        raise UserError(problem)
+    return spec
 
 
 def check_engine(spec: ClusterSpec) -> None:

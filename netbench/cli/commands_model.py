@@ -22,6 +22,7 @@ from netbench.cli.errors import UserError, one_line
 from netbench.model.calibration import Calibration, CalibrationError, default_path, load_calibration, save_calibration
 from netbench.model.collectives import ALGORITHMS
 from netbench.model.framing import Framing
+from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
@@ -119,6 +120,25 @@ def _calibration(path: Optional[Path]) -> tuple[Calibration, Path]:
         raise UserError(f"--calibration: {exc}") from None
 
 
+KNOWN_CC = ("cubic", "reno", "bbr")  # what the model distinguishes: bbr paces, the others are window-based
+
+
+def _tcp(cc: str, wmem_max: int, no_slow_start_after_idle: bool) -> TcpSettings:
+    """The TCP settings plan assumes for the nodes; one line naming the option when one is wrong."""
+    name = cc.strip().lower()
+    if name not in KNOWN_CC:
+        raise UserError(f"--tcp-cc: choose from {', '.join(KNOWN_CC)}, got {cc!r}")
+    if not 65536 <= wmem_max <= 1 << 30:
+        raise UserError(f"--tcp-wmem-max: must be between 65536 and {1 << 30} bytes, got {wmem_max}")
+    buffers = {} if wmem_max == STOCK_LINUX.tcp_wmem_max else {"tcp_wmem_max": wmem_max, "tcp_rmem_max": wmem_max}  # as `run --tcp-wmem-max`
+    return STOCK_LINUX.model_copy(update={"cc": name, "slow_start_after_idle": not no_slow_start_after_idle, **buffers})
+
+
+def _tcp_text(tcp: TcpSettings) -> str:
+    return (f"{tcp.cc}, tcp_wmem max {format_bytes(tcp.tcp_wmem_max)}, tcp_rmem max {format_bytes(tcp.tcp_rmem_max)}, "
+            f"slow start after idle {'on' if tcp.slow_start_after_idle else 'off'}, initial window {tcp.initcwnd}")
+
+
 def _settings(**kwargs: Any) -> SchemeSettings:
     try:
         return SchemeSettings(**kwargs)
@@ -213,6 +233,9 @@ def plan(
     mtu: int = typer.Option(1500, "--mtu", help="link MTU"),
     acks_per_segment: Optional[float] = typer.Option(None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration JSON [default $NETBENCH_CALIBRATION or ~/.local/share/netbench/calibration.json]"),
+    tcp_cc: str = typer.Option("cubic", "--tcp-cc", help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)"),
+    tcp_wmem_max: int = typer.Option(STOCK_LINUX.tcp_wmem_max, "--tcp-wmem-max", help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]"),
+    no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count."""
@@ -240,6 +263,7 @@ def plan(
         framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"})) from None
+    tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     settings = _settings(
         grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
         index_dtype=index_dtype, rank=rank, params_every=params_every, m1_every=m1_every, m2_every=m2_every,
@@ -247,7 +271,7 @@ def plan(
     schemes = _schemes(replicator, settings)
     scenarios = [
         Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
-                 gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing)
+                 gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing, tcp=tcp)
         for n in node_counts
     ]
     planner = Planner(shape_list, calib)
@@ -265,6 +289,7 @@ def plan(
         doc = {
             "shapes": shapes_label, "params": total_params(shape_list),
             "calibration": {"source": calib.source, "path": str(calib_path), "created": calib.created},
+            "tcp": tcp.model_dump(),
             "framing": framing.model_dump() | {"mss": framing.mss, "frame_bytes": framing.frame_bytes, "efficiency": framing.efficiency()},
             "rows": rows, "derived": derived,
         }
@@ -274,6 +299,7 @@ def plan(
     link = format_rate(up_bps) if up_bps == down_bps else f"up {format_rate(up_bps)} / down {format_rate(down_bps)}"
     console.print(f"[bold]{shapes_label}[/bold]: {total_params(shape_list):,} params; link {link}, delay {format_time(delay_s)}, "
                   f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms")
+    console.print(f"TCP assumed: {_tcp_text(tcp)}" + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else ""))
     if calib.source == "defaults":
         console.print(f"[yellow]uncalibrated[/yellow] ({calib_path} absent): software overhead and compression cost taken as 0; run `netbench calibrate`")
     _print_table(rows, console)

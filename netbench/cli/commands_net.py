@@ -64,13 +64,17 @@ def probe(
     loss: str = opt.LossOpt,
     offload: str = opt.OffloadOpt,
     engine: str = opt.EngineOpt,
+    tcp_cc: Optional[str] = opt.TcpCcOpt,
+    tcp_wmem_max: Optional[int] = opt.TcpWmemMaxOpt,
+    no_slow_start_after_idle: bool = opt.NoSlowStartAfterIdleOpt,
     seconds: float = typer.Option(4.0, "--seconds", min=1.0, max=60.0, help="Goodput measurement time."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured."""
     from netbench.emulation.probe import probe as run_probe
 
-    spec = opt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine)
+    spec = opt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
+                                   tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     _privileged()
     opt.check_engine(spec)
     result = run_probe(spec, seconds=seconds)

@@ -88,6 +88,9 @@ def run(
     loss: str = copt.LossOpt,
     offload: str = copt.OffloadOpt,
     engine: str = copt.EngineOpt,
+    tcp_cc: Optional[str] = copt.TcpCcOpt,
+    tcp_wmem_max: Optional[int] = copt.TcpWmemMaxOpt,
+    no_slow_start_after_idle: bool = copt.NoSlowStartAfterIdleOpt,
     steps: int = typer.Option(20, "--steps", help="Measured optimizer steps."),
     warmup: int = typer.Option(2, "--warmup", help="Warm-up steps left out of the summary."),
     topk: int = ropt.TopkOpt,
@@ -118,7 +121,8 @@ def run(
     """Train across an emulated cluster and measure time and bytes per step."""
     from netbench.orchestrator.runner import run as run_config
 
-    cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine)
+    cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
+                                   tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
                                        index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
                                        params_every=params_every, m1_every=m1_every, m2_every=m2_every)

@@ -20,7 +20,8 @@ _OPTIONS = {"grid.bw": "--bw", "grid.replicator": "--replicator", "grid.nodes": 
             "workload.kind": "--workload", "workload.shapes": "--shapes", "workload.compute_ms": "--compute-ms",
             "replicator.topk": "--topk", "replicator.chunk": "--chunk", "replicator.rate": "--rate",
             "replicator.rank": "--rank", "replicator.mu": "--mu", "replicator.params_every": "--params-every",
-            "replicator.m1_every": "--m1-every", "replicator.m2_every": "--m2-every"}
+            "replicator.m1_every": "--m1-every", "replicator.m2_every": "--m2-every",
+            "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle"}
 
 
 def _csv(text: str) -> list[str]:
@@ -84,6 +85,9 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
+    tcp_cc: Optional[str] = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."),
+    tcp_wmem_max: Optional[int] = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes, bytes [default 64 MiB]."),
+    no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="tcp_slow_start_after_idle=0 on the nodes."),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay; resumable; writes summary.csv and a report."""
     from netbench.reports.scenario import ScenarioError
@@ -96,7 +100,8 @@ def sweep(
         "replicator.topk": topk, "replicator.chunk": chunk, "replicator.rate": rate, "replicator.rank": rank, "replicator.mu": mu,
         "replicator.params_every": params_every, "replicator.m1_every": m1_every, "replicator.m2_every": m2_every,
         "capture": capture, "calibrate": calibrate,
-        "name": name,
+        "name": name, "tcp.cc": tcp_cc, "tcp.wmem_max": tcp_wmem_max,
+        "tcp.slow_start_after_idle": False if no_slow_start_after_idle else None,
     }
     if calibration is not None and not calibration.is_file():
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")

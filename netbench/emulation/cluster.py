@@ -28,6 +28,7 @@ from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
 from netbench.emulation.signals import signals_held
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
+from netbench.emulation.tcpsettings import NODE_TCP_BUFFER_MAX, apply_tcp_settings, read_tcp_settings
 
 _QUIET_SYSCTLS = {  # no IPv6 router/neighbour chatter on the measured wires
     "net.ipv6.conf.all.disable_ipv6": "1",
@@ -35,8 +36,8 @@ _QUIET_SYSCTLS = {  # no IPv6 router/neighbour chatter on the measured wires
 }
 _NODE_SYSCTLS = {  # TCP windows large enough for 1gbit x 400 ms round trips (BDP 50 MB)
     **_QUIET_SYSCTLS,
-    "net.ipv4.tcp_rmem": "4096 131072 67108864",
-    "net.ipv4.tcp_wmem": "4096 16384 67108864",
+    "net.ipv4.tcp_rmem": f"4096 131072 {NODE_TCP_BUFFER_MAX}",
+    "net.ipv4.tcp_wmem": f"4096 16384 {NODE_TCP_BUFFER_MAX}",
 }
 
 
@@ -58,6 +59,7 @@ class Cluster:
             for i in range(spec.nodes)
         ]
         self.shaping: dict[str, dict] = {}
+        self.tcp: dict = {}  # TCP settings in force in the nodes, read back once built
         self._delay_line = None
         self._previous_handlers: dict[int, object] = {}
         self._stopping = False  # set by down(): from then on signals wait for the teardown to finish
@@ -164,6 +166,8 @@ class Cluster:
                 _build_node, node.iface, node.address, prefixlen, self.spec.up, offload_on, use_netem
             )
 
+        apply_tcp_settings(self.nodes, self.spec.tcp)  # after the addresses: congestion control is a route metric
+        self.tcp = read_tcp_settings(self.nodes[0])
         if self.engine == "delayline":
             self.raise_if_interrupted()
             self._start_delay_line()
@@ -223,6 +227,7 @@ class Cluster:
             "offload": self.spec.offload_enabled,
             "spec": self.spec.model_dump(),
             "shaping": self.shaping,
+            "tcp": self.tcp,
         }
 
 

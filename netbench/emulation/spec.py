@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from netbench.emulation.tcpsettings import TcpOptions
 from netbench.units import format_rate, format_time
 
 MIN_RATE_BPS = 10e6
@@ -69,6 +70,7 @@ class ClusterSpec(BaseModel):
         description="TSO/GSO/GRO on the veths; auto keeps them off up to 2.5gbit so every skb is one real frame",
     )
     engine: Literal["auto", "netem", "delayline"] = Field("auto", description="what adds delay, jitter and loss")
+    tcp: TcpOptions = Field(default_factory=TcpOptions, description="TCP settings of the nodes (unset: netbench's node defaults)")
 
     @field_validator("nodes")
     @classmethod
@@ -109,4 +111,7 @@ OPTION_NAMES: dict[str, str] = {
     "down.loss": "--loss",
     "offload": "--offload",
     "engine": "--engine",
+    "tcp.cc": "--tcp-cc",
+    "tcp.wmem_max": "--tcp-wmem-max",
+    "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
 }

@@ -55,11 +55,20 @@ class Pattern:
 
 @dataclass(frozen=True)
 class Link:
-    """One node's attachment: uplink and downlink rates (bits/s) and the per-message latency alpha."""
+    """One node's attachment: uplink and downlink rates (bits/s) and the per-message latency alpha.
+
+    ``one_way_s`` is the part of alpha that is the wire's one-way delay (the rest is software
+    overhead); None when the caller does not split them (alpha is then all delay).
+    """
 
     up_bps: float
     down_bps: float
     alpha_s: float
+    one_way_s: float | None = None
+
+    @property
+    def delay_s(self) -> float:
+        return self.alpha_s if self.one_way_s is None else min(self.one_way_s, self.alpha_s)
 
 
 @dataclass(frozen=True)

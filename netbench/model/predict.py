@@ -71,11 +71,13 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
 
 
 def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration) -> Scenario:
-    """The model's view of an emulated cluster: flat, ring collectives, this host's ACK ratio."""
+    """The model's view of an emulated cluster: flat, ring collectives, this host's ACK ratio, the nodes' TCP settings."""
+    from netbench.emulation.tcpsettings import expected_tcp_settings
+
     return Scenario(
         nodes=cluster.nodes, up_bps=cluster.up.rate_bps, down_bps=cluster.down.rate_bps,
         delay_s=cluster.one_way_delay_s(), compute_s=local_s, algorithm="ring",
-        framing=Framing(acks_per_segment=calibration.acks_per_segment),
+        framing=Framing(acks_per_segment=calibration.acks_per_segment), tcp=expected_tcp_settings(cluster.tcp),
     )
 
 

@@ -13,7 +13,7 @@ Exchanges with a period (diloco, mtdao) are averaged per step. Reported wire byt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from netbench.model.calibration import Calibration
 from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
 from netbench.model.framing import Framing, LinkBytes
+from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings, gloo_time, largest_flight_bytes
 from netbench.model.schemes import Scheme
 from netbench.model.traffic import DTYPE_BYTES, Exchange, average_bytes_per_step
 from netbench.shapes import ParamShape, total_params
@@ -44,6 +45,7 @@ class Scenario(BaseModel):
     intra_bps: float | None = Field(None, gt=0, description="intra-node link rate (required when G > 1)")
     algorithm: Algorithm = "ring"
     framing: Framing = Framing()
+    tcp: TcpSettings = Field(STOCK_LINUX, description="the nodes' TCP settings (ring: gloo over TCP's window and pacing)")
 
     @model_validator(mode="after")
     def _hierarchy(self) -> "Scenario":
@@ -101,16 +103,43 @@ def dense_dtype(scheme: Scheme) -> str:
     return scheme.config.grad_dtype
 
 
-def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm) -> CollectiveCost:
-    """Cost of one of the exchange's ``calls`` collective calls, which share its bytes evenly."""
+def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm,
+              tcp: TcpSettings = STOCK_LINUX, idle_s: float | None = 0.0, paced_flight_bytes: float = 0.0) -> CollectiveCost:
+    """Cost of one of the exchange's ``calls`` collective calls, which share its bytes evenly.
+
+    Wire bytes come from the message pattern (:mod:`~netbench.model.collectives`). Time: for
+    ``ring`` (what gloo runs) from gloo's pipeline over TCP (:mod:`~netbench.model.gloo_tcp`:
+    segments, two in flight, the receiver's ready notification, window and pacing), at the
+    payload rate the framing leaves on the bottleneck direction; other algorithms are alpha-beta.
+    ``idle_s``: how long the connections rested before this call (None: long enough for any restart);
+    ``paced_flight_bytes``: the largest burst of the step's calls (bbr paces every call at its rate).
+    """
     if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
         return CollectiveCost()
-    return cost(pattern(exchange.collective, algorithm, exchange.bytes_per_step / exchange.calls, peers), link, framing)
+    nbytes = exchange.bytes_per_step / exchange.calls
+    p = pattern(exchange.collective, algorithm, nbytes, peers)
+    base = cost(p, link, framing)
+    if algorithm != "ring" or p is None or base.transfer_s <= 0:
+        return base
+    payload_Bps = p.critical_bytes / base.transfer_s
+    delay = link.delay_s
+    t = gloo_time(exchange.collective, nbytes, peers, payload_Bps, delay, link.alpha_s - delay, framing.mss, tcp, idle_s,
+                  paced_flight_bytes)
+    return replace(base, time_s=t.time_s, latency_s=t.latency_s, transfer_s=t.transfer_s)
 
 
-def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm) -> CollectiveCost:
-    """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``."""
-    return call_cost(exchange, peers, link, framing, algorithm).scaled(exchange.calls / exchange.period)
+def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm,
+                  tcp: TcpSettings = STOCK_LINUX, idle_s: float | None = 0.0, paced_flight_bytes: float = 0.0) -> CollectiveCost:
+    """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``.
+
+    The first call follows ``idle_s`` of rest (a restart of the congestion window where the TCP
+    settings make one); the others follow it directly.
+    """
+    first = call_cost(exchange, peers, link, framing, algorithm, tcp, idle_s, paced_flight_bytes)
+    if exchange.calls <= 1:
+        return first.scaled(exchange.calls / exchange.period)
+    rest = call_cost(exchange, peers, link, framing, algorithm, tcp, 0.0, paced_flight_bytes)
+    return (first + rest.scaled(exchange.calls - 1)).scaled(1 / exchange.period)
 
 
 def estimate(
@@ -125,17 +154,21 @@ def estimate(
     peers = scenario.machines
     exchanges = scheme.exchanges(shapes, peers) if peers >= 2 else ()
     wire = CollectiveCost()
+    g = scenario.gpus_per_node
+    compression = n_params / g * calibration.compression(scheme.name)
+    idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
+    paced = max((largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
+                 for ex in exchanges if ex.calls and ex.collective != "none"), default=0.0)
     for ex in exchanges:
         alpha = scenario.delay_s + calibration.overhead(ex.collective)
-        link = Link(scenario.up_bps, scenario.down_bps, alpha)
-        wire = wire + exchange_cost(ex, peers, link, scenario.framing, scenario.algorithm)
+        link = Link(scenario.up_bps, scenario.down_bps, alpha, one_way_s=scenario.delay_s)
+        wire = wire + exchange_cost(ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, idle, paced)
+        idle = 0.0
     intra = 0.0
-    g = scenario.gpus_per_node
     if g > 1:
         dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]
         fast = Link(scenario.intra_bps or 0.0, scenario.intra_bps or 0.0, calibration.overhead("all_reduce"))
         intra = cost(pattern("all_reduce", "ring", dense, g), fast, scenario.framing).time_s
-    compression = n_params / g * calibration.compression(scheme.name)
     comm = wire.time_s + intra
     if scheme.overlap:
         step = compression + max(scenario.compute_s, comm)

@@ -20,6 +20,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from netbench.emulation.spec import ClusterSpec
+from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.units import UnitError, parse_rate, parse_time
@@ -78,6 +79,7 @@ class SweepScenario(BaseModel):
     name: str = Field("sweep", pattern=r"^[A-Za-z0-9._-]+$", description="names the output folder")
     description: str = ""
     grid: Grid = Field(default_factory=Grid)
+    more: list[Grid] = Field(default_factory=list, description="further grids whose points join grid's: a sparse design as a union of small products")
     steps: int = Field(10, ge=1, le=100_000, description="measured steps per point")
     warmup: int = Field(2, ge=0, le=1000, description="warm-up steps per point")
     timeout_s: float | None = Field(None, gt=0, le=3600, description="collective timeout per point; unset: from the model")
@@ -86,6 +88,7 @@ class SweepScenario(BaseModel):
     calibrate: bool = Field(False, description="measure this host's model constants on this workload before the first point")
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="as `netbench run`: the transformer unless set")
     replicator: dict[str, Any] = Field(default_factory=dict, description="ReplicatorConfig settings shared by every replicator")
+    tcp: TcpOptions = Field(default_factory=TcpOptions, description="TCP settings of every point's nodes (cc, wmem_max, slow_start_after_idle)")
 
     @field_validator("replicator")
     @classmethod
@@ -174,12 +177,12 @@ def _key(config: RunConfig) -> str:
 
 def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dict[str, str] | None = None) -> list[Point]:
     """The grid's points in run order (nodes, then delay, bandwidth, replicator), each a validated RunConfig."""
-    g = scenario.grid
     out = []
-    for nodes, delay, bw, name in itertools.product(g.nodes, g.delay, g.bw, g.replicator):
+    combos = itertools.chain.from_iterable(itertools.product(g.nodes, g.delay, g.bw, g.replicator) for g in (scenario.grid, *scenario.more))
+    for nodes, delay, bw, name in dict.fromkeys(combos):
         rate, delay_s = parse_rate(bw), parse_time(delay)
         try:
-            cluster = ClusterSpec(nodes=nodes, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate})
+            cluster = ClusterSpec(nodes=nodes, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate}, tcp=scenario.tcp)
         except pydantic.ValidationError as exc:
             field = {"nodes": "grid.nodes", "up.rate_bps": "grid.bw", "down.rate_bps": "grid.bw", "up.delay_s": "grid.delay"}
             err = exc.errors()[0]
@@ -193,5 +196,8 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
             )
         except pydantic.ValidationError as exc:
             raise ScenarioError(_one_line(exc, prefix, names)) from None
+        problem = check_tcp_options(cluster.tcp)
+        if problem:
+            raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")
         out.append(Point(label=f"{name} {nodes}n {bw} {delay}", key=_key(config), config=config, bw=bw, delay=delay))
     return out

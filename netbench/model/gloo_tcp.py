@@ -1,0 +1,286 @@
+"""What one gloo collective over TCP costs on a link with delay: gloo's pipeline and TCP's window.
+
+The alpha-beta term (:mod:`netbench.model.collectives`) is right on a link without delay and for
+tiny messages, but wherever there is delay gloo's time is longer than ``hops x delay + bytes /
+rate``, because of three mechanisms this module models from their sources, not from a fit:
+
+1. **gloo's pipeline** (gloo/allreduce.cc, gloo/allgather.cc). A ring all-reduce cuts the buffer
+   into ``N_s = roundUp(max(ceil(M / 1 MiB), 2P), P)`` segments and runs a reduce-scatter loop and
+   an all-gather loop of ``(P - 1) N_s / P`` operations each; all_gather runs one loop of
+   ``2(P - 1)`` half-contributions. Each loop keeps **two operations in flight**: operation
+   ``k + 2`` is issued only when operation ``k``'s segment has arrived.
+2. **the ready-to-receive handshake** (gloo/transport/tcp/pair.cc): a send goes out only after
+   the receiver's NOTIFY_RECV_READY has arrived, and the receiver posts it when it issues the
+   matching operation. Segment ``k`` leaves ``one-way delay`` after its operation is issued,
+   and arrives ``transfer + one-way delay`` after that: a loop of K operations costs about
+   ``K / 2 x (2 d + 2 t)`` when the delay dominates, not ``K t + d``.
+   In a ring of two, sender and receiver share one connection, so a notification also waits
+   behind the receiver's own queued data (gloo keeps one send queue per pair, TCP one byte stream).
+3. **TCP's window**: a connection carries at most one window per round trip. The window is the
+   smaller of the congestion window and the send/receive buffer limits (``tcp_wmem`` /
+   ``tcp_rmem`` maxima: gloo's unbound-buffer sends never set SO_SNDBUF, so the buffers
+   autotune up to those). After more than one RTO of idle, Linux restarts the congestion window
+   (``tcp_slow_start_after_idle``, net/ipv4/tcp_output.c, tcp_cwnd_restart): it is halved per
+   RTO of idle, never below the initial window, and grows back by slow start (doubling per
+   round trip). bbr sets its own pacing and skips the restart.
+
+Time on the wire per segment comes from the framing (payload to frames at the link rate).
+Nothing here is fitted: every number is a protocol constant or a setting of the nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "TcpSettings", "STOCK_LINUX", "MAX_SEGMENT_BYTES", "ring_operations", "Transfer", "window_bytes",
+    "restart_window_bytes", "warm_window_bytes", "bbr_rate_Bps", "largest_flight_bytes", "chain_time_s", "rto_s", "pipeline_time_s", "GlooTime", "gloo_time",
+]
+
+MAX_SEGMENT_BYTES = 1 << 20  # gloo AllreduceOptionsImpl::kMaxSegmentSize
+RTO_MIN_S = 0.2  # Linux TCP_RTO_MIN
+BBR_LIKE = frozenset({"bbr", "bbr2", "bbr3"})  # congestion controls with their own cong_control: no idle restart
+BBR_HIGH_GAIN = 2.885  # bbr_high_gain (net/ipv4/tcp_bbr.c): STARTUP's pacing and cwnd gain
+
+
+class TcpSettings(BaseModel):
+    """TCP settings of the nodes that decide a transfer's window (read from the namespaces, or assumed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cc: str = Field("cubic", min_length=1, description="congestion control")
+    wmem_max: int = Field(212992, ge=4096, description="net.core.wmem_max (clamps an explicit SO_SNDBUF)")
+    tcp_wmem_max: int = Field(4194304, ge=4096, description="net.ipv4.tcp_wmem max: autotuned send buffer limit")
+    tcp_rmem_max: int = Field(6291456, ge=4096, description="net.ipv4.tcp_rmem max: autotuned receive buffer limit")
+    slow_start_after_idle: bool = Field(True, description="net.ipv4.tcp_slow_start_after_idle")
+    initcwnd: int = Field(10, ge=1, le=1000, description="initial congestion window (segments)")
+    source: Literal["measured", "assumed"] = "assumed"
+
+    @property
+    def restarts_after_idle(self) -> bool:
+        """Whether an idle connection falls back to slow start (not with bbr: it has its own cong_control)."""
+        return self.slow_start_after_idle and self.cc not in BBR_LIKE
+
+
+STOCK_LINUX = TcpSettings()  # a stock distribution's defaults: cubic, wmem_max 212992, tcp_wmem 4 MiB, tcp_rmem 6 MiB
+
+
+def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, float]]:
+    """gloo's loops for one call: a list of (operations, bytes per operation), one entry per loop.
+
+    all_reduce: two loops (reduce-scatter, all-gather) of (P-1) N_s / P segments; all_gather:
+    one loop of 2(P-1) halves of the contribution.
+    """
+    if kind == "all_reduce":
+        segments = math.ceil(max(math.ceil(nbytes / MAX_SEGMENT_BYTES), 2 * peers) / peers) * peers
+        per_rank = segments // peers
+        seg = math.ceil(math.ceil(nbytes / segments) / 4) * 4
+        ops = (peers - 1) * per_rank
+        return [(ops, seg), (ops, seg)]
+    if kind == "all_gather":
+        return [(2 * (peers - 1), nbytes / 2)]
+    return []
+
+
+def rto_s(rtt_s: float) -> float:
+    """Linux's retransmission timeout for a steady round trip: srtt + max(4 rttvar, rto_min) ~ rtt + 200 ms."""
+    return rtt_s + RTO_MIN_S
+
+
+def window_bytes(tcp: TcpSettings) -> float:
+    """Most bytes a connection keeps in flight by its buffers (autotuned send and receive limits).
+
+    The receive buffer holds payload and kernel overhead; Linux advertises about half of
+    tcp_rmem for payload (tcp_adv_win_scale = 1); the send buffer counts skb overhead too, also
+    about half.
+    """
+    return min(tcp.tcp_wmem_max, tcp.tcp_rmem_max) / 2
+
+
+def warm_window_bytes(tcp: TcpSettings, mss: int, flight_bytes: float, cap: float) -> float:
+    """The congestion window of a connection that has carried this call's bursts before.
+
+    An application-limited connection grows its window only while it is using half of it
+    (tcp_is_cwnd_limited in slow start), so it settles near twice its largest flight; bbr
+    sets cwnd = 2.885 x bw x min_rtt, which its bursts make 1.885 flights (:func:`bbr_rate_Bps`).
+    Never above what the buffers allow, never below the initial window.
+    """
+    grown = (BBR_HIGH_GAIN - 1.0) * flight_bytes if tcp.cc in BBR_LIKE else 2.0 * flight_bytes
+    return min(cap, max(tcp.initcwnd * mss, grown))
+
+
+def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float, cwnd_bytes: float) -> float:
+    """The congestion window after ``idle_s`` of idle (tcp_cwnd_restart): halved per RTO, not below the initial window."""
+    if not tcp.restarts_after_idle:
+        return cwnd_bytes
+    rto = rto_s(rtt_s)
+    if idle_s <= rto:
+        return cwnd_bytes
+    restart = min(tcp.initcwnd * mss, cwnd_bytes)
+    halvings = int(idle_s / rto)
+    return max(restart, cwnd_bytes / (2 ** halvings))
+
+
+
+def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN, initcwnd_bytes: float = 0.0) -> float:
+    """bbr's pacing rate for a connection that sends bursts of ``flight_bytes`` from idle, one per round trip.
+
+    gloo's bursts are application-limited, and bbr ignores application-limited rounds when it
+    decides that the pipe is full (bbr_check_full_bw_reached), so it stays in STARTUP and paces
+    at ``gain x bw``. Its bandwidth sample for a burst that starts from an empty pipe is the
+    burst over (round trip + time to pace it out): bw = B / (rtt + B / (gain bw)), whose
+    fixed point is bw = (1 - 1/gain) B / rtt, so it paces at (gain - 1) B / rtt: each burst
+    takes rtt / (gain - 1) ~ 0.53 rtt to leave, whatever the link rate above that.
+
+    In STARTUP bbr never lowers its pacing rate (bbr_set_pacing_rate), so a connection paces at
+    the rate of its largest burst, and never below the rate it starts with: gain x initial window
+    / rtt (bbr_init_pacing_rate_from_rtt).
+    """
+    if rtt_s <= 0 or flight_bytes <= 0:
+        return math.inf
+    return max((gain - 1.0) * flight_bytes, gain * initcwnd_bytes) / rtt_s
+
+
+def largest_flight_bytes(kind: str, nbytes: float, peers: int) -> float:
+    """The most one connection sends per round of gloo's loops: two operations in flight."""
+    return max((min(ops, 2) * b for ops, b in ring_operations(kind, nbytes, peers)), default=0.0)
+
+
+@dataclass
+class Transfer:
+    """One TCP connection's sending state: congestion window and pacing (payload bytes), and its current round trip.
+
+    A connection sends at most one window per round trip: bytes handed to it when this round's
+    window is used up wait until the round's first ACKs return (``round_start + rtt``); the
+    window then doubles (slow start: every byte acknowledged adds one), up to ``cap``. A round
+    that does not use its window leaves it as it was (application-limited: no growth).
+    """
+
+    cwnd: float
+    cap: float
+    pacing_Bps: float = math.inf
+    mss: int = 1448
+    free_at: float = 0.0
+    round_start: float = -math.inf
+    round_bytes: float = 0.0
+
+    def send(self, start: float, nbytes: float, rate_Bps: float, rtt_s: float) -> float:
+        """Send ``nbytes`` from ``start`` at ``rate_Bps`` (payload at line rate), or bbr's pacing if lower; returns when the last byte has left."""
+        t = max(start, self.free_at)
+        rate = min(rate_Bps, self.pacing_Bps)
+        left = nbytes
+        while left > 0:
+            if rtt_s <= 0:
+                room = math.inf
+            else:
+                if t >= self.round_start + rtt_s:
+                    self.round_start, self.round_bytes = t, 0.0
+                room = min(self.cwnd, self.cap) - self.round_bytes
+            if room <= 0:  # window used up: wait for this round's ACKs, then a doubled window
+                t = self.round_start + rtt_s
+                self.round_start, self.round_bytes = t, 0.0
+                self.cwnd = min(2 * self.cwnd, max(self.cap, self.cwnd))
+                continue
+            chunk = min(left, room)
+            # paced: the first segment leaves at once, each later one after its pacing interval
+            t += max(chunk / rate_Bps, (chunk - min(chunk, self.mss)) / rate)
+            self.round_bytes += chunk
+            left -= chunk
+        self.free_at = t
+        return t
+
+
+def pipeline_time_s(ops: int, op_bytes: float, one_way_s: float, overhead_s: float, rate_Bps: float,
+                    conn: Transfer, start: float = 0.0, shared: bool = False) -> float:
+    """One gloo loop of ``ops`` operations, two in flight, each sent after the receiver's ready notification.
+
+    Every node runs the same loop at the same time, so the receiver issues operation k when the
+    sender does: its notification arrives ``one_way_s + overhead_s`` later, the segment leaves
+    then (or when the connection is free) and arrives one transfer and one delay after that;
+    operation k + 2 is issued when operation k has arrived. Returns when the last segment has
+    arrived. Once two successive pairs of operations take the same time (the window has stopped
+    growing), the rest of the loop is extrapolated: long loops cost O(1).
+
+    ``shared``: the notification travels on the connection that carries the receiver's own data
+    the other way (a ring of two: one TCP connection per pair of ranks), so it waits behind the
+    bytes already queued there (gloo's per-pair send queue, then TCP's in-order stream); by
+    symmetry those leave when this direction's data does. Data joins that queue when it starts
+    to leave (until the notification it waits for arrives, gloo holds it back).
+    """
+    if ops <= 0 or op_bytes <= 0:
+        return start
+    hop = one_way_s + overhead_s
+    sending: list[tuple[float, float]] = [(conn.free_at, conn.free_at)]  # the last op on the connection: (first byte, last byte)
+    issued = [start, start]
+    arrived: list[float] = []
+    for k in range(ops):
+        issue = issued[k] if k < 2 else max(issued[k - 1], arrived[k - 2])
+        if k >= 2:
+            issued.append(issue)
+        # on a shared connection the notification queues behind data already handed to it (started leaving)
+        notify = max([issue] + [end for begin, end in sending if begin <= issue]) if shared else issue
+        ready = notify + hop
+        begin = max(ready, conn.free_at)
+        left = conn.send(ready, op_bytes, rate_Bps, 2 * one_way_s)
+        sending = [(begin, left)]
+        arrived.append(left + hop)
+        if k >= 7 and k % 2 == 1:
+            steps = [arrived[j] - arrived[j - 2] for j in (k, k - 1, k - 2, k - 3)]
+            if max(steps) - min(steps) <= 1e-12 * max(1.0, abs(arrived[k])):
+                remaining = ops - 1 - k
+                return arrived[k] + remaining / 2 * steps[0]
+    return max(arrived)
+
+
+def chain_time_s(hops: int, op_bytes: float, one_way_s: float, overhead_s: float, rate_Bps: float) -> float:
+    """A buffer too small to fill more than one segment: it passes the ring hop by hop.
+
+    Receivers have posted their ready notifications long before the data reaches them, so each
+    hop costs one delay and one transfer, as alpha-beta says.
+    """
+    return hops * (one_way_s + overhead_s + op_bytes / rate_Bps)
+
+
+@dataclass(frozen=True)
+class GlooTime:
+    """One call's time; ``transfer_s`` is its bytes at line rate, ``latency_s`` everything else (delays, handshakes, window, pacing)."""
+
+    time_s: float
+    latency_s: float
+    transfer_s: float
+
+
+def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_s: float, overhead_s: float,
+              mss: int, tcp: TcpSettings, idle_s: float | None = None, paced_flight_bytes: float = 0.0) -> GlooTime:
+    """Time of one gloo ring call of ``nbytes`` among ``peers`` on a link with ``one_way_s`` delay.
+
+    ``payload_Bps``: payload bytes per second the bottleneck direction carries at line rate,
+    after framing (headers, ACKs, control ops). ``overhead_s``: software time per message.
+    ``idle_s``: how long the connection rested before the call (None: long enough for a
+    restart when the settings make one; 0: a warm connection). ``paced_flight_bytes``: the
+    largest burst the connection carries in a step (other calls included), which sets bbr's pacing.
+    """
+    loops = ring_operations(kind, nbytes, peers)
+    if not loops or peers < 2:
+        return GlooTime(0.0, 0.0, 0.0)
+    rate_Bps = payload_Bps
+    rtt = 2 * one_way_s
+    cap = window_bytes(tcp)
+    flight = largest_flight_bytes(kind, nbytes, peers)
+    warm = warm_window_bytes(tcp, mss, flight, cap)
+    if kind == "all_reduce" and loops[0][1] <= 4:  # one 4-byte word per segment: the words pass hop by hop
+        hops = 2 * (peers - 1)
+        t = chain_time_s(hops, nbytes, one_way_s, overhead_s, rate_Bps)
+        return GlooTime(time_s=t, latency_s=hops * (one_way_s + overhead_s), transfer_s=hops * nbytes / rate_Bps)
+    cwnd = restart_window_bytes(tcp, mss, math.inf if idle_s is None else idle_s, rtt, warm)
+    pacing = bbr_rate_Bps(max(flight, paced_flight_bytes), rtt, initcwnd_bytes=tcp.initcwnd * mss) if tcp.cc in BBR_LIKE else math.inf
+    conn = Transfer(cwnd=cwnd, cap=cap, pacing_Bps=pacing, mss=mss)
+    t = 0.0
+    for ops, op_bytes in loops:
+        t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=peers == 2)
+    transfer = sum(ops * b for ops, b in loops) / rate_Bps
+    return GlooTime(time_s=t, latency_s=max(0.0, t - transfer), transfer_s=transfer)

@@ -1,0 +1,149 @@
+"""gloo over TCP on a delayed link, against arithmetic written out by hand.
+
+Every case spells out the event times: when an operation is issued, when the receiver's ready
+notification arrives (one one-way delay later), when its bytes have left (rate, window, pacing)
+and when they arrive (one more delay).
+"""
+
+import math
+
+import pytest
+
+from netbench.model.gloo_tcp import (
+    BBR_HIGH_GAIN, STOCK_LINUX, TcpSettings, Transfer, bbr_rate_Bps, gloo_time, pipeline_time_s, restart_window_bytes,
+    ring_operations, rto_s,
+)
+
+MSS = 1448
+RATE = 125e6  # payload bytes per second (1 Gbit/s with no framing)
+D = 0.05  # one-way delay
+RTT = 2 * D
+BIG = dict(tcp_wmem_max=1 << 26, tcp_rmem_max=1 << 26)  # buffers that never bind here (window cap 32 MiB)
+CUBIC = TcpSettings(cc="cubic", slow_start_after_idle=False, **BIG)
+BBR = TcpSettings(cc="bbr", **BIG)
+
+
+def t(kind, nbytes, peers, tcp, idle=0.05, rate=RATE, delay=D, overhead=0.0):
+    return gloo_time(kind, nbytes, peers, rate, delay, overhead, MSS, tcp, idle).time_s
+
+
+def test_ring_operations_follow_gloos_segmenting():
+    # 4e6 B on 2 ranks: N_s = roundUp(max(ceil(4e6 / 2^20) = 4, 2P = 4), 2) = 4 segments of 1e6 B,
+    # S = 2 per rank, (P - 1) S = 2 operations in each of the two loops.
+    assert ring_operations("all_reduce", 4e6, 2) == [(2, 1_000_000), (2, 1_000_000)]
+    # 4 ranks: N_s = roundUp(max(4, 8), 4) = 8 segments of 5e5 B, S = 2, 3 x 2 = 6 operations per loop.
+    assert ring_operations("all_reduce", 4e6, 4) == [(6, 500_000), (6, 500_000)]
+    # 10 MiB on 4 ranks: max(10, 8) = 10 -> 12 segments; ceil(10485760 / 12) = 873814 -> 873816 (4-byte words); S = 3.
+    assert ring_operations("all_reduce", 10 * 2**20, 4) == [(9, 873_816), (9, 873_816)]
+    # all_gather: one loop of 2 (P - 1) halves of the contribution.
+    assert ring_operations("all_gather", 1e6, 4) == [(6, 500_000.0)]
+
+
+def test_each_pair_of_segments_waits_for_the_ready_notification():
+    # cubic, warm window (2 x 2e6 B flight = 4e6 B >= what is sent): no window limit, no pacing.
+    # Loop 1: ops 0 and 1 issued at 0; the receiver's notifications arrive at D = 0.05;
+    # op 0 leaves 0.05 .. 0.058 (1e6 / 125e6 = 8 ms), op 1 0.058 .. 0.066; they arrive at 0.108 and 0.116.
+    # Loop 2 starts at 0.116 and takes as long: 0.232 s.  Alpha-beta says 2 D + 2 x 8 ms = 0.116 s.
+    assert t("all_reduce", 4e6, 2, CUBIC) == pytest.approx(2 * (2 * D + 2 * 1e6 / RATE))
+    assert t("all_reduce", 4e6, 2, CUBIC) == pytest.approx(0.232)
+
+
+def test_a_buffer_smaller_than_one_word_per_segment_passes_hop_by_hop():
+    # 4 B on 4 ranks: one non-empty segment goes round the ring, reduce-scatter then all-gather:
+    # 2 (P - 1) = 6 hops of one delay, one software overhead and 4 B of transfer each.
+    assert t("all_reduce", 4, 4, CUBIC, overhead=0.001) == pytest.approx(6 * (D + 0.001 + 4 / RATE))
+
+
+def test_window_limit_sends_one_window_per_round_trip():
+    # Buffers of 200000 B: Linux leaves about half for payload, a window of 1e5 B.
+    # all_gather of 4e5 B on 2 ranks: two ops of 2e5 B, issued at 0, ready at 0.05.
+    # Round 1 (from 0.05): 1e5 B leave in 0.8 ms; the window is used up until the ACKs at 0.15.
+    # Round 2 (0.15): op 0's last 1e5 B -> op 0 arrives at 0.1508 + 0.05 = 0.2008.
+    # Op 1 has no room left in round 2: its halves leave at 0.25 and 0.35, the last at 0.3508,
+    # arriving 0.4008 s = D + 3 RTT + 1e5 / RATE + D.
+    small = TcpSettings(cc="cubic", slow_start_after_idle=False, tcp_wmem_max=200_000, tcp_rmem_max=200_000)
+    assert t("all_gather", 4e5, 2, small) == pytest.approx(D + 3 * RTT + 1e5 / RATE + D)
+    # With room for all of it, both ops leave back to back from 0.05 and the last arrives at 0.1032.
+    assert t("all_gather", 4e5, 2, CUBIC) == pytest.approx(D + 4e5 / RATE + D)
+
+
+def test_slow_start_after_idle_restarts_the_window():
+    # RTO = RTT + 200 ms = 0.3 s. After 1 s idle: 3 halvings (1.0 - 3 x 0.3 = 0.1 > 0, then < 0).
+    assert rto_s(RTT) == pytest.approx(0.3)
+    assert restart_window_bytes(STOCK_LINUX, MSS, 1.0, RTT, 800_000) == pytest.approx(100_000)
+    assert restart_window_bytes(STOCK_LINUX, MSS, 0.29, RTT, 800_000) == 800_000  # idle shorter than the RTO: kept
+    assert restart_window_bytes(STOCK_LINUX, MSS, 100.0, RTT, 800_000) == 10 * MSS  # never below the initial window
+    # all_gather of 4e5 B (flight 4e5 B, warm window 2 x flight = 8e5 B) after 1 s idle: window 1e5 B.
+    # Round 1 (0.05): op 0's first 1e5 B; ACKs at 0.15 double the window to 2e5 B.
+    # Round 2 (0.15): op 0's last 1e5 B (0.1508, arrives 0.2008), op 1's first 1e5 B (0.1516); window used.
+    # Round 3 (0.25, window 4e5 B): op 1's last 1e5 B leave by 0.2508 and arrive at 0.3008.
+    restart = TcpSettings(cc="cubic", slow_start_after_idle=True, **BIG)
+    assert t("all_gather", 4e5, 2, restart, idle=1.0) == pytest.approx(D + 2 * RTT + 1e5 / RATE + D)
+    # the same call after 50 ms idle, or with the restart switched off: no restart, 0.1032 s
+    assert t("all_gather", 4e5, 2, restart, idle=0.05) == pytest.approx(D + 4e5 / RATE + D)
+    assert t("all_gather", 4e5, 2, CUBIC, idle=1.0) == pytest.approx(D + 4e5 / RATE + D)
+
+
+def test_bbr_paces_application_limited_bursts_below_the_link_rate():
+    # bbr stays in STARTUP on app-limited bursts and paces at (2.885 - 1) x flight / RTT.
+    # all_gather of 4e5 B: flight 4e5 B -> 1.885 x 4e5 / 0.1 = 7.54e6 B/s (60 Mbit/s on a 1 Gbit/s link).
+    pacing = (BBR_HIGH_GAIN - 1) * 4e5 / RTT
+    assert bbr_rate_Bps(4e5, RTT) == pytest.approx(pacing)
+    # each op: its first segment at once, the other 2e5 - 1448 B at the pacing rate
+    op = (2e5 - MSS) / pacing
+    assert t("all_gather", 4e5, 2, BBR, idle=1.0) == pytest.approx(D + 2 * op + D)  # no restart after idle with bbr
+    assert t("all_gather", 4e5, 2, BBR) > t("all_gather", 4e5, 2, CUBIC) + 0.04
+    # all_reduce of 4e6 B on 2 ranks (measured here: 0.308-0.311 s): flight 2e6 B, pacing 3.77e7 B/s,
+    # each 1e6 B op 26.5 ms; a loop is D + 2 ops + D, two loops.
+    pacing = (BBR_HIGH_GAIN - 1) * 2e6 / RTT
+    op = (1e6 - MSS) / pacing
+    assert t("all_reduce", 4e6, 2, BBR) == pytest.approx(2 * (2 * D + 2 * op))
+    assert t("all_reduce", 4e6, 2, BBR) == pytest.approx(0.306, abs=1e-3)
+
+
+def test_on_a_link_without_delay_the_pipeline_is_the_link_rate():
+    # No delay: the ready notification costs the software overhead only; 2(P-1)/P x M at the rate.
+    assert t("all_reduce", 4e6, 4, CUBIC, delay=0.0) == pytest.approx(2 * 3 / 4 * 4e6 / RATE)
+    assert t("all_reduce", 4e6, 4, BBR, delay=0.0) == pytest.approx(2 * 3 / 4 * 4e6 / RATE)
+
+
+def test_long_loops_are_extrapolated_exactly():
+    # 200 MB on 2 ranks: ceil(200e6 / 2^20) = 191 -> 192 segments, 96 operations (48 pairs) per loop,
+    # more than the 8 simulated before the steady pattern is found. Cubic, warm, t = seg / RATE.
+    # First pair: D + 2t + D. Then op k+2 is issued when op k arrives and op k+3 when op k+1 does,
+    # t later: each leaves one delay after its issue, so every later pair adds 2D + t.
+    seg = ring_operations("all_reduce", 200e6, 2)[0][1]
+    tx = seg / RATE
+    assert t("all_reduce", 200e6, 2, CUBIC) == pytest.approx(2 * ((2 * D + 2 * tx) + 47 * (2 * D + tx)))
+    assert math.isfinite(t("all_reduce", 1e9, 100_000, CUBIC))
+
+
+def test_bbr_never_paces_slower_than_its_largest_burst_or_its_start():
+    # STARTUP only raises the pacing rate: a 1 kB burst paces at the initial 2.885 x 10 x 1448 B / RTT.
+    assert bbr_rate_Bps(1000, RTT, initcwnd_bytes=10 * MSS) == pytest.approx(BBR_HIGH_GAIN * 10 * MSS / RTT)
+    # A call that shares its connection with a larger burst in the same step goes at that burst's rate:
+    # all_gather of 4e5 B paced for an 8e5 B burst: 1.885 x 8e5 / 0.1 = 1.508e7 B/s.
+    op = (2e5 - MSS) / ((BBR_HIGH_GAIN - 1) * 8e5 / RTT)
+    assert gloo_time("all_gather", 4e5, 2, RATE, D, 0.0, MSS, BBR, 0.05, paced_flight_bytes=8e5).time_s == pytest.approx(D + 2 * op + D)
+
+
+def test_in_a_ring_of_two_the_notification_queues_behind_the_receivers_own_data():
+    # 8e6 B on 2 ranks: 8 segments of 1e6 B, 4 operations per loop; 1e7 B/s, so t = 0.1 s > D = 0.05 s.
+    # One connection carries each rank's data and its ready notifications, in order.
+    # Loop 1: ops 0, 1 issued at 0 with nothing queued: ready at 0.05; op 0 leaves 0.05-0.15, op 1 0.15-0.25,
+    #   arriving 0.20 and 0.30.
+    #   op 2 issued at 0.20 while op 1 (0.15-0.25) is leaving: notification out at 0.25, ready 0.30,
+    #   leaves 0.30-0.40, arrives 0.45; op 3 issued at 0.30 behind op 2 (0.30-0.40): ready 0.45,
+    #   leaves 0.45-0.55, arrives 0.60.
+    # Loop 2 repeats it from 0.60 (the queue is empty by then): 1.20 s in all; per loop the first pair
+    # arrives after D + 2t + D, and each later op one delay and one transfer after the one before.
+    rate, tx = 1e7, 0.1
+    assert t("all_reduce", 8e6, 2, CUBIC, rate=rate) == pytest.approx(2 * ((2 * D + 2 * tx) + 2 * (D + tx)))
+    assert t("all_reduce", 8e6, 2, CUBIC, rate=rate) == pytest.approx(1.2)
+    # With more ranks the notification goes to the other neighbour, on a connection without data:
+    # op 2 (issued 0.20) is ready at 0.25 and leaves 0.25-0.35 (arrives 0.40); op 3 (issued 0.30) ready
+    # at 0.35, leaves 0.35-0.45, arrives 0.50: one loop of the same ops takes 0.50 s instead of 0.60 s.
+    own = Transfer(cwnd=4e6, cap=32 * 2**20)
+    assert pipeline_time_s(4, 1e6, D, 0.0, rate, own, shared=False) == pytest.approx(0.5)
+    shared = Transfer(cwnd=4e6, cap=32 * 2**20)
+    assert pipeline_time_s(4, 1e6, D, 0.0, rate, shared, shared=True) == pytest.approx(0.6)
