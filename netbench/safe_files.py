@@ -19,7 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["UnsafeOutput", "check_folder", "make_folder", "write_text", "write_bytes", "replace_from", "create_new"]
+# What netbench accepts as a name that becomes a file or folder name (sweep names, run ids): no
+# separators, no leading dot (so never "." or ".."), at most 64 characters.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+__all__ = ["NAME_PATTERN", "UnsafeOutput", "check_folder", "make_folder", "write_text", "write_bytes", "replace_from", "create_new"]
 
 
 class UnsafeOutput(ValueError):

@@ -38,7 +38,7 @@ from netbench.worker.records import RecordWriter, set_aside
 from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, resolve
 
 NO_CAPTURE = "worker mode (torchrun on real hosts) captures no packets: wire bytes come from the interface counters"
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_RUN_ID = re.compile(safe_files.NAME_PATTERN)
 
 
 @dataclass(frozen=True)

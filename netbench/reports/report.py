@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from netbench import safe_files
 from netbench.model.calibration import Calibration, load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
@@ -120,7 +121,7 @@ def repredict(folder: Path, calibration_path: Path) -> None:
     write_summary(folder, frame)
     doc = load_sweep_json(folder)
     doc["calibration"] = {"path": str(calibration_path), **json.loads(calib.model_dump_json())}
-    (folder / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
+    safe_files.write_text(folder / "sweep.json", json.dumps(doc, indent=2) + "\n")
 
 
 def _pct(x: Any) -> str:
@@ -205,5 +206,5 @@ def generate_report(folder: Path) -> ReportResult:
     lines += ["## Figures", ""] + [f"![{f.stem}]({f.name})" for f in figures] + [""]
     lines += ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
-    path.write_text("\n".join(lines))
+    safe_files.write_text(path, "\n".join(lines))
     return ReportResult(path, figures, acc)

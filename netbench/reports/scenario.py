@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.safe_files import NAME_PATTERN
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.workloads.config import WorkloadConfig
 
@@ -75,7 +76,7 @@ class SweepScenario(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field("sweep", pattern=r"^[A-Za-z0-9._-]+$", description="names the output folder")
+    name: str = Field("sweep", pattern=NAME_PATTERN, description="names the output folder")
     description: str = ""
     grid: Grid = Field(default_factory=Grid)
     steps: int = Field(10, ge=1, le=100_000, description="measured steps per point")
