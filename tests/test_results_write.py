@@ -116,3 +116,14 @@ def test_ctrl_c_while_the_pcaps_are_parsed_keeps_steps_csv_and_run_json(tmp_path
     assert doc["status"] == "ok" and doc["summary"]["steps_measured"] == 3
     assert doc["capture"]["error"] == "interrupted while parsing the capture" and doc["reason"] == doc["capture"]["error"]
     assert not list((tmp_path / "run").glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_a_capture_cut_at_its_packet_cap_leaves_later_steps_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tcpdump stops at MAX_PACKETS (-c): steps after its last packet get no capture figures rather than zeros."""
+    monkeypatch.setattr(results, "MAX_PACKETS", 3)
+    path = pcap(tmp_path / "p0.pcap", [0.05, 0.12, 0.15])  # the cap reached inside step 1
+    write(tmp_path, records([0.1, 0.2, 0.3]), {0: path})
+    steps, doc = saved(tmp_path)
+    mine = steps[steps["rank"] == 0].sort_values("step")
+    assert mine["capture_tx_packets"].tolist()[:1] == [1] and mine["capture_tx_packets"].iloc[1:].isna().all()
+    assert doc["capture"]["truncated_at_packets"] == {"0": 3}

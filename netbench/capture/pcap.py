@@ -116,9 +116,13 @@ class StepBins:
         self.sums = {d: [[0] * len(_SUMMED) for _ in self.steps] for d in ("tx", "rx")}
         self.peers: dict[str, list[int]] = {}
         self.outside = 0  # packets before the first step or after the last
+        self.packets = 0
+        self.last_t = float("-inf")
 
     def add(self, row: tuple) -> None:
         t, direction, peer, _, wire, payload, frames, ack_only, again, skb = row
+        self.packets += 1
+        self.last_t = max(self.last_t, t)
         if direction == "tx" and peer:
             sent = self.peers.setdefault(peer, [0, 0])
             sent[0] += wire
@@ -130,12 +134,20 @@ class StepBins:
         for k, value in enumerate((wire, payload, frames, wire if ack_only else 0, again, skb)):
             self.sums[direction][i - 1][k] += value
 
-    def frame(self) -> pd.DataFrame:
-        """One row per step: step, then STEP_COLUMNS."""
+    def truncated(self, max_packets: int) -> bool:
+        """True when the capture holds ``max_packets`` packets: tcpdump stopped there (-c), not the traffic."""
+        return self.packets >= max_packets
+
+    def frame(self, max_packets: int | None = None) -> pd.DataFrame:
+        """One row per step: step, then STEP_COLUMNS; steps the capture stopped before (at ``max_packets``) stay empty."""
         out = pd.DataFrame({"step": self.steps})
         for d in ("tx", "rx"):
             for k, name in enumerate(_SUMMED):
                 out[f"capture_{d}_{name}"] = pd.Series([row[k] for row in self.sums[d]], dtype="int64")
+        if max_packets is not None and self.truncated(max_packets):
+            cut = pd.Series(self.edges[1:]) > self.last_t  # windows that end after the capture stopped
+            columns = [c for c in out if c != "step"]
+            out[columns] = out[columns].astype("float64").mask(cut)
         return out
 
     def by_peer(self) -> dict[str, dict[str, int]]:

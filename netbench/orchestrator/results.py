@@ -21,6 +21,7 @@ import pandas as pd
 from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
+from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.model.predict import predict_run
 from netbench.orchestrator import health
 
@@ -64,10 +65,12 @@ def attach_capture(steps: pd.DataFrame, pcaps: dict[int, Path], addresses: dict[
         if steps.empty or rank not in set(steps["rank"]):
             continue
         bins = bin_pcap(path, addresses[rank], step_windows(steps, rank))
-        frames.append(bins.frame().assign(rank=rank))
+        frames.append(bins.frame(MAX_PACKETS).assign(rank=rank))
         peers[rank] = bins.by_peer()
         if bins.clock_went_back:
             notes.setdefault("clock_went_back", []).append(rank)
+        if bins.truncated(MAX_PACKETS):  # the steps after the capture's last packet have no capture columns
+            notes.setdefault("truncated_at_packets", {})[rank] = bins.packets
     if not frames:
         return steps, peers, notes
     steps = steps.drop(columns=[c for c in CAPTURE_COLUMNS if c in steps])
