@@ -205,7 +205,8 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
     start = next((x for x in records.get(0, []) if x.get("event") == "start"), None) or {}
     prediction: dict[str, Any] = {}
     if status == "ok":  # the model's prediction beside the measurement; a model failure never fails the run
-        known = config_summary(config)["up_bps"] and config_summary(config)["down_bps"]  # a real NIC may report no rate
+        rates = config_summary(config)
+        known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
         predicted = predict_run(config, steps, start.get("n_params"), cpus=cpus) if known else {"error": "link rate unknown"}
         prediction = {"predicted" if "error" not in predicted else "prediction_error": predicted.get("error", predicted)}
     capture_facts = {"enabled": bool(pcaps), **(capture or {}), "bytes_by_peer": {}}
