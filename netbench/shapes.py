@@ -18,14 +18,32 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ParamShape", "ShapeError", "resolve_shapes", "gpt2_shapes", "llama_shapes", "PRESETS", "total_params"]
+__all__ = ["ParamShape", "ShapeError", "resolve_shapes", "gpt2_shapes", "llama_shapes", "PRESETS", "total_params",
+           "MAX_PARAMS", "check_param_count"]
+
+# The one cap on a model's size, wherever one is typed (presets, llama:..., shapes files, --params,
+# the built-in workloads' dimensions): 1e11 covers every model netbench plans for (llama-7b is
+# 6.7e9) and stops a typo (3.4e11 parameters) before anything is built. Whether a run's nodes
+# can also *hold* that many parameters is the run's own check (RunConfig, against memory).
+MAX_PARAMS = 100_000_000_000
+MAX_SHAPES_FILE_BYTES = 16 * 2**20  # a shapes file is a list of tensor shapes: kilobytes, not gigabytes
 
 
 class ShapeError(ValueError):
     """A shapes preset or file cannot be used."""
+
+
+def check_param_count(count: float, what: str) -> int:
+    """``count`` as an int, or ShapeError unless it is a whole number from 1 to MAX_PARAMS (the one check)."""
+    if not (isinstance(count, (int, float)) and math.isfinite(count) and 1 <= count <= MAX_PARAMS):
+        raise ShapeError(f"{what}: {count:.3g} parameters is out of range (1 to {MAX_PARAMS:.0e})"
+                         if isinstance(count, (int, float)) and math.isfinite(count) else f"{what}: {count!r} is not a parameter count")
+    return int(count)
 
 
 @dataclass(frozen=True)
@@ -81,10 +99,10 @@ def llama_shapes(d_model: int, layers: int, ffn: int, vocab: int, heads: int = 0
     if d_model % heads or heads % kv_heads:
         raise ShapeError(f"llama: d_model={d_model} must divide into heads={heads}, and heads into kv_heads={kv_heads}")
     kv_dim = d_model // heads * kv_heads
-    shapes = [ParamShape("embed.weight", (vocab, d_model))]
-    for i in range(layers):
+
+    def layer(i: int) -> list[ParamShape]:
         p = f"layers.{i}."
-        shapes += [
+        return [
             ParamShape(p + "attention_norm.weight", (d_model,)),
             ParamShape(p + "attention.wq.weight", (d_model, d_model)),
             ParamShape(p + "attention.wk.weight", (kv_dim, d_model)),
@@ -95,10 +113,15 @@ def llama_shapes(d_model: int, layers: int, ffn: int, vocab: int, heads: int = 0
             ParamShape(p + "feed_forward.w3.weight", (ffn, d_model)),
             ParamShape(p + "feed_forward.w2.weight", (d_model, ffn)),
         ]
-    shapes.append(ParamShape("norm.weight", (d_model,)))
+
+    ends = [ParamShape("embed.weight", (vocab, d_model)), ParamShape("norm.weight", (d_model,))]
     if not tied:
-        shapes.append(ParamShape("lm_head.weight", (vocab, d_model)))
-    return shapes
+        ends.append(ParamShape("lm_head.weight", (vocab, d_model)))
+    check_param_count(total_params(layer(0)) * layers + total_params(ends), "llama")  # before building `layers` lists
+    shapes = [ends[0]]
+    for i in range(layers):
+        shapes += layer(i)
+    return shapes + ends[1:]
 
 
 def _parse_options(text: str, spec: str) -> dict[str, int]:
@@ -108,19 +131,38 @@ def _parse_options(text: str, spec: str) -> dict[str, int]:
         if not sep:
             raise ShapeError(f"shapes preset {spec!r}: expected key=value, got {item!r}")
         try:
-            options[key.strip()] = int(float(value))
+            number = float(value)
         except ValueError:
             raise ShapeError(f"shapes preset {spec!r}: {key}={value!r} is not a number") from None
-        if options[key.strip()] < 0:
-            raise ShapeError(f"shapes preset {spec!r}: {key} must not be negative")
+        if not (math.isfinite(number) and number == int(number) and 0 <= number <= MAX_PARAMS):
+            raise ShapeError(f"shapes preset {spec!r}: {key}={value!r} must be a whole number from 0 to {MAX_PARAMS:.0e}")
+        options[key.strip()] = int(number)
     return options
 
 
-def _load_file(path: Path) -> list[ParamShape]:
+def _read_small_file(path: Path) -> str:
+    """A regular file's text, at most MAX_SHAPES_FILE_BYTES: never a device, FIFO or endless stream."""
     try:
-        data = json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
     except OSError as exc:
         raise ShapeError(f"cannot read shapes file {str(path)!r}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ShapeError(f"shapes file {str(path)!r} is not a regular file")
+        data = fh.read(MAX_SHAPES_FILE_BYTES + 1)
+    if len(data) > MAX_SHAPES_FILE_BYTES:
+        raise ShapeError(f"shapes file {str(path)!r} is larger than {MAX_SHAPES_FILE_BYTES // 2**20} MiB")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise ShapeError(f"shapes file {str(path)!r} is not text") from None
+
+
+def _load_file(path: Path) -> list[ParamShape]:
+    text = _read_small_file(path)
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ShapeError(f"shapes file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
     if isinstance(data, dict):
@@ -128,11 +170,12 @@ def _load_file(path: Path) -> list[ParamShape]:
     items = data.items() if isinstance(data, dict) else ((f"p{i}", s) for i, s in enumerate(data if isinstance(data, list) else []))
     shapes = []
     for name, dims in items:
-        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
+        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_PARAMS for d in dims):
             raise ShapeError(f"shapes file {str(path)!r}: {name!r} must be a list of positive integers, got {dims!r}")
         shapes.append(ParamShape(str(name), tuple(dims)))
     if not shapes:
         raise ShapeError(f"shapes file {str(path)!r} lists no shapes (expected {{\"shapes\": {{name: [dims]}}}})")
+    check_param_count(total_params(shapes), f"shapes file {str(path)!r}")
     return shapes
 
 
@@ -154,6 +197,9 @@ def resolve_shapes(spec: str) -> list[ParamShape]:
         missing = {"d_model", "layers", "ffn", "vocab"} - options.keys()
         if missing:
             raise ShapeError(f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} (e.g. llama:d_model=2048,layers=16,ffn=5632,vocab=32000)")
+        zero = [k for k in ("d_model", "layers", "ffn", "vocab") if options[k] < 1]
+        if zero:
+            raise ShapeError(f"shapes preset {spec!r}: {zero[0]} must be at least 1")
         try:
             return llama_shapes(**options)
         except TypeError:

@@ -10,7 +10,10 @@ memory are the orchestrator's. Afterwards it prints, for the measured runs:
 * host-namespace links and iptables rules, counted before and after;
 * this process's children still alive, its open descriptors and its RSS: growth from the end of
   the warm-up runs (imports, caches and pools settle there) to the end, and RSS's least-squares
-  slope per run, so steady growth shows apart from noise.
+  slope per run, so steady growth shows apart from noise;
+* interrupted collects: every ``--interrupt-every``-th measured run gets a real SIGINT while its
+  pcaps are being parsed (Ctrl-C at the worst moment); it must still leave steps.csv and run.json
+  with every step, the capture marked as interrupted, and nothing else behind.
 
 Needs root. Exit status 1 when anything leaked or a run failed.
 
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -38,6 +42,7 @@ import psutil  # noqa: E402
 from pyroute2 import IPRoute  # noqa: E402
 
 from netbench.emulation.cleanup import running, traces_of  # noqa: E402
+from netbench.orchestrator import results  # noqa: E402
 from netbench.emulation.spec import ClusterSpec, DirectionSpec  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.runner import run  # noqa: E402
@@ -90,16 +95,62 @@ def slope(values: list[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, values)) / sum((x - mx) ** 2 for x in xs)
 
 
-def soak(runs: int, warmup_runs: int, out: Path) -> dict:
+def interrupted_collect(config: RunConfig) -> tuple[str, str, str | None]:
+    """Run once with a real SIGINT raised in this process as its pcaps start being parsed.
+
+    Returns (run id, status, reason): status ``kept`` when the run raised KeyboardInterrupt and its
+    directory still holds steps.csv (every step) and run.json (capture marked interrupted).
+    """
+    real, fired = results.bin_pcap, []
+
+    def parse_then_ctrl_c(*args, **kwargs):
+        if not fired:
+            fired.append(True)
+            signal.raise_signal(signal.SIGINT)  # Python's default handler: KeyboardInterrupt right here
+        return real(*args, **kwargs)
+
+    before = set(config.out_dir.iterdir()) if config.out_dir.exists() else set()
+    results.bin_pcap = parse_then_ctrl_c
+    try:
+        run(config)
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        results.bin_pcap = real
+    new = sorted(set(config.out_dir.iterdir()) - before)
+    if len(new) != 1:
+        return "?", "lost", f"expected one new run directory, found {len(new)}"
+    run_dir = new[0]
+    run_id = run_dir.name.rsplit("-", 1)[-1]
+    if not fired or not interrupted:
+        return run_id, "lost", "the SIGINT never reached the capture parsing" if not fired else "Ctrl-C was swallowed"
+    try:
+        doc = json.loads((run_dir / "run.json").read_text())
+        rows = sum(1 for _ in (run_dir / "steps.csv").open()) - 1
+    except (OSError, ValueError) as exc:
+        return run_id, "lost", f"{type(exc).__name__}: {exc}"
+    expected = config.cluster.nodes * (config.steps + config.warmup_steps)
+    if rows != expected or doc.get("capture", {}).get("error") != "interrupted while parsing the capture":
+        return run_id, "lost", f"steps.csv has {rows} rows of {expected}; capture: {doc.get('capture')}"
+    return run_id, "kept", None
+
+
+def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10) -> dict:
     links0, rules0 = host_links(), host_iptables_rules()
     per_run = []
     baseline: dict[str, float] = {}
     for index in range(warmup_runs + runs):
         started = time.monotonic()
-        result = run(small_config(index, out))
-        traces = traces_of(result.summary["run_id"])
-        entry = {"run": index, "warmup": index < warmup_runs, "run_id": result.summary["run_id"], "status": result.status,
-                 "reason": result.reason, "wall_s": time.monotonic() - started, "fds": open_fds(), "rss_kib": rss_kib(),
+        interrupt = interrupt_every > 0 and index >= warmup_runs and (index - warmup_runs) % interrupt_every == interrupt_every - 1
+        if interrupt:
+            run_id, status, reason = interrupted_collect(small_config(index, out))
+        else:
+            result = run(small_config(index, out))
+            run_id, status, reason = result.summary["run_id"], result.status, result.reason
+        traces = traces_of(run_id)
+        entry = {"run": index, "warmup": index < warmup_runs, "run_id": run_id, "status": status, "interrupted": interrupt,
+                 "reason": reason, "wall_s": time.monotonic() - started, "fds": open_fds(), "rss_kib": rss_kib(),
                  "children": len(live_children()), **{k: len(v) if isinstance(v, list) else int(bool(v)) for k, v in traces.items()}}
         per_run.append(entry)
         if index == warmup_runs - 1 or (warmup_runs == 0 and index == 0):
@@ -111,7 +162,9 @@ def soak(runs: int, warmup_runs: int, out: Path) -> dict:
     last = per_run[-1]
     return {
         "runs": len(measured), "warmup_runs": warmup_runs,
-        "failed_runs": [f"{e['run_id']}: {e['reason']}" for e in measured if e["status"] != "ok"],
+        "failed_runs": [f"{e['run_id']}: {e['reason']}" for e in measured if e["status"] not in ("ok", "kept")],
+        "interrupted_collects": sum(e["interrupted"] for e in measured),
+        "interrupted_collects_kept": sum(e["status"] == "kept" for e in measured),
         "leaked_namespaces": sum(e["namespaces"] for e in per_run),
         "leaked_registrations": sum(e["registered"] for e in per_run),
         "leaked_processes": sum(e["processes"] for e in per_run),
@@ -135,6 +188,7 @@ def print_table(report: dict) -> None:
     rows = [
         ("runs (after warm-up)", f"{report['runs']} (+{report['warmup_runs']} warm-up), median {report['median_run_s']:.1f} s each"),
         ("failed runs", str(len(report["failed_runs"]))),
+        ("Ctrl-C while parsing pcaps: results kept", f"{report['interrupted_collects_kept']} of {report['interrupted_collects']}"),
         ("leaked namespaces", str(report["leaked_namespaces"])),
         ("leaked registry entries", str(report["leaked_registrations"])),
         ("leaked processes", str(report["leaked_processes"])),
@@ -158,6 +212,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50, help="measured runs (default 50)")
     parser.add_argument("--warmup-runs", type=int, default=3, help="runs before the fd/RSS baseline (default 3)")
     parser.add_argument("--out", type=Path, help="keep run folders here (default: a temporary folder, removed)")
+    parser.add_argument("--interrupt-every", type=int, default=10, help="SIGINT every Nth measured run while its pcaps are parsed (0: never)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
     if args.runs < 1 or args.warmup_runs < 0:
@@ -166,7 +221,7 @@ def main() -> int:
         parser.error("needs root (it builds real clusters)")
     out = args.out or Path(tempfile.mkdtemp(prefix="netbench-soak-"))
     try:
-        report = soak(args.runs, args.warmup_runs, out)
+        report = soak(args.runs, args.warmup_runs, out, args.interrupt_every)
     finally:
         if args.out is None:
             shutil.rmtree(out, ignore_errors=True)

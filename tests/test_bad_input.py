@@ -7,6 +7,7 @@ calls) in this process, so a table of forty costs a second rather than forty int
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import pytest
 import leftovers
 from netbench.cli.app import main
 from netbench.emulation import naming, netns
+from netbench.shapes import MAX_SHAPES_FILE_BYTES
+from netbench.workloads.config import WorkloadConfig
 
 # argv (``{tmp}`` is the test's folder, ``{text}`` a file there that is not JSON), and what the line must name.
 CASES: list[tuple[list[str], str]] = [
@@ -71,6 +74,36 @@ CASES: list[tuple[list[str], str]] = [
     (["sweep", "--bw", "100mbit", "--out", "/proc/netbench-sweep"], "--out"),
     (["sweep", "{tmp}/missing.toml"], "cannot read"),
     (["clean", "not-a-run"], "RUN_ID"),
+    # unbounded input: one parameter cap (shapes.MAX_PARAMS), bounded files, strict names, sane times
+    (["run", "--shapes", "llama:d_model=inf,layers=16,ffn=5632,vocab=32000"], "--shapes"),  # was an OverflowError traceback
+    (["run", "-w", "shapes", "--shapes", "llama:d_model=8192,layers=400,ffn=28672,vocab=128256"], "--shapes"),  # 3.4e11 parameters
+    (["run", "-w", "shapes", "--shapes", "llama:d_model=4096,layers=100000000000,ffn=11008,vocab=32000"], "--shapes"),
+    (["run", "-w", "shapes", "--shapes", "llama:d_model=1.5,layers=1,ffn=1,vocab=1"], "--shapes"),
+    (["run", "-w", "shapes", "--shapes", "{huge}"], "--shapes"),  # a shapes file of 1e13 parameters
+    (["run", "-w", "shapes", "--shapes", "{booleans}"], "--shapes"),
+    (["run", "-w", "shapes", "--shapes", "/dev/zero"], "--shapes"),  # read forever
+    (["run", "-w", "shapes", "--shapes", "{fifo}"], "--shapes"),  # would block forever
+    (["run", "-w", "shapes", "--shapes", "{oversized}"], "--shapes"),
+    (["run", "-w", "shapes", "--shapes", "llama-7b"], "workload"),  # under the cap, but no 2 nodes of it fit in memory
+    (["run", "-w", "shapes", "--compute-ms", "1e300"], "--compute-ms"),
+    (["run", "--timeout", "1e-6"], "--timeout"),
+    (["run", "--out", "{foreign}"], "--out"),  # a folder another user owns: they could plant symlinks in it
+    (["run", "--out", "{world}/runs"], "--out"),  # world-writable, no sticky bit
+    (["plan", "--shapes", "llama:d_model=inf,layers=1,ffn=1,vocab=1"], "--shapes"),
+    (["plan", "--shapes", "/dev/zero"], "--shapes"),
+    (["plan", "--params", "inf"], "--params"),
+    (["plan", "--params", "1e12"], "--params"),
+    (["sweep", "--bw", "100mbit", "--name", "..", "--dry-run"], "--name"),  # would write outside reports/sweeps
+    (["sweep", "--bw", "100mbit", "--name", "a/b", "--dry-run"], "--name"),
+    (["sweep", "--bw", "100mbit", "-w", "shapes", "--compute-ms", "1e300", "--dry-run"], "--compute-ms"),
+    (["sweep", "--bw", "100mbit", "-w", "shapes", "--shapes", "/dev/zero", "--dry-run"], "--shapes"),
+    (["sweep", "--bw", "100mbit", "--out", "{foreign}/sweep"], "--out"),
+    (["sweep", "--bw", "100mbit", "--out", "{world}/sweep", "--dry-run"], "--out"),
+    (["calibrate", "--iters", "100000000000", "--out", "{tmp}/calib.json"], "--iters"),
+    (["calibrate", "--steps", "100000", "--out", "{tmp}/calib.json"], "--steps"),
+    (["calibrate", "--shapes", "/dev/zero", "--out", "{tmp}/calib.json"], "--shapes"),
+    (["calibrate", "--out", "{foreign}/calib.json"], "--out"),
+    (["report", "{world}"], "FOLDER"),
 ]
 
 # A scenario file's text, and the field the line must name.
@@ -88,6 +121,12 @@ SCENARIOS: list[tuple[str, str]] = [
     ("[replicator]\nrate = 0", "replicator.rate"),
     ("[replicator]\nsync_every = 0", "replicator.sync_every"),
     ('[workload]\nkind = "shapes"\nshapes = "nosuch"', "nosuch"),
+    ('name = ".."', "name"),
+    ("timeout_s = 1e-6", "timeout_s"),
+    ('[workload]\nkind = "shapes"\ncompute_ms = 1e300', "compute_ms"),
+    ('[workload]\nkind = "shapes"\nshapes = "/dev/zero"', "regular file"),
+    ('[workload]\nkind = "shapes"\nshapes = "llama:d_model=inf,layers=1,ffn=1,vocab=1"', "whole number"),
+    ("[workload]\nd_model = 100000\nn_heads = 1", "parameters"),
 ]
 
 
@@ -107,16 +146,62 @@ def rejected(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return lines[0]
 
 
+def placeholders(tmp_path: Path, argv: list[str]) -> dict[str, str]:
+    """The files and folders a case's argv names, made only when named: text that is not JSON, shapes
+    files too big in two ways, a FIFO, a folder another user owns and one every user may write to."""
+    wanted = " ".join(argv)
+    made = {"{tmp}": tmp_path}
+    for key, name in (("{text}", "notes.txt"), ("{huge}", "huge.json"), ("{booleans}", "booleans.json"), ("{oversized}", "big.json"),
+                      ("{fifo}", "shapes.json"), ("{foreign}", "foreign"), ("{world}", "world")):
+        if key in wanted:
+            made[key] = tmp_path / name
+    contents = {"{text}": "not json\n", "{huge}": json.dumps({"shapes": {"a": [100_000_000, 100_000]}}),
+                "{booleans}": json.dumps({"shapes": {"a": [True, 3]}}),
+                "{oversized}": " " * MAX_SHAPES_FILE_BYTES + json.dumps({"shapes": {"a": [1]}})}  # valid JSON, just too long
+    for key, path in made.items():
+        if key in contents:
+            path.write_text(contents[key])
+    if "{fifo}" in made:
+        os.mkfifo(made["{fifo}"])
+    if "{foreign}" in made:
+        made["{foreign}"].mkdir()
+        os.chown(made["{foreign}"], 65534, 65534)  # nobody
+    if "{world}" in made:
+        made["{world}"].mkdir()
+        made["{world}"].chmod(0o777)
+        (made["{world}"] / "summary.csv").write_text("key,status,run_dir\n")
+    return {key: str(path) for key, path in made.items()}
+
+
 @pytest.mark.parametrize("argv, option", CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_bad_option_is_one_line_exit_2(argv: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = tmp_path / "notes.txt"
-    text.write_text("not json\n")
-    argv = [a.replace("{tmp}", str(tmp_path)).replace("{text}", str(text)) for a in argv]
+    if any("{foreign}" in a for a in argv) and os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    names = placeholders(tmp_path, argv)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    for key, value in names.items():
+        argv = [a.replace(key, value) for a in argv]
     out_dir = tmp_path / "out"
     if argv[0] == "run" and "--out" not in argv:
         argv += ["--out", str(out_dir)]
     assert option in rejected(argv, capsys)
     assert not out_dir.exists()
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing created, wherever it pointed
+
+
+@pytest.mark.parametrize("workload", [WorkloadConfig(), WorkloadConfig(d_model=64, n_layers=3, seq_len=32),
+                                      WorkloadConfig(kind="mlp"), WorkloadConfig(kind="mlp", in_dim=3, hidden=7, mlp_layers=1, classes=5)],
+                         ids=["transformer", "transformer-small", "mlp", "mlp-tiny"])
+def test_the_parameter_cap_counts_what_the_workers_build(workload: WorkloadConfig) -> None:
+    """The cap and the memory check use WorkloadConfig.param_count(): it must match the model a worker builds."""
+    from netbench.workloads.mlp import make_mlp
+    from netbench.workloads.transformer import TinyGPT
+
+    if workload.kind == "transformer":
+        model = TinyGPT(workload.d_model, workload.n_layers, workload.n_heads, workload.seq_len)
+    else:
+        model = make_mlp(workload.in_dim, workload.hidden, workload.mlp_layers, workload.classes)
+    assert workload.param_count() == sum(p.numel() for p in model.parameters())
 
 
 @pytest.mark.parametrize("toml, field", SCENARIOS, ids=[t.splitlines()[-1] for t, _ in SCENARIOS])

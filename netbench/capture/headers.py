@@ -53,21 +53,37 @@ def decode(frame: bytes) -> TcpHeaders | None:
                       max(0, total_len - ihl - tcp_len))
 
 
+CHUNK = 1 << 20  # bytes read at a time: memory stays flat however long the capture
+MAX_CAPLEN = 1 << 18  # libpcap's largest snapshot length; a bigger record length means a corrupt file
+
+
 def records(path: Path) -> Iterator[tuple[float, int, bytes]]:
-    """(timestamp s, length on the wire, captured bytes) of each record of a classic pcap file."""
-    data = Path(path).read_bytes()
-    if len(data) < 24:
-        return  # tcpdump stopped before writing its header: nothing captured
-    magic = struct.unpack_from("<I", data)[0]
-    if magic not in _MAGIC:
-        raise ValueError(f"{path}: not a classic pcap file (magic {magic:#x})")
-    order, divisor = _MAGIC[magic]
-    record = struct.Struct(order + "IIII")
-    offset = 24
-    while offset + 16 <= len(data):
-        sec, frac, caplen, wirelen = record.unpack_from(data, offset)
-        offset += 16
-        if offset + caplen > len(data):
-            return  # a record cut short by a killed capture
-        yield sec + frac / divisor, wirelen, data[offset:offset + caplen]
-        offset += caplen
+    """(timestamp s, length on the wire, captured bytes) of each record of a classic pcap file.
+
+    Streamed a chunk at a time, so a capture of any size is read in bounded memory.
+    """
+    with Path(path).open("rb") as fh:
+        header = fh.read(24)
+        if len(header) < 24:
+            return  # tcpdump stopped before writing its header: nothing captured
+        magic = struct.unpack_from("<I", header)[0]
+        if magic not in _MAGIC:
+            raise ValueError(f"{path}: not a classic pcap file (magic {magic:#x})")
+        order, divisor = _MAGIC[magic]
+        record = struct.Struct(order + "IIII")
+        data, offset = b"", 0
+        while True:
+            need = 16
+            if offset + 16 <= len(data):
+                sec, frac, caplen, wirelen = record.unpack_from(data, offset)
+                if caplen > MAX_CAPLEN:
+                    raise ValueError(f"{path}: corrupt record (captured length {caplen})")
+                need += caplen
+            if offset + need > len(data):
+                more = fh.read(CHUNK)
+                if not more:
+                    return  # the end, or a record cut short by a killed capture
+                data, offset = data[offset:] + more, 0
+                continue
+            yield sec + frac / divisor, wirelen, data[offset + 16:offset + need]
+            offset += need

@@ -14,7 +14,10 @@ there (its retransmission counted), and a node's received stream shows the hole 
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -57,14 +60,13 @@ class RetransTracker:
         return min(end, 0) - start if start < 0 else 0
 
 
-def parse_pcap(path: Path, node_address: str) -> pd.DataFrame:
-    """One row per captured packet; direction 'tx' when ``node_address`` sent it."""
-    rows: list[tuple] = []
+def packets(path: Path, node_address: str) -> Iterator[tuple]:
+    """One row (as COLUMNS) per captured packet, streamed; direction 'tx' when ``node_address`` sent it."""
     tracker = RetransTracker()
     for t, wire, data in records(path):
         tcp = decode(data)
         if tcp is None:  # the rare frame the fast path does not know: ARP, UDP, anything else
-            rows.append(_dissect(t, wire, data, node_address))
+            yield _dissect(t, wire, data, node_address)
             continue
         direction = "tx" if tcp.src == node_address else "rx"
         peer = tcp.dst if direction == "tx" else tcp.src
@@ -72,8 +74,12 @@ def parse_pcap(path: Path, node_address: str) -> pd.DataFrame:
         frames = max(1, math.ceil(payload / MSS))
         wire_bytes = payload + frames * tcp.header_bytes if frames > 1 else wire
         again = tracker.retransmitted((tcp.src, tcp.sport, tcp.dst, tcp.dport), tcp.seq, payload)
-        rows.append((t, direction, peer, "tcp", wire_bytes, payload, frames, payload == 0, again, wire))
-    return pd.DataFrame(rows, columns=COLUMNS)
+        yield (t, direction, peer, "tcp", wire_bytes, payload, frames, payload == 0, again, wire)
+
+
+def parse_pcap(path: Path, node_address: str) -> pd.DataFrame:
+    """Every packet row at once: for tests and small captures (runs stream through :func:`bin_pcap`)."""
+    return pd.DataFrame(list(packets(path, node_address)), columns=COLUMNS)
 
 
 def _dissect(t: float, wire: int, data: bytes, node_address: str) -> tuple:
@@ -91,35 +97,80 @@ def _l2_from_node(frame, node_address: str) -> bool:
     return psrc == node_address
 
 
+_SUMMED = ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes", "retrans_bytes", "skb_bytes")
+
+
+class StepBins:
+    """Running sums of packet rows per step window (t_from, t_to] and direction, and tx bytes per peer.
+
+    Memory is a few integers per step, whatever the number of packets. Windows come from each
+    worker's wall clock; if it stepped backwards, the edges are made monotonic (the windows the
+    step skipped stay empty) instead of failing the whole capture.
+    """
+
+    def __init__(self, windows: pd.DataFrame) -> None:
+        self.steps = windows["step"].tolist()
+        edges = [windows["t_from"].iloc[0], *windows["t_to"].tolist()] if self.steps else []
+        self.edges = list(itertools.accumulate(edges, max))
+        self.clock_went_back = self.edges != edges
+        self.sums = {d: [[0] * len(_SUMMED) for _ in self.steps] for d in ("tx", "rx")}
+        self.peers: dict[str, list[int]] = {}
+        self.outside = 0  # packets before the first step or after the last
+        self.packets = 0
+        self.last_t = float("-inf")
+
+    def add(self, row: tuple) -> None:
+        t, direction, peer, _, wire, payload, frames, ack_only, again, skb = row
+        self.packets += 1
+        self.last_t = max(self.last_t, t)
+        if direction == "tx" and peer:
+            sent = self.peers.setdefault(peer, [0, 0])
+            sent[0] += wire
+            sent[1] += payload
+        i = bisect.bisect_left(self.edges, t)  # edges[i-1] < t <= edges[i]
+        if i == 0 or i > len(self.steps):
+            self.outside += 1
+            return
+        for k, value in enumerate((wire, payload, frames, wire if ack_only else 0, again, skb)):
+            self.sums[direction][i - 1][k] += value
+
+    def truncated(self, max_packets: int) -> bool:
+        """True when the capture holds ``max_packets`` packets: tcpdump stopped there (-c), not the traffic."""
+        return self.packets >= max_packets
+
+    def frame(self, max_packets: int | None = None) -> pd.DataFrame:
+        """One row per step: step, then STEP_COLUMNS; steps the capture stopped before (at ``max_packets``) stay empty."""
+        out = pd.DataFrame({"step": self.steps})
+        for d in ("tx", "rx"):
+            for k, name in enumerate(_SUMMED):
+                out[f"capture_{d}_{name}"] = pd.Series([row[k] for row in self.sums[d]], dtype="int64")
+        if max_packets is not None and self.truncated(max_packets):
+            cut = pd.Series(self.edges[1:]) > self.last_t  # windows that end after the capture stopped
+            columns = [c for c in out if c != "step"]
+            out[columns] = out[columns].astype("float64").mask(cut)
+        return out
+
+    def by_peer(self) -> dict[str, dict[str, int]]:
+        """Total wire and payload bytes sent to each peer (tx direction)."""
+        return {peer: {"wire_bytes": wire, "payload_bytes": payload} for peer, (wire, payload) in sorted(self.peers.items())}
+
+
+def bin_pcap(path: Path, node_address: str, windows: pd.DataFrame) -> StepBins:
+    """Stream a capture into per-step sums: bounded memory however many packets it holds."""
+    bins = StepBins(windows)
+    for row in packets(path, node_address):
+        bins.add(row)
+    return bins
+
+
 def per_step(packets: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """Sum packets into step windows (step, t_from, t_to], per direction.
+    """Sum packet rows (as :func:`parse_pcap` returns) into step windows (step, t_from, t_to], per direction.
 
     Returns one row per step with capture_{tx,rx}_{wire,payload}_bytes, capture_{tx,rx}_packets
     (wire frames), capture_{tx,rx}_ack_only_bytes, capture_{tx,rx}_retrans_bytes and
     capture_{tx,rx}_skb_bytes (as captured, before GSO expansion).
     """
-    out = windows[["step"]].copy()
-    if packets.empty:
-        for column in STEP_COLUMNS:
-            out[column] = 0
-        return out
-    edges = [windows["t_from"].iloc[0], *windows["t_to"].tolist()]
-    bins = pd.cut(packets["t"], bins=edges, labels=windows["step"].tolist(), right=True)
-    packets = packets.assign(step=bins).dropna(subset=["step"])
-    packets = packets.assign(ack_only_bytes=packets["wire_bytes"].where(packets["ack_only"], 0))
-    summed = {"wire_bytes": "wire_bytes", "payload_bytes": "payload_bytes", "frames": "packets", "ack_only_bytes": "ack_only_bytes",
-              "retrans_bytes": "retrans_bytes", "skb_bytes": "skb_bytes"}
-    grouped = packets.groupby(["step", "direction"], observed=False)[list(summed)].sum()
-    for d in ("tx", "rx"):
-        part = grouped.xs(d, level="direction") if d in grouped.index.get_level_values("direction") else None
-        for col, name in summed.items():
-            values = part[col] if part is not None else pd.Series(dtype=float)
-            out[f"capture_{d}_{name}"] = out["step"].map(values).fillna(0).astype("int64")
-    return out
-
-
-def by_peer(packets: pd.DataFrame) -> dict[str, dict[str, int]]:
-    """Total wire and payload bytes sent to each peer (tx direction)."""
-    tx = packets[(packets["direction"] == "tx") & (packets["peer"] != "")]
-    summary = tx.groupby("peer")[["wire_bytes", "payload_bytes"]].sum()
-    return {peer: {k: int(v) for k, v in row.items()} for peer, row in summary.iterrows()}
+    bins = StepBins(windows)
+    for row in packets[COLUMNS].itertuples(index=False, name=None):
+        bins.add(row)
+    return bins.frame()

@@ -28,11 +28,11 @@ from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
 from netbench.model.steptime import MAX_NODES, MIN_NODES, Scenario
 from netbench.model.synthetic import synthetic_shapes
-from netbench.shapes import ParamShape, ShapeError, resolve_shapes, total_params
+from netbench.safe_files import UnsafeOutput, check_folder
+from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
 
 MAX_DELAY_S = 10.0
-MAX_PARAMS = 1e13
 # pydantic field -> CLI option, for one-line errors
 _OPTION_NAMES = {
     "grad_dtype": "--grad-dtype", "topk": "--topk", "chunk": "--chunk", "rate": "--rate",
@@ -87,9 +87,10 @@ def _shapes(shapes: Optional[str], params: Optional[str]) -> tuple[list[ParamSha
             count = float(params)
         except ValueError:
             raise UserError(f"--params: expected a parameter count between 1 and {MAX_PARAMS:.0e} (e.g. 1.5e9), got {params!r}") from None
-        if not (math.isfinite(count) and 1 <= count <= MAX_PARAMS):
-            raise UserError(f"--params: must be between 1 and {MAX_PARAMS:.0e}, got {params!r}")
-        shape_list = synthetic_shapes(int(round(count)))
+        try:
+            shape_list = synthetic_shapes(check_param_count(round(count) if math.isfinite(count) else count, "--params"))
+        except ShapeError as exc:
+            raise UserError(str(exc)) from None
         return shape_list, f"--params {params} (synthetic {shape_list[0].shape[-1]}-wide matrices)"
     spec = shapes or "gpt2-small:blocks=2"
     try:
@@ -346,6 +347,10 @@ def calibrate(
     target = out or default_path()
     if target.exists() and target.is_dir():
         raise UserError(f"--out: {str(target)!r} is a directory")
+    try:
+        check_folder(target.parent)
+    except UnsafeOutput as exc:
+        raise UserError(f"--out: {exc}") from None
     result = measure(opts)
     saved = save_calibration(result, target)
     if json_out:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from netbench.cli.app import app
-from netbench.cli.errors import UserError
+from netbench.cli.errors import UserError, make_output_folder
 
 console = Console(stderr=True)
 
@@ -129,7 +129,7 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
     from netbench.reports.sweep import done_keys, read_summary, run_sweep, write_sweep_json
 
     _privileged()
-    folder.mkdir(parents=True, exist_ok=True)
+    make_output_folder(folder, "--out")
     try:
         calib, calib_path = sweep_calibration(scenario, folder, calibration, fresh)
     except CalibrationError as exc:
@@ -181,6 +181,7 @@ def report(
         return
     if not (folder / "summary.csv").is_file():
         raise UserError(f"{folder}: no summary.csv here (is it a sweep folder?)")
+    make_output_folder(folder, "FOLDER")  # report.md and the figures are written there
     if calibration is not None:
         if not calibration.is_file():
             raise UserError(f"--calibration: {str(calibration)!r} is not a file")

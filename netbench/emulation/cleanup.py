@@ -93,5 +93,5 @@ def processes_of(run_id: str, known_inodes: Iterable[int] = ()) -> list[int]:
 
 def traces_of(run_id: str, known_inodes: Iterable[int] = ()) -> dict[str, object]:
     """Everything of ``run_id`` still on the host: all values empty or False when it left nothing."""
-    return {"namespaces": namespaces_of(run_id), "registered": (naming.REGISTRY_DIR / f"{run_id}.json").exists(),
+    return {"namespaces": namespaces_of(run_id), "registered": run_id in naming.registered_run_ids(),
             "processes": processes_of(run_id, known_inodes)}

@@ -8,16 +8,21 @@ out, so even a clash with a real network could not leak traffic.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from netbench import safe_files
+
 NETNS_PREFIX = "netbench-"
+PROBE_PREFIX = "doctor"  # capabilities.detect() probes in ``netbench-doctor<pid>-x``, unregistered
 REGISTRY_DIR = Path(os.environ.get("NETBENCH_RUN_DIR", "/run/netbench"))
 _BENCH_NET = ipaddress.ip_network("198.18.0.0/15")
 _SLOTS = 2 ** (24 - _BENCH_NET.prefixlen)  # number of /24s in the benchmark range
@@ -68,7 +73,7 @@ class RunNames:
         return str(self.subnet.network_address + index + 1)
 
     def owns(self, netns: str) -> bool:
-        return netns.startswith(f"{NETNS_PREFIX}{self.run_id}-")
+        return run_id_of(netns) == self.run_id
 
 
 def _slot(run_id: str) -> int:
@@ -87,49 +92,96 @@ def _netns_names() -> list[str]:
         return []
 
 
+RUN_ID = re.compile(r"[0-9a-f]{6}")  # what RunNames.new() makes: secrets.token_hex(3)
+# Exactly the names netbench gives namespaces: a run's switch and nodes (at most 64), and doctor's probe.
+_NETNS_NAME = re.compile(rf"{NETNS_PREFIX}(?:(?P<run>[0-9a-f]{{6}})-(?:sw|n(?:[0-9]|[1-5][0-9]|6[0-3]))|(?P<probe>{PROBE_PREFIX}[1-9][0-9]{{0,9}})-x)")
+
+
 def run_id_of(netns: str) -> str | None:
-    """The run id encoded in a netbench namespace name, or None for foreign names."""
-    if not netns.startswith(NETNS_PREFIX):
-        return None
-    rest = netns[len(NETNS_PREFIX):]
-    run_id, sep, _ = rest.partition("-")
-    return run_id if sep else None
+    """The run id in a namespace name netbench makes, or None for any other name (however netbench-like)."""
+    match = _NETNS_NAME.fullmatch(netns)
+    return (match["run"] or match["probe"]) if match else None
+
+
+def _entry(run_id: str) -> Path:
+    return REGISTRY_DIR / f"{run_id}.json"
+
+
+def _lock(run_id: str) -> Path:
+    return REGISTRY_DIR / f"{run_id}.lock"
+
+
+_HELD: dict[str, int] = {}  # run id -> descriptor of its lock file, flock'ed exclusively while this process owns the run
 
 
 def register(names: RunNames) -> Path:
-    """Record that this process owns the run, so `clean` leaves live runs alone."""
-    REGISTRY_DIR.mkdir(parents=True, exist_ok=True)
-    path = REGISTRY_DIR / f"{names.run_id}.json"
+    """Take the run's lock, held until :func:`unregister` or this process's death, so `clean` leaves live runs alone.
+
+    Liveness is the lock (fcntl.flock on REGISTRY_DIR/<run_id>.lock), which the kernel releases when
+    the owner dies however it dies: no pid to be reused, no file whose absence could mean anything.
+    The JSON entry beside it (written atomically) only says who owns the run.
+    """
+    REGISTRY_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    fd = os.open(_lock(names.run_id), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise RuntimeError(f"run id {names.run_id} is already held by a live run") from None
+    _HELD[names.run_id] = fd
     me = psutil.Process()
-    path.write_text(json.dumps({"run_id": names.run_id, "pid": me.pid, "create_time": me.create_time()}))
+    path = _entry(names.run_id)
+    safe_files.write_text(path, json.dumps({"run_id": names.run_id, "pid": me.pid, "create_time": me.create_time()}))
     return path
 
 
 def unregister(names: RunNames) -> None:
-    (REGISTRY_DIR / f"{names.run_id}.json").unlink(missing_ok=True)
-
-
-PROBE_PREFIX = "doctor"  # capabilities.detect() probes in ``netbench-doctor<pid>-x``, unregistered
+    """Remove the run's registry entry and lock file, then release the lock (if this process held it)."""
+    _entry(names.run_id).unlink(missing_ok=True)
+    _lock(names.run_id).unlink(missing_ok=True)
+    fd = _HELD.pop(names.run_id, None)
+    if fd is not None:
+        os.close(fd)
 
 
 def owner_alive(run_id: str) -> bool:
-    """True while the process that registered ``run_id`` still runs (pid reuse is checked).
+    """True while the process that registered ``run_id`` holds its lock.
 
     A capability probe's namespace is owned by the pid in its name: `clean` must not pull it
-    from under another run that is still probing the host.
+    from under another run that is still probing the host. A run registered by a netbench older
+    than the lock files (a JSON entry, no lock) is judged by its pid and start time.
     """
     if run_id.startswith(PROBE_PREFIX) and run_id[len(PROBE_PREFIX):].isdigit():
         return psutil.pid_exists(int(run_id[len(PROBE_PREFIX):]))
-    path = REGISTRY_DIR / f"{run_id}.json"
+    if run_id in _HELD:
+        return True
     try:
-        entry = json.loads(path.read_text())
+        fd = os.open(_lock(run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return _legacy_owner_alive(run_id)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True  # someone holds it exclusively: the run is alive
+    finally:
+        os.close(fd)  # closing also drops the shared lock taken just now
+    return False
+
+
+def _legacy_owner_alive(run_id: str) -> bool:
+    try:
+        entry = json.loads(_entry(run_id).read_text())
         proc = psutil.Process(entry["pid"])
         return abs(proc.create_time() - entry["create_time"]) < 0.01
-    except (OSError, ValueError, KeyError, psutil.Error):
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
         return False
 
 
 def registered_run_ids() -> list[str]:
+    """Run ids with a registry entry or lock file (names that are not netbench run ids are ignored)."""
     if not REGISTRY_DIR.is_dir():
         return []
-    return sorted(p.stem for p in REGISTRY_DIR.glob("*.json"))
+    stems = {p.stem for p in REGISTRY_DIR.iterdir() if p.suffix in (".json", ".lock")}
+    return sorted(r for r in stems if RUN_ID.fullmatch(r))

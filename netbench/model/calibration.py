@@ -18,6 +18,8 @@ from typing import Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from netbench import safe_files
+
 __all__ = ["Calibration", "CalibrationError", "default_path", "load_calibration", "save_calibration", "ENV_VAR"]
 
 ENV_VAR = "NETBENCH_CALIBRATION"
@@ -82,8 +84,6 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
 def save_calibration(calibration: Calibration, path: str | Path | None = None) -> Path:
     """Write ``calibration`` as JSON (atomically, creating parent folders); returns the path."""
     target = Path(path).expanduser() if path else default_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(calibration.model_dump_json(indent=2) + "\n")
-    tmp.replace(target)
+    safe_files.make_folder(target.parent)  # UnsafeOutput (a ValueError) for a folder a stranger could redirect
+    safe_files.write_text(target, calibration.model_dump_json(indent=2) + "\n")
     return target

@@ -44,11 +44,11 @@ class MeasureOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    iters: int = Field(400, ge=BATCH, description="tiny collectives timed per kind")
+    iters: int = Field(400, ge=BATCH, le=100_000, description="tiny collectives timed per kind")
     bandwidth_mib: float = Field(16.0, gt=0, description="buffer of the loopback bandwidth all_reduce")
     shapes: str = Field("gpt2-small:blocks=2", description="shapes preset for the compression timing")
     schemes: tuple[str, ...] = Field(SCHEME_NAMES, description="schemes whose compression cost to time")
-    steps: int = Field(3, ge=1, description="timed steps (whole sync periods for periodic schemes)")
+    steps: int = Field(3, ge=1, le=1000, description="timed steps (whole sync periods for periodic schemes)")
     settings: SchemeSettings = SchemeSettings()
     acks_per_segment: float = Field(0.5, ge=0.0, le=1.0, description="stored as given: loopback cannot measure it")
     timeout_s: float = Field(600.0, gt=0)

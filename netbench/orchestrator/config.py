@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import psutil
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from netbench import safe_files
 from netbench.emulation.spec import ClusterSpec
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 DEFAULT_REPORTS = Path("reports/runs")
 RENDEZVOUS_PORT = 29500
+MIN_TIMEOUT_S = 1.0  # gloo's own connect and teardown take that long: less fails a healthy run
+BYTES_PER_PARAM = 16  # what a node holds per parameter: weights, gradient, and a replicator's or optimizer's state
 
 
 class RunConfig(BaseModel):
@@ -25,7 +30,7 @@ class RunConfig(BaseModel):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     steps: int = Field(20, ge=1, le=100_000, description="measured optimizer steps")
     warmup_steps: int = Field(2, ge=0, le=1000, description="steps run first and left out of the summary")
-    timeout_s: float | None = Field(None, gt=0, le=3600, description="collective timeout (s): a dead peer fails the run within it; "
+    timeout_s: float | None = Field(None, ge=MIN_TIMEOUT_S, le=3600, description="collective timeout (s): a dead peer fails the run within it; "
                                     "None: from the model's slowest collective on these links (orchestrator.timeouts)")
     capture: bool = Field(True, description="capture packet headers on every switch port")
     keep_pcap: bool = Field(False, description="keep the pcap files in the run directory")
@@ -44,4 +49,16 @@ class RunConfig(BaseModel):
             tempfile.TemporaryFile(dir=probe).close()
         except OSError:
             raise ValueError(f"{str(v)!r} is not a writable directory") from None
+        safe_files.check_folder(v)  # UnsafeOutput is a ValueError: one line naming --out
         return v
+
+    @model_validator(mode="after")
+    def _fits_in_memory(self) -> "RunConfig":
+        """Every node on this host holds the workload: refuse before a cluster is built, not when a worker is OOM-killed."""
+        here = min(self.cluster.nodes, int(os.environ.get("LOCAL_WORLD_SIZE", self.cluster.nodes)))  # torchrun: ranks on this host
+        need = self.workload.param_count() * BYTES_PER_PARAM * here
+        have = psutil.virtual_memory().total
+        if need > have:
+            raise ValueError(f"workload: {self.workload.param_count():.3g} parameters on {here} nodes need about "
+                             f"{need / 2**30:.0f} GiB of memory; this host has {have / 2**30:.0f} GiB")
+        return self

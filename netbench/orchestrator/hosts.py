@@ -27,17 +27,18 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.ethtool import Ethtool
 
+from netbench import safe_files
 from netbench.emulation.hostshaping import HostShaper, offload_on
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.model.testbed import host_cpus
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
 from netbench.worker.counters import CounterError, read_counters
-from netbench.worker.records import RecordWriter
+from netbench.worker.records import RecordWriter, set_aside
 from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, resolve
 
 NO_CAPTURE = "worker mode (torchrun on real hosts) captures no packets: wire bytes come from the interface counters"
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_RUN_ID = re.compile(safe_files.NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -149,21 +150,40 @@ def _gather(plan: HostPlan, node: dict[str, Any]) -> dict[int, dict[str, Any]] |
     return dict(enumerate(gathered)) if gathered is not None else None
 
 
+def _gather_and_save(plan: HostPlan, node: dict[str, Any], started: float, state: dict[str, Any]) -> None:
+    """Gather at rank 0, which saves every rank's records in the run directory, then tells the others.
+
+    Runs inside the gloo group, after the last step. Only once rank 0 says the records are on its
+    disk does another rank drop its own copy: a rank 0 that dies before that leaves them where they were.
+    """
+    import torch.distributed as dist
+
+    gathered = _gather(plan, node)
+    if gathered is not None:
+        state.update(gathered=gathered, run_dir=_save_records(plan, gathered, started))
+    saved = [gathered is not None]
+    dist.broadcast_object_list(saved, src=0)
+    state["saved"] = bool(saved[0])
+
+
 def run_host(plan: HostPlan) -> HostOutcome:
     """Shape (if asked), run this rank, gather at rank 0, write the run directory there; shaping is undone on every exit."""
     from netbench.worker import run_worker
 
     started = time.time()
     rank = plan.spec.spec.rank
+    earlier = set_aside(plan.partial)
+    if earlier is not None:
+        print(f"netbench worker: an earlier attempt's records moved to {earlier}", file=sys.stderr)
     shaper = HostShaper(plan.spec.spec.iface, plan.shaping) if plan.shaping else None
     with shaper or nullcontext():
         node = _node_info(plan, shaper)
         state: dict[str, Any] = {}
-        code = run_worker(plan.spec, after_steps=lambda: state.update(sent=True, gathered=_gather(plan, node)))
+        code = run_worker(plan.spec, after_steps=lambda: _gather_and_save(plan, node, started, state))
         if rank != 0:
-            return _leave(plan, code, sent=bool(state.get("sent")))
+            return _leave(plan, code, sent=bool(state.get("saved")))
         gathered = state.get("gathered") or {0: {"records": results.read_records(plan.partial), "node": node}, **_left_here(plan)}
-        outcome = _write(plan, code, gathered, started)
+        outcome = _write(plan, code, gathered, started, state.get("run_dir"))
     return outcome
 
 
@@ -222,17 +242,37 @@ def _model_view(plan: HostPlan, nodes: list[dict[str, Any]]) -> tuple[RunConfig,
     return config.model_copy(update={"cluster": cluster}), max(1, cpus), warnings
 
 
-def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], started: float) -> HostOutcome:
-    """Rank 0: the run directory, exactly as `netbench run` lays it out, from every rank's records."""
+def _run_dir(plan: HostPlan, started: float) -> Path:
+    """A new run directory of this run's own (a rerun within the same second gets a suffix, never a shared folder)."""
     config = plan.config
     stamp = dt.datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S")
-    run_dir = config.out_dir / f"{stamp}-{config.replicator.name}-{plan.run_id}"
-    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
-    records = {rank: part["records"] for rank, part in sorted(gathered.items())}
-    for rank, recs in records.items():
+    base = safe_files.make_folder(config.out_dir) / f"{stamp}-{config.replicator.name}-{plan.run_id}"
+    for attempt in range(1, 100):
+        run_dir = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{base}: 99 run directories of this name already exist")
+
+
+def _save_records(plan: HostPlan, gathered: dict[int, dict[str, Any]], started: float) -> Path:
+    """Rank 0: a new run directory holding every rank's records (workers/rankN.jsonl), before anything else."""
+    run_dir = _run_dir(plan, started)
+    (run_dir / "workers").mkdir()
+    for rank, part in sorted(gathered.items()):
         with RecordWriter(run_dir / "workers" / f"rank{rank}.jsonl") as writer:
-            for record in recs:
+            for record in part["records"]:
                 writer.write(record)
+    return run_dir
+
+
+def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], started: float, run_dir: Path | None = None) -> HostOutcome:
+    """Rank 0: the run directory, exactly as `netbench run` lays it out, from every rank's records."""
+    config = plan.config
+    run_dir = run_dir or _save_records(plan, gathered, started)
+    records = {rank: part["records"] for rank, part in sorted(gathered.items())}
     complete = len(records) == config.cluster.nodes and all(any(r.get("event") == "done" for r in recs) for recs in records.values())
     status, reason = ("ok", None) if code == 0 and complete else ("failed", _failure(records, code))
     nodes = [part["node"] for _, part in sorted(gathered.items())]

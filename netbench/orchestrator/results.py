@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from netbench import __version__
+from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
-from netbench.capture.pcap import by_peer, parse_pcap, per_step
+from netbench.capture.pcap import bin_pcap
+from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.model.predict import predict_run
 from netbench.orchestrator import health
 
@@ -57,19 +58,23 @@ def step_windows(steps: pd.DataFrame, rank: int) -> pd.DataFrame:
     return pd.DataFrame({"step": mine["step"].to_numpy(), "t_from": t_from, "t_to": mine["t_end"].to_numpy()})
 
 
-def attach_capture(steps: pd.DataFrame, pcaps: dict[int, Path], addresses: dict[int, str]) -> tuple[pd.DataFrame, dict]:
-    """Add capture_* columns to ``steps`` from each rank's pcap; also returns bytes by peer."""
-    frames, peers = [], {}
+def attach_capture(steps: pd.DataFrame, pcaps: dict[int, Path], addresses: dict[int, str]) -> tuple[pd.DataFrame, dict, dict]:
+    """Add capture_* columns to ``steps`` from each rank's pcap, streamed; also bytes by peer, and notes for run.json."""
+    frames, peers, notes = [], {}, {}
     for rank, path in pcaps.items():
         if steps.empty or rank not in set(steps["rank"]):
             continue
-        packets = parse_pcap(path, addresses[rank])
-        captured = per_step(packets, step_windows(steps, rank)).assign(rank=rank)
-        frames.append(captured)
-        peers[rank] = by_peer(packets)
+        bins = bin_pcap(path, addresses[rank], step_windows(steps, rank))
+        frames.append(bins.frame(MAX_PACKETS).assign(rank=rank))
+        peers[rank] = bins.by_peer()
+        if bins.clock_went_back:
+            notes.setdefault("clock_went_back", []).append(rank)
+        if bins.truncated(MAX_PACKETS):  # the steps after the capture's last packet have no capture columns
+            notes.setdefault("truncated_at_packets", {})[rank] = bins.packets
     if not frames:
-        return steps, peers
-    return steps.merge(pd.concat(frames), on=["rank", "step"], how="left"), peers
+        return steps, peers, notes
+    steps = steps.drop(columns=[c for c in CAPTURE_COLUMNS if c in steps])
+    return steps.merge(pd.concat(frames), on=["rank", "step"], how="left"), peers, notes
 
 
 def _median(values: list[float]) -> float | None:
@@ -147,11 +152,13 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
 
 
 def write_steps_csv(steps: pd.DataFrame, path: Path) -> None:
-    steps.to_csv(path, index=False)
+    """Atomic: a reader, or a run interrupted mid-write, sees the old file or the whole new one."""
+    with safe_files.replace_from(path) as fh:
+        steps.to_csv(fh, index=False)
 
 
 def write_run_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    safe_files.write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def versions() -> dict[str, str]:
@@ -186,30 +193,65 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
     came to be, ``extra`` adds top-level run.json keys, ``capture`` extra capture facts, and
     ``cpus`` the cores the model takes the nodes to share (None: this host's, as emulated nodes do);
     ``predict=False`` leaves the model out (`netbench exec` of a program that declared no payload).
+
+    Both files are first written from the records alone, so what the workers measured is on disk
+    before the capture is parsed; the capture's columns are then added and both files rewritten
+    (each write atomic). A capture that cannot be parsed, or a Ctrl-C while it is, costs only
+    those columns: the reason says so and the Ctrl-C is raised again once the files are safe.
     """
     steps = steps_frame(records)
-    peers: dict = {}
-    if pcaps and not steps.empty:
-        steps, peers = attach_capture(steps, pcaps, addresses or {})
     for column in CAPTURE_COLUMNS:  # the same columns with or without a capture
         if column not in steps:
             steps[column] = pd.Series(dtype="float64")
+    start = next((x for x in records.get(0, []) if x.get("event") == "start"), None) or {}
+    prediction: dict[str, Any] = {}
+    if status == "ok" and predict:  # the model's prediction beside the measurement; a model failure never fails the run
+        rates = config_summary(config)
+        known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
+        predicted = predict_run(config, steps, start.get("n_params"), cpus=cpus) if known else {"error": "link rate unknown"}
+        prediction = {"predicted" if "error" not in predicted else "prediction_error": predicted.get("error", predicted)}
+    capture_facts = {"enabled": bool(pcaps), **(capture or {}), "bytes_by_peer": {}}
+    if pcaps and not steps.empty:
+        capture_facts["parsed"] = False  # until the second write below
+    fields = dict(run_dir=run_dir, config=config, run_id=run_id, status=status, warnings=warnings, started=started,
+                  cluster=cluster, extra=extra, start=start, prediction=prediction)
+    summary, run_json = _write_files(steps, reason=reason, capture=capture_facts, **fields)
+    if not (pcaps and not steps.empty):
+        return summary, run_json
+    interrupted: BaseException | None = None
+    try:
+        steps, peers, notes = attach_capture(steps, pcaps, addresses or {})
+        capture_facts.update(parsed=True, bytes_by_peer=peers, **notes)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        interrupted = exc
+        capture_facts["error"] = "interrupted while parsing the capture" if isinstance(exc, KeyboardInterrupt) else f"terminated (exit {exc.code}) while parsing the capture"
+    except Exception as exc:  # noqa: BLE001 - the records are safe on disk; only the capture columns are lost
+        capture_facts["error"] = f"capture not parsed: {type(exc).__name__}: {exc}"
+    if "error" in capture_facts:
+        reason = f"{reason}; {capture_facts['error']}" if reason else capture_facts["error"]
+    summary, run_json = _write_files(steps, reason=reason, capture=capture_facts, **fields)
+    if interrupted is not None:
+        raise interrupted
+    return summary, run_json
+
+
+def _write_files(steps: pd.DataFrame, *, run_dir: Path, config: "RunConfig", run_id: str, status: str, reason: str | None,
+                 warnings: list[str], started: float, cluster: dict[str, Any], extra: dict[str, Any] | None,
+                 start: dict[str, Any], prediction: dict[str, Any], capture: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """steps.csv, then run.json (which names steps.csv's figures), each replaced atomically."""
     write_steps_csv(steps, run_dir / "steps.csv")
     summary = summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
     summary.update({"run_id": run_id, "status": status, "reason": reason, **config_summary(config),
                     "delay_engine": cluster.get("delay_engine"), "run_dir": str(run_dir)})
-    start = next((x for x in records.get(0, []) if x.get("event") == "start"), None) or {}
-    if status == "ok" and predict:  # the model's prediction beside the measurement; a model failure never fails the run
-        known = summary["up_bps"] and summary["down_bps"]  # a real NIC may report no rate (`netbench worker`)
-        predicted = predict_run(config, steps, start.get("n_params"), cpus=cpus) if known else {"error": "link rate unknown"}
-        summary["predicted" if "error" not in predicted else "prediction_error"] = predicted.get("error", predicted)
+    if status == "ok":
+        summary.update(prediction)
         summary.update(health.slowdown(summary))
     run_json = {
         "run_id": run_id, "status": status, "reason": reason, "warnings": warnings,
         "started": dt.datetime.fromtimestamp(started).isoformat(), "wall_s": time.time() - started,
         "argv": sys.argv, "config": json.loads(config.model_dump_json()), **(extra or {}), "cluster": cluster,
         "versions": versions(), "workload": {"n_params": start.get("n_params"), "n_tensors": start.get("n_tensors")},
-        "capture": {"enabled": bool(pcaps), **(capture or {}), "bytes_by_peer": peers},
+        "capture": dict(capture),
         "summary": summary,
     }
     write_run_json(run_dir / "run.json", run_json)

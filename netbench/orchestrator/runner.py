@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netbench import safe_files
 from netbench.capture.tcpdump import Capture
 from netbench.emulation.cleanup import find_leftovers
 from netbench.emulation.cluster import Cluster
@@ -51,7 +52,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: Path, timeout_s:
             timeout_s=timeout_s, threads=config.threads,
         )
         path = run_dir / "workers" / f"rank{node.index}.spec.json"
-        path.write_text(spec.model_dump_json(indent=2))
+        safe_files.write_text(path, spec.model_dump_json(indent=2))
         paths.append(path)
     return paths
 
@@ -136,8 +137,8 @@ def _watch(procs: list, record_paths: list[Path], total: int, deadline_s: float,
 def new_run_dir(out_dir: Path, label: str, names: RunNames) -> Path:
     """``OUT/STAMP-LABEL-RUNID`` with its workers/ folder: the layout every launcher (run, exec) shares."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = out_dir / f"{stamp}-{label}-{names.run_id}"
-    (run_dir / "workers").mkdir(parents=True, exist_ok=True)
+    run_dir = safe_files.make_folder(out_dir) / f"{stamp}-{label}-{names.run_id}"
+    (run_dir / "workers").mkdir(parents=True)  # a fresh folder of our own: nobody else could have planted files in it
     return run_dir
 
 
@@ -193,7 +194,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
             record_paths = [run_dir / "workers" / f"rank{i}.jsonl" for i in range(len(cluster.nodes))]
             procs = []
             for node, spec_path in zip(cluster.nodes, spec_paths):
-                with (run_dir / "workers" / f"rank{node.index}.log").open("w") as log:  # the worker keeps its own copy
+                with (run_dir / "workers" / f"rank{node.index}.log").open("x") as log:  # the worker keeps its own copy
                     procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
                                              stdout=log, stderr=log))
             if on_cluster:

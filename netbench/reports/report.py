@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from netbench import safe_files
 from netbench.model.calibration import Calibration, load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
@@ -128,7 +129,7 @@ def repredict(folder: Path, calibration_path: Path) -> None:
     write_summary(folder, frame)
     doc = load_sweep_json(folder)
     doc["calibration"] = {"path": str(calibration_path), **json.loads(calib.model_dump_json())}
-    (folder / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
+    safe_files.write_text(folder / "sweep.json", json.dumps(doc, indent=2) + "\n")
 
 
 def _pct(x: Any) -> str:
@@ -279,6 +280,6 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     lines += ["## Figures", ""] + [f"![{f.stem}]({f.name})" for f in figures] + [""]
     lines += ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
-    path.write_text("\n".join(lines))
+    safe_files.write_text(path, "\n".join(lines))
     page = write_html(path, f"netbench sweep {doc.get('scenario', {}).get('name', folder.name)}")
     return ReportResult(path, figures + target_figures, acc, page, groups)

@@ -23,6 +23,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.safe_files import NAME_PATTERN
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.workloads.config import WorkloadConfig
 
@@ -76,7 +77,7 @@ class SweepScenario(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field("sweep", pattern=r"^[A-Za-z0-9._-]+$", description="names the output folder")
+    name: str = Field("sweep", pattern=NAME_PATTERN, description="names the output folder")
     description: str = ""
     grid: Grid = Field(default_factory=Grid)
     more: list[Grid] = Field(default_factory=list, description="further grids whose points join grid's: a sparse design as a union of small products")

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from netbench import safe_files
 from netbench.model.calibration import Calibration
 from netbench.model.predict import predict_run
 from netbench.orchestrator.config import RunConfig
@@ -69,9 +70,8 @@ def read_summary(out: Path) -> pd.DataFrame:
 
 def write_summary(out: Path, frame: pd.DataFrame) -> None:
     """Atomic rewrite, so an interrupted sweep never leaves half a CSV behind."""
-    tmp = out / (SUMMARY + ".tmp")
-    frame.to_csv(tmp, index=False)
-    tmp.replace(out / SUMMARY)
+    with safe_files.replace_from(out / SUMMARY) as fh:  # a fresh temporary name: never through a planted symlink
+        frame.to_csv(fh, index=False)
 
 
 def run_path(out: Path, run_dir: object) -> Path | None:
@@ -120,7 +120,7 @@ def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibratio
     """What the sweep ran and which model constants its predictions use (the report reads it back)."""
     doc = {"scenario": json.loads(scenario.model_dump_json()),
            "calibration": {"path": str(calibration_path) if calibration_path else None, **json.loads(calibration.model_dump_json())}}
-    (out / "sweep.json").write_text(json.dumps(doc, indent=2) + "\n")
+    safe_files.write_text(out / "sweep.json", json.dumps(doc, indent=2) + "\n")
 
 
 def run_sweep(points: list[Point], out: Path, calibration: Calibration, fresh: bool = False,

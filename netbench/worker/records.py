@@ -1,7 +1,10 @@
 """Append-only JSONL output, one ``write`` per line, nothing buffered in the process.
 
 Each record goes to the kernel as soon as it exists, so a worker that is killed keeps every step
-measured so far, and several ranks may share one file (O_APPEND writes do not interleave lines).
+measured so far. Each attempt gets a file of its own: it is created exclusively (O_EXCL, never
+through a symlink), so a rerun can neither append to an earlier attempt's records nor be sent
+somewhere else. A file already there is an error (``FileExistsError``); callers that rerun into
+a known path move the earlier one aside first (:func:`set_aside`).
 Non-finite floats (a diverged loss) are written as null so every line is strict JSON.
 """
 
@@ -13,11 +16,24 @@ import os
 from pathlib import Path
 from typing import Any
 
+from netbench import safe_files
+
 
 def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename an earlier attempt's record file to ``NAME.earlier-N`` (kept, never appended to); returns the new path."""
+    if not os.path.lexists(path):
+        return None
+    n = 1
+    while os.path.lexists(aside := path.with_name(f"{path.name}.earlier-{n}")):
+        n += 1
+    os.rename(path, aside)
+    return aside
 
 
 class RecordWriter:
@@ -26,7 +42,7 @@ class RecordWriter:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = safe_files.create_new(path, os.O_WRONLY | os.O_APPEND)
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps({k: _finite(v) for k, v in record.items()}, allow_nan=False, default=str) + "\n"

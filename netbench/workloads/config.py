@@ -12,13 +12,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from netbench.shapes import ParamShape, ShapeError, resolve_shapes
+from netbench.shapes import ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 
 WorkloadKind = Literal["transformer", "mlp", "shapes", "python"]
 WORKLOAD_KINDS: tuple[str, ...] = ("transformer", "mlp", "shapes", "python")
 
 _DEFAULT_BATCH = {"transformer": 16, "mlp": 512, "shapes": 0, "python": 0}
 _FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+MAX_COMPUTE_MS = 600_000.0  # ten minutes of stand-in compute per step: beyond that a typo, not an experiment
 
 
 class WorkloadConfig(BaseModel):
@@ -41,7 +42,7 @@ class WorkloadConfig(BaseModel):
     classes: int = Field(10, ge=2, description="mlp classes (labels are the teacher's argmax)")
     # shapes
     shapes: str = Field("gpt2-small:blocks=2", description="preset name, llama:... spec or .json file (shapes kind)")
-    compute_ms: float = Field(100.0, ge=0.0, description="stand-in forward+backward time per step (shapes kind)")
+    compute_ms: float = Field(100.0, ge=0.0, le=MAX_COMPUTE_MS, description="stand-in forward+backward time per step (shapes kind)")
     target_scale: float = Field(0.02, gt=0.0, description="shapes kind: std of the quadratic's targets (GPT-2's init std)")
     grad_noise: float = Field(0.5, ge=0.0, description="shapes kind: per-step gradient noise, relative to target_scale")
     heterogeneity: float = Field(0.3, ge=0.0, description="shapes kind: spread of per-rank targets around the shared one")
@@ -61,10 +62,30 @@ class WorkloadConfig(BaseModel):
         if self.kind == "transformer" and self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.kind == "shapes":
-            self.shape_list()  # raises with the parser's message on an unknown preset or bad file
-        if self.kind == "python" and not _FACTORY.fullmatch(self.factory):
-            raise ValueError(f"kind python needs MODULE:FACTORY, as in --workload python:mymodel:make (got {self.factory!r})")
+            self.shape_list()  # raises with the parser's message on an unknown preset or bad file (and checks its size)
+        elif self.kind == "python":
+            if not _FACTORY.fullmatch(self.factory):
+                raise ValueError(f"kind python needs MODULE:FACTORY, as in --workload python:mymodel:make (got {self.factory!r})")
+        else:
+            try:
+                check_param_count(self.param_count(), f"{self.kind} workload")
+            except ShapeError as exc:
+                raise ValueError(str(exc)) from None
         return self
+
+    def param_count(self) -> int:
+        """Parameters each node trains, counted from the settings (the models are built as in
+        workloads/transformer.py and workloads/mlp.py; tests/test_bad_input.py holds the count against them)."""
+        if self.kind == "shapes":
+            return total_params(self.shape_list())
+        if self.kind == "python":
+            return 0  # unknown until the user's factory builds it (the orchestrator calls it before the cluster)
+        if self.kind == "transformer":
+            d = self.d_model
+            per_block = 12 * d * d + 13 * d  # layer norms, qkv, projection, 4x MLP (with biases)
+            return 256 * d + self.seq_len * d + self.n_layers * per_block + 2 * d + 256 * d  # byte embeddings, positions, ln_f, head
+        widths = [self.in_dim] + [self.hidden] * self.mlp_layers + [self.classes]
+        return sum(a * b + b for a, b in zip(widths, widths[1:]))
 
     @property
     def effective_batch_size(self) -> int:

@@ -1,0 +1,115 @@
+"""Output files a privileged netbench can write into folders a user names, without being redirected.
+
+netbench runs as root. A folder that another user owns, or that anyone may write to without the
+sticky bit, lets that user plant a symlink where netbench is about to write (``steps.csv ->
+/etc/shadow``), and a plain ``open(path, "w")`` would follow it. So output folders are checked
+first (:func:`check_folder`, refused with :class:`UnsafeOutput`), and every file is written to a
+fresh temporary name that no one can pre-create (``mkstemp``: O_CREAT|O_EXCL) and renamed into
+place: a rename replaces a planted symlink instead of writing through it, and a reader (or an
+interrupted run) sees either the old file or the whole new one, never half of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+# What netbench accepts as a name that becomes a file or folder name (sweep names, run ids): no
+# separators, no leading dot (so never "." or ".."), at most 64 characters.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+__all__ = ["NAME_PATTERN", "UnsafeOutput", "check_folder", "make_folder", "write_text", "write_bytes", "replace_from", "create_new"]
+
+
+class UnsafeOutput(ValueError):
+    """An output folder another user could redirect netbench's writes from."""
+
+
+def _trusted_owners() -> set[int]:
+    """root, the invoking user, and under sudo the user who ran sudo."""
+    owners = {0, os.getuid(), os.geteuid()}
+    sudo_uid = os.environ.get("SUDO_UID", "")
+    if sudo_uid.isdigit():
+        owners.add(int(sudo_uid))
+    return owners
+
+
+def _problem(path: Path) -> str | None:
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    if info.st_uid not in _trusted_owners():
+        return f"is owned by uid {info.st_uid}, not by you or root"
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        return "is writable by every user (and has no sticky bit)"
+    return None
+
+
+def check_folder(folder: str | Path) -> None:
+    """Raise UnsafeOutput unless ``folder`` and every existing folder above it are safe to write into.
+
+    Safe: owned by root or the invoking user, and not world-writable unless sticky (as /tmp).
+    The folder may not exist yet; its existing ancestors are what a stranger could swap.
+    """
+    resolved = Path(os.path.realpath(Path(folder).expanduser()))
+    for part in [resolved, *resolved.parents]:
+        if not os.path.lexists(part):
+            continue
+        why = _problem(part)
+        if why:
+            where = "" if part == resolved else f" (its parent {str(part)!r})"
+            raise UnsafeOutput(f"output folder {str(folder)!r}{where} {why}: refusing to write there")
+
+
+def make_folder(folder: str | Path, exist_ok: bool = True) -> Path:
+    """Create ``folder`` (and parents), then check it: also catches a folder a stranger created first."""
+    path = Path(folder)
+    check_folder(path)
+    path.mkdir(parents=True, exist_ok=exist_ok)
+    check_folder(path)
+    return path
+
+
+@contextlib.contextmanager
+def replace_from(path: str | Path, mode: str = "w") -> Iterator[IO]:
+    """Yield a fresh temporary file beside ``path``; on success it atomically becomes ``path``.
+
+    On any exception (Ctrl-C included) the temporary file is removed and ``path`` is untouched.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Atomically replace ``path`` with ``text`` (never through a symlink planted at ``path``)."""
+    with replace_from(path) as fh:
+        fh.write(text)
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    with replace_from(path, "wb") as fh:
+        fh.write(data)
+
+
+def create_new(path: str | Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
+    """Open a file that must not exist yet (O_EXCL), never following a symlink; returns the fd."""
+    return os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)

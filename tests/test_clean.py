@@ -1,0 +1,100 @@
+"""`netbench clean` takes only dead netbench runs: exactly netbench's names, judged alive by the run's lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from netbench.emulation import cleanup, naming, netns
+
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="creating namespaces needs root")]
+REPO = Path(__file__).resolve().parents[1]
+OWNER = "import sys, time; from netbench.emulation import naming; naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)"
+
+
+@pytest.fixture
+def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A registry of this test's own, so no other run on the host is judged by it."""
+    monkeypatch.setattr(naming, "REGISTRY_DIR", tmp_path / "registry")
+    return tmp_path / "registry"
+
+
+@pytest.fixture
+def namespaces():
+    made: list[str] = []
+
+    def make(name: str) -> str:
+        netns.create(name)
+        made.append(name)
+        return name
+
+    yield make
+    for name in made:
+        netns.remove(name)
+
+
+def owner(run_id: str, registry: Path) -> subprocess.Popen:
+    """Another process that registers ``run_id`` (takes its lock) and stays alive."""
+    env = {**os.environ, "NETBENCH_RUN_DIR": str(registry), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, run_id], env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_netbench_like_foreign_names_are_left_alone(registry: Path, namespaces) -> None:
+    run_id = secrets.token_hex(3)
+    foreign = [namespaces(f"netbench-{run_id}-{suffix}") for suffix in ("foo", "n0-extra", "n64", "n01")]
+    found = cleanup.clean(only=[run_id])
+    assert found.namespaces == [] and all(name in netns.list_netns() for name in foreign)
+    assert [naming.run_id_of(n) for n in foreign] == [None] * 4
+
+
+def test_a_live_run_is_left_alone_without_its_registry_entry(registry: Path, namespaces) -> None:
+    run_id = secrets.token_hex(3)
+    proc = owner(run_id, registry)
+    try:
+        mine = namespaces(f"netbench-{run_id}-n0")
+        (registry / f"{run_id}.json").unlink()  # gone ...
+        assert naming.owner_alive(run_id) and cleanup.clean(only=[run_id]).empty and mine in netns.list_netns()
+        (registry / f"{run_id}.json").write_text("{corrupt")  # ... or corrupt: the lock still says alive
+        assert naming.owner_alive(run_id) and cleanup.clean(only=[run_id]).empty and mine in netns.list_netns()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_dead_run_is_cleaned(registry: Path, namespaces) -> None:
+    run_id = secrets.token_hex(3)
+    proc = owner(run_id, registry)
+    mine = [namespaces(f"netbench-{run_id}-sw"), namespaces(f"netbench-{run_id}-n1")]
+    assert json.loads((registry / f"{run_id}.json").read_text())["pid"] == proc.pid
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not naming.owner_alive(run_id)  # the kernel released the lock with the process
+    found = cleanup.clean(only=[run_id])
+    assert sorted(found.namespaces) == sorted(mine) and found.stale_registrations == [run_id]
+    assert not any(name in netns.list_netns() for name in mine) and naming.registered_run_ids() == []
+
+
+def test_registering_an_id_another_live_run_holds_fails(registry: Path) -> None:
+    run_id = secrets.token_hex(3)
+    proc = owner(run_id, registry)
+    try:
+        with pytest.raises(RuntimeError, match="already held"):
+            naming.register(naming.RunNames(run_id))
+    finally:
+        proc.kill()
+        proc.wait()
+    time.sleep(0.05)
+    naming.register(naming.RunNames(run_id))  # free again once its owner died
+    assert naming.owner_alive(run_id)
+    naming.unregister(naming.RunNames(run_id))
+    assert naming.registered_run_ids() == []
