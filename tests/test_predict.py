@@ -62,6 +62,6 @@ def test_prediction_adds_measured_local_work_to_model_comm_and_compression() -> 
 def test_predict_run_reports_errors_instead_of_raising() -> None:
     frame = steps([0.05, 0.05], [0.01, 0.01])
     out = predict_run(config(), frame, n_params=393_856, calibration=Calibration(), cpus=2)
-    assert out["step_time_s"] > 0.06 and out["payload_bytes_per_step"] == 393_856 * 4 and out["calibration"] == "defaults"
+    assert out["step_time_s"] > 0.06 and out["payload_bytes_per_step"] == 393_856 * 4 and out["calibration"]["source"] == "defaults"
     assert "error" in predict_run(config(), frame, n_params=5, calibration=Calibration())
     assert predict_run(config(), pd.DataFrame(), calibration=Calibration()) == {"error": "no measured steps"}

@@ -123,9 +123,11 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
     _privileged()
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        calib, calib_path = sweep_calibration(scenario, folder, calibration, fresh)
+        host_calib = sweep_calibration(scenario, folder, calibration, fresh,
+                                       on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"))
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
+    calib, calib_path = host_calib.calibration, host_calib.path
     write_sweep_json(folder, scenario, calib, calib_path)
     done = set() if fresh else done_keys(read_summary(folder), folder)
     todo = [p for p in plan if p.key not in done]
@@ -146,7 +148,7 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
             bar.update(task, completed=finished["points"] * per_point)
             console.print(f"{point.label}: {status}")
 
-        outcome = run_sweep(plan, folder, calib, fresh=fresh, progress=step_progress, on_point_done=point_done)
+        outcome = run_sweep(plan, folder, host_calib, fresh=fresh, progress=step_progress, on_point_done=point_done)
     report = generate_report(folder)
     console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")
     for line in report.accuracy_lines():

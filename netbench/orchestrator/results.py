@@ -178,13 +178,15 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
               reason: str | None, started: float, warnings: list[str], cluster: dict[str, Any],
               extra: dict[str, Any] | None = None, pcaps: dict[int, Path] | None = None,
               addresses: dict[int, str] | None = None, capture: dict[str, Any] | None = None,
-              cpus: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+              cpus: int | None = None, calibration: Any = None, fidelity: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write a run directory's steps.csv and run.json from every rank's records; returns (summary, run.json).
 
     The one writer of the format, shared by `netbench run` (emulated cluster, optional capture)
     and rank 0 of `netbench worker` (real hosts under torchrun): ``cluster`` says how the nodes
     came to be, ``extra`` adds top-level run.json keys, ``capture`` extra capture facts, and
-    ``cpus`` the cores the model takes the nodes to share (None: this host's, as emulated nodes do).
+    ``cpus`` the cores the model takes the nodes to share (None: this host's, as emulated nodes do),
+    ``calibration`` the HostCalibration the prediction uses (None: the saved one), ``fidelity``
+    the run's verdict on its own emulation (:mod:`netbench.orchestrator.fidelity`).
     """
     steps = steps_frame(records)
     peers: dict = {}
@@ -197,10 +199,13 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
     summary = summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
     summary.update({"run_id": run_id, "status": status, "reason": reason, **config_summary(config),
                     "delay_engine": cluster.get("delay_engine"), "run_dir": str(run_dir)})
+    if fidelity is not None:
+        summary["fidelity"] = {"ok": fidelity["ok"], "reasons": fidelity["reasons"]}
     start = next((x for x in records.get(0, []) if x.get("event") == "start"), None) or {}
     if status == "ok":  # the model's prediction beside the measurement; a model failure never fails the run
         known = summary["up_bps"] and summary["down_bps"]  # a real NIC may report no rate (`netbench worker`)
-        predicted = predict_run(config, steps, start.get("n_params"), cpus=cpus) if known else {"error": "link rate unknown"}
+        calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
+        predicted = predict_run(config, steps, start.get("n_params"), calib, cpus=cpus, identity=identity) if known else {"error": "link rate unknown"}
         summary["predicted" if "error" not in predicted else "prediction_error"] = predicted.get("error", predicted)
         summary.update(health.slowdown(summary))
     run_json = {
@@ -209,6 +214,7 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
         "argv": sys.argv, "config": json.loads(config.model_dump_json()), **(extra or {}), "cluster": cluster,
         "versions": versions(), "workload": {"n_params": start.get("n_params"), "n_tensors": start.get("n_tensors")},
         "capture": {"enabled": bool(pcaps), **(capture or {}), "bytes_by_peer": peers},
+        **({"fidelity": fidelity} if fidelity is not None else {}),
         "summary": summary,
     }
     write_run_json(run_dir / "run.json", run_json)
