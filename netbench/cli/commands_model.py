@@ -19,7 +19,7 @@ from rich.table import Table
 
 from netbench.cli.app import app
 from netbench.cli.errors import UserError, one_line
-from netbench.model.calibration import Calibration, CalibrationError, default_path, load_calibration, save_calibration
+from netbench.model.calibration import Calibration, CalibrationError, default_path, save_calibration
 from netbench.model.collectives import ALGORITHMS
 from netbench.model.framing import Framing
 from netbench.model.planner import BW_RANGE_BPS, Planner

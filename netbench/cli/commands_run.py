@@ -75,13 +75,25 @@ def summary_table(summary: dict, command: str = "netbench run") -> Table:
         table.add_row(*(row + [""] if predicted else row))
     fidelity = summary.get("fidelity")
     if fidelity is not None:
-        row = ["faithful emulation", "yes" if fidelity["ok"] else "NO: " + "; ".join(fidelity["reasons"])]
+        dilated = f" (dilated x{fidelity['dilation']:.3g})" if fidelity.get("dilation", 1) != 1 else ""
+        row = ["faithful emulation", ("yes" if fidelity["ok"] else "NO: " + "; ".join(fidelity["reasons"])) + dilated]
         table.add_row(*(row + [""] if predicted else row))
     calib = predicted.get("calibration") if predicted else None
     if isinstance(calib, dict):
         row = ["model constants", f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})"]
         table.add_row(*(row + [""]))
     return table
+
+
+def dilation_factor(text: str, nodes: int) -> float:
+    """``--dilation`` as a factor for ``nodes`` nodes on this host; bad input is a UserError."""
+    from netbench.model.testbed import host_cpus
+    from netbench.orchestrator.dilation import parse_dilation
+
+    try:
+        return parse_dilation(text, nodes, host_cpus())
+    except ValueError as exc:
+        raise UserError(f"--dilation: {exc}") from None
 
 
 def run_calibration(explicit: Optional[Path], quiet: bool = False):
@@ -137,6 +149,8 @@ def run(
     out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory."),
     threads: int = typer.Option(1, "--threads", help="torch threads per worker."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."),
+    dilation: str = typer.Option("1", "--dilation", help="Time dilation k: links k times slower and longer, compute k times longer, "
+                                 "times reported divided by k; auto: nodes / cores (many nodes on few cores)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
     """Train across an emulated cluster and measure time and bytes per step."""
@@ -149,13 +163,14 @@ def run(
     work = ropt.build_workload_config(workload, shapes, compute_ms)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+    factor = dilation_factor(dilation, nodes)
     _privileged()
     copt.check_engine(cluster)
     calib = run_calibration(calibration, quiet=as_json)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task(f"{replicator} on {nodes} nodes at {bw}", total=warmup + steps)
-        result = run_config(config, progress=lambda done, total: bar.update(task, completed=done), calibration=calib)
+        result = run_config(config, progress=lambda done, total: bar.update(task, completed=done), calibration=calib, dilation=factor)
     if as_json:
         print(json.dumps(result.summary, default=str))
     else:

@@ -83,6 +83,7 @@ def sweep(
     name: Optional[str] = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
+    dilation: str = typer.Option("1", "--dilation", help="Time dilation k for every point (auto: each point's nodes / cores); see `netbench run --dilation`."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay; resumable; writes summary.csv and a report."""
@@ -101,6 +102,10 @@ def sweep(
     if calibration is not None and not calibration.is_file():
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
     scenario = _scenario(scenario_file, overrides)
+    from netbench.cli.commands_run import dilation_factor
+
+    for n in scenario.grid.nodes:
+        dilation_factor(dilation, n)
     folder = out or Path("reports/sweeps") / scenario.name
     try:  # the scenario is valid; the folder its runs go to is checked here
         plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})
@@ -110,10 +115,10 @@ def sweep(
         for p in plan:
             print(f"{p.key}  {p.label}")
         return
-    _run(scenario, plan, folder, calibration, fresh)
+    _run(scenario, plan, folder, calibration, fresh, dilation)
 
 
-def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool) -> None:
+def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "1") -> None:
     from netbench.cli.commands_net import _privileged
     from netbench.model.calibration import CalibrationError
     from netbench.reports.calibrate import sweep_calibration
@@ -148,7 +153,7 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
             bar.update(task, completed=finished["points"] * per_point)
             console.print(f"{point.label}: {status}")
 
-        outcome = run_sweep(plan, folder, host_calib, fresh=fresh, progress=step_progress, on_point_done=point_done)
+        outcome = run_sweep(plan, folder, host_calib, fresh=fresh, progress=step_progress, on_point_done=point_done, dilation=dilation)
     report = generate_report(folder)
     console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")
     for line in report.accuracy_lines():

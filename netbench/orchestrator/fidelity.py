@@ -23,7 +23,6 @@ nodes wait 50-90 %.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import time

@@ -23,6 +23,7 @@ from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.model.hostcache import HostCalibration, host_calibration
 from netbench.model.testbed import host_cpus
+from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
@@ -148,13 +149,15 @@ def _fidelity(monitor: fid.FidelityMonitor, cluster: Cluster) -> dict[str, Any]:
 
 
 def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callable[[Cluster], None] | None = None,
-        calibration: HostCalibration | None = None) -> RunResult:
+        calibration: HostCalibration | None = None, dilation: float = 1.0) -> RunResult:
     """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
 
     ``calibration``: the model constants its prediction uses (default: this host's, measured
-    first when the cache has none -- before anything is built).
+    first when the cache has none -- before anything is built). ``dilation``: time dilation
+    factor k (:mod:`netbench.orchestrator.dilation`); results are reported for ``config``.
     """
     calibration = calibration or host_calibration()
+    real, config = config, dil.dilate(config, dilation)
     names = RunNames.new()
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = config.out_dir / f"{stamp}-{config.replicator.name}-{names.run_id}"
@@ -220,8 +223,10 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
     except Exception as exc:  # noqa: BLE001 - recorded in run.json, then re-raised below for the CLI
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
     try:
-        return _collect(config, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings, timeout_s,
-                        calibration, fidelity)
+        if fidelity is not None:
+            fidelity["dilation"] = dilation
+        return _collect(real, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings, timeout_s,
+                        calibration, fidelity, dilation)
     finally:
         if not config.keep_pcap:
             shutil.rmtree(pcap_dir, ignore_errors=True)
@@ -229,12 +234,15 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
 
 def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: dict, pcaps: dict[int, Path],
              capture_drops: dict[str, int], status: str, reason: str | None, started: float, warnings: list[str],
-             timeout_s: float, calibration: HostCalibration | None = None, fidelity: dict[str, Any] | None = None) -> RunResult:
-    """Whatever happened, write steps.csv and run.json from what was measured."""
+             timeout_s: float, calibration: HostCalibration | None = None, fidelity: dict[str, Any] | None = None,
+             dilation: float = 1.0) -> RunResult:
+    """Whatever happened, write steps.csv and run.json from what was measured (durations divided by the dilation)."""
     records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes)}
+    records = dil.undilate_records(records, dilation)
+    cpus = max(1, round(host_cpus() * dilation)) if dilation != 1.0 else None  # dilated: each node has k times the CPU per second
     summary, run_json = results.write_run(
         run_dir, config, records, run_id=names.run_id, status=status, reason=reason, started=started, warnings=warnings,
-        cluster=cluster_info, extra={"collective_timeout_s": timeout_s, "launcher": "netbench run"}, pcaps=pcaps,
+        cluster=cluster_info, extra={"collective_timeout_s": timeout_s, "launcher": "netbench run", "dilation": dilation}, pcaps=pcaps,
         addresses={rank: names.address(rank) for rank in pcaps}, capture={"dropped_by_port": capture_drops},
-        calibration=calibration, fidelity=fidelity)
+        calibration=calibration, fidelity=fidelity, cpus=cpus)
     return RunResult(run_dir, status, reason, summary, run_json)

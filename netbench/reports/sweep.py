@@ -110,6 +110,7 @@ def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | 
     row["prediction_error"] = predicted.get("error", "")
     fidelity = summary.get("fidelity") or {}
     row["fidelity_ok"] = fidelity.get("ok")
+    row["dilation"] = fidelity.get("dilation", 1.0)
     row["fidelity_reasons"] = "; ".join(fidelity.get("reasons", []))
     return row
 
@@ -135,11 +136,14 @@ def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibratio
 
 
 def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fresh: bool = False,
-              progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None) -> SweepOutcome:
+              progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None,
+              dilation: str = "1") -> SweepOutcome:
     """Run every point not already done; summary.csv is rewritten after each one.
 
     Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
     """
+    from netbench.model.testbed import host_cpus
+    from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
 
     frame = pd.DataFrame(columns=["key", "status", "run_dir"]) if fresh else read_summary(out)
@@ -149,7 +153,9 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
         if point.key in done:
             outcome.skipped += 1
             continue
-        result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None, calibration=calibration)
+        factor = parse_dilation(dilation, point.config.cluster.nodes, host_cpus())
+        result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
+                            calibration=calibration, dilation=factor)
         predicted = stored_prediction(result.summary) if result.status == "ok" else {}
         frame = _upsert(frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out))
         write_summary(out, frame)
