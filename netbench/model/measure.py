@@ -5,7 +5,7 @@
 * loopback bandwidth (reference only; loopback is not an emulated link): large all_reduce calls;
 * encode and decode cost for each scheme, separately: the replicator's own ``StepStats``
   (``compress_s`` and ``decode_s``; the collectives' wait is excluded by the replicator) on random
-  gradients, median over steps (mean over whole sync periods for periodic schemes). Timed on two
+  gradients, the fastest of a few steps (mean over whole sync periods for periodic schemes). Timed on two
   shape sets -- a few large matrices (``shapes``) and many small tensors (``tensor_shapes``) -- and
   solved for a cost per parameter and a cost per tensor. ``mtdao`` sends dense tensors: no
   encode/decode (its local QH-Adam step is the workload's ``apply`` time, measured by every run).
@@ -117,7 +117,8 @@ def _replicator_seconds(name: str, shapes: Sequence[ParamShape], settings: Schem
     timed = [one() for _ in range(steps * period)]
     if period > 1:  # only some steps encode: the mean over whole periods is the per-step cost
         return sum(t[0] for t in timed) / len(timed), sum(t[1] for t in timed) / len(timed)
-    return statistics.median(t[0] for t in timed), statistics.median(t[1] for t in timed)
+    # the least disturbed step: other processes on a busy host only ever add time (a mean or median of a few steps swings 2x)
+    return min(t[0] for t in timed), min(t[1] for t in timed)
 
 
 def _fit(big: tuple[float, int, float], small: tuple[float, int, float] | None) -> tuple[float, float]:
@@ -162,7 +163,7 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
             costs[f"{part}_param"][name], costs[f"{part}_tensor"][name] = per_param, per_tensor
         notes[f"compression.{name}"] = "; ".join(
             f"encode {sec[0] * 1e3:.3g} ms + decode {sec[1] * 1e3:.3g} ms per step on {p:,} params in {t} tensors"
-            for p, t, sec in timed) + f" (median of {opts.steps} step(s))"
+            for p, t, sec in timed) + f" (fastest of {opts.steps} step(s))"
     return costs, notes
 
 
@@ -184,7 +185,7 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
 
 def quick_options() -> MeasureOptions:
     """What a first ``run``/``sweep``/``plan`` measures: every replicator at its defaults, in a few seconds."""
-    return MeasureOptions(iters=200, bandwidth_mib=8.0, shapes=QUICK_SHAPES, tensor_shapes=TENSOR_SHAPES, steps=3)
+    return MeasureOptions(iters=200, bandwidth_mib=8.0, shapes=QUICK_SHAPES, tensor_shapes=TENSOR_SHAPES, steps=5)
 
 
 def measure(opts: MeasureOptions) -> Calibration:
