@@ -7,7 +7,7 @@ time stops meaning anything about a real cluster when:
   each worker's ``/proc/<pid>/task/*/schedstat`` (time runnable but not running), once at the
   start and once at the end: no sampling cost.
 * **the host's CPU is saturated** -- ``/proc/stat`` busy share and run queue (``procs_running``),
-  sampled from the orchestrator's watch loop (one file read every 0.5 s).
+  sampled from the orchestrator's watch loop (one file read every 0.2 s).
 * **packet processing is saturated** -- the softirq share of the host's CPU (``/proc/stat``).
 * **the delay line falls behind** -- it counts packets released more than 1 ms after their due
   time (:mod:`netbench.emulation.delayline`), and it waits for a core like a worker does.
@@ -39,7 +39,7 @@ THRESHOLDS = {
     "late_packets": 0.01,    # share of delayed packets released more than 1 ms late
     "delay_line_wait": 0.10,  # share of the run the delay line waited for a core
 }
-SAMPLE_EVERY_S = 0.5
+SAMPLE_EVERY_S = 0.2
 
 
 def _schedstat(pid: int) -> tuple[float, float] | None:
