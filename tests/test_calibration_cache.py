@@ -13,6 +13,7 @@ import netbench.model.measure as measure_mod
 from netbench.model import hostcache
 from netbench.model.calibration import ENV_VAR, Calibration, CalibrationError, save_calibration
 from netbench.model.hostcache import cache_dir, cache_path, cached, host_calibration, host_key
+from netbench.model.schemes import SCHEME_NAMES
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def fake_measure(monkeypatch) -> list[int]:
     def measure(opts) -> Calibration:
         calls.append(1)
         return Calibration(source="measured", host="h", software_overhead_s=1e-4 * len(calls),
-                           encode_s_per_param={"dct": 1e-8}, decode_s_per_param={"dct": 5e-9})
+                           encode_s_per_param={name: 1e-8 for name in SCHEME_NAMES}, decode_s_per_param={"dct": 5e-9})
 
     monkeypatch.setattr(measure_mod, "measure", measure)
     return calls
@@ -86,6 +87,13 @@ def test_corrupt_entry_measures_again(cache, fake_measure, damage) -> None:
 def test_entry_for_another_key_inside_the_file_is_not_used(cache, fake_measure) -> None:
     first = host_calibration()
     save_calibration(first.calibration.model_copy(update={"host_key": {**host_key(), "cpu_model": "other"}}), first.path)
+    assert host_calibration().measured_now and fake_measure == [1, 1]
+
+
+def test_entry_missing_a_replicator_measures_again(cache, fake_measure) -> None:
+    first = host_calibration()
+    partial = first.calibration.model_copy(update={"encode_s_per_param": {"dct": 1e-8}})  # as `calibrate --replicator dct` leaves it
+    save_calibration(partial, first.path)
     assert host_calibration().measured_now and fake_measure == [1, 1]
 
 

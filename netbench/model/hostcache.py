@@ -66,14 +66,18 @@ def cache_path(key: dict[str, str] | None = None) -> Path:
 
 
 def cached(key: dict[str, str] | None = None) -> Calibration | None:
-    """The cached calibration for ``key`` (this host), or None when absent, unreadable or for another key."""
+    """The cached calibration for ``key`` (this host), or None when absent, unreadable, for another key, or
+    missing a replicator (``netbench calibrate --replicator dct`` measures only some)."""
+    from netbench.model.schemes import SCHEME_NAMES
+
     key = key or host_key()
     path = cache_path(key)
     try:
         calib = read_calibration(path)
     except CalibrationError:
         return None
-    return calib if calib.source == "measured" and calib.host_key == key else None
+    complete = all(calib.measured(name) for name in SCHEME_NAMES)
+    return calib if calib.source == "measured" and calib.host_key == key and complete else None
 
 
 @dataclass(frozen=True)
