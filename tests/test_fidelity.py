@@ -34,7 +34,7 @@ def test_judge_names_each_cause() -> None:
     assert not many["ok"] and any("32 nodes outnumber the host's 2 cores" in r for r in many["reasons"])
     assert any("host CPU saturated" in r for r in many["reasons"])
     other = judge(observed(worker_wait_mean=0.5))
-    assert other["reasons"] == [f"CPU: other processes on the host took the cores; each worker waited 50% of the run for a core (limit {THRESHOLDS['worker_wait']:.0%})"]
+    assert other["reasons"] == [f"CPU: other work on the host (delay line, capture, other processes) took the cores; each worker waited 50% of the run for a core (limit {THRESHOLDS['worker_wait']:.0%})"]
     late = judge(observed(delay_line={"passed": 1000, "late": 200, "late_max_s": 0.004}))
     assert late["reasons"][0].startswith("delay line fell behind: 20.0% of packets") and "max 4.0 ms" in late["reasons"][0]
     assert "softirq" in judge(observed(softirq=0.4))["reasons"][0]
