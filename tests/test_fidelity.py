@@ -13,7 +13,7 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.dilation import auto_factor, dilate, parse_dilation, undilate_records
+from netbench.orchestrator.dilation import auto_factor, cpu_stretch, dilate, parse_dilation, undilate_records
 from netbench.orchestrator.fidelity import THRESHOLDS, FidelityMonitor, judge
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
@@ -86,6 +86,14 @@ def test_dilation_slows_links_and_compute_and_divides_durations() -> None:
     back = undilate_records(records, 8)[0]
     assert back[0] == {"event": "start"}
     assert back[1] == {"event": "step", "step_s": 1.0, "comm_s": 0.5, "compute_s": 0.05, "t_start": 100.0, "payload_bytes": 10}
+    # CPU work counts as CPU time: divided by the measured stretch (here 4), the rest by k (8)
+    cpu = {0: [{"event": "step", "step_s": 8.0, "comm_s": 4.0, "compute_s": 0.4, "compress_s": 2.0, "decode_s": 1.0}]}
+    mixed = undilate_records(cpu, 8, stretch=4.0)[0][0]
+    assert mixed["compress_s"] == 0.5 and mixed["decode_s"] == 0.25 and mixed["comm_s"] == 0.5 and mixed["compute_s"] == 0.05
+    assert mixed["step_s"] == pytest.approx((8.0 - 3.0) / 8 + 3.0 / 4)
+    assert cpu_stretch({"worker_cpu_mean": 0.01, "worker_wait_mean": 0.03}, 8) == pytest.approx(4.0)
+    assert cpu_stretch({"worker_cpu_mean": 0.01, "worker_wait_mean": 0.5}, 8) == 8 and cpu_stretch(None, 8) == 8
+    assert cpu_stretch({"worker_cpu_mean": 0.5, "worker_wait_mean": 0.0}, 8) == 1.0
     assert auto_factor(32, 2) == 16 and auto_factor(2, 4) == 1 and parse_dilation("auto", 16, 2) == 8 and parse_dilation("2.5", 2, 2) == 2.5
     for bad in ("0.5", "x", "nan", "1e9"):
         with pytest.raises(ValueError):

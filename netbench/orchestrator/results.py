@@ -200,7 +200,7 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
     summary.update({"run_id": run_id, "status": status, "reason": reason, **config_summary(config),
                     "delay_engine": cluster.get("delay_engine"), "run_dir": str(run_dir)})
     if fidelity is not None:
-        summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "dilation") if k in fidelity}
+        summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "dilation", "cpu_stretch") if k in fidelity}
     start = next((x for x in records.get(0, []) if x.get("event") == "start"), None) or {}
     if status == "ok":  # the model's prediction beside the measurement; a model failure never fails the run
         known = summary["up_bps"] and summary["down_bps"]  # a real NIC may report no rate (`netbench worker`)

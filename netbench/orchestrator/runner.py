@@ -238,7 +238,12 @@ def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: di
              dilation: float = 1.0) -> RunResult:
     """Whatever happened, write steps.csv and run.json from what was measured (durations divided by the dilation)."""
     records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes)}
-    records = dil.undilate_records(records, dilation)
+    if dilation != 1.0:  # CPU work counts as CPU time: divided by the stretch the run measured, the rest by k
+        stretch = dil.cpu_stretch((fidelity or {}).get("observed"), dilation)
+        cpu_fields = dil.CPU_FIELDS + (("compute_s",) if config.workload.kind != "shapes" else ())
+        records = dil.undilate_records(records, dilation, stretch, cpu_fields)
+        if fidelity is not None:
+            fidelity["cpu_stretch"] = stretch
     cpus = max(1, round(host_cpus() * dilation)) if dilation != 1.0 else None  # dilated: each node has k times the CPU per second
     summary, run_json = results.write_run(
         run_dir, config, records, run_id=names.run_id, status=status, reason=reason, started=started, warnings=warnings,
