@@ -257,7 +257,7 @@ def plan(
     algo = algorithm.strip().lower().replace("-", "_")
     if algo not in ALGORITHMS:
         raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
-    calib, calib_path = _calibration(calibration, quiet=json_out)
+    calib, calib_path = _calibration(calibration)  # the "measuring" line goes to stderr, so --json's stdout stays clean
     try:
         framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
     except pydantic.ValidationError as exc:

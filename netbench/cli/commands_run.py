@@ -166,7 +166,7 @@ def run(
     factor = dilation_factor(dilation, nodes)
     _privileged()
     copt.check_engine(cluster)
-    calib = run_calibration(calibration, quiet=as_json)
+    calib = run_calibration(calibration)  # its line goes to stderr: --json's stdout stays one object
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task(f"{replicator} on {nodes} nodes at {bw}", total=warmup + steps)

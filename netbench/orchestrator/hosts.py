@@ -251,7 +251,8 @@ def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], start
         calibration = None
     summary, _ = results.write_run(
         run_dir, model_config, records, run_id=plan.run_id, status=status, reason=reason, started=started, warnings=warnings,
-        cluster=cluster_info, extra={"collective_timeout_s": plan.spec.spec.timeout_s, "launcher": "torchrun"}, capture={"reason": NO_CAPTURE}, cpus=cpus,
-        calibration=calibration)
+        cluster=cluster_info, extra={"collective_timeout_s": plan.spec.spec.timeout_s, "launcher": "torchrun", "dilation": 1.0},
+        capture={"reason": NO_CAPTURE}, cpus=cpus, calibration=calibration,
+        fidelity={"ok": True, "reasons": [], "observed": None, "note": "real hosts: nothing emulated"})
     _discard(plan.partial)
     return HostOutcome(code if status == "ok" else max(code, 1), 0, run_dir, summary)
