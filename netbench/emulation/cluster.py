@@ -194,7 +194,7 @@ class Cluster:
     @property
     def delay_line_stats_path(self) -> str:
         """Where the delay line keeps its counters (packets passed, late releases) for the fidelity check."""
-        return f"/tmp/netbench-{self.names.run_id}-delayline.json"
+        return delayline.stats_path(self.names.run_id)
 
     @property
     def delay_line_pid(self) -> int | None:

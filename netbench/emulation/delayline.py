@@ -129,6 +129,11 @@ LATE_S = 1e-3  # a release this much past due counts as late (the loop's own jit
 STATS_EVERY_S = 1.0
 
 
+def stats_path(run_id: str) -> str:
+    """Where run ``run_id``'s delay line keeps its counters (removed by teardown and by ``netbench clean``)."""
+    return f"/tmp/netbench-{run_id}-delayline.json"
+
+
 def stats(line: DelayLine) -> dict:
     """Counters the orchestrator reads for the run's fidelity check."""
     return {"passed": line.passed, "dropped": line.dropped, "late": line.late, "late_sum_s": line.late_sum_s, "late_max_s": line.late_max_s}
