@@ -18,6 +18,8 @@ def test_calibrate_measures_saves_and_plan_reads_it(tmp_path, capsys):
     assert c.software_overhead_s > 0 and c.overhead("all_gather") > 0
     assert c.loopback_bandwidth_bps and c.loopback_bandwidth_bps > 1e6
     assert c.compression("lowrank") > 0 and c.compression_s_per_param["mtdao"] == 0
+    assert c.encode_s_per_param["lowrank"] > 0 and c.decode_s_per_param["lowrank"] > 0  # measured separately
+    assert c.compression("lowrank") == pytest.approx(c.encode_s_per_param["lowrank"] + c.decode_s_per_param["lowrank"])
     capsys.readouterr()
     main(["plan", "--replicator", "lowrank", "--nodes", "4", "--calibration", str(out), "--json"])
     doc = json.loads(capsys.readouterr().out)

@@ -31,15 +31,14 @@ def test_env_var_sets_the_default_path(tmp_path, monkeypatch):
     target = tmp_path / "env.json"
     monkeypatch.setenv(ENV_VAR, str(target))
     assert default_path() == target
-    save_calibration(Calibration(software_overhead_s=1e-4))
+    save_calibration(Calibration(software_overhead_s=1e-4), target)
     assert target.exists()
     assert load_calibration().software_overhead_s == 1e-4
 
 
-def test_home_default(monkeypatch, tmp_path):
+def test_no_env_means_the_host_cache(monkeypatch):
     monkeypatch.delenv(ENV_VAR, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    assert default_path() == tmp_path / ".local" / "share" / "netbench" / "calibration.json"
+    assert default_path() is None
 
 
 @pytest.mark.parametrize("text", ["{not json", json.dumps({"software_overhead_s": -1}), json.dumps({"bogus": 1})])

@@ -98,7 +98,7 @@ def test_params_and_hierarchy_and_asymmetry(capsys):
 def test_table_output(capsys):
     main(["plan", "--replicator", "lowrank", "--nodes", "2,4", "--compute-ms", "10"])
     out = capsys.readouterr().out
-    assert "lowrank" in out and "comm %" in out and "uncalibrated" in out
+    assert "lowrank" in out and "comm %" in out and "model constants: defaults" in out and "encode/decode of lowrank taken as 0" in out
     assert "bandwidth where communication = compute" in out
 
 

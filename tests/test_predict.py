@@ -62,6 +62,40 @@ def test_prediction_adds_measured_local_work_to_model_comm_and_compression() -> 
 def test_predict_run_reports_errors_instead_of_raising() -> None:
     frame = steps([0.05, 0.05], [0.01, 0.01])
     out = predict_run(config(), frame, n_params=393_856, calibration=Calibration(), cpus=2)
-    assert out["step_time_s"] > 0.06 and out["payload_bytes_per_step"] == 393_856 * 4 and out["calibration"] == "defaults"
+    assert out["step_time_s"] > 0.06 and out["payload_bytes_per_step"] == 393_856 * 4 and out["calibration"]["source"] == "defaults"
     assert "error" in predict_run(config(), frame, n_params=5, calibration=Calibration())
     assert predict_run(config(), pd.DataFrame(), calibration=Calibration()) == {"error": "no measured steps"}
+
+
+def test_encode_and_decode_are_predicted_separately_per_param_and_per_tensor() -> None:
+    calib = Calibration(source="measured", encode_s_per_param={"dct": 2e-8}, decode_s_per_param={"dct": 1e-8},
+                        encode_s_per_tensor={"dct": 1e-4}, decode_s_per_tensor={"dct": 5e-5})
+    shapes = workload_shapes(SHAPES)  # 393,856 parameters in len(shapes) tensors
+    assert calib.encode_decode_s("dct", 393_856, len(shapes)) == pytest.approx((393_856 * 2e-8 + len(shapes) * 1e-4,
+                                                                                393_856 * 1e-8 + len(shapes) * 5e-5))
+    frame = steps([0.05, 0.05, 0.05], [0.01, 0.01, 0.01])
+    out = predict_run(config("dct", 2), frame, calibration=calib, cpus=2)
+    enc, dec = calib.encode_decode_s("dct", 393_856, len(shapes))
+    assert out["compress_time_s"] == pytest.approx(enc) and out["decode_time_s"] == pytest.approx(dec)
+    assert out["encode_decode_time_s"] == pytest.approx(enc + dec)
+    assert out["step_time_s"] == pytest.approx(out["local_time_s"] + enc + dec + out["comm_time_s"])
+    four = predict_run(config("dct", 4), frame, calibration=calib, cpus=2)
+    assert four["compress_time_s"] == pytest.approx(2 * enc)  # 4 nodes on 2 cores
+    assert out["calibration"]["digest"] == calib.digest()
+
+
+def test_a_schema_1_file_counts_its_sum_as_encode() -> None:
+    old = Calibration(source="measured", compression_s_per_param={"dct": 3e-8})
+    assert old.encode_decode_s("dct", 1000, 5) == pytest.approx((3e-5, 0.0)) and old.measured("dct") and not old.measured("random")
+
+
+def test_fit_separates_per_param_and_per_tensor_costs() -> None:
+    from netbench.model.measure import _fit
+
+    a, b = 1e-8, 1e-4  # hand-made: 2 M params in 12 tensors, 70 k params in 57 tensors
+    big = (2_000_000, 12, 2_000_000 * a + 12 * b)
+    small = (70_000, 57, 70_000 * a + 57 * b)
+    assert _fit(big, small) == pytest.approx((a, b))
+    assert _fit(big, None) == pytest.approx((big[2] / 2_000_000, 0.0))
+    # a fit that would make the per-tensor cost negative keeps everything per parameter
+    assert _fit((1000, 1, 1.0), (10, 100, 0.001)) == pytest.approx((1e-3, 0.0))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -138,18 +140,29 @@ def test_scenario_error_is_a_value_error() -> None:
 @pytest.mark.netns
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_resume_runs_only_missing_points(tmp_path) -> None:
-    """An interrupted sweep (here: one of two points done) re-runs only the other; a third run does nothing."""
-    from netbench.model.calibration import Calibration
+    """An interrupted sweep (here: one of two points done) re-runs only the other; a third run does nothing.
 
+    Each point's prediction is the one its run stored in run.json, made with the sweep's calibration.
+    """
+    from netbench.model.calibration import Calibration
+    from netbench.model.hostcache import HostCalibration
+
+    calib = Calibration(source="measured", encode_s_per_param={"dct": 2e-7, "random": 1e-7}, decode_s_per_param={"dct": 1e-7, "random": 0.0})
+    given = HostCalibration(calib, tmp_path / "given.json", False, "file")
     scenario = scenario_from_dict({"grid": {"bw": ["100mbit"], "replicator": ["dct", "random"]}, "steps": 2, "warmup": 1,
                                    "capture": False, "workload": TINY})
     plan = points(scenario, tmp_path / "runs")
-    first = run_sweep(plan[:1], tmp_path, Calibration())  # the sweep "interrupted" after one point
+    first = run_sweep(plan[:1], tmp_path, given)  # the sweep "interrupted" after one point
     assert (first.ran, first.skipped) == (1, 0)
-    second = run_sweep(plan, tmp_path, Calibration())
+    second = run_sweep(plan, tmp_path, given)
     assert (second.ran, second.skipped) == (1, 1) and not second.failed
-    third = run_sweep(plan, tmp_path, Calibration())
+    third = run_sweep(plan, tmp_path, given)
     assert (third.ran, third.skipped) == (0, 2)
     summary = read_summary(tmp_path)
     assert list(summary["key"]) == [p.key for p in plan] and set(summary["status"]) == {"ok"}
     assert summary["pred_step_time_s"].notna().all()
+    for row in summary.itertuples():
+        stored = json.loads((tmp_path / row.run_dir / "run.json").read_text())["summary"]["predicted"]
+        assert stored["calibration"]["digest"] == calib.digest() and stored["calibration"]["path"] == str(tmp_path / "given.json")
+        assert row.pred_step_time_s == pytest.approx(stored["step_time_s"]) and row.pred_compress_time_s == pytest.approx(stored["compress_time_s"])
+        assert row.pred_compress_time_s > 0 and isinstance(row.fidelity_ok, (bool, np.bool_))

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from netbench.cli.app import app
 from netbench.cli.errors import UserError, one_line
-from netbench.model.calibration import Calibration, CalibrationError, default_path, load_calibration, save_calibration
+from netbench.model.calibration import Calibration, CalibrationError, default_path, save_calibration
 from netbench.model.collectives import ALGORITHMS
 from netbench.model.framing import Framing
 from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings
@@ -113,12 +113,34 @@ def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
     return schemes
 
 
-def _calibration(path: Optional[Path]) -> tuple[Calibration, Path]:
-    target = path or default_path()
+def _calibration(path: Optional[Path], quiet: bool = False) -> tuple[Calibration, Path]:
+    """``--calibration`` as given, else this host's cached calibration (measured first when there is none)."""
+    from netbench.model.hostcache import host_calibration
+
+    def told(target: Path) -> None:
+        if not quiet:
+            print(f"measuring this host's model constants once (a few seconds), cached in {target}", file=sys.stderr)
+
     try:
-        return load_calibration(target), target
+        found = host_calibration(path, on_measure=told)
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
+    return found.calibration, found.path
+
+
+def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list[str]:
+    """Which model constants are measured (and on which host) and which are defaults, for ``plan``."""
+    where = f"measured on {calib.host or '?'} {calib.created}" if calib.source == "measured" else "defaults"
+    lines = [f"model constants: {where} ({path})"]
+    if calib.source == "measured":
+        lines.append(f"  measured: per-message overhead {format_time(calib.overhead('all_reduce'))} (all_reduce), "
+                     f"{format_time(calib.overhead('all_gather'))} (all_gather); encode/decode of "
+                     + ", ".join(s for s in schemes if calib.measured(s)))
+    missing = [s for s in schemes if not calib.measured(s) and s != "mtdao"]
+    lines.append("  defaults: ACK frames per segment " + f"{calib.acks_per_segment:g}"
+                 + (f"; encode/decode of {', '.join(missing)} taken as 0" if missing else "")
+                 + ("; per-message overhead 0" if calib.source != "measured" else ""))
+    return lines
 
 
 KNOWN_CC = ("cubic", "reno", "bbr")  # what the model distinguishes: bbr paces, the others are window-based
@@ -233,7 +255,7 @@ def plan(
     algorithm: str = typer.Option("ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"),
     mtu: int = typer.Option(1500, "--mtu", help="link MTU"),
     acks_per_segment: Optional[float] = typer.Option(None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"),
-    calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration JSON [default $NETBENCH_CALIBRATION or ~/.local/share/netbench/calibration.json]"),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration JSON [default $NETBENCH_CALIBRATION, else this host's cached one, measured on first use]"),
     tcp_cc: str = typer.Option("cubic", "--tcp-cc", help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)"),
     tcp_wmem_max: int = typer.Option(STOCK_LINUX.tcp_wmem_max, "--tcp-wmem-max", help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]"),
     no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"),
@@ -259,7 +281,7 @@ def plan(
     algo = algorithm.strip().lower().replace("-", "_")
     if algo not in ALGORITHMS:
         raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
-    calib, calib_path = _calibration(calibration)
+    calib, calib_path = _calibration(calibration)  # the "measuring" line goes to stderr, so --json's stdout stays clean
     try:
         framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
     except pydantic.ValidationError as exc:
@@ -289,7 +311,8 @@ def plan(
     if json_out:
         doc = {
             "shapes": shapes_label, "params": total_params(shape_list),
-            "calibration": {"source": calib.source, "path": str(calib_path), "created": calib.created},
+            "calibration": {"source": calib.source, "path": str(calib_path), "created": calib.created, "host": calib.host,
+                            "digest": calib.digest(), "measured": [s.name for s in schemes if calib.measured(s.name)]},
             "tcp": tcp.model_dump(),
             "framing": framing.model_dump() | {"mss": framing.mss, "frame_bytes": framing.frame_bytes, "efficiency": framing.efficiency()},
             "rows": rows, "derived": derived,
@@ -301,8 +324,8 @@ def plan(
     console.print(f"[bold]{shapes_label}[/bold]: {total_params(shape_list):,} params; link {link}, delay {format_time(delay_s)}, "
                   f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms")
     console.print(f"TCP assumed: {_tcp_text(tcp)}" + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else ""))
-    if calib.source == "defaults":
-        console.print(f"[yellow]uncalibrated[/yellow] ({calib_path} absent): software overhead and compression cost taken as 0; run `netbench calibrate`")
+    for line in _constants_lines(calib, calib_path, [s.name for s in schemes]):
+        console.print(line, highlight=False)
     _print_table(rows, console)
     if any(not r["compression_calibrated"] and r["replicator"] != "mtdao" for r in rows):
         console.print("* compression cost not calibrated for this replicator (taken as 0)")
@@ -313,7 +336,7 @@ def plan(
 
 @app.command("calibrate")
 def calibrate(
-    out: Optional[Path] = typer.Option(None, "--out", help="where to save [default $NETBENCH_CALIBRATION or ~/.local/share/netbench/calibration.json]"),
+    out: Optional[Path] = typer.Option(None, "--out", help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]"),
     iters: int = typer.Option(400, "--iters", help="tiny collectives timed per kind (>= 25)"),
     shapes: str = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes preset for the compression timing"),
     replicator: str = typer.Option("all", "--replicator", help="schemes whose compression cost to time (comma list, all, or none)"),
@@ -344,7 +367,9 @@ def calibrate(
                               acks_per_segment=acks_per_segment)
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc)) from None
-    target = out or default_path()
+    from netbench.model.hostcache import cache_path
+
+    target = out or default_path() or cache_path()
     if target.exists() and target.is_dir():
         raise UserError(f"--out: {str(target)!r} is a directory")
     try:
@@ -365,8 +390,10 @@ def calibrate(
     table.add_row("software overhead / hop (all_gather)", format_time(result.overhead("all_gather")),
                   result.notes.get("software_overhead_by_collective.all_gather", ""))
     table.add_row("loopback bandwidth (reference)", format_rate(result.loopback_bandwidth_bps or 0), result.notes.get("loopback_bandwidth_bps", ""))
-    for name, cost in result.compression_s_per_param.items():
-        table.add_row(f"compression {name}", f"{cost * 1e9:.3g} ns/param", result.notes.get(f"compression.{name}", ""))
+    for name in result.compression_s_per_param:
+        cost = (f"enc {result.encode_s_per_param.get(name, 0) * 1e9:.3g} + dec {result.decode_s_per_param.get(name, 0) * 1e9:.3g} ns/param, "
+                f"{(result.encode_s_per_tensor.get(name, 0) + result.decode_s_per_tensor.get(name, 0)) * 1e6:.3g} us/tensor")
+        table.add_row(f"compression {name}", cost, result.notes.get(f"compression.{name}", ""))
     for key, note in result.notes.items():
         if key.startswith("compression.") and key.removeprefix("compression.") not in result.compression_s_per_param:
             table.add_row(key, "-", note)

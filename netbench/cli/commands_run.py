@@ -55,7 +55,7 @@ def summary_table(summary: dict, command: str = "netbench run") -> Table:
     predicted = summary.get("predicted", {})
     if predicted:
         table.add_column("model", justify="right")
-    rows = [("step time", "step_time_s", "s"), ("  compute", "compute_time_s", "s"), ("  compress", "compress_time_s", "s"),
+    rows = [("step time", "step_time_s", "s"), ("  compute", "compute_time_s", "s"), ("  encode", "compress_time_s", "s"),
             ("  communicate", "comm_time_s", "s"), ("  decode", "decode_time_s", "s"), ("  apply", "apply_time_s", "s"),
             ("payload bytes/step/node", "payload_bytes_per_step", "B"), ("wire tx bytes/step/node", "wire_tx_bytes_per_step", "B"),
             ("wire rx bytes/step/node", "wire_rx_bytes_per_step", "B"), ("captured tx bytes/step/node", "capture_wire_bytes_per_step", "B"),
@@ -73,7 +73,42 @@ def summary_table(summary: dict, command: str = "netbench run") -> Table:
     if summary.get("first_loss") is not None:
         row = ["loss (first -> last)", f"{summary['first_loss']:.3f} -> {summary['final_loss']:.3f}"]
         table.add_row(*(row + [""] if predicted else row))
+    fidelity = summary.get("fidelity")
+    if fidelity is not None:
+        dilated = f" (dilated x{fidelity['dilation']:.3g})" if fidelity.get("dilation", 1) != 1 else ""
+        row = ["faithful emulation", ("yes" if fidelity["ok"] else "NO: " + "; ".join(fidelity["reasons"])) + dilated]
+        table.add_row(*(row + [""] if predicted else row))
+    calib = predicted.get("calibration") if predicted else None
+    if isinstance(calib, dict):
+        row = ["model constants", f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})"]
+        table.add_row(*(row + [""]))
     return table
+
+
+def dilation_factor(text: str, nodes: int) -> float:
+    """``--dilation`` as a factor for ``nodes`` nodes on this host; bad input is a UserError."""
+    from netbench.model.testbed import host_cpus
+    from netbench.orchestrator.dilation import parse_dilation
+
+    try:
+        return parse_dilation(text, nodes, host_cpus())
+    except ValueError as exc:
+        raise UserError(f"--dilation: {exc}") from None
+
+
+def run_calibration(explicit: Optional[Path], quiet: bool = False):
+    """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none."""
+    from netbench.model.calibration import CalibrationError
+    from netbench.model.hostcache import host_calibration
+
+    def told(path: Path) -> None:
+        if not quiet:
+            console.print(f"measuring this host's model constants once (a few seconds), cached in {path}")
+
+    try:
+        return host_calibration(explicit, on_measure=told)
+    except CalibrationError as exc:
+        raise UserError(f"--calibration: {exc}") from None
 
 
 @app.command()
@@ -116,6 +151,9 @@ def run(
     pcap: bool = typer.Option(False, "--pcap", help="Keep the pcap files in the run directory."),
     out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory."),
     threads: int = typer.Option(1, "--threads", help="torch threads per worker."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."),
+    dilation: str = typer.Option("1", "--dilation", help="Time dilation k: links k times slower and longer, compute k times longer, "
+                                 "times reported divided by k; auto: nodes / cores (many nodes on few cores)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
     """Train across an emulated cluster and measure time and bytes per step."""
@@ -130,12 +168,14 @@ def run(
     ropt.check_workload(work, nodes)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+    factor = dilation_factor(dilation, nodes)
     _privileged()
     copt.check_engine(cluster)
+    calib = run_calibration(calibration)  # its line goes to stderr: --json's stdout stays one object
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task(f"{replicator} on {nodes} nodes at {bw}", total=warmup + steps)
-        result = run_config(config, progress=lambda done, total: bar.update(task, completed=done))
+        result = run_config(config, progress=lambda done, total: bar.update(task, completed=done), calibration=calib, dilation=factor)
     if as_json:
         print(json.dumps(result.summary, default=str))
     else:

@@ -84,6 +84,7 @@ def sweep(
     name: Optional[str] = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
+    dilation: str = typer.Option("1", "--dilation", help="Time dilation k for every point (auto: each point's nodes / cores); see `netbench run --dilation`."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
     tcp_cc: Optional[str] = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."),
     tcp_wmem_max: Optional[int] = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes, bytes [default 64 MiB]."),
@@ -109,6 +110,10 @@ def sweep(
     from netbench.cli.run_options import check_workload
 
     check_workload(scenario.workload, max(scenario.grid.nodes))
+    from netbench.cli.commands_run import dilation_factor
+
+    for n in scenario.grid.nodes:
+        dilation_factor(dilation, n)
     folder = out or Path("reports/sweeps") / scenario.name
     try:  # the scenario is valid; the folder its runs go to is checked here
         plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})
@@ -118,10 +123,10 @@ def sweep(
         for p in plan:
             print(f"{p.key}  {p.label}")
         return
-    _run(scenario, plan, folder, calibration, fresh)
+    _run(scenario, plan, folder, calibration, fresh, dilation)
 
 
-def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool) -> None:
+def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "1") -> None:
     from netbench.cli.commands_net import _privileged
     from netbench.model.calibration import CalibrationError
     from netbench.reports.calibrate import sweep_calibration
@@ -131,9 +136,11 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
     _privileged()
     make_output_folder(folder, "--out")
     try:
-        calib, calib_path = sweep_calibration(scenario, folder, calibration, fresh)
+        host_calib = sweep_calibration(scenario, folder, calibration, fresh,
+                                       on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"))
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
+    calib, calib_path = host_calib.calibration, host_calib.path
     write_sweep_json(folder, scenario, calib, calib_path)
     done = set() if fresh else done_keys(read_summary(folder), folder)
     todo = [p for p in plan if p.key not in done]
@@ -154,7 +161,7 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool)
             bar.update(task, completed=finished["points"] * per_point)
             console.print(f"{point.label}: {status}")
 
-        outcome = run_sweep(plan, folder, calib, fresh=fresh, progress=step_progress, on_point_done=point_done)
+        outcome = run_sweep(plan, folder, host_calib, fresh=fresh, progress=step_progress, on_point_done=point_done, dilation=dilation)
     report = generate_report(folder)
     console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")
     for line in report.accuracy_lines() + report.target_lines():

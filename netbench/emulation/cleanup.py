@@ -13,10 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 
 from netbench.emulation import naming, netns
+from netbench.emulation.delayline import stats_path
 
 
 @dataclass
@@ -55,6 +57,9 @@ def clean(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
         netns.remove(name)
     for run_id in found.stale_registrations:
         naming.unregister(naming.RunNames(run_id))
+    for run_id in {*found.run_ids, *found.stale_registrations}:  # the delay line's counters file
+        for leftover in (stats_path(run_id), stats_path(run_id) + ".tmp"):
+            Path(leftover).unlink(missing_ok=True)
     return found
 
 

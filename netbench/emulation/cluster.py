@@ -18,6 +18,7 @@ import json
 import select
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
 from pyroute2 import IPRoute
@@ -179,6 +180,7 @@ class Cluster:
             "up": {ports[n.port]: _impairment(self.spec.up) for n in self.nodes} if self.spec.up.impaired else {},
             "down": {ports[n.port]: _impairment(self.spec.down) for n in self.nodes} if self.spec.down.impaired else {},
             "seed": int(self.names.run_id, 16),
+            "stats_path": self.delay_line_stats_path,
         }
         proc = self.switch.python("netbench.emulation.delayline", json.dumps(config), stdout=-1, stderr=-1, text=True)
         ready, _, _ = select.select([proc.stdout], [], [], 10.0)
@@ -192,6 +194,15 @@ class Cluster:
             up_ports=[n.port for n in self.nodes] if self.spec.up.impaired else [],
             down_ports=[n.port for n in self.nodes] if self.spec.down.impaired else [],
         )
+
+    @property
+    def delay_line_stats_path(self) -> str:
+        """Where the delay line keeps its counters (packets passed, late releases) for the fidelity check."""
+        return delayline.stats_path(self.names.run_id)
+
+    @property
+    def delay_line_pid(self) -> int | None:
+        return self._delay_line.pid if self._delay_line is not None else None
 
     # --------------------------------------------------------------- teardown
     def down(self) -> None:
@@ -208,6 +219,8 @@ class Cluster:
             for ns in everyone:
                 netns.remove(ns.netns)
             unregister(self.names)
+            for leftover in (self.delay_line_stats_path, self.delay_line_stats_path + ".tmp"):
+                Path(leftover).unlink(missing_ok=True)
             self._delay_line = None
             self._up = False
 

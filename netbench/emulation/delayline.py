@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 import random
 import select
 import signal
@@ -86,6 +87,9 @@ class DelayLine:
         self.seq = 0
         self.passed = 0
         self.dropped = 0
+        self.late = 0  # packets released more than LATE_S after their due time (the line fell behind)
+        self.late_sum_s = 0.0
+        self.late_max_s = 0.0
 
     def on_packet(self, pkt) -> None:  # called by NetfilterQueue for every queued packet
         now = _arrival_monotonic(pkt)
@@ -110,12 +114,37 @@ class DelayLine:
         heap = self.heap
         now = time.monotonic()
         while heap and heap[0][0] <= now:
-            heapq.heappop(heap)[2].accept()
+            due, _, pkt = heapq.heappop(heap)
+            pkt.accept()
             self.passed += 1
+            if now - due > LATE_S:
+                self.late += 1
+                self.late_sum_s += now - due
+                self.late_max_s = max(self.late_max_s, now - due)
         return heap[0][0] - now if heap else None
 
 
 _NONE = Impairment()
+LATE_S = 1e-3  # a release this much past due counts as late (the loop's own jitter is ~0.1 ms)
+STATS_EVERY_S = 1.0
+
+
+def stats_path(run_id: str) -> str:
+    """Where run ``run_id``'s delay line keeps its counters (removed by teardown and by ``netbench clean``)."""
+    return f"/tmp/netbench-{run_id}-delayline.json"
+
+
+def stats(line: DelayLine) -> dict:
+    """Counters the orchestrator reads for the run's fidelity check."""
+    return {"passed": line.passed, "dropped": line.dropped, "late": line.late, "late_sum_s": line.late_sum_s, "late_max_s": line.late_max_s}
+
+
+def write_stats(path: str, line: DelayLine) -> None:
+    """Replace ``path`` with the current counters (a rename: a reader never sees half a file)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(stats(line), fh)
+    os.replace(tmp, path)
 SPIN_S = 150e-6  # wake this early and spin: select() wake-ups run ~50-100 us late
 
 
@@ -171,7 +200,12 @@ def serve(config: dict) -> None:
     print("ready", flush=True)
     _minimal_timer_slack()
     fd = sock.fileno()
-    while not stop:  # select(): microsecond timeouts; poll/epoll round up to whole milliseconds
+    stats_path = config.get("stats_path")
+    next_stats = time.monotonic() + STATS_EVERY_S
+    while not stop:
+        if stats_path and time.monotonic() >= next_stats:
+            write_stats(stats_path, line)
+            next_stats = time.monotonic() + STATS_EVERY_S  # select(): microsecond timeouts; poll/epoll round up to whole milliseconds
         wait = line.release_due()
         timeout = 0.2 if wait is None else (0.0 if wait < SPIN_S else wait - SPIN_S)
         ready, _, _ = select.select([fd], [], [], timeout)
@@ -180,7 +214,9 @@ def serve(config: dict) -> None:
     for _, _, pkt in line.heap:  # let what is in flight go, so nothing hangs on teardown
         pkt.accept()
     queue.unbind()
-    print(json.dumps({"passed": line.passed, "dropped": line.dropped}), flush=True)
+    if stats_path:
+        write_stats(stats_path, line)
+    print(json.dumps(stats(line)), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,22 @@
-"""This host's model constants: saved by ``netbench calibrate``, read by ``run``, ``sweep`` and ``plan``.
+"""This host's model constants: measured by ``netbench calibrate`` or on first use, cached per host.
 
 Defaults when nothing was measured are the ideal-link model -- zero software overhead, zero
 compression cost -- marked ``source: "defaults"`` so every report can say it is uncalibrated
-rather than silently use some other machine's numbers.
+rather than silently use some other machine's numbers. ``run``, ``sweep`` and ``plan`` never
+use the defaults on their own: they measure this host first (:mod:`netbench.model.hostcache`).
 
-Location: ``--out``/``path`` argument, else ``$NETBENCH_CALIBRATION``, else
-``~/.local/share/netbench/calibration.json``.
+Encode and decode are separate constants, each ``a * params + b * tensors``: the replicators
+walk tensors one by one, so a model of many small tensors pays a fixed cost per tensor that a
+per-parameter constant measured on large matrices leaves out (a 0.5 M-parameter transformer of
+29 tensors costs twice what gpt2-small's per-parameter figure says).
+
+Location of an explicit file: ``--calibration``/``path`` argument, else ``$NETBENCH_CALIBRATION``;
+otherwise this host's cache entry (:func:`netbench.model.hostcache.cache_path`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -23,7 +30,7 @@ from netbench import safe_files
 __all__ = ["Calibration", "CalibrationError", "default_path", "load_calibration", "save_calibration", "ENV_VAR"]
 
 ENV_VAR = "NETBENCH_CALIBRATION"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class CalibrationError(ValueError):
@@ -40,10 +47,15 @@ class Calibration(BaseModel):
     created: str = Field("", description="ISO timestamp of the measurement")
     host: str = ""
     torch_version: str = ""
+    host_key: dict[str, str] = Field(default_factory=dict, description="what the measurement depends on (hostname, CPU, versions, threads)")
     software_overhead_s: float = Field(0.0, ge=0.0, description="per-message (per ring hop) software time, added to link delay")
     software_overhead_by_collective: dict[str, float] = Field(default_factory=dict, description="per-collective override of software_overhead_s")
     loopback_bandwidth_bps: float | None = Field(None, ge=0.0, description="reference only: gloo all_reduce goodput over 127.0.0.1")
-    compression_s_per_param: dict[str, float] = Field(default_factory=dict, description="seconds of encode/decode per parameter per step, by scheme")
+    compression_s_per_param: dict[str, float] = Field(default_factory=dict, description="encode + decode seconds per parameter per step, by scheme")
+    encode_s_per_param: dict[str, float] = Field(default_factory=dict, description="encode seconds per parameter per step, by scheme")
+    decode_s_per_param: dict[str, float] = Field(default_factory=dict, description="decode seconds per parameter per step, by scheme")
+    encode_s_per_tensor: dict[str, float] = Field(default_factory=dict, description="encode seconds per tensor per step, by scheme")
+    decode_s_per_tensor: dict[str, float] = Field(default_factory=dict, description="decode seconds per tensor per step, by scheme")
     acks_per_segment: float = Field(0.5, ge=0.0, le=1.0, description="pure ACK frames per data segment on the reverse path")
     notes: dict[str, str] = Field(default_factory=dict, description="how each value was obtained, or why it was skipped")
 
@@ -52,26 +64,47 @@ class Calibration(BaseModel):
         return self.software_overhead_by_collective.get(collective, self.software_overhead_s)
 
     def compression(self, scheme: str) -> float:
-        """Seconds per parameter per step of ``scheme``'s encode/decode (0 when not measured)."""
+        """Seconds per parameter per step of ``scheme``'s encode + decode (0 when not measured)."""
+        if scheme in self.encode_s_per_param:
+            return self.encode_s_per_param[scheme] + self.decode_s_per_param.get(scheme, 0.0)
         return self.compression_s_per_param.get(scheme, 0.0)
 
+    def encode_decode_s(self, scheme: str, params: float, tensors: int) -> tuple[float, float]:
+        """(encode, decode) seconds per step of ``scheme`` on ``params`` parameters in ``tensors`` tensors.
 
-def default_path() -> Path:
-    """``$NETBENCH_CALIBRATION`` if set, else ``~/.local/share/netbench/calibration.json``."""
+        A file from before the split (schema 1) has only the sum: it counts as encode.
+        """
+        if scheme not in self.encode_s_per_param:
+            return self.compression_s_per_param.get(scheme, 0.0) * params, 0.0
+        enc = self.encode_s_per_param[scheme] * params + self.encode_s_per_tensor.get(scheme, 0.0) * tensors
+        dec = self.decode_s_per_param.get(scheme, 0.0) * params + self.decode_s_per_tensor.get(scheme, 0.0) * tensors
+        return enc, dec
+
+    def measured(self, scheme: str) -> bool:
+        """True when ``scheme``'s encode/decode cost was measured on this host (not a default)."""
+        return scheme in self.encode_s_per_param or scheme in self.compression_s_per_param
+
+    def digest(self) -> str:
+        """A short fingerprint of the constants, so a prediction names exactly which calibration it used."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
+
+    def identity(self, path: str | Path | None = None) -> dict[str, str | None]:
+        """What a stored prediction records about the calibration it used."""
+        return {"source": self.source, "digest": self.digest(), "created": self.created or None, "host": self.host or None,
+                "path": str(path) if path else None}
+
+
+def default_path() -> Path | None:
+    """``$NETBENCH_CALIBRATION`` if set, else None (the host's cache entry is used)."""
     env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".local" / "share" / "netbench" / "calibration.json"
+    return Path(env).expanduser() if env else None
 
 
-def load_calibration(path: str | Path | None = None) -> Calibration:
-    """The saved calibration, or defaults when the file is absent; a broken file is an error, not defaults."""
-    target = Path(path).expanduser() if path else default_path()
-    if not target.exists():
-        return Calibration()
+def read_calibration(target: Path) -> Calibration:
+    """The calibration saved at ``target``; a missing, unreadable or invalid file is a CalibrationError."""
     try:
         data = json.loads(target.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CalibrationError(f"calibration file {str(target)!r} cannot be read: {exc}") from None
     try:
         return Calibration.model_validate(data)
@@ -81,9 +114,25 @@ def load_calibration(path: str | Path | None = None) -> Calibration:
         raise CalibrationError(f"calibration file {str(target)!r}: {where}: {err.get('msg')} (re-run netbench calibrate)") from None
 
 
-def save_calibration(calibration: Calibration, path: str | Path | None = None) -> Path:
-    """Write ``calibration`` as JSON (atomically, creating parent folders); returns the path."""
+def load_calibration(path: str | Path | None = None) -> Calibration:
+    """The calibration at ``path`` (else ``$NETBENCH_CALIBRATION``, else this host's cache entry), or defaults when absent.
+
+    Never measures (see :func:`netbench.model.hostcache.host_calibration` for that); a broken
+    explicit file is an error, a broken cache entry counts as absent.
+    """
     target = Path(path).expanduser() if path else default_path()
+    if target is None:
+        from netbench.model.hostcache import cached
+
+        return cached() or Calibration()
+    if not target.exists():
+        return Calibration()
+    return read_calibration(target)
+
+
+def save_calibration(calibration: Calibration, path: str | Path) -> Path:
+    """Write ``calibration`` as JSON atomically (a unique temporary file renamed over the target); returns the path."""
+    target = Path(path).expanduser()
     safe_files.make_folder(target.parent)  # UnsafeOutput (a ValueError) for a folder a stranger could redirect
     safe_files.write_text(target, calibration.model_dump_json(indent=2) + "\n")
     return target

@@ -3,11 +3,12 @@
 * software overhead per message: many tiny all_reduce (2 ring hops each at N=2) and all_gather
   (1 hop) calls; loopback has no link delay, so a hop's time is software;
 * loopback bandwidth (reference only; loopback is not an emulated link): large all_reduce calls;
-* compression cost per parameter for each scheme: the replicator's own ``StepStats`` encode +
-  decode time (``compress_s + decode_s``; the collectives' wait is excluded by the replicator) on
-  random gradients of a shapes preset, averaged over whole sync periods. ``mtdao`` sends dense
-  tensors: no encode/decode (its local QH-Adam step is the workload's ``apply`` time, measured
-  by every run).
+* encode and decode cost for each scheme, separately: the replicator's own ``StepStats``
+  (``compress_s`` and ``decode_s``; the collectives' wait is excluded by the replicator) on random
+  gradients, the fastest of a few steps (mean over whole sync periods for periodic schemes). Timed on two
+  shape sets -- a few large matrices (``shapes``) and many small tensors (``tensor_shapes``) -- and
+  solved for a cost per parameter and a cost per tensor. ``mtdao`` sends dense tensors: no
+  encode/decode (its local QH-Adam step is the workload's ``apply`` time, measured by every run).
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ from netbench.model.schemes import SCHEME_NAMES, SchemeSettings, build_scheme
 from netbench.replicators.config import REPLICATOR_NAMES
 from netbench.shapes import ParamShape, resolve_shapes, total_params
 
-__all__ = ["MeasureOptions", "measure", "time_calls"]
+__all__ = ["MeasureOptions", "measure", "quick_options", "time_calls", "QUICK_SHAPES", "TENSOR_SHAPES"]
 
 WORLD = 2
 BATCH = 25
+# first-use calibration: representative large matrices (2.2 M parameters), and 57 small tensors (70 k parameters)
+QUICK_SHAPES = "llama:d_model=384,layers=1,ffn=1024,vocab=512"
+TENSOR_SHAPES = "llama:d_model=32,layers=6,ffn=64,vocab=64"
 # what the replicators call (netbench/replicators/comm.py); the deprecated name adds ~0.5 ms of wrapper per call
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
@@ -46,7 +50,8 @@ class MeasureOptions(BaseModel):
 
     iters: int = Field(400, ge=BATCH, le=100_000, description="tiny collectives timed per kind")
     bandwidth_mib: float = Field(16.0, gt=0, description="buffer of the loopback bandwidth all_reduce")
-    shapes: str = Field("gpt2-small:blocks=2", description="shapes preset for the compression timing")
+    shapes: str = Field("gpt2-small:blocks=2", description="shapes preset for the compression timing (per parameter)")
+    tensor_shapes: str | None = Field(TENSOR_SHAPES, description="many small tensors, for the cost per tensor (None: not measured)")
     schemes: tuple[str, ...] = Field(SCHEME_NAMES, description="schemes whose compression cost to time")
     steps: int = Field(3, ge=1, le=1000, description="timed steps (whole sync periods for periodic schemes)")
     settings: SchemeSettings = SchemeSettings()
@@ -55,10 +60,11 @@ class MeasureOptions(BaseModel):
 
 
 def time_calls(fns: dict[str, Callable[[], object]], iters: int, batch: int = BATCH) -> dict[str, float]:
-    """Median over batches of the mean seconds per call, for each of ``fns``.
+    """The fastest batch's mean seconds per call, for each of ``fns``.
 
     Batches of the different calls alternate, so a burst of load from other processes on this
-    host lands on all of them alike rather than on whichever ran at that moment.
+    host lands on all of them alike; the least disturbed batch is the host's own cost (a median
+    still moved 3x on a busy host: all_gather 154 us idle, 538 us with other work running).
     """
     per_call: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(max(1, iters // batch)):
@@ -67,7 +73,7 @@ def time_calls(fns: dict[str, Callable[[], object]], iters: int, batch: int = BA
             for _ in range(batch):
                 fn()
             per_call[name].append((time.perf_counter() - start) / batch)
-    return {name: statistics.median(times) for name, times in per_call.items()}
+    return {name: min(times) for name, times in per_call.items()}
 
 
 def _free_port() -> int:
@@ -91,8 +97,8 @@ def _collective_times(opts: MeasureOptions) -> dict[str, float]:
     return {"all_reduce_tiny_s": small["ar"], "all_gather_tiny_s": small["ag"], "all_reduce_big_s": t_big, "big_bytes": float(big.numel() * 4)}
 
 
-def _replicator_seconds(name: str, shapes: Sequence[ParamShape], settings: SchemeSettings, steps: int) -> float:
-    """Encode + decode seconds per step of replicator ``name``, from its own StepStats."""
+def _replicator_seconds(name: str, shapes: Sequence[ParamShape], settings: SchemeSettings, steps: int) -> tuple[float, float]:
+    """(encode, decode) seconds per step of replicator ``name`` on ``shapes``, from its own StepStats."""
     from netbench.replicators import build_replicator  # the replicators' factory
 
     config = build_scheme(name, settings).config
@@ -102,36 +108,63 @@ def _replicator_seconds(name: str, shapes: Sequence[ParamShape], settings: Schem
     replicator = build_replicator(params, config, group=dist.group.WORLD, names=[s.name for s in shapes])
     period = config.sync_every if name == "diloco" else 1
 
-    def one() -> float:
+    def one() -> tuple[float, float]:
         for p, g in zip(params, grads):
             p.grad = g.clone()
         stats = replicator.step()
-        return stats.compress_s + stats.decode_s
+        return stats.compress_s, stats.decode_s
 
     one()  # warm-up: allocations, DCT bases
     timed = [one() for _ in range(steps * period)]
-    return sum(timed) / len(timed)
+    if period > 1:  # only some steps encode: the mean over whole periods is the per-step cost
+        return sum(t[0] for t in timed) / len(timed), sum(t[1] for t in timed) / len(timed)
+    # the least disturbed step: other processes on a busy host only ever add time (a mean or median of a few steps swings 2x)
+    return min(t[0] for t in timed), min(t[1] for t in timed)
 
 
-def _compression(opts: MeasureOptions) -> tuple[dict[str, float], dict[str, str]]:
-    shapes = resolve_shapes(opts.shapes)
-    n = total_params(shapes)
-    costs: dict[str, float] = {}
+def _fit(big: tuple[float, int, float], small: tuple[float, int, float] | None) -> tuple[float, float]:
+    """(seconds per parameter, seconds per tensor) from (params, tensors, seconds) on two shape sets.
+
+    Solves t = a * params + b * tensors; with one set (or a fit that makes either negative) the
+    whole time is per parameter.
+    """
+    p1, t1, s1 = big
+    if small is None:
+        return s1 / p1, 0.0
+    p2, t2, s2 = small
+    det = p1 * t2 - p2 * t1
+    if det != 0:
+        a, b = (s1 * t2 - s2 * t1) / det, (p1 * s2 - p2 * s1) / det
+        if a >= 0 and b >= 0:
+            return a, b
+    return s1 / p1, 0.0
+
+
+def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    sets = [resolve_shapes(opts.shapes)] + ([resolve_shapes(opts.tensor_shapes)] if opts.tensor_shapes else [])
+    costs: dict[str, dict[str, float]] = {k: {} for k in ("encode_param", "decode_param", "encode_tensor", "decode_tensor")}
     notes: dict[str, str] = {}
     for name in opts.schemes:
         if name == "mtdao":
-            costs[name] = 0.0
+            for table in costs.values():
+                table[name] = 0.0
             notes[f"compression.{name}"] = "dense all-reduces: no encode/decode"
             continue
         if name not in REPLICATOR_NAMES:
             continue
         try:
-            seconds = _replicator_seconds(name, shapes, opts.settings, opts.steps)
+            timed = [(total_params(s), len(s), _replicator_seconds(name, s, opts.settings, opts.steps)) for s in sets]
         except ImportError as exc:
             notes[f"compression.{name}"] = f"skipped: replicator not available ({exc})"
             continue
-        costs[name] = seconds / n
-        notes[f"compression.{name}"] = f"{seconds:.4g}s per step on {opts.shapes} ({n} params), mean of {opts.steps} step(s)"
+        for i, part in enumerate(("encode", "decode")):
+            big = (timed[0][0], timed[0][1], timed[0][2][i])
+            small = (timed[1][0], timed[1][1], timed[1][2][i]) if len(timed) > 1 else None
+            per_param, per_tensor = _fit(big, small)
+            costs[f"{part}_param"][name], costs[f"{part}_tensor"][name] = per_param, per_tensor
+        notes[f"compression.{name}"] = "; ".join(
+            f"encode {sec[0] * 1e3:.3g} ms + decode {sec[1] * 1e3:.3g} ms per step on {p:,} params in {t} tensors"
+            for p, t, sec in timed) + f" (fastest of {opts.steps} step(s))"
     return costs, notes
 
 
@@ -143,7 +176,7 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
                             timeout=timedelta(seconds=opts.timeout_s))
     try:
         times = _collective_times(opts)
-        costs, notes = _compression(opts) if opts.schemes else ({}, {})
+        costs, notes = _compression(opts) if opts.schemes else ({k: {} for k in ("encode_param", "decode_param", "encode_tensor", "decode_tensor")}, {})
         if rank == 0:
             queue.put((times, costs, notes))
         dist.barrier()
@@ -151,8 +184,14 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
         dist.destroy_process_group()
 
 
+def quick_options() -> MeasureOptions:
+    """What a first ``run``/``sweep``/``plan`` measures: every replicator at its defaults, in a few seconds."""
+    return MeasureOptions(iters=200, bandwidth_mib=8.0, shapes=QUICK_SHAPES, tensor_shapes=TENSOR_SHAPES, steps=5)
+
+
 def measure(opts: MeasureOptions) -> Calibration:
     """Run the measurements in two spawned processes and turn them into a :class:`Calibration`."""
+    from netbench.model.hostcache import host_key
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     mp.start_processes(_worker, args=(_free_port(), opts, queue), nprocs=WORLD, join=True, start_method="spawn")
@@ -174,10 +213,13 @@ def measure(opts: MeasureOptions) -> Calibration:
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         host=platform.node(),
         torch_version=torch.__version__,
+        host_key=host_key(),
         software_overhead_s=over_ar,
         software_overhead_by_collective={"all_reduce": over_ar, "all_gather": over_ag},
         loopback_bandwidth_bps=8.0 * sent / transfer,
-        compression_s_per_param=costs,
+        compression_s_per_param={k: costs["encode_param"][k] + costs["decode_param"][k] for k in costs["encode_param"]},
+        encode_s_per_param=costs["encode_param"], decode_s_per_param=costs["decode_param"],
+        encode_s_per_tensor=costs["encode_tensor"], decode_s_per_tensor=costs["decode_tensor"],
         acks_per_segment=opts.acks_per_segment,
         notes=notes,
     )

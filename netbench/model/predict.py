@@ -12,7 +12,12 @@ share the host's cores, so encode/decode of N nodes on C cores takes N/C times i
 time, and tbf's token bucket, refilled while a node computes, lets each step's first burst of
 bytes skip the rate limit. Both come from the host and the shaper's settings.
 
-Keys of the returned dict match the run summary's, so tables can put them side by side.
+Encode and decode are predicted separately (``compress_time_s`` is encode, ``decode_time_s``
+decode, as the run summary measures them), each ``a * params + b * tensors`` from the calibration.
+
+Keys of the returned dict match the run summary's, so tables can put them side by side. A run
+predicts once, when it finishes, with the calibration it used; the prediction (and that
+calibration's identity) is stored in run.json and read back by sweep, report and plots.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from netbench.workloads.config import WorkloadConfig
 __all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "predict", "predict_run", "PREDICTED_KEYS"]
 
 # The measured summary keys a prediction fills in (plus the measured inputs it used).
-PREDICTED_KEYS = ("step_time_s", "comm_time_s", "compress_time_s", "payload_bytes_per_step",
+PREDICTED_KEYS = ("step_time_s", "comm_time_s", "compress_time_s", "decode_time_s", "payload_bytes_per_step",
                   "wire_tx_bytes_per_step", "wire_rx_bytes_per_step")
 
 
@@ -81,39 +86,53 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
     )
 
 
+def encode_decode_s(config: RunLike, shapes: Sequence[ParamShape], calibration: Calibration, cpus: int | None = None) -> tuple[float, float]:
+    """(encode, decode) seconds per step of the run's replicator on ``shapes``, on ``cpus`` cores shared by its nodes."""
+    share = cpu_share(config.cluster.nodes, cpus or host_cpus())
+    enc, dec = calibration.encode_decode_s(config.replicator.name, total_params(list(shapes)), len(shapes))
+    return enc * share, dec * share
+
+
 def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration,
             cpus: int | None = None) -> StepEstimate:
-    """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores."""
-    share = cpu_share(config.cluster.nodes, cpus or host_cpus())
-    if share > 1:
-        scaled = {name: cost * share for name, cost in calibration.compression_s_per_param.items()}
-        calibration = calibration.model_copy(update={"compression_s_per_param": scaled})
+    """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
+
+    Its ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter).
+    """
     est = estimate(scheme_from_config(config.replicator), shapes, scenario_for(config.cluster, local_s, calibration), calibration)
+    enc, dec = encode_decode_s(config, shapes, calibration, cpus)
     credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
-    return replace(est, comm_time_s=est.comm_time_s - credit, step_time_s=est.step_time_s - credit)
+    step = est.step_time_s - est.compression_time_s + enc + dec - credit
+    return replace(est, comm_time_s=est.comm_time_s - credit, step_time_s=step, compression_time_s=enc + dec)
 
 
-def as_summary(est: StepEstimate, calibration: Calibration) -> dict[str, Any]:
-    """A prediction keyed like the run summary (compress_time_s is the model's encode + decode)."""
+def as_summary(est: StepEstimate, calibration: Calibration, encode_s: float | None = None, decode_s: float = 0.0,
+               identity: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A prediction keyed like the run summary: ``compress_time_s`` is encode, ``decode_time_s`` decode."""
+    encode_s = est.compression_time_s - decode_s if encode_s is None else encode_s
     return {
         "step_time_s": est.step_time_s,
         "comm_time_s": est.comm_time_s,
-        "compress_time_s": est.compression_time_s,
+        "compress_time_s": encode_s,
+        "decode_time_s": decode_s,
+        "encode_decode_time_s": est.compression_time_s,
         "local_time_s": est.compute_time_s,
         "payload_bytes_per_step": est.payload_bytes_per_step,
         "wire_tx_bytes_per_step": est.tx.total,
         "wire_rx_bytes_per_step": est.rx.total,
         "params": est.params,
-        "calibration": calibration.source,
+        "calibration": identity or calibration.identity(),
     }
 
 
 def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = None,
-                calibration: Calibration | None = None, cpus: int | None = None) -> dict[str, Any]:
+                calibration: Calibration | None = None, cpus: int | None = None,
+                identity: dict[str, Any] | None = None) -> dict[str, Any]:
     """Prediction for a finished run, or ``{"error": why}``: a run's results never depend on the model working.
 
     ``n_params`` (the workers' count) guards against predicting for a different model than the
-    one trained; ``calibration`` defaults to this host's saved one.
+    one trained; ``calibration`` defaults to this host's saved one (never measured here);
+    ``identity`` names the calibration in the result (default: its source and digest).
     """
     try:
         local = local_time_s(steps)
@@ -124,6 +143,8 @@ def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = Non
         if n_params is not None and total_params(shapes) != n_params:
             return {"error": f"workload has {total_params(shapes)} parameters here but the workers trained {n_params}"}
         cpus = cpus or host_cpus()
-        return {**as_summary(predict(config, shapes, local, calib, cpus), calib), "host_cpus": cpus}
+        enc, dec = encode_decode_s(config, shapes, calib, cpus)
+        est = predict(config, shapes, local, calib, cpus)
+        return {**as_summary(est, calib, enc, dec, identity), "host_cpus": cpus}
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": f"{type(exc).__name__}: {exc}"}

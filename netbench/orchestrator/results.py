@@ -185,13 +185,16 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
               reason: str | None, started: float, warnings: list[str], cluster: dict[str, Any],
               extra: dict[str, Any] | None = None, pcaps: dict[int, Path] | None = None,
               addresses: dict[int, str] | None = None, capture: dict[str, Any] | None = None,
-              cpus: int | None = None, predict: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+              cpus: int | None = None, predict: bool = True, calibration: Any = None,
+              fidelity: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write a run directory's steps.csv and run.json from every rank's records; returns (summary, run.json).
 
     The one writer of the format, shared by `netbench run` (emulated cluster, optional capture)
     and rank 0 of `netbench worker` (real hosts under torchrun): ``cluster`` says how the nodes
     came to be, ``extra`` adds top-level run.json keys, ``capture`` extra capture facts, and
-    ``cpus`` the cores the model takes the nodes to share (None: this host's, as emulated nodes do);
+    ``cpus`` the cores the model takes the nodes to share (None: this host's, as emulated nodes do),
+    ``calibration`` the HostCalibration the prediction uses (None: the saved one), ``fidelity``
+    the run's verdict on its own emulation (:mod:`netbench.orchestrator.fidelity`);
     ``predict=False`` leaves the model out (`netbench exec` of a program that declared no payload).
 
     Both files are first written from the records alone, so what the workers measured is on disk
@@ -208,13 +211,14 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
     if status == "ok" and predict:  # the model's prediction beside the measurement; a model failure never fails the run
         rates = config_summary(config)
         known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
-        predicted = predict_run(config, steps, start.get("n_params"), cpus=cpus) if known else {"error": "link rate unknown"}
+        calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
+        predicted = predict_run(config, steps, start.get("n_params"), calib, cpus=cpus, identity=identity) if known else {"error": "link rate unknown"}
         prediction = {"predicted" if "error" not in predicted else "prediction_error": predicted.get("error", predicted)}
     capture_facts = {"enabled": bool(pcaps), **(capture or {}), "bytes_by_peer": {}}
     if pcaps and not steps.empty:
         capture_facts["parsed"] = False  # until the second write below
     fields = dict(run_dir=run_dir, config=config, run_id=run_id, status=status, warnings=warnings, started=started,
-                  cluster=cluster, extra=extra, start=start, prediction=prediction)
+                  cluster=cluster, extra=extra, start=start, prediction=prediction, fidelity=fidelity)
     summary, run_json = _write_files(steps, reason=reason, capture=capture_facts, **fields)
     if not (pcaps and not steps.empty):
         return summary, run_json
@@ -237,12 +241,15 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
 
 def _write_files(steps: pd.DataFrame, *, run_dir: Path, config: "RunConfig", run_id: str, status: str, reason: str | None,
                  warnings: list[str], started: float, cluster: dict[str, Any], extra: dict[str, Any] | None,
-                 start: dict[str, Any], prediction: dict[str, Any], capture: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+                 start: dict[str, Any], prediction: dict[str, Any], capture: dict[str, Any],
+                 fidelity: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """steps.csv, then run.json (which names steps.csv's figures), each replaced atomically."""
     write_steps_csv(steps, run_dir / "steps.csv")
     summary = summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
     summary.update({"run_id": run_id, "status": status, "reason": reason, **config_summary(config),
                     "delay_engine": cluster.get("delay_engine"), "run_dir": str(run_dir)})
+    if fidelity is not None:
+        summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "dilation", "cpu_stretch") if k in fidelity}
     if status == "ok":
         summary.update(prediction)
         summary.update(health.slowdown(summary))
@@ -252,6 +259,7 @@ def _write_files(steps: pd.DataFrame, *, run_dir: Path, config: "RunConfig", run
         "argv": sys.argv, "config": json.loads(config.model_dump_json()), **(extra or {}), "cluster": cluster,
         "versions": versions(), "workload": {"n_params": start.get("n_params"), "n_tensors": start.get("n_tensors")},
         "capture": dict(capture),
+        **({"fidelity": fidelity} if fidelity is not None else {}),
         "summary": summary,
     }
     write_run_json(run_dir / "run.json", run_json)

@@ -8,6 +8,7 @@ and still writes both files, with ``status: failed`` and the reason naming the n
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 import signal
 import time
@@ -21,6 +22,10 @@ from netbench.capture.tcpdump import Capture
 from netbench.emulation.cleanup import find_leftovers
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
+from netbench.model.hostcache import HostCalibration, host_calibration
+from netbench.model.testbed import host_cpus
+from netbench.orchestrator import dilation as dil
+from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.timeouts import collective_timeout_s
@@ -170,13 +175,32 @@ def interrupted_reason(exc: BaseException) -> str:
     return "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"terminated (exit {getattr(exc, 'code', '?')})"
 
 
-def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callable[[Cluster], None] | None = None) -> RunResult:
-    """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start."""
+def _fidelity(monitor: fid.FidelityMonitor, cluster: Cluster) -> dict[str, Any]:
+    """The fidelity verdict from the monitor's samples, the delay line's counters and the shapers' statistics."""
+    try:
+        line = json.loads(Path(cluster.delay_line_stats_path).read_text())
+    except (OSError, ValueError):
+        line = None
+    qdiscs = fid.qdisc_stats([cluster.switch.netns, *(n.netns for n in cluster.nodes)])
+    return fid.judge(monitor.observed(line, qdiscs))
+
+
+def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callable[[Cluster], None] | None = None,
+        calibration: HostCalibration | None = None, dilation: float = 1.0) -> RunResult:
+    """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
+
+    ``calibration``: the model constants its prediction uses (default: this host's, measured
+    first when the cache has none -- before anything is built). ``dilation``: time dilation
+    factor k (:mod:`netbench.orchestrator.dilation`); results are reported for ``config``.
+    """
+    calibration = calibration or host_calibration()
+    real, config = config, dil.dilate(config, dilation)
     names = RunNames.new()
     run_dir = new_run_dir(config.out_dir, config.replicator.name, names)
     warnings = leftover_warnings()
     status, reason = "ok", None
     cluster_info: dict[str, Any] = {}
+    fidelity: dict[str, Any] | None = None
     pcaps: dict[int, Path] = {}
     capture_drops: dict[str, int] = {}
     started = time.time()
@@ -199,12 +223,21 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
                                              stdout=log, stderr=log))
             if on_cluster:
                 on_cluster(cluster)
+            helpers = {"delay_line": cluster.delay_line_pid} if cluster.delay_line_pid else {}
+            monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers)
+
+            def watched(done: int, total: int) -> None:
+                monitor.on_progress(done)
+                if progress:
+                    progress(done, total)
+
             try:
-                _watch(procs, record_paths, config.warmup_steps + config.steps, deadline_s=timeout_s * 2 + 30, progress=progress,
+                _watch(procs, record_paths, config.warmup_steps + config.steps, deadline_s=timeout_s * 2 + 30, progress=watched,
                        poll=cluster.raise_if_interrupted)
             except WorkerFailure as exc:
                 status, reason = "failed", str(exc)
             finally:
+                fidelity = _fidelity(monitor, cluster)
                 pcaps, capture_drops = stop_capture(capture, cluster)
             trained = True
             cluster.down()  # here, not in __exit__: a signal from now on waits for the teardown (see Cluster)
@@ -219,7 +252,10 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
     except Exception as exc:  # noqa: BLE001 - recorded in run.json, then re-raised below for the CLI
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
     try:
-        return _collect(config, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings, timeout_s)
+        if fidelity is not None:
+            fidelity["dilation"] = dilation
+        return _collect(real, run_dir, names, cluster_info, pcaps, capture_drops, status, reason, started, warnings, timeout_s,
+                        calibration, fidelity, dilation)
     finally:
         if not config.keep_pcap:
             shutil.rmtree(pcap_dir, ignore_errors=True)
@@ -227,11 +263,20 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
 
 def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: dict, pcaps: dict[int, Path],
              capture_drops: dict[str, int], status: str, reason: str | None, started: float, warnings: list[str],
-             timeout_s: float) -> RunResult:
-    """Whatever happened, write steps.csv and run.json from what was measured."""
+             timeout_s: float, calibration: HostCalibration | None = None, fidelity: dict[str, Any] | None = None,
+             dilation: float = 1.0) -> RunResult:
+    """Whatever happened, write steps.csv and run.json from what was measured (durations divided by the dilation)."""
     records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes)}
+    if dilation != 1.0:  # CPU work counts as CPU time: divided by the stretch the run measured, the rest by k
+        stretch = dil.cpu_stretch((fidelity or {}).get("observed"), dilation)
+        cpu_fields = dil.CPU_FIELDS + (("compute_s",) if config.workload.kind != "shapes" else ())
+        records = dil.undilate_records(records, dilation, stretch, cpu_fields)
+        if fidelity is not None:
+            fidelity["cpu_stretch"] = stretch
+    cpus = max(1, round(host_cpus() * dilation)) if dilation != 1.0 else None  # dilated: each node has k times the CPU per second
     summary, run_json = results.write_run(
         run_dir, config, records, run_id=names.run_id, status=status, reason=reason, started=started, warnings=warnings,
-        cluster=cluster_info, extra={"collective_timeout_s": timeout_s, "launcher": "netbench run"}, pcaps=pcaps,
-        addresses={rank: names.address(rank) for rank in pcaps}, capture={"dropped_by_port": capture_drops})
+        cluster=cluster_info, extra={"collective_timeout_s": timeout_s, "launcher": "netbench run", "dilation": dilation}, pcaps=pcaps,
+        addresses={rank: names.address(rank) for rank in pcaps}, capture={"dropped_by_port": capture_drops},
+        calibration=calibration, fidelity=fidelity, cpus=cpus)
     return RunResult(run_dir, status, reason, summary, run_json)

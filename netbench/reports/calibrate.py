@@ -2,8 +2,9 @@
 
 A scenario with ``calibrate = true`` measures this host (``netbench calibrate``'s measurement) on
 the scenario's own parameter shapes and replicator settings, once, into the sweep folder: the
-compression cost per parameter depends on the shapes, and CI machines start with no saved
-calibration at all. Otherwise the sweep uses ``--calibration`` or the host's saved file.
+compression cost per parameter depends on the shapes. Otherwise the sweep uses ``--calibration``
+or this host's cached calibration, measured first when there is none
+(:func:`netbench.model.hostcache.host_calibration`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from netbench.model.calibration import Calibration, load_calibration, save_calibration
+from collections.abc import Callable
+
+from netbench.model.calibration import load_calibration, save_calibration
+from netbench.model.hostcache import HostCalibration, host_calibration
 from netbench.model.predict import workload_shapes
 from netbench.model.schemes import SchemeSettings
 from netbench.reports.scenario import SweepScenario
@@ -31,22 +35,21 @@ def _shapes_spec(scenario: SweepScenario, out: Path) -> str:
     return str(path)
 
 
-def sweep_calibration(scenario: SweepScenario, out: Path, explicit: Path | None, fresh: bool) -> tuple[Calibration, Path | None]:
-    """(calibration, where it is saved). Measures into ``out/calibration.json`` when the scenario asks and none is there."""
-    if explicit is not None:
-        return load_calibration(explicit), explicit
-    if not scenario.calibrate:
-        from netbench.model.calibration import default_path
-
-        return load_calibration(), default_path()
+def sweep_calibration(scenario: SweepScenario, out: Path, explicit: Path | None, fresh: bool,
+                      on_measure: Callable[[Path], None] | None = None) -> HostCalibration:
+    """The calibration every point predicts with. Measures into ``out/calibration.json`` when the scenario asks and none is there."""
+    if explicit is not None or not scenario.calibrate:
+        return host_calibration(explicit, on_measure=on_measure)
     target = out / CALIBRATION
     if target.exists() and not fresh:
-        return load_calibration(target), target
+        return HostCalibration(load_calibration(target), target, False, "file")
     from netbench.model.measure import MeasureOptions, measure  # torch: only when measuring
 
     known = set(SchemeSettings.model_fields)
     settings = SchemeSettings(**{k: v for k, v in scenario.replicator.items() if k in known})
     # 10 timed steps per scheme, not calibrate's 3: a mean of 3 swings by 2x while the host is busy
     opts = MeasureOptions(shapes=_shapes_spec(scenario, out), schemes=tuple(scenario.grid.replicator), settings=settings, steps=10)
+    if on_measure:
+        on_measure(target)
     save_calibration(measure(opts), target)
-    return load_calibration(target), target
+    return HostCalibration(load_calibration(target), target, True, "measured")

@@ -91,6 +91,8 @@ def with_errors(frame: pd.DataFrame) -> pd.DataFrame:
 def accuracy(frame: pd.DataFrame) -> Accuracy:
     """Median and max |error| of step time; max |error| of wire bytes (either direction)."""
     ok = frame[(frame["status"] == "ok") & frame["pred_step_time_s"].notna()] if "pred_step_time_s" in frame else frame.iloc[0:0]
+    if "fidelity_ok" in ok:  # a point whose emulation was not faithful measures the host, not the cluster
+        ok = ok[ok["fidelity_ok"].astype(str).str.lower() != "false"]
     if ok.empty:
         return Accuracy(0, None, None, "", None, "")
     step = ok["err_step_time_s"].abs()
@@ -146,18 +148,20 @@ def _bytes(x: Any) -> str:
 
 def _points_table(frame: pd.DataFrame) -> str:
     rows = ["| point | step meas. (s) | step model (s) | error | comm meas. (s) | comm model (s) | enc+dec meas. (s) | enc+dec model (s) "
-            "| local (s) | payload/step | wire tx meas. | wire tx model | error | wire rx error |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| local (s) | payload/step | wire tx meas. | wire tx model | error | wire rx error | faithful |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in frame.itertuples():
         if r.status != "ok":
-            rows.append(f"| {r.label} | failed: {r.reason} |" + " |" * 12)
+            rows.append(f"| {r.label} | failed: {r.reason} |" + " |" * 13)
             continue
         encdec = (r.compress_time_s or 0) + (r.decode_time_s or 0)
+        pred_encdec = r.pred_compress_time_s + (0 if pd.isna(getattr(r, "pred_decode_time_s", float("nan"))) else r.pred_decode_time_s)
+        faithful = {"true": "yes", "false": f"no: {getattr(r, 'fidelity_reasons', '')}"}.get(str(getattr(r, "fidelity_ok", "")).lower(), "")
         rows.append(
             f"| {r.label} | {_sec(r.step_time_s)} | {_sec(r.pred_step_time_s)} | {_pct(r.err_step_time_s)} | {_sec(r.comm_time_s)} "
-            f"| {_sec(r.pred_comm_time_s)} | {_sec(encdec)} | {_sec(r.pred_compress_time_s)} | {_sec(r.pred_local_time_s)} "
+            f"| {_sec(r.pred_comm_time_s)} | {_sec(encdec)} | {_sec(pred_encdec)} | {_sec(r.pred_local_time_s)} "
             f"| {_bytes(r.payload_bytes_per_step)} | {_bytes(r.wire_tx_bytes_per_step)} | {_bytes(r.pred_wire_tx_bytes_per_step)} "
-            f"| {_pct(r.err_wire_tx_bytes_per_step)} | {_pct(r.err_wire_rx_bytes_per_step)} |")
+            f"| {_pct(r.err_wire_tx_bytes_per_step)} | {_pct(r.err_wire_rx_bytes_per_step)} | {faithful} |")
     return "\n".join(rows)
 
 

@@ -4,7 +4,7 @@ Layout of a sweep folder::
 
     sweep.json        the scenario and the calibration the predictions use
     calibration.json  this host's model constants, when the scenario asks to measure them
-    summary.csv       one row per point: measured, predicted, status, run directory
+    summary.csv       one row per point: measured, predicted (read from the run's run.json), fidelity, status, run directory
     runs/<run>/       each point's run (steps.csv, run.json, worker records)
 
 Resuming: a point is done when summary.csv has a row with its key, status ok, and its run
@@ -25,13 +25,14 @@ import pandas as pd
 
 from netbench import safe_files
 from netbench.model.calibration import Calibration
+from netbench.model.hostcache import HostCalibration
 from netbench.model.predict import predict_run
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.results import read_records
 from netbench.reports.scenario import Point, SweepScenario
 
 __all__ = ["SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
-           "predict_point", "run_sweep", "write_sweep_json"]
+           "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
 
 SUMMARY = "summary.csv"
 # measured summary keys copied into summary.csv (the prediction's go in as pred_<key>)
@@ -39,7 +40,7 @@ MEASURED = ("step_time_s", "compute_time_s", "compress_time_s", "decode_time_s",
             "payload_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "capture_wire_bytes_per_step", "capture_rx_wire_bytes_per_step",
             "capture_payload_bytes_per_step", "capture_ack_only_bytes_per_step", "capture_vs_counter_median_rel_diff",
             "capture_vs_counter_max_rel_diff", "retrans_segs_per_step", "first_loss", "final_loss", "steps_measured", "statistic")
-PREDICTED = ("step_time_s", "comm_time_s", "compress_time_s", "local_time_s", "payload_bytes_per_step",
+PREDICTED = ("step_time_s", "comm_time_s", "compress_time_s", "decode_time_s", "local_time_s", "payload_bytes_per_step",
              "wire_tx_bytes_per_step", "wire_rx_bytes_per_step")
 
 PointProgress = Callable[[Point, int, int], None]  # (point, steps done, steps total)
@@ -53,7 +54,7 @@ class SweepOutcome:
     interrupted: bool
 
 
-TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error", "statistic")
+TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error", "statistic", "fidelity_reasons")
 
 
 def read_summary(out: Path) -> pd.DataFrame:
@@ -107,7 +108,18 @@ def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | 
     row.update({f"pred_{k}": predicted.get(k) for k in PREDICTED})
     row["params"] = predicted.get("params")
     row["prediction_error"] = predicted.get("error", "")
+    fidelity = summary.get("fidelity") or {}
+    row["fidelity_ok"] = fidelity.get("ok")
+    row["dilation"] = fidelity.get("dilation", 1.0)
+    row["fidelity_reasons"] = "; ".join(fidelity.get("reasons", []))
     return row
+
+
+def stored_prediction(summary: dict[str, Any]) -> dict[str, Any]:
+    """The prediction a run made when it finished (run.json's summary), or its error: never recomputed."""
+    if summary.get("predicted"):
+        return summary["predicted"]
+    return {"error": summary.get("prediction_error") or "no prediction stored"}
 
 
 def _upsert(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
@@ -123,12 +135,15 @@ def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibratio
     safe_files.write_text(out / "sweep.json", json.dumps(doc, indent=2) + "\n")
 
 
-def run_sweep(points: list[Point], out: Path, calibration: Calibration, fresh: bool = False,
-              progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None) -> SweepOutcome:
+def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fresh: bool = False,
+              progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None,
+              dilation: str = "1") -> SweepOutcome:
     """Run every point not already done; summary.csv is rewritten after each one.
 
     Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
     """
+    from netbench.model.testbed import host_cpus
+    from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
 
     frame = pd.DataFrame(columns=["key", "status", "run_dir"]) if fresh else read_summary(out)
@@ -138,8 +153,10 @@ def run_sweep(points: list[Point], out: Path, calibration: Calibration, fresh: b
         if point.key in done:
             outcome.skipped += 1
             continue
-        result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None)
-        predicted = predict_point(point.config, result.run_dir, calibration) if result.status == "ok" else {}
+        factor = parse_dilation(dilation, point.config.cluster.nodes, host_cpus())
+        result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
+                            calibration=calibration, dilation=factor)
+        predicted = stored_prediction(result.summary) if result.status == "ok" else {}
         frame = _upsert(frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out))
         write_summary(out, frame)
         outcome.ran += 1

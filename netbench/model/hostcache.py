@@ -1,0 +1,125 @@
+"""This host's calibration, measured once and cached: what a first ``run``, ``sweep`` or ``plan`` does.
+
+The constants depend on the machine and the software that runs the collectives and codecs, so
+the cache is keyed by hostname, CPU model, core count, torch and netbench versions and the
+torch threads per worker. A changed key, a missing entry or an unreadable entry is measured
+again (a few seconds, :func:`netbench.model.measure.quick_options`) and written atomically; an
+exclusive lock makes concurrent first runs measure once.
+
+Cache folder: ``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench``.
+An explicit file (``--calibration FILE`` or ``$NETBENCH_CALIBRATION``) is used as it is.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from netbench import __version__
+from netbench.model.calibration import Calibration, CalibrationError, default_path, load_calibration, read_calibration, save_calibration
+
+__all__ = ["CACHE_ENV", "HostCalibration", "host_key", "cache_dir", "cache_path", "cached", "host_calibration"]
+
+CACHE_ENV = "NETBENCH_CACHE_DIR"
+WORKER_THREADS = 1  # torch threads per worker the measurement uses (run's --threads default)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_key(threads: int = WORKER_THREADS) -> dict[str, str]:
+    """What the measured constants depend on; any change makes a new cache entry."""
+    import torch
+
+    from netbench.model.testbed import host_cpus
+
+    return {"hostname": platform.node(), "cpu_model": _cpu_model(), "cpus": str(host_cpus()),
+            "torch": torch.__version__, "netbench": __version__, "threads": str(threads)}
+
+
+def cache_dir() -> Path:
+    """``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "netbench"
+
+
+def cache_path(key: dict[str, str] | None = None) -> Path:
+    """This host's cache entry: one file per key, named by the key's hash."""
+    key = key or host_key()
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / f"calibration-{digest}.json"
+
+
+def cached(key: dict[str, str] | None = None) -> Calibration | None:
+    """The cached calibration for ``key`` (this host), or None when absent, unreadable, for another key, or
+    missing a replicator (``netbench calibrate --replicator dct`` measures only some)."""
+    from netbench.model.schemes import SCHEME_NAMES
+
+    key = key or host_key()
+    path = cache_path(key)
+    try:
+        calib = read_calibration(path)
+    except CalibrationError:
+        return None
+    complete = all(calib.measured(name) for name in SCHEME_NAMES)
+    return calib if calib.source == "measured" and calib.host_key == key and complete else None
+
+
+@dataclass(frozen=True)
+class HostCalibration:
+    """The calibration a command uses, where it lives, and whether this call measured it."""
+
+    calibration: Calibration
+    path: Path
+    measured_now: bool
+    origin: str  # "file" (explicit), "cache" or "measured"
+
+    def identity(self) -> dict[str, str | None]:
+        return {**self.calibration.identity(self.path), "origin": self.origin}
+
+
+def host_calibration(explicit: Path | None = None, on_measure: Callable[[Path], None] | None = None) -> HostCalibration:
+    """The calibration ``run``/``sweep``/``plan`` use: ``explicit`` (must exist), else ``$NETBENCH_CALIBRATION``
+    as it is (defaults when that file is absent: the user chose a file, ``netbench calibrate`` fills it),
+    else this host's cache entry, measured first when missing, for another key, or corrupt.
+
+    ``on_measure(path)`` is called before a measurement starts (to tell the user why they wait).
+    A broken explicit file raises CalibrationError.
+    """
+    if explicit is not None:
+        if not explicit.exists():
+            raise CalibrationError(f"calibration file {str(explicit)!r} does not exist")
+        return HostCalibration(read_calibration(explicit), explicit, False, "file")
+    env = default_path()
+    if env is not None:
+        return HostCalibration(load_calibration(env), env, False, "file")
+    key = host_key()
+    path = cache_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent first run waits, then reuses this one's measurement
+        hit = cached(key)
+        if hit is not None:
+            return HostCalibration(hit, path, False, "cache")
+        from netbench.model.measure import measure, quick_options  # torch processes: only when measuring
+
+        if on_measure:
+            on_measure(path)
+        calib = measure(quick_options()).model_copy(update={"host_key": key})
+        save_calibration(calib, path)
+        return HostCalibration(calib, path, True, "measured")

@@ -1,0 +1,182 @@
+"""Is a run's measurement what a real cluster would have seen? Watch the host while the workers train.
+
+An emulated cluster is N processes on one host's C cores behind a userspace delay line. Its step
+time stops meaning anything about a real cluster when:
+
+* **the workers wait for a core** -- nodes outnumber cores, or other load takes them. Read from
+  each worker's ``/proc/<pid>/task/*/schedstat`` (time runnable but not running), once at the
+  start and once at the end: no sampling cost.
+* **the host's CPU is saturated** -- ``/proc/stat`` busy share and run queue (``procs_running``),
+  sampled from the orchestrator's watch loop (one file read every 0.2 s).
+* **packet processing is saturated** -- the softirq share of the host's CPU (``/proc/stat``).
+* **the delay line falls behind** -- it counts packets released more than 1 ms after their due
+  time (:mod:`netbench.emulation.delayline`), and it waits for a core like a worker does.
+
+Shaper drops and overlimits (``tc -s qdisc``) are recorded but are not a reason: a real switch
+port drops when its buffer fills too.
+
+Thresholds (``THRESHOLDS``) were set from runs on a 2-core host (see README, "Fidelity"): a
+2-node run there has its workers wait under 2 % of the time and no late packets; 16 and 32
+nodes wait 50-90 %.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["THRESHOLDS", "FidelityMonitor", "qdisc_stats", "judge"]
+
+THRESHOLDS = {
+    "worker_wait": 0.10,     # share of the run a worker spent runnable but without a core
+    "host_busy": 0.97,       # busy share of all cores (with the run queue above the cores)
+    "softirq": 0.25,         # softirq share of all cores: packet processing is the bottleneck
+    "late_packets": 0.01,    # share of delayed packets released more than 1 ms late
+    "delay_line_wait": 0.10,  # share of the run the delay line waited for a core
+}
+SAMPLE_EVERY_S = 0.2
+
+
+def _schedstat(pid: int) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable but waiting) of the process's main thread -- the one that
+    computes, encodes and decodes; None when the process is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+    except OSError:
+        return None
+    return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+
+
+def _proc_stat() -> tuple[list[int], int]:
+    """(aggregate cpu jiffies: user nice system idle iowait irq softirq steal, procs_running)."""
+    cpu, running = [], 0
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu "):
+            cpu = [int(x) for x in line.split()[1:9]]
+        elif line.startswith("procs_running"):
+            running = int(line.split()[1])
+    return cpu, running
+
+
+def qdisc_stats(netns_names: list[str]) -> dict[str, int]:
+    """Sum of drops, overlimits, packets and the largest backlog over every qdisc in these namespaces."""
+    total = {"drops": 0, "overlimits": 0, "packets": 0, "backlog_max": 0}
+    for ns in netns_names:
+        try:
+            out = subprocess.run(["tc", "-n", ns, "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=5, check=False).stdout
+            qdiscs = json.loads(out or "[]")
+        except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
+            continue
+        for q in qdiscs:
+            if q.get("kind") not in ("tbf", "netem", "htb"):
+                continue
+            total["drops"] += int(q.get("drops", 0))
+            total["overlimits"] += int(q.get("overlimits", 0))
+            total["packets"] += int(q.get("packets", 0))
+            total["backlog_max"] = max(total["backlog_max"], int(q.get("backlog", 0)))
+    return total
+
+
+@dataclass
+class FidelityMonitor:
+    """Samples taken while the workers train; ``observed()`` turns them into figures.
+
+    The window opens once every worker has finished its first step (torch imports and gloo's
+    rendezvous are not the training the run measures) and closes at the last sample. Counters
+    are sampled every SAMPLE_EVERY_S, since a worker that has exited takes its counters with it.
+    """
+
+    worker_pids: list[int]
+    cores: int
+    helper_pids: dict[str, int] = field(default_factory=dict)
+    _first: dict[int, tuple[float, float]] = field(default_factory=dict)
+    _last: dict[int, tuple[float, tuple[float, float]]] = field(default_factory=dict)
+    _cpu: list[list[int]] = field(default_factory=list)
+    _times: list[float] = field(default_factory=list)
+    _running: list[int] = field(default_factory=list)
+    _next_sample: float = 0.0
+
+    def on_progress(self, done: int) -> None:
+        """Called from the watch loop (every 0.1 s) with the slowest node's step count."""
+        now = time.monotonic()
+        if done < 1 or now < self._next_sample:
+            return
+        self._next_sample = now + SAMPLE_EVERY_S
+        try:
+            cpu, running = _proc_stat()
+        except OSError:
+            return
+        self._cpu.append(cpu)
+        self._times.append(now)
+        if len(self._times) > 1:
+            self._running.append(running)
+        for pid in [*self.worker_pids, *self.helper_pids.values()]:
+            stat = _schedstat(pid)
+            if stat is None:
+                continue
+            self._first.setdefault(pid, stat)
+            self._last[pid] = (now, stat)
+
+    def _share(self, pid: int) -> tuple[float, float] | None:
+        """(CPU, wait) of ``pid`` as shares of the window it was seen in."""
+        if pid not in self._first or pid not in self._last:
+            return None
+        span = self._last[pid][0] - self._times[0]
+        if span <= 0:
+            return None
+        (run0, wait0), (run1, wait1) = self._first[pid], self._last[pid][1]
+        return (run1 - run0) / span, (wait1 - wait0) / span
+
+    def observed(self, delay_line: dict[str, Any] | None = None, qdiscs: dict[str, int] | None = None) -> dict[str, Any] | None:
+        """Figures of the window, or None when it held fewer than two samples (a run too short to judge)."""
+        if len(self._times) < 2:
+            return None
+        shares = [s for pid in self.worker_pids if (s := self._share(pid)) is not None]
+        waits = [w for _, w in shares]
+        helpers = {name: {"cpu": s[0], "wait": s[1]} for name, pid in self.helper_pids.items() if (s := self._share(pid)) is not None}
+        delta = [b - a for a, b in zip(self._cpu[0], self._cpu[-1])]
+        total = sum(delta) or 1
+        return {
+            "cores": self.cores, "nodes": len(self.worker_pids), "seconds": self._times[-1] - self._times[0],
+            "worker_wait_mean": statistics.fmean(waits) if waits else None,
+            "worker_wait_max": max(waits) if waits else None,
+            "worker_cpu_mean": statistics.fmean(c for c, _ in shares) if shares else None,
+            "host_busy": 1 - (delta[3] + delta[4]) / total, "softirq": delta[6] / total,
+            "run_queue_mean": statistics.fmean(self._running) if self._running else None,
+            "run_queue_max": max(self._running) if self._running else None,
+            "helpers": helpers, "delay_line": delay_line, "shaper": qdiscs,
+        }
+
+
+def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
+    """``{"ok": bool, "reasons": [...], "observed": ...}``: each reason names its cause and its figure."""
+    if observed is None:
+        return {"ok": True, "reasons": [], "observed": None, "note": "run too short to observe"}
+    t = THRESHOLDS
+    reasons: list[str] = []
+    nodes, cores = observed["nodes"], observed["cores"]
+    wait = observed.get("worker_wait_mean")
+    if wait is not None and wait > t["worker_wait"]:
+        cause = (f"{nodes} nodes outnumber the host's {cores} cores" if nodes > cores
+                 else "other work on the host (delay line, capture, other processes) took the cores")
+        reasons.append(f"CPU: {cause}; each worker waited {wait:.0%} of the run for a core (limit {t['worker_wait']:.0%})")
+    rq = observed.get("run_queue_mean")
+    if observed["host_busy"] > t["host_busy"] and rq is not None and rq > cores:
+        reasons.append(f"host CPU saturated: {observed['host_busy']:.0%} busy, {rq:.1f} runnable tasks on {cores} cores")
+    if observed["softirq"] > t["softirq"]:
+        reasons.append(f"packet processing saturated: softirq took {observed['softirq']:.0%} of the CPU (limit {t['softirq']:.0%})")
+    line = observed.get("delay_line") or {}
+    if line.get("passed"):
+        late = line.get("late", 0) / line["passed"]
+        if late > t["late_packets"]:
+            reasons.append(f"delay line fell behind: {late:.1%} of packets released over 1 ms late "
+                           f"(max {line.get('late_max_s', 0) * 1e3:.1f} ms; limit {t['late_packets']:.0%})")
+    dl_wait = (observed.get("helpers") or {}).get("delay_line", {}).get("wait")
+    if dl_wait is not None and dl_wait > t["delay_line_wait"]:
+        reasons.append(f"delay line starved: it waited {dl_wait:.0%} of the run for a core")
+    return {"ok": not reasons, "reasons": reasons, "observed": observed}
