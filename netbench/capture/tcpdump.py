@@ -6,6 +6,7 @@ uplink tbf, egress after the port's downlink tbf), so one capture per port is th
 
 from __future__ import annotations
 
+import os
 import select
 import shutil
 import signal
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netbench.emulation.node import Switch
+from netbench.emulation.rootless import MARKER
 
 SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; payload is never kept
 BUFFER_KIB = 32768
@@ -52,7 +54,7 @@ class Capture:
         for port in self.ports:
             path = self.out_dir / f"{port}.pcap"
             proc = self.switch.popen(
-                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-n", "-w", str(path)],
+                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-n", *_user_args(), "-w", str(path)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -81,6 +83,12 @@ class Capture:
                 _, err = cap.proc.communicate()
             dropped[cap.port] = _dropped(err or "")
         return {cap.port: cap.path for cap in self.captures}, dropped
+
+
+def _user_args() -> list[str]:
+    """Rootless: stay "root". tcpdump would switch to its own user, which is not mapped into our
+    user namespace, so setuid() fails; the namespace's root is the unprivileged caller anyway."""
+    return ["-Z", "root"] if os.environ.get(MARKER) else []
 
 
 def _dropped(stderr: str) -> int:
