@@ -28,7 +28,7 @@ from types import FrameType
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import delayline, netns, offload, shaping
+from netbench.emulation import delayline, netns, offload, shaping, steering
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
@@ -58,6 +58,10 @@ _NODE_SYSCTLS = {  # TCP windows large enough for 1gbit x 400 ms round trips (BD
 
 class ClusterError(RuntimeError):
     """The cluster could not be built; everything created so far has been removed."""
+
+
+class DelayLineDied(ClusterError):
+    """The delay line exited while the cluster was up: its links drop every packet (no --queue-bypass)."""
 
 
 class Cluster:
@@ -127,6 +131,20 @@ class Cluster:
         """
         if self._raised is not None and not self._stopping:
             _raise_for(self._raised)
+
+    def check(self) -> None:
+        """For a watch loop: raise a stop signal Python swallowed, or DelayLineDied if the delay line has exited.
+
+        A dead delay line stops all traffic on impaired links; without this the run would fail a
+        collective timeout later, blaming whichever node noticed first.
+        """
+        self.raise_if_interrupted()
+        proc = self._delay_line
+        if proc is None or proc.poll() is None or self._stopping:
+            return
+        err = (proc.stderr.read() or "").strip().splitlines() if proc.stderr else []
+        how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
+        raise DelayLineDied(f"the delay line (switch namespace {self.switch.netns}) {how}" + (f": {err[-1]}" if err else ""))
 
     def _teardown(self, unwinding: bool) -> None:
         """down() until it has run to the end, then give the signal handlers back.
@@ -264,6 +282,7 @@ def _build_switch(address: str, ports: list[tuple[str, str, str, str]], down: Di
             ipr.route("add", dst=node_address, dst_len=32, oif=ifindex[port], scope=253)  # scope link: on that wire
             installed[port] = shaping.apply(ipr, ifindex[port], down, offload_on, use_netem)
     offload.set_segmentation(list(ifindex), offload_on)
+    steering.steer_flows(list(ifindex))  # last: it leaves this forked child in a mount namespace of its own
     return ifindex, installed
 
 
@@ -276,6 +295,7 @@ def _build_node(iface: str, address: str, prefixlen: int, up: DirectionSpec, off
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
         installed = shaping.apply(ipr, index, up, offload_on, use_netem)
     offload.set_segmentation([iface], offload_on)
+    steering.steer_flows([iface])  # last: it leaves this forked child in a mount namespace of its own
     return installed
 
 
