@@ -282,7 +282,9 @@ def _build_switch(address: str, ports: list[tuple[str, str, str, str]], down: Di
             ipr.route("add", dst=node_address, dst_len=32, oif=ifindex[port], scope=253)  # scope link: on that wire
             installed[port] = shaping.apply(ipr, ifindex[port], down, offload_on, use_netem)
     offload.set_segmentation(list(ifindex), offload_on)
-    steering.steer_flows(list(ifindex))  # last: it leaves this forked child in a mount namespace of its own
+    steered = steering.steer_flows(list(ifindex))  # last: it leaves this forked child in a mount namespace of its own
+    for port in installed:
+        installed[port]["flow_steering"] = steered
     return ifindex, installed
 
 
@@ -295,7 +297,7 @@ def _build_node(iface: str, address: str, prefixlen: int, up: DirectionSpec, off
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
         installed = shaping.apply(ipr, index, up, offload_on, use_netem)
     offload.set_segmentation([iface], offload_on)
-    steering.steer_flows([iface])  # last: it leaves this forked child in a mount namespace of its own
+    installed["flow_steering"] = steering.steer_flows([iface])  # last: it leaves this forked child in a mount namespace of its own
     return installed
 
 

@@ -45,13 +45,19 @@ def _private_sysfs() -> Path:
     return Path("/sys/class/net")
 
 
-def steer_flows(ifnames: list[str]) -> None:
-    """Enable RPS over every CPU this process may use on each rx queue of ``ifnames``.
+def steer_flows(ifnames: list[str]) -> bool:
+    """Enable RPS over every CPU this process may use on each rx queue of ``ifnames``; False where not allowed.
 
-    Call inside the interfaces' network namespace, in a disposable single-threaded process.
+    Call inside the interfaces' network namespace, in a disposable single-threaded process. The
+    kernel lets only the host's root set RPS (CAP_NET_ADMIN in the initial user namespace), so a
+    rootless cluster goes without: its fastest links may then reorder (see the module docstring).
     """
-    net = _private_sysfs()
-    mask = cpu_mask(os.sched_getaffinity(0))
-    for ifname in ifnames:
-        for queue in sorted((net / ifname / "queues").glob("rx-*")):
-            (queue / "rps_cpus").write_text(mask)
+    try:
+        net = _private_sysfs()
+        mask = cpu_mask(os.sched_getaffinity(0))
+        for ifname in ifnames:
+            for queue in sorted((net / ifname / "queues").glob("rx-*")):
+                (queue / "rps_cpus").write_text(mask)
+    except PermissionError:
+        return False
+    return True
