@@ -47,14 +47,14 @@ class Capture:
 
     @staticmethod
     def available() -> bool:
-        return shutil.which("tcpdump") is not None
+        return unavailable_reason() is None
 
     def start(self, timeout_s: float = 10.0) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for port in self.ports:
             path = self.out_dir / f"{port}.pcap"
             proc = self.switch.popen(
-                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-n", *_user_args(), "-w", str(path)],
+                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-n", "-w", str(path)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -85,10 +85,18 @@ class Capture:
         return {cap.port: cap.path for cap in self.captures}, dropped
 
 
-def _user_args() -> list[str]:
-    """Rootless: stay "root". tcpdump would switch to its own user, which is not mapped into our
-    user namespace, so setuid() fails; the namespace's root is the unprivileged caller anyway."""
-    return ["-Z", "root"] if os.environ.get(MARKER) else []
+def unavailable_reason() -> str | None:
+    """Why tcpdump cannot capture here, or None.
+
+    In a rootless run tcpdump cannot start: as root it always switches to its own user (or the
+    one given with -Z) through initgroups(), and setgroups() is forbidden in a user namespace that
+    an unprivileged user created. Such runs measure wire bytes by interface counters only.
+    """
+    if shutil.which("tcpdump") is None:
+        return "tcpdump is not installed (apt-get install tcpdump)"
+    if os.environ.get(MARKER):
+        return "tcpdump cannot drop privileges inside an unprivileged user namespace (setgroups is denied there)"
+    return None
 
 
 def _dropped(stderr: str) -> int:

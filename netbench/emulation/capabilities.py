@@ -109,9 +109,14 @@ def detect() -> Capabilities:
         "root": root,
         "user_namespaces": user_namespaces_allowed(),
         "iperf3": shutil.which("iperf3") is not None,
-        "tcpdump": shutil.which("tcpdump") is not None,
         "errors": {},
     }
+    from netbench.capture.tcpdump import unavailable_reason
+
+    no_capture = unavailable_reason()
+    found["tcpdump"] = no_capture is None
+    if no_capture and shutil.which("tcpdump"):
+        found["errors"]["tcpdump"] = no_capture
     try:
         import netfilterqueue  # noqa: F401
 
