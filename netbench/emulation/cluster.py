@@ -243,7 +243,8 @@ class Cluster:
     # ------------------------------------------------------------------- misc
     def set_link(self, index: int, up: bool) -> None:
         """Take node ``index``'s link down or up (fault injection), on the switch side."""
-        self.switch.call(_set_link_state, self.nodes[index].port, up)
+        node = self.nodes[index]
+        self.switch.call(_set_link_state, node.port, node.address, up)
 
     def describe(self) -> dict:
         """What was built, for run.json."""
@@ -301,9 +302,13 @@ def _build_node(iface: str, address: str, prefixlen: int, up: DirectionSpec, off
     return installed
 
 
-def _set_link_state(port: str, up: bool) -> None:
+def _set_link_state(port: str, node_address: str, up: bool) -> None:
+    """Set the port down or up; on up, put back the route to its node, which the kernel flushed on down."""
     with IPRoute() as ipr:
-        ipr.link("set", index=ipr.link_lookup(ifname=port)[0], state="up" if up else "down")
+        index = ipr.link_lookup(ifname=port)[0]
+        ipr.link("set", index=index, state="up" if up else "down")
+        if up:
+            ipr.route("replace", dst=node_address, dst_len=32, oif=index, scope=253)
 
 
 def _impairment(direction) -> dict:
