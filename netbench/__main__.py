@@ -1,3 +1,3 @@
-from netbench.cli.app import main
+from netbench.cli.entry import main
 
 main()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 from leftovers import running, wait_until
@@ -57,6 +58,29 @@ def test_shaping_accuracy_per_rate(rate: float) -> None:
     assert 0.85 <= result.goodput_ratio <= 1.0, result
 
 
+def test_probe_measures_steady_state_after_slow_start() -> None:
+    """Whole intervals after a second of warm-up, from the receiver's own report: slow start over a
+    40 ms round trip (0.75 of the rate in the first second) and iperf3's short closing interval stay out."""
+    result = probe(spec(100e6, delay_s=0.020), seconds=2)
+    if result.goodput_tool == "iperf3":
+        assert result.goodput_window_s == pytest.approx(2.0, abs=0.05)
+    assert result.goodput_ratio >= 0.85, result
+
+
+def test_links_keep_a_flow_in_order() -> None:
+    """RPS on every veth: a flow's packets share one CPU's backlog, so a fast link never reorders them
+    (without it, 10gbit showed SACK reordering and spurious retransmissions on two cores)."""
+    with Cluster(spec(10e9)) as cluster:
+        n0, n1 = cluster.nodes
+        for ns, ifname in ((n0.netns, n0.iface), (cluster.switch.netns, n0.port), (cluster.switch.netns, n1.port), (n1.netns, n1.iface)):
+            masks = subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", f"cat /sys/class/net/{ifname}/queues/rx-*/rps_cpus"],
+                                   capture_output=True, text=True, check=True).stdout.split()
+            assert masks and all(int(m.replace(",", ""), 16) == sum(1 << c for c in os.sched_getaffinity(0)) for m in masks), (ns, ifname, masks)
+        measure_goodput(n0, n1, seconds=2)
+        reorder = n0.run(["nstat", "-az", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder"]).stdout
+        assert [int(line.split()[1]) for line in reorder.splitlines()[1:]] == [0, 0], reorder
+
+
 def test_delay_line_adds_configured_delay() -> None:
     result = probe(spec(100e6, delay_s=0.010), seconds=2)
     assert result.delay_engine in ("delayline", "netem")
@@ -69,7 +93,7 @@ def test_asymmetric_links_shape_each_direction() -> None:
         n0, n1 = cluster.nodes
         assert tbf_rate(n0.netns, n0.iface) == pytest.approx(20e6, rel=0.01)
         assert tbf_rate(cluster.switch.netns, n0.port) == pytest.approx(80e6, rel=0.01)
-        goodput, _ = measure_goodput(n0, n1, seconds=2)
+        goodput, _, _ = measure_goodput(n0, n1, seconds=2)
         assert 0.8 * 20e6 <= goodput <= 20e6  # limited by the sender's uplink, not the 80mbit downlink
 
 
@@ -223,3 +247,107 @@ def test_rootless_cluster_as_unprivileged_user() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert report == "0 4 0"  # root inside, 4 namespaces built, none left
+
+
+def test_run_fails_promptly_naming_the_delay_line_when_it_dies(tmp_path) -> None:
+    """A dead delay line drops every packet of its links; the run must say so at once, not time out on a node."""
+    from netbench.orchestrator.config import RunConfig
+    from netbench.orchestrator.runner import run
+    from netbench.replicators.config import ReplicatorConfig
+    from netbench.workloads.config import WorkloadConfig
+
+    cluster_spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.002), down=DirectionSpec(rate_bps=100e6), engine="delayline")
+    config = RunConfig(cluster=cluster_spec, replicator=ReplicatorConfig(name="full"), workload=WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2),
+                       steps=100000, warmup_steps=1, out_dir=tmp_path, timeout_s=120)
+    killed: dict[str, float] = {}
+
+    def kill_delay_line_after_a_step(cluster: Cluster) -> None:
+        def later() -> None:
+            wait_until(lambda: any('"event": "step"' in p.read_text() for p in tmp_path.glob("*/workers/rank0.jsonl")), 120)
+            killed["at"] = time.monotonic()
+            cluster._delay_line.send_signal(signal.SIGKILL)
+
+        threading.Thread(target=later, daemon=True).start()
+
+    result = run(config, on_cluster=kill_delay_line_after_a_step)
+    took = time.monotonic() - killed["at"]
+    assert result.status == "failed"
+    assert "the delay line" in result.reason and "signal 9" in result.reason, result.reason
+    assert took < 30, took  # the collective timeout is 120 s: the watch noticed, not gloo
+    assert not ours(result.run_json["run_id"])
+
+
+def test_no_queue_bypass_so_a_dead_delay_line_cannot_silently_remove_the_delay() -> None:
+    from netbench.emulation.delayline import iptables_rules
+
+    rules = iptables_rules(["p0"], ["p1"])
+    assert "--queue-bypass" not in rules and "physdev" not in rules
+    assert "-A FORWARD -i p0 -j NFQUEUE" in rules and "-A FORWARD -o p1 -j NFQUEUE" in rules
+
+
+def _root_qdisc_of(iface: str) -> tuple[str, int] | None:
+    with IPRoute() as ipr:
+        return shaping.root_qdisc(ipr, ipr.link_lookup(ifname=iface)[0])
+
+
+def _unshape(iface: str) -> None:
+    with IPRoute() as ipr:
+        shaping.clear(ipr, ipr.link_lookup(ifname=iface)[0])
+
+
+def _start_shaping_worker(node, out) -> subprocess.Popen:
+    """`netbench worker --bw` alone (world size 1) in ``node``, running steps until killed."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": node.address, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": REPO}
+    argv = [sys.executable, "-m", "netbench", "worker", "--iface", node.iface, "--bw", "100mbit", "-r", "full", "--workload", "mlp",
+            "--steps", "100000", "--warmup", "1", "--out", str(out), "--run-id", "guard"]
+    return node.popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("foreign", [False, True], ids=["ours", "replaced-by-someone-else"])
+def test_sigkilled_shaping_worker_leaves_the_interface_as_it_found_it(tmp_path, foreign: bool) -> None:
+    """The shaping guard removes the worker's qdisc within a second or two of a SIGKILL; a qdisc that
+    someone else put in its place meanwhile stays."""
+    with Cluster(ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=10e9), down=DirectionSpec(rate_bps=10e9), offload="off")) as cluster:
+        node = cluster.nodes[0]
+        node.call(_unshape, node.iface)
+        assert node.call(_root_qdisc_of, node.iface)[1] == 0
+        worker = _start_shaping_worker(node, tmp_path)
+        try:
+            assert wait_until(lambda: node.call(_root_qdisc_of, node.iface)[0] == "tbf" or worker.poll() is not None, 120)
+            assert worker.poll() is None, "the worker exited before it was killed"
+            if foreign:
+                node.run(["tc", "qdisc", "replace", "dev", node.iface, "root", "handle", "2:", "tbf", "rate", "1gbit",
+                          "burst", "256k", "latency", "50ms"], check=True)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=10)
+            if foreign:
+                time.sleep(2.0)  # the guard has had its chance, and left it alone
+                assert node.call(_root_qdisc_of, node.iface) == ("tbf", 0x20000)
+            else:
+                assert wait_until(lambda: node.call(_root_qdisc_of, node.iface)[1] == 0, 2.0), node.call(_root_qdisc_of, node.iface)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+
+
+def test_delay_line_switch_routes_without_bridge_netfilter() -> None:
+    """No bridge, no physdev match, no bridge sysctl: nothing that would load br_netfilter on a modular kernel."""
+    from netbench.emulation.delayline import iptables_restore_binary
+
+    with Cluster(spec(100e6, delay_s=0.002)) as cluster:
+        if cluster.engine != "delayline":
+            pytest.skip("this kernel has netem: the delay line is not used")
+        save = iptables_restore_binary().replace("-restore", "-save")
+        rules = cluster.switch.run([save, "-t", "filter"]).stdout
+        assert "NFQUEUE" in rules and "physdev" not in rules, rules
+        links = cluster.switch.run(["ip", "-d", "link", "show"]).stdout
+        assert " bridge " not in links and "bridge_slave" not in links, links
+        n0, n1 = cluster.nodes
+        assert n0.run(["ip", "route", "show"]).stdout.count("\n") == 1  # only the /24: still no default route
+        assert measure_rtt(n0, n1, count=5)["rtt_ms"] == pytest.approx(4.0, rel=0.25)

@@ -45,9 +45,25 @@ def host_state() -> dict[str, str]:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         state[" ".join(argv)] = noise.sub("", out.stdout + out.stderr) if noise else out.stdout + out.stderr
     bridge = Path("/proc/sys/net/bridge")
+    state["net.bridge present"] = str(bridge.is_dir())  # appears when br_netfilter loads
     for path in sorted(bridge.glob("*")) if bridge.is_dir() else ():
         state[str(path)] = path.read_text()
     state["ip_forward"] = Path("/proc/sys/net/ipv4/ip_forward").read_text()
+    state.update(kernel_modules())
+    return state
+
+
+def kernel_modules() -> dict[str, str]:
+    """The host kernel's module state: loaded modules (where the kernel has modules) and /sys/module.
+
+    A `-m physdev` rule would load br_netfilter on a modular kernel, and with it switch on
+    bridge-nf-call-iptables for every bridge on the host.
+    """
+    state = {}
+    modules = Path("/proc/modules")
+    if modules.exists():  # name, size, use count, users, state, address: the names and states are what matter
+        state["/proc/modules"] = "\n".join(sorted(" ".join(line.split()[:1] + line.split()[4:5]) for line in modules.read_text().splitlines()))
+    state["/sys/module"] = "\n".join(sorted(p.name for p in Path("/sys/module").iterdir()))
     return state
 
 
@@ -78,4 +94,19 @@ def test_two_runs_at_once_keep_apart_and_leave_the_host_as_it_was(tmp_path: Path
     after = host_state()
     assert after.keys() == before.keys()
     changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    assert not changed, changed
+
+
+def test_delay_line_and_doctor_leave_kernel_modules_and_bridge_sysctls_alone(tmp_path: Path) -> None:
+    """The delay line matches ports with -i/-o on a routed switch: no physdev, so no br_netfilter."""
+    before = host_state()
+    doctor = subprocess.run([sys.executable, "-m", "netbench", "doctor", "--json"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert doctor.returncode == 0, doctor.stderr[-2000:]
+    assert json.loads(doctor.stdout)["delay_line"] or shutil.which("iptables-restore") is None
+    delayed = _start(tmp_path / "delayed", "--bw", "100mbit", "--delay", "5ms", "--engine", "delayline")
+    out, err = delayed.communicate(timeout=300)
+    assert delayed.returncode == 0, err[-2000:]
+    assert json.loads(out)["delay_engine"] == "delayline"
+    after = host_state()
+    changed = {k: (before[k], after[k]) for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert not changed, changed

@@ -6,6 +6,7 @@ uplink tbf, egress after the port's downlink tbf), so one capture per port is th
 
 from __future__ import annotations
 
+import os
 import select
 import shutil
 import signal
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netbench.emulation.node import Switch
+from netbench.emulation.rootless import MARKER
 
 SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; payload is never kept
 # tcpdump stops after this many packets on a port (-c): at most 4.2 M records of 112 bytes, 470 MB
@@ -49,7 +51,7 @@ class Capture:
 
     @staticmethod
     def available() -> bool:
-        return shutil.which("tcpdump") is not None
+        return unavailable_reason() is None
 
     def start(self, timeout_s: float = 10.0) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -85,6 +87,20 @@ class Capture:
                 _, err = cap.proc.communicate()
             dropped[cap.port] = _dropped(err or "")
         return {cap.port: cap.path for cap in self.captures}, dropped
+
+
+def unavailable_reason() -> str | None:
+    """Why tcpdump cannot capture here, or None.
+
+    In a rootless run tcpdump cannot start: as root it always switches to its own user (or the
+    one given with -Z) through initgroups(), and setgroups() is forbidden in a user namespace that
+    an unprivileged user created. Such runs measure wire bytes by interface counters only.
+    """
+    if shutil.which("tcpdump") is None:
+        return "tcpdump is not installed (apt-get install tcpdump)"
+    if os.environ.get(MARKER):
+        return "tcpdump cannot drop privileges inside an unprivileged user namespace (setgroups is denied there)"
+    return None
 
 
 def _dropped(stderr: str) -> int:

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
+from typer import Abort, Exit
 
-try:  # typer >= 0.16 vendors its own copy of click, whose exception classes differ from click's
-    from typer._click import exceptions as _typer_click
-except ImportError:  # pragma: no cover - older typer uses click itself
-    _typer_click = click.exceptions
-
-_USAGE_ERRORS = (click.UsageError, _typer_click.UsageError)
-_ABORTS = (click.exceptions.Abort, getattr(_typer_click, "Abort", click.exceptions.Abort))
-_EXITS = (click.exceptions.Exit, getattr(_typer_click, "Exit", click.exceptions.Exit))
+try:  # typer >= 0.16 vendors its own copy of click and no longer depends on click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer is built on click, which it then installs
+    from click import UsageError
 
 from netbench.cli.errors import UserError
 
@@ -42,17 +38,17 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, standalone_mode=False)  # without standalone mode click returns typer.Exit's code
         if isinstance(code, int) and code:
             raise SystemExit(code)
-    except _ABORTS:
+    except Abort:
         print("netbench: aborted", file=sys.stderr)
         raise SystemExit(130) from None
-    except _USAGE_ERRORS as exc:
+    except UsageError as exc:
         hint = f"{exc.ctx.command_path}: " if exc.ctx else ""
         print(f"netbench: error: {hint}{exc.format_message()}", file=sys.stderr)
         raise SystemExit(2) from None
     except UserError as exc:
         print(f"netbench: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    except _EXITS as exc:
+    except Exit as exc:
         raise SystemExit(exc.exit_code) from None
 
 

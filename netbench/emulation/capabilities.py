@@ -1,7 +1,8 @@
 """What this host can emulate, found by trying it in a throwaway namespace (`netbench doctor`).
 
 Kernel features are tested by use, not by reading config files: a qdisc kind is present when
-adding it works, the delay line when an NFQUEUE rule loads in a bridged namespace.
+adding it works, the delay line when an NFQUEUE rule loads in a throwaway namespace. Nothing here
+may change the host's kernel state: no ``-m physdev`` (it loads br_netfilter, see delayline.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import os
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from pyroute2 import IPRoute
 
@@ -27,7 +27,6 @@ class Capabilities:
     tbf: bool = False
     htb: bool = False
     netem: bool = False
-    br_netfilter: bool = False
     nfqueue_rule: bool = False
     netfilterqueue_module: bool = False
     iperf3: bool = False
@@ -36,15 +35,14 @@ class Capabilities:
 
     @property
     def delay_line(self) -> bool:
-        return self.br_netfilter and self.nfqueue_rule and self.netfilterqueue_module
+        return self.nfqueue_rule and self.netfilterqueue_module
 
     @property
     def delay_line_reason(self) -> str:
         missing = [
             what
             for what, ok in (
-                ("br_netfilter (modprobe br_netfilter)", self.br_netfilter),
-                ("iptables with NFQUEUE and physdev (apt-get install iptables)", self.nfqueue_rule),
+                ("iptables with the NFQUEUE target (apt-get install iptables)", self.nfqueue_rule),
                 ("the NetfilterQueue Python package (pip install NetfilterQueue)", self.netfilterqueue_module),
             )
             if not ok
@@ -66,7 +64,7 @@ class Capabilities:
             ("tbf qdisc", self.tbf, "rate shaping: no cluster can be built"),
             ("htb qdisc", self.htb, "nothing yet (tbf is used)"),
             ("netem qdisc", self.netem, "kernel delay/jitter/loss: the userspace delay line stands in"),
-            ("delay line (br_netfilter + NFQUEUE)", self.delay_line, "delay/jitter/loss when netem is absent"),
+            ("delay line (iptables NFQUEUE)", self.delay_line, "delay/jitter/loss when netem is absent"),
             ("iperf3", self.iperf3, "nothing: probe falls back to its built-in TCP stream"),
             ("tcpdump", self.tcpdump, "packet capture: wire bytes come from interface counters only"),
         ]
@@ -92,7 +90,7 @@ def _nfqueue_rule_loads(name: str) -> bool:
 
 
 def _probe_inside() -> dict[str, bool]:
-    """Runs inside the throwaway namespace: which qdiscs load, whether br_netfilter is there."""
+    """Runs inside the throwaway namespace: which qdiscs load."""
     with IPRoute() as ipr:
         ipr.link("add", ifname="nbprobe0", kind="veth", peer="nbprobe1")
         index = ipr.link_lookup(ifname="nbprobe0")[0]
@@ -100,7 +98,6 @@ def _probe_inside() -> dict[str, bool]:
             "tbf": _qdisc_works(ipr, index, "tbf", rate="100mbit", burst=16384, limit=65536),
             "htb": _qdisc_works(ipr, index, "htb", default=1),
             "netem": _qdisc_works(ipr, index, "netem", delay=1000),
-            "br_netfilter": Path("/proc/sys/net/bridge/bridge-nf-call-iptables").exists(),
         }
 
 
@@ -112,9 +109,14 @@ def detect() -> Capabilities:
         "root": root,
         "user_namespaces": user_namespaces_allowed(),
         "iperf3": shutil.which("iperf3") is not None,
-        "tcpdump": shutil.which("tcpdump") is not None,
         "errors": {},
     }
+    from netbench.capture.tcpdump import unavailable_reason
+
+    no_capture = unavailable_reason()
+    found["tcpdump"] = no_capture is None
+    if no_capture and shutil.which("tcpdump"):
+        found["errors"]["tcpdump"] = no_capture
     try:
         import netfilterqueue  # noqa: F401
 

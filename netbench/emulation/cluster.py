@@ -1,5 +1,11 @@
 """The emulated cluster: N node namespaces, one switch namespace, shaped veth links.
 
+The switch routes rather than bridges: each port has a /32 route to its node and answers ARP for
+the other nodes (proxy ARP), so the nodes still share one /24 and have no default route. A routed
+switch is what lets the delay line match ports with plain ``-i``/``-o`` FORWARD rules; a bridge
+would need ``-m physdev``, which makes the kernel load br_netfilter where it is a module, and that
+turns bridge-nf-call-iptables on for every bridge on the host.
+
 Use it as a context manager; teardown is guaranteed on normal exit, exceptions, Ctrl-C, SIGTERM
 and SIGHUP. While the cluster is up those signals raise (KeyboardInterrupt, or SystemExit for the
 others); once teardown has begun they wait until it has finished, so a second Ctrl-C cannot leave
@@ -23,7 +29,7 @@ from types import FrameType
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import delayline, netns, offload, shaping
+from netbench.emulation import delayline, netns, offload, shaping, steering
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
@@ -35,6 +41,16 @@ _QUIET_SYSCTLS = {  # no IPv6 router/neighbour chatter on the measured wires
     "net.ipv6.conf.all.disable_ipv6": "1",
     "net.ipv6.conf.default.disable_ipv6": "1",
 }
+_SWITCH_SYSCTLS = {  # a router between the ports that answers ARP for the nodes behind the others
+    **_QUIET_SYSCTLS,
+    "net.ipv4.ip_forward": "1",
+    "net.ipv4.conf.all.rp_filter": "0",
+    "net.ipv4.conf.default.rp_filter": "0",
+}
+_PORT_SYSCTLS = {  # per port, once it exists (a namespace other than the host's has no neigh "default")
+    "net.ipv4.conf.{port}.proxy_arp": "1",
+    "net.ipv4.neigh.{port}.proxy_delay": "0",  # else proxy replies wait up to 0.8 s
+}
 _NODE_SYSCTLS = {  # TCP windows large enough for 1gbit x 400 ms round trips (BDP 50 MB)
     **_QUIET_SYSCTLS,
     "net.ipv4.tcp_rmem": f"4096 131072 {NODE_TCP_BUFFER_MAX}",
@@ -44,6 +60,10 @@ _NODE_SYSCTLS = {  # TCP windows large enough for 1gbit x 400 ms round trips (BD
 
 class ClusterError(RuntimeError):
     """The cluster could not be built; everything created so far has been removed."""
+
+
+class DelayLineDied(ClusterError):
+    """The delay line exited while the cluster was up: its links drop every packet (no --queue-bypass)."""
 
 
 class Cluster:
@@ -115,6 +135,20 @@ class Cluster:
         if self._raised is not None and not self._stopping:
             _raise_for(self._raised)
 
+    def check(self) -> None:
+        """For a watch loop: raise a stop signal Python swallowed, or DelayLineDied if the delay line has exited.
+
+        A dead delay line stops all traffic on impaired links; without this the run would fail a
+        collective timeout later, blaming whichever node noticed first.
+        """
+        self.raise_if_interrupted()
+        proc = self._delay_line
+        if proc is None or proc.poll() is None or self._stopping:
+            return
+        err = (proc.stderr.read() or "").strip().splitlines() if proc.stderr else []
+        how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
+        raise DelayLineDied(f"the delay line (switch namespace {self.switch.netns}) {how}" + (f": {err[-1]}" if err else ""))
+
     def _teardown(self, unwinding: bool) -> None:
         """down() until it has run to the end, then give the signal handlers back.
 
@@ -140,7 +174,7 @@ class Cluster:
 
     # ------------------------------------------------------------------- build
     def up(self) -> None:
-        """Create namespaces, bridge, veths, addresses and shaping; start the delay line if needed."""
+        """Create namespaces, the routed switch, veths, addresses and shaping; start the delay line if needed."""
         self._up = True  # before registering: an interrupt between the two still unregisters
         register(self.names)
         offload_on = self.spec.offload_enabled
@@ -148,16 +182,15 @@ class Cluster:
         for node in self.nodes:
             self.raise_if_interrupted()
             netns.create(node.netns)
-        bridge_sysctls = {"net.bridge.bridge-nf-call-iptables": "1"} if self.engine == "delayline" else {}
-        netns.set_sysctls(self.switch.netns, {**_QUIET_SYSCTLS, **bridge_sysctls})
+        netns.set_sysctls(self.switch.netns, _SWITCH_SYSCTLS)
         for node in self.nodes:
             self.raise_if_interrupted()
             netns.set_sysctls(node.netns, _NODE_SYSCTLS)
 
         use_netem = self.engine == "netem"
-        ports = [(node.port, node.iface, node.netns) for node in self.nodes]
+        ports = [(node.port, node.iface, node.netns, node.address) for node in self.nodes]
         self.switch.ifindex, down_shaping = self.switch.call(
-            _build_switch, self.switch.bridge, ports, self.spec.down, offload_on, use_netem
+            _build_switch, self.names.switch_address, ports, self.spec.down, offload_on, use_netem
         )
         self.shaping.update({f"{port}/down": installed for port, installed in down_shaping.items()})
         prefixlen = self.names.subnet.prefixlen
@@ -227,7 +260,8 @@ class Cluster:
     # ------------------------------------------------------------------- misc
     def set_link(self, index: int, up: bool) -> None:
         """Take node ``index``'s link down or up (fault injection), on the switch side."""
-        self.switch.call(_set_link_state, self.nodes[index].port, up)
+        node = self.nodes[index]
+        self.switch.call(_set_link_state, node.port, node.address, up)
 
     def describe(self) -> dict:
         """What was built, for run.json."""
@@ -247,21 +281,29 @@ class Cluster:
 # Each builder runs inside its namespace in a forked child (Namespace.call): a plain IPRoute there
 # talks to that namespace only. pyroute2's NetNS forks helpers of its own, which proved unsafe to
 # mix with signal handling and repeated clusters in one process.
-def _build_switch(bridge_name: str, ports: list[tuple[str, str, str]], down: DirectionSpec, offload_on: bool, use_netem: bool) -> tuple[dict[str, int], dict[str, dict]]:
-    """Bridge plus one veth per node (peer moved straight into the node's namespace), shaped."""
+def _build_switch(address: str, ports: list[tuple[str, str, str, str]], down: DirectionSpec, offload_on: bool, use_netem: bool) -> tuple[dict[str, int], dict[str, dict]]:
+    """One veth per node (peer moved straight into the node's namespace), a /32 route to each node, shaped.
+
+    The switch's own address (on lo) is the source of its ARP requests to the nodes.
+    """
     ifindex: dict[str, int] = {}
     installed: dict[str, dict] = {}
     with IPRoute() as ipr:
-        ipr.link("add", ifname=bridge_name, kind="bridge")
-        bridge = ipr.link_lookup(ifname=bridge_name)[0]
-        for port, peer_name, peer_netns in ports:
+        lo = ipr.link_lookup(ifname="lo")[0]
+        ipr.link("set", index=lo, state="up")
+        ipr.addr("add", index=lo, address=address, prefixlen=32)
+        for port, peer_name, peer_netns, node_address in ports:
             with netns.open_fd(peer_netns) as peer_fd:
                 ipr.link("add", ifname=port, kind="veth", peer={"ifname": peer_name, "net_ns_fd": peer_fd})
             ifindex[port] = ipr.link_lookup(ifname=port)[0]
-            ipr.link("set", index=ifindex[port], master=bridge, state="up")
+            netns.write_sysctls({key.format(port=port): value for key, value in _PORT_SYSCTLS.items()})
+            ipr.link("set", index=ifindex[port], state="up")
+            ipr.route("add", dst=node_address, dst_len=32, oif=ifindex[port], scope=253)  # scope link: on that wire
             installed[port] = shaping.apply(ipr, ifindex[port], down, offload_on, use_netem)
-        ipr.link("set", index=bridge, state="up")
     offload.set_segmentation(list(ifindex), offload_on)
+    steered = steering.steer_flows(list(ifindex))  # last: it leaves this forked child in a mount namespace of its own
+    for port in installed:
+        installed[port]["flow_steering"] = steered
     return ifindex, installed
 
 
@@ -274,12 +316,17 @@ def _build_node(iface: str, address: str, prefixlen: int, up: DirectionSpec, off
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
         installed = shaping.apply(ipr, index, up, offload_on, use_netem)
     offload.set_segmentation([iface], offload_on)
+    installed["flow_steering"] = steering.steer_flows([iface])  # last: it leaves this forked child in a mount namespace of its own
     return installed
 
 
-def _set_link_state(port: str, up: bool) -> None:
+def _set_link_state(port: str, node_address: str, up: bool) -> None:
+    """Set the port down or up; on up, put back the route to its node, which the kernel flushed on down."""
     with IPRoute() as ipr:
-        ipr.link("set", index=ipr.link_lookup(ifname=port)[0], state="up" if up else "down")
+        index = ipr.link_lookup(ifname=port)[0]
+        ipr.link("set", index=index, state="up" if up else "down")
+        if up:
+            ipr.route("replace", dst=node_address, dst_len=32, oif=index, scope=253)
 
 
 def _impairment(direction) -> dict:

@@ -1,6 +1,6 @@
 """Userspace delay line: delay, jitter and loss where the kernel has no netem.
 
-The switch namespace's FORWARD chain hands each bridged frame to an NFQUEUE; this process holds
+The switch namespace's FORWARD chain hands each routed packet to an NFQUEUE; this process holds
 every packet until its release time and then issues the verdict, in arrival order. It must sit in
 the forwarding path: a delay in the *sender's* namespace keeps the packet charged to its socket and
 TCP Small Queues throttles the flow (shared/NOTES.md). Frames forwarded from another namespace are
@@ -41,12 +41,21 @@ class Impairment:
 
 
 def iptables_rules(up_ports: list[str], down_ports: list[str]) -> str:
-    """iptables-restore input that queues bridged frames entering/leaving impaired ports."""
+    """iptables-restore input that queues packets the switch routes in from / out to impaired ports.
+
+    Plain ``-i``/``-o`` matches on a routed switch: never ``-m physdev``, which loads br_netfilter
+    where it is a module and so changes how every bridge on the host is filtered.
+
+    No ``--queue-bypass``, on purpose: with it, packets pass undelayed whenever no process is
+    bound to the queue, so a dead delay line would silently turn a 50 ms link into a 0 ms one and
+    the run would measure the wrong network. Without it they are dropped, the run stalls, and the
+    orchestrator's watch (which checks the delay line like a worker) fails it naming the delay line.
+    """
     lines = ["*filter", ":FORWARD ACCEPT [0:0]"]
     for port in up_ports:
-        lines.append(f"-A FORWARD -m physdev --physdev-in {port} -j NFQUEUE --queue-num {QUEUE_NUM}")
+        lines.append(f"-A FORWARD -i {port} -j NFQUEUE --queue-num {QUEUE_NUM}")
     for port in down_ports:
-        lines.append(f"-A FORWARD -m physdev --physdev-out {port} -j NFQUEUE --queue-num {QUEUE_NUM}")
+        lines.append(f"-A FORWARD -o {port} -j NFQUEUE --queue-num {QUEUE_NUM}")
     lines.append("COMMIT")
     return "\n".join(lines) + "\n"
 
@@ -93,7 +102,7 @@ class DelayLine:
 
     def on_packet(self, pkt) -> None:  # called by NetfilterQueue for every queued packet
         now = _arrival_monotonic(pkt)
-        src, dst = pkt.physindev, pkt.physoutdev
+        src, dst = pkt.indev, pkt.outdev  # ifindexes of the switch ports it was routed between
         a, b = self.up.get(src, _NONE), self.down.get(dst, _NONE)
         if (a.loss or b.loss) and self.rng.random() >= (1 - a.loss) * (1 - b.loss):
             pkt.drop()

@@ -12,28 +12,33 @@ one peer at a time).
 The userspace delay line cannot stand in for netem here: it must sit in a forwarding path (a
 bridge the frames cross), and delaying in the sender's own stack collapses TCP (shared/NOTES.md).
 
-Removal runs on normal exit, exceptions, SIGTERM, SIGINT and SIGHUP; only SIGKILL leaves the
-qdisc in place, and the next worker then refuses to start and prints the command that removes it.
+The qdisc's lifetime belongs to a guard process (:mod:`netbench.emulation.shapeguard`) that adds
+it and removes it when the worker's pipe to it closes: on normal exit, exceptions, signals and
+SIGKILL alike (torchrun SIGKILLs a worker 30 s after SIGTERM, and a worker's signal handler may be
+stuck waiting on a collective). Should the guard itself be killed, the next worker refuses to start
+and prints the command that removes the qdisc.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import signal
+import subprocess
+import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from pyroute2 import IPRoute
-from pyroute2.netlink.exceptions import NetlinkError
 
-from netbench.emulation import offload, shaping
+from netbench.emulation import offload
+from netbench.emulation.shaping import root_qdisc  # noqa: F401 - re-exported (tests, guard)
 from netbench.emulation.signals import exit_on, signals_held
 from netbench.emulation.spec import DirectionSpec
 
 CAP_NET_ADMIN = 12
-TC_H_ROOT = 0xFFFFFFFF
 _EXIT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _GSO_FEATURES = ("tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-generic-segmentation")
 
@@ -49,14 +54,6 @@ def has_net_admin(status_path: str = "/proc/self/status") -> bool:
             if line.startswith("CapEff:"):
                 return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN & 1)
     return False
-
-
-def root_qdisc(ipr: IPRoute, index: int) -> tuple[str, int] | None:
-    """(kind, handle) of the interface's root qdisc; handle 0 means the kernel's default."""
-    for msg in ipr.get_qdiscs(index=index):
-        if msg["parent"] == TC_H_ROOT:
-            return str(msg.get_attr("TCA_KIND")), int(msg["handle"])
-    return None
 
 
 def offload_on(iface: str) -> bool:
@@ -98,21 +95,20 @@ class HostShaper:
     def __enter__(self) -> "HostShaper":
         self.check()
         self._stack = ExitStack()
-        self._stack.enter_context(exit_on(_EXIT_SIGNALS))  # from here on a kill unwinds through __exit__
-        self._stack.callback(self._clear)  # runs before the handlers are given back
+        self._stack.enter_context(exit_on(_EXIT_SIGNALS))  # a kill still unwinds through the caller's finally blocks
+        self._stack.callback(self._release)
         try:
-            with IPRoute() as ipr:
-                self.installed = shaping.apply(ipr, self._index, self.direction, offload_on(self.iface),
-                                               use_netem=self.direction.impaired)
-            self.installed["iface"] = self.iface
-        except BaseException as exc:
+            answer = self._start_guard()
+        except BaseException:
             self._close()
-            if isinstance(exc, NetlinkError) and self.direction.impaired and exc.code == errno.ENOENT:
-                raise HostShapingError("--delay/--jitter/--loss need the netem qdisc, which this kernel lacks "
-                                       "(sch_netem); netbench's delay line works only inside an emulated cluster") from None
-            if isinstance(exc, NetlinkError):
-                raise HostShapingError(f"could not shape {self.iface}: {exc}") from None
             raise
+        if "error" in answer:
+            self._close()
+            if self.direction.impaired and answer.get("errno") == errno.ENOENT:
+                raise HostShapingError("--delay/--jitter/--loss need the netem qdisc, which this kernel lacks "
+                                       "(sch_netem); netbench's delay line works only inside an emulated cluster")
+            raise HostShapingError(f"could not shape {self.iface}: {answer['error']}")
+        self.installed = {**answer["installed"], "iface": self.iface}
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -122,7 +118,32 @@ class HostShaper:
         with signals_held():
             self._stack.close()
 
-    def _clear(self) -> None:
-        """Delete our root qdisc: the kernel puts its default back."""
-        with IPRoute() as ipr:
-            shaping.clear(ipr, self._index)
+    def _start_guard(self) -> dict[str, Any]:
+        """Start the guard in a session of its own, hand it the shaping, wait for its one-line answer."""
+        self._guard = subprocess.Popen(
+            [sys.executable, "-m", "netbench.emulation.shapeguard"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True, close_fds=True,
+        )
+        request = {"iface": self.iface, "direction": self.direction.model_dump(), "offload": offload_on(self.iface)}
+        self._guard.stdin.write(json.dumps(request) + "\n")
+        self._guard.stdin.flush()
+        line = self._guard.stdout.readline()
+        self._guard.stdout.close()
+        if not line:
+            return {"error": f"the shaping guard exited with {self._guard.wait()} before answering"}
+        return json.loads(line)
+
+    def _release(self) -> None:
+        """Close the guard's pipe (as the kernel would if we died) and wait until it has removed the qdisc."""
+        guard = getattr(self, "_guard", None)
+        if guard is None:
+            return
+        try:
+            guard.stdin.close()
+        except OSError:
+            pass
+        try:
+            guard.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            guard.kill()
+            guard.wait()

@@ -72,6 +72,11 @@ class RunNames:
     def address(self, index: int) -> str:
         return str(self.subnet.network_address + index + 1)
 
+    @property
+    def switch_address(self) -> str:
+        """The switch's own address: the /24's last host address, never a node's."""
+        return str(self.subnet.broadcast_address - 1)
+
     def owns(self, netns: str) -> bool:
         return run_id_of(netns) == self.run_id
 

@@ -99,14 +99,15 @@ def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
     return value
 
 
-def _write_sysctls(values: dict[str, str]) -> None:
+def write_sysctls(values: dict[str, str]) -> None:
+    """Write ``net.*`` sysctls of the namespace the caller is in."""
     for key, value in values.items():
         Path("/proc/sys", *key.split(".")).write_text(value)
 
 
 def set_sysctls(name: str, values: dict[str, str]) -> None:
     """Write ``net.*`` sysctls inside namespace ``name``."""
-    call_in(name, _write_sysctls, values)
+    call_in(name, write_sysctls, values)
 
 
 @contextmanager

@@ -74,7 +74,6 @@ class Node(Namespace):
 
 @dataclass
 class Switch(Namespace):
-    """The namespace holding the bridge that joins every node's port."""
+    """The namespace that routes between every node's port (see netbench.emulation.cluster)."""
 
-    bridge: str = "br0"
     ifindex: dict[str, int] = field(default_factory=dict)  # port name -> ifindex, filled when built

@@ -1,7 +1,7 @@
 """`netbench probe`: build a cluster, measure goodput and RTT between two nodes, compare to config.
 
 Goodput is what iperf3 (when present) counts at the receiver, else the built-in TCP
-stream. RTT is the median of UDP echoes measured on an idle link. The expected RTT is the
+stream, in steady state: ``seconds`` of whole intervals after a first second of warm-up. RTT is the median of UDP echoes measured on an idle link. The expected RTT is the
 configured delay both ways: an idle token bucket passes a small packet without serialization delay.
 """
 
@@ -29,6 +29,7 @@ class ProbeResult:
     goodput_bps: float
     goodput_ratio: float
     goodput_tool: str
+    goodput_window_s: float
     rtt_ms: float | None
     rtt_min_ms: float | None
     rtt_max_ms: float | None
@@ -62,41 +63,51 @@ def measure_rtt(client: Node, server: Node, count: int = 20, interval_s: float =
     return json.loads(ping.stdout.strip().splitlines()[-1])
 
 
-def _steady_receiver_goodput(data: dict) -> tuple[float, float]:
-    """(steady-state, whole-transfer) receiver goodput: the server's intervals after the first second.
+WARMUP_S = 1.0  # slow start over a long round trip costs a few hundred ms that say nothing about the link
 
-    Slow start over a long round trip costs a few hundred ms that say nothing about the link.
+
+def steady_receiver_goodput(data: dict) -> tuple[float, float]:
+    """(goodput in bits/s, seconds measured): the receiver's whole one-second intervals after the first.
+
+    Needs the server's own report (``iperf3 -s -J`` with ``--get-server-output``). Left out: the
+    first second (slow start), and the short interval iperf3 closes the test with, whose bytes
+    are whatever was still in flight when the sender stopped (measured 0.34-1.0 of the rate at
+    1gbit and 10gbit; counted in, it made the whole-transfer figure swing between runs).
+    Falls back to the whole transfer where the server sent no intervals.
     """
-    whole = float(data["end"]["sum_received"]["bits_per_second"])
-    intervals = (data.get("server_output_json") or {}).get("intervals", [])[1:]
-    seconds = sum(i["sum"]["seconds"] for i in intervals)
-    if seconds < 1.0:
-        return whole, whole
-    return 8 * sum(i["sum"]["bytes"] for i in intervals) / seconds, whole
+    intervals = [i["sum"] for i in (data.get("server_output_json") or {}).get("intervals", [])]
+    steady = [i for i in intervals if i["start"] >= WARMUP_S - 1e-3 and i["seconds"] >= 0.9]
+    seconds = sum(i["seconds"] for i in steady)
+    if not steady:
+        whole = data["end"]["sum_received"]
+        return float(whole["bits_per_second"]), float(whole["seconds"])
+    return 8 * sum(i["bytes"] for i in steady) / seconds, seconds
 
 
-def measure_goodput(client: Node, server: Node, seconds: float) -> tuple[float, str]:
-    """Steady-state goodput in bits/s from client to server, and which tool measured it."""
+def measure_goodput(client: Node, server: Node, seconds: float) -> tuple[float, str, float]:
+    """Steady-state goodput in bits/s from client to server, which tool measured it, over how many seconds."""
     if shutil.which("iperf3"):
-        srv = server.popen(["iperf3", "-s", "-1", "-p", str(PROBE_PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        srv = server.popen(["iperf3", "-s", "-1", "-J", "-p", str(PROBE_PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(50):  # iperf3 has no ready signal; retry the connection briefly
             out = client.run(
-                ["iperf3", "-c", server.address, "-p", str(PROBE_PORT), "-t", str(seconds), "-J", "--get-server-output"],
+                ["iperf3", "-c", server.address, "-p", str(PROBE_PORT), "-t", str(seconds + WARMUP_S), "-J", "--get-server-output"],
                 timeout=seconds + 30,
             )
             data = json.loads(out.stdout or "{}")
             if "error" not in data and out.returncode == 0:
                 srv.wait(timeout=10)
-                return _steady_receiver_goodput(data)[0], "iperf3"
+                goodput, window = steady_receiver_goodput(data)
+                return goodput, "iperf3", window
             if "refused" not in data.get("error", ""):
                 raise RuntimeError(f"iperf3: {data.get('error', out.stderr.strip())}")
             select.select([], [], [], 0.1)
         raise RuntimeError("iperf3 server in the node did not start")
-    sink = server.python("netbench.emulation.traffic", "tcp-sink", str(PROBE_PORT), str(seconds + 30), stdout=subprocess.PIPE, text=True)
+    sink = server.python("netbench.emulation.traffic", "tcp-sink", str(PROBE_PORT), str(seconds + 30), str(WARMUP_S), stdout=subprocess.PIPE, text=True)
     _wait_listening(sink)
-    client.run([sys.executable, "-m", "netbench.emulation.traffic", "tcp-source", server.address, str(PROBE_PORT), str(seconds + 1)], timeout=seconds + 30)
+    client.run([sys.executable, "-m", "netbench.emulation.traffic", "tcp-source", server.address, str(PROBE_PORT), str(seconds + WARMUP_S)], timeout=seconds + 30)
     out, _ = sink.communicate(timeout=30)
-    return float(json.loads(out.strip().splitlines()[-1])["goodput_bps"]), "builtin"
+    counted = json.loads(out.strip().splitlines()[-1])
+    return float(counted["goodput_bps"]), "builtin", float(counted["seconds"])
 
 
 def probe(spec: ClusterSpec, seconds: float = 4.0, pings: int = 20) -> ProbeResult:
@@ -104,7 +115,7 @@ def probe(spec: ClusterSpec, seconds: float = 4.0, pings: int = 20) -> ProbeResu
     with Cluster(spec) as cluster:
         client, server = cluster.nodes[0], cluster.nodes[1]
         rtt = measure_rtt(client, server, count=pings)
-        goodput, tool = measure_goodput(client, server, seconds)
+        goodput, tool, window = measure_goodput(client, server, seconds)
         configured = min(spec.up.rate_bps, spec.down.rate_bps)
         expected = spec.expected_rtt_s() * 1e3
         return ProbeResult(
@@ -113,6 +124,7 @@ def probe(spec: ClusterSpec, seconds: float = 4.0, pings: int = 20) -> ProbeResu
             goodput_bps=goodput,
             goodput_ratio=goodput / configured,
             goodput_tool=tool,
+            goodput_window_s=window,
             rtt_ms=rtt["rtt_ms"],
             rtt_min_ms=rtt["rtt_min_ms"],
             rtt_max_ms=rtt["rtt_max_ms"],

@@ -38,7 +38,12 @@ def enter_user_namespace() -> None:
     uid, gid = os.geteuid(), os.getegid()
     libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: /proc/self/*_map stay writable after a setuid()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS) != 0:
-        raise RootlessError(f"unshare(user, net, mount) failed: {os.strerror(ctypes.get_errno())}")
+        reason = os.strerror(ctypes.get_errno())
+        threads = len(os.listdir("/proc/self/task"))
+        if threads > 1:  # the kernel's EINVAL for a threaded caller says nothing about why
+            reason += (f" ({threads} threads running: the user namespace must be entered before numpy/torch start "
+                       "theirs; run the `netbench` console script or `python -m netbench`)")
+        raise RootlessError(f"unshare(user, net, mount) failed: {reason}")
     Path("/proc/self/setgroups").write_text("deny")
     Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
     Path("/proc/self/gid_map").write_text(f"0 {gid} 1")

@@ -13,6 +13,9 @@ from pyroute2 import IPRoute
 
 from netbench.emulation.spec import DirectionSpec
 
+TC_H_ROOT = 0xFFFFFFFF
+OUR_HANDLE = 0x10000  # "1:", the handle apply() gives the root qdisc
+OUR_KINDS = ("tbf", "netem")
 FRAME_BYTES = 1514  # Ethernet frame at MTU 1500, as tbf counts it (no FCS or preamble on a veth)
 GSO_MAX_BYTES = 65536 + FRAME_BYTES
 
@@ -60,6 +63,27 @@ def apply(ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool, u
     else:
         ipr.tc("add", "tbf", index=ifindex, handle="1:", **tbf_args)
     return installed
+
+
+def root_qdisc(ipr: IPRoute, index: int) -> tuple[str, int] | None:
+    """(kind, handle) of the interface's root qdisc; handle 0 means the kernel's default."""
+    for msg in ipr.get_qdiscs(index=index):
+        if msg["parent"] == TC_H_ROOT:
+            return str(msg.get_attr("TCA_KIND")), int(msg["handle"])
+    return None
+
+
+def clear_if(ipr: IPRoute, ifindex: int, ours: tuple[str, int] | None) -> bool:
+    """Delete the root qdisc of ``ifindex`` only if it is ``ours`` (kind, handle); True if deleted.
+
+    ``ours=None``: any root that :func:`apply` could have added (tbf or netem at handle 1:), for
+    an apply() that failed halfway on an interface whose root was the kernel's default.
+    """
+    root = root_qdisc(ipr, ifindex)
+    if root is None or root[1] != OUR_HANDLE or root[0] not in OUR_KINDS or (ours is not None and root != ours):
+        return False
+    ipr.tc("del", index=ifindex, handle="1:", root=True)
+    return True
 
 
 def clear(ipr: IPRoute, ifindex: int) -> None:

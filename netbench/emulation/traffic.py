@@ -14,8 +14,8 @@ import time
 CHUNK = 256 * 1024
 
 
-def tcp_sink(port: int, timeout_s: float) -> dict:
-    """Accept one connection and count bytes; goodput from first to last byte received."""
+def tcp_sink(port: int, timeout_s: float, warmup_s: float = 0.0) -> dict:
+    """Accept one connection and count bytes; goodput from ``warmup_s`` after the first byte to the last."""
     with socket.create_server(("0.0.0.0", port)) as server:
         server.settimeout(timeout_s)
         print(json.dumps({"listening": port}), flush=True)
@@ -23,13 +23,17 @@ def tcp_sink(port: int, timeout_s: float) -> dict:
         with conn:
             conn.settimeout(timeout_s)
             buf = bytearray(CHUNK)
-            total, first, last = 0, None, None
+            total, start, first, last = 0, None, None, None
             while True:
                 n = conn.recv_into(buf)
                 if not n:
                     break
                 last = time.perf_counter()
-                first = first or last
+                start = start or last
+                if first is None:  # still warming up (slow start); the window opens after warmup_s
+                    if last - start >= warmup_s:
+                        first = last
+                    continue
                 total += n
     seconds = (last - first) if first and last else 0.0
     return {"bytes": total, "seconds": seconds, "goodput_bps": 8 * total / seconds if seconds else 0.0}
@@ -95,7 +99,7 @@ def udp_ping(address: str, port: int, count: int, interval_s: float, size: int =
 def main(argv: list[str]) -> None:
     mode, args = argv[0], argv[1:]
     if mode == "tcp-sink":
-        result = tcp_sink(int(args[0]), float(args[1]))
+        result = tcp_sink(int(args[0]), float(args[1]), float(args[2]) if len(args) > 2 else 0.0)
     elif mode == "tcp-source":
         result = tcp_source(args[0], int(args[1]), float(args[2]))
     elif mode == "udp-echo":

@@ -230,7 +230,7 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
                 procs = _launch(config, cluster, run_dir, echo)
                 if on_cluster:
                     on_cluster(cluster)
-                status, reason, code = _watch(procs, config.timeout_s, cluster.raise_if_interrupted)
+                status, reason, code = _watch(procs, config.timeout_s, cluster.check)
             finally:
                 for p in procs:  # a signal or an error cut the watch short: nothing may outlive it
                     p.stop("netbench stopped")

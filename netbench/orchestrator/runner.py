@@ -233,7 +233,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
 
             try:
                 _watch(procs, record_paths, config.warmup_steps + config.steps, deadline_s=timeout_s * 2 + 30, progress=watched,
-                       poll=cluster.raise_if_interrupted)
+                       poll=cluster.check)
             except WorkerFailure as exc:
                 status, reason = "failed", str(exc)
             finally:

@@ -1,0 +1,93 @@
+"""Rootless as a user meets it: the installed `netbench` console script, run as user `nobody`.
+
+A forked helper that drops privileges before importing anything proves nothing about the real
+command line, where importing the CLI starts threads (OpenBLAS, OpenMP) and unshare(CLONE_NEWUSER)
+then refuses. So this installs netbench (not editable) into a virtual environment that `nobody`
+can read, and runs its console script as `nobody` through `su` (not setpriv: it keeps root's
+capabilities through the uid change, and the process it starts could still read /root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from netbench.emulation import rootless
+
+pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")]
+REPO = Path(__file__).resolve().parents[1]
+NOBODY = 65534
+_PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_ROOT_USER_ACTION": "ignore"}
+
+
+def as_nobody(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    command = f"cd {shlex.quote(str(cwd))} && HOME={shlex.quote(str(cwd))} exec {shlex.join(argv)}"
+    return subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout)
+
+
+def _python_nobody_can_run(scratch: Path) -> str | None:
+    """This interpreter if `nobody` can run it (not under /root), else the system python3 of the same version."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (os.path.realpath(sys.executable), f"/usr/bin/{version}"):
+        if os.path.exists(candidate) and as_nobody([candidate, "-c", "import venv, ensurepip"], scratch, 60).returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def nobody_venv() -> Iterator[tuple[Path, Path]]:
+    """(console script, a working folder owned by nobody); removed afterwards."""
+    if not rootless.user_namespaces_allowed():
+        pytest.skip("unprivileged user namespaces are disabled on this kernel")
+    if shutil.which("su") is None or subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c", "true"]).returncode != 0:
+        pytest.skip("cannot become user nobody with su")
+    top = Path(tempfile.mkdtemp(prefix="netbench-rootless-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        work = top / "work"
+        work.mkdir()
+        os.chown(work, NOBODY, NOBODY)
+        python = _python_nobody_can_run(work)
+        if python is None:
+            pytest.skip(f"no python{sys.version_info.major}.{sys.version_info.minor} that user nobody can run")
+        venv = top / "venv"
+        env = {**os.environ, **_PIP_ENV}
+        subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
+        for args in (["torch==2.13.0"], [str(REPO)]):  # torch first, pinned (see scripts/setup.sh)
+            done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *args], env=env, cwd=top,
+                                  capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                pytest.fail(f"pip install {args[0]} failed: {done.stderr[-2000:]}")
+        yield venv / "bin" / "netbench", work
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_probe_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
+    netbench, work = nobody_venv
+    done = as_nobody([str(netbench), "probe", "--bw", "100mbit", "--seconds", "2", "--json"], work, 300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["goodput_ratio"] > 0.5, result  # a real cluster carried real traffic (accuracy: scripts/bench_shaping.py)
+
+
+def test_run_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
+    """`run` starts torch workers in the namespaces; capture is skipped (tcpdump cannot drop privileges there)."""
+    netbench, work = nobody_venv
+    done = as_nobody([str(netbench), "run", "--bw", "100mbit", "--workload", "mlp", "--steps", "3", "--warmup", "1",
+                      "--out", str(work / "runs"), "--json"], work, 600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    run_dir = Path(summary["run_dir"])
+    assert (run_dir / "steps.csv").is_file() and (run_dir / "run.json").is_file()
+    assert run_dir.stat().st_uid == NOBODY  # written by the caller, mapped back out of the user namespace
+    assert summary["wire_tx_bytes_per_step"] > 0, summary  # interface counters measured the wire
