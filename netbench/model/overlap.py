@@ -13,7 +13,15 @@ approach max(E + D, C), the overlap limit.
 
 from __future__ import annotations
 
-__all__ = ["pipelined_step_s", "auto_bucket_mb", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from netbench.model.steptime import StepEstimate
+    from netbench.replicators.config import ReplicatorConfig
+    from netbench.shapes import ParamShape
+
+__all__ = ["pipelined", "pipelined_step_s", "auto_bucket_mb", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
 
 GLOO_SEGMENT_BYTES = 1 << 20  # gloo's ring all-reduce segment (gloo/allreduce.cc)
 MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a codec pass) dominate
@@ -39,3 +47,24 @@ def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = No
     if payload_bytes:
         size = max(size, payload_bytes / max_buckets)
     return round(size / 1e6, 6)
+
+
+def pipelined(est: "StepEstimate", replicator: "ReplicatorConfig", shapes: "Sequence[ParamShape]") -> "StepEstimate":
+    """``est`` in the pipelined form when ``replicator`` cuts its step into several buckets.
+
+    The model's comm time already holds every bucket's latency term (the payload formula counts
+    one collective per bucket); here encode, wire and decode overlap as :func:`pipelined_step_s`
+    says, and ``comm_time_s`` becomes the communication left exposed.
+    """
+    from dataclasses import replace
+
+    from netbench.replicators import declared_payload
+
+    if replicator.bucket_mb <= 0 or est.overlap or est.scenario.machines < 2:
+        return est
+    buckets = declared_payload(list(shapes), replicator, est.scenario.machines).collectives_per_step
+    if buckets < 2:
+        return est
+    codec = est.compression_time_s
+    overlapped = pipelined_step_s(codec * ENCODE_SHARE, codec * (1 - ENCODE_SHARE), est.comm_time_s, buckets)
+    return replace(est, comm_time_s=max(0.0, overlapped - codec), step_time_s=est.compute_time_s + overlapped)

@@ -25,6 +25,7 @@ import pandas as pd
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration, load_calibration
 from netbench.model.framing import Framing
+from netbench.model.overlap import pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
 from netbench.model.testbed import bucket_credit_s, cpu_share, host_cpus
@@ -87,6 +88,7 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
         scaled = {name: cost * share for name, cost in calibration.compression_s_per_param.items()}
         calibration = calibration.model_copy(update={"compression_s_per_param": scaled})
     est = estimate(scheme_from_config(config.replicator), shapes, scenario_for(config.cluster, local_s, calibration), calibration)
+    est = pipelined(est, config.replicator, shapes)  # bucket pipeline: encode, wire and decode overlap
     credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
     return replace(est, comm_time_s=est.comm_time_s - credit, step_time_s=est.step_time_s - credit)
 
