@@ -119,6 +119,32 @@ def _calibration(path: Optional[Path]) -> tuple[Calibration, Path]:
         raise UserError(f"--calibration: {exc}") from None
 
 
+def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shapes) -> list:
+    """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload (as `run`)."""
+    import dataclasses
+
+    from netbench.model.overlap import auto_bucket_mb
+    from netbench.replicators import declared_payload
+
+    auto = text.strip().lower() == "auto"
+    if not auto:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UserError(f"--bucket-mb: expected a number of megabytes or auto, got {text!r}") from None
+        if not (math.isfinite(value) and 0 <= value <= 4096):
+            raise UserError(f"--bucket-mb: must be between 0 and 4096, got {text}")
+    out = []
+    for scheme in schemes:
+        if auto:
+            try:
+                value = auto_bucket_mb(rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step)
+            except ValueError:
+                value = 0.0  # the payload formula rejects these shapes: reported later as an input error
+        out.append(dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value})))
+    return out
+
+
 def _settings(**kwargs: Any) -> SchemeSettings:
     try:
         return SchemeSettings(**kwargs)
@@ -213,6 +239,7 @@ def plan(
     mtu: int = typer.Option(1500, "--mtu", help="link MTU"),
     acks_per_segment: Optional[float] = typer.Option(None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration JSON [default $NETBENCH_CALIBRATION or ~/.local/share/netbench/calibration.json]"),
+    bucket_mb: str = typer.Option("auto", "--bucket-mb", help="dct/random/striding/full: MB per pipelined collective; 0: one per step; auto: from the link, as `run`"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count."""
@@ -244,7 +271,7 @@ def plan(
         grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
         index_dtype=index_dtype, rank=rank, params_every=params_every, m1_every=m1_every, m2_every=m2_every,
     )
-    schemes = _schemes(replicator, settings)
+    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list)
     scenarios = [
         Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
                  gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing)
