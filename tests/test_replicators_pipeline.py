@@ -117,3 +117,13 @@ def test_one_rank_pipelined_runs_without_a_process_group():
         p.grad = torch.ones_like(p)
     stats = rep.step()
     assert stats.collectives == len(rep.units) > 1
+
+
+@pytest.mark.parametrize("command", [["run"], ["plan"], ["sweep", "--dry-run"]])
+def test_bad_bucket_mb_is_one_line_and_exit_2(command, tmp_path):
+    import subprocess
+
+    done = subprocess.run(["netbench", *command, "--bucket-mb", "-3", "--out", str(tmp_path / "o")] if command[0] != "plan"
+                          else ["netbench", "plan", "--bucket-mb", "-3"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "--bucket-mb" in done.stderr and len(done.stderr.strip().splitlines()) == 1
