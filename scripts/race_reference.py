@@ -107,7 +107,7 @@ def _bucket_mb(args: argparse.Namespace, spec) -> float:
 
     payload = declared_payload(resolve_shapes(args.shapes), ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk),
                                args.nodes).bytes_per_step
-    return auto_bucket_mb(min(spec.up.rate_bps, spec.down.rate_bps), spec.expected_rtt_s(), payload)
+    return auto_bucket_mb(min(spec.up.rate_bps, spec.down.rate_bps), spec.expected_rtt_s(), payload, nodes=args.nodes)
 
 
 def _modelled_comm_s(args: argparse.Namespace, spec) -> float:

@@ -33,6 +33,9 @@ def test_auto_bucket_fills_the_pipe_and_caps_the_count() -> None:
     assert auto_bucket_mb(100e6, 0.04) == pytest.approx(0.5)  # 12.5 MB/s x 40 ms
     assert auto_bucket_mb(10e6, 0.0) == pytest.approx(MIN_BUCKET_BYTES / 1e6)
     assert auto_bucket_mb(10e6, 0.0, payload_bytes=8_000_000) == pytest.approx(1.0)  # at most 8 buckets
+    # A fast link carries more during a collective's fixed costs than small payloads hold: one bucket.
+    assert auto_bucket_mb(1e9, 0.0, payload_bytes=700_000, nodes=2) == pytest.approx(0.75)
+    assert auto_bucket_mb(100e6, 0.0, payload_bytes=700_000, nodes=4) == pytest.approx(0.225)
 
 
 def test_predict_uses_the_pipelined_form() -> None:

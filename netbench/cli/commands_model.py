@@ -119,7 +119,7 @@ def _calibration(path: Optional[Path]) -> tuple[Calibration, Path]:
         raise UserError(f"--calibration: {exc}") from None
 
 
-def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shapes) -> list:
+def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, nodes: int) -> list:
     """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload (as `run`)."""
     import dataclasses
 
@@ -138,7 +138,7 @@ def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shape
     for scheme in schemes:
         if auto:
             try:
-                value = auto_bucket_mb(rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step)
+                value = auto_bucket_mb(rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step, nodes=nodes)
             except ValueError:
                 value = 0.0  # the payload formula rejects these shapes: reported later as an input error
         out.append(dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value})))
@@ -271,7 +271,7 @@ def plan(
         grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
         index_dtype=index_dtype, rank=rank, params_every=params_every, m1_every=m1_every, m2_every=m2_every,
     )
-    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list)
+    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list, node_counts[0])
     scenarios = [
         Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
                  gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing)

@@ -92,7 +92,7 @@ def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt
         from netbench.replicators import declared_payload
 
         payload = declared_payload(workload_shapes(workload, world_size), rep, world_size).bytes_per_step
-        value = auto_bucket_mb(rate_bps, rtt_s, payload)
+        value = auto_bucket_mb(rate_bps, rtt_s, payload, nodes=world_size)
     else:
         try:
             value = float(text)

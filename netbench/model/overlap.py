@@ -25,6 +25,10 @@ __all__ = ["pipelined", "pipelined_step_s", "auto_bucket_mb", "MIN_BUCKET_BYTES"
 
 GLOO_SEGMENT_BYTES = 1 << 20  # gloo's ring all-reduce segment (gloo/allreduce.cc)
 MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a codec pass) dominate
+# Fixed cost of one ring step of one bucket's collective on this host kind (gloo, 2 cores), from
+# scripts/bench_pipeline.py: random at 1gbit, 8 buckets instead of 1 cost +23 ms on 2 nodes (7 extra
+# buckets x 2 steps: 1.6 ms a step) and +44 ms on 4 nodes (7 x 6 steps: 1.05 ms); 3 ms keeps a margin.
+RING_STEP_S = 3e-3
 ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding (dct: measured 0.45-0.55)
 
 
@@ -36,14 +40,18 @@ def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: i
     return e + (buckets - 1) * max(e + d, c) + c + d
 
 
-def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = None, max_buckets: int = 8) -> float:
+def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = None, max_buckets: int = 8,
+                   nodes: int = 2) -> float:
     """Bucket size (MB, 1e6 B) for a link: enough bytes to keep the pipe full, few enough buckets.
 
     A bucket should hold at least one bandwidth-delay product (rate x RTT) so its transfer is not
-    dominated by the round trips of its collective, and at least :data:`MIN_BUCKET_BYTES`; given
-    the step's payload, no more than ``max_buckets`` buckets are made.
+    dominated by the round trips of its collective, at least as many bytes as the link carries
+    during the collective's fixed costs (2 (nodes - 1) ring steps of :data:`RING_STEP_S`; on a
+    fast link this makes the payload one bucket, since there is little wire time to hide), and at
+    least :data:`MIN_BUCKET_BYTES`; given the step's payload, no more than ``max_buckets`` buckets.
     """
-    size = max(rate_bps / 8 * rtt_s, MIN_BUCKET_BYTES)
+    fixed_s = 2 * max(1, nodes - 1) * RING_STEP_S
+    size = max(rate_bps / 8 * max(rtt_s, fixed_s), MIN_BUCKET_BYTES)
     if payload_bytes:
         size = max(size, payload_bytes / max_buckets)
     return round(size / 1e6, 6)
