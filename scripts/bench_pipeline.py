@@ -32,6 +32,21 @@ def run_once(bw: str, nodes: int, replicator: str, bucket: str, args: argparse.N
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def buckets_of(bw: str, nodes: int, replicator: str, args: argparse.Namespace) -> int:
+    """How many buckets ``--bucket-mb`` (auto or a number) makes of this replicator's step on this link."""
+    from netbench.model.overlap import auto_bucket_mb
+    from netbench.replicators import ReplicatorConfig, declared_payload
+    from netbench.shapes import resolve_shapes
+    from netbench.units import parse_rate, parse_time
+
+    opts = dict(zip(SETTINGS[replicator][::2], SETTINGS[replicator][1::2]))
+    config = ReplicatorConfig(name=replicator, **{k.lstrip("-"): float(v) if "." in v else int(v) for k, v in opts.items()})
+    shapes = resolve_shapes(args.shapes)
+    payload = declared_payload(shapes, config, nodes).bytes_per_step
+    mb = auto_bucket_mb(parse_rate(bw), 2 * parse_time(args.delay), payload, nodes=nodes) if args.bucket == "auto" else float(args.bucket)
+    return declared_payload(shapes, config.model_copy(update={"bucket_mb": mb}), nodes).collectives_per_step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bw", nargs="+", default=["10mbit", "100mbit", "1gbit"])
@@ -54,11 +69,12 @@ def main() -> None:
                     row = {"bw": bw, "nodes": nodes, "replicator": rep,
                            "plain_step_s": plain["step_time_s"], "piped_step_s": piped["step_time_s"],
                            "plain_comm_s": plain.get("comm_time_s"), "piped_comm_s": piped.get("comm_time_s"),
+                           "buckets": buckets_of(bw, nodes, rep, args),
                            "ratio": piped["step_time_s"] / plain["step_time_s"]}
                     rows.append(row)
                     if not args.json:
                         print(f"{bw:>8s} {nodes} nodes {rep:6s}: one bucket {row['plain_step_s']:.3f} s, pipelined "
-                              f"{row['piped_step_s']:.3f} s, ratio {row['ratio']:.3f}", flush=True)
+                              f"{row['piped_step_s']:.3f} s ({row['buckets']} buckets), ratio {row['ratio']:.3f}", flush=True)
     if args.json:
         print(json.dumps(rows))
     else:
