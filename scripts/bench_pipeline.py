@@ -34,7 +34,7 @@ def run_once(bw: str, nodes: int, replicator: str, bucket: str, args: argparse.N
 
 def buckets_of(bw: str, nodes: int, replicator: str, args: argparse.Namespace) -> int:
     """How many buckets ``--bucket-mb`` (auto or a number) makes of this replicator's step on this link."""
-    from netbench.model.overlap import auto_bucket_mb
+    from netbench.model.overlap import bucket_mb_for
     from netbench.replicators import ReplicatorConfig, declared_payload
     from netbench.shapes import resolve_shapes
     from netbench.units import parse_rate, parse_time
@@ -43,7 +43,7 @@ def buckets_of(bw: str, nodes: int, replicator: str, args: argparse.Namespace) -
     config = ReplicatorConfig(name=replicator, **{k.lstrip("-"): float(v) if "." in v else int(v) for k, v in opts.items()})
     shapes = resolve_shapes(args.shapes)
     payload = declared_payload(shapes, config, nodes).bytes_per_step
-    mb = auto_bucket_mb(parse_rate(bw), 2 * parse_time(args.delay), payload, nodes=nodes) if args.bucket == "auto" else float(args.bucket)
+    mb = bucket_mb_for(replicator, parse_rate(bw), 2 * parse_time(args.delay), payload, nodes) if args.bucket == "auto" else float(args.bucket)
     return declared_payload(shapes, config.model_copy(update={"bucket_mb": mb}), nodes).collectives_per_step
 
 

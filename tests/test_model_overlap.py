@@ -6,7 +6,7 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
-from netbench.model.overlap import ENCODE_SHARE, MIN_BUCKET_BYTES, auto_bucket_mb, pipelined_step_s
+from netbench.model.overlap import ENCODE_SHARE, MIN_BUCKET_BYTES, auto_bucket_mb, bucket_mb_for, pipelined_step_s
 from netbench.model.predict import predict
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators import declared_payload
@@ -36,6 +36,8 @@ def test_auto_bucket_fills_the_pipe_and_caps_the_count() -> None:
     # A fast link carries more during a collective's fixed costs than small payloads hold: one bucket.
     assert auto_bucket_mb(1e9, 0.0, payload_bytes=700_000, nodes=2) == pytest.approx(0.75)
     assert auto_bucket_mb(100e6, 0.0, payload_bytes=700_000, nodes=4) == pytest.approx(0.225)
+    assert bucket_mb_for("random", 10e6, 0.0, 700_000, 2) == 0.0  # nothing worth hiding: one bucket
+    assert bucket_mb_for("dct", 10e6, 0.0, 700_000, 2) == auto_bucket_mb(10e6, 0.0, 700_000, nodes=2)
 
 
 def test_predict_uses_the_pipelined_form() -> None:

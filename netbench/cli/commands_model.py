@@ -123,7 +123,7 @@ def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shape
     """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload (as `run`)."""
     import dataclasses
 
-    from netbench.model.overlap import auto_bucket_mb
+    from netbench.model.overlap import bucket_mb_for
     from netbench.replicators import declared_payload
 
     auto = text.strip().lower() == "auto"
@@ -138,7 +138,7 @@ def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shape
     for scheme in schemes:
         if auto:
             try:
-                value = auto_bucket_mb(rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step, nodes=nodes)
+                value = bucket_mb_for(scheme.name, rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step, nodes)
             except ValueError:
                 value = 0.0  # the payload formula rejects these shapes: reported later as an input error
         out.append(dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value})))

@@ -87,12 +87,12 @@ def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt
     if text.strip().lower() == "auto":
         if rate_bps is None:
             return rep
-        from netbench.model.overlap import auto_bucket_mb
+        from netbench.model.overlap import bucket_mb_for
         from netbench.model.predict import workload_shapes
         from netbench.replicators import declared_payload
 
         payload = declared_payload(workload_shapes(workload, world_size), rep, world_size).bytes_per_step
-        value = auto_bucket_mb(rate_bps, rtt_s, payload, nodes=world_size)
+        value = bucket_mb_for(rep.name, rate_bps, rtt_s, payload, world_size)
     else:
         try:
             value = float(text)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
     from netbench.shapes import ParamShape
 
-__all__ = ["pipelined", "pipelined_step_s", "auto_bucket_mb", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
+__all__ = ["pipelined", "pipelined_step_s", "auto_bucket_mb", "bucket_mb_for", "PIPELINED_BY_DEFAULT", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
 
 GLOO_SEGMENT_BYTES = 1 << 20  # gloo's ring all-reduce segment (gloo/allreduce.cc)
 MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a codec pass) dominate
@@ -29,6 +29,11 @@ MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a 
 # scripts/bench_pipeline.py: random at 1gbit, 8 buckets instead of 1 cost +23 ms on 2 nodes (7 extra
 # buckets x 2 steps: 1.6 ms a step) and +44 ms on 4 nodes (7 x 6 steps: 1.05 ms); 3 ms keeps a margin.
 RING_STEP_S = 3e-3
+# Replicators whose encode + decode is worth hiding behind the wire. random, striding and full
+# encode by copying (a few ms of CPU for 14 M parameters): scripts/bench_pipeline.py measured
+# pipelined random at 0.97-0.99x of one bucket at 10mbit but 1.24-1.46x at 100mbit and 1gbit,
+# so `auto` keeps them in one collective; `--bucket-mb N` still pipelines them.
+PIPELINED_BY_DEFAULT = frozenset({"dct"})
 ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding (dct: measured 0.45-0.55)
 
 
@@ -38,6 +43,14 @@ def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: i
         raise ValueError(f"buckets must be at least 1, got {buckets}")
     e, d, c = encode_s / buckets, decode_s / buckets, comm_s / buckets
     return e + (buckets - 1) * max(e + d, c) + c + d
+
+
+def bucket_mb_for(replicator: str, rate_bps: float, rtt_s: float, payload_bytes: int | None, nodes: int) -> float:
+    """What ``--bucket-mb auto`` means for ``replicator``: :func:`auto_bucket_mb`, or 0 (one bucket)
+    for replicators whose codec has too little work to hide (see :data:`PIPELINED_BY_DEFAULT`)."""
+    if replicator not in PIPELINED_BY_DEFAULT:
+        return 0.0
+    return auto_bucket_mb(rate_bps, rtt_s, payload_bytes, nodes=nodes)
 
 
 def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = None, max_buckets: int = 8,
