@@ -45,18 +45,22 @@ def _worker(args: argparse.Namespace) -> None:
     shapes = resolve_shapes(args.shapes)
     gen = torch.Generator().manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(*s.shape, generator=gen) * 0.02) for s in shapes]
+    codec: list[float] = []  # netbench: encode + decode wall seconds per step
     gen.manual_seed(1 + args.rank)
     base = [torch.randn(*s.shape, generator=gen) * 1e-3 for s in shapes]  # per-rank gradients, made once
     if args.worker == "netbench":
         from netbench.replicators import build_replicator
         from netbench.replicators.config import ReplicatorConfig
 
-        repl = build_replicator(params, ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk))
+        repl = build_replicator(params, ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk,
+                                                         bucket_mb=float(args.bucket_mb)))
 
         def step() -> int:
             for p, g in zip(params, base):
                 p.grad = g.clone()
-            return repl.step().payload_bytes
+            stats = repl.step()
+            codec.append(stats.compress_s + stats.decode_s)
+            return stats.payload_bytes
     else:
         from detonation.repl.demo_replicator import DeMoReplicator
 
@@ -89,8 +93,35 @@ def _worker(args: argparse.Namespace) -> None:
         sent.append(step())
         times.append(time.perf_counter() - t0)
     dist.barrier()
-    print(json.dumps({"times": times[args.warmup:], "payload_bytes": sent[args.warmup:]}), flush=True)
+    print(json.dumps({"times": times[args.warmup:], "payload_bytes": sent[args.warmup:], "codec_s": codec[args.warmup:]}), flush=True)
     dist.destroy_process_group()
+
+
+def _bucket_mb(args: argparse.Namespace, spec) -> float:
+    """``--bucket-mb``: a number, or auto (from the link and the dct payload, as `netbench run` picks it)."""
+    if args.bucket_mb != "auto":
+        return float(args.bucket_mb)
+    from netbench.model.overlap import auto_bucket_mb
+    from netbench.replicators import ReplicatorConfig, declared_payload
+    from netbench.shapes import resolve_shapes
+
+    payload = declared_payload(resolve_shapes(args.shapes), ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk),
+                               args.nodes).bytes_per_step
+    return auto_bucket_mb(min(spec.up.rate_bps, spec.down.rate_bps), spec.expected_rtt_s(), payload, nodes=args.nodes)
+
+
+def _modelled_comm_s(args: argparse.Namespace, spec) -> float:
+    """The model's communication time of one unpipelined dct step on this link (default calibration)."""
+    from netbench.model.calibration import load_calibration
+    from netbench.model.predict import scenario_for
+    from netbench.model.schemes import scheme_from_config
+    from netbench.model.steptime import estimate
+    from netbench.replicators import ReplicatorConfig
+    from netbench.shapes import resolve_shapes
+
+    calibration = load_calibration()
+    scheme = scheme_from_config(ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk))
+    return estimate(scheme, resolve_shapes(args.shapes), scenario_for(spec, 0.0, calibration), calibration).comm_time_s
 
 
 def _race(args: argparse.Namespace) -> dict:
@@ -98,6 +129,7 @@ def _race(args: argparse.Namespace) -> dict:
     from netbench.emulation.cluster import Cluster
 
     spec = build_cluster_spec(args.nodes, args.bw, delay=args.delay)
+    args.bucket_mb = _bucket_mb(args, spec)
     results: dict = {"bw": args.bw, "delay": args.delay, "nodes": args.nodes, "shapes": args.shapes, "topk": args.topk, "chunk": args.chunk}
     with Cluster(spec) as cluster:
         results["delay_engine"] = cluster.engine
@@ -105,7 +137,8 @@ def _race(args: argparse.Namespace) -> dict:
             procs = [
                 node.popen([sys.executable, __file__, "--worker", impl, "--rank", str(node.index), "--world", str(args.nodes),
                             "--master", cluster.nodes[0].address, "--shapes", args.shapes, "--topk", str(args.topk),
-                            "--chunk", str(args.chunk), "--steps", str(args.steps), "--warmup", str(args.warmup)],
+                            "--chunk", str(args.chunk), "--steps", str(args.steps), "--warmup", str(args.warmup),
+                            "--bucket-mb", str(args.bucket_mb)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"OMP_NUM_THREADS": "1"})
                 for node in cluster.nodes
             ]
@@ -117,6 +150,12 @@ def _race(args: argparse.Namespace) -> dict:
             slowest = [max(per_rank) for per_rank in zip(*(r["times"] for r in ranks))]
             results[impl] = {"median_step_s": statistics.median(slowest), "step_s": slowest,
                              "payload_bytes_per_step": statistics.median(ranks[0]["payload_bytes"])}
+            if ranks[0].get("codec_s"):
+                results[impl]["codec_s"] = statistics.median(max(c) for c in zip(*(r["codec_s"] for r in ranks)))
+    results["bucket_mb"] = args.bucket_mb
+    results["modelled_comm_s"] = _modelled_comm_s(args, spec)
+    nb = results["netbench"]
+    results["overlap_limit_s"] = max(nb.get("codec_s", 0.0), results["modelled_comm_s"])
     results["step_time_ratio"] = results["netbench"]["median_step_s"] / results["reference"]["median_step_s"]
     results["payload_ratio"] = results["netbench"]["payload_bytes_per_step"] / results["reference"]["payload_bytes_per_step"]
     return results
@@ -132,6 +171,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=64)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--bucket-mb", default="auto", help="netbench dct: MB per pipelined bucket, 0 = unpipelined, auto = from the link")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", choices=["netbench", "reference"], help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
@@ -150,6 +190,9 @@ def main() -> None:
         r = results[impl]
         print(f"  {impl:9s}: median step {r['median_step_s']:.3f} s, {r['payload_bytes_per_step']:,.0f} B/step handed to collectives")
     print(f"  ratio netbench/reference: step time {results['step_time_ratio']:.3f}, bytes {results['payload_ratio']:.3f}")
+    nb = results["netbench"]
+    print(f"  netbench bucket_mb {results['bucket_mb']:g}: encode+decode {nb.get('codec_s', float('nan')):.3f} s, modelled comm "
+          f"{results['modelled_comm_s']:.3f} s; step / max(encode+decode, comm) = {nb['median_step_s'] / results['overlap_limit_s']:.3f}")
 
 
 if __name__ == "__main__":

@@ -162,6 +162,32 @@ def _tcp_text(tcp: TcpSettings) -> str:
             f"slow start after idle {'on' if tcp.slow_start_after_idle else 'off'}, initial window {tcp.initcwnd}")
 
 
+def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, nodes: int) -> list:
+    """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload (as `run`)."""
+    import dataclasses
+
+    from netbench.model.overlap import bucket_mb_for
+    from netbench.replicators import declared_payload
+
+    auto = text.strip().lower() == "auto"
+    if not auto:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UserError(f"--bucket-mb: expected a number of megabytes or auto, got {text!r}") from None
+        if not (math.isfinite(value) and 0 <= value <= 4096):
+            raise UserError(f"--bucket-mb: must be between 0 and 4096, got {text}")
+    out = []
+    for scheme in schemes:
+        if auto:
+            try:
+                value = bucket_mb_for(scheme.name, rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step, nodes)
+            except ValueError:
+                value = 0.0  # the payload formula rejects these shapes: reported later as an input error
+        out.append(dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value})))
+    return out
+
+
 def _settings(**kwargs: Any) -> SchemeSettings:
     try:
         return SchemeSettings(**kwargs)
@@ -259,6 +285,7 @@ def plan(
     tcp_cc: str = typer.Option("cubic", "--tcp-cc", help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)"),
     tcp_wmem_max: int = typer.Option(STOCK_LINUX.tcp_wmem_max, "--tcp-wmem-max", help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]"),
     no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"),
+    bucket_mb: str = typer.Option("auto", "--bucket-mb", help="dct/random/striding/full: MB per pipelined collective; 0: one per step; auto: from the link, as `run`"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count."""
@@ -291,7 +318,7 @@ def plan(
         grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
         index_dtype=index_dtype, rank=rank, params_every=params_every, m1_every=m1_every, m2_every=m2_every,
     )
-    schemes = _schemes(replicator, settings)
+    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list, node_counts[0])
     scenarios = [
         Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
                  gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing, tcp=tcp)

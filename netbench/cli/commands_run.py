@@ -142,6 +142,7 @@ def run(
     m2_every: int = ropt.M2EveryOpt,
     sign: bool = ropt.SignOpt,
     lr: float = ropt.LrOpt,
+    bucket_mb: str = ropt.BucketMbOpt,
     workload: str = ropt.WorkloadOpt,
     shapes: str = ropt.ShapesOpt,
     compute_ms: float = ropt.ComputeMsOpt,
@@ -166,6 +167,7 @@ def run(
                                        params_every=params_every, m1_every=m1_every, m2_every=m2_every)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
     ropt.check_workload(work, nodes)
+    rep = ropt.with_bucket_mb(rep, bucket_mb, min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s(), work, nodes)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
     factor = dilation_factor(dilation, nodes)

@@ -21,7 +21,8 @@ _OPTIONS = {"grid.bw": "--bw", "grid.replicator": "--replicator", "grid.nodes": 
             "replicator.topk": "--topk", "replicator.chunk": "--chunk", "replicator.rate": "--rate",
             "replicator.rank": "--rank", "replicator.mu": "--mu", "replicator.params_every": "--params-every",
             "replicator.m1_every": "--m1-every", "replicator.m2_every": "--m2-every",
-            "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle"}
+            "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
+            "replicator.bucket_mb": "--bucket-mb"}
 
 
 def _csv(text: str) -> list[str]:
@@ -78,6 +79,7 @@ def sweep(
     params_every: Optional[int] = typer.Option(None, "--params-every", help="mtdao: steps between parameter all-reduces (default 32)."),
     m1_every: Optional[int] = typer.Option(None, "--m1-every", help="mtdao: steps between first-momentum all-reduces (default 32)."),
     m2_every: Optional[int] = typer.Option(None, "--m2-every", help="mtdao: steps between second-momentum all-reduces (default 32)."),
+    bucket_mb: Optional[float] = typer.Option(None, "--bucket-mb", help="dct/random/striding/full: MB per pipelined collective (default 0: one per step)."),
     capture: Optional[bool] = typer.Option(None, "--capture/--no-capture", help="Capture packet headers (default on)."),
     calibrate: Optional[bool] = typer.Option(None, "--calibrate/--no-calibrate", help="Measure model constants on this workload first."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration JSON for the predictions."),
@@ -100,7 +102,7 @@ def sweep(
         "steps": steps, "warmup": warmup, "workload.kind": workload, "workload.shapes": shapes, "workload.compute_ms": compute_ms,
         "replicator.topk": topk, "replicator.chunk": chunk, "replicator.rate": rate, "replicator.rank": rank, "replicator.mu": mu,
         "replicator.params_every": params_every, "replicator.m1_every": m1_every, "replicator.m2_every": m2_every,
-        "capture": capture, "calibrate": calibrate,
+        "replicator.bucket_mb": bucket_mb, "capture": capture, "calibrate": calibrate,
         "name": name, "tcp.cc": tcp_cc, "tcp.wmem_max": tcp_wmem_max,
         "tcp.slow_start_after_idle": False if no_slow_start_after_idle else None,
     }

@@ -60,6 +60,7 @@ def worker(
     m2_every: int = ropt.M2EveryOpt,
     sign: bool = ropt.SignOpt,
     lr: float = ropt.LrOpt,
+    bucket_mb: str = ropt.BucketMbOpt,
     workload: str = ropt.WorkloadOpt,
     shapes: str = ropt.ShapesOpt,
     compute_ms: float = ropt.ComputeMsOpt,
@@ -87,6 +88,7 @@ def worker(
     except SpecError as exc:
         raise UserError(str(exc)) from None
     cluster = hosts.cluster_spec(rendezvous.spec.world_size, iface, shaping)
+    rep = ropt.with_bucket_mb(rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=False, out_dir=out, threads=threads)
     plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config))

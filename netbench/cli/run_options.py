@@ -27,6 +27,8 @@ M1EveryOpt = typer.Option(32, "--m1-every", help="mtdao: steps between first-mom
 M2EveryOpt = typer.Option(32, "--m2-every", help="mtdao: steps between second-momentum all-reduces (K_v).")
 SignOpt = typer.Option(True, "--sign/--no-sign", help="dct: sign of the decoded update, as DeMo.")
 LrOpt = typer.Option(0.0, "--lr", help="Base learning rate; 0 picks the replicator's default.")
+BucketMbOpt = typer.Option("auto", "--bucket-mb", help="dct/random/striding/full: megabytes per pipelined collective "
+                           "(encode, wire and decode of successive buckets overlap); 0: one collective per step; auto: from the link.")
 WorkloadOpt = typer.Option("transformer", "--workload", "-w", help="transformer, mlp, shapes, or python:MODULE:FACTORY (your model and batches).")
 ShapesOpt = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes workload: preset, llama:... spec or .json file.")
 ComputeMsOpt = typer.Option(100.0, "--compute-ms", help="shapes workload: stand-in forward/backward time.")
@@ -34,7 +36,7 @@ ComputeMsOpt = typer.Option(100.0, "--compute-ms", help="shapes workload: stand-
 _REPLICATOR_OPTIONS = {"name": "--replicator", "topk": "--topk", "chunk": "--chunk", "rate": "--rate", "sync_every": "--sync-every",
                        "value_dtype": "--value-dtype", "index_dtype": "--index-dtype", "grad_dtype": "--grad-dtype", "lr": "--lr",
                        "rank": "--rank", "mu": "--mu", "params_every": "--params-every", "m1_every": "--m1-every",
-                       "m2_every": "--m2-every"}
+                       "m2_every": "--m2-every", "bucket_mb": "--bucket-mb"}
 _WORKLOAD_OPTIONS = {"kind": "--workload", "shapes": "--shapes", "compute_ms": "--compute-ms"}
 
 
@@ -74,3 +76,26 @@ def check_workload(workload: WorkloadConfig, world_size: int) -> None:
         check_factory(workload, world_size)
     except FactoryError as exc:
         raise UserError(f"--workload python:{workload.factory}: {exc}") from None
+
+
+def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt_s: float,
+                   workload: WorkloadConfig, world_size: int) -> ReplicatorConfig:
+    """``rep`` with ``--bucket-mb`` applied: a number, or ``auto`` (from the link and the step's payload).
+
+    ``auto`` without a known link rate (an unshaped host) keeps one bucket.
+    """
+    if text.strip().lower() == "auto":
+        if rate_bps is None:
+            return rep
+        from netbench.model.overlap import bucket_mb_for
+        from netbench.model.predict import workload_shapes
+        from netbench.replicators import declared_payload
+
+        payload = declared_payload(workload_shapes(workload, world_size), rep, world_size).bytes_per_step
+        value = bucket_mb_for(rep.name, rate_bps, rtt_s, payload, world_size)
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UserError(f"--bucket-mb: expected a number of megabytes or auto, got {text!r}") from None
+    return build_replicator_config(rep.name, **{**rep.model_dump(exclude={"name"}), "bucket_mb": value})

@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 from netbench.model.calibration import Calibration
 from netbench.model.schemes import Scheme
+from netbench.model.overlap import pipelined
 from netbench.model.steptime import MAX_NODES, Scenario, StepEstimate, estimate
 from netbench.shapes import ParamShape, total_params
 
@@ -63,7 +64,8 @@ class Planner:
         self.params = total_params(list(self.shapes))
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
-        return estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
+        est = estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
+        return pipelined(est, scheme.config, self.shapes)  # bucket pipeline (model/overlap.py)
 
     @staticmethod
     def _at_bw(scenario: Scenario, bw_bps: float) -> Scenario:

@@ -50,6 +50,7 @@ class SchemeSettings(BaseModel):
     params_every: int = 32
     m1_every: int = 32
     m2_every: int = 32
+    bucket_mb: float = 0.0  # pipelined replicators: bytes per bucket (model/overlap.py); 0 = one collective
 
 
 @dataclass(frozen=True)

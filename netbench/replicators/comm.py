@@ -13,7 +13,7 @@ import time
 import torch
 import torch.distributed as dist
 
-__all__ = ["GroupComm"]
+__all__ = ["GroupComm", "Pending"]
 
 # torch renamed all_gather_into_tensor to all_gather_single; older releases lack the new name.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -54,7 +54,7 @@ class GroupComm:
     def all_gather(self, tensor: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Gather equal-sized 1-D tensors into ``out`` of shape (world_size, n), rank order."""
         if out is None:
-            out = torch.empty((self.world_size, tensor.numel()), dtype=tensor.dtype)
+            out = torch.empty((self.world_size, tensor.numel()), dtype=tensor.dtype, device=tensor.device)
         started = time.perf_counter()
         if self.distributed:
             _all_gather_single(out.view(-1), tensor.view(-1), group=self.group)
@@ -63,8 +63,47 @@ class GroupComm:
         self._account(tensor, started)
         return out
 
+    def all_reduce_mean_async(self, tensor: torch.Tensor) -> "Pending":
+        """Start averaging ``tensor`` in place; the returned :class:`Pending` finishes it.
+
+        gloo runs the collective on its own threads, so the caller can encode or decode other
+        buckets meanwhile (with one torch thread too). Bytes and calls are booked now; time is
+        booked as what :meth:`Pending.wait` blocks for (the communication left exposed).
+        """
+        work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group, async_op=True) if self.distributed else None
+        self._bytes += tensor.numel() * tensor.element_size()
+        self._calls += 1
+        after = (lambda: tensor.div_(self.world_size)) if self.world_size > 1 else None
+        return Pending(self, work, after)
+
+    def all_gather_async(self, tensor: torch.Tensor, out: torch.Tensor) -> "Pending":
+        """Start gathering ``tensor`` into ``out`` (world_size, n); see :meth:`all_reduce_mean_async`."""
+        if self.distributed:
+            work = _all_gather_single(out.view(-1), tensor.view(-1), group=self.group, async_op=True)
+        else:
+            out.view(-1).copy_(tensor.view(-1))
+            work = None
+        self._bytes += tensor.numel() * tensor.element_size()
+        self._calls += 1
+        return Pending(self, work, None)
+
     def take(self) -> tuple[float, int, int]:
         """Return and reset (collective seconds, bytes handed, collective calls) since the last take."""
         result = (self._comm_s, self._bytes, self._calls)
         self._comm_s, self._bytes, self._calls = 0.0, 0, 0
         return result
+
+
+class Pending:
+    """A started collective: :meth:`wait` blocks until it is done and books the blocked time."""
+
+    def __init__(self, comm: GroupComm, work, after) -> None:
+        self._comm, self._work, self._after = comm, work, after
+
+    def wait(self) -> None:
+        started = time.perf_counter()
+        if self._work is not None:
+            self._work.wait()
+        self._comm._comm_s += time.perf_counter() - started
+        if self._after is not None:
+            self._after()

@@ -50,6 +50,9 @@ class ReplicatorConfig(BaseModel):
         "optimizer of its 1-D and embedding tensors (auto: adamw); mtdao ignores it (its own local QH-Adam)")
     lr: float = Field(0.0, ge=0.0, description="base learning rate; 0 picks the replicator's default")
     seed: int = Field(0, ge=0, description="shared seed for random/striding selections and lowrank's initial right factors")
+    # pipelining (dct, random, striding, full): encode bucket i+1 while bucket i is on the wire
+    bucket_mb: float = Field(0.0, ge=0.0, le=4096.0, description="payload megabytes (1e6 B) per pipelined collective; "
+                             "0: the whole step in one collective (no pipelining)")
 
     @field_validator("rank")
     @classmethod

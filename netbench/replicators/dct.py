@@ -1,4 +1,4 @@
-"""DeMo (decoupled momentum, DCT top-k) replication with one packed all-gather per step."""
+"""DeMo (decoupled momentum, DCT top-k) replication with one packed all-gather per bucket."""
 
 from __future__ import annotations
 
@@ -7,60 +7,44 @@ from collections.abc import Sequence
 import torch
 
 from netbench.replicators.base import PayloadDecl, Replicator, StepTimer
+from netbench.replicators.buckets import Piece, bucket_bytes, row_band_buckets
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.dct_codec import DCTCodec
+from netbench.replicators.pipeline import run_pipeline
 from netbench.replicators.tiling import TilePlan
-from netbench.replicators.wire import WireLayout
+from netbench.replicators.wire import WireLayout, index_dtype_for
 from netbench.shapes import ParamShape
 
 __all__ = ["DCTReplicator"]
 
 
-def _wire_layout(plan: TilePlan, config: ReplicatorConfig) -> WireLayout:
-    return WireLayout.for_config([b.tiles * b.k for b in plan.buckets], config, plan.max_tile_numel)
+def _wire_layout(plan: TilePlan, config: ReplicatorConfig, max_tile_numel: int | None = None) -> WireLayout:
+    return WireLayout.for_config([b.tiles * b.k for b in plan.buckets], config, max_tile_numel or plan.max_tile_numel)
 
 
-class DCTReplicator(Replicator):
-    """Each rank keeps its own momentum (in DCT space) and shares only its top-k coefficients.
+def _pipeline_buckets(shapes: Sequence[Sequence[int]], config: ReplicatorConfig) -> list[list[Piece]]:
+    """The pipeline buckets of these shapes (one when ``bucket_mb`` is 0 or the step fits one)."""
+    plan = TilePlan(shapes, config.chunk, config.topk)
+    layout = _wire_layout(plan, config)
+    per_coefficient = layout.value_dtype.itemsize + layout.index_dtype.itemsize
+    return row_band_buckets(shapes, config.chunk, config.topk, per_coefficient, bucket_bytes(config.bucket_mb))
 
-    Step: ``M = beta M + T(grad)``; take the k largest |M| of every tile; pack values and
-    positions into one byte buffer; subtract what was sent from ``M``; all-gather the buffers;
-    average the coefficients; one inverse DCT; optionally sign; base optimizer (SGD by default,
-    as DeMo). See :mod:`netbench.replicators.dct_codec` for the batching and
-    :mod:`netbench.replicators.tiling` for tensors whose sides are not multiples of the chunk.
-    """
 
-    name = "dct"
-    default_optimizer = "sgd"
-    default_lr = 1e-3
+class _DCTUnit:
+    """Codec, wire layout and buffers for the tensors (or row bands) of one pipeline bucket."""
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                 names: Sequence[str] | None = None) -> None:
-        super().__init__(params, config, group, names)
-        self.codec = DCTCodec([tuple(p.shape) for p in self.params], config.chunk, config.topk)
+    def __init__(self, shapes: Sequence[Sequence[int]], config: ReplicatorConfig, world: int, max_tile_numel: int,
+                 device: torch.device) -> None:
+        self.codec = DCTCodec(shapes, config.chunk, config.topk, device=device)
         plan = self.codec.plan
-        self.wire = _wire_layout(plan, config)
-        self.send = torch.empty(self.wire.nbytes, dtype=torch.uint8)
-        self.recv = torch.empty((self.comm.world_size, self.wire.nbytes), dtype=torch.uint8)
-        world = self.comm.world_size
-        self._recv_indices = [torch.empty(b.tiles, world, b.k, dtype=torch.int64) for b in plan.buckets]
-        self._recv_values = [torch.empty(b.tiles, world, b.k) for b in plan.buckets]
-
-    @classmethod
-    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        plan = TilePlan(shapes, config.chunk, config.topk)
-        return PayloadDecl("all_gather", _wire_layout(plan, config).nbytes)
-
-    def encode(self) -> torch.Tensor:
-        """Fold this step's gradients into the momentum, then :meth:`pack`."""
-        self.codec.accumulate(self.grads(), self.config.beta)
-        return self.pack()
+        self.wire = _wire_layout(plan, config, max_tile_numel)
+        self.send = torch.empty(self.wire.nbytes, dtype=torch.uint8, device=device)
+        self.recv = torch.empty((world, self.wire.nbytes), dtype=torch.uint8, device=device)
+        self._recv_indices = [torch.empty(b.tiles, world, b.k, dtype=torch.int64, device=device) for b in plan.buckets]
+        self._recv_values = [torch.empty(b.tiles, world, b.k, device=device) for b in plan.buckets]
 
     def pack(self) -> torch.Tensor:
-        """Write the momentum's top-k into the send buffer and remove it from the momentum.
-
-        Returns the packed byte buffer this rank sends (``self.send``).
-        """
+        """Write the momentum's top-k into the send buffer and remove it from the momentum."""
         values_out, indices_out = self.wire.values(self.send), self.wire.indices(self.send)
         for b, (indices, values) in enumerate(self.codec.select()):
             wire_values = self.wire.bucket(values_out, b)
@@ -71,23 +55,101 @@ class DCTReplicator(Replicator):
             self.codec.subtract(b, indices, sent)
         return self.send
 
-    def decode(self, gathered: torch.Tensor) -> None:
-        """Average what every rank sent and write the (signed) update into each ``p.grad``."""
+    def decode(self, gathered: torch.Tensor, grads: Sequence[torch.Tensor], sign: bool) -> None:
+        """Average what every rank sent and write the (signed) update into ``grads``."""
         values, indices = self.wire.unpack(gathered)
         received = []
+        world = gathered.shape[0]
         for b, bucket in enumerate(self.codec.plan.buckets):
-            world = gathered.shape[0]
             idx = self._recv_indices[b]
             val = self._recv_values[b]
             idx.copy_(self.wire.bucket(indices, b).view(world, bucket.tiles, bucket.k).transpose(0, 1))
             val.copy_(self.wire.bucket(values, b).view(world, bucket.tiles, bucket.k).transpose(0, 1))
             received.append((idx.view(bucket.tiles, -1), val.view(bucket.tiles, -1)))
-        self.codec.decode(received, self.grads(), self.config.sign)
+        self.codec.decode(received, grads, sign)
+
+
+class DCTReplicator(Replicator):
+    """Each rank keeps its own momentum (in DCT space) and shares only its top-k coefficients.
+
+    Step: ``M = beta M + T(grad)``; take the k largest |M| of every tile; pack values and
+    positions into one byte buffer; subtract what was sent from ``M``; all-gather the buffers;
+    average the coefficients; one inverse DCT; optionally sign; base optimizer (SGD by default,
+    as DeMo). See :mod:`netbench.replicators.dct_codec` for the batching and
+    :mod:`netbench.replicators.tiling` for tensors whose sides are not multiples of the chunk.
+
+    With ``bucket_mb`` > 0 the tensors are cut into pipeline buckets of whole tile rows
+    (:func:`~netbench.replicators.buckets.row_band_buckets`), each with its own codec and
+    buffer, and :func:`~netbench.replicators.pipeline.run_pipeline` overlaps their encode,
+    all-gather and decode. The tiles, and so every coefficient sent, are the same as unpipelined.
+    """
+
+    name = "dct"
+    default_optimizer = "sgd"
+    default_lr = 1e-3
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
+                 names: Sequence[str] | None = None) -> None:
+        super().__init__(params, config, group, names)
+        shapes = [tuple(p.shape) for p in self.params]
+        device = self.params[0].device
+        world = self.comm.world_size
+        max_tile = TilePlan(shapes, config.chunk, config.topk).max_tile_numel
+        self.pieces = _pipeline_buckets(shapes, config)
+        if len(self.pieces) == 1:  # whole tensors, as unpipelined
+            self.units = [_DCTUnit(shapes, config, world, max_tile, device)]
+        else:
+            self.units = [_DCTUnit([(p.rows, p.cols) for p in bucket], config, world, max_tile, device)
+                          for bucket in self.pieces]
+        first = self.units[0]
+        self.codec, self.wire, self.send, self.recv = first.codec, first.wire, first.send, first.recv
+
+    @classmethod
+    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
+        plan = TilePlan(shapes, config.chunk, config.topk)
+        return PayloadDecl("all_gather", _wire_layout(plan, config).nbytes,
+                           collectives_per_step=len(_pipeline_buckets([s.shape for s in shapes], config)))
+
+    def _bucket_grads(self, b: int) -> list[torch.Tensor]:
+        """The gradients of pipeline bucket ``b``: whole tensors, or row bands (contiguous views)."""
+        grads = self.grads()
+        if len(self.units) == 1:
+            return grads
+        return [grads[p.tensor].view(-1, p.cols)[p.row0 : p.row0 + p.rows] for p in self.pieces[b]]
+
+    def encode(self) -> torch.Tensor:
+        """Fold this step's gradients into the momentum, then :meth:`pack` (unpipelined form)."""
+        self.codec.accumulate(self.grads(), self.config.beta)
+        return self.pack()
+
+    def pack(self) -> torch.Tensor:
+        """Write the momentum's top-k into the send buffer and remove it from the momentum (unpipelined form)."""
+        return self.units[0].pack()
+
+    def decode(self, gathered: torch.Tensor) -> None:
+        """Average what every rank sent and write the (signed) update into each ``p.grad`` (unpipelined form)."""
+        self.units[0].decode(gathered, self.grads(), self.config.sign)
 
     def _sync(self, timer: StepTimer) -> None:
-        self.encode()
-        timer.compress()
-        self.comm.all_gather(self.send, out=self.recv)
-        timer.skip()
-        self.decode(self.recv)
-        timer.decode()
+        if len(self.units) == 1:
+            self.encode()
+            timer.compress()
+            self.comm.all_gather(self.send, out=self.recv)
+            timer.skip()
+            self.decode(self.recv)
+            timer.decode()
+            return
+
+        def encode(b: int) -> None:
+            unit = self.units[b]
+            unit.codec.accumulate(self._bucket_grads(b), self.config.beta)
+            unit.pack()
+
+        def start(b: int):
+            unit = self.units[b]
+            return self.comm.all_gather_async(unit.send, unit.recv)
+
+        def decode(b: int) -> None:
+            self.units[b].decode(self.units[b].recv, self._bucket_grads(b), self.config.sign)
+
+        run_pipeline(len(self.units), encode, start, decode, timer)

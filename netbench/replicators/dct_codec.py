@@ -43,18 +43,18 @@ def dct_basis(n: int) -> torch.Tensor:
 class DCTCodec:
     """Momentum, selection and decoding for a fixed list of tensor shapes (one rank's state)."""
 
-    def __init__(self, shapes: Sequence[Sequence[int]], chunk: int, topk: int) -> None:
+    def __init__(self, shapes: Sequence[Sequence[int]], chunk: int, topk: int, device: torch.device | str = "cpu") -> None:
         self.plan = TilePlan(shapes, chunk, topk)
         sizes = {n for b in self.plan.buckets for n in (b.h, b.w)}
-        self.basis = {n: dct_basis(n) for n in sizes}
+        self.basis = {n: dct_basis(n).to(device) for n in sizes}
         self.basis_t = {n: f.t().contiguous() for n, f in self.basis.items()}
         numels = [(b.tiles, b.tile_numel) for b in self.plan.buckets]
         # momentum[b]: (tiles, h*w) coefficients; scratch_*: reused by every phase of a step.
-        self.momentum = [torch.zeros(shape) for shape in numels]
-        self.scratch_a = [torch.empty(shape) for shape in numels]  # |M|, then the received coefficients
-        self.scratch_b = [torch.empty(shape) for shape in numels]  # half-transformed tiles
-        self.scratch_c = [torch.empty(shape) for shape in numels]  # staging for non-contiguous regions
-        self._topk_values = [torch.empty(b.tiles, b.k) for b in self.plan.buckets]
+        self.momentum = [torch.zeros(shape, device=device) for shape in numels]
+        self.scratch_a = [torch.empty(shape, device=device) for shape in numels]  # |M|, then the received coefficients
+        self.scratch_b = [torch.empty(shape, device=device) for shape in numels]  # half-transformed tiles
+        self.scratch_c = [torch.empty(shape, device=device) for shape in numels]  # staging for non-contiguous regions
+        self._topk_values = [torch.empty(b.tiles, b.k, device=device) for b in self.plan.buckets]
 
     # -- forward -------------------------------------------------------------------------------
     def accumulate(self, grads: Sequence[torch.Tensor], beta: float) -> None:

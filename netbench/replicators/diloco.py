@@ -33,10 +33,11 @@ class DiLoCoReplicator(Replicator):
                  names: Sequence[str] | None = None) -> None:
         super().__init__(params, config, group, names)
         self.layout = FlatLayout(self.params)
-        self.start = torch.zeros(self.layout.numel)
+        dev = self.params[0].device
+        self.start = torch.zeros(self.layout.numel, device=dev)
         self.layout.gather([p.detach() for p in self.params], self.start)
-        self.current = torch.zeros(self.layout.numel)
-        self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype])
+        self.current = torch.zeros(self.layout.numel, device=dev)
+        self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=dev)
         momentum = config.outer_momentum
         self.outer = torch.optim.SGD([self.start], lr=config.outer_lr, momentum=momentum, nesterov=momentum > 0)
 

@@ -28,13 +28,20 @@ class FlatLayout:
         """Views of ``flat`` shaped like ``like`` (writing into a view writes the flat buffer)."""
         return [flat[a:b].view(t.shape) for a, b, t in zip(self.offsets, self.offsets[1:], like)]
 
-    def gather(self, tensors: Sequence[torch.Tensor], flat: torch.Tensor) -> torch.Tensor:
-        """Copy (and cast) every tensor into its slot of ``flat``."""
-        for a, b, t in zip(self.offsets, self.offsets[1:], tensors):
-            flat[a:b].copy_(t.reshape(-1))
+    def _overlaps(self, lo: int, hi: int):
+        """(tensor index, start inside it, flat start, length) of every tensor part inside [lo, hi)."""
+        for i, (a, b) in enumerate(zip(self.offsets, self.offsets[1:])):
+            s, e = max(a, lo), min(b, hi)
+            if s < e:
+                yield i, s - a, s, e - s
+
+    def gather(self, tensors: Sequence[torch.Tensor], flat: torch.Tensor, lo: int = 0, hi: int | None = None) -> torch.Tensor:
+        """Copy (and cast) every tensor into its slot of ``flat`` (only positions ``lo .. hi`` when given)."""
+        for i, start, at, n in self._overlaps(lo, self.numel if hi is None else hi):
+            flat[at : at + n].copy_(tensors[i].reshape(-1)[start : start + n])
         return flat
 
-    def scatter(self, flat: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None:
-        """Copy (and cast) each slot of ``flat`` back into its tensor."""
-        for a, b, t in zip(self.offsets, self.offsets[1:], tensors):
-            t.copy_(flat[a:b].view(t.shape))
+    def scatter(self, flat: torch.Tensor, tensors: Sequence[torch.Tensor], lo: int = 0, hi: int | None = None) -> None:
+        """Copy (and cast) each slot of ``flat`` back into its tensor (only positions ``lo .. hi`` when given)."""
+        for i, start, at, n in self._overlaps(lo, self.numel if hi is None else hi):
+            tensors[i].view(-1)[start : start + n].copy_(flat[at : at + n])

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 import torch
 
 from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
+from netbench.replicators.buckets import bucket_bytes, slot_ranges
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
+from netbench.replicators.pipeline import run_pipeline
 from netbench.shapes import ParamShape
 
 __all__ = ["FullReplicator"]
@@ -26,14 +28,24 @@ class FullReplicator(Replicator):
         super().__init__(params, config, group, names)
         self.layout = FlatLayout(self.params)
         # One persistent buffer: a single collective per step and no per-step allocation.
-        self.buffer = torch.empty(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype])
+        self.buffer = torch.empty(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=self.params[0].device)
+        self.ranges = slot_ranges(self.layout.numel, self.buffer.element_size(), bucket_bytes(config.bucket_mb))
 
     @classmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
         itemsize = WIRE_DTYPES[config.grad_dtype].itemsize
-        return PayloadDecl("all_reduce", sum(s.numel for s in shapes) * itemsize)
+        numel = sum(s.numel for s in shapes)
+        buckets = len(slot_ranges(numel, itemsize, bucket_bytes(config.bucket_mb)))
+        return PayloadDecl("all_reduce", numel * itemsize, collectives_per_step=buckets)
 
     def _sync(self, timer: StepTimer) -> None:
+        if len(self.ranges) > 1:
+            grads = self.grads()
+            run_pipeline(len(self.ranges),
+                         lambda b: self.layout.gather(grads, self.buffer, *self.ranges[b]),
+                         lambda b: self.comm.all_reduce_mean_async(self.buffer[slice(*self.ranges[b])]),
+                         lambda b: self.layout.scatter(self.buffer, grads, *self.ranges[b]), timer)
+            return
         self.layout.gather(self.grads(), self.buffer)
         timer.compress()
         self.comm.all_reduce_mean(self.buffer)

@@ -54,13 +54,14 @@ class LowRankReplicator(Replicator):
         plan = self.plan
         wire = WIRE_DTYPES[config.grad_dtype]
         first = [s.first_round for s in plan.matrices] + [plan.numels[i] for i in plan.elementwise]
-        self.first = torch.empty(plan.first_round_values, dtype=wire)
-        self.second = torch.empty(plan.second_round_values, dtype=wire)
+        dev = self.params[0].device
+        self.first = torch.empty(plan.first_round_values, dtype=wire, device=dev)
+        self.second = torch.empty(plan.second_round_values, dtype=wire, device=dev)
         self._first_at = _offsets(first)
         self._second_at = _offsets([s.n * s.r for s in plan.matrices if s.factored])
-        self.momenta = [torch.zeros(s.m, s.n) for s in plan.matrices]
+        self.momenta = [torch.zeros(s.m, s.n, device=dev) for s in plan.matrices]
         gen = torch.Generator().manual_seed(config.seed)
-        self.right = [torch.randn(s.n, s.r, generator=gen) for s in plan.matrices]  # Q, identical on every rank
+        self.right = [torch.randn(s.n, s.r, generator=gen).to(dev) for s in plan.matrices]  # Q, identical on every rank
 
     @cached_property
     def plan(self) -> LowRankPlan:

@@ -36,10 +36,11 @@ class LocalQHAdam:
 
     def __init__(self, params: Sequence[torch.nn.Parameter], layout: FlatLayout, config: ReplicatorConfig, lr: float) -> None:
         self.params, self.layout, self.config, self.lr = list(params), layout, config, lr
-        self.m1 = torch.zeros(layout.numel)
-        self.v = torch.zeros(layout.numel)
-        self.grad = torch.zeros(layout.numel)
-        self.update = torch.zeros(layout.numel)
+        dev = self.params[0].device
+        self.m1 = torch.zeros(layout.numel, device=dev)
+        self.v = torch.zeros(layout.numel, device=dev)
+        self.grad = torch.zeros(layout.numel, device=dev)
+        self.update = torch.zeros(layout.numel, device=dev)
         self.t = 0
 
     def step(self) -> None:
@@ -65,9 +66,9 @@ class MTDAOReplicator(Replicator):
     def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
                  names: Sequence[str] | None = None) -> None:
         super().__init__(params, config, group, names)
-        self.anchor = torch.zeros(self.layout.numel)
+        self.anchor = torch.zeros(self.layout.numel, device=self.params[0].device)
         self.layout.gather([p.detach() for p in self.params], self.anchor)
-        self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype])
+        self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=self.params[0].device)
 
     @classmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:

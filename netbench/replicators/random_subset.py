@@ -65,4 +65,6 @@ class RandomReplicator(SubsetReplicator):
         generator = torch.Generator().manual_seed(stream_seed(self.config.seed, step))
         u = torch.rand(self._starts.numel(), generator=generator, dtype=torch.float64)
         inside = torch.minimum((u * self._widths_f).long(), self._widths - 1)
-        return self._starts + inside
+        # Drawn on the CPU's generator so every rank, whatever its device, picks the same positions;
+        # the upload is one host-to-device copy, never a read back.
+        return (self._starts + inside).to(self.momentum.device, non_blocking=True)

@@ -16,8 +16,10 @@ from collections.abc import Sequence
 import torch
 
 from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
+from netbench.replicators.buckets import bucket_bytes, slot_ranges
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
+from netbench.replicators.pipeline import run_pipeline
 from netbench.shapes import ParamShape
 
 __all__ = ["SubsetReplicator"]
@@ -35,10 +37,12 @@ class SubsetReplicator(Replicator):
                  names: Sequence[str] | None = None) -> None:
         super().__init__(params, config, group, names)
         self.layout = FlatLayout(self.params)
-        self.momentum = torch.zeros(self.layout.numel)
-        self.update = torch.zeros(self.layout.numel)
+        device = self.params[0].device
+        self.momentum = torch.zeros(self.layout.numel, device=device)
+        self.update = torch.zeros(self.layout.numel, device=device)
         slots = self.slots(self.shapes, config)
-        self.send = torch.zeros(slots, dtype=WIRE_DTYPES[config.value_dtype])
+        self.send = torch.zeros(slots, dtype=WIRE_DTYPES[config.value_dtype], device=device)
+        self.ranges = slot_ranges(slots, self.send.element_size(), bucket_bytes(config.bucket_mb))  # pipeline buckets
         self._momentum_views = self.layout.views(self.momentum, self.params)
 
     @classmethod
@@ -52,7 +56,9 @@ class SubsetReplicator(Replicator):
 
     @classmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        return PayloadDecl("all_reduce", cls.slots(shapes, config) * WIRE_DTYPES[config.value_dtype].itemsize)
+        itemsize = WIRE_DTYPES[config.value_dtype].itemsize
+        buckets = len(slot_ranges(cls.slots(shapes, config), itemsize, bucket_bytes(config.bucket_mb)))
+        return PayloadDecl("all_reduce", cls.slots(shapes, config) * itemsize, collectives_per_step=buckets)
 
     def positions(self, step: int) -> torch.Tensor:
         """The flat positions of ``selection(step)`` as an index tensor (for tests and tools)."""
@@ -62,6 +68,9 @@ class SubsetReplicator(Replicator):
         return sel
 
     def _sync(self, timer: StepTimer) -> None:
+        if len(self.ranges) > 1:
+            self._sync_pipelined(timer)
+            return
         beta = self.config.beta
         for m, g in zip(self._momentum_views, self.grads()):
             m.mul_(beta).add_(g)
@@ -86,5 +95,55 @@ class SubsetReplicator(Replicator):
             self.update[sel].copy_(averaged)
         else:
             self.update.index_copy_(0, sel, averaged)
+        self.layout.scatter(self.update, self.grads())
+        timer.decode()
+
+    def _sync_pipelined(self, timer: StepTimer) -> None:
+        """The same step with the send buffer cut into slot ranges that overlap encode, wire and decode.
+
+        Slot ``j`` carries the ``j``-th selected position in both forms, so every position is
+        sent, subtracted and updated exactly as in the one-bucket step.
+        """
+        beta = self.config.beta
+        for m, g in zip(self._momentum_views, self.grads()):
+            m.mul_(beta).add_(g)
+        sel = self.selection(self.steps_done - 1)
+        count = self.momentum[sel].numel() if isinstance(sel, slice) else sel.numel()
+        self.update.zero_()
+
+        def part(b: int) -> tuple[Selection, int, int]:
+            """The positions of bucket ``b``'s slots that exist (striding's last slot may be a pad)."""
+            a, z = self.ranges[b]
+            real = max(0, min(z, count) - a)
+            if isinstance(sel, slice):
+                return slice(sel.start + a * sel.step, sel.start + (a + real) * sel.step, sel.step), a, real
+            return sel[a : a + real], a, real
+
+        def encode(b: int) -> None:
+            where, a, real = part(b)
+            z = self.ranges[b][1]
+            self.send[a : a + real].copy_(self.momentum[where])
+            self.send[a + real : z].zero_()
+            sent = self.send[a : a + real].to(torch.float32)
+            if isinstance(where, slice):
+                self.momentum[where].sub_(sent)
+            else:
+                self.momentum.index_add_(0, where, sent, alpha=-1.0)
+
+        def start(b: int):
+            a, z = self.ranges[b]
+            return self.comm.all_reduce_mean_async(self.send[a:z])
+
+        def decode(b: int) -> None:
+            where, a, real = part(b)
+            averaged = self.send[a : a + real].to(torch.float32)
+            if self.config.sign:
+                averaged.sign_()
+            if isinstance(where, slice):
+                self.update[where].copy_(averaged)
+            else:
+                self.update.index_copy_(0, where, averaged)
+
+        run_pipeline(len(self.ranges), encode, start, decode, timer)
         self.layout.scatter(self.update, self.grads())
         timer.decode()

@@ -82,7 +82,7 @@ class WireLayout:
         world = gathered.shape[0]
 
         def section(offset: int, dtype: torch.dtype) -> torch.Tensor:
-            raw = torch.empty((world, self.total * dtype.itemsize), dtype=torch.uint8)
+            raw = torch.empty((world, self.total * dtype.itemsize), dtype=torch.uint8, device=gathered.device)
             raw.copy_(gathered[:, offset : offset + raw.shape[1]])
             return raw.view(dtype)
 

@@ -1,0 +1,97 @@
+"""The bucket pipeline's step form, and the bucket size chosen from the link.
+
+A pipelined replicator (``bucket_mb`` > 0) cuts its step into n buckets; one CPU thread encodes
+and decodes while gloo's threads carry the buckets. With per-bucket encode e = E/n, decode
+d = D/n and wire c = C/n (C includes every call's latency term, so more buckets cost more)::
+
+    T = e + (n - 1) * max(e + d, c) + c + d
+
+the first bucket's encode (fill), the steady state bound by the busier resource, then the last
+bucket's wire and decode (drain). n = 1 gives E + C + D, the unpipelined step; many buckets
+approach max(E + D, C), the overlap limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from netbench.model.steptime import StepEstimate
+    from netbench.replicators.config import ReplicatorConfig
+    from netbench.shapes import ParamShape
+
+__all__ = ["pipelined", "pipelined_step_s", "auto_bucket_mb", "bucket_mb_for", "PIPELINED_BY_DEFAULT", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
+
+GLOO_SEGMENT_BYTES = 1 << 20  # gloo's ring all-reduce segment (gloo/allreduce.cc)
+MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a codec pass) dominate
+# Fixed cost of one ring step of one bucket's collective on this host kind (gloo, 2 cores), from
+# scripts/bench_pipeline.py: random at 1gbit, 8 buckets instead of 1 cost +23 ms on 2 nodes (7 extra
+# buckets x 2 steps: 1.6 ms a step) and +44 ms on 4 nodes (7 x 6 steps: 1.05 ms); 3 ms keeps a margin.
+RING_STEP_S = 3e-3
+# Replicators whose encode + decode is worth hiding behind the wire. random, striding and full
+# encode by copying (a few ms of CPU for 14 M parameters): scripts/bench_pipeline.py measured
+# pipelined random at 0.97-0.99x of one bucket at 10mbit but 1.24-1.46x at 100mbit and 1gbit,
+# so `auto` keeps them in one collective; `--bucket-mb N` still pipelines them.
+PIPELINED_BY_DEFAULT = frozenset({"dct"})
+ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding (dct: measured 0.45-0.55)
+
+
+def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: int) -> float:
+    """Encode + communicate + decode of one step cut into ``buckets`` overlapping buckets."""
+    if buckets < 1:
+        raise ValueError(f"buckets must be at least 1, got {buckets}")
+    e, d, c = encode_s / buckets, decode_s / buckets, comm_s / buckets
+    return e + (buckets - 1) * max(e + d, c) + c + d
+
+
+def bucket_mb_for(replicator: str, rate_bps: float, rtt_s: float, payload_bytes: int | None, nodes: int) -> float:
+    """What ``--bucket-mb auto`` means for ``replicator``: :func:`auto_bucket_mb`, or 0 (one bucket)
+    for replicators whose codec has too little work to hide (see :data:`PIPELINED_BY_DEFAULT`)."""
+    if replicator not in PIPELINED_BY_DEFAULT:
+        return 0.0
+    return auto_bucket_mb(rate_bps, rtt_s, payload_bytes, nodes=nodes)
+
+
+def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = None, max_buckets: int = 8,
+                   nodes: int = 2) -> float:
+    """Bucket size (MB, 1e6 B) for a link: enough bytes to keep the pipe full, few enough buckets.
+
+    A bucket should hold at least one bandwidth-delay product (rate x RTT) so its transfer is not
+    dominated by the round trips of its collective, at least as many bytes as the link carries
+    during the collective's fixed costs (2 (nodes - 1) ring steps of :data:`RING_STEP_S`; on a
+    fast link this makes the payload one bucket, since there is little wire time to hide), and at
+    least :data:`MIN_BUCKET_BYTES`; given the step's payload, no more than ``max_buckets`` buckets.
+    """
+    fixed_s = 2 * max(1, nodes - 1) * RING_STEP_S
+    size = max(rate_bps / 8 * max(rtt_s, fixed_s), MIN_BUCKET_BYTES)
+    if payload_bytes:
+        size = max(size, payload_bytes / max_buckets)
+    return round(size / 1e6, 6)
+
+
+def pipelined(est: "StepEstimate", replicator: "ReplicatorConfig", shapes: "Sequence[ParamShape]",
+              encode_s: float | None = None, decode_s: float | None = None) -> "StepEstimate":
+    """``est`` in the pipelined form when ``replicator`` cuts its step into several buckets.
+
+    ``encode_s``/``decode_s``: the step's calibrated encode and decode (default: ``est``'s codec
+    time split by :data:`ENCODE_SHARE`).
+
+    The model's comm time already holds every bucket's latency term (the payload formula counts
+    one collective per bucket); here encode, wire and decode overlap as :func:`pipelined_step_s`
+    says, and ``comm_time_s`` becomes the communication left exposed.
+    """
+    from dataclasses import replace
+
+    from netbench.replicators import declared_payload
+
+    if replicator.bucket_mb <= 0 or est.overlap or est.scenario.machines < 2:
+        return est
+    buckets = declared_payload(list(shapes), replicator, est.scenario.machines).collectives_per_step
+    if buckets < 2:
+        return est
+    codec = est.compression_time_s
+    enc = codec * ENCODE_SHARE if encode_s is None else encode_s
+    dec = codec - enc if decode_s is None else decode_s
+    overlapped = pipelined_step_s(enc, dec, est.comm_time_s, buckets)
+    return replace(est, comm_time_s=max(0.0, overlapped - codec), step_time_s=est.compute_time_s + overlapped)

@@ -1,0 +1,80 @@
+"""Cut a step's payload into pipeline buckets (pure: shapes and settings only).
+
+A pipelined replicator sends its step in several collectives so that encoding bucket i+1 and
+decoding bucket i-1 overlap with bucket i on the wire. Both the replicators and their payload
+formulas call these functions, so the collectives the model counts are the ones the workers make.
+Cuts are contiguous and as even as the unit allows: slots of a flat buffer (random, striding,
+full) or DCT tile rows of one tensor (dct), so a tensor may be split across buckets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from netbench.replicators.tiling import matrix_shape
+
+__all__ = ["bucket_bytes", "slot_ranges", "Piece", "row_band_buckets"]
+
+
+def bucket_bytes(bucket_mb: float) -> int:
+    """Bytes per bucket from the setting (megabytes of 1e6 B); 0 means one bucket for the whole step."""
+    return int(round(bucket_mb * 1e6))
+
+
+def slot_ranges(slots: int, itemsize: int, target_bytes: int) -> list[tuple[int, int]]:
+    """Contiguous, near-equal ``(start, stop)`` slot ranges of at most about ``target_bytes`` each.
+
+    ``target_bytes`` 0 (or a payload that fits) gives the single range ``(0, slots)``.
+    """
+    total = slots * itemsize
+    count = 1 if target_bytes <= 0 or total <= target_bytes else min(slots, math.ceil(total / target_bytes))
+    edges = [i * slots // count for i in range(count + 1)]
+    return [(a, b) for a, b in zip(edges, edges[1:])]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Rows ``row0 .. row0 + rows`` of one tensor's matrix view (contiguous in memory)."""
+
+    tensor: int
+    row0: int
+    rows: int
+    cols: int
+
+
+def _band_bytes(rows: int, cols: int, chunk: int, topk: int, coefficient_bytes: int) -> int:
+    """Wire bytes of a band of ``rows`` rows (one tile row: rows <= chunk) and ``cols`` columns."""
+    full, edge = divmod(cols, chunk)
+    coefficients = full * min(topk, rows * chunk) + (min(topk, rows * edge) if edge else 0)
+    return coefficients * coefficient_bytes
+
+
+def row_band_buckets(shapes: Sequence[Sequence[int]], chunk: int, topk: int, coefficient_bytes: int,
+                     target_bytes: int) -> list[list[Piece]]:
+    """DCT pipeline buckets: runs of tile rows (``chunk`` rows of a matrix view, the edge band
+    shorter), cut where the running wire bytes cross multiples of an even share of the total.
+
+    Every band is whole, so a bucket's tiles are exactly the full tiling's tiles of those rows and
+    the coefficients of all buckets add up to the unpipelined step's.
+    """
+    units: list[tuple[int, int, int, int, int]] = []  # (tensor, row0, rows, cols, bytes)
+    for t, shape in enumerate(shapes):
+        rows, cols = matrix_shape(shape)
+        for r0 in range(0, rows, chunk):
+            h = min(chunk, rows - r0)
+            units.append((t, r0, h, cols, _band_bytes(h, cols, chunk, topk, coefficient_bytes)))
+    total = sum(u[4] for u in units)
+    count = 1 if target_bytes <= 0 or total <= target_bytes else math.ceil(total / target_bytes)
+    buckets: list[list[Piece]] = [[] for _ in range(count)]
+    done = 0
+    for t, r0, h, cols, nbytes in units:
+        b = min(count - 1, (2 * done + nbytes) * count // (2 * total)) if total else 0  # by the band's midpoint
+        pieces = buckets[b]
+        if pieces and pieces[-1].tensor == t and pieces[-1].row0 + pieces[-1].rows == r0:
+            pieces[-1] = Piece(t, pieces[-1].row0, pieces[-1].rows + h, cols)
+        else:
+            pieces.append(Piece(t, r0, h, cols))
+        done += nbytes
+    return [b for b in buckets if b]
