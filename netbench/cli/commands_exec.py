@@ -52,6 +52,9 @@ def exec_command(
     loss: str = copt.LossOpt,
     offload: str = copt.OffloadOpt,
     engine: str = copt.EngineOpt,
+    tcp_cc: Optional[str] = copt.TcpCcOpt,
+    tcp_wmem_max: Optional[int] = copt.TcpWmemMaxOpt,
+    no_slow_start_after_idle: bool = copt.NoSlowStartAfterIdleOpt,
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."),
     warmup: int = typer.Option(1, "--warmup", help="Steps recorded with netbench.step() left out of the summary."),
     port: int = typer.Option(29500, "--master-port", help="MASTER_PORT (rank 0's rendezvous port)."),
@@ -77,7 +80,8 @@ def exec_command(
         raise UserError(f"--timeout: must be in (0, 86400] seconds (got {timeout:g})")
     if not 1 <= port <= 65535:
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
-    cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine)
+    cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
+                                      tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     run = _config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
     _privileged()
     copt.check_engine(cluster)
