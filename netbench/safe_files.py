@@ -30,12 +30,36 @@ class UnsafeOutput(ValueError):
     """An output folder another user could redirect netbench's writes from."""
 
 
+def _in_user_namespace() -> bool:
+    """True inside a user namespace that maps only part of the host's uids (netbench's rootless one)."""
+    try:
+        rows = [line.split() for line in Path("/proc/self/uid_map").read_text().splitlines()]
+    except OSError:
+        return False
+    return rows != [["0", "0", "4294967295"]]
+
+
+def _overflow_uid() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/overflowuid").read_text())
+    except (OSError, ValueError):
+        return 65534
+
+
 def _trusted_owners() -> set[int]:
-    """root, the invoking user, and under sudo the user who ran sudo."""
+    """root, the invoking user, and under sudo the user who ran sudo.
+
+    Rootless (inside the user namespace netbench made, where the caller is uid 0), every host
+    owner but the caller shows as the overflow uid: host root's /tmp and / included. There
+    netbench has no more power over those folders than the unprivileged caller, so the kernel
+    already keeps it out of what the caller may not write; the world-writable check still applies.
+    """
     owners = {0, os.getuid(), os.geteuid()}
     sudo_uid = os.environ.get("SUDO_UID", "")
     if sudo_uid.isdigit():
         owners.add(int(sudo_uid))
+    if _in_user_namespace():
+        owners.add(_overflow_uid())
     return owners
 
 

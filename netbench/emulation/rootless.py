@@ -10,7 +10,10 @@ refuses multi-threaded callers).
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
+import socket
+import struct
 from pathlib import Path
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
@@ -51,7 +54,21 @@ def enter_user_namespace() -> None:
         raise RootlessError(f"making mounts private failed: {os.strerror(ctypes.get_errno())}")
     if libc.mount(b"netbench-run", b"/run", b"tmpfs", 0, None) != 0:
         raise RootlessError(f"mounting a private /run failed: {os.strerror(ctypes.get_errno())}")
+    _loopback_up()
     os.environ[MARKER] = "1"
+
+
+def _loopback_up() -> None:
+    """Bring up ``lo`` of the new network namespace (born down): local gloo processes, such as the
+    model's first-use calibration on 127.0.0.1, would otherwise wait forever to connect."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH22x", b"lo", 0)  # struct ifreq: name, flags, padding to 40 bytes
+        flags = struct.unpack("16sH22x", fcntl.ioctl(sock, siocgifflags, request))[1]
+        try:
+            fcntl.ioctl(sock, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+        except OSError as exc:
+            raise RootlessError(f"bringing up loopback failed: {exc.strerror}") from None
 
 
 def ensure_privileges() -> None:
