@@ -199,11 +199,16 @@ def build_profile(rows: list[dict], small: dict | None, args, device_name: str):
             b = (big["params"], big["tensors"], timed[f"{part}_s"])
             s = (small["params"], small["tensors"], small["schemes"][name][f"{part}_s"]) if small else None
             costs[f"{part}_s_per_param"][name], costs[f"{part}_s_per_tensor"][name] = _fit(b, s)
+        if name in DENSE:
+            notes[f"compression.{name}"] = "dense all-reduces: no encode/decode"
+            continue
         sets = [big] + ([small] if small else [])
+        period = timed.get("period", 1)
+        how = f"mean of {timed.get('steps')} steps (whole periods of {period})" if period > 1 else f"median of {timed.get('steps')} steps"
         notes[f"compression.{name}"] = "; ".join(
             f"encode {r['schemes'][name]['encode_s'] * 1e3:.3g} ms + decode {r['schemes'][name]['decode_s'] * 1e3:.3g} ms "
             f"per step on {r['params']:,} params in {r['tensors']} tensors ({r['spec']})" for r in sets
-        ) + f" on {device_name}, median of {args.iters} steps, loopback world {args.world} (scripts/bench_codec_gpu.py)"
+        ) + f" on {device_name}, {how}, loopback world {args.world} (scripts/bench_codec_gpu.py)"
     profile = Calibration(
         source="measured", created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         host=f"{platform.node()} {device_name}", torch_version=torch.__version__,
