@@ -131,6 +131,7 @@ def bench_scheme(name: str, shapes, args, device: torch.device) -> dict:
     params, grads = _tensors(shapes, device)
     with mock.patch("netbench.replicators.base.GroupComm", lambda group=None: LoopbackComm(args.world)):
         rep = build_replicator(params, config, names=[s.name for s in shapes])
+    phases = contextlib.nullcontext() if args.phase_sync else mock.patch("netbench.replicators.base.device_sync", lambda d: None)
     period = getattr(config, PERIODIC[name]) if name in PERIODIC else 1
     records = []
     for i in range(args.warmup + -(-args.iters // period) * period):
@@ -138,7 +139,8 @@ def bench_scheme(name: str, shapes, args, device: torch.device) -> dict:
             p.grad = g.clone() if p.grad is None else p.grad.copy_(g)  # the update overwrote it
         _sync(device)
         started = time.perf_counter()
-        stats = rep.step()
+        with phases:
+            stats = rep.step()
         _sync(device)
         if i >= args.warmup:
             records.append((time.perf_counter() - started, stats.compress_s, stats.decode_s))
@@ -250,6 +252,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--phase-sync", action=argparse.BooleanOptionalAction, default=True,
+                        help="wait for the device at each phase end (true encode/decode split); off: whole steps only, "
+                             "to see what those waits cost")
     parser.add_argument("--host-network", action=argparse.BooleanOptionalAction, default=True,
                         help="measure this host's network constants into the profile too (two gloo processes, seconds)")
     parser.add_argument("--out", type=Path, default=Path("reports/gpu/calibration-gpu.json"), help="calibration profile to write")
