@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
@@ -21,7 +21,7 @@ from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.optim import Stepper, build_optimizer
 from netbench.shapes import ParamShape
 
-__all__ = ["PayloadDecl", "StepStats", "Replicator", "StepTimer", "WIRE_DTYPES", "param_shapes"]
+__all__ = ["PayloadDecl", "StepStats", "Replicator", "StepTimer", "WIRE_DTYPES", "param_shapes", "device_sync"]
 
 Collective = Literal["all_reduce", "all_gather", "none"]
 
@@ -81,16 +81,21 @@ class StepTimer:
 
     Call one phase method at the end of each phase; each books the wall and thread-CPU time
     since the previous call. ``skip()`` ends a phase that is timed elsewhere (the collective,
-    timed by :class:`GroupComm`).
+    timed by :class:`GroupComm`). ``sync`` (tensors on an accelerator) waits for the work queued
+    so far before each reading: kernels run asynchronously, and without it a phase's time would
+    land in whichever later phase first waits for the device.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, sync: Callable[[], object] | None = None) -> None:
         self.compress_s = self.decode_s = self.apply_s = 0.0
         self.compress_cpu_s = self.decode_cpu_s = 0.0
+        self._sync = sync
         self._wall = time.perf_counter()
         self._cpu = time.thread_time()
 
     def _lap(self) -> tuple[float, float]:
+        if self._sync is not None:
+            self._sync()
         wall, cpu = time.perf_counter(), time.thread_time()
         elapsed = (wall - self._wall, cpu - self._cpu)
         self._wall, self._cpu = wall, cpu
@@ -118,6 +123,16 @@ class StepTimer:
             self.compress_s, comm_s, self.decode_s, self.apply_s, payload, collectives,
             self.compress_cpu_s, self.decode_cpu_s,
         )
+
+
+def device_sync(device: torch.device) -> Callable[[], object] | None:
+    """What makes phase times true on ``device``: wait for its current stream (CUDA), else nothing.
+
+    Only the compute stream: a collective in flight on NCCL's own stream keeps overlapping.
+    """
+    if device.type == "cuda":
+        return lambda: torch.cuda.current_stream(device).synchronize()
+    return None
 
 
 def param_shapes(params: Sequence[torch.Tensor], names: Sequence[str] | None = None) -> list[ParamShape]:
@@ -179,7 +194,7 @@ class Replicator(ABC):
     def step(self) -> StepStats:
         """Synchronise and apply one optimizer step; returns where the time and bytes went."""
         self.steps_done += 1
-        timer = StepTimer()
+        timer = StepTimer(device_sync(self.params[0].device))
         with torch.no_grad():
             self._sync(timer)
             timer.skip()

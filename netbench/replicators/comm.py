@@ -4,6 +4,12 @@ Counting happens on the tensors actually passed, so ``StepStats.payload_bytes`` 
 that tests can hold against the declared formula. Without an initialised process group the
 replicators still run (world size 1): the collectives become local identities but are counted
 the same way, so payload accounting does not depend on how many ranks there are.
+
+Devices: the replicators keep their tensors on the parameters' device and hand them here as they
+are. NCCL (and any backend that serves the tensors' device) runs the collective in place. gloo
+serves CPU tensors only, so for accelerator tensors on a gloo group -- and only then -- each call
+copies its buffer to a reused host buffer and back (:func:`needs_host_copy`): one round trip per
+collective (per bucket when pipelined), never inside encode or decode.
 """
 
 from __future__ import annotations
@@ -13,10 +19,24 @@ import time
 import torch
 import torch.distributed as dist
 
-__all__ = ["GroupComm", "Pending"]
+__all__ = ["GroupComm", "Pending", "needs_host_copy"]
 
 # torch renamed all_gather_into_tensor to all_gather_single; older releases lack the new name.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+def needs_host_copy(backend: str, device_type: str) -> bool:
+    """Whether ``device_type`` tensors must be staged on the host for a group of ``backend``.
+
+    ``backend`` is what ``dist.get_backend`` names: one backend (``"gloo"``, ``"nccl"``) or one
+    per device type (``"cpu:gloo,cuda:nccl"``). Only gloo serving a non-CPU device needs it.
+    """
+    if device_type == "cpu":
+        return False
+    if ":" in backend:
+        served = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
+        backend = served.get(device_type, "")
+    return backend == "gloo"
 
 
 class GroupComm:
@@ -29,6 +49,8 @@ class GroupComm:
             raise ValueError("a process group was given but torch.distributed is not initialised")
         self.world_size = dist.get_world_size(group) if self.distributed else 1
         self.rank = dist.get_rank(group) if self.distributed else 0
+        self.backend = str(dist.get_backend(group)) if self.distributed else ""
+        self._host: dict[tuple[int, int, torch.dtype], torch.Tensor] = {}  # staging buffers, one per device buffer
         self._comm_s = 0.0
         self._bytes = 0
         self._calls = 0
@@ -38,6 +60,19 @@ class GroupComm:
         self._bytes += tensor.numel() * tensor.element_size()
         self._calls += 1
 
+    def _staged(self, tensor: torch.Tensor, fill: bool = True) -> torch.Tensor:
+        """The tensor the collective runs on: ``tensor`` itself, or its reused host copy under gloo."""
+        if not (self.distributed and needs_host_copy(self.backend, tensor.device.type)):
+            return tensor
+        key = (tensor.data_ptr(), tensor.numel(), tensor.dtype)
+        host = self._host.get(key)
+        if host is None:
+            host = self._host[key] = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu",
+                                                 pin_memory=tensor.device.type == "cuda")
+        if fill:
+            host.copy_(tensor)
+        return host.view(tensor.shape)
+
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
         """Average ``tensor`` in place across the group (sum on the wire, divide locally).
 
@@ -45,7 +80,10 @@ class GroupComm:
         """
         started = time.perf_counter()
         if self.distributed:
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group)
+            wire = self._staged(tensor)
+            dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self.group)
+            if wire is not tensor:
+                tensor.copy_(wire)
         self._account(tensor, started)
         if self.world_size > 1:
             tensor.div_(self.world_size)
@@ -57,7 +95,10 @@ class GroupComm:
             out = torch.empty((self.world_size, tensor.numel()), dtype=tensor.dtype, device=tensor.device)
         started = time.perf_counter()
         if self.distributed:
-            _all_gather_single(out.view(-1), tensor.view(-1), group=self.group)
+            wire_out = self._staged(out, fill=False)
+            _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group)
+            if wire_out is not out:
+                out.copy_(wire_out)
         else:
             out.view(-1).copy_(tensor.view(-1))
         self._account(tensor, started)
@@ -70,22 +111,33 @@ class GroupComm:
         buckets meanwhile (with one torch thread too). Bytes and calls are booked now; time is
         booked as what :meth:`Pending.wait` blocks for (the communication left exposed).
         """
-        work = dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group, async_op=True) if self.distributed else None
+        wire = self._staged(tensor) if self.distributed else tensor
+        work = dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self.group, async_op=True) if self.distributed else None
         self._bytes += tensor.numel() * tensor.element_size()
         self._calls += 1
-        after = (lambda: tensor.div_(self.world_size)) if self.world_size > 1 else None
-        return Pending(self, work, after)
+
+        def after() -> None:
+            if wire is not tensor:
+                tensor.copy_(wire)
+            if self.world_size > 1:
+                tensor.div_(self.world_size)
+
+        return Pending(self, work, after if (wire is not tensor or self.world_size > 1) else None)
 
     def all_gather_async(self, tensor: torch.Tensor, out: torch.Tensor) -> "Pending":
         """Start gathering ``tensor`` into ``out`` (world_size, n); see :meth:`all_reduce_mean_async`."""
+        after = None
         if self.distributed:
-            work = _all_gather_single(out.view(-1), tensor.view(-1), group=self.group, async_op=True)
+            wire_out = self._staged(out, fill=False)
+            work = _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True)
+            if wire_out is not out:
+                after = lambda: out.copy_(wire_out)  # noqa: E731
         else:
             out.view(-1).copy_(tensor.view(-1))
             work = None
         self._bytes += tensor.numel() * tensor.element_size()
         self._calls += 1
-        return Pending(self, work, None)
+        return Pending(self, work, after)
 
     def take(self) -> tuple[float, int, int]:
         """Return and reset (collective seconds, bytes handed, collective calls) since the last take."""

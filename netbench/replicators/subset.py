@@ -64,7 +64,7 @@ class SubsetReplicator(Replicator):
         """The flat positions of ``selection(step)`` as an index tensor (for tests and tools)."""
         sel = self.selection(step)
         if isinstance(sel, slice):
-            return torch.arange(self.layout.numel)[sel]
+            return torch.arange(self.layout.numel, device=self.momentum.device)[sel]
         return sel
 
     def _sync(self, timer: StepTimer) -> None:
