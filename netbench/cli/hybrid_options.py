@@ -1,0 +1,27 @@
+"""`--gpus-per-node` and `--intra-bw`: several workers per emulated node (FlexDeMo's hybrid sharding)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from netbench.cli.errors import UserError
+from netbench.units import UnitError, parse_rate
+
+GpusPerNodeOpt = typer.Option(1, "--gpus-per-node", "-G", help="Workers per node: they shard the model inside the node "
+                              "and replicate between nodes (FlexDeMo); 1: one worker per node.")
+IntraBwOpt = typer.Option(None, "--intra-bw", help="Intra-node link rate (tbf on each node's loopback), tc units; default unshaped.")
+
+
+def intra_rate(text: Optional[str]) -> float | None:
+    """``--intra-bw`` in bit/s, or None (unshaped); bad input is one UserError line."""
+    if text is None:
+        return None
+    try:
+        bps = parse_rate(text)
+    except UnitError as exc:
+        raise UserError(f"--intra-bw: {exc}") from None
+    if bps <= 0:
+        raise UserError(f"--intra-bw: must be positive, got {text!r}")
+    return bps
