@@ -56,6 +56,13 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--out", "/proc/netbench-runs"], "--out"),
     (["run", "--out", "{text}"], "--out"),
     (["run", "--offload", "maybe"], "--offload"),
+    (["run", "--gpus-per-node", "0"], "--gpus-per-node"),
+    (["run", "--gpus-per-node", "17"], "--gpus-per-node"),
+    (["run", "--nodes", "8", "--gpus-per-node", "16"], "--gpus-per-node"),  # 128 worker processes on this host
+    (["run", "-w", "shapes", "--shapes", "llama:d_model=1024,layers=8,ffn=2816,vocab=32000", "--gpus-per-node", "16"], "workload"),  # 2 nodes fit, 32 workers do not
+    (["run", "--intra-bw", "fast"], "--intra-bw"),
+    (["run", "--intra-bw", "0"], "--intra-bw"),
+    (["run", "--intra-bw", "-5mbit"], "--intra-bw"),
     (["probe", "--bw", "0"], "--bw"),
     (["probe", "--bw", "20gbit"], "--bw"),
     (["probe", "--up", "5mbit"], "--up"),

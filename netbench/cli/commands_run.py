@@ -172,6 +172,7 @@ def run(
                                        index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
                                        params_every=params_every, m1_every=m1_every, m2_every=m2_every)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
+    hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
     rep = ropt.with_bucket_mb(rep, bucket_mb, min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s(), work, nodes)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,

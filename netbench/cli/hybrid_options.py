@@ -25,3 +25,14 @@ def intra_rate(text: Optional[str]) -> float | None:
     if bps <= 0:
         raise UserError(f"--intra-bw: must be positive, got {text!r}")
     return bps
+
+
+def check_workers(nodes: int, gpus_per_node: int) -> None:
+    """Every worker is a process on this host: refuse more than it runs (one line naming the option)."""
+    from netbench.orchestrator.config import MAX_GPUS_PER_NODE, MAX_WORKERS
+
+    if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise UserError(f"--gpus-per-node: must be between 1 and {MAX_GPUS_PER_NODE}, got {gpus_per_node}")
+    if nodes * gpus_per_node > MAX_WORKERS:
+        raise UserError(f"--gpus-per-node: {nodes} nodes x {gpus_per_node} = {nodes * gpus_per_node} workers; "
+                        f"this host runs at most {MAX_WORKERS}")
