@@ -1,0 +1,148 @@
+"""FlexDeMo (issue 15): G workers per node shard inside it and replicate between nodes.
+
+Three levels: the layout arithmetic (pure), the hierarchical step in real gloo processes on
+localhost (every replicator keeps every node's model identical), and `netbench run
+--gpus-per-node` through the installed console script in emulated namespaces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from netbench.replicators.hierarchical import ShardLayout, shard_shapes
+from netbench.shapes import ParamShape, total_params
+from netbench.worker.groups import Layout
+from tests.dist_harness import run_ranks
+
+NETBENCH = str(Path(sys.executable).parent / "netbench")  # the console script of this environment
+
+
+# ---- layout (pure) -------------------------------------------------------------------------
+
+def test_groups_partition_the_world_two_ways() -> None:
+    lay = Layout(nodes=3, g=2)
+    shards = [lay.shard_ranks(n) for n in range(3)]
+    replicas = [lay.replica_ranks(l) for l in range(2)]
+    assert shards == [[0, 1], [2, 3], [4, 5]] and replicas == [[0, 2, 4], [1, 3, 5]]
+    for rank in range(lay.world_size):  # each rank is in exactly one of each, and they meet only in it
+        (s,) = [g for g in shards if rank in g]
+        (r,) = [g for g in replicas if rank in g]
+        assert set(s) & set(r) == {rank}
+    with pytest.raises(ValueError):
+        Layout(nodes=2, g=0)
+
+
+@pytest.mark.parametrize("g", [1, 2, 3, 4])
+def test_pack_unpack_round_trip_with_padding(g: int) -> None:
+    tensors = [torch.randn(5, 3), torch.randn(7), torch.randn(1, 4), torch.randn(8, 2, 2)]
+    layout = ShardLayout.of([t.shape for t in tensors], g)
+    buf = torch.full((g, layout.row_numel), float("nan"))
+    layout.pack(tensors, buf)
+    assert not torch.isnan(buf).any()  # padding is zeros, written
+    out = [torch.empty_like(t) for t in tensors]
+    layout.unpack(buf, out)
+    assert all(torch.equal(a, b) for a, b in zip(tensors, out))
+    # row r holds rows [r*c, (r+1)*c) of each parameter, zeros past its end
+    c = -(-5 // g)
+    for r in range(g):
+        got, want = layout.row(buf[r], 0), tensors[0][r * c:(r + 1) * c]
+        assert torch.equal(got[: len(want)], want) and not got[len(want):].any()
+
+
+def test_slice_shapes_cover_the_model_with_padding_only() -> None:
+    shapes = [ParamShape("w", (6, 4)), ParamShape("b", (5,)), ParamShape("e", (1, 8))]
+    slices = shard_shapes(shapes, 2)
+    assert [s.shape for s in slices] == [(3, 4), (3,), (1, 8)]
+    assert 2 * total_params(slices) - total_params(shapes) == 1 + 8  # b's one padded row, e's padded row
+
+
+# ---- the hierarchical step in real gloo processes -------------------------------------------
+
+def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
+    import torch.distributed as dist
+
+    from netbench.replicators import build_replicator
+    from netbench.replicators.config import ReplicatorConfig
+    from netbench.replicators.hierarchical import HierarchicalReplicator, ring_reduce_scatter
+    from netbench.worker.groups import build_groups
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(9, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+    params = list(model.parameters())
+    groups = build_groups(Layout(world // g, g), rank)
+    # reduce-scatter round trip: every rank contributes rank + 1 everywhere
+    layout = ShardLayout.of([p.shape for p in params], g)
+    buf = torch.zeros(g, layout.row_numel)
+    layout.pack([torch.full_like(p, rank + 1.0) for p in params], buf)
+    mine = ring_reduce_scatter(buf, groups.shard_ranks, groups.local_rank, groups.shard).clone()
+    expect = torch.zeros(g, layout.row_numel)
+    layout.pack([torch.full_like(p, float(sum(r + 1 for r in groups.shard_ranks))) for p in params], expect)
+    rs_ok = torch.equal(mine, expect[groups.local_rank])
+    extra = {"sync_every": 2} if name == "diloco" else {}
+    rep = HierarchicalReplicator(params, ReplicatorConfig(name=name, **extra), build_replicator, groups.shard, groups.shard_ranks,
+                                 groups.local_rank, groups.replica)
+    gen = torch.Generator().manual_seed(100 + rank)
+    x, y = torch.randn(32, 9, generator=gen), torch.randn(32, 3, generator=gen)
+    losses, inter, intra = [], [], []
+    for _ in range(steps):
+        model.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        stats = rep.step()
+        losses.append(float(loss.detach()))
+        inter.append(stats.payload_bytes)
+        intra.append(stats.intra_payload_bytes)
+    out = [None] * world
+    dist.all_gather_object(out, rep.digests())
+    return {"rs_ok": rs_ok, "digests": out, "losses": losses, "inter": inter, "intra": intra}
+
+
+@pytest.mark.parametrize("nodes, g", [(2, 2), (3, 2)])
+@pytest.mark.parametrize("name", ["full", "dct", "random", "diloco"])
+def test_hierarchical_step_keeps_every_node_identical(name: str, nodes: int, g: int) -> None:
+    results = run_ranks(_step_body, nodes * g, g, name, 4)
+    lay = Layout(nodes, g)
+    assert all(r["rs_ok"] for r in results)
+    digests = results[0]["digests"]
+    assert len({d["model_sha256"] for d in digests}) == 1  # shards reassemble into one model on every node
+    for local in range(g):
+        assert len({digests[r]["shard_sha256"] for r in lay.replica_ranks(local)}) == 1  # replicas agree
+    assert len({digests[lay.shard_ranks(0)[l]]["shard_sha256"] for l in range(g)}) == g  # the slices differ
+    assert results[0]["intra"][0] > 0 and sum(results[0]["inter"]) > 0
+
+
+# ---- netbench run --gpus-per-node through the console script ---------------------------------
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.parametrize("name", ["dct", "diloco"])
+def test_netbench_run_with_two_workers_per_node(tmp_path: Path, name: str) -> None:
+    extra = ["--sync-every", "2"] if name == "diloco" else []  # 6 steps: the last one syncs, so nodes agree after it
+    out = subprocess.run([NETBENCH, "run", "-r", name, *extra, "--nodes", "2", "--gpus-per-node", "2", "--intra-bw", "1gbit",
+                          "-w", "mlp", "--steps", "4", "--warmup", "2", "--bw", "100mbit", "--out", str(tmp_path), "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    run_dir = Path(summary["run_dir"])
+    done = [next(json.loads(line) for line in (run_dir / "workers" / f"rank{r}.jsonl").read_text().splitlines()
+                 if '"event": "done"' in line) for r in range(4)]
+    assert [(d["node"], d["local_rank"]) for d in done] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert len({d["model_sha256"] for d in done}) == 1  # every node ends with the same model
+    assert done[0]["shard_sha256"] == done[2]["shard_sha256"] and done[1]["shard_sha256"] == done[3]["shard_sha256"]
+    loss = pd.read_csv(run_dir / "steps.csv").groupby("step")["loss"].mean()
+    assert loss.iloc[-1] < loss.iloc[0]  # over the whole run, warm-up included (diloco's loss jumps at its outer steps)
+    assert summary["gpus_per_node"] == 2
+    predicted = summary["predicted"]
+    # intra-node traffic is on the loopback, inter-node on the NIC: each where the model puts it
+    assert summary["intra_tx_bytes_per_step"] == pytest.approx(predicted["intra_tx_bytes_per_step"], rel=0.1)
+    assert summary["wire_tx_bytes_per_step"] == pytest.approx(predicted["wire_tx_bytes_per_step"], rel=0.1)
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert run_json["cluster"]["intra_node"]["shaped"] is True
