@@ -10,6 +10,7 @@ to 2 x 2, grow with the number of nodes (N - 1), not with the number of accelera
 
     python3 scripts/bench_flexdemo.py                 # 4 points, dct, 100mbit, transformer
     python3 scripts/bench_flexdemo.py --quick --steps 6
+    python3 scripts/bench_flexdemo.py --matrix -w mlp       # full/dct/random/diloco at 2x2, 4x2, 2x4 -> matrix.md
 
 Writes reports/flexdemo/bench.json and bench.md (the table printed).
 """
@@ -32,6 +33,8 @@ def run_point(nodes: int, g: int, args: argparse.Namespace, out: Path) -> dict:
     argv = [NETBENCH, "run", "-r", args.replicator, "--nodes", str(nodes), "--gpus-per-node", str(g), "--bw", args.bw,
             "--delay", args.delay, "-w", args.workload, "--steps", str(args.steps), "--warmup", str(args.warmup),
             "--out", str(out), "--json"]
+    if args.replicator == "diloco":
+        argv += ["--sync-every", str(args.sync_every)]
     if args.intra_bw and g > 1:
         argv += ["--intra-bw", args.intra_bw]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
@@ -82,10 +85,47 @@ def table(rows: list[dict], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+MATRIX = [(2, 2), (4, 2), (2, 4)]
+MATRIX_REPLICATORS = ["full", "dct", "random", "diloco"]
+
+
+def same_model(run_dir: str, workers: int) -> bool:
+    """Every worker's done record carries one model digest (the shards reassemble alike on every node)."""
+    digests = set()
+    for rank in range(workers):
+        for line in (Path(run_dir) / "workers" / f"rank{rank}.jsonl").read_text().splitlines():
+            if '"event": "done"' in line:
+                digests.add(json.loads(line).get("model_sha256"))
+    return len(digests) == 1 and None not in digests
+
+
+def matrix(args: argparse.Namespace) -> str:
+    """Every replicator at 2 x 2, 4 x 2 and 2 x 4: bytes and step time against the model, loss, identical models."""
+    lines = [f"FlexDeMo runs: workload {args.workload}, {args.bw}, delay {args.delay}, intra {args.intra_bw or 'unshaped'}, "
+             f"{args.steps} steps after {args.warmup} warm-up (diloco --sync-every {args.sync_every})", "",
+             "| replicator | N x G | inter B/step/node | model | err | intra B/step/node | model | err | step s | model | err "
+             "| loss first -> last | identical models |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for name in args.replicators.split(","):
+        for nodes, g in MATRIX:
+            point = argparse.Namespace(**{**vars(args), "replicator": name})
+            s = run_point(nodes, g, point, args.out / "runs")
+            r = row(nodes, g, s)
+            r.update(replicator=name, identical=same_model(s["run_dir"], nodes * g))
+            rows.append(r)
+            lines.append(f"| {name} | {nodes} x {g} | {r['inter_bytes']:,.0f} | {r['inter_bytes_model']:,.0f} | "
+                         f"{err(r['inter_bytes'], r['inter_bytes_model'])} | {r['intra_bytes']:,.0f} | {r['intra_bytes_model']:,.0f} | "
+                         f"{err(r['intra_bytes'], r['intra_bytes_model'])} | {r['step_s']:.3f} | {r['step_s_model']:.3f} | "
+                         f"{err(r['step_s'], r['step_s_model'])} | {r['first_loss']:.3f} -> {r['final_loss']:.3f} | {r['identical']} |")
+            print(lines[-1], file=sys.stderr)
+    (args.out / f"matrix-{args.replicators.replace(',', '-')}.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicator", default="dct")
-    parser.add_argument("--workload", default="transformer")
+    parser.add_argument("--workload", "-w", default="transformer")
     parser.add_argument("--bw", default="100mbit")
     parser.add_argument("--delay", default="0ms")
     parser.add_argument("--intra-bw", default=None, help="intra-node rate (default unshaped)")
@@ -93,7 +133,16 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="only 4 x 1 and 2 x 2")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "flexdemo")
+    parser.add_argument("--matrix", action="store_true", help="full, dct, random, diloco at 2 x 2, 4 x 2, 2 x 4 instead")
+    parser.add_argument("--sync-every", type=int, default=4, help="diloco's period in --matrix")
+    parser.add_argument("--replicators", default=",".join(MATRIX_REPLICATORS), help="--matrix: which replicators, comma list")
     args = parser.parse_args()
+    if args.matrix:
+        args.out.mkdir(parents=True, exist_ok=True)
+        text = matrix(args)
+        print(text)
+        (args.out / f"matrix-{args.replicators.replace(',', '-')}.md").write_text(text + "\n")
+        return 0
     points = POINTS[:2] if args.quick else POINTS
     rows = []
     for nodes, g in points:

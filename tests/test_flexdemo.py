@@ -146,3 +146,39 @@ def test_netbench_run_with_two_workers_per_node(tmp_path: Path, name: str) -> No
     assert summary["wire_tx_bytes_per_step"] == pytest.approx(predicted["wire_tx_bytes_per_step"], rel=0.1)
     run_json = json.loads((run_dir / "run.json").read_text())
     assert run_json["cluster"]["intra_node"]["shaped"] is True
+
+
+# ---- one compression rate for every sparse replicator -------------------------------------
+
+@pytest.mark.parametrize("text, value", [("1/16", 1 / 16), ("0.25", 0.25), ("6.25%", 0.0625), ("1", 1.0)])
+def test_compression_parses(text: str, value: float) -> None:
+    from netbench.replicators.compression import parse_compression
+
+    assert parse_compression(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["0", "2", "-1/4", "1/0", "x", ""])
+def test_compression_rejects(text: str) -> None:
+    from netbench.replicators.compression import parse_compression
+
+    with pytest.raises(ValueError):
+        parse_compression(text)
+
+
+@pytest.mark.parametrize("fraction", [1 / 16, 1 / 64, 1 / 4])
+def test_compression_sends_the_same_share_of_values_everywhere(fraction: float) -> None:
+    """At one rate, dct (top-k per chunk), random and striding (rate) send the same number of values."""
+    from netbench.replicators.compression import compression_settings
+    from netbench.replicators.config import ReplicatorConfig
+    from netbench.replicators.registry import declared_payload
+
+    shapes, numel = [ParamShape("w", (256, 128))], 256 * 128
+    values = numel * fraction
+    for name in ("random", "striding"):
+        config = ReplicatorConfig(name=name, bucket_mb=0, **compression_settings(name, fraction, 64))
+        assert declared_payload(shapes, config, 2).bytes_per_step == values * 4  # fp32 values, seeded positions
+    config = ReplicatorConfig(name="dct", chunk=64, bucket_mb=0, **compression_settings("dct", fraction, 64))
+    assert config.topk * (numel // (64 * 64)) == values  # coefficients kept over all chunks
+    assert declared_payload(shapes, config, 2).bytes_per_step == values * (4 + 2)  # fp32 values + int16 positions
+    with pytest.raises(ValueError):
+        compression_settings("full", fraction, 64)

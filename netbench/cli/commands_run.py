@@ -122,6 +122,7 @@ def run(
     nodes: int = copt.NodesOpt,
     gpus_per_node: int = hopt.GpusPerNodeOpt,
     intra_bw: Optional[str] = hopt.IntraBwOpt,
+    compression: Optional[str] = hopt.CompressionOpt,
     up: Optional[str] = copt.UpOpt,
     down: Optional[str] = copt.DownOpt,
     delay: str = copt.DelayOpt,
@@ -168,6 +169,7 @@ def run(
 
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
+    topk, rate = hopt.with_compression(compression, replicator, chunk, topk, rate)
     rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
                                        index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
                                        params_every=params_every, m1_every=m1_every, m2_every=m2_every)

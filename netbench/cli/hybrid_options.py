@@ -1,4 +1,4 @@
-"""`--gpus-per-node` and `--intra-bw`: several workers per emulated node (FlexDeMo's hybrid sharding)."""
+"""FlexDeMo options of `netbench run`: `--gpus-per-node`, `--intra-bw` (several workers per node) and `--compression`."""
 
 from __future__ import annotations
 
@@ -36,3 +36,20 @@ def check_workers(nodes: int, gpus_per_node: int) -> None:
     if nodes * gpus_per_node > MAX_WORKERS:
         raise UserError(f"--gpus-per-node: {nodes} nodes x {gpus_per_node} = {nodes * gpus_per_node} workers; "
                         f"this host runs at most {MAX_WORKERS}")
+
+
+CompressionOpt = typer.Option(None, "--compression", help="Fraction of each tensor's values sent per step, the same for "
+                              "dct (top-k per chunk), random and striding (rate): 1/16, 0.0625 or 6.25%; overrides --topk/--rate.")
+
+
+def with_compression(text: Optional[str], replicator: str, chunk: int, topk: int, rate: float) -> tuple[int, float]:
+    """(topk, rate) after ``--compression`` (unchanged without it); bad input is one UserError line."""
+    if text is None:
+        return topk, rate
+    from netbench.replicators.compression import compression_settings, parse_compression
+
+    try:
+        settings = compression_settings(replicator, parse_compression(text), chunk)
+    except ValueError as exc:
+        raise UserError(f"--compression: {exc}") from None
+    return int(settings.get("topk", topk)), float(settings.get("rate", rate))
