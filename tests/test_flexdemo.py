@@ -182,3 +182,20 @@ def test_compression_sends_the_same_share_of_values_everywhere(fraction: float) 
     assert declared_payload(shapes, config, 2).bytes_per_step == values * (4 + 2)  # fp32 values + int16 positions
     with pytest.raises(ValueError):
         compression_settings("full", fraction, 64)
+
+
+# ---- sweep axes ---------------------------------------------------------------------------
+
+def test_sweep_grid_takes_gpus_per_node_and_intra_bw(tmp_path: Path) -> None:
+    from netbench.reports.scenario import points, scenario_from_dict
+
+    scenario = scenario_from_dict({"name": "fd", "grid": {"replicator": ["dct"], "gpus_per_node": [1, 2], "intra_bw": ["unshaped", "1gbit"]},
+                                   "workload": {"kind": "mlp"}})
+    got = [(p.config.gpus_per_node, p.config.intra_bw_bps) for p in points(scenario, tmp_path)]
+    assert got == [(1, None), (2, None), (2, 1e9)]  # one worker per node has no intra-node link to shape
+    # a point with one worker per node keeps the key it had before these axes existed
+    flat = points(scenario, tmp_path)[0]
+    import hashlib
+
+    old = hashlib.sha256(flat.config.model_dump_json(exclude={"out_dir", "gpus_per_node", "intra_bw_bps"}).encode()).hexdigest()[:12]
+    assert flat.key == old
