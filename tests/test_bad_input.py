@@ -66,6 +66,7 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--compression", "2"], "--compression"),
     (["run", "--compression", "1/0"], "--compression"),
     (["run", "-r", "full", "--compression", "1/16"], "--compression"),
+    (["run", "--optimizer", "lamb"], "--optimizer"),
     (["probe", "--bw", "0"], "--bw"),
     (["probe", "--bw", "20gbit"], "--bw"),
     (["probe", "--up", "5mbit"], "--up"),

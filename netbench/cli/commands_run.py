@@ -123,6 +123,7 @@ def run(
     gpus_per_node: int = hopt.GpusPerNodeOpt,
     intra_bw: Optional[str] = hopt.IntraBwOpt,
     compression: Optional[str] = hopt.CompressionOpt,
+    optimizer: str = hopt.OptimizerOpt,
     up: Optional[str] = copt.UpOpt,
     down: Optional[str] = copt.DownOpt,
     delay: str = copt.DelayOpt,
@@ -172,7 +173,7 @@ def run(
     topk, rate = hopt.with_compression(compression, replicator, chunk, topk, rate)
     rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
                                        index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
-                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every)
+                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every, optimizer=optimizer)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)

@@ -53,3 +53,7 @@ def with_compression(text: Optional[str], replicator: str, chunk: int, topk: int
     except ValueError as exc:
         raise UserError(f"--compression: {exc}") from None
     return int(settings.get("topk", topk)), float(settings.get("rate", rate))
+
+
+OptimizerOpt = typer.Option("auto", "--optimizer", help="Base optimizer: auto (the replicator's own), sgd, adamw, or "
+                            "decoupled_adamw (AdamW with local moments; the replicator synchronises its direction).")

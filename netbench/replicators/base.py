@@ -181,6 +181,9 @@ class Replicator(ABC):
         self.steps_done += 1
         timer = StepTimer()
         with torch.no_grad():
+            precondition = getattr(self.optimizer, "precondition", None)  # DecoupledAdamW: local moments, before the sync
+            if precondition is not None:
+                precondition(self.grads())
             self._sync(timer)
             timer.skip()
             self.optimizer.step()
