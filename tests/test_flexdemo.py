@@ -241,3 +241,38 @@ def test_decoupled_adamw_keeps_moments_local_and_parameters_agreed(name: str, g:
     assert all(all(r["agree"]) for r in results)  # every node applies the same update after every sync
     replicas = [results[0], results[g]]  # the same slices on two nodes
     assert not torch.allclose(replicas[0]["moments"], replicas[1]["moments"])  # moments were never synchronised
+
+
+# ---- netbench worker under torchrun: the local ranks of a host form its sharding group -------------
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_torchrun_shard_in_host(tmp_path: Path) -> None:
+    from netbench.emulation.cluster import Cluster
+    from netbench.emulation.spec import ClusterSpec, DirectionSpec
+
+    repo = Path(__file__).resolve().parents[1]
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])), "OMP_NUM_THREADS": "1"}
+    spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
+    with Cluster(spec) as cluster:
+        endpoint = f"{cluster.nodes[0].address}:29400"
+        procs = []
+        for node in cluster.nodes:
+            torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+                        "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "fd2",
+                        "--rdzv-conf", f"is_host={int(node.index == 0)}", "--local-addr", node.address]
+            log = (tmp_path / f"torchrun{node.index}.log").open("w")
+            procs.append(node.popen([*torchrun, "-m", "netbench", "worker", "--iface", "eth0", "--shard-in-host", "-r", "dct",
+                                     "-w", "mlp", "--steps", "3", "--warmup", "1", "--out", str(tmp_path / "runs"), "--json"],
+                                    env=env, cwd=repo, stdout=log, stderr=subprocess.STDOUT))
+        codes = [p.wait(timeout=300) for p in procs]
+    logs = "\n".join((tmp_path / f"torchrun{i}.log").read_text()[-2000:] for i in range(2))
+    assert codes == [0, 0], logs
+    (run_dir,) = (tmp_path / "runs").glob("*-dct-fd2")
+    done = [next(json.loads(line) for line in (run_dir / "workers" / f"rank{r}.jsonl").read_text().splitlines()
+                 if '"event": "done"' in line) for r in range(4)]
+    assert [(d["node"], d["local_rank"]) for d in done] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert len({d["model_sha256"] for d in done}) == 1
+    summary = json.loads((run_dir / "run.json").read_text())["summary"]
+    assert summary["status"] == "ok" and summary["gpus_per_node"] == 2 and summary["nodes"] == 2
+    assert summary["intra_tx_bytes_per_step"] > summary["wire_tx_bytes_per_step"]  # dense intra-node ring vs sparse dct between hosts

@@ -57,3 +57,23 @@ def with_compression(text: Optional[str], replicator: str, chunk: int, topk: int
 
 OptimizerOpt = typer.Option("auto", "--optimizer", help="Base optimizer: auto (the replicator's own), sgd, adamw, or "
                             "decoupled_adamw (AdamW with local moments; the replicator synchronises its direction).")
+
+
+ShardInHostOpt = typer.Option(False, "--shard-in-host", help="FlexDeMo on real hosts: the local ranks of a host (torchrun "
+                              "--nproc-per-node G) shard the model and replicate between hosts; default: every rank is a node.")
+
+
+def local_world_size(shard_in_host: bool, world_size: int, environ: Optional[dict] = None) -> int:
+    """G under torchrun: LOCAL_WORLD_SIZE with --shard-in-host (it must divide the world), else 1."""
+    import os
+
+    if not shard_in_host:
+        return 1
+    env = os.environ if environ is None else environ
+    try:
+        g = int(env.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        raise UserError(f"--shard-in-host: LOCAL_WORLD_SIZE is not a number: {env.get('LOCAL_WORLD_SIZE')!r}") from None
+    if g < 1 or world_size % g:
+        raise UserError(f"--shard-in-host: every host needs the same --nproc-per-node; world {world_size} is not a multiple of {g}")
+    return g
