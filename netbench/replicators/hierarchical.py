@@ -163,9 +163,7 @@ class HierarchicalReplicator:
             self.layout.pack(grads, self.full)
             started = time.perf_counter()
             mine = ring_reduce_scatter(self.full, self.shard_ranks, self.local_rank, self.shard_group)
-            self.intra._comm_s += time.perf_counter() - started
-            self.intra._bytes += self.full.numel() * self.full.element_size()  # the buffer handed in, as for an all-reduce
-            self.intra._calls += 1
+            self.intra.book(self.full.numel() * self.full.element_size(), time.perf_counter() - started)  # the buffer, as an all-reduce counts it
             mine.div_(self.g)
             for i, s in enumerate(self.slices):
                 s.grad = self.layout.row(mine, i).clone()
