@@ -105,7 +105,7 @@ def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
     return {"rs_ok": rs_ok, "digests": out, "losses": losses, "inter": inter, "intra": intra}
 
 
-@pytest.mark.parametrize("nodes, g", [(2, 2), (3, 2)])
+@pytest.mark.parametrize("nodes, g", [(2, 2), (4, 2), (2, 4), (3, 2)])
 @pytest.mark.parametrize("name", ["full", "dct", "random", "diloco"])
 def test_hierarchical_step_keeps_every_node_identical(name: str, nodes: int, g: int) -> None:
     results = run_ranks(_step_body, nodes * g, g, name, 4)
