@@ -11,6 +11,7 @@ to 2 x 2, grow with the number of nodes (N - 1), not with the number of accelera
     python3 scripts/bench_flexdemo.py                 # 4 points, dct, 100mbit, transformer
     python3 scripts/bench_flexdemo.py --quick --steps 6
     python3 scripts/bench_flexdemo.py --matrix -w mlp       # full/dct/random/diloco at 2x2, 4x2, 2x4 -> matrix.md
+    python3 scripts/bench_flexdemo.py --repredict           # the current model for the runs in reports/flexdemo/runs
 
 Writes reports/flexdemo/bench.json and bench.md (the table printed).
 """
@@ -122,6 +123,34 @@ def matrix(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def repredict(runs: Path) -> str:
+    """The current model's prediction for runs already made (their steps.csv, this host's calibration), beside the stored one."""
+    import pandas as pd
+
+    sys.path.insert(0, str(REPO))
+    from netbench.model.hostcache import host_calibration
+    from netbench.model.predict import predict_run
+    from netbench.orchestrator.config import RunConfig
+
+    calibration = host_calibration().calibration
+    lines = ["| replicator | N x G | inter B/step/node | stored model | err | current model | err | step s | current model |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(runs.glob("*/run.json")):
+        data = json.loads(path.read_text())
+        s = data["summary"]
+        if "predicted" not in s:
+            continue
+        config = RunConfig.model_validate({**data["config"], "out_dir": str(runs)})
+        p = predict_run(config, pd.read_csv(path.with_name("steps.csv")), data["workload"]["n_params"], calibration,
+                        cpus=s["predicted"].get("host_cpus"))
+        measured = s["wire_tx_bytes_per_step"] + s["wire_rx_bytes_per_step"]
+        stored = s["predicted"]["wire_tx_bytes_per_step"] + s["predicted"]["wire_rx_bytes_per_step"]
+        now = p["wire_tx_bytes_per_step"] + p["wire_rx_bytes_per_step"]
+        lines.append(f"| {config.replicator.name} | {config.cluster.nodes} x {config.gpus_per_node} | {measured:,.0f} | {stored:,.0f} | "
+                     f"{err(measured, stored)} | {now:,.0f} | {err(measured, now)} | {s['step_time_s']:.3f} | {p['step_time_s']:.3f} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicator", default="dct")
@@ -136,7 +165,11 @@ def main() -> int:
     parser.add_argument("--matrix", action="store_true", help="full, dct, random, diloco at 2 x 2, 4 x 2, 2 x 4 instead")
     parser.add_argument("--sync-every", type=int, default=4, help="diloco's period in --matrix")
     parser.add_argument("--replicators", default=",".join(MATRIX_REPLICATORS), help="--matrix: which replicators, comma list")
+    parser.add_argument("--repredict", action="store_true", help="no runs: the current model beside the stored prediction of OUT/runs")
     args = parser.parse_args()
+    if args.repredict:
+        print(repredict(args.out / "runs"))
+        return 0
     if args.matrix:
         args.out.mkdir(parents=True, exist_ok=True)
         text = matrix(args)

@@ -13,14 +13,17 @@ it charges the intra-node link, priced with :mod:`netbench.model.framing` at the
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.framing import Framing
+from netbench.model.schemes import Scheme
+from netbench.model.traffic import Exchange
 from netbench.replicators.hierarchical import shard_shapes
 from netbench.shapes import ParamShape, total_params
 
-__all__ = ["LOOPBACK_BPS", "LOOPBACK_MTU", "node_shapes", "worker_shapes", "intra_bps", "intra_prediction"]
+__all__ = ["LOOPBACK_BPS", "LOOPBACK_MTU", "node_shapes", "worker_shapes", "intra_bps", "intra_prediction", "PerWorkerScheme"]
 
 LOOPBACK_BPS = 25e9  # an unshaped intra-node link: about what one core pushes through a veth or lo here (shared/NOTES.md)
 LOOPBACK_MTU = 65536
@@ -41,6 +44,27 @@ def node_shapes(shapes: Sequence[ParamShape], g: int) -> list[ParamShape]:
         return list(shapes)
     one = shard_shapes(shapes, g)
     return [ParamShape(f"{s.name}@{local}", s.shape) for local in range(g) for s in one]
+
+
+@dataclass(frozen=True)
+class PerWorkerScheme(Scheme):
+    """A node's inter-node traffic as its G workers make it: each worker's own exchanges on its slices, G times.
+
+    Each worker calls its collectives on its own connections, so a node makes G times the calls of
+    one worker, each of one worker's size (a small payload split G ways pays G calls' overheads).
+    """
+
+    g: int = 1
+    shapes: tuple[ParamShape, ...] = ()
+
+    def exchanges(self, shapes: Sequence[ParamShape], world_size: int) -> tuple[Exchange, ...]:
+        one = super().exchanges(worker_shapes(self.shapes, self.g), world_size)
+        return tuple(replace(ex, bytes_per_step=ex.bytes_per_step * self.g, calls=ex.calls * self.g) for ex in one)
+
+
+def per_worker(scheme: Scheme, shapes: Sequence[ParamShape], g: int) -> Scheme:
+    """``scheme`` as a node of G workers runs it (itself when G = 1)."""
+    return scheme if g <= 1 else PerWorkerScheme(scheme.name, scheme.config, scheme.overlap, g, tuple(shapes))
 
 
 def intra_bps(config: Any) -> float:

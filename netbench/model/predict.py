@@ -108,10 +108,11 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
     """
     enc, dec = encode_decode_s(config, shapes, calibration, cpus)
     scenario, g = scenario_for(config.cluster, local_s, calibration), hybrid.gpus_per_node(config)
+    scheme = hybrid.per_worker(scheme_from_config(config.replicator), shapes, g)
     if g > 1:  # N nodes of G workers: the model's hierarchical terms, fed what each node's workers replicate
         scenario = scenario.model_copy(update={"nodes": config.cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)})
         shapes = hybrid.node_shapes(shapes, g)
-    est = estimate(scheme_from_config(config.replicator), shapes, scenario, calibration)
+    est = estimate(scheme, shapes, scenario, calibration)
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     est = pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
     credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
