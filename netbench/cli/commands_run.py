@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from netbench.cli import cluster_options as copt
+from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
 from netbench.cli.app import app
 from netbench.cli.commands_net import _privileged
@@ -28,7 +29,8 @@ def _config(**kw):
     try:
         return RunConfig(**kw)
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, {"steps": "--steps", "warmup_steps": "--warmup", "timeout_s": "--timeout", "out_dir": "--out", "threads": "--threads"})) from None
+        raise UserError(one_line(exc, {"steps": "--steps", "warmup_steps": "--warmup", "timeout_s": "--timeout", "out_dir": "--out", "threads": "--threads",
+                                        "gpus_per_node": "--gpus-per-node", "intra_bw_bps": "--intra-bw"})) from None
 
 
 def _shown(value: float, unit: str) -> str:
@@ -48,7 +50,8 @@ def report_problems(result) -> None:
 def summary_table(summary: dict, command: str = "netbench run") -> Table:
     """Median (mean, for periodic replicators) step time and its breakdown, bytes per step per node (payload vs wire)."""
     table = Table(caption=f"measured: per-node {summary.get('statistic', 'median')} over the steps after warm-up; "
-                          "times at the slowest node, bytes the median node", title=f"{command} {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes, "
+                          "times at the slowest node, bytes the median node", title=f"{command} {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes"
+                        f"{' x ' + str(summary['gpus_per_node']) + ' workers' if summary.get('gpus_per_node') else ''}, "
                         f"{format_rate(summary['bw_bps']) if summary.get('bw_bps') else 'link rate unknown'}, delay {summary['delay_ms']:g} ms ({summary['status']})")
     table.add_column("metric")
     table.add_column(f"measured ({summary.get('statistic', 'median')})", justify="right")
@@ -56,9 +59,10 @@ def summary_table(summary: dict, command: str = "netbench run") -> Table:
     if predicted:
         table.add_column("model", justify="right")
     rows = [("step time", "step_time_s", "s"), ("  compute", "compute_time_s", "s"), ("  encode", "compress_time_s", "s"),
-            ("  communicate", "comm_time_s", "s"), ("  decode", "decode_time_s", "s"), ("  apply", "apply_time_s", "s"),
+            ("  communicate", "comm_time_s", "s"), ("  communicate inside the node", "intra_comm_time_s", "s"), ("  decode", "decode_time_s", "s"), ("  apply", "apply_time_s", "s"),
             ("payload bytes/step/node", "payload_bytes_per_step", "B"), ("wire tx bytes/step/node", "wire_tx_bytes_per_step", "B"),
-            ("wire rx bytes/step/node", "wire_rx_bytes_per_step", "B"), ("captured tx bytes/step/node", "capture_wire_bytes_per_step", "B"),
+            ("wire rx bytes/step/node", "wire_rx_bytes_per_step", "B"), ("intra-node bytes/step/node", "intra_tx_bytes_per_step", "B"),
+            ("captured tx bytes/step/node", "capture_wire_bytes_per_step", "B"),
             ("mean step time", "step_time_mean_s", "s"), ("slowdown vs model (mean step)", "slowdown_vs_model", "x"),
             ("retransmitted bytes/step/node", "retrans_bytes_per_step", "B"), ("retransmitted segments/step/node", "retrans_segs_per_step", "")]
     for label, key, unit in rows:
@@ -116,6 +120,10 @@ def run(
     replicator: str = ropt.ReplicatorOpt,
     bw: str = copt.BwOpt,
     nodes: int = copt.NodesOpt,
+    gpus_per_node: int = hopt.GpusPerNodeOpt,
+    intra_bw: Optional[str] = hopt.IntraBwOpt,
+    compression: Optional[str] = hopt.CompressionOpt,
+    optimizer: str = hopt.OptimizerOpt,
     up: Optional[str] = copt.UpOpt,
     down: Optional[str] = copt.DownOpt,
     delay: str = copt.DelayOpt,
@@ -162,14 +170,17 @@ def run(
 
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
+    topk, rate = hopt.with_compression(compression, replicator, chunk, topk, rate)
     rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
                                        index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
-                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every)
+                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every, optimizer=optimizer)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
+    hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
     rep = ropt.with_bucket_mb(rep, bucket_mb, min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s(), work, nodes)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
-                     capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+                     capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
+                     gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw))
     factor = dilation_factor(dilation, nodes)
     _privileged()
     copt.check_engine(cluster)

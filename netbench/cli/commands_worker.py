@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from netbench.cli import cluster_options as copt
+from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
 from netbench.cli.app import app
 from netbench.cli.commands_run import _config, summary_table
@@ -69,6 +70,7 @@ def worker(
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Names the run directory; unset: torchrun's --rdzv-id."),
     threads: int = typer.Option(1, "--threads", help="torch threads per worker."),
     as_json: bool = typer.Option(False, "--json", help="Rank 0 prints the summary as one JSON object."),
+    shard_in_host: bool = hopt.ShardInHostOpt,
 ) -> None:
     """One host's rank of a multi-host run; start it with torchrun on every host (README: Multiple hosts)."""
     from netbench.emulation.hostshaping import HostShapingError
@@ -87,10 +89,11 @@ def worker(
         run = hosts.run_id_from(run_id)
     except SpecError as exc:
         raise UserError(str(exc)) from None
-    cluster = hosts.cluster_spec(rendezvous.spec.world_size, iface, shaping)
+    g = hopt.local_world_size(shard_in_host, rendezvous.spec.world_size)
+    cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping)
     rep = ropt.with_bucket_mb(rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size)
     config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
-                     capture=False, out_dir=out, threads=threads)
+                     capture=False, out_dir=out, threads=threads, **({"gpus_per_node": g} if g > 1 else {}))
     plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config))
     try:
         outcome = hosts.run_host(plan)

@@ -28,6 +28,7 @@ from typing import Any, Protocol, Sequence
 import pandas as pd
 
 from netbench.emulation.spec import ClusterSpec
+from netbench.model import intranode as hybrid
 from netbench.model.calibration import Calibration, load_calibration
 from netbench.model.framing import Framing
 from netbench.model.overlap import pipelined
@@ -88,8 +89,13 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
 
 
 def encode_decode_s(config: RunLike, shapes: Sequence[ParamShape], calibration: Calibration, cpus: int | None = None) -> tuple[float, float]:
-    """(encode, decode) seconds per step of the run's replicator on ``shapes``, on ``cpus`` cores shared by its nodes."""
-    share = cpu_share(config.cluster.nodes, cpus or host_cpus())
+    """(encode, decode) seconds per step of the run's replicator on ``shapes``, on ``cpus`` cores shared by its nodes.
+
+    With G workers per node, one worker's, on its slices, with every worker sharing the cores.
+    """
+    g = hybrid.gpus_per_node(config)
+    shapes = hybrid.worker_shapes(shapes, g)
+    share = cpu_share(config.cluster.nodes * g, cpus or host_cpus())
     enc, dec = calibration.encode_decode_s(config.replicator.name, total_params(list(shapes)), len(shapes))
     return enc * share, dec * share
 
@@ -100,8 +106,13 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
 
     Its ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter).
     """
-    est = estimate(scheme_from_config(config.replicator), shapes, scenario_for(config.cluster, local_s, calibration), calibration)
     enc, dec = encode_decode_s(config, shapes, calibration, cpus)
+    scenario, g = scenario_for(config.cluster, local_s, calibration), hybrid.gpus_per_node(config)
+    scheme = hybrid.per_worker(scheme_from_config(config.replicator), shapes, g)
+    if g > 1:  # N nodes of G workers: the model's hierarchical terms, fed what each node's workers replicate
+        scenario = scenario.model_copy(update={"nodes": config.cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)})
+        shapes = hybrid.node_shapes(shapes, g)
+    est = estimate(scheme, shapes, scenario, calibration)
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     est = pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
     credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
@@ -147,6 +158,11 @@ def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = Non
         cpus = cpus or host_cpus()
         enc, dec = encode_decode_s(config, shapes, calib, cpus)
         est = predict(config, shapes, local, calib, cpus)
-        return {**as_summary(est, calib, enc, dec, identity), "host_cpus": cpus}
+        out = {**as_summary(est, calib, enc, dec, identity), "host_cpus": cpus}
+        g = hybrid.gpus_per_node(config)
+        if g > 1:  # comm_time_s is the inter-node part, as measured; the intra-node link's beside it
+            intra = hybrid.intra_prediction(shapes, g, est.scenario.framing, calib.overhead("all_reduce"), hybrid.intra_bps(config))
+            out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
+        return out
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": f"{type(exc).__name__}: {exc}"}

@@ -17,6 +17,8 @@ from netbench.workloads.config import WorkloadConfig
 DEFAULT_REPORTS = Path("reports/runs")
 RENDEZVOUS_PORT = 29500
 MIN_TIMEOUT_S = 1.0  # gloo's own connect and teardown take that long: less fails a healthy run
+MAX_GPUS_PER_NODE = 16  # workers per node; every one is a process on this host
+MAX_WORKERS = 64  # workers in all (nodes x gpus_per_node), as many as the largest flat cluster
 BYTES_PER_PARAM = 16  # what a node holds per parameter: weights, gradient, and a replicator's or optimizer's state
 
 
@@ -36,6 +38,8 @@ class RunConfig(BaseModel):
     keep_pcap: bool = Field(False, description="keep the pcap files in the run directory")
     out_dir: Path = Field(DEFAULT_REPORTS, description="parent of the run directory")
     threads: int = Field(1, ge=1, le=64, description="torch threads per worker")
+    gpus_per_node: int = Field(1, ge=1, le=MAX_GPUS_PER_NODE, description="G workers per node (FlexDeMo: shard inside, replicate between nodes)")
+    intra_bw_bps: float | None = Field(None, gt=0, description="intra-node link rate (tbf on each node's loopback); None: unshaped")
 
     @field_validator("out_dir")
     @classmethod
@@ -53,12 +57,22 @@ class RunConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
+    def _workers_fit(self) -> "RunConfig":
+        """Every worker of every node is a process on this host: at most MAX_WORKERS of them."""
+        workers = self.cluster.nodes * self.gpus_per_node
+        if workers > MAX_WORKERS:
+            raise ValueError(f"gpus_per_node: {self.cluster.nodes} nodes x {self.gpus_per_node} = {workers} workers; "
+                             f"this host runs at most {MAX_WORKERS}")
+        return self
+
+    @model_validator(mode="after")
     def _fits_in_memory(self) -> "RunConfig":
         """Every node on this host holds the workload: refuse before a cluster is built, not when a worker is OOM-killed."""
-        here = min(self.cluster.nodes, int(os.environ.get("LOCAL_WORLD_SIZE", self.cluster.nodes)))  # torchrun: ranks on this host
+        workers = self.cluster.nodes * self.gpus_per_node
+        here = min(workers, int(os.environ.get("LOCAL_WORLD_SIZE", workers)))  # torchrun: ranks on this host
         need = self.workload.param_count() * BYTES_PER_PARAM * here
         have = psutil.virtual_memory().total
         if need > have:
-            raise ValueError(f"workload: {self.workload.param_count():.3g} parameters on {here} nodes need about "
+            raise ValueError(f"workload: {self.workload.param_count():.3g} parameters on {here} workers need about "
                              f"{need / 2**30:.0f} GiB of memory; this host has {have / 2**30:.0f} GiB")
         return self

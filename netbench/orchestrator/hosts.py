@@ -121,6 +121,7 @@ def plan(config: RunConfig, rendezvous_spec: ResolvedSpec, run_id: str, shaping:
     spec = rendezvous_fields.model_copy(update={
         "steps": config.steps, "warmup_steps": config.warmup_steps, "replicator": config.replicator,
         "workload": config.workload, "out_path": str(partial), "timeout_s": timeout_s, "threads": config.threads,
+        **({"gpus_per_node": config.gpus_per_node, "intra_iface": "lo"} if config.gpus_per_node > 1 else {}),  # local ranks talk over lo
     })
     shapes_here = shaping is not None and env.get("LOCAL_RANK", "0") == "0"
     return HostPlan(config=config, spec=ResolvedSpec(spec=spec, init_method=rendezvous_spec.init_method), run_id=run_id,
@@ -239,7 +240,7 @@ def _model_view(plan: HostPlan, nodes: list[dict[str, Any]]) -> tuple[RunConfig,
     if len(shaped) > 1 or (shaped and any(n.get("shaping") is None and n.get("local_rank", 0) == 0 for n in nodes)):
         warnings.append("hosts were shaped differently; the model assumes rank 0's settings on every host")
     per_host = Counter(n.get("host") for n in nodes)
-    cpus = host_cpus() * cluster.nodes // max(per_host.values(), default=1)
+    cpus = host_cpus() * cluster.nodes * config.gpus_per_node // max(per_host.values(), default=1)
     return config.model_copy(update={"cluster": cluster}), max(1, cpus), warnings
 
 
@@ -274,7 +275,7 @@ def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], start
     config = plan.config
     run_dir = run_dir or _save_records(plan, gathered, started)
     records = {rank: part["records"] for rank, part in sorted(gathered.items())}
-    complete = len(records) == config.cluster.nodes and all(any(r.get("event") == "done" for r in recs) for recs in records.values())
+    complete = len(records) == config.cluster.nodes * config.gpus_per_node and all(any(r.get("event") == "done" for r in recs) for recs in records.values())
     status, reason = ("ok", None) if code == 0 and complete else ("failed", _failure(records, code))
     nodes = [part["node"] for _, part in sorted(gathered.items())]
     model_config, cpus, warnings = _model_view(plan, nodes)

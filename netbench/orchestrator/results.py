@@ -24,6 +24,7 @@ from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.model.predict import predict_run
 from netbench.orchestrator import health
+from netbench.orchestrator.hybrid_results import hybrid_summary
 
 if TYPE_CHECKING:
     from netbench.orchestrator.config import RunConfig
@@ -147,6 +148,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     first = measured[measured["step"] == measured["step"].min()]
     out["first_loss"] = _median(first["loss"].tolist())
     out.update(capture_vs_counters(measured))
+    out.update(hybrid_summary(measured, how))
     out.update(health.figures(measured, steps))
     return out
 

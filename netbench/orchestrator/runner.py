@@ -28,6 +28,7 @@ from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.timeouts import collective_timeout_s
 from netbench.worker.spec import WorkerSpec
 
@@ -48,17 +49,22 @@ class WorkerFailure(RuntimeError):
 
 
 def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: Path, timeout_s: float) -> list[Path]:
+    """One spec per worker: G per node, rank = node * G + local rank (G = 1: one per node, rank = node)."""
     paths = []
+    g = config.gpus_per_node
     for node in cluster.nodes:
-        spec = WorkerSpec(
-            rank=node.index, world_size=len(cluster.nodes), master_addr=cluster.nodes[0].address, master_port=RENDEZVOUS_PORT,
-            iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
-            workload=config.workload, out_path=str(run_dir / "workers" / f"rank{node.index}.jsonl"),
-            timeout_s=timeout_s, threads=config.threads,
-        )
-        path = run_dir / "workers" / f"rank{node.index}.spec.json"
-        safe_files.write_text(path, spec.model_dump_json(indent=2))
-        paths.append(path)
+        for local in range(g):
+            rank = node.index * g + local
+            spec = WorkerSpec(
+                rank=rank, world_size=len(cluster.nodes) * g, master_addr=cluster.nodes[0].address, master_port=RENDEZVOUS_PORT,
+                iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
+                workload=config.workload, out_path=str(run_dir / "workers" / f"rank{rank}.jsonl"),
+                timeout_s=timeout_s, threads=config.threads,
+                **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
+            )
+            path = run_dir / "workers" / f"rank{rank}.spec.json"
+            safe_files.write_text(path, spec.model_dump_json(indent=2))
+            paths.append(path)
     return paths
 
 
@@ -213,12 +219,16 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
         with cluster:
             cluster_info = cluster.describe()
             cluster_info["capabilities"] = cluster.capabilities.as_dict()
+            g = config.gpus_per_node
+            if g > 1:
+                cluster_info["intra_node"] = shape_intra(cluster.nodes, config.intra_bw_bps)
             capture = start_capture(cluster, pcap_dir, config.capture)
             spec_paths = _worker_specs(config, cluster, run_dir, timeout_s)
-            record_paths = [run_dir / "workers" / f"rank{i}.jsonl" for i in range(len(cluster.nodes))]
+            record_paths = [run_dir / "workers" / f"rank{i}.jsonl" for i in range(len(cluster.nodes) * g)]
             procs = []
-            for node, spec_path in zip(cluster.nodes, spec_paths):
-                with (run_dir / "workers" / f"rank{node.index}.log").open("x") as log:  # the worker keeps its own copy
+            for rank, spec_path in enumerate(spec_paths):
+                node = cluster.nodes[rank // g]
+                with (run_dir / "workers" / f"rank{rank}.log").open("x") as log:  # the worker keeps its own copy
                     procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
                                              stdout=log, stderr=log))
             if on_cluster:
@@ -266,7 +276,9 @@ def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: di
              timeout_s: float, calibration: HostCalibration | None = None, fidelity: dict[str, Any] | None = None,
              dilation: float = 1.0) -> RunResult:
     """Whatever happened, write steps.csv and run.json from what was measured (durations divided by the dilation)."""
-    records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes)}
+    g = config.gpus_per_node
+    records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.cluster.nodes * g)}
+    pcaps = {node * g: path for node, path in pcaps.items()}  # a node's capture goes with its first worker's steps
     if dilation != 1.0:  # CPU work counts as CPU time: divided by the stretch the run measured, the rest by k
         stretch = dil.cpu_stretch((fidelity or {}).get("observed"), dilation)
         cpu_fields = dil.CPU_FIELDS + (("compute_s",) if config.workload.kind != "shapes" else ())
@@ -277,6 +289,6 @@ def _collect(config: RunConfig, run_dir: Path, names: RunNames, cluster_info: di
     summary, run_json = results.write_run(
         run_dir, config, records, run_id=names.run_id, status=status, reason=reason, started=started, warnings=warnings,
         cluster=cluster_info, extra={"collective_timeout_s": timeout_s, "launcher": "netbench run", "dilation": dilation}, pcaps=pcaps,
-        addresses={rank: names.address(rank) for rank in pcaps}, capture={"dropped_by_port": capture_drops},
+        addresses={rank: names.address(rank // g) for rank in pcaps}, capture={"dropped_by_port": capture_drops},
         calibration=calibration, fidelity=fidelity, cpus=cpus)
     return RunResult(run_dir, status, reason, summary, run_json)

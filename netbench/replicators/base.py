@@ -196,6 +196,9 @@ class Replicator(ABC):
         self.steps_done += 1
         timer = StepTimer(device_sync(self.params[0].device))
         with torch.no_grad():
+            precondition = getattr(self.optimizer, "precondition", None)  # DecoupledAdamW: local moments, before the sync
+            if precondition is not None:
+                precondition(self.grads())
             self._sync(timer)
             timer.skip()
             self.optimizer.step()

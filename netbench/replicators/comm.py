@@ -139,6 +139,12 @@ class GroupComm:
         self._calls += 1
         return Pending(self, work, after)
 
+    def book(self, nbytes: int, seconds: float) -> None:
+        """Account one collective made outside this class (the hierarchical step's ring of point-to-point sends)."""
+        self._comm_s += seconds
+        self._bytes += nbytes
+        self._calls += 1
+
     def take(self) -> tuple[float, int, int]:
         """Return and reset (collective seconds, bytes handed, collective calls) since the last take."""
         result = (self._comm_s, self._bytes, self._calls)

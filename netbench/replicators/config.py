@@ -45,8 +45,9 @@ class ReplicatorConfig(BaseModel):
     beta2: float = Field(0.999, ge=0.0, lt=1.0, description="mtdao second-momentum decay")
     nu: float = Field(0.7, ge=0.0, le=1.0, description="mtdao quasi-hyperbolic weight of the momentum against the gradient")
     # base optimizer applying the synchronised update
-    optimizer: Literal["auto", "sgd", "adamw"] = Field(
-        "auto", description="auto: adamw for full/diloco inner, sgd for dct/random/striding; lowrank: the element-wise "
+    optimizer: Literal["auto", "sgd", "adamw", "decoupled_adamw"] = Field(
+        "auto", description="auto: adamw for full/diloco inner, sgd for dct/random/striding; decoupled_adamw: AdamW with "
+        "local moments whose direction is what the replicator synchronises; lowrank: the element-wise "
         "optimizer of its 1-D and embedding tensors (auto: adamw); mtdao ignores it (its own local QH-Adam)")
     lr: float = Field(0.0, ge=0.0, description="base learning rate; 0 picks the replicator's default")
     seed: int = Field(0, ge=0, description="shared seed for random/striding selections and lowrank's initial right factors")

@@ -52,6 +52,22 @@ class Grid(BaseModel):
     replicator: list[str] = Field(["full", "dct", "random"], min_length=1, description="replicator names")
     nodes: list[int] = Field([2], min_length=1, description="emulated node counts")
     delay: list[str] = Field(["0ms"], min_length=1, description="one-way delay on each uplink, tc units")
+    gpus_per_node: list[int] = Field([1], min_length=1, description="workers per node (FlexDeMo: shard inside, replicate between)")
+    intra_bw: list[str] = Field(["unshaped"], min_length=1, description="intra-node link rates, tc units, or 'unshaped'")
+
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _gpus(cls, v: list[int]) -> list[int]:
+        for i, g in enumerate(v):
+            if g < 1:
+                raise ValueError(f"[{i}] must be at least 1, got {g}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("intra_bw")
+    @classmethod
+    def _intra_rates(cls, v: list[str]) -> list[str]:
+        _each([x for x in v if x != "unshaped"], parse_rate)
+        return list(dict.fromkeys(v))
 
     @field_validator("bw")
     @classmethod
@@ -171,16 +187,19 @@ def load_scenario(path: Path) -> SweepScenario:
 
 
 def _key(config: RunConfig) -> str:
-    """Short hash of everything a point runs except where results go."""
-    text = config.model_dump_json(exclude={"out_dir"})
+    """Short hash of everything a point runs except where results go (one worker per node hashes as before those fields existed)."""
+    hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
+    text = config.model_dump_json(exclude={"out_dir", *hybrid})
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dict[str, str] | None = None) -> list[Point]:
     """The grid's points in run order (nodes, then delay, bandwidth, replicator), each a validated RunConfig."""
     out = []
-    combos = itertools.chain.from_iterable(itertools.product(g.nodes, g.delay, g.bw, g.replicator) for g in (scenario.grid, *scenario.more))
-    for nodes, delay, bw, name in dict.fromkeys(combos):
+    combos = itertools.chain.from_iterable(itertools.product(g.nodes, g.delay, g.bw, g.replicator, g.gpus_per_node, g.intra_bw)
+                                           for g in (scenario.grid, *scenario.more))
+    combos = ((n, d, b, r, g, i if g > 1 else "unshaped") for n, d, b, r, g, i in combos)  # one worker per node has no intra-node link
+    for nodes, delay, bw, name, gpus, intra in dict.fromkeys(combos):
         rate, delay_s = parse_rate(bw), parse_time(delay)
         try:
             cluster = ClusterSpec(nodes=nodes, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate}, tcp=scenario.tcp)
@@ -194,11 +213,13 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
                 cluster=cluster, replicator=ReplicatorConfig(name=name, **scenario.replicator), workload=scenario.workload,
                 steps=scenario.steps, warmup_steps=scenario.warmup, timeout_s=scenario.timeout_s, capture=scenario.capture,
                 out_dir=runs_dir, threads=scenario.threads,
+                **({"gpus_per_node": gpus, "intra_bw_bps": None if intra == "unshaped" else parse_rate(intra)} if gpus > 1 else {}),
             )
         except pydantic.ValidationError as exc:
             raise ScenarioError(_one_line(exc, prefix, names)) from None
         problem = check_tcp_options(cluster.tcp)
         if problem:
             raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")
-        out.append(Point(label=f"{name} {nodes}n {bw} {delay}", key=_key(config), config=config, bw=bw, delay=delay))
+        hybrid = f" x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
+        out.append(Point(label=f"{name} {nodes}n{hybrid} {bw} {delay}", key=_key(config), config=config, bw=bw, delay=delay))
     return out

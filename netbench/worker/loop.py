@@ -61,8 +61,10 @@ class WorkerRun:
     def run(self) -> None:
         """Everything up to the done event; any failure propagates to :func:`run_worker`."""
         workload, replicator = self._setup()
+        self.replicator = replicator
         dist.barrier()  # step 0 starts together on every rank
         before = read_counters(self.spec.iface)
+        self.intra_before = read_counters(self.spec.intra_iface) if self.spec.intra_iface else None
         for step in range(self.spec.total_steps):
             self.step = step
             record, before = self._one_step(step, workload, replicator, before)
@@ -86,7 +88,12 @@ class WorkerRun:
         from netbench.replicators import build_replicator
 
         names = [s.name for s in workload.param_shapes()]  # as the model's shape list names them
-        replicator = build_replicator(workload.parameters(), spec.replicator, names=names)
+        if spec.gpus_per_node > 1:
+            from netbench.worker.hybrid import hierarchical_replicator
+
+            replicator = hierarchical_replicator(workload, spec, build_replicator, names)
+        else:
+            replicator = build_replicator(workload.parameters(), spec.replicator, names=names)
         self.writer.write({
             "event": "start", "rank": spec.rank, "world_size": spec.world_size, "t": time.time(),
             "host": socket.gethostname(), "pid": os.getpid(), "iface": spec.iface, "init_method": self.resolved.url,
@@ -111,6 +118,10 @@ class WorkerRun:
         }
         record.update({name: getattr(stats, name) for name in STAT_FIELDS})
         record.update(step_s=ended - began, loss=loss, **(after - before).as_dict())
+        if self.spec.gpus_per_node > 1:
+            from netbench.worker.hybrid import intra_fields
+
+            record.update(intra_fields(self, stats))
         return record, after
 
     def _done_record(self) -> dict[str, Any]:
@@ -123,6 +134,10 @@ class WorkerRun:
         done.update({name: sum(r[name] for r in steps) for name in SUMMED_FIELDS})
         done["mean_step_s"] = done["step_s"] / len(steps)
         done["final_loss"] = steps[-1]["loss"]
+        if spec.gpus_per_node > 1:
+            from netbench.worker.hybrid import done_fields
+
+            done.update(done_fields(self))
         return done
 
 

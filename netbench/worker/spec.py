@@ -40,11 +40,15 @@ class WorkerSpec(BaseModel):
     out_path: str = Field(..., min_length=1, description="JSONL file appended to; '{rank}' in it is replaced by the rank")
     timeout_s: float = Field(30.0, gt=0.0, description="rendezvous and collective timeout: a dead peer fails the run, never hangs it")
     threads: int = Field(1, ge=1, description="torch.set_num_threads for the workload and the replicator")
+    gpus_per_node: int = Field(1, ge=1, description="G workers per node: shard inside it, replicate between nodes (rank = node * G + local rank)")
+    intra_iface: str | None = Field(None, min_length=1, description="interface of the intra-node link, for its counters ('lo'); None: not read")
 
     @model_validator(mode="after")
     def _rank_in_world(self) -> "WorkerSpec":
         if self.rank is not None and self.world_size is not None and self.rank >= self.world_size:
             raise ValueError(f"rank {self.rank} is outside world size {self.world_size}")
+        if self.world_size is not None and self.world_size % self.gpus_per_node:
+            raise ValueError(f"world size {self.world_size} is not a multiple of gpus_per_node {self.gpus_per_node}")
         return self
 
     @property

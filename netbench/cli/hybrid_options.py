@@ -1,0 +1,79 @@
+"""FlexDeMo options of `netbench run`: `--gpus-per-node`, `--intra-bw` (several workers per node) and `--compression`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from netbench.cli.errors import UserError
+from netbench.units import UnitError, parse_rate
+
+GpusPerNodeOpt = typer.Option(1, "--gpus-per-node", "-G", help="Workers per node: they shard the model inside the node "
+                              "and replicate between nodes (FlexDeMo); 1: one worker per node.")
+IntraBwOpt = typer.Option(None, "--intra-bw", help="Intra-node link rate (tbf on each node's loopback), tc units; default unshaped.")
+
+
+def intra_rate(text: Optional[str]) -> float | None:
+    """``--intra-bw`` in bit/s, or None (unshaped); bad input is one UserError line."""
+    if text is None:
+        return None
+    try:
+        bps = parse_rate(text)
+    except UnitError as exc:
+        raise UserError(f"--intra-bw: {exc}") from None
+    if bps <= 0:
+        raise UserError(f"--intra-bw: must be positive, got {text!r}")
+    return bps
+
+
+def check_workers(nodes: int, gpus_per_node: int) -> None:
+    """Every worker is a process on this host: refuse more than it runs (one line naming the option)."""
+    from netbench.orchestrator.config import MAX_GPUS_PER_NODE, MAX_WORKERS
+
+    if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise UserError(f"--gpus-per-node: must be between 1 and {MAX_GPUS_PER_NODE}, got {gpus_per_node}")
+    if nodes * gpus_per_node > MAX_WORKERS:
+        raise UserError(f"--gpus-per-node: {nodes} nodes x {gpus_per_node} = {nodes * gpus_per_node} workers; "
+                        f"this host runs at most {MAX_WORKERS}")
+
+
+CompressionOpt = typer.Option(None, "--compression", help="Fraction of each tensor's values sent per step, the same for "
+                              "dct (top-k per chunk), random and striding (rate): 1/16, 0.0625 or 6.25%; overrides --topk/--rate.")
+
+
+def with_compression(text: Optional[str], replicator: str, chunk: int, topk: int, rate: float) -> tuple[int, float]:
+    """(topk, rate) after ``--compression`` (unchanged without it); bad input is one UserError line."""
+    if text is None:
+        return topk, rate
+    from netbench.replicators.compression import compression_settings, parse_compression
+
+    try:
+        settings = compression_settings(replicator, parse_compression(text), chunk)
+    except ValueError as exc:
+        raise UserError(f"--compression: {exc}") from None
+    return int(settings.get("topk", topk)), float(settings.get("rate", rate))
+
+
+OptimizerOpt = typer.Option("auto", "--optimizer", help="Base optimizer: auto (the replicator's own), sgd, adamw, or "
+                            "decoupled_adamw (AdamW with local moments; the replicator synchronises its direction).")
+
+
+ShardInHostOpt = typer.Option(False, "--shard-in-host", help="FlexDeMo on real hosts: the local ranks of a host (torchrun "
+                              "--nproc-per-node G) shard the model and replicate between hosts; default: every rank is a node.")
+
+
+def local_world_size(shard_in_host: bool, world_size: int, environ: Optional[dict] = None) -> int:
+    """G under torchrun: LOCAL_WORLD_SIZE with --shard-in-host (it must divide the world), else 1."""
+    import os
+
+    if not shard_in_host:
+        return 1
+    env = os.environ if environ is None else environ
+    try:
+        g = int(env.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        raise UserError(f"--shard-in-host: LOCAL_WORLD_SIZE is not a number: {env.get('LOCAL_WORLD_SIZE')!r}") from None
+    if g < 1 or world_size % g:
+        raise UserError(f"--shard-in-host: every host needs the same --nproc-per-node; world {world_size} is not a multiple of {g}")
+    return g
