@@ -83,7 +83,7 @@ class ShardLayout:
         for i, t in enumerate(tensors):
             flat = t.reshape(-1)
             block = out[:, self.offsets[i]:self.offsets[i] + self.sizes[i]]  # (G, n) strided view
-            padded = torch.zeros(self.g * self.sizes[i], dtype=t.dtype)
+            padded = torch.zeros(self.g * self.sizes[i], dtype=t.dtype, device=t.device)
             padded[: flat.numel()] = flat
             block.copy_(padded.view(self.g, self.sizes[i]))
         return out
@@ -143,7 +143,8 @@ class HierarchicalReplicator:
         self.local_rank = local_rank
         self.shard_group, self.shard_ranks = shard_group, list(shard_ranks)
         self.layout = ShardLayout.of([tuple(p.shape) for p in self.params], self.g)
-        self.full = torch.zeros((self.g, self.layout.row_numel), dtype=torch.float32)
+        device = self.params[0].device if self.params else torch.device("cpu")
+        self.full = torch.zeros((self.g, self.layout.row_numel), dtype=torch.float32, device=device)
         with torch.no_grad():
             self.layout.pack([p.detach() for p in self.params], self.full)
         row = self.full[local_rank].clone()
