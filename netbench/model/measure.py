@@ -27,9 +27,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from pydantic import BaseModel, ConfigDict, Field
 
-from netbench.model.calibration import Calibration
+from netbench.model.calibration import Calibration, cost_key
 from netbench.model.schemes import SCHEME_NAMES, SchemeSettings, build_scheme
-from netbench.replicators.config import REPLICATOR_NAMES
+from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.shapes import ParamShape, resolve_shapes, total_params
 
 __all__ = ["MeasureOptions", "measure", "quick_options", "time_calls", "QUICK_SHAPES", "TENSOR_SHAPES"]
@@ -55,6 +55,8 @@ class MeasureOptions(BaseModel):
     schemes: tuple[str, ...] = Field(SCHEME_NAMES, description="schemes whose compression cost to time")
     steps: int = Field(3, ge=1, le=1000, description="timed steps (whole sync periods for periodic schemes)")
     settings: SchemeSettings = SchemeSettings()
+    configs: tuple[ReplicatorConfig, ...] = Field((), description="replicator settings to time besides ``schemes`` at ``settings`` "
+                                                    "(a run's non-default settings); stored under their cost keys")
     acks_per_segment: float = Field(0.5, ge=0.0, le=1.0, description="stored as given: loopback cannot measure it")
     timeout_s: float = Field(600.0, gt=0)
 
@@ -97,11 +99,12 @@ def _collective_times(opts: MeasureOptions) -> dict[str, float]:
     return {"all_reduce_tiny_s": small["ar"], "all_gather_tiny_s": small["ag"], "all_reduce_big_s": t_big, "big_bytes": float(big.numel() * 4)}
 
 
-def _replicator_seconds(name: str, shapes: Sequence[ParamShape], settings: SchemeSettings, steps: int) -> tuple[float, float]:
-    """(encode, decode) seconds per step of replicator ``name`` on ``shapes``, from its own StepStats."""
+def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], steps: int) -> tuple[float, float]:
+    """(encode, decode) seconds per step of the replicator ``config`` names, with its settings, on ``shapes``, from its own StepStats."""
     from netbench.replicators import build_replicator  # the replicators' factory
 
-    config = build_scheme(name, settings).config
+    name = config.name
+    config = config.model_copy(update={"bucket_mb": 0.0})  # the codec's own cost, in one collective (model/overlap.py pipelines it)
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s.shape) * 0.02) for s in shapes]
     grads = [torch.randn(s.shape) * 1e-3 for s in shapes]
@@ -144,25 +147,25 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
     sets = [resolve_shapes(opts.shapes)] + ([resolve_shapes(opts.tensor_shapes)] if opts.tensor_shapes else [])
     costs: dict[str, dict[str, float]] = {k: {} for k in ("encode_param", "decode_param", "encode_tensor", "decode_tensor")}
     notes: dict[str, str] = {}
-    for name in opts.schemes:
-        if name == "mtdao":
+    configs = [build_scheme(name, opts.settings).config for name in opts.schemes if name in REPLICATOR_NAMES] + list(opts.configs)
+    for config in configs:
+        key = cost_key(config)
+        if config.name == "mtdao":
             for table in costs.values():
-                table[name] = 0.0
-            notes[f"compression.{name}"] = "dense all-reduces: no encode/decode"
-            continue
-        if name not in REPLICATOR_NAMES:
+                table[key] = 0.0
+            notes[f"compression.{key}"] = "dense all-reduces: no encode/decode"
             continue
         try:
-            timed = [(total_params(s), len(s), _replicator_seconds(name, s, opts.settings, opts.steps)) for s in sets]
+            timed = [(total_params(s), len(s), _replicator_seconds(config, s, opts.steps)) for s in sets]
         except ImportError as exc:
-            notes[f"compression.{name}"] = f"skipped: replicator not available ({exc})"
+            notes[f"compression.{key}"] = f"skipped: replicator not available ({exc})"
             continue
         for i, part in enumerate(("encode", "decode")):
             big = (timed[0][0], timed[0][1], timed[0][2][i])
             small = (timed[1][0], timed[1][1], timed[1][2][i]) if len(timed) > 1 else None
             per_param, per_tensor = _fit(big, small)
-            costs[f"{part}_param"][name], costs[f"{part}_tensor"][name] = per_param, per_tensor
-        notes[f"compression.{name}"] = "; ".join(
+            costs[f"{part}_param"][key], costs[f"{part}_tensor"][key] = per_param, per_tensor
+        notes[f"compression.{key}"] = "; ".join(
             f"encode {sec[0] * 1e3:.3g} ms + decode {sec[1] * 1e3:.3g} ms per step on {p:,} params in {t} tensors"
             for p, t, sec in timed) + f" (fastest of {opts.steps} step(s))"
     return costs, notes
@@ -176,7 +179,7 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
                             timeout=timedelta(seconds=opts.timeout_s))
     try:
         times = _collective_times(opts)
-        costs, notes = _compression(opts) if opts.schemes else ({k: {} for k in ("encode_param", "decode_param", "encode_tensor", "decode_tensor")}, {})
+        costs, notes = _compression(opts) if opts.schemes or opts.configs else ({k: {} for k in ("encode_param", "decode_param", "encode_tensor", "decode_tensor")}, {})
         if rank == 0:
             queue.put((times, costs, notes))
         dist.barrier()

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from netbench.model.calibration import Calibration
+from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
 from netbench.model.framing import Framing, LinkBytes
 from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings, gloo_time, largest_flight_bytes
@@ -155,7 +155,8 @@ def estimate(
     exchanges = scheme.exchanges(shapes, peers) if peers >= 2 else ()
     wire = CollectiveCost()
     g = scenario.gpus_per_node
-    compression = n_params / g * calibration.compression(scheme.name)
+    # encode + decode of this scheme's settings (a per-parameter and a per-tensor cost, as run predictions use)
+    compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
     idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
     paced = max((largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
                  for ex in exchanges if ex.calls and ex.collective != "none"), default=0.0)
