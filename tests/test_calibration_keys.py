@@ -124,3 +124,36 @@ def test_explicit_file_is_never_changed(cache, fake_measure, tmp_path) -> None:
     found = host_calibration(path, replicators=[ReplicatorConfig(name="dct", chunk=32)])
     assert found.origin == "file" and not fake_measure and path.read_text() == before
     assert missing_keys(found.calibration, [ReplicatorConfig(name="dct", chunk=32)])[0].chunk == 32
+
+
+SIZED = Calibration(source="measured", encode_s_per_param={"dct": 6e-9}, decode_s_per_param={"dct": 4e-9},
+                    encode_s_per_param_large={"dct": 7e-9}, decode_s_per_param_large={"dct": 6e-9},
+                    decode_s_per_tensor={"dct": 1e-5}, params_at=2_000_000, large_params=8_000_000)
+
+
+def test_cost_per_parameter_grows_from_the_cache_size_to_the_memory_size() -> None:
+    """Hand computation: decode at 2 M params 4 ns, at 8 M 6 ns; 4 M is halfway in log(params): 5 ns."""
+    assert SIZED.encode_decode_s("dct", 1_000_000, 0) == pytest.approx((6e-3, 4e-3))  # below: the small model's cost
+    assert SIZED.encode_decode_s("dct", 2_000_000, 0) == pytest.approx((12e-3, 8e-3))
+    assert SIZED.encode_decode_s("dct", 4_000_000, 3) == pytest.approx((4e6 * 6.5e-9, 4e6 * 5e-9 + 3e-5))
+    assert SIZED.encode_decode_s("dct", 8_000_000, 0) == pytest.approx((56e-3, 48e-3))
+    assert SIZED.encode_decode_s("dct", 100_000_000, 0) == pytest.approx((0.7, 0.6))  # beyond: memory-bound, constant
+
+
+def test_without_a_large_measurement_the_cost_is_size_independent() -> None:
+    flat = SIZED.model_copy(update={"encode_s_per_param_large": {}, "decode_s_per_param_large": {}})
+    assert flat.encode_decode_s("dct", 100_000_000, 0) == pytest.approx((0.6, 0.4))
+    unsized = SIZED.model_copy(update={"params_at": 0, "large_params": 0})
+    assert unsized.encode_decode_s("dct", 100_000_000, 0) == pytest.approx((0.6, 0.4))
+
+
+def test_plan_and_run_use_the_same_size_dependent_cost() -> None:
+    from netbench.model.schemes import scheme_from_config
+    from netbench.model.steptime import Scenario, estimate
+    from netbench.shapes import resolve_shapes
+
+    shapes = resolve_shapes("gpt2-small:blocks=2")
+    params = sum(s.numel for s in shapes)
+    est = estimate(scheme_from_config(ReplicatorConfig(name="dct")), shapes, Scenario(nodes=2), SIZED)
+    assert est.compression_time_s == pytest.approx(sum(SIZED.encode_decode_s("dct", params, len(shapes))))
+    assert est.compression_time_s == pytest.approx(params * 13e-9 + len(shapes) * 1e-5)  # 14.2 M > 8 M: the large costs

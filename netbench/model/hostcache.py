@@ -115,7 +115,8 @@ def missing_keys(calibration: Calibration, replicators: "Sequence[ReplicatorConf
     return list(out.values())
 
 
-_COST_TABLES = ("compression_s_per_param", "encode_s_per_param", "decode_s_per_param", "encode_s_per_tensor", "decode_s_per_tensor")
+_COST_TABLES = ("compression_s_per_param", "encode_s_per_param", "decode_s_per_param", "encode_s_per_tensor", "decode_s_per_tensor",
+                "encode_s_per_param_large", "decode_s_per_param_large")
 
 
 def merge_costs(base: Calibration, extra: Calibration) -> Calibration:
