@@ -157,3 +157,17 @@ def test_plan_and_run_use_the_same_size_dependent_cost() -> None:
     est = estimate(scheme_from_config(ReplicatorConfig(name="dct")), shapes, Scenario(nodes=2), SIZED)
     assert est.compression_time_s == pytest.approx(sum(SIZED.encode_decode_s("dct", params, len(shapes))))
     assert est.compression_time_s == pytest.approx(params * 13e-9 + len(shapes) * 1e-5)  # 14.2 M > 8 M: the large costs
+
+
+def test_plan_names_the_settings_it_fell_back_for(tmp_path, capsys) -> None:
+    from netbench.cli.app import main
+
+    path = save_calibration(CALIB, tmp_path / "mine.json")
+    main(["plan", "--replicator", "dct", "--chunk", "32", "--nodes", "2", "--calibration", str(path)])
+    out = capsys.readouterr().out
+    assert "dct[chunk=32]: not measured with these settings; the default settings' cost is used" in " ".join(out.split())
+    main(["plan", "--replicator", "dct", "--topk", "8", "--nodes", "2", "--calibration", str(path), "--json"])
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["calibration"]["measured"] == ["dct[topk=8]"]

@@ -135,7 +135,7 @@ def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list
     if calib.source == "measured":
         lines.append(f"  measured: per-message overhead {format_time(calib.overhead('all_reduce'))} (all_reduce), "
                      f"{format_time(calib.overhead('all_gather'))} (all_gather); encode/decode of "
-                     + ", ".join(s for s in schemes if calib.measured(s)))
+                     + (", ".join(s for s in schemes if calib.measured(s)) or "none of these settings"))
     missing = [s for s in schemes if not calib.measured(s) and scheme_of(s) != "mtdao"]
     fallback = [s for s in missing if calib.measured(scheme_of(s))]
     missing = [s for s in missing if s not in fallback]
@@ -357,7 +357,7 @@ def plan(
                   f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms")
     console.print(f"TCP assumed: {_tcp_text(tcp)}" + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else ""))
     for line in _constants_lines(calib, calib_path, [cost_key(s.config) for s in schemes]):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)  # cost keys hold brackets: dct[topk=8]
     _print_table(rows, console)
     if any(not r["compression_calibrated"] and r["replicator"] != "mtdao" for r in rows):
         console.print("* compression cost not calibrated for this replicator (taken as 0)")
