@@ -171,3 +171,12 @@ def test_plan_names_the_settings_it_fell_back_for(tmp_path, capsys) -> None:
 
     doc = json.loads(capsys.readouterr().out)
     assert doc["calibration"]["measured"] == ["dct[topk=8]"]
+
+
+def test_an_entry_from_before_the_size_and_settings_costs_is_measured_again(cache, fake_measure) -> None:
+    from netbench.model.calibration import SCHEMA_VERSION
+
+    key = host_key()
+    assert key["calibration"] == str(SCHEMA_VERSION) == "3"
+    old = {**key, "calibration": "2"}
+    assert cache_path(old) != cache_path(key)
