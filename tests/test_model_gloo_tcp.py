@@ -147,3 +147,34 @@ def test_in_a_ring_of_two_the_notification_queues_behind_the_receivers_own_data(
     assert pipeline_time_s(4, 1e6, D, 0.0, rate, own, shared=False) == pytest.approx(0.5)
     shared = Transfer(cwnd=4e6, cap=32 * 2**20)
     assert pipeline_time_s(4, 1e6, D, 0.0, rate, shared, shared=True) == pytest.approx(0.6)
+
+
+def test_skewed_ring_of_two_all_gather_waits_one_more_half() -> None:
+    """Hand computation (mechanism 4): 723,456 B per rank at 12.5 MB/s payload, 20 ms one way, a window that never
+    binds: unskewed 2 d + 2 x_half = 40 + 57.9 ms; the late rank of a skewed pair waits one more half: + 28.9 ms."""
+    from netbench.model.gloo_tcp import gloo_time, skew_expected
+
+    tcp = TcpSettings(cc="cubic", tcp_wmem_max=64 << 20, tcp_rmem_max=64 << 20)
+    rate, d, n = 12.5e6, 0.020, 723_456
+    half = n / 2 / rate
+    plain = gloo_time("all_gather", n, 2, rate, d, 0.0, 1448, tcp, idle_s=0.0)
+    skew = gloo_time("all_gather", n, 2, rate, d, 0.0, 1448, tcp, idle_s=0.0, skewed=True)
+    assert plain.time_s == pytest.approx(2 * d + 2 * half)
+    assert skew.time_s == pytest.approx(2 * d + 3 * half)
+    assert gloo_time("all_gather", n, 4, rate, d, 0.0, 1448, tcp, idle_s=0.0, skewed=True) == \
+        gloo_time("all_gather", n, 4, rate, d, 0.0, 1448, tcp, idle_s=0.0)  # separate connections: no shared queue
+
+
+@pytest.mark.parametrize(("kind", "peers", "calls", "work", "delay", "expected"), [
+    ("all_gather", 2, 1, 0.16, 0.020, True),   # gpt2-small:blocks=2 dct: 160 ms of codec per step, 20 ms delay
+    ("all_gather", 2, 1, 0.16, 0.100, False),  # a round trip longer than the work: jitter stays below a delay
+    ("all_gather", 2, 2, 0.16, 0.020, False),  # pipelined: two calls keep the ranks together
+    ("all_gather", 4, 1, 0.16, 0.020, False),  # one connection per neighbour: no shared queue
+    ("all_reduce", 2, 1, 0.16, 0.020, False),
+    ("all_gather", 2, 1, 0.005, 0.005, False),  # the grid's small dct: 5 ms of codec
+    ("all_gather", 2, 1, 0.16, 0.0, False),
+])
+def test_skew_expected(kind, peers, calls, work, delay, expected) -> None:
+    from netbench.model.gloo_tcp import skew_expected
+
+    assert skew_expected(kind, peers, calls, work, delay) is expected

@@ -99,3 +99,28 @@ def test_fit_separates_per_param_and_per_tensor_costs() -> None:
     assert _fit(big, None) == pytest.approx((big[2] / 2_000_000, 0.0))
     # a fit that would make the per-tensor cost negative keeps everything per parameter
     assert _fit((1000, 1, 1.0), (10, 100, 0.001)) == pytest.approx((1e-3, 0.0))
+
+
+def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
+    """A pipelined step: the refilled bucket comes off the wire time C, then T = e + (n-1) max(e+d, c) + c + d."""
+    from netbench.model.overlap import pipelined_step_s
+    from netbench.model.schemes import scheme_from_config
+    from netbench.model.predict import scenario_for
+    from netbench.model.steptime import estimate
+    from netbench.replicators import declared_payload
+
+    calib = Calibration(source="measured", encode_s_per_param={"dct": 3e-8}, decode_s_per_param={"dct": 2e-8})
+    cluster = ClusterSpec(nodes=2, up={"rate_bps": 10e6}, down={"rate_bps": 10e6})
+    rep = ReplicatorConfig(name="dct", bucket_mb=0.006)
+    run = RunConfig(cluster=cluster, replicator=rep, workload=SHAPES, capture=False)
+    shapes = workload_shapes(SHAPES)
+    buckets = declared_payload(shapes, rep, 2).collectives_per_step
+    assert buckets >= 2
+    local = 0.05
+    plain = estimate(scheme_from_config(rep), shapes, scenario_for(cluster, local, calib), calib)
+    credit = min(bucket_credit_s(cluster, local, plain.tx.total), plain.wire.transfer_s)
+    enc, dec = 393_856 * 3e-8, 393_856 * 2e-8
+    expected = local + pipelined_step_s(enc, dec, plain.comm_time_s - credit, buckets)
+    got = predict(run, shapes, local, calib, cpus=2)
+    assert credit > 0 and got.step_time_s == pytest.approx(expected)
+    assert got.comm_time_s == pytest.approx(max(0.0, expected - local - enc - dec))

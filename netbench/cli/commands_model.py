@@ -19,7 +19,7 @@ from rich.table import Table
 
 from netbench.cli.app import app
 from netbench.cli.errors import UserError, one_line
-from netbench.model.calibration import Calibration, CalibrationError, default_path, save_calibration
+from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, save_calibration, scheme_of
 from netbench.model.collectives import ALGORITHMS
 from netbench.model.framing import Framing
 from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings
@@ -113,7 +113,7 @@ def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
     return schemes
 
 
-def _calibration(path: Optional[Path], quiet: bool = False) -> tuple[Calibration, Path]:
+def _calibration(path: Optional[Path], quiet: bool = False, replicators=()) -> tuple[Calibration, Path]:
     """``--calibration`` as given, else this host's cached calibration (measured first when there is none)."""
     from netbench.model.hostcache import host_calibration
 
@@ -122,7 +122,7 @@ def _calibration(path: Optional[Path], quiet: bool = False) -> tuple[Calibration
             print(f"measuring this host's model constants once (a few seconds), cached in {target}", file=sys.stderr)
 
     try:
-        found = host_calibration(path, on_measure=told)
+        found = host_calibration(path, on_measure=told, replicators=replicators)
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
     return found.calibration, found.path
@@ -135,8 +135,12 @@ def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list
     if calib.source == "measured":
         lines.append(f"  measured: per-message overhead {format_time(calib.overhead('all_reduce'))} (all_reduce), "
                      f"{format_time(calib.overhead('all_gather'))} (all_gather); encode/decode of "
-                     + ", ".join(s for s in schemes if calib.measured(s)))
-    missing = [s for s in schemes if not calib.measured(s) and s != "mtdao"]
+                     + (", ".join(s for s in schemes if calib.measured(s)) or "none of these settings"))
+    missing = [s for s in schemes if not calib.measured(s) and scheme_of(s) != "mtdao"]
+    fallback = [s for s in missing if calib.measured(scheme_of(s))]
+    missing = [s for s in missing if s not in fallback]
+    if fallback:
+        lines.append("  encode/decode of " + ", ".join(fallback) + ": not measured with these settings; the default settings' cost is used")
     lines.append("  defaults: ACK frames per segment " + f"{calib.acks_per_segment:g}"
                  + (f"; encode/decode of {', '.join(missing)} taken as 0" if missing else "")
                  + ("; per-message overhead 0" if calib.source != "measured" else ""))
@@ -308,17 +312,18 @@ def plan(
     algo = algorithm.strip().lower().replace("-", "_")
     if algo not in ALGORITHMS:
         raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
-    calib, calib_path = _calibration(calibration)  # the "measuring" line goes to stderr, so --json's stdout stays clean
-    try:
-        framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
-    except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"})) from None
     tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     settings = _settings(
         grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
         index_dtype=index_dtype, rank=rank, params_every=params_every, m1_every=m1_every, m2_every=m2_every,
     )
     schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list, node_counts[0])
+    # the "measuring" line goes to stderr, so --json's stdout stays clean; non-default settings get their own encode/decode cost
+    calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
+    try:
+        framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
+    except pydantic.ValidationError as exc:
+        raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"})) from None
     scenarios = [
         Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
                  gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing, tcp=tcp)
@@ -339,7 +344,7 @@ def plan(
         doc = {
             "shapes": shapes_label, "params": total_params(shape_list),
             "calibration": {"source": calib.source, "path": str(calib_path), "created": calib.created, "host": calib.host,
-                            "digest": calib.digest(), "measured": [s.name for s in schemes if calib.measured(s.name)]},
+                            "digest": calib.digest(), "measured": [cost_key(s.config) for s in schemes if calib.measured(cost_key(s.config))]},
             "tcp": tcp.model_dump(),
             "framing": framing.model_dump() | {"mss": framing.mss, "frame_bytes": framing.frame_bytes, "efficiency": framing.efficiency()},
             "rows": rows, "derived": derived,
@@ -351,8 +356,8 @@ def plan(
     console.print(f"[bold]{shapes_label}[/bold]: {total_params(shape_list):,} params; link {link}, delay {format_time(delay_s)}, "
                   f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms")
     console.print(f"TCP assumed: {_tcp_text(tcp)}" + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else ""))
-    for line in _constants_lines(calib, calib_path, [s.name for s in schemes]):
-        console.print(line, highlight=False)
+    for line in _constants_lines(calib, calib_path, [cost_key(s.config) for s in schemes]):
+        console.print(line, highlight=False, markup=False)  # cost keys hold brackets: dct[topk=8]
     _print_table(rows, console)
     if any(not r["compression_calibrated"] and r["replicator"] != "mtdao" for r in rows):
         console.print("* compression cost not calibrated for this replicator (taken as 0)")

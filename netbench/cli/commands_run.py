@@ -100,8 +100,9 @@ def dilation_factor(text: str, nodes: int) -> float:
         raise UserError(f"--dilation: {exc}") from None
 
 
-def run_calibration(explicit: Optional[Path], quiet: bool = False):
-    """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none."""
+def run_calibration(explicit: Optional[Path], quiet: bool = False, replicators=()):
+    """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none
+    or lacks the encode/decode cost of ``replicators``' settings."""
     from netbench.model.calibration import CalibrationError
     from netbench.model.hostcache import host_calibration
 
@@ -110,7 +111,7 @@ def run_calibration(explicit: Optional[Path], quiet: bool = False):
             console.print(f"measuring this host's model constants once (a few seconds), cached in {path}")
 
     try:
-        return host_calibration(explicit, on_measure=told)
+        return host_calibration(explicit, on_measure=told, replicators=replicators)
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
 
@@ -184,7 +185,7 @@ def run(
     factor = dilation_factor(dilation, nodes)
     _privileged()
     copt.check_engine(cluster)
-    calib = run_calibration(calibration)  # its line goes to stderr: --json's stdout stays one object
+    calib = run_calibration(calibration, replicators=(rep,))  # its line goes to stderr: --json's stdout stays one object
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True, disable=as_json) as bar:
         task = bar.add_task(f"{replicator} on {nodes} nodes at {bw}", total=warmup + steps)

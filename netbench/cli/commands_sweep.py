@@ -139,7 +139,8 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool,
     make_output_folder(folder, "--out")
     try:
         host_calib = sweep_calibration(scenario, folder, calibration, fresh,
-                                       on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"))
+                                       on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"),
+                                       replicators=[p.config.replicator for p in plan])
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
     calib, calib_path = host_calib.calibration, host_calib.path

@@ -10,6 +10,20 @@ walk tensors one by one, so a model of many small tensors pays a fixed cost per 
 per-parameter constant measured on large matrices leaves out (a 0.5 M-parameter transformer of
 29 tensors costs twice what gpt2-small's per-parameter figure says).
 
+The cost per parameter also depends on the model's size: a codec's buffers (gradient, momentum,
+scratch: about 20 bytes per parameter for dct) fit the last-level cache for small models and stream
+from memory for large ones (this host: 32 MiB L3; dct's decode measured 4.0 ns/param on 2.2 M
+parameters, 6.4 on 14.2 M). A calibration may hold a second per-parameter cost measured on a
+large model (``*_s_per_param_large`` at ``large_params``, the first at ``params_at``); between the
+two sizes the cost is interpolated in log(params), beyond them it is the nearer one's (past the
+cache, memory bandwidth bounds the cost per parameter).
+
+Encode/decode costs are keyed by what changes them (:func:`cost_key`): a replicator's name for its
+default settings (``dct``), the name and its non-default cost settings otherwise
+(``dct[chunk=32,topk=8]``), so a run with ``--topk 8`` is never predicted with the default's cost.
+A key that was not measured falls back to the replicator's default-settings cost
+(:meth:`Calibration.resolve` says which one a prediction used).
+
 Location of an explicit file: ``--calibration``/``path`` argument, else ``$NETBENCH_CALIBRATION``;
 otherwise this host's cache entry (:func:`netbench.model.hostcache.cache_path`).
 """
@@ -17,20 +31,55 @@ otherwise this host's cache entry (:func:`netbench.model.hostcache.cache_path`).
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import safe_files
 
-__all__ = ["Calibration", "CalibrationError", "default_path", "load_calibration", "save_calibration", "ENV_VAR"]
+if TYPE_CHECKING:
+    from netbench.replicators.config import ReplicatorConfig
+
+__all__ = ["Calibration", "CalibrationError", "COST_SETTINGS", "cost_key", "default_path", "load_calibration",
+           "save_calibration", "ENV_VAR"]
 
 ENV_VAR = "NETBENCH_CALIBRATION"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys)
+
+
+# The settings that change each replicator's encode/decode work per parameter (the replicators'
+# codecs: dct's tile side, kept coefficients, wire dtypes and sign; random/striding's fraction and
+# value dtype; diloco's period, which its per-step average divides by; lowrank's rank; the dense
+# schemes' all-reduce dtype). Learning rates, seeds and momentum decays change no work.
+COST_SETTINGS: dict[str, tuple[str, ...]] = {
+    "full": ("grad_dtype",),
+    "dct": ("chunk", "topk", "value_dtype", "index_dtype", "sign"),
+    "random": ("rate", "value_dtype", "sign"),
+    "striding": ("rate", "value_dtype", "sign"),
+    "diloco": ("sync_every", "grad_dtype"),
+    "lowrank": ("rank", "grad_dtype"),
+    "mtdao": (),
+}
+
+
+def cost_key(config: "ReplicatorConfig") -> str:
+    """The calibration key of ``config``'s encode/decode cost: its name, plus the cost settings that differ from the defaults."""
+    from netbench.replicators.config import ReplicatorConfig
+
+    default = ReplicatorConfig(name=config.name)
+    changed = [f"{field}={getattr(config, field)}" for field in sorted(COST_SETTINGS.get(config.name, ()))
+               if getattr(config, field) != getattr(default, field)]
+    return f"{config.name}[{','.join(changed)}]" if changed else config.name
+
+
+def scheme_of(key: str) -> str:
+    """The replicator name of a cost key (``dct[topk=8]`` -> ``dct``)."""
+    return key.split("[", 1)[0]
 
 
 class CalibrationError(ValueError):
@@ -56,6 +105,10 @@ class Calibration(BaseModel):
     decode_s_per_param: dict[str, float] = Field(default_factory=dict, description="decode seconds per parameter per step, by scheme")
     encode_s_per_tensor: dict[str, float] = Field(default_factory=dict, description="encode seconds per tensor per step, by scheme")
     decode_s_per_tensor: dict[str, float] = Field(default_factory=dict, description="decode seconds per tensor per step, by scheme")
+    encode_s_per_param_large: dict[str, float] = Field(default_factory=dict, description="encode seconds per parameter on a large model (at large_params), by scheme")
+    decode_s_per_param_large: dict[str, float] = Field(default_factory=dict, description="decode seconds per parameter on a large model (at large_params), by scheme")
+    params_at: int = Field(0, ge=0, description="parameters of the model the per-parameter costs were measured on (0: size-independent)")
+    large_params: int = Field(0, ge=0, description="parameters of the large model of the *_large costs")
     acks_per_segment: float = Field(0.5, ge=0.0, le=1.0, description="pure ACK frames per data segment on the reverse path")
     notes: dict[str, str] = Field(default_factory=dict, description="how each value was obtained, or why it was skipped")
 
@@ -63,8 +116,14 @@ class Calibration(BaseModel):
         """Software overhead per message for ``collective`` (its override, else the common value)."""
         return self.software_overhead_by_collective.get(collective, self.software_overhead_s)
 
+    def resolve(self, key: str) -> str:
+        """The key whose constants a prediction for cost key ``key`` uses: itself when measured, else its
+        replicator's default-settings key (measured or not)."""
+        return key if self.measured(key) else scheme_of(key)
+
     def compression(self, scheme: str) -> float:
-        """Seconds per parameter per step of ``scheme``'s encode + decode (0 when not measured)."""
+        """Seconds per parameter per step of ``scheme``'s encode + decode (0 when not measured); ``scheme`` may be a cost key."""
+        scheme = self.resolve(scheme)
         if scheme in self.encode_s_per_param:
             return self.encode_s_per_param[scheme] + self.decode_s_per_param.get(scheme, 0.0)
         return self.compression_s_per_param.get(scheme, 0.0)
@@ -72,16 +131,31 @@ class Calibration(BaseModel):
     def encode_decode_s(self, scheme: str, params: float, tensors: int) -> tuple[float, float]:
         """(encode, decode) seconds per step of ``scheme`` on ``params`` parameters in ``tensors`` tensors.
 
-        A file from before the split (schema 1) has only the sum: it counts as encode.
+        ``scheme`` may be a cost key (:func:`cost_key`); one not measured uses its replicator's default
+        settings' constants. A file from before the split (schema 1) has only the sum: it counts as encode.
         """
+        scheme = self.resolve(scheme)
         if scheme not in self.encode_s_per_param:
             return self.compression_s_per_param.get(scheme, 0.0) * params, 0.0
-        enc = self.encode_s_per_param[scheme] * params + self.encode_s_per_tensor.get(scheme, 0.0) * tensors
-        dec = self.decode_s_per_param.get(scheme, 0.0) * params + self.decode_s_per_tensor.get(scheme, 0.0) * tensors
+        a_enc = self.per_param_at(self.encode_s_per_param[scheme], self.encode_s_per_param_large.get(scheme), params)
+        a_dec = self.per_param_at(self.decode_s_per_param.get(scheme, 0.0), self.decode_s_per_param_large.get(scheme), params)
+        enc = a_enc * params + self.encode_s_per_tensor.get(scheme, 0.0) * tensors
+        dec = a_dec * params + self.decode_s_per_tensor.get(scheme, 0.0) * tensors
         return enc, dec
 
+    def per_param_at(self, small: float, large: float | None, params: float) -> float:
+        """Cost per parameter of a model of ``params`` parameters: ``small`` at ``params_at`` and below, ``large``
+        at ``large_params`` and above, interpolated in log(params) between (``small`` when no large cost was measured)."""
+        lo, hi = self.params_at, self.large_params
+        if large is None or lo <= 0 or hi <= lo or params <= lo:
+            return small
+        if params >= hi:
+            return large
+        w = math.log(params / lo) / math.log(hi / lo)
+        return small + w * (large - small)
+
     def measured(self, scheme: str) -> bool:
-        """True when ``scheme``'s encode/decode cost was measured on this host (not a default)."""
+        """True when ``scheme``'s (a name or cost key) encode/decode cost was measured on this host (not a default)."""
         return scheme in self.encode_s_per_param or scheme in self.compression_s_per_param
 
     def digest(self) -> str:

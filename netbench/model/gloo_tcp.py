@@ -24,6 +24,18 @@ rate``, because of three mechanisms this module models from their sources, not f
    RTO of idle, never below the initial window, and grows back by slow start (doubling per
    round trip). bbr sets its own pacing and skips the restart.
 
+4. **rank skew in a ring of two** (measured: per-rank step records of gpt2-small:blocks=2, dct,
+   2 nodes, 100mbit + 20 ms, one all_gather per step). The model above assumes both ranks enter
+   the call together. When one rank enters more than one delay after the other, the other's
+   notifications are already there: the late rank's two halves leave at once, and its own
+   notifications queue behind them on the shared connection, so the other's halves reach it one
+   half's transfer later: the late rank's call takes ``2 d + 3 x_half`` instead of ``2 d + 2 x_half``
+   (measured 130 ms vs model 127 ms, against 100 ms unskewed), and it leaves the call
+   ``d + x_half`` after the early one, which recreates the same skew next step: once local-work
+   jitter has pushed the ranks more than one delay apart, they stay there (measured skew 48 ms,
+   model 49 ms). Below one delay a skew just persists (nothing pulls the ranks together or
+   apart), so the state is reached when the ranks' CPU work per step jitters by more than a delay:
+   :func:`skew_expected` (ranks whose encode + decode takes longer than a round trip).
 Time on the wire per segment comes from the framing (payload to frames at the link rate).
 Nothing here is fitted: every number is a protocol constant or a setting of the nodes.
 """
@@ -38,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "TcpSettings", "STOCK_LINUX", "MAX_SEGMENT_BYTES", "ring_operations", "Transfer", "window_bytes",
-    "restart_window_bytes", "warm_window_bytes", "bbr_rate_Bps", "largest_flight_bytes", "chain_time_s", "rto_s", "pipeline_time_s", "GlooTime", "gloo_time",
+    "restart_window_bytes", "warm_window_bytes", "skew_expected", "bbr_rate_Bps", "largest_flight_bytes", "chain_time_s", "rto_s", "pipeline_time_s", "GlooTime", "gloo_time",
 ]
 
 MAX_SEGMENT_BYTES = 1 << 20  # gloo AllreduceOptionsImpl::kMaxSegmentSize
@@ -254,8 +266,18 @@ class GlooTime:
     transfer_s: float
 
 
+def skew_expected(kind: str, peers: int, calls: int, cpu_work_s: float, one_way_s: float) -> bool:
+    """Whether a step's ranks settle one delay or more apart (mechanism 4): one all_gather per step in a ring
+    of two, with more CPU work per step (encode + decode) than a round trip. The work's step-to-step
+    variation (5-10 % of it on the 2-core hosts measured) then exceeds a one-way delay within a few steps.
+    Pipelined steps (several calls) keep the ranks within a delay (measured: 2 buckets, skew +-10 ms at 20 ms).
+    """
+    return kind == "all_gather" and peers == 2 and calls == 1 and one_way_s > 0 and cpu_work_s > 2 * one_way_s
+
+
 def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_s: float, overhead_s: float,
-              mss: int, tcp: TcpSettings, idle_s: float | None = None, paced_flight_bytes: float = 0.0) -> GlooTime:
+              mss: int, tcp: TcpSettings, idle_s: float | None = None, paced_flight_bytes: float = 0.0,
+              skewed: bool = False) -> GlooTime:
     """Time of one gloo ring call of ``nbytes`` among ``peers`` on a link with ``one_way_s`` delay.
 
     ``payload_Bps``: payload bytes per second the bottleneck direction carries at line rate,
@@ -263,6 +285,8 @@ def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_
     ``idle_s``: how long the connection rested before the call (None: long enough for a
     restart when the settings make one; 0: a warm connection). ``paced_flight_bytes``: the
     largest burst the connection carries in a step (other calls included), which sets bbr's pacing.
+    ``skewed``: the ranks of a ring of two enter more than a delay apart (mechanism 4; all_gather only):
+    the late rank waits one more half's transfer.
     """
     loops = ring_operations(kind, nbytes, peers)
     if not loops or peers < 2:
@@ -282,5 +306,7 @@ def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_
     t = 0.0
     for ops, op_bytes in loops:
         t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=peers == 2)
+    if skewed and kind == "all_gather" and peers == 2:  # the late rank's notification behind its own first half
+        t += loops[0][1] / min(rate_Bps, pacing)
     transfer = sum(ops * b for ops, b in loops) / rate_Bps
     return GlooTime(time_s=t, latency_s=max(0.0, t - transfer), transfer_s=transfer)

@@ -8,6 +8,12 @@ exclusive lock makes concurrent first runs measure once.
 
 Cache folder: ``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench``.
 An explicit file (``--calibration FILE`` or ``$NETBENCH_CALIBRATION``) is used as it is.
+
+Encode/decode costs depend on the replicator's settings (:func:`netbench.model.calibration.cost_key`):
+the first measurement times every replicator at its defaults; a run, sweep or plan with other
+settings (``--topk 8``, ``--rate 0.01``...) has those timed once more and added to the same cache
+entry under their own keys. An explicit file is never changed: settings it lacks fall back to the
+replicator's default-settings cost.
 """
 
 from __future__ import annotations
@@ -17,14 +23,20 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from netbench import __version__
-from netbench.model.calibration import Calibration, CalibrationError, default_path, load_calibration, read_calibration, save_calibration
+from netbench.model.calibration import (Calibration, CalibrationError, cost_key, default_path, load_calibration, read_calibration,
+                                        save_calibration)
 
-__all__ = ["CACHE_ENV", "HostCalibration", "host_key", "cache_dir", "cache_path", "cached", "host_calibration"]
+if TYPE_CHECKING:
+    from netbench.replicators.config import ReplicatorConfig
+
+__all__ = ["CACHE_ENV", "HostCalibration", "host_key", "cache_dir", "cache_path", "cached", "host_calibration", "missing_keys",
+           "merge_costs"]
 
 CACHE_ENV = "NETBENCH_CACHE_DIR"
 WORKER_THREADS = 1  # torch threads per worker the measurement uses (run's --threads default)
@@ -46,8 +58,11 @@ def host_key(threads: int = WORKER_THREADS) -> dict[str, str]:
 
     from netbench.model.testbed import host_cpus
 
+    from netbench.model.calibration import SCHEMA_VERSION
+
+    # the schema: an entry measured before the costs by model size and by settings is measured again
     return {"hostname": platform.node(), "cpu_model": _cpu_model(), "cpus": str(host_cpus()),
-            "torch": torch.__version__, "netbench": __version__, "threads": str(threads)}
+            "torch": torch.__version__, "netbench": __version__, "threads": str(threads), "calibration": str(SCHEMA_VERSION)}
 
 
 def cache_dir() -> Path:
@@ -93,13 +108,36 @@ class HostCalibration:
         return {**self.calibration.identity(self.path), "origin": self.origin}
 
 
-def host_calibration(explicit: Path | None = None, on_measure: Callable[[Path], None] | None = None) -> HostCalibration:
+def missing_keys(calibration: Calibration, replicators: "Sequence[ReplicatorConfig]") -> list["ReplicatorConfig"]:
+    """The configs among ``replicators`` whose cost key ``calibration`` has not measured (one per key, in order)."""
+    out: dict[str, ReplicatorConfig] = {}
+    for config in replicators:
+        key = cost_key(config)
+        if not calibration.measured(key) and key not in out:
+            out[key] = config
+    return list(out.values())
+
+
+_COST_TABLES = ("compression_s_per_param", "encode_s_per_param", "decode_s_per_param", "encode_s_per_tensor", "decode_s_per_tensor",
+                "encode_s_per_param_large", "decode_s_per_param_large")
+
+
+def merge_costs(base: Calibration, extra: Calibration) -> Calibration:
+    """``base`` with ``extra``'s encode/decode tables and their notes added (``base``'s collective constants are kept)."""
+    update: dict[str, dict[str, float | str]] = {t: {**getattr(base, t), **getattr(extra, t)} for t in _COST_TABLES}
+    update["notes"] = {**base.notes, **{k: v for k, v in extra.notes.items() if k.startswith("compression.")}}
+    return base.model_copy(update=update)
+
+
+def host_calibration(explicit: Path | None = None, on_measure: Callable[[Path], None] | None = None,
+                     replicators: "Sequence[ReplicatorConfig]" = ()) -> HostCalibration:
     """The calibration ``run``/``sweep``/``plan`` use: ``explicit`` (must exist), else ``$NETBENCH_CALIBRATION``
     as it is (defaults when that file is absent: the user chose a file, ``netbench calibrate`` fills it),
     else this host's cache entry, measured first when missing, for another key, or corrupt.
 
     ``on_measure(path)`` is called before a measurement starts (to tell the user why they wait).
-    A broken explicit file raises CalibrationError.
+    ``replicators``: the settings the command will predict; a cache entry lacking one's cost key has it
+    measured and added. A broken explicit file raises CalibrationError.
     """
     if explicit is not None:
         if not explicit.exists():
@@ -114,12 +152,16 @@ def host_calibration(explicit: Path | None = None, on_measure: Callable[[Path], 
     with open(path.with_name(path.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent first run waits, then reuses this one's measurement
         hit = cached(key)
-        if hit is not None:
+        if hit is not None and not missing_keys(hit, replicators):
             return HostCalibration(hit, path, False, "cache")
         from netbench.model.measure import measure, quick_options  # torch processes: only when measuring
 
         if on_measure:
             on_measure(path)
-        calib = measure(quick_options()).model_copy(update={"host_key": key})
-        save_calibration(calib, path)
-        return HostCalibration(calib, path, True, "measured")
+        if hit is None:
+            hit = measure(quick_options()).model_copy(update={"host_key": key})
+        extra = missing_keys(hit, replicators)
+        if extra:
+            hit = merge_costs(hit, measure(quick_options().model_copy(update={"schemes": (), "configs": tuple(extra)})))
+        save_calibration(hit, path)
+        return HostCalibration(hit, path, True, "measured")

@@ -7,7 +7,9 @@
   (``compress_s`` and ``decode_s``; the collectives' wait is excluded by the replicator) on random
   gradients, the fastest of a few steps (mean over whole sync periods for periodic schemes). Timed on two
   shape sets -- a few large matrices (``shapes``) and many small tensors (``tensor_shapes``) -- and
-  solved for a cost per parameter and a cost per tensor. ``mtdao`` sends dense tensors: no
+  solved for a cost per parameter and a cost per tensor; optionally a third, large set (``large_shapes``,
+  beyond the last-level cache) gives the cost per parameter of large models (the per-tensor cost
+  taken as solved). ``mtdao`` sends dense tensors: no
   encode/decode (its local QH-Adam step is the workload's ``apply`` time, measured by every run).
 """
 
@@ -27,18 +29,20 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from pydantic import BaseModel, ConfigDict, Field
 
-from netbench.model.calibration import Calibration
+from netbench.model.calibration import Calibration, cost_key
 from netbench.model.schemes import SCHEME_NAMES, SchemeSettings, build_scheme
-from netbench.replicators.config import REPLICATOR_NAMES
+from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.shapes import ParamShape, resolve_shapes, total_params
 
 __all__ = ["MeasureOptions", "measure", "quick_options", "time_calls", "QUICK_SHAPES", "TENSOR_SHAPES"]
 
 WORLD = 2
 BATCH = 25
-# first-use calibration: representative large matrices (2.2 M parameters), and 57 small tensors (70 k parameters)
+# first-use calibration: representative large matrices (2.2 M parameters), 57 small tensors (70 k parameters),
+# and a model whose codec buffers stream from memory (7.1 M parameters, ~140 MB of dct buffers per rank)
 QUICK_SHAPES = "llama:d_model=384,layers=1,ffn=1024,vocab=512"
 TENSOR_SHAPES = "llama:d_model=32,layers=6,ffn=64,vocab=64"
+LARGE_SHAPES = "gpt2-small:blocks=1"
 # what the replicators call (netbench/replicators/comm.py); the deprecated name adds ~0.5 ms of wrapper per call
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
@@ -52,9 +56,13 @@ class MeasureOptions(BaseModel):
     bandwidth_mib: float = Field(16.0, gt=0, description="buffer of the loopback bandwidth all_reduce")
     shapes: str = Field("gpt2-small:blocks=2", description="shapes preset for the compression timing (per parameter)")
     tensor_shapes: str | None = Field(TENSOR_SHAPES, description="many small tensors, for the cost per tensor (None: not measured)")
+    large_shapes: str | None = Field(None, description="a larger model than ``shapes``, for the cost per parameter of models "
+                                     "beyond the cache (None: one cost per parameter at every size)")
     schemes: tuple[str, ...] = Field(SCHEME_NAMES, description="schemes whose compression cost to time")
     steps: int = Field(3, ge=1, le=1000, description="timed steps (whole sync periods for periodic schemes)")
     settings: SchemeSettings = SchemeSettings()
+    configs: tuple[ReplicatorConfig, ...] = Field((), description="replicator settings to time besides ``schemes`` at ``settings`` "
+                                                    "(a run's non-default settings); stored under their cost keys")
     acks_per_segment: float = Field(0.5, ge=0.0, le=1.0, description="stored as given: loopback cannot measure it")
     timeout_s: float = Field(600.0, gt=0)
 
@@ -97,11 +105,12 @@ def _collective_times(opts: MeasureOptions) -> dict[str, float]:
     return {"all_reduce_tiny_s": small["ar"], "all_gather_tiny_s": small["ag"], "all_reduce_big_s": t_big, "big_bytes": float(big.numel() * 4)}
 
 
-def _replicator_seconds(name: str, shapes: Sequence[ParamShape], settings: SchemeSettings, steps: int) -> tuple[float, float]:
-    """(encode, decode) seconds per step of replicator ``name`` on ``shapes``, from its own StepStats."""
+def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], steps: int) -> tuple[float, float]:
+    """(encode, decode) seconds per step of the replicator ``config`` names, with its settings, on ``shapes``, from its own StepStats."""
     from netbench.replicators import build_replicator  # the replicators' factory
 
-    config = build_scheme(name, settings).config
+    name = config.name
+    config = config.model_copy(update={"bucket_mb": 0.0})  # the codec's own cost, in one collective (model/overlap.py pipelines it)
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s.shape) * 0.02) for s in shapes]
     grads = [torch.randn(s.shape) * 1e-3 for s in shapes]
@@ -140,31 +149,47 @@ def _fit(big: tuple[float, int, float], small: tuple[float, int, float] | None) 
     return s1 / p1, 0.0
 
 
+def _sizes(opts: MeasureOptions) -> tuple[int, int]:
+    """(params of ``shapes``, params of ``large_shapes``): where the two per-parameter costs were measured ((0, 0): one cost)."""
+    if not opts.large_shapes:
+        return 0, 0
+    mid, large = total_params(resolve_shapes(opts.shapes)), total_params(resolve_shapes(opts.large_shapes))
+    return (mid, large) if large > mid else (0, 0)
+
+
+COST_TABLES = ("encode_param", "decode_param", "encode_tensor", "decode_tensor", "encode_param_large", "decode_param_large")
+
+
 def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     sets = [resolve_shapes(opts.shapes)] + ([resolve_shapes(opts.tensor_shapes)] if opts.tensor_shapes else [])
-    costs: dict[str, dict[str, float]] = {k: {} for k in ("encode_param", "decode_param", "encode_tensor", "decode_tensor")}
+    large = resolve_shapes(opts.large_shapes) if _sizes(opts)[1] else None
+    costs: dict[str, dict[str, float]] = {k: {} for k in COST_TABLES}
     notes: dict[str, str] = {}
-    for name in opts.schemes:
-        if name == "mtdao":
+    configs = [build_scheme(name, opts.settings).config for name in opts.schemes if name in REPLICATOR_NAMES] + list(opts.configs)
+    for config in configs:
+        key = cost_key(config)
+        if config.name == "mtdao":
             for table in costs.values():
-                table[name] = 0.0
-            notes[f"compression.{name}"] = "dense all-reduces: no encode/decode"
-            continue
-        if name not in REPLICATOR_NAMES:
+                table[key] = 0.0
+            notes[f"compression.{key}"] = "dense all-reduces: no encode/decode"
             continue
         try:
-            timed = [(total_params(s), len(s), _replicator_seconds(name, s, opts.settings, opts.steps)) for s in sets]
+            timed = [(total_params(s), len(s), _replicator_seconds(config, s, opts.steps)) for s in sets]
+            big_timed = (total_params(large), len(large), _replicator_seconds(config, large, opts.steps)) if large else None
         except ImportError as exc:
-            notes[f"compression.{name}"] = f"skipped: replicator not available ({exc})"
+            notes[f"compression.{key}"] = f"skipped: replicator not available ({exc})"
             continue
         for i, part in enumerate(("encode", "decode")):
             big = (timed[0][0], timed[0][1], timed[0][2][i])
             small = (timed[1][0], timed[1][1], timed[1][2][i]) if len(timed) > 1 else None
             per_param, per_tensor = _fit(big, small)
-            costs[f"{part}_param"][name], costs[f"{part}_tensor"][name] = per_param, per_tensor
-        notes[f"compression.{name}"] = "; ".join(
+            costs[f"{part}_param"][key], costs[f"{part}_tensor"][key] = per_param, per_tensor
+            if big_timed is not None:
+                p3, t3, sec3 = big_timed
+                costs[f"{part}_param_large"][key] = max(0.0, sec3[i] - per_tensor * t3) / p3
+        notes[f"compression.{key}"] = "; ".join(
             f"encode {sec[0] * 1e3:.3g} ms + decode {sec[1] * 1e3:.3g} ms per step on {p:,} params in {t} tensors"
-            for p, t, sec in timed) + f" (fastest of {opts.steps} step(s))"
+            for p, t, sec in timed + ([big_timed] if big_timed else [])) + f" (fastest of {opts.steps} step(s))"
     return costs, notes
 
 
@@ -176,7 +201,7 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
                             timeout=timedelta(seconds=opts.timeout_s))
     try:
         times = _collective_times(opts)
-        costs, notes = _compression(opts) if opts.schemes else ({k: {} for k in ("encode_param", "decode_param", "encode_tensor", "decode_tensor")}, {})
+        costs, notes = _compression(opts) if opts.schemes or opts.configs else ({k: {} for k in COST_TABLES}, {})
         if rank == 0:
             queue.put((times, costs, notes))
         dist.barrier()
@@ -186,7 +211,7 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
 
 def quick_options() -> MeasureOptions:
     """What a first ``run``/``sweep``/``plan`` measures: every replicator at its defaults, in a few seconds."""
-    return MeasureOptions(iters=200, bandwidth_mib=8.0, shapes=QUICK_SHAPES, tensor_shapes=TENSOR_SHAPES, steps=5)
+    return MeasureOptions(iters=200, bandwidth_mib=8.0, shapes=QUICK_SHAPES, tensor_shapes=TENSOR_SHAPES, large_shapes=LARGE_SHAPES, steps=5)
 
 
 def measure(opts: MeasureOptions) -> Calibration:
@@ -220,6 +245,8 @@ def measure(opts: MeasureOptions) -> Calibration:
         compression_s_per_param={k: costs["encode_param"][k] + costs["decode_param"][k] for k in costs["encode_param"]},
         encode_s_per_param=costs["encode_param"], decode_s_per_param=costs["decode_param"],
         encode_s_per_tensor=costs["encode_tensor"], decode_s_per_tensor=costs["decode_tensor"],
+        encode_s_per_param_large=costs["encode_param_large"], decode_s_per_param_large=costs["decode_param_large"],
+        params_at=_sizes(opts)[0], large_params=_sizes(opts)[1],
         acks_per_segment=opts.acks_per_segment,
         notes=notes,
     )

@@ -29,7 +29,7 @@ import pandas as pd
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
-from netbench.model.calibration import Calibration, load_calibration
+from netbench.model.calibration import Calibration, cost_key, load_calibration
 from netbench.model.framing import Framing
 from netbench.model.overlap import pipelined
 from netbench.model.schemes import scheme_from_config
@@ -96,7 +96,7 @@ def encode_decode_s(config: RunLike, shapes: Sequence[ParamShape], calibration: 
     g = hybrid.gpus_per_node(config)
     shapes = hybrid.worker_shapes(shapes, g)
     share = cpu_share(config.cluster.nodes * g, cpus or host_cpus())
-    enc, dec = calibration.encode_decode_s(config.replicator.name, total_params(list(shapes)), len(shapes))
+    enc, dec = calibration.encode_decode_s(cost_key(config.replicator), total_params(list(shapes)), len(shapes))
     return enc * share, dec * share
 
 
@@ -114,9 +114,11 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
         shapes = hybrid.node_shapes(shapes, g)
     est = estimate(scheme, shapes, scenario, calibration)
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
-    est = pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
+    # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
+    # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)
     credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
-    return replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
+    est = replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
+    return pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
 
 
 def as_summary(est: StepEstimate, calibration: Calibration, encode_s: float | None = None, decode_s: float = 0.0,

@@ -18,10 +18,10 @@ from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from netbench.model.calibration import Calibration
+from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
 from netbench.model.framing import Framing, LinkBytes
-from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings, gloo_time, largest_flight_bytes
+from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings, gloo_time, largest_flight_bytes, skew_expected
 from netbench.model.schemes import Scheme
 from netbench.model.traffic import DTYPE_BYTES, Exchange, average_bytes_per_step
 from netbench.shapes import ParamShape, total_params
@@ -104,7 +104,8 @@ def dense_dtype(scheme: Scheme) -> str:
 
 
 def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm,
-              tcp: TcpSettings = STOCK_LINUX, idle_s: float | None = 0.0, paced_flight_bytes: float = 0.0) -> CollectiveCost:
+              tcp: TcpSettings = STOCK_LINUX, idle_s: float | None = 0.0, paced_flight_bytes: float = 0.0,
+              cpu_work_s: float = 0.0) -> CollectiveCost:
     """Cost of one of the exchange's ``calls`` collective calls, which share its bytes evenly.
 
     Wire bytes come from the message pattern (:mod:`~netbench.model.collectives`). Time: for
@@ -112,7 +113,8 @@ def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algo
     segments, two in flight, the receiver's ready notification, window and pacing), at the
     payload rate the framing leaves on the bottleneck direction; other algorithms are alpha-beta.
     ``idle_s``: how long the connections rested before this call (None: long enough for any restart);
-    ``paced_flight_bytes``: the largest burst of the step's calls (bbr paces every call at its rate).
+    ``paced_flight_bytes``: the largest burst of the step's calls (bbr paces every call at its rate);
+    ``cpu_work_s``: each rank's encode + decode per step (whether the ranks of a ring of two drift a delay apart).
     """
     if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
         return CollectiveCost()
@@ -123,22 +125,24 @@ def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algo
         return base
     payload_Bps = p.critical_bytes / base.transfer_s
     delay = link.delay_s
+    skewed = skew_expected(exchange.collective, peers, exchange.calls, cpu_work_s, delay)
     t = gloo_time(exchange.collective, nbytes, peers, payload_Bps, delay, link.alpha_s - delay, framing.mss, tcp, idle_s,
-                  paced_flight_bytes)
+                  paced_flight_bytes, skewed)
     return replace(base, time_s=t.time_s, latency_s=t.latency_s, transfer_s=t.transfer_s)
 
 
 def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm,
-                  tcp: TcpSettings = STOCK_LINUX, idle_s: float | None = 0.0, paced_flight_bytes: float = 0.0) -> CollectiveCost:
+                  tcp: TcpSettings = STOCK_LINUX, idle_s: float | None = 0.0, paced_flight_bytes: float = 0.0,
+                  cpu_work_s: float = 0.0) -> CollectiveCost:
     """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``.
 
     The first call follows ``idle_s`` of rest (a restart of the congestion window where the TCP
     settings make one); the others follow it directly.
     """
-    first = call_cost(exchange, peers, link, framing, algorithm, tcp, idle_s, paced_flight_bytes)
+    first = call_cost(exchange, peers, link, framing, algorithm, tcp, idle_s, paced_flight_bytes, cpu_work_s)
     if exchange.calls <= 1:
         return first.scaled(exchange.calls / exchange.period)
-    rest = call_cost(exchange, peers, link, framing, algorithm, tcp, 0.0, paced_flight_bytes)
+    rest = call_cost(exchange, peers, link, framing, algorithm, tcp, 0.0, paced_flight_bytes, cpu_work_s)
     return (first + rest.scaled(exchange.calls - 1)).scaled(1 / exchange.period)
 
 
@@ -155,14 +159,15 @@ def estimate(
     exchanges = scheme.exchanges(shapes, peers) if peers >= 2 else ()
     wire = CollectiveCost()
     g = scenario.gpus_per_node
-    compression = n_params / g * calibration.compression(scheme.name)
+    # encode + decode of this scheme's settings (a per-parameter and a per-tensor cost, as run predictions use)
+    compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
     idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
     paced = max((largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
                  for ex in exchanges if ex.calls and ex.collective != "none"), default=0.0)
     for ex in exchanges:
         alpha = scenario.delay_s + calibration.overhead(ex.collective)
         link = Link(scenario.up_bps, scenario.down_bps, alpha, one_way_s=scenario.delay_s)
-        wire = wire + exchange_cost(ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, idle, paced)
+        wire = wire + exchange_cost(ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, idle, paced, compression)
         idle = 0.0
     intra = 0.0
     if g > 1:

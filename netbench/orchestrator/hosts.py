@@ -287,7 +287,7 @@ def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], start
         "rendezvous": {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME")},
     }
     try:  # this host's calibration, measured after training when the cache has none; a failure only costs the prediction
-        calibration = host_calibration() if status == "ok" else None
+        calibration = host_calibration(replicators=(model_config.replicator,)) if status == "ok" else None
     except Exception:  # noqa: BLE001
         calibration = None
     summary, _ = results.write_run(

@@ -199,7 +199,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
     first when the cache has none -- before anything is built). ``dilation``: time dilation
     factor k (:mod:`netbench.orchestrator.dilation`); results are reported for ``config``.
     """
-    calibration = calibration or host_calibration()
+    calibration = calibration or host_calibration(replicators=(config.replicator,))
     real, config = config, dil.dilate(config, dilation)
     names = RunNames.new()
     run_dir = new_run_dir(config.out_dir, config.replicator.name, names)

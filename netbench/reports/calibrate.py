@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from netbench.model.calibration import load_calibration, save_calibration
 from netbench.model.hostcache import HostCalibration, host_calibration
 from netbench.model.predict import workload_shapes
 from netbench.model.schemes import SchemeSettings
+from netbench.replicators.config import ReplicatorConfig
 from netbench.reports.scenario import SweepScenario
 
 __all__ = ["CALIBRATION", "sweep_calibration"]
@@ -36,10 +37,13 @@ def _shapes_spec(scenario: SweepScenario, out: Path) -> str:
 
 
 def sweep_calibration(scenario: SweepScenario, out: Path, explicit: Path | None, fresh: bool,
-                      on_measure: Callable[[Path], None] | None = None) -> HostCalibration:
-    """The calibration every point predicts with. Measures into ``out/calibration.json`` when the scenario asks and none is there."""
+                      on_measure: Callable[[Path], None] | None = None, replicators: Sequence[ReplicatorConfig] = ()) -> HostCalibration:
+    """The calibration every point predicts with. Measures into ``out/calibration.json`` when the scenario asks and none is there.
+
+    ``replicators``: the points' settings; this host's cache entry gets their encode/decode costs measured when it lacks them.
+    """
     if explicit is not None or not scenario.calibrate:
-        return host_calibration(explicit, on_measure=on_measure)
+        return host_calibration(explicit, on_measure=on_measure, replicators=replicators)
     target = out / CALIBRATION
     if target.exists() and not fresh:
         return HostCalibration(load_calibration(target), target, False, "file")
