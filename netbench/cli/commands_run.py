@@ -143,6 +143,7 @@ def run(
     sign: bool = ropt.SignOpt,
     lr: float = ropt.LrOpt,
     bucket_mb: str = ropt.BucketMbOpt,
+    overlap_backward: bool = ropt.OverlapBackwardOpt,
     workload: str = ropt.WorkloadOpt,
     shapes: str = ropt.ShapesOpt,
     compute_ms: float = ropt.ComputeMsOpt,
@@ -164,7 +165,8 @@ def run(
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
                                        index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
-                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every)
+                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every,
+                                       overlap_backward=overlap_backward)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
     ropt.check_workload(work, nodes)
     rep = ropt.with_bucket_mb(rep, bucket_mb, min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s(), work, nodes)

@@ -30,7 +30,7 @@ import pandas as pd
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration, load_calibration
 from netbench.model.framing import Framing
-from netbench.model.overlap import pipelined
+from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
 from netbench.model.testbed import bucket_credit_s, cpu_share, host_cpus
@@ -104,6 +104,7 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
     enc, dec = encode_decode_s(config, shapes, calibration, cpus)
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     est = pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
+    est = backward_overlapped(est, config.replicator, config.workload.kind, shapes)  # buckets started during backward
     credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
     return replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
 
