@@ -38,7 +38,7 @@ def _worker(args: argparse.Namespace) -> None:
 
     from netbench.shapes import resolve_shapes
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     os.environ["GLOO_SOCKET_IFNAME"] = "eth0"
     dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{PORT}", rank=args.rank, world_size=args.world,
                             timeout=timedelta(seconds=300))
@@ -147,8 +147,8 @@ def _race(args: argparse.Namespace) -> dict:
                 node.popen([sys.executable, __file__, "--worker", impl, "--rank", str(node.index), "--world", str(args.nodes),
                             "--master", cluster.nodes[0].address, "--shapes", args.shapes, "--topk", str(args.topk),
                             "--chunk", str(args.chunk), "--steps", str(args.steps), "--warmup", str(args.warmup),
-                            "--bucket-mb", str(args.bucket_mb)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"OMP_NUM_THREADS": "1"})
+                            "--bucket-mb", str(args.bucket_mb), "--threads", str(args.threads)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"OMP_NUM_THREADS": str(args.threads)})
                 for node in cluster.nodes
             ]
             outs = [p.communicate(timeout=1800) for p in procs]
@@ -183,6 +183,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--bucket-mb", default="auto", help="netbench dct: MB per pipelined bucket, 0 = unpipelined, auto = from the link")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per rank (both replicators)")
     parser.add_argument("--skip-reference", action="store_true", help="run netbench's side only (for tuning)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", choices=["netbench", "reference"], help=argparse.SUPPRESS)

@@ -213,3 +213,34 @@ def test_dct_buckets_run_in_reverse_parameter_order():
     assert order[0] == len(SHAPES) - 1 and order == sorted(order, reverse=True)
     forward = row_band_buckets(SHAPES, 8, 4, 6, 200)
     assert len(buckets) == len(forward)
+
+
+@pytest.mark.parametrize("workload", ["mlp", "shapes"])
+def test_worker_attaches_hooks_for_builtin_workloads_and_trains_the_same(tmp_path, workload):
+    """Through `python -m netbench.worker`: the start record says whether hooks ran, the losses match bit for bit."""
+    from test_worker import finish, launch, records, write_specs
+    from netbench.workloads import WorkloadConfig
+
+    work = (WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=32) if workload == "mlp" else
+            WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=64", compute_ms=1))
+    losses = {}
+    for on in (True, False):
+        out = tmp_path / str(on)
+        out.mkdir()
+        config = ReplicatorConfig(**CONFIGS["dct"], bucket_mb=0.002, overlap_backward=on)
+        specs = write_specs(out, 2, steps=3, warmup_steps=1, replicator=config, workload=work, timeout_s=30)
+        assert finish([launch(s, out) for s in specs]) == [0, 0], (out / "spec0.log").read_text()
+        lines = records(out / "rank0.jsonl")
+        assert lines[0]["overlap_backward"] is (on and workload == "mlp")
+        assert all(r["collectives"] > 1 for r in lines if r["event"] == "step")
+        losses[on] = [r["loss"] for r in lines if r["event"] == "step"]
+    assert losses[True] == losses[False]
+
+
+def test_backward_overlap_refuses_a_second_backward_in_one_step():
+    params = _params()
+    rep = build_replicator(params, ReplicatorConfig(**CONFIGS["dct"], bucket_mb=BUCKET_MB))
+    rep.attach_backward_hooks()
+    sum((p ** 2).sum() for p in params).backward()
+    with pytest.raises(RuntimeError, match="one backward per step"):
+        sum((p ** 2).sum() for p in params).backward()

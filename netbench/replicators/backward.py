@@ -55,8 +55,9 @@ class BackwardOverlap:
 
     def _hook(self, index: int) -> Callable[[torch.Tensor], None]:
         def ready(_param: torch.Tensor) -> None:
-            if index in self._seen:  # a parameter used twice: its gradient is final only at the end
-                return
+            if index in self._seen:  # its bucket may already be on the wire without this gradient
+                raise RuntimeError("overlap_backward needs exactly one backward per step; a second backward "
+                                   "(gradient accumulation) found its gradients already sent: run with it off")
             self._seen.add(index)
             for b in self._users[index]:
                 self._missing[b] -= 1
@@ -85,24 +86,21 @@ class BackwardOverlap:
             self.hooked_decode_s += time.perf_counter() - began
 
     def finish(self, timer: StepTimer) -> tuple[float, float]:
-        """Inside the step: launch what backward did not, wait and decode the rest; returns the
-        (encode, decode) wall seconds spent in backward's hooks this step, and resets for the next."""
-        rest = list(range(self._launched, self.buckets))
-        queue = sorted(self._pending)
-        for i in range(len(rest) + 1):
-            if i < len(rest):
-                self._encode(rest[i])
-                timer.compress()
-                self._pending[rest[i]] = self._start(rest[i])
-                queue.append(rest[i])
-                timer.skip()
-            # keep one launched bucket in flight while encoding the next; drain at the end
-            while queue and (i == len(rest) or len(queue) > 1):
-                b = queue.pop(0)
-                self._pending.pop(b).wait()
-                timer.skip()
-                self._decode(b)
-                timer.decode()
+        """Inside the step: encode and start what backward did not launch, then wait for and decode
+        every bucket still pending, in order (dct's encode-all-first schedule, replicators/pipeline.py).
+
+        Returns the (encode, decode) wall seconds spent in backward's hooks this step, and resets
+        for the next step."""
+        for b in range(self._launched, self.buckets):
+            self._encode(b)
+            timer.compress()
+            self._pending[b] = self._start(b)
+            timer.skip()
+        for b in sorted(self._pending):
+            self._pending.pop(b).wait()
+            timer.skip()
+            self._decode(b)
+            timer.decode()
         hooked = (self.hooked_encode_s, self.hooked_decode_s)
         self.last_hooked_s = sum(hooked)
         self._reset()
