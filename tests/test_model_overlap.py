@@ -103,7 +103,9 @@ def test_predict_uses_the_pipelined_form() -> None:
     from netbench.model.steptime import estimate
 
     raw = estimate(scheme_from_config(piped_rep), shapes, scenario_for(cluster, 0.05, cal), cal)
-    want = 0.05 + pipelined_step_s(codec / 2, codec / 2, raw.comm_time_s, n, None)  # dct encodes every bucket first
+    from netbench.replicators.pipeline import behind_for
+
+    want = 0.05 + pipelined_step_s(codec / 2, codec / 2, raw.comm_time_s, n, behind_for("dct"))
     assert pipelined(raw, piped_rep, shapes).step_time_s == pytest.approx(want)
     assert want < raw.step_time_s
     assert plain.step_time_s == pytest.approx(unpiped_piped.step_time_s)

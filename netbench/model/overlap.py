@@ -8,7 +8,8 @@ replicator that decodes one bucket behind (replicators/pipeline.py, ``behind`` 1
     T = e + (n - 1) * max(e + d, c) + c + d
 
 the first bucket's encode (fill), the steady state bound by the busier resource, then the last
-bucket's wire and decode (drain). One that encodes every bucket before decoding any (dct) takes::
+bucket's wire and decode (drain). One that encodes every bucket before decoding any (``behind``
+None; no replicator by default, see replicators/pipeline.py) takes::
 
     T = max(E + D, e + c + D, E + c + d, e + C + d)
 

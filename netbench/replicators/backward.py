@@ -87,7 +87,7 @@ class BackwardOverlap:
 
     def finish(self, timer: StepTimer) -> tuple[float, float]:
         """Inside the step: encode and start what backward did not launch, then wait for and decode
-        every bucket still pending, in order (dct's encode-all-first schedule, replicators/pipeline.py).
+        every bucket still pending, in order (most were launched during backward already).
 
         Returns the (encode, decode) wall seconds spent in backward's hooks this step, and resets
         for the next step."""

@@ -166,6 +166,5 @@ class DCTReplicator(Replicator):
             self.decode(self.recv)
             timer.decode()
             return
-        # Every bucket encoded and started first: each all-gather's fixed latency (two one-way
-        # delays) then hides behind the other buckets' encode and decode (pipeline.py).
+        # pipeline.py: decode one behind, or encode every bucket first (behind_for says which).
         run_pipeline(len(self.units), self._encode_bucket, self._start_bucket, self._decode_bucket, timer, behind_for(self.name))

@@ -27,8 +27,10 @@ from netbench.replicators.comm import Pending
 __all__ = ["run_pipeline", "behind_for"]
 
 # Replicators that encode every bucket before decoding any (``behind`` None); the rest decode one behind.
-# dct: its all-gathers cost two one-way delays each whatever their size, and its codec dominates the step.
-_ENCODE_ALL_FIRST = frozenset({"dct"})
+# Empty: for dct, encoding every bucket first measured 1.375x the one-bucket step at 100mbit, 2 nodes, 8 buckets
+# (scripts/bench_pipeline.py, reports/pipeline/bench.txt) where decoding one behind had measured 0.75x; on two
+# buckets (auto at 100mbit + 20 ms) both schedules are the same. Backward overlap finishes in this order.
+_ENCODE_ALL_FIRST: frozenset[str] = frozenset()
 
 
 def behind_for(replicator: str) -> int | None:
