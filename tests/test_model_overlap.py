@@ -29,6 +29,46 @@ def test_pipelined_step_by_hand() -> None:
         pipelined_step_s(1, 1, 1, 0)
 
 
+def test_pipelined_step_encoding_every_bucket_first_by_hand() -> None:
+    # E 0.4, D 0.2, C 0.6, behind None: max(E + D, e + c + D, E + c + d, e + C + d).
+    assert pipelined_step_s(0.4, 0.2, 0.6, 1, None) == pytest.approx(1.2)  # one bucket: the sum
+    # Two: max(0.6, 0.2 + 0.3 + 0.2, 0.4 + 0.3 + 0.1, 0.2 + 0.6 + 0.1) = 0.9 (the wire in a row).
+    assert pipelined_step_s(0.4, 0.2, 0.6, 2, None) == pytest.approx(0.9)
+    # CPU-bound (C 0.2), four buckets: max(0.6, 0.1 + 0.05 + 0.2, 0.4 + 0.05 + 0.05, 0.1 + 0.2 + 0.05) = 0.6:
+    # every bucket's wire hides behind the other buckets' codec (one behind: 0.1 + 3 x 0.15 + 0.05 + 0.05 = 0.65).
+    assert pipelined_step_s(0.4, 0.2, 0.2, 4, None) == pytest.approx(0.6)
+    assert pipelined_step_s(0.4, 0.2, 0.2, 4) == pytest.approx(0.65)
+    # A large per-bucket latency (c 0.3 of C 0.6 on two buckets, CPU 0.6): max(0.6, 0.2+0.3+0.2, 0.4+0.3+0.1, 0.2+0.6+0.1) = 0.9.
+    assert pipelined_step_s(0.4, 0.2, 0.6, 2, None) == pytest.approx(0.9)
+
+
+def test_backward_overlap_by_hand() -> None:
+    from netbench.model.overlap import backward_overlapped_step_s
+
+    # compute 1.0 (backward 0.6), sync 2.0 of which codec 0.4: 1.6 of wire exposed.
+    assert backward_overlapped_step_s(1.0, 0.6, 2.0, 0.4, 1) == pytest.approx(3.0)  # one bucket: ready when backward ends
+    assert backward_overlapped_step_s(1.0, 0.6, 2.0, 0.4, 4) == pytest.approx(3.0 - 0.45)  # 3/4 of backward hides wire
+    # Little wire left to hide (sync 0.5, codec 0.4): at most that 0.1.
+    assert backward_overlapped_step_s(1.0, 0.6, 0.5, 0.4, 4) == pytest.approx(1.4)
+    with pytest.raises(ValueError):
+        backward_overlapped_step_s(1.0, 0.6, 2.0, 0.4, 0)
+
+
+def test_predict_applies_backward_overlap_only_where_the_worker_does() -> None:
+    cluster = ClusterSpec(nodes=2, up={"rate_bps": 10e6}, down={"rate_bps": 10e6})
+    cal = Calibration(compression_s_per_param={"dct": 1e-6})
+    work = WorkloadConfig(kind="transformer")
+    shapes = workload_shapes(work, 2)
+    steps = {}
+    for on in (True, False):
+        for kind in ("transformer", "shapes"):
+            rep = ReplicatorConfig(name="dct", bucket_mb=0.01, overlap_backward=on)
+            cfg = RunConfig(cluster=cluster, replicator=rep, workload=work.model_copy(update={"kind": kind}), capture=False)
+            steps[on, kind] = predict(cfg, shapes, 0.3, cal, cpus=2).step_time_s
+    assert steps[True, "transformer"] < steps[False, "transformer"]
+    assert steps[True, "shapes"] == pytest.approx(steps[False, "shapes"]) == pytest.approx(steps[False, "transformer"])
+
+
 def test_auto_bucket_fills_the_pipe_and_caps_the_count() -> None:
     assert auto_bucket_mb(100e6, 0.04) == pytest.approx(0.5)  # 12.5 MB/s x 40 ms
     assert auto_bucket_mb(10e6, 0.0) == pytest.approx(MIN_BUCKET_BYTES / 1e6)
@@ -63,7 +103,9 @@ def test_predict_uses_the_pipelined_form() -> None:
     from netbench.model.steptime import estimate
 
     raw = estimate(scheme_from_config(piped_rep), shapes, scenario_for(cluster, 0.05, cal), cal)
-    want = 0.05 + pipelined_step_s(codec / 2, codec / 2, raw.comm_time_s, n)
+    from netbench.replicators.pipeline import behind_for
+
+    want = 0.05 + pipelined_step_s(codec / 2, codec / 2, raw.comm_time_s, n, behind_for("dct"))
     assert pipelined(raw, piped_rep, shapes).step_time_s == pytest.approx(want)
     assert want < raw.step_time_s
     assert plain.step_time_s == pytest.approx(unpiped_piped.step_time_s)

@@ -127,3 +127,120 @@ def test_bad_bucket_mb_is_one_line_and_exit_2(command, tmp_path):
                           else ["netbench", "plan", "--bucket-mb", "-3"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert "--bucket-mb" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# --- backward overlap (replicators/backward.py): buckets launched from post-accumulate-grad hooks ---
+
+WORKLOADS = {
+    "transformer": dict(kind="transformer", d_model=32, n_layers=2, n_heads=2, seq_len=16, batch_size=4),
+    "mlp": dict(kind="mlp", in_dim=8, hidden=24, mlp_layers=2, batch_size=16),
+}
+
+
+def _train(rank: int, world: int, work: dict, cfg: dict, bucket_mb: float, hooks: bool) -> dict:
+    """STEPS steps of a built-in workload with the dct replicator, hooks on or off."""
+    from netbench.workloads import build_workload
+    from netbench.workloads.config import WorkloadConfig
+
+    workload = build_workload(WorkloadConfig(**work), rank, world)
+    rep = build_replicator(workload.parameters(), ReplicatorConfig(**cfg, bucket_mb=bucket_mb))
+    overlap = rep.attach_backward_hooks() if hooks else None
+    out = {"params": [], "launched_in_backward": [], "buckets": len(rep.units), "bytes": [], "calls": []}
+    for _ in range(STEPS):
+        workload.compute_step()
+        if overlap is not None:
+            out["launched_in_backward"].append(overlap._launched)
+        stats = rep.step()
+        out["params"].append([p.detach().clone() for p in workload.parameters()])
+        out["bytes"].append(stats.payload_bytes)
+        out["calls"].append(stats.collectives)
+    return out
+
+
+@pytest.mark.parametrize("workload", list(WORKLOADS))
+@pytest.mark.parametrize("bucket_mb", [0.0, BUCKET_MB])
+def test_backward_overlap_is_bit_identical_and_replicas_agree(workload, bucket_mb):
+    cfg = CONFIGS["dct"]
+    plain = run_ranks(_train, 2, WORKLOADS[workload], cfg, bucket_mb, False)
+    hooked = run_ranks(_train, 2, WORKLOADS[workload], cfg, bucket_mb, True)
+    if bucket_mb:
+        assert hooked[0]["buckets"] > 1, "the test must actually pipeline"
+    # Every bucket was launched from backward (all parameters get gradients), in every step.
+    assert hooked[0]["launched_in_backward"] == [hooked[0]["buckets"]] * STEPS
+    for rank in range(2):
+        assert hooked[rank]["bytes"] == plain[rank]["bytes"] and hooked[rank]["calls"] == plain[rank]["calls"]
+        for step in range(STEPS):
+            for a, b in zip(hooked[0]["params"][step], hooked[rank]["params"][step]):
+                assert torch.equal(a, b), (workload, rank, step)  # replicas identical after every step
+            for a, b in zip(plain[rank]["params"][step], hooked[rank]["params"][step]):
+                assert torch.equal(a, b), (workload, rank, step)  # the same bits as without hooks
+
+
+def _partial_backward(rank: int, world: int) -> list[list[torch.Tensor]]:
+    """Hooks attached, but one step has no backward and another leaves a parameter without a gradient."""
+    params = _params()
+    rep = build_replicator(params, ReplicatorConfig(**CONFIGS["dct"], bucket_mb=BUCKET_MB))
+    overlap = rep.attach_backward_hooks() if rank >= 0 else None
+    out = []
+    for step in range(3):
+        gen = torch.Generator().manual_seed(100 * rank + step)
+        targets = [torch.randn(p.shape, generator=gen) for p in params]
+        if step == 0:  # no backward: the step launches every bucket itself
+            for p, t in zip(params, targets):
+                p.grad = t.clone()
+        else:
+            for p in params:
+                p.grad = None
+            used = params[:-2] if step == 2 else params  # step 2: the last two parameters get no gradient
+            sum(((p - t) ** 2).sum() for p, t in zip(used, targets)).backward()
+        rep.step()
+        out.append([p.detach().clone() for p in params])
+    if overlap is not None:
+        overlap.remove()
+    return out
+
+
+def test_backward_overlap_without_backward_or_with_unused_parameters():
+    runs = run_ranks(_partial_backward, 2)
+    for step in range(3):
+        for a, b in zip(runs[0][step], runs[1][step]):
+            assert torch.equal(a, b), step
+
+
+def test_dct_buckets_run_in_reverse_parameter_order():
+    buckets = row_band_buckets(SHAPES, 8, 4, 6, 200, reverse=True)
+    order = [p.tensor for b in buckets for p in b]
+    assert order[0] == len(SHAPES) - 1 and order == sorted(order, reverse=True)
+    forward = row_band_buckets(SHAPES, 8, 4, 6, 200)
+    assert len(buckets) == len(forward)
+
+
+@pytest.mark.parametrize("workload", ["mlp", "shapes"])
+def test_worker_attaches_hooks_for_builtin_workloads_and_trains_the_same(tmp_path, workload):
+    """Through `python -m netbench.worker`: the start record says whether hooks ran, the losses match bit for bit."""
+    from test_worker import finish, launch, records, write_specs
+    from netbench.workloads import WorkloadConfig
+
+    work = (WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=32) if workload == "mlp" else
+            WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=64", compute_ms=1))
+    losses = {}
+    for on in (True, False):
+        out = tmp_path / str(on)
+        out.mkdir()
+        config = ReplicatorConfig(**CONFIGS["dct"], bucket_mb=0.002, overlap_backward=on)
+        specs = write_specs(out, 2, steps=3, warmup_steps=1, replicator=config, workload=work, timeout_s=30)
+        assert finish([launch(s, out) for s in specs]) == [0, 0], (out / "spec0.log").read_text()
+        lines = records(out / "rank0.jsonl")
+        assert lines[0]["overlap_backward"] is (on and workload == "mlp")
+        assert all(r["collectives"] > 1 for r in lines if r["event"] == "step")
+        losses[on] = [r["loss"] for r in lines if r["event"] == "step"]
+    assert losses[True] == losses[False]
+
+
+def test_backward_overlap_refuses_a_second_backward_in_one_step():
+    params = _params()
+    rep = build_replicator(params, ReplicatorConfig(**CONFIGS["dct"], bucket_mb=BUCKET_MB))
+    rep.attach_backward_hooks()
+    sum((p ** 2).sum() for p in params).backward()
+    with pytest.raises(RuntimeError, match="one backward per step"):
+        sum((p ** 2).sum() for p in params).backward()

@@ -152,6 +152,7 @@ def run(
     sign: bool = ropt.SignOpt,
     lr: float = ropt.LrOpt,
     bucket_mb: str = ropt.BucketMbOpt,
+    overlap_backward: bool = ropt.OverlapBackwardOpt,
     workload: str = ropt.WorkloadOpt,
     shapes: str = ropt.ShapesOpt,
     compute_ms: float = ropt.ComputeMsOpt,
@@ -174,7 +175,8 @@ def run(
     topk, rate = hopt.with_compression(compression, replicator, chunk, topk, rate)
     rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
                                        index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
-                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every, optimizer=optimizer)
+                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every, optimizer=optimizer,
+                                       overlap_backward=overlap_backward)
     work = ropt.build_workload_config(workload, shapes, compute_ms)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)

@@ -29,6 +29,8 @@ SignOpt = typer.Option(True, "--sign/--no-sign", help="dct: sign of the decoded 
 LrOpt = typer.Option(0.0, "--lr", help="Base learning rate; 0 picks the replicator's default.")
 BucketMbOpt = typer.Option("auto", "--bucket-mb", help="dct/random/striding/full: megabytes per pipelined collective "
                            "(encode, wire and decode of successive buckets overlap); 0: one collective per step; auto: from the link.")
+OverlapBackwardOpt = typer.Option(True, "--overlap-backward/--no-overlap-backward", help="dct on the transformer and mlp "
+                                  "workloads: encode and send each bucket from backward as soon as its gradients exist (as DDP).")
 WorkloadOpt = typer.Option("transformer", "--workload", "-w", help="transformer, mlp, shapes, or python:MODULE:FACTORY (your model and batches).")
 ShapesOpt = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes workload: preset, llama:... spec or .json file.")
 ComputeMsOpt = typer.Option(100.0, "--compute-ms", help="shapes workload: stand-in forward/backward time.")
@@ -92,7 +94,10 @@ def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt
         from netbench.replicators import declared_payload
 
         payload = declared_payload(workload_shapes(workload, world_size), rep, world_size).bytes_per_step
-        value = bucket_mb_for(rep.name, rate_bps, rtt_s, payload, world_size)
+        from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS
+
+        backward = rep.overlap_backward and workload.kind in BACKWARD_OVERLAP_WORKLOADS
+        value = bucket_mb_for(rep.name, rate_bps, rtt_s, payload, world_size, backward=backward)
     else:
         try:
             value = float(text)

@@ -1,14 +1,26 @@
-"""The bucket pipeline's step form, and the bucket size chosen from the link.
+"""The bucket pipeline's step form, the bucket size chosen from the link, and backward overlap.
 
 A pipelined replicator (``bucket_mb`` > 0) cuts its step into n buckets; one CPU thread encodes
 and decodes while gloo's threads carry the buckets. With per-bucket encode e = E/n, decode
-d = D/n and wire c = C/n (C includes every call's latency term, so more buckets cost more)::
+d = D/n and wire c = C/n (C includes every call's latency term, so more buckets cost more), a
+replicator that decodes one bucket behind (replicators/pipeline.py, ``behind`` 1) takes::
 
     T = e + (n - 1) * max(e + d, c) + c + d
 
 the first bucket's encode (fill), the steady state bound by the busier resource, then the last
-bucket's wire and decode (drain). n = 1 gives E + C + D, the unpipelined step; many buckets
-approach max(E + D, C), the overlap limit.
+bucket's wire and decode (drain). One that encodes every bucket before decoding any (``behind``
+None; no replicator by default, see replicators/pipeline.py) takes::
+
+    T = max(E + D, e + c + D, E + c + d, e + C + d)
+
+the codec alone, bucket 0 arriving before the decodes can start, the last bucket arriving before
+its own decode, and every call's wire time in a row between the first encode and the last decode.
+n = 1 gives E + C + D in both, the unpipelined step; many buckets approach max(E + D, C).
+
+Backward overlap (replicators/backward.py) starts bucket i during backward as soon as its
+gradients exist: the communication the pipeline leaves exposed can hide behind the backward
+compute that remains after the first bucket is ready, (n - 1) / n of backward for n even
+buckets cut in reverse parameter order (one bucket: nothing, it is ready when backward ends).
 """
 
 from __future__ import annotations
@@ -21,7 +33,7 @@ if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
     from netbench.shapes import ParamShape
 
-__all__ = ["pipelined", "pipelined_step_s", "auto_bucket_mb", "bucket_mb_for", "PIPELINED_BY_DEFAULT", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
+__all__ = ["pipelined", "pipelined_step_s", "backward_overlapped", "backward_overlapped_step_s", "BACKWARD_SHARE", "auto_bucket_mb", "bucket_mb_for", "PIPELINED_BY_DEFAULT", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
 
 GLOO_SEGMENT_BYTES = 1 << 20  # gloo's ring all-reduce segment (gloo/allreduce.cc)
 MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a codec pass) dominate
@@ -37,34 +49,63 @@ PIPELINED_BY_DEFAULT = frozenset({"dct"})
 ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding (dct: measured 0.45-0.55)
 
 
-def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: int) -> float:
-    """Encode + communicate + decode of one step cut into ``buckets`` overlapping buckets."""
+def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: int, behind: int | None = 1) -> float:
+    """Encode + communicate + decode of one step cut into ``buckets`` overlapping buckets,
+    decoded one bucket behind (``behind`` 1) or after every bucket is started (``None``)."""
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
     e, d, c = encode_s / buckets, decode_s / buckets, comm_s / buckets
+    if behind is None:
+        return max(encode_s + decode_s, e + c + decode_s, encode_s + c + d, e + comm_s + d)
     return e + (buckets - 1) * max(e + d, c) + c + d
 
 
-def bucket_mb_for(replicator: str, rate_bps: float, rtt_s: float, payload_bytes: int | None, nodes: int) -> float:
+# Share of a built-in workload's compute (forward + backward) spent in backward: backward costs
+# about twice the forward's matrix products.
+BACKWARD_SHARE = 2 / 3
+# Workloads whose worker attaches the hooks (worker/loop.py: one backward per step).
+BACKWARD_OVERLAP_WORKLOADS = ("transformer", "mlp")
+
+
+def backward_overlapped_step_s(compute_s: float, backward_s: float, sync_s: float, codec_s: float, buckets: int) -> float:
+    """Step of ``compute_s`` (of which ``backward_s`` is backward) plus a replicator ``sync_s``
+    (``codec_s`` of it encode + decode on the same thread) whose buckets start during backward.
+
+    Only communication hides: the codec runs on the thread that runs backward. Bucket 0 is
+    ready after 1/n of backward, so at most (n - 1)/n of backward can cover the exposed wire.
+    """
+    if buckets < 1:
+        raise ValueError(f"buckets must be at least 1, got {buckets}")
+    exposed = max(0.0, sync_s - codec_s)
+    return compute_s + sync_s - min(exposed, backward_s * (buckets - 1) / buckets)
+
+
+def bucket_mb_for(replicator: str, rate_bps: float, rtt_s: float, payload_bytes: int | None, nodes: int,
+                  backward: bool = False) -> float:
     """What ``--bucket-mb auto`` means for ``replicator``: :func:`auto_bucket_mb`, or 0 (one bucket)
-    for replicators whose codec has too little work to hide (see :data:`PIPELINED_BY_DEFAULT`)."""
+    for replicators whose codec has too little work to hide (see :data:`PIPELINED_BY_DEFAULT`).
+
+    ``backward``: the buckets will start from backward's hooks (dct on a built-in workload), so
+    there is backward compute to hide the wire behind even where the codec is small: buckets
+    need only outweigh the collective's fixed costs, not :data:`MIN_BUCKET_BYTES`.
+    """
     if replicator not in PIPELINED_BY_DEFAULT:
         return 0.0
-    return auto_bucket_mb(rate_bps, rtt_s, payload_bytes, nodes=nodes)
+    return auto_bucket_mb(rate_bps, rtt_s, payload_bytes, nodes=nodes, min_bytes=0 if backward else MIN_BUCKET_BYTES)
 
 
 def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = None, max_buckets: int = 8,
-                   nodes: int = 2) -> float:
+                   nodes: int = 2, min_bytes: int = MIN_BUCKET_BYTES) -> float:
     """Bucket size (MB, 1e6 B) for a link: enough bytes to keep the pipe full, few enough buckets.
 
     A bucket should hold at least one bandwidth-delay product (rate x RTT) so its transfer is not
     dominated by the round trips of its collective, at least as many bytes as the link carries
     during the collective's fixed costs (2 (nodes - 1) ring steps of :data:`RING_STEP_S`; on a
     fast link this makes the payload one bucket, since there is little wire time to hide), and at
-    least :data:`MIN_BUCKET_BYTES`; given the step's payload, no more than ``max_buckets`` buckets.
+    least ``min_bytes``; given the step's payload, no more than ``max_buckets`` buckets.
     """
     fixed_s = 2 * max(1, nodes - 1) * RING_STEP_S
-    size = max(rate_bps / 8 * max(rtt_s, fixed_s), MIN_BUCKET_BYTES)
+    size = max(rate_bps / 8 * max(rtt_s, fixed_s), min_bytes, 1)
     if payload_bytes:
         size = max(size, payload_bytes / max_buckets)
     return round(size / 1e6, 6)
@@ -93,5 +134,25 @@ def pipelined(est: "StepEstimate", replicator: "ReplicatorConfig", shapes: "Sequ
     codec = est.compression_time_s
     enc = codec * ENCODE_SHARE if encode_s is None else encode_s
     dec = codec - enc if decode_s is None else decode_s
-    overlapped = pipelined_step_s(enc, dec, est.comm_time_s, buckets)
+    from netbench.replicators.pipeline import behind_for
+
+    overlapped = pipelined_step_s(enc, dec, est.comm_time_s, buckets, behind_for(replicator.name))
     return replace(est, comm_time_s=max(0.0, overlapped - codec), step_time_s=est.compute_time_s + overlapped)
+
+
+def backward_overlapped(est: "StepEstimate", replicator: "ReplicatorConfig", workload_kind: str,
+                        shapes: "Sequence[ParamShape]") -> "StepEstimate":
+    """``est`` (after :func:`pipelined`) with its buckets started during backward, where the
+    worker does that: ``overlap_backward`` on, a built-in workload, a replicator with hooks (dct)."""
+    from dataclasses import replace
+
+    from netbench.replicators import declared_payload
+
+    if (not replicator.overlap_backward or replicator.name != "dct" or workload_kind not in BACKWARD_OVERLAP_WORKLOADS
+            or est.overlap or est.scenario.machines < 2):
+        return est
+    buckets = declared_payload(list(shapes), replicator, est.scenario.machines).collectives_per_step
+    sync = est.step_time_s - est.compute_time_s
+    step = backward_overlapped_step_s(est.compute_time_s, BACKWARD_SHARE * est.compute_time_s, sync,
+                                      est.compression_time_s, buckets)
+    return replace(est, comm_time_s=max(0.0, est.comm_time_s - (est.step_time_s - step)), step_time_s=step)

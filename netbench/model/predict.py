@@ -31,7 +31,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
 from netbench.model.calibration import Calibration, cost_key, load_calibration
 from netbench.model.framing import Framing
-from netbench.model.overlap import pipelined
+from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
 from netbench.model.testbed import bucket_credit_s, cpu_share, host_cpus
@@ -118,7 +118,8 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
     # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)
     credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
     est = replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
-    return pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
+    est = pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
+    return backward_overlapped(est, config.replicator, config.workload.kind, shapes)  # buckets started during backward
 
 
 def as_summary(est: StepEstimate, calibration: Calibration, encode_s: float | None = None, decode_s: float = 0.0,

@@ -214,11 +214,13 @@ class Replicator(ABC):
     def grads(self) -> list[torch.Tensor]:
         """Each parameter's gradient, contiguous (replicators write updates into it in place);
         a missing one counts as zeros so every rank sends alike."""
-        out = []
-        for p in self.params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
-            elif not p.grad.is_contiguous():
-                p.grad = p.grad.contiguous()
-            out.append(p.grad)
-        return out
+        return [self.grad(i) for i in range(len(self.params))]
+
+    def grad(self, index: int) -> torch.Tensor:
+        """Parameter ``index``'s gradient as :meth:`grads` gives it (touching no other parameter)."""
+        p = self.params[index]
+        if p.grad is None:
+            p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        elif not p.grad.is_contiguous():
+            p.grad = p.grad.contiguous()
+        return p.grad

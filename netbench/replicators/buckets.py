@@ -52,16 +52,19 @@ def _band_bytes(rows: int, cols: int, chunk: int, topk: int, coefficient_bytes: 
 
 
 def row_band_buckets(shapes: Sequence[Sequence[int]], chunk: int, topk: int, coefficient_bytes: int,
-                     target_bytes: int) -> list[list[Piece]]:
+                     target_bytes: int, reverse: bool = False) -> list[list[Piece]]:
     """DCT pipeline buckets: runs of tile rows (``chunk`` rows of a matrix view, the edge band
     shorter), cut where the running wire bytes cross multiples of an even share of the total.
 
     Every band is whole, so a bucket's tiles are exactly the full tiling's tiles of those rows and
-    the coefficients of all buckets add up to the unpipelined step's.
+    the coefficients of all buckets add up to the unpipelined step's. ``reverse`` walks the tensors
+    last to first (rows still top to bottom), the order backward makes their gradients in, so
+    bucket 0 holds the last parameters (see :mod:`netbench.replicators.backward`).
     """
     units: list[tuple[int, int, int, int, int]] = []  # (tensor, row0, rows, cols, bytes)
-    for t, shape in enumerate(shapes):
-        rows, cols = matrix_shape(shape)
+    order = reversed(range(len(shapes))) if reverse else range(len(shapes))
+    for t in order:
+        rows, cols = matrix_shape(shapes[t])
         for r0 in range(0, rows, chunk):
             h = min(chunk, rows - r0)
             units.append((t, r0, h, cols, _band_bytes(h, cols, chunk, topk, coefficient_bytes)))

@@ -158,6 +158,10 @@ class Pending:
     def __init__(self, comm: GroupComm, work, after) -> None:
         self._comm, self._work, self._after = comm, work, after
 
+    def done(self) -> bool:
+        """Whether the collective has completed (never blocks)."""
+        return self._work is None or self._work.is_completed()
+
     def wait(self) -> None:
         started = time.perf_counter()
         if self._work is not None:

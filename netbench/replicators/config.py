@@ -54,6 +54,8 @@ class ReplicatorConfig(BaseModel):
     # pipelining (dct, random, striding, full): encode bucket i+1 while bucket i is on the wire
     bucket_mb: float = Field(0.0, ge=0.0, le=4096.0, description="payload megabytes (1e6 B) per pipelined collective; "
                              "0: the whole step in one collective (no pipelining)")
+    overlap_backward: bool = Field(True, description="dct on the built-in transformer and mlp workloads: start each bucket "
+                                   "from backward's post-accumulate-grad hooks as soon as its gradients are final (as DDP)")
 
     @field_validator("rank")
     @classmethod

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 
 import torch
 
+from netbench.replicators.backward import BackwardOverlap
 from netbench.replicators.base import PayloadDecl, Replicator, StepTimer
 from netbench.replicators.buckets import Piece, bucket_bytes, row_band_buckets
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.dct_codec import DCTCodec
-from netbench.replicators.pipeline import run_pipeline
+from netbench.replicators.pipeline import behind_for, run_pipeline
 from netbench.replicators.tiling import TilePlan
 from netbench.replicators.wire import WireLayout, index_dtype_for
 from netbench.shapes import ParamShape
@@ -27,7 +28,8 @@ def _pipeline_buckets(shapes: Sequence[Sequence[int]], config: ReplicatorConfig)
     plan = TilePlan(shapes, config.chunk, config.topk)
     layout = _wire_layout(plan, config)
     per_coefficient = layout.value_dtype.itemsize + layout.index_dtype.itemsize
-    return row_band_buckets(shapes, config.chunk, config.topk, per_coefficient, bucket_bytes(config.bucket_mb))
+    # Last tensors first: the order backward makes gradients in (replicators/backward.py).
+    return row_band_buckets(shapes, config.chunk, config.topk, per_coefficient, bucket_bytes(config.bucket_mb), reverse=True)
 
 
 class _DCTUnit:
@@ -111,11 +113,30 @@ class DCTReplicator(Replicator):
                            collectives_per_step=len(_pipeline_buckets([s.shape for s in shapes], config)))
 
     def _bucket_grads(self, b: int) -> list[torch.Tensor]:
-        """The gradients of pipeline bucket ``b``: whole tensors, or row bands (contiguous views)."""
-        grads = self.grads()
+        """The gradients of pipeline bucket ``b``: whole tensors, or row bands (contiguous views);
+        only this bucket's parameters are touched (backward may still be writing the others')."""
         if len(self.units) == 1:
-            return grads
-        return [grads[p.tensor].view(-1, p.cols)[p.row0 : p.row0 + p.rows] for p in self.pieces[b]]
+            return self.grads()
+        return [self.grad(p.tensor).view(-1, p.cols)[p.row0 : p.row0 + p.rows] for p in self.pieces[b]]
+
+    def attach_backward_hooks(self) -> BackwardOverlap:
+        """Launch each bucket from backward as soon as its parameters' gradients are final
+        (:mod:`netbench.replicators.backward`); the step then only finishes what is left."""
+        needs = [[p.tensor for p in bucket] for bucket in self.pieces] if len(self.units) > 1 else [range(len(self.params))]
+        self._backward = BackwardOverlap(self.params, needs, self._encode_bucket, self._start_bucket, self._decode_bucket)
+        return self._backward
+
+    def _encode_bucket(self, b: int) -> None:
+        unit = self.units[b]
+        unit.codec.accumulate(self._bucket_grads(b), self.config.beta)
+        unit.pack()
+
+    def _start_bucket(self, b: int):
+        unit = self.units[b]
+        return self.comm.all_gather_async(unit.send, unit.recv)
+
+    def _decode_bucket(self, b: int) -> None:
+        self.units[b].decode(self.units[b].recv, self._bucket_grads(b), self.config.sign)
 
     def encode(self) -> torch.Tensor:
         """Fold this step's gradients into the momentum, then :meth:`pack` (unpipelined form)."""
@@ -131,6 +152,12 @@ class DCTReplicator(Replicator):
         self.units[0].decode(gathered, self.grads(), self.config.sign)
 
     def _sync(self, timer: StepTimer) -> None:
+        backward = getattr(self, "_backward", None)
+        if backward is not None:
+            encoded, decoded = backward.finish(timer)
+            timer.compress_s += encoded  # codec work done inside backward still counts as codec work
+            timer.decode_s += decoded
+            return
         if len(self.units) == 1:
             self.encode()
             timer.compress()
@@ -139,17 +166,5 @@ class DCTReplicator(Replicator):
             self.decode(self.recv)
             timer.decode()
             return
-
-        def encode(b: int) -> None:
-            unit = self.units[b]
-            unit.codec.accumulate(self._bucket_grads(b), self.config.beta)
-            unit.pack()
-
-        def start(b: int):
-            unit = self.units[b]
-            return self.comm.all_gather_async(unit.send, unit.recv)
-
-        def decode(b: int) -> None:
-            self.units[b].decode(self.units[b].recv, self._bucket_grads(b), self.config.sign)
-
-        run_pipeline(len(self.units), encode, start, decode, timer)
+        # pipeline.py: decode one behind, or encode every bucket first (behind_for says which).
+        run_pipeline(len(self.units), self._encode_bucket, self._start_bucket, self._decode_bucket, timer, behind_for(self.name))

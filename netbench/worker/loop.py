@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 from netbench.worker.counters import IfaceCounters, read_counters
 from netbench.worker.records import RecordWriter
 from netbench.worker.spec import ResolvedSpec
@@ -57,6 +58,7 @@ class WorkerRun:
         self.writer = writer
         self.step = -1  # the step in progress, for the error event
         self.measured: list[dict[str, Any]] = []
+        self.backward = None  # set in _setup when buckets launch from backward
 
     def run(self) -> None:
         """Everything up to the done event; any failure propagates to :func:`run_worker`."""
@@ -94,12 +96,17 @@ class WorkerRun:
             replicator = hierarchical_replicator(workload, spec, build_replicator, names)
         else:
             replicator = build_replicator(workload.parameters(), spec.replicator, names=names)
+        self.backward = None  # replicators/backward.py: buckets launched from backward's hooks
+        if spec.replicator.overlap_backward and spec.workload.kind in BACKWARD_OVERLAP_WORKLOADS \
+                and hasattr(replicator, "attach_backward_hooks"):
+            self.backward = replicator.attach_backward_hooks()
         self.writer.write({
             "event": "start", "rank": spec.rank, "world_size": spec.world_size, "t": time.time(),
             "host": socket.gethostname(), "pid": os.getpid(), "iface": spec.iface, "init_method": self.resolved.url,
             "threads": spec.threads, "steps": spec.steps, "warmup_steps": spec.warmup_steps, "timeout_s": spec.timeout_s,
             "n_params": workload.num_params(), "n_tensors": len(workload.parameters()),
             "workload": spec.workload.model_dump(), "replicator": spec.replicator.model_dump(),
+            "overlap_backward": self.backward is not None,
         })
         return workload, replicator
 
@@ -112,9 +119,11 @@ class WorkerRun:
         stats = replicator.step()
         ended, t_end = time.perf_counter(), time.time()
         after = read_counters(self.spec.iface)
+        # Codec work that ran inside backward's hooks is booked in compress_s/decode_s, not compute_s.
+        hooked = self.backward.last_hooked_s if self.backward is not None else 0.0
         record: dict[str, Any] = {
             "event": "step", "rank": self.spec.rank, "step": step, "warmup": step < self.spec.warmup_steps,
-            "t_start": t_start, "t_end": t_end, "compute_s": computed - began,
+            "t_start": t_start, "t_end": t_end, "compute_s": computed - began - hooked,
         }
         record.update({name: getattr(stats, name) for name in STAT_FIELDS})
         record.update(step_s=ended - began, loss=loss, **(after - before).as_dict())
