@@ -31,7 +31,7 @@ def observed(**kw) -> dict:
 def test_judge_names_each_cause() -> None:
     assert judge(observed()) == {"ok": True, "reasons": [], "observed": observed()}
     many = judge(observed(nodes=32, worker_wait_mean=0.8, host_busy=1.0, run_queue_mean=30))
-    assert not many["ok"] and any("32 nodes outnumber the host's 2 cores" in r for r in many["reasons"])
+    assert not many["ok"] and any("32 workers outnumber the host's 2 cores" in r for r in many["reasons"])
     assert any("host CPU saturated" in r for r in many["reasons"])
     other = judge(observed(worker_wait_mean=0.5))
     assert other["reasons"] == [f"CPU: other work on the host (delay line, capture, other processes) took the cores; each worker waited 50% of the run for a core (limit {THRESHOLDS['worker_wait']:.0%})"]
@@ -61,7 +61,7 @@ def test_more_busy_workers_than_cores_is_flagged() -> None:
     cores = len(os.sched_getaffinity(0))
     verdict = _monitor(BUSY, 3 * cores)
     assert not verdict["ok"]
-    assert any(f"{3 * cores} nodes outnumber the host's {cores} cores" in r for r in verdict["reasons"]), verdict["reasons"]
+    assert any(f"{3 * cores} workers outnumber the host's {cores} cores" in r for r in verdict["reasons"]), verdict["reasons"]
     assert verdict["observed"]["worker_wait_mean"] > 0.5  # three per core: each runs about a third of the time
 
 
@@ -119,7 +119,7 @@ def test_real_runs_six_nodes_on_two_cores_flagged_two_nodes_not(tmp_path) -> Non
 
     crowded = run(3 * cores)
     assert crowded["fidelity"]["ok"] is False
-    assert any(f"{3 * cores} nodes outnumber" in r for r in crowded["fidelity"]["reasons"]), crowded["fidelity"]
+    assert any(f"{3 * cores} workers outnumber" in r for r in crowded["fidelity"]["reasons"]), crowded["fidelity"]
     pair = run(2)
     assert not any("outnumber" in r for r in pair["fidelity"]["reasons"])  # other engineers' load may still be named
     run_json = json.loads((next(tmp_path.glob("*/run.json"))).read_text())

@@ -276,3 +276,13 @@ def test_torchrun_shard_in_host(tmp_path: Path) -> None:
     summary = json.loads((run_dir / "run.json").read_text())["summary"]
     assert summary["status"] == "ok" and summary["gpus_per_node"] == 2 and summary["nodes"] == 2
     assert summary["intra_tx_bytes_per_step"] > summary["wire_tx_bytes_per_step"]  # dense intra-node ring vs sparse dct between hosts
+
+
+def test_a_shaped_loopback_is_shared_by_the_nodes_workers():
+    """--intra-bw is one tbf on the node's lo: each of G workers' ring hops gets 1/G of it (unshaped: the loopback's own rate)."""
+    from types import SimpleNamespace
+
+    from netbench.model.intranode import LOOPBACK_BPS, intra_bps
+
+    assert intra_bps(SimpleNamespace(gpus_per_node=4, intra_bw_bps=200e6)) == 50e6
+    assert intra_bps(SimpleNamespace(gpus_per_node=2, intra_bw_bps=None)) == LOOPBACK_BPS

@@ -281,7 +281,7 @@ def plan(
     m2_every: int = typer.Option(32, "--m2-every", help="mtdao: steps between second-momentum all-reduces (K_v)"),
     compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
     gpus_per_node: int = typer.Option(1, "--gpus-per-node", help="G accelerators per node; replicate only between nodes"),
-    intra_bw: Optional[str] = typer.Option(None, "--intra-bw", help="intra-node link rate (needed with --gpus-per-node > 1)"),
+    intra_bw: Optional[str] = typer.Option(None, "--intra-bw", help="intra-node link rate per accelerator (needed with --gpus-per-node > 1); a run's --intra-bw is the node's, shared by its G workers"),
     algorithm: str = typer.Option("ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"),
     mtu: int = typer.Option(1500, "--mtu", help="link MTU"),
     acks_per_segment: Optional[float] = typer.Option(None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"),

@@ -11,7 +11,7 @@ from netbench.units import UnitError, parse_rate
 
 GpusPerNodeOpt = typer.Option(1, "--gpus-per-node", "-G", help="Workers per node: they shard the model inside the node "
                               "and replicate between nodes (FlexDeMo); 1: one worker per node.")
-IntraBwOpt = typer.Option(None, "--intra-bw", help="Intra-node link rate (tbf on each node's loopback), tc units; default unshaped.")
+IntraBwOpt = typer.Option(None, "--intra-bw", help="Intra-node link rate of a node, shared by its G workers (one tbf on its loopback), tc units; default unshaped.")
 
 
 def intra_rate(text: Optional[str]) -> float | None:

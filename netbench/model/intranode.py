@@ -68,8 +68,14 @@ def per_worker(scheme: Scheme, shapes: Sequence[ParamShape], g: int) -> Scheme:
 
 
 def intra_bps(config: Any) -> float:
-    """The intra-node link's rate: ``--intra-bw``, else what an unshaped loopback carries."""
-    return getattr(config, "intra_bw_bps", None) or LOOPBACK_BPS
+    """One worker's share of the intra-node link: ``--intra-bw`` / G, else what an unshaped loopback carries.
+
+    ``--intra-bw`` shapes the node's ``lo`` with one tbf, so it is one queue that all G workers'
+    reduce-scatter and all-gather traffic passes at once: each worker's ring hop gets 1/G of it.
+    The model's hierarchical terms price one worker's ring on a link of its own, hence the share.
+    """
+    shaped = getattr(config, "intra_bw_bps", None)
+    return shaped / gpus_per_node(config) if shaped else LOOPBACK_BPS
 
 
 def intra_prediction(shapes: Sequence[ParamShape], g: int, framing: Framing, overhead_s: float, rate_bps: float) -> dict[str, float]:

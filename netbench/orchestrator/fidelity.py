@@ -162,7 +162,7 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
     nodes, cores = observed["nodes"], observed["cores"]
     wait = observed.get("worker_wait_mean")
     if wait is not None and wait > t["worker_wait"]:
-        cause = (f"{nodes} nodes outnumber the host's {cores} cores" if nodes > cores
+        cause = (f"{nodes} workers outnumber the host's {cores} cores" if nodes > cores
                  else "other work on the host (delay line, capture, other processes) took the cores")
         reasons.append(f"CPU: {cause}; each worker waited {wait:.0%} of the run for a core (limit {t['worker_wait']:.0%})")
     rq = observed.get("run_queue_mean")
