@@ -244,3 +244,41 @@ def test_backward_overlap_refuses_a_second_backward_in_one_step():
     sum((p ** 2).sum() for p in params).backward()
     with pytest.raises(RuntimeError, match="one backward per step"):
         sum((p ** 2).sum() for p in params).backward()
+
+
+def test_ready_schedule_decodes_what_has_arrived_and_blocks_only_after_the_last_start():
+    """pipeline.READY: a completed collective is decoded at the next start; an unfinished one never blocks an encode."""
+    from netbench.replicators.pipeline import READY, run_pipeline
+
+    events: list[str] = []
+    arrived = {0: True, 1: False, 2: True, 3: False}  # bucket 1 is slow on the wire
+
+    class Fake:
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        def done(self) -> bool:
+            return arrived[self.i]
+
+        def wait(self) -> None:
+            events.append(f"W{self.i}")
+
+    class Timer:
+        def compress(self) -> None: ...
+        def skip(self) -> None: ...
+        def decode(self) -> None: ...
+
+    run_pipeline(4, lambda i: events.append(f"E{i}"), Fake, lambda i: events.append(f"D{i}"), Timer(), READY)
+    # bucket 0 arrived: decoded after E1; bucket 1 not arrived: E2, E3 go on; the rest drains in order
+    assert events == ["E0", "E1", "W0", "D0", "E2", "E3", "W1", "D1", "W2", "D2", "W3", "D3"]
+
+
+def test_model_of_the_ready_schedule_is_the_better_fixed_schedule():
+    from netbench.model.overlap import pipelined_step_s
+
+    # E 0.4, D 0.2, C 0.6 on 4 buckets: one behind 0.1 + 3 x max(0.15, 0.15) + 0.15 + 0.05 = 0.75;
+    # encode-first max(0.6, 0.1 + 0.15 + 0.2, 0.4 + 0.15 + 0.05, 0.1 + 0.6 + 0.05) = 0.75
+    assert pipelined_step_s(0.4, 0.2, 0.6, 4, 0) == min(pipelined_step_s(0.4, 0.2, 0.6, 4, 1), pipelined_step_s(0.4, 0.2, 0.6, 4, None))
+    # a delayed link, codec-bound: E 0.4, D 0.2, C 0.2 on 2 buckets: one behind 0.2 + max(0.3, 0.1) + 0.1 + 0.1 = 0.7,
+    # encode-first max(0.6, 0.2 + 0.1 + 0.2, 0.4 + 0.1 + 0.1, 0.2 + 0.2 + 0.1) = 0.6
+    assert abs(pipelined_step_s(0.4, 0.2, 0.2, 2, 0) - 0.6) < 1e-12

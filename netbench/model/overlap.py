@@ -51,9 +51,12 @@ ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding
 
 def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: int, behind: int | None = 1) -> float:
     """Encode + communicate + decode of one step cut into ``buckets`` overlapping buckets,
-    decoded one bucket behind (``behind`` 1) or after every bucket is started (``None``)."""
+    decoded one bucket behind (``behind`` 1), after every bucket is started (``None``), or as
+    they arrive (``behind`` 0, pipeline.READY: the better of the two fixed schedules)."""
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
+    if behind == 0:
+        return min(pipelined_step_s(encode_s, decode_s, comm_s, buckets, 1), pipelined_step_s(encode_s, decode_s, comm_s, buckets, None))
     e, d, c = encode_s / buckets, decode_s / buckets, comm_s / buckets
     if behind is None:
         return max(encode_s + decode_s, e + c + decode_s, encode_s + c + d, e + comm_s + d)
