@@ -15,6 +15,8 @@ import textwrap
 import threading
 import time
 
+from pathlib import Path
+
 import pytest
 from leftovers import running, wait_until
 from pyroute2 import IPRoute
@@ -283,17 +285,37 @@ def _send_udp(address: str, count: int) -> None:
             sock.sendto(b"x" * 100, (address, 9))
 
 
-def test_capture_in_a_rootless_cluster(tmp_path) -> None:
+def test_capture_in_a_rootless_cluster() -> None:
     """As nobody, in netbench's own user namespace, tcpdump captures every switch port (its setgroups() is a no-op there)."""
-    from netbench.capture.tcpdump import Capture, unavailable_reason
+    import shutil
+
     from netbench.emulation import rootless
 
     if not rootless.user_namespaces_allowed():
         pytest.skip("user namespaces disabled on this kernel")
-    out = tmp_path / "pcaps"
-    out.mkdir()
-    os.chown(out, 65534, 65534)
-    tmp_path.chmod(0o755)
+    top = tempfile.mkdtemp(prefix="netbench-rootless-capture-", dir="/tmp")  # pytest's tmp_path is root's alone (0700 parents)
+    try:
+        os.chmod(top, 0o755)
+        out = Path(top) / "pcaps"
+        out.mkdir()
+        os.chown(out, 65534, 65534)
+        report, status = _capture_as_nobody(out)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+    reason, sent, received = report.split()
+    # 50 datagrams of 142 B on the wire from node 0's port and 50 to node 1's, each with a 16 B pcap record header
+    assert reason == "None" and int(sent) >= 24 + 50 * (16 + 96) and int(received) >= 24 + 50 * (16 + 96), report
+
+
+def _capture_as_nobody(out: Path) -> tuple[str, int]:
+    """In a forked child: become nobody, enter a user namespace, build a cluster, capture UDP between its nodes.
+
+    Returns what the child reported (``unavailable_reason() size0 size1``, or its error) and its wait status.
+    """
+    from netbench.capture.tcpdump import Capture, unavailable_reason
+    from netbench.emulation import rootless
+
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -318,11 +340,9 @@ def test_capture_in_a_rootless_cluster(tmp_path) -> None:
             os._exit(code)
     os.close(write_fd)
     report = os.read(read_fd, 1000).decode()
+    os.close(read_fd)
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, report
-    reason, sent, received = report.split()
-    # 50 datagrams of 142 B on the wire from node 0's port and 50 to node 1's, each with a 16 B pcap record header
-    assert reason == "None" and int(sent) >= 24 + 50 * (16 + 96) and int(received) >= 24 + 50 * (16 + 96), report
+    return report, status
 
 
 def test_run_fails_promptly_naming_the_delay_line_when_it_dies(tmp_path) -> None:
