@@ -8,6 +8,7 @@ is scoped to one run id, or to the namespace inodes that run had while it was al
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 
@@ -18,7 +19,7 @@ from netbench.emulation.cleanup import inodes_of as inodes
 from netbench.emulation.cleanup import namespaces_of as namespaces
 from netbench.emulation.cleanup import processes_of as processes
 from netbench.emulation.cleanup import running
-from netbench.emulation.cleanup import traces_of as traces
+from netbench.emulation.cleanup import traces_of
 
 __all__ = ["wait_until", "run_id_of_pid", "command_line", "clean", "inodes", "namespaces", "processes", "running", "traces"]
 
@@ -55,3 +56,17 @@ def command_line(pid: int) -> str:
 def clean(run_id: str, known_inodes: Iterable[int] = ()) -> bool:
     """True when ``run_id`` left nothing: no namespace, no registration, no process."""
     return not any(traces(run_id, known_inodes).values())
+
+
+def traces(run_id: str, known_inodes: Iterable[int] = ()) -> dict[str, object]:
+    """:func:`traces_of`, with each process's command line and network namespace inode (for failure messages)."""
+    found = traces_of(run_id, known_inodes)
+    found["processes"] = [(pid, _netns_inode(pid), command_line(pid)[:200]) for pid in found["processes"]]
+    return found
+
+
+def _netns_inode(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None

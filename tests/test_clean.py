@@ -98,3 +98,28 @@ def test_registering_an_id_another_live_run_holds_fails(registry: Path) -> None:
     assert naming.owner_alive(run_id)
     naming.unregister(naming.RunNames(run_id))
     assert naming.registered_run_ids() == []
+
+
+def test_traces_of_a_gone_run_ignore_a_namespace_that_reuses_its_inode(namespaces) -> None:
+    """The kernel gives a freed namespace's inode to the next one created, often another run's at once:
+    that run's processes are not traces of the gone one (this made fault tests fail when others ran clusters)."""
+    gone, other = secrets.token_hex(3), secrets.token_hex(3)
+    theirs = namespaces(f"netbench-{other}-n0")
+    reused = netns.inode_of(theirs)  # as if it had been the gone run's inode, recorded while that run was alive
+    sleeper = subprocess.Popen(["ip", "netns", "exec", theirs, "sleep", "60"])
+    try:
+        assert wait_for(lambda: sleeper.pid in cleanup.processes_of(other))  # inside: found for its own run
+        assert cleanup.processes_of(gone, known_inodes={reused}) == []
+        assert cleanup.traces_of(gone, {reused}) == {"namespaces": [], "registered": False, "processes": []}
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def wait_for(predicate, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -108,9 +108,14 @@ def test_ctrl_c_while_the_pcaps_are_parsed_keeps_steps_csv_and_run_json(tmp_path
         return real(*args, **kwargs)
 
     monkeypatch.setattr(results, "bin_pcap", parse_and_get_interrupted)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with pytest.raises(KeyboardInterrupt):
-        write(tmp_path, records([0.1, 0.2, 0.3]), {0: path, 1: path})
+    # As in a terminal. A suite started in the background (`cmd &` in a script) inherits SIGINT ignored,
+    # and Python then installs no handler: the signal would do nothing at all.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            write(tmp_path, records([0.1, 0.2, 0.3]), {0: path, 1: path})
+    finally:
+        signal.signal(signal.SIGINT, previous)
     steps, doc = saved(tmp_path)
     assert len(steps) == 6 and steps["step_s"].notna().all()
     assert doc["status"] == "ok" and doc["summary"]["steps_measured"] == 3

@@ -7,6 +7,7 @@ uplink tbf, egress after the port's downlink tbf), so one capture per port is th
 from __future__ import annotations
 
 import os
+import platform
 import select
 import shutil
 import signal
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from netbench.capture import setgroups_noop
 from netbench.emulation.node import Switch
 from netbench.emulation.rootless import MARKER
 
@@ -55,13 +57,17 @@ class Capture:
 
     def start(self, timeout_s: float = 10.0) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        rootless = bool(os.environ.get(MARKER))
+        # Rootless: stay the namespace's root (-Z root) and let its setgroups() succeed as a no-op (see setgroups_noop).
+        extra, then = (["-Z", "root"], setgroups_noop.preexec()) if rootless else ([], None)
         for port in self.ports:
             path = self.out_dir / f"{port}.pcap"
             proc = self.switch.popen(
-                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-c", str(MAX_PACKETS), "-n", "-w", str(path)],
+                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-c", str(MAX_PACKETS), "-n", *extra, "-w", str(path)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
+                then=then,
             )
             self.captures.append(PortCapture(port, path, proc))
         deadline = time.monotonic() + timeout_s
@@ -92,14 +98,15 @@ class Capture:
 def unavailable_reason() -> str | None:
     """Why tcpdump cannot capture here, or None.
 
-    In a rootless run tcpdump cannot start: as root it always switches to its own user (or the
-    one given with -Z) through initgroups(), and setgroups() is forbidden in a user namespace that
-    an unprivileged user created. Such runs measure wire bytes by interface counters only.
+    In a rootless run tcpdump needs the setgroups no-op (:mod:`netbench.capture.setgroups_noop`),
+    which knows the system call numbers of x86-64 and arm64 only; elsewhere such runs measure
+    wire bytes by interface counters only.
     """
     if shutil.which("tcpdump") is None:
         return "tcpdump is not installed (apt-get install tcpdump)"
-    if os.environ.get(MARKER):
-        return "tcpdump cannot drop privileges inside an unprivileged user namespace (setgroups is denied there)"
+    if os.environ.get(MARKER) and not setgroups_noop.supported():
+        return (f"rootless capture on {platform.machine()} is not supported: tcpdump's privilege drop calls setgroups(), "
+                "which an unprivileged user namespace denies")
     return None
 
 

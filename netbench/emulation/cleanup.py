@@ -80,15 +80,40 @@ def running(pid: int) -> bool:
         return False
 
 
+def _inodes_named_by_others(run_id: str) -> set[int]:
+    """Inodes of namespaces that now carry a name not of ``run_id``.
+
+    The kernel hands a freed namespace's inode number to the next namespace created (lowest free
+    number), so once a run's namespaces are gone, another run's new ones often have the very
+    inodes recorded for it: their processes are not this run's traces. A namespace of this run
+    that a leftover process keeps alive still holds its inode, so no other can have it.
+    """
+    names = naming.RunNames(run_id)
+    return {ino for name in netns.list_netns() if not names.owns(name) and (ino := netns.inode_of(name)) is not None}
+
+
+def _same_user_namespace(pid: int, own: int | None) -> bool:
+    """A run's processes stay in its creator's user namespace; a rootless run of someone else's has its own."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/user").st_ino == own
+    except OSError:
+        return False
+
+
 def processes_of(run_id: str, known_inodes: Iterable[int] = ()) -> list[int]:
-    """Live processes inside the run's namespaces (by inode, ``known_inodes`` included) or whose command line names the run."""
-    wanted = set(known_inodes) | inodes_of(run_id)
+    """Live processes inside the run's namespaces (by inode, ``known_inodes`` included) or whose command line names the run.
+
+    A process matched by inode alone counts only while no other namespace is named with that inode
+    and it shares our user namespace (see :func:`_inodes_named_by_others`).
+    """
+    wanted = (set(known_inodes) | inodes_of(run_id)) - _inodes_named_by_others(run_id)
+    own_userns = os.stat("/proc/self/ns/user").st_ino
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         if proc.pid == os.getpid() or not running(proc.pid):
             continue
         try:
-            inside = os.stat(f"/proc/{proc.pid}/ns/net").st_ino in wanted
+            inside = os.stat(f"/proc/{proc.pid}/ns/net").st_ino in wanted and _same_user_namespace(proc.pid, own_userns)
         except OSError:
             inside = False
         if inside or any(run_id in arg for arg in proc.info["cmdline"] or ()):

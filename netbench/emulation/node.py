@@ -21,10 +21,18 @@ class Namespace:
     netns: str
     processes: list[subprocess.Popen] = field(default_factory=list, repr=False)
 
-    def popen(self, argv: Sequence[str], env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen:
-        """Start ``argv`` inside this namespace, in its own process group."""
+    def popen(self, argv: Sequence[str], env: dict[str, str] | None = None, then: Callable[[], None] | None = None,
+              **kwargs: Any) -> subprocess.Popen:
+        """Start ``argv`` inside this namespace, in its own process group; ``then`` runs in the child just before exec."""
         full_env = {**os.environ, **(env or {})}
-        proc = subprocess.Popen(list(argv), env=full_env, preexec_fn=netns.preexec(self.netns), **kwargs)
+        enter = netns.preexec(self.netns)
+
+        def preexec() -> None:
+            enter()
+            if then is not None:
+                then()
+
+        proc = subprocess.Popen(list(argv), env=full_env, preexec_fn=preexec, **kwargs)
         self.processes.append(proc)
         return proc
 
