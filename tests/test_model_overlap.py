@@ -70,7 +70,7 @@ def test_predict_applies_backward_overlap_only_where_the_worker_does() -> None:
 
 
 def test_auto_bucket_fills_the_pipe_and_caps_the_count() -> None:
-    assert auto_bucket_mb(100e6, 0.04) == pytest.approx(0.5)  # 12.5 MB/s x 40 ms
+    assert auto_bucket_mb(100e6, 0.04) == pytest.approx(0.25)  # 12.5 MB/s x 40 ms / 2
     assert auto_bucket_mb(10e6, 0.0) == pytest.approx(MIN_BUCKET_BYTES / 1e6)
     assert auto_bucket_mb(10e6, 0.0, payload_bytes=8_000_000) == pytest.approx(1.0)  # at most 8 buckets
     # A fast link carries more during a collective's fixed costs than small payloads hold: one bucket.

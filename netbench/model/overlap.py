@@ -101,14 +101,18 @@ def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = No
                    nodes: int = 2, min_bytes: int = MIN_BUCKET_BYTES) -> float:
     """Bucket size (MB, 1e6 B) for a link: enough bytes to keep the pipe full, few enough buckets.
 
-    A bucket should hold at least one bandwidth-delay product (rate x RTT) so its transfer is not
-    dominated by the round trips of its collective, at least as many bytes as the link carries
+    A bucket should hold at least half a bandwidth-delay product (rate x RTT / 2: one one-way
+    delay's worth) so its transfer is not dominated by the latency of its collective -- with the
+    READY schedule (replicators/pipeline.py) a collective in flight never holds up the next
+    encode, so a bucket need not cover a whole round trip (dct, 100mbit + 20 ms, gpt2-small:blocks=2:
+    half a BDP, 3 buckets, 1.10x the overlap limit; a whole BDP, 2 buckets, 1.26x; a quarter,
+    6 buckets, 1.32x: scripts/race_reference.py --bucket-mb), at least as many bytes as the link carries
     during the collective's fixed costs (2 (nodes - 1) ring steps of :data:`RING_STEP_S`; on a
     fast link this makes the payload one bucket, since there is little wire time to hide), and at
     least ``min_bytes``; given the step's payload, no more than ``max_buckets`` buckets.
     """
     fixed_s = 2 * max(1, nodes - 1) * RING_STEP_S
-    size = max(rate_bps / 8 * max(rtt_s, fixed_s), min_bytes, 1)
+    size = max(rate_bps / 8 * max(rtt_s / 2, fixed_s), min_bytes, 1)
     if payload_bytes:
         size = max(size, payload_bytes / max_buckets)
     return round(size / 1e6, 6)
