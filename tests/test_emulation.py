@@ -61,6 +61,18 @@ def test_shaping_accuracy_per_rate(rate: float) -> None:
     assert 0.85 <= result.goodput_ratio <= 1.0, result
 
 
+def test_a_read_delayed_across_an_interval_edge_does_not_inflate_goodput() -> None:
+    """A descheduled receiver moves bytes from one interval into the next; the median interval ignores the pair."""
+    from netbench.emulation.probe import steady_receiver_goodput
+
+    rate = 1.25e6 * 0.956  # 10mbit of TCP payload, bytes/s
+    shifted = 0.08 * 1.25e6  # 80 ms of data read late
+    sizes = [rate * 0.5] * 2 + [rate * 0.5 + shifted, rate * 0.5 - shifted] + [rate * 0.5] * 2
+    intervals = [{"sum": {"start": 0.5 * k, "seconds": 0.5, "bytes": b}} for k, b in enumerate(sizes)]
+    goodput, window = steady_receiver_goodput({"server_output_json": {"intervals": intervals}})
+    assert goodput == pytest.approx(8 * rate) and window == pytest.approx(2.0)
+
+
 def test_probe_measures_steady_state_after_slow_start() -> None:
     """Whole intervals after a second of warm-up, from the receiver's own report: slow start over a
     40 ms round trip (0.75 of the rate in the first second) and iperf3's short closing interval stay out."""
