@@ -3,17 +3,16 @@ and cached under their own key, never predicted with the default settings' cost.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 import netbench.model.measure as measure_mod
-from netbench.model import hostcache
-from netbench.model.calibration import ENV_VAR, COST_SETTINGS, Calibration, cost_key, read_calibration, save_calibration, scheme_of
+from netbench.model.calibration import COST_SETTINGS, Calibration, cost_key, read_calibration, save_calibration, scheme_of
 from netbench.model.hostcache import cache_path, host_calibration, host_key, missing_keys
 from netbench.model.predict import encode_decode_s
 from netbench.model.schemes import SCHEME_NAMES
 from netbench.replicators.config import ReplicatorConfig
+from test_calibration_cache import cache  # noqa: F401 - the same empty per-test calibration cache
 
 
 def test_default_settings_key_is_the_name() -> None:
@@ -72,13 +71,6 @@ def test_run_prediction_uses_the_runs_settings() -> None:
     params = sum(s.numel for s in shapes)
     enc, dec = encode_decode_s(Run, shapes, CALIB, cpus=Run.cluster.nodes)
     assert (enc, dec) == pytest.approx((params * 1e-9, params * 3e-9 + len(shapes) * 2e-5))
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(hostcache.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.delenv(ENV_VAR, raising=False)
-    return tmp_path / "cache"
 
 
 @pytest.fixture

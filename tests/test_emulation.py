@@ -260,12 +260,13 @@ def test_clean_leaves_live_runs_alone() -> None:
         assert len(ours(cluster.names.run_id)) == 3
 
 
-def test_rootless_cluster_as_unprivileged_user() -> None:
-    """Drop to nobody, enter a user namespace, build and tear down a cluster there."""
+def _as_nobody(work) -> tuple[str, int]:
+    """In a forked child: become nobody, enter netbench's user namespace, and report ``work()``'s string.
+
+    Returns what the child reported (``work()``'s result, or its error) and its wait status.
+    """
     from netbench.emulation import rootless
 
-    if not rootless.user_namespaces_allowed():
-        pytest.skip("user namespaces disabled on this kernel")
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -276,16 +277,33 @@ def test_rootless_cluster_as_unprivileged_user() -> None:
             os.setgid(65534)
             os.setuid(65534)
             rootless.ensure_privileges()
-            with Cluster(spec(nodes=3)) as cluster:
-                built = len(ours(cluster.names.run_id))
-            os.write(write_fd, f"{os.geteuid()} {built} {len(netns.list_netns())}".encode())
+            os.write(write_fd, work().encode()[:1000])
             code = 0
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            os.write(write_fd, f"{type(exc).__name__}: {exc}".encode()[:1000])
         finally:
             os._exit(code)
     os.close(write_fd)
-    report = os.read(read_fd, 100).decode()
+    report = os.read(read_fd, 1000).decode()
+    os.close(read_fd)
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    return report, status
+
+
+def test_rootless_cluster_as_unprivileged_user() -> None:
+    """Drop to nobody, enter a user namespace, build and tear down a cluster there."""
+    from netbench.emulation import rootless
+
+    if not rootless.user_namespaces_allowed():
+        pytest.skip("user namespaces disabled on this kernel")
+
+    def build() -> str:
+        with Cluster(spec(nodes=3)) as cluster:
+            built = len(ours(cluster.names.run_id))
+        return f"{os.geteuid()} {built} {len(netns.list_netns())}"
+
+    report, status = _as_nobody(build)
+    assert os.waitstatus_to_exitcode(status) == 0, report
     assert report == "0 4 0"  # root inside, 4 namespaces built, none left
 
 
@@ -311,7 +329,7 @@ def test_capture_in_a_rootless_cluster() -> None:
         out = Path(top) / "pcaps"
         out.mkdir()
         os.chown(out, 65534, 65534)
-        report, status = _capture_as_nobody(out)
+        report, status = _as_nobody(lambda: _capture_udp(out))
     finally:
         shutil.rmtree(top, ignore_errors=True)
     assert os.waitstatus_to_exitcode(status) == 0, report
@@ -320,41 +338,17 @@ def test_capture_in_a_rootless_cluster() -> None:
     assert reason == "None" and int(sent) >= 24 + 50 * (16 + 96) and int(received) >= 24 + 50 * (16 + 96), report
 
 
-def _capture_as_nobody(out: Path) -> tuple[str, int]:
-    """In a forked child: become nobody, enter a user namespace, build a cluster, capture UDP between its nodes.
-
-    Returns what the child reported (``unavailable_reason() size0 size1``, or its error) and its wait status.
-    """
+def _capture_udp(out: Path) -> str:
+    """Build a cluster, capture UDP between its nodes: ``unavailable_reason() size0 size1``."""
     from netbench.capture.tcpdump import Capture, unavailable_reason
-    from netbench.emulation import rootless
 
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(read_fd)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            rootless.ensure_privileges()
-            with Cluster(spec(nodes=2)) as cluster:
-                capture = Capture(cluster.switch, [n.port for n in cluster.nodes], out)
-                capture.start()
-                cluster.nodes[0].call(_send_udp, cluster.nodes[1].address, 50)
-                paths, _ = capture.stop()
-            sizes = [paths[n.port].stat().st_size for n in cluster.nodes]
-            os.write(write_fd, f"{unavailable_reason()} {sizes[0]} {sizes[1]}".encode())
-            code = 0
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent
-            os.write(write_fd, f"{type(exc).__name__}: {exc}".encode()[:1000])
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    report = os.read(read_fd, 1000).decode()
-    os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
-    return report, status
+    with Cluster(spec(nodes=2)) as cluster:
+        capture = Capture(cluster.switch, [n.port for n in cluster.nodes], out)
+        capture.start()
+        cluster.nodes[0].call(_send_udp, cluster.nodes[1].address, 50)
+        paths, _ = capture.stop()
+    sizes = [paths[n.port].stat().st_size for n in cluster.nodes]
+    return f"{unavailable_reason()} {sizes[0]} {sizes[1]}"
 
 
 def test_run_fails_promptly_naming_the_delay_line_when_it_dies(tmp_path) -> None:
