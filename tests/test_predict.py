@@ -102,7 +102,8 @@ def test_fit_separates_per_param_and_per_tensor_costs() -> None:
 
 
 def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
-    """A pipelined step: the refilled bucket comes off the wire time C, then T = e + (n-1) max(e+d, c) + c + d."""
+    """A pipelined step: the refilled bucket comes off the wire time C, then the READY schedule's
+    T = min(e + (n-1) max(e+d, c) + c + d, max(E + D, e + c + D, E + c + d, e + C + d))."""
     from netbench.model.overlap import pipelined_step_s
     from netbench.model.schemes import scheme_from_config
     from netbench.model.predict import scenario_for
@@ -120,7 +121,8 @@ def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
     plain = estimate(scheme_from_config(rep), shapes, scenario_for(cluster, local, calib), calib)
     credit = min(bucket_credit_s(cluster, local, plain.tx.total), plain.wire.transfer_s)
     enc, dec = 393_856 * 3e-8, 393_856 * 2e-8
-    expected = local + pipelined_step_s(enc, dec, plain.comm_time_s - credit, buckets)
+    wire = plain.comm_time_s - credit
+    expected = local + min(pipelined_step_s(enc, dec, wire, buckets, 1), pipelined_step_s(enc, dec, wire, buckets, None))
     got = predict(run, shapes, local, calib, cpus=2)
     assert credit > 0 and got.step_time_s == pytest.approx(expected)
     assert got.comm_time_s == pytest.approx(max(0.0, expected - local - enc - dec))
