@@ -55,10 +55,14 @@ class GroupComm:
         self._bytes = 0
         self._calls = 0
 
-    def _account(self, tensor: torch.Tensor, started: float) -> None:
-        self._comm_s += time.perf_counter() - started
+    def _count(self, tensor: torch.Tensor) -> None:
+        """Book one collective call handing ``tensor``'s bytes to the wire."""
         self._bytes += tensor.numel() * tensor.element_size()
         self._calls += 1
+
+    def _account(self, tensor: torch.Tensor, started: float) -> None:
+        self._comm_s += time.perf_counter() - started
+        self._count(tensor)
 
     def _staged(self, tensor: torch.Tensor, fill: bool = True) -> torch.Tensor:
         """The tensor the collective runs on: ``tensor`` itself, or its reused host copy under gloo."""
@@ -113,8 +117,7 @@ class GroupComm:
         """
         wire = self._staged(tensor) if self.distributed else tensor
         work = dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self.group, async_op=True) if self.distributed else None
-        self._bytes += tensor.numel() * tensor.element_size()
-        self._calls += 1
+        self._count(tensor)
 
         def after() -> None:
             if wire is not tensor:
@@ -135,8 +138,7 @@ class GroupComm:
         else:
             out.view(-1).copy_(tensor.view(-1))
             work = None
-        self._bytes += tensor.numel() * tensor.element_size()
-        self._calls += 1
+        self._count(tensor)
         return Pending(self, work, after)
 
     def book(self, nbytes: int, seconds: float) -> None:
