@@ -67,8 +67,10 @@ class DCTCodec:
                 staged = self.scratch_c[r.bucket][tile_slice].view(r.rows, r.cols)
                 x = staged.copy_(x)
             z = self.scratch_b[r.bucket][tile_slice].view(r.rows, r.cols)
-            # Columns inside each tile: Z = X F_w^T, one GEMM over all rows of the region.
-            torch.mm(x.reshape(-1, r.w), self.basis_t[r.w], out=z.view(-1, r.w))
+            # Columns inside each tile: Z = X F_w^T, one GEMM per row band (as a batch: BLAS runs this
+            # tall, 64-wide product about 10% faster batched than as one (rows * tiles, w) GEMM).
+            bands = r.row_tiles
+            torch.bmm(x.reshape(bands, -1, r.w), self.basis_t[r.w].expand(bands, r.w, r.w), out=z.view(bands, -1, r.w))
             # Rows inside each tile, written tile-major as [v, u] and fused with the decay.
             m = self.momentum[r.bucket][tile_slice].view(r.row_tiles, r.cols, r.h)
             zt = z.view(r.row_tiles, r.h, r.cols).transpose(1, 2)
@@ -117,11 +119,13 @@ class DCTCodec:
             # Rows: Z_i = F_h^T @ (coefficients [v', u'] of row band i)^T, in parameter layout.
             z = self.scratch_b[r.bucket][tile_slice].view(r.row_tiles, r.h, r.cols)
             torch.bmm(self.basis_t[r.h].expand(r.row_tiles, r.h, r.h), coeffs.transpose(1, 2), out=z)
-            # Columns: X = Z F_w, one GEMM, straight into the gradient when the region is contiguous.
+            # Columns: X = Z F_w, one GEMM per row band (batched, as in accumulate), straight into the
+            # gradient when the region is contiguous.
             rows, cols = self.plan.matrix_shapes[r.tensor]
             target = out[r.tensor].view(rows, cols)[r.row0 : r.row0 + r.rows, r.col0 : r.col0 + r.cols]
             staged = target if target.is_contiguous() else self.scratch_c[r.bucket][tile_slice].view(r.rows, r.cols)
-            torch.mm(z.view(-1, r.w), self.basis[r.w], out=staged.view(-1, r.w))
+            bands = r.row_tiles
+            torch.bmm(z.view(bands, -1, r.w), self.basis[r.w].expand(bands, r.w, r.w), out=staged.view(bands, -1, r.w))
             if sign:
                 staged.sign_()
             if staged is not target:
