@@ -119,6 +119,7 @@ class Cluster:
         self._up = True  # before registering: an interrupt between the two still unregisters
         register(self.names)
         self._build_links()
+        self._shape_links()
         apply_tcp_settings(self.nodes, self.spec.tcp)  # after the addresses: congestion control is a route metric
         self.tcp = read_tcp_settings(self.nodes[0])
         self.raise_if_interrupted()
@@ -126,8 +127,7 @@ class Cluster:
         self.raise_if_interrupted()
 
     def _build_links(self) -> None:
-        """Namespaces, the routed switch, veths and addresses, each egress shaped by the impairment engine."""
-        offload_on = self.spec.offload_enabled
+        """Namespaces, the routed switch, one veth per node, addresses and routes."""
         netns.create(self.switch.netns)
         for node in self.nodes:
             self.raise_if_interrupted()
@@ -138,16 +138,21 @@ class Cluster:
             netns.set_sysctls(node.netns, _NODE_SYSCTLS)
 
         ports = [(node.port, node.iface, node.netns, node.address) for node in self.nodes]
-        self.switch.ifindex, down_shaping = self.switch.call(
-            _build_switch, self.names.switch_address, ports, self.spec.down, offload_on, self.impairment
-        )
-        self.shaping.update({f"{port}/down": installed for port, installed in down_shaping.items()})
-        prefixlen = self.names.subnet.prefixlen
+        self.switch.ifindex = self.switch.call(_build_switch, self.names.switch_address, ports)
         for node in self.nodes:
             self.raise_if_interrupted()
-            self.shaping[f"{node.netns}/up"] = node.call(
-                _build_node, node.iface, node.address, prefixlen, self.spec.up, offload_on, self.impairment
-            )
+            node.call(_build_node, node.iface, node.address, self.names.subnet.prefixlen)
+
+    def _shape_links(self) -> None:
+        """Every egress as the impairment engine shapes it: *down* on the switch's ports, *up* on each node."""
+        offload_on = self.spec.offload_enabled
+        ports = [node.port for node in self.nodes]
+        down = self.switch.call(_shape, ports, self.spec.down, offload_on, self.impairment)
+        self.shaping.update({f"{port}/down": installed for port, installed in down.items()})
+        for node in self.nodes:
+            self.raise_if_interrupted()
+            (up,) = node.call(_shape, [node.iface], self.spec.up, offload_on, self.impairment).values()
+            self.shaping[f"{node.netns}/up"] = up
 
     @property
     def delay_line_stats_path(self) -> str:
@@ -202,17 +207,15 @@ class Cluster:
         }
 
 
-# Each builder runs inside its namespace in a forked child (Namespace.call): a plain IPRoute there
+# Each builder (and _shape) runs inside its namespace in a forked child (Namespace.call): a plain IPRoute there
 # talks to that namespace only. pyroute2's NetNS forks helpers of its own, which proved unsafe to
 # mix with signal handling and repeated clusters in one process.
-def _build_switch(address: str, ports: list[tuple[str, str, str, str]], down: DirectionSpec, offload_on: bool,
-                  impairment: ImpairmentEngine) -> tuple[dict[str, int], dict[str, dict]]:
-    """One veth per node (peer moved straight into the node's namespace), a /32 route to each node, shaped.
+def _build_switch(address: str, ports: list[tuple[str, str, str, str]]) -> dict[str, int]:
+    """One veth per node (peer moved straight into the node's namespace), a /32 route to each node.
 
     The switch's own address (on lo) is the source of its ARP requests to the nodes.
     """
     ifindex: dict[str, int] = {}
-    installed: dict[str, dict] = {}
     with IPRoute() as ipr:
         lo = ipr.link_lookup(ifname="lo")[0]
         ipr.link("set", index=lo, state="up")
@@ -224,24 +227,29 @@ def _build_switch(address: str, ports: list[tuple[str, str, str, str]], down: Di
             netns.write_sysctls({key.format(port=port): value for key, value in _PORT_SYSCTLS.items()})
             ipr.link("set", index=ifindex[port], state="up")
             ipr.route("add", dst=node_address, dst_len=32, oif=ifindex[port], scope=253)  # scope link: on that wire
-            installed[port] = impairment.shape(ipr, ifindex[port], down, offload_on)
-    offload.set_segmentation(list(ifindex), offload_on)
-    steered = steering.steer_flows(list(ifindex))  # last: it leaves this forked child in a mount namespace of its own
-    for port in installed:
-        installed[port]["flow_steering"] = steered
-    return ifindex, installed
+    return ifindex
 
 
-def _build_node(iface: str, address: str, prefixlen: int, up: DirectionSpec, offload_on: bool, impairment: ImpairmentEngine) -> dict:
+def _build_node(iface: str, address: str, prefixlen: int) -> None:
     """Address and bring up the node's interface (no default route: nothing leaves the subnet)."""
     with IPRoute() as ipr:
         (index,) = ipr.link_lookup(ifname=iface)
         ipr.addr("add", index=index, address=address, prefixlen=prefixlen)
         ipr.link("set", index=index, state="up")
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-        installed = impairment.shape(ipr, index, up, offload_on)
-    offload.set_segmentation([iface], offload_on)
-    installed["flow_steering"] = steering.steer_flows([iface])  # last: it leaves this forked child in a mount namespace of its own
+
+
+def _shape(ifaces: list[str], direction: DirectionSpec, offload_on: bool, impairment: ImpairmentEngine) -> dict[str, dict]:
+    """Shape the egress of ``ifaces`` (in this namespace) as ``impairment`` does; set offloads and flow steering.
+
+    Returns what was installed per interface, for run.json.
+    """
+    with IPRoute() as ipr:
+        installed = {iface: impairment.shape(ipr, ipr.link_lookup(ifname=iface)[0], direction, offload_on) for iface in ifaces}
+    offload.set_segmentation(ifaces, offload_on)
+    steered = steering.steer_flows(ifaces)  # last: it leaves this forked child in a mount namespace of its own
+    for iface in installed:
+        installed[iface]["flow_steering"] = steered
     return installed
 
 
