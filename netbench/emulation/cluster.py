@@ -30,13 +30,15 @@ from pyroute2 import IPRoute
 
 from netbench.emulation import delayline, netns, offload, steering
 from netbench.emulation.capabilities import Capabilities, detect
-from netbench.emulation.errors import ClusterError, DelayLineDied  # noqa: F401 - re-exported: the cluster's errors
+from netbench.emulation.errors import ClusterError, DelayLineDied
 from netbench.emulation.impairment import ImpairmentEngine, choose
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
 from netbench.emulation.signals import StopSignals, signals_held
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.emulation.tcpsettings import NODE_TCP_BUFFER_MAX, apply_tcp_settings, read_tcp_settings
+
+__all__ = ["Cluster", "ClusterError", "DelayLineDied"]  # the errors live in errors.py, shared with the engines
 
 _QUIET_SYSCTLS = {  # no IPv6 router/neighbour chatter on the measured wires
     "net.ipv6.conf.all.disable_ipv6": "1",
