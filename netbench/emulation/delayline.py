@@ -28,6 +28,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from netbench.emulation import signals
+
 QUEUE_NUM = 0
 QUEUE_MAX_LEN = 200_000
 RCVBUF_BYTES = 64 << 20
@@ -204,28 +206,27 @@ def serve(config: dict) -> None:
         nonlocal stop
         stop = True
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    print("ready", flush=True)
-    _minimal_timer_slack()
-    fd = sock.fileno()
-    stats_path = config.get("stats_path")
-    next_stats = time.monotonic() + STATS_EVERY_S
-    while not stop:
-        if stats_path and time.monotonic() >= next_stats:
+    with signals.handled((signal.SIGTERM, signal.SIGINT), _stop):  # to the end: a second SIGTERM must not cut the drain short
+        print("ready", flush=True)
+        _minimal_timer_slack()
+        fd = sock.fileno()
+        stats_path = config.get("stats_path")
+        next_stats = time.monotonic() + STATS_EVERY_S
+        while not stop:
+            if stats_path and time.monotonic() >= next_stats:
+                write_stats(stats_path, line)
+                next_stats = time.monotonic() + STATS_EVERY_S  # select(): microsecond timeouts; poll/epoll round up to whole milliseconds
+            wait = line.release_due()
+            timeout = 0.2 if wait is None else (0.0 if wait < SPIN_S else wait - SPIN_S)
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if ready:
+                queue.run(block=False)
+        for _, _, pkt in line.heap:  # let what is in flight go, so nothing hangs on teardown
+            pkt.accept()
+        queue.unbind()
+        if stats_path:
             write_stats(stats_path, line)
-            next_stats = time.monotonic() + STATS_EVERY_S  # select(): microsecond timeouts; poll/epoll round up to whole milliseconds
-        wait = line.release_due()
-        timeout = 0.2 if wait is None else (0.0 if wait < SPIN_S else wait - SPIN_S)
-        ready, _, _ = select.select([fd], [], [], timeout)
-        if ready:
-            queue.run(block=False)
-    for _, _, pkt in line.heap:  # let what is in flight go, so nothing hangs on teardown
-        pkt.accept()
-    queue.unbind()
-    if stats_path:
-        write_stats(stats_path, line)
-    print(json.dumps(stats(line)), flush=True)
+        print(json.dumps(stats(line)), flush=True)
 
 
 if __name__ == "__main__":

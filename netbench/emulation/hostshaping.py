@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import json
-import signal
 import subprocess
 import sys
 from contextlib import ExitStack
@@ -35,11 +34,10 @@ from pyroute2 import IPRoute
 
 from netbench.emulation import offload
 from netbench.emulation.shaping import root_qdisc  # noqa: F401 - re-exported (tests, guard)
-from netbench.emulation.signals import exit_on, signals_held
+from netbench.emulation.signals import STOP_SIGNALS, exit_on, signals_held
 from netbench.emulation.spec import DirectionSpec
 
 CAP_NET_ADMIN = 12
-_EXIT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _GSO_FEATURES = ("tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-generic-segmentation")
 
 
@@ -95,7 +93,7 @@ class HostShaper:
     def __enter__(self) -> "HostShaper":
         self.check()
         self._stack = ExitStack()
-        self._stack.enter_context(exit_on(_EXIT_SIGNALS))  # a kill still unwinds through the caller's finally blocks
+        self._stack.enter_context(exit_on(STOP_SIGNALS))  # a kill still unwinds through the caller's finally blocks
         self._stack.callback(self._release)
         try:
             answer = self._start_guard()

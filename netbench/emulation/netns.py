@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 import psutil
 from pyroute2 import netns as pr_netns
 
+from netbench.emulation import signals
+
 T = TypeVar("T")
 NETNS_DIR = Path(pr_netns.NETNS_RUN_DIR)
 
@@ -62,11 +64,6 @@ def preexec(name: str) -> Callable[[], None]:
     return _enter
 
 
-def _hold_stop_signals() -> None:
-    """In a forked helper: block Ctrl-C and termination; the parent decides, the helper finishes its step."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
-
-
 def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` in a forked child inside namespace ``name`` and return its result.
 
@@ -76,7 +73,7 @@ def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
     pid = os.fork()
     if pid == 0:  # child: finishes its job whatever the caller does, and never returns into its code
         try:
-            _hold_stop_signals()
+            signals.block_in_child()
             os.close(read_fd)
             try:
                 enter(name)
@@ -177,7 +174,7 @@ def create(name: str) -> None:
     if pid == 0:
         code = 1
         try:
-            _hold_stop_signals()  # a Ctrl-C must not leave a mount point without a namespace
+            signals.block_in_child()  # a Ctrl-C must not leave a mount point without a namespace
             pr_netns._create(name)  # unshare(CLONE_NEWNET) in this child, bind /proc/self/ns/net
             code = 0
         except BaseException:  # noqa: BLE001 - reported through the exit status
@@ -195,16 +192,7 @@ def wait_for_child(pid: int) -> int:
     Otherwise a child still creating a namespace could finish *after* the teardown that the
     Ctrl-C started had looked for it, and leave it behind.
     """
-    interrupted: BaseException | None = None
-    while True:
-        try:
-            status = os.waitpid(pid, 0)[1]
-            break
-        except (KeyboardInterrupt, SystemExit) as exc:
-            interrupted = interrupted or exc
-    if interrupted is not None:
-        raise interrupted
-    return status
+    return signals.to_the_end(lambda: os.waitpid(pid, 0)[1])
 
 
 def remove(name: str) -> None:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
+
+from netbench.emulation import signals
 
 
 def _wait_for_owner() -> None:
@@ -54,8 +55,7 @@ def serve(config: dict) -> None:
 
 
 def main() -> None:
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_IGN)  # only the owner's pipe ends the guard
+    signals.ignore()  # only the owner's pipe ends the guard
     serve(json.loads(sys.stdin.readline()))
 
 

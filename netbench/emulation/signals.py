@@ -1,18 +1,39 @@
-"""Signals while netbench holds host state: termination becomes an exception, and is held off during cleanup.
+"""Stop signals (SIGINT, SIGTERM, SIGHUP) wherever netbench holds host state: the one place that handles them.
 
 Python's default SIGTERM and SIGHUP actions end the process without running ``finally`` blocks or
-``__exit__``, which would leave namespaces or qdiscs behind; raising SystemExit instead lets every
-cleanup run. While cleanup itself runs, SIGINT, SIGTERM and SIGHUP are blocked (and delivered
-afterwards) so a second Ctrl-C cannot stop it halfway.
+``__exit__``, which would leave namespaces or qdiscs behind; raising instead lets every cleanup
+run, and the process still ends with 128 + signal, as the shell reports a signal death. While
+cleanup itself runs the signals are held (blocked, or kept and raised afterwards) so a second
+Ctrl-C cannot stop it halfway.
+
+- :class:`StopSignals`: the state machine of a long-lived owner (the emulated cluster): signals
+  raise while it runs, wait while it tears down, and are raised again once teardown has finished.
+- :func:`exit_on` and :func:`signals_held`: the same for a ``with`` block (host shaping).
+- :func:`block_in_child` and :func:`ignore`: forked helpers that must finish their step, and
+  processes that only their owner may end (the shaping guard).
+- :func:`handled`: any other handler for the length of a block (the worker's SIGTERM).
+- :func:`to_the_end`: a step that a signal may delay but not cut short (waiting for a forked child).
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from types import FrameType
+from typing import Any, TypeVar
+
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+Handler = Callable[[int, FrameType | None], Any]
+T = TypeVar("T")
+
+
+def raise_for(signum: int) -> None:
+    """As the usual handlers do: Ctrl-C raises KeyboardInterrupt, SIGTERM/SIGHUP exit with 128 + signal."""
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
 
 
 def raise_system_exit(signum: int, frame: FrameType | None) -> None:
@@ -20,29 +41,135 @@ def raise_system_exit(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+def through_interrupts(step: Callable[[], T]) -> tuple[T, BaseException | None]:
+    """Call ``step`` again whenever a stop signal's exception cuts it short, until it returns.
+
+    Returns its result and the first such exception, for the caller to raise once it is safe:
+    a teardown or a wait for a forked child must not be left halfway.
+    """
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            return step(), interrupted
+        except (KeyboardInterrupt, SystemExit) as exc:
+            interrupted = interrupted or exc
+
+
+def to_the_end(step: Callable[[], T]) -> T:
+    """:func:`through_interrupts`, then raise the interruption (if any) once ``step`` has finished."""
+    result, interrupted = through_interrupts(step)
+    if interrupted is not None:
+        raise interrupted
+    return result
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()  # only the main thread may set handlers or receive signals
+
+
 @contextmanager
-def exit_on(signums: tuple[signal.Signals, ...]) -> Iterator[None]:
-    """Within the block, ``signums`` raise SystemExit (main thread only); previous handlers return afterwards."""
-    if threading.current_thread() is not threading.main_thread():
+def handled(signums: tuple[int, ...], handler: Handler) -> Iterator[None]:
+    """Within the block, ``handler`` handles ``signums`` (main thread only); the previous handlers return afterwards."""
+    if not _on_main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, raise_system_exit) for signum in signums}
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def exit_on(signums: tuple[int, ...] = STOP_SIGNALS) -> AbstractContextManager[None]:
+    """Within the block, ``signums`` raise SystemExit(128 + signal) (main thread only)."""
+    return handled(signums, raise_system_exit)
 
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """Block SIGINT/SIGTERM/SIGHUP (delivered afterwards) so teardown always finishes."""
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    if threading.current_thread() is not threading.main_thread():
+    """Block the stop signals (delivered afterwards) so teardown always finishes."""
+    if not _on_main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def block_in_child() -> None:
+    """In a forked helper: block the stop signals for good; the parent decides, the helper finishes its step."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+
+
+def ignore() -> None:
+    """Ignore the stop signals for good: a process that only its owner ends (closing a pipe), never a Ctrl-C."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+class StopSignals:
+    """Stop signals for an owner of host state: raise while it runs, wait while it tears down.
+
+    :meth:`install` on entry; while running, a stop signal raises (:func:`raise_for`) so the
+    owner's work unwinds into teardown. :meth:`stop` marks the start of teardown: from then on a
+    signal is kept, not raised. :meth:`finish` runs the teardown to its end (again, if a signal
+    cut it short before :meth:`stop`), gives the previous handlers back and raises what is due.
+    """
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self._stopping = False  # from stop() on, signals wait for the teardown to finish
+        self._raised: int | None = None  # the stop signal last raised from the handler
+        self._deferred: int | None = None  # a signal that arrived while stopping, raised after teardown
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def install(self) -> None:
+        """Take over the stop signals (main thread only: elsewhere Python delivers none)."""
+        if _on_main_thread():
+            for signum in STOP_SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """Raise it so the work unwinds into teardown; once teardown began, keep it for later."""
+        if self._stopping:
+            self._deferred = self._deferred or signum
+            return
+        self._raised = signum
+        raise_for(signum)
+
+    def raise_if_interrupted(self) -> None:
+        """Raise again a stop signal whose exception Python swallowed.
+
+        A handler's exception is only printed when it fires inside an at-fork hook (logging
+        registers one), and forks are everywhere here: namespaces, helpers, every process a
+        node starts. Building and watching call this between such steps.
+        """
+        if self._raised is not None and not self._stopping:
+            raise_for(self._raised)
+
+    def stop(self) -> None:
+        """Teardown begins: signals from now on wait until :meth:`finish` has run it to the end."""
+        self._stopping = True
+
+    def finish(self, teardown: Callable[[], None], unwinding: bool) -> None:
+        """Run ``teardown`` until it has run to the end, then give the signal handlers back.
+
+        A signal whose exception cuts ``teardown`` short (before it called :meth:`stop`) is kept
+        and ``teardown`` runs again; it is raised at the end. When nothing is unwinding, so is a
+        signal that was swallowed (see :meth:`raise_if_interrupted`) or deferred.
+        """
+        _, interrupted = through_interrupts(teardown)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+        pending, self._deferred = self._raised or self._deferred, None
+        if interrupted is not None:
+            raise interrupted
+        if pending is not None and not unwinding:
+            raise_for(pending)

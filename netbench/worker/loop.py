@@ -20,7 +20,6 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from netbench.emulation import signals
 from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 from netbench.worker.counters import IfaceCounters, read_counters
 from netbench.worker.records import RecordWriter
@@ -157,23 +157,21 @@ def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = 
     `netbench worker` gathers every rank's records to rank 0 there. If it fails, the run fails.
     """
     spec = resolved.spec
-    on_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
     with RecordWriter(spec.output_file()) as writer:
         worker = WorkerRun(resolved, writer)
         try:
-            worker.run()
-            if after_steps is not None:
-                after_steps()
-            code = 0
-        except BaseException as exc:  # noqa: BLE001 - every failure, SIGTERM and Ctrl-C included, leaves an error event
-            traceback.print_exc(file=sys.stderr)
-            writer.write({"event": "error", "rank": spec.rank, "step": worker.step if worker.step >= 0 else None,
-                          "t": time.time(), "error": f"{type(exc).__name__}: {exc}".strip()})
-            code = 1
+            with signals.handled((signal.SIGTERM,), _on_sigterm):  # until the error event is written
+                try:
+                    worker.run()
+                    if after_steps is not None:
+                        after_steps()
+                    code = 0
+                except BaseException as exc:  # noqa: BLE001 - every failure, SIGTERM and Ctrl-C included, leaves an error event
+                    traceback.print_exc(file=sys.stderr)
+                    writer.write({"event": "error", "rank": spec.rank, "step": worker.step if worker.step >= 0 else None,
+                                  "t": time.time(), "error": f"{type(exc).__name__}: {exc}".strip()})
+                    code = 1
         finally:
-            if on_main:
-                signal.signal(signal.SIGTERM, previous)
             _leave_group()
     return code
 

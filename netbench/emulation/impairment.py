@@ -1,0 +1,158 @@
+"""Impairment engines: what adds delay, jitter and loss to a cluster's links, one small class each.
+
+An engine answers three questions with the same interface (tcconfig's shapers are the model):
+which qdiscs go on a port's or node's egress (:meth:`ImpairmentEngine.shape`), which helper
+process runs beside the cluster (:meth:`~ImpairmentEngine.start`, :meth:`~ImpairmentEngine.check`,
+:meth:`~ImpairmentEngine.stop`, :attr:`~ImpairmentEngine.pid`), and what it counted
+(:meth:`~ImpairmentEngine.stats`). :func:`choose` picks one, once, from the spec and the host's
+capabilities:
+
+- :class:`NoImpairment` (``none``): no delay, jitter or loss asked for; tbf alone.
+- :class:`Netem` (``netem``): netem above tbf on every impaired direction, all in the kernel.
+- :class:`DelayLine` (``delayline``): tbf alone on the links; the switch's FORWARD chain queues
+  impaired ports' frames to netbench's userspace delay line (:mod:`netbench.emulation.delayline`).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pyroute2 import IPRoute
+
+from netbench.emulation import delayline, shaping
+from netbench.emulation.capabilities import Capabilities
+from netbench.emulation.errors import ClusterError, DelayLineDied
+from netbench.emulation.node import Node, Switch
+from netbench.emulation.spec import ClusterSpec, DirectionSpec
+
+READY_TIMEOUT_S = 10.0  # how long the delay line may take to bind its queue
+
+
+class ImpairmentEngine:
+    """The interface, and its defaults: rate shaping alone, nothing beside the cluster, nothing counted."""
+
+    name: ClassVar[str]
+    kernel_netem: ClassVar[bool] = False  # whether shape() puts netem above tbf on impaired directions
+
+    def __init__(self, spec: ClusterSpec, run_id: str) -> None:
+        self.spec = spec
+        self.run_id = run_id
+
+    def shape(self, ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool) -> dict:
+        """Install the qdiscs of one egress (runs inside its namespace); what was installed, for run.json."""
+        return shaping.apply(ipr, ifindex, direction, offload, use_netem=self.kernel_netem)
+
+    def start(self, switch: Switch, nodes: list[Node]) -> None:
+        """Start the helper process, once every link is built and shaped."""
+
+    def check(self) -> None:
+        """Raise if the helper has died while the cluster is up."""
+
+    def stop(self) -> None:
+        """Forget the helper and remove its files, once every process in the cluster has been stopped."""
+
+    @property
+    def pid(self) -> int | None:
+        """The helper's process id (the fidelity monitor watches its CPU), or None."""
+        return None
+
+    def stats(self) -> dict[str, Any] | None:
+        """What the helper counted (packets passed, dropped, released late), or None."""
+        return None
+
+
+class NoImpairment(ImpairmentEngine):
+    """No delay, jitter or loss asked for: tbf alone on every link."""
+
+    name = "none"
+
+
+class Netem(ImpairmentEngine):
+    """The kernel's netem, above tbf on every impaired direction: no helper, nothing to count."""
+
+    name = "netem"
+    kernel_netem = True
+
+
+class DelayLine(ImpairmentEngine):
+    """netbench's userspace delay line in the switch namespace, fed by NFQUEUE rules on the impaired ports."""
+
+    name = "delayline"
+
+    def __init__(self, spec: ClusterSpec, run_id: str) -> None:
+        super().__init__(spec, run_id)
+        self.proc: subprocess.Popen | None = None
+        self.switch_netns = ""
+
+    @property
+    def stats_path(self) -> str:
+        """Where the delay line keeps its counters (removed by stop() and by ``netbench clean``)."""
+        return delayline.stats_path(self.run_id)
+
+    def start(self, switch: Switch, nodes: list[Node]) -> None:
+        """Start the delay line, wait for its ``ready``, then send the impaired ports' frames to its queue."""
+        up, down = self.spec.up, self.spec.down
+        config = {
+            "up": {switch.ifindex[n.port]: _impairment(up) for n in nodes} if up.impaired else {},
+            "down": {switch.ifindex[n.port]: _impairment(down) for n in nodes} if down.impaired else {},
+            "seed": int(self.run_id, 16),
+            "stats_path": self.stats_path,
+        }
+        proc = switch.python("netbench.emulation.delayline", json.dumps(config), stdout=-1, stderr=-1, text=True)
+        ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
+        line = proc.stdout.readline().strip() if ready else ""
+        if line != "ready":
+            err = proc.stderr.read() if proc.poll() is not None else f"no answer within {READY_TIMEOUT_S:g} s"
+            raise ClusterError(f"delay line did not start: {err.strip().splitlines()[-1] if err.strip() else line}")
+        self.proc, self.switch_netns = proc, switch.netns
+        delayline.install_rules(
+            switch.netns,
+            up_ports=[n.port for n in nodes] if up.impaired else [],
+            down_ports=[n.port for n in nodes] if down.impaired else [],
+        )
+
+    def check(self) -> None:
+        """DelayLineDied if it has exited: its links drop every packet, and a run would otherwise wait for a timeout."""
+        proc = self.proc
+        if proc is None or proc.poll() is None:
+            return
+        err = (proc.stderr.read() or "").strip().splitlines() if proc.stderr else []
+        how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
+        raise DelayLineDied(f"the delay line (switch namespace {self.switch_netns}) {how}" + (f": {err[-1]}" if err else ""))
+
+    def stop(self) -> None:
+        for leftover in (self.stats_path, self.stats_path + ".tmp"):
+            Path(leftover).unlink(missing_ok=True)
+        self.proc = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def stats(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(Path(self.stats_path).read_text())
+        except (OSError, ValueError):
+            return None
+
+
+def choose(spec: ClusterSpec, capabilities: Capabilities, run_id: str) -> ImpairmentEngine:
+    """None without impairments; else netem where the kernel has it (or ``--engine`` asks), else the delay line."""
+    if not spec.impaired:
+        return NoImpairment(spec, run_id)
+    wanted = spec.engine
+    if wanted in ("auto", "netem") and capabilities.netem:
+        return Netem(spec, run_id)
+    if wanted == "netem":
+        raise ClusterError("--engine netem: this kernel has no sch_netem (try --engine delayline)")
+    if not capabilities.delay_line:
+        raise ClusterError(f"delay, jitter and loss need netem or the delay line; neither works here: {capabilities.delay_line_reason}")
+    return DelayLine(spec, run_id)
+
+
+def _impairment(direction: DirectionSpec) -> dict[str, float]:
+    return {"delay_s": direction.delay_s, "jitter_s": direction.jitter_s, "loss": direction.loss}

@@ -1,0 +1,59 @@
+"""Choosing the impairment engine, and what each one asks the shaper for (no namespaces needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from netbench.emulation import impairment, shaping
+from netbench.emulation.capabilities import Capabilities
+from netbench.emulation.errors import ClusterError
+from netbench.emulation.spec import ClusterSpec, DirectionSpec
+
+RUN_ID = "0123abcd"
+
+
+def caps(netem: bool, delay_line: bool) -> Capabilities:
+    return Capabilities(root=True, user_namespaces=True, tbf=True, netem=netem, nfqueue_rule=delay_line, netfilterqueue_module=delay_line)
+
+
+def spec(delay_s: float = 0.0, engine: str = "auto") -> ClusterSpec:
+    return ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=1e8, delay_s=delay_s), down=DirectionSpec(rate_bps=1e8), engine=engine)
+
+
+@pytest.mark.parametrize(("delay_s", "engine", "netem", "delay_line", "chosen"), [
+    (0.0, "auto", True, True, "none"),
+    (0.0, "netem", False, False, "none"),  # nothing to impair: no engine needed, whatever was asked
+    (0.005, "auto", True, True, "netem"),
+    (0.005, "auto", False, True, "delayline"),
+    (0.005, "delayline", True, True, "delayline"),
+    (0.005, "netem", True, False, "netem"),
+])
+def test_the_engine_follows_the_spec_and_the_host(delay_s: float, engine: str, netem: bool, delay_line: bool, chosen: str) -> None:
+    assert impairment.choose(spec(delay_s, engine), caps(netem, delay_line), RUN_ID).name == chosen
+
+
+@pytest.mark.parametrize(("engine", "netem", "message"), [("netem", False, "no sch_netem"), ("auto", False, "neither works here")])
+def test_no_engine_for_an_impaired_spec_is_a_cluster_error(engine: str, netem: bool, message: str) -> None:
+    with pytest.raises(ClusterError, match=message):
+        impairment.choose(spec(0.005, engine), caps(netem, delay_line=False), RUN_ID)
+
+
+@pytest.mark.parametrize(("engine", "netem_below_tbf"), [("netem", True), ("delayline", False)])
+def test_only_netem_puts_a_qdisc_of_its_own_on_the_links(monkeypatch, engine: str, netem_below_tbf: bool) -> None:
+    asked = []
+    monkeypatch.setattr(shaping, "apply", lambda ipr, index, direction, offload, use_netem: asked.append(use_netem) or {})
+    chosen = impairment.choose(spec(0.005, engine), caps(netem=True, delay_line=True), RUN_ID)
+    chosen.shape(None, 1, spec(0.005).up, offload=False)
+    assert asked == [netem_below_tbf]
+
+
+def test_only_the_delay_line_runs_a_helper_and_counts(tmp_path, monkeypatch) -> None:
+    netem = impairment.choose(spec(0.005), caps(netem=True, delay_line=True), RUN_ID)
+    line = impairment.choose(spec(0.005, "delayline"), caps(netem=True, delay_line=True), RUN_ID)
+    assert netem.pid is None and netem.stats() is None
+    assert line.pid is None and line.stats() is None  # not started: nothing counted yet
+    monkeypatch.setattr(impairment.delayline, "stats_path", lambda run_id: str(tmp_path / f"{run_id}.json"))
+    (tmp_path / f"{RUN_ID}.json").write_text('{"passed": 3, "dropped": 0}')
+    assert line.stats() == {"passed": 3, "dropped": 0}
+    line.stop()
+    assert not (tmp_path / f"{RUN_ID}.json").exists()
