@@ -50,7 +50,7 @@ class Metric(Field):
     """A figure a reader compares, and how each view shows it.
 
     ``label`` names it in the terminal table and the figures (indented under the step time when
-    ``part_of_step``); ``unit`` decides how it is printed. ``csv`` lists which of summary.csv's
+    ``part_of_step``, one of the parts the step's time splits into, or ``nested``); ``unit`` decides how it is printed. ``csv`` lists which of summary.csv's
     columns it has (``measured``: the key itself, ``predicted``: ``pred_<key>``); ``terminal``
     makes it a row of the run's table (with the model's value beside it where the prediction has
     one); ``report`` its columns in report.md's points table, headed by ``short``. ``source`` is
@@ -66,6 +66,7 @@ class Metric(Field):
     csv: tuple[Literal["measured", "predicted"], ...] = ()
     terminal: bool = False
     part_of_step: bool = False
+    nested: bool = False
     report: tuple[View, ...] = ()
     short: str = ""
     source: str | None = None
@@ -88,7 +89,7 @@ FIELDS: tuple[Field, ...] = (
            prediction=True, **_TIME),
     Metric("comm_time_s", label="communicate", csv=("measured", "predicted"), terminal=True, part_of_step=True,
            report=("measured", "model"), short="comm", source="comm_s", prediction=True, **_TIME),
-    Metric("intra_comm_time_s", label="communicate inside the node", terminal=True, part_of_step=False, prediction=True, **_S),
+    Metric("intra_comm_time_s", label="communicate inside the node", terminal=True, nested=True, prediction=True, **_S),
     Metric("decode_time_s", label="decode", csv=("measured", "predicted"), terminal=True, part_of_step=True, source="decode_s",
            prediction=True, **_TIME),
     Metric("apply_time_s", label="apply", csv=("measured",), terminal=True, part_of_step=True, source="apply_s", **_TIME),
