@@ -36,6 +36,7 @@ from netbench.reports.scenario import SweepScenario  # noqa: E402
 from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
 from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
 from netbench.replicators.config import ReplicatorConfig  # noqa: E402
+from netbench.rundir.summary import compared_column, predicted_column, step_parts  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
 
 __all__ = ["make_figures", "SweepModel", "with_step_spread", "label_rate", "label_seconds", "save"]
@@ -56,6 +57,14 @@ class SweepModel:
         rep = ReplicatorConfig(name=replicator, **self.scenario.replicator)
         config = RunConfig(cluster=cluster, replicator=rep, workload=self.scenario.workload, capture=False)
         return predict(config, self.shapes, local_s, self.calibration)
+
+
+WIRE_TX = "wire_tx_bytes_per_step"
+
+
+def _wire_tx(frame: pd.DataFrame) -> str:
+    """The column of each point's wire bytes sent: the capture's MTU frames where captured (report.with_errors), else the counters'."""
+    return compared_column(WIRE_TX) if compared_column(WIRE_TX) in frame else WIRE_TX
 
 
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
@@ -202,9 +211,9 @@ def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
     return save(fig, path)
 
 
-PARTS = (("compute_time_s", "compute", "#bdbdbd"), ("compress_time_s", "encode", "#fdb462"),
-         ("comm_time_s", "communicate", "#80b1d3"), ("decode_time_s", "decode", "#b3de69"),
-         ("apply_time_s", "apply", "#fb8072"))
+# one colour per part of the step, in the metrics table's order (compute, encode, communicate, decode, apply)
+PART_COLORS = ("#bdbdbd", "#fdb462", "#80b1d3", "#b3de69", "#fb8072")
+PARTS = tuple((m.key, m.label, c) for m, c in zip(step_parts(), PART_COLORS, strict=True))
 
 
 def step_breakdown(frame: pd.DataFrame, path: Path) -> Path:
@@ -242,7 +251,7 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
     """Wire bytes each node sends per step, by replicator and node count: measured bars, model ticks."""
     ok = _ok(frame)
     groups = ok.groupby(["replicator", "nodes"], sort=False).agg(
-        measured=("wire_tx_bytes_per_step", "median"), model=("pred_wire_tx_bytes_per_step", "median")).reset_index()
+        measured=(_wire_tx(ok), "median"), model=(predicted_column(WIRE_TX), "median")).reset_index()
     reps = list(dict.fromkeys(groups["replicator"]))
     node_counts = sorted(groups["nodes"].unique())
     width = 0.8 / len(node_counts)
@@ -289,7 +298,7 @@ def scaling_nodes(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
     for rep, group in ok.groupby("replicator", sort=False):
         c = color(rep)
-        per = group.groupby("nodes").agg(wire=("wire_tx_bytes_per_step", "median"), payload=("payload_bytes_per_step", "median"))
+        per = group.groupby("nodes").agg(wire=(_wire_tx(group), "median"), payload=("payload_bytes_per_step", "median"))
         per = per[per["payload"] > 0]
         left.plot(per.index, per["wire"] / per["payload"], "o", color=c, ms=7, label=f"{rep} ({collective(rep)})")
         at = group[(group["bw_bps"] == slowest) & (group["delay_ms"] == delay0)]

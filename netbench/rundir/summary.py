@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, create_model
 
 __all__ = ["Field", "Metric", "FIELDS", "METRICS", "RunSummary", "Prediction", "metric",
-           "csv_measured", "csv_predicted", "predicted_column", "terminal_metrics", "step_parts", "report_metrics",
+           "csv_measured", "csv_predicted", "predicted_column", "compared_column", "error_column", "terminal_metrics", "step_parts", "report_metrics",
            "reduced_metrics"]
 
 Number = Union[int, float]  # an int stays an int (bw_bps 100000000, not 100000000.0)
@@ -214,6 +214,16 @@ def metric(key: str) -> Metric:
 def predicted_column(key: str) -> str:
     """summary.csv's column of the model's figure for ``key``."""
     return f"pred_{key}"
+
+
+def compared_column(key: str) -> str:
+    """A report frame's column of the measured figure the model is held against (the capture's where a point has it)."""
+    return f"compared_{key}"
+
+
+def error_column(key: str) -> str:
+    """A report frame's column of the model's relative error, (predicted - measured) / measured."""
+    return f"err_{key}"
 
 
 def csv_measured() -> tuple[str, ...]:
