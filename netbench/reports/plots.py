@@ -35,6 +35,7 @@ from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.reports.scenario import SweepScenario  # noqa: E402
 from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
 from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
+from netbench.reports.target import LOCAL_MODEL, STEP_MODEL  # noqa: E402
 from netbench.replicators.config import ReplicatorConfig  # noqa: E402
 from netbench.rundir.summary import compared_column, predicted_column, step_parts  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
@@ -165,7 +166,7 @@ def time_vs_bandwidth(frame: pd.DataFrame, model: SweepModel | None, path: Path)
             ax.errorbar(group["bw_bps"], group["step_time_s"], yerr=_yerr(group), fmt=marker, color=c, ms=6,
                         mfc=c if filled else "white", capsize=3, zorder=3)
             if model is not None:
-                local = float(group["pred_local_time_s"].median())
+                local = float(group[LOCAL_MODEL].median())
                 ys = [model.step(rep, int(nodes), b, delay_ms, local).step_time_s for b in grid]
                 ax.plot(grid, ys, delay_style(delay_ms, delays), color=c, lw=1.4, alpha=0.75)
         ax.set_title(f"{rep} ({collective(rep)})", color=c, fontsize=10)
@@ -186,16 +187,16 @@ def time_vs_bandwidth(frame: pd.DataFrame, model: SweepModel | None, path: Path)
 def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
     """One point per run: measured step time against the model's, with y = x and a +-10 % band."""
     ok = _ok(frame)
-    ok = ok[ok["pred_step_time_s"].notna()] if "pred_step_time_s" in ok else ok.iloc[0:0]
+    ok = ok[ok[STEP_MODEL].notna()] if STEP_MODEL in ok else ok.iloc[0:0]
     node_counts = sorted(int(n) for n in ok["nodes"].unique()) or [2]
     fig, ax = plt.subplots(figsize=(6.4, 5.0), layout="constrained")
-    values = pd.concat([ok["step_time_s"], ok["pred_step_time_s"]]) if not ok.empty else pd.Series([0.01, 1.0])
+    values = pd.concat([ok["step_time_s"], ok[STEP_MODEL]]) if not ok.empty else pd.Series([0.01, 1.0])
     lo, hi = float(values.min()) / 1.5, float(values.max()) * 1.5
     line = np.geomspace(lo, hi, 50)
     ax.fill_between(line, line * 0.9, line * 1.1, color="#cccccc", alpha=0.6, lw=0, label="+-10 % of the model")
     ax.plot(line, line, "-", color="#555", lw=1, label="measured = model")
     for (rep, nodes), group in ok.groupby(["replicator", "nodes"], sort=False):
-        ax.errorbar(group["pred_step_time_s"], group["step_time_s"], yerr=_yerr(group), fmt=node_marker(int(nodes), node_counts),
+        ax.errorbar(group[STEP_MODEL], group["step_time_s"], yerr=_yerr(group), fmt=node_marker(int(nodes), node_counts),
                     color=color(rep), ms=6, capsize=2, alpha=0.9, label=f"{rep}, {int(nodes)} nodes")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -304,7 +305,7 @@ def scaling_nodes(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> 
         at = group[(group["bw_bps"] == slowest) & (group["delay_ms"] == delay0)]
         right.plot(at["nodes"], at["comm_time_s"], "o", color=c, ms=7)
         if model is not None:
-            local = float(group["pred_local_time_s"].median())
+            local = float(group[LOCAL_MODEL].median())
             ests = [model.step(rep, n, slowest, delay0, local) for n in span]
             left.plot(span, [e.tx.total / e.payload_bytes_per_step if e.payload_bytes_per_step else np.nan for e in ests], "-", color=c, alpha=0.8)
             right.plot(span, [e.comm_time_s for e in ests], "-", color=c, alpha=0.8)
@@ -334,7 +335,7 @@ def _model(doc: dict[str, Any], calibration: Calibration) -> SweepModel | None:
 
 def sweep_model(frame: pd.DataFrame, doc: dict[str, Any], calibration: Calibration) -> SweepModel | None:
     """The model for lines, where the sweep has predictions and a scenario to evaluate."""
-    if "pred_local_time_s" in frame and frame["pred_local_time_s"].notna().any():
+    if LOCAL_MODEL in frame and frame[LOCAL_MODEL].notna().any():
         return _model(doc, calibration)
     return None
 
@@ -346,7 +347,7 @@ def make_figures(frame: pd.DataFrame, doc: dict[str, Any], calibration: Calibrat
     frame = with_step_spread(frame, folder)
     model = sweep_model(frame, doc, calibration)
     figures = [time_vs_bandwidth(frame, model, folder / "time_vs_bandwidth.png")]
-    if "pred_step_time_s" in frame and frame["pred_step_time_s"].notna().any():
+    if STEP_MODEL in frame and frame[STEP_MODEL].notna().any():
         figures.append(measured_vs_predicted(frame, folder / "measured_vs_predicted.png"))
     figures += [step_breakdown(frame, folder / "step_breakdown.png"), bytes_per_step(frame, folder / "bytes_per_step.png")]
     if _ok(frame)["nodes"].nunique() > 1 or model is not None:
