@@ -169,11 +169,11 @@ def config_summary(config: "RunConfig") -> dict[str, Any]:
     """The configuration fields every run summary carries (rates None where a real link's rate is unknown)."""
     cluster = config.cluster
     up, down = cluster.up.rate_bps, cluster.down.rate_bps
-    return {
-        "replicator": config.replicator.name, "nodes": cluster.nodes, "bw_bps": min(up, down) if up and down else None,
-        "up_bps": up, "down_bps": down, "delay_ms": cluster.one_way_delay_s() * 1e3, "jitter_ms": cluster.up.jitter_s * 1e3,
-        "loss": cluster.up.loss, "steps": config.steps,
-    }
+    return RunSummary.new(
+        replicator=config.replicator.name, nodes=cluster.nodes, bw_bps=min(up, down) if up and down else None,
+        up_bps=up, down_bps=down, delay_ms=cluster.one_way_delay_s() * 1e3, jitter_ms=cluster.up.jitter_s * 1e3,
+        loss=cluster.up.loss, steps=config.steps,
+    ).to_json()
 
 
 def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]], *, run_id: str, status: str,
