@@ -55,7 +55,8 @@ class Metric(Field):
     makes it a row of the run's table (with the model's value beside it where the prediction has
     one); ``report`` its columns in report.md's points table, headed by ``short``. ``source`` is
     the steps.csv column the run summary reduces to this figure, ``across`` how the nodes' figures
-    combine (the slowest node's for times, the median node's for bytes). ``captured`` names the
+    combine (the slowest node's for times, the median node's for bytes; ``mean``: over every node
+    and step, for rare events a median would show as zero). ``captured`` names the
     capture's figure for the same quantity, which the report holds against the model where a
     point has it (MTU frames, as a real wire carries them). ``parts``: the metric is the sum of
     these (the report adds them up).
@@ -70,7 +71,7 @@ class Metric(Field):
     report: tuple[View, ...] = ()
     short: str = ""
     source: str | None = None
-    across: Literal["slowest", "median"] | None = None
+    across: Literal["slowest", "median", "mean"] | None = None
     captured: str | None = None
     parts: tuple[str, ...] = ()
 
@@ -117,8 +118,10 @@ FIELDS: tuple[Field, ...] = (
     Metric("capture_vs_counter_max_rel_diff", label="captured vs counted tx bytes, max rel. diff", csv=("measured",)),
     Metric("step_time_mean_s", label="mean step time", terminal=True, **_S),
     Metric("slowdown_vs_model", label="slowdown vs model (mean step)", unit="x", terminal=True),
-    Metric("retrans_bytes_per_step", label="retransmitted bytes/step/node", terminal=True, **_B),
-    Metric("retrans_segs_per_step", label="retransmitted segments/step/node", csv=("measured",), terminal=True),
+    Metric("retrans_bytes_per_step", label="retransmitted bytes/step/node", terminal=True, source="capture_tx_retrans_bytes",
+           across="mean", **_B),
+    Metric("retrans_segs_per_step", label="retransmitted segments/step/node", csv=("measured",), terminal=True, source="retrans_segs",
+           across="mean"),
     Metric("retrans_fraction", label="retransmitted share of the captured payload"),
     Metric("first_loss", label="first loss", csv=("measured",)),
     Metric("final_loss", label="last loss", csv=("measured",)),
@@ -252,5 +255,5 @@ def report_metrics() -> tuple[Metric, ...]:
 
 
 def reduced_metrics(across: str) -> tuple[Metric, ...]:
-    """The metrics the run summary reduces from a steps.csv column, combining nodes ``across`` (slowest or median)."""
+    """The metrics the run summary reduces from a steps.csv column, combining nodes ``across`` (slowest, median or mean)."""
     return tuple(m for m in METRICS if m.source and m.across == across)
