@@ -22,9 +22,8 @@ from typing import Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-__all__ = ["Field", "Metric", "FIELDS", "METRICS", "RunSummary", "Prediction", "metric",
-           "csv_measured", "csv_predicted", "predicted_column", "compared_column", "error_column", "terminal_metrics", "step_parts", "report_metrics",
-           "reduced_metrics"]
+__all__ = ["Field", "Metric", "FIELDS", "METRICS", "RunSummary", "Prediction", "metric", "predicted_column", "compared_column",
+           "error_column", "csv_measured", "csv_predicted", "terminal_metrics", "step_parts", "report_metrics", "reduced_metrics"]
 
 Number = Union[int, float]  # an int stays an int (bw_bps 100000000, not 100000000.0)
 Unit = Literal["s", "B", "x", "", "text", "count"]
@@ -157,13 +156,19 @@ _BY_KEY = {f.key: f for f in FIELDS}
 
 
 def _check(fields: tuple[Field, ...]) -> None:
-    """The table is consistent with itself (a mistake here would fail every run at import, so it is caught by any test)."""
-    assert len(_BY_KEY) == len(fields), "a key declared twice"
+    """The table is consistent with itself; a mistake fails at import, so any test catches it."""
+    problems = [] if len(_BY_KEY) == len(fields) else ["a key declared twice"]
     for m in (f for f in fields if isinstance(f, Metric)):
-        assert "predicted" not in m.csv or m.prediction, f"{m.key}: pred_ column of a key the model does not predict"
-        assert "measured" not in m.csv or m.summary, f"{m.key}: measured column of a key the run does not measure"
-        assert all(isinstance(_BY_KEY.get(k), Metric) for k in (*m.parts, *([m.captured] if m.captured else []))), m.key
-        assert not m.report or m.short, f"{m.key}: report columns need a short heading"
+        if "predicted" in m.csv and not m.prediction:
+            problems.append(f"{m.key}: a pred_ column of a key the model does not predict")
+        if "measured" in m.csv and not m.summary:
+            problems.append(f"{m.key}: a measured column of a key the run does not measure")
+        if not all(isinstance(_BY_KEY.get(k), Metric) for k in (*m.parts, *([m.captured] if m.captured else []))):
+            problems.append(f"{m.key}: parts or captured name no metric")
+        if m.report and not m.short:
+            problems.append(f"{m.key}: report columns need a short heading")
+    if problems:
+        raise ValueError("netbench/rundir/summary.py: " + "; ".join(problems))
 
 
 _check(FIELDS)
@@ -173,7 +178,7 @@ class _Record(BaseModel):
     """Typed keys, unknown keys kept (a newer or older writer's), and JSON exactly as the writer gave it."""
 
     model_config = ConfigDict(extra="allow")
-    FIELDS: ClassVar[tuple[Field, ...]] = ()
+    declared: ClassVar[tuple[Field, ...]] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object (as Python values): the keys that were set, in declaration order, extra keys last."""
@@ -187,7 +192,7 @@ class _Record(BaseModel):
     @classmethod
     def new(cls, **values: Any):
         """A record a writer is producing now: every key must be declared (a misspelt key fails here, not in a reader)."""
-        unknown = sorted(set(values) - {f.key for f in cls.FIELDS})
+        unknown = sorted(set(values) - {f.key for f in cls.declared})
         if unknown:
             raise KeyError(f"{cls.__name__} has no key {', '.join(unknown)} (declare it in netbench/rundir/summary.py)")
         return cls(**values)
@@ -195,7 +200,7 @@ class _Record(BaseModel):
 
 def _record(name: str, doc: str, fields: tuple[Field, ...]) -> type[_Record]:
     model = create_model(name, __base__=_Record, __doc__=doc, **{f.key: (f.type, None) for f in fields})
-    model.FIELDS = fields
+    model.declared = fields
     return model
 
 
