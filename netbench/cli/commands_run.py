@@ -10,7 +10,6 @@ import pydantic
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
@@ -18,7 +17,7 @@ from netbench.cli import run_options as ropt
 from netbench.cli.app import app
 from netbench.cli.commands_net import _privileged
 from netbench.cli.errors import UserError, one_line
-from netbench.units import format_bytes, format_rate
+from netbench.reports.terminal import summary_table
 
 console = Console(stderr=True)
 
@@ -33,10 +32,6 @@ def _config(**kw):
                                         "gpus_per_node": "--gpus-per-node", "intra_bw_bps": "--intra-bw"})) from None
 
 
-def _shown(value: float, unit: str) -> str:
-    return f"{value:.4f} s" if unit == "s" else format_bytes(value) if unit == "B" else f"{value:.3g}{unit}"
-
-
 def report_problems(result) -> None:
     """Warnings (leftovers of earlier runs) and stalls, one line each, on stderr."""
     for warning in result.run_json.get("warnings", []):
@@ -45,48 +40,6 @@ def report_problems(result) -> None:
     if stalls:
         listed = ", ".join(f"step {s['step']} took {s['seconds']:.1f} s" for s in stalls[:5]) + (", ..." if len(stalls) > 5 else "")
         console.print(f"[yellow]stalled:[/] {len(stalls)} step(s) ({listed}; a typical step took {stalls[0]['typical_s']:.2f} s)")
-
-
-def summary_table(summary: dict, command: str = "netbench run") -> Table:
-    """Median (mean, for periodic replicators) step time and its breakdown, bytes per step per node (payload vs wire)."""
-    table = Table(caption=f"measured: per-node {summary.get('statistic', 'median')} over the steps after warm-up; "
-                          "times at the slowest node, bytes the median node", title=f"{command} {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes"
-                        f"{' x ' + str(summary['gpus_per_node']) + ' workers' if summary.get('gpus_per_node') else ''}, "
-                        f"{format_rate(summary['bw_bps']) if summary.get('bw_bps') else 'link rate unknown'}, delay {summary['delay_ms']:g} ms ({summary['status']})")
-    table.add_column("metric")
-    table.add_column(f"measured ({summary.get('statistic', 'median')})", justify="right")
-    predicted = summary.get("predicted", {})
-    if predicted:
-        table.add_column("model", justify="right")
-    rows = [("step time", "step_time_s", "s"), ("  compute", "compute_time_s", "s"), ("  encode", "compress_time_s", "s"),
-            ("  communicate", "comm_time_s", "s"), ("  communicate inside the node", "intra_comm_time_s", "s"), ("  decode", "decode_time_s", "s"), ("  apply", "apply_time_s", "s"),
-            ("payload bytes/step/node", "payload_bytes_per_step", "B"), ("wire tx bytes/step/node", "wire_tx_bytes_per_step", "B"),
-            ("wire rx bytes/step/node", "wire_rx_bytes_per_step", "B"), ("intra-node bytes/step/node", "intra_tx_bytes_per_step", "B"),
-            ("captured tx bytes/step/node", "capture_wire_bytes_per_step", "B"),
-            ("mean step time", "step_time_mean_s", "s"), ("slowdown vs model (mean step)", "slowdown_vs_model", "x"),
-            ("retransmitted bytes/step/node", "retrans_bytes_per_step", "B"), ("retransmitted segments/step/node", "retrans_segs_per_step", "")]
-    for label, key, unit in rows:
-        value = summary.get(key)
-        if value is None:
-            continue
-        cells = [label, _shown(value, unit)]
-        if predicted:
-            p = predicted.get(key)
-            cells.append("" if p is None else _shown(p, unit))
-        table.add_row(*cells)
-    if summary.get("first_loss") is not None:
-        row = ["loss (first -> last)", f"{summary['first_loss']:.3f} -> {summary['final_loss']:.3f}"]
-        table.add_row(*(row + [""] if predicted else row))
-    fidelity = summary.get("fidelity")
-    if fidelity is not None:
-        dilated = f" (dilated x{fidelity['dilation']:.3g})" if fidelity.get("dilation", 1) != 1 else ""
-        row = ["faithful emulation", ("yes" if fidelity["ok"] else "NO: " + "; ".join(fidelity["reasons"])) + dilated]
-        table.add_row(*(row + [""] if predicted else row))
-    calib = predicted.get("calibration") if predicted else None
-    if isinstance(calib, dict):
-        row = ["model constants", f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})"]
-        table.add_row(*(row + [""]))
-    return table
 
 
 def dilation_factor(text: str, nodes: int) -> float:

@@ -15,7 +15,8 @@ bytes skip the rate limit. Both come from the host and the shaper's settings.
 Encode and decode are predicted separately (``compress_time_s`` is encode, ``decode_time_s``
 decode, as the run summary measures them), each ``a * params + b * tensors`` from the calibration.
 
-Keys of the returned dict match the run summary's, so tables can put them side by side. A run
+Keys of the returned dict match the run summary's (both are declared in :mod:`netbench.rundir.summary`),
+so tables can put them side by side. A run
 predicts once, when it finishes, with the calibration it used; the prediction (and that
 calibration's identity) is stored in run.json and read back by sweep, report and plots.
 """
@@ -36,14 +37,11 @@ from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
 from netbench.model.testbed import bucket_credit_s, cpu_share, host_cpus
 from netbench.replicators.config import ReplicatorConfig
+from netbench.rundir.summary import Prediction
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
 
-__all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "predict", "predict_run", "PREDICTED_KEYS"]
-
-# The measured summary keys a prediction fills in (plus the measured inputs it used).
-PREDICTED_KEYS = ("step_time_s", "comm_time_s", "compress_time_s", "decode_time_s", "payload_bytes_per_step",
-                  "wire_tx_bytes_per_step", "wire_rx_bytes_per_step")
+__all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "predict", "prediction", "as_summary", "predict_run"]
 
 
 class RunLike(Protocol):
@@ -122,23 +120,22 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
     return backward_overlapped(est, config.replicator, config.workload.kind, shapes)  # buckets started during backward
 
 
+def prediction(est: StepEstimate, calibration: Calibration, encode_s: float | None = None, decode_s: float = 0.0,
+               identity: dict[str, Any] | None = None) -> Prediction:
+    """The estimate as the typed prediction beside a run's summary: ``compress_time_s`` is encode, ``decode_time_s`` decode."""
+    encode_s = est.compression_time_s - decode_s if encode_s is None else encode_s
+    return Prediction.new(
+        step_time_s=est.step_time_s, comm_time_s=est.comm_time_s, compress_time_s=encode_s, decode_time_s=decode_s,
+        encode_decode_time_s=est.compression_time_s, local_time_s=est.compute_time_s,
+        payload_bytes_per_step=est.payload_bytes_per_step, wire_tx_bytes_per_step=est.tx.total, wire_rx_bytes_per_step=est.rx.total,
+        params=est.params, calibration=identity or calibration.identity(),
+    )
+
+
 def as_summary(est: StepEstimate, calibration: Calibration, encode_s: float | None = None, decode_s: float = 0.0,
                identity: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A prediction keyed like the run summary: ``compress_time_s`` is encode, ``decode_time_s`` decode."""
-    encode_s = est.compression_time_s - decode_s if encode_s is None else encode_s
-    return {
-        "step_time_s": est.step_time_s,
-        "comm_time_s": est.comm_time_s,
-        "compress_time_s": encode_s,
-        "decode_time_s": decode_s,
-        "encode_decode_time_s": est.compression_time_s,
-        "local_time_s": est.compute_time_s,
-        "payload_bytes_per_step": est.payload_bytes_per_step,
-        "wire_tx_bytes_per_step": est.tx.total,
-        "wire_rx_bytes_per_step": est.rx.total,
-        "params": est.params,
-        "calibration": identity or calibration.identity(),
-    }
+    """A prediction keyed like the run summary (:func:`prediction` as run.json stores it)."""
+    return prediction(est, calibration, encode_s, decode_s, identity).to_json()
 
 
 def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = None,
@@ -166,6 +163,6 @@ def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = Non
         if g > 1:  # comm_time_s is the inter-node part, as measured; the intra-node link's beside it
             intra = hybrid.intra_prediction(shapes, g, est.scenario.framing, calib.overhead("all_reduce"), hybrid.intra_bps(config))
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
-        return out
+        return Prediction.new(**out).to_json()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": f"{type(exc).__name__}: {exc}"}

@@ -23,6 +23,8 @@ from typing import Any
 
 import pandas as pd
 
+from netbench.rundir.summary import reduced_metrics
+
 STALL_FACTOR = 5.0
 STALL_MIN_S = 2.0
 
@@ -50,10 +52,10 @@ def figures(measured: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
     if measured.empty:
         return out
     out["step_time_mean_s"] = float(measured.groupby("rank")["step_s"].mean().max())
-    for key, column in (("retrans_segs_per_step", "retrans_segs"), ("retrans_bytes_per_step", "capture_tx_retrans_bytes")):
-        value = _mean(measured, column)
+    for m in reduced_metrics("mean"):  # retransmitted segments and bytes (rundir/summary.py)
+        value = _mean(measured, m.source)
         if value is not None:
-            out[key] = value
+            out[m.key] = value
     payload = _mean(measured, "capture_tx_payload_bytes")
     if payload and "retrans_bytes_per_step" in out:
         out["retrans_fraction"] = out["retrans_bytes_per_step"] / payload

@@ -25,12 +25,10 @@ from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.model.predict import predict_run
 from netbench.orchestrator import health
 from netbench.orchestrator.hybrid_results import hybrid_summary
+from netbench.rundir.summary import RunSummary, reduced_metrics
 
 if TYPE_CHECKING:
     from netbench.orchestrator.config import RunConfig
-
-TIME_FIELDS = ("step_s", "compute_s", "compress_s", "comm_s", "decode_s", "apply_s")
-
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Every complete JSON line of a worker's record file (a killed worker may leave half a line)."""
@@ -117,31 +115,26 @@ def capture_vs_counters(measured: pd.DataFrame) -> dict[str, float]:
 
 
 def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
-    """Per-node medians (means for periodic replicators) after warm-up: times at the slowest node, bytes per node."""
+    """Per-node medians (means for periodic replicators) after warm-up: times at the slowest node, bytes per node.
+
+    Which steps.csv column becomes which summary key, and how nodes combine, is the metrics
+    table's (:mod:`netbench.rundir.summary`); the result is a :class:`RunSummary`'s JSON object.
+    """
     measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
     if measured.empty:
-        return {"steps_measured": 0}
+        return RunSummary.new(steps_measured=0).to_json()
     per_node = measured.groupby("rank")
     how = statistic(measured)
     out: dict[str, Any] = {"steps_measured": int(measured["step"].nunique()), "statistic": how}
-    for field in TIME_FIELDS:
-        out[field.replace("_s", "_time_s") if field != "step_s" else "step_time_s"] = float(per_node[field].agg(how).max())
-    byte_fields = {
-        "payload_bytes_per_step": "payload_bytes",
-        "wire_tx_bytes_per_step": "tx_bytes",
-        "wire_rx_bytes_per_step": "rx_bytes",
-        "capture_wire_bytes_per_step": "capture_tx_wire_bytes",
-        "capture_rx_wire_bytes_per_step": "capture_rx_wire_bytes",
-        "capture_payload_bytes_per_step": "capture_tx_payload_bytes",
-        "capture_ack_only_bytes_per_step": "capture_tx_ack_only_bytes",
-    }
-    nodes = {}
-    for name, column in byte_fields.items():
-        if column in measured and measured[column].notna().any():  # capture columns stay empty without a capture
-            per_rank = per_node[column].agg(how)
-            out[name] = float(per_rank.median())
+    for m in reduced_metrics("slowest"):
+        out[m.key] = float(per_node[m.source].agg(how).max())
+    nodes: dict[int, dict[str, float]] = {}
+    for m in reduced_metrics("median"):
+        if m.source in measured and measured[m.source].notna().any():  # capture columns stay empty without a capture
+            per_rank = per_node[m.source].agg(how)
+            out[m.key] = float(per_rank.median())
             for rank, value in per_rank.items():
-                nodes.setdefault(int(rank), {})[name] = float(value)
+                nodes.setdefault(int(rank), {})[m.key] = float(value)
     out["per_node"] = nodes
     last = measured[measured["step"] == measured["step"].max()]
     out["final_loss"] = _median(last["loss"].tolist())
@@ -150,7 +143,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     out.update(capture_vs_counters(measured))
     out.update(hybrid_summary(measured, how))
     out.update(health.figures(measured, steps))
-    return out
+    return RunSummary.new(**out).to_json()
 
 
 def write_steps_csv(steps: pd.DataFrame, path: Path) -> None:
@@ -176,11 +169,11 @@ def config_summary(config: "RunConfig") -> dict[str, Any]:
     """The configuration fields every run summary carries (rates None where a real link's rate is unknown)."""
     cluster = config.cluster
     up, down = cluster.up.rate_bps, cluster.down.rate_bps
-    return {
-        "replicator": config.replicator.name, "nodes": cluster.nodes, "bw_bps": min(up, down) if up and down else None,
-        "up_bps": up, "down_bps": down, "delay_ms": cluster.one_way_delay_s() * 1e3, "jitter_ms": cluster.up.jitter_s * 1e3,
-        "loss": cluster.up.loss, "steps": config.steps,
-    }
+    return RunSummary.new(
+        replicator=config.replicator.name, nodes=cluster.nodes, bw_bps=min(up, down) if up and down else None,
+        up_bps=up, down_bps=down, delay_ms=cluster.one_way_delay_s() * 1e3, jitter_ms=cluster.up.jitter_s * 1e3,
+        loss=cluster.up.loss, steps=config.steps,
+    ).to_json()
 
 
 def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]], *, run_id: str, status: str,

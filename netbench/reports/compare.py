@@ -24,11 +24,13 @@ from typing import Any
 import pandas as pd
 
 from netbench.reports.steps import per_step, read_steps, spread
+from netbench.rundir.summary import metric
 from netbench.units import format_bytes, format_rate
 
 __all__ = ["workload_of", "workload_mismatch", "CompareError", "PointFigures", "Row", "Comparison", "load_side", "compare", "to_markdown", "to_json", "parse_fraction"]
 
 Key = tuple[str, int, int, float]
+WIRE_TX = metric("wire_tx_bytes_per_step")  # bytes sent per node per step; its ``captured`` twin is the capture's MTU frames
 
 
 class CompareError(ValueError):
@@ -133,8 +135,8 @@ def _key(replicator: str, nodes: Any, bw_bps: Any, delay_ms: Any) -> Key:
 
 def _figures(label: str, status: str, summary: dict[str, Any], run_dir: Path | None) -> PointFigures:
     """A point's step time and wire bytes (capture's MTU frames where captured), with the steps' spread."""
-    captured = _num(summary.get("capture_wire_bytes_per_step"))
-    wire, source = (captured, "capture") if captured is not None else (_num(summary.get("wire_tx_bytes_per_step")), "counters")
+    captured = _num(summary.get(WIRE_TX.captured))
+    wire, source = (captured, "capture") if captured is not None else (_num(summary.get(WIRE_TX.key)), "counters")
     steps = read_steps(run_dir)
     step_noise = wire_noise = None
     if steps is not None:

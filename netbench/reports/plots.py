@@ -35,7 +35,9 @@ from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.reports.scenario import SweepScenario  # noqa: E402
 from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
 from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
+from netbench.reports.target import LOCAL_MODEL, STEP_MODEL  # noqa: E402
 from netbench.replicators.config import ReplicatorConfig  # noqa: E402
+from netbench.rundir.summary import compared_column, predicted_column, step_parts  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
 
 __all__ = ["make_figures", "SweepModel", "with_step_spread", "label_rate", "label_seconds", "save"]
@@ -56,6 +58,14 @@ class SweepModel:
         rep = ReplicatorConfig(name=replicator, **self.scenario.replicator)
         config = RunConfig(cluster=cluster, replicator=rep, workload=self.scenario.workload, capture=False)
         return predict(config, self.shapes, local_s, self.calibration)
+
+
+WIRE_TX = "wire_tx_bytes_per_step"
+
+
+def _wire_tx(frame: pd.DataFrame) -> str:
+    """The column of each point's wire bytes sent: the capture's MTU frames where captured (report.with_errors), else the counters'."""
+    return compared_column(WIRE_TX) if compared_column(WIRE_TX) in frame else WIRE_TX
 
 
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
@@ -156,7 +166,7 @@ def time_vs_bandwidth(frame: pd.DataFrame, model: SweepModel | None, path: Path)
             ax.errorbar(group["bw_bps"], group["step_time_s"], yerr=_yerr(group), fmt=marker, color=c, ms=6,
                         mfc=c if filled else "white", capsize=3, zorder=3)
             if model is not None:
-                local = float(group["pred_local_time_s"].median())
+                local = float(group[LOCAL_MODEL].median())
                 ys = [model.step(rep, int(nodes), b, delay_ms, local).step_time_s for b in grid]
                 ax.plot(grid, ys, delay_style(delay_ms, delays), color=c, lw=1.4, alpha=0.75)
         ax.set_title(f"{rep} ({collective(rep)})", color=c, fontsize=10)
@@ -177,16 +187,16 @@ def time_vs_bandwidth(frame: pd.DataFrame, model: SweepModel | None, path: Path)
 def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
     """One point per run: measured step time against the model's, with y = x and a +-10 % band."""
     ok = _ok(frame)
-    ok = ok[ok["pred_step_time_s"].notna()] if "pred_step_time_s" in ok else ok.iloc[0:0]
+    ok = ok[ok[STEP_MODEL].notna()] if STEP_MODEL in ok else ok.iloc[0:0]
     node_counts = sorted(int(n) for n in ok["nodes"].unique()) or [2]
     fig, ax = plt.subplots(figsize=(6.4, 5.0), layout="constrained")
-    values = pd.concat([ok["step_time_s"], ok["pred_step_time_s"]]) if not ok.empty else pd.Series([0.01, 1.0])
+    values = pd.concat([ok["step_time_s"], ok[STEP_MODEL]]) if not ok.empty else pd.Series([0.01, 1.0])
     lo, hi = float(values.min()) / 1.5, float(values.max()) * 1.5
     line = np.geomspace(lo, hi, 50)
     ax.fill_between(line, line * 0.9, line * 1.1, color="#cccccc", alpha=0.6, lw=0, label="+-10 % of the model")
     ax.plot(line, line, "-", color="#555", lw=1, label="measured = model")
     for (rep, nodes), group in ok.groupby(["replicator", "nodes"], sort=False):
-        ax.errorbar(group["pred_step_time_s"], group["step_time_s"], yerr=_yerr(group), fmt=node_marker(int(nodes), node_counts),
+        ax.errorbar(group[STEP_MODEL], group["step_time_s"], yerr=_yerr(group), fmt=node_marker(int(nodes), node_counts),
                     color=color(rep), ms=6, capsize=2, alpha=0.9, label=f"{rep}, {int(nodes)} nodes")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -202,9 +212,9 @@ def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
     return save(fig, path)
 
 
-PARTS = (("compute_time_s", "compute", "#bdbdbd"), ("compress_time_s", "encode", "#fdb462"),
-         ("comm_time_s", "communicate", "#80b1d3"), ("decode_time_s", "decode", "#b3de69"),
-         ("apply_time_s", "apply", "#fb8072"))
+# one colour per part of the step, in the metrics table's order (compute, encode, communicate, decode, apply)
+PART_COLORS = ("#bdbdbd", "#fdb462", "#80b1d3", "#b3de69", "#fb8072")
+PARTS = tuple((m.key, m.label, c) for m, c in zip(step_parts(), PART_COLORS, strict=True))
 
 
 def step_breakdown(frame: pd.DataFrame, path: Path) -> Path:
@@ -242,7 +252,7 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
     """Wire bytes each node sends per step, by replicator and node count: measured bars, model ticks."""
     ok = _ok(frame)
     groups = ok.groupby(["replicator", "nodes"], sort=False).agg(
-        measured=("wire_tx_bytes_per_step", "median"), model=("pred_wire_tx_bytes_per_step", "median")).reset_index()
+        measured=(_wire_tx(ok), "median"), model=(predicted_column(WIRE_TX), "median")).reset_index()
     reps = list(dict.fromkeys(groups["replicator"]))
     node_counts = sorted(groups["nodes"].unique())
     width = 0.8 / len(node_counts)
@@ -289,13 +299,13 @@ def scaling_nodes(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
     for rep, group in ok.groupby("replicator", sort=False):
         c = color(rep)
-        per = group.groupby("nodes").agg(wire=("wire_tx_bytes_per_step", "median"), payload=("payload_bytes_per_step", "median"))
+        per = group.groupby("nodes").agg(wire=(_wire_tx(group), "median"), payload=("payload_bytes_per_step", "median"))
         per = per[per["payload"] > 0]
         left.plot(per.index, per["wire"] / per["payload"], "o", color=c, ms=7, label=f"{rep} ({collective(rep)})")
         at = group[(group["bw_bps"] == slowest) & (group["delay_ms"] == delay0)]
         right.plot(at["nodes"], at["comm_time_s"], "o", color=c, ms=7)
         if model is not None:
-            local = float(group["pred_local_time_s"].median())
+            local = float(group[LOCAL_MODEL].median())
             ests = [model.step(rep, n, slowest, delay0, local) for n in span]
             left.plot(span, [e.tx.total / e.payload_bytes_per_step if e.payload_bytes_per_step else np.nan for e in ests], "-", color=c, alpha=0.8)
             right.plot(span, [e.comm_time_s for e in ests], "-", color=c, alpha=0.8)
@@ -325,7 +335,7 @@ def _model(doc: dict[str, Any], calibration: Calibration) -> SweepModel | None:
 
 def sweep_model(frame: pd.DataFrame, doc: dict[str, Any], calibration: Calibration) -> SweepModel | None:
     """The model for lines, where the sweep has predictions and a scenario to evaluate."""
-    if "pred_local_time_s" in frame and frame["pred_local_time_s"].notna().any():
+    if LOCAL_MODEL in frame and frame[LOCAL_MODEL].notna().any():
         return _model(doc, calibration)
     return None
 
@@ -337,7 +347,7 @@ def make_figures(frame: pd.DataFrame, doc: dict[str, Any], calibration: Calibrat
     frame = with_step_spread(frame, folder)
     model = sweep_model(frame, doc, calibration)
     figures = [time_vs_bandwidth(frame, model, folder / "time_vs_bandwidth.png")]
-    if "pred_step_time_s" in frame and frame["pred_step_time_s"].notna().any():
+    if STEP_MODEL in frame and frame[STEP_MODEL].notna().any():
         figures.append(measured_vs_predicted(frame, folder / "measured_vs_predicted.png"))
     figures += [step_breakdown(frame, folder / "step_breakdown.png"), bytes_per_step(frame, folder / "bytes_per_step.png")]
     if _ok(frame)["nodes"].nunique() > 1 or model is not None:

@@ -23,6 +23,7 @@ from netbench.model.calibration import Calibration, load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
 from netbench.reports.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
+from netbench.rundir.summary import Metric, compared_column, error_column, predicted_column, report_metrics
 from netbench.units import format_bytes, format_rate
 
 __all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "repredict", "load_sweep_json", "TARGETS"]
@@ -69,34 +70,48 @@ class ReportResult:
         ]
 
 
-# The capture's figure for each direction, where a point has one: above 2.5gbit (offloads on) the
-# interface counters count GSO super-packets with one set of headers, the capture the MTU frames
-# a real wire carries, which is what the model predicts.
-CAPTURED_WIRE = {"wire_tx_bytes_per_step": "capture_wire_bytes_per_step", "wire_rx_bytes_per_step": "capture_rx_wire_bytes_per_step"}
+def _num(frame: pd.DataFrame, column: str) -> pd.Series:
+    return pd.to_numeric(frame[column]) if column in frame else pd.Series(float("nan"), index=frame.index)
 
 
 def with_errors(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add err_* columns (relative, signed) for step time, communication and wire bytes (captured frames where captured)."""
+    """A copy with the figures the report holds against the model, and err_* (relative, signed) where it has an error column.
+
+    New columns only; the measured ones stay as measured. ``compared_<key>`` is the measured
+    figure the model is judged against: for wire bytes the capture's MTU frames where a point
+    was captured (above 2.5gbit, offloads on, the interface counters count GSO super-packets with
+    one set of headers; the capture the frames a real wire carries, which is what the model
+    predicts), else the key itself; a metric made of ``parts`` (encode + decode) gets its sum,
+    measured and predicted.
+    """
     out = frame.copy()
-    for name, captured in CAPTURED_WIRE.items():
-        if name in out and captured in out:
-            out[name] = pd.to_numeric(out[captured]).fillna(pd.to_numeric(out[name]))
-    for name in ("step_time_s", "comm_time_s", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "payload_bytes_per_step"):
-        pred = f"pred_{name}"
-        if name in out and pred in out:
-            out[f"err_{name}"] = (pd.to_numeric(out[pred]) - pd.to_numeric(out[name])) / pd.to_numeric(out[name])
+    for m in report_metrics():
+        if m.parts:
+            if all(p in out for p in m.parts):
+                out[m.key] = sum(_num(out, p) for p in m.parts)
+            pred = [_num(out, predicted_column(p)) for p in m.parts]
+            out[predicted_column(m.key)] = pred[0] + sum(p.fillna(0) for p in pred[1:])  # an old summary has no decode
+        if m.key not in out:
+            continue
+        measured = _num(out, m.key)
+        if m.captured and m.captured in out:
+            measured = _num(out, m.captured).fillna(measured)
+        out[compared_column(m.key)] = measured
+        if predicted_column(m.key) in out:
+            out[error_column(m.key)] = (_num(out, predicted_column(m.key)) - measured) / measured
     return out
 
 
 def accuracy(frame: pd.DataFrame) -> Accuracy:
     """Median and max |error| of step time; max |error| of wire bytes (either direction)."""
-    ok = frame[(frame["status"] == "ok") & frame["pred_step_time_s"].notna()] if "pred_step_time_s" in frame else frame.iloc[0:0]
+    step_model = predicted_column("step_time_s")
+    ok = frame[(frame["status"] == "ok") & frame[step_model].notna()] if step_model in frame else frame.iloc[0:0]
     if "fidelity_ok" in ok:  # a point whose emulation was not faithful measures the host, not the cluster
         ok = ok[ok["fidelity_ok"].astype(str).str.lower() != "false"]
     if ok.empty:
         return Accuracy(0, None, None, "", None, "")
-    step = ok["err_step_time_s"].abs()
-    wire = pd.concat([ok["err_wire_tx_bytes_per_step"].abs(), ok["err_wire_rx_bytes_per_step"].abs()], axis=1).max(axis=1)
+    step = ok[error_column("step_time_s")].abs()
+    wire = pd.concat([ok[error_column(m.key)].abs() for m in report_metrics() if m.captured], axis=1).max(axis=1)
     return Accuracy(
         points=len(ok), step_median_abs=float(step.median()), step_max_abs=float(step.max()),
         step_worst=str(ok.loc[step.idxmax(), "label"]), wire_max_abs=float(wire.max()), wire_worst=str(ok.loc[wire.idxmax(), "label"]),
@@ -126,7 +141,7 @@ def repredict(folder: Path, calibration_path: Path) -> None:
         config = RunConfig.model_validate(json.loads(run_json.read_text())["config"])
         predicted = predict_point(config, run_json.parent, calib)
         for key in PREDICTED:
-            frame.loc[i, f"pred_{key}"] = predicted.get(key, float("nan"))
+            frame.loc[i, predicted_column(key)] = predicted.get(key, float("nan"))
         frame.loc[i, "prediction_error"] = predicted.get("error", "")
     write_summary(folder, frame)
     doc = load_sweep_json(folder)
@@ -146,22 +161,35 @@ def _bytes(x: Any) -> str:
     return "" if pd.isna(x) else format_bytes(float(x))
 
 
+def _heading(m: Metric, view: str) -> str:
+    """A points-table column's heading: ``step meas. (s)``, ``step model (s)``, ``error``; a metric's only column is just its name."""
+    suffix = f" ({m.unit})" if m.unit == "s" else ""
+    if view == "error":
+        return "error" if len(m.report) > 1 else f"{m.short} error"
+    if sum(v != "error" for v in m.report) == 1:
+        return f"{m.short}{suffix}"
+    return f"{m.short} {'meas.' if view == 'measured' else 'model'}{suffix}"
+
+
+def _cell(row: dict[str, Any], m: Metric, view: str) -> str:
+    if view == "error":
+        return _pct(row.get(error_column(m.key), float("nan")))
+    column = compared_column(m.key) if view == "measured" else predicted_column(m.key)
+    value = row.get(column, float("nan"))
+    return _sec(value) if m.unit == "s" else _bytes(value) if m.unit == "B" else f"{value:.3g}"
+
+
 def _points_table(frame: pd.DataFrame) -> str:
-    rows = ["| point | step meas. (s) | step model (s) | error | comm meas. (s) | comm model (s) | enc+dec meas. (s) | enc+dec model (s) "
-            "| local (s) | payload/step | wire tx meas. | wire tx model | error | wire rx error | faithful |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for r in frame.itertuples():
-        if r.status != "ok":
-            rows.append(f"| {r.label} | failed: {r.reason} |" + " |" * 13)
+    """One row per point: the report columns of the metrics table (rundir/summary.py), then whether the emulation was faithful."""
+    columns = [(m, view) for m in report_metrics() for view in m.report]
+    rows = ["| point | " + " | ".join(_heading(m, view) for m, view in columns) + " | faithful |",
+            "|---|" + "---:|" * len(columns) + "---|"]
+    for r in frame.to_dict("records"):
+        if r["status"] != "ok":
+            rows.append(f"| {r['label']} | failed: {r['reason']} |" + " |" * len(columns))
             continue
-        encdec = (r.compress_time_s or 0) + (r.decode_time_s or 0)
-        pred_encdec = r.pred_compress_time_s + (0 if pd.isna(getattr(r, "pred_decode_time_s", float("nan"))) else r.pred_decode_time_s)
-        faithful = {"true": "yes", "false": f"no: {getattr(r, 'fidelity_reasons', '')}"}.get(str(getattr(r, "fidelity_ok", "")).lower(), "")
-        rows.append(
-            f"| {r.label} | {_sec(r.step_time_s)} | {_sec(r.pred_step_time_s)} | {_pct(r.err_step_time_s)} | {_sec(r.comm_time_s)} "
-            f"| {_sec(r.pred_comm_time_s)} | {_sec(encdec)} | {_sec(pred_encdec)} | {_sec(r.pred_local_time_s)} "
-            f"| {_bytes(r.payload_bytes_per_step)} | {_bytes(r.wire_tx_bytes_per_step)} | {_bytes(r.pred_wire_tx_bytes_per_step)} "
-            f"| {_pct(r.err_wire_tx_bytes_per_step)} | {_pct(r.err_wire_rx_bytes_per_step)} | {faithful} |")
+        faithful = {"true": "yes", "false": f"no: {r.get('fidelity_reasons', '')}"}.get(str(r.get("fidelity_ok", "")).lower(), "")
+        rows.append(f"| {r['label']} | " + " | ".join(_cell(r, m, view) for m, view in columns) + f" | {faithful} |")
     return "\n".join(rows)
 
 

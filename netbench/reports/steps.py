@@ -15,10 +15,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from netbench.rundir.summary import metric
+
 __all__ = ["Spread", "read_steps", "per_step", "spread", "WIRE_COLUMNS"]
 
-# a step's wire bytes: the capture's MTU frames where captured, else the interface counters
-WIRE_COLUMNS = ("capture_tx_wire_bytes", "tx_bytes")
+_WIRE_TX = metric("wire_tx_bytes_per_step")
+# a step's wire bytes sent: the capture's MTU frames where captured, else the interface counters (the summary's sources)
+WIRE_COLUMNS = (metric(_WIRE_TX.captured).source, _WIRE_TX.source)
 
 
 @dataclass(frozen=True)

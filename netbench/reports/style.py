@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-__all__ = ["COLORS", "COLLECTIVE", "NODE_MARKERS", "color", "collective", "node_marker", "delay_style"]
+__all__ = ["PALETTE", "colors", "COLLECTIVE", "NODE_MARKERS", "color", "collective", "node_marker", "delay_style"]
 
-# Tableau colours, one per replicator the project ships (all seven), the same in every figure.
-COLORS = {"full": "#1f77b4", "dct": "#d62728", "random": "#2ca02c", "striding": "#9467bd", "diloco": "#ff7f0e",
-          "lowrank": "#8c564b", "mtdao": "#17becf"}
+# Tableau colours handed to the registered replicators in registration order (full blue, dct red, random green,
+# striding purple, diloco orange, lowrank brown, mtdao cyan, ...); grey is kept for names nobody registered.
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#e377c2", "#bcbd22",
+           "#aec7e8", "#ff9896", "#98df8a", "#c5b0d5", "#ffbb78", "#c49c94", "#9edae5", "#f7b6d2", "#dbdb8d")
+UNKNOWN = "#7f7f7f"
+
 COLLECTIVE = {"full": "all-reduce", "dct": "all-gather", "random": "all-reduce", "striding": "all-reduce",
               "diloco": "periodic all-reduce", "lowrank": "all-reduce of factors", "mtdao": "periodic all-reduce"}
 NODE_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 DELAY_STYLES = ("-", "--", ":", "-.")
 
 
+def colors() -> dict[str, str]:
+    """A colour for every registered replicator, the same in every figure (derived, so a new or plugged-in replicator gets one too)."""
+    from netbench.replicators.registry import REGISTRY
+
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(REGISTRY)}
+
+
 def color(replicator: str) -> str:
-    """The replicator's colour; a plugin replicator gets grey rather than a colour another one owns."""
-    return COLORS.get(replicator, "#7f7f7f")
+    """The replicator's colour; a name nobody registered gets grey rather than a colour another one owns."""
+    return colors().get(replicator, UNKNOWN)
 
 
 def collective(replicator: str) -> str:

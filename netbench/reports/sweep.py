@@ -30,18 +30,15 @@ from netbench.model.predict import predict_run
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.results import read_records
 from netbench.reports.scenario import Point, SweepScenario
+from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 
 __all__ = ["SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
            "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
 
 SUMMARY = "summary.csv"
-# measured summary keys copied into summary.csv (the prediction's go in as pred_<key>)
-MEASURED = ("step_time_s", "compute_time_s", "compress_time_s", "decode_time_s", "comm_time_s", "apply_time_s",
-            "payload_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step", "capture_wire_bytes_per_step", "capture_rx_wire_bytes_per_step",
-            "capture_payload_bytes_per_step", "capture_ack_only_bytes_per_step", "capture_vs_counter_median_rel_diff",
-            "capture_vs_counter_max_rel_diff", "retrans_segs_per_step", "first_loss", "final_loss", "steps_measured", "statistic")
-PREDICTED = ("step_time_s", "comm_time_s", "compress_time_s", "decode_time_s", "local_time_s", "payload_bytes_per_step",
-             "wire_tx_bytes_per_step", "wire_rx_bytes_per_step")
+# summary.csv's figures: the measured metrics' columns, then the prediction's as pred_<key> (rundir/summary.py's table)
+MEASURED = csv_measured()
+PREDICTED = csv_predicted()
 
 PointProgress = Callable[[Point, int, int], None]  # (point, steps done, steps total)
 
@@ -105,7 +102,7 @@ def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | 
         "status": status, "reason": reason or "", "run_dir": os.path.relpath(run_dir, out),
     }
     row.update({k: summary.get(k) for k in MEASURED})
-    row.update({f"pred_{k}": predicted.get(k) for k in PREDICTED})
+    row.update({predicted_column(k): predicted.get(k) for k in PREDICTED})
     row["params"] = predicted.get("params")
     row["prediction_error"] = predicted.get("error", "")
     fidelity = summary.get("fidelity") or {}

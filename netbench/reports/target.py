@@ -26,9 +26,12 @@ import pandas as pd
 
 from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.reports.steps import per_step, read_steps
+from netbench.rundir.summary import predicted_column
 
 __all__ = ["SMOOTH", "LOSS_KINDS", "LossCurve", "Crossover", "TargetGroup", "smooth", "steps_to_target", "measured_time_to",
            "crossovers", "rate_text", "loss_curves", "time_to_target", "interpolated_step_time"]
+
+STEP_MODEL, LOCAL_MODEL = predicted_column("step_time_s"), predicted_column("local_time_s")  # summary.csv's model columns
 
 SMOOTH = 5  # trailing mean over this many steps
 LOSS_KINDS = ("transformer", "mlp")  # workloads whose loss means something
@@ -151,7 +154,7 @@ def loss_curves(frame: pd.DataFrame, folder: Path, window: int = SMOOTH) -> list
         if steps is None or "loss" not in steps or steps["loss"].isna().all():
             continue
         series = per_step(steps, include_warmup=True).sort_values("step")
-        pred = r.get("pred_step_time_s")
+        pred = r.get(STEP_MODEL)
         out.append(LossCurve(str(r["replicator"]), int(r["nodes"]), float(r["delay_ms"]), float(r["bw_bps"]),
                              smooth(series["loss"].to_numpy(float), window), series["step_s"].cumsum().to_numpy(float),
                              float(pred) if pred is not None and np.isfinite(pred) else None))
@@ -199,14 +202,14 @@ def step_time_functions(frame: pd.DataFrame, model=None) -> dict[tuple[str, int,
     With the sweep's model (plots.SweepModel) it is evaluated at any rate with the group's
     measured local work; without one, the predictions stored per point are interpolated.
     """
-    ok = frame[(frame["status"] == "ok")] if "pred_step_time_s" in frame else frame.iloc[0:0]
-    ok = ok[pd.to_numeric(ok["pred_step_time_s"], errors="coerce").notna()] if not ok.empty else ok
+    ok = frame[(frame["status"] == "ok")] if STEP_MODEL in frame else frame.iloc[0:0]
+    ok = ok[pd.to_numeric(ok[STEP_MODEL], errors="coerce").notna()] if not ok.empty else ok
     out: dict[tuple[str, int, float], StepTime] = {}
     for (rep, nodes, delay), group in ok.groupby(["replicator", "nodes", "delay_ms"]):
         key = (str(rep), int(nodes), float(delay))
-        if model is not None and pd.notna(group["pred_local_time_s"]).any():
-            local = float(group["pred_local_time_s"].median())
+        if model is not None and pd.notna(group[LOCAL_MODEL]).any():
+            local = float(group[LOCAL_MODEL].median())
             out[key] = (lambda rate, r=key[0], n=key[1], d=key[2], loc=local: model.step(r, n, rate, d, loc).step_time_s)
         else:
-            out[key] = interpolated_step_time(group["bw_bps"].tolist(), group["pred_step_time_s"].astype(float).tolist())
+            out[key] = interpolated_step_time(group["bw_bps"].tolist(), group[STEP_MODEL].astype(float).tolist())
     return out

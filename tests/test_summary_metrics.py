@@ -1,0 +1,106 @@
+"""One typed summary, one table of metrics: every view lists the table's metrics, old summaries still read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from netbench.emulation.spec import ClusterSpec
+from netbench.orchestrator.config import RunConfig
+from netbench.reports.report import generate_report, with_errors
+from netbench.reports.scenario import Point
+from netbench.reports.style import UNKNOWN, color
+from netbench.reports.sweep import point_row
+from netbench.reports.terminal import summary_table
+from netbench.replicators.registry import REGISTRY
+from netbench.rundir.summary import (METRICS, Prediction, RunSummary, csv_measured, csv_predicted, predicted_column,
+                                     report_metrics, terminal_metrics)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def full_summary() -> dict:
+    """A summary with every metric set (distinct values), a prediction of every predicted one, and a run's coordinates."""
+    values = {m.key: float(i + 1) for i, m in enumerate(METRICS) if m.summary and m.unit not in ("text", "count")}
+    predicted = {m.key: float(i + 100) for i, m in enumerate(METRICS) if m.prediction}
+    return RunSummary.new(**values, steps_measured=5, statistic="median", run_id="abc", status="ok", replicator="dct", nodes=2,
+                          bw_bps=100_000_000, delay_ms=0.0, predicted=Prediction.new(**predicted)).to_json()
+
+
+def test_terminal_table_lists_the_terminal_metrics_in_order() -> None:
+    console = Console(width=240, record=True)
+    table = summary_table(full_summary())
+    labels = [cell.strip() for cell in table.columns[0]._cells]
+    wanted = [m.label for m in terminal_metrics()]
+    assert labels[:len(wanted)] == wanted
+    console.print(table)
+    assert "captured tx bytes/step/node" in console.export_text()  # the capture's tx figure says it is tx
+
+
+def test_summary_csv_has_the_tables_measured_and_predicted_columns(tmp_path) -> None:
+    point = Point(label="dct 2n 100mbit 0ms", key="k", config=RunConfig(cluster=ClusterSpec(nodes=2, up={"rate_bps": 1e8}, down={"rate_bps": 1e8})), bw="100mbit", delay="0ms")
+    summary = full_summary()
+    row = point_row(point, summary, "ok", None, tmp_path / "runs" / "r", summary["predicted"], tmp_path)
+    assert [k for k in row if k in csv_measured()] == list(csv_measured())
+    assert [k for k in row if k.startswith("pred_")] == [predicted_column(k) for k in csv_predicted()]
+    assert all(row[k] == summary[k] for k in csv_measured())
+    # today's columns, by name: committed reports and CI's comparison read them
+    old = pd.read_csv(REPO / "reports" / "ci" / "summary.csv", nrows=1).columns
+    assert set(row) <= set(old) | {"pred_decode_time_s"} and set(csv_measured()) <= set(old)
+
+
+def test_report_md_lists_the_report_metrics(tmp_path) -> None:
+    folder = tmp_path / "ci"
+    shutil.copytree(REPO / "reports" / "ci", folder, ignore=shutil.ignore_patterns("*.png", "report.*"))
+    text = generate_report(folder).markdown.read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| point |"))
+    cells = [c.strip() for c in header.strip("|").split("|")]
+    assert cells[0] == "point" and cells[-1] == "faithful"
+    assert len(cells) == 2 + sum(len(m.report) for m in report_metrics())
+    for m in report_metrics():
+        assert any(c.startswith(m.short) for c in cells), m.short
+    rows = [line for line in text.splitlines() if line.startswith("| full 2n 10mbit 0ms |")]
+    assert rows and len(rows[0].strip("|").split("|")) == len(cells)
+
+
+def test_with_errors_adds_columns_and_keeps_the_measured_ones() -> None:
+    frame = pd.DataFrame([{"label": "a", "status": "ok", "step_time_s": 1.0, "pred_step_time_s": 1.1,
+                           "wire_tx_bytes_per_step": 100.0, "capture_wire_bytes_per_step": 110.0, "pred_wire_tx_bytes_per_step": 121.0,
+                           "wire_rx_bytes_per_step": 100.0, "capture_rx_wire_bytes_per_step": float("nan"), "pred_wire_rx_bytes_per_step": 90.0,
+                           "compress_time_s": 0.1, "decode_time_s": 0.2, "pred_compress_time_s": 0.3, "pred_decode_time_s": float("nan")}])
+    out = with_errors(frame)
+    assert out["wire_tx_bytes_per_step"].iloc[0] == 100.0  # the measurement is left alone
+    assert out["compared_wire_tx_bytes_per_step"].iloc[0] == 110.0  # the capture's frames, where captured
+    assert out["err_wire_tx_bytes_per_step"].iloc[0] == pytest.approx(0.1)
+    assert out["compared_wire_rx_bytes_per_step"].iloc[0] == 100.0  # not captured: the counters
+    assert out["err_wire_rx_bytes_per_step"].iloc[0] == pytest.approx(-0.1)
+    assert out["encode_decode_time_s"].iloc[0] == pytest.approx(0.3) and out["pred_encode_decode_time_s"].iloc[0] == pytest.approx(0.3)
+    assert set(frame.columns) <= set(out.columns) and all(out[c].equals(frame[c]) for c in frame.columns)
+
+
+def test_every_registered_replicator_has_its_own_colour() -> None:
+    colours = [color(name) for name in REGISTRY]
+    assert UNKNOWN not in colours and len(set(colours)) == len(colours)
+    assert color("someone-elses") == UNKNOWN
+
+
+def test_committed_summaries_round_trip_with_the_same_keys() -> None:
+    paths = sorted((REPO / "reports").rglob("run.json"))
+    assert paths
+    for path in paths:
+        stored = json.loads(path.read_text())["summary"]
+        again = json.loads(json.dumps(RunSummary.from_json(stored).to_json()))
+        assert again == stored, path
+        assert RunSummary.from_json(json.dumps(stored)).to_json().keys() == stored.keys()
+
+
+def test_a_misspelt_key_fails_at_the_writer() -> None:
+    with pytest.raises(KeyError, match="capture_tx_wire_bytes_per_step"):
+        RunSummary.new(capture_tx_wire_bytes_per_step=1.0)
+    with pytest.raises(KeyError):
+        Prediction.new(final_loss=1.0)  # a measured-only key is no prediction
