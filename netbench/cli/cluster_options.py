@@ -7,10 +7,11 @@ from typing import Optional
 import pydantic
 import typer
 
-from netbench.cli.errors import UserError, one_line
+from netbench.cli.errors import UserError
 from netbench.emulation.spec import OPTION_NAMES, ClusterSpec
 from netbench.emulation.tcpsettings import check_tcp_options
 from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
+from netbench.validation import one_line
 
 NodesOpt = typer.Option(2, "--nodes", "-n", help="Number of emulated nodes (2-64).")
 BwOpt = typer.Option("100mbit", "--bw", help="Link rate both ways, tc units (10mbit-10gbit).")
@@ -63,7 +64,7 @@ def build_cluster_spec(
         names = dict(OPTION_NAMES)
         names["up.rate_bps"] = "--up" if up else "--bw"
         names["down.rate_bps"] = "--down" if down else "--bw"
-        raise UserError(one_line(exc, names)) from None
+        raise UserError(one_line(exc, names, options=True)) from None
     problem = check_tcp_options(spec.tcp)
     if problem:
         raise UserError(problem)

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netbench.cli.app import app
-from netbench.cli.errors import UserError, one_line
+from netbench.cli.errors import UserError
 from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, save_calibration, scheme_of
 from netbench.model.collectives import ALGORITHMS
 from netbench.model.framing import Framing
@@ -31,6 +31,7 @@ from netbench.model.synthetic import synthetic_shapes
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
+from netbench.validation import one_line
 
 MAX_DELAY_S = 10.0
 # pydantic field -> CLI option, for one-line errors
@@ -109,7 +110,7 @@ def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
         try:
             schemes.append(build_scheme(name, settings))
         except pydantic.ValidationError as exc:
-            raise UserError(f"{one_line(exc, _OPTION_NAMES)} [replicator {name}]") from None
+            raise UserError(f"{one_line(exc, _OPTION_NAMES, options=True)} [replicator {name}]") from None
     return schemes
 
 
@@ -196,7 +197,7 @@ def _settings(**kwargs: Any) -> SchemeSettings:
     try:
         return SchemeSettings(**kwargs)
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, _OPTION_NAMES)) from None
+        raise UserError(one_line(exc, _OPTION_NAMES, options=True)) from None
 
 
 # ----------------------------------------------------------------------------- output
@@ -323,7 +324,7 @@ def plan(
     try:
         framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"})) from None
+        raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"}, options=True)) from None
     scenarios = [
         Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
                  gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing, tcp=tcp)
@@ -398,7 +399,7 @@ def calibrate(
         opts = MeasureOptions(iters=iters, shapes=shapes, schemes=tuple(names), steps=steps, settings=settings,
                               acks_per_segment=acks_per_segment)
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc)) from None
+        raise UserError(one_line(exc, options=True)) from None
     from netbench.model.hostcache import cache_path
 
     target = out or default_path() or cache_path()

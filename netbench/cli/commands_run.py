@@ -17,8 +17,9 @@ from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
 from netbench.cli.app import app
 from netbench.cli.commands_net import _privileged
-from netbench.cli.errors import UserError, one_line
+from netbench.cli.errors import UserError
 from netbench.units import format_bytes, format_rate
+from netbench.validation import one_line
 
 console = Console(stderr=True)
 
@@ -30,7 +31,7 @@ def _config(**kw):
         return RunConfig(**kw)
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, {"steps": "--steps", "warmup_steps": "--warmup", "timeout_s": "--timeout", "out_dir": "--out", "threads": "--threads",
-                                        "gpus_per_node": "--gpus-per-node", "intra_bw_bps": "--intra-bw"})) from None
+                                        "gpus_per_node": "--gpus-per-node", "intra_bw_bps": "--intra-bw"}, options=True)) from None
 
 
 def _shown(value: float, unit: str) -> str:

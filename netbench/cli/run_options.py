@@ -7,10 +7,11 @@ from typing import Any
 import pydantic
 import typer
 
-from netbench.cli.errors import UserError, one_line
+from netbench.cli.errors import UserError
 from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ShapeError, resolve_shapes
 from netbench.workloads.config import WorkloadConfig
+from netbench.validation import one_line
 
 ReplicatorOpt = typer.Option("dct", "--replicator", "-r", help="full, dct, random, striding, diloco, lowrank or mtdao.")
 TopkOpt = typer.Option(32, "--topk", help="dct: coefficients kept per chunk.")
@@ -47,7 +48,7 @@ def build_replicator_config(name: str, **settings: Any) -> ReplicatorConfig:
     try:
         return ReplicatorConfig(name=name, **settings)
     except pydantic.ValidationError as exc:
-        message = one_line(exc, _REPLICATOR_OPTIONS)
+        message = one_line(exc, _REPLICATOR_OPTIONS, options=True)
         if message.startswith("topk "):
             message = "--topk: " + message
         raise UserError(message) from None
@@ -62,7 +63,7 @@ def build_workload_config(kind: str, shapes: str, compute_ms: float) -> Workload
     except ShapeError as exc:
         raise UserError(f"--shapes: {exc}") from None
     except pydantic.ValidationError as exc:
-        message = one_line(exc, _WORKLOAD_OPTIONS)
+        message = one_line(exc, _WORKLOAD_OPTIONS, options=True)
         if not message.startswith("--"):
             message = ("--workload: " if kind.startswith("python") else "--shapes: ") + message
         raise UserError(message) from None
