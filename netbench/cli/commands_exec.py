@@ -13,10 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from netbench.cli import cluster_options as copt
-from netbench.cli.app import app
-from netbench.cli.commands_net import _privileged
-from netbench.cli.commands_run import _config, report_problems, summary_table
+from netbench.cli.commands_run import summary_table
 from netbench.cli.errors import UserError
+from netbench.cli.privileges import require_privileges
+from netbench.cli.problems import report_problems
+from netbench.cli.run_config import build_run_config
 from netbench.units import format_bytes
 
 console = Console(stderr=True)
@@ -40,7 +41,6 @@ def nodes_table(nodes: list[dict], title: str) -> Table:
     return table
 
 
-@app.command("exec", context_settings={"allow_interspersed_args": False})
 def exec_command(
     command: Optional[list[str]] = typer.Argument(None, metavar="-- COMMAND [ARGS...]", help="The program each node runs."),
     bw: str = copt.BwOpt,
@@ -82,8 +82,8 @@ def exec_command(
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                       tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
-    run = _config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
-    _privileged()
+    run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+    require_privileges()
     copt.check_engine(cluster)
     result = execute(ExecConfig(run=run, command=argv, timeout_s=timeout, master_port=port), echo=sys.stderr if as_json else sys.stdout)
     if as_json:

@@ -17,7 +17,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbench.cli.app import app
 from netbench.cli.errors import UserError
 from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, save_calibration, scheme_of
 from netbench.model.collectives import ALGORITHMS
@@ -259,7 +258,6 @@ def _print_derived(derived: dict, console: Console) -> None:
 
 # ----------------------------------------------------------------------------- plan
 
-@app.command("plan")
 def plan(
     shapes: Optional[str] = typer.Option(None, "--shapes", help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default gpt2-small:blocks=2]"),
     params: Optional[str] = typer.Option(None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"),
@@ -367,7 +365,6 @@ def plan(
 
 # ----------------------------------------------------------------------------- calibrate
 
-@app.command("calibrate")
 def calibrate(
     out: Optional[Path] = typer.Option(None, "--out", help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]"),
     iters: int = typer.Option(400, "--iters", help="tiny collectives timed per kind (>= 25)"),

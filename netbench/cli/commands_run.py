@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Optional
 
-import pydantic
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -15,37 +14,16 @@ from rich.table import Table
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
-from netbench.cli.app import app
-from netbench.cli.commands_net import _privileged
-from netbench.cli.errors import UserError
+from netbench.cli.privileges import require_privileges
+from netbench.cli.problems import report_problems
+from netbench.cli.run_config import build_run_config, dilation_factor, run_calibration
 from netbench.units import format_bytes, format_rate
-from netbench.validation import one_line
 
 console = Console(stderr=True)
 
 
-def _config(**kw):
-    from netbench.orchestrator.config import RunConfig
-
-    try:
-        return RunConfig(**kw)
-    except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, {"steps": "--steps", "warmup_steps": "--warmup", "timeout_s": "--timeout", "out_dir": "--out", "threads": "--threads",
-                                        "gpus_per_node": "--gpus-per-node", "intra_bw_bps": "--intra-bw"}, options=True)) from None
-
-
 def _shown(value: float, unit: str) -> str:
     return f"{value:.4f} s" if unit == "s" else format_bytes(value) if unit == "B" else f"{value:.3g}{unit}"
-
-
-def report_problems(result) -> None:
-    """Warnings (leftovers of earlier runs) and stalls, one line each, on stderr."""
-    for warning in result.run_json.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {warning}")
-    stalls = result.summary.get("stalls") or []
-    if stalls:
-        listed = ", ".join(f"step {s['step']} took {s['seconds']:.1f} s" for s in stalls[:5]) + (", ..." if len(stalls) > 5 else "")
-        console.print(f"[yellow]stalled:[/] {len(stalls)} step(s) ({listed}; a typical step took {stalls[0]['typical_s']:.2f} s)")
 
 
 def summary_table(summary: dict, command: str = "netbench run") -> Table:
@@ -90,34 +68,6 @@ def summary_table(summary: dict, command: str = "netbench run") -> Table:
     return table
 
 
-def dilation_factor(text: str, nodes: int) -> float:
-    """``--dilation`` as a factor for ``nodes`` nodes on this host; bad input is a UserError."""
-    from netbench.model.testbed import host_cpus
-    from netbench.orchestrator.dilation import parse_dilation
-
-    try:
-        return parse_dilation(text, nodes, host_cpus())
-    except ValueError as exc:
-        raise UserError(f"--dilation: {exc}") from None
-
-
-def run_calibration(explicit: Optional[Path], quiet: bool = False, replicators=()):
-    """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none
-    or lacks the encode/decode cost of ``replicators``' settings."""
-    from netbench.model.calibration import CalibrationError
-    from netbench.model.hostcache import host_calibration
-
-    def told(path: Path) -> None:
-        if not quiet:
-            console.print(f"measuring this host's model constants once (a few seconds), cached in {path}")
-
-    try:
-        return host_calibration(explicit, on_measure=told, replicators=replicators)
-    except CalibrationError as exc:
-        raise UserError(f"--calibration: {exc}") from None
-
-
-@app.command()
 def run(
     replicator: str = ropt.ReplicatorOpt,
     bw: str = copt.BwOpt,
@@ -182,11 +132,11 @@ def run(
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
     rep = ropt.with_bucket_mb(rep, bucket_mb, min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s(), work, nodes)
-    config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
+    config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
                      gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw))
     factor = dilation_factor(dilation, nodes)
-    _privileged()
+    require_privileges()
     copt.check_engine(cluster)
     calib = run_calibration(calibration, replicators=(rep,))  # its line goes to stderr: --json's stdout stays one object
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

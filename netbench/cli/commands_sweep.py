@@ -9,8 +9,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from netbench.cli.app import app
 from netbench.cli.errors import UserError, make_output_folder
+from netbench.cli.privileges import require_privileges
+from netbench.cli.run_config import dilation_factor
+from netbench.cli.run_options import check_workload
 
 console = Console(stderr=True)
 
@@ -59,7 +61,6 @@ def _scenario(path: Optional[Path], overrides: dict[str, Any]):
         raise UserError(str(exc)) from None
 
 
-@app.command()
 def sweep(
     scenario_file: Optional[Path] = typer.Argument(None, metavar="[SCENARIO.toml]", help="Scenario file (see scenarios/); options override it."),
     bw: Optional[str] = typer.Option(None, "--bw", help="Link rates, comma list (e.g. 10mbit,100mbit,1gbit)."),
@@ -109,11 +110,7 @@ def sweep(
     if calibration is not None and not calibration.is_file():
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
     scenario = _scenario(scenario_file, overrides)
-    from netbench.cli.run_options import check_workload
-
     check_workload(scenario.workload, max(scenario.grid.nodes))
-    from netbench.cli.commands_run import dilation_factor
-
     for n in scenario.grid.nodes:
         dilation_factor(dilation, n)
     folder = out or Path("reports/sweeps") / scenario.name
@@ -129,13 +126,12 @@ def sweep(
 
 
 def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "1") -> None:
-    from netbench.cli.commands_net import _privileged
     from netbench.model.calibration import CalibrationError
     from netbench.reports.calibrate import sweep_calibration
     from netbench.reports.report import generate_report
     from netbench.reports.sweep import done_keys, read_summary, run_sweep, write_sweep_json
 
-    _privileged()
+    require_privileges()
     make_output_folder(folder, "--out")
     try:
         host_calib = sweep_calibration(scenario, folder, calibration, fresh,
@@ -177,7 +173,6 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool,
         raise typer.Exit(1)
 
 
-@app.command()
 def report(
     folder: Path = typer.Argument(..., help="Sweep folder (holds summary.csv), or one run's directory (holds run.json)."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Re-predict every point with this calibration first."),

@@ -17,9 +17,9 @@ from rich.console import Console
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
-from netbench.cli.app import app
-from netbench.cli.commands_run import _config, summary_table
+from netbench.cli.commands_run import summary_table
 from netbench.cli.errors import UserError
+from netbench.cli.run_config import build_run_config
 from netbench.emulation.spec import DirectionSpec
 
 console = Console(stderr=True)
@@ -35,7 +35,6 @@ def _shaping(bw: Optional[str], up: Optional[str], delay: Optional[str], jitter:
     return copt.build_cluster_spec(2, rate, up, None, delay or "0ms", jitter or "0ms", loss or "0%").up
 
 
-@app.command()
 def worker(
     iface: str = typer.Option(..., "--iface", envvar="GLOO_SOCKET_IFNAME", show_envvar=True,
                               help="Interface between the hosts: gloo's sockets, the byte counters, and shaping."),
@@ -76,7 +75,7 @@ def worker(
     from netbench.emulation.hostshaping import HostShapingError
     from netbench.orchestrator import hosts
     from netbench.orchestrator.timeouts import collective_timeout_s
-    from netbench.worker.__main__ import _exit
+    from netbench.worker.hard_exit import exit_without_teardown
     from netbench.worker.spec import SpecError
 
     shaping = _shaping(bw, up, delay, jitter, loss)
@@ -92,7 +91,7 @@ def worker(
     g = hopt.local_world_size(shard_in_host, rendezvous.spec.world_size)
     cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping)
     rep = ropt.with_bucket_mb(rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size)
-    config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
+    config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=False, out_dir=out, threads=threads, **({"gpus_per_node": g} if g > 1 else {}))
     plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config))
     try:
@@ -107,4 +106,4 @@ def worker(
             console.print(f"results: {outcome.run_dir}")
         if outcome.summary.get("status") != "ok":
             console.print(f"[red]run failed:[/] {outcome.summary.get('reason')}")
-    _exit(outcome.code)  # skip torch's teardown at interpreter exit (see netbench.worker.__main__)
+    exit_without_teardown(outcome.code)  # skip torch's teardown at interpreter exit (see netbench.worker.hard_exit)
