@@ -15,6 +15,7 @@ from rich.table import Table
 from netbench.cli import cluster_options as copt
 from netbench.cli.commands_run import summary_table
 from netbench.cli.errors import UserError
+from netbench.cli.fields import RUN
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config
@@ -58,9 +59,9 @@ def exec_command(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."),
     warmup: int = typer.Option(1, "--warmup", help="Steps recorded with netbench.step() left out of the summary."),
     port: int = typer.Option(29500, "--master-port", help="MASTER_PORT (rank 0's rendezvous port)."),
-    capture: bool = typer.Option(True, "--capture/--no-capture", help="Capture packet headers on every link."),
-    pcap: bool = typer.Option(False, "--pcap", help="Keep the pcap files in the run directory."),
-    out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory."),
+    capture: bool = RUN["capture"].option(),
+    pcap: bool = RUN["keep_pcap"].option(),
+    out: Path = RUN["out_dir"].option(),
     threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the program's output goes to stderr)."),
 ) -> None:

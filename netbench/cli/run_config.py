@@ -9,13 +9,11 @@ import pydantic
 from rich.console import Console
 
 from netbench.cli.errors import UserError
+from netbench.cli.fields import RUN, option_names
 from netbench.validation import one_line
 
 console = Console(stderr=True)
 
-# RunConfig field -> the option that sets it, so an error names what the user typed
-RUN_OPTION_NAMES = {"steps": "--steps", "warmup_steps": "--warmup", "timeout_s": "--timeout", "out_dir": "--out", "threads": "--threads",
-                    "gpus_per_node": "--gpus-per-node", "intra_bw_bps": "--intra-bw"}
 
 
 def build_run_config(**settings: Any):
@@ -25,7 +23,7 @@ def build_run_config(**settings: Any):
     try:
         return RunConfig(**settings)
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, RUN_OPTION_NAMES, options=True)) from None
+        raise UserError(one_line(exc, option_names(RUN), options=True)) from None
 
 
 def dilation_factor(text: str, nodes: int) -> float:
