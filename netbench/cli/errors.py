@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import NoReturn
 
 
 class UserError(Exception):
@@ -22,8 +20,3 @@ def make_output_folder(folder: Path, option: str) -> Path:
     except OSError as exc:
         raise UserError(f"{option}: cannot create {str(folder)!r}: {exc.strerror}") from None
 
-
-def fail(message: str) -> NoReturn:
-    """Print ``netbench: error: MESSAGE`` on stderr and exit 2."""
-    print(f"netbench: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
