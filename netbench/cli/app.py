@@ -1,8 +1,9 @@
-"""Typer application: registers each command module and turns usage errors into one line, exit 2."""
+"""The `netbench` application: creates it, registers every command in one table, turns usage errors into one line, exit 2."""
 
 from __future__ import annotations
 
 import sys
+from typing import Any, Callable
 
 import typer
 from typer import Abort, Exit
@@ -12,6 +13,7 @@ try:  # typer >= 0.16 vendors its own copy of click and no longer depends on cli
 except ImportError:  # pragma: no cover - older typer is built on click, which it then installs
     from click import UsageError
 
+from netbench.cli import commands_compare, commands_exec, commands_model, commands_net, commands_run, commands_sweep, commands_worker
 from netbench.cli.errors import UserError
 
 app = typer.Typer(
@@ -22,14 +24,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# Each command lives in its own module and registers itself on `app` when imported.
-from netbench.cli import commands_net  # noqa: E402,F401
-from netbench.cli import commands_run  # noqa: E402,F401
-from netbench.cli import commands_model  # noqa: E402,F401
-from netbench.cli import commands_sweep  # noqa: E402,F401
-from netbench.cli import commands_worker  # noqa: E402,F401
-from netbench.cli import commands_exec  # noqa: E402,F401
-from netbench.cli import commands_compare  # noqa: E402,F401
+# Every command, in the order `netbench --help` lists them: registered here and nowhere else, so no
+# command module imports the app (or another command module to reach it).
+COMMANDS: tuple[tuple[str, Callable[..., None], dict[str, Any]], ...] = (
+    ("doctor", commands_net.doctor, {}),
+    ("probe", commands_net.probe, {}),
+    ("clean", commands_net.clean, {}),
+    ("run", commands_run.run, {}),
+    ("plan", commands_model.plan, {}),
+    ("calibrate", commands_model.calibrate, {}),
+    ("sweep", commands_sweep.sweep, {}),
+    ("report", commands_sweep.report, {}),
+    ("worker", commands_worker.worker, {}),
+    ("exec", commands_exec.exec_command, {"context_settings": {"allow_interspersed_args": False}}),
+    ("compare", commands_compare.compare, {}),
+)
+for name, command, settings in COMMANDS:
+    app.command(name, **settings)(command)
 
 
 def main(argv: list[str] | None = None) -> None:

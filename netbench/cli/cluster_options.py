@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import pydantic
 import typer
 
-from netbench.cli.errors import UserError, one_line
-from netbench.emulation.spec import OPTION_NAMES, ClusterSpec
+from netbench.cli.errors import UserError
+from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import check_tcp_options
 from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
+from netbench.validation import one_line
 
 NodesOpt = typer.Option(2, "--nodes", "-n", help="Number of emulated nodes (2-64).")
 BwOpt = typer.Option("100mbit", "--bw", help="Link rate both ways, tc units (10mbit-10gbit).")
@@ -24,6 +25,22 @@ EngineOpt = typer.Option("auto", "--engine", help="Delay/loss engine: auto (nete
 TcpCcOpt = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's].")
 TcpWmemMaxOpt = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].")
 NoSlowStartAfterIdleOpt = typer.Option(False, "--no-slow-start-after-idle", help="Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).")
+
+
+
+def _long(option: Any) -> str:
+    """``--no-slow-start-after-idle`` of a typer option (its first declaration)."""
+    return option.param_decls[0].split("/")[0]
+
+
+# ClusterSpec field -> the option that sets it, so validation errors name what the user typed (the
+# downlink takes only a rate: delay, jitter and loss sit on the uplink)
+OPTION_NAMES: dict[str, str] = {
+    "nodes": _long(NodesOpt), "up.rate_bps": f"{_long(UpOpt)}/{_long(BwOpt)}", "down.rate_bps": f"{_long(DownOpt)}/{_long(BwOpt)}",
+    "up.delay_s": _long(DelayOpt), "up.jitter_s": _long(JitterOpt), "up.loss": _long(LossOpt),
+    "offload": _long(OffloadOpt), "engine": _long(EngineOpt), "tcp.cc": _long(TcpCcOpt), "tcp.wmem_max": _long(TcpWmemMaxOpt),
+    "tcp.slow_start_after_idle": _long(NoSlowStartAfterIdleOpt),
+}
 
 
 def _parse(option: str, parser, text: str) -> float:
@@ -63,7 +80,7 @@ def build_cluster_spec(
         names = dict(OPTION_NAMES)
         names["up.rate_bps"] = "--up" if up else "--bw"
         names["down.rate_bps"] = "--down" if down else "--bw"
-        raise UserError(one_line(exc, names)) from None
+        raise UserError(one_line(exc, names, options=True)) from None
     problem = check_tcp_options(spec.tcp)
     if problem:
         raise UserError(problem)

@@ -11,11 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbench.cli.app import app
 from netbench.cli.errors import UserError
 
 
-@app.command()
 def compare(
     baseline: Path = typer.Argument(..., help="Sweep folder (summary.csv) or run directory (run.json) to compare against."),
     current: Path = typer.Argument(..., help="Sweep folder or run directory measured now."),

@@ -13,10 +13,12 @@ from rich.console import Console
 from rich.table import Table
 
 from netbench.cli import cluster_options as copt
-from netbench.cli.app import app
-from netbench.cli.commands_net import _privileged
-from netbench.cli.commands_run import _config, report_problems, summary_table
+from netbench.reports.terminal import summary_table
 from netbench.cli.errors import UserError
+from netbench.cli.fields import RUN
+from netbench.cli.privileges import require_privileges
+from netbench.cli.problems import report_problems
+from netbench.cli.run_config import build_run_config
 from netbench.units import format_bytes
 
 console = Console(stderr=True)
@@ -40,7 +42,6 @@ def nodes_table(nodes: list[dict], title: str) -> Table:
     return table
 
 
-@app.command("exec", context_settings={"allow_interspersed_args": False})
 def exec_command(
     command: Optional[list[str]] = typer.Argument(None, metavar="-- COMMAND [ARGS...]", help="The program each node runs."),
     bw: str = copt.BwOpt,
@@ -58,9 +59,9 @@ def exec_command(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."),
     warmup: int = typer.Option(1, "--warmup", help="Steps recorded with netbench.step() left out of the summary."),
     port: int = typer.Option(29500, "--master-port", help="MASTER_PORT (rank 0's rendezvous port)."),
-    capture: bool = typer.Option(True, "--capture/--no-capture", help="Capture packet headers on every link."),
-    pcap: bool = typer.Option(False, "--pcap", help="Keep the pcap files in the run directory."),
-    out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory."),
+    capture: bool = RUN["capture"].option(),
+    pcap: bool = RUN["keep_pcap"].option(),
+    out: Path = RUN["out_dir"].option(),
     threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the program's output goes to stderr)."),
 ) -> None:
@@ -82,8 +83,8 @@ def exec_command(
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                       tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
-    run = _config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
-    _privileged()
+    run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+    require_privileges()
     copt.check_engine(cluster)
     result = execute(ExecConfig(run=run, command=argv, timeout_s=timeout, master_port=port), echo=sys.stderr if as_json else sys.stdout)
     if as_json:

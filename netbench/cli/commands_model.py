@@ -17,8 +17,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbench.cli.app import app
-from netbench.cli.errors import UserError, one_line
+from netbench.cli.errors import UserError
+from netbench.cli.fields import FROM_FIELDS, REPLICATOR, Settings, expand, group, option_names
 from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, save_calibration, scheme_of
 from netbench.model.collectives import ALGORITHMS
 from netbench.model.framing import Framing
@@ -31,14 +31,10 @@ from netbench.model.synthetic import synthetic_shapes
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
+from netbench.validation import one_line
 
 MAX_DELAY_S = 10.0
-# pydantic field -> CLI option, for one-line errors
-_OPTION_NAMES = {
-    "grad_dtype": "--grad-dtype", "topk": "--topk", "chunk": "--chunk", "rate": "--rate",
-    "sync_every": "--sync-every", "value_dtype": "--value-dtype", "index_dtype": "--index-dtype", "rank": "--rank",
-    "params_every": "--params-every", "m1_every": "--m1-every", "m2_every": "--m2-every",
-}
+REPLICATOR_OPTION_NAMES = option_names(REPLICATOR)  # for one-line errors that name the option
 
 
 # ----------------------------------------------------------------------------- input parsing
@@ -109,7 +105,7 @@ def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
         try:
             schemes.append(build_scheme(name, settings))
         except pydantic.ValidationError as exc:
-            raise UserError(f"{one_line(exc, _OPTION_NAMES)} [replicator {name}]") from None
+            raise UserError(f"{one_line(exc, REPLICATOR_OPTION_NAMES, options=True)} [replicator {name}]") from None
     return schemes
 
 
@@ -196,7 +192,7 @@ def _settings(**kwargs: Any) -> SchemeSettings:
     try:
         return SchemeSettings(**kwargs)
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, _OPTION_NAMES)) from None
+        raise UserError(one_line(exc, REPLICATOR_OPTION_NAMES, options=True)) from None
 
 
 # ----------------------------------------------------------------------------- output
@@ -258,7 +254,8 @@ def _print_derived(derived: dict, console: Console) -> None:
 
 # ----------------------------------------------------------------------------- plan
 
-@app.command("plan")
+@expand(rep_settings=group(REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank",
+                          "params_every", "m1_every", "m2_every"))
 def plan(
     shapes: Optional[str] = typer.Option(None, "--shapes", help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default gpt2-small:blocks=2]"),
     params: Optional[str] = typer.Option(None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"),
@@ -268,17 +265,7 @@ def plan(
     down: Optional[str] = typer.Option(None, "--down", help="downlink (node ingress) rate, overrides --bw"),
     delay: str = typer.Option("0ms", "--delay", help="one-way latency between two nodes (as `run --delay`, which adds it on each uplink)"),
     replicator: str = typer.Option("dct", "--replicator", help="full, dct, random, striding, diloco, lowrank, mtdao; a comma list, or all"),
-    topk: int = typer.Option(32, "--topk", help="dct: coefficients kept per chunk"),
-    chunk: int = typer.Option(64, "--chunk", help="dct: chunk side"),
-    rate: float = typer.Option(0.1, "--rate", help="random/striding: fraction sent per step"),
-    sync_every: int = typer.Option(10, "--sync-every", help="diloco: local steps between all-reduces"),
-    value_dtype: str = typer.Option("fp32", "--value-dtype", help="dct/random/striding: wire dtype of values"),
-    index_dtype: str = typer.Option("auto", "--index-dtype", help="dct: wire dtype of indices (auto, int16, int32, int64)"),
-    grad_dtype: str = typer.Option("fp32", "--grad-dtype", help="dense all-reduce dtype (full, diloco, lowrank, mtdao)"),
-    rank: float = typer.Option(4, "--rank", help="lowrank: factor rank (>= 1) or fraction of min(m, n) (< 1)"),
-    params_every: int = typer.Option(32, "--params-every", help="mtdao: steps between parameter all-reduces (K_x)"),
-    m1_every: int = typer.Option(32, "--m1-every", help="mtdao: steps between first-momentum all-reduces (K_1)"),
-    m2_every: int = typer.Option(32, "--m2-every", help="mtdao: steps between second-momentum all-reduces (K_v)"),
+    rep_settings: Settings = FROM_FIELDS,
     compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
     gpus_per_node: int = typer.Option(1, "--gpus-per-node", help="G accelerators per node; replicate only between nodes"),
     intra_bw: Optional[str] = typer.Option(None, "--intra-bw", help="intra-node link rate per accelerator (needed with --gpus-per-node > 1); a run's --intra-bw is the node's, shared by its G workers"),
@@ -289,7 +276,7 @@ def plan(
     tcp_cc: str = typer.Option("cubic", "--tcp-cc", help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)"),
     tcp_wmem_max: int = typer.Option(STOCK_LINUX.tcp_wmem_max, "--tcp-wmem-max", help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]"),
     no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"),
-    bucket_mb: str = typer.Option("auto", "--bucket-mb", help="dct/random/striding/full: MB per pipelined collective; 0: one per step; auto: from the link, as `run`"),
+    bucket_mb: str = REPLICATOR["bucket_mb"].option(),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count."""
@@ -313,17 +300,14 @@ def plan(
     if algo not in ALGORITHMS:
         raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
     tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
-    settings = _settings(
-        grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
-        index_dtype=index_dtype, rank=rank, params_every=params_every, m1_every=m1_every, m2_every=m2_every,
-    )
+    settings = _settings(**rep_settings)
     schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list, node_counts[0])
     # the "measuring" line goes to stderr, so --json's stdout stays clean; non-default settings get their own encode/decode cost
     calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
     try:
         framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"})) from None
+        raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"}, options=True)) from None
     scenarios = [
         Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
                  gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing, tcp=tcp)
@@ -366,21 +350,14 @@ def plan(
 
 # ----------------------------------------------------------------------------- calibrate
 
-@app.command("calibrate")
+@expand(rep_settings=group(REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank"))
 def calibrate(
     out: Optional[Path] = typer.Option(None, "--out", help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]"),
     iters: int = typer.Option(400, "--iters", help="tiny collectives timed per kind (>= 25)"),
     shapes: str = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes preset for the compression timing"),
     replicator: str = typer.Option("all", "--replicator", help="schemes whose compression cost to time (comma list, all, or none)"),
     steps: int = typer.Option(3, "--steps", help="timed steps per scheme (whole sync periods for diloco)"),
-    topk: int = typer.Option(32, "--topk"),
-    chunk: int = typer.Option(64, "--chunk"),
-    rate: float = typer.Option(0.1, "--rate"),
-    sync_every: int = typer.Option(10, "--sync-every"),
-    value_dtype: str = typer.Option("fp32", "--value-dtype"),
-    index_dtype: str = typer.Option("auto", "--index-dtype"),
-    grad_dtype: str = typer.Option("fp32", "--grad-dtype"),
-    rank: float = typer.Option(4, "--rank"),
+    rep_settings: Settings = FROM_FIELDS,
     acks_per_segment: float = typer.Option(0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"),
     json_out: bool = typer.Option(False, "--json", help="print the saved calibration as JSON"),
 ) -> None:
@@ -391,14 +368,13 @@ def calibrate(
         resolve_shapes(shapes)
     except ShapeError as exc:
         raise UserError(f"--shapes: {exc}") from None
-    settings = _settings(grad_dtype=grad_dtype, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every,
-                         value_dtype=value_dtype, index_dtype=index_dtype, rank=rank)
+    settings = _settings(**rep_settings)
     names = [] if replicator.strip().lower() == "none" else [s.name for s in _schemes(replicator, settings)]
     try:
         opts = MeasureOptions(iters=iters, shapes=shapes, schemes=tuple(names), steps=steps, settings=settings,
                               acks_per_segment=acks_per_segment)
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc)) from None
+        raise UserError(one_line(exc, options=True)) from None
     from netbench.model.hostcache import cache_path
 
     target = out or default_path() or cache_path()

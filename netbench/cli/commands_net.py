@@ -11,23 +11,13 @@ from rich.console import Console
 from rich.table import Table
 
 from netbench.cli import cluster_options as opt
-from netbench.cli.app import app
 from netbench.cli.errors import UserError
+from netbench.cli.privileges import require_privileges
 from netbench.units import format_rate
 
 console = Console()
 
 
-def _privileged() -> None:
-    from netbench.emulation.rootless import RootlessError, ensure_privileges
-
-    try:
-        ensure_privileges()
-    except RootlessError as exc:
-        raise UserError(str(exc)) from None
-
-
-@app.command()
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """What this host supports, and what each missing piece disables."""
     import os
@@ -36,7 +26,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
     from netbench.emulation.rootless import MARKER
 
     if os.geteuid() != 0:
-        _privileged()  # enter the user namespace so the checks run where netbench would
+        require_privileges()  # enter the user namespace so the checks run where netbench would
     caps = detect()
     if as_json:
         print(json.dumps({**caps.as_dict(), "rootless": bool(os.environ.get(MARKER))}))
@@ -53,7 +43,6 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
         console.print(f"[yellow]{what}[/]: {err}")
 
 
-@app.command()
 def probe(
     bw: str = opt.BwOpt,
     delay: str = opt.DelayOpt,
@@ -75,7 +64,7 @@ def probe(
 
     spec = opt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
-    _privileged()
+    require_privileges()
     opt.check_engine(spec)
     result = run_probe(spec, seconds=seconds)
     if as_json:
@@ -92,7 +81,6 @@ def probe(
     console.print(f"goodput by {result.goodput_tool}; TCP ceiling at MTU 1500 is 0.956 of the line rate")
 
 
-@app.command()
 def clean(
     run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs (default: every run whose owner is gone)."),
     force: bool = typer.Option(False, "--force", help="Also remove runs whose owner process is still alive."),
@@ -105,7 +93,7 @@ def clean(
     bad = [r for r in run_ids or () if not re.fullmatch(r"[0-9a-f]{6}", r)]
     if bad:
         raise UserError(f"RUN_ID: expected 6 hex digits as in netbench-<run_id>-n0 (see `ip netns`), got {bad[0]!r}")
-    _privileged()
+    require_privileges()
     found = find_leftovers(force, run_ids or ()) if dry_run else do_clean(force, run_ids or ())
     verb = "would remove" if dry_run else "removed"
     if found.empty:

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Optional
 
-import pydantic
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -14,70 +13,26 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
-from netbench.cli.app import app
-from netbench.cli.commands_net import _privileged
-from netbench.cli.errors import UserError, one_line
+from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
+from netbench.cli.privileges import require_privileges
+from netbench.cli.problems import report_problems
+from netbench.cli.run_config import build_run_config, dilation_factor, run_calibration
 from netbench.reports.terminal import summary_table
 
 console = Console(stderr=True)
 
 
-def _config(**kw):
-    from netbench.orchestrator.config import RunConfig
-
-    try:
-        return RunConfig(**kw)
-    except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, {"steps": "--steps", "warmup_steps": "--warmup", "timeout_s": "--timeout", "out_dir": "--out", "threads": "--threads",
-                                        "gpus_per_node": "--gpus-per-node", "intra_bw_bps": "--intra-bw"})) from None
-
-
-def report_problems(result) -> None:
-    """Warnings (leftovers of earlier runs) and stalls, one line each, on stderr."""
-    for warning in result.run_json.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {warning}")
-    stalls = result.summary.get("stalls") or []
-    if stalls:
-        listed = ", ".join(f"step {s['step']} took {s['seconds']:.1f} s" for s in stalls[:5]) + (", ..." if len(stalls) > 5 else "")
-        console.print(f"[yellow]stalled:[/] {len(stalls)} step(s) ({listed}; a typical step took {stalls[0]['typical_s']:.2f} s)")
-
-
-def dilation_factor(text: str, nodes: int) -> float:
-    """``--dilation`` as a factor for ``nodes`` nodes on this host; bad input is a UserError."""
-    from netbench.model.testbed import host_cpus
-    from netbench.orchestrator.dilation import parse_dilation
-
-    try:
-        return parse_dilation(text, nodes, host_cpus())
-    except ValueError as exc:
-        raise UserError(f"--dilation: {exc}") from None
-
-
-def run_calibration(explicit: Optional[Path], quiet: bool = False, replicators=()):
-    """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none
-    or lacks the encode/decode cost of ``replicators``' settings."""
-    from netbench.model.calibration import CalibrationError
-    from netbench.model.hostcache import host_calibration
-
-    def told(path: Path) -> None:
-        if not quiet:
-            console.print(f"measuring this host's model constants once (a few seconds), cached in {path}")
-
-    try:
-        return host_calibration(explicit, on_measure=told, replicators=replicators)
-    except CalibrationError as exc:
-        raise UserError(f"--calibration: {exc}") from None
-
-
-@app.command()
+@expand(rep_settings=group(REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank", "mu",
+                  "params_every", "m1_every", "m2_every", "sign", "lr", "bucket_mb", "overlap_backward"),
+        work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"))
 def run(
-    replicator: str = ropt.ReplicatorOpt,
+    replicator: str = REPLICATOR["name"].option(),
     bw: str = copt.BwOpt,
     nodes: int = copt.NodesOpt,
-    gpus_per_node: int = hopt.GpusPerNodeOpt,
-    intra_bw: Optional[str] = hopt.IntraBwOpt,
+    gpus_per_node: int = RUN["gpus_per_node"].option(),
+    intra_bw: Optional[str] = RUN["intra_bw_bps"].option(),
     compression: Optional[str] = hopt.CompressionOpt,
-    optimizer: str = hopt.OptimizerOpt,
+    optimizer: str = REPLICATOR["optimizer"].option(),
     up: Optional[str] = copt.UpOpt,
     down: Optional[str] = copt.DownOpt,
     delay: str = copt.DelayOpt,
@@ -88,33 +43,15 @@ def run(
     tcp_cc: Optional[str] = copt.TcpCcOpt,
     tcp_wmem_max: Optional[int] = copt.TcpWmemMaxOpt,
     no_slow_start_after_idle: bool = copt.NoSlowStartAfterIdleOpt,
-    steps: int = typer.Option(20, "--steps", help="Measured optimizer steps."),
-    warmup: int = typer.Option(2, "--warmup", help="Warm-up steps left out of the summary."),
-    topk: int = ropt.TopkOpt,
-    chunk: int = ropt.ChunkOpt,
-    rate: float = ropt.RateOpt,
-    sync_every: int = ropt.SyncEveryOpt,
-    value_dtype: str = ropt.ValueDtypeOpt,
-    index_dtype: str = ropt.IndexDtypeOpt,
-    grad_dtype: str = ropt.GradDtypeOpt,
-    rank: float = ropt.RankOpt,
-    mu: float = ropt.MuOpt,
-    params_every: int = ropt.ParamsEveryOpt,
-    m1_every: int = ropt.M1EveryOpt,
-    m2_every: int = ropt.M2EveryOpt,
-    sign: bool = ropt.SignOpt,
-    lr: float = ropt.LrOpt,
-    bucket_mb: str = ropt.BucketMbOpt,
-    overlap_backward: bool = ropt.OverlapBackwardOpt,
-    workload: str = ropt.WorkloadOpt,
-    shapes: str = ropt.ShapesOpt,
-    compute_ms: float = ropt.ComputeMsOpt,
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Collective timeout in seconds (a dead peer fails the run within it); "
-                                            "default: 4x the model's slowest collective on these links, at least 30 s."),
-    capture: bool = typer.Option(True, "--capture/--no-capture", help="Capture packet headers on every link."),
-    pcap: bool = typer.Option(False, "--pcap", help="Keep the pcap files in the run directory."),
-    out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory."),
-    threads: int = typer.Option(1, "--threads", help="torch threads per worker."),
+    steps: int = RUN["steps"].option(),
+    warmup: int = RUN["warmup_steps"].option(),
+    rep_settings: Settings = FROM_FIELDS,
+    work_settings: Settings = FROM_FIELDS,
+    timeout: Optional[float] = RUN["timeout_s"].option(),
+    capture: bool = RUN["capture"].option(),
+    pcap: bool = RUN["keep_pcap"].option(),
+    out: Path = RUN["out_dir"].option(),
+    threads: int = RUN["threads"].option(),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."),
     dilation: str = typer.Option("1", "--dilation", help="Time dilation k: links k times slower and longer, compute k times longer, "
                                  "times reported divided by k; auto: nodes / cores (many nodes on few cores)."),
@@ -125,20 +62,18 @@ def run(
 
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
-    topk, rate = hopt.with_compression(compression, replicator, chunk, topk, rate)
-    rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
-                                       index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
-                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every, optimizer=optimizer,
-                                       overlap_backward=overlap_backward)
-    work = ropt.build_workload_config(workload, shapes, compute_ms)
+    bucket_mb = rep_settings.pop("bucket_mb")
+    topk, rate = hopt.with_compression(compression, replicator, rep_settings["chunk"], rep_settings["topk"], rep_settings["rate"])
+    rep = ropt.build_replicator_config(replicator, **{**rep_settings, "topk": topk, "rate": rate}, optimizer=optimizer)
+    work = ropt.build_workload_config(**work_settings)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
     rep = ropt.with_bucket_mb(rep, bucket_mb, min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s(), work, nodes)
-    config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
-                     capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
-                     gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw))
+    config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
+                              capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
+                              gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw))
     factor = dilation_factor(dilation, nodes)
-    _privileged()
+    require_privileges()
     copt.check_engine(cluster)
     calib = run_calibration(calibration, replicators=(rep,))  # its line goes to stderr: --json's stdout stays one object
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

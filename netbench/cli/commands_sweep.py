@@ -9,20 +9,21 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from netbench.cli.app import app
 from netbench.cli.errors import UserError, make_output_folder
+from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
+from netbench.cli.privileges import require_privileges
+from netbench.cli.run_config import dilation_factor
+from netbench.cli.run_options import check_workload
 
 console = Console(stderr=True)
 
 # scenario field -> the sweep option that sets it, so errors name what the user typed
 _OPTIONS = {"grid.bw": "--bw", "grid.replicator": "--replicator", "grid.nodes": "--nodes", "grid.delay": "--delay",
             "steps": "--steps", "warmup": "--warmup", "name": "--name", "workload": "--workload/--shapes",
-            "workload.kind": "--workload", "workload.shapes": "--shapes", "workload.compute_ms": "--compute-ms",
-            "replicator.topk": "--topk", "replicator.chunk": "--chunk", "replicator.rate": "--rate",
-            "replicator.rank": "--rank", "replicator.mu": "--mu", "replicator.params_every": "--params-every",
-            "replicator.m1_every": "--m1-every", "replicator.m2_every": "--m2-every",
-            "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
-            "replicator.bucket_mb": "--bucket-mb"}
+            **option_names(WORKLOAD, "workload."), **option_names(REPLICATOR, "replicator."), "capture": RUN["capture"].name,
+            "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle"}
+# the replicator settings a sweep takes from the command line (the rest only from a scenario file)
+SWEEP_REPLICATOR_FIELDS = ("topk", "chunk", "rate", "rank", "mu", "params_every", "m1_every", "m2_every", "bucket_mb")
 
 
 def _csv(text: str) -> list[str]:
@@ -59,7 +60,9 @@ def _scenario(path: Optional[Path], overrides: dict[str, Any]):
         raise UserError(str(exc)) from None
 
 
-@app.command()
+@expand(work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms", optional=True),
+        rep_settings=group(REPLICATOR, *SWEEP_REPLICATOR_FIELDS, optional=True),
+        run_settings=group(RUN, "capture", optional=True))
 def sweep(
     scenario_file: Optional[Path] = typer.Argument(None, metavar="[SCENARIO.toml]", help="Scenario file (see scenarios/); options override it."),
     bw: Optional[str] = typer.Option(None, "--bw", help="Link rates, comma list (e.g. 10mbit,100mbit,1gbit)."),
@@ -68,19 +71,9 @@ def sweep(
     delay: Optional[str] = typer.Option(None, "--delay", help="One-way delays, comma list (e.g. 0ms,20ms)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Measured steps per point (default 10)."),
     warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up steps per point (default 2)."),
-    workload: Optional[str] = typer.Option(None, "--workload", "-w", help="transformer, mlp or shapes (default transformer)."),
-    shapes: Optional[str] = typer.Option(None, "--shapes", help="shapes workload: preset, llama:... spec or .json file."),
-    compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="shapes workload: stand-in compute per step."),
-    topk: Optional[int] = typer.Option(None, "--topk", help="dct: coefficients kept per chunk."),
-    chunk: Optional[int] = typer.Option(None, "--chunk", help="dct: chunk side."),
-    rate: Optional[float] = typer.Option(None, "--rate", help="random/striding: fraction sent per step."),
-    rank: Optional[float] = typer.Option(None, "--rank", help="lowrank: factor rank (>= 1) or fraction of min(m, n) (< 1)."),
-    mu: Optional[float] = typer.Option(None, "--mu", help="lowrank: momentum decay (default 0.95)."),
-    params_every: Optional[int] = typer.Option(None, "--params-every", help="mtdao: steps between parameter all-reduces (default 32)."),
-    m1_every: Optional[int] = typer.Option(None, "--m1-every", help="mtdao: steps between first-momentum all-reduces (default 32)."),
-    m2_every: Optional[int] = typer.Option(None, "--m2-every", help="mtdao: steps between second-momentum all-reduces (default 32)."),
-    bucket_mb: Optional[float] = typer.Option(None, "--bucket-mb", help="dct/random/striding/full: MB per pipelined collective (default 0: one per step)."),
-    capture: Optional[bool] = typer.Option(None, "--capture/--no-capture", help="Capture packet headers (default on)."),
+    work_settings: Settings = FROM_FIELDS,
+    rep_settings: Settings = FROM_FIELDS,
+    run_settings: Settings = FROM_FIELDS,
     calibrate: Optional[bool] = typer.Option(None, "--calibrate/--no-calibrate", help="Measure model constants on this workload first."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration JSON for the predictions."),
     name: Optional[str] = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
@@ -99,21 +92,15 @@ def sweep(
     overrides = {
         "grid.bw": _csv(bw) if bw else None, "grid.replicator": _csv(replicator) if replicator else None,
         "grid.nodes": _nodes(nodes) if nodes else None, "grid.delay": _csv(delay) if delay else None,
-        "steps": steps, "warmup": warmup, "workload.kind": workload, "workload.shapes": shapes, "workload.compute_ms": compute_ms,
-        "replicator.topk": topk, "replicator.chunk": chunk, "replicator.rate": rate, "replicator.rank": rank, "replicator.mu": mu,
-        "replicator.params_every": params_every, "replicator.m1_every": m1_every, "replicator.m2_every": m2_every,
-        "replicator.bucket_mb": bucket_mb, "capture": capture, "calibrate": calibrate,
+        "steps": steps, "warmup": warmup, **{f"workload.{k}": v for k, v in work_settings.items()},
+        **{f"replicator.{k}": v for k, v in rep_settings.items()}, **run_settings, "calibrate": calibrate,
         "name": name, "tcp.cc": tcp_cc, "tcp.wmem_max": tcp_wmem_max,
         "tcp.slow_start_after_idle": False if no_slow_start_after_idle else None,
     }
     if calibration is not None and not calibration.is_file():
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
     scenario = _scenario(scenario_file, overrides)
-    from netbench.cli.run_options import check_workload
-
     check_workload(scenario.workload, max(scenario.grid.nodes))
-    from netbench.cli.commands_run import dilation_factor
-
     for n in scenario.grid.nodes:
         dilation_factor(dilation, n)
     folder = out or Path("reports/sweeps") / scenario.name
@@ -129,13 +116,12 @@ def sweep(
 
 
 def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "1") -> None:
-    from netbench.cli.commands_net import _privileged
     from netbench.model.calibration import CalibrationError
     from netbench.reports.calibrate import sweep_calibration
     from netbench.reports.report import generate_report
     from netbench.reports.sweep import done_keys, read_summary, run_sweep, write_sweep_json
 
-    _privileged()
+    require_privileges()
     make_output_folder(folder, "--out")
     try:
         host_calib = sweep_calibration(scenario, folder, calibration, fresh,
@@ -177,7 +163,6 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool,
         raise typer.Exit(1)
 
 
-@app.command()
 def report(
     folder: Path = typer.Argument(..., help="Sweep folder (holds summary.csv), or one run's directory (holds run.json)."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Re-predict every point with this calibration first."),
@@ -206,7 +191,7 @@ def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
     """One run (`netbench run` or `netbench worker`): its summary table, measured beside the prediction made when it ran."""
     import json
 
-    from netbench.cli.commands_run import summary_table
+    from netbench.reports.terminal import summary_table
 
     if calibration is not None:
         raise UserError("--calibration re-predicts sweep folders; a run directory keeps the prediction made when it ran")

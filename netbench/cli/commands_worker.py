@@ -17,9 +17,10 @@ from rich.console import Console
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
-from netbench.cli.app import app
-from netbench.cli.commands_run import _config, summary_table
+from netbench.reports.terminal import summary_table
 from netbench.cli.errors import UserError
+from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
+from netbench.cli.run_config import build_run_config
 from netbench.emulation.spec import DirectionSpec
 
 console = Console(stderr=True)
@@ -35,40 +36,26 @@ def _shaping(bw: Optional[str], up: Optional[str], delay: Optional[str], jitter:
     return copt.build_cluster_spec(2, rate, up, None, delay or "0ms", jitter or "0ms", loss or "0%").up
 
 
-@app.command()
+@expand(rep_settings=group(REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank", "mu",
+                          "params_every", "m1_every", "m2_every", "sign", "lr", "bucket_mb"),
+        work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"))
 def worker(
     iface: str = typer.Option(..., "--iface", envvar="GLOO_SOCKET_IFNAME", show_envvar=True,
                               help="Interface between the hosts: gloo's sockets, the byte counters, and shaping."),
-    replicator: str = ropt.ReplicatorOpt,
+    replicator: str = REPLICATOR["name"].option(),
     bw: Optional[str] = typer.Option(None, "--bw", help="Shape this host's egress on --iface to this rate (needs root). Unset: the host is left alone."),
     up: Optional[str] = typer.Option(None, "--up", help="Egress rate; overrides --bw (ingress is never shaped: every host shapes its own egress)."),
     delay: Optional[str] = typer.Option(None, "--delay", help="One-way delay on egress (needs --bw and the kernel's netem)."),
     jitter: Optional[str] = typer.Option(None, "--jitter", help="Std. deviation of the delay (netem)."),
     loss: Optional[str] = typer.Option(None, "--loss", help="Egress packet loss (netem)."),
-    steps: int = typer.Option(20, "--steps", help="Measured optimizer steps."),
-    warmup: int = typer.Option(2, "--warmup", help="Warm-up steps left out of the summary."),
-    topk: int = ropt.TopkOpt,
-    chunk: int = ropt.ChunkOpt,
-    rate: float = ropt.RateOpt,
-    sync_every: int = ropt.SyncEveryOpt,
-    value_dtype: str = ropt.ValueDtypeOpt,
-    index_dtype: str = ropt.IndexDtypeOpt,
-    grad_dtype: str = ropt.GradDtypeOpt,
-    rank: float = ropt.RankOpt,
-    mu: float = ropt.MuOpt,
-    params_every: int = ropt.ParamsEveryOpt,
-    m1_every: int = ropt.M1EveryOpt,
-    m2_every: int = ropt.M2EveryOpt,
-    sign: bool = ropt.SignOpt,
-    lr: float = ropt.LrOpt,
-    bucket_mb: str = ropt.BucketMbOpt,
-    workload: str = ropt.WorkloadOpt,
-    shapes: str = ropt.ShapesOpt,
-    compute_ms: float = ropt.ComputeMsOpt,
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Collective timeout in seconds; unset: from the model, at least 30."),
-    out: Path = typer.Option(Path("reports/runs"), "--out", help="Parent directory of the run directory (written by rank 0)."),
+    steps: int = RUN["steps"].option(),
+    warmup: int = RUN["warmup_steps"].option(),
+    rep_settings: Settings = FROM_FIELDS,
+    work_settings: Settings = FROM_FIELDS,
+    timeout: Optional[float] = RUN["timeout_s"].option(),
+    out: Path = RUN["out_dir"].option(),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Names the run directory; unset: torchrun's --rdzv-id."),
-    threads: int = typer.Option(1, "--threads", help="torch threads per worker."),
+    threads: int = RUN["threads"].option(),
     as_json: bool = typer.Option(False, "--json", help="Rank 0 prints the summary as one JSON object."),
     shard_in_host: bool = hopt.ShardInHostOpt,
 ) -> None:
@@ -76,14 +63,13 @@ def worker(
     from netbench.emulation.hostshaping import HostShapingError
     from netbench.orchestrator import hosts
     from netbench.orchestrator.timeouts import collective_timeout_s
-    from netbench.worker.__main__ import _exit
+    from netbench.worker.hard_exit import exit_without_teardown
     from netbench.worker.spec import SpecError
 
     shaping = _shaping(bw, up, delay, jitter, loss)
-    rep = ropt.build_replicator_config(replicator, topk=topk, chunk=chunk, rate=rate, sync_every=sync_every, value_dtype=value_dtype,
-                                       index_dtype=index_dtype, grad_dtype=grad_dtype, sign=sign, lr=lr, rank=rank, mu=mu,
-                                       params_every=params_every, m1_every=m1_every, m2_every=m2_every)
-    work = ropt.build_workload_config(workload, shapes, compute_ms)
+    bucket_mb = rep_settings.pop("bucket_mb")
+    rep = ropt.build_replicator_config(replicator, **rep_settings)
+    work = ropt.build_workload_config(**work_settings)
     try:
         rendezvous = hosts.rendezvous(iface)
         run = hosts.run_id_from(run_id)
@@ -92,7 +78,7 @@ def worker(
     g = hopt.local_world_size(shard_in_host, rendezvous.spec.world_size)
     cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping)
     rep = ropt.with_bucket_mb(rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size)
-    config = _config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
+    config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=False, out_dir=out, threads=threads, **({"gpus_per_node": g} if g > 1 else {}))
     plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config))
     try:
@@ -107,4 +93,4 @@ def worker(
             console.print(f"results: {outcome.run_dir}")
         if outcome.summary.get("status") != "ok":
             console.print(f"[red]run failed:[/] {outcome.summary.get('reason')}")
-    _exit(outcome.code)  # skip torch's teardown at interpreter exit (see netbench.worker.__main__)
+    exit_without_teardown(outcome.code)  # skip torch's teardown at interpreter exit (see netbench.worker.hard_exit)

@@ -1,4 +1,4 @@
-"""FlexDeMo options of `netbench run`: `--gpus-per-node`, `--intra-bw` (several workers per node) and `--compression`."""
+"""FlexDeMo options of `netbench run` and `worker`: `--compression`, `--shard-in-host`, and the checks of `--gpus-per-node` and `--intra-bw`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ import typer
 
 from netbench.cli.errors import UserError
 from netbench.units import UnitError, parse_rate
-
-GpusPerNodeOpt = typer.Option(1, "--gpus-per-node", "-G", help="Workers per node: they shard the model inside the node "
-                              "and replicate between nodes (FlexDeMo); 1: one worker per node.")
-IntraBwOpt = typer.Option(None, "--intra-bw", help="Intra-node link rate of a node, shared by its G workers (one tbf on its loopback), tc units; default unshaped.")
 
 
 def intra_rate(text: Optional[str]) -> float | None:
@@ -53,10 +49,6 @@ def with_compression(text: Optional[str], replicator: str, chunk: int, topk: int
     except ValueError as exc:
         raise UserError(f"--compression: {exc}") from None
     return int(settings.get("topk", topk)), float(settings.get("rate", rate))
-
-
-OptimizerOpt = typer.Option("auto", "--optimizer", help="Base optimizer: auto (the replicator's own), sgd, adamw, or "
-                            "decoupled_adamw (AdamW with local moments; the replicator synchronises its direction).")
 
 
 ShardInHostOpt = typer.Option(False, "--shard-in-host", help="FlexDeMo on real hosts: the local ranks of a host (torchrun "

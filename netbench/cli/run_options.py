@@ -1,45 +1,18 @@
-"""Replicator and workload options shared by `run`, `sweep` and `worker`, built into validated configs."""
+"""Replicator and workload settings of `run`, `sweep` and `worker` (options: cli/fields.py), built into validated configs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pydantic
-import typer
 
-from netbench.cli.errors import UserError, one_line
+from netbench.cli import fields
+from netbench.cli.errors import UserError
+from netbench.cli.fields import option_names
 from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ShapeError, resolve_shapes
+from netbench.validation import one_line
 from netbench.workloads.config import WorkloadConfig
-
-ReplicatorOpt = typer.Option("dct", "--replicator", "-r", help="full, dct, random, striding, diloco, lowrank or mtdao.")
-TopkOpt = typer.Option(32, "--topk", help="dct: coefficients kept per chunk.")
-ChunkOpt = typer.Option(64, "--chunk", help="dct: chunk side s.")
-RateOpt = typer.Option(0.1, "--rate", help="random/striding: fraction sent per step, in (0, 1].")
-SyncEveryOpt = typer.Option(10, "--sync-every", help="diloco: local steps between all-reduces.")
-ValueDtypeOpt = typer.Option("fp32", "--value-dtype", help="dct: wire dtype of values (fp32, bf16).")
-IndexDtypeOpt = typer.Option("auto", "--index-dtype", help="dct: wire dtype of indices (auto, int16, int32, int64).")
-GradDtypeOpt = typer.Option("fp32", "--grad-dtype", help="full/diloco/lowrank/mtdao: all-reduce dtype (fp32, bf16).")
-RankOpt = typer.Option(4.0, "--rank", help="lowrank: factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1).")
-MuOpt = typer.Option(0.95, "--mu", help="lowrank: momentum decay mu, in [0, 1).")
-ParamsEveryOpt = typer.Option(32, "--params-every", help="mtdao: steps between parameter all-reduces (K_x).")
-M1EveryOpt = typer.Option(32, "--m1-every", help="mtdao: steps between first-momentum all-reduces (K_1).")
-M2EveryOpt = typer.Option(32, "--m2-every", help="mtdao: steps between second-momentum all-reduces (K_v).")
-SignOpt = typer.Option(True, "--sign/--no-sign", help="dct: sign of the decoded update, as DeMo.")
-LrOpt = typer.Option(0.0, "--lr", help="Base learning rate; 0 picks the replicator's default.")
-BucketMbOpt = typer.Option("auto", "--bucket-mb", help="dct/random/striding/full: megabytes per pipelined collective "
-                           "(encode, wire and decode of successive buckets overlap); 0: one collective per step; auto: from the link.")
-OverlapBackwardOpt = typer.Option(True, "--overlap-backward/--no-overlap-backward", help="dct on the transformer and mlp "
-                                  "workloads: encode and send each bucket from backward as soon as its gradients exist (as DDP).")
-WorkloadOpt = typer.Option("transformer", "--workload", "-w", help="transformer, mlp, shapes, or python:MODULE:FACTORY (your model and batches).")
-ShapesOpt = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes workload: preset, llama:... spec or .json file.")
-ComputeMsOpt = typer.Option(100.0, "--compute-ms", help="shapes workload: stand-in forward/backward time.")
-
-_REPLICATOR_OPTIONS = {"name": "--replicator", "topk": "--topk", "chunk": "--chunk", "rate": "--rate", "sync_every": "--sync-every",
-                       "value_dtype": "--value-dtype", "index_dtype": "--index-dtype", "grad_dtype": "--grad-dtype", "lr": "--lr",
-                       "rank": "--rank", "mu": "--mu", "params_every": "--params-every", "m1_every": "--m1-every",
-                       "m2_every": "--m2-every", "bucket_mb": "--bucket-mb"}
-_WORKLOAD_OPTIONS = {"kind": "--workload", "shapes": "--shapes", "compute_ms": "--compute-ms"}
 
 
 def build_replicator_config(name: str, **settings: Any) -> ReplicatorConfig:
@@ -47,7 +20,7 @@ def build_replicator_config(name: str, **settings: Any) -> ReplicatorConfig:
     try:
         return ReplicatorConfig(name=name, **settings)
     except pydantic.ValidationError as exc:
-        message = one_line(exc, _REPLICATOR_OPTIONS)
+        message = one_line(exc, option_names(fields.REPLICATOR), options=True)
         if message.startswith("topk "):
             message = "--topk: " + message
         raise UserError(message) from None
@@ -62,7 +35,7 @@ def build_workload_config(kind: str, shapes: str, compute_ms: float) -> Workload
     except ShapeError as exc:
         raise UserError(f"--shapes: {exc}") from None
     except pydantic.ValidationError as exc:
-        message = one_line(exc, _WORKLOAD_OPTIONS)
+        message = one_line(exc, option_names(fields.WORKLOAD), options=True)
         if not message.startswith("--"):
             message = ("--workload: " if kind.startswith("python") else "--shapes: ") + message
         raise UserError(message) from None

@@ -96,22 +96,3 @@ class ClusterSpec(BaseModel):
     def expected_rtt_s(self) -> float:
         """Configured round-trip time between two nodes, excluding serialization and stack time."""
         return 2 * self.one_way_delay_s()
-
-
-# CLI option that sets each field, so validation errors name what the user typed.
-OPTION_NAMES: dict[str, str] = {
-    "nodes": "--nodes",
-    "up.rate_bps": "--up/--bw",
-    "down.rate_bps": "--down/--bw",
-    "up.delay_s": "--delay",
-    "down.delay_s": "--down-delay",
-    "up.jitter_s": "--jitter",
-    "down.jitter_s": "--jitter",
-    "up.loss": "--loss",
-    "down.loss": "--loss",
-    "offload": "--offload",
-    "engine": "--engine",
-    "tcp.cc": "--tcp-cc",
-    "tcp.wmem_max": "--tcp-wmem-max",
-    "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
-}

@@ -41,6 +41,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import safe_files
+from netbench.validation import one_line
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
@@ -183,9 +184,7 @@ def read_calibration(target: Path) -> Calibration:
     try:
         return Calibration.model_validate(data)
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        raise CalibrationError(f"calibration file {str(target)!r}: {where}: {err.get('msg')} (re-run netbench calibrate)") from None
+        raise CalibrationError(f"{one_line(exc, prefix=f'calibration file {str(target)!r}: ')} (re-run netbench calibrate)") from None
 
 
 def load_calibration(path: str | Path | None = None) -> Calibration:

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 
 from netbench.model.traffic import Exchange, from_decl
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.shapes import ParamShape
 
 __all__ = [
-    "SCHEME_NAMES", "OVERLAPS", "SchemeSettings", "Scheme", "SchemeUnavailable", "build_scheme", "scheme_from_config",
+    "SCHEME_NAMES", "OVERLAPS", "SCHEME_SETTING_FIELDS", "SchemeSettings", "Scheme", "SchemeUnavailable", "build_scheme", "scheme_from_config",
     "parse_scheme_list",
 ]
 
@@ -34,23 +34,17 @@ class SchemeUnavailable(RuntimeError):
     """A scheme's payload declaration cannot be imported (e.g. its replicator is not installed)."""
 
 
-class SchemeSettings(BaseModel):
-    """The replicator settings ``plan`` and ``calibrate`` take from the command line (ReplicatorConfig validates them)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    grad_dtype: str = "fp32"
-    topk: int = 32
-    chunk: int = 64
-    rate: float = 0.1
-    sync_every: int = 10
-    value_dtype: str = "fp32"
-    index_dtype: str = "auto"
-    rank: float = 4
-    params_every: int = 32
-    m1_every: int = 32
-    m2_every: int = 32
-    bucket_mb: float = 0.0  # pipelined replicators: bytes per bucket (model/overlap.py); 0 = one collective
+# The replicator settings ``plan`` and ``calibrate`` take from the command line: these fields of
+# ReplicatorConfig, with its types, defaults and bounds (ReplicatorConfig validates them together
+# in build_scheme), so the two never drift apart.
+SCHEME_SETTING_FIELDS: tuple[str, ...] = ("grad_dtype", "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "rank",
+                                          "params_every", "m1_every", "m2_every", "bucket_mb")
+SchemeSettings = create_model(
+    "SchemeSettings",
+    __config__=ConfigDict(extra="forbid", frozen=True),
+    __doc__="The replicator settings ``plan`` and ``calibrate`` take (the fields of ReplicatorConfig listed in SCHEME_SETTING_FIELDS).",
+    **{name: (ReplicatorConfig.model_fields[name].annotation, ReplicatorConfig.model_fields[name]) for name in SCHEME_SETTING_FIELDS},
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +72,7 @@ def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_si
     return tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in parts)
 
 
-def build_scheme(name: str, settings: SchemeSettings) -> Scheme:
+def build_scheme(name: str, settings: BaseModel) -> Scheme:
     """Validate ``settings`` for scheme ``name`` (raises pydantic.ValidationError or ValueError)."""
     if name not in REPLICATOR_NAMES:
         raise ValueError(f"unknown replicator {name!r} (choose from {', '.join(SCHEME_NAMES)}, or all)")

@@ -30,16 +30,19 @@ class RunConfig(BaseModel):
     cluster: ClusterSpec
     replicator: ReplicatorConfig = Field(default_factory=ReplicatorConfig)
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
-    steps: int = Field(20, ge=1, le=100_000, description="measured optimizer steps")
-    warmup_steps: int = Field(2, ge=0, le=1000, description="steps run first and left out of the summary")
-    timeout_s: float | None = Field(None, ge=MIN_TIMEOUT_S, le=3600, description="collective timeout (s): a dead peer fails the run within it; "
-                                    "None: from the model's slowest collective on these links (orchestrator.timeouts)")
-    capture: bool = Field(True, description="capture packet headers on every switch port")
-    keep_pcap: bool = Field(False, description="keep the pcap files in the run directory")
-    out_dir: Path = Field(DEFAULT_REPORTS, description="parent of the run directory")
-    threads: int = Field(1, ge=1, le=64, description="torch threads per worker")
-    gpus_per_node: int = Field(1, ge=1, le=MAX_GPUS_PER_NODE, description="G workers per node (FlexDeMo: shard inside, replicate between nodes)")
-    intra_bw_bps: float | None = Field(None, gt=0, description="intra-node link rate (tbf on each node's loopback); None: unshaped")
+    steps: int = Field(20, ge=1, le=100_000, description="Measured optimizer steps.")
+    warmup_steps: int = Field(2, ge=0, le=1000, description="Warm-up steps left out of the summary.")
+    # None: from the model's slowest collective on these links (orchestrator.timeouts)
+    timeout_s: float | None = Field(None, ge=MIN_TIMEOUT_S, le=3600, description="Collective timeout in seconds (a dead peer fails the run "
+                                    "within it); default: 4x the model's slowest collective on these links, at least 30 s.")
+    capture: bool = Field(True, description="Capture packet headers on every link.")  # on every switch port
+    keep_pcap: bool = Field(False, description="Keep the pcap files in the run directory.")
+    out_dir: Path = Field(DEFAULT_REPORTS, description="Parent directory of the run directory.")
+    threads: int = Field(1, ge=1, le=64, description="torch threads per worker.")
+    gpus_per_node: int = Field(1, ge=1, le=MAX_GPUS_PER_NODE, description="Workers per node: they shard the model inside the node "
+                                 "and replicate between nodes (FlexDeMo); 1: one worker per node.")
+    intra_bw_bps: float | None = Field(None, gt=0, description="Intra-node link rate of a node, shared by its G workers (one tbf on its "
+                                       "loopback), tc units; default unshaped.")  # in bit/s here; the option takes tc units
 
     @field_validator("out_dir")
     @classmethod

@@ -19,43 +19,48 @@ class ReplicatorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
 
-    name: ReplicatorName = "dct"
+    # A description is also the help of the field's command-line option (netbench/cli/fields.py): it names
+    # the replicators it applies to first, as `netbench run --help` lists them.
+    name: ReplicatorName = Field("dct", description="full, dct, random, striding, diloco, lowrank or mtdao.")
     # full
-    grad_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dtype of the dense all-reduces (full, diloco, lowrank, mtdao)")
+    grad_dtype: Literal["fp32", "bf16"] = Field("fp32", description="full/diloco/lowrank/mtdao: all-reduce dtype (fp32, bf16).")
     # dct (DeMo)
-    topk: int = Field(32, ge=1, description="coefficients kept per chunk")
-    chunk: int = Field(64, ge=1, le=4096, description="DCT chunk side s (s x s chunks of matrices, s-long chunks of vectors)")
+    topk: int = Field(32, ge=1, description="dct: coefficients kept per chunk.")
+    chunk: int = Field(64, ge=1, le=4096, description="dct: chunk side s.")  # s x s chunks of matrices, s-long chunks of vectors
     beta: float = Field(0.999, ge=0.0, lt=1.0, description="decoupled momentum decay; mtdao: its slow first momentum's beta1")
-    value_dtype: Literal["fp32", "bf16"] = Field("fp32", description="wire dtype of transmitted values (dct, random, striding)")
-    index_dtype: Literal["auto", "int16", "int32", "int64"] = Field("auto", description="wire dtype of indices; auto = smallest that holds a chunk position")
-    sign: bool = Field(True, description="apply sign() to the decoded update, as DeMo does")
+    value_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dct/random/striding: wire dtype of values (fp32, bf16).")
+    index_dtype: Literal["auto", "int16", "int32", "int64"] = Field("auto", description="dct: wire dtype of indices (auto, int16, int32, int64).")  # auto: the smallest that holds a chunk position
+    sign: bool = Field(True, description="dct: sign of the decoded update, as DeMo.")
     # random / striding (beta, value_dtype and sign above apply to them too)
-    rate: float = Field(0.1, gt=0.0, le=1.0, description="fraction of each tensor sent per step")
+    rate: float = Field(0.1, gt=0.0, le=1.0, description="random/striding: fraction sent per step, in (0, 1].")  # of each tensor
     # diloco
-    sync_every: int = Field(10, ge=1, description="local steps H between pseudo-gradient all-reduces")
+    sync_every: int = Field(10, ge=1, description="diloco: local steps between all-reduces.")  # H, between pseudo-gradient all-reduces
     outer_lr: float = Field(0.7, gt=0.0)
     outer_momentum: float = Field(0.9, ge=0.0, lt=1.0)
     # lowrank (Dion)
-    rank: float = Field(4, gt=0, description="factor rank r: an integer >= 1, or a fraction in (0, 1) of min(m, n)")
-    mu: float = Field(0.95, ge=0.0, lt=1.0, description="lowrank momentum decay (error feedback keeps 1 - mu of what was sent)")
+    rank: float = Field(4, gt=0, description="lowrank: factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1).")
+    mu: float = Field(0.95, ge=0.0, lt=1.0, description="lowrank: momentum decay mu, in [0, 1).")  # error feedback keeps 1 - mu of what was sent
     # mtdao (beta above is its beta1)
-    params_every: int = Field(32, ge=1, description="mtdao K_x: steps between parameter all-reduces")
-    m1_every: int = Field(32, ge=1, description="mtdao K_1: steps between first-momentum all-reduces")
-    m2_every: int = Field(32, ge=1, description="mtdao K_v: steps between second-momentum all-reduces")
+    params_every: int = Field(32, ge=1, description="mtdao: steps between parameter all-reduces (K_x).")
+    m1_every: int = Field(32, ge=1, description="mtdao: steps between first-momentum all-reduces (K_1).")
+    m2_every: int = Field(32, ge=1, description="mtdao: steps between second-momentum all-reduces (K_v).")
     beta2: float = Field(0.999, ge=0.0, lt=1.0, description="mtdao second-momentum decay")
     nu: float = Field(0.7, ge=0.0, le=1.0, description="mtdao quasi-hyperbolic weight of the momentum against the gradient")
     # base optimizer applying the synchronised update
+    # auto: adamw for full/diloco inner, sgd for dct/random/striding; decoupled_adamw: AdamW with local moments whose
+    # direction is what the replicator synchronises; lowrank: the element-wise optimizer of its 1-D and embedding
+    # tensors (auto: adamw); mtdao ignores it (its own local QH-Adam)
     optimizer: Literal["auto", "sgd", "adamw", "decoupled_adamw"] = Field(
-        "auto", description="auto: adamw for full/diloco inner, sgd for dct/random/striding; decoupled_adamw: AdamW with "
-        "local moments whose direction is what the replicator synchronises; lowrank: the element-wise "
-        "optimizer of its 1-D and embedding tensors (auto: adamw); mtdao ignores it (its own local QH-Adam)")
-    lr: float = Field(0.0, ge=0.0, description="base learning rate; 0 picks the replicator's default")
+        "auto", description="Base optimizer: auto (the replicator's own), sgd, adamw, or decoupled_adamw (AdamW with local "
+        "moments; the replicator synchronises its direction).")
+    lr: float = Field(0.0, ge=0.0, description="Base learning rate; 0 picks the replicator's default.")
     seed: int = Field(0, ge=0, description="shared seed for random/striding selections and lowrank's initial right factors")
     # pipelining (dct, random, striding, full): encode bucket i+1 while bucket i is on the wire
-    bucket_mb: float = Field(0.0, ge=0.0, le=4096.0, description="payload megabytes (1e6 B) per pipelined collective; "
-                             "0: the whole step in one collective (no pipelining)")
-    overlap_backward: bool = Field(True, description="dct on the built-in transformer and mlp workloads: start each bucket "
-                                   "from backward's post-accumulate-grad hooks as soon as its gradients are final (as DDP)")
+    bucket_mb: float = Field(0.0, ge=0.0, le=4096.0, description="dct/random/striding/full: megabytes per pipelined collective "
+                             "(encode, wire and decode of successive buckets overlap); 0: one collective per step.")  # 1e6 B of payload
+    # started from backward's post-accumulate-grad hooks
+    overlap_backward: bool = Field(True, description="dct on the transformer and mlp workloads: encode and send each bucket "
+                                   "from backward as soon as its gradients exist (as DDP).")
 
     @field_validator("rank")
     @classmethod

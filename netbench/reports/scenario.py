@@ -25,6 +25,7 @@ from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.safe_files import NAME_PATTERN
 from netbench.units import UnitError, parse_rate, parse_time
+from netbench.validation import one_line
 from netbench.workloads.config import WorkloadConfig
 
 __all__ = ["ScenarioError", "Grid", "SweepScenario", "Point", "load_scenario", "read_toml", "scenario_from_dict", "points"]
@@ -127,35 +128,11 @@ class Point:
     delay: str
 
 
-def _loc(err: dict) -> tuple[str, str]:
-    """(dotted field, list index suffix): ``("grid.bw", "[1]")``."""
-    field, index = "", ""
-    for part in err.get("loc", ()):
-        if isinstance(part, int):
-            index += f"[{part}]"
-        else:
-            field += f".{part}" if field else str(part)
-    return field, index
-
-
 def _where(prefix: str, field: str, names: dict[str, str] | None, index: str = "") -> str:
     """``FILE: grid.bw[1]`` for a value from a file, or the option (``--bw``) when it came from one."""
     if names and field in names:
         return names[field]
     return prefix + field + index
-
-
-def _one_line(exc: pydantic.ValidationError, prefix: str = "", names: dict[str, str] | None = None) -> str:
-    err = exc.errors()[0]
-    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    field, index = _loc(err)
-    if msg.startswith("[") and "] " in msg:  # an item of a list: _each puts its index first
-        index, _, msg = msg.partition("] ")
-        index += "]"
-    value = err.get("input")
-    shown = (f" (got {value!r})" if not isinstance(value, (dict, list)) and "got " not in msg and str(value) not in msg
-             and err.get("type") != "missing" else "")
-    return f"{_where(prefix, field, names, index)}: {msg}{shown}"
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "", names: dict[str, str] | None = None) -> SweepScenario:
@@ -164,7 +141,7 @@ def scenario_from_dict(data: dict[str, Any], source: str = "", names: dict[str, 
     try:
         scenario = SweepScenario.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise ScenarioError(_one_line(exc, prefix, names)) from None
+        raise ScenarioError(one_line(exc, names, prefix=prefix)) from None
     points(scenario, Path("."), prefix=prefix, names=names)  # every point's cluster and run settings, validated now
     return scenario
 
@@ -205,9 +182,7 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
             cluster = ClusterSpec(nodes=nodes, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate}, tcp=scenario.tcp)
         except pydantic.ValidationError as exc:
             field = {"nodes": "grid.nodes", "up.rate_bps": "grid.bw", "down.rate_bps": "grid.bw", "up.delay_s": "grid.delay"}
-            err = exc.errors()[0]
-            where = field.get(".".join(str(p) for p in err["loc"]), "grid")
-            raise ScenarioError(f"{_where(prefix, where, names)}: {str(err['msg']).removeprefix('Value error, ')}") from None
+            raise ScenarioError(one_line(exc, {k: _where(prefix, v, names) for k, v in field.items()}, prefix=prefix)) from None
         try:
             config = RunConfig(
                 cluster=cluster, replicator=ReplicatorConfig(name=name, **scenario.replicator), workload=scenario.workload,
@@ -216,7 +191,7 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
                 **({"gpus_per_node": gpus, "intra_bw_bps": None if intra == "unshaped" else parse_rate(intra)} if gpus > 1 else {}),
             )
         except pydantic.ValidationError as exc:
-            raise ScenarioError(_one_line(exc, prefix, names)) from None
+            raise ScenarioError(one_line(exc, names, prefix=prefix)) from None
         problem = check_tcp_options(cluster.tcp)
         if problem:
             raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")

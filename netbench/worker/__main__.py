@@ -3,20 +3,16 @@
 Exit codes: 0 after the done event, 1 after an error event, 2 when the spec itself is unusable
 (nothing can be written then: the output path is part of the spec).
 
-After the run the process leaves with ``os._exit``: every record is already in the kernel (see
-:mod:`netbench.worker.records`) and the process group is destroyed, but torch's C++ teardown at
-interpreter exit occasionally aborts ("terminate called without an active exception", SIGABRT)
-once gloo and the TCP store have been used (seen here in about one worker in ten under load; the
-same symptom as pytorch/pytorch#190489), which would turn a finished run into exit code -6.
-Skipping that teardown keeps the exit code the run's own.
+After the run the process leaves without interpreter teardown (see :mod:`netbench.worker.hard_exit`):
+torch's C++ teardown occasionally aborts and would turn a finished run into exit code -6.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+from netbench.worker.hard_exit import exit_without_teardown
 from netbench.worker.spec import SpecError, load_spec, resolve
 
 
@@ -34,12 +30,5 @@ def main(argv: list[str] | None = None) -> int:
     return run_worker(resolved)
 
 
-def _exit(code: int) -> None:
-    """Flush what Python still buffers, then leave without interpreter teardown (see module docstring)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    _exit(main())
+    exit_without_teardown(main())

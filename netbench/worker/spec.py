@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from netbench.replicators.config import ReplicatorConfig
+from netbench.validation import one_line
 from netbench.workloads.config import WorkloadConfig
 
 _ENV_FIELDS = {"rank": "RANK", "world_size": "WORLD_SIZE", "master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT"}
@@ -91,9 +92,7 @@ def load_spec(path: str | Path) -> WorkerSpec:
     try:
         return WorkerSpec.model_validate_json(text)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ())) or "spec"
-        raise SpecError(f"spec {str(path)!r}: {where}: {err.get('msg', 'invalid')}") from None
+        raise SpecError(one_line(exc, prefix=f"spec {str(path)!r}: ")) from None
 
 
 def resolve(spec: WorkerSpec, environ: Mapping[str, str] | None = None) -> ResolvedSpec:
@@ -108,6 +107,5 @@ def resolve(spec: WorkerSpec, environ: Mapping[str, str] | None = None) -> Resol
     try:
         full = WorkerSpec.model_validate({**spec.model_dump(), **updates})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise SpecError(f"environment: {'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg')}") from None
+        raise SpecError(one_line(exc, prefix="environment: ")) from None
     return ResolvedSpec(spec=full, init_method="env" if "rank" in updates else "tcp")

@@ -27,7 +27,8 @@ class WorkloadConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
 
-    kind: WorkloadKind = "transformer"
+    # A description of a field with a command-line option is also its help (netbench/cli/fields.py).
+    kind: WorkloadKind = Field("transformer", description="transformer, mlp, shapes, or python:MODULE:FACTORY (your model and batches).")
     seed: int = Field(0, ge=0, description="model init is seeded by seed alone (identical replicas); data by (seed, rank)")
     batch_size: int = Field(0, ge=0, description="sequences (transformer) or samples (mlp) per step; 0 picks the kind's default")
     # transformer
@@ -41,8 +42,8 @@ class WorkloadConfig(BaseModel):
     mlp_layers: int = Field(3, ge=1, description="mlp hidden layers")
     classes: int = Field(10, ge=2, description="mlp classes (labels are the teacher's argmax)")
     # shapes
-    shapes: str = Field("gpt2-small:blocks=2", description="preset name, llama:... spec or .json file (shapes kind)")
-    compute_ms: float = Field(100.0, ge=0.0, le=MAX_COMPUTE_MS, description="stand-in forward+backward time per step (shapes kind)")
+    shapes: str = Field("gpt2-small:blocks=2", description="shapes workload: preset, llama:... spec or .json file.")
+    compute_ms: float = Field(100.0, ge=0.0, le=MAX_COMPUTE_MS, description="shapes workload: stand-in forward/backward time.")
     target_scale: float = Field(0.02, gt=0.0, description="shapes kind: std of the quadratic's targets (GPT-2's init std)")
     grad_noise: float = Field(0.5, ge=0.0, description="shapes kind: per-step gradient noise, relative to target_scale")
     heterogeneity: float = Field(0.3, ge=0.0, description="shapes kind: spread of per-rank targets around the shared one")

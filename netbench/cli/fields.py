@@ -1,0 +1,178 @@
+"""Command-line options generated from the config models, so each option is declared once.
+
+An option that sets a config field (``--topk`` sets ``ReplicatorConfig.topk``) takes its name from
+the table below and its default and help text from the field itself (``Field(32, description=...)``);
+every command that offers it (`run`, `worker`, `plan`, `calibrate`, `sweep`) builds it here, and the
+map from field to option that names the option in a one-line error is derived from the same table.
+Commands list the fields they take with :func:`expand`, which writes one typer option per field
+into the command's signature (the way torchtitan derives its CLI from its config dataclasses)
+and hands the values to the command as one ``{field: value}`` dict.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, TypeVar
+
+import typer
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from netbench.orchestrator.config import RunConfig
+from netbench.replicators.config import ReplicatorConfig
+from netbench.workloads.config import WorkloadConfig
+
+Settings = dict[str, Any]  # field -> the value given on the command line (or the option's default)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class FieldOption:
+    """One command-line option that sets one field of a config model."""
+
+    model: type[BaseModel]
+    field: str
+    decls: tuple[str, ...]  # ("--replicator", "-r"), ("--sign/--no-sign",)
+    cli_type: Any  # what the option parses: the field's type, or str where the CLI accepts more (a rate, "auto")
+    cli_default: Any = PydanticUndefined  # the field's default unless the option has its own (--bucket-mb auto)
+    cli_note: str = ""  # what the option accepts beyond the field ("; auto: from the link")
+    optional_type: Any = None  # the type when the option may be left out (sweep), if not cli_type
+
+    @property
+    def name(self) -> str:
+        """The long option, as errors name it: ``--sign`` for ``--sign/--no-sign``."""
+        return self.decls[0].split("/")[0]
+
+    @property
+    def description(self) -> str:
+        """The field's description: the one help text of this option."""
+        text = self.model.model_fields[self.field].description
+        assert text, f"{self.model.__name__}.{self.field} needs a description: it is the help of {self.name}"
+        return text
+
+    @property
+    def default(self) -> Any:
+        """The option's default: the field's (4 for a float field shows as 4.0, as the option parses it), or the option's own."""
+        if self.cli_default is not PydanticUndefined:
+            return self.cli_default
+        default = self.model.model_fields[self.field].default
+        return float(default) if self.cli_type is float and isinstance(default, int) else default
+
+    def option(self, *, optional: bool = False) -> Any:
+        """The typer option; ``optional``: default None (unset: the scenario file's value, else the field's default)."""
+        if optional:
+            default = self.model.model_fields[self.field].default
+            shown = ("on" if default else "off") if isinstance(default, bool) else f"{default:g}" if isinstance(default, (int, float)) else default
+            return typer.Option(None, *self.decls, help=f"{self.description.removesuffix('.')} (default {shown}).")
+        help_text = f"{self.description.removesuffix('.')}{self.cli_note}." if self.cli_note else self.description
+        return typer.Option(self.default, *self.decls, help=help_text)
+
+    def parameter(self, *, optional: bool = False) -> inspect.Parameter:
+        """This option as a keyword parameter named for the field, ready for a command's signature."""
+        annotation = Optional[self.optional_type or self.cli_type] if optional else self.cli_type
+        return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, default=self.option(optional=optional),
+                                 annotation=annotation)
+
+
+def _table(*options: FieldOption) -> dict[str, FieldOption]:
+    return {o.field: o for o in options}
+
+
+def _rep(field: str, *decls: str, cli_type: Any, **kw: Any) -> FieldOption:
+    return FieldOption(ReplicatorConfig, field, decls or (f"--{field.replace('_', '-')}",), cli_type, **kw)
+
+
+REPLICATOR = _table(
+    _rep("name", "--replicator", "-r", cli_type=str),
+    _rep("topk", cli_type=int), _rep("chunk", cli_type=int), _rep("rate", cli_type=float), _rep("sync_every", cli_type=int),
+    _rep("value_dtype", cli_type=str), _rep("index_dtype", cli_type=str), _rep("grad_dtype", cli_type=str),
+    _rep("rank", cli_type=float), _rep("mu", cli_type=float),
+    _rep("params_every", cli_type=int), _rep("m1_every", cli_type=int), _rep("m2_every", cli_type=int),
+    _rep("sign", "--sign/--no-sign", cli_type=bool), _rep("lr", cli_type=float),
+    _rep("bucket_mb", cli_type=str, cli_default="auto", cli_note="; auto: from the link", optional_type=float),
+    _rep("overlap_backward", "--overlap-backward/--no-overlap-backward", cli_type=bool),
+    _rep("optimizer", cli_type=str),
+)
+WORKLOAD = _table(
+    FieldOption(WorkloadConfig, "kind", ("--workload", "-w"), str),
+    FieldOption(WorkloadConfig, "shapes", ("--shapes",), str),
+    FieldOption(WorkloadConfig, "compute_ms", ("--compute-ms",), float),
+)
+RUN = _table(
+    FieldOption(RunConfig, "steps", ("--steps",), int),
+    FieldOption(RunConfig, "warmup_steps", ("--warmup",), int),
+    FieldOption(RunConfig, "timeout_s", ("--timeout",), Optional[float]),
+    FieldOption(RunConfig, "capture", ("--capture/--no-capture",), bool),
+    FieldOption(RunConfig, "keep_pcap", ("--pcap",), bool),
+    FieldOption(RunConfig, "out_dir", ("--out",), Path),
+    FieldOption(RunConfig, "threads", ("--threads",), int),
+    FieldOption(RunConfig, "gpus_per_node", ("--gpus-per-node", "-G"), int),
+    FieldOption(RunConfig, "intra_bw_bps", ("--intra-bw",), Optional[str]),  # tc units, parsed by hybrid_options.intra_rate
+)
+
+
+def option_names(table: Mapping[str, FieldOption], prefix: str = "") -> dict[str, str]:
+    """Field (``prefix`` + name) -> option, for one-line errors that name what the user typed."""
+    return {prefix + field: o.name for field, o in table.items()}
+
+
+@dataclass(frozen=True)
+class Group:
+    """The options of some fields of one table, written into a command's signature in place of one parameter."""
+
+    table: Mapping[str, FieldOption]
+    fields: tuple[str, ...]
+    optional: bool = False
+
+    def parameters(self) -> list[inspect.Parameter]:
+        return [self.table[f].parameter(optional=self.optional) for f in self.fields]
+
+
+def group(table: Mapping[str, FieldOption], *fields: str, optional: bool = False) -> Group:
+    unknown = [f for f in fields if f not in table]
+    assert not unknown, f"no option for {unknown}"
+    return Group(table, fields, optional)
+
+
+class _Placeholder:
+    """Default of a parameter that :func:`expand` replaces; never seen by the command."""
+
+    def __repr__(self) -> str:
+        return "FROM_FIELDS"
+
+
+FROM_FIELDS: Any = _Placeholder()
+
+
+def expand(**groups: Group) -> Callable[[F], F]:
+    """Replace each parameter named in ``groups`` (``rep: Settings = FROM_FIELDS``) by its group's options, in place.
+
+    The command then receives that parameter as ``{field: value}``, in the group's order, and typer sees
+    one option per field (``--topk``, ``--chunk``, ...) where the parameter stood.
+    """
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        missing = set(groups) - set(signature.parameters)
+        assert not missing, f"{command.__name__} has no parameter {missing}"
+        params: list[inspect.Parameter] = []
+        for p in signature.parameters.values():
+            params.extend(groups[p.name].parameters() if p.name in groups else [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)])
+        names = [p.name for p in params]
+        assert len(names) == len(set(names)), f"{command.__name__}: an option is listed twice: {names}"
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            for name, g in groups.items():
+                kwargs[name] = {f: kwargs.pop(f) for f in g.fields}
+            return command(**kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        wrapper.option_groups = groups  # type: ignore[attr-defined]  # for tests/test_cli_options.py
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

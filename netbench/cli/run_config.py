@@ -1,0 +1,53 @@
+"""The validated RunConfig of `run`, `worker` and `exec`, and the run-wide settings they parse with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import pydantic
+from rich.console import Console
+
+from netbench.cli.errors import UserError
+from netbench.cli.fields import RUN, option_names
+from netbench.validation import one_line
+
+console = Console(stderr=True)
+
+
+
+def build_run_config(**settings: Any):
+    """``RunConfig(**settings)``; a bad value is one UserError line naming its option."""
+    from netbench.orchestrator.config import RunConfig
+
+    try:
+        return RunConfig(**settings)
+    except pydantic.ValidationError as exc:
+        raise UserError(one_line(exc, option_names(RUN), options=True)) from None
+
+
+def dilation_factor(text: str, nodes: int) -> float:
+    """``--dilation`` as a factor for ``nodes`` nodes on this host; bad input is a UserError."""
+    from netbench.model.testbed import host_cpus
+    from netbench.orchestrator.dilation import parse_dilation
+
+    try:
+        return parse_dilation(text, nodes, host_cpus())
+    except ValueError as exc:
+        raise UserError(f"--dilation: {exc}") from None
+
+
+def run_calibration(explicit: Optional[Path], quiet: bool = False, replicators=()):
+    """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none
+    or lacks the encode/decode cost of ``replicators``' settings."""
+    from netbench.model.calibration import CalibrationError
+    from netbench.model.hostcache import host_calibration
+
+    def told(path: Path) -> None:
+        if not quiet:
+            console.print(f"measuring this host's model constants once (a few seconds), cached in {path}")
+
+    try:
+        return host_calibration(explicit, on_measure=told, replicators=replicators)
+    except CalibrationError as exc:
+        raise UserError(f"--calibration: {exc}") from None

@@ -1,0 +1,147 @@
+"""Each command-line option that sets a config field is declared once, from that field (netbench/cli/fields.py).
+
+These tests read the commands as click sees them (what `--help` prints and what the parser accepts),
+so an option declared by hand beside the generated one, or a help text that drifted from the
+field's description, fails here rather than in a user's terminal.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+
+from netbench.cli import cluster_options, fields
+from netbench.cli.app import app
+
+TABLES = {"ReplicatorConfig": fields.REPLICATOR, "WorkloadConfig": fields.WORKLOAD, "RunConfig": fields.RUN}
+ALL = [o for table in TABLES.values() for o in table.values()]
+
+# Options that share a field option's name but mean something else in that command, with why.
+OWN: dict[tuple[str, str], str] = {
+    ("plan", "--replicator"): "a comma list of replicators, or all",
+    ("plan", "--shapes"): "any preset or file, exclusive with --params",
+    ("plan", "--compute-ms"): "the model's compute time per step (default 0), not the shapes workload's stand-in",
+    ("plan", "--gpus-per-node"): "accelerators per node of the modelled cluster",
+    ("plan", "--intra-bw"): "the intra-node rate per accelerator",
+    ("calibrate", "--replicator"): "the schemes whose compression cost to time",
+    ("calibrate", "--shapes"): "the shapes of the compression timing",
+    ("calibrate", "--steps"): "timed steps per scheme",
+    ("calibrate", "--out"): "where the calibration is saved",
+    ("sweep", "--replicator"): "a comma list: a grid axis",
+    ("sweep", "--steps"): "the scenario's steps per point (default 10)",
+    ("sweep", "--warmup"): "the scenario's warm-up steps per point",
+    ("sweep", "--out"): "the sweep folder",
+    ("exec", "--timeout"): "the time limit of the user's program, not the collective timeout",
+    ("exec", "--warmup"): "steps the program records with netbench.step() (default 1)",
+    ("exec", "--threads"): "OMP_NUM_THREADS of the user's program",
+}
+
+
+def commands() -> dict[str, Any]:
+    return dict(typer.main.get_command(app).commands)
+
+
+def long_name(param: Any) -> str:
+    return next((o for o in param.opts if o.startswith("--")), param.opts[0])
+
+
+def generated_from(param: Any) -> fields.FieldOption | None:
+    """The field option ``param`` was generated from (its declarations, default and help all match), or None."""
+    for o in ALL:
+        if tuple(param.opts + param.secondary_opts) != tuple(d for decl in o.decls for d in decl.split("/")):
+            continue
+        for optional in (False, True):
+            info = o.option(optional=optional)
+            if param.help == info.help and param.default == info.default:
+                return o
+    return None
+
+
+def test_every_option_maps_to_one_field_with_a_description() -> None:
+    names = [o.name for o in ALL]
+    assert len(names) == len(set(names)), "two fields share an option name"
+    for o in ALL:
+        assert o.field in o.model.model_fields, f"{o.name}: {o.model.__name__} has no field {o.field}"
+        assert o.description.endswith("."), f"{o.model.__name__}.{o.field}: its description is {o.name}'s help: end it with a period"
+    for table in TABLES.values():
+        assert fields.option_names(table) == {f: o.name for f, o in table.items()}
+
+
+@pytest.mark.parametrize("command", sorted(commands()))
+def test_every_field_a_command_takes_has_exactly_one_option(command: str) -> None:
+    by_field: dict[str, list[str]] = {}
+    field_names = {o.name for o in ALL}
+    for param in commands()[command].params:
+        if not param.opts[0].startswith("-"):
+            continue  # an argument
+        name = long_name(param)
+        source = generated_from(param)
+        if source is not None:
+            by_field.setdefault(f"{source.model.__name__}.{source.field}", []).append(name)
+        elif name in field_names:
+            assert (command, name) in OWN, (f"`netbench {command} {name}` is declared by hand but sets a config field: "
+                                           "take it from netbench/cli/fields.py (or list it in OWN with why it differs)")
+    assert all(len(options) == 1 for options in by_field.values()), by_field
+
+
+def test_run_and_plan_share_the_help_of_every_shared_option() -> None:
+    run = {long_name(p): p for p in commands()["run"].params}
+    plan = {long_name(p): p for p in commands()["plan"].params}
+    shared = [name for name in run.keys() & plan.keys() if ("plan", name) not in OWN and generated_from(run[name])]
+    assert {"--topk", "--value-dtype", "--grad-dtype", "--rank", "--bucket-mb"} <= set(shared)
+    for name in shared:
+        assert run[name].help == plan[name].help, name
+        assert run[name].default == plan[name].default, name
+
+
+def test_value_dtype_help_names_every_replicator_it_applies_to() -> None:
+    for command in ("run", "worker", "plan", "calibrate"):
+        (param,) = [p for p in commands()[command].params if long_name(p) == "--value-dtype"]
+        assert param.help.startswith("dct/random/striding:"), (command, param.help)
+
+
+def test_error_names_are_options_that_exist() -> None:
+    run_options = {o for p in commands()["run"].params for o in p.opts + p.secondary_opts}
+    for field, names in cluster_options.OPTION_NAMES.items():
+        for name in names.split("/"):
+            assert name in run_options, f"ClusterSpec.{field} is reported as {name}, which `netbench run` does not have"
+    for o in ALL:
+        assert o.name in run_options | {"--sign", "--overlap-backward", "--capture"}
+
+
+def test_scheme_settings_are_replicator_config_fields() -> None:
+    from netbench.model.schemes import SchemeSettings
+    from netbench.replicators.config import ReplicatorConfig
+
+    for name, info in SchemeSettings.model_fields.items():
+        original = ReplicatorConfig.model_fields[name]
+        assert (info.annotation, info.default, info.metadata) == (original.annotation, original.default, original.metadata), name
+
+
+def test_no_cli_module_imports_the_app_or_a_private_name() -> None:
+    for path in Path(fields.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("netbench"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, f"{path.name} imports {node.module}.{private[0]}"
+                if path.name not in ("app.py", "entry.py"):  # entry.py: the console script calls app.main
+                    assert node.module != "netbench.cli.app", f"{path.name} imports the app: commands register in app.py"
+
+
+@pytest.mark.skipif(shutil.which("netbench") is None, reason="the netbench console script is not installed")
+def test_console_script_help_and_errors_come_from_the_fields(tmp_path: Path) -> None:
+    from netbench.replicators.config import ReplicatorConfig
+
+    env = {**os.environ, "COLUMNS": "400", "NETBENCH_CALIBRATION": str(tmp_path / "calibration.json")}
+    shown = subprocess.run(["netbench", "plan", "--help"], capture_output=True, text=True, env=env, check=True).stdout
+    assert ReplicatorConfig.model_fields["value_dtype"].description in shown
+    bad = subprocess.run(["netbench", "plan", "--value-dtype", "fp8"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--value-dtype" in bad.stderr, bad.stderr
