@@ -1,0 +1,1 @@
+"""The run directory: its layout (layout.py) and its typed summary (summary.py)."""
