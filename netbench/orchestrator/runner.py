@@ -2,8 +2,9 @@
 
 Data flows one way: RunConfig -> Cluster (+ capture) -> workers (JSONL records) -> steps.csv,
 run.json, summary. As in Mininet's build/start/stop, each phase is one function; what the run
-learns goes into one :class:`Outcome`, so however far it got, ``collect`` writes the same run
-directory from it:
+learns goes into one :class:`RunOutcome`, so however far it got, ``collect`` writes the same run
+directory from it. Building and tearing down the cluster around the middle phases is
+:func:`~netbench.orchestrator.phases.hold_cluster`, shared with `netbench exec`:
 
     prepare    calibrate, dilate, name the run, make its RunDir: nothing is built yet, so bad
                input fails here
