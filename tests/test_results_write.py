@@ -16,6 +16,7 @@ from scapy.utils import wrpcap
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
+from netbench.rundir.layout import RunDir
 from netbench.workloads.config import WorkloadConfig
 
 T0 = 1_700_000_000.0
@@ -57,8 +58,8 @@ def pcap(path: Path, times: list[float]) -> Path:
 def write(tmp_path: Path, recs: dict, pcaps: dict[int, Path]) -> tuple[dict, dict]:
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
-    return results.write_run(run_dir, config(tmp_path), recs, run_id="abc123", status="ok", reason=None, started=T0,
-                             warnings=[], cluster={}, pcaps=pcaps, addresses={0: NODE, 1: PEER})
+    return results.write_run(RunDir(run_dir), results.RunOutput(config(tmp_path), recs, run_id="abc123", status="ok", reason=None,
+                                                                started=T0, warnings=[], cluster={}, pcaps=pcaps, addresses={0: NODE, 1: PEER}))
 
 
 def saved(tmp_path: Path) -> tuple[pd.DataFrame, dict]:

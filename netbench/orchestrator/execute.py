@@ -1,6 +1,6 @@
 """`netbench exec`: any program, once per node, on the emulated cluster, measured without touching it.
 
-The phases are `netbench run`'s (:mod:`netbench.orchestrator.runner`): a run directory, the
+The phases are `netbench run`'s (:mod:`netbench.orchestrator.phases`): a run directory, the
 cluster and its capture, one process per node, a watch loop, teardown whatever happened, then
 the same run directory. What differs is what runs: the user's COMMAND, started inside each
 node's namespace with the torch.distributed environment (RANK, WORLD_SIZE, MASTER_ADDR, ...),
@@ -36,7 +36,8 @@ from netbench.emulation.node import Node
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.node_output import OutputPump
-from netbench.orchestrator.runner import interrupted_reason, leftover_warnings, new_run_dir, start_capture, stop_capture
+from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
+from netbench.rundir.layout import RunDir
 from netbench.worker.counters import IfaceCounters, read_counters
 
 EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
@@ -141,7 +142,21 @@ class ExecResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: Path) -> dict[str, str]:
+@dataclass
+class ExecOutcome(Outcome):
+    """An exec's outcome: also the processes it started, and the exit status `netbench exec` ends with."""
+
+    procs: list[NodeProcess] = field(default_factory=list)
+    code: int = 0
+
+    def exit_status(self) -> int:
+        """The watch's exit status, unless the user stopped the run (130, or 128 + signal) or netbench failed (125)."""
+        if self.interrupted is not None:
+            return EXIT_INTERRUPTED if isinstance(self.interrupted, KeyboardInterrupt) else int(getattr(self.interrupted, "code", 1) or 1)
+        return EXIT_NETBENCH_FAILED if self.error is not None else self.code
+
+
+def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: RunDir) -> dict[str, str]:
     """torch.distributed's environment for one node, plus where the step API writes."""
     world = len(cluster.nodes)
     return {
@@ -149,14 +164,14 @@ def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: Path) ->
         "GROUP_RANK": str(node.index), "MASTER_ADDR": cluster.nodes[0].address, "MASTER_PORT": str(config.master_port),
         "GLOO_SOCKET_IFNAME": node.iface, "NCCL_SOCKET_IFNAME": node.iface, "OMP_NUM_THREADS": str(config.run.threads),
         "PYTHONUNBUFFERED": "1",
-        "NETBENCH_RUN_ID": cluster.names.run_id, "NETBENCH_RUN_DIR": str(run_dir.resolve()),
-        "NETBENCH_RECORDS": str((run_dir / "workers" / f"rank{node.index}.jsonl").resolve()),
+        "NETBENCH_RUN_ID": cluster.names.run_id, "NETBENCH_RUN_DIR": str(run_dir.path.resolve()),
+        "NETBENCH_RECORDS": str(run_dir.records_path(node.index).resolve()),
         "NETBENCH_RANK": str(node.index), "NETBENCH_WORLD_SIZE": str(world), "NETBENCH_IFACE": node.iface,
         "NETBENCH_WARMUP_STEPS": str(config.run.warmup_steps),
     }
 
 
-def _launch(config: ExecConfig, cluster: Cluster, run_dir: Path, echo: TextIO | None) -> list[NodeProcess]:
+def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None) -> list[NodeProcess]:
     import subprocess
 
     launched = []
@@ -164,7 +179,7 @@ def _launch(config: ExecConfig, cluster: Cluster, run_dir: Path, echo: TextIO | 
         before = node.call(read_counters, node.iface)
         proc = node.popen(list(config.command), env=node_env(config, cluster, node, run_dir), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        pump = OutputPump(node.index, proc.stdout, run_dir / "workers" / f"rank{node.index}.log", echo)
+        pump = OutputPump(node.index, proc.stdout, run_dir.log_path(node.index), echo)
         launched.append(NodeProcess(node, proc, pump, before, time.monotonic()))
     return launched
 
@@ -210,52 +225,35 @@ def _read_after(procs: list[NodeProcess]) -> None:
 def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Callable[[Cluster], None] | None = None) -> ExecResult:
     """Run COMMAND on every node of a fresh cluster; always tears down and writes the run directory."""
     names = RunNames.new()
-    run_dir = new_run_dir(config.run.out_dir, "exec", names)
+    run_dir = RunDir.create(config.run.out_dir, "exec", names.run_id)
     warnings = leftover_warnings()
-    status, reason, code = "ok", None, 0
-    cluster_info: dict[str, Any] = {}
-    pcaps: dict[int, Path] = {}
-    drops: dict[str, int] = {}
-    procs: list[NodeProcess] = []
+    outcome = ExecOutcome()
     started, clock = time.time(), time.monotonic()
-    pcap_dir = run_dir / "capture"
-    finished = False  # every node ended and the capture stopped: only teardown is left
-    cluster: Cluster | None = None
-    try:
-        cluster = Cluster(config.run.cluster, names=names)
-        with cluster:
-            cluster_info = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
-            capture = start_capture(cluster, pcap_dir, config.run.capture)
-            try:
-                procs = _launch(config, cluster, run_dir, echo)
-                if on_cluster:
-                    on_cluster(cluster)
-                status, reason, code = _watch(procs, config.timeout_s, cluster.check)
-            finally:
-                for p in procs:  # a signal or an error cut the watch short: nothing may outlive it
-                    p.stop("netbench stopped")
-                _read_after(procs)
-                pcaps, drops = stop_capture(capture, cluster)
-            finished = True
-            cluster.down()
-    except (KeyboardInterrupt, SystemExit) as exc:
-        if cluster is not None:
-            cluster.down()
-        if finished:  # everything was measured: the status stands, the exit status says the user stopped it
-            reason = reason or f"{interrupted_reason(exc)} during teardown; the command had finished"
-        else:
-            status, reason, pcaps = "failed", interrupted_reason(exc), {}  # the user wants out: skip parsing the capture
-        code = EXIT_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else int(getattr(exc, "code", 1) or 1)
-    except Exception as exc:  # noqa: BLE001 - recorded in run.json; the CLI reports it
-        status, reason, code = "failed", f"{type(exc).__name__}: {exc}", EXIT_NETBENCH_FAILED
+
+    def phases(cluster: Cluster) -> None:
+        outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
+        capture = start_capture(cluster, run_dir.capture, config.run.capture)
+        try:
+            outcome.procs = _launch(config, cluster, run_dir, echo)
+            if on_cluster:
+                on_cluster(cluster)
+            outcome.status, outcome.reason, outcome.code = _watch(outcome.procs, config.timeout_s, cluster.check)
+        finally:
+            for p in outcome.procs:  # a signal or an error cut the watch short: nothing may outlive it
+                p.stop("netbench stopped")
+            _read_after(outcome.procs)
+            stop_capture(capture, cluster, outcome)
+        outcome.measured = True
+
+    hold_cluster(config.run.cluster, names, outcome, "the command had finished", phases)
     wall = time.monotonic() - clock
-    for p in procs:
+    for p in outcome.procs:
         p.pump.join()
     try:
-        return _collect(config, run_dir, names, cluster_info, pcaps, drops, procs, status, reason, code, started, wall, warnings)
+        return _collect(config, run_dir, names, outcome, started, wall, warnings)
     finally:
         if not config.run.keep_pcap:
-            shutil.rmtree(pcap_dir, ignore_errors=True)
+            shutil.rmtree(run_dir.capture, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------ collect
@@ -302,7 +300,7 @@ def _declared(records: dict[int, list[dict]]) -> dict[str, Any] | None:
     return None
 
 
-def _model_config(config: ExecConfig, run_dir: Path, records: dict[int, list[dict]]) -> tuple[RunConfig, dict[str, Any] | None]:
+def _model_config(config: ExecConfig, run_dir: RunDir, records: dict[int, list[dict]]) -> tuple[RunConfig, dict[str, Any] | None]:
     """The RunConfig the writer and the model see: the declared replicator on the declared shapes (saved as
     ``payload_shapes.json``, a shapes workload with no stand-in compute), or the defaults when nothing was declared."""
     from netbench.replicators.config import ReplicatorConfig
@@ -313,7 +311,7 @@ def _model_config(config: ExecConfig, run_dir: Path, records: dict[int, list[dic
     declared = _declared(records)
     if declared:
         try:
-            shapes_path = run_dir / "payload_shapes.json"
+            shapes_path = run_dir.payload_shapes
             shapes_path.write_text(json.dumps({"shapes": declared["shapes"]}, indent=1) + "\n")
             update["replicator"] = ReplicatorConfig.model_validate(declared["replicator"])
             update["workload"] = WorkloadConfig(kind="shapes", shapes=str(shapes_path), compute_ms=0.0)
@@ -335,22 +333,23 @@ def _fill_payload(records: dict[int, list[dict]], model_config: RunConfig, decla
                 r["payload_bytes"] = decl.bytes_on(r["step"] + 1) if decl else float("nan")
 
 
-def _collect(config: ExecConfig, run_dir: Path, names: RunNames, cluster_info: dict, pcaps: dict[int, Path], drops: dict[str, int],
-             procs: list[NodeProcess], status: str, reason: str | None, code: int, started: float, wall: float,
+def _collect(config: ExecConfig, run_dir: RunDir, names: RunNames, outcome: ExecOutcome, started: float, wall: float,
              warnings: list[str]) -> ExecResult:
     """run.json and steps.csv through the run writer, with the per-node results under ``exec``."""
-    nodes = [_node_result(p, pcaps.get(p.node.index)) for p in procs]
-    records = {rank: results.read_records(run_dir / "workers" / f"rank{rank}.jsonl") for rank in range(config.run.cluster.nodes)}
+    nodes = [_node_result(p, outcome.pcaps.get(p.node.index)) for p in outcome.procs]
+    records = run_dir.all_records(config.run.cluster.nodes)
     model_config, declared = _model_config(config, run_dir, records)
     usable = declared is not None and "error" not in declared
     _fill_payload(records, model_config, declared)
+    code = outcome.exit_status()
     extra = {"launcher": "netbench exec", "exec": {"command": list(config.command), "exit_code": code, "wall_time_s": wall,
                                                     "timeout_s": config.timeout_s, "nodes": nodes, "payload": declared}}
-    summary, run_json = results.write_run(
-        run_dir, model_config, records, run_id=names.run_id, status=status, reason=reason, started=started, warnings=warnings,
-        cluster=cluster_info, extra=extra, pcaps=pcaps,
-        addresses={rank: names.address(rank) for rank in pcaps}, capture={"dropped_by_port": drops}, predict=usable)
+    summary, run_json = results.write_run(run_dir, results.RunOutput(
+        config=model_config, records=records, run_id=names.run_id, status=outcome.status, reason=outcome.reason, started=started,
+        warnings=warnings, cluster=outcome.cluster, extra=extra, pcaps=outcome.pcaps,
+        addresses={rank: names.address(rank) for rank in outcome.pcaps}, capture={"dropped_by_port": outcome.capture_drops},
+        predict=usable))
     summary["replicator"] = model_config.replicator.name if usable else "none"
     run_json["summary"] = summary
-    results.write_run_json(run_dir / "run.json", run_json)
-    return ExecResult(run_dir, names.run_id, status, reason, code, wall, nodes, summary)
+    results.write_run_json(run_dir.run_json, run_json)
+    return ExecResult(run_dir.path, names.run_id, outcome.status, outcome.reason, code, wall, nodes, summary)

@@ -11,7 +11,6 @@ bytes come from the interface counters, and the capture columns of steps.csv sta
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import secrets
@@ -34,6 +33,7 @@ from netbench.model.hostcache import host_calibration
 from netbench.model.testbed import host_cpus
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
+from netbench.rundir.layout import RunDir, finished, partial_records, read_records, record_files
 from netbench.worker.counters import CounterError, read_counters
 from netbench.worker.records import RecordWriter, set_aside
 from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, resolve
@@ -117,7 +117,7 @@ def plan(config: RunConfig, rendezvous_spec: ResolvedSpec, run_id: str, shaping:
     """This rank's worker spec; only local rank 0 shapes, since every local rank shares the host's interface."""
     env = os.environ if environ is None else environ
     rendezvous_fields = rendezvous_spec.spec
-    partial = config.out_dir / f"{run_id}.partial" / f"rank{rendezvous_fields.rank}.jsonl"
+    partial = partial_records(config.out_dir, run_id, rendezvous_fields.rank)
     spec = rendezvous_fields.model_copy(update={
         "steps": config.steps, "warmup_steps": config.warmup_steps, "replicator": config.replicator,
         "workload": config.workload, "out_path": str(partial), "timeout_s": timeout_s, "threads": config.threads,
@@ -146,7 +146,7 @@ def _gather(plan: HostPlan, node: dict[str, Any]) -> dict[int, dict[str, Any]] |
     import torch.distributed as dist
 
     spec = plan.spec.spec
-    payload = {"records": results.read_records(plan.partial), "node": node}
+    payload = {"records": read_records(plan.partial), "node": node}
     gathered: list[Any] | None = [None] * spec.world_size if spec.rank == 0 else None
     dist.gather_object(payload, gathered, dst=0)
     return dict(enumerate(gathered)) if gathered is not None else None
@@ -162,7 +162,7 @@ def _gather_and_save(plan: HostPlan, node: dict[str, Any], started: float, state
 
     gathered = _gather(plan, node)
     if gathered is not None:
-        state.update(gathered=gathered, run_dir=_save_records(plan, gathered, started))
+        state.update(gathered=gathered, run_dir=_save_records(plan, gathered, started).path)
     saved = [gathered is not None]
     dist.broadcast_object_list(saved, src=0)
     state["saved"] = bool(saved[0])
@@ -184,19 +184,14 @@ def run_host(plan: HostPlan) -> HostOutcome:
         code = run_worker(plan.spec, after_steps=lambda: _gather_and_save(plan, node, started, state))
         if rank != 0:
             return _leave(plan, code, sent=bool(state.get("saved")))
-        gathered = state.get("gathered") or {0: {"records": results.read_records(plan.partial), "node": node}, **_left_here(plan)}
+        gathered = state.get("gathered") or {0: {"records": read_records(plan.partial), "node": node}, **_left_here(plan)}
         outcome = _write(plan, code, gathered, started, state.get("run_dir"))
     return outcome
 
 
 def _left_here(plan: HostPlan) -> dict[int, dict[str, Any]]:
     """Other ranks' record files on this host (one machine, or a shared --out): a failed run keeps them too."""
-    found = {}
-    for path in sorted(plan.partial.parent.glob("rank*.jsonl")):
-        rank = int(path.stem.removeprefix("rank")) if path.stem.removeprefix("rank").isdigit() else None
-        if rank not in (None, 0):
-            found[rank] = {"records": results.read_records(path), "node": {"rank": rank}}
-    return found
+    return {rank: {"records": read_records(path), "node": {"rank": rank}} for rank, path in record_files(plan.partial.parent).items() if rank != 0}
 
 
 def _discard(partial: Path) -> None:
@@ -220,7 +215,7 @@ def _failure(records: dict[int, list[dict]], code: int) -> str:
     errors = [f"rank {rank}: {r['error']}" for rank, recs in sorted(records.items()) for r in recs if r.get("event") == "error"]
     if errors:
         return errors[0]
-    missing = [rank for rank, recs in sorted(records.items()) if not any(r.get("event") == "done" for r in recs)]
+    missing = [rank for rank, recs in sorted(records.items()) if not finished(recs)]
     return f"rank {missing[0]} did not finish" if missing else f"rank 0 exited with code {code}"
 
 
@@ -244,27 +239,11 @@ def _model_view(plan: HostPlan, nodes: list[dict[str, Any]]) -> tuple[RunConfig,
     return config.model_copy(update={"cluster": cluster}), max(1, cpus), warnings
 
 
-def _run_dir(plan: HostPlan, started: float) -> Path:
-    """A new run directory of this run's own (a rerun within the same second gets a suffix, never a shared folder)."""
-    config = plan.config
-    stamp = dt.datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S")
-    base = safe_files.make_folder(config.out_dir) / f"{stamp}-{config.replicator.name}-{plan.run_id}"
-    for attempt in range(1, 100):
-        run_dir = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
-        try:
-            run_dir.mkdir()
-            return run_dir
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"{base}: 99 run directories of this name already exist")
-
-
-def _save_records(plan: HostPlan, gathered: dict[int, dict[str, Any]], started: float) -> Path:
+def _save_records(plan: HostPlan, gathered: dict[int, dict[str, Any]], started: float) -> RunDir:
     """Rank 0: a new run directory holding every rank's records (workers/rankN.jsonl), before anything else."""
-    run_dir = _run_dir(plan, started)
-    (run_dir / "workers").mkdir()
+    run_dir = RunDir.create(plan.config.out_dir, plan.config.replicator.name, plan.run_id, started)
     for rank, part in sorted(gathered.items()):
-        with RecordWriter(run_dir / "workers" / f"rank{rank}.jsonl") as writer:
+        with RecordWriter(run_dir.records_path(rank)) as writer:
             for record in part["records"]:
                 writer.write(record)
     return run_dir
@@ -273,27 +252,32 @@ def _save_records(plan: HostPlan, gathered: dict[int, dict[str, Any]], started: 
 def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], started: float, run_dir: Path | None = None) -> HostOutcome:
     """Rank 0: the run directory, exactly as `netbench run` lays it out, from every rank's records."""
     config = plan.config
-    run_dir = run_dir or _save_records(plan, gathered, started)
+    folder = RunDir(run_dir) if run_dir is not None else _save_records(plan, gathered, started)
     records = {rank: part["records"] for rank, part in sorted(gathered.items())}
-    complete = len(records) == config.cluster.nodes * config.gpus_per_node and all(any(r.get("event") == "done" for r in recs) for recs in records.values())
+    complete = len(records) == config.cluster.nodes * config.gpus_per_node and all(finished(recs) for recs in records.values())
     status, reason = ("ok", None) if code == 0 and complete else ("failed", _failure(records, code))
     nodes = [part["node"] for _, part in sorted(gathered.items())]
     model_config, cpus, warnings = _model_view(plan, nodes)
-    cluster_info = {
+    try:  # this host's calibration, measured after training when the cache has none; a failure only costs the prediction
+        calibration = host_calibration(replicators=(model_config.replicator,)) if status == "ok" else None
+    except Exception:  # noqa: BLE001
+        calibration = None
+    summary, _ = results.write_run(folder, results.RunOutput(
+        config=model_config, records=records, run_id=plan.run_id, status=status, reason=reason, started=started, warnings=warnings,
+        cluster=_cluster_info(plan, model_config, nodes),
+        extra={"collective_timeout_s": plan.spec.spec.timeout_s, "launcher": "torchrun", "dilation": 1.0},
+        capture={"reason": NO_CAPTURE}, cpus=cpus, calibration=calibration,
+        fidelity={"ok": True, "reasons": [], "observed": None, "note": "real hosts: nothing emulated"}))
+    _discard(plan.partial)
+    return HostOutcome(code if status == "ok" else max(code, 1), 0, folder.path, summary)
+
+
+def _cluster_info(plan: HostPlan, model_config: RunConfig, nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """run.json's cluster for real hosts: each node's facts, the links as the model sees them, torchrun's rendezvous."""
+    return {
         "mode": "torchrun", "run_id": plan.run_id, "nodes": nodes,
         "delay_engine": "netem" if model_config.cluster.up.impaired else "none", "offload": model_config.cluster.offload == "on",
         "spec": model_config.cluster.model_dump(),
         "shaping": {f"rank{n['rank']}/{n.get('iface')}/up": n["shaping"] for n in nodes if n.get("shaping")},
         "rendezvous": {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME")},
     }
-    try:  # this host's calibration, measured after training when the cache has none; a failure only costs the prediction
-        calibration = host_calibration(replicators=(model_config.replicator,)) if status == "ok" else None
-    except Exception:  # noqa: BLE001
-        calibration = None
-    summary, _ = results.write_run(
-        run_dir, model_config, records, run_id=plan.run_id, status=status, reason=reason, started=started, warnings=warnings,
-        cluster=cluster_info, extra={"collective_timeout_s": plan.spec.spec.timeout_s, "launcher": "torchrun", "dilation": 1.0},
-        capture={"reason": NO_CAPTURE}, cpus=cpus, calibration=calibration,
-        fidelity={"ok": True, "reasons": [], "observed": None, "note": "real hosts: nothing emulated"})
-    _discard(plan.partial)
-    return HostOutcome(code if status == "ok" else max(code, 1), 0, run_dir, summary)

@@ -13,6 +13,7 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,21 +27,11 @@ from netbench.model.predict import predict_run
 from netbench.orchestrator import health
 from netbench.orchestrator.hybrid_results import hybrid_summary
 from netbench.rundir.summary import RunSummary, reduced_metrics
+from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 
 if TYPE_CHECKING:
     from netbench.orchestrator.config import RunConfig
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Every complete JSON line of a worker's record file (a killed worker may leave half a line)."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
 
 
 def steps_frame(records_by_rank: dict[int, list[dict]]) -> pd.DataFrame:
@@ -176,50 +167,57 @@ def config_summary(config: "RunConfig") -> dict[str, Any]:
     ).to_json()
 
 
-def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]], *, run_id: str, status: str,
-              reason: str | None, started: float, warnings: list[str], cluster: dict[str, Any],
-              extra: dict[str, Any] | None = None, pcaps: dict[int, Path] | None = None,
-              addresses: dict[int, str] | None = None, capture: dict[str, Any] | None = None,
-              cpus: int | None = None, predict: bool = True, calibration: Any = None,
-              fidelity: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+@dataclass
+class RunOutput:
+    """What a run produced, as the writer takes it: every rank's records, how the run ended, what it ran on.
+
+    Shared by `netbench run` (emulated cluster, optional capture), `netbench exec` and rank 0 of
+    `netbench worker` (real hosts under torchrun).
+    """
+
+    config: "RunConfig"  # the run as reported (undilated); the model predicts it
+    records: dict[int, list[dict]]  # every rank's worker records
+    run_id: str
+    status: str  # "ok" or "failed"
+    reason: str | None  # why it failed (naming the node), or a note on an ok run
+    started: float  # wall-clock start (time.time())
+    warnings: list[str]
+    cluster: dict[str, Any]  # how the nodes came to be
+    extra: dict[str, Any] = field(default_factory=dict)  # further top-level run.json keys (launcher, ...)
+    pcaps: dict[int, Path] = field(default_factory=dict)  # each rank's capture (a node's goes with its first worker)
+    addresses: dict[int, str] = field(default_factory=dict)  # each captured rank's address
+    capture: dict[str, Any] = field(default_factory=dict)  # further capture facts (drops, why there is none)
+    cpus: int | None = None  # the cores the model takes the nodes to share (None: this host's, as emulated nodes do)
+    predict: bool = True  # False leaves the model out (`netbench exec` of a program that declared no payload)
+    calibration: Any = None  # the HostCalibration the prediction uses (None: the saved one)
+    fidelity: dict[str, Any] | None = None  # the run's verdict on its own emulation (netbench.orchestrator.fidelity)
+
+
+def write_run(run_dir: RunDir, out: RunOutput) -> tuple[dict[str, Any], dict[str, Any]]:
     """Write a run directory's steps.csv and run.json from every rank's records; returns (summary, run.json).
 
-    The one writer of the format, shared by `netbench run` (emulated cluster, optional capture)
-    and rank 0 of `netbench worker` (real hosts under torchrun): ``cluster`` says how the nodes
-    came to be, ``extra`` adds top-level run.json keys, ``capture`` extra capture facts, and
-    ``cpus`` the cores the model takes the nodes to share (None: this host's, as emulated nodes do),
-    ``calibration`` the HostCalibration the prediction uses (None: the saved one), ``fidelity``
-    the run's verdict on its own emulation (:mod:`netbench.orchestrator.fidelity`);
-    ``predict=False`` leaves the model out (`netbench exec` of a program that declared no payload).
-
-    Both files are first written from the records alone, so what the workers measured is on disk
-    before the capture is parsed; the capture's columns are then added and both files rewritten
-    (each write atomic). A capture that cannot be parsed, or a Ctrl-C while it is, costs only
-    those columns: the reason says so and the Ctrl-C is raised again once the files are safe.
+    The one writer of the format. Both files are first written from the records alone, so what the
+    workers measured is on disk before the capture is parsed; the capture's columns are then added
+    and both files rewritten (each write atomic). A capture that cannot be parsed, or a Ctrl-C while
+    it is, costs only those columns: the reason says so and the Ctrl-C is raised again once the
+    files are safe.
     """
-    steps = steps_frame(records)
+    steps = steps_frame(out.records)
     for column in CAPTURE_COLUMNS:  # the same columns with or without a capture
         if column not in steps:
             steps[column] = pd.Series(dtype="float64")
-    start = next((x for x in records.get(0, []) if x.get("event") == "start"), None) or {}
-    prediction: dict[str, Any] = {}
-    if status == "ok" and predict:  # the model's prediction beside the measurement; a model failure never fails the run
-        rates = config_summary(config)
-        known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
-        calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
-        predicted = predict_run(config, steps, start.get("n_params"), calib, cpus=cpus, identity=identity) if known else {"error": "link rate unknown"}
-        prediction = {"predicted" if "error" not in predicted else "prediction_error": predicted.get("error", predicted)}
-    capture_facts = {"enabled": bool(pcaps), **(capture or {}), "bytes_by_peer": {}}
-    if pcaps and not steps.empty:
+    start = start_record(out.records.get(0, []))
+    prediction = _prediction(out, steps, start) if out.status == "ok" and out.predict else {}
+    capture_facts = {"enabled": bool(out.pcaps), **out.capture, "bytes_by_peer": {}}
+    if out.pcaps and not steps.empty:
         capture_facts["parsed"] = False  # until the second write below
-    fields = dict(run_dir=run_dir, config=config, run_id=run_id, status=status, warnings=warnings, started=started,
-                  cluster=cluster, extra=extra, start=start, prediction=prediction, fidelity=fidelity)
-    summary, run_json = _write_files(steps, reason=reason, capture=capture_facts, **fields)
-    if not (pcaps and not steps.empty):
+    summary, run_json = _write_files(run_dir, out, steps, out.reason, start, prediction, capture_facts)
+    if not (out.pcaps and not steps.empty):
         return summary, run_json
     interrupted: BaseException | None = None
+    reason = out.reason
     try:
-        steps, peers, notes = attach_capture(steps, pcaps, addresses or {})
+        steps, peers, notes = attach_capture(steps, out.pcaps, out.addresses)
         capture_facts.update(parsed=True, bytes_by_peer=peers, **notes)
     except (KeyboardInterrupt, SystemExit) as exc:
         interrupted = exc
@@ -228,34 +226,43 @@ def write_run(run_dir: Path, config: "RunConfig", records: dict[int, list[dict]]
         capture_facts["error"] = f"capture not parsed: {type(exc).__name__}: {exc}"
     if "error" in capture_facts:
         reason = f"{reason}; {capture_facts['error']}" if reason else capture_facts["error"]
-    summary, run_json = _write_files(steps, reason=reason, capture=capture_facts, **fields)
+    summary, run_json = _write_files(run_dir, out, steps, reason, start, prediction, capture_facts)
     if interrupted is not None:
         raise interrupted
     return summary, run_json
 
 
-def _write_files(steps: pd.DataFrame, *, run_dir: Path, config: "RunConfig", run_id: str, status: str, reason: str | None,
-                 warnings: list[str], started: float, cluster: dict[str, Any], extra: dict[str, Any] | None,
-                 start: dict[str, Any], prediction: dict[str, Any], capture: dict[str, Any],
-                 fidelity: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> dict[str, Any]:
+    """The model's prediction beside the measurement, or why there is none; a model failure never fails the run."""
+    rates = config_summary(out.config)
+    known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
+    calibration = out.calibration
+    calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
+    predicted = predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity) if known else {"error": "link rate unknown"}
+    return {"predicted" if "error" not in predicted else "prediction_error": predicted.get("error", predicted)}
+
+
+def _write_files(run_dir: RunDir, out: RunOutput, steps: pd.DataFrame, reason: str | None, start: dict[str, Any],
+                 prediction: dict[str, Any], capture: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """steps.csv, then run.json (which names steps.csv's figures), each replaced atomically."""
-    write_steps_csv(steps, run_dir / "steps.csv")
+    config, fidelity = out.config, out.fidelity
+    write_steps_csv(steps, run_dir.steps_csv)
     summary = summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
-    summary.update({"run_id": run_id, "status": status, "reason": reason, **config_summary(config),
-                    "delay_engine": cluster.get("delay_engine"), "run_dir": str(run_dir)})
+    summary.update({"run_id": out.run_id, "status": out.status, "reason": reason, **config_summary(config),
+                    "delay_engine": out.cluster.get("delay_engine"), "run_dir": str(run_dir.path)})
     if fidelity is not None:
         summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "dilation", "cpu_stretch") if k in fidelity}
-    if status == "ok":
+    if out.status == "ok":
         summary.update(prediction)
         summary.update(health.slowdown(summary))
     run_json = {
-        "run_id": run_id, "status": status, "reason": reason, "warnings": warnings,
-        "started": dt.datetime.fromtimestamp(started).isoformat(), "wall_s": time.time() - started,
-        "argv": sys.argv, "config": json.loads(config.model_dump_json()), **(extra or {}), "cluster": cluster,
+        "run_id": out.run_id, "status": out.status, "reason": reason, "warnings": out.warnings,
+        "started": dt.datetime.fromtimestamp(out.started).isoformat(), "wall_s": time.time() - out.started,
+        "argv": sys.argv, "config": json.loads(config.model_dump_json()), **out.extra, "cluster": out.cluster,
         "versions": versions(), "workload": {"n_params": start.get("n_params"), "n_tensors": start.get("n_tensors")},
         "capture": dict(capture),
         **({"fidelity": fidelity} if fidelity is not None else {}),
         "summary": summary,
     }
-    write_run_json(run_dir / "run.json", run_json)
+    write_run_json(run_dir.run_json, run_json)
     return summary, run_json

@@ -28,9 +28,9 @@ from netbench.model.calibration import Calibration
 from netbench.model.hostcache import HostCalibration
 from netbench.model.predict import predict_run
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.results import read_records
 from netbench.reports.scenario import Point, SweepScenario
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
+from netbench.rundir.layout import RunDir
 
 __all__ = ["SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
            "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
@@ -80,16 +80,15 @@ def run_path(out: Path, run_dir: object) -> Path | None:
 def done_keys(frame: pd.DataFrame, out: Path) -> set[str]:
     """Keys of points measured successfully whose run directory is still there."""
     ok = frame[frame["status"] == "ok"] if not frame.empty else frame
-    return {str(r.key) for r in ok.itertuples() if (path := run_path(out, r.run_dir)) and (path / "run.json").exists()}
+    return {str(r.key) for r in ok.itertuples() if (path := run_path(out, r.run_dir)) and RunDir(path).written}
 
 
 def predict_point(config: RunConfig, run_dir: Path, calibration: Calibration) -> dict[str, Any]:
     """The model's prediction for a finished point, from its steps.csv and its workers' parameter count."""
-    steps_csv = run_dir / "steps.csv"
-    if not steps_csv.exists():
+    folder = RunDir(run_dir)
+    if not folder.steps_csv.exists():
         return {"error": "no steps.csv"}
-    start = next((r for r in read_records(run_dir / "workers" / "rank0.jsonl") if r.get("event") == "start"), {})
-    return predict_run(config, pd.read_csv(steps_csv), start.get("n_params"), calibration)
+    return predict_run(config, pd.read_csv(folder.steps_csv), folder.start().get("n_params"), calibration)
 
 
 def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | None, run_dir: Path,
