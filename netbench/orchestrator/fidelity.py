@@ -23,6 +23,7 @@ nodes wait 50-90 %.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -50,6 +51,23 @@ def _schedstat(pid: int) -> tuple[float, float] | None:
     except OSError:
         return None
     return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+
+
+def _threads_schedstat(pid: int) -> dict[int, tuple[float, float, int]]:
+    """Per thread of the process: (seconds on a CPU, seconds runnable but waiting, time slices run).
+    gloo's collectives run on the process group's and the transport's own threads, not the main one."""
+    out: dict[int, tuple[float, float, int]] = {}
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+        except OSError:
+            continue
+        out[tid] = (int(fields[0]) / 1e9, int(fields[1]) / 1e9, int(fields[2]))
+    return out
 
 
 def _proc_stat() -> tuple[list[int], int]:
@@ -100,6 +118,8 @@ class FidelityMonitor:
     _times: list[float] = field(default_factory=list)
     _running: list[int] = field(default_factory=list)
     _next_sample: float = 0.0
+    _threads_first: dict[int, dict[int, tuple[float, float, int]]] = field(default_factory=dict)
+    _threads_last: dict[int, tuple[float, dict[int, tuple[float, float, int]]]] = field(default_factory=dict)
 
     def on_progress(self, done: int) -> None:
         """Called from the watch loop (every 0.1 s) with the slowest node's step count."""
@@ -121,6 +141,13 @@ class FidelityMonitor:
                 continue
             self._first.setdefault(pid, stat)
             self._last[pid] = (now, stat)
+        for pid in self.worker_pids:
+            threads = _threads_schedstat(pid)
+            if threads:
+                first = self._threads_first.setdefault(pid, {})
+                for tid, stat3 in threads.items():
+                    first.setdefault(tid, stat3)
+                self._threads_last[pid] = (now, threads)
 
     def _share(self, pid: int) -> tuple[float, float] | None:
         """(CPU, wait) of ``pid`` as shares of the window it was seen in."""
@@ -132,6 +159,21 @@ class FidelityMonitor:
         (run0, wait0), (run1, wait1) = self._first[pid], self._last[pid][1]
         return (run1 - run0) / span, (wait1 - wait0) / span
 
+    def _threads_share(self, pid: int) -> tuple[float, float, float] | None:
+        """(CPU, wait, time slices per second) of all of ``pid``'s threads together, over the window it was seen in.
+        A thread first seen after the window opened counts from its start (its counters began at zero)."""
+        if pid not in self._threads_last:
+            return None
+        span = self._threads_last[pid][0] - self._times[0]
+        if span <= 0:
+            return None
+        first = self._threads_first[pid]
+        run = wait = slices = 0.0
+        for tid, (r1, w1, n1) in self._threads_last[pid][1].items():
+            r0, w0, n0 = first.get(tid, (0.0, 0.0, 0))
+            run, wait, slices = run + r1 - r0, wait + w1 - w0, slices + n1 - n0
+        return run / span, wait / span, slices / span
+
     def observed(self, delay_line: dict[str, Any] | None = None, qdiscs: dict[str, int] | None = None) -> dict[str, Any] | None:
         """Figures of the window, or None when it held fewer than two samples (a run too short to judge)."""
         if len(self._times) < 2:
@@ -141,12 +183,18 @@ class FidelityMonitor:
         helpers = {name: {"cpu": s[0], "wait": s[1]} for name, pid in self.helper_pids.items() if (s := self._share(pid)) is not None}
         delta = [b - a for a, b in zip(self._cpu[0], self._cpu[-1])]
         total = sum(delta) or 1
+        threads = [s for pid in self.worker_pids if (s := self._threads_share(pid)) is not None]
         return {
             "cores": self.cores, "nodes": len(self.worker_pids), "seconds": self._times[-1] - self._times[0],
             "worker_wait_mean": statistics.fmean(waits) if waits else None,
             "worker_wait_max": max(waits) if waits else None,
             "worker_cpu_mean": statistics.fmean(c for c, _ in shares) if shares else None,
+            "threads_cpu_mean": statistics.fmean(c for c, _, _ in threads) if threads else None,
+            "threads_wait_mean": statistics.fmean(w for _, w, _ in threads) if threads else None,
+            "threads_wait_max": max(w for _, w, _ in threads) if threads else None,
+            "threads_slices_per_s_mean": statistics.fmean(n for _, _, n in threads) if threads else None,
             "host_busy": 1 - (delta[3] + delta[4]) / total, "softirq": delta[6] / total,
+            "host_system": delta[2] / total, "host_user": (delta[0] + delta[1]) / total,
             "run_queue_mean": statistics.fmean(self._running) if self._running else None,
             "run_queue_max": max(self._running) if self._running else None,
             "helpers": helpers, "delay_line": delay_line, "shaper": qdiscs,
