@@ -65,6 +65,9 @@ def test_recorded_ring_on_too_few_cores_is_flagged_by_its_threads_wait() -> None
     assert eight["reasons"] == ["CPU: 8 workers outnumber the host's 2 cores; each worker's threads (gloo's included) waited 25% "
                                 "of the run for a core (limit 10%): every hop of a ring waits for a core"]
     assert judge(TWO_ON_TWO)["ok"]
+    # dilated 4 times, 8 nodes have a core's worth of time each on 2 cores: their threads' hand-offs are not a ring on too few cores
+    assert judge({**EIGHT_ON_TWO, "dilation": 4.0, "worker_wait_mean": 0.02})["ok"]
+    assert not judge({**EIGHT_ON_TWO, "dilation": 2.0})["ok"]
     # figures recorded before the threads were watched: the main thread's wait still decides
     old = {k: v for k, v in EIGHT_ON_TWO.items() if not k.startswith("threads_")}
     assert judge(old)["ok"] and not judge({**old, "worker_wait_mean": 0.12})["ok"]

@@ -16,7 +16,10 @@ time stops meaning anything about a real cluster when:
   threads waited 7-9 %; all its threads waited 25 % (README, "Fidelity"). With ``nodes <= cores``
   each node has a core, and a worker's threads handing work to each other wait briefly on a real
   node too (2 nodes, 1gbit, no delay: 11 % summed over threads, step within 4 % of the model), so
-  there the main thread's wait still decides (it sees other load taking the cores).
+  there the main thread's wait still decides (it sees other load taking the cores). A run dilated k
+  times (:mod:`netbench.orchestrator.dilation`) has ``cores x k`` core-seconds per emulated second:
+  its ring outnumbers them only when ``nodes > cores x k`` (32 nodes, k = 16: measured 0.98x the
+  model while their threads waited 12 %, summed, for hops 16 times longer).
 * **the host's CPU is saturated** -- ``/proc/stat`` busy share and run queue (``procs_running``),
   sampled from the orchestrator's watch loop (one file read every 0.2 s).
 * **packet processing is saturated** -- the softirq share of the host's CPU (``/proc/stat``).
@@ -123,6 +126,7 @@ class FidelityMonitor:
     worker_pids: list[int]
     cores: int
     helper_pids: dict[str, int] = field(default_factory=dict)
+    dilation: float = 1.0
     _first: dict[int, tuple[float, float]] = field(default_factory=dict)
     _last: dict[int, tuple[float, tuple[float, float]]] = field(default_factory=dict)
     _cpu: list[list[int]] = field(default_factory=list)
@@ -196,7 +200,7 @@ class FidelityMonitor:
         total = sum(delta) or 1
         threads = [s for pid in self.worker_pids if (s := self._threads_share(pid)) is not None]
         return {
-            "cores": self.cores, "nodes": len(self.worker_pids), "seconds": self._times[-1] - self._times[0],
+            "cores": self.cores, "nodes": len(self.worker_pids), "dilation": self.dilation, "seconds": self._times[-1] - self._times[0],
             "worker_wait_mean": statistics.fmean(waits) if waits else None,
             "worker_wait_max": max(waits) if waits else None,
             "worker_cpu_mean": statistics.fmean(c for c, _ in shares) if shares else None,
@@ -221,7 +225,8 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
     nodes, cores = observed["nodes"], observed["cores"]
     wait = observed.get("worker_wait_mean")
     ring_wait = observed.get("threads_wait_mean")
-    if nodes > cores and ring_wait is not None and ring_wait > t["worker_wait"]:
+    # dilated k times, the host's cores give k core-seconds per emulated second: the ring outnumbers them only past cores x k
+    if nodes > cores * observed.get("dilation", 1.0) and ring_wait is not None and ring_wait > t["worker_wait"]:
         reasons.append(f"CPU: {nodes} workers outnumber the host's {cores} cores; each worker's threads (gloo's included) waited "
                        f"{ring_wait:.0%} of the run for a core (limit {t['worker_wait']:.0%}): every hop of a ring waits for a core")
     elif wait is not None and wait > t["worker_wait"]:

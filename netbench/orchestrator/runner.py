@@ -234,7 +234,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
             if on_cluster:
                 on_cluster(cluster)
             helpers = {"delay_line": cluster.delay_line_pid} if cluster.delay_line_pid else {}
-            monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers)
+            monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=dilation)
 
             def watched(done: int, total: int) -> None:
                 monitor.on_progress(done)
