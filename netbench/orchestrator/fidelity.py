@@ -4,8 +4,22 @@ An emulated cluster is N processes on one host's C cores behind a userspace dela
 time stops meaning anything about a real cluster when:
 
 * **the workers wait for a core** -- nodes outnumber cores, or other load takes them. Read from
-  each worker's ``/proc/<pid>/task/*/schedstat`` (time runnable but not running), once at the
-  start and once at the end: no sampling cost.
+  each worker's ``/proc/<pid>/schedstat`` (its main thread) and ``/proc/<pid>/task/*/schedstat``
+  (all its threads): time runnable but not running.
+* **a ring's hops wait for a core** -- gloo runs a collective on its own threads (the process
+  group's and the TCP transport's), while the main thread blocks on it. With more nodes than
+  cores, every hop of a ring needs the next rank's thread woken on a core that another node's
+  thread may hold; at little or no link delay those waits, not the wire, set the collective's
+  time. So with ``nodes > cores`` the wait that counts is all of a worker's threads' together
+  (same 10 % limit). The main thread's wait alone missed it: ``full 8n 1gbit 0ms`` of the
+  fidelity grid measured its step 1.5-1.8x the model (communication 59-95 ms against 22 ms) while its main
+  threads waited 7-9 %; all its threads waited 25 % (README, "Fidelity"). With ``nodes <= cores``
+  each node has a core, and a worker's threads handing work to each other wait briefly on a real
+  node too (2 nodes, 1gbit, no delay: 11 % summed over threads, step within 4 % of the model), so
+  there the main thread's wait still decides (it sees other load taking the cores). A run dilated k
+  times (:mod:`netbench.orchestrator.dilation`) has ``cores x k`` core-seconds per emulated second:
+  its ring outnumbers them only when ``nodes > cores x k`` (32 nodes, k = 16: measured 0.98x the
+  model while their threads waited 12 %, summed, for hops 16 times longer).
 * **the host's CPU is saturated** -- ``/proc/stat`` busy share and run queue (``procs_running``),
   sampled from the orchestrator's watch loop (one file read every 0.2 s).
 * **packet processing is saturated** -- the softirq share of the host's CPU (``/proc/stat``).
@@ -23,6 +37,7 @@ nodes wait 50-90 %.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -33,7 +48,7 @@ from typing import Any
 __all__ = ["THRESHOLDS", "FidelityMonitor", "qdisc_stats", "judge"]
 
 THRESHOLDS = {
-    "worker_wait": 0.10,     # share of the run a worker spent runnable but without a core
+    "worker_wait": 0.10,     # share of the run a worker (main thread; all threads when nodes > cores) spent runnable without a core
     "host_busy": 0.97,       # busy share of all cores (with the run queue above the cores)
     "softirq": 0.25,         # softirq share of all cores: packet processing is the bottleneck
     "late_packets": 0.01,    # share of delayed packets released more than 1 ms late
@@ -50,6 +65,23 @@ def _schedstat(pid: int) -> tuple[float, float] | None:
     except OSError:
         return None
     return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+
+
+def _threads_schedstat(pid: int) -> dict[int, tuple[float, float, int]]:
+    """Per thread of the process: (seconds on a CPU, seconds runnable but waiting, time slices run).
+    gloo's collectives run on the process group's and the transport's own threads, not the main one."""
+    out: dict[int, tuple[float, float, int]] = {}
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+        except OSError:
+            continue
+        out[tid] = (int(fields[0]) / 1e9, int(fields[1]) / 1e9, int(fields[2]))
+    return out
 
 
 def _proc_stat() -> tuple[list[int], int]:
@@ -94,12 +126,15 @@ class FidelityMonitor:
     worker_pids: list[int]
     cores: int
     helper_pids: dict[str, int] = field(default_factory=dict)
+    dilation: float = 1.0
     _first: dict[int, tuple[float, float]] = field(default_factory=dict)
     _last: dict[int, tuple[float, tuple[float, float]]] = field(default_factory=dict)
     _cpu: list[list[int]] = field(default_factory=list)
     _times: list[float] = field(default_factory=list)
     _running: list[int] = field(default_factory=list)
     _next_sample: float = 0.0
+    _threads_first: dict[int, dict[int, tuple[float, float, int]]] = field(default_factory=dict)
+    _threads_last: dict[int, tuple[float, dict[int, tuple[float, float, int]]]] = field(default_factory=dict)
 
     def on_progress(self, done: int) -> None:
         """Called from the watch loop (every 0.1 s) with the slowest node's step count."""
@@ -121,6 +156,13 @@ class FidelityMonitor:
                 continue
             self._first.setdefault(pid, stat)
             self._last[pid] = (now, stat)
+        for pid in self.worker_pids:
+            threads = _threads_schedstat(pid)
+            if threads:
+                first = self._threads_first.setdefault(pid, {})
+                for tid, stat3 in threads.items():
+                    first.setdefault(tid, stat3)
+                self._threads_last[pid] = (now, threads)
 
     def _share(self, pid: int) -> tuple[float, float] | None:
         """(CPU, wait) of ``pid`` as shares of the window it was seen in."""
@@ -132,6 +174,21 @@ class FidelityMonitor:
         (run0, wait0), (run1, wait1) = self._first[pid], self._last[pid][1]
         return (run1 - run0) / span, (wait1 - wait0) / span
 
+    def _threads_share(self, pid: int) -> tuple[float, float, float] | None:
+        """(CPU, wait, time slices per second) of all of ``pid``'s threads together, over the window it was seen in.
+        A thread first seen after the window opened counts from its start (its counters began at zero)."""
+        if pid not in self._threads_last:
+            return None
+        span = self._threads_last[pid][0] - self._times[0]
+        if span <= 0:
+            return None
+        first = self._threads_first[pid]
+        run = wait = slices = 0.0
+        for tid, (r1, w1, n1) in self._threads_last[pid][1].items():
+            r0, w0, n0 = first.get(tid, (0.0, 0.0, 0))
+            run, wait, slices = run + r1 - r0, wait + w1 - w0, slices + n1 - n0
+        return run / span, wait / span, slices / span
+
     def observed(self, delay_line: dict[str, Any] | None = None, qdiscs: dict[str, int] | None = None) -> dict[str, Any] | None:
         """Figures of the window, or None when it held fewer than two samples (a run too short to judge)."""
         if len(self._times) < 2:
@@ -141,12 +198,18 @@ class FidelityMonitor:
         helpers = {name: {"cpu": s[0], "wait": s[1]} for name, pid in self.helper_pids.items() if (s := self._share(pid)) is not None}
         delta = [b - a for a, b in zip(self._cpu[0], self._cpu[-1])]
         total = sum(delta) or 1
+        threads = [s for pid in self.worker_pids if (s := self._threads_share(pid)) is not None]
         return {
-            "cores": self.cores, "nodes": len(self.worker_pids), "seconds": self._times[-1] - self._times[0],
+            "cores": self.cores, "nodes": len(self.worker_pids), "dilation": self.dilation, "seconds": self._times[-1] - self._times[0],
             "worker_wait_mean": statistics.fmean(waits) if waits else None,
             "worker_wait_max": max(waits) if waits else None,
             "worker_cpu_mean": statistics.fmean(c for c, _ in shares) if shares else None,
+            "threads_cpu_mean": statistics.fmean(c for c, _, _ in threads) if threads else None,
+            "threads_wait_mean": statistics.fmean(w for _, w, _ in threads) if threads else None,
+            "threads_wait_max": max(w for _, w, _ in threads) if threads else None,
+            "threads_slices_per_s_mean": statistics.fmean(n for _, _, n in threads) if threads else None,
             "host_busy": 1 - (delta[3] + delta[4]) / total, "softirq": delta[6] / total,
+            "host_system": delta[2] / total, "host_user": (delta[0] + delta[1]) / total,
             "run_queue_mean": statistics.fmean(self._running) if self._running else None,
             "run_queue_max": max(self._running) if self._running else None,
             "helpers": helpers, "delay_line": delay_line, "shaper": qdiscs,
@@ -161,7 +224,12 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
     reasons: list[str] = []
     nodes, cores = observed["nodes"], observed["cores"]
     wait = observed.get("worker_wait_mean")
-    if wait is not None and wait > t["worker_wait"]:
+    ring_wait = observed.get("threads_wait_mean")
+    # dilated k times, the host's cores give k core-seconds per emulated second: the ring outnumbers them only past cores x k
+    if nodes > cores * observed.get("dilation", 1.0) and ring_wait is not None and ring_wait > t["worker_wait"]:
+        reasons.append(f"CPU: {nodes} workers outnumber the host's {cores} cores; each worker's threads (gloo's included) waited "
+                       f"{ring_wait:.0%} of the run for a core (limit {t['worker_wait']:.0%}): every hop of a ring waits for a core")
+    elif wait is not None and wait > t["worker_wait"]:
         cause = (f"{nodes} workers outnumber the host's {cores} cores" if nodes > cores
                  else "other work on the host (delay line, capture, other processes) took the cores")
         reasons.append(f"CPU: {cause}; each worker waited {wait:.0%} of the run for a core (limit {t['worker_wait']:.0%})")

@@ -179,7 +179,7 @@ def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], captur
           progress: Progress | None) -> None:
     """Until every worker is done, or one fails or stalls; then, whatever happened, the fidelity verdict and the pcaps."""
     helpers = {"delay_line": cluster.delay_line_pid} if cluster.delay_line_pid else {}
-    monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers)
+    monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
 
     def watched(done: int, total: int) -> None:
         monitor.on_progress(done)
