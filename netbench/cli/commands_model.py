@@ -27,7 +27,7 @@ from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
 from netbench.model.steptime import MAX_NODES, MIN_NODES, Scenario
-from netbench.model.synthetic import synthetic_shapes
+from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time

@@ -56,7 +56,7 @@ def host_key(threads: int = WORKER_THREADS) -> dict[str, str]:
     """What the measured constants depend on; any change makes a new cache entry."""
     import torch
 
-    from netbench.model.testbed import host_cpus
+    from netbench.orchestrator.testbed import host_cpus
 
     from netbench.model.calibration import SCHEMA_VERSION
 

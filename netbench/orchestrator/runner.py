@@ -23,7 +23,7 @@ from netbench.emulation.cleanup import find_leftovers
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.model.hostcache import HostCalibration, host_calibration
-from netbench.model.testbed import host_cpus
+from netbench.orchestrator.testbed import host_cpus
 from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results

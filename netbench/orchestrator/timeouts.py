@@ -13,7 +13,7 @@ import math
 
 from netbench.model.calibration import load_calibration
 from netbench.model.collectives import Link
-from netbench.model.predict import scenario_for, workload_shapes
+from netbench.orchestrator.prediction import scenario_for, workload_shapes
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import call_cost
 from netbench.orchestrator.config import RunConfig

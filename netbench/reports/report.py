@@ -22,7 +22,7 @@ from netbench import safe_files
 from netbench.model.calibration import Calibration, load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
-from netbench.reports.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
+from netbench.orchestrator.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
 from netbench.units import format_bytes, format_rate
 
 __all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "repredict", "load_sweep_json", "TARGETS"]

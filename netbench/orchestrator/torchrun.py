@@ -31,7 +31,7 @@ from netbench import safe_files
 from netbench.emulation.hostshaping import HostShaper, offload_on
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.model.hostcache import host_calibration
-from netbench.model.testbed import host_cpus
+from netbench.orchestrator.testbed import host_cpus
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
 from netbench.worker.counters import CounterError, read_counters

@@ -26,10 +26,10 @@ import pandas as pd
 from netbench import safe_files
 from netbench.model.calibration import Calibration
 from netbench.model.hostcache import HostCalibration
-from netbench.model.predict import predict_run
+from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.results import read_records
-from netbench.reports.scenario import Point, SweepScenario
+from netbench.orchestrator.sweep_scenario import Point, SweepScenario
 
 __all__ = ["SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
            "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
@@ -142,7 +142,7 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
 
     Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.model.testbed import host_cpus
+    from netbench.orchestrator.testbed import host_cpus
     from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
 
