@@ -48,7 +48,7 @@ def new_comm_s(config, shapes, scenario, calibration) -> float:
 
 
 def evaluate(folder: Path) -> pd.DataFrame:
-    from netbench.model.calibration import load_calibration
+    from netbench.model.hostcache import load_calibration
     from netbench.orchestrator.prediction import scenario_for, workload_shapes
     from netbench.orchestrator.config import RunConfig
 

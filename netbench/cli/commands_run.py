@@ -91,7 +91,7 @@ def summary_table(summary: dict, command: str = "netbench run") -> Table:
 
 def dilation_factor(text: str, nodes: int) -> float:
     """``--dilation`` as a factor for ``nodes`` nodes on this host; bad input is a UserError."""
-    from netbench.orchestrator.testbed import host_cpus
+    from netbench.model.host import host_cpus
     from netbench.orchestrator.dilation import parse_dilation
 
     try:

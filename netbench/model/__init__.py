@@ -14,6 +14,7 @@ Small modules, one job each:
 * :mod:`~netbench.model.planner` -- derived answers solved numerically (bisection).
 """
 
-from netbench.model.calibration import Calibration, load_calibration, save_calibration
+from netbench.model.calibration import Calibration, save_calibration
+from netbench.model.hostcache import load_calibration
 
 __all__ = ["Calibration", "load_calibration", "save_calibration"]

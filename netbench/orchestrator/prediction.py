@@ -29,12 +29,14 @@ import pandas as pd
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
-from netbench.model.calibration import Calibration, cost_key, load_calibration
+from netbench.model.calibration import Calibration, cost_key
 from netbench.model.framing import Framing
+from netbench.model.host import host_cpus
+from netbench.model.hostcache import load_calibration
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
-from netbench.orchestrator.testbed import bucket_credit_s, cpu_share, host_cpus
+from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
 from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig

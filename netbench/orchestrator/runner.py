@@ -22,8 +22,8 @@ from netbench.capture.tcpdump import Capture
 from netbench.emulation.cleanup import find_leftovers
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
+from netbench.model.host import host_cpus
 from netbench.model.hostcache import HostCalibration, host_calibration
-from netbench.orchestrator.testbed import host_cpus
 from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results

@@ -142,7 +142,7 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
 
     Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.orchestrator.testbed import host_cpus
+    from netbench.model.host import host_cpus
     from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from netbench.model.calibration import load_calibration
+from netbench.model.hostcache import load_calibration
 from netbench.model.collectives import Link
 from netbench.orchestrator.prediction import scenario_for, workload_shapes
 from netbench.model.schemes import scheme_from_config

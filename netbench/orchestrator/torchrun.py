@@ -30,8 +30,8 @@ from pyroute2.ethtool import Ethtool
 from netbench import safe_files
 from netbench.emulation.hostshaping import HostShaper, offload_on
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
+from netbench.model.host import host_cpus
 from netbench.model.hostcache import host_calibration
-from netbench.orchestrator.testbed import host_cpus
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
 from netbench.worker.counters import CounterError, read_counters

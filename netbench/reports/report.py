@@ -19,7 +19,8 @@ from typing import Any
 import pandas as pd
 
 from netbench import safe_files
-from netbench.model.calibration import Calibration, load_calibration
+from netbench.model.calibration import Calibration
+from netbench.model.hostcache import load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
 from netbench.orchestrator.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
