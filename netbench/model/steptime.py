@@ -18,12 +18,13 @@ from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
+from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import Framing, LinkBytes
 from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings, gloo_time, largest_flight_bytes, skew_expected
 from netbench.model.schemes import Scheme
-from netbench.model.exchange import DTYPE_BYTES, Exchange, average_bytes_per_step
 from netbench.shapes import ParamShape, total_params
 
 __all__ = ["Scenario", "StepEstimate", "estimate", "call_cost", "exchange_cost", "dense_dtype"]
