@@ -129,7 +129,7 @@ def repredict(runs: Path) -> str:
 
     sys.path.insert(0, str(REPO))
     from netbench.model.hostcache import host_calibration
-    from netbench.model.predict import predict_run
+    from netbench.orchestrator.prediction import predict_run
     from netbench.orchestrator.config import RunConfig
 
     calibration = host_calibration().calibration

@@ -48,8 +48,8 @@ def new_comm_s(config, shapes, scenario, calibration) -> float:
 
 
 def evaluate(folder: Path) -> pd.DataFrame:
-    from netbench.model.calibration import load_calibration
-    from netbench.model.predict import scenario_for, workload_shapes
+    from netbench.model.hostcache import load_calibration
+    from netbench.orchestrator.prediction import scenario_for, workload_shapes
     from netbench.orchestrator.config import RunConfig
 
     summary = pd.read_csv(folder / "summary.csv")

@@ -9,7 +9,7 @@ import pytest
 import netbench.model.measure as measure_mod
 from netbench.model.calibration import COST_SETTINGS, Calibration, cost_key, read_calibration, save_calibration, scheme_of
 from netbench.model.hostcache import cache_path, host_calibration, host_key, missing_keys
-from netbench.model.predict import encode_decode_s
+from netbench.orchestrator.prediction import encode_decode_s
 from netbench.model.schemes import SCHEME_NAMES
 from netbench.replicators.config import ReplicatorConfig
 from test_calibration_cache import cache  # noqa: F401 - the same empty per-test calibration cache

@@ -7,12 +7,12 @@ import pytest
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
 from netbench.model.overlap import ENCODE_SHARE, MIN_BUCKET_BYTES, auto_bucket_mb, bucket_mb_for, pipelined_step_s
-from netbench.model.predict import predict
+from netbench.orchestrator.prediction import predict
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators import declared_payload
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
-from netbench.model.predict import workload_shapes
+from netbench.orchestrator.prediction import workload_shapes
 
 
 def test_pipelined_step_by_hand() -> None:
@@ -98,7 +98,7 @@ def test_predict_uses_the_pipelined_form() -> None:
     assert piped.step_time_s < plain.step_time_s
     # Before the emulator's tbf credit, the step is compute + the hand formula on the n-call comm.
     from netbench.model.overlap import pipelined
-    from netbench.model.predict import scenario_for
+    from netbench.orchestrator.prediction import scenario_for
     from netbench.model.schemes import scheme_from_config
     from netbench.model.steptime import estimate
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from netbench.model.synthetic import synthetic_shapes
+from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.shapes import total_params
 
 

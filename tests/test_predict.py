@@ -7,8 +7,8 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
-from netbench.model.predict import local_time_s, predict, predict_run, workload_shapes
-from netbench.model.testbed import bucket_credit_s, cpu_share
+from netbench.orchestrator.prediction import local_time_s, predict, predict_run, workload_shapes
+from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
@@ -106,7 +106,7 @@ def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
     T = min(e + (n-1) max(e+d, c) + c + d, max(E + D, e + c + D, E + c + d, e + C + d))."""
     from netbench.model.overlap import pipelined_step_s
     from netbench.model.schemes import scheme_from_config
-    from netbench.model.predict import scenario_for
+    from netbench.orchestrator.prediction import scenario_for
     from netbench.model.steptime import estimate
     from netbench.replicators import declared_payload
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import netbench.model.predict as predict_mod
-import netbench.reports.sweep as sweep_mod
+import netbench.orchestrator.prediction as predict_mod
+import netbench.orchestrator.sweep as sweep_mod
 from netbench.reports.report import generate_report
-from netbench.reports.sweep import stored_prediction, write_summary
+from netbench.orchestrator.sweep import stored_prediction, write_summary
 
 
 def test_stored_prediction_is_read_not_recomputed() -> None:

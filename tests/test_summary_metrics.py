@@ -13,9 +13,9 @@ from rich.console import Console
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.report import generate_report, with_errors
-from netbench.reports.scenario import Point
+from netbench.orchestrator.sweep_scenario import Point
 from netbench.reports.style import UNKNOWN, color
-from netbench.reports.sweep import point_row
+from netbench.orchestrator.sweep import point_row
 from netbench.reports.terminal import summary_table
 from netbench.replicators.registry import REGISTRY
 from netbench.rundir.summary import (METRICS, Prediction, RunSummary, csv_measured, csv_predicted, predicted_column,

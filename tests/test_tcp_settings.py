@@ -17,7 +17,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import TcpOptions, available_congestion_controls, check_tcp_options, expected_tcp_settings
 from netbench.model.calibration import Calibration
 from netbench.model.gloo_tcp import STOCK_LINUX
-from netbench.model.predict import scenario_for
+from netbench.orchestrator.prediction import scenario_for
 from netbench.model.schemes import SchemeSettings, build_scheme
 from netbench.model.steptime import Scenario, estimate
 from netbench.shapes import resolve_shapes

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.orchestrator import hosts, results
+from netbench.orchestrator import results, torchrun as hosts
 from netbench.orchestrator.config import RunConfig
 from netbench.worker.records import RecordWriter, set_aside
 from netbench.worker.spec import WorkerSpec, resolve

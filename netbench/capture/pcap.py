@@ -25,8 +25,8 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
 from netbench.capture.headers import decode, records
+from netbench.model.framing import MSS  # offloaded skbs are expanded into frames of this much payload
 
-MSS = 1448  # MTU 1500 minus IPv4, TCP and the timestamp option
 COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only", "retrans_bytes", "skb_bytes"]
 # What per_step adds to steps.csv, in order; runs without a capture keep these columns, empty.
 STEP_COLUMNS = [f"capture_{d}_{name}" for d in ("tx", "rx")

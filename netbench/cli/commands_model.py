@@ -26,14 +26,15 @@ from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
-from netbench.model.steptime import MAX_NODES, MIN_NODES, Scenario
-from netbench.model.synthetic import synthetic_shapes
+from netbench.model.collectives import MIN_NODES
+from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
+from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
 from netbench.validation import one_line
 
-MAX_DELAY_S = 10.0
+MAX_PLANNED_DELAY_S = 10.0  # plan's --delay bound (an emulated link's is emulation.spec.MAX_EMULATED_DELAY_S)
 REPLICATOR_OPTION_NAMES = option_names(REPLICATOR)  # for one-line errors that name the option
 
 
@@ -55,8 +56,8 @@ def _delay(text: str) -> float:
         seconds = parse_time(text)
     except UnitError as exc:
         raise UserError(f"--delay: {exc}") from None
-    if not 0 <= seconds <= MAX_DELAY_S:
-        raise UserError(f"--delay: must be between 0ms and {MAX_DELAY_S:g}s, got {text!r}")
+    if not 0 <= seconds <= MAX_PLANNED_DELAY_S:
+        raise UserError(f"--delay: must be between 0ms and {MAX_PLANNED_DELAY_S:g}s, got {text!r}")
     return seconds
 
 
@@ -66,12 +67,12 @@ def _nodes(text: str) -> list[int]:
         try:
             value = float(item)
         except ValueError:
-            raise UserError(f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_NODES} (e.g. 2,4,8), got {item!r}") from None
-        if value != int(value) or not MIN_NODES <= value <= MAX_NODES:
-            raise UserError(f"--nodes: must be whole numbers between {MIN_NODES} and {MAX_NODES}, got {item!r}")
+            raise UserError(f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES} (e.g. 2,4,8), got {item!r}") from None
+        if value != int(value) or not MIN_NODES <= value <= MAX_PLANNED_NODES:
+            raise UserError(f"--nodes: must be whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES}, got {item!r}")
         counts.append(int(value))
     if not counts:
-        raise UserError(f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_NODES}, got {text!r}")
+        raise UserError(f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES}, got {text!r}")
     return list(dict.fromkeys(counts))
 
 
@@ -259,7 +260,7 @@ def _print_derived(derived: dict, console: Console) -> None:
 def plan(
     shapes: Optional[str] = typer.Option(None, "--shapes", help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default gpt2-small:blocks=2]"),
     params: Optional[str] = typer.Option(None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"),
-    nodes: str = typer.Option("2", "--nodes", help=f"workers N ({MIN_NODES}..{MAX_NODES}), one or a comma list"),
+    nodes: str = typer.Option("2", "--nodes", help=f"workers N ({MIN_NODES}..{MAX_PLANNED_NODES}), one or a comma list"),
     bw: str = typer.Option("100mbit", "--bw", help="link rate in tc units (both directions)"),
     up: Optional[str] = typer.Option(None, "--up", help="uplink (node egress) rate, overrides --bw"),
     down: Optional[str] = typer.Option(None, "--down", help="downlink (node ingress) rate, overrides --bw"),
@@ -288,8 +289,8 @@ def plan(
     delay_s = _delay(delay)
     if not (math.isfinite(compute_ms) and 0 <= compute_ms <= 1e7):
         raise UserError(f"--compute-ms: must be between 0 and 1e7, got {compute_ms:g}")
-    if gpus_per_node < 1 or gpus_per_node > MAX_NODES // 2:
-        raise UserError(f"--gpus-per-node: must be between 1 and {MAX_NODES // 2}, got {gpus_per_node}")
+    if gpus_per_node < 1 or gpus_per_node > MAX_PLANNED_NODES // 2:
+        raise UserError(f"--gpus-per-node: must be between 1 and {MAX_PLANNED_NODES // 2}, got {gpus_per_node}")
     intra_bps = _rate("--intra-bw", intra_bw) if intra_bw else None
     if gpus_per_node > 1 and intra_bps is None:
         raise UserError("--intra-bw: needed with --gpus-per-node > 1 (the fast intra-node link rate, e.g. 100gbit)")

@@ -36,7 +36,7 @@ def _nodes(text: str) -> list[Any]:
 
 def _scenario(path: Optional[Path], overrides: dict[str, Any]):
     """The file's scenario (if any) with every option given on the command line on top."""
-    from netbench.reports.scenario import ScenarioError, read_toml, scenario_from_dict
+    from netbench.orchestrator.sweep_scenario import ScenarioError, read_toml, scenario_from_dict
 
     try:
         data = read_toml(path) if path else {}
@@ -86,8 +86,8 @@ def sweep(
     no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="tcp_slow_start_after_idle=0 on the nodes."),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay; resumable; writes summary.csv and a report."""
-    from netbench.reports.scenario import ScenarioError
-    from netbench.reports.scenario import points as grid_points
+    from netbench.orchestrator.sweep_scenario import ScenarioError
+    from netbench.orchestrator.sweep_scenario import points as grid_points
 
     overrides = {
         "grid.bw": _csv(bw) if bw else None, "grid.replicator": _csv(replicator) if replicator else None,
@@ -117,9 +117,9 @@ def sweep(
 
 def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "1") -> None:
     from netbench.model.calibration import CalibrationError
-    from netbench.reports.calibrate import sweep_calibration
+    from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.reports.report import generate_report
-    from netbench.reports.sweep import done_keys, read_summary, run_sweep, write_sweep_json
+    from netbench.orchestrator.sweep import done_keys, read_summary, run_sweep, write_sweep_json
 
     require_privileges()
     make_output_folder(folder, "--out")

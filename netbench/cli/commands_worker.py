@@ -2,7 +2,7 @@
 
 The same workload and replicator options as `netbench run`; the network is whatever joins the
 hosts, measured on ``--iface`` and shaped there only when ``--bw``/``--up`` (and ``--delay``...)
-ask for it. Rank 0 writes the run directory `netbench run` would (see orchestrator/hosts.py).
+ask for it. Rank 0 writes the run directory `netbench run` would (see orchestrator/torchrun.py).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def worker(
 ) -> None:
     """One host's rank of a multi-host run; start it with torchrun on every host (README: Multiple hosts)."""
     from netbench.emulation.hostshaping import HostShapingError
-    from netbench.orchestrator import hosts
+    from netbench.orchestrator import torchrun as hosts
     from netbench.orchestrator.timeouts import collective_timeout_s
     from netbench.worker.hard_exit import exit_without_teardown
     from netbench.worker.spec import SpecError

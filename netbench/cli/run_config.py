@@ -28,7 +28,7 @@ def build_run_config(**settings: Any):
 
 def dilation_factor(text: str, nodes: int) -> float:
     """``--dilation`` as a factor for ``nodes`` nodes on this host; bad input is a UserError."""
-    from netbench.model.testbed import host_cpus
+    from netbench.model.host import host_cpus
     from netbench.orchestrator.dilation import parse_dilation
 
     try:

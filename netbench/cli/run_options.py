@@ -63,7 +63,7 @@ def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt
         if rate_bps is None:
             return rep
         from netbench.model.overlap import bucket_mb_for
-        from netbench.model.predict import workload_shapes
+        from netbench.orchestrator.prediction import workload_shapes
         from netbench.replicators import declared_payload
 
         payload = declared_payload(workload_shapes(workload, world_size), rep, world_size).bytes_per_step

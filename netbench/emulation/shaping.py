@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pyroute2 import IPRoute
 
 from netbench.emulation.spec import DirectionSpec
+from netbench.model.framing import FRAME_BYTES  # tbf counts whole frames: bursts and limits are sized in them
 
 TC_H_ROOT = 0xFFFFFFFF
 OUR_HANDLE = 0x10000  # "1:", the handle apply() gives the root qdisc
 OUR_KINDS = ("tbf", "netem")
-FRAME_BYTES = 1514  # Ethernet frame at MTU 1500, as tbf counts it (no FCS or preamble on a veth)
 GSO_MAX_BYTES = 65536 + FRAME_BYTES
 
 

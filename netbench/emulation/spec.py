@@ -12,12 +12,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from netbench.emulation.tcpsettings import TcpOptions
+from netbench.model.collectives import MIN_NODES
 from netbench.units import format_rate, format_time
 
 MIN_RATE_BPS = 10e6
 MAX_RATE_BPS = 10e9
-MAX_DELAY_S = 1.0
-MIN_NODES, MAX_NODES = 2, 64
+MAX_EMULATED_DELAY_S = 1.0  # one-way delay (and jitter) one direction of an emulated link may add
+MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is model.steptime.MAX_PLANNED_NODES)
 
 
 class DirectionSpec(BaseModel):
@@ -40,8 +41,8 @@ class DirectionSpec(BaseModel):
     @field_validator("delay_s", "jitter_s")
     @classmethod
     def _time_in_range(cls, v: float) -> float:
-        if not 0 <= v <= MAX_DELAY_S:
-            raise ValueError(f"must be between 0 and {format_time(MAX_DELAY_S)}, got {format_time(v) if v >= 0 else f'{v * 1e3:g}ms'}")
+        if not 0 <= v <= MAX_EMULATED_DELAY_S:
+            raise ValueError(f"must be between 0 and {format_time(MAX_EMULATED_DELAY_S)}, got {format_time(v) if v >= 0 else f'{v * 1e3:g}ms'}")
         return v
 
     @field_validator("loss")
@@ -75,8 +76,8 @@ class ClusterSpec(BaseModel):
     @field_validator("nodes")
     @classmethod
     def _nodes_in_range(cls, v: int) -> int:
-        if not MIN_NODES <= v <= MAX_NODES:
-            raise ValueError(f"must be between {MIN_NODES} and {MAX_NODES}, got {v}")
+        if not MIN_NODES <= v <= MAX_EMULATED_NODES:
+            raise ValueError(f"must be between {MIN_NODES} and {MAX_EMULATED_NODES}, got {v}")
         return v
 
     @property

@@ -6,7 +6,7 @@ Small modules, one job each:
 * :mod:`~netbench.model.collectives` -- alpha-beta cost of ring/tree/halving-doubling collectives;
 * :mod:`~netbench.model.gloo_tcp` -- what a gloo ring call costs over TCP on a delayed link (segments,
   two in flight, ready-to-receive handshake, window, slow start after idle, bbr's pacing);
-* :mod:`~netbench.model.traffic` -- the ``Exchange`` record every scheme's traffic is made of;
+* :mod:`~netbench.model.exchange` -- the ``Exchange`` record every scheme's traffic is made of;
 * :mod:`~netbench.model.schemes` -- which exchanges each replicator makes (replicator formulas are
   imported from :mod:`netbench.replicators`, never re-derived here);
 * :mod:`~netbench.model.steptime` -- compute + compression + communication of one step;
@@ -14,6 +14,7 @@ Small modules, one job each:
 * :mod:`~netbench.model.planner` -- derived answers solved numerically (bisection).
 """
 
-from netbench.model.calibration import Calibration, load_calibration, save_calibration
+from netbench.model.calibration import Calibration, save_calibration
+from netbench.model.hostcache import load_calibration
 
 __all__ = ["Calibration", "load_calibration", "save_calibration"]

@@ -46,7 +46,7 @@ from netbench.validation import one_line
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
 
-__all__ = ["Calibration", "CalibrationError", "COST_SETTINGS", "cost_key", "default_path", "load_calibration",
+__all__ = ["Calibration", "CalibrationError", "COST_SETTINGS", "cost_key", "default_path", "read_calibration",
            "save_calibration", "ENV_VAR"]
 
 ENV_VAR = "NETBENCH_CALIBRATION"
@@ -185,22 +185,6 @@ def read_calibration(target: Path) -> Calibration:
         return Calibration.model_validate(data)
     except pydantic.ValidationError as exc:
         raise CalibrationError(f"{one_line(exc, prefix=f'calibration file {str(target)!r}: ')} (re-run netbench calibrate)") from None
-
-
-def load_calibration(path: str | Path | None = None) -> Calibration:
-    """The calibration at ``path`` (else ``$NETBENCH_CALIBRATION``, else this host's cache entry), or defaults when absent.
-
-    Never measures (see :func:`netbench.model.hostcache.host_calibration` for that); a broken
-    explicit file is an error, a broken cache entry counts as absent.
-    """
-    target = Path(path).expanduser() if path else default_path()
-    if target is None:
-        from netbench.model.hostcache import cached
-
-        return cached() or Calibration()
-    if not target.exists():
-        return Calibration()
-    return read_calibration(target)
 
 
 def save_calibration(calibration: Calibration, path: str | Path) -> Path:

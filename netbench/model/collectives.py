@@ -26,7 +26,9 @@ from typing import Literal
 
 from netbench.model.framing import Framing, LinkBytes
 
-__all__ = ["Algorithm", "CollectiveKind", "ALGORITHMS", "Pattern", "Link", "CollectiveCost", "pattern", "cost"]
+__all__ = ["MIN_NODES", "Algorithm", "CollectiveKind", "ALGORITHMS", "Pattern", "Link", "CollectiveCost", "pattern", "cost"]
+
+MIN_NODES = 2  # a collective needs a peer: the smallest cluster, emulated or planned
 
 CollectiveKind = Literal["all_reduce", "all_gather", "none"]
 Algorithm = Literal["ring", "tree", "halving_doubling"]

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Framing", "FlowWire", "LinkBytes"]
+__all__ = ["Framing", "FlowWire", "LinkBytes", "MTU", "IP_TCP_HEADER_BYTES", "ETH_HEADER_BYTES", "MSS", "FRAME_BYTES"]
+
+# The emulated links' frames, declared once: the capture expands offloaded packets by MSS, tbf's
+# burst is sized in FRAME_BYTES, the loss-limited rate counts MSS, and the model frames with them.
+MTU = 1500  # IP MTU of every emulated link (the veths' default)
+IP_TCP_HEADER_BYTES = 52  # IPv4 (20) + TCP with the timestamp option (32), as Linux sends it
+ETH_HEADER_BYTES = 14  # Ethernet header as tbf and tcpdump count it on a veth (no preamble, FCS or gap)
+MSS = MTU - IP_TCP_HEADER_BYTES  # 1448: TCP payload of a full segment
+FRAME_BYTES = MTU + ETH_HEADER_BYTES  # 1514: a full data frame on the wire
 
 
 @dataclass(frozen=True)
@@ -55,9 +63,9 @@ class Framing(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mtu: int = Field(1500, ge=576, le=65536, description="IP MTU of the emulated links")
-    ip_tcp_header_bytes: int = Field(52, ge=40, description="IPv4 (20) + TCP with timestamps (32)")
-    eth_header_bytes: int = Field(14, ge=0, description="Ethernet header as captured on a veth (no FCS)")
+    mtu: int = Field(MTU, ge=576, le=65536, description="IP MTU of the emulated links")
+    ip_tcp_header_bytes: int = Field(IP_TCP_HEADER_BYTES, ge=40, description="IPv4 (20) + TCP with timestamps (32)")
+    eth_header_bytes: int = Field(ETH_HEADER_BYTES, ge=0, description="Ethernet header as captured on a veth (no FCS)")
     acks_per_segment: float = Field(
         0.5, ge=0.0, le=1.0,
         description="pure ACK frames per data segment on the reverse path (0.5: delayed ACK, one per 2 segments)",

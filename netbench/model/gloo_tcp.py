@@ -48,6 +48,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from netbench.model.framing import MSS
+
 __all__ = [
     "TcpSettings", "STOCK_LINUX", "MAX_SEGMENT_BYTES", "ring_operations", "Transfer", "window_bytes",
     "restart_window_bytes", "warm_window_bytes", "skew_expected", "bbr_rate_Bps", "largest_flight_bytes", "chain_time_s", "rto_s", "pipeline_time_s", "GlooTime", "gloo_time",
@@ -175,7 +177,7 @@ class Transfer:
     cwnd: float
     cap: float
     pacing_Bps: float = math.inf
-    mss: int = 1448
+    mss: int = MSS
     free_at: float = 0.0
     round_start: float = -math.inf
     round_bytes: float = 0.0

@@ -22,47 +22,21 @@ import fcntl
 import hashlib
 import json
 import os
-import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from netbench import __version__
-from netbench.model.calibration import (Calibration, CalibrationError, cost_key, default_path, load_calibration, read_calibration,
-                                        save_calibration)
+from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, read_calibration, save_calibration
+from netbench.model.host import host_key
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
 
-__all__ = ["CACHE_ENV", "HostCalibration", "host_key", "cache_dir", "cache_path", "cached", "host_calibration", "missing_keys",
+__all__ = ["CACHE_ENV", "HostCalibration", "host_key", "cache_dir", "cache_path", "cached", "load_calibration", "host_calibration", "missing_keys",
            "merge_costs"]
 
 CACHE_ENV = "NETBENCH_CACHE_DIR"
-WORKER_THREADS = 1  # torch threads per worker the measurement uses (run's --threads default)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith(("model name", "hardware", "cpu model")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def host_key(threads: int = WORKER_THREADS) -> dict[str, str]:
-    """What the measured constants depend on; any change makes a new cache entry."""
-    import torch
-
-    from netbench.model.testbed import host_cpus
-
-    from netbench.model.calibration import SCHEMA_VERSION
-
-    # the schema: an entry measured before the costs by model size and by settings is measured again
-    return {"hostname": platform.node(), "cpu_model": _cpu_model(), "cpus": str(host_cpus()),
-            "torch": torch.__version__, "netbench": __version__, "threads": str(threads), "calibration": str(SCHEMA_VERSION)}
 
 
 def cache_dir() -> Path:
@@ -93,6 +67,20 @@ def cached(key: dict[str, str] | None = None) -> Calibration | None:
         return None
     complete = all(calib.measured(name) for name in SCHEME_NAMES)
     return calib if calib.source == "measured" and calib.host_key == key and complete else None
+
+
+def load_calibration(path: str | Path | None = None) -> Calibration:
+    """The calibration at ``path`` (else ``$NETBENCH_CALIBRATION``, else this host's cache entry), or defaults when absent.
+
+    Never measures (see :func:`host_calibration` for that); a broken
+    explicit file is an error, a broken cache entry counts as absent.
+    """
+    target = Path(path).expanduser() if path else default_path()
+    if target is None:
+        return cached() or Calibration()
+    if not target.exists():
+        return Calibration()
+    return read_calibration(target)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from netbench.model.collectives import Link, cost, pattern
+from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing
 from netbench.model.schemes import Scheme
-from netbench.model.traffic import Exchange
 from netbench.replicators.hierarchical import shard_shapes
 from netbench.shapes import ParamShape, total_params
 

@@ -216,7 +216,7 @@ def quick_options() -> MeasureOptions:
 
 def measure(opts: MeasureOptions) -> Calibration:
     """Run the measurements in two spawned processes and turn them into a :class:`Calibration`."""
-    from netbench.model.hostcache import host_key
+    from netbench.model.host import host_key
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     mp.start_processes(_worker, args=(_free_port(), opts, queue), nprocs=WORLD, join=True, start_method="spawn")

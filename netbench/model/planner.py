@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from netbench.model.calibration import Calibration
 from netbench.model.schemes import Scheme
 from netbench.model.overlap import pipelined
-from netbench.model.steptime import MAX_NODES, Scenario, StepEstimate, estimate
+from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate, estimate
 from netbench.shapes import ParamShape, total_params
 
 __all__ = ["Planner", "BW_RANGE_BPS", "bisect_log", "bisect_int"]
@@ -99,7 +99,7 @@ class Planner:
         at = self.step(scheme, self._at_bw(scenario, bw))
         return out | self._rates(scenario, bw) | {"comm_time_s": at.comm_time_s, "compute_time_s": compute, "reason": None}
 
-    def doubling_nodes(self, scheme: Scheme, scenario: Scenario, max_nodes: int = MAX_NODES) -> dict:
+    def doubling_nodes(self, scheme: Scheme, scenario: Scenario, max_nodes: int = MAX_PLANNED_NODES) -> dict:
         """Smallest node count whose step time is at least twice that at two nodes (two machines if G > 1).
 
         A geometric scan finds the first node count at or past double, then integer bisection

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from netbench.model.traffic import Exchange, from_decl
+from netbench.model.exchange import Exchange, from_decl
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.shapes import ParamShape
 

@@ -18,17 +18,18 @@ from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
-from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
+from netbench.model.collectives import MIN_NODES, Algorithm, CollectiveCost, Link, cost, pattern
+from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import Framing, LinkBytes
 from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings, gloo_time, largest_flight_bytes, skew_expected
 from netbench.model.schemes import Scheme
-from netbench.model.traffic import DTYPE_BYTES, Exchange, average_bytes_per_step
 from netbench.shapes import ParamShape, total_params
 
 __all__ = ["Scenario", "StepEstimate", "estimate", "call_cost", "exchange_cost", "dense_dtype"]
 
-MIN_NODES, MAX_NODES = 2, 100_000
+MAX_PLANNED_NODES = 100_000  # nodes a plan may describe (an emulated cluster's bound is emulation.spec.MAX_EMULATED_NODES)
 
 
 class Scenario(BaseModel):
@@ -36,7 +37,7 @@ class Scenario(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    nodes: int = Field(2, ge=MIN_NODES, le=MAX_NODES, description="workers N (accelerators when gpus_per_node > 1)")
+    nodes: int = Field(2, ge=MIN_NODES, le=MAX_PLANNED_NODES, description="workers N (accelerators when gpus_per_node > 1)")
     up_bps: float = Field(100e6, gt=0, description="node uplink rate")
     down_bps: float = Field(100e6, gt=0, description="node downlink rate")
     delay_s: float = Field(0.0, ge=0, description="one-way latency between two nodes")

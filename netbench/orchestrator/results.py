@@ -23,7 +23,7 @@ from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
-from netbench.model.predict import predict_run
+from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator import health
 from netbench.orchestrator.hybrid_results import hybrid_summary
 from netbench.rundir.summary import RunSummary, reduced_metrics

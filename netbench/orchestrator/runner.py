@@ -36,8 +36,8 @@ from netbench import safe_files
 from netbench.capture.tcpdump import Capture
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
+from netbench.model.host import host_cpus
 from netbench.model.hostcache import HostCalibration, host_calibration
-from netbench.model.testbed import host_cpus
 from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 
-from netbench.model.calibration import load_calibration
 from netbench.model.collectives import Link
-from netbench.model.predict import scenario_for, workload_shapes
+from netbench.model.framing import MSS
+from netbench.model.hostcache import load_calibration
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import call_cost
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.prediction import scenario_for, workload_shapes
 
 __all__ = ["FLOOR_S", "CEILING_S", "SAFETY", "loss_limited_bps", "slowest_call_s", "collective_timeout_s"]
 
@@ -24,7 +25,6 @@ FLOOR_S = 30.0  # start-up of 8 workers importing torch on 2 cores, and the rend
 CEILING_S = 3600.0  # RunConfig's upper bound on timeout_s
 FALLBACK_S = 120.0  # when the model cannot say (it always should; this keeps a model bug from failing runs)
 SAFETY = 4.0  # measured collectives come within ~20% of the model; 4x leaves room for host load
-_MSS_BITS = 1448 * 8
 _RTT_FLOOR_S = 0.010  # loss recovery waits on at least this much (timers, delayed ACKs) even on a 0-delay link
 
 
@@ -33,7 +33,7 @@ def loss_limited_bps(rate_bps: float, loss: float, one_way_delay_s: float) -> fl
     if loss <= 0:
         return rate_bps
     rtt = max(2 * one_way_delay_s, _RTT_FLOOR_S)
-    return min(rate_bps, 1.22 * _MSS_BITS / (rtt * math.sqrt(loss)))
+    return min(rate_bps, 1.22 * MSS * 8 / (rtt * math.sqrt(loss)))
 
 
 def slowest_call_s(config: RunConfig) -> float:

@@ -16,6 +16,7 @@ from typing import ClassVar, Literal
 import torch
 
 from netbench import steps
+from netbench.dtypes import torch_dtypes
 from netbench.replicators.comm import GroupComm
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.optim import Stepper, build_optimizer
@@ -25,7 +26,7 @@ __all__ = ["PayloadDecl", "StepStats", "Replicator", "StepTimer", "WIRE_DTYPES",
 
 Collective = Literal["all_reduce", "all_gather", "none"]
 
-WIRE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
+WIRE_DTYPES: dict[str, torch.dtype] = torch_dtypes("fp32", "bf16")
 
 
 @dataclass(frozen=True)

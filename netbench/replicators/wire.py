@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import torch
 
+from netbench.dtypes import torch_dtypes
+from netbench.replicators.base import WIRE_DTYPES as _VALUE_DTYPES
 from netbench.replicators.config import ReplicatorConfig
 
 __all__ = ["WireLayout", "index_dtype_for", "INDEX_DTYPES"]
 
-INDEX_DTYPES: dict[str, torch.dtype] = {"int16": torch.int16, "int32": torch.int32, "int64": torch.int64}
-_VALUE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
+INDEX_DTYPES: dict[str, torch.dtype] = torch_dtypes("int16", "int32", "int64")
 
 
 def index_dtype_for(config: ReplicatorConfig, max_tile_numel: int) -> torch.dtype:

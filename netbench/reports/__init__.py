@@ -1,7 +1,8 @@
-"""Sweeps and their reports: a grid of runs (``sweep``), measured beside the model (``report``, ``plots``).
+"""Reports: read run and sweep folders and write what a reader looks at; they run nothing.
 
-* :mod:`~netbench.reports.scenario` -- the TOML/CLI scenario, validated into one RunConfig per point;
-* :mod:`~netbench.reports.sweep` -- runs the points resumably, keeps ``summary.csv`` current;
-* :mod:`~netbench.reports.calibrate` -- which model constants the predictions use (measured on request);
-* :mod:`~netbench.reports.report` / :mod:`~netbench.reports.plots` -- report.md and the figures.
+* :mod:`~netbench.reports.report` / :mod:`~netbench.reports.plots` -- report.md and the figures;
+* :mod:`~netbench.reports.html` -- report.html; :mod:`~netbench.reports.compare` -- a sweep against a baseline;
+* :mod:`~netbench.reports.steps` -- per-step spread from steps.csv; :mod:`~netbench.reports.target` -- time to target loss.
+
+Running a sweep's grid is the orchestrator's (:mod:`netbench.orchestrator.sweep`).
 """

@@ -149,7 +149,7 @@ def _figures(label: str, status: str, summary: dict[str, Any], run_dir: Path | N
 
 
 def _sweep_side(folder: Path) -> dict[Key, PointFigures]:
-    from netbench.reports.sweep import read_summary, run_path
+    from netbench.orchestrator.sweep import read_summary, run_path
 
     try:
         frame = read_summary(folder)

@@ -30,9 +30,9 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS, ClusterSpec  # noqa: E402
 from netbench.model.calibration import Calibration  # noqa: E402
-from netbench.model.predict import predict, workload_shapes  # noqa: E402
+from netbench.orchestrator.prediction import predict, workload_shapes  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
-from netbench.reports.scenario import SweepScenario  # noqa: E402
+from netbench.orchestrator.sweep_scenario import SweepScenario  # noqa: E402
 from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
 from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
 from netbench.reports.target import LOCAL_MODEL, STEP_MODEL  # noqa: E402
@@ -74,7 +74,7 @@ def _ok(frame: pd.DataFrame) -> pd.DataFrame:
 
 def with_step_spread(frame: pd.DataFrame, folder: Path) -> pd.DataFrame:
     """Add step_q1_s / step_q3_s (quartiles of per-step time at the slowest node) where runs/ still holds the steps."""
-    from netbench.reports.sweep import run_path
+    from netbench.orchestrator.sweep import run_path
 
     out = frame.copy()
     q1, q3 = [], []

@@ -19,10 +19,11 @@ from typing import Any
 import pandas as pd
 
 from netbench import safe_files
-from netbench.model.calibration import Calibration, load_calibration
+from netbench.model.calibration import Calibration
+from netbench.model.hostcache import load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
-from netbench.reports.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
+from netbench.orchestrator.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
 from netbench.rundir.summary import Metric, compared_column, error_column, predicted_column, report_metrics
 from netbench.units import format_bytes, format_rate
 

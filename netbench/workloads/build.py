@@ -20,7 +20,7 @@ def build_workload(cfg: WorkloadConfig, rank: int, world_size: int) -> Workload:
 
         return MLPWorkload(cfg, rank)
     if cfg.kind == "shapes":
-        from netbench.workloads.synthetic import ShapesWorkload
+        from netbench.workloads.shapes import ShapesWorkload
 
         return ShapesWorkload(cfg, rank)
     if cfg.kind == "python":

@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Exchange", "DTYPE_BYTES", "from_decl", "average_bytes_per_step"]
-
-DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "int16": 2, "int32": 4, "int64": 8}
+__all__ = ["Exchange", "from_decl", "average_bytes_per_step"]
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from pyroute2.ethtool import Ethtool
 from netbench import safe_files
 from netbench.emulation.hostshaping import HostShaper, offload_on
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
+from netbench.model.host import host_cpus
 from netbench.model.hostcache import host_calibration
-from netbench.model.testbed import host_cpus
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
 from netbench.rundir.layout import RunDir, finished, partial_records, read_records, record_files

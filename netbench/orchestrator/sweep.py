@@ -26,9 +26,9 @@ import pandas as pd
 from netbench import safe_files
 from netbench.model.calibration import Calibration
 from netbench.model.hostcache import HostCalibration
-from netbench.model.predict import predict_run
+from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator.config import RunConfig
-from netbench.reports.scenario import Point, SweepScenario
+from netbench.orchestrator.sweep_scenario import Point, SweepScenario
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.layout import RunDir
 
@@ -138,7 +138,7 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
 
     Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.model.testbed import host_cpus
+    from netbench.model.host import host_cpus
     from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
 

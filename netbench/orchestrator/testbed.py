@@ -15,17 +15,10 @@ configuration, never fitted to measurements:
 
 from __future__ import annotations
 
-import os
-
 from netbench.emulation.shaping import TbfParams
 from netbench.emulation.spec import ClusterSpec
 
-__all__ = ["host_cpus", "cpu_share", "bucket_credit_s"]
-
-
-def host_cpus() -> int:
-    """Cores this process may run on: the ones the emulated nodes share."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+__all__ = ["cpu_share", "bucket_credit_s"]
 
 
 def cpu_share(nodes: int, cpus: int) -> float:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from collections.abc import Callable, Sequence
 
-from netbench.model.calibration import load_calibration, save_calibration
-from netbench.model.hostcache import HostCalibration, host_calibration
-from netbench.model.predict import workload_shapes
+from netbench.model.calibration import save_calibration
+from netbench.model.hostcache import HostCalibration, host_calibration, load_calibration
+from netbench.orchestrator.prediction import workload_shapes
 from netbench.model.schemes import SchemeSettings
 from netbench.replicators.config import ReplicatorConfig
-from netbench.reports.scenario import SweepScenario
+from netbench.orchestrator.sweep_scenario import SweepScenario
 
 __all__ = ["CALIBRATION", "sweep_calibration"]
 

@@ -7,7 +7,7 @@ model takes both as measured inputs (the issue: "compute comes from the user or 
 and predicts the rest -- the replicator's encode/decode from the calibration and the
 collectives from link rate, delay, framing and per-message overhead.
 
-The emulated cluster is not quite the model's cluster (:mod:`netbench.model.testbed`): its nodes
+The emulated cluster is not quite the model's cluster (:mod:`netbench.orchestrator.testbed`): its nodes
 share the host's cores, so encode/decode of N nodes on C cores takes N/C times its calibrated
 time, and tbf's token bucket, refilled while a node computes, lets each step's first burst of
 bytes skip the rate limit. Both come from the host and the shaper's settings.
@@ -30,12 +30,14 @@ import pandas as pd
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
-from netbench.model.calibration import Calibration, cost_key, load_calibration
+from netbench.model.calibration import Calibration, cost_key
 from netbench.model.framing import Framing
+from netbench.model.host import host_cpus
+from netbench.model.hostcache import load_calibration
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
-from netbench.model.testbed import bucket_credit_s, cpu_share, host_cpus
+from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
 from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.summary import Prediction
 from netbench.shapes import ParamShape, total_params
