@@ -120,6 +120,8 @@ class DCTCodec:
         dense (h x h x w) ones, and no dense coefficient matrix. Otherwise the coefficients are
         scattered into a dense matrix and inverted with two GEMMs per region, mirroring the
         forward pass (transposed operands instead of permuting copies).
+        The sparse form is used on CPU only: its per-band loop launches a kernel per row band, which
+        on an H100 made gpt2-medium's decode 182 ms against about 25 ms for the two dense GEMMs.
         """
         operands: list[tuple[torch.Tensor, torch.Tensor] | None] = []
         for b, bucket in enumerate(self.plan.buckets):
@@ -128,7 +130,7 @@ class DCTCodec:
             dense.scatter_add_(1, indices, torch.ones_like(values))  # senders per coefficient
             senders = dense.gather(1, indices)
             n = indices.shape[1]
-            if self.sparse_inverse(bucket, n):
+            if indices.device.type == "cpu" and self.sparse_inverse(bucket, n):
                 # A in scratch_b, B in scratch_a (its counts were read above): both fit since n <= min(h, w).
                 rows_u = self.scratch_b[b].view(-1)[: bucket.tiles * n * bucket.h].view(bucket.tiles, n, bucket.h)
                 rows_v = dense.view(-1)[: bucket.tiles * n * bucket.w].view(bucket.tiles, n, bucket.w)
