@@ -19,6 +19,7 @@ from netbench.cli.fields import RUN
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config
+from netbench.rundir.layout import RunDir
 from netbench.units import format_bytes
 
 console = Console(stderr=True)
@@ -97,7 +98,7 @@ def exec_command(
         if result.summary.get("steps_measured"):
             Console().print(summary_table(result.summary, "netbench exec"))
         console.print(f"results: {result.run_dir}")
-    report_problems(SimpleNamespace(run_json=json.loads((result.run_dir / "run.json").read_text()), summary=result.summary))
+    report_problems(SimpleNamespace(run_json=json.loads(RunDir(result.run_dir).run_json.read_text()), summary=result.summary))
     if result.status != "ok":
         console.print(f"[red]exec failed:[/] {result.reason}")
     elif result.reason:

@@ -14,6 +14,8 @@ from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings
 from netbench.cli.privileges import require_privileges
 from netbench.cli.run_config import dilation_factor
 from netbench.cli.run_options import check_workload
+from netbench.rundir.layout import RunDir
+from netbench.rundir.sweepdir import is_sweep
 
 console = Console(stderr=True)
 
@@ -119,7 +121,8 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool,
     from netbench.model.calibration import CalibrationError
     from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.reports.report import generate_report
-    from netbench.orchestrator.sweep import done_keys, read_summary, run_sweep, write_sweep_json
+    from netbench.orchestrator.sweep import done_keys, run_sweep, write_sweep_json
+    from netbench.rundir.sweepdir import read_summary
 
     require_privileges()
     make_output_folder(folder, "--out")
@@ -171,10 +174,10 @@ def report(
     """Regenerate a sweep's report.md, report.html and plots from its folder, or show one run's measurement beside the model."""
     from netbench.reports.report import generate_report, repredict
 
-    if (folder / "run.json").is_file() and not (folder / "summary.csv").is_file():
+    if RunDir(folder).written and not is_sweep(folder):
         _run_report(folder, calibration)
         return
-    if not (folder / "summary.csv").is_file():
+    if not is_sweep(folder):
         raise UserError(f"{folder}: no summary.csv here (is it a sweep folder?)")
     make_output_folder(folder, "FOLDER")  # report.md and the figures are written there
     if calibration is not None:
@@ -196,7 +199,7 @@ def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
     if calibration is not None:
         raise UserError("--calibration re-predicts sweep folders; a run directory keeps the prediction made when it ran")
     try:
-        run_json = json.loads((run_dir / "run.json").read_text())
+        run_json = json.loads(RunDir(run_dir).run_json.read_text())
         summary = run_json["summary"]
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"{run_dir}: unreadable run.json ({type(exc).__name__}: {exc})") from None

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import statistics
 import time
 import warnings
 from datetime import datetime, timedelta, timezone

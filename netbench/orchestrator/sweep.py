@@ -23,7 +23,6 @@ from typing import Any
 
 import pandas as pd
 
-from netbench import safe_files
 from netbench.model.calibration import Calibration
 from netbench.model.hostcache import HostCalibration
 from netbench.orchestrator.prediction import predict_run
@@ -31,11 +30,11 @@ from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.sweep_scenario import Point, SweepScenario
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.layout import RunDir
+from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
 
 __all__ = ["SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
            "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
 
-SUMMARY = "summary.csv"
 # summary.csv's figures: the measured metrics' columns, then the prediction's as pred_<key> (rundir/summary.py's table)
 MEASURED = csv_measured()
 PREDICTED = csv_predicted()
@@ -49,32 +48,6 @@ class SweepOutcome:
     skipped: int
     failed: list[str]
     interrupted: bool
-
-
-TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error", "statistic", "fidelity_reasons")
-
-
-def read_summary(out: Path) -> pd.DataFrame:
-    """summary.csv with its text columns as text (an all-empty column would otherwise read back as float NaN)."""
-    path = out / SUMMARY
-    if not path.exists():
-        return pd.DataFrame(columns=["key", "status", "run_dir"])
-    frame = pd.read_csv(path, dtype={c: str for c in TEXT})
-    for column in TEXT:
-        if column in frame:
-            frame[column] = frame[column].fillna("")
-    return frame
-
-
-def write_summary(out: Path, frame: pd.DataFrame) -> None:
-    """Atomic rewrite, so an interrupted sweep never leaves half a CSV behind."""
-    with safe_files.replace_from(out / SUMMARY) as fh:  # a fresh temporary name: never through a planted symlink
-        frame.to_csv(fh, index=False)
-
-
-def run_path(out: Path, run_dir: object) -> Path | None:
-    """A row's run directory (stored relative to the sweep folder, so a copied folder still resolves)."""
-    return out / str(run_dir) if isinstance(run_dir, str) and run_dir else None
 
 
 def done_keys(frame: pd.DataFrame, out: Path) -> set[str]:
@@ -128,7 +101,7 @@ def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibratio
     """What the sweep ran and which model constants its predictions use (the report reads it back)."""
     doc = {"scenario": json.loads(scenario.model_dump_json()),
            "calibration": {"path": str(calibration_path) if calibration_path else None, **json.loads(calibration.model_dump_json())}}
-    safe_files.write_text(out / "sweep.json", json.dumps(doc, indent=2) + "\n")
+    write_sweep_doc(out, doc)
 
 
 def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fresh: bool = False,

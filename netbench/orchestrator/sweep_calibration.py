@@ -20,10 +20,10 @@ from netbench.orchestrator.prediction import workload_shapes
 from netbench.model.schemes import SchemeSettings
 from netbench.replicators.config import ReplicatorConfig
 from netbench.orchestrator.sweep_scenario import SweepScenario
+from netbench.rundir.sweepdir import CALIBRATION
 
 __all__ = ["CALIBRATION", "sweep_calibration"]
 
-CALIBRATION = "calibration.json"
 
 
 def _shapes_spec(scenario: SweepScenario, out: Path) -> str:

@@ -13,7 +13,7 @@ from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.dct_codec import DCTCodec
 from netbench.replicators.pipeline import behind_for, run_pipeline
 from netbench.replicators.tiling import TilePlan
-from netbench.replicators.wire import WireLayout, index_dtype_for
+from netbench.replicators.wire import WireLayout
 from netbench.shapes import ParamShape
 
 __all__ = ["DCTReplicator"]

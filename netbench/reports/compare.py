@@ -24,7 +24,9 @@ from typing import Any
 import pandas as pd
 
 from netbench.reports.steps import per_step, read_steps, spread
+from netbench.rundir.layout import RunDir
 from netbench.rundir.summary import metric
+from netbench.rundir.sweepdir import is_sweep, read_summary, read_sweep_json, run_path
 from netbench.units import format_bytes, format_rate
 
 __all__ = ["workload_of", "workload_mismatch", "CompareError", "PointFigures", "Row", "Comparison", "load_side", "compare", "to_markdown", "to_json", "parse_fraction"]
@@ -149,7 +151,6 @@ def _figures(label: str, status: str, summary: dict[str, Any], run_dir: Path | N
 
 
 def _sweep_side(folder: Path) -> dict[Key, PointFigures]:
-    from netbench.orchestrator.sweep import read_summary, run_path
 
     try:
         frame = read_summary(folder)
@@ -171,7 +172,7 @@ def _sweep_side(folder: Path) -> dict[Key, PointFigures]:
 
 def _run_side(run_dir: Path) -> dict[Key, PointFigures]:
     try:
-        doc = json.loads((run_dir / "run.json").read_text())
+        doc = json.loads(RunDir(run_dir).run_json.read_text())
         summary = doc["summary"]
         key = _key(summary["replicator"], summary["nodes"], summary["bw_bps"], summary["delay_ms"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -184,10 +185,10 @@ def workload_of(path: Path) -> dict[str, Any] | None:
     from netbench.workloads.config import WorkloadConfig
 
     try:
-        if (path / "summary.csv").is_file():
-            raw = json.loads((path / "sweep.json").read_text())["scenario"]["workload"]
+        if is_sweep(path):
+            raw = read_sweep_json(path)["scenario"]["workload"]
         else:
-            raw = json.loads((path / "run.json").read_text())["config"]["workload"]
+            raw = json.loads(RunDir(path).run_json.read_text())["config"]["workload"]
         return WorkloadConfig.model_validate(raw).model_dump(mode="json")
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -203,9 +204,9 @@ def workload_mismatch(base: dict[str, Any] | None, cur: dict[str, Any] | None) -
 
 def load_side(path: Path) -> dict[Key, PointFigures]:
     """A sweep folder (summary.csv) or one run's directory (run.json), as points by coordinates."""
-    if (path / "summary.csv").is_file():
+    if is_sweep(path):
         return _sweep_side(path)
-    if (path / "run.json").is_file():
+    if RunDir(path).written:
         return _run_side(path)
     if not path.exists():
         raise CompareError(f"{path}: no such folder")

@@ -74,7 +74,7 @@ def _ok(frame: pd.DataFrame) -> pd.DataFrame:
 
 def with_step_spread(frame: pd.DataFrame, folder: Path) -> pd.DataFrame:
     """Add step_q1_s / step_q3_s (quartiles of per-step time at the slowest node) where runs/ still holds the steps."""
-    from netbench.orchestrator.sweep import run_path
+    from netbench.rundir.sweepdir import run_path
 
     out = frame.copy()
     q1, q3 = [], []

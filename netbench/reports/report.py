@@ -23,11 +23,13 @@ from netbench.model.calibration import Calibration
 from netbench.model.hostcache import load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
-from netbench.orchestrator.sweep import PREDICTED, predict_point, read_summary, run_path, write_summary
-from netbench.rundir.summary import Metric, compared_column, error_column, predicted_column, report_metrics
+from netbench.orchestrator.sweep import predict_point
+from netbench.rundir.layout import RunDir
+from netbench.rundir.sweepdir import read_summary, read_sweep_json, run_path, write_summary, write_sweep_doc
+from netbench.rundir.summary import Metric, compared_column, csv_predicted, error_column, predicted_column, report_metrics
 from netbench.units import format_bytes, format_rate
 
-__all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "repredict", "load_sweep_json", "TARGETS"]
+__all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "repredict", "TARGETS"]
 
 # The issue's done-when: median |step error| <= 10 %, every point within 25 %, wire bytes within 3 %.
 TARGETS = {"step_median": 0.10, "step_max": 0.25, "wire_max": 0.03}
@@ -119,11 +121,6 @@ def accuracy(frame: pd.DataFrame) -> Accuracy:
     )
 
 
-def load_sweep_json(folder: Path) -> dict[str, Any]:
-    path = folder / "sweep.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
 def sweep_calibration_of(doc: dict[str, Any]) -> Calibration:
     """The calibration a sweep's predictions used, as recorded in its sweep.json."""
     data = {k: v for k, v in doc.get("calibration", {}).items() if k != "path"}
@@ -136,18 +133,17 @@ def repredict(folder: Path, calibration_path: Path) -> None:
     frame = read_summary(folder)
     for i, row in frame.iterrows():
         run_dir = run_path(folder, row["run_dir"])
-        if row["status"] != "ok" or run_dir is None or not (run_dir / "run.json").exists():
+        if row["status"] != "ok" or run_dir is None or not RunDir(run_dir).written:
             continue
-        run_json = run_dir / "run.json"
-        config = RunConfig.model_validate(json.loads(run_json.read_text())["config"])
-        predicted = predict_point(config, run_json.parent, calib)
-        for key in PREDICTED:
+        config = RunConfig.model_validate(json.loads(RunDir(run_dir).run_json.read_text())["config"])
+        predicted = predict_point(config, run_dir, calib)
+        for key in csv_predicted():
             frame.loc[i, predicted_column(key)] = predicted.get(key, float("nan"))
         frame.loc[i, "prediction_error"] = predicted.get("error", "")
     write_summary(folder, frame)
-    doc = load_sweep_json(folder)
+    doc = read_sweep_json(folder)
     doc["calibration"] = {"path": str(calibration_path), **json.loads(calib.model_dump_json())}
-    safe_files.write_text(folder / "sweep.json", json.dumps(doc, indent=2) + "\n")
+    write_sweep_doc(folder, doc)
 
 
 def _pct(x: Any) -> str:
@@ -303,7 +299,7 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     from netbench.reports.html import write_html
     from netbench.reports.plots import make_figures
 
-    doc = load_sweep_json(folder)
+    doc = read_sweep_json(folder)
     frame = with_errors(read_summary(folder))
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
     figures = make_figures(frame, doc, sweep_calibration_of(doc), folder) if not frame.empty else []

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from netbench.rundir.layout import RunDir
 from netbench.rundir.summary import metric
 
 __all__ = ["Spread", "read_steps", "per_step", "spread", "WIRE_COLUMNS"]
@@ -42,10 +43,10 @@ class Spread:
 
 def read_steps(run_dir: Path | None) -> pd.DataFrame | None:
     """A run's steps.csv, or None where the run directory (or its file) is not there."""
-    if run_dir is None or not (run_dir / "steps.csv").is_file():
+    if run_dir is None or not RunDir(run_dir).steps_csv.is_file():
         return None
     try:
-        frame = pd.read_csv(run_dir / "steps.csv")
+        frame = pd.read_csv(RunDir(run_dir).steps_csv)
     except (OSError, ValueError, pd.errors.EmptyDataError):
         return None
     return frame if {"step", "rank", "step_s"} <= set(frame.columns) and not frame.empty else None

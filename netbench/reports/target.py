@@ -146,7 +146,7 @@ def interpolated_step_time(rates: Sequence[float], times: Sequence[float]) -> St
 
 def loss_curves(frame: pd.DataFrame, folder: Path, window: int = SMOOTH) -> list[LossCurve]:
     """Every successful point whose run directory still has a steps.csv with losses."""
-    from netbench.orchestrator.sweep import run_path
+    from netbench.rundir.sweepdir import run_path
 
     out = []
     for r in frame[frame["status"] == "ok"].to_dict("records"):
