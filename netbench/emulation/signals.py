@@ -88,15 +88,27 @@ def exit_on(signums: tuple[int, ...] = STOP_SIGNALS) -> AbstractContextManager[N
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """Block the stop signals (delivered afterwards) so teardown always finishes."""
+    """Hold the stop signals while the block runs and deliver them afterwards, so teardown always finishes.
+
+    Blocking them in this thread is not enough: the kernel may hand a signal sent to the process to
+    another thread (torch's, a capture reader's), whose C-level handler still makes Python run the
+    handler here at once. So the Python handlers are swapped for a recorder as well, and what it
+    caught is raised again, through the previous handlers, when the block ends.
+    """
     if not _on_main_thread():
         yield
         return
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: caught.append(signum)) for signum in STOP_SIGNALS}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a signal still pending in this thread arrives here
+        for signum in dict.fromkeys(caught):
+            signal.raise_signal(signum)
 
 
 def block_in_child() -> None:
