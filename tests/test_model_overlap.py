@@ -6,7 +6,8 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
-from netbench.model.overlap import ENCODE_SHARE, MIN_BUCKET_BYTES, auto_bucket_mb, bucket_mb_for, pipelined_step_s
+from netbench.model.overlap import (ENCODE_SHARE, MIN_BUCKET_BYTES, auto_bucket_mb, bucket_mb_for, concurrent_step_s,
+                                    pipelined_step_s)
 from netbench.orchestrator.prediction import predict
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators import declared_payload
@@ -42,6 +43,54 @@ def test_pipelined_step_encoding_every_bucket_first_by_hand() -> None:
     assert pipelined_step_s(0.4, 0.2, 0.6, 2, None) == pytest.approx(0.9)
 
 
+def test_concurrent_buckets_by_hand() -> None:
+    # E 0.4, D 0.2, latency L 0.4 and transfer W 0.2 over all calls. One bucket: the sum E + L + W + D.
+    assert concurrent_step_s(0.4, 0.2, 0.4, 0.2, 1) == pytest.approx(1.2)
+    # Four: e 0.1, d 0.05, l 0.1, c = l + W/4 = 0.15:
+    # max(E + D 0.6, e + c + D 0.45, E + c + d 0.6, e + l + W + d 0.45) = 0.6 -- the codec alone.
+    assert concurrent_step_s(0.4, 0.2, 0.4, 0.2, 4) == pytest.approx(0.6)
+    # On one lane the same four calls pay every latency in a row: e + C + d = 0.1 + 0.6 + 0.05 = 0.75.
+    assert pipelined_step_s(0.4, 0.2, 0.6, 4, None) == pytest.approx(0.75)
+    # Wire-bound (E 0.1, D 0.1, L 0.2, W 1.0), two buckets: c = 0.1 + 0.5;
+    # max(0.2, 0.05 + 0.6 + 0.1, 0.1 + 0.6 + 0.05, 0.05 + 0.1 + 1.0 + 0.05) = 1.2: one latency, then the bytes in a row.
+    assert concurrent_step_s(0.1, 0.1, 0.2, 1.0, 2) == pytest.approx(1.2)
+    assert pipelined_step_s(0.1, 0.1, 1.2, 2, None) == pytest.approx(1.3)  # one lane: both latencies
+    with pytest.raises(ValueError):
+        concurrent_step_s(1, 1, 1, 1, 0)
+
+
+def test_lanes_carry_two_buckets_each_up_to_the_cap() -> None:
+    from netbench.replicators.buckets import MAX_LANES, lanes_for
+    from netbench.replicators.pipeline import ENCODE_FIRST, READY, behind_for
+
+    assert [lanes_for(n) for n in (1, 2, 3, 4, 5, 16)] == [1, 1, 2, 2, 3, 8]
+    assert lanes_for(100) == MAX_LANES
+    assert behind_for(True) is ENCODE_FIRST and behind_for(False) == READY
+
+
+def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
+    """With several accelerators per node the replication group is a subgroup: one lane, READY, every latency in a row."""
+    from netbench.model.overlap import pipelined
+    from netbench.model.schemes import scheme_from_config
+    from netbench.model.steptime import Scenario, estimate
+    from netbench.replicators.pipeline import READY
+
+    cal = Calibration(compression_s_per_param={"dct": 1e-6})
+    rep = ReplicatorConfig(name="dct", bucket_mb=0.01)
+    shapes = workload_shapes(WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256"), 2)
+    n = declared_payload(shapes, rep, 2).collectives_per_step
+    assert n > 2
+    one = Scenario(nodes=2, up_bps=100e6, down_bps=100e6, delay_s=0.02)
+    est = estimate(scheme_from_config(rep), shapes, one, cal)
+    codec, lat = est.compression_time_s, est.wire.latency_s
+    assert pipelined(est, rep, shapes).step_time_s == pytest.approx(
+        concurrent_step_s(codec / 2, codec / 2, lat, est.comm_time_s - lat, n))
+    hybrid = estimate(scheme_from_config(rep), shapes, Scenario(nodes=4, gpus_per_node=2, up_bps=100e6, down_bps=100e6,
+                                                                 delay_s=0.02, intra_bps=100e9), cal)
+    assert pipelined(hybrid, rep, shapes).step_time_s == pytest.approx(
+        pipelined_step_s(hybrid.compression_time_s / 2, hybrid.compression_time_s / 2, hybrid.comm_time_s, n, READY))
+
+
 def test_backward_overlap_by_hand() -> None:
     from netbench.model.overlap import backward_overlapped_step_s
 
@@ -70,9 +119,11 @@ def test_predict_applies_backward_overlap_only_where_the_worker_does() -> None:
 
 
 def test_auto_bucket_fills_the_pipe_and_caps_the_count() -> None:
-    assert auto_bucket_mb(100e6, 0.04) == pytest.approx(0.25)  # 12.5 MB/s x 40 ms / 2
+    # Concurrent buckets (a lane per two): the delay does not size them; 12.5 MB/s x 2 ring steps x 3 ms.
+    assert auto_bucket_mb(100e6, 0.04) == pytest.approx(0.075)
+    assert auto_bucket_mb(100e6, 0.04, concurrent=False) == pytest.approx(0.25)  # queued: 12.5 MB/s x 40 ms / 2
     assert auto_bucket_mb(10e6, 0.0) == pytest.approx(MIN_BUCKET_BYTES / 1e6)
-    assert auto_bucket_mb(10e6, 0.0, payload_bytes=8_000_000) == pytest.approx(1.0)  # at most 8 buckets
+    assert auto_bucket_mb(10e6, 0.0, payload_bytes=8_000_000) == pytest.approx(0.5)  # at most 16 buckets
     # A fast link carries more during a collective's fixed costs than small payloads hold: one bucket.
     assert auto_bucket_mb(1e9, 0.0, payload_bytes=700_000, nodes=2) == pytest.approx(0.75)
     assert auto_bucket_mb(100e6, 0.0, payload_bytes=700_000, nodes=4) == pytest.approx(0.225)
@@ -103,9 +154,9 @@ def test_predict_uses_the_pipelined_form() -> None:
     from netbench.model.steptime import estimate
 
     raw = estimate(scheme_from_config(piped_rep), shapes, scenario_for(cluster, 0.05, cal), cal)
-    from netbench.replicators.pipeline import behind_for
-
-    want = 0.05 + pipelined_step_s(codec / 2, codec / 2, raw.comm_time_s, n, behind_for("dct"))
+    # one accelerator per node: a lane per two buckets, every bucket encoded first, one latency exposed
+    lat = raw.wire.latency_s
+    want = 0.05 + concurrent_step_s(codec / 2, codec / 2, lat, raw.comm_time_s - lat, n)
     assert pipelined(raw, piped_rep, shapes).step_time_s == pytest.approx(want)
     assert want < raw.step_time_s
     assert plain.step_time_s == pytest.approx(unpiped_piped.step_time_s)

@@ -102,9 +102,9 @@ def test_fit_separates_per_param_and_per_tensor_costs() -> None:
 
 
 def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
-    """A pipelined step: the refilled bucket comes off the wire time C, then the READY schedule's
-    T = min(e + (n-1) max(e+d, c) + c + d, max(E + D, e + c + D, E + c + d, e + C + d))."""
-    from netbench.model.overlap import pipelined_step_s
+    """A pipelined step: the refilled bucket comes off the wire time C (its transfer part), then the
+    concurrent buckets' T = max(E + D, e + c + D, E + c + d, e + l + W + d) with W = C - L."""
+    from netbench.model.overlap import concurrent_step_s
     from netbench.model.schemes import scheme_from_config
     from netbench.orchestrator.prediction import scenario_for
     from netbench.model.steptime import estimate
@@ -122,7 +122,7 @@ def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
     credit = min(bucket_credit_s(cluster, local, plain.tx.total), plain.wire.transfer_s)
     enc, dec = 393_856 * 3e-8, 393_856 * 2e-8
     wire = plain.comm_time_s - credit
-    expected = local + min(pipelined_step_s(enc, dec, wire, buckets, 1), pipelined_step_s(enc, dec, wire, buckets, None))
+    expected = local + concurrent_step_s(enc, dec, plain.wire.latency_s, wire - plain.wire.latency_s, buckets)
     got = predict(run, shapes, local, calib, cpus=2)
     assert credit > 0 and got.step_time_s == pytest.approx(expected)
     assert got.comm_time_s == pytest.approx(max(0.0, expected - local - enc - dec))

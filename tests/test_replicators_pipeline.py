@@ -70,7 +70,8 @@ def _body(rank: int, world: int, cfg: dict, bucket_mb: float) -> dict:
     params = _params()
     rep = build_replicator(params, config)
     decl = declared_payload(param_shapes(params), config, world)
-    out = {"params": [], "bytes": [], "calls": [], "decl_bytes": decl.bytes_per_step, "decl_calls": decl.collectives_per_step}
+    out = {"params": [], "bytes": [], "calls": [], "decl_bytes": decl.bytes_per_step, "decl_calls": decl.collectives_per_step,
+           "lanes": rep.comm.lanes}
     for step in range(STEPS):
         gen = torch.Generator().manual_seed(1000 * rank + step + 1)
         for p in params:
@@ -89,8 +90,14 @@ def _both(world: int, key: str) -> tuple[list[dict], list[dict]]:
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_pipelined_equals_one_bucket_and_replicas_agree(world, key):
+    from netbench.replicators.buckets import lanes_for
+
     plain, piped = _both(world, key)
     assert piped[0]["decl_calls"] > 1, "the test must actually pipeline"
+    # a lane (process group) per two buckets, so the buckets' collectives travel at once
+    lanes = [r["lanes"] for r in piped]
+    assert lanes == [lanes_for(piped[0]["decl_calls"])] * world and lanes[0] > 1
+    assert [r["lanes"] for r in plain] == [1] * world
     for rank in range(world):
         for step in range(STEPS):
             # Replicas identical after every step.

@@ -163,8 +163,9 @@ def _tcp_text(tcp: TcpSettings) -> str:
             f"slow start after idle {'on' if tcp.slow_start_after_idle else 'off'}, initial window {tcp.initcwnd}")
 
 
-def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, nodes: int) -> list:
-    """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload (as `run`)."""
+def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, nodes: int, concurrent: bool = True) -> list:
+    """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload (as `run`;
+    ``concurrent``: the buckets travel at once, one accelerator per node)."""
     import dataclasses
 
     from netbench.model.overlap import bucket_mb_for
@@ -182,7 +183,8 @@ def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shape
     for scheme in schemes:
         if auto:
             try:
-                value = bucket_mb_for(scheme.name, rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step, nodes)
+                value = bucket_mb_for(scheme.name, rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step, nodes,
+                                      concurrent=concurrent)
             except ValueError:
                 value = 0.0  # the payload formula rejects these shapes: reported later as an input error
         out.append(dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value})))
@@ -302,7 +304,8 @@ def plan(
         raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
     tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     settings = _settings(**rep_settings)
-    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list, node_counts[0])
+    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list, node_counts[0],
+                           concurrent=gpus_per_node == 1)
     # the "measuring" line goes to stderr, so --json's stdout stays clean; non-default settings get their own encode/decode cost
     calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
     try:

@@ -77,7 +77,7 @@ def worker(
         raise UserError(str(exc)) from None
     g = hopt.local_world_size(shard_in_host, rendezvous.spec.world_size)
     cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping)
-    rep = ropt.with_bucket_mb(rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size)
+    rep = ropt.with_bucket_mb(rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size, g)
     config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=False, out_dir=out, threads=threads, **({"gpus_per_node": g} if g > 1 else {}))
     plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config))

@@ -54,8 +54,9 @@ def check_workload(workload: WorkloadConfig, world_size: int) -> None:
 
 
 def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt_s: float,
-                   workload: WorkloadConfig, world_size: int) -> ReplicatorConfig:
-    """``rep`` with ``--bucket-mb`` applied: a number, or ``auto`` (from the link and the step's payload).
+                   workload: WorkloadConfig, world_size: int, gpus_per_node: int = 1) -> ReplicatorConfig:
+    """``rep`` with ``--bucket-mb`` applied: a number, or ``auto`` (from the link and the step's payload;
+    with several accelerators per node the buckets queue on the replication subgroup's one lane).
 
     ``auto`` without a known link rate (an unshaped host) keeps one bucket.
     """
@@ -70,7 +71,8 @@ def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt
         from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS
 
         backward = rep.overlap_backward and workload.kind in BACKWARD_OVERLAP_WORKLOADS
-        value = bucket_mb_for(rep.name, rate_bps, rtt_s, payload, world_size, backward=backward)
+        value = bucket_mb_for(rep.name, rate_bps, rtt_s, payload, world_size, backward=backward,
+                              concurrent=gpus_per_node == 1)
     else:
         try:
             value = float(text)

@@ -17,6 +17,17 @@ the codec alone, bucket 0 arriving before the decodes can start, the last bucket
 its own decode, and every call's wire time in a row between the first encode and the last decode.
 n = 1 gives E + C + D in both, the unpipelined step; many buckets approach max(E + D, C).
 
+Both forms charge every bucket's collective in a row: gloo runs two collectives of a process
+group at a time, so on one lane a delayed link costs each bucket its own latency. A pipeline with
+a lane per two buckets (replicators/comm.py, the default wherever the replication group is the
+world) encodes every bucket first and its collectives travel at once: with C = L + W split into
+the calls' latency L (l = L/n each) and their transfer W, bucket i's collective takes
+c = l + W/n, and the buckets' bytes follow each other on the wire behind one latency::
+
+    T = max(E + D, e + c + D, E + c + d, e + l + W + d)
+
+(:func:`concurrent_step_s`), which approaches max(E + D, l + W) rather than max(E + D, L + W).
+
 Backward overlap (replicators/backward.py) starts bucket i during backward as soon as its
 gradients exist: the communication the pipeline leaves exposed can hide behind the backward
 compute that remains after the first bucket is ready, (n - 1) / n of backward for n even
@@ -33,7 +44,7 @@ if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
     from netbench.shapes import ParamShape
 
-__all__ = ["pipelined", "pipelined_step_s", "backward_overlapped", "backward_overlapped_step_s", "BACKWARD_SHARE", "auto_bucket_mb", "bucket_mb_for", "PIPELINED_BY_DEFAULT", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
+__all__ = ["pipelined", "pipelined_step_s", "concurrent_step_s", "MAX_BUCKETS", "backward_overlapped", "backward_overlapped_step_s", "BACKWARD_SHARE", "auto_bucket_mb", "bucket_mb_for", "PIPELINED_BY_DEFAULT", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
 
 GLOO_SEGMENT_BYTES = 1 << 20  # gloo's ring all-reduce segment (gloo/allreduce.cc)
 MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a codec pass) dominate
@@ -46,6 +57,9 @@ RING_STEP_S = 3e-3
 # pipelined random at 0.97-0.99x of one bucket at 10mbit but 1.24-1.46x at 100mbit and 1gbit,
 # so `auto` keeps them in one collective; `--bucket-mb N` still pipelines them.
 PIPELINED_BY_DEFAULT = frozenset({"dct"})
+# Buckets `auto` cuts a step into at most: two per lane (replicators/buckets.py MAX_LANES), so all
+# travel at once; more buckets shrink the pipeline's fill (the first encode) and drain (the last decode).
+MAX_BUCKETS = 16
 ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding (dct: measured 0.45-0.55)
 
 
@@ -61,6 +75,17 @@ def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: i
     if behind is None:
         return max(encode_s + decode_s, e + c + decode_s, encode_s + c + d, e + comm_s + d)
     return e + (buckets - 1) * max(e + d, c) + c + d
+
+
+def concurrent_step_s(encode_s: float, decode_s: float, latency_s: float, transfer_s: float, buckets: int) -> float:
+    """Encode + communicate + decode of a step cut into ``buckets`` whose collectives travel at once
+    (a lane per two buckets), every bucket encoded before any is decoded. ``latency_s`` and
+    ``transfer_s``: the step's communication (all buckets' calls) split into latency and wire time."""
+    if buckets < 1:
+        raise ValueError(f"buckets must be at least 1, got {buckets}")
+    e, d, lat = encode_s / buckets, decode_s / buckets, latency_s / buckets
+    c = lat + transfer_s / buckets
+    return max(encode_s + decode_s, e + c + decode_s, encode_s + c + d, e + lat + transfer_s + d)
 
 
 # Share of a built-in workload's compute (forward + backward) spent in backward: backward costs
@@ -84,7 +109,7 @@ def backward_overlapped_step_s(compute_s: float, backward_s: float, sync_s: floa
 
 
 def bucket_mb_for(replicator: str, rate_bps: float, rtt_s: float, payload_bytes: int | None, nodes: int,
-                  backward: bool = False) -> float:
+                  backward: bool = False, concurrent: bool = True) -> float:
     """What ``--bucket-mb auto`` means for ``replicator``: :func:`auto_bucket_mb`, or 0 (one bucket)
     for replicators whose codec has too little work to hide (see :data:`PIPELINED_BY_DEFAULT`).
 
@@ -94,25 +119,25 @@ def bucket_mb_for(replicator: str, rate_bps: float, rtt_s: float, payload_bytes:
     """
     if replicator not in PIPELINED_BY_DEFAULT:
         return 0.0
-    return auto_bucket_mb(rate_bps, rtt_s, payload_bytes, nodes=nodes, min_bytes=0 if backward else MIN_BUCKET_BYTES)
+    return auto_bucket_mb(rate_bps, rtt_s, payload_bytes, nodes=nodes, min_bytes=0 if backward else MIN_BUCKET_BYTES,
+                          concurrent=concurrent)
 
 
-def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = None, max_buckets: int = 8,
-                   nodes: int = 2, min_bytes: int = MIN_BUCKET_BYTES) -> float:
+def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = None, max_buckets: int = MAX_BUCKETS,
+                   nodes: int = 2, min_bytes: int = MIN_BUCKET_BYTES, concurrent: bool = True) -> float:
     """Bucket size (MB, 1e6 B) for a link: enough bytes to keep the pipe full, few enough buckets.
 
-    A bucket should hold at least half a bandwidth-delay product (rate x RTT / 2: one one-way
-    delay's worth) so its transfer is not dominated by the latency of its collective -- with the
-    READY schedule (replicators/pipeline.py) a collective in flight never holds up the next
-    encode, so a bucket need not cover a whole round trip (dct, 100mbit + 20 ms, gpt2-small:blocks=2:
-    half a BDP, 3 buckets, 1.10x the overlap limit; a whole BDP, 2 buckets, 1.26x; a quarter,
-    6 buckets, 1.32x: scripts/race_reference.py --bucket-mb), at least as many bytes as the link carries
-    during the collective's fixed costs (2 (nodes - 1) ring steps of :data:`RING_STEP_S`; on a
-    fast link this makes the payload one bucket, since there is little wire time to hide), and at
-    least ``min_bytes``; given the step's payload, no more than ``max_buckets`` buckets.
+    A bucket holds at least as many bytes as the link carries during its collective's fixed costs
+    (2 (nodes - 1) ring steps of :data:`RING_STEP_S`; on a fast link this makes the payload one
+    bucket, since there is little wire time to hide), at least ``min_bytes``, and given the step's
+    payload no fewer bytes than an even share of ``max_buckets``. Where the buckets' collectives
+    travel at once (``concurrent``: a lane per two buckets, replicators/comm.py) their latencies
+    overlap and that is all. Where they queue (one lane: the hybrid mode), each collective's latency
+    is paid in turn, so a bucket must also hold half a bandwidth-delay product (rate x RTT / 2) or
+    its transfer is dominated by that latency.
     """
     fixed_s = 2 * max(1, nodes - 1) * RING_STEP_S
-    size = max(rate_bps / 8 * max(rtt_s / 2, fixed_s), min_bytes, 1)
+    size = max(rate_bps / 8 * max(0.0 if concurrent else rtt_s / 2, fixed_s), min_bytes, 1)
     if payload_bytes:
         size = max(size, payload_bytes / max_buckets)
     return round(size / 1e6, 6)
@@ -141,9 +166,17 @@ def pipelined(est: "StepEstimate", replicator: "ReplicatorConfig", shapes: "Sequ
     codec = est.compression_time_s
     enc = codec * ENCODE_SHARE if encode_s is None else encode_s
     dec = codec - enc if decode_s is None else decode_s
+    from netbench.replicators.buckets import COLLECTIVES_PER_LANE, lanes_for
     from netbench.replicators.pipeline import behind_for
 
-    overlapped = pipelined_step_s(enc, dec, est.comm_time_s, buckets, behind_for(replicator.name))
+    # Lanes open where the replication group is the world (one accelerator per node), as the workers do.
+    concurrent = est.scenario.gpus_per_node == 1 and lanes_for(buckets) * COLLECTIVES_PER_LANE >= buckets
+    if concurrent:  # behind_for(True): every bucket encoded first
+        # comm_time_s may be shorter than the wire's cost (the emulator's tbf credit): what it lost is transfer
+        transfer = max(0.0, est.comm_time_s - est.intra_time_s - est.wire.latency_s)
+        overlapped = concurrent_step_s(enc, dec, est.wire.latency_s, transfer, buckets)
+    else:
+        overlapped = pipelined_step_s(enc, dec, est.comm_time_s, buckets, behind_for(False))
     return replace(est, comm_time_s=max(0.0, overlapped - codec), step_time_s=est.compute_time_s + overlapped)
 
 

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 
 from netbench.replicators.tiling import matrix_shape
 
-__all__ = ["bucket_bytes", "slot_ranges", "Piece", "row_band_buckets"]
+__all__ = ["bucket_bytes", "slot_ranges", "Piece", "row_band_buckets", "lanes_for", "COLLECTIVES_PER_LANE", "MAX_LANES"]
+
+COLLECTIVES_PER_LANE = 2  # ProcessGroupGloo's worker threads: collectives of one group that run at once
+MAX_LANES = 8  # process groups a pipeline opens at most (each holds two threads and a socket per peer)
+
+
+def lanes_for(buckets: int) -> int:
+    """Process groups a pipeline of ``buckets`` collectives needs so that none queues behind another
+    (see :meth:`netbench.replicators.comm.GroupComm.open_lanes`)."""
+    return max(1, min(MAX_LANES, -(-buckets // COLLECTIVES_PER_LANE)))
 
 
 def bucket_bytes(bucket_mb: float) -> int:

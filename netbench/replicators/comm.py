@@ -10,6 +10,13 @@ are. NCCL (and any backend that serves the tensors' device) runs the collective 
 serves CPU tensors only, so for accelerator tensors on a gloo group -- and only then -- each call
 copies its buffer to a reused host buffer and back (:func:`needs_host_copy`): one round trip per
 collective (per bucket when pipelined), never inside encode or decode.
+
+Lanes: gloo runs at most two collectives of one process group at a time (two worker threads per
+group), so a pipeline of more buckets queues them and each waits out the whole latency of the
+ones before it -- on a delayed link every bucket's all-gather costs two one-way delays
+(ready-to-receive, then data) no matter how small it is. :meth:`GroupComm.open_lanes` adds process
+groups over the same ranks; async collectives rotate over them in the order they are started
+(the same on every rank), so up to two buckets per lane travel at once and their latencies overlap.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import time
 
 import torch
 import torch.distributed as dist
+
+from netbench.replicators.buckets import lanes_for
 
 __all__ = ["GroupComm", "Pending", "needs_host_copy"]
 
@@ -51,9 +60,42 @@ class GroupComm:
         self.rank = dist.get_rank(group) if self.distributed else 0
         self.backend = str(dist.get_backend(group)) if self.distributed else ""
         self._host: dict[tuple[int, int, torch.dtype], torch.Tensor] = {}  # staging buffers, one per device buffer
+        self._lanes: list = [group]  # process groups the async collectives rotate over
+        self._next_lane = 0
         self._comm_s = 0.0
         self._bytes = 0
         self._calls = 0
+
+    def open_lanes(self, buckets: int) -> int:
+        """Create the process groups a pipeline of ``buckets`` collectives runs on (:func:`lanes_for`).
+
+        ``dist.new_group`` is collective over the whole world, so lanes are opened only where this
+        comm's group is the world (every rank builds the same replicator, so every rank makes the
+        same calls in the same order); a subgroup (the hybrid mode's replication group) keeps one
+        lane. Returns the number of lanes.
+        """
+        wanted = lanes_for(buckets)
+        if not self.distributed or self.group not in (None, dist.group.WORLD) or len(self._lanes) >= wanted:
+            return len(self._lanes)
+        ranks = list(range(self.world_size))
+        while len(self._lanes) < wanted:
+            self._lanes.append(dist.new_group(ranks, backend=self.backend if ":" not in self.backend else None))
+        return len(self._lanes)
+
+    def concurrent(self, buckets: int) -> bool:
+        """Whether ``buckets`` async collectives travel at once here (a lane per two buckets)."""
+        return len(self._lanes) >= lanes_for(buckets)
+
+    @property
+    def lanes(self) -> int:
+        """Process groups the async collectives rotate over (1 unless :meth:`open_lanes` added some)."""
+        return len(self._lanes)
+
+    def _lane(self):
+        """The group the next async collective runs on (round robin, in the order started)."""
+        group = self._lanes[self._next_lane % len(self._lanes)]
+        self._next_lane += 1
+        return group
 
     def _count(self, tensor: torch.Tensor) -> None:
         """Book one collective call handing ``tensor``'s bytes to the wire."""
@@ -116,7 +158,7 @@ class GroupComm:
         booked as what :meth:`Pending.wait` blocks for (the communication left exposed).
         """
         wire = self._staged(tensor) if self.distributed else tensor
-        work = dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self.group, async_op=True) if self.distributed else None
+        work = dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self._lane(), async_op=True) if self.distributed else None
         self._count(tensor)
 
         def after() -> None:
@@ -132,7 +174,7 @@ class GroupComm:
         after = None
         if self.distributed:
             wire_out = self._staged(out, fill=False)
-            work = _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True)
+            work = _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self._lane(), async_op=True)
             if wire_out is not out:
                 after = lambda: out.copy_(wire_out)  # noqa: E731
         else:

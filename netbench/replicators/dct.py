@@ -103,6 +103,7 @@ class DCTReplicator(Replicator):
         else:
             self.units = [_DCTUnit([(p.rows, p.cols) for p in bucket], config, world, max_tile, device)
                           for bucket in self.pieces]
+        self.comm.open_lanes(len(self.units))
         first = self.units[0]
         self.codec, self.wire, self.send, self.recv = first.codec, first.wire, first.send, first.recv
 
@@ -166,5 +167,6 @@ class DCTReplicator(Replicator):
             self.decode(self.recv)
             timer.decode()
             return
-        # pipeline.py: decode one behind, or encode every bucket first (behind_for says which).
-        run_pipeline(len(self.units), self._encode_bucket, self._start_bucket, self._decode_bucket, timer, behind_for(self.name))
+        # pipeline.py: encode every bucket first where the lanes carry them at once, else READY.
+        run_pipeline(len(self.units), self._encode_bucket, self._start_bucket, self._decode_bucket, timer,
+                     behind_for(self.comm.concurrent(len(self.units))))

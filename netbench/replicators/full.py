@@ -10,7 +10,7 @@ from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, Step
 from netbench.replicators.buckets import bucket_bytes, slot_ranges
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
-from netbench.replicators.pipeline import run_pipeline
+from netbench.replicators.pipeline import behind_for, run_pipeline
 from netbench.shapes import ParamShape
 
 __all__ = ["FullReplicator"]
@@ -30,6 +30,7 @@ class FullReplicator(Replicator):
         # One persistent buffer: a single collective per step and no per-step allocation.
         self.buffer = torch.empty(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=self.params[0].device)
         self.ranges = slot_ranges(self.layout.numel, self.buffer.element_size(), bucket_bytes(config.bucket_mb))
+        self.comm.open_lanes(len(self.ranges))
 
     @classmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
@@ -44,7 +45,8 @@ class FullReplicator(Replicator):
             run_pipeline(len(self.ranges),
                          lambda b: self.layout.gather(grads, self.buffer, *self.ranges[b]),
                          lambda b: self.comm.all_reduce_mean_async(self.buffer[slice(*self.ranges[b])]),
-                         lambda b: self.layout.scatter(self.buffer, grads, *self.ranges[b]), timer)
+                         lambda b: self.layout.scatter(self.buffer, grads, *self.ranges[b]), timer,
+                         behind_for(self.comm.concurrent(len(self.ranges))))
             return
         self.layout.gather(self.grads(), self.buffer)
         timer.compress()

@@ -10,15 +10,15 @@ encodes and starts every bucket first, then waits and decodes them in order::
 
     E0 S0 E1 S1 ... E(n-1) S(n-1) | W0 D0 W1 D1 ... W(n-1) D(n-1)
 
-which gives bucket i the encodes after it and the decodes before it to travel in (1 - 1/n of
-the codec time on even buckets): the better form where each collective has a large fixed
-latency (a delayed link) and the codec dominates. ``behind`` = 0 (``READY``, the default of every
-pipelined replicator) adapts between the two: after each start it decodes the buckets whose
-collective has already completed (a non-blocking check) and blocks only once every bucket is
-started, so it never idles waiting while there is a bucket left to encode, and decodes early
-where the link is fast. gloo runs collectives on its own threads in
-the order they were started, identical on every rank, so the result equals the one-bucket step
-bit for bit wherever the collective itself does not reorder sums (all-gather; all-reduce on 2 ranks).
+which gives bucket i the encodes after it and the decodes before it to travel in: the better
+form wherever the buckets' collectives travel at once (lanes, see replicators/comm.py), since a
+decode unlocks nothing while an encode starts a collective, so encoding first keeps the most
+bytes and latency in flight. ``behind`` = 0 (``READY``) adapts for a pipeline whose collectives
+queue (one lane, the hybrid mode's replication subgroup): after each start it decodes the buckets
+whose collective has already completed (a non-blocking check) and blocks only once every bucket
+is started. gloo runs each group's collectives in the order they were started, identical on
+every rank, so the result equals the one-bucket step bit for bit wherever the collective itself
+does not reorder sums (all-gather; all-reduce on 2 ranks).
 """
 
 from __future__ import annotations
@@ -28,20 +28,23 @@ from collections.abc import Callable
 from netbench.replicators.base import StepTimer
 from netbench.replicators.comm import Pending
 
-__all__ = ["run_pipeline", "behind_for", "READY"]
+__all__ = ["run_pipeline", "behind_for", "READY", "ENCODE_FIRST"]
 
 READY = 0  # ``behind`` = 0: decode what has arrived, block only after the last start
+ENCODE_FIRST = None  # ``behind`` = None: start every bucket, then wait and decode in order
 
-# Neither fixed schedule wins everywhere (reports/pipeline/race_tuning.txt, bench.txt): for dct at
-# 100mbit + 20 ms on 3 buckets, encoding every bucket first measured 1.10x the overlap limit where
-# decoding one behind measured 1.375x (each wait a full delayed collective); at 100mbit, 0 ms on
-# 8 buckets, encode-first measured 1.375x the one-bucket step where one behind measured 0.76x.
-# READY decodes early where collectives complete early and keeps encoding where they do not.
+# Measured (scripts/race_reference.py, dct, 100mbit + 20 ms, gpt2-small:blocks=2, reports/pipeline/):
+# on one lane (gloo runs two collectives of a group at once) encoding every bucket first measured
+# 1.10x the overlap limit on 3 buckets but 1.375x one bucket at 0 ms on 8, as the queued buckets each
+# waited out the ones before; READY did better on one lane. With a lane per two buckets, 7 buckets:
+# READY 1.31x the overlap limit (it decodes arrivals while buckets are left to encode, and the last
+# buckets start late), encoding first 1.09x.
 
 
-def behind_for(replicator: str) -> int | None:
-    """The ``behind`` setting ``replicator`` runs its pipeline with (the model reads it too)."""
-    return READY
+def behind_for(concurrent: bool) -> int | None:
+    """The schedule a pipeline runs (the model reads it too): :data:`ENCODE_FIRST` where its buckets'
+    collectives travel at once (``concurrent``: a lane per two buckets), :data:`READY` where they queue."""
+    return ENCODE_FIRST if concurrent else READY
 
 
 def run_pipeline(buckets: int, encode: Callable[[int], None], start: Callable[[int], Pending],

@@ -19,7 +19,7 @@ from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, Step
 from netbench.replicators.buckets import bucket_bytes, slot_ranges
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
-from netbench.replicators.pipeline import run_pipeline
+from netbench.replicators.pipeline import behind_for, run_pipeline
 from netbench.shapes import ParamShape
 
 __all__ = ["SubsetReplicator"]
@@ -43,6 +43,7 @@ class SubsetReplicator(Replicator):
         slots = self.slots(self.shapes, config)
         self.send = torch.zeros(slots, dtype=WIRE_DTYPES[config.value_dtype], device=device)
         self.ranges = slot_ranges(slots, self.send.element_size(), bucket_bytes(config.bucket_mb))  # pipeline buckets
+        self.comm.open_lanes(len(self.ranges))
         self._momentum_views = self.layout.views(self.momentum, self.params)
 
     @classmethod
@@ -144,6 +145,6 @@ class SubsetReplicator(Replicator):
             else:
                 self.update.index_copy_(0, where, averaged)
 
-        run_pipeline(len(self.ranges), encode, start, decode, timer)
+        run_pipeline(len(self.ranges), encode, start, decode, timer, behind_for(self.comm.concurrent(len(self.ranges))))
         self.layout.scatter(self.update, self.grads())
         timer.decode()
