@@ -71,7 +71,7 @@ def _body(rank: int, world: int, cfg: dict, bucket_mb: float) -> dict:
     rep = build_replicator(params, config)
     decl = declared_payload(param_shapes(params), config, world)
     out = {"params": [], "bytes": [], "calls": [], "decl_bytes": decl.bytes_per_step, "decl_calls": decl.collectives_per_step,
-           "lanes": rep.comm.lanes}
+           "lanes": rep.comm.lanes, "lane_timeouts": rep.comm.lane_timeouts()}
     for step in range(STEPS):
         gen = torch.Generator().manual_seed(1000 * rank + step + 1)
         for p in params:
@@ -98,6 +98,8 @@ def test_pipelined_equals_one_bucket_and_replicas_agree(world, key):
     lanes = [r["lanes"] for r in piped]
     assert lanes == [lanes_for(piped[0]["decl_calls"])] * world and lanes[0] > 1
     assert [r["lanes"] for r in plain] == [1] * world
+    # every lane keeps the world's collective timeout (a stalled bucket fails as fast as any collective)
+    assert all(len(set(r["lane_timeouts"])) == 1 and r["lane_timeouts"][0] is not None for r in piped)
     for rank in range(world):
         for step in range(STEPS):
             # Replicas identical after every step.

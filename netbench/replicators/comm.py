@@ -48,6 +48,14 @@ def needs_host_copy(backend: str, device_type: str) -> bool:
     return backend == "gloo"
 
 
+def _group_timeout(group):
+    """The collective timeout ``group`` was created with (None, torch's default, where it does not say)."""
+    try:
+        return (group or dist.group.WORLD)._get_backend(torch.device("cpu")).options._timeout
+    except (AttributeError, RuntimeError):
+        return None
+
+
 class GroupComm:
     """A process group plus per-step accounting of collective time, bytes and calls."""
 
@@ -75,16 +83,21 @@ class GroupComm:
         lane. Returns the number of lanes.
         """
         wanted = lanes_for(buckets)
-        if not self.distributed or self.group not in (None, dist.group.WORLD) or len(self._lanes) >= wanted:
+        if (not self.distributed or self.world_size < 2 or self.group not in (None, dist.group.WORLD)
+                or len(self._lanes) >= wanted):
             return len(self._lanes)
-        ranks = list(range(self.world_size))
-        while len(self._lanes) < wanted:
-            self._lanes.append(dist.new_group(ranks, backend=self.backend if ":" not in self.backend else None))
+        ranks, timeout = list(range(self.world_size)), _group_timeout(self.group)
+        while len(self._lanes) < wanted:  # the world's collective timeout, not torch's 30-minute default
+            self._lanes.append(dist.new_group(ranks, timeout=timeout, backend=self.backend if ":" not in self.backend else None))
         return len(self._lanes)
 
     def concurrent(self, buckets: int) -> bool:
         """Whether ``buckets`` async collectives travel at once here (a lane per two buckets)."""
         return len(self._lanes) >= lanes_for(buckets)
+
+    def lane_timeouts(self) -> list:
+        """Each lane's collective timeout (the first is the group's own)."""
+        return [_group_timeout(g) for g in self._lanes]
 
     @property
     def lanes(self) -> int:
