@@ -91,6 +91,25 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
         pipelined_step_s(hybrid.compression_time_s / 2, hybrid.compression_time_s / 2, hybrid.comm_time_s, n, READY))
 
 
+def test_two_round_buckets_keep_one_latency_per_round() -> None:
+    """lowrank pipelined: codec and wire are not overlapped in the model, but with lanes each round's
+    buckets travel at once, so of its calls' latency only one call's per round remains."""
+    from netbench.model.overlap import pipelined
+    from netbench.model.schemes import scheme_from_config
+    from netbench.model.steptime import Scenario, estimate
+
+    cal = Calibration(compression_s_per_param={"lowrank": 1e-6})
+    rep = ReplicatorConfig(name="lowrank", bucket_mb=0.02)
+    shapes = workload_shapes(WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256"), 2)
+    payload = declared_payload(shapes, rep, 2)
+    calls = sum(p.collectives_per_step for p in payload.parts())
+    assert payload.collectives_per_step > 1 and len(payload.parts()) == 2 and calls <= 16
+    est = estimate(scheme_from_config(rep), shapes, Scenario(nodes=2, up_bps=100e6, down_bps=100e6, delay_s=0.02), cal)
+    got = pipelined(est, rep, shapes)
+    assert got.step_time_s == pytest.approx(est.step_time_s - est.wire.latency_s * (1 - 2 / calls))
+    assert got.compression_time_s == est.compression_time_s
+
+
 def test_backward_overlap_by_hand() -> None:
     from netbench.model.overlap import backward_overlapped_step_s
 

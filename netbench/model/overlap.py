@@ -160,17 +160,26 @@ def pipelined(est: "StepEstimate", replicator: "ReplicatorConfig", shapes: "Sequ
 
     if replicator.bucket_mb <= 0 or est.overlap or est.scenario.machines < 2:
         return est
-    buckets = declared_payload(list(shapes), replicator, est.scenario.machines).collectives_per_step
+    payload = declared_payload(list(shapes), replicator, est.scenario.machines)
+    buckets = payload.collectives_per_step
     if buckets < 2:
         return est
+    from netbench.replicators.buckets import COLLECTIVES_PER_LANE, lanes_for
+
+    calls = sum(p.collectives_per_step for p in payload.parts())
+    # Lanes open where the replication group is the world (one accelerator per node), as the workers do.
+    concurrent = est.scenario.gpus_per_node == 1 and lanes_for(calls) * COLLECTIVES_PER_LANE >= calls
+    if payload.also:  # two dependent rounds (lowrank): codec and wire not overlapped in the model, but with
+        if not concurrent:  # lanes each round's buckets travel at once: one call's latency per round
+            return est
+        rounds = len(payload.parts())
+        saved = est.wire.latency_s * (1 - rounds / calls)
+        return replace(est, comm_time_s=est.comm_time_s - saved, step_time_s=est.step_time_s - saved)
     codec = est.compression_time_s
     enc = codec * ENCODE_SHARE if encode_s is None else encode_s
     dec = codec - enc if decode_s is None else decode_s
-    from netbench.replicators.buckets import COLLECTIVES_PER_LANE, lanes_for
     from netbench.replicators.pipeline import behind_for
 
-    # Lanes open where the replication group is the world (one accelerator per node), as the workers do.
-    concurrent = est.scenario.gpus_per_node == 1 and lanes_for(buckets) * COLLECTIVES_PER_LANE >= buckets
     if concurrent:  # behind_for(True): every bucket encoded first
         # comm_time_s may be shorter than the wire's cost (the emulator's tbf credit): what it lost is transfer
         transfer = max(0.0, est.comm_time_s - est.intra_time_s - est.wire.latency_s)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from netbench.replicators.tiling import matrix_shape
 
-__all__ = ["bucket_bytes", "slot_ranges", "Piece", "row_band_buckets", "lanes_for", "COLLECTIVES_PER_LANE", "MAX_LANES"]
+__all__ = ["bucket_bytes", "slot_ranges", "item_ranges", "Piece", "row_band_buckets", "lanes_for", "COLLECTIVES_PER_LANE", "MAX_LANES"]
 
 COLLECTIVES_PER_LANE = 2  # ProcessGroupGloo's worker threads: collectives of one group that run at once
 MAX_LANES = 8  # process groups a pipeline opens at most (each holds two threads and a socket per peer)
@@ -41,6 +41,27 @@ def slot_ranges(slots: int, itemsize: int, target_bytes: int) -> list[tuple[int,
     count = 1 if target_bytes <= 0 or total <= target_bytes else min(slots, math.ceil(total / target_bytes))
     edges = [i * slots // count for i in range(count + 1)]
     return [(a, b) for a, b in zip(edges, edges[1:])]
+
+
+def item_ranges(item_bytes: Sequence[int], target_bytes: int) -> list[tuple[int, int]]:
+    """Contiguous ``(start, stop)`` ranges of whole items (lowrank's per-matrix parts: never split),
+    cut where the running bytes cross multiples of an even share of the total (by each item's midpoint).
+
+    ``target_bytes`` 0 (or a total that fits) gives the single range over every item.
+    """
+    total = sum(item_bytes)
+    count = 1 if target_bytes <= 0 or total <= target_bytes else math.ceil(total / target_bytes)
+    owner, done = [], 0
+    for nbytes in item_bytes:
+        owner.append(min(count - 1, (2 * done + nbytes) * count // (2 * total)) if total else 0)
+        done += nbytes
+    ranges: list[tuple[int, int]] = []
+    for i, b in enumerate(owner):
+        if ranges and owner[ranges[-1][0]] == b:
+            ranges[-1] = (ranges[-1][0], i + 1)
+        else:
+            ranges.append((i, i + 1))
+    return ranges
 
 
 @dataclass(frozen=True)
