@@ -60,11 +60,13 @@ def test_concurrent_buckets_by_hand() -> None:
 
 
 def test_lanes_carry_two_buckets_each_up_to_the_cap() -> None:
-    from netbench.replicators.buckets import MAX_LANES, lanes_for
+    from netbench.replicators.buckets import MAX_LANES, lanes_for, travel_at_once
     from netbench.replicators.pipeline import ENCODE_FIRST, READY, behind_for
 
     assert [lanes_for(n) for n in (1, 2, 3, 4, 5, 16)] == [1, 1, 2, 2, 3, 8]
     assert lanes_for(100) == MAX_LANES
+    # past 2 x MAX_LANES calls some queue: workers and model then take the queued schedule and form alike
+    assert travel_at_once(16, lanes_for(16)) and not travel_at_once(17, lanes_for(17)) and not travel_at_once(3, 1)
     assert behind_for(True) is ENCODE_FIRST and behind_for(False) == READY
 
 

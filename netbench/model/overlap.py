@@ -164,11 +164,11 @@ def pipelined(est: "StepEstimate", replicator: "ReplicatorConfig", shapes: "Sequ
     buckets = payload.collectives_per_step
     if buckets < 2:
         return est
-    from netbench.replicators.buckets import COLLECTIVES_PER_LANE, lanes_for
+    from netbench.replicators.buckets import lanes_for, travel_at_once
 
     calls = sum(p.collectives_per_step for p in payload.parts())
     # Lanes open where the replication group is the world (one accelerator per node), as the workers do.
-    concurrent = est.scenario.gpus_per_node == 1 and lanes_for(calls) * COLLECTIVES_PER_LANE >= calls
+    concurrent = travel_at_once(calls, lanes_for(calls) if est.scenario.gpus_per_node == 1 else 1)
     if payload.also:  # two dependent rounds (lowrank): codec and wire not overlapped in the model, but with
         if not concurrent:  # lanes each round's buckets travel at once: one call's latency per round
             return est

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from netbench.replicators.tiling import matrix_shape
 
-__all__ = ["bucket_bytes", "slot_ranges", "item_ranges", "Piece", "row_band_buckets", "lanes_for", "COLLECTIVES_PER_LANE", "MAX_LANES"]
+__all__ = ["bucket_bytes", "slot_ranges", "item_ranges", "Piece", "row_band_buckets", "lanes_for", "travel_at_once",
+           "COLLECTIVES_PER_LANE", "MAX_LANES"]
 
 COLLECTIVES_PER_LANE = 2  # ProcessGroupGloo's worker threads: collectives of one group that run at once
 MAX_LANES = 8  # process groups a pipeline opens at most (each holds two threads and a socket per peer)
@@ -25,6 +26,12 @@ def lanes_for(buckets: int) -> int:
     """Process groups a pipeline of ``buckets`` collectives needs so that none queues behind another
     (see :meth:`netbench.replicators.comm.GroupComm.open_lanes`)."""
     return max(1, min(MAX_LANES, -(-buckets // COLLECTIVES_PER_LANE)))
+
+
+def travel_at_once(calls: int, lanes: int) -> bool:
+    """Whether ``calls`` async collectives started together all run at once on ``lanes`` process groups
+    (the workers pick their schedule by it and the model its form, so both agree)."""
+    return lanes * COLLECTIVES_PER_LANE >= calls
 
 
 def bucket_bytes(bucket_mb: float) -> int:

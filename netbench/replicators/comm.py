@@ -26,7 +26,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from netbench.replicators.buckets import lanes_for
+from netbench.replicators.buckets import lanes_for, travel_at_once
 
 __all__ = ["GroupComm", "Pending", "needs_host_copy"]
 
@@ -93,7 +93,7 @@ class GroupComm:
 
     def concurrent(self, buckets: int) -> bool:
         """Whether ``buckets`` async collectives travel at once here (a lane per two buckets)."""
-        return len(self._lanes) >= lanes_for(buckets)
+        return travel_at_once(buckets, len(self._lanes))
 
     def lane_timeouts(self) -> list:
         """Each lane's collective timeout (the first is the group's own)."""

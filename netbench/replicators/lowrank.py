@@ -36,7 +36,7 @@ import torch
 from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
 from netbench.replicators.buckets import bucket_bytes, item_ranges
 from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.lowrank_plan import LowRankPlan, MatrixSlot
+from netbench.replicators.lowrank_plan import LowRankPlan
 from netbench.replicators.optim import OptimizerChain, Stepper, build_optimizer, resolve_lr
 from netbench.shapes import ParamShape
 
@@ -47,6 +47,12 @@ def _bucket_ranges(plan: LowRankPlan, itemsize: int, config: ReplicatorConfig) -
     """Pipeline buckets as ranges of round-1 items (matrices, then element-wise tensors), whole tensors each."""
     sizes = [s.first_round for s in plan.matrices] + [plan.numels[i] for i in plan.elementwise]
     return item_ranges([n * itemsize for n in sizes], bucket_bytes(config.bucket_mb))
+
+
+def _sends_second(plan: LowRankPlan, items: tuple[int, int]) -> bool:
+    """Whether the bucket of round-1 ``items`` holds a factored matrix (and so sends R in round 2)."""
+    a, z = items
+    return any(s.factored for s in plan.matrices[a:z])
 
 
 def _offsets(sizes: Sequence[int]) -> list[int]:
@@ -76,7 +82,7 @@ class LowRankReplicator(Replicator):
         self._second_at = _offsets([s.n * s.r for s in plan.matrices if s.factored])
         self._factored_before = _offsets([1 if s.factored else 0 for s in plan.matrices])  # R slots before matrix k
         self.ranges = _bucket_ranges(plan, wire.itemsize, config)  # pipeline buckets: ranges of first-round items
-        self.comm.open_lanes(sum(1 + self._has_second(r) for r in self.ranges) if len(self.ranges) > 1 else 1)
+        self.comm.open_lanes(sum(1 + _sends_second(plan, r) for r in self.ranges))  # every P and R call of a step
         self.momenta = [torch.zeros(s.m, s.n, device=dev) for s in plan.matrices]
         gen = torch.Generator().manual_seed(config.seed)
         self.right = [torch.randn(s.n, s.r, generator=gen).to(dev) for s in plan.matrices]  # Q, identical on every rank
@@ -92,7 +98,7 @@ class LowRankReplicator(Replicator):
         itemsize = WIRE_DTYPES[config.grad_dtype].itemsize
         ranges = _bucket_ranges(plan, itemsize, config)
         second = plan.second_round_values * itemsize
-        second_calls = sum(any(s.factored for s in plan.matrices[a:z]) for a, z in ranges)
+        second_calls = sum(_sends_second(plan, r) for r in ranges)
         also = (PayloadDecl("all_reduce", second, label="R", collectives_per_step=second_calls),) if second else ()
         return PayloadDecl("all_reduce", plan.first_round_values * itemsize, label="P", collectives_per_step=len(ranges),
                            also=also)
@@ -111,11 +117,6 @@ class LowRankReplicator(Replicator):
 
     def _slot(self, buffer: torch.Tensor, at: list[int], k: int) -> torch.Tensor:
         return buffer[at[k]:at[k + 1]]
-
-    def _has_second(self, items: tuple[int, int]) -> bool:
-        """Whether the bucket of ``items`` holds a factored matrix (and so sends R)."""
-        a, z = items
-        return any(s.factored for s in self.plan.matrices[a:z])
 
     def _first_slice(self, a: int, z: int) -> torch.Tensor:
         return self.first[self._first_at[a]:self._first_at[z]]
@@ -169,7 +170,7 @@ class LowRankReplicator(Replicator):
             timer.skip()
             lefts.append(self._round_two(a, z))
             timer.compress()
-            second_round.append(self.comm.all_reduce_mean_async(self._second_slice(a, z)) if self._has_second((a, z)) else None)
+            second_round.append(self.comm.all_reduce_mean_async(self._second_slice(a, z)) if _sends_second(self.plan, (a, z)) else None)
             timer.skip()
         for (a, z), pending, left in zip(self.ranges, second_round, lefts):
             if pending is not None:
