@@ -103,6 +103,24 @@ def test_delay_line_adds_configured_delay() -> None:
     assert result.rtt_ms == pytest.approx(20.0, rel=0.10)
 
 
+@pytest.mark.parametrize("build", ["native", "python"])
+def test_both_delay_lines_delay_jitter_and_drop_alike(monkeypatch, build: str) -> None:
+    """The native delay line (delayline.c) and the Python one (the fallback) keep one contract: the
+    configured delay, jitter without reordering a flow, loss counted, and run.json names which ran."""
+    monkeypatch.setenv("NETBENCH_DELAY_LINE", build)
+    with Cluster(spec(100e6, delay_s=0.010, jitter_s=0.002, loss=0.02)) as cluster:
+        assert cluster.describe()["delay_line"] == build
+        n0, n1 = cluster.nodes
+        rtt = measure_rtt(n0, n1, count=60, interval_s=0.01)
+        assert rtt["rtt_ms"] == pytest.approx(20.0, rel=0.15) and rtt["rtt_max_ms"] - rtt["rtt_min_ms"] > 0.5  # jittered
+        measure_goodput(n0, n1, seconds=1)
+        reorder = n0.run(["nstat", "-az", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder"]).stdout
+        assert [int(line.split()[1]) for line in reorder.splitlines()[1:]] == [0, 0], reorder
+        wait_until(lambda: (cluster.impairment.stats() or {}).get("dropped", 0) > 0, timeout_s=3)  # counters rewritten every second
+        counted = cluster.impairment.stats()
+        assert counted["passed"] > 200 and 0.005 < counted["dropped"] / (counted["passed"] + counted["dropped"]) < 0.05
+
+
 def test_asymmetric_links_shape_each_direction() -> None:
     with Cluster(spec(20e6, down=80e6)) as cluster:
         n0, n1 = cluster.nodes

@@ -57,3 +57,43 @@ def test_only_the_delay_line_runs_a_helper_and_counts(tmp_path, monkeypatch) -> 
     assert line.stats() == {"passed": 3, "dropped": 0}
     line.stop()
     assert not (tmp_path / f"{RUN_ID}.json").exists()
+
+
+def test_native_delay_line_built_once_into_the_cache(tmp_path, monkeypatch) -> None:
+    from netbench.emulation import delayline_native
+
+    if delayline_native.shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("NETBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    program = delayline_native.binary()
+    assert program.parent == tmp_path / "cache" and program.stat().st_mode & 0o111
+    built = program.stat().st_mtime_ns
+    assert delayline_native.binary() == program and program.stat().st_mtime_ns == built  # cached: not rebuilt
+    assert [p.name for p in program.parent.iterdir()] == [program.name]  # no half-built leftovers
+    config = {"up": {7: {"delay_s": 0.01, "jitter_s": 0.0, "loss": 0.02}}, "down": {}, "seed": 42, "stats_path": "/tmp/x.json"}
+    assert delayline_native.argv(program, config) == [str(program), "/tmp/x.json", "42", "up:7:0.01:0.0:0.02"]
+
+
+@pytest.mark.parametrize(("wanted", "buildable", "outcome"), [
+    ("auto", True, "native"), ("auto", False, "python"), ("python", True, "python"), ("native", False, ClusterError), ("bogus", True, ClusterError),
+])
+def test_which_delay_line_runs(monkeypatch, tmp_path, wanted: str, buildable: bool, outcome) -> None:
+    """Native where it builds; the Python one, with the reason in run.json, where it does not; forced by $NETBENCH_DELAY_LINE."""
+    from netbench.emulation import delayline_native
+
+    def binary():
+        if not buildable:
+            raise delayline_native.NativeUnavailable("no C compiler (apt-get install gcc)")
+        return tmp_path / "delayline"
+
+    monkeypatch.setenv("NETBENCH_DELAY_LINE", wanted)
+    monkeypatch.setattr(delayline_native, "binary", binary)
+    line = impairment.choose(spec(0.005, "delayline"), caps(netem=False, delay_line=True), RUN_ID)
+    if outcome is ClusterError:
+        with pytest.raises(ClusterError):
+            line._native_program()
+        return
+    program = line._native_program()
+    assert line.describe()["delay_line"] == outcome and (program is not None) == (outcome == "native")
+    if not buildable and wanted == "auto":
+        assert line.describe()["delay_line_note"] == "native delay line unavailable: no C compiler (apt-get install gcc)"

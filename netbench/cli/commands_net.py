@@ -39,6 +39,8 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
     console.print(table)
     engine = "netem" if caps.netem else ("delay line" if caps.delay_line else "none (rate shaping only)")
     console.print(f"delay/jitter/loss engine: [bold]{engine}[/]")
+    if caps.delay_line:
+        console.print(f"delay line: [bold]{_delay_line_build()}[/]")
     for what, err in caps.errors.items():
         console.print(f"[yellow]{what}[/]: {err}")
 
@@ -102,3 +104,15 @@ def clean(
     console.print(f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es)")
     for name in found.namespaces:
         console.print(f"  {name}")
+
+
+def _delay_line_build() -> str:
+    """Which delay line a run would start here: the native one (built now if need be) or the Python fallback, and why."""
+    from netbench.emulation import delayline_native
+
+    try:
+        if delayline_native.wanted() == "python":
+            return f"python (${delayline_native.ENV}=python)"
+        return f"native ({delayline_native.binary()})"
+    except (ValueError, delayline_native.NativeUnavailable, OSError) as exc:
+        return f"python (native unavailable: {exc})"

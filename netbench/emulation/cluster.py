@@ -202,6 +202,7 @@ class Cluster:
             "switch": self.switch.netns,
             "subnet": str(self.names.subnet),
             "delay_engine": self.engine,
+            **self.impairment.describe(),
             "offload": self.spec.offload_enabled,
             "spec": self.spec.model_dump(),
             "shaping": self.shaping,

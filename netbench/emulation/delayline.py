@@ -183,6 +183,21 @@ def _minimal_timer_slack() -> None:
         pass
 
 
+def _run_ahead_of_workers() -> None:
+    """Real-time priority where allowed (root), else a higher share: a release must not wait for a core
+    behind the workers (as delayline.c does; neither is allowed in a user namespace)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
+    except (OSError, AttributeError):
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, -10)
+        except OSError:
+            pass
+
+
+RT_PRIORITY = 10  # SCHED_FIFO: above every normal task, below the kernel's own threads
+
+
 def serve(config: dict) -> None:
     """Bind the queue, report ready, and release packets until SIGTERM."""
     from netfilterqueue import COPY_META, NetfilterQueue
@@ -209,6 +224,7 @@ def serve(config: dict) -> None:
     with signals.handled((signal.SIGTERM, signal.SIGINT), _stop):  # to the end: a second SIGTERM must not cut the drain short
         print("ready", flush=True)
         _minimal_timer_slack()
+        _run_ahead_of_workers()
         fd = sock.fileno()
         stats_path = config.get("stats_path")
         next_stats = time.monotonic() + STATS_EVERY_S

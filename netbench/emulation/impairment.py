@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import delayline, shaping
+from netbench.emulation import delayline, delayline_native, shaping
 from netbench.emulation.capabilities import Capabilities
 from netbench.emulation.errors import ClusterError, DelayLineDied
 from netbench.emulation.node import Node, Switch
@@ -64,6 +64,10 @@ class ImpairmentEngine:
         """What the helper counted (packets passed, dropped, released late), or None."""
         return None
 
+    def describe(self) -> dict[str, str]:
+        """What run.json records about the helper beyond the engine's name (nothing by default)."""
+        return {}
+
 
 class NoImpairment(ImpairmentEngine):
     """No delay, jitter or loss asked for: tbf alone on every link."""
@@ -87,6 +91,8 @@ class DelayLine(ImpairmentEngine):
         super().__init__(spec, run_id)
         self.proc: subprocess.Popen | None = None
         self.switch_netns = ""
+        self.build = ""  # which delay line runs: 'native' (delayline.c) or 'python' (delayline.py)
+        self.build_note = ""  # why not native, where it could not be built
 
     @property
     def stats_path(self) -> str:
@@ -102,7 +108,11 @@ class DelayLine(ImpairmentEngine):
             "seed": int(self.run_id, 16),
             "stats_path": self.stats_path,
         }
-        proc = switch.python("netbench.emulation.delayline", json.dumps(config), stdout=-1, stderr=-1, text=True)
+        program = self._native_program()
+        if program is not None:
+            proc = switch.popen(delayline_native.argv(program, config), stdout=-1, stderr=-1, text=True)
+        else:
+            proc = switch.python("netbench.emulation.delayline", json.dumps(config), stdout=-1, stderr=-1, text=True)
         ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
         line = proc.stdout.readline().strip() if ready else ""
         if line != "ready":
@@ -114,6 +124,25 @@ class DelayLine(ImpairmentEngine):
             up_ports=[n.port for n in nodes] if up.impaired else [],
             down_ports=[n.port for n in nodes] if down.impaired else [],
         )
+
+    def _native_program(self) -> Path | None:
+        """The native delay line where it builds (or ``$NETBENCH_DELAY_LINE`` asks for it), else None for the Python one."""
+        try:
+            choice = delayline_native.wanted()
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
+        if choice == "python":
+            self.build, self.build_note = "python", f"${delayline_native.ENV}=python"
+            return None
+        try:
+            program = delayline_native.binary()
+        except (delayline_native.NativeUnavailable, OSError, subprocess.SubprocessError) as exc:
+            if choice == "native":
+                raise ClusterError(f"the native delay line cannot be built: {exc}") from None
+            self.build, self.build_note = "python", f"native delay line unavailable: {exc}"
+            return None
+        self.build = "native"
+        return program
 
     def check(self) -> None:
         """DelayLineDied if it has exited: its links drop every packet, and a run would otherwise wait for a timeout."""
@@ -132,6 +161,10 @@ class DelayLine(ImpairmentEngine):
     @property
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
+
+    def describe(self) -> dict[str, str]:
+        """Which delay line ran, and why not the native one where it did not (run.json)."""
+        return {"delay_line": self.build, **({"delay_line_note": self.build_note} if self.build_note else {})}
 
     def stats(self) -> dict[str, Any] | None:
         try:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from netbench.cache import CACHE_ENV, cache_dir
 from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, read_calibration, save_calibration
 from netbench.model.host import host_key
 
@@ -35,17 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CACHE_ENV", "HostCalibration", "host_key", "cache_dir", "cache_path", "cached", "load_calibration", "host_calibration", "missing_keys",
            "merge_costs"]
-
-CACHE_ENV = "NETBENCH_CACHE_DIR"
-
-
-def cache_dir() -> Path:
-    """``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "netbench"
-
 
 def cache_path(key: dict[str, str] | None = None) -> Path:
     """This host's cache entry: one file per key, named by the key's hash."""

@@ -1,18 +1,16 @@
 """Time dilation (DieCast, Gupta et al., NSDI'08): emulate a cluster of N machines on C < N cores.
 
-Slow every link by a factor k (rate / k, delay and jitter x k) and every emulated compute
-(the ``shapes`` workload's stand-in forward/backward, x k), run, and divide every measured
-duration by k. Network time then stretches exactly k-fold, and the host's cores, shared by N
-nodes, need to serve only 1/k of the packet and CPU work per second.
-
-CPU work the nodes really do (encode, decode, the optimizer's update, a real model's forward and
-backward) is not slowed on purpose: on N nodes sharing C cores it is already stretched by the
-sharing -- up to N/C times when every node works at once, less when they do not. So it is
-counted as CPU time, not divided by k: its durations are divided by the stretch the run measured
-(each worker's time on a core plus its time waiting for one, over its time on a core, from
-``/proc/PID/schedstat``; see :mod:`netbench.orchestrator.fidelity`), at most k. ``auto`` picks
-k = nodes / cores, so that each node gets a core's worth of CPU per dilated second and the
-prediction for a dilated run gives each node a core of its own.
+Slow everything by a factor k, run, and divide every measured duration by k: every link (rate / k,
+delay and jitter x k), every emulated compute (the ``shapes`` workload's stand-in forward and
+backward, x k), and the CPU work the nodes really do (encode, decode, the optimizer's update, a real
+model's forward and backward): each worker pads those phases to k times their CPU time
+(:mod:`netbench.pacing`). Every node then asks for 1/k of a core and 1/k of the packet work per
+second, and a pipeline that overlaps its codec with its collectives sees both slowed alike, so the
+undilated step is the dilated one divided by k. ``auto`` picks k = nodes / cores, so that each node
+gets a core's worth of CPU per dilated second and the prediction for a dilated run gives each node a
+core of its own. Where the host is short of cores even so, the workers wait for one beyond their
+pacing: the fidelity check reports it, and ``cpu_stretch`` ((on a core + waiting) / on a core, from
+``/proc/PID/schedstat``) says by how much.
 
 The run directory keeps the real (dilated) timings in ``workers/rank*.jsonl`` and the divided
 ones in ``steps.csv`` and the summary; ``run.json`` records k and the dilated cluster.
@@ -25,12 +23,10 @@ from typing import Any
 
 from netbench.orchestrator.config import RunConfig
 
-__all__ = ["TIMED_FIELDS", "CPU_FIELDS", "auto_factor", "parse_dilation", "dilate", "cpu_stretch", "undilate_records"]
+__all__ = ["TIMED_FIELDS", "auto_factor", "parse_dilation", "dilate", "cpu_stretch", "undilate_records"]
 
 # step record durations (seconds) that are divided by k; t_start/t_end stay real (the capture's step windows use them)
 TIMED_FIELDS = ("compute_s", "compress_s", "comm_s", "decode_s", "apply_s", "step_s")
-# the ones that are the node's own CPU work (compute too, for a real model), divided by the measured CPU stretch instead
-CPU_FIELDS = ("compress_s", "decode_s", "apply_s")
 MAX_FACTOR = 1000.0
 
 
@@ -73,37 +69,24 @@ def dilate(config: RunConfig, k: float) -> RunConfig:
 def cpu_stretch(observed: dict[str, Any] | None, k: float) -> float:
     """How much longer the workers' CPU work took than their CPU time: (on a core + waiting) / on a core, in [1, k].
 
-    ``k`` (every duration treated alike) when the run was too short to observe.
+    ``k`` when the run was too short to observe.
     """
     if not observed or not observed.get("worker_cpu_mean") or observed.get("worker_wait_mean") is None:
         return k
     return min(k, max(1.0, 1.0 + observed["worker_wait_mean"] / observed["worker_cpu_mean"]))
 
 
-def undilate_records(records: dict[int, list[dict[str, Any]]], k: float, stretch: float | None = None,
-                     cpu_fields: tuple[str, ...] = CPU_FIELDS) -> dict[int, list[dict[str, Any]]]:
-    """Step records as the undilated cluster would have measured them.
+def undilate_records(records: dict[int, list[dict[str, Any]]], k: float) -> dict[int, list[dict[str, Any]]]:
+    """Step records as the undilated cluster would have measured them: every duration divided by ``k``.
 
-    Network and emulated compute: divided by ``k``. ``cpu_fields`` (the node's own CPU work):
-    divided by ``stretch`` (default ``k``). ``step_s`` is rebuilt alike: its CPU part by
-    ``stretch``, the rest by ``k``.
+    The links, the emulated compute and (paced by the workers) their CPU phases all ran k times slower.
     """
     if k == 1.0:
         return records
-    stretch = k if stretch is None else stretch
 
     def one(r: dict[str, Any]) -> dict[str, Any]:
         if r.get("event") != "step":
             return r
-        out = dict(r)
-        cpu = 0.0
-        for f in TIMED_FIELDS:
-            if f != "step_s" and isinstance(r.get(f), (int, float)):
-                mine = f in cpu_fields
-                cpu += r[f] if mine else 0.0
-                out[f] = r[f] / (stretch if mine else k)
-        if isinstance(r.get("step_s"), (int, float)):
-            out["step_s"] = (r["step_s"] - cpu) / k + cpu / stretch
-        return out
+        return {**r, **{f: r[f] / k for f in TIMED_FIELDS if isinstance(r.get(f), (int, float))}}
 
     return {rank: [one(r) for r in recs] for rank, recs in records.items()}

@@ -37,6 +37,7 @@ nodes wait 50-90 %.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -216,6 +217,19 @@ class FidelityMonitor:
         }
 
 
+OWN_WORK_SHARE = 0.7  # workers busier than this share of the cores: their own work, not a neighbour, is what crowds the host
+HINT_BUSY = 0.6       # the host share a suggested dilation aims for (a 2-node pipelined dct run was faithful at 0.59)
+
+
+def dilation_hint(observed: dict[str, Any]) -> str:
+    """``; try --dilation K``: the factor (in half steps) that brings the host's busy share to HINT_BUSY, if above this run's."""
+    k = observed.get("dilation", 1.0)
+    wanted = math.ceil(2 * k * observed["host_busy"] / HINT_BUSY) / 2
+    if wanted <= k:
+        return ""
+    return f"; try --dilation {wanted:g} (DieCast: links, delays and each node's CPU slowed alike, times divided back)"
+
+
 def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
     """``{"ok": bool, "reasons": [...], "observed": ...}``: each reason names its cause and its figure."""
     if observed is None:
@@ -230,9 +244,15 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
         reasons.append(f"CPU: {nodes} workers outnumber the host's {cores} cores; each worker's threads (gloo's included) waited "
                        f"{ring_wait:.0%} of the run for a core (limit {t['worker_wait']:.0%}): every hop of a ring waits for a core")
     elif wait is not None and wait > t["worker_wait"]:
-        cause = (f"{nodes} workers outnumber the host's {cores} cores" if nodes > cores
-                 else "other work on the host (delay line, capture, other processes) took the cores")
-        reasons.append(f"CPU: {cause}; each worker waited {wait:.0%} of the run for a core (limit {t['worker_wait']:.0%})")
+        own = nodes * (observed.get("worker_cpu_mean") or 0.0)  # cores the workers' own CPU work kept busy
+        if nodes > cores:
+            cause = f"{nodes} workers outnumber the host's {cores} cores"
+        elif own > OWN_WORK_SHARE * cores:
+            cause = f"the workers' own CPU work kept {own:.1f} of the host's {cores} cores busy, too few left for the emulation"
+        else:
+            cause = "other work on the host (delay line, capture, other processes) took the cores"
+        reasons.append(f"CPU: {cause}; each worker waited {wait:.0%} of the run for a core (limit {t['worker_wait']:.0%})"
+                       f"{dilation_hint(observed)}")
     rq = observed.get("run_queue_mean")
     if observed["host_busy"] > t["host_busy"] and rq is not None and rq > cores:
         reasons.append(f"host CPU saturated: {observed['host_busy']:.0%} busy, {rq:.1f} runnable tasks on {cores} cores")

@@ -145,7 +145,7 @@ def build(plan: RunPlan, cluster: Cluster, outcome: RunOutcome) -> None:
 def spawn(plan: RunPlan, cluster: Cluster) -> list[subprocess.Popen]:
     """A worker per rank in its node's namespace: G per node, rank = node * G + local rank; spec and log in workers/."""
     config = plan.dilated
-    specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s)
+    specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s, plan.dilation)
     procs = []
     for rank, spec_path in enumerate(specs):
         node = cluster.nodes[rank // config.gpus_per_node]
@@ -155,8 +155,8 @@ def spawn(plan: RunPlan, cluster: Cluster) -> list[subprocess.Popen]:
     return procs
 
 
-def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float) -> list[Path]:
-    """One spec file per worker (G = 1: one per node, rank = node)."""
+def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float) -> list[Path]:
+    """One spec file per worker (G = 1: one per node, rank = node); ``dilation`` paces their CPU phases (netbench.pacing)."""
     paths = []
     g = config.gpus_per_node
     for node in cluster.nodes:
@@ -166,7 +166,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
                 rank=rank, world_size=len(cluster.nodes) * g, master_addr=cluster.nodes[0].address, master_port=RENDEZVOUS_PORT,
                 iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
                 workload=config.workload, out_path=str(run_dir.records_path(rank)),
-                timeout_s=timeout_s, threads=config.threads,
+                timeout_s=timeout_s, threads=config.threads, cpu_dilation=dilation,
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
             )
             path = run_dir.spec_path(rank)
@@ -270,12 +270,10 @@ def _write(plan: RunPlan, outcome: RunOutcome) -> RunResult:
     records = plan.run_dir.all_records(plan.world_size)
     pcaps = {node * g: path for node, path in outcome.pcaps.items()}  # a node's capture goes with its first worker's steps
     fidelity = outcome.fidelity
-    if k != 1.0:  # CPU work counts as CPU time: divided by the stretch the run measured, the rest by k
-        stretch = dil.cpu_stretch((fidelity or {}).get("observed"), k)
-        cpu_fields = dil.CPU_FIELDS + (("compute_s",) if config.workload.kind != "shapes" else ())
-        records = dil.undilate_records(records, k, stretch, cpu_fields)
+    if k != 1.0:  # the workers paced their CPU phases to k times their CPU time: every duration is divided by k
+        records = dil.undilate_records(records, k)
         if fidelity is not None:
-            fidelity["cpu_stretch"] = stretch
+            fidelity["cpu_stretch"] = dil.cpu_stretch(fidelity.get("observed"), k)  # informs: the wait beside the pacing
     summary, run_json = results.write_run(plan.run_dir, results.RunOutput(
         config=config, records=records, run_id=plan.names.run_id, status=outcome.status, reason=outcome.reason,
         started=plan.started, warnings=plan.warnings, cluster=outcome.cluster,

@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 import torch
 
-from netbench import steps
+from netbench import pacing, steps
 from netbench.dtypes import torch_dtypes
 from netbench.replicators.comm import GroupComm
 from netbench.replicators.config import ReplicatorConfig
@@ -94,10 +94,13 @@ class StepTimer:
         self._wall = time.perf_counter()
         self._cpu = time.thread_time()
 
-    def _lap(self) -> tuple[float, float]:
+    def _lap(self, cpu_phase: bool = False) -> tuple[float, float]:
+        """Wall and CPU time since the last lap; a CPU phase is first paced to time dilation's k (netbench.pacing)."""
         if self._sync is not None:
             self._sync()
         wall, cpu = time.perf_counter(), time.thread_time()
+        if cpu_phase and pacing.pace(wall - self._wall, cpu - self._cpu):
+            wall = time.perf_counter()
         elapsed = (wall - self._wall, cpu - self._cpu)
         self._wall, self._cpu = wall, cpu
         return elapsed
@@ -106,17 +109,17 @@ class StepTimer:
         self._lap()
 
     def compress(self) -> None:
-        wall, cpu = self._lap()
+        wall, cpu = self._lap(cpu_phase=True)
         self.compress_s += wall
         self.compress_cpu_s += cpu
 
     def decode(self) -> None:
-        wall, cpu = self._lap()
+        wall, cpu = self._lap(cpu_phase=True)
         self.decode_s += wall
         self.decode_cpu_s += cpu
 
     def apply(self) -> None:
-        self.apply_s += self._lap()[0]
+        self.apply_s += self._lap(cpu_phase=True)[0]
 
     def stats(self, comm: GroupComm) -> StepStats:
         comm_s, payload, collectives = comm.take()

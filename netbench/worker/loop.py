@@ -29,6 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from netbench import pacing
 from netbench.emulation import signals
 from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 from netbench.worker.counters import IfaceCounters, read_counters
@@ -79,6 +80,7 @@ class WorkerRun:
         """Threads, interface, workload, process group and replicator; then the start event."""
         spec = self.spec
         torch.set_num_threads(spec.threads)
+        pacing.set_factor(spec.cpu_dilation)
         read_counters(spec.iface)  # a missing interface fails here, before the rendezvous
         os.environ["GLOO_SOCKET_IFNAME"] = spec.iface
         workload = build_workload(spec.workload, spec.rank, spec.world_size)
@@ -113,8 +115,9 @@ class WorkerRun:
     def _one_step(self, step: int, workload: Workload, replicator: Any,
                   before: IfaceCounters) -> tuple[dict[str, Any], IfaceCounters]:
         """Run and measure one step; returns its record and the counter reading it ended on."""
-        t_start, began = time.time(), time.perf_counter()
+        t_start, began, began_cpu = time.time(), time.perf_counter(), time.thread_time()
         loss = workload.compute_step()
+        pacing.pace(time.perf_counter() - began, time.thread_time() - began_cpu)  # a real model's CPU, under dilation
         computed = time.perf_counter()
         stats = replicator.step()
         ended, t_end = time.perf_counter(), time.time()

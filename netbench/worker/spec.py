@@ -41,6 +41,7 @@ class WorkerSpec(BaseModel):
     out_path: str = Field(..., min_length=1, description="JSONL file appended to; '{rank}' in it is replaced by the rank")
     timeout_s: float = Field(30.0, gt=0.0, description="rendezvous and collective timeout: a dead peer fails the run, never hangs it")
     threads: int = Field(1, ge=1, description="torch.set_num_threads for the workload and the replicator")
+    cpu_dilation: float = Field(1.0, ge=1.0, description="time dilation k: CPU phases padded to k times their CPU time (netbench.pacing)")
     gpus_per_node: int = Field(1, ge=1, description="G workers per node: shard inside it, replicate between nodes (rank = node * G + local rank)")
     intra_iface: str | None = Field(None, min_length=1, description="interface of the intra-node link, for its counters ('lo'); None: not read")
 
