@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from netbench.emulation.spec import ClusterSpec
+from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.dilation import auto_factor, cpu_stretch, dilate, parse_dilation, undilate_records
 from netbench.orchestrator.fidelity import THRESHOLDS, FidelityMonitor, judge
@@ -143,10 +143,30 @@ def test_dilation_slows_links_and_compute_and_divides_durations() -> None:
     assert cpu_stretch({"worker_cpu_mean": 0.01, "worker_wait_mean": 0.03}, 8) == pytest.approx(4.0)
     assert cpu_stretch({"worker_cpu_mean": 0.01, "worker_wait_mean": 0.5}, 8) == 8 and cpu_stretch(None, 8) == 8
     assert cpu_stretch({"worker_cpu_mean": 0.5, "worker_wait_mean": 0.0}, 8) == 1.0
-    assert auto_factor(32, 2) == 16 and auto_factor(2, 4) == 1 and parse_dilation("auto", 16, 2) == 8 and parse_dilation("2.5", 2, 2) == 2.5
+    assert auto_factor(32, 2) == 16 and auto_factor(2, 4) == 1 and parse_dilation("auto") is None and parse_dilation("2.5") == 2.5
+    # two nodes on two cores whose overlapped codecs take 93 % of a core each: 1.86 cores / (0.6 x 2) = 1.55 -> 2 (half steps)
+    assert auto_factor(2, 2, 0.93) == 2.0 and auto_factor(2, 2, 0.2) == 1.0 and auto_factor(8, 2, 0.5) == 4.0
     for bad in ("0.5", "x", "nan", "1e9"):
         with pytest.raises(ValueError):
-            parse_dilation(bad, 2, 2)
+            parse_dilation(bad)
+
+
+def test_auto_dilation_counts_codec_work_only_where_the_pipeline_overlaps_it_with_the_wire() -> None:
+    """One bucket: codec and wire take turns, so the codec never competes with the emulation (share 0).
+    Buckets on a delayed link: the share is the model's encode + decode over its step, by hand here."""
+    from netbench.model.calibration import Calibration
+    from netbench.orchestrator.dilation import overlapped_cpu_share, resolve
+    from netbench.orchestrator.prediction import predict, workload_shapes
+
+    cal = Calibration(compression_s_per_param={"dct": 1e-8})
+    work = WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=0)
+    cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.02), down=DirectionSpec(rate_bps=100e6))
+    one = RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="dct"), workload=work, capture=False)
+    assert overlapped_cpu_share(one, cal) == 0.0 and resolve(None, one, cal, 2) == 1.0
+    piped = one.model_copy(update={"replicator": ReplicatorConfig(name="dct", bucket_mb=0.25)})
+    est = predict(piped, workload_shapes(work, 2), 0.0, cal, cpus=2)
+    assert overlapped_cpu_share(piped, cal) == pytest.approx(est.compression_time_s / est.step_time_s)
+    assert resolve(None, piped, cal, 2) == auto_factor(2, 2, est.compression_time_s / est.step_time_s) and resolve(3.0, piped, cal, 2) == 3.0
 
 
 def test_bad_dilation_is_one_line_exit_2_before_anything_runs() -> None:
@@ -173,3 +193,22 @@ def test_real_runs_six_nodes_on_two_cores_flagged_two_nodes_not(tmp_path) -> Non
     assert not any("outnumber" in r for r in pair["fidelity"]["reasons"])  # other engineers' load may still be named
     run_json = json.loads((next(tmp_path.glob("*/run.json"))).read_text())
     assert {"ok", "reasons", "observed"} <= run_json["fidelity"].keys()
+
+
+def test_a_codec_slower_than_calibrated_is_flagged_with_its_figures() -> None:
+    """CPU time of encode + decode (median over measured steps, then over nodes) against the calibration's."""
+    import pandas as pd
+
+    from netbench.orchestrator.fidelity import CODEC_CPU_RATIO, codec_reason, codec_speed
+
+    rows = [{"rank": r, "step": s, "warmup": s == 0, "compress_cpu_s": 0.5 if s == 0 else enc, "decode_cpu_s": 0.04}
+            for r, enc in ((0, 0.08), (1, 0.10)) for s in range(4)]
+    steps = pd.DataFrame(rows)
+    speed = codec_speed(steps, 1, 0.10)
+    assert speed == {"measured_s": pytest.approx(0.13), "calibrated_s": 0.10, "ratio": pytest.approx(1.3)}  # warm-up left out
+    assert codec_reason(speed) == ("CPU: the nodes' encode + decode took 1.30x the CPU time calibrated on this host (130 vs 100 ms a step, "
+                                   f"limit {CODEC_CPU_RATIO:.2f}x): the cores ran slower than when calibrated (shared with other work, "
+                                   "or the calibration is stale)")
+    assert codec_reason(codec_speed(steps, 1, 0.125)) is None  # 1.04x: as calibrated
+    assert codec_speed(steps, 1, 0.001) is None and codec_speed(steps, 1, None) is None  # too small to tell, or no model
+    assert codec_speed(steps.drop(columns=["compress_cpu_s"]), 1, 0.1) is None  # records from before the CPU fields

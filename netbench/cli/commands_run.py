@@ -53,8 +53,9 @@ def run(
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option(),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."),
-    dilation: str = typer.Option("1", "--dilation", help="Time dilation k: links k times slower and longer, compute k times longer, "
-                                 "times reported divided by k; auto: nodes / cores (many nodes on few cores)."),
+    dilation: str = typer.Option("auto", "--dilation", help="Time dilation k (DieCast): links, delays, compute and each node's CPU work "
+                                 "k times slower, times reported divided by k; auto: nodes / cores, more where the nodes' "
+                                 "pipelined codecs would crowd the host's cores; 1: none."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
     """Train across an emulated cluster and measure time and bytes per step."""
@@ -73,7 +74,7 @@ def run(
     config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                               capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
                               gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw))
-    factor = dilation_factor(dilation, nodes)
+    factor = dilation_factor(dilation)
     require_privileges()
     copt.check_engine(cluster)
     calib = run_calibration(calibration, replicators=(rep,))  # its line goes to stderr: --json's stdout stays one object

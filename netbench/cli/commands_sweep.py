@@ -81,7 +81,8 @@ def sweep(
     name: Optional[str] = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
-    dilation: str = typer.Option("1", "--dilation", help="Time dilation k for every point (auto: each point's nodes / cores); see `netbench run --dilation`."),
+    dilation: str = typer.Option("auto", "--dilation", help="Time dilation k for every point (auto: each point's own, from its nodes, "
+                                 "cores and predicted CPU work; 1: none); see `netbench run --dilation`."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
     tcp_cc: Optional[str] = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."),
     tcp_wmem_max: Optional[int] = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes, bytes [default 64 MiB]."),
@@ -103,8 +104,7 @@ def sweep(
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
     scenario = _scenario(scenario_file, overrides)
     check_workload(scenario.workload, max(scenario.grid.nodes))
-    for n in scenario.grid.nodes:
-        dilation_factor(dilation, n)
+    dilation_factor(dilation)  # bad input: one line, before any point runs
     folder = out or Path("reports/sweeps") / scenario.name
     try:  # the scenario is valid; the folder its runs go to is checked here
         plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})
@@ -117,7 +117,7 @@ def sweep(
     _run(scenario, plan, folder, calibration, fresh, dilation)
 
 
-def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "1") -> None:
+def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "auto") -> None:
     from netbench.model.calibration import CalibrationError
     from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.reports.report import generate_report

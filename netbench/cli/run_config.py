@@ -26,13 +26,12 @@ def build_run_config(**settings: Any):
         raise UserError(one_line(exc, option_names(RUN), options=True)) from None
 
 
-def dilation_factor(text: str, nodes: int) -> float:
-    """``--dilation`` as a factor for ``nodes`` nodes on this host; bad input is a UserError."""
-    from netbench.model.host import host_cpus
+def dilation_factor(text: str) -> float | None:
+    """``--dilation`` as a factor (None: auto, resolved from the run's prediction); bad input is a UserError."""
     from netbench.orchestrator.dilation import parse_dilation
 
     try:
-        return parse_dilation(text, nodes, host_cpus())
+        return parse_dilation(text)
     except ValueError as exc:
         raise UserError(f"--dilation: {exc}") from None
 

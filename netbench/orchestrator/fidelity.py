@@ -44,9 +44,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["THRESHOLDS", "FidelityMonitor", "qdisc_stats", "judge"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["THRESHOLDS", "FidelityMonitor", "qdisc_stats", "judge", "codec_speed", "codec_reason"]
 
 THRESHOLDS = {
     "worker_wait": 0.10,     # share of the run a worker (main thread; all threads when nodes > cores) spent runnable without a core
@@ -268,3 +271,33 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
     if dl_wait is not None and dl_wait > t["delay_line_wait"]:
         reasons.append(f"delay line starved: it waited {dl_wait:.0%} of the run for a core")
     return {"ok": not reasons, "reasons": reasons, "observed": observed}
+
+
+CODEC_CPU_RATIO = 1.15  # the nodes' encode + decode took this much more CPU time than calibrated: the cores ran slower
+CODEC_MIN_S = 0.005     # below this calibrated codec time per step the comparison is noise
+
+
+def codec_speed(steps: "pd.DataFrame", warmup_steps: int, calibrated_s: float | None) -> dict[str, float] | None:
+    """The nodes' encode + decode CPU time per step (median over steps, then over nodes) against the calibration's.
+
+    CPU time, not wall time: waiting for a core is the other checks' business. A ratio well above 1 means the
+    cores ran slower than when calibrated (other work sharing the physical cores or memory, or a stale
+    calibration), so the run measured slower machines than the model describes. None where it cannot be told.
+    """
+    if not calibrated_s or calibrated_s < CODEC_MIN_S or steps.empty or "compress_cpu_s" not in steps:
+        return None
+    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps[steps["step"] >= warmup_steps]
+    per_node = (measured["compress_cpu_s"] + measured["decode_cpu_s"]).groupby(measured["rank"]).median()
+    if per_node.empty or not per_node.median() > 0:
+        return None
+    value = float(per_node.median())
+    return {"measured_s": value, "calibrated_s": calibrated_s, "ratio": value / calibrated_s}
+
+
+def codec_reason(speed: dict[str, float] | None) -> str | None:
+    """The fidelity reason for a codec that ran slower than calibrated, or None."""
+    if speed is None or speed["ratio"] <= CODEC_CPU_RATIO:
+        return None
+    return (f"CPU: the nodes' encode + decode took {speed['ratio']:.2f}x the CPU time calibrated on this host "
+            f"({speed['measured_s'] * 1e3:.0f} vs {speed['calibrated_s'] * 1e3:.0f} ms a step, limit {CODEC_CPU_RATIO:.2f}x): "
+            f"the cores ran slower than when calibrated (shared with other work, or the calibration is stale)")

@@ -242,6 +242,20 @@ def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> d
     return {"predicted" if "error" not in predicted else "prediction_error": predicted.get("error", predicted)}
 
 
+def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, warmup_steps: int, predicted: dict[str, Any] | None) -> dict[str, Any]:
+    """``fidelity`` (a copy) flagged where the nodes' codec took more CPU time than the calibration the model predicts with."""
+    from netbench.orchestrator.fidelity import codec_reason, codec_speed
+
+    speed = codec_speed(steps, warmup_steps, (predicted or {}).get("codec_cpu_s"))
+    if speed is None:
+        return fidelity
+    judged = {**fidelity, "observed": {**(fidelity.get("observed") or {}), "codec_cpu": speed}}
+    reason = codec_reason(speed)
+    if reason:
+        judged.update(ok=False, reasons=[*fidelity.get("reasons", []), reason])
+    return judged
+
+
 def _write_files(run_dir: RunDir, out: RunOutput, steps: pd.DataFrame, reason: str | None, start: dict[str, Any],
                  prediction: dict[str, Any], capture: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """steps.csv, then run.json (which names steps.csv's figures), each replaced atomically."""
@@ -250,6 +264,8 @@ def _write_files(run_dir: RunDir, out: RunOutput, steps: pd.DataFrame, reason: s
     summary = summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
     summary.update({"run_id": out.run_id, "status": out.status, "reason": reason, **config_summary(config),
                     "delay_engine": out.cluster.get("delay_engine"), "run_dir": str(run_dir.path)})
+    if fidelity is not None and out.status == "ok":
+        fidelity = _with_codec_speed(fidelity, steps, config.warmup_steps, prediction.get("predicted"))
     if fidelity is not None:
         summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "dilation", "cpu_stretch") if k in fidelity}
     if out.status == "ok":

@@ -97,12 +97,13 @@ class WorkerFailure(RuntimeError):
 # ------------------------------------------------------------------------------------------ the run
 
 def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callable[[Cluster], None] | None = None,
-        calibration: HostCalibration | None = None, dilation: float = 1.0) -> RunResult:
+        calibration: HostCalibration | None = None, dilation: float | None = 1.0) -> RunResult:
     """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
 
     ``calibration``: the model constants its prediction uses (default: this host's, measured
     first when the cache has none -- before anything is built). ``dilation``: time dilation
-    factor k (:mod:`netbench.orchestrator.dilation`); results are reported for ``config``.
+    factor k (:mod:`netbench.orchestrator.dilation`; None: auto, from the run's prediction); results are
+    reported for ``config``.
     """
     plan = prepare(config, calibration, dilation)
     outcome = RunOutcome()
@@ -110,9 +111,10 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
     return collect(plan, outcome)
 
 
-def prepare(config: RunConfig, calibration: HostCalibration | None, dilation: float) -> RunPlan:
+def prepare(config: RunConfig, calibration: HostCalibration | None, dilation: float | None) -> RunPlan:
     """Calibrate (when the cache has none), dilate, name the run and make its folder; nothing is built yet."""
     calibration = calibration or host_calibration(replicators=(config.replicator,))
+    dilation = dil.resolve(dilation, config, calibration.calibration, host_cpus())
     dilated = dil.dilate(config, dilation)
     names = RunNames.new()
     run_dir = RunDir.create(dilated.out_dir, dilated.replicator.name, names.run_id)

@@ -106,12 +106,11 @@ def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibratio
 
 def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fresh: bool = False,
               progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None,
-              dilation: str = "1") -> SweepOutcome:
+              dilation: str = "auto") -> SweepOutcome:
     """Run every point not already done; summary.csv is rewritten after each one.
 
     Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.model.host import host_cpus
     from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
 
@@ -122,7 +121,7 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
         if point.key in done:
             outcome.skipped += 1
             continue
-        factor = parse_dilation(dilation, point.config.cluster.nodes, host_cpus())
+        factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
         result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
                             calibration=calibration, dilation=factor)
         predicted = stored_prediction(result.summary) if result.status == "ok" else {}

@@ -96,6 +96,7 @@ FIELDS: tuple[Field, ...] = (
     Metric("encode_decode_time_s", label="encode + decode", report=("measured", "model"), short="enc+dec",
            parts=("compress_time_s", "decode_time_s"), **_MODEL, **_S),
     Metric("local_time_s", label="local work (compute + apply)", csv=("predicted",), report=("model",), short="local", **_MODEL, **_S),
+    Metric("codec_cpu_s", label="encode + decode CPU time per worker, calibrated (no core shared)", **_MODEL, **_S),
     Metric("payload_bytes_per_step", label="payload bytes/step/node", csv=("measured", "predicted"), terminal=True,
            report=("measured",), short="payload/step", source="payload_bytes", prediction=True, **_BYTES),
     Metric("wire_tx_bytes_per_step", label="wire tx bytes/step/node", csv=("measured", "predicted"), terminal=True,

@@ -38,6 +38,7 @@ from netbench.worker.spec import ResolvedSpec
 from netbench.workloads import Workload, build_workload
 
 STAT_FIELDS = ("compress_s", "comm_s", "decode_s", "apply_s", "payload_bytes", "collectives")
+CPU_FIELDS = ("compress_cpu_s", "decode_cpu_s")  # thread CPU time of the codec phases: the fidelity check's codec speed
 COUNTER_FIELDS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs")
 SUMMED_FIELDS = ("compute_s", *STAT_FIELDS, "step_s", *COUNTER_FIELDS)
 
@@ -128,7 +129,7 @@ class WorkerRun:
             "event": "step", "rank": self.spec.rank, "step": step, "warmup": step < self.spec.warmup_steps,
             "t_start": t_start, "t_end": t_end, "compute_s": computed - began - hooked,
         }
-        record.update({name: getattr(stats, name) for name in STAT_FIELDS})
+        record.update({name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)})
         record.update(step_s=ended - began, loss=loss, **(after - before).as_dict())
         if self.spec.gpus_per_node > 1:
             from netbench.worker.hybrid import intra_fields
