@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 STEP_FIELDS = {
     "event", "rank", "step", "warmup", "t_start", "t_end", "compute_s", "compress_s", "comm_s", "decode_s",
     "apply_s", "step_s", "loss", "payload_bytes", "collectives", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs",
+    "compress_cpu_s", "decode_cpu_s",
 }
 COUNTERS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs")
 SMALL_MLP = WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=64)
@@ -102,6 +103,7 @@ def check_run(tmp: Path, rank: int, steps: int, warmup: int, decl) -> list[dict]
         assert r["t_start"] <= r["t_end"]
         assert 0 < r["compute_s"] <= r["step_s"]
         assert min(r["compress_s"], r["comm_s"], r["decode_s"], r["apply_s"]) >= 0
+        assert 0 <= r["compress_cpu_s"] <= r["compress_s"] + 0.01 and 0 <= r["decode_cpu_s"] <= r["decode_s"] + 0.01  # CPU within wall
         assert math.isfinite(r["loss"])
         assert all(isinstance(r[c], int) and r[c] >= 0 for c in COUNTERS)
         assert r["tx_bytes"] > 0 and r["tx_packets"] > 0

@@ -5,7 +5,8 @@ Timing boundaries of a step (one JSONL record each):
 * ``t_start`` / ``t_end``: ``time.time()`` wall clock, to line steps up with packet captures;
 * ``compute_s``: the workload's forward+backward (or the shapes kind's stand-in);
 * ``compress_s, comm_s, decode_s, apply_s, payload_bytes, collectives``: the replicator's own
-  ``StepStats`` for its synchronisation and optimizer step;
+  ``StepStats`` for its synchronisation and optimizer step; ``compress_cpu_s, decode_cpu_s``: the
+  thread CPU time of its encode and decode (the fidelity check compares them with the calibration);
 * ``step_s``: compute plus replicator step, by the monotonic clock;
 * ``tx_bytes, rx_bytes, tx_packets, rx_packets``: interface counter deltas, and ``retrans_segs``,
   the namespace's TCP retransmissions (loss on the link shows here). The reading that ends
