@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install netbench into an empty virtual environment (no system site-packages, not editable) and
-# run its console script: --help, doctor, and a small run. Proves pyproject declares every import.
+# run its console script: --help, doctor, and a small run over a delayed link. Proves pyproject declares every
+# import and ships the native delay line's source (built from the installed package on first use).
 # torch goes in first, pinned: any other request makes pip fetch a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,11 +16,15 @@ trap 'rm -rf "$venv" "$work"' EXIT
 cd "$work"  # away from the checkout: only the installed package can be imported
 "$venv/bin/netbench" --help >/dev/null
 "$venv/bin/netbench" doctor
-"$venv/bin/netbench" run --bw 100mbit --workload mlp --steps 3 --warmup 1 --out "$work/runs" --json >"$work/summary.json"
-"$venv/bin/python" - "$work/summary.json" <<'PY'
-import json, sys
+export NETBENCH_CACHE_DIR="$work/cache"  # an empty cache: the delay line is compiled from the installed source
+"$venv/bin/netbench" run --bw 100mbit --delay 5ms --workload mlp --steps 3 --warmup 1 --out "$work/runs" --json >"$work/summary.json"
+"$venv/bin/python" - "$work/summary.json" "$(command -v cc || true)" <<'PY'
+import json, pathlib, sys
 summary = json.load(open(sys.argv[1]))
 assert summary.get("status", "ok") == "ok" and summary["step_time_s"] > 0, summary
-print(f"fresh venv: netbench run ok, step {summary['step_time_s']:.4f} s")
+cluster = json.loads((pathlib.Path(summary["run_dir"]) / "run.json").read_text())["cluster"]
+expected = "native" if sys.argv[2] else "python"  # setup.sh installs cc and libnetfilter-queue-dev
+assert cluster.get("delay_line") == expected, (cluster.get("delay_line"), cluster.get("delay_line_note"))
+print(f"fresh venv: netbench run ok over 5 ms, {cluster['delay_line']} delay line, step {summary['step_time_s']:.4f} s")
 PY
 echo "fresh venv: install, --help, doctor and run passed"
