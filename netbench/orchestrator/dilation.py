@@ -26,7 +26,7 @@ from netbench.orchestrator.config import RunConfig
 if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
 
-__all__ = ["TIMED_FIELDS", "auto_factor", "overlapped_cpu_share", "parse_dilation", "resolve", "dilate", "cpu_stretch", "undilate_records"]
+__all__ = ["TIMED_FIELDS", "HOST_SHARE", "factor_for_busy", "auto_factor", "overlapped_cpu_share", "parse_dilation", "resolve", "dilate", "cpu_stretch", "undilate_records"]
 
 # step record durations (seconds) that are divided by k; t_start/t_end stay real (the capture's step windows use them)
 TIMED_FIELDS = ("compute_s", "compress_s", "comm_s", "decode_s", "apply_s", "step_s")
@@ -58,13 +58,17 @@ HOST_SHARE = 0.6  # auto leaves the host this busy with the nodes' overlapped CP
 # (a 2-node pipelined dct run, 100mbit + 20 ms, was faithful at 59 % busy, dilated twice; flagged at 77 %, dilated 1.5 times)
 
 
+def factor_for_busy(busy: float) -> float:
+    """The dilation, in half steps, that brings a host ``busy`` (share of its cores, undilated) down to HOST_SHARE."""
+    return math.ceil(2 * busy / HOST_SHARE) / 2
+
+
 def auto_factor(nodes: int, cpus: int, cpu_share: float = 0.0) -> float:
     """k = nodes / cores (each node a core's worth of CPU per dilated second), raised in half steps until
     the nodes' CPU work that overlaps their traffic (``cpu_share``: a node's CPU seconds per step second,
     predicted) keeps at most HOST_SHARE of the cores busy, leaving the rest to the delay line and packets."""
     by_cores = nodes / max(1, cpus)
-    by_work = math.ceil(2 * nodes * cpu_share / (HOST_SHARE * max(1, cpus))) / 2
-    return max(1.0, by_cores, by_work)
+    return max(1.0, by_cores, factor_for_busy(nodes * cpu_share / max(1, cpus)))
 
 
 def overlapped_cpu_share(config: RunConfig, calibration: "Calibration") -> float:

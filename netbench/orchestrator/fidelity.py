@@ -37,7 +37,6 @@ nodes wait 50-90 %.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -221,13 +220,15 @@ class FidelityMonitor:
 
 
 OWN_WORK_SHARE = 0.7  # workers busier than this share of the cores: their own work, not a neighbour, is what crowds the host
-HINT_BUSY = 0.6       # the host share a suggested dilation aims for (a 2-node pipelined dct run was faithful at 0.59)
 
 
 def dilation_hint(observed: dict[str, Any]) -> str:
-    """``; try --dilation K``: the factor (in half steps) that brings the host's busy share to HINT_BUSY, if above this run's."""
+    """``; try --dilation K``: the factor that brings the host's busy share to dilation.HOST_SHARE (the share
+    ``auto`` aims for), if above this run's. Dilated k times, the run's busy share is 1/k of the undilated one."""
+    from netbench.orchestrator.dilation import factor_for_busy
+
     k = observed.get("dilation", 1.0)
-    wanted = math.ceil(2 * k * observed["host_busy"] / HINT_BUSY) / 2
+    wanted = factor_for_busy(k * observed["host_busy"])
     if wanted <= k:
         return ""
     return f"; try --dilation {wanted:g} (DieCast: links, delays and each node's CPU slowed alike, times divided back)"

@@ -160,9 +160,9 @@ def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = Non
         cpus = cpus or host_cpus()
         enc, dec = encode_decode_s(config, shapes, calib, cpus)
         est = predict(config, shapes, local, calib, cpus)
-        out = {**as_summary(est, calib, enc, dec, identity), "host_cpus": cpus,
-               "codec_cpu_s": sum(encode_decode_s(config, shapes, calib, config.cluster.nodes * hybrid.gpus_per_node(config)))}
         g = hybrid.gpus_per_node(config)
+        out = {**as_summary(est, calib, enc, dec, identity), "host_cpus": cpus,
+               "codec_cpu_s": sum(encode_decode_s(config, shapes, calib, config.cluster.nodes * g))}  # every worker a core
         if g > 1:  # comm_time_s is the inter-node part, as measured; the intra-node link's beside it
             intra = hybrid.intra_prediction(shapes, g, est.scenario.framing, calib.overhead("all_reduce"), hybrid.intra_bps(config))
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
