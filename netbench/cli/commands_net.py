@@ -111,8 +111,7 @@ def _delay_line_build() -> str:
     from netbench.emulation import delayline_native
 
     try:
-        if delayline_native.wanted() == "python":
-            return f"python (${delayline_native.ENV}=python)"
-        return f"native ({delayline_native.binary()})"
-    except (ValueError, delayline_native.NativeUnavailable, OSError) as exc:
+        chosen = delayline_native.choose()
+    except (ValueError, delayline_native.NativeUnavailable) as exc:
         return f"python (native unavailable: {exc})"
+    return f"native ({chosen.program})" if chosen.program is not None else f"python ({chosen.note})"

@@ -183,6 +183,9 @@ def _minimal_timer_slack() -> None:
         pass
 
 
+RT_PRIORITY = 10  # SCHED_FIFO: above every normal task, below the kernel's own threads
+
+
 def _run_ahead_of_workers() -> None:
     """Real-time priority where allowed (root), else a higher share: a release must not wait for a core
     behind the workers (as delayline.c does; neither is allowed in a user namespace)."""
@@ -193,9 +196,6 @@ def _run_ahead_of_workers() -> None:
             os.setpriority(os.PRIO_PROCESS, 0, -10)
         except OSError:
             pass
-
-
-RT_PRIORITY = 10  # SCHED_FIFO: above every normal task, below the kernel's own threads
 
 
 def serve(config: dict) -> None:

@@ -15,13 +15,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from netbench.cache import cache_dir
 from netbench.safe_files import make_folder
 
-__all__ = ["ENV", "SOURCE", "NativeUnavailable", "wanted", "binary", "argv"]
+__all__ = ["ENV", "SOURCE", "NativeUnavailable", "Choice", "wanted", "choose", "binary", "argv"]
 
 ENV = "NETBENCH_DELAY_LINE"
 SOURCE = Path(__file__).with_name("delayline.c")
@@ -39,6 +40,34 @@ def wanted() -> str:
     if choice not in CHOICES:
         raise ValueError(f"${ENV} must be one of {', '.join(CHOICES)}, got {choice!r}")
     return choice
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which delay line a run starts: ``program`` (the native one), or None for the Python one and ``note`` why."""
+
+    program: Path | None
+    note: str = ""
+
+    @property
+    def build(self) -> str:
+        return "native" if self.program is not None else "python"
+
+
+def choose() -> Choice:
+    """The native delay line where it builds, else the Python one with the reason; ``$NETBENCH_DELAY_LINE`` forces one.
+
+    Raises ValueError for a bad ``$NETBENCH_DELAY_LINE``, NativeUnavailable where ``native`` is forced and cannot be built.
+    """
+    forced = wanted()
+    if forced == "python":
+        return Choice(None, f"${ENV}=python")
+    try:
+        return Choice(binary())
+    except (NativeUnavailable, OSError, subprocess.SubprocessError) as exc:
+        if forced == "native":
+            raise NativeUnavailable(str(exc)) from None
+        return Choice(None, f"native delay line unavailable: {exc}")
 
 
 def binary() -> Path:

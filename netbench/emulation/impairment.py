@@ -128,21 +128,13 @@ class DelayLine(ImpairmentEngine):
     def _native_program(self) -> Path | None:
         """The native delay line where it builds (or ``$NETBENCH_DELAY_LINE`` asks for it), else None for the Python one."""
         try:
-            choice = delayline_native.wanted()
+            chosen = delayline_native.choose()
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
-        if choice == "python":
-            self.build, self.build_note = "python", f"${delayline_native.ENV}=python"
-            return None
-        try:
-            program = delayline_native.binary()
-        except (delayline_native.NativeUnavailable, OSError, subprocess.SubprocessError) as exc:
-            if choice == "native":
-                raise ClusterError(f"the native delay line cannot be built: {exc}") from None
-            self.build, self.build_note = "python", f"native delay line unavailable: {exc}"
-            return None
-        self.build = "native"
-        return program
+        except delayline_native.NativeUnavailable as exc:
+            raise ClusterError(f"the native delay line cannot be built: {exc}") from None
+        self.build, self.build_note = chosen.build, chosen.note
+        return chosen.program
 
     def check(self) -> None:
         """DelayLineDied if it has exited: its links drop every packet, and a run would otherwise wait for a timeout."""
