@@ -204,11 +204,11 @@ def test_a_codec_slower_than_calibrated_is_flagged_with_its_figures() -> None:
     rows = [{"rank": r, "step": s, "warmup": s == 0, "compress_cpu_s": 0.5 if s == 0 else enc, "decode_cpu_s": 0.04}
             for r, enc in ((0, 0.08), (1, 0.10)) for s in range(4)]
     steps = pd.DataFrame(rows)
-    speed = codec_speed(steps, 1, 0.10)
+    speed = codec_speed(steps, 0.10)
     assert speed == {"measured_s": pytest.approx(0.13), "calibrated_s": 0.10, "ratio": pytest.approx(1.3)}  # warm-up left out
     assert codec_reason(speed) == ("CPU: the nodes' encode + decode took 1.30x the CPU time calibrated on this host (130 vs 100 ms a step, "
                                    f"limit {CODEC_CPU_RATIO:.2f}x): the cores ran slower than when calibrated (shared with other work, "
                                    "or the calibration is stale)")
-    assert codec_reason(codec_speed(steps, 1, 0.125)) is None  # 1.04x: as calibrated
-    assert codec_speed(steps, 1, 0.001) is None and codec_speed(steps, 1, None) is None  # too small to tell, or no model
-    assert codec_speed(steps.drop(columns=["compress_cpu_s"]), 1, 0.1) is None  # records from before the CPU fields
+    assert codec_reason(codec_speed(steps, 0.125)) is None  # 1.04x: as calibrated
+    assert codec_speed(steps, 0.001) is None and codec_speed(steps, None) is None  # too small to tell, or no model
+    assert codec_speed(steps.drop(columns=["compress_cpu_s"]), 0.1) is None  # records from before the CPU fields

@@ -278,7 +278,7 @@ CODEC_CPU_RATIO = 1.15  # the nodes' encode + decode took this much more CPU tim
 CODEC_MIN_S = 0.005     # below this calibrated codec time per step the comparison is noise
 
 
-def codec_speed(steps: "pd.DataFrame", warmup_steps: int, calibrated_s: float | None) -> dict[str, float] | None:
+def codec_speed(steps: "pd.DataFrame", calibrated_s: float | None) -> dict[str, float] | None:
     """The nodes' encode + decode CPU time per step (median over steps, then over nodes) against the calibration's.
 
     CPU time, not wall time: waiting for a core is the other checks' business. A ratio well above 1 means the
@@ -287,7 +287,9 @@ def codec_speed(steps: "pd.DataFrame", warmup_steps: int, calibrated_s: float | 
     """
     if not calibrated_s or calibrated_s < CODEC_MIN_S or steps.empty or "compress_cpu_s" not in steps:
         return None
-    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps[steps["step"] >= warmup_steps]
+    from netbench.rundir.summary import measured_steps
+
+    measured = measured_steps(steps)
     per_node = (measured["compress_cpu_s"] + measured["decode_cpu_s"]).groupby(measured["rank"]).median()
     if per_node.empty or not per_node.median() > 0:
         return None

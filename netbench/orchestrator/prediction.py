@@ -37,6 +37,7 @@ from netbench.model.hostcache import load_calibration
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
+from netbench.rundir.summary import measured_steps
 from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
 from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.summary import Prediction
@@ -70,7 +71,7 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
     """
     if steps.empty or "compute_s" not in steps:
         return None
-    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    measured = measured_steps(steps)
     if measured.empty:
         return None
     local = measured["compute_s"] + (measured["apply_s"] if "apply_s" in measured else 0.0)

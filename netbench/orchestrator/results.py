@@ -26,7 +26,7 @@ from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator import health
 from netbench.orchestrator.hybrid_results import hybrid_summary
-from netbench.rundir.summary import RunSummary, reduced_metrics
+from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     Which steps.csv column becomes which summary key, and how nodes combine, is the metrics
     table's (:mod:`netbench.rundir.summary`); the result is a :class:`RunSummary`'s JSON object.
     """
-    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    measured = measured_steps(steps)
     if measured.empty:
         return RunSummary.new(steps_measured=0).to_json()
     per_node = measured.groupby("rank")
@@ -242,11 +242,11 @@ def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> d
     return {"predicted" if "error" not in predicted else "prediction_error": predicted.get("error", predicted)}
 
 
-def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, warmup_steps: int, predicted: dict[str, Any] | None) -> dict[str, Any]:
+def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, predicted: dict[str, Any] | None) -> dict[str, Any]:
     """``fidelity`` (a copy) flagged where the nodes' codec took more CPU time than the calibration the model predicts with."""
     from netbench.orchestrator.fidelity import codec_reason, codec_speed
 
-    speed = codec_speed(steps, warmup_steps, (predicted or {}).get("codec_cpu_s"))
+    speed = codec_speed(steps, (predicted or {}).get("codec_cpu_s"))
     if speed is None:
         return fidelity
     judged = {**fidelity, "observed": {**(fidelity.get("observed") or {}), "codec_cpu": speed}}
@@ -265,7 +265,7 @@ def _write_files(run_dir: RunDir, out: RunOutput, steps: pd.DataFrame, reason: s
     summary.update({"run_id": out.run_id, "status": out.status, "reason": reason, **config_summary(config),
                     "delay_engine": out.cluster.get("delay_engine"), "run_dir": str(run_dir.path)})
     if fidelity is not None and out.status == "ok":
-        fidelity = _with_codec_speed(fidelity, steps, config.warmup_steps, prediction.get("predicted"))
+        fidelity = _with_codec_speed(fidelity, steps, prediction.get("predicted"))
     if fidelity is not None:
         summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "dilation", "cpu_stretch") if k in fidelity}
     if out.status == "ok":

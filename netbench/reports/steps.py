@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from netbench.rundir.layout import RunDir
-from netbench.rundir.summary import metric
+from netbench.rundir.summary import measured_steps, metric
 
 __all__ = ["Spread", "read_steps", "per_step", "spread", "WIRE_COLUMNS"]
 
@@ -54,7 +54,7 @@ def read_steps(run_dir: Path | None) -> pd.DataFrame | None:
 
 def per_step(steps: pd.DataFrame, include_warmup: bool = False) -> pd.DataFrame:
     """One row per step: step_s at the slowest node, wire bytes per node (median over nodes), mean loss."""
-    frame = steps if include_warmup or "warmup" not in steps else steps[~steps["warmup"].astype(bool)]
+    frame = steps if include_warmup else measured_steps(steps)
     by_step = frame.groupby("step")
     out = pd.DataFrame({"step_s": by_step["step_s"].max()})
     for column in WIRE_COLUMNS:

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-__all__ = ["Field", "Metric", "FIELDS", "METRICS", "RunSummary", "Prediction", "metric", "predicted_column", "compared_column",
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Field", "Metric", "FIELDS", "METRICS", "RunSummary", "Prediction", "measured_steps", "metric", "predicted_column", "compared_column",
            "error_column", "csv_measured", "csv_predicted", "terminal_metrics", "step_parts", "report_metrics", "reduced_metrics"]
 
 Number = Union[int, float]  # an int stays an int (bw_bps 100000000, not 100000000.0)
@@ -210,6 +213,11 @@ Prediction = _record("Prediction", "What the model says a run should measure, ke
 RunSummary = _record("RunSummary", "A run's summary: measured figures, coordinates, status and the model's prediction.",
                      tuple(f for f in FIELDS if f.summary))
 RunSummary.model_rebuild(_types_namespace={"Prediction": Prediction})
+
+
+def measured_steps(steps: "pd.DataFrame") -> "pd.DataFrame":
+    """The steps a summary reads: those after warm-up (every row of a frame without a ``warmup`` column)."""
+    return steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
 
 
 def metric(key: str) -> Metric:
