@@ -55,6 +55,12 @@ def tbf_rate(netns_name: str, ifname: str) -> int:
     return netns.call_in(netns_name, read)
 
 
+def assert_no_reordering(node) -> None:
+    """The node's TCP saw no reordered segment (SACK or timestamp evidence), counted since its namespace was made."""
+    reorder = node.run(["nstat", "-az", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder"]).stdout
+    assert [int(line.split()[1]) for line in reorder.splitlines()[1:]] == [0, 0], reorder
+
+
 @pytest.mark.parametrize("rate", [10e6, 100e6, 1e9])
 def test_shaping_accuracy_per_rate(rate: float) -> None:
     result = probe(spec(rate), seconds=2)
@@ -92,8 +98,7 @@ def test_links_keep_a_flow_in_order() -> None:
                                    capture_output=True, text=True, check=True).stdout.split()
             assert masks and all(int(m.replace(",", ""), 16) == sum(1 << c for c in os.sched_getaffinity(0)) for m in masks), (ns, ifname, masks)
         measure_goodput(n0, n1, seconds=2)
-        reorder = n0.run(["nstat", "-az", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder"]).stdout
-        assert [int(line.split()[1]) for line in reorder.splitlines()[1:]] == [0, 0], reorder
+        assert_no_reordering(n0)
 
 
 def test_delay_line_adds_configured_delay() -> None:
@@ -114,8 +119,7 @@ def test_both_delay_lines_delay_jitter_and_drop_alike(monkeypatch, build: str) -
         rtt = measure_rtt(n0, n1, count=60, interval_s=0.01)
         assert rtt["rtt_ms"] == pytest.approx(20.0, rel=0.15) and rtt["rtt_max_ms"] - rtt["rtt_min_ms"] > 0.5  # jittered
         measure_goodput(n0, n1, seconds=1)
-        reorder = n0.run(["nstat", "-az", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder"]).stdout
-        assert [int(line.split()[1]) for line in reorder.splitlines()[1:]] == [0, 0], reorder
+        assert_no_reordering(n0)
         wait_until(lambda: (cluster.impairment.stats() or {}).get("dropped", 0) > 0, timeout_s=3)  # counters rewritten every second
         counted = cluster.impairment.stats()
         assert counted["passed"] > 200 and 0.005 < counted["dropped"] / (counted["passed"] + counted["dropped"]) < 0.05
