@@ -7,6 +7,7 @@ are loose on purpose (a shared 2-core machine); the tight figures live in script
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,6 +133,31 @@ def test_asymmetric_links_shape_each_direction() -> None:
         assert tbf_rate(cluster.switch.netns, n0.port) == pytest.approx(80e6, rel=0.01)
         goodput, _, _ = measure_goodput(n0, n1, seconds=2)
         assert 0.8 * 20e6 <= goodput <= 20e6  # limited by the sender's uplink, not the 80mbit downlink
+
+
+def shaper_drops(node) -> int:
+    out = node.run(["tc", "-s", "qdisc", "show", "dev", node.iface]).stdout
+    return int(out.split("dropped ")[1].split(",")[0])
+
+
+@pytest.mark.skipif(not shutil.which("iperf3"), reason="needs iperf3")
+def test_a_slow_link_queues_both_directions_without_dropping() -> None:
+    """At 10mbit both ends sending at once once overflowed the node's own 125 kB tbf queue (TCP resent what it dropped)."""
+    with Cluster(spec(10e6)) as cluster:
+        n0, n1 = cluster.nodes
+        server = n1.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(50):  # iperf3 has no ready signal
+            if n0.run(["iperf3", "-c", n1.address, "-p", "5201", "-t", "2", "--bidir"]).returncode == 0:
+                break
+            time.sleep(0.1)
+        server.wait(timeout=10)
+        assert [shaper_drops(node) for node in cluster.nodes] == [0, 0]
+
+
+def test_queue_holds_a_nic_transmit_queue_or_100_ms() -> None:
+    slow, fast = shaping.TbfParams.for_rate(10e6, False), shaping.TbfParams.for_rate(10e9, False)
+    assert slow.limit_bytes - slow.burst_bytes == shaping.TX_QUEUE_FRAMES * shaping.FRAME_BYTES  # 1.2 s at 10mbit
+    assert fast.limit_bytes - fast.burst_bytes == int(10e9 / 8 * 0.1)
 
 
 def test_burst_scales_with_rate() -> None:
