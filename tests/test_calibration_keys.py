@@ -169,6 +169,6 @@ def test_an_entry_from_before_the_size_and_settings_costs_is_measured_again(cach
     from netbench.model.calibration import SCHEMA_VERSION
 
     key = host_key()
-    assert key["calibration"] == str(SCHEMA_VERSION) == "3"
-    old = {**key, "calibration": "2"}
+    assert key["calibration"] == str(SCHEMA_VERSION) == "4"
+    old = {**key, "calibration": "3"}
     assert cache_path(old) != cache_path(key)

@@ -144,8 +144,8 @@ def test_dilation_slows_links_and_compute_and_divides_durations() -> None:
     assert cpu_stretch({"worker_cpu_mean": 0.01, "worker_wait_mean": 0.5}, 8) == 8 and cpu_stretch(None, 8) == 8
     assert cpu_stretch({"worker_cpu_mean": 0.5, "worker_wait_mean": 0.0}, 8) == 1.0
     assert auto_factor(32, 2) == 16 and auto_factor(2, 4) == 1 and parse_dilation("auto") is None and parse_dilation("2.5") == 2.5
-    # two nodes on two cores whose overlapped codecs take 93 % of a core each: 1.86 cores / (0.6 x 2) = 1.55 -> 2 (half steps)
-    assert auto_factor(2, 2, 0.93) == 2.0 and auto_factor(2, 2, 0.2) == 1.0 and auto_factor(8, 2, 0.5) == 4.0
+    # two nodes on two cores whose overlapped codecs take 93 % of a core each: 1.86 cores / (0.4 x 2) = 2.33 -> 2.5 (half steps)
+    assert auto_factor(2, 2, 0.93) == 2.5 and auto_factor(2, 2, 0.2) == 1.0 and auto_factor(8, 2, 0.5) == 5.0
     for bad in ("0.5", "x", "nan", "1e9"):
         with pytest.raises(ValueError):
             parse_dilation(bad)

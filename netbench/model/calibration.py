@@ -50,7 +50,7 @@ __all__ = ["Calibration", "CalibrationError", "COST_SETTINGS", "cost_key", "defa
            "save_calibration", "ENV_VAR"]
 
 ENV_VAR = "NETBENCH_CALIBRATION"
-SCHEMA_VERSION = 3  # 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys)
+SCHEMA_VERSION = 4  # 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys); 4: median step, not fastest
 
 
 # The settings that change each replicator's encode/decode work per parameter (the replicators'

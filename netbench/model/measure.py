@@ -5,7 +5,7 @@
 * loopback bandwidth (reference only; loopback is not an emulated link): large all_reduce calls;
 * encode and decode cost for each scheme, separately: the replicator's own ``StepStats``
   (``compress_s`` and ``decode_s``; the collectives' wait is excluded by the replicator) on random
-  gradients, the fastest of a few steps (mean over whole sync periods for periodic schemes). Timed on two
+  gradients, the median of a few steps (mean over whole sync periods for periodic schemes). Timed on two
   shape sets -- a few large matrices (``shapes``) and many small tensors (``tensor_shapes``) -- and
   solved for a cost per parameter and a cost per tensor; optionally a third, large set (``large_shapes``,
   beyond the last-level cache) gives the cost per parameter of large models (the per-tensor cost
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import statistics
 import time
 import warnings
 from datetime import datetime, timedelta, timezone
@@ -126,8 +127,9 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     timed = [one() for _ in range(steps * period)]
     if period > 1:  # only some steps encode: the mean over whole periods is the per-step cost
         return sum(t[0] for t in timed) / len(timed), sum(t[1] for t in timed) / len(timed)
-    # the least disturbed step: other processes on a busy host only ever add time (a mean or median of a few steps swings 2x)
-    return min(t[0] for t in timed), min(t[1] for t in timed)
+    # the median step, as a run's summary takes its steps: this VM's cores change speed from second to second,
+    # and the fastest of 5 steps sat 4-6 % below their median (gpt2-small:blocks=2, dct), which every run then missed
+    return statistics.median(t[0] for t in timed), statistics.median(t[1] for t in timed)
 
 
 def _fit(big: tuple[float, int, float], small: tuple[float, int, float] | None) -> tuple[float, float]:
@@ -188,7 +190,7 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
                 costs[f"{part}_param_large"][key] = max(0.0, sec3[i] - per_tensor * t3) / p3
         notes[f"compression.{key}"] = "; ".join(
             f"encode {sec[0] * 1e3:.3g} ms + decode {sec[1] * 1e3:.3g} ms per step on {p:,} params in {t} tensors"
-            for p, t, sec in timed + ([big_timed] if big_timed else [])) + f" (fastest of {opts.steps} step(s))"
+            for p, t, sec in timed + ([big_timed] if big_timed else [])) + f" (median of {opts.steps} step(s))"
     return costs, notes
 
 
