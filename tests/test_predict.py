@@ -126,3 +126,16 @@ def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
     got = predict(run, shapes, local, calib, cpus=2)
     assert credit > 0 and got.step_time_s == pytest.approx(expected)
     assert got.comm_time_s == pytest.approx(max(0.0, expected - local - enc - dec))
+
+
+def test_a_window_that_is_not_whole_periods_is_warned_about() -> None:
+    """4 measured steps of diloco syncing every 10 held no sync and read 0.3x the model's period average."""
+    from netbench.orchestrator.prediction import period_warnings
+
+    (warning,) = period_warnings(ReplicatorConfig(name="diloco"), 2, 4)
+    assert "every 10 steps" in warning and "4 steps are measured" in warning and "--steps" in warning
+    assert period_warnings(ReplicatorConfig(name="diloco"), 2, 20) == []
+    assert period_warnings(ReplicatorConfig(name="diloco", sync_every=2), 4, 4) == []
+    assert period_warnings(ReplicatorConfig(name="dct"), 2, 3) == []
+    mtdao = ReplicatorConfig(name="mtdao", params_every=2, m1_every=4, m2_every=6)
+    assert [w.split(" steps and")[0] for w in period_warnings(mtdao, 2, 8)] == ["mtdao communicates every 6"]

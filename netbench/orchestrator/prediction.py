@@ -44,7 +44,7 @@ from netbench.rundir.summary import Prediction
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
 
-__all__ = ["RunLike", "workload_shapes", "local_time_s", "scenario_for", "predict", "prediction", "as_summary", "predict_run"]
+__all__ = ["RunLike", "period_warnings", "workload_shapes", "local_time_s", "scenario_for", "predict", "prediction", "as_summary", "predict_run"]
 
 
 class RunLike(Protocol):
@@ -53,6 +53,20 @@ class RunLike(Protocol):
     cluster: ClusterSpec
     replicator: ReplicatorConfig
     workload: WorkloadConfig
+
+
+def period_warnings(replicator: ReplicatorConfig, nodes: int, steps: int) -> list[str]:
+    """A warning per exchange whose period does not divide the measured steps.
+
+    The model averages a periodic exchange (diloco's sync, mtdao's states) over its period; a
+    window of 4 measured steps of diloco syncing every 10 held no sync at all and read 0.3x the
+    model. The periods come from the replicator's settings alone, so one placeholder tensor stands
+    in for the model's shapes.
+    """
+    exchanges = scheme_from_config(replicator).exchanges([ParamShape("w", (1,))], nodes)
+    periods = sorted({e.period for e in exchanges if e.period > 1 and steps % e.period})
+    return [f"{replicator.name} communicates every {p} steps and {steps} steps are measured: their mean is not the "
+            f"period average the model predicts; measure a multiple of {p} steps (--steps)" for p in periods]
 
 
 def workload_shapes(workload: WorkloadConfig, world_size: int = 2) -> list[ParamShape]:

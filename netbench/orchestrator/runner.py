@@ -44,6 +44,7 @@ from netbench.orchestrator import results
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
+from netbench.orchestrator.prediction import period_warnings
 from netbench.orchestrator.timeouts import collective_timeout_s
 from netbench.rundir.layout import RunDir, StepCounter, last_error
 from netbench.worker.spec import WorkerSpec
@@ -118,7 +119,7 @@ def prepare(config: RunConfig, calibration: HostCalibration | None, dilation: fl
     dilated = dil.dilate(config, dilation)
     names = RunNames.new()
     run_dir = RunDir.create(dilated.out_dir, dilated.replicator.name, names.run_id)
-    warnings = leftover_warnings()
+    warnings = leftover_warnings() + period_warnings(config.replicator, config.cluster.nodes, config.steps)
     return RunPlan(config=config, dilated=dilated, dilation=dilation, names=names, run_dir=run_dir, calibration=calibration,
                    timeout_s=collective_timeout_s(dilated), warnings=warnings, started=time.time())
 
