@@ -243,3 +243,13 @@ def test_the_shell_sees_exit_2_and_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == ["netbench: error: --loss: must be between 0% and 50%, got 90%"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", [["run", "--delay", "5ms"], ["sweep", str(Path(__file__).resolve().parents[1] / "scenarios" / "ci.toml")]],
+                         ids=["run", "sweep"])
+def test_a_bad_delay_line_setting_is_bad_input(command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """$NETBENCH_DELAY_LINE=fast once built namespaces before a run stopped at it; `doctor` said "python"."""
+    monkeypatch.setenv("NETBENCH_DELAY_LINE", "fast")
+    line = rejected([*command, "--out", str(tmp_path / "out")], capsys)
+    assert "NETBENCH_DELAY_LINE" in line and "'fast'" in line and not (tmp_path / "out").exists()

@@ -212,3 +212,22 @@ def test_a_codec_slower_than_calibrated_is_flagged_with_its_figures() -> None:
     assert codec_reason(codec_speed(steps, 0.125)) is None  # 1.04x: as calibrated
     assert codec_speed(steps, 0.001) is None and codec_speed(steps, None) is None  # too small to tell, or no model
     assert codec_speed(steps.drop(columns=["compress_cpu_s"]), 0.1) is None  # records from before the CPU fields
+
+
+def test_workers_yield_to_a_delay_line_that_could_not_raise_its_priority() -> None:
+    """Rootless, the delay line stays at nice 0 / SCHED_OTHER: the workers then lower themselves by WORKER_NICE."""
+    from netbench.orchestrator.runner import WORKER_NICE, worker_nice
+
+    plain = subprocess.Popen(["sleep", "30"])
+    raised = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: os.nice(-10)) if os.geteuid() == 0 else None
+    try:
+        assert worker_nice(plain.pid) == WORKER_NICE == 5
+        assert worker_nice(None) == 0  # no delay line (no delay, or kernel netem)
+        if raised is not None:
+            assert worker_nice(raised.pid) == 0
+    finally:
+        for proc in (plain, raised):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    assert worker_nice(plain.pid) == 0  # gone: the run fails on its own, naming the delay line

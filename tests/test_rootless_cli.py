@@ -81,13 +81,13 @@ def test_probe_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
 
 
 def test_run_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
-    """`run` starts torch workers in the namespaces and captures every port, as a root run does.
+    """`run` starts torch workers in the namespaces, delays their packets and captures every port, as a root run does.
 
     tcpdump's privilege drop calls setgroups(), which the user namespace denies; netbench makes
     that call a no-op for tcpdump (netbench.capture.setgroups_noop), so the capture must be there.
     """
     netbench, work = nobody_venv
-    done = as_nobody([str(netbench), "run", "--bw", "100mbit", "--workload", "mlp", "--steps", "3", "--warmup", "1",
+    done = as_nobody([str(netbench), "run", "--bw", "100mbit", "--delay", "2ms", "--workload", "mlp", "--steps", "3", "--warmup", "1",
                       "--out", str(work / "runs"), "--json"], work, 600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
@@ -97,6 +97,8 @@ def test_run_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
     assert summary["wire_tx_bytes_per_step"] > 0, summary  # interface counters measured the wire
     run_json = json.loads((run_dir / "run.json").read_text())
     assert run_json["capture"]["enabled"] and run_json["capture"]["parsed"], run_json["capture"]
+    # the delay line cannot raise its priority in a user namespace, so the workers lowered theirs
+    assert run_json["cluster"]["delay_engine"] == "delayline" and run_json["cluster"]["worker_nice"] == 5, run_json["cluster"]
     assert summary["capture_wire_bytes_per_step"] > 0 and summary["capture_rx_wire_bytes_per_step"] > 0, summary
     # Two independent measures of the same bytes: the capture and the interface counters agree.
     assert summary["capture_vs_counter_median_rel_diff"] <= 0.02, summary

@@ -112,6 +112,6 @@ def _delay_line_build() -> str:
 
     try:
         chosen = delayline_native.choose()
-    except (ValueError, delayline_native.NativeUnavailable) as exc:
-        return f"python (native unavailable: {exc})"
+    except (ValueError, delayline_native.NativeUnavailable) as exc:  # a delayed run would stop here, before building anything
+        return f"none: a delayed run would stop ({exc})"
     return f"native ({chosen.program})" if chosen.program is not None else f"python ({chosen.note})"

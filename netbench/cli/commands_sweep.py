@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from netbench.cli.errors import UserError, make_output_folder
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
 from netbench.cli.privileges import require_privileges
-from netbench.cli.run_config import dilation_factor
+from netbench.cli.run_config import check_delay_line_env, dilation_factor
 from netbench.cli.run_options import check_workload
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import is_sweep
@@ -105,6 +105,7 @@ def sweep(
     scenario = _scenario(scenario_file, overrides)
     check_workload(scenario.workload, max(scenario.grid.nodes))
     dilation_factor(dilation)  # bad input: one line, before any point runs
+    check_delay_line_env()
     folder = out or Path("reports/sweeps") / scenario.name
     try:  # the scenario is valid; the folder its runs go to is checked here
         plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})

@@ -21,9 +21,21 @@ def build_run_config(**settings: Any):
     from netbench.orchestrator.config import RunConfig
 
     try:
-        return RunConfig(**settings)
+        config = RunConfig(**settings)
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, option_names(RUN), options=True)) from None
+    check_delay_line_env()
+    return config
+
+
+def check_delay_line_env() -> None:
+    """A bad ``$NETBENCH_DELAY_LINE`` is bad input: one line before anything is built (a delayed run would stop at it)."""
+    from netbench.emulation.delayline_native import wanted
+
+    try:
+        wanted()
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def dilation_factor(text: str) -> float | None:

@@ -23,6 +23,7 @@ files, with ``status: failed`` and the reason naming the node.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -130,7 +131,7 @@ def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_clus
     def phases(cluster: Cluster) -> None:
         build(plan, cluster, outcome)
         capture = start_capture(cluster, plan.run_dir.capture, plan.dilated.capture)
-        procs = spawn(plan, cluster)
+        procs = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0))
         if on_cluster:
             on_cluster(cluster)
         watch(plan, cluster, procs, capture, outcome, progress)
@@ -141,20 +142,45 @@ def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_clus
 def build(plan: RunPlan, cluster: Cluster, outcome: RunOutcome) -> None:
     """With the cluster up: record what was built, and shape the intra-node link of nodes with several workers."""
     outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
+    nice = worker_nice(cluster.delay_line_pid)
+    if nice:
+        outcome.cluster["worker_nice"] = nice
     if plan.dilated.gpus_per_node > 1:
         outcome.cluster["intra_node"] = shape_intra(cluster.nodes, plan.dilated.intra_bw_bps)
 
 
-def spawn(plan: RunPlan, cluster: Cluster) -> list[subprocess.Popen]:
-    """A worker per rank in its node's namespace: G per node, rank = node * G + local rank; spec and log in workers/."""
+WORKER_NICE = 5  # a user namespace may lower a process, never raise one: workers at +5 leave the delay line ~3x their CPU share
+
+
+def worker_nice(delay_line_pid: int | None) -> int:
+    """How far the workers lower their priority: WORKER_NICE where a delay line runs without a raised one.
+
+    The delay line must run the moment a packet is due. As root it takes SCHED_FIFO (or nice -10);
+    in a user namespace it can do neither, and a rootless run found it waiting 18-20 % of the run
+    for a core behind the workers. Lowering the workers is allowed everywhere and gives it the
+    same precedence.
+    """
+    if delay_line_pid is None:
+        return 0
+    try:
+        raised = os.sched_getscheduler(delay_line_pid) != os.SCHED_OTHER or os.getpriority(os.PRIO_PROCESS, delay_line_pid) < 0
+    except OSError:  # gone already: the run fails on its own, naming the delay line
+        return 0
+    return 0 if raised else WORKER_NICE
+
+
+def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[subprocess.Popen]:
+    """A worker per rank in its node's namespace: G per node, rank = node * G + local rank; spec and log in workers/.
+    ``nice``: how far each worker lowers its priority before it starts (:func:`worker_nice`)."""
     config = plan.dilated
+    lower = (lambda: os.nice(nice)) if nice else None
     specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s, plan.dilation)
     procs = []
     for rank, spec_path in enumerate(specs):
         node = cluster.nodes[rank // config.gpus_per_node]
         with plan.run_dir.log_path(rank).open("x") as log:  # the worker keeps its own copy
             procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
-                                     stdout=log, stderr=log))
+                                     then=lower, stdout=log, stderr=log))
     return procs
 
 

@@ -20,13 +20,34 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
+from netbench import pacing
 from netbench.replicators.base import StepTimer
 from netbench.replicators.comm import Pending
 
-__all__ = ["BackwardOverlap"]
+__all__ = ["BackwardOverlap", "Hooked"]
+
+
+@dataclass
+class Hooked:
+    """Codec work a step did inside backward's hooks: wall and thread-CPU seconds of encode and decode.
+
+    Under time dilation the worker paces backward as a whole (a real model's compute), hooks
+    included, so the codec's share of that paced time is k x its CPU time (:meth:`paced`).
+    """
+
+    encode_s: float = 0.0
+    decode_s: float = 0.0
+    encode_cpu_s: float = 0.0
+    decode_cpu_s: float = 0.0
+
+    def paced(self) -> tuple[float, float]:
+        """(encode, decode) seconds as the paced step spent them: each at least k x its CPU time."""
+        k = pacing.factor()
+        return max(self.encode_s, k * self.encode_cpu_s), max(self.decode_s, k * self.decode_cpu_s)
 
 
 class BackwardOverlap:
@@ -43,7 +64,7 @@ class BackwardOverlap:
                 self._users[i].append(b)
         self._encode, self._start, self._decode = encode, start, decode
         self._handles = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(params)]
-        self.last_hooked_s = 0.0  # codec wall seconds the last finished step spent inside backward
+        self.last_hooked_s = 0.0  # codec seconds (paced) the last finished step spent inside backward
         self._reset()
 
     def _reset(self) -> None:
@@ -51,7 +72,7 @@ class BackwardOverlap:
         self._seen: set[int] = set()
         self._launched = 0  # buckets 0 .. _launched - 1 are encoded and on the wire (or decoded)
         self._pending: dict[int, Pending] = {}
-        self.hooked_encode_s = self.hooked_decode_s = 0.0  # codec wall time spent inside backward
+        self.hooked = Hooked()  # codec time spent inside backward this step
 
     def _hook(self, index: int) -> Callable[[torch.Tensor], None]:
         def ready(_param: torch.Tensor) -> None:
@@ -69,9 +90,10 @@ class BackwardOverlap:
     def _launch_ready(self) -> None:
         """Encode and start every bucket whose turn it is and whose gradients are all final."""
         while self._launched < self.buckets and self._missing[self._launched] == 0:
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.thread_time()
             self._encode(self._launched)
-            self.hooked_encode_s += time.perf_counter() - began
+            self.hooked.encode_s += time.perf_counter() - began
+            self.hooked.encode_cpu_s += time.thread_time() - began_cpu
             self._pending[self._launched] = self._start(self._launched)
             self._launched += 1
 
@@ -80,17 +102,17 @@ class BackwardOverlap:
         for b in sorted(self._pending):
             if not self._pending[b].done():
                 continue
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.thread_time()
             self._pending.pop(b).wait()
             self._decode(b)
-            self.hooked_decode_s += time.perf_counter() - began
+            self.hooked.decode_s += time.perf_counter() - began
+            self.hooked.decode_cpu_s += time.thread_time() - began_cpu
 
-    def finish(self, timer: StepTimer) -> tuple[float, float]:
+    def finish(self, timer: StepTimer) -> Hooked:
         """Inside the step: encode and start what backward did not launch, then wait for and decode
         every bucket still pending, in order (most were launched during backward already).
 
-        Returns the (encode, decode) wall seconds spent in backward's hooks this step, and resets
-        for the next step."""
+        Returns the codec time spent in backward's hooks this step, and resets for the next step."""
         for b in range(self._launched, self.buckets):
             self._encode(b)
             timer.compress()
@@ -101,8 +123,8 @@ class BackwardOverlap:
             timer.skip()
             self._decode(b)
             timer.decode()
-        hooked = (self.hooked_encode_s, self.hooked_decode_s)
-        self.last_hooked_s = sum(hooked)
+        hooked = self.hooked
+        self.last_hooked_s = sum(hooked.paced())
         self._reset()
         return hooked
 

@@ -155,9 +155,8 @@ class DCTReplicator(Replicator):
     def _sync(self, timer: StepTimer) -> None:
         backward = getattr(self, "_backward", None)
         if backward is not None:
-            encoded, decoded = backward.finish(timer)
-            timer.compress_s += encoded  # codec work done inside backward still counts as codec work
-            timer.decode_s += decoded
+            hooked = backward.finish(timer)
+            timer.book_hooked(hooked)  # codec work done inside backward still counts as codec work
             return
         if len(self.units) == 1:
             self.encode()
