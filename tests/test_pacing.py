@@ -48,7 +48,7 @@ def test_waiting_is_not_padded_and_k1_never_sleeps() -> None:
 
 def test_codec_work_in_backward_hooks_is_booked_as_paced_codec_time_with_its_cpu() -> None:
     """Backward (hooks included) is paced as a whole; the hooks' codec share of it is k x their CPU time."""
-    from netbench.replicators.backward import Hooked
+    from netbench.replicators.base import Hooked
 
     pacing.set_factor(2.5)
     timer = StepTimer()

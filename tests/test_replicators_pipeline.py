@@ -81,7 +81,6 @@ def _body(rank: int, world: int, cfg: dict, bucket_mb: float) -> dict:
         out["params"].append([p.detach().clone() for p in params])
         out["bytes"].append(stats.payload_bytes)
         out["calls"].append(stats.collectives)
-        out["codec_cpu"].append(stats.compress_cpu_s + stats.decode_cpu_s)
     return out
 
 
@@ -165,6 +164,7 @@ def _train(rank: int, world: int, work: dict, cfg: dict, bucket_mb: float, hooks
         out["params"].append([p.detach().clone() for p in workload.parameters()])
         out["bytes"].append(stats.payload_bytes)
         out["calls"].append(stats.collectives)
+        out["codec_cpu"].append(stats.compress_cpu_s + stats.decode_cpu_s)
     return out
 
 

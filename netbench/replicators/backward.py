@@ -20,34 +20,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
-from netbench import pacing
-from netbench.replicators.base import StepTimer
+from netbench.replicators.base import Hooked, StepTimer
 from netbench.replicators.comm import Pending
 
-__all__ = ["BackwardOverlap", "Hooked"]
-
-
-@dataclass
-class Hooked:
-    """Codec work a step did inside backward's hooks: wall and thread-CPU seconds of encode and decode.
-
-    Under time dilation the worker paces backward as a whole (a real model's compute), hooks
-    included, so the codec's share of that paced time is k x its CPU time (:meth:`paced`).
-    """
-
-    encode_s: float = 0.0
-    decode_s: float = 0.0
-    encode_cpu_s: float = 0.0
-    decode_cpu_s: float = 0.0
-
-    def paced(self) -> tuple[float, float]:
-        """(encode, decode) seconds as the paced step spent them: each at least k x its CPU time."""
-        k = pacing.factor()
-        return max(self.encode_s, k * self.encode_cpu_s), max(self.decode_s, k * self.decode_cpu_s)
+__all__ = ["BackwardOverlap"]
 
 
 class BackwardOverlap:

@@ -11,7 +11,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import torch
 
@@ -22,10 +22,7 @@ from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.optim import Stepper, build_optimizer
 from netbench.shapes import ParamShape
 
-if TYPE_CHECKING:
-    from netbench.replicators.backward import Hooked
-
-__all__ = ["PayloadDecl", "StepStats", "Replicator", "StepTimer", "WIRE_DTYPES", "param_shapes", "device_sync"]
+__all__ = ["PayloadDecl", "StepStats", "Hooked", "Replicator", "StepTimer", "WIRE_DTYPES", "param_shapes", "device_sync"]
 
 Collective = Literal["all_reduce", "all_gather", "none"]
 
@@ -80,6 +77,25 @@ class StepStats:
     decode_cpu_s: float = 0.0
 
 
+@dataclass
+class Hooked:
+    """Codec work a step did inside backward's hooks (:mod:`netbench.replicators.backward`): wall and thread-CPU seconds of encode and decode.
+
+    Under time dilation the worker paces backward as a whole (a real model's compute), hooks
+    included, so the codec's share of that paced time is k x its CPU time (:meth:`paced`).
+    """
+
+    encode_s: float = 0.0
+    decode_s: float = 0.0
+    encode_cpu_s: float = 0.0
+    decode_cpu_s: float = 0.0
+
+    def paced(self) -> tuple[float, float]:
+        """(encode, decode) seconds as the paced step spent them: each at least k x its CPU time."""
+        k = pacing.factor()
+        return max(self.encode_s, k * self.encode_cpu_s), max(self.decode_s, k * self.decode_cpu_s)
+
+
 class StepTimer:
     """Splits a step into phases so every replicator reports alike.
 
@@ -124,7 +140,7 @@ class StepTimer:
     def apply(self) -> None:
         self.apply_s += self._lap(cpu_phase=True)[0]
 
-    def book_hooked(self, hooked: "Hooked") -> None:
+    def book_hooked(self, hooked: Hooked) -> None:
         """Add codec work that ran inside backward's hooks: its paced seconds and its CPU time, so the
         codec-speed check sees all of it (before, it saw 0.43x the calibrated CPU time of such steps)."""
         encode_s, decode_s = hooked.paced()
