@@ -221,7 +221,7 @@ def test_workers_yield_to_a_delay_line_that_could_not_raise_its_priority() -> No
     plain = subprocess.Popen(["sleep", "30"])
     raised = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: os.nice(-10)) if os.geteuid() == 0 else None
     try:
-        assert worker_nice(plain.pid) == WORKER_NICE == 5
+        assert worker_nice(plain.pid) == WORKER_NICE == 10
         assert worker_nice(None) == 0  # no delay line (no delay, or kernel netem)
         if raised is not None:
             assert worker_nice(raised.pid) == 0
