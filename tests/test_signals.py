@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import threading
+import time
 
 import pytest
 
@@ -94,12 +97,43 @@ def test_to_the_end_finishes_the_step_then_raises() -> None:
 
 
 def test_signals_held_delivers_afterwards() -> None:
+    """A stop signal for this thread waits, blocked, until the block ends.
+
+    Sent to the thread itself: a signal sent to the process (os.kill) may go to any thread of it,
+    and one that another thread takes is handled whenever that thread next runs -- on a busy host
+    after the block had ended (this test failed once in CI that way; the next test covers that path).
+    """
     with signals.exit_on():
         with pytest.raises(SystemExit) as info:
             with signals.signals_held():
-                os.kill(os.getpid(), signal.SIGTERM)
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
                 held = True  # still here: blocked
         assert held and info.value.code == 128 + signal.SIGTERM
+
+
+def test_signals_held_keeps_what_another_thread_caught_and_delivers_it_afterwards() -> None:
+    """Another thread's C handler makes Python run the handler here at once; the block records it instead."""
+    idle = threading.Event()
+    other = threading.Thread(target=idle.wait, daemon=True)
+    other.start()
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    previous_fd = signal.set_wakeup_fd(writer.fileno())
+    try:
+        with signals.exit_on():
+            with pytest.raises(SystemExit) as info:
+                with signals.signals_held():
+                    signal.pthread_kill(other.ident, signal.SIGTERM)
+                    reader.settimeout(10)
+                    assert reader.recv(1) == bytes([signal.SIGTERM])  # the other thread's C handler ran
+                    time.sleep(0.01)  # Python runs the handler (the recorder) between bytecodes here
+                    held = True  # still here: recorded, not raised
+            assert held and info.value.code == 128 + signal.SIGTERM
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        idle.set()
+        reader.close()
+        writer.close()
 
 
 def test_handled_restores_the_previous_handler() -> None:
