@@ -199,19 +199,22 @@ def test_a_codec_slower_than_calibrated_is_flagged_with_its_figures() -> None:
     """CPU time of encode + decode (median over measured steps, then over nodes) against the calibration's."""
     import pandas as pd
 
-    from netbench.orchestrator.fidelity import CODEC_CPU_RATIO, codec_reason, codec_speed
+    from netbench.orchestrator.fidelity import CODEC_STEP_SHARE, codec_reason, codec_speed
 
     rows = [{"rank": r, "step": s, "warmup": s == 0, "compress_cpu_s": 0.5 if s == 0 else enc, "decode_cpu_s": 0.04}
             for r, enc in ((0, 0.08), (1, 0.10)) for s in range(4)]
     steps = pd.DataFrame(rows)
-    speed = codec_speed(steps, 0.10)
-    assert speed == {"measured_s": pytest.approx(0.13), "calibrated_s": 0.10, "ratio": pytest.approx(1.3)}  # warm-up left out
+    speed = codec_speed(steps, 0.10, 0.20)  # codec 100 ms of a 200 ms step, calibrated
+    assert speed == {"measured_s": pytest.approx(0.13), "calibrated_s": 0.10, "ratio": pytest.approx(1.3),
+                     "step_share": pytest.approx(0.15)}  # warm-up left out; (130 - 100) / 200 ms
     assert codec_reason(speed) == ("CPU: the nodes' encode + decode took 1.30x the CPU time calibrated on this host (130 vs 100 ms a step, "
-                                   f"limit {CODEC_CPU_RATIO:.2f}x): the cores ran slower than when calibrated (shared with other work, "
-                                   "or the calibration is stale)")
-    assert codec_reason(codec_speed(steps, 0.125)) is None  # 1.04x: as calibrated
-    assert codec_speed(steps, 0.001) is None and codec_speed(steps, None) is None  # too small to tell, or no model
-    assert codec_speed(steps.drop(columns=["compress_cpu_s"]), 0.1) is None  # records from before the CPU fields
+                                   f"15% of the predicted step; limit {CODEC_STEP_SHARE:.0%}): the cores ran slower than when calibrated "
+                                   "(shared with other work, or the calibration is stale)")
+    assert codec_reason(codec_speed(steps, 0.10, 1.0)) is None  # the same 30 ms in a 1 s step: 3 %
+    assert codec_reason(codec_speed(steps, 0.125, 0.2)) is None  # 1.04x: as calibrated
+    assert codec_speed(steps, 0.001, 0.2) is None and codec_speed(steps, None, 0.2) is None  # too small to tell, or no model
+    assert codec_speed(steps, 0.1, None) is None  # no predicted step
+    assert codec_speed(steps.drop(columns=["compress_cpu_s"]), 0.1, 0.2) is None  # records from before the CPU fields
 
 
 def test_workers_yield_to_a_delay_line_that_could_not_raise_its_priority() -> None:

@@ -246,7 +246,7 @@ def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, predicted: 
     """``fidelity`` (a copy) flagged where the nodes' codec took more CPU time than the calibration the model predicts with."""
     from netbench.orchestrator.fidelity import codec_reason, codec_speed
 
-    speed = codec_speed(steps, (predicted or {}).get("codec_cpu_s"))
+    speed = codec_speed(steps, (predicted or {}).get("codec_cpu_s"), (predicted or {}).get("step_time_s"))
     if speed is None:
         return fidelity
     judged = {**fidelity, "observed": {**(fidelity.get("observed") or {}), "codec_cpu": speed}}
