@@ -35,6 +35,14 @@ def test_local_time_is_compute_plus_apply_after_warmup_at_the_slowest_node() -> 
     assert local_time_s(pd.DataFrame()) is None
 
 
+def test_local_time_is_the_slowest_node_of_each_step() -> None:
+    """Nodes that take turns being slow: each node's median is 0.05 s, but every step waited 0.08 s for one of them."""
+    frame = steps([0.0, 0.05, 0.08, 0.05, 0.08, 0.05], [0.0] * 6)
+    frame.loc[frame["rank"] == 1, "compute_s"] = [0.0, 0.08, 0.05, 0.08, 0.05, 0.05]
+    # per step (after warm-up) the slower node: 0.08, 0.08, 0.08, 0.08, 0.05 -> median 0.08 (per-node medians: 0.05)
+    assert local_time_s(frame) == pytest.approx(0.08)
+
+
 def test_cpu_share_only_beyond_the_cores() -> None:
     assert cpu_share(2, 2) == 1.0 and cpu_share(4, 2) == 2.0 and cpu_share(3, 8) == 1.0
 
