@@ -286,7 +286,8 @@ def codec_speed(steps: "pd.DataFrame", calibrated_s: float | None, step_s: float
     cores ran slower than when calibrated (other work sharing the physical cores or memory, or a stale
     calibration), so the run measured slower machines than the model describes. What matters is how
     far that moves the step: 1.3x of a 7 ms codec in a 200 ms step does not, 1.14x of a 170 ms codec in
-    a 190 ms step moved it 14 % (both passed the ratio limit of 1.15x this replaced). None where it cannot be told.
+    a 190 ms step moved it 14 % (the ratio limit of 1.15x this replaced flagged the first and passed the
+    second). None where it cannot be told.
     """
     if not calibrated_s or calibrated_s < CODEC_MIN_S or not step_s or steps.empty or "compress_cpu_s" not in steps:
         return None

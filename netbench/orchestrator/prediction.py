@@ -37,10 +37,9 @@ from netbench.model.hostcache import load_calibration
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
-from netbench.rundir.summary import measured_steps
 from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
 from netbench.replicators.config import ReplicatorConfig
-from netbench.rundir.summary import Prediction
+from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
 
@@ -82,8 +81,8 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
     """Measured local work per step: compute + apply of the slowest node in each step, median over the steps.
 
     A synchronous step waits for its slowest node, and which node that is changes from step to step: on
-X
-    the slowest of the two took 58 ms in the median step, and the 6 ms showed up as unexplained
+    this 2-core host the README's main job (a real model) had a node's median local work at 53 ms while
+    the slower of the two took 57.5 ms in the median step, and the difference showed up as unexplained
     communication (waiting for the peer). Uses post-warm-up steps, like the run summary. None when
     nothing was measured.
     """
