@@ -27,6 +27,7 @@ from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.probe import measure_goodput, measure_rtt, probe
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
+from netbench.orchestrator.fidelity import qdisc_stats
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -135,11 +136,6 @@ def test_asymmetric_links_shape_each_direction() -> None:
         assert 0.8 * 20e6 <= goodput <= 20e6  # limited by the sender's uplink, not the 80mbit downlink
 
 
-def shaper_drops(node) -> int:
-    out = node.run(["tc", "-s", "qdisc", "show", "dev", node.iface]).stdout
-    return int(out.split("dropped ")[1].split(",")[0])
-
-
 @pytest.mark.skipif(not shutil.which("iperf3"), reason="needs iperf3")
 def test_a_slow_link_queues_both_directions_without_dropping() -> None:
     """At 10mbit both ends sending at once once overflowed the node's own 125 kB tbf queue (TCP resent what it dropped)."""
@@ -151,7 +147,7 @@ def test_a_slow_link_queues_both_directions_without_dropping() -> None:
                 break
             time.sleep(0.1)
         server.wait(timeout=10)
-        assert [shaper_drops(node) for node in cluster.nodes] == [0, 0]
+        assert [qdisc_stats([node.netns])["drops"] for node in cluster.nodes] == [0, 0]  # each node's own uplink tbf
 
 
 def test_queue_holds_a_nic_transmit_queue_or_100_ms() -> None:
