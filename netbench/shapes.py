@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from netbench.small_files import UnreadableFile, read_small_text
 
 __all__ = ["ParamShape", "ShapeError", "resolve_shapes", "gpt2_shapes", "llama_shapes", "PRESETS", "total_params",
            "MAX_PARAMS", "check_param_count"]
@@ -143,20 +143,9 @@ def _parse_options(text: str, spec: str) -> dict[str, int]:
 def _read_small_file(path: Path) -> str:
     """A regular file's text, at most MAX_SHAPES_FILE_BYTES: never a device, FIFO or endless stream."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
-    except OSError as exc:
-        raise ShapeError(f"cannot read shapes file {str(path)!r}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ShapeError(f"shapes file {str(path)!r} is not a regular file")
-        data = fh.read(MAX_SHAPES_FILE_BYTES + 1)
-    if len(data) > MAX_SHAPES_FILE_BYTES:
-        raise ShapeError(f"shapes file {str(path)!r} is larger than {MAX_SHAPES_FILE_BYTES // 2**20} MiB")
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        raise ShapeError(f"shapes file {str(path)!r} is not text") from None
+        return read_small_text(path, "shapes file", MAX_SHAPES_FILE_BYTES)
+    except UnreadableFile as exc:
+        raise ShapeError(str(exc)) from None
 
 
 def _load_file(path: Path) -> list[ParamShape]:

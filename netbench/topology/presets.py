@@ -1,0 +1,92 @@
+"""The shapes people build: one switch (star), sites joined by WAN links, racks under a spine.
+
+Each returns a :class:`~netbench.topology.graph.Topology`. Node ``i`` is named ``n{i}``, numbered site by site
+(rack by rack); a node's access link carries its name, a trunk is named ``<a>--<b>`` after its two switches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+from netbench.topology.graph import LinkSpec, NodeSpec, Topology
+from netbench.topology.link import DirectionSpec
+
+__all__ = ["Site", "Wan", "star", "sites", "uniform_sites", "racks", "trunk_name", "STAR_SWITCH", "SPINE"]
+
+STAR_SWITCH = "s0"
+SPINE = "spine"
+
+
+def trunk_name(a: str, b: str) -> str:
+    return f"{a}--{b}"
+
+
+@dataclass(frozen=True)
+class Site:
+    """A group of nodes behind one switch: each node's access link has ``up`` (node egress) and ``down``."""
+
+    name: str
+    nodes: int
+    up: DirectionSpec
+    down: DirectionSpec
+
+
+@dataclass(frozen=True)
+class Wan:
+    """The trunk between two sites; ``reverse`` is the b -> a direction (the same as ``forward`` unless given)."""
+
+    a: str
+    b: str
+    forward: DirectionSpec
+    reverse: DirectionSpec | None = None
+
+
+@dataclass
+class NodeOverride:
+    """What one node changes of its site's defaults: its access link's directions and its compute speed."""
+
+    up: DirectionSpec | None = None
+    down: DirectionSpec | None = None
+    compute_scale: float = 1.0
+
+
+def star(nodes: int, up: DirectionSpec, down: DirectionSpec) -> Topology:
+    """N nodes behind one switch, every node with the same up and down shaping (netbench's default cluster)."""
+    return sites([Site(STAR_SWITCH, nodes, up, down)], [], kind="star")
+
+
+def sites(groups: list[Site], wans: list[Wan], overrides: dict[int, NodeOverride] | None = None,
+          kind: str = "sites", core: tuple[str, ...] = ()) -> Topology:
+    """Sites of nodes on their LAN, a trunk for every listed pair; ``overrides`` by node index; ``core``: switches without nodes."""
+    overrides = overrides or {}
+    nodes: list[NodeSpec] = []
+    links: list[LinkSpec] = []
+    for site in groups:
+        for _ in range(site.nodes):
+            i = len(nodes)
+            o = overrides.get(i, NodeOverride())
+            nodes.append(NodeSpec(name=f"n{i}", switch=site.name, compute_scale=o.compute_scale))
+            links.append(LinkSpec(name=f"n{i}", a=f"n{i}", b=site.name, forward=o.up or site.up, reverse=o.down or site.down))
+    for wan in wans:
+        links.append(LinkSpec(name=trunk_name(wan.a, wan.b), a=wan.a, b=wan.b, forward=wan.forward,
+                              reverse=wan.reverse or wan.forward))
+    return Topology(kind=kind, nodes=tuple(nodes), switches=(*(s.name for s in groups), *core), links=tuple(links))
+
+
+def uniform_sites(count: int, nodes_per_site: int, up: DirectionSpec, down: DirectionSpec, wan: DirectionSpec) -> Topology:
+    """``count`` sites named site0, site1, ... of ``nodes_per_site`` nodes, every pair joined by the same WAN link."""
+    names = [f"site{i}" for i in range(count)]
+    return sites([Site(n, nodes_per_site, up, down) for n in names], [Wan(a, b, wan) for a, b in combinations(names, 2)])
+
+
+def racks(count: int, nodes_per_rack: int, up: DirectionSpec, down: DirectionSpec, oversubscription: float) -> Topology:
+    """``count`` racks of ``nodes_per_rack`` nodes, each rack's uplink to one spine oversubscribed by the factor.
+
+    A rack's uplink carries ``nodes_per_rack * access rate / oversubscription`` each way (4:1 with 4 nodes of 1gbit:
+    1gbit); the access links' delay stays on the access links, the trunks add none.
+    """
+    groups = [Site(f"rack{i}", nodes_per_rack, up, down) for i in range(count)]
+    trunk_up = DirectionSpec(rate_bps=nodes_per_rack * up.rate_bps / oversubscription)
+    trunk_down = DirectionSpec(rate_bps=nodes_per_rack * down.rate_bps / oversubscription)
+    return sites(groups, [Wan(g.name, SPINE, trunk_up, trunk_down) for g in groups], kind="racks", core=(SPINE,))
