@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from netbench.emulation.tcpsettings import TcpOptions
 from netbench.model.collectives import MIN_NODES
+from netbench.topology.graph import Topology
+from netbench.topology.placement import place
+from netbench.topology.presets import star
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 
 __all__ = ["MIN_RATE_BPS", "MAX_RATE_BPS", "MAX_EMULATED_DELAY_S", "MAX_EMULATED_NODES", "DirectionSpec", "ClusterSpec"]
@@ -21,7 +24,12 @@ MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is mode
 
 
 class ClusterSpec(BaseModel):
-    """N nodes behind one switch, every node with the same up and down shaping."""
+    """The emulated network: by default N nodes behind one switch, every node with the same up and down shaping.
+
+    With ``topology`` set, the graph it describes (sites, racks, uneven links, stragglers) is what is built, and
+    ``nodes`` equals its node count; ``up`` and ``down`` then only describe the default star. Everything that walks the
+    network reads :attr:`graph`, which is the star when no topology is given.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
 
@@ -34,6 +42,26 @@ class ClusterSpec(BaseModel):
     )
     engine: Literal["auto", "netem", "delayline"] = Field("auto", description="what adds delay, jitter and loss")
     tcp: TcpOptions = Field(default_factory=TcpOptions, description="TCP settings of the nodes (unset: netbench's node defaults)")
+    topology: Topology | None = Field(None, description="the network as a graph (unset: the nodes behind one switch, shaped up/down)")
+    rank_order: Literal["topology", "interleaved"] | tuple[int, ...] = Field(
+        "topology", description="which node each rank runs on: site by site, interleaved across sites, or a list of node indices")
+
+    @model_validator(mode="after")
+    def _topology_matches(self) -> "ClusterSpec":
+        if self.topology is not None and self.topology.node_count != self.nodes:
+            raise ValueError(f"nodes {self.nodes} differs from the topology's {self.topology.node_count} nodes")
+        place(self.graph, self.rank_order)  # a PlacementError is a ValueError: one line, before anything is built
+        return self
+
+    @property
+    def graph(self) -> Topology:
+        """The network as a graph: the topology, or the star of ``nodes`` behind one switch."""
+        return self.topology if self.topology is not None else star(self.nodes, self.up, self.down)
+
+    @property
+    def placement(self) -> tuple[int, ...]:
+        """Node index of every rank."""
+        return place(self.graph, self.rank_order)
 
     @field_validator("nodes")
     @classmethod
@@ -44,13 +72,13 @@ class ClusterSpec(BaseModel):
 
     @property
     def impaired(self) -> bool:
-        return self.up.impaired or self.down.impaired
+        return self.graph.impaired
 
     @property
     def offload_enabled(self) -> bool:
         if self.offload != "auto":
             return self.offload == "on"
-        return max(self.up.rate_bps, self.down.rate_bps) > 2.5e9
+        return self.graph.max_rate_bps > 2.5e9
 
     def one_way_delay_s(self) -> float:
         """Configured one-way delay between two nodes (sender's up plus receiver's down)."""
