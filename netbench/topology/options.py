@@ -31,7 +31,12 @@ def topology_from_options(kind: str | None, nodes: int, up: DirectionSpec, down:
             wan = DirectionSpec(rate_bps=parse_rate(wan_bw or "100mbit"), delay_s=parse_time(wan_delay or "0ms"))
             return uniform_sites(sites or 2, _per_group("--sites", nodes, sites or 2), up, down, wan)
         if kind == "racks":
-            return racks_preset(racks or 2, _per_group("--racks", nodes, racks or 2), up, down, oversubscription or 1.0)
+            ratio = 1.0 if oversubscription is None else oversubscription
+            if not 0 < ratio <= 1000:
+                raise TopologyError(f"--oversubscription: must be above 0 and at most 1000, got {ratio:g}")
+            return racks_preset(racks or 2, _per_group("--racks", nodes, racks or 2), up, down, ratio)
+    except TopologyError:
+        raise
     except (UnitError, ValueError) as exc:
         raise TopologyError(f"--topology {kind}: {str(exc).splitlines()[0]}") from None
     return load_topology(Path(kind))
