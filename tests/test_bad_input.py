@@ -253,3 +253,31 @@ def test_a_bad_delay_line_setting_is_bad_input(command: list[str], tmp_path: Pat
     monkeypatch.setenv("NETBENCH_DELAY_LINE", "fast")
     line = rejected([*command, "--out", str(tmp_path / "out")], capsys)
     assert "NETBENCH_DELAY_LINE" in line and "'fast'" in line and not (tmp_path / "out").exists()
+
+
+# Topologies on the emulating commands: a bad file, a preset that does not fit, too many nodes for this host.
+TOPOLOGY_CASES: list[tuple[list[str], str, str]] = [
+    (["run", "--topology", "{tmp}/missing.toml"], "", "missing.toml"),
+    (["run", "--topology", "{tmp}/bad.toml"], "[[sites]]\nname = 'a'\nnodes = 0\nlan_bw = '1gbit'\n", "bad.toml"),
+    (["run", "--topology", "{tmp}/big.toml"], "[racks]\nracks = 13\nnodes_per_rack = 5\nbw = '1gbit'\noversubscription = 2\n",
+     "may emulate"),
+    (["run", "--topology", "sites", "--nodes", "3", "--sites", "2"], "", "--sites"),
+    (["run", "--topology", "sites", "--nodes", "4", "--wan-bw", "5kbit"], "", "--topology"),
+    (["run", "--sites", "2"], "", "--sites"),
+    (["run", "--topology", "sites", "--nodes", "4", "--rank-order", "0,1,2"], "", "--rank-order"),
+    (["probe", "--topology", "racks", "--nodes", "4", "--oversubscription", "0"], "", "--oversubscription"),
+    (["exec", "--topology", "{tmp}/missing.toml", "--", "true"], "", "missing.toml"),
+]
+
+
+@pytest.mark.parametrize("argv, toml, named", TOPOLOGY_CASES, ids=[" ".join(a) for a, _, _ in TOPOLOGY_CASES])
+def test_bad_topology_is_one_line_exit_2_before_anything_is_built(argv: list[str], toml: str, named: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("bad.toml", "big.toml"):
+        if toml and f"{{tmp}}/{name}" in argv:
+            (tmp_path / name).write_text(toml)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if argv[0] in ("run", "exec"):
+        argv[1:1] = ["--out", str(tmp_path / "out")]
+    assert named in rejected(argv, capsys)
+    assert not (tmp_path / "out").exists()

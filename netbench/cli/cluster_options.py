@@ -8,7 +8,9 @@ import pydantic
 import typer
 
 from netbench.cli.errors import UserError
-from netbench.emulation.spec import ClusterSpec
+from netbench.emulation.naming import MAX_SWITCHES
+from netbench.emulation.spec import MAX_EMULATED_NODES, ClusterSpec
+from netbench.model.collectives import MIN_NODES
 from netbench.emulation.tcpsettings import check_tcp_options
 from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
 from netbench.validation import one_line
@@ -25,6 +27,13 @@ EngineOpt = typer.Option("auto", "--engine", help="Delay/loss engine: auto (nete
 TcpCcOpt = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's].")
 TcpWmemMaxOpt = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].")
 NoSlowStartAfterIdleOpt = typer.Option(False, "--no-slow-start-after-idle", help="Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).")
+TopologyOpt = typer.Option(None, "--topology", help="The network: star (default), sites, racks, or a topology TOML file.")
+SitesOpt = typer.Option(None, "--sites", help="--topology sites: how many sites share the nodes [default 2].")
+RacksOpt = typer.Option(None, "--racks", help="--topology racks: how many racks share the nodes [default 2].")
+WanBwOpt = typer.Option(None, "--wan-bw", help="--topology sites: rate of each WAN link, both ways [default 100mbit].")
+WanDelayOpt = typer.Option(None, "--wan-delay", help="--topology sites: one-way delay of each WAN link [default 0ms].")
+OversubscriptionOpt = typer.Option(None, "--oversubscription", help="--topology racks: access capacity over each rack's uplink [default 1].")
+RankOrderOpt = typer.Option("topology", "--rank-order", help="Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3.")
 
 
 
@@ -104,3 +113,33 @@ def check_engine(spec: ClusterSpec) -> None:
         raise UserError(f"--engine: the delay line does not work here ({caps.delay_line_reason})")
     if not (caps.netem or caps.delay_line):
         raise UserError(f"--delay/--jitter/--loss: need netem or the delay line, and neither works here ({caps.delay_line_reason})")
+
+
+def with_topology(spec: ClusterSpec, topology: Optional[str], sites: Optional[int] = None, racks: Optional[int] = None,
+                  wan_bw: Optional[str] = None, wan_delay: Optional[str] = None, oversubscription: Optional[float] = None,
+                  rank_order: str = "topology") -> ClusterSpec:
+    """``spec`` on the network the topology options describe (its node count from the topology), ranks placed as asked.
+
+    Every problem (a bad file, a preset that does not divide the nodes, too many nodes for this host) is one UserError.
+    """
+    from netbench.topology.file import TopologyError
+    from netbench.topology.options import topology_from_options
+    from netbench.topology.placement import PlacementError, parse_rank_order
+
+    preset_only = {"--sites": sites, "--racks": racks, "--wan-bw": wan_bw, "--wan-delay": wan_delay, "--oversubscription": oversubscription}
+    if topology is None and any(v is not None for v in preset_only.values()):
+        raise UserError(f"{next(k for k, v in preset_only.items() if v is not None)}: needs --topology")
+    try:
+        graph = topology_from_options(topology, spec.nodes, spec.up, spec.down, sites, racks, wan_bw, wan_delay, oversubscription)
+        order = parse_rank_order(rank_order)
+    except (TopologyError, PlacementError) as exc:
+        raise UserError(str(exc)) from None
+    if graph is not None and not MIN_NODES <= graph.node_count <= MAX_EMULATED_NODES:
+        raise UserError(f"--topology: {graph.node_count} nodes; this host may emulate {MIN_NODES}-{MAX_EMULATED_NODES}")
+    if graph is not None and len(graph.switches) > MAX_SWITCHES:
+        raise UserError(f"--topology: {len(graph.switches)} switches; this host may emulate at most {MAX_SWITCHES}")
+    try:
+        return ClusterSpec.model_validate(
+            {**spec.model_dump(), "nodes": graph.node_count if graph else spec.nodes, "topology": graph, "rank_order": order})
+    except pydantic.ValidationError as exc:
+        raise UserError(one_line(exc, {"rank_order": "--rank-order", "nodes": "--topology"}, options=True)) from None

@@ -57,6 +57,13 @@ def exec_command(
     tcp_cc: Optional[str] = copt.TcpCcOpt,
     tcp_wmem_max: Optional[int] = copt.TcpWmemMaxOpt,
     no_slow_start_after_idle: bool = copt.NoSlowStartAfterIdleOpt,
+    topology: Optional[str] = copt.TopologyOpt,
+    sites: Optional[int] = copt.SitesOpt,
+    racks: Optional[int] = copt.RacksOpt,
+    wan_bw: Optional[str] = copt.WanBwOpt,
+    wan_delay: Optional[str] = copt.WanDelayOpt,
+    oversubscription: Optional[float] = copt.OversubscriptionOpt,
+    rank_order: str = copt.RankOrderOpt,
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."),
     warmup: int = typer.Option(1, "--warmup", help="Steps recorded with netbench.step() left out of the summary."),
     port: int = typer.Option(29500, "--master-port", help="MASTER_PORT (rank 0's rendezvous port)."),
@@ -84,6 +91,8 @@ def exec_command(
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                       tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
+    cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
+    nodes = cluster.nodes
     run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
     require_privileges()
     copt.check_engine(cluster)

@@ -58,6 +58,13 @@ def probe(
     tcp_cc: Optional[str] = opt.TcpCcOpt,
     tcp_wmem_max: Optional[int] = opt.TcpWmemMaxOpt,
     no_slow_start_after_idle: bool = opt.NoSlowStartAfterIdleOpt,
+    topology: Optional[str] = opt.TopologyOpt,
+    sites: Optional[int] = opt.SitesOpt,
+    racks: Optional[int] = opt.RacksOpt,
+    wan_bw: Optional[str] = opt.WanBwOpt,
+    wan_delay: Optional[str] = opt.WanDelayOpt,
+    oversubscription: Optional[float] = opt.OversubscriptionOpt,
+    rank_order: str = opt.RankOrderOpt,
     seconds: float = typer.Option(4.0, "--seconds", min=1.0, max=60.0, help="Goodput measurement time."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -66,6 +73,8 @@ def probe(
 
     spec = opt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
+    spec = opt.with_topology(spec, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
+    nodes = spec.nodes
     require_privileges()
     opt.check_engine(spec)
     result = run_probe(spec, seconds=seconds)

@@ -43,6 +43,13 @@ def run(
     tcp_cc: Optional[str] = copt.TcpCcOpt,
     tcp_wmem_max: Optional[int] = copt.TcpWmemMaxOpt,
     no_slow_start_after_idle: bool = copt.NoSlowStartAfterIdleOpt,
+    topology: Optional[str] = copt.TopologyOpt,
+    sites: Optional[int] = copt.SitesOpt,
+    racks: Optional[int] = copt.RacksOpt,
+    wan_bw: Optional[str] = copt.WanBwOpt,
+    wan_delay: Optional[str] = copt.WanDelayOpt,
+    oversubscription: Optional[float] = copt.OversubscriptionOpt,
+    rank_order: str = copt.RankOrderOpt,
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
     rep_settings: Settings = FROM_FIELDS,
@@ -63,6 +70,8 @@ def run(
 
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
+    cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
+    nodes = cluster.nodes
     bucket_mb = rep_settings.pop("bucket_mb")
     topk, rate = hopt.with_compression(compression, replicator, rep_settings["chunk"], rep_settings["topk"], rep_settings["rate"])
     rep = ropt.build_replicator_config(replicator, **{**rep_settings, "topk": topk, "rate": rate}, optimizer=optimizer)

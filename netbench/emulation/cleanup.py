@@ -19,6 +19,7 @@ import psutil
 
 from netbench.emulation import naming, netns
 from netbench.emulation.delayline import stats_path
+from netbench.emulation.fabric_delay import switch_stats_path
 
 
 @dataclass
@@ -60,6 +61,9 @@ def clean(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
     for run_id in {*found.run_ids, *found.stale_registrations}:  # the delay line's counters file
         for leftover in (stats_path(run_id), stats_path(run_id) + ".tmp"):
             Path(leftover).unlink(missing_ok=True)
+        for switch in range(1, naming.MAX_SWITCHES):  # a topology's other switches' delay lines
+            for leftover in (switch_stats_path(run_id, switch), switch_stats_path(run_id, switch) + ".tmp"):
+                Path(leftover).unlink(missing_ok=True)
     return found
 
 

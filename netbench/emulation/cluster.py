@@ -28,10 +28,11 @@ import subprocess
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import delayline, netns, offload, steering
+from netbench.emulation import delayline, fabric, netns, offload, steering
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.errors import ClusterError, DelayLineDied
-from netbench.emulation.impairment import ImpairmentEngine, choose
+from netbench.emulation.fabric_delay import SwitchDelayLines
+from netbench.emulation.impairment import DelayLine, ImpairmentEngine, choose
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
 from netbench.emulation.signals import StopSignals, signals_held
@@ -50,10 +51,7 @@ _SWITCH_SYSCTLS = {  # a router between the ports that answers ARP for the nodes
     "net.ipv4.conf.all.rp_filter": "0",
     "net.ipv4.conf.default.rp_filter": "0",
 }
-_PORT_SYSCTLS = {  # per port, once it exists (a namespace other than the host's has no neigh "default")
-    "net.ipv4.conf.{port}.proxy_arp": "1",
-    "net.ipv4.neigh.{port}.proxy_delay": "0",  # else proxy replies wait up to 0.8 s
-}
+_PORT_SYSCTLS = fabric.PORT_SYSCTLS  # proxy ARP on every switch port, trunks alike
 _NODE_SYSCTLS = {  # TCP windows large enough for 1gbit x 400 ms round trips (BDP 50 MB)
     **_QUIET_SYSCTLS,
     "net.ipv4.tcp_rmem": f"4096 131072 {NODE_TCP_BUFFER_MAX}",
@@ -74,6 +72,12 @@ class Cluster:
             Node(self.names.node_netns(i), index=i, address=self.names.address(i), port=self.names.port(i))
             for i in range(spec.nodes)
         ]
+        self.fabric = fabric.Fabric(spec.topology, self.names) if spec.topology is not None else None
+        self.switches = [self.switch]  # every switch namespace: the star's one, or one per switch of the topology
+        if self.fabric is not None:
+            self.switches += [Switch(self.fabric.netns(k)) for k in range(1, len(spec.topology.switches))]
+            if isinstance(self.impairment, DelayLine):
+                self.impairment = SwitchDelayLines(spec, self.names.run_id, self.fabric, self.switches)
         self.shaping: dict[str, dict] = {}
         self.tcp: dict = {}  # TCP settings in force in the nodes, read back once built
         self._signals = StopSignals()
@@ -130,6 +134,8 @@ class Cluster:
 
     def _build_links(self) -> None:
         """Namespaces, the routed switch, one veth per node, addresses and routes."""
+        if self.fabric is not None:
+            return self._build_fabric()
         netns.create(self.switch.netns)
         for node in self.nodes:
             self.raise_if_interrupted()
@@ -145,8 +151,44 @@ class Cluster:
             self.raise_if_interrupted()
             node.call(_build_node, node.iface, node.address, self.names.subnet.prefixlen)
 
+    def _build_fabric(self) -> None:
+        """A topology's namespaces, a switch per switch with its nodes' veths, the trunks, then every route."""
+        for ns in [*self.switches, *self.nodes]:
+            self.raise_if_interrupted()
+            netns.create(ns.netns)
+            netns.set_sysctls(ns.netns, _SWITCH_SYSCTLS if isinstance(ns, Switch) else _NODE_SYSCTLS)
+        for k, switch in enumerate(self.switches):
+            self.raise_if_interrupted()
+            ports = [(n.port, n.iface, n.netns, n.address) for n in self.nodes if self.fabric.switch_of(n.index) == k]
+            switch.ifindex = switch.call(_build_switch, self.names.fabric_switch_address(k), ports)
+        trunk_ends = fabric.join(self.fabric, lambda k, fn, *args: self.switches[k].call(fn, *args))
+        for switch, ends in zip(self.switches, trunk_ends):
+            switch.ifindex.update(ends)
+        for node in self.nodes:
+            self.raise_if_interrupted()
+            node.call(_build_node, node.iface, node.address, self.names.subnet.prefixlen)
+
+    def _shape_fabric(self) -> None:
+        """Each link direction on the egress it leaves by: a node's uplink on the node, the rest on switch ports."""
+        offload_on, graph = self.spec.offload_enabled, self.spec.topology
+        for node in self.nodes:
+            self.raise_if_interrupted()
+            link = graph.access_link(node.index)
+            (up,) = node.call(_shape, [node.iface], link.forward, offload_on, self.impairment).values()
+            self.shaping[f"{link.name}:fwd"] = up
+        for k, port, direction, label in self.fabric.shaped():
+            self.raise_if_interrupted()
+            (installed,) = self.switches[k].call(_shape, [port], direction, offload_on, self.impairment).values()
+            self.shaping[label] = installed
+
+    def switch_of(self, node: Node) -> Switch:
+        """The switch namespace node ``node``'s port lives in."""
+        return self.switch if self.fabric is None else self.switches[self.fabric.switch_of(node.index)]
+
     def _shape_links(self) -> None:
         """Every egress as the impairment engine shapes it: *down* on the switch's ports, *up* on each node."""
+        if self.fabric is not None:
+            return self._shape_fabric()
         offload_on = self.spec.offload_enabled
         ports = [node.port for node in self.nodes]
         down = self.switch.call(_shape, ports, self.spec.down, offload_on, self.impairment)
@@ -177,7 +219,7 @@ class Cluster:
         if not self._up:
             return
         with signals_held():
-            everyone = [self.switch, *self.nodes]
+            everyone = [*self.switches, *self.nodes]
             for ns in everyone:
                 ns.stop_processes()
             # Anything else that wandered into our namespaces (e.g. started by a user command).
@@ -192,7 +234,7 @@ class Cluster:
     def set_link(self, index: int, up: bool) -> None:
         """Take node ``index``'s link down or up (fault injection), on the switch side."""
         node = self.nodes[index]
-        self.switch.call(_set_link_state, node.port, node.address, up)
+        self.switch_of(node).call(_set_link_state, node.port, node.address, up)
 
     def describe(self) -> dict:
         """What was built, for run.json."""
@@ -207,6 +249,7 @@ class Cluster:
             "spec": self.spec.model_dump(),
             "shaping": self.shaping,
             "tcp": self.tcp,
+            **({"fabric": self.fabric.describe()} if self.fabric is not None else {}),
         }
 
 

@@ -102,9 +102,14 @@ class DelayLine(ImpairmentEngine):
     def start(self, switch: Switch, nodes: list[Node]) -> None:
         """Start the delay line, wait for its ``ready``, then send the impaired ports' frames to its queue."""
         up, down = self.spec.up, self.spec.down
+        self.start_ports(switch, {n.port: up for n in nodes} if up.impaired else {},
+                         {n.port: down for n in nodes} if down.impaired else {})
+
+    def start_ports(self, switch: Switch, up: dict[str, DirectionSpec], down: dict[str, DirectionSpec]) -> None:
+        """Start the delay line in ``switch``: a packet routed in from port p waits ``up[p]``, one routed out to p ``down[p]``."""
         config = {
-            "up": {switch.ifindex[n.port]: _impairment(up) for n in nodes} if up.impaired else {},
-            "down": {switch.ifindex[n.port]: _impairment(down) for n in nodes} if down.impaired else {},
+            "up": {switch.ifindex[port]: _impairment(d) for port, d in up.items()},
+            "down": {switch.ifindex[port]: _impairment(d) for port, d in down.items()},
             "seed": int(self.run_id, 16),
             "stats_path": self.stats_path,
         }
@@ -119,11 +124,7 @@ class DelayLine(ImpairmentEngine):
             err = proc.stderr.read() if proc.poll() is not None else f"no answer within {READY_TIMEOUT_S:g} s"
             raise ClusterError(f"delay line did not start: {err.strip().splitlines()[-1] if err.strip() else line}")
         self.proc, self.switch_netns = proc, switch.netns
-        delayline.install_rules(
-            switch.netns,
-            up_ports=[n.port for n in nodes] if up.impaired else [],
-            down_ports=[n.port for n in nodes] if down.impaired else [],
-        )
+        delayline.install_rules(switch.netns, up_ports=list(up), down_ports=list(down))
 
     def _native_program(self) -> Path | None:
         """The native delay line where it builds (or ``$NETBENCH_DELAY_LINE`` asks for it), else None for the Python one."""

@@ -56,6 +56,10 @@ class RunNames:
     def switch_netns(self) -> str:
         return f"{NETNS_PREFIX}{self.run_id}-sw"
 
+    def fabric_switch_netns(self, index: int) -> str:
+        """Namespace of switch ``index`` of a topology: the first is the star's switch, the others ``-sw1``, ``-sw2``..."""
+        return self.switch_netns if index == 0 else f"{self.switch_netns}{index}"
+
     def node_netns(self, index: int) -> str:
         return f"{NETNS_PREFIX}{self.run_id}-n{index}"
 
@@ -63,6 +67,11 @@ class RunNames:
     def port(index: int) -> str:
         """Switch-side veth of node ``index`` (lives in the switch namespace)."""
         return f"p{index}"
+
+    @staticmethod
+    def trunk_port(index: int) -> str:
+        """Both ends of trunk ``index`` (each in its own switch's namespace)."""
+        return f"t{index}"
 
     @property
     def subnet(self) -> ipaddress.IPv4Network:
@@ -76,6 +85,10 @@ class RunNames:
     def switch_address(self) -> str:
         """The switch's own address: the /24's last host address, never a node's."""
         return str(self.subnet.broadcast_address - 1)
+
+    def fabric_switch_address(self, index: int) -> str:
+        """Switch ``index``'s own address (the source of its ARP requests): counting down from the star switch's."""
+        return str(self.subnet.broadcast_address - 1 - index)
 
     def owns(self, netns: str) -> bool:
         return run_id_of(netns) == self.run_id
@@ -98,8 +111,9 @@ def _netns_names() -> list[str]:
 
 
 RUN_ID = re.compile(r"[0-9a-f]{6}")  # what RunNames.new() makes: secrets.token_hex(3)
-# Exactly the names netbench gives namespaces: a run's switch and nodes (at most 64), and doctor's probe.
-_NETNS_NAME = re.compile(rf"{NETNS_PREFIX}(?:(?P<run>[0-9a-f]{{6}})-(?:sw|n(?:[0-9]|[1-5][0-9]|6[0-3]))|(?P<probe>{PROBE_PREFIX}[1-9][0-9]{{0,9}})-x)")
+# Exactly the names netbench gives namespaces: a run's switches (at most MAX_SWITCHES) and nodes (at most 64), and doctor's probe.
+MAX_SWITCHES = 100
+_NETNS_NAME = re.compile(rf"{NETNS_PREFIX}(?:(?P<run>[0-9a-f]{{6}})-(?:sw(?:[1-9][0-9]?)?|n(?:[0-9]|[1-5][0-9]|6[0-3]))|(?P<probe>{PROBE_PREFIX}[1-9][0-9]{{0,9}})-x)")
 
 
 def run_id_of(netns: str) -> str | None:

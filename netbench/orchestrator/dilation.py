@@ -25,6 +25,8 @@ from netbench.orchestrator.config import RunConfig
 
 if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
+    from netbench.topology.graph import Topology
+    from netbench.topology.link import DirectionSpec
 
 __all__ = ["TIMED_FIELDS", "HOST_SHARE", "WORKER_SHARE", "factor_for_busy", "auto_factor", "overlapped_cpu_share", "parse_dilation", "resolve", "dilate", "cpu_stretch", "undilate_records"]
 
@@ -96,17 +98,25 @@ def dilate(config: RunConfig, k: float) -> RunConfig:
     if k == 1.0:
         return config
     cluster = config.cluster
-    slowed = {
-        side: getattr(cluster, side).model_copy(update={
-            "rate_bps": getattr(cluster, side).rate_bps / k,
-            "delay_s": getattr(cluster, side).delay_s * k,
-            "jitter_s": getattr(cluster, side).jitter_s * k,
-        })
-        for side in ("up", "down")
-    }
+    slowed: dict[str, Any] = {side: _slowed(getattr(cluster, side), k) for side in ("up", "down")}
+    if cluster.topology is not None:  # every direction of every link, trunks included
+        slowed["topology"] = _slowed_topology(cluster.topology, k)
     workload = config.workload.model_copy(update={"compute_ms": config.workload.compute_ms * k})
     timeout = config.timeout_s * k if config.timeout_s else None
     return config.model_copy(update={"cluster": cluster.model_copy(update=slowed), "workload": workload, "timeout_s": timeout})
+
+
+def _slowed(direction: DirectionSpec, k: float) -> DirectionSpec:
+    """One link direction k times slower and longer."""
+    return direction.model_copy(update={"rate_bps": direction.rate_bps / k, "delay_s": direction.delay_s * k,
+                                        "jitter_s": direction.jitter_s * k})
+
+
+def _slowed_topology(topology: Topology, k: float) -> Topology:
+    """The topology with every link direction slowed (a new object: the graph caches its paths and links)."""
+    links = tuple(link.model_copy(update={"forward": _slowed(link.forward, k), "reverse": _slowed(link.reverse, k)})
+                  for link in topology.links)
+    return type(topology)(kind=topology.kind, nodes=topology.nodes, switches=topology.switches, links=links)
 
 
 def cpu_stretch(observed: dict[str, Any] | None, k: float) -> float:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netbench.capture.switches import SwitchCaptures
 from netbench.capture.tcpdump import Capture
 from netbench.emulation.cleanup import find_leftovers
 from netbench.emulation.cluster import Cluster
@@ -79,15 +80,20 @@ def leftover_warnings() -> list[str]:
             f"{len(leftovers.namespaces)} namespace(s), {len(leftovers.pids)} process(es); run `netbench clean`"] if leftovers.namespaces else []
 
 
-def start_capture(cluster: Cluster, pcap_dir: Path, enabled: bool) -> Capture | None:
+def start_capture(cluster: Cluster, pcap_dir: Path, enabled: bool) -> Capture | SwitchCaptures | None:
     """tcpdump on every switch port (None when disabled or tcpdump is missing)."""
-    capture = Capture(cluster.switch, [n.port for n in cluster.nodes], pcap_dir) if enabled and Capture.available() else None
+    if not (enabled and Capture.available()):
+        return None
+    capture = Capture(cluster.switch, [n.port for n in cluster.nodes], pcap_dir)
+    if cluster.fabric is not None:  # each node's port sits in its own switch's namespace
+        ports = {sw.netns: [n.port for n in cluster.nodes if cluster.switch_of(n) is sw] for sw in cluster.switches}
+        capture = SwitchCaptures([Capture(sw, ports[sw.netns], pcap_dir) for sw in cluster.switches if ports[sw.netns]])
     if capture:
         capture.start()
     return capture
 
 
-def stop_capture(capture: Capture | None, cluster: Cluster, outcome: Outcome) -> None:
+def stop_capture(capture: Capture | SwitchCaptures | None, cluster: Cluster, outcome: Outcome) -> None:
     """Stop the capture; each node's pcap (by node index) and the packets each port dropped go into ``outcome``."""
     if not capture:
         return

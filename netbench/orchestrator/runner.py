@@ -22,7 +22,6 @@ files, with ``status: failed`` and the reason naming the node.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -37,6 +36,7 @@ from netbench import safe_files
 from netbench.capture.tcpdump import Capture
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
+from netbench.emulation.trunks import TrunkCounters
 from netbench.model.host import host_cpus
 from netbench.model.hostcache import HostCalibration, host_calibration
 from netbench.orchestrator import dilation as dil
@@ -176,8 +176,9 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[subprocess.Pop
     lower = (lambda: os.nice(nice)) if nice else None
     specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s, plan.dilation)
     procs = []
+    placement = cluster.spec.placement
     for rank, spec_path in enumerate(specs):
-        node = cluster.nodes[rank // config.gpus_per_node]
+        node = cluster.nodes[placement[rank // config.gpus_per_node]]
         with plan.run_dir.log_path(rank).open("x") as log:  # the worker keeps its own copy
             procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
                                      then=lower, stdout=log, stderr=log))
@@ -185,14 +186,17 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[subprocess.Pop
 
 
 def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float) -> list[Path]:
-    """One spec file per worker (G = 1: one per node, rank = node); ``dilation`` paces their CPU phases (netbench.pacing)."""
+    """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``dilation`` paces their CPU phases."""
     paths = []
     g = config.gpus_per_node
-    for node in cluster.nodes:
+    placement = cluster.spec.placement
+    master = cluster.nodes[placement[0]]
+    for slot, index in enumerate(placement):
+        node = cluster.nodes[index]
         for local in range(g):
-            rank = node.index * g + local
+            rank = slot * g + local
             spec = WorkerSpec(
-                rank=rank, world_size=len(cluster.nodes) * g, master_addr=cluster.nodes[0].address, master_port=RENDEZVOUS_PORT,
+                rank=rank, world_size=len(cluster.nodes) * g, master_addr=master.address, master_port=RENDEZVOUS_PORT,
                 iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
                 workload=config.workload, out_path=str(run_dir.records_path(rank)),
                 timeout_s=timeout_s, threads=config.threads, cpu_dilation=dilation,
@@ -210,8 +214,12 @@ def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], captur
     helpers = {"delay_line": cluster.delay_line_pid} if cluster.delay_line_pid else {}
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
 
+    trunks = TrunkCounters(cluster.fabric) if cluster.fabric is not None else None
+
     def watched(done: int, total: int) -> None:
         monitor.on_progress(done)
+        if trunks is not None:
+            trunks.sample(done)
         if progress:
             progress(done, total)
 
@@ -222,6 +230,8 @@ def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], captur
         outcome.fail(str(exc))
     finally:
         outcome.fidelity = {**_fidelity(monitor, cluster), "dilation": plan.dilation}
+        if trunks is not None:
+            trunks.write(plan.run_dir.trunks_csv)
         stop_capture(capture, cluster, outcome)
     outcome.measured = True
 
@@ -276,11 +286,8 @@ def _root_cause(procs: list[subprocess.Popen], run_dir: RunDir, settle_s: float 
 
 def _fidelity(monitor: fid.FidelityMonitor, cluster: Cluster) -> dict[str, Any]:
     """The fidelity verdict from the monitor's samples, the delay line's counters and the shapers' statistics."""
-    try:
-        line = json.loads(Path(cluster.delay_line_stats_path).read_text())
-    except (OSError, ValueError):
-        line = None
-    qdiscs = fid.qdisc_stats([cluster.switch.netns, *(n.netns for n in cluster.nodes)])
+    line = cluster.impairment.stats()
+    qdiscs = fid.qdisc_stats([*(s.netns for s in cluster.switches), *(n.netns for n in cluster.nodes)])
     return fid.judge(monitor.observed(line, qdiscs))
 
 
@@ -297,7 +304,8 @@ def _write(plan: RunPlan, outcome: RunOutcome) -> RunResult:
     """The run directory through the run writer, for the configuration as asked (durations divided by the dilation)."""
     config, k, g = plan.config, plan.dilation, plan.config.gpus_per_node
     records = plan.run_dir.all_records(plan.world_size)
-    pcaps = {node * g: path for node, path in outcome.pcaps.items()}  # a node's capture goes with its first worker's steps
+    slot = {node: s for s, node in enumerate(config.cluster.placement)}
+    pcaps = {slot[node] * g: path for node, path in outcome.pcaps.items()}  # a node's capture goes with its first worker's steps
     fidelity = outcome.fidelity
     if k != 1.0:  # the workers paced their CPU phases to k times their CPU time: every duration is divided by k
         records = dil.undilate_records(records, k)
@@ -307,7 +315,7 @@ def _write(plan: RunPlan, outcome: RunOutcome) -> RunResult:
         config=config, records=records, run_id=plan.names.run_id, status=outcome.status, reason=outcome.reason,
         started=plan.started, warnings=plan.warnings, cluster=outcome.cluster,
         extra={"collective_timeout_s": plan.timeout_s, "launcher": "netbench run", "dilation": k},
-        pcaps=pcaps, addresses={rank: plan.names.address(rank // g) for rank in pcaps}, capture={"dropped_by_port": outcome.capture_drops},
+        pcaps=pcaps, addresses={rank: plan.names.address(config.cluster.placement[rank // g]) for rank in pcaps}, capture={"dropped_by_port": outcome.capture_drops},
         calibration=plan.calibration, fidelity=fidelity,
         cpus=max(1, round(host_cpus() * k)) if k != 1.0 else None))  # dilated: each node has k times the CPU per second
     return RunResult(plan.run_dir.path, outcome.status, outcome.reason, summary, run_json)

@@ -144,6 +144,11 @@ class RunDir:
         return self.path / "steps.csv"
 
     @property
+    def trunks_csv(self) -> Path:
+        """Bytes and packets each trunk direction of a topology carried per step (absent for the star)."""
+        return self.path / "trunks.csv"
+
+    @property
     def run_json(self) -> Path:
         return self.path / "run.json"
 

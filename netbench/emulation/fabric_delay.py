@@ -1,0 +1,86 @@
+"""The delay line across several switches: one process in each switch namespace that has delayed ports.
+
+An NFQUEUE queue belongs to the namespace whose rule sent the packet, so one delay line cannot serve another
+switch's ports. Each switch's line delays what enters from its nodes' uplinks and what leaves by its egresses
+(:meth:`netbench.emulation.fabric.Fabric.delayed_ports`): every link direction is delayed once, where it begins or
+ends, and a packet crossing a WAN link waits the sum over its path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from netbench.emulation import delayline
+from netbench.emulation.fabric import Fabric
+from netbench.emulation.impairment import DelayLine, ImpairmentEngine
+from netbench.emulation.node import Node, Switch
+from netbench.emulation.spec import ClusterSpec
+
+__all__ = ["SwitchDelayLines", "switch_stats_path"]
+
+
+def switch_stats_path(run_id: str, switch: int) -> str:
+    """Counters of switch ``switch``'s delay line: the first at the star's path, the others beside it."""
+    base = delayline.stats_path(run_id)
+    return base if switch == 0 else f"{base.removesuffix('.json')}-sw{switch}.json"
+
+
+class _OneSwitch(DelayLine):
+    """The delay line of one switch, its counters in a file of its own."""
+
+    def __init__(self, spec: ClusterSpec, run_id: str, switch: int) -> None:
+        super().__init__(spec, run_id)
+        self.switch_index = switch
+
+    @property
+    def stats_path(self) -> str:
+        return switch_stats_path(self.run_id, self.switch_index)
+
+
+class SwitchDelayLines(ImpairmentEngine):
+    """A delay line per switch with delayed ports; run.json, the watch and the fidelity check see them as one."""
+
+    name = "delayline"
+
+    def __init__(self, spec: ClusterSpec, run_id: str, fabric: Fabric, switches: list[Switch]) -> None:
+        super().__init__(spec, run_id)
+        self.fabric, self.switches = fabric, switches
+        self.lines: list[_OneSwitch] = []
+
+    def start(self, switch: Switch, nodes: list[Node]) -> None:
+        """Start a line in every switch with delayed ports (``switch`` and ``nodes`` are the first's; all are known)."""
+        for k, sw in enumerate(self.switches):
+            up, down = self.fabric.delayed_ports(k)
+            if up or down:
+                line = _OneSwitch(self.spec, self.run_id, k)
+                self.lines.append(line)  # before it starts: stop() removes its files whatever happens
+                line.start_ports(sw, up, down)
+
+    def check(self) -> None:
+        for line in self.lines:
+            line.check()
+
+    def stop(self) -> None:
+        for line in self.lines:
+            line.stop()
+
+    @property
+    def pid(self) -> int | None:
+        return self.lines[0].pid if self.lines else None
+
+    @property
+    def pids(self) -> list[int]:
+        return [line.pid for line in self.lines if line.pid is not None]
+
+    def describe(self) -> dict[str, Any]:
+        first = self.lines[0].describe() if self.lines else {}
+        return {**first, "delay_line_switches": [line.switch_netns for line in self.lines]}
+
+    def stats(self) -> dict[str, Any] | None:
+        """The lines' counters summed (the largest lateness is the largest of any)."""
+        each = [s for s in (line.stats() for line in self.lines) if s]
+        if not each:
+            return None
+        total = {key: sum(s.get(key, 0) for s in each) for key in each[0] if key != "late_max_s"}
+        total["late_max_s"] = max(s.get("late_max_s", 0.0) for s in each)
+        return total
