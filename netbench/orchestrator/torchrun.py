@@ -187,7 +187,7 @@ def run_host(plan: HostPlan) -> HostOutcome:
     earlier = set_aside(plan.partial)
     if earlier is not None:
         print(f"netbench worker: an earlier attempt's records moved to {earlier}", file=sys.stderr)
-    shaper = HostShaper(plan.spec.spec.iface, plan.shaping) if plan.shaping else None
+    shaper = HostShaper(plan.spec.spec.iface, plan.shaping, run_id=plan.run_id) if plan.shaping else None
     with shaper or nullcontext():
         node = _node_info(plan, shaper)
         state: dict[str, Any] = {}
