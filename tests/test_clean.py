@@ -181,3 +181,14 @@ def test_a_cluster_never_adopts_a_namespace_that_exists(registry: Path, namespac
     assert left in netns.list_netns()
     assert not any(name in netns.list_netns() for name in (f"netbench-{run_id}-sw", f"netbench-{run_id}-n0"))
     assert naming.registered_run_ids() == []
+
+
+def test_unregistering_a_dead_run_spares_a_live_one_that_took_its_id_again(registry: Path) -> None:
+    run_id = secrets.token_hex(3)
+    proc = owner(run_id, registry)
+    try:
+        naming.unregister(naming.RunNames(run_id))  # what `clean` does for a run it judged dead a moment ago
+        assert naming.owner_alive(run_id) and (registry / f"{run_id}.lock").exists() and (registry / f"{run_id}.json").exists()
+    finally:
+        proc.kill()
+        proc.wait()

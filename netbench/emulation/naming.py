@@ -188,15 +188,36 @@ def register(names: RunNames) -> Path:
 
 
 def unregister(names: RunNames) -> None:
-    """Remove the run's registry entry and lock file, then release the lock (if this process held it).
+    """Remove the run's registry entry and lock file, then release the lock.
 
-    Called by `clean` only for runs whose lock is free, and by the owner itself.
+    The owner holds the lock already; anyone else (`clean`) first takes it, so a run that has
+    just registered the same id again is never unregistered behind its back.
     """
-    _entry(names.run_id).unlink(missing_ok=True)
-    _lock(names.run_id).unlink(missing_ok=True)
     fd = _HELD.pop(names.run_id, None)
-    if fd is not None:
+    if fd is None:
+        fd = _take_if_free(names.run_id)
+        if fd is None:
+            return  # a live run holds it
+    try:
+        _entry(names.run_id).unlink(missing_ok=True)
+        _lock(names.run_id).unlink(missing_ok=True)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _take_if_free(run_id: str) -> int | None:
+    """The run's lock, taken exclusively if no one holds it (-1: there is no lock file); None while someone does."""
+    try:
+        fd = os.open(_lock(run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         os.close(fd)
+        return None
+    return fd
 
 
 def owner_alive(run_id: str) -> bool:
