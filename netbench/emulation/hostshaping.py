@@ -10,7 +10,8 @@ its ingress is already held to that rate by its peers' egress (a ring collective
 one peer at a time).
 
 The userspace delay line cannot stand in for netem here: it must sit in a forwarding path (a
-bridge the frames cross), and delaying in the sender's own stack collapses TCP (shared/NOTES.md).
+bridge the frames cross), and delaying in the sender's own stack collapses TCP: the held packets
+still belong to the sending socket, and TCP Small Queues throttles it.
 
 The qdisc's lifetime belongs to a guard process (:mod:`netbench.emulation.shapeguard`) that adds
 it and removes it when the worker exits or asks it to: on normal exit, exceptions, signals and
