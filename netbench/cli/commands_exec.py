@@ -18,7 +18,7 @@ from netbench.cli.errors import UserError
 from netbench.cli.fields import RUN
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
-from netbench.cli.run_config import build_run_config
+from netbench.cli.run_config import build_run_config, check_capture_room
 from netbench.rundir.layout import RunDir
 from netbench.units import format_bytes
 
@@ -94,6 +94,7 @@ def exec_command(
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     nodes = cluster.nodes
     run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+    check_capture_room([run])
     require_privileges()
     copt.check_engine(cluster)
     result = execute(ExecConfig(run=run, command=argv, timeout_s=timeout, master_port=port), echo=sys.stderr if as_json else sys.stdout)

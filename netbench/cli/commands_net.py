@@ -94,21 +94,39 @@ def probe(
 
 def clean(
     run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs (default: every run whose owner is gone)."),
-    force: bool = typer.Option(False, "--force", help="Also remove runs whose owner process is still alive."),
+    force: bool = typer.Option(False, "--force", help="Also remove runs whose owner process is still alive (never a live worker's host qdisc)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
+    host_qdiscs: bool = typer.Option(False, "--host-qdiscs", help="Only the host qdiscs that killed `netbench worker`s left "
+                                     "(by their records; plain clean removes them too)."),
 ) -> None:
     """Remove namespaces, links, qdiscs, rules and processes left by killed runs (netbench's only)."""
     from netbench.emulation.cleanup import clean as do_clean
     from netbench.emulation.cleanup import find_leftovers
+    from netbench.emulation.cleanup import host_qdiscs as clean_host_qdiscs
 
-    bad = [r for r in run_ids or () if not re.fullmatch(r"[0-9a-f]{6}", r)]
+    from netbench.emulation.naming import RegistryError
+    from netbench.safe_files import NAME_PATTERN
+
+    pattern, what = (NAME_PATTERN, "a worker's --run-id") if host_qdiscs else (r"[0-9a-f]{6}", "6 hex digits as in netbench-<run_id>-n0 (see `ip netns`)")
+    bad = [r for r in run_ids or () if not re.fullmatch(pattern, r)]
     if bad:
-        raise UserError(f"RUN_ID: expected 6 hex digits as in netbench-<run_id>-n0 (see `ip netns`), got {bad[0]!r}")
+        raise UserError(f"RUN_ID: expected {what}, got {bad[0]!r}")
     require_privileges()
-    found = find_leftovers(force, run_ids or ()) if dry_run else do_clean(force, run_ids or ())
     verb = "would remove" if dry_run else "removed"
+    try:
+        qdiscs = clean_host_qdiscs(dry_run, run_ids or ())
+    except RegistryError as exc:
+        raise UserError(str(exc)) from None
+    for q in qdiscs:
+        console.print(f"{verb}: {'qdisc and record' if q.present else 'record'} of run {q.run_id} on {q.iface}")
+    if host_qdiscs:
+        if not qdiscs:
+            console.print("nothing to clean")
+        return
+    found = find_leftovers(force, run_ids or ()) if dry_run else do_clean(force, run_ids or ())
     if found.empty:
-        console.print("nothing to clean")
+        if not qdiscs:
+            console.print("nothing to clean")
         return
     console.print(f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es)")
     for name in found.namespaces:

@@ -16,7 +16,7 @@ from netbench.cli import run_options as ropt
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
-from netbench.cli.run_config import build_run_config, dilation_factor, run_calibration
+from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.reports.terminal import summary_table
 
 console = Console(stderr=True)
@@ -84,6 +84,7 @@ def run(
                               capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
                               gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw))
     factor = dilation_factor(dilation)
+    check_capture_room([config])
     require_privileges()
     copt.check_engine(cluster)
     calib = run_calibration(calibration, replicators=(rep,))  # its line goes to stderr: --json's stdout stays one object

@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from netbench.cli.errors import UserError, make_output_folder
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
 from netbench.cli.privileges import require_privileges
-from netbench.cli.run_config import check_delay_line_env, dilation_factor
+from netbench.cli.run_config import check_capture_room, check_delay_line_env, dilation_factor
 from netbench.cli.run_options import check_workload
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import is_sweep
@@ -111,6 +111,8 @@ def sweep(
         plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})
     except ScenarioError as exc:
         raise UserError(str(exc)) from None
+    if not dry_run:
+        check_capture_room([p.config for p in plan])
     if dry_run:
         for p in plan:
             print(f"{p.key}  {p.label}")
@@ -119,14 +121,25 @@ def sweep(
 
 
 def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "auto") -> None:
+    from netbench.orchestrator.sweep import SweepBusy, sweep_lock
+
+    require_privileges()
+    make_output_folder(folder, "--out")
+    try:
+        with sweep_lock(folder):
+            _run_held(scenario, plan, folder, calibration, fresh, dilation)
+    except SweepBusy as exc:
+        raise UserError(f"--out: {exc}") from None
+
+
+def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str) -> None:
+    """The sweep proper, while this process holds the folder's lock."""
     from netbench.model.calibration import CalibrationError
     from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.reports.report import generate_report
     from netbench.orchestrator.sweep import done_keys, run_sweep, write_sweep_json
     from netbench.rundir.sweepdir import read_summary
 
-    require_privileges()
-    make_output_folder(folder, "--out")
     try:
         host_calib = sweep_calibration(scenario, folder, calibration, fresh,
                                        on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"),

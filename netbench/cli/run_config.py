@@ -28,6 +28,16 @@ def build_run_config(**settings: Any):
     return config
 
 
+def check_capture_room(runs: list) -> None:
+    """A UserError when the run folder's filesystem cannot hold the capture of ``runs`` (RunConfigs, run in turn)."""
+    from netbench.capture.space import NoRoom, check_room
+
+    try:
+        check_room(runs)
+    except NoRoom as exc:
+        raise UserError(str(exc)) from None
+
+
 def check_delay_line_env() -> None:
     """A bad ``$NETBENCH_DELAY_LINE`` is bad input: one line before anything is built (a delayed run would stop at it)."""
     from netbench.emulation.delayline_native import wanted

@@ -3,6 +3,8 @@
 Everything a run creates lives inside its ``netbench-<run_id>-*`` namespaces (links, qdiscs,
 iptables rules, the delay line), so cleaning means: kill the processes inside those namespaces,
 then delete the namespaces. Runs whose owner process is still alive are left alone unless forced.
+On real hosts, :func:`host_qdiscs` removes the qdiscs whose shaping guard was killed, exactly those
+its record names (:mod:`netbench.emulation.hostrecords`), never one a live guard still owns.
 
 :func:`traces_of` answers the narrower question "what is left of *this* run", for fault tests and
 the soak script, which share the host with other runs and must never judge by theirs.
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import psutil
 
-from netbench.emulation import naming, netns
+from netbench.emulation import hostrecords, naming, netns
 from netbench.emulation.delayline import stats_path
 from netbench.emulation.fabric_delay import switch_stats_path
 
@@ -65,6 +67,51 @@ def clean(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
             for leftover in (switch_stats_path(run_id, switch), switch_stats_path(run_id, switch) + ".tmp"):
                 Path(leftover).unlink(missing_ok=True)
     return found
+
+
+@dataclass(frozen=True)
+class HostQdisc:
+    """A host interface's qdisc that a killed `netbench worker` left (by its record)."""
+
+    iface: str
+    run_id: str
+    present: bool  # the recorded qdisc was still there, exactly (else only its record was left)
+
+
+def host_qdiscs(dry_run: bool = False, only: Collection[str] = ()) -> list[HostQdisc]:
+    """Records of host shaping whose guard is gone (of the runs ``only`` names, if given); unless ``dry_run``,
+    remove each recorded qdisc that is still exactly as recorded, and the record."""
+    found = []
+    with hostrecords.host_lock():
+        for path, record in hostrecords.dead_records():
+            if only and (record is None or record.run_id not in only):
+                continue
+            where = _netns_with_inode(record.netns_inode) if record else None
+            present = False
+            if where is not None:
+                present = netns.call_in(where, _remove_recorded, record, dry_run) if where else _remove_recorded(record, dry_run)
+            if not dry_run:
+                path.unlink(missing_ok=True)
+            found.append(HostQdisc(record.iface if record else path.name, record.run_id if record else "?", present))
+    return found
+
+
+def _netns_with_inode(inode: int) -> str | None:
+    """'' for this process's own network namespace, the name of a named one with that inode, None if it is gone."""
+    if inode == hostrecords.own_netns_inode():
+        return ""
+    return next((name for name in netns.list_netns() if netns.inode_of(name) == inode), None)
+
+
+def _remove_recorded(record: hostrecords.Record, dry_run: bool) -> bool:
+    """In the record's namespace: whether its qdisc is still exactly there, removed unless ``dry_run``."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        if dry_run:
+            return ipr.link_lookup(ifname=record.iface) == [record.ifindex] and \
+                hostrecords.fingerprint(ipr, record.ifindex) == record.fingerprint
+        return hostrecords.remove_if_ours(ipr, record)
 
 
 def namespaces_of(run_id: str) -> list[str]:

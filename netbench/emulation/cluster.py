@@ -81,7 +81,8 @@ class Cluster:
         self.shaping: dict[str, dict] = {}
         self.tcp: dict = {}  # TCP settings in force in the nodes, read back once built
         self._signals = StopSignals()
-        self._up = False
+        self._up = False  # registered: this instance holds the run id, and down() has work to do
+        self._created: list[str] = []  # namespaces this instance made (down() removes these and no others)
 
     @property
     def engine(self) -> str:
@@ -122,8 +123,9 @@ class Cluster:
     # ------------------------------------------------------------------- build
     def up(self) -> None:
         """Build the links, shape them, start the impairment engine."""
-        self._up = True  # before registering: an interrupt between the two still unregisters
-        register(self.names)
+        with signals_held():  # registered and _up together: an interrupt cannot come between them
+            register(self.names)  # a run id another live run holds fails here, before anything is touched
+            self._up = True
         self._build_links()
         self._shape_links()
         apply_tcp_settings(self.nodes, self.spec.tcp)  # after the addresses: congestion control is a route metric
@@ -136,10 +138,10 @@ class Cluster:
         """Namespaces, the routed switch, one veth per node, addresses and routes."""
         if self.fabric is not None:
             return self._build_fabric()
-        netns.create(self.switch.netns)
-        for node in self.nodes:
+        for ns in (self.switch, *self.nodes):
             self.raise_if_interrupted()
-            netns.create(node.netns)
+            netns.create(ns.netns)  # fails on a name that exists already (O_EXCL): never adopts another's
+            self._created.append(ns.netns)
         netns.set_sysctls(self.switch.netns, _SWITCH_SYSCTLS)
         for node in self.nodes:
             self.raise_if_interrupted()
@@ -155,7 +157,8 @@ class Cluster:
         """A topology's namespaces, a switch per switch with its nodes' veths, the trunks, then every route."""
         for ns in [*self.switches, *self.nodes]:
             self.raise_if_interrupted()
-            netns.create(ns.netns)
+            netns.create(ns.netns)  # fails on a name that exists already (O_EXCL): never adopts another's
+            self._created.append(ns.netns)
             netns.set_sysctls(ns.netns, _SWITCH_SYSCTLS if isinstance(ns, Switch) else _NODE_SYSCTLS)
         for k, switch in enumerate(self.switches):
             self.raise_if_interrupted()
@@ -214,18 +217,23 @@ class Cluster:
 
     # --------------------------------------------------------------- teardown
     def down(self) -> None:
-        """Stop every process in the run's namespaces and delete the namespaces (idempotent)."""
+        """Stop every process in the namespaces this instance created and delete them (idempotent).
+
+        Only what this instance made: a cluster whose registration failed (its run id held by
+        another live run) or whose namespace already existed leaves the other run's untouched.
+        """
         self._signals.stop()  # from here on a signal waits for the teardown to finish
         if not self._up:
             return
         with signals_held():
-            everyone = [*self.switches, *self.nodes]
-            for ns in everyone:
+            ours = [ns for ns in (*self.switches, *self.nodes) if ns.netns in self._created]
+            for ns in ours:
                 ns.stop_processes()
             # Anything else that wandered into our namespaces (e.g. started by a user command).
-            netns.kill_pids(netns.pids_in([ns.netns for ns in everyone]))
-            for ns in everyone:
+            netns.kill_pids(netns.pids_in([ns.netns for ns in ours]))
+            for ns in ours:
                 netns.remove(ns.netns)
+            self._created.clear()
             unregister(self.names)
             self.impairment.stop()
             self._up = False

@@ -10,19 +10,24 @@ its ingress is already held to that rate by its peers' egress (a ring collective
 one peer at a time).
 
 The userspace delay line cannot stand in for netem here: it must sit in a forwarding path (a
-bridge the frames cross), and delaying in the sender's own stack collapses TCP (shared/NOTES.md).
+bridge the frames cross), and delaying in the sender's own stack collapses TCP: the held packets
+still belong to the sending socket, and TCP Small Queues throttles it.
 
 The qdisc's lifetime belongs to a guard process (:mod:`netbench.emulation.shapeguard`) that adds
-it and removes it when the worker's pipe to it closes: on normal exit, exceptions, signals and
+it and removes it when the worker exits or asks it to: on normal exit, exceptions, signals and
 SIGKILL alike (torchrun SIGKILLs a worker 30 s after SIGTERM, and a worker's signal handler may be
-stuck waiting on a collective). Should the guard itself be killed, the next worker refuses to start
-and prints the command that removes the qdisc.
+stuck waiting on a collective). The guard watches the worker itself (a pidfd), not only a pipe a
+forked child of the workload could keep open. One run per interface: the guard checks and installs
+under a host-wide lock and refuses an interface another live run shapes. Should the guard itself
+be killed (it shares the job's cgroup), its record stays (:mod:`netbench.emulation.hostrecords`)
+and `netbench clean --host-qdiscs` removes exactly the qdisc it names.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import os
 import subprocess
 import sys
 from contextlib import ExitStack
@@ -43,6 +48,13 @@ _GSO_FEATURES = ("tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-generic-segm
 
 class HostShapingError(RuntimeError):
     """Shaping was asked for but cannot be done safely here; one line, nothing changed on the host."""
+
+
+def foreign_root_message(iface: str, kind: str, handle: int) -> str:
+    """Why an interface whose root qdisc is not the kernel's default is not shaped: one line."""
+    return (f"{iface} already has a configured root qdisc ({kind} {handle >> 16:x}:), not the kernel default; "
+            f"netbench shapes only from the default so it can restore it (one left by a killed netbench worker: "
+            f"`netbench clean --host-qdiscs`; any other: `tc qdisc del dev {iface} root`)")
 
 
 def has_net_admin(status_path: str = "/proc/self/status") -> bool:
@@ -69,6 +81,7 @@ class HostShaper:
 
     iface: str
     direction: DirectionSpec
+    run_id: str = ""  # names the run in the host's shaping record (`netbench clean --host-qdiscs`)
     installed: dict[str, Any] = field(default_factory=dict)
     _index: int | None = field(default=None, repr=False)
 
@@ -84,11 +97,7 @@ class HostShaper:
             self._index = found[0]
             root = root_qdisc(ipr, self._index)
         if root is not None and root[1] != 0:
-            major = root[1] >> 16
-            raise HostShapingError(
-                f"{self.iface} already has a configured root qdisc ({root[0]} {major:x}:), not the kernel default; "
-                f"netbench shapes only from the default so it can restore it (left by a killed worker? "
-                f"`tc qdisc del dev {self.iface} root` removes it)")
+            raise HostShapingError(foreign_root_message(self.iface, root[0], root[1]))
 
     def __enter__(self) -> "HostShaper":
         self.check()
@@ -102,6 +111,8 @@ class HostShaper:
             raise
         if "error" in answer:
             self._close()
+            if answer.get("refused"):
+                raise HostShapingError(answer["error"])
             if self.direction.impaired and answer.get("errno") == errno.ENOENT:
                 raise HostShapingError("--delay/--jitter/--loss need the netem qdisc, which this kernel lacks "
                                        "(sch_netem); netbench's delay line works only inside an emulated cluster")
@@ -117,12 +128,17 @@ class HostShaper:
             self._stack.close()
 
     def _start_guard(self) -> dict[str, Any]:
-        """Start the guard in a session of its own, hand it the shaping, wait for its one-line answer."""
+        """Start the guard in a session of its own, hand it the shaping, wait for its one-line answer.
+
+        The pipes' ends here are close-on-exec (no program the workload runs inherits them), and
+        the guard watches this process's pid, so a forked child still holding them changes nothing.
+        """
         self._guard = subprocess.Popen(
             [sys.executable, "-m", "netbench.emulation.shapeguard"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True, close_fds=True,
         )
-        request = {"iface": self.iface, "direction": self.direction.model_dump(), "offload": offload_on(self.iface)}
+        request = {"iface": self.iface, "direction": self.direction.model_dump(), "offload": offload_on(self.iface),
+                   "run_id": self.run_id, "worker_pid": os.getpid()}
         self._guard.stdin.write(json.dumps(request) + "\n")
         self._guard.stdin.flush()
         line = self._guard.stdout.readline()
@@ -132,14 +148,15 @@ class HostShaper:
         return json.loads(line)
 
     def _release(self) -> None:
-        """Close the guard's pipe (as the kernel would if we died) and wait until it has removed the qdisc."""
+        """Ask the guard to release (a line, then end-of-file) and wait until it has removed the qdisc."""
         guard = getattr(self, "_guard", None)
         if guard is None:
             return
-        try:
-            guard.stdin.close()
-        except OSError:
-            pass
+        for step in (lambda: guard.stdin.write("release\n"), guard.stdin.close):
+            try:
+                step()
+            except OSError:  # the guard is gone already
+                pass
         try:
             guard.wait(timeout=10)
         except subprocess.TimeoutExpired:

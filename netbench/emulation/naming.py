@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from netbench import safe_files
 
 NETNS_PREFIX = "netbench-"
 PROBE_PREFIX = "doctor"  # capabilities.detect() probes in ``netbench-doctor<pid>-x``, unregistered
-REGISTRY_DIR = Path(os.environ.get("NETBENCH_RUN_DIR", "/run/netbench"))
+# Fixed, never read from the environment: a run registered anywhere else would look dead to `clean`.
+REGISTRY_DIR = Path("/run/netbench")
 _BENCH_NET = ipaddress.ip_network("198.18.0.0/15")
 _SLOTS = 2 ** (24 - _BENCH_NET.prefixlen)  # number of /24s in the benchmark range
 
@@ -133,34 +135,103 @@ def _lock(run_id: str) -> Path:
 _HELD: dict[str, int] = {}  # run id -> descriptor of its lock file, flock'ed exclusively while this process owns the run
 
 
+class RegistryError(RuntimeError):
+    """The registry folder cannot be trusted (another owner, a link, open to others) or the run id is taken."""
+
+
+def private_folder(path: Path) -> Path:
+    """Create ``path`` (and missing parents) for root's state, then check it is a real folder only we may write.
+
+    Checked with lstat after creating, so a folder or link someone else planted under that name is
+    refused rather than used.
+    """
+    for part in [*reversed(path.parents), path]:
+        try:
+            os.mkdir(part, 0o755)
+        except FileExistsError:
+            pass
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RegistryError(f"{path} is not a folder owned by uid {os.geteuid()} and closed to others: refusing to use it")
+    return path
+
+
+def open_lock(path: Path) -> int:
+    """Open (creating if need be) the lock file ``path``, never through a link; the descriptor is not inherited."""
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def _lock_still_named(fd: int, path: Path) -> bool:
+    """True while ``path`` still names the file ``fd`` locked (an unregister may have unlinked it meanwhile)."""
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
 def register(names: RunNames) -> Path:
     """Take the run's lock, held until :func:`unregister` or this process's death, so `clean` leaves live runs alone.
 
     Liveness is the lock (fcntl.flock on REGISTRY_DIR/<run_id>.lock), which the kernel releases when
     the owner dies however it dies: no pid to be reused, no file whose absence could mean anything.
-    The JSON entry beside it (written atomically) only says who owns the run.
+    The lock is exclusive: a run id a live run holds raises RegistryError and changes nothing. A
+    lock taken on a file that was unlinked meanwhile (its owner unregistering) is retried on the
+    new file, so two runs can never both hold one id. The JSON entry beside it only says who owns it.
     """
-    REGISTRY_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
-    fd = os.open(_lock(names.run_id), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    private_folder(REGISTRY_DIR)
+    path = _lock(names.run_id)
+    for _ in range(8):
+        fd = open_lock(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RegistryError(f"run id {names.run_id} is already held by a live run") from None
+        if _lock_still_named(fd, path):
+            break
         os.close(fd)
-        raise RuntimeError(f"run id {names.run_id} is already held by a live run") from None
+    else:
+        raise RegistryError(f"run id {names.run_id}: its lock file keeps changing under us")
     _HELD[names.run_id] = fd
     me = psutil.Process()
-    path = _entry(names.run_id)
-    safe_files.write_text(path, json.dumps({"run_id": names.run_id, "pid": me.pid, "create_time": me.create_time()}))
-    return path
+    entry = _entry(names.run_id)
+    safe_files.write_text(entry, json.dumps({"run_id": names.run_id, "pid": me.pid, "create_time": me.create_time()}))
+    return entry
 
 
 def unregister(names: RunNames) -> None:
-    """Remove the run's registry entry and lock file, then release the lock (if this process held it)."""
-    _entry(names.run_id).unlink(missing_ok=True)
-    _lock(names.run_id).unlink(missing_ok=True)
+    """Remove the run's registry entry and lock file, then release the lock.
+
+    The owner holds the lock already; anyone else (`clean`) first takes it, so a run that has
+    just registered the same id again is never unregistered behind its back.
+    """
     fd = _HELD.pop(names.run_id, None)
-    if fd is not None:
+    if fd is None:
+        fd = _take_if_free(names.run_id)
+        if fd is None:
+            return  # a live run holds it
+    try:
+        _entry(names.run_id).unlink(missing_ok=True)
+        _lock(names.run_id).unlink(missing_ok=True)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _take_if_free(run_id: str) -> int | None:
+    """The run's lock, taken exclusively if no one holds it (-1: there is no lock file); None while someone does."""
+    try:
+        fd = os.open(_lock(run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         os.close(fd)
+        return None
+    return fd
 
 
 def owner_alive(run_id: str) -> bool:

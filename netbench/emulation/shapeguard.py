@@ -3,13 +3,20 @@
 A worker cannot be trusted to clean up after itself: its signal handlers wait on a gloo collective,
 and torchrun SIGKILLs it 30 s after SIGTERM. So the qdisc belongs to this small process instead.
 The worker starts it (its own session: a Ctrl-C or a group kill aimed at the worker does not reach
-it, and it ignores SIGINT/SIGTERM/SIGHUP besides), writes one JSON line to its stdin and keeps the
-pipe open for as long as it lives. The guard adds the qdisc, answers with one JSON line, then reads
-stdin until end-of-file, which the kernel delivers however the worker ends, SIGKILL included. It
-then deletes the root qdisc only if it is still the one it added (same interface, kind and handle):
-never one that netbench did not add.
+it, and it ignores SIGINT/SIGTERM/SIGHUP besides) and writes one JSON line to its stdin. The guard
+opens a pidfd on the worker, then, under the host-wide lock (:func:`hostrecords.host_lock`),
+refuses an interface another run shapes or whose root is not the kernel's default, adds the
+qdisc, and records it (:mod:`netbench.emulation.hostrecords`), holding the record's lock. It
+answers with one JSON line and waits until the worker exits (the pidfd: however it ends, SIGKILL
+included, whatever children it forked that still hold the pipe) or asks for the release (a line,
+or end-of-file, on stdin). It then removes the root qdisc only if it is still exactly the one it
+added (kind, handle, every parameter) and drops the record: never a qdisc netbench did not add.
 
-Protocol: stdin ``{"iface", "direction", "offload"}``; stdout ``{"installed": {...}}`` or
+If the guard itself is killed (it shares the job's cgroup, so ``scancel``, ``systemctl stop`` or
+a pod deletion take it too), the record stays for `netbench clean --host-qdiscs`.
+
+Protocol: stdin ``{"iface", "direction", "offload", "run_id", "worker_pid"}``; stdout
+``{"installed": {...}}``, ``{"error": "...", "refused": true}`` (one line for the user) or
 ``{"error": "...", "errno": N}``.
 """
 
@@ -17,45 +24,93 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sys
+from typing import Any
 
-from netbench.emulation import signals
+from netbench.emulation import hostrecords, signals
 
 
-def _wait_for_owner() -> None:
-    """Block until the owner's end of stdin closes (exit, crash or SIGKILL)."""
-    while os.read(0, 4096):
+def watch(pid: int) -> int | None:
+    """A pidfd on ``pid``, provided it is still this guard's parent (so the number was not reused); None otherwise."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    if os.getppid() != pid:
+        os.close(pidfd)
+        return None
+    return pidfd
+
+
+def wait_for_owner(pidfd: int) -> None:
+    """Block until the worker exits (pidfd readable) or writes to or closes its end of stdin."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(0, select.POLLIN | select.POLLHUP)
+    while not poller.poll():
         pass
+
+
+def install(ipr: Any, config: dict) -> tuple[dict[str, Any], tuple[hostrecords.Record, int] | None]:
+    """Under the host lock: refuse, or add the qdisc and claim its record; (answer, (record, its fd) or None)."""
+    from pyroute2.netlink.exceptions import NetlinkError
+
+    from netbench.emulation import shaping
+    from netbench.emulation.hostshaping import foreign_root_message
+    from netbench.emulation.spec import DirectionSpec
+
+    iface, direction = config["iface"], DirectionSpec(**config["direction"])
+    found = ipr.link_lookup(ifname=iface)
+    if not found:
+        return {"error": f"--iface: no interface {iface!r} in this network namespace", "refused": True}, None
+    index = found[0]
+    busy = hostrecords.busy_reason(ipr, iface, index)
+    root = hostrecords.fingerprint(ipr, index)
+    if busy is None and root is not None and root["handle"] != 0:
+        busy = foreign_root_message(iface, root["kind"], root["handle"])
+    if busy is not None:
+        return {"error": busy, "refused": True}, None
+    try:
+        installed = shaping.apply(ipr, index, direction, config["offload"], use_netem=direction.impaired)
+    except NetlinkError as exc:
+        shaping.clear_if(ipr, index, ours=None)  # the root was the default under this lock: what is there now is ours
+        return {"error": str(exc), "errno": exc.code}, None
+    record = hostrecords.Record(iface=iface, ifindex=index, netns_inode=hostrecords.own_netns_inode(),
+                                fingerprint=hostrecords.fingerprint(ipr, index), run_id=config["run_id"],
+                                worker_pid=config["worker_pid"], guard_pid=os.getpid())
+    try:
+        return {"installed": installed}, (record, hostrecords.claim(record))
+    except OSError as exc:  # no record, no qdisc: nothing may outlive the guard unrecorded
+        hostrecords.remove_if_ours(ipr, record)
+        return {"error": f"cannot record the shaping of {iface} in {record.path.parent}: {exc.strerror}"}, None
 
 
 def serve(config: dict) -> None:
     from pyroute2 import IPRoute
-    from pyroute2.netlink.exceptions import NetlinkError
 
-    from netbench.emulation import shaping
-    from netbench.emulation.spec import DirectionSpec
-
-    iface = config["iface"]
-    direction = DirectionSpec(**config["direction"])
-    with IPRoute() as ipr:
-        (index,) = ipr.link_lookup(ifname=iface)
+    pidfd = watch(config["worker_pid"])
+    if pidfd is None:
+        print(json.dumps({"error": "the worker exited before its shaping guard started"}), flush=True)
+        return
+    with hostrecords.host_lock(), IPRoute() as ipr:
+        answer, claimed = install(ipr, config)
+    print(json.dumps(answer), flush=True)
+    if claimed is None:
+        return
+    wait_for_owner(pidfd)
+    record, fd = claimed
+    with hostrecords.host_lock(), IPRoute() as ipr:
         try:
-            installed = shaping.apply(ipr, index, direction, config["offload"], use_netem=direction.impaired)
-        except NetlinkError as exc:
-            shaping.clear_if(ipr, index, ours=None)
-            print(json.dumps({"error": str(exc), "errno": exc.code}), flush=True)
-            return
-        ours = shaping.root_qdisc(ipr, index)
-    print(json.dumps({"installed": installed}), flush=True)
-    _wait_for_owner()
-    with IPRoute() as ipr:
-        found = ipr.link_lookup(ifname=iface)
-        if found and found[0] == index:
-            shaping.clear_if(ipr, index, ours=ours)
+            hostrecords.remove_if_ours(ipr, record)
+        except Exception:
+            os.close(fd)  # the record stays, its lock free: `netbench clean --host-qdiscs` tries again
+            raise
+        hostrecords.release(record, fd)
 
 
 def main() -> None:
-    signals.ignore()  # only the owner's pipe ends the guard
+    signals.ignore()  # only the worker's exit or its release request ends the guard
     serve(json.loads(sys.stdin.readline()))
 
 

@@ -7,6 +7,9 @@ Layout of a sweep folder::
     summary.csv       one row per point: measured, predicted (read from the run's run.json), fidelity, status, run directory
     runs/<run>/       each point's run (steps.csv, run.json, worker records)
 
+One sweep at a time per folder: :func:`sweep_lock` holds an exclusive ``flock`` on ``.sweep.lock``
+in it for the whole sweep, so two sweeps cannot each rewrite summary.csv without the other's rows.
+
 Resuming: a point is done when summary.csv has a row with its key, status ok, and its run
 directory still holds run.json; everything else is (re-)run. The key hashes the point's whole
 RunConfig, so changing steps or the workload re-runs points instead of mixing results.
@@ -14,9 +17,11 @@ RunConfig, so changing steps or the workload re-runs points instead of mixing re
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,7 @@ from netbench.rundir.summary import csv_measured, csv_predicted, predicted_colum
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
 
-__all__ = ["SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
+__all__ = ["SweepBusy", "sweep_lock", "SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
            "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
 
 # summary.csv's figures: the measured metrics' columns, then the prediction's as pred_<key> (rundir/summary.py's table)
@@ -40,6 +45,29 @@ MEASURED = csv_measured()
 PREDICTED = csv_predicted()
 
 PointProgress = Callable[[Point, int, int], None]  # (point, steps done, steps total)
+LOCK_NAME = ".sweep.lock"
+
+
+class SweepBusy(RuntimeError):
+    """Another sweep holds the folder; one line naming it."""
+
+
+@contextlib.contextmanager
+def sweep_lock(out: Path) -> Iterator[None]:
+    """Hold the sweep folder for this process (released on exit, however it ends); SweepBusy if another holds it.
+
+    The folder is one netbench has checked (safe_files.make_folder); the lock file is opened without
+    following a link, and never removed, so every sweep locks the same file.
+    """
+    fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SweepBusy(f"sweep folder {str(out)!r} is in use by another sweep") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 @dataclass

@@ -4,7 +4,8 @@ torchrun starts the worker on every host (c10d rendezvous) and sets RANK, WORLD_
 MASTER_ADDR and MASTER_PORT. Each rank runs the emulated nodes' loop (:mod:`netbench.worker`),
 recording every step to a file on its own host as it goes, so a failure keeps what was measured.
 After the last step, while the gloo group is still up, every rank sends its records to rank 0
-(``gather_object``), and rank 0 writes the same run directory as `netbench run`, through the same
+as JSON (:mod:`netbench.orchestrator.rank_payload`: never pickles, which rank 0 would run as root
+on a peer's say), and rank 0 writes the same run directory as `netbench run`, through the same
 writer (:func:`netbench.orchestrator.results.write_run`). There is no packet capture here: wire
 bytes come from the interface counters, and the capture columns of steps.csv stay empty.
 """
@@ -33,6 +34,7 @@ from netbench.model.host import host_cpus
 from netbench.model.hostcache import host_calibration
 from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.rank_payload import PayloadError, broadcast_flags, check_payload, gather_json
 from netbench.rundir.layout import RunDir, finished, partial_records, read_records, record_files
 from netbench.worker.counters import CounterError, read_counters
 from netbench.worker.records import RecordWriter, set_aside
@@ -142,14 +144,23 @@ def _node_info(plan: HostPlan, shaper: HostShaper | None) -> dict[str, Any]:
 
 
 def _gather(plan: HostPlan, node: dict[str, Any]) -> dict[int, dict[str, Any]] | None:
-    """Every rank's records and node facts, at rank 0 (None elsewhere); runs inside the gloo group."""
-    import torch.distributed as dist
+    """Every rank's records and node facts, at rank 0 (None elsewhere); runs inside the gloo group.
 
+    A rank whose payload fails the check counts as one that sent nothing (``refused``): rank 0
+    does not tell it its records were saved, so they stay on its host.
+    """
     spec = plan.spec.spec
-    payload = {"records": read_records(plan.partial), "node": node}
-    gathered: list[Any] | None = [None] * spec.world_size if spec.rank == 0 else None
-    dist.gather_object(payload, gathered, dst=0)
-    return dict(enumerate(gathered)) if gathered is not None else None
+    received = gather_json({"records": read_records(plan.partial), "node": node}, spec.rank, spec.world_size)
+    if received is None:
+        return None
+    gathered: dict[int, dict[str, Any]] = {}
+    for rank, raw in received.items():
+        try:
+            gathered[rank] = check_payload(raw if raw is not None else b"", rank)
+        except PayloadError as exc:
+            print(f"netbench worker: {exc}", file=sys.stderr)
+            gathered[rank] = {"records": [], "node": {"rank": rank}, "refused": True}
+    return gathered
 
 
 def _gather_and_save(plan: HostPlan, node: dict[str, Any], started: float, state: dict[str, Any]) -> None:
@@ -158,14 +169,13 @@ def _gather_and_save(plan: HostPlan, node: dict[str, Any], started: float, state
     Runs inside the gloo group, after the last step. Only once rank 0 says the records are on its
     disk does another rank drop its own copy: a rank 0 that dies before that leaves them where they were.
     """
-    import torch.distributed as dist
-
+    spec = plan.spec.spec
     gathered = _gather(plan, node)
+    saved: list[bool] = []
     if gathered is not None:
         state.update(gathered=gathered, run_dir=_save_records(plan, gathered, started).path)
-    saved = [gathered is not None]
-    dist.broadcast_object_list(saved, src=0)
-    state["saved"] = bool(saved[0])
+        saved = [not gathered[rank].get("refused") for rank in range(spec.world_size)]
+    state["saved"] = broadcast_flags(saved, spec.world_size, src=0)[spec.rank]
 
 
 def run_host(plan: HostPlan) -> HostOutcome:
@@ -177,7 +187,7 @@ def run_host(plan: HostPlan) -> HostOutcome:
     earlier = set_aside(plan.partial)
     if earlier is not None:
         print(f"netbench worker: an earlier attempt's records moved to {earlier}", file=sys.stderr)
-    shaper = HostShaper(plan.spec.spec.iface, plan.shaping) if plan.shaping else None
+    shaper = HostShaper(plan.spec.spec.iface, plan.shaping, run_id=plan.run_id) if plan.shaping else None
     with shaper or nullcontext():
         node = _node_info(plan, shaper)
         state: dict[str, Any] = {}
