@@ -73,9 +73,9 @@ def test_two_flows_crossing_one_trunk_share_it(sites_cluster: Cluster) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert sum(rates.values()) <= WAN.rate_bps, rates
-    for rate in rates.values():  # each about half: neither flow has the WAN to itself
-        assert 0.3 * WAN.rate_bps <= rate <= 0.65 * WAN.rate_bps, rates
+    assert 0.85 * WAN.rate_bps <= sum(rates.values()) <= WAN.rate_bps, rates  # together they fill the one trunk
+    for rate in rates.values():  # neither has it to itself (TCP's split between two flows is rarely even)
+        assert 0.2 * WAN.rate_bps <= rate <= 0.8 * WAN.rate_bps, rates
 
 
 def test_trunk_counters_count_the_bytes_that_cross(sites_cluster: Cluster) -> None:
