@@ -185,9 +185,9 @@ class GraphModel:
 
 
 def _binding(rings: RingSet, hop: RingHop, trunk_scale: float) -> Hop:
-    """The direction on the hop's data path that gives it the least rate (shared among its data hops), then the most delay."""
-    return min(hop.forward, key=lambda h: (rings.rate_bps(h, trunk_scale) / rings.data[h],
-                                           -rings.routes.topology.direction(h).delay_s))
+    """The direction the hop crosses (its data or its ACKs) with the least rate per data hop, then the most delay."""
+    crossed = [h for h in (*hop.forward, *hop.reverse) if rings.data[h]]
+    return min(crossed, key=lambda h: (rings.rate_bps(h, trunk_scale) / rings.data[h], -rings.routes.topology.direction(h).delay_s))
 
 
 def _sharded(ex: Exchange, k: int) -> Exchange:
