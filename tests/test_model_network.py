@@ -118,3 +118,15 @@ def test_sharding_within_sites_is_the_lan_ring_plus_one_wan_ring_per_shard():
     assert got.step.comm_time_s == pytest.approx(intra + inter, rel=1e-12)
     assert got.step.scenario.machines == 2 and got.step.scenario.gpus_per_node == 2
     assert graph_step(topo).step.comm_time_s > got.step.comm_time_s  # the flat ring moves 3/2 of the WAN's bytes
+
+
+def test_ring_paths_are_the_topologys_own_routes(tmp_path):
+    """The model routes between switches on a one-node-per-switch copy; it must take the emulator's paths."""
+    from netbench.model.rings import Routes
+    from netbench.topology import racks, uniform_sites
+
+    for topo in (uniform_sites(3, 3, _d(GBIT), _d(GBIT), _d(100 * MBIT, 0.01)), racks(3, 2, _d(GBIT), _d(GBIT), 2.0),
+                 two_sites(2, _d(100 * MBIT), _d(50 * MBIT, 0.02))):
+        routes = Routes(topo)
+        for src, dst in itertools.permutations(range(topo.node_count), 2):
+            assert routes.path(src, dst) == topo.path(src, dst)
