@@ -264,8 +264,8 @@ TOPOLOGY_CASES: list[tuple[list[str], str, str]] = [
     (["run", "--topology", "sites", "--nodes", "3", "--sites", "2"], "", "--sites"),
     (["run", "--topology", "sites", "--nodes", "4", "--wan-bw", "5kbit"], "", "--topology"),
     (["run", "--sites", "2"], "", "--sites"),
-    (["run", "--topology", "sites", "--nodes", "4", "--rank-order", "0,1,2"], "", "--rank-order"),
-    (["probe", "--topology", "racks", "--nodes", "4", "--oversubscription", "0"], "", "--oversubscription"),
+    (["run", "--topology", "sites", "--nodes", "4", "--sites", "2", "--wan-bw", "100mbit", "--rank-order", "0,1,2"], "", "--rank-order"),
+    (["probe", "--topology", "racks", "--nodes", "4", "--racks", "2", "--oversubscription", "0"], "", "--oversubscription"),
     (["exec", "--topology", "{tmp}/missing.toml", "--", "true"], "", "missing.toml"),
 ]
 
@@ -281,3 +281,45 @@ def test_bad_topology_is_one_line_exit_2_before_anything_is_built(argv: list[str
         argv[1:1] = ["--out", str(tmp_path / "out")]
     assert named in rejected(argv, capsys)
     assert not (tmp_path / "out").exists()
+
+
+# ---- plan --topology: every bad topology file and preset option is one line, exit 2, before any calibration
+_SITE = '[[sites]]\nname = "{name}"\nnodes = 2\nlan_bw = "1gbit"\n'
+_TWO_SITES = _SITE.format(name="a") + _SITE.format(name="b")
+BAD_TOPOLOGIES: list[tuple[str, str]] = [
+    (_TWO_SITES + '[[wan]]\nbetween = ["a", "zz"]\nbw = "100mbit"\n', "unknown site 'zz'"),
+    (_TWO_SITES + _SITE.format(name="c") + '[[wan]]\nbetween = ["a", "b"]\nbw = "100mbit"\n', "is not listed"),
+    (_TWO_SITES, "is not listed"),  # two sites and no WAN link: disconnected
+    (_TWO_SITES + '[[wan]]\nbetween = ["a", "b"]\nbw = "100gbit"\n', "between 10mbit and 10gbit"),
+    (_TWO_SITES + '[[wan]]\nbetween = ["a", "b"]\nbw = "100mbit"\n[nodes.9]\ncompute_scale = 2\n', "nodes.9"),
+    (_TWO_SITES + '[[wan]]\nbetween = ["a", "b"]\nbw = "100mbit"\n[nodes.1]\ncompute_scale = 0\n', "compute_scale"),
+    ("[[sites]\nname = ", "invalid TOML"),
+]
+
+
+@pytest.mark.parametrize(("text", "needle"), BAD_TOPOLOGIES, ids=[n for _, n in BAD_TOPOLOGIES])
+def test_plan_with_a_bad_topology_file_is_one_line_exit_2(text: str, needle: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETBENCH_CALIBRATION", str(tmp_path / "absent.json"))
+    path = tmp_path / "topology.toml"
+    path.write_text(text)
+    line = rejected(["plan", "--topology", str(path)], capsys)
+    assert needle in line and str(path) in line, line
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--topology", "sites", "--sites", "3", "--nodes", "4", "--wan-bw", "1gbit"], "--sites"),
+    (["--topology", "sites", "--sites", "2", "--nodes", "4"], "--wan-bw"),
+    (["--topology", "star", "--wan-bw", "1gbit"], "--wan-bw"),
+    (["--topology", "racks", "--racks", "2", "--nodes", "4", "--oversubscription", "0.5"], "--oversubscription"),
+    (["--topology", "sites", "--sites", "2", "--nodes", "4", "--wan-bw", "1gbit", "--rank-order", "0,0,1,2"], "--rank-order"),
+    (["--topology", "sites", "--sites", "2", "--nodes", "4", "--wan-bw", "1gbit", "--gpus-per-node", "2", "--intra-bw", "10gbit"], "--topology"),
+    (["--rank-order", "interleaved"], "--rank-order"),
+    (["--topology", "{tmp}/missing.toml"], "missing.toml"),
+    (["--topology", "{tmp}/missing.toml", "--nodes", "4"], "--nodes"),
+])
+def test_plan_with_bad_topology_options_is_one_line_exit_2(argv: list[str], needle: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NETBENCH_CALIBRATION", str(tmp_path / "absent.json"))
+    line = rejected(["plan", *(a.replace("{tmp}", str(tmp_path)) for a in argv)], capsys)
+    assert needle in line, line

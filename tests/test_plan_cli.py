@@ -191,3 +191,64 @@ def test_dct_matches_demo_chunking_on_divisible_shapes(capsys, tmp_path):
     doc = plan_json(capsys, "--shapes", str(path), "--replicator", "dct", "--topk", "32", "--chunk", "64",
                     "--index-dtype", "int32", "--value-dtype", "fp32")
     assert doc["rows"][0]["payload_bytes_per_step"] == coefficients * (4 + 4)
+
+
+THREE_SITES = """
+[[sites]]
+name = "us-east"
+nodes = 2
+lan_bw = "1gbit"
+[[sites]]
+name = "eu-west"
+nodes = 2
+lan_bw = "1gbit"
+[[wan]]
+between = ["us-east", "eu-west"]
+bw = "100mbit"
+delay = "20ms"
+reverse = { bw = "50mbit" }
+[nodes.1]
+compute_scale = 1.5
+"""
+
+
+def test_plan_on_a_topology_file_and_a_runs_prediction_agree(capsys, tmp_path):
+    """One function: plan --topology FILE and the model step a run on that cluster predicts."""
+    from netbench.emulation.spec import ClusterSpec
+    from netbench.emulation.tcpsettings import TcpOptions
+    from netbench.orchestrator.config import RunConfig
+    from netbench.orchestrator.prediction import model_step
+    from netbench.replicators.config import ReplicatorConfig
+    from netbench.shapes import resolve_shapes
+    from netbench.topology import load_topology
+    from netbench.workloads.config import WorkloadConfig
+
+    path = tmp_path / "sites.toml"
+    path.write_text(THREE_SITES)
+    doc = plan_json(capsys, "--topology", str(path), "--replicator", "full", "--compute-ms", "100",
+                    "--tcp-cc", "cubic", "--tcp-wmem-max", "67108864", "--acks-per-segment", "0.5")
+    flat = next(r for r in doc["rows"] if r["layout"] == "flat")
+    topo = load_topology(path)
+    cluster = ClusterSpec(nodes=4, up={"rate_bps": 1e9}, down={"rate_bps": 1e9}, topology=topo,
+                          tcp=TcpOptions(cc="cubic", wmem_max=67108864, slow_start_after_idle=True))
+    config = RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="full"), capture=False,
+                       workload=WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=100))
+    est = model_step(config, resolve_shapes("gpt2-small:blocks=2"), 0.1 * 1.5, Calibration())  # measured: the slowest node's
+    assert flat["step_time_s"] == pytest.approx(est.step.step_time_s, rel=1e-9)
+    assert flat["bottleneck"]["name"] == est.bottleneck.name == "eu-west to us-east"  # the 50mbit direction
+    assert {r["layout"] for r in doc["rows"]} == {"flat", "sites"}
+    assert doc["derived"]["sites_vs_flat"][0]["replicator"] == "full"
+
+
+def test_plan_on_site_presets_names_the_wan_and_answers_its_rate(capsys):
+    doc = plan_json(capsys, "--topology", "sites", "--sites", "2", "--nodes", "4,8", "--bw", "1gbit", "--wan-bw", "100mbit",
+                    "--wan-delay", "10ms", "--replicator", "diloco", "--compute-ms", "2000", "--rank-order", "interleaved")
+    rows = [r for r in doc["rows"] if r["layout"] == "flat"]
+    assert [r["nodes"] for r in rows] == [4, 8]
+    assert rows[1]["bottleneck"]["text"].startswith("the site0 to site1 link carries 4 ring hops")
+    wan = doc["derived"]["wan_comm_equals_compute_bw"][0]
+    assert wan["wan_bps"] is not None
+    main(["plan", "--topology", "sites", "--sites", "2", "--nodes", "4", "--bw", "1gbit", "--wan-bw", f"{wan['wan_bps']:.6g}bit",
+          "--wan-delay", "10ms", "--replicator", "diloco", "--compute-ms", "2000", "--rank-order", "interleaved", "--json"])
+    at = json.loads(capsys.readouterr().out)["rows"][0]
+    assert at["comm_time_s"] == pytest.approx(2.0, rel=1e-3)

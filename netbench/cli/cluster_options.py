@@ -130,7 +130,7 @@ def with_topology(spec: ClusterSpec, topology: Optional[str], sites: Optional[in
     if topology is None and any(v is not None for v in preset_only.values()):
         raise UserError(f"{next(k for k, v in preset_only.items() if v is not None)}: needs --topology")
     try:
-        graph = topology_from_options(topology, spec.nodes, spec.up, spec.down, sites, racks, wan_bw, wan_delay, oversubscription)
+        graph = None if topology is None else topology_from_options(topology, spec.nodes, spec.up, spec.down, sites, racks, wan_bw, wan_delay, oversubscription)
         order = parse_rank_order(rank_order)
     except (TopologyError, PlacementError) as exc:
         raise UserError(str(exc)) from None

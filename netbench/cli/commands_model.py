@@ -27,10 +27,13 @@ from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
 from netbench.model.collectives import MIN_NODES
+from netbench.model.network import GraphModel
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
+from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
+from netbench.topology.options import PRESETS, topology_from_options
 from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
 from netbench.validation import one_line
 
@@ -198,6 +201,43 @@ def _settings(**kwargs: Any) -> SchemeSettings:
         raise UserError(one_line(exc, REPLICATOR_OPTION_NAMES, options=True)) from None
 
 
+def _graphs(kind: str, node_counts: list[int], up_bps: float, down_bps: float, delay_s: float, sites: Optional[int],
+            racks: Optional[int], wan_bw: Optional[str], wan_delay: Optional[str], oversubscription: Optional[float]) -> list[Topology]:
+    """The network graph per node count (one for a file), or [] for the star; every problem is one line."""
+    try:
+        up = DirectionSpec(rate_bps=up_bps, delay_s=delay_s)
+        down = DirectionSpec(rate_bps=down_bps)
+    except pydantic.ValidationError as exc:
+        if kind == "star" and not any(v is not None for v in (sites, racks, wan_bw, wan_delay, oversubscription)):
+            return []
+        raise UserError(one_line(exc, {"rate_bps": "--bw", "delay_s": "--delay"}) + " (on a --topology, links are emulated ones)") from None
+    try:
+        built = [topology_from_options(kind, n, up, down, sites, racks, wan_bw, wan_delay, oversubscription)
+                 for n in (node_counts if kind in PRESETS else node_counts[:1])]
+    except TopologyError as exc:
+        raise UserError(str(exc) if str(exc).startswith("--") else f"--topology: {exc}") from None
+    return [g for g in built if g is not None]
+
+
+def _placed_graphs(kind: str, node_counts: list[int], up_bps: float, down_bps: float, delay_s: float, sites: Optional[int],
+                   racks: Optional[int], wan_bw: Optional[str], wan_delay: Optional[str], oversubscription: Optional[float],
+                   rank_order: str, hierarchical: bool) -> list[GraphModel]:
+    """The graphs with their ranks placed ([] for the star), checked before anything is computed or measured."""
+    graphs = _graphs(kind, node_counts, up_bps, down_bps, delay_s, sites, racks, wan_bw, wan_delay, oversubscription)
+    if not graphs:
+        if rank_order != "topology":
+            raise UserError("--rank-order: places ranks on a --topology of sites or racks; the star's nodes are all alike")
+        return []
+    if hierarchical:
+        raise UserError("--topology: a network graph is modelled with gloo's ring and one accelerator per node "
+                        "(leave out --gpus-per-node and --algorithm)")
+    try:
+        order = parse_rank_order(rank_order)
+        return [GraphModel(g, place(g, order)) for g in graphs]
+    except PlacementError as exc:
+        raise UserError(str(exc)) from None
+
+
 # ----------------------------------------------------------------------------- output
 
 def _console() -> Console:
@@ -262,7 +302,7 @@ def _print_derived(derived: dict, console: Console) -> None:
 def plan(
     shapes: Optional[str] = typer.Option(None, "--shapes", help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default gpt2-small:blocks=2]"),
     params: Optional[str] = typer.Option(None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"),
-    nodes: str = typer.Option("2", "--nodes", help=f"workers N ({MIN_NODES}..{MAX_PLANNED_NODES}), one or a comma list"),
+    nodes: Optional[str] = typer.Option(None, "--nodes", help=f"workers N ({MIN_NODES}..{MAX_PLANNED_NODES}), one or a comma list [default 2; a topology file sets its own]"),
     bw: str = typer.Option("100mbit", "--bw", help="link rate in tc units (both directions)"),
     up: Optional[str] = typer.Option(None, "--up", help="uplink (node egress) rate, overrides --bw"),
     down: Optional[str] = typer.Option(None, "--down", help="downlink (node ingress) rate, overrides --bw"),
@@ -280,11 +320,20 @@ def plan(
     tcp_wmem_max: int = typer.Option(STOCK_LINUX.tcp_wmem_max, "--tcp-wmem-max", help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]"),
     no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"),
     bucket_mb: str = REPLICATOR["bucket_mb"].option(),
+    topology: str = typer.Option("star", "--topology", help="star (one switch), sites, racks, or a topology file (TOML)"),
+    sites: Optional[int] = typer.Option(None, "--sites", help="--topology sites: how many sites (--nodes split evenly)"),
+    racks: Optional[int] = typer.Option(None, "--racks", help="--topology racks: how many racks (--nodes split evenly)"),
+    wan_bw: Optional[str] = typer.Option(None, "--wan-bw", help="--topology sites: every WAN link's rate"),
+    wan_delay: Optional[str] = typer.Option(None, "--wan-delay", help="--topology sites: every WAN link's one-way delay"),
+    oversubscription: Optional[float] = typer.Option(None, "--oversubscription", help="--topology racks: access rates over a rack uplink's [default 1]"),
+    rank_order: str = typer.Option("topology", "--rank-order", help="which node each rank runs on: topology (site by site), interleaved, or a list 0,2,1,3"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
-    """Predict payload, wire bytes, communication and step time per replicator and node count."""
+    """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
     shape_list, shapes_label = _shapes(shapes, params)
-    node_counts = _nodes(nodes)
+    node_counts = _nodes(nodes or "2")
+    if nodes is not None and topology not in PRESETS:
+        raise UserError(f"--nodes: a topology file sets the node count ({topology!r}); leave --nodes out")
     base = _rate("--bw", bw)
     up_bps = _rate("--up", up) if up else base
     down_bps = _rate("--down", down) if down else base
@@ -302,6 +351,8 @@ def plan(
     algo = algorithm.strip().lower().replace("-", "_")
     if algo not in ALGORITHMS:
         raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
+    models = _placed_graphs(topology, node_counts, up_bps, down_bps, delay_s, sites, racks, wan_bw, wan_delay, oversubscription,
+                            rank_order, gpus_per_node > 1 or algo != "ring")
     tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     settings = _settings(**rep_settings)
     schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list, node_counts[0],
@@ -326,6 +377,16 @@ def plan(
         except ValueError as exc:
             raise UserError(f"--replicator {scheme.name}: {exc}") from None
 
+    if models:
+        from netbench.cli.plan_topology import plan_on_graphs, print_plan
+
+        doc = plan_on_graphs(models, schemes, shape_list, scenarios[0], calib)
+        header = (f"{shapes_label}: {total_params(shape_list):,} params; topology {topology}, rank order {rank_order}, "
+                  f"compute {compute_ms:g}ms; TCP assumed: {_tcp_text(tcp)}")
+        doc = {"shapes": shapes_label, "params": total_params(shape_list), "topology": topology, "rank_order": rank_order,
+               "graphs": [m.topology.model_dump() for m in models], "tcp": tcp.model_dump(), **doc}
+        print_plan(doc, header, _console(), json_out)
+        return
     rows = [estimate_row(planner.step(s, sc), calib) for s in schemes for sc in scenarios]
     derived = planner.derived(schemes, scenarios)
     if json_out:

@@ -14,7 +14,7 @@ Exchanges with a period (diloco, mtdao) are averaged per step. Reported wire byt
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -23,11 +23,11 @@ from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import MIN_NODES, Algorithm, CollectiveCost, Link, cost, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import Framing, LinkBytes
-from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings, gloo_time, largest_flight_bytes, skew_expected
+from netbench.model.gloo_tcp import STOCK_LINUX, GlooTime, TcpSettings, gloo_time, largest_flight_bytes, skew_expected
 from netbench.model.schemes import Scheme
 from netbench.shapes import ParamShape, total_params
 
-__all__ = ["Scenario", "StepEstimate", "estimate", "call_cost", "exchange_cost", "dense_dtype"]
+__all__ = ["Scenario", "StepEstimate", "estimate", "call_cost", "exchange_cost", "per_step", "ring_time", "dense_dtype"]
 
 MAX_PLANNED_NODES = 100_000  # nodes a plan may describe (an emulated cluster's bound is emulation.spec.MAX_EMULATED_NODES)
 
@@ -124,12 +124,17 @@ def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algo
     base = cost(p, link, framing)
     if algorithm != "ring" or p is None or base.transfer_s <= 0:
         return base
-    payload_Bps = p.critical_bytes / base.transfer_s
+    t = ring_time(exchange, peers, p.critical_bytes / base.transfer_s, link, framing, tcp, idle_s, paced_flight_bytes, cpu_work_s)
+    return replace(base, time_s=t.time_s, latency_s=t.latency_s, transfer_s=t.transfer_s)
+
+
+def ring_time(exchange: Exchange, peers: int, payload_Bps: float, link: Link, framing: Framing, tcp: TcpSettings,
+              idle_s: float | None, paced_flight_bytes: float, cpu_work_s: float) -> GlooTime:
+    """One call of gloo's ring over ``link`` at ``payload_Bps`` (its bottleneck's payload rate): :func:`gloo_time`."""
     delay = link.delay_s
     skewed = skew_expected(exchange.collective, peers, exchange.calls, cpu_work_s, delay)
-    t = gloo_time(exchange.collective, nbytes, peers, payload_Bps, delay, link.alpha_s - delay, framing.mss, tcp, idle_s,
-                  paced_flight_bytes, skewed)
-    return replace(base, time_s=t.time_s, latency_s=t.latency_s, transfer_s=t.transfer_s)
+    return gloo_time(exchange.collective, exchange.bytes_per_step / exchange.calls, peers, payload_Bps, delay,
+                     link.alpha_s - delay, framing.mss, tcp, idle_s, paced_flight_bytes, skewed)
 
 
 def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm,
@@ -140,10 +145,19 @@ def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, 
     The first call follows ``idle_s`` of rest (a restart of the congestion window where the TCP
     settings make one); the others follow it directly.
     """
-    first = call_cost(exchange, peers, link, framing, algorithm, tcp, idle_s, paced_flight_bytes, cpu_work_s)
+    return per_step(exchange, lambda idle: call_cost(exchange, peers, link, framing, algorithm, tcp, idle, paced_flight_bytes, cpu_work_s),
+                    idle_s)
+
+
+def per_step(exchange: Exchange, call: Callable[[float | None], CollectiveCost], idle_s: float | None) -> CollectiveCost:
+    """An exchange's calls averaged per step: ``call(idle)`` costs one call after ``idle`` seconds of rest.
+
+    The first call follows the step's rest, the others follow it directly; the sum is spread over the period.
+    """
+    first = call(idle_s)
     if exchange.calls <= 1:
         return first.scaled(exchange.calls / exchange.period)
-    rest = call_cost(exchange, peers, link, framing, algorithm, tcp, 0.0, paced_flight_bytes, cpu_work_s)
+    rest = call(0.0)
     return (first + rest.scaled(exchange.calls - 1)).scaled(1 / exchange.period)
 
 

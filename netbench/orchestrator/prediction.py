@@ -34,6 +34,7 @@ from netbench.model.calibration import Calibration, cost_key
 from netbench.model.framing import Framing
 from netbench.model.host import host_cpus
 from netbench.model.hostcache import load_calibration
+from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
@@ -43,7 +44,7 @@ from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
 
-__all__ = ["RunLike", "period_warnings", "workload_shapes", "local_time_s", "scenario_for", "predict", "prediction", "as_summary", "predict_run"]
+__all__ = ["RunLike", "period_warnings", "workload_shapes", "local_time_s", "scenario_for", "layout_of", "model_step", "predict", "prediction", "as_summary", "predict_run"]
 
 
 class RunLike(Protocol):
@@ -118,11 +119,30 @@ def encode_decode_s(config: RunLike, shapes: Sequence[ParamShape], calibration: 
     return enc * share, dec * share
 
 
+def layout_of(config: RunLike) -> Layout:
+    """How the run replicates over its graph: one flat ring, or sharded within sites (``shard_within site``)."""
+    return "sites" if getattr(config, "shard_within", "node") == "site" else "flat"
+
+
+def model_step(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration) -> GraphEstimate:
+    """The model's step on the run's network graph and rank placement, before the emulator's own effects.
+
+    The same function ``plan --topology`` calls. ``local_s`` is the slowest node's measured local work, so the
+    model's nominal node gets ``local_s`` over the slowest node's ``compute_scale``.
+    """
+    cluster = config.cluster
+    graph = GraphModel(cluster.graph, cluster.placement)
+    scale = cluster.graph.nodes[graph.slowest].compute_scale
+    scenario = scenario_for(cluster, local_s / scale, calibration)
+    return graph.estimate(scheme_from_config(config.replicator), shapes, scenario, calibration, layout_of(config))
+
+
 def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration,
             cpus: int | None = None) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
 
-    Its ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter).
+    Its ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter),
+    on the slowest node.
     """
     enc, dec = encode_decode_s(config, shapes, calibration, cpus)
     scenario, g = scenario_for(config.cluster, local_s, calibration), hybrid.gpus_per_node(config)
@@ -130,7 +150,11 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
     if g > 1:  # N nodes of G workers: the model's hierarchical terms, fed what each node's workers replicate
         scenario = scenario.model_copy(update={"nodes": config.cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)})
         shapes = hybrid.node_shapes(shapes, g)
-    est = estimate(scheme, shapes, scenario, calibration)
+        est = estimate(scheme, shapes, scenario, calibration)
+    else:  # the run's graph and placement: per-hop rates, delays and sharing, and its slowest node
+        est = model_step(config, shapes, local_s, calibration).step
+        scale = max(node.compute_scale for node in config.cluster.graph.nodes)
+        enc, dec = enc * scale, dec * scale
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
     # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)

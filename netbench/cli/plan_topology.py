@@ -1,0 +1,123 @@
+"""``netbench plan --topology``: the step per replicator on a network graph, what sets it, and the WAN questions.
+
+Every step comes from :meth:`netbench.model.network.GraphModel.estimate`, the function a run's prediction calls on
+the run's graph and placement. Beside each step: the link direction or node that sets it and its share; the WAN rate
+at which communication equals compute (the trunks' rates scaled together, bisected); and whether replicating between
+sites, sharded within them, beats one flat ring.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from netbench.model.calibration import Calibration
+from netbench.model.network import GraphEstimate, GraphModel, Layout
+from netbench.model.overlap import pipelined
+from netbench.model.planner import BW_RANGE_BPS, bisect_log
+from netbench.model.rows import estimate_row
+from netbench.model.schemes import Scheme
+from netbench.model.steptime import Scenario
+from netbench.shapes import ParamShape
+from netbench.topology import Topology
+from netbench.units import format_bytes, format_time
+
+__all__ = ["graph_step", "wan_comm_equals_compute", "plan_on_graphs"]
+
+
+def graph_step(model: GraphModel, scheme: Scheme, shapes: Sequence[ParamShape], scenario: Scenario, calib: Calibration,
+               layout: Layout = "flat", trunk_scale: float = 1.0) -> GraphEstimate:
+    """The graph's step with the bucket pipeline applied, as ``plan`` without a topology applies it."""
+    est = model.estimate(scheme, shapes, scenario, calib, layout, trunk_scale)
+    from dataclasses import replace
+
+    return replace(est, step=pipelined(est.step, scheme.config, shapes))
+
+
+def _slowest_trunk_bps(topology: Topology) -> float | None:
+    rates = [rate for t in topology.trunks for rate in (t.forward.rate_bps, t.reverse.rate_bps)]
+    return min(rates) if rates else None
+
+
+def wan_comm_equals_compute(model: GraphModel, scheme: Scheme, shapes: Sequence[ParamShape], scenario: Scenario,
+                            calib: Calibration) -> dict[str, Any]:
+    """The slowest trunk direction's rate (all trunks scaled together) at which communication equals compute."""
+    out: dict[str, Any] = {"replicator": scheme.name, "nodes": model.topology.node_count, "wan_bps": None}
+    base = _slowest_trunk_bps(model.topology)
+    if base is None:
+        return out | {"reason": "no WAN links: every node is behind one switch"}
+    if scenario.compute_s <= 0:
+        return out | {"reason": "compute time is 0 (pass --compute-ms)"}
+
+    def gap(wan_bps: float) -> float:
+        return graph_step(model, scheme, shapes, scenario, calib, trunk_scale=wan_bps / base).step.comm_time_s - scenario.compute_s
+
+    lo, hi = BW_RANGE_BPS
+    if gap(hi) > 0:
+        return out | {"reason": f"the LAN or the delays keep communication above compute even with {hi:.0e} bit/s WAN links"}
+    if gap(lo) < 0:
+        return out | {"reason": f"communication is shorter than compute even with {lo:.0e} bit/s WAN links"}
+    return out | {"wan_bps": bisect_log(gap, lo, hi), "reason": None}
+
+
+def _row(est: GraphEstimate, calib: Calibration) -> dict[str, Any]:
+    b = est.bottleneck
+    return estimate_row(est.step, calib) | {
+        "layout": est.layout, "bottleneck": {"kind": b.kind, "name": b.name, "share": b.share, "text": b.text},
+        "link_bytes_per_step": est.link_bytes}
+
+
+def plan_on_graphs(models: Sequence[GraphModel], schemes: Sequence[Scheme], shapes: Sequence[ParamShape], scenario: Scenario,
+                   calib: Calibration) -> dict[str, Any]:
+    """Rows (flat ring, and sharded within sites where the sites are even) and the WAN answers for every graph."""
+    rows, wan, sites = [], [], []
+    for model in models:
+        sc = scenario.model_copy(update={"nodes": model.topology.node_count})
+        for scheme in schemes:
+            flat = graph_step(model, scheme, shapes, sc, calib)
+            rows.append(_row(flat, calib))
+            wan.append(wan_comm_equals_compute(model, scheme, shapes, sc, calib))
+            if model.per_site is None:
+                continue
+            sharded = graph_step(model, scheme, shapes, sc, calib, layout="sites")
+            rows.append(_row(sharded, calib))
+            sites.append({"replicator": scheme.name, "nodes": model.topology.node_count, "flat_step_s": flat.step.step_time_s,
+                          "sites_step_s": sharded.step.step_time_s, "sites_faster": sharded.step.step_time_s < flat.step.step_time_s})
+    return {"rows": rows, "derived": {"wan_comm_equals_compute_bw": wan, "sites_vs_flat": sites}}
+
+
+def _rate_text(bps: float) -> str:
+    for unit, scale in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.4g}{unit}"
+    return f"{bps:.4g}bit"
+
+
+def print_plan(doc: dict[str, Any], header: str, console: Console, json_out: bool) -> None:
+    if json_out:
+        print(json.dumps(doc, indent=2))
+        return
+    console.print(header, highlight=False)
+    table = Table(show_header=True, header_style="bold")
+    for col in ("replicator", "nodes", "layout", "wire tx/step", "comm", "compression", "step", "what sets the step"):
+        table.add_column(col, justify="left" if col in ("replicator", "layout", "what sets the step") else "right")
+    for r in doc["rows"]:
+        table.add_row(r["replicator"], str(r["nodes"]), "sharded in sites" if r["layout"] == "sites" else "flat ring",
+                      format_bytes(r["wire_bytes_per_step"]["tx"]), format_time(r["comm_time_s"]),
+                      format_time(r["compression_time_s"]), format_time(r["step_time_s"]), r["bottleneck"]["text"])
+    console.print(table)
+    console.print("[bold]WAN rate where communication = compute[/bold] (slowest WAN direction, all WAN links scaled together)")
+    for d in doc["derived"]["wan_comm_equals_compute_bw"]:
+        answer = _rate_text(d["wan_bps"]) if d["wan_bps"] else f"none: {d['reason']}"
+        console.print(f"  {d['replicator']:>9} @ {d['nodes']} nodes: {answer}", highlight=False)
+    if doc["derived"]["sites_vs_flat"]:
+        console.print("[bold]replicating between sites (sharded within sites) vs one flat ring[/bold]")
+    for d in doc["derived"]["sites_vs_flat"]:
+        ratio = d["flat_step_s"] / d["sites_step_s"] if d["sites_step_s"] > 0 else math.inf
+        verdict = f"sharded {ratio:.2f}x faster" if d["sites_faster"] else f"flat ring {1 / ratio:.2f}x faster"
+        console.print(f"  {d['replicator']:>9} @ {d['nodes']} nodes: {format_time(d['sites_step_s'])} vs "
+                      f"{format_time(d['flat_step_s'])}: {verdict}", highlight=False)

@@ -1,0 +1,213 @@
+"""One training step on a network graph: plan and run predictions both call :meth:`GraphModel.estimate`.
+
+Two layouts of the replication:
+
+* ``flat``: one ring of every rank, in placement order (:mod:`netbench.model.rings` prices its hops);
+* ``sites``: sharded within sites (as ``gpus_per_node`` shards within a node, :mod:`netbench.model.steptime`): the
+  gradient is reduce-scattered and the result all-gathered around each site's LAN ring (a ring all-reduce's traffic),
+  each node compresses its 1/K shard, and the scheme's exchanges run among one rank per site: K rings of S ranks, one
+  per shard, carrying 1/K of the payload each and sharing the WAN links.
+
+A synchronous step waits for its slowest node: compute and codec take ``compute_scale`` times as long there. What the
+step reports per link direction is the model's bytes per step (data of the hops crossing it, ACKs of those coming
+back), and :class:`Bottleneck` names the link direction or node that sets the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+from netbench.dtypes import DTYPE_BYTES
+from netbench.model.calibration import Calibration, cost_key
+from netbench.model.collectives import CollectiveCost, pattern
+from netbench.model.exchange import Exchange, average_bytes_per_step
+from netbench.model.gloo_tcp import largest_flight_bytes
+from netbench.model.rings import HopPrice, RingHop, RingSet, Routes
+from netbench.model.schemes import Scheme
+from netbench.model.steptime import Scenario, StepEstimate, dense_dtype, per_step
+from netbench.shapes import ParamShape, total_params
+from netbench.topology.graph import Hop, Topology
+
+__all__ = ["Layout", "LAYOUTS", "Bottleneck", "GraphEstimate", "GraphModel", "direction_name"]
+
+Layout = Literal["flat", "sites"]
+LAYOUTS: tuple[str, ...] = ("flat", "sites")
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """What sets the step: a link direction (``kind`` link) or a slow node, and its share of the step."""
+
+    kind: Literal["link", "node"]
+    name: str
+    share: float
+    text: str
+
+
+@dataclass(frozen=True)
+class GraphEstimate:
+    """The step (the same record as the star's), bytes per link direction per step, and the bottleneck."""
+
+    step: StepEstimate
+    layout: Layout
+    link_bytes: dict[str, float]
+    bottleneck: Bottleneck
+
+
+def direction_name(topology: Topology, h: Hop) -> str:
+    """``n3 up`` / ``n3 down`` for an access link, ``eu-west to ap-south`` for a trunk."""
+    link = topology.link(h.link)
+    if link.a not in topology.switches:
+        return f"{link.a} {'up' if h.forward else 'down'}"
+    return f"{link.a} to {link.b}" if h.forward else f"{link.b} to {link.a}"
+
+
+class GraphModel:
+    """A topology with its ranks placed: its rings built once, priced for any scheme, workload and trunk rate."""
+
+    def __init__(self, topology: Topology, placement: Sequence[int]) -> None:
+        self.topology = topology
+        self.placement = tuple(placement)
+        self.routes = Routes(topology)
+        self.flat = RingSet(self.routes, [self.placement])
+        rank = {node: r for r, node in enumerate(self.placement)}
+        groups = sorted((sorted(members, key=rank.__getitem__) for members in topology.groups().values()), key=lambda g: rank[g[0]])
+        self.sites = groups
+        self.slowest = max(range(topology.node_count), key=lambda i: topology.nodes[i].compute_scale)
+
+    @property
+    def per_site(self) -> int | None:
+        """Nodes per site when every site has as many (the sharded layout needs it), else None."""
+        sizes = {len(g) for g in self.sites}
+        return sizes.pop() if len(sizes) == 1 and len(self.sites) > 1 else None
+
+    def layout_rings(self, layout: Layout) -> tuple[RingSet | None, RingSet]:
+        """(the site LAN rings or None, the rings the scheme's exchanges run on)."""
+        if layout == "flat":
+            return None, self.flat
+        k = self.per_site
+        if k is None:
+            raise ValueError("sharding within sites needs at least two sites with the same number of nodes")
+        intra = RingSet(self.routes, self.sites) if k > 1 else None
+        return intra, RingSet(self.routes, [[g[j] for g in self.sites] for j in range(k)])
+
+    def estimate(self, scheme: Scheme, shapes: Sequence[ParamShape], scenario: Scenario, calibration: Calibration,
+                 layout: Layout = "flat", trunk_scale: float = 1.0, params: int | None = None) -> GraphEstimate:
+        """Model one step of ``scheme`` on ``shapes`` (``scenario``: compute, framing, TCP; its links come from the graph)."""
+        if scenario.algorithm != "ring" or scenario.gpus_per_node != 1:
+            raise ValueError("a topology is modelled with gloo's ring and one accelerator per node")
+        n_params = total_params(list(shapes)) if params is None else params
+        intra_rings, rings = self.layout_rings(layout)
+        k = len(rings.rings)
+        exchanges = tuple(_sharded(ex, k) for ex in scheme.exchanges(shapes, rings.peers))
+        scale = self.topology.nodes[self.slowest].compute_scale
+        compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / k, len(shapes))) * scale
+        compute = scenario.compute_s * scale
+        prices = rings.prices(trunk_scale)
+        wire, by_price = self._wire(exchanges, rings, prices, scenario, calibration, compute + compression, compression)
+        intra, intra_ex = self._intra(scheme, n_params, intra_rings, scenario, calibration, trunk_scale)
+        comm = wire.time_s + intra.time_s
+        step = compression + max(compute, comm) if scheme.overlap else compute + compression + comm
+        view = self._scenario(scenario, by_price, layout, k)
+        est = StepEstimate(scheme=scheme.name, scenario=view, params=n_params, exchanges=exchanges,
+                           payload_bytes_per_step=average_bytes_per_step(exchanges), wire=wire, comm_time_s=comm,
+                           intra_time_s=intra.time_s, compression_time_s=compression, compute_time_s=compute,
+                           step_time_s=step, overlap=scheme.overlap)
+        loads = _link_bytes(rings, exchanges, scenario)
+        if intra_rings is not None:
+            for h, b in _link_bytes(intra_rings, intra_ex, scenario).items():
+                loads[h] = loads.get(h, 0.0) + b
+        named = {direction_name(self.topology, h): b for h, b in sorted(loads.items(), key=lambda kv: -kv[1])}
+        return GraphEstimate(est, layout, named, self._bottleneck(est, rings, by_price, intra, trunk_scale))
+
+    def _wire(self, exchanges: Sequence[Exchange], rings: RingSet, prices, scenario: Scenario, calibration: Calibration,
+              idle: float, codec: float) -> tuple[CollectiveCost, dict[HopPrice, float]]:
+        """The exchanges' cost on ``rings`` (as :func:`~netbench.model.steptime.estimate` sums it) and each hop's alone."""
+        paced = max((largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, rings.peers)
+                     for ex in exchanges if ex.calls and ex.collective != "none"), default=0.0)
+        wire = CollectiveCost()
+        alone: dict[HopPrice, float] = {}
+        for ex in exchanges:
+            overhead = calibration.overhead(ex.collective)
+
+            def cost_on(ps, rest: float | None) -> CollectiveCost:
+                return per_step(ex, lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec), rest)
+
+            wire = wire + cost_on(prices, idle)
+            for price in {p for ring in prices for p in ring}:  # the ring as if every hop were this one
+                alone[price] = alone.get(price, 0.0) + cost_on([[price] * rings.peers], idle).time_s
+            idle = 0.0
+        return wire, alone
+
+    def _intra(self, scheme: Scheme, n_params: int, intra_rings: RingSet | None, scenario: Scenario,
+               calibration: Calibration, trunk_scale: float) -> tuple[CollectiveCost, tuple[Exchange, ...]]:
+        """Reduce-scatter and all-gather of the dense gradient around every site's LAN ring at once."""
+        if intra_rings is None:
+            return CollectiveCost(), ()
+        dense = Exchange("all_reduce", n_params * DTYPE_BYTES[dense_dtype(scheme)], label="within site")
+        cost = intra_rings.call_cost(dense, intra_rings.prices(trunk_scale), calibration.overhead("all_reduce"),
+                                     scenario.framing, scenario.tcp, 0.0, 0.0, 0.0)
+        return cost, (dense,)
+
+    def _scenario(self, scenario: Scenario, by_price: dict[HopPrice, float], layout: Layout, k: int) -> Scenario:
+        """The scenario as reports read it: the graph's nodes, and (beyond the star) the slowest hop's rate and delay."""
+        update: dict = {"nodes": self.topology.node_count}
+        if by_price and self.topology.kind != "star":
+            worst = max(by_price, key=by_price.__getitem__)
+            rate = min(r / max(d, a, 1) for d, a, r in worst.directions)
+            update |= {"up_bps": rate, "down_bps": rate, "delay_s": worst.pipeline_delay_s}
+        if layout == "sites" and k > 1:
+            update |= {"gpus_per_node": k, "intra_bps": min(self.topology.direction(h).rate_bps for g in self.sites
+                                                            for h in self.routes.path(g[0], g[1]))}
+        return scenario.model_copy(update=update)
+
+    def _bottleneck(self, est: StepEstimate, rings: RingSet, by_price: dict[HopPrice, float], intra: CollectiveCost,
+                    trunk_scale: float) -> Bottleneck:
+        step = est.step_time_s or 1.0
+        node = self.topology.nodes[self.slowest]
+        local = est.compute_time_s + est.compression_time_s
+        node_pick = Bottleneck("node", node.name, local / step,
+                               f"node {node.name} computes {node.compute_scale:.1f}x: {100 * local / step:.0f} % of the step")
+        if not by_price:
+            return node_pick
+        worst = max(by_price, key=by_price.__getitem__)
+        hop = next(hop for ring in rings.rings for hop in ring if rings.price(hop, trunk_scale) == worst)
+        h = _binding(rings, hop, trunk_scale)
+        name = direction_name(self.topology, h)
+        share = est.wire.time_s / step
+        link_pick = Bottleneck("link", name, share, f"the {name} link carries {rings.data[h]} ring hop"
+                               f"{'s' if rings.data[h] != 1 else ''}: {100 * share:.0f} % of the step")
+        if intra.time_s > est.wire.time_s:
+            return Bottleneck("link", "site LANs", intra.time_s / step,
+                              f"the site LANs' reduce-scatter and all-gather: {100 * intra.time_s / step:.0f} % of the step")
+        return node_pick if node.compute_scale > 1 and local > est.wire.time_s else link_pick
+
+
+def _binding(rings: RingSet, hop: RingHop, trunk_scale: float) -> Hop:
+    """The direction the hop crosses (its data or its ACKs) with the least rate per data hop, then the most delay."""
+    crossed = [h for h in (*hop.forward, *hop.reverse) if rings.data[h]]
+    return min(crossed, key=lambda h: (rings.rate_bps(h, trunk_scale) / rings.data[h], -rings.routes.topology.direction(h).delay_s))
+
+
+def _sharded(ex: Exchange, k: int) -> Exchange:
+    """One shard's exchange: 1/k of the bytes (rounded up), the same calls."""
+    if k <= 1:
+        return ex
+    return Exchange(ex.collective, -(-ex.bytes_per_step // k), ex.period, ex.calls, ex.label)
+
+
+def _link_bytes(rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenario) -> dict[Hop, float]:
+    """Bytes per step on each link direction: the data of the ring hops crossing it, the ACKs of those coming back."""
+    out: dict[Hop, float] = {}
+    for ex in exchanges:
+        if ex.collective == "none" or ex.calls == 0 or ex.bytes_per_step == 0:
+            continue
+        p = pattern(ex.collective, "ring", ex.bytes_per_step / ex.calls, rings.peers)
+        if p is None:
+            continue
+        flow = scenario.framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
+        per_step_calls = ex.calls / ex.period
+        for h in set(rings.data) | set(rings.acks):
+            out[h] = out.get(h, 0.0) + per_step_calls * (rings.data[h] * flow.forward.total + rings.acks[h] * flow.reverse.total)
+    return out

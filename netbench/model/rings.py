@@ -1,0 +1,179 @@
+"""gloo's rings laid over a network graph: which link directions each ring hop crosses, and what one call costs.
+
+A ring of P ranks is P hops (rank r to rank r + 1 under the placement), each a path through the topology. Rings that
+run at once (one flat ring, or one replication ring per shard) share the links they cross: a direction carrying the
+data of ``n`` hops gives each of them 1/n of its rate, and it also carries the ACKs and ready notifications of the
+hops whose reverse path crosses it. Each hop is then priced as :func:`~netbench.model.steptime.call_cost` prices the
+star's one link (framing, gloo's two segments in flight behind the receiver's notification, TCP's window), with its
+own bottleneck and delay:
+
+* a pipelined call moves at the pace of its slowest hop (every rank's next segment waits for the one it receives), so
+  it takes the largest of the hops' times;
+* the data runs forward and the notifications back, so a hop's pipeline pays ``(d_forward + d_reverse) / 2`` per
+  one-way delay (a round trip is the two together);
+* a tiny all-reduce (one word per segment) passes its words hop by hop: 2(P - 1) consecutive hops' forward delays,
+  from the start that makes the longest chain.
+
+For N nodes behind one switch with the same links these are exactly the star's numbers. Large clusters stay cheap:
+hops with the same rates, sharing and delays are priced once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Sequence
+
+from netbench.model.collectives import CollectiveCost, Link, Pattern, pattern
+from netbench.model.exchange import Exchange
+from netbench.model.framing import Framing, LinkBytes
+from netbench.model.gloo_tcp import TcpSettings, chain_time_s, ring_operations
+from netbench.model.steptime import ring_time
+from netbench.topology.graph import Hop, NodeSpec, Topology
+
+__all__ = ["Routes", "RingHop", "RingSet", "HopPrice"]
+
+
+class Routes:
+    """Node-to-node paths of a topology, routed between switches on a copy with one node per switch.
+
+    Nodes are leaves (one access link each), so a path is the source's uplink, the switches' route, and the
+    destination's downlink; routing thousands of nodes pairwise would cost seconds, routing the switches does not.
+    """
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.access = {link.a: link for link in topology.links if link.a not in topology.switches}
+        groups = topology.groups()
+        if len(groups) < 2:
+            self._switches = None
+            return
+        reps = [topology.nodes[members[0]] for members in groups.values()]
+        self._switches = Topology(kind=topology.kind, nodes=tuple(NodeSpec(name=n.name, switch=n.switch) for n in reps),
+                                  switches=topology.switches, links=(*(self.access[n.name] for n in reps), *topology.trunks))
+
+    def path(self, src: int, dst: int) -> tuple[Hop, ...]:
+        a, b = self.topology.nodes[src], self.topology.nodes[dst]
+        middle = () if a.switch == b.switch or self._switches is None else self._switches.switch_path(a.switch, b.switch)
+        return (Hop(self.access[a.name].name, True), *middle, Hop(self.access[b.name].name, False))
+
+    def delay_s(self, path: tuple[Hop, ...]) -> float:
+        """One-way delay along ``path`` (the sum over its directions, as :meth:`Topology.one_way_delay_s`)."""
+        return sum(self.topology.direction(h).delay_s for h in path)
+
+
+@dataclass(frozen=True)
+class RingHop:
+    """Rank r's node sending to rank r + 1's: the data's path and the way back (ACKs, ready notifications)."""
+
+    src: int
+    dst: int
+    forward: tuple[Hop, ...]
+    reverse: tuple[Hop, ...]
+
+
+@dataclass(frozen=True)
+class HopPrice:
+    """What prices a hop: every direction it crosses as (data hops, ack hops, rate), and its two delays."""
+
+    directions: tuple[tuple[int, int, float], ...]
+    forward_s: float
+    reverse_s: float
+
+    @property
+    def pipeline_delay_s(self) -> float:
+        return (self.forward_s + self.reverse_s) / 2
+
+    def transfer_s(self, p: Pattern, framing: Framing) -> float:
+        """The call's bytes through this hop's busiest direction: its data hops' and ack hops' bytes at its rate."""
+        flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
+        worst = max((flow.forward.scaled(data) + flow.reverse.scaled(acks)).total / p.payload_out / rate
+                    for data, acks, rate in self.directions)
+        return 8.0 * p.critical_bytes * worst
+
+
+class RingSet:
+    """Rings of the same size that run at once on one topology (ranks given as node indices, in ring order)."""
+
+    def __init__(self, routes: Routes, rings: Sequence[Sequence[int]]) -> None:
+        self.routes = routes
+        self.rings = tuple(tuple(RingHop(s, d, routes.path(s, d), routes.path(d, s)) for s, d in zip(r, (*r[1:], r[0])))
+                           for r in rings)
+        self.peers = len(rings[0]) if rings else 0
+
+    @cached_property
+    def data(self) -> Counter[Hop]:
+        """Ring hops whose data crosses each link direction."""
+        return Counter(h for ring in self.rings for hop in ring for h in hop.forward)
+
+    @cached_property
+    def acks(self) -> Counter[Hop]:
+        """Ring hops whose ACKs and notifications cross each link direction."""
+        return Counter(h for ring in self.rings for hop in ring for h in hop.reverse)
+
+    @cached_property
+    def _delays(self) -> dict[RingHop, tuple[float, float]]:
+        return {hop: (self.routes.delay_s(hop.forward), self.routes.delay_s(hop.reverse)) for ring in self.rings for hop in ring}
+
+    @cached_property
+    def _trunks(self) -> frozenset[str]:
+        return frozenset(link.name for link in self.routes.topology.trunks)
+
+    def rate_bps(self, h: Hop, trunk_scale: float = 1.0) -> float:
+        """A direction's line rate, trunks (WAN links, rack uplinks) scaled by ``trunk_scale``."""
+        rate = self.routes.topology.direction(h).rate_bps
+        return rate * trunk_scale if h.link in self._trunks else rate
+
+    def price(self, hop: RingHop, trunk_scale: float = 1.0) -> HopPrice:
+        crossed = dict.fromkeys((*hop.forward, *hop.reverse))
+        directions = tuple(sorted((self.data[h], self.acks[h], self.rate_bps(h, trunk_scale)) for h in crossed))
+        return HopPrice(directions, *self._delays[hop])
+
+    def prices(self, trunk_scale: float = 1.0) -> tuple[tuple[HopPrice, ...], ...]:
+        return tuple(tuple(self.price(hop, trunk_scale) for hop in ring) for ring in self.rings)
+
+    def call_cost(self, exchange: Exchange, prices: Sequence[Sequence[HopPrice]], overhead_s: float, framing: Framing,
+                  tcp: TcpSettings, idle_s: float | None, paced_flight_bytes: float, cpu_work_s: float) -> CollectiveCost:
+        """One of ``exchange``'s calls on every ring at once: the slowest ring's time, one node's wire bytes."""
+        if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
+            return CollectiveCost()
+        nbytes = exchange.bytes_per_step / exchange.calls
+        p = pattern(exchange.collective, "ring", nbytes, self.peers)
+        if p is None:
+            return CollectiveCost()
+        flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
+        wire = flow.forward + flow.reverse
+        distinct = {price for ring in prices for price in ring}
+        rates = {price: p.critical_bytes / price.transfer_s(p, framing) for price in distinct}
+        links = {price: Link(1.0, 1.0, price.pipeline_delay_s + overhead_s, one_way_s=price.pipeline_delay_s) for price in distinct}
+        if exchange.collective == "all_reduce" and ring_operations("all_reduce", nbytes, self.peers)[0][1] <= 4:
+            return max((_chain(ring, nbytes, rates, links, p.hops, wire) for ring in set(map(tuple, prices))), key=lambda c: c.time_s)
+        times = [ring_time(exchange, self.peers, rates[price], links[price], framing, tcp, idle_s, paced_flight_bytes, cpu_work_s)
+                 for price in distinct]
+        t = max(times, key=lambda t: t.time_s)
+        return CollectiveCost(t.time_s, t.latency_s, t.transfer_s, wire, wire, p.hops)
+
+
+def _chain(ring: tuple[HopPrice, ...], nbytes: float, rates: dict[HopPrice, float], links: dict[HopPrice, Link], hops: int,
+           wire: LinkBytes) -> CollectiveCost:
+    """A tiny all-reduce's words passing 2(P - 1) consecutive hops (each hop twice but the two before the start).
+
+    Equal terms are summed as a count times the term, so a ring of equal hops costs what gloo_time's chain says.
+    """
+    def term(price: HopPrice) -> tuple[float, float, float]:
+        link = links[price]
+        return price.forward_s, link.alpha_s - link.delay_s, rates[price]
+
+    terms = [term(price) for price in ring]
+    size = [chain_time_s(1, nbytes, *t) for t in terms]
+    skip = min(range(len(ring)), key=lambda i: size[i] + size[(i + 1) % len(ring)])
+    counts: Counter = Counter()
+    for t in terms:
+        counts[t] += 2
+    counts[terms[skip]] -= 1
+    counts[terms[(skip + 1) % len(ring)]] -= 1
+    time = sum(chain_time_s(c, nbytes, *t) for t, c in counts.items() if c)
+    latency = sum(c * (d + o) for (d, o, _), c in counts.items() if c)
+    transfer = sum(c * nbytes / r for (_, _, r), c in counts.items() if c)
+    return CollectiveCost(time, latency, transfer, wire, wire, hops)

@@ -1,0 +1,132 @@
+"""The step on a network graph: the star's numbers exactly, and each per-hop term against a hand-built equivalent."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from netbench.model.calibration import Calibration
+from netbench.model.gloo_tcp import STOCK_LINUX
+from netbench.model.network import GraphModel
+from netbench.model.schemes import SchemeSettings, build_scheme
+from netbench.model.steptime import Scenario, estimate
+from netbench.shapes import ParamShape, resolve_shapes
+from netbench.topology import DirectionSpec, place, star
+from netbench.topology.presets import NodeOverride, Site, Wan, sites
+
+MBIT, GBIT = 1e6, 1e9
+CALIB = Calibration(software_overhead_s=1.3e-4, software_overhead_by_collective={"all_gather": 2.1e-4},
+                    encode_s_per_param={s: 3e-9 for s in ("dct", "random", "striding", "lowrank", "full", "diloco")},
+                    decode_s_per_param={"dct": 2e-9})
+SHAPES = resolve_shapes("gpt2-small:blocks=2")
+MATRIX = [ParamShape("w", (1024, 1024))]
+
+
+def _d(rate: float, delay: float = 0.0) -> DirectionSpec:
+    return DirectionSpec(rate_bps=rate, delay_s=delay)
+
+
+def graph_step(topology, scheme="full", shapes=MATRIX, order="topology", layout="flat", **scenario):
+    model = GraphModel(topology, place(topology, order))
+    sc = Scenario(nodes=topology.node_count, **scenario)
+    return model.estimate(build_scheme(scheme, SchemeSettings()), shapes, sc, CALIB, layout)
+
+
+def star_step(nodes, up, down=None, delay=0.0, scheme="full", shapes=MATRIX, **scenario):
+    sc = Scenario(nodes=nodes, up_bps=up, down_bps=down or up, delay_s=delay, **scenario)
+    return estimate(build_scheme(scheme, SchemeSettings()), shapes, sc, CALIB)
+
+
+def two_sites(per_site: int, wan: DirectionSpec, reverse: DirectionSpec | None = None):
+    lan = _d(GBIT)
+    return sites([Site("a", per_site, lan, lan), Site("b", per_site, lan, lan)], [Wan("a", "b", wan, reverse)])
+
+
+@pytest.mark.parametrize("scheme", ["full", "dct", "random", "striding", "diloco", "lowrank", "mtdao"])
+def test_a_uniform_star_gives_exactly_the_star_model(scheme):
+    for nodes, delay, (up, down), cc in itertools.product((2, 3, 8), (0.0, 0.004, 0.04), ((100 * MBIT,) * 2, (GBIT, 50 * MBIT)), ("cubic", "bbr")):
+        tcp = STOCK_LINUX.model_copy(update={"cc": cc})
+        ref = star_step(nodes, up, down, delay, scheme, SHAPES, compute_s=0.05, tcp=tcp)
+        got = graph_step(star(nodes, _d(up, delay), _d(down)), scheme, SHAPES, compute_s=0.05, tcp=tcp).step
+        assert (got.step_time_s, got.comm_time_s, got.compression_time_s, got.wire) == \
+               (ref.step_time_s, ref.comm_time_s, ref.compression_time_s, ref.wire), (nodes, delay, up, down, cc)
+
+
+def test_a_tiny_all_reduce_on_a_uniform_star_is_exactly_the_stars_chain():
+    tiny = [ParamShape("w", (1,))]
+    for nodes, delay in itertools.product((2, 3, 8), (0.0, 0.003)):
+        assert graph_step(star(nodes, _d(100 * MBIT, delay), _d(100 * MBIT)), shapes=tiny).step.step_time_s == \
+               star_step(nodes, 100 * MBIT, delay=delay, shapes=tiny).step_time_s
+
+
+def test_ring_hops_that_cross_one_wan_link_share_its_rate():
+    """Interleaved over two sites every ring hop crosses the WAN link: two hops each way, 50 Mbit/s each."""
+    topo = two_sites(2, _d(100 * MBIT))
+    shared = graph_step(topo, order="interleaved")
+    assert shared.step.comm_time_s == pytest.approx(star_step(4, 50 * MBIT).comm_time_s, rel=1e-12)
+    assert shared.bottleneck.text.startswith("the a to b link carries 2 ring hops")
+    site_by_site = graph_step(topo)  # one hop each way: the WAN's whole rate
+    assert site_by_site.step.comm_time_s == pytest.approx(star_step(4, 100 * MBIT).comm_time_s, rel=1e-12)
+    # bytes per link direction: the data of the hops crossing it and the ACKs of those coming back
+    assert shared.link_bytes["a to b"] == pytest.approx(2 * star_step(4, 50 * MBIT).tx.total, rel=1e-12)
+    assert shared.link_bytes["n0 up"] == pytest.approx(star_step(4, 50 * MBIT).tx.total, rel=1e-12)
+
+
+def test_one_slow_access_link_paces_the_ring():
+    lan = _d(100 * MBIT)
+    topo = sites([Site("s0", 4, lan, lan)], [], {3: NodeOverride(up=_d(10 * MBIT))})
+    got = graph_step(topo)
+    assert got.step.comm_time_s == pytest.approx(star_step(4, 10 * MBIT, 100 * MBIT).comm_time_s, rel=1e-12)
+    assert got.bottleneck.name == "n3 up"
+
+
+def test_asymmetric_delays_pace_the_pipeline_by_their_mean_and_the_chain_by_its_sum():
+    """Forward 10 ms, back 30 ms: a pipelined call pays 20 ms a delay; a tiny all-reduce sums forward delays."""
+    topo = two_sites(1, _d(100 * MBIT, 0.010), _d(100 * MBIT, 0.030))
+    assert graph_step(topo).step.comm_time_s == pytest.approx(star_step(2, 100 * MBIT, delay=0.020).comm_time_s, rel=1e-12)
+    lan = _d(GBIT)
+    delays = {("a", "b"): 0.010, ("b", "c"): 0.020, ("a", "c"): 0.040}  # ring a -> b -> c -> a: 10, 20, 40 ms forward
+    three = sites([Site(s, 1, lan, lan) for s in "abc"],
+                  [Wan(x, y, _d(GBIT, d), _d(GBIT, 0.001)) for (x, y), d in delays.items()])
+    tiny = graph_step(three, shapes=[ParamShape("w", (1,))]).step
+    # 2(P - 1) = 4 consecutive hops: every hop twice but the cheapest pair (b->c 20 ms + c->a 1 ms reverse of a-c)
+    forward = [0.010, 0.020, 0.001]  # a->b, b->c, c->a (a-c's reverse direction)
+    chain = 2 * sum(forward) - min(forward[i] + forward[(i + 1) % 3] for i in range(3))
+    same_rates = star_step(3, GBIT, shapes=[ParamShape("w", (1,))]).comm_time_s  # 4 x (overhead + 4 bytes' transfer)
+    assert tiny.comm_time_s == pytest.approx(chain + same_rates, rel=1e-9)
+
+
+def test_a_straggler_stretches_local_work_and_is_named():
+    lan = _d(GBIT)
+    topo = sites([Site("s0", 4, lan, lan)], [], {2: NodeOverride(compute_scale=2.0)})
+    got = graph_step(topo, compute_s=1.0)
+    ref = star_step(4, GBIT, compute_s=1.0)
+    assert got.step.step_time_s == pytest.approx(ref.step_time_s + 1.0 + ref.compression_time_s, rel=1e-12)  # compute and codec twice
+    assert got.bottleneck.kind == "node" and got.bottleneck.name == "n2"
+    assert got.bottleneck.text == f"node n2 computes 2.0x: {100 * 2.0 / got.step.step_time_s:.0f} % of the step"
+
+
+def test_sharding_within_sites_is_the_lan_ring_plus_one_wan_ring_per_shard():
+    """2 sites x 2 nodes: all-reduce of the whole gradient on each LAN, then two rings of 2 ranks with half each,
+    both across the one WAN link (50 Mbit/s apiece)."""
+    topo = two_sites(2, _d(100 * MBIT))
+    got = graph_step(topo, layout="sites")
+    intra = star_step(2, GBIT).comm_time_s
+    inter = star_step(2, 50 * MBIT, shapes=[ParamShape("w", (512, 1024))]).comm_time_s
+    assert got.step.intra_time_s == pytest.approx(intra, rel=1e-12)
+    assert got.step.comm_time_s == pytest.approx(intra + inter, rel=1e-12)
+    assert got.step.scenario.machines == 2 and got.step.scenario.gpus_per_node == 2
+    assert graph_step(topo).step.comm_time_s > got.step.comm_time_s  # the flat ring moves 3/2 of the WAN's bytes
+
+
+def test_ring_paths_are_the_topologys_own_routes(tmp_path):
+    """The model routes between switches on a one-node-per-switch copy; it must take the emulator's paths."""
+    from netbench.model.rings import Routes
+    from netbench.topology import racks, uniform_sites
+
+    for topo in (uniform_sites(3, 3, _d(GBIT), _d(GBIT), _d(100 * MBIT, 0.01)), racks(3, 2, _d(GBIT), _d(GBIT), 2.0),
+                 two_sites(2, _d(100 * MBIT), _d(50 * MBIT, 0.02))):
+        routes = Routes(topo)
+        for src, dst in itertools.permutations(range(topo.node_count), 2):
+            assert routes.path(src, dst) == topo.path(src, dst)
