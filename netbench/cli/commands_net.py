@@ -88,7 +88,7 @@ def clean(
     force: bool = typer.Option(False, "--force", help="Also remove runs whose owner process is still alive."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
 ) -> None:
-    """Remove namespaces, links, qdiscs, rules and processes left by killed runs (netbench's only)."""
+    """Remove namespaces, links, qdiscs, rules, processes and delay-line counters left by killed runs (netbench's only)."""
     from netbench.emulation.cleanup import clean as do_clean
     from netbench.emulation.cleanup import find_leftovers
 
@@ -101,8 +101,9 @@ def clean(
     if found.empty:
         console.print("nothing to clean")
         return
-    console.print(f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es)")
-    for name in found.namespaces:
+    console.print(f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es), "
+                  f"{len(found.stats_folders)} delay-line counter folder(s)")
+    for name in [*found.namespaces, *map(str, found.stats_folders)]:
         console.print(f"  {name}")
 
 

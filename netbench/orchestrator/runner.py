@@ -22,7 +22,6 @@ files, with ``status: failed`` and the reason naming the node.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -35,6 +34,7 @@ from typing import Any
 
 from netbench import safe_files
 from netbench.capture.tcpdump import Capture
+from netbench.emulation import delaystats
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.model.host import host_cpus
@@ -276,10 +276,7 @@ def _root_cause(procs: list[subprocess.Popen], run_dir: RunDir, settle_s: float 
 
 def _fidelity(monitor: fid.FidelityMonitor, cluster: Cluster) -> dict[str, Any]:
     """The fidelity verdict from the monitor's samples, the delay line's counters and the shapers' statistics."""
-    try:
-        line = json.loads(Path(cluster.delay_line_stats_path).read_text())
-    except (OSError, ValueError):
-        line = None
+    line = delaystats.read(cluster.delay_line_stats_path)
     qdiscs = fid.qdisc_stats([cluster.switch.netns, *(n.netns for n in cluster.nodes)])
     return fid.judge(monitor.observed(line, qdiscs))
 
