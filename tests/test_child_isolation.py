@@ -98,3 +98,13 @@ def test_cluster_children_ignore_planted_modules(planted: Path, monkeypatch: pyt
         assert rtt["rtt_ms"] == pytest.approx(10.0, rel=0.3)
         measure_goodput(cluster.nodes[0], cluster.nodes[1], seconds=1)
     assert markers(planted) == []
+
+
+def test_python_m_netbench_drops_the_working_directory_before_loading_its_cli(planted: Path) -> None:
+    """``python -m`` puts the working directory first; netbench removes it once it is itself imported.
+    (A planted ``netbench`` there would still win: ``python -m`` finds the package before any netbench code runs.)"""
+    (planted / "netbench.py").unlink()
+    out = subprocess.run([sys.executable, "-m", "netbench", "plan", "--help"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": NETBENCH_ROOT})
+    assert out.returncode == 0, out.stderr
+    assert markers(planted) == []
