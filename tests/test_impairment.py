@@ -51,12 +51,13 @@ def test_only_the_delay_line_runs_a_helper_and_counts(tmp_path, monkeypatch) -> 
     netem = impairment.choose(spec(0.005), caps(netem=True, delay_line=True), RUN_ID)
     line = impairment.choose(spec(0.005, "delayline"), caps(netem=True, delay_line=True), RUN_ID)
     assert netem.pid is None and netem.stats() is None
-    assert line.pid is None and line.stats() is None  # not started: nothing counted yet
-    monkeypatch.setattr(impairment.delayline, "stats_path", lambda run_id: str(tmp_path / f"{run_id}.json"))
-    (tmp_path / f"{RUN_ID}.json").write_text('{"passed": 3, "dropped": 0}')
+    assert line.pid is None and line.stats() is None and line.stats_path is None  # not started: nothing counted yet
+    monkeypatch.setattr(impairment.delaystats, "parent", lambda: tmp_path)
+    line.stats_folder = impairment.delaystats.make_folder(RUN_ID)
+    impairment.delaystats.write(line.stats_path, {"passed": 3, "dropped": 0})
     assert line.stats() == {"passed": 3, "dropped": 0}
     line.stop()
-    assert not (tmp_path / f"{RUN_ID}.json").exists()
+    assert list(tmp_path.iterdir()) == []  # its folder went with it
 
 
 def test_native_delay_line_built_once_into_the_cache(tmp_path, monkeypatch) -> None:

@@ -18,7 +18,7 @@ from pyroute2 import IPRoute
 
 from netbench.emulation import netns
 from netbench.emulation.cluster import Cluster
-from netbench.emulation.fabric_delay import switch_stats_path
+from netbench.emulation import delaystats
 from netbench.emulation.naming import RunNames
 from netbench.emulation.probe import measure_goodput, measure_rtt
 from netbench.emulation.spec import ClusterSpec
@@ -128,8 +128,9 @@ def test_teardown_removes_every_switch_and_delay_line() -> None:
         run_id = cluster.names.run_id
         pids = cluster.impairment.pids
         assert len(ours(run_id)) == 6 and len(pids) == 2  # a delay line in each site sends its WAN direction
+        assert len(delaystats.leftover_folders({run_id}).get(run_id, [])) == 2  # each line's counters in a folder of its own
     assert ours(run_id) == []
-    assert not any(Path(switch_stats_path(run_id, k)).exists() for k in range(2))
+    assert delaystats.leftover_folders({run_id}) == {}
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 

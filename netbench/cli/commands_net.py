@@ -99,7 +99,7 @@ def clean(
     host_qdiscs: bool = typer.Option(False, "--host-qdiscs", help="Only the host qdiscs that killed `netbench worker`s left "
                                      "(by their records; plain clean removes them too)."),
 ) -> None:
-    """Remove namespaces, links, qdiscs, rules and processes left by killed runs (netbench's only)."""
+    """Remove namespaces, links, qdiscs, rules, processes and delay-line counters left by killed runs (netbench's only)."""
     from netbench.emulation.cleanup import clean as do_clean
     from netbench.emulation.cleanup import find_leftovers
     from netbench.emulation.cleanup import host_qdiscs as clean_host_qdiscs
@@ -128,8 +128,9 @@ def clean(
         if not qdiscs:
             console.print("nothing to clean")
         return
-    console.print(f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es)")
-    for name in found.namespaces:
+    console.print(f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es), "
+                  f"{len(found.stats_folders)} delay-line counter folder(s)")
+    for name in [*found.namespaces, *map(str, found.stats_folders)]:
         console.print(f"  {name}")
 
 

@@ -2,7 +2,8 @@
 
 Everything a run creates lives inside its ``netbench-<run_id>-*`` namespaces (links, qdiscs,
 iptables rules, the delay line), so cleaning means: kill the processes inside those namespaces,
-then delete the namespaces. Runs whose owner process is still alive are left alone unless forced.
+then delete the namespaces, and the folders of the delay lines' counters (:mod:`netbench.emulation.delaystats`).
+Runs whose owner process is still alive are left alone unless forced.
 On real hosts, :func:`host_qdiscs` removes the qdiscs whose shaping guard was killed, exactly those
 its record names (:mod:`netbench.emulation.hostrecords`), never one a live guard still owns.
 
@@ -19,9 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from netbench.emulation import hostrecords, naming, netns
-from netbench.emulation.delayline import stats_path
-from netbench.emulation.fabric_delay import switch_stats_path
+from netbench.emulation import delaystats, hostrecords, naming, netns
 
 
 @dataclass
@@ -30,10 +29,11 @@ class Leftovers:
     namespaces: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     stale_registrations: list[str] = field(default_factory=list)
+    stats_folders: list[Path] = field(default_factory=list)  # delay-line counters (netbench.emulation.delaystats)
 
     @property
     def empty(self) -> bool:
-        return not (self.namespaces or self.pids or self.stale_registrations)
+        return not (self.namespaces or self.pids or self.stale_registrations or self.stats_folders)
 
 
 def find_leftovers(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
@@ -49,6 +49,8 @@ def find_leftovers(include_live: bool = False, only: Collection[str] = ()) -> Le
     found.pids = netns.pids_in(found.namespaces)
     found.stale_registrations = [r for r in naming.registered_run_ids()
                                  if (not only or r in only) and (include_live or not naming.owner_alive(r))]
+    folders = delaystats.leftover_folders(set(only) if only else None)
+    found.stats_folders = [f for run_id, fs in sorted(folders.items()) if include_live or not naming.owner_alive(run_id) for f in fs]
     return found
 
 
@@ -60,12 +62,8 @@ def clean(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
         netns.remove(name)
     for run_id in found.stale_registrations:
         naming.unregister(naming.RunNames(run_id))
-    for run_id in {*found.run_ids, *found.stale_registrations}:  # the delay line's counters file
-        for leftover in (stats_path(run_id), stats_path(run_id) + ".tmp"):
-            Path(leftover).unlink(missing_ok=True)
-        for switch in range(1, naming.MAX_SWITCHES):  # a topology's other switches' delay lines
-            for leftover in (switch_stats_path(run_id, switch), switch_stats_path(run_id, switch) + ".tmp"):
-                Path(leftover).unlink(missing_ok=True)
+    for folder in found.stats_folders:  # every delay line's counters, a topology's other switches' too
+        delaystats.remove_folder(folder)
     return found
 
 

@@ -25,10 +25,11 @@ it decides the qdiscs of every egress and runs whatever helper it needs beside t
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import delayline, fabric, netns, offload, steering
+from netbench.emulation import fabric, netns, offload, steering
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.errors import ClusterError, DelayLineDied
 from netbench.emulation.fabric_delay import SwitchDelayLines
@@ -202,9 +203,10 @@ class Cluster:
             self.shaping[f"{node.netns}/up"] = up
 
     @property
-    def delay_line_stats_path(self) -> str:
-        """Where the delay line keeps its counters (packets passed, late releases) for the fidelity check."""
-        return delayline.stats_path(self.names.run_id)
+    def delay_line_stats_path(self) -> Path | None:
+        """Where the delay line keeps its counters (packets passed, late releases) for the fidelity check; None without one.
+        Read them with :func:`netbench.emulation.delaystats.read`."""
+        return getattr(self.impairment, "stats_path", None)
 
     @property
     def delay_line_pid(self) -> int | None:

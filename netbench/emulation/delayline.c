@@ -9,14 +9,16 @@
  * Per packet (queued by the switch namespace's NFQUEUE rules): delay = up[in_port] + down[out_port]
  * (+ Gaussian jitter, truncated at zero), dropped with probability 1 - (1 - loss_up)(1 - loss_down);
  * release times monotonic per port pair, so jitter never reorders a flow; arrival anchored on the
- * kernel's timestamp. Prints "ready" once bound; rewrites STATS_PATH (JSON) every second; on SIGTERM
- * or SIGINT lets every held packet go, writes the counters once more, prints them and exits 0.
+ * kernel's timestamp. Prints "ready" once bound; rewrites STATS_PATH (JSON, in a folder of the run's own:
+ * netbench.emulation.delaystats) every second, with the kernel's queue drops beside its own counters; on
+ * SIGTERM or SIGINT lets every held packet go, writes the counters once more, prints them and exits 0.
  *
  * Built on first use by netbench.emulation.delayline_native (cc -O2 ... -lnetfilter_queue).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
 #include <linux/netfilter.h>
 #include <linux/netlink.h>
@@ -198,19 +200,39 @@ static double release_due(struct nfq_q_handle *qh) {
     return heap_len ? heap[0].release - now : -1.0;
 }
 
+static unsigned long long queue_dropped, queue_user_dropped; /* the kernel's: lost before this program saw them */
+static int queue_counted;
+
+static void read_queue_counters(void) {
+    /* queue 0's row of the kernel's table (this network namespace's): queue, peer port id, queued now, copy mode,
+       copy range, dropped (queue full), user dropped (receive buffer full: the drops NETLINK_NO_ENOBUFS keeps quiet) */
+    FILE *fh = fopen("/proc/self/net/netfilter/nfnetlink_queue", "re");
+    if (!fh) return;
+    unsigned int num, portid, total, mode, range;
+    unsigned long long full, user;
+    while (fscanf(fh, "%u %u %u %u %u %llu %llu %*[^\n]", &num, &portid, &total, &mode, &range, &full, &user) == 7)
+        if (num == QUEUE_NUM) { queue_dropped = full, queue_user_dropped = user, queue_counted = 1; break; }
+    fclose(fh);
+}
+
 static void print_stats(FILE *out) {
-    fprintf(out, "{\"passed\": %llu, \"dropped\": %llu, \"late\": %llu, \"late_sum_s\": %.9g, \"late_max_s\": %.9g}",
+    fprintf(out, "{\"passed\": %llu, \"dropped\": %llu, \"late\": %llu, \"late_sum_s\": %.9g, \"late_max_s\": %.9g",
             passed, dropped, late, late_sum_s, late_max_s);
+    if (queue_counted) fprintf(out, ", \"queue_dropped\": %llu, \"queue_user_dropped\": %llu", queue_dropped, queue_user_dropped);
+    fprintf(out, "}");
 }
 
 static void write_stats(const char *path) {
-    /* Replace path with the counters (a rename: a reader never sees half a file). */
+    /* Replace path with the counters: a fresh name (mkstemp: O_CREAT|O_EXCL, so never through a planted link),
+       renamed into place (a reader never sees half a file). */
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return;
-    FILE *fh = fopen(tmp, "w");
-    if (!fh) return;
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) return;
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) return;
+    FILE *fh = fdopen(fd, "w");
+    if (!fh) { close(fd); unlink(tmp); return; }
     print_stats(fh);
-    if (fclose(fh) == 0) rename(tmp, path);
+    if (fclose(fh) != 0 || rename(tmp, path) != 0) unlink(tmp);
 }
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
@@ -283,7 +305,7 @@ int main(int argc, char **argv) {
     int size = RCVBUF_BYTES, on = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0) /* needs CAP_NET_ADMIN */
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-    setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &on, sizeof on);
+    setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &on, sizeof on); /* overflow is counted by the kernel instead */
     prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0); /* 1 ns timer slack (default 50 us): wake-ups end when asked */
     run_ahead();
     printf("ready\n");
@@ -294,6 +316,7 @@ int main(int argc, char **argv) {
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     while (!stop) {
         if (stats_path && mono_now() >= next_stats) {
+            read_queue_counters();
             write_stats(stats_path);
             next_stats = mono_now() + STATS_EVERY_S;
         }
@@ -310,6 +333,7 @@ int main(int argc, char **argv) {
         }
     }
     while (heap_len) nfq_set_verdict(qh, heap_pop().id, NF_ACCEPT, 0, NULL); /* let what is in flight go */
+    read_queue_counters(); /* while the queue is bound: its kernel counters go with it */
     nfq_destroy_queue(qh);
     nfq_close(h);
     if (stats_path) write_stats(stats_path);

@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from netbench.emulation import signals
+from netbench.emulation import delaystats, signals
 
 QUEUE_NUM = 0
 QUEUE_MAX_LEN = 200_000
@@ -142,22 +142,17 @@ LATE_S = 1e-3  # a release this much past due counts as late (the loop's own jit
 STATS_EVERY_S = 1.0
 
 
-def stats_path(run_id: str) -> str:
-    """Where run ``run_id``'s delay line keeps its counters (removed by teardown and by ``netbench clean``)."""
-    return f"/tmp/netbench-{run_id}-delayline.json"
-
-
 def stats(line: DelayLine) -> dict:
-    """Counters the orchestrator reads for the run's fidelity check."""
-    return {"passed": line.passed, "dropped": line.dropped, "late": line.late, "late_sum_s": line.late_sum_s, "late_max_s": line.late_max_s}
+    """Counters the orchestrator reads for the run's fidelity check, the kernel's queue drops included."""
+    return {"passed": line.passed, "dropped": line.dropped, "late": line.late, "late_sum_s": line.late_sum_s,
+            "late_max_s": line.late_max_s, **delaystats.kernel_queue_counters(QUEUE_NUM)}
 
 
 def write_stats(path: str, line: DelayLine) -> None:
-    """Replace ``path`` with the current counters (a rename: a reader never sees half a file)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(stats(line), fh)
-    os.replace(tmp, path)
+    """Replace ``path`` with the current counters (:func:`netbench.emulation.delaystats.write`)."""
+    delaystats.write(path, stats(line))
+
+
 SPIN_S = 150e-6  # wake this early and spin: select() wake-ups run ~50-100 us late
 
 
@@ -250,10 +245,11 @@ def serve(config: dict) -> None:
                 queue.run(block=False)
         for _, _, pkt in line.heap:  # let what is in flight go, so nothing hangs on teardown
             pkt.accept()
+        final = stats(line)  # while the queue is bound: its kernel counters go with it
         queue.unbind()
         if stats_path:
-            write_stats(stats_path, line)
-        print(json.dumps(stats(line)), flush=True)
+            delaystats.write(stats_path, final)
+        print(json.dumps(final), flush=True)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netbench.cache import cache_dir
-from netbench.safe_files import make_folder
+from netbench.cache import CacheFolderError, checked_cache_dir, trusted_file
 
 __all__ = ["ENV", "SOURCE", "NativeUnavailable", "Choice", "wanted", "choose", "binary", "argv"]
 
@@ -71,15 +70,22 @@ def choose() -> Choice:
 
 
 def binary() -> Path:
-    """The built program for this source, compiling it into the cache on first use (atomic: racing runs are safe)."""
+    """The built program for this source, compiling it into the cache on first use (atomic: racing runs are safe).
+
+    Runs only what it can trust: the cache folder is checked first (:func:`netbench.cache.checked_cache_dir`), and
+    a program found there that is a link, not ours or writable by others is built again over it.
+    """
     source = SOURCE.read_bytes()
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise NativeUnavailable("no C compiler (apt-get install gcc)")
-    target = cache_dir() / f"delayline-{hashlib.sha256(source).hexdigest()[:16]}"
-    if target.is_file() and os.access(target, os.X_OK):
+    try:
+        folder = checked_cache_dir()
+    except CacheFolderError as exc:
+        raise NativeUnavailable(str(exc)) from None
+    target = folder / f"delayline-{hashlib.sha256(source).hexdigest()[:16]}"
+    if trusted_file(target) and os.access(target, os.X_OK):
         return target
-    folder = make_folder(cache_dir())
     fd, tmp = tempfile.mkstemp(prefix=".delayline-", dir=folder)
     os.close(fd)
     try:

@@ -10,31 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from netbench.emulation import delayline
 from netbench.emulation.fabric import Fabric
 from netbench.emulation.impairment import DelayLine, ImpairmentEngine
 from netbench.emulation.node import Node, Switch
 from netbench.emulation.spec import ClusterSpec
 
-__all__ = ["SwitchDelayLines", "switch_stats_path"]
-
-
-def switch_stats_path(run_id: str, switch: int) -> str:
-    """Counters of switch ``switch``'s delay line: the first at the star's path, the others beside it."""
-    base = delayline.stats_path(run_id)
-    return base if switch == 0 else f"{base.removesuffix('.json')}-sw{switch}.json"
+__all__ = ["SwitchDelayLines"]
 
 
 class _OneSwitch(DelayLine):
-    """The delay line of one switch, its counters in a file of its own."""
+    """The delay line of one switch (its counters in a fresh folder of its own, as every delay line's)."""
 
     def __init__(self, spec: ClusterSpec, run_id: str, switch: int) -> None:
         super().__init__(spec, run_id)
         self.switch_index = switch
-
-    @property
-    def stats_path(self) -> str:
-        return switch_stats_path(self.run_id, self.switch_index)
 
 
 class SwitchDelayLines(ImpairmentEngine):

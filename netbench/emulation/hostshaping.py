@@ -29,7 +29,6 @@ import errno
 import json
 import os
 import subprocess
-import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -37,6 +36,7 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
+from netbench.child import netbench_module_argv
 from netbench.emulation import offload
 from netbench.emulation.shaping import root_qdisc  # noqa: F401 - re-exported (tests, guard)
 from netbench.emulation.signals import STOP_SIGNALS, exit_on, signals_held
@@ -134,7 +134,7 @@ class HostShaper:
         the guard watches this process's pid, so a forked child still holding them changes nothing.
         """
         self._guard = subprocess.Popen(
-            [sys.executable, "-m", "netbench.emulation.shapeguard"],
+            netbench_module_argv("netbench.emulation.shapeguard"),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True, close_fds=True,
         )
         request = {"iface": self.iface, "direction": self.direction.model_dump(), "offload": offload_on(self.iface),

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import delayline, delayline_native, shaping
+from netbench.emulation import delayline, delayline_native, delaystats, shaping
 from netbench.emulation.capabilities import Capabilities
 from netbench.emulation.errors import ClusterError, DelayLineDied
 from netbench.emulation.node import Node, Switch
@@ -93,11 +93,12 @@ class DelayLine(ImpairmentEngine):
         self.switch_netns = ""
         self.build = ""  # which delay line runs: 'native' (delayline.c) or 'python' (delayline.py)
         self.build_note = ""  # why not native, where it could not be built
+        self.stats_folder: Path | None = None  # made fresh by start(), removed by stop() (delaystats)
 
     @property
-    def stats_path(self) -> str:
-        """Where the delay line keeps its counters (removed by stop() and by ``netbench clean``)."""
-        return delayline.stats_path(self.run_id)
+    def stats_path(self) -> Path | None:
+        """Where the delay line keeps its counters, once started (removed by stop() and by ``netbench clean``)."""
+        return delaystats.stats_file(self.stats_folder) if self.stats_folder is not None else None
 
     def start(self, switch: Switch, nodes: list[Node]) -> None:
         """Start the delay line, wait for its ``ready``, then send the impaired ports' frames to its queue."""
@@ -107,13 +108,14 @@ class DelayLine(ImpairmentEngine):
 
     def start_ports(self, switch: Switch, up: dict[str, DirectionSpec], down: dict[str, DirectionSpec]) -> None:
         """Start the delay line in ``switch``: a packet routed in from port p waits ``up[p]``, one routed out to p ``down[p]``."""
+        program = self._native_program()
+        self.stats_folder = delaystats.make_folder(self.run_id)
         config = {
             "up": {switch.ifindex[port]: _impairment(d) for port, d in up.items()},
             "down": {switch.ifindex[port]: _impairment(d) for port, d in down.items()},
             "seed": int(self.run_id, 16),
-            "stats_path": self.stats_path,
+            "stats_path": str(self.stats_path),
         }
-        program = self._native_program()
         if program is not None:
             proc = switch.popen(delayline_native.argv(program, config), stdout=-1, stderr=-1, text=True)
         else:
@@ -147,9 +149,8 @@ class DelayLine(ImpairmentEngine):
         raise DelayLineDied(f"the delay line (switch namespace {self.switch_netns}) {how}" + (f": {err[-1]}" if err else ""))
 
     def stop(self) -> None:
-        for leftover in (self.stats_path, self.stats_path + ".tmp"):
-            Path(leftover).unlink(missing_ok=True)
-        self.proc = None
+        delaystats.remove_folder(self.stats_folder)
+        self.stats_folder, self.proc = None, None
 
     @property
     def pid(self) -> int | None:
@@ -160,10 +161,7 @@ class DelayLine(ImpairmentEngine):
         return {"delay_line": self.build, **({"delay_line_note": self.build_note} if self.build_note else {})}
 
     def stats(self) -> dict[str, Any] | None:
-        try:
-            return json.loads(Path(self.stats_path).read_text())
-        except (OSError, ValueError):
-            return None
+        return delaystats.read(self.stats_path)
 
 
 def choose(spec: ClusterSpec, capabilities: Capabilities, run_id: str) -> ImpairmentEngine:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from netbench.child import DEFAULT_WORKDIR, netbench_module_argv
 from netbench.emulation import netns
 
 T = TypeVar("T")
@@ -42,9 +42,14 @@ class Namespace:
         kwargs.setdefault("text", True)
         return subprocess.run(list(argv), timeout=timeout, preexec_fn=netns.preexec(self.netns), **kwargs)
 
-    def python(self, module: str, *args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen:
-        """Start ``python -m module args...`` inside this namespace with this interpreter."""
-        return self.popen([sys.executable, "-m", module, *args], env=env, **kwargs)
+    def python(self, module: str, *args: str, env: dict[str, str] | None = None, workdir: str = DEFAULT_WORKDIR,
+               **kwargs: Any) -> subprocess.Popen:
+        """Start netbench's ``module`` with ``args`` inside this namespace, isolated (:mod:`netbench.child`)."""
+        return self.popen(netbench_module_argv(module, *args, workdir=workdir), env=env, **kwargs)
+
+    def run_python(self, module: str, *args: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess:
+        """Run netbench's ``module`` to completion inside this namespace, isolated, and capture its output."""
+        return self.run(netbench_module_argv(module, *args), timeout=timeout, **kwargs)
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a picklable-result function inside this namespace (forked child)."""

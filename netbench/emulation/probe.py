@@ -12,7 +12,6 @@ import statistics
 import select
 import shutil
 import subprocess
-import sys
 from dataclasses import asdict, dataclass
 
 from netbench.emulation.cluster import Cluster
@@ -53,10 +52,8 @@ def _wait_listening(proc: subprocess.Popen, timeout: float = 10.0) -> None:
 def measure_rtt(client: Node, server: Node, count: int = 20, interval_s: float = 0.02) -> dict:
     echo = server.python("netbench.emulation.traffic", "udp-echo", str(ECHO_PORT), "5", stdout=subprocess.PIPE, text=True)
     _wait_listening(echo)
-    ping = client.run(
-        [sys.executable, "-m", "netbench.emulation.traffic", "udp-ping", server.address, str(ECHO_PORT), str(count), str(interval_s)],
-        timeout=count * (interval_s + 2.5) + 10,
-    )
+    ping = client.run_python("netbench.emulation.traffic", "udp-ping", server.address, str(ECHO_PORT), str(count), str(interval_s),
+                             timeout=count * (interval_s + 2.5) + 10)
     echo.terminate()
     echo.wait()
     if ping.returncode != 0:
@@ -114,7 +111,7 @@ def measure_goodput(client: Node, server: Node, seconds: float) -> tuple[float, 
         raise RuntimeError("iperf3 server in the node did not start")
     sink = server.python("netbench.emulation.traffic", "tcp-sink", str(PROBE_PORT), str(seconds + 30), str(WARMUP_S), stdout=subprocess.PIPE, text=True)
     _wait_listening(sink)
-    client.run([sys.executable, "-m", "netbench.emulation.traffic", "tcp-source", server.address, str(PROBE_PORT), str(seconds + WARMUP_S)], timeout=seconds + 30)
+    client.run_python("netbench.emulation.traffic", "tcp-source", server.address, str(PROBE_PORT), str(seconds + WARMUP_S), timeout=seconds + 30)
     out, _ = sink.communicate(timeout=30)
     counted = json.loads(out.strip().splitlines()[-1])
     return float(counted["goodput_bps"]), "builtin", float(counted["seconds"])

@@ -6,7 +6,9 @@ torch threads per worker. A changed key, a missing entry or an unreadable entry 
 again (a few seconds, :func:`netbench.model.measure.quick_options`) and written atomically; an
 exclusive lock makes concurrent first runs measure once.
 
-Cache folder: ``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench``.
+Cache folder: ``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench``; checked
+before anything in it is read or written (:func:`netbench.cache.checked_cache_dir`): a folder another user could
+write into is a one-line error, and an entry that is a link or not this user's counts as absent.
 An explicit file (``--calibration FILE`` or ``$NETBENCH_CALIBRATION``) is used as it is.
 
 Encode/decode costs depend on the replicator's settings (:func:`netbench.model.calibration.cost_key`):
@@ -18,15 +20,18 @@ replicator's default-settings cost.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+import os
+import stat
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from netbench.cache import CACHE_ENV, cache_dir
+from netbench.cache import CACHE_ENV, CacheFolderError, cache_dir, checked_cache_dir
 from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, read_calibration, save_calibration
 from netbench.model.host import host_key
 
@@ -50,6 +55,12 @@ def cached(key: dict[str, str] | None = None) -> Calibration | None:
 
     key = key or host_key()
     path = cache_path(key)
+    try:
+        checked_cache_dir(create=False)
+    except CacheFolderError:
+        return None  # missing, or another user could have written it: nothing cached to trust
+    if path.is_symlink() or not path.is_file():
+        return None
     try:
         calib = read_calibration(path)
     except CalibrationError:
@@ -106,6 +117,22 @@ def merge_costs(base: Calibration, extra: Calibration) -> Calibration:
     return base.model_copy(update=update)
 
 
+@contextlib.contextmanager
+def _locked(lock: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock`` (created if missing, never through a link; in the checked cache folder)."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        raise CalibrationError(f"cannot open the cache's lock {str(lock)!r}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CalibrationError(f"the cache's lock {str(lock)!r} is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def host_calibration(explicit: Path | None = None, on_measure: Callable[[Path], None] | None = None,
                      replicators: "Sequence[ReplicatorConfig]" = ()) -> HostCalibration:
     """The calibration ``run``/``sweep``/``plan`` use: ``explicit`` (must exist), else ``$NETBENCH_CALIBRATION``
@@ -125,9 +152,11 @@ def host_calibration(explicit: Path | None = None, on_measure: Callable[[Path], 
         return HostCalibration(load_calibration(env), env, False, "file")
     key = host_key()
     path = cache_path(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent first run waits, then reuses this one's measurement
+    try:
+        checked_cache_dir()
+    except CacheFolderError as exc:
+        raise CalibrationError(str(exc)) from None
+    with _locked(path.with_name(path.name + ".lock")):  # a concurrent first run waits, then reuses this one's measurement
         hit = cached(key)
         if hit is not None and not missing_keys(hit, replicators):
             return HostCalibration(hit, path, False, "cache")

@@ -25,6 +25,8 @@ time stops meaning anything about a real cluster when:
 * **packet processing is saturated** -- the softirq share of the host's CPU (``/proc/stat``).
 * **the delay line falls behind** -- it counts packets released more than 1 ms after their due
   time (:mod:`netbench.emulation.delayline`), and it waits for a core like a worker does.
+* **the delay line loses packets** -- the kernel's queue counters (read by the delay line): packets
+  dropped because its queue or its receive buffer was full, before it could delay them.
 
 Shaper drops and overlimits (``tc -s qdisc``) are recorded but are not a reason: a real switch
 port drops when its buffer fills too.
@@ -56,6 +58,7 @@ THRESHOLDS = {
     "softirq": 0.25,         # softirq share of all cores: packet processing is the bottleneck
     "late_packets": 0.01,    # share of delayed packets released more than 1 ms late
     "delay_line_wait": 0.10,  # share of the run the delay line waited for a core
+    "queue_drops": 0,        # packets the kernel dropped before the delay line saw them: loss nobody asked for
 }
 SAMPLE_EVERY_S = 0.2
 
@@ -268,10 +271,20 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
         if late > t["late_packets"]:
             reasons.append(f"delay line fell behind: {late:.1%} of packets released over 1 ms late "
                            f"(max {line.get('late_max_s', 0) * 1e3:.1f} ms; limit {t['late_packets']:.0%})")
+    reasons.extend(queue_drop_reasons(line))
     dl_wait = (observed.get("helpers") or {}).get("delay_line", {}).get("wait")
     if dl_wait is not None and dl_wait > t["delay_line_wait"]:
         reasons.append(f"delay line starved: it waited {dl_wait:.0%} of the run for a core")
     return {"ok": not reasons, "reasons": reasons, "observed": observed}
+
+
+def queue_drop_reasons(line: dict[str, Any]) -> list[str]:
+    """A reason when the kernel dropped packets on their way to the delay line (its counters, delaystats)."""
+    full, buffer = int(line.get("queue_dropped") or 0), int(line.get("queue_user_dropped") or 0)
+    if full + buffer <= THRESHOLDS["queue_drops"]:
+        return []
+    return [f"delay line lost {full + buffer} packet(s) before it could delay them: {full} to its full kernel queue, "
+            f"{buffer} to its full receive buffer (ENOBUFS); the links dropped packets the scenario did not ask for"]
 
 
 CODEC_STEP_SHARE = 0.05  # the nodes' encode + decode took more CPU time than calibrated by this share of the predicted step

@@ -181,7 +181,7 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[subprocess.Pop
         node = cluster.nodes[placement[rank // config.gpus_per_node]]
         with plan.run_dir.log_path(rank).open("x") as log:  # the worker keeps its own copy
             procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
-                                     then=lower, stdout=log, stderr=log))
+                                     workdir=os.getcwd(), then=lower, stdout=log, stderr=log))  # the spec's relative paths lead from there
     return procs
 
 

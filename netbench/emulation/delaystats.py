@@ -1,0 +1,127 @@
+"""Where the delay line keeps its counters, and how they are written and read without being redirected.
+
+The delay line runs as root and rewrites its counters every second; the orchestrator reads them for
+the run's fidelity verdict. A name another user can predict in a shared folder (the run id is
+world-readable under /run/netns) would let them plant a symlink there (root then writes through
+it), a FIFO (the reader blocks with the cluster up) or a file (a forged verdict). So each run's
+delay line gets a folder of its own, made fresh (``mkdtemp``: a random name, mode 0700, owned by
+netbench); the counters are written to a fresh name in it and renamed into place (the C delay line
+does the same with ``mkstemp``); and they are read with O_NOFOLLOW|O_NONBLOCK, regular files only.
+
+The folders sit in the temporary directory as ``netbench-<run_id>-delayline-XXXXXXXX``, so that
+``netbench clean`` finds those of killed runs (:func:`leftover_folders`).
+
+The kernel's own queue counters go in beside the delay line's (:func:`kernel_queue_counters`):
+packets the kernel dropped before the delay line saw them, because its queue was full
+(``queue_dropped``) or the delay line's receive buffer was (``queue_user_dropped``, which
+NETLINK_NO_ENOBUFS keeps from reaching the delay line as an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["STATS_NAME", "make_folder", "stats_file", "write", "read", "leftover_folders", "remove_folder", "kernel_queue_counters"]
+
+STATS_NAME = "stats.json"
+MAX_BYTES = 1 << 16  # the counters are a few hundred bytes: anything larger is not theirs
+_FOLDER = re.compile(r"netbench-([0-9a-f]{6})-delayline-[A-Za-z0-9_]+")
+QUEUE_PROC = "/proc/self/net/netfilter/nfnetlink_queue"  # per network namespace: the reader's own
+
+
+def parent() -> Path:
+    """The folder the runs' counter folders live in (the temporary directory)."""
+    return Path(tempfile.gettempdir())
+
+
+def make_folder(run_id: str) -> Path:
+    """A fresh folder for ``run_id``'s counters: a name no one could have planted, mode 0700."""
+    return Path(tempfile.mkdtemp(prefix=f"netbench-{run_id}-delayline-", dir=parent()))
+
+
+def stats_file(folder: Path) -> Path:
+    return folder / STATS_NAME
+
+
+def write(path: str | Path, counters: dict[str, Any]) -> None:
+    """Replace ``path`` with ``counters`` (a fresh temporary name renamed into place: never through a link, never half a file)."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(counters, fh)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read(path: str | Path | None) -> dict[str, Any] | None:
+    """The counters at ``path``, or None where there are none: missing, not a regular file, a link, too large or not JSON."""
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+            return None
+        try:
+            data = json.loads(fh.read(MAX_BYTES))
+        except (OSError, ValueError):
+            return None
+    return data if isinstance(data, dict) else None
+
+
+def leftover_folders(run_ids: set[str] | None = None) -> dict[str, list[Path]]:
+    """Counter folders in :func:`parent` by run id (of ``run_ids`` only, if given): real folders netbench's user owns."""
+    found: dict[str, list[Path]] = {}
+    try:
+        entries = list(os.scandir(parent()))
+    except OSError:
+        return found
+    for entry in entries:
+        match = _FOLDER.fullmatch(entry.name)
+        if match is None or (run_ids is not None and match[1] not in run_ids):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+            found.setdefault(match[1], []).append(Path(entry.path))
+    return found
+
+
+def remove_folder(folder: Path | None) -> None:
+    """Remove a counters folder and what is in it (nothing else: it is netbench's own, mode 0700)."""
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def kernel_queue_counters(queue_num: int) -> dict[str, int]:
+    """``queue_dropped`` and ``queue_user_dropped`` of NFQUEUE ``queue_num`` in the caller's network namespace, or {}.
+
+    A line of the kernel's table: queue, peer port id, queued now, copy mode, copy range,
+    dropped (queue full), user dropped (netlink receive buffer full), id sequence, 1.
+    """
+    try:
+        with open(QUEUE_PROC) as fh:
+            rows = [line.split() for line in fh]
+    except OSError:
+        return {}
+    for row in rows:
+        if len(row) >= 7 and row[0] == str(queue_num):
+            return {"queue_dropped": int(row[5]), "queue_user_dropped": int(row[6])}
+    return {}
