@@ -103,7 +103,8 @@ def test_fidelity_names_packets_the_kernel_dropped_before_the_delay_line(line: d
         assert f"lost {total} packet(s)" in reason and "full kernel queue" in reason and "ENOBUFS" in reason
 
 
-OWNER = "import sys, time; from netbench.emulation import naming; naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)"
+OWNER = ("import sys, time, pathlib; from netbench.emulation import naming; naming.REGISTRY_DIR = pathlib.Path(sys.argv[2]); "
+         "naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
@@ -115,8 +116,8 @@ def test_clean_removes_dead_runs_counter_folders_only(parent: Path, tmp_path: Pa
     delaystats.write(delaystats.stats_file(dead_folder), {"passed": 1})
     os.chown(foreign_folder, 65534, 65534)  # someone else's folder with a netbench-like name: not netbench's to remove
     (parent / f"netbench-{dead}-delayline-link").symlink_to(parent)
-    env = {**os.environ, "NETBENCH_RUN_DIR": str(registry), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, live], env=env, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, live, str(registry)], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout.readline().strip() == "ready"
         assert cleanup.find_leftovers(only=[dead, live, foreign]).stats_folders == [dead_folder]
