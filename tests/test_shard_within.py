@@ -1,17 +1,21 @@
 """`--shard-within site`: a site's workers shard the model over its LAN and replicate each slice between sites.
 
-Three levels: sites of a topology turned into sharding groups (pure), every replicator under those
+Four levels: sites of a topology turned into sharding groups (pure), every replicator under those
 groups in real gloo processes on localhost (4 ranks in 2 sites of 2: replicas stay identical and
-each site sends the replicator's whole-model payload once), and `python -m netbench.worker` given
-the groups in its spec, as `netbench run` writes them.
+each site sends the replicator's whole-model payload once), `python -m netbench.worker` given the
+groups in its spec, and `netbench run --topology sites --shard-within site` in emulated namespaces.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import torch
 
@@ -27,6 +31,7 @@ from tests.test_worker import finish, launch, records, write_specs
 
 LAN, WAN = DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=50e6, delay_s=0.01)
 TWO_BY_TWO = uniform_sites(2, 2, LAN, LAN, WAN)
+NETBENCH = str(Path(sys.executable).parent / "netbench")  # the console script of this environment
 
 
 def _cluster(topology, rank_order="topology") -> ClusterSpec:
@@ -167,3 +172,24 @@ def test_workers_given_site_groups_shard_by_site(tmp_path: Path) -> None:
     assert done[0]["shard_sha256"] == done[1]["shard_sha256"] != done[2]["shard_sha256"] == done[3]["shard_sha256"]
     steps = [json.loads(line) for line in (tmp_path / "rank0.jsonl").read_text().splitlines() if '"step"' in line]
     assert all(s["intra_payload_bytes"] > 0 and s["payload_bytes"] > 0 for s in steps if s["event"] == "step")
+
+
+# ---- netbench run --topology sites --shard-within site in emulated namespaces ----------------------
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_netbench_run_shards_within_sites_and_sends_each_slice_over_the_wan_once(tmp_path: Path) -> None:
+    out = subprocess.run([NETBENCH, "run", "-r", "dct", "-w", "mlp", "--nodes", "4", "--topology", "sites", "--sites", "2",
+                          "--wan-bw", "50mbit", "--bw", "1gbit", "--shard-within", "site", "--steps", "6", "--warmup", "2",
+                          "--no-capture", "--out", str(tmp_path), "--json"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    run_dir = Path(json.loads(out.stdout)["run_dir"])
+    done = [records(run_dir / "workers" / f"rank{r}.jsonl")[-1] for r in range(4)]
+    assert [(d["shard_group"], d["shard_rank"]) for d in done] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert len({d["model_sha256"] for d in done}) == 1
+    assert done[0]["shard_sha256"] == done[2]["shard_sha256"] != done[1]["shard_sha256"] == done[3]["shard_sha256"]
+    steps = pd.read_csv(run_dir / "steps.csv")
+    site_payload = steps[steps["rank"].isin([0, 1])].groupby("step")["payload_bytes"].sum().median()
+    trunk = pd.read_csv(run_dir / "trunks.csv")
+    wan = trunk[trunk["direction"] == "fwd"]["tx_bytes"].median()  # per step; a step's counters can land in the next
+    assert 1.0 <= wan / site_payload < 1.5  # a site's slices cross the WAN once, plus headers and ACKs
