@@ -63,6 +63,8 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--intra-bw", "fast"], "--intra-bw"),
     (["run", "--intra-bw", "0"], "--intra-bw"),
     (["run", "--intra-bw", "-5mbit"], "--intra-bw"),
+    (["run", "--shard-within", "rack"], "--shard-within"),
+    (["run", "--shard-within", "site"], "--shard-within"),  # the star is one site: nothing to replicate between
     (["run", "--compression", "2"], "--compression"),
     (["run", "--compression", "1/0"], "--compression"),
     (["run", "-r", "full", "--compression", "1/16"], "--compression"),

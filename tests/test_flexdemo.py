@@ -28,7 +28,7 @@ NETBENCH = str(Path(sys.executable).parent / "netbench")  # the console script o
 # ---- layout (pure) -------------------------------------------------------------------------
 
 def test_groups_partition_the_world_two_ways() -> None:
-    lay = Layout(nodes=3, g=2)
+    lay = Layout.per_node(nodes=3, g=2)
     shards = [lay.shard_ranks(n) for n in range(3)]
     replicas = [lay.replica_ranks(l) for l in range(2)]
     assert shards == [[0, 1], [2, 3], [4, 5]] and replicas == [[0, 2, 4], [1, 3, 5]]
@@ -37,7 +37,7 @@ def test_groups_partition_the_world_two_ways() -> None:
         (r,) = [g for g in replicas if rank in g]
         assert set(s) & set(r) == {rank}
     with pytest.raises(ValueError):
-        Layout(nodes=2, g=0)
+        Layout.per_node(nodes=2, g=0)
 
 
 @pytest.mark.parametrize("g", [1, 2, 3, 4])
@@ -77,7 +77,7 @@ def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(9, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
     params = list(model.parameters())
-    groups = build_groups(Layout(world // g, g), rank)
+    groups = build_groups(Layout.per_node(world // g, g), rank)
     # reduce-scatter round trip: every rank contributes rank + 1 everywhere
     layout = ShardLayout.of([p.shape for p in params], g)
     buf = torch.zeros(g, layout.row_numel)
@@ -109,7 +109,7 @@ def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
 @pytest.mark.parametrize("name", ["full", "dct", "random", "diloco"])
 def test_hierarchical_step_keeps_every_node_identical(name: str, nodes: int, g: int) -> None:
     results = run_ranks(_step_body, nodes * g, g, name, 4)
-    lay = Layout(nodes, g)
+    lay = Layout.per_node(nodes, g)
     assert all(r["rs_ok"] for r in results)
     digests = results[0]["digests"]
     assert len({d["model_sha256"] for d in digests}) == 1  # shards reassemble into one model on every node
@@ -197,7 +197,7 @@ def test_sweep_grid_takes_gpus_per_node_and_intra_bw(tmp_path: Path) -> None:
     flat = points(scenario, tmp_path)[0]
     import hashlib
 
-    old = hashlib.sha256(flat.config.model_dump_json(exclude={"out_dir", "gpus_per_node", "intra_bw_bps"}).encode()).hexdigest()[:12]
+    old = hashlib.sha256(flat.config.model_dump_json(exclude={"out_dir", "gpus_per_node", "intra_bw_bps", "shard_within"}).encode()).hexdigest()[:12]
     assert flat.key == old
 
 
@@ -213,7 +213,7 @@ def _decoupled_body(rank: int, world: int, name: str, g: int) -> dict:
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
     config = ReplicatorConfig(name=name, optimizer="decoupled_adamw", lr=1e-2)
     if g > 1:
-        groups = build_groups(Layout(world // g, g), rank)
+        groups = build_groups(Layout.per_node(world // g, g), rank)
         rep = HierarchicalReplicator(list(model.parameters()), config, build_replicator, groups.shard, groups.shard_ranks,
                                      groups.local_rank, groups.replica)
     else:

@@ -31,6 +31,7 @@ def run(
     nodes: int = copt.NodesOpt,
     gpus_per_node: int = RUN["gpus_per_node"].option(),
     intra_bw: Optional[str] = RUN["intra_bw_bps"].option(),
+    shard_within: str = RUN["shard_within"].option(),
     compression: Optional[str] = hopt.CompressionOpt,
     optimizer: str = REPLICATOR["optimizer"].option(),
     up: Optional[str] = copt.UpOpt,
@@ -82,7 +83,7 @@ def run(
                               gpus_per_node)
     config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                               capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
-                              gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw))
+                              gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw), shard_within=shard_within)
     factor = dilation_factor(dilation)
     check_capture_room([config])
     require_privileges()

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 import psutil
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from netbench import safe_files
 from netbench.emulation.spec import ClusterSpec
 from netbench.replicators.config import ReplicatorConfig
+from netbench.worker.groups import Layout
 from netbench.workloads.config import WorkloadConfig
 
 DEFAULT_REPORTS = Path("reports/runs")
@@ -43,6 +45,25 @@ class RunConfig(BaseModel):
                                  "and replicate between nodes (FlexDeMo); 1: one worker per node.")
     intra_bw_bps: float | None = Field(None, gt=0, description="Intra-node link rate of a node, shared by its G workers (one tbf on its "
                                        "loopback), tc units; default unshaped.")  # in bit/s here; the option takes tc units
+    shard_within: Literal["node", "site"] = Field("node", description="What shards the model (FlexDeMo): node, the "
+                                                  "--gpus-per-node workers of each node, replicating between nodes; site, "
+                                                  "every worker of a site, replicating between sites (needs a topology of "
+                                                  "two or more sites of equal size).")
+
+    @field_validator("shard_within")
+    @classmethod
+    def _sites_shard_alike(cls, v: str, info: ValidationInfo) -> str:
+        """Sharding by site needs sites to replicate between, and sites that cut the model into the same slices."""
+        cluster = info.data.get("cluster")
+        if v == "site" and cluster is not None:
+            check_sites(cluster.graph.groups())
+        return v
+
+    def shard_layout(self) -> Layout | None:
+        """The sharding groups of ``shard_within site``: each site's ranks (through the rank placement); None: G per node."""
+        if self.shard_within == "node":
+            return None
+        return Layout.per_site(self.cluster.graph.groups().values(), self.cluster.placement, self.gpus_per_node)
 
     @field_validator("out_dir")
     @classmethod
@@ -79,3 +100,19 @@ class RunConfig(BaseModel):
             raise ValueError(f"workload: {self.workload.param_count():.3g} parameters on {here} workers need about "
                              f"{need / 2**30:.0f} GiB of memory; this host has {have / 2**30:.0f} GiB")
         return self
+
+
+def check_sites(sites: dict[str, list[int]]) -> None:
+    """ValueError (one line) unless there are two or more sites, all with the same number of nodes.
+
+    One site leaves nothing to replicate with: every slice's replication group would be the rank
+    itself, and the run would measure sharding inside one LAN, not replication between sites.
+    Sites of unequal size would cut the model into slices of different sizes, which no replication
+    group can exchange; they are refused until slices can be matched across sites.
+    """
+    if len(sites) < 2:
+        raise ValueError("needs a topology of two or more sites to replicate between; this cluster is one site")
+    sizes = {name: len(nodes) for name, nodes in sites.items()}
+    if len(set(sizes.values())) > 1:
+        shown = ", ".join(f"{name} {n}" for name, n in sizes.items())
+        raise ValueError(f"needs sites of equal size, got nodes per site: {shown}")

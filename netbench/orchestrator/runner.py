@@ -188,7 +188,7 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[subprocess.Pop
 def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float) -> list[Path]:
     """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``dilation`` paces their CPU phases."""
     paths = []
-    g = config.gpus_per_node
+    g, layout = config.gpus_per_node, config.shard_layout()
     placement = cluster.spec.placement
     master = cluster.nodes[placement[0]]
     for slot, index in enumerate(placement):
@@ -201,6 +201,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
                 workload=config.workload, out_path=str(run_dir.records_path(rank)),
                 timeout_s=timeout_s, threads=config.threads, cpu_dilation=dilation,
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
+                **({"shard_groups": layout.shards} if layout is not None else {}),
             )
             path = run_dir.spec_path(rank)
             safe_files.write_text(path, spec.model_dump_json(indent=2))

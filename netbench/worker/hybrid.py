@@ -1,7 +1,8 @@
-"""The worker's side of G > 1: its groups, the hierarchical replicator, and the intra-node fields it records.
+"""The worker's side of hierarchical sharding: its groups, the hierarchical replicator, and the fields it records.
 
-Kept apart from :mod:`netbench.worker.loop` so that a node with one worker runs exactly the
-code it always did.
+Sharding groups are a node's G workers or a site's workers (:mod:`netbench.worker.groups`). Kept
+apart from :mod:`netbench.worker.loop` so that a flat run (every worker replicates the whole
+model with every other) runs exactly the code it always did.
 """
 
 from __future__ import annotations
@@ -10,23 +11,32 @@ from typing import Any
 
 from netbench.replicators.hierarchical import HierarchicalReplicator
 from netbench.worker.counters import read_counters
-from netbench.worker.groups import Layout, build_groups
+from netbench.worker.groups import build_groups
 
 INTRA_STATS = ("intra_comm_s", "intra_payload_bytes", "intra_collectives")
 
 
 def hierarchical_replicator(workload, spec, build, names) -> HierarchicalReplicator:
     """This rank's two groups and the FlexDeMo wrapper around the configured replicator."""
-    layout = Layout(spec.world_size // spec.gpus_per_node, spec.gpus_per_node)
-    groups = build_groups(layout, spec.rank)
+    groups = build_groups(spec.layout(), spec.rank)
     return HierarchicalReplicator(workload.parameters(), spec.replicator, build, groups.shard, groups.shard_ranks,
                                   groups.local_rank, groups.replica, names)
 
 
+def place_fields(spec) -> dict[str, Any]:
+    """Where this rank sits: its node and local rank (rank = node * G + local rank) and, with groups in the spec
+    (a site's ranks), its sharding group and its place in it."""
+    g = spec.gpus_per_node
+    out: dict[str, Any] = {"node": spec.rank // g, "local_rank": spec.rank % g}
+    if spec.shard_groups is not None:
+        layout = spec.layout()
+        out.update(shard_group=layout.group_of(spec.rank), shard_rank=layout.local_rank_of(spec.rank))
+    return out
+
+
 def intra_fields(worker, stats) -> dict[str, Any]:
-    """The step's intra-node collectives and, when the spec names it, the intra-node link's counter deltas."""
-    g = worker.spec.gpus_per_node
-    out: dict[str, Any] = {"node": worker.spec.rank // g, "local_rank": worker.spec.rank % g}
+    """The step's collectives inside the sharding group and, when the spec names it, the intra-node link's counter deltas."""
+    out = place_fields(worker.spec)
     out.update({k: getattr(stats, k, 0) for k in INTRA_STATS})
     if worker.intra_before is not None:
         after = read_counters(worker.spec.intra_iface)
@@ -37,5 +47,4 @@ def intra_fields(worker, stats) -> dict[str, Any]:
 
 def done_fields(worker) -> dict[str, Any]:
     """Digests of the model and of this rank's slices after the last step (a test compares them across ranks)."""
-    g = worker.spec.gpus_per_node
-    return {"node": worker.spec.rank // g, "local_rank": worker.spec.rank % g, **worker.replicator.digests()}
+    return {**place_fields(worker.spec), **worker.replicator.digests()}

@@ -94,7 +94,7 @@ class WorkerRun:
         from netbench.replicators import build_replicator
 
         names = [s.name for s in workload.param_shapes()]  # as the model's shape list names them
-        if spec.gpus_per_node > 1:
+        if spec.sharded:
             from netbench.worker.hybrid import hierarchical_replicator
 
             replicator = hierarchical_replicator(workload, spec, build_replicator, names)
@@ -132,7 +132,7 @@ class WorkerRun:
         }
         record.update({name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)})
         record.update(step_s=ended - began, loss=loss, **(after - before).as_dict())
-        if self.spec.gpus_per_node > 1:
+        if self.spec.sharded:
             from netbench.worker.hybrid import intra_fields
 
             record.update(intra_fields(self, stats))
@@ -148,7 +148,7 @@ class WorkerRun:
         done.update({name: sum(r[name] for r in steps) for name in SUMMED_FIELDS})
         done["mean_step_s"] = done["step_s"] / len(steps)
         done["final_loss"] = steps[-1]["loss"]
-        if spec.gpus_per_node > 1:
+        if spec.sharded:
             from netbench.worker.hybrid import done_fields
 
             done.update(done_fields(self))

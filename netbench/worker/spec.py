@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from netbench.replicators.config import ReplicatorConfig
 from netbench.validation import one_line
+from netbench.worker.groups import Layout
 from netbench.workloads.config import WorkloadConfig
 
 _ENV_FIELDS = {"rank": "RANK", "world_size": "WORLD_SIZE", "master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT"}
@@ -44,6 +45,9 @@ class WorkerSpec(BaseModel):
     cpu_dilation: float = Field(1.0, ge=1.0, description="time dilation k: CPU phases padded to k times their CPU time (netbench.pacing)")
     gpus_per_node: int = Field(1, ge=1, description="G workers per node: shard inside it, replicate between nodes (rank = node * G + local rank)")
     intra_iface: str | None = Field(None, min_length=1, description="interface of the intra-node link, for its counters ('lo'); None: not read")
+    shard_groups: tuple[tuple[int, ...], ...] | None = Field(
+        None, min_length=1, description="the sharding groups as rank lists of one size, every rank once (a site's ranks with "
+        "--shard-within site); None: the gpus_per_node workers of each node")
 
     @model_validator(mode="after")
     def _rank_in_world(self) -> "WorkerSpec":
@@ -51,7 +55,22 @@ class WorkerSpec(BaseModel):
             raise ValueError(f"rank {self.rank} is outside world size {self.world_size}")
         if self.world_size is not None and self.world_size % self.gpus_per_node:
             raise ValueError(f"world size {self.world_size} is not a multiple of gpus_per_node {self.gpus_per_node}")
+        if self.shard_groups is not None:
+            layout = Layout(self.shard_groups)  # unequal or overlapping groups: a ValueError, one line
+            if self.world_size is not None and layout.world_size != self.world_size:
+                raise ValueError(f"shard_groups hold {layout.world_size} ranks, the world has {self.world_size}")
         return self
+
+    def layout(self) -> Layout:
+        """Who shards with whom (needs a resolved world size): the spec's groups, else G consecutive ranks per node."""
+        if self.shard_groups is not None:
+            return Layout(self.shard_groups)
+        return Layout.per_node(self.world_size // self.gpus_per_node, self.gpus_per_node)
+
+    @property
+    def sharded(self) -> bool:
+        """Whether the hierarchical step runs: sharding groups of more than one rank."""
+        return len(self.shard_groups[0]) > 1 if self.shard_groups is not None else self.gpus_per_node > 1
 
     @property
     def total_steps(self) -> int:
