@@ -44,7 +44,8 @@ from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
 
-__all__ = ["RunLike", "period_warnings", "workload_shapes", "local_time_s", "scenario_for", "layout_of", "model_step", "predict", "prediction", "as_summary", "predict_run"]
+__all__ = ["RunLike", "period_warnings", "workload_shapes", "local_time_s", "measured_codec_s", "scenario_for", "layout_of",
+           "model_step", "predict", "prediction", "as_summary", "predict_run", "replay_run", "model_errors"]
 
 
 class RunLike(Protocol):
@@ -96,6 +97,23 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
     return float(local.groupby(measured["step"]).max().median())
 
 
+def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
+    """Measured (encode, decode) per step: the slowest node's in each step, median over the measured steps.
+
+    What the replay feeds the model in place of the calibration's codec times: the cores of a shared host drift by a
+    third within minutes, and a forecast made from calibration then misses by what the host did, not the network.
+    """
+    if steps.empty or "compress_s" not in steps:
+        return None
+    measured = measured_steps(steps)
+    if measured.empty or not measured["compress_s"].notna().any():
+        return None
+    per_step = measured.groupby("step")
+    encode = float(per_step["compress_s"].max().median())
+    decode = float(per_step["decode_s"].max().median()) if "decode_s" in measured and measured["decode_s"].notna().any() else 0.0
+    return encode, decode
+
+
 def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration) -> Scenario:
     """The model's view of an emulated cluster: flat, ring collectives, this host's ACK ratio, the nodes' TCP settings."""
     from netbench.emulation.tcpsettings import expected_tcp_settings
@@ -138,13 +156,14 @@ def model_step(config: RunLike, shapes: Sequence[ParamShape], local_s: float, ca
 
 
 def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration,
-            cpus: int | None = None) -> StepEstimate:
+            cpus: int | None = None, codec_s: tuple[float, float] | None = None) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
 
     Its ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter),
-    on the slowest node.
+    on the slowest node; ``codec_s`` replaces them with measured (encode, decode) times (the replay), which already
+    hold the slowest node's own speed.
     """
-    enc, dec = encode_decode_s(config, shapes, calibration, cpus)
+    enc, dec = codec_s if codec_s is not None else encode_decode_s(config, shapes, calibration, cpus)
     scenario, g = scenario_for(config.cluster, local_s, calibration), hybrid.gpus_per_node(config)
     scheme = hybrid.per_worker(scheme_from_config(config.replicator), shapes, g)
     if g > 1:  # N nodes of G workers: the model's hierarchical terms, fed what each node's workers replicate
@@ -153,7 +172,7 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
         est = estimate(scheme, shapes, scenario, calibration)
     else:  # the run's graph and placement: per-hop rates, delays and sharing, and its slowest node
         est = model_step(config, shapes, local_s, calibration).step
-        scale = max(node.compute_scale for node in config.cluster.graph.nodes)
+        scale = 1.0 if codec_s is not None else max(node.compute_scale for node in config.cluster.graph.nodes)
         enc, dec = enc * scale, dec * scale
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
@@ -211,3 +230,37 @@ def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = Non
         return Prediction.new(**out).to_json()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def replay_run(config: RunLike, steps: pd.DataFrame, calibration: Calibration | None = None,
+               cpus: int | None = None) -> float | None:
+    """The replayed step: the model's communication and overlap terms fed with the run's own measured local work.
+
+    Compute and apply (:func:`local_time_s`) and encode and decode (:func:`measured_codec_s`) are the slowest node's
+    in each measured step, median over steps; only the network is predicted. Its error judges the network model on
+    what the network did; the forecast (:func:`predict_run`, codec from calibration) says what a user would have been
+    told before the run. None where the run measured no codec or the model cannot price it.
+    """
+    try:
+        local, codec = local_time_s(steps), measured_codec_s(steps)
+        if local is None or codec is None:
+            return None
+        calib = calibration if calibration is not None else load_calibration()
+        shapes = workload_shapes(config.workload, config.cluster.nodes)
+        return float(predict(config, shapes, local, calib, cpus or host_cpus(), codec_s=codec).step_time_s)
+    except Exception:  # noqa: BLE001 - the forecast's own error is reported; the replay is then simply absent
+        return None
+
+
+def model_errors(summary: dict[str, Any]) -> dict[str, float]:
+    """``forecast_error`` and ``replay_error``, (model - measured) / measured of the median step, where both sides exist."""
+    measured = summary.get("step_time_s")
+    if not measured:
+        return {}
+    out: dict[str, float] = {}
+    forecast = (summary.get("predicted") or {}).get("step_time_s")
+    if forecast:
+        out["forecast_error"] = forecast / measured - 1
+    if summary.get("replay_step_time_s"):
+        out["replay_error"] = summary["replay_step_time_s"] / measured - 1
+    return out

@@ -23,7 +23,7 @@ from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
-from netbench.orchestrator.prediction import predict_run
+from netbench.orchestrator.prediction import model_errors, predict_run, replay_run
 from netbench.orchestrator import health
 from netbench.orchestrator.hybrid_results import hybrid_summary
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
@@ -239,11 +239,19 @@ def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> d
     calibration = out.calibration
     calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
     predicted = predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity) if known else {"error": "link rate unknown"}
-    return {"predicted" if "error" not in predicted else "prediction_error": predicted.get("error", predicted)}
+    if "error" in predicted:
+        return {"prediction_error": predicted["error"]}
+    replay = replay_run(out.config, steps, calib, cpus=out.cpus)
+    return {"predicted": predicted, **({"replay_step_time_s": replay} if replay is not None else {})}
 
 
-def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, predicted: dict[str, Any] | None) -> dict[str, Any]:
-    """``fidelity`` (a copy) flagged where the nodes' codec took more CPU time than the calibration the model predicts with."""
+def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, predicted: dict[str, Any] | None,
+                      replayed: bool = False) -> dict[str, Any]:
+    """``fidelity`` (a copy) with the nodes' codec CPU time against the calibration the forecast used.
+
+    Where the run has a replay (the model fed the measured codec), a codec slower than calibrated moves the forecast
+    only, so it is a note; without one it is a reason the run does not describe the model's machines.
+    """
     from netbench.orchestrator.fidelity import codec_reason, codec_speed
 
     speed = codec_speed(steps, (predicted or {}).get("codec_cpu_s"), (predicted or {}).get("step_time_s"))
@@ -251,7 +259,9 @@ def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, predicted: 
         return fidelity
     judged = {**fidelity, "observed": {**(fidelity.get("observed") or {}), "codec_cpu": speed}}
     reason = codec_reason(speed)
-    if reason:
+    if reason and replayed:
+        judged["notes"] = [*fidelity.get("notes", []), f"{reason} (the forecast's error; the replay takes the measured codec)"]
+    elif reason:
         judged.update(ok=False, reasons=[*fidelity.get("reasons", []), reason])
     return judged
 
@@ -265,12 +275,13 @@ def _write_files(run_dir: RunDir, out: RunOutput, steps: pd.DataFrame, reason: s
     summary.update({"run_id": out.run_id, "status": out.status, "reason": reason, **config_summary(config),
                     "delay_engine": out.cluster.get("delay_engine"), "run_dir": str(run_dir.path)})
     if fidelity is not None and out.status == "ok":
-        fidelity = _with_codec_speed(fidelity, steps, prediction.get("predicted"))
+        fidelity = _with_codec_speed(fidelity, steps, prediction.get("predicted"), "replay_step_time_s" in prediction)
     if fidelity is not None:
-        summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "dilation", "cpu_stretch") if k in fidelity}
+        summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "notes", "dilation", "cpu_stretch") if k in fidelity}
     if out.status == "ok":
         summary.update(prediction)
         summary.update(health.slowdown(summary))
+        summary.update(model_errors(summary))
     run_json = {
         "run_id": out.run_id, "status": out.status, "reason": reason, "warnings": out.warnings,
         "started": dt.datetime.fromtimestamp(out.started).isoformat(), "wall_s": time.time() - out.started,
