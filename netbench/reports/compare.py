@@ -101,7 +101,7 @@ class Comparison:
         if gating:
             counts = {kind: sum(p.kind == kind for p in gating) for kind in dict.fromkeys(p.kind for p in gating)}
             what = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-            where = f"; {self.nothing_comparable}" if self.nothing_comparable else f" ({len(self.rows)} points matched)"
+            where = f"; nothing to compare: {self.nothing_comparable}" if self.nothing_comparable else f" ({len(self.rows)} points matched)"
             return f"FAIL: {what}{where}"
         if self.nothing_comparable:
             return f"nothing to compare: {self.nothing_comparable}"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pydantic
 
@@ -165,8 +166,9 @@ def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
         steps = per_step(frame)
     except (ValueError, TypeError, KeyError) as exc:
         raise CompareError(f"{clean_text(path)}: unreadable steps ({clean_text(exc, 120)})") from None
-    step = spread(steps["step_s"])
-    wire = spread(steps["wire_tx_bytes"]) if "wire_tx_bytes" in steps else None
+    with np.errstate(invalid="ignore"):  # an inf step gives a nan spread, which the comparison reports
+        step = spread(steps["step_s"])
+        wire = spread(steps["wire_tx_bytes"]) if "wire_tx_bytes" in steps else None
     return (step.median_error if step else None), (wire.median_error if wire else None)
 
 
