@@ -29,7 +29,7 @@ import pydantic
 
 from netbench.reports.steps import per_step, spread
 from netbench.rundir.layout import RunDir
-from netbench.rundir.summary import metric
+from netbench.rundir.summary import measured_steps, metric
 from netbench.rundir.sweepdir import SUMMARY, SWEEP_JSON, TEXT, run_path
 from netbench.units import UnitError, format_rate, parse_rate, parse_time
 
@@ -68,12 +68,13 @@ class PointFigures:
 
     def broken_figures(self) -> list[str]:
         """What a comparison cannot use: ``step time inf``, ``wire bytes nan`` (missing), a non-finite noise."""
-        figures = {"step time": self.step_time_s, "wire bytes": self.wire_bytes,
-                   "step-time noise (steps.csv)": self.step_noise_s, "wire-bytes noise (steps.csv)": self.wire_noise}
         out = []
-        for name, value in figures.items():
-            if value is not None and not (math.isfinite(value) and value >= 0):
+        for name, value in {"step time": self.step_time_s, "wire bytes": self.wire_bytes}.items():
+            if not (math.isfinite(value) and value >= 0):
                 out.append(f"{name} is {value:g}{' (missing or not a number)' if math.isnan(value) else ''}")
+        for name, value in {"step times": self.step_noise_s, "wire bytes": self.wire_noise}.items():
+            if value is not None and not math.isfinite(value):
+                out.append(f"steps.csv {name} are not all finite numbers")
         return out
 
 
@@ -164,12 +165,24 @@ def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
         return None, None
     try:
         steps = per_step(frame)
+        every_node_finite = _all_finite(measured_steps(frame)["step_s"])  # each node's step, before the max over nodes
     except (ValueError, TypeError, KeyError) as exc:
         raise CompareError(f"{clean_text(path)}: unreadable steps ({clean_text(exc, 120)})") from None
-    with np.errstate(invalid="ignore"):  # an inf step gives a nan spread, which the comparison reports
-        step = spread(steps["step_s"])
-        wire = spread(steps["wire_tx_bytes"]) if "wire_tx_bytes" in steps else None
-    return (step.median_error if step else None), (wire.median_error if wire else None)
+    step = _noise(steps["step_s"]) if every_node_finite else math.nan
+    wire = _noise(steps["wire_tx_bytes"]) if "wire_tx_bytes" in steps else None
+    return step, wire
+
+
+def _all_finite(values: pd.Series) -> bool:
+    return bool(np.isfinite(pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)).all())
+
+
+def _noise(values: pd.Series) -> float | None:
+    """The standard error of the series' median; nan where a value is not a finite number (reported, never averaged away)."""
+    if not _all_finite(values):
+        return math.nan
+    found = spread(values)
+    return found.median_error if found else None
 
 
 def _figures(label: str, summary: dict[str, Any], run_dir: Path | None) -> PointFigures:
@@ -177,8 +190,16 @@ def _figures(label: str, summary: dict[str, Any], run_dir: Path | None) -> Point
     captured = _number(summary.get(WIRE_TX.captured))
     wire, source = (captured, "capture") if not math.isnan(captured) else (_number(summary.get(WIRE_TX.key)), "counters")
     step_noise, wire_noise = _steps_noise(run_dir)
-    return PointFigures(label, clean_text(summary.get("status"), 40) or "(none)", _number(summary.get("step_time_s")), wire,
+    return PointFigures(label, _status(summary.get("status")), _number(summary.get("step_time_s")), wire,
                         step_noise, wire_noise, source, clean_text(summary.get("reason")))
+
+
+def _status(raw: Any) -> str:
+    """``ok`` only for exactly ``ok``; anything else as printable text (``'ok '`` quoted, so it does not read as ok)."""
+    if raw == "ok":
+        return "ok"
+    shown = clean_text(raw, 40)
+    return repr(shown) if shown == "ok" else shown or "(none)"
 
 
 def _label(key: Key) -> str:
