@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from netbench.reports.compare import PointFigures, compare, load_side, parse_fraction
+from netbench.reports.compare import PointFigures, Side, compare, load_side, parse_fraction
 from synthetic_sweep import grid, write_sweep
 
 NETBENCH = str(Path(sys.executable).parent / "netbench") if (Path(sys.executable).parent / "netbench").exists() else shutil.which("netbench")
@@ -23,6 +23,11 @@ def nb(*args: str) -> subprocess.CompletedProcess:
 
 def figs(step: float, wire: float, step_noise: float | None = None, wire_noise: float | None = None, status: str = "ok") -> PointFigures:
     return PointFigures("p", status, step, wire, step_noise, wire_noise, "counters")
+
+
+def side(points: dict) -> Side:
+    """A side of hand-made figures (no grid recorded: every BASELINE point is expected in CURRENT)."""
+    return Side(points, None, tuple(p for p in points.values() if not p.ok), None, len(points))
 
 
 def test_matching_is_by_coordinates_not_point_key(tmp_path) -> None:
@@ -39,28 +44,28 @@ def test_matching_is_by_coordinates_not_point_key(tmp_path) -> None:
 
 def test_threshold_is_exceeded_only_beyond_the_noise() -> None:
     key = ("full", 2, 10_000_000, 0.0)
-    base = {key: figs(1.0, 1000.0)}
-    assert compare(base, {key: figs(1.15, 1000.0)}, 0.10).step_regressions == ["p"]  # 15 % > 10 %, no noise known
-    assert compare(base, {key: figs(1.15, 1000.0, step_noise=0.03)}, 0.10).step_regressions == ["p"]  # 1.15 > 1.10 + 0.03
-    assert compare(base, {key: figs(1.15, 1000.0, step_noise=0.06)}, 0.10).step_regressions == []  # within 1.10 + 0.06
-    both = compare({key: figs(1.0, 1000.0, step_noise=0.03)}, {key: figs(1.15, 1000.0, step_noise=0.04)}, 0.10)
+    base = side({key: figs(1.0, 1000.0)})
+    assert compare(base, side({key: figs(1.15, 1000.0)}), 0.10).step_regressions == ["p"]  # 15 % > 10 %, no noise known
+    assert compare(base, side({key: figs(1.15, 1000.0, step_noise=0.03)}), 0.10).step_regressions == ["p"]  # 1.15 > 1.10 + 0.03
+    assert compare(base, side({key: figs(1.15, 1000.0, step_noise=0.06)}), 0.10).step_regressions == []  # within 1.10 + 0.06
+    both = compare(side({key: figs(1.0, 1000.0, step_noise=0.03)}), side({key: figs(1.15, 1000.0, step_noise=0.04)}), 0.10)
     assert both.step_regressions == [] and both.rows[0].step_noise_rel == pytest.approx(0.05)  # hypot(0.03, 0.04)
-    grown = compare(base, {key: figs(1.0, 1050.0)}, 0.10, 0.03)
+    grown = compare(base, side({key: figs(1.0, 1050.0)}), 0.10, 0.03)
     assert grown.wire_regressions == ["p"] and grown.exit_code() == 1
-    assert compare(base, {key: figs(1.0, 1020.0)}, 0.10, 0.03).exit_code() == 0
-    assert compare(base, {key: figs(1.5, 1000.0)}, time_advisory=True).exit_code() == 0  # time reported, not gating
-    assert compare(base, {key: figs(1.0, 1000.0, status="failed")}).exit_code() == 1
-    assert compare(base, {key: figs(0.5, 500.0)}).exit_code() == 0  # faster and smaller is fine
+    assert compare(base, side({key: figs(1.0, 1020.0)}), 0.10, 0.03).exit_code() == 0
+    assert compare(base, side({key: figs(1.5, 1000.0)}), time_advisory=True).exit_code() == 0  # time reported, not gating
+    assert compare(base, side({key: figs(1.0, 1000.0, status="failed")})).exit_code() == 1
+    assert compare(base, side({key: figs(0.5, 500.0)})).exit_code() == 0  # faster and smaller is fine
 
 
 def test_noise_comes_from_the_steps_spread(tmp_path) -> None:
     side = load_side(write_sweep(tmp_path / "s", grid(), spread=0.1))
-    point = side[("full", 2, 10_000_000, 0.0)]
+    point = side.points[("full", 2, 10_000_000, 0.0)]
     # per-step times 0.9 and 1.1 alternate: MAD 0.1, standard error of the median 1.4826 * 1.2533 * 0.1 / sqrt(8)
     assert point.step_noise_s == pytest.approx(1.4826 * 1.2533 * 0.1 / 8 ** 0.5, rel=1e-6)
     assert point.wire_noise == 0.0
     bare = load_side(write_sweep(tmp_path / "bare", grid(), with_runs=False))
-    assert bare[("full", 2, 10_000_000, 0.0)].step_noise_s is None
+    assert bare.points[("full", 2, 10_000_000, 0.0)].step_noise_s is None
 
 
 def test_parse_fraction() -> None:
@@ -93,14 +98,16 @@ def test_exit_codes_through_the_console_script(tmp_path) -> None:
     slow = _scaled(base, tmp_path / "slow", "step_time_s", 1.3)
     out = nb("compare", str(base), str(slow), "--max-slowdown", "10%")
     assert out.returncode == 1, out.stderr
-    last = out.stdout.strip().splitlines()[-1]
-    assert "step time regressed" in last and all(p in last for p in ("full 2n 10mbit 0ms", "dct 2n 100mbit 0ms"))
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "FAIL: 4 slower (4 points matched)"
+    assert "slower: full 2n 10mbit 0ms: step time +30.0% beyond +10% + noise ±" in out.stdout
+    assert sum(line.startswith("slower: ") for line in lines) == 4
     assert nb("compare", str(base), str(slow), "--max-slowdown", "40%").returncode == 0
     assert nb("compare", str(base), str(slow), "--time-advisory").returncode == 0  # CI: timing informs, never fails
 
     grown = _scaled(base, tmp_path / "grown", "wire_tx_bytes_per_step", 1.05)
     out = nb("compare", str(base), str(grown), "--time-advisory")
-    assert out.returncode == 1 and "wire bytes grew beyond 3%" in out.stdout
+    assert out.returncode == 1 and "bytes: dct 2n 10mbit 0ms: wire bytes +5.0% beyond +3% + noise" in out.stdout
     assert nb("compare", str(base), str(grown), "--max-bytes-growth", "6%").returncode == 0
 
     other = write_sweep(tmp_path / "other", grid(rates=("1gbit",)))

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from netbench.cli.errors import UserError
+
+if TYPE_CHECKING:
+    from netbench.reports.compare import Comparison
 
 
 def compare(
@@ -21,46 +24,81 @@ def compare(
     max_bytes_growth: str = typer.Option("3%", "--max-bytes-growth", help="Wire bytes per step may grow this much beyond its noise."),
     time_advisory: bool = typer.Option(False, "--time-advisory", help="Report step-time regressions without failing on them (shared, noisy machines); bytes still fail."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of a table."),
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write a markdown summary (for a CI job's summary page) to this file."),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write a markdown summary (for a CI job's summary page) to this file, replacing it."),
 ) -> None:
-    """Match points by configuration; exit 1 when one regresses beyond its threshold and noise, 0 otherwise, 2 on bad input."""
-    from netbench.reports.compare import HEADERS, CompareError, compare as run_compare, load_side, parse_fraction, table_rows
-    from netbench.reports.compare import to_json, to_markdown, workload_mismatch, workload_of
+    """Match points by configuration; exit 1 when CURRENT is broken or a point regresses beyond its threshold and noise,
+    0 otherwise, 2 on bad input or when nothing is comparable."""
+    from netbench.reports.compare import CompareError, compare as run_compare, load_side, parse_fraction, to_json, to_markdown
 
     try:
         slowdown = parse_fraction(max_slowdown, "--max-slowdown")
         growth = parse_fraction(max_bytes_growth, "--max-bytes-growth")
-        if markdown is not None and not markdown.parent.is_dir():
-            raise CompareError(f"--markdown: folder {str(markdown.parent)!r} does not exist")
+        if markdown is not None:
+            _check_markdown_folder(markdown)
         base, cur = load_side(baseline), load_side(current)
     except CompareError as exc:
         raise UserError(str(exc)) from None
-    if differs := workload_mismatch(workload_of(baseline), workload_of(current)):
-        raise UserError(f"nothing to compare: the workloads differ ({differs})")
     result = run_compare(base, cur, slowdown, growth, time_advisory)
-    if not result.rows:
-        raise UserError(f"nothing to compare: no point of {current} matches one of {baseline} "
-                        f"({len(base)} vs {len(cur)} points by replicator, nodes, rate and delay)")
+    code = result.exit_code()
+    if code == 2:
+        raise UserError(result.verdict())
     if markdown is not None:
-        markdown.write_text(to_markdown(result, str(baseline), str(current)))
+        _write_markdown(markdown, to_markdown(result, str(baseline), str(current)))
     if as_json:
         print(json.dumps(to_json(result), indent=2))
     else:
-        table = Table(title=f"{baseline} -> {current}", title_style="bold")
+        _print(result, str(baseline), str(current))
+    sys.stdout.flush()
+    raise typer.Exit(code)
+
+
+def _check_markdown_folder(markdown: Path) -> None:
+    """Refuse, before anything is read, a --markdown folder another user could plant a link in."""
+    from netbench.safe_files import UnsafeOutput, check_folder
+
+    if not markdown.parent.is_dir():
+        raise UserError(f"--markdown: folder {_shown(markdown.parent)!r} does not exist")
+    try:
+        check_folder(markdown.parent)
+    except UnsafeOutput as exc:
+        raise UserError(f"--markdown: {_shown(exc)}") from None
+
+
+def _write_markdown(markdown: Path, text: str) -> None:
+    """Replace the file (a fresh name renamed into place: never written through a link planted at its name)."""
+    from netbench.safe_files import write_text
+
+    try:
+        write_text(markdown, text)
+    except OSError as exc:
+        raise UserError(f"--markdown: cannot write {_shown(markdown)!r}: {exc.strerror}") from None
+
+
+def _shown(value: object) -> str:
+    from netbench.reports.compare_inputs import clean_text
+
+    return clean_text(value, 300)
+
+
+def _print(result: "Comparison", baseline: str, current: str) -> None:
+    """The table, then one line per note and per problem, then the verdict (the last line)."""
+    from netbench.reports.compare import HEADERS, table_rows
+
+    console = Console(width=max(140, Console().width), markup=False, emoji=False, highlight=False)  # every text is literal
+    if result.rows:
+        table = Table(title=f"{_shown(baseline)} -> {_shown(current)}", title_style="bold")
         for i, name in enumerate(HEADERS):
             table.add_column(name, justify="left" if i in (0, len(HEADERS) - 1) else "right")
         for cells in table_rows(result):
-            style = "red" if cells[-1] not in ("ok",) else None
-            table.add_row(*cells, style=style)
-        console = Console(width=max(140, Console().width))
+            table.add_row(*cells, style="red" if cells[-1] != "ok" else None)
         console.print(table)
-        for note in result.notes:
-            console.print(f"note: {note}")
-        if result.only_base or result.only_cur:
-            console.print(f"unmatched (not compared): {_few(result.only_base)} only in baseline; {_few(result.only_cur)} only in current")
-        print(result.verdict())
-    sys.stdout.flush()
-    raise typer.Exit(result.exit_code())
+    for note in result.notes:
+        print(f"note: {note}")
+    if result.only_base or result.only_cur:
+        print(f"unmatched (not compared): {_few(result.only_base)} only in baseline; {_few(result.only_cur)} only in current")
+    for problem in result.problems:
+        print(problem.line())
+    print(result.verdict())
 
 
 def _few(labels: list[str], shown: int = 4) -> str:
