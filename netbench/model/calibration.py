@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import safe_files
 from netbench.validation import one_line
+from netbench.small_files import UnreadableFile, read_small_text
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
@@ -178,9 +179,13 @@ def default_path() -> Path | None:
 def read_calibration(target: Path) -> Calibration:
     """The calibration saved at ``target``; a missing, unreadable or invalid file is a CalibrationError."""
     try:
-        data = json.loads(target.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(read_small_text(target, "calibration file"))
+    except UnreadableFile as exc:
+        raise CalibrationError(f"{exc} (re-run netbench calibrate)") from None
+    except json.JSONDecodeError as exc:
         raise CalibrationError(f"calibration file {str(target)!r} cannot be read: {exc}") from None
+    if not isinstance(data, dict):
+        raise CalibrationError(f"calibration file {str(target)!r}: expected a JSON object (re-run netbench calibrate)")
     try:
         return Calibration.model_validate(data)
     except pydantic.ValidationError as exc:

@@ -27,6 +27,7 @@ from netbench.safe_files import NAME_PATTERN
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.validation import one_line
 from netbench.workloads.config import WorkloadConfig
+from netbench.small_files import UnreadableFile, read_small_text
 
 __all__ = ["ScenarioError", "Grid", "SweepScenario", "Point", "load_scenario", "read_toml", "scenario_from_dict", "points"]
 
@@ -149,9 +150,9 @@ def scenario_from_dict(data: dict[str, Any], source: str = "", names: dict[str, 
 def read_toml(path: Path) -> dict[str, Any]:
     """A scenario file's raw table (validated later, after any command-line overrides)."""
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+        data = tomllib.loads(read_small_text(path, "scenario file"))
+    except UnreadableFile as exc:
+        raise ScenarioError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: invalid TOML: {exc}") from None
     data.setdefault("name", path.stem)
