@@ -124,7 +124,7 @@ def test_only_traffic_to_peers_is_shaped_and_a_killed_worker_leaves_nothing(host
         to_peer, to_bystander = goodput_bps(east, west), goodput_bps(east, bystander)
         print(f"east -> west (peer, 100mbit path): {to_peer / 1e6:.1f} Mbit/s; east -> bystander: {to_bystander / 1e6:.1f} Mbit/s")
         assert 0.90 <= to_peer / WAN_BPS <= 0.97, to_peer
-        assert to_bystander > 5 * WAN_BPS, to_bystander  # the default class is unshaped
+        assert to_bystander > 3 * WAN_BPS, to_bystander  # the default class is unshaped (CPU-bound here, 0.7-2.2 Gbit/s)
         assert all(w.poll() is None for w in workers), logs()
         workers[0].send_signal(signal.SIGKILL)
         workers[0].wait(timeout=10)
@@ -136,6 +136,23 @@ def test_only_traffic_to_peers_is_shaped_and_a_killed_worker_leaves_nothing(host
             if w.poll() is None:
                 w.kill()
                 w.wait()
+
+
+def test_a_delayed_path_without_netem_is_refused_before_anything_is_installed(hosts, topology_file: Path, tmp_path: Path) -> None:
+    """Delay on a real host needs netem: without it one line, exit 2, and the interface keeps the kernel's default."""
+    from netbench.emulation.capabilities import detect
+
+    if detect().netem:
+        pytest.skip("this kernel has netem: the delayed path is shaped")
+    east = hosts.nodes[0]
+    delayed = tmp_path / "delayed.toml"
+    delayed.write_text(TOPOLOGY.replace('bw = "100mbit"', 'bw = "100mbit"\ndelay = "20ms"'))
+    env = {**ENV, "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": east.address, "MASTER_PORT": str(_free_port())}
+    done = east.run([sys.executable, "-m", "netbench", "worker", "--iface", "eth0", "--topology", str(delayed), "-r", "full",
+                     "--out", str(tmp_path / "out")], env=env, cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "n0 -> n1 has 20 ms one-way delay" in done.stderr and "netem" in done.stderr, done.stderr
+    assert root_of(east)[1] == 0
 
 
 # A worker's shaping alone, as tests/test_host_qdiscs.py has it, with the per-peer tree: shaped until stdin closes.
@@ -205,6 +222,7 @@ def test_torchrun_two_sites_match_netbench_run_over_their_wan(hosts, topology_fi
     assert [[(c["node"], c["ceil_bps"], c["addresses"]) for c in t["classes"]] for t in trees] == \
         [[("n1", WAN_BPS, [west.address])], [("n0", WAN_BPS, [east.address])]]
     assert ours["config"]["cluster"]["topology"]["kind"] == "file"
+    assert "predicted" in ours["summary"], ours["summary"]
 
     config = RunConfig(cluster=ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=WAN_BPS), down=DirectionSpec(rate_bps=WAN_BPS)),
                        replicator=ReplicatorConfig(name="full"),
@@ -215,5 +233,7 @@ def test_torchrun_two_sites_match_netbench_run_over_their_wan(hosts, topology_fi
     theirs = json.loads((reference.run_dir / "run.json").read_text())
     measured, reference_s = ours["summary"]["step_time_s"], theirs["summary"]["step_time_s"]
     print(f"step time: worker --topology {measured:.4f} s, netbench run --bw 100mbit {reference_s:.4f} s, "
-          f"ratio {measured / reference_s:.3f}")
+          f"ratio {measured / reference_s:.3f}; predicted {ours['summary']['predicted']}")
     assert abs(measured / reference_s - 1) <= 0.15
+    predicted = ours["summary"]["predicted"]["step_time_s"]  # the model walks the topology in run.json: the WAN, not the LAN
+    assert abs(measured / predicted - 1) <= 0.20, (measured, predicted)

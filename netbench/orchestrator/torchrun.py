@@ -36,8 +36,7 @@ from netbench.emulation.htb import HtbShaping, netem_missing
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.model.host import host_cpus
 from netbench.model.hostcache import host_calibration
-from netbench.orchestrator import results
-from netbench.orchestrator import peer_addresses
+from netbench.orchestrator import peer_addresses, results
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
 from netbench.orchestrator.rank_payload import PayloadError, broadcast_flags, check_payload, gather_json
@@ -59,7 +58,7 @@ class HostPlan:
     run_id: str
     shaping: DirectionSpec | None  # egress shaping this rank applies (local rank 0 of a shaped run only)
     partial: Path  # this host's record file while the run is in progress
-    topology: HostTopology | None = None  # --topology: this host's node (local rank 0 shapes per peer)
+    topology: HostTopology | None = None  # --topology: this host's node (its leader rank shapes per peer)
 
 
 @dataclass
