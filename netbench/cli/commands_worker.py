@@ -2,14 +2,15 @@
 
 The same workload and replicator options as `netbench run`; the network is whatever joins the
 hosts, measured on ``--iface`` and shaped there only when ``--bw``/``--up`` (and ``--delay``...)
-ask for it. Rank 0 writes the run directory `netbench run` would (see orchestrator/torchrun.py).
+ask for it, or per peer when ``--topology FILE`` places the hosts on a topology's nodes. Rank 0
+writes the run directory `netbench run` would (see orchestrator/torchrun.py).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -23,7 +24,35 @@ from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings
 from netbench.cli.run_config import build_run_config
 from netbench.emulation.spec import DirectionSpec
 
+if TYPE_CHECKING:
+    from netbench.orchestrator.host_topology import HostTopology
+
 console = Console(stderr=True)
+
+
+def _host_topology(file: Optional[Path], rank_order: str, world_size: int, rank: int, g: int, shaped: bool) -> "HostTopology | None":
+    """This host's node of ``--topology FILE`` and its paths, checked against torchrun's world; None without it."""
+    import os
+
+    from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
+    from netbench.topology import PlacementError, TopologyError, load_topology, parse_rank_order
+
+    if file is None:
+        if rank_order != "topology":
+            raise UserError("--rank-order: needs --topology")
+        return None
+    if shaped:
+        raise UserError("--topology: sets every path's rate and delay; drop --bw/--up/--delay/--jitter/--loss")
+    try:
+        host = HostTopology.for_rank(load_topology(file), parse_rank_order(rank_order), world_size, g, rank)
+        host.paths()
+    except (TopologyError, PlacementError, HostTopologyError) as exc:
+        raise UserError(str(exc)) from None
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    if local != str(g):
+        raise UserError(f"--topology: torchrun runs {local} ranks on this host, each its own node; a topology needs one node "
+                        "per host: --nproc-per-node 1, or --shard-in-host")
+    return host
 
 
 def _shaping(bw: Optional[str], up: Optional[str], delay: Optional[str], jitter: Optional[str], loss: Optional[str]) -> DirectionSpec | None:
@@ -48,6 +77,10 @@ def worker(
     delay: Optional[str] = typer.Option(None, "--delay", help="One-way delay on egress (needs --bw and the kernel's netem)."),
     jitter: Optional[str] = typer.Option(None, "--jitter", help="Std. deviation of the delay (netem)."),
     loss: Optional[str] = typer.Option(None, "--loss", help="Egress packet loss (netem)."),
+    topology: Optional[Path] = typer.Option(None, "--topology", help="A topology TOML file with one node per host: traffic to "
+                                            "each peer is shaped to the path between their nodes (needs root); the rest is left alone."),
+    rank_order: str = typer.Option("topology", "--rank-order", help="--topology: which node each rank's host is: topology "
+                                   "(in node order), interleaved, or 0,2,1,3."),
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
     rep_settings: Settings = FROM_FIELDS,
@@ -66,7 +99,7 @@ def worker(
     from netbench.worker.hard_exit import exit_without_teardown
     from netbench.worker.spec import SpecError
 
-    shaping = _shaping(bw, up, delay, jitter, loss)
+    shaping = _shaping(bw, up, delay, jitter, loss) if topology is None else None
     bucket_mb = rep_settings.pop("bucket_mb")
     rep = ropt.build_replicator_config(replicator, **rep_settings)
     work = ropt.build_workload_config(**work_settings)
@@ -76,11 +109,13 @@ def worker(
     except SpecError as exc:
         raise UserError(str(exc)) from None
     g = hopt.local_world_size(shard_in_host, rendezvous.spec.world_size)
-    cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping)
+    shaped = any(v is not None for v in (bw, up, delay, jitter, loss))
+    placed = _host_topology(topology, rank_order, rendezvous.spec.world_size, rendezvous.spec.rank, g, shaped)
+    cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping, topology=placed)
     rep = ropt.with_bucket_mb(rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size, g)
     config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                      capture=False, out_dir=out, threads=threads, **({"gpus_per_node": g} if g > 1 else {}))
-    plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config))
+    plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config), topology=placed)
     try:
         outcome = hosts.run_host(plan)
     except HostShapingError as exc:

@@ -3,7 +3,7 @@
 A shaping guard (:mod:`netbench.emulation.shapeguard`) writes one record per interface it shapes,
 ``/run/netbench/host-shaping/<netns inode>-<ifindex>.json``, naming the interface, the run, the
 worker's and the guard's pids and the qdisc's *fingerprint* (kind, handle and every parameter the
-kernel reports), and holds an ``flock`` on it for as long as it lives. So:
+kernel reports; for a per-peer HTB tree also every class's rates and bursts), and holds an ``flock`` on it for as long as it lives. So:
 
 * a second run on the same interface sees a live record and is refused (:func:`claim`);
 * the guard removes the root qdisc only while its fingerprint is still the recorded one: never a
@@ -32,6 +32,7 @@ from netbench import safe_files
 from netbench.emulation import naming
 
 _RECORD_FIELDS = ("iface", "ifindex", "netns_inode", "fingerprint", "run_id", "worker_pid", "guard_pid")
+_COUNTERS = {"direct_pkts"}  # reported among a qdisc's parameters, but counts traffic: not part of what was installed
 
 
 class HostQdiscBusy(RuntimeError):
@@ -59,15 +60,28 @@ def own_netns_inode() -> int:
 
 
 def fingerprint(ipr: Any, index: int) -> dict[str, Any] | None:
-    """The root qdisc of ``index`` exactly: kind, handle and the parameters the kernel reports (None: none)."""
+    """The root qdisc of ``index`` exactly: kind, handle and the parameters the kernel reports (None: none).
+
+    An HTB root's own parameters are generic (any HTB at ``1:`` with ``default 0`` has them), so
+    its fingerprint adds every class: handle, parent, rates, ceilings and bursts.
+    """
     from netbench.emulation.shaping import TC_H_ROOT
 
     for msg in ipr.get_qdiscs(index=index):
         if msg["parent"] == TC_H_ROOT:
-            options = msg.get_attr("TCA_OPTIONS")
-            attrs = {name: _plain(value) for name, value in (options["attrs"] if options else [])}
-            return {"kind": str(msg.get_attr("TCA_KIND")), "handle": int(msg["handle"]), "options": attrs}
+            kind = str(msg.get_attr("TCA_KIND"))
+            found = {"kind": kind, "handle": int(msg["handle"]), "options": _options(msg)}
+            if kind == "htb":
+                found["classes"] = sorted(([int(c["handle"]), int(c["parent"]), _options(c)] for c in ipr.get_classes(index=index)),
+                                          key=lambda c: c[0])
+            return found
     return None
+
+
+def _options(msg: Any) -> dict[str, Any]:
+    """A qdisc's or class's TCA_OPTIONS as plain data, without the counters some kinds report among them."""
+    options = msg.get_attr("TCA_OPTIONS")
+    return {name: _plain(value) for name, value in (options["attrs"] if options else [])}
 
 
 def _plain(value: Any) -> Any:
@@ -75,7 +89,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (int, float, str, bool)) or value is None:
         return value
     if isinstance(value, dict) or hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in dict(value).items() if k != "attrs"}
+        return {str(k): _plain(v) for k, v in dict(value).items() if k != "attrs" and k not in _COUNTERS}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return repr(value)

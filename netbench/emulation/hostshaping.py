@@ -1,10 +1,12 @@
 """Shaping a real host's interface for `netbench worker`: egress only, the emulator's own qdiscs, always undone.
 
-On a real host netbench owns nothing but the qdisc it adds. It shapes the named interface's
+On a real host netbench owns nothing but the qdisc it adds, and only while the interface's root
+qdisc is still the kernel's default (handle ``0:``), so deleting ours restores exactly what was
+there. Two shapings fill in the same steps (check, install, undo): :class:`TbfShaping` shapes all
 egress exactly as an emulated node's uplink (:func:`netbench.emulation.shaping.apply`: tbf sized
-from the rate, netem beneath it for delay/jitter/loss where the kernel has ``sch_netem``), and only
-while the interface's root qdisc is still the kernel's default (handle ``0:``), so deleting ours
-restores exactly what was there. Ingress is not shaped: that needs an IFB device and a redirect
+from the rate, netem beneath it for delay/jitter/loss where the kernel has ``sch_netem``);
+:class:`~netbench.emulation.htb.HtbShaping` (``--topology``) shapes only the traffic to the run's
+peers, a class per peer by its address, and leaves everything else unshaped. Ingress is not shaped: that needs an IFB device and a redirect
 filter, more host state to leave behind, and when every host shapes its egress to the same rate
 its ingress is already held to that rate by its peers' egress (a ring collective receives from
 one peer at a time).
@@ -32,12 +34,14 @@ import subprocess
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pyroute2 import IPRoute
 
 from netbench.child import netbench_module_argv
-from netbench.emulation import offload
+from netbench.emulation import offload, shaping
+from netbench.emulation.htb import HtbShaping
 from netbench.emulation.shaping import root_qdisc  # noqa: F401 - re-exported (tests, guard)
 from netbench.emulation.signals import STOP_SIGNALS, exit_on, signals_held
 from netbench.emulation.spec import DirectionSpec
@@ -48,6 +52,39 @@ _GSO_FEATURES = ("tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-generic-segm
 
 class HostShapingError(RuntimeError):
     """Shaping was asked for but cannot be done safely here; one line, nothing changed on the host."""
+
+
+class TbfShaping(BaseModel):
+    """All egress of the interface at one rate (tbf), with netem above it for delay, jitter and loss."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tbf"] = "tbf"
+    direction: DirectionSpec
+
+    @property
+    def impaired(self) -> bool:
+        return self.direction.impaired
+
+    @property
+    def root_kinds(self) -> tuple[str, ...]:
+        return shaping.OUR_KINDS
+
+    def netem_missing(self) -> str:
+        return ("--delay/--jitter/--loss need the netem qdisc, which this kernel lacks "
+                "(sch_netem); netbench's delay line works only inside an emulated cluster")
+
+    def install(self, ipr: Any, index: int, offload: bool) -> dict[str, Any]:
+        return shaping.apply(ipr, index, self.direction, offload, use_netem=self.direction.impaired)
+
+
+HostShaping = Annotated[Union[TbfShaping, HtbShaping], Field(discriminator="kind")]
+_SHAPING = TypeAdapter(HostShaping)
+
+
+def parse_shaping(data: dict[str, Any]) -> TbfShaping | HtbShaping:
+    """A shaping as the guard receives it (JSON), validated."""
+    return _SHAPING.validate_python(data)
 
 
 def foreign_root_message(iface: str, kind: str, handle: int) -> str:
@@ -75,29 +112,37 @@ def offload_on(iface: str) -> bool:
     return any(state.get(name, False) for name in _GSO_FEATURES)
 
 
+def preflight(iface: str, options: str) -> int:
+    """Root (or CAP_NET_ADMIN), the interface, and the kernel's default root qdisc on it; its index, else HostShapingError."""
+    if not has_net_admin():
+        raise HostShapingError(f"shaping {iface} ({options}) needs root or CAP_NET_ADMIN; run without it to measure unshaped")
+    with IPRoute() as ipr:
+        found = ipr.link_lookup(ifname=iface)
+        if not found:
+            raise HostShapingError(f"--iface: no interface {iface!r} in this network namespace")
+        root = root_qdisc(ipr, found[0])
+    if root is not None and root[1] != 0:
+        raise HostShapingError(foreign_root_message(iface, root[0], root[1]))
+    return found[0]
+
+
 @dataclass
 class HostShaper:
-    """Egress shaping of one interface for the lifetime of a ``with`` block."""
+    """Egress shaping of one interface for the lifetime of a ``with`` block (a DirectionSpec: tbf for all of it)."""
 
     iface: str
-    direction: DirectionSpec
+    shaping: TbfShaping | HtbShaping | DirectionSpec
     run_id: str = ""  # names the run in the host's shaping record (`netbench clean --host-qdiscs`)
     installed: dict[str, Any] = field(default_factory=dict)
     _index: int | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.shaping, DirectionSpec):
+            self.shaping = TbfShaping(direction=self.shaping)
+
     def check(self) -> None:
         """Everything that can be known before touching the host; HostShapingError with one line otherwise."""
-        if not has_net_admin():
-            raise HostShapingError(f"shaping {self.iface} (--bw/--up/--delay) needs root or CAP_NET_ADMIN; "
-                                   "run without them to measure unshaped")
-        with IPRoute() as ipr:
-            found = ipr.link_lookup(ifname=self.iface)
-            if not found:
-                raise HostShapingError(f"--iface: no interface {self.iface!r} in this network namespace")
-            self._index = found[0]
-            root = root_qdisc(ipr, self._index)
-        if root is not None and root[1] != 0:
-            raise HostShapingError(foreign_root_message(self.iface, root[0], root[1]))
+        self._index = preflight(self.iface, "--topology" if self.shaping.kind == "htb" else "--bw/--up/--delay")
 
     def __enter__(self) -> "HostShaper":
         self.check()
@@ -113,9 +158,8 @@ class HostShaper:
             self._close()
             if answer.get("refused"):
                 raise HostShapingError(answer["error"])
-            if self.direction.impaired and answer.get("errno") == errno.ENOENT:
-                raise HostShapingError("--delay/--jitter/--loss need the netem qdisc, which this kernel lacks "
-                                       "(sch_netem); netbench's delay line works only inside an emulated cluster")
+            if self.shaping.impaired and answer.get("errno") == errno.ENOENT:
+                raise HostShapingError(self.shaping.netem_missing())
             raise HostShapingError(f"could not shape {self.iface}: {answer['error']}")
         self.installed = {**answer["installed"], "iface": self.iface}
         return self
@@ -137,7 +181,7 @@ class HostShaper:
             netbench_module_argv("netbench.emulation.shapeguard"),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True, close_fds=True,
         )
-        request = {"iface": self.iface, "direction": self.direction.model_dump(), "offload": offload_on(self.iface),
+        request = {"iface": self.iface, "shaping": self.shaping.model_dump(), "offload": offload_on(self.iface),
                    "run_id": self.run_id, "worker_pid": os.getpid()}
         self._guard.stdin.write(json.dumps(request) + "\n")
         self._guard.stdin.flush()

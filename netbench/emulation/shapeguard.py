@@ -1,4 +1,4 @@
-"""The guard that owns a real host's qdisc for `netbench worker --bw`: adds it, and removes it when the worker goes.
+"""The guard that owns a real host's qdisc for `netbench worker --bw` or `--topology`: adds it, removes it when the worker goes.
 
 A worker cannot be trusted to clean up after itself: its signal handlers wait on a gloo collective,
 and torchrun SIGKILLs it 30 s after SIGTERM. So the qdisc belongs to this small process instead.
@@ -6,7 +6,7 @@ The worker starts it (its own session: a Ctrl-C or a group kill aimed at the wor
 it, and it ignores SIGINT/SIGTERM/SIGHUP besides) and writes one JSON line to its stdin. The guard
 opens a pidfd on the worker, then, under the host-wide lock (:func:`hostrecords.host_lock`),
 refuses an interface another run shapes or whose root is not the kernel's default, adds the
-qdisc, and records it (:mod:`netbench.emulation.hostrecords`), holding the record's lock. It
+qdisc (a tbf, or the per-peer HTB tree: whichever shaping the request names), and records it (:mod:`netbench.emulation.hostrecords`), holding the record's lock. It
 answers with one JSON line and waits until the worker exits (the pidfd: however it ends, SIGKILL
 included, whatever children it forked that still hold the pipe) or asks for the release (a line,
 or end-of-file, on stdin). It then removes the root qdisc only if it is still exactly the one it
@@ -15,7 +15,8 @@ added (kind, handle, every parameter) and drops the record: never a qdisc netben
 If the guard itself is killed (it shares the job's cgroup, so ``scancel``, ``systemctl stop`` or
 a pod deletion take it too), the record stays for `netbench clean --host-qdiscs`.
 
-Protocol: stdin ``{"iface", "direction", "offload", "run_id", "worker_pid"}``; stdout
+Protocol: stdin ``{"iface", "shaping", "offload", "run_id", "worker_pid"}`` (``shaping``: a
+:data:`~netbench.emulation.hostshaping.HostShaping` as JSON); stdout
 ``{"installed": {...}}``, ``{"error": "...", "refused": true}`` (one line for the user) or
 ``{"error": "...", "errno": N}``.
 """
@@ -56,11 +57,9 @@ def install(ipr: Any, config: dict) -> tuple[dict[str, Any], tuple[hostrecords.R
     """Under the host lock: refuse, or add the qdisc and claim its record; (answer, (record, its fd) or None)."""
     from pyroute2.netlink.exceptions import NetlinkError
 
-    from netbench.emulation import shaping
-    from netbench.emulation.hostshaping import foreign_root_message
-    from netbench.emulation.spec import DirectionSpec
+    from netbench.emulation.hostshaping import foreign_root_message, parse_shaping
 
-    iface, direction = config["iface"], DirectionSpec(**config["direction"])
+    iface, plan = config["iface"], parse_shaping(config["shaping"])
     found = ipr.link_lookup(ifname=iface)
     if not found:
         return {"error": f"--iface: no interface {iface!r} in this network namespace", "refused": True}, None
@@ -72,9 +71,9 @@ def install(ipr: Any, config: dict) -> tuple[dict[str, Any], tuple[hostrecords.R
     if busy is not None:
         return {"error": busy, "refused": True}, None
     try:
-        installed = shaping.apply(ipr, index, direction, config["offload"], use_netem=direction.impaired)
+        installed = plan.install(ipr, index, config["offload"])
     except NetlinkError as exc:
-        shaping.clear_if(ipr, index, ours=None)  # the root was the default under this lock: what is there now is ours
+        undo_partial(ipr, index, plan.root_kinds)
         return {"error": str(exc), "errno": exc.code}, None
     record = hostrecords.Record(iface=iface, ifindex=index, netns_inode=hostrecords.own_netns_inode(),
                                 fingerprint=hostrecords.fingerprint(ipr, index), run_id=config["run_id"],
@@ -84,6 +83,16 @@ def install(ipr: Any, config: dict) -> tuple[dict[str, Any], tuple[hostrecords.R
     except OSError as exc:  # no record, no qdisc: nothing may outlive the guard unrecorded
         hostrecords.remove_if_ours(ipr, record)
         return {"error": f"cannot record the shaping of {iface} in {record.path.parent}: {exc.strerror}"}, None
+
+
+def undo_partial(ipr: Any, index: int, kinds: tuple[str, ...]) -> None:
+    """After a failed install: the root was the kernel's default under the host lock, so a root of ours at 1: is what
+    the install left half built (with its classes, leaves and filters); delete it."""
+    from netbench.emulation.shaping import OUR_HANDLE, root_qdisc
+
+    root = root_qdisc(ipr, index)
+    if root is not None and root[1] == OUR_HANDLE and root[0] in kinds:
+        ipr.tc("del", index=index, handle="1:", root=True)
 
 
 def serve(config: dict) -> None:

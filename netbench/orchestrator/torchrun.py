@@ -8,6 +8,10 @@ as JSON (:mod:`netbench.orchestrator.rank_payload`: never pickles, which rank 0 
 on a peer's say), and rank 0 writes the same run directory as `netbench run`, through the same
 writer (:func:`netbench.orchestrator.results.write_run`). There is no packet capture here: wire
 bytes come from the interface counters, and the capture columns of steps.csv stay empty.
+
+With ``--topology`` each node's leader rank first learns the other nodes' addresses over the
+rendezvous store (:mod:`netbench.orchestrator.peer_addresses`), then shapes its egress per peer
+(:mod:`netbench.orchestrator.host_topology`, :mod:`netbench.emulation.htb`) before the group forms.
 """
 
 from __future__ import annotations
@@ -24,16 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyroute2 import IPRoute
 from pyroute2.ethtool import Ethtool
 
 from netbench import safe_files
-from netbench.emulation.hostshaping import HostShaper, offload_on
+from netbench.emulation.hostshaping import HostShaper, HostShapingError, offload_on, preflight
+from netbench.emulation.htb import HtbShaping, netem_missing
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.model.host import host_cpus
 from netbench.model.hostcache import host_calibration
-from netbench.orchestrator import results
+from netbench.orchestrator import peer_addresses, results
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
 from netbench.orchestrator.rank_payload import PayloadError, broadcast_flags, check_payload, gather_json
 from netbench.rundir.layout import RunDir, finished, partial_records, read_records, record_files
 from netbench.worker.counters import CounterError, read_counters
@@ -53,6 +58,7 @@ class HostPlan:
     run_id: str
     shaping: DirectionSpec | None  # egress shaping this rank applies (local rank 0 of a shaped run only)
     partial: Path  # this host's record file while the run is in progress
+    topology: HostTopology | None = None  # --topology: this host's node (its leader rank shapes per peer)
 
 
 @dataclass
@@ -102,12 +108,19 @@ def link_speed_bps(iface: str) -> float | None:
     return float(speed) * 1e6 if isinstance(speed, int) and 0 < speed < 0xFFFF_FFFF else None
 
 
-def cluster_spec(world_size: int, iface: str, shaping: DirectionSpec | None, rate_bps: float | None = None) -> ClusterSpec:
-    """The real cluster as the model sees it: every host's egress at the shaped rate (or the NIC's), no down shaper.
+def cluster_spec(world_size: int, iface: str, shaping: DirectionSpec | None, rate_bps: float | None = None,
+                 topology: HostTopology | None = None) -> ClusterSpec:
+    """The real cluster as the model sees it: every host's egress at the shaped rate (or the NIC's), no down shaper;
+    with a topology, its graph and placement (up and down: node 0's access link, as `netbench run --topology` has them).
 
     Built without validation: real clusters may have one node or NICs beyond the emulator's 10gbit,
     and an unknown rate stays None (the run then has no prediction).
     """
+    if topology is not None:
+        graph, access = topology.topology, topology.topology.access_link(0)
+        order = topology.placement if topology.placement != tuple(range(graph.node_count)) else "topology"
+        return ClusterSpec.model_construct(nodes=world_size, up=access.forward, down=access.reverse, offload="on" if offload_on(iface) else "off",
+                                           engine="netem" if graph.impaired else "auto", topology=graph, rank_order=order)
     up = shaping or DirectionSpec.model_construct(rate_bps=rate_bps or link_speed_bps(iface), delay_s=0.0, jitter_s=0.0, loss=0.0)
     down = DirectionSpec.model_construct(rate_bps=up.rate_bps, delay_s=0.0, jitter_s=0.0, loss=0.0)
     return ClusterSpec.model_construct(nodes=world_size, up=up, down=down, offload="on" if offload_on(iface) else "off",
@@ -115,7 +128,7 @@ def cluster_spec(world_size: int, iface: str, shaping: DirectionSpec | None, rat
 
 
 def plan(config: RunConfig, rendezvous_spec: ResolvedSpec, run_id: str, shaping: DirectionSpec | None,
-         timeout_s: float, environ: dict[str, str] | None = None) -> HostPlan:
+         timeout_s: float, environ: dict[str, str] | None = None, topology: HostTopology | None = None) -> HostPlan:
     """This rank's worker spec; only local rank 0 shapes, since every local rank shares the host's interface."""
     env = os.environ if environ is None else environ
     rendezvous_fields = rendezvous_spec.spec
@@ -127,18 +140,13 @@ def plan(config: RunConfig, rendezvous_spec: ResolvedSpec, run_id: str, shaping:
     })
     shapes_here = shaping is not None and env.get("LOCAL_RANK", "0") == "0"
     return HostPlan(config=config, spec=ResolvedSpec(spec=spec, init_method=rendezvous_spec.init_method), run_id=run_id,
-                    shaping=shaping if shapes_here else None, partial=partial)
-
-
-def _addresses(iface: str) -> list[str]:
-    with IPRoute() as ipr:
-        return [msg.get_attr("IFA_ADDRESS") for msg in ipr.get_addr(label=iface, family=socket.AF_INET)]
+                    shaping=shaping if shapes_here else None, partial=partial, topology=topology)
 
 
 def _node_info(plan: HostPlan, shaper: HostShaper | None) -> dict[str, Any]:
     """This host as run.json lists it."""
     spec = plan.spec.spec
-    return {"rank": spec.rank, "host": socket.gethostname(), "iface": spec.iface, "addresses": _addresses(spec.iface),
+    return {"rank": spec.rank, "host": socket.gethostname(), "iface": spec.iface, "addresses": peer_addresses.interface_addresses(spec.iface),
             "link_speed_bps": link_speed_bps(spec.iface), "shaping": shaper.installed if shaper else None,
             "local_rank": int(os.environ.get("LOCAL_RANK", "0"))}
 
@@ -187,7 +195,8 @@ def run_host(plan: HostPlan) -> HostOutcome:
     earlier = set_aside(plan.partial)
     if earlier is not None:
         print(f"netbench worker: an earlier attempt's records moved to {earlier}", file=sys.stderr)
-    shaper = HostShaper(plan.spec.spec.iface, plan.shaping, run_id=plan.run_id) if plan.shaping else None
+    store, shaping = _peer_shaping(plan) if plan.topology is not None else (None, plan.shaping)
+    shaper = HostShaper(plan.spec.spec.iface, shaping, run_id=plan.run_id) if shaping else None
     with shaper or nullcontext():
         node = _node_info(plan, shaper)
         state: dict[str, Any] = {}
@@ -196,7 +205,39 @@ def run_host(plan: HostPlan) -> HostOutcome:
             return _leave(plan, code, sent=bool(state.get("saved")))
         gathered = state.get("gathered") or {0: {"records": read_records(plan.partial), "node": node}, **_left_here(plan)}
         outcome = _write(plan, code, gathered, started, state.get("run_dir"))
+    del store  # rank 0's rendezvous store outlives the group that reused it
     return outcome
+
+
+def _peer_shaping(plan: HostPlan, environ: dict[str, str] | None = None) -> tuple[Any, HtbShaping | None]:
+    """A node's leader rank: check it may shape, tell the others its addresses, learn theirs, build its per-peer tree.
+
+    Returns the rendezvous store (rank 0 may host it: keep it until the group has formed) and the
+    shaping; (None, None) on the other local ranks of a node. Every problem is one HostShapingError line.
+    """
+    env = os.environ if environ is None else environ
+    host, spec = plan.topology, plan.spec.spec
+    if spec.rank % host.gpus_per_node:
+        return None, None
+    preflight(spec.iface, "--topology")
+    paths = host.paths()
+    impaired = [node for node, path in paths.items() if path.impaired]
+    if impaired:
+        from netbench.emulation.capabilities import detect
+
+        if not detect().netem:
+            worst = max(impaired, key=lambda n: paths[n].delay_s)
+            raise HostShapingError(netem_missing(host.name(host.node), host.name(worst), paths[worst]))
+    own = peer_addresses.interface_addresses(spec.iface)
+    if not own:
+        raise HostShapingError(f"--topology: {spec.iface} has no IPv4 address; peers are shaped by their IPv4 addresses")
+    try:
+        store = peer_addresses.open_store(env, spec.timeout_s)
+        found = peer_addresses.exchange(store, spec.rank, own, [r for r in host.leaders() if r != spec.rank], spec.timeout_s,
+                                        attempt=env.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        return store, host.shaping(found, set(own))
+    except (peer_addresses.PeerAddressError, HostTopologyError) as exc:
+        raise HostShapingError(str(exc)) from None
 
 
 def _left_here(plan: HostPlan) -> dict[int, dict[str, Any]]:
@@ -241,9 +282,14 @@ def _model_view(plan: HostPlan, nodes: list[dict[str, Any]]) -> tuple[RunConfig,
     if plan.shaping is None and all(n.get("shaping") is None for n in nodes):
         speeds = [n["link_speed_bps"] for n in nodes if n.get("link_speed_bps")]
         cluster = cluster_spec(cluster.nodes, plan.spec.spec.iface, None, min(speeds) if speeds else None)
-    shaped = {str(n.get("shaping", {}).get("tbf")) for n in nodes if n.get("shaping")}
-    if len(shaped) > 1 or (shaped and any(n.get("shaping") is None and n.get("local_rank", 0) == 0 for n in nodes)):
-        warnings.append("hosts were shaped differently; the model assumes rank 0's settings on every host")
+    unshaped_host = any(n.get("shaping") is None and n.get("local_rank", 0) == 0 for n in nodes)
+    if cluster.topology is not None:  # every host has classes of its own: only a host left unshaped breaks the model
+        if unshaped_host:
+            warnings.append("a host was not shaped; the model assumes every path of the topology")
+    else:
+        shaped = {str(n.get("shaping", {}).get("tbf")) for n in nodes if n.get("shaping")}
+        if len(shaped) > 1 or (shaped and unshaped_host):
+            warnings.append("hosts were shaped differently; the model assumes rank 0's settings on every host")
     per_host = Counter(n.get("host") for n in nodes)
     cpus = host_cpus() * cluster.nodes * config.gpus_per_node // max(per_host.values(), default=1)
     return config.model_copy(update={"cluster": cluster}), max(1, cpus), warnings
@@ -282,11 +328,16 @@ def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], start
     return HostOutcome(code if status == "ok" else max(code, 1), 0, folder.path, summary)
 
 
+def _impaired(cluster: ClusterSpec) -> bool:
+    """Delay, jitter or loss anywhere: on the topology's paths, or on every host's egress."""
+    return cluster.topology.impaired if cluster.topology is not None else cluster.up.impaired
+
+
 def _cluster_info(plan: HostPlan, model_config: RunConfig, nodes: list[dict[str, Any]]) -> dict[str, Any]:
     """run.json's cluster for real hosts: each node's facts, the links as the model sees them, torchrun's rendezvous."""
     return {
         "mode": "torchrun", "run_id": plan.run_id, "nodes": nodes,
-        "delay_engine": "netem" if model_config.cluster.up.impaired else "none", "offload": model_config.cluster.offload == "on",
+        "delay_engine": "netem" if _impaired(model_config.cluster) else "none", "offload": model_config.cluster.offload == "on",
         "spec": model_config.cluster.model_dump(),
         "shaping": {f"rank{n['rank']}/{n.get('iface')}/up": n["shaping"] for n in nodes if n.get("shaping")},
         "rendezvous": {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME")},
