@@ -50,7 +50,8 @@ class ClusterSpec(BaseModel):
     def _topology_matches(self) -> "ClusterSpec":
         if self.topology is not None and self.topology.node_count != self.nodes:
             raise ValueError(f"nodes {self.nodes} differs from the topology's {self.topology.node_count} nodes")
-        place(self.graph, self.rank_order)  # a PlacementError is a ValueError: one line, before anything is built
+        if self.topology is not None or self.rank_order != "topology":  # a one-rank worker's cluster has no graph to place on
+            place(self.graph, self.rank_order)  # a PlacementError is a ValueError: one line, before anything is built
         return self
 
     @property
@@ -72,13 +73,16 @@ class ClusterSpec(BaseModel):
 
     @property
     def impaired(self) -> bool:
-        return self.graph.impaired
+        if self.topology is None:
+            return self.up.impaired or self.down.impaired
+        return self.topology.impaired
 
     @property
     def offload_enabled(self) -> bool:
         if self.offload != "auto":
             return self.offload == "on"
-        return self.graph.max_rate_bps > 2.5e9
+        fastest = max(self.up.rate_bps, self.down.rate_bps) if self.topology is None else self.topology.max_rate_bps
+        return fastest > 2.5e9
 
     def one_way_delay_s(self) -> float:
         """Configured one-way delay between two nodes (sender's up plus receiver's down)."""
