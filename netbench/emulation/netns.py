@@ -70,10 +70,9 @@ def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
     A fork keeps the caller's namespace untouched, even if ``fn`` fails halfway.
     """
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    pid = signals.fork_helper()
     if pid == 0:  # child: finishes its job whatever the caller does, and never returns into its code
         try:
-            signals.block_in_child()
             os.close(read_fd)
             try:
                 enter(name)
@@ -170,29 +169,43 @@ def create(name: str) -> None:
     pyroute2's own ``netns.create`` gives its helper process a timeout and kills it when the
     machine is busy, which can leave the mount point without a namespace behind it.
     """
-    pid = os.fork()
+    pid = signals.fork_helper()  # a Ctrl-C must not leave a mount point without a namespace
     if pid == 0:
         code = 1
         try:
-            signals.block_in_child()  # a Ctrl-C must not leave a mount point without a namespace
             pr_netns._create(name)  # unshare(CLONE_NEWNET) in this child, bind /proc/self/ns/net
             code = 0
         except BaseException:  # noqa: BLE001 - reported through the exit status
             traceback.print_exc()
         finally:
             os._exit(code)
-    status = wait_for_child(pid)
-    if os.waitstatus_to_exitcode(status) != 0 or inode_of(name) is None:
+    if wait_for_child(pid) != 0 or inode_of(name) is None:
         raise OSError(f"could not create network namespace {name}")
 
 
 def wait_for_child(pid: int) -> int:
-    """``waitpid`` that a Ctrl-C cannot cut short: the child finishes first, then the signal is raised.
+    """The exit code of forked child ``pid`` (negative: the signal that killed it), waited for to the end.
 
+    A Ctrl-C cannot cut the wait short: the child finishes first, then the signal is raised.
     Otherwise a child still creating a namespace could finish *after* the teardown that the
-    Ctrl-C started had looked for it, and leave it behind.
+    Ctrl-C started had looked for it, and leave it behind. The wait leaves the child unreaped
+    (``WNOWAIT``) so that it can be repeated: a signal's exception may land just after the call
+    returned, and a repeated ``waitpid`` on a child already reaped fails with ECHILD.
     """
-    return signals.to_the_end(lambda: os.waitpid(pid, 0)[1])
+    exited, interrupted = signals.through_interrupts(lambda: os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT))
+    _, reaping_interrupted = signals.through_interrupts(lambda: _reap(pid))
+    cut_short = interrupted or reaping_interrupted
+    if cut_short is not None:
+        raise cut_short
+    return exited.si_status if exited.si_code == os.CLD_EXITED else -exited.si_status
+
+
+def _reap(pid: int) -> None:
+    """Reap child ``pid``, which has exited; a try cut short just after it had reaped the child leaves nothing to do."""
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def remove(name: str) -> None:

@@ -9,7 +9,7 @@ Ctrl-C cannot stop it halfway.
 - :class:`StopSignals`: the state machine of a long-lived owner (the emulated cluster): signals
   raise while it runs, wait while it tears down, and are raised again once teardown has finished.
 - :func:`exit_on` and :func:`signals_held`: the same for a ``with`` block (host shaping).
-- :func:`block_in_child` and :func:`ignore`: forked helpers that must finish their step, and
+- :func:`fork_helper` and :func:`ignore`: forked helpers that must finish their step, and
   processes that only their owner may end (the shaping guard).
 - :func:`handled`: any other handler for the length of a block (the worker's SIGTERM).
 - :func:`to_the_end`: a step that a signal may delay but not cut short (waiting for a forked child).
@@ -17,6 +17,7 @@ Ctrl-C cannot stop it halfway.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -111,9 +112,22 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
-def block_in_child() -> None:
-    """In a forked helper: block the stop signals for good; the parent decides, the helper finishes its step."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+def fork_helper() -> int:
+    """``os.fork`` for a helper that must finish its step: the child has the stop signals blocked for good.
+
+    They are blocked before the fork, so the child is born with them blocked: a Ctrl-C sent to the
+    process group the moment the child exists cannot raise in it before it could block them
+    (its exception would end the child without its result, or run the parent's code in it). The
+    parent decides; in the parent the mask is given back as it was.
+    """
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    return pid
 
 
 def ignore() -> None:
@@ -169,12 +183,16 @@ class StopSignals:
         """Teardown begins: signals from now on wait until :meth:`finish` has run it to the end."""
         self._stopping = True
 
-    def finish(self, teardown: Callable[[], None], unwinding: bool) -> None:
+    def finish(self, teardown: Callable[[], None], unwinding: BaseException | None) -> None:
         """Run ``teardown`` until it has run to the end, then give the signal handlers back.
 
         A signal whose exception cuts ``teardown`` short (before it called :meth:`stop`) is kept
-        and ``teardown`` runs again; it is raised at the end. When nothing is unwinding, so is a
-        signal that was swallowed (see :meth:`raise_if_interrupted`) or deferred.
+        and ``teardown`` runs again; it is raised at the end. ``unwinding``: the exception that
+        ended the owner's work, if any. When nothing is unwinding, a signal that was swallowed
+        (see :meth:`raise_if_interrupted`) or deferred is raised. When an ordinary error is
+        unwinding after a stop signal had raised, the signal is raised in its place: its
+        exception was lost on the way (swallowed, or cut short a step whose retry failed, or
+        killed a helper in the process group), and the error is its consequence, not the cause.
         """
         _, interrupted = through_interrupts(teardown)
         for signum, handler in self._previous.items():
@@ -183,5 +201,7 @@ class StopSignals:
         pending, self._deferred = self._raised or self._deferred, None
         if interrupted is not None:
             raise interrupted
-        if pending is not None and not unwinding:
+        if pending is not None and unwinding is None:
             raise_for(pending)
+        if self._raised is not None and isinstance(unwinding, Exception):
+            raise_for(self._raised)
