@@ -199,14 +199,22 @@ def test_a_ctrl_c_handled_just_after_the_wait_reaped_the_child_is_raised_as_such
         os.close(release_w)
 
 
-def test_a_helper_is_born_with_the_stop_signals_blocked_and_the_parent_keeps_its_mask() -> None:
-    """A Ctrl-C to the process group cannot raise in the helper before it could block the signals itself."""
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    pid = signals.fork_helper()
-    if pid == 0:
-        os._exit(0 if set(STOP_SIGNALS) <= signal.pthread_sigmask(signal.SIG_BLOCK, []) else 1)
-    assert netns.wait_for_child(pid) == 0
-    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+def test_an_owners_stop_signal_waits_until_a_forked_helper_is_done() -> None:
+    """Between the fork and the reaping nothing raises, in the parent or (inheriting the block) in the child."""
+    stops = StopSignals()
+    stops.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with signals.kept_until_done():
+                pid = os.fork()
+                if pid == 0:
+                    signal.raise_signal(signal.SIGINT)  # kept in the child too: it finishes its step
+                    os._exit(7)
+                signal.raise_signal(signal.SIGINT)
+                code = netns.wait_for_child(pid)  # still here: kept, not raised
+        assert code == 7
+    finally:
+        stops.finish(stops.stop, unwinding=KeyboardInterrupt())
 
 
 def test_a_stop_signal_that_raised_outranks_the_error_that_followed_it() -> None:

@@ -9,15 +9,14 @@ Ctrl-C cannot stop it halfway.
 - :class:`StopSignals`: the state machine of a long-lived owner (the emulated cluster): signals
   raise while it runs, wait while it tears down, and are raised again once teardown has finished.
 - :func:`exit_on` and :func:`signals_held`: the same for a ``with`` block (host shaping).
-- :func:`fork_helper` and :func:`ignore`: forked helpers that must finish their step, and
-  processes that only their owner may end (the shaping guard).
+- :func:`kept_until_done`, :func:`block_in_child` and :func:`ignore`: forked helpers that must
+  finish their step, and processes that only their owner may end (the shaping guard).
 - :func:`handled`: any other handler for the length of a block (the worker's SIGTERM).
 - :func:`to_the_end`: a step that a signal may delay but not cut short (waiting for a forked child).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -112,22 +111,38 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
-def fork_helper() -> int:
-    """``os.fork`` for a helper that must finish its step: the child has the stop signals blocked for good.
+def block_in_child() -> None:
+    """In a forked helper: block the stop signals for good; the parent decides, the helper finishes its step."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
 
-    They are blocked before the fork, so the child is born with them blocked: a Ctrl-C sent to the
-    process group the moment the child exists cannot raise in it before it could block them
-    (its exception would end the child without its result, or run the parent's code in it). The
-    parent decides; in the parent the mask is given back as it was.
+
+class _Keeping:
+    """How many :func:`kept_until_done` blocks are open, and the stop signal an owner kept meanwhile."""
+
+    depth = 0
+    signum: int | None = None
+
+
+@contextmanager
+def kept_until_done() -> Iterator[None]:
+    """Within the block, an owner's stop signal (:class:`StopSignals`) is kept, not raised; it is raised when the block ends.
+
+    For a forked helper, from the fork until it is reaped: a signal raised between the fork and
+    the parent storing the child's pid, or just after the wait had reaped the child, would leave
+    the helper unwaited (a namespace made after the teardown looked) or the wait failing. A child
+    forked inside the block inherits it, so its own copy of the handler keeps the signal too.
+    The counter changes without a call in between, so no handler can run half-way through.
     """
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
-    pid = -1
+    _Keeping.depth += 1
     try:
-        pid = os.fork()
+        yield
     finally:
-        if pid != 0:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-    return pid
+        _Keeping.depth -= 1
+        signum = _Keeping.signum if _Keeping.depth == 0 else None
+        if _Keeping.depth == 0:
+            _Keeping.signum = None
+    if signum is not None:  # the block finished: nothing is left half-done
+        raise_for(signum)
 
 
 def ignore() -> None:
@@ -162,11 +177,14 @@ class StopSignals:
                 self._previous[signum] = signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """Raise it so the work unwinds into teardown; once teardown began, keep it for later."""
+        """Raise it so the work unwinds into teardown; once teardown began, keep it for later (see also :func:`kept_until_done`)."""
         if self._stopping:
             self._deferred = self._deferred or signum
             return
         self._raised = signum
+        if _Keeping.depth:  # a forked helper is between fork and reaping: raised when it is done
+            _Keeping.signum = _Keeping.signum or signum
+            return
         raise_for(signum)
 
     def raise_if_interrupted(self) -> None:
