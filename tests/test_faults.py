@@ -23,9 +23,12 @@ import pytest
 
 import leftovers
 from leftovers import wait_until
+from netbench.emulation import netns
 from netbench.emulation.cluster import Cluster
+from netbench.emulation.naming import RunNames
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.phases import Outcome, hold_cluster
 from netbench.orchestrator.runner import run
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
@@ -245,3 +248,42 @@ def test_ctrl_c_leaves_nothing_behind(tmp_path: Path, phase: str) -> None:
         assert proc.returncode == 130
         run_json = json.loads(next(tmp_path.glob("*/run.json")).read_text())
         assert run_json["status"] == "failed" and run_json["reason"] == "interrupted (Ctrl-C)"
+
+
+def test_ctrl_c_as_the_first_namespace_is_made_stops_the_run_as_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Ctrl-C lands the moment the orchestrator has reaped the helper that made the switch's namespace.
+
+    A terminal's Ctrl-C reaches the process group at once; in setup the orchestrator is mostly
+    waiting for such a helper, and a signal its other threads took is handled just after the wait
+    returned. The run must end as interrupted (exit 130 from the CLI), not as a failure to wait.
+    """
+    names = RunNames.new()
+    release_r, release_w = os.pipe()
+    create = netns.pr_netns._create
+
+    def create_then_hold(name: str, *args, **kwargs) -> None:  # runs in the forked helper
+        create(name, *args, **kwargs)
+        if name == names.switch_netns:
+            os.read(release_r, 1)  # exits only once the orchestrator's Ctrl-C is due
+
+    def press_ctrl_c() -> None:
+        wait_until(lambda: netns.inode_of(names.switch_netns) is not None, 60)
+        time.sleep(0.3)  # the orchestrator is waiting for the helper by now
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # handled by the main thread once its wait returns
+        time.sleep(0.05)
+        os.write(release_w, b"x")
+
+    monkeypatch.setattr(netns.pr_netns, "_create", create_then_hold)
+    ctrl_c = threading.Thread(target=press_ctrl_c)
+    ctrl_c.start()
+    outcome = Outcome()
+    try:
+        cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.001), down=DirectionSpec(rate_bps=100e6))
+        hold_cluster(cluster, names, outcome, "every step was measured", lambda built: pytest.fail("the cluster was built"))
+    finally:
+        ctrl_c.join()
+        os.close(release_r)
+        os.close(release_w)
+    assert outcome.status == "failed" and outcome.reason == "interrupted (Ctrl-C)", outcome.reason
+    assert isinstance(outcome.interrupted, KeyboardInterrupt) and outcome.error is None
+    assert leftovers.clean(names.run_id), leftovers.traces(names.run_id)

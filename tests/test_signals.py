@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from netbench.emulation import signals
+from netbench.emulation import netns, signals
 from netbench.emulation.signals import STOP_SIGNALS, StopSignals
 
 
@@ -27,8 +27,9 @@ def test_a_stop_signal_raises_while_running_and_the_handlers_come_back(sig: int,
     with pytest.raises(raised) as info:
         try:
             signal.raise_signal(sig)
-        finally:
-            stops.finish(lambda: torn_down.append(True), unwinding=True)
+        except BaseException as exc:
+            stops.finish(lambda: torn_down.append(True), unwinding=exc)
+            raise
     if raised is SystemExit:
         assert info.value.code == 128 + sig
     assert torn_down == [True] and _handlers() == before
@@ -46,7 +47,7 @@ def test_a_signal_during_teardown_waits_until_it_has_finished() -> None:
         steps.append("finished")
 
     with pytest.raises(SystemExit) as info:
-        stops.finish(teardown, unwinding=False)
+        stops.finish(teardown, unwinding=None)
     assert steps == ["started", "finished"] and info.value.code == 128 + signal.SIGTERM
 
 
@@ -62,7 +63,7 @@ def test_a_teardown_cut_short_before_it_began_stopping_runs_again() -> None:
         stops.stop()
 
     with pytest.raises(KeyboardInterrupt):
-        stops.finish(teardown, unwinding=False)
+        stops.finish(teardown, unwinding=None)
     assert calls == [0, 1]
 
 
@@ -78,7 +79,7 @@ def test_a_swallowed_signal_is_raised_again() -> None:
             stops.raise_if_interrupted()
     finally:
         with pytest.raises(SystemExit):  # nothing unwinding: the swallowed signal still ends the owner
-            stops.finish(stops.stop, unwinding=False)
+            stops.finish(stops.stop, unwinding=None)
 
 
 def test_to_the_end_finishes_the_step_then_raises() -> None:
@@ -142,3 +143,93 @@ def test_handled_restores_the_previous_handler() -> None:
     with signals.handled((signal.SIGTERM,), lambda signum, frame: seen.append(signum)):
         signal.raise_signal(signal.SIGTERM)
     assert seen == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is before
+
+
+# --------------------------------------------------------------------------- forked helpers
+
+def _child(exit_code: int, release_fd: int) -> int:
+    """A forked child that exits with ``exit_code`` once a byte arrives on ``release_fd``."""
+    pid = os.fork()
+    if pid == 0:
+        os.read(release_fd, 1)
+        os._exit(exit_code)
+    return pid
+
+
+def test_wait_for_child_reports_the_exit_code() -> None:
+    release_r, release_w = os.pipe()
+    try:
+        exits, killed = _child(3, release_r), _child(0, release_r)
+        os.kill(killed, signal.SIGKILL)
+        os.write(release_w, b"x")
+        assert netns.wait_for_child(exits) == 3
+        assert netns.wait_for_child(killed) == -signal.SIGKILL
+    finally:
+        os.close(release_r)
+        os.close(release_w)
+
+
+def test_a_ctrl_c_handled_just_after_the_wait_reaped_the_child_is_raised_as_such() -> None:
+    """The wait returns, the child is reaped, and only then does Python run the handler that raises.
+
+    That happens whenever another thread's C handler took the signal while this thread waited in
+    the kernel (here, as on a terminal's Ctrl-C to a process with threads). The wait is then
+    repeated and must not fail for want of a child (ECHILD): the Ctrl-C is what the caller sees.
+    """
+    release_r, release_w = os.pipe()
+    pid = _child(0, release_r)
+
+    def press_ctrl_c_elsewhere() -> None:
+        time.sleep(0.3)  # the main thread is in the wait by now
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this thread's C handler runs; Python's waits for the main thread
+        time.sleep(0.05)
+        os.write(release_w, b"x")  # the child exits only after that
+
+    other = threading.Thread(target=press_ctrl_c_elsewhere)
+    try:
+        with signals.handled((signal.SIGINT,), signal.default_int_handler):
+            other.start()
+            with pytest.raises(KeyboardInterrupt):
+                netns.wait_for_child(pid)
+        with pytest.raises(ChildProcessError):  # reaped: no zombie left
+            os.waitpid(pid, os.WNOHANG)
+    finally:
+        other.join()
+        os.close(release_r)
+        os.close(release_w)
+
+
+def test_an_owners_stop_signal_waits_until_a_forked_helper_is_done() -> None:
+    """Between the fork and the reaping nothing raises, in the parent or (inheriting the block) in the child."""
+    stops = StopSignals()
+    stops.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with signals.kept_until_done():
+                pid = os.fork()
+                if pid == 0:
+                    signal.raise_signal(signal.SIGINT)  # kept in the child too: it finishes its step
+                    os._exit(7)
+                signal.raise_signal(signal.SIGINT)
+                code = netns.wait_for_child(pid)  # still here: kept, not raised
+        assert code == 7
+    finally:
+        stops.finish(stops.stop, unwinding=KeyboardInterrupt())
+
+
+def test_a_stop_signal_that_raised_outranks_the_error_that_followed_it() -> None:
+    """Its exception was lost (swallowed, or a step it cut short failed when repeated): the error is its consequence."""
+    stops = StopSignals()
+    stops.install()
+    try:
+        signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+        pass  # as an at-fork hook would swallow it
+    with pytest.raises(KeyboardInterrupt):
+        stops.finish(stops.stop, unwinding=ChildProcessError("No child processes"))
+
+
+def test_an_error_without_a_stop_signal_is_left_to_unwind() -> None:
+    stops = StopSignals()
+    stops.install()
+    stops.finish(stops.stop, unwinding=RuntimeError("could not build"))  # raises nothing: the caller's error goes on

@@ -95,13 +95,13 @@ class Cluster:
         self._signals.install()
         try:
             self.up()
-        except BaseException:
-            self._teardown(unwinding=True)
+        except BaseException as exc:
+            self._teardown(unwinding=exc)
             raise
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        self._teardown(unwinding=exc_type is not None)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, *traceback: object) -> None:
+        self._teardown(unwinding=exc)
 
     def raise_if_interrupted(self) -> None:
         """Raise again a stop signal whose exception Python swallowed (see :meth:`StopSignals.raise_if_interrupted`)."""
@@ -117,7 +117,7 @@ class Cluster:
         if not self._signals.stopping:
             self.impairment.check()
 
-    def _teardown(self, unwinding: bool) -> None:
+    def _teardown(self, unwinding: BaseException | None) -> None:
         """down() until it has run to the end, then give the signal handlers back (:meth:`StopSignals.finish`)."""
         self._signals.finish(self.down, unwinding)
 

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import psutil
 from pyroute2 import netns as pr_netns
@@ -70,30 +70,36 @@ def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
     A fork keeps the caller's namespace untouched, even if ``fn`` fails halfway.
     """
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: finishes its job whatever the caller does, and never returns into its code
+    with signals.kept_until_done():  # from the fork to the reaping, a stop signal waits
+        pid = os.fork()
+        if pid == 0:
+            _report_call(read_fd, write_fd, name, fn, args)
+        os.close(write_fd)
         try:
-            signals.block_in_child()
-            os.close(read_fd)
-            try:
-                enter(name)
-                payload = pickle.dumps((True, fn(*args)))
-            except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-                payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-            with os.fdopen(write_fd, "wb") as pipe:
-                pipe.write(payload)  # BrokenPipeError when the caller gave up waiting: nobody to tell
+            with os.fdopen(read_fd, "rb") as pipe:
+                data = pipe.read()
         finally:
-            os._exit(0)
-    os.close(write_fd)
-    try:
-        with os.fdopen(read_fd, "rb") as pipe:
-            data = pipe.read()
-    finally:
-        wait_for_child(pid)  # reaped even when interrupted: no zombie, nothing still half-built
+            wait_for_child(pid)  # reaped even when interrupted: no zombie, nothing still half-built
     ok, value = pickle.loads(data)
     if not ok:
         raise RuntimeError(f"in namespace {name}: {value}")
     return value
+
+
+def _report_call(read_fd: int, write_fd: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
+    """In :func:`call_in`'s child: finish the job whatever the caller does, send the outcome, never return into its code."""
+    try:
+        signals.block_in_child()
+        os.close(read_fd)
+        try:
+            enter(name)
+            payload = pickle.dumps((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        with os.fdopen(write_fd, "wb") as pipe:
+            pipe.write(payload)  # BrokenPipeError when the caller gave up waiting: nobody to tell
+    finally:
+        os._exit(0)
 
 
 def write_sysctls(values: dict[str, str]) -> None:
@@ -170,29 +176,46 @@ def create(name: str) -> None:
     pyroute2's own ``netns.create`` gives its helper process a timeout and kills it when the
     machine is busy, which can leave the mount point without a namespace behind it.
     """
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            signals.block_in_child()  # a Ctrl-C must not leave a mount point without a namespace
-            pr_netns._create(name)  # unshare(CLONE_NEWNET) in this child, bind /proc/self/ns/net
-            code = 0
-        except BaseException:  # noqa: BLE001 - reported through the exit status
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    status = wait_for_child(pid)
-    if os.waitstatus_to_exitcode(status) != 0 or inode_of(name) is None:
+    with signals.kept_until_done():  # a Ctrl-C must not leave a mount point without a namespace
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signals.block_in_child()
+                pr_netns._create(name)  # unshare(CLONE_NEWNET) in this child, bind /proc/self/ns/net
+                code = 0
+            except BaseException:  # noqa: BLE001 - reported through the exit status
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        exit_code = wait_for_child(pid)
+    if exit_code != 0 or inode_of(name) is None:
         raise OSError(f"could not create network namespace {name}")
 
 
 def wait_for_child(pid: int) -> int:
-    """``waitpid`` that a Ctrl-C cannot cut short: the child finishes first, then the signal is raised.
+    """The exit code of forked child ``pid`` (negative: the signal that killed it), waited for to the end.
 
+    A Ctrl-C cannot cut the wait short: the child finishes first, then the signal is raised.
     Otherwise a child still creating a namespace could finish *after* the teardown that the
-    Ctrl-C started had looked for it, and leave it behind.
+    Ctrl-C started had looked for it, and leave it behind. The wait leaves the child unreaped
+    (``WNOWAIT``) so that it can be repeated: a signal's exception may land just after the call
+    returned, and a repeated ``waitpid`` on a child already reaped fails with ECHILD.
     """
-    return signals.to_the_end(lambda: os.waitpid(pid, 0)[1])
+    exited, interrupted = signals.through_interrupts(lambda: os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT))
+    _, reaping_interrupted = signals.through_interrupts(lambda: _reap(pid))
+    cut_short = interrupted or reaping_interrupted
+    if cut_short is not None:
+        raise cut_short
+    return exited.si_status if exited.si_code == os.CLD_EXITED else -exited.si_status
+
+
+def _reap(pid: int) -> None:
+    """Reap child ``pid``, which has exited; a try cut short just after it had reaped the child leaves nothing to do."""
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def remove(name: str) -> None:

@@ -9,8 +9,8 @@ Ctrl-C cannot stop it halfway.
 - :class:`StopSignals`: the state machine of a long-lived owner (the emulated cluster): signals
   raise while it runs, wait while it tears down, and are raised again once teardown has finished.
 - :func:`exit_on` and :func:`signals_held`: the same for a ``with`` block (host shaping).
-- :func:`block_in_child` and :func:`ignore`: forked helpers that must finish their step, and
-  processes that only their owner may end (the shaping guard).
+- :func:`kept_until_done`, :func:`block_in_child` and :func:`ignore`: forked helpers that must
+  finish their step, and processes that only their owner may end (the shaping guard).
 - :func:`handled`: any other handler for the length of a block (the worker's SIGTERM).
 - :func:`to_the_end`: a step that a signal may delay but not cut short (waiting for a forked child).
 """
@@ -116,6 +116,35 @@ def block_in_child() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
 
 
+class _Keeping:
+    """How many :func:`kept_until_done` blocks are open, and the stop signal an owner kept meanwhile."""
+
+    depth = 0
+    signum: int | None = None
+
+
+@contextmanager
+def kept_until_done() -> Iterator[None]:
+    """Within the block, an owner's stop signal (:class:`StopSignals`) is kept, not raised; it is raised when the block ends.
+
+    For a forked helper, from the fork until it is reaped: a signal raised between the fork and
+    the parent storing the child's pid, or just after the wait had reaped the child, would leave
+    the helper unwaited (a namespace made after the teardown looked) or the wait failing. A child
+    forked inside the block inherits it, so its own copy of the handler keeps the signal too.
+    The counter changes without a call in between, so no handler can run half-way through.
+    """
+    _Keeping.depth += 1
+    try:
+        yield
+    finally:
+        _Keeping.depth -= 1
+        signum = _Keeping.signum if _Keeping.depth == 0 else None
+        if _Keeping.depth == 0:
+            _Keeping.signum = None
+    if signum is not None:  # the block finished: nothing is left half-done
+        raise_for(signum)
+
+
 def ignore() -> None:
     """Ignore the stop signals for good: a process that only its owner ends (closing a pipe), never a Ctrl-C."""
     for signum in STOP_SIGNALS:
@@ -148,11 +177,14 @@ class StopSignals:
                 self._previous[signum] = signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """Raise it so the work unwinds into teardown; once teardown began, keep it for later."""
+        """Raise it so the work unwinds into teardown; once teardown began, keep it for later (see also :func:`kept_until_done`)."""
         if self._stopping:
             self._deferred = self._deferred or signum
             return
         self._raised = signum
+        if _Keeping.depth:  # a forked helper is between fork and reaping: raised when it is done
+            _Keeping.signum = _Keeping.signum or signum
+            return
         raise_for(signum)
 
     def raise_if_interrupted(self) -> None:
@@ -169,12 +201,16 @@ class StopSignals:
         """Teardown begins: signals from now on wait until :meth:`finish` has run it to the end."""
         self._stopping = True
 
-    def finish(self, teardown: Callable[[], None], unwinding: bool) -> None:
+    def finish(self, teardown: Callable[[], None], unwinding: BaseException | None) -> None:
         """Run ``teardown`` until it has run to the end, then give the signal handlers back.
 
         A signal whose exception cuts ``teardown`` short (before it called :meth:`stop`) is kept
-        and ``teardown`` runs again; it is raised at the end. When nothing is unwinding, so is a
-        signal that was swallowed (see :meth:`raise_if_interrupted`) or deferred.
+        and ``teardown`` runs again; it is raised at the end. ``unwinding``: the exception that
+        ended the owner's work, if any. When nothing is unwinding, a signal that was swallowed
+        (see :meth:`raise_if_interrupted`) or deferred is raised. When an ordinary error is
+        unwinding after a stop signal had raised, the signal is raised in its place: its
+        exception was lost on the way (swallowed, or cut short a step whose retry failed, or
+        killed a helper in the process group), and the error is its consequence, not the cause.
         """
         _, interrupted = through_interrupts(teardown)
         for signum, handler in self._previous.items():
@@ -183,5 +219,7 @@ class StopSignals:
         pending, self._deferred = self._raised or self._deferred, None
         if interrupted is not None:
             raise interrupted
-        if pending is not None and not unwinding:
+        if pending is not None and unwinding is None:
             raise_for(pending)
+        if self._raised is not None and isinstance(unwinding, Exception):
+            raise_for(self._raised)
