@@ -36,7 +36,7 @@ from netbench.emulation.fabric_delay import SwitchDelayLines
 from netbench.emulation.impairment import DelayLine, ImpairmentEngine, choose
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
-from netbench.emulation.signals import StopSignals, signals_held
+from netbench.emulation.signals import StopSignals, kept_until_done, signals_held
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.emulation.tcpsettings import NODE_TCP_BUFFER_MAX, apply_tcp_settings, read_tcp_settings
 
@@ -141,8 +141,7 @@ class Cluster:
             return self._build_fabric()
         for ns in (self.switch, *self.nodes):
             self.raise_if_interrupted()
-            netns.create(ns.netns)  # fails on a name that exists already (O_EXCL): never adopts another's
-            self._created.append(ns.netns)
+            self._create(ns.netns)
         netns.set_sysctls(self.switch.netns, _SWITCH_SYSCTLS)
         for node in self.nodes:
             self.raise_if_interrupted()
@@ -154,12 +153,21 @@ class Cluster:
             self.raise_if_interrupted()
             node.call(_build_node, node.iface, node.address, self.names.subnet.prefixlen)
 
+    def _create(self, name: str) -> None:
+        """Create namespace ``name`` and count it as ours; a stop signal meanwhile is raised only once it is counted.
+
+        Creating fails on a name that exists already (never adopting another run's), and teardown removes only what
+        was counted: a Ctrl-C landing between the two would otherwise leave the new namespace behind.
+        """
+        with kept_until_done():
+            netns.create(name)
+            self._created.append(name)
+
     def _build_fabric(self) -> None:
         """A topology's namespaces, a switch per switch with its nodes' veths, the trunks, then every route."""
         for ns in [*self.switches, *self.nodes]:
             self.raise_if_interrupted()
-            netns.create(ns.netns)  # fails on a name that exists already (O_EXCL): never adopts another's
-            self._created.append(ns.netns)
+            self._create(ns.netns)
             netns.set_sysctls(ns.netns, _SWITCH_SYSCTLS if isinstance(ns, Switch) else _NODE_SYSCTLS)
         for k, switch in enumerate(self.switches):
             self.raise_if_interrupted()
