@@ -211,6 +211,11 @@ class Cluster:
         return self.impairment.pid
 
     @property
+    def helper_pids(self) -> dict[str, int]:
+        """Every delay line's process (one per switch with delayed ports) by name, for the fidelity monitor."""
+        return self.impairment.helper_pids()
+
+    @property
     def _delay_line(self) -> subprocess.Popen | None:
         """The delay line's process while it runs (tests kill it to inject a fault)."""
         return getattr(self.impairment, "proc", None)

@@ -44,6 +44,7 @@ class WorkerSpec(BaseModel):
     cpu_dilation: float = Field(1.0, ge=1.0, description="time dilation k: CPU phases padded to k times their CPU time (netbench.pacing)")
     gpus_per_node: int = Field(1, ge=1, description="G workers per node: shard inside it, replicate between nodes (rank = node * G + local rank)")
     intra_iface: str | None = Field(None, min_length=1, description="interface of the intra-node link, for its counters ('lo'); None: not read")
+    compute_scale: float = Field(1.0, ge=1.0, le=100.0, description="a straggler: its compute and codec phases take this many times as long")
 
     @model_validator(mode="after")
     def _rank_in_world(self) -> "WorkerSpec":
