@@ -2,8 +2,9 @@
 
 The model (:meth:`netbench.model.network.GraphModel.estimate`) gives bytes per step on every link direction and names
 the direction (or slow node) that sets the step. The run measured the same directions two ways: a node's interface
-counters are its access link (``tx``: ``nX up``, ``rx``: ``nX down``), and ``trunks.csv`` holds every trunk
-direction's transmit counters per step. Both are averaged over the measured steps and named as the model names them,
+counters are its access link (``tx``: ``nX up``, ``rx``: ``nX down``; the mean over the measured steps), and
+``trunks.csv`` holds every trunk direction's transmit counters per step (the mean over the run). Both are named as the
+model names them,
 so a report can say "bottleneck: X (model) / busiest link: Y (counters)". The busiest link is the direction that
 spent the most time sending per step (its bytes over its rate), which is what a bottleneck means; on a uniform network
 that is also the one that moved the most bytes.
@@ -37,23 +38,23 @@ def access_bytes_per_step(steps: pd.DataFrame, topology: Topology, placement: tu
     return out
 
 
-def trunk_bytes_per_step(trunks: pd.DataFrame, topology: Topology, warmup_steps: int) -> dict[str, float]:
-    """Each trunk direction's mean bytes per step after warm-up, from ``trunks.csv``.
+def trunk_bytes_per_step(trunks: pd.DataFrame, topology: Topology) -> dict[str, float]:
+    """Each trunk direction's mean bytes per step over the whole run, warm-up included, from ``trunks.csv``.
 
-    The orchestrator samples the trunks when the slowest worker finishes a step, so one row may cover several steps:
-    the bytes after the last sample at or before the warm-up's end are divided by the steps they cover.
+    The orchestrator samples the trunks when the slowest worker's step record appears, which on a crowded host can
+    lag that step's traffic by most of a step (an 8-node run on 2 cores booked two steps' bytes in one row and
+    nearly none in the last). Only the first sample (before any step) and the last (every worker done) are exact,
+    so the mean runs from one to the other: every step of a run carries the same exchanges, or (a periodic one) as
+    many per step on average.
     """
     if trunks.empty:
         return {}
-    sampled = sorted(int(s) for s in trunks["step"].unique())
-    before = [s for s in sampled if s <= warmup_steps]
-    if not before or sampled[-1] <= before[-1]:
+    steps = int(trunks["step"].max())
+    if steps < 1:
         return {}
-    start, end = before[-1], sampled[-1]
-    kept = trunks[trunks["step"] > start]
     out: dict[str, float] = {}
-    for (link, direction), rows in kept.groupby(["link", "direction"]):
-        out[direction_of(topology, str(link), direction == "fwd")] = float(rows["tx_bytes"].sum()) / (end - start)
+    for (link, direction), rows in trunks.groupby(["link", "direction"]):
+        out[direction_of(topology, str(link), direction == "fwd")] = float(rows["tx_bytes"].sum()) / steps
     return out
 
 
@@ -107,7 +108,7 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
         shapes = workload_shapes(config.workload, cluster.nodes)
         est = model_step(config, shapes, local, calibration if calibration is not None else load_calibration())
         measured = {**access_bytes_per_step(steps, cluster.graph, cluster.placement),
-                    **trunk_bytes_per_step(trunks, cluster.graph, config.warmup_steps)}
+                    **trunk_bytes_per_step(trunks, cluster.graph)}
         return compare_links(est, cluster.graph, measured)
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": f"{type(exc).__name__}: {exc}"}
