@@ -207,10 +207,6 @@ class Cluster:
         return delayline.stats_path(self.names.run_id)
 
     @property
-    def delay_line_pid(self) -> int | None:
-        return self.impairment.pid
-
-    @property
     def helper_pids(self) -> dict[str, int]:
         """Every delay line's process (one per switch with delayed ports) by name, for the fidelity monitor."""
         return self.impairment.helper_pids()
