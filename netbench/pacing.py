@@ -12,15 +12,21 @@ check reports the wait.
 
 The worker sets the factor once (:func:`set_factor`); the replicators' step timer and the
 worker's compute timer pace through :func:`pace`.
+
+A straggler (a topology node with ``compute_scale`` s > 1) paces the same phases once more: after
+dilation's padding, each CPU phase sleeps (s - 1) times the wall time it took, so its compute (a
+real model's, or the shapes workload's stand-in sleep), encode, decode and optimizer update take s
+times as long as the same phases on the other nodes, whatever share of the cores it got.
 """
 
 from __future__ import annotations
 
 import time
 
-__all__ = ["set_factor", "factor", "pace"]
+__all__ = ["set_factor", "factor", "set_compute_scale", "compute_scale", "pace"]
 
 _factor = 1.0
+_scale = 1.0
 
 
 def set_factor(k: float) -> None:
@@ -33,10 +39,26 @@ def factor() -> float:
     return _factor
 
 
+def set_compute_scale(s: float) -> None:
+    """This node's compute scale (1: as fast as the others; 2: every CPU phase twice as long)."""
+    global _scale
+    _scale = max(1.0, float(s))
+
+
+def compute_scale() -> float:
+    return _scale
+
+
 def pace(wall_s: float, cpu_s: float) -> float:
-    """Sleep out a phase that took ``wall_s`` and ``cpu_s`` until it lasted k x ``cpu_s``; returns the seconds slept."""
+    """Sleep out a phase that took ``wall_s`` and ``cpu_s`` until it lasted k x ``cpu_s``, then (a straggler) until it
+    lasted s times that; returns the seconds slept."""
     short = _factor * cpu_s - wall_s
-    if _factor == 1.0 or short <= 0:
-        return 0.0
-    time.sleep(short)
-    return short
+    slept = 0.0
+    if _factor != 1.0 and short > 0:
+        time.sleep(short)
+        slept = short
+    if _scale > 1.0:
+        extra = (_scale - 1.0) * (wall_s + slept)
+        time.sleep(extra)
+        slept += extra
+    return slept

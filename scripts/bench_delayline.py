@@ -38,7 +38,7 @@ def measure(rate: float, delay: float, seconds: float) -> dict:
     spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate))
     with Cluster(spec) as cluster:
         client, server = cluster.nodes[0], cluster.nodes[1]
-        pid = cluster.delay_line_pid
+        pid = cluster.helper_pids.get("delay_line")
         rtt = measure_rtt(client, server, count=10)
         cpu0 = cpu_seconds(pid)
         stats0 = _stats(cluster)

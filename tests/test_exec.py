@@ -114,6 +114,22 @@ def test_environment_output_and_counters_per_node(tmp_path: Path) -> None:
 
 @pytest.mark.netns
 @root
+def test_ranks_follow_the_rank_order_on_a_topology(tmp_path: Path) -> None:
+    """--rank-order interleaved on two sites: rank r runs on node placement[r], rank 0's node is the master."""
+    script = 'echo "env $RANK $MASTER_ADDR"'
+    done, result = exec_json(tmp_path, "--nodes", "4", "--bw", "1gbit", "--topology", "sites", "--sites", "2", "--wan-bw", "100mbit",
+                             "--rank-order", "interleaved", "--no-capture", command=["sh", "-c", script])
+    assert done.returncode == 0 and result["status"] == "ok", done.stderr
+    nodes = result["nodes"]
+    assert [n["rank"] for n in nodes] == [0, 1, 2, 3] and [n["node"] for n in nodes] == [0, 2, 1, 3]
+    for n in nodes:
+        line = f"env {n['rank']} {nodes[0]['address']}"
+        assert line in (Path(result["run_dir"]) / "workers" / f"rank{n['rank']}.log").read_text()
+    assert leftovers.clean(result["run_id"])
+
+
+@pytest.mark.netns
+@root
 def test_plain_torch_distributed_allreduce(tmp_path: Path) -> None:
     """examples/allreduce.py: exit 0, five step records per node, and wire bytes the model accounts for."""
     done, result = exec_json(tmp_path, "--nodes", "2", "--bw", "100mbit", command=[sys.executable, "examples/allreduce.py"])

@@ -47,6 +47,9 @@ def test_judge_names_each_cause() -> None:
     assert late["reasons"][0].startswith("delay line fell behind: 20.0% of packets") and "max 4.0 ms" in late["reasons"][0]
     assert "softirq" in judge(observed(softirq=0.4))["reasons"][0]
     assert "delay line starved" in judge(observed(helpers={"delay_line": {"cpu": 0.5, "wait": 0.3}}))["reasons"][0]
+    # every switch's line is watched: the second switch's starving fails the run and is named
+    two = judge(observed(helpers={"delay_line": {"cpu": 0.1, "wait": 0.0}, "delay_line_sw1": {"cpu": 0.5, "wait": 0.3}}))
+    assert two["reasons"][0].startswith("delay line starved (sw1, the most of 2)")
     assert judge(None)["ok"]  # too short to observe: nothing to say against it
 
 
@@ -224,13 +227,14 @@ def test_workers_yield_to_a_delay_line_that_could_not_raise_its_priority() -> No
     plain = subprocess.Popen(["sleep", "30"])
     raised = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: os.nice(-10)) if os.geteuid() == 0 else None
     try:
-        assert worker_nice(plain.pid) == WORKER_NICE == 10
-        assert worker_nice(None) == 0  # no delay line (no delay, or kernel netem)
+        assert worker_nice([plain.pid]) == WORKER_NICE == 10
+        assert worker_nice([]) == 0  # no delay line (no delay, or kernel netem)
         if raised is not None:
-            assert worker_nice(raised.pid) == 0
+            assert worker_nice([raised.pid]) == 0
+            assert worker_nice([raised.pid, plain.pid]) == WORKER_NICE  # one switch's line at nice 0 is enough to yield to
     finally:
         for proc in (plain, raised):
             if proc is not None:
                 proc.kill()
                 proc.wait()
-    assert worker_nice(plain.pid) == 0  # gone: the run fails on its own, naming the delay line
+    assert worker_nice([plain.pid]) == 0  # gone: the run fails on its own, naming the delay line

@@ -130,3 +130,11 @@ def test_ring_paths_are_the_topologys_own_routes(tmp_path):
         routes = Routes(topo)
         for src, dst in itertools.permutations(range(topo.node_count), 2):
             assert routes.path(src, dst) == topo.path(src, dst)
+
+
+def test_the_rings_link_is_the_stars_link_and_a_shared_wan_on_a_graph():
+    star_model = GraphModel(star(4, _d(100 * MBIT, 0.004), _d(50 * MBIT)), range(4))
+    assert star_model.ring_link() == (50 * MBIT, pytest.approx(0.008))  # min(up, down), twice the one-way delay
+    topo = two_sites(2, _d(20 * MBIT, 0.03))
+    assert GraphModel(topo, place(topo, "topology")).ring_link() == (20 * MBIT, pytest.approx(0.06))  # one hop each way
+    assert GraphModel(topo, place(topo, "interleaved")).ring_link()[0] == 10 * MBIT  # every hop crosses: two share each direction

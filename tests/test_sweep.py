@@ -166,3 +166,98 @@ def test_resume_runs_only_missing_points(tmp_path) -> None:
         assert stored["calibration"]["digest"] == calib.digest() and stored["calibration"]["path"] == str(tmp_path / "given.json")
         assert row.pred_step_time_s == pytest.approx(stored["step_time_s"]) and row.pred_compress_time_s == pytest.approx(stored["compress_time_s"])
         assert row.pred_compress_time_s > 0 and isinstance(row.fidelity_ok, (bool, np.bool_))
+
+
+# ------------------------------------------------------------------------------------------- topologies
+
+TWO_SITES = """[[sites]]
+name = "east"
+nodes = 2
+lan_bw = "1gbit"
+[[sites]]
+name = "west"
+nodes = 2
+lan_bw = "1gbit"
+[[wan]]
+between = ["east", "west"]
+bw = "50mbit"
+delay = "10ms"
+"""
+
+
+def test_topology_axes_name_every_point_and_leave_out_what_a_topology_does_not_take() -> None:
+    scenario = scenario_from_dict({"grid": {"replicator": "full", "nodes": 4, "bw": "1gbit", "topology": ["star", "sites", "racks"],
+                                            "wan_bw": ["10mbit", "100mbit"], "wan_delay": ["5ms"], "oversubscription": 4,
+                                            "rank_order": ["topology", "interleaved"]}})
+    plan = points(scenario, Path("/tmp"))
+    labels = [p.label for p in plan]
+    assert labels == ["full 4n 1gbit 0ms",  # the star takes neither the WAN axes nor an interleaving (its nodes are alike)
+                      "full 4n 1gbit 0ms sites2 wan 10mbit 5ms", "full 4n 1gbit 0ms sites2 wan 10mbit 5ms ranks interleaved",
+                      "full 4n 1gbit 0ms sites2 wan 100mbit 5ms", "full 4n 1gbit 0ms sites2 wan 100mbit 5ms ranks interleaved",
+                      "full 4n 1gbit 0ms racks2 4:1", "full 4n 1gbit 0ms racks2 4:1 ranks interleaved"]
+    assert len({p.key for p in plan}) == len(plan)
+    sites = plan[1].config.cluster
+    assert sites.topology.kind == "sites" and {t.forward.rate_bps for t in sites.topology.trunks} == {10e6}
+    assert plan[2].config.cluster.placement == (0, 2, 1, 3)
+    racks = plan[5].config.cluster.topology
+    assert {t.forward.rate_bps for t in racks.trunks} == {0.5e9}  # 2 nodes x 1gbit / 4
+    assert (plan[1].topology, plan[1].wan_bw, plan[1].wan_delay, plan[2].rank_order) == ("sites", "10mbit", "5ms", "interleaved")
+
+
+def test_explicit_points_take_grids_axes_and_files_beside_the_scenario(tmp_path) -> None:
+    (tmp_path / "topologies").mkdir()
+    (tmp_path / "topologies" / "two.toml").write_text(TWO_SITES)
+    path = write(tmp_path, 'steps = 3\n[grid]\nreplicator = ["full", "dct"]\nnodes = [4]\n'
+                           '[[points]]\ntopology = "topologies/two.toml"\nrank_order = "0,2,1,3"\n'
+                           '[[points]]\ntopology = "sites"\nsites = 2\nwan_bw = "20mbit"\nreplicator = "diloco"\n')
+    plan = points(load_scenario(path), Path("/tmp"))
+    assert [p.label for p in plan] == ["full 4n 100mbit 0ms", "dct 4n 100mbit 0ms", "full 4n 100mbit 0ms two ranks 0,2,1,3",
+                                       "dct 4n 100mbit 0ms two ranks 0,2,1,3", "diloco 4n 100mbit 0ms sites2 wan 20mbit 0ms"]
+    on_file = plan[2].config.cluster
+    assert on_file.topology.kind == "file" and on_file.placement == (0, 2, 1, 3) and plan[2].topology == "two"
+
+
+@pytest.mark.parametrize("toml, expected", [
+    ('[grid]\ntopology = "sites"\nnodes = 3\n', "grid.sites: 3 nodes do not divide into 2 equal sites"),
+    ('[grid]\ntopology = "sites"\nwan_bw = ["1gbit", "warp"]\n', "grid.wan_bw[1]: cannot read rate 'warp'"),
+    ('[grid]\ntopology = "sites"\nwan_delay = "1parsec"\n', "grid.wan_delay[0]: unknown time unit"),
+    ('[grid]\ntopology = "racks"\noversubscription = 0.5\n', "grid.oversubscription[0]: must be between 1 and 1000"),
+    ('[grid]\nrank_order = "sideways"\n', "grid.rank_order[0]: expected topology or interleaved"),
+    ('[grid]\nrank_order = "0,0"\n', "grid.rank_order: must list every node 0-1 once"),
+    ('[grid]\ntopology = "nowhere.toml"\n', "grid.topology: "),
+    ('[[points]]\nwan_bw = "fast"\n', "points[0].wan_bw[0]: cannot read rate 'fast'"),
+    ('[[points]]\ntopology = "sites"\nsites = 3\nnodes = 4\n', "points[0].sites: 4 nodes do not divide into 3 equal sites"),
+    ('[[points]]\ncolour = "red"\n', "points[0].colour: Extra inputs are not permitted"),
+])
+def test_bad_topology_axis_is_one_line_naming_the_field(cli, tmp_path, toml: str, expected: str) -> None:
+    path = write(tmp_path, toml)
+    done = cli("sweep", str(path), "--dry-run")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"netbench: error: {path}: ") and expected in lines[0], lines
+
+
+def test_topology_options_expand_the_grid_and_name_themselves(cli) -> None:
+    done = cli("sweep", "--replicator", "full", "--nodes", "4", "--topology", "sites", "--wan-bw", "10mbit,1gbit",
+               "--wan-delay", "20ms", "--rank-order", "topology,interleaved", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    labels = [line.split(None, 1)[1] for line in done.stdout.splitlines()]
+    assert labels == ["full 4n 100mbit 0ms sites2 wan 10mbit 20ms", "full 4n 100mbit 0ms sites2 wan 10mbit 20ms ranks interleaved",
+                      "full 4n 100mbit 0ms sites2 wan 1gbit 20ms", "full 4n 100mbit 0ms sites2 wan 1gbit 20ms ranks interleaved"]
+    bad = cli("sweep", "--topology", "sites", "--sites", "3", "--nodes", "4", "--dry-run")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "netbench: error: --sites: 4 nodes do not divide into 3 equal sites (--nodes must be a multiple of --sites)"]
+    one_order = cli("sweep", "--nodes", "4", "--topology", "sites", "--rank-order", "0,2,1,3", "--replicator", "full", "--dry-run")
+    assert one_order.returncode == 0 and one_order.stdout.count("\n") == 1 and "ranks 0,2,1,3" in one_order.stdout
+
+
+def test_topology_scenario_is_valid_and_sized() -> None:
+    scenario = load_scenario(REPO / "scenarios" / "topology.toml")
+    plan = points(scenario, Path("/tmp"))
+    kinds = {p.config.cluster.topology.kind if p.config.cluster.topology else "star" for p in plan}
+    assert kinds == {"star", "sites", "racks", "file"}
+    assert {p.config.replicator.name for p in plan} == {"full", "dct", "random", "diloco"}
+    assert {p.config.cluster.nodes for p in plan} <= set(range(4, 9))
+    assert {p.rank_order for p in plan} >= {"topology", "interleaved"}
+    assert any(n.compute_scale == 2 for p in plan for n in p.config.cluster.graph.nodes)
+    assert len({p.label for p in plan}) == len(plan) and len(plan) <= 16

@@ -13,6 +13,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from pyroute2 import IPRoute
 
@@ -138,8 +139,10 @@ def test_teardown_removes_every_switch_and_delay_line() -> None:
 def test_netbench_run_on_a_two_site_file_records_the_topology(tmp_path: Path) -> None:
     topology = tmp_path / "two_sites.toml"
     topology.write_text('[[sites]]\nname = "east"\nnodes = 2\nlan_bw = "1gbit"\n[[sites]]\nname = "west"\nnodes = 2\n'
-                        'lan_bw = "1gbit"\n[[wan]]\nbetween = ["east", "west"]\nbw = "100mbit"\ndelay = "10ms"\n')
-    out = subprocess.run([sys.executable, "-m", "netbench", "run", "--topology", str(topology), "-r", "full", "--workload", "mlp",
+                        'lan_bw = "1gbit"\n[[wan]]\nbetween = ["east", "west"]\nbw = "100mbit"\ndelay = "10ms"\n'
+                        '[nodes.1]\ncompute_scale = 2\n')
+    out = subprocess.run([sys.executable, "-m", "netbench", "run", "--topology", str(topology), "-r", "full", "--workload", "shapes",
+                          "--shapes", "llama:d_model=32,layers=1,ffn=64,vocab=64", "--compute-ms", "40",
                           "--steps", "4", "--warmup", "1", "--out", str(tmp_path / "out"), "--json"],
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -150,6 +153,16 @@ def test_netbench_run_on_a_two_site_file_records_the_topology(tmp_path: Path) ->
     assert run["cluster"]["fabric"]["trunks"]["east--west"]
     rows = (run_dir / "trunks.csv").read_text().splitlines()
     assert rows[0] == "step,link,direction,tx_bytes,tx_packets" and len(rows) > 2
+    # node 1 is a straggler: its compute takes twice as long, and steps.csv says so
+    steps = pd.read_csv(run_dir / "steps.csv")
+    compute = steps[~steps["warmup"]].groupby("rank")["compute_s"].median()
+    assert steps.groupby("rank")["compute_scale"].first().tolist() == [1.0, 2.0, 1.0, 1.0]
+    assert compute[1] > 1.6 * compute.drop(1).max(), compute.tolist()
+    # every link direction's bytes, the model's beside the counters'; the WAN's within 10 %
+    links = run["summary"]["links"]
+    wan = {r["link"]: r for r in links["directions"] if " to " in r["link"]}
+    assert set(wan) == {"east to west", "west to east"} and all(abs(r["ratio"] - 1) < 0.10 for r in wan.values()), wan
+    assert links["bottleneck_model"] and links["busiest_link"] in {r["link"] for r in links["directions"]}
 
 
 def _tx_bytes(port: str) -> int:

@@ -8,9 +8,7 @@ import pydantic
 import typer
 
 from netbench.cli.errors import UserError
-from netbench.emulation.naming import MAX_SWITCHES
-from netbench.emulation.spec import MAX_EMULATED_NODES, ClusterSpec
-from netbench.model.collectives import MIN_NODES
+from netbench.emulation.spec import ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import check_tcp_options
 from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
 from netbench.validation import one_line
@@ -134,10 +132,9 @@ def with_topology(spec: ClusterSpec, topology: Optional[str], sites: Optional[in
         order = parse_rank_order(rank_order)
     except (TopologyError, PlacementError) as exc:
         raise UserError(str(exc)) from None
-    if graph is not None and not MIN_NODES <= graph.node_count <= MAX_EMULATED_NODES:
-        raise UserError(f"--topology: {graph.node_count} nodes; this host may emulate {MIN_NODES}-{MAX_EMULATED_NODES}")
-    if graph is not None and len(graph.switches) > MAX_SWITCHES:
-        raise UserError(f"--topology: {len(graph.switches)} switches; this host may emulate at most {MAX_SWITCHES}")
+    problem = emulation_problem(graph) if graph is not None else None
+    if problem:
+        raise UserError(f"--topology: {problem}")
     try:
         return ClusterSpec.model_validate(
             {**spec.model_dump(), "nodes": graph.node_count if graph else spec.nodes, "topology": graph, "rank_order": order})

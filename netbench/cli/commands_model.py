@@ -355,8 +355,9 @@ def plan(
                             rank_order, gpus_per_node > 1 or algo != "ring")
     tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     settings = _settings(**rep_settings)
-    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, min(up_bps, down_bps), 2 * delay_s, shape_list, node_counts[0],
-                           concurrent=gpus_per_node == 1)
+    link = models[0].ring_link() if models else (min(up_bps, down_bps), 2 * delay_s)  # a graph's ring bottleneck, else the star's link
+    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, *link, shape_list,
+                           models[0].topology.node_count if models else node_counts[0], concurrent=gpus_per_node == 1)
     # the "measuring" line goes to stderr, so --json's stdout stays clean; non-default settings get their own encode/decode cost
     calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
     try:

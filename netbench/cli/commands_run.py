@@ -79,8 +79,7 @@ def run(
     work = ropt.build_workload_config(**work_settings)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
-    rep = ropt.with_bucket_mb(rep, bucket_mb, min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s(), work, nodes,
-                              gpus_per_node)
+    rep = ropt.with_bucket_mb(rep, bucket_mb, *ropt.bucket_link(cluster, gpus_per_node), work, nodes, gpus_per_node)
     config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                               capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
                               gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw), shard_within=shard_within)

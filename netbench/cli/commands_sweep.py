@@ -23,7 +23,9 @@ console = Console(stderr=True)
 _OPTIONS = {"grid.bw": "--bw", "grid.replicator": "--replicator", "grid.nodes": "--nodes", "grid.delay": "--delay",
             "steps": "--steps", "warmup": "--warmup", "name": "--name", "workload": "--workload/--shapes",
             **option_names(WORKLOAD, "workload."), **option_names(REPLICATOR, "replicator."), "capture": RUN["capture"].name,
-            "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle"}
+            "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
+            "grid.topology": "--topology", "grid.sites": "--sites", "grid.racks": "--racks", "grid.wan_bw": "--wan-bw",
+            "grid.wan_delay": "--wan-delay", "grid.oversubscription": "--oversubscription", "grid.rank_order": "--rank-order"}
 # the replicator settings a sweep takes from the command line (the rest only from a scenario file)
 SWEEP_REPLICATOR_FIELDS = ("topk", "chunk", "rate", "rank", "mu", "params_every", "m1_every", "m2_every", "bucket_mb")
 
@@ -34,6 +36,23 @@ def _csv(text: str) -> list[str]:
 
 def _nodes(text: str) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in _csv(text)]
+
+
+def _numbers(text: str, kind: type) -> list[Any]:
+    """A comma list of numbers; what does not read as one stays text, for the scenario's check to name."""
+    out: list[Any] = []
+    for t in _csv(text):
+        try:
+            out.append(kind(t))
+        except ValueError:
+            out.append(t)
+    return out
+
+
+def _rank_orders(text: str) -> list[str]:
+    """``topology,interleaved`` is two orders; ``0,2,1,3`` (every part a node index) is one."""
+    parts = _csv(text)
+    return [",".join(parts)] if parts and all(p.isdigit() for p in parts) else parts
 
 
 def _scenario(path: Optional[Path], overrides: dict[str, Any]):
@@ -87,8 +106,15 @@ def sweep(
     tcp_cc: Optional[str] = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."),
     tcp_wmem_max: Optional[int] = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes, bytes [default 64 MiB]."),
     no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="tcp_slow_start_after_idle=0 on the nodes."),
+    topology: Optional[str] = typer.Option(None, "--topology", help="Networks, comma list: star, sites, racks, or topology files."),
+    sites: Optional[str] = typer.Option(None, "--sites", help="--topology sites: site counts, comma list [default 2]."),
+    racks: Optional[str] = typer.Option(None, "--racks", help="--topology racks: rack counts, comma list [default 2]."),
+    wan_bw: Optional[str] = typer.Option(None, "--wan-bw", help="--topology sites: WAN link rates, comma list [default 100mbit]."),
+    wan_delay: Optional[str] = typer.Option(None, "--wan-delay", help="--topology sites: WAN one-way delays, comma list [default 0ms]."),
+    oversubscription: Optional[str] = typer.Option(None, "--oversubscription", help="--topology racks: factors, comma list [default 1]."),
+    rank_order: Optional[str] = typer.Option(None, "--rank-order", help="Rank orders, comma list (topology, interleaved), or one list of node indices (0,2,1,3)."),
 ) -> None:
-    """Run a grid of bandwidth x replicator x nodes x delay; resumable; writes summary.csv and a report."""
+    """Run a grid of bandwidth x replicator x nodes x delay x network; resumable; writes summary.csv and a report."""
     from netbench.orchestrator.sweep_scenario import ScenarioError
     from netbench.orchestrator.sweep_scenario import points as grid_points
 
@@ -99,11 +125,15 @@ def sweep(
         **{f"replicator.{k}": v for k, v in rep_settings.items()}, **run_settings, "calibrate": calibrate,
         "name": name, "tcp.cc": tcp_cc, "tcp.wmem_max": tcp_wmem_max,
         "tcp.slow_start_after_idle": False if no_slow_start_after_idle else None,
+        "grid.topology": _csv(topology) if topology else None, "grid.sites": _numbers(sites, int) if sites else None,
+        "grid.racks": _numbers(racks, int) if racks else None, "grid.wan_bw": _csv(wan_bw) if wan_bw else None,
+        "grid.wan_delay": _csv(wan_delay) if wan_delay else None,
+        "grid.oversubscription": _numbers(oversubscription, float) if oversubscription else None,
+        "grid.rank_order": _rank_orders(rank_order) if rank_order else None,
     }
     if calibration is not None and not calibration.is_file():
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
     scenario = _scenario(scenario_file, overrides)
-    check_workload(scenario.workload, max(scenario.grid.nodes))
     dilation_factor(dilation)  # bad input: one line, before any point runs
     check_delay_line_env()
     folder = out or Path("reports/sweeps") / scenario.name
@@ -111,6 +141,7 @@ def sweep(
         plan = grid_points(scenario, folder.resolve() / "runs", names={"out_dir": "--out"})
     except ScenarioError as exc:
         raise UserError(str(exc)) from None
+    check_workload(scenario.workload, max(p.config.cluster.nodes for p in plan))
     if not dry_run:
         check_capture_room([p.config for p in plan])
     if dry_run:

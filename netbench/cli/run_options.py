@@ -53,6 +53,17 @@ def check_workload(workload: WorkloadConfig, world_size: int) -> None:
         raise UserError(f"--workload python:{workload.factory}: {exc}") from None
 
 
+def bucket_link(cluster, gpus_per_node: int = 1) -> tuple[float, float]:
+    """(rate, round trip) ``--bucket-mb auto`` sizes buckets for: the ring's bottleneck on the cluster's graph and
+    placement (a WAN link or a rack uplink where one is the narrowest, shared by the hops that cross it); the star's
+    (or the hybrid mode's) ``min(up, down)`` and round trip."""
+    if cluster.topology is None or gpus_per_node > 1:
+        return min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s()
+    from netbench.model.network import GraphModel
+
+    return GraphModel(cluster.graph, cluster.placement).ring_link()
+
+
 def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt_s: float,
                    workload: WorkloadConfig, world_size: int, gpus_per_node: int = 1) -> ReplicatorConfig:
     """``rep`` with ``--bucket-mb`` applied: a number, or ``auto`` (from the link and the step's payload;

@@ -217,8 +217,9 @@ class Cluster:
         return getattr(self.impairment, "stats_path", None)
 
     @property
-    def delay_line_pid(self) -> int | None:
-        return self.impairment.pid
+    def helper_pids(self) -> dict[str, int]:
+        """Every delay line's process (one per switch with delayed ports) by name, for the fidelity monitor."""
+        return self.impairment.helper_pids()
 
     @property
     def _delay_line(self) -> subprocess.Popen | None:

@@ -61,6 +61,11 @@ class SwitchDelayLines(ImpairmentEngine):
     def pids(self) -> list[int]:
         return [line.pid for line in self.lines if line.pid is not None]
 
+    def helper_pids(self) -> dict[str, int]:
+        """Every switch's line: the first as ``delay_line`` (the star's name), the others ``delay_line_sw<switch>``."""
+        named = {("delay_line" if i == 0 else f"delay_line_sw{line.switch_index}"): line.pid for i, line in enumerate(self.lines)}
+        return {name: pid for name, pid in named.items() if pid is not None}
+
     def describe(self) -> dict[str, Any]:
         first = self.lines[0].describe() if self.lines else {}
         return {**first, "delay_line_switches": [line.switch_netns for line in self.lines]}

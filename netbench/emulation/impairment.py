@@ -60,6 +60,11 @@ class ImpairmentEngine:
         """The helper's process id (the fidelity monitor watches its CPU), or None."""
         return None
 
+    def helper_pids(self) -> dict[str, int]:
+        """Every helper process by name (``delay_line``, ``delay_line_sw1``, ...): the fidelity monitor watches each
+        one's CPU and wait, and the workers yield to them (:func:`netbench.orchestrator.runner.worker_nice`)."""
+        return {"delay_line": self.pid} if self.pid is not None else {}
+
     def stats(self) -> dict[str, Any] | None:
         """What the helper counted (packets passed, dropped, released late), or None."""
         return None

@@ -18,9 +18,20 @@ from netbench.topology.placement import place
 from netbench.topology.presets import star
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 
-__all__ = ["MIN_RATE_BPS", "MAX_RATE_BPS", "MAX_EMULATED_DELAY_S", "MAX_EMULATED_NODES", "DirectionSpec", "ClusterSpec"]
+__all__ = ["MIN_RATE_BPS", "MAX_RATE_BPS", "MAX_EMULATED_DELAY_S", "MAX_EMULATED_NODES", "DirectionSpec", "ClusterSpec", "emulation_problem"]
 
 MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is model.steptime.MAX_PLANNED_NODES)
+
+
+def emulation_problem(graph: Topology) -> str | None:
+    """Why this host cannot emulate ``graph`` (too many or too few nodes, too many switches), or None."""
+    from netbench.emulation.naming import MAX_SWITCHES
+
+    if not MIN_NODES <= graph.node_count <= MAX_EMULATED_NODES:
+        return f"{graph.node_count} nodes; this host may emulate {MIN_NODES}-{MAX_EMULATED_NODES}"
+    if len(graph.switches) > MAX_SWITCHES:
+        return f"{len(graph.switches)} switches; this host may emulate at most {MAX_SWITCHES}"
+    return None
 
 
 class ClusterSpec(BaseModel):

@@ -29,7 +29,7 @@ from netbench.model.steptime import Scenario, StepEstimate, dense_dtype, per_ste
 from netbench.shapes import ParamShape, total_params
 from netbench.topology.graph import Hop, Topology
 
-__all__ = ["Layout", "LAYOUTS", "Bottleneck", "GraphEstimate", "GraphModel", "direction_name"]
+__all__ = ["Layout", "LAYOUTS", "Bottleneck", "GraphEstimate", "GraphModel", "direction_name", "direction_of"]
 
 Layout = Literal["flat", "sites"]
 LAYOUTS: tuple[str, ...] = ("flat", "sites")
@@ -63,6 +63,11 @@ def direction_name(topology: Topology, h: Hop) -> str:
     return f"{link.a} to {link.b}" if h.forward else f"{link.b} to {link.a}"
 
 
+def direction_of(topology: Topology, link: str, forward: bool) -> str:
+    """:func:`direction_name` of a link direction given as trunks.csv names it (``link``, fwd or rev)."""
+    return direction_name(topology, Hop(link, forward))
+
+
 class GraphModel:
     """A topology with its ranks placed: its rings built once, priced for any scheme, workload and trunk rate."""
 
@@ -81,6 +86,17 @@ class GraphModel:
         """Nodes per site when every site has as many (the sharded layout needs it), else None."""
         sizes = {len(g) for g in self.sites}
         return sizes.pop() if len(sizes) == 1 and len(self.sites) > 1 else None
+
+    def ring_link(self) -> tuple[float, float]:
+        """(rate, round trip) one flat-ring hop sees at the ring's bottleneck: the least rate per data hop over the link
+        directions the ring's data crosses (a shared trunk gives each hop its share), and the longest hop's round trip.
+
+        For the star these are ``min(up, down)`` and twice the one-way delay: what bucket sizing takes from a link.
+        """
+        rings = self.flat
+        rate = min(rings.rate_bps(h) / n for h, n in rings.data.items())
+        rtt = max(self.routes.delay_s(hop.forward) + self.routes.delay_s(hop.reverse) for ring in rings.rings for hop in ring)
+        return rate, rtt
 
     def layout_rings(self, layout: Layout) -> tuple[RingSet | None, RingSet]:
         """(the site LAN rings or None, the rings the scheme's exchanges run on)."""

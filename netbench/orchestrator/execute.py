@@ -86,6 +86,7 @@ class NodeProcess:
     cpu_s: float | None = None
     stopped_by: str | None = None  # why netbench stopped it ("timeout", "peer failed", ...)
     after: IfaceCounters | None = None
+    rank: int = 0  # its rank (the node's slot in the placement)
 
     def reap(self, block: bool = False) -> bool:
         """True once the process has exited (recording its status and rusage)."""
@@ -156,17 +157,23 @@ class ExecOutcome(Outcome):
         return EXIT_NETBENCH_FAILED if self.error is not None else self.code
 
 
+def rank_of(cluster: Cluster, node: Node) -> int:
+    """The rank ``node`` runs: its slot in the cluster's placement (``--rank-order``), as `netbench run` places ranks."""
+    return cluster.spec.placement.index(node.index)
+
+
 def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: RunDir) -> dict[str, str]:
-    """torch.distributed's environment for one node, plus where the step API writes."""
-    world = len(cluster.nodes)
+    """torch.distributed's environment for one node, plus where the step API writes (rank r on node ``placement[r]``)."""
+    world, rank = len(cluster.nodes), rank_of(cluster, node)
+    master = cluster.nodes[cluster.spec.placement[0]]
     return {
-        "RANK": str(node.index), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-        "GROUP_RANK": str(node.index), "MASTER_ADDR": cluster.nodes[0].address, "MASTER_PORT": str(config.master_port),
+        "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(rank), "MASTER_ADDR": master.address, "MASTER_PORT": str(config.master_port),
         "GLOO_SOCKET_IFNAME": node.iface, "NCCL_SOCKET_IFNAME": node.iface, "OMP_NUM_THREADS": str(config.run.threads),
         "PYTHONUNBUFFERED": "1",
         "NETBENCH_RUN_ID": cluster.names.run_id, "NETBENCH_RUN_DIR": str(run_dir.path.resolve()),
-        "NETBENCH_RECORDS": str(run_dir.records_path(node.index).resolve()),
-        "NETBENCH_RANK": str(node.index), "NETBENCH_WORLD_SIZE": str(world), "NETBENCH_IFACE": node.iface,
+        "NETBENCH_RECORDS": str(run_dir.records_path(rank).resolve()),
+        "NETBENCH_RANK": str(rank), "NETBENCH_WORLD_SIZE": str(world), "NETBENCH_IFACE": node.iface,
         "NETBENCH_WARMUP_STEPS": str(config.run.warmup_steps),
     }
 
@@ -175,12 +182,14 @@ def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO 
     import subprocess
 
     launched = []
-    for node in cluster.nodes:
+    for index in cluster.spec.placement:  # in rank order: the node list, the logs and the records are by rank
+        node = cluster.nodes[index]
+        rank = rank_of(cluster, node)
         before = node.call(read_counters, node.iface)
         proc = node.popen(list(config.command), env=node_env(config, cluster, node, run_dir), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        pump = OutputPump(node.index, proc.stdout, run_dir.log_path(node.index), echo)
-        launched.append(NodeProcess(node, proc, pump, before, time.monotonic()))
+        pump = OutputPump(rank, proc.stdout, run_dir.log_path(rank), echo)
+        launched.append(NodeProcess(node, proc, pump, before, time.monotonic(), rank=rank))
     return launched
 
 
@@ -199,19 +208,19 @@ def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[],
         now = time.monotonic()
         if first_failure is not None and now - failed_at > FAILURE_GRACE_S:
             for p in procs:
-                p.stop(f"node {first_failure.node.index} failed")
+                p.stop(f"node {first_failure.rank} failed")
             break
         if timeout_s is not None and now - started > timeout_s:
             for p in procs:
                 p.stop("timeout")
-            running = [str(p.node.index) for p in procs if p.stopped_by == "timeout"]
+            running = [str(p.rank) for p in procs if p.stopped_by == "timeout"]
             return "failed", f"timed out after {timeout_s:g} s (node(s) {', '.join(running)} still running)", EXIT_TIMEOUT
         time.sleep(0.05)
     if first_failure is None:
         return "ok", None, 0
     code = first_failure.exit_code or 1
     how = f"was killed by {signal.Signals(code - 128).name}" if code > 128 and code - 128 in signal.valid_signals() else f"exited with code {code}"
-    return "failed", f"node {first_failure.node.index} {how}", code
+    return "failed", f"node {first_failure.rank} {how}", code
 
 
 def _read_after(procs: list[NodeProcess]) -> None:
@@ -276,7 +285,7 @@ def _capture_totals(path: Path, address: str) -> dict[str, float]:
 def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
     counters = (p.after - p.before).as_dict() if p.after is not None and p.before is not None else {}
     entry: dict[str, Any] = {
-        "rank": p.node.index, "address": p.node.address, "exit_code": p.exit_code, "stopped_by": p.stopped_by,
+        "rank": p.rank, "node": p.node.index, "address": p.node.address, "exit_code": p.exit_code, "stopped_by": p.stopped_by,
         "wall_time_s": (p.ended or time.monotonic()) - p.started, "cpu_time_s": p.cpu_s,
         "wire_tx_bytes": counters.get("tx_bytes"), "wire_rx_bytes": counters.get("rx_bytes"),
         "wire_tx_packets": counters.get("tx_packets"), "wire_rx_packets": counters.get("rx_packets"),
@@ -337,6 +346,8 @@ def _collect(config: ExecConfig, run_dir: RunDir, names: RunNames, outcome: Exec
              warnings: list[str]) -> ExecResult:
     """run.json and steps.csv through the run writer, with the per-node results under ``exec``."""
     nodes = [_node_result(p, outcome.pcaps.get(p.node.index)) for p in outcome.procs]
+    placement = config.run.cluster.placement
+    pcaps = {placement.index(node): path for node, path in outcome.pcaps.items()}  # a node's capture goes with its rank
     records = run_dir.all_records(config.run.cluster.nodes)
     model_config, declared = _model_config(config, run_dir, records)
     usable = declared is not None and "error" not in declared
@@ -346,8 +357,8 @@ def _collect(config: ExecConfig, run_dir: RunDir, names: RunNames, outcome: Exec
                                                     "timeout_s": config.timeout_s, "nodes": nodes, "payload": declared}}
     summary, run_json = results.write_run(run_dir, results.RunOutput(
         config=model_config, records=records, run_id=names.run_id, status=outcome.status, reason=outcome.reason, started=started,
-        warnings=warnings, cluster=outcome.cluster, extra=extra, pcaps=outcome.pcaps,
-        addresses={rank: names.address(rank) for rank in outcome.pcaps}, capture={"dropped_by_port": outcome.capture_drops},
+        warnings=warnings, cluster=outcome.cluster, extra=extra, pcaps=pcaps,
+        addresses={rank: names.address(placement[rank]) for rank in pcaps}, capture={"dropped_by_port": outcome.capture_drops},
         predict=usable))
     summary["replicator"] = model_config.replicator.name if usable else "none"
     run_json["summary"] = summary

@@ -272,9 +272,12 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
             reasons.append(f"delay line fell behind: {late:.1%} of packets released over 1 ms late "
                            f"(max {line.get('late_max_s', 0) * 1e3:.1f} ms; limit {t['late_packets']:.0%})")
     reasons.extend(queue_drop_reasons(line))
-    dl_wait = (observed.get("helpers") or {}).get("delay_line", {}).get("wait")
-    if dl_wait is not None and dl_wait > t["delay_line_wait"]:
-        reasons.append(f"delay line starved: it waited {dl_wait:.0%} of the run for a core")
+    lines = {name: h["wait"] for name, h in (observed.get("helpers") or {}).items()
+             if name.startswith("delay_line") and h.get("wait") is not None}
+    starved = max(lines, key=lines.__getitem__) if lines else None
+    if starved is not None and lines[starved] > t["delay_line_wait"]:
+        which = "" if len(lines) == 1 else f" ({starved.removeprefix('delay_line_') if starved != 'delay_line' else 'first switch'}, the most of {len(lines)})"
+        reasons.append(f"delay line starved{which}: it waited {lines[starved]:.0%} of the run for a core")
     return {"ok": not reasons, "reasons": reasons, "observed": observed}
 
 

@@ -23,6 +23,7 @@ calibration's identity) is stored in run.json and read back by sweep, report and
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any, Protocol, Sequence
 
@@ -74,9 +75,15 @@ def workload_shapes(workload: WorkloadConfig, world_size: int = 2) -> list[Param
     """Parameter shapes the workers train: the preset's for ``shapes``, else from building the model once."""
     if workload.kind == "shapes":
         return workload.shape_list()
+    return list(_built_shapes(workload.model_dump_json(), world_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _built_shapes(workload_json: str, world_size: int) -> tuple[ParamShape, ...]:
+    """A built-in model's shapes, built once per process (the prediction and the per-link bytes both ask)."""
     from netbench.workloads import build_workload  # torch: only for the built-in models
 
-    return build_workload(workload, 0, world_size).param_shapes()
+    return tuple(build_workload(WorkloadConfig.model_validate_json(workload_json), 0, world_size).param_shapes())
 
 
 def local_time_s(steps: pd.DataFrame) -> float | None:

@@ -23,6 +23,7 @@ from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
+from netbench.orchestrator.links import link_report, read_trunks
 from netbench.orchestrator.prediction import model_errors, predict_run, replay_run
 from netbench.orchestrator import health
 from netbench.orchestrator.hybrid_results import hybrid_summary
@@ -191,6 +192,7 @@ class RunOutput:
     predict: bool = True  # False leaves the model out (`netbench exec` of a program that declared no payload)
     calibration: Any = None  # the HostCalibration the prediction uses (None: the saved one)
     fidelity: dict[str, Any] | None = None  # the run's verdict on its own emulation (netbench.orchestrator.fidelity)
+    trunks_csv: Path | None = None  # the trunks' per-step counters (`netbench run` on a topology), for the per-link comparison
 
 
 def write_run(run_dir: RunDir, out: RunOutput) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -241,8 +243,12 @@ def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> d
     predicted = predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity) if known else {"error": "link rate unknown"}
     if "error" in predicted:
         return {"prediction_error": predicted["error"]}
+    found: dict[str, Any] = {"predicted": predicted}
     replay = replay_run(out.config, steps, calib, cpus=out.cpus)
-    return {"predicted": predicted, **({"replay_step_time_s": replay} if replay is not None else {})}
+    if replay is not None:
+        found["replay_step_time_s"] = replay
+    found["links"] = link_report(out.config, steps, read_trunks(out.trunks_csv), calib)  # the model's bytes per link beside the counters'
+    return found
 
 
 def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, predicted: dict[str, Any] | None,

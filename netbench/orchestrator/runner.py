@@ -142,7 +142,7 @@ def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_clus
 def build(plan: RunPlan, cluster: Cluster, outcome: RunOutcome) -> None:
     """With the cluster up: record what was built, and shape the intra-node link of nodes with several workers."""
     outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
-    nice = worker_nice(cluster.delay_line_pid)
+    nice = worker_nice(list(cluster.helper_pids.values()))
     if nice:
         outcome.cluster["worker_nice"] = nice
     if plan.dilated.gpus_per_node > 1:
@@ -152,21 +152,22 @@ def build(plan: RunPlan, cluster: Cluster, outcome: RunOutcome) -> None:
 WORKER_NICE = 10  # a user namespace may lower a process, never raise one: at +10 a worker weighs 1/9 of the delay line
 
 
-def worker_nice(delay_line_pid: int | None) -> int:
-    """How far the workers lower their priority: WORKER_NICE where a delay line runs without a raised one.
+def worker_nice(delay_line_pids: list[int]) -> int:
+    """How far the workers lower their priority: WORKER_NICE where some delay line (one per switch) runs without a raised one.
 
     The delay line must run the moment a packet is due. As root it takes SCHED_FIFO (or nice -10);
     in a user namespace it can do neither, only ask for a short slice, and a rootless pipelined run
     found it waiting 13-15 % of the run for a core behind the workers (4-5 % with the short slice,
     2 % with the workers at +10 as well, no late release). Lowering the workers is allowed everywhere.
     """
-    if delay_line_pid is None:
-        return 0
-    try:
-        raised = os.sched_getscheduler(delay_line_pid) != os.SCHED_OTHER or os.getpriority(os.PRIO_PROCESS, delay_line_pid) < 0
-    except OSError:  # gone already: the run fails on its own, naming the delay line
-        return 0
-    return 0 if raised else WORKER_NICE
+    for pid in delay_line_pids:
+        try:
+            raised = os.sched_getscheduler(pid) != os.SCHED_OTHER or os.getpriority(os.PRIO_PROCESS, pid) < 0
+        except OSError:  # gone already: the run fails on its own, naming the delay line
+            continue
+        if not raised:
+            return WORKER_NICE
+    return 0
 
 
 def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[subprocess.Popen]:
@@ -200,6 +201,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
                 iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
                 workload=config.workload, out_path=str(run_dir.records_path(rank)),
                 timeout_s=timeout_s, threads=config.threads, cpu_dilation=dilation,
+                compute_scale=config.cluster.graph.nodes[index].compute_scale,
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
                 **({"shard_groups": layout.shards} if layout is not None else {}),
             )
@@ -212,7 +214,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
 def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], capture: Capture | None, outcome: RunOutcome,
           progress: Progress | None) -> None:
     """Until every worker is done, or one fails or stalls; then, whatever happened, the fidelity verdict and the pcaps."""
-    helpers = {"delay_line": cluster.delay_line_pid} if cluster.delay_line_pid else {}
+    helpers = cluster.helper_pids  # every switch's delay line
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
 
     trunks = TrunkCounters(cluster.fabric) if cluster.fabric is not None else None
@@ -317,6 +319,6 @@ def _write(plan: RunPlan, outcome: RunOutcome) -> RunResult:
         started=plan.started, warnings=plan.warnings, cluster=outcome.cluster,
         extra={"collective_timeout_s": plan.timeout_s, "launcher": "netbench run", "dilation": k},
         pcaps=pcaps, addresses={rank: plan.names.address(config.cluster.placement[rank // g]) for rank in pcaps}, capture={"dropped_by_port": outcome.capture_drops},
-        calibration=plan.calibration, fidelity=fidelity,
+        calibration=plan.calibration, fidelity=fidelity, trunks_csv=plan.run_dir.trunks_csv,
         cpus=max(1, round(host_cpus() * k)) if k != 1.0 else None))  # dilated: each node has k times the CPU per second
     return RunResult(plan.run_dir.path, outcome.status, outcome.reason, summary, run_json)

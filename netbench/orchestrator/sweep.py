@@ -99,17 +99,30 @@ def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | 
     row: dict[str, Any] = {
         "key": point.key, "label": point.label, "replicator": cfg.replicator.name, "nodes": cfg.cluster.nodes,
         "bw": point.bw, "bw_bps": cfg.cluster.up.rate_bps, "delay": point.delay, "delay_ms": cfg.cluster.one_way_delay_s() * 1e3,
+        "topology": point.topology, "wan_bw": point.wan_bw, "wan_delay": point.wan_delay, "rank_order": point.rank_order,
+        **_wan_figures(cfg),
         "status": status, "reason": reason or "", "run_dir": os.path.relpath(run_dir, out),
     }
     row.update({k: summary.get(k) for k in MEASURED})
     row.update({predicted_column(k): predicted.get(k) for k in PREDICTED})
     row["params"] = predicted.get("params")
     row["prediction_error"] = predicted.get("error", "")
+    links = summary.get("links") or {}
+    row["bottleneck_model"] = links.get("bottleneck_model") or ""
+    row["busiest_link"] = links.get("busiest_link") or ""
     fidelity = summary.get("fidelity") or {}
     row["fidelity_ok"] = fidelity.get("ok")
     row["dilation"] = fidelity.get("dilation", 1.0)
     row["fidelity_reasons"] = "; ".join(fidelity.get("reasons", []))
     return row
+
+
+def _wan_figures(config: RunConfig) -> dict[str, float | None]:
+    """The slowest trunk direction's rate and the longest trunk delay (None on the star): numbers to plot against."""
+    trunks = config.cluster.graph.trunks
+    directions = [d for t in trunks for d in (t.forward, t.reverse)]
+    return {"wan_bw_bps": min(d.rate_bps for d in directions) if directions else None,
+            "wan_delay_ms": max(d.delay_s for d in directions) * 1e3 if directions else None}
 
 
 def stored_prediction(summary: dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,17 @@
-"""A sweep scenario: the grid (bandwidth x replicator x nodes x delay) and what every point runs.
+"""A sweep scenario: the grid (bandwidth x replicator x nodes x delay x network) and what every point runs.
 
 Read from a TOML file in ``scenarios/`` or built from ``netbench sweep`` options; both go through
 the same pydantic model, and every point's RunConfig is built (so validated) before the first
 run starts: a typo in point 17 fails in a second, not after an hour of measuring points 1-16.
 
-Every error is one line naming the field (``grid.bw[1]``) or the option (``--bw``).
+The points are the union of ``[grid]``'s product, each ``[[more]]`` table's (unset axes: the defaults)
+and each ``[[points]]`` table's (unset axes: ``[grid]``'s; single values make one point). An axis is a
+list or a single value. The network axes: ``topology`` (star, sites, racks, or a topology file, its
+path relative to the scenario file), then what the presets take: ``sites``, ``wan_bw``, ``wan_delay``
+(sites), ``racks``, ``oversubscription`` (racks), and ``rank_order`` (any). An axis a point's topology
+does not take is left out of that point, so a star and a sites preset share one grid.
+
+Every error is one line naming the field (``grid.bw[1]``, ``points[2].wan_bw``) or the option (``--bw``).
 """
 
 from __future__ import annotations
@@ -19,10 +26,14 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from netbench.emulation.spec import ClusterSpec
+from netbench.emulation.spec import ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.topology.file import TopologyError
+from netbench.topology.graph import Topology
+from netbench.topology.options import MAX_OVERSUBSCRIPTION, PRESETS, topology_from_options
+from netbench.topology.placement import PlacementError, parse_rank_order
 from netbench.safe_files import NAME_PATTERN
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.validation import one_line
@@ -46,7 +57,7 @@ def _each(values: list[str], parse) -> list[str]:
 
 
 class Grid(BaseModel):
-    """The axes; the sweep runs their full product."""
+    """The axes; the sweep runs their full product. A single value is an axis of one."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -56,6 +67,62 @@ class Grid(BaseModel):
     delay: list[str] = Field(["0ms"], min_length=1, description="one-way delay on each uplink, tc units")
     gpus_per_node: list[int] = Field([1], min_length=1, description="workers per node (FlexDeMo: shard inside, replicate between)")
     intra_bw: list[str] = Field(["unshaped"], min_length=1, description="intra-node link rates, tc units, or 'unshaped'")
+    topology: list[str] = Field(["star"], min_length=1, description="networks: star, sites, racks, or a topology file's path")
+    sites: list[int] = Field([2], min_length=1, description="topology sites: how many sites share the nodes")
+    wan_bw: list[str] = Field(["100mbit"], min_length=1, description="topology sites: every WAN link's rate, tc units")
+    wan_delay: list[str] = Field(["0ms"], min_length=1, description="topology sites: every WAN link's one-way delay, tc units")
+    racks: list[int] = Field([2], min_length=1, description="topology racks: how many racks share the nodes")
+    oversubscription: list[float] = Field([1.0], min_length=1, description="topology racks: access capacity over a rack's uplink")
+    rank_order: list[str] = Field(["topology"], min_length=1, description="which node each rank runs on: topology, interleaved, or 0,2,1,3")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _axis(cls, v: Any) -> Any:
+        return v if isinstance(v, list) else [v]
+
+    @field_validator("wan_bw")
+    @classmethod
+    def _wan_rates(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(_each(v, parse_rate)))
+
+    @field_validator("wan_delay")
+    @classmethod
+    def _wan_delays(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(_each(v, parse_time)))
+
+    @field_validator("sites", "racks")
+    @classmethod
+    def _groups(cls, v: list[int]) -> list[int]:
+        for i, g in enumerate(v):
+            if g < 1:
+                raise ValueError(f"[{i}] must be at least 1, got {g}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("oversubscription")
+    @classmethod
+    def _factors(cls, v: list[float]) -> list[float]:
+        for i, f in enumerate(v):
+            if not 1.0 <= f <= MAX_OVERSUBSCRIPTION:  # also refuses nan
+                raise ValueError(f"[{i}] must be between 1 and {MAX_OVERSUBSCRIPTION:g}, got {f:g}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("rank_order")
+    @classmethod
+    def _orders(cls, v: list[str]) -> list[str]:
+        for i, text in enumerate(v):
+            try:
+                parse_rank_order(text)
+            except PlacementError as exc:
+                raise ValueError(f"[{i}] {str(exc).removeprefix('--rank-order: ')}") from None
+        return list(dict.fromkeys(v))
+
+    @field_validator("topology")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        for i, text in enumerate(v):
+            if not text.strip():
+                raise ValueError(f"[{i}] choose {', '.join(PRESETS)} or a topology file's path, got ''")
+        return list(dict.fromkeys(v))
 
     @field_validator("gpus_per_node")
     @classmethod
@@ -99,6 +166,7 @@ class SweepScenario(BaseModel):
     description: str = ""
     grid: Grid = Field(default_factory=Grid)
     more: list[Grid] = Field(default_factory=list, description="further grids whose points join grid's: a sparse design as a union of small products")
+    points: list[dict[str, Any]] = Field(default_factory=list, description="explicit points: each table's unset axes are grid's")
     steps: int = Field(10, ge=1, le=100_000, description="measured steps per point")
     warmup: int = Field(2, ge=0, le=1000, description="warm-up steps per point")
     timeout_s: float | None = Field(None, gt=0, le=3600, description="collective timeout per point; unset: from the model")
@@ -108,6 +176,12 @@ class SweepScenario(BaseModel):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="as `netbench run`: the transformer unless set")
     replicator: dict[str, Any] = Field(default_factory=dict, description="ReplicatorConfig settings shared by every replicator")
     tcp: TcpOptions = Field(default_factory=TcpOptions, description="TCP settings of every point's nodes (cc, wmem_max, slow_start_after_idle)")
+
+    def sections(self) -> list[tuple[str, Grid]]:
+        """Every grid by where it was written: ``grid``, ``more[i]``, ``points[i]`` (a point: grid's axes with its own)."""
+        own = [Grid.model_validate(p) for p in self.points]
+        return [("grid", self.grid), *((f"more[{i}]", g) for i, g in enumerate(self.more)),
+                *((f"points[{i}]", self.grid.model_copy(update={k: getattr(g, k) for k in g.model_fields_set})) for i, g in enumerate(own))]
 
     @field_validator("replicator")
     @classmethod
@@ -127,6 +201,47 @@ class Point:
     config: RunConfig
     bw: str
     delay: str
+    topology: str = "star"  # star, sites, racks, or the topology file's name
+    wan_bw: str = ""  # the sites preset's WAN links ("" elsewhere)
+    wan_delay: str = ""
+    rank_order: str = "topology"
+
+
+@dataclass(frozen=True)
+class _Network:
+    """A point's network axes, with those its topology does not take left out (None)."""
+
+    topology: str = "star"
+    sites: int | None = None
+    wan_bw: str | None = None
+    wan_delay: str | None = None
+    racks: int | None = None
+    oversubscription: float | None = None
+    rank_order: str = "topology"
+
+    @classmethod
+    def of(cls, topology: str, sites: int, wan_bw: str, wan_delay: str, racks: int, oversubscription: float, order: str) -> "_Network":
+        if topology == "sites":
+            return cls(topology, sites=sites, wan_bw=wan_bw, wan_delay=wan_delay, rank_order=order)
+        if topology == "racks":
+            return cls(topology, racks=racks, oversubscription=oversubscription, rank_order=order)
+        return cls(topology, rank_order="topology" if topology == "star" and order == "interleaved" else order)
+
+    def label(self) -> str:
+        """`` sites2 wan 100mbit 20ms``, `` racks2 4:1``, `` file NAME``; and the rank order where not site by site."""
+        if self.topology == "sites":
+            text = f" sites{self.sites} wan {self.wan_bw} {self.wan_delay}"
+        elif self.topology == "racks":
+            text = f" racks{self.racks} {self.oversubscription:g}:1"
+        elif self.topology == "star":
+            text = ""
+        else:
+            text = f" {Path(self.topology).stem}"
+        return text + ("" if self.rank_order == "topology" else f" ranks {self.rank_order}")
+
+    @property
+    def name(self) -> str:
+        return self.topology if self.topology in PRESETS else Path(self.topology).stem
 
 
 def _where(prefix: str, field: str, names: dict[str, str] | None, index: str = "") -> str:
@@ -143,6 +258,11 @@ def scenario_from_dict(data: dict[str, Any], source: str = "", names: dict[str, 
         scenario = SweepScenario.model_validate(data)
     except pydantic.ValidationError as exc:
         raise ScenarioError(one_line(exc, names, prefix=prefix)) from None
+    for i, entry in enumerate(scenario.points):
+        try:
+            Grid.model_validate(entry)
+        except pydantic.ValidationError as exc:
+            raise ScenarioError(one_line(exc, prefix=f"{prefix}points[{i}].")) from None
     points(scenario, Path("."), prefix=prefix, names=names)  # every point's cluster and run settings, validated now
     return scenario
 
@@ -156,7 +276,21 @@ def read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: invalid TOML: {exc}") from None
     data.setdefault("name", path.stem)
+    _files_beside(data, path.parent)
     return data
+
+
+def _files_beside(data: dict[str, Any], folder: Path) -> None:
+    """Topology files named in the scenario are read relative to its folder (presets and absolute paths stay)."""
+    tables = [data.get("grid"), *(data.get("more") or []), *(data.get("points") or [])]
+    for table in tables:
+        if not isinstance(table, dict) or "topology" not in table:
+            continue
+        value = table["topology"]
+        names = value if isinstance(value, list) else [value]
+        if all(isinstance(n, str) for n in names):
+            beside = [n if n in PRESETS or not n.strip() or Path(n).is_absolute() else str(folder / n) for n in names]
+            table["topology"] = beside if isinstance(value, list) else beside[0]
 
 
 def load_scenario(path: Path) -> SweepScenario:
@@ -173,19 +307,62 @@ def _key(config: RunConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+_NETWORK_FIELDS = {"--topology": "topology", "--sites": "sites", "--racks": "racks", "--wan-bw": "wan_bw",
+                   "--wan-delay": "wan_delay", "--oversubscription": "oversubscription", "--rank-order": "rank_order", "nodes": "nodes"}
+
+
+def _combos(scenario: SweepScenario) -> list[tuple]:
+    """Every point's axes, in run order (nodes, then delay, bandwidth, replicator, ...), each once, with its section."""
+    out: dict[tuple, str] = {}
+    for section, g in scenario.sections():
+        for n, d, b, r, gpus, intra, topo, sites, wan_bw, wan_delay, racks, over, order in itertools.product(
+                g.nodes, g.delay, g.bw, g.replicator, g.gpus_per_node, g.intra_bw, g.topology, g.sites, g.wan_bw, g.wan_delay,
+                g.racks, g.oversubscription, g.rank_order):
+            net = _Network.of(topo, sites, wan_bw, wan_delay, racks, over, order)
+            n = None if topo not in PRESETS else n  # a topology file sets its own node count
+            out.setdefault((n, d, b, r, gpus, intra if gpus > 1 else "unshaped", net), section)  # one worker per node: no intra link
+    return [(*combo, section) for combo, section in out.items()]
+
+
+def _on_network(cluster: ClusterSpec, nodes: int | None, net: _Network, where, files: dict[str, Topology]) -> ClusterSpec:
+    """``cluster`` on the point's network, its ranks placed; a bad value is one ScenarioError naming its field."""
+    try:
+        if net.topology in PRESETS:
+            graph = topology_from_options(net.topology, nodes or cluster.nodes, cluster.up, cluster.down, net.sites, net.racks,
+                                          net.wan_bw, net.wan_delay, net.oversubscription)
+        else:
+            graph = files.get(net.topology) or files.setdefault(net.topology, topology_from_options(net.topology, cluster.nodes,
+                                                                                                    cluster.up, cluster.down))
+        order = parse_rank_order(net.rank_order)
+    except (TopologyError, PlacementError) as exc:
+        option, _, message = str(exc).partition(": ")
+        field = _NETWORK_FIELDS.get(option)
+        raise ScenarioError(f"{where(field or 'topology')}: {message if field else exc}") from None
+    problem = emulation_problem(graph) if graph is not None else None
+    if problem:
+        raise ScenarioError(f"{where('topology')}: {problem}")
+    try:
+        return ClusterSpec.model_validate({**cluster.model_dump(), "nodes": graph.node_count if graph else cluster.nodes,
+                                           "topology": graph, "rank_order": order})
+    except pydantic.ValidationError as exc:
+        raise ScenarioError(f"{where('rank_order')}: {one_line(exc).split(': ', 1)[-1]}") from None
+
+
 def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dict[str, str] | None = None) -> list[Point]:
     """The grid's points in run order (nodes, then delay, bandwidth, replicator), each a validated RunConfig."""
     out = []
-    combos = itertools.chain.from_iterable(itertools.product(g.nodes, g.delay, g.bw, g.replicator, g.gpus_per_node, g.intra_bw)
-                                           for g in (scenario.grid, *scenario.more))
-    combos = ((n, d, b, r, g, i if g > 1 else "unshaped") for n, d, b, r, g, i in combos)  # one worker per node has no intra-node link
-    for nodes, delay, bw, name, gpus, intra in dict.fromkeys(combos):
+    files: dict[str, Topology] = {}  # a topology file is read once however many points run on it
+    for nodes, delay, bw, name, gpus, intra, net, section in _combos(scenario):
+        def where(field: str, section: str = section) -> str:
+            return _where(prefix, f"{section}.{field}", names)
+
         rate, delay_s = parse_rate(bw), parse_time(delay)
         try:
-            cluster = ClusterSpec(nodes=nodes, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate}, tcp=scenario.tcp)
+            cluster = ClusterSpec(nodes=nodes or 2, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate}, tcp=scenario.tcp)
         except pydantic.ValidationError as exc:
-            field = {"nodes": "grid.nodes", "up.rate_bps": "grid.bw", "down.rate_bps": "grid.bw", "up.delay_s": "grid.delay"}
-            raise ScenarioError(one_line(exc, {k: _where(prefix, v, names) for k, v in field.items()}, prefix=prefix)) from None
+            field = {"nodes": "nodes", "up.rate_bps": "bw", "down.rate_bps": "bw", "up.delay_s": "delay"}
+            raise ScenarioError(one_line(exc, {k: where(v) for k, v in field.items()}, prefix=prefix)) from None
+        cluster = _on_network(cluster, nodes, net, where, files)
         try:
             config = RunConfig(
                 cluster=cluster, replicator=ReplicatorConfig(name=name, **scenario.replicator), workload=scenario.workload,
@@ -199,5 +376,6 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
         if problem:
             raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")
         hybrid = f" x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
-        out.append(Point(label=f"{name} {nodes}n{hybrid} {bw} {delay}", key=_key(config), config=config, bw=bw, delay=delay))
+        out.append(Point(label=f"{name} {cluster.nodes}n{hybrid} {bw} {delay}{net.label()}", key=_key(config), config=config, bw=bw,
+                         delay=delay, topology=net.name, wan_bw=net.wan_bw or "", wan_delay=net.wan_delay or "", rank_order=net.rank_order))
     return out

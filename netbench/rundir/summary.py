@@ -155,6 +155,7 @@ FIELDS: tuple[Field, ...] = (
     Field("run_dir", Optional[str]),
     Field("fidelity", Optional[dict[str, Any]]),
     Field("predicted", Optional["Prediction"]),
+    Field("links", Optional[dict[str, Any]]),  # bytes per link direction, the model's beside the counters' (orchestrator/links.py)
     Field("prediction_error", Optional[str]),
     Field("params", Optional[int], **_MODEL),
     Field("calibration", Optional[Union[dict[str, Any], str]], **_MODEL),  # older runs: the source's name only

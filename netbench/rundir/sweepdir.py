@@ -26,7 +26,8 @@ SUMMARY = "summary.csv"
 SWEEP_JSON = "sweep.json"
 CALIBRATION = "calibration.json"
 # summary.csv columns that hold text (an all-empty one would otherwise read back as float NaN)
-TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error", "statistic", "fidelity_reasons")
+TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error", "statistic", "fidelity_reasons",
+        "topology", "wan_bw", "wan_delay", "rank_order", "bottleneck_model", "busiest_link")
 
 
 def is_sweep(folder: Path) -> bool:

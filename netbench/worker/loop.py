@@ -3,7 +3,8 @@
 Timing boundaries of a step (one JSONL record each):
 
 * ``t_start`` / ``t_end``: ``time.time()`` wall clock, to line steps up with packet captures;
-* ``compute_s``: the workload's forward+backward (or the shapes kind's stand-in);
+* ``compute_s``: the workload's forward+backward (or the shapes kind's stand-in); ``compute_scale``:
+  how many times as long this node's CPU phases were made to take (a straggler above 1, :mod:`netbench.pacing`);
 * ``compress_s, comm_s, decode_s, apply_s, payload_bytes, collectives``: the replicator's own
   ``StepStats`` for its synchronisation and optimizer step; ``compress_cpu_s, decode_cpu_s``: the
   thread CPU time of its encode and decode (the fidelity check compares them with the calibration);
@@ -83,6 +84,7 @@ class WorkerRun:
         spec = self.spec
         torch.set_num_threads(spec.threads)
         pacing.set_factor(spec.cpu_dilation)
+        pacing.set_compute_scale(spec.compute_scale)
         read_counters(spec.iface)  # a missing interface fails here, before the rendezvous
         os.environ["GLOO_SOCKET_IFNAME"] = spec.iface
         workload = build_workload(spec.workload, spec.rank, spec.world_size)
@@ -110,7 +112,7 @@ class WorkerRun:
             "threads": spec.threads, "steps": spec.steps, "warmup_steps": spec.warmup_steps, "timeout_s": spec.timeout_s,
             "n_params": workload.num_params(), "n_tensors": len(workload.parameters()),
             "workload": spec.workload.model_dump(), "replicator": spec.replicator.model_dump(),
-            "overlap_backward": self.backward is not None,
+            "overlap_backward": self.backward is not None, "compute_scale": spec.compute_scale,
         })
         return workload, replicator
 
@@ -129,6 +131,7 @@ class WorkerRun:
         record: dict[str, Any] = {
             "event": "step", "rank": self.spec.rank, "step": step, "warmup": step < self.spec.warmup_steps,
             "t_start": t_start, "t_end": t_end, "compute_s": computed - began - hooked,
+            "compute_scale": self.spec.compute_scale,  # above 1: a straggler's phases, stretched (netbench.pacing)
         }
         record.update({name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)})
         record.update(step_s=ended - began, loss=loss, **(after - before).as_dict())

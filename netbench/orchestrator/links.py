@@ -1,0 +1,114 @@
+"""Bytes per link direction: what the model says each one carries per step beside what the counters saw.
+
+The model (:meth:`netbench.model.network.GraphModel.estimate`) gives bytes per step on every link direction and names
+the direction (or slow node) that sets the step. The run measured the same directions two ways: a node's interface
+counters are its access link (``tx``: ``nX up``, ``rx``: ``nX down``; the mean over the measured steps), and
+``trunks.csv`` holds every trunk direction's transmit counters per step (the mean over the run). Both are named as the
+model names them,
+so a report can say "bottleneck: X (model) / busiest link: Y (counters)". The busiest link is the direction that
+spent the most time sending per step (its bytes over its rate), which is what a bottleneck means; on a uniform network
+that is also the one that moved the most bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from netbench.model.network import GraphEstimate, direction_name, direction_of
+from netbench.rundir.summary import measured_steps
+from netbench.topology.graph import Hop, Topology
+
+__all__ = ["access_bytes_per_step", "trunk_bytes_per_step", "compare_links", "read_trunks", "link_report"]
+
+
+def access_bytes_per_step(steps: pd.DataFrame, topology: Topology, placement: tuple[int, ...]) -> dict[str, float]:
+    """Each access link direction's mean bytes per measured step, from the node's own counters (rank r on ``placement[r]``)."""
+    measured = measured_steps(steps)
+    if measured.empty or "tx_bytes" not in measured:
+        return {}
+    out: dict[str, float] = {}
+    for rank, rows in measured.groupby("rank"):
+        link = topology.access_link(placement[int(rank)]).name
+        for column, forward in (("tx_bytes", True), ("rx_bytes", False)):
+            if column in rows and rows[column].notna().any():
+                out[direction_name(topology, Hop(link, forward))] = float(rows[column].mean())
+    return out
+
+
+def trunk_bytes_per_step(trunks: pd.DataFrame, topology: Topology) -> dict[str, float]:
+    """Each trunk direction's mean bytes per step over the whole run, warm-up included, from ``trunks.csv``.
+
+    The orchestrator samples the trunks when the slowest worker's step record appears, which on a crowded host can
+    lag that step's traffic by most of a step (an 8-node run on 2 cores booked two steps' bytes in one row and
+    nearly none in the last). Only the first sample (before any step) and the last (every worker done) are exact,
+    so the mean runs from one to the other: every step of a run carries the same exchanges, or (a periodic one) as
+    many per step on average.
+    """
+    if trunks.empty:
+        return {}
+    steps = int(trunks["step"].max())
+    if steps < 1:
+        return {}
+    out: dict[str, float] = {}
+    for (link, direction), rows in trunks.groupby(["link", "direction"]):
+        out[direction_of(topology, str(link), direction == "fwd")] = float(rows["tx_bytes"].sum()) / steps
+    return out
+
+
+def _rates(topology: Topology) -> dict[str, float]:
+    return {direction_name(topology, Hop(link.name, fwd)): link.direction(fwd).rate_bps
+            for link in topology.links for fwd in (True, False)}
+
+
+def compare_links(est: GraphEstimate, topology: Topology, measured: dict[str, float]) -> dict[str, Any]:
+    """Predicted beside measured bytes per step for every link direction, the model's bottleneck and the busiest link."""
+    rates = _rates(topology)
+    names = sorted(set(est.link_bytes) | set(measured), key=lambda n: -max(est.link_bytes.get(n, 0.0), measured.get(n, 0.0)))
+    rows = []
+    for name in names:
+        predicted, seen = est.link_bytes.get(name), measured.get(name)
+        rows.append({"link": name, "rate_bps": rates.get(name), "predicted_bytes_per_step": predicted, "measured_bytes_per_step": seen,
+                     "ratio": seen / predicted if seen is not None and predicted else None})
+    busy = {n: 8 * b / rates[n] for n, b in measured.items() if rates.get(n)}
+    busiest = max(busy, key=busy.__getitem__) if busy else None
+    b = est.bottleneck
+    return {
+        "directions": rows,
+        "bottleneck_model": b.name if b.kind == "link" else f"node {b.name}", "bottleneck_text": b.text,
+        "busiest_link": busiest, "busiest_bytes_per_step": measured.get(busiest) if busiest else None,
+        "busiest_send_s_per_step": busy.get(busiest) if busiest else None,
+    }
+
+
+def read_trunks(path: Path | None) -> pd.DataFrame:
+    """``trunks.csv`` (an empty frame where the run had no trunks)."""
+    if path is not None and path.is_file():
+        try:
+            return pd.read_csv(path)
+        except (OSError, ValueError):
+            pass
+    return pd.DataFrame(columns=["step", "link", "direction", "tx_bytes", "tx_packets"])
+
+
+def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibration: Any) -> dict[str, Any]:
+    """:func:`compare_links` for a finished run (one worker per node), or ``{"error": why}``: never fails the run."""
+    from netbench.model.hostcache import load_calibration
+    from netbench.orchestrator.prediction import local_time_s, model_step, workload_shapes
+
+    if getattr(config, "gpus_per_node", 1) != 1:
+        return {"error": "per-link bytes are modelled with one worker per node"}
+    try:
+        local = local_time_s(steps)
+        if local is None:
+            return {"error": "no measured steps"}
+        cluster = config.cluster
+        shapes = workload_shapes(config.workload, cluster.nodes)
+        est = model_step(config, shapes, local, calibration if calibration is not None else load_calibration())
+        measured = {**access_bytes_per_step(steps, cluster.graph, cluster.placement),
+                    **trunk_bytes_per_step(trunks, cluster.graph)}
+        return compare_links(est, cluster.graph, measured)
+    except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
+        return {"error": f"{type(exc).__name__}: {exc}"}
