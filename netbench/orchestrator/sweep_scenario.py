@@ -164,9 +164,10 @@ def load_scenario(path: Path) -> SweepScenario:
 
 
 def _key(config: RunConfig) -> str:
-    """Short hash of everything a point runs except where results go (one worker per node hashes as before those fields existed)."""
+    """Short hash of everything a point runs except where results go and whether it is traced (one worker per
+    node hashes as before those fields existed)."""
     hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
-    text = config.model_dump_json(exclude={"out_dir", *hybrid})
+    text = config.model_dump_json(exclude={"out_dir", "trace", *hybrid})
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
