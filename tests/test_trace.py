@@ -98,3 +98,11 @@ def test_a_run_writes_a_trace_of_ranks_buckets_links_tcp_and_the_model(tmp_path)
     about = trace["otherData"]
     assert about["alignment_bound_s"] < 1e-3 and about["tcp_sampler"]["cpu_fraction_of_a_core"] < 0.05
     assert "spans" not in (result.run_dir / "steps.csv").read_text().splitlines()[0]
+
+
+def test_trunk_counters_are_placed_on_the_slowest_ranks_steps(tmp_path) -> None:
+    path = tmp_path / "trunks.csv"
+    path.write_text("step,link,direction,tx_bytes,tx_packets\n1,s0-s1,fwd,125000,90\n2,s0-s1,fwd,250000,180\nx,s0-s1,fwd,1,1\n")
+    got = links.trunk_events(path, {0: 100.0, 1: 100.1, 2: 100.3}, origin=100.0)
+    assert [(e["ts"], e["args"]["Mbit/s"]) for e in got] == [(0.0, 10.0), (100000.0, 10.0)]
+    assert {e["name"] for e in got} == {"trunk s0-s1 fwd (Mbit/s, per step)"}
