@@ -5,7 +5,8 @@ Each pair is one run with trace.json (worker spans, a TCP sampler per node, the 
 the run) and one with ``trace=False``, alternating which goes first so that host load drifting
 over time falls on both arms alike. Prints each run's median step time (slowest node, after
 warm-up, as `netbench run` reports it) and wire bytes sent per node per step (capture), each
-arm's median over its runs, the ratios traced / untraced, and what the TCP samplers cost.
+arm's median over its runs, the ratios traced / untraced (of the medians, and the median of the
+pairs' ratios, which host load drifting over the runs affects less), and what the TCP samplers cost.
 
     python3 scripts/bench_trace.py                 # 5 runs of each arm, 10 measured steps each
     python3 scripts/bench_trace.py --pairs 3 --steps 6 --json
@@ -70,6 +71,9 @@ def main() -> None:
     out = {"pairs": args.pairs, "steps": args.steps, "traced": med[True], "untraced": med[False],
            "step_time_ratio": med[True]["step_time_s"] / med[False]["step_time_s"],
            "wire_bytes_ratio": med[True]["wire_bytes"] / med[False]["wire_bytes"],
+           # each pair's traced / untraced: host load drifting over the runs falls on both runs of a pair alike
+           "paired_step_time_ratio_median": statistics.median(
+               t["step_time_s"] / u["step_time_s"] for t, u in zip(arms[True], arms[False])),
            "step_time_spread_untraced_s": [min(r["step_time_s"] for r in arms[False]), max(r["step_time_s"] for r in arms[False])],
            "tcp_sampler_cpu_fraction": statistics.median(r.get("tcp_sampler_cpu_fraction") or 0 for r in arms[True]),
            "runs": rows}
@@ -77,7 +81,7 @@ def main() -> None:
         print(json.dumps(out, indent=1))
     else:
         print(f"median step time: traced {med[True]['step_time_s'] * 1e3:.1f} ms, untraced {med[False]['step_time_s'] * 1e3:.1f} ms "
-              f"(ratio {out['step_time_ratio']:.3f}); wire bytes ratio {out['wire_bytes_ratio']:.4f}; "
+              f"(ratio {out['step_time_ratio']:.3f}, median of the pairs' ratios {out['paired_step_time_ratio_median']:.3f}); wire bytes ratio {out['wire_bytes_ratio']:.4f}; "
               f"TCP sampler {out['tcp_sampler_cpu_fraction'] * 100:.2f} % of a core per node")
 
 
