@@ -24,9 +24,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from netbench.trace import spans
+
 __all__ = ["step", "mark_step", "phase", "declare_payload", "active", "observe", "Step", "PHASES"]
 
 PHASES = ("compute", "compress", "comm", "decode", "apply")
+SPAN_NAMES = {"compress": "encode", "comm": "communicate"}  # a phase as the run's timeline names it
 ENV_RECORDS = "NETBENCH_RECORDS"  # this node's record file; set by `netbench exec` only
 
 
@@ -38,6 +41,7 @@ class Step:
         self.before = before
         self.t_start = time.time()
         self.began = time.perf_counter()
+        spans.begin(self.began)  # the step's timeline (trace.json)
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.payload_bytes: int | None = None
         self.collectives = 0
@@ -81,13 +85,14 @@ class _Recorder:
         ended, t_end = time.perf_counter(), time.time()
         after = self.counters()
         self.last = after
+        timeline = spans.take()
         step_s = ended - s.began
         timed = sum(v for k, v in s.phases.items() if k != "compute")
         compute = s.phases["compute"] or max(0.0, step_s - timed)  # unmarked time is the program's own work
         record = {"event": "step", "rank": self.rank, "step": s.index, "warmup": s.index < self.warmup,
                   "t_start": s.t_start, "t_end": t_end, "compute_s": compute,
                   **{f"{k}_s": v for k, v in s.phases.items() if k != "compute"},
-                  "payload_bytes": s.payload_bytes, "collectives": s.collectives, "step_s": step_s, "loss": s.loss}
+                  "payload_bytes": s.payload_bytes, "collectives": s.collectives, "step_s": step_s, "loss": s.loss, "spans": timeline}
         record.update((after - s.before).as_dict())
         self.writer.write(record)
 
@@ -178,7 +183,9 @@ def phase(name: str) -> Iterator[None]:
         yield
     finally:
         if _current is not None:
-            _current.book(name, time.perf_counter() - began)
+            ended = time.perf_counter()
+            _current.book(name, ended - began)
+            spans.add(SPAN_NAMES.get(name, name), began, ended)
 
 
 def _shapes_of(what: Any) -> dict[str, list[int]]:

@@ -174,6 +174,9 @@ def test_replicators_in_a_user_loop(tmp_path: Path, replicator: str, nodes: int)
     assert summary["payload_bytes_per_step"] == summary["predicted"]["payload_bytes_per_step"] > 0
     steps = pd.read_csv(Path(result["run_dir"]) / "steps.csv")
     assert len(steps) == 4 * nodes and (steps["comm_s"] > 0).all() and steps["loss"].notna().all() and (steps["tx_bytes"] > 0).all()
+    trace = json.loads((Path(result["run_dir"]) / "trace.json").read_text())  # the user loop's steps on the timeline too
+    phases = {(e["pid"], e["name"]) for e in trace["traceEvents"] if e["ph"] == "X" and e.get("cat") == "phase"}
+    assert {(1 + rank, "encode") for rank in range(nodes)} <= phases and {(1 + rank, "decode") for rank in range(nodes)} <= phases
     assert leftovers.clean(result["run_id"])
 
 
@@ -286,6 +289,8 @@ def test_step_records_have_runs_format(tmp_path: Path) -> None:
     for r in steps:
         assert r["comm_s"] >= 0.02 and 0.005 <= r["compute_s"] < r["step_s"] and r["t_end"] > r["t_start"]
         assert {"tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs", "payload_bytes"} <= r.keys()
+        comm = [sp for sp in r["spans"] if sp[0] == "communicate"]  # the phase, placed inside its step for trace.json
+        assert len(comm) == 1 and comm[0][2] - comm[0][1] >= 0.02 and 0 <= comm[0][1] and comm[0][2] <= r["step_s"]
     assert lines[-1]["shapes"] == {"w": [10, 4]} and lines[-1]["n_params"] == 40 and lines[-1]["replicator"]["name"] == "full"
 
 

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 STEP_FIELDS = {
     "event", "rank", "step", "warmup", "t_start", "t_end", "compute_s", "compress_s", "comm_s", "decode_s",
     "apply_s", "step_s", "loss", "payload_bytes", "collectives", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs",
-    "compress_cpu_s", "decode_cpu_s", "compute_scale",
+    "compress_cpu_s", "decode_cpu_s", "compute_scale", "spans",
 }
 COUNTERS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs")
 SMALL_MLP = WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=64)

@@ -69,6 +69,7 @@ def exec_command(
     port: int = typer.Option(29500, "--master-port", help="MASTER_PORT (rank 0's rendezvous port)."),
     capture: bool = RUN["capture"].option(),
     pcap: bool = RUN["keep_pcap"].option(),
+    trace: bool = RUN["trace"].option(),
     out: Path = RUN["out_dir"].option(),
     threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the program's output goes to stderr)."),
@@ -93,7 +94,7 @@ def exec_command(
                                       tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     nodes = cluster.nodes
-    run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, out_dir=out, threads=threads)
+    run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, trace=trace, out_dir=out, threads=threads)
     check_capture_room([run])
     require_privileges()
     copt.check_engine(cluster)

@@ -58,6 +58,7 @@ def run(
     timeout: Optional[float] = RUN["timeout_s"].option(),
     capture: bool = RUN["capture"].option(),
     pcap: bool = RUN["keep_pcap"].option(),
+    trace: bool = RUN["trace"].option(),
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option(),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."),
@@ -81,7 +82,7 @@ def run(
     ropt.check_workload(work, nodes)
     rep = ropt.with_bucket_mb(rep, bucket_mb, *ropt.bucket_link(cluster, gpus_per_node), work, nodes, gpus_per_node)
     config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
-                              capture=capture, keep_pcap=pcap, out_dir=out, threads=threads,
+                              capture=capture, keep_pcap=pcap, trace=trace, out_dir=out, threads=threads,
                               gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw), shard_within=shard_within)
     factor = dilation_factor(dilation)
     check_capture_room([config])

@@ -257,5 +257,10 @@ def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
         Console().print(summary_table(summary, "netbench worker" if launcher == "torchrun" else launcher))
     if summary.get("prediction_error"):
         console.print(f"model: {summary['prediction_error']}")
+    from netbench.reports.timeline import timeline_figure
+
+    figure = timeline_figure(run_dir, run_dir / "timeline.png")  # the median and slowest step, from trace.json
+    if figure is not None:
+        console.print(f"timeline: {figure} (trace: {figure.with_name('trace.json')})")
     if run_json.get("status") != "ok":
         console.print(f"[red]run failed:[/] {run_json.get('reason')}")

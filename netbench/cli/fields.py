@@ -107,6 +107,7 @@ RUN = _table(
     FieldOption(RunConfig, "timeout_s", ("--timeout",), Optional[float]),
     FieldOption(RunConfig, "capture", ("--capture/--no-capture",), bool),
     FieldOption(RunConfig, "keep_pcap", ("--pcap",), bool),
+    FieldOption(RunConfig, "trace", ("--trace/--no-trace",), bool),
     FieldOption(RunConfig, "out_dir", ("--out",), Path),
     FieldOption(RunConfig, "threads", ("--threads",), int),
     FieldOption(RunConfig, "gpus_per_node", ("--gpus-per-node", "-G"), int),

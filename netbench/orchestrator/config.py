@@ -39,6 +39,7 @@ class RunConfig(BaseModel):
                                     "within it); default: 4x the model's slowest collective on these links, at least 30 s.")
     capture: bool = Field(True, description="Capture packet headers on every link.")  # on every switch port
     keep_pcap: bool = Field(False, description="Keep the pcap files in the run directory.")
+    trace: bool = Field(True, description="Write trace.json: ranks, buckets, links and TCP on one timeline (Perfetto, chrome://tracing).")
     out_dir: Path = Field(DEFAULT_REPORTS, description="Parent directory of the run directory.")
     threads: int = Field(1, ge=1, le=64, description="torch threads per worker.")
     gpus_per_node: int = Field(1, ge=1, le=MAX_GPUS_PER_NODE, description="Workers per node: they shard the model inside the node "

@@ -38,6 +38,7 @@ from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.node_output import OutputPump
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.rundir.layout import RunDir
+from netbench.trace import hooks as trace
 from netbench.worker.counters import IfaceCounters, read_counters
 
 EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
@@ -242,6 +243,7 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
     def phases(cluster: Cluster) -> None:
         outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
         capture = start_capture(cluster, run_dir.capture, config.run.capture)
+        sampling = trace.start_sampling(config.run.trace, cluster.nodes, run_dir.path)  # TCP, for trace.json
         try:
             outcome.procs = _launch(config, cluster, run_dir, echo)
             if on_cluster:
@@ -251,6 +253,7 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
             for p in outcome.procs:  # a signal or an error cut the watch short: nothing may outlive it
                 p.stop("netbench stopped")
             _read_after(outcome.procs)
+            trace.stop_sampling(sampling)
             stop_capture(capture, cluster, outcome)
         outcome.measured = True
 
@@ -259,7 +262,10 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
     for p in outcome.procs:
         p.pump.join()
     try:
-        return _collect(config, run_dir, names, outcome, started, wall, warnings)
+        result = _collect(config, run_dir, names, outcome, started, wall, warnings)
+        nodes = range(config.run.cluster.nodes)
+        trace.write(config.run.trace, run_dir.path, {n: n for n in nodes}, outcome.pcaps, {n: names.address(n) for n in outcome.pcaps})
+        return result
     finally:
         if not config.run.keep_pcap:
             shutil.rmtree(run_dir.capture, ignore_errors=True)

@@ -39,7 +39,7 @@ def steps_frame(records_by_rank: dict[int, list[dict]]) -> pd.DataFrame:
     rows = [r for recs in records_by_rank.values() for r in recs if r.get("event") == "step"]
     if not rows:
         return pd.DataFrame(columns=["rank", "step"])
-    return pd.DataFrame(rows).drop(columns=["event"]).sort_values(["step", "rank"]).reset_index(drop=True)
+    return pd.DataFrame(rows).drop(columns=["event", "spans"], errors="ignore").sort_values(["step", "rank"]).reset_index(drop=True)
 
 
 def step_windows(steps: pd.DataFrame, rank: int) -> pd.DataFrame:

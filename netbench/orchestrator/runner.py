@@ -48,6 +48,7 @@ from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warning
 from netbench.orchestrator.prediction import period_warnings
 from netbench.orchestrator.timeouts import collective_timeout_s
 from netbench.rundir.layout import RunDir, StepCounter, last_error
+from netbench.trace import hooks as trace
 from netbench.worker.spec import WorkerSpec
 
 Progress = Callable[[int, int], None]  # (steps done by the slowest node, total steps)
@@ -131,10 +132,14 @@ def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_clus
     def phases(cluster: Cluster) -> None:
         build(plan, cluster, outcome)
         capture = start_capture(cluster, plan.run_dir.capture, plan.dilated.capture)
-        procs = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0))
-        if on_cluster:
-            on_cluster(cluster)
-        watch(plan, cluster, procs, capture, outcome, progress)
+        sampling = trace.start_sampling(plan.dilated.trace, cluster.nodes, plan.run_dir.path)  # TCP, for trace.json
+        try:
+            procs = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0))
+            if on_cluster:
+                on_cluster(cluster)
+            watch(plan, cluster, procs, capture, outcome, progress)
+        finally:
+            trace.stop_sampling(sampling)
 
     hold_cluster(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases)
 
@@ -297,7 +302,11 @@ def _fidelity(monitor: fid.FidelityMonitor, cluster: Cluster) -> dict[str, Any]:
 def collect(plan: RunPlan, outcome: RunOutcome) -> RunResult:
     """steps.csv, run.json and the summary from what was measured, whatever happened; the pcaps go unless kept."""
     try:
-        return _write(plan, outcome)
+        result = _write(plan, outcome)
+        g, placement = plan.config.gpus_per_node, plan.config.cluster.placement
+        trace.write(plan.config.trace, plan.run_dir.path, {r: placement[r // g] for r in range(plan.world_size)}, outcome.pcaps,
+                    {node: plan.names.address(node) for node in outcome.pcaps})
+        return result
     finally:
         if not plan.config.keep_pcap:
             shutil.rmtree(plan.run_dir.capture, ignore_errors=True)

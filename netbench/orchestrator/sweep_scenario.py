@@ -299,11 +299,11 @@ def load_scenario(path: Path) -> SweepScenario:
 
 
 def _key(config: RunConfig) -> str:
-    """Short hash of everything a point runs except where results go (one worker per node, sharding by node, hashes as
-    before those fields existed)."""
+    """Short hash of everything a point runs except where results go and whether it is traced (one worker per node and
+    sharding by node hash as before those fields existed)."""
     hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
     by_node = {"shard_within"} if config.shard_within == "node" else set()  # sharding by node leaves the key as it is
-    text = config.model_dump_json(exclude={"out_dir", *hybrid, *by_node})
+    text = config.model_dump_json(exclude={"out_dir", "trace", *hybrid, *by_node})
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -21,6 +21,7 @@ from netbench.replicators.comm import GroupComm
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.optim import Stepper, build_optimizer
 from netbench.shapes import ParamShape
+from netbench.trace import spans
 
 __all__ = ["PayloadDecl", "StepStats", "Hooked", "Replicator", "StepTimer", "WIRE_DTYPES", "param_shapes", "device_sync"]
 
@@ -113,14 +114,17 @@ class StepTimer:
         self._wall = time.perf_counter()
         self._cpu = time.thread_time()
 
-    def _lap(self, cpu_phase: bool = False) -> tuple[float, float]:
-        """Wall and CPU time since the last lap; a CPU phase is first paced to time dilation's k (netbench.pacing)."""
+    def _lap(self, cpu_phase: bool = False, span: str = "") -> tuple[float, float]:
+        """Wall and CPU time since the last lap; a CPU phase is first paced to time dilation's k (netbench.pacing).
+        ``span`` names the lap on the run's timeline (:mod:`netbench.trace.spans`)."""
         if self._sync is not None:
             self._sync()
         wall, cpu = time.perf_counter(), time.thread_time()
         if cpu_phase and pacing.pace(wall - self._wall, cpu - self._cpu):
             wall = time.perf_counter()
         elapsed = (wall - self._wall, cpu - self._cpu)
+        if span:
+            spans.add(span, self._wall, wall)
         self._wall, self._cpu = wall, cpu
         return elapsed
 
@@ -128,17 +132,17 @@ class StepTimer:
         self._lap()
 
     def compress(self) -> None:
-        wall, cpu = self._lap(cpu_phase=True)
+        wall, cpu = self._lap(cpu_phase=True, span="encode")
         self.compress_s += wall
         self.compress_cpu_s += cpu
 
     def decode(self) -> None:
-        wall, cpu = self._lap(cpu_phase=True)
+        wall, cpu = self._lap(cpu_phase=True, span="decode")
         self.decode_s += wall
         self.decode_cpu_s += cpu
 
     def apply(self) -> None:
-        self.apply_s += self._lap(cpu_phase=True)[0]
+        self.apply_s += self._lap(cpu_phase=True, span="apply")[0]
 
     def book_hooked(self, hooked: Hooked) -> None:
         """Add codec work that ran inside backward's hooks: its paced seconds and its CPU time, so the

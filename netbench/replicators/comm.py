@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from netbench.replicators.buckets import lanes_for, travel_at_once
+from netbench.trace import spans
 
 __all__ = ["GroupComm", "Pending", "needs_host_copy"]
 
@@ -115,8 +116,10 @@ class GroupComm:
         self._bytes += tensor.numel() * tensor.element_size()
         self._calls += 1
 
-    def _account(self, tensor: torch.Tensor, started: float) -> None:
-        self._comm_s += time.perf_counter() - started
+    def _account(self, tensor: torch.Tensor, started: float, op: str) -> None:
+        ended = time.perf_counter()
+        self._comm_s += ended - started
+        spans.add("communicate", started, ended, op=op, bucket=self._calls, bytes=tensor.numel() * tensor.element_size())
         self._count(tensor)
 
     def _staged(self, tensor: torch.Tensor, fill: bool = True) -> torch.Tensor:
@@ -143,7 +146,7 @@ class GroupComm:
             dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self.group)
             if wire is not tensor:
                 tensor.copy_(wire)
-        self._account(tensor, started)
+        self._account(tensor, started, "all_reduce")
         if self.world_size > 1:
             tensor.div_(self.world_size)
         return tensor
@@ -160,7 +163,7 @@ class GroupComm:
                 out.copy_(wire_out)
         else:
             out.view(-1).copy_(tensor.view(-1))
-        self._account(tensor, started)
+        self._account(tensor, started, "all_gather")
         return out
 
     def all_reduce_mean_async(self, tensor: torch.Tensor) -> "Pending":
@@ -171,6 +174,7 @@ class GroupComm:
         booked as what :meth:`Pending.wait` blocks for (the communication left exposed).
         """
         wire = self._staged(tensor) if self.distributed else tensor
+        started = time.perf_counter()
         work = dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self._lane(), async_op=True) if self.distributed else None
         self._count(tensor)
 
@@ -180,11 +184,12 @@ class GroupComm:
             if self.world_size > 1:
                 tensor.div_(self.world_size)
 
-        return Pending(self, work, after if (wire is not tensor or self.world_size > 1) else None)
+        return Pending(self, work, after if (wire is not tensor or self.world_size > 1) else None,
+                       _Travel("all_reduce", self._calls - 1, tensor, started))
 
     def all_gather_async(self, tensor: torch.Tensor, out: torch.Tensor) -> "Pending":
         """Start gathering ``tensor`` into ``out`` (world_size, n); see :meth:`all_reduce_mean_async`."""
-        after = None
+        after, started = None, time.perf_counter()
         if self.distributed:
             wire_out = self._staged(out, fill=False)
             work = _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self._lane(), async_op=True)
@@ -194,11 +199,13 @@ class GroupComm:
             out.view(-1).copy_(tensor.view(-1))
             work = None
         self._count(tensor)
-        return Pending(self, work, after)
+        return Pending(self, work, after, _Travel("all_gather", self._calls - 1, tensor, started))
 
     def book(self, nbytes: int, seconds: float) -> None:
         """Account one collective made outside this class (the hierarchical step's ring of point-to-point sends)."""
         self._comm_s += seconds
+        ended = time.perf_counter()
+        spans.add("communicate", ended - seconds, ended, op="ring", bucket=self._calls, bytes=nbytes)
         self._bytes += nbytes
         self._calls += 1
 
@@ -209,11 +216,41 @@ class GroupComm:
         return result
 
 
+class _Travel:
+    """An async collective on the run's timeline: which call of the step it is, and when it started and completed.
+
+    The completion time comes from the work's future (gloo's thread marks it); where that has not
+    been seen yet, the end of the wait that ensured it stands in (an upper bound).
+    """
+
+    def __init__(self, op: str, bucket: int, tensor: torch.Tensor, started: float) -> None:
+        self.op, self.bucket, self.started = op, bucket, started
+        self.nbytes = tensor.numel() * tensor.element_size()
+        self.completed: float | None = None
+
+    def watch(self, work) -> None:
+        """Note the moment ``work`` completes (where its backend gives it a future)."""
+        try:
+            work.get_future().add_done_callback(self._done)
+        except (AttributeError, RuntimeError):
+            pass
+
+    def _done(self, _future: object) -> None:
+        self.completed = time.perf_counter()
+
+    def record(self, waited_from: float, waited_to: float) -> None:
+        spans.add("wait", waited_from, waited_to, op=self.op, bucket=self.bucket)
+        end = self.completed if self.completed is not None else waited_to
+        spans.add("collective", self.started, min(end, waited_to), op=self.op, bucket=self.bucket, bytes=self.nbytes)
+
+
 class Pending:
     """A started collective: :meth:`wait` blocks until it is done and books the blocked time."""
 
-    def __init__(self, comm: GroupComm, work, after) -> None:
-        self._comm, self._work, self._after = comm, work, after
+    def __init__(self, comm: GroupComm, work, after, travel: _Travel | None = None) -> None:
+        self._comm, self._work, self._after, self._travel = comm, work, after, travel
+        if travel is not None and work is not None:
+            travel.watch(work)
 
     def done(self) -> bool:
         """Whether the collective has completed (never blocks)."""
@@ -223,6 +260,9 @@ class Pending:
         started = time.perf_counter()
         if self._work is not None:
             self._work.wait()
-        self._comm._comm_s += time.perf_counter() - started
+        ended = time.perf_counter()
+        self._comm._comm_s += ended - started
+        if self._travel is not None:
+            self._travel.record(started, ended)
         if self._after is not None:
             self._after()

@@ -298,6 +298,7 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     """Write report.md, report.html and the figures into ``folder`` from its summary.csv and sweep.json (and runs/)."""
     from netbench.reports.html import write_html
     from netbench.reports.plots import make_figures
+    from netbench.reports.timeline import sweep_section
 
     doc = read_sweep_json(folder)
     frame = with_errors(read_summary(folder))
@@ -307,6 +308,7 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     lines = _header(doc, frame) + _accuracy_section(acc)
     lines += _target_section(groups, target_figures, target_loss is not None)
     lines += ["## Figures", ""] + [f"![{f.stem}]({f.name})" for f in figures] + [""]
+    lines += sweep_section(frame, folder) if not frame.empty else []  # each point's trace, its median step drawn
     lines += ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
     safe_files.write_text(path, "\n".join(lines))

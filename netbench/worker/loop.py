@@ -9,6 +9,8 @@ Timing boundaries of a step (one JSONL record each):
   ``StepStats`` for its synchronisation and optimizer step; ``compress_cpu_s, decode_cpu_s``: the
   thread CPU time of its encode and decode (the fidelity check compares them with the calibration);
 * ``step_s``: compute plus replicator step, by the monotonic clock;
+* ``spans``: when each phase and collective ran, in seconds from the step's start
+  (:mod:`netbench.trace.spans`; the run's trace.json is built from them);
 * ``tx_bytes, rx_bytes, tx_packets, rx_packets``: interface counter deltas, and ``retrans_segs``,
   the namespace's TCP retransmissions (loss on the link shows here). The reading that ends
   one step begins the next, so the deltas tile the run: their sum is exactly the interface's
@@ -33,6 +35,7 @@ import torch.distributed as dist
 
 from netbench import pacing
 from netbench.emulation import signals
+from netbench.trace import spans
 from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 from netbench.worker.counters import IfaceCounters, read_counters
 from netbench.worker.records import RecordWriter
@@ -120,11 +123,14 @@ class WorkerRun:
                   before: IfaceCounters) -> tuple[dict[str, Any], IfaceCounters]:
         """Run and measure one step; returns its record and the counter reading it ended on."""
         t_start, began, began_cpu = time.time(), time.perf_counter(), time.thread_time()
+        spans.begin(began)  # the step's timeline, placed on the wall clock by t_start
         loss = workload.compute_step()
         pacing.pace(time.perf_counter() - began, time.thread_time() - began_cpu)  # a real model's CPU, under dilation
         computed = time.perf_counter()
+        spans.add("compute", began, computed)
         stats = replicator.step()
         ended, t_end = time.perf_counter(), time.time()
+        timeline = spans.take()
         after = read_counters(self.spec.iface)
         # Codec work that ran inside backward's hooks is booked in compress_s/decode_s, not compute_s.
         hooked = self.backward.last_hooked_s if self.backward is not None else 0.0
@@ -134,7 +140,7 @@ class WorkerRun:
             "compute_scale": self.spec.compute_scale,  # above 1: a straggler's phases, stretched (netbench.pacing)
         }
         record.update({name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)})
-        record.update(step_s=ended - began, loss=loss, **(after - before).as_dict())
+        record.update(step_s=ended - began, loss=loss, **(after - before).as_dict(), spans=timeline)
         if self.spec.sharded:
             from netbench.worker.hybrid import intra_fields
 

@@ -1,0 +1,37 @@
+"""What a launcher calls: start the TCP samplers with the workers, write trace.json once the run directory is written.
+
+A trace never fails a run: a run whose trace cannot be built keeps every file it measured and
+says why on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from netbench.trace.sampling import NodeLike, TcpSampling
+
+
+def start_sampling(enabled: bool, nodes: Sequence[NodeLike], run_dir: Path) -> TcpSampling | None:
+    """A TCP sampler in every node (None with --no-trace)."""
+    return TcpSampling(nodes, run_dir) if enabled else None
+
+
+def stop_sampling(sampling: TcpSampling | None) -> None:
+    if sampling is not None:
+        sampling.stop()
+
+
+def write(enabled: bool, run_dir: Path, node_of_rank: Mapping[int, int], pcaps: Mapping[int, Path],
+          addresses: Mapping[int, str]) -> Path | None:
+    """trace.json in ``run_dir`` (None with --no-trace, or when it could not be built: the reason goes to stderr)."""
+    if not enabled:
+        return None
+    from netbench.trace.build import write_trace  # scapy and the readers: only once the run is over
+
+    try:
+        return write_trace(run_dir, node_of_rank, pcaps, addresses)
+    except Exception as exc:  # noqa: BLE001 - the run's own results stand without a trace
+        print(f"netbench: no trace.json: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
