@@ -46,3 +46,21 @@ def test_failed_and_unmeasured_points_are_left_out() -> None:
     points = [Point("a", "failed", 1.0, None, 1.0, None), Point("b", "ok", None, None, float("nan"), None)]
     assert benchmark_entries(points) == []
     check_format([])
+
+
+def test_compare_writes_the_current_sides_series_with_benchmark_json(tmp_path) -> None:
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    current = tmp_path / "current"
+    shutil.copytree(repo / "reports" / "ci", current, ignore=shutil.ignore_patterns("*.png", "report.*"))
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, "-m", "netbench", "compare", str(repo / "reports" / "ci"), str(current),
+                           "--time-advisory", "--benchmark-json", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    check_format(doc)
+    assert len(doc) == 2 * len(set(e["name"].rsplit(" ", 2)[0] for e in doc)) > 0  # a step time and wire bytes per point

@@ -25,6 +25,9 @@ def compare(
     time_advisory: bool = typer.Option(False, "--time-advisory", help="Report step-time regressions without failing on them (shared, noisy machines); bytes still fail."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of a table."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write a markdown summary (for a CI job's summary page) to this file, replacing it."),
+    benchmark_json: Optional[Path] = typer.Option(
+        None, "--benchmark-json", help="Also write CURRENT's step time and wire bytes per point for github-action-benchmark "
+        "(customSmallerIsBetter) to this file, replacing it."),
 ) -> None:
     """Match points by configuration; exit 1 when CURRENT is broken or a point regresses beyond its threshold and noise,
     0 otherwise, 2 on bad input or when nothing is comparable."""
@@ -33,8 +36,9 @@ def compare(
     try:
         slowdown = parse_fraction(max_slowdown, "--max-slowdown")
         growth = parse_fraction(max_bytes_growth, "--max-bytes-growth")
-        if markdown is not None:
-            _check_markdown_folder(markdown)
+        for option, path in (("--markdown", markdown), ("--benchmark-json", benchmark_json)):
+            if path is not None:
+                _check_output_folder(option, path)
         base, cur = load_side(baseline), load_side(current)
     except CompareError as exc:
         raise UserError(str(exc)) from None
@@ -43,7 +47,11 @@ def compare(
     if code == 2:
         raise UserError(result.verdict())
     if markdown is not None:
-        _write_markdown(markdown, to_markdown(result, str(baseline), str(current)))
+        _write_output("--markdown", markdown, to_markdown(result, str(baseline), str(current)))
+    if benchmark_json is not None:
+        from netbench.reports.benchmark_json import benchmark_entries
+
+        _write_output("--benchmark-json", benchmark_json, json.dumps(benchmark_entries(cur.points.values()), indent=2) + "\n")
     if as_json:
         print(json.dumps(to_json(result), indent=2))
     else:
@@ -52,26 +60,26 @@ def compare(
     raise typer.Exit(code)
 
 
-def _check_markdown_folder(markdown: Path) -> None:
-    """Refuse, before anything is read, a --markdown folder another user could plant a link in."""
+def _check_output_folder(option: str, path: Path) -> None:
+    """Refuse, before anything is read, an output folder another user could plant a link in."""
     from netbench.safe_files import UnsafeOutput, check_folder
 
-    if not markdown.parent.is_dir():
-        raise UserError(f"--markdown: folder {_shown(markdown.parent)!r} does not exist")
+    if not path.parent.is_dir():
+        raise UserError(f"{option}: folder {_shown(path.parent)!r} does not exist")
     try:
-        check_folder(markdown.parent)
+        check_folder(path.parent)
     except UnsafeOutput as exc:
-        raise UserError(f"--markdown: {_shown(exc)}") from None
+        raise UserError(f"{option}: {_shown(exc)}") from None
 
 
-def _write_markdown(markdown: Path, text: str) -> None:
+def _write_output(option: str, path: Path, text: str) -> None:
     """Replace the file (a fresh name renamed into place: never written through a link planted at its name)."""
     from netbench.safe_files import write_text
 
     try:
-        write_text(markdown, text)
+        write_text(path, text)
     except OSError as exc:
-        raise UserError(f"--markdown: cannot write {_shown(markdown)!r}: {exc.strerror}") from None
+        raise UserError(f"{option}: cannot write {_shown(path)!r}: {exc.strerror}") from None
 
 
 def _shown(value: object) -> str:
