@@ -21,7 +21,7 @@ import itertools
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -74,6 +74,8 @@ class Grid(BaseModel):
     racks: list[int] = Field([2], min_length=1, description="topology racks: how many racks share the nodes")
     oversubscription: list[float] = Field([1.0], min_length=1, description="topology racks: access capacity over a rack's uplink")
     rank_order: list[str] = Field(["topology"], min_length=1, description="which node each rank runs on: topology, interleaved, or 0,2,1,3")
+    shard_within: list[Literal["node", "site"]] = Field(["node"], min_length=1,
+                                                        description="what shards the model: node, or site (replicate between sites)")
 
     @field_validator("*", mode="before")
     @classmethod
@@ -315,12 +317,12 @@ def _combos(scenario: SweepScenario) -> list[tuple]:
     """Every point's axes, in run order (nodes, then delay, bandwidth, replicator, ...), each once, with its section."""
     out: dict[tuple, str] = {}
     for section, g in scenario.sections():
-        for n, d, b, r, gpus, intra, topo, sites, wan_bw, wan_delay, racks, over, order in itertools.product(
+        for n, d, b, r, gpus, intra, topo, sites, wan_bw, wan_delay, racks, over, order, shard in itertools.product(
                 g.nodes, g.delay, g.bw, g.replicator, g.gpus_per_node, g.intra_bw, g.topology, g.sites, g.wan_bw, g.wan_delay,
-                g.racks, g.oversubscription, g.rank_order):
+                g.racks, g.oversubscription, g.rank_order, g.shard_within):
             net = _Network.of(topo, sites, wan_bw, wan_delay, racks, over, order)
             n = None if topo not in PRESETS else n  # a topology file sets its own node count
-            out.setdefault((n, d, b, r, gpus, intra if gpus > 1 else "unshaped", net), section)  # one worker per node: no intra link
+            out.setdefault((n, d, b, r, gpus, intra if gpus > 1 else "unshaped", net, shard), section)  # one worker per node: no intra link
     return [(*combo, section) for combo, section in out.items()]
 
 
@@ -352,7 +354,7 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
     """The grid's points in run order (nodes, then delay, bandwidth, replicator), each a validated RunConfig."""
     out = []
     files: dict[str, Topology] = {}  # a topology file is read once however many points run on it
-    for nodes, delay, bw, name, gpus, intra, net, section in _combos(scenario):
+    for nodes, delay, bw, name, gpus, intra, net, shard, section in _combos(scenario):
         def where(field: str, section: str = section) -> str:
             return _where(prefix, f"{section}.{field}", names)
 
@@ -367,15 +369,16 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
             config = RunConfig(
                 cluster=cluster, replicator=ReplicatorConfig(name=name, **scenario.replicator), workload=scenario.workload,
                 steps=scenario.steps, warmup_steps=scenario.warmup, timeout_s=scenario.timeout_s, capture=scenario.capture,
-                out_dir=runs_dir, threads=scenario.threads,
+                out_dir=runs_dir, threads=scenario.threads, shard_within=shard,
                 **({"gpus_per_node": gpus, "intra_bw_bps": None if intra == "unshaped" else parse_rate(intra)} if gpus > 1 else {}),
             )
         except pydantic.ValidationError as exc:
-            raise ScenarioError(one_line(exc, names, prefix=prefix)) from None
+            raise ScenarioError(one_line(exc, {"shard_within": where("shard_within"), **(names or {})}, prefix=prefix)) from None
         problem = check_tcp_options(cluster.tcp)
         if problem:
             raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")
         hybrid = f" x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
+        hybrid += " sharded in sites" if shard == "site" else ""
         out.append(Point(label=f"{name} {cluster.nodes}n{hybrid} {bw} {delay}{net.label()}", key=_key(config), config=config, bw=bw,
                          delay=delay, topology=net.name, wan_bw=net.wan_bw or "", wan_delay=net.wan_delay or "", rank_order=net.rank_order))
     return out
