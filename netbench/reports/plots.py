@@ -23,6 +23,8 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
+# labels come from summary.csv: a "$" there must print as a dollar, not start TeX that fails to parse when drawn
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402

@@ -315,6 +315,12 @@ def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, targ
     return groups, figures
 
 
+def _printable_texts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Labels, replicators and reasons on one line without control characters, as the figures and tables show them."""
+    shown = [c for c in ("label", "replicator", "reason", "fidelity_reasons") if c in frame]
+    return frame.assign(**{c: frame[c].map(lambda text: printable(text, 200)) for c in shown})
+
+
 def generate_report(folder: Path, target_loss: float | None = None) -> ReportResult:
     """Write report.md, report.html and the figures into ``folder`` from its summary.csv and sweep.json (and runs/).
 
@@ -327,7 +333,7 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
 
     doc = read_sweep_json(folder)
     typed = sweep_doc(doc, folder)
-    frame = with_errors(read_summary(folder))
+    frame = with_errors(_printable_texts(read_summary(folder)))
     calibration = sweep_calibration_of(doc, folder)
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
     figures = make_figures(frame, doc, calibration, folder) if not frame.empty else []
