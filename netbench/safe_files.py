@@ -159,6 +159,16 @@ def _kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
+def _check_regular(fd: int, path: str | Path, limit: int) -> None:
+    """Nothing for a regular file of at most ``limit`` bytes; else ``fd`` is closed and BadInput raised."""
+    info = os.fstat(fd)
+    why = (f"is {_kind(info.st_mode)}, not a regular file" if not stat.S_ISREG(info.st_mode)
+           else f"{info.st_size} bytes, more than the {limit} a netbench file may hold" if info.st_size > limit else None)
+    if why:
+        os.close(fd)
+        raise BadInput(f"{path}: {why}")
+
+
 def read_regular(path: str | Path, limit: int = READ_LIMIT) -> bytes:
     """The bytes of ``path``: a regular file, opened without following a link at ``path`` and without blocking.
 
@@ -170,12 +180,8 @@ def read_regular(path: str | Path, limit: int = READ_LIMIT) -> bytes:
     except OSError as exc:
         why = "is a symbolic link (netbench does not follow links in folders it reads)" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror})"
         raise BadInput(f"{path}: {why}") from None
+    _check_regular(fd, path, limit)
     with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise BadInput(f"{path}: is {_kind(info.st_mode)}, not a regular file")
-        if info.st_size > limit:
-            raise BadInput(f"{path}: {info.st_size} bytes, more than the {limit} a netbench file may hold")
         data = fh.read(limit + 1)
     if len(data) > limit:
         raise BadInput(f"{path}: more than the {limit} bytes a netbench file may hold")

@@ -29,7 +29,7 @@ from netbench.reports.escape import for_markdown, markdown_code, printable
 from netbench.rundir.layout import RunDir
 from netbench.rundir.reading import read_csv, validated
 from netbench.rundir.runjson import read_run_json
-from netbench.rundir.sweepdir import SWEEP_JSON, SweepDoc, read_summary, read_sweep_json, run_path, sweep_doc, write_summary, write_sweep_doc
+from netbench.rundir.sweepdir import NUMERIC, SWEEP_JSON, SweepDoc, read_summary, read_sweep_json, run_path, sweep_doc, write_summary, write_sweep_doc
 from netbench.rundir.summary import Metric, compared_column, csv_predicted, error_column, predicted_column, report_metrics
 from netbench.units import format_bytes, format_rate
 
@@ -112,7 +112,8 @@ def with_errors(frame: pd.DataFrame) -> pd.DataFrame:
 def accuracy(frame: pd.DataFrame) -> Accuracy:
     """Median and max |error| of step time; max |error| of wire bytes (either direction)."""
     step_model = predicted_column("step_time_s")
-    ok = frame[(frame["status"] == "ok") & frame[step_model].notna()] if step_model in frame else frame.iloc[0:0]
+    judged = step_model in frame and error_column("step_time_s") in frame
+    ok = frame[(frame["status"] == "ok") & frame[step_model].notna()] if judged else frame.iloc[0:0]
     if "fidelity_ok" in ok:  # a point whose emulation was not faithful measures the host, not the cluster
         ok = ok[ok["fidelity_ok"].astype(str).str.lower() != "false"]
     if ok.empty:
@@ -315,10 +316,12 @@ def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, targ
     return groups, figures
 
 
-def _printable_texts(frame: pd.DataFrame) -> pd.DataFrame:
-    """Labels, replicators and reasons on one line without control characters, as the figures and tables show them."""
-    shown = [c for c in ("label", "replicator", "reason", "fidelity_reasons") if c in frame]
-    return frame.assign(**{c: frame[c].map(lambda text: printable(text, 200)) for c in shown})
+def _shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as the figures and tables show it: every numeric column summary.csv has (empty where a summary lacks one),
+    and labels, replicators and reasons on one line without control characters."""
+    texts = [c for c in ("label", "replicator", "reason", "fidelity_reasons") if c in frame]
+    missing = {c: float("nan") for c in NUMERIC if c not in frame}
+    return frame.assign(**missing, **{c: frame[c].map(lambda text: printable(text, 200)) for c in texts})
 
 
 def generate_report(folder: Path, target_loss: float | None = None) -> ReportResult:
@@ -333,7 +336,7 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
 
     doc = read_sweep_json(folder)
     typed = sweep_doc(doc, folder)
-    frame = with_errors(_printable_texts(read_summary(folder)))
+    frame = with_errors(_shown(read_summary(folder)))
     calibration = sweep_calibration_of(doc, folder)
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
     figures = make_figures(frame, doc, calibration, folder) if not frame.empty else []

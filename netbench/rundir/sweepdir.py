@@ -37,7 +37,7 @@ CALIBRATION = "calibration.json"
 TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error", "statistic", "fidelity_reasons")
 REQUIRED = ("key", "label", "status", "run_dir")  # every row has them; a point that ran also its coordinates:
 COORDINATES = {"replicator": None, "nodes": (1, MAX_EMULATED_NODES), "bw_bps": (MIN_RATE_BPS, MAX_RATE_BPS),
-               "delay_ms": (0, MAX_EMULATED_DELAY_S * 1e3)}
+               "delay_ms": (0, MAX_EMULATED_DELAY_S * 1e3), "step_time_s": None}
 LARGEST = 1e18  # no time (s) or byte count a point measures comes near: keeps the figures' axes finite
 _NONNEGATIVE = {m.key for m in METRICS if m.unit in ("s", "B")}
 NUMERIC = tuple(dict.fromkeys(("nodes", "bw_bps", "delay_ms", *csv_measured(), *(predicted_column(k) for k in csv_predicted()),
