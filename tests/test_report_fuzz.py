@@ -151,7 +151,7 @@ def _sweep_folder(base: Path, secret: Path, case: dict) -> Path:
 
 
 @pytest.mark.timeout(180)
-@settings(max_examples=600, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=SWEEP_CASE)
 def test_crafted_sweep_folders_end_in_a_report_or_one_line(place, no_drawing, case: dict) -> None:
     base, secret = place
