@@ -113,16 +113,18 @@ def accuracy(frame: pd.DataFrame) -> Accuracy:
     """Median and max |error| of step time; max |error| of wire bytes (either direction)."""
     step_model = predicted_column("step_time_s")
     judged = step_model in frame and error_column("step_time_s") in frame
-    ok = frame[(frame["status"] == "ok") & frame[step_model].notna()] if judged else frame.iloc[0:0]
+    ok = frame[(frame["status"] == "ok") & frame[error_column("step_time_s")].notna()] if judged else frame.iloc[0:0]
     if "fidelity_ok" in ok:  # a point whose emulation was not faithful measures the host, not the cluster
         ok = ok[ok["fidelity_ok"].astype(str).str.lower() != "false"]
     if ok.empty:
         return Accuracy(0, None, None, "", None, "")
     step = ok[error_column("step_time_s")].abs()
-    wire = pd.concat([ok[error_column(m.key)].abs() for m in report_metrics() if m.captured], axis=1).max(axis=1)
+    wires = [ok[error_column(m.key)].abs() for m in report_metrics() if m.captured and error_column(m.key) in ok]
+    wire = pd.concat(wires, axis=1).max(axis=1) if wires else pd.Series(float("nan"), index=ok.index)
+    wire_known = wire.notna().any()  # nan (never met) where no point has both wire bytes measured and predicted
     return Accuracy(
-        points=len(ok), step_median_abs=float(step.median()), step_max_abs=float(step.max()),
-        step_worst=str(ok.loc[step.idxmax(), "label"]), wire_max_abs=float(wire.max()), wire_worst=str(ok.loc[wire.idxmax(), "label"]),
+        points=len(ok), step_median_abs=float(step.median()), step_max_abs=float(step.max()), step_worst=str(ok.loc[step.idxmax(), "label"]),
+        wire_max_abs=float(wire.max()) if wire_known else float("nan"), wire_worst=str(ok.loc[wire.idxmax(), "label"]) if wire_known else "",
     )
 
 
