@@ -123,7 +123,8 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool,
     from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.reports.report import generate_report
     from netbench.orchestrator.sweep import done_keys, run_sweep, write_sweep_json
-    from netbench.rundir.sweepdir import read_summary
+    from netbench.reports.escape import printable
+    from netbench.rundir.sweepdir import BadInput, read_summary
 
     require_privileges()
     make_output_folder(folder, "--out")
@@ -135,7 +136,10 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool,
         raise UserError(f"--calibration: {exc}") from None
     calib, calib_path = host_calib.calibration, host_calib.path
     write_sweep_json(folder, scenario, calib, calib_path)
-    done = set() if fresh else done_keys(read_summary(folder), folder)
+    try:
+        done = set() if fresh else done_keys(read_summary(folder), folder)
+    except BadInput as exc:  # a damaged summary.csv from an earlier sweep: one line, nothing run
+        raise UserError(f"--out: {printable(exc)} (--fresh starts the sweep over)") from None
     todo = [p for p in plan if p.key not in done]
     per_point = scenario.warmup + scenario.steps
     console.print(f"sweep {scenario.name}: {len(plan)} points, {len(plan) - len(todo)} already done, "
