@@ -24,7 +24,7 @@ _MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>!|~&])")
 _MARKDOWN_BLOCK = re.compile(r"^(\s*)([#+\-=>]|\d+[.)])")
 
 
-def printable(text: object, limit: int = 500) -> str:
+def printable(text: object, limit: int = 2000) -> str:
     """``text`` on one line without control or reordering characters (newlines and tabs become spaces), at most ``limit`` characters."""
     out = []
     for ch in str(text):
@@ -36,12 +36,12 @@ def printable(text: object, limit: int = 500) -> str:
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
 
-def for_terminal(text: object, limit: int = 500) -> str:
+def for_terminal(text: object, limit: int = 2000) -> str:
     """:func:`printable`, with rich markup escaped: for ``console.print`` and rich tables."""
     return escape_markup(printable(text, limit))
 
 
-def for_markdown(text: object, limit: int = 500) -> str:
+def for_markdown(text: object, limit: int = 2000) -> str:
     """:func:`printable`, with every character that could start markdown syntax backslash-escaped: literal text in report.md and report.html."""
     inline = _MARKDOWN_INLINE.sub(r"\\\1", printable(text, limit))
     return _MARKDOWN_BLOCK.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], inline)

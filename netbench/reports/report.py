@@ -219,7 +219,7 @@ def _header(doc: SweepDoc, frame: pd.DataFrame) -> list[str]:
 
     lines = [f"# Sweep {markdown_code(scn.name)}", ""]
     if scn.description:
-        lines += [for_markdown(scn.description, limit=2000), ""]
+        lines += [for_markdown(scn.description, limit=8000), ""]
     lines += [
         f"- grid: bw {listed(grid.bw)}; replicators {listed(grid.replicator)}; nodes {listed(grid.nodes)}; delay {listed(grid.delay)}",
         f"- workload: {what}" + (f", {int(params.iloc[0]):,} parameters" if not params.empty else ""),
@@ -323,7 +323,7 @@ def _shown(frame: pd.DataFrame) -> pd.DataFrame:
     and labels, replicators and reasons on one line without control characters."""
     texts = [c for c in ("label", "replicator", "reason", "fidelity_reasons") if c in frame]
     missing = {c: float("nan") for c in NUMERIC if c not in frame}
-    return frame.assign(**missing, **{c: frame[c].map(lambda text: printable(text, 200)) for c in texts})
+    return frame.assign(**missing, **{c: frame[c].map(lambda text: printable(text, 2000)) for c in texts})
 
 
 def generate_report(folder: Path, target_loss: float | None = None) -> ReportResult:
