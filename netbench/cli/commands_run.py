@@ -17,7 +17,7 @@ from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
-from netbench.reports.terminal import summary_table
+from netbench.reports.terminal import for_terminal, summary_table
 
 console = Console(stderr=True)
 
@@ -100,7 +100,7 @@ def run(
         console.print(f"results: {result.run_dir}")
     report_problems(result)
     if result.status != "ok":
-        console.print(f"[red]run failed:[/] {result.reason}")
+        console.print(f"[red]run failed:[/] {for_terminal(result.reason)}")
     elif result.reason:  # a signal during teardown: every step was measured
         console.print(f"[yellow]{result.reason}[/]")
     if (result.reason or "").startswith("interrupted"):

@@ -169,7 +169,8 @@ def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: 
     from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.reports.report import generate_report
     from netbench.orchestrator.sweep import done_keys, run_sweep, write_sweep_json
-    from netbench.rundir.sweepdir import read_summary
+    from netbench.reports.escape import printable
+    from netbench.rundir.sweepdir import BadInput, read_summary
 
     try:
         host_calib = sweep_calibration(scenario, folder, calibration, fresh,
@@ -179,7 +180,10 @@ def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: 
         raise UserError(f"--calibration: {exc}") from None
     calib, calib_path = host_calib.calibration, host_calib.path
     write_sweep_json(folder, scenario, calib, calib_path)
-    done = set() if fresh else done_keys(read_summary(folder), folder)
+    try:
+        done = set() if fresh else done_keys(read_summary(folder), folder)
+    except BadInput as exc:  # a damaged summary.csv from an earlier sweep: one line, nothing run
+        raise UserError(f"--out: {printable(exc)} (--fresh starts the sweep over)") from None
     todo = [p for p in plan if p.key not in done]
     per_point = scenario.warmup + scenario.steps
     console.print(f"sweep {scenario.name}: {len(plan)} points, {len(plan) - len(todo)} already done, "
@@ -217,50 +221,54 @@ def report(
     target_loss: Optional[float] = typer.Option(None, "--target-loss", help="Loss for the time-to-target table (default: the worst replicator's final loss)."),
 ) -> None:
     """Regenerate a sweep's report.md, report.html and plots from its folder, or show one run's measurement beside the model."""
+    from netbench.model.calibration import CalibrationError
+    from netbench.reports.escape import for_terminal, printable
     from netbench.reports.report import generate_report, repredict
+    from netbench.safe_files import BadInput
 
-    if RunDir(folder).written and not is_sweep(folder):
-        _run_report(folder, calibration)
-        return
-    if not is_sweep(folder):
-        raise UserError(f"{folder}: no summary.csv here (is it a sweep folder?)")
-    make_output_folder(folder, "FOLDER")  # report.md and the figures are written there
-    if calibration is not None:
-        if not calibration.is_file():
-            raise UserError(f"--calibration: {str(calibration)!r} is not a file")
-        repredict(folder, calibration)
-    result = generate_report(folder, target_loss)
-    console.print(f"report: {result.markdown} ({result.html.name})")
+    try:
+        if RunDir(folder).written and not is_sweep(folder):
+            _run_report(folder, calibration)
+            return
+        if not is_sweep(folder):
+            raise UserError(f"{folder}: no summary.csv here (is it a sweep folder?)")
+        make_output_folder(folder, "FOLDER")  # report.md and the figures are written there
+        if calibration is not None:
+            if not calibration.is_file():
+                raise UserError(f"--calibration: {str(calibration)!r} is not a file")
+            repredict(folder, calibration)
+        result = generate_report(folder, target_loss)
+    except (BadInput, CalibrationError) as exc:  # a folder's files are input: a damaged or crafted one is one line
+        raise UserError(printable(exc)) from None
+    console.print(f"report: {for_terminal(result.markdown)} ({result.html.name})")
     for line in result.accuracy_lines() + result.target_lines():
-        print(line)
+        print(printable(line))
 
 
 def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
     """One run (`netbench run` or `netbench worker`): its summary table, measured beside the prediction made when it ran."""
-    import json
-
+    from netbench.reports.escape import for_terminal
     from netbench.reports.terminal import summary_table
+    from netbench.rundir.runjson import read_run_doc
 
     if calibration is not None:
         raise UserError("--calibration re-predicts sweep folders; a run directory keeps the prediction made when it ran")
-    try:
-        run_json = json.loads(RunDir(run_dir).run_json.read_text())
-        summary = run_json["summary"]
-    except (OSError, ValueError, KeyError) as exc:
-        raise UserError(f"{run_dir}: unreadable run.json ({type(exc).__name__}: {exc})") from None
-    launcher = run_json.get("launcher") or "netbench run"
-    if "exec" in run_json:  # `netbench exec`: the per-node table first; the step table when the program recorded steps
+    doc = read_run_doc(run_dir)
+    summary = doc.summary.model_dump(exclude_none=True)
+    launcher = doc.launcher or "netbench run"
+    if doc.exec is not None:  # `netbench exec`: the per-node table first; the step table when the program recorded steps
         from netbench.cli.commands_exec import nodes_table
 
-        Console().print(nodes_table(run_json["exec"]["nodes"], f"netbench exec {summary['run_id']}: {' '.join(run_json['exec']['command'])}"))
-    if "exec" not in run_json or summary.get("steps_measured"):
+        nodes = [{**n.model_dump(), "stopped_by": for_terminal(n.stopped_by) if n.stopped_by else None} for n in doc.exec.nodes]
+        Console().print(nodes_table(nodes, for_terminal(f"netbench exec {doc.summary.run_id}: {' '.join(doc.exec.command)}")))
+    if doc.exec is None or summary.get("steps_measured"):
         Console().print(summary_table(summary, "netbench worker" if launcher == "torchrun" else launcher))
     if summary.get("prediction_error"):
-        console.print(f"model: {summary['prediction_error']}")
+        console.print(f"model: {for_terminal(summary['prediction_error'])}")
     from netbench.reports.timeline import timeline_figure
 
     figure = timeline_figure(run_dir, run_dir / "timeline.png")  # the median and slowest step, from trace.json
     if figure is not None:
-        console.print(f"timeline: {figure} (trace: {figure.with_name('trace.json')})")
-    if run_json.get("status") != "ok":
-        console.print(f"[red]run failed:[/] {run_json.get('reason')}")
+        console.print(f"timeline: {for_terminal(str(figure))} (trace: {for_terminal(str(figure.with_name('trace.json')))})")
+    if doc.status != "ok":
+        console.print(f"[red]run failed:[/] {for_terminal(doc.reason)}")

@@ -18,7 +18,7 @@ from rich.console import Console
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
-from netbench.reports.terminal import summary_table
+from netbench.reports.terminal import for_terminal, summary_table
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
 from netbench.cli.run_config import build_run_config
@@ -127,5 +127,5 @@ def worker(
             Console().print(summary_table(outcome.summary, "netbench worker"))
             console.print(f"results: {outcome.run_dir}")
         if outcome.summary.get("status") != "ok":
-            console.print(f"[red]run failed:[/] {outcome.summary.get('reason')}")
+            console.print(f"[red]run failed:[/] {for_terminal(outcome.summary.get('reason'))}")
     exit_without_teardown(outcome.code)  # skip torch's teardown at interpreter exit (see netbench.worker.hard_exit)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from collections.abc import Callable, Sequence
 
+from netbench import safe_files
 from netbench.model.calibration import save_calibration
 from netbench.model.hostcache import HostCalibration, host_calibration, load_calibration
 from netbench.orchestrator.prediction import workload_shapes
@@ -32,7 +33,7 @@ def _shapes_spec(scenario: SweepScenario, out: Path) -> str:
         return scenario.workload.shapes
     shapes = workload_shapes(scenario.workload, max(scenario.grid.nodes))
     path = out / "shapes.json"
-    path.write_text(json.dumps({"shapes": {s.name: list(s.shape) for s in shapes}}, indent=1) + "\n")
+    safe_files.write_text(path, json.dumps({"shapes": {s.name: list(s.shape) for s in shapes}}, indent=1) + "\n")  # never through a link
     return str(path)
 
 

@@ -1,19 +1,25 @@
 """A self-contained ``report.html`` beside report.md: the same text, figures inlined, nothing fetched.
 
-The markdown report is rendered with markdown-it (already installed with rich), every local
-image is replaced by a ``data:image/png;base64`` URI, styles are inline and a few lines of
-inline script make tables sortable by clicking a header. The page names no http(s) URL, so it
-opens the same offline, from a CI artifact or an e-mail attachment.
+The markdown report is rendered with markdown-it (already installed with rich), every figure
+netbench drew for it is replaced by a ``data:image/png;base64`` URI, styles are inline and a few
+lines of inline script make tables sortable by clicking a header. The page names no http(s) URL,
+so it opens the same offline, from a CI artifact or an e-mail attachment.
+
+Only figures are inlined, and only those the caller names: a file of that name directly in the
+folder, opened without following a link, regular, and a PNG. Any other image source (a path out
+of the folder, ``/proc/self/environ``) stays out of the page: its alt text stands in.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import mimetypes
+from collections.abc import Collection
 from pathlib import Path
 
 from markdown_it import MarkdownIt
+
+from netbench import safe_files
 
 __all__ = ["render_html", "write_html"]
 
@@ -62,22 +68,32 @@ document.querySelectorAll('table').forEach(function (table) {
 """
 
 
-def _data_uri(path: Path) -> str | None:
-    if not path.is_file():
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FIGURE_LIMIT = 32 << 20  # a figure netbench draws is well under 1 MB
+
+
+def _data_uri(folder: Path, name: str, figures: Collection[str]) -> str | None:
+    """The figure ``name`` as a data URI, where it is one of ``figures`` and a PNG file in ``folder`` (never through a link)."""
+    if name not in figures or Path(name).name != name or name in ("", ".", ".."):
         return None
-    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    return f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
+    try:
+        data = safe_files.read_regular(folder / name, FIGURE_LIMIT)
+    except safe_files.BadInput:
+        return None
+    if not data.startswith(PNG_MAGIC):
+        return None
+    return f"data:image/png;base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def render_html(markdown_text: str, folder: Path, title: str) -> str:
-    """The page: markdown rendered, local images inlined, links to anything but the page itself dropped."""
+def render_html(markdown_text: str, folder: Path, title: str, figures: Collection[str] = ()) -> str:
+    """The page: markdown rendered, the named figures inlined, links to anything but the page itself dropped."""
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(markdown_text)
     for token in tokens:
         for child in token.children or []:
             if child.type == "image":
                 src = str(child.attrGet("src") or "")
-                uri = _data_uri(folder / src) if src and "://" not in src else None
+                uri = _data_uri(folder, src, figures)
                 child.attrSet("src", uri or "")
                 if uri is None:  # never fetched: the alt text stands in
                     child.attrSet("alt", f"{child.content} (missing: {src})")
@@ -91,8 +107,8 @@ def render_html(markdown_text: str, folder: Path, title: str) -> str:
             f"<style>{STYLE}</style>\n</head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n</body>\n</html>\n")
 
 
-def write_html(markdown_path: Path, title: str = "netbench report") -> Path:
-    """report.html beside ``markdown_path`` (report.md), from its text and the figures it names."""
+def write_html(markdown_path: Path, markdown_text: str, figures: Collection[str], title: str = "netbench report") -> Path:
+    """report.html beside ``markdown_path`` (report.md), from its text and the ``figures`` (file names) drawn for it."""
     out = markdown_path.with_suffix(".html")
-    out.write_text(render_html(markdown_path.read_text(), markdown_path.parent, title))
+    safe_files.write_text(out, render_html(markdown_text, markdown_path.parent, title, figures))
     return out

@@ -15,6 +15,7 @@ folder without them (committed reports) draws points only.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,15 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
+# labels come from summary.csv: a "$" there must print as a dollar, not start TeX that fails to parse when drawn
+matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from netbench import safe_files  # noqa: E402
 from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS, ClusterSpec  # noqa: E402
 from netbench.model.calibration import Calibration  # noqa: E402
 from netbench.orchestrator.prediction import predict, workload_shapes  # noqa: E402
@@ -100,8 +104,13 @@ def label_seconds(ax, axis: str = "y") -> None:
 
 
 def save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    """Draw ``fig`` into memory, then write it under a fresh name renamed over ``path`` (never through a link planted there)."""
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    safe_files.write_bytes(path, buffer.getvalue())
     return path
 
 

@@ -11,6 +11,7 @@ Errors are relative to the measurement: (predicted - measured) / measured.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,9 +24,12 @@ from netbench.model.calibration import Calibration
 from netbench.model.hostcache import load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
-from netbench.orchestrator.sweep import predict_point
+from netbench.orchestrator.prediction import predict_run
+from netbench.reports.escape import for_markdown, markdown_code, printable
 from netbench.rundir.layout import RunDir
-from netbench.rundir.sweepdir import read_summary, read_sweep_json, run_path, write_summary, write_sweep_doc
+from netbench.rundir.reading import read_csv, validated
+from netbench.rundir.runjson import read_run_json
+from netbench.rundir.sweepdir import NUMERIC, SWEEP_JSON, SweepDoc, read_summary, read_sweep_json, run_path, sweep_doc, write_summary, write_sweep_doc
 from netbench.rundir.summary import Metric, compared_column, csv_predicted, error_column, predicted_column, report_metrics
 from netbench.units import format_bytes, format_rate
 
@@ -108,23 +112,36 @@ def with_errors(frame: pd.DataFrame) -> pd.DataFrame:
 def accuracy(frame: pd.DataFrame) -> Accuracy:
     """Median and max |error| of step time; max |error| of wire bytes (either direction)."""
     step_model = predicted_column("step_time_s")
-    ok = frame[(frame["status"] == "ok") & frame[step_model].notna()] if step_model in frame else frame.iloc[0:0]
+    judged = step_model in frame and error_column("step_time_s") in frame
+    ok = frame[(frame["status"] == "ok") & frame[error_column("step_time_s")].notna()] if judged else frame.iloc[0:0]
     if "fidelity_ok" in ok:  # a point whose emulation was not faithful measures the host, not the cluster
         ok = ok[ok["fidelity_ok"].astype(str).str.lower() != "false"]
     if ok.empty:
         return Accuracy(0, None, None, "", None, "")
     step = ok[error_column("step_time_s")].abs()
-    wire = pd.concat([ok[error_column(m.key)].abs() for m in report_metrics() if m.captured], axis=1).max(axis=1)
+    wires = [ok[error_column(m.key)].abs() for m in report_metrics() if m.captured and error_column(m.key) in ok]
+    wire = pd.concat(wires, axis=1).max(axis=1) if wires else pd.Series(float("nan"), index=ok.index)
+    wire_known = wire.notna().any()  # nan (never met) where no point has both wire bytes measured and predicted
     return Accuracy(
-        points=len(ok), step_median_abs=float(step.median()), step_max_abs=float(step.max()),
-        step_worst=str(ok.loc[step.idxmax(), "label"]), wire_max_abs=float(wire.max()), wire_worst=str(ok.loc[wire.idxmax(), "label"]),
+        points=len(ok), step_median_abs=float(step.median()), step_max_abs=float(step.max()), step_worst=str(ok.loc[step.idxmax(), "label"]),
+        wire_max_abs=float(wire.max()) if wire_known else float("nan"), wire_worst=str(ok.loc[wire.idxmax(), "label"]) if wire_known else "",
     )
 
 
-def sweep_calibration_of(doc: dict[str, Any]) -> Calibration:
-    """The calibration a sweep's predictions used, as recorded in its sweep.json."""
-    data = {k: v for k, v in doc.get("calibration", {}).items() if k != "path"}
-    return Calibration.model_validate(data) if data else Calibration()
+def sweep_calibration_of(doc: dict[str, Any], folder: Path) -> Calibration:
+    """The calibration a sweep's predictions used, as recorded in its sweep.json (BadInput when it is not one)."""
+    recorded = doc.get("calibration") or {}
+    data = {k: v for k, v in recorded.items() if k != "path"} if isinstance(recorded, dict) else recorded
+    return validated(Calibration, data, folder / SWEEP_JSON) if data else Calibration()
+
+
+def _predict_again(run_dir: Path, calibration: Calibration) -> dict[str, Any]:
+    """One point's prediction from its own run directory, read as untrusted input (BadInput for a run.json that is not one)."""
+    folder = RunDir(run_dir)
+    config = validated(RunConfig, read_run_json(run_dir).get("config"), folder.run_json)
+    if not os.path.lexists(folder.steps_csv):
+        return {"error": "no steps.csv"}
+    return predict_run(config, read_csv(folder.steps_csv), folder.start().get("n_params"), calibration)
 
 
 def repredict(folder: Path, calibration_path: Path) -> None:
@@ -135,8 +152,7 @@ def repredict(folder: Path, calibration_path: Path) -> None:
         run_dir = run_path(folder, row["run_dir"])
         if row["status"] != "ok" or run_dir is None or not RunDir(run_dir).written:
             continue
-        config = RunConfig.model_validate(json.loads(RunDir(run_dir).run_json.read_text())["config"])
-        predicted = predict_point(config, run_dir, calib)
+        predicted = _predict_again(run_dir, calib)
         for key in csv_predicted():
             frame.loc[i, predicted_column(key)] = predicted.get(key, float("nan"))
         frame.loc[i, "prediction_error"] = predicted.get("error", "")
@@ -183,29 +199,32 @@ def _points_table(frame: pd.DataFrame) -> str:
             "|---|" + "---:|" * len(columns) + "---|"]
     for r in frame.to_dict("records"):
         if r["status"] != "ok":
-            rows.append(f"| {r['label']} | failed: {r['reason']} |" + " |" * len(columns))
+            rows.append(f"| {for_markdown(r['label'])} | failed: {for_markdown(r.get('reason', ''))} |" + " |" * len(columns))
             continue
-        faithful = {"true": "yes", "false": f"no: {r.get('fidelity_reasons', '')}"}.get(str(r.get("fidelity_ok", "")).lower(), "")
-        rows.append(f"| {r['label']} | " + " | ".join(_cell(r, m, view) for m, view in columns) + f" | {faithful} |")
+        faithful = {"true": "yes", "false": f"no: {for_markdown(r.get('fidelity_reasons', ''))}"}.get(str(r.get("fidelity_ok", "")).lower(), "")
+        rows.append(f"| {for_markdown(r['label'])} | " + " | ".join(_cell(r, m, view) for m, view in columns) + f" | {faithful} |")
     return "\n".join(rows)
 
 
-def _header(doc: dict[str, Any], frame: pd.DataFrame) -> list[str]:
-    scn = doc.get("scenario", {})
-    calib = doc.get("calibration", {})
-    grid = scn.get("grid", {})
-    work = scn.get("workload", {})
-    what = f"shapes `{work.get('shapes')}`, compute {work.get('compute_ms'):g} ms (sleep)" if work.get("kind") == "shapes" else f"`{work.get('kind')}`"
-    params = frame["params"].dropna()
-    lines = [f"# Sweep `{scn.get('name', '?')}`", ""]
-    if scn.get("description"):
-        lines += [scn["description"], ""]
+def _header(doc: SweepDoc, frame: pd.DataFrame) -> list[str]:
+    """The sweep's name, description, grid, workload and model constants: every text from sweep.json escaped."""
+    scn, calib = doc.scenario, doc.calibration
+    grid, work = scn.grid, scn.workload
+    compute = f"{work.compute_ms:g} ms" if work.compute_ms is not None else "?"
+    what = f"shapes {markdown_code(work.shapes)}, compute {compute} (sleep)" if work.kind == "shapes" else markdown_code(work.kind)
+    params = frame["params"].dropna() if "params" in frame else pd.Series(dtype=float)
+
+    def listed(values: list) -> str:
+        return for_markdown(", ".join(map(str, values)))
+
+    lines = [f"# Sweep {markdown_code(scn.name)}", ""]
+    if scn.description:
+        lines += [for_markdown(scn.description, limit=8000), ""]
     lines += [
-        f"- grid: bw {', '.join(grid.get('bw', []))}; replicators {', '.join(grid.get('replicator', []))}; "
-        f"nodes {', '.join(map(str, grid.get('nodes', [])))}; delay {', '.join(grid.get('delay', []))}",
+        f"- grid: bw {listed(grid.bw)}; replicators {listed(grid.replicator)}; nodes {listed(grid.nodes)}; delay {listed(grid.delay)}",
         f"- workload: {what}" + (f", {int(params.iloc[0]):,} parameters" if not params.empty else ""),
-        f"- per point: {scn.get('steps')} measured steps after {scn.get('warmup')} warm-up; times are the slowest node's median (its mean for replicators that communicate periodically), bytes per node per step; wire bytes are the capture's MTU frames where captured",
-        f"- model constants: {calib.get('source', 'defaults')} ({calib.get('path')}; {calib.get('created') or 'not measured'})",
+        f"- per point: {for_markdown(scn.steps)} measured steps after {for_markdown(scn.warmup)} warm-up; times are the slowest node's median (its mean for replicators that communicate periodically), bytes per node per step; wire bytes are the capture's MTU frames where captured",
+        f"- model constants: {for_markdown(calib.source or 'defaults')} ({for_markdown(calib.path)}; {for_markdown(calib.created or 'not measured')})",
         f"- generated {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
         "",
     ]
@@ -225,8 +244,8 @@ def _accuracy_section(acc: Accuracy) -> list[str]:
         "per-message overhead); each point's local work (forward/backward + optimizer update) is its own measurement.", "",
         "| metric | value | target | |", "|---|---:|---:|---|",
         f"| step time, median abs. error | {acc.step_median_abs:.1%} | <= {TARGETS['step_median']:.0%} | {mark(acc.step_median_abs <= TARGETS['step_median'])} |",
-        f"| step time, max abs. error | {acc.step_max_abs:.1%} ({acc.step_worst}) | <= {TARGETS['step_max']:.0%} | {mark(acc.step_max_abs <= TARGETS['step_max'])} |",
-        f"| wire bytes tx/rx, max abs. error | {acc.wire_max_abs:.1%} ({acc.wire_worst}) | <= {TARGETS['wire_max']:.0%} | {mark(acc.wire_max_abs <= TARGETS['wire_max'])} |",
+        f"| step time, max abs. error | {acc.step_max_abs:.1%} ({for_markdown(acc.step_worst)}) | <= {TARGETS['step_max']:.0%} | {mark(acc.step_max_abs <= TARGETS['step_max'])} |",
+        f"| wire bytes tx/rx, max abs. error | {acc.wire_max_abs:.1%} ({for_markdown(acc.wire_worst)}) | <= {TARGETS['wire_max']:.0%} | {mark(acc.wire_max_abs <= TARGETS['wire_max'])} |",
         f"| points | {acc.points} | | |", "",
     ]
 
@@ -266,13 +285,18 @@ def _target_section(groups: list[TargetGroup], figures: list[Path], given: bool)
                   "|---|---:|" + "---:|---:|" * len(group.rates)]
         for rep, k in group.steps_needed.items():
             cells = " | ".join(f"{_time(group.measured_s.get((rep, r)))} | {_time(group.projected_s.get((rep, r)))}" for r in group.rates)
-            lines.append(f"| {rep} | {'never' if k is None else k} | {cells} |")
+            lines.append(f"| {for_markdown(rep)} | {'never' if k is None else k} | {cells} |")
         lines.append("")
-        lines += [f"- the order changes at **{rate_text(c.rate_bps)}**{_projected(group, c)}: {c.describe()}"
+        lines += [f"- the order changes at **{rate_text(c.rate_bps)}**{_projected(group, c)}: {for_markdown(c.describe())}"
                   for c in group.crossovers] or [f"- the order stays the same from {rate_text(group.span[0])} to {rate_text(group.span[1])} (model)"]
         lines.append("")
-    lines += [f"![{f.stem}]({f.name})" for f in figures] + [""]
+    lines += [_figure(f) for f in figures] + [""]
     return lines
+
+
+def _figure(path: Path) -> str:
+    """A figure netbench drew into the folder, by its file name (a fixed name: nothing from the folder's files)."""
+    return f"![{path.stem}]({path.name})"
 
 
 def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, target_loss: float | None) -> tuple[list[TargetGroup], list[Path]]:
@@ -280,12 +304,12 @@ def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, targ
     from netbench.reports.plots import sweep_model
     from netbench.reports.target_figures import loss_vs_time, time_to_target_vs_rate
 
-    if doc.get("scenario", {}).get("workload", {}).get("kind") not in LOSS_KINDS or frame.empty:
+    if sweep_doc(doc, folder).scenario.workload.kind not in LOSS_KINDS or frame.empty:
         return [], []
     curves = loss_curves(frame, folder)
     if not curves:
         return [], []
-    groups = time_to_target(curves, step_time_functions(frame, sweep_model(frame, doc, sweep_calibration_of(doc))), target_loss)
+    groups = time_to_target(curves, step_time_functions(frame, sweep_model(frame, doc, sweep_calibration_of(doc, folder))), target_loss)
     figures = []
     for i, group in enumerate(groups):
         suffix = "" if len(groups) == 1 else f"_{group.nodes}n_{group.delay_ms:g}ms"
@@ -294,23 +318,39 @@ def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, targ
     return groups, figures
 
 
+def _shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as the figures and tables show it: every numeric column summary.csv has (empty where a summary lacks one),
+    and labels, replicators and reasons on one line without control characters."""
+    texts = [c for c in ("label", "replicator", "reason", "fidelity_reasons") if c in frame]
+    missing = {c: float("nan") for c in NUMERIC if c not in frame}
+    return frame.assign(**missing, **{c: frame[c].map(lambda text: printable(text, 2000)) for c in texts})
+
+
 def generate_report(folder: Path, target_loss: float | None = None) -> ReportResult:
-    """Write report.md, report.html and the figures into ``folder`` from its summary.csv and sweep.json (and runs/)."""
+    """Write report.md, report.html and the figures into ``folder`` from its summary.csv and sweep.json (and runs/).
+
+    Every file is written under a fresh name and renamed into place (:mod:`netbench.safe_files`);
+    report.html inlines only the figures drawn here. BadInput when the folder's files are not what
+    a sweep writes.
+    """
     from netbench.reports.html import write_html
     from netbench.reports.plots import make_figures
     from netbench.reports.timeline import sweep_section
 
     doc = read_sweep_json(folder)
-    frame = with_errors(read_summary(folder))
+    typed = sweep_doc(doc, folder)
+    frame = with_errors(_shown(read_summary(folder)))
+    calibration = sweep_calibration_of(doc, folder)
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
-    figures = make_figures(frame, doc, sweep_calibration_of(doc), folder) if not frame.empty else []
+    figures = make_figures(frame, doc, calibration, folder) if not frame.empty else []
     groups, target_figures = _time_to_target(frame, doc, folder, target_loss)
-    lines = _header(doc, frame) + _accuracy_section(acc)
+    lines = _header(typed, frame) + _accuracy_section(acc)
     lines += _target_section(groups, target_figures, target_loss is not None)
-    lines += ["## Figures", ""] + [f"![{f.stem}]({f.name})" for f in figures] + [""]
+    lines += ["## Figures", ""] + [_figure(f) for f in figures] + [""]
     lines += sweep_section(frame, folder) if not frame.empty else []  # each point's trace, its median step drawn
     lines += ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
-    safe_files.write_text(path, "\n".join(lines))
-    page = write_html(path, f"netbench sweep {doc.get('scenario', {}).get('name', folder.name)}")
+    text = "\n".join(lines)
+    safe_files.write_text(path, text)
+    page = write_html(path, text, [f.name for f in figures + target_figures], f"netbench sweep {printable(typed.scenario.name)}")
     return ReportResult(path, figures + target_figures, acc, page, groups)

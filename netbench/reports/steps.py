@@ -9,6 +9,7 @@ summary.csv) have no per-step data: callers get None and say so.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from netbench.rundir.layout import RunDir
+from netbench.rundir.reading import BadInput, read_csv
 from netbench.rundir.summary import measured_steps, metric
 
 __all__ = ["Spread", "read_steps", "per_step", "spread", "WIRE_COLUMNS"]
@@ -42,14 +44,31 @@ class Spread:
 
 
 def read_steps(run_dir: Path | None) -> pd.DataFrame | None:
-    """A run's steps.csv, or None where the run directory (or its file) is not there."""
-    if run_dir is None or not RunDir(run_dir).steps_csv.is_file():
+    """A run's steps.csv, or None where the run directory (or its file) is not there or is not one netbench wrote.
+
+    Read as untrusted input: a link, a FIFO, text that is not UTF-8 or a table without numbers
+    where they belong counts as absent (the point is drawn without its per-step spread), never as
+    a hang or a crash. Non-finite or negative times are dropped row by row.
+    """
+    if run_dir is None or not os.path.lexists(RunDir(run_dir).steps_csv):
         return None
     try:
-        frame = pd.read_csv(RunDir(run_dir).steps_csv)
-    except (OSError, ValueError, pd.errors.EmptyDataError):
+        frame = read_csv(RunDir(run_dir).steps_csv)
+    except BadInput:
         return None
-    return frame if {"step", "rank", "step_s"} <= set(frame.columns) and not frame.empty else None
+    if not {"step", "rank", "step_s"} <= set(frame.columns) or frame.empty:
+        return None
+    for column in ("step", "rank", "step_s", "loss", "warmup", *WIRE_COLUMNS):
+        if column in frame:
+            values = pd.to_numeric(frame[column], errors="coerce") if column != "warmup" else _flags(frame[column])
+            frame[column] = values.where(np.isfinite(values.astype(float))) if column != "warmup" else values
+    frame = frame[frame["step"].notna() & frame["rank"].notna() & (frame["step_s"] >= 0)]
+    return frame if not frame.empty else None
+
+
+def _flags(column: pd.Series) -> pd.Series:
+    """steps.csv's warm-up flags (True/False, 1/0) as booleans; anything else counts as a measured step."""
+    return column.astype(str).str.strip().str.lower().isin(("true", "1", "1.0"))
 
 
 def per_step(steps: pd.DataFrame, include_warmup: bool = False) -> pd.DataFrame:

@@ -2,7 +2,9 @@
 
 `netbench run`, `exec`, `worker` and `report RUN_DIR` all print this one table; its rows,
 labels and units are :mod:`netbench.rundir.summary`'s, so it lists what summary.csv and
-report.md list, under the same names.
+report.md list, under the same names. Every text that comes from a run (its id, replicator,
+status, fidelity reasons, the model's source) is escaped for rich markup and stripped of control
+characters (:mod:`netbench.reports.escape`): a ``[/]`` or an escape sequence prints as text.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from typing import Any
 
 from rich.table import Table
 
+from netbench.reports.escape import for_terminal
 from netbench.rundir.summary import Metric, terminal_metrics
 from netbench.units import format_bytes, format_rate
 
-__all__ = ["summary_table", "shown"]
+__all__ = ["summary_table", "shown", "for_terminal"]
 
 
 def shown(value: float, unit: str) -> str:
@@ -29,13 +32,13 @@ def _label(m: Metric) -> str:
 def _title(summary: dict[str, Any], command: str) -> str:
     workers = f" x {summary['gpus_per_node']} workers" if summary.get("gpus_per_node") else ""
     rate = format_rate(summary["bw_bps"]) if summary.get("bw_bps") else "link rate unknown"
-    return (f"{command} {summary['run_id']}: {summary['replicator']}, {summary['nodes']} nodes{workers}, "
-            f"{rate}, delay {summary['delay_ms']:g} ms ({summary['status']})")
+    return (f"{for_terminal(command)} {for_terminal(summary['run_id'])}: {for_terminal(summary['replicator'])}, {summary['nodes']} nodes{workers}, "
+            f"{rate}, delay {summary['delay_ms']:g} ms ({for_terminal(summary['status'])})")
 
 
 def summary_table(summary: dict[str, Any], command: str = "netbench run") -> Table:
     """Median (mean, for periodic replicators) step time and its breakdown, bytes per step per node (payload vs wire)."""
-    statistic = summary.get("statistic", "median")
+    statistic = for_terminal(summary.get("statistic") or "median")
     table = Table(caption=f"measured: per-node {statistic} over the steps after warm-up; "
                           "times at the slowest node, bytes the median node", title=_title(summary, command))
     table.add_column("metric")
@@ -58,10 +61,10 @@ def summary_table(summary: dict[str, Any], command: str = "netbench run") -> Tab
     fidelity = summary.get("fidelity")
     if fidelity is not None:
         dilated = f" (dilated x{fidelity['dilation']:.3g})" if fidelity.get("dilation", 1) != 1 else ""
-        row = ["faithful emulation", ("yes" if fidelity["ok"] else "NO: " + "; ".join(fidelity["reasons"])) + dilated]
+        row = ["faithful emulation", ("yes" if fidelity["ok"] else "NO: " + for_terminal("; ".join(fidelity["reasons"]))) + dilated]
         table.add_row(*(row + [""] if predicted else row))
     calib = predicted.get("calibration") if predicted else None
     if isinstance(calib, dict):
-        row = ["model constants", f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})"]
+        row = ["model constants", for_terminal(f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})")]
         table.add_row(*(row + [""]))
     return table

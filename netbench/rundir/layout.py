@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,15 +45,21 @@ def record_files(folder: Path) -> dict[int, Path]:
 
 
 def read_records(path: Path) -> list[Record]:
-    """Every complete JSON line of a worker's record file (a killed worker may leave half a line)."""
-    if not path.exists():
+    """Every complete JSON object line of a worker's record file (a killed worker may leave half a line).
+
+    Read as untrusted input: a regular file only (never a link, never a FIFO that would block), and
+    a line that is not UTF-8 JSON of an object is skipped like a half-written one.
+    """
+    if not os.path.lexists(path):
         return []
     records = []
-    for line in path.read_text().splitlines():
+    for line in safe_files.read_regular(path).splitlines():
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
             continue
+        if isinstance(record, dict):
+            records.append(record)
     return records
 
 
@@ -68,7 +75,7 @@ def finished(records: list[Record]) -> bool:
 
 def last_error(records: list[Record]) -> str | None:
     """The message of the worker's last error record, if it wrote one."""
-    return next((r["error"] for r in reversed(records) if r.get("event") == "error"), None)
+    return next((str(r.get("error", "")) for r in reversed(records) if r.get("event") == "error"), None)
 
 
 class StepCounter:

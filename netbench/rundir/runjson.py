@@ -1,0 +1,80 @@
+"""A run directory's run.json read back as untrusted input: the parts `netbench report RUN_DIR` shows, typed.
+
+run.json's summary is :class:`~netbench.rundir.summary.RunSummary`; a run's table also needs its
+coordinates, and `netbench exec` adds its nodes and command. A run.json that lacks them, or holds
+another type, is one :class:`~netbench.safe_files.BadInput` line naming the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from netbench.rundir.layout import RunDir
+from netbench.rundir.reading import BadInput, read_json_object, validated
+from netbench.rundir.summary import Prediction, RunSummary
+
+__all__ = ["BadInput", "RunDoc", "ShownSummary", "read_run_json", "read_run_doc"]
+
+
+class _Lax(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class FidelityDoc(_Lax):
+    ok: bool
+    reasons: list[str] = []
+    dilation: float = 1.0
+
+
+class ShownSummary(RunSummary):
+    """A run's summary with what its table's title names: id, replicator, nodes, delay and status."""
+
+    run_id: str
+    replicator: str
+    nodes: int
+    delay_ms: float
+    status: str
+    fidelity: Optional[FidelityDoc] = None
+    predicted: Optional[Prediction] = None
+
+
+class ExecNode(_Lax):
+    rank: int
+    exit_code: Optional[int] = None
+    stopped_by: Optional[str] = None
+    wall_time_s: float
+    cpu_time_s: Optional[float] = None
+    wire_tx_bytes: Optional[float] = None
+    wire_rx_bytes: Optional[float] = None
+    capture_wire_tx_bytes: Optional[float] = None
+    capture_wire_rx_bytes: Optional[float] = None
+    retransmissions: Optional[int] = None
+
+
+class ExecDoc(_Lax):
+    nodes: list[ExecNode]
+    command: list[str]
+
+
+class RunDoc(_Lax):
+    """run.json: the summary, who launched the run, how it ended, and `netbench exec`'s nodes."""
+
+    summary: ShownSummary
+    launcher: Optional[str] = None
+    status: Optional[str] = None
+    reason: Optional[str] = None
+    exec: Optional[ExecDoc] = None
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any]:
+    """run.json as a dict: a regular file, strict UTF-8, a JSON object (else BadInput)."""
+    return read_json_object(RunDir(run_dir).run_json)
+
+
+def read_run_doc(run_dir: Path) -> RunDoc:
+    """run.json's shown parts, typed (BadInput naming the first missing or mistyped field)."""
+    path = RunDir(run_dir).run_json
+    return validated(RunDoc, read_json_object(path), path)
