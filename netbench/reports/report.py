@@ -347,10 +347,11 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     lines = _header(typed, frame) + _accuracy_section(acc)
     lines += _target_section(groups, target_figures, target_loss is not None)
     lines += ["## Figures", ""] + [_figure(f) for f in figures] + [""]
-    lines += sweep_section(frame, folder) if not frame.empty else []  # each point's trace, its median step drawn
-    lines += ["## Points", "", _points_table(frame), ""]
+    timelines, timeline_figures = sweep_section(frame, folder) if not frame.empty else ([], [])  # each point's trace, its median step
+    lines += timelines + ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
     text = "\n".join(lines)
     safe_files.write_text(path, text)
-    page = write_html(path, text, [f.name for f in figures + target_figures], f"netbench sweep {printable(typed.scenario.name)}")
+    drawn = [f.name for f in figures + target_figures + timeline_figures]
+    page = write_html(path, text, drawn, f"netbench sweep {printable(typed.scenario.name)}")
     return ReportResult(path, figures + target_figures, acc, page, groups)

@@ -151,16 +151,20 @@ def timeline_figure(run_dir: Path, path: Path) -> Path | None:
     return path
 
 
-def sweep_section(frame: pd.DataFrame, folder: Path, limit: int = 12) -> list[str]:
-    """The sweep report's timelines: each point's trace.json, and the median and slowest step of the first ``limit`` points."""
+def sweep_section(frame: pd.DataFrame, folder: Path, limit: int = 12) -> tuple[list[str], list[Path]]:
+    """The sweep report's timelines: each point's trace.json, and the median and slowest step of the first ``limit``
+    points; with the figures drawn (the only ones report.html may inline beside the sweep's own)."""
+    from netbench.reports.escape import for_markdown
+
     lines = ["## Timelines", "", "Each point's trace.json opens in Perfetto (ui.perfetto.dev) or chrome://tracing.", ""]
-    drawn = 0
+    drawn: list[Path] = []
     for i, row in enumerate(frame.to_dict("records")):
         run_dir = run_path(folder, row.get("run_dir"))
         if run_dir is None or not trace_path(run_dir).is_file():
             continue
-        lines.append(f"- {row.get('label', i)}: `{trace_path(run_dir).relative_to(folder)}`")
-        if drawn < limit and timeline_figure(run_dir, folder / f"timeline_{i}.png") is not None:
-            lines += ["", f"![timeline of {row.get('label', i)}](timeline_{i}.png)", ""]
-            drawn += 1
-    return lines + [""] if len(lines) > 4 else []
+        label = for_markdown(str(row.get("label", i)))
+        lines.append(f"- {label}: `{for_markdown(str(trace_path(run_dir).relative_to(folder)))}`")
+        if len(drawn) < limit and (figure := timeline_figure(run_dir, folder / f"timeline_{i}.png")) is not None:
+            lines += ["", f"![timeline of {label}]({figure.name})", ""]
+            drawn.append(figure)
+    return (lines + [""], drawn) if len(lines) > 4 else ([], [])
