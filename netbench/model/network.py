@@ -15,7 +15,7 @@ back), and :class:`Bottleneck` names the link direction or node that sets the st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Sequence
 
 from netbench.dtypes import DTYPE_BYTES
@@ -126,6 +126,8 @@ class GraphModel:
         comm = wire.time_s + intra.time_s
         step = compression + max(compute, comm) if scheme.overlap else compute + compression + comm
         view = self._scenario(scenario, by_price, layout, k)
+        if intra_rings is not None:  # a site's LAN ring crosses the same access links: a node's wire carries both
+            wire = replace(wire, tx=wire.tx + intra.tx, rx=wire.rx + intra.rx)
         est = StepEstimate(scheme=scheme.name, scenario=view, params=n_params, exchanges=exchanges,
                            payload_bytes_per_step=average_bytes_per_step(exchanges), wire=wire, comm_time_s=comm,
                            intra_time_s=intra.time_s, compression_time_s=compression, compute_time_s=compute,

@@ -21,7 +21,8 @@ from netbench.model.network import GraphEstimate, direction_name, direction_of
 from netbench.rundir.summary import measured_steps
 from netbench.topology.graph import Hop, Topology
 
-__all__ = ["access_bytes_per_step", "trunk_bytes_per_step", "compare_links", "read_trunks", "link_report"]
+__all__ = ["access_bytes_per_step", "trunk_bytes_per_step", "local_work_by_node", "agreement", "largest_byte_error",
+           "compare_links", "read_trunks", "link_report"]
 
 
 def access_bytes_per_step(steps: pd.DataFrame, topology: Topology, placement: tuple[int, ...]) -> dict[str, float]:
@@ -63,8 +64,48 @@ def _rates(topology: Topology) -> dict[str, float]:
             for link in topology.links for fwd in (True, False)}
 
 
-def compare_links(est: GraphEstimate, topology: Topology, measured: dict[str, float]) -> dict[str, Any]:
-    """Predicted beside measured bytes per step for every link direction, the model's bottleneck and the busiest link."""
+TIE = 0.9  # a link direction at least this busy, relative to the busiest, is as much the bottleneck (equal links tie)
+NODE_TIE = 0.95  # a node's local work at least this share of the slowest node's is as slow
+LINK_SHARE = 0.1  # per-link byte errors count on directions carrying at least this share of the busiest one's bytes
+
+
+def local_work_by_node(steps: pd.DataFrame, placement: tuple[int, ...], names: list[str]) -> dict[str, float]:
+    """Each node's median local work per measured step (compute, apply, encode, decode): which node is slow."""
+    measured = measured_steps(steps)
+    parts = [c for c in ("compute_s", "apply_s", "compress_s", "decode_s") if c in measured]
+    if measured.empty or not parts:
+        return {}
+    local = measured[parts].fillna(0.0).sum(axis=1).groupby(measured["rank"]).median()
+    return {names[placement[int(rank)]]: float(seconds) for rank, seconds in local.items()}
+
+
+def agreement(model_kind: str, model_name: str, busy: dict[str, float], local: dict[str, float]) -> tuple[str | None, bool | None]:
+    """What the measurement shows sets the step (the slowest node, or the busiest link direction), and whether the
+    model's bottleneck is it: within TIE of the busiest link, or NODE_TIE of the slowest node's local work."""
+    if model_kind == "node":
+        if not local:
+            return None, None
+        slowest = max(local, key=local.__getitem__)
+        return f"node {slowest}", local.get(model_name, 0.0) >= NODE_TIE * local[slowest]
+    if not busy:
+        return None, None
+    busiest = max(busy, key=busy.__getitem__)
+    return busiest, busy.get(model_name, 0.0) >= TIE * busy[busiest]
+
+
+def largest_byte_error(rows: list[dict[str, Any]]) -> float | None:
+    """The largest |measured / predicted - 1| over the directions that carry a real share of the traffic."""
+    both = [r for r in rows if r["predicted_bytes_per_step"] and r["measured_bytes_per_step"] is not None]
+    if not both:
+        return None
+    biggest = max(r["predicted_bytes_per_step"] for r in both)
+    return max(abs(r["ratio"] - 1) for r in both if r["predicted_bytes_per_step"] >= LINK_SHARE * biggest)
+
+
+def compare_links(est: GraphEstimate, topology: Topology, measured: dict[str, float],
+                  local: dict[str, float] | None = None) -> dict[str, Any]:
+    """Predicted beside measured bytes per step for every link direction, the model's bottleneck, the busiest link,
+    and whether the measurement shows the model's bottleneck (``local``: each node's measured local work)."""
     rates = _rates(topology)
     names = sorted(set(est.link_bytes) | set(measured), key=lambda n: -max(est.link_bytes.get(n, 0.0), measured.get(n, 0.0)))
     rows = []
@@ -75,9 +116,11 @@ def compare_links(est: GraphEstimate, topology: Topology, measured: dict[str, fl
     busy = {n: 8 * b / rates[n] for n, b in measured.items() if rates.get(n)}
     busiest = max(busy, key=busy.__getitem__) if busy else None
     b = est.bottleneck
+    shown, agrees = agreement(b.kind, b.name, busy, local or {})
     return {
-        "directions": rows,
+        "directions": rows, "link_bytes_max_error": largest_byte_error(rows),
         "bottleneck_model": b.name if b.kind == "link" else f"node {b.name}", "bottleneck_text": b.text,
+        "bottleneck_measured": shown, "bottleneck_agrees": agrees,
         "busiest_link": busiest, "busiest_bytes_per_step": measured.get(busiest) if busiest else None,
         "busiest_send_s_per_step": busy.get(busiest) if busiest else None,
     }
@@ -109,6 +152,7 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
         est = model_step(config, shapes, local, calibration if calibration is not None else load_calibration())
         measured = {**access_bytes_per_step(steps, cluster.graph, cluster.placement),
                     **trunk_bytes_per_step(trunks, cluster.graph)}
-        return compare_links(est, cluster.graph, measured)
+        local = local_work_by_node(steps, cluster.placement, [n.name for n in cluster.graph.nodes])
+        return compare_links(est, cluster.graph, measured, local)
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": f"{type(exc).__name__}: {exc}"}

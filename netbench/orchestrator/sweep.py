@@ -110,6 +110,9 @@ def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | 
     links = summary.get("links") or {}
     row["bottleneck_model"] = links.get("bottleneck_model") or ""
     row["busiest_link"] = links.get("busiest_link") or ""
+    row["bottleneck_measured"] = links.get("bottleneck_measured") or ""
+    row["bottleneck_agrees"] = links.get("bottleneck_agrees")
+    row["link_bytes_max_error"] = links.get("link_bytes_max_error")
     fidelity = summary.get("fidelity") or {}
     row["fidelity_ok"] = fidelity.get("ok")
     row["dilation"] = fidelity.get("dilation", 1.0)

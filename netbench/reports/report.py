@@ -52,6 +52,8 @@ class Accuracy:
     wire_worst: str
     forecast_median_abs: float | None = None  # the forecast's (codec from calibration) median |error| over the same points
     replayed: int = 0  # points judged by their replay error (the others by the forecast's)
+    links_max_abs: float | None = None  # the largest per-link-direction byte error (topology runs)
+    bottlenecks: tuple[int, int] = (0, 0)  # points whose measurement shows the model's bottleneck, of those judged
 
     def meets_targets(self) -> bool:
         return (self.points > 0 and self.step_median_abs <= TARGETS["step_median"]
@@ -131,7 +133,17 @@ def accuracy(frame: pd.DataFrame) -> Accuracy:
         points=len(ok), step_median_abs=float(step.median()), step_max_abs=float(step.max()), step_worst=str(ok.loc[step.idxmax(), "label"]),
         wire_max_abs=float(wire.max()) if wire_known else float("nan"), wire_worst=str(ok.loc[wire.idxmax(), "label"]) if wire_known else "",
         forecast_median_abs=float(forecast.median()), replayed=int(replay.notna().sum()),
+        links_max_abs=float(_num(ok, "link_bytes_max_error").max()) if _num(ok, "link_bytes_max_error").notna().any() else None,
+        bottlenecks=_agreeing(ok),
     )
+
+
+def _agreeing(frame: pd.DataFrame) -> tuple[int, int]:
+    """(points whose measurement shows the model's bottleneck, points where it could be told)."""
+    if "bottleneck_agrees" not in frame:
+        return 0, 0
+    told = frame["bottleneck_agrees"].map(lambda v: {"true": True, "false": False}.get(str(v).lower()))
+    return int((told == True).sum()), int(told.notna().sum())  # noqa: E712 - a column of True/False/None
 
 
 def sweep_calibration_of(doc: dict[str, Any], folder: Path) -> Calibration:
@@ -172,6 +184,11 @@ def _pct(x: Any) -> str:
     return "" if pd.isna(x) else f"{x:+.1%}"
 
 
+def _share(x: float | None) -> str:
+    """An absolute error as a percentage, unsigned ("-" where none)."""
+    return "-" if x is None or pd.isna(x) else f"{x:.1%}"
+
+
 def _sec(x: Any) -> str:
     return "" if pd.isna(x) else f"{x:.3f}"
 
@@ -199,7 +216,8 @@ def _cell(row: dict[str, Any], m: Metric, view: str) -> str:
 
 
 NETWORK_COLUMNS = {"replay_error": "step err (replay)", "forecast_error": "step err (forecast)",
-                   "bottleneck_model": "bottleneck (model)", "busiest_link": "busiest link (counters)"}
+                   "bottleneck_model": "bottleneck (model)", "bottleneck_measured": "bottleneck (measured)",
+                   "bottleneck_agrees": "agree", "link_bytes_max_error": "link bytes max err"}
 
 
 def _network_cells(r: dict[str, Any], keys: list[str]) -> str:
@@ -271,7 +289,11 @@ def _accuracy_section(acc: Accuracy) -> list[str]:
         f"| step time, median abs. error | {acc.step_median_abs:.1%} | <= {TARGETS['step_median']:.0%} | {mark(acc.step_median_abs <= TARGETS['step_median'])} |",
         f"| step time, max abs. error | {acc.step_max_abs:.1%} ({for_markdown(acc.step_worst)}) | <= {TARGETS['step_max']:.0%} | {mark(acc.step_max_abs <= TARGETS['step_max'])} |",
         f"| wire bytes tx/rx, max abs. error | {acc.wire_max_abs:.1%} ({for_markdown(acc.wire_worst)}) | <= {TARGETS['wire_max']:.0%} | {mark(acc.wire_max_abs <= TARGETS['wire_max'])} |",
-        f"| step time, forecast median abs. error | {_pct(acc.forecast_median_abs)} | | |",
+        f"| step time, forecast median abs. error | {_share(acc.forecast_median_abs)} | | |",
+        *([f"| bytes per link direction, max abs. error | {_share(acc.links_max_abs)} | <= {TARGETS['wire_max']:.0%} | "
+           f"{mark(acc.links_max_abs <= TARGETS['wire_max'])} |"] if acc.links_max_abs is not None else []),
+        *([f"| bottleneck named by the model shown by the measurement | {acc.bottlenecks[0]} of {acc.bottlenecks[1]} | all | "
+           f"{mark(acc.bottlenecks[0] == acc.bottlenecks[1])} |"] if acc.bottlenecks[1] else []),
         f"| points | {acc.points} | | |", "",
     ]
 
