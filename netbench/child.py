@@ -17,12 +17,15 @@ netbench module a child runs is therefore started through :func:`netbench_module
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import netbench
 
-__all__ = ["NETBENCH_ROOT", "DEFAULT_WORKDIR", "netbench_module_argv"]
+__all__ = ["NETBENCH_ROOT", "DEFAULT_WORKDIR", "netbench_module_argv", "spawning_safely"]
 
 NETBENCH_ROOT = str(Path(netbench.__file__).resolve().parent.parent)  # the folder that holds the netbench package
 DEFAULT_WORKDIR = "/"  # owned by root, writable by no one else
@@ -43,3 +46,20 @@ def netbench_module_argv(module: str, *args: str, workdir: str | Path = DEFAULT_
     if module != "netbench" and not module.startswith("netbench."):
         raise ValueError(f"not a netbench module: {module!r}")
     return [sys.executable, "-I", "-c", _BOOTSTRAP, NETBENCH_ROOT, str(workdir), module, *map(str, args)]
+
+
+@contextlib.contextmanager
+def spawning_safely() -> Iterator[None]:
+    """Around ``multiprocessing``'s spawn (torch's ``start_processes``): its children start as ``python -c`` and import
+    ``multiprocessing`` before anything else, from the working directory first and from ``PYTHONPATH``. For the block
+    the working directory is DEFAULT_WORKDIR and ``PYTHONPATH`` is unset, so they import the interpreter's own; once
+    started they take the parent's ``sys.path`` (netbench's package included) as spawn always does.
+    """
+    before, pythonpath = os.getcwd(), os.environ.pop("PYTHONPATH", None)
+    os.chdir(DEFAULT_WORKDIR)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+        if pythonpath is not None:
+            os.environ["PYTHONPATH"] = pythonpath

@@ -108,3 +108,20 @@ def test_python_m_netbench_drops_the_working_directory_before_loading_its_cli(pl
                          env={**os.environ, "PYTHONPATH": NETBENCH_ROOT})
     assert out.returncode == 0, out.stderr
     assert markers(planted) == []
+
+
+def _spawned(rank: int) -> None:
+    """What a spawned calibration child runs: nothing; importing its way here is what is tested."""
+
+
+def test_spawned_children_import_nothing_planted_in_the_working_directory_or_pythonpath(
+        planted: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.multiprocessing as mp
+
+    from netbench.child import spawning_safely
+
+    (planted / "multiprocessing.py").write_text(f"open({str(planted.parent / 'MARKER-multiprocessing')!r}, 'w').close()\n")
+    monkeypatch.setenv("PYTHONPATH", str(planted))
+    with spawning_safely():
+        mp.start_processes(_spawned, nprocs=1, join=True, start_method="spawn")
+    assert markers(planted) == [] and Path.cwd() == planted and os.environ["PYTHONPATH"] == str(planted)

@@ -218,9 +218,12 @@ def quick_options() -> MeasureOptions:
 def measure(opts: MeasureOptions) -> Calibration:
     """Run the measurements in two spawned processes and turn them into a :class:`Calibration`."""
     from netbench.model.host import host_key
+    from netbench.child import spawning_safely
+
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    mp.start_processes(_worker, args=(_free_port(), opts, queue), nprocs=WORLD, join=True, start_method="spawn")
+    with spawning_safely():  # the spawned children must not import what a user planted where netbench was started
+        mp.start_processes(_worker, args=(_free_port(), opts, queue), nprocs=WORLD, join=True, start_method="spawn")
     times, costs, notes = queue.get()
     hops_ar, hops_ag = 2 * (WORLD - 1), WORLD - 1
     over_ar = times["all_reduce_tiny_s"] / hops_ar
