@@ -79,7 +79,7 @@ def test_killed_worker_fails_the_run_cleanly(tmp_path: Path) -> None:
     log: dict = {}
 
     def kill_node_1(cluster: Cluster) -> None:
-        pid = cluster.nodes[1].processes[0].pid
+        pid = next(p.pid for p in cluster.nodes[1].processes if "netbench.worker" in p.args)  # not the node's TCP sampler
         os.kill(pid, signal.SIGKILL)
         assert wait_until(lambda: not leftovers.running(pid), 30)  # dead (a zombie at most): it writes nothing more
         log["recorded"] = steps_recorded(tmp_path, rank=1)

@@ -73,7 +73,7 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
     return path
 
 
-FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(max_examples=600, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
 def _one_line(exc: Exception) -> None:
@@ -118,7 +118,7 @@ def test_calibration_files_load_or_are_one_calibration_error(tmp_path: Path, dat
         _one_line(exc)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(kind=st.sampled_from(["--topology", "--shapes", "calibration"]),
        data=st.one_of(_text_or_junk(_tables(TOPOLOGY_KEYS, depth=3), _toml), _text_or_junk(_tables(CALIBRATION_KEYS), json.dumps)))
 def test_plan_reads_each_file_to_exit_0_or_one_line_and_exit_2(tmp_path: Path, kind: str, data: bytes,

@@ -284,7 +284,8 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def _files_beside(data: dict[str, Any], folder: Path) -> None:
     """Topology files named in the scenario are read relative to its folder (presets and absolute paths stay)."""
-    tables = [data.get("grid"), *(data.get("more") or []), *(data.get("points") or [])]
+    listed = [t for key in ("more", "points") for t in (data.get(key) if isinstance(data.get(key), list) else [])]
+    tables = [data.get("grid"), *listed]  # anything malformed is the model's to report, field by field
     for table in tables:
         if not isinstance(table, dict) or "topology" not in table:
             continue
@@ -301,11 +302,15 @@ def load_scenario(path: Path) -> SweepScenario:
 
 
 def _key(config: RunConfig) -> str:
-    """Short hash of everything a point runs except where results go and whether it is traced (one worker per node and
-    sharding by node hash as before those fields existed)."""
+    """Short hash of everything a point runs except where results go and whether it is traced (one worker per node,
+    sharding by node and the one-switch cluster hash as before those fields existed, so a sweep resumes its points)."""
     hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
     by_node = {"shard_within"} if config.shard_within == "node" else set()  # sharding by node leaves the key as it is
-    text = config.model_dump_json(exclude={"out_dir", "trace", *hybrid, *by_node})
+    star = config.cluster.topology is None and config.cluster.rank_order == "topology"  # the one-switch cluster, as ever
+    exclude: dict = {"out_dir": True, "trace": True, **{k: True for k in (*hybrid, *by_node)}}
+    if star:
+        exclude["cluster"] = {"topology": True, "rank_order": True}
+    text = config.model_dump_json(exclude=exclude)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -233,8 +233,8 @@ def _sweep_side(folder: Path) -> Side:
         figures = _figures(clean_text(row.get("label")) or _label(key), row, _run_dir(folder, row.get("run_dir")))
         if not figures.ok:
             failed.append(figures)
-        if key not in points or not figures.ok:  # a failed duplicate of a coordinate is what the comparison shows
-            points[key] = figures
+        if key not in points or not figures.ok or figures.broken_figures():  # a failed or broken duplicate of a
+            points[key] = figures                                                # coordinate is what the comparison shows
     expected, workload = _scenario(folder)
     return Side(points, expected, tuple(failed), workload, len(rows))
 
