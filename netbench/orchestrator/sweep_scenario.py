@@ -302,8 +302,9 @@ def load_scenario(path: Path) -> SweepScenario:
 
 
 def _key(config: RunConfig) -> str:
-    """Short hash of everything a point runs except where results go and whether it is traced (one worker per node,
-    sharding by node and the one-switch cluster hash as before those fields existed, so a sweep resumes its points)."""
+    """Short hash of everything a point runs except where results go and whether it is traced. Settings at their
+    defaults (one worker per node, sharding by node, the one-switch cluster) are left out, so a point's key names
+    only what it changes and a sweep folder's finished points are found again when it resumes."""
     hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
     by_node = {"shard_within"} if config.shard_within == "node" else set()  # sharding by node leaves the key as it is
     star = config.cluster.topology is None and config.cluster.rank_order == "topology"  # the one-switch cluster, as ever
