@@ -76,6 +76,7 @@ class SweepOutcome:
     skipped: int
     failed: list[str]
     interrupted: bool
+    last_status: str = ""  # the status of the point run last
 
 
 def done_keys(frame: pd.DataFrame, out: Path) -> set[str]:
@@ -141,6 +142,26 @@ def _upsert(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
     return new if kept.empty else pd.concat([kept, new], ignore_index=True)
 
 
+def _run_point(point: Point, out: Path, frame: pd.DataFrame, outcome: SweepOutcome, calibration: HostCalibration,
+               progress: PointProgress | None, dilation: str, held: Any) -> pd.DataFrame:
+    """Run one point (on the held cluster, where given), record its row in summary.csv and its status in ``outcome``."""
+    from netbench.orchestrator.dilation import parse_dilation
+    from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
+
+    factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
+    result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
+                        calibration=calibration, dilation=factor, reuse=held)
+    predicted = stored_prediction(result.summary) if result.status == "ok" else {}
+    frame = _upsert(frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out))
+    write_summary(out, frame)
+    outcome.ran += 1
+    outcome.last_status = result.status
+    if result.status != "ok":
+        outcome.failed.append(f"{point.label}: {result.reason}")
+        outcome.interrupted = (result.reason or "").startswith(("interrupted", "terminated"))
+    return frame
+
+
 def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibration, calibration_path: Path | None) -> None:
     """What the sweep ran and which model constants its predictions use (the report reads it back)."""
     doc = {"scenario": json.loads(scenario.model_dump_json()),
@@ -150,34 +171,28 @@ def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibratio
 
 def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fresh: bool = False,
               progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None,
-              dilation: str = "auto") -> SweepOutcome:
+              dilation: str = "auto", reuse: bool = True) -> SweepOutcome:
     """Run every point not already done; summary.csv is rewritten after each one.
 
-    Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
+    ``reuse``: points that share a network run one after another on one cluster, their workers
+    forked by a fork server per node (:mod:`netbench.orchestrator.cluster_reuse`); else each point
+    builds its own cluster and starts its own workers. Stops early (``interrupted``) when a run was
+    interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.orchestrator.dilation import parse_dilation
-    from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
+    from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network, reusable
 
     frame = pd.DataFrame(columns=["key", "status", "run_dir"]) if fresh else read_summary(out)
     done = set() if fresh else done_keys(frame, out)
     outcome = SweepOutcome(ran=0, skipped=0, failed=[], interrupted=False)
-    for point in points:
-        if point.key in done:
-            outcome.skipped += 1
-            continue
-        factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
-        result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
-                            calibration=calibration, dilation=factor)
-        predicted = stored_prediction(result.summary) if result.status == "ok" else {}
-        frame = _upsert(frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out))
-        write_summary(out, frame)
-        outcome.ran += 1
-        if on_point_done:
-            on_point_done(point, result.status)
-        if result.status != "ok":
-            outcome.failed.append(f"{point.label}: {result.reason}")
-            if (result.reason or "").startswith(("interrupted", "terminated")):
-                outcome.interrupted = True
+    todo = [p for p in points if p.key not in done]
+    outcome.skipped = len(points) - len(todo)
+    with ClusterReuse() as held:
+        for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
+            frame = _run_point(point, out, frame, outcome, calibration, progress, dilation,
+                               held if reuse and reusable(point.config) else None)
+            if on_point_done:
+                on_point_done(point, outcome.last_status)
+            if outcome.interrupted:
                 break
     order = {p.key: i for i, p in enumerate(points)}
     if not frame.empty:
