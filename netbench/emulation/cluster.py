@@ -220,8 +220,10 @@ class Cluster:
         """
         self.spec = spec
         self.impairment.spec = spec
-        self.shaping = {}
+        built, self.shaping = self.shaping, {}
         self._shape_links(replace=True)
+        for label, installed in self.shaping.items():  # offloads and flow steering stay as built
+            installed["flow_steering"] = built.get(label, {}).get("flow_steering")
 
     @property
     def delay_line_stats_path(self) -> Path | None:
@@ -320,7 +322,7 @@ def _build_node(iface: str, address: str, prefixlen: int) -> None:
 def _shape(ifaces: list[str], direction: DirectionSpec, offload_on: bool, impairment: ImpairmentEngine,
            replace: bool = False) -> dict[str, dict]:
     """Shape the egress of ``ifaces`` (in this namespace) as ``impairment`` does; set offloads and flow steering.
-    ``replace``: remove the root qdisc first.
+    ``replace``: remove the root qdisc first, and leave offloads and flow steering as they are (set when built).
 
     Returns what was installed per interface, for run.json.
     """
@@ -329,6 +331,8 @@ def _shape(ifaces: list[str], direction: DirectionSpec, offload_on: bool, impair
             for iface in ifaces:
                 shaping.clear(ipr, ipr.link_lookup(ifname=iface)[0])
         installed = {iface: impairment.shape(ipr, ipr.link_lookup(ifname=iface)[0], direction, offload_on) for iface in ifaces}
+    if replace:
+        return installed
     offload.set_segmentation(ifaces, offload_on)
     steered = steering.steer_flows(ifaces)  # last: it leaves this forked child in a mount namespace of its own
     for iface in installed:

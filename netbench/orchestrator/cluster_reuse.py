@@ -1,12 +1,12 @@
-"""Runs of a sweep that share a network run on one cluster, with one worker fork server per node.
+"""Runs of a sweep that share a network run on one cluster; every worker is forked from one server.
 
-Building a cluster takes a fraction of a second; starting a worker (an interpreter, torch's import,
-the rendezvous) takes seconds a node on a busy host, far more than a point's steps at high rates.
-So a sweep keeps the cluster up while consecutive points share its *network key* -- everything
-of the cluster spec but the star's link rates, plus the workers' thread count -- and re-shapes
-its links in place for each point's rates (:meth:`Cluster.reshape`). Each node runs a fork server
-(:mod:`netbench.worker.forkserver`) that imported torch once; every point's workers are fresh
-children of it, with a fresh gloo process group on a rendezvous port no earlier point used.
+Starting a worker (an interpreter, torch's import) takes seconds a node on a busy host, far more
+than a point's steps at high rates; building a cluster takes a fraction of a second. So a sweep
+starts one fork server (:mod:`netbench.worker.forkserver`) that imports torch once, and every
+point's workers are fresh children of it, each entering its node's namespace, with a fresh gloo
+process group on a rendezvous port no earlier point used. And the sweep keeps a cluster up while
+consecutive points share its *network key* -- everything of the cluster spec but the star's link
+rates -- re-shaping its links in place for each point's rates (:meth:`Cluster.reshape`).
 
 Nothing of one point reaches the next:
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -45,14 +46,14 @@ _RATE_FIELDS = ("rate_bps",)
 _SETTLE_S = 0.05  # beyond twice the longest delay: the last ACKs and FINs of the previous point's connections
 
 
-def network_key(spec: ClusterSpec, threads: int) -> str:
-    """What must match for a run to use a cluster built for another: the spec without the star's link rates, the threads."""
+def network_key(spec: ClusterSpec) -> str:
+    """What must match for a run to use a cluster built for another: the spec without the star's link rates."""
     doc = spec.model_dump(mode="json")
     if spec.topology is None:
         for direction in ("up", "down"):
             for name in _RATE_FIELDS:
                 doc[direction].pop(name, None)
-    return json.dumps({"spec": doc, "offload": spec.offload_enabled, "threads": threads}, sort_keys=True)
+    return json.dumps({"spec": doc, "offload": spec.offload_enabled}, sort_keys=True)
 
 
 def reusable(config: RunConfig) -> bool:
@@ -65,7 +66,7 @@ def order_by_network(items: Sequence[T], config_of: Callable[[T], RunConfig]) ->
     groups: dict[str, list[T]] = {}
     for item in items:
         config = config_of(item)
-        groups.setdefault(network_key(config.cluster, config.threads), []).append(item)
+        groups.setdefault(network_key(config.cluster), []).append(item)
     return [item for group in groups.values() for item in group]
 
 
@@ -78,15 +79,14 @@ def counters_since(now: dict[str, Any] | None, base: dict[str, Any] | None) -> d
 
 
 class ClusterReuse:
-    """Holds one cluster (and a fork server per node) across the runs of a sweep; a context manager."""
+    """Holds one cluster across the runs of a sweep, and the fork server of their workers; a context manager."""
 
     def __init__(self, capabilities: Capabilities | None = None) -> None:
         self._capabilities = capabilities
         self._stack: contextlib.ExitStack | None = None
         self.cluster: Cluster | None = None
         self.key: str | None = None
-        self.servers: dict[int, ForkServer] = {}
-        self._threads = 1
+        self.server: ForkServer | None = None
         self._ports = 0
         self._last_end = 0.0
         self.built = 0  # clusters built (for the sweep's figures and the tests)
@@ -104,9 +104,9 @@ class ClusterReuse:
             self._capabilities = detect()
         return self._capabilities
 
-    def names_for(self, spec: ClusterSpec, threads: int) -> RunNames:
+    def names_for(self, spec: ClusterSpec) -> RunNames:
         """The names a run with ``spec`` will have: the held cluster's where the run can share it, else new ones."""
-        if self.cluster is not None and self.key == network_key(spec, threads):
+        if self.cluster is not None and self.key == network_key(spec):
             return self.cluster.names
         return RunNames.new()
 
@@ -116,53 +116,53 @@ class ClusterReuse:
         return RENDEZVOUS_PORT + 1 + (self._ports - 1) % PORTS
 
     def hold(self, spec: ClusterSpec, names: RunNames, outcome: Outcome, measured_note: str,
-             phases: Callable[[Cluster], None], threads: int = 1) -> None:
+             phases: Callable[[Cluster], None]) -> None:
         """As :func:`~netbench.orchestrator.phases.hold_cluster`, on the held cluster where ``names`` are its own.
         Never raises: ``outcome`` records how it ended; a run that did not end well takes the cluster down."""
         try:
-            cluster = self._cluster_for(spec, names, threads)
+            cluster = self._cluster_for(spec, names)
             phases(cluster)
             self._last_end = time.monotonic()
         except (KeyboardInterrupt, SystemExit) as exc:
             self.close(exc)
             outcome.stop(exc, measured_note)
         except Exception as exc:  # noqa: BLE001 - recorded in run.json; the caller reports the failed status
-            self.close(exc)
+            self.drop_cluster(exc)
             outcome.error = exc
             outcome.fail(f"{type(exc).__name__}: {exc}")
         if outcome.status != "ok":
-            self.close()
+            self.drop_cluster()
 
-    def start_workers(self, workers: list[tuple[int, Path, Path]], threads: int, nice: int, port: int) -> list[ForkedWorker]:
-        """A worker per ``(node index, spec, log)``, in rank order, forked by its node's server; logs are made here.
+    def start_workers(self, workers: list[tuple[str, Path, Path]], threads: int, nice: int, port: int) -> list[ForkedWorker]:
+        """A worker per ``(node namespace, spec, log)``, in rank order, forked by the server; logs are made here.
 
         Rank 0 first, and the others once its rendezvous store listens on ``port``: a peer that
         connects too early is refused and backs off for most of a second before it tries again.
         """
+        if self.server is None or self.server.threads != threads or not self.server.alive():
+            if self.server is not None:
+                self.server.close()
+            self.server = ForkServer(threads, os.getcwd())
         started: list[ForkedWorker] = []
-        for rank, (node_index, spec, log) in enumerate(workers):
+        for rank, (node_netns, spec, log) in enumerate(workers):
             log.open("x").close()
-            started.append(self.servers[node_index].start(spec, log, threads, nice))
+            started.append(self.server.start(node_netns, spec, log, nice))
             if rank == 0:
                 wait_listening(started[0], port)
         return started
 
-    def _cluster_for(self, spec: ClusterSpec, names: RunNames, threads: int) -> Cluster:
+    def _cluster_for(self, spec: ClusterSpec, names: RunNames) -> Cluster:
         """The held cluster reset and re-shaped for ``spec``, or, where it cannot serve, a new one."""
-        key = network_key(spec, threads)
-        if self.cluster is not None and self.key == key and self.cluster.names == names and self._servers_alive():
+        key = network_key(spec)
+        if self.cluster is not None and self.key == key and self.cluster.names == names:
             self._reset(self.cluster, spec)
             return self.cluster
-        self.close()
+        self.drop_cluster()
         self._stack = contextlib.ExitStack()
         self.cluster = self._stack.enter_context(Cluster(spec, names=names, capabilities=self.capabilities))
-        self.key, self._threads, self.built = key, threads, self.built + 1
-        self.servers = {node.index: ForkServer(node, threads, os.getcwd()) for node in self.cluster.nodes}
+        self.key, self.built = key, self.built + 1
         self._mark_counters(self.cluster)
         return self.cluster
-
-    def _servers_alive(self) -> bool:
-        return all(server.alive() for server in self.servers.values())
 
     def _reset(self, cluster: Cluster, spec: ClusterSpec) -> None:
         """Nothing of the last point stays: the delay line drained, new qdiscs, no cached TCP metrics, counters from zero."""
@@ -182,14 +182,20 @@ class ClusterReuse:
         base = read()
         engine.stats = lambda: counters_since(read(), base)  # type: ignore[method-assign]
 
-    def close(self, unwinding: BaseException | None = None) -> None:
-        """Stop the fork servers and take the cluster down (every process in its namespaces, every namespace)."""
-        for server in self.servers.values():
-            server.close()
-        self.servers = {}
+    def drop_cluster(self, unwinding: BaseException | None = None) -> None:
+        """Take the held cluster down: every process in its namespaces (its workers too), every namespace."""
         stack, self._stack, self.cluster, self.key = self._stack, None, None, None
         if stack is not None:
             stack.__exit__(type(unwinding) if unwinding else None, unwinding, None)
+
+    def close(self, unwinding: BaseException | None = None) -> None:
+        """Take the cluster down, then stop the fork server."""
+        try:
+            self.drop_cluster(unwinding)
+        finally:
+            if self.server is not None:
+                self.server.close()
+                self.server = None
 
 
 def wait_listening(worker: ForkedWorker, port: int, timeout_s: float = 30.0) -> None:
@@ -215,8 +221,10 @@ def _listens(table: str, port: int) -> bool:
 
 
 def flush_tcp_metrics(nodes: Iterable[Any]) -> None:
-    """Forget every destination's cached TCP metrics (ssthresh, cwnd, RTT) in each node's namespace."""
-    for node in nodes:
-        result = node.run(["ip", "tcp_metrics", "flush", "all"], timeout=10)
-        if result.returncode != 0 and "not supported" not in (result.stderr or "").lower():
-            raise RuntimeError(f"ip tcp_metrics flush in {node.netns}: {(result.stderr or '').strip()}")
+    """Forget every destination's cached TCP metrics (ssthresh, cwnd, RTT) in each node's namespace, all nodes at once."""
+    flushing = [(node, node.popen(["ip", "tcp_metrics", "flush", "all"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                for node in nodes]
+    for node, proc in flushing:
+        _, err = proc.communicate(timeout=10)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ip tcp_metrics flush in {node.netns}: {err.strip()}")

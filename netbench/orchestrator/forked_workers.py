@@ -1,4 +1,4 @@
-"""The orchestrator's side of a node's fork server (:mod:`netbench.worker.forkserver`): start it, ask it for workers.
+"""The orchestrator's side of the worker fork server (:mod:`netbench.worker.forkserver`): start it, ask it for workers.
 
 A worker forked by the server is not the orchestrator's child, so :class:`ForkedWorker` stands in
 for its ``subprocess.Popen``: the server reports each child's exit code on its output, which a
@@ -17,8 +17,9 @@ import threading
 import time
 from pathlib import Path
 
+from netbench.child import netbench_module_argv
+from netbench.emulation import netns
 from netbench.emulation.errors import ClusterError
-from netbench.emulation.node import Node
 
 READY_TIMEOUT_S = 120.0  # torch's import on a loaded 2-core host takes seconds; far more means the server is broken
 ANSWER_TIMEOUT_S = 30.0
@@ -59,25 +60,36 @@ class ForkedWorker:
 
 
 class ForkServer:
-    """One node's fork server: started in the node's namespace (the node tracks and stops it like any process)."""
+    """The fork server: started beside the orchestrator (its own process group; it dies with the orchestrator)."""
 
-    def __init__(self, node: Node, threads: int, workdir: str) -> None:
-        self.proc = node.python("netbench.worker.forkserver", env={"OMP_NUM_THREADS": str(threads)}, workdir=workdir,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def __init__(self, threads: int, workdir: str) -> None:
+        parent = os.getpid()
+
+        def own_group() -> None:
+            os.setpgid(0, 0)
+            netns.die_with_parent(parent)
+
+        self.proc = subprocess.Popen(netbench_module_argv("netbench.worker.forkserver", workdir=workdir),
+                                     env={**os.environ, "OMP_NUM_THREADS": str(threads)}, preexec_fn=own_group,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.threads = threads
         self._codes: dict[int, int] = {}
         self._started: list[int] = []
         self._lock = threading.Condition()
-        self._ready()
-        threading.Thread(target=self._read, name=f"forkserver-{node.netns}", daemon=True).start()
+        self._reading = False
 
-    def _ready(self) -> None:
+    def wait_ready(self) -> None:
         """Wait for the server's ``ready``: its imports done; a ClusterError with its last words if it does not come."""
+        if self._reading:
+            return
         ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
         line = self.proc.stdout.readline().strip() if ready else ""
         if line != "ready":
             self.proc.kill()
             err = (self.proc.stderr.read() or "").strip().splitlines() if self.proc.wait() is not None else []
             raise ClusterError(f"the worker fork server did not start: {err[-1] if err else line or 'no answer'}")
+        self._reading = True
+        threading.Thread(target=self._read, name="forkserver", daemon=True).start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -101,9 +113,10 @@ class ForkServer:
         with self._lock:
             return self._codes.get(pid)
 
-    def start(self, spec: Path, log: Path, threads: int, nice: int) -> ForkedWorker:
-        """Fork a worker that runs ``spec``, its output into ``log`` (which must exist)."""
-        request = {"spec": str(spec), "log": str(log), "threads": threads, "nice": nice}
+    def start(self, netns_name: str, spec: Path, log: Path, nice: int) -> ForkedWorker:
+        """Fork a worker in namespace ``netns_name`` that runs ``spec``, its output into ``log`` (which must exist)."""
+        self.wait_ready()
+        request = {"netns": netns_name, "spec": str(spec), "log": str(log), "threads": self.threads, "nice": nice}
         with self._lock:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
@@ -111,9 +124,17 @@ class ForkServer:
                 raise ClusterError("the worker fork server did not answer")
             return ForkedWorker(self._started.pop(0), self)
 
-    def close(self) -> None:
-        """Ask the server to leave (its input closes); the node's teardown kills it if it does not."""
+    def close(self, grace_s: float = 2.0) -> None:
+        """Ask the server to leave (its input closes), then kill its process group if it has not within ``grace_s``."""
         try:
             self.proc.stdin.close()
         except OSError:
             pass
+        try:
+            self.proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()

@@ -126,7 +126,7 @@ def prepare(config: RunConfig, calibration: HostCalibration | None, dilation: fl
     calibration = calibration or host_calibration(replicators=(config.replicator,))
     dilation = dil.resolve(dilation, config, calibration.calibration, host_cpus())
     dilated = dil.dilate(config, dilation)
-    names = reuse.names_for(dilated.cluster, dilated.threads) if reuse is not None else RunNames.new()
+    names = reuse.names_for(dilated.cluster) if reuse is not None else RunNames.new()
     run_dir = RunDir.create(dilated.out_dir, dilated.replicator.name, names.run_id)
     warnings = leftover_warnings() + period_warnings(config.replicator, config.cluster.nodes, config.steps)
     return RunPlan(config=config, dilated=dilated, dilation=dilation, names=names, run_dir=run_dir, calibration=calibration,
@@ -150,7 +150,7 @@ def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_clus
             trace.stop_sampling(sampling)
 
     if plan.reuse is not None:
-        plan.reuse.hold(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases, threads=plan.dilated.threads)
+        plan.reuse.hold(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases)
     else:
         hold_cluster(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases)
 
@@ -194,8 +194,9 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[Any]:
     specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s, plan.dilation, plan.port)
     procs: list[Any] = []
     placement = cluster.spec.placement
-    if plan.reuse is not None:  # forked by each node's fork server, which has torch imported already
-        workers = [(placement[rank // config.gpus_per_node], path, plan.run_dir.log_path(rank)) for rank, path in enumerate(specs)]
+    if plan.reuse is not None:  # forked by the sweep's fork server, which has torch imported already
+        workers = [(cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
+                   for rank, path in enumerate(specs)]
         return plan.reuse.start_workers(workers, config.threads, nice, plan.port)
     for rank, spec_path in enumerate(specs):
         node = cluster.nodes[placement[rank // config.gpus_per_node]]

@@ -1,15 +1,15 @@
-"""``python -m netbench.worker.forkserver``: one node's worker launcher that imports torch once and forks a worker per run.
+"""``python -m netbench.worker.forkserver``: a worker launcher that imports torch once and forks every worker of a sweep.
 
 Starting a worker costs a Python interpreter and torch's import (seconds on a busy 2-core host) before
-its first step; a sweep pays it once per point and node. The fork server runs in the node's
-namespace for as long as the cluster serves points, imports torch and the training loop once, and
-forks a child for each worker the orchestrator asks for. Each child is a worker as
-``python -m netbench.worker`` would be: its own process group, its own log, its own spec, a fresh
-gloo process group and fresh connections; it leaves with ``os._exit`` (no interpreter teardown).
-Nothing runs torch in the server itself, so no thread pool exists yet when it forks.
+its first step; a sweep would pay it once per point and node. The fork server runs beside the
+orchestrator for the whole sweep, imports torch and the training loop once, and forks a child for
+each worker the orchestrator asks for; the child enters its node's network namespace and is then a
+worker as ``python -m netbench.worker`` would be: its own process group, its own log, its own spec,
+a fresh gloo process group and fresh connections; it leaves with ``os._exit`` (no interpreter
+teardown). Nothing runs torch in the server itself, so no thread pool exists yet when it forks.
 
 Protocol, one JSON object a line. The orchestrator writes
-``{"spec": PATH, "log": PATH, "nice": N, "threads": T}``; the server answers ``{"started": PID}`` for it
+``{"netns": NAME, "spec": PATH, "log": PATH, "nice": N, "threads": T}``; the server answers ``{"started": PID}`` for it
 and ``{"exited": PID, "code": C}`` once that child is reaped (C negative: the signal that killed it).
 The server says ``ready`` when its imports are done, and exits when its input closes.
 """
@@ -85,6 +85,7 @@ def _child(request: dict[str, Any]) -> NoReturn:
         parent = os.getppid()
         os.setpgid(0, 0)  # the orchestrator kills a worker's whole group, never the server's
         netns.die_with_parent(parent)
+        netns.enter(str(request["netns"]))
         for signum in signals.STOP_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         _redirect(str(request["log"]))
