@@ -186,14 +186,17 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
     outcome = SweepOutcome(ran=0, skipped=0, failed=[], interrupted=False)
     todo = [p for p in points if p.key not in done]
     outcome.skipped = len(points) - len(todo)
-    with ClusterReuse() as held:
-        for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
-            frame = _run_point(point, out, frame, outcome, calibration, progress, dilation,
-                               held if reuse and reusable(point.config) else None)
-            if on_point_done:
-                on_point_done(point, outcome.last_status)
-            if outcome.interrupted:
-                break
+    try:
+        with ClusterReuse() as held:
+            for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
+                frame = _run_point(point, out, frame, outcome, calibration, progress, dilation,
+                                   held if reuse and reusable(point.config) else None)
+                if on_point_done:
+                    on_point_done(point, outcome.last_status)
+                if outcome.interrupted:
+                    break
+    except KeyboardInterrupt:  # between two points: the held cluster is down by now, every finished point recorded
+        outcome.interrupted = True
     order = {p.key: i for i, p in enumerate(points)}
     if not frame.empty:
         frame = frame.assign(_o=frame["key"].astype(str).map(order)).sort_values("_o", na_position="last").drop(columns="_o")
