@@ -139,17 +139,22 @@ class ClusterReuse:
         Rank 0 first, and the others once its rendezvous store listens on ``port``: a peer that
         connects too early is refused and backs off for most of a second before it tries again.
         """
+        server = self.start_server(threads)
+        started: list[ForkedWorker] = []
+        for rank, (node_netns, spec, log) in enumerate(workers):
+            log.open("x").close()
+            started.append(server.start(node_netns, spec, log, nice))
+            if rank == 0:
+                wait_listening(started[0], port)
+        return started
+
+    def start_server(self, threads: int) -> ForkServer:
+        """The fork server for workers of ``threads`` threads, started if there is none (it imports torch meanwhile)."""
         if self.server is None or self.server.threads != threads or not self.server.alive():
             if self.server is not None:
                 self.server.close()
             self.server = ForkServer(threads, os.getcwd())
-        started: list[ForkedWorker] = []
-        for rank, (node_netns, spec, log) in enumerate(workers):
-            log.open("x").close()
-            started.append(self.server.start(node_netns, spec, log, nice))
-            if rank == 0:
-                wait_listening(started[0], port)
-        return started
+        return self.server
 
     def _cluster_for(self, spec: ClusterSpec, names: RunNames) -> Cluster:
         """The held cluster reset and re-shaped for ``spec``, or, where it cannot serve, a new one."""

@@ -90,6 +90,12 @@ class ForkServer:
             raise ClusterError(f"the worker fork server did not start: {err[-1] if err else line or 'no answer'}")
         self._reading = True
         threading.Thread(target=self._read, name="forkserver", daemon=True).start()
+        threading.Thread(target=self._drain, name="forkserver-stderr", daemon=True).start()
+
+    def _drain(self) -> None:
+        """Read the server's own error output (its workers write to their logs), so that it can never fill the pipe."""
+        for _ in self.proc.stderr:
+            pass
 
     def _read(self) -> None:
         for line in self.proc.stdout:

@@ -188,6 +188,9 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
     outcome.skipped = len(points) - len(todo)
     try:
         with ClusterReuse() as held:
+            first = next((p for p in todo if reuse and reusable(p.config)), None)
+            if first is not None:  # its imports overlap the first cluster's build
+                held.start_server(first.config.threads)
             for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
                 frame = _run_point(point, out, frame, outcome, calibration, progress, dilation,
                                    held if reuse and reusable(point.config) else None)

@@ -16,6 +16,7 @@ The server says ``ready`` when its imports are done, and exits when its input cl
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -62,6 +63,8 @@ def _preload() -> None:
     from netbench.worker import loop  # noqa: F401
 
     importlib.import_module("torch._dynamo")
+    gc.collect()
+    gc.freeze()  # what the imports made stays out of every child's collections (and its pages unshared by them)
 
 
 def _reap(children: set[int]) -> None:
