@@ -17,8 +17,8 @@ Nothing of one point reaches the next:
 * counters: workers read interface counters as per-step deltas anyway; the delay line's cumulative
   counters are reported as the difference from the point's start.
 
-A point that fails, or is stopped, takes the cluster and its fork servers down with it (every process in
-its namespaces is killed, as after any run); the next point builds afresh.
+A point that fails, or is stopped, takes the cluster and the fork server down with it (every process in
+the cluster's namespaces is killed, as after any run); the next point starts both afresh.
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ class ClusterReuse:
     def hold(self, spec: ClusterSpec, names: RunNames, outcome: Outcome, measured_note: str,
              phases: Callable[[Cluster], None]) -> None:
         """As :func:`~netbench.orchestrator.phases.hold_cluster`, on the held cluster where ``names`` are its own.
-        Never raises: ``outcome`` records how it ended; a run that did not end well takes the cluster down."""
+        Never raises: ``outcome`` records how it ended; a run that did not end well takes the cluster and the fork
+        server down (the next run starts both afresh)."""
         try:
             cluster = self._cluster_for(spec, names)
             phases(cluster)
@@ -127,11 +128,11 @@ class ClusterReuse:
             self.close(exc)
             outcome.stop(exc, measured_note)
         except Exception as exc:  # noqa: BLE001 - recorded in run.json; the caller reports the failed status
-            self.drop_cluster(exc)
+            self.close(exc)
             outcome.error = exc
             outcome.fail(f"{type(exc).__name__}: {exc}")
-        if outcome.status != "ok":
-            self.drop_cluster()
+        if outcome.status != "ok":  # a worker failed or hung: nothing of this point's processes serves the next
+            self.close()
 
     def start_workers(self, workers: list[tuple[str, Path, Path]], threads: int, nice: int, port: int) -> list[ForkedWorker]:
         """A worker per ``(node namespace, spec, log)``, in rank order, forked by the server; logs are made here.

@@ -83,7 +83,7 @@ class RunPlan:
     timeout_s: float  # the workers' collective timeout
     warnings: list[str]
     started: float
-    reuse: "ClusterReuse | None" = None  # a sweep's cluster and fork servers, held across its runs
+    reuse: "ClusterReuse | None" = None  # a sweep's cluster and worker fork server, held across its runs
     port: int = RENDEZVOUS_PORT  # the rendezvous port on rank 0's node
 
     @property
@@ -111,7 +111,7 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
     ``calibration``: the model constants its prediction uses (default: this host's, measured
     first when the cache has none -- before anything is built). ``dilation``: time dilation
     factor k (:mod:`netbench.orchestrator.dilation`; None: auto, from the run's prediction); results are
-    reported for ``config``. ``reuse``: a sweep's held cluster and worker fork servers
+    reported for ``config``. ``reuse``: a sweep's held cluster and worker fork server
     (:mod:`netbench.orchestrator.cluster_reuse`), used where the run shares its network.
     """
     plan = prepare(config, calibration, dilation, reuse)
