@@ -89,8 +89,8 @@ def _child(request: dict[str, Any]) -> NoReturn:
         os.setpgid(0, 0)  # the orchestrator kills a worker's whole group, never the server's
         netns.die_with_parent(parent)
         netns.enter(str(request["netns"]))
-        for signum in signals.STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
+        for signum in signals.STOP_SIGNALS:  # as a fresh interpreter has them: Ctrl-C raises, the others end it
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
         _redirect(str(request["log"]))
         if request.get("nice"):
             os.nice(int(request["nice"]))
