@@ -139,6 +139,7 @@ FIELDS: tuple[Field, ...] = (
     Field("gpus_per_node", Optional[int], prediction=True),
     Field("per_machine", Optional[dict[int, dict[str, float]]]),
     Field("stalls", Optional[list[dict[str, Any]]]),
+    Field("schedule_segments", Optional[list[dict[str, Any]]]),  # a link schedule's segments: median step, model, error
     Field("run_id", Optional[str]),
     Field("status", Optional[str]),
     Field("reason", Optional[str]),
