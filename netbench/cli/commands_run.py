@@ -16,7 +16,7 @@ from netbench.cli import run_options as ropt
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
-from netbench.cli.schedule_option import ScheduleOpt, read_schedule
+from netbench.cli.schedule_option import read_schedule
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.reports.terminal import for_terminal, summary_table
 
@@ -62,7 +62,7 @@ def run(
     trace: bool = RUN["trace"].option(),
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option(),
-    schedule: Optional[Path] = ScheduleOpt,
+    schedule: Optional[Path] = RUN["schedule"].option(),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."),
     dilation: str = typer.Option("auto", "--dilation", help="Time dilation k (DieCast): links, delays, compute and each node's CPU work "
                                  "k times slower, times reported divided by k; auto: nodes / cores, more where the nodes' "
@@ -101,6 +101,10 @@ def run(
         print(json.dumps(result.summary, default=str))
     else:
         Console().print(summary_table(result.summary))
+        from netbench.reports.schedule_figure import segment_lines
+
+        for line in segment_lines(result.summary):  # a link schedule's segments
+            console.print(for_terminal(line))
         console.print(f"results: {result.run_dir}")
     report_problems(result)
     if result.status != "ok":

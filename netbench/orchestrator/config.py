@@ -51,8 +51,9 @@ class RunConfig(BaseModel):
                                                   "--gpus-per-node workers of each node, replicating between nodes; site, "
                                                   "every worker of a site, replicating between sites (needs a topology of "
                                                   "two or more sites of equal size).")
-    schedule: Schedule | None = Field(None, description="Timed changes to the links and nodes while the run goes on "
-                                      "(netbench.schedule); None: the network stays as built.")
+    schedule: Schedule | None = Field(None, description="Change links and nodes while the run goes on: a schedule CSV "
+                                      "(time_s,link,rate,delay,loss,state,jitter,compute_scale) or TOML, a Mahimahi trace or a "
+                                      "time_s,rate[,delay] trace; times count from the first measured step.")
 
     @field_validator("schedule")
     @classmethod

@@ -76,7 +76,9 @@ def segment_summary(config: "RunConfig", steps: pd.DataFrame, n_params: int | No
     for segment in segments(config.schedule, config.cluster.graph):
         rows = measured[measured["schedule_segment"] == segment.index]
         entry: dict[str, Any] = {"segment": segment.index, "start_s": segment.start_s, "end_s": segment.end_s,
-                                 "label": segment.label, "steps": int(rows["step"].nunique())}
+                                 "label": segment.label, "rate_bps": _rate(segment), "delay_s": _delay(segment),
+                                 "link_down": sorted(segment.down), "compute_scale": max(n.compute_scale for n in segment.graph.nodes),
+                                 "steps": int(rows["step"].nunique())}
         if segment.down:
             entry["stalled_steps"] = _overlapping(measured, steps, segment)
         if rows.empty:
@@ -90,11 +92,15 @@ def segment_summary(config: "RunConfig", steps: pd.DataFrame, n_params: int | No
     return out
 
 
+STALL_FACTOR = 2.0  # a step an outage overlapped counts as stalled when it took this many times the run's median step
+
+
 def _overlapping(measured: pd.DataFrame, steps: pd.DataFrame, segment: Segment) -> list[int]:
-    """Steps whose run crossed the segment's window (the steps a link outage stalled)."""
+    """Steps that ran while the segment's link was down and took over STALL_FACTOR x the run's median step."""
     end = segment.end_s if segment.end_s is not None else float("inf")
     span = steps.groupby("step").agg(start=("schedule_elapsed_s", "min"), took=("step_s", "max"))
-    hit = span[(span["start"] < end) & (span["start"] + span["took"] > segment.start_s)]
+    typical = float(measured.groupby("step")["step_s"].max().median()) if not measured.empty else 0.0
+    hit = span[(span["start"] < end) & (span["start"] + span["took"] > segment.start_s) & (span["took"] > STALL_FACTOR * typical)]
     return [int(s) for s in hit.index]
 
 

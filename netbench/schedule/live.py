@@ -86,12 +86,13 @@ class FirstMeasuredStep:
 class LiveSchedule:
     """One run's schedule on its cluster: :meth:`begin` before the workers start, :meth:`tick` while they run."""
 
-    def __init__(self, cluster: Any, schedule: Schedule, graph: Topology, dilation: float, log_path: Path, records: Path) -> None:
-        """``graph``: the network as asked (undilated); ``dilation``: the run's k."""
+    def __init__(self, cluster: Any, schedule: Schedule, graph: Topology, dilation: float, log_path: Path | None,
+                 records: Path | None) -> None:
+        """``graph``: the network as asked (undilated); ``dilation``: the run's k; without ``records`` only :meth:`apply` runs it."""
         self.cluster, self.k, self.log_path = cluster, dilation, log_path
         self.segments = segments(schedule, graph)
         self.egresses = egresses(cluster)
-        self.clock = FirstMeasuredStep(records)
+        self.clock = FirstMeasuredStep(records) if records is not None else None
         self.applied = -1  # the last segment applied
         self.in_force = graph
         self.down: frozenset[str] = frozenset()
@@ -105,7 +106,7 @@ class LiveSchedule:
 
     def tick(self) -> None:
         """Apply every segment whose time has come (a no-op until the first measured step has begun)."""
-        t0 = self.clock.poll()
+        t0 = self.clock.poll() if self.clock is not None else None
         if t0 is None:
             return
         while self.applied + 1 < len(self.segments):
@@ -116,8 +117,13 @@ class LiveSchedule:
             self._apply(segment, due)
             self._write()
 
+    def apply(self, segment: Segment) -> None:
+        """Apply ``segment`` now, whatever its time (``probe --schedule`` measures each segment in turn)."""
+        self._apply(segment, due=None)
+        self._write()
+
     def _apply(self, segment: Segment, due: float | None) -> None:
-        what = self._rates(segment) + self._delays(segment) + self._states(segment)
+        what = self._rates(segment) + self._delays(segment) + self._states(segment) + self._compute(segment)
         now = time.time()
         self.log.append({"segment": segment.index, "time_s": segment.start_s, "wall_time": round(now, 4),
                          "late_s": round((now - due) / self.k, 4) if due is not None else "",
@@ -166,7 +172,14 @@ class LiveSchedule:
                 out.append(f"{link} {'down' if now_down else 'up'}")
         return out
 
+    def _compute(self, segment: Segment) -> list[str]:
+        """Nodes whose compute scale changed: their workers pace themselves (netbench.schedule.pacing); logged here."""
+        return [f"{new.name} compute x{new.compute_scale:g}" for old, new in zip(self.in_force.nodes, segment.graph.nodes)
+                if old.compute_scale != new.compute_scale]
+
     def _write(self) -> None:
+        if self.log_path is None:
+            return
         rows = [",".join(LOG_COLUMNS)] + [",".join(str(row[c]).replace(",", " ") for c in LOG_COLUMNS) for row in self.log]
         safe_files.write_text(self.log_path, "\n".join(rows) + "\n")
 

@@ -89,6 +89,10 @@ class Schedule(BaseModel):
                 raise ValueError(f"times out of order: {after.time_s:g} s comes after {before.time_s:g} s")
         return self
 
+    def __repr__(self) -> str:
+        """The file it came from: what a one-line error shows of it."""
+        return self.source or f"a schedule of {len(self.changes)} changes"
+
     @property
     def times(self) -> tuple[float, ...]:
         """Every distinct change time, in order."""
