@@ -70,7 +70,8 @@ def schedule_figure(run_dir: Path, summary: dict[str, Any], path: Path) -> Path 
         return None
     end = max(float(per_step["t"].max() + per_step["step_s"].iloc[-1]), max(s["start_s"] for s in segments) + 1)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
-    top.plot(per_step["t"], per_step["step_s"], "o-", ms=3, lw=1, color="#4c72b0", label="measured step (slowest node)")
+    top.plot(per_step["t"], per_step["step_s"], "o-", ms=3, lw=1, color="#4c72b0", drawstyle="steps-post",
+             label="measured step (slowest node), from its start")
     for s in segments:
         stop = _number(s.get("end_s")) or end
         for key, style, label in (("predicted_step_time_s", "--", "model (forecast)"), ("replay_step_time_s", ":", "model (replay)")):
