@@ -348,6 +348,23 @@ def test_bad_schedule_is_one_line_exit_2_before_anything_is_built(extra: list[st
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("argv, text, needle", [
+    (["exec", "--schedule", "{s}", "--", "true"], "time_s,link,compute_scale\n5,n0,3\n", "compute_scale"),  # exec runs no netbench worker
+    (["probe", "--schedule", "{s}"], "time_s,link,rate\n0,n9,20mbit\n", "unknown link"),
+    (["probe", "--schedule", "{s}"], "time_s,link,delay\n0,*,20ms\n", "--delay"),
+    (["exec", "--schedule", "{s}", "--", "true"], "time_s,link,rate\n1,*,20mbit\n0,*,30mbit\n", "out of order"),
+])
+def test_exec_and_probe_refuse_a_bad_schedule_in_one_line(argv: list[str], text: str, needle: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "s.csv").write_text(text)
+    argv = [a.replace("{s}", str(tmp_path / "s.csv")) for a in argv]
+    if argv[0] == "exec":
+        argv[1:1] = ["--out", str(tmp_path / "out")]
+    line = rejected(argv, capsys)
+    assert "--schedule" in line and needle in line, line
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_missing_or_binary_schedule_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "cannot be read" in rejected(["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "nope.csv")], capsys)
     os.mkfifo(tmp_path / "fifo.csv")  # would block a plain read forever

@@ -136,3 +136,17 @@ def test_an_outage_longer_than_the_timeout_fails_the_run_in_one_line_and_leaves_
     assert "node" in result.reason
     assert pd.read_csv(result.run_dir / "steps.csv")["step"].nunique() >= 3  # what was measured before is kept
     assert leftovers.clean(log["run_id"], log["inodes"]), leftovers.traces(log["run_id"], log["inodes"])
+
+
+def test_a_trunk_rate_changes_in_place_on_a_topology() -> None:
+    """probe --schedule on two sites: the WAN trunk's tbf follows the schedule (the path crosses it: the WAN has delay)."""
+    from netbench.schedule.probe import probe_segments
+    from netbench.topology.presets import uniform_sites
+
+    access = DirectionSpec(rate_bps=1e9)
+    graph = uniform_sites(2, 1, access, access, DirectionSpec(rate_bps=100e6, delay_s=0.002))
+    spec = ClusterSpec(nodes=2, up=access, down=access, topology=graph)
+    rows = probe_segments(spec, parse_text("time_s,link,rate\n0,site0--site1,50mbit\n3,*,20mbit\n", "s.csv"), seconds=2)
+    assert [r["configured_bps"] for r in rows] == [50e6, 20e6]
+    for r in rows:
+        assert 0.85 < r["goodput_bps"] / r["configured_bps"] < 1.0, rows

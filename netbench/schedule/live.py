@@ -150,15 +150,14 @@ class LiveSchedule:
         """The delay line's ports from the segment's node uplinks (the one-switch cluster: checked beforehand)."""
         engine = self.cluster.impairment
         path = getattr(engine, "control_path", None)
-        same = all(self._direction(segment.graph, e) == self._direction(self.in_force, e) for e in self.egresses if e.forward)
-        if path is None or engine.pid is None or same:
+        uplinks = [(n, self.cluster.spec.graph.access_link(n.index).name) for n in self.cluster.nodes]
+        new = {n.port: _impairment(segment.graph.link(name).forward, self.k) for n, name in uplinks}
+        old = {n.port: _impairment(self.in_force.link(name).forward, self.k) for n, name in uplinks}
+        if path is None or engine.pid is None or new == old:
             return []
-        ifindex = self.cluster.switch.ifindex
-        up = {ifindex[n.port]: _impairment(self._direction(segment.graph, Egress(segment.graph.access_link(n.index).name, True, None, "")), self.k)
-              for n in self.cluster.nodes}
-        delaycontrol.write(path, up, {})
+        delaycontrol.write(path, {self.cluster.switch.ifindex[port]: imp for port, imp in new.items()}, {})
         delaycontrol.reload(engine.pid)
-        delays = sorted({f"{v['delay_s'] / self.k * 1e3:g}ms" for v in up.values()})
+        delays = sorted({f"{v['delay_s'] / self.k * 1e3:g}ms" for v in new.values()})
         return [f"uplink delay {','.join(delays)}"]
 
     def _states(self, segment: Segment) -> list[str]:
