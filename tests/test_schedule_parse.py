@@ -92,12 +92,19 @@ def test_trunks_are_named_as_the_topology_names_them() -> None:
     ("time,rate\n0,fast\n", "line 2"),
     ("", "empty"),
     ("time_s,link,rate\nnan,*,20mbit\n", "time_s"),
+    ("time_s,link,link\n0,*,n0\n", "appears twice"),
+    ("time_s,link,rate\n0,*,20mbit\x00\n", "line 2"),
 ])
 def test_a_bad_schedule_is_one_line_naming_the_row(text: str, needle: str) -> None:
     with pytest.raises(ScheduleError) as info:
         parse_text(text, "bad.csv")
     message = str(info.value)
     assert needle in message and "\n" not in message and message.startswith("bad.csv: "), message
+
+
+def test_spaces_around_cells_and_a_byte_order_mark_are_read() -> None:
+    schedule = parse_text("\ufeff time_s , link , rate \n0, n1 , 20mbit\n", "s.csv")
+    assert [(c.target, c.rate_bps) for c in schedule.changes] == [("n1", 20e6)]
 
 
 def test_an_unknown_link_is_named() -> None:

@@ -26,7 +26,7 @@ from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.orchestrator.links import link_report, read_trunks
 from netbench.orchestrator.prediction import model_errors, predict_run, replay_run
 from netbench.orchestrator import health
-from netbench.orchestrator.schedule_results import annotate, segment_summary
+from netbench.orchestrator.schedule_results import annotate, segment_summary, step_errors
 from netbench.orchestrator.hybrid_results import hybrid_summary
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
@@ -289,6 +289,7 @@ def _write_files(run_dir: RunDir, out: RunOutput, steps: pd.DataFrame, reason: s
         calib = out.calibration
         summary["schedule_segments"] = segment_summary(config, steps, start.get("n_params"), calib.calibration if calib else None,
                                                        out.cpus, calib.identity() if calib else None)
+        summary.update(step_errors(steps, summary["schedule_segments"]))
     if out.status == "ok":
         summary.update(prediction)
         summary.update(health.slowdown(summary))

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
     from netbench.orchestrator.config import RunConfig
 
-__all__ = ["STEP_COLUMNS", "annotate", "segment_cluster", "segment_summary"]
+__all__ = ["STEP_COLUMNS", "annotate", "segment_cluster", "segment_summary", "step_errors"]
 
 STEP_COLUMNS = ("schedule_segment", "schedule_rate_bps", "schedule_delay_s", "schedule_link_down")
 
@@ -118,4 +118,21 @@ def _predicted(config: "RunConfig", segment: Segment, rows: pd.DataFrame, n_para
     if replay is not None:
         out["replay_step_time_s"] = replay
         out["replay_error"] = replay / measured_s - 1
+    return out
+
+
+def step_errors(steps: pd.DataFrame, found: list[dict[str, Any]]) -> dict[str, float]:
+    """Per measured step, the model for the segment in force against the slowest node's step: the median |error|,
+    forecast and replay (``schedule_forecast_step_error``, ``schedule_replay_step_error``)."""
+    measured = measured_steps(steps)
+    if measured.empty or "schedule_segment" not in measured or not found:
+        return {}
+    per_step = measured.groupby("step").agg(segment=("schedule_segment", "first"), step_s=("step_s", "max"))
+    by_index = {s["segment"]: s for s in found}
+    out = {}
+    for key, model in (("schedule_forecast_step_error", "predicted_step_time_s"), ("schedule_replay_step_error", "replay_step_time_s")):
+        predicted = per_step["segment"].map(lambda i: by_index.get(i, {}).get(model))
+        errors = (pd.to_numeric(predicted, errors="coerce") / per_step["step_s"] - 1).abs().dropna()
+        if not errors.empty:
+            out[key] = float(errors.median())
     return out

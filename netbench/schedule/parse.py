@@ -44,6 +44,7 @@ def load(path: Path) -> Schedule:
 
 def parse_text(text: str, source: str, toml: bool = False) -> Schedule:
     """The schedule in ``text``; ``source`` names it in errors and in run.json."""
+    text = text.removeprefix("\ufeff")  # a spreadsheet's byte-order mark
     try:
         if toml:
             return _from_toml(text, source)
@@ -52,8 +53,7 @@ def parse_text(text: str, source: str, toml: bool = False) -> Schedule:
             raise ScheduleError("is empty")
         if first.strip().isdigit():
             return _schedule(from_mahimahi(text), source)
-        rows = list(csv.DictReader(io.StringIO(text)))
-        header = [h.strip() for h in (csv.reader(io.StringIO(first)).__next__())]
+        header, rows = _table(text)
         if "link" in header:
             return _from_rows(rows, header, source)
         return _schedule(from_rate_rows(rows, header), source)
@@ -61,6 +61,20 @@ def parse_text(text: str, source: str, toml: bool = False) -> Schedule:
         raise ScheduleError(f"{source}: {exc}") from None
     except TraceError as exc:
         raise ScheduleError(f"{source}: {exc}") from None
+
+
+def _table(text: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """The header (names stripped) and the rows as dicts; a row longer than the header keeps its extra cells under None."""
+    try:
+        lines = [line for line in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in line)]
+    except csv.Error as exc:
+        raise ScheduleError(f"not CSV: {exc}") from None
+    header = [h.strip() for h in lines[0]]
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise ScheduleError(f"column {twice[0]!r} appears twice")
+    rows = [{**dict(zip(header, line)), **({None: line[len(header):]} if len(line) > len(header) else {})} for line in lines[1:]]
+    return header, rows
 
 
 def _schedule(parts: tuple[list[Change], str], source: str) -> Schedule:
