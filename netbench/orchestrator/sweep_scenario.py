@@ -208,6 +208,7 @@ class Point:
     bw: str
     delay: str
     topology: str = "star"  # star, sites, racks, or the topology file's name
+    variant: str = ""  # what sets the point apart beyond replicator, nodes, rate and delay ("" on the plain star)
     wan_bw: str = ""  # the sites preset's WAN links ("" elsewhere)
     wan_delay: str = ""
     rank_order: str = "topology"
@@ -326,6 +327,30 @@ _NETWORK_FIELDS = {"--topology": "topology", "--sites": "sites", "--racks": "rac
                    "--wan-delay": "wan_delay", "--oversubscription": "oversubscription", "--rank-order": "rank_order", "nodes": "nodes"}
 
 
+def variant(gpus: int, intra: str, shard: str, net: _Network) -> str:
+    """What a point runs beyond its replicator, nodes, rate and delay, as its label writes it ("" on the plain star).
+
+    Two points of one sweep may share those four coordinates (a star and two sites, sharded or not);
+    the variant tells them apart in labels, in summary.csv and in ``compare``'s matching.
+    """
+    return " ".join(part for part in (_setup(gpus, intra, shard), net.label().strip()) if part)
+
+
+def _setup(gpus: int, intra: str, shard: str) -> str:
+    """Workers per node, their link and where replicas shard, as the label writes them before the rate."""
+    hybrid = f"x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
+    return " ".join(part for part in (hybrid, "sharded in sites" if shard == "site" else "") if part)
+
+
+def expected_coordinates(scenario: SweepScenario) -> list[tuple[str, int, str, str, str]]:
+    """(replicator, nodes, rate, delay, variant) of every point whose node count the scenario itself sets.
+
+    Points on a topology file take the file's node count, which this does not read; they are left out.
+    """
+    return [(r, n, b, d, variant(gpus, intra, shard, net))
+            for n, d, b, r, gpus, intra, net, shard, _section in _combos(scenario) if n is not None]
+
+
 def _combos(scenario: SweepScenario) -> list[tuple]:
     """Every point's axes, in run order (nodes, then delay, bandwidth, replicator, ...), each once, with its section."""
     out: dict[tuple, str] = {}
@@ -402,8 +427,9 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
         problem = check_tcp_options(cluster.tcp)
         if problem:
             raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")
-        hybrid = f" x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
-        hybrid += " sharded in sites" if shard == "site" else ""
-        out.append(Point(label=f"{name} {cluster.nodes}n{hybrid} {bw} {delay}{net.label()}", key=_key(config), config=config, bw=bw,
-                         delay=delay, topology=net.name, wan_bw=net.wan_bw or "", wan_delay=net.wan_delay or "", rank_order=net.rank_order))
+        setup = _setup(gpus, intra, shard)
+        out.append(Point(label=f"{name} {cluster.nodes}n{' ' * bool(setup)}{setup} {bw} {delay}{net.label()}", key=_key(config),
+                         config=config, bw=bw, delay=delay, topology=net.name, variant=variant(gpus, intra, shard, net),
+                         wan_bw=net.wan_bw or "", wan_delay=net.wan_delay or "",
+                         rank_order=net.rank_order))
     return out
