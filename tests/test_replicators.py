@@ -215,3 +215,24 @@ def test_loss_falls_over_a_short_run(name):
     ranks = run_ranks(_train_body, WORLD, TRAIN_CONFIGS[name], steps, timeout=60)
     for before, after in ranks:
         assert after < 0.5 * before, f"{name}: eval loss {before:.4f} -> {after:.4f}"
+
+
+def _held_body(rank: int, world: int, name: str) -> list[tuple[int, int, bool]]:
+    """Rank body: per step, (collectives started, handles the comm still holds, all of those done)."""
+    params = _params(SHAPES)
+    rep = build_replicator(params, ReplicatorConfig(name=name))
+    seen = []
+    for step in range(3):
+        _set_grads(params, rank, step)
+        stats = rep.step()
+        held = rep.comm._held_before
+        seen.append((stats.collectives, len(held), all(work.is_completed() for work in held)))
+    return seen
+
+
+@pytest.mark.parametrize("name", ["full", "dct"])
+def test_finished_collectives_are_freed_by_the_training_thread(name):
+    """gloo's thread never drops the last reference to a finished collective: a program that ends
+    right after its last step would otherwise abort in interpreter shutdown."""
+    for rank_seen in run_ranks(_held_body, WORLD, name, timeout=60):
+        assert all(calls == held and done for calls, held, done in rank_seen), rank_seen

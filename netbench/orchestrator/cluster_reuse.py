@@ -57,8 +57,9 @@ def network_key(spec: ClusterSpec) -> str:
 
 
 def reusable(config: RunConfig) -> bool:
-    """Whether a run can share a cluster: one worker per node (several need intra-node links built per run)."""
-    return config.gpus_per_node == 1
+    """Whether a run can share a cluster: one worker per node (several need intra-node links built per run), and no
+    link schedule (it changes links, the delay line's delays and nodes' state while it runs: its cluster is its own)."""
+    return config.gpus_per_node == 1 and config.schedule is None
 
 
 def order_by_network(items: Sequence[T], config_of: Callable[[T], RunConfig]) -> list[T]:

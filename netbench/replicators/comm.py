@@ -17,6 +17,14 @@ ones before it -- on a delayed link every bucket's all-gather costs two one-way 
 (ready-to-receive, then data) no matter how small it is. :meth:`GroupComm.open_lanes` adds process
 groups over the same ranks; async collectives rotate over them in the order they are started
 (the same on every rank), so up to two buckets per lane travel at once and their latencies overlap.
+
+Finished collectives are kept until the step after next (:meth:`GroupComm.take` retires them). gloo's
+worker thread drops its own reference to a collective just after marking it done; were that the
+last reference, the thread would free the collective's tensors itself and need the GIL for it. In
+a program that ends right after its last step (``destroy_process_group`` leaves gloo's threads
+running wherever something else still holds the group), that thread can meet an interpreter that
+is shutting down and abort the process ("terminate called without an active exception"). Holding
+the handles makes the main thread the one that frees them.
 """
 
 from __future__ import annotations
@@ -70,6 +78,8 @@ class GroupComm:
         self.backend = str(dist.get_backend(group)) if self.distributed else ""
         self._host: dict[tuple[int, int, torch.dtype], torch.Tensor] = {}  # staging buffers, one per device buffer
         self._lanes: list = [group]  # process groups the async collectives rotate over
+        self._held: list = []  # this step's collectives (torch Work handles), freed by this thread
+        self._held_before: list = []  # the previous step's
         self._next_lane = 0
         self._comm_s = 0.0
         self._bytes = 0
@@ -143,7 +153,7 @@ class GroupComm:
         started = time.perf_counter()
         if self.distributed:
             wire = self._staged(tensor)
-            dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self.group)
+            self._finish(dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self.group, async_op=True))
             if wire is not tensor:
                 tensor.copy_(wire)
         self._account(tensor, started, "all_reduce")
@@ -158,7 +168,7 @@ class GroupComm:
         started = time.perf_counter()
         if self.distributed:
             wire_out = self._staged(out, fill=False)
-            _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group)
+            self._finish(_all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True))
             if wire_out is not out:
                 out.copy_(wire_out)
         else:
@@ -176,6 +186,7 @@ class GroupComm:
         wire = self._staged(tensor) if self.distributed else tensor
         started = time.perf_counter()
         work = dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self._lane(), async_op=True) if self.distributed else None
+        self._hold(work)
         self._count(tensor)
 
         def after() -> None:
@@ -193,6 +204,7 @@ class GroupComm:
         if self.distributed:
             wire_out = self._staged(out, fill=False)
             work = _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self._lane(), async_op=True)
+            self._hold(work)
             if wire_out is not out:
                 after = lambda: out.copy_(wire_out)  # noqa: E731
         else:
@@ -209,8 +221,22 @@ class GroupComm:
         self._bytes += nbytes
         self._calls += 1
 
+    def _hold(self, work) -> None:
+        """Keep ``work`` referenced here until the step after next (see the module's docstring)."""
+        if work is not None:
+            self._held.append(work)
+
+    def _finish(self, work) -> None:
+        """Wait for a collective started here and keep its handle (a synchronous call, held like the rest)."""
+        work.wait()
+        self._hold(work)
+
     def take(self) -> tuple[float, int, int]:
-        """Return and reset (collective seconds, bytes handed, collective calls) since the last take."""
+        """Return and reset (collective seconds, bytes handed, collective calls) since the last take.
+
+        The step's collectives are done by now; the ones of the step before are released.
+        """
+        self._held_before, self._held = self._held, []
         result = (self._comm_s, self._bytes, self._calls)
         self._comm_s, self._bytes, self._calls = 0.0, 0, 0
         return result
