@@ -103,6 +103,11 @@ class Cluster:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, *traceback: object) -> None:
         self._teardown(unwinding=exc)
 
+    @property
+    def stop_signal_raised(self) -> bool:
+        """Whether a stop signal has raised its exception while this cluster was up."""
+        return self._signals.raised is not None
+
     def raise_if_interrupted(self) -> None:
         """Raise again a stop signal whose exception Python swallowed (see :meth:`StopSignals.raise_if_interrupted`)."""
         self._signals.raise_if_interrupted()

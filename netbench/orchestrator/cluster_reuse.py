@@ -122,6 +122,7 @@ class ClusterReuse:
         Never raises: ``outcome`` records how it ended; a run that did not end well takes the cluster and the fork
         server down (the next run starts both afresh)."""
         try:
+            self._drop_if_stopped()
             cluster = self._cluster_for(spec, names)
             phases(cluster)
             self._last_end = time.monotonic()
@@ -189,6 +190,12 @@ class ClusterReuse:
         base = read()
         engine.stats = lambda: counters_since(read(), base)  # type: ignore[method-assign]
 
+    def _drop_if_stopped(self) -> None:
+        """A stop signal that raised while the cluster sat between runs was the caller's to handle (it was raised once,
+        as KeyboardInterrupt or SystemExit); the cluster goes down without raising it again."""
+        if self.cluster is not None and self.cluster.stop_signal_raised:
+            self.drop_cluster(KeyboardInterrupt())
+
     def drop_cluster(self, unwinding: BaseException | None = None) -> None:
         """Take the held cluster down: every process in its namespaces (its workers too), every namespace."""
         stack, self._stack, self.cluster, self.key = self._stack, None, None, None
@@ -198,6 +205,8 @@ class ClusterReuse:
     def close(self, unwinding: BaseException | None = None) -> None:
         """Take the cluster down, then stop the fork server."""
         try:
+            if unwinding is None:
+                self._drop_if_stopped()
             self.drop_cluster(unwinding)
         finally:
             if self.server is not None:
