@@ -12,8 +12,11 @@ Nothing of one point reaches the next:
 
 * queues: every egress gets a new root qdisc (what was queued is dropped, statistics start at zero);
   before that, the delay line (if any) is given twice the longest one-way delay to release what it holds;
-* TCP: new connections, and each node's TCP metrics cache is flushed, so no connection starts from a
-  window, ssthresh or RTT an earlier point's connections left for the same peer;
+* TCP: new connections, and the nodes of a shared cluster never cache TCP metrics
+  (``tcp_no_metrics_save``), so no connection starts from a window, ssthresh or RTT an earlier point's
+  connections left for the same peer. (Flushing the cache instead needs the host's root: a rootless
+  sweep's user namespace is refused. Within one run it makes no difference: gloo opens its connections
+  once, and the cache is written only when they close.)
 * counters: workers read interface counters as per-step deltas anyway; the delay line's cumulative
   counters are reported as the difference from the point's start.
 
@@ -26,12 +29,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from netbench.emulation import netns
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
@@ -43,6 +46,7 @@ from netbench.orchestrator.phases import Outcome
 T = TypeVar("T")
 PORTS = 1000  # rendezvous ports RENDEZVOUS_PORT + 1 ... + PORTS, one per point, cycled
 _RATE_FIELDS = ("rate_bps",)
+NO_TCP_METRICS = {"net.ipv4.tcp_no_metrics_save": "1"}  # a closing connection leaves no window, ssthresh or RTT behind
 _SETTLE_S = 0.05  # beyond twice the longest delay: the last ACKs and FINs of the previous point's connections
 
 
@@ -169,6 +173,8 @@ class ClusterReuse:
         self._stack = contextlib.ExitStack()
         self.cluster = self._stack.enter_context(Cluster(spec, names=names, capabilities=self.capabilities))
         self.key, self.built = key, self.built + 1
+        for node in self.cluster.nodes:
+            netns.set_sysctls(node.netns, NO_TCP_METRICS)
         self._mark_counters(self.cluster)
         return self.cluster
 
@@ -179,7 +185,6 @@ class ClusterReuse:
         if wait > 0:
             time.sleep(wait)
         cluster.reshape(spec)
-        flush_tcp_metrics(cluster.nodes)
         cluster.raise_if_interrupted()
         self._mark_counters(cluster)
 
@@ -236,11 +241,3 @@ def _listens(table: str, port: int) -> bool:
     return False
 
 
-def flush_tcp_metrics(nodes: Iterable[Any]) -> None:
-    """Forget every destination's cached TCP metrics (ssthresh, cwnd, RTT) in each node's namespace, all nodes at once."""
-    flushing = [(node, node.popen(["ip", "tcp_metrics", "flush", "all"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-                for node in nodes]
-    for node, proc in flushing:
-        _, err = proc.communicate(timeout=10)
-        if proc.returncode != 0:
-            raise RuntimeError(f"ip tcp_metrics flush in {node.netns}: {err.strip()}")
