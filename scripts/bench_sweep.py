@@ -13,6 +13,7 @@ so below the wall time its steps took where a point was dilated).
     python3 scripts/bench_sweep.py                                  # scenarios/ci.toml, clusters and workers reused
     python3 scripts/bench_sweep.py --scenario scenarios/fidelity.toml
     python3 scripts/bench_sweep.py --baseline                       # also with --no-reuse, and the ratio
+    python3 scripts/bench_sweep.py --no-reuse                       # only with --no-reuse
 """
 
 from __future__ import annotations
@@ -78,9 +79,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", type=Path, default=REPO / "scenarios" / "ci.toml")
     parser.add_argument("--baseline", action="store_true", help="also run the sweep with --no-reuse and print the ratio")
+    parser.add_argument("--no-reuse", action="store_true", help="run only the sweep with --no-reuse")
     parser.add_argument("--keep", type=Path, help="keep the sweeps in DIR/reuse and DIR/no-reuse (for `netbench compare`)")
     args = parser.parse_args()
     print(f"{args.scenario}; load before: {os.getloadavg()[0]:.2f} (1-minute average, {os.cpu_count()} cores)")
+    if args.no_reuse:
+        show("no-reuse", bench(args.scenario, reuse=False, keep=args.keep))
+        print(f"load after: {os.getloadavg()[0]:.2f}")
+        return 0
     reused = bench(args.scenario, reuse=True, keep=args.keep)
     show("reuse", reused)
     if args.baseline:
