@@ -10,6 +10,10 @@ Layout of a sweep folder::
 One sweep at a time per folder: :func:`sweep_lock` holds an exclusive ``flock`` on ``.sweep.lock``
 in it for the whole sweep, so two sweeps cannot each rewrite summary.csv without the other's rows.
 
+Points that share a network run one after another on one cluster, their workers forked from one
+server that imported torch once (:mod:`netbench.orchestrator.cluster_reuse`; ``--no-reuse``: each
+point builds its own).
+
 Resuming: a point is done when summary.csv has a row with its key, status ok, and its run
 directory still holds run.json; everything else is (re-)run. The key hashes the point's whole
 RunConfig, so changing steps or the workload re-runs points instead of mixing results.
@@ -24,7 +28,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -36,6 +40,9 @@ from netbench.orchestrator.sweep_scenario import Point, SweepScenario
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
+
+if TYPE_CHECKING:
+    from netbench.orchestrator.cluster_reuse import ClusterReuse
 
 __all__ = ["SweepBusy", "sweep_lock", "SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
            "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
@@ -143,7 +150,7 @@ def _upsert(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
 
 
 def _run_point(point: Point, out: Path, frame: pd.DataFrame, outcome: SweepOutcome, calibration: HostCalibration,
-               progress: PointProgress | None, dilation: str, held: Any) -> pd.DataFrame:
+               progress: PointProgress | None, dilation: str, held: "ClusterReuse | None") -> pd.DataFrame:
     """Run one point (on the held cluster, where given), record its row in summary.csv and its status in ``outcome``."""
     from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
@@ -175,7 +182,7 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
     """Run every point not already done; summary.csv is rewritten after each one.
 
     ``reuse``: points that share a network run one after another on one cluster, their workers
-    forked by a fork server per node (:mod:`netbench.orchestrator.cluster_reuse`); else each point
+    forked from one fork server (:mod:`netbench.orchestrator.cluster_reuse`); else each point
     builds its own cluster and starts its own workers. Stops early (``interrupted``) when a run was
     interrupted by Ctrl-C; the point stays not done.
     """
