@@ -33,6 +33,13 @@ def test_readme_is_short():
     assert len(README.read_text().splitlines()) <= 250
 
 
+def test_readme_links_resolve():
+    """Every relative link of the README names a file of the repository (the docs pages it points into)."""
+    targets = re.findall(r"\]\(([^)#\s]+)[^)]*\)", README.read_text())
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert targets and not missing, f"README links to missing files: {missing}"
+
+
 def test_readme_quick_start_is_what_ci_runs():
     """The README's two quick-start commands, and CI running the test one as written."""
     readme = README.read_text()
