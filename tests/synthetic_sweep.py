@@ -22,7 +22,7 @@ def write_sweep(folder: Path, points: list[dict], kind: str = "shapes", steps: i
     folder.mkdir(parents=True)
     rows = []
     for i, p in enumerate(points):
-        label = f"{p['replicator']} {p['nodes']}n {p['bw']} 0ms"
+        label = f"{p['replicator']} {p['nodes']}n {p['bw']} 0ms" + (f" {p['variant']}" if p.get("variant") else "")
         run_dir = f"runs/r{i}"
         row = {"key": f"k{i}", "label": label, "replicator": p["replicator"], "nodes": p["nodes"], "bw": p["bw"],
                "bw_bps": RATES[p["bw"]], "delay": "0ms", "delay_ms": 0.0, "status": p.get("status", "ok"), "reason": "",
@@ -31,7 +31,7 @@ def write_sweep(folder: Path, points: list[dict], kind: str = "shapes", steps: i
                "wire_tx_bytes_per_step": p["wire"], "wire_rx_bytes_per_step": p["wire"], "pred_step_time_s": p.get("pred", p["step"]),
                "pred_comm_time_s": p["step"] * 0.4, "pred_compress_time_s": 0.0, "pred_local_time_s": p["step"] * 0.5,
                "pred_wire_tx_bytes_per_step": p["wire"], "pred_wire_rx_bytes_per_step": p["wire"], "pred_payload_bytes_per_step": p["wire"] * 0.9,
-               "params": 1000, "statistic": "median"}
+               "params": 1000, "statistic": "median", **({"variant": p["variant"]} if "variant" in p else {})}
         if not local:
             row["pred_local_time_s"] = float("nan")
         rows.append(row)

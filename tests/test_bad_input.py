@@ -325,3 +325,49 @@ def test_plan_with_bad_topology_options_is_one_line_exit_2(argv: list[str], need
     monkeypatch.setenv("NETBENCH_CALIBRATION", str(tmp_path / "absent.json"))
     line = rejected(["plan", *(a.replace("{tmp}", str(tmp_path)) for a in argv)], capsys)
     assert needle in line, line
+
+
+# ---- --schedule: a schedule or trace file that cannot be used is one line, exit 2, before anything is built
+SCHEDULE_CASES: list[tuple[list[str], str, str]] = [
+    ([], "time_s,link,rate\n0,n9,20mbit\n", "unknown link 'n9'"),
+    ([], "time_s,link,rate\n5,*,20mbit\n1,*,50mbit\n", "times out of order"),
+    ([], "time_s,link,rate\n0,*,-20mbit\n", "rate"),
+    ([], "time_s,link,delay\n0,*,-5ms\n", "delay"),
+    ([], "0\n12\nnot-a-time\n", "line 3"),
+    ([], "time_s,link,delay\n0,*,20ms\n", "--delay"),  # delay changes need the delay line running from the start
+    (["--topology", "sites", "--nodes", "4", "--sites", "2", "--wan-bw", "100mbit"], "time_s,link,rate\n0,n9,20mbit\n", "unknown link"),
+]
+
+
+@pytest.mark.parametrize("extra, text, needle", SCHEDULE_CASES, ids=[t.splitlines()[-1] + " ".join(e) for e, t, _ in SCHEDULE_CASES])
+def test_bad_schedule_is_one_line_exit_2_before_anything_is_built(extra: list[str], text: str, needle: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "s.csv").write_text(text)
+    line = rejected(["run", "--out", str(tmp_path / "out"), *extra, "--schedule", str(tmp_path / "s.csv")], capsys)
+    assert "--schedule" in line and needle in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, text, needle", [
+    (["exec", "--schedule", "{s}", "--", "true"], "time_s,link,compute_scale\n5,n0,3\n", "compute_scale"),  # exec runs no netbench worker
+    (["probe", "--schedule", "{s}"], "time_s,link,rate\n0,n9,20mbit\n", "unknown link"),
+    (["probe", "--schedule", "{s}"], "time_s,link,delay\n0,*,20ms\n", "--delay"),
+    (["exec", "--schedule", "{s}", "--", "true"], "time_s,link,rate\n1,*,20mbit\n0,*,30mbit\n", "out of order"),
+])
+def test_exec_and_probe_refuse_a_bad_schedule_in_one_line(argv: list[str], text: str, needle: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "s.csv").write_text(text)
+    argv = [a.replace("{s}", str(tmp_path / "s.csv")) for a in argv]
+    if argv[0] == "exec":
+        argv[1:1] = ["--out", str(tmp_path / "out")]
+    line = rejected(argv, capsys)
+    assert "--schedule" in line and needle in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_or_binary_schedule_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "cannot be read" in rejected(["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "nope.csv")], capsys)
+    os.mkfifo(tmp_path / "fifo.csv")  # would block a plain read forever
+    assert "FIFO" in rejected(["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "fifo.csv")], capsys)
+    (tmp_path / "bin.csv").write_bytes(b"\xff\xfe\x00time")
+    assert "not UTF-8" in rejected(["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "bin.csv")], capsys)

@@ -42,8 +42,30 @@ def test_matching_is_by_coordinates_not_point_key(tmp_path) -> None:
     assert result.only_cur == ["random 2n 10mbit 0ms", "random 2n 100mbit 0ms"]
 
 
+def test_points_sharing_coordinates_are_told_apart_by_their_variant(tmp_path) -> None:
+    star, = grid(reps=("full",), rates=("10mbit",))
+    sites = dict(star, variant="sites2 wan 10mbit 5ms", step=2.0)
+    base = write_sweep(tmp_path / "base", [dict(star, variant=""), sites])
+    result = compare(load_side(base), load_side(write_sweep(tmp_path / "cur", [dict(star, variant=""), dict(sites, step=4.0)])))
+    assert [r.label for r in result.rows] == ["full 2n 10mbit 0ms", "full 2n 10mbit 0ms sites2 wan 10mbit 5ms"]
+    assert result.step_regressions == ["full 2n 10mbit 0ms sites2 wan 10mbit 5ms"]
+    gone = compare(load_side(base), load_side(write_sweep(tmp_path / "star only", [dict(star, variant="")])))
+    assert gone.only_base == ["full 2n 10mbit 0ms sites2 wan 10mbit 5ms"] and gone.exit_code() == 1
+
+
+def test_a_recorded_scenario_expects_its_explicit_points_with_their_variants(tmp_path) -> None:
+    folder = write_sweep(tmp_path / "s", [dict(p, variant="") for p in grid(reps=("full",), rates=("10mbit",))])
+    doc = json.loads((folder / "sweep.json").read_text())
+    doc["scenario"].update(grid={"replicator": "full", "bw": "10mbit", "nodes": 2},
+                           points=[{"topology": "sites", "wan_bw": "10mbit", "wan_delay": "5ms", "nodes": 4},
+                                   {"topology": "sites", "nodes": 4, "shard_within": "site"}])
+    (folder / "sweep.json").write_text(json.dumps(doc))
+    assert load_side(folder).expected == {("full", 2, 10_000_000, 0.0, ""), ("full", 4, 10_000_000, 0.0, "sites2 wan 10mbit 5ms"),
+                                          ("full", 4, 10_000_000, 0.0, "sharded in sites sites2 wan 100mbit 0ms")}
+
+
 def test_threshold_is_exceeded_only_beyond_the_noise() -> None:
-    key = ("full", 2, 10_000_000, 0.0)
+    key = ("full", 2, 10_000_000, 0.0, "")
     base = side({key: figs(1.0, 1000.0)})
     assert compare(base, side({key: figs(1.15, 1000.0)}), 0.10).step_regressions == ["p"]  # 15 % > 10 %, no noise known
     assert compare(base, side({key: figs(1.15, 1000.0, step_noise=0.03)}), 0.10).step_regressions == ["p"]  # 1.15 > 1.10 + 0.03
@@ -60,12 +82,12 @@ def test_threshold_is_exceeded_only_beyond_the_noise() -> None:
 
 def test_noise_comes_from_the_steps_spread(tmp_path) -> None:
     side = load_side(write_sweep(tmp_path / "s", grid(), spread=0.1))
-    point = side.points[("full", 2, 10_000_000, 0.0)]
+    point = side.points[("full", 2, 10_000_000, 0.0, "")]
     # per-step times 0.9 and 1.1 alternate: MAD 0.1, standard error of the median 1.4826 * 1.2533 * 0.1 / sqrt(8)
     assert point.step_noise_s == pytest.approx(1.4826 * 1.2533 * 0.1 / 8 ** 0.5, rel=1e-6)
     assert point.wire_noise == 0.0
     bare = load_side(write_sweep(tmp_path / "bare", grid(), with_runs=False))
-    assert bare.points[("full", 2, 10_000_000, 0.0)].step_noise_s is None
+    assert bare.points[("full", 2, 10_000_000, 0.0, "")].step_noise_s is None
 
 
 def test_parse_fraction() -> None:

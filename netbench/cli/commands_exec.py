@@ -19,6 +19,7 @@ from netbench.cli.fields import RUN
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room
+from netbench.cli.schedule_option import read_schedule
 from netbench.rundir.layout import RunDir
 from netbench.units import format_bytes
 
@@ -72,6 +73,7 @@ def exec_command(
     trace: bool = RUN["trace"].option(),
     out: Path = RUN["out_dir"].option(),
     threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
+    schedule: Optional[Path] = RUN["schedule"].option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the program's output goes to stderr)."),
 ) -> None:
     """Run COMMAND once per node inside its namespace, with RANK, WORLD_SIZE, MASTER_ADDR, ... set; measure every link.
@@ -94,7 +96,11 @@ def exec_command(
                                       tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     nodes = cluster.nodes
-    run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, trace=trace, out_dir=out, threads=threads)
+    link_schedule = read_schedule(schedule)
+    if link_schedule is not None and any(c.compute_scale is not None for c in link_schedule.changes):
+        raise UserError("--schedule: compute_scale paces netbench run's workers; a program under exec sets its own speed")
+    run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, trace=trace, out_dir=out, threads=threads,
+                           schedule=link_schedule)
     check_capture_room([run])
     require_privileges()
     copt.check_engine(cluster)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -12,7 +13,9 @@ from rich.table import Table
 
 from netbench.cli import cluster_options as opt
 from netbench.cli.errors import UserError
+from netbench.cli.fields import RUN
 from netbench.cli.privileges import require_privileges
+from netbench.cli.schedule_option import read_schedule
 from netbench.units import format_rate
 
 console = Console()
@@ -66,17 +69,21 @@ def probe(
     oversubscription: Optional[float] = opt.OversubscriptionOpt,
     rank_order: str = opt.RankOrderOpt,
     seconds: float = typer.Option(4.0, "--seconds", min=1.0, max=60.0, help="Goodput measurement time."),
+    schedule: Optional[Path] = RUN["schedule"].option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured."""
+    """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured (each segment of --schedule in turn)."""
     from netbench.emulation.probe import probe as run_probe
 
     spec = opt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     spec = opt.with_topology(spec, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     nodes = spec.nodes
+    link_schedule = _checked_schedule(schedule, spec)
     require_privileges()
     opt.check_engine(spec)
+    if link_schedule is not None:
+        return _probe_schedule(spec, link_schedule, seconds, as_json)
     result = run_probe(spec, seconds=seconds)
     if as_json:
         print(json.dumps(result.as_dict()))
@@ -90,6 +97,38 @@ def probe(
     table.add_row("RTT", f"{result.expected_rtt_ms:.3f} ms", rtt, ratio)
     console.print(table)
     console.print(f"goodput by {result.goodput_tool}; TCP ceiling at MTU 1500 is 0.956 of the line rate")
+
+
+def _checked_schedule(path: Optional[Path], spec):
+    """The --schedule file, checked against the cluster (one line, exit 2, before anything is built); None without one."""
+    from netbench.schedule.fits import check_fits
+
+    link_schedule = read_schedule(path)
+    if link_schedule is not None:
+        try:
+            check_fits(link_schedule, spec)
+        except ValueError as exc:
+            raise UserError(f"--schedule: {exc}") from None
+    return link_schedule
+
+
+def _probe_schedule(spec, link_schedule, seconds: float, as_json: bool) -> None:
+    """Each segment's goodput and RTT, as JSON or a table."""
+    from netbench.schedule.probe import probe_segments
+
+    rows = probe_segments(spec, link_schedule, seconds)
+    if as_json:
+        print(json.dumps({"segments": rows}))
+        return
+    table = Table(title=f"netbench probe --schedule {link_schedule.source}: {spec.nodes} nodes")
+    for column in ("segment", "configured", "goodput", "ratio", "RTT expected", "RTT"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        good = "link down" if r["goodput_bps"] is None else format_rate(r["goodput_bps"])
+        ratio = "" if r["goodput_bps"] is None else f"{r['goodput_bps'] / r['configured_bps']:.3f}"
+        rtt = "" if r["rtt_ms"] is None else f"{r['rtt_ms']:.2f} ms"
+        table.add_row(r["label"], format_rate(r["configured_bps"]), good, ratio, f"{r['expected_rtt_ms']:.2f} ms", rtt)
+    console.print(table)
 
 
 def clean(

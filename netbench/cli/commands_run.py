@@ -16,6 +16,7 @@ from netbench.cli import run_options as ropt
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
+from netbench.cli.schedule_option import read_schedule
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.reports.terminal import for_terminal, summary_table
 
@@ -61,6 +62,7 @@ def run(
     trace: bool = RUN["trace"].option(),
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option(),
+    schedule: Optional[Path] = RUN["schedule"].option(),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."),
     dilation: str = typer.Option("auto", "--dilation", help="Time dilation k (DieCast): links, delays, compute and each node's CPU work "
                                  "k times slower, times reported divided by k; auto: nodes / cores, more where the nodes' "
@@ -73,6 +75,7 @@ def run(
     cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
                                    tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
+    link_schedule = read_schedule(schedule)
     nodes = cluster.nodes
     bucket_mb = rep_settings.pop("bucket_mb")
     topk, rate = hopt.with_compression(compression, replicator, rep_settings["chunk"], rep_settings["topk"], rep_settings["rate"])
@@ -83,7 +86,8 @@ def run(
     rep = ropt.with_bucket_mb(rep, bucket_mb, *ropt.bucket_link(cluster, gpus_per_node), work, nodes, gpus_per_node)
     config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
                               capture=capture, keep_pcap=pcap, trace=trace, out_dir=out, threads=threads,
-                              gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw), shard_within=shard_within)
+                              gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw), shard_within=shard_within,
+                              schedule=link_schedule)
     factor = dilation_factor(dilation)
     check_capture_room([config])
     require_privileges()
@@ -97,6 +101,10 @@ def run(
         print(json.dumps(result.summary, default=str))
     else:
         Console().print(summary_table(result.summary))
+        from netbench.reports.schedule_figure import segment_lines
+
+        for line in segment_lines(result.summary):  # a link schedule's segments
+            console.print(for_terminal(line))
         console.print(f"results: {result.run_dir}")
     report_problems(result)
     if result.status != "ok":

@@ -25,7 +25,8 @@ _OPTIONS = {"grid.bw": "--bw", "grid.replicator": "--replicator", "grid.nodes": 
             **option_names(WORKLOAD, "workload."), **option_names(REPLICATOR, "replicator."), "capture": RUN["capture"].name,
             "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
             "grid.topology": "--topology", "grid.sites": "--sites", "grid.racks": "--racks", "grid.wan_bw": "--wan-bw",
-            "grid.wan_delay": "--wan-delay", "grid.oversubscription": "--oversubscription", "grid.rank_order": "--rank-order"}
+            "grid.wan_delay": "--wan-delay", "grid.oversubscription": "--oversubscription", "grid.rank_order": "--rank-order",
+            "schedule": "--schedule"}
 # the replicator settings a sweep takes from the command line (the rest only from a scenario file)
 SWEEP_REPLICATOR_FIELDS = ("topk", "chunk", "rate", "rank", "mu", "params_every", "m1_every", "m2_every", "bucket_mb")
 
@@ -113,6 +114,7 @@ def sweep(
     wan_delay: Optional[str] = typer.Option(None, "--wan-delay", help="--topology sites: WAN one-way delays, comma list [default 0ms]."),
     oversubscription: Optional[str] = typer.Option(None, "--oversubscription", help="--topology racks: factors, comma list [default 1]."),
     rank_order: Optional[str] = typer.Option(None, "--rank-order", help="Rank orders, comma list (topology, interleaved), or one list of node indices (0,2,1,3)."),
+    schedule: Optional[Path] = RUN["schedule"].option(),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay x network; resumable; writes summary.csv and a report."""
     from netbench.orchestrator.sweep_scenario import ScenarioError
@@ -130,6 +132,7 @@ def sweep(
         "grid.wan_delay": _csv(wan_delay) if wan_delay else None,
         "grid.oversubscription": _numbers(oversubscription, float) if oversubscription else None,
         "grid.rank_order": _rank_orders(rank_order) if rank_order else None,
+        "schedule": str(schedule.resolve()) if schedule else None,
     }
     if calibration is not None and not calibration.is_file():
         raise UserError(f"--calibration: {str(calibration)!r} is not a file")
@@ -247,7 +250,7 @@ def report(
 
 def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
     """One run (`netbench run` or `netbench worker`): its summary table, measured beside the prediction made when it ran."""
-    from netbench.reports.escape import for_terminal
+    from netbench.reports.escape import for_terminal, printable
     from netbench.reports.terminal import summary_table
     from netbench.rundir.runjson import read_run_doc
 
@@ -265,6 +268,13 @@ def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
         Console().print(summary_table(summary, "netbench worker" if launcher == "torchrun" else launcher))
     if summary.get("prediction_error"):
         console.print(f"model: {for_terminal(summary['prediction_error'])}")
+    from netbench.reports.schedule_figure import schedule_figure, segment_lines
+
+    for line in segment_lines(summary):
+        print(printable(line))
+    drawn = schedule_figure(run_dir, summary, run_dir / "schedule.png")  # step time over the link schedule
+    if drawn is not None:
+        console.print(f"figure: {for_terminal(str(drawn))}")
     from netbench.reports.timeline import timeline_figure
 
     figure = timeline_figure(run_dir, run_dir / "timeline.png")  # the median and slowest step, from trace.json

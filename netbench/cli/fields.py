@@ -113,6 +113,7 @@ RUN = _table(
     FieldOption(RunConfig, "gpus_per_node", ("--gpus-per-node", "-G"), int),
     FieldOption(RunConfig, "intra_bw_bps", ("--intra-bw",), Optional[str]),  # tc units, parsed by hybrid_options.intra_rate
     FieldOption(RunConfig, "shard_within", ("--shard-within",), str),
+    FieldOption(RunConfig, "schedule", ("--schedule",), Optional[Path]),  # a file, read by cli/schedule_option.py
 )
 
 

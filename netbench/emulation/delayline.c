@@ -4,7 +4,10 @@
  * fifth of a core, which on a small host it takes from the emulated nodes. This program
  * does what delayline.py's DelayLine and serve() do, with the same inputs, counters and signals:
  *
- *   delayline STATS_PATH SEED [up|down:IFINDEX:DELAY_S:JITTER_S:LOSS ...]
+ *   delayline STATS_PATH SEED [control=PATH] [up|down:IFINDEX:DELAY_S:JITTER_S:LOSS ...]
+ *
+ * With control=PATH it re-reads the ports from PATH (same form, one per line) on SIGHUP: a link schedule
+ * changing delay, jitter or loss while packets flow (netbench.emulation.delaycontrol).
  *
  * Per packet (queued by the switch namespace's NFQUEUE rules): delay = up[in_port] + down[out_port]
  * (+ Gaussian jitter, truncated at zero), dropped with probability 1 - (1 - loss_up)(1 - loss_down);
@@ -33,6 +36,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -237,14 +241,38 @@ static void write_stats(const char *path) {
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
+static int set_port(struct impairment *ports, int *n, struct impairment imp) {
+    for (int i = 0; i < *n; i++)
+        if (ports[i].ifindex == imp.ifindex) { ports[i] = imp; return 0; }
+    if (*n >= MAX_PORTS) return -1;
+    ports[(*n)++] = imp;
+    return 0;
+}
+
 static int parse_port(const char *arg) {
     char side[8];
     struct impairment imp;
     if (sscanf(arg, "%7[a-z]:%d:%lf:%lf:%lf", side, &imp.ifindex, &imp.delay_s, &imp.jitter_s, &imp.loss) != 5) return -1;
-    if (!strcmp(side, "up") && n_up < MAX_PORTS) up[n_up++] = imp;
-    else if (!strcmp(side, "down") && n_down < MAX_PORTS) down[n_down++] = imp;
-    else return -1;
-    return 0;
+    if (!strcmp(side, "up")) return set_port(up, &n_up, imp);
+    if (!strcmp(side, "down")) return set_port(down, &n_down, imp);
+    return -1;
+}
+
+static volatile sig_atomic_t reload_asked;
+static void on_reload(int sig) { (void)sig; reload_asked = 1; }
+
+/* Re-read the ports from the control file (regular files only, never through a link); held packets keep their release. */
+static void reload_control(const char *path) {
+    reload_asked = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { perror("delay line: control file"); return; }
+    struct stat st;
+    FILE *fh = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "r") : NULL;
+    if (!fh) { close(fd); fprintf(stderr, "delay line: control file is not a regular file\n"); return; }
+    char line[256];
+    while (fgets(line, sizeof line, fh))
+        if (line[0] != '\n' && parse_port(line) != 0) fprintf(stderr, "delay line: bad control line %s", line);
+    fclose(fh);
 }
 
 /* sched_setattr's argument (SCHED_ATTR_SIZE_VER0): glibc has no wrapper */
@@ -273,13 +301,16 @@ static void run_ahead(void) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s STATS_PATH SEED [up|down:IFINDEX:DELAY_S:JITTER_S:LOSS ...]\n", argv[0]);
+        fprintf(stderr, "usage: %s STATS_PATH SEED [control=PATH] [up|down:IFINDEX:DELAY_S:JITTER_S:LOSS ...]\n", argv[0]);
         return 2;
     }
     const char *stats_path = argv[1][0] ? argv[1] : NULL;
+    const char *control_path = NULL;
     rng_state = strtoull(argv[2], NULL, 10);
-    for (int i = 3; i < argc; i++)
+    for (int i = 3; i < argc; i++) {
+        if (!strncmp(argv[i], "control=", 8)) { control_path = argv[i] + 8; continue; }
         if (parse_port(argv[i]) != 0) { fprintf(stderr, "delay line: bad port spec %s\n", argv[i]); return 2; }
+    }
     last_release = calloc((size_t)MAX_PORTS * MAX_PORTS, sizeof *last_release);
     if (!last_release) { perror("delay line: out of memory"); return 1; }
 
@@ -287,13 +318,18 @@ int main(int argc, char **argv) {
     sigemptyset(&blocked);
     sigaddset(&blocked, SIGTERM);
     sigaddset(&blocked, SIGINT);
+    sigaddset(&blocked, SIGHUP);
     sigprocmask(SIG_BLOCK, &blocked, &during_poll); /* delivered only inside ppoll: no lost wake-up */
     sigdelset(&during_poll, SIGTERM);
     sigdelset(&during_poll, SIGINT);
+    sigdelset(&during_poll, SIGHUP);
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    struct sigaction hup = {0};
+    hup.sa_handler = on_reload;
+    sigaction(SIGHUP, &hup, NULL);
 
     struct nfq_handle *h = nfq_open();
     if (!h) { perror("delay line: nfq_open"); return 1; }
@@ -315,6 +351,7 @@ int main(int argc, char **argv) {
     double next_stats = mono_now() + STATS_EVERY_S;
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     while (!stop) {
+        if (reload_asked && control_path) reload_control(control_path);
         if (stats_path && mono_now() >= next_stats) {
             read_queue_counters();
             write_stats(stats_path);

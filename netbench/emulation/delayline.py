@@ -11,7 +11,9 @@ with probability 1 - (1 - loss_up)(1 - loss_down). Release times are kept monoto
 so jitter never reorders a flow.
 
 Run as ``python -m netbench.emulation.delayline CONFIG_JSON`` inside the switch namespace; it
-prints ``ready`` once bound, after which the orchestrator installs the iptables rules.
+prints ``ready`` once bound, after which the orchestrator installs the iptables rules. With a
+``control_path`` in its config it re-reads the ports' impairments from that file on SIGHUP
+(:mod:`netbench.emulation.delaycontrol`: a link schedule changing delay during a run).
 """
 
 from __future__ import annotations
@@ -122,6 +124,10 @@ class DelayLine:
         self.seq += 1
         heapq.heappush(self.heap, (release, self.seq, pkt))
 
+    def set_ports(self, up: dict[int, Impairment], down: dict[int, Impairment]) -> None:
+        """New impairments from here on (a schedule's change); packets already held keep their release time."""
+        self.up, self.down = {**self.up, **up}, {**self.down, **down}
+
     def release_due(self) -> float | None:
         """Accept every packet whose time has come; return seconds until the next one."""
         heap = self.heap
@@ -204,6 +210,32 @@ def _run_ahead_of_workers() -> None:
     ctypes.CDLL(None, use_errno=True).syscall(number, 0, attr, 0)
 
 
+CONTROL_EVERY_S = 0.05  # with a control file: how soon a SIGHUP is acted on (select() resumes after the handler)
+
+
+class _Control:
+    """The control file a SIGHUP asks the line to re-read (:mod:`netbench.emulation.delaycontrol`)."""
+
+    def __init__(self, path: str | None, line: DelayLine) -> None:
+        self.path, self.line, self.asked = path, line, False
+
+    def request(self, *_: object) -> None:
+        self.asked = True
+
+    def reload_if_asked(self) -> None:
+        if not (self.asked and self.path):
+            return
+        self.asked = False
+        from netbench.emulation import delaycontrol
+
+        try:
+            up, down = delaycontrol.read(self.path)
+        except (OSError, ValueError) as exc:
+            print(f"delay line: control file not read: {exc}", file=sys.stderr, flush=True)
+            return
+        self.line.set_ports({k: Impairment(**v) for k, v in up.items()}, {k: Impairment(**v) for k, v in down.items()})
+
+
 def serve(config: dict) -> None:
     """Bind the queue, report ready, and release packets until SIGTERM."""
     from netfilterqueue import COPY_META, NetfilterQueue
@@ -222,12 +254,14 @@ def serve(config: dict) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
     sock.setblocking(False)
     stop = False
+    control = _Control(config.get("control_path"), line)
 
     def _stop(*_: object) -> None:
         nonlocal stop
         stop = True
 
     with signals.handled((signal.SIGTERM, signal.SIGINT), _stop):  # to the end: a second SIGTERM must not cut the drain short
+        signal.signal(signal.SIGHUP, control.request)
         print("ready", flush=True)
         _minimal_timer_slack()
         _run_ahead_of_workers()
@@ -238,8 +272,10 @@ def serve(config: dict) -> None:
             if stats_path and time.monotonic() >= next_stats:
                 write_stats(stats_path, line)
                 next_stats = time.monotonic() + STATS_EVERY_S  # select(): microsecond timeouts; poll/epoll round up to whole milliseconds
+            control.reload_if_asked()
             wait = line.release_due()
             timeout = 0.2 if wait is None else (0.0 if wait < SPIN_S else wait - SPIN_S)
+            timeout = min(timeout, CONTROL_EVERY_S) if control.path else timeout
             ready, _, _ = select.select([fd], [], [], timeout)
             if ready:
                 queue.run(block=False)

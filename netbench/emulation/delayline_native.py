@@ -106,4 +106,5 @@ def argv(program: Path, config: dict[str, Any]) -> list[str]:
     """The command line for ``program`` from the Python delay line's config (delayline.serve's input)."""
     ports = [f"{side}:{int(ifindex)}:{imp['delay_s']!r}:{imp['jitter_s']!r}:{imp['loss']!r}"
              for side in ("up", "down") for ifindex, imp in config[side].items()]
-    return [str(program), config.get("stats_path") or "", str(int(config.get("seed", 0))), *ports]
+    control = [f"control={config['control_path']}"] if config.get("control_path") else []
+    return [str(program), config.get("stats_path") or "", str(int(config.get("seed", 0))), *control, *ports]

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import delayline, delayline_native, delaystats, shaping
+from netbench.emulation import delaycontrol, delayline, delayline_native, delaystats, shaping
 from netbench.emulation.capabilities import Capabilities
 from netbench.emulation.errors import ClusterError, DelayLineDied
 from netbench.emulation.node import Node, Switch
@@ -105,6 +105,11 @@ class DelayLine(ImpairmentEngine):
         """Where the delay line keeps its counters, once started (removed by stop() and by ``netbench clean``)."""
         return delaystats.stats_file(self.stats_folder) if self.stats_folder is not None else None
 
+    @property
+    def control_path(self) -> Path | None:
+        """The file the delay line re-reads on SIGHUP (:mod:`netbench.emulation.delaycontrol`), once started."""
+        return delaycontrol.control_file(self.stats_folder) if self.stats_folder is not None else None
+
     def start(self, switch: Switch, nodes: list[Node]) -> None:
         """Start the delay line, wait for its ``ready``, then send the impaired ports' frames to its queue."""
         up, down = self.spec.up, self.spec.down
@@ -120,6 +125,7 @@ class DelayLine(ImpairmentEngine):
             "down": {switch.ifindex[port]: _impairment(d) for port, d in down.items()},
             "seed": int(self.run_id, 16),
             "stats_path": str(self.stats_path),
+            "control_path": str(self.control_path),
         }
         if program is not None:
             proc = switch.popen(delayline_native.argv(program, config), stdout=-1, stderr=-1, text=True)

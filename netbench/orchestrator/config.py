@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from netbench import safe_files
 from netbench.emulation.spec import ClusterSpec
 from netbench.replicators.config import ReplicatorConfig
+from netbench.schedule.model import Schedule
 from netbench.worker.groups import Layout
 from netbench.workloads.config import WorkloadConfig
 
@@ -50,6 +51,20 @@ class RunConfig(BaseModel):
                                                   "--gpus-per-node workers of each node, replicating between nodes; site, "
                                                   "every worker of a site, replicating between sites (needs a topology of "
                                                   "two or more sites of equal size).")
+    schedule: Schedule | None = Field(None, description="Change links and nodes while the run goes on: a schedule CSV "
+                                      "(time_s,link,rate,delay,loss,state,jitter,compute_scale) or TOML, a Mahimahi trace or a "
+                                      "time_s,rate[,delay] trace; times count from the first measured step.")
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule_fits(cls, v: Schedule | None, info: ValidationInfo) -> Schedule | None:
+        """Every target named in the schedule exists, and every change is one this cluster can make while running."""
+        cluster = info.data.get("cluster")
+        if v is not None and cluster is not None:
+            from netbench.schedule.fits import check_fits
+
+            check_fits(v, cluster)
+        return v
 
     @field_validator("shard_within")
     @classmethod

@@ -33,7 +33,7 @@ from typing import Any, TextIO
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
-from netbench.orchestrator import results
+from netbench.orchestrator import results, scheduled
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.node_output import OutputPump
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
@@ -242,19 +242,21 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
 
     def phases(cluster: Cluster) -> None:
         outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
+        live = scheduled.start(config.run, cluster, run_dir, 1.0)  # a link schedule's time-0 changes
         capture = start_capture(cluster, run_dir.capture, config.run.capture)
         sampling = trace.start_sampling(config.run.trace, cluster.nodes, run_dir.path)  # TCP, for trace.json
         try:
             outcome.procs = _launch(config, cluster, run_dir, echo)
             if on_cluster:
                 on_cluster(cluster)
-            outcome.status, outcome.reason, outcome.code = _watch(outcome.procs, config.timeout_s, cluster.check)
+            outcome.status, outcome.reason, outcome.code = _watch(outcome.procs, config.timeout_s, scheduled.polling(cluster.check, live))
         finally:
             for p in outcome.procs:  # a signal or an error cut the watch short: nothing may outlive it
                 p.stop("netbench stopped")
             _read_after(outcome.procs)
             trace.stop_sampling(sampling)
             stop_capture(capture, cluster, outcome)
+            outcome.cluster.update(scheduled.describe(live))
         outcome.measured = True
 
     hold_cluster(config.run.cluster, names, outcome, "the command had finished", phases)

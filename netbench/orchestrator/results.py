@@ -26,6 +26,7 @@ from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.orchestrator.links import link_report, read_trunks
 from netbench.orchestrator.prediction import model_errors, predict_run, replay_run
 from netbench.orchestrator import health
+from netbench.orchestrator.schedule_results import annotate, segment_summary, step_errors
 from netbench.orchestrator.hybrid_results import hybrid_summary
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
@@ -204,7 +205,7 @@ def write_run(run_dir: RunDir, out: RunOutput) -> tuple[dict[str, Any], dict[str
     it is, costs only those columns: the reason says so and the Ctrl-C is raised again once the
     files are safe.
     """
-    steps = steps_frame(out.records)
+    steps = annotate(steps_frame(out.records), out.config, out.extra.get("dilation", 1.0))  # a link schedule's segments
     for column in CAPTURE_COLUMNS:  # the same columns with or without a capture
         if column not in steps:
             steps[column] = pd.Series(dtype="float64")
@@ -284,6 +285,11 @@ def _write_files(run_dir: RunDir, out: RunOutput, steps: pd.DataFrame, reason: s
         fidelity = _with_codec_speed(fidelity, steps, prediction.get("predicted"), "replay_step_time_s" in prediction)
     if fidelity is not None:
         summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "notes", "dilation", "cpu_stretch") if k in fidelity}
+    if out.config.schedule is not None and not steps.empty:
+        calib = out.calibration
+        summary["schedule_segments"] = segment_summary(config, steps, start.get("n_params"), calib.calibration if calib else None,
+                                                       out.cpus, calib.identity() if calib else None)
+        summary.update(step_errors(steps, summary["schedule_segments"]))
     if out.status == "ok":
         summary.update(prediction)
         summary.update(health.slowdown(summary))

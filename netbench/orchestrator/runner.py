@@ -41,7 +41,7 @@ from netbench.model.host import host_cpus
 from netbench.model.hostcache import HostCalibration, host_calibration
 from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
-from netbench.orchestrator import results
+from netbench.orchestrator import results, scheduled
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
@@ -131,15 +131,17 @@ def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_clus
 
     def phases(cluster: Cluster) -> None:
         build(plan, cluster, outcome)
+        live = scheduled.start(plan.config, cluster, plan.run_dir, plan.dilation)  # a link schedule's time-0 changes
         capture = start_capture(cluster, plan.run_dir.capture, plan.dilated.capture)
         sampling = trace.start_sampling(plan.dilated.trace, cluster.nodes, plan.run_dir.path)  # TCP, for trace.json
         try:
             procs = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0))
             if on_cluster:
                 on_cluster(cluster)
-            watch(plan, cluster, procs, capture, outcome, progress)
+            watch(plan, cluster, procs, capture, outcome, progress, scheduled.polling(cluster.check, live))
         finally:
             trace.stop_sampling(sampling)
+            outcome.cluster.update(scheduled.describe(live))
 
     hold_cluster(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases)
 
@@ -207,6 +209,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
                 workload=config.workload, out_path=str(run_dir.records_path(rank)),
                 timeout_s=timeout_s, threads=config.threads, cpu_dilation=dilation,
                 compute_scale=config.cluster.graph.nodes[index].compute_scale,
+                compute_phases=scheduled.compute_phases(config, index, dilation),
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
                 **({"shard_groups": layout.shards} if layout is not None else {}),
             )
@@ -217,7 +220,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
 
 
 def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], capture: Capture | None, outcome: RunOutcome,
-          progress: Progress | None) -> None:
+          progress: Progress | None, poll: Callable[[], None] | None = None) -> None:
     """Until every worker is done, or one fails or stalls; then, whatever happened, the fidelity verdict and the pcaps."""
     helpers = cluster.helper_pids  # every switch's delay line
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
@@ -233,7 +236,7 @@ def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], captur
 
     total = plan.dilated.warmup_steps + plan.dilated.steps
     try:
-        _wait(procs, plan.run_dir, total, deadline_s=plan.timeout_s * 2 + 30, progress=watched, poll=cluster.check)
+        _wait(procs, plan.run_dir, total, deadline_s=plan.timeout_s * 2 + 30, progress=watched, poll=poll or cluster.check)
     except WorkerFailure as exc:
         outcome.fail(str(exc))
     finally:

@@ -99,7 +99,7 @@ def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | 
     row: dict[str, Any] = {
         "key": point.key, "label": point.label, "replicator": cfg.replicator.name, "nodes": cfg.cluster.nodes,
         "bw": point.bw, "bw_bps": cfg.cluster.up.rate_bps, "delay": point.delay, "delay_ms": cfg.cluster.one_way_delay_s() * 1e3,
-        "topology": point.topology, "wan_bw": point.wan_bw, "wan_delay": point.wan_delay, "rank_order": point.rank_order,
+        "variant": point.variant, "topology": point.topology, "wan_bw": point.wan_bw, "wan_delay": point.wan_delay, "rank_order": point.rank_order,
         **_wan_figures(cfg),
         "status": status, "reason": reason or "", "run_dir": os.path.relpath(run_dir, out),
     }

@@ -30,6 +30,8 @@ from netbench.emulation.spec import ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.schedule import Schedule, ScheduleError
+from netbench.schedule import load as load_schedule
 from netbench.topology.file import TopologyError
 from netbench.topology.graph import Topology
 from netbench.topology.options import MAX_OVERSUBSCRIPTION, PRESETS, topology_from_options
@@ -178,6 +180,8 @@ class SweepScenario(BaseModel):
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="as `netbench run`: the transformer unless set")
     replicator: dict[str, Any] = Field(default_factory=dict, description="ReplicatorConfig settings shared by every replicator")
     tcp: TcpOptions = Field(default_factory=TcpOptions, description="TCP settings of every point's nodes (cc, wmem_max, slow_start_after_idle)")
+    schedule: str | None = Field(None, description="a link schedule or trace file every point runs with (netbench.schedule; "
+                                 "relative to the scenario file's folder)")
 
     def sections(self) -> list[tuple[str, Grid]]:
         """Every grid by where it was written: ``grid``, ``more[i]``, ``points[i]`` (a point: grid's axes with its own)."""
@@ -204,6 +208,7 @@ class Point:
     bw: str
     delay: str
     topology: str = "star"  # star, sites, racks, or the topology file's name
+    variant: str = ""  # what sets the point apart beyond replicator, nodes, rate and delay ("" on the plain star)
     wan_bw: str = ""  # the sites preset's WAN links ("" elsewhere)
     wan_delay: str = ""
     rank_order: str = "topology"
@@ -283,7 +288,9 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def _files_beside(data: dict[str, Any], folder: Path) -> None:
-    """Topology files named in the scenario are read relative to its folder (presets and absolute paths stay)."""
+    """Topology and schedule files named in the scenario are read relative to its folder (presets and absolute paths stay)."""
+    if isinstance(data.get("schedule"), str) and data["schedule"].strip() and not Path(data["schedule"]).is_absolute():
+        data["schedule"] = str(folder / data["schedule"])
     listed = [t for key in ("more", "points") for t in (data.get(key) if isinstance(data.get(key), list) else [])]
     tables = [data.get("grid"), *listed]  # anything malformed is the model's to report, field by field
     for table in tables:
@@ -308,7 +315,8 @@ def _key(config: RunConfig) -> str:
     hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
     by_node = {"shard_within"} if config.shard_within == "node" else set()  # sharding by node leaves the key as it is
     star = config.cluster.topology is None and config.cluster.rank_order == "topology"  # the one-switch cluster, as ever
-    exclude: dict = {"out_dir": True, "trace": True, **{k: True for k in (*hybrid, *by_node)}}
+    unscheduled = {"schedule"} if config.schedule is None else set()  # the network as built, as ever
+    exclude: dict = {"out_dir": True, "trace": True, **{k: True for k in (*hybrid, *by_node, *unscheduled)}}
     if star:
         exclude["cluster"] = {"topology": True, "rank_order": True}
     text = config.model_dump_json(exclude=exclude)
@@ -317,6 +325,30 @@ def _key(config: RunConfig) -> str:
 
 _NETWORK_FIELDS = {"--topology": "topology", "--sites": "sites", "--racks": "racks", "--wan-bw": "wan_bw",
                    "--wan-delay": "wan_delay", "--oversubscription": "oversubscription", "--rank-order": "rank_order", "nodes": "nodes"}
+
+
+def variant(gpus: int, intra: str, shard: str, net: _Network) -> str:
+    """What a point runs beyond its replicator, nodes, rate and delay, as its label writes it ("" on the plain star).
+
+    Two points of one sweep may share those four coordinates (a star and two sites, sharded or not);
+    the variant tells them apart in labels, in summary.csv and in ``compare``'s matching.
+    """
+    return " ".join(part for part in (_setup(gpus, intra, shard), net.label().strip()) if part)
+
+
+def _setup(gpus: int, intra: str, shard: str) -> str:
+    """Workers per node, their link and where replicas shard, as the label writes them before the rate."""
+    hybrid = f"x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
+    return " ".join(part for part in (hybrid, "sharded in sites" if shard == "site" else "") if part)
+
+
+def expected_coordinates(scenario: SweepScenario) -> list[tuple[str, int, str, str, str]]:
+    """(replicator, nodes, rate, delay, variant) of every point whose node count the scenario itself sets.
+
+    Points on a topology file take the file's node count, which this does not read; they are left out.
+    """
+    return [(r, n, b, d, variant(gpus, intra, shard, net))
+            for n, d, b, r, gpus, intra, net, shard, _section in _combos(scenario) if n is not None]
 
 
 def _combos(scenario: SweepScenario) -> list[tuple]:
@@ -356,10 +388,21 @@ def _on_network(cluster: ClusterSpec, nodes: int | None, net: _Network, where, f
         raise ScenarioError(f"{where('rank_order')}: {one_line(exc).split(': ', 1)[-1]}") from None
 
 
+def _schedule(scenario: SweepScenario, prefix: str, names: dict[str, str] | None) -> Schedule | None:
+    """The scenario's link schedule, read once for every point; a file that cannot be used is one ScenarioError."""
+    if not scenario.schedule:
+        return None
+    try:
+        return load_schedule(Path(scenario.schedule))
+    except ScheduleError as exc:
+        raise ScenarioError(f"{_where(prefix, 'schedule', names)}: {exc}") from None
+
+
 def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dict[str, str] | None = None) -> list[Point]:
     """The grid's points in run order (nodes, then delay, bandwidth, replicator), each a validated RunConfig."""
     out = []
     files: dict[str, Topology] = {}  # a topology file is read once however many points run on it
+    schedule = _schedule(scenario, prefix, names)
     for nodes, delay, bw, name, gpus, intra, net, shard, section in _combos(scenario):
         def where(field: str, section: str = section) -> str:
             return _where(prefix, f"{section}.{field}", names)
@@ -375,16 +418,18 @@ def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dic
             config = RunConfig(
                 cluster=cluster, replicator=ReplicatorConfig(name=name, **scenario.replicator), workload=scenario.workload,
                 steps=scenario.steps, warmup_steps=scenario.warmup, timeout_s=scenario.timeout_s, capture=scenario.capture,
-                out_dir=runs_dir, threads=scenario.threads, shard_within=shard,
+                out_dir=runs_dir, threads=scenario.threads, shard_within=shard, schedule=schedule,
                 **({"gpus_per_node": gpus, "intra_bw_bps": None if intra == "unshaped" else parse_rate(intra)} if gpus > 1 else {}),
             )
         except pydantic.ValidationError as exc:
-            raise ScenarioError(one_line(exc, {"shard_within": where("shard_within"), **(names or {})}, prefix=prefix)) from None
+            raise ScenarioError(one_line(exc, {"shard_within": where("shard_within"), "schedule": _where(prefix, "schedule", names),
+                                               **(names or {})}, prefix=prefix)) from None
         problem = check_tcp_options(cluster.tcp)
         if problem:
             raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")
-        hybrid = f" x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
-        hybrid += " sharded in sites" if shard == "site" else ""
-        out.append(Point(label=f"{name} {cluster.nodes}n{hybrid} {bw} {delay}{net.label()}", key=_key(config), config=config, bw=bw,
-                         delay=delay, topology=net.name, wan_bw=net.wan_bw or "", wan_delay=net.wan_delay or "", rank_order=net.rank_order))
+        setup = _setup(gpus, intra, shard)
+        out.append(Point(label=f"{name} {cluster.nodes}n{' ' * bool(setup)}{setup} {bw} {delay}{net.label()}", key=_key(config),
+                         config=config, bw=bw, delay=delay, topology=net.name, variant=variant(gpus, intra, shard, net),
+                         wan_bw=net.wan_bw or "", wan_delay=net.wan_delay or "",
+                         rank_order=net.rank_order))
     return out

@@ -131,7 +131,7 @@ def workload_mismatch(base: dict[str, Any] | None, cur: dict[str, Any] | None) -
 
 
 def _label(key: Key) -> str:
-    return f"{key[0]} {key[1]}n {format_rate(key[2])} {key[3]:g}ms"
+    return f"{key[0]} {key[1]}n {format_rate(key[2])} {key[3]:g}ms" + (f" {key[4]}" if key[4] else "")
 
 
 def _ratio(cur: float, base: float) -> float | None:

@@ -13,7 +13,6 @@ A sweep's ``sweep.json`` records the grid it was asked to run; that grid is the 
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import math
 import os
@@ -36,7 +35,7 @@ from netbench.units import UnitError, format_rate, parse_rate, parse_time
 __all__ = ["CompareError", "Key", "PointFigures", "Side", "MAX_INPUT_BYTES", "MAX_GRID_POINTS", "read_regular", "clean_text",
            "load_side"]
 
-Key = tuple[str, int, int, float]
+Key = tuple[str, int, int, float, str]  # replicator, nodes, rate (bit/s), one-way delay (ms), variant
 WIRE_TX = metric("wire_tx_bytes_per_step")  # bytes sent per node per step; its ``captured`` twin is the capture's MTU frames
 MAX_INPUT_BYTES = 256 * 2**20  # a steps.csv of 100 000 steps x 64 nodes stays below this
 MAX_GRID_POINTS = 100_000
@@ -151,7 +150,8 @@ def _key(where: str, row: dict[str, Any]) -> Key:
     for name, bad in problems:
         if bad:
             raise CompareError(f"{where}: {name} {clean_text(repr(row.get(name)), 40)} is not a usable coordinate")
-    return (replicator, int(nodes), int(round(bw)), round(delay, 3))
+    variant = row.get("variant")  # absent in sweeps from before variants, and on the plain star
+    return (replicator, int(nodes), int(round(bw)), round(delay, 3), clean_text(variant) if isinstance(variant, str) else "")
 
 
 def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
@@ -203,7 +203,7 @@ def _status(raw: Any) -> str:
 
 
 def _label(key: Key) -> str:
-    return f"{key[0]} {key[1]}n {format_rate(key[2])} {key[3]:g}ms"
+    return f"{key[0]} {key[1]}n {format_rate(key[2])} {key[3]:g}ms" + (f" {key[4]}" if key[4] else "")
 
 
 def _run_dir(folder: Path, stored: Any) -> Path | None:
@@ -236,6 +236,8 @@ def _sweep_side(folder: Path) -> Side:
         if key not in points or not figures.ok or figures.broken_figures():  # a failed or broken duplicate of a
             points[key] = figures                                                # coordinate is what the comparison shows
     expected, workload = _scenario(folder)
+    if expected is not None and rows and "variant" not in rows[0]:  # written before points had variants: none to match
+        expected = frozenset(k[:4] + ("",) for k in expected)
     return Side(points, expected, tuple(failed), workload, len(rows))
 
 
@@ -272,19 +274,29 @@ def _workload(path: Path, raw: Any) -> dict[str, Any] | None:
 
 
 def grid_keys(path: Path, scenario: dict[str, Any]) -> frozenset[Key]:
-    """The coordinates of every point a recorded scenario's grid (and its ``more`` grids) asks for."""
-    from netbench.orchestrator.sweep_scenario import Grid
+    """The coordinates of every point a recorded scenario asks for (its grid, ``more`` grids and ``[[points]]``).
 
-    raw = [scenario.get("grid") or {}, *(scenario.get("more") or [])] if isinstance(scenario.get("more") or [], list) else None
+    Points on a topology file are left out: their node count is the file's, which is not read here.
+    """
+    from netbench.orchestrator.sweep_scenario import SweepScenario, expected_coordinates
+
+    unreadable = CompareError(f"{clean_text(path)}: grid not readable (grid a table; more and points lists of tables; "
+                              f"at most {MAX_GRID_POINTS} points)")
+    extra = [scenario.get(k) or [] for k in ("more", "points")]
+    if not all(isinstance(x, list) for x in extra):
+        raise unreadable
+    sections = [scenario.get("grid") or {}, *extra[0], *extra[1]]
+    if not all(isinstance(x, dict) for x in sections):
+        raise unreadable
+    if sum(math.prod(len(v) if isinstance(v, list) else 1 for v in x.values()) for x in sections) > MAX_GRID_POINTS:
+        raise unreadable
     try:
-        grids = [Grid.model_validate(g) for g in raw] if raw is not None else []
+        grid = SweepScenario.model_validate({k: scenario[k] for k in ("grid", "more", "points") if k in scenario})
+        combos = expected_coordinates(grid)
+        # as the sweep records each point: its up-link rate, and its one-way delay (the up-link's) in ms
+        return frozenset((r, n, int(round(parse_rate(b))), round(parse_time(d) * 1e3, 3), v) for r, n, b, d, v in combos)
     except pydantic.ValidationError as exc:
         raise CompareError(f"{clean_text(path)}: grid not readable ({clean_text(exc.errors()[0].get('msg'), 120)})") from None
-    if raw is None or sum(len(g.nodes) * len(g.delay) * len(g.bw) * len(g.replicator) for g in grids) > MAX_GRID_POINTS:
-        raise CompareError(f"{clean_text(path)}: grid not readable (more must be a list, at most {MAX_GRID_POINTS} points)")
-    try:  # as the sweep records each point: its up-link rate, and its one-way delay (the up-link's) in ms
-        return frozenset((r, n, int(round(parse_rate(b))), round(parse_time(d) * 1e3, 3))
-                         for g in grids for n, d, b, r in itertools.product(g.nodes, g.delay, g.bw, g.replicator))
     except UnitError as exc:
         raise CompareError(f"{clean_text(path)}: grid not readable ({clean_text(exc, 120)})") from None
 

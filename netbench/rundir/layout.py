@@ -156,6 +156,11 @@ class RunDir:
         return self.path / "trunks.csv"
 
     @property
+    def schedule_csv(self) -> Path:
+        """Each change of a link schedule with the wall time it took effect (absent without a schedule)."""
+        return self.path / "schedule.csv"
+
+    @property
     def run_json(self) -> Path:
         return self.path / "run.json"
 

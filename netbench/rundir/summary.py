@@ -126,6 +126,10 @@ FIELDS: tuple[Field, ...] = (
     Metric("replay_error", label="model error, replayed: (replay - measured) / measured step", csv=("measured",), terminal=True),
     Metric("forecast_error", label="model error, forecast from calibration: (model - measured) / measured step",
            csv=("measured",), terminal=True),
+    Metric("schedule_forecast_step_error", label="model error per step under a schedule, forecast: median |model / measured - 1|",
+           terminal=True),
+    Metric("schedule_replay_step_error", label="model error per step under a schedule, replayed: median |model / measured - 1|",
+           terminal=True),
     Metric("retrans_bytes_per_step", label="retransmitted bytes/step/node", terminal=True, source="capture_tx_retrans_bytes",
            across="mean", **_B),
     Metric("retrans_segs_per_step", label="retransmitted segments/step/node", csv=("measured",), terminal=True, source="retrans_segs",
@@ -139,6 +143,7 @@ FIELDS: tuple[Field, ...] = (
     Field("gpus_per_node", Optional[int], prediction=True),
     Field("per_machine", Optional[dict[int, dict[str, float]]]),
     Field("stalls", Optional[list[dict[str, Any]]]),
+    Field("schedule_segments", Optional[list[dict[str, Any]]]),  # a link schedule's segments: median step, model, error
     Field("run_id", Optional[str]),
     Field("status", Optional[str]),
     Field("reason", Optional[str]),

@@ -35,7 +35,7 @@ SWEEP_JSON = "sweep.json"
 CALIBRATION = "calibration.json"
 # summary.csv columns that hold text (an all-empty one would otherwise read back as float NaN)
 TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error", "statistic", "fidelity_reasons",
-        "topology", "wan_bw", "wan_delay", "rank_order", "bottleneck_model", "busiest_link",
+        "variant", "topology", "wan_bw", "wan_delay", "rank_order", "bottleneck_model", "busiest_link",
         "bottleneck_measured")
 REQUIRED = ("key", "label", "status", "run_dir")  # every row has them; a point that ran also its coordinates:
 COORDINATES = {"replicator": None, "nodes": (1, MAX_EMULATED_NODES), "bw_bps": (MIN_RATE_BPS, MAX_RATE_BPS),

@@ -35,6 +35,7 @@ import torch.distributed as dist
 
 from netbench import pacing
 from netbench.emulation import signals
+from netbench.schedule.pacing import scale_at
 from netbench.trace import spans
 from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 from netbench.worker.counters import IfaceCounters, read_counters
@@ -66,6 +67,7 @@ class WorkerRun:
         self.step = -1  # the step in progress, for the error event
         self.measured: list[dict[str, Any]] = []
         self.backward = None  # set in _setup when buckets launch from backward
+        self.measuring_since: float | None = None  # wall time the first measured step began (a schedule's time 0)
 
     def run(self) -> None:
         """Everything up to the done event; any failure propagates to :func:`run_worker`."""
@@ -123,6 +125,7 @@ class WorkerRun:
                   before: IfaceCounters) -> tuple[dict[str, Any], IfaceCounters]:
         """Run and measure one step; returns its record and the counter reading it ended on."""
         t_start, began, began_cpu = time.time(), time.perf_counter(), time.thread_time()
+        self._follow_schedule(step, t_start)
         spans.begin(began)  # the step's timeline, placed on the wall clock by t_start
         loss = workload.compute_step()
         pacing.pace(time.perf_counter() - began, time.thread_time() - began_cpu)  # a real model's CPU, under dilation
@@ -137,7 +140,7 @@ class WorkerRun:
         record: dict[str, Any] = {
             "event": "step", "rank": self.spec.rank, "step": step, "warmup": step < self.spec.warmup_steps,
             "t_start": t_start, "t_end": t_end, "compute_s": computed - began - hooked,
-            "compute_scale": self.spec.compute_scale,  # above 1: a straggler's phases, stretched (netbench.pacing)
+            "compute_scale": pacing.compute_scale(),  # above 1: a straggler's phases, stretched (netbench.pacing)
         }
         record.update({name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)})
         record.update(step_s=ended - began, loss=loss, **(after - before).as_dict(), spans=timeline)
@@ -146,6 +149,14 @@ class WorkerRun:
 
             record.update(intra_fields(self, stats))
         return record, after
+
+    def _follow_schedule(self, step: int, t_start: float) -> None:
+        """A schedule's straggler phases: the compute scale in force from this step on (netbench.schedule.pacing)."""
+        if not self.spec.compute_phases or step < self.spec.warmup_steps:
+            return
+        if self.measuring_since is None:
+            self.measuring_since = t_start
+        pacing.set_compute_scale(scale_at(self.spec.compute_phases, t_start - self.measuring_since, self.spec.compute_scale))
 
     def _done_record(self) -> dict[str, Any]:
         """Totals over the measured (non-warmup) steps."""

@@ -49,6 +49,8 @@ class WorkerSpec(BaseModel):
         None, min_length=1, description="the sharding groups as rank lists of one size, every rank once (a site's ranks with "
         "--shard-within site); None: the gpus_per_node workers of each node")
     compute_scale: float = Field(1.0, ge=1.0, le=100.0, description="a straggler: its compute and codec phases take this many times as long")
+    compute_phases: tuple[tuple[float, float], ...] = Field(
+        (), description="a schedule's straggler phases: (seconds from the first measured step, compute scale), in time order")
 
     @model_validator(mode="after")
     def _rank_in_world(self) -> "WorkerSpec":

@@ -1,0 +1,138 @@
+"""A scheduled run's results: which schedule segment each step ran in, and per segment what it measured and the model said.
+
+Time 0 is the first measured step's start on rank 0 (what the live schedule counts from); a step belongs to the
+segment in force when it began. Per segment: the median step of the slowest node, the model's forecast (the
+network in force then, the segment's measured local work, the calibration's codec scaled by the slowest node's
+compute scale) and its replay (the segment's measured codec), and their errors. A segment with a link down gets
+no prediction; instead it lists the steps that overlapped the outage (the stall).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from netbench.emulation.spec import ClusterSpec
+from netbench.orchestrator.prediction import predict_run, replay_run
+from netbench.rundir.summary import measured_steps
+from netbench.schedule.model import Segment
+from netbench.schedule.state import segments
+
+if TYPE_CHECKING:
+    from netbench.model.calibration import Calibration
+    from netbench.orchestrator.config import RunConfig
+
+__all__ = ["STEP_COLUMNS", "annotate", "segment_cluster", "segment_summary", "step_errors"]
+
+STEP_COLUMNS = ("schedule_segment", "schedule_rate_bps", "schedule_delay_s", "schedule_link_down")
+
+
+def _time_zero(steps: pd.DataFrame) -> float | None:
+    measured = measured_steps(steps)
+    first = measured[measured["rank"] == measured["rank"].min()] if not measured.empty else measured
+    return float(first.sort_values("step")["t_start"].iloc[0]) if not first.empty else None
+
+
+def annotate(steps: pd.DataFrame, config: "RunConfig", dilation: float) -> pd.DataFrame:
+    """``steps`` with the segment each step ran in and the slowest link rate, the longest uplink delay, a link down."""
+    if config.schedule is None or steps.empty or "t_start" not in steps:
+        return steps
+    t0, found = _time_zero(steps), segments(config.schedule, config.cluster.graph)
+    if t0 is None:
+        return steps
+    starts = pd.Series([s.start_s for s in found])
+    elapsed = (steps["t_start"] - t0) / dilation
+    index = elapsed.clip(lower=0.0).apply(lambda t: int((starts <= t).sum()) - 1)  # warm-up ran on the time-0 network
+    out = steps.assign(schedule_segment=index)
+    by_index = {s.index: s for s in found}
+    out["schedule_rate_bps"] = index.map(lambda i: _rate(by_index[i]) if i in by_index else None)
+    out["schedule_delay_s"] = index.map(lambda i: _delay(by_index[i]) if i in by_index else None)
+    out["schedule_link_down"] = index.map(lambda i: bool(by_index[i].down) if i in by_index else False)
+    return out.assign(schedule_elapsed_s=elapsed)
+
+
+def _rate(segment: Segment) -> float:
+    return min(min(link.forward.rate_bps, link.reverse.rate_bps) for link in segment.graph.links)
+
+
+def _delay(segment: Segment) -> float:
+    return max(link.forward.delay_s for link in segment.graph.links)
+
+
+def segment_cluster(cluster: ClusterSpec, segment: Segment) -> ClusterSpec:
+    """The cluster as the model should see it during ``segment``: its graph, and the star's up/down from node 0's link."""
+    first = segment.graph.access_link(0)
+    return cluster.model_copy(update={"topology": segment.graph, "up": first.forward, "down": first.reverse})
+
+
+def segment_summary(config: "RunConfig", steps: pd.DataFrame, n_params: int | None, calibration: "Calibration | None",
+                    cpus: int | None, identity: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """One entry per schedule segment that has measured steps (or that took a link down)."""
+    if config.schedule is None or "schedule_segment" not in steps:
+        return []
+    measured = measured_steps(steps)
+    out = []
+    for segment in segments(config.schedule, config.cluster.graph):
+        rows = measured[measured["schedule_segment"] == segment.index]
+        entry: dict[str, Any] = {"segment": segment.index, "start_s": segment.start_s, "end_s": segment.end_s,
+                                 "label": segment.label, "rate_bps": _rate(segment), "delay_s": _delay(segment),
+                                 "link_down": sorted(segment.down), "compute_scale": max(n.compute_scale for n in segment.graph.nodes),
+                                 "steps": int(rows["step"].nunique())}
+        if segment.down:
+            entry["stalled_steps"] = _overlapping(measured, steps, segment)
+        if rows.empty:
+            if segment.down:
+                out.append(entry)
+            continue
+        entry["step_time_s"] = float(rows.groupby("step")["step_s"].max().median())
+        if not segment.down:
+            entry.update(_predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"]))
+        out.append(entry)
+    return out
+
+
+STALL_FACTOR = 2.0  # a step an outage overlapped counts as stalled when it took this many times the run's median step
+
+
+def _overlapping(measured: pd.DataFrame, steps: pd.DataFrame, segment: Segment) -> list[int]:
+    """Steps that ran while the segment's link was down and took over STALL_FACTOR x the run's median step."""
+    end = segment.end_s if segment.end_s is not None else float("inf")
+    span = steps.groupby("step").agg(start=("schedule_elapsed_s", "min"), took=("step_s", "max"))
+    typical = float(measured.groupby("step")["step_s"].max().median()) if not measured.empty else 0.0
+    hit = span[(span["start"] < end) & (span["start"] + span["took"] > segment.start_s) & (span["took"] > STALL_FACTOR * typical)]
+    return [int(s) for s in hit.index]
+
+
+def _predicted(config: "RunConfig", segment: Segment, rows: pd.DataFrame, n_params: int | None, calibration: Any,
+               cpus: int | None, identity: dict[str, Any] | None, measured_s: float) -> dict[str, Any]:
+    """The model's step for the segment's network beside the segment's median, forecast and replay, with errors."""
+    seg_config = config.model_copy(update={"cluster": segment_cluster(config.cluster, segment)})
+    forecast = predict_run(seg_config, rows, n_params, calibration, cpus=cpus, identity=identity)
+    out: dict[str, Any] = {}
+    if "error" in forecast:
+        return {"prediction_error": forecast["error"]}
+    out["predicted_step_time_s"] = forecast["step_time_s"]
+    out["forecast_error"] = forecast["step_time_s"] / measured_s - 1
+    replay = replay_run(seg_config, rows, calibration, cpus=cpus)
+    if replay is not None:
+        out["replay_step_time_s"] = replay
+        out["replay_error"] = replay / measured_s - 1
+    return out
+
+
+def step_errors(steps: pd.DataFrame, found: list[dict[str, Any]]) -> dict[str, float]:
+    """Per measured step, the model for the segment in force against the slowest node's step: the median |error|,
+    forecast and replay (``schedule_forecast_step_error``, ``schedule_replay_step_error``)."""
+    measured = measured_steps(steps)
+    if measured.empty or "schedule_segment" not in measured or not found:
+        return {}
+    per_step = measured.groupby("step").agg(segment=("schedule_segment", "first"), step_s=("step_s", "max"))
+    by_index = {s["segment"]: s for s in found}
+    out = {}
+    for key, model in (("schedule_forecast_step_error", "predicted_step_time_s"), ("schedule_replay_step_error", "replay_step_time_s")):
+        predicted = per_step["segment"].map(lambda i: by_index.get(i, {}).get(model))
+        errors = (pd.to_numeric(predicted, errors="coerce") / per_step["step_s"] - 1).abs().dropna()
+        if not errors.empty:
+            out[key] = float(errors.median())
+    return out

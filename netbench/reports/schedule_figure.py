@@ -1,0 +1,104 @@
+"""A scheduled run's figure and table: step time over the run with the model's per-segment step, the schedule beneath.
+
+Drawn from steps.csv (each step's slowest node, placed at its start, in seconds from the first measured step) and the
+summary's ``schedule_segments`` (each segment's window, rate in force, outage, compute scale, and the model's
+step). Both are read as untrusted input: a damaged file gives no figure, never a crash.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from netbench import safe_files  # noqa: E402
+from netbench.reports.steps import read_steps  # noqa: E402
+
+__all__ = ["schedule_figure", "segment_lines"]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def _segments(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    found = summary.get("schedule_segments")
+    return [s for s in found if isinstance(s, dict) and _number(s.get("start_s")) is not None] if isinstance(found, list) else []
+
+
+def segment_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per segment: its window and network, median step, the model's, the error; stalled steps where a link was down."""
+    lines = []
+    for s in _segments(summary):
+        measured, model = _number(s.get("step_time_s")), _number(s.get("predicted_step_time_s"))
+        replay = _number(s.get("replay_step_time_s"))
+        text = f"{str(s.get('label', ''))[:60]}: {int(_number(s.get('steps')) or 0)} steps"
+        if measured is not None:
+            text += f", median step {measured:.3f} s"
+        if model is not None and measured:
+            text += f", model {model:.3f} s ({model / measured - 1:+.0%})"
+        if replay is not None and measured:
+            text += f", replay {replay:.3f} s ({replay / measured - 1:+.0%})"
+        stalled = s.get("stalled_steps")
+        if isinstance(stalled, list) and stalled:
+            text += f", stalled steps {', '.join(str(int(x)) for x in stalled[:8] if isinstance(x, int))}"
+        lines.append(text)
+    return lines
+
+
+def _step_times(run_dir: Path) -> pd.DataFrame | None:
+    steps = read_steps(run_dir)
+    if steps is None or "schedule_elapsed_s" not in steps:
+        return None
+    steps = steps.assign(schedule_elapsed_s=pd.to_numeric(steps["schedule_elapsed_s"], errors="coerce"))
+    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    per_step = measured.groupby("step").agg(t=("schedule_elapsed_s", "min"), step_s=("step_s", "max")).dropna()
+    return per_step if not per_step.empty else None
+
+
+def schedule_figure(run_dir: Path, summary: dict[str, Any], path: Path) -> Path | None:
+    """Draw the run's step times over its schedule into ``path``; None where the run has no schedule or no steps."""
+    segments, per_step = _segments(summary), _step_times(run_dir)
+    if not segments or per_step is None:
+        return None
+    end = max(float(per_step["t"].max() + per_step["step_s"].iloc[-1]), max(s["start_s"] for s in segments) + 1)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+    top.plot(per_step["t"], per_step["step_s"], "o-", ms=3, lw=1, color="#4c72b0", drawstyle="steps-post",
+             label="measured step (slowest node), from its start")
+    for s in segments:
+        stop = _number(s.get("end_s")) or end
+        for key, style, label in (("predicted_step_time_s", "--", "model (forecast)"), ("replay_step_time_s", ":", "model (replay)")):
+            value = _number(s.get(key))
+            if value is not None:
+                top.hlines(value, s["start_s"], stop, colors="#c44e52", linestyles=style, label=label)
+        if s.get("link_down"):
+            for ax in (top, bottom):
+                ax.axvspan(s["start_s"], stop, color="#bbbbbb", alpha=0.5, lw=0)
+        rate = _number(s.get("rate_bps"))
+        if rate is not None:
+            bottom.hlines(rate / 1e6, s["start_s"], stop, colors="#55a868", lw=2)
+        scale = _number(s.get("compute_scale"))
+        if scale and scale > 1:
+            bottom.text(s["start_s"], 0, f" compute x{scale:g}", fontsize=8, va="bottom")
+    handles, labels = top.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    top.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left")
+    top.set_ylabel("step time (s)")
+    top.grid(alpha=0.3)
+    bottom.set_ylabel("rate (Mbit/s)")
+    bottom.set_ylim(bottom=0)
+    bottom.set_xlabel("seconds from the first measured step (grey: a link down)")
+    bottom.grid(alpha=0.3)
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    safe_files.write_bytes(path, png.getvalue())  # never through a link planted at ``path``
+    return path

@@ -1,0 +1,25 @@
+"""Whether a schedule fits the cluster it is to run on: checked when the run's configuration is made."""
+
+from __future__ import annotations
+
+from netbench.emulation.spec import ClusterSpec
+from netbench.schedule.model import Schedule
+
+__all__ = ["check_fits"]
+
+
+def check_fits(schedule: Schedule, cluster: ClusterSpec) -> None:
+    """ValueError (one line) for a target the network lacks, or a change this cluster cannot make while running.
+
+    Delay, jitter and loss change in the delay line, which must then be running from the start on every uplink: the
+    one-switch cluster with a delay (``--delay``), on the delay line engine.
+    """
+    schedule.check_targets(cluster.graph)
+    if not schedule.changes_delay:
+        return
+    if cluster.topology is not None:
+        raise ValueError("changes delay, jitter or loss: supported on the one-switch cluster (no --topology) only")
+    if not cluster.up.impaired:
+        raise ValueError("changes delay, jitter or loss: start the run with a delay on the uplinks (e.g. --delay 1ms) so the delay line runs")
+    if cluster.engine == "netem":
+        raise ValueError("changes delay, jitter or loss: needs the delay line engine (--engine delayline or auto), not netem")
