@@ -1,4 +1,4 @@
-"""FlexDeMo (issue 15): G workers per node shard inside it and replicate between nodes.
+"""FlexDeMo: G workers per node shard inside it and replicate between nodes.
 
 Three levels: the layout arithmetic (pure), the hierarchical step in real gloo processes on
 localhost (every replicator keeps every node's model identical), and `netbench run
