@@ -1,4 +1,4 @@
-"""Time single gloo collectives on an emulated cluster, beside the old and the new model.
+"""Time single gloo collectives on an emulated cluster, beside an alpha-beta model and the gloo/TCP model.
 
 Why: the step model's communication term is judged on whole training runs, where compute,
 compression and many calls mix. This benchmark isolates one collective call of a chosen size on
@@ -14,7 +14,7 @@ one call's time; reported is the median over rounds of the slowest rank's.
         --collective all_reduce --bytes 4e6 --iters 5 --gap-ms 50
 
 Prints one line per point (and ``--json`` one JSON object per point): measured, the alpha-beta
-model as it stood before this module (``old``), and the gloo/TCP model (``new``), with ratios.
+model (hops x (delay + overhead) + bytes / rate, printed as ``old``), and the gloo/TCP model (``new``), with ratios.
 """
 
 from __future__ import annotations

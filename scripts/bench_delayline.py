@@ -1,8 +1,8 @@
 """Delay line cost: CPU per packet, packets late, and goodput through the userspace delay line.
 
 The delay line (netbench.emulation.delayline) is the one emulation process whose CPU grows with
-the packet rate; on a two-core host it competes with the nodes' codecs, and issue 12 traced a
-non-faithful run to it. Each case builds a two-node cluster with a one-way delay, sends iperf3
+the packet rate; on a two-core host it competes with the nodes' codecs, and can make a
+run not faithful. Each case builds a two-node cluster with a one-way delay, sends iperf3
 through it, and reads the delay line's own CPU time (/proc/PID/stat) and counters, for the native
 delay line (delayline.c) and the Python one, with the ratio native / python:
 

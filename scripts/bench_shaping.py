@@ -1,6 +1,6 @@
 """Shaping accuracy, repeated: goodput/rate of N probes per link, with its minimum, median and pass ratio.
 
-One good run proves little on a shared two-core host; the targets (issue 13) hold for every
+One good run proves little on a shared two-core host; the targets hold for every
 probe: goodput/rate >= 0.93 at 10mbit, 100mbit and 1gbit, >= 0.85 at 10gbit, >= 0.9 at 100mbit
 with 20 ms one-way delay. Run as root (or rootless) with the machine otherwise quiet:
 

@@ -1,6 +1,6 @@
 """The package's architecture, read from the source alone (AST: nothing is imported, so this takes a second).
 
-#14: ``netbench.model`` is a pure library that ``plan`` can use anywhere, so it imports nothing from
+``netbench.model`` is a pure library that ``plan`` can use anywhere, so it imports nothing from
 the emulator, the orchestrator or pandas; no modules import each other in a circle; a module's
 private names (``_name``) stay inside it. Function-level and TYPE_CHECKING imports count too: a
 lazy import is still a dependency, only a later one.

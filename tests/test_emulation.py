@@ -508,6 +508,6 @@ def test_delay_line_switch_routes_without_bridge_netfilter() -> None:
         n0, n1 = cluster.nodes
         assert n0.run(["ip", "route", "show"]).stdout.count("\n") == 1  # only the /24: still no default route
         # The fastest of 20 round trips: the ping and echo are Python processes, and on a loaded host their own
-        # wake-ups add milliseconds to a median of 5 (the old check: 4 ms +- 1 ms); a delay line is late, never early.
+        # wake-ups add milliseconds to a median of 5 (beyond a 1 ms tolerance); a delay line is late, never early.
         rtt = measure_rtt(n0, n1, count=20)
         assert rtt["lost"] == 0 and 4.0 * 0.95 <= rtt["rtt_min_ms"] <= 4.0 * 1.25, rtt

@@ -54,8 +54,8 @@ def test_judge_names_each_cause() -> None:
 
 
 # Recorded: `run.json` fidelity.observed of fidelity-grid points (scenarios/fidelity.toml).
-# full 8n 1gbit 0ms (reports/fidelity at ba73092, quiet host): measured step 1.5x the model (comm 62.5 ms vs 21.8 ms). Its
-# main threads waited 6.7 % and softirq took 21 % (under both limits: the old rules passed it), while all its threads,
+# full 8n 1gbit 0ms (reports/fidelity/undilated-all-threads-wait, quiet host): measured step 1.5x the model (comm 62.5 ms vs 21.8 ms). Its
+# main threads waited 6.7 % and softirq took 21 % (under both limits: a rule on the main thread alone passes it), while all its threads,
 # gloo's that run the ring among them, waited 25 %.
 EIGHT_ON_TWO = {"cores": 2, "nodes": 8, "seconds": 0.6159, "worker_wait_mean": 0.0669, "worker_wait_max": 0.1343, "worker_cpu_mean": 0.0387,
                 "threads_cpu_mean": 0.0925, "threads_wait_mean": 0.2512, "threads_wait_max": 0.4529, "threads_slices_per_s_mean": 444.1,
@@ -113,7 +113,7 @@ def test_workers_whose_threads_wait_for_cores_are_flagged() -> None:
     cores = len(os.sched_getaffinity(0))
     verdict = _monitor(THREAD_BUSY, 3 * cores, settle_s=2.0)
     seen = verdict["observed"]
-    assert seen["worker_wait_mean"] < THRESHOLDS["worker_wait"]  # the main thread blocks in join(): the old monitor saw nothing
+    assert seen["worker_wait_mean"] < THRESHOLDS["worker_wait"]  # the main thread blocks in join(): its own wait shows nothing
     assert seen["threads_wait_mean"] > 0.5 and seen["threads_cpu_mean"] > 0  # three spinning threads per core
     assert not verdict["ok"] and any(f"{3 * cores} workers outnumber the host's {cores} cores" in r for r in verdict["reasons"])
 

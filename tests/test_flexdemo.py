@@ -1,4 +1,4 @@
-"""FlexDeMo (issue 15): G workers per node shard inside it and replicate between nodes.
+"""FlexDeMo: G workers per node shard inside it and replicate between nodes.
 
 Three levels: the layout arithmetic (pure), the hierarchical step in real gloo processes on
 localhost (every replicator keeps every node's model identical), and `netbench run
@@ -197,8 +197,8 @@ def test_sweep_grid_takes_gpus_per_node_and_intra_bw(tmp_path: Path) -> None:
     flat = points(scenario, tmp_path)[0]
     import hashlib
 
-    before = {"out_dir": True, "trace": True, "gpus_per_node": True, "intra_bw_bps": True, "shard_within": True,
-              "cluster": {"topology": True, "rank_order": True}}  # the fields these axes and topologies added
+    before = {"out_dir": True, "trace": True, "gpus_per_node": True, "intra_bw_bps": True, "shard_within": True, "schedule": True,
+              "cluster": {"topology": True, "rank_order": True}}  # the fields these axes, topologies and schedules added
     old = hashlib.sha256(flat.config.model_dump_json(exclude=before).encode()).hexdigest()[:12]
     assert flat.key == old
 

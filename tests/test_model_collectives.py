@@ -29,7 +29,7 @@ def test_ring_all_reduce_time_by_hand_4_nodes_100mbit():
     segments = 12 * -(-500_000 // 1448)  # 346 segments per 500 kB message
     expected = 8 * (6_000_000 + segments * 66) / 100e6
     assert c.time_s == pytest.approx(expected)
-    assert c.time_s == pytest.approx(0.50, rel=0.01)  # NOTES.md: measured 0.503 s through tbf
+    assert c.time_s == pytest.approx(0.50, rel=0.01)  # measured 0.503 s through tbf (docs/benchmarks)
     assert c.tx.payload == pytest.approx(6_000_000) and c.rx.payload == pytest.approx(6_000_000)
     assert c.tx.overhead == pytest.approx(segments * 66)
 
@@ -72,8 +72,8 @@ def test_two_node_ring_sends_pure_acks():
     assert not pattern("all_reduce", "tree", 4_000_000, 8).bidirectional
 
 
-def test_notes_md_gloo_timings_at_100mbit():
-    """NOTES.md measured through tbf at 100mbit: 4 MB all_reduce 0.335 s (2 nodes), 0.503 s (4 nodes);
+def test_gloo_timings_measured_through_tbf_at_100mbit():
+    """Measured through tbf at 100mbit (docs/benchmarks): 4 MB all_reduce 0.335 s (2 nodes), 0.503 s (4 nodes);
     all_gather of 4 MB per rank on 4 nodes 1.01-1.06 s. The default framing must land within a few percent."""
     f = Framing()
     ar2 = cost(pattern("all_reduce", "ring", 4e6, 2), MBIT100, f).time_s

@@ -92,7 +92,7 @@ def worker(
     as_json: bool = typer.Option(False, "--json", help="Rank 0 prints the summary as one JSON object."),
     shard_in_host: bool = hopt.ShardInHostOpt,
 ) -> None:
-    """One host's rank of a multi-host run; start it with torchrun on every host (README: Multiple hosts)."""
+    """One host's rank of a multi-host run; start it with torchrun on every host (docs/how-to/multi-host.md)."""
     from netbench.emulation.hostshaping import HostShapingError
     from netbench.orchestrator import torchrun as hosts
     from netbench.orchestrator.timeouts import collective_timeout_s

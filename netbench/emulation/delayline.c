@@ -1,7 +1,7 @@
 /* netbench's native delay line: the same job as delayline.py at a fraction of its CPU per packet.
  *
  * Why it exists: the Python delay line costs 30-45 us of CPU per packet, so at 100 Mbit/s it takes a
- * fifth of a core, which on a small host it takes from the emulated nodes (issue 12). This program
+ * fifth of a core, which on a small host it takes from the emulated nodes. This program
  * does what delayline.py's DelayLine and serve() do, with the same inputs, counters and signals:
  *
  *   delayline STATS_PATH SEED [control=PATH] [up|down:IFINDEX:DELAY_S:JITTER_S:LOSS ...]
@@ -285,7 +285,7 @@ struct fair_attr {
 };
 
 /* Run ahead of the workers: a release waits for a core otherwise, and a busy host makes the line late
-   (issue 12). Real-time where allowed (root). Elsewhere a higher share where allowed, and a short slice,
+   (and fidelity flags it). Real-time where allowed (root). Elsewhere a higher share where allowed, and a short slice,
    which any user may ask for: EEVDF (Linux 6.12+) lets a task that wakes with a shorter slice preempt the
    running one, where a user namespace's delay line otherwise waited 13-15 % of a run for a core, behind
    workers that had lowered themselves to nice 19 even (kernels before 6.12 ignore the request). */

@@ -3,7 +3,7 @@
 The switch namespace's FORWARD chain hands each routed packet to an NFQUEUE; this process holds
 every packet until its release time and then issues the verdict, in arrival order. It must sit in
 the forwarding path: a delay in the *sender's* namespace keeps the packet charged to its socket and
-TCP Small Queues throttles the flow (shared/NOTES.md). Frames forwarded from another namespace are
+TCP Small Queues throttles the flow (docs/concepts/emulation.md). Frames forwarded from another namespace are
 orphaned from their socket, so holding them there is harmless, as with netem.
 
 Per packet: delay = up[in_port] + down[out_port] (+ Gaussian jitter, truncated at zero), dropped

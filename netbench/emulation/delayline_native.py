@@ -1,7 +1,7 @@
 """The native delay line (``delayline.c``): built once per host with the C compiler, cached, else none.
 
 Why: the Python delay line costs 30-45 us of CPU per packet, a fifth of a core at 100 Mbit/s,
-which a small host takes from the emulated nodes' codecs (issue 12). The C program does the same
+which a small host takes from the emulated nodes' codecs. The C program does the same
 job (same inputs, counters, signals and release rule) for a few microseconds per packet.
 Where it cannot be built (no ``cc``, no libnetfilter_queue headers) the Python delay line runs
 instead; run.json's ``delay_line`` names which one ran. ``$NETBENCH_DELAY_LINE`` = ``python``

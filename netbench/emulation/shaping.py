@@ -1,7 +1,7 @@
 """Rate shaping (tbf) and, where the kernel has it, netem, on one interface direction.
 
 Sizing matters more than the qdisc: a burst too small for the timer resolution under-delivers, one
-too large lets the rate overshoot for seconds (see shared/NOTES.md), so burst and queue limit are
+too large lets the rate overshoot for seconds (docs/concepts/emulation.md, Shaping), so burst and queue limit are
 derived from the rate, never fixed constants.
 """
 

@@ -1,7 +1,7 @@
 """TCP settings of the emulated nodes: chosen per run, applied per namespace, read back for run.json.
 
 Why: over links with delay, the congestion control, the socket buffer limits and whether TCP
-restarts slow start after an idle period decide how fast gloo's bursts go (NOTES.md), and a real
+restarts slow start after an idle period decide how fast gloo's bursts go (docs/concepts/model.md), and a real
 WAN cluster's settings differ from this host's. Everything here is per network namespace:
 
 * congestion control: the node's subnet route gets ``congctl NAME`` (a route metric; the

@@ -1,6 +1,6 @@
 """Alpha-beta cost of one collective call: messages, bytes per node, and time.
 
-``ring`` is what gloo runs for CPU tensors (NOTES.md): gloo's all_reduce is a reduce-scatter then
+``ring`` is what gloo runs for CPU tensors: gloo's all_reduce is a reduce-scatter then
 an all-gather around the ring, each buffer cut into 2N segments so one is in flight while the
 other is reduced (gloo/allreduce.cc) -- 4(N-1) messages of B/2N per node, 2(N-1) sequential
 latencies, 2(N-1)/N of the buffer sent by every node. gloo's all_gather passes each rank's

@@ -25,7 +25,7 @@ from netbench.shapes import ParamShape, total_params
 
 __all__ = ["LOOPBACK_BPS", "LOOPBACK_MTU", "node_shapes", "worker_shapes", "intra_bps", "intra_prediction", "PerWorkerScheme"]
 
-LOOPBACK_BPS = 25e9  # an unshaped intra-node link: about what one core pushes through a veth or lo here (shared/NOTES.md)
+LOOPBACK_BPS = 25e9  # an unshaped intra-node link: about what one core pushes through a veth or lo (docs/concepts/emulation.md)
 LOOPBACK_MTU = 65536
 
 

@@ -13,7 +13,7 @@ time stops meaning anything about a real cluster when:
   time. So with ``nodes > cores`` the wait that counts is all of a worker's threads' together
   (same 10 % limit). The main thread's wait alone missed it: ``full 8n 1gbit 0ms`` of the
   fidelity grid measured its step 1.5-1.8x the model (communication 59-95 ms against 22 ms) while its main
-  threads waited 7-9 %; all its threads waited 25 % (README, "Fidelity"). With ``nodes <= cores``
+  threads waited 7-9 %; all its threads waited 25 % (docs/concepts/fidelity.md). With ``nodes <= cores``
   each node has a core, and a worker's threads handing work to each other wait briefly on a real
   node too (2 nodes, 1gbit, no delay: 11 % summed over threads, step within 4 % of the model), so
   there the main thread's wait still decides (it sees other load taking the cores). A run dilated k
@@ -31,7 +31,7 @@ time stops meaning anything about a real cluster when:
 Shaper drops and overlimits (``tc -s qdisc``) are recorded but are not a reason: a real switch
 port drops when its buffer fills too.
 
-Thresholds (``THRESHOLDS``) were set from runs on a 2-core host (see README, "Fidelity"): a
+Thresholds (``THRESHOLDS``) were set from runs on a 2-core host (docs/benchmarks/2026-11-cpu-2core.md): a
 2-node run there has its workers wait under 2 % of the time and no late packets; 16 and 32
 nodes wait 50-90 %.
 """

@@ -77,7 +77,7 @@ def rendezvous(iface: str, environ: dict[str, str] | None = None) -> ResolvedSpe
     env = os.environ if environ is None else environ
     missing = [var for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if var not in env]
     if missing:
-        raise SpecError(f"{', '.join(missing)} not set: start `netbench worker` with torchrun on every host (README: Multiple hosts)")
+        raise SpecError(f"{', '.join(missing)} not set: start `netbench worker` with torchrun on every host (docs/how-to/multi-host.md)")
     try:
         read_counters(iface)
     except CounterError as exc:

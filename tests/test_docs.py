@@ -1,0 +1,115 @@
+"""The documentation: a short README, a docs site that builds strictly and offline, and reference pages
+that cover every command-line option and every summary metric, because they are generated from the code."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+
+def _reference():
+    """scripts/docs_reference.py, the mkdocs hook that generates the reference pages."""
+    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "scripts" / "docs_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sections(page: str) -> dict[str, str]:
+    """The CLI page split at its ``## netbench COMMAND`` headings."""
+    parts = re.split(r"^## netbench (\S+)$", page, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_readme_is_short():
+    assert len(README.read_text().splitlines()) <= 250
+
+
+def test_readme_links_resolve():
+    """Every relative link of the README names a file of the repository (the docs pages it points into)."""
+    targets = re.findall(r"\]\(([^)#\s]+)[^)]*\)", README.read_text())
+    missing = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert targets and not missing, f"README links to missing files: {missing}"
+
+
+def test_readme_quick_start_is_what_ci_runs():
+    """The README's two quick-start commands, and CI running the test one as written."""
+    readme = README.read_text()
+    assert "    bash scripts/setup.sh && netbench run --bw 100mbit --replicator dct\n" in readme
+    assert "    bash scripts/setup.sh --for-tests && python3 -m pytest -q\n" in readme
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert "bash scripts/setup.sh --for-tests" in ci
+    assert any(line.startswith("python3 -m pytest -q") for line in ci)
+
+
+def test_every_option_has_an_entry():
+    reference = _reference()
+    sections = _sections(reference.cli_page())
+    commands = reference.commands()
+    assert set(sections) == set(commands)
+    missing = [f"{name} {opt}" for name, command in commands.items() for param in command.params
+               if not getattr(param, "hidden", False)
+               for opt in ([param.name.upper()] if param.param_type_name == "argument" else [*param.opts, *param.secondary_opts])
+               if f"`{opt}`" not in sections[name]]
+    assert not missing, f"options without an entry in the command reference: {missing}"
+
+
+def test_every_option_entry_has_help_and_the_command_its_help():
+    """A row per parameter, and no option without a help text (the reference would show an empty cell)."""
+    reference = _reference()
+    for name, command in reference.commands().items():
+        assert command.help, f"netbench {name} has no help"
+        for param in command.params:
+            if param.param_type_name == "option" and not getattr(param, "hidden", False):
+                assert param.help, f"netbench {name} {param.opts[0]} has no help"
+
+
+def test_every_metric_has_an_entry():
+    from netbench.rundir.summary import METRICS
+
+    page = _reference().metrics_page()
+    missing = [m.key for m in METRICS if f"| `{m.key}` |" not in page]
+    assert not missing, f"metrics without an entry in the metric reference: {missing}"
+    for m in METRICS:
+        assert m.label, f"metric {m.key} has no label to describe it"
+
+
+@pytest.mark.slow
+def test_site_builds_strictly_and_offline(tmp_path):
+    """`mkdocs build --strict` passes (no broken link, no page left out of the nav), and the site loads nothing
+    from the network: no web fonts, no script or stylesheet from another host."""
+    site = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (site / "reference" / "cli.html").is_file() and (site / "reference" / "metrics.html").is_file()
+    remote = re.compile(r"""<(?:script|link|img)\b[^>]*(?:src|href)=["']?(?:https?:)?//""", re.I)
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        assert not remote.search(text), f"{page.relative_to(site)} loads from the network"
+        assert "fonts.googleapis" not in text and "fonts.gstatic" not in text
+
+
+HISTORY = re.compile(r"session [0-9]|issue #?[0-9]+|#1[0-9]\b", re.I)
+NOTES_FILE = "NOTES" + ".md"  # spelled in two parts so that this file does not cite it
+
+
+def test_product_text_speaks_of_the_product():
+    """No session, issue number or citation of a private notes file in the README, the docs, the code, the tests or the scenarios."""
+    found = []
+    paths = [README, *(p for d in ("docs", "netbench", "tests", "scenarios") for p in (ROOT / d).rglob("*") if p.is_file())]
+    for path in paths:
+        if path.suffix not in {".md", ".py", ".toml", ".c", ".txt", ".yml"}:
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if HISTORY.search(line) or NOTES_FILE in line:
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
