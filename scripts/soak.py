@@ -15,6 +15,10 @@ memory are the orchestrator's. Afterwards it prints, for the measured runs:
   pcaps are being parsed (Ctrl-C at the worst moment); it must still leave steps.csv and run.json
   with every step, the capture marked as interrupted, and nothing else behind.
 
+``--reuse`` runs them as a sweep does: through one :class:`ClusterReuse`, workers forked from its
+fork server, the link rate alternating (re-shaped in place) and the delay changing every third run
+(a new cluster); leaks are then counted once the held cluster and the fork server are gone.
+
 Needs root. Exit status 1 when anything leaked or a run failed.
 
     python3 scripts/soak.py               # 50 runs after 3 warm-up runs
@@ -45,6 +49,7 @@ from netbench.emulation.cleanup import running, traces_of  # noqa: E402
 from netbench.orchestrator import results  # noqa: E402
 from netbench.emulation.spec import ClusterSpec, DirectionSpec  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
+from netbench.orchestrator.cluster_reuse import ClusterReuse  # noqa: E402
 from netbench.orchestrator.runner import run  # noqa: E402
 from netbench.replicators.config import ReplicatorConfig  # noqa: E402
 from netbench.workloads.config import WorkloadConfig  # noqa: E402
@@ -52,9 +57,10 @@ from netbench.workloads.config import WorkloadConfig  # noqa: E402
 SHAPES = "llama:d_model=64,layers=1,ffn=128,vocab=256"  # ~60k parameters
 
 
-def small_config(index: int, out: Path) -> RunConfig:
-    delay = 0.001 if index % 2 else 0.0
-    cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=delay), down=DirectionSpec(rate_bps=100e6))
+def small_config(index: int, out: Path, reuse: bool = False) -> RunConfig:
+    delay = 0.001 if (index // 3 if reuse else index) % 2 else 0.0
+    rate = 1e9 if reuse and index % 2 else 100e6
+    cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate))
     return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="full"), steps=3, warmup_steps=1, out_dir=out,
                      workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=10.0))
 
@@ -95,7 +101,7 @@ def slope(values: list[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, values)) / sum((x - mx) ** 2 for x in xs)
 
 
-def interrupted_collect(config: RunConfig) -> tuple[str, str, str | None]:
+def interrupted_collect(config: RunConfig, held: ClusterReuse | None = None) -> tuple[str, str, str | None]:
     """Run once with a real SIGINT raised in this process as its pcaps start being parsed.
 
     Returns (run id, status, reason): status ``kept`` when the run raised KeyboardInterrupt and its
@@ -112,7 +118,7 @@ def interrupted_collect(config: RunConfig) -> tuple[str, str, str | None]:
     before = set(config.out_dir.iterdir()) if config.out_dir.exists() else set()
     results.bin_pcap = parse_then_ctrl_c
     try:
-        run(config)
+        run(config, reuse=held)
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
@@ -136,28 +142,36 @@ def interrupted_collect(config: RunConfig) -> tuple[str, str, str | None]:
     return run_id, "kept", None
 
 
-def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10) -> dict:
+def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10, reuse: bool = False) -> dict:
     links0, rules0 = host_links(), host_iptables_rules()
     per_run = []
     baseline: dict[str, float] = {}
+    held = ClusterReuse() if reuse else None
     for index in range(warmup_runs + runs):
         started = time.monotonic()
         interrupt = interrupt_every > 0 and index >= warmup_runs and (index - warmup_runs) % interrupt_every == interrupt_every - 1
         if interrupt:
-            run_id, status, reason = interrupted_collect(small_config(index, out))
+            run_id, status, reason = interrupted_collect(small_config(index, out, reuse), held)
         else:
-            result = run(small_config(index, out))
+            result = run(small_config(index, out, reuse), reuse=held)
             run_id, status, reason = result.summary["run_id"], result.status, result.reason
-        traces = traces_of(run_id)
+        server = held.server.proc.pid if held is not None and held.server is not None else None
         entry = {"run": index, "warmup": index < warmup_runs, "run_id": run_id, "status": status, "interrupted": interrupt,
                  "reason": reason, "wall_s": time.monotonic() - started, "fds": open_fds(), "rss_kib": rss_kib(),
-                 "children": len(live_children()), **{k: len(v) if isinstance(v, list) else int(bool(v)) for k, v in traces.items()}}
+                 "children": len([pid for pid in live_children() if pid != server])}
+        if held is None:
+            entry.update(_leaks(run_id))
         per_run.append(entry)
         if index == warmup_runs - 1 or (warmup_runs == 0 and index == 0):
             baseline = {"fds": entry["fds"], "rss_kib": entry["rss_kib"]}
         print(f"run {index + 1:3d}/{warmup_runs + runs} {entry['run_id']} {entry['status']:6s} {entry['wall_s']:5.1f} s  "
               f"fds {entry['fds']:4d}  rss {entry['rss_kib'] / 1024:7.1f} MiB" + ("  (warm-up)" if entry["warmup"] else ""),
               file=sys.stderr, flush=True)
+    if held is not None:  # a held cluster is no leak while it is held: count once everything is gone
+        held.close()
+        for entry in per_run:
+            entry.update(_leaks(entry["run_id"]))
+        per_run[-1]["children"] = len(live_children())
     measured = [e for e in per_run if not e["warmup"]]
     last = per_run[-1]
     return {
@@ -178,6 +192,11 @@ def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10) -> d
         "rss_range_mib": (max(e["rss_kib"] for e in measured) - min(e["rss_kib"] for e in measured)) / 1024 if measured else 0.0,
         "median_run_s": statistics.median(e["wall_s"] for e in measured) if measured else 0.0,
     }
+
+
+def _leaks(run_id: str) -> dict[str, int]:
+    """What run ``run_id`` left: namespaces, registrations and processes, counted."""
+    return {k: len(v) if isinstance(v, list) else int(bool(v)) for k, v in traces_of(run_id).items()}
 
 
 LEAKS = ("leaked_namespaces", "leaked_registrations", "leaked_processes", "live_children", "host_links_delta",
@@ -214,6 +233,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="keep run folders here (default: a temporary folder, removed)")
     parser.add_argument("--interrupt-every", type=int, default=10, help="SIGINT every Nth measured run while its pcaps are parsed (0: never)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--reuse", action="store_true", help="run as a sweep does: clusters and workers reused across runs")
     args = parser.parse_args()
     if args.runs < 1 or args.warmup_runs < 0:
         parser.error("--runs must be >= 1 and --warmup-runs >= 0")
@@ -221,7 +241,7 @@ def main() -> int:
         parser.error("needs root (it builds real clusters)")
     out = args.out or Path(tempfile.mkdtemp(prefix="netbench-soak-"))
     try:
-        report = soak(args.runs, args.warmup_runs, out, args.interrupt_every)
+        report = soak(args.runs, args.warmup_runs, out, args.interrupt_every, args.reuse)
     finally:
         if args.out is None:
             shutil.rmtree(out, ignore_errors=True)

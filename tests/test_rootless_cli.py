@@ -102,3 +102,19 @@ def test_run_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
     assert summary["capture_wire_bytes_per_step"] > 0 and summary["capture_rx_wire_bytes_per_step"] > 0, summary
     # Two independent measures of the same bytes: the capture and the interface counters agree.
     assert summary["capture_vs_counter_median_rel_diff"] <= 0.02, summary
+
+
+def test_sweep_as_nobody_runs_its_points_on_one_cluster_with_forked_workers(nobody_venv) -> None:
+    """A rootless sweep re-shapes one cluster between its points and forks its workers from the fork server, which
+    enters each node's namespace inside the sweep's user namespace; the delayed links make the workers lower
+    their priority there as well."""
+    netbench, work = nobody_venv
+    out = work / "sweep"
+    done = as_nobody([str(netbench), "sweep", "--bw", "100mbit,1gbit", "--delay", "2ms", "--replicator", "full", "--nodes", "2",
+                      "--steps", "2", "--warmup", "1", "--workload", "mlp", "--no-calibrate", "--no-capture", "--out", str(out)],
+                     work, 600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_docs = [json.loads(p.read_text()) for p in sorted(out.glob("runs/*/run.json"))]
+    assert len(run_docs) == 2 and all(d["status"] == "ok" for d in run_docs), [d.get("reason") for d in run_docs]
+    assert len({d["cluster"]["run_id"] for d in run_docs}) == 1  # one cluster served both points
+    assert all(d["cluster"]["worker_nice"] == 10 for d in run_docs), [d["cluster"] for d in run_docs]

@@ -104,6 +104,9 @@ def sweep(
     dilation: str = typer.Option("auto", "--dilation", help="Time dilation k for every point (auto: each point's own, from its nodes, "
                                  "cores and predicted CPU work; 1: none); see `netbench run --dilation`."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
+    reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="Run points that share a network on one cluster, re-shaped between "
+                               "them, with workers forked from a per-node server that imported torch once (--no-reuse: a "
+                               "fresh cluster and fresh worker processes for every point)."),
     tcp_cc: Optional[str] = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."),
     tcp_wmem_max: Optional[int] = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes, bytes [default 64 MiB]."),
     no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="tcp_slow_start_after_idle=0 on the nodes."),
@@ -151,22 +154,22 @@ def sweep(
         for p in plan:
             print(f"{p.key}  {p.label}")
         return
-    _run(scenario, plan, folder, calibration, fresh, dilation)
+    _run(scenario, plan, folder, calibration, fresh, dilation, reuse)
 
 
-def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "auto") -> None:
+def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "auto", reuse: bool = True) -> None:
     from netbench.orchestrator.sweep import SweepBusy, sweep_lock
 
     require_privileges()
     make_output_folder(folder, "--out")
     try:
         with sweep_lock(folder):
-            _run_held(scenario, plan, folder, calibration, fresh, dilation)
+            _run_held(scenario, plan, folder, calibration, fresh, dilation, reuse)
     except SweepBusy as exc:
         raise UserError(f"--out: {exc}") from None
 
 
-def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str) -> None:
+def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str, reuse: bool = True) -> None:
     """The sweep proper, while this process holds the folder's lock."""
     from netbench.model.calibration import CalibrationError
     from netbench.orchestrator.sweep_calibration import sweep_calibration
@@ -205,7 +208,8 @@ def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: 
             bar.update(task, completed=finished["points"] * per_point)
             console.print(f"{point.label}: {status}")
 
-        outcome = run_sweep(plan, folder, host_calib, fresh=fresh, progress=step_progress, on_point_done=point_done, dilation=dilation)
+        outcome = run_sweep(plan, folder, host_calib, fresh=fresh, progress=step_progress, on_point_done=point_done, dilation=dilation,
+                            reuse=reuse)
     report = generate_report(folder)
     console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")
     for line in report.accuracy_lines() + report.target_lines():

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import fabric, netns, offload, steering
+from netbench.emulation import fabric, netns, offload, shaping, steering
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.errors import ClusterError, DelayLineDied
 from netbench.emulation.fabric_delay import SwitchDelayLines
@@ -102,6 +102,11 @@ class Cluster:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, *traceback: object) -> None:
         self._teardown(unwinding=exc)
+
+    @property
+    def stop_signal_raised(self) -> bool:
+        """Whether a stop signal has raised its exception while this cluster was up."""
+        return self._signals.raised is not None
 
     def raise_if_interrupted(self) -> None:
         """Raise again a stop signal whose exception Python swallowed (see :meth:`StopSignals.raise_if_interrupted`)."""
@@ -180,35 +185,50 @@ class Cluster:
             self.raise_if_interrupted()
             node.call(_build_node, node.iface, node.address, self.names.subnet.prefixlen)
 
-    def _shape_fabric(self) -> None:
+    def _shape_fabric(self, replace: bool = False) -> None:
         """Each link direction on the egress it leaves by: a node's uplink on the node, the rest on switch ports."""
         offload_on, graph = self.spec.offload_enabled, self.spec.topology
         for node in self.nodes:
             self.raise_if_interrupted()
             link = graph.access_link(node.index)
-            (up,) = node.call(_shape, [node.iface], link.forward, offload_on, self.impairment).values()
+            (up,) = node.call(_shape, [node.iface], link.forward, offload_on, self.impairment, replace).values()
             self.shaping[f"{link.name}:fwd"] = up
         for k, port, direction, label in self.fabric.shaped():
             self.raise_if_interrupted()
-            (installed,) = self.switches[k].call(_shape, [port], direction, offload_on, self.impairment).values()
+            (installed,) = self.switches[k].call(_shape, [port], direction, offload_on, self.impairment, replace).values()
             self.shaping[label] = installed
 
     def switch_of(self, node: Node) -> Switch:
         """The switch namespace node ``node``'s port lives in."""
         return self.switch if self.fabric is None else self.switches[self.fabric.switch_of(node.index)]
 
-    def _shape_links(self) -> None:
-        """Every egress as the impairment engine shapes it: *down* on the switch's ports, *up* on each node."""
+    def _shape_links(self, replace: bool = False) -> None:
+        """Every egress as the impairment engine shapes it: *down* on the switch's ports, *up* on each node.
+        ``replace``: remove the root qdisc first (a cluster re-shaped for the next run)."""
         if self.fabric is not None:
-            return self._shape_fabric()
+            return self._shape_fabric(replace)
         offload_on = self.spec.offload_enabled
         ports = [node.port for node in self.nodes]
-        down = self.switch.call(_shape, ports, self.spec.down, offload_on, self.impairment)
+        down = self.switch.call(_shape, ports, self.spec.down, offload_on, self.impairment, replace)
         self.shaping.update({f"{port}/down": installed for port, installed in down.items()})
         for node in self.nodes:
             self.raise_if_interrupted()
-            (up,) = node.call(_shape, [node.iface], self.spec.up, offload_on, self.impairment).values()
+            (up,) = node.call(_shape, [node.iface], self.spec.up, offload_on, self.impairment, replace).values()
             self.shaping[f"{node.netns}/up"] = up
+
+    def reshape(self, spec: ClusterSpec) -> None:
+        """Shape every link anew for ``spec``, a spec that differs from the built one at most in its link rates.
+
+        Each egress gets a new root qdisc, so whatever the last run left queued there is dropped and
+        the shaper's statistics start from zero. Namespaces, links, addresses, TCP settings and the
+        impairment engine stay as built.
+        """
+        self.spec = spec
+        self.impairment.spec = spec
+        built, self.shaping = self.shaping, {}
+        self._shape_links(replace=True)
+        for label, installed in self.shaping.items():  # offloads and flow steering stay as built
+            installed["flow_steering"] = built.get(label, {}).get("flow_steering")
 
     @property
     def delay_line_stats_path(self) -> Path | None:
@@ -304,13 +324,20 @@ def _build_node(iface: str, address: str, prefixlen: int) -> None:
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
 
 
-def _shape(ifaces: list[str], direction: DirectionSpec, offload_on: bool, impairment: ImpairmentEngine) -> dict[str, dict]:
+def _shape(ifaces: list[str], direction: DirectionSpec, offload_on: bool, impairment: ImpairmentEngine,
+           replace: bool = False) -> dict[str, dict]:
     """Shape the egress of ``ifaces`` (in this namespace) as ``impairment`` does; set offloads and flow steering.
+    ``replace``: remove the root qdisc first, and leave offloads and flow steering as they are (set when built).
 
     Returns what was installed per interface, for run.json.
     """
     with IPRoute() as ipr:
+        if replace:
+            for iface in ifaces:
+                shaping.clear(ipr, ipr.link_lookup(ifname=iface)[0])
         installed = {iface: impairment.shape(ipr, ipr.link_lookup(ifname=iface)[0], direction, offload_on) for iface in ifaces}
+    if replace:
+        return installed
     offload.set_segmentation(ifaces, offload_on)
     steered = steering.steer_flows(ifaces)  # last: it leaves this forked child in a mount namespace of its own
     for iface in installed:

@@ -170,6 +170,11 @@ class StopSignals:
     def stopping(self) -> bool:
         return self._stopping
 
+    @property
+    def raised(self) -> int | None:
+        """The stop signal last raised from the handler, if any (raised once; kept for :meth:`raise_if_interrupted`)."""
+        return self._raised
+
     def install(self) -> None:
         """Take over the stop signals (main thread only: elsewhere Python delivers none)."""
         if _on_main_thread():

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netbench import safe_files
 from netbench.capture.tcpdump import Capture
@@ -50,6 +50,9 @@ from netbench.orchestrator.timeouts import collective_timeout_s
 from netbench.rundir.layout import RunDir, StepCounter, last_error
 from netbench.trace import hooks as trace
 from netbench.worker.spec import WorkerSpec
+
+if TYPE_CHECKING:
+    from netbench.orchestrator.cluster_reuse import ClusterReuse
 
 Progress = Callable[[int, int], None]  # (steps done by the slowest node, total steps)
 
@@ -80,6 +83,8 @@ class RunPlan:
     timeout_s: float  # the workers' collective timeout
     warnings: list[str]
     started: float
+    reuse: "ClusterReuse | None" = None  # a sweep's cluster and worker fork server, held across its runs
+    port: int = RENDEZVOUS_PORT  # the rendezvous port on rank 0's node
 
     @property
     def world_size(self) -> int:
@@ -100,30 +105,33 @@ class WorkerFailure(RuntimeError):
 # ------------------------------------------------------------------------------------------ the run
 
 def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callable[[Cluster], None] | None = None,
-        calibration: HostCalibration | None = None, dilation: float | None = 1.0) -> RunResult:
+        calibration: HostCalibration | None = None, dilation: float | None = 1.0, reuse: "ClusterReuse | None" = None) -> RunResult:
     """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
 
     ``calibration``: the model constants its prediction uses (default: this host's, measured
     first when the cache has none -- before anything is built). ``dilation``: time dilation
     factor k (:mod:`netbench.orchestrator.dilation`; None: auto, from the run's prediction); results are
-    reported for ``config``.
+    reported for ``config``. ``reuse``: a sweep's held cluster and worker fork server
+    (:mod:`netbench.orchestrator.cluster_reuse`), used where the run shares its network.
     """
-    plan = prepare(config, calibration, dilation)
+    plan = prepare(config, calibration, dilation, reuse)
     outcome = RunOutcome()
     train(plan, outcome, progress, on_cluster)
     return collect(plan, outcome)
 
 
-def prepare(config: RunConfig, calibration: HostCalibration | None, dilation: float | None) -> RunPlan:
+def prepare(config: RunConfig, calibration: HostCalibration | None, dilation: float | None,
+            reuse: "ClusterReuse | None" = None) -> RunPlan:
     """Calibrate (when the cache has none), dilate, name the run and make its folder; nothing is built yet."""
     calibration = calibration or host_calibration(replicators=(config.replicator,))
     dilation = dil.resolve(dilation, config, calibration.calibration, host_cpus())
     dilated = dil.dilate(config, dilation)
-    names = RunNames.new()
+    names = reuse.names_for(dilated.cluster) if reuse is not None else RunNames.new()
     run_dir = RunDir.create(dilated.out_dir, dilated.replicator.name, names.run_id)
     warnings = leftover_warnings() + period_warnings(config.replicator, config.cluster.nodes, config.steps)
     return RunPlan(config=config, dilated=dilated, dilation=dilation, names=names, run_dir=run_dir, calibration=calibration,
-                   timeout_s=collective_timeout_s(dilated), warnings=warnings, started=time.time())
+                   timeout_s=collective_timeout_s(dilated), warnings=warnings, started=time.time(),
+                   reuse=reuse, port=reuse.next_port() if reuse is not None else RENDEZVOUS_PORT)
 
 
 def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_cluster: Callable[[Cluster], None] | None) -> None:
@@ -143,7 +151,10 @@ def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_clus
             trace.stop_sampling(sampling)
             outcome.cluster.update(scheduled.describe(live))
 
-    hold_cluster(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases)
+    if plan.reuse is not None:
+        plan.reuse.hold(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases)
+    else:
+        hold_cluster(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases)
 
 
 def build(plan: RunPlan, cluster: Cluster, outcome: RunOutcome) -> None:
@@ -177,14 +188,18 @@ def worker_nice(delay_line_pids: list[int]) -> int:
     return 0
 
 
-def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[subprocess.Popen]:
+def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[Any]:
     """A worker per rank in its node's namespace: G per node, rank = node * G + local rank; spec and log in workers/.
     ``nice``: how far each worker lowers its priority before it starts (:func:`worker_nice`)."""
     config = plan.dilated
     lower = (lambda: os.nice(nice)) if nice else None
-    specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s, plan.dilation)
-    procs = []
+    specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s, plan.dilation, plan.port)
+    procs: list[Any] = []
     placement = cluster.spec.placement
+    if plan.reuse is not None:  # forked by the sweep's fork server, which has torch imported already
+        workers = [(cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
+                   for rank, path in enumerate(specs)]
+        return plan.reuse.start_workers(workers, config.threads, nice, plan.port)
     for rank, spec_path in enumerate(specs):
         node = cluster.nodes[placement[rank // config.gpus_per_node]]
         with plan.run_dir.log_path(rank).open("x") as log:  # the worker keeps its own copy
@@ -193,7 +208,8 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[subprocess.Pop
     return procs
 
 
-def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float) -> list[Path]:
+def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float,
+                  port: int = RENDEZVOUS_PORT) -> list[Path]:
     """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``dilation`` paces their CPU phases."""
     paths = []
     g, layout = config.gpus_per_node, config.shard_layout()
@@ -204,7 +220,7 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
         for local in range(g):
             rank = slot * g + local
             spec = WorkerSpec(
-                rank=rank, world_size=len(cluster.nodes) * g, master_addr=master.address, master_port=RENDEZVOUS_PORT,
+                rank=rank, world_size=len(cluster.nodes) * g, master_addr=master.address, master_port=port,
                 iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
                 workload=config.workload, out_path=str(run_dir.records_path(rank)),
                 timeout_s=timeout_s, threads=config.threads, cpu_dilation=dilation,

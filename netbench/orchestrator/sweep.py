@@ -10,6 +10,10 @@ Layout of a sweep folder::
 One sweep at a time per folder: :func:`sweep_lock` holds an exclusive ``flock`` on ``.sweep.lock``
 in it for the whole sweep, so two sweeps cannot each rewrite summary.csv without the other's rows.
 
+Points that share a network run one after another on one cluster, their workers forked from one
+server that imported torch once (:mod:`netbench.orchestrator.cluster_reuse`; ``--no-reuse``: each
+point builds its own).
+
 Resuming: a point is done when summary.csv has a row with its key, status ok, and its run
 directory still holds run.json; everything else is (re-)run. The key hashes the point's whole
 RunConfig, so changing steps or the workload re-runs points instead of mixing results.
@@ -24,7 +28,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -36,6 +40,9 @@ from netbench.orchestrator.sweep_scenario import Point, SweepScenario
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
+
+if TYPE_CHECKING:
+    from netbench.orchestrator.cluster_reuse import ClusterReuse
 
 __all__ = ["SweepBusy", "sweep_lock", "SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
            "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
@@ -76,6 +83,7 @@ class SweepOutcome:
     skipped: int
     failed: list[str]
     interrupted: bool
+    last_status: str = ""  # the status of the point run last
 
 
 def done_keys(frame: pd.DataFrame, out: Path) -> set[str]:
@@ -141,6 +149,26 @@ def _upsert(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
     return new if kept.empty else pd.concat([kept, new], ignore_index=True)
 
 
+def _run_point(point: Point, out: Path, frame: pd.DataFrame, outcome: SweepOutcome, calibration: HostCalibration,
+               progress: PointProgress | None, dilation: str, held: "ClusterReuse | None") -> pd.DataFrame:
+    """Run one point (on the held cluster, where given), record its row in summary.csv and its status in ``outcome``."""
+    from netbench.orchestrator.dilation import parse_dilation
+    from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
+
+    factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
+    result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
+                        calibration=calibration, dilation=factor, reuse=held)
+    predicted = stored_prediction(result.summary) if result.status == "ok" else {}
+    frame = _upsert(frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out))
+    write_summary(out, frame)
+    outcome.ran += 1
+    outcome.last_status = result.status
+    if result.status != "ok":
+        outcome.failed.append(f"{point.label}: {result.reason}")
+        outcome.interrupted = (result.reason or "").startswith(("interrupted", "terminated"))
+    return frame
+
+
 def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibration, calibration_path: Path | None) -> None:
     """What the sweep ran and which model constants its predictions use (the report reads it back)."""
     doc = {"scenario": json.loads(scenario.model_dump_json()),
@@ -150,35 +178,35 @@ def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibratio
 
 def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fresh: bool = False,
               progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None,
-              dilation: str = "auto") -> SweepOutcome:
+              dilation: str = "auto", reuse: bool = True) -> SweepOutcome:
     """Run every point not already done; summary.csv is rewritten after each one.
 
-    Stops early (``interrupted``) when a run was interrupted by Ctrl-C; the point stays not done.
+    ``reuse``: points that share a network run one after another on one cluster, their workers
+    forked from one fork server (:mod:`netbench.orchestrator.cluster_reuse`); else each point
+    builds its own cluster and starts its own workers. Stops early (``interrupted``) when a run was
+    interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.orchestrator.dilation import parse_dilation
-    from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
+    from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network, reusable
 
     frame = pd.DataFrame(columns=["key", "status", "run_dir"]) if fresh else read_summary(out)
     done = set() if fresh else done_keys(frame, out)
     outcome = SweepOutcome(ran=0, skipped=0, failed=[], interrupted=False)
-    for point in points:
-        if point.key in done:
-            outcome.skipped += 1
-            continue
-        factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
-        result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
-                            calibration=calibration, dilation=factor)
-        predicted = stored_prediction(result.summary) if result.status == "ok" else {}
-        frame = _upsert(frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out))
-        write_summary(out, frame)
-        outcome.ran += 1
-        if on_point_done:
-            on_point_done(point, result.status)
-        if result.status != "ok":
-            outcome.failed.append(f"{point.label}: {result.reason}")
-            if (result.reason or "").startswith(("interrupted", "terminated")):
-                outcome.interrupted = True
-                break
+    todo = [p for p in points if p.key not in done]
+    outcome.skipped = len(points) - len(todo)
+    try:
+        with ClusterReuse() as held:
+            first = next((p for p in todo if reuse and reusable(p.config)), None)
+            if first is not None:  # its imports overlap the first cluster's build
+                held.start_server(first.config.threads)
+            for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
+                frame = _run_point(point, out, frame, outcome, calibration, progress, dilation,
+                                   held if reuse and reusable(point.config) else None)
+                if on_point_done:
+                    on_point_done(point, outcome.last_status)
+                if outcome.interrupted:
+                    break
+    except KeyboardInterrupt:  # between two points: the held cluster is down by now, every finished point recorded
+        outcome.interrupted = True
     order = {p.key: i for i, p in enumerate(points)}
     if not frame.empty:
         frame = frame.assign(_o=frame["key"].astype(str).map(order)).sort_values("_o", na_position="last").drop(columns="_o")
