@@ -15,7 +15,6 @@ folder without them (committed reports) draws points only.
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,12 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from netbench import safe_files  # noqa: E402
 from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS, ClusterSpec  # noqa: E402
 from netbench.model.calibration import Calibration  # noqa: E402
 from netbench.orchestrator.prediction import predict, workload_shapes  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.sweep_scenario import SweepScenario  # noqa: E402
+from netbench.reports.figure_file import save  # noqa: E402
 from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
 from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
 from netbench.reports.target import LOCAL_MODEL, STEP_MODEL  # noqa: E402
@@ -46,7 +45,6 @@ from netbench.units import format_rate  # noqa: E402
 
 __all__ = ["make_figures", "SweepModel", "with_step_spread", "label_rate", "label_seconds", "save"]
 
-DPI = 110
 
 
 class SweepModel:
@@ -101,17 +99,6 @@ def label_seconds(ax, axis: str = "y") -> None:
     target.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
     target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     target.set_minor_formatter(matplotlib.ticker.NullFormatter())
-
-
-def save(fig, path: Path) -> Path:
-    """Draw ``fig`` into memory, then write it under a fresh name renamed over ``path`` (never through a link planted there)."""
-    buffer = io.BytesIO()
-    try:
-        fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
-    finally:
-        plt.close(fig)
-    safe_files.write_bytes(path, buffer.getvalue())
-    return path
 
 
 def _yerr(group: pd.DataFrame) -> np.ndarray | None:

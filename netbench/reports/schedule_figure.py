@@ -7,7 +7,6 @@ step). Both are read as untrusted input: a damaged file gives no figure, never a
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from netbench import safe_files  # noqa: E402
+from netbench.reports.figure_file import save  # noqa: E402
 from netbench.reports.steps import read_steps  # noqa: E402
 
 __all__ = ["schedule_figure", "segment_lines"]
@@ -97,8 +96,4 @@ def schedule_figure(run_dir: Path, summary: dict[str, Any], path: Path) -> Path 
     bottom.set_xlabel("seconds from the first measured step (grey: a link down)")
     bottom.grid(alpha=0.3)
     fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    safe_files.write_bytes(path, png.getvalue())  # never through a link planted at ``path``
-    return path
+    return save(fig, path)

@@ -12,7 +12,8 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
-from netbench.reports.plots import label_rate, label_seconds, save  # noqa: E402
+from netbench.reports.figure_file import save  # noqa: E402
+from netbench.reports.plots import label_rate, label_seconds  # noqa: E402
 from netbench.reports.style import color  # noqa: E402
 from netbench.reports.target import TargetGroup, rate_text  # noqa: E402
 from netbench.units import format_rate  # noqa: E402

@@ -9,7 +9,6 @@ peak. Times are divided by the run's time dilation k, so they read as the config
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from netbench import safe_files  # noqa: E402
+from netbench.reports.figure_file import save  # noqa: E402
 from netbench.rundir.sweepdir import run_path  # noqa: E402
 from netbench.trace import events as ev  # noqa: E402
 from netbench.trace.build import trace_path  # noqa: E402
@@ -144,11 +143,7 @@ def timeline_figure(run_dir: Path, path: Path) -> Path | None:
                + [Patch(color=COLORS["collective"], label="bucket collective")], loc="lower center", ncol=8, fontsize=8,
                bbox_to_anchor=(0.5, -0.06))
     fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    safe_files.write_bytes(path, png.getvalue())  # never through a link planted at ``path``
-    return path
+    return save(fig, path)
 
 
 def sweep_section(frame: pd.DataFrame, folder: Path, limit: int = 12) -> tuple[list[str], list[Path]]:
