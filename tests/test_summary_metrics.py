@@ -51,7 +51,7 @@ def test_summary_csv_has_the_tables_measured_and_predicted_columns(tmp_path) -> 
     assert all(row[k] == summary[k] for k in csv_measured())
     # today's columns, by name: committed reports and CI's comparison read them
     old = pd.read_csv(REPO / "reports" / "ci" / "summary.csv", nrows=1).columns
-    new = {"pred_decode_time_s", "replay_step_time_s", "replay_error", "forecast_error",  # columns the committed sweep may predate
+    new = {"pred_decode_time_s", "replay_step_time_s", "replay_error", "forecast_error", "variant",  # columns the committed sweep may predate
            "topology", "wan_bw", "wan_delay", "rank_order", "wan_bw_bps", "wan_delay_ms", "bottleneck_model", "busiest_link",
            "bottleneck_measured", "bottleneck_agrees", "link_bytes_max_error"}
     assert set(row) <= set(old) | new and set(csv_measured()) <= set(old) | new
