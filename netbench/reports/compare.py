@@ -25,8 +25,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from netbench.reports.compare_inputs import CompareError, Key, PointFigures, Side, clean_text, load_side
-from netbench.units import format_bytes, format_rate
+from netbench.reports.compare_inputs import CompareError, Key, PointFigures, Side, clean_text, key_label, load_side
+from netbench.units import format_bytes
 
 __all__ = ["workload_mismatch", "CompareError", "PointFigures", "Side", "Problem", "Row", "Comparison", "load_side", "compare",
            "to_markdown", "to_json", "parse_fraction", "markdown_text", "table_rows", "HEADERS"]
@@ -130,10 +130,6 @@ def workload_mismatch(base: dict[str, Any] | None, cur: dict[str, Any] | None) -
     return clean_text(", ".join(f"{k} {base.get(k)!r} -> {cur.get(k)!r}" for k in diff[:3]), 300)
 
 
-def _label(key: Key) -> str:
-    return f"{key[0]} {key[1]}n {format_rate(key[2])} {key[3]:g}ms" + (f" {key[4]}" if key[4] else "")
-
-
 def _ratio(cur: float, base: float) -> float | None:
     return cur / base if math.isfinite(cur) and math.isfinite(base) and base else None
 
@@ -183,7 +179,7 @@ def _missing(base: Side, cur: Side) -> list[Problem]:
     if cur.expected is None:
         return [Problem("missing", p.label, "in BASELINE, not in CURRENT (which records no grid)") for k, p in base.points.items()
                 if k not in cur.points]
-    return [Problem("missing", base.points[k].label if k in base.points else _label(k), "CURRENT's grid asks for it, CURRENT has no row")
+    return [Problem("missing", base.points[k].label if k in base.points else key_label(k), "CURRENT's grid asks for it, CURRENT has no row")
             for k in sorted(cur.expected - cur.points.keys(), key=str)]
 
 

@@ -32,7 +32,7 @@ from netbench.rundir.summary import measured_steps, metric
 from netbench.rundir.sweepdir import SUMMARY, SWEEP_JSON, TEXT, run_path
 from netbench.units import UnitError, format_rate, parse_rate, parse_time
 
-__all__ = ["CompareError", "Key", "PointFigures", "Side", "MAX_INPUT_BYTES", "MAX_GRID_POINTS", "read_regular", "clean_text",
+__all__ = ["CompareError", "Key", "PointFigures", "Side", "MAX_INPUT_BYTES", "MAX_GRID_POINTS", "read_regular", "clean_text", "key_label",
            "load_side"]
 
 Key = tuple[str, int, int, float, str]  # replicator, nodes, rate (bit/s), one-way delay (ms), variant
@@ -202,7 +202,8 @@ def _status(raw: Any) -> str:
     return repr(shown) if shown == "ok" else shown or "(none)"
 
 
-def _label(key: Key) -> str:
+def key_label(key: Key) -> str:
+    """A point's coordinates as a label (where its row has none, or CURRENT lacks the point)."""
     return f"{key[0]} {key[1]}n {format_rate(key[2])} {key[3]:g}ms" + (f" {key[4]}" if key[4] else "")
 
 
@@ -230,7 +231,7 @@ def _sweep_side(folder: Path) -> Side:
     rows = _summary_rows(folder)
     for line, row in enumerate(rows, start=2):
         key = _key(f"{clean_text(folder / SUMMARY)}: line {line}", row)
-        figures = _figures(clean_text(row.get("label")) or _label(key), row, _run_dir(folder, row.get("run_dir")))
+        figures = _figures(clean_text(row.get("label")) or key_label(key), row, _run_dir(folder, row.get("run_dir")))
         if not figures.ok:
             failed.append(figures)
         if key not in points or not figures.ok or figures.broken_figures():  # a failed or broken duplicate of a
@@ -320,7 +321,7 @@ def _run_side(run_dir: Path) -> Side:
     if summary is None:
         raise CompareError(f"{clean_text(path)}: no summary")
     key = _key(clean_text(path), summary)
-    figures = _figures(_label(key), {**summary, "status": doc.get("status", summary.get("status"))}, run_dir)
+    figures = _figures(key_label(key), {**summary, "status": doc.get("status", summary.get("status"))}, run_dir)
     workload = _workload(path, config.get("workload")) if isinstance(config, dict) else None
     return Side({key: figures}, frozenset({key}), (figures,) if not figures.ok else (), workload, 1)
 
