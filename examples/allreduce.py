@@ -16,7 +16,9 @@ NUMEL = 2_500_000  # fp32: 10 MB
 
 dist.init_process_group("gloo")  # env://: rank, world size and rendezvous from the environment
 tensor = torch.full((NUMEL,), float(dist.get_rank() + 1))
-netbench.declare_payload({"tensor": (NUMEL,)}, replicator="full")  # an all-reduce of fp32 tensors, like the full replicator
+netbench.declare_payload(
+    {"tensor": (NUMEL,)}, replicator="full"
+)  # an all-reduce of fp32 tensors, like the full replicator
 for _ in range(5):
     with netbench.step(), netbench.phase("comm"):
         dist.all_reduce(tensor)

@@ -53,8 +53,10 @@ def checked_cache_dir(create: bool = True) -> Path:
     if not stat.S_ISDIR(info.st_mode):
         raise CacheFolderError(f"{_named(folder)} is not a directory")
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheFolderError(f"{_named(folder)} is writable by other users (netbench runs programs it keeps there): "
-                               f"chmod go-w it or name another folder")
+        raise CacheFolderError(
+            f"{_named(folder)} is writable by other users (netbench runs programs it keeps there): "
+            f"chmod go-w it or name another folder"
+        )
     return folder
 
 
@@ -64,4 +66,6 @@ def trusted_file(path: Path) -> bool:
         info = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return (
+        stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )

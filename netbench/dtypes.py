@@ -16,13 +16,17 @@ __all__ = ["DTYPE_BYTES", "torch_dtypes"]
 
 # name: (torch's attribute for it, bytes per element)
 _DTYPES: dict[str, tuple[str, int]] = {
-    "fp32": ("float32", 4), "bf16": ("bfloat16", 2), "fp16": ("float16", 2),
-    "int16": ("int16", 2), "int32": ("int32", 4), "int64": ("int64", 8),
+    "fp32": ("float32", 4),
+    "bf16": ("bfloat16", 2),
+    "fp16": ("float16", 2),
+    "int16": ("int16", 2),
+    "int32": ("int32", 4),
+    "int64": ("int64", 8),
 }
 DTYPE_BYTES: dict[str, int] = {name: size for name, (_, size) in _DTYPES.items()}
 
 
-def torch_dtypes(*names: str) -> dict[str, "torch.dtype"]:
+def torch_dtypes(*names: str) -> dict[str, torch.dtype]:
     """``{name: torch dtype}`` for ``names`` (torch is imported here, on first use)."""
     import torch
 

@@ -29,7 +29,19 @@ from typing import IO
 # separators, no leading dot (so never "." or ".."), at most 64 characters.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
-__all__ = ["NAME_PATTERN", "UnsafeOutput", "BadInput", "read_regular", "read_utf8", "check_folder", "make_folder", "write_text", "write_bytes", "replace_from", "create_new"]
+__all__ = [
+    "NAME_PATTERN",
+    "UnsafeOutput",
+    "BadInput",
+    "read_regular",
+    "read_utf8",
+    "check_folder",
+    "make_folder",
+    "write_text",
+    "write_bytes",
+    "replace_from",
+    "create_new",
+]
 
 
 class UnsafeOutput(ValueError):
@@ -154,16 +166,26 @@ def create_new(path: str | Path, flags: int = os.O_WRONLY, mode: int = 0o644) ->
 
 
 def _kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _check_regular(fd: int, path: str | Path, limit: int) -> None:
     """Nothing for a regular file of at most ``limit`` bytes; else ``fd`` is closed and BadInput raised."""
     info = os.fstat(fd)
-    why = (f"is {_kind(info.st_mode)}, not a regular file" if not stat.S_ISREG(info.st_mode)
-           else f"{info.st_size} bytes, more than the {limit} a netbench file may hold" if info.st_size > limit else None)
+    why = (
+        f"is {_kind(info.st_mode)}, not a regular file"
+        if not stat.S_ISREG(info.st_mode)
+        else f"{info.st_size} bytes, more than the {limit} a netbench file may hold"
+        if info.st_size > limit
+        else None
+    )
     if why:
         os.close(fd)
         raise BadInput(f"{path}: {why}")
@@ -178,7 +200,11 @@ def read_regular(path: str | Path, limit: int = READ_LIMIT) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        why = "is a symbolic link (netbench does not follow links in folders it reads)" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror})"
+        why = (
+            "is a symbolic link (netbench does not follow links in folders it reads)"
+            if exc.errno == errno.ELOOP
+            else f"cannot be read ({exc.strerror})"
+        )
         raise BadInput(f"{path}: {why}") from None
     _check_regular(fd, path, limit)
     with os.fdopen(fd, "rb") as fh:

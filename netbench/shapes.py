@@ -23,8 +23,17 @@ from pathlib import Path
 
 from netbench.small_files import UnreadableFile, read_small_text
 
-__all__ = ["ParamShape", "ShapeError", "resolve_shapes", "gpt2_shapes", "llama_shapes", "PRESETS", "total_params",
-           "MAX_PARAMS", "check_param_count"]
+__all__ = [
+    "ParamShape",
+    "ShapeError",
+    "resolve_shapes",
+    "gpt2_shapes",
+    "llama_shapes",
+    "PRESETS",
+    "total_params",
+    "MAX_PARAMS",
+    "check_param_count",
+]
 
 # The one cap on a model's size, wherever one is typed (presets, llama:..., shapes files, --params,
 # the built-in workloads' dimensions): 1e11 covers every model netbench plans for (llama-7b is
@@ -41,8 +50,11 @@ class ShapeError(ValueError):
 def check_param_count(count: float, what: str) -> int:
     """``count`` as an int, or ShapeError unless it is a whole number from 1 to MAX_PARAMS (the one check)."""
     if not (isinstance(count, (int, float)) and math.isfinite(count) and 1 <= count <= MAX_PARAMS):
-        raise ShapeError(f"{what}: {count:.3g} parameters is out of range (1 to {MAX_PARAMS:.0e})"
-                         if isinstance(count, (int, float)) and math.isfinite(count) else f"{what}: {count!r} is not a parameter count")
+        raise ShapeError(
+            f"{what}: {count:.3g} parameters is out of range (1 to {MAX_PARAMS:.0e})"
+            if isinstance(count, (int, float)) and math.isfinite(count)
+            else f"{what}: {count!r} is not a parameter count"
+        )
     return int(count)
 
 
@@ -66,7 +78,9 @@ _LLAMA_SIZES = {
 PRESETS: tuple[str, ...] = (*_GPT2_SIZES, *_LLAMA_SIZES, "llama")
 
 
-def gpt2_shapes(d_model: int, layers: int, vocab: int = 50257, n_ctx: int = 1024, embeddings: bool = True) -> list[ParamShape]:
+def gpt2_shapes(
+    d_model: int, layers: int, vocab: int = 50257, n_ctx: int = 1024, embeddings: bool = True
+) -> list[ParamShape]:
     """GPT-2 parameter shapes as in the reference implementation (Conv1D weights are (in, out))."""
     shapes: list[ParamShape] = []
     if embeddings:
@@ -92,7 +106,9 @@ def gpt2_shapes(d_model: int, layers: int, vocab: int = 50257, n_ctx: int = 1024
     return shapes
 
 
-def llama_shapes(d_model: int, layers: int, ffn: int, vocab: int, heads: int = 0, kv_heads: int = 0, tied: int = 0) -> list[ParamShape]:
+def llama_shapes(
+    d_model: int, layers: int, ffn: int, vocab: int, heads: int = 0, kv_heads: int = 0, tied: int = 0
+) -> list[ParamShape]:
     """Llama-style decoder shapes (RMSNorm, grouped-query attention, SwiGLU MLP)."""
     heads = heads or max(1, d_model // 128)
     kv_heads = kv_heads or heads
@@ -135,7 +151,9 @@ def _parse_options(text: str, spec: str) -> dict[str, int]:
         except ValueError:
             raise ShapeError(f"shapes preset {spec!r}: {key}={value!r} is not a number") from None
         if not (math.isfinite(number) and number == int(number) and 0 <= number <= MAX_PARAMS):
-            raise ShapeError(f"shapes preset {spec!r}: {key}={value!r} must be a whole number from 0 to {MAX_PARAMS:.0e}")
+            raise ShapeError(
+                f"shapes preset {spec!r}: {key}={value!r} must be a whole number from 0 to {MAX_PARAMS:.0e}"
+            )
         options[key.strip()] = int(number)
     return options
 
@@ -156,14 +174,22 @@ def _load_file(path: Path) -> list[ParamShape]:
         raise ShapeError(f"shapes file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
     if isinstance(data, dict):
         data = data.get("shapes", data)
-    items = data.items() if isinstance(data, dict) else ((f"p{i}", s) for i, s in enumerate(data if isinstance(data, list) else []))
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else ((f"p{i}", s) for i, s in enumerate(data if isinstance(data, list) else []))
+    )
     shapes = []
     for name, dims in items:
-        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_PARAMS for d in dims):
+        if (
+            not isinstance(dims, list)
+            or not dims
+            or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_PARAMS for d in dims)
+        ):
             raise ShapeError(f"shapes file {str(path)!r}: {name!r} must be a list of positive integers, got {dims!r}")
         shapes.append(ParamShape(str(name), tuple(dims)))
     if not shapes:
-        raise ShapeError(f"shapes file {str(path)!r} lists no shapes (expected {{\"shapes\": {{name: [dims]}}}})")
+        raise ShapeError(f'shapes file {str(path)!r} lists no shapes (expected {{"shapes": {{name: [dims]}}}})')
     check_param_count(total_params(shapes), f"shapes file {str(path)!r}")
     return shapes
 
@@ -185,14 +211,18 @@ def resolve_shapes(spec: str) -> list[ParamShape]:
         options = {**_LLAMA_SIZES.get(name, {}), **_parse_options(rest, spec)}
         missing = {"d_model", "layers", "ffn", "vocab"} - options.keys()
         if missing:
-            raise ShapeError(f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} (e.g. llama:d_model=2048,layers=16,ffn=5632,vocab=32000)")
+            raise ShapeError(
+                f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} (e.g. llama:d_model=2048,layers=16,ffn=5632,vocab=32000)"
+            )
         zero = [k for k in ("d_model", "layers", "ffn", "vocab") if options[k] < 1]
         if zero:
             raise ShapeError(f"shapes preset {spec!r}: {zero[0]} must be at least 1")
         try:
             return llama_shapes(**options)
         except TypeError:
-            raise ShapeError(f"shapes preset {spec!r}: options are d_model, layers, ffn, vocab, heads, kv_heads, tied") from None
+            raise ShapeError(
+                f"shapes preset {spec!r}: options are d_model, layers, ffn, vocab, heads, kv_heads, tied"
+            ) from None
     path = Path(spec)
     if path.suffix.lower() == ".json" or path.exists():
         return _load_file(path)

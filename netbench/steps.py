@@ -67,8 +67,18 @@ class _Recorder:
         self.next_index = 0
         self.last = None  # the reading that ended the previous step
         self.declared = False
-        self.writer.write({"event": "start", "rank": self.rank, "world_size": self.world_size, "t": time.time(),
-                           "host": socket.gethostname(), "pid": os.getpid(), "iface": self.iface, "launcher": "netbench exec"})
+        self.writer.write(
+            {
+                "event": "start",
+                "rank": self.rank,
+                "world_size": self.world_size,
+                "t": time.time(),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "iface": self.iface,
+                "launcher": "netbench exec",
+            }
+        )
 
     def counters(self) -> Any:
         from netbench.worker.counters import read_counters
@@ -89,10 +99,21 @@ class _Recorder:
         step_s = ended - s.began
         timed = sum(v for k, v in s.phases.items() if k != "compute")
         compute = s.phases["compute"] or max(0.0, step_s - timed)  # unmarked time is the program's own work
-        record = {"event": "step", "rank": self.rank, "step": s.index, "warmup": s.index < self.warmup,
-                  "t_start": s.t_start, "t_end": t_end, "compute_s": compute,
-                  **{f"{k}_s": v for k, v in s.phases.items() if k != "compute"},
-                  "payload_bytes": s.payload_bytes, "collectives": s.collectives, "step_s": step_s, "loss": s.loss, "spans": timeline}
+        record = {
+            "event": "step",
+            "rank": self.rank,
+            "step": s.index,
+            "warmup": s.index < self.warmup,
+            "t_start": s.t_start,
+            "t_end": t_end,
+            "compute_s": compute,
+            **{f"{k}_s": v for k, v in s.phases.items() if k != "compute"},
+            "payload_bytes": s.payload_bytes,
+            "collectives": s.collectives,
+            "step_s": step_s,
+            "loss": s.loss,
+            "spans": timeline,
+        }
         record.update((after - s.before).as_dict())
         self.writer.write(record)
 
@@ -100,8 +121,16 @@ class _Recorder:
         if self.declared:
             return
         self.declared = True
-        self.writer.write({"event": "payload", "rank": self.rank, "replicator": dict(replicator), "shapes": dict(shapes),
-                           "n_params": sum(_numel(d) for d in shapes.values()), "source": source})
+        self.writer.write(
+            {
+                "event": "payload",
+                "rank": self.rank,
+                "replicator": dict(replicator),
+                "shapes": dict(shapes),
+                "n_params": sum(_numel(d) for d in shapes.values()),
+                "source": source,
+            }
+        )
 
 
 def _path(text: str) -> Any:
@@ -228,7 +257,11 @@ def observe(replicator: Any, stats: Any) -> None:
     if rec is None:
         return
     if not rec.declared:
-        rec.declare(replicator.config.model_dump(), {s.name: list(s.shape) for s in replicator.shapes}, f"replicator {replicator.name}")
+        rec.declare(
+            replicator.config.model_dump(),
+            {s.name: list(s.shape) for s in replicator.shapes},
+            f"replicator {replicator.name}",
+        )
     if _current is None:
         return
     for name in ("compress", "comm", "decode", "apply"):

@@ -30,19 +30,51 @@ _VALUE = re.compile(rf"^\s*(?P<sign>-)?{_NUMBER}\s*(?P<unit>[a-zA-Z%]*)\s*$")
 
 # tc(8): "bit" units are bits per second; "bps" units are BYTES per second.
 _RATE_UNITS: dict[str, float] = {
-    "bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-    "kibit": 2**10, "mibit": 2**20, "gibit": 2**30, "tibit": 2**40,
-    "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,
-    "kibps": 8 * 2**10, "mibps": 8 * 2**20, "gibps": 8 * 2**30, "tibps": 8 * 2**40,
+    "bit": 1,
+    "kbit": 1e3,
+    "mbit": 1e6,
+    "gbit": 1e9,
+    "tbit": 1e12,
+    "kibit": 2**10,
+    "mibit": 2**20,
+    "gibit": 2**30,
+    "tibit": 2**40,
+    "bps": 8,
+    "kbps": 8e3,
+    "mbps": 8e6,
+    "gbps": 8e9,
+    "tbps": 8e12,
+    "kibps": 8 * 2**10,
+    "mibps": 8 * 2**20,
+    "gibps": 8 * 2**30,
+    "tibps": 8 * 2**40,
 }
 _TIME_UNITS: dict[str, float] = {
-    "s": 1, "sec": 1, "secs": 1, "ms": 1e-3, "msec": 1e-3, "msecs": 1e-3,
-    "us": 1e-6, "usec": 1e-6, "usecs": 1e-6, "ns": 1e-9, "nsec": 1e-9,
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "ms": 1e-3,
+    "msec": 1e-3,
+    "msecs": 1e-3,
+    "us": 1e-6,
+    "usec": 1e-6,
+    "usecs": 1e-6,
+    "ns": 1e-9,
+    "nsec": 1e-9,
 }
 # tc(8): sizes are bytes; "kb"/"k" are kibibytes, "kbit" is kilobits.
 _SIZE_UNITS: dict[str, float] = {
-    "": 1, "b": 1, "k": 1024, "kb": 1024, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30,
-    "kbit": 1024 / 8, "mbit": 2**20 / 8, "gbit": 2**30 / 8,
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1024,
+    "m": 2**20,
+    "mb": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "kbit": 1024 / 8,
+    "mbit": 2**20 / 8,
+    "gbit": 2**30 / 8,
 }
 
 

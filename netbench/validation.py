@@ -8,7 +8,8 @@ show it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pydantic
 
@@ -29,8 +30,9 @@ def as_option(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
-def one_line(exc: pydantic.ValidationError, names: Mapping[str, str] | None = None, *,
-             prefix: str = "", options: bool = False) -> str:
+def one_line(
+    exc: pydantic.ValidationError, names: Mapping[str, str] | None = None, *, prefix: str = "", options: bool = False
+) -> str:
     """The first validation error as ``WHERE: MESSAGE (got VALUE)``.
 
     WHERE is ``names[field]`` when the field came from an option the user typed (``--topk``);
@@ -52,6 +54,13 @@ def one_line(exc: pydantic.ValidationError, names: Mapping[str, str] | None = No
     else:
         where = as_option(field) if options else prefix + field + index
     value = err.get("input")
-    shown = (f" (got {value!r})" if field and not isinstance(value, (dict, list)) and err.get("type") != "missing"
-             and "got " not in message and str(value) not in message else "")
+    shown = (
+        f" (got {value!r})"
+        if field
+        and not isinstance(value, (dict, list))
+        and err.get("type") != "missing"
+        and "got " not in message
+        and str(value) not in message
+        else ""
+    )
     return f"{where}: {message}{shown}" if where else message

@@ -47,34 +47,62 @@ CASES = (
     # the main job's defaults: the transformer LM, dct, 2 nodes at 100mbit
     Case("default run (dct, 2 nodes, 100mbit)", "dct", 2, "100mbit", WorkloadConfig()),
     # the most packets per second netbench captures with offloads off: a dense all-reduce at 1gbit
-    Case("dense at 1gbit (full, 2 nodes, shapes)", "full", 2, "1gbit",
-         WorkloadConfig(kind="shapes", shapes="llama:d_model=256,layers=2,ffn=512,vocab=512", compute_ms=50)),
+    Case(
+        "dense at 1gbit (full, 2 nodes, shapes)",
+        "full",
+        2,
+        "1gbit",
+        WorkloadConfig(kind="shapes", shapes="llama:d_model=256,layers=2,ffn=512,vocab=512", compute_ms=50),
+    ),
     # four tcpdumps and four workers on the host's cores: where capture competes hardest
-    Case("dense at 1gbit (full, 4 nodes, shapes)", "full", 4, "1gbit",
-         WorkloadConfig(kind="shapes", shapes="llama:d_model=256,layers=2,ffn=512,vocab=512", compute_ms=50)),
+    Case(
+        "dense at 1gbit (full, 4 nodes, shapes)",
+        "full",
+        4,
+        "1gbit",
+        WorkloadConfig(kind="shapes", shapes="llama:d_model=256,layers=2,ffn=512,vocab=512", compute_ms=50),
+    ),
 )
 
 
 def _config(case: Case, capture: bool, steps: int, out: Path) -> RunConfig:
     rate = parse_rate(case.bw)
     cluster = ClusterSpec(nodes=case.nodes, up={"rate_bps": rate}, down={"rate_bps": rate})
-    return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name=case.replicator), workload=case.workload,
-                     steps=steps, warmup_steps=2, capture=capture, out_dir=out)
+    return RunConfig(
+        cluster=cluster,
+        replicator=ReplicatorConfig(name=case.replicator),
+        workload=case.workload,
+        steps=steps,
+        warmup_steps=2,
+        capture=capture,
+        out_dir=out,
+    )
 
 
 def measure(case: Case, pairs: int, steps: int, out: Path) -> dict:
     """Interleaved pairs; each arm's per-run step times, medians and the ratio."""
     times: dict[bool, list[float]] = {True: [], False: []}
     for i in range(pairs):
-        for capture in ((True, False) if i % 2 == 0 else (False, True)):
+        for capture in (True, False) if i % 2 == 0 else (False, True):
             result = run(_config(case, capture, steps, out))
             if result.status != "ok":
                 raise SystemExit(f"{case.label}: run failed: {result.reason}")
             times[capture].append(result.summary["step_time_s"])
-            print(f"  {case.label}: capture={'on ' if capture else 'off'} step {result.summary['step_time_s']:.4f} s", file=sys.stderr)
+            print(
+                f"  {case.label}: capture={'on ' if capture else 'off'} step {result.summary['step_time_s']:.4f} s",
+                file=sys.stderr,
+            )
     on, off = statistics.median(times[True]), statistics.median(times[False])
-    return {"case": case.label, "pairs": pairs, "steps": steps, "capture_on_s": times[True], "capture_off_s": times[False],
-            "median_on_s": on, "median_off_s": off, "ratio": on / off}
+    return {
+        "case": case.label,
+        "pairs": pairs,
+        "steps": steps,
+        "capture_on_s": times[True],
+        "capture_off_s": times[False],
+        "median_on_s": on,
+        "median_off_s": off,
+        "ratio": on / off,
+    }
 
 
 def main() -> None:

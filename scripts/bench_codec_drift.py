@@ -38,13 +38,17 @@ def _rank(rank: int, port: int, shapes_text: str, replicator: str, steps: int, q
     warnings.filterwarnings("ignore")
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=timedelta(seconds=600))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=timedelta(seconds=600)
+    )
     try:
         shapes = resolve_shapes(shapes_text)
         torch.manual_seed(0)
         params = [torch.nn.Parameter(torch.randn(s.shape) * 0.02) for s in shapes]
         grads = [torch.randn(s.shape) * 1e-3 for s in shapes]
-        rep = build_replicator(params, ReplicatorConfig(name=replicator), group=dist.group.WORLD, names=[s.name for s in shapes])
+        rep = build_replicator(
+            params, ReplicatorConfig(name=replicator), group=dist.group.WORLD, names=[s.name for s in shapes]
+        )
         cpu = []
         for step in range(steps + 1):  # the first is a warm-up
             for p, g in zip(params, grads):
@@ -64,7 +68,9 @@ def one_round(shapes: str, replicator: str, steps: int) -> float:
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    mp.start_processes(_rank, args=(_free_port(), shapes, replicator, steps, queue), nprocs=2, join=True, start_method="spawn")
+    mp.start_processes(
+        _rank, args=(_free_port(), shapes, replicator, steps, queue), nprocs=2, join=True, start_method="spawn"
+    )
     return max(queue.get(), queue.get())
 
 
@@ -81,9 +87,13 @@ def main() -> int:
         if i:
             time.sleep(args.pause)
         seen.append(one_round(args.shapes, args.replicator, args.steps))
-        print(f"{time.strftime('%H:%M:%S')} round {i + 1}: encode + decode {seen[-1] * 1e3:.1f} ms CPU a step", flush=True)
-    print(f"{args.replicator} on {args.shapes}: min {min(seen) * 1e3:.1f}, median {statistics.median(seen) * 1e3:.1f}, "
-          f"max {max(seen) * 1e3:.1f} ms; max/min {max(seen) / min(seen):.2f} (1.00: the host's speed held)")
+        print(
+            f"{time.strftime('%H:%M:%S')} round {i + 1}: encode + decode {seen[-1] * 1e3:.1f} ms CPU a step", flush=True
+        )
+    print(
+        f"{args.replicator} on {args.shapes}: min {min(seen) * 1e3:.1f}, median {statistics.median(seen) * 1e3:.1f}, "
+        f"max {max(seen) * 1e3:.1f} ms; max/min {max(seen) / min(seen):.2f} (1.00: the host's speed held)"
+    )
     return 0
 
 

@@ -73,11 +73,13 @@ class LoopbackComm(GroupComm):
     def all_reduce_mean_async(self, tensor):
         self.all_reduce_mean(tensor)
         from netbench.replicators.comm import Pending
+
         return Pending(self, None, None)
 
     def all_gather_async(self, tensor, out):
         self.all_gather(tensor, out)
         from netbench.replicators.comm import Pending
+
         return Pending(self, None, None)
 
 
@@ -131,7 +133,11 @@ def bench_scheme(name: str, shapes, args, device: torch.device) -> dict:
     params, grads = _tensors(shapes, device)
     with mock.patch("netbench.replicators.base.GroupComm", lambda group=None: LoopbackComm(args.world)):
         rep = build_replicator(params, config, names=[s.name for s in shapes])
-    phases = contextlib.nullcontext() if args.phase_sync else mock.patch("netbench.replicators.base.device_sync", lambda d: None)
+    phases = (
+        contextlib.nullcontext()
+        if args.phase_sync
+        else mock.patch("netbench.replicators.base.device_sync", lambda d: None)
+    )
     period = getattr(config, PERIODIC[name]) if name in PERIODIC else 1
     records = []
     for i in range(args.warmup + -(-args.iters // period) * period):
@@ -164,7 +170,9 @@ def bench_reference(shapes, args, device: torch.device) -> dict | None:
         param_groups = [{"params": params, "lr": 1e-3}]
         state = defaultdict(dict)
 
-    ref = demo_replicator.DeMoReplicator(compression_decay=0.999, compression_topk=args.topk, compression_chunk=args.chunk)
+    ref = demo_replicator.DeMoReplicator(
+        compression_decay=0.999, compression_topk=args.topk, compression_chunk=args.chunk
+    )
     with contextlib.redirect_stdout(io.StringIO()):  # it prints its chunk table
         ref.init(Optim, replication_parallel_group=_LoopbackGroup(args.world))
     group = Optim.param_groups[0]
@@ -206,20 +214,40 @@ def build_profile(rows: list[dict], small: dict | None, args, device_name: str):
             continue
         sets = [big] + ([small] if small else [])
         period = timed.get("period", 1)
-        how = f"mean of {timed.get('steps')} steps (whole periods of {period})" if period > 1 else f"median of {timed.get('steps')} steps"
-        notes[f"compression.{name}"] = "; ".join(
-            f"encode {r['schemes'][name]['encode_s'] * 1e3:.3g} ms + decode {r['schemes'][name]['decode_s'] * 1e3:.3g} ms "
-            f"per step on {r['params']:,} params in {r['tensors']} tensors ({r['spec']})" for r in sets
-        ) + f" on {device_name}, {how}, loopback world {args.world} (scripts/bench_codec_gpu.py)"
+        how = (
+            f"mean of {timed.get('steps')} steps (whole periods of {period})"
+            if period > 1
+            else f"median of {timed.get('steps')} steps"
+        )
+        notes[f"compression.{name}"] = (
+            "; ".join(
+                f"encode {r['schemes'][name]['encode_s'] * 1e3:.3g} ms + decode {r['schemes'][name]['decode_s'] * 1e3:.3g} ms "
+                f"per step on {r['params']:,} params in {r['tensors']} tensors ({r['spec']})"
+                for r in sets
+            )
+            + f" on {device_name}, {how}, loopback world {args.world} (scripts/bench_codec_gpu.py)"
+        )
     profile = Calibration(
-        source="measured", created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        host=f"{platform.node()} {device_name}", torch_version=torch.__version__,
-        compression_s_per_param={k: costs["encode_s_per_param"][k] + costs["decode_s_per_param"][k] for k in costs["encode_s_per_param"]},
-        notes=notes, **costs,
+        source="measured",
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        host=f"{platform.node()} {device_name}",
+        torch_version=torch.__version__,
+        compression_s_per_param={
+            k: costs["encode_s_per_param"][k] + costs["decode_s_per_param"][k] for k in costs["encode_s_per_param"]
+        },
+        notes=notes,
+        **costs,
     )
     if not args.host_network:
-        return profile.model_copy(update={"notes": {**notes, "software_overhead_s": "not measured (--no-host-network): "
-                                                    "defaults; merge a `netbench calibrate` file's network terms"}})
+        return profile.model_copy(
+            update={
+                "notes": {
+                    **notes,
+                    "software_overhead_s": "not measured (--no-host-network): "
+                    "defaults; merge a `netbench calibrate` file's network terms",
+                }
+            }
+        )
     from netbench.model.measure import MeasureOptions, measure
 
     try:  # this host's network constants, exactly as `netbench calibrate` measures them (no codecs)
@@ -227,10 +255,13 @@ def build_profile(rows: list[dict], small: dict | None, args, device_name: str):
     except Exception as exc:  # noqa: BLE001 -- the codec figures stand on their own
         return profile.model_copy(update={"notes": {**notes, "software_overhead_s": f"not measured: {exc}"}})
     kept = {k: v for k, v in network.notes.items() if not k.startswith("compression.")}
-    return network.model_copy(update={
-        "host": profile.host, **{k: getattr(profile, k) for k in ("compression_s_per_param", *costs)},
-        "notes": {**kept, **notes},
-    })
+    return network.model_copy(
+        update={
+            "host": profile.host,
+            **{k: getattr(profile, k) for k in ("compression_s_per_param", *costs)},
+            "notes": {**kept, **notes},
+        }
+    )
 
 
 def _fmt_rate(params: int, seconds: float) -> str:
@@ -243,38 +274,65 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["gpt2-medium", "llama-1b"])
-    parser.add_argument("--tensor-shapes", default=TENSOR_SHAPES, help="many small tensors, for the cost per tensor ('' to skip)")
+    parser.add_argument(
+        "--tensor-shapes", default=TENSOR_SHAPES, help="many small tensors, for the cost per tensor ('' to skip)"
+    )
     parser.add_argument("--schemes", default=",".join(SCHEME_NAMES), help="comma-separated replicators to time")
-    parser.add_argument("--world", type=int, default=2, help="ranks the loopback collective stands for (>= 2 for the reference)")
+    parser.add_argument(
+        "--world", type=int, default=2, help="ranks the loopback collective stands for (>= 2 for the reference)"
+    )
     parser.add_argument("--topk", type=int, default=32)
     parser.add_argument("--chunk", type=int, default=64)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--no-reference", action="store_true")
-    parser.add_argument("--phase-sync", action=argparse.BooleanOptionalAction, default=True,
-                        help="wait for the device at each phase end (true encode/decode split); off: whole steps only, "
-                             "to see what those waits cost")
-    parser.add_argument("--host-network", action=argparse.BooleanOptionalAction, default=True,
-                        help="measure this host's network constants into the profile too (two gloo processes, seconds)")
-    parser.add_argument("--out", type=Path, default=Path("reports/gpu/calibration-gpu.json"), help="calibration profile to write")
+    parser.add_argument(
+        "--phase-sync",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="wait for the device at each phase end (true encode/decode split); off: whole steps only, "
+        "to see what those waits cost",
+    )
+    parser.add_argument(
+        "--host-network",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure this host's network constants into the profile too (two gloo processes, seconds)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("reports/gpu/calibration-gpu.json"), help="calibration profile to write"
+    )
     parser.add_argument("--results", type=Path, default=None, help="also write every figure as JSON here")
     args = parser.parse_args()
     schemes = [s for s in args.schemes.split(",") if s]
     bad = [s for s in schemes if s not in SCHEME_NAMES]
     if bad or not schemes or args.world < 1 or args.iters < 1 or args.warmup < 0:
-        print(f"bench_codec_gpu: bad arguments (schemes {bad or schemes}, world {args.world}, iters {args.iters})", file=sys.stderr)
+        print(
+            f"bench_codec_gpu: bad arguments (schemes {bad or schemes}, world {args.world}, iters {args.iters})",
+            file=sys.stderr,
+        )
         return 2
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        print("bench_codec_gpu: no CUDA device here (torch.cuda.is_available() is False); run it on a machine with an "
-              "NVIDIA GPU and a CUDA build of torch, or pass --device cpu for a dry run", file=sys.stderr)
+        print(
+            "bench_codec_gpu: no CUDA device here (torch.cuda.is_available() is False); run it on a machine with an "
+            "NVIDIA GPU and a CUDA build of torch, or pass --device cpu for a dry run",
+            file=sys.stderr,
+        )
         return 1
     from netbench.shapes import resolve_shapes, total_params
 
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.processor() or platform.machine()})"
-    print(f"bench_codec_gpu: {device_name}, torch {torch.__version__}, topk {args.topk}, chunk {args.chunk}, "
-          f"loopback world {args.world}, median of {args.iters} steps after {args.warmup} warm-up", flush=True)
+    device_name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"cpu ({platform.processor() or platform.machine()})"
+    )
+    print(
+        f"bench_codec_gpu: {device_name}, torch {torch.__version__}, topk {args.topk}, chunk {args.chunk}, "
+        f"loopback world {args.world}, median of {args.iters} steps after {args.warmup} warm-up",
+        flush=True,
+    )
     specs = [(spec, True) for spec in args.shapes] + ([(args.tensor_shapes, False)] if args.tensor_shapes else [])
     rows, small = [], None
     w = max(len(spec) for spec, _ in specs)
@@ -285,8 +343,11 @@ def main() -> int:
             row["schemes"][name] = bench_scheme(name, shapes, args, device)
             _free(device)
             t = row["schemes"][name]
-            print(f"  {spec:<{w}} {name:<9} step {t['step_s'] * 1e3:9.2f} ms  encode {t['encode_s'] * 1e3:8.2f} ms  "
-                  f"decode {t['decode_s'] * 1e3:8.2f} ms", flush=True)
+            print(
+                f"  {spec:<{w}} {name:<9} step {t['step_s'] * 1e3:9.2f} ms  encode {t['encode_s'] * 1e3:8.2f} ms  "
+                f"decode {t['decode_s'] * 1e3:8.2f} ms",
+                flush=True,
+            )
         if main_set and "dct" in schemes and not args.no_reference and args.world >= 2:
             row["reference"] = bench_reference(shapes, args, device)
             _free(device)
@@ -301,31 +362,54 @@ def main() -> int:
         return 2
 
     print(f"\nencode + decode per step on {device_name} (medians; params/s = parameters / (encode + decode)):")
-    print(f"  {'shapes':<{w}} {'params':>8} {'scheme':<9} {'enc+dec':>10} {'params/s':>11} {'full step':>10} {'vs reference':>13}")
+    print(
+        f"  {'shapes':<{w}} {'params':>8} {'scheme':<9} {'enc+dec':>10} {'params/s':>11} {'full step':>10} {'vs reference':>13}"
+    )
     for row in rows + ([small] if small else []):
         ref = row["reference"]
         for name, t in row["schemes"].items():
             codec = t["encode_s"] + t["decode_s"]
             ratio = f"{codec / ref['step_s']:10.3f}x" if ref and name == "dct" else ""
-            print(f"  {row['spec']:<{w}} {row['params'] / 1e6:7.1f}M {name:<9} {codec * 1e3:8.2f}ms {_fmt_rate(row['params'], codec)} "
-                  f"{t['step_s'] * 1e3:8.2f}ms {ratio:>13}")
+            print(
+                f"  {row['spec']:<{w}} {row['params'] / 1e6:7.1f}M {name:<9} {codec * 1e3:8.2f}ms {_fmt_rate(row['params'], codec)} "
+                f"{t['step_s'] * 1e3:8.2f}ms {ratio:>13}"
+            )
         if ref:
-            print(f"  {row['spec']:<{w}} {row['params'] / 1e6:7.1f}M {'ref DeMo':<9} {ref['step_s'] * 1e3:8.2f}ms "
-                  f"{_fmt_rate(row['params'], ref['step_s'])} {'':>10} {'1.000x':>13}")
-    print("  (ratio: netbench dct encode+decode over the reference's replicate() of every parameter, both with the "
-          f"loopback gather of {args.world} ranks)")
+            print(
+                f"  {row['spec']:<{w}} {row['params'] / 1e6:7.1f}M {'ref DeMo':<9} {ref['step_s'] * 1e3:8.2f}ms "
+                f"{_fmt_rate(row['params'], ref['step_s'])} {'':>10} {'1.000x':>13}"
+            )
+    print(
+        "  (ratio: netbench dct encode+decode over the reference's replicate() of every parameter, both with the "
+        f"loopback gather of {args.world} ranks)"
+    )
 
     profile = build_profile(rows, small, args, device_name)
     from netbench.model.calibration import save_calibration
 
     path = save_calibration(profile, args.out)
-    print(f"calibration profile: {path} (per parameter from {max(rows, key=lambda r: r['params'])['spec']}"
-          + (f", per tensor from {small['spec']})" if small else ")"))
+    print(
+        f"calibration profile: {path} (per parameter from {max(rows, key=lambda r: r['params'])['spec']}"
+        + (f", per tensor from {small['spec']})" if small else ")")
+    )
     if args.results:
         args.results.parent.mkdir(parents=True, exist_ok=True)
-        args.results.write_text(json.dumps({"device": device_name, "torch": torch.__version__, "world": args.world,
-                                            "topk": args.topk, "chunk": args.chunk, "iters": args.iters,
-                                            "rows": rows, "tensor_row": small}, indent=2) + "\n")
+        args.results.write_text(
+            json.dumps(
+                {
+                    "device": device_name,
+                    "torch": torch.__version__,
+                    "world": args.world,
+                    "topk": args.topk,
+                    "chunk": args.chunk,
+                    "iters": args.iters,
+                    "rows": rows,
+                    "tensor_row": small,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -37,8 +37,13 @@ def _worker(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
     os.environ["GLOO_SOCKET_IFNAME"] = args.iface
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:29512", rank=args.rank,
-                            world_size=args.nodes, timeout=datetime.timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master}:29512",
+        rank=args.rank,
+        world_size=args.nodes,
+        timeout=datetime.timedelta(seconds=120),
+    )
     n = max(1, int(args.bytes) // 4)
     x = torch.ones(n, dtype=torch.float32)
     outs = [torch.empty_like(x) for _ in range(args.nodes)]
@@ -83,8 +88,17 @@ def _models(args: argparse.Namespace, tcp: dict) -> dict:
     old = old_cost.time_s
     wire_factor = old_cost.transfer_s * rate / 8 / p.critical_bytes
     settings = TcpSettings.model_validate(tcp) if tcp else TcpSettings()
-    new = gloo_time(args.collective, float(args.bytes), args.nodes, rate / 8 / wire_factor, delay, 0.0, Framing().mss,
-                    settings, args.gap_ms / 1e3).time_s
+    new = gloo_time(
+        args.collective,
+        float(args.bytes),
+        args.nodes,
+        rate / 8 / wire_factor,
+        delay,
+        0.0,
+        Framing().mss,
+        settings,
+        args.gap_ms / 1e3,
+    ).time_s
     return {"old_s": old, "new_s": new}
 
 
@@ -93,16 +107,46 @@ def _main(args: argparse.Namespace) -> None:
     from netbench.emulation.cluster import Cluster
     from netbench.emulation.tcpsettings import TcpOptions
 
-    opts = TcpOptions(cc=args.tcp_cc, wmem_max=args.tcp_wmem_max, slow_start_after_idle=False if args.no_slow_start_after_idle else None)
+    opts = TcpOptions(
+        cc=args.tcp_cc,
+        wmem_max=args.tcp_wmem_max,
+        slow_start_after_idle=False if args.no_slow_start_after_idle else None,
+    )
     spec = build_cluster_spec(args.nodes, args.bw, delay=args.delay).model_copy(update={"tcp": opts})
     with Cluster(spec) as cluster:
         tcp = dict(cluster.tcp)
         master = cluster.nodes[0].address
-        procs = [node.popen([sys.executable, __file__, "--worker", "--rank", str(node.index), "--nodes", str(args.nodes),
-                             "--master", master, "--iface", node.iface, "--bytes", str(args.bytes), "--iters", str(args.iters), "--rounds", str(args.rounds),
-                             "--gap-ms", str(args.gap_ms), "--collective", args.collective],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for node in cluster.nodes]
+        procs = [
+            node.popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    "--rank",
+                    str(node.index),
+                    "--nodes",
+                    str(args.nodes),
+                    "--master",
+                    master,
+                    "--iface",
+                    node.iface,
+                    "--bytes",
+                    str(args.bytes),
+                    "--iters",
+                    str(args.iters),
+                    "--rounds",
+                    str(args.rounds),
+                    "--gap-ms",
+                    str(args.gap_ms),
+                    "--collective",
+                    args.collective,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for node in cluster.nodes
+        ]
         snapshots = []
         if args.ss:
             while procs[0].poll() is None and len(snapshots) < 200:
@@ -117,11 +161,24 @@ def _main(args: argparse.Namespace) -> None:
     slowest = [max(ts) for ts in zip(*per_rank)]
     measured = statistics.median(slowest)
     models = _models(args, tcp)
-    row = {"collective": args.collective, "nodes": args.nodes, "bytes": args.bytes, "bw": args.bw, "delay": args.delay,
-           "gap_ms": args.gap_ms, "tcp": tcp, "measured_s": measured, "all_s": slowest, **models}
-    print(f"{args.collective:10s} P={args.nodes} {args.bytes:>10.0f} B {args.bw:>7s} {args.delay:>5s} cc={tcp.get('cc')} "
-          f"measured {measured * 1e3:8.1f} ms  old {models['old_s'] * 1e3:8.1f} ms ({models['old_s'] / measured:5.2f})  "
-          f"new {models['new_s'] * 1e3:8.1f} ms ({models['new_s'] / measured:5.2f})", flush=True)
+    row = {
+        "collective": args.collective,
+        "nodes": args.nodes,
+        "bytes": args.bytes,
+        "bw": args.bw,
+        "delay": args.delay,
+        "gap_ms": args.gap_ms,
+        "tcp": tcp,
+        "measured_s": measured,
+        "all_s": slowest,
+        **models,
+    }
+    print(
+        f"{args.collective:10s} P={args.nodes} {args.bytes:>10.0f} B {args.bw:>7s} {args.delay:>5s} cc={tcp.get('cc')} "
+        f"measured {measured * 1e3:8.1f} ms  old {models['old_s'] * 1e3:8.1f} ms ({models['old_s'] / measured:5.2f})  "
+        f"new {models['new_s'] * 1e3:8.1f} ms ({models['new_s'] / measured:5.2f})",
+        flush=True,
+    )
     if args.json:
         print(json.dumps(row))
     if args.ss:

@@ -50,8 +50,10 @@ def main() -> int:
     alone = _side_by_side(1, args.repeats)[0]
     together = _side_by_side(args.procs, args.repeats)
     ratio = statistics.median(together) / alone
-    print(f"CPU time alone {alone:.3f} s; {args.procs} side by side {', '.join(f'{t:.3f}' for t in together)} s; "
-          f"ratio {ratio:.2f} (1.00: the cores do not slow each other)")
+    print(
+        f"CPU time alone {alone:.3f} s; {args.procs} side by side {', '.join(f'{t:.3f}' for t in together)} s; "
+        f"ratio {ratio:.2f} (1.00: the cores do not slow each other)"
+    )
     return 0
 
 

@@ -47,8 +47,14 @@ def measure(rate: float, delay: float, seconds: float) -> dict:
         stats = _stats(cluster)
         packets = stats["passed"] - stats0["passed"]
         late = stats["late"] - stats0["late"]
-    return {"goodput_ratio": goodput / rate, "rtt_ms": rtt["rtt_ms"], "packets": packets, "cpu_s": cpu,
-            "us_per_packet": 1e6 * cpu / max(1, packets), "late_fraction": late / max(1, packets)}
+    return {
+        "goodput_ratio": goodput / rate,
+        "rtt_ms": rtt["rtt_ms"],
+        "packets": packets,
+        "cpu_s": cpu,
+        "us_per_packet": 1e6 * cpu / max(1, packets),
+        "late_fraction": late / max(1, packets),
+    }
 
 
 def _stats(cluster: Cluster) -> dict:
@@ -71,11 +77,18 @@ def main() -> int:
         for build in BUILDS:
             os.environ[delayline_native.ENV] = build
             runs = [measure(rate, delay, args.seconds) for _ in range(args.repeats)]
-            row = per_build[build] = {"link": label, "build": build, **{k: statistics.median(r[k] for r in runs) for k in runs[0]}}
+            row = per_build[build] = {
+                "link": label,
+                "build": build,
+                **{k: statistics.median(r[k] for r in runs) for k in runs[0]},
+            }
             rows.append(row)
             if not args.json:
-                print(f"{label:>13} {build:>6}  {row['us_per_packet']:5.1f} us CPU/packet  {row['packets']:8.0f} packets  "
-                      f"late {100 * row['late_fraction']:.2f}%  goodput/rate {row['goodput_ratio']:.3f}  rtt {row['rtt_ms']:.2f} ms", flush=True)
+                print(
+                    f"{label:>13} {build:>6}  {row['us_per_packet']:5.1f} us CPU/packet  {row['packets']:8.0f} packets  "
+                    f"late {100 * row['late_fraction']:.2f}%  goodput/rate {row['goodput_ratio']:.3f}  rtt {row['rtt_ms']:.2f} ms",
+                    flush=True,
+                )
         ratio = per_build["native"]["us_per_packet"] / per_build["python"]["us_per_packet"]
         if not args.json:
             print(f"{label:>13}  CPU per packet, native / python: {ratio:.2f}", flush=True)

@@ -19,8 +19,31 @@ SHAPES = "llama:d_model=128,layers=2,ffn=256,vocab=256"
 
 
 def run(nodes: int, dilation: str, steps: int, out: str) -> dict:
-    argv = ["netbench", "run", "--nodes", str(nodes), "--bw", "1gbit", "-r", "dct", "-w", "shapes", "--shapes", SHAPES,
-            "--compute-ms", "50", "--steps", str(steps), "--warmup", "2", "--dilation", dilation, "--json", "--out", out]
+    argv = [
+        "netbench",
+        "run",
+        "--nodes",
+        str(nodes),
+        "--bw",
+        "1gbit",
+        "-r",
+        "dct",
+        "-w",
+        "shapes",
+        "--shapes",
+        SHAPES,
+        "--compute-ms",
+        "50",
+        "--steps",
+        str(steps),
+        "--warmup",
+        "2",
+        "--dilation",
+        dilation,
+        "--json",
+        "--out",
+        out,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}

@@ -28,8 +28,13 @@ ALLREDUCES = 5
 
 def exec_json(out: Path, nodes: int, bw: str, command: list[str]) -> dict:
     netbench = shutil.which("netbench", path=str(Path(sys.executable).parent)) or "netbench"
-    done = subprocess.run([netbench, "exec", "--json", "--nodes", str(nodes), "--bw", bw, "--out", str(out), "--", *command],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [netbench, "exec", "--json", "--nodes", str(nodes), "--bw", bw, "--out", str(out), "--", *command],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if done.returncode != 0:
         raise SystemExit(f"netbench exec failed ({done.returncode}): {done.stderr[-2000:]}")
     return json.loads(done.stdout)
@@ -40,8 +45,10 @@ def allreduce(out: Path, nodes: int, bw: str) -> bool:
     summary, predicted = result["summary"], result["summary"]["predicted"]
     expected = ALLREDUCES * predicted["wire_tx_bytes_per_step"]
     print(f"\nexamples/allreduce.py, {nodes} nodes at {bw} ({result['run_dir']})")
-    print(f"  model: {predicted['wire_tx_bytes_per_step']:.0f} B on the wire per node per all-reduce "
-          f"({predicted['payload_bytes_per_step']:.0f} B payload), {predicted['step_time_s']:.3f} s per all-reduce")
+    print(
+        f"  model: {predicted['wire_tx_bytes_per_step']:.0f} B on the wire per node per all-reduce "
+        f"({predicted['payload_bytes_per_step']:.0f} B payload), {predicted['step_time_s']:.3f} s per all-reduce"
+    )
     ok = True
     for node in result["nodes"]:
         for source in ("wire", "capture_wire"):
@@ -49,15 +56,21 @@ def allreduce(out: Path, nodes: int, bw: str) -> bool:
                 measured = node[f"{source}_{way}_bytes"] if source == "capture_wire" else node[f"wire_{way}_bytes"]
                 ratio = measured / expected
                 ok &= abs(ratio - 1) <= BYTES_TARGET
-                print(f"  node {node['rank']} {way} ({'capture' if source == 'capture_wire' else 'counters'}): "
-                      f"{measured:.0f} B measured, {expected:.0f} B = {ALLREDUCES} x model; ratio {ratio:.4f}")
+                print(
+                    f"  node {node['rank']} {way} ({'capture' if source == 'capture_wire' else 'counters'}): "
+                    f"{measured:.0f} B measured, {expected:.0f} B = {ALLREDUCES} x model; ratio {ratio:.4f}"
+                )
     step, model_step = summary["step_time_s"], predicted["step_time_s"]
-    print(f"  all-reduce time (median of the 4 after warm-up, slowest node): {step:.3f} s, model {model_step:.3f} s, "
-          f"ratio {step / model_step:.3f}")
+    print(
+        f"  all-reduce time (median of the 4 after warm-up, slowest node): {step:.3f} s, model {model_step:.3f} s, "
+        f"ratio {step / model_step:.3f}"
+    )
     cpu = ", ".join(f"{n['cpu_time_s']:.2f} s" for n in result["nodes"])
-    print(f"  whole program: {result['wall_time_s']:.2f} s wall; {ALLREDUCES} x model all-reduce = {ALLREDUCES * model_step:.2f} s, "
-          f"the rest is interpreter start-up, import torch and the rendezvous "
-          f"(node CPU: {cpu})")
+    print(
+        f"  whole program: {result['wall_time_s']:.2f} s wall; {ALLREDUCES} x model all-reduce = {ALLREDUCES * model_step:.2f} s, "
+        f"the rest is interpreter start-up, import torch and the rendezvous "
+        f"(node CPU: {cpu})"
+    )
     print(f"  bytes within {BYTES_TARGET:.0%}: {'yes' if ok else 'NO'}")
     return ok
 
@@ -69,10 +82,12 @@ def train(out: Path, replicator: str, nodes: int, bw: str) -> None:
     def ratio(key: str) -> str:
         return f"{s[key] / p[key]:.3f}" if p.get(key) else "-"
 
-    print(f"  {replicator:5s} {nodes} nodes: {s['steps_measured']} steps; step {s['step_time_s'] * 1e3:.1f} ms (model "
-          f"{p.get('step_time_s', float('nan')) * 1e3:.1f} ms, x{ratio('step_time_s')}); wire tx/step {s['wire_tx_bytes_per_step']:.0f} B "
-          f"(model {p.get('wire_tx_bytes_per_step', float('nan')):.0f} B, x{ratio('wire_tx_bytes_per_step')}); "
-          f"payload {s['payload_bytes_per_step']:.0f} B (model {p.get('payload_bytes_per_step', float('nan')):.0f} B)")
+    print(
+        f"  {replicator:5s} {nodes} nodes: {s['steps_measured']} steps; step {s['step_time_s'] * 1e3:.1f} ms (model "
+        f"{p.get('step_time_s', float('nan')) * 1e3:.1f} ms, x{ratio('step_time_s')}); wire tx/step {s['wire_tx_bytes_per_step']:.0f} B "
+        f"(model {p.get('wire_tx_bytes_per_step', float('nan')):.0f} B, x{ratio('wire_tx_bytes_per_step')}); "
+        f"payload {s['payload_bytes_per_step']:.0f} B (model {p.get('payload_bytes_per_step', float('nan')):.0f} B)"
+    )
 
 
 def main() -> None:

@@ -31,9 +31,29 @@ POINTS = [(4, 1), (2, 2), (2, 4), (4, 2)]
 
 def run_point(nodes: int, g: int, args: argparse.Namespace, out: Path) -> dict:
     """One `netbench run --json`; its summary (status checked)."""
-    argv = [NETBENCH, "run", "-r", args.replicator, "--nodes", str(nodes), "--gpus-per-node", str(g), "--bw", args.bw,
-            "--delay", args.delay, "-w", args.workload, "--steps", str(args.steps), "--warmup", str(args.warmup),
-            "--out", str(out), "--json"]
+    argv = [
+        NETBENCH,
+        "run",
+        "-r",
+        args.replicator,
+        "--nodes",
+        str(nodes),
+        "--gpus-per-node",
+        str(g),
+        "--bw",
+        args.bw,
+        "--delay",
+        args.delay,
+        "-w",
+        args.workload,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--out",
+        str(out),
+        "--json",
+    ]
     if args.replicator == "diloco":
         argv += ["--sync-every", str(args.sync_every)]
     if args.intra_bw and g > 1:
@@ -49,11 +69,20 @@ def row(nodes: int, g: int, s: dict) -> dict:
     inter = s["wire_tx_bytes_per_step"] + s["wire_rx_bytes_per_step"]
     inter_model = p.get("wire_tx_bytes_per_step", 0) + p.get("wire_rx_bytes_per_step", 0)
     return {
-        "nodes": nodes, "gpus_per_node": g, "accelerators": nodes * g, "run_dir": s["run_dir"],
-        "inter_bytes": inter, "inter_bytes_model": inter_model, "inter_rx_bytes": s["wire_rx_bytes_per_step"],
-        "intra_bytes": s.get("intra_tx_bytes_per_step"), "intra_bytes_model": p.get("intra_tx_bytes_per_step"),
-        "step_s": s["step_time_s"], "step_s_model": p.get("step_time_s"),
-        "payload_bytes": s["payload_bytes_per_step"], "first_loss": s.get("first_loss"), "final_loss": s.get("final_loss"),
+        "nodes": nodes,
+        "gpus_per_node": g,
+        "accelerators": nodes * g,
+        "run_dir": s["run_dir"],
+        "inter_bytes": inter,
+        "inter_bytes_model": inter_model,
+        "inter_rx_bytes": s["wire_rx_bytes_per_step"],
+        "intra_bytes": s.get("intra_tx_bytes_per_step"),
+        "intra_bytes_model": p.get("intra_tx_bytes_per_step"),
+        "step_s": s["step_time_s"],
+        "step_s_model": p.get("step_time_s"),
+        "payload_bytes": s["payload_bytes_per_step"],
+        "first_loss": s.get("first_loss"),
+        "final_loss": s.get("final_loss"),
         "faithful": (s.get("fidelity") or {}).get("ok"),
     }
 
@@ -64,12 +93,14 @@ def err(measured: float | None, model: float | None) -> str:
 
 def table(rows: list[dict], args: argparse.Namespace) -> str:
     base = next((r for r in rows if (r["nodes"], r["gpus_per_node"]) == (2, 2)), rows[0])
-    lines = [f"FlexDeMo vs flat DeMo: {args.replicator}, workload {args.workload}, {args.bw}, delay {args.delay}, "
-             f"intra {args.intra_bw or 'unshaped'}, {args.steps} steps",
-             "",
-             "| N x G | inter B/step/node (measured) | model | err | intra B/step/node (measured) | model | err | "
-             "step s (measured) | model | err | all-gather rx vs 2x2 | (N-1) | (NG-1) | loss |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"FlexDeMo vs flat DeMo: {args.replicator}, workload {args.workload}, {args.bw}, delay {args.delay}, "
+        f"intra {args.intra_bw or 'unshaped'}, {args.steps} steps",
+        "",
+        "| N x G | inter B/step/node (measured) | model | err | intra B/step/node (measured) | model | err | "
+        "step s (measured) | model | err | all-gather rx vs 2x2 | (N-1) | (NG-1) | loss |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         n, g = r["nodes"], r["gpus_per_node"]
         intra = f"{r['intra_bytes']:,.0f}" if r["intra_bytes"] is not None else "-"
@@ -79,10 +110,14 @@ def table(rows: list[dict], args: argparse.Namespace) -> str:
             f"| {intra} | {intra_m} | {err(r['intra_bytes'], r['intra_bytes_model'])} "
             f"| {r['step_s']:.3f} | {r['step_s_model'] or 0:.3f} | {err(r['step_s'], r['step_s_model'])} "
             f"| {r['inter_rx_bytes'] / base['inter_rx_bytes']:.2f} | {(n - 1) / (base['nodes'] - 1):.2f} "
-            f"| {(n * g - 1) / (base['accelerators'] - 1):.2f} | {r['first_loss']:.3f} -> {r['final_loss']:.3f} |")
-    lines += ["", "inter = NIC counters tx + rx per node per step; intra = loopback (the intra-node link) per node per step;",
-              "all-gather rx vs 2x2: a node's received inter-node bytes relative to FlexDeMo 2 x 2; it should follow (N-1), "
-              "the number of other nodes, not (NG-1), the number of other accelerators."]
+            f"| {(n * g - 1) / (base['accelerators'] - 1):.2f} | {r['first_loss']:.3f} -> {r['final_loss']:.3f} |"
+        )
+    lines += [
+        "",
+        "inter = NIC counters tx + rx per node per step; intra = loopback (the intra-node link) per node per step;",
+        "all-gather rx vs 2x2: a node's received inter-node bytes relative to FlexDeMo 2 x 2; it should follow (N-1), "
+        "the number of other nodes, not (NG-1), the number of other accelerators.",
+    ]
     return "\n".join(lines)
 
 
@@ -102,10 +137,14 @@ def same_model(run_dir: str, workers: int) -> bool:
 
 def matrix(args: argparse.Namespace) -> str:
     """Every replicator at 2 x 2, 4 x 2 and 2 x 4: bytes and step time against the model, loss, identical models."""
-    lines = [f"FlexDeMo runs: workload {args.workload}, {args.bw}, delay {args.delay}, intra {args.intra_bw or 'unshaped'}, "
-             f"{args.steps} steps after {args.warmup} warm-up (diloco --sync-every {args.sync_every})", "",
-             "| replicator | N x G | inter B/step/node | model | err | intra B/step/node | model | err | step s | model | err "
-             "| loss first -> last | identical models |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"FlexDeMo runs: workload {args.workload}, {args.bw}, delay {args.delay}, intra {args.intra_bw or 'unshaped'}, "
+        f"{args.steps} steps after {args.warmup} warm-up (diloco --sync-every {args.sync_every})",
+        "",
+        "| replicator | N x G | inter B/step/node | model | err | intra B/step/node | model | err | step s | model | err "
+        "| loss first -> last | identical models |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     rows = []
     for name in args.replicators.split(","):
         for nodes, g in MATRIX:
@@ -114,12 +153,16 @@ def matrix(args: argparse.Namespace) -> str:
             r = row(nodes, g, s)
             r.update(replicator=name, identical=same_model(s["run_dir"], nodes * g))
             rows.append(r)
-            lines.append(f"| {name} | {nodes} x {g} | {r['inter_bytes']:,.0f} | {r['inter_bytes_model']:,.0f} | "
-                         f"{err(r['inter_bytes'], r['inter_bytes_model'])} | {r['intra_bytes']:,.0f} | {r['intra_bytes_model']:,.0f} | "
-                         f"{err(r['intra_bytes'], r['intra_bytes_model'])} | {r['step_s']:.3f} | {r['step_s_model']:.3f} | "
-                         f"{err(r['step_s'], r['step_s_model'])} | {r['first_loss']:.3f} -> {r['final_loss']:.3f} | {r['identical']} |")
+            lines.append(
+                f"| {name} | {nodes} x {g} | {r['inter_bytes']:,.0f} | {r['inter_bytes_model']:,.0f} | "
+                f"{err(r['inter_bytes'], r['inter_bytes_model'])} | {r['intra_bytes']:,.0f} | {r['intra_bytes_model']:,.0f} | "
+                f"{err(r['intra_bytes'], r['intra_bytes_model'])} | {r['step_s']:.3f} | {r['step_s_model']:.3f} | "
+                f"{err(r['step_s'], r['step_s_model'])} | {r['first_loss']:.3f} -> {r['final_loss']:.3f} | {r['identical']} |"
+            )
             print(lines[-1], file=sys.stderr)
-    (args.out / f"matrix-{args.replicators.replace(',', '-')}.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n")
+    (args.out / f"matrix-{args.replicators.replace(',', '-')}.json").write_text(
+        json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n"
+    )
     return "\n".join(lines)
 
 
@@ -129,25 +172,34 @@ def repredict(runs: Path) -> str:
 
     sys.path.insert(0, str(REPO))
     from netbench.model.hostcache import host_calibration
-    from netbench.orchestrator.prediction import predict_run
     from netbench.orchestrator.config import RunConfig
+    from netbench.orchestrator.prediction import predict_run
 
     calibration = host_calibration().calibration
-    lines = ["| replicator | N x G | inter B/step/node | stored model | err | current model | err | step s | current model |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| replicator | N x G | inter B/step/node | stored model | err | current model | err | step s | current model |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for path in sorted(runs.glob("*/run.json")):
         data = json.loads(path.read_text())
         s = data["summary"]
         if "predicted" not in s:
             continue
         config = RunConfig.model_validate({**data["config"], "out_dir": str(runs)})
-        p = predict_run(config, pd.read_csv(path.with_name("steps.csv")), data["workload"]["n_params"], calibration,
-                        cpus=s["predicted"].get("host_cpus"))
+        p = predict_run(
+            config,
+            pd.read_csv(path.with_name("steps.csv")),
+            data["workload"]["n_params"],
+            calibration,
+            cpus=s["predicted"].get("host_cpus"),
+        )
         measured = s["wire_tx_bytes_per_step"] + s["wire_rx_bytes_per_step"]
         stored = s["predicted"]["wire_tx_bytes_per_step"] + s["predicted"]["wire_rx_bytes_per_step"]
         now = p["wire_tx_bytes_per_step"] + p["wire_rx_bytes_per_step"]
-        lines.append(f"| {config.replicator.name} | {config.cluster.nodes} x {config.gpus_per_node} | {measured:,.0f} | {stored:,.0f} | "
-                     f"{err(measured, stored)} | {now:,.0f} | {err(measured, now)} | {s['step_time_s']:.3f} | {p['step_time_s']:.3f} |")
+        lines.append(
+            f"| {config.replicator.name} | {config.cluster.nodes} x {config.gpus_per_node} | {measured:,.0f} | {stored:,.0f} | "
+            f"{err(measured, stored)} | {now:,.0f} | {err(measured, now)} | {s['step_time_s']:.3f} | {p['step_time_s']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -162,10 +214,16 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="only 4 x 1 and 2 x 2")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "flexdemo")
-    parser.add_argument("--matrix", action="store_true", help="full, dct, random, diloco at 2 x 2, 4 x 2, 2 x 4 instead")
+    parser.add_argument(
+        "--matrix", action="store_true", help="full, dct, random, diloco at 2 x 2, 4 x 2, 2 x 4 instead"
+    )
     parser.add_argument("--sync-every", type=int, default=4, help="diloco's period in --matrix")
-    parser.add_argument("--replicators", default=",".join(MATRIX_REPLICATORS), help="--matrix: which replicators, comma list")
-    parser.add_argument("--repredict", action="store_true", help="no runs: the current model beside the stored prediction of OUT/runs")
+    parser.add_argument(
+        "--replicators", default=",".join(MATRIX_REPLICATORS), help="--matrix: which replicators, comma list"
+    )
+    parser.add_argument(
+        "--repredict", action="store_true", help="no runs: the current model beside the stored prediction of OUT/runs"
+    )
     args = parser.parse_args()
     if args.repredict:
         print(repredict(args.out / "runs"))
@@ -181,12 +239,17 @@ def main() -> int:
     for nodes, g in points:
         summary = run_point(nodes, g, args, args.out / "runs")
         rows.append(row(nodes, g, summary))
-        print(f"{nodes} x {g}: step {summary['step_time_s']:.3f} s, inter {rows[-1]['inter_bytes']:,.0f} B", file=sys.stderr)
+        print(
+            f"{nodes} x {g}: step {summary['step_time_s']:.3f} s, inter {rows[-1]['inter_bytes']:,.0f} B",
+            file=sys.stderr,
+        )
     text = table(rows, args)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.md").write_text(text + "\n")
-    (args.out / "bench.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n")
+    (args.out / "bench.json").write_text(
+        json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n"
+    )
     return 0
 
 

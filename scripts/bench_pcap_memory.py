@@ -24,7 +24,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,14 +85,21 @@ print(json.dumps({{"seconds": time.perf_counter() - started, "peak_kib": resourc
 
 def measure(how: str, path: Path) -> dict:
     code = CHILD.format(run_s=RUN_S, steps=STEPS, node=NODE)
-    out = subprocess.run([sys.executable, "-c", code, how, str(path)], capture_output=True, text=True, cwd=REPO, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, how, str(path)], capture_output=True, text=True, cwd=REPO, check=True
+    )
     return json.loads(out.stdout)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packets", type=int, nargs="+", default=[100_000, 1_000_000, 3_000_000])
-    parser.add_argument("--skip-whole-above", type=int, default=3_000_000, help="don't run the whole-file parser above this many packets")
+    parser.add_argument(
+        "--skip-whole-above",
+        type=int,
+        default=3_000_000,
+        help="don't run the whole-file parser above this many packets",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = []
@@ -105,8 +111,17 @@ def main() -> int:
                 if how == "whole" and packets > args.skip_whole_above:
                     continue
                 r = measure(how, path)
-                rows.append({"how": how, "packets": packets, "file_mib": path.stat().st_size / 2**20, "peak_mib": r["peak_kib"] / 1024,
-                             "import_mib": r["base_kib"] / 1024, "seconds": r["seconds"], "binned": r["packets"]})
+                rows.append(
+                    {
+                        "how": how,
+                        "packets": packets,
+                        "file_mib": path.stat().st_size / 2**20,
+                        "peak_mib": r["peak_kib"] / 1024,
+                        "import_mib": r["base_kib"] / 1024,
+                        "seconds": r["seconds"],
+                        "binned": r["packets"],
+                    }
+                )
             path.unlink()
     for how in ("streamed", "whole"):
         mine = [r for r in rows if r["how"] == how]
@@ -115,16 +130,24 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'parser':9s} {'packets':>10s} {'pcap MiB':>9s} {'peak RSS MiB':>13s} {'growth MiB':>11s} {'s':>7s} {'packets/s':>10s}")
+    print(
+        f"{'parser':9s} {'packets':>10s} {'pcap MiB':>9s} {'peak RSS MiB':>13s} {'growth MiB':>11s} {'s':>7s} {'packets/s':>10s}"
+    )
     for r in rows:
-        print(f"{r['how']:9s} {r['packets']:>10,d} {r['file_mib']:9.1f} {r['peak_mib']:13.1f} {r['growth_mib']:+11.1f} "
-              f"{r['seconds']:7.2f} {r['packets'] / r['seconds']:10,.0f}")
+        print(
+            f"{r['how']:9s} {r['packets']:>10,d} {r['file_mib']:9.1f} {r['peak_mib']:13.1f} {r['growth_mib']:+11.1f} "
+            f"{r['seconds']:7.2f} {r['packets'] / r['seconds']:10,.0f}"
+        )
     streamed = [r for r in rows if r["how"] == "streamed"]
     whole = [r for r in rows if r["how"] == "whole"]
     if len(streamed) > 1:
-        print(f"streamed: peak RSS grew {streamed[-1]['growth_mib']:+.1f} MiB from {streamed[0]['packets']:,} to {streamed[-1]['packets']:,} packets")
+        print(
+            f"streamed: peak RSS grew {streamed[-1]['growth_mib']:+.1f} MiB from {streamed[0]['packets']:,} to {streamed[-1]['packets']:,} packets"
+        )
     if len(whole) > 1:
-        per_packet = (whole[-1]["peak_mib"] - whole[0]["peak_mib"]) * 2**20 / (whole[-1]["packets"] - whole[0]["packets"])
+        per_packet = (
+            (whole[-1]["peak_mib"] - whole[0]["peak_mib"]) * 2**20 / (whole[-1]["packets"] - whole[0]["packets"])
+        )
         print(f"whole:    about {per_packet:.0f} bytes per packet")
     return 0
 

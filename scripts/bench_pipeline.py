@@ -23,10 +23,35 @@ SETTINGS = {"dct": ["--topk", "32", "--chunk", "64"], "random": ["--rate", "0.01
 
 
 def run_once(bw: str, nodes: int, replicator: str, bucket: str, args: argparse.Namespace, out: str) -> dict:
-    cmd = ["netbench", "run", "--replicator", replicator, *SETTINGS[replicator], "--bw", bw, "--nodes", str(nodes),
-           "--delay", args.delay, "--workload", "shapes", "--shapes", args.shapes, "--compute-ms", "0",
-           "--steps", str(args.steps), "--warmup", str(args.warmup), "--bucket-mb", bucket, "--no-capture",
-           "--out", out, "--json"]
+    cmd = [
+        "netbench",
+        "run",
+        "--replicator",
+        replicator,
+        *SETTINGS[replicator],
+        "--bw",
+        bw,
+        "--nodes",
+        str(nodes),
+        "--delay",
+        args.delay,
+        "--workload",
+        "shapes",
+        "--shapes",
+        args.shapes,
+        "--compute-ms",
+        "0",
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--bucket-mb",
+        bucket,
+        "--no-capture",
+        "--out",
+        out,
+        "--json",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-1500:]}")
@@ -41,10 +66,16 @@ def buckets_of(bw: str, nodes: int, replicator: str, args: argparse.Namespace) -
     from netbench.units import parse_rate, parse_time
 
     opts = dict(zip(SETTINGS[replicator][::2], SETTINGS[replicator][1::2]))
-    config = ReplicatorConfig(name=replicator, **{k.lstrip("-"): float(v) if "." in v else int(v) for k, v in opts.items()})
+    config = ReplicatorConfig(
+        name=replicator, **{k.lstrip("-"): float(v) if "." in v else int(v) for k, v in opts.items()}
+    )
     shapes = resolve_shapes(args.shapes)
     payload = declared_payload(shapes, config, nodes).bytes_per_step
-    mb = bucket_mb_for(replicator, parse_rate(bw), 2 * parse_time(args.delay), payload, nodes) if args.bucket == "auto" else float(args.bucket)
+    mb = (
+        bucket_mb_for(replicator, parse_rate(bw), 2 * parse_time(args.delay), payload, nodes)
+        if args.bucket == "auto"
+        else float(args.bucket)
+    )
     return declared_payload(shapes, config.model_copy(update={"bucket_mb": mb}), nodes).collectives_per_step
 
 
@@ -69,21 +100,32 @@ def main() -> None:
                     buckets = buckets_of(bw, nodes, rep, args)
                     # `auto` that resolves to one bucket IS the unpipelined run: the same configuration, not run twice.
                     piped = run_once(bw, nodes, rep, args.bucket, args, out) if buckets > 1 else plain
-                    row = {"bw": bw, "nodes": nodes, "replicator": rep,
-                           "plain_step_s": plain["step_time_s"], "piped_step_s": piped["step_time_s"],
-                           "plain_comm_s": plain.get("comm_time_s"), "piped_comm_s": piped.get("comm_time_s"),
-                           "buckets": buckets,
-                           "ratio": piped["step_time_s"] / plain["step_time_s"]}
+                    row = {
+                        "bw": bw,
+                        "nodes": nodes,
+                        "replicator": rep,
+                        "plain_step_s": plain["step_time_s"],
+                        "piped_step_s": piped["step_time_s"],
+                        "plain_comm_s": plain.get("comm_time_s"),
+                        "piped_comm_s": piped.get("comm_time_s"),
+                        "buckets": buckets,
+                        "ratio": piped["step_time_s"] / plain["step_time_s"],
+                    }
                     rows.append(row)
                     if not args.json:
-                        print(f"{bw:>8s} {nodes} nodes {rep:6s}: one bucket {row['plain_step_s']:.3f} s, pipelined "
-                              f"{row['piped_step_s']:.3f} s ({row['buckets']} buckets{', the same run' if buckets == 1 else ''}), "
-                              f"ratio {row['ratio']:.3f}", flush=True)
+                        print(
+                            f"{bw:>8s} {nodes} nodes {rep:6s}: one bucket {row['plain_step_s']:.3f} s, pipelined "
+                            f"{row['piped_step_s']:.3f} s ({row['buckets']} buckets{', the same run' if buckets == 1 else ''}), "
+                            f"ratio {row['ratio']:.3f}",
+                            flush=True,
+                        )
     if args.json:
         print(json.dumps(rows))
     else:
         worst = max(rows, key=lambda r: r["ratio"])
-        print(f"worst ratio pipelined/one-bucket: {worst['ratio']:.3f} ({worst['bw']}, {worst['nodes']} nodes, {worst['replicator']})")
+        print(
+            f"worst ratio pipelined/one-bucket: {worst['ratio']:.3f} ({worst['bw']}, {worst['nodes']} nodes, {worst['replicator']})"
+        )
 
 
 if __name__ == "__main__":

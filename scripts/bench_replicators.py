@@ -94,12 +94,20 @@ class _ReferenceDriver:
         started, started_cpu = time.perf_counter(), time.thread_time()
         self.replicator.pre_step()
         for p, g in zip(self.params, grads):
-            p.grad = self.replicator.replicate(sharded_grad=g, param=p, param_state_dict=self.state[p], param_group=group)
+            p.grad = self.replicator.replicate(
+                sharded_grad=g, param=p, param_state_dict=self.state[p], param_group=group
+            )
         self.replicator.post_step()
         wall, cpu = time.perf_counter() - started, time.thread_time() - started_cpu
         comm_s, comm_cpu_s, nbytes, calls = self.timed.take()
-        return {"cpu_s": cpu - comm_cpu_s, "wall_s": wall - comm_s, "comm_s": comm_s, "bytes": nbytes,
-                "collectives": calls, "reported_bytes": self.replicator.data_transmitted[-1]}
+        return {
+            "cpu_s": cpu - comm_cpu_s,
+            "wall_s": wall - comm_s,
+            "comm_s": comm_s,
+            "bytes": nbytes,
+            "collectives": calls,
+            "reported_bytes": self.replicator.data_transmitted[-1],
+        }
 
 
 def _rank_body(rank: int, world: int, opts: dict) -> dict:
@@ -133,9 +141,14 @@ def _rank_body(rank: int, world: int, opts: dict) -> dict:
     for step in range(opts["warmup"] + opts["steps"]):
         load_grads()
         stats = ours.step()
-        record = {"encode_s": stats.compress_cpu_s, "decode_s": stats.decode_cpu_s,
-                  "wall_s": stats.compress_s + stats.decode_s, "comm_s": stats.comm_s,
-                  "bytes": stats.payload_bytes, "collectives": stats.collectives}
+        record = {
+            "encode_s": stats.compress_cpu_s,
+            "decode_s": stats.decode_cpu_s,
+            "wall_s": stats.compress_s + stats.decode_s,
+            "comm_s": stats.comm_s,
+            "bytes": stats.payload_bytes,
+            "collectives": stats.collectives,
+        }
         ref_record = reference.step(grads) if reference else None
         if step >= opts["warmup"]:
             out["ours"].append(record)
@@ -148,8 +161,12 @@ def _rank_body(rank: int, world: int, opts: dict) -> dict:
     for _ in range(2):
         load_grads()
         stats = ours_bf16.step()
-        out["bf16"].append({"encode_s": stats.compress_cpu_s, "decode_s": stats.decode_cpu_s, "bytes": stats.payload_bytes})
-    out["declared"] = {v: declared_payload(param_shapes(params), config(v), world).bytes_per_step for v in ("fp32", "bf16")}
+        out["bf16"].append(
+            {"encode_s": stats.compress_cpu_s, "decode_s": stats.decode_cpu_s, "bytes": stats.payload_bytes}
+        )
+    out["declared"] = {
+        v: declared_payload(param_shapes(params), config(v), world).bytes_per_step for v in ("fp32", "bf16")
+    }
     out["params"] = sum(p.numel() for p in params)
     return out
 
@@ -166,19 +183,28 @@ def summarise(ranks: list[dict], opts: dict) -> dict:
     encode = _median(ranks, "ours", lambda r: r["encode_s"])
     decode = _median(ranks, "ours", lambda r: r["decode_s"])
     result = {
-        "shapes": opts["shapes"], "params": params, "world_size": opts["world"], "topk": opts["topk"],
-        "chunk": opts["chunk"], "steps": opts["steps"], "threads_per_rank": 1,
+        "shapes": opts["shapes"],
+        "params": params,
+        "world_size": opts["world"],
+        "topk": opts["topk"],
+        "chunk": opts["chunk"],
+        "steps": opts["steps"],
+        "threads_per_rank": 1,
         "ours": {
-            "cpu_s_per_step": ours_cpu, "encode_s": encode, "decode_s": decode,
+            "cpu_s_per_step": ours_cpu,
+            "encode_s": encode,
+            "decode_s": decode,
             "wall_s_per_step": _median(ranks, "ours", lambda r: r["wall_s"]),
             "comm_s": _median(ranks, "ours", lambda r: r["comm_s"]),
-            "encode_params_per_s": params / encode, "decode_params_per_s": params / decode,
+            "encode_params_per_s": params / encode,
+            "decode_params_per_s": params / decode,
             "bytes_per_step_fp32": ranks[0]["ours"][0]["bytes"],
             "bytes_per_step_bf16": ranks[0]["bf16"][0]["bytes"],
             "collectives_per_step": ranks[0]["ours"][0]["collectives"],
             "declared_equals_measured": all(
                 r["bytes"] == rank["declared"]["fp32"] for rank in ranks for r in rank["ours"]
-            ) and all(r["bytes"] == rank["declared"]["bf16"] for rank in ranks for r in rank["bf16"]),
+            )
+            and all(r["bytes"] == rank["declared"]["bf16"] for rank in ranks for r in rank["bf16"]),
         },
     }
     if ranks[0]["reference"]:
@@ -201,7 +227,9 @@ def summarise(ranks: list[dict], opts: dict) -> dict:
             "bytes_bf16": o["bytes_per_step_bf16"] / ref_bytes,
         }
         result["targets"] = {
-            "cpu": TARGET_TIME_RATIO, "bytes_fp32": TARGET_BYTES_FP32, "bytes_bf16": TARGET_BYTES_BF16,
+            "cpu": TARGET_TIME_RATIO,
+            "bytes_fp32": TARGET_BYTES_FP32,
+            "bytes_bf16": TARGET_BYTES_BF16,
         }
         result["meets_targets"] = all(result["ratios"][k] <= v for k, v in result["targets"].items())
         # The headline time ratio is CPU time; the wall ratio is reported alongside.
@@ -266,11 +294,21 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import detonation  # noqa: F401
         except ImportError:
-            print("bench_replicators: detonation not installed; netbench figures only "
-                  "(pip install --no-deps detonation==0.5.2 && pip install mltiming einops)", file=sys.stderr)
+            print(
+                "bench_replicators: detonation not installed; netbench figures only "
+                "(pip install --no-deps detonation==0.5.2 && pip install mltiming einops)",
+                file=sys.stderr,
+            )
             reference = False
-    opts = dict(shapes=args.shapes, world=args.world, topk=args.topk, chunk=args.chunk, steps=args.steps,
-                warmup=args.warmup, reference=reference)
+    opts = dict(
+        shapes=args.shapes,
+        world=args.world,
+        topk=args.topk,
+        chunk=args.chunk,
+        steps=args.steps,
+        warmup=args.warmup,
+        reference=reference,
+    )
     ranks = run_ranks(_rank_body, args.world, opts, timeout=900)
     result = summarise(ranks, opts)
     print(json.dumps(result, indent=2) if args.json else render(result))

@@ -37,8 +37,11 @@ def measured(run_dir: Path) -> tuple[float, tuple[int, ...], float]:
     """Median step (slowest rank per step), the payload bytes per step seen, and mean wire bytes sent per rank and step."""
     steps = pd.read_csv(run_dir / "steps.csv")
     steps = steps[~steps["warmup"]]
-    return (float(steps.groupby("step")["step_s"].max().median()), tuple(sorted(steps["payload_bytes"].unique())),
-            float(steps["tx_bytes"].mean()))
+    return (
+        float(steps.groupby("step")["step_s"].max().median()),
+        tuple(sorted(steps["payload_bytes"].unique())),
+        float(steps["tx_bytes"].mean()),
+    )
 
 
 def main() -> int:
@@ -58,8 +61,13 @@ def main() -> int:
         with ClusterReuse() as held:
             for round_ in range(args.rounds):
                 for point in chosen:
-                    for arm in (("reused", "alone") if round_ % 2 == 0 else ("alone", "reused")):
-                        result = run(point.config, calibration=calibration, dilation=None, reuse=held if arm == "reused" else None)
+                    for arm in ("reused", "alone") if round_ % 2 == 0 else ("alone", "reused"):
+                        result = run(
+                            point.config,
+                            calibration=calibration,
+                            dilation=None,
+                            reuse=held if arm == "reused" else None,
+                        )
                         if result.status != "ok":
                             print(f"{point.label} {arm}: {result.reason}", file=sys.stderr)
                             return 1
@@ -69,8 +77,10 @@ def main() -> int:
         step_a, step_r = statistics.median(r[0] for r in alone), statistics.median(r[0] for r in reused)
         same_payload = {r[1] for r in alone} == {r[1] for r in reused}
         wire = statistics.median(r[2] for r in reused) / statistics.median(r[2] for r in alone)
-        print(f"{point.label:24s} step alone {step_a:.4f} s  reused {step_r:.4f} s  ratio {step_r / step_a:.3f}  "
-              f"payload bytes {'identical' if same_payload else 'DIFFER'}  wire bytes ratio {wire:.4f}")
+        print(
+            f"{point.label:24s} step alone {step_a:.4f} s  reused {step_r:.4f} s  ratio {step_r / step_a:.3f}  "
+            f"payload bytes {'identical' if same_payload else 'DIFFER'}  wire bytes ratio {wire:.4f}"
+        )
     return 0
 
 

@@ -18,7 +18,20 @@ from pathlib import Path
 
 import pandas as pd
 
-WORKLOAD = ["-r", "dct", "--nodes", "2", "--bw", "100mbit", "-w", "shapes", "--shapes", "gpt2-small:blocks=2", "--compute-ms", "100"]
+WORKLOAD = [
+    "-r",
+    "dct",
+    "--nodes",
+    "2",
+    "--bw",
+    "100mbit",
+    "-w",
+    "shapes",
+    "--shapes",
+    "gpt2-small:blocks=2",
+    "--compute-ms",
+    "100",
+]
 RUNS = [  # (name, extra options)
     ("half", ["--steps", "56", "--schedule", "scenarios/schedules/half.csv"]),
     ("fluctuating", ["--steps", "80", "--schedule", "scenarios/traces/fluctuating.csv"]),
@@ -39,7 +52,9 @@ def follows(run_dir: Path, segments: list[dict]) -> list[str]:
         after, median = per[per["t"] >= seg["start_s"]], seg.get("step_time_s")
         if median and not after.empty:
             lag = next((i for i, v in enumerate(after["s"]) if abs(v / median - 1) < 0.2), None)
-            out.append(f"change at {seg['start_s']:g} s: step time within 20 % of the new median {lag} step(s) after it")
+            out.append(
+                f"change at {seg['start_s']:g} s: step time within 20 % of the new median {lag} step(s) after it"
+            )
     return out
 
 
@@ -68,8 +83,11 @@ def main() -> None:
     parser.add_argument("--out", default="/tmp/schedule-runs")
     args = parser.parse_args()
     for name, extra in RUNS:
-        done = subprocess.run([sys.executable, "-m", "netbench", "run", *WORKLOAD, *extra, "--out", args.out, "--json"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "netbench", "run", *WORKLOAD, *extra, "--out", args.out, "--json"],
+            capture_output=True,
+            text=True,
+        )
         try:
             show(name, json.loads(done.stdout))
         except json.JSONDecodeError:

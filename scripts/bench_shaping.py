@@ -35,18 +35,33 @@ def measure(rate: float, delay: float, repeats: int, seconds: float) -> list[flo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--seconds", type=float, default=4.0, help="steady-state seconds per probe (after 1 s of warm-up)")
+    parser.add_argument(
+        "--seconds", type=float, default=4.0, help="steady-state seconds per probe (after 1 s of warm-up)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = []
     for label, rate, delay, target in CASES:
         ratios = measure(rate, delay, args.repeats, args.seconds)
         passed = sum(r >= target for r in ratios)
-        rows.append({"link": label, "target": target, "min": min(ratios), "median": statistics.median(ratios),
-                     "max": max(ratios), "passed": passed, "probes": len(ratios), "ratios": [round(r, 4) for r in ratios]})
+        rows.append(
+            {
+                "link": label,
+                "target": target,
+                "min": min(ratios),
+                "median": statistics.median(ratios),
+                "max": max(ratios),
+                "passed": passed,
+                "probes": len(ratios),
+                "ratios": [round(r, 4) for r in ratios],
+            }
+        )
         if not args.json:
-            print(f"{label:>13}  min {min(ratios):.3f}  median {statistics.median(ratios):.3f}  max {max(ratios):.3f}  "
-                  f"target {target:.2f}  pass {passed}/{len(ratios)}", flush=True)
+            print(
+                f"{label:>13}  min {min(ratios):.3f}  median {statistics.median(ratios):.3f}  max {max(ratios):.3f}  "
+                f"target {target:.2f}  pass {passed}/{len(ratios)}",
+                flush=True,
+            )
     if args.json:
         print(json.dumps(rows))
     return 0 if all(r["passed"] == r["probes"] for r in rows) else 1

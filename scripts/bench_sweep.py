@@ -65,22 +65,34 @@ def bench(scenario: Path, reuse: bool, keep: Path | None) -> dict[str, float]:
         if done.returncode != 0:
             print(done.stderr[-2000:], file=sys.stderr)
         train, reported, points = training_s(out)
-    return {"wall_s": wall, "training_s": train, "reported_s": reported, "points": points, "overhead": (wall - train) / wall,
-            "code": done.returncode}
+    return {
+        "wall_s": wall,
+        "training_s": train,
+        "reported_s": reported,
+        "points": points,
+        "overhead": (wall - train) / wall,
+        "code": done.returncode,
+    }
 
 
 def show(label: str, figures: dict[str, float]) -> None:
-    print(f"{label:9s} {figures['points']:3.0f} points  wall {figures['wall_s']:7.1f} s  training {figures['training_s']:6.1f} s  "
-          f"overhead {figures['overhead']:6.1%} of wall  (step times as reported: {figures['reported_s']:.1f} s, "
-          f"{1 - figures['reported_s'] / figures['wall_s']:.1%} of wall beside them; exit {figures['code']:.0f})")
+    print(
+        f"{label:9s} {figures['points']:3.0f} points  wall {figures['wall_s']:7.1f} s  training {figures['training_s']:6.1f} s  "
+        f"overhead {figures['overhead']:6.1%} of wall  (step times as reported: {figures['reported_s']:.1f} s, "
+        f"{1 - figures['reported_s'] / figures['wall_s']:.1%} of wall beside them; exit {figures['code']:.0f})"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", type=Path, default=REPO / "scenarios" / "ci.toml")
-    parser.add_argument("--baseline", action="store_true", help="also run the sweep with --no-reuse and print the ratio")
+    parser.add_argument(
+        "--baseline", action="store_true", help="also run the sweep with --no-reuse and print the ratio"
+    )
     parser.add_argument("--no-reuse", action="store_true", help="run only the sweep with --no-reuse")
-    parser.add_argument("--keep", type=Path, help="keep the sweeps in DIR/reuse and DIR/no-reuse (for `netbench compare`)")
+    parser.add_argument(
+        "--keep", type=Path, help="keep the sweeps in DIR/reuse and DIR/no-reuse (for `netbench compare`)"
+    )
     args = parser.parse_args()
     print(f"{args.scenario}; load before: {os.getloadavg()[0]:.2f} (1-minute average, {os.cpu_count()} cores)")
     if args.no_reuse:

@@ -34,8 +34,15 @@ from netbench.workloads.config import WorkloadConfig  # noqa: E402
 def config(out: Path, traced: bool, steps: int) -> RunConfig:
     """The issue's run: 2 nodes, 100mbit, 20 ms, dct on two GPT-2-small blocks, no compute."""
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.02), down=DirectionSpec(rate_bps=100e6))
-    return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="dct"), steps=steps, warmup_steps=2, out_dir=out,
-                     workload=WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=0), trace=traced)
+    return RunConfig(
+        cluster=cluster,
+        replicator=ReplicatorConfig(name="dct"),
+        steps=steps,
+        warmup_steps=2,
+        out_dir=out,
+        workload=WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=0),
+        trace=traced,
+    )
 
 
 def one(out: Path, traced: bool, steps: int) -> dict:
@@ -43,11 +50,17 @@ def one(out: Path, traced: bool, steps: int) -> dict:
     if result.status != "ok":
         raise SystemExit(f"run failed: {result.reason}")
     s = result.summary
-    row = {"traced": traced, "step_time_s": s["step_time_s"], "wire_bytes": s.get("capture_wire_bytes_per_step") or s["wire_tx_bytes_per_step"],
-           "run_dir": str(result.run_dir)}
+    row = {
+        "traced": traced,
+        "step_time_s": s["step_time_s"],
+        "wire_bytes": s.get("capture_wire_bytes_per_step") or s["wire_tx_bytes_per_step"],
+        "run_dir": str(result.run_dir),
+    }
     trace = result.run_dir / "trace.json"
     if traced and trace.is_file():
-        row["tcp_sampler_cpu_fraction"] = json.loads(trace.read_text())["otherData"]["tcp_sampler"]["cpu_fraction_of_a_core"]
+        row["tcp_sampler_cpu_fraction"] = json.loads(trace.read_text())["otherData"]["tcp_sampler"][
+            "cpu_fraction_of_a_core"
+        ]
     return row
 
 
@@ -60,29 +73,46 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="netbench-bench-trace-") as tmp:
         for i in range(args.pairs):
-            for traced in ((True, False) if i % 2 == 0 else (False, True)):
+            for traced in (True, False) if i % 2 == 0 else (False, True):
                 rows.append(one(Path(tmp), traced, args.steps))
                 r = rows[-1]
-                print(f"{'traced  ' if traced else 'untraced'} step {r['step_time_s'] * 1e3:7.1f} ms  wire {r['wire_bytes']:>10.0f} B/step"
-                      + (f"  sampler {r['tcp_sampler_cpu_fraction'] * 100:.2f} % of a core per node" if r.get("tcp_sampler_cpu_fraction") else ""),
-                      file=sys.stderr)
+                print(
+                    f"{'traced  ' if traced else 'untraced'} step {r['step_time_s'] * 1e3:7.1f} ms  wire {r['wire_bytes']:>10.0f} B/step"
+                    + (
+                        f"  sampler {r['tcp_sampler_cpu_fraction'] * 100:.2f} % of a core per node"
+                        if r.get("tcp_sampler_cpu_fraction")
+                        else ""
+                    ),
+                    file=sys.stderr,
+                )
     arms = {t: [r for r in rows if r["traced"] is t] for t in (True, False)}
     med = {t: {k: statistics.median(r[k] for r in arms[t]) for k in ("step_time_s", "wire_bytes")} for t in arms}
-    out = {"pairs": args.pairs, "steps": args.steps, "traced": med[True], "untraced": med[False],
-           "step_time_ratio": med[True]["step_time_s"] / med[False]["step_time_s"],
-           "wire_bytes_ratio": med[True]["wire_bytes"] / med[False]["wire_bytes"],
-           # each pair's traced / untraced: host load drifting over the runs falls on both runs of a pair alike
-           "paired_step_time_ratio_median": statistics.median(
-               t["step_time_s"] / u["step_time_s"] for t, u in zip(arms[True], arms[False])),
-           "step_time_spread_untraced_s": [min(r["step_time_s"] for r in arms[False]), max(r["step_time_s"] for r in arms[False])],
-           "tcp_sampler_cpu_fraction": statistics.median(r.get("tcp_sampler_cpu_fraction") or 0 for r in arms[True]),
-           "runs": rows}
+    out = {
+        "pairs": args.pairs,
+        "steps": args.steps,
+        "traced": med[True],
+        "untraced": med[False],
+        "step_time_ratio": med[True]["step_time_s"] / med[False]["step_time_s"],
+        "wire_bytes_ratio": med[True]["wire_bytes"] / med[False]["wire_bytes"],
+        # each pair's traced / untraced: host load drifting over the runs falls on both runs of a pair alike
+        "paired_step_time_ratio_median": statistics.median(
+            t["step_time_s"] / u["step_time_s"] for t, u in zip(arms[True], arms[False])
+        ),
+        "step_time_spread_untraced_s": [
+            min(r["step_time_s"] for r in arms[False]),
+            max(r["step_time_s"] for r in arms[False]),
+        ],
+        "tcp_sampler_cpu_fraction": statistics.median(r.get("tcp_sampler_cpu_fraction") or 0 for r in arms[True]),
+        "runs": rows,
+    }
     if args.json:
         print(json.dumps(out, indent=1))
     else:
-        print(f"median step time: traced {med[True]['step_time_s'] * 1e3:.1f} ms, untraced {med[False]['step_time_s'] * 1e3:.1f} ms "
-              f"(ratio {out['step_time_ratio']:.3f}, median of the pairs' ratios {out['paired_step_time_ratio_median']:.3f}); wire bytes ratio {out['wire_bytes_ratio']:.4f}; "
-              f"TCP sampler {out['tcp_sampler_cpu_fraction'] * 100:.2f} % of a core per node")
+        print(
+            f"median step time: traced {med[True]['step_time_s'] * 1e3:.1f} ms, untraced {med[False]['step_time_s'] * 1e3:.1f} ms "
+            f"(ratio {out['step_time_ratio']:.3f}, median of the pairs' ratios {out['paired_step_time_ratio_median']:.3f}); wire bytes ratio {out['wire_bytes_ratio']:.4f}; "
+            f"TCP sampler {out['tcp_sampler_cpu_fraction'] * 100:.2f} % of a core per node"
+        )
 
 
 if __name__ == "__main__":

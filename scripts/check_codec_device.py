@@ -46,8 +46,12 @@ def build(name: str, device: str, group=None, **cfg):
     gen = torch.Generator().manual_seed(0)
     params = [torch.nn.Parameter((torch.randn(s, generator=gen) * 0.02).to(device)) for s in SHAPES]
     grads = [[(torch.randn(s, generator=gen) * 1e-3).to(device) for s in SHAPES] for _ in range(3)]
-    rep = build_replicator(params, ReplicatorConfig(name=name, **EVERY_STEP, **cfg), group=group,
-                           names=[f"layer{i}.weight" for i in range(len(SHAPES))])
+    rep = build_replicator(
+        params,
+        ReplicatorConfig(name=name, **EVERY_STEP, **cfg),
+        group=group,
+        names=[f"layer{i}.weight" for i in range(len(SHAPES))],
+    )
     return params, grads, rep
 
 
@@ -99,13 +103,21 @@ def main() -> int:
         total = sum(a.numel() for a in cpu[0])
         note = " (random: other positions on a GPU, by design)" if name == "random" else ""
         ok = name == "random" or diff <= 1e-3 * scale
-        report(ok, f"{name}: CPU vs CUDA after 3 steps: max |diff| {diff:.3g} (params up to {scale:.3g}), "
-                   f"{differ}/{total} elements differ{note}")
+        report(
+            ok,
+            f"{name}: CPU vs CUDA after 3 steps: max |diff| {diff:.3g} (params up to {scale:.3g}), "
+            f"{differ}/{total} elements differ{note}",
+        )
 
     with tempfile.TemporaryDirectory() as tmp:
         for backend, staged in (("gloo", True), ("nccl", False)):
-            dist.init_process_group(backend, store=dist.FileStore(f"{tmp}/{backend}", 1), rank=0, world_size=1,
-                                    device_id=torch.device("cuda", 0) if backend == "nccl" else None)
+            dist.init_process_group(
+                backend,
+                store=dist.FileStore(f"{tmp}/{backend}", 1),
+                rank=0,
+                world_size=1,
+                device_id=torch.device("cuda", 0) if backend == "nccl" else None,
+            )
             try:
                 for name, bucket_mb in (("dct", 0.0), ("dct", 0.01), ("random", 0.01), ("full", 0.0)):
                     ref = build(name, "cuda", bucket_mb=bucket_mb)
@@ -113,9 +125,11 @@ def main() -> int:
                     params, grads, rep = build(name, "cuda", group=dist.group.WORLD, bucket_mb=bucket_mb)
                     steps(params, grads, rep)
                     same = all(torch.equal(a, b) for a, b in zip(ref[0], params))
-                    report(same and bool(rep.comm._host) == staged,
-                           f"{backend} world 1, {name} bucket_mb {bucket_mb}: same result as without a group, "
-                           f"host staging buffers: {len(rep.comm._host)} (expected {'some' if staged else 'none'})")
+                    report(
+                        same and bool(rep.comm._host) == staged,
+                        f"{backend} world 1, {name} bucket_mb {bucket_mb}: same result as without a group, "
+                        f"host staging buffers: {len(rep.comm._host)} (expected {'some' if staged else 'none'})",
+                    )
             finally:
                 dist.destroy_process_group()
 

@@ -51,8 +51,12 @@ def commands() -> dict[str, Any]:
 
 def cli_page() -> str:
     """Markdown: a section per command with its usage, help and a table of its parameters."""
-    lines = ["# Command reference", "",
-             "Generated from the command-line application itself (`netbench COMMAND --help` says the same).", ""]
+    lines = [
+        "# Command reference",
+        "",
+        "Generated from the command-line application itself (`netbench COMMAND --help` says the same).",
+        "",
+    ]
     for name, command in commands().items():
         lines += [f"## netbench {name}", "", " ".join((command.help or "").split()), ""]
         params = [p for p in command.params if not getattr(p, "hidden", False)]
@@ -68,16 +72,23 @@ def metrics_page() -> str:
     """Markdown: every metric of the run summary, in summary.csv's order, with label, unit and where it shows."""
     from netbench.rundir.summary import METRICS
 
-    lines = ["# Metric reference", "",
-             "Generated from the summary's table of metrics, the one declaration that run.json's `summary`, "
-             "summary.csv, the terminal table, report.md and the figures read. Byte figures are per node per step; "
-             "summary.csv carries the model's value of a metric as `pred_<key>`.", "",
-             "| key | meaning | unit | summary.csv | steps.csv source | across nodes |", "|---|---|---|---|---|---|"]
+    lines = [
+        "# Metric reference",
+        "",
+        "Generated from the summary's table of metrics, the one declaration that run.json's `summary`, "
+        "summary.csv, the terminal table, report.md and the figures read. Byte figures are per node per step; "
+        "summary.csv carries the model's value of a metric as `pred_<key>`.",
+        "",
+        "| key | meaning | unit | summary.csv | steps.csv source | across nodes |",
+        "|---|---|---|---|---|---|",
+    ]
     units = {"s": "seconds", "B": "bytes", "x": "ratio", "": "", "text": "text", "count": "count"}
     for m in METRICS:
         csv = ", ".join({"measured": f"`{m.key}`", "predicted": f"`pred_{m.key}`"}[c] for c in m.csv)
-        lines.append(f"| `{m.key}` | {_text(m.label)} | {units[m.unit]} | {csv} | "
-                     f"{f'`{m.source}`' if m.source else ''} | {m.across or ''} |")
+        lines.append(
+            f"| `{m.key}` | {_text(m.label)} | {units[m.unit]} | {csv} | "
+            f"{f'`{m.source}`' if m.source else ''} | {m.across or ''} |"
+        )
     return "\n".join(lines) + "\n"
 
 

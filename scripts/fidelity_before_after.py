@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -35,7 +34,11 @@ def old_comm_s(config, shapes, scenario, calibration) -> float:
         if ex.collective == "none" or ex.calls == 0 or ex.bytes_per_step == 0:
             continue
         link = Link(scenario.up_bps, scenario.down_bps, scenario.delay_s + calibration.overhead(ex.collective))
-        one = cost(pattern(ex.collective, scenario.algorithm, ex.bytes_per_step / ex.calls, scenario.machines), link, scenario.framing)
+        one = cost(
+            pattern(ex.collective, scenario.algorithm, ex.bytes_per_step / ex.calls, scenario.machines),
+            link,
+            scenario.framing,
+        )
         total += one.time_s * ex.calls / ex.period
     return total
 
@@ -49,11 +52,13 @@ def new_comm_s(config, shapes, scenario, calibration) -> float:
 
 def evaluate(folder: Path) -> pd.DataFrame:
     from netbench.model.hostcache import load_calibration
-    from netbench.orchestrator.prediction import scenario_for, workload_shapes
     from netbench.orchestrator.config import RunConfig
+    from netbench.orchestrator.prediction import scenario_for, workload_shapes
 
     summary = pd.read_csv(folder / "summary.csv")
-    calibration = load_calibration(folder / "calibration.json") if (folder / "calibration.json").exists() else load_calibration()
+    calibration = (
+        load_calibration(folder / "calibration.json") if (folder / "calibration.json").exists() else load_calibration()
+    )
     rows = []
     for _, r in summary.iterrows():
         if r.get("status") != "ok" or not isinstance(r.get("run_dir"), str):
@@ -70,14 +75,24 @@ def evaluate(folder: Path) -> pd.DataFrame:
         if not isinstance(wire_meas, float) or math.isnan(wire_meas):
             wire_meas = float(r["wire_tx_bytes_per_step"])
         ok = r.get("fidelity_ok", True)
-        rows.append({
-            "point": r["label"], "measured_s": measured, "before_s": before, "after_s": after,
-            "before_err": (before - measured) / measured, "after_err": (after - measured) / measured,
-            "comm_measured_s": float(r["comm_time_s"]), "comm_before_s": old, "comm_after_s": new,
-            "wire_err": (float(r["pred_wire_tx_bytes_per_step"]) - wire_meas) / wire_meas if wire_meas else float("nan"),
-            "fidelity_ok": bool(ok) if not (isinstance(ok, float) and math.isnan(ok)) else True,
-            "tcp_cc": run_json.get("cluster", {}).get("tcp", {}).get("cc"),
-        })
+        rows.append(
+            {
+                "point": r["label"],
+                "measured_s": measured,
+                "before_s": before,
+                "after_s": after,
+                "before_err": (before - measured) / measured,
+                "after_err": (after - measured) / measured,
+                "comm_measured_s": float(r["comm_time_s"]),
+                "comm_before_s": old,
+                "comm_after_s": new,
+                "wire_err": (float(r["pred_wire_tx_bytes_per_step"]) - wire_meas) / wire_meas
+                if wire_meas
+                else float("nan"),
+                "fidelity_ok": bool(ok) if not (isinstance(ok, float) and math.isnan(ok)) else True,
+                "tcp_cc": run_json.get("cluster", {}).get("tcp", {}).get("cc"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -97,17 +112,25 @@ def render(df: pd.DataFrame) -> str:
     ]
     for name in ("before", "after"):
         errs = judged[f"{name}_err"].abs()
-        lines.append(f"| step time, {name} | {100 * errs.median():.1f} % | {100 * errs.max():.1f} % | {(errs > 0.25).sum()} |")
+        lines.append(
+            f"| step time, {name} | {100 * errs.median():.1f} % | {100 * errs.max():.1f} % | {(errs > 0.25).sum()} |"
+        )
     wire = judged["wire_err"].abs().dropna()
     if len(wire):
-        lines.append(f"| wire bytes (tx, per node) | {100 * wire.median():.1f} % | {100 * wire.max():.1f} % | {(wire > 0.25).sum()} |")
-    lines += ["", "| point | measured step | before | after | error before | error after | comm measured | comm before | comm after | wire bytes error | fidelity ok |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| wire bytes (tx, per node) | {100 * wire.median():.1f} % | {100 * wire.max():.1f} % | {(wire > 0.25).sum()} |"
+        )
+    lines += [
+        "",
+        "| point | measured step | before | after | error before | error after | comm measured | comm before | comm after | wire bytes error | fidelity ok |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, r in df.iterrows():
         lines.append(
             f"| {r['point']} | {r['measured_s']:.4f} s | {r['before_s']:.4f} s | {r['after_s']:.4f} s | {100 * r['before_err']:+.1f} % | "
             f"{100 * r['after_err']:+.1f} % | {r['comm_measured_s']:.4f} s | {r['comm_before_s']:.4f} s | {r['comm_after_s']:.4f} s | "
-            f"{100 * r['wire_err']:+.1f} % | {'yes' if r['fidelity_ok'] else 'no'} |")
+            f"{100 * r['wire_err']:+.1f} % | {'yes' if r['fidelity_ok'] else 'no'} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -41,7 +41,13 @@ def fluctuating_rows() -> list[str]:
     for w in range(p["windows"]):
         rows.append(f"{w * p['window_s']},{round(math.exp(log_rate))}mbit")
         log_rate += rng.gauss(0.0, p["sigma"])
-        log_rate = low + abs(log_rate - low) if log_rate < low else high - abs(log_rate - high) if log_rate > high else log_rate
+        log_rate = (
+            low + abs(log_rate - low)
+            if log_rate < low
+            else high - abs(log_rate - high)
+            if log_rate > high
+            else log_rate
+        )
     return rows
 
 

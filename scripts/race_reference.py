@@ -40,8 +40,13 @@ def _worker(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     os.environ["GLOO_SOCKET_IFNAME"] = "eth0"
-    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{PORT}", rank=args.rank, world_size=args.world,
-                            timeout=timedelta(seconds=300))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{args.master}:{PORT}",
+        rank=args.rank,
+        world_size=args.world,
+        timeout=timedelta(seconds=300),
+    )
     shapes = resolve_shapes(args.shapes)
     gen = torch.Generator().manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(*s.shape, generator=gen) * 0.02) for s in shapes]
@@ -53,8 +58,9 @@ def _worker(args: argparse.Namespace) -> None:
         from netbench.replicators import build_replicator
         from netbench.replicators.config import ReplicatorConfig
 
-        repl = build_replicator(params, ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk,
-                                                         bucket_mb=float(args.bucket_mb)))
+        repl = build_replicator(
+            params, ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk, bucket_mb=float(args.bucket_mb))
+        )
 
         def prepare() -> None:  # a fresh copy of the gradients (the replicator writes its update into p.grad)
             for p, g in zip(params, base):
@@ -63,7 +69,14 @@ def _worker(args: argparse.Namespace) -> None:
         def step() -> int:
             stats = repl.step()
             codec.append(stats.compress_s + stats.decode_s)
-            parts.append({"compress_s": stats.compress_s, "wait_s": stats.comm_s, "decode_s": stats.decode_s, "apply_s": stats.apply_s})
+            parts.append(
+                {
+                    "compress_s": stats.compress_s,
+                    "wait_s": stats.comm_s,
+                    "decode_s": stats.decode_s,
+                    "apply_s": stats.apply_s,
+                }
+            )
             return stats.payload_bytes
     else:
         from detonation.repl.demo_replicator import DeMoReplicator
@@ -101,8 +114,17 @@ def _worker(args: argparse.Namespace) -> None:
         sent.append(step())
         times.append(time.perf_counter() - t0)
     dist.barrier()
-    print(json.dumps({"times": times[args.warmup:], "payload_bytes": sent[args.warmup:], "codec_s": codec[args.warmup:],
-                      "parts": parts[args.warmup:]}), flush=True)
+    print(
+        json.dumps(
+            {
+                "times": times[args.warmup :],
+                "payload_bytes": sent[args.warmup :],
+                "codec_s": codec[args.warmup :],
+                "parts": parts[args.warmup :],
+            }
+        ),
+        flush=True,
+    )
     dist.destroy_process_group()
 
 
@@ -114,17 +136,18 @@ def _bucket_mb(args: argparse.Namespace, spec) -> float:
     from netbench.replicators import ReplicatorConfig, declared_payload
     from netbench.shapes import resolve_shapes
 
-    payload = declared_payload(resolve_shapes(args.shapes), ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk),
-                               args.nodes).bytes_per_step
+    payload = declared_payload(
+        resolve_shapes(args.shapes), ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk), args.nodes
+    ).bytes_per_step
     return auto_bucket_mb(min(spec.up.rate_bps, spec.down.rate_bps), spec.expected_rtt_s(), payload, nodes=args.nodes)
 
 
 def _modelled_comm_s(args: argparse.Namespace, spec) -> float:
     """The model's communication time of one unpipelined dct step on this link (default calibration)."""
     from netbench.model.hostcache import load_calibration
-    from netbench.orchestrator.prediction import scenario_for
     from netbench.model.schemes import scheme_from_config
     from netbench.model.steptime import estimate
+    from netbench.orchestrator.prediction import scenario_for
     from netbench.replicators import ReplicatorConfig
     from netbench.shapes import resolve_shapes
 
@@ -139,16 +162,50 @@ def _race(args: argparse.Namespace) -> dict:
 
     spec = build_cluster_spec(args.nodes, args.bw, delay=args.delay)
     args.bucket_mb = _bucket_mb(args, spec)
-    results: dict = {"bw": args.bw, "delay": args.delay, "nodes": args.nodes, "shapes": args.shapes, "topk": args.topk, "chunk": args.chunk}
+    results: dict = {
+        "bw": args.bw,
+        "delay": args.delay,
+        "nodes": args.nodes,
+        "shapes": args.shapes,
+        "topk": args.topk,
+        "chunk": args.chunk,
+    }
     with Cluster(spec) as cluster:
         results["delay_engine"] = cluster.engine
         for impl in ("netbench",) if args.skip_reference else ("netbench", "reference"):
             procs = [
-                node.popen([sys.executable, __file__, "--worker", impl, "--rank", str(node.index), "--world", str(args.nodes),
-                            "--master", cluster.nodes[0].address, "--shapes", args.shapes, "--topk", str(args.topk),
-                            "--chunk", str(args.chunk), "--steps", str(args.steps), "--warmup", str(args.warmup),
-                            "--bucket-mb", str(args.bucket_mb), "--threads", str(args.threads)],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"OMP_NUM_THREADS": str(args.threads)})
+                node.popen(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        impl,
+                        "--rank",
+                        str(node.index),
+                        "--world",
+                        str(args.nodes),
+                        "--master",
+                        cluster.nodes[0].address,
+                        "--shapes",
+                        args.shapes,
+                        "--topk",
+                        str(args.topk),
+                        "--chunk",
+                        str(args.chunk),
+                        "--steps",
+                        str(args.steps),
+                        "--warmup",
+                        str(args.warmup),
+                        "--bucket-mb",
+                        str(args.bucket_mb),
+                        "--threads",
+                        str(args.threads),
+                    ],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env={"OMP_NUM_THREADS": str(args.threads)},
+                )
                 for node in cluster.nodes
             ]
             outs = [p.communicate(timeout=1800) for p in procs]
@@ -157,18 +214,25 @@ def _race(args: argparse.Namespace) -> dict:
                     raise SystemExit(f"{impl} worker failed: {err.strip()[-800:]}")
             ranks = [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
             slowest = [max(per_rank) for per_rank in zip(*(r["times"] for r in ranks))]
-            results[impl] = {"median_step_s": statistics.median(slowest), "step_s": slowest,
-                             "payload_bytes_per_step": statistics.median(ranks[0]["payload_bytes"])}
+            results[impl] = {
+                "median_step_s": statistics.median(slowest),
+                "step_s": slowest,
+                "payload_bytes_per_step": statistics.median(ranks[0]["payload_bytes"]),
+            }
             if ranks[0].get("codec_s"):
                 results[impl]["codec_s"] = statistics.median(max(c) for c in zip(*(r["codec_s"] for r in ranks)))
-                results[impl]["parts_s"] = {k: statistics.median(p[k] for r in ranks for p in r["parts"]) for k in ranks[0]["parts"][0]}
+                results[impl]["parts_s"] = {
+                    k: statistics.median(p[k] for r in ranks for p in r["parts"]) for k in ranks[0]["parts"][0]
+                }
     results["bucket_mb"] = args.bucket_mb
     results["modelled_comm_s"] = _modelled_comm_s(args, spec)
     nb = results["netbench"]
     results["overlap_limit_s"] = max(nb.get("codec_s", 0.0), results["modelled_comm_s"])
     if "reference" in results:
         results["step_time_ratio"] = results["netbench"]["median_step_s"] / results["reference"]["median_step_s"]
-        results["payload_ratio"] = results["netbench"]["payload_bytes_per_step"] / results["reference"]["payload_bytes_per_step"]
+        results["payload_ratio"] = (
+            results["netbench"]["payload_bytes_per_step"] / results["reference"]["payload_bytes_per_step"]
+        )
     return results
 
 
@@ -182,7 +246,11 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=64)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--bucket-mb", default="auto", help="netbench dct: MB per pipelined bucket, 0 = unpipelined, auto = from the link")
+    parser.add_argument(
+        "--bucket-mb",
+        default="auto",
+        help="netbench dct: MB per pipelined bucket, 0 = unpipelined, auto = from the link",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads per rank (both replicators)")
     parser.add_argument("--skip-reference", action="store_true", help="run netbench's side only (for tuning)")
     parser.add_argument("--json", action="store_true")
@@ -198,15 +266,23 @@ def main() -> None:
     if args.json:
         print(json.dumps(results))
         return
-    print(f"{args.nodes} nodes, {args.bw}, one-way delay {args.delay} ({results['delay_engine']}), {args.shapes}, topk {args.topk}, chunk {args.chunk}")
+    print(
+        f"{args.nodes} nodes, {args.bw}, one-way delay {args.delay} ({results['delay_engine']}), {args.shapes}, topk {args.topk}, chunk {args.chunk}"
+    )
     for impl in ("netbench", "reference")[: 1 if args.skip_reference else 2]:
         r = results[impl]
-        print(f"  {impl:9s}: median step {r['median_step_s']:.3f} s, {r['payload_bytes_per_step']:,.0f} B/step handed to collectives")
+        print(
+            f"  {impl:9s}: median step {r['median_step_s']:.3f} s, {r['payload_bytes_per_step']:,.0f} B/step handed to collectives"
+        )
     if not args.skip_reference:
-        print(f"  ratio netbench/reference: step time {results['step_time_ratio']:.3f}, bytes {results['payload_ratio']:.3f}")
+        print(
+            f"  ratio netbench/reference: step time {results['step_time_ratio']:.3f}, bytes {results['payload_ratio']:.3f}"
+        )
     nb = results["netbench"]
-    print(f"  netbench bucket_mb {results['bucket_mb']:g}: encode+decode {nb.get('codec_s', float('nan')):.3f} s, modelled comm "
-          f"{results['modelled_comm_s']:.3f} s; step / max(encode+decode, comm) = {nb['median_step_s'] / results['overlap_limit_s']:.3f}")
+    print(
+        f"  netbench bucket_mb {results['bucket_mb']:g}: encode+decode {nb.get('codec_s', float('nan')):.3f} s, modelled comm "
+        f"{results['modelled_comm_s']:.3f} s; step / max(encode+decode, comm) = {nb['median_step_s'] / results['overlap_limit_s']:.3f}"
+    )
     if "parts_s" in nb:
         print("  netbench step parts (medians): " + ", ".join(f"{k} {v:.3f} s" for k, v in nb["parts_s"].items()))
 

@@ -46,10 +46,10 @@ import psutil  # noqa: E402
 from pyroute2 import IPRoute  # noqa: E402
 
 from netbench.emulation.cleanup import running, traces_of  # noqa: E402
-from netbench.orchestrator import results  # noqa: E402
 from netbench.emulation.spec import ClusterSpec, DirectionSpec  # noqa: E402
-from netbench.orchestrator.config import RunConfig  # noqa: E402
+from netbench.orchestrator import results  # noqa: E402
 from netbench.orchestrator.cluster_reuse import ClusterReuse  # noqa: E402
+from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.runner import run  # noqa: E402
 from netbench.replicators.config import ReplicatorConfig  # noqa: E402
 from netbench.workloads.config import WorkloadConfig  # noqa: E402
@@ -61,8 +61,14 @@ def small_config(index: int, out: Path, reuse: bool = False) -> RunConfig:
     delay = 0.001 if (index // 3 if reuse else index) % 2 else 0.0
     rate = 1e9 if reuse and index % 2 else 100e6
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate))
-    return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="full"), steps=3, warmup_steps=1, out_dir=out,
-                     workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=10.0))
+    return RunConfig(
+        cluster=cluster,
+        replicator=ReplicatorConfig(name="full"),
+        steps=3,
+        warmup_steps=1,
+        out_dir=out,
+        workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=10.0),
+    )
 
 
 def host_links() -> int:
@@ -149,24 +155,41 @@ def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10, reus
     held = ClusterReuse() if reuse else None
     for index in range(warmup_runs + runs):
         started = time.monotonic()
-        interrupt = interrupt_every > 0 and index >= warmup_runs and (index - warmup_runs) % interrupt_every == interrupt_every - 1
+        interrupt = (
+            interrupt_every > 0
+            and index >= warmup_runs
+            and (index - warmup_runs) % interrupt_every == interrupt_every - 1
+        )
         if interrupt:
             run_id, status, reason = interrupted_collect(small_config(index, out, reuse), held)
         else:
             result = run(small_config(index, out, reuse), reuse=held)
             run_id, status, reason = result.summary["run_id"], result.status, result.reason
         server = held.server.proc.pid if held is not None and held.server is not None else None
-        entry = {"run": index, "warmup": index < warmup_runs, "run_id": run_id, "status": status, "interrupted": interrupt,
-                 "reason": reason, "wall_s": time.monotonic() - started, "fds": open_fds(), "rss_kib": rss_kib(),
-                 "children": len([pid for pid in live_children() if pid != server])}
+        entry = {
+            "run": index,
+            "warmup": index < warmup_runs,
+            "run_id": run_id,
+            "status": status,
+            "interrupted": interrupt,
+            "reason": reason,
+            "wall_s": time.monotonic() - started,
+            "fds": open_fds(),
+            "rss_kib": rss_kib(),
+            "children": len([pid for pid in live_children() if pid != server]),
+        }
         if held is None:
             entry.update(_leaks(run_id))
         per_run.append(entry)
         if index == warmup_runs - 1 or (warmup_runs == 0 and index == 0):
             baseline = {"fds": entry["fds"], "rss_kib": entry["rss_kib"]}
-        print(f"run {index + 1:3d}/{warmup_runs + runs} {entry['run_id']} {entry['status']:6s} {entry['wall_s']:5.1f} s  "
-              f"fds {entry['fds']:4d}  rss {entry['rss_kib'] / 1024:7.1f} MiB" + ("  (warm-up)" if entry["warmup"] else ""),
-              file=sys.stderr, flush=True)
+        print(
+            f"run {index + 1:3d}/{warmup_runs + runs} {entry['run_id']} {entry['status']:6s} {entry['wall_s']:5.1f} s  "
+            f"fds {entry['fds']:4d}  rss {entry['rss_kib'] / 1024:7.1f} MiB"
+            + ("  (warm-up)" if entry["warmup"] else ""),
+            file=sys.stderr,
+            flush=True,
+        )
     if held is not None:  # a held cluster is no leak while it is held: count once everything is gone
         held.close()
         for entry in per_run:
@@ -175,7 +198,8 @@ def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10, reus
     measured = [e for e in per_run if not e["warmup"]]
     last = per_run[-1]
     return {
-        "runs": len(measured), "warmup_runs": warmup_runs,
+        "runs": len(measured),
+        "warmup_runs": warmup_runs,
         "failed_runs": [f"{e['run_id']}: {e['reason']}" for e in measured if e["status"] not in ("ok", "kept")],
         "interrupted_collects": sum(e["interrupted"] for e in measured),
         "interrupted_collects_kept": sum(e["status"] == "kept" for e in measured),
@@ -185,11 +209,16 @@ def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10, reus
         "live_children": last["children"],
         "host_links_delta": host_links() - links0,
         "host_iptables_rules_delta": host_iptables_rules() - rules0,
-        "fds_after_warmup": baseline["fds"], "fds_at_end": last["fds"], "fds_growth": last["fds"] - baseline["fds"],
-        "rss_after_warmup_mib": baseline["rss_kib"] / 1024, "rss_at_end_mib": last["rss_kib"] / 1024,
+        "fds_after_warmup": baseline["fds"],
+        "fds_at_end": last["fds"],
+        "fds_growth": last["fds"] - baseline["fds"],
+        "rss_after_warmup_mib": baseline["rss_kib"] / 1024,
+        "rss_at_end_mib": last["rss_kib"] / 1024,
         "rss_growth_mib": (last["rss_kib"] - baseline["rss_kib"]) / 1024,
         "rss_slope_kib_per_run": slope([e["rss_kib"] for e in measured]),
-        "rss_range_mib": (max(e["rss_kib"] for e in measured) - min(e["rss_kib"] for e in measured)) / 1024 if measured else 0.0,
+        "rss_range_mib": (max(e["rss_kib"] for e in measured) - min(e["rss_kib"] for e in measured)) / 1024
+        if measured
+        else 0.0,
         "median_run_s": statistics.median(e["wall_s"] for e in measured) if measured else 0.0,
     }
 
@@ -199,24 +228,43 @@ def _leaks(run_id: str) -> dict[str, int]:
     return {k: len(v) if isinstance(v, list) else int(bool(v)) for k, v in traces_of(run_id).items()}
 
 
-LEAKS = ("leaked_namespaces", "leaked_registrations", "leaked_processes", "live_children", "host_links_delta",
-         "host_iptables_rules_delta", "fds_growth")
+LEAKS = (
+    "leaked_namespaces",
+    "leaked_registrations",
+    "leaked_processes",
+    "live_children",
+    "host_links_delta",
+    "host_iptables_rules_delta",
+    "fds_growth",
+)
 
 
 def print_table(report: dict) -> None:
     rows = [
-        ("runs (after warm-up)", f"{report['runs']} (+{report['warmup_runs']} warm-up), median {report['median_run_s']:.1f} s each"),
+        (
+            "runs (after warm-up)",
+            f"{report['runs']} (+{report['warmup_runs']} warm-up), median {report['median_run_s']:.1f} s each",
+        ),
         ("failed runs", str(len(report["failed_runs"]))),
-        ("Ctrl-C while parsing pcaps: results kept", f"{report['interrupted_collects_kept']} of {report['interrupted_collects']}"),
+        (
+            "Ctrl-C while parsing pcaps: results kept",
+            f"{report['interrupted_collects_kept']} of {report['interrupted_collects']}",
+        ),
         ("leaked namespaces", str(report["leaked_namespaces"])),
         ("leaked registry entries", str(report["leaked_registrations"])),
         ("leaked processes", str(report["leaked_processes"])),
         ("orchestrator children alive at the end", str(report["live_children"])),
         ("host links, change", f"{report['host_links_delta']:+d}"),
         ("host iptables rules, change", f"{report['host_iptables_rules_delta']:+d}"),
-        ("open fds (after warm-up -> end)", f"{report['fds_after_warmup']} -> {report['fds_at_end']} ({report['fds_growth']:+d})"),
-        ("RSS MiB (after warm-up -> end)", f"{report['rss_after_warmup_mib']:.1f} -> {report['rss_at_end_mib']:.1f} "
-                                           f"({report['rss_growth_mib']:+.1f}; range {report['rss_range_mib']:.1f})"),
+        (
+            "open fds (after warm-up -> end)",
+            f"{report['fds_after_warmup']} -> {report['fds_at_end']} ({report['fds_growth']:+d})",
+        ),
+        (
+            "RSS MiB (after warm-up -> end)",
+            f"{report['rss_after_warmup_mib']:.1f} -> {report['rss_at_end_mib']:.1f} "
+            f"({report['rss_growth_mib']:+.1f}; range {report['rss_range_mib']:.1f})",
+        ),
         ("RSS slope", f"{report['rss_slope_kib_per_run']:+.1f} KiB/run"),
     ]
     width = max(len(name) for name, _ in rows)
@@ -231,9 +279,16 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=50, help="measured runs (default 50)")
     parser.add_argument("--warmup-runs", type=int, default=3, help="runs before the fd/RSS baseline (default 3)")
     parser.add_argument("--out", type=Path, help="keep run folders here (default: a temporary folder, removed)")
-    parser.add_argument("--interrupt-every", type=int, default=10, help="SIGINT every Nth measured run while its pcaps are parsed (0: never)")
+    parser.add_argument(
+        "--interrupt-every",
+        type=int,
+        default=10,
+        help="SIGINT every Nth measured run while its pcaps are parsed (0: never)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-    parser.add_argument("--reuse", action="store_true", help="run as a sweep does: clusters and workers reused across runs")
+    parser.add_argument(
+        "--reuse", action="store_true", help="run as a sweep does: clusters and workers reused across runs"
+    )
     args = parser.parse_args()
     if args.runs < 1 or args.warmup_runs < 0:
         parser.error("--runs must be >= 1 and --warmup-runs >= 0")

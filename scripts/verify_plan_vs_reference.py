@@ -49,7 +49,9 @@ def _reference_worker(rank: int, world: int, port: int, shapes: dict, args: argp
     """One rank of the reference: DeMoReplicator on random gradients; count bytes handed to all_gather."""
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(minutes=10))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(minutes=10)
+    )
     counted = {"bytes": 0, "calls": 0}
     real_all_gather = dist.all_gather
 
@@ -74,8 +76,14 @@ def _reference_worker(rank: int, world: int, port: int, shapes: dict, args: argp
         repl.post_step()
     if rank == 0:
         chunks = {int(k): int(v) for k, v in repl.transform.shape_dict.items()}
-        queue.put({"bytes_per_step": counted["bytes"] / args.steps, "calls_per_step": counted["calls"] / args.steps,
-                   "logged_tx_per_step": sum(repl.data_transmitted) / args.steps, "chunks": chunks})
+        queue.put(
+            {
+                "bytes_per_step": counted["bytes"] / args.steps,
+                "calls_per_step": counted["calls"] / args.steps,
+                "logged_tx_per_step": sum(repl.data_transmitted) / args.steps,
+                "chunks": chunks,
+            }
+        )
     dist.barrier()
     dist.destroy_process_group()
 
@@ -83,14 +91,38 @@ def _reference_worker(rank: int, world: int, port: int, shapes: dict, args: argp
 def run_reference(shapes: dict, args: argparse.Namespace) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    mp.start_processes(_reference_worker, args=(args.world, _free_port(), shapes, args, queue), nprocs=args.world, join=True, start_method="spawn")
+    mp.start_processes(
+        _reference_worker,
+        args=(args.world, _free_port(), shapes, args, queue),
+        nprocs=args.world,
+        join=True,
+        start_method="spawn",
+    )
     return queue.get()
 
 
 def run_plan(shapes_file: Path, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, "-m", "netbench", "plan", "--shapes", str(shapes_file), "--replicator", "dct",
-           "--nodes", str(max(2, args.world)), "--topk", str(args.topk), "--chunk", str(args.chunk),
-           "--index-dtype", "int32", "--value-dtype", "fp32", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "netbench",
+        "plan",
+        "--shapes",
+        str(shapes_file),
+        "--replicator",
+        "dct",
+        "--nodes",
+        str(max(2, args.world)),
+        "--topk",
+        str(args.topk),
+        "--chunk",
+        str(args.chunk),
+        "--index-dtype",
+        "int32",
+        "--value-dtype",
+        "fp32",
+        "--json",
+    ]
     print("$ " + " ".join(cmd[1:]))
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if done.returncode:
@@ -102,16 +134,22 @@ def compare(label: str, shapes: dict, args: argparse.Namespace, folder: Path) ->
     path = folder / f"{label}.json"
     path.write_text(json.dumps({"shapes": shapes}))
     n = sum(torch.Size(d).numel() for d in shapes.values())
-    print(f"\n== {label}: {len(shapes)} tensors, {n:,} params, topk {args.topk}, chunk {args.chunk}, {args.world} gloo processes")
+    print(
+        f"\n== {label}: {len(shapes)} tensors, {n:,} params, topk {args.topk}, chunk {args.chunk}, {args.world} gloo processes"
+    )
     row = run_plan(path, args)
     ref = run_reference(shapes, args)
     predicted, measured = row["payload_bytes_per_step"], ref["bytes_per_step"]
     ratio = predicted / measured
     odd = {k: v for k, v in ref["chunks"].items() if k % args.chunk}
-    print(f"reference DeMoReplicator: {measured:,.0f} B/step handed to all_gather per rank "
-          f"({ref['calls_per_step']:.0f} calls; its own log says {ref['logged_tx_per_step']:,.0f})")
-    print(f"netbench plan:            {predicted:,.0f} B/step payload per node "
-          f"({row['exchanges'][0]['calls']} call(s)); wire tx {row['wire_bytes_per_step']['tx']:,.0f} B")
+    print(
+        f"reference DeMoReplicator: {measured:,.0f} B/step handed to all_gather per rank "
+        f"({ref['calls_per_step']:.0f} calls; its own log says {ref['logged_tx_per_step']:,.0f})"
+    )
+    print(
+        f"netbench plan:            {predicted:,.0f} B/step payload per node "
+        f"({row['exchanges'][0]['calls']} call(s)); wire tx {row['wire_bytes_per_step']['tx']:,.0f} B"
+    )
     print(f"ratio plan/reference:     {ratio:.4f}")
     if odd:
         print(f"DeMo chunk per dimension not divisible by {args.chunk}: {odd} (largest divisor <= chunk)")
@@ -121,13 +159,19 @@ def compare(label: str, shapes: dict, args: argparse.Namespace, folder: Path) ->
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="gpt2-small:blocks=2", help="shapes preset of the main case")
-    ap.add_argument("--world", type=int, default=2, help="gloo processes of the reference (>= 2; this host has 2 cores)")
+    ap.add_argument(
+        "--world", type=int, default=2, help="gloo processes of the reference (>= 2; this host has 2 cores)"
+    )
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--topk", type=int, default=32)
     ap.add_argument("--chunk", type=int, default=64)
     ap.add_argument("--tolerance", type=float, default=0.03)
-    ap.add_argument("--edge-case", action=argparse.BooleanOptionalAction, default=True,
-                    help="also compare on dimensions the chunk does not divide (informational)")
+    ap.add_argument(
+        "--edge-case",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also compare on dimensions the chunk does not divide (informational)",
+    )
     args = ap.parse_args()
     if args.world < 2:
         # DeMoReplicator skips compression and communication entirely at world size 1
@@ -139,7 +183,9 @@ def main() -> int:
         print(f"\nmain case within {args.tolerance:.0%}: {'yes' if ok else 'NO'}")
         if args.edge_case:
             edge = compare("non_divisible_dims", EDGE_SHAPES, args, Path(tmp))
-            print(f"\nnon-divisible dims: plan/reference {edge:.3f} -- DeMo's divisor chunking vs netbench's edge chunks")
+            print(
+                f"\nnon-divisible dims: plan/reference {edge:.3f} -- DeMo's divisor chunking vs netbench's edge chunks"
+            )
     return 0 if ok else 1
 
 

@@ -42,7 +42,9 @@ class RankError(RuntimeError):
     """A rank raised, died or timed out; the message holds its traceback."""
 
 
-def _child(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, timeout: float, threads: int, results) -> None:
+def _child(
+    fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, timeout: float, threads: int, results
+) -> None:
     try:
         import torch
         import torch.distributed as dist
@@ -50,7 +52,9 @@ def _child(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: 
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         torch.set_num_threads(threads)
         store = dist.TCPStore("127.0.0.1", port, None, is_master=False, timeout=datetime.timedelta(seconds=timeout))
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group(
+            "gloo", store=store, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout)
+        )
         try:
             value = fn(rank, world_size, *args)
         finally:
@@ -87,11 +91,14 @@ def run_ranks(
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}")
     ctx = _context(start_method)
-    store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=timeout))
+    store = dist.TCPStore(
+        "127.0.0.1", 0, None, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=timeout)
+    )
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=_child, args=(fn, rank, world_size, store.port, args, timeout, threads, results), daemon=True)
+        ctx.Process(
+            target=_child, args=(fn, rank, world_size, store.port, args, timeout, threads, results), daemon=True
+        )
         for rank in range(world_size)
     ]
     for p in procs:
@@ -107,7 +114,9 @@ def run_ranks(
             try:
                 rank, ok, payload = results.get(timeout=0.1)
             except queue.Empty:
-                silent = [i for i, p in enumerate(procs) if p.exitcode is not None and i not in values and i not in failures]
+                silent = [
+                    i for i, p in enumerate(procs) if p.exitcode is not None and i not in values and i not in failures
+                ]
                 if silent:
                     time.sleep(0.2)  # a rank's report may still be in the pipe
                     if results.empty():

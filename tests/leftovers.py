@@ -18,10 +18,19 @@ from netbench.emulation import naming
 from netbench.emulation.cleanup import inodes_of as inodes
 from netbench.emulation.cleanup import namespaces_of as namespaces
 from netbench.emulation.cleanup import processes_of as processes
-from netbench.emulation.cleanup import running
-from netbench.emulation.cleanup import traces_of
+from netbench.emulation.cleanup import running, traces_of
 
-__all__ = ["wait_until", "run_id_of_pid", "command_line", "clean", "inodes", "namespaces", "processes", "running", "traces"]
+__all__ = [
+    "wait_until",
+    "run_id_of_pid",
+    "command_line",
+    "clean",
+    "inodes",
+    "namespaces",
+    "processes",
+    "running",
+    "traces",
+]
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float, interval_s: float = 0.05) -> bool:

@@ -27,7 +27,9 @@ def _scripts(doc: dict) -> list[str]:
 
 def _help(command: str) -> str:
     env = {**os.environ, "COLUMNS": "250", "TERM": "dumb"}
-    done = subprocess.run([sys.executable, "-m", "netbench", command, "--help"], capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "netbench", command, "--help"], capture_output=True, text=True, timeout=120, env=env
+    )
     assert done.returncode == 0, f"netbench {command} --help: {done.stderr.strip()}"
     return done.stdout
 
@@ -40,7 +42,7 @@ def _netbench_calls(script: str) -> tuple[set[str], set[str]]:
         if COMMAND.search(line):
             options |= set(OPTION.findall(line.split("netbench ", 1)[-1]))
         elif ARGS.search(line):  # arguments gathered in a bash array for the netbench call
-            options |= set(OPTION.findall(line[ARGS.search(line).end():]))
+            options |= set(OPTION.findall(line[ARGS.search(line).end() :]))
     return commands, options
 
 
@@ -52,8 +54,9 @@ def test_every_netbench_command_and_option_named_exists(path: Path) -> None:
         commands, options = _netbench_calls(script)
         helps = {c: _help(c) for c in commands}
         for option in options:
-            assert any(re.search(rf"{re.escape(option)}\b", text) for text in helps.values()), \
+            assert any(re.search(rf"{re.escape(option)}\b", text) for text in helps.values()), (
                 f"{path.name}: {option} is no option of netbench {', '.join(sorted(commands))}"
+            )
         seen |= commands
     if path == ACTION:
         assert {"sweep", "compare", "doctor"} <= seen  # installs, runs a scenario, compares

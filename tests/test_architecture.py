@@ -109,10 +109,13 @@ def test_the_scan_sees_the_package() -> None:
 
 def test_model_imports_no_emulator_orchestrator_or_pandas() -> None:
     forbidden = ("netbench.emulation", "netbench.orchestrator", "pandas")
-    bad = [f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: imports {imported}"
-           for m in MODULES if m == "netbench.model" or m.startswith("netbench.model.")
-           for line, imported, _ in _imports(m)
-           if any(imported == f or imported.startswith(f + ".") for f in forbidden)]
+    bad = [
+        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: imports {imported}"
+        for m in MODULES
+        if m == "netbench.model" or m.startswith("netbench.model.")
+        for line, imported, _ in _imports(m)
+        if any(imported == f or imported.startswith(f + ".") for f in forbidden)
+    ]
     assert not bad, "netbench.model must stay a pure library:\n" + "\n".join(bad)
 
 
@@ -123,8 +126,12 @@ def test_no_import_cycle(package: str) -> None:
 
 
 def test_no_private_name_imported_from_another_module() -> None:
-    bad = [f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: from {imported} import {name}"
-           for m in MODULES for line, imported, names in _imports(m)
-           if imported.startswith("netbench") and imported != m
-           for name in names if name.startswith("_") and not (name.startswith("__") and name.endswith("__"))]
+    bad = [
+        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: from {imported} import {name}"
+        for m in MODULES
+        for line, imported, names in _imports(m)
+        if imported.startswith("netbench") and imported != m
+        for name in names
+        if name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+    ]
     assert not bad, "private names used outside their module:\n" + "\n".join(bad)

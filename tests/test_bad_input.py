@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import leftovers
 import pytest
 
-import leftovers
 from netbench.cli.app import main
 from netbench.emulation import naming, netns
 from netbench.shapes import MAX_SHAPES_FILE_BYTES
@@ -59,7 +59,18 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--gpus-per-node", "0"], "--gpus-per-node"),
     (["run", "--gpus-per-node", "17"], "--gpus-per-node"),
     (["run", "--nodes", "8", "--gpus-per-node", "16"], "--gpus-per-node"),  # 128 worker processes on this host
-    (["run", "-w", "shapes", "--shapes", "llama:d_model=1024,layers=8,ffn=2816,vocab=32000", "--gpus-per-node", "16"], "workload"),  # 2 nodes fit, 32 workers do not
+    (
+        [
+            "run",
+            "-w",
+            "shapes",
+            "--shapes",
+            "llama:d_model=1024,layers=8,ffn=2816,vocab=32000",
+            "--gpus-per-node",
+            "16",
+        ],
+        "workload",
+    ),  # 2 nodes fit, 32 workers do not
     (["run", "--intra-bw", "fast"], "--intra-bw"),
     (["run", "--intra-bw", "0"], "--intra-bw"),
     (["run", "--intra-bw", "-5mbit"], "--intra-bw"),
@@ -88,8 +99,14 @@ CASES: list[tuple[list[str], str]] = [
     (["sweep", "{tmp}/missing.toml"], "cannot read"),
     (["clean", "not-a-run"], "RUN_ID"),
     # unbounded input: one parameter cap (shapes.MAX_PARAMS), bounded files, strict names, sane times
-    (["run", "--shapes", "llama:d_model=inf,layers=16,ffn=5632,vocab=32000"], "--shapes"),  # was an OverflowError traceback
-    (["run", "-w", "shapes", "--shapes", "llama:d_model=8192,layers=400,ffn=28672,vocab=128256"], "--shapes"),  # 3.4e11 parameters
+    (
+        ["run", "--shapes", "llama:d_model=inf,layers=16,ffn=5632,vocab=32000"],
+        "--shapes",
+    ),  # was an OverflowError traceback
+    (
+        ["run", "-w", "shapes", "--shapes", "llama:d_model=8192,layers=400,ffn=28672,vocab=128256"],
+        "--shapes",
+    ),  # 3.4e11 parameters
     (["run", "-w", "shapes", "--shapes", "llama:d_model=4096,layers=100000000000,ffn=11008,vocab=32000"], "--shapes"),
     (["run", "-w", "shapes", "--shapes", "llama:d_model=1.5,layers=1,ffn=1,vocab=1"], "--shapes"),
     (["run", "-w", "shapes", "--shapes", "{huge}"], "--shapes"),  # a shapes file of 1e13 parameters
@@ -166,13 +183,23 @@ def placeholders(tmp_path: Path, argv: list[str]) -> dict[str, str]:
     files too big in two ways, a FIFO, a folder another user owns and one every user may write to."""
     wanted = " ".join(argv)
     made = {"{tmp}": tmp_path}
-    for key, name in (("{text}", "notes.txt"), ("{huge}", "huge.json"), ("{booleans}", "booleans.json"), ("{oversized}", "big.json"),
-                      ("{fifo}", "shapes.json"), ("{foreign}", "foreign"), ("{world}", "world")):
+    for key, name in (
+        ("{text}", "notes.txt"),
+        ("{huge}", "huge.json"),
+        ("{booleans}", "booleans.json"),
+        ("{oversized}", "big.json"),
+        ("{fifo}", "shapes.json"),
+        ("{foreign}", "foreign"),
+        ("{world}", "world"),
+    ):
         if key in wanted:
             made[key] = tmp_path / name
-    contents = {"{text}": "not json\n", "{huge}": json.dumps({"shapes": {"a": [100_000_000, 100_000]}}),
-                "{booleans}": json.dumps({"shapes": {"a": [True, 3]}}),
-                "{oversized}": " " * MAX_SHAPES_FILE_BYTES + json.dumps({"shapes": {"a": [1]}})}  # valid JSON, just too long
+    contents = {
+        "{text}": "not json\n",
+        "{huge}": json.dumps({"shapes": {"a": [100_000_000, 100_000]}}),
+        "{booleans}": json.dumps({"shapes": {"a": [True, 3]}}),
+        "{oversized}": " " * MAX_SHAPES_FILE_BYTES + json.dumps({"shapes": {"a": [1]}}),
+    }  # valid JSON, just too long
     for key, path in made.items():
         if key in contents:
             path.write_text(contents[key])
@@ -189,7 +216,9 @@ def placeholders(tmp_path: Path, argv: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("argv, option", CASES, ids=[" ".join(a) for a, _ in CASES])
-def test_bad_option_is_one_line_exit_2(argv: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_option_is_one_line_exit_2(
+    argv: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     if any("{foreign}" in a for a in argv) and os.geteuid() != 0:
         pytest.skip("giving a folder to another user needs root")
     names = placeholders(tmp_path, argv)
@@ -204,9 +233,16 @@ def test_bad_option_is_one_line_exit_2(argv: list[str], option: str, tmp_path: P
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing created, wherever it pointed
 
 
-@pytest.mark.parametrize("workload", [WorkloadConfig(), WorkloadConfig(d_model=64, n_layers=3, seq_len=32),
-                                      WorkloadConfig(kind="mlp"), WorkloadConfig(kind="mlp", in_dim=3, hidden=7, mlp_layers=1, classes=5)],
-                         ids=["transformer", "transformer-small", "mlp", "mlp-tiny"])
+@pytest.mark.parametrize(
+    "workload",
+    [
+        WorkloadConfig(),
+        WorkloadConfig(d_model=64, n_layers=3, seq_len=32),
+        WorkloadConfig(kind="mlp"),
+        WorkloadConfig(kind="mlp", in_dim=3, hidden=7, mlp_layers=1, classes=5),
+    ],
+    ids=["transformer", "transformer-small", "mlp", "mlp-tiny"],
+)
 def test_the_parameter_cap_counts_what_the_workers_build(workload: WorkloadConfig) -> None:
     """The cap and the memory check use WorkloadConfig.param_count(): it must match the model a worker builds."""
     from netbench.workloads.mlp import make_mlp
@@ -220,7 +256,9 @@ def test_the_parameter_cap_counts_what_the_workers_build(workload: WorkloadConfi
 
 
 @pytest.mark.parametrize("toml, field", SCENARIOS, ids=[t.splitlines()[-1] for t, _ in SCENARIOS])
-def test_bad_scenario_file_is_one_line_exit_2(toml: str, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_scenario_file_is_one_line_exit_2(
+    toml: str, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(toml + "\n")
     line = rejected(["sweep", str(path), "--out", str(tmp_path / "sweep")], capsys)
@@ -240,17 +278,26 @@ def test_engine_the_kernel_lacks_is_bad_input(tmp_path: Path, capsys: pytest.Cap
 
 def test_the_shell_sees_exit_2_and_one_line(tmp_path: Path) -> None:
     """The same path through the installed entry point, as a user's shell runs it."""
-    out = subprocess.run([sys.executable, "-m", "netbench", "run", "--loss", "90%", "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "netbench", "run", "--loss", "90%", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=120,
+    )
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().splitlines() == ["netbench: error: --loss: must be between 0% and 50%, got 90%"]
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("command", [["run", "--delay", "5ms"], ["sweep", str(Path(__file__).resolve().parents[1] / "scenarios" / "ci.toml")]],
-                         ids=["run", "sweep"])
-def test_a_bad_delay_line_setting_is_bad_input(command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [["run", "--delay", "5ms"], ["sweep", str(Path(__file__).resolve().parents[1] / "scenarios" / "ci.toml")]],
+    ids=["run", "sweep"],
+)
+def test_a_bad_delay_line_setting_is_bad_input(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """$NETBENCH_DELAY_LINE=fast once built namespaces before a run stopped at it; `doctor` said "python"."""
     monkeypatch.setenv("NETBENCH_DELAY_LINE", "fast")
     line = rejected([*command, "--out", str(tmp_path / "out")], capsys)
@@ -261,20 +308,32 @@ def test_a_bad_delay_line_setting_is_bad_input(command: list[str], tmp_path: Pat
 TOPOLOGY_CASES: list[tuple[list[str], str, str]] = [
     (["run", "--topology", "{tmp}/missing.toml"], "", "missing.toml"),
     (["run", "--topology", "{tmp}/bad.toml"], "[[sites]]\nname = 'a'\nnodes = 0\nlan_bw = '1gbit'\n", "bad.toml"),
-    (["run", "--topology", "{tmp}/big.toml"], "[racks]\nracks = 13\nnodes_per_rack = 5\nbw = '1gbit'\noversubscription = 2\n",
-     "may emulate"),
+    (
+        ["run", "--topology", "{tmp}/big.toml"],
+        "[racks]\nracks = 13\nnodes_per_rack = 5\nbw = '1gbit'\noversubscription = 2\n",
+        "may emulate",
+    ),
     (["run", "--topology", "sites", "--nodes", "3", "--sites", "2"], "", "--sites"),
     (["run", "--topology", "sites", "--nodes", "4", "--wan-bw", "5kbit"], "", "--topology"),
     (["run", "--sites", "2"], "", "--sites"),
-    (["run", "--topology", "sites", "--nodes", "4", "--sites", "2", "--wan-bw", "100mbit", "--rank-order", "0,1,2"], "", "--rank-order"),
-    (["probe", "--topology", "racks", "--nodes", "4", "--racks", "2", "--oversubscription", "0"], "", "--oversubscription"),
+    (
+        ["run", "--topology", "sites", "--nodes", "4", "--sites", "2", "--wan-bw", "100mbit", "--rank-order", "0,1,2"],
+        "",
+        "--rank-order",
+    ),
+    (
+        ["probe", "--topology", "racks", "--nodes", "4", "--racks", "2", "--oversubscription", "0"],
+        "",
+        "--oversubscription",
+    ),
     (["exec", "--topology", "{tmp}/missing.toml", "--", "true"], "", "missing.toml"),
 ]
 
 
 @pytest.mark.parametrize("argv, toml, named", TOPOLOGY_CASES, ids=[" ".join(a) for a, _, _ in TOPOLOGY_CASES])
-def test_bad_topology_is_one_line_exit_2_before_anything_is_built(argv: list[str], toml: str, named: str, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_topology_is_one_line_exit_2_before_anything_is_built(
+    argv: list[str], toml: str, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for name in ("bad.toml", "big.toml"):
         if toml and f"{{tmp}}/{name}" in argv:
             (tmp_path / name).write_text(toml)
@@ -300,8 +359,9 @@ BAD_TOPOLOGIES: list[tuple[str, str]] = [
 
 
 @pytest.mark.parametrize(("text", "needle"), BAD_TOPOLOGIES, ids=[n for _, n in BAD_TOPOLOGIES])
-def test_plan_with_a_bad_topology_file_is_one_line_exit_2(text: str, needle: str, tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_with_a_bad_topology_file_is_one_line_exit_2(
+    text: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NETBENCH_CALIBRATION", str(tmp_path / "absent.json"))
     path = tmp_path / "topology.toml"
     path.write_text(text)
@@ -309,19 +369,42 @@ def test_plan_with_a_bad_topology_file_is_one_line_exit_2(text: str, needle: str
     assert needle in line and str(path) in line, line
 
 
-@pytest.mark.parametrize(("argv", "needle"), [
-    (["--topology", "sites", "--sites", "3", "--nodes", "4", "--wan-bw", "1gbit"], "--sites"),
-    (["--topology", "sites", "--sites", "2", "--nodes", "4"], "--wan-bw"),
-    (["--topology", "star", "--wan-bw", "1gbit"], "--wan-bw"),
-    (["--topology", "racks", "--racks", "2", "--nodes", "4", "--oversubscription", "0.5"], "--oversubscription"),
-    (["--topology", "sites", "--sites", "2", "--nodes", "4", "--wan-bw", "1gbit", "--rank-order", "0,0,1,2"], "--rank-order"),
-    (["--topology", "sites", "--sites", "2", "--nodes", "4", "--wan-bw", "1gbit", "--gpus-per-node", "2", "--intra-bw", "10gbit"], "--topology"),
-    (["--rank-order", "interleaved"], "--rank-order"),
-    (["--topology", "{tmp}/missing.toml"], "missing.toml"),
-    (["--topology", "{tmp}/missing.toml", "--nodes", "4"], "--nodes"),
-])
-def test_plan_with_bad_topology_options_is_one_line_exit_2(argv: list[str], needle: str, tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--topology", "sites", "--sites", "3", "--nodes", "4", "--wan-bw", "1gbit"], "--sites"),
+        (["--topology", "sites", "--sites", "2", "--nodes", "4"], "--wan-bw"),
+        (["--topology", "star", "--wan-bw", "1gbit"], "--wan-bw"),
+        (["--topology", "racks", "--racks", "2", "--nodes", "4", "--oversubscription", "0.5"], "--oversubscription"),
+        (
+            ["--topology", "sites", "--sites", "2", "--nodes", "4", "--wan-bw", "1gbit", "--rank-order", "0,0,1,2"],
+            "--rank-order",
+        ),
+        (
+            [
+                "--topology",
+                "sites",
+                "--sites",
+                "2",
+                "--nodes",
+                "4",
+                "--wan-bw",
+                "1gbit",
+                "--gpus-per-node",
+                "2",
+                "--intra-bw",
+                "10gbit",
+            ],
+            "--topology",
+        ),
+        (["--rank-order", "interleaved"], "--rank-order"),
+        (["--topology", "{tmp}/missing.toml"], "missing.toml"),
+        (["--topology", "{tmp}/missing.toml", "--nodes", "4"], "--nodes"),
+    ],
+)
+def test_plan_with_bad_topology_options_is_one_line_exit_2(
+    argv: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NETBENCH_CALIBRATION", str(tmp_path / "absent.json"))
     line = rejected(["plan", *(a.replace("{tmp}", str(tmp_path)) for a in argv)], capsys)
     assert needle in line, line
@@ -335,27 +418,42 @@ SCHEDULE_CASES: list[tuple[list[str], str, str]] = [
     ([], "time_s,link,delay\n0,*,-5ms\n", "delay"),
     ([], "0\n12\nnot-a-time\n", "line 3"),
     ([], "time_s,link,delay\n0,*,20ms\n", "--delay"),  # delay changes need the delay line running from the start
-    (["--topology", "sites", "--nodes", "4", "--sites", "2", "--wan-bw", "100mbit"], "time_s,link,rate\n0,n9,20mbit\n", "unknown link"),
+    (
+        ["--topology", "sites", "--nodes", "4", "--sites", "2", "--wan-bw", "100mbit"],
+        "time_s,link,rate\n0,n9,20mbit\n",
+        "unknown link",
+    ),
 ]
 
 
-@pytest.mark.parametrize("extra, text, needle", SCHEDULE_CASES, ids=[t.splitlines()[-1] + " ".join(e) for e, t, _ in SCHEDULE_CASES])
-def test_bad_schedule_is_one_line_exit_2_before_anything_is_built(extra: list[str], text: str, needle: str, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "extra, text, needle", SCHEDULE_CASES, ids=[t.splitlines()[-1] + " ".join(e) for e, t, _ in SCHEDULE_CASES]
+)
+def test_bad_schedule_is_one_line_exit_2_before_anything_is_built(
+    extra: list[str], text: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "s.csv").write_text(text)
     line = rejected(["run", "--out", str(tmp_path / "out"), *extra, "--schedule", str(tmp_path / "s.csv")], capsys)
     assert "--schedule" in line and needle in line, line
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("argv, text, needle", [
-    (["exec", "--schedule", "{s}", "--", "true"], "time_s,link,compute_scale\n5,n0,3\n", "compute_scale"),  # exec runs no netbench worker
-    (["probe", "--schedule", "{s}"], "time_s,link,rate\n0,n9,20mbit\n", "unknown link"),
-    (["probe", "--schedule", "{s}"], "time_s,link,delay\n0,*,20ms\n", "--delay"),
-    (["exec", "--schedule", "{s}", "--", "true"], "time_s,link,rate\n1,*,20mbit\n0,*,30mbit\n", "out of order"),
-])
-def test_exec_and_probe_refuse_a_bad_schedule_in_one_line(argv: list[str], text: str, needle: str, tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv, text, needle",
+    [
+        (
+            ["exec", "--schedule", "{s}", "--", "true"],
+            "time_s,link,compute_scale\n5,n0,3\n",
+            "compute_scale",
+        ),  # exec runs no netbench worker
+        (["probe", "--schedule", "{s}"], "time_s,link,rate\n0,n9,20mbit\n", "unknown link"),
+        (["probe", "--schedule", "{s}"], "time_s,link,delay\n0,*,20ms\n", "--delay"),
+        (["exec", "--schedule", "{s}", "--", "true"], "time_s,link,rate\n1,*,20mbit\n0,*,30mbit\n", "out of order"),
+    ],
+)
+def test_exec_and_probe_refuse_a_bad_schedule_in_one_line(
+    argv: list[str], text: str, needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "s.csv").write_text(text)
     argv = [a.replace("{s}", str(tmp_path / "s.csv")) for a in argv]
     if argv[0] == "exec":
@@ -366,8 +464,12 @@ def test_exec_and_probe_refuse_a_bad_schedule_in_one_line(argv: list[str], text:
 
 
 def test_a_missing_or_binary_schedule_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert "cannot be read" in rejected(["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "nope.csv")], capsys)
+    assert "cannot be read" in rejected(
+        ["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "nope.csv")], capsys
+    )
     os.mkfifo(tmp_path / "fifo.csv")  # would block a plain read forever
     assert "FIFO" in rejected(["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "fifo.csv")], capsys)
     (tmp_path / "bin.csv").write_bytes(b"\xff\xfe\x00time")
-    assert "not UTF-8" in rejected(["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "bin.csv")], capsys)
+    assert "not UTF-8" in rejected(
+        ["run", "--out", str(tmp_path / "out"), "--schedule", str(tmp_path / "bin.csv")], capsys
+    )

@@ -32,13 +32,18 @@ def check_format(doc: object) -> None:
 
 
 def test_each_point_gives_its_step_time_and_wire_bytes() -> None:
-    points = [Point("dct 2n 100mbit 20ms", "ok", 0.25, 0.004, 781_000.0, None),
-              Point("full 2n 100mbit 20ms", "ok", 1.5, None, 56_000_000.0, 1200.0)]
+    points = [
+        Point("dct 2n 100mbit 20ms", "ok", 0.25, 0.004, 781_000.0, None),
+        Point("full 2n 100mbit 20ms", "ok", 1.5, None, 56_000_000.0, 1200.0),
+    ]
     doc = json.loads(json.dumps(benchmark_entries(points)))  # as the file holds it
     check_format(doc)
     assert [(e["name"], e["unit"], e["value"]) for e in doc] == [
-        ("dct 2n 100mbit 20ms step time", "s", 0.25), ("dct 2n 100mbit 20ms wire bytes", "bytes/step", 781_000.0),
-        ("full 2n 100mbit 20ms step time", "s", 1.5), ("full 2n 100mbit 20ms wire bytes", "bytes/step", 56_000_000.0)]
+        ("dct 2n 100mbit 20ms step time", "s", 0.25),
+        ("dct 2n 100mbit 20ms wire bytes", "bytes/step", 781_000.0),
+        ("full 2n 100mbit 20ms step time", "s", 1.5),
+        ("full 2n 100mbit 20ms wire bytes", "bytes/step", 56_000_000.0),
+    ]
     assert doc[0]["range"] == "± 0.004" and "range" not in doc[1]
 
 
@@ -58,9 +63,25 @@ def test_compare_writes_the_current_sides_series_with_benchmark_json(tmp_path) -
     current = tmp_path / "current"
     shutil.copytree(repo / "reports" / "ci", current, ignore=shutil.ignore_patterns("*.png", "report.*"))
     out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "-m", "netbench", "compare", str(repo / "reports" / "ci"), str(current),
-                           "--time-advisory", "--benchmark-json", str(out)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "netbench",
+            "compare",
+            str(repo / "reports" / "ci"),
+            str(current),
+            "--time-advisory",
+            "--benchmark-json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     check_format(doc)
-    assert len(doc) == 2 * len(set(e["name"].rsplit(" ", 2)[0] for e in doc)) > 0  # a step time and wire bytes per point
+    assert (
+        len(doc) == 2 * len(set(e["name"].rsplit(" ", 2)[0] for e in doc)) > 0
+    )  # a step time and wire bytes per point

@@ -61,8 +61,14 @@ def test_a_cache_entry_is_not_read_from_an_unsafe_folder(folder: Path) -> None:
 
 @pytest.mark.parametrize("env", ["/proc/x", "/dev/null", "/etc/passwd/x"])
 def test_a_bad_cache_folder_is_one_line_and_exit_2(env: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "netbench", "plan", "--nodes", "2"], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, cache.CACHE_ENV: env, "PYTHONPATH": str(REPO)}, cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-m", "netbench", "plan", "--nodes", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, cache.CACHE_ENV: env, "PYTHONPATH": str(REPO)},
+        cwd="/",
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "NETBENCH_CACHE_DIR" in out.stderr
 

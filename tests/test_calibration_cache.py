@@ -30,8 +30,13 @@ def fake_measure(monkeypatch) -> list[int]:
 
     def measure(opts) -> Calibration:
         calls.append(1)
-        return Calibration(source="measured", host="h", software_overhead_s=1e-4 * len(calls),
-                           encode_s_per_param={name: 1e-8 for name in SCHEME_NAMES}, decode_s_per_param={"dct": 5e-9})
+        return Calibration(
+            source="measured",
+            host="h",
+            software_overhead_s=1e-4 * len(calls),
+            encode_s_per_param={name: 1e-8 for name in SCHEME_NAMES},
+            decode_s_per_param={"dct": 5e-9},
+        )
 
     monkeypatch.setattr(measure_mod, "measure", measure)
     return calls
@@ -86,13 +91,17 @@ def test_corrupt_entry_measures_again(cache, fake_measure, damage) -> None:
 
 def test_entry_for_another_key_inside_the_file_is_not_used(cache, fake_measure) -> None:
     first = host_calibration()
-    save_calibration(first.calibration.model_copy(update={"host_key": {**host_key(), "cpu_model": "other"}}), first.path)
+    save_calibration(
+        first.calibration.model_copy(update={"host_key": {**host_key(), "cpu_model": "other"}}), first.path
+    )
     assert host_calibration().measured_now and fake_measure == [1, 1]
 
 
 def test_entry_missing_a_replicator_measures_again(cache, fake_measure) -> None:
     first = host_calibration()
-    partial = first.calibration.model_copy(update={"encode_s_per_param": {"dct": 1e-8}})  # as `calibrate --replicator dct` leaves it
+    partial = first.calibration.model_copy(
+        update={"encode_s_per_param": {"dct": 1e-8}}
+    )  # as `calibrate --replicator dct` leaves it
     save_calibration(partial, first.path)
     assert host_calibration().measured_now and fake_measure == [1, 1]
 
@@ -114,8 +123,13 @@ def test_plan_on_a_fresh_host_measures_once_in_seconds(tmp_path) -> None:
     env.pop(ENV_VAR, None)
 
     def plan() -> subprocess.CompletedProcess:
-        return subprocess.run(["netbench", "plan", "--replicator", "all", "--nodes", "2", "--json"], capture_output=True, text=True,
-                              env=env, timeout=300)
+        return subprocess.run(
+            ["netbench", "plan", "--replicator", "all", "--nodes", "2", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
 
     first = plan()
     assert first.returncode == 0, first.stderr

@@ -3,16 +3,22 @@ and cached under their own key, never predicted with the default settings' cost.
 
 from __future__ import annotations
 
-
 import pytest
+from test_calibration_cache import cache  # noqa: F401 - the same empty per-test calibration cache
 
 import netbench.model.measure as measure_mod
-from netbench.model.calibration import COST_SETTINGS, Calibration, cost_key, read_calibration, save_calibration, scheme_of
+from netbench.model.calibration import (
+    COST_SETTINGS,
+    Calibration,
+    cost_key,
+    read_calibration,
+    save_calibration,
+    scheme_of,
+)
 from netbench.model.hostcache import cache_path, host_calibration, host_key, missing_keys
-from netbench.orchestrator.prediction import encode_decode_s
 from netbench.model.schemes import SCHEME_NAMES
+from netbench.orchestrator.prediction import encode_decode_s
 from netbench.replicators.config import ReplicatorConfig
-from test_calibration_cache import cache  # noqa: F401 - the same empty per-test calibration cache
 
 
 def test_default_settings_key_is_the_name() -> None:
@@ -20,16 +26,19 @@ def test_default_settings_key_is_the_name() -> None:
         assert cost_key(ReplicatorConfig(name=name)) == name
 
 
-@pytest.mark.parametrize(("settings", "key"), [
-    ({"name": "dct", "topk": 8}, "dct[topk=8]"),
-    ({"name": "dct", "topk": 8, "chunk": 32}, "dct[chunk=32,topk=8]"),  # sorted, so one key per combination
-    ({"name": "dct", "value_dtype": "bf16"}, "dct[value_dtype=bf16]"),
-    ({"name": "dct", "sign": False}, "dct[sign=False]"),
-    ({"name": "random", "rate": 0.01}, "random[rate=0.01]"),
-    ({"name": "diloco", "sync_every": 4}, "diloco[sync_every=4]"),
-    ({"name": "lowrank", "rank": 16}, "lowrank[rank=16.0]"),
-    ({"name": "full", "grad_dtype": "bf16"}, "full[grad_dtype=bf16]"),
-])
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        ({"name": "dct", "topk": 8}, "dct[topk=8]"),
+        ({"name": "dct", "topk": 8, "chunk": 32}, "dct[chunk=32,topk=8]"),  # sorted, so one key per combination
+        ({"name": "dct", "value_dtype": "bf16"}, "dct[value_dtype=bf16]"),
+        ({"name": "dct", "sign": False}, "dct[sign=False]"),
+        ({"name": "random", "rate": 0.01}, "random[rate=0.01]"),
+        ({"name": "diloco", "sync_every": 4}, "diloco[sync_every=4]"),
+        ({"name": "lowrank", "rank": 16}, "lowrank[rank=16.0]"),
+        ({"name": "full", "grad_dtype": "bf16"}, "full[grad_dtype=bf16]"),
+    ],
+)
 def test_cost_settings_change_the_key(settings, key) -> None:
     assert cost_key(ReplicatorConfig(**settings)) == key and scheme_of(key) == settings["name"]
 
@@ -45,9 +54,13 @@ def test_every_cost_setting_is_a_replicator_field() -> None:
     assert all(f in ReplicatorConfig.model_fields for fields in COST_SETTINGS.values() for f in fields)
 
 
-CALIB = Calibration(source="measured", encode_s_per_param={"dct": 2e-9, "dct[topk=8]": 1e-9},
-                    decode_s_per_param={"dct": 1e-9, "dct[topk=8]": 3e-9},
-                    encode_s_per_tensor={"dct": 1e-5}, decode_s_per_tensor={"dct[topk=8]": 2e-5})
+CALIB = Calibration(
+    source="measured",
+    encode_s_per_param={"dct": 2e-9, "dct[topk=8]": 1e-9},
+    decode_s_per_param={"dct": 1e-9, "dct[topk=8]": 3e-9},
+    encode_s_per_tensor={"dct": 1e-5},
+    decode_s_per_tensor={"dct[topk=8]": 2e-5},
+)
 
 
 def test_a_measured_key_uses_its_own_constants() -> None:
@@ -64,6 +77,7 @@ def test_an_unmeasured_key_falls_back_to_the_default_settings() -> None:
 def test_run_prediction_uses_the_runs_settings() -> None:
     class Run:  # the parts of a RunConfig the prediction reads
         from netbench.emulation.spec import ClusterSpec
+
         cluster = ClusterSpec(nodes=2, up={"rate_bps": 1e8}, down={"rate_bps": 1e8})
         replicator = ReplicatorConfig(name="dct", topk=8)
 
@@ -81,9 +95,13 @@ def fake_measure(monkeypatch) -> list:
     def measure(opts) -> Calibration:
         calls.append(opts)
         keys = [n for n in opts.schemes] + [cost_key(c) for c in opts.configs]
-        return Calibration(source="measured", host="h", software_overhead_s=1e-4 * len(calls),
-                           encode_s_per_param={k: 1e-8 * len(calls) for k in keys},
-                           notes={f"compression.{k}": "timed" for k in keys})
+        return Calibration(
+            source="measured",
+            host="h",
+            software_overhead_s=1e-4 * len(calls),
+            encode_s_per_param={k: 1e-8 * len(calls) for k in keys},
+            notes={f"compression.{k}": "timed" for k in keys},
+        )
 
     monkeypatch.setattr(measure_mod, "measure", measure)
     return calls
@@ -107,7 +125,11 @@ def test_non_default_settings_are_measured_once_and_cached(cache, fake_measure) 
 
 def test_fresh_cache_with_non_default_settings_measures_both(cache, fake_measure) -> None:
     found = host_calibration(replicators=[ReplicatorConfig(name="random", rate=0.01)])
-    assert len(fake_measure) == 2 and found.calibration.measured("random[rate=0.01]") and found.calibration.measured("random")
+    assert (
+        len(fake_measure) == 2
+        and found.calibration.measured("random[rate=0.01]")
+        and found.calibration.measured("random")
+    )
 
 
 def test_explicit_file_is_never_changed(cache, fake_measure, tmp_path) -> None:
@@ -118,9 +140,16 @@ def test_explicit_file_is_never_changed(cache, fake_measure, tmp_path) -> None:
     assert missing_keys(found.calibration, [ReplicatorConfig(name="dct", chunk=32)])[0].chunk == 32
 
 
-SIZED = Calibration(source="measured", encode_s_per_param={"dct": 6e-9}, decode_s_per_param={"dct": 4e-9},
-                    encode_s_per_param_large={"dct": 7e-9}, decode_s_per_param_large={"dct": 6e-9},
-                    decode_s_per_tensor={"dct": 1e-5}, params_at=2_000_000, large_params=8_000_000)
+SIZED = Calibration(
+    source="measured",
+    encode_s_per_param={"dct": 6e-9},
+    decode_s_per_param={"dct": 4e-9},
+    encode_s_per_param_large={"dct": 7e-9},
+    decode_s_per_param_large={"dct": 6e-9},
+    decode_s_per_tensor={"dct": 1e-5},
+    params_at=2_000_000,
+    large_params=8_000_000,
+)
 
 
 def test_cost_per_parameter_grows_from_the_cache_size_to_the_memory_size() -> None:
@@ -157,7 +186,9 @@ def test_plan_names_the_settings_it_fell_back_for(tmp_path, capsys) -> None:
     path = save_calibration(CALIB, tmp_path / "mine.json")
     main(["plan", "--replicator", "dct", "--chunk", "32", "--nodes", "2", "--calibration", str(path)])
     out = capsys.readouterr().out
-    assert "dct[chunk=32]: not measured with these settings; the default settings' cost is used" in " ".join(out.split())
+    assert "dct[chunk=32]: not measured with these settings; the default settings' cost is used" in " ".join(
+        out.split()
+    )
     main(["plan", "--replicator", "dct", "--topk", "8", "--nodes", "2", "--calibration", str(path), "--json"])
     import json
 

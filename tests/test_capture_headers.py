@@ -12,10 +12,22 @@ from netbench.capture.tcpdump import SNAPLEN
 
 FRAMES = [
     Ether() / IP(src="198.18.0.1", dst="198.18.0.2") / TCP(sport=40000, dport=29500, seq=1, flags="PA") / (b"x" * 1448),
-    Ether() / IP(src="198.18.0.2", dst="198.18.0.1") / TCP(sport=29500, dport=40000, seq=2**32 - 5, flags="A",
-                                                          options=[("NOP", None), ("NOP", None), ("Timestamp", (1, 2))]),
-    Ether() / IP(src="10.0.0.1", dst="10.0.0.2", options=[b"\x01\x01\x01\x00"]) / TCP(sport=1, dport=2, seq=7) / (b"y" * 100),
-    Ether() / IP(src="198.18.0.3", dst="198.18.0.4") / TCP(sport=5, dport=6, seq=9, options=[("MSS", 1460), ("SAckOK", b"")]),
+    Ether()
+    / IP(src="198.18.0.2", dst="198.18.0.1")
+    / TCP(
+        sport=29500,
+        dport=40000,
+        seq=2**32 - 5,
+        flags="A",
+        options=[("NOP", None), ("NOP", None), ("Timestamp", (1, 2))],
+    ),
+    Ether()
+    / IP(src="10.0.0.1", dst="10.0.0.2", options=[b"\x01\x01\x01\x00"])
+    / TCP(sport=1, dport=2, seq=7)
+    / (b"y" * 100),
+    Ether()
+    / IP(src="198.18.0.3", dst="198.18.0.4")
+    / TCP(sport=5, dport=6, seq=9, options=[("MSS", 1460), ("SAckOK", b"")]),
 ]
 
 
@@ -32,12 +44,16 @@ def test_fields_match_scapy(packet) -> None:
         assert got.payload_bytes == ip.len - ip.ihl * 4 - tcp.dataofs * 4
 
 
-@pytest.mark.parametrize("packet", [
-    Ether() / ARP(psrc="198.18.0.1", pdst="198.18.0.2"),
-    Ether() / IPv6() / TCP(),
-    Ether() / IP() / UDP() / b"ping",
-    Ether() / Dot1Q(vlan=5) / IP() / TCP(),
-], ids=["arp", "ipv6", "udp", "vlan"])
+@pytest.mark.parametrize(
+    "packet",
+    [
+        Ether() / ARP(psrc="198.18.0.1", pdst="198.18.0.2"),
+        Ether() / IPv6() / TCP(),
+        Ether() / IP() / UDP() / b"ping",
+        Ether() / Dot1Q(vlan=5) / IP() / TCP(),
+    ],
+    ids=["arp", "ipv6", "udp", "vlan"],
+)
 def test_everything_else_is_left_to_scapy(packet) -> None:
     assert decode(bytes(packet)) is None
 
@@ -72,8 +88,18 @@ def test_parse_pcap_agrees_with_a_scapy_dissection(tmp_path) -> None:
 
     from netbench.capture.pcap import MSS, parse_pcap
 
-    gso = Ether() / IP(src="198.18.0.1", dst="198.18.0.2") / TCP(sport=40000, dport=29500, seq=1449, flags="A") / (b"z" * (3 * MSS + 10))
-    packets = [*FRAMES, gso, Ether(src="02:00:00:00:00:01") / ARP(psrc="198.18.0.1"), Ether() / IP(src="198.18.0.2", dst="198.18.0.1") / UDP()]
+    gso = (
+        Ether()
+        / IP(src="198.18.0.1", dst="198.18.0.2")
+        / TCP(sport=40000, dport=29500, seq=1449, flags="A")
+        / (b"z" * (3 * MSS + 10))
+    )
+    packets = [
+        *FRAMES,
+        gso,
+        Ether(src="02:00:00:00:00:01") / ARP(psrc="198.18.0.1"),
+        Ether() / IP(src="198.18.0.2", dst="198.18.0.1") / UDP(),
+    ]
     path = tmp_path / "run.pcap"
     wrpcap(str(path), packets, snaplen=SNAPLEN)
     rows = parse_pcap(path, "198.18.0.1")

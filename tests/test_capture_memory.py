@@ -16,7 +16,9 @@ _spec.loader.exec_module(bench)
 
 def peak(path: Path) -> dict:
     code = bench.CHILD.format(run_s=bench.RUN_S, steps=bench.STEPS, node=bench.NODE)
-    out = subprocess.run([sys.executable, "-c", code, "streamed", str(path)], capture_output=True, text=True, cwd=REPO, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, "streamed", str(path)], capture_output=True, text=True, cwd=REPO, check=True
+    )
     return json.loads(out.stdout)
 
 

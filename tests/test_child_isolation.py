@@ -34,7 +34,9 @@ def markers(planted: Path) -> list[str]:
 def test_the_child_runs_the_netbench_the_parent_runs() -> None:
     assert Path(NETBENCH_ROOT) == Path(netbench.__file__).resolve().parents[1]
     argv = netbench_module_argv("netbench.worker", "--help")
-    assert argv[:2] == [sys.executable, "-I"] and argv[4] == NETBENCH_ROOT and argv[-2:] == ["netbench.worker", "--help"]
+    assert (
+        argv[:2] == [sys.executable, "-I"] and argv[4] == NETBENCH_ROOT and argv[-2:] == ["netbench.worker", "--help"]
+    )
 
 
 def test_the_child_imports_from_the_folder_named_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,7 +46,9 @@ def test_the_child_imports_from_the_folder_named_first(tmp_path: Path, monkeypat
     (fake / "__init__.py").write_text("")
     (fake / "whoami.py").write_text("import os, sys\nprint(__file__, os.getcwd(), sys.argv[1:])\n")
     monkeypatch.setattr("netbench.child.NETBENCH_ROOT", str(tmp_path / "tree"))
-    out = subprocess.run(netbench_module_argv("netbench.whoami", "a", "b c"), capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        netbench_module_argv("netbench.whoami", "a", "b c"), capture_output=True, text=True, check=True
+    ).stdout
     assert out.split()[:2] == [str(fake / "whoami.py"), "/"] and out.strip().endswith("['a', 'b c']")
 
 
@@ -55,15 +59,22 @@ def test_only_netbench_modules_are_started() -> None:
 
 def test_a_worker_ignores_modules_planted_in_its_working_directory(planted: Path) -> None:
     for workdir in ("/", str(planted)):  # a python: workload's worker runs in the user's folder
-        out = subprocess.run(netbench_module_argv("netbench.worker", "--help", workdir=workdir), capture_output=True, text=True)
+        out = subprocess.run(
+            netbench_module_argv("netbench.worker", "--help", workdir=workdir), capture_output=True, text=True
+        )
         assert out.returncode == 0 and "--spec" in out.stdout, out.stderr
     assert markers(planted) == []
 
 
 def test_pythonpath_is_not_honoured_by_children(planted: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(planted), "PYTHONSTARTUP": str(planted / "torch.py")}
-    out = subprocess.run(netbench_module_argv("netbench.emulation.traffic", "no-such-mode"), capture_output=True, text=True,
-                         env=env, cwd="/")
+    out = subprocess.run(
+        netbench_module_argv("netbench.emulation.traffic", "no-such-mode"),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+    )
     assert out.returncode == 1 and "unknown mode" in out.stderr, out.stderr
     assert markers(planted) == []
 
@@ -72,8 +83,13 @@ def test_the_python_workload_still_imports_the_users_module(tmp_path: Path, monk
     """The one exception: a python: workload's worker runs in the user's folder and imports the module named there."""
     (tmp_path / "mywl.py").write_text("def make():\n    return 'made here'\n")
     code = "from netbench.workloads.python import load_factory; print(load_factory('mywl:make')())"
-    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": NETBENCH_ROOT})
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": NETBENCH_ROOT},
+    )
     assert out.stdout.strip() == "made here", out.stderr
 
 
@@ -91,7 +107,9 @@ def test_cluster_children_ignore_planted_modules(planted: Path, monkeypatch: pyt
         pytest.skip("no C compiler")
     monkeypatch.setenv("NETBENCH_DELAY_LINE", build)
     monkeypatch.setenv("PYTHONPATH", f"{planted}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.005), down=DirectionSpec(rate_bps=100e6), engine="delayline")
+    spec = ClusterSpec(
+        nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.005), down=DirectionSpec(rate_bps=100e6), engine="delayline"
+    )
     with Cluster(spec) as cluster:
         assert cluster.describe()["delay_line"] == build
         rtt = measure_rtt(cluster.nodes[0], cluster.nodes[1], count=10)
@@ -104,8 +122,13 @@ def test_python_m_netbench_drops_the_working_directory_before_loading_its_cli(pl
     """``python -m`` puts the working directory first; netbench removes it once it is itself imported.
     (A planted ``netbench`` there would still win: ``python -m`` finds the package before any netbench code runs.)"""
     (planted / "netbench.py").unlink()
-    out = subprocess.run([sys.executable, "-m", "netbench", "plan", "--help"], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": NETBENCH_ROOT})
+    out = subprocess.run(
+        [sys.executable, "-m", "netbench", "plan", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": NETBENCH_ROOT},
+    )
     assert out.returncode == 0, out.stderr
     assert markers(planted) == []
 
@@ -115,12 +138,15 @@ def _spawned(rank: int) -> None:
 
 
 def test_spawned_children_import_nothing_planted_in_the_working_directory_or_pythonpath(
-        planted: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    planted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torch.multiprocessing as mp
 
     from netbench.child import spawning_safely
 
-    (planted / "multiprocessing.py").write_text(f"open({str(planted.parent / 'MARKER-multiprocessing')!r}, 'w').close()\n")
+    (planted / "multiprocessing.py").write_text(
+        f"open({str(planted.parent / 'MARKER-multiprocessing')!r}, 'w').close()\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(planted))
     with spawning_safely():
         mp.start_processes(_spawned, nprocs=1, join=True, start_method="spawn")

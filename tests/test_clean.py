@@ -17,8 +17,10 @@ from netbench.emulation import cleanup, naming, netns
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="creating namespaces needs root")]
 REPO = Path(__file__).resolve().parents[1]
-OWNER = ("import sys, time; from pathlib import Path; from netbench.emulation import naming; naming.REGISTRY_DIR = Path(sys.argv[2]); "
-         "naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)")
+OWNER = (
+    "import sys, time; from pathlib import Path; from netbench.emulation import naming; naming.REGISTRY_DIR = Path(sys.argv[2]); "
+    "naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)"
+)
 
 
 @pytest.fixture
@@ -45,7 +47,9 @@ def namespaces():
 def owner(run_id: str, registry: Path) -> subprocess.Popen:
     """Another process that registers ``run_id`` (takes its lock) and stays alive."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, run_id, str(registry)], env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", OWNER, run_id, str(registry)], env=env, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -188,7 +192,11 @@ def test_unregistering_a_dead_run_spares_a_live_one_that_took_its_id_again(regis
     proc = owner(run_id, registry)
     try:
         naming.unregister(naming.RunNames(run_id))  # what `clean` does for a run it judged dead a moment ago
-        assert naming.owner_alive(run_id) and (registry / f"{run_id}.lock").exists() and (registry / f"{run_id}.json").exists()
+        assert (
+            naming.owner_alive(run_id)
+            and (registry / f"{run_id}.lock").exists()
+            and (registry / f"{run_id}.json").exists()
+        )
     finally:
         proc.kill()
         proc.wait()

@@ -69,7 +69,9 @@ def test_every_option_maps_to_one_field_with_a_description() -> None:
     assert len(names) == len(set(names)), "two fields share an option name"
     for o in ALL:
         assert o.field in o.model.model_fields, f"{o.name}: {o.model.__name__} has no field {o.field}"
-        assert o.description.endswith("."), f"{o.model.__name__}.{o.field}: its description is {o.name}'s help: end it with a period"
+        assert o.description.endswith("."), (
+            f"{o.model.__name__}.{o.field}: its description is {o.name}'s help: end it with a period"
+        )
     for table in TABLES.values():
         assert fields.option_names(table) == {f: o.name for f, o in table.items()}
 
@@ -86,8 +88,10 @@ def test_every_field_a_command_takes_has_exactly_one_option(command: str) -> Non
         if source is not None:
             by_field.setdefault(f"{source.model.__name__}.{source.field}", []).append(name)
         elif name in field_names:
-            assert (command, name) in OWN, (f"`netbench {command} {name}` is declared by hand but sets a config field: "
-                                           "take it from netbench/cli/fields.py (or list it in OWN with why it differs)")
+            assert (command, name) in OWN, (
+                f"`netbench {command} {name}` is declared by hand but sets a config field: "
+                "take it from netbench/cli/fields.py (or list it in OWN with why it differs)"
+            )
     assert all(len(options) == 1 for options in by_field.values()), by_field
 
 
@@ -122,7 +126,11 @@ def test_scheme_settings_are_replicator_config_fields() -> None:
 
     for name, info in SchemeSettings.model_fields.items():
         original = ReplicatorConfig.model_fields[name]
-        assert (info.annotation, info.default, info.metadata) == (original.annotation, original.default, original.metadata), name
+        assert (info.annotation, info.default, info.metadata) == (
+            original.annotation,
+            original.default,
+            original.metadata,
+        ), name
 
 
 def test_no_cli_module_imports_the_app_or_a_private_name() -> None:
@@ -133,7 +141,9 @@ def test_no_cli_module_imports_the_app_or_a_private_name() -> None:
                 private = [a.name for a in node.names if a.name.startswith("_")]
                 assert not private, f"{path.name} imports {node.module}.{private[0]}"
                 if path.name not in ("app.py", "entry.py"):  # entry.py: the console script calls app.main
-                    assert node.module != "netbench.cli.app", f"{path.name} imports the app: commands register in app.py"
+                    assert node.module != "netbench.cli.app", (
+                        f"{path.name} imports the app: commands register in app.py"
+                    )
 
 
 @pytest.mark.skipif(shutil.which("netbench") is None, reason="the netbench console script is not installed")

@@ -10,18 +10,24 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from netbench.reports.compare import PointFigures, Side, compare, load_side, parse_fraction
 from synthetic_sweep import grid, write_sweep
 
-NETBENCH = str(Path(sys.executable).parent / "netbench") if (Path(sys.executable).parent / "netbench").exists() else shutil.which("netbench")
+from netbench.reports.compare import PointFigures, Side, compare, load_side, parse_fraction
+
+NETBENCH = (
+    str(Path(sys.executable).parent / "netbench")
+    if (Path(sys.executable).parent / "netbench").exists()
+    else shutil.which("netbench")
+)
 
 
 def nb(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([NETBENCH, *args], capture_output=True, text=True, timeout=120)
 
 
-def figs(step: float, wire: float, step_noise: float | None = None, wire_noise: float | None = None, status: str = "ok") -> PointFigures:
+def figs(
+    step: float, wire: float, step_noise: float | None = None, wire_noise: float | None = None, status: str = "ok"
+) -> PointFigures:
     return PointFigures("p", status, step, wire, step_noise, wire_noise, "counters")
 
 
@@ -43,10 +49,12 @@ def test_matching_is_by_coordinates_not_point_key(tmp_path) -> None:
 
 
 def test_points_sharing_coordinates_are_told_apart_by_their_variant(tmp_path) -> None:
-    star, = grid(reps=("full",), rates=("10mbit",))
+    (star,) = grid(reps=("full",), rates=("10mbit",))
     sites = dict(star, variant="sites2 wan 10mbit 5ms", step=2.0)
     base = write_sweep(tmp_path / "base", [dict(star, variant=""), sites])
-    result = compare(load_side(base), load_side(write_sweep(tmp_path / "cur", [dict(star, variant=""), dict(sites, step=4.0)])))
+    result = compare(
+        load_side(base), load_side(write_sweep(tmp_path / "cur", [dict(star, variant=""), dict(sites, step=4.0)]))
+    )
     assert [r.label for r in result.rows] == ["full 2n 10mbit 0ms", "full 2n 10mbit 0ms sites2 wan 10mbit 5ms"]
     assert result.step_regressions == ["full 2n 10mbit 0ms sites2 wan 10mbit 5ms"]
     gone = compare(load_side(base), load_side(write_sweep(tmp_path / "star only", [dict(star, variant="")])))
@@ -56,26 +64,41 @@ def test_points_sharing_coordinates_are_told_apart_by_their_variant(tmp_path) ->
 def test_a_recorded_scenario_expects_its_explicit_points_with_their_variants(tmp_path) -> None:
     folder = write_sweep(tmp_path / "s", [dict(p, variant="") for p in grid(reps=("full",), rates=("10mbit",))])
     doc = json.loads((folder / "sweep.json").read_text())
-    doc["scenario"].update(grid={"replicator": "full", "bw": "10mbit", "nodes": 2},
-                           points=[{"topology": "sites", "wan_bw": "10mbit", "wan_delay": "5ms", "nodes": 4},
-                                   {"topology": "sites", "nodes": 4, "shard_within": "site"}])
+    doc["scenario"].update(
+        grid={"replicator": "full", "bw": "10mbit", "nodes": 2},
+        points=[
+            {"topology": "sites", "wan_bw": "10mbit", "wan_delay": "5ms", "nodes": 4},
+            {"topology": "sites", "nodes": 4, "shard_within": "site"},
+        ],
+    )
     (folder / "sweep.json").write_text(json.dumps(doc))
-    assert load_side(folder).expected == {("full", 2, 10_000_000, 0.0, ""), ("full", 4, 10_000_000, 0.0, "sites2 wan 10mbit 5ms"),
-                                          ("full", 4, 10_000_000, 0.0, "sharded in sites sites2 wan 100mbit 0ms")}
+    assert load_side(folder).expected == {
+        ("full", 2, 10_000_000, 0.0, ""),
+        ("full", 4, 10_000_000, 0.0, "sites2 wan 10mbit 5ms"),
+        ("full", 4, 10_000_000, 0.0, "sharded in sites sites2 wan 100mbit 0ms"),
+    }
 
 
 def test_threshold_is_exceeded_only_beyond_the_noise() -> None:
     key = ("full", 2, 10_000_000, 0.0, "")
     base = side({key: figs(1.0, 1000.0)})
     assert compare(base, side({key: figs(1.15, 1000.0)}), 0.10).step_regressions == ["p"]  # 15 % > 10 %, no noise known
-    assert compare(base, side({key: figs(1.15, 1000.0, step_noise=0.03)}), 0.10).step_regressions == ["p"]  # 1.15 > 1.10 + 0.03
-    assert compare(base, side({key: figs(1.15, 1000.0, step_noise=0.06)}), 0.10).step_regressions == []  # within 1.10 + 0.06
-    both = compare(side({key: figs(1.0, 1000.0, step_noise=0.03)}), side({key: figs(1.15, 1000.0, step_noise=0.04)}), 0.10)
+    assert compare(base, side({key: figs(1.15, 1000.0, step_noise=0.03)}), 0.10).step_regressions == [
+        "p"
+    ]  # 1.15 > 1.10 + 0.03
+    assert (
+        compare(base, side({key: figs(1.15, 1000.0, step_noise=0.06)}), 0.10).step_regressions == []
+    )  # within 1.10 + 0.06
+    both = compare(
+        side({key: figs(1.0, 1000.0, step_noise=0.03)}), side({key: figs(1.15, 1000.0, step_noise=0.04)}), 0.10
+    )
     assert both.step_regressions == [] and both.rows[0].step_noise_rel == pytest.approx(0.05)  # hypot(0.03, 0.04)
     grown = compare(base, side({key: figs(1.0, 1050.0)}), 0.10, 0.03)
     assert grown.wire_regressions == ["p"] and grown.exit_code() == 1
     assert compare(base, side({key: figs(1.0, 1020.0)}), 0.10, 0.03).exit_code() == 0
-    assert compare(base, side({key: figs(1.5, 1000.0)}), time_advisory=True).exit_code() == 0  # time reported, not gating
+    assert (
+        compare(base, side({key: figs(1.5, 1000.0)}), time_advisory=True).exit_code() == 0
+    )  # time reported, not gating
     assert compare(base, side({key: figs(1.0, 1000.0, status="failed")})).exit_code() == 1
     assert compare(base, side({key: figs(0.5, 500.0)})).exit_code() == 0  # faster and smaller is fine
 
@@ -84,7 +107,7 @@ def test_noise_comes_from_the_steps_spread(tmp_path) -> None:
     side = load_side(write_sweep(tmp_path / "s", grid(), spread=0.1))
     point = side.points[("full", 2, 10_000_000, 0.0, "")]
     # per-step times 0.9 and 1.1 alternate: MAD 0.1, standard error of the median 1.4826 * 1.2533 * 0.1 / sqrt(8)
-    assert point.step_noise_s == pytest.approx(1.4826 * 1.2533 * 0.1 / 8 ** 0.5, rel=1e-6)
+    assert point.step_noise_s == pytest.approx(1.4826 * 1.2533 * 0.1 / 8**0.5, rel=1e-6)
     assert point.wire_noise == 0.0
     bare = load_side(write_sweep(tmp_path / "bare", grid(), with_runs=False))
     assert bare.points[("full", 2, 10_000_000, 0.0, "")].step_noise_s is None
@@ -139,7 +162,11 @@ def test_exit_codes_through_the_console_script(tmp_path) -> None:
     transformer = write_sweep(tmp_path / "transformer", grid(), kind="transformer")
     out = nb("compare", str(base), str(transformer))  # same grid, another model: not comparable
     assert out.returncode == 2 and "workloads differ (kind 'shapes' -> 'transformer'" in out.stderr
-    for bad in ([str(tmp_path / "missing"), str(base)], [str(base), str(tmp_path)], [str(base), str(base), "--max-slowdown", "x"]):
+    for bad in (
+        [str(tmp_path / "missing"), str(base)],
+        [str(base), str(tmp_path)],
+        [str(base), str(base), "--max-slowdown", "x"],
+    ):
         out = nb("compare", *bad)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, (bad, out.stderr)
 
@@ -159,8 +186,20 @@ def test_json_markdown_and_run_directories(tmp_path) -> None:
     run = tmp_path / "run"
     shutil.copytree(base / "runs" / "r0", run)
     row = pd.read_csv(base / "summary.csv").iloc[0]
-    (run / "run.json").write_text(json.dumps({"status": "ok", "summary": {
-        "replicator": row["replicator"], "nodes": int(row["nodes"]), "bw_bps": float(row["bw_bps"]), "delay_ms": 0.0,
-        "step_time_s": float(row["step_time_s"]), "wire_tx_bytes_per_step": float(row["wire_tx_bytes_per_step"])}}))
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "status": "ok",
+                "summary": {
+                    "replicator": row["replicator"],
+                    "nodes": int(row["nodes"]),
+                    "bw_bps": float(row["bw_bps"]),
+                    "delay_ms": 0.0,
+                    "step_time_s": float(row["step_time_s"]),
+                    "wire_tx_bytes_per_step": float(row["wire_tx_bytes_per_step"]),
+                },
+            }
+        )
+    )
     out = nb("compare", str(base), str(run))
     assert out.returncode == 0 and "no regression over 1 matched points" in out.stdout

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from synthetic_sweep import grid, write_sweep
 
 from netbench.cli.app import main
-from synthetic_sweep import grid, write_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 CI_REPORT = REPO / "reports" / "ci"
@@ -66,6 +66,7 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
 
 
 # ---- a broken CURRENT sweep fails the gate -------------------------------------------------------------------------
+
 
 def test_the_committed_ci_sweep_holds_its_grid_and_passes_against_itself(tmp_path) -> None:
     copy = tmp_path / "ci"
@@ -118,14 +119,26 @@ def test_non_finite_bytes_on_either_side_and_in_steps_fail(pair) -> None:
 
 def test_a_failed_point_in_current_fails_wherever_it_is(pair) -> None:
     base, cur = pair
-    extra = {"key": "kx", "label": "random 2n 10mbit 0ms", "replicator": "random", "nodes": 2, "bw": "10mbit", "bw_bps": 1e7,
-             "delay": "0ms", "delay_ms": 0.0, "status": "failed", "reason": "worker 1 exited 1"}
+    extra = {
+        "key": "kx",
+        "label": "random 2n 10mbit 0ms",
+        "replicator": "random",
+        "nodes": 2,
+        "bw": "10mbit",
+        "bw_bps": 1e7,
+        "delay": "0ms",
+        "delay_ms": 0.0,
+        "status": "failed",
+        "reason": "worker 1 exited 1",
+    }
     edit_summary(cur, lambda f: pd.concat([f, pd.DataFrame([extra])], ignore_index=True))
     code, out, _ = run_compare(str(base), str(cur))
     assert code == 1 and "failed: random 2n 10mbit 0ms: CURRENT status failed: worker 1 exited 1" in out
     assert out.strip().splitlines()[-1] == "FAIL: 1 failed (4 points matched)"
     # a failed row beside an ok one for the same point (a stale row) still fails
-    edit_summary(cur, lambda f: pd.concat([f.iloc[:4], f.iloc[:1].assign(key="stale", status="failed")], ignore_index=True))
+    edit_summary(
+        cur, lambda f: pd.concat([f.iloc[:4], f.iloc[:1].assign(key="stale", status="failed")], ignore_index=True)
+    )
     code, out, _ = run_compare(str(base), str(cur))
     assert code == 1 and "failed: full 2n 10mbit 0ms: CURRENT status failed" in out
 
@@ -135,7 +148,11 @@ def test_a_grid_change_is_told_apart_from_a_missing_point(pair, tmp_path) -> Non
     # CURRENT was asked for fewer points and holds them all: the rest are not compared, not missing
     edit_summary(with_grid(cur, reps=("full",)), lambda f: f[f["replicator"] == "full"])
     code, out, _ = run_compare(str(base), str(cur))
-    assert code == 0 and "missing" not in out and "unmatched (not compared): 2 (dct 2n 10mbit 0ms, dct 2n 100mbit 0ms)" in out
+    assert (
+        code == 0
+        and "missing" not in out
+        and "unmatched (not compared): 2 (dct 2n 10mbit 0ms, dct 2n 100mbit 0ms)" in out
+    )
     # its grid still asks for dct: the same rows are a broken sweep
     with_grid(cur)
     code, out, _ = run_compare(str(base), str(cur))
@@ -182,7 +199,9 @@ def test_labels_with_markup_print_literally_on_terminal_json_and_markdown(pair, 
 
 def test_failure_reasons_and_paths_are_one_literal_line(pair, tmp_path) -> None:
     base, cur = pair
-    edit_summary(cur, lambda f: f.assign(status=["failed", "ok", "ok", "ok"], reason=["[/x]\nline two\x1b[31m", "", "", ""]))
+    edit_summary(
+        cur, lambda f: f.assign(status=["failed", "ok", "ok", "ok"], reason=["[/x]\nline two\x1b[31m", "", "", ""])
+    )
     code, out, _ = run_compare(str(base), str(cur))
     assert code == 1 and "failed: full 2n 10mbit 0ms: CURRENT status failed: [/x] line two[31m" in out.splitlines()
     odd = tmp_path / "[/x]\x1b]0;t\x07"
@@ -192,6 +211,7 @@ def test_failure_reasons_and_paths_are_one_literal_line(pair, tmp_path) -> None:
 
 
 # ---- --markdown is never written through a link or into a stranger's folder ----------------------------------------
+
 
 def test_markdown_replaces_a_planted_symlink_instead_of_writing_through_it(pair, tmp_path) -> None:
     base, cur = pair
@@ -236,6 +256,7 @@ def test_markdown_into_a_world_writable_folder_is_refused(pair, tmp_path) -> Non
 
 # ---- crafted folders: one line, exit 2, no hang ---------------------------------------------------------------------
 
+
 def _fifo_case(folder: Path, name: str) -> Path:
     target = folder / name
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -249,8 +270,13 @@ def test_a_fifo_in_place_of_a_file_ends_in_one_line_not_a_hang(pair, name: str) 
     base, cur = pair
     _fifo_case(cur, name)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "netbench", "compare", str(base), str(cur)], capture_output=True, text=True,
-                          timeout=60, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "netbench", "compare", str(base), str(cur)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     one_line_error(done.returncode, done.stdout, done.stderr, "not a regular file")
 
 
@@ -258,8 +284,13 @@ def test_a_fifo_run_json_ends_in_one_line(tmp_path) -> None:
     run = _fifo_case(tmp_path / "run", "run.json")
     base = write_sweep(tmp_path / "base", grid())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "netbench", "compare", str(base), str(run)], capture_output=True, text=True,
-                          timeout=60, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "netbench", "compare", str(base), str(run)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     one_line_error(done.returncode, done.stdout, done.stderr, "not a regular file")
 
 
@@ -267,10 +298,26 @@ CRAFTED = [
     ("summary.csv", b"replicator,nodes\n\xff\xfe,2\n", "not UTF-8"),
     ("summary.csv", b"", "empty"),
     ("summary.csv", b"a,b\n1,2\n", "not a sweep summary"),
-    ("summary.csv", b'replicator,nodes,bw_bps,delay_ms,status,step_time_s,wire_tx_bytes_per_step\nfull,2,inf,0,ok,1,1\n', "bw_bps"),
-    ("summary.csv", b'replicator,nodes,bw_bps,delay_ms,status,step_time_s,wire_tx_bytes_per_step\nfull,two,1e7,0,ok,1,1\n', "nodes"),
-    ("summary.csv", b'replicator,nodes,bw_bps,delay_ms,status,step_time_s,wire_tx_bytes_per_step\nfull,1e400,1e7,0,ok,1,1\n', "nodes"),
-    ("summary.csv", b'replicator,nodes,bw_bps,delay_ms,status,step_time_s,wire_tx_bytes_per_step\n,2,1e7,0,ok,1,1\n', "replicator"),
+    (
+        "summary.csv",
+        b"replicator,nodes,bw_bps,delay_ms,status,step_time_s,wire_tx_bytes_per_step\nfull,2,inf,0,ok,1,1\n",
+        "bw_bps",
+    ),
+    (
+        "summary.csv",
+        b"replicator,nodes,bw_bps,delay_ms,status,step_time_s,wire_tx_bytes_per_step\nfull,two,1e7,0,ok,1,1\n",
+        "nodes",
+    ),
+    (
+        "summary.csv",
+        b"replicator,nodes,bw_bps,delay_ms,status,step_time_s,wire_tx_bytes_per_step\nfull,1e400,1e7,0,ok,1,1\n",
+        "nodes",
+    ),
+    (
+        "summary.csv",
+        b"replicator,nodes,bw_bps,delay_ms,status,step_time_s,wire_tx_bytes_per_step\n,2,1e7,0,ok,1,1\n",
+        "replicator",
+    ),
     ("summary.csv", b'replicator,nodes\n"unclosed,2\n', "CSV"),
     ("sweep.json", b"\xff{}", "not UTF-8"),
     ("sweep.json", b"{not json", "not JSON"),
@@ -281,8 +328,15 @@ CRAFTED = [
     ("sweep.json", b'{"scenario": {"grid": {"bw": 5}}}', "grid not readable"),
     ("sweep.json", b'{"scenario": {"grid": {"bw": ["fast"]}}}', "grid not readable"),
     ("sweep.json", b'{"scenario": {"grid": {}, "more": {"a": 1}}}', "grid not readable"),
-    ("sweep.json", b'{"scenario": {"grid": {"bw": ["1mbit"], "nodes": ' + json.dumps(list(range(2, 1000))).encode()
-     + b', "delay": ' + json.dumps([f"{i}ms" for i in range(200)]).encode() + b"}}}", "at most"),
+    (
+        "sweep.json",
+        b'{"scenario": {"grid": {"bw": ["1mbit"], "nodes": '
+        + json.dumps(list(range(2, 1000))).encode()
+        + b', "delay": '
+        + json.dumps([f"{i}ms" for i in range(200)]).encode()
+        + b"}}}",
+        "at most",
+    ),
     ("sweep.json", b"[" * 100_000, "not JSON"),
     ("runs/r0/steps.csv", b"step,rank,step_s\n\xff,0,1\n", "not UTF-8"),
 ]
@@ -298,8 +352,16 @@ def test_crafted_files_end_in_one_line_and_exit_2(pair, name: str, content: byte
     one_line_error(code, out, err, needle)
 
 
-@pytest.mark.parametrize("doc", [[], {"summary": []}, {"summary": {"replicator": "full"}}, {"status": "ok"},
-                                 {"summary": {"replicator": "full", "nodes": 2, "bw_bps": 1e7, "delay_ms": 0}, "config": {"workload": 3}}])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [],
+        {"summary": []},
+        {"summary": {"replicator": "full"}},
+        {"status": "ok"},
+        {"summary": {"replicator": "full", "nodes": 2, "bw_bps": 1e7, "delay_ms": 0}, "config": {"workload": 3}},
+    ],
+)
 def test_crafted_run_json_ends_in_one_line(tmp_path, doc) -> None:
     base = write_sweep(tmp_path / "base", grid())
     run = tmp_path / "run"

@@ -76,7 +76,9 @@ def test_python_delay_line_writes_through_delaystats(parent: Path) -> None:
 
 def test_kernel_queue_counters_come_from_the_queue_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     table = tmp_path / "nfnetlink_queue"
-    table.write_text("    3  12345     0 2 65531     0     0        9  1\n    0  23456    17 2 65531    40     7   123456  1\n")
+    table.write_text(
+        "    3  12345     0 2 65531     0     0        9  1\n    0  23456    17 2 65531    40     7   123456  1\n"
+    )
     monkeypatch.setattr(delaystats, "QUEUE_PROC", str(table))
     assert delaystats.kernel_queue_counters(0) == {"queue_dropped": 40, "queue_user_dropped": 7}
     assert delaystats.kernel_queue_counters(5) == {}
@@ -88,12 +90,15 @@ def _observed(line: dict) -> dict:
     return {"nodes": 2, "cores": 2, "host_busy": 0.3, "softirq": 0.01, "delay_line": line}
 
 
-@pytest.mark.parametrize(("line", "named"), [
-    ({"passed": 1000, "late": 0, "queue_dropped": 0, "queue_user_dropped": 0}, False),
-    ({"passed": 1000, "late": 0}, False),  # counters unreadable: nothing to say
-    ({"passed": 1000, "late": 0, "queue_dropped": 0, "queue_user_dropped": 3}, True),
-    ({"passed": 1000, "late": 0, "queue_dropped": 12, "queue_user_dropped": 0}, True),
-])
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ({"passed": 1000, "late": 0, "queue_dropped": 0, "queue_user_dropped": 0}, False),
+        ({"passed": 1000, "late": 0}, False),  # counters unreadable: nothing to say
+        ({"passed": 1000, "late": 0, "queue_dropped": 0, "queue_user_dropped": 3}, True),
+        ({"passed": 1000, "late": 0, "queue_dropped": 12, "queue_user_dropped": 0}, True),
+    ],
+)
 def test_fidelity_names_packets_the_kernel_dropped_before_the_delay_line(line: dict, named: bool) -> None:
     verdict = fidelity.judge(_observed(line))
     assert verdict["ok"] is not named
@@ -103,12 +108,16 @@ def test_fidelity_names_packets_the_kernel_dropped_before_the_delay_line(line: d
         assert f"lost {total} packet(s)" in reason and "full kernel queue" in reason and "ENOBUFS" in reason
 
 
-OWNER = ("import sys, time, pathlib; from netbench.emulation import naming; naming.REGISTRY_DIR = pathlib.Path(sys.argv[2]); "
-         "naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)")
+OWNER = (
+    "import sys, time, pathlib; from netbench.emulation import naming; naming.REGISTRY_DIR = pathlib.Path(sys.argv[2]); "
+    "naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)"
+)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
-def test_clean_removes_dead_runs_counter_folders_only(parent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_clean_removes_dead_runs_counter_folders_only(
+    parent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     registry = tmp_path / "registry"
     monkeypatch.setattr(naming, "REGISTRY_DIR", registry)
     dead, live, foreign = (secrets.token_hex(3) for _ in range(3))
@@ -117,7 +126,9 @@ def test_clean_removes_dead_runs_counter_folders_only(parent: Path, tmp_path: Pa
     os.chown(foreign_folder, 65534, 65534)  # someone else's folder with a netbench-like name: not netbench's to remove
     (parent / f"netbench-{dead}-delayline-link").symlink_to(parent)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, live, str(registry)], env=env, stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, live, str(registry)], env=env, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert owner.stdout.readline().strip() == "ready"
         assert cleanup.find_leftovers(only=[dead, live, foreign]).stats_folders == [dead_folder]
@@ -135,20 +146,25 @@ def test_clean_removes_dead_runs_counter_folders_only(parent: Path, tmp_path: Pa
 @pytest.mark.parametrize("build", ["native", "python"])
 def test_both_delay_lines_keep_their_counters_private(monkeypatch: pytest.MonkeyPatch, build: str) -> None:
     """Counters in a 0700 folder of the run's own, the kernel's queue drops beside them; the folder goes with the cluster."""
+    from leftovers import wait_until
+
     from netbench.emulation import delayline_native
     from netbench.emulation.cluster import Cluster
     from netbench.emulation.probe import measure_rtt
     from netbench.emulation.spec import ClusterSpec, DirectionSpec
-    from leftovers import wait_until
 
     if build == "native" and delayline_native.shutil.which("cc") is None:
         pytest.skip("no C compiler")
     monkeypatch.setenv("NETBENCH_DELAY_LINE", build)
-    spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.002), down=DirectionSpec(rate_bps=100e6), engine="delayline")
+    spec = ClusterSpec(
+        nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.002), down=DirectionSpec(rate_bps=100e6), engine="delayline"
+    )
     with Cluster(spec) as cluster:
         path = cluster.delay_line_stats_path
         folder = path.parent
-        assert stat.S_IMODE(folder.lstat().st_mode) == 0o700 and folder.name.startswith(f"netbench-{cluster.names.run_id}-delayline-")
+        assert stat.S_IMODE(folder.lstat().st_mode) == 0o700 and folder.name.startswith(
+            f"netbench-{cluster.names.run_id}-delayline-"
+        )
         measure_rtt(cluster.nodes[0], cluster.nodes[1], count=10)
         assert wait_until(lambda: (cluster.impairment.stats() or {}).get("passed", 0) >= 20, timeout_s=5)
         counted = cluster.impairment.stats()

@@ -55,10 +55,16 @@ def test_every_option_has_an_entry():
     sections = _sections(reference.cli_page())
     commands = reference.commands()
     assert set(sections) == set(commands)
-    missing = [f"{name} {opt}" for name, command in commands.items() for param in command.params
-               if not getattr(param, "hidden", False)
-               for opt in ([param.name.upper()] if param.param_type_name == "argument" else [*param.opts, *param.secondary_opts])
-               if f"`{opt}`" not in sections[name]]
+    missing = [
+        f"{name} {opt}"
+        for name, command in commands.items()
+        for param in command.params
+        if not getattr(param, "hidden", False)
+        for opt in (
+            [param.name.upper()] if param.param_type_name == "argument" else [*param.opts, *param.secondary_opts]
+        )
+        if f"`{opt}`" not in sections[name]
+    ]
     assert not missing, f"options without an entry in the command reference: {missing}"
 
 
@@ -87,8 +93,13 @@ def test_site_builds_strictly_and_offline(tmp_path):
     """`mkdocs build --strict` passes (no broken link, no page left out of the nav), and the site loads nothing
     from the network: no web fonts, no script or stylesheet from another host."""
     site = tmp_path / "site"
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (site / "reference" / "cli.html").is_file() and (site / "reference" / "metrics.html").is_file()
     remote = re.compile(r"""<(?:script|link|img)\b[^>]*(?:src|href)=["']?(?:https?:)?//""", re.I)
@@ -105,7 +116,10 @@ NOTES_FILE = "NOTES" + ".md"  # spelled in two parts so that this file does not 
 def test_product_text_speaks_of_the_product():
     """No session, issue number or citation of a private notes file in the README, the docs, the code, the tests or the scenarios."""
     found = []
-    paths = [README, *(p for d in ("docs", "netbench", "tests", "scenarios") for p in (ROOT / d).rglob("*") if p.is_file())]
+    paths = [
+        README,
+        *(p for d in ("docs", "netbench", "tests", "scenarios") for p in (ROOT / d).rglob("*") if p.is_file()),
+    ]
     for path in paths:
         if path.suffix not in {".md", ".py", ".toml", ".c", ".txt", ".yml"}:
             continue

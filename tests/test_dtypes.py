@@ -13,5 +13,7 @@ def test_model_sizes_are_torch_sizes() -> None:
 
 
 def test_replicators_send_the_tables_dtypes() -> None:
-    assert {n: d.itemsize for n, d in {**WIRE_DTYPES, **INDEX_DTYPES}.items()} == {n: DTYPE_BYTES[n] for n in (*WIRE_DTYPES, *INDEX_DTYPES)}
+    assert {n: d.itemsize for n, d in {**WIRE_DTYPES, **INDEX_DTYPES}.items()} == {
+        n: DTYPE_BYTES[n] for n in (*WIRE_DTYPES, *INDEX_DTYPES)
+    }
     assert set(WIRE_DTYPES) == {"fp32", "bf16"} and set(INDEX_DTYPES) == {"int16", "int32", "int64"}

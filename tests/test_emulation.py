@@ -15,7 +15,6 @@ import tempfile
 import textwrap
 import threading
 import time
-
 from pathlib import Path
 
 import pytest
@@ -95,10 +94,21 @@ def test_links_keep_a_flow_in_order() -> None:
     (without it, 10gbit showed SACK reordering and spurious retransmissions on two cores)."""
     with Cluster(spec(10e9)) as cluster:
         n0, n1 = cluster.nodes
-        for ns, ifname in ((n0.netns, n0.iface), (cluster.switch.netns, n0.port), (cluster.switch.netns, n1.port), (n1.netns, n1.iface)):
-            masks = subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", f"cat /sys/class/net/{ifname}/queues/rx-*/rps_cpus"],
-                                   capture_output=True, text=True, check=True).stdout.split()
-            assert masks and all(int(m.replace(",", ""), 16) == sum(1 << c for c in os.sched_getaffinity(0)) for m in masks), (ns, ifname, masks)
+        for ns, ifname in (
+            (n0.netns, n0.iface),
+            (cluster.switch.netns, n0.port),
+            (cluster.switch.netns, n1.port),
+            (n1.netns, n1.iface),
+        ):
+            masks = subprocess.run(
+                ["ip", "netns", "exec", ns, "sh", "-c", f"cat /sys/class/net/{ifname}/queues/rx-*/rps_cpus"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            assert masks and all(
+                int(m.replace(",", ""), 16) == sum(1 << c for c in os.sched_getaffinity(0)) for m in masks
+            ), (ns, ifname, masks)
         measure_goodput(n0, n1, seconds=2)
         assert_no_reordering(n0)
 
@@ -119,10 +129,14 @@ def test_both_delay_lines_delay_jitter_and_drop_alike(monkeypatch, build: str) -
         assert cluster.describe()["delay_line"] == build
         n0, n1 = cluster.nodes
         rtt = measure_rtt(n0, n1, count=60, interval_s=0.01)
-        assert rtt["rtt_ms"] == pytest.approx(20.0, rel=0.15) and rtt["rtt_max_ms"] - rtt["rtt_min_ms"] > 0.5  # jittered
+        assert (
+            rtt["rtt_ms"] == pytest.approx(20.0, rel=0.15) and rtt["rtt_max_ms"] - rtt["rtt_min_ms"] > 0.5
+        )  # jittered
         measure_goodput(n0, n1, seconds=1)
         assert_no_reordering(n0)
-        wait_until(lambda: (cluster.impairment.stats() or {}).get("dropped", 0) > 0, timeout_s=3)  # counters rewritten every second
+        wait_until(
+            lambda: (cluster.impairment.stats() or {}).get("dropped", 0) > 0, timeout_s=3
+        )  # counters rewritten every second
         counted = cluster.impairment.stats()
         assert counted["passed"] > 200 and 0.005 < counted["dropped"] / (counted["passed"] + counted["dropped"]) < 0.05
 
@@ -223,7 +237,7 @@ def test_teardown_on_exception_inside_and_processes_are_killed() -> None:
     with pytest.raises(ZeroDivisionError):
         with Cluster(spec(delay_s=0.001), names=names) as cluster:
             sleeper = cluster.nodes[0].popen(["sleep", "60"])
-            1 / 0
+            raise ZeroDivisionError("the body fails")
     assert sleeper.poll() is not None
     assert ours(names.run_id) == []
 
@@ -261,7 +275,11 @@ def _why_still_running(proc: subprocess.Popen, run_id: str) -> str:
             text = open(f"/proc/{proc.pid}/{name}").read()
         except OSError:
             continue
-        facts.append("\n".join(line for line in text.splitlines() if name != "status" or line.startswith(("State", "Sig", "Shd"))))
+        facts.append(
+            "\n".join(
+                line for line in text.splitlines() if name != "status" or line.startswith(("State", "Sig", "Shd"))
+            )
+        )
     proc.send_signal(signal.SIGUSR1)
     time.sleep(1.0)
     proc.kill()
@@ -279,7 +297,9 @@ def test_teardown_on_signal(sig: int) -> None:
     try:
         proc.wait(timeout=20)  # teardown takes under a second here, about 1 s with the host fully loaded
     except subprocess.TimeoutExpired:
-        pytest.fail(f"the holder of {run_id} did not end within 20 s of {signal.Signals(sig).name}:\n{_why_still_running(proc, run_id)}")
+        pytest.fail(
+            f"the holder of {run_id} did not end within 20 s of {signal.Signals(sig).name}:\n{_why_still_running(proc, run_id)}"
+        )
     assert ours(run_id) == []
 
 
@@ -367,7 +387,9 @@ def test_capture_in_a_rootless_cluster() -> None:
 
     if not rootless.user_namespaces_allowed():
         pytest.skip("user namespaces disabled on this kernel")
-    top = tempfile.mkdtemp(prefix="netbench-rootless-capture-", dir="/tmp")  # pytest's tmp_path is root's alone (0700 parents)
+    top = tempfile.mkdtemp(
+        prefix="netbench-rootless-capture-", dir="/tmp"
+    )  # pytest's tmp_path is root's alone (0700 parents)
     try:
         os.chmod(top, 0o755)
         out = Path(top) / "pcaps"
@@ -402,14 +424,25 @@ def test_run_fails_promptly_naming_the_delay_line_when_it_dies(tmp_path) -> None
     from netbench.replicators.config import ReplicatorConfig
     from netbench.workloads.config import WorkloadConfig
 
-    cluster_spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.002), down=DirectionSpec(rate_bps=100e6), engine="delayline")
-    config = RunConfig(cluster=cluster_spec, replicator=ReplicatorConfig(name="full"), workload=WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2),
-                       steps=100000, warmup_steps=1, out_dir=tmp_path, timeout_s=120)
+    cluster_spec = ClusterSpec(
+        nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.002), down=DirectionSpec(rate_bps=100e6), engine="delayline"
+    )
+    config = RunConfig(
+        cluster=cluster_spec,
+        replicator=ReplicatorConfig(name="full"),
+        workload=WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2),
+        steps=100000,
+        warmup_steps=1,
+        out_dir=tmp_path,
+        timeout_s=120,
+    )
     killed: dict[str, float] = {}
 
     def kill_delay_line_after_a_step(cluster: Cluster) -> None:
         def later() -> None:
-            wait_until(lambda: any('"event": "step"' in p.read_text() for p in tmp_path.glob("*/workers/rank0.jsonl")), 120)
+            wait_until(
+                lambda: any('"event": "step"' in p.read_text() for p in tmp_path.glob("*/workers/rank0.jsonl")), 120
+            )
             killed["at"] = time.monotonic()
             cluster._delay_line.send_signal(signal.SIGKILL)
 
@@ -456,10 +489,36 @@ def _start_shaping_worker(node, out) -> subprocess.Popen:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": node.address, "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": REPO}
-    argv = [sys.executable, "-m", "netbench", "worker", "--iface", node.iface, "--bw", "100mbit", "-r", "full", "--workload", "mlp",
-            "--steps", "100000", "--warmup", "1", "--out", str(out), "--run-id", "guard"]
+    env = {
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": node.address,
+        "MASTER_PORT": str(port),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": REPO,
+    }
+    argv = [
+        sys.executable,
+        "-m",
+        "netbench",
+        "worker",
+        "--iface",
+        node.iface,
+        "--bw",
+        "100mbit",
+        "-r",
+        "full",
+        "--workload",
+        "mlp",
+        "--steps",
+        "100000",
+        "--warmup",
+        "1",
+        "--out",
+        str(out),
+        "--run-id",
+        "guard",
+    ]
     return node.popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -467,18 +526,42 @@ def _start_shaping_worker(node, out) -> subprocess.Popen:
 def test_sigkilled_shaping_worker_leaves_the_interface_as_it_found_it(tmp_path, foreign: bool) -> None:
     """Once the worker is SIGKILLed, its shaping guard removes the worker's qdisc and exits; a qdisc that
     someone else put in its place meanwhile stays."""
-    with Cluster(ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=10e9), down=DirectionSpec(rate_bps=10e9), offload="off")) as cluster:
+    with Cluster(
+        ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=10e9), down=DirectionSpec(rate_bps=10e9), offload="off")
+    ) as cluster:
         node = cluster.nodes[0]
         node.call(_unshape, node.iface)
         assert node.call(_root_qdisc_of, node.iface)[1] == 0
         worker = _start_shaping_worker(node, tmp_path)
         try:
-            assert wait_until(lambda: node.call(_root_qdisc_of, node.iface)[0] == "tbf" or worker.poll() is not None, 120)
+            assert wait_until(
+                lambda: node.call(_root_qdisc_of, node.iface)[0] == "tbf" or worker.poll() is not None, 120
+            )
             assert worker.poll() is None, "the worker exited before it was killed"
             if foreign:
-                node.run(["tc", "qdisc", "replace", "dev", node.iface, "root", "handle", "2:", "tbf", "rate", "1gbit",
-                          "burst", "256k", "latency", "50ms"], check=True)
-            guards = [pid for pid in netns.pids_in([node.netns]) if "netbench.emulation.shapeguard" in _command_line(pid)]
+                node.run(
+                    [
+                        "tc",
+                        "qdisc",
+                        "replace",
+                        "dev",
+                        node.iface,
+                        "root",
+                        "handle",
+                        "2:",
+                        "tbf",
+                        "rate",
+                        "1gbit",
+                        "burst",
+                        "256k",
+                        "latency",
+                        "50ms",
+                    ],
+                    check=True,
+                )
+            guards = [
+                pid for pid in netns.pids_in([node.netns]) if "netbench.emulation.shapeguard" in _command_line(pid)
+            ]
             assert len(guards) == 1, guards
             worker.send_signal(signal.SIGKILL)
             worker.wait(timeout=10)

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import leftovers
 import pandas as pd
 import pytest
-
-import leftovers
 from leftovers import wait_until
+
 from netbench.emulation import netns
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
@@ -39,9 +39,18 @@ TINY = WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2)  # ~7k parameters: st
 
 
 def config(tmp_path: Path, steps: int = 6, delay: float = 0.0, loss: float = 0.0, **extra) -> RunConfig:
-    cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=delay, loss=loss), down=DirectionSpec(rate_bps=100e6))
-    return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="full"), workload=extra.pop("workload", TINY), steps=steps,
-                     warmup_steps=1, out_dir=tmp_path, **extra)
+    cluster = ClusterSpec(
+        nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=delay, loss=loss), down=DirectionSpec(rate_bps=100e6)
+    )
+    return RunConfig(
+        cluster=cluster,
+        replicator=ReplicatorConfig(name="full"),
+        workload=extra.pop("workload", TINY),
+        steps=steps,
+        warmup_steps=1,
+        out_dir=tmp_path,
+        **extra,
+    )
 
 
 def steps_recorded(out: Path, rank: int = 0) -> int:
@@ -49,7 +58,9 @@ def steps_recorded(out: Path, rank: int = 0) -> int:
     return files[0].read_text().count('"event": "step"') if files else 0
 
 
-def after_steps(out: Path, count: int, action: Callable[[Cluster], None], log: dict, ranks: tuple[int, ...] = (0,)) -> Callable[[Cluster], None]:
+def after_steps(
+    out: Path, count: int, action: Callable[[Cluster], None], log: dict, ranks: tuple[int, ...] = (0,)
+) -> Callable[[Cluster], None]:
     """An ``on_cluster`` hook: once each of ``ranks`` has recorded ``count`` steps, run ``action`` (from a thread).
 
     ``log`` gets the time the action began (``at``: monotonic, ``wall_at``: wall clock, as step records have it).
@@ -70,6 +81,7 @@ def after_steps(out: Path, count: int, action: Callable[[Cluster], None], log: d
 
 # --------------------------------------------------------------------------- dead peer, bad link
 
+
 def test_killed_worker_fails_the_run_cleanly(tmp_path: Path) -> None:
     """Default timeout: the dead node is named, its steps are kept, the cluster is gone, well under a minute.
 
@@ -79,7 +91,9 @@ def test_killed_worker_fails_the_run_cleanly(tmp_path: Path) -> None:
     log: dict = {}
 
     def kill_node_1(cluster: Cluster) -> None:
-        pid = next(p.pid for p in cluster.nodes[1].processes if "netbench.worker" in p.args)  # not the node's TCP sampler
+        pid = next(
+            p.pid for p in cluster.nodes[1].processes if "netbench.worker" in p.args
+        )  # not the node's TCP sampler
         os.kill(pid, signal.SIGKILL)
         assert wait_until(lambda: not leftovers.running(pid), 30)  # dead (a zombie at most): it writes nothing more
         log["recorded"] = steps_recorded(tmp_path, rank=1)
@@ -91,7 +105,9 @@ def test_killed_worker_fails_the_run_cleanly(tmp_path: Path) -> None:
     assert run_json["status"] == "failed" and run_json["reason"] == result.reason
     steps = pd.read_csv(result.run_dir / "steps.csv")
     assert (steps["rank"] == 1).sum() == log["recorded"] >= 3  # what was measured before the kill is kept
-    assert leftovers.clean(result.summary["run_id"], log["inodes"]), leftovers.traces(result.summary["run_id"], log["inodes"])
+    assert leftovers.clean(result.summary["run_id"], log["inodes"]), leftovers.traces(
+        result.summary["run_id"], log["inodes"]
+    )
 
 
 def _flap(down_s: float) -> Callable[[Cluster], None]:
@@ -122,7 +138,9 @@ def test_link_down_then_up_is_reported_as_a_stall(tmp_path: Path) -> None:
     run_json = json.loads((result.run_dir / "run.json").read_text())
     assert run_json["summary"]["stalls"] == stalls
     assert result.summary["steps_measured"] == 400
-    assert leftovers.clean(result.summary["run_id"], log["inodes"]), leftovers.traces(result.summary["run_id"], log["inodes"])
+    assert leftovers.clean(result.summary["run_id"], log["inodes"]), leftovers.traces(
+        result.summary["run_id"], log["inodes"]
+    )
 
 
 def test_link_down_for_good_fails_within_the_timeout(tmp_path: Path) -> None:
@@ -134,11 +152,15 @@ def test_link_down_for_good_fails_within_the_timeout(tmp_path: Path) -> None:
     assert "timed out" in result.reason.lower() or "no progress" in result.reason, result.reason
     assert timeout * 0.8 <= ended <= 2 * timeout + 30  # the collective timeout, then the watcher's backstop at most
     assert (pd.read_csv(result.run_dir / "steps.csv")["rank"] == 0).sum() >= 4
-    assert leftovers.clean(result.summary["run_id"], log["inodes"]), leftovers.traces(result.summary["run_id"], log["inodes"])
+    assert leftovers.clean(result.summary["run_id"], log["inodes"]), leftovers.traces(
+        result.summary["run_id"], log["inodes"]
+    )
 
 
 @pytest.mark.parametrize("delay, loss", [(0.0, 0.05), (0.5, 0.0)], ids=["loss-5pct", "delay-500ms"])
-def test_loss_and_long_delay_complete_with_slowdown_and_retransmissions(tmp_path: Path, delay: float, loss: float) -> None:
+def test_loss_and_long_delay_complete_with_slowdown_and_retransmissions(
+    tmp_path: Path, delay: float, loss: float
+) -> None:
     result = run(config(tmp_path, steps=4 if loss else 2, delay=delay, loss=loss))
     assert result.status == "ok", result.reason
     summary = result.summary
@@ -156,15 +178,37 @@ def test_loss_and_long_delay_complete_with_slowdown_and_retransmissions(tmp_path
 
 # --------------------------------------------------------------------------- the orchestrator itself
 
+
 @contextmanager
 def _cli_run(out: Path, *args: str, **popen) -> Iterator[subprocess.Popen]:
     """`netbench run` with a delay, so the delay line and its iptables rules are part of what must go.
 
     A test that fails half-way must not leave its run going: it is stopped (SIGTERM, then SIGKILL).
     """
-    proc = subprocess.Popen([sys.executable, "-m", "netbench", "run", "-r", "full", "--workload", "mlp", "--bw", "100mbit",
-                             "--delay", "1ms", "--out", str(out), *args], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, **popen)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "netbench",
+            "run",
+            "-r",
+            "full",
+            "--workload",
+            "mlp",
+            "--bw",
+            "100mbit",
+            "--delay",
+            "1ms",
+            "--out",
+            str(out),
+            *args,
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
     try:
         yield proc
     finally:
@@ -197,6 +241,7 @@ def test_orchestrator_sigkill_then_clean_and_a_new_run(tmp_path: Path) -> None:
         assert leftovers.processes(run_id, inodes), "workers, tcpdump and the delay line should be running"
         proc.kill()
         proc.communicate()
+
     # Workers and the delay line die with it (parent-death signal); tcpdump, which drops root and
     # with it that setting, and the namespaces wait for `netbench clean`.
     def python_children() -> list[int]:
@@ -207,7 +252,9 @@ def test_orchestrator_sigkill_then_clean_and_a_new_run(tmp_path: Path) -> None:
     fresh = run(config(tmp_path / "next", steps=2))
     assert fresh.status == "ok", fresh.reason
     assert any(run_id in w for w in fresh.run_json["warnings"]), fresh.run_json["warnings"]
-    out = subprocess.run([sys.executable, "-m", "netbench", "clean", run_id], cwd=REPO, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "netbench", "clean", run_id], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert leftovers.clean(run_id, inodes), leftovers.traces(run_id, inodes)
     assert leftovers.clean(fresh.summary["run_id"])
@@ -227,6 +274,7 @@ def _interrupt_when(phase: str, proc: subprocess.Popen, out: Path) -> tuple[str,
         assert wait_until(seen(lambda: steps_recorded(out) >= 1), 120)
         os.killpg(proc.pid, signal.SIGINT)
     else:  # from the moment every worker has recorded its done event, until the process is gone
+
         def done() -> bool:
             files = list(out.glob("*/workers/rank*.jsonl"))
             return len(files) == 2 and all('"event": "done"' in f.read_text() for f in files)
@@ -278,8 +326,12 @@ def test_ctrl_c_as_the_first_namespace_is_made_stops_the_run_as_an_interrupt(mon
     ctrl_c.start()
     outcome = Outcome()
     try:
-        cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.001), down=DirectionSpec(rate_bps=100e6))
-        hold_cluster(cluster, names, outcome, "every step was measured", lambda built: pytest.fail("the cluster was built"))
+        cluster = ClusterSpec(
+            nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.001), down=DirectionSpec(rate_bps=100e6)
+        )
+        hold_cluster(
+            cluster, names, outcome, "every step was measured", lambda built: pytest.fail("the cluster was built")
+        )
     finally:
         ctrl_c.join()
         os.close(release_r)

@@ -27,10 +27,11 @@ NETBENCH = str(Path(sys.executable).parent / "netbench")  # the console script o
 
 # ---- layout (pure) -------------------------------------------------------------------------
 
+
 def test_groups_partition_the_world_two_ways() -> None:
     lay = Layout.per_node(nodes=3, g=2)
     shards = [lay.shard_ranks(n) for n in range(3)]
-    replicas = [lay.replica_ranks(l) for l in range(2)]
+    replicas = [lay.replica_ranks(local) for local in range(2)]
     assert shards == [[0, 1], [2, 3], [4, 5]] and replicas == [[0, 2, 4], [1, 3, 5]]
     for rank in range(lay.world_size):  # each rank is in exactly one of each, and they meet only in it
         (s,) = [g for g in shards if rank in g]
@@ -53,8 +54,8 @@ def test_pack_unpack_round_trip_with_padding(g: int) -> None:
     # row r holds rows [r*c, (r+1)*c) of each parameter, zeros past its end
     c = -(-5 // g)
     for r in range(g):
-        got, want = layout.row(buf[r], 0), tensors[0][r * c:(r + 1) * c]
-        assert torch.equal(got[: len(want)], want) and not got[len(want):].any()
+        got, want = layout.row(buf[r], 0), tensors[0][r * c : (r + 1) * c]
+        assert torch.equal(got[: len(want)], want) and not got[len(want) :].any()
 
 
 def test_slice_shapes_cover_the_model_with_padding_only() -> None:
@@ -65,6 +66,7 @@ def test_slice_shapes_cover_the_model_with_padding_only() -> None:
 
 
 # ---- the hierarchical step in real gloo processes -------------------------------------------
+
 
 def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
     import torch.distributed as dist
@@ -87,8 +89,15 @@ def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
     layout.pack([torch.full_like(p, float(sum(r + 1 for r in groups.shard_ranks))) for p in params], expect)
     rs_ok = torch.equal(mine, expect[groups.local_rank])
     extra = {"sync_every": 2} if name == "diloco" else {}
-    rep = HierarchicalReplicator(params, ReplicatorConfig(name=name, **extra), build_replicator, groups.shard, groups.shard_ranks,
-                                 groups.local_rank, groups.replica)
+    rep = HierarchicalReplicator(
+        params,
+        ReplicatorConfig(name=name, **extra),
+        build_replicator,
+        groups.shard,
+        groups.shard_ranks,
+        groups.local_rank,
+        groups.replica,
+    )
     gen = torch.Generator().manual_seed(100 + rank)
     x, y = torch.randn(32, 9, generator=gen), torch.randn(32, 3, generator=gen)
     losses, inter, intra = [], [], []
@@ -115,25 +124,58 @@ def test_hierarchical_step_keeps_every_node_identical(name: str, nodes: int, g: 
     assert len({d["model_sha256"] for d in digests}) == 1  # shards reassemble into one model on every node
     for local in range(g):
         assert len({digests[r]["shard_sha256"] for r in lay.replica_ranks(local)}) == 1  # replicas agree
-    assert len({digests[lay.shard_ranks(0)[l]]["shard_sha256"] for l in range(g)}) == g  # the slices differ
+    assert len({digests[lay.shard_ranks(0)[i]]["shard_sha256"] for i in range(g)}) == g  # the slices differ
     assert results[0]["intra"][0] > 0 and sum(results[0]["inter"]) > 0
 
 
 # ---- netbench run --gpus-per-node through the console script ---------------------------------
+
 
 @pytest.mark.netns
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 @pytest.mark.parametrize("name", ["dct", "diloco"])
 def test_netbench_run_with_two_workers_per_node(tmp_path: Path, name: str) -> None:
     extra = ["--sync-every", "2"] if name == "diloco" else []  # 6 steps: the last one syncs, so nodes agree after it
-    out = subprocess.run([NETBENCH, "run", "-r", name, *extra, "--nodes", "2", "--gpus-per-node", "2", "--intra-bw", "1gbit",
-                          "-w", "mlp", "--steps", "4", "--warmup", "2", "--bw", "100mbit", "--out", str(tmp_path), "--json"],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            NETBENCH,
+            "run",
+            "-r",
+            name,
+            *extra,
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "2",
+            "--intra-bw",
+            "1gbit",
+            "-w",
+            "mlp",
+            "--steps",
+            "4",
+            "--warmup",
+            "2",
+            "--bw",
+            "100mbit",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     run_dir = Path(summary["run_dir"])
-    done = [next(json.loads(line) for line in (run_dir / "workers" / f"rank{r}.jsonl").read_text().splitlines()
-                 if '"event": "done"' in line) for r in range(4)]
+    done = [
+        next(
+            json.loads(line)
+            for line in (run_dir / "workers" / f"rank{r}.jsonl").read_text().splitlines()
+            if '"event": "done"' in line
+        )
+        for r in range(4)
+    ]
     assert [(d["node"], d["local_rank"]) for d in done] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert len({d["model_sha256"] for d in done}) == 1  # every node ends with the same model
     assert done[0]["shard_sha256"] == done[2]["shard_sha256"] and done[1]["shard_sha256"] == done[3]["shard_sha256"]
@@ -149,6 +191,7 @@ def test_netbench_run_with_two_workers_per_node(tmp_path: Path, name: str) -> No
 
 
 # ---- one compression rate for every sparse replicator -------------------------------------
+
 
 @pytest.mark.parametrize("text, value", [("1/16", 1 / 16), ("0.25", 0.25), ("6.25%", 0.0625), ("1", 1.0)])
 def test_compression_parses(text: str, value: float) -> None:
@@ -186,24 +229,38 @@ def test_compression_sends_the_same_share_of_values_everywhere(fraction: float) 
 
 # ---- sweep axes ---------------------------------------------------------------------------
 
+
 def test_sweep_grid_takes_gpus_per_node_and_intra_bw(tmp_path: Path) -> None:
     from netbench.orchestrator.sweep_scenario import points, scenario_from_dict
 
-    scenario = scenario_from_dict({"name": "fd", "grid": {"replicator": ["dct"], "gpus_per_node": [1, 2], "intra_bw": ["unshaped", "1gbit"]},
-                                   "workload": {"kind": "mlp"}})
+    scenario = scenario_from_dict(
+        {
+            "name": "fd",
+            "grid": {"replicator": ["dct"], "gpus_per_node": [1, 2], "intra_bw": ["unshaped", "1gbit"]},
+            "workload": {"kind": "mlp"},
+        }
+    )
     got = [(p.config.gpus_per_node, p.config.intra_bw_bps) for p in points(scenario, tmp_path)]
     assert got == [(1, None), (2, None), (2, 1e9)]  # one worker per node has no intra-node link to shape
     # a point with one worker per node keeps the key it had before these axes existed
     flat = points(scenario, tmp_path)[0]
     import hashlib
 
-    before = {"out_dir": True, "trace": True, "gpus_per_node": True, "intra_bw_bps": True, "shard_within": True, "schedule": True,
-              "cluster": {"topology": True, "rank_order": True}}  # the fields these axes, topologies and schedules added
+    before = {
+        "out_dir": True,
+        "trace": True,
+        "gpus_per_node": True,
+        "intra_bw_bps": True,
+        "shard_within": True,
+        "schedule": True,
+        "cluster": {"topology": True, "rank_order": True},
+    }  # the fields these axes, topologies and schedules added
     old = hashlib.sha256(flat.config.model_dump_json(exclude=before).encode()).hexdigest()[:12]
     assert flat.key == old
 
 
 # ---- Decoupled AdamW: local moments, synchronised parameters ----------------------------------
+
 
 def _decoupled_body(rank: int, world: int, name: str, g: int) -> dict:
     from netbench.replicators import build_replicator
@@ -216,8 +273,15 @@ def _decoupled_body(rank: int, world: int, name: str, g: int) -> dict:
     config = ReplicatorConfig(name=name, optimizer="decoupled_adamw", lr=1e-2)
     if g > 1:
         groups = build_groups(Layout.per_node(world // g, g), rank)
-        rep = HierarchicalReplicator(list(model.parameters()), config, build_replicator, groups.shard, groups.shard_ranks,
-                                     groups.local_rank, groups.replica)
+        rep = HierarchicalReplicator(
+            list(model.parameters()),
+            config,
+            build_replicator,
+            groups.shard,
+            groups.shard_ranks,
+            groups.local_rank,
+            groups.replica,
+        )
     else:
         rep = build_replicator(list(model.parameters()), config)
     gen = torch.Generator().manual_seed(7 + rank)  # every rank its own data
@@ -247,6 +311,7 @@ def test_decoupled_adamw_keeps_moments_local_and_parameters_agreed(name: str, g:
 
 # ---- netbench worker under torchrun: the local ranks of a host form its sharding group -------------
 
+
 @pytest.mark.netns
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_torchrun_shard_in_host(tmp_path: Path) -> None:
@@ -254,30 +319,82 @@ def test_torchrun_shard_in_host(tmp_path: Path) -> None:
     from netbench.emulation.spec import ClusterSpec, DirectionSpec
 
     repo = Path(__file__).resolve().parents[1]
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])), "OMP_NUM_THREADS": "1"}
+    env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
+        "OMP_NUM_THREADS": "1",
+    }
     spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
     with Cluster(spec) as cluster:
         endpoint = f"{cluster.nodes[0].address}:29400"
         procs = []
         for node in cluster.nodes:
-            torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
-                        "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "fd2",
-                        "--rdzv-conf", f"is_host={int(node.index == 0)}", "--local-addr", node.address]
+            torchrun = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "2",
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                endpoint,
+                "--rdzv-id",
+                "fd2",
+                "--rdzv-conf",
+                f"is_host={int(node.index == 0)}",
+                "--local-addr",
+                node.address,
+            ]
             log = (tmp_path / f"torchrun{node.index}.log").open("w")
-            procs.append(node.popen([*torchrun, "-m", "netbench", "worker", "--iface", "eth0", "--shard-in-host", "-r", "dct",
-                                     "-w", "mlp", "--steps", "3", "--warmup", "1", "--out", str(tmp_path / "runs"), "--json"],
-                                    env=env, cwd=repo, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(
+                node.popen(
+                    [
+                        *torchrun,
+                        "-m",
+                        "netbench",
+                        "worker",
+                        "--iface",
+                        "eth0",
+                        "--shard-in-host",
+                        "-r",
+                        "dct",
+                        "-w",
+                        "mlp",
+                        "--steps",
+                        "3",
+                        "--warmup",
+                        "1",
+                        "--out",
+                        str(tmp_path / "runs"),
+                        "--json",
+                    ],
+                    env=env,
+                    cwd=repo,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
         codes = [p.wait(timeout=300) for p in procs]
     logs = "\n".join((tmp_path / f"torchrun{i}.log").read_text()[-2000:] for i in range(2))
     assert codes == [0, 0], logs
     (run_dir,) = (tmp_path / "runs").glob("*-dct-fd2")
-    done = [next(json.loads(line) for line in (run_dir / "workers" / f"rank{r}.jsonl").read_text().splitlines()
-                 if '"event": "done"' in line) for r in range(4)]
+    done = [
+        next(
+            json.loads(line)
+            for line in (run_dir / "workers" / f"rank{r}.jsonl").read_text().splitlines()
+            if '"event": "done"' in line
+        )
+        for r in range(4)
+    ]
     assert [(d["node"], d["local_rank"]) for d in done] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert len({d["model_sha256"] for d in done}) == 1
     summary = json.loads((run_dir / "run.json").read_text())["summary"]
     assert summary["status"] == "ok" and summary["gpus_per_node"] == 2 and summary["nodes"] == 2
-    assert summary["intra_tx_bytes_per_step"] > summary["wire_tx_bytes_per_step"]  # dense intra-node ring vs sparse dct between hosts
+    assert (
+        summary["intra_tx_bytes_per_step"] > summary["wire_tx_bytes_per_step"]
+    )  # dense intra-node ring vs sparse dct between hosts
 
 
 def test_a_shaped_loopback_is_shared_by_the_nodes_workers():

@@ -23,24 +23,98 @@ from netbench.orchestrator.sweep_scenario import ScenarioError, load_scenario
 from netbench.shapes import ShapeError, resolve_shapes
 from netbench.topology import TopologyError, load_topology
 
-SCENARIO_KEYS = ["name", "description", "grid", "more", "steps", "warmup", "timeout_s", "capture", "threads", "workload",
-                 "replicator", "tcp", "bw", "nodes", "delay", "topology", "x"]
+SCENARIO_KEYS = [
+    "name",
+    "description",
+    "grid",
+    "more",
+    "steps",
+    "warmup",
+    "timeout_s",
+    "capture",
+    "threads",
+    "workload",
+    "replicator",
+    "tcp",
+    "bw",
+    "nodes",
+    "delay",
+    "topology",
+    "x",
+]
 GRID_KEYS = ["bw", "replicator", "nodes", "delay", "gpus_per_node", "intra_bw", "topology", "wan_bw", "wan_delay", "y"]
-TOPOLOGY_KEYS = ["sites", "wan", "nodes", "racks", "name", "lan_bw", "lan_delay", "between", "bw", "delay", "jitter", "loss",
-                 "reverse", "compute_scale", "up", "down", "nodes_per_rack", "oversubscription", "0", "1", "3", "z"]
+TOPOLOGY_KEYS = [
+    "sites",
+    "wan",
+    "nodes",
+    "racks",
+    "name",
+    "lan_bw",
+    "lan_delay",
+    "between",
+    "bw",
+    "delay",
+    "jitter",
+    "loss",
+    "reverse",
+    "compute_scale",
+    "up",
+    "down",
+    "nodes_per_rack",
+    "oversubscription",
+    "0",
+    "1",
+    "3",
+    "z",
+]
 CALIBRATION_KEYS = ["version", "acks_per_segment", "overhead_s", "codec", "host", "schema", "encode", "decode", "w"]
-UNITS = ["100mbit", "1gbit", "10gbit", "99gbit", "5kbit", "0ms", "20ms", "-5ms", "2s", "1%", "90%", "fast", "", "dct",
-         "full", "star", "sites", "racks", "../x", "us-east", "[/x]", "\x1b[31m"]
+UNITS = [
+    "100mbit",
+    "1gbit",
+    "10gbit",
+    "99gbit",
+    "5kbit",
+    "0ms",
+    "20ms",
+    "-5ms",
+    "2s",
+    "1%",
+    "90%",
+    "fast",
+    "",
+    "dct",
+    "full",
+    "star",
+    "sites",
+    "racks",
+    "../x",
+    "us-east",
+    "[/x]",
+    "\x1b[31m",
+]
 
 
 def _scalars() -> st.SearchStrategy:
-    return st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
-                     st.sampled_from(UNITS), st.text(string.printable, max_size=12))
+    return st.one_of(
+        st.integers(-(10**12), 10**12),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.sampled_from(UNITS),
+        st.text(string.printable, max_size=12),
+    )
 
 
 def _tables(keys: list[str], depth: int = 2) -> st.SearchStrategy:
-    value = _scalars() if depth == 0 else st.one_of(
-        _scalars(), st.lists(_scalars(), max_size=4), _tables(keys, depth - 1), st.lists(_tables(keys, depth - 1), max_size=3))
+    value = (
+        _scalars()
+        if depth == 0
+        else st.one_of(
+            _scalars(),
+            st.lists(_scalars(), max_size=4),
+            _tables(keys, depth - 1),
+            st.lists(_tables(keys, depth - 1), max_size=3),
+        )
+    )
     return st.dictionaries(st.sampled_from(keys), value, max_size=6)
 
 
@@ -63,8 +137,9 @@ def _toml(table: dict) -> str:
 
 
 def _text_or_junk(tables: st.SearchStrategy, render) -> st.SearchStrategy:
-    return st.one_of(tables.map(lambda t: render(t).encode()), st.binary(max_size=64),
-                     st.text(max_size=80).map(str.encode))
+    return st.one_of(
+        tables.map(lambda t: render(t).encode()), st.binary(max_size=64), st.text(max_size=80).map(str.encode)
+    )
 
 
 def _write(tmp_path: Path, name: str, data: bytes) -> Path:
@@ -73,7 +148,13 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
     return path
 
 
-FUZZ = settings(max_examples=600, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=600,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def _one_line(exc: Exception) -> None:
@@ -82,7 +163,9 @@ def _one_line(exc: Exception) -> None:
 
 @FUZZ
 @given(data=_text_or_junk(_tables(SCENARIO_KEYS + GRID_KEYS), _toml))
-def test_scenario_files_load_or_are_one_scenario_error(tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scenario_files_load_or_are_one_scenario_error(
+    tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     try:
         load_scenario(_write(tmp_path, "scenario.toml", data))
@@ -100,8 +183,14 @@ def test_topology_files_load_or_are_one_topology_error(tmp_path: Path, data: byt
 
 
 @FUZZ
-@given(data=_text_or_junk(st.one_of(_tables(["shapes", "w", "b", "p0"]), st.lists(st.lists(st.integers(-3, 10**13), max_size=4), max_size=4)),
-                          lambda t: json.dumps(t)))
+@given(
+    data=_text_or_junk(
+        st.one_of(
+            _tables(["shapes", "w", "b", "p0"]), st.lists(st.lists(st.integers(-3, 10**13), max_size=4), max_size=4)
+        ),
+        lambda t: json.dumps(t),
+    )
+)
 def test_shapes_files_load_or_are_one_shape_error(tmp_path: Path, data: bytes) -> None:
     try:
         resolve_shapes(str(_write(tmp_path, "shapes.json", data)))
@@ -118,11 +207,22 @@ def test_calibration_files_load_or_are_one_calibration_error(tmp_path: Path, dat
         _one_line(exc)
 
 
-@settings(max_examples=150, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(kind=st.sampled_from(["--topology", "--shapes", "calibration"]),
-       data=st.one_of(_text_or_junk(_tables(TOPOLOGY_KEYS, depth=3), _toml), _text_or_junk(_tables(CALIBRATION_KEYS), json.dumps)))
-def test_plan_reads_each_file_to_exit_0_or_one_line_and_exit_2(tmp_path: Path, kind: str, data: bytes,
-                                                               capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    kind=st.sampled_from(["--topology", "--shapes", "calibration"]),
+    data=st.one_of(
+        _text_or_junk(_tables(TOPOLOGY_KEYS, depth=3), _toml), _text_or_junk(_tables(CALIBRATION_KEYS), json.dumps)
+    ),
+)
+def test_plan_reads_each_file_to_exit_0_or_one_line_and_exit_2(
+    tmp_path: Path, kind: str, data: bytes, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _write(tmp_path, "input", data)
     argv = ["plan", "--replicator", "full", "--nodes", "2"]
     if kind == "calibration":
@@ -142,8 +242,15 @@ def test_plan_reads_each_file_to_exit_0_or_one_line_and_exit_2(tmp_path: Path, k
     assert "Traceback" not in out + err
 
 
-@pytest.mark.parametrize(("reader", "error"), [(load_scenario, ScenarioError), (load_topology, TopologyError),
-                                               (read_calibration, CalibrationError), (lambda p: resolve_shapes(str(p)), ShapeError)])
+@pytest.mark.parametrize(
+    ("reader", "error"),
+    [
+        (load_scenario, ScenarioError),
+        (load_topology, TopologyError),
+        (read_calibration, CalibrationError),
+        (lambda p: resolve_shapes(str(p)), ShapeError),
+    ],
+)
 def test_a_fifo_in_place_of_a_file_is_an_error_not_a_hang(tmp_path: Path, reader, error) -> None:
     import os
 

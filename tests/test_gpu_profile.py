@@ -16,8 +16,18 @@ from netbench.model.calibration import read_calibration, save_calibration
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "reports" / "gpu" / "calibration-h100.json"
-NETBENCH = str(Path(sys.executable).parent / "netbench") if (Path(sys.executable).parent / "netbench").exists() else shutil.which("netbench")
-CODEC_FIELDS = ("compression_s_per_param", "encode_s_per_param", "decode_s_per_param", "encode_s_per_tensor", "decode_s_per_tensor")
+NETBENCH = (
+    str(Path(sys.executable).parent / "netbench")
+    if (Path(sys.executable).parent / "netbench").exists()
+    else shutil.which("netbench")
+)
+CODEC_FIELDS = (
+    "compression_s_per_param",
+    "encode_s_per_param",
+    "decode_s_per_param",
+    "encode_s_per_tensor",
+    "decode_s_per_tensor",
+)
 
 
 def _bench_module():
@@ -29,10 +39,18 @@ def _bench_module():
 
 def plan(tmp_path: Path, calibration: Path, *args: str) -> dict:
     """``netbench plan --json`` through the installed console script."""
-    env = {"PATH": str(Path(NETBENCH).parent) + ":/usr/bin:/bin", "NETBENCH_CACHE_DIR": str(tmp_path / "cache"),
-           "HOME": str(tmp_path)}
-    done = subprocess.run([NETBENCH, "plan", *args, "--calibration", str(calibration), "--json"], env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        "PATH": str(Path(NETBENCH).parent) + ":/usr/bin:/bin",
+        "NETBENCH_CACHE_DIR": str(tmp_path / "cache"),
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [NETBENCH, "plan", *args, "--calibration", str(calibration), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -65,10 +83,17 @@ def test_the_h100_profile_drives_plans_compression(tmp_path):
 def test_bench_profile_form_is_what_plan_reads(tmp_path):
     """What the benchmark writes (here from made-up timings, without a GPU) is a profile plan accepts."""
     bench = _bench_module()
-    timed = {"dct": {"encode_s": 0.030, "decode_s": 0.020}, "striding": {"encode_s": 0.010, "decode_s": 0.008},
-             "mtdao": {"encode_s": 0.0, "decode_s": 0.0}}
-    small = {"spec": "small", "params": 70_000, "tensors": 57,
-             "schemes": {k: {"encode_s": v["encode_s"] / 10, "decode_s": v["decode_s"] / 10} for k, v in timed.items()}}
+    timed = {
+        "dct": {"encode_s": 0.030, "decode_s": 0.020},
+        "striding": {"encode_s": 0.010, "decode_s": 0.008},
+        "mtdao": {"encode_s": 0.0, "decode_s": 0.0},
+    }
+    small = {
+        "spec": "small",
+        "params": 70_000,
+        "tensors": 57,
+        "schemes": {k: {"encode_s": v["encode_s"] / 10, "decode_s": v["decode_s"] / 10} for k, v in timed.items()},
+    }
     rows = [{"spec": "big", "params": 1_000_000_000, "tensors": 150, "schemes": timed}]
     args = argparse.Namespace(iters=10, world=2, host_network=False)
     profile = bench.build_profile(rows, small, args, "Test GPU")

@@ -44,8 +44,19 @@ def test_tracker_survives_sequence_wraparound() -> None:
 
 
 def _steps(step_s: list[float], ranks: int = 2) -> pd.DataFrame:
-    rows = [{"rank": r, "step": i, "step_s": s, "warmup": i == 0, "retrans_segs": 2 * r, "capture_tx_retrans_bytes": 1448 * r,
-             "capture_tx_payload_bytes": 14480} for i, s in enumerate(step_s) for r in range(ranks)]
+    rows = [
+        {
+            "rank": r,
+            "step": i,
+            "step_s": s,
+            "warmup": i == 0,
+            "retrans_segs": 2 * r,
+            "capture_tx_retrans_bytes": 1448 * r,
+            "capture_tx_payload_bytes": 14480,
+        }
+        for i, s in enumerate(step_s)
+        for r in range(ranks)
+    ]
     return pd.DataFrame(rows)
 
 

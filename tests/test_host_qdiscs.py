@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from leftovers import wait_until
+
 from netbench.emulation import cleanup, hostrecords, shaping
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
@@ -82,8 +82,13 @@ def workers(host):
     started: list[subprocess.Popen] = []
 
     def start(run_id: str, mode: str = "plain") -> subprocess.Popen:
-        proc = host.popen([sys.executable, "-c", WORKER, host.iface, run_id, mode], env={**os.environ, "PYTHONPATH": str(REPO)},
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        proc = host.popen(
+            [sys.executable, "-c", WORKER, host.iface, run_id, mode],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         started.append(proc)
         return proc
 
@@ -103,7 +108,9 @@ def test_two_runs_racing_for_one_interface_one_wins_and_keeps_its_qdisc(host, wo
     winners = [proc for proc, line in answers.items() if line == "shaped"]
     (loser,) = [proc for proc, line in answers.items() if line.startswith("refused")]
     assert len(winners) == 1, answers
-    assert "is shaped by netbench run hq" in answers[loser] and "one run per interface" in answers[loser], answers[loser]
+    assert "is shaped by netbench run hq" in answers[loser] and "one run per interface" in answers[loser], answers[
+        loser
+    ]
     assert loser.wait(timeout=30) == 0
     assert host.call(_root, host.iface)[0] == "tbf"  # the winner's qdisc survived the loser's failure
     winner_id = "hq0" if winners[0] is first else "hq1"
@@ -157,7 +164,25 @@ def test_a_qdisc_someone_else_put_in_place_is_left_to_them(host, workers) -> Non
     worker.kill()
     worker.wait()
     assert wait_until(lambda: not guard.is_running(), 10)
-    host.run(["tc", "qdisc", "replace", "dev", host.iface, "root", "handle", "1:", "tbf", "rate", "1gbit", "burst", "256k",
-              "latency", "50ms"], check=True)  # same kind and handle, other parameters
+    host.run(
+        [
+            "tc",
+            "qdisc",
+            "replace",
+            "dev",
+            host.iface,
+            "root",
+            "handle",
+            "1:",
+            "tbf",
+            "rate",
+            "1gbit",
+            "burst",
+            "256k",
+            "latency",
+            "50ms",
+        ],
+        check=True,
+    )  # same kind and handle, other parameters
     assert cleanup.host_qdiscs(only=["hq5"]) == [cleanup.HostQdisc(host.iface, "hq5", False)]
     assert host.call(_root, host.iface) == ("tbf", 0x10000) and _records_of("hq5") == []

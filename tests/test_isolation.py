@@ -15,9 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import leftovers
+import pytest
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 REPO = Path(__file__).resolve().parents[1]
@@ -62,20 +61,46 @@ def kernel_modules() -> dict[str, str]:
     state = {}
     modules = Path("/proc/modules")
     if modules.exists():  # name, size, use count, users, state, address: the names and states are what matter
-        state["/proc/modules"] = "\n".join(sorted(" ".join(line.split()[:1] + line.split()[4:5]) for line in modules.read_text().splitlines()))
+        state["/proc/modules"] = "\n".join(
+            sorted(" ".join(line.split()[:1] + line.split()[4:5]) for line in modules.read_text().splitlines())
+        )
     state["/sys/module"] = "\n".join(sorted(p.name for p in Path("/sys/module").iterdir()))
     return state
 
 
 def _start(out: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "netbench", "run", "-r", "full", "--workload", "mlp", "--steps", "3", "--warmup", "1",
-                             "--out", str(out), "--json", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "netbench",
+            "run",
+            "-r",
+            "full",
+            "--workload",
+            "mlp",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--out",
+            str(out),
+            "--json",
+            *args,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_runs_at_once_keep_apart_and_leave_the_host_as_it_was(tmp_path: Path) -> None:
     before = host_state()
     slow = _start(tmp_path / "slow", "--bw", "20mbit")
-    fast = _start(tmp_path / "fast", "--bw", "1gbit", "--delay", "5ms")  # the delay line: iptables in its switch namespace
+    fast = _start(
+        tmp_path / "fast", "--bw", "1gbit", "--delay", "5ms"
+    )  # the delay line: iptables in its switch namespace
     outputs = [proc.communicate(timeout=300) for proc in (slow, fast)]
     assert [proc.returncode for proc in (slow, fast)] == [0, 0], [err[-2000:] for _, err in outputs]
     a, b = (json.loads(out) for out, _ in outputs)
@@ -100,7 +125,9 @@ def test_two_runs_at_once_keep_apart_and_leave_the_host_as_it_was(tmp_path: Path
 def test_delay_line_and_doctor_leave_kernel_modules_and_bridge_sysctls_alone(tmp_path: Path) -> None:
     """The delay line matches ports with -i/-o on a routed switch: no physdev, so no br_netfilter."""
     before = host_state()
-    doctor = subprocess.run([sys.executable, "-m", "netbench", "doctor", "--json"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    doctor = subprocess.run(
+        [sys.executable, "-m", "netbench", "doctor", "--json"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert doctor.returncode == 0, doctor.stderr[-2000:]
     assert json.loads(doctor.stdout)["delay_line"] or shutil.which("iptables-restore") is None
     delayed = _start(tmp_path / "delayed", "--bw", "100mbit", "--delay", "5ms", "--engine", "delayline")

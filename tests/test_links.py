@@ -22,14 +22,29 @@ TOPO = sites([Site("a", 2, LAN, LAN), Site("b", 2, LAN, LAN)], [Wan("a", "b", WA
 
 
 def test_counters_are_named_as_the_model_names_link_directions() -> None:
-    steps = pd.DataFrame([{"rank": r, "step": s, "warmup": s == 0, "tx_bytes": 1000 * (r + 1) + s, "rx_bytes": 10 * s}
-                          for r in range(4) for s in range(3)])
+    steps = pd.DataFrame(
+        [
+            {"rank": r, "step": s, "warmup": s == 0, "tx_bytes": 1000 * (r + 1) + s, "rx_bytes": 10 * s}
+            for r in range(4)
+            for s in range(3)
+        ]
+    )
     placement = place(TOPO, "interleaved")  # rank 1 runs on node 2
     access = access_bytes_per_step(steps, TOPO, placement)
     assert access["n2 up"] == 2001.5 and access["n1 up"] == 3001.5 and access["n0 down"] == 15.0  # warm-up left out
-    trunks = pd.DataFrame([{"step": st, "link": "a--b", "direction": d, "tx_bytes": b, "tx_packets": 1}
-                           for st, d, b in ((1, "fwd", 500), (1, "rev", 400), (3, "fwd", 8500), (3, "rev", 2000), (4, "fwd", 3000),
-                                            (4, "rev", 1600))])  # a row may hold several steps' bytes (sampled late)
+    trunks = pd.DataFrame(
+        [
+            {"step": st, "link": "a--b", "direction": d, "tx_bytes": b, "tx_packets": 1}
+            for st, d, b in (
+                (1, "fwd", 500),
+                (1, "rev", 400),
+                (3, "fwd", 8500),
+                (3, "rev", 2000),
+                (4, "fwd", 3000),
+                (4, "rev", 1600),
+            )
+        ]
+    )  # a row may hold several steps' bytes (sampled late)
     assert trunk_bytes_per_step(trunks, TOPO) == {"a to b": 3000.0, "b to a": 1000.0}  # steps 1-4: 12000 / 4, 4000 / 4
     assert trunk_bytes_per_step(trunks.iloc[:0], TOPO) == {}
 
@@ -37,7 +52,9 @@ def test_counters_are_named_as_the_model_names_link_directions() -> None:
 def test_the_model_bottleneck_and_the_busiest_link_by_counters() -> None:
     model = GraphModel(TOPO, place(TOPO, "topology"))
     calib = Calibration(software_overhead_s=1e-4, encode_s_per_param={"full": 1e-9})
-    est = model.estimate(build_scheme("full", SchemeSettings()), [ParamShape("w", (512, 512))], Scenario(nodes=4), calib)
+    est = model.estimate(
+        build_scheme("full", SchemeSettings()), [ParamShape("w", (512, 512))], Scenario(nodes=4), calib
+    )
     measured = {name: b * 1.05 for name, b in est.link_bytes.items()}
     measured["n0 up"] = 1e9  # a node sending far more than the model says: busiest by its time on the wire
     out = compare_links(est, TOPO, measured)
@@ -46,7 +63,10 @@ def test_the_model_bottleneck_and_the_busiest_link_by_counters() -> None:
     wan = next(r for r in out["directions"] if r["link"] == est.bottleneck.name)
     assert wan["ratio"] == pytest.approx(1.05) and wan["rate_bps"] == 20e6
     del measured["n0 up"]
-    assert compare_links(est, TOPO, measured)["busiest_link"] in ("a to b", "b to a")  # the WAN (either way): 20 Mbit/s among 1 Gbit/s LANs
+    assert compare_links(est, TOPO, measured)["busiest_link"] in (
+        "a to b",
+        "b to a",
+    )  # the WAN (either way): 20 Mbit/s among 1 Gbit/s LANs
 
 
 def test_a_straggler_stretches_each_phase_by_its_scale() -> None:
@@ -56,7 +76,9 @@ def test_a_straggler_stretches_each_phase_by_its_scale() -> None:
         slept = pacing.pace(0.05, 0.0)  # a 50 ms phase (the shapes workload's sleep: no CPU time)
         assert slept == pytest.approx(0.05) and time.perf_counter() - began >= 0.05
         pacing.set_factor(2.0)
-        assert pacing.pace(0.01, 0.01) == pytest.approx(0.01 + 0.02)  # dilation pads to 20 ms, then the straggler doubles that
+        assert pacing.pace(0.01, 0.01) == pytest.approx(
+            0.01 + 0.02
+        )  # dilation pads to 20 ms, then the straggler doubles that
     finally:
         pacing.set_factor(1.0)
         pacing.set_compute_scale(1.0)

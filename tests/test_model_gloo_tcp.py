@@ -10,8 +10,16 @@ import math
 import pytest
 
 from netbench.model.gloo_tcp import (
-    BBR_HIGH_GAIN, STOCK_LINUX, TcpSettings, Transfer, bbr_rate_Bps, gloo_time, pipeline_time_s, restart_window_bytes,
-    ring_operations, rto_s,
+    BBR_HIGH_GAIN,
+    STOCK_LINUX,
+    TcpSettings,
+    Transfer,
+    bbr_rate_Bps,
+    gloo_time,
+    pipeline_time_s,
+    restart_window_bytes,
+    ring_operations,
+    rto_s,
 )
 
 MSS = 1448
@@ -124,7 +132,9 @@ def test_bbr_never_paces_slower_than_its_largest_burst_or_its_start():
     # A call that shares its connection with a larger burst in the same step goes at that burst's rate:
     # all_gather of 4e5 B paced for an 8e5 B burst: 1.885 x 8e5 / 0.1 = 1.508e7 B/s.
     op = (2e5 - MSS) / ((BBR_HIGH_GAIN - 1) * 8e5 / RTT)
-    assert gloo_time("all_gather", 4e5, 2, RATE, D, 0.0, MSS, BBR, 0.05, paced_flight_bytes=8e5).time_s == pytest.approx(D + 2 * op + D)
+    assert gloo_time(
+        "all_gather", 4e5, 2, RATE, D, 0.0, MSS, BBR, 0.05, paced_flight_bytes=8e5
+    ).time_s == pytest.approx(D + 2 * op + D)
 
 
 def test_in_a_ring_of_two_the_notification_queues_behind_the_receivers_own_data():
@@ -152,7 +162,7 @@ def test_in_a_ring_of_two_the_notification_queues_behind_the_receivers_own_data(
 def test_skewed_ring_of_two_all_gather_waits_one_more_half() -> None:
     """Hand computation (mechanism 4): 723,456 B per rank at 12.5 MB/s payload, 20 ms one way, a window that never
     binds: unskewed 2 d + 2 x_half = 40 + 57.9 ms; the late rank of a skewed pair waits one more half: + 28.9 ms."""
-    from netbench.model.gloo_tcp import gloo_time, skew_expected
+    from netbench.model.gloo_tcp import gloo_time
 
     tcp = TcpSettings(cc="cubic", tcp_wmem_max=64 << 20, tcp_rmem_max=64 << 20)
     rate, d, n = 12.5e6, 0.020, 723_456
@@ -161,19 +171,23 @@ def test_skewed_ring_of_two_all_gather_waits_one_more_half() -> None:
     skew = gloo_time("all_gather", n, 2, rate, d, 0.0, 1448, tcp, idle_s=0.0, skewed=True)
     assert plain.time_s == pytest.approx(2 * d + 2 * half)
     assert skew.time_s == pytest.approx(2 * d + 3 * half)
-    assert gloo_time("all_gather", n, 4, rate, d, 0.0, 1448, tcp, idle_s=0.0, skewed=True) == \
-        gloo_time("all_gather", n, 4, rate, d, 0.0, 1448, tcp, idle_s=0.0)  # separate connections: no shared queue
+    assert gloo_time("all_gather", n, 4, rate, d, 0.0, 1448, tcp, idle_s=0.0, skewed=True) == gloo_time(
+        "all_gather", n, 4, rate, d, 0.0, 1448, tcp, idle_s=0.0
+    )  # separate connections: no shared queue
 
 
-@pytest.mark.parametrize(("kind", "peers", "calls", "work", "delay", "expected"), [
-    ("all_gather", 2, 1, 0.16, 0.020, True),   # gpt2-small:blocks=2 dct: 160 ms of codec per step, 20 ms delay
-    ("all_gather", 2, 1, 0.16, 0.100, False),  # a round trip longer than the work: jitter stays below a delay
-    ("all_gather", 2, 2, 0.16, 0.020, False),  # pipelined: two calls keep the ranks together
-    ("all_gather", 4, 1, 0.16, 0.020, False),  # one connection per neighbour: no shared queue
-    ("all_reduce", 2, 1, 0.16, 0.020, False),
-    ("all_gather", 2, 1, 0.005, 0.005, False),  # the grid's small dct: 5 ms of codec
-    ("all_gather", 2, 1, 0.16, 0.0, False),
-])
+@pytest.mark.parametrize(
+    ("kind", "peers", "calls", "work", "delay", "expected"),
+    [
+        ("all_gather", 2, 1, 0.16, 0.020, True),  # gpt2-small:blocks=2 dct: 160 ms of codec per step, 20 ms delay
+        ("all_gather", 2, 1, 0.16, 0.100, False),  # a round trip longer than the work: jitter stays below a delay
+        ("all_gather", 2, 2, 0.16, 0.020, False),  # pipelined: two calls keep the ranks together
+        ("all_gather", 4, 1, 0.16, 0.020, False),  # one connection per neighbour: no shared queue
+        ("all_reduce", 2, 1, 0.16, 0.020, False),
+        ("all_gather", 2, 1, 0.005, 0.005, False),  # the grid's small dct: 5 ms of codec
+        ("all_gather", 2, 1, 0.16, 0.0, False),
+    ],
+)
 def test_skew_expected(kind, peers, calls, work, delay, expected) -> None:
     from netbench.model.gloo_tcp import skew_expected
 

@@ -16,9 +16,12 @@ from netbench.topology import DirectionSpec, place, star
 from netbench.topology.presets import NodeOverride, Site, Wan, sites
 
 MBIT, GBIT = 1e6, 1e9
-CALIB = Calibration(software_overhead_s=1.3e-4, software_overhead_by_collective={"all_gather": 2.1e-4},
-                    encode_s_per_param={s: 3e-9 for s in ("dct", "random", "striding", "lowrank", "full", "diloco")},
-                    decode_s_per_param={"dct": 2e-9})
+CALIB = Calibration(
+    software_overhead_s=1.3e-4,
+    software_overhead_by_collective={"all_gather": 2.1e-4},
+    encode_s_per_param={s: 3e-9 for s in ("dct", "random", "striding", "lowrank", "full", "diloco")},
+    decode_s_per_param={"dct": 2e-9},
+)
 SHAPES = resolve_shapes("gpt2-small:blocks=2")
 MATRIX = [ParamShape("w", (1024, 1024))]
 
@@ -45,19 +48,27 @@ def two_sites(per_site: int, wan: DirectionSpec, reverse: DirectionSpec | None =
 
 @pytest.mark.parametrize("scheme", ["full", "dct", "random", "striding", "diloco", "lowrank", "mtdao"])
 def test_a_uniform_star_gives_exactly_the_star_model(scheme):
-    for nodes, delay, (up, down), cc in itertools.product((2, 3, 8), (0.0, 0.004, 0.04), ((100 * MBIT,) * 2, (GBIT, 50 * MBIT)), ("cubic", "bbr")):
+    for nodes, delay, (up, down), cc in itertools.product(
+        (2, 3, 8), (0.0, 0.004, 0.04), ((100 * MBIT,) * 2, (GBIT, 50 * MBIT)), ("cubic", "bbr")
+    ):
         tcp = STOCK_LINUX.model_copy(update={"cc": cc})
         ref = star_step(nodes, up, down, delay, scheme, SHAPES, compute_s=0.05, tcp=tcp)
         got = graph_step(star(nodes, _d(up, delay), _d(down)), scheme, SHAPES, compute_s=0.05, tcp=tcp).step
-        assert (got.step_time_s, got.comm_time_s, got.compression_time_s, got.wire) == \
-               (ref.step_time_s, ref.comm_time_s, ref.compression_time_s, ref.wire), (nodes, delay, up, down, cc)
+        assert (got.step_time_s, got.comm_time_s, got.compression_time_s, got.wire) == (
+            ref.step_time_s,
+            ref.comm_time_s,
+            ref.compression_time_s,
+            ref.wire,
+        ), (nodes, delay, up, down, cc)
 
 
 def test_a_tiny_all_reduce_on_a_uniform_star_is_exactly_the_stars_chain():
     tiny = [ParamShape("w", (1,))]
     for nodes, delay in itertools.product((2, 3, 8), (0.0, 0.003)):
-        assert graph_step(star(nodes, _d(100 * MBIT, delay), _d(100 * MBIT)), shapes=tiny).step.step_time_s == \
-               star_step(nodes, 100 * MBIT, delay=delay, shapes=tiny).step_time_s
+        assert (
+            graph_step(star(nodes, _d(100 * MBIT, delay), _d(100 * MBIT)), shapes=tiny).step.step_time_s
+            == star_step(nodes, 100 * MBIT, delay=delay, shapes=tiny).step_time_s
+        )
 
 
 def test_ring_hops_that_cross_one_wan_link_share_its_rate():
@@ -84,11 +95,14 @@ def test_one_slow_access_link_paces_the_ring():
 def test_asymmetric_delays_pace_the_pipeline_by_their_mean_and_the_chain_by_its_sum():
     """Forward 10 ms, back 30 ms: a pipelined call pays 20 ms a delay; a tiny all-reduce sums forward delays."""
     topo = two_sites(1, _d(100 * MBIT, 0.010), _d(100 * MBIT, 0.030))
-    assert graph_step(topo).step.comm_time_s == pytest.approx(star_step(2, 100 * MBIT, delay=0.020).comm_time_s, rel=1e-12)
+    assert graph_step(topo).step.comm_time_s == pytest.approx(
+        star_step(2, 100 * MBIT, delay=0.020).comm_time_s, rel=1e-12
+    )
     lan = _d(GBIT)
     delays = {("a", "b"): 0.010, ("b", "c"): 0.020, ("a", "c"): 0.040}  # ring a -> b -> c -> a: 10, 20, 40 ms forward
-    three = sites([Site(s, 1, lan, lan) for s in "abc"],
-                  [Wan(x, y, _d(GBIT, d), _d(GBIT, 0.001)) for (x, y), d in delays.items()])
+    three = sites(
+        [Site(s, 1, lan, lan) for s in "abc"], [Wan(x, y, _d(GBIT, d), _d(GBIT, 0.001)) for (x, y), d in delays.items()]
+    )
     tiny = graph_step(three, shapes=[ParamShape("w", (1,))]).step
     # 2(P - 1) = 4 consecutive hops: every hop twice but the cheapest pair (b->c 20 ms + c->a 1 ms reverse of a-c)
     forward = [0.010, 0.020, 0.001]  # a->b, b->c, c->a (a-c's reverse direction)
@@ -102,7 +116,9 @@ def test_a_straggler_stretches_local_work_and_is_named():
     topo = sites([Site("s0", 4, lan, lan)], [], {2: NodeOverride(compute_scale=2.0)})
     got = graph_step(topo, compute_s=1.0)
     ref = star_step(4, GBIT, compute_s=1.0)
-    assert got.step.step_time_s == pytest.approx(ref.step_time_s + 1.0 + ref.compression_time_s, rel=1e-12)  # compute and codec twice
+    assert got.step.step_time_s == pytest.approx(
+        ref.step_time_s + 1.0 + ref.compression_time_s, rel=1e-12
+    )  # compute and codec twice
     assert got.bottleneck.kind == "node" and got.bottleneck.name == "n2"
     assert got.bottleneck.text == f"node n2 computes 2.0x: {100 * 2.0 / got.step.step_time_s:.0f} % of the step"
 
@@ -125,8 +141,11 @@ def test_ring_paths_are_the_topologys_own_routes(tmp_path):
     from netbench.model.rings import Routes
     from netbench.topology import racks, uniform_sites
 
-    for topo in (uniform_sites(3, 3, _d(GBIT), _d(GBIT), _d(100 * MBIT, 0.01)), racks(3, 2, _d(GBIT), _d(GBIT), 2.0),
-                 two_sites(2, _d(100 * MBIT), _d(50 * MBIT, 0.02))):
+    for topo in (
+        uniform_sites(3, 3, _d(GBIT), _d(GBIT), _d(100 * MBIT, 0.01)),
+        racks(3, 2, _d(GBIT), _d(GBIT), 2.0),
+        two_sites(2, _d(100 * MBIT), _d(50 * MBIT, 0.02)),
+    ):
         routes = Routes(topo)
         for src, dst in itertools.permutations(range(topo.node_count), 2):
             assert routes.path(src, dst) == topo.path(src, dst)
@@ -137,4 +156,6 @@ def test_the_rings_link_is_the_stars_link_and_a_shared_wan_on_a_graph():
     assert star_model.ring_link() == (50 * MBIT, pytest.approx(0.008))  # min(up, down), twice the one-way delay
     topo = two_sites(2, _d(20 * MBIT, 0.03))
     assert GraphModel(topo, place(topo, "topology")).ring_link() == (20 * MBIT, pytest.approx(0.06))  # one hop each way
-    assert GraphModel(topo, place(topo, "interleaved")).ring_link()[0] == 10 * MBIT  # every hop crosses: two share each direction
+    assert (
+        GraphModel(topo, place(topo, "interleaved")).ring_link()[0] == 10 * MBIT
+    )  # every hop crosses: two share each direction

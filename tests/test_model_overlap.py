@@ -6,14 +6,19 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
-from netbench.model.overlap import (ENCODE_SHARE, MIN_BUCKET_BYTES, auto_bucket_mb, bucket_mb_for, concurrent_step_s,
-                                    pipelined_step_s)
-from netbench.orchestrator.prediction import predict
+from netbench.model.overlap import (
+    ENCODE_SHARE,
+    MIN_BUCKET_BYTES,
+    auto_bucket_mb,
+    bucket_mb_for,
+    concurrent_step_s,
+    pipelined_step_s,
+)
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.prediction import predict, workload_shapes
 from netbench.replicators import declared_payload
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
-from netbench.orchestrator.prediction import workload_shapes
 
 
 def test_pipelined_step_by_hand() -> None:
@@ -86,11 +91,17 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     est = estimate(scheme_from_config(rep), shapes, one, cal)
     codec, lat = est.compression_time_s, est.wire.latency_s
     assert pipelined(est, rep, shapes).step_time_s == pytest.approx(
-        concurrent_step_s(codec / 2, codec / 2, lat, est.comm_time_s - lat, n))
-    hybrid = estimate(scheme_from_config(rep), shapes, Scenario(nodes=4, gpus_per_node=2, up_bps=100e6, down_bps=100e6,
-                                                                 delay_s=0.02, intra_bps=100e9), cal)
+        concurrent_step_s(codec / 2, codec / 2, lat, est.comm_time_s - lat, n)
+    )
+    hybrid = estimate(
+        scheme_from_config(rep),
+        shapes,
+        Scenario(nodes=4, gpus_per_node=2, up_bps=100e6, down_bps=100e6, delay_s=0.02, intra_bps=100e9),
+        cal,
+    )
     assert pipelined(hybrid, rep, shapes).step_time_s == pytest.approx(
-        pipelined_step_s(hybrid.compression_time_s / 2, hybrid.compression_time_s / 2, hybrid.comm_time_s, n, READY))
+        pipelined_step_s(hybrid.compression_time_s / 2, hybrid.compression_time_s / 2, hybrid.comm_time_s, n, READY)
+    )
 
 
 def test_two_round_buckets_keep_one_latency_per_round() -> None:
@@ -116,7 +127,9 @@ def test_backward_overlap_by_hand() -> None:
     from netbench.model.overlap import backward_overlapped_step_s
 
     # compute 1.0 (backward 0.6), sync 2.0 of which codec 0.4: 1.6 of wire exposed.
-    assert backward_overlapped_step_s(1.0, 0.6, 2.0, 0.4, 1) == pytest.approx(3.0)  # one bucket: ready when backward ends
+    assert backward_overlapped_step_s(1.0, 0.6, 2.0, 0.4, 1) == pytest.approx(
+        3.0
+    )  # one bucket: ready when backward ends
     assert backward_overlapped_step_s(1.0, 0.6, 2.0, 0.4, 4) == pytest.approx(3.0 - 0.45)  # 3/4 of backward hides wire
     # Little wire left to hide (sync 0.5, codec 0.4): at most that 0.1.
     assert backward_overlapped_step_s(1.0, 0.6, 0.5, 0.4, 4) == pytest.approx(1.4)
@@ -133,7 +146,9 @@ def test_predict_applies_backward_overlap_only_where_the_worker_does() -> None:
     for on in (True, False):
         for kind in ("transformer", "shapes"):
             rep = ReplicatorConfig(name="dct", bucket_mb=0.01, overlap_backward=on)
-            cfg = RunConfig(cluster=cluster, replicator=rep, workload=work.model_copy(update={"kind": kind}), capture=False)
+            cfg = RunConfig(
+                cluster=cluster, replicator=rep, workload=work.model_copy(update={"kind": kind}), capture=False
+            )
             steps[on, kind] = predict(cfg, shapes, 0.3, cal, cpus=2).step_time_s
     assert steps[True, "transformer"] < steps[False, "transformer"]
     assert steps[True, "shapes"] == pytest.approx(steps[False, "shapes"]) == pytest.approx(steps[False, "transformer"])
@@ -161,18 +176,29 @@ def test_predict_uses_the_pipelined_form() -> None:
     piped_rep = ReplicatorConfig(name="dct", bucket_mb=0.01)
     n = declared_payload(shapes, piped_rep, 2).collectives_per_step
     assert n > 1
-    plain = predict(RunConfig(cluster=cluster, replicator=plain_rep, workload=work, capture=False), shapes, 0.05, cal, cpus=2)
-    piped = predict(RunConfig(cluster=cluster, replicator=piped_rep, workload=work, capture=False), shapes, 0.05, cal, cpus=2)
+    plain = predict(
+        RunConfig(cluster=cluster, replicator=plain_rep, workload=work, capture=False), shapes, 0.05, cal, cpus=2
+    )
+    piped = predict(
+        RunConfig(cluster=cluster, replicator=piped_rep, workload=work, capture=False), shapes, 0.05, cal, cpus=2
+    )
     codec = plain.compression_time_s
     # comm of the pipelined config counts n calls (more latency terms) before the overlap
-    unpiped_piped = predict(RunConfig(cluster=cluster, replicator=piped_rep.model_copy(update={"bucket_mb": 0.0}),
-                                      workload=work, capture=False), shapes, 0.05, cal, cpus=2)
+    unpiped_piped = predict(
+        RunConfig(
+            cluster=cluster, replicator=piped_rep.model_copy(update={"bucket_mb": 0.0}), workload=work, capture=False
+        ),
+        shapes,
+        0.05,
+        cal,
+        cpus=2,
+    )
     assert piped.step_time_s < plain.step_time_s
     # Before the emulator's tbf credit, the step is compute + the hand formula on the n-call comm.
     from netbench.model.overlap import pipelined
-    from netbench.orchestrator.prediction import scenario_for
     from netbench.model.schemes import scheme_from_config
     from netbench.model.steptime import estimate
+    from netbench.orchestrator.prediction import scenario_for
 
     raw = estimate(scheme_from_config(piped_rep), shapes, scenario_for(cluster, 0.05, cal), cal)
     # one accelerator per node: a lane per two buckets, every bucket encoded first, one latency exposed

@@ -63,7 +63,9 @@ def test_ring_step_uses_gloos_pipeline_over_tcp():
     est = estimate(mtdao(1, 1, 1), SHAPES, sc, calib)
     payload_rate = 100e6 / 8 * BARE.mss / BARE.frame_bytes  # 1448 payload bytes per 1514-byte frame
     one = gloo_time("all_reduce", DENSE, 4, payload_rate, 0.005, 1e-4, BARE.mss, STOCK_LINUX, idle_s=0.0).time_s
-    assert est.comm_time_s == pytest.approx(3 * one, rel=1e-3)  # (the framing also counts each message's last, partial frame)
+    assert est.comm_time_s == pytest.approx(
+        3 * one, rel=1e-3
+    )  # (the framing also counts each message's last, partial frame)
     # the delay is mostly hidden behind 40 ms segments: less than alpha-beta's 2(N-1) x 5 ms per call
     no_delay = estimate(mtdao(1, 1, 1), SHAPES, sc.model_copy(update={"delay_s": 0.0}), calib)
     assert 0 < est.comm_time_s - no_delay.comm_time_s < 3 * 6 * 0.005
@@ -104,9 +106,15 @@ def test_overlap_takes_the_max():
     assert estimate(MTDAO, SHAPES, sc, calib).step_time_s == pytest.approx(0.01 + 10.0 + est.comm_time_s)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"nodes": 1}, {"nodes": 100_001}, {"gpus_per_node": 2, "nodes": 4}, {"gpus_per_node": 4, "nodes": 6, "intra_bps": 1e9},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"nodes": 1},
+        {"nodes": 100_001},
+        {"gpus_per_node": 2, "nodes": 4},
+        {"gpus_per_node": 4, "nodes": 6, "intra_bps": 1e9},
+    ],
+)
 def test_scenario_validation(kwargs):
     with pytest.raises(pydantic.ValidationError):
         Scenario(**kwargs)

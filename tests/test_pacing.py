@@ -53,7 +53,9 @@ def test_codec_work_in_backward_hooks_is_booked_as_paced_codec_time_with_its_cpu
     pacing.set_factor(2.5)
     timer = StepTimer()
     timer.book_hooked(Hooked(encode_s=0.011, decode_s=0.5, encode_cpu_s=0.01, decode_cpu_s=0.1))
-    assert timer.compress_s == pytest.approx(0.025) and timer.decode_s == pytest.approx(0.5)  # a wait beyond k x CPU stays
+    assert timer.compress_s == pytest.approx(0.025) and timer.decode_s == pytest.approx(
+        0.5
+    )  # a wait beyond k x CPU stays
     assert timer.compress_cpu_s == pytest.approx(0.01) and timer.decode_cpu_s == pytest.approx(0.1)
     pacing.set_factor(1.0)
     assert Hooked(encode_s=0.011, encode_cpu_s=0.01).paced() == (0.011, 0.0)

@@ -10,8 +10,17 @@ from netbench.cli.app import main
 from netbench.model.calibration import Calibration, save_calibration
 
 EVERY_STEP = ("--params-every", "1", "--m1-every", "1", "--m2-every", "1")  # mtdao: three dense all-reduces a step
-ROW_FIELDS = {"payload_bytes_per_step", "wire_bytes_per_step", "comm_time_s", "step_time_s", "comm_fraction",
-              "compression_time_s", "framing_bytes_per_step", "replicator", "nodes"}
+ROW_FIELDS = {
+    "payload_bytes_per_step",
+    "wire_bytes_per_step",
+    "comm_time_s",
+    "step_time_s",
+    "comm_fraction",
+    "compression_time_s",
+    "framing_bytes_per_step",
+    "replicator",
+    "nodes",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +46,12 @@ def plan_error(capsys, *args: str) -> str:
 def test_json_rows_and_fields(capsys):
     doc = plan_json(capsys, "--replicator", "lowrank,mtdao", "--nodes", "2,8", "--bw", "1gbit", "--compute-ms", "50")
     assert doc["calibration"]["source"] == "defaults"
-    assert [(r["replicator"], r["nodes"]) for r in doc["rows"]] == [("lowrank", 2), ("lowrank", 8), ("mtdao", 2), ("mtdao", 8)]
+    assert [(r["replicator"], r["nodes"]) for r in doc["rows"]] == [
+        ("lowrank", 2),
+        ("lowrank", 8),
+        ("mtdao", 2),
+        ("mtdao", 8),
+    ]
     for r in doc["rows"]:
         assert ROW_FIELDS <= r.keys()
         assert r["wire_bytes_per_step"]["tx"] > r["payload_bytes_per_step"] * 0  # present and numeric
@@ -60,14 +74,26 @@ def test_reported_comm_equals_compute_bandwidth_holds(capsys):
     ans = doc["derived"]["comm_equals_compute_bw"][0]
     assert ans["reason"] is None
     bw = f"{ans['bw_bps']:.10g}bit"
-    again = plan_json(capsys, "--replicator", "mtdao", "--nodes", "4", "--compute-ms", "80", "--delay", "1ms", "--bw", bw)
+    again = plan_json(
+        capsys, "--replicator", "mtdao", "--nodes", "4", "--compute-ms", "80", "--delay", "1ms", "--bw", bw
+    )
     assert again["rows"][0]["comm_time_s"] == pytest.approx(0.080, rel=1e-5)
 
 
 def test_reported_crossover_holds(capsys, tmp_path, monkeypatch):
     calib = tmp_path / "calib.json"
     save_calibration(Calibration(source="measured", compression_s_per_param={"lowrank": 5e-8, "mtdao": 0.0}), calib)
-    args = ("--replicator", "lowrank,mtdao", *EVERY_STEP, "--nodes", "4", "--compute-ms", "10", "--calibration", str(calib))
+    args = (
+        "--replicator",
+        "lowrank,mtdao",
+        *EVERY_STEP,
+        "--nodes",
+        "4",
+        "--compute-ms",
+        "10",
+        "--calibration",
+        str(calib),
+    )
     doc = plan_json(capsys, *args)
     cross = doc["derived"]["crossover_bw"][0]["crossovers"]
     assert len(cross) == 1 and cross[0]["faster_below"] == "lowrank"
@@ -77,18 +103,57 @@ def test_reported_crossover_holds(capsys, tmp_path, monkeypatch):
 
 
 def test_doubling_answer_holds(capsys):
-    doc = plan_json(capsys, "--replicator", "mtdao", *EVERY_STEP, "--nodes", "2", "--delay", "2ms",
-                    "--bw", "10gbit", "--compute-ms", "20")
+    doc = plan_json(
+        capsys,
+        "--replicator",
+        "mtdao",
+        *EVERY_STEP,
+        "--nodes",
+        "2",
+        "--delay",
+        "2ms",
+        "--bw",
+        "10gbit",
+        "--compute-ms",
+        "20",
+    )
     ans = doc["derived"]["doubling_nodes"][0]
     n = ans["nodes"]
-    rows = plan_json(capsys, "--replicator", "mtdao", *EVERY_STEP, "--nodes", f"{n - 1},{n}", "--delay", "2ms",
-                     "--bw", "10gbit", "--compute-ms", "20")["rows"]
+    rows = plan_json(
+        capsys,
+        "--replicator",
+        "mtdao",
+        *EVERY_STEP,
+        "--nodes",
+        f"{n - 1},{n}",
+        "--delay",
+        "2ms",
+        "--bw",
+        "10gbit",
+        "--compute-ms",
+        "20",
+    )["rows"]
     assert rows[0]["step_time_s"] < 2 * ans["baseline_step_time_s"] <= rows[1]["step_time_s"]
 
 
 def test_params_and_hierarchy_and_asymmetry(capsys):
-    doc = plan_json(capsys, "--params", "1.5e9", "--replicator", "lowrank", "--nodes", "64", "--gpus-per-node", "8",
-                    "--intra-bw", "400gbit", "--up", "1gbit", "--down", "10gbit")
+    doc = plan_json(
+        capsys,
+        "--params",
+        "1.5e9",
+        "--replicator",
+        "lowrank",
+        "--nodes",
+        "64",
+        "--gpus-per-node",
+        "8",
+        "--intra-bw",
+        "400gbit",
+        "--up",
+        "1gbit",
+        "--down",
+        "10gbit",
+    )
     r = doc["rows"][0]
     assert doc["params"] == 1_500_000_000
     assert (r["machines"], r["gpus_per_node"], r["up_bps"], r["down_bps"]) == (8, 8, 1e9, 1e10)
@@ -98,33 +163,41 @@ def test_params_and_hierarchy_and_asymmetry(capsys):
 def test_table_output(capsys):
     main(["plan", "--replicator", "lowrank", "--nodes", "2,4", "--compute-ms", "10"])
     out = capsys.readouterr().out
-    assert "lowrank" in out and "comm %" in out and "model constants: defaults" in out and "encode/decode of lowrank taken as 0" in out
+    assert (
+        "lowrank" in out
+        and "comm %" in out
+        and "model constants: defaults" in out
+        and "encode/decode of lowrank taken as 0" in out
+    )
     assert "bandwidth where communication = compute" in out
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--nodes", "1"], "--nodes: must be whole numbers between 2 and 100000"),
-    (["--nodes", "2,100001"], "--nodes"),
-    (["--nodes", "two"], "--nodes"),
-    (["--bw", "100furlongs"], "--bw: unknown rate unit"),
-    (["--bw", "100"], "--bw: rate '100' needs a unit"),
-    (["--up", "0bit"], "--up: must be between"),
-    (["--delay", "5parsecs"], "--delay"),
-    (["--delay", "20s"], "--delay: must be between"),
-    (["--shapes", "gpt5-huge"], "--shapes: unknown shapes preset"),
-    (["--shapes", "gpt2-small", "--params", "1e9"], "--shapes and --params"),
-    (["--params", "-5"], "--params"),
-    (["--replicator", "zip"], "--replicator: unknown replicator"),
-    (["--replicator", "lowrank", "--rank", "2.5"], "--rank"),
-    (["--replicator", "mtdao", "--m1-every", "0"], "--m1-every"),
-    (["--replicator", "lowrank", "--rank", "0"], "--rank"),
-    (["--replicator", "mtdao", "--grad-dtype", "fp8"], "--grad-dtype"),
-    (["--gpus-per-node", "4", "--nodes", "8"], "--intra-bw"),
-    (["--gpus-per-node", "4", "--intra-bw", "100gbit", "--nodes", "6"], "multiples of 4"),
-    (["--algorithm", "butterfly"], "--algorithm"),
-    (["--acks-per-segment", "3"], "--acks-per-segment"),
-    (["--compute-ms", "-1"], "--compute-ms"),
-])
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--nodes", "1"], "--nodes: must be whole numbers between 2 and 100000"),
+        (["--nodes", "2,100001"], "--nodes"),
+        (["--nodes", "two"], "--nodes"),
+        (["--bw", "100furlongs"], "--bw: unknown rate unit"),
+        (["--bw", "100"], "--bw: rate '100' needs a unit"),
+        (["--up", "0bit"], "--up: must be between"),
+        (["--delay", "5parsecs"], "--delay"),
+        (["--delay", "20s"], "--delay: must be between"),
+        (["--shapes", "gpt5-huge"], "--shapes: unknown shapes preset"),
+        (["--shapes", "gpt2-small", "--params", "1e9"], "--shapes and --params"),
+        (["--params", "-5"], "--params"),
+        (["--replicator", "zip"], "--replicator: unknown replicator"),
+        (["--replicator", "lowrank", "--rank", "2.5"], "--rank"),
+        (["--replicator", "mtdao", "--m1-every", "0"], "--m1-every"),
+        (["--replicator", "lowrank", "--rank", "0"], "--rank"),
+        (["--replicator", "mtdao", "--grad-dtype", "fp8"], "--grad-dtype"),
+        (["--gpus-per-node", "4", "--nodes", "8"], "--intra-bw"),
+        (["--gpus-per-node", "4", "--intra-bw", "100gbit", "--nodes", "6"], "multiples of 4"),
+        (["--algorithm", "butterfly"], "--algorithm"),
+        (["--acks-per-segment", "3"], "--acks-per-segment"),
+        (["--compute-ms", "-1"], "--compute-ms"),
+    ],
+)
 def test_bad_input_one_line_exit_2(capsys, args, needle):
     base = [] if "--replicator" in args else ["--replicator", "lowrank"]
     assert needle in plan_error(capsys, *base, *args)
@@ -141,8 +214,12 @@ def test_broken_calibration_file_is_a_user_error(capsys, tmp_path):
 
 
 def test_console_entry_point_exit_code(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "netbench", "plan", "--nodes", "0"], capture_output=True, text=True,
-                          env={"NETBENCH_CALIBRATION": str(tmp_path / "x.json"), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-m", "netbench", "plan", "--nodes", "0"],
+        capture_output=True,
+        text=True,
+        env={"NETBENCH_CALIBRATION": str(tmp_path / "x.json"), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--nodes" in done.stderr
 
@@ -153,8 +230,21 @@ def test_replicator_payloads_come_from_their_declarations(capsys):
     from netbench.shapes import resolve_shapes
 
     shapes = resolve_shapes("gpt2-small:blocks=2")
-    doc = plan_json(capsys, "--replicator", "full,dct,random,diloco", "--nodes", "4", "--sync-every", "5",
-                    "--grad-dtype", "bf16", "--index-dtype", "int32", "--topk", "16")
+    doc = plan_json(
+        capsys,
+        "--replicator",
+        "full,dct,random,diloco",
+        "--nodes",
+        "4",
+        "--sync-every",
+        "5",
+        "--grad-dtype",
+        "bf16",
+        "--index-dtype",
+        "int32",
+        "--topk",
+        "16",
+    )
     rows = {r["replicator"]: r for r in doc["rows"]}
     for name in ("full", "dct", "random"):
         cfg = ReplicatorConfig(name=name, grad_dtype="bf16", index_dtype="int32", topk=16, sync_every=5)
@@ -166,7 +256,9 @@ def test_replicator_payloads_come_from_their_declarations(capsys):
     assert rows["dct"]["exchanges"][0]["collective"] == "all_gather"
     # all_gather: each node forwards N-1 contributions; all_reduce: 2(N-1)/N of the buffer
     assert rows["dct"]["payload_wire_bytes_per_step"]["tx"] == pytest.approx(3 * rows["dct"]["payload_bytes_per_step"])
-    assert rows["full"]["payload_wire_bytes_per_step"]["tx"] == pytest.approx(1.5 * rows["full"]["payload_bytes_per_step"])
+    assert rows["full"]["payload_wire_bytes_per_step"]["tx"] == pytest.approx(
+        1.5 * rows["full"]["payload_bytes_per_step"]
+    )
 
 
 def test_dct_matches_demo_chunking_on_divisible_shapes(capsys, tmp_path):
@@ -188,8 +280,21 @@ def test_dct_matches_demo_chunking_on_divisible_shapes(capsys, tmp_path):
         coefficients += tiles * min(32, area)
     path = tmp_path / "shapes.json"
     path.write_text(json.dumps({"shapes": shapes}))
-    doc = plan_json(capsys, "--shapes", str(path), "--replicator", "dct", "--topk", "32", "--chunk", "64",
-                    "--index-dtype", "int32", "--value-dtype", "fp32")
+    doc = plan_json(
+        capsys,
+        "--shapes",
+        str(path),
+        "--replicator",
+        "dct",
+        "--topk",
+        "32",
+        "--chunk",
+        "64",
+        "--index-dtype",
+        "int32",
+        "--value-dtype",
+        "fp32",
+    )
     assert doc["rows"][0]["payload_bytes_per_step"] == coefficients * (4 + 4)
 
 
@@ -225,15 +330,39 @@ def test_plan_on_a_topology_file_and_a_runs_prediction_agree(capsys, tmp_path):
 
     path = tmp_path / "sites.toml"
     path.write_text(THREE_SITES)
-    doc = plan_json(capsys, "--topology", str(path), "--replicator", "full", "--compute-ms", "100",
-                    "--tcp-cc", "cubic", "--tcp-wmem-max", "67108864", "--acks-per-segment", "0.5")
+    doc = plan_json(
+        capsys,
+        "--topology",
+        str(path),
+        "--replicator",
+        "full",
+        "--compute-ms",
+        "100",
+        "--tcp-cc",
+        "cubic",
+        "--tcp-wmem-max",
+        "67108864",
+        "--acks-per-segment",
+        "0.5",
+    )
     flat = next(r for r in doc["rows"] if r["layout"] == "flat")
     topo = load_topology(path)
-    cluster = ClusterSpec(nodes=4, up={"rate_bps": 1e9}, down={"rate_bps": 1e9}, topology=topo,
-                          tcp=TcpOptions(cc="cubic", wmem_max=67108864, slow_start_after_idle=True))
-    config = RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="full"), capture=False,
-                       workload=WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=100))
-    est = model_step(config, resolve_shapes("gpt2-small:blocks=2"), 0.1 * 1.5, Calibration())  # measured: the slowest node's
+    cluster = ClusterSpec(
+        nodes=4,
+        up={"rate_bps": 1e9},
+        down={"rate_bps": 1e9},
+        topology=topo,
+        tcp=TcpOptions(cc="cubic", wmem_max=67108864, slow_start_after_idle=True),
+    )
+    config = RunConfig(
+        cluster=cluster,
+        replicator=ReplicatorConfig(name="full"),
+        capture=False,
+        workload=WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=100),
+    )
+    est = model_step(
+        config, resolve_shapes("gpt2-small:blocks=2"), 0.1 * 1.5, Calibration()
+    )  # measured: the slowest node's
     assert flat["step_time_s"] == pytest.approx(est.step.step_time_s, rel=1e-9)
     assert flat["bottleneck"]["name"] == est.bottleneck.name == "eu-west to us-east"  # the 50mbit direction
     assert {r["layout"] for r in doc["rows"]} == {"flat", "sites"}
@@ -241,14 +370,55 @@ def test_plan_on_a_topology_file_and_a_runs_prediction_agree(capsys, tmp_path):
 
 
 def test_plan_on_site_presets_names_the_wan_and_answers_its_rate(capsys):
-    doc = plan_json(capsys, "--topology", "sites", "--sites", "2", "--nodes", "4,8", "--bw", "1gbit", "--wan-bw", "100mbit",
-                    "--wan-delay", "10ms", "--replicator", "diloco", "--compute-ms", "2000", "--rank-order", "interleaved")
+    doc = plan_json(
+        capsys,
+        "--topology",
+        "sites",
+        "--sites",
+        "2",
+        "--nodes",
+        "4,8",
+        "--bw",
+        "1gbit",
+        "--wan-bw",
+        "100mbit",
+        "--wan-delay",
+        "10ms",
+        "--replicator",
+        "diloco",
+        "--compute-ms",
+        "2000",
+        "--rank-order",
+        "interleaved",
+    )
     rows = [r for r in doc["rows"] if r["layout"] == "flat"]
     assert [r["nodes"] for r in rows] == [4, 8]
     assert rows[1]["bottleneck"]["text"].startswith("the site0 to site1 link carries 4 ring hops")
     wan = doc["derived"]["wan_comm_equals_compute_bw"][0]
     assert wan["wan_bps"] is not None
-    main(["plan", "--topology", "sites", "--sites", "2", "--nodes", "4", "--bw", "1gbit", "--wan-bw", f"{wan['wan_bps']:.6g}bit",
-          "--wan-delay", "10ms", "--replicator", "diloco", "--compute-ms", "2000", "--rank-order", "interleaved", "--json"])
+    main(
+        [
+            "plan",
+            "--topology",
+            "sites",
+            "--sites",
+            "2",
+            "--nodes",
+            "4",
+            "--bw",
+            "1gbit",
+            "--wan-bw",
+            f"{wan['wan_bps']:.6g}bit",
+            "--wan-delay",
+            "10ms",
+            "--replicator",
+            "diloco",
+            "--compute-ms",
+            "2000",
+            "--rank-order",
+            "interleaved",
+            "--json",
+        ]
+    )
     at = json.loads(capsys.readouterr().out)["rows"][0]
     assert at["comm_time_s"] == pytest.approx(2.0, rel=1e-3)

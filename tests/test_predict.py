@@ -7,9 +7,9 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
+from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import local_time_s, predict, predict_run, workload_shapes
 from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
-from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
@@ -22,8 +22,11 @@ def config(name: str = "full", nodes: int = 2, rate: float = 100e6) -> RunConfig
 
 
 def steps(compute: list[float], apply: list[float], warmup: int = 1) -> pd.DataFrame:
-    rows = [{"rank": r, "step": s, "warmup": s < warmup, "compute_s": c, "apply_s": a}
-            for r in (0, 1) for s, (c, a) in enumerate(zip(compute, apply))]
+    rows = [
+        {"rank": r, "step": s, "warmup": s < warmup, "compute_s": c, "apply_s": a}
+        for r in (0, 1)
+        for s, (c, a) in enumerate(zip(compute, apply))
+    ]
     return pd.DataFrame(rows)
 
 
@@ -70,17 +73,27 @@ def test_prediction_adds_measured_local_work_to_model_comm_and_compression() -> 
 def test_predict_run_reports_errors_instead_of_raising() -> None:
     frame = steps([0.05, 0.05], [0.01, 0.01])
     out = predict_run(config(), frame, n_params=393_856, calibration=Calibration(), cpus=2)
-    assert out["step_time_s"] > 0.06 and out["payload_bytes_per_step"] == 393_856 * 4 and out["calibration"]["source"] == "defaults"
+    assert (
+        out["step_time_s"] > 0.06
+        and out["payload_bytes_per_step"] == 393_856 * 4
+        and out["calibration"]["source"] == "defaults"
+    )
     assert "error" in predict_run(config(), frame, n_params=5, calibration=Calibration())
     assert predict_run(config(), pd.DataFrame(), calibration=Calibration()) == {"error": "no measured steps"}
 
 
 def test_encode_and_decode_are_predicted_separately_per_param_and_per_tensor() -> None:
-    calib = Calibration(source="measured", encode_s_per_param={"dct": 2e-8}, decode_s_per_param={"dct": 1e-8},
-                        encode_s_per_tensor={"dct": 1e-4}, decode_s_per_tensor={"dct": 5e-5})
+    calib = Calibration(
+        source="measured",
+        encode_s_per_param={"dct": 2e-8},
+        decode_s_per_param={"dct": 1e-8},
+        encode_s_per_tensor={"dct": 1e-4},
+        decode_s_per_tensor={"dct": 5e-5},
+    )
     shapes = workload_shapes(SHAPES)  # 393,856 parameters in len(shapes) tensors
-    assert calib.encode_decode_s("dct", 393_856, len(shapes)) == pytest.approx((393_856 * 2e-8 + len(shapes) * 1e-4,
-                                                                                393_856 * 1e-8 + len(shapes) * 5e-5))
+    assert calib.encode_decode_s("dct", 393_856, len(shapes)) == pytest.approx(
+        (393_856 * 2e-8 + len(shapes) * 1e-4, 393_856 * 1e-8 + len(shapes) * 5e-5)
+    )
     frame = steps([0.05, 0.05, 0.05], [0.01, 0.01, 0.01])
     out = predict_run(config("dct", 2), frame, calibration=calib, cpus=2)
     enc, dec = calib.encode_decode_s("dct", 393_856, len(shapes))
@@ -94,7 +107,11 @@ def test_encode_and_decode_are_predicted_separately_per_param_and_per_tensor() -
 
 def test_a_schema_1_file_counts_its_sum_as_encode() -> None:
     old = Calibration(source="measured", compression_s_per_param={"dct": 3e-8})
-    assert old.encode_decode_s("dct", 1000, 5) == pytest.approx((3e-5, 0.0)) and old.measured("dct") and not old.measured("random")
+    assert (
+        old.encode_decode_s("dct", 1000, 5) == pytest.approx((3e-5, 0.0))
+        and old.measured("dct")
+        and not old.measured("random")
+    )
 
 
 def test_fit_separates_per_param_and_per_tensor_costs() -> None:
@@ -114,8 +131,8 @@ def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
     concurrent buckets' T = max(E + D, e + c + D, E + c + d, e + l + W + d) with W = C - L."""
     from netbench.model.overlap import concurrent_step_s
     from netbench.model.schemes import scheme_from_config
-    from netbench.orchestrator.prediction import scenario_for
     from netbench.model.steptime import estimate
+    from netbench.orchestrator.prediction import scenario_for
     from netbench.replicators import declared_payload
 
     calib = Calibration(source="measured", encode_s_per_param={"dct": 3e-8}, decode_s_per_param={"dct": 2e-8})

@@ -7,8 +7,8 @@ import pytest
 
 import netbench.orchestrator.prediction as predict_mod
 import netbench.orchestrator.sweep as sweep_mod
-from netbench.reports.report import generate_report
 from netbench.orchestrator.sweep import stored_prediction, write_summary
+from netbench.reports.report import generate_report
 
 
 def test_stored_prediction_is_read_not_recomputed() -> None:
@@ -24,18 +24,50 @@ def test_report_uses_summary_predictions_without_the_model(tmp_path, monkeypatch
 
     monkeypatch.setattr(predict_mod, "predict_run", boom)
     monkeypatch.setattr(sweep_mod, "predict_point", boom)
-    row = {"key": "k1", "label": "dct 2n 1gbit 0ms", "replicator": "dct", "nodes": 2, "bw": "1gbit", "bw_bps": 1e9, "delay": "0ms", "delay_ms": 0.0, "status": "ok",
-           "reason": "", "run_dir": "runs/x", "step_time_s": 0.2, "comm_time_s": 0.02, "compress_time_s": 0.03, "decode_time_s": 0.01,
-           "payload_bytes_per_step": 1000.0, "wire_tx_bytes_per_step": 1100.0, "wire_rx_bytes_per_step": 1100.0,
-           "pred_step_time_s": 0.1234, "pred_comm_time_s": 0.02, "pred_compress_time_s": 0.0311, "pred_decode_time_s": 0.0122,
-           "pred_local_time_s": 0.05, "pred_payload_bytes_per_step": 1000.0, "pred_wire_tx_bytes_per_step": 1090.0,
-           "pred_wire_rx_bytes_per_step": 1090.0, "params": 1000, "prediction_error": "", "fidelity_ok": False,
-           "fidelity_reasons": "CPU: 32 nodes outnumber the host's 2 cores"}
-    write_summary(tmp_path, pd.DataFrame([row, {**row, "key": "k2", "label": "dct 2n 1gbit 5ms", "fidelity_ok": True, "fidelity_reasons": ""}]))
+    row = {
+        "key": "k1",
+        "label": "dct 2n 1gbit 0ms",
+        "replicator": "dct",
+        "nodes": 2,
+        "bw": "1gbit",
+        "bw_bps": 1e9,
+        "delay": "0ms",
+        "delay_ms": 0.0,
+        "status": "ok",
+        "reason": "",
+        "run_dir": "runs/x",
+        "step_time_s": 0.2,
+        "comm_time_s": 0.02,
+        "compress_time_s": 0.03,
+        "decode_time_s": 0.01,
+        "payload_bytes_per_step": 1000.0,
+        "wire_tx_bytes_per_step": 1100.0,
+        "wire_rx_bytes_per_step": 1100.0,
+        "pred_step_time_s": 0.1234,
+        "pred_comm_time_s": 0.02,
+        "pred_compress_time_s": 0.0311,
+        "pred_decode_time_s": 0.0122,
+        "pred_local_time_s": 0.05,
+        "pred_payload_bytes_per_step": 1000.0,
+        "pred_wire_tx_bytes_per_step": 1090.0,
+        "pred_wire_rx_bytes_per_step": 1090.0,
+        "params": 1000,
+        "prediction_error": "",
+        "fidelity_ok": False,
+        "fidelity_reasons": "CPU: 32 nodes outnumber the host's 2 cores",
+    }
+    write_summary(
+        tmp_path,
+        pd.DataFrame(
+            [row, {**row, "key": "k2", "label": "dct 2n 1gbit 5ms", "fidelity_ok": True, "fidelity_reasons": ""}]
+        ),
+    )
     result = generate_report(tmp_path)
     text = result.markdown.read_text()
     assert "| 0.123 |" in text  # the stored step prediction
-    assert "| 0.043 |" in text  # enc+dec model = stored encode 0.0311 + decode 0.0122, like for like with measured 0.03 + 0.01
+    assert (
+        "| 0.043 |" in text
+    )  # enc+dec model = stored encode 0.0311 + decode 0.0122, like for like with measured 0.03 + 0.01
     assert "no: CPU: 32 nodes outnumber" in text
     assert result.accuracy.points == 1  # the point that was not faithful is left out of the model's accuracy
     assert result.accuracy.step_median_abs == pytest.approx(abs(0.1234 - 0.2) / 0.2)

@@ -6,8 +6,8 @@ import functools
 
 import pytest
 import torch
-
 from dist_harness import run_ranks
+
 from netbench.replicators import REPLICATOR_NAMES, ReplicatorConfig, build_replicator, declared_payload
 from netbench.replicators.base import param_shapes
 

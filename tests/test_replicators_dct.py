@@ -95,7 +95,9 @@ def test_momentum_loses_exactly_what_was_sent(value_dtype):
         for b, (m_before, m_after, sent) in enumerate(zip(before, rep.codec.momentum, _dense_sent(rep))):
             assert torch.equal(m_before - m_after, sent), f"bucket {b}, step {step}"
             changed = m_before != m_after
-            assert changed.sum() <= sent.count_nonzero() <= rep.codec.plan.buckets[b].tiles * rep.codec.plan.buckets[b].k
+            assert (
+                changed.sum() <= sent.count_nonzero() <= rep.codec.plan.buckets[b].tiles * rep.codec.plan.buckets[b].k
+            )
         if value_dtype == "fp32":
             for m, sent in zip(rep.codec.momentum, _dense_sent(rep)):
                 assert not m[sent != 0].any()  # fp32 sends the value exactly: nothing remains there
@@ -127,7 +129,15 @@ def test_packed_wire_format_carries_the_selection_bit_for_bit(value_dtype, index
             assert torch.equal(got_v.view(bits), wire_v.view(bits))
 
 
-@pytest.mark.parametrize("value_dtype,index_dtype", [(torch.float32, torch.int16), (torch.bfloat16, torch.int64), (torch.bfloat16, torch.int16), (torch.float32, torch.int64)])
+@pytest.mark.parametrize(
+    "value_dtype,index_dtype",
+    [
+        (torch.float32, torch.int16),
+        (torch.bfloat16, torch.int64),
+        (torch.bfloat16, torch.int16),
+        (torch.float32, torch.int64),
+    ],
+)
 def test_wire_layout_round_trips_arbitrary_bits(value_dtype, index_dtype):
     counts = [3, 5, 1]
     layout = WireLayout(counts, value_dtype, index_dtype)
@@ -163,7 +173,6 @@ def test_decode_averages_each_coefficient_over_the_ranks_that_sent_it():
     torch.testing.assert_close(out[0], f.T @ y @ f, atol=1e-6, rtol=1e-6)
 
 
-
 @pytest.mark.parametrize("sign", [False, True])
 def test_sparse_product_inverse_equals_the_dense_two_gemm_inverse(monkeypatch, sign):
     """The sparse inverse (n <= min(h, w) coefficients per tile) and the dense one agree on every tile
@@ -191,6 +200,7 @@ def test_sparse_product_inverse_equals_the_dense_two_gemm_inverse(monkeypatch, s
             assert not ((a != b) & (u.abs() > 1e-6)).any()
         else:
             torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
 
 def _naive_demo_update(deltas, grads, chunk, k, beta):
     """DeMo as published, tile by tile in parameter space (divisible 2-D shapes, one rank)."""

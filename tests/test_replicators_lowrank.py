@@ -12,8 +12,8 @@ import math
 import pydantic
 import pytest
 import torch
-
 from dist_harness import run_ranks
+
 from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
 from netbench.replicators.lowrank_plan import effective_rank, is_embedding
 from netbench.shapes import ParamShape
@@ -21,8 +21,14 @@ from netbench.shapes import ParamShape
 WORLD = 2
 STEPS = 4
 # A factored matrix (m > n), a wide one, a matrix too small to factor, a 3-D tensor, a bias, an embedding.
-NAMED = [("attn.w", (24, 10)), ("mlp.w", (6, 20)), ("tiny", (4, 4)), ("conv", (8, 3, 3)), ("mlp.b", (20,)),
-         ("tok_emb.weight", (30, 6))]
+NAMED = [
+    ("attn.w", (24, 10)),
+    ("mlp.w", (6, 20)),
+    ("tiny", (4, 4)),
+    ("conv", (8, 3, 3)),
+    ("mlp.b", (20,)),
+    ("tok_emb.weight", (30, 6)),
+]
 
 
 def _shapes(named=NAMED) -> list[ParamShape]:
@@ -31,14 +37,22 @@ def _shapes(named=NAMED) -> list[ParamShape]:
 
 # -- shapes and bytes ------------------------------------------------------------------------------
 
+
 def test_payload_by_hand():
-    shapes = [ParamShape("w", (100, 50)), ParamShape("b", (10,)), ParamShape("tiny", (4, 4)), ParamShape("conv", (8, 3, 3, 3)),
-              ParamShape("wte.weight", (64, 16))]
+    shapes = [
+        ParamShape("w", (100, 50)),
+        ParamShape("b", (10,)),
+        ParamShape("tiny", (4, 4)),
+        ParamShape("conv", (8, 3, 3, 3)),
+        ParamShape("wte.weight", (64, 16)),
+    ]
     parts = declared_payload(shapes, ReplicatorConfig(name="lowrank", rank=4), 4).parts()
     # w: (100 + 50) 4 = 600 < 5000 -> P 100x4, R 50x4; conv as 8 x 27: 35 x 4 = 140 < 216 -> P 8x4, R 27x4;
     # tiny: 8 x 4 = 32 >= 16 -> dense; the bias and the embedding (by name) -> dense, element-wise.
     assert [(p.label, p.collective, p.period, p.collectives_per_step) for p in parts] == [
-        ("P", "all_reduce", 1, 1), ("R", "all_reduce", 1, 1)]
+        ("P", "all_reduce", 1, 1),
+        ("R", "all_reduce", 1, 1),
+    ]
     assert parts[0].bytes_per_step == (400 + 32 + 16 + 10 + 64 * 16) * 4
     assert parts[1].bytes_per_step == (200 + 108) * 4
 
@@ -58,11 +72,23 @@ def test_rank_must_be_whole_or_a_fraction():
             ReplicatorConfig(name="lowrank", rank=bad)
 
 
-@pytest.mark.parametrize(("name", "embedding"), [
-    ("wte.weight", True), ("wpe.weight", True), ("embed.weight", True), ("lm_head.weight", True), ("tok_emb.weight", True),
-    ("model.embed_tokens.weight", True), ("head.weight", True), ("wte_weight", True),
-    ("h.0.attn.c_attn.weight", False), ("layers.0.feed_forward.w1.weight", False), ("p3", False), ("member.weight", False),
-])
+@pytest.mark.parametrize(
+    ("name", "embedding"),
+    [
+        ("wte.weight", True),
+        ("wpe.weight", True),
+        ("embed.weight", True),
+        ("lm_head.weight", True),
+        ("tok_emb.weight", True),
+        ("model.embed_tokens.weight", True),
+        ("head.weight", True),
+        ("wte_weight", True),
+        ("h.0.attn.c_attn.weight", False),
+        ("layers.0.feed_forward.w1.weight", False),
+        ("p3", False),
+        ("member.weight", False),
+    ],
+)
 def test_embedding_rule(name, embedding):
     assert is_embedding(name) is embedding
 
@@ -81,6 +107,7 @@ def test_names_reach_the_replicator_as_they_reach_the_payload():
 
 # -- distributed steps -----------------------------------------------------------------------------
 
+
 def _grads(rank: int, step: int) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(1000 * rank + step + 1)
     return [torch.randn(s, generator=gen) for _, s in NAMED]
@@ -91,7 +118,13 @@ def _rank_body(rank: int, world: int, cfg: dict) -> dict:
     gen = torch.Generator().manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for _, s in NAMED]
     rep = build_replicator(params, ReplicatorConfig(**cfg), names=[n for n, _ in NAMED])
-    out: dict = {"updates": [], "momenta": [], "right": [rep_q.clone() for rep_q in rep.right], "params": [], "stats": []}
+    out: dict = {
+        "updates": [],
+        "momenta": [],
+        "right": [rep_q.clone() for rep_q in rep.right],
+        "params": [],
+        "stats": [],
+    }
     for step in range(STEPS):
         for p, g in zip(params, _grads(rank, step)):
             p.grad = g.clone()

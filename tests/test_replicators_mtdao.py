@@ -10,8 +10,8 @@ import functools
 
 import pytest
 import torch
-
 from dist_harness import run_ranks
+
 from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
 from netbench.shapes import ParamShape
 
@@ -27,7 +27,10 @@ def test_payload_parts_and_their_steps():
     decl = declared_payload([ParamShape(f"p{i}", s) for i, s in enumerate(SHAPES)], cfg, 4)
     dense = NUMEL * 2
     assert [(p.label, p.period, p.bytes_per_step) for p in decl.parts()] == [
-        ("params", 2, dense), ("m1", 3, dense), ("m2", 6, dense)]
+        ("params", 2, dense),
+        ("m1", 3, dense),
+        ("m2", 6, dense),
+    ]
     assert [decl.bytes_on(s) // dense for s in range(1, 13)] == [0, 1, 1, 1, 0, 3, 0, 1, 1, 1, 0, 3]
     assert [decl.collectives_on(s) for s in range(1, 13)] == [0, 1, 1, 1, 0, 3, 0, 1, 1, 1, 0, 3]
     assert sum(decl.bytes_on(s) for s in range(1, 13)) / 12 == pytest.approx(dense * (1 / 2 + 1 / 3 + 1 / 6))
@@ -71,7 +74,9 @@ def test_each_state_agrees_after_its_own_period_and_nothing_is_sent_between(grad
         stats = [r["stats"][step - 1] for r in ranks]
         due = [step % PERIODS[k] == 0 for k in ("params_every", "m1_every", "m2_every")]
         for s in stats:
-            assert s.collectives == sum(due) and s.payload_bytes == sum(due) * NUMEL * (2 if grad_dtype == "bf16" else 4)
+            assert s.collectives == sum(due) and s.payload_bytes == sum(due) * NUMEL * (
+                2 if grad_dtype == "bf16" else 4
+            )
             if not any(due):
                 assert s.comm_s == 0 and s.compress_s == 0 and s.decode_s == 0
         for key, agree in zip(("params", "m1", "v"), due):
@@ -84,14 +89,18 @@ def test_the_averages_are_the_means_of_the_local_states():
     averaged by hand give what the 2-rank run holds after step 2 (params) and step 3 (m1)."""
     ranks = _run()
     alone = [_solo(rank) for rank in range(WORLD)]
-    torch.testing.assert_close(ranks[0]["params"][1], (alone[0]["params"][1] + alone[1]["params"][1]) / 2, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        ranks[0]["params"][1], (alone[0]["params"][1] + alone[1]["params"][1]) / 2, rtol=1e-6, atol=1e-6
+    )
     # m1 after step 3 is the mean of the ranks' m1, which (the same gradients, from the same m1) is the solo runs' mean.
     torch.testing.assert_close(ranks[0]["m1"][2], (alone[0]["m1"][2] + alone[1]["m1"][2]) / 2, rtol=1e-6, atol=1e-6)
 
 
 def _solo(rank: int) -> dict:
     params = _params()
-    rep = build_replicator(params, ReplicatorConfig(name="mtdao", lr=0.01, params_every=999, m1_every=999, m2_every=999))
+    rep = build_replicator(
+        params, ReplicatorConfig(name="mtdao", lr=0.01, params_every=999, m1_every=999, m2_every=999)
+    )
     out: dict = {"params": [], "m1": []}
     for step in range(3):
         for p, g in zip(params, _grads(rank, step)):
@@ -113,5 +122,5 @@ def test_local_step_is_bias_corrected_qh_adam():
         rep.step()
         m = 0.9 * m + 0.1 * g
         v = 0.99 * v + 0.01 * g * g
-        x = x - 0.1 * (0.3 * g + 0.7 * m / (1 - 0.9 ** t)) / ((v / (1 - 0.99 ** t)).sqrt() + 1e-8)
+        x = x - 0.1 * (0.3 * g + 0.7 * m / (1 - 0.9**t)) / ((v / (1 - 0.99**t)).sqrt() + 1e-8)
         torch.testing.assert_close(p.detach(), x, rtol=1e-6, atol=1e-6)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from dist_harness import run_ranks
+
 from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
 from netbench.replicators.base import param_shapes
 from netbench.replicators.buckets import row_band_buckets, slot_ranges
@@ -71,8 +71,15 @@ def _body(rank: int, world: int, cfg: dict, bucket_mb: float) -> dict:
     params = _params()
     rep = build_replicator(params, config)
     decl = declared_payload(param_shapes(params), config, world)
-    out = {"params": [], "bytes": [], "calls": [], "decl_bytes": decl.bytes_on(1), "decl_calls": decl.collectives_on(1),
-           "lanes": rep.comm.lanes, "lane_timeouts": rep.comm.lane_timeouts()}
+    out = {
+        "params": [],
+        "bytes": [],
+        "calls": [],
+        "decl_bytes": decl.bytes_on(1),
+        "decl_calls": decl.collectives_on(1),
+        "lanes": rep.comm.lanes,
+        "lane_timeouts": rep.comm.lane_timeouts(),
+    }
     for step in range(STEPS):
         gen = torch.Generator().manual_seed(1000 * rank + step + 1)
         for p in params:
@@ -133,8 +140,14 @@ def test_one_rank_pipelined_runs_without_a_process_group():
 def test_bad_bucket_mb_is_one_line_and_exit_2(command, tmp_path):
     import subprocess
 
-    done = subprocess.run(["netbench", *command, "--bucket-mb", "-3", "--out", str(tmp_path / "o")] if command[0] != "plan"
-                          else ["netbench", "plan", "--bucket-mb", "-3"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["netbench", *command, "--bucket-mb", "-3", "--out", str(tmp_path / "o")]
+        if command[0] != "plan"
+        else ["netbench", "plan", "--bucket-mb", "-3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "--bucket-mb" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
@@ -155,7 +168,14 @@ def _train(rank: int, world: int, work: dict, cfg: dict, bucket_mb: float, hooks
     workload = build_workload(WorkloadConfig(**work), rank, world)
     rep = build_replicator(workload.parameters(), ReplicatorConfig(**cfg, bucket_mb=bucket_mb))
     overlap = rep.attach_backward_hooks() if hooks else None
-    out = {"params": [], "launched_in_backward": [], "buckets": len(rep.units), "bytes": [], "calls": [], "codec_cpu": []}
+    out = {
+        "params": [],
+        "launched_in_backward": [],
+        "buckets": len(rep.units),
+        "bytes": [],
+        "calls": [],
+        "codec_cpu": [],
+    }
     for _ in range(STEPS):
         workload.compute_step()
         if overlap is not None:
@@ -232,10 +252,14 @@ def test_dct_buckets_run_in_reverse_parameter_order():
 def test_worker_attaches_hooks_for_builtin_workloads_and_trains_the_same(tmp_path, workload):
     """Through `python -m netbench.worker`: the start record says whether hooks ran, the losses match bit for bit."""
     from test_worker import finish, launch, records, write_specs
+
     from netbench.workloads import WorkloadConfig
 
-    work = (WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=32) if workload == "mlp" else
-            WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=64", compute_ms=1))
+    work = (
+        WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=32)
+        if workload == "mlp"
+        else WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=64", compute_ms=1)
+    )
     losses = {}
     for on in (True, False):
         out = tmp_path / str(on)
@@ -254,9 +278,9 @@ def test_backward_overlap_refuses_a_second_backward_in_one_step():
     params = _params()
     rep = build_replicator(params, ReplicatorConfig(**CONFIGS["dct"], bucket_mb=BUCKET_MB))
     rep.attach_backward_hooks()
-    sum((p ** 2).sum() for p in params).backward()
+    sum((p**2).sum() for p in params).backward()
     with pytest.raises(RuntimeError, match="one backward per step"):
-        sum((p ** 2).sum() for p in params).backward()
+        sum((p**2).sum() for p in params).backward()
 
 
 def test_ready_schedule_decodes_what_has_arrived_and_blocks_only_after_the_last_start():
@@ -291,7 +315,9 @@ def test_model_of_the_ready_schedule_is_the_better_fixed_schedule():
 
     # E 0.4, D 0.2, C 0.6 on 4 buckets: one behind 0.1 + 3 x max(0.15, 0.15) + 0.15 + 0.05 = 0.75;
     # encode-first max(0.6, 0.1 + 0.15 + 0.2, 0.4 + 0.15 + 0.05, 0.1 + 0.6 + 0.05) = 0.75
-    assert pipelined_step_s(0.4, 0.2, 0.6, 4, 0) == min(pipelined_step_s(0.4, 0.2, 0.6, 4, 1), pipelined_step_s(0.4, 0.2, 0.6, 4, None))
+    assert pipelined_step_s(0.4, 0.2, 0.6, 4, 0) == min(
+        pipelined_step_s(0.4, 0.2, 0.6, 4, 1), pipelined_step_s(0.4, 0.2, 0.6, 4, None)
+    )
     # a delayed link, codec-bound: E 0.4, D 0.2, C 0.2 on 2 buckets: one behind 0.2 + max(0.3, 0.1) + 0.1 + 0.1 = 0.7,
     # encode-first max(0.6, 0.2 + 0.1 + 0.2, 0.4 + 0.1 + 0.1, 0.2 + 0.2 + 0.1) = 0.6
     assert abs(pipelined_step_s(0.4, 0.2, 0.2, 2, 0) - 0.6) < 1e-12

@@ -13,11 +13,13 @@ from collections import defaultdict
 
 import pytest
 import torch
-
 from dist_harness import run_ranks
+
 from netbench.replicators import ReplicatorConfig, build_replicator
 
-pytest.importorskip("detonation", reason="reference not installed (pip install --no-deps detonation==0.5.2 mltiming einops)")
+pytest.importorskip(
+    "detonation", reason="reference not installed (pip install --no-deps detonation==0.5.2 mltiming einops)"
+)
 pytest.importorskip("mltiming")
 pytest.importorskip("einops")
 
@@ -50,9 +52,9 @@ def _body(rank: int, world: int) -> tuple[list, list]:
         ours._sync(_NullTimer())  # the synchronised update, before the base optimizer applies it
         ours_updates.append([p.grad.clone() for p in ours_params])
         ref.pre_step()
-        ref_updates.append([
-            ref.replicate(g, p, _Optim.state[p], _Optim.param_groups[0]).clone() for p, g in zip(ref_params, grads)
-        ])
+        ref_updates.append(
+            [ref.replicate(g, p, _Optim.state[p], _Optim.param_groups[0]).clone() for p, g in zip(ref_params, grads)]
+        )
         ref.post_step()
         ours.comm.take()
     return ours_updates, ref_updates

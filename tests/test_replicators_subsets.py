@@ -74,7 +74,7 @@ def test_random_sends_rate_of_each_tensor_distinct_and_fresh_every_step():
         previous = positions
         hits[positions] += 1
     # Every position of the 1000-element tensor is sent with probability 0.1 per step.
-    big = hits[: 1000] / steps
+    big = hits[:1000] / steps
     assert abs(big.mean().item() - 0.1) < 1e-6  # exactly 100 of 1000 per step
     assert big.min() > 0.0 and big.max() < 0.3
 

@@ -17,19 +17,33 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def row(label: str, step: float, pred_step: float, tx: float, pred_tx: float, status: str = "ok") -> dict:
-    return {"label": label, "status": status, "step_time_s": step, "pred_step_time_s": pred_step, "comm_time_s": 1.0,
-            "pred_comm_time_s": 1.0, "wire_tx_bytes_per_step": tx, "pred_wire_tx_bytes_per_step": pred_tx,
-            "wire_rx_bytes_per_step": tx, "pred_wire_rx_bytes_per_step": tx, "payload_bytes_per_step": 1.0,
-            "pred_payload_bytes_per_step": 1.0}
+    return {
+        "label": label,
+        "status": status,
+        "step_time_s": step,
+        "pred_step_time_s": pred_step,
+        "comm_time_s": 1.0,
+        "pred_comm_time_s": 1.0,
+        "wire_tx_bytes_per_step": tx,
+        "pred_wire_tx_bytes_per_step": pred_tx,
+        "wire_rx_bytes_per_step": tx,
+        "pred_wire_rx_bytes_per_step": tx,
+        "payload_bytes_per_step": 1.0,
+        "pred_payload_bytes_per_step": 1.0,
+    }
 
 
 def test_accuracy_median_and_max_relative_to_measured() -> None:
-    frame = with_errors(pd.DataFrame([
-        row("a", 1.0, 1.05, 100, 101),
-        row("b", 2.0, 1.6, 100, 98),  # -20 %: the worst step
-        row("c", 1.0, 1.12, 100, 100),
-        row("d", 9.0, 1.0, 100, 50, status="failed"),  # failed points do not count
-    ]))
+    frame = with_errors(
+        pd.DataFrame(
+            [
+                row("a", 1.0, 1.05, 100, 101),
+                row("b", 2.0, 1.6, 100, 98),  # -20 %: the worst step
+                row("c", 1.0, 1.12, 100, 100),
+                row("d", 9.0, 1.0, 100, 50, status="failed"),  # failed points do not count
+            ]
+        )
+    )
     acc = accuracy(frame)
     assert acc.points == 3
     assert acc.step_median_abs == pytest.approx(0.12)
@@ -42,21 +56,44 @@ def test_accuracy_median_and_max_relative_to_measured() -> None:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "netbench", *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "netbench", *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=300
+    )
 
 
 @pytest.mark.netns
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_small_real_sweep_writes_report_and_plots(tmp_path) -> None:
     out = tmp_path / "sweep"
-    done = cli("sweep", "--bw", "10mbit,100mbit", "--replicator", "full", "--nodes", "2", "--steps", "2", "--warmup", "1",
-               "--workload", "shapes", "--shapes", "llama:d_model=32,layers=1,ffn=64,vocab=64", "--compute-ms", "5",
-               "--no-capture", "--out", str(out))
+    done = cli(
+        "sweep",
+        "--bw",
+        "10mbit,100mbit",
+        "--replicator",
+        "full",
+        "--nodes",
+        "2",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--workload",
+        "shapes",
+        "--shapes",
+        "llama:d_model=32,layers=1,ffn=64,vocab=64",
+        "--compute-ms",
+        "5",
+        "--no-capture",
+        "--out",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     assert "step time: median |error|" in done.stdout and "wire bytes (tx and rx): max |error|" in done.stdout
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["label"]) == ["full 2n 10mbit 0ms", "full 2n 100mbit 0ms"] and set(summary["status"]) == {"ok"}
-    assert (summary["pred_step_time_s"] > 0).all() and (summary["wire_tx_bytes_per_step"] > summary["payload_bytes_per_step"]).all()
+    assert (summary["pred_step_time_s"] > 0).all() and (
+        summary["wire_tx_bytes_per_step"] > summary["payload_bytes_per_step"]
+    ).all()
     figures = {"time_vs_bandwidth.png", "bytes_per_step.png", "scaling_nodes.png"}
     for name in figures:
         assert (out / name).stat().st_size > 10_000 and (out / name).read_bytes()[:4] == b"\x89PNG"

@@ -22,32 +22,104 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
 from report_cli import report, report_command
 from synthetic_sweep import grid, write_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_JSON = json.loads(next((REPO / "reports" / "target" / "runs").glob("*/run.json")).read_text())
-HOSTILE = ["[/]", "[/x]", "[red]", "\x1b[2J", "\x1b]0;t\x07", "\u202e", "![e](/etc/hostname)", "../../etc/passwd", "<script>",
-           "$\\undefined$", "|", "", " ", "nan", "inf", "-inf", "-1", "0", "1e300", "1e-300", "2.5", "65", "true", "None", "\x00"]
+HOSTILE = [
+    "[/]",
+    "[/x]",
+    "[red]",
+    "\x1b[2J",
+    "\x1b]0;t\x07",
+    "\u202e",
+    "![e](/etc/hostname)",
+    "../../etc/passwd",
+    "<script>",
+    "$\\undefined$",
+    "|",
+    "",
+    " ",
+    "nan",
+    "inf",
+    "-inf",
+    "-1",
+    "0",
+    "1e300",
+    "1e-300",
+    "2.5",
+    "65",
+    "true",
+    "None",
+    "\x00",
+]
 NUMBERS = st.one_of(st.integers(-(10**20), 10**20), st.floats(allow_nan=True, allow_infinity=True))
 CELLS = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=12), NUMBERS)
-JSON_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), NUMBERS, st.sampled_from(HOSTILE), st.text(max_size=8)),
-                           lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-                           max_leaves=6)
+JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), NUMBERS, st.sampled_from(HOSTILE), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6,
+)
 FILE_KINDS = st.sampled_from(["as written"] * 30 + ["link", "fifo", "folder", "missing", "not utf-8", "empty"])
-SUMMARY_COLUMNS = ["key", "label", "replicator", "nodes", "bw_bps", "delay_ms", "status", "reason", "run_dir", "step_time_s",
-                   "comm_time_s", "wire_tx_bytes_per_step", "pred_step_time_s", "pred_local_time_s", "params", "fidelity_ok",
-                   "fidelity_reasons", "statistic"]
-SWEEP_PATHS = [("scenario",), ("scenario", "name"), ("scenario", "description"), ("scenario", "grid"), ("scenario", "grid", "bw"),
-               ("scenario", "grid", "nodes"), ("scenario", "workload"), ("scenario", "workload", "kind"),
-               ("scenario", "workload", "compute_ms"), ("scenario", "workload", "shapes"), ("scenario", "steps"), ("calibration",),
-               ("calibration", "source"), ("calibration", "software_overhead_s")]
-RUN_PATHS = [("summary",), ("summary", "run_id"), ("summary", "replicator"), ("summary", "nodes"), ("summary", "delay_ms"),
-             ("summary", "status"), ("summary", "bw_bps"), ("summary", "step_time_s"), ("summary", "fidelity"),
-             ("summary", "fidelity", "reasons"), ("summary", "fidelity", "ok"), ("summary", "predicted"),
-             ("summary", "predicted", "calibration"), ("summary", "first_loss"), ("summary", "statistic"), ("status",), ("reason",),
-             ("launcher",), ("exec",), ("summary", "prediction_error")]
+SUMMARY_COLUMNS = [
+    "key",
+    "label",
+    "replicator",
+    "nodes",
+    "bw_bps",
+    "delay_ms",
+    "status",
+    "reason",
+    "run_dir",
+    "step_time_s",
+    "comm_time_s",
+    "wire_tx_bytes_per_step",
+    "pred_step_time_s",
+    "pred_local_time_s",
+    "params",
+    "fidelity_ok",
+    "fidelity_reasons",
+    "statistic",
+]
+SWEEP_PATHS = [
+    ("scenario",),
+    ("scenario", "name"),
+    ("scenario", "description"),
+    ("scenario", "grid"),
+    ("scenario", "grid", "bw"),
+    ("scenario", "grid", "nodes"),
+    ("scenario", "workload"),
+    ("scenario", "workload", "kind"),
+    ("scenario", "workload", "compute_ms"),
+    ("scenario", "workload", "shapes"),
+    ("scenario", "steps"),
+    ("calibration",),
+    ("calibration", "source"),
+    ("calibration", "software_overhead_s"),
+]
+RUN_PATHS = [
+    ("summary",),
+    ("summary", "run_id"),
+    ("summary", "replicator"),
+    ("summary", "nodes"),
+    ("summary", "delay_ms"),
+    ("summary", "status"),
+    ("summary", "bw_bps"),
+    ("summary", "step_time_s"),
+    ("summary", "fidelity"),
+    ("summary", "fidelity", "reasons"),
+    ("summary", "fidelity", "ok"),
+    ("summary", "predicted"),
+    ("summary", "predicted", "calibration"),
+    ("summary", "first_loss"),
+    ("summary", "statistic"),
+    ("status",),
+    ("reason",),
+    ("launcher",),
+    ("exec",),
+    ("summary", "prediction_error"),
+]
 
 
 def _set(doc: Any, path: tuple[str, ...], value: Any) -> None:
@@ -75,7 +147,7 @@ def _shape(path: Path, kind: str, outside: Path) -> None:
     elif kind == "folder":
         path.mkdir()
     elif kind == "not utf-8":
-        path.write_bytes(data[: len(data) // 2] + b"\xff\xfe" + data[len(data) // 2:])
+        path.write_bytes(data[: len(data) // 2] + b"\xff\xfe" + data[len(data) // 2 :])
     elif kind == "empty":
         path.write_bytes(b"")
 
@@ -104,21 +176,30 @@ def no_drawing(monkeypatch: pytest.MonkeyPatch) -> None:
     import netbench.reports.plots as plots
     import netbench.reports.target_figures as target_figures
 
-    monkeypatch.setattr(plots, "make_figures", lambda frame, doc, calibration, folder: (plots.with_step_spread(frame, folder), [])[1])
+    monkeypatch.setattr(
+        plots, "make_figures", lambda frame, doc, calibration, folder: (plots.with_step_spread(frame, folder), [])[1]
+    )
     monkeypatch.setattr(plots, "sweep_model", lambda frame, doc, calibration: None)
     monkeypatch.setattr(target_figures, "loss_vs_time", lambda group, path: path)
     monkeypatch.setattr(target_figures, "time_to_target_vs_rate", lambda group, path: path)
 
 
-SWEEP_CASE = st.fixed_dictionaries({
-    "points": st.integers(1, 3),
-    "kind": st.sampled_from(["shapes", "transformer"]),
-    "cells": st.lists(st.tuples(st.integers(0, 2), st.sampled_from(SUMMARY_COLUMNS), CELLS), max_size=4),
-    "dropped": st.lists(st.sampled_from(SUMMARY_COLUMNS), max_size=1),
-    "fields": st.lists(st.tuples(st.sampled_from(SWEEP_PATHS), JSON_VALUES), max_size=3),
-    "steps": st.lists(st.tuples(st.integers(0, 20), st.sampled_from(["step", "rank", "step_s", "loss", "warmup"]), CELLS), max_size=3),
-    "summary_kind": FILE_KINDS, "sweep_kind": FILE_KINDS, "steps_kind": FILE_KINDS,
-})
+SWEEP_CASE = st.fixed_dictionaries(
+    {
+        "points": st.integers(1, 3),
+        "kind": st.sampled_from(["shapes", "transformer"]),
+        "cells": st.lists(st.tuples(st.integers(0, 2), st.sampled_from(SUMMARY_COLUMNS), CELLS), max_size=4),
+        "dropped": st.lists(st.sampled_from(SUMMARY_COLUMNS), max_size=1),
+        "fields": st.lists(st.tuples(st.sampled_from(SWEEP_PATHS), JSON_VALUES), max_size=3),
+        "steps": st.lists(
+            st.tuples(st.integers(0, 20), st.sampled_from(["step", "rank", "step_s", "loss", "warmup"]), CELLS),
+            max_size=3,
+        ),
+        "summary_kind": FILE_KINDS,
+        "sweep_kind": FILE_KINDS,
+        "steps_kind": FILE_KINDS,
+    }
+)
 
 
 def _edit(frame: pd.DataFrame, cells: list[tuple[int, str, Any]]) -> pd.DataFrame:
@@ -151,7 +232,13 @@ def _sweep_folder(base: Path, secret: Path, case: dict) -> Path:
 
 
 @pytest.mark.timeout(180)
-@settings(max_examples=500, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=500,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(case=SWEEP_CASE)
 def test_crafted_sweep_folders_end_in_a_report_or_one_line(place, no_drawing, case: dict) -> None:
     base, secret = place
@@ -164,7 +251,13 @@ def test_crafted_sweep_folders_end_in_a_report_or_one_line(place, no_drawing, ca
 
 
 @pytest.mark.timeout(180)
-@settings(max_examples=6, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=6,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(case=SWEEP_CASE)
 def test_crafted_sweep_folders_with_their_figures_drawn(place, case: dict) -> None:
     base, secret = place
@@ -173,22 +266,33 @@ def test_crafted_sweep_folders_with_their_figures_drawn(place, case: dict) -> No
     shutil.rmtree(folder.parent, ignore_errors=True)
 
 
-RUN_CASE = st.fixed_dictionaries({
-    "fields": st.lists(st.tuples(st.sampled_from(RUN_PATHS), JSON_VALUES), max_size=4),
-    "exec": st.booleans(),
-    "kind": FILE_KINDS,
-})
+RUN_CASE = st.fixed_dictionaries(
+    {
+        "fields": st.lists(st.tuples(st.sampled_from(RUN_PATHS), JSON_VALUES), max_size=4),
+        "exec": st.booleans(),
+        "kind": FILE_KINDS,
+    }
+)
 
 
 @pytest.mark.timeout(180)
-@settings(max_examples=1500, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=1500,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(case=RUN_CASE)
 def test_crafted_run_directories_end_in_a_table_or_one_line(place, case: dict) -> None:
     base, secret = place
     folder = Path(tempfile.mkdtemp(dir=base))
     doc = copy.deepcopy(RUN_JSON)
     if case["exec"]:
-        doc["exec"] = {"command": ["python3", "[/x]"], "nodes": [{"rank": 0, "exit_code": 1, "stopped_by": "[/]\x1b[2J", "wall_time_s": 1.0}]}
+        doc["exec"] = {
+            "command": ["python3", "[/x]"],
+            "nodes": [{"rank": 0, "exit_code": 1, "stopped_by": "[/]\x1b[2J", "wall_time_s": 1.0}],
+        }
     for path, value in case["fields"]:
         _set(doc, path, value)
     (folder / "run.json").write_text(json.dumps(doc))

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from synthetic_sweep import grid, write_sweep
 
 NETBENCH = str(Path(sys.executable).parent / "netbench")
@@ -42,22 +41,40 @@ def _page_requests(net_log: Path) -> list[str]:
     """URLs the page itself asked for (the browser's own background requests have no origin)."""
     doc = json.loads(net_log.read_text())
     start = doc["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
-    return [p["url"] for e in doc["events"] if e["type"] == start and "url" in (p := e.get("params", {}))
-            and p.get("initiator") != "not an origin"]
+    return [
+        p["url"]
+        for e in doc["events"]
+        if e["type"] == start and "url" in (p := e.get("params", {})) and p.get("initiator") != "not an origin"
+    ]
 
 
 def _render(page: Path, out: Path) -> tuple[Path, list[str]]:
     """Screenshot ``page`` with headless Chromium inside a network namespace of its own (nothing can leave)."""
     net_log, shot = out / f"{page.stem}.netlog.json", out / f"{page.stem}.png"
     isolate = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-rn"]
-    cmd = [*isolate, CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", f"--user-data-dir={out / 'profile'}",
-           f"--log-net-log={net_log}", f"--screenshot={shot}", "--window-size=1280,3000", page.as_uri()]
+    cmd = [
+        *isolate,
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        f"--user-data-dir={out / 'profile'}",
+        f"--log-net-log={net_log}",
+        f"--screenshot={shot}",
+        "--window-size=1280,3000",
+        page.as_uri(),
+    ]
     subprocess.run(cmd, capture_output=True, timeout=120, check=True)
     return shot, _page_requests(net_log)
 
 
-@pytest.mark.skipif(CHROMIUM is None or shutil.which("unshare") is None, reason="needs Chromium (apt-get install chromium) and unshare")
+@pytest.mark.skipif(
+    CHROMIUM is None or shutil.which("unshare") is None, reason="needs Chromium (apt-get install chromium) and unshare"
+)
 def test_chromium_renders_the_page_without_fetching_anything(report: Path, tmp_path) -> None:
     shot, requests = _render(report, tmp_path)
     assert [u for u in requests if not u.startswith(("file:", "data:"))] == []

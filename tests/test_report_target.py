@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synthetic_sweep import grid, write_sweep
 
 from netbench.reports.target import LossCurve, crossovers, smooth, steps_to_target, time_to_target
-from synthetic_sweep import grid, write_sweep
 
 NETBENCH = str(Path(sys.executable).parent / "netbench")
 
@@ -36,13 +36,19 @@ def test_time_to_target_projection_and_measured() -> None:
     def curve(rep: str, rate: float, loss: list[float], step_s: float) -> LossCurve:
         return LossCurve(rep, 2, 0.0, rate, np.asarray(loss), step_s * np.arange(1, len(loss) + 1), step_s)
 
-    curves = [curve("full", 1e7, [5, 4, 3, 2], 1.0), curve("full", 1e8, [5, 4, 3, 2], 0.25),
-              curve("dct", 1e7, [5, 4.5, 4, 3.5], 0.1), curve("dct", 1e8, [5, 4.5, 4, 3.5], 0.1)]
+    curves = [
+        curve("full", 1e7, [5, 4, 3, 2], 1.0),
+        curve("full", 1e8, [5, 4, 3, 2], 0.25),
+        curve("dct", 1e7, [5, 4.5, 4, 3.5], 0.1),
+        curve("dct", 1e8, [5, 4.5, 4, 3.5], 0.1),
+    ]
     model = {("full", 2, 0.0): lambda r: 0.2 + 8e6 / r, ("dct", 2, 0.0): lambda r: 0.1 + 1e4 / r}
     (group,) = time_to_target(curves, model, span=(1e6, 1e10))
     assert group.target == 3.5  # the worst final loss
     assert group.steps_needed == {"full": 3, "dct": 4}
-    assert group.measured_s[("full", 1e7)] == pytest.approx(3.0) and group.measured_s[("full", 1e8)] == pytest.approx(0.75)
+    assert group.measured_s[("full", 1e7)] == pytest.approx(3.0) and group.measured_s[("full", 1e8)] == pytest.approx(
+        0.75
+    )
     assert group.measured_s[("dct", 1e7)] == pytest.approx(0.4)
     assert group.projected_s[("full", 1e7)] == pytest.approx(3 * (0.2 + 0.8))  # 3 steps x 1.0 s
     assert group.projected_s[("dct", 1e8)] == pytest.approx(4 * (0.1 + 1e-4))
@@ -68,10 +74,18 @@ def test_report_of_a_transformer_sweep_prints_time_to_target(tmp_path) -> None:
     # full: 8 steps x 1.0 s at 10mbit, x 0.5 s at 100mbit; dct: 12 x 0.2 s, 12 x 0.1 s; measured equals model here
     assert "full        8 steps: 10mbit 8 s / 8 s; 100mbit 4 s / 4 s" in out.stdout
     assert "dct        12 steps: 10mbit 2.4 s / 2.4 s; 100mbit 1.2 s / 1.2 s" in out.stdout
-    assert "no change of order between 10mbit and 1gbit" in out.stdout  # the measured rates, widened 10x within 10mbit-10gbit
+    assert (
+        "no change of order between 10mbit and 1gbit" in out.stdout
+    )  # the measured rates, widened 10x within 10mbit-10gbit
     text = (folder / "report.md").read_text()
     assert "## Time to target loss" in text and "| full | 8 | 8 s | 8 s | 4 s | 4 s |" in text
-    for name in ("loss_vs_time.png", "time_to_target.png", "time_vs_bandwidth.png", "measured_vs_predicted.png", "step_breakdown.png"):
+    for name in (
+        "loss_vs_time.png",
+        "time_to_target.png",
+        "time_vs_bandwidth.png",
+        "measured_vs_predicted.png",
+        "step_breakdown.png",
+    ):
         assert (folder / name).read_bytes()[:4] == b"\x89PNG" and f"]({name})" in text
     given = run("report", str(folder), "--target-loss", "7")
     assert "full        6 steps" in given.stdout and "dct         9 steps" in given.stdout

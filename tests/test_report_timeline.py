@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from synthetic_sweep import grid, write_sweep
 
 from netbench.reports.timeline import median_and_slowest, timeline_figure
@@ -22,14 +21,30 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-headless-shell")
 
 def _step(rank: int, step: int, t: float, slow: float) -> dict:
     """A pipelined step of two buckets: compute, encode, start, encode, start, wait, decode, wait, decode, apply."""
-    spans = [["compute", 0.0, 0.02, {}], ["encode", 0.02, 0.05, {}], ["encode", 0.051, 0.08, {}],
-             ["wait", 0.08, 0.10 + slow, {"op": "all_gather", "bucket": 0}], ["decode", 0.10 + slow, 0.12 + slow, {}],
-             ["wait", 0.12 + slow, 0.121 + slow, {"op": "all_gather", "bucket": 1}], ["decode", 0.121 + slow, 0.14 + slow, {}],
-             ["apply", 0.14 + slow, 0.15 + slow, {}],
-             ["collective", 0.05, 0.10 + slow, {"op": "all_gather", "bucket": 0, "bytes": 1000}],
-             ["collective", 0.08, 0.115 + slow, {"op": "all_gather", "bucket": 1, "bytes": 1000}]]
-    return {"event": "step", "rank": rank, "step": step, "warmup": step == 0, "t_start": t, "t_end": t + 0.15 + slow,
-            "step_s": 0.15 + slow, "tx_bytes": 3000, "rx_bytes": 3000, "spans": spans}
+    spans = [
+        ["compute", 0.0, 0.02, {}],
+        ["encode", 0.02, 0.05, {}],
+        ["encode", 0.051, 0.08, {}],
+        ["wait", 0.08, 0.10 + slow, {"op": "all_gather", "bucket": 0}],
+        ["decode", 0.10 + slow, 0.12 + slow, {}],
+        ["wait", 0.12 + slow, 0.121 + slow, {"op": "all_gather", "bucket": 1}],
+        ["decode", 0.121 + slow, 0.14 + slow, {}],
+        ["apply", 0.14 + slow, 0.15 + slow, {}],
+        ["collective", 0.05, 0.10 + slow, {"op": "all_gather", "bucket": 0, "bytes": 1000}],
+        ["collective", 0.08, 0.115 + slow, {"op": "all_gather", "bucket": 1, "bytes": 1000}],
+    ]
+    return {
+        "event": "step",
+        "rank": rank,
+        "step": step,
+        "warmup": step == 0,
+        "t_start": t,
+        "t_end": t + 0.15 + slow,
+        "step_s": 0.15 + slow,
+        "tx_bytes": 3000,
+        "rx_bytes": 3000,
+        "spans": spans,
+    }
 
 
 def write_run(run_dir: Path, steps: int = 6) -> Path:
@@ -42,8 +57,16 @@ def write_run(run_dir: Path, steps: int = 6) -> Path:
             lines.append(json.dumps(record))
             t = record["t_end"] + 0.001
         (run_dir / "workers" / f"rank{rank}.jsonl").write_text("\n".join(lines) + "\n")
-    predicted = {"step_time_s": 0.12, "local_time_s": 0.03, "compress_time_s": 0.05, "comm_time_s": 0.01, "decode_time_s": 0.03}
-    (run_dir / "run.json").write_text(json.dumps({"run_id": "abc", "dilation": 1.0, "summary": {"predicted": predicted, "apply_time_s": 0.01}}))
+    predicted = {
+        "step_time_s": 0.12,
+        "local_time_s": 0.03,
+        "compress_time_s": 0.05,
+        "comm_time_s": 0.01,
+        "decode_time_s": 0.03,
+    }
+    (run_dir / "run.json").write_text(
+        json.dumps({"run_id": "abc", "dilation": 1.0, "summary": {"predicted": predicted, "apply_time_s": 0.01}})
+    )
     return write_trace(run_dir, {0: 0, 1: 1}, {}, {})
 
 
@@ -80,7 +103,9 @@ def test_the_sweep_report_names_each_trace_and_inlines_the_timeline(report: Path
     assert not re.search(r"https?://", text)
 
 
-@pytest.mark.skipif(CHROMIUM is None or shutil.which("unshare") is None, reason="needs Chromium (apt-get install chromium) and unshare")
+@pytest.mark.skipif(
+    CHROMIUM is None or shutil.which("unshare") is None, reason="needs Chromium (apt-get install chromium) and unshare"
+)
 def test_headless_chromium_renders_the_timeline_fetching_nothing(report: Path, tmp_path) -> None:
     from test_report_html import _render
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from rich.console import Console
-
 from report_cli import report
+from rich.console import Console
 from synthetic_sweep import grid, write_sweep
+
 from netbench.rundir.sweepdir import run_path
 
 SECRET = "netbench-test-secret-7f3a"
@@ -40,8 +40,16 @@ def edit_scenario(folder: Path, **values) -> None:
 def run_dir(tmp_path: Path, **summary) -> Path:
     folder = tmp_path / "run"
     folder.mkdir()
-    base = {"run_id": "abc123", "replicator": "full", "nodes": 2, "delay_ms": 0.0, "status": "ok", "bw_bps": 1e8,
-            "step_time_s": 0.5, "fidelity": {"ok": True, "reasons": [], "dilation": 1.0}}
+    base = {
+        "run_id": "abc123",
+        "replicator": "full",
+        "nodes": 2,
+        "delay_ms": 0.0,
+        "status": "ok",
+        "bw_bps": 1e8,
+        "step_time_s": 0.5,
+        "fidelity": {"ok": True, "reasons": [], "dilation": 1.0},
+    }
     doc = {"status": summary.get("status", "ok"), "reason": summary.pop("reason", None), "summary": {**base, **summary}}
     (folder / "run.json").write_text(json.dumps(doc))
     return folder
@@ -59,10 +67,21 @@ def secret(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("text", ["![e]({secret})", "![e](../secret.png)", "![e](/etc/hostname)", '<img src="{secret}">',
-                                  "[link](../secret.txt)", "$\\undefined{x}$ 100$"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "![e]({secret})",
+        "![e](../secret.png)",
+        "![e](/etc/hostname)",
+        '<img src="{secret}">',
+        "[link](../secret.txt)",
+        "$\\undefined{x}$ 100$",
+    ],
+)
 @pytest.mark.parametrize("where", ["description", "label", "reason"])
-def test_no_text_of_the_folder_makes_the_report_inline_a_file(tmp_path: Path, secret: Path, text: str, where: str) -> None:
+def test_no_text_of_the_folder_makes_the_report_inline_a_file(
+    tmp_path: Path, secret: Path, text: str, where: str
+) -> None:
     folder = write_sweep(tmp_path / "sweep", grid(reps=("full",), rates=("10mbit", "100mbit")))
     text = text.replace("{secret}", str(secret))
     if where == "description":
@@ -80,8 +99,15 @@ def test_no_text_of_the_folder_makes_the_report_inline_a_file(tmp_path: Path, se
     assert len(images) == len(figures) >= 3 and all(src.startswith("data:image/png;base64,") for src in images)
     assert base64.b64encode(secret.read_bytes()).decode() not in page
     assert base64.b64encode((tmp_path / "secret.png").read_bytes()).decode() not in page
-    assert base64.b64encode(Path("/etc/hostname").read_bytes()).decode() not in page if Path("/etc/hostname").exists() else True
-    assert "<img" not in page.replace('<img src="data:image/png', "") and text.split("(")[0].replace("<", "&lt;")[:6] in page
+    assert (
+        base64.b64encode(Path("/etc/hostname").read_bytes()).decode() not in page
+        if Path("/etc/hostname").exists()
+        else True
+    )
+    assert (
+        "<img" not in page.replace('<img src="data:image/png', "")
+        and text.split("(")[0].replace("<", "&lt;")[:6] in page
+    )
 
 
 def test_markdown_escaping_renders_the_text_as_written() -> None:
@@ -91,7 +117,10 @@ def test_markdown_escaping_renders_the_text_as_written() -> None:
 
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     for text in ["![e](/etc/hostname)", "a | b", "# head", "1. x", "- x", "*b* _i_ `c`", "<b>x</b>", "&amp;", "a\\b"]:
-        assert md.render(for_markdown(text)).strip() == "<p>" + text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</p>"
+        assert (
+            md.render(for_markdown(text)).strip()
+            == "<p>" + text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</p>"
+        )
 
 
 def test_run_path_stays_inside_the_sweep_folder(tmp_path: Path) -> None:
@@ -99,7 +128,9 @@ def test_run_path_stays_inside_the_sweep_folder(tmp_path: Path) -> None:
     (tmp_path / "sweep" / "runs" / "out").symlink_to(tmp_path)
     folder = tmp_path / "sweep"
     assert run_path(folder, "runs/r0") == folder / "runs" / "r0"
-    assert [run_path(folder, p) for p in ("../sweep/runs/r0", str(tmp_path), "/etc", "runs/out", "", None, 5)] == [None] * 7
+    assert [run_path(folder, p) for p in ("../sweep/runs/r0", str(tmp_path), "/etc", "runs/out", "", None, 5)] == [
+        None
+    ] * 7
 
 
 # --------------------------------------------------------------- nothing written through a link
@@ -117,10 +148,14 @@ def test_report_replaces_a_planted_link_instead_of_writing_through_it(tmp_path: 
     folder = sweep(tmp_path)
     (folder / name).symlink_to(victim)
     assert report(str(folder)).code == 0
-    assert victim.read_text() == "precious\n" and not (folder / name).is_symlink() and (folder / name).stat().st_size > 100
+    assert (
+        victim.read_text() == "precious\n" and not (folder / name).is_symlink() and (folder / name).stat().st_size > 100
+    )
 
 
-def test_the_sweep_calibration_writes_shapes_json_under_a_fresh_name(tmp_path: Path, victim: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sweep_calibration_writes_shapes_json_under_a_fresh_name(
+    tmp_path: Path, victim: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import netbench.model.measure as measure_module
     from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.orchestrator.sweep_scenario import scenario_from_dict
@@ -265,12 +300,23 @@ HOSTILE = "[/x] [red]red[/red] \x1b[2J\x1b]0;title\x07 \u202eevil \r\n second"
 
 
 def test_markup_and_escapes_in_a_runs_reason_print_as_text(tmp_path: Path) -> None:
-    folder = run_dir(tmp_path, status="failed", reason=HOSTILE, fidelity={"ok": False, "reasons": [HOSTILE], "dilation": 1.0},
-                     replicator=HOSTILE)
+    folder = run_dir(
+        tmp_path,
+        status="failed",
+        reason=HOSTILE,
+        fidelity={"ok": False, "reasons": [HOSTILE], "dilation": 1.0},
+        replicator=HOSTILE,
+    )
     done = report(str(folder))
     assert done.code == 0, done.err
     shown = done.out + done.err
-    assert "[/x]" in shown and "[red]red[/red]" in shown and "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
+    assert (
+        "[/x]" in shown
+        and "[red]red[/red]" in shown
+        and "\x1b" not in shown
+        and "\u202e" not in shown
+        and "\x07" not in shown
+    )
 
 
 def test_markup_and_escapes_in_a_sweeps_labels_print_as_text(tmp_path: Path) -> None:

@@ -11,9 +11,23 @@ def frame(payloads: list[int], step_s: list[float]) -> pd.DataFrame:
     rows = []
     for rank in (0, 1):
         for step, (payload, seconds) in enumerate(zip(payloads, step_s), start=1):
-            rows.append({"rank": rank, "step": step, "warmup": False, "step_s": seconds, "compute_s": 0.01, "compress_s": 0.0,
-                         "comm_s": seconds - 0.01, "decode_s": 0.0, "apply_s": 0.0, "loss": 1.0, "payload_bytes": payload,
-                         "tx_bytes": payload * 1.05, "rx_bytes": payload * 1.05})
+            rows.append(
+                {
+                    "rank": rank,
+                    "step": step,
+                    "warmup": False,
+                    "step_s": seconds,
+                    "compute_s": 0.01,
+                    "compress_s": 0.0,
+                    "comm_s": seconds - 0.01,
+                    "decode_s": 0.0,
+                    "apply_s": 0.0,
+                    "loss": 1.0,
+                    "payload_bytes": payload,
+                    "tx_bytes": payload * 1.05,
+                    "rx_bytes": payload * 1.05,
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -25,8 +25,13 @@ NODE, PEER = "198.18.0.1", "198.18.0.2"
 
 def config(out: Path) -> RunConfig:
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
-    return RunConfig(cluster=cluster, steps=3, warmup_steps=0, out_dir=out,
-                     workload=WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=256", compute_ms=1.0))
+    return RunConfig(
+        cluster=cluster,
+        steps=3,
+        warmup_steps=0,
+        out_dir=out,
+        workload=WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=256", compute_ms=1.0),
+    )
 
 
 def records(ends: list[float]) -> dict[int, list[dict]]:
@@ -36,9 +41,26 @@ def records(ends: list[float]) -> dict[int, list[dict]]:
         recs = [{"event": "start", "rank": rank, "n_params": 0}]
         start = T0
         for step, end in enumerate(ends):
-            recs.append({"event": "step", "rank": rank, "step": step, "warmup": False, "t_start": start, "t_end": T0 + end,
-                         "step_s": 0.1, "compute_s": 0.05, "compress_s": 0.0, "comm_s": 0.05, "decode_s": 0.0, "apply_s": 0.0,
-                         "loss": 1.0, "payload_bytes": 1448, "tx_bytes": 1514, "rx_bytes": 1514})
+            recs.append(
+                {
+                    "event": "step",
+                    "rank": rank,
+                    "step": step,
+                    "warmup": False,
+                    "t_start": start,
+                    "t_end": T0 + end,
+                    "step_s": 0.1,
+                    "compute_s": 0.05,
+                    "compress_s": 0.0,
+                    "comm_s": 0.05,
+                    "decode_s": 0.0,
+                    "apply_s": 0.0,
+                    "loss": 1.0,
+                    "payload_bytes": 1448,
+                    "tx_bytes": 1514,
+                    "rx_bytes": 1514,
+                }
+            )
             start = T0 + end
         recs.append({"event": "done", "rank": rank})
         out[rank] = recs
@@ -48,7 +70,12 @@ def records(ends: list[float]) -> dict[int, list[dict]]:
 def pcap(path: Path, times: list[float]) -> Path:
     frames = []
     for t in times:
-        frame = Ether() / IP(src=NODE, dst=PEER) / TCP(sport=40000, dport=29500, seq=1 + len(frames) * 1448, flags="A") / (b"x" * 1448)
+        frame = (
+            Ether()
+            / IP(src=NODE, dst=PEER)
+            / TCP(sport=40000, dport=29500, seq=1 + len(frames) * 1448, flags="A")
+            / (b"x" * 1448)
+        )
         frame.time = T0 + t
         frames.append(frame)
     wrpcap(str(path), frames, snaplen=96)
@@ -58,8 +85,21 @@ def pcap(path: Path, times: list[float]) -> Path:
 def write(tmp_path: Path, recs: dict, pcaps: dict[int, Path]) -> tuple[dict, dict]:
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
-    return results.write_run(RunDir(run_dir), results.RunOutput(config(tmp_path), recs, run_id="abc123", status="ok", reason=None,
-                                                                started=T0, warnings=[], cluster={}, pcaps=pcaps, addresses={0: NODE, 1: PEER}))
+    return results.write_run(
+        RunDir(run_dir),
+        results.RunOutput(
+            config(tmp_path),
+            recs,
+            run_id="abc123",
+            status="ok",
+            reason=None,
+            started=T0,
+            warnings=[],
+            cluster={},
+            pcaps=pcaps,
+            addresses={0: NODE, 1: PEER},
+        ),
+    )
 
 
 def saved(tmp_path: Path) -> tuple[pd.DataFrame, dict]:
@@ -84,7 +124,11 @@ def test_a_pcap_that_cannot_be_parsed_costs_only_the_capture_columns(tmp_path: P
     summary, _ = write(tmp_path, records([0.1, 0.2, 0.3]), {0: bad})
     steps, doc = saved(tmp_path)
     assert len(steps) == 6 and steps["capture_tx_packets"].isna().all()
-    assert doc["status"] == "ok" and "capture not parsed" in doc["reason"] and "not a classic pcap" in doc["capture"]["error"]
+    assert (
+        doc["status"] == "ok"
+        and "capture not parsed" in doc["reason"]
+        and "not a classic pcap" in doc["capture"]["error"]
+    )
     assert doc["summary"]["steps_measured"] == 3 and doc["capture"]["parsed"] is False
 
 
@@ -98,7 +142,9 @@ def test_a_wall_clock_stepping_back_is_no_parse_error(tmp_path: Path) -> None:
     assert mine["capture_tx_packets"].tolist() == [2, 0, 1]  # the window the clock skipped stays empty
 
 
-def test_ctrl_c_while_the_pcaps_are_parsed_keeps_steps_csv_and_run_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_while_the_pcaps_are_parsed_keeps_steps_csv_and_run_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real SIGINT lands in the middle of the parse: the files are on disk, then Ctrl-C goes on up."""
     path = pcap(tmp_path / "p0.pcap", [0.01 * i for i in range(1, 30)])
     real = results.bin_pcap
@@ -120,11 +166,15 @@ def test_ctrl_c_while_the_pcaps_are_parsed_keeps_steps_csv_and_run_json(tmp_path
     steps, doc = saved(tmp_path)
     assert len(steps) == 6 and steps["step_s"].notna().all()
     assert doc["status"] == "ok" and doc["summary"]["steps_measured"] == 3
-    assert doc["capture"]["error"] == "interrupted while parsing the capture" and doc["reason"] == doc["capture"]["error"]
+    assert (
+        doc["capture"]["error"] == "interrupted while parsing the capture" and doc["reason"] == doc["capture"]["error"]
+    )
     assert not list((tmp_path / "run").glob(".*.tmp"))  # no temporary file left behind
 
 
-def test_a_capture_cut_at_its_packet_cap_leaves_later_steps_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_capture_cut_at_its_packet_cap_leaves_later_steps_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """tcpdump stops at MAX_PACKETS (-c): steps after its last packet get no capture figures rather than zeros."""
     monkeypatch.setattr(results, "MAX_PACKETS", 3)
     path = pcap(tmp_path / "p0.pcap", [0.05, 0.12, 0.15])  # the cap reached inside step 1

@@ -23,7 +23,11 @@ import pytest
 
 from netbench.emulation import rootless
 
-pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")]
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody"),
+]
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
 _PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_ROOT_USER_ACTION": "ignore"}
@@ -31,14 +35,19 @@ _PIP_ENV = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_ROOT_USER_ACTION": "ignor
 
 def as_nobody(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
     command = f"cd {shlex.quote(str(cwd))} && HOME={shlex.quote(str(cwd))} exec {shlex.join(argv)}"
-    return subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["su", "nobody", "-s", "/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _python_nobody_can_run(scratch: Path) -> str | None:
     """This interpreter if `nobody` can run it (not under /root), else the system python3 of the same version."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     for candidate in (os.path.realpath(sys.executable), f"/usr/bin/{version}"):
-        if os.path.exists(candidate) and as_nobody([candidate, "-c", "import venv, ensurepip"], scratch, 60).returncode == 0:
+        if (
+            os.path.exists(candidate)
+            and as_nobody([candidate, "-c", "import venv, ensurepip"], scratch, 60).returncode == 0
+        ):
             return candidate
     return None
 
@@ -63,8 +72,14 @@ def nobody_venv() -> Iterator[tuple[Path, Path]]:
         env = {**os.environ, **_PIP_ENV}
         subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
         for args in (["torch==2.13.0"], [str(REPO)]):  # torch first, pinned (see scripts/setup.sh)
-            done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *args], env=env, cwd=top,
-                                  capture_output=True, text=True, timeout=900)
+            done = subprocess.run(
+                [str(venv / "bin" / "pip"), "install", "-q", *args],
+                env=env,
+                cwd=top,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             if done.returncode != 0:
                 pytest.fail(f"pip install {args[0]} failed: {done.stderr[-2000:]}")
         yield venv / "bin" / "netbench", work
@@ -77,7 +92,9 @@ def test_probe_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
     done = as_nobody([str(netbench), "probe", "--bw", "100mbit", "--seconds", "2", "--json"], work, 300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
-    assert result["goodput_ratio"] > 0.5, result  # a real cluster carried real traffic (accuracy: scripts/bench_shaping.py)
+    assert result["goodput_ratio"] > 0.5, (
+        result
+    )  # a real cluster carried real traffic (accuracy: scripts/bench_shaping.py)
 
 
 def test_run_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
@@ -87,8 +104,27 @@ def test_run_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
     that call a no-op for tcpdump (netbench.capture.setgroups_noop), so the capture must be there.
     """
     netbench, work = nobody_venv
-    done = as_nobody([str(netbench), "run", "--bw", "100mbit", "--delay", "2ms", "--workload", "mlp", "--steps", "3", "--warmup", "1",
-                      "--out", str(work / "runs"), "--json"], work, 600)
+    done = as_nobody(
+        [
+            str(netbench),
+            "run",
+            "--bw",
+            "100mbit",
+            "--delay",
+            "2ms",
+            "--workload",
+            "mlp",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--out",
+            str(work / "runs"),
+            "--json",
+        ],
+        work,
+        600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     run_dir = Path(summary["run_dir"])
@@ -98,7 +134,9 @@ def test_run_as_nobody_with_the_installed_console_script(nobody_venv) -> None:
     run_json = json.loads((run_dir / "run.json").read_text())
     assert run_json["capture"]["enabled"] and run_json["capture"]["parsed"], run_json["capture"]
     # the delay line cannot raise its priority in a user namespace, so the workers lowered theirs
-    assert run_json["cluster"]["delay_engine"] == "delayline" and run_json["cluster"]["worker_nice"] == 10, run_json["cluster"]
+    assert run_json["cluster"]["delay_engine"] == "delayline" and run_json["cluster"]["worker_nice"] == 10, run_json[
+        "cluster"
+    ]
     assert summary["capture_wire_bytes_per_step"] > 0 and summary["capture_rx_wire_bytes_per_step"] > 0, summary
     # Two independent measures of the same bytes: the capture and the interface counters agree.
     assert summary["capture_vs_counter_median_rel_diff"] <= 0.02, summary
@@ -110,9 +148,32 @@ def test_sweep_as_nobody_runs_its_points_on_one_cluster_with_forked_workers(nobo
     their priority there as well."""
     netbench, work = nobody_venv
     out = work / "sweep"
-    done = as_nobody([str(netbench), "sweep", "--bw", "100mbit,1gbit", "--delay", "2ms", "--replicator", "full", "--nodes", "2",
-                      "--steps", "2", "--warmup", "1", "--workload", "mlp", "--no-calibrate", "--no-capture", "--out", str(out)],
-                     work, 600)
+    done = as_nobody(
+        [
+            str(netbench),
+            "sweep",
+            "--bw",
+            "100mbit,1gbit",
+            "--delay",
+            "2ms",
+            "--replicator",
+            "full",
+            "--nodes",
+            "2",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--workload",
+            "mlp",
+            "--no-calibrate",
+            "--no-capture",
+            "--out",
+            str(out),
+        ],
+        work,
+        600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     run_docs = [json.loads(p.read_text()) for p in sorted(out.glob("runs/*/run.json"))]
     assert len(run_docs) == 2 and all(d["status"] == "ok" for d in run_docs), [d.get("reason") for d in run_docs]

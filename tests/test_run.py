@@ -24,11 +24,22 @@ SMALL = WorkloadConfig(kind="mlp", hidden=128, mlp_layers=2)
 PERIODIC = {"diloco": dict(sync_every=3), "mtdao": dict(params_every=3, m1_every=2, m2_every=6)}
 
 
-def config(tmp_path, name: str, nodes: int = 2, rate: float = 100e6, delay: float = 0.0, steps: int = 6, **extra) -> RunConfig:
-    cluster = ClusterSpec(nodes=nodes, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate))
+def config(
+    tmp_path, name: str, nodes: int = 2, rate: float = 100e6, delay: float = 0.0, steps: int = 6, **extra
+) -> RunConfig:
+    cluster = ClusterSpec(
+        nodes=nodes, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate)
+    )
     replicator = ReplicatorConfig(name=name, **PERIODIC.get(name, {}))
-    return RunConfig(cluster=cluster, replicator=replicator, workload=extra.pop("workload", SMALL), steps=steps,
-                     warmup_steps=1, out_dir=tmp_path, **extra)
+    return RunConfig(
+        cluster=cluster,
+        replicator=replicator,
+        workload=extra.pop("workload", SMALL),
+        steps=steps,
+        warmup_steps=1,
+        out_dir=tmp_path,
+        **extra,
+    )
 
 
 @pytest.mark.parametrize("name", ["full", "dct", "random", "striding", "diloco", "lowrank", "mtdao"])
@@ -37,8 +48,20 @@ def test_every_replicator_runs_end_to_end(tmp_path, name: str) -> None:
     assert result.status == "ok", result.reason
     steps = pd.read_csv(result.run_dir / "steps.csv")
     assert len(steps) == 2 * 7 and set(steps["rank"]) == {0, 1}
-    for column in ("compute_s", "compress_s", "comm_s", "step_s", "loss", "payload_bytes", "tx_bytes", "rx_bytes",
-                   "capture_tx_wire_bytes", "capture_tx_payload_bytes", "retrans_segs", "capture_tx_retrans_bytes"):
+    for column in (
+        "compute_s",
+        "compress_s",
+        "comm_s",
+        "step_s",
+        "loss",
+        "payload_bytes",
+        "tx_bytes",
+        "rx_bytes",
+        "capture_tx_wire_bytes",
+        "capture_tx_payload_bytes",
+        "retrans_segs",
+        "capture_tx_retrans_bytes",
+    ):
         assert column in steps, column
     run_json = json.loads((result.run_dir / "run.json").read_text())
     assert run_json["status"] == "ok" and run_json["cluster"]["delay_engine"] == "none"
@@ -51,7 +74,8 @@ def test_every_replicator_runs_end_to_end(tmp_path, name: str) -> None:
     predicted = summary["predicted"]  # the model's figures for this run, beside the measured ones
     assert "error" not in predicted, predicted
     assert predicted["step_time_s"] > 0 and predicted["payload_bytes_per_step"] == pytest.approx(
-        _declared_mean(name, measured), rel=1e-9)
+        _declared_mean(name, measured), rel=1e-9
+    )
     # What was handed to gloo crossed the wire (a step's last segments may drain during the next
     # step, so compare totals), and counters and capture agree within 2% on every step.
     assert measured["tx_bytes"].sum() >= measured["payload_bytes"].sum()
@@ -70,7 +94,9 @@ def _declared_mean(name: str, measured: pd.DataFrame) -> float:
     from netbench.replicators import declared_payload
     from netbench.workloads import build_workload
 
-    decl = declared_payload(build_workload(SMALL, 0, 2).param_shapes(), ReplicatorConfig(name=name, **PERIODIC.get(name, {})), 2)
+    decl = declared_payload(
+        build_workload(SMALL, 0, 2).param_shapes(), ReplicatorConfig(name=name, **PERIODIC.get(name, {})), 2
+    )
     assert measured["payload_bytes"].tolist() == [decl.bytes_on(step + 1) for step in measured["step"]]
     return sum(p.bytes_per_step / p.period for p in decl.parts())
 
@@ -112,27 +138,71 @@ def test_run_with_delay_uses_the_delay_line(tmp_path) -> None:
     assert slow.summary["comm_time_s"] >= 0.020  # at least one round trip per all-gather
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--replicator", "lowrank", "--rank", "0"], "--rank: "),
-    (["--replicator", "lowrank", "--mu", "1"], "--mu: "),
-    (["--replicator", "mtdao", "--params-every", "0"], "--params-every: "),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--replicator", "lowrank", "--rank", "0"], "--rank: "),
+        (["--replicator", "lowrank", "--mu", "1"], "--mu: "),
+        (["--replicator", "mtdao", "--params-every", "0"], "--params-every: "),
+    ],
+)
 def test_cli_run_rejects_bad_replicator_values(tmp_path, args: list[str], expected: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "netbench", "run", *args, "--out", str(tmp_path)],
-                         capture_output=True, text=True, cwd=REPO, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "netbench", "run", *args, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"netbench: error: {expected}"), lines
 
 
 def test_cli_run_json(tmp_path) -> None:
-    out = subprocess.run([sys.executable, "-m", "netbench", "run", "--replicator", "random", "--workload", "mlp", "--steps", "3",
-                          "--warmup", "1", "--bw", "1gbit", "--out", str(tmp_path), "--json"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "netbench",
+            "run",
+            "--replicator",
+            "random",
+            "--workload",
+            "mlp",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--bw",
+            "1gbit",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
-    for key in ("replicator", "nodes", "bw_bps", "delay_ms", "steps", "step_time_s", "comm_time_s", "compress_time_s",
-                "compute_time_s", "payload_bytes_per_step", "wire_tx_bytes_per_step", "wire_rx_bytes_per_step",
-                "capture_wire_bytes_per_step", "final_loss", "run_dir"):
+    for key in (
+        "replicator",
+        "nodes",
+        "bw_bps",
+        "delay_ms",
+        "steps",
+        "step_time_s",
+        "comm_time_s",
+        "compress_time_s",
+        "compute_time_s",
+        "payload_bytes_per_step",
+        "wire_tx_bytes_per_step",
+        "wire_rx_bytes_per_step",
+        "capture_wire_bytes_per_step",
+        "final_loss",
+        "run_dir",
+    ):
         assert key in summary, key
     assert summary["replicator"] == "random" and summary["bw_bps"] == 1e9

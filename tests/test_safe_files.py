@@ -47,7 +47,9 @@ def test_the_sweep_summary_never_writes_through_its_temporary_name(tmp_path: Pat
 def test_the_calibration_never_writes_through_its_temporary_name(tmp_path: Path, victim: Path) -> None:
     plant(tmp_path / "calib", "host.json.tmp", victim)
     save_calibration(Calibration(), tmp_path / "calib" / "host.json")
-    assert victim.read_text() == "precious\n" and Calibration.model_validate_json((tmp_path / "calib" / "host.json").read_text())
+    assert victim.read_text() == "precious\n" and Calibration.model_validate_json(
+        (tmp_path / "calib" / "host.json").read_text()
+    )
 
 
 def test_an_interrupted_write_leaves_the_old_file_whole(tmp_path: Path) -> None:
@@ -97,7 +99,12 @@ def test_read_regular_reads_only_regular_files_without_waiting(tmp_path: Path, v
     (tmp_path / "in" / "folder").mkdir()
     (tmp_path / "in" / "big").write_bytes(b"x" * 100)
     (tmp_path / "in" / "latin1").write_bytes(b"caf\xe9")
-    for name, why in (("run.json", "symbolic link"), ("fifo", "FIFO"), ("folder", "directory"), ("missing", "cannot be read")):
+    for name, why in (
+        ("run.json", "symbolic link"),
+        ("fifo", "FIFO"),
+        ("folder", "directory"),
+        ("missing", "cannot be read"),
+    ):
         with pytest.raises(safe_files.BadInput, match=why):
             safe_files.read_regular(tmp_path / "in" / name)
     with pytest.raises(safe_files.BadInput, match="more than the 10"):

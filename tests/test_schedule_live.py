@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import leftovers
 import pandas as pd
 import pytest
 
-import leftovers
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
@@ -30,8 +30,10 @@ from netbench.workloads.config import WorkloadConfig
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 PORT = 5301
-SERVER = ("import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-          f"s.bind(('0.0.0.0', {PORT})); s.listen(64)\nwhile True: s.accept()[0].close()")
+SERVER = (
+    "import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+    f"s.bind(('0.0.0.0', {PORT})); s.listen(64)\nwhile True: s.accept()[0].close()"
+)
 
 
 def _connect_rtt(address: str) -> float | None:
@@ -54,7 +56,9 @@ def _tbf_rate(iface: str) -> str:
 
 def _start_clock(records: Path) -> None:
     """Rank 0's first measured step, as a worker records it: the schedule's time 0 is now."""
-    records.write_text(json.dumps({"event": "step", "rank": 0, "step": 0, "warmup": False, "t_start": time.time()}) + "\n")
+    records.write_text(
+        json.dumps({"event": "step", "rank": 0, "step": 0, "warmup": False, "t_start": time.time()}) + "\n"
+    )
 
 
 def _tick_until(live: LiveSchedule, segment: int, timeout_s: float = 10.0) -> None:
@@ -66,10 +70,14 @@ def _tick_until(live: LiveSchedule, segment: int, timeout_s: float = 10.0) -> No
 
 
 @pytest.mark.parametrize("build", ["native", "python"])
-def test_rate_delay_and_link_state_change_while_the_cluster_runs(build: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rate_delay_and_link_state_change_while_the_cluster_runs(
+    build: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NETBENCH_DELAY_LINE", build)
     spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.005), down=DirectionSpec(rate_bps=100e6))
-    schedule = parse_text("time_s,link,rate,delay,state\n0,*,50mbit,,\n0.3,*,20mbit,40ms,\n2,n1,,,down\n4,n1,,,up\n", "s.csv")
+    schedule = parse_text(
+        "time_s,link,rate,delay,state\n0,*,50mbit,,\n0.3,*,20mbit,40ms,\n2,n1,,,down\n4,n1,,,up\n", "s.csv"
+    )
     with Cluster(spec) as cluster:
         server = cluster.nodes[1].popen([sys.executable, "-c", SERVER])
         records = tmp_path / "rank0.jsonl"
@@ -100,8 +108,18 @@ WORKLOAD = WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=1", compute_m
 
 def _config(tmp_path: Path, schedule: str, steps: int, **extra) -> RunConfig:
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
-    return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="dct"), workload=WORKLOAD, steps=steps, warmup_steps=2,
-                     out_dir=tmp_path, capture=False, trace=False, schedule=parse_text(schedule, "s.csv"), **extra)
+    return RunConfig(
+        cluster=cluster,
+        replicator=ReplicatorConfig(name="dct"),
+        workload=WORKLOAD,
+        steps=steps,
+        warmup_steps=2,
+        out_dir=tmp_path,
+        capture=False,
+        trace=False,
+        schedule=parse_text(schedule, "s.csv"),
+        **extra,
+    )
 
 
 def _inodes(log: dict):

@@ -21,9 +21,13 @@ def test_the_csv_form_becomes_segments_that_keep_what_a_row_leaves_empty() -> No
     found = segments(schedule, STAR)
     assert [s.start_s for s in found] == [0, 30, 45, 50]
     assert [s.end_s for s in found] == [30, 45, 50, None]
-    assert {link.forward.rate_bps for link in found[2].graph.links} == {10e6}  # the rate set at 30 s holds while n1 is down
+    assert {link.forward.rate_bps for link in found[2].graph.links} == {
+        10e6
+    }  # the rate set at 30 s holds while n1 is down
     assert found[2].down == {"n1"} and found[3].down == frozenset()
-    assert all(link.forward.delay_s == 0.01 for s in found for link in s.graph.links)  # no delay cell: the built delay stays
+    assert all(
+        link.forward.delay_s == 0.01 for s in found for link in s.graph.links
+    )  # no delay cell: the built delay stays
 
 
 def test_a_node_target_changes_only_its_access_link_and_its_compute() -> None:
@@ -40,7 +44,9 @@ def test_a_node_target_changes_only_its_access_link_and_its_compute() -> None:
 
 
 def test_toml_form_reads_like_the_csv() -> None:
-    toml = '[[change]]\ntime_s = 0\nlink = "*"\nrate = "100mbit"\n[[change]]\ntime_s = 30\nlink = "*"\nrate = "10mbit"\n'
+    toml = (
+        '[[change]]\ntime_s = 0\nlink = "*"\nrate = "100mbit"\n[[change]]\ntime_s = 30\nlink = "*"\nrate = "10mbit"\n'
+    )
     assert parse_text(toml, "s.toml", toml=True).changes == parse_text(ISSUE_EXAMPLE, "s.csv").changes[:2]
 
 
@@ -59,11 +65,16 @@ def test_a_mahimahi_window_slower_than_tbf_can_shape_is_raised_and_noted() -> No
 
 def test_a_rate_trace_csv_sets_every_link() -> None:
     schedule = parse_text("time_s,rate,delay\n0,50mbit,5ms\n10,20mbit,\n", "t.csv")
-    assert [(c.time_s, c.target, c.rate_bps, c.delay_s) for c in schedule.changes] == [(0, "*", 50e6, 0.005), (10, "*", 20e6, None)]
+    assert [(c.time_s, c.target, c.rate_bps, c.delay_s) for c in schedule.changes] == [
+        (0, "*", 50e6, 0.005),
+        (10, "*", 20e6, None),
+    ]
 
 
 def test_trunks_are_named_as_the_topology_names_them() -> None:
-    graph = uniform_sites(2, 1, DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=100e6, delay_s=0.02))
+    graph = uniform_sites(
+        2, 1, DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=100e6, delay_s=0.02)
+    )
     schedule = parse_text("time_s,link,rate\n0,site0--site1,20mbit\n", "s.csv")
     schedule.check_targets(graph)
     (segment,) = segments(schedule, graph)
@@ -73,28 +84,31 @@ def test_trunks_are_named_as_the_topology_names_them() -> None:
         parse_text("time_s,link,state\n0,site0--site1,down\n", "s.csv").check_targets(graph)
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("time_s,link,rate\n5,*,10mbit\n1,*,20mbit\n", "times out of order"),
-    ("time_s,link,rate\n0,*,-5mbit\n", "rate: must be between 10mbit and 10gbit"),
-    ("time_s,link,rate\n-1,*,20mbit\n", "time_s"),
-    ("time_s,link,rate\n0,*,5mbit\n", "rate: must be between"),
-    ("time_s,link,rate\n0,*,20zbit\n", "line 2"),
-    ("time_s,link,delay\n0,*,-3ms\n", "delay"),
-    ("time_s,link,loss\n0,*,70%\n", "loss"),
-    ("time_s,link,state\n0,*,sideways\n", "state"),
-    ("time_s,link,compute_scale\n0,n0,0.5\n", "compute_scale"),
-    ("time_s,link,rate\n0,*,\n", "sets nothing"),
-    ("time_s,link,speed\n0,*,1\n", "unknown column 'speed'"),
-    ("time_s,link,rate\n0,*,20mbit,extra\n", "more cells than columns"),
-    ("time_s,link,rate\nsoon,*,20mbit\n", "line 2"),
-    ("0\n5\nabc\n", "line 3"),
-    ("0\n5\n3\n", "out of order"),
-    ("time,rate\n0,fast\n", "line 2"),
-    ("", "empty"),
-    ("time_s,link,rate\nnan,*,20mbit\n", "time_s"),
-    ("time_s,link,link\n0,*,n0\n", "appears twice"),
-    ("time_s,link,rate\n0,*,20mbit\x00\n", "line 2"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("time_s,link,rate\n5,*,10mbit\n1,*,20mbit\n", "times out of order"),
+        ("time_s,link,rate\n0,*,-5mbit\n", "rate: must be between 10mbit and 10gbit"),
+        ("time_s,link,rate\n-1,*,20mbit\n", "time_s"),
+        ("time_s,link,rate\n0,*,5mbit\n", "rate: must be between"),
+        ("time_s,link,rate\n0,*,20zbit\n", "line 2"),
+        ("time_s,link,delay\n0,*,-3ms\n", "delay"),
+        ("time_s,link,loss\n0,*,70%\n", "loss"),
+        ("time_s,link,state\n0,*,sideways\n", "state"),
+        ("time_s,link,compute_scale\n0,n0,0.5\n", "compute_scale"),
+        ("time_s,link,rate\n0,*,\n", "sets nothing"),
+        ("time_s,link,speed\n0,*,1\n", "unknown column 'speed'"),
+        ("time_s,link,rate\n0,*,20mbit,extra\n", "more cells than columns"),
+        ("time_s,link,rate\nsoon,*,20mbit\n", "line 2"),
+        ("0\n5\nabc\n", "line 3"),
+        ("0\n5\n3\n", "out of order"),
+        ("time,rate\n0,fast\n", "line 2"),
+        ("", "empty"),
+        ("time_s,link,rate\nnan,*,20mbit\n", "time_s"),
+        ("time_s,link,link\n0,*,n0\n", "appears twice"),
+        ("time_s,link,rate\n0,*,20mbit\x00\n", "line 2"),
+    ],
+)
 def test_a_bad_schedule_is_one_line_naming_the_row(text: str, needle: str) -> None:
     with pytest.raises(ScheduleError) as info:
         parse_text(text, "bad.csv")

@@ -40,15 +40,21 @@ def _cluster(topology, rank_order="topology") -> ClusterSpec:
 
 # ---- sites -> sharding groups (pure) ----------------------------------------------------------
 
-@pytest.mark.parametrize("order, g, shards", [
-    ("topology", 1, ((0, 1), (2, 3))),
-    ("interleaved", 1, ((0, 2), (1, 3))),  # ranks alternate sites: each site's ranks are not consecutive
-    ("topology", 2, ((0, 1, 2, 3), (4, 5, 6, 7))),  # G workers per node: all of a site's workers shard together
-])
+
+@pytest.mark.parametrize(
+    "order, g, shards",
+    [
+        ("topology", 1, ((0, 1), (2, 3))),
+        ("interleaved", 1, ((0, 2), (1, 3))),  # ranks alternate sites: each site's ranks are not consecutive
+        ("topology", 2, ((0, 1, 2, 3), (4, 5, 6, 7))),  # G workers per node: all of a site's workers shard together
+    ],
+)
 def test_sites_become_sharding_groups(order: str, g: int, shards: tuple) -> None:
     layout = Layout.per_site(TWO_BY_TWO.groups().values(), place(TWO_BY_TWO, order), g)
     assert layout.shards == shards
-    assert [layout.replica_ranks(k) for k in range(layout.g)] == [list(col) for col in zip(*shards)]  # one rank per site
+    assert [layout.replica_ranks(k) for k in range(layout.g)] == [
+        list(col) for col in zip(*shards)
+    ]  # one rank per site
     config = RunConfig(cluster=_cluster(TWO_BY_TWO, order), gpus_per_node=g, shard_within="site")
     assert config.shard_layout() == layout  # what the orchestrator writes into every worker's spec
 
@@ -61,12 +67,15 @@ def test_node_sharding_is_the_g_per_node_layout() -> None:
     assert spec.layout().shards == ((0, 1), (2, 3), (4, 5), (6, 7))
 
 
-@pytest.mark.parametrize("shards, message", [
-    (((0, 1), (2,)), "same size"),
-    (((0, 1), (1, 2)), "every rank"),
-    (((0, 1), (3, 4)), "every rank"),
-    ((), "at least one"),
-])
+@pytest.mark.parametrize(
+    "shards, message",
+    [
+        (((0, 1), (2,)), "same size"),
+        (((0, 1), (1, 2)), "every rank"),
+        (((0, 1), (3, 4)), "every rank"),
+        ((), "at least one"),
+    ],
+)
 def test_layout_refuses_groups_that_do_not_partition_the_world(shards: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         Layout(shards)
@@ -92,8 +101,13 @@ def test_star_and_unequal_sites_are_refused() -> None:
 # ---- every replicator under site sharding, in real gloo processes ------------------------------
 
 SETTINGS: dict[str, dict] = {  # sizes that divide into the slices, periods that sync within STEPS
-    "full": {}, "dct": dict(chunk=4, topk=2), "random": dict(rate=0.25), "striding": dict(rate=0.25),
-    "diloco": dict(sync_every=2), "lowrank": dict(rank=2), "mtdao": dict(params_every=2, m1_every=2, m2_every=4),
+    "full": {},
+    "dct": dict(chunk=4, topk=2),
+    "random": dict(rate=0.25),
+    "striding": dict(rate=0.25),
+    "diloco": dict(sync_every=2),
+    "lowrank": dict(rank=2),
+    "mtdao": dict(params_every=2, m1_every=2, m2_every=4),
 }
 STEPS = 4
 SHARDS = ((0, 2), (1, 3))  # 2 sites of 2, ranks interleaved across them (as in test_sites_become_sharding_groups)
@@ -114,7 +128,9 @@ def _site_body(rank: int, world: int, name: str) -> dict:
     model = _model()
     config = ReplicatorConfig(name=name, bucket_mb=0, lr=0.01, **SETTINGS[name])
     spec = WorkerSpec(rank=rank, world_size=world, iface="lo", out_path="x", replicator=config, shard_groups=SHARDS)
-    rep = hierarchical_replicator(SimpleNamespace(parameters=lambda: list(model.parameters())), spec, build_replicator, None)
+    rep = hierarchical_replicator(
+        SimpleNamespace(parameters=lambda: list(model.parameters())), spec, build_replicator, None
+    )
     gen = torch.Generator().manual_seed(100 + rank)
     x, y = torch.randn(32, 8, generator=gen), torch.randn(32, 8, generator=gen)
     stats = []
@@ -137,7 +153,10 @@ def test_every_replicator_keeps_replicas_identical_and_sends_the_model_once_per_
     results = run_ranks(_site_body, 4, name, timeout=120)
     digests = results[0]["digests"]
     assert len({d["model_sha256"] for d in digests}) == 1  # every rank of every site ends with one model
-    assert digests[0]["shard_sha256"] == digests[1]["shard_sha256"] and digests[2]["shard_sha256"] == digests[3]["shard_sha256"]
+    assert (
+        digests[0]["shard_sha256"] == digests[1]["shard_sha256"]
+        and digests[2]["shard_sha256"] == digests[3]["shard_sha256"]
+    )
     assert digests[0]["shard_sha256"] != digests[2]["shard_sha256"]  # a site's two ranks own different slices
 
     config = ReplicatorConfig(name=name, bucket_mb=0, **SETTINGS[name])
@@ -158,12 +177,25 @@ def test_every_replicator_keeps_replicas_identical_and_sends_the_model_once_per_
 
 # ---- python -m netbench.worker with the groups in its spec ---------------------------------------
 
+
 def test_workers_given_site_groups_shard_by_site(tmp_path: Path) -> None:
-    config = RunConfig(cluster=_cluster(TWO_BY_TWO, "interleaved"), shard_within="site", out_dir=tmp_path,
-                       workload={"kind": "mlp", "hidden": 64, "mlp_layers": 2, "batch_size": 64},
-                       replicator=ReplicatorConfig(name="dct", chunk=8, topk=4))
-    specs = write_specs(tmp_path, 4, steps=2, warmup_steps=1, replicator=config.replicator, workload=config.workload,
-                        timeout_s=30, shard_groups=config.shard_layout().shards)
+    config = RunConfig(
+        cluster=_cluster(TWO_BY_TWO, "interleaved"),
+        shard_within="site",
+        out_dir=tmp_path,
+        workload={"kind": "mlp", "hidden": 64, "mlp_layers": 2, "batch_size": 64},
+        replicator=ReplicatorConfig(name="dct", chunk=8, topk=4),
+    )
+    specs = write_specs(
+        tmp_path,
+        4,
+        steps=2,
+        warmup_steps=1,
+        replicator=config.replicator,
+        workload=config.workload,
+        timeout_s=30,
+        shard_groups=config.shard_layout().shards,
+    )
     assert finish([launch(s, tmp_path) for s in specs], timeout=120) == [0, 0, 0, 0]
     done = [records(tmp_path / f"rank{r}.jsonl")[-1] for r in range(4)]
     assert [d["event"] for d in done] == ["done"] * 4
@@ -176,12 +208,43 @@ def test_workers_given_site_groups_shard_by_site(tmp_path: Path) -> None:
 
 # ---- netbench run --topology sites --shard-within site in emulated namespaces ----------------------
 
+
 @pytest.mark.netns
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_netbench_run_shards_within_sites_and_sends_each_slice_over_the_wan_once(tmp_path: Path) -> None:
-    out = subprocess.run([NETBENCH, "run", "-r", "dct", "-w", "mlp", "--nodes", "4", "--topology", "sites", "--sites", "2",
-                          "--wan-bw", "50mbit", "--bw", "1gbit", "--shard-within", "site", "--steps", "6", "--warmup", "2",
-                          "--no-capture", "--out", str(tmp_path), "--json"], capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            NETBENCH,
+            "run",
+            "-r",
+            "dct",
+            "-w",
+            "mlp",
+            "--nodes",
+            "4",
+            "--topology",
+            "sites",
+            "--sites",
+            "2",
+            "--wan-bw",
+            "50mbit",
+            "--bw",
+            "1gbit",
+            "--shard-within",
+            "site",
+            "--steps",
+            "6",
+            "--warmup",
+            "2",
+            "--no-capture",
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     run_dir = Path(json.loads(out.stdout)["run_dir"])
     done = [records(run_dir / "workers" / f"rank{r}.jsonl")[-1] for r in range(4)]

@@ -56,14 +56,36 @@ def test_the_sweep_lock_never_writes_through_a_planted_link(tmp_path: Path) -> N
 def test_sweep_cli_exits_2_naming_the_folder_another_sweep_holds(tmp_path: Path, capsys) -> None:
     out = tmp_path / "sweep"
     out.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from netbench.orchestrator.sweep import sweep_lock\n"
-                               "with sweep_lock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(60)", str(out)],
-                              env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from netbench.orchestrator.sweep import sweep_lock\n"
+            "with sweep_lock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(60)",
+            str(out),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
-        code, err = _cli(capsys, "sweep", "--bw", "100mbit", "--nodes", "2", "--steps", "1", "--warmup", "0",
-                         "--no-calibrate", "--out", str(out))
+        code, err = _cli(
+            capsys,
+            "sweep",
+            "--bw",
+            "100mbit",
+            "--nodes",
+            "2",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--no-calibrate",
+            "--out",
+            str(out),
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -78,7 +100,11 @@ Cluster = namedtuple("Cluster", "nodes")
 def test_capture_room_is_the_tcpdump_cap_per_port() -> None:
     one = space.port_bytes()
     assert 460e6 < one < 480e6  # MAX_PACKETS records of SNAPLEN + 16 bytes
-    runs = [Run(True, False, Path("."), Cluster(4)), Run(True, False, Path("."), Cluster(8)), Run(False, False, Path("."), Cluster(64))]
+    runs = [
+        Run(True, False, Path("."), Cluster(4)),
+        Run(True, False, Path("."), Cluster(8)),
+        Run(False, False, Path("."), Cluster(64)),
+    ]
     assert space.needed_bytes(runs) == 8 * one  # removed after each run: the largest counts
     kept = [Run(True, True, Path("."), Cluster(2)), Run(True, True, Path("."), Cluster(2))]
     assert space.needed_bytes(kept) == 4 * one  # kept pcaps add up
@@ -86,14 +112,22 @@ def test_capture_room_is_the_tcpdump_cap_per_port() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="`netbench run` needs root")
 @pytest.mark.parametrize("command", [["run"], ["exec", "--nodes", "4"]], ids=["run", "exec"])
-def test_a_capture_without_room_is_refused_before_anything_is_built(tmp_path: Path, capsys, monkeypatch, command) -> None:
+def test_a_capture_without_room_is_refused_before_anything_is_built(
+    tmp_path: Path, capsys, monkeypatch, command
+) -> None:
     usage = namedtuple("usage", "total used free")
     asked: list[Path] = []
-    monkeypatch.setattr(space.shutil, "disk_usage", lambda path: asked.append(Path(path)) or usage(10 << 30, 9 << 30, 1 << 30))
+    monkeypatch.setattr(
+        space.shutil, "disk_usage", lambda path: asked.append(Path(path)) or usage(10 << 30, 9 << 30, 1 << 30)
+    )
     monkeypatch.setattr(space.Capture, "available", staticmethod(lambda: True))
     namespaces = netns.list_netns()
     out = tmp_path / "runs"
-    argv = [*command, "--nodes", "4", "--bw", "100mbit", "--out", str(out)] if command == ["run"] else [*command, "--out", str(out), "--", "true"]
+    argv = (
+        [*command, "--nodes", "4", "--bw", "100mbit", "--out", str(out)]
+        if command == ["run"]
+        else [*command, "--out", str(out), "--", "true"]
+    )
     code, err = _cli(capsys, *argv)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--capture" in err and "1 GiB free" in err, err
     assert asked == [tmp_path] and not out.exists() and netns.list_netns() == namespaces
@@ -105,8 +139,15 @@ def _payload(rank: int = 1, **node) -> bytes:
 
 def test_rank_payloads_are_json_checked_field_by_field() -> None:
     assert check_payload(_payload(), 1) == {"records": [{"event": "step", "step": 0}], "node": {"rank": 1, "host": "h"}}
-    bad = [b"\x80\x04\x95 pickle", b"[]", _payload(rank=2), _payload(addresses="10.0.0.1"), _payload(shell="rm -rf /"),
-           json.dumps({"records": "x", "node": {"rank": 1}}).encode(), b""]
+    bad = [
+        b"\x80\x04\x95 pickle",
+        b"[]",
+        _payload(rank=2),
+        _payload(addresses="10.0.0.1"),
+        _payload(shell="rm -rf /"),
+        json.dumps({"records": "x", "node": {"rank": 1}}).encode(),
+        b"",
+    ]
     for raw in bad:
         with pytest.raises(PayloadError, match="rank 1") as info:
             check_payload(raw, 1)
@@ -135,8 +176,12 @@ def test_ranks_exchange_json_over_gloo_and_an_oversized_payload_is_dropped() -> 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", GATHER, str(rank), str(port)], env=env, stdout=subprocess.PIPE, text=True)
-             for rank in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", GATHER, str(rank), str(port)], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for rank in range(3)
+    ]
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0]
     got = outs[0]["got"]

@@ -18,7 +18,9 @@ def _handlers() -> dict[int, object]:
     return {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
 
 
-@pytest.mark.parametrize(("sig", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, SystemExit), (signal.SIGHUP, SystemExit)])
+@pytest.mark.parametrize(
+    ("sig", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, SystemExit), (signal.SIGHUP, SystemExit)]
+)
 def test_a_stop_signal_raises_while_running_and_the_handlers_come_back(sig: int, raised: type[BaseException]) -> None:
     before = _handlers()
     stops = StopSignals()
@@ -147,6 +149,7 @@ def test_handled_restores_the_previous_handler() -> None:
 
 # --------------------------------------------------------------------------- forked helpers
 
+
 def _child(exit_code: int, release_fd: int) -> int:
     """A forked child that exits with ``exit_code`` once a byte arrives on ``release_fd``."""
     pid = os.fork()
@@ -181,7 +184,9 @@ def test_a_ctrl_c_handled_just_after_the_wait_reaped_the_child_is_raised_as_such
 
     def press_ctrl_c_elsewhere() -> None:
         time.sleep(0.3)  # the main thread is in the wait by now
-        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this thread's C handler runs; Python's waits for the main thread
+        signal.pthread_kill(
+            threading.get_ident(), signal.SIGINT
+        )  # this thread's C handler runs; Python's waits for the main thread
         time.sleep(0.05)
         os.write(release_w, b"x")  # the child exits only after that
 

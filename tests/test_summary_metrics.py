@@ -12,14 +12,22 @@ from rich.console import Console
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.reports.report import generate_report, with_errors
-from netbench.orchestrator.sweep_scenario import Point
-from netbench.reports.style import UNKNOWN, color
 from netbench.orchestrator.sweep import point_row
-from netbench.reports.terminal import summary_table
+from netbench.orchestrator.sweep_scenario import Point
 from netbench.replicators.registry import REGISTRY
-from netbench.rundir.summary import (METRICS, Prediction, RunSummary, csv_measured, csv_predicted, predicted_column,
-                                     report_metrics, terminal_metrics)
+from netbench.reports.report import generate_report, with_errors
+from netbench.reports.style import UNKNOWN, color
+from netbench.reports.terminal import summary_table
+from netbench.rundir.summary import (
+    METRICS,
+    Prediction,
+    RunSummary,
+    csv_measured,
+    csv_predicted,
+    predicted_column,
+    report_metrics,
+    terminal_metrics,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,8 +36,18 @@ def full_summary() -> dict:
     """A summary with every metric set (distinct values), a prediction of every predicted one, and a run's coordinates."""
     values = {m.key: float(i + 1) for i, m in enumerate(METRICS) if m.summary and m.unit not in ("text", "count")}
     predicted = {m.key: float(i + 100) for i, m in enumerate(METRICS) if m.prediction}
-    return RunSummary.new(**values, steps_measured=5, statistic="median", run_id="abc", status="ok", replicator="dct", nodes=2,
-                          bw_bps=100_000_000, delay_ms=0.0, predicted=Prediction.new(**predicted)).to_json()
+    return RunSummary.new(
+        **values,
+        steps_measured=5,
+        statistic="median",
+        run_id="abc",
+        status="ok",
+        replicator="dct",
+        nodes=2,
+        bw_bps=100_000_000,
+        delay_ms=0.0,
+        predicted=Prediction.new(**predicted),
+    ).to_json()
 
 
 def test_terminal_table_lists_the_terminal_metrics_in_order() -> None:
@@ -37,13 +55,19 @@ def test_terminal_table_lists_the_terminal_metrics_in_order() -> None:
     table = summary_table(full_summary())
     labels = [cell.strip() for cell in table.columns[0]._cells]
     wanted = [m.label for m in terminal_metrics()]
-    assert labels[:len(wanted)] == wanted
+    assert labels[: len(wanted)] == wanted
     console.print(table)
     assert "captured tx bytes/step/node" in console.export_text()  # the capture's tx figure says it is tx
 
 
 def test_summary_csv_has_the_tables_measured_and_predicted_columns(tmp_path) -> None:
-    point = Point(label="dct 2n 100mbit 0ms", key="k", config=RunConfig(cluster=ClusterSpec(nodes=2, up={"rate_bps": 1e8}, down={"rate_bps": 1e8})), bw="100mbit", delay="0ms")
+    point = Point(
+        label="dct 2n 100mbit 0ms",
+        key="k",
+        config=RunConfig(cluster=ClusterSpec(nodes=2, up={"rate_bps": 1e8}, down={"rate_bps": 1e8})),
+        bw="100mbit",
+        delay="0ms",
+    )
     summary = full_summary()
     row = point_row(point, summary, "ok", None, tmp_path / "runs" / "r", summary["predicted"], tmp_path)
     assert [k for k in row if k in csv_measured()] == list(csv_measured())
@@ -51,9 +75,24 @@ def test_summary_csv_has_the_tables_measured_and_predicted_columns(tmp_path) -> 
     assert all(row[k] == summary[k] for k in csv_measured())
     # today's columns, by name: committed reports and CI's comparison read them
     old = pd.read_csv(REPO / "reports" / "ci" / "summary.csv", nrows=1).columns
-    new = {"pred_decode_time_s", "replay_step_time_s", "replay_error", "forecast_error", "variant",  # columns the committed sweep may predate
-           "topology", "wan_bw", "wan_delay", "rank_order", "wan_bw_bps", "wan_delay_ms", "bottleneck_model", "busiest_link",
-           "bottleneck_measured", "bottleneck_agrees", "link_bytes_max_error"}
+    new = {
+        "pred_decode_time_s",
+        "replay_step_time_s",
+        "replay_error",
+        "forecast_error",
+        "variant",  # columns the committed sweep may predate
+        "topology",
+        "wan_bw",
+        "wan_delay",
+        "rank_order",
+        "wan_bw_bps",
+        "wan_delay_ms",
+        "bottleneck_model",
+        "busiest_link",
+        "bottleneck_measured",
+        "bottleneck_agrees",
+        "link_bytes_max_error",
+    }
     assert set(row) <= set(old) | new and set(csv_measured()) <= set(old) | new
 
 
@@ -72,17 +111,35 @@ def test_report_md_lists_the_report_metrics(tmp_path) -> None:
 
 
 def test_with_errors_adds_columns_and_keeps_the_measured_ones() -> None:
-    frame = pd.DataFrame([{"label": "a", "status": "ok", "step_time_s": 1.0, "pred_step_time_s": 1.1,
-                           "wire_tx_bytes_per_step": 100.0, "capture_wire_bytes_per_step": 110.0, "pred_wire_tx_bytes_per_step": 121.0,
-                           "wire_rx_bytes_per_step": 100.0, "capture_rx_wire_bytes_per_step": float("nan"), "pred_wire_rx_bytes_per_step": 90.0,
-                           "compress_time_s": 0.1, "decode_time_s": 0.2, "pred_compress_time_s": 0.3, "pred_decode_time_s": float("nan")}])
+    frame = pd.DataFrame(
+        [
+            {
+                "label": "a",
+                "status": "ok",
+                "step_time_s": 1.0,
+                "pred_step_time_s": 1.1,
+                "wire_tx_bytes_per_step": 100.0,
+                "capture_wire_bytes_per_step": 110.0,
+                "pred_wire_tx_bytes_per_step": 121.0,
+                "wire_rx_bytes_per_step": 100.0,
+                "capture_rx_wire_bytes_per_step": float("nan"),
+                "pred_wire_rx_bytes_per_step": 90.0,
+                "compress_time_s": 0.1,
+                "decode_time_s": 0.2,
+                "pred_compress_time_s": 0.3,
+                "pred_decode_time_s": float("nan"),
+            }
+        ]
+    )
     out = with_errors(frame)
     assert out["wire_tx_bytes_per_step"].iloc[0] == 100.0  # the measurement is left alone
     assert out["compared_wire_tx_bytes_per_step"].iloc[0] == 110.0  # the capture's frames, where captured
     assert out["err_wire_tx_bytes_per_step"].iloc[0] == pytest.approx(0.1)
     assert out["compared_wire_rx_bytes_per_step"].iloc[0] == 100.0  # not captured: the counters
     assert out["err_wire_rx_bytes_per_step"].iloc[0] == pytest.approx(-0.1)
-    assert out["encode_decode_time_s"].iloc[0] == pytest.approx(0.3) and out["pred_encode_decode_time_s"].iloc[0] == pytest.approx(0.3)
+    assert out["encode_decode_time_s"].iloc[0] == pytest.approx(0.3) and out["pred_encode_decode_time_s"].iloc[
+        0
+    ] == pytest.approx(0.3)
     assert set(frame.columns) <= set(out.columns) and all(out[c].equals(frame[c]) for c in frame.columns)
 
 

@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+import leftovers
 import psutil
 import pytest
 
-import leftovers
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.emulation.tcpsettings import TcpOptions
 from netbench.orchestrator.cluster_reuse import ClusterReuse, counters_since, network_key, order_by_network
@@ -30,10 +30,13 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 
 def _spec(rate: float, nodes: int = 2, delay: float = 0.0, **kw) -> ClusterSpec:
-    return ClusterSpec(nodes=nodes, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate), **kw)
+    return ClusterSpec(
+        nodes=nodes, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate), **kw
+    )
 
 
 # ------------------------------------------------------------------------------------------ which points share
+
 
 def test_the_network_key_leaves_out_the_star_rates_and_nothing_else() -> None:
     assert network_key(_spec(10e6)) == network_key(_spec(1e9))
@@ -44,8 +47,14 @@ def test_the_network_key_leaves_out_the_star_rates_and_nothing_else() -> None:
 
 
 def test_points_are_grouped_by_network_in_order_of_first_appearance() -> None:
-    scenario = scenario_from_dict({"grid": {"bw": ["10mbit", "1gbit"], "replicator": ["full", "dct"], "nodes": [2, 4]},
-                                   "steps": 1, "warmup": 0, "workload": TINY})
+    scenario = scenario_from_dict(
+        {
+            "grid": {"bw": ["10mbit", "1gbit"], "replicator": ["full", "dct"], "nodes": [2, 4]},
+            "steps": 1,
+            "warmup": 0,
+            "workload": TINY,
+        }
+    )
     plan = points(scenario, Path("/nonexistent/runs"))
     ordered = order_by_network(plan, lambda p: p.config)
     assert sorted(p.key for p in ordered) == sorted(p.key for p in plan)
@@ -58,19 +67,30 @@ def test_points_are_grouped_by_network_in_order_of_first_appearance() -> None:
 def test_cumulative_counters_read_as_differences_maxima_as_they_are() -> None:
     now = {"passed": 150, "late": 3, "late_sum_s": 0.5, "late_max_s": 0.004, "queue_dropped": 2}
     base = {"passed": 100, "late": 1, "late_sum_s": 0.25, "late_max_s": 0.002, "queue_dropped": 2}
-    assert counters_since(now, base) == {"passed": 50, "late": 2, "late_sum_s": 0.25, "late_max_s": 0.004, "queue_dropped": 0}
+    assert counters_since(now, base) == {
+        "passed": 50,
+        "late": 2,
+        "late_sum_s": 0.25,
+        "late_max_s": 0.004,
+        "queue_dropped": 0,
+    }
     assert counters_since(None, base) is None and counters_since(now, None) == now
 
 
 # --------------------------------------------------------------------------------- nothing carries over
 
+
 def _backlog_bytes(netns: str) -> int:
-    out = subprocess.run(["tc", "-n", netns, "-s", "-j", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["tc", "-n", netns, "-s", "-j", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True, check=True
+    ).stdout
     return sum(int(q.get("backlog", 0)) for q in json.loads(out) if q.get("kind") == "tbf")
 
 
 def _tcp_metrics(netns: str) -> str:
-    return subprocess.run(["ip", "-n", netns, "tcp_metrics", "show"], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["ip", "-n", netns, "tcp_metrics", "show"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _bulk_transfer(cluster, megabytes: int) -> None:
@@ -86,8 +106,11 @@ def _flood(cluster, seconds: float) -> None:
     """UDP from node 0 to node 1 at 10x the link rate: node 0's shaper queue fills and stays full until it drains."""
     server = cluster.nodes[1].popen(["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.3)
-    flood = cluster.nodes[0].popen(["iperf3", "-c", cluster.nodes[1].address, "-u", "-b", "100M", "-t", "30", "-P", "4", "-w", "2M"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    flood = cluster.nodes[0].popen(
+        ["iperf3", "-c", cluster.nodes[1].address, "-u", "-b", "100M", "-t", "30", "-P", "4", "-w", "2M"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(seconds)
     for proc in (flood, server):
         os.killpg(proc.pid, signal.SIGKILL)
@@ -112,11 +135,21 @@ def test_a_point_after_a_full_10mbit_queue_inherits_neither_its_backlog_nor_its_
         seen["began_b"] = time.monotonic()
         seen["backlog_b"] = _backlog_bytes(cluster.nodes[0].netns)
         seen["metrics_b"] = _tcp_metrics(cluster.nodes[0].netns)
-        seen["no_save"] = subprocess.run(["ip", "netns", "exec", cluster.nodes[0].netns, "sysctl", "-n", "net.ipv4.tcp_no_metrics_save"],
-                                         capture_output=True, text=True, check=True).stdout.strip()
+        seen["no_save"] = subprocess.run(
+            ["ip", "netns", "exec", cluster.nodes[0].netns, "sysctl", "-n", "net.ipv4.tcp_no_metrics_save"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         seen["shaping_b"] = cluster.shaping
-        stats = json.loads(subprocess.run(["tc", "-n", cluster.nodes[0].netns, "-s", "-j", "qdisc", "show", "dev", "eth0"],
-                                          capture_output=True, text=True, check=True).stdout)
+        stats = json.loads(
+            subprocess.run(
+                ["tc", "-n", cluster.nodes[0].netns, "-s", "-j", "qdisc", "show", "dev", "eth0"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
         seen["sent_b"] = sum(int(q.get("packets", 0)) for q in stats if q.get("kind") == "tbf")
 
     with ClusterReuse() as held:
@@ -142,14 +175,22 @@ def test_a_point_after_a_full_10mbit_queue_inherits_neither_its_backlog_nor_its_
 
 # ----------------------------------------------------------------------------- workers: failure and Ctrl-C
 
+
 @pytest.mark.netns
 @needs_root
 def test_a_killed_worker_fails_its_point_and_the_next_point_runs_on_a_new_cluster(tmp_path: Path) -> None:
     from netbench.emulation import netns
     from netbench.orchestrator.runner import run
 
-    scenario = scenario_from_dict({"grid": {"bw": ["100mbit", "1gbit"], "replicator": ["full"]}, "steps": 400, "warmup": 1,
-                                   "capture": False, "workload": TINY})
+    scenario = scenario_from_dict(
+        {
+            "grid": {"bw": ["100mbit", "1gbit"], "replicator": ["full"]},
+            "steps": 400,
+            "warmup": 1,
+            "capture": False,
+            "workload": TINY,
+        }
+    )
     plan = points(scenario, tmp_path / "runs")
 
     def kill_node_1_worker(cluster) -> None:
@@ -172,25 +213,53 @@ def test_a_killed_worker_fails_its_point_and_the_next_point_runs_on_a_new_cluste
 
 def _forkservers(marker: Path) -> list[int]:
     """Fork servers started from ``marker`` (their working directory is on their command line)."""
-    return [p.pid for p in psutil.process_iter(["cmdline"])
-            if "netbench.worker.forkserver" in (p.info["cmdline"] or []) and str(marker) in (p.info["cmdline"] or [])]
+    return [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "netbench.worker.forkserver" in (p.info["cmdline"] or []) and str(marker) in (p.info["cmdline"] or [])
+    ]
 
 
 @pytest.mark.netns
 @needs_root
 def test_ctrl_c_keeps_finished_points_leaves_nothing_and_the_sweep_resumes(tmp_path: Path) -> None:
     out = tmp_path / "sweep"
-    argv = [sys.executable, "-m", "netbench", "sweep", "--bw", "100mbit,1gbit", "--replicator", "full,dct", "--nodes", "2",
-            "--steps", "40", "--warmup", "1", "--shapes", TINY["shapes"], "--compute-ms", "20", "--no-calibrate",
-            "--no-capture", "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "netbench",
+        "sweep",
+        "--bw",
+        "100mbit,1gbit",
+        "--replicator",
+        "full,dct",
+        "--nodes",
+        "2",
+        "--steps",
+        "40",
+        "--warmup",
+        "1",
+        "--shapes",
+        TINY["shapes"],
+        "--compute-ms",
+        "20",
+        "--no-calibrate",
+        "--no-capture",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
+
         def finished() -> int:
             try:
                 return int((read_summary(out)["status"] == "ok").sum())
             except Exception:  # noqa: BLE001 - not written yet
                 return 0
+
         assert leftovers.wait_until(lambda: finished() >= 1, 300, interval_s=0.05), proc.stdout.read().decode()[-2000:]
         run_id = leftovers.run_id_of_pid(proc.pid)
         inodes = set(leftovers.inodes(run_id)) if run_id else set()

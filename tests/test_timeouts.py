@@ -14,7 +14,9 @@ GPT2_BLOCKS = WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2")
 
 
 def config(rate_bps: float, replicator: str = "full", loss: float = 0.0, delay_s: float = 0.0, **kw) -> RunConfig:
-    cluster = ClusterSpec(nodes=2, up={"rate_bps": rate_bps, "loss": loss, "delay_s": delay_s}, down={"rate_bps": rate_bps})
+    cluster = ClusterSpec(
+        nodes=2, up={"rate_bps": rate_bps, "loss": loss, "delay_s": delay_s}, down={"rate_bps": rate_bps}
+    )
     return RunConfig(cluster=cluster, replicator=ReplicatorConfig(name=replicator), workload=GPT2_BLOCKS, **kw)
 
 

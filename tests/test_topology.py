@@ -6,8 +6,17 @@ import os
 
 import pytest
 
-from netbench.topology import (DirectionSpec, PlacementError, TopologyError, load_topology, parse_rank_order, place,
-                               racks, star, uniform_sites)
+from netbench.topology import (
+    DirectionSpec,
+    PlacementError,
+    TopologyError,
+    load_topology,
+    parse_rank_order,
+    place,
+    racks,
+    star,
+    uniform_sites,
+)
 from netbench.topology.graph import Hop, LinkSpec, NodeSpec, Topology
 
 GBIT, MBIT = 1e9, 1e6
@@ -103,24 +112,27 @@ def test_rank_orders_place_ranks_site_by_site_interleaved_or_listed():
 SITES_AB = '[[sites]]\nname="a"\nnodes=2\nlan_bw="1gbit"\n[[sites]]\nname="b"\nnodes=2\nlan_bw="1gbit"\n'
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    (SITES_AB + '[[wan]]\nbetween=["a","c"]\nbw="1gbit"\n', "unknown site 'c'"),
-    (SITES_AB, "the pair a / b is not listed"),
-    (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\n[[wan]]\nbetween=["b","a"]\nbw="1gbit"\n', "listed twice"),
-    (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="100gbit"\n', "between 10mbit and 10gbit"),
-    (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\ndelay="-5ms"\n', "between 0 and 1s"),
-    (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\nreverse={delay="2s"}\n', "between 0 and 1s"),
-    (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\n[nodes.4]\nbw="10mbit"\n', "there is no node 4"),
-    (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\n[nodes.x]\nbw="10mbit"\n', "there is no node x"),
-    (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\n[nodes.0]\ncompute_scale=0\n', "compute_scale"),
-    (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="fast"\n', "cannot read rate"),
-    ('[[sites]]\nname="a"\nnodes=1\nlan_bw="1gbit"\n', "at least 2"),
-    ('[[sites]\n', "invalid TOML"),
-    ('nodes = 3\n', "nodes"),
-    ('', "either [[sites]]"),
-    ('[racks]\nracks=2\nnodes_per_rack=2\nbw="1gbit"\noversubscription=0.5\n', "oversubscription"),
-    ('[[sites]]\nname="../x"\nnodes=2\nlan_bw="1gbit"\n', "name"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (SITES_AB + '[[wan]]\nbetween=["a","c"]\nbw="1gbit"\n', "unknown site 'c'"),
+        (SITES_AB, "the pair a / b is not listed"),
+        (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\n[[wan]]\nbetween=["b","a"]\nbw="1gbit"\n', "listed twice"),
+        (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="100gbit"\n', "between 10mbit and 10gbit"),
+        (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\ndelay="-5ms"\n', "between 0 and 1s"),
+        (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\nreverse={delay="2s"}\n', "between 0 and 1s"),
+        (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\n[nodes.4]\nbw="10mbit"\n', "there is no node 4"),
+        (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\n[nodes.x]\nbw="10mbit"\n', "there is no node x"),
+        (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="1gbit"\n[nodes.0]\ncompute_scale=0\n', "compute_scale"),
+        (SITES_AB + '[[wan]]\nbetween=["a","b"]\nbw="fast"\n', "cannot read rate"),
+        ('[[sites]]\nname="a"\nnodes=1\nlan_bw="1gbit"\n', "at least 2"),
+        ("[[sites]\n", "invalid TOML"),
+        ("nodes = 3\n", "nodes"),
+        ("", "either [[sites]]"),
+        ('[racks]\nracks=2\nnodes_per_rack=2\nbw="1gbit"\noversubscription=0.5\n', "oversubscription"),
+        ('[[sites]]\nname="../x"\nnodes=2\nlan_bw="1gbit"\n', "name"),
+    ],
+)
 def test_bad_topology_files_are_one_line(tmp_path, text, message):
     with pytest.raises(TopologyError) as err:
         load_topology(_file(tmp_path, text))
@@ -142,6 +154,9 @@ def test_a_topology_file_must_be_a_small_regular_utf8_file(tmp_path):
 def test_a_disconnected_graph_is_refused():
     up = _d(GBIT)
     nodes = (NodeSpec(name="n0", switch="a"), NodeSpec(name="n1", switch="b"))
-    links = (LinkSpec(name="n0", a="n0", b="a", forward=up, reverse=up), LinkSpec(name="n1", a="n1", b="b", forward=up, reverse=up))
+    links = (
+        LinkSpec(name="n0", a="n0", b="a", forward=up, reverse=up),
+        LinkSpec(name="n1", a="n1", b="b", forward=up, reverse=up),
+    )
     with pytest.raises(ValueError, match="not connected"):
         Topology(kind="file", nodes=nodes, switches=("a", "b"), links=links)

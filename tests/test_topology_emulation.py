@@ -17,9 +17,8 @@ import pandas as pd
 import pytest
 from pyroute2 import IPRoute
 
-from netbench.emulation import netns
+from netbench.emulation import delaystats, netns
 from netbench.emulation.cluster import Cluster
-from netbench.emulation import delaystats
 from netbench.emulation.naming import RunNames
 from netbench.emulation.probe import measure_goodput, measure_rtt
 from netbench.emulation.spec import ClusterSpec
@@ -69,7 +68,10 @@ def test_two_flows_crossing_one_trunk_share_it(sites_cluster: Cluster) -> None:
     def flow(name: str, client, server) -> None:
         rates[name] = measure_goodput(client, server, seconds=3)[0]
 
-    threads = [threading.Thread(target=flow, args=("n0->n2", n0, n2)), threading.Thread(target=flow, args=("n1->n3", n1, n3))]
+    threads = [
+        threading.Thread(target=flow, args=("n0->n2", n0, n2)),
+        threading.Thread(target=flow, args=("n1->n3", n1, n3)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -103,7 +105,11 @@ def test_nodes_and_switches_have_no_route_out(sites_cluster: Cluster) -> None:
         assert node.call(routes) == [str(subnet.network_address)]
     for switch in sites_cluster.switches:
         found = switch.call(routes)
-        assert "default" not in found and len(found) == 4 and all(a in [n.address for n in sites_cluster.nodes] for a in found)
+        assert (
+            "default" not in found
+            and len(found) == 4
+            and all(a in [n.address for n in sites_cluster.nodes] for a in found)
+        )
 
 
 def test_racks_route_through_the_spine_and_leave_nothing_behind() -> None:
@@ -129,7 +135,9 @@ def test_teardown_removes_every_switch_and_delay_line() -> None:
         run_id = cluster.names.run_id
         pids = cluster.impairment.pids
         assert len(ours(run_id)) == 6 and len(pids) == 2  # a delay line in each site sends its WAN direction
-        assert len(delaystats.leftover_folders({run_id}).get(run_id, [])) == 2  # each line's counters in a folder of its own
+        assert (
+            len(delaystats.leftover_folders({run_id}).get(run_id, [])) == 2
+        )  # each line's counters in a folder of its own
     assert ours(run_id) == []
     assert delaystats.leftover_folders({run_id}) == {}
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
@@ -138,13 +146,40 @@ def test_teardown_removes_every_switch_and_delay_line() -> None:
 @pytest.mark.slow
 def test_netbench_run_on_a_two_site_file_records_the_topology(tmp_path: Path) -> None:
     topology = tmp_path / "two_sites.toml"
-    topology.write_text('[[sites]]\nname = "east"\nnodes = 2\nlan_bw = "1gbit"\n[[sites]]\nname = "west"\nnodes = 2\n'
-                        'lan_bw = "1gbit"\n[[wan]]\nbetween = ["east", "west"]\nbw = "100mbit"\ndelay = "10ms"\n'
-                        '[nodes.1]\ncompute_scale = 2\n')
-    out = subprocess.run([sys.executable, "-m", "netbench", "run", "--topology", str(topology), "-r", "full", "--workload", "shapes",
-                          "--shapes", "llama:d_model=32,layers=1,ffn=64,vocab=64", "--compute-ms", "40",
-                          "--steps", "4", "--warmup", "1", "--out", str(tmp_path / "out"), "--json"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    topology.write_text(
+        '[[sites]]\nname = "east"\nnodes = 2\nlan_bw = "1gbit"\n[[sites]]\nname = "west"\nnodes = 2\n'
+        'lan_bw = "1gbit"\n[[wan]]\nbetween = ["east", "west"]\nbw = "100mbit"\ndelay = "10ms"\n'
+        "[nodes.1]\ncompute_scale = 2\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "netbench",
+            "run",
+            "--topology",
+            str(topology),
+            "-r",
+            "full",
+            "--workload",
+            "shapes",
+            "--shapes",
+            "llama:d_model=32,layers=1,ffn=64,vocab=64",
+            "--compute-ms",
+            "40",
+            "--steps",
+            "4",
+            "--warmup",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     (run_dir,) = (tmp_path / "out").iterdir()
     run = json.loads((run_dir / "run.json").read_text())

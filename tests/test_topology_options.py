@@ -31,26 +31,29 @@ def test_a_file_sets_the_topology(tmp_path):
     assert build(str(path)).node_count == 4
 
 
-@pytest.mark.parametrize(("kind", "nodes", "options", "needle"), [
-    ("sites", 7, {"sites": 3, "wan_bw": "1gbit"}, "--sites: 7 nodes"),
-    ("sites", 8, {"wan_bw": "1gbit"}, "--sites"),
-    ("sites", 8, {"sites": 0, "wan_bw": "1gbit"}, "--sites"),
-    ("sites", 8, {"sites": 2}, "--wan-bw"),
-    ("sites", 8, {"sites": 2, "wan_bw": "5zbit"}, "--wan-bw"),
-    ("sites", 8, {"sites": 2, "wan_bw": "100gbit"}, "--wan-bw"),
-    ("sites", 8, {"sites": 2, "wan_bw": "1gbit", "wan_delay": "5s"}, "--wan-delay"),
-    ("sites", 8, {"sites": 2, "wan_bw": "1gbit", "racks": 2}, "--racks"),
-    ("star", 8, {"wan_bw": "1gbit"}, "--wan-bw"),
-    ("star", 8, {"sites": 2}, "--sites"),
-    ("racks", 8, {}, "--racks"),
-    ("racks", 8, {"racks": 3}, "--racks"),
-    ("racks", 8, {"racks": 2, "oversubscription": 0.5}, "--oversubscription"),
-    ("racks", 8, {"racks": 2, "oversubscription": float("nan")}, "--oversubscription"),
-    ("racks", 8, {"racks": 8, "oversubscription": 1000}, "--oversubscription"),  # a 1 Mbit/s rack uplink
-    ("racks", 8, {"racks": 2, "wan_delay": "5ms"}, "--wan-delay"),
-    ("/nonexistent/topology.toml", 8, {}, "/nonexistent/topology.toml"),
-    ("/nonexistent/topology.toml", 8, {"sites": 2}, "--sites"),
-])
+@pytest.mark.parametrize(
+    ("kind", "nodes", "options", "needle"),
+    [
+        ("sites", 7, {"sites": 3, "wan_bw": "1gbit"}, "--sites: 7 nodes"),
+        ("sites", 8, {"wan_bw": "1gbit"}, "--sites"),
+        ("sites", 8, {"sites": 0, "wan_bw": "1gbit"}, "--sites"),
+        ("sites", 8, {"sites": 2}, "--wan-bw"),
+        ("sites", 8, {"sites": 2, "wan_bw": "5zbit"}, "--wan-bw"),
+        ("sites", 8, {"sites": 2, "wan_bw": "100gbit"}, "--wan-bw"),
+        ("sites", 8, {"sites": 2, "wan_bw": "1gbit", "wan_delay": "5s"}, "--wan-delay"),
+        ("sites", 8, {"sites": 2, "wan_bw": "1gbit", "racks": 2}, "--racks"),
+        ("star", 8, {"wan_bw": "1gbit"}, "--wan-bw"),
+        ("star", 8, {"sites": 2}, "--sites"),
+        ("racks", 8, {}, "--racks"),
+        ("racks", 8, {"racks": 3}, "--racks"),
+        ("racks", 8, {"racks": 2, "oversubscription": 0.5}, "--oversubscription"),
+        ("racks", 8, {"racks": 2, "oversubscription": float("nan")}, "--oversubscription"),
+        ("racks", 8, {"racks": 8, "oversubscription": 1000}, "--oversubscription"),  # a 1 Mbit/s rack uplink
+        ("racks", 8, {"racks": 2, "wan_delay": "5ms"}, "--wan-delay"),
+        ("/nonexistent/topology.toml", 8, {}, "/nonexistent/topology.toml"),
+        ("/nonexistent/topology.toml", 8, {"sites": 2}, "--sites"),
+    ],
+)
 def test_bad_combinations_are_one_line_naming_the_option(kind, nodes, options, needle):
     with pytest.raises(TopologyError) as exc:
         topology_from_options(kind, nodes, ACCESS, DOWN, **options)

@@ -45,8 +45,24 @@ SHAPES = "llama:d_model=96,layers=2,ffn=256,vocab=512"  # 0.32 M parameters: ~0.
 COMPUTE_MS = 20.0
 STEPS, WARMUP = 6, 2
 ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])), "OMP_NUM_THREADS": "1"}
-WORKER_ARGS = ["--iface", "eth0", "--bw", RATE, "-r", "full", "--workload", "shapes", "--shapes", SHAPES,
-               "--compute-ms", str(COMPUTE_MS), "--steps", str(STEPS), "--warmup", str(WARMUP)]
+WORKER_ARGS = [
+    "--iface",
+    "eth0",
+    "--bw",
+    RATE,
+    "-r",
+    "full",
+    "--workload",
+    "shapes",
+    "--shapes",
+    SHAPES,
+    "--compute-ms",
+    str(COMPUTE_MS),
+    "--steps",
+    str(STEPS),
+    "--warmup",
+    str(WARMUP),
+]
 
 
 def _root(iface: str) -> tuple[str, int] | None:
@@ -82,11 +98,14 @@ def _shape(iface: str) -> None:
     from pyroute2 import IPRoute
 
     with IPRoute() as ipr:
-        shaping.apply(ipr, ipr.link_lookup(ifname=iface)[0], DirectionSpec(rate_bps=1e9), offload=False, use_netem=False)
+        shaping.apply(
+            ipr, ipr.link_lookup(ifname=iface)[0], DirectionSpec(rate_bps=1e9), offload=False, use_netem=False
+        )
 
 
 def _drop_net_admin() -> None:
     """Clear CAP_NET_ADMIN from this process's effective set (capset(2)); root's file access stays."""
+
     class Header(ctypes.Structure):
         _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -122,7 +141,10 @@ def test_refuses_a_configured_root_qdisc_and_needs_net_admin(hosts) -> None:
     node, other = hosts.nodes
     out = tempfile.mkdtemp(prefix="netbench-torchrun-")
     argv = ["worker", *WORKER_ARGS, "--out", out]
-    cases = [(other, argv, False, "already has a configured root qdisc"), (node, argv, True, "needs root or CAP_NET_ADMIN")]
+    cases = [
+        (other, argv, False, "already has a configured root qdisc"),
+        (node, argv, True, "needs root or CAP_NET_ADMIN"),
+    ]
     if not detect().netem:
         cases.append((node, [*argv, "--delay", "10ms"], False, "netem"))
     other.call(_shape, other.iface)  # someone else's shaper (or one a SIGKILLed worker left)
@@ -143,12 +165,35 @@ def test_torchrun_per_host_matches_netbench_run(hosts, tmp_path: Path, capsys) -
     endpoint = f"{hosts.nodes[0].address}:29400"
     procs = []
     for node in hosts.nodes:
-        torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-                    "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "tr7",
-                    "--rdzv-conf", f"is_host={int(node.index == 0)}", "--local-addr", node.address]
+        torchrun = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "1",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            endpoint,
+            "--rdzv-id",
+            "tr7",
+            "--rdzv-conf",
+            f"is_host={int(node.index == 0)}",
+            "--local-addr",
+            node.address,
+        ]
         log = (tmp_path / f"torchrun{node.index}.log").open("w")
-        procs.append(node.popen([*torchrun, "-m", "netbench", "worker", *WORKER_ARGS, "--out", str(tmp_path / "torchrun"), "--json"],
-                                env=ENV, cwd=REPO, stdout=log, stderr=subprocess.STDOUT))
+        procs.append(
+            node.popen(
+                [*torchrun, "-m", "netbench", "worker", *WORKER_ARGS, "--out", str(tmp_path / "torchrun"), "--json"],
+                env=ENV,
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
     codes = [p.wait(timeout=120) for p in procs]
     logs = "\n".join((tmp_path / f"torchrun{i}.log").read_text()[-2000:] for i in range(2))
     assert codes == [0, 0], logs
@@ -156,10 +201,15 @@ def test_torchrun_per_host_matches_netbench_run(hosts, tmp_path: Path, capsys) -
     (worker_dir,) = (tmp_path / "torchrun").glob("*-full-tr7")
     assert not list((tmp_path / "torchrun").glob("*.partial"))  # local copies dropped once rank 0 had them
 
-    config = RunConfig(cluster=ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6)),
-                       replicator=ReplicatorConfig(name="full"),
-                       workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=COMPUTE_MS),
-                       steps=STEPS, warmup_steps=WARMUP, out_dir=tmp_path / "run", capture=False)
+    config = RunConfig(
+        cluster=ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6)),
+        replicator=ReplicatorConfig(name="full"),
+        workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=COMPUTE_MS),
+        steps=STEPS,
+        warmup_steps=WARMUP,
+        out_dir=tmp_path / "run",
+        capture=False,
+    )
     reference = run(config)  # capture off saves ~20 s of pcap parsing; the columns are the same (checked below)
     assert reference.status == "ok", reference.reason
 
@@ -177,7 +227,9 @@ def test_torchrun_per_host_matches_netbench_run(hosts, tmp_path: Path, capsys) -
     assert capture and worker_steps[capture].isna().all().all()
     assert sorted(p.name for p in (worker_dir / "workers").glob("*.jsonl")) == ["rank0.jsonl", "rank1.jsonl"]
     measured, reference_s = ours["summary"]["step_time_s"], theirs["summary"]["step_time_s"]
-    print(f"step time: torchrun worker {measured:.4f} s, netbench run {reference_s:.4f} s, ratio {measured / reference_s:.3f}")
+    print(
+        f"step time: torchrun worker {measured:.4f} s, netbench run {reference_s:.4f} s, ratio {measured / reference_s:.3f}"
+    )
     assert abs(measured / reference_s - 1) <= 0.10
     assert abs(ours["summary"]["wire_tx_bytes_per_step"] / theirs["summary"]["wire_tx_bytes_per_step"] - 1) <= 0.02
     main(["report", str(worker_dir)])  # `netbench report RUN_DIR` reads it as it reads a `netbench run` directory
@@ -187,8 +239,16 @@ def test_torchrun_per_host_matches_netbench_run(hosts, tmp_path: Path, capsys) -
 
 def test_capture_columns_are_what_a_capture_adds() -> None:
     """A run with a capture has the columns a worker run leaves empty, in the same order."""
-    packet = {"t": 1.5, "direction": "tx", "peer": "198.18.0.2", "proto": "tcp", "wire_bytes": 1514, "payload_bytes": 1448,
-              "frames": 1, "ack_only": False}
+    packet = {
+        "t": 1.5,
+        "direction": "tx",
+        "peer": "198.18.0.2",
+        "proto": "tcp",
+        "wire_bytes": 1514,
+        "payload_bytes": 1448,
+        "frames": 1,
+        "ack_only": False,
+    }
     packets = pd.DataFrame([{column: packet.get(column, 0) for column in pcap.COLUMNS}])
     windows = pd.DataFrame({"step": [0], "t_from": [1.0], "t_to": [2.0]})
     assert list(pcap.per_step(packets, windows).columns) == ["step", *CAPTURE_COLUMNS]
@@ -212,8 +272,21 @@ def test_shaping_removed_after_error_and_sigterm(hosts, tmp_path: Path) -> None:
     started = []
     for node, world, steps in ((hosts.nodes[0], "2", "2"), (hosts.nodes[1], "1", "100000")):
         env = {**ENV, "RANK": "0", "WORLD_SIZE": world, "MASTER_ADDR": node.address, "MASTER_PORT": str(_free_port())}
-        argv = [sys.executable, "-m", "netbench", "worker", *WORKER_ARGS, "--steps", steps, "--timeout", "3",
-                "--out", str(tmp_path / f"n{node.index}"), "--run-id", f"fault{node.index}"]
+        argv = [
+            sys.executable,
+            "-m",
+            "netbench",
+            "worker",
+            *WORKER_ARGS,
+            "--steps",
+            steps,
+            "--timeout",
+            "3",
+            "--out",
+            str(tmp_path / f"n{node.index}"),
+            "--run-id",
+            f"fault{node.index}",
+        ]
         log = (tmp_path / f"n{node.index}.log").open("w")
         started.append(node.popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT))
     lonely, alone = started

@@ -14,8 +14,8 @@ from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.base import StepTimer
 from netbench.replicators.comm import GroupComm
-from netbench.replicators.pipeline import run_pipeline
 from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.pipeline import run_pipeline
 from netbench.trace import events as ev
 from netbench.trace import links, spans, tcp
 from netbench.workloads.config import WorkloadConfig
@@ -28,7 +28,9 @@ def test_a_pipelined_step_records_every_phase_and_each_buckets_collective() -> N
     comm, timer = GroupComm(), StepTimer()
     tensors = [torch.ones(1000) for _ in range(3)]
     outs = [torch.empty((1, 1000)) for _ in range(3)]
-    run_pipeline(3, lambda i: None, lambda i: comm.all_gather_async(tensors[i], outs[i]), lambda i: None, timer, behind=None)
+    run_pipeline(
+        3, lambda i: None, lambda i: comm.all_gather_async(tensors[i], outs[i]), lambda i: None, timer, behind=None
+    )
     timer.apply()
     recorded = spans.take()
     names = [s[0] for s in recorded]
@@ -40,14 +42,23 @@ def test_a_pipelined_step_records_every_phase_and_each_buckets_collective() -> N
 
 
 def test_link_counters_change_only_where_the_bytes_do() -> None:
-    track = links.counter_track(ev.LINKS_PID, "x", {0: 1250, 1: 1250, 5: 2500}, "Mbit/s", lambda b: links.mbit_per_s(b, links.BIN_S))
-    assert [(e["ts"], e["args"]["Mbit/s"]) for e in track] == [(0.0, 1.0), (20000.0, 0.0), (50000.0, 2.0), (60000.0, 0.0)]
+    track = links.counter_track(
+        ev.LINKS_PID, "x", {0: 1250, 1: 1250, 5: 2500}, "Mbit/s", lambda b: links.mbit_per_s(b, links.BIN_S)
+    )
+    assert [(e["ts"], e["args"]["Mbit/s"]) for e in track] == [
+        (0.0, 1.0),
+        (20000.0, 0.0),
+        (50000.0, 2.0),
+        (60000.0, 0.0),
+    ]
     assert _integrated_bytes(track) == pytest.approx(5000)
 
 
 def test_broken_tcp_sample_lines_are_skipped(tmp_path) -> None:
     path = tmp_path / "node0.jsonl"
-    path.write_text('{"event": "tcp", "t": 1.0, "conns": []}\n[1, 2]\n{"event": "tcp", "t": \n{"event": "done", "cpu_s": 0.1, "wall_s": 10}\n')
+    path.write_text(
+        '{"event": "tcp", "t": 1.0, "conns": []}\n[1, 2]\n{"event": "tcp", "t": \n{"event": "done", "cpu_s": 0.1, "wall_s": 10}\n'
+    )
     samples, done = tcp.read_samples(path)
     assert len(samples) == 1 and done["cpu_s"] == 0.1
 
@@ -66,8 +77,14 @@ def test_a_run_writes_a_trace_of_ranks_buckets_links_tcp_and_the_model(tmp_path)
     from netbench.orchestrator.runner import run
 
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.02), down=DirectionSpec(rate_bps=100e6))
-    config = RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="dct"), steps=5, warmup_steps=1, out_dir=tmp_path,
-                       workload=WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=0))
+    config = RunConfig(
+        cluster=cluster,
+        replicator=ReplicatorConfig(name="dct"),
+        steps=5,
+        warmup_steps=1,
+        out_dir=tmp_path,
+        workload=WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=0),
+    )
     result = run(config)
     assert result.status == "ok", result.reason
     trace = json.loads((result.run_dir / "trace.json").read_text())
@@ -92,7 +109,9 @@ def test_a_run_writes_a_trace_of_ranks_buckets_links_tcp_and_the_model(tmp_path)
         track = [e for e in events if e["ph"] == "C" and e["name"] == f"node {node} up (Mbit/s)"]
         assert _integrated_bytes(track) == pytest.approx(sent, rel=0.02)
     assert any(e["ph"] == "C" and e["name"].startswith("switch queue") and e["args"]["bytes"] > 0 for e in events)
-    assert any(e["ph"] == "C" and e["pid"] >= ev.TCP_PID and "cwnd" in e["name"] and e["args"]["value"] > 0 for e in events)
+    assert any(
+        e["ph"] == "C" and e["pid"] >= ev.TCP_PID and "cwnd" in e["name"] and e["args"]["value"] > 0 for e in events
+    )
     model = [e for e in events if e["ph"] == "X" and e["pid"] == ev.MODEL_PID]
     assert {"step (model)", "encode", "communicate", "decode"} <= {e["name"] for e in model}
     about = trace["otherData"]
@@ -102,7 +121,9 @@ def test_a_run_writes_a_trace_of_ranks_buckets_links_tcp_and_the_model(tmp_path)
 
 def test_trunk_counters_are_placed_on_the_slowest_ranks_steps(tmp_path) -> None:
     path = tmp_path / "trunks.csv"
-    path.write_text("step,link,direction,tx_bytes,tx_packets\n1,s0-s1,fwd,125000,90\n2,s0-s1,fwd,250000,180\nx,s0-s1,fwd,1,1\n")
+    path.write_text(
+        "step,link,direction,tx_bytes,tx_packets\n1,s0-s1,fwd,125000,90\n2,s0-s1,fwd,250000,180\nx,s0-s1,fwd,1,1\n"
+    )
     got = links.trunk_events(path, {0: 100.0, 1: 100.1, 2: 100.3}, origin=100.0)
     assert [(e["ts"], e["args"]["Mbit/s"]) for e in got] == [(0.0, 10.0), (100000.0, 10.0)]
     assert {e["name"] for e in got} == {"trunk s0-s1 fwd (Mbit/s, per step)"}

@@ -25,9 +25,30 @@ from netbench.workloads import WorkloadConfig, build_workload
 
 REPO = Path(__file__).resolve().parents[1]
 STEP_FIELDS = {
-    "event", "rank", "step", "warmup", "t_start", "t_end", "compute_s", "compress_s", "comm_s", "decode_s",
-    "apply_s", "step_s", "loss", "payload_bytes", "collectives", "tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs",
-    "compress_cpu_s", "decode_cpu_s", "compute_scale", "spans",
+    "event",
+    "rank",
+    "step",
+    "warmup",
+    "t_start",
+    "t_end",
+    "compute_s",
+    "compress_s",
+    "comm_s",
+    "decode_s",
+    "apply_s",
+    "step_s",
+    "loss",
+    "payload_bytes",
+    "collectives",
+    "tx_bytes",
+    "rx_bytes",
+    "tx_packets",
+    "rx_packets",
+    "retrans_segs",
+    "compress_cpu_s",
+    "decode_cpu_s",
+    "compute_scale",
+    "spans",
 }
 COUNTERS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs")
 SMALL_MLP = WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=64)
@@ -60,8 +81,15 @@ def write_specs(tmp: Path, world_size: int, **fields) -> list[Path]:
     port = free_port()
     paths = []
     for rank in range(world_size):
-        spec = WorkerSpec(rank=rank, world_size=world_size, master_addr="127.0.0.1", master_port=port,
-                          iface="lo", out_path=str(tmp / "rank{rank}.jsonl"), **fields)
+        spec = WorkerSpec(
+            rank=rank,
+            world_size=world_size,
+            master_addr="127.0.0.1",
+            master_port=port,
+            iface="lo",
+            out_path=str(tmp / "rank{rank}.jsonl"),
+            **fields,
+        )
         path = tmp / f"spec{rank}.json"
         path.write_text(spec.model_dump_json())
         paths.append(path)
@@ -72,8 +100,13 @@ def launch(spec: Path, tmp: Path, env: dict[str, str] | None = None) -> subproce
     base = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     log = open(tmp / f"{spec.stem}.log", "wb")
-    return subprocess.Popen([sys.executable, "-m", "netbench.worker", "--spec", str(spec)], cwd=REPO,
-                            env={**base, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "netbench.worker", "--spec", str(spec)],
+        cwd=REPO,
+        env={**base, **(env or {})},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def finish(procs: list[subprocess.Popen], timeout: float = 60) -> list[int]:
@@ -93,7 +126,9 @@ def records(path: Path) -> list[dict]:
 def check_run(tmp: Path, rank: int, steps: int, warmup: int, decl) -> list[dict]:
     """Everything a finished rank's JSONL must satisfy; returns its step records."""
     lines = records(tmp / f"rank{rank}.jsonl")
-    assert [r["event"] for r in lines] == ["start"] + ["step"] * (steps + warmup) + ["done"], (tmp / f"spec{rank}.log").read_text()
+    assert [r["event"] for r in lines] == ["start"] + ["step"] * (steps + warmup) + ["done"], (
+        tmp / f"spec{rank}.log"
+    ).read_text()
     step_lines = lines[1:-1]
     assert [r["step"] for r in step_lines] == list(range(steps + warmup))
     assert [r["warmup"] for r in step_lines] == [True] * warmup + [False] * steps
@@ -103,7 +138,9 @@ def check_run(tmp: Path, rank: int, steps: int, warmup: int, decl) -> list[dict]
         assert r["t_start"] <= r["t_end"]
         assert 0 < r["compute_s"] <= r["step_s"]
         assert min(r["compress_s"], r["comm_s"], r["decode_s"], r["apply_s"]) >= 0
-        assert 0 <= r["compress_cpu_s"] <= r["compress_s"] + 0.01 and 0 <= r["decode_cpu_s"] <= r["decode_s"] + 0.01  # CPU within wall
+        assert (
+            0 <= r["compress_cpu_s"] <= r["compress_s"] + 0.01 and 0 <= r["decode_cpu_s"] <= r["decode_s"] + 0.01
+        )  # CPU within wall
         assert math.isfinite(r["loss"])
         assert all(isinstance(r[c], int) and r[c] >= 0 for c in COUNTERS)
         assert r["tx_bytes"] > 0 and r["tx_packets"] > 0
@@ -165,7 +202,9 @@ def test_spec_takes_rendezvous_from_the_environment() -> None:
     assert (resolved.spec.rank, resolved.spec.world_size, resolved.spec.master_port) == (1, 3, 29500)
     assert resolved.url == "env://"
     assert str(resolved.spec.output_file()) == "/tmp/x1.jsonl"
-    explicit = WorkerSpec(rank=0, world_size=2, master_addr="127.0.0.1", master_port=1234, iface="lo", out_path="o.jsonl")
+    explicit = WorkerSpec(
+        rank=0, world_size=2, master_addr="127.0.0.1", master_port=1234, iface="lo", out_path="o.jsonl"
+    )
     assert resolve(explicit, {}).url == "tcp://127.0.0.1:1234"
     with pytest.raises(SpecError, match="RANK is not set"):
         resolve(spec, {})
@@ -177,7 +216,9 @@ def test_spec_validation(tmp_path: Path) -> None:
     spec = WorkerSpec(iface="lo", out_path="o.jsonl")
     assert spec.timeout_s == 30 and spec.threads == 1 and spec.replicator == ReplicatorConfig()
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"iface": "lo", "out_path": "o.jsonl", "workload": {"kind": "shapes", "shapes": "nope"}}))
+    path.write_text(
+        json.dumps({"iface": "lo", "out_path": "o.jsonl", "workload": {"kind": "shapes", "shapes": "nope"}})
+    )
     with pytest.raises(SpecError, match="unknown shapes preset 'nope'"):
         load_spec(path)
     path.write_text(json.dumps({"rank": 2, "world_size": 2, "iface": "lo", "out_path": "o.jsonl"}))
@@ -190,8 +231,13 @@ def test_spec_validation(tmp_path: Path) -> None:
 def test_cli_rejects_a_bad_spec_with_exit_2(tmp_path: Path) -> None:
     path = tmp_path / "spec.json"
     path.write_text(json.dumps({"iface": "lo", "out_path": "o.jsonl", "steps": 0}))
-    proc = subprocess.run([sys.executable, "-m", "netbench.worker", "--spec", str(path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "netbench.worker", "--spec", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "steps" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -203,7 +249,9 @@ def test_cli_rejects_a_bad_spec_with_exit_2(tmp_path: Path) -> None:
 def test_two_workers_record_every_step(tmp_path: Path, name: str) -> None:
     config, decl = replicator_or_skip(name, SMALL_MLP)
     steps, warmup = 3, 1
-    specs = write_specs(tmp_path, 2, steps=steps, warmup_steps=warmup, replicator=config, workload=SMALL_MLP, timeout_s=20)
+    specs = write_specs(
+        tmp_path, 2, steps=steps, warmup_steps=warmup, replicator=config, workload=SMALL_MLP, timeout_s=20
+    )
     assert finish([launch(s, tmp_path) for s in specs]) == [0, 0]
     runs = [check_run(tmp_path, rank, steps, warmup, decl) for rank in (0, 1)]
     # different data per rank: the first losses differ; the barrier lines step 0 up across ranks
@@ -224,12 +272,32 @@ def test_shapes_workload_through_the_worker(tmp_path: Path) -> None:
 
 def test_worker_under_torchrun(tmp_path: Path) -> None:
     config, decl = replicator_or_skip("full", SMALL_MLP)
-    spec = WorkerSpec(iface="lo", steps=2, replicator=config, workload=SMALL_MLP, out_path=str(tmp_path / "rank{rank}.jsonl"), timeout_s=20)
+    spec = WorkerSpec(
+        iface="lo",
+        steps=2,
+        replicator=config,
+        workload=SMALL_MLP,
+        out_path=str(tmp_path / "rank{rank}.jsonl"),
+        timeout_s=20,
+    )
     path = tmp_path / "spec.json"
     path.write_text(spec.model_dump_json())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(free_port()), "-m", "netbench.worker", "--spec", str(path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "netbench.worker",
+        "--spec",
+        str(path),
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for rank in (0, 1):
@@ -241,7 +309,9 @@ def test_worker_under_torchrun(tmp_path: Path) -> None:
 
 
 def test_peer_that_never_shows_up_fails_within_the_timeout(tmp_path: Path) -> None:
-    spec = write_specs(tmp_path, 2, steps=2, replicator=ReplicatorConfig(name="full"), workload=SMALL_MLP, timeout_s=3)[0]
+    spec = write_specs(tmp_path, 2, steps=2, replicator=ReplicatorConfig(name="full"), workload=SMALL_MLP, timeout_s=3)[
+        0
+    ]
     began = time.monotonic()
     assert finish([launch(spec, tmp_path)], timeout=60) == [1]
     # process start (torch import) + 3 s timeout; a worker ignoring the timeout would sit here >= 30 s

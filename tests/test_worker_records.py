@@ -4,14 +4,14 @@ no rank drops its records before rank 0 has them on disk."""
 from __future__ import annotations
 
 import multiprocessing
-import os
 import socket
 from pathlib import Path
 
 import pytest
 
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.orchestrator import results, torchrun as hosts
+from netbench.orchestrator import results
+from netbench.orchestrator import torchrun as hosts
 from netbench.orchestrator.config import RunConfig
 from netbench.worker.records import RecordWriter, set_aside
 from netbench.worker.spec import WorkerSpec, resolve
@@ -50,7 +50,13 @@ def _rank(rank: int, port: int, out: str, rank0_fails: bool, queue) -> None:
     """One `netbench worker` rank's end of run: records on disk, then _gather_and_save, then _leave."""
     import torch.distributed as dist
 
-    env = {"RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "LOCAL_RANK": "0"}
+    env = {
+        "RANK": str(rank),
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "LOCAL_RANK": "0",
+    }
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
     config = RunConfig(cluster=cluster, steps=1, warmup_steps=0, out_dir=Path(out))
     plan = hosts.plan(config, resolve(WorkerSpec(iface="lo", out_path="-"), env), "gather1", None, 5.0, environ=env)
@@ -58,12 +64,16 @@ def _rank(rank: int, port: int, out: str, rank0_fails: bool, queue) -> None:
         writer.write({"event": "step", "rank": rank, "step": 0})
         writer.write({"event": "done", "rank": rank})
     if rank0_fails and rank == 0:
+
         def disk_full(*_args):
             raise OSError(28, "No space left on device")
+
         hosts._save_records = disk_full
     import datetime as dt
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=dt.timedelta(seconds=5))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=dt.timedelta(seconds=5)
+    )
     state: dict = {}
     try:
         hosts._gather_and_save(plan, {"rank": rank}, 0.0, state)
@@ -73,7 +83,13 @@ def _rank(rank: int, port: int, out: str, rank0_fails: bool, queue) -> None:
         dist.destroy_process_group()
     if rank != 0:
         outcome = hosts._leave(plan, 0, sent=bool(state.get("saved")))
-        queue.put({"kept": str(outcome.kept) if outcome.kept else None, "exists": plan.partial.exists(), "error": state.get("error")})
+        queue.put(
+            {
+                "kept": str(outcome.kept) if outcome.kept else None,
+                "exists": plan.partial.exists(),
+                "error": state.get("error"),
+            }
+        )
     else:
         queue.put({"run_dir": str(state.get("run_dir")), "error": state.get("error")})
 

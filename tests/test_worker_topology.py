@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from leftovers import wait_until
+
 from netbench.cli.app import main
 from netbench.emulation import cleanup, hostrecords, shaping
 from netbench.emulation.cluster import Cluster
@@ -92,10 +92,14 @@ def _free_port() -> int:
 
 def goodput_bps(client, server, seconds: int = 4) -> float:
     """iperf3 from ``client`` to ``server`` for ``seconds`` after a second of warm-up, at the receiver."""
-    listening = server.popen(["iperf3", "-s", "-1", "-B", server.address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    listening = server.popen(
+        ["iperf3", "-s", "-1", "-B", server.address], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for _ in range(50):
-            done = client.run(["iperf3", "-c", server.address, "-t", str(seconds), "-O", "1", "-J"], capture_output=True, text=True)
+            done = client.run(
+                ["iperf3", "-c", server.address, "-t", str(seconds), "-O", "1", "-J"], capture_output=True, text=True
+            )
             if done.returncode == 0:
                 return json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"]
             time.sleep(0.1)  # the server was not listening yet
@@ -104,16 +108,41 @@ def goodput_bps(client, server, seconds: int = 4) -> float:
         listening.wait(timeout=10)
 
 
-def test_only_traffic_to_peers_is_shaped_and_a_killed_worker_leaves_nothing(hosts, topology_file: Path, tmp_path: Path) -> None:
+def test_only_traffic_to_peers_is_shaped_and_a_killed_worker_leaves_nothing(
+    hosts, topology_file: Path, tmp_path: Path
+) -> None:
     """Two workers without torchrun (rank 0 hosts the store the addresses travel through); then SIGKILL rank 0."""
     east, west, bystander = hosts.nodes
     port = str(_free_port())
     workers = []
     for rank, node in enumerate((east, west)):
         env = {**ENV, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": east.address, "MASTER_PORT": port}
-        argv = [sys.executable, "-m", "netbench", "worker", "--iface", "eth0", "--topology", str(topology_file), "-r", "full",
-                "--workload", "shapes", "--shapes", TINY, "--compute-ms", "200", "--steps", "100000", "--timeout", "5",
-                "--out", str(tmp_path / f"out{rank}"), "--run-id", f"topo{rank}"]
+        argv = [
+            sys.executable,
+            "-m",
+            "netbench",
+            "worker",
+            "--iface",
+            "eth0",
+            "--topology",
+            str(topology_file),
+            "-r",
+            "full",
+            "--workload",
+            "shapes",
+            "--shapes",
+            TINY,
+            "--compute-ms",
+            "200",
+            "--steps",
+            "100000",
+            "--timeout",
+            "5",
+            "--out",
+            str(tmp_path / f"out{rank}"),
+            "--run-id",
+            f"topo{rank}",
+        ]
         log = (tmp_path / f"worker{rank}.log").open("w")
         workers.append(node.popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT))
     logs = lambda: "\n".join((tmp_path / f"worker{r}.log").read_text()[-1500:] for r in range(2))  # noqa: E731
@@ -122,9 +151,13 @@ def test_only_traffic_to_peers_is_shaped_and_a_killed_worker_leaves_nothing(host
         classes = east.run(["tc", "class", "show", "dev", "eth0"], capture_output=True, text=True).stdout
         assert "rate 100Mbit ceil 100Mbit" in classes and "rate 1Gbit ceil 1Gbit" in classes, classes
         to_peer, to_bystander = goodput_bps(east, west), goodput_bps(east, bystander)
-        print(f"east -> west (peer, 100mbit path): {to_peer / 1e6:.1f} Mbit/s; east -> bystander: {to_bystander / 1e6:.1f} Mbit/s")
+        print(
+            f"east -> west (peer, 100mbit path): {to_peer / 1e6:.1f} Mbit/s; east -> bystander: {to_bystander / 1e6:.1f} Mbit/s"
+        )
         assert 0.90 <= to_peer / WAN_BPS <= 0.97, to_peer
-        assert to_bystander > 3 * WAN_BPS, to_bystander  # the default class is unshaped (CPU-bound here, 0.7-2.2 Gbit/s)
+        assert to_bystander > 3 * WAN_BPS, (
+            to_bystander
+        )  # the default class is unshaped (CPU-bound here, 0.7-2.2 Gbit/s)
         assert all(w.poll() is None for w in workers), logs()
         workers[0].send_signal(signal.SIGKILL)
         workers[0].wait(timeout=10)
@@ -138,7 +171,9 @@ def test_only_traffic_to_peers_is_shaped_and_a_killed_worker_leaves_nothing(host
                 w.wait()
 
 
-def test_a_delayed_path_without_netem_is_refused_before_anything_is_installed(hosts, topology_file: Path, tmp_path: Path) -> None:
+def test_a_delayed_path_without_netem_is_refused_before_anything_is_installed(
+    hosts, topology_file: Path, tmp_path: Path
+) -> None:
     """Delay on a real host needs netem: without it one line, exit 2, and the interface keeps the kernel's default."""
     from netbench.emulation.capabilities import detect
 
@@ -148,8 +183,26 @@ def test_a_delayed_path_without_netem_is_refused_before_anything_is_installed(ho
     delayed = tmp_path / "delayed.toml"
     delayed.write_text(TOPOLOGY.replace('bw = "100mbit"', 'bw = "100mbit"\ndelay = "20ms"'))
     env = {**ENV, "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": east.address, "MASTER_PORT": str(_free_port())}
-    done = east.run([sys.executable, "-m", "netbench", "worker", "--iface", "eth0", "--topology", str(delayed), "-r", "full",
-                     "--out", str(tmp_path / "out")], env=env, cwd=REPO, capture_output=True, text=True)
+    done = east.run(
+        [
+            sys.executable,
+            "-m",
+            "netbench",
+            "worker",
+            "--iface",
+            "eth0",
+            "--topology",
+            str(delayed),
+            "-r",
+            "full",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "n0 -> n1 has 20 ms one-way delay" in done.stderr and "netem" in done.stderr, done.stderr
     assert root_of(east)[1] == 0
@@ -173,8 +226,13 @@ with HostShaper(iface, tree, run_id=run_id):
 def test_clean_removes_the_tree_a_killed_guard_left(hosts, capsys) -> None:
     """Guard and worker killed (a cgroup kill); unclassified traffic since then does not hide the tree from clean."""
     east, west, bystander = hosts.nodes
-    holder = east.popen([sys.executable, "-c", HOLDER, east.iface, "htbq0", west.address], env={**os.environ, **ENV},
-                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = east.popen(
+        [sys.executable, "-c", HOLDER, east.iface, "htbq0", west.address],
+        env={**os.environ, **ENV},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "shaped"
         (guard,) = [c for c in psutil.Process(holder.pid).children() if "shapeguard" in " ".join(c.cmdline())]
@@ -182,7 +240,9 @@ def test_clean_removes_the_tree_a_killed_guard_left(hosts, capsys) -> None:
         holder.kill()
         holder.wait()
         assert wait_until(lambda: not guard.is_running(), 10)
-        assert goodput_bps(east, bystander, seconds=1) > 0  # unclassified traffic: htb counts it, the fingerprint must not
+        assert (
+            goodput_bps(east, bystander, seconds=1) > 0
+        )  # unclassified traffic: htb counts it, the fingerprint must not
         assert root_of(east)[0] == "htb"
         assert cleanup.host_qdiscs(dry_run=True, only=["htbq0"]) == [cleanup.HostQdisc(east.iface, "htbq0", True)]
         main(["clean", "--host-qdiscs", "htbq0"])
@@ -203,12 +263,49 @@ def test_torchrun_two_sites_match_netbench_run_over_their_wan(hosts, topology_fi
     east, west, _ = hosts.nodes
     endpoint, procs = f"{east.address}:29401", []
     for rank, node in enumerate((east, west)):
-        torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-                    "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "topo7",
-                    "--rdzv-conf", f"is_host={int(rank == 0)}", "--local-addr", node.address]
-        worker = ["-m", "netbench", "worker", "--iface", "eth0", "--topology", str(topology_file), "-r", "full",
-                  "--workload", "shapes", "--shapes", SHAPES, "--compute-ms", str(COMPUTE_MS), "--steps", str(STEPS),
-                  "--warmup", str(WARMUP), "--out", str(tmp_path / "torchrun"), "--json"]
+        torchrun = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "1",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            endpoint,
+            "--rdzv-id",
+            "topo7",
+            "--rdzv-conf",
+            f"is_host={int(rank == 0)}",
+            "--local-addr",
+            node.address,
+        ]
+        worker = [
+            "-m",
+            "netbench",
+            "worker",
+            "--iface",
+            "eth0",
+            "--topology",
+            str(topology_file),
+            "-r",
+            "full",
+            "--workload",
+            "shapes",
+            "--shapes",
+            SHAPES,
+            "--compute-ms",
+            str(COMPUTE_MS),
+            "--steps",
+            str(STEPS),
+            "--warmup",
+            str(WARMUP),
+            "--out",
+            str(tmp_path / "torchrun"),
+            "--json",
+        ]
         log = (tmp_path / f"torchrun{rank}.log").open("w")
         procs.append(node.popen([*torchrun, *worker], env=ENV, cwd=REPO, stdout=log, stderr=subprocess.STDOUT))
     codes = [p.wait(timeout=180) for p in procs]
@@ -219,21 +316,32 @@ def test_torchrun_two_sites_match_netbench_run_over_their_wan(hosts, topology_fi
     assert ours["status"] == "ok", ours["reason"]
     trees = [n["shaping"]["htb"] for n in ours["cluster"]["nodes"]]
     assert [t["node"] for t in trees] == ["n0", "n1"]
-    assert [[(c["node"], c["ceil_bps"], c["addresses"]) for c in t["classes"]] for t in trees] == \
-        [[("n1", WAN_BPS, [west.address])], [("n0", WAN_BPS, [east.address])]]
+    assert [[(c["node"], c["ceil_bps"], c["addresses"]) for c in t["classes"]] for t in trees] == [
+        [("n1", WAN_BPS, [west.address])],
+        [("n0", WAN_BPS, [east.address])],
+    ]
     assert ours["config"]["cluster"]["topology"]["kind"] == "file"
     assert "predicted" in ours["summary"], ours["summary"]
 
-    config = RunConfig(cluster=ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=WAN_BPS), down=DirectionSpec(rate_bps=WAN_BPS)),
-                       replicator=ReplicatorConfig(name="full"),
-                       workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=COMPUTE_MS),
-                       steps=STEPS, warmup_steps=WARMUP, out_dir=tmp_path / "run", capture=False)
+    config = RunConfig(
+        cluster=ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=WAN_BPS), down=DirectionSpec(rate_bps=WAN_BPS)),
+        replicator=ReplicatorConfig(name="full"),
+        workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=COMPUTE_MS),
+        steps=STEPS,
+        warmup_steps=WARMUP,
+        out_dir=tmp_path / "run",
+        capture=False,
+    )
     reference = run(config)
     assert reference.status == "ok", reference.reason
     theirs = json.loads((reference.run_dir / "run.json").read_text())
     measured, reference_s = ours["summary"]["step_time_s"], theirs["summary"]["step_time_s"]
-    print(f"step time: worker --topology {measured:.4f} s, netbench run --bw 100mbit {reference_s:.4f} s, "
-          f"ratio {measured / reference_s:.3f}; predicted {ours['summary']['predicted']}")
+    print(
+        f"step time: worker --topology {measured:.4f} s, netbench run --bw 100mbit {reference_s:.4f} s, "
+        f"ratio {measured / reference_s:.3f}; predicted {ours['summary']['predicted']}"
+    )
     assert abs(measured / reference_s - 1) <= 0.15
-    predicted = ours["summary"]["predicted"]["step_time_s"]  # the model walks the topology in run.json: the WAN, not the LAN
+    predicted = ours["summary"]["predicted"][
+        "step_time_s"
+    ]  # the model walks the topology in run.json: the WAN, not the LAN
     assert abs(measured / predicted - 1) <= 0.20, (measured, predicted)

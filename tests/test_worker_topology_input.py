@@ -41,7 +41,12 @@ def sites_file(tmp_path: Path) -> Path:
 
 
 def _worker(argv: list[str], monkeypatch, world: int = 3) -> tuple[int, str]:
-    for name, value in {"RANK": "0", "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}.items():
+    for name, value in {
+        "RANK": "0",
+        "WORLD_SIZE": str(world),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29999",
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     err = io.StringIO()
@@ -50,15 +55,20 @@ def _worker(argv: list[str], monkeypatch, world: int = 3) -> tuple[int, str]:
     return exited.value.code, err.getvalue()
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["--topology", "{tmp}/missing.toml"], "cannot read"),
-    (["--topology", "{tmp}/bad.toml"], "invalid TOML"),
-    (["--topology", "{tmp}/field.toml"], "lan_bw"),
-    (["--topology", "{sites}", "--bw", "100mbit"], "drop --bw"),
-    (["--topology", "{sites}", "--rank-order", "0,0,1"], "--rank-order"),
-    (["--rank-order", "interleaved"], "needs --topology"),
-])
-def test_bad_topology_input_is_one_line_and_exit_2(argv, expected, sites_file: Path, tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--topology", "{tmp}/missing.toml"], "cannot read"),
+        (["--topology", "{tmp}/bad.toml"], "invalid TOML"),
+        (["--topology", "{tmp}/field.toml"], "lan_bw"),
+        (["--topology", "{sites}", "--bw", "100mbit"], "drop --bw"),
+        (["--topology", "{sites}", "--rank-order", "0,0,1"], "--rank-order"),
+        (["--rank-order", "interleaved"], "needs --topology"),
+    ],
+)
+def test_bad_topology_input_is_one_line_and_exit_2(
+    argv, expected, sites_file: Path, tmp_path: Path, monkeypatch
+) -> None:
     (tmp_path / "bad.toml").write_text("[[sites]\n")
     (tmp_path / "field.toml").write_text(SITES.replace('lan_bw = "1gbit"', 'lan_bw = "fast"', 1))
     args = [a.replace("{tmp}", str(tmp_path)).replace("{sites}", str(sites_file)) for a in argv]
@@ -89,7 +99,9 @@ def test_each_peer_class_is_the_path_between_the_nodes(sites_file: Path) -> None
     assert by_node["n1"].path.rate_bps == 1e9 and by_node["n1"].path.delay_s == 0
     assert by_node["n2"].path.rate_bps == 100e6 and by_node["n2"].path.delay_s == pytest.approx(0.010)
     assert by_node["n2"].addresses == ("10.0.0.3", "10.0.1.3") and shaping.uplink.rate_bps == 1e9
-    west = HostTopology.for_rank(load_topology(sites_file), "topology", 3, 1, 2)  # the reverse WAN direction and n2's lan delay
+    west = HostTopology.for_rank(
+        load_topology(sites_file), "topology", 3, 1, 2
+    )  # the reverse WAN direction and n2's lan delay
     back = {p.node: p.path for p in west.shaping({0: ["10.0.0.1"], 1: ["10.0.0.2"]}, own={"10.0.0.3"}).peers}
     assert back["n0"].rate_bps == 50e6 and back["n0"].delay_s == pytest.approx(0.012)
     interleaved = HostTopology.for_rank(load_topology(sites_file), "interleaved", 3, 1, 1)  # rank 1 runs on west's n2
@@ -126,13 +138,15 @@ def test_peer_entries_are_json_checked_and_a_missing_peer_is_one_line() -> None:
     assert json.loads(store.entries["netbench/peer-addresses/0/0"]) == {"rank": 0, "addresses": ["198.18.0.1"]}
     with pytest.raises(PeerAddressError, match="within 1 s"):
         exchange(store, 0, ["198.18.0.1"], [2], 1.0)
-    bad = [b"\x80\x04K\x01.",  # a pickle: never unpickled, just not JSON
-           json.dumps({"rank": 1, "addresses": ["127.0.0.1"]}).encode(),
-           json.dumps({"rank": 1, "addresses": ["not-an-address"]}).encode(),
-           json.dumps({"rank": 1, "addresses": ["10.0.0.1"] * 17}).encode(),
-           json.dumps({"rank": 1, "addresses": ["10.0.0.1"], "run": "x"}).encode(),
-           json.dumps({"rank": 2, "addresses": ["10.0.0.1"]}).encode(),
-           b" " * 5000]
+    bad = [
+        b"\x80\x04K\x01.",  # a pickle: never unpickled, just not JSON
+        json.dumps({"rank": 1, "addresses": ["127.0.0.1"]}).encode(),
+        json.dumps({"rank": 1, "addresses": ["not-an-address"]}).encode(),
+        json.dumps({"rank": 1, "addresses": ["10.0.0.1"] * 17}).encode(),
+        json.dumps({"rank": 1, "addresses": ["10.0.0.1"], "run": "x"}).encode(),
+        json.dumps({"rank": 2, "addresses": ["10.0.0.1"]}).encode(),
+        b" " * 5000,
+    ]
     for raw in bad:
         with pytest.raises(PeerAddressError) as refused:
             parse_entry(raw, 1)

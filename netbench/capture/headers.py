@@ -49,8 +49,15 @@ def decode(frame: bytes) -> TcpHeaders | None:
         return None
     sport, dport, seq, offset = _TCP.unpack_from(frame, 14 + ihl)
     tcp_len = (offset >> 4) * 4
-    return TcpHeaders(socket.inet_ntoa(src), socket.inet_ntoa(dst), sport, dport, seq, 14 + ihl + tcp_len,
-                      max(0, total_len - ihl - tcp_len))
+    return TcpHeaders(
+        socket.inet_ntoa(src),
+        socket.inet_ntoa(dst),
+        sport,
+        dport,
+        seq,
+        14 + ihl + tcp_len,
+        max(0, total_len - ihl - tcp_len),
+    )
 
 
 CHUNK = 1 << 20  # bytes read at a time: memory stays flat however long the capture
@@ -85,5 +92,5 @@ def records(path: Path) -> Iterator[tuple[float, int, bytes]]:
                     return  # the end, or a record cut short by a killed capture
                 data, offset = data[offset:] + more, 0
                 continue
-            yield sec + frac / divisor, wirelen, data[offset + 16:offset + need]
+            yield sec + frac / divisor, wirelen, data[offset + 16 : offset + need]
             offset += need

@@ -27,10 +27,24 @@ from scapy.layers.l2 import Ether
 from netbench.capture.headers import decode, records
 from netbench.model.framing import MSS  # offloaded skbs are expanded into frames of this much payload
 
-COLUMNS = ["t", "direction", "peer", "proto", "wire_bytes", "payload_bytes", "frames", "ack_only", "retrans_bytes", "skb_bytes"]
+COLUMNS = [
+    "t",
+    "direction",
+    "peer",
+    "proto",
+    "wire_bytes",
+    "payload_bytes",
+    "frames",
+    "ack_only",
+    "retrans_bytes",
+    "skb_bytes",
+]
 # What per_step adds to steps.csv, in order; runs without a capture keep these columns, empty.
-STEP_COLUMNS = [f"capture_{d}_{name}" for d in ("tx", "rx")
-                for name in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes", "retrans_bytes", "skb_bytes")]
+STEP_COLUMNS = [
+    f"capture_{d}_{name}"
+    for d in ("tx", "rx")
+    for name in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes", "retrans_bytes", "skb_bytes")
+]
 _SEQ_SPACE = 1 << 32
 
 
@@ -152,7 +166,9 @@ class StepBins:
 
     def by_peer(self) -> dict[str, dict[str, int]]:
         """Total wire and payload bytes sent to each peer (tx direction)."""
-        return {peer: {"wire_bytes": wire, "payload_bytes": payload} for peer, (wire, payload) in sorted(self.peers.items())}
+        return {
+            peer: {"wire_bytes": wire, "payload_bytes": payload} for peer, (wire, payload) in sorted(self.peers.items())
+        }
 
 
 def bin_pcap(path: Path, node_address: str, windows: pd.DataFrame) -> StepBins:

@@ -47,9 +47,9 @@ def preexec() -> Callable[[], None]:
     """
     arch, setgroups_nr = _ARCHES[platform.machine()]
     program = (_Insn * 6)(
-        _Insn(_BPF_LD_W_ABS, 0, 0, 4),             # A = arch
-        _Insn(_BPF_JEQ_K, 0, 3, arch),             # another ABI: allow
-        _Insn(_BPF_LD_W_ABS, 0, 0, 0),             # A = syscall number
+        _Insn(_BPF_LD_W_ABS, 0, 0, 4),  # A = arch
+        _Insn(_BPF_JEQ_K, 0, 3, arch),  # another ABI: allow
+        _Insn(_BPF_LD_W_ABS, 0, 0, 0),  # A = syscall number
         _Insn(_BPF_JEQ_K, 0, 1, setgroups_nr),
         _Insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO),  # setgroups: return 0, do nothing
         _Insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
@@ -60,7 +60,10 @@ def preexec() -> Callable[[], None]:
 
     def install() -> None:
         _ = program  # keep the instructions alive as long as the closure
-        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        if (
+            prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            or prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0
+        ):
             os._exit(126)
 
     return install

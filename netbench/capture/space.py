@@ -71,5 +71,7 @@ def check_room(runs: list[CapturedRun], option: str = "--capture") -> None:
     folder = runs[0].out_dir
     free = shutil.disk_usage(_existing(folder)).free
     if free < need + HEADROOM_BYTES:
-        raise NoRoom(f"{option}: the capture may take up to {format_bytes(need)} (each node's port stops at {MAX_PACKETS} packets) "
-                     f"but {str(folder)!r} has {format_bytes(free)} free; free some space, use another --out, or --no-capture")
+        raise NoRoom(
+            f"{option}: the capture may take up to {format_bytes(need)} (each node's port stops at {MAX_PACKETS} packets) "
+            f"but {str(folder)!r} has {format_bytes(free)} free; free some space, use another --out, or --no-capture"
+        )

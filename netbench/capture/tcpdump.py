@@ -63,7 +63,21 @@ class Capture:
         for port in self.ports:
             path = self.out_dir / f"{port}.pcap"
             proc = self.switch.popen(
-                ["tcpdump", "-i", port, "-s", str(SNAPLEN), "-B", str(BUFFER_KIB), "-c", str(MAX_PACKETS), "-n", *extra, "-w", str(path)],
+                [
+                    "tcpdump",
+                    "-i",
+                    port,
+                    "-s",
+                    str(SNAPLEN),
+                    "-B",
+                    str(BUFFER_KIB),
+                    "-c",
+                    str(MAX_PACKETS),
+                    "-n",
+                    *extra,
+                    "-w",
+                    str(path),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -105,8 +119,10 @@ def unavailable_reason() -> str | None:
     if shutil.which("tcpdump") is None:
         return "tcpdump is not installed (apt-get install tcpdump)"
     if os.environ.get(MARKER) and not setgroups_noop.supported():
-        return (f"rootless capture on {platform.machine()} is not supported: tcpdump's privilege drop calls setgroups(), "
-                "which an unprivileged user namespace denies")
+        return (
+            f"rootless capture on {platform.machine()} is not supported: tcpdump's privilege drop calls setgroups(), "
+            "which an unprivileged user namespace denies"
+        )
     return None
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import typer
 from typer import Abort, Exit
@@ -13,7 +14,15 @@ try:  # typer >= 0.16 vendors its own copy of click and no longer depends on cli
 except ImportError:  # pragma: no cover - older typer is built on click, which it then installs
     from click import UsageError
 
-from netbench.cli import commands_compare, commands_exec, commands_model, commands_net, commands_run, commands_sweep, commands_worker
+from netbench.cli import (
+    commands_compare,
+    commands_exec,
+    commands_model,
+    commands_net,
+    commands_run,
+    commands_sweep,
+    commands_worker,
+)
 from netbench.cli.errors import UserError
 
 app = typer.Typer(

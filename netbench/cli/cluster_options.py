@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pydantic
 import typer
@@ -22,17 +22,32 @@ JitterOpt = typer.Option("0ms", "--jitter", help="Std. deviation of the uplink d
 LossOpt = typer.Option("0%", "--loss", help="Uplink packet loss (e.g. 0.1%).")
 OffloadOpt = typer.Option("auto", "--offload", help="TSO/GSO/GRO on veths: auto (off up to 2.5gbit), on, off.")
 EngineOpt = typer.Option("auto", "--engine", help="Delay/loss engine: auto (netem if present), netem, delayline.")
-TcpCcOpt = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's].")
-TcpWmemMaxOpt = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].")
-NoSlowStartAfterIdleOpt = typer.Option(False, "--no-slow-start-after-idle", help="Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).")
-TopologyOpt = typer.Option(None, "--topology", help="The network: star (default), sites, racks, or a topology TOML file.")
+TcpCcOpt = typer.Option(
+    None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's]."
+)
+TcpWmemMaxOpt = typer.Option(
+    None,
+    "--tcp-wmem-max",
+    help="Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].",
+)
+NoSlowStartAfterIdleOpt = typer.Option(
+    False,
+    "--no-slow-start-after-idle",
+    help="Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).",
+)
+TopologyOpt = typer.Option(
+    None, "--topology", help="The network: star (default), sites, racks, or a topology TOML file."
+)
 SitesOpt = typer.Option(None, "--sites", help="--topology sites: how many sites share the nodes [default 2].")
 RacksOpt = typer.Option(None, "--racks", help="--topology racks: how many racks share the nodes [default 2].")
 WanBwOpt = typer.Option(None, "--wan-bw", help="--topology sites: rate of each WAN link, both ways [default 100mbit].")
 WanDelayOpt = typer.Option(None, "--wan-delay", help="--topology sites: one-way delay of each WAN link [default 0ms].")
-OversubscriptionOpt = typer.Option(None, "--oversubscription", help="--topology racks: access capacity over each rack's uplink [default 1].")
-RankOrderOpt = typer.Option("topology", "--rank-order", help="Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3.")
-
+OversubscriptionOpt = typer.Option(
+    None, "--oversubscription", help="--topology racks: access capacity over each rack's uplink [default 1]."
+)
+RankOrderOpt = typer.Option(
+    "topology", "--rank-order", help="Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3."
+)
 
 
 def _long(option: Any) -> str:
@@ -43,9 +58,16 @@ def _long(option: Any) -> str:
 # ClusterSpec field -> the option that sets it, so validation errors name what the user typed (the
 # downlink takes only a rate: delay, jitter and loss sit on the uplink)
 OPTION_NAMES: dict[str, str] = {
-    "nodes": _long(NodesOpt), "up.rate_bps": f"{_long(UpOpt)}/{_long(BwOpt)}", "down.rate_bps": f"{_long(DownOpt)}/{_long(BwOpt)}",
-    "up.delay_s": _long(DelayOpt), "up.jitter_s": _long(JitterOpt), "up.loss": _long(LossOpt),
-    "offload": _long(OffloadOpt), "engine": _long(EngineOpt), "tcp.cc": _long(TcpCcOpt), "tcp.wmem_max": _long(TcpWmemMaxOpt),
+    "nodes": _long(NodesOpt),
+    "up.rate_bps": f"{_long(UpOpt)}/{_long(BwOpt)}",
+    "down.rate_bps": f"{_long(DownOpt)}/{_long(BwOpt)}",
+    "up.delay_s": _long(DelayOpt),
+    "up.jitter_s": _long(JitterOpt),
+    "up.loss": _long(LossOpt),
+    "offload": _long(OffloadOpt),
+    "engine": _long(EngineOpt),
+    "tcp.cc": _long(TcpCcOpt),
+    "tcp.wmem_max": _long(TcpWmemMaxOpt),
     "tcp.slow_start_after_idle": _long(NoSlowStartAfterIdleOpt),
 }
 
@@ -60,15 +82,15 @@ def _parse(option: str, parser, text: str) -> float:
 def build_cluster_spec(
     nodes: int,
     bw: str,
-    up: Optional[str] = None,
-    down: Optional[str] = None,
+    up: str | None = None,
+    down: str | None = None,
     delay: str = "0ms",
     jitter: str = "0ms",
     loss: str = "0%",
     offload: str = "auto",
     engine: str = "auto",
-    tcp_cc: Optional[str] = None,
-    tcp_wmem_max: Optional[int] = None,
+    tcp_cc: str | None = None,
+    tcp_wmem_max: int | None = None,
     no_slow_start_after_idle: bool = False,
 ) -> ClusterSpec:
     """Parse tc-style units and validate ranges; any problem is one UserError line."""
@@ -82,7 +104,9 @@ def build_cluster_spec(
     }
     tcp = {"cc": tcp_cc, "wmem_max": tcp_wmem_max, "slow_start_after_idle": False if no_slow_start_after_idle else None}
     try:
-        spec = ClusterSpec(nodes=nodes, up=uplink, down={"rate_bps": down_rate}, offload=offload, engine=engine, tcp=tcp)
+        spec = ClusterSpec(
+            nodes=nodes, up=uplink, down={"rate_bps": down_rate}, offload=offload, engine=engine, tcp=tcp
+        )
     except pydantic.ValidationError as exc:
         names = dict(OPTION_NAMES)
         names["up.rate_bps"] = "--up" if up else "--bw"
@@ -106,16 +130,27 @@ def check_engine(spec: ClusterSpec) -> None:
 
     caps = detect()
     if spec.engine == "netem" and not caps.netem:
-        raise UserError("--engine: netem is not available here (this kernel has no sch_netem); use --engine auto or delayline")
+        raise UserError(
+            "--engine: netem is not available here (this kernel has no sch_netem); use --engine auto or delayline"
+        )
     if spec.engine == "delayline" and not caps.delay_line:
         raise UserError(f"--engine: the delay line does not work here ({caps.delay_line_reason})")
     if not (caps.netem or caps.delay_line):
-        raise UserError(f"--delay/--jitter/--loss: need netem or the delay line, and neither works here ({caps.delay_line_reason})")
+        raise UserError(
+            f"--delay/--jitter/--loss: need netem or the delay line, and neither works here ({caps.delay_line_reason})"
+        )
 
 
-def with_topology(spec: ClusterSpec, topology: Optional[str], sites: Optional[int] = None, racks: Optional[int] = None,
-                  wan_bw: Optional[str] = None, wan_delay: Optional[str] = None, oversubscription: Optional[float] = None,
-                  rank_order: str = "topology") -> ClusterSpec:
+def with_topology(
+    spec: ClusterSpec,
+    topology: str | None,
+    sites: int | None = None,
+    racks: int | None = None,
+    wan_bw: str | None = None,
+    wan_delay: str | None = None,
+    oversubscription: float | None = None,
+    rank_order: str = "topology",
+) -> ClusterSpec:
     """``spec`` on the network the topology options describe (its node count from the topology), ranks placed as asked.
 
     Every problem (a bad file, a preset that does not divide the nodes, too many nodes for this host) is one UserError.
@@ -124,11 +159,23 @@ def with_topology(spec: ClusterSpec, topology: Optional[str], sites: Optional[in
     from netbench.topology.options import topology_from_options
     from netbench.topology.placement import PlacementError, parse_rank_order
 
-    preset_only = {"--sites": sites, "--racks": racks, "--wan-bw": wan_bw, "--wan-delay": wan_delay, "--oversubscription": oversubscription}
+    preset_only = {
+        "--sites": sites,
+        "--racks": racks,
+        "--wan-bw": wan_bw,
+        "--wan-delay": wan_delay,
+        "--oversubscription": oversubscription,
+    }
     if topology is None and any(v is not None for v in preset_only.values()):
         raise UserError(f"{next(k for k, v in preset_only.items() if v is not None)}: needs --topology")
     try:
-        graph = None if topology is None else topology_from_options(topology, spec.nodes, spec.up, spec.down, sites, racks, wan_bw, wan_delay, oversubscription)
+        graph = (
+            None
+            if topology is None
+            else topology_from_options(
+                topology, spec.nodes, spec.up, spec.down, sites, racks, wan_bw, wan_delay, oversubscription
+            )
+        )
         order = parse_rank_order(rank_order)
     except (TopologyError, PlacementError) as exc:
         raise UserError(str(exc)) from None
@@ -137,6 +184,12 @@ def with_topology(spec: ClusterSpec, topology: Optional[str], sites: Optional[in
         raise UserError(f"--topology: {problem}")
     try:
         return ClusterSpec.model_validate(
-            {**spec.model_dump(), "nodes": graph.node_count if graph else spec.nodes, "topology": graph, "rank_order": order})
+            {
+                **spec.model_dump(),
+                "nodes": graph.node_count if graph else spec.nodes,
+                "topology": graph,
+                "rank_order": order,
+            }
+        )
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, {"rank_order": "--rank-order", "nodes": "--topology"}, options=True)) from None

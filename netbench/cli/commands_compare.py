@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -18,20 +18,46 @@ if TYPE_CHECKING:
 
 
 def compare(
-    baseline: Path = typer.Argument(..., help="Sweep folder (summary.csv) or run directory (run.json) to compare against."),
+    baseline: Path = typer.Argument(
+        ..., help="Sweep folder (summary.csv) or run directory (run.json) to compare against."
+    ),
     current: Path = typer.Argument(..., help="Sweep folder or run directory measured now."),
-    max_slowdown: str = typer.Option("10%", "--max-slowdown", help="Step time may grow this much beyond its noise (10% or 0.1)."),
-    max_bytes_growth: str = typer.Option("3%", "--max-bytes-growth", help="Wire bytes per step may grow this much beyond its noise."),
-    time_advisory: bool = typer.Option(False, "--time-advisory", help="Report step-time regressions without failing on them (shared, noisy machines); bytes still fail."),
+    max_slowdown: str = typer.Option(
+        "10%", "--max-slowdown", help="Step time may grow this much beyond its noise (10% or 0.1)."
+    ),
+    max_bytes_growth: str = typer.Option(
+        "3%", "--max-bytes-growth", help="Wire bytes per step may grow this much beyond its noise."
+    ),
+    time_advisory: bool = typer.Option(
+        False,
+        "--time-advisory",
+        help="Report step-time regressions without failing on them (shared, noisy machines); bytes still fail.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of a table."),
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write a markdown summary (for a CI job's summary page) to this file, replacing it."),
-    benchmark_json: Optional[Path] = typer.Option(
-        None, "--benchmark-json", help="Also write CURRENT's step time and wire bytes per point for github-action-benchmark "
-        "(customSmallerIsBetter) to this file, replacing it."),
+    markdown: Path | None = typer.Option(
+        None,
+        "--markdown",
+        help="Also write a markdown summary (for a CI job's summary page) to this file, replacing it.",
+    ),
+    benchmark_json: Path | None = typer.Option(
+        None,
+        "--benchmark-json",
+        help="Also write CURRENT's step time and wire bytes per point for github-action-benchmark "
+        "(customSmallerIsBetter) to this file, replacing it.",
+    ),
 ) -> None:
     """Match points by configuration; exit 1 when CURRENT is broken or a point regresses beyond its threshold and noise,
     0 otherwise, 2 on bad input or when nothing is comparable."""
-    from netbench.reports.compare import CompareError, compare as run_compare, load_side, parse_fraction, to_json, to_markdown
+    from netbench.reports.compare import (
+        CompareError,
+        load_side,
+        parse_fraction,
+        to_json,
+        to_markdown,
+    )
+    from netbench.reports.compare import (
+        compare as run_compare,
+    )
 
     try:
         slowdown = parse_fraction(max_slowdown, "--max-slowdown")
@@ -51,7 +77,9 @@ def compare(
     if benchmark_json is not None:
         from netbench.reports.benchmark_json import benchmark_entries
 
-        _write_output("--benchmark-json", benchmark_json, json.dumps(benchmark_entries(cur.points.values()), indent=2) + "\n")
+        _write_output(
+            "--benchmark-json", benchmark_json, json.dumps(benchmark_entries(cur.points.values()), indent=2) + "\n"
+        )
     if as_json:
         print(json.dumps(to_json(result), indent=2))
     else:
@@ -88,11 +116,13 @@ def _shown(value: object) -> str:
     return clean_text(value, 300)
 
 
-def _print(result: "Comparison", baseline: str, current: str) -> None:
+def _print(result: Comparison, baseline: str, current: str) -> None:
     """The table, then one line per note and per problem, then the verdict (the last line)."""
     from netbench.reports.compare import HEADERS, table_rows
 
-    console = Console(width=max(140, Console().width), markup=False, emoji=False, highlight=False)  # every text is literal
+    console = Console(
+        width=max(140, Console().width), markup=False, emoji=False, highlight=False
+    )  # every text is literal
     if result.rows:
         table = Table(title=f"{_shown(baseline)} -> {_shown(current)}", title_style="bold")
         for i, name in enumerate(HEADERS):
@@ -103,7 +133,9 @@ def _print(result: "Comparison", baseline: str, current: str) -> None:
     for note in result.notes:
         print(f"note: {note}")
     if result.only_base or result.only_cur:
-        print(f"unmatched (not compared): {_few(result.only_base)} only in baseline; {_few(result.only_cur)} only in current")
+        print(
+            f"unmatched (not compared): {_few(result.only_base)} only in baseline; {_few(result.only_cur)} only in current"
+        )
     for problem in result.problems:
         print(problem.line())
     print(result.verdict())

@@ -6,20 +6,19 @@ import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from netbench.cli import cluster_options as copt
-from netbench.reports.terminal import summary_table
 from netbench.cli.errors import UserError
 from netbench.cli.fields import RUN
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room
 from netbench.cli.schedule_option import read_schedule
+from netbench.reports.terminal import summary_table
 from netbench.rundir.layout import RunDir
 from netbench.units import format_bytes
 
@@ -28,7 +27,10 @@ console = Console(stderr=True)
 
 def nodes_table(nodes: list[dict], title: str) -> Table:
     """One row per node: exit code, wall and CPU time, bytes each way (counters and capture), retransmissions."""
-    table = Table(title=title, caption="tx/rx: interface counters; cap: the capture's MTU frames; retrans: TCP segments sent again")
+    table = Table(
+        title=title,
+        caption="tx/rx: interface counters; cap: the capture's MTU frames; retrans: TCP segments sent again",
+    )
     for column in ("node", "exit", "wall", "cpu", "tx", "rx", "tx cap", "rx cap", "retrans"):
         table.add_column(column, justify="right")
 
@@ -36,36 +38,51 @@ def nodes_table(nodes: list[dict], title: str) -> Table:
         return "" if value is None else format_bytes(value)
 
     for n in nodes:
-        exit_code = "" if n.get("exit_code") is None else str(n["exit_code"]) + (f" ({n['stopped_by']})" if n.get("stopped_by") else "")
-        table.add_row(str(n["rank"]), exit_code, f"{n['wall_time_s']:.2f} s",
-                      "" if n.get("cpu_time_s") is None else f"{n['cpu_time_s']:.2f} s",
-                      b(n.get("wire_tx_bytes")), b(n.get("wire_rx_bytes")), b(n.get("capture_wire_tx_bytes")),
-                      b(n.get("capture_wire_rx_bytes")), "" if n.get("retransmissions") is None else str(n["retransmissions"]))
+        exit_code = (
+            ""
+            if n.get("exit_code") is None
+            else str(n["exit_code"]) + (f" ({n['stopped_by']})" if n.get("stopped_by") else "")
+        )
+        table.add_row(
+            str(n["rank"]),
+            exit_code,
+            f"{n['wall_time_s']:.2f} s",
+            "" if n.get("cpu_time_s") is None else f"{n['cpu_time_s']:.2f} s",
+            b(n.get("wire_tx_bytes")),
+            b(n.get("wire_rx_bytes")),
+            b(n.get("capture_wire_tx_bytes")),
+            b(n.get("capture_wire_rx_bytes")),
+            "" if n.get("retransmissions") is None else str(n["retransmissions"]),
+        )
     return table
 
 
 def exec_command(
-    command: Optional[list[str]] = typer.Argument(None, metavar="-- COMMAND [ARGS...]", help="The program each node runs."),
+    command: list[str] | None = typer.Argument(
+        None, metavar="-- COMMAND [ARGS...]", help="The program each node runs."
+    ),
     bw: str = copt.BwOpt,
     nodes: int = copt.NodesOpt,
-    up: Optional[str] = copt.UpOpt,
-    down: Optional[str] = copt.DownOpt,
+    up: str | None = copt.UpOpt,
+    down: str | None = copt.DownOpt,
     delay: str = copt.DelayOpt,
     jitter: str = copt.JitterOpt,
     loss: str = copt.LossOpt,
     offload: str = copt.OffloadOpt,
     engine: str = copt.EngineOpt,
-    tcp_cc: Optional[str] = copt.TcpCcOpt,
-    tcp_wmem_max: Optional[int] = copt.TcpWmemMaxOpt,
+    tcp_cc: str | None = copt.TcpCcOpt,
+    tcp_wmem_max: int | None = copt.TcpWmemMaxOpt,
     no_slow_start_after_idle: bool = copt.NoSlowStartAfterIdleOpt,
-    topology: Optional[str] = copt.TopologyOpt,
-    sites: Optional[int] = copt.SitesOpt,
-    racks: Optional[int] = copt.RacksOpt,
-    wan_bw: Optional[str] = copt.WanBwOpt,
-    wan_delay: Optional[str] = copt.WanDelayOpt,
-    oversubscription: Optional[float] = copt.OversubscriptionOpt,
+    topology: str | None = copt.TopologyOpt,
+    sites: int | None = copt.SitesOpt,
+    racks: int | None = copt.RacksOpt,
+    wan_bw: str | None = copt.WanBwOpt,
+    wan_delay: str | None = copt.WanDelayOpt,
+    oversubscription: float | None = copt.OversubscriptionOpt,
     rank_order: str = copt.RankOrderOpt,
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."
+    ),
     warmup: int = typer.Option(1, "--warmup", help="Steps recorded with netbench.step() left out of the summary."),
     port: int = typer.Option(29500, "--master-port", help="MASTER_PORT (rank 0's rendezvous port)."),
     capture: bool = RUN["capture"].option(),
@@ -73,7 +90,7 @@ def exec_command(
     trace: bool = RUN["trace"].option(),
     out: Path = RUN["out_dir"].option(),
     threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
-    schedule: Optional[Path] = RUN["schedule"].option(),
+    schedule: Path | None = RUN["schedule"].option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the program's output goes to stderr)."),
 ) -> None:
     """Run COMMAND once per node inside its namespace, with RANK, WORLD_SIZE, MASTER_ADDR, ... set; measure every link.
@@ -92,30 +109,62 @@ def exec_command(
         raise UserError(f"--timeout: must be in (0, 86400] seconds (got {timeout:g})")
     if not 1 <= port <= 65535:
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
-    cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
-                                      tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
+    cluster = copt.build_cluster_spec(
+        nodes, bw, up, down, delay, jitter, loss, offload, engine, tcp_cc, tcp_wmem_max, no_slow_start_after_idle
+    )
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     nodes = cluster.nodes
     link_schedule = read_schedule(schedule)
     if link_schedule is not None and any(c.compute_scale is not None for c in link_schedule.changes):
-        raise UserError("--schedule: compute_scale paces netbench run's workers; a program under exec sets its own speed")
-    run = build_run_config(cluster=cluster, warmup_steps=warmup, capture=capture, keep_pcap=pcap, trace=trace, out_dir=out, threads=threads,
-                           schedule=link_schedule)
+        raise UserError(
+            "--schedule: compute_scale paces netbench run's workers; a program under exec sets its own speed"
+        )
+    run = build_run_config(
+        cluster=cluster,
+        warmup_steps=warmup,
+        capture=capture,
+        keep_pcap=pcap,
+        trace=trace,
+        out_dir=out,
+        threads=threads,
+        schedule=link_schedule,
+    )
     check_capture_room([run])
     require_privileges()
     copt.check_engine(cluster)
-    result = execute(ExecConfig(run=run, command=argv, timeout_s=timeout, master_port=port), echo=sys.stderr if as_json else sys.stdout)
+    result = execute(
+        ExecConfig(run=run, command=argv, timeout_s=timeout, master_port=port),
+        echo=sys.stderr if as_json else sys.stdout,
+    )
     if as_json:
-        print(json.dumps({"status": result.status, "exit_code": result.exit_code, "reason": result.reason,
-                          "wall_time_s": result.wall_time_s, "run_id": result.run_id, "run_dir": str(result.run_dir),
-                          "nodes": result.nodes, "summary": result.summary}, default=str))
+        print(
+            json.dumps(
+                {
+                    "status": result.status,
+                    "exit_code": result.exit_code,
+                    "reason": result.reason,
+                    "wall_time_s": result.wall_time_s,
+                    "run_id": result.run_id,
+                    "run_dir": str(result.run_dir),
+                    "nodes": result.nodes,
+                    "summary": result.summary,
+                },
+                default=str,
+            )
+        )
     else:
-        Console().print(nodes_table(result.nodes, f"netbench exec {result.run_id}: {' '.join(argv)} ({result.status}, "
-                                                  f"{result.wall_time_s:.1f} s)"))
+        Console().print(
+            nodes_table(
+                result.nodes,
+                f"netbench exec {result.run_id}: {' '.join(argv)} ({result.status}, {result.wall_time_s:.1f} s)",
+            )
+        )
         if result.summary.get("steps_measured"):
             Console().print(summary_table(result.summary, "netbench exec"))
         console.print(f"results: {result.run_dir}")
-    report_problems(SimpleNamespace(run_json=json.loads(RunDir(result.run_dir).run_json.read_text()), summary=result.summary))
+    report_problems(
+        SimpleNamespace(run_json=json.loads(RunDir(result.run_dir).run_json.read_text()), summary=result.summary)
+    )
     if result.status != "ok":
         console.print(f"[red]exec failed:[/] {result.reason}")
     elif result.reason:

@@ -10,7 +10,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pydantic
 import typer
@@ -19,17 +19,23 @@ from rich.table import Table
 
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, Settings, expand, group, option_names
-from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, save_calibration, scheme_of
-from netbench.model.collectives import ALGORITHMS
+from netbench.model.calibration import (
+    Calibration,
+    CalibrationError,
+    cost_key,
+    default_path,
+    save_calibration,
+    scheme_of,
+)
+from netbench.model.collectives import ALGORITHMS, MIN_NODES
 from netbench.model.framing import Framing
 from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings
+from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
-from netbench.model.collectives import MIN_NODES
-from netbench.model.network import GraphModel
-from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.model.shapes_from_count import synthetic_shapes
+from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
@@ -42,6 +48,7 @@ REPLICATOR_OPTION_NAMES = option_names(REPLICATOR)  # for one-line errors that n
 
 
 # ----------------------------------------------------------------------------- input parsing
+
 
 def _rate(option: str, text: str) -> float:
     try:
@@ -70,7 +77,9 @@ def _nodes(text: str) -> list[int]:
         try:
             value = float(item)
         except ValueError:
-            raise UserError(f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES} (e.g. 2,4,8), got {item!r}") from None
+            raise UserError(
+                f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES} (e.g. 2,4,8), got {item!r}"
+            ) from None
         if value != int(value) or not MIN_NODES <= value <= MAX_PLANNED_NODES:
             raise UserError(f"--nodes: must be whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES}, got {item!r}")
         counts.append(int(value))
@@ -79,16 +88,20 @@ def _nodes(text: str) -> list[int]:
     return list(dict.fromkeys(counts))
 
 
-def _shapes(shapes: Optional[str], params: Optional[str]) -> tuple[list[ParamShape], str]:
+def _shapes(shapes: str | None, params: str | None) -> tuple[list[ParamShape], str]:
     if shapes and params:
         raise UserError("--shapes and --params are exclusive: give a shapes preset/file or a parameter count")
     if params:
         try:
             count = float(params)
         except ValueError:
-            raise UserError(f"--params: expected a parameter count between 1 and {MAX_PARAMS:.0e} (e.g. 1.5e9), got {params!r}") from None
+            raise UserError(
+                f"--params: expected a parameter count between 1 and {MAX_PARAMS:.0e} (e.g. 1.5e9), got {params!r}"
+            ) from None
         try:
-            shape_list = synthetic_shapes(check_param_count(round(count) if math.isfinite(count) else count, "--params"))
+            shape_list = synthetic_shapes(
+                check_param_count(round(count) if math.isfinite(count) else count, "--params")
+            )
         except ShapeError as exc:
             raise UserError(str(exc)) from None
         return shape_list, f"--params {params} (synthetic {shape_list[0].shape[-1]}-wide matrices)"
@@ -113,7 +126,7 @@ def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
     return schemes
 
 
-def _calibration(path: Optional[Path], quiet: bool = False, replicators=()) -> tuple[Calibration, Path]:
+def _calibration(path: Path | None, quiet: bool = False, replicators=()) -> tuple[Calibration, Path]:
     """``--calibration`` as given, else this host's cached calibration (measured first when there is none)."""
     from netbench.model.hostcache import host_calibration
 
@@ -133,17 +146,26 @@ def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list
     where = f"measured on {calib.host or '?'} {calib.created}" if calib.source == "measured" else "defaults"
     lines = [f"model constants: {where} ({path})"]
     if calib.source == "measured":
-        lines.append(f"  measured: per-message overhead {format_time(calib.overhead('all_reduce'))} (all_reduce), "
-                     f"{format_time(calib.overhead('all_gather'))} (all_gather); encode/decode of "
-                     + (", ".join(s for s in schemes if calib.measured(s)) or "none of these settings"))
+        lines.append(
+            f"  measured: per-message overhead {format_time(calib.overhead('all_reduce'))} (all_reduce), "
+            f"{format_time(calib.overhead('all_gather'))} (all_gather); encode/decode of "
+            + (", ".join(s for s in schemes if calib.measured(s)) or "none of these settings")
+        )
     missing = [s for s in schemes if not calib.measured(s) and scheme_of(s) != "mtdao"]
     fallback = [s for s in missing if calib.measured(scheme_of(s))]
     missing = [s for s in missing if s not in fallback]
     if fallback:
-        lines.append("  encode/decode of " + ", ".join(fallback) + ": not measured with these settings; the default settings' cost is used")
-    lines.append("  defaults: ACK frames per segment " + f"{calib.acks_per_segment:g}"
-                 + (f"; encode/decode of {', '.join(missing)} taken as 0" if missing else "")
-                 + ("; per-message overhead 0" if calib.source != "measured" else ""))
+        lines.append(
+            "  encode/decode of "
+            + ", ".join(fallback)
+            + ": not measured with these settings; the default settings' cost is used"
+        )
+    lines.append(
+        "  defaults: ACK frames per segment "
+        + f"{calib.acks_per_segment:g}"
+        + (f"; encode/decode of {', '.join(missing)} taken as 0" if missing else "")
+        + ("; per-message overhead 0" if calib.source != "measured" else "")
+    )
     return lines
 
 
@@ -157,16 +179,22 @@ def _tcp(cc: str, wmem_max: int, no_slow_start_after_idle: bool) -> TcpSettings:
         raise UserError(f"--tcp-cc: choose from {', '.join(KNOWN_CC)}, got {cc!r}")
     if not 65536 <= wmem_max <= 1 << 30:
         raise UserError(f"--tcp-wmem-max: must be between 65536 and {1 << 30} bytes, got {wmem_max}")
-    buffers = {} if wmem_max == STOCK_LINUX.tcp_wmem_max else {"tcp_wmem_max": wmem_max, "tcp_rmem_max": wmem_max}  # as `run --tcp-wmem-max`
+    buffers = (
+        {} if wmem_max == STOCK_LINUX.tcp_wmem_max else {"tcp_wmem_max": wmem_max, "tcp_rmem_max": wmem_max}
+    )  # as `run --tcp-wmem-max`
     return STOCK_LINUX.model_copy(update={"cc": name, "slow_start_after_idle": not no_slow_start_after_idle, **buffers})
 
 
 def _tcp_text(tcp: TcpSettings) -> str:
-    return (f"{tcp.cc}, tcp_wmem max {format_bytes(tcp.tcp_wmem_max)}, tcp_rmem max {format_bytes(tcp.tcp_rmem_max)}, "
-            f"slow start after idle {'on' if tcp.slow_start_after_idle else 'off'}, initial window {tcp.initcwnd}")
+    return (
+        f"{tcp.cc}, tcp_wmem max {format_bytes(tcp.tcp_wmem_max)}, tcp_rmem max {format_bytes(tcp.tcp_rmem_max)}, "
+        f"slow start after idle {'on' if tcp.slow_start_after_idle else 'off'}, initial window {tcp.initcwnd}"
+    )
 
 
-def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, nodes: int, concurrent: bool = True) -> list:
+def _with_buckets(
+    schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, nodes: int, concurrent: bool = True
+) -> list:
     """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload (as `run`;
     ``concurrent``: the buckets travel at once, one accelerator per node)."""
     import dataclasses
@@ -186,8 +214,14 @@ def _with_buckets(schemes: list, text: str, rate_bps: float, rtt_s: float, shape
     for scheme in schemes:
         if auto:
             try:
-                value = bucket_mb_for(scheme.name, rate_bps, rtt_s, declared_payload(list(shapes), scheme.config, 2).bytes_per_step, nodes,
-                                      concurrent=concurrent)
+                value = bucket_mb_for(
+                    scheme.name,
+                    rate_bps,
+                    rtt_s,
+                    declared_payload(list(shapes), scheme.config, 2).bytes_per_step,
+                    nodes,
+                    concurrent=concurrent,
+                )
             except ValueError:
                 value = 0.0  # the payload formula rejects these shapes: reported later as an input error
         out.append(dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value})))
@@ -201,8 +235,18 @@ def _settings(**kwargs: Any) -> SchemeSettings:
         raise UserError(one_line(exc, REPLICATOR_OPTION_NAMES, options=True)) from None
 
 
-def _graphs(kind: str, node_counts: list[int], up_bps: float, down_bps: float, delay_s: float, sites: Optional[int],
-            racks: Optional[int], wan_bw: Optional[str], wan_delay: Optional[str], oversubscription: Optional[float]) -> list[Topology]:
+def _graphs(
+    kind: str,
+    node_counts: list[int],
+    up_bps: float,
+    down_bps: float,
+    delay_s: float,
+    sites: int | None,
+    racks: int | None,
+    wan_bw: str | None,
+    wan_delay: str | None,
+    oversubscription: float | None,
+) -> list[Topology]:
     """The network graph per node count (one for a file), or [] for the star; every problem is one line."""
     try:
         up = DirectionSpec(rate_bps=up_bps, delay_s=delay_s)
@@ -210,27 +254,46 @@ def _graphs(kind: str, node_counts: list[int], up_bps: float, down_bps: float, d
     except pydantic.ValidationError as exc:
         if kind == "star" and not any(v is not None for v in (sites, racks, wan_bw, wan_delay, oversubscription)):
             return []
-        raise UserError(one_line(exc, {"rate_bps": "--bw", "delay_s": "--delay"}) + " (on a --topology, links are emulated ones)") from None
+        raise UserError(
+            one_line(exc, {"rate_bps": "--bw", "delay_s": "--delay"}) + " (on a --topology, links are emulated ones)"
+        ) from None
     try:
-        built = [topology_from_options(kind, n, up, down, sites, racks, wan_bw, wan_delay, oversubscription)
-                 for n in (node_counts if kind in PRESETS else node_counts[:1])]
+        built = [
+            topology_from_options(kind, n, up, down, sites, racks, wan_bw, wan_delay, oversubscription)
+            for n in (node_counts if kind in PRESETS else node_counts[:1])
+        ]
     except TopologyError as exc:
         raise UserError(str(exc) if str(exc).startswith("--") else f"--topology: {exc}") from None
     return [g for g in built if g is not None]
 
 
-def _placed_graphs(kind: str, node_counts: list[int], up_bps: float, down_bps: float, delay_s: float, sites: Optional[int],
-                   racks: Optional[int], wan_bw: Optional[str], wan_delay: Optional[str], oversubscription: Optional[float],
-                   rank_order: str, hierarchical: bool) -> list[GraphModel]:
+def _placed_graphs(
+    kind: str,
+    node_counts: list[int],
+    up_bps: float,
+    down_bps: float,
+    delay_s: float,
+    sites: int | None,
+    racks: int | None,
+    wan_bw: str | None,
+    wan_delay: str | None,
+    oversubscription: float | None,
+    rank_order: str,
+    hierarchical: bool,
+) -> list[GraphModel]:
     """The graphs with their ranks placed ([] for the star), checked before anything is computed or measured."""
     graphs = _graphs(kind, node_counts, up_bps, down_bps, delay_s, sites, racks, wan_bw, wan_delay, oversubscription)
     if not graphs:
         if rank_order != "topology":
-            raise UserError("--rank-order: places ranks on a --topology of sites or racks; the star's nodes are all alike")
+            raise UserError(
+                "--rank-order: places ranks on a --topology of sites or racks; the star's nodes are all alike"
+            )
         return []
     if hierarchical:
-        raise UserError("--topology: a network graph is modelled with gloo's ring and one accelerator per node "
-                        "(leave out --gpus-per-node and --algorithm)")
+        raise UserError(
+            "--topology: a network graph is modelled with gloo's ring and one accelerator per node "
+            "(leave out --gpus-per-node and --algorithm)"
+        )
     try:
         order = parse_rank_order(rank_order)
         return [GraphModel(g, place(g, order)) for g in graphs]
@@ -239,6 +302,7 @@ def _placed_graphs(kind: str, node_counts: list[int], up_bps: float, down_bps: f
 
 
 # ----------------------------------------------------------------------------- output
+
 
 def _console() -> Console:
     """Rich console; wide enough for the table when stdout is not a terminal (pipes, logs)."""
@@ -255,7 +319,17 @@ def _rate_text(bps: float) -> str:
 
 def _print_table(rows: list[dict], console: Console) -> None:
     table = Table(show_header=True, header_style="bold")
-    for col in ("replicator", "nodes", "payload/step", "wire tx/step", "wire rx/step", "comm", "compression", "step", "comm %"):
+    for col in (
+        "replicator",
+        "nodes",
+        "payload/step",
+        "wire tx/step",
+        "wire rx/step",
+        "comm",
+        "compression",
+        "step",
+        "comm %",
+    ):
         table.add_column(col, justify="left" if col == "replicator" else "right", no_wrap=True)
     for r in rows:
         table.add_row(
@@ -288,45 +362,109 @@ def _print_derived(derived: dict, console: Console) -> None:
         console.print("[bold]crossover bandwidths (equal step time)[/bold]")
     for d in crossings:
         a, b = d["pair"]
-        text = "; ".join(f"{_rate_text(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)" for c in d["crossovers"])
+        text = "; ".join(
+            f"{_rate_text(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)"
+            for c in d["crossovers"]
+        )
         console.print(f"  {a} vs {b} @ {d['nodes']} nodes: {text}")
     if len(crossings) < len(derived["crossover_bw"]):
-        console.print(f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from "
-                      f"{_rate_text(BW_RANGE_BPS[0])} to {_rate_text(BW_RANGE_BPS[1])} (--json says which is faster)")
+        console.print(
+            f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from "
+            f"{_rate_text(BW_RANGE_BPS[0])} to {_rate_text(BW_RANGE_BPS[1])} (--json says which is faster)"
+        )
 
 
 # ----------------------------------------------------------------------------- plan
 
-@expand(rep_settings=group(REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank",
-                          "params_every", "m1_every", "m2_every"))
+
+@expand(
+    rep_settings=group(
+        REPLICATOR,
+        "topk",
+        "chunk",
+        "rate",
+        "sync_every",
+        "value_dtype",
+        "index_dtype",
+        "grad_dtype",
+        "rank",
+        "params_every",
+        "m1_every",
+        "m2_every",
+    )
+)
 def plan(
-    shapes: Optional[str] = typer.Option(None, "--shapes", help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default gpt2-small:blocks=2]"),
-    params: Optional[str] = typer.Option(None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"),
-    nodes: Optional[str] = typer.Option(None, "--nodes", help=f"workers N ({MIN_NODES}..{MAX_PLANNED_NODES}), one or a comma list [default 2; a topology file sets its own]"),
+    shapes: str | None = typer.Option(
+        None,
+        "--shapes",
+        help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default gpt2-small:blocks=2]",
+    ),
+    params: str | None = typer.Option(
+        None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"
+    ),
+    nodes: str | None = typer.Option(
+        None,
+        "--nodes",
+        help=f"workers N ({MIN_NODES}..{MAX_PLANNED_NODES}), one or a comma list [default 2; a topology file sets its own]",
+    ),
     bw: str = typer.Option("100mbit", "--bw", help="link rate in tc units (both directions)"),
-    up: Optional[str] = typer.Option(None, "--up", help="uplink (node egress) rate, overrides --bw"),
-    down: Optional[str] = typer.Option(None, "--down", help="downlink (node ingress) rate, overrides --bw"),
-    delay: str = typer.Option("0ms", "--delay", help="one-way latency between two nodes (as `run --delay`, which adds it on each uplink)"),
-    replicator: str = typer.Option("dct", "--replicator", help="full, dct, random, striding, diloco, lowrank, mtdao; a comma list, or all"),
+    up: str | None = typer.Option(None, "--up", help="uplink (node egress) rate, overrides --bw"),
+    down: str | None = typer.Option(None, "--down", help="downlink (node ingress) rate, overrides --bw"),
+    delay: str = typer.Option(
+        "0ms", "--delay", help="one-way latency between two nodes (as `run --delay`, which adds it on each uplink)"
+    ),
+    replicator: str = typer.Option(
+        "dct", "--replicator", help="full, dct, random, striding, diloco, lowrank, mtdao; a comma list, or all"
+    ),
     rep_settings: Settings = FROM_FIELDS,
     compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
-    gpus_per_node: int = typer.Option(1, "--gpus-per-node", help="G accelerators per node; replicate only between nodes"),
-    intra_bw: Optional[str] = typer.Option(None, "--intra-bw", help="intra-node link rate per accelerator (needed with --gpus-per-node > 1); a run's --intra-bw is the node's, shared by its G workers"),
-    algorithm: str = typer.Option("ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"),
+    gpus_per_node: int = typer.Option(
+        1, "--gpus-per-node", help="G accelerators per node; replicate only between nodes"
+    ),
+    intra_bw: str | None = typer.Option(
+        None,
+        "--intra-bw",
+        help="intra-node link rate per accelerator (needed with --gpus-per-node > 1); a run's --intra-bw is the node's, shared by its G workers",
+    ),
+    algorithm: str = typer.Option(
+        "ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"
+    ),
     mtu: int = typer.Option(1500, "--mtu", help="link MTU"),
-    acks_per_segment: Optional[float] = typer.Option(None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"),
-    calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration JSON [default $NETBENCH_CALIBRATION, else this host's cached one, measured on first use]"),
-    tcp_cc: str = typer.Option("cubic", "--tcp-cc", help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)"),
-    tcp_wmem_max: int = typer.Option(STOCK_LINUX.tcp_wmem_max, "--tcp-wmem-max", help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]"),
-    no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"),
+    acks_per_segment: float | None = typer.Option(
+        None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"
+    ),
+    calibration: Path | None = typer.Option(
+        None,
+        "--calibration",
+        help="calibration JSON [default $NETBENCH_CALIBRATION, else this host's cached one, measured on first use]",
+    ),
+    tcp_cc: str = typer.Option(
+        "cubic", "--tcp-cc", help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)"
+    ),
+    tcp_wmem_max: int = typer.Option(
+        STOCK_LINUX.tcp_wmem_max,
+        "--tcp-wmem-max",
+        help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]",
+    ),
+    no_slow_start_after_idle: bool = typer.Option(
+        False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"
+    ),
     bucket_mb: str = REPLICATOR["bucket_mb"].option(),
-    topology: str = typer.Option("star", "--topology", help="star (one switch), sites, racks, or a topology file (TOML)"),
-    sites: Optional[int] = typer.Option(None, "--sites", help="--topology sites: how many sites (--nodes split evenly)"),
-    racks: Optional[int] = typer.Option(None, "--racks", help="--topology racks: how many racks (--nodes split evenly)"),
-    wan_bw: Optional[str] = typer.Option(None, "--wan-bw", help="--topology sites: every WAN link's rate"),
-    wan_delay: Optional[str] = typer.Option(None, "--wan-delay", help="--topology sites: every WAN link's one-way delay"),
-    oversubscription: Optional[float] = typer.Option(None, "--oversubscription", help="--topology racks: access rates over a rack uplink's [default 1]"),
-    rank_order: str = typer.Option("topology", "--rank-order", help="which node each rank runs on: topology (site by site), interleaved, or a list 0,2,1,3"),
+    topology: str = typer.Option(
+        "star", "--topology", help="star (one switch), sites, racks, or a topology file (TOML)"
+    ),
+    sites: int | None = typer.Option(None, "--sites", help="--topology sites: how many sites (--nodes split evenly)"),
+    racks: int | None = typer.Option(None, "--racks", help="--topology racks: how many racks (--nodes split evenly)"),
+    wan_bw: str | None = typer.Option(None, "--wan-bw", help="--topology sites: every WAN link's rate"),
+    wan_delay: str | None = typer.Option(None, "--wan-delay", help="--topology sites: every WAN link's one-way delay"),
+    oversubscription: float | None = typer.Option(
+        None, "--oversubscription", help="--topology racks: access rates over a rack uplink's [default 1]"
+    ),
+    rank_order: str = typer.Option(
+        "topology",
+        "--rank-order",
+        help="which node each rank runs on: topology (site by site), interleaved, or a list 0,2,1,3",
+    ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
@@ -347,26 +485,62 @@ def plan(
         raise UserError("--intra-bw: needed with --gpus-per-node > 1 (the fast intra-node link rate, e.g. 100gbit)")
     bad = [n for n in node_counts if n % gpus_per_node or n // gpus_per_node < 1]
     if bad:
-        raise UserError(f"--nodes: with --gpus-per-node {gpus_per_node}, node counts must be multiples of {gpus_per_node}, got {bad[0]}")
+        raise UserError(
+            f"--nodes: with --gpus-per-node {gpus_per_node}, node counts must be multiples of {gpus_per_node}, got {bad[0]}"
+        )
     algo = algorithm.strip().lower().replace("-", "_")
     if algo not in ALGORITHMS:
         raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
-    models = _placed_graphs(topology, node_counts, up_bps, down_bps, delay_s, sites, racks, wan_bw, wan_delay, oversubscription,
-                            rank_order, gpus_per_node > 1 or algo != "ring")
+    models = _placed_graphs(
+        topology,
+        node_counts,
+        up_bps,
+        down_bps,
+        delay_s,
+        sites,
+        racks,
+        wan_bw,
+        wan_delay,
+        oversubscription,
+        rank_order,
+        gpus_per_node > 1 or algo != "ring",
+    )
     tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     settings = _settings(**rep_settings)
-    link = models[0].ring_link() if models else (min(up_bps, down_bps), 2 * delay_s)  # a graph's ring bottleneck, else the star's link
-    schemes = _with_buckets(_schemes(replicator, settings), bucket_mb, *link, shape_list,
-                           models[0].topology.node_count if models else node_counts[0], concurrent=gpus_per_node == 1)
+    link = (
+        models[0].ring_link() if models else (min(up_bps, down_bps), 2 * delay_s)
+    )  # a graph's ring bottleneck, else the star's link
+    schemes = _with_buckets(
+        _schemes(replicator, settings),
+        bucket_mb,
+        *link,
+        shape_list,
+        models[0].topology.node_count if models else node_counts[0],
+        concurrent=gpus_per_node == 1,
+    )
     # the "measuring" line goes to stderr, so --json's stdout stays clean; non-default settings get their own encode/decode cost
     calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
     try:
-        framing = Framing(mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment)
+        framing = Framing(
+            mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment
+        )
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"}, options=True)) from None
+        raise UserError(
+            one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"}, options=True)
+        ) from None
     scenarios = [
-        Scenario(nodes=n, up_bps=up_bps, down_bps=down_bps, delay_s=delay_s, compute_s=compute_ms / 1e3,
-                 gpus_per_node=gpus_per_node, intra_bps=intra_bps, algorithm=algo, framing=framing, tcp=tcp)
+        Scenario(
+            nodes=n,
+            up_bps=up_bps,
+            down_bps=down_bps,
+            delay_s=delay_s,
+            compute_s=compute_ms / 1e3,
+            gpus_per_node=gpus_per_node,
+            intra_bps=intra_bps,
+            algorithm=algo,
+            framing=framing,
+            tcp=tcp,
+        )
         for n in node_counts
     ]
     planner = Planner(shape_list, calib)
@@ -382,30 +556,53 @@ def plan(
         from netbench.cli.plan_topology import plan_on_graphs, print_plan
 
         doc = plan_on_graphs(models, schemes, shape_list, scenarios[0], calib)
-        header = (f"{shapes_label}: {total_params(shape_list):,} params; topology {topology}, rank order {rank_order}, "
-                  f"compute {compute_ms:g}ms; TCP assumed: {_tcp_text(tcp)}")
-        doc = {"shapes": shapes_label, "params": total_params(shape_list), "topology": topology, "rank_order": rank_order,
-               "graphs": [m.topology.model_dump() for m in models], "tcp": tcp.model_dump(), **doc}
+        header = (
+            f"{shapes_label}: {total_params(shape_list):,} params; topology {topology}, rank order {rank_order}, "
+            f"compute {compute_ms:g}ms; TCP assumed: {_tcp_text(tcp)}"
+        )
+        doc = {
+            "shapes": shapes_label,
+            "params": total_params(shape_list),
+            "topology": topology,
+            "rank_order": rank_order,
+            "graphs": [m.topology.model_dump() for m in models],
+            "tcp": tcp.model_dump(),
+            **doc,
+        }
         print_plan(doc, header, _console(), json_out)
         return
     rows = [estimate_row(planner.step(s, sc), calib) for s in schemes for sc in scenarios]
     derived = planner.derived(schemes, scenarios)
     if json_out:
         doc = {
-            "shapes": shapes_label, "params": total_params(shape_list),
-            "calibration": {"source": calib.source, "path": str(calib_path), "created": calib.created, "host": calib.host,
-                            "digest": calib.digest(), "measured": [cost_key(s.config) for s in schemes if calib.measured(cost_key(s.config))]},
+            "shapes": shapes_label,
+            "params": total_params(shape_list),
+            "calibration": {
+                "source": calib.source,
+                "path": str(calib_path),
+                "created": calib.created,
+                "host": calib.host,
+                "digest": calib.digest(),
+                "measured": [cost_key(s.config) for s in schemes if calib.measured(cost_key(s.config))],
+            },
             "tcp": tcp.model_dump(),
-            "framing": framing.model_dump() | {"mss": framing.mss, "frame_bytes": framing.frame_bytes, "efficiency": framing.efficiency()},
-            "rows": rows, "derived": derived,
+            "framing": framing.model_dump()
+            | {"mss": framing.mss, "frame_bytes": framing.frame_bytes, "efficiency": framing.efficiency()},
+            "rows": rows,
+            "derived": derived,
         }
         print(json.dumps(doc, indent=2))
         return
     console = _console()
     link = format_rate(up_bps) if up_bps == down_bps else f"up {format_rate(up_bps)} / down {format_rate(down_bps)}"
-    console.print(f"[bold]{shapes_label}[/bold]: {total_params(shape_list):,} params; link {link}, delay {format_time(delay_s)}, "
-                  f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms")
-    console.print(f"TCP assumed: {_tcp_text(tcp)}" + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else ""))
+    console.print(
+        f"[bold]{shapes_label}[/bold]: {total_params(shape_list):,} params; link {link}, delay {format_time(delay_s)}, "
+        f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms"
+    )
+    console.print(
+        f"TCP assumed: {_tcp_text(tcp)}"
+        + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else "")
+    )
     for line in _constants_lines(calib, calib_path, [cost_key(s.config) for s in schemes]):
         console.print(line, highlight=False, markup=False)  # cost keys hold brackets: dct[topk=8]
     _print_table(rows, console)
@@ -416,15 +613,26 @@ def plan(
 
 # ----------------------------------------------------------------------------- calibrate
 
-@expand(rep_settings=group(REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank"))
+
+@expand(
+    rep_settings=group(
+        REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank"
+    )
+)
 def calibrate(
-    out: Optional[Path] = typer.Option(None, "--out", help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]"),
+    out: Path | None = typer.Option(
+        None, "--out", help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]"
+    ),
     iters: int = typer.Option(400, "--iters", help="tiny collectives timed per kind (>= 25)"),
     shapes: str = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes preset for the compression timing"),
-    replicator: str = typer.Option("all", "--replicator", help="schemes whose compression cost to time (comma list, all, or none)"),
+    replicator: str = typer.Option(
+        "all", "--replicator", help="schemes whose compression cost to time (comma list, all, or none)"
+    ),
     steps: int = typer.Option(3, "--steps", help="timed steps per scheme (whole sync periods for diloco)"),
     rep_settings: Settings = FROM_FIELDS,
-    acks_per_segment: float = typer.Option(0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"),
+    acks_per_segment: float = typer.Option(
+        0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"
+    ),
     json_out: bool = typer.Option(False, "--json", help="print the saved calibration as JSON"),
 ) -> None:
     """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
@@ -437,8 +645,14 @@ def calibrate(
     settings = _settings(**rep_settings)
     names = [] if replicator.strip().lower() == "none" else [s.name for s in _schemes(replicator, settings)]
     try:
-        opts = MeasureOptions(iters=iters, shapes=shapes, schemes=tuple(names), steps=steps, settings=settings,
-                              acks_per_segment=acks_per_segment)
+        opts = MeasureOptions(
+            iters=iters,
+            shapes=shapes,
+            schemes=tuple(names),
+            steps=steps,
+            settings=settings,
+            acks_per_segment=acks_per_segment,
+        )
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, options=True)) from None
     from netbench.model.hostcache import cache_path
@@ -460,13 +674,26 @@ def calibrate(
     table.add_column("constant")
     table.add_column("value", justify="right")
     table.add_column("how")
-    table.add_row("software overhead / hop (all_reduce)", format_time(result.overhead("all_reduce")), result.notes.get("software_overhead_s", ""))
-    table.add_row("software overhead / hop (all_gather)", format_time(result.overhead("all_gather")),
-                  result.notes.get("software_overhead_by_collective.all_gather", ""))
-    table.add_row("loopback bandwidth (reference)", format_rate(result.loopback_bandwidth_bps or 0), result.notes.get("loopback_bandwidth_bps", ""))
+    table.add_row(
+        "software overhead / hop (all_reduce)",
+        format_time(result.overhead("all_reduce")),
+        result.notes.get("software_overhead_s", ""),
+    )
+    table.add_row(
+        "software overhead / hop (all_gather)",
+        format_time(result.overhead("all_gather")),
+        result.notes.get("software_overhead_by_collective.all_gather", ""),
+    )
+    table.add_row(
+        "loopback bandwidth (reference)",
+        format_rate(result.loopback_bandwidth_bps or 0),
+        result.notes.get("loopback_bandwidth_bps", ""),
+    )
     for name in result.compression_s_per_param:
-        cost = (f"enc {result.encode_s_per_param.get(name, 0) * 1e9:.3g} + dec {result.decode_s_per_param.get(name, 0) * 1e9:.3g} ns/param, "
-                f"{(result.encode_s_per_tensor.get(name, 0) + result.decode_s_per_tensor.get(name, 0)) * 1e6:.3g} us/tensor")
+        cost = (
+            f"enc {result.encode_s_per_param.get(name, 0) * 1e9:.3g} + dec {result.decode_s_per_param.get(name, 0) * 1e9:.3g} ns/param, "
+            f"{(result.encode_s_per_tensor.get(name, 0) + result.decode_s_per_tensor.get(name, 0)) * 1e6:.3g} us/tensor"
+        )
         table.add_row(f"compression {name}", cost, result.notes.get(f"compression.{name}", ""))
     for key, note in result.notes.items():
         if key.startswith("compression.") and key.removeprefix("compression.") not in result.compression_s_per_param:

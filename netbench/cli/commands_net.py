@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -52,31 +51,32 @@ def probe(
     bw: str = opt.BwOpt,
     delay: str = opt.DelayOpt,
     nodes: int = opt.NodesOpt,
-    up: Optional[str] = opt.UpOpt,
-    down: Optional[str] = opt.DownOpt,
+    up: str | None = opt.UpOpt,
+    down: str | None = opt.DownOpt,
     jitter: str = opt.JitterOpt,
     loss: str = opt.LossOpt,
     offload: str = opt.OffloadOpt,
     engine: str = opt.EngineOpt,
-    tcp_cc: Optional[str] = opt.TcpCcOpt,
-    tcp_wmem_max: Optional[int] = opt.TcpWmemMaxOpt,
+    tcp_cc: str | None = opt.TcpCcOpt,
+    tcp_wmem_max: int | None = opt.TcpWmemMaxOpt,
     no_slow_start_after_idle: bool = opt.NoSlowStartAfterIdleOpt,
-    topology: Optional[str] = opt.TopologyOpt,
-    sites: Optional[int] = opt.SitesOpt,
-    racks: Optional[int] = opt.RacksOpt,
-    wan_bw: Optional[str] = opt.WanBwOpt,
-    wan_delay: Optional[str] = opt.WanDelayOpt,
-    oversubscription: Optional[float] = opt.OversubscriptionOpt,
+    topology: str | None = opt.TopologyOpt,
+    sites: int | None = opt.SitesOpt,
+    racks: int | None = opt.RacksOpt,
+    wan_bw: str | None = opt.WanBwOpt,
+    wan_delay: str | None = opt.WanDelayOpt,
+    oversubscription: float | None = opt.OversubscriptionOpt,
     rank_order: str = opt.RankOrderOpt,
     seconds: float = typer.Option(4.0, "--seconds", min=1.0, max=60.0, help="Goodput measurement time."),
-    schedule: Optional[Path] = RUN["schedule"].option(),
+    schedule: Path | None = RUN["schedule"].option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured (each segment of --schedule in turn)."""
     from netbench.emulation.probe import probe as run_probe
 
-    spec = opt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
-                                   tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
+    spec = opt.build_cluster_spec(
+        nodes, bw, up, down, delay, jitter, loss, offload, engine, tcp_cc, tcp_wmem_max, no_slow_start_after_idle
+    )
     spec = opt.with_topology(spec, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     nodes = spec.nodes
     link_schedule = _checked_schedule(schedule, spec)
@@ -91,15 +91,19 @@ def probe(
     table = Table(title=f"netbench probe: {nodes} nodes, engine {result.delay_engine}")
     for column in ("", "configured", "measured", "ratio"):
         table.add_column(column, justify="right")
-    table.add_row("goodput", format_rate(result.configured_bps), format_rate(result.goodput_bps), f"{result.goodput_ratio:.3f}")
+    table.add_row(
+        "goodput", format_rate(result.configured_bps), format_rate(result.goodput_bps), f"{result.goodput_ratio:.3f}"
+    )
     rtt = "n/a" if result.rtt_ms is None else f"{result.rtt_ms:.3f} ms"
-    ratio = "" if result.rtt_ms is None or not result.expected_rtt_ms else f"{result.rtt_ms / result.expected_rtt_ms:.3f}"
+    ratio = (
+        "" if result.rtt_ms is None or not result.expected_rtt_ms else f"{result.rtt_ms / result.expected_rtt_ms:.3f}"
+    )
     table.add_row("RTT", f"{result.expected_rtt_ms:.3f} ms", rtt, ratio)
     console.print(table)
     console.print(f"goodput by {result.goodput_tool}; TCP ceiling at MTU 1500 is 0.956 of the line rate")
 
 
-def _checked_schedule(path: Optional[Path], spec):
+def _checked_schedule(path: Path | None, spec):
     """The --schedule file, checked against the cluster (one line, exit 2, before anything is built); None without one."""
     from netbench.schedule.fits import check_fits
 
@@ -132,21 +136,32 @@ def _probe_schedule(spec, link_schedule, seconds: float, as_json: bool) -> None:
 
 
 def clean(
-    run_ids: Optional[list[str]] = typer.Argument(None, metavar="[RUN_ID]...", help="Only these runs (default: every run whose owner is gone)."),
-    force: bool = typer.Option(False, "--force", help="Also remove runs whose owner process is still alive (never a live worker's host qdisc)."),
+    run_ids: list[str] | None = typer.Argument(
+        None, metavar="[RUN_ID]...", help="Only these runs (default: every run whose owner is gone)."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Also remove runs whose owner process is still alive (never a live worker's host qdisc)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
-    host_qdiscs: bool = typer.Option(False, "--host-qdiscs", help="Only the host qdiscs that killed `netbench worker`s left "
-                                     "(by their records; plain clean removes them too)."),
+    host_qdiscs: bool = typer.Option(
+        False,
+        "--host-qdiscs",
+        help="Only the host qdiscs that killed `netbench worker`s left "
+        "(by their records; plain clean removes them too).",
+    ),
 ) -> None:
     """Remove namespaces, links, qdiscs, rules, processes and delay-line counters left by killed runs (netbench's only)."""
     from netbench.emulation.cleanup import clean as do_clean
     from netbench.emulation.cleanup import find_leftovers
     from netbench.emulation.cleanup import host_qdiscs as clean_host_qdiscs
-
     from netbench.emulation.naming import RegistryError
     from netbench.safe_files import NAME_PATTERN
 
-    pattern, what = (NAME_PATTERN, "a worker's --run-id") if host_qdiscs else (r"[0-9a-f]{6}", "6 hex digits as in netbench-<run_id>-n0 (see `ip netns`)")
+    pattern, what = (
+        (NAME_PATTERN, "a worker's --run-id")
+        if host_qdiscs
+        else (r"[0-9a-f]{6}", "6 hex digits as in netbench-<run_id>-n0 (see `ip netns`)")
+    )
     bad = [r for r in run_ids or () if not re.fullmatch(pattern, r)]
     if bad:
         raise UserError(f"RUN_ID: expected {what}, got {bad[0]!r}")
@@ -167,8 +182,10 @@ def clean(
         if not qdiscs:
             console.print("nothing to clean")
         return
-    console.print(f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es), "
-                  f"{len(found.stats_folders)} delay-line counter folder(s)")
+    console.print(
+        f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es), "
+        f"{len(found.stats_folders)} delay-line counter folder(s)"
+    )
     for name in [*found.namespaces, *map(str, found.stats_folders)]:
         console.print(f"  {name}")
 
@@ -179,6 +196,9 @@ def _delay_line_build() -> str:
 
     try:
         chosen = delayline_native.choose()
-    except (ValueError, delayline_native.NativeUnavailable) as exc:  # a delayed run would stop here, before building anything
+    except (
+        ValueError,
+        delayline_native.NativeUnavailable,
+    ) as exc:  # a delayed run would stop here, before building anything
         return f"none: a delayed run would stop ({exc})"
     return f"native ({chosen.program})" if chosen.program is not None else f"python ({chosen.note})"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -16,87 +15,139 @@ from netbench.cli import run_options as ropt
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
-from netbench.cli.schedule_option import read_schedule
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
+from netbench.cli.schedule_option import read_schedule
 from netbench.reports.terminal import for_terminal, summary_table
 
 console = Console(stderr=True)
 
 
-@expand(rep_settings=group(REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank", "mu",
-                  "params_every", "m1_every", "m2_every", "sign", "lr", "bucket_mb", "overlap_backward"),
-        work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"))
+@expand(
+    rep_settings=group(
+        REPLICATOR,
+        "topk",
+        "chunk",
+        "rate",
+        "sync_every",
+        "value_dtype",
+        "index_dtype",
+        "grad_dtype",
+        "rank",
+        "mu",
+        "params_every",
+        "m1_every",
+        "m2_every",
+        "sign",
+        "lr",
+        "bucket_mb",
+        "overlap_backward",
+    ),
+    work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"),
+)
 def run(
     replicator: str = REPLICATOR["name"].option(),
     bw: str = copt.BwOpt,
     nodes: int = copt.NodesOpt,
     gpus_per_node: int = RUN["gpus_per_node"].option(),
-    intra_bw: Optional[str] = RUN["intra_bw_bps"].option(),
+    intra_bw: str | None = RUN["intra_bw_bps"].option(),
     shard_within: str = RUN["shard_within"].option(),
-    compression: Optional[str] = hopt.CompressionOpt,
+    compression: str | None = hopt.CompressionOpt,
     optimizer: str = REPLICATOR["optimizer"].option(),
-    up: Optional[str] = copt.UpOpt,
-    down: Optional[str] = copt.DownOpt,
+    up: str | None = copt.UpOpt,
+    down: str | None = copt.DownOpt,
     delay: str = copt.DelayOpt,
     jitter: str = copt.JitterOpt,
     loss: str = copt.LossOpt,
     offload: str = copt.OffloadOpt,
     engine: str = copt.EngineOpt,
-    tcp_cc: Optional[str] = copt.TcpCcOpt,
-    tcp_wmem_max: Optional[int] = copt.TcpWmemMaxOpt,
+    tcp_cc: str | None = copt.TcpCcOpt,
+    tcp_wmem_max: int | None = copt.TcpWmemMaxOpt,
     no_slow_start_after_idle: bool = copt.NoSlowStartAfterIdleOpt,
-    topology: Optional[str] = copt.TopologyOpt,
-    sites: Optional[int] = copt.SitesOpt,
-    racks: Optional[int] = copt.RacksOpt,
-    wan_bw: Optional[str] = copt.WanBwOpt,
-    wan_delay: Optional[str] = copt.WanDelayOpt,
-    oversubscription: Optional[float] = copt.OversubscriptionOpt,
+    topology: str | None = copt.TopologyOpt,
+    sites: int | None = copt.SitesOpt,
+    racks: int | None = copt.RacksOpt,
+    wan_bw: str | None = copt.WanBwOpt,
+    wan_delay: str | None = copt.WanDelayOpt,
+    oversubscription: float | None = copt.OversubscriptionOpt,
     rank_order: str = copt.RankOrderOpt,
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
     rep_settings: Settings = FROM_FIELDS,
     work_settings: Settings = FROM_FIELDS,
-    timeout: Optional[float] = RUN["timeout_s"].option(),
+    timeout: float | None = RUN["timeout_s"].option(),
     capture: bool = RUN["capture"].option(),
     pcap: bool = RUN["keep_pcap"].option(),
     trace: bool = RUN["trace"].option(),
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option(),
-    schedule: Optional[Path] = RUN["schedule"].option(),
-    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."),
-    dilation: str = typer.Option("auto", "--dilation", help="Time dilation k (DieCast): links, delays, compute and each node's CPU work "
-                                 "k times slower, times reported divided by k; auto: nodes / cores, more where the nodes' "
-                                 "pipelined codecs would crowd the host's cores; 1: none."),
+    schedule: Path | None = RUN["schedule"].option(),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."
+    ),
+    dilation: str = typer.Option(
+        "auto",
+        "--dilation",
+        help="Time dilation k (DieCast): links, delays, compute and each node's CPU work "
+        "k times slower, times reported divided by k; auto: nodes / cores, more where the nodes' "
+        "pipelined codecs would crowd the host's cores; 1: none.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:
     """Train across an emulated cluster and measure time and bytes per step."""
     from netbench.orchestrator.runner import run as run_config
 
-    cluster = copt.build_cluster_spec(nodes, bw, up, down, delay, jitter, loss, offload, engine,
-                                   tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
+    cluster = copt.build_cluster_spec(
+        nodes, bw, up, down, delay, jitter, loss, offload, engine, tcp_cc, tcp_wmem_max, no_slow_start_after_idle
+    )
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     link_schedule = read_schedule(schedule)
     nodes = cluster.nodes
     bucket_mb = rep_settings.pop("bucket_mb")
-    topk, rate = hopt.with_compression(compression, replicator, rep_settings["chunk"], rep_settings["topk"], rep_settings["rate"])
+    topk, rate = hopt.with_compression(
+        compression, replicator, rep_settings["chunk"], rep_settings["topk"], rep_settings["rate"]
+    )
     rep = ropt.build_replicator_config(replicator, **{**rep_settings, "topk": topk, "rate": rate}, optimizer=optimizer)
     work = ropt.build_workload_config(**work_settings)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
     rep = ropt.with_bucket_mb(rep, bucket_mb, *ropt.bucket_link(cluster, gpus_per_node), work, nodes, gpus_per_node)
-    config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
-                              capture=capture, keep_pcap=pcap, trace=trace, out_dir=out, threads=threads,
-                              gpus_per_node=gpus_per_node, intra_bw_bps=hopt.intra_rate(intra_bw), shard_within=shard_within,
-                              schedule=link_schedule)
+    config = build_run_config(
+        cluster=cluster,
+        replicator=rep,
+        workload=work,
+        steps=steps,
+        warmup_steps=warmup,
+        timeout_s=timeout,
+        capture=capture,
+        keep_pcap=pcap,
+        trace=trace,
+        out_dir=out,
+        threads=threads,
+        gpus_per_node=gpus_per_node,
+        intra_bw_bps=hopt.intra_rate(intra_bw),
+        shard_within=shard_within,
+        schedule=link_schedule,
+    )
     factor = dilation_factor(dilation)
     check_capture_room([config])
     require_privileges()
     copt.check_engine(cluster)
-    calib = run_calibration(calibration, replicators=(rep,))  # its line goes to stderr: --json's stdout stays one object
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=as_json) as bar:
+    calib = run_calibration(
+        calibration, replicators=(rep,)
+    )  # its line goes to stderr: --json's stdout stays one object
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=as_json,
+    ) as bar:
         task = bar.add_task(f"{replicator} on {nodes} nodes at {bw}", total=warmup + steps)
-        result = run_config(config, progress=lambda done, total: bar.update(task, completed=done), calibration=calib, dilation=factor)
+        result = run_config(
+            config, progress=lambda done, total: bar.update(task, completed=done), calibration=calib, dilation=factor
+        )
     if as_json:
         print(json.dumps(result.summary, default=str))
     else:

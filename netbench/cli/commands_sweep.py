@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -20,13 +20,30 @@ from netbench.rundir.sweepdir import is_sweep
 console = Console(stderr=True)
 
 # scenario field -> the sweep option that sets it, so errors name what the user typed
-_OPTIONS = {"grid.bw": "--bw", "grid.replicator": "--replicator", "grid.nodes": "--nodes", "grid.delay": "--delay",
-            "steps": "--steps", "warmup": "--warmup", "name": "--name", "workload": "--workload/--shapes",
-            **option_names(WORKLOAD, "workload."), **option_names(REPLICATOR, "replicator."), "capture": RUN["capture"].name,
-            "tcp.cc": "--tcp-cc", "tcp.wmem_max": "--tcp-wmem-max", "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
-            "grid.topology": "--topology", "grid.sites": "--sites", "grid.racks": "--racks", "grid.wan_bw": "--wan-bw",
-            "grid.wan_delay": "--wan-delay", "grid.oversubscription": "--oversubscription", "grid.rank_order": "--rank-order",
-            "schedule": "--schedule"}
+_OPTIONS = {
+    "grid.bw": "--bw",
+    "grid.replicator": "--replicator",
+    "grid.nodes": "--nodes",
+    "grid.delay": "--delay",
+    "steps": "--steps",
+    "warmup": "--warmup",
+    "name": "--name",
+    "workload": "--workload/--shapes",
+    **option_names(WORKLOAD, "workload."),
+    **option_names(REPLICATOR, "replicator."),
+    "capture": RUN["capture"].name,
+    "tcp.cc": "--tcp-cc",
+    "tcp.wmem_max": "--tcp-wmem-max",
+    "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
+    "grid.topology": "--topology",
+    "grid.sites": "--sites",
+    "grid.racks": "--racks",
+    "grid.wan_bw": "--wan-bw",
+    "grid.wan_delay": "--wan-delay",
+    "grid.oversubscription": "--oversubscription",
+    "grid.rank_order": "--rank-order",
+    "schedule": "--schedule",
+}
 # the replicator settings a sweep takes from the command line (the rest only from a scenario file)
 SWEEP_REPLICATOR_FIELDS = ("topk", "chunk", "rate", "rank", "mu", "params_every", "m1_every", "m2_every", "bucket_mb")
 
@@ -56,7 +73,7 @@ def _rank_orders(text: str) -> list[str]:
     return [",".join(parts)] if parts and all(p.isdigit() for p in parts) else parts
 
 
-def _scenario(path: Optional[Path], overrides: dict[str, Any]):
+def _scenario(path: Path | None, overrides: dict[str, Any]):
     """The file's scenario (if any) with every option given on the command line on top."""
     from netbench.orchestrator.sweep_scenario import ScenarioError, read_toml, scenario_from_dict
 
@@ -82,56 +99,103 @@ def _scenario(path: Optional[Path], overrides: dict[str, Any]):
         raise UserError(str(exc)) from None
 
 
-@expand(work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms", optional=True),
-        rep_settings=group(REPLICATOR, *SWEEP_REPLICATOR_FIELDS, optional=True),
-        run_settings=group(RUN, "capture", optional=True))
+@expand(
+    work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms", optional=True),
+    rep_settings=group(REPLICATOR, *SWEEP_REPLICATOR_FIELDS, optional=True),
+    run_settings=group(RUN, "capture", optional=True),
+)
 def sweep(
-    scenario_file: Optional[Path] = typer.Argument(None, metavar="[SCENARIO.toml]", help="Scenario file (see scenarios/); options override it."),
-    bw: Optional[str] = typer.Option(None, "--bw", help="Link rates, comma list (e.g. 10mbit,100mbit,1gbit)."),
-    replicator: Optional[str] = typer.Option(None, "--replicator", "-r", help="Replicators, comma list (full, dct, random, striding, diloco, lowrank, mtdao)."),
-    nodes: Optional[str] = typer.Option(None, "--nodes", "-n", help="Node counts, comma list (e.g. 2,4)."),
-    delay: Optional[str] = typer.Option(None, "--delay", help="One-way delays, comma list (e.g. 0ms,20ms)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Measured steps per point (default 10)."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", help="Warm-up steps per point (default 2)."),
+    scenario_file: Path | None = typer.Argument(
+        None, metavar="[SCENARIO.toml]", help="Scenario file (see scenarios/); options override it."
+    ),
+    bw: str | None = typer.Option(None, "--bw", help="Link rates, comma list (e.g. 10mbit,100mbit,1gbit)."),
+    replicator: str | None = typer.Option(
+        None,
+        "--replicator",
+        "-r",
+        help="Replicators, comma list (full, dct, random, striding, diloco, lowrank, mtdao).",
+    ),
+    nodes: str | None = typer.Option(None, "--nodes", "-n", help="Node counts, comma list (e.g. 2,4)."),
+    delay: str | None = typer.Option(None, "--delay", help="One-way delays, comma list (e.g. 0ms,20ms)."),
+    steps: int | None = typer.Option(None, "--steps", help="Measured steps per point (default 10)."),
+    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up steps per point (default 2)."),
     work_settings: Settings = FROM_FIELDS,
     rep_settings: Settings = FROM_FIELDS,
     run_settings: Settings = FROM_FIELDS,
-    calibrate: Optional[bool] = typer.Option(None, "--calibrate/--no-calibrate", help="Measure model constants on this workload first."),
-    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration JSON for the predictions."),
-    name: Optional[str] = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
+    calibrate: bool | None = typer.Option(
+        None, "--calibrate/--no-calibrate", help="Measure model constants on this workload first."
+    ),
+    calibration: Path | None = typer.Option(None, "--calibration", help="Calibration JSON for the predictions."),
+    name: str | None = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
+    out: Path | None = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
-    dilation: str = typer.Option("auto", "--dilation", help="Time dilation k for every point (auto: each point's own, from its nodes, "
-                                 "cores and predicted CPU work; 1: none); see `netbench run --dilation`."),
+    dilation: str = typer.Option(
+        "auto",
+        "--dilation",
+        help="Time dilation k for every point (auto: each point's own, from its nodes, "
+        "cores and predicted CPU work; 1: none); see `netbench run --dilation`.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
-    reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="Run points that share a network on one cluster, re-shaped between "
-                               "them, with workers forked from a per-node server that imported torch once (--no-reuse: a "
-                               "fresh cluster and fresh worker processes for every point)."),
-    tcp_cc: Optional[str] = typer.Option(None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."),
-    tcp_wmem_max: Optional[int] = typer.Option(None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes, bytes [default 64 MiB]."),
-    no_slow_start_after_idle: bool = typer.Option(False, "--no-slow-start-after-idle", help="tcp_slow_start_after_idle=0 on the nodes."),
-    topology: Optional[str] = typer.Option(None, "--topology", help="Networks, comma list: star, sites, racks, or topology files."),
-    sites: Optional[str] = typer.Option(None, "--sites", help="--topology sites: site counts, comma list [default 2]."),
-    racks: Optional[str] = typer.Option(None, "--racks", help="--topology racks: rack counts, comma list [default 2]."),
-    wan_bw: Optional[str] = typer.Option(None, "--wan-bw", help="--topology sites: WAN link rates, comma list [default 100mbit]."),
-    wan_delay: Optional[str] = typer.Option(None, "--wan-delay", help="--topology sites: WAN one-way delays, comma list [default 0ms]."),
-    oversubscription: Optional[str] = typer.Option(None, "--oversubscription", help="--topology racks: factors, comma list [default 1]."),
-    rank_order: Optional[str] = typer.Option(None, "--rank-order", help="Rank orders, comma list (topology, interleaved), or one list of node indices (0,2,1,3)."),
-    schedule: Optional[Path] = RUN["schedule"].option(),
+    reuse: bool = typer.Option(
+        True,
+        "--reuse/--no-reuse",
+        help="Run points that share a network on one cluster, re-shaped between "
+        "them, with workers forked from a per-node server that imported torch once (--no-reuse: a "
+        "fresh cluster and fresh worker processes for every point).",
+    ),
+    tcp_cc: str | None = typer.Option(
+        None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."
+    ),
+    tcp_wmem_max: int | None = typer.Option(
+        None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes, bytes [default 64 MiB]."
+    ),
+    no_slow_start_after_idle: bool = typer.Option(
+        False, "--no-slow-start-after-idle", help="tcp_slow_start_after_idle=0 on the nodes."
+    ),
+    topology: str | None = typer.Option(
+        None, "--topology", help="Networks, comma list: star, sites, racks, or topology files."
+    ),
+    sites: str | None = typer.Option(None, "--sites", help="--topology sites: site counts, comma list [default 2]."),
+    racks: str | None = typer.Option(None, "--racks", help="--topology racks: rack counts, comma list [default 2]."),
+    wan_bw: str | None = typer.Option(
+        None, "--wan-bw", help="--topology sites: WAN link rates, comma list [default 100mbit]."
+    ),
+    wan_delay: str | None = typer.Option(
+        None, "--wan-delay", help="--topology sites: WAN one-way delays, comma list [default 0ms]."
+    ),
+    oversubscription: str | None = typer.Option(
+        None, "--oversubscription", help="--topology racks: factors, comma list [default 1]."
+    ),
+    rank_order: str | None = typer.Option(
+        None,
+        "--rank-order",
+        help="Rank orders, comma list (topology, interleaved), or one list of node indices (0,2,1,3).",
+    ),
+    schedule: Path | None = RUN["schedule"].option(),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay x network; resumable; writes summary.csv and a report."""
     from netbench.orchestrator.sweep_scenario import ScenarioError
     from netbench.orchestrator.sweep_scenario import points as grid_points
 
     overrides = {
-        "grid.bw": _csv(bw) if bw else None, "grid.replicator": _csv(replicator) if replicator else None,
-        "grid.nodes": _nodes(nodes) if nodes else None, "grid.delay": _csv(delay) if delay else None,
-        "steps": steps, "warmup": warmup, **{f"workload.{k}": v for k, v in work_settings.items()},
-        **{f"replicator.{k}": v for k, v in rep_settings.items()}, **run_settings, "calibrate": calibrate,
-        "name": name, "tcp.cc": tcp_cc, "tcp.wmem_max": tcp_wmem_max,
+        "grid.bw": _csv(bw) if bw else None,
+        "grid.replicator": _csv(replicator) if replicator else None,
+        "grid.nodes": _nodes(nodes) if nodes else None,
+        "grid.delay": _csv(delay) if delay else None,
+        "steps": steps,
+        "warmup": warmup,
+        **{f"workload.{k}": v for k, v in work_settings.items()},
+        **{f"replicator.{k}": v for k, v in rep_settings.items()},
+        **run_settings,
+        "calibrate": calibrate,
+        "name": name,
+        "tcp.cc": tcp_cc,
+        "tcp.wmem_max": tcp_wmem_max,
         "tcp.slow_start_after_idle": False if no_slow_start_after_idle else None,
-        "grid.topology": _csv(topology) if topology else None, "grid.sites": _numbers(sites, int) if sites else None,
-        "grid.racks": _numbers(racks, int) if racks else None, "grid.wan_bw": _csv(wan_bw) if wan_bw else None,
+        "grid.topology": _csv(topology) if topology else None,
+        "grid.sites": _numbers(sites, int) if sites else None,
+        "grid.racks": _numbers(racks, int) if racks else None,
+        "grid.wan_bw": _csv(wan_bw) if wan_bw else None,
         "grid.wan_delay": _csv(wan_delay) if wan_delay else None,
         "grid.oversubscription": _numbers(oversubscription, float) if oversubscription else None,
         "grid.rank_order": _rank_orders(rank_order) if rank_order else None,
@@ -157,7 +221,9 @@ def sweep(
     _run(scenario, plan, folder, calibration, fresh, dilation, reuse)
 
 
-def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str = "auto", reuse: bool = True) -> None:
+def _run(
+    scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str = "auto", reuse: bool = True
+) -> None:
     from netbench.orchestrator.sweep import SweepBusy, sweep_lock
 
     require_privileges()
@@ -169,19 +235,26 @@ def _run(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool,
         raise UserError(f"--out: {exc}") from None
 
 
-def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: bool, dilation: str, reuse: bool = True) -> None:
+def _run_held(
+    scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str, reuse: bool = True
+) -> None:
     """The sweep proper, while this process holds the folder's lock."""
     from netbench.model.calibration import CalibrationError
-    from netbench.orchestrator.sweep_calibration import sweep_calibration
-    from netbench.reports.report import generate_report
     from netbench.orchestrator.sweep import done_keys, run_sweep, write_sweep_json
+    from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.reports.escape import printable
+    from netbench.reports.report import generate_report
     from netbench.rundir.sweepdir import BadInput, read_summary
 
     try:
-        host_calib = sweep_calibration(scenario, folder, calibration, fresh,
-                                       on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"),
-                                       replicators=[p.config.replicator for p in plan])
+        host_calib = sweep_calibration(
+            scenario,
+            folder,
+            calibration,
+            fresh,
+            on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"),
+            replicators=[p.config.replicator for p in plan],
+        )
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
     calib, calib_path = host_calib.calibration, host_calib.path
@@ -192,24 +265,43 @@ def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: 
         raise UserError(f"--out: {printable(exc)} (--fresh starts the sweep over)") from None
     todo = [p for p in plan if p.key not in done]
     per_point = scenario.warmup + scenario.steps
-    console.print(f"sweep {scenario.name}: {len(plan)} points, {len(plan) - len(todo)} already done, "
-                  f"calibration: {calib.source} ({calib_path})")
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:
+    console.print(
+        f"sweep {scenario.name}: {len(plan)} points, {len(plan) - len(todo)} already done, "
+        f"calibration: {calib.source} ({calib_path})"
+    )
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("sweep", total=len(todo) * per_point)
         finished = {"points": 0}
 
         def step_progress(point, done_steps: int, _total: int) -> None:
-            bar.update(task, completed=finished["points"] * per_point + min(done_steps, per_point),
-                       description=f"[{finished['points'] + 1}/{len(todo)}] {point.label}")
+            bar.update(
+                task,
+                completed=finished["points"] * per_point + min(done_steps, per_point),
+                description=f"[{finished['points'] + 1}/{len(todo)}] {point.label}",
+            )
 
         def point_done(point, status: str) -> None:
             finished["points"] += 1
             bar.update(task, completed=finished["points"] * per_point)
             console.print(f"{point.label}: {status}")
 
-        outcome = run_sweep(plan, folder, host_calib, fresh=fresh, progress=step_progress, on_point_done=point_done, dilation=dilation,
-                            reuse=reuse)
+        outcome = run_sweep(
+            plan,
+            folder,
+            host_calib,
+            fresh=fresh,
+            progress=step_progress,
+            on_point_done=point_done,
+            dilation=dilation,
+            reuse=reuse,
+        )
     report = generate_report(folder)
     console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")
     for line in report.accuracy_lines() + report.target_lines():
@@ -223,9 +315,15 @@ def _run_held(scenario, plan, folder: Path, calibration: Optional[Path], fresh: 
 
 
 def report(
-    folder: Path = typer.Argument(..., help="Sweep folder (holds summary.csv), or one run's directory (holds run.json)."),
-    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Re-predict every point with this calibration first."),
-    target_loss: Optional[float] = typer.Option(None, "--target-loss", help="Loss for the time-to-target table (default: the worst replicator's final loss)."),
+    folder: Path = typer.Argument(
+        ..., help="Sweep folder (holds summary.csv), or one run's directory (holds run.json)."
+    ),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="Re-predict every point with this calibration first."
+    ),
+    target_loss: float | None = typer.Option(
+        None, "--target-loss", help="Loss for the time-to-target table (default: the worst replicator's final loss)."
+    ),
 ) -> None:
     """Regenerate a sweep's report.md, report.html and plots from its folder, or show one run's measurement beside the model."""
     from netbench.model.calibration import CalibrationError
@@ -252,22 +350,31 @@ def report(
         print(printable(line))
 
 
-def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
+def _run_report(run_dir: Path, calibration: Path | None) -> None:
     """One run (`netbench run` or `netbench worker`): its summary table, measured beside the prediction made when it ran."""
     from netbench.reports.escape import for_terminal, printable
     from netbench.reports.terminal import summary_table
     from netbench.rundir.runjson import read_run_doc
 
     if calibration is not None:
-        raise UserError("--calibration re-predicts sweep folders; a run directory keeps the prediction made when it ran")
+        raise UserError(
+            "--calibration re-predicts sweep folders; a run directory keeps the prediction made when it ran"
+        )
     doc = read_run_doc(run_dir)
     summary = doc.summary.model_dump(exclude_none=True)
     launcher = doc.launcher or "netbench run"
-    if doc.exec is not None:  # `netbench exec`: the per-node table first; the step table when the program recorded steps
+    if (
+        doc.exec is not None
+    ):  # `netbench exec`: the per-node table first; the step table when the program recorded steps
         from netbench.cli.commands_exec import nodes_table
 
-        nodes = [{**n.model_dump(), "stopped_by": for_terminal(n.stopped_by) if n.stopped_by else None} for n in doc.exec.nodes]
-        Console().print(nodes_table(nodes, for_terminal(f"netbench exec {doc.summary.run_id}: {' '.join(doc.exec.command)}")))
+        nodes = [
+            {**n.model_dump(), "stopped_by": for_terminal(n.stopped_by) if n.stopped_by else None}
+            for n in doc.exec.nodes
+        ]
+        Console().print(
+            nodes_table(nodes, for_terminal(f"netbench exec {doc.summary.run_id}: {' '.join(doc.exec.command)}"))
+        )
     if doc.exec is None or summary.get("steps_measured"):
         Console().print(summary_table(summary, "netbench worker" if launcher == "torchrun" else launcher))
     if summary.get("prediction_error"):
@@ -283,6 +390,8 @@ def _run_report(run_dir: Path, calibration: Optional[Path]) -> None:
 
     figure = timeline_figure(run_dir, run_dir / "timeline.png")  # the median and slowest step, from trace.json
     if figure is not None:
-        console.print(f"timeline: {for_terminal(str(figure))} (trace: {for_terminal(str(figure.with_name('trace.json')))})")
+        console.print(
+            f"timeline: {for_terminal(str(figure))} (trace: {for_terminal(str(figure.with_name('trace.json')))})"
+        )
     if doc.status != "ok":
         console.print(f"[red]run failed:[/] {for_terminal(doc.reason)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -18,11 +18,11 @@ from rich.console import Console
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
-from netbench.reports.terminal import for_terminal, summary_table
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
 from netbench.cli.run_config import build_run_config
 from netbench.emulation.spec import DirectionSpec
+from netbench.reports.terminal import for_terminal, summary_table
 
 if TYPE_CHECKING:
     from netbench.orchestrator.host_topology import HostTopology
@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 
 
-def _host_topology(file: Optional[Path], rank_order: str, world_size: int, rank: int, g: int, shaped: bool) -> "HostTopology | None":
+def _host_topology(
+    file: Path | None, rank_order: str, world_size: int, rank: int, g: int, shaped: bool
+) -> HostTopology | None:
     """This host's node of ``--topology FILE`` and its paths, checked against torchrun's world; None without it."""
     import os
 
@@ -50,12 +52,16 @@ def _host_topology(file: Optional[Path], rank_order: str, world_size: int, rank:
         raise UserError(str(exc)) from None
     local = os.environ.get("LOCAL_WORLD_SIZE", "1")
     if local != str(g):
-        raise UserError(f"--topology: torchrun runs {local} ranks on this host, each its own node; a topology needs one node "
-                        "per host: --nproc-per-node 1, or --shard-in-host")
+        raise UserError(
+            f"--topology: torchrun runs {local} ranks on this host, each its own node; a topology needs one node "
+            "per host: --nproc-per-node 1, or --shard-in-host"
+        )
     return host
 
 
-def _shaping(bw: Optional[str], up: Optional[str], delay: Optional[str], jitter: Optional[str], loss: Optional[str]) -> DirectionSpec | None:
+def _shaping(
+    bw: str | None, up: str | None, delay: str | None, jitter: str | None, loss: str | None
+) -> DirectionSpec | None:
     """The egress shaping asked for, or None: without --bw/--up nothing on the host is touched."""
     if not (bw or up):
         if delay or jitter or loss:
@@ -65,29 +71,67 @@ def _shaping(bw: Optional[str], up: Optional[str], delay: Optional[str], jitter:
     return copt.build_cluster_spec(2, rate, up, None, delay or "0ms", jitter or "0ms", loss or "0%").up
 
 
-@expand(rep_settings=group(REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank", "mu",
-                          "params_every", "m1_every", "m2_every", "sign", "lr", "bucket_mb"),
-        work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"))
+@expand(
+    rep_settings=group(
+        REPLICATOR,
+        "topk",
+        "chunk",
+        "rate",
+        "sync_every",
+        "value_dtype",
+        "index_dtype",
+        "grad_dtype",
+        "rank",
+        "mu",
+        "params_every",
+        "m1_every",
+        "m2_every",
+        "sign",
+        "lr",
+        "bucket_mb",
+    ),
+    work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"),
+)
 def worker(
-    iface: str = typer.Option(..., "--iface", envvar="GLOO_SOCKET_IFNAME", show_envvar=True,
-                              help="Interface between the hosts: gloo's sockets, the byte counters, and shaping."),
+    iface: str = typer.Option(
+        ...,
+        "--iface",
+        envvar="GLOO_SOCKET_IFNAME",
+        show_envvar=True,
+        help="Interface between the hosts: gloo's sockets, the byte counters, and shaping.",
+    ),
     replicator: str = REPLICATOR["name"].option(),
-    bw: Optional[str] = typer.Option(None, "--bw", help="Shape this host's egress on --iface to this rate (needs root). Unset: the host is left alone."),
-    up: Optional[str] = typer.Option(None, "--up", help="Egress rate; overrides --bw (ingress is never shaped: every host shapes its own egress)."),
-    delay: Optional[str] = typer.Option(None, "--delay", help="One-way delay on egress (needs --bw and the kernel's netem)."),
-    jitter: Optional[str] = typer.Option(None, "--jitter", help="Std. deviation of the delay (netem)."),
-    loss: Optional[str] = typer.Option(None, "--loss", help="Egress packet loss (netem)."),
-    topology: Optional[Path] = typer.Option(None, "--topology", help="A topology TOML file with one node per host: traffic to "
-                                            "each peer is shaped to the path between their nodes (needs root); the rest is left alone."),
-    rank_order: str = typer.Option("topology", "--rank-order", help="--topology: which node each rank's host is: topology "
-                                   "(in node order), interleaved, or 0,2,1,3."),
+    bw: str | None = typer.Option(
+        None,
+        "--bw",
+        help="Shape this host's egress on --iface to this rate (needs root). Unset: the host is left alone.",
+    ),
+    up: str | None = typer.Option(
+        None, "--up", help="Egress rate; overrides --bw (ingress is never shaped: every host shapes its own egress)."
+    ),
+    delay: str | None = typer.Option(
+        None, "--delay", help="One-way delay on egress (needs --bw and the kernel's netem)."
+    ),
+    jitter: str | None = typer.Option(None, "--jitter", help="Std. deviation of the delay (netem)."),
+    loss: str | None = typer.Option(None, "--loss", help="Egress packet loss (netem)."),
+    topology: Path | None = typer.Option(
+        None,
+        "--topology",
+        help="A topology TOML file with one node per host: traffic to "
+        "each peer is shaped to the path between their nodes (needs root); the rest is left alone.",
+    ),
+    rank_order: str = typer.Option(
+        "topology",
+        "--rank-order",
+        help="--topology: which node each rank's host is: topology (in node order), interleaved, or 0,2,1,3.",
+    ),
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
     rep_settings: Settings = FROM_FIELDS,
     work_settings: Settings = FROM_FIELDS,
-    timeout: Optional[float] = RUN["timeout_s"].option(),
+    timeout: float | None = RUN["timeout_s"].option(),
     out: Path = RUN["out_dir"].option(),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Names the run directory; unset: torchrun's --rdzv-id."),
+    run_id: str | None = typer.Option(None, "--run-id", help="Names the run directory; unset: torchrun's --rdzv-id."),
     threads: int = RUN["threads"].option(),
     as_json: bool = typer.Option(False, "--json", help="Rank 0 prints the summary as one JSON object."),
     shard_in_host: bool = hopt.ShardInHostOpt,
@@ -112,9 +156,21 @@ def worker(
     shaped = any(v is not None for v in (bw, up, delay, jitter, loss))
     placed = _host_topology(topology, rank_order, rendezvous.spec.world_size, rendezvous.spec.rank, g, shaped)
     cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping, topology=placed)
-    rep = ropt.with_bucket_mb(rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size, g)
-    config = build_run_config(cluster=cluster, replicator=rep, workload=work, steps=steps, warmup_steps=warmup, timeout_s=timeout,
-                     capture=False, out_dir=out, threads=threads, **({"gpus_per_node": g} if g > 1 else {}))
+    rep = ropt.with_bucket_mb(
+        rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size, g
+    )
+    config = build_run_config(
+        cluster=cluster,
+        replicator=rep,
+        workload=work,
+        steps=steps,
+        warmup_steps=warmup,
+        timeout_s=timeout,
+        capture=False,
+        out_dir=out,
+        threads=threads,
+        **({"gpus_per_node": g} if g > 1 else {}),
+    )
     plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config), topology=placed)
     try:
         outcome = hosts.run_host(plan)

@@ -19,4 +19,3 @@ def make_output_folder(folder: Path, option: str) -> Path:
         raise UserError(f"{option}: {exc}") from None
     except OSError as exc:
         raise UserError(f"{option}: cannot create {str(folder)!r}: {exc.strerror}") from None
-

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -65,16 +66,23 @@ class FieldOption:
         """The typer option; ``optional``: default None (unset: the scenario file's value, else the field's default)."""
         if optional:
             default = self.model.model_fields[self.field].default
-            shown = ("on" if default else "off") if isinstance(default, bool) else f"{default:g}" if isinstance(default, (int, float)) else default
+            shown = (
+                ("on" if default else "off")
+                if isinstance(default, bool)
+                else f"{default:g}"
+                if isinstance(default, (int, float))
+                else default
+            )
             return typer.Option(None, *self.decls, help=f"{self.description.removesuffix('.')} (default {shown}).")
         help_text = f"{self.description.removesuffix('.')}{self.cli_note}." if self.cli_note else self.description
         return typer.Option(self.default, *self.decls, help=help_text)
 
     def parameter(self, *, optional: bool = False) -> inspect.Parameter:
         """This option as a keyword parameter named for the field, ready for a command's signature."""
-        annotation = Optional[self.optional_type or self.cli_type] if optional else self.cli_type
-        return inspect.Parameter(self.field, inspect.Parameter.KEYWORD_ONLY, default=self.option(optional=optional),
-                                 annotation=annotation)
+        annotation = self.optional_type or self.cli_type | None if optional else self.cli_type
+        return inspect.Parameter(
+            self.field, inspect.Parameter.KEYWORD_ONLY, default=self.option(optional=optional), annotation=annotation
+        )
 
 
 def _table(*options: FieldOption) -> dict[str, FieldOption]:
@@ -87,11 +95,20 @@ def _rep(field: str, *decls: str, cli_type: Any, **kw: Any) -> FieldOption:
 
 REPLICATOR = _table(
     _rep("name", "--replicator", "-r", cli_type=str),
-    _rep("topk", cli_type=int), _rep("chunk", cli_type=int), _rep("rate", cli_type=float), _rep("sync_every", cli_type=int),
-    _rep("value_dtype", cli_type=str), _rep("index_dtype", cli_type=str), _rep("grad_dtype", cli_type=str),
-    _rep("rank", cli_type=float), _rep("mu", cli_type=float),
-    _rep("params_every", cli_type=int), _rep("m1_every", cli_type=int), _rep("m2_every", cli_type=int),
-    _rep("sign", "--sign/--no-sign", cli_type=bool), _rep("lr", cli_type=float),
+    _rep("topk", cli_type=int),
+    _rep("chunk", cli_type=int),
+    _rep("rate", cli_type=float),
+    _rep("sync_every", cli_type=int),
+    _rep("value_dtype", cli_type=str),
+    _rep("index_dtype", cli_type=str),
+    _rep("grad_dtype", cli_type=str),
+    _rep("rank", cli_type=float),
+    _rep("mu", cli_type=float),
+    _rep("params_every", cli_type=int),
+    _rep("m1_every", cli_type=int),
+    _rep("m2_every", cli_type=int),
+    _rep("sign", "--sign/--no-sign", cli_type=bool),
+    _rep("lr", cli_type=float),
     _rep("bucket_mb", cli_type=str, cli_default="auto", cli_note="; auto: from the link", optional_type=float),
     _rep("overlap_backward", "--overlap-backward/--no-overlap-backward", cli_type=bool),
     _rep("optimizer", cli_type=str),
@@ -104,16 +121,18 @@ WORKLOAD = _table(
 RUN = _table(
     FieldOption(RunConfig, "steps", ("--steps",), int),
     FieldOption(RunConfig, "warmup_steps", ("--warmup",), int),
-    FieldOption(RunConfig, "timeout_s", ("--timeout",), Optional[float]),
+    FieldOption(RunConfig, "timeout_s", ("--timeout",), float | None),
     FieldOption(RunConfig, "capture", ("--capture/--no-capture",), bool),
     FieldOption(RunConfig, "keep_pcap", ("--pcap",), bool),
     FieldOption(RunConfig, "trace", ("--trace/--no-trace",), bool),
     FieldOption(RunConfig, "out_dir", ("--out",), Path),
     FieldOption(RunConfig, "threads", ("--threads",), int),
     FieldOption(RunConfig, "gpus_per_node", ("--gpus-per-node", "-G"), int),
-    FieldOption(RunConfig, "intra_bw_bps", ("--intra-bw",), Optional[str]),  # tc units, parsed by hybrid_options.intra_rate
+    FieldOption(
+        RunConfig, "intra_bw_bps", ("--intra-bw",), str | None
+    ),  # tc units, parsed by hybrid_options.intra_rate
     FieldOption(RunConfig, "shard_within", ("--shard-within",), str),
-    FieldOption(RunConfig, "schedule", ("--schedule",), Optional[Path]),  # a file, read by cli/schedule_option.py
+    FieldOption(RunConfig, "schedule", ("--schedule",), Path | None),  # a file, read by cli/schedule_option.py
 )
 
 
@@ -163,7 +182,9 @@ def expand(**groups: Group) -> Callable[[F], F]:
         assert not missing, f"{command.__name__} has no parameter {missing}"
         params: list[inspect.Parameter] = []
         for p in signature.parameters.values():
-            params.extend(groups[p.name].parameters() if p.name in groups else [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)])
+            params.extend(
+                groups[p.name].parameters() if p.name in groups else [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
+            )
         names = [p.name for p in params]
         assert len(names) == len(set(names)), f"{command.__name__}: an option is listed twice: {names}"
 

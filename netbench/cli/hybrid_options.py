@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from netbench.cli.errors import UserError
 from netbench.units import UnitError, parse_rate
 
 
-def intra_rate(text: Optional[str]) -> float | None:
+def intra_rate(text: str | None) -> float | None:
     """``--intra-bw`` in bit/s, or None (unshaped); bad input is one UserError line."""
     if text is None:
         return None
@@ -30,15 +28,21 @@ def check_workers(nodes: int, gpus_per_node: int) -> None:
     if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
         raise UserError(f"--gpus-per-node: must be between 1 and {MAX_GPUS_PER_NODE}, got {gpus_per_node}")
     if nodes * gpus_per_node > MAX_WORKERS:
-        raise UserError(f"--gpus-per-node: {nodes} nodes x {gpus_per_node} = {nodes * gpus_per_node} workers; "
-                        f"this host runs at most {MAX_WORKERS}")
+        raise UserError(
+            f"--gpus-per-node: {nodes} nodes x {gpus_per_node} = {nodes * gpus_per_node} workers; "
+            f"this host runs at most {MAX_WORKERS}"
+        )
 
 
-CompressionOpt = typer.Option(None, "--compression", help="Fraction of each tensor's values sent per step, the same for "
-                              "dct (top-k per chunk), random and striding (rate): 1/16, 0.0625 or 6.25%; overrides --topk/--rate.")
+CompressionOpt = typer.Option(
+    None,
+    "--compression",
+    help="Fraction of each tensor's values sent per step, the same for "
+    "dct (top-k per chunk), random and striding (rate): 1/16, 0.0625 or 6.25%; overrides --topk/--rate.",
+)
 
 
-def with_compression(text: Optional[str], replicator: str, chunk: int, topk: int, rate: float) -> tuple[int, float]:
+def with_compression(text: str | None, replicator: str, chunk: int, topk: int, rate: float) -> tuple[int, float]:
     """(topk, rate) after ``--compression`` (unchanged without it); bad input is one UserError line."""
     if text is None:
         return topk, rate
@@ -51,11 +55,15 @@ def with_compression(text: Optional[str], replicator: str, chunk: int, topk: int
     return int(settings.get("topk", topk)), float(settings.get("rate", rate))
 
 
-ShardInHostOpt = typer.Option(False, "--shard-in-host", help="FlexDeMo on real hosts: the local ranks of a host (torchrun "
-                              "--nproc-per-node G) shard the model and replicate between hosts; default: every rank is a node.")
+ShardInHostOpt = typer.Option(
+    False,
+    "--shard-in-host",
+    help="FlexDeMo on real hosts: the local ranks of a host (torchrun "
+    "--nproc-per-node G) shard the model and replicate between hosts; default: every rank is a node.",
+)
 
 
-def local_world_size(shard_in_host: bool, world_size: int, environ: Optional[dict] = None) -> int:
+def local_world_size(shard_in_host: bool, world_size: int, environ: dict | None = None) -> int:
     """G under torchrun: LOCAL_WORLD_SIZE with --shard-in-host (it must divide the world), else 1."""
     import os
 
@@ -67,5 +75,7 @@ def local_world_size(shard_in_host: bool, world_size: int, environ: Optional[dic
     except ValueError:
         raise UserError(f"--shard-in-host: LOCAL_WORLD_SIZE is not a number: {env.get('LOCAL_WORLD_SIZE')!r}") from None
     if g < 1 or world_size % g:
-        raise UserError(f"--shard-in-host: every host needs the same --nproc-per-node; world {world_size} is not a multiple of {g}")
+        raise UserError(
+            f"--shard-in-host: every host needs the same --nproc-per-node; world {world_size} is not a multiple of {g}"
+        )
     return g

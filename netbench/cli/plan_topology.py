@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -29,8 +30,15 @@ from netbench.units import format_bytes, format_time
 __all__ = ["graph_step", "wan_comm_equals_compute", "plan_on_graphs"]
 
 
-def graph_step(model: GraphModel, scheme: Scheme, shapes: Sequence[ParamShape], scenario: Scenario, calib: Calibration,
-               layout: Layout = "flat", trunk_scale: float = 1.0) -> GraphEstimate:
+def graph_step(
+    model: GraphModel,
+    scheme: Scheme,
+    shapes: Sequence[ParamShape],
+    scenario: Scenario,
+    calib: Calibration,
+    layout: Layout = "flat",
+    trunk_scale: float = 1.0,
+) -> GraphEstimate:
     """The graph's step with the bucket pipeline applied, as ``plan`` without a topology applies it."""
     est = model.estimate(scheme, shapes, scenario, calib, layout, trunk_scale)
     from dataclasses import replace
@@ -43,8 +51,9 @@ def _slowest_trunk_bps(topology: Topology) -> float | None:
     return min(rates) if rates else None
 
 
-def wan_comm_equals_compute(model: GraphModel, scheme: Scheme, shapes: Sequence[ParamShape], scenario: Scenario,
-                            calib: Calibration) -> dict[str, Any]:
+def wan_comm_equals_compute(
+    model: GraphModel, scheme: Scheme, shapes: Sequence[ParamShape], scenario: Scenario, calib: Calibration
+) -> dict[str, Any]:
     """The slowest trunk direction's rate (all trunks scaled together) at which communication equals compute."""
     out: dict[str, Any] = {"replicator": scheme.name, "nodes": model.topology.node_count, "wan_bps": None}
     base = _slowest_trunk_bps(model.topology)
@@ -54,11 +63,16 @@ def wan_comm_equals_compute(model: GraphModel, scheme: Scheme, shapes: Sequence[
         return out | {"reason": "compute time is 0 (pass --compute-ms)"}
 
     def gap(wan_bps: float) -> float:
-        return graph_step(model, scheme, shapes, scenario, calib, trunk_scale=wan_bps / base).step.comm_time_s - scenario.compute_s
+        return (
+            graph_step(model, scheme, shapes, scenario, calib, trunk_scale=wan_bps / base).step.comm_time_s
+            - scenario.compute_s
+        )
 
     lo, hi = BW_RANGE_BPS
     if gap(hi) > 0:
-        return out | {"reason": f"the LAN or the delays keep communication above compute even with {hi:.0e} bit/s WAN links"}
+        return out | {
+            "reason": f"the LAN or the delays keep communication above compute even with {hi:.0e} bit/s WAN links"
+        }
     if gap(lo) < 0:
         return out | {"reason": f"communication is shorter than compute even with {lo:.0e} bit/s WAN links"}
     return out | {"wan_bps": bisect_log(gap, lo, hi), "reason": None}
@@ -67,12 +81,19 @@ def wan_comm_equals_compute(model: GraphModel, scheme: Scheme, shapes: Sequence[
 def _row(est: GraphEstimate, calib: Calibration) -> dict[str, Any]:
     b = est.bottleneck
     return estimate_row(est.step, calib) | {
-        "layout": est.layout, "bottleneck": {"kind": b.kind, "name": b.name, "share": b.share, "text": b.text},
-        "link_bytes_per_step": est.link_bytes}
+        "layout": est.layout,
+        "bottleneck": {"kind": b.kind, "name": b.name, "share": b.share, "text": b.text},
+        "link_bytes_per_step": est.link_bytes,
+    }
 
 
-def plan_on_graphs(models: Sequence[GraphModel], schemes: Sequence[Scheme], shapes: Sequence[ParamShape], scenario: Scenario,
-                   calib: Calibration) -> dict[str, Any]:
+def plan_on_graphs(
+    models: Sequence[GraphModel],
+    schemes: Sequence[Scheme],
+    shapes: Sequence[ParamShape],
+    scenario: Scenario,
+    calib: Calibration,
+) -> dict[str, Any]:
     """Rows (flat ring, and sharded within sites where the sites are even) and the WAN answers for every graph."""
     rows, wan, sites = [], [], []
     for model in models:
@@ -85,8 +106,15 @@ def plan_on_graphs(models: Sequence[GraphModel], schemes: Sequence[Scheme], shap
                 continue
             sharded = graph_step(model, scheme, shapes, sc, calib, layout="sites")
             rows.append(_row(sharded, calib))
-            sites.append({"replicator": scheme.name, "nodes": model.topology.node_count, "flat_step_s": flat.step.step_time_s,
-                          "sites_step_s": sharded.step.step_time_s, "sites_faster": sharded.step.step_time_s < flat.step.step_time_s})
+            sites.append(
+                {
+                    "replicator": scheme.name,
+                    "nodes": model.topology.node_count,
+                    "flat_step_s": flat.step.step_time_s,
+                    "sites_step_s": sharded.step.step_time_s,
+                    "sites_faster": sharded.step.step_time_s < flat.step.step_time_s,
+                }
+            )
     return {"rows": rows, "derived": {"wan_comm_equals_compute_bw": wan, "sites_vs_flat": sites}}
 
 
@@ -106,11 +134,20 @@ def print_plan(doc: dict[str, Any], header: str, console: Console, json_out: boo
     for col in ("replicator", "nodes", "layout", "wire tx/step", "comm", "compression", "step", "what sets the step"):
         table.add_column(col, justify="left" if col in ("replicator", "layout", "what sets the step") else "right")
     for r in doc["rows"]:
-        table.add_row(r["replicator"], str(r["nodes"]), "sharded in sites" if r["layout"] == "sites" else "flat ring",
-                      format_bytes(r["wire_bytes_per_step"]["tx"]), format_time(r["comm_time_s"]),
-                      format_time(r["compression_time_s"]), format_time(r["step_time_s"]), r["bottleneck"]["text"])
+        table.add_row(
+            r["replicator"],
+            str(r["nodes"]),
+            "sharded in sites" if r["layout"] == "sites" else "flat ring",
+            format_bytes(r["wire_bytes_per_step"]["tx"]),
+            format_time(r["comm_time_s"]),
+            format_time(r["compression_time_s"]),
+            format_time(r["step_time_s"]),
+            r["bottleneck"]["text"],
+        )
     console.print(table)
-    console.print("[bold]WAN rate where communication = compute[/bold] (slowest WAN direction, all WAN links scaled together)")
+    console.print(
+        "[bold]WAN rate where communication = compute[/bold] (slowest WAN direction, all WAN links scaled together)"
+    )
     for d in doc["derived"]["wan_comm_equals_compute_bw"]:
         answer = _rate_text(d["wan_bps"]) if d["wan_bps"] else f"none: {d['reason']}"
         console.print(f"  {d['replicator']:>9} @ {d['nodes']} nodes: {answer}", highlight=False)
@@ -119,5 +156,8 @@ def print_plan(doc: dict[str, Any], header: str, console: Console, json_out: boo
     for d in doc["derived"]["sites_vs_flat"]:
         ratio = d["flat_step_s"] / d["sites_step_s"] if d["sites_step_s"] > 0 else math.inf
         verdict = f"sharded {ratio:.2f}x faster" if d["sites_faster"] else f"flat ring {1 / ratio:.2f}x faster"
-        console.print(f"  {d['replicator']:>9} @ {d['nodes']} nodes: {format_time(d['sites_step_s'])} vs "
-                      f"{format_time(d['flat_step_s'])}: {verdict}", highlight=False)
+        console.print(
+            f"  {d['replicator']:>9} @ {d['nodes']} nodes: {format_time(d['sites_step_s'])} vs "
+            f"{format_time(d['flat_step_s'])}: {verdict}",
+            highlight=False,
+        )

@@ -22,5 +22,9 @@ def report_problems(result: Finished) -> None:
         console.print(f"[yellow]warning:[/] {warning}")
     stalls = result.summary.get("stalls") or []
     if stalls:
-        listed = ", ".join(f"step {s['step']} took {s['seconds']:.1f} s" for s in stalls[:5]) + (", ..." if len(stalls) > 5 else "")
-        console.print(f"[yellow]stalled:[/] {len(stalls)} step(s) ({listed}; a typical step took {stalls[0]['typical_s']:.2f} s)")
+        listed = ", ".join(f"step {s['step']} took {s['seconds']:.1f} s" for s in stalls[:5]) + (
+            ", ..." if len(stalls) > 5 else ""
+        )
+        console.print(
+            f"[yellow]stalled:[/] {len(stalls)} step(s) ({listed}; a typical step took {stalls[0]['typical_s']:.2f} s)"
+        )

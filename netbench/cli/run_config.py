@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pydantic
 from rich.console import Console
@@ -13,7 +13,6 @@ from netbench.cli.fields import RUN, option_names
 from netbench.validation import one_line
 
 console = Console(stderr=True)
-
 
 
 def build_run_config(**settings: Any):
@@ -58,7 +57,7 @@ def dilation_factor(text: str) -> float | None:
         raise UserError(f"--dilation: {exc}") from None
 
 
-def run_calibration(explicit: Optional[Path], quiet: bool = False, replicators=()):
+def run_calibration(explicit: Path | None, quiet: bool = False, replicators=()):
     """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none
     or lacks the encode/decode cost of ``replicators``' settings."""
     from netbench.model.calibration import CalibrationError

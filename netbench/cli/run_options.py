@@ -64,8 +64,15 @@ def bucket_link(cluster, gpus_per_node: int = 1) -> tuple[float, float]:
     return GraphModel(cluster.graph, cluster.placement).ring_link()
 
 
-def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt_s: float,
-                   workload: WorkloadConfig, world_size: int, gpus_per_node: int = 1) -> ReplicatorConfig:
+def with_bucket_mb(
+    rep: ReplicatorConfig,
+    text: str,
+    rate_bps: float | None,
+    rtt_s: float,
+    workload: WorkloadConfig,
+    world_size: int,
+    gpus_per_node: int = 1,
+) -> ReplicatorConfig:
     """``rep`` with ``--bucket-mb`` applied: a number, or ``auto`` (from the link and the step's payload;
     with several accelerators per node the buckets queue on the replication subgroup's one lane).
 
@@ -82,8 +89,9 @@ def with_bucket_mb(rep: ReplicatorConfig, text: str, rate_bps: float | None, rtt
         from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS
 
         backward = rep.overlap_backward and workload.kind in BACKWARD_OVERLAP_WORKLOADS
-        value = bucket_mb_for(rep.name, rate_bps, rtt_s, payload, world_size, backward=backward,
-                              concurrent=gpus_per_node == 1)
+        value = bucket_mb_for(
+            rep.name, rate_bps, rtt_s, payload, world_size, backward=backward, concurrent=gpus_per_node == 1
+        )
     else:
         try:
             value = float(text)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from netbench.cli.errors import UserError
 from netbench.schedule import Schedule, ScheduleError, load
 
 __all__ = ["read_schedule"]
 
-def read_schedule(path: Optional[Path], option: str = "--schedule") -> Schedule | None:
+
+def read_schedule(path: Path | None, option: str = "--schedule") -> Schedule | None:
     """The schedule in ``path`` (None: no schedule); a file that cannot be used is one UserError line."""
     if path is None:
         return None

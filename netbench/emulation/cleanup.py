@@ -47,10 +47,15 @@ def find_leftovers(include_live: bool = False, only: Collection[str] = ()) -> Le
         if run_id not in found.run_ids:
             found.run_ids.append(run_id)
     found.pids = netns.pids_in(found.namespaces)
-    found.stale_registrations = [r for r in naming.registered_run_ids()
-                                 if (not only or r in only) and (include_live or not naming.owner_alive(r))]
+    found.stale_registrations = [
+        r
+        for r in naming.registered_run_ids()
+        if (not only or r in only) and (include_live or not naming.owner_alive(r))
+    ]
     folders = delaystats.leftover_folders(set(only) if only else None)
-    found.stats_folders = [f for run_id, fs in sorted(folders.items()) if include_live or not naming.owner_alive(run_id) for f in fs]
+    found.stats_folders = [
+        f for run_id, fs in sorted(folders.items()) if include_live or not naming.owner_alive(run_id) for f in fs
+    ]
     return found
 
 
@@ -87,7 +92,11 @@ def host_qdiscs(dry_run: bool = False, only: Collection[str] = ()) -> list[HostQ
             where = _netns_with_inode(record.netns_inode) if record else None
             present = False
             if where is not None:
-                present = netns.call_in(where, _remove_recorded, record, dry_run) if where else _remove_recorded(record, dry_run)
+                present = (
+                    netns.call_in(where, _remove_recorded, record, dry_run)
+                    if where
+                    else _remove_recorded(record, dry_run)
+                )
             if not dry_run:
                 path.unlink(missing_ok=True)
             found.append(HostQdisc(record.iface if record else path.name, record.run_id if record else "?", present))
@@ -107,8 +116,10 @@ def _remove_recorded(record: hostrecords.Record, dry_run: bool) -> bool:
 
     with IPRoute() as ipr:
         if dry_run:
-            return ipr.link_lookup(ifname=record.iface) == [record.ifindex] and \
-                hostrecords.fingerprint(ipr, record.ifindex) == record.fingerprint
+            return (
+                ipr.link_lookup(ifname=record.iface) == [record.ifindex]
+                and hostrecords.fingerprint(ipr, record.ifindex) == record.fingerprint
+            )
         return hostrecords.remove_if_ours(ipr, record)
 
 
@@ -172,5 +183,8 @@ def processes_of(run_id: str, known_inodes: Iterable[int] = ()) -> list[int]:
 
 def traces_of(run_id: str, known_inodes: Iterable[int] = ()) -> dict[str, object]:
     """Everything of ``run_id`` still on the host: all values empty or False when it left nothing."""
-    return {"namespaces": namespaces_of(run_id), "registered": run_id in naming.registered_run_ids(),
-            "processes": processes_of(run_id, known_inodes)}
+    return {
+        "namespaces": namespaces_of(run_id),
+        "registered": run_id in naming.registered_run_ids(),
+        "processes": processes_of(run_id, known_inodes),
+    }

@@ -63,7 +63,9 @@ _NODE_SYSCTLS = {  # TCP windows large enough for 1gbit x 400 ms round trips (BD
 class Cluster:
     """Builds and tears down one emulated cluster."""
 
-    def __init__(self, spec: ClusterSpec, names: RunNames | None = None, capabilities: Capabilities | None = None) -> None:
+    def __init__(
+        self, spec: ClusterSpec, names: RunNames | None = None, capabilities: Capabilities | None = None
+    ) -> None:
         self.spec = spec
         self.names = names or RunNames.new()
         self.capabilities = capabilities or detect()
@@ -91,7 +93,7 @@ class Cluster:
         return self.impairment.name
 
     # ---------------------------------------------------------------- context
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         self._signals.install()
         try:
             self.up()
@@ -195,7 +197,9 @@ class Cluster:
             self.shaping[f"{link.name}:fwd"] = up
         for k, port, direction, label in self.fabric.shaped():
             self.raise_if_interrupted()
-            (installed,) = self.switches[k].call(_shape, [port], direction, offload_on, self.impairment, replace).values()
+            (installed,) = (
+                self.switches[k].call(_shape, [port], direction, offload_on, self.impairment, replace).values()
+            )
             self.shaping[label] = installed
 
     def switch_of(self, node: Node) -> Switch:
@@ -324,8 +328,9 @@ def _build_node(iface: str, address: str, prefixlen: int) -> None:
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
 
 
-def _shape(ifaces: list[str], direction: DirectionSpec, offload_on: bool, impairment: ImpairmentEngine,
-           replace: bool = False) -> dict[str, dict]:
+def _shape(
+    ifaces: list[str], direction: DirectionSpec, offload_on: bool, impairment: ImpairmentEngine, replace: bool = False
+) -> dict[str, dict]:
     """Shape the egress of ``ifaces`` (in this namespace) as ``impairment`` does; set offloads and flow steering.
     ``replace``: remove the root qdisc first, and leave offloads and flow steering as they are (set when built).
 
@@ -335,7 +340,9 @@ def _shape(ifaces: list[str], direction: DirectionSpec, offload_on: bool, impair
         if replace:
             for iface in ifaces:
                 shaping.clear(ipr, ipr.link_lookup(ifname=iface)[0])
-        installed = {iface: impairment.shape(ipr, ipr.link_lookup(ifname=iface)[0], direction, offload_on) for iface in ifaces}
+        installed = {
+            iface: impairment.shape(ipr, ipr.link_lookup(ifname=iface)[0], direction, offload_on) for iface in ifaces
+        }
     if replace:
         return installed
     offload.set_segmentation(ifaces, offload_on)

@@ -30,8 +30,11 @@ def control_file(folder: Path) -> Path:
 
 def format_ports(up: Ports, down: Ports) -> str:
     """One ``side:ifindex:delay:jitter:loss`` line per port."""
-    return "".join(f"{side}:{int(i)}:{imp['delay_s']!r}:{imp['jitter_s']!r}:{imp['loss']!r}\n"
-                   for side, ports in (("up", up), ("down", down)) for i, imp in ports.items())
+    return "".join(
+        f"{side}:{int(i)}:{imp['delay_s']!r}:{imp['jitter_s']!r}:{imp['loss']!r}\n"
+        for side, ports in (("up", up), ("down", down))
+        for i, imp in ports.items()
+    )
 
 
 def parse_ports(text: str) -> tuple[Ports, Ports]:

@@ -150,8 +150,14 @@ STATS_EVERY_S = 1.0
 
 def stats(line: DelayLine) -> dict:
     """Counters the orchestrator reads for the run's fidelity check, the kernel's queue drops included."""
-    return {"passed": line.passed, "dropped": line.dropped, "late": line.late, "late_sum_s": line.late_sum_s,
-            "late_max_s": line.late_max_s, **delaystats.kernel_queue_counters(QUEUE_NUM)}
+    return {
+        "passed": line.passed,
+        "dropped": line.dropped,
+        "late": line.late,
+        "late_sum_s": line.late_sum_s,
+        "late_max_s": line.late_max_s,
+        **delaystats.kernel_queue_counters(QUEUE_NUM),
+    }
 
 
 def write_stats(path: str, line: DelayLine) -> None:
@@ -206,7 +212,9 @@ def _run_ahead_of_workers() -> None:
     if number is None:
         return
     # struct sched_attr, SCHED_ATTR_SIZE_VER0: size, policy (SCHED_OTHER), flags, nice, priority, runtime, deadline, period
-    attr = ctypes.create_string_buffer(struct.pack("IIQiIQQQ", 48, 0, 0, os.getpriority(os.PRIO_PROCESS, 0), 0, SHORT_SLICE_NS, 0, 0))
+    attr = ctypes.create_string_buffer(
+        struct.pack("IIQiIQQQ", 48, 0, 0, os.getpriority(os.PRIO_PROCESS, 0), 0, SHORT_SLICE_NS, 0, 0)
+    )
     ctypes.CDLL(None, use_errno=True).syscall(number, 0, attr, 0)
 
 
@@ -260,7 +268,9 @@ def serve(config: dict) -> None:
         nonlocal stop
         stop = True
 
-    with signals.handled((signal.SIGTERM, signal.SIGINT), _stop):  # to the end: a second SIGTERM must not cut the drain short
+    with signals.handled(
+        (signal.SIGTERM, signal.SIGINT), _stop
+    ):  # to the end: a second SIGTERM must not cut the drain short
         signal.signal(signal.SIGHUP, control.request)
         print("ready", flush=True)
         _minimal_timer_slack()
@@ -271,7 +281,9 @@ def serve(config: dict) -> None:
         while not stop:
             if stats_path and time.monotonic() >= next_stats:
                 write_stats(stats_path, line)
-                next_stats = time.monotonic() + STATS_EVERY_S  # select(): microsecond timeouts; poll/epoll round up to whole milliseconds
+                next_stats = (
+                    time.monotonic() + STATS_EVERY_S
+                )  # select(): microsecond timeouts; poll/epoll round up to whole milliseconds
             control.reload_if_asked()
             wait = line.release_due()
             timeout = 0.2 if wait is None else (0.0 if wait < SPIN_S else wait - SPIN_S)

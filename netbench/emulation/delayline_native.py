@@ -89,8 +89,12 @@ def binary() -> Path:
     fd, tmp = tempfile.mkstemp(prefix=".delayline-", dir=folder)
     os.close(fd)
     try:
-        out = subprocess.run([compiler, "-O2", "-o", tmp, str(SOURCE), "-lnetfilter_queue", "-lm"],
-                             capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        out = subprocess.run(
+            [compiler, "-O2", "-o", tmp, str(SOURCE), "-lnetfilter_queue", "-lm"],
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+        )
         if out.returncode != 0:
             last = (out.stderr.strip().splitlines() or ["no output"])[-1]
             hint = " (apt-get install libnetfilter-queue-dev)" if "libnetfilter_queue" in out.stderr else ""
@@ -104,7 +108,10 @@ def binary() -> Path:
 
 def argv(program: Path, config: dict[str, Any]) -> list[str]:
     """The command line for ``program`` from the Python delay line's config (delayline.serve's input)."""
-    ports = [f"{side}:{int(ifindex)}:{imp['delay_s']!r}:{imp['jitter_s']!r}:{imp['loss']!r}"
-             for side in ("up", "down") for ifindex, imp in config[side].items()]
+    ports = [
+        f"{side}:{int(ifindex)}:{imp['delay_s']!r}:{imp['jitter_s']!r}:{imp['loss']!r}"
+        for side in ("up", "down")
+        for ifindex, imp in config[side].items()
+    ]
     control = [f"control={config['control_path']}"] if config.get("control_path") else []
     return [str(program), config.get("stats_path") or "", str(int(config.get("seed", 0))), *control, *ports]

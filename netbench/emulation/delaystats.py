@@ -29,7 +29,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATS_NAME", "make_folder", "stats_file", "write", "read", "leftover_folders", "remove_folder", "kernel_queue_counters"]
+__all__ = [
+    "STATS_NAME",
+    "make_folder",
+    "stats_file",
+    "write",
+    "read",
+    "leftover_folders",
+    "remove_folder",
+    "kernel_queue_counters",
+]
 
 STATS_NAME = "stats.json"
 MAX_BYTES = 1 << 16  # the counters are a few hundred bytes: anything larger is not theirs

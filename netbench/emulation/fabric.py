@@ -74,15 +74,21 @@ class Fabric:
     @cached_property
     def node_ports(self) -> tuple[Port, ...]:
         """Node ``i``'s port (index ``i``) in its switch."""
-        return tuple(Port(self.switch_of(i), self.names.port(i), self.graph.access_link(i).name, False)
-                     for i in range(self.graph.node_count))
+        return tuple(
+            Port(self.switch_of(i), self.names.port(i), self.graph.access_link(i).name, False)
+            for i in range(self.graph.node_count)
+        )
 
     @cached_property
     def trunk_ports(self) -> tuple[tuple[Port, Port], ...]:
         """Both ends of every trunk (a end, b end), in the graph's trunk order."""
-        return tuple((Port(self.switch_index[t.a], self.names.trunk_port(k), t.name, True),
-                      Port(self.switch_index[t.b], self.names.trunk_port(k), t.name, False))
-                     for k, t in enumerate(self.graph.trunks))
+        return tuple(
+            (
+                Port(self.switch_index[t.a], self.names.trunk_port(k), t.name, True),
+                Port(self.switch_index[t.b], self.names.trunk_port(k), t.name, False),
+            )
+            for k, t in enumerate(self.graph.trunks)
+        )
 
     def ports_of(self, switch: int) -> list[Port]:
         ends = [end for pair in self.trunk_ports for end in pair]
@@ -115,15 +121,27 @@ class Fabric:
 
     def shaped(self) -> list[tuple[int, str, DirectionSpec, str]]:
         """Every switch-side egress: (switch, port, its direction, run.json's label ``link:fwd|rev``)."""
-        return [(p.switch, p.name, self.graph.direction(p.egress), p.egress.label)
-                for k in range(len(self.graph.switches)) for p in self.ports_of(k)]
+        return [
+            (p.switch, p.name, self.graph.direction(p.egress), p.egress.label)
+            for k in range(len(self.graph.switches))
+            for p in self.ports_of(k)
+        ]
 
     def describe(self) -> dict:
         """What run.json records: each switch's namespace and ports, and each trunk's two ends."""
         return {
-            "switches": {name: {"netns": self.netns(k), "address": self.names.fabric_switch_address(k),
-                                "ports": [p.name for p in self.ports_of(k)]} for k, name in enumerate(self.graph.switches)},
-            "trunks": {a.link: {"port": a.name, "a": self.netns(a.switch), "b": self.netns(b.switch)} for a, b in self.trunk_ports},
+            "switches": {
+                name: {
+                    "netns": self.netns(k),
+                    "address": self.names.fabric_switch_address(k),
+                    "ports": [p.name for p in self.ports_of(k)],
+                }
+                for k, name in enumerate(self.graph.switches)
+            },
+            "trunks": {
+                a.link: {"port": a.name, "a": self.netns(a.switch), "b": self.netns(b.switch)}
+                for a, b in self.trunk_ports
+            },
         }
 
 
@@ -156,5 +174,7 @@ def _route_switch(trunk_ends: list[str], routes: dict[str, str]) -> dict[str, in
             ipr.link("set", index=ifindex[port], state="up")
         for address, port in routes.items():
             index = ifindex.get(port) or ipr.link_lookup(ifname=port)[0]
-            ipr.route("replace", dst=address, dst_len=32, oif=index, scope=253)  # scope link: the far switch answers ARP
+            ipr.route(
+                "replace", dst=address, dst_len=32, oif=index, scope=253
+            )  # scope link: the far switch answers ARP
     return ifindex

@@ -63,7 +63,10 @@ class SwitchDelayLines(ImpairmentEngine):
 
     def helper_pids(self) -> dict[str, int]:
         """Every switch's line: the first as ``delay_line`` (the star's name), the others ``delay_line_sw<switch>``."""
-        named = {("delay_line" if i == 0 else f"delay_line_sw{line.switch_index}"): line.pid for i, line in enumerate(self.lines)}
+        named = {
+            ("delay_line" if i == 0 else f"delay_line_sw{line.switch_index}"): line.pid
+            for i, line in enumerate(self.lines)
+        }
         return {name: pid for name, pid in named.items() if pid is not None}
 
     def describe(self) -> dict[str, Any]:

@@ -72,8 +72,10 @@ def fingerprint(ipr: Any, index: int) -> dict[str, Any] | None:
             kind = str(msg.get_attr("TCA_KIND"))
             found = {"kind": kind, "handle": int(msg["handle"]), "options": _options(msg)}
             if kind == "htb":
-                found["classes"] = sorted(([int(c["handle"]), int(c["parent"]), _options(c)] for c in ipr.get_classes(index=index)),
-                                          key=lambda c: c[0])
+                found["classes"] = sorted(
+                    ([int(c["handle"]), int(c["parent"]), _options(c)] for c in ipr.get_classes(index=index)),
+                    key=lambda c: c[0],
+                )
             return found
     return None
 
@@ -155,8 +157,10 @@ def busy_reason(ipr: Any, iface: str, ifindex: int) -> str | None:
         who = f"netbench run {record.run_id} (worker pid {record.worker_pid})" if record else "another netbench run"
         return f"{iface} is shaped by {who}: one run per interface at a time"
     if record is not None and record.iface == iface and fingerprint(ipr, ifindex) == record.fingerprint:
-        return (f"{iface} still has the qdisc of netbench run {record.run_id}, whose worker was killed: "
-                f"`netbench clean --host-qdiscs` removes it")
+        return (
+            f"{iface} still has the qdisc of netbench run {record.run_id}, whose worker was killed: "
+            f"`netbench clean --host-qdiscs` removes it"
+        )
     path.unlink(missing_ok=True)
     return None
 

@@ -34,7 +34,7 @@ import subprocess
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pyroute2 import IPRoute
@@ -71,14 +71,16 @@ class TbfShaping(BaseModel):
         return shaping.OUR_KINDS
 
     def netem_missing(self) -> str:
-        return ("--delay/--jitter/--loss need the netem qdisc, which this kernel lacks "
-                "(sch_netem); netbench's delay line works only inside an emulated cluster")
+        return (
+            "--delay/--jitter/--loss need the netem qdisc, which this kernel lacks "
+            "(sch_netem); netbench's delay line works only inside an emulated cluster"
+        )
 
     def install(self, ipr: Any, index: int, offload: bool) -> dict[str, Any]:
         return shaping.apply(ipr, index, self.direction, offload, use_netem=self.direction.impaired)
 
 
-HostShaping = Annotated[Union[TbfShaping, HtbShaping], Field(discriminator="kind")]
+HostShaping = Annotated[TbfShaping | HtbShaping, Field(discriminator="kind")]
 _SHAPING = TypeAdapter(HostShaping)
 
 
@@ -89,9 +91,11 @@ def parse_shaping(data: dict[str, Any]) -> TbfShaping | HtbShaping:
 
 def foreign_root_message(iface: str, kind: str, handle: int) -> str:
     """Why an interface whose root qdisc is not the kernel's default is not shaped: one line."""
-    return (f"{iface} already has a configured root qdisc ({kind} {handle >> 16:x}:), not the kernel default; "
-            f"netbench shapes only from the default so it can restore it (one left by a killed netbench worker: "
-            f"`netbench clean --host-qdiscs`; any other: `tc qdisc del dev {iface} root`)")
+    return (
+        f"{iface} already has a configured root qdisc ({kind} {handle >> 16:x}:), not the kernel default; "
+        f"netbench shapes only from the default so it can restore it (one left by a killed netbench worker: "
+        f"`netbench clean --host-qdiscs`; any other: `tc qdisc del dev {iface} root`)"
+    )
 
 
 def has_net_admin(status_path: str = "/proc/self/status") -> bool:
@@ -115,7 +119,9 @@ def offload_on(iface: str) -> bool:
 def preflight(iface: str, options: str) -> int:
     """Root (or CAP_NET_ADMIN), the interface, and the kernel's default root qdisc on it; its index, else HostShapingError."""
     if not has_net_admin():
-        raise HostShapingError(f"shaping {iface} ({options}) needs root or CAP_NET_ADMIN; run without it to measure unshaped")
+        raise HostShapingError(
+            f"shaping {iface} ({options}) needs root or CAP_NET_ADMIN; run without it to measure unshaped"
+        )
     with IPRoute() as ipr:
         found = ipr.link_lookup(ifname=iface)
         if not found:
@@ -144,7 +150,7 @@ class HostShaper:
         """Everything that can be known before touching the host; HostShapingError with one line otherwise."""
         self._index = preflight(self.iface, "--topology" if self.shaping.kind == "htb" else "--bw/--up/--delay")
 
-    def __enter__(self) -> "HostShaper":
+    def __enter__(self) -> HostShaper:
         self.check()
         self._stack = ExitStack()
         self._stack.enter_context(exit_on(STOP_SIGNALS))  # a kill still unwinds through the caller's finally blocks
@@ -164,7 +170,9 @@ class HostShaper:
         self.installed = {**answer["installed"], "iface": self.iface}
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._close()
 
     def _close(self) -> None:
@@ -179,10 +187,19 @@ class HostShaper:
         """
         self._guard = subprocess.Popen(
             netbench_module_argv("netbench.emulation.shapeguard"),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True, close_fds=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            close_fds=True,
         )
-        request = {"iface": self.iface, "shaping": self.shaping.model_dump(), "offload": offload_on(self.iface),
-                   "run_id": self.run_id, "worker_pid": os.getpid()}
+        request = {
+            "iface": self.iface,
+            "shaping": self.shaping.model_dump(),
+            "offload": offload_on(self.iface),
+            "run_id": self.run_id,
+            "worker_pid": os.getpid(),
+        }
         self._guard.stdin.write(json.dumps(request) + "\n")
         self._guard.stdin.flush()
         line = self._guard.stdout.readline()

@@ -90,17 +90,30 @@ def netem_missing(node: str, peer: str, path: DirectionSpec) -> str:
     forwarded, and holding them in the sender's own stack keeps them charged to the socket, so TCP
     Small Queues throttles the flow to a fraction of its rate.
     """
-    what = ", ".join(part for part, on in ((f"{path.delay_s * 1e3:g} ms one-way delay", path.delay_s),
-                                           (f"{path.jitter_s * 1e3:g} ms jitter", path.jitter_s),
-                                           (f"{path.loss * 100:g}% loss", path.loss)) if on)
-    return (f"--topology: the path {node} -> {peer} has {what}, which on real hosts needs the netem qdisc, and this "
-            f"kernel lacks it (sch_netem); netbench's delay line works only inside an emulated cluster")
+    what = ", ".join(
+        part
+        for part, on in (
+            (f"{path.delay_s * 1e3:g} ms one-way delay", path.delay_s),
+            (f"{path.jitter_s * 1e3:g} ms jitter", path.jitter_s),
+            (f"{path.loss * 100:g}% loss", path.loss),
+        )
+        if on
+    )
+    return (
+        f"--topology: the path {node} -> {peer} has {what}, which on real hosts needs the netem qdisc, and this "
+        f"kernel lacks it (sch_netem); netbench's delay line works only inside an emulated cluster"
+    )
 
 
 def _class_args(rate_bps: float, ceil_bps: float, offload: bool) -> dict[str, Any]:
     burst = TbfParams.for_rate(ceil_bps, offload).burst_bytes
-    return dict(rate=f"{int(rate_bps)}bit", ceil=f"{int(ceil_bps)}bit", burst=burst, cburst=burst,
-                quantum=min(burst, MAX_QUANTUM_BYTES))
+    return dict(
+        rate=f"{int(rate_bps)}bit",
+        ceil=f"{int(ceil_bps)}bit",
+        burst=burst,
+        cburst=burst,
+        quantum=min(burst, MAX_QUANTUM_BYTES),
+    )
 
 
 def _leaf(ipr: Any, index: int, parent: str, major: int, path: DirectionSpec, offload: bool) -> dict[str, Any]:
@@ -127,17 +140,43 @@ def install(ipr: Any, index: int, shaping: HtbShaping, offload: bool) -> dict[st
     """Build the tree on ``index`` (whose root must be the kernel's default); returns what run.json records."""
     uplink = shaping.uplink.rate_bps
     ipr.tc("add", "htb", index=index, handle=ROOT_HANDLE, default=0)
-    ipr.tc("add-class", "htb", index=index, handle=PARENT_CLASS, parent=ROOT_HANDLE, **_class_args(uplink, uplink, offload))
+    ipr.tc(
+        "add-class", "htb", index=index, handle=PARENT_CLASS, parent=ROOT_HANDLE, **_class_args(uplink, uplink, offload)
+    )
     share = uplink / len(shaping.peers)
     classes = []
     for k, peer in enumerate(shaping.peers):
         minor = FIRST_PEER_MINOR + k
         handle, ceil = f"1:{minor:x}", min(peer.path.rate_bps, uplink)
-        ipr.tc("add-class", "htb", index=index, handle=handle, parent=PARENT_CLASS, **_class_args(min(share, ceil), ceil, offload))
+        ipr.tc(
+            "add-class",
+            "htb",
+            index=index,
+            handle=handle,
+            parent=PARENT_CLASS,
+            **_class_args(min(share, ceil), ceil, offload),
+        )
         leaf = _leaf(ipr, index, handle, minor, peer.path, offload)
         for address in peer.addresses:
-            ipr.tc("add-filter", "u32", index=index, parent=ROOT_HANDLE, prio=1, protocol=ETH_P_IP, target=handle,
-                   keys=[_match_destination(address)])
-        classes.append({"class": handle, "node": peer.node, "addresses": list(peer.addresses), "rate_bps": min(share, ceil),
-                        "ceil_bps": ceil, "delay_s": peer.path.delay_s, **leaf})
+            ipr.tc(
+                "add-filter",
+                "u32",
+                index=index,
+                parent=ROOT_HANDLE,
+                prio=1,
+                protocol=ETH_P_IP,
+                target=handle,
+                keys=[_match_destination(address)],
+            )
+        classes.append(
+            {
+                "class": handle,
+                "node": peer.node,
+                "addresses": list(peer.addresses),
+                "rate_bps": min(share, ceil),
+                "ceil_bps": ceil,
+                "delay_s": peer.path.delay_s,
+                **leaf,
+            }
+        )
     return {"htb": {"node": shaping.node, "uplink_bps": uplink, "default": "unshaped", "classes": classes}}

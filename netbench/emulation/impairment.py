@@ -113,8 +113,11 @@ class DelayLine(ImpairmentEngine):
     def start(self, switch: Switch, nodes: list[Node]) -> None:
         """Start the delay line, wait for its ``ready``, then send the impaired ports' frames to its queue."""
         up, down = self.spec.up, self.spec.down
-        self.start_ports(switch, {n.port: up for n in nodes} if up.impaired else {},
-                         {n.port: down for n in nodes} if down.impaired else {})
+        self.start_ports(
+            switch,
+            {n.port: up for n in nodes} if up.impaired else {},
+            {n.port: down for n in nodes} if down.impaired else {},
+        )
 
     def start_ports(self, switch: Switch, up: dict[str, DirectionSpec], down: dict[str, DirectionSpec]) -> None:
         """Start the delay line in ``switch``: a packet routed in from port p waits ``up[p]``, one routed out to p ``down[p]``."""
@@ -156,8 +159,12 @@ class DelayLine(ImpairmentEngine):
         if proc is None or proc.poll() is None:
             return
         err = (proc.stderr.read() or "").strip().splitlines() if proc.stderr else []
-        how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
-        raise DelayLineDied(f"the delay line (switch namespace {self.switch_netns}) {how}" + (f": {err[-1]}" if err else ""))
+        how = (
+            f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with code {proc.returncode}"
+        )
+        raise DelayLineDied(
+            f"the delay line (switch namespace {self.switch_netns}) {how}" + (f": {err[-1]}" if err else "")
+        )
 
     def stop(self) -> None:
         delaystats.remove_folder(self.stats_folder)
@@ -185,7 +192,9 @@ def choose(spec: ClusterSpec, capabilities: Capabilities, run_id: str) -> Impair
     if wanted == "netem":
         raise ClusterError("--engine netem: this kernel has no sch_netem (try --engine delayline)")
     if not capabilities.delay_line:
-        raise ClusterError(f"delay, jitter and loss need netem or the delay line; neither works here: {capabilities.delay_line_reason}")
+        raise ClusterError(
+            f"delay, jitter and loss need netem or the delay line; neither works here: {capabilities.delay_line_reason}"
+        )
     return DelayLine(spec, run_id)
 
 

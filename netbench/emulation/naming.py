@@ -37,7 +37,7 @@ class RunNames:
     run_id: str
 
     @classmethod
-    def new(cls) -> "RunNames":
+    def new(cls) -> RunNames:
         """A fresh run id whose namespaces and /24 no other run on this host uses.
 
         Runs are isolated by namespace, so a shared subnet could not leak traffic; a distinct one
@@ -115,7 +115,9 @@ def _netns_names() -> list[str]:
 RUN_ID = re.compile(r"[0-9a-f]{6}")  # what RunNames.new() makes: secrets.token_hex(3)
 # Exactly the names netbench gives namespaces: a run's switches (at most MAX_SWITCHES) and nodes (at most 64), and doctor's probe.
 MAX_SWITCHES = 100
-_NETNS_NAME = re.compile(rf"{NETNS_PREFIX}(?:(?P<run>[0-9a-f]{{6}})-(?:sw(?:[1-9][0-9]?)?|n(?:[0-9]|[1-5][0-9]|6[0-3]))|(?P<probe>{PROBE_PREFIX}[1-9][0-9]{{0,9}})-x)")
+_NETNS_NAME = re.compile(
+    rf"{NETNS_PREFIX}(?:(?P<run>[0-9a-f]{{6}})-(?:sw(?:[1-9][0-9]?)?|n(?:[0-9]|[1-5][0-9]|6[0-3]))|(?P<probe>{PROBE_PREFIX}[1-9][0-9]{{0,9}})-x)"
+)
 
 
 def run_id_of(netns: str) -> str | None:
@@ -132,7 +134,9 @@ def _lock(run_id: str) -> Path:
     return REGISTRY_DIR / f"{run_id}.lock"
 
 
-_HELD: dict[str, int] = {}  # run id -> descriptor of its lock file, flock'ed exclusively while this process owns the run
+_HELD: dict[
+    str, int
+] = {}  # run id -> descriptor of its lock file, flock'ed exclusively while this process owns the run
 
 
 class RegistryError(RuntimeError):
@@ -152,7 +156,9 @@ def private_folder(path: Path) -> Path:
             pass
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise RegistryError(f"{path} is not a folder owned by uid {os.geteuid()} and closed to others: refusing to use it")
+        raise RegistryError(
+            f"{path} is not a folder owned by uid {os.geteuid()} and closed to others: refusing to use it"
+        )
     return path
 
 
@@ -241,8 +247,8 @@ def owner_alive(run_id: str) -> bool:
     from under another run that is still probing the host. A run registered by a netbench older
     than the lock files (a JSON entry, no lock) is judged by its pid and start time.
     """
-    if run_id.startswith(PROBE_PREFIX) and run_id[len(PROBE_PREFIX):].isdigit():
-        return psutil.pid_exists(int(run_id[len(PROBE_PREFIX):]))
+    if run_id.startswith(PROBE_PREFIX) and run_id[len(PROBE_PREFIX) :].isdigit():
+        return psutil.pid_exists(int(run_id[len(PROBE_PREFIX) :]))
     if run_id in _HELD:
         return True
     try:

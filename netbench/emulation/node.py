@@ -21,8 +21,13 @@ class Namespace:
     netns: str
     processes: list[subprocess.Popen] = field(default_factory=list, repr=False)
 
-    def popen(self, argv: Sequence[str], env: dict[str, str] | None = None, then: Callable[[], None] | None = None,
-              **kwargs: Any) -> subprocess.Popen:
+    def popen(
+        self,
+        argv: Sequence[str],
+        env: dict[str, str] | None = None,
+        then: Callable[[], None] | None = None,
+        **kwargs: Any,
+    ) -> subprocess.Popen:
         """Start ``argv`` inside this namespace, in its own process group; ``then`` runs in the child just before exec."""
         full_env = {**os.environ, **(env or {})}
         enter = netns.preexec(self.netns)
@@ -42,8 +47,9 @@ class Namespace:
         kwargs.setdefault("text", True)
         return subprocess.run(list(argv), timeout=timeout, preexec_fn=netns.preexec(self.netns), **kwargs)
 
-    def python(self, module: str, *args: str, env: dict[str, str] | None = None, workdir: str = DEFAULT_WORKDIR,
-               **kwargs: Any) -> subprocess.Popen:
+    def python(
+        self, module: str, *args: str, env: dict[str, str] | None = None, workdir: str = DEFAULT_WORKDIR, **kwargs: Any
+    ) -> subprocess.Popen:
         """Start netbench's ``module`` with ``args`` inside this namespace, isolated (:mod:`netbench.child`)."""
         return self.popen(netbench_module_argv(module, *args, workdir=workdir), env=env, **kwargs)
 

@@ -8,9 +8,9 @@ configured delay both ways: an idle token bucket passes a small packet without s
 from __future__ import annotations
 
 import json
-import statistics
 import select
 import shutil
+import statistics
 import subprocess
 from dataclasses import asdict, dataclass
 
@@ -50,10 +50,19 @@ def _wait_listening(proc: subprocess.Popen, timeout: float = 10.0) -> None:
 
 
 def measure_rtt(client: Node, server: Node, count: int = 20, interval_s: float = 0.02) -> dict:
-    echo = server.python("netbench.emulation.traffic", "udp-echo", str(ECHO_PORT), "5", stdout=subprocess.PIPE, text=True)
+    echo = server.python(
+        "netbench.emulation.traffic", "udp-echo", str(ECHO_PORT), "5", stdout=subprocess.PIPE, text=True
+    )
     _wait_listening(echo)
-    ping = client.run_python("netbench.emulation.traffic", "udp-ping", server.address, str(ECHO_PORT), str(count), str(interval_s),
-                             timeout=count * (interval_s + 2.5) + 10)
+    ping = client.run_python(
+        "netbench.emulation.traffic",
+        "udp-ping",
+        server.address,
+        str(ECHO_PORT),
+        str(count),
+        str(interval_s),
+        timeout=count * (interval_s + 2.5) + 10,
+    )
     echo.terminate()
     echo.wait()
     if ping.returncode != 0:
@@ -94,10 +103,24 @@ def steady_receiver_goodput(data: dict) -> tuple[float, float]:
 def measure_goodput(client: Node, server: Node, seconds: float) -> tuple[float, str, float]:
     """Steady-state goodput in bits/s from client to server, which tool measured it, over how many seconds."""
     if shutil.which("iperf3"):
-        srv = server.popen(["iperf3", "-s", "-1", "-J", "-i", str(INTERVAL_S), "-p", str(PROBE_PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        srv = server.popen(
+            ["iperf3", "-s", "-1", "-J", "-i", str(INTERVAL_S), "-p", str(PROBE_PORT)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(50):  # iperf3 has no ready signal; retry the connection briefly
             out = client.run(
-                ["iperf3", "-c", server.address, "-p", str(PROBE_PORT), "-t", str(seconds + WARMUP_S), "-J", "--get-server-output"],
+                [
+                    "iperf3",
+                    "-c",
+                    server.address,
+                    "-p",
+                    str(PROBE_PORT),
+                    "-t",
+                    str(seconds + WARMUP_S),
+                    "-J",
+                    "--get-server-output",
+                ],
                 timeout=seconds + 30,
             )
             data = json.loads(out.stdout or "{}")
@@ -109,9 +132,24 @@ def measure_goodput(client: Node, server: Node, seconds: float) -> tuple[float, 
                 raise RuntimeError(f"iperf3: {data.get('error', out.stderr.strip())}")
             select.select([], [], [], 0.1)
         raise RuntimeError("iperf3 server in the node did not start")
-    sink = server.python("netbench.emulation.traffic", "tcp-sink", str(PROBE_PORT), str(seconds + 30), str(WARMUP_S), stdout=subprocess.PIPE, text=True)
+    sink = server.python(
+        "netbench.emulation.traffic",
+        "tcp-sink",
+        str(PROBE_PORT),
+        str(seconds + 30),
+        str(WARMUP_S),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     _wait_listening(sink)
-    client.run_python("netbench.emulation.traffic", "tcp-source", server.address, str(PROBE_PORT), str(seconds + WARMUP_S), timeout=seconds + 30)
+    client.run_python(
+        "netbench.emulation.traffic",
+        "tcp-source",
+        server.address,
+        str(PROBE_PORT),
+        str(seconds + WARMUP_S),
+        timeout=seconds + 30,
+    )
     out, _ = sink.communicate(timeout=30)
     counted = json.loads(out.strip().splitlines()[-1])
     return float(counted["goodput_bps"]), "builtin", float(counted["seconds"])
@@ -122,8 +160,10 @@ def farthest_node(spec: ClusterSpec) -> int:
     if spec.topology is None:
         return 1
     graph = spec.topology
-    return max(range(1, graph.node_count),
-               key=lambda j: (graph.one_way_delay_s(0, j) + graph.one_way_delay_s(j, 0), -graph.bottleneck_bps(0, j), -j))
+    return max(
+        range(1, graph.node_count),
+        key=lambda j: (graph.one_way_delay_s(0, j) + graph.one_way_delay_s(j, 0), -graph.bottleneck_bps(0, j), -j),
+    )
 
 
 def probe(spec: ClusterSpec, seconds: float = 4.0, pings: int = 20) -> ProbeResult:

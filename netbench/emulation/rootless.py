@@ -44,8 +44,10 @@ def enter_user_namespace() -> None:
         reason = os.strerror(ctypes.get_errno())
         threads = len(os.listdir("/proc/self/task"))
         if threads > 1:  # the kernel's EINVAL for a threaded caller says nothing about why
-            reason += (f" ({threads} threads running: the user namespace must be entered before numpy/torch start "
-                       "theirs; run the `netbench` console script or `python -m netbench`)")
+            reason += (
+                f" ({threads} threads running: the user namespace must be entered before numpy/torch start "
+                "theirs; run the `netbench` console script or `python -m netbench`)"
+            )
         raise RootlessError(f"unshare(user, net, mount) failed: {reason}")
     Path("/proc/self/setgroups").write_text("deny")
     Path("/proc/self/uid_map").write_text(f"0 {uid} 1")

@@ -75,9 +75,15 @@ def install(ipr: Any, config: dict) -> tuple[dict[str, Any], tuple[hostrecords.R
     except NetlinkError as exc:
         undo_partial(ipr, index, plan.root_kinds)
         return {"error": str(exc), "errno": exc.code}, None
-    record = hostrecords.Record(iface=iface, ifindex=index, netns_inode=hostrecords.own_netns_inode(),
-                                fingerprint=hostrecords.fingerprint(ipr, index), run_id=config["run_id"],
-                                worker_pid=config["worker_pid"], guard_pid=os.getpid())
+    record = hostrecords.Record(
+        iface=iface,
+        ifindex=index,
+        netns_inode=hostrecords.own_netns_inode(),
+        fingerprint=hostrecords.fingerprint(ipr, index),
+        run_id=config["run_id"],
+        worker_pid=config["worker_pid"],
+        guard_pid=os.getpid(),
+    )
     try:
         return {"installed": installed}, (record, hostrecords.claim(record))
     except OSError as exc:  # no record, no qdisc: nothing may outlive the guard unrecorded

@@ -30,7 +30,7 @@ class TbfParams:
     limit_bytes: int
 
     @classmethod
-    def for_rate(cls, rate_bps: float, offload: bool) -> "TbfParams":
+    def for_rate(cls, rate_bps: float, offload: bool) -> TbfParams:
         """Burst: 2 ms of line rate (at least 10 frames, or one GSO packet with offloads on).
 
         Limit: on top of the burst, 100 ms of line rate or a Linux NIC's transmit queue
@@ -55,7 +55,9 @@ def apply(ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool, u
     """
     tbf = TbfParams.for_rate(direction.rate_bps, offload)
     tbf_args = dict(rate=f"{int(direction.rate_bps)}bit", burst=tbf.burst_bytes, limit=tbf.limit_bytes)
-    installed: dict = {"tbf": {"rate_bps": tbf.rate_bps, "burst_bytes": tbf.burst_bytes, "limit_bytes": tbf.limit_bytes}}
+    installed: dict = {
+        "tbf": {"rate_bps": tbf.rate_bps, "burst_bytes": tbf.burst_bytes, "limit_bytes": tbf.limit_bytes}
+    }
     if use_netem and direction.impaired:
         netem_args: dict = {"delay": int(direction.delay_s * 1e6), "limit": 1_000_000}
         if direction.jitter_s:

@@ -64,7 +64,9 @@ def to_the_end(step: Callable[[], T]) -> T:
 
 
 def _on_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()  # only the main thread may set handlers or receive signals
+    return (
+        threading.current_thread() is threading.main_thread()
+    )  # only the main thread may set handlers or receive signals
 
 
 @contextmanager

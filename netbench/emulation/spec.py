@@ -14,11 +14,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from netbench.emulation.tcpsettings import TcpOptions
 from netbench.model.collectives import MIN_NODES
 from netbench.topology.graph import Topology
+from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 from netbench.topology.placement import place
 from netbench.topology.presets import star
-from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 
-__all__ = ["MIN_RATE_BPS", "MAX_RATE_BPS", "MAX_EMULATED_DELAY_S", "MAX_EMULATED_NODES", "DirectionSpec", "ClusterSpec", "emulation_problem"]
+__all__ = [
+    "MIN_RATE_BPS",
+    "MAX_RATE_BPS",
+    "MAX_EMULATED_DELAY_S",
+    "MAX_EMULATED_NODES",
+    "DirectionSpec",
+    "ClusterSpec",
+    "emulation_problem",
+]
 
 MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is model.steptime.MAX_PLANNED_NODES)
 
@@ -42,7 +50,9 @@ class ClusterSpec(BaseModel):
     network reads :attr:`graph`, which is the star when no topology is given.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False
+    )  # inf or nan would pass every range check
 
     nodes: int = Field(2, description="number of emulated nodes")
     up: DirectionSpec
@@ -52,16 +62,24 @@ class ClusterSpec(BaseModel):
         description="TSO/GSO/GRO on the veths; auto keeps them off up to 2.5gbit so every skb is one real frame",
     )
     engine: Literal["auto", "netem", "delayline"] = Field("auto", description="what adds delay, jitter and loss")
-    tcp: TcpOptions = Field(default_factory=TcpOptions, description="TCP settings of the nodes (unset: netbench's node defaults)")
-    topology: Topology | None = Field(None, description="the network as a graph (unset: the nodes behind one switch, shaped up/down)")
+    tcp: TcpOptions = Field(
+        default_factory=TcpOptions, description="TCP settings of the nodes (unset: netbench's node defaults)"
+    )
+    topology: Topology | None = Field(
+        None, description="the network as a graph (unset: the nodes behind one switch, shaped up/down)"
+    )
     rank_order: Literal["topology", "interleaved"] | tuple[int, ...] = Field(
-        "topology", description="which node each rank runs on: site by site, interleaved across sites, or a list of node indices")
+        "topology",
+        description="which node each rank runs on: site by site, interleaved across sites, or a list of node indices",
+    )
 
     @model_validator(mode="after")
-    def _topology_matches(self) -> "ClusterSpec":
+    def _topology_matches(self) -> ClusterSpec:
         if self.topology is not None and self.topology.node_count != self.nodes:
             raise ValueError(f"nodes {self.nodes} differs from the topology's {self.topology.node_count} nodes")
-        if self.topology is not None or self.rank_order != "topology":  # a one-rank worker's cluster has no graph to place on
+        if (
+            self.topology is not None or self.rank_order != "topology"
+        ):  # a one-rank worker's cluster has no graph to place on
             place(self.graph, self.rank_order)  # a PlacementError is a ValueError: one line, before anything is built
         return self
 

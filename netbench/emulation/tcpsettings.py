@@ -15,15 +15,22 @@ WAN cluster's settings differ from this host's. Everything here is per network n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from netbench.emulation import netns
 from netbench.model.gloo_tcp import TcpSettings
 
-__all__ = ["TcpOptions", "NODE_TCP_BUFFER_MAX", "expected_tcp_settings", "available_congestion_controls", "check_tcp_options", "apply_tcp_settings", "read_tcp_settings"]
+__all__ = [
+    "TcpOptions",
+    "NODE_TCP_BUFFER_MAX",
+    "expected_tcp_settings",
+    "available_congestion_controls",
+    "check_tcp_options",
+    "apply_tcp_settings",
+    "read_tcp_settings",
+]
 
 MIN_BUF, MAX_BUF = 65536, 1 << 30
 NODE_TCP_BUFFER_MAX = 67108864  # netbench's nodes: tcp_wmem/tcp_rmem maxima for 1gbit x 400 ms round trips (BDP 50 MB)
@@ -71,15 +78,19 @@ def _apply_in_namespace(iface: str, options: dict) -> None:
             _sysctl_path("net.ipv4.tcp_congestion_control").write_text(cc)
         except OSError:
             pass
-        routes = subprocess.run(["ip", "-o", "route", "show", "proto", "kernel"], capture_output=True, text=True, check=True)
+        routes = subprocess.run(
+            ["ip", "-o", "route", "show", "proto", "kernel"], capture_output=True, text=True, check=True
+        )
         for line in routes.stdout.splitlines():
             words = line.split()
             if f"dev {iface}" not in line:
                 continue
             if "congctl" in words:
                 at = words.index("congctl")
-                del words[at:at + 2]
-            subprocess.run(["ip", "route", "replace", *words, "congctl", cc], capture_output=True, text=True, check=True)
+                del words[at : at + 2]
+            subprocess.run(
+                ["ip", "route", "replace", *words, "congctl", cc], capture_output=True, text=True, check=True
+            )
     if options.get("wmem_max"):
         for key in ("net.ipv4.tcp_wmem", "net.ipv4.tcp_rmem"):
             lo, default, _ = _sysctl_path(key).read_text().split()
@@ -145,7 +156,9 @@ def expected_tcp_settings(options: TcpOptions) -> TcpSettings:
     return TcpSettings(
         cc=options.cc or _host_value("net.ipv4.tcp_congestion_control", "cubic"),
         wmem_max=int(_host_value("net.core.wmem_max", "212992")),
-        tcp_wmem_max=top, tcp_rmem_max=top,
+        tcp_wmem_max=top,
+        tcp_rmem_max=top,
         slow_start_after_idle=True if options.slow_start_after_idle is None else options.slow_start_after_idle,
-        initcwnd=10, source="measured",
+        initcwnd=10,
+        source="measured",
     )

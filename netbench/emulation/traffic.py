@@ -63,7 +63,7 @@ def udp_echo(port: int, timeout_s: float) -> dict:
                 data, peer = sock.recvfrom(2048)
                 sock.sendto(data, peer)
                 echoed += 1
-        except socket.timeout:
+        except TimeoutError:
             pass
     return {"echoed": echoed}
 
@@ -84,7 +84,7 @@ def udp_ping(address: str, port: int, count: int, interval_s: float, size: int =
                     if data[:4] == message[:4]:
                         break
                 rtts.append((time.perf_counter() - start) * 1e3)
-            except socket.timeout:
+            except TimeoutError:
                 lost += 1
             time.sleep(interval_s)
     return {

@@ -63,8 +63,15 @@ class TrunkCounters:
             for label, now in after.items():
                 link, direction = label.rsplit(":", 1)
                 delta = now - before[label]
-                rows.append({"step": step, "link": link, "direction": direction, "tx_bytes": delta.tx_bytes,
-                             "tx_packets": delta.tx_packets})
+                rows.append(
+                    {
+                        "step": step,
+                        "link": link,
+                        "direction": direction,
+                        "tx_bytes": delta.tx_bytes,
+                        "tx_packets": delta.tx_packets,
+                    }
+                )
         return rows
 
     def write(self, path) -> None:

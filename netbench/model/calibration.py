@@ -31,8 +31,8 @@ otherwise this host's cache entry (:func:`netbench.model.hostcache.cache_path`).
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -41,14 +41,22 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import safe_files
-from netbench.validation import one_line
 from netbench.small_files import UnreadableFile, read_small_text
+from netbench.validation import one_line
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
 
-__all__ = ["Calibration", "CalibrationError", "COST_SETTINGS", "cost_key", "default_path", "read_calibration",
-           "save_calibration", "ENV_VAR"]
+__all__ = [
+    "Calibration",
+    "CalibrationError",
+    "COST_SETTINGS",
+    "cost_key",
+    "default_path",
+    "read_calibration",
+    "save_calibration",
+    "ENV_VAR",
+]
 
 ENV_VAR = "NETBENCH_CALIBRATION"
 SCHEMA_VERSION = 4  # 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys); 4: median step, not fastest
@@ -69,13 +77,16 @@ COST_SETTINGS: dict[str, tuple[str, ...]] = {
 }
 
 
-def cost_key(config: "ReplicatorConfig") -> str:
+def cost_key(config: ReplicatorConfig) -> str:
     """The calibration key of ``config``'s encode/decode cost: its name, plus the cost settings that differ from the defaults."""
     from netbench.replicators.config import ReplicatorConfig
 
     default = ReplicatorConfig(name=config.name)
-    changed = [f"{field}={getattr(config, field)}" for field in sorted(COST_SETTINGS.get(config.name, ()))
-               if getattr(config, field) != getattr(default, field)]
+    changed = [
+        f"{field}={getattr(config, field)}"
+        for field in sorted(COST_SETTINGS.get(config.name, ()))
+        if getattr(config, field) != getattr(default, field)
+    ]
     return f"{config.name}[{','.join(changed)}]" if changed else config.name
 
 
@@ -98,21 +109,49 @@ class Calibration(BaseModel):
     created: str = Field("", description="ISO timestamp of the measurement")
     host: str = ""
     torch_version: str = ""
-    host_key: dict[str, str] = Field(default_factory=dict, description="what the measurement depends on (hostname, CPU, versions, threads)")
-    software_overhead_s: float = Field(0.0, ge=0.0, description="per-message (per ring hop) software time, added to link delay")
-    software_overhead_by_collective: dict[str, float] = Field(default_factory=dict, description="per-collective override of software_overhead_s")
-    loopback_bandwidth_bps: float | None = Field(None, ge=0.0, description="reference only: gloo all_reduce goodput over 127.0.0.1")
-    compression_s_per_param: dict[str, float] = Field(default_factory=dict, description="encode + decode seconds per parameter per step, by scheme")
-    encode_s_per_param: dict[str, float] = Field(default_factory=dict, description="encode seconds per parameter per step, by scheme")
-    decode_s_per_param: dict[str, float] = Field(default_factory=dict, description="decode seconds per parameter per step, by scheme")
-    encode_s_per_tensor: dict[str, float] = Field(default_factory=dict, description="encode seconds per tensor per step, by scheme")
-    decode_s_per_tensor: dict[str, float] = Field(default_factory=dict, description="decode seconds per tensor per step, by scheme")
-    encode_s_per_param_large: dict[str, float] = Field(default_factory=dict, description="encode seconds per parameter on a large model (at large_params), by scheme")
-    decode_s_per_param_large: dict[str, float] = Field(default_factory=dict, description="decode seconds per parameter on a large model (at large_params), by scheme")
-    params_at: int = Field(0, ge=0, description="parameters of the model the per-parameter costs were measured on (0: size-independent)")
+    host_key: dict[str, str] = Field(
+        default_factory=dict, description="what the measurement depends on (hostname, CPU, versions, threads)"
+    )
+    software_overhead_s: float = Field(
+        0.0, ge=0.0, description="per-message (per ring hop) software time, added to link delay"
+    )
+    software_overhead_by_collective: dict[str, float] = Field(
+        default_factory=dict, description="per-collective override of software_overhead_s"
+    )
+    loopback_bandwidth_bps: float | None = Field(
+        None, ge=0.0, description="reference only: gloo all_reduce goodput over 127.0.0.1"
+    )
+    compression_s_per_param: dict[str, float] = Field(
+        default_factory=dict, description="encode + decode seconds per parameter per step, by scheme"
+    )
+    encode_s_per_param: dict[str, float] = Field(
+        default_factory=dict, description="encode seconds per parameter per step, by scheme"
+    )
+    decode_s_per_param: dict[str, float] = Field(
+        default_factory=dict, description="decode seconds per parameter per step, by scheme"
+    )
+    encode_s_per_tensor: dict[str, float] = Field(
+        default_factory=dict, description="encode seconds per tensor per step, by scheme"
+    )
+    decode_s_per_tensor: dict[str, float] = Field(
+        default_factory=dict, description="decode seconds per tensor per step, by scheme"
+    )
+    encode_s_per_param_large: dict[str, float] = Field(
+        default_factory=dict, description="encode seconds per parameter on a large model (at large_params), by scheme"
+    )
+    decode_s_per_param_large: dict[str, float] = Field(
+        default_factory=dict, description="decode seconds per parameter on a large model (at large_params), by scheme"
+    )
+    params_at: int = Field(
+        0, ge=0, description="parameters of the model the per-parameter costs were measured on (0: size-independent)"
+    )
     large_params: int = Field(0, ge=0, description="parameters of the large model of the *_large costs")
-    acks_per_segment: float = Field(0.5, ge=0.0, le=1.0, description="pure ACK frames per data segment on the reverse path")
-    notes: dict[str, str] = Field(default_factory=dict, description="how each value was obtained, or why it was skipped")
+    acks_per_segment: float = Field(
+        0.5, ge=0.0, le=1.0, description="pure ACK frames per data segment on the reverse path"
+    )
+    notes: dict[str, str] = Field(
+        default_factory=dict, description="how each value was obtained, or why it was skipped"
+    )
 
     def overhead(self, collective: str) -> float:
         """Software overhead per message for ``collective`` (its override, else the common value)."""
@@ -140,7 +179,9 @@ class Calibration(BaseModel):
         if scheme not in self.encode_s_per_param:
             return self.compression_s_per_param.get(scheme, 0.0) * params, 0.0
         a_enc = self.per_param_at(self.encode_s_per_param[scheme], self.encode_s_per_param_large.get(scheme), params)
-        a_dec = self.per_param_at(self.decode_s_per_param.get(scheme, 0.0), self.decode_s_per_param_large.get(scheme), params)
+        a_dec = self.per_param_at(
+            self.decode_s_per_param.get(scheme, 0.0), self.decode_s_per_param_large.get(scheme), params
+        )
         enc = a_enc * params + self.encode_s_per_tensor.get(scheme, 0.0) * tensors
         dec = a_dec * params + self.decode_s_per_tensor.get(scheme, 0.0) * tensors
         return enc, dec
@@ -166,8 +207,13 @@ class Calibration(BaseModel):
 
     def identity(self, path: str | Path | None = None) -> dict[str, str | None]:
         """What a stored prediction records about the calibration it used."""
-        return {"source": self.source, "digest": self.digest(), "created": self.created or None, "host": self.host or None,
-                "path": str(path) if path else None}
+        return {
+            "source": self.source,
+            "digest": self.digest(),
+            "created": self.created or None,
+            "host": self.host or None,
+            "path": str(path) if path else None,
+        }
 
 
 def default_path() -> Path | None:
@@ -189,7 +235,9 @@ def read_calibration(target: Path) -> Calibration:
     try:
         return Calibration.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise CalibrationError(f"{one_line(exc, prefix=f'calibration file {str(target)!r}: ')} (re-run netbench calibrate)") from None
+        raise CalibrationError(
+            f"{one_line(exc, prefix=f'calibration file {str(target)!r}: ')} (re-run netbench calibrate)"
+        ) from None
 
 
 def save_calibration(calibration: Calibration, path: str | Path) -> Path:

@@ -26,7 +26,17 @@ from typing import Literal
 
 from netbench.model.framing import Framing, LinkBytes
 
-__all__ = ["MIN_NODES", "Algorithm", "CollectiveKind", "ALGORITHMS", "Pattern", "Link", "CollectiveCost", "pattern", "cost"]
+__all__ = [
+    "MIN_NODES",
+    "Algorithm",
+    "CollectiveKind",
+    "ALGORITHMS",
+    "Pattern",
+    "Link",
+    "CollectiveCost",
+    "pattern",
+    "cost",
+]
 
 MIN_NODES = 2  # a collective needs a peer: the smallest cluster, emulated or planned
 
@@ -84,17 +94,25 @@ class CollectiveCost:
     rx: LinkBytes = LinkBytes()
     hops: float = 0.0
 
-    def __add__(self, other: "CollectiveCost") -> "CollectiveCost":
+    def __add__(self, other: CollectiveCost) -> CollectiveCost:
         return CollectiveCost(
-            self.time_s + other.time_s, self.latency_s + other.latency_s, self.transfer_s + other.transfer_s,
-            self.tx + other.tx, self.rx + other.rx, self.hops + other.hops,
+            self.time_s + other.time_s,
+            self.latency_s + other.latency_s,
+            self.transfer_s + other.transfer_s,
+            self.tx + other.tx,
+            self.rx + other.rx,
+            self.hops + other.hops,
         )
 
-    def scaled(self, factor: float) -> "CollectiveCost":
+    def scaled(self, factor: float) -> CollectiveCost:
         """``factor`` times this cost: several calls (factor > 1) or an average over a period (< 1)."""
         return CollectiveCost(
-            self.time_s * factor, self.latency_s * factor, self.transfer_s * factor,
-            self.tx.scaled(factor), self.rx.scaled(factor), self.hops * factor,
+            self.time_s * factor,
+            self.latency_s * factor,
+            self.transfer_s * factor,
+            self.tx.scaled(factor),
+            self.rx.scaled(factor),
+            self.hops * factor,
         )
 
 
@@ -118,13 +136,25 @@ def _tree(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
     if kind == "all_reduce":
         # binomial reduce then binomial broadcast: every non-root node sends the whole buffer once in each
         out = 2 * (n - 1) / n * nbytes
-        return Pattern(hops=2 * levels, messages_out=2 * (n - 1) / n, message_bytes=nbytes, payload_out=out, critical_bytes=2 * levels * nbytes)
+        return Pattern(
+            hops=2 * levels,
+            messages_out=2 * (n - 1) / n,
+            message_bytes=nbytes,
+            payload_out=out,
+            critical_bytes=2 * levels * nbytes,
+        )
     # binomial gather of all contributions to a root, then broadcast of the N-contribution buffer
     gather_total = n / 2 * levels * nbytes
     bcast_total = (n - 1) * n * nbytes
     out = (gather_total + bcast_total) / n
     msgs = 2 * (n - 1) / n
-    return Pattern(hops=2 * levels, messages_out=msgs, message_bytes=out / msgs, payload_out=out, critical_bytes=(n - 1) * nbytes + levels * n * nbytes)
+    return Pattern(
+        hops=2 * levels,
+        messages_out=msgs,
+        message_bytes=out / msgs,
+        payload_out=out,
+        critical_bytes=(n - 1) * nbytes + levels * n * nbytes,
+    )
 
 
 def _halving_doubling(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:

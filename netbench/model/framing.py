@@ -43,10 +43,10 @@ class LinkBytes:
     def total(self) -> float:
         return self.payload + self.overhead
 
-    def __add__(self, other: "LinkBytes") -> "LinkBytes":
+    def __add__(self, other: LinkBytes) -> LinkBytes:
         return LinkBytes(self.payload + other.payload, self.overhead + other.overhead)
 
-    def scaled(self, factor: float) -> "LinkBytes":
+    def scaled(self, factor: float) -> LinkBytes:
         return LinkBytes(self.payload * factor, self.overhead * factor)
 
 
@@ -67,10 +67,14 @@ class Framing(BaseModel):
     ip_tcp_header_bytes: int = Field(IP_TCP_HEADER_BYTES, ge=40, description="IPv4 (20) + TCP with timestamps (32)")
     eth_header_bytes: int = Field(ETH_HEADER_BYTES, ge=0, description="Ethernet header as captured on a veth (no FCS)")
     acks_per_segment: float = Field(
-        0.5, ge=0.0, le=1.0,
+        0.5,
+        ge=0.0,
+        le=1.0,
         description="pure ACK frames per data segment on the reverse path (0.5: delayed ACK, one per 2 segments)",
     )
-    gloo_preamble_bytes: int = Field(48, ge=0, description="gloo tcp Op preamble: six size_t fields (0 disables control ops)")
+    gloo_preamble_bytes: int = Field(
+        48, ge=0, description="gloo tcp Op preamble: six size_t fields (0 disables control ops)"
+    )
 
     @property
     def mss(self) -> int:

@@ -51,8 +51,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from netbench.model.framing import MSS
 
 __all__ = [
-    "TcpSettings", "STOCK_LINUX", "MAX_SEGMENT_BYTES", "ring_operations", "Transfer", "window_bytes",
-    "restart_window_bytes", "warm_window_bytes", "skew_expected", "bbr_rate_Bps", "largest_flight_bytes", "chain_time_s", "rto_s", "pipeline_time_s", "GlooTime", "gloo_time",
+    "TcpSettings",
+    "STOCK_LINUX",
+    "MAX_SEGMENT_BYTES",
+    "ring_operations",
+    "Transfer",
+    "window_bytes",
+    "restart_window_bytes",
+    "warm_window_bytes",
+    "skew_expected",
+    "bbr_rate_Bps",
+    "largest_flight_bytes",
+    "chain_time_s",
+    "rto_s",
+    "pipeline_time_s",
+    "GlooTime",
+    "gloo_time",
 ]
 
 MAX_SEGMENT_BYTES = 1 << 20  # gloo AllreduceOptionsImpl::kMaxSegmentSize
@@ -136,8 +150,7 @@ def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float
         return cwnd_bytes
     restart = min(tcp.initcwnd * mss, cwnd_bytes)
     halvings = int(idle_s / rto)
-    return max(restart, cwnd_bytes / (2 ** halvings))
-
+    return max(restart, cwnd_bytes / (2**halvings))
 
 
 def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN, initcwnd_bytes: float = 0.0) -> float:
@@ -208,8 +221,16 @@ class Transfer:
         return t
 
 
-def pipeline_time_s(ops: int, op_bytes: float, one_way_s: float, overhead_s: float, rate_Bps: float,
-                    conn: Transfer, start: float = 0.0, shared: bool = False) -> float:
+def pipeline_time_s(
+    ops: int,
+    op_bytes: float,
+    one_way_s: float,
+    overhead_s: float,
+    rate_Bps: float,
+    conn: Transfer,
+    start: float = 0.0,
+    shared: bool = False,
+) -> float:
     """One gloo loop of ``ops`` operations, two in flight, each sent after the receiver's ready notification.
 
     Every node runs the same loop at the same time, so the receiver issues operation k when the
@@ -228,7 +249,9 @@ def pipeline_time_s(ops: int, op_bytes: float, one_way_s: float, overhead_s: flo
     if ops <= 0 or op_bytes <= 0:
         return start
     hop = one_way_s + overhead_s
-    sending: list[tuple[float, float]] = [(conn.free_at, conn.free_at)]  # the last op on the connection: (first byte, last byte)
+    sending: list[tuple[float, float]] = [
+        (conn.free_at, conn.free_at)
+    ]  # the last op on the connection: (first byte, last byte)
     issued = [start, start]
     arrived: list[float] = []
     for k in range(ops):
@@ -277,9 +300,19 @@ def skew_expected(kind: str, peers: int, calls: int, cpu_work_s: float, one_way_
     return kind == "all_gather" and peers == 2 and calls == 1 and one_way_s > 0 and cpu_work_s > 2 * one_way_s
 
 
-def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_s: float, overhead_s: float,
-              mss: int, tcp: TcpSettings, idle_s: float | None = None, paced_flight_bytes: float = 0.0,
-              skewed: bool = False) -> GlooTime:
+def gloo_time(
+    kind: str,
+    nbytes: float,
+    peers: int,
+    payload_Bps: float,
+    one_way_s: float,
+    overhead_s: float,
+    mss: int,
+    tcp: TcpSettings,
+    idle_s: float | None = None,
+    paced_flight_bytes: float = 0.0,
+    skewed: bool = False,
+) -> GlooTime:
     """Time of one gloo ring call of ``nbytes`` among ``peers`` on a link with ``one_way_s`` delay.
 
     ``payload_Bps``: payload bytes per second the bottleneck direction carries at line rate,
@@ -303,7 +336,11 @@ def gloo_time(kind: str, nbytes: float, peers: int, payload_Bps: float, one_way_
         t = chain_time_s(hops, nbytes, one_way_s, overhead_s, rate_Bps)
         return GlooTime(time_s=t, latency_s=hops * (one_way_s + overhead_s), transfer_s=hops * nbytes / rate_Bps)
     cwnd = restart_window_bytes(tcp, mss, math.inf if idle_s is None else idle_s, rtt, warm)
-    pacing = bbr_rate_Bps(max(flight, paced_flight_bytes), rtt, initcwnd_bytes=tcp.initcwnd * mss) if tcp.cc in BBR_LIKE else math.inf
+    pacing = (
+        bbr_rate_Bps(max(flight, paced_flight_bytes), rtt, initcwnd_bytes=tcp.initcwnd * mss)
+        if tcp.cc in BBR_LIKE
+        else math.inf
+    )
     conn = Transfer(cwnd=cwnd, cap=cap, pacing_Bps=pacing, mss=mss)
     t = 0.0
     for ops, op_bytes in loops:

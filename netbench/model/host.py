@@ -38,5 +38,12 @@ def host_key(threads: int = WORKER_THREADS) -> dict[str, str]:
     import torch
 
     # the schema: an entry measured before the costs by model size and by settings is measured again
-    return {"hostname": platform.node(), "cpu_model": _cpu_model(), "cpus": str(host_cpus()),
-            "torch": torch.__version__, "netbench": __version__, "threads": str(threads), "calibration": str(SCHEMA_VERSION)}
+    return {
+        "hostname": platform.node(),
+        "cpu_model": _cpu_model(),
+        "cpus": str(host_cpus()),
+        "torch": torch.__version__,
+        "netbench": __version__,
+        "threads": str(threads),
+        "calibration": str(SCHEMA_VERSION),
+    }

@@ -32,14 +32,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from netbench.cache import CACHE_ENV, CacheFolderError, cache_dir, checked_cache_dir
-from netbench.model.calibration import Calibration, CalibrationError, cost_key, default_path, read_calibration, save_calibration
+from netbench.model.calibration import (
+    Calibration,
+    CalibrationError,
+    cost_key,
+    default_path,
+    read_calibration,
+    save_calibration,
+)
 from netbench.model.host import host_key
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
 
-__all__ = ["CACHE_ENV", "HostCalibration", "host_key", "cache_dir", "cache_path", "cached", "load_calibration", "host_calibration", "missing_keys",
-           "merge_costs"]
+__all__ = [
+    "CACHE_ENV",
+    "HostCalibration",
+    "host_key",
+    "cache_dir",
+    "cache_path",
+    "cached",
+    "load_calibration",
+    "host_calibration",
+    "missing_keys",
+    "merge_costs",
+]
+
 
 def cache_path(key: dict[str, str] | None = None) -> Path:
     """This host's cache entry: one file per key, named by the key's hash."""
@@ -96,7 +114,7 @@ class HostCalibration:
         return {**self.calibration.identity(self.path), "origin": self.origin}
 
 
-def missing_keys(calibration: Calibration, replicators: "Sequence[ReplicatorConfig]") -> list["ReplicatorConfig"]:
+def missing_keys(calibration: Calibration, replicators: Sequence[ReplicatorConfig]) -> list[ReplicatorConfig]:
     """The configs among ``replicators`` whose cost key ``calibration`` has not measured (one per key, in order)."""
     out: dict[str, ReplicatorConfig] = {}
     for config in replicators:
@@ -106,8 +124,15 @@ def missing_keys(calibration: Calibration, replicators: "Sequence[ReplicatorConf
     return list(out.values())
 
 
-_COST_TABLES = ("compression_s_per_param", "encode_s_per_param", "decode_s_per_param", "encode_s_per_tensor", "decode_s_per_tensor",
-                "encode_s_per_param_large", "decode_s_per_param_large")
+_COST_TABLES = (
+    "compression_s_per_param",
+    "encode_s_per_param",
+    "decode_s_per_param",
+    "encode_s_per_tensor",
+    "decode_s_per_tensor",
+    "encode_s_per_param_large",
+    "decode_s_per_param_large",
+)
 
 
 def merge_costs(base: Calibration, extra: Calibration) -> Calibration:
@@ -133,8 +158,11 @@ def _locked(lock: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def host_calibration(explicit: Path | None = None, on_measure: Callable[[Path], None] | None = None,
-                     replicators: "Sequence[ReplicatorConfig]" = ()) -> HostCalibration:
+def host_calibration(
+    explicit: Path | None = None,
+    on_measure: Callable[[Path], None] | None = None,
+    replicators: Sequence[ReplicatorConfig] = (),
+) -> HostCalibration:
     """The calibration ``run``/``sweep``/``plan`` use: ``explicit`` (must exist), else ``$NETBENCH_CALIBRATION``
     as it is (defaults when that file is absent: the user chose a file, ``netbench calibrate`` fills it),
     else this host's cache entry, measured first when missing, for another key, or corrupt.
@@ -156,7 +184,9 @@ def host_calibration(explicit: Path | None = None, on_measure: Callable[[Path], 
         checked_cache_dir()
     except CacheFolderError as exc:
         raise CalibrationError(str(exc)) from None
-    with _locked(path.with_name(path.name + ".lock")):  # a concurrent first run waits, then reuses this one's measurement
+    with _locked(
+        path.with_name(path.name + ".lock")
+    ):  # a concurrent first run waits, then reuses this one's measurement
         hit = cached(key)
         if hit is not None and not missing_keys(hit, replicators):
             return HostCalibration(hit, path, False, "cache")

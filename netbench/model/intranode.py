@@ -13,8 +13,9 @@ it charges the intra-node link, priced with :mod:`netbench.model.framing` at the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.exchange import Exchange
@@ -23,9 +24,19 @@ from netbench.model.schemes import Scheme
 from netbench.replicators.hierarchical import shard_shapes
 from netbench.shapes import ParamShape, total_params
 
-__all__ = ["LOOPBACK_BPS", "LOOPBACK_MTU", "node_shapes", "worker_shapes", "intra_bps", "intra_prediction", "PerWorkerScheme"]
+__all__ = [
+    "LOOPBACK_BPS",
+    "LOOPBACK_MTU",
+    "node_shapes",
+    "worker_shapes",
+    "intra_bps",
+    "intra_prediction",
+    "PerWorkerScheme",
+]
 
-LOOPBACK_BPS = 25e9  # an unshaped intra-node link: about what one core pushes through a veth or lo (docs/concepts/emulation.md)
+LOOPBACK_BPS = (
+    25e9  # an unshaped intra-node link: about what one core pushes through a veth or lo (docs/concepts/emulation.md)
+)
 LOOPBACK_MTU = 65536
 
 
@@ -78,7 +89,9 @@ def intra_bps(config: Any) -> float:
     return shaped / gpus_per_node(config) if shaped else LOOPBACK_BPS
 
 
-def intra_prediction(shapes: Sequence[ParamShape], g: int, framing: Framing, overhead_s: float, rate_bps: float) -> dict[str, float]:
+def intra_prediction(
+    shapes: Sequence[ParamShape], g: int, framing: Framing, overhead_s: float, rate_bps: float
+) -> dict[str, float]:
     """Intra-node bytes per node per step on the loopback, and the intra-node time per worker.
 
     Reduce-scatter then all-gather of the padded fp32 model among G: a ring all-reduce's messages

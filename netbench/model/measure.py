@@ -21,8 +21,9 @@ import socket
 import statistics
 import time
 import warnings
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -55,14 +56,22 @@ class MeasureOptions(BaseModel):
     iters: int = Field(400, ge=BATCH, le=100_000, description="tiny collectives timed per kind")
     bandwidth_mib: float = Field(16.0, gt=0, description="buffer of the loopback bandwidth all_reduce")
     shapes: str = Field("gpt2-small:blocks=2", description="shapes preset for the compression timing (per parameter)")
-    tensor_shapes: str | None = Field(TENSOR_SHAPES, description="many small tensors, for the cost per tensor (None: not measured)")
-    large_shapes: str | None = Field(None, description="a larger model than ``shapes``, for the cost per parameter of models "
-                                     "beyond the cache (None: one cost per parameter at every size)")
+    tensor_shapes: str | None = Field(
+        TENSOR_SHAPES, description="many small tensors, for the cost per tensor (None: not measured)"
+    )
+    large_shapes: str | None = Field(
+        None,
+        description="a larger model than ``shapes``, for the cost per parameter of models "
+        "beyond the cache (None: one cost per parameter at every size)",
+    )
     schemes: tuple[str, ...] = Field(SCHEME_NAMES, description="schemes whose compression cost to time")
     steps: int = Field(3, ge=1, le=1000, description="timed steps (whole sync periods for periodic schemes)")
     settings: SchemeSettings = SchemeSettings()
-    configs: tuple[ReplicatorConfig, ...] = Field((), description="replicator settings to time besides ``schemes`` at ``settings`` "
-                                                    "(a run's non-default settings); stored under their cost keys")
+    configs: tuple[ReplicatorConfig, ...] = Field(
+        (),
+        description="replicator settings to time besides ``schemes`` at ``settings`` "
+        "(a run's non-default settings); stored under their cost keys",
+    )
     acks_per_segment: float = Field(0.5, ge=0.0, le=1.0, description="stored as given: loopback cannot measure it")
     timeout_s: float = Field(600.0, gt=0)
 
@@ -97,12 +106,19 @@ def _collective_times(opts: MeasureOptions) -> dict[str, float]:
         dist.all_reduce(tiny)
         _all_gather_single(gathered, tiny)
     dist.barrier()
-    small = time_calls({"ar": lambda: dist.all_reduce(tiny), "ag": lambda: _all_gather_single(gathered, tiny)}, opts.iters)
+    small = time_calls(
+        {"ar": lambda: dist.all_reduce(tiny), "ag": lambda: _all_gather_single(gathered, tiny)}, opts.iters
+    )
     big = torch.zeros(int(opts.bandwidth_mib * 2**20) // 4)
     dist.all_reduce(big)
     dist.barrier()
     t_big = time_calls({"big": lambda: dist.all_reduce(big)}, 5, batch=1)["big"]
-    return {"all_reduce_tiny_s": small["ar"], "all_gather_tiny_s": small["ag"], "all_reduce_big_s": t_big, "big_bytes": float(big.numel() * 4)}
+    return {
+        "all_reduce_tiny_s": small["ar"],
+        "all_gather_tiny_s": small["ag"],
+        "all_reduce_big_s": t_big,
+        "big_bytes": float(big.numel() * 4),
+    }
 
 
 def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], steps: int) -> tuple[float, float]:
@@ -110,7 +126,9 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     from netbench.replicators import build_replicator  # the replicators' factory
 
     name = config.name
-    config = config.model_copy(update={"bucket_mb": 0.0})  # the codec's own cost, in one collective (model/overlap.py pipelines it)
+    config = config.model_copy(
+        update={"bucket_mb": 0.0}
+    )  # the codec's own cost, in one collective (model/overlap.py pipelines it)
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s.shape) * 0.02) for s in shapes]
     grads = [torch.randn(s.shape) * 1e-3 for s in shapes]
@@ -158,7 +176,14 @@ def _sizes(opts: MeasureOptions) -> tuple[int, int]:
     return (mid, large) if large > mid else (0, 0)
 
 
-COST_TABLES = ("encode_param", "decode_param", "encode_tensor", "decode_tensor", "encode_param_large", "decode_param_large")
+COST_TABLES = (
+    "encode_param",
+    "decode_param",
+    "encode_tensor",
+    "decode_tensor",
+    "encode_param_large",
+    "decode_param_large",
+)
 
 
 def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
@@ -166,7 +191,9 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
     large = resolve_shapes(opts.large_shapes) if _sizes(opts)[1] else None
     costs: dict[str, dict[str, float]] = {k: {} for k in COST_TABLES}
     notes: dict[str, str] = {}
-    configs = [build_scheme(name, opts.settings).config for name in opts.schemes if name in REPLICATOR_NAMES] + list(opts.configs)
+    configs = [build_scheme(name, opts.settings).config for name in opts.schemes if name in REPLICATOR_NAMES] + list(
+        opts.configs
+    )
     for config in configs:
         key = cost_key(config)
         if config.name == "mtdao":
@@ -176,7 +203,9 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
             continue
         try:
             timed = [(total_params(s), len(s), _replicator_seconds(config, s, opts.steps)) for s in sets]
-            big_timed = (total_params(large), len(large), _replicator_seconds(config, large, opts.steps)) if large else None
+            big_timed = (
+                (total_params(large), len(large), _replicator_seconds(config, large, opts.steps)) if large else None
+            )
         except ImportError as exc:
             notes[f"compression.{key}"] = f"skipped: replicator not available ({exc})"
             continue
@@ -188,9 +217,13 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
             if big_timed is not None:
                 p3, t3, sec3 = big_timed
                 costs[f"{part}_param_large"][key] = max(0.0, sec3[i] - per_tensor * t3) / p3
-        notes[f"compression.{key}"] = "; ".join(
-            f"encode {sec[0] * 1e3:.3g} ms + decode {sec[1] * 1e3:.3g} ms per step on {p:,} params in {t} tensors"
-            for p, t, sec in timed + ([big_timed] if big_timed else [])) + f" (median of {opts.steps} step(s))"
+        notes[f"compression.{key}"] = (
+            "; ".join(
+                f"encode {sec[0] * 1e3:.3g} ms + decode {sec[1] * 1e3:.3g} ms per step on {p:,} params in {t} tensors"
+                for p, t, sec in timed + ([big_timed] if big_timed else [])
+            )
+            + f" (median of {opts.steps} step(s))"
+        )
     return costs, notes
 
 
@@ -198,8 +231,13 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch's deprecation notices, once per rank
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
-                            timeout=timedelta(seconds=opts.timeout_s))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=WORLD,
+        timeout=timedelta(seconds=opts.timeout_s),
+    )
     try:
         times = _collective_times(opts)
         costs, notes = _compression(opts) if opts.schemes or opts.configs else ({k: {} for k in COST_TABLES}, {})
@@ -212,13 +250,20 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
 
 def quick_options() -> MeasureOptions:
     """What a first ``run``/``sweep``/``plan`` measures: every replicator at its defaults, in a few seconds."""
-    return MeasureOptions(iters=200, bandwidth_mib=8.0, shapes=QUICK_SHAPES, tensor_shapes=TENSOR_SHAPES, large_shapes=LARGE_SHAPES, steps=5)
+    return MeasureOptions(
+        iters=200,
+        bandwidth_mib=8.0,
+        shapes=QUICK_SHAPES,
+        tensor_shapes=TENSOR_SHAPES,
+        large_shapes=LARGE_SHAPES,
+        steps=5,
+    )
 
 
 def measure(opts: MeasureOptions) -> Calibration:
     """Run the measurements in two spawned processes and turn them into a :class:`Calibration`."""
-    from netbench.model.host import host_key
     from netbench.child import spawning_safely
+    from netbench.model.host import host_key
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
@@ -239,7 +284,7 @@ def measure(opts: MeasureOptions) -> Calibration:
     }
     return Calibration(
         source="measured",
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
         host=platform.node(),
         torch_version=torch.__version__,
         host_key=host_key(),
@@ -247,10 +292,14 @@ def measure(opts: MeasureOptions) -> Calibration:
         software_overhead_by_collective={"all_reduce": over_ar, "all_gather": over_ag},
         loopback_bandwidth_bps=8.0 * sent / transfer,
         compression_s_per_param={k: costs["encode_param"][k] + costs["decode_param"][k] for k in costs["encode_param"]},
-        encode_s_per_param=costs["encode_param"], decode_s_per_param=costs["decode_param"],
-        encode_s_per_tensor=costs["encode_tensor"], decode_s_per_tensor=costs["decode_tensor"],
-        encode_s_per_param_large=costs["encode_param_large"], decode_s_per_param_large=costs["decode_param_large"],
-        params_at=_sizes(opts)[0], large_params=_sizes(opts)[1],
+        encode_s_per_param=costs["encode_param"],
+        decode_s_per_param=costs["decode_param"],
+        encode_s_per_tensor=costs["encode_tensor"],
+        decode_s_per_tensor=costs["decode_tensor"],
+        encode_s_per_param_large=costs["encode_param_large"],
+        decode_s_per_param_large=costs["decode_param_large"],
+        params_at=_sizes(opts)[0],
+        large_params=_sizes(opts)[1],
         acks_per_segment=opts.acks_per_segment,
         notes=notes,
     )

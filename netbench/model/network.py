@@ -15,8 +15,9 @@ back), and :class:`Bottleneck` names the link direction or node that sets the st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, Sequence
+from typing import Literal
 
 from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
@@ -77,7 +78,9 @@ class GraphModel:
         self.routes = Routes(topology)
         self.flat = RingSet(self.routes, [self.placement])
         rank = {node: r for r, node in enumerate(self.placement)}
-        groups = sorted((sorted(members, key=rank.__getitem__) for members in topology.groups().values()), key=lambda g: rank[g[0]])
+        groups = sorted(
+            (sorted(members, key=rank.__getitem__) for members in topology.groups().values()), key=lambda g: rank[g[0]]
+        )
         self.sites = groups
         self.slowest = max(range(topology.node_count), key=lambda i: topology.nodes[i].compute_scale)
 
@@ -95,7 +98,9 @@ class GraphModel:
         """
         rings = self.flat
         rate = min(rings.rate_bps(h) / n for h, n in rings.data.items())
-        rtt = max(self.routes.delay_s(hop.forward) + self.routes.delay_s(hop.reverse) for ring in rings.rings for hop in ring)
+        rtt = max(
+            self.routes.delay_s(hop.forward) + self.routes.delay_s(hop.reverse) for ring in rings.rings for hop in ring
+        )
         return rate, rtt
 
     def layout_rings(self, layout: Layout) -> tuple[RingSet | None, RingSet]:
@@ -108,8 +113,16 @@ class GraphModel:
         intra = RingSet(self.routes, self.sites) if k > 1 else None
         return intra, RingSet(self.routes, [[g[j] for g in self.sites] for j in range(k)])
 
-    def estimate(self, scheme: Scheme, shapes: Sequence[ParamShape], scenario: Scenario, calibration: Calibration,
-                 layout: Layout = "flat", trunk_scale: float = 1.0, params: int | None = None) -> GraphEstimate:
+    def estimate(
+        self,
+        scheme: Scheme,
+        shapes: Sequence[ParamShape],
+        scenario: Scenario,
+        calibration: Calibration,
+        layout: Layout = "flat",
+        trunk_scale: float = 1.0,
+        params: int | None = None,
+    ) -> GraphEstimate:
         """Model one step of ``scheme`` on ``shapes`` (``scenario``: compute, framing, TCP; its links come from the graph)."""
         if scenario.algorithm != "ring" or scenario.gpus_per_node != 1:
             raise ValueError("a topology is modelled with gloo's ring and one accelerator per node")
@@ -128,10 +141,20 @@ class GraphModel:
         view = self._scenario(scenario, by_price, layout, k)
         if intra_rings is not None:  # a site's LAN ring crosses the same access links: a node's wire carries both
             wire = replace(wire, tx=wire.tx + intra.tx, rx=wire.rx + intra.rx)
-        est = StepEstimate(scheme=scheme.name, scenario=view, params=n_params, exchanges=exchanges,
-                           payload_bytes_per_step=average_bytes_per_step(exchanges), wire=wire, comm_time_s=comm,
-                           intra_time_s=intra.time_s, compression_time_s=compression, compute_time_s=compute,
-                           step_time_s=step, overlap=scheme.overlap)
+        est = StepEstimate(
+            scheme=scheme.name,
+            scenario=view,
+            params=n_params,
+            exchanges=exchanges,
+            payload_bytes_per_step=average_bytes_per_step(exchanges),
+            wire=wire,
+            comm_time_s=comm,
+            intra_time_s=intra.time_s,
+            compression_time_s=compression,
+            compute_time_s=compute,
+            step_time_s=step,
+            overlap=scheme.overlap,
+        )
         loads = _link_bytes(rings, exchanges, scenario)
         if intra_rings is not None:
             for h, b in _link_bytes(intra_rings, intra_ex, scenario).items():
@@ -139,18 +162,36 @@ class GraphModel:
         named = {direction_name(self.topology, h): b for h, b in sorted(loads.items(), key=lambda kv: -kv[1])}
         return GraphEstimate(est, layout, named, self._bottleneck(est, rings, by_price, intra, trunk_scale))
 
-    def _wire(self, exchanges: Sequence[Exchange], rings: RingSet, prices, scenario: Scenario, calibration: Calibration,
-              idle: float, codec: float) -> tuple[CollectiveCost, dict[HopPrice, float]]:
+    def _wire(
+        self,
+        exchanges: Sequence[Exchange],
+        rings: RingSet,
+        prices,
+        scenario: Scenario,
+        calibration: Calibration,
+        idle: float,
+        codec: float,
+    ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
         """The exchanges' cost on ``rings`` (as :func:`~netbench.model.steptime.estimate` sums it) and each hop's alone."""
-        paced = max((largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, rings.peers)
-                     for ex in exchanges if ex.calls and ex.collective != "none"), default=0.0)
+        paced = max(
+            (
+                largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, rings.peers)
+                for ex in exchanges
+                if ex.calls and ex.collective != "none"
+            ),
+            default=0.0,
+        )
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
         for ex in exchanges:
             overhead = calibration.overhead(ex.collective)
 
-            def cost_on(ps, rest: float | None) -> CollectiveCost:
-                return per_step(ex, lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec), rest)
+            def cost_on(ps, rest: float | None, ex=ex, overhead=overhead) -> CollectiveCost:
+                return per_step(
+                    ex,
+                    lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec),
+                    rest,
+                )
 
             wire = wire + cost_on(prices, idle)
             for price in {p for ring in prices for p in ring}:  # the ring as if every hop were this one
@@ -158,14 +199,29 @@ class GraphModel:
             idle = 0.0
         return wire, alone
 
-    def _intra(self, scheme: Scheme, n_params: int, intra_rings: RingSet | None, scenario: Scenario,
-               calibration: Calibration, trunk_scale: float) -> tuple[CollectiveCost, tuple[Exchange, ...]]:
+    def _intra(
+        self,
+        scheme: Scheme,
+        n_params: int,
+        intra_rings: RingSet | None,
+        scenario: Scenario,
+        calibration: Calibration,
+        trunk_scale: float,
+    ) -> tuple[CollectiveCost, tuple[Exchange, ...]]:
         """Reduce-scatter and all-gather of the dense gradient around every site's LAN ring at once."""
         if intra_rings is None:
             return CollectiveCost(), ()
         dense = Exchange("all_reduce", n_params * DTYPE_BYTES[dense_dtype(scheme)], label="within site")
-        cost = intra_rings.call_cost(dense, intra_rings.prices(trunk_scale), calibration.overhead("all_reduce"),
-                                     scenario.framing, scenario.tcp, 0.0, 0.0, 0.0)
+        cost = intra_rings.call_cost(
+            dense,
+            intra_rings.prices(trunk_scale),
+            calibration.overhead("all_reduce"),
+            scenario.framing,
+            scenario.tcp,
+            0.0,
+            0.0,
+            0.0,
+        )
         return cost, (dense,)
 
     def _scenario(self, scenario: Scenario, by_price: dict[HopPrice, float], layout: Layout, k: int) -> Scenario:
@@ -176,17 +232,31 @@ class GraphModel:
             rate = min(r / max(d, a, 1) for d, a, r in worst.directions)
             update |= {"up_bps": rate, "down_bps": rate, "delay_s": worst.pipeline_delay_s}
         if layout == "sites" and k > 1:
-            update |= {"gpus_per_node": k, "intra_bps": min(self.topology.direction(h).rate_bps for g in self.sites
-                                                            for h in self.routes.path(g[0], g[1]))}
+            update |= {
+                "gpus_per_node": k,
+                "intra_bps": min(
+                    self.topology.direction(h).rate_bps for g in self.sites for h in self.routes.path(g[0], g[1])
+                ),
+            }
         return scenario.model_copy(update=update)
 
-    def _bottleneck(self, est: StepEstimate, rings: RingSet, by_price: dict[HopPrice, float], intra: CollectiveCost,
-                    trunk_scale: float) -> Bottleneck:
+    def _bottleneck(
+        self,
+        est: StepEstimate,
+        rings: RingSet,
+        by_price: dict[HopPrice, float],
+        intra: CollectiveCost,
+        trunk_scale: float,
+    ) -> Bottleneck:
         step = est.step_time_s or 1.0
         node = self.topology.nodes[self.slowest]
         local = est.compute_time_s + est.compression_time_s
-        node_pick = Bottleneck("node", node.name, local / step,
-                               f"node {node.name} computes {node.compute_scale:.1f}x: {100 * local / step:.0f} % of the step")
+        node_pick = Bottleneck(
+            "node",
+            node.name,
+            local / step,
+            f"node {node.name} computes {node.compute_scale:.1f}x: {100 * local / step:.0f} % of the step",
+        )
         if not by_price:
             return node_pick
         worst = max(by_price, key=by_price.__getitem__)
@@ -194,18 +264,30 @@ class GraphModel:
         h = _binding(rings, hop, trunk_scale)
         name = direction_name(self.topology, h)
         share = est.wire.time_s / step
-        link_pick = Bottleneck("link", name, share, f"the {name} link carries {rings.data[h]} ring hop"
-                               f"{'s' if rings.data[h] != 1 else ''}: {100 * share:.0f} % of the step")
+        link_pick = Bottleneck(
+            "link",
+            name,
+            share,
+            f"the {name} link carries {rings.data[h]} ring hop"
+            f"{'s' if rings.data[h] != 1 else ''}: {100 * share:.0f} % of the step",
+        )
         if intra.time_s > est.wire.time_s:
-            return Bottleneck("link", "site LANs", intra.time_s / step,
-                              f"the site LANs' reduce-scatter and all-gather: {100 * intra.time_s / step:.0f} % of the step")
+            return Bottleneck(
+                "link",
+                "site LANs",
+                intra.time_s / step,
+                f"the site LANs' reduce-scatter and all-gather: {100 * intra.time_s / step:.0f} % of the step",
+            )
         return node_pick if node.compute_scale > 1 and local > est.wire.time_s else link_pick
 
 
 def _binding(rings: RingSet, hop: RingHop, trunk_scale: float) -> Hop:
     """The direction the hop crosses (its data or its ACKs) with the least rate per data hop, then the most delay."""
     crossed = [h for h in (*hop.forward, *hop.reverse) if rings.data[h]]
-    return min(crossed, key=lambda h: (rings.rate_bps(h, trunk_scale) / rings.data[h], -rings.routes.topology.direction(h).delay_s))
+    return min(
+        crossed,
+        key=lambda h: (rings.rate_bps(h, trunk_scale) / rings.data[h], -rings.routes.topology.direction(h).delay_s),
+    )
 
 
 def _sharded(ex: Exchange, k: int) -> Exchange:
@@ -227,5 +309,7 @@ def _link_bytes(rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenari
         flow = scenario.framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
         per_step_calls = ex.calls / ex.period
         for h in set(rings.data) | set(rings.acks):
-            out[h] = out.get(h, 0.0) + per_step_calls * (rings.data[h] * flow.forward.total + rings.acks[h] * flow.reverse.total)
+            out[h] = out.get(h, 0.0) + per_step_calls * (
+                rings.data[h] * flow.forward.total + rings.acks[h] * flow.reverse.total
+            )
     return out

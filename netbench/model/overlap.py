@@ -44,7 +44,21 @@ if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
     from netbench.shapes import ParamShape
 
-__all__ = ["pipelined", "pipelined_step_s", "concurrent_step_s", "MAX_BUCKETS", "backward_overlapped", "backward_overlapped_step_s", "BACKWARD_SHARE", "auto_bucket_mb", "bucket_mb_for", "PIPELINED_BY_DEFAULT", "MIN_BUCKET_BYTES", "GLOO_SEGMENT_BYTES", "ENCODE_SHARE"]
+__all__ = [
+    "pipelined",
+    "pipelined_step_s",
+    "concurrent_step_s",
+    "MAX_BUCKETS",
+    "backward_overlapped",
+    "backward_overlapped_step_s",
+    "BACKWARD_SHARE",
+    "auto_bucket_mb",
+    "bucket_mb_for",
+    "PIPELINED_BY_DEFAULT",
+    "MIN_BUCKET_BYTES",
+    "GLOO_SEGMENT_BYTES",
+    "ENCODE_SHARE",
+]
 
 GLOO_SEGMENT_BYTES = 1 << 20  # gloo's ring all-reduce segment (gloo/allreduce.cc)
 MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a codec pass) dominate
@@ -70,7 +84,10 @@ def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: i
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
     if behind == 0:
-        return min(pipelined_step_s(encode_s, decode_s, comm_s, buckets, 1), pipelined_step_s(encode_s, decode_s, comm_s, buckets, None))
+        return min(
+            pipelined_step_s(encode_s, decode_s, comm_s, buckets, 1),
+            pipelined_step_s(encode_s, decode_s, comm_s, buckets, None),
+        )
     e, d, c = encode_s / buckets, decode_s / buckets, comm_s / buckets
     if behind is None:
         return max(encode_s + decode_s, e + c + decode_s, encode_s + c + d, e + comm_s + d)
@@ -95,7 +112,9 @@ BACKWARD_SHARE = 2 / 3
 BACKWARD_OVERLAP_WORKLOADS = ("transformer", "mlp")
 
 
-def backward_overlapped_step_s(compute_s: float, backward_s: float, sync_s: float, codec_s: float, buckets: int) -> float:
+def backward_overlapped_step_s(
+    compute_s: float, backward_s: float, sync_s: float, codec_s: float, buckets: int
+) -> float:
     """Step of ``compute_s`` (of which ``backward_s`` is backward) plus a replicator ``sync_s``
     (``codec_s`` of it encode + decode on the same thread) whose buckets start during backward.
 
@@ -108,8 +127,15 @@ def backward_overlapped_step_s(compute_s: float, backward_s: float, sync_s: floa
     return compute_s + sync_s - min(exposed, backward_s * (buckets - 1) / buckets)
 
 
-def bucket_mb_for(replicator: str, rate_bps: float, rtt_s: float, payload_bytes: int | None, nodes: int,
-                  backward: bool = False, concurrent: bool = True) -> float:
+def bucket_mb_for(
+    replicator: str,
+    rate_bps: float,
+    rtt_s: float,
+    payload_bytes: int | None,
+    nodes: int,
+    backward: bool = False,
+    concurrent: bool = True,
+) -> float:
     """What ``--bucket-mb auto`` means for ``replicator``: :func:`auto_bucket_mb`, or 0 (one bucket)
     for replicators whose codec has too little work to hide (see :data:`PIPELINED_BY_DEFAULT`).
 
@@ -119,12 +145,25 @@ def bucket_mb_for(replicator: str, rate_bps: float, rtt_s: float, payload_bytes:
     """
     if replicator not in PIPELINED_BY_DEFAULT:
         return 0.0
-    return auto_bucket_mb(rate_bps, rtt_s, payload_bytes, nodes=nodes, min_bytes=0 if backward else MIN_BUCKET_BYTES,
-                          concurrent=concurrent)
+    return auto_bucket_mb(
+        rate_bps,
+        rtt_s,
+        payload_bytes,
+        nodes=nodes,
+        min_bytes=0 if backward else MIN_BUCKET_BYTES,
+        concurrent=concurrent,
+    )
 
 
-def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = None, max_buckets: int = MAX_BUCKETS,
-                   nodes: int = 2, min_bytes: int = MIN_BUCKET_BYTES, concurrent: bool = True) -> float:
+def auto_bucket_mb(
+    rate_bps: float,
+    rtt_s: float,
+    payload_bytes: int | None = None,
+    max_buckets: int = MAX_BUCKETS,
+    nodes: int = 2,
+    min_bytes: int = MIN_BUCKET_BYTES,
+    concurrent: bool = True,
+) -> float:
     """Bucket size (MB, 1e6 B) for a link: enough bytes to keep the pipe full, few enough buckets.
 
     A bucket holds at least as many bytes as the link carries during its collective's fixed costs
@@ -143,8 +182,13 @@ def auto_bucket_mb(rate_bps: float, rtt_s: float, payload_bytes: int | None = No
     return round(size / 1e6, 6)
 
 
-def pipelined(est: "StepEstimate", replicator: "ReplicatorConfig", shapes: "Sequence[ParamShape]",
-              encode_s: float | None = None, decode_s: float | None = None) -> "StepEstimate":
+def pipelined(
+    est: StepEstimate,
+    replicator: ReplicatorConfig,
+    shapes: Sequence[ParamShape],
+    encode_s: float | None = None,
+    decode_s: float | None = None,
+) -> StepEstimate:
     """``est`` in the pipelined form when ``replicator`` cuts its step into several buckets.
 
     ``encode_s``/``decode_s``: the step's calibrated encode and decode (default: ``est``'s codec
@@ -189,19 +233,26 @@ def pipelined(est: "StepEstimate", replicator: "ReplicatorConfig", shapes: "Sequ
     return replace(est, comm_time_s=max(0.0, overlapped - codec), step_time_s=est.compute_time_s + overlapped)
 
 
-def backward_overlapped(est: "StepEstimate", replicator: "ReplicatorConfig", workload_kind: str,
-                        shapes: "Sequence[ParamShape]") -> "StepEstimate":
+def backward_overlapped(
+    est: StepEstimate, replicator: ReplicatorConfig, workload_kind: str, shapes: Sequence[ParamShape]
+) -> StepEstimate:
     """``est`` (after :func:`pipelined`) with its buckets started during backward, where the
     worker does that: ``overlap_backward`` on, a built-in workload, a replicator with hooks (dct)."""
     from dataclasses import replace
 
     from netbench.replicators import declared_payload
 
-    if (not replicator.overlap_backward or replicator.name != "dct" or workload_kind not in BACKWARD_OVERLAP_WORKLOADS
-            or est.overlap or est.scenario.machines < 2):
+    if (
+        not replicator.overlap_backward
+        or replicator.name != "dct"
+        or workload_kind not in BACKWARD_OVERLAP_WORKLOADS
+        or est.overlap
+        or est.scenario.machines < 2
+    ):
         return est
     buckets = declared_payload(list(shapes), replicator, est.scenario.machines).collectives_per_step
     sync = est.step_time_s - est.compute_time_s
-    step = backward_overlapped_step_s(est.compute_time_s, BACKWARD_SHARE * est.compute_time_s, sync,
-                                      est.compression_time_s, buckets)
+    step = backward_overlapped_step_s(
+        est.compute_time_s, BACKWARD_SHARE * est.compute_time_s, sync, est.compression_time_s, buckets
+    )
     return replace(est, comm_time_s=max(0.0, est.comm_time_s - (est.step_time_s - step)), step_time_s=step)

@@ -12,13 +12,13 @@ Bandwidth answers scale the up and down rates together (an asymmetric link keeps
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable, Sequence
 
 from netbench.model.calibration import Calibration
-from netbench.model.schemes import Scheme
 from netbench.model.overlap import pipelined
+from netbench.model.schemes import Scheme
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate, estimate
 from netbench.shapes import ParamShape, total_params
 
@@ -97,7 +97,9 @@ class Planner:
             return out | {"reason": f"communication is shorter than compute even at {lo:.0e} bit/s"}
         bw = bisect_log(gap, lo, hi)
         at = self.step(scheme, self._at_bw(scenario, bw))
-        return out | self._rates(scenario, bw) | {"comm_time_s": at.comm_time_s, "compute_time_s": compute, "reason": None}
+        return (
+            out | self._rates(scenario, bw) | {"comm_time_s": at.comm_time_s, "compute_time_s": compute, "reason": None}
+        )
 
     def doubling_nodes(self, scheme: Scheme, scenario: Scenario, max_nodes: int = MAX_PLANNED_NODES) -> dict:
         """Smallest node count whose step time is at least twice that at two nodes (two machines if G > 1).
@@ -129,7 +131,9 @@ class Planner:
                 found = bisect_int(doubled, prev, m)
                 return out | {"nodes": found * g, "step_time_s": step_at(found), "reason": None}
             if m == top:
-                return out | {"reason": f"step time stays below double ({step_at(top):.4g}s vs {2 * base:.4g}s) up to {top * g} nodes"}
+                return out | {
+                    "reason": f"step time stays below double ({step_at(top):.4g}s vs {2 * base:.4g}s) up to {top * g} nodes"
+                }
             prev, m = m, m * 2
 
     def crossovers(self, a: Scheme, b: Scheme, scenario: Scenario) -> dict:

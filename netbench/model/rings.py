@@ -21,9 +21,9 @@ hops with the same rates, sharing and delays are priced once.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Sequence
 
 from netbench.model.collectives import CollectiveCost, Link, Pattern, pattern
 from netbench.model.exchange import Exchange
@@ -50,12 +50,18 @@ class Routes:
             self._switches = None
             return
         reps = [topology.nodes[members[0]] for members in groups.values()]
-        self._switches = Topology(kind=topology.kind, nodes=tuple(NodeSpec(name=n.name, switch=n.switch) for n in reps),
-                                  switches=topology.switches, links=(*(self.access[n.name] for n in reps), *topology.trunks))
+        self._switches = Topology(
+            kind=topology.kind,
+            nodes=tuple(NodeSpec(name=n.name, switch=n.switch) for n in reps),
+            switches=topology.switches,
+            links=(*(self.access[n.name] for n in reps), *topology.trunks),
+        )
 
     def path(self, src: int, dst: int) -> tuple[Hop, ...]:
         a, b = self.topology.nodes[src], self.topology.nodes[dst]
-        middle = () if a.switch == b.switch or self._switches is None else self._switches.switch_path(a.switch, b.switch)
+        middle = (
+            () if a.switch == b.switch or self._switches is None else self._switches.switch_path(a.switch, b.switch)
+        )
         return (Hop(self.access[a.name].name, True), *middle, Hop(self.access[b.name].name, False))
 
     def delay_s(self, path: tuple[Hop, ...]) -> float:
@@ -88,8 +94,10 @@ class HopPrice:
     def transfer_s(self, p: Pattern, framing: Framing) -> float:
         """The call's bytes through this hop's busiest direction: its data hops' and ack hops' bytes at its rate."""
         flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
-        worst = max((flow.forward.scaled(data) + flow.reverse.scaled(acks)).total / p.payload_out / rate
-                    for data, acks, rate in self.directions)
+        worst = max(
+            (flow.forward.scaled(data) + flow.reverse.scaled(acks)).total / p.payload_out / rate
+            for data, acks, rate in self.directions
+        )
         return 8.0 * p.critical_bytes * worst
 
 
@@ -98,8 +106,9 @@ class RingSet:
 
     def __init__(self, routes: Routes, rings: Sequence[Sequence[int]]) -> None:
         self.routes = routes
-        self.rings = tuple(tuple(RingHop(s, d, routes.path(s, d), routes.path(d, s)) for s, d in zip(r, (*r[1:], r[0])))
-                           for r in rings)
+        self.rings = tuple(
+            tuple(RingHop(s, d, routes.path(s, d), routes.path(d, s)) for s, d in zip(r, (*r[1:], r[0]))) for r in rings
+        )
         self.peers = len(rings[0]) if rings else 0
 
     @cached_property
@@ -114,7 +123,11 @@ class RingSet:
 
     @cached_property
     def _delays(self) -> dict[RingHop, tuple[float, float]]:
-        return {hop: (self.routes.delay_s(hop.forward), self.routes.delay_s(hop.reverse)) for ring in self.rings for hop in ring}
+        return {
+            hop: (self.routes.delay_s(hop.forward), self.routes.delay_s(hop.reverse))
+            for ring in self.rings
+            for hop in ring
+        }
 
     @cached_property
     def _trunks(self) -> frozenset[str]:
@@ -133,8 +146,17 @@ class RingSet:
     def prices(self, trunk_scale: float = 1.0) -> tuple[tuple[HopPrice, ...], ...]:
         return tuple(tuple(self.price(hop, trunk_scale) for hop in ring) for ring in self.rings)
 
-    def call_cost(self, exchange: Exchange, prices: Sequence[Sequence[HopPrice]], overhead_s: float, framing: Framing,
-                  tcp: TcpSettings, idle_s: float | None, paced_flight_bytes: float, cpu_work_s: float) -> CollectiveCost:
+    def call_cost(
+        self,
+        exchange: Exchange,
+        prices: Sequence[Sequence[HopPrice]],
+        overhead_s: float,
+        framing: Framing,
+        tcp: TcpSettings,
+        idle_s: float | None,
+        paced_flight_bytes: float,
+        cpu_work_s: float,
+    ) -> CollectiveCost:
         """One of ``exchange``'s calls on every ring at once: the slowest ring's time, one node's wire bytes."""
         if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
             return CollectiveCost()
@@ -146,21 +168,38 @@ class RingSet:
         wire = flow.forward + flow.reverse
         distinct = {price for ring in prices for price in ring}
         rates = {price: p.critical_bytes / price.transfer_s(p, framing) for price in distinct}
-        links = {price: Link(1.0, 1.0, price.pipeline_delay_s + overhead_s, one_way_s=price.pipeline_delay_s) for price in distinct}
+        links = {
+            price: Link(1.0, 1.0, price.pipeline_delay_s + overhead_s, one_way_s=price.pipeline_delay_s)
+            for price in distinct
+        }
         if exchange.collective == "all_reduce" and ring_operations("all_reduce", nbytes, self.peers)[0][1] <= 4:
-            return max((_chain(ring, nbytes, rates, links, p.hops, wire) for ring in set(map(tuple, prices))), key=lambda c: c.time_s)
-        times = [ring_time(exchange, self.peers, rates[price], links[price], framing, tcp, idle_s, paced_flight_bytes, cpu_work_s)
-                 for price in distinct]
+            return max(
+                (_chain(ring, nbytes, rates, links, p.hops, wire) for ring in set(map(tuple, prices))),
+                key=lambda c: c.time_s,
+            )
+        times = [
+            ring_time(
+                exchange, self.peers, rates[price], links[price], framing, tcp, idle_s, paced_flight_bytes, cpu_work_s
+            )
+            for price in distinct
+        ]
         t = max(times, key=lambda t: t.time_s)
         return CollectiveCost(t.time_s, t.latency_s, t.transfer_s, wire, wire, p.hops)
 
 
-def _chain(ring: tuple[HopPrice, ...], nbytes: float, rates: dict[HopPrice, float], links: dict[HopPrice, Link], hops: int,
-           wire: LinkBytes) -> CollectiveCost:
+def _chain(
+    ring: tuple[HopPrice, ...],
+    nbytes: float,
+    rates: dict[HopPrice, float],
+    links: dict[HopPrice, Link],
+    hops: int,
+    wire: LinkBytes,
+) -> CollectiveCost:
     """A tiny all-reduce's words passing 2(P - 1) consecutive hops (each hop twice but the two before the start).
 
     Equal terms are summed as a count times the term, so a ring of equal hops costs what gloo_time's chain says.
     """
+
     def term(price: HopPrice) -> tuple[float, float, float]:
         link = links[price]
         return price.forward_s, link.alpha_s - link.delay_s, rates[price]

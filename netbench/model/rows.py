@@ -41,7 +41,13 @@ def estimate_row(est: StepEstimate, calibration: Calibration) -> dict[str, Any]:
         "comm_fraction": est.comm_fraction,
         "overlap": est.overlap,
         "exchanges": [
-            {"label": e.label, "collective": e.collective, "bytes_per_step": e.bytes_per_step, "period": e.period, "calls": e.calls}
+            {
+                "label": e.label,
+                "collective": e.collective,
+                "bytes_per_step": e.bytes_per_step,
+                "period": e.period,
+                "calls": e.calls,
+            }
             for e in est.exchanges
         ],
     }

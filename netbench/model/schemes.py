@@ -8,9 +8,9 @@ P and R rounds, mtdao's three periodic states) becomes one exchange per part.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -19,7 +19,14 @@ from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
 from netbench.shapes import ParamShape
 
 __all__ = [
-    "SCHEME_NAMES", "OVERLAPS", "SCHEME_SETTING_FIELDS", "SchemeSettings", "Scheme", "SchemeUnavailable", "build_scheme", "scheme_from_config",
+    "SCHEME_NAMES",
+    "OVERLAPS",
+    "SCHEME_SETTING_FIELDS",
+    "SchemeSettings",
+    "Scheme",
+    "SchemeUnavailable",
+    "build_scheme",
+    "scheme_from_config",
     "parse_scheme_list",
 ]
 
@@ -37,13 +44,28 @@ class SchemeUnavailable(RuntimeError):
 # The replicator settings ``plan`` and ``calibrate`` take from the command line: these fields of
 # ReplicatorConfig, with its types, defaults and bounds (ReplicatorConfig validates them together
 # in build_scheme), so the two never drift apart.
-SCHEME_SETTING_FIELDS: tuple[str, ...] = ("grad_dtype", "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "rank",
-                                          "params_every", "m1_every", "m2_every", "bucket_mb")
+SCHEME_SETTING_FIELDS: tuple[str, ...] = (
+    "grad_dtype",
+    "topk",
+    "chunk",
+    "rate",
+    "sync_every",
+    "value_dtype",
+    "index_dtype",
+    "rank",
+    "params_every",
+    "m1_every",
+    "m2_every",
+    "bucket_mb",
+)
 SchemeSettings = create_model(
     "SchemeSettings",
     __config__=ConfigDict(extra="forbid", frozen=True),
     __doc__="The replicator settings ``plan`` and ``calibrate`` take (the fields of ReplicatorConfig listed in SCHEME_SETTING_FIELDS).",
-    **{name: (ReplicatorConfig.model_fields[name].annotation, ReplicatorConfig.model_fields[name]) for name in SCHEME_SETTING_FIELDS},
+    **{
+        name: (ReplicatorConfig.model_fields[name].annotation, ReplicatorConfig.model_fields[name])
+        for name in SCHEME_SETTING_FIELDS
+    },
 )
 
 
@@ -92,5 +114,7 @@ def parse_scheme_list(text: str) -> list[str]:
         return list(SCHEME_NAMES)
     unknown = [n for n in names if n not in SCHEME_NAMES]
     if unknown or not names:
-        raise ValueError(f"unknown replicator {', '.join(unknown) or repr(text)} (choose from {', '.join(SCHEME_NAMES)}, or all)")
+        raise ValueError(
+            f"unknown replicator {', '.join(unknown) or repr(text)} (choose from {', '.join(SCHEME_NAMES)}, or all)"
+        )
     return list(dict.fromkeys(names))

@@ -13,8 +13,8 @@ Exchanges with a period (diloco, mtdao) are averaged per step. Reported wire byt
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -29,7 +29,9 @@ from netbench.shapes import ParamShape, total_params
 
 __all__ = ["Scenario", "StepEstimate", "estimate", "call_cost", "exchange_cost", "per_step", "ring_time", "dense_dtype"]
 
-MAX_PLANNED_NODES = 100_000  # nodes a plan may describe (an emulated cluster's bound is emulation.spec.MAX_EMULATED_NODES)
+MAX_PLANNED_NODES = (
+    100_000  # nodes a plan may describe (an emulated cluster's bound is emulation.spec.MAX_EMULATED_NODES)
+)
 
 
 class Scenario(BaseModel):
@@ -37,7 +39,9 @@ class Scenario(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    nodes: int = Field(2, ge=MIN_NODES, le=MAX_PLANNED_NODES, description="workers N (accelerators when gpus_per_node > 1)")
+    nodes: int = Field(
+        2, ge=MIN_NODES, le=MAX_PLANNED_NODES, description="workers N (accelerators when gpus_per_node > 1)"
+    )
     up_bps: float = Field(100e6, gt=0, description="node uplink rate")
     down_bps: float = Field(100e6, gt=0, description="node downlink rate")
     delay_s: float = Field(0.0, ge=0, description="one-way latency between two nodes")
@@ -46,10 +50,12 @@ class Scenario(BaseModel):
     intra_bps: float | None = Field(None, gt=0, description="intra-node link rate (required when G > 1)")
     algorithm: Algorithm = "ring"
     framing: Framing = Framing()
-    tcp: TcpSettings = Field(STOCK_LINUX, description="the nodes' TCP settings (ring: gloo over TCP's window and pacing)")
+    tcp: TcpSettings = Field(
+        STOCK_LINUX, description="the nodes' TCP settings (ring: gloo over TCP's window and pacing)"
+    )
 
     @model_validator(mode="after")
-    def _hierarchy(self) -> "Scenario":
+    def _hierarchy(self) -> Scenario:
         if self.gpus_per_node > 1:
             if self.intra_bps is None:
                 raise ValueError("gpus_per_node > 1 needs intra_bps (the fast intra-node link rate)")
@@ -104,9 +110,17 @@ def dense_dtype(scheme: Scheme) -> str:
     return scheme.config.grad_dtype
 
 
-def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm,
-              tcp: TcpSettings = STOCK_LINUX, idle_s: float | None = 0.0, paced_flight_bytes: float = 0.0,
-              cpu_work_s: float = 0.0) -> CollectiveCost:
+def call_cost(
+    exchange: Exchange,
+    peers: int,
+    link: Link,
+    framing: Framing,
+    algorithm: Algorithm,
+    tcp: TcpSettings = STOCK_LINUX,
+    idle_s: float | None = 0.0,
+    paced_flight_bytes: float = 0.0,
+    cpu_work_s: float = 0.0,
+) -> CollectiveCost:
     """Cost of one of the exchange's ``calls`` collective calls, which share its bytes evenly.
 
     Wire bytes come from the message pattern (:mod:`~netbench.model.collectives`). Time: for
@@ -124,32 +138,67 @@ def call_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algo
     base = cost(p, link, framing)
     if algorithm != "ring" or p is None or base.transfer_s <= 0:
         return base
-    t = ring_time(exchange, peers, p.critical_bytes / base.transfer_s, link, framing, tcp, idle_s, paced_flight_bytes, cpu_work_s)
+    t = ring_time(
+        exchange, peers, p.critical_bytes / base.transfer_s, link, framing, tcp, idle_s, paced_flight_bytes, cpu_work_s
+    )
     return replace(base, time_s=t.time_s, latency_s=t.latency_s, transfer_s=t.transfer_s)
 
 
-def ring_time(exchange: Exchange, peers: int, payload_Bps: float, link: Link, framing: Framing, tcp: TcpSettings,
-              idle_s: float | None, paced_flight_bytes: float, cpu_work_s: float) -> GlooTime:
+def ring_time(
+    exchange: Exchange,
+    peers: int,
+    payload_Bps: float,
+    link: Link,
+    framing: Framing,
+    tcp: TcpSettings,
+    idle_s: float | None,
+    paced_flight_bytes: float,
+    cpu_work_s: float,
+) -> GlooTime:
     """One call of gloo's ring over ``link`` at ``payload_Bps`` (its bottleneck's payload rate): :func:`gloo_time`."""
     delay = link.delay_s
     skewed = skew_expected(exchange.collective, peers, exchange.calls, cpu_work_s, delay)
-    return gloo_time(exchange.collective, exchange.bytes_per_step / exchange.calls, peers, payload_Bps, delay,
-                     link.alpha_s - delay, framing.mss, tcp, idle_s, paced_flight_bytes, skewed)
+    return gloo_time(
+        exchange.collective,
+        exchange.bytes_per_step / exchange.calls,
+        peers,
+        payload_Bps,
+        delay,
+        link.alpha_s - delay,
+        framing.mss,
+        tcp,
+        idle_s,
+        paced_flight_bytes,
+        skewed,
+    )
 
 
-def exchange_cost(exchange: Exchange, peers: int, link: Link, framing: Framing, algorithm: Algorithm,
-                  tcp: TcpSettings = STOCK_LINUX, idle_s: float | None = 0.0, paced_flight_bytes: float = 0.0,
-                  cpu_work_s: float = 0.0) -> CollectiveCost:
+def exchange_cost(
+    exchange: Exchange,
+    peers: int,
+    link: Link,
+    framing: Framing,
+    algorithm: Algorithm,
+    tcp: TcpSettings = STOCK_LINUX,
+    idle_s: float | None = 0.0,
+    paced_flight_bytes: float = 0.0,
+    cpu_work_s: float = 0.0,
+) -> CollectiveCost:
     """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``.
 
     The first call follows ``idle_s`` of rest (a restart of the congestion window where the TCP
     settings make one); the others follow it directly.
     """
-    return per_step(exchange, lambda idle: call_cost(exchange, peers, link, framing, algorithm, tcp, idle, paced_flight_bytes, cpu_work_s),
-                    idle_s)
+    return per_step(
+        exchange,
+        lambda idle: call_cost(exchange, peers, link, framing, algorithm, tcp, idle, paced_flight_bytes, cpu_work_s),
+        idle_s,
+    )
 
 
-def per_step(exchange: Exchange, call: Callable[[float | None], CollectiveCost], idle_s: float | None) -> CollectiveCost:
+def per_step(
+    exchange: Exchange, call: Callable[[float | None], CollectiveCost], idle_s: float | None
+) -> CollectiveCost:
     """An exchange's calls averaged per step: ``call(idle)`` costs one call after ``idle`` seconds of rest.
 
     The first call follows the step's rest, the others follow it directly; the sum is spread over the period.
@@ -177,12 +226,20 @@ def estimate(
     # encode + decode of this scheme's settings (a per-parameter and a per-tensor cost, as run predictions use)
     compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
     idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
-    paced = max((largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
-                 for ex in exchanges if ex.calls and ex.collective != "none"), default=0.0)
+    paced = max(
+        (
+            largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
+            for ex in exchanges
+            if ex.calls and ex.collective != "none"
+        ),
+        default=0.0,
+    )
     for ex in exchanges:
         alpha = scenario.delay_s + calibration.overhead(ex.collective)
         link = Link(scenario.up_bps, scenario.down_bps, alpha, one_way_s=scenario.delay_s)
-        wire = wire + exchange_cost(ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, idle, paced, compression)
+        wire = wire + exchange_cost(
+            ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, idle, paced, compression
+        )
         idle = 0.0
     intra = 0.0
     if g > 1:
@@ -195,7 +252,16 @@ def estimate(
     else:
         step = scenario.compute_s + compression + comm
     return StepEstimate(
-        scheme=scheme.name, scenario=scenario, params=n_params, exchanges=tuple(exchanges),
-        payload_bytes_per_step=average_bytes_per_step(exchanges), wire=wire, comm_time_s=comm, intra_time_s=intra,
-        compression_time_s=compression, compute_time_s=scenario.compute_s, step_time_s=step, overlap=scheme.overlap,
+        scheme=scheme.name,
+        scenario=scenario,
+        params=n_params,
+        exchanges=tuple(exchanges),
+        payload_bytes_per_step=average_bytes_per_step(exchanges),
+        wire=wire,
+        comm_time_s=comm,
+        intra_time_s=intra,
+        compression_time_s=compression,
+        compute_time_s=scenario.compute_s,
+        step_time_s=step,
+        overlap=scheme.overlap,
     )

@@ -79,8 +79,10 @@ def counters_since(now: dict[str, Any] | None, base: dict[str, Any] | None) -> d
     """Cumulative counters as the difference from ``base``; maxima (``*_max*``) and non-numbers as they are."""
     if now is None or base is None:
         return now
-    return {k: v - base.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool) and "max" not in k else v
-            for k, v in now.items()}
+    return {
+        k: v - base.get(k, 0) if isinstance(v, (int, float)) and not isinstance(v, bool) and "max" not in k else v
+        for k, v in now.items()
+    }
 
 
 class ClusterReuse:
@@ -96,7 +98,7 @@ class ClusterReuse:
         self._last_end = 0.0
         self.built = 0  # clusters built (for the sweep's figures and the tests)
 
-    def __enter__(self) -> "ClusterReuse":
+    def __enter__(self) -> ClusterReuse:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -120,8 +122,14 @@ class ClusterReuse:
         self._ports += 1
         return RENDEZVOUS_PORT + 1 + (self._ports - 1) % PORTS
 
-    def hold(self, spec: ClusterSpec, names: RunNames, outcome: Outcome, measured_note: str,
-             phases: Callable[[Cluster], None]) -> None:
+    def hold(
+        self,
+        spec: ClusterSpec,
+        names: RunNames,
+        outcome: Outcome,
+        measured_note: str,
+        phases: Callable[[Cluster], None],
+    ) -> None:
         """As :func:`~netbench.orchestrator.phases.hold_cluster`, on the held cluster where ``names`` are its own.
         Never raises: ``outcome`` records how it ended; a run that did not end well takes the cluster and the fork
         server down (the next run starts both afresh)."""
@@ -140,7 +148,9 @@ class ClusterReuse:
         if outcome.status != "ok":  # a worker failed or hung: nothing of this point's processes serves the next
             self.close()
 
-    def start_workers(self, workers: list[tuple[str, Path, Path]], threads: int, nice: int, port: int) -> list[ForkedWorker]:
+    def start_workers(
+        self, workers: list[tuple[str, Path, Path]], threads: int, nice: int, port: int
+    ) -> list[ForkedWorker]:
         """A worker per ``(node namespace, spec, log)``, in rank order, forked by the server; logs are made here.
 
         Rank 0 first, and the others once its rendezvous store listens on ``port``: a peer that
@@ -180,7 +190,9 @@ class ClusterReuse:
 
     def _reset(self, cluster: Cluster, spec: ClusterSpec) -> None:
         """Nothing of the last point stays: the delay line drained, new qdiscs, no cached TCP metrics, counters from zero."""
-        held = 2 * max(cluster.spec.one_way_delay_s(), spec.one_way_delay_s()) + _SETTLE_S if cluster.helper_pids else 0.0
+        held = (
+            2 * max(cluster.spec.one_way_delay_s(), spec.one_way_delay_s()) + _SETTLE_S if cluster.helper_pids else 0.0
+        )
         wait = held - (time.monotonic() - self._last_end)
         if wait > 0:
             time.sleep(wait)
@@ -239,5 +251,3 @@ def _listens(table: str, port: int) -> bool:
         if len(fields) > 3 and fields[1].rsplit(":", 1)[-1] == f"{port:04X}" and fields[3] == "0A":
             return True
     return False
-
-

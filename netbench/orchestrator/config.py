@@ -28,7 +28,9 @@ BYTES_PER_PARAM = 16  # what a node holds per parameter: weights, gradient, and 
 class RunConfig(BaseModel):
     """A run: the cluster, what each node trains and how it replicates, and where results go."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False
+    )  # inf or nan would pass every range check
 
     cluster: ClusterSpec
     replicator: ReplicatorConfig = Field(default_factory=ReplicatorConfig)
@@ -36,24 +38,47 @@ class RunConfig(BaseModel):
     steps: int = Field(20, ge=1, le=100_000, description="Measured optimizer steps.")
     warmup_steps: int = Field(2, ge=0, le=1000, description="Warm-up steps left out of the summary.")
     # None: from the model's slowest collective on these links (orchestrator.timeouts)
-    timeout_s: float | None = Field(None, ge=MIN_TIMEOUT_S, le=3600, description="Collective timeout in seconds (a dead peer fails the run "
-                                    "within it); default: 4x the model's slowest collective on these links, at least 30 s.")
+    timeout_s: float | None = Field(
+        None,
+        ge=MIN_TIMEOUT_S,
+        le=3600,
+        description="Collective timeout in seconds (a dead peer fails the run "
+        "within it); default: 4x the model's slowest collective on these links, at least 30 s.",
+    )
     capture: bool = Field(True, description="Capture packet headers on every link.")  # on every switch port
     keep_pcap: bool = Field(False, description="Keep the pcap files in the run directory.")
-    trace: bool = Field(True, description="Write trace.json: ranks, buckets, links and TCP on one timeline (Perfetto, chrome://tracing).")
+    trace: bool = Field(
+        True,
+        description="Write trace.json: ranks, buckets, links and TCP on one timeline (Perfetto, chrome://tracing).",
+    )
     out_dir: Path = Field(DEFAULT_REPORTS, description="Parent directory of the run directory.")
     threads: int = Field(1, ge=1, le=64, description="torch threads per worker.")
-    gpus_per_node: int = Field(1, ge=1, le=MAX_GPUS_PER_NODE, description="Workers per node: they shard the model inside the node "
-                                 "and replicate between nodes (FlexDeMo); 1: one worker per node.")
-    intra_bw_bps: float | None = Field(None, gt=0, description="Intra-node link rate of a node, shared by its G workers (one tbf on its "
-                                       "loopback), tc units; default unshaped.")  # in bit/s here; the option takes tc units
-    shard_within: Literal["node", "site"] = Field("node", description="What shards the model (FlexDeMo): node, the "
-                                                  "--gpus-per-node workers of each node, replicating between nodes; site, "
-                                                  "every worker of a site, replicating between sites (needs a topology of "
-                                                  "two or more sites of equal size).")
-    schedule: Schedule | None = Field(None, description="Change links and nodes while the run goes on: a schedule CSV "
-                                      "(time_s,link,rate,delay,loss,state,jitter,compute_scale) or TOML, a Mahimahi trace or a "
-                                      "time_s,rate[,delay] trace; times count from the first measured step.")
+    gpus_per_node: int = Field(
+        1,
+        ge=1,
+        le=MAX_GPUS_PER_NODE,
+        description="Workers per node: they shard the model inside the node "
+        "and replicate between nodes (FlexDeMo); 1: one worker per node.",
+    )
+    intra_bw_bps: float | None = Field(
+        None,
+        gt=0,
+        description="Intra-node link rate of a node, shared by its G workers (one tbf on its "
+        "loopback), tc units; default unshaped.",
+    )  # in bit/s here; the option takes tc units
+    shard_within: Literal["node", "site"] = Field(
+        "node",
+        description="What shards the model (FlexDeMo): node, the "
+        "--gpus-per-node workers of each node, replicating between nodes; site, "
+        "every worker of a site, replicating between sites (needs a topology of "
+        "two or more sites of equal size).",
+    )
+    schedule: Schedule | None = Field(
+        None,
+        description="Change links and nodes while the run goes on: a schedule CSV "
+        "(time_s,link,rate,delay,loss,state,jitter,compute_scale) or TOML, a Mahimahi trace or a "
+        "time_s,rate[,delay] trace; times count from the first measured step.",
+    )
 
     @field_validator("schedule")
     @classmethod
@@ -97,24 +122,28 @@ class RunConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _workers_fit(self) -> "RunConfig":
+    def _workers_fit(self) -> RunConfig:
         """Every worker of every node is a process on this host: at most MAX_WORKERS of them."""
         workers = self.cluster.nodes * self.gpus_per_node
         if workers > MAX_WORKERS:
-            raise ValueError(f"gpus_per_node: {self.cluster.nodes} nodes x {self.gpus_per_node} = {workers} workers; "
-                             f"this host runs at most {MAX_WORKERS}")
+            raise ValueError(
+                f"gpus_per_node: {self.cluster.nodes} nodes x {self.gpus_per_node} = {workers} workers; "
+                f"this host runs at most {MAX_WORKERS}"
+            )
         return self
 
     @model_validator(mode="after")
-    def _fits_in_memory(self) -> "RunConfig":
+    def _fits_in_memory(self) -> RunConfig:
         """Every node on this host holds the workload: refuse before a cluster is built, not when a worker is OOM-killed."""
         workers = self.cluster.nodes * self.gpus_per_node
         here = min(workers, int(os.environ.get("LOCAL_WORLD_SIZE", workers)))  # torchrun: ranks on this host
         need = self.workload.param_count() * BYTES_PER_PARAM * here
         have = psutil.virtual_memory().total
         if need > have:
-            raise ValueError(f"workload: {self.workload.param_count():.3g} parameters on {here} workers need about "
-                             f"{need / 2**30:.0f} GiB of memory; this host has {have / 2**30:.0f} GiB")
+            raise ValueError(
+                f"workload: {self.workload.param_count():.3g} parameters on {here} workers need about "
+                f"{need / 2**30:.0f} GiB of memory; this host has {have / 2**30:.0f} GiB"
+            )
         return self
 
 

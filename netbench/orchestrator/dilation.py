@@ -28,7 +28,19 @@ if TYPE_CHECKING:
     from netbench.topology.graph import Topology
     from netbench.topology.link import DirectionSpec
 
-__all__ = ["TIMED_FIELDS", "HOST_SHARE", "WORKER_SHARE", "factor_for_busy", "auto_factor", "overlapped_cpu_share", "parse_dilation", "resolve", "dilate", "cpu_stretch", "undilate_records"]
+__all__ = [
+    "TIMED_FIELDS",
+    "HOST_SHARE",
+    "WORKER_SHARE",
+    "factor_for_busy",
+    "auto_factor",
+    "overlapped_cpu_share",
+    "parse_dilation",
+    "resolve",
+    "dilate",
+    "cpu_stretch",
+    "undilate_records",
+]
 
 # step record durations (seconds) that are divided by k; t_start/t_end stay real (the capture's step windows use them)
 TIMED_FIELDS = ("compute_s", "compress_s", "comm_s", "decode_s", "apply_s", "step_s")
@@ -49,7 +61,7 @@ def parse_dilation(text: str) -> float | None:
     return k
 
 
-def resolve(dilation: float | None, config: RunConfig, calibration: "Calibration", cpus: int) -> float:
+def resolve(dilation: float | None, config: RunConfig, calibration: Calibration, cpus: int) -> float:
     """The factor a run uses: ``dilation`` as given, or for ``auto`` (None) :func:`auto_factor` of its prediction."""
     if dilation is not None:
         return dilation
@@ -58,7 +70,9 @@ def resolve(dilation: float | None, config: RunConfig, calibration: "Calibration
 
 HOST_SHARE = 0.6  # a host busier than this (all its work, measured) is short of cores for the emulation's timing
 # (2-node pipelined dct, 100mbit + 20 ms: faithful at 46-59 % busy, codec CPU time within 1.09x; flagged at 66-77 %, 1.12-1.13x)
-EMULATION_SHARE = 0.2  # what the emulation itself took beside the workers in that job (delay line, packets, gloo's threads)
+EMULATION_SHARE = (
+    0.2  # what the emulation itself took beside the workers in that job (delay line, packets, gloo's threads)
+)
 WORKER_SHARE = HOST_SHARE - EMULATION_SHARE  # what auto lets the workers' predicted, overlapped CPU work take
 
 
@@ -76,7 +90,7 @@ def auto_factor(nodes: int, cpus: int, cpu_share: float = 0.0) -> float:
     return max(1.0, by_cores, factor_for_busy(nodes * cpu_share / max(1, cpus), WORKER_SHARE))
 
 
-def overlapped_cpu_share(config: RunConfig, calibration: "Calibration") -> float:
+def overlapped_cpu_share(config: RunConfig, calibration: Calibration) -> float:
     """A node's encode + decode per second of its predicted step, where its pipeline overlaps them with the
     wire (several buckets); 0 where they take turns (the emulation then has the cores while the codecs wait)."""
     from netbench.orchestrator.prediction import predict, workload_shapes
@@ -103,19 +117,28 @@ def dilate(config: RunConfig, k: float) -> RunConfig:
         slowed["topology"] = _slowed_topology(cluster.topology, k)
     workload = config.workload.model_copy(update={"compute_ms": config.workload.compute_ms * k})
     timeout = config.timeout_s * k if config.timeout_s else None
-    return config.model_copy(update={"cluster": cluster.model_copy(update=slowed), "workload": workload, "timeout_s": timeout})
+    return config.model_copy(
+        update={"cluster": cluster.model_copy(update=slowed), "workload": workload, "timeout_s": timeout}
+    )
 
 
 def _slowed(direction: DirectionSpec, k: float) -> DirectionSpec:
     """One link direction k times slower and longer."""
-    return direction.model_copy(update={"rate_bps": direction.rate_bps / k, "delay_s": direction.delay_s * k,
-                                        "jitter_s": direction.jitter_s * k})
+    return direction.model_copy(
+        update={
+            "rate_bps": direction.rate_bps / k,
+            "delay_s": direction.delay_s * k,
+            "jitter_s": direction.jitter_s * k,
+        }
+    )
 
 
 def _slowed_topology(topology: Topology, k: float) -> Topology:
     """The topology with every link direction slowed (a new object: the graph caches its paths and links)."""
-    links = tuple(link.model_copy(update={"forward": _slowed(link.forward, k), "reverse": _slowed(link.reverse, k)})
-                  for link in topology.links)
+    links = tuple(
+        link.model_copy(update={"forward": _slowed(link.forward, k), "reverse": _slowed(link.reverse, k)})
+        for link in topology.links
+    )
     return type(topology)(kind=topology.kind, nodes=topology.nodes, switches=topology.switches, links=links)
 
 

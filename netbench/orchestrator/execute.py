@@ -154,7 +154,11 @@ class ExecOutcome(Outcome):
     def exit_status(self) -> int:
         """The watch's exit status, unless the user stopped the run (130, or 128 + signal) or netbench failed (125)."""
         if self.interrupted is not None:
-            return EXIT_INTERRUPTED if isinstance(self.interrupted, KeyboardInterrupt) else int(getattr(self.interrupted, "code", 1) or 1)
+            return (
+                EXIT_INTERRUPTED
+                if isinstance(self.interrupted, KeyboardInterrupt)
+                else int(getattr(self.interrupted, "code", 1) or 1)
+            )
         return EXIT_NETBENCH_FAILED if self.error is not None else self.code
 
 
@@ -168,13 +172,23 @@ def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: RunDir) 
     world, rank = len(cluster.nodes), rank_of(cluster, node)
     master = cluster.nodes[cluster.spec.placement[0]]
     return {
-        "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-        "GROUP_RANK": str(rank), "MASTER_ADDR": master.address, "MASTER_PORT": str(config.master_port),
-        "GLOO_SOCKET_IFNAME": node.iface, "NCCL_SOCKET_IFNAME": node.iface, "OMP_NUM_THREADS": str(config.run.threads),
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(rank),
+        "MASTER_ADDR": master.address,
+        "MASTER_PORT": str(config.master_port),
+        "GLOO_SOCKET_IFNAME": node.iface,
+        "NCCL_SOCKET_IFNAME": node.iface,
+        "OMP_NUM_THREADS": str(config.run.threads),
         "PYTHONUNBUFFERED": "1",
-        "NETBENCH_RUN_ID": cluster.names.run_id, "NETBENCH_RUN_DIR": str(run_dir.path.resolve()),
+        "NETBENCH_RUN_ID": cluster.names.run_id,
+        "NETBENCH_RUN_DIR": str(run_dir.path.resolve()),
         "NETBENCH_RECORDS": str(run_dir.records_path(rank).resolve()),
-        "NETBENCH_RANK": str(rank), "NETBENCH_WORLD_SIZE": str(world), "NETBENCH_IFACE": node.iface,
+        "NETBENCH_RANK": str(rank),
+        "NETBENCH_WORLD_SIZE": str(world),
+        "NETBENCH_IFACE": node.iface,
         "NETBENCH_WARMUP_STEPS": str(config.run.warmup_steps),
     }
 
@@ -187,8 +201,13 @@ def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO 
         node = cluster.nodes[index]
         rank = rank_of(cluster, node)
         before = node.call(read_counters, node.iface)
-        proc = node.popen(list(config.command), env=node_env(config, cluster, node, run_dir), stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = node.popen(
+            list(config.command),
+            env=node_env(config, cluster, node, run_dir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         pump = OutputPump(rank, proc.stdout, run_dir.log_path(rank), echo)
         launched.append(NodeProcess(node, proc, pump, before, time.monotonic(), rank=rank))
     return launched
@@ -215,12 +234,20 @@ def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[],
             for p in procs:
                 p.stop("timeout")
             running = [str(p.rank) for p in procs if p.stopped_by == "timeout"]
-            return "failed", f"timed out after {timeout_s:g} s (node(s) {', '.join(running)} still running)", EXIT_TIMEOUT
+            return (
+                "failed",
+                f"timed out after {timeout_s:g} s (node(s) {', '.join(running)} still running)",
+                EXIT_TIMEOUT,
+            )
         time.sleep(0.05)
     if first_failure is None:
         return "ok", None, 0
     code = first_failure.exit_code or 1
-    how = f"was killed by {signal.Signals(code - 128).name}" if code > 128 and code - 128 in signal.valid_signals() else f"exited with code {code}"
+    how = (
+        f"was killed by {signal.Signals(code - 128).name}"
+        if code > 128 and code - 128 in signal.valid_signals()
+        else f"exited with code {code}"
+    )
     return "failed", f"node {first_failure.rank} {how}", code
 
 
@@ -232,7 +259,9 @@ def _read_after(procs: list[NodeProcess]) -> None:
             p.after = None
 
 
-def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Callable[[Cluster], None] | None = None) -> ExecResult:
+def execute(
+    config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Callable[[Cluster], None] | None = None
+) -> ExecResult:
     """Run COMMAND on every node of a fresh cluster; always tears down and writes the run directory."""
     names = RunNames.new()
     run_dir = RunDir.create(config.run.out_dir, "exec", names.run_id)
@@ -249,7 +278,9 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
             outcome.procs = _launch(config, cluster, run_dir, echo)
             if on_cluster:
                 on_cluster(cluster)
-            outcome.status, outcome.reason, outcome.code = _watch(outcome.procs, config.timeout_s, scheduled.polling(cluster.check, live))
+            outcome.status, outcome.reason, outcome.code = _watch(
+                outcome.procs, config.timeout_s, scheduled.polling(cluster.check, live)
+            )
         finally:
             for p in outcome.procs:  # a signal or an error cut the watch short: nothing may outlive it
                 p.stop("netbench stopped")
@@ -266,7 +297,13 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
     try:
         result = _collect(config, run_dir, names, outcome, started, wall, warnings)
         nodes = range(config.run.cluster.nodes)
-        trace.write(config.run.trace, run_dir.path, {n: n for n in nodes}, outcome.pcaps, {n: names.address(n) for n in outcome.pcaps})
+        trace.write(
+            config.run.trace,
+            run_dir.path,
+            {n: n for n in nodes},
+            outcome.pcaps,
+            {n: names.address(n) for n in outcome.pcaps},
+        )
         return result
     finally:
         if not config.run.keep_pcap:
@@ -274,6 +311,7 @@ def execute(config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Ca
 
 
 # ------------------------------------------------------------------------------------------ collect
+
 
 def _capture_totals(path: Path, address: str) -> dict[str, float]:
     """Whole-run capture figures of one node: wire and payload bytes and packets each way, retransmitted bytes."""
@@ -293,12 +331,20 @@ def _capture_totals(path: Path, address: str) -> dict[str, float]:
 def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
     counters = (p.after - p.before).as_dict() if p.after is not None and p.before is not None else {}
     entry: dict[str, Any] = {
-        "rank": p.rank, "node": p.node.index, "address": p.node.address, "exit_code": p.exit_code, "stopped_by": p.stopped_by,
-        "wall_time_s": (p.ended or time.monotonic()) - p.started, "cpu_time_s": p.cpu_s,
-        "wire_tx_bytes": counters.get("tx_bytes"), "wire_rx_bytes": counters.get("rx_bytes"),
-        "wire_tx_packets": counters.get("tx_packets"), "wire_rx_packets": counters.get("rx_packets"),
+        "rank": p.rank,
+        "node": p.node.index,
+        "address": p.node.address,
+        "exit_code": p.exit_code,
+        "stopped_by": p.stopped_by,
+        "wall_time_s": (p.ended or time.monotonic()) - p.started,
+        "cpu_time_s": p.cpu_s,
+        "wire_tx_bytes": counters.get("tx_bytes"),
+        "wire_rx_bytes": counters.get("rx_bytes"),
+        "wire_tx_packets": counters.get("tx_packets"),
+        "wire_rx_packets": counters.get("rx_packets"),
         "retransmissions": counters.get("retrans_segs"),
-        "capture_wire_tx_bytes": None, "capture_wire_rx_bytes": None,
+        "capture_wire_tx_bytes": None,
+        "capture_wire_rx_bytes": None,
     }
     if pcap is not None and pcap.exists():
         try:
@@ -317,7 +363,9 @@ def _declared(records: dict[int, list[dict]]) -> dict[str, Any] | None:
     return None
 
 
-def _model_config(config: ExecConfig, run_dir: RunDir, records: dict[int, list[dict]]) -> tuple[RunConfig, dict[str, Any] | None]:
+def _model_config(
+    config: ExecConfig, run_dir: RunDir, records: dict[int, list[dict]]
+) -> tuple[RunConfig, dict[str, Any] | None]:
     """The RunConfig the writer and the model see: the declared replicator on the declared shapes (saved as
     ``payload_shapes.json``, a shapes workload with no stand-in compute), or the defaults when nothing was declared."""
     from netbench.replicators.config import ReplicatorConfig
@@ -350,8 +398,15 @@ def _fill_payload(records: dict[int, list[dict]], model_config: RunConfig, decla
                 r["payload_bytes"] = decl.bytes_on(r["step"] + 1) if decl else float("nan")
 
 
-def _collect(config: ExecConfig, run_dir: RunDir, names: RunNames, outcome: ExecOutcome, started: float, wall: float,
-             warnings: list[str]) -> ExecResult:
+def _collect(
+    config: ExecConfig,
+    run_dir: RunDir,
+    names: RunNames,
+    outcome: ExecOutcome,
+    started: float,
+    wall: float,
+    warnings: list[str],
+) -> ExecResult:
     """run.json and steps.csv through the run writer, with the per-node results under ``exec``."""
     nodes = [_node_result(p, outcome.pcaps.get(p.node.index)) for p in outcome.procs]
     placement = config.run.cluster.placement
@@ -361,13 +416,35 @@ def _collect(config: ExecConfig, run_dir: RunDir, names: RunNames, outcome: Exec
     usable = declared is not None and "error" not in declared
     _fill_payload(records, model_config, declared)
     code = outcome.exit_status()
-    extra = {"launcher": "netbench exec", "exec": {"command": list(config.command), "exit_code": code, "wall_time_s": wall,
-                                                    "timeout_s": config.timeout_s, "nodes": nodes, "payload": declared}}
-    summary, run_json = results.write_run(run_dir, results.RunOutput(
-        config=model_config, records=records, run_id=names.run_id, status=outcome.status, reason=outcome.reason, started=started,
-        warnings=warnings, cluster=outcome.cluster, extra=extra, pcaps=pcaps,
-        addresses={rank: names.address(placement[rank]) for rank in pcaps}, capture={"dropped_by_port": outcome.capture_drops},
-        predict=usable))
+    extra = {
+        "launcher": "netbench exec",
+        "exec": {
+            "command": list(config.command),
+            "exit_code": code,
+            "wall_time_s": wall,
+            "timeout_s": config.timeout_s,
+            "nodes": nodes,
+            "payload": declared,
+        },
+    }
+    summary, run_json = results.write_run(
+        run_dir,
+        results.RunOutput(
+            config=model_config,
+            records=records,
+            run_id=names.run_id,
+            status=outcome.status,
+            reason=outcome.reason,
+            started=started,
+            warnings=warnings,
+            cluster=outcome.cluster,
+            extra=extra,
+            pcaps=pcaps,
+            addresses={rank: names.address(placement[rank]) for rank in pcaps},
+            capture={"dropped_by_port": outcome.capture_drops},
+            predict=usable,
+        ),
+    )
     summary["replicator"] = model_config.replicator.name if usable else "none"
     run_json["summary"] = summary
     results.write_run_json(run_dir.run_json, run_json)

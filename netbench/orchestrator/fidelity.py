@@ -53,12 +53,12 @@ if TYPE_CHECKING:
 __all__ = ["THRESHOLDS", "FidelityMonitor", "qdisc_stats", "judge", "codec_speed", "codec_reason"]
 
 THRESHOLDS = {
-    "worker_wait": 0.10,     # share of the run a worker (main thread; all threads when nodes > cores) spent runnable without a core
-    "host_busy": 0.97,       # busy share of all cores (with the run queue above the cores)
-    "softirq": 0.25,         # softirq share of all cores: packet processing is the bottleneck
-    "late_packets": 0.01,    # share of delayed packets released more than 1 ms late
+    "worker_wait": 0.10,  # share of the run a worker (main thread; all threads when nodes > cores) spent runnable without a core
+    "host_busy": 0.97,  # busy share of all cores (with the run queue above the cores)
+    "softirq": 0.25,  # softirq share of all cores: packet processing is the bottleneck
+    "late_packets": 0.01,  # share of delayed packets released more than 1 ms late
     "delay_line_wait": 0.10,  # share of the run the delay line waited for a core
-    "queue_drops": 0,        # packets the kernel dropped before the delay line saw them: loss nobody asked for
+    "queue_drops": 0,  # packets the kernel dropped before the delay line saw them: loss nobody asked for
 }
 SAMPLE_EVERY_S = 0.2
 
@@ -106,7 +106,9 @@ def qdisc_stats(netns_names: list[str]) -> dict[str, int]:
     total = {"drops": 0, "overlimits": 0, "packets": 0, "backlog_max": 0}
     for ns in netns_names:
         try:
-            out = subprocess.run(["tc", "-n", ns, "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=5, check=False).stdout
+            out = subprocess.run(
+                ["tc", "-n", ns, "-s", "-j", "qdisc", "show"], capture_output=True, text=True, timeout=5, check=False
+            ).stdout
             qdiscs = json.loads(out or "[]")
         except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
             continue
@@ -195,18 +197,27 @@ class FidelityMonitor:
             run, wait, slices = run + r1 - r0, wait + w1 - w0, slices + n1 - n0
         return run / span, wait / span, slices / span
 
-    def observed(self, delay_line: dict[str, Any] | None = None, qdiscs: dict[str, int] | None = None) -> dict[str, Any] | None:
+    def observed(
+        self, delay_line: dict[str, Any] | None = None, qdiscs: dict[str, int] | None = None
+    ) -> dict[str, Any] | None:
         """Figures of the window, or None when it held fewer than two samples (a run too short to judge)."""
         if len(self._times) < 2:
             return None
         shares = [s for pid in self.worker_pids if (s := self._share(pid)) is not None]
         waits = [w for _, w in shares]
-        helpers = {name: {"cpu": s[0], "wait": s[1]} for name, pid in self.helper_pids.items() if (s := self._share(pid)) is not None}
+        helpers = {
+            name: {"cpu": s[0], "wait": s[1]}
+            for name, pid in self.helper_pids.items()
+            if (s := self._share(pid)) is not None
+        }
         delta = [b - a for a, b in zip(self._cpu[0], self._cpu[-1])]
         total = sum(delta) or 1
         threads = [s for pid in self.worker_pids if (s := self._threads_share(pid)) is not None]
         return {
-            "cores": self.cores, "nodes": len(self.worker_pids), "dilation": self.dilation, "seconds": self._times[-1] - self._times[0],
+            "cores": self.cores,
+            "nodes": len(self.worker_pids),
+            "dilation": self.dilation,
+            "seconds": self._times[-1] - self._times[0],
             "worker_wait_mean": statistics.fmean(waits) if waits else None,
             "worker_wait_max": max(waits) if waits else None,
             "worker_cpu_mean": statistics.fmean(c for c, _ in shares) if shares else None,
@@ -214,15 +225,21 @@ class FidelityMonitor:
             "threads_wait_mean": statistics.fmean(w for _, w, _ in threads) if threads else None,
             "threads_wait_max": max(w for _, w, _ in threads) if threads else None,
             "threads_slices_per_s_mean": statistics.fmean(n for _, _, n in threads) if threads else None,
-            "host_busy": 1 - (delta[3] + delta[4]) / total, "softirq": delta[6] / total,
-            "host_system": delta[2] / total, "host_user": (delta[0] + delta[1]) / total,
+            "host_busy": 1 - (delta[3] + delta[4]) / total,
+            "softirq": delta[6] / total,
+            "host_system": delta[2] / total,
+            "host_user": (delta[0] + delta[1]) / total,
             "run_queue_mean": statistics.fmean(self._running) if self._running else None,
             "run_queue_max": max(self._running) if self._running else None,
-            "helpers": helpers, "delay_line": delay_line, "shaper": qdiscs,
+            "helpers": helpers,
+            "delay_line": delay_line,
+            "shaper": qdiscs,
         }
 
 
-OWN_WORK_SHARE = 0.7  # workers busier than this share of the cores: their own work, not a neighbour, is what crowds the host
+OWN_WORK_SHARE = (
+    0.7  # workers busier than this share of the cores: their own work, not a neighbour, is what crowds the host
+)
 
 
 def dilation_hint(observed: dict[str, Any]) -> str:
@@ -248,8 +265,10 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
     ring_wait = observed.get("threads_wait_mean")
     # dilated k times, the host's cores give k core-seconds per emulated second: the ring outnumbers them only past cores x k
     if nodes > cores * observed.get("dilation", 1.0) and ring_wait is not None and ring_wait > t["worker_wait"]:
-        reasons.append(f"CPU: {nodes} workers outnumber the host's {cores} cores; each worker's threads (gloo's included) waited "
-                       f"{ring_wait:.0%} of the run for a core (limit {t['worker_wait']:.0%}): every hop of a ring waits for a core")
+        reasons.append(
+            f"CPU: {nodes} workers outnumber the host's {cores} cores; each worker's threads (gloo's included) waited "
+            f"{ring_wait:.0%} of the run for a core (limit {t['worker_wait']:.0%}): every hop of a ring waits for a core"
+        )
     elif wait is not None and wait > t["worker_wait"]:
         own = nodes * (observed.get("worker_cpu_mean") or 0.0)  # cores the workers' own CPU work kept busy
         if nodes > cores:
@@ -258,25 +277,40 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
             cause = f"the workers' own CPU work kept {own:.1f} of the host's {cores} cores busy, too few left for the emulation"
         else:
             cause = "other work on the host (delay line, capture, other processes) took the cores"
-        reasons.append(f"CPU: {cause}; each worker waited {wait:.0%} of the run for a core (limit {t['worker_wait']:.0%})"
-                       f"{dilation_hint(observed)}")
+        reasons.append(
+            f"CPU: {cause}; each worker waited {wait:.0%} of the run for a core (limit {t['worker_wait']:.0%})"
+            f"{dilation_hint(observed)}"
+        )
     rq = observed.get("run_queue_mean")
     if observed["host_busy"] > t["host_busy"] and rq is not None and rq > cores:
-        reasons.append(f"host CPU saturated: {observed['host_busy']:.0%} busy, {rq:.1f} runnable tasks on {cores} cores")
+        reasons.append(
+            f"host CPU saturated: {observed['host_busy']:.0%} busy, {rq:.1f} runnable tasks on {cores} cores"
+        )
     if observed["softirq"] > t["softirq"]:
-        reasons.append(f"packet processing saturated: softirq took {observed['softirq']:.0%} of the CPU (limit {t['softirq']:.0%})")
+        reasons.append(
+            f"packet processing saturated: softirq took {observed['softirq']:.0%} of the CPU (limit {t['softirq']:.0%})"
+        )
     line = observed.get("delay_line") or {}
     if line.get("passed"):
         late = line.get("late", 0) / line["passed"]
         if late > t["late_packets"]:
-            reasons.append(f"delay line fell behind: {late:.1%} of packets released over 1 ms late "
-                           f"(max {line.get('late_max_s', 0) * 1e3:.1f} ms; limit {t['late_packets']:.0%})")
+            reasons.append(
+                f"delay line fell behind: {late:.1%} of packets released over 1 ms late "
+                f"(max {line.get('late_max_s', 0) * 1e3:.1f} ms; limit {t['late_packets']:.0%})"
+            )
     reasons.extend(queue_drop_reasons(line))
-    lines = {name: h["wait"] for name, h in (observed.get("helpers") or {}).items()
-             if name.startswith("delay_line") and h.get("wait") is not None}
+    lines = {
+        name: h["wait"]
+        for name, h in (observed.get("helpers") or {}).items()
+        if name.startswith("delay_line") and h.get("wait") is not None
+    }
     starved = max(lines, key=lines.__getitem__) if lines else None
     if starved is not None and lines[starved] > t["delay_line_wait"]:
-        which = "" if len(lines) == 1 else f" ({starved.removeprefix('delay_line_') if starved != 'delay_line' else 'first switch'}, the most of {len(lines)})"
+        which = (
+            ""
+            if len(lines) == 1
+            else f" ({starved.removeprefix('delay_line_') if starved != 'delay_line' else 'first switch'}, the most of {len(lines)})"
+        )
         reasons.append(f"delay line starved{which}: it waited {lines[starved]:.0%} of the run for a core")
     return {"ok": not reasons, "reasons": reasons, "observed": observed}
 
@@ -286,15 +320,19 @@ def queue_drop_reasons(line: dict[str, Any]) -> list[str]:
     full, buffer = int(line.get("queue_dropped") or 0), int(line.get("queue_user_dropped") or 0)
     if full + buffer <= THRESHOLDS["queue_drops"]:
         return []
-    return [f"delay line lost {full + buffer} packet(s) before it could delay them: {full} to its full kernel queue, "
-            f"{buffer} to its full receive buffer (ENOBUFS); the links dropped packets the scenario did not ask for"]
+    return [
+        f"delay line lost {full + buffer} packet(s) before it could delay them: {full} to its full kernel queue, "
+        f"{buffer} to its full receive buffer (ENOBUFS); the links dropped packets the scenario did not ask for"
+    ]
 
 
-CODEC_STEP_SHARE = 0.05  # the nodes' encode + decode took more CPU time than calibrated by this share of the predicted step
-CODEC_MIN_S = 0.005      # below this calibrated codec time per step the comparison is noise
+CODEC_STEP_SHARE = (
+    0.05  # the nodes' encode + decode took more CPU time than calibrated by this share of the predicted step
+)
+CODEC_MIN_S = 0.005  # below this calibrated codec time per step the comparison is noise
 
 
-def codec_speed(steps: "pd.DataFrame", calibrated_s: float | None, step_s: float | None) -> dict[str, float] | None:
+def codec_speed(steps: pd.DataFrame, calibrated_s: float | None, step_s: float | None) -> dict[str, float] | None:
     """The nodes' encode + decode CPU time per step (median over steps, then over nodes) against the calibration's,
     and how much of the predicted step (``step_s``) the difference is.
 
@@ -314,14 +352,21 @@ def codec_speed(steps: "pd.DataFrame", calibrated_s: float | None, step_s: float
     if per_node.empty or not per_node.median() > 0:
         return None
     value = float(per_node.median())
-    return {"measured_s": value, "calibrated_s": calibrated_s, "ratio": value / calibrated_s, "step_share": (value - calibrated_s) / step_s}
+    return {
+        "measured_s": value,
+        "calibrated_s": calibrated_s,
+        "ratio": value / calibrated_s,
+        "step_share": (value - calibrated_s) / step_s,
+    }
 
 
 def codec_reason(speed: dict[str, float] | None) -> str | None:
     """The fidelity reason for a codec that ran slower than calibrated by more than CODEC_STEP_SHARE of the step, or None."""
     if speed is None or speed["step_share"] <= CODEC_STEP_SHARE:
         return None
-    return (f"CPU: the nodes' encode + decode took {speed['ratio']:.2f}x the CPU time calibrated on this host "
-            f"({speed['measured_s'] * 1e3:.0f} vs {speed['calibrated_s'] * 1e3:.0f} ms a step, {speed['step_share']:.0%} of the "
-            f"predicted step; limit {CODEC_STEP_SHARE:.0%}): "
-            f"the cores ran slower than when calibrated (shared with other work, or the calibration is stale)")
+    return (
+        f"CPU: the nodes' encode + decode took {speed['ratio']:.2f}x the CPU time calibrated on this host "
+        f"({speed['measured_s'] * 1e3:.0f} vs {speed['calibrated_s'] * 1e3:.0f} ms a step, {speed['step_share']:.0%} of the "
+        f"predicted step; limit {CODEC_STEP_SHARE:.0%}): "
+        f"the cores ran slower than when calibrated (shared with other work, or the calibration is stale)"
+    )

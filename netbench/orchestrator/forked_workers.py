@@ -28,7 +28,7 @@ ANSWER_TIMEOUT_S = 30.0
 class ForkedWorker:
     """A worker the fork server forked: Popen's ``pid``/``poll``/``wait``/``kill``/``returncode``."""
 
-    def __init__(self, pid: int, server: "ForkServer") -> None:
+    def __init__(self, pid: int, server: ForkServer) -> None:
         self.pid = pid
         self._server = server
 
@@ -69,9 +69,15 @@ class ForkServer:
             os.setpgid(0, 0)
             netns.die_with_parent(parent)
 
-        self.proc = subprocess.Popen(netbench_module_argv("netbench.worker.forkserver", workdir=workdir),
-                                     env={**os.environ, "OMP_NUM_THREADS": str(threads)}, preexec_fn=own_group,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            netbench_module_argv("netbench.worker.forkserver", workdir=workdir),
+            env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+            preexec_fn=own_group,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.threads = threads
         self._codes: dict[int, int] = {}
         self._started: list[int] = []
@@ -126,7 +132,10 @@ class ForkServer:
         with self._lock:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
-            if not self._lock.wait_for(lambda: self._started or not self.alive(), timeout=ANSWER_TIMEOUT_S) or not self._started:
+            if (
+                not self._lock.wait_for(lambda: self._started or not self.alive(), timeout=ANSWER_TIMEOUT_S)
+                or not self._started
+            ):
                 raise ClusterError("the worker fork server did not answer")
             return ForkedWorker(self._started.pop(0), self)
 

@@ -36,8 +36,11 @@ def stalls(steps: pd.DataFrame) -> list[dict[str, Any]]:
     slowest = steps.groupby("step")["step_s"].max()
     typical = float(slowest.median())
     limit = max(STALL_MIN_S, STALL_FACTOR * typical)
-    return [{"step": int(step), "seconds": round(float(seconds), 3), "typical_s": round(typical, 3)}
-            for step, seconds in slowest.items() if seconds > limit]
+    return [
+        {"step": int(step), "seconds": round(float(seconds), 3), "typical_s": round(typical, 3)}
+        for step, seconds in slowest.items()
+        if seconds > limit
+    ]
 
 
 def _mean(frame: pd.DataFrame, column: str) -> float | None:

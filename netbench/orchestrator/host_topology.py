@@ -33,8 +33,12 @@ def path_direction(topology: Topology, src: int, dst: int) -> DirectionSpec:
     jitter added in quadrature (independent per hop), loss compounded. ValueError where it exceeds what one direction takes."""
     hops = [topology.direction(h) for h in topology.path(src, dst)]
     survive = math.prod(1 - h.loss for h in hops)
-    return DirectionSpec(rate_bps=min(h.rate_bps for h in hops), delay_s=sum(h.delay_s for h in hops),
-                         jitter_s=math.sqrt(sum(h.jitter_s ** 2 for h in hops)), loss=1 - survive)
+    return DirectionSpec(
+        rate_bps=min(h.rate_bps for h in hops),
+        delay_s=sum(h.delay_s for h in hops),
+        jitter_s=math.sqrt(sum(h.jitter_s**2 for h in hops)),
+        loss=1 - survive,
+    )
 
 
 @dataclass(frozen=True)
@@ -47,14 +51,17 @@ class HostTopology:
     node: int  # this host's topology node
 
     @classmethod
-    def for_rank(cls, topology: Topology, order: str | tuple[int, ...], world_size: int, gpus_per_node: int,
-                 rank: int) -> "HostTopology":
+    def for_rank(
+        cls, topology: Topology, order: str | tuple[int, ...], world_size: int, gpus_per_node: int, rank: int
+    ) -> HostTopology:
         """Check the topology against the world torchrun started; HostTopologyError (one line) otherwise."""
         nodes = world_size // gpus_per_node
         if topology.node_count != nodes:
             per = f" ({world_size} ranks, {gpus_per_node} per node)" if gpus_per_node > 1 else ""
-            raise HostTopologyError(f"--topology: {topology.node_count} nodes, but torchrun started {nodes}{per}; "
-                                    "a real run needs one host per topology node")
+            raise HostTopologyError(
+                f"--topology: {topology.node_count} nodes, but torchrun started {nodes}{per}; "
+                "a real run needs one host per topology node"
+            )
         placement = place(topology, order)
         return cls(topology, placement, gpus_per_node, placement[rank // gpus_per_node])
 
@@ -68,8 +75,10 @@ class HostTopology:
                 found[other] = path_direction(self.topology, self.node, other)
             except ValueError as exc:
                 first = str(exc).splitlines()[-1].strip()
-                raise HostTopologyError(f"--topology: the path {self.name(self.node)} -> {self.name(other)} cannot be "
-                                        f"shaped on one host's egress ({first})") from None
+                raise HostTopologyError(
+                    f"--topology: the path {self.name(self.node)} -> {self.name(other)} cannot be "
+                    f"shaped on one host's egress ({first})"
+                ) from None
         return found
 
     def name(self, node: int) -> str:
@@ -92,10 +101,14 @@ class HostTopology:
                 if address in own or node == self.node:
                     continue
                 if owner.setdefault(address, node) != node:
-                    raise HostTopologyError(f"--topology: nodes {self.name(owner[address])} and {self.name(node)} both "
-                                            f"list address {address}; each node needs a host (and an address) of its own")
-        peers = tuple(PeerClass(node=self.name(node), addresses=tuple(a for a, n in owner.items() if n == node), path=paths[node])
-                      for node in sorted(set(owner.values())))
+                    raise HostTopologyError(
+                        f"--topology: nodes {self.name(owner[address])} and {self.name(node)} both "
+                        f"list address {address}; each node needs a host (and an address) of its own"
+                    )
+        peers = tuple(
+            PeerClass(node=self.name(node), addresses=tuple(a for a, n in owner.items() if n == node), path=paths[node])
+            for node in sorted(set(owner.values()))
+        )
         if not peers:
             raise HostTopologyError("--topology: no peer has an address of its own; every node shares this host's")
         uplink = self.topology.access_link(self.node).forward

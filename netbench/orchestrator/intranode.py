@@ -21,7 +21,15 @@ def _shape_lo(rate_bps: float) -> dict[str, Any]:
     tbf = TbfParams.for_rate(rate_bps, offload=True)  # lo sends 64 KiB segments: the burst must hold two
     with IPRoute() as ipr:
         index = ipr.link_lookup(ifname=INTRA_IFACE)[0]
-        ipr.tc("add", "tbf", index=index, handle="1:", rate=f"{int(rate_bps)}bit", burst=tbf.burst_bytes, limit=tbf.limit_bytes)
+        ipr.tc(
+            "add",
+            "tbf",
+            index=index,
+            handle="1:",
+            rate=f"{int(rate_bps)}bit",
+            burst=tbf.burst_bytes,
+            limit=tbf.limit_bytes,
+        )
     return {"rate_bps": rate_bps, "burst_bytes": tbf.burst_bytes, "limit_bytes": tbf.limit_bytes}
 
 

@@ -21,8 +21,16 @@ from netbench.model.network import GraphEstimate, direction_name, direction_of
 from netbench.rundir.summary import measured_steps
 from netbench.topology.graph import Hop, Topology
 
-__all__ = ["access_bytes_per_step", "trunk_bytes_per_step", "local_work_by_node", "agreement", "largest_byte_error",
-           "compare_links", "read_trunks", "link_report"]
+__all__ = [
+    "access_bytes_per_step",
+    "trunk_bytes_per_step",
+    "local_work_by_node",
+    "agreement",
+    "largest_byte_error",
+    "compare_links",
+    "read_trunks",
+    "link_report",
+]
 
 
 def access_bytes_per_step(steps: pd.DataFrame, topology: Topology, placement: tuple[int, ...]) -> dict[str, float]:
@@ -60,8 +68,11 @@ def trunk_bytes_per_step(trunks: pd.DataFrame, topology: Topology) -> dict[str, 
 
 
 def _rates(topology: Topology) -> dict[str, float]:
-    return {direction_name(topology, Hop(link.name, fwd)): link.direction(fwd).rate_bps
-            for link in topology.links for fwd in (True, False)}
+    return {
+        direction_name(topology, Hop(link.name, fwd)): link.direction(fwd).rate_bps
+        for link in topology.links
+        for fwd in (True, False)
+    }
 
 
 TIE = 0.9  # a link direction at least this busy, relative to the busiest, is as much the bottleneck (equal links tie)
@@ -79,7 +90,9 @@ def local_work_by_node(steps: pd.DataFrame, placement: tuple[int, ...], names: l
     return {names[placement[int(rank)]]: float(seconds) for rank, seconds in local.items()}
 
 
-def agreement(model_kind: str, model_name: str, busy: dict[str, float], local: dict[str, float]) -> tuple[str | None, bool | None]:
+def agreement(
+    model_kind: str, model_name: str, busy: dict[str, float], local: dict[str, float]
+) -> tuple[str | None, bool | None]:
     """What the measurement shows sets the step (the slowest node, or the busiest link direction), and whether the
     model's bottleneck is it: within TIE of the busiest link, or NODE_TIE of the slowest node's local work."""
     if model_kind == "node":
@@ -102,26 +115,40 @@ def largest_byte_error(rows: list[dict[str, Any]]) -> float | None:
     return max(abs(r["ratio"] - 1) for r in both if r["predicted_bytes_per_step"] >= LINK_SHARE * biggest)
 
 
-def compare_links(est: GraphEstimate, topology: Topology, measured: dict[str, float],
-                  local: dict[str, float] | None = None) -> dict[str, Any]:
+def compare_links(
+    est: GraphEstimate, topology: Topology, measured: dict[str, float], local: dict[str, float] | None = None
+) -> dict[str, Any]:
     """Predicted beside measured bytes per step for every link direction, the model's bottleneck, the busiest link,
     and whether the measurement shows the model's bottleneck (``local``: each node's measured local work)."""
     rates = _rates(topology)
-    names = sorted(set(est.link_bytes) | set(measured), key=lambda n: -max(est.link_bytes.get(n, 0.0), measured.get(n, 0.0)))
+    names = sorted(
+        set(est.link_bytes) | set(measured), key=lambda n: -max(est.link_bytes.get(n, 0.0), measured.get(n, 0.0))
+    )
     rows = []
     for name in names:
         predicted, seen = est.link_bytes.get(name), measured.get(name)
-        rows.append({"link": name, "rate_bps": rates.get(name), "predicted_bytes_per_step": predicted, "measured_bytes_per_step": seen,
-                     "ratio": seen / predicted if seen is not None and predicted else None})
+        rows.append(
+            {
+                "link": name,
+                "rate_bps": rates.get(name),
+                "predicted_bytes_per_step": predicted,
+                "measured_bytes_per_step": seen,
+                "ratio": seen / predicted if seen is not None and predicted else None,
+            }
+        )
     busy = {n: 8 * b / rates[n] for n, b in measured.items() if rates.get(n)}
     busiest = max(busy, key=busy.__getitem__) if busy else None
     b = est.bottleneck
     shown, agrees = agreement(b.kind, b.name, busy, local or {})
     return {
-        "directions": rows, "link_bytes_max_error": largest_byte_error(rows),
-        "bottleneck_model": b.name if b.kind == "link" else f"node {b.name}", "bottleneck_text": b.text,
-        "bottleneck_measured": shown, "bottleneck_agrees": agrees,
-        "busiest_link": busiest, "busiest_bytes_per_step": measured.get(busiest) if busiest else None,
+        "directions": rows,
+        "link_bytes_max_error": largest_byte_error(rows),
+        "bottleneck_model": b.name if b.kind == "link" else f"node {b.name}",
+        "bottleneck_text": b.text,
+        "bottleneck_measured": shown,
+        "bottleneck_agrees": agrees,
+        "busiest_link": busiest,
+        "busiest_bytes_per_step": measured.get(busiest) if busiest else None,
         "busiest_send_s_per_step": busy.get(busiest) if busiest else None,
     }
 
@@ -150,8 +177,10 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
         cluster = config.cluster
         shapes = workload_shapes(config.workload, cluster.nodes)
         est = model_step(config, shapes, local, calibration if calibration is not None else load_calibration())
-        measured = {**access_bytes_per_step(steps, cluster.graph, cluster.placement),
-                    **trunk_bytes_per_step(trunks, cluster.graph)}
+        measured = {
+            **access_bytes_per_step(steps, cluster.graph, cluster.placement),
+            **trunk_bytes_per_step(trunks, cluster.graph),
+        }
         local = local_work_by_node(steps, cluster.placement, [n.name for n in cluster.graph.nodes])
         return compare_links(est, cluster.graph, measured, local)
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run

@@ -39,7 +39,12 @@ class _Entry(BaseModel):
     def _unicast_ipv4(cls, addresses: list[str]) -> list[str]:
         for text in addresses:
             address = ipaddress.IPv4Address(text)
-            if address.is_loopback or address.is_multicast or address.is_unspecified or address == ipaddress.IPv4Address("255.255.255.255"):
+            if (
+                address.is_loopback
+                or address.is_multicast
+                or address.is_unspecified
+                or address == ipaddress.IPv4Address("255.255.255.255")
+            ):
                 raise ValueError(f"{text} is not a unicast address a peer can be reached at")
         return addresses
 
@@ -82,8 +87,9 @@ def parse_entry(raw: bytes, rank: int) -> list[str]:
     return entry.addresses
 
 
-def exchange(store: Any, rank: int, addresses: list[str], peers: list[int], timeout_s: float,
-             attempt: str = "0") -> dict[int, list[str]]:
+def exchange(
+    store: Any, rank: int, addresses: list[str], peers: list[int], timeout_s: float, attempt: str = "0"
+) -> dict[int, list[str]]:
     """Write this rank's addresses, then read every rank's in ``peers`` (waiting up to ``timeout_s``)."""
     try:
         store.set(_key(attempt, rank), json.dumps({"rank": rank, "addresses": addresses}))
@@ -93,6 +99,7 @@ def exchange(store: Any, rank: int, addresses: list[str], peers: list[int], time
         raw = {r: bytes(store.get(_key(attempt, r))) for r in peers}
     except Exception as exc:  # noqa: BLE001 - the store's timeouts and connection errors: one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PeerAddressError(f"could not learn the peers' addresses over the rendezvous store within "
-                               f"{timeout_s:g} s ({first})") from None
+        raise PeerAddressError(
+            f"could not learn the peers' addresses over the rendezvous store within {timeout_s:g} s ({first})"
+        ) from None
     return {r: parse_entry(data, r) for r, data in raw.items()}

@@ -32,7 +32,9 @@ class Outcome:
     pcaps: dict[int, Path] = field(default_factory=dict)  # each node's capture, by node index
     capture_drops: dict[str, int] = field(default_factory=dict)  # packets each switch port's capture dropped
     measured: bool = False  # every process ended (well or not) and the capture stopped: only teardown is left
-    interrupted: BaseException | None = None  # the Ctrl-C (KeyboardInterrupt) or SIGTERM/SIGHUP (SystemExit) that stopped it
+    interrupted: BaseException | None = (
+        None  # the Ctrl-C (KeyboardInterrupt) or SIGTERM/SIGHUP (SystemExit) that stopped it
+    )
     error: Exception | None = None  # netbench's own failure (the cluster could not be built, ...)
 
     def fail(self, reason: str) -> None:
@@ -50,8 +52,9 @@ class Outcome:
             self.pcaps = {}
 
 
-def hold_cluster(spec: ClusterSpec, names: RunNames, outcome: Outcome, measured_note: str,
-                 phases: Callable[[Cluster], None]) -> None:
+def hold_cluster(
+    spec: ClusterSpec, names: RunNames, outcome: Outcome, measured_note: str, phases: Callable[[Cluster], None]
+) -> None:
     """Build the cluster, run ``phases`` on it, tear it down. Never raises: ``outcome`` records how it ended.
 
     The cluster is a context manager, so everything it created (namespaces, links, qdiscs, the
@@ -76,8 +79,14 @@ def hold_cluster(spec: ClusterSpec, names: RunNames, outcome: Outcome, measured_
 def leftover_warnings() -> list[str]:
     """One warning line when earlier runs left namespaces behind (a new run still goes ahead)."""
     leftovers = find_leftovers()
-    return [f"found leftovers of {len(leftovers.run_ids)} earlier run(s) ({', '.join(leftovers.run_ids)}): "
-            f"{len(leftovers.namespaces)} namespace(s), {len(leftovers.pids)} process(es); run `netbench clean`"] if leftovers.namespaces else []
+    return (
+        [
+            f"found leftovers of {len(leftovers.run_ids)} earlier run(s) ({', '.join(leftovers.run_ids)}): "
+            f"{len(leftovers.namespaces)} namespace(s), {len(leftovers.pids)} process(es); run `netbench clean`"
+        ]
+        if leftovers.namespaces
+        else []
+    )
 
 
 def start_capture(cluster: Cluster, pcap_dir: Path, enabled: bool) -> Capture | SwitchCaptures | None:
@@ -103,4 +112,8 @@ def stop_capture(capture: Capture | SwitchCaptures | None, cluster: Cluster, out
 
 def interrupted_reason(exc: BaseException) -> str:
     """How the user stopped a run: Ctrl-C, or SIGTERM/SIGHUP (SystemExit 128 + signal)."""
-    return "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else f"terminated (exit {getattr(exc, 'code', '?')})"
+    return (
+        "interrupted (Ctrl-C)"
+        if isinstance(exc, KeyboardInterrupt)
+        else f"terminated (exit {getattr(exc, 'code', '?')})"
+    )

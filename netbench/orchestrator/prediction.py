@@ -24,8 +24,9 @@ calibration's identity) is stored in run.json and read back by sweep, report and
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -45,8 +46,22 @@ from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
 
-__all__ = ["RunLike", "period_warnings", "workload_shapes", "local_time_s", "measured_codec_s", "scenario_for", "layout_of",
-           "model_step", "predict", "prediction", "as_summary", "predict_run", "replay_run", "model_errors"]
+__all__ = [
+    "RunLike",
+    "period_warnings",
+    "workload_shapes",
+    "local_time_s",
+    "measured_codec_s",
+    "scenario_for",
+    "layout_of",
+    "model_step",
+    "predict",
+    "prediction",
+    "as_summary",
+    "predict_run",
+    "replay_run",
+    "model_errors",
+]
 
 
 class RunLike(Protocol):
@@ -67,8 +82,11 @@ def period_warnings(replicator: ReplicatorConfig, nodes: int, steps: int) -> lis
     """
     exchanges = scheme_from_config(replicator).exchanges([ParamShape("w", (1,))], nodes)
     periods = sorted({e.period for e in exchanges if e.period > 1 and steps % e.period})
-    return [f"{replicator.name} communicates every {p} steps and {steps} steps are measured: their mean is not the "
-            f"period average the model predicts; measure a multiple of {p} steps (--steps)" for p in periods]
+    return [
+        f"{replicator.name} communicates every {p} steps and {steps} steps are measured: their mean is not the "
+        f"period average the model predicts; measure a multiple of {p} steps (--steps)"
+        for p in periods
+    ]
 
 
 def workload_shapes(workload: WorkloadConfig, world_size: int = 2) -> list[ParamShape]:
@@ -117,7 +135,11 @@ def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
         return None
     per_step = measured.groupby("step")
     encode = float(per_step["compress_s"].max().median())
-    decode = float(per_step["decode_s"].max().median()) if "decode_s" in measured and measured["decode_s"].notna().any() else 0.0
+    decode = (
+        float(per_step["decode_s"].max().median())
+        if "decode_s" in measured and measured["decode_s"].notna().any()
+        else 0.0
+    )
     return encode, decode
 
 
@@ -126,13 +148,20 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
     from netbench.emulation.tcpsettings import expected_tcp_settings
 
     return Scenario(
-        nodes=cluster.nodes, up_bps=cluster.up.rate_bps, down_bps=cluster.down.rate_bps,
-        delay_s=cluster.one_way_delay_s(), compute_s=local_s, algorithm="ring",
-        framing=Framing(acks_per_segment=calibration.acks_per_segment), tcp=expected_tcp_settings(cluster.tcp),
+        nodes=cluster.nodes,
+        up_bps=cluster.up.rate_bps,
+        down_bps=cluster.down.rate_bps,
+        delay_s=cluster.one_way_delay_s(),
+        compute_s=local_s,
+        algorithm="ring",
+        framing=Framing(acks_per_segment=calibration.acks_per_segment),
+        tcp=expected_tcp_settings(cluster.tcp),
     )
 
 
-def encode_decode_s(config: RunLike, shapes: Sequence[ParamShape], calibration: Calibration, cpus: int | None = None) -> tuple[float, float]:
+def encode_decode_s(
+    config: RunLike, shapes: Sequence[ParamShape], calibration: Calibration, cpus: int | None = None
+) -> tuple[float, float]:
     """(encode, decode) seconds per step of the run's replicator on ``shapes``, on ``cpus`` cores shared by its nodes.
 
     With G workers per node, one worker's, on its slices, with every worker sharing the cores.
@@ -149,7 +178,9 @@ def layout_of(config: RunLike) -> Layout:
     return "sites" if getattr(config, "shard_within", "node") == "site" else "flat"
 
 
-def model_step(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration) -> GraphEstimate:
+def model_step(
+    config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration
+) -> GraphEstimate:
     """The model's step on the run's network graph and rank placement, before the emulator's own effects.
 
     The same function ``plan --topology`` calls. ``local_s`` is the slowest node's measured local work, so the
@@ -162,8 +193,14 @@ def model_step(config: RunLike, shapes: Sequence[ParamShape], local_s: float, ca
     return graph.estimate(scheme_from_config(config.replicator), shapes, scenario, calibration, layout_of(config))
 
 
-def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration,
-            cpus: int | None = None, codec_s: tuple[float, float] | None = None) -> StepEstimate:
+def predict(
+    config: RunLike,
+    shapes: Sequence[ParamShape],
+    local_s: float,
+    calibration: Calibration,
+    cpus: int | None = None,
+    codec_s: tuple[float, float] | None = None,
+) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
 
     Its ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter),
@@ -174,7 +211,9 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
     scenario, g = scenario_for(config.cluster, local_s, calibration), hybrid.gpus_per_node(config)
     scheme = hybrid.per_worker(scheme_from_config(config.replicator), shapes, g)
     if g > 1:  # N nodes of G workers: the model's hierarchical terms, fed what each node's workers replicate
-        scenario = scenario.model_copy(update={"nodes": config.cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)})
+        scenario = scenario.model_copy(
+            update={"nodes": config.cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)}
+        )
         shapes = hybrid.node_shapes(shapes, g)
         est = estimate(scheme, shapes, scenario, calibration)
     else:  # the run's graph and placement: per-hop rates, delays and sharing, and its slowest node
@@ -190,27 +229,49 @@ def predict(config: RunLike, shapes: Sequence[ParamShape], local_s: float, calib
     return backward_overlapped(est, config.replicator, config.workload.kind, shapes)  # buckets started during backward
 
 
-def prediction(est: StepEstimate, calibration: Calibration, encode_s: float | None = None, decode_s: float = 0.0,
-               identity: dict[str, Any] | None = None) -> Prediction:
+def prediction(
+    est: StepEstimate,
+    calibration: Calibration,
+    encode_s: float | None = None,
+    decode_s: float = 0.0,
+    identity: dict[str, Any] | None = None,
+) -> Prediction:
     """The estimate as the typed prediction beside a run's summary: ``compress_time_s`` is encode, ``decode_time_s`` decode."""
     encode_s = est.compression_time_s - decode_s if encode_s is None else encode_s
     return Prediction.new(
-        step_time_s=est.step_time_s, comm_time_s=est.comm_time_s, compress_time_s=encode_s, decode_time_s=decode_s,
-        encode_decode_time_s=est.compression_time_s, local_time_s=est.compute_time_s,
-        payload_bytes_per_step=est.payload_bytes_per_step, wire_tx_bytes_per_step=est.tx.total, wire_rx_bytes_per_step=est.rx.total,
-        params=est.params, calibration=identity or calibration.identity(),
+        step_time_s=est.step_time_s,
+        comm_time_s=est.comm_time_s,
+        compress_time_s=encode_s,
+        decode_time_s=decode_s,
+        encode_decode_time_s=est.compression_time_s,
+        local_time_s=est.compute_time_s,
+        payload_bytes_per_step=est.payload_bytes_per_step,
+        wire_tx_bytes_per_step=est.tx.total,
+        wire_rx_bytes_per_step=est.rx.total,
+        params=est.params,
+        calibration=identity or calibration.identity(),
     )
 
 
-def as_summary(est: StepEstimate, calibration: Calibration, encode_s: float | None = None, decode_s: float = 0.0,
-               identity: dict[str, Any] | None = None) -> dict[str, Any]:
+def as_summary(
+    est: StepEstimate,
+    calibration: Calibration,
+    encode_s: float | None = None,
+    decode_s: float = 0.0,
+    identity: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A prediction keyed like the run summary (:func:`prediction` as run.json stores it)."""
     return prediction(est, calibration, encode_s, decode_s, identity).to_json()
 
 
-def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = None,
-                calibration: Calibration | None = None, cpus: int | None = None,
-                identity: dict[str, Any] | None = None) -> dict[str, Any]:
+def predict_run(
+    config: RunLike,
+    steps: pd.DataFrame,
+    n_params: int | None = None,
+    calibration: Calibration | None = None,
+    cpus: int | None = None,
+    identity: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Prediction for a finished run, or ``{"error": why}``: a run's results never depend on the model working.
 
     ``n_params`` (the workers' count) guards against predicting for a different model than the
@@ -229,18 +290,24 @@ def predict_run(config: RunLike, steps: pd.DataFrame, n_params: int | None = Non
         enc, dec = encode_decode_s(config, shapes, calib, cpus)
         est = predict(config, shapes, local, calib, cpus)
         g = hybrid.gpus_per_node(config)
-        out = {**as_summary(est, calib, enc, dec, identity), "host_cpus": cpus,
-               "codec_cpu_s": sum(encode_decode_s(config, shapes, calib, config.cluster.nodes * g))}  # every worker a core
+        out = {
+            **as_summary(est, calib, enc, dec, identity),
+            "host_cpus": cpus,
+            "codec_cpu_s": sum(encode_decode_s(config, shapes, calib, config.cluster.nodes * g)),
+        }  # every worker a core
         if g > 1:  # comm_time_s is the inter-node part, as measured; the intra-node link's beside it
-            intra = hybrid.intra_prediction(shapes, g, est.scenario.framing, calib.overhead("all_reduce"), hybrid.intra_bps(config))
+            intra = hybrid.intra_prediction(
+                shapes, g, est.scenario.framing, calib.overhead("all_reduce"), hybrid.intra_bps(config)
+            )
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
         return Prediction.new(**out).to_json()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def replay_run(config: RunLike, steps: pd.DataFrame, calibration: Calibration | None = None,
-               cpus: int | None = None) -> float | None:
+def replay_run(
+    config: RunLike, steps: pd.DataFrame, calibration: Calibration | None = None, cpus: int | None = None
+) -> float | None:
     """The replayed step: the model's communication and overlap terms fed with the run's own measured local work.
 
     Compute and apply (:func:`local_time_s`) and encode and decode (:func:`measured_codec_s`) are the slowest node's

@@ -68,12 +68,14 @@ def gather_json(payload: dict[str, Any], rank: int, world_size: int) -> dict[int
     longest = max(max(accepted), 1)
     buffer = torch.zeros(longest, dtype=torch.uint8)
     if accepted[rank]:
-        buffer[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        buffer[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     received = [torch.zeros(longest, dtype=torch.uint8) for _ in range(world_size)] if rank == 0 else None
     dist.gather(buffer, received, dst=0)
     if received is None:
         return None
-    return {r: bytes(received[r][:accepted[r]].numpy()) if accepted[r] == sizes[r] else None for r in range(world_size)}
+    return {
+        r: bytes(received[r][: accepted[r]].numpy()) if accepted[r] == sizes[r] else None for r in range(world_size)
+    }
 
 
 def broadcast_flags(flags: list[bool], world_size: int, src: int = 0) -> list[bool]:

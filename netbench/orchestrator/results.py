@@ -23,24 +23,28 @@ from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
+from netbench.orchestrator import health
+from netbench.orchestrator.hybrid_results import hybrid_summary
 from netbench.orchestrator.links import link_report, read_trunks
 from netbench.orchestrator.prediction import model_errors, predict_run, replay_run
-from netbench.orchestrator import health
 from netbench.orchestrator.schedule_results import annotate, segment_summary, step_errors
-from netbench.orchestrator.hybrid_results import hybrid_summary
-from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
+from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
 
 if TYPE_CHECKING:
     from netbench.orchestrator.config import RunConfig
-
 
 
 def steps_frame(records_by_rank: dict[int, list[dict]]) -> pd.DataFrame:
     rows = [r for recs in records_by_rank.values() for r in recs if r.get("event") == "step"]
     if not rows:
         return pd.DataFrame(columns=["rank", "step"])
-    return pd.DataFrame(rows).drop(columns=["event", "spans"], errors="ignore").sort_values(["step", "rank"]).reset_index(drop=True)
+    return (
+        pd.DataFrame(rows)
+        .drop(columns=["event", "spans"], errors="ignore")
+        .sort_values(["step", "rank"])
+        .reset_index(drop=True)
+    )
 
 
 def step_windows(steps: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -50,7 +54,9 @@ def step_windows(steps: pd.DataFrame, rank: int) -> pd.DataFrame:
     return pd.DataFrame({"step": mine["step"].to_numpy(), "t_from": t_from, "t_to": mine["t_end"].to_numpy()})
 
 
-def attach_capture(steps: pd.DataFrame, pcaps: dict[int, Path], addresses: dict[int, str]) -> tuple[pd.DataFrame, dict, dict]:
+def attach_capture(
+    steps: pd.DataFrame, pcaps: dict[int, Path], addresses: dict[int, str]
+) -> tuple[pd.DataFrame, dict, dict]:
     """Add capture_* columns to ``steps`` from each rank's pcap, streamed; also bytes by peer, and notes for run.json."""
     frames, peers, notes = [], {}, {}
     for rank, path in pcaps.items():
@@ -104,7 +110,10 @@ def capture_vs_counters(measured: pd.DataFrame) -> dict[str, float]:
     if both.empty:
         return {}
     rel = (both[column] - both["tx_bytes"]).abs() / both["tx_bytes"]
-    return {"capture_vs_counter_max_rel_diff": float(rel.max()), "capture_vs_counter_median_rel_diff": float(rel.median())}
+    return {
+        "capture_vs_counter_max_rel_diff": float(rel.max()),
+        "capture_vs_counter_median_rel_diff": float(rel.median()),
+    }
 
 
 def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
@@ -154,18 +163,30 @@ def versions() -> dict[str, str]:
     import scapy
     import torch
 
-    return {"netbench": __version__, "python": platform.python_version(), "torch": torch.__version__,
-            "pyroute2": pyroute2.__version__, "scapy": scapy.VERSION, "kernel": platform.release()}
+    return {
+        "netbench": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "pyroute2": pyroute2.__version__,
+        "scapy": scapy.VERSION,
+        "kernel": platform.release(),
+    }
 
 
-def config_summary(config: "RunConfig") -> dict[str, Any]:
+def config_summary(config: RunConfig) -> dict[str, Any]:
     """The configuration fields every run summary carries (rates None where a real link's rate is unknown)."""
     cluster = config.cluster
     up, down = cluster.up.rate_bps, cluster.down.rate_bps
     return RunSummary.new(
-        replicator=config.replicator.name, nodes=cluster.nodes, bw_bps=min(up, down) if up and down else None,
-        up_bps=up, down_bps=down, delay_ms=cluster.one_way_delay_s() * 1e3, jitter_ms=cluster.up.jitter_s * 1e3,
-        loss=cluster.up.loss, steps=config.steps,
+        replicator=config.replicator.name,
+        nodes=cluster.nodes,
+        bw_bps=min(up, down) if up and down else None,
+        up_bps=up,
+        down_bps=down,
+        delay_ms=cluster.one_way_delay_s() * 1e3,
+        jitter_ms=cluster.up.jitter_s * 1e3,
+        loss=cluster.up.loss,
+        steps=config.steps,
     ).to_json()
 
 
@@ -177,7 +198,7 @@ class RunOutput:
     `netbench worker` (real hosts under torchrun).
     """
 
-    config: "RunConfig"  # the run as reported (undilated); the model predicts it
+    config: RunConfig  # the run as reported (undilated); the model predicts it
     records: dict[int, list[dict]]  # every rank's worker records
     run_id: str
     status: str  # "ok" or "failed"
@@ -193,7 +214,9 @@ class RunOutput:
     predict: bool = True  # False leaves the model out (`netbench exec` of a program that declared no payload)
     calibration: Any = None  # the HostCalibration the prediction uses (None: the saved one)
     fidelity: dict[str, Any] | None = None  # the run's verdict on its own emulation (netbench.orchestrator.fidelity)
-    trunks_csv: Path | None = None  # the trunks' per-step counters (`netbench run` on a topology), for the per-link comparison
+    trunks_csv: Path | None = (
+        None  # the trunks' per-step counters (`netbench run` on a topology), for the per-link comparison
+    )
 
 
 def write_run(run_dir: RunDir, out: RunOutput) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -224,7 +247,11 @@ def write_run(run_dir: RunDir, out: RunOutput) -> tuple[dict[str, Any], dict[str
         capture_facts.update(parsed=True, bytes_by_peer=peers, **notes)
     except (KeyboardInterrupt, SystemExit) as exc:
         interrupted = exc
-        capture_facts["error"] = "interrupted while parsing the capture" if isinstance(exc, KeyboardInterrupt) else f"terminated (exit {exc.code}) while parsing the capture"
+        capture_facts["error"] = (
+            "interrupted while parsing the capture"
+            if isinstance(exc, KeyboardInterrupt)
+            else f"terminated (exit {exc.code}) while parsing the capture"
+        )
     except Exception as exc:  # noqa: BLE001 - the records are safe on disk; only the capture columns are lost
         capture_facts["error"] = f"capture not parsed: {type(exc).__name__}: {exc}"
     if "error" in capture_facts:
@@ -241,19 +268,26 @@ def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> d
     known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
     calibration = out.calibration
     calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
-    predicted = predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity) if known else {"error": "link rate unknown"}
+    predicted = (
+        predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity)
+        if known
+        else {"error": "link rate unknown"}
+    )
     if "error" in predicted:
         return {"prediction_error": predicted["error"]}
     found: dict[str, Any] = {"predicted": predicted}
     replay = replay_run(out.config, steps, calib, cpus=out.cpus)
     if replay is not None:
         found["replay_step_time_s"] = replay
-    found["links"] = link_report(out.config, steps, read_trunks(out.trunks_csv), calib)  # the model's bytes per link beside the counters'
+    found["links"] = link_report(
+        out.config, steps, read_trunks(out.trunks_csv), calib
+    )  # the model's bytes per link beside the counters'
     return found
 
 
-def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, predicted: dict[str, Any] | None,
-                      replayed: bool = False) -> dict[str, Any]:
+def _with_codec_speed(
+    fidelity: dict[str, Any], steps: pd.DataFrame, predicted: dict[str, Any] | None, replayed: bool = False
+) -> dict[str, Any]:
     """``fidelity`` (a copy) with the nodes' codec CPU time against the calibration the forecast used.
 
     Where the run has a replay (the model fed the measured codec), a codec slower than calibrated moves the forecast
@@ -267,38 +301,72 @@ def _with_codec_speed(fidelity: dict[str, Any], steps: pd.DataFrame, predicted: 
     judged = {**fidelity, "observed": {**(fidelity.get("observed") or {}), "codec_cpu": speed}}
     reason = codec_reason(speed)
     if reason and replayed:
-        judged["notes"] = [*fidelity.get("notes", []), f"{reason} (the forecast's error; the replay takes the measured codec)"]
+        judged["notes"] = [
+            *fidelity.get("notes", []),
+            f"{reason} (the forecast's error; the replay takes the measured codec)",
+        ]
     elif reason:
         judged.update(ok=False, reasons=[*fidelity.get("reasons", []), reason])
     return judged
 
 
-def _write_files(run_dir: RunDir, out: RunOutput, steps: pd.DataFrame, reason: str | None, start: dict[str, Any],
-                 prediction: dict[str, Any], capture: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _write_files(
+    run_dir: RunDir,
+    out: RunOutput,
+    steps: pd.DataFrame,
+    reason: str | None,
+    start: dict[str, Any],
+    prediction: dict[str, Any],
+    capture: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """steps.csv, then run.json (which names steps.csv's figures), each replaced atomically."""
     config, fidelity = out.config, out.fidelity
     write_steps_csv(steps, run_dir.steps_csv)
     summary = summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
-    summary.update({"run_id": out.run_id, "status": out.status, "reason": reason, **config_summary(config),
-                    "delay_engine": out.cluster.get("delay_engine"), "run_dir": str(run_dir.path)})
+    summary.update(
+        {
+            "run_id": out.run_id,
+            "status": out.status,
+            "reason": reason,
+            **config_summary(config),
+            "delay_engine": out.cluster.get("delay_engine"),
+            "run_dir": str(run_dir.path),
+        }
+    )
     if fidelity is not None and out.status == "ok":
         fidelity = _with_codec_speed(fidelity, steps, prediction.get("predicted"), "replay_step_time_s" in prediction)
     if fidelity is not None:
-        summary["fidelity"] = {k: fidelity[k] for k in ("ok", "reasons", "notes", "dilation", "cpu_stretch") if k in fidelity}
+        summary["fidelity"] = {
+            k: fidelity[k] for k in ("ok", "reasons", "notes", "dilation", "cpu_stretch") if k in fidelity
+        }
     if out.config.schedule is not None and not steps.empty:
         calib = out.calibration
-        summary["schedule_segments"] = segment_summary(config, steps, start.get("n_params"), calib.calibration if calib else None,
-                                                       out.cpus, calib.identity() if calib else None)
+        summary["schedule_segments"] = segment_summary(
+            config,
+            steps,
+            start.get("n_params"),
+            calib.calibration if calib else None,
+            out.cpus,
+            calib.identity() if calib else None,
+        )
         summary.update(step_errors(steps, summary["schedule_segments"]))
     if out.status == "ok":
         summary.update(prediction)
         summary.update(health.slowdown(summary))
         summary.update(model_errors(summary))
     run_json = {
-        "run_id": out.run_id, "status": out.status, "reason": reason, "warnings": out.warnings,
-        "started": dt.datetime.fromtimestamp(out.started).isoformat(), "wall_s": time.time() - out.started,
-        "argv": sys.argv, "config": json.loads(config.model_dump_json()), **out.extra, "cluster": out.cluster,
-        "versions": versions(), "workload": {"n_params": start.get("n_params"), "n_tensors": start.get("n_tensors")},
+        "run_id": out.run_id,
+        "status": out.status,
+        "reason": reason,
+        "warnings": out.warnings,
+        "started": dt.datetime.fromtimestamp(out.started).isoformat(),
+        "wall_s": time.time() - out.started,
+        "argv": sys.argv,
+        "config": json.loads(config.model_dump_json()),
+        **out.extra,
+        "cluster": out.cluster,
+        "versions": versions(),
+        "workload": {"n_params": start.get("n_params"), "n_tensors": start.get("n_tensors")},
         "capture": dict(capture),
         **({"fidelity": fidelity} if fidelity is not None else {}),
         "summary": summary,

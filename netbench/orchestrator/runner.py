@@ -70,6 +70,7 @@ class RunResult:
 
 # ----------------------------------------------------------------------------- what the phases share
 
+
 @dataclass(frozen=True)
 class RunPlan:
     """What ``prepare`` settles before anything is created; every later phase reads it."""
@@ -83,7 +84,7 @@ class RunPlan:
     timeout_s: float  # the workers' collective timeout
     warnings: list[str]
     started: float
-    reuse: "ClusterReuse | None" = None  # a sweep's cluster and worker fork server, held across its runs
+    reuse: ClusterReuse | None = None  # a sweep's cluster and worker fork server, held across its runs
     port: int = RENDEZVOUS_PORT  # the rendezvous port on rank 0's node
 
     @property
@@ -104,8 +105,15 @@ class WorkerFailure(RuntimeError):
 
 # ------------------------------------------------------------------------------------------ the run
 
-def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callable[[Cluster], None] | None = None,
-        calibration: HostCalibration | None = None, dilation: float | None = 1.0, reuse: "ClusterReuse | None" = None) -> RunResult:
+
+def run(
+    config: RunConfig,
+    progress: Progress | None = None,
+    on_cluster: Callable[[Cluster], None] | None = None,
+    calibration: HostCalibration | None = None,
+    dilation: float | None = 1.0,
+    reuse: ClusterReuse | None = None,
+) -> RunResult:
     """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
 
     ``calibration``: the model constants its prediction uses (default: this host's, measured
@@ -120,8 +128,9 @@ def run(config: RunConfig, progress: Progress | None = None, on_cluster: Callabl
     return collect(plan, outcome)
 
 
-def prepare(config: RunConfig, calibration: HostCalibration | None, dilation: float | None,
-            reuse: "ClusterReuse | None" = None) -> RunPlan:
+def prepare(
+    config: RunConfig, calibration: HostCalibration | None, dilation: float | None, reuse: ClusterReuse | None = None
+) -> RunPlan:
     """Calibrate (when the cache has none), dilate, name the run and make its folder; nothing is built yet."""
     calibration = calibration or host_calibration(replicators=(config.replicator,))
     dilation = dil.resolve(dilation, config, calibration.calibration, host_cpus())
@@ -129,12 +138,24 @@ def prepare(config: RunConfig, calibration: HostCalibration | None, dilation: fl
     names = reuse.names_for(dilated.cluster) if reuse is not None else RunNames.new()
     run_dir = RunDir.create(dilated.out_dir, dilated.replicator.name, names.run_id)
     warnings = leftover_warnings() + period_warnings(config.replicator, config.cluster.nodes, config.steps)
-    return RunPlan(config=config, dilated=dilated, dilation=dilation, names=names, run_dir=run_dir, calibration=calibration,
-                   timeout_s=collective_timeout_s(dilated), warnings=warnings, started=time.time(),
-                   reuse=reuse, port=reuse.next_port() if reuse is not None else RENDEZVOUS_PORT)
+    return RunPlan(
+        config=config,
+        dilated=dilated,
+        dilation=dilation,
+        names=names,
+        run_dir=run_dir,
+        calibration=calibration,
+        timeout_s=collective_timeout_s(dilated),
+        warnings=warnings,
+        started=time.time(),
+        reuse=reuse,
+        port=reuse.next_port() if reuse is not None else RENDEZVOUS_PORT,
+    )
 
 
-def train(plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_cluster: Callable[[Cluster], None] | None) -> None:
+def train(
+    plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_cluster: Callable[[Cluster], None] | None
+) -> None:
     """Build, capture, spawn, watch, tear down (:func:`hold_cluster`). Never raises: ``outcome`` says how far it got and why it stopped."""
 
     def phases(cluster: Cluster) -> None:
@@ -197,19 +218,32 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[Any]:
     procs: list[Any] = []
     placement = cluster.spec.placement
     if plan.reuse is not None:  # forked by the sweep's fork server, which has torch imported already
-        workers = [(cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
-                   for rank, path in enumerate(specs)]
+        workers = [
+            (cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
+            for rank, path in enumerate(specs)
+        ]
         return plan.reuse.start_workers(workers, config.threads, nice, plan.port)
     for rank, spec_path in enumerate(specs):
         node = cluster.nodes[placement[rank // config.gpus_per_node]]
         with plan.run_dir.log_path(rank).open("x") as log:  # the worker keeps its own copy
-            procs.append(node.python("netbench.worker", "--spec", str(spec_path), env={"OMP_NUM_THREADS": str(config.threads)},
-                                     workdir=os.getcwd(), then=lower, stdout=log, stderr=log))  # the spec's relative paths lead from there
+            procs.append(
+                node.python(
+                    "netbench.worker",
+                    "--spec",
+                    str(spec_path),
+                    env={"OMP_NUM_THREADS": str(config.threads)},
+                    workdir=os.getcwd(),
+                    then=lower,
+                    stdout=log,
+                    stderr=log,
+                )
+            )  # the spec's relative paths lead from there
     return procs
 
 
-def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float,
-                  port: int = RENDEZVOUS_PORT) -> list[Path]:
+def _worker_specs(
+    config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float, port: int = RENDEZVOUS_PORT
+) -> list[Path]:
     """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``dilation`` paces their CPU phases."""
     paths = []
     g, layout = config.gpus_per_node, config.shard_layout()
@@ -220,10 +254,19 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
         for local in range(g):
             rank = slot * g + local
             spec = WorkerSpec(
-                rank=rank, world_size=len(cluster.nodes) * g, master_addr=master.address, master_port=port,
-                iface=node.iface, steps=config.steps, warmup_steps=config.warmup_steps, replicator=config.replicator,
-                workload=config.workload, out_path=str(run_dir.records_path(rank)),
-                timeout_s=timeout_s, threads=config.threads, cpu_dilation=dilation,
+                rank=rank,
+                world_size=len(cluster.nodes) * g,
+                master_addr=master.address,
+                master_port=port,
+                iface=node.iface,
+                steps=config.steps,
+                warmup_steps=config.warmup_steps,
+                replicator=config.replicator,
+                workload=config.workload,
+                out_path=str(run_dir.records_path(rank)),
+                timeout_s=timeout_s,
+                threads=config.threads,
+                cpu_dilation=dilation,
                 compute_scale=config.cluster.graph.nodes[index].compute_scale,
                 compute_phases=scheduled.compute_phases(config, index, dilation),
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
@@ -235,8 +278,15 @@ def _worker_specs(config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_
     return paths
 
 
-def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], capture: Capture | None, outcome: RunOutcome,
-          progress: Progress | None, poll: Callable[[], None] | None = None) -> None:
+def watch(
+    plan: RunPlan,
+    cluster: Cluster,
+    procs: list[subprocess.Popen],
+    capture: Capture | None,
+    outcome: RunOutcome,
+    progress: Progress | None,
+    poll: Callable[[], None] | None = None,
+) -> None:
     """Until every worker is done, or one fails or stalls; then, whatever happened, the fidelity verdict and the pcaps."""
     helpers = cluster.helper_pids  # every switch's delay line
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
@@ -252,7 +302,9 @@ def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], captur
 
     total = plan.dilated.warmup_steps + plan.dilated.steps
     try:
-        _wait(procs, plan.run_dir, total, deadline_s=plan.timeout_s * 2 + 30, progress=watched, poll=poll or cluster.check)
+        _wait(
+            procs, plan.run_dir, total, deadline_s=plan.timeout_s * 2 + 30, progress=watched, poll=poll or cluster.check
+        )
     except WorkerFailure as exc:
         outcome.fail(str(exc))
     finally:
@@ -263,8 +315,14 @@ def watch(plan: RunPlan, cluster: Cluster, procs: list[subprocess.Popen], captur
     outcome.measured = True
 
 
-def _wait(procs: list[subprocess.Popen], run_dir: RunDir, total: int, deadline_s: float, progress: Progress | None,
-          poll: Callable[[], None] = lambda: None) -> None:
+def _wait(
+    procs: list[subprocess.Popen],
+    run_dir: RunDir,
+    total: int,
+    deadline_s: float,
+    progress: Progress | None,
+    poll: Callable[[], None] = lambda: None,
+) -> None:
     """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled. ``poll`` runs every round."""
     last_progress, last_done = time.monotonic(), -1
     counters = [StepCounter(run_dir.records_path(rank)) for rank in range(len(procs))]
@@ -323,8 +381,13 @@ def collect(plan: RunPlan, outcome: RunOutcome) -> RunResult:
     try:
         result = _write(plan, outcome)
         g, placement = plan.config.gpus_per_node, plan.config.cluster.placement
-        trace.write(plan.config.trace, plan.run_dir.path, {r: placement[r // g] for r in range(plan.world_size)}, outcome.pcaps,
-                    {node: plan.names.address(node) for node in outcome.pcaps})
+        trace.write(
+            plan.config.trace,
+            plan.run_dir.path,
+            {r: placement[r // g] for r in range(plan.world_size)},
+            outcome.pcaps,
+            {node: plan.names.address(node) for node in outcome.pcaps},
+        )
         return result
     finally:
         if not plan.config.keep_pcap:
@@ -336,17 +399,35 @@ def _write(plan: RunPlan, outcome: RunOutcome) -> RunResult:
     config, k, g = plan.config, plan.dilation, plan.config.gpus_per_node
     records = plan.run_dir.all_records(plan.world_size)
     slot = {node: s for s, node in enumerate(config.cluster.placement)}
-    pcaps = {slot[node] * g: path for node, path in outcome.pcaps.items()}  # a node's capture goes with its first worker's steps
+    pcaps = {
+        slot[node] * g: path for node, path in outcome.pcaps.items()
+    }  # a node's capture goes with its first worker's steps
     fidelity = outcome.fidelity
     if k != 1.0:  # the workers paced their CPU phases to k times their CPU time: every duration is divided by k
         records = dil.undilate_records(records, k)
         if fidelity is not None:
-            fidelity["cpu_stretch"] = dil.cpu_stretch(fidelity.get("observed"), k)  # informs: the wait beside the pacing
-    summary, run_json = results.write_run(plan.run_dir, results.RunOutput(
-        config=config, records=records, run_id=plan.names.run_id, status=outcome.status, reason=outcome.reason,
-        started=plan.started, warnings=plan.warnings, cluster=outcome.cluster,
-        extra={"collective_timeout_s": plan.timeout_s, "launcher": "netbench run", "dilation": k},
-        pcaps=pcaps, addresses={rank: plan.names.address(config.cluster.placement[rank // g]) for rank in pcaps}, capture={"dropped_by_port": outcome.capture_drops},
-        calibration=plan.calibration, fidelity=fidelity, trunks_csv=plan.run_dir.trunks_csv,
-        cpus=max(1, round(host_cpus() * k)) if k != 1.0 else None))  # dilated: each node has k times the CPU per second
+            fidelity["cpu_stretch"] = dil.cpu_stretch(
+                fidelity.get("observed"), k
+            )  # informs: the wait beside the pacing
+    summary, run_json = results.write_run(
+        plan.run_dir,
+        results.RunOutput(
+            config=config,
+            records=records,
+            run_id=plan.names.run_id,
+            status=outcome.status,
+            reason=outcome.reason,
+            started=plan.started,
+            warnings=plan.warnings,
+            cluster=outcome.cluster,
+            extra={"collective_timeout_s": plan.timeout_s, "launcher": "netbench run", "dilation": k},
+            pcaps=pcaps,
+            addresses={rank: plan.names.address(config.cluster.placement[rank // g]) for rank in pcaps},
+            capture={"dropped_by_port": outcome.capture_drops},
+            calibration=plan.calibration,
+            fidelity=fidelity,
+            trunks_csv=plan.run_dir.trunks_csv,
+            cpus=max(1, round(host_cpus() * k)) if k != 1.0 else None,
+        ),
+    )  # dilated: each node has k times the CPU per second
     return RunResult(plan.run_dir.path, outcome.status, outcome.reason, summary, run_json)

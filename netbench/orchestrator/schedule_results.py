@@ -34,7 +34,7 @@ def _time_zero(steps: pd.DataFrame) -> float | None:
     return float(first.sort_values("step")["t_start"].iloc[0]) if not first.empty else None
 
 
-def annotate(steps: pd.DataFrame, config: "RunConfig", dilation: float) -> pd.DataFrame:
+def annotate(steps: pd.DataFrame, config: RunConfig, dilation: float) -> pd.DataFrame:
     """``steps`` with the segment each step ran in and the slowest link rate, the longest uplink delay, a link down."""
     if config.schedule is None or steps.empty or "t_start" not in steps:
         return steps
@@ -66,8 +66,14 @@ def segment_cluster(cluster: ClusterSpec, segment: Segment) -> ClusterSpec:
     return cluster.model_copy(update={"topology": segment.graph, "up": first.forward, "down": first.reverse})
 
 
-def segment_summary(config: "RunConfig", steps: pd.DataFrame, n_params: int | None, calibration: "Calibration | None",
-                    cpus: int | None, identity: dict[str, Any] | None) -> list[dict[str, Any]]:
+def segment_summary(
+    config: RunConfig,
+    steps: pd.DataFrame,
+    n_params: int | None,
+    calibration: Calibration | None,
+    cpus: int | None,
+    identity: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
     """One entry per schedule segment that has measured steps (or that took a link down)."""
     if config.schedule is None or "schedule_segment" not in steps:
         return []
@@ -75,10 +81,17 @@ def segment_summary(config: "RunConfig", steps: pd.DataFrame, n_params: int | No
     out = []
     for segment in segments(config.schedule, config.cluster.graph):
         rows = measured[measured["schedule_segment"] == segment.index]
-        entry: dict[str, Any] = {"segment": segment.index, "start_s": segment.start_s, "end_s": segment.end_s,
-                                 "label": segment.label, "rate_bps": _rate(segment), "delay_s": _delay(segment),
-                                 "link_down": sorted(segment.down), "compute_scale": max(n.compute_scale for n in segment.graph.nodes),
-                                 "steps": int(rows["step"].nunique())}
+        entry: dict[str, Any] = {
+            "segment": segment.index,
+            "start_s": segment.start_s,
+            "end_s": segment.end_s,
+            "label": segment.label,
+            "rate_bps": _rate(segment),
+            "delay_s": _delay(segment),
+            "link_down": sorted(segment.down),
+            "compute_scale": max(n.compute_scale for n in segment.graph.nodes),
+            "steps": int(rows["step"].nunique()),
+        }
         if segment.down:
             entry["stalled_steps"] = _overlapping(measured, steps, segment)
         if rows.empty:
@@ -100,12 +113,24 @@ def _overlapping(measured: pd.DataFrame, steps: pd.DataFrame, segment: Segment) 
     end = segment.end_s if segment.end_s is not None else float("inf")
     span = steps.groupby("step").agg(start=("schedule_elapsed_s", "min"), took=("step_s", "max"))
     typical = float(measured.groupby("step")["step_s"].max().median()) if not measured.empty else 0.0
-    hit = span[(span["start"] < end) & (span["start"] + span["took"] > segment.start_s) & (span["took"] > STALL_FACTOR * typical)]
+    hit = span[
+        (span["start"] < end)
+        & (span["start"] + span["took"] > segment.start_s)
+        & (span["took"] > STALL_FACTOR * typical)
+    ]
     return [int(s) for s in hit.index]
 
 
-def _predicted(config: "RunConfig", segment: Segment, rows: pd.DataFrame, n_params: int | None, calibration: Any,
-               cpus: int | None, identity: dict[str, Any] | None, measured_s: float) -> dict[str, Any]:
+def _predicted(
+    config: RunConfig,
+    segment: Segment,
+    rows: pd.DataFrame,
+    n_params: int | None,
+    calibration: Any,
+    cpus: int | None,
+    identity: dict[str, Any] | None,
+    measured_s: float,
+) -> dict[str, Any]:
     """The model's step for the segment's network beside the segment's median, forecast and replay, with errors."""
     seg_config = config.model_copy(update={"cluster": segment_cluster(config.cluster, segment)})
     forecast = predict_run(seg_config, rows, n_params, calibration, cpus=cpus, identity=identity)
@@ -130,8 +155,11 @@ def step_errors(steps: pd.DataFrame, found: list[dict[str, Any]]) -> dict[str, f
     per_step = measured.groupby("step").agg(segment=("schedule_segment", "first"), step_s=("step_s", "max"))
     by_index = {s["segment"]: s for s in found}
     out = {}
-    for key, model in (("schedule_forecast_step_error", "predicted_step_time_s"), ("schedule_replay_step_error", "replay_step_time_s")):
-        predicted = per_step["segment"].map(lambda i: by_index.get(i, {}).get(model))
+    for key, model in (
+        ("schedule_forecast_step_error", "predicted_step_time_s"),
+        ("schedule_replay_step_error", "replay_step_time_s"),
+    ):
+        predicted = per_step["segment"].map(lambda i, model=model: by_index.get(i, {}).get(model))
         errors = (pd.to_numeric(predicted, errors="coerce") / per_step["step_s"] - 1).abs().dropna()
         if not errors.empty:
             out[key] = float(errors.median())

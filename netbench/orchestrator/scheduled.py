@@ -20,11 +20,13 @@ if TYPE_CHECKING:
 __all__ = ["start", "polling", "compute_phases", "describe"]
 
 
-def start(config: "RunConfig", cluster: "Cluster", run_dir: "RunDir", dilation: float) -> LiveSchedule | None:
+def start(config: RunConfig, cluster: Cluster, run_dir: RunDir, dilation: float) -> LiveSchedule | None:
     """The schedule on ``cluster`` with its time-0 changes applied (before any worker starts); None without one."""
     if config.schedule is None:
         return None
-    live = LiveSchedule(cluster, config.schedule, config.cluster.graph, dilation, run_dir.schedule_csv, run_dir.records_path(0))
+    live = LiveSchedule(
+        cluster, config.schedule, config.cluster.graph, dilation, run_dir.schedule_csv, run_dir.records_path(0)
+    )
     live.begin()
     return live
 
@@ -41,7 +43,7 @@ def polling(check: Callable[[], None], live: LiveSchedule | None) -> Callable[[]
     return poll
 
 
-def compute_phases(config: "RunConfig", node: int, dilation: float) -> tuple[tuple[float, float], ...]:
+def compute_phases(config: RunConfig, node: int, dilation: float) -> tuple[tuple[float, float], ...]:
     """Node ``node``'s straggler phases for its worker, times stretched by the dilation; () where it never changes."""
     if config.schedule is None or all(c.compute_scale is None for c in config.schedule.changes):
         return ()

@@ -34,18 +34,32 @@ import pandas as pd
 
 from netbench.model.calibration import Calibration
 from netbench.model.hostcache import HostCalibration
-from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator.sweep_scenario import Point, SweepScenario
-from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.layout import RunDir
+from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
 
 if TYPE_CHECKING:
     from netbench.orchestrator.cluster_reuse import ClusterReuse
 
-__all__ = ["SweepBusy", "sweep_lock", "SUMMARY", "MEASURED", "SweepOutcome", "read_summary", "write_summary", "run_path", "done_keys", "point_row",
-           "predict_point", "stored_prediction", "run_sweep", "write_sweep_json"]
+__all__ = [
+    "SweepBusy",
+    "sweep_lock",
+    "SUMMARY",
+    "MEASURED",
+    "SweepOutcome",
+    "read_summary",
+    "write_summary",
+    "run_path",
+    "done_keys",
+    "point_row",
+    "predict_point",
+    "stored_prediction",
+    "run_sweep",
+    "write_sweep_json",
+]
 
 # summary.csv's figures: the measured metrics' columns, then the prediction's as pred_<key> (rundir/summary.py's table)
 MEASURED = csv_measured()
@@ -100,16 +114,35 @@ def predict_point(config: RunConfig, run_dir: Path, calibration: Calibration) ->
     return predict_run(config, pd.read_csv(folder.steps_csv), folder.start().get("n_params"), calibration)
 
 
-def point_row(point: Point, summary: dict[str, Any], status: str, reason: str | None, run_dir: Path,
-              predicted: dict[str, Any], out: Path) -> dict[str, Any]:
+def point_row(
+    point: Point,
+    summary: dict[str, Any],
+    status: str,
+    reason: str | None,
+    run_dir: Path,
+    predicted: dict[str, Any],
+    out: Path,
+) -> dict[str, Any]:
     """One summary.csv row: the point's coordinates, what it measured and what the model says."""
     cfg = point.config
     row: dict[str, Any] = {
-        "key": point.key, "label": point.label, "replicator": cfg.replicator.name, "nodes": cfg.cluster.nodes,
-        "bw": point.bw, "bw_bps": cfg.cluster.up.rate_bps, "delay": point.delay, "delay_ms": cfg.cluster.one_way_delay_s() * 1e3,
-        "variant": point.variant, "topology": point.topology, "wan_bw": point.wan_bw, "wan_delay": point.wan_delay, "rank_order": point.rank_order,
+        "key": point.key,
+        "label": point.label,
+        "replicator": cfg.replicator.name,
+        "nodes": cfg.cluster.nodes,
+        "bw": point.bw,
+        "bw_bps": cfg.cluster.up.rate_bps,
+        "delay": point.delay,
+        "delay_ms": cfg.cluster.one_way_delay_s() * 1e3,
+        "variant": point.variant,
+        "topology": point.topology,
+        "wan_bw": point.wan_bw,
+        "wan_delay": point.wan_delay,
+        "rank_order": point.rank_order,
         **_wan_figures(cfg),
-        "status": status, "reason": reason or "", "run_dir": os.path.relpath(run_dir, out),
+        "status": status,
+        "reason": reason or "",
+        "run_dir": os.path.relpath(run_dir, out),
     }
     row.update({k: summary.get(k) for k in MEASURED})
     row.update({predicted_column(k): predicted.get(k) for k in PREDICTED})
@@ -132,8 +165,10 @@ def _wan_figures(config: RunConfig) -> dict[str, float | None]:
     """The slowest trunk direction's rate and the longest trunk delay (None on the star): numbers to plot against."""
     trunks = config.cluster.graph.trunks
     directions = [d for t in trunks for d in (t.forward, t.reverse)]
-    return {"wan_bw_bps": min(d.rate_bps for d in directions) if directions else None,
-            "wan_delay_ms": max(d.delay_s for d in directions) * 1e3 if directions else None}
+    return {
+        "wan_bw_bps": min(d.rate_bps for d in directions) if directions else None,
+        "wan_delay_ms": max(d.delay_s for d in directions) * 1e3 if directions else None,
+    }
 
 
 def stored_prediction(summary: dict[str, Any]) -> dict[str, Any]:
@@ -149,17 +184,32 @@ def _upsert(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
     return new if kept.empty else pd.concat([kept, new], ignore_index=True)
 
 
-def _run_point(point: Point, out: Path, frame: pd.DataFrame, outcome: SweepOutcome, calibration: HostCalibration,
-               progress: PointProgress | None, dilation: str, held: "ClusterReuse | None") -> pd.DataFrame:
+def _run_point(
+    point: Point,
+    out: Path,
+    frame: pd.DataFrame,
+    outcome: SweepOutcome,
+    calibration: HostCalibration,
+    progress: PointProgress | None,
+    dilation: str,
+    held: ClusterReuse | None,
+) -> pd.DataFrame:
     """Run one point (on the held cluster, where given), record its row in summary.csv and its status in ``outcome``."""
     from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
 
     factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
-    result = run_config(point.config, progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
-                        calibration=calibration, dilation=factor, reuse=held)
+    result = run_config(
+        point.config,
+        progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
+        calibration=calibration,
+        dilation=factor,
+        reuse=held,
+    )
     predicted = stored_prediction(result.summary) if result.status == "ok" else {}
-    frame = _upsert(frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out))
+    frame = _upsert(
+        frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out)
+    )
     write_summary(out, frame)
     outcome.ran += 1
     outcome.last_status = result.status
@@ -169,16 +219,30 @@ def _run_point(point: Point, out: Path, frame: pd.DataFrame, outcome: SweepOutco
     return frame
 
 
-def write_sweep_json(out: Path, scenario: SweepScenario, calibration: Calibration, calibration_path: Path | None) -> None:
+def write_sweep_json(
+    out: Path, scenario: SweepScenario, calibration: Calibration, calibration_path: Path | None
+) -> None:
     """What the sweep ran and which model constants its predictions use (the report reads it back)."""
-    doc = {"scenario": json.loads(scenario.model_dump_json()),
-           "calibration": {"path": str(calibration_path) if calibration_path else None, **json.loads(calibration.model_dump_json())}}
+    doc = {
+        "scenario": json.loads(scenario.model_dump_json()),
+        "calibration": {
+            "path": str(calibration_path) if calibration_path else None,
+            **json.loads(calibration.model_dump_json()),
+        },
+    }
     write_sweep_doc(out, doc)
 
 
-def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fresh: bool = False,
-              progress: PointProgress | None = None, on_point_done: Callable[[Point, str], None] | None = None,
-              dilation: str = "auto", reuse: bool = True) -> SweepOutcome:
+def run_sweep(
+    points: list[Point],
+    out: Path,
+    calibration: HostCalibration,
+    fresh: bool = False,
+    progress: PointProgress | None = None,
+    on_point_done: Callable[[Point, str], None] | None = None,
+    dilation: str = "auto",
+    reuse: bool = True,
+) -> SweepOutcome:
     """Run every point not already done; summary.csv is rewritten after each one.
 
     ``reuse``: points that share a network run one after another on one cluster, their workers
@@ -199,8 +263,16 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
             if first is not None:  # its imports overlap the first cluster's build
                 held.start_server(first.config.threads)
             for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
-                frame = _run_point(point, out, frame, outcome, calibration, progress, dilation,
-                                   held if reuse and reusable(point.config) else None)
+                frame = _run_point(
+                    point,
+                    out,
+                    frame,
+                    outcome,
+                    calibration,
+                    progress,
+                    dilation,
+                    held if reuse and reusable(point.config) else None,
+                )
                 if on_point_done:
                     on_point_done(point, outcome.last_status)
                 if outcome.interrupted:
@@ -209,6 +281,10 @@ def run_sweep(points: list[Point], out: Path, calibration: HostCalibration, fres
         outcome.interrupted = True
     order = {p.key: i for i, p in enumerate(points)}
     if not frame.empty:
-        frame = frame.assign(_o=frame["key"].astype(str).map(order)).sort_values("_o", na_position="last").drop(columns="_o")
+        frame = (
+            frame.assign(_o=frame["key"].astype(str).map(order))
+            .sort_values("_o", na_position="last")
+            .drop(columns="_o")
+        )
         write_summary(out, frame)
     return outcome

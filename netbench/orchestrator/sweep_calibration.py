@@ -10,21 +10,19 @@ or this host's cached calibration, measured first when there is none
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from netbench import safe_files
 from netbench.model.calibration import save_calibration
 from netbench.model.hostcache import HostCalibration, host_calibration, load_calibration
-from netbench.orchestrator.prediction import workload_shapes
 from netbench.model.schemes import SchemeSettings
-from netbench.replicators.config import ReplicatorConfig
+from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.sweep_scenario import SweepScenario
+from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.sweepdir import CALIBRATION
 
 __all__ = ["CALIBRATION", "sweep_calibration"]
-
 
 
 def _shapes_spec(scenario: SweepScenario, out: Path) -> str:
@@ -33,12 +31,20 @@ def _shapes_spec(scenario: SweepScenario, out: Path) -> str:
         return scenario.workload.shapes
     shapes = workload_shapes(scenario.workload, max(scenario.grid.nodes))
     path = out / "shapes.json"
-    safe_files.write_text(path, json.dumps({"shapes": {s.name: list(s.shape) for s in shapes}}, indent=1) + "\n")  # never through a link
+    safe_files.write_text(
+        path, json.dumps({"shapes": {s.name: list(s.shape) for s in shapes}}, indent=1) + "\n"
+    )  # never through a link
     return str(path)
 
 
-def sweep_calibration(scenario: SweepScenario, out: Path, explicit: Path | None, fresh: bool,
-                      on_measure: Callable[[Path], None] | None = None, replicators: Sequence[ReplicatorConfig] = ()) -> HostCalibration:
+def sweep_calibration(
+    scenario: SweepScenario,
+    out: Path,
+    explicit: Path | None,
+    fresh: bool,
+    on_measure: Callable[[Path], None] | None = None,
+    replicators: Sequence[ReplicatorConfig] = (),
+) -> HostCalibration:
     """The calibration every point predicts with. Measures into ``out/calibration.json`` when the scenario asks and none is there.
 
     ``replicators``: the points' settings; this host's cache entry gets their encode/decode costs measured when it lacks them.
@@ -53,7 +59,9 @@ def sweep_calibration(scenario: SweepScenario, out: Path, explicit: Path | None,
     known = set(SchemeSettings.model_fields)
     settings = SchemeSettings(**{k: v for k, v in scenario.replicator.items() if k in known})
     # 10 timed steps per scheme, not calibrate's 3: a mean of 3 swings by 2x while the host is busy
-    opts = MeasureOptions(shapes=_shapes_spec(scenario, out), schemes=tuple(scenario.grid.replicator), settings=settings, steps=10)
+    opts = MeasureOptions(
+        shapes=_shapes_spec(scenario, out), schemes=tuple(scenario.grid.replicator), settings=settings, steps=10
+    )
     if on_measure:
         on_measure(target)
     save_calibration(measure(opts), target)

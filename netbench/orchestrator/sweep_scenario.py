@@ -30,19 +30,28 @@ from netbench.emulation.spec import ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule
+from netbench.small_files import UnreadableFile, read_small_text
 from netbench.topology.file import TopologyError
 from netbench.topology.graph import Topology
 from netbench.topology.options import MAX_OVERSUBSCRIPTION, PRESETS, topology_from_options
 from netbench.topology.placement import PlacementError, parse_rank_order
-from netbench.safe_files import NAME_PATTERN
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.validation import one_line
 from netbench.workloads.config import WorkloadConfig
-from netbench.small_files import UnreadableFile, read_small_text
 
-__all__ = ["ScenarioError", "Grid", "SweepScenario", "Point", "load_scenario", "read_toml", "scenario_from_dict", "points"]
+__all__ = [
+    "ScenarioError",
+    "Grid",
+    "SweepScenario",
+    "Point",
+    "load_scenario",
+    "read_toml",
+    "scenario_from_dict",
+    "points",
+]
 
 
 class ScenarioError(ValueError):
@@ -67,17 +76,30 @@ class Grid(BaseModel):
     replicator: list[str] = Field(["full", "dct", "random"], min_length=1, description="replicator names")
     nodes: list[int] = Field([2], min_length=1, description="emulated node counts")
     delay: list[str] = Field(["0ms"], min_length=1, description="one-way delay on each uplink, tc units")
-    gpus_per_node: list[int] = Field([1], min_length=1, description="workers per node (FlexDeMo: shard inside, replicate between)")
-    intra_bw: list[str] = Field(["unshaped"], min_length=1, description="intra-node link rates, tc units, or 'unshaped'")
-    topology: list[str] = Field(["star"], min_length=1, description="networks: star, sites, racks, or a topology file's path")
+    gpus_per_node: list[int] = Field(
+        [1], min_length=1, description="workers per node (FlexDeMo: shard inside, replicate between)"
+    )
+    intra_bw: list[str] = Field(
+        ["unshaped"], min_length=1, description="intra-node link rates, tc units, or 'unshaped'"
+    )
+    topology: list[str] = Field(
+        ["star"], min_length=1, description="networks: star, sites, racks, or a topology file's path"
+    )
     sites: list[int] = Field([2], min_length=1, description="topology sites: how many sites share the nodes")
     wan_bw: list[str] = Field(["100mbit"], min_length=1, description="topology sites: every WAN link's rate, tc units")
-    wan_delay: list[str] = Field(["0ms"], min_length=1, description="topology sites: every WAN link's one-way delay, tc units")
+    wan_delay: list[str] = Field(
+        ["0ms"], min_length=1, description="topology sites: every WAN link's one-way delay, tc units"
+    )
     racks: list[int] = Field([2], min_length=1, description="topology racks: how many racks share the nodes")
-    oversubscription: list[float] = Field([1.0], min_length=1, description="topology racks: access capacity over a rack's uplink")
-    rank_order: list[str] = Field(["topology"], min_length=1, description="which node each rank runs on: topology, interleaved, or 0,2,1,3")
-    shard_within: list[Literal["node", "site"]] = Field(["node"], min_length=1,
-                                                        description="what shards the model: node, or site (replicate between sites)")
+    oversubscription: list[float] = Field(
+        [1.0], min_length=1, description="topology racks: access capacity over a rack's uplink"
+    )
+    rank_order: list[str] = Field(
+        ["topology"], min_length=1, description="which node each rank runs on: topology, interleaved, or 0,2,1,3"
+    )
+    shard_within: list[Literal["node", "site"]] = Field(
+        ["node"], min_length=1, description="what shards the model: node, or site (replicate between sites)"
+    )
 
     @field_validator("*", mode="before")
     @classmethod
@@ -169,25 +191,50 @@ class SweepScenario(BaseModel):
     name: str = Field("sweep", pattern=NAME_PATTERN, description="names the output folder")
     description: str = ""
     grid: Grid = Field(default_factory=Grid)
-    more: list[Grid] = Field(default_factory=list, description="further grids whose points join grid's: a sparse design as a union of small products")
-    points: list[dict[str, Any]] = Field(default_factory=list, description="explicit points: each table's unset axes are grid's")
+    more: list[Grid] = Field(
+        default_factory=list,
+        description="further grids whose points join grid's: a sparse design as a union of small products",
+    )
+    points: list[dict[str, Any]] = Field(
+        default_factory=list, description="explicit points: each table's unset axes are grid's"
+    )
     steps: int = Field(10, ge=1, le=100_000, description="measured steps per point")
     warmup: int = Field(2, ge=0, le=1000, description="warm-up steps per point")
-    timeout_s: float | None = Field(None, gt=0, le=3600, description="collective timeout per point; unset: from the model")
+    timeout_s: float | None = Field(
+        None, gt=0, le=3600, description="collective timeout per point; unset: from the model"
+    )
     capture: bool = Field(True, description="capture packet headers (parsing them costs seconds per point)")
     threads: int = Field(1, ge=1, le=64)
-    calibrate: bool = Field(False, description="measure this host's model constants on this workload before the first point")
-    workload: WorkloadConfig = Field(default_factory=WorkloadConfig, description="as `netbench run`: the transformer unless set")
-    replicator: dict[str, Any] = Field(default_factory=dict, description="ReplicatorConfig settings shared by every replicator")
-    tcp: TcpOptions = Field(default_factory=TcpOptions, description="TCP settings of every point's nodes (cc, wmem_max, slow_start_after_idle)")
-    schedule: str | None = Field(None, description="a link schedule or trace file every point runs with (netbench.schedule; "
-                                 "relative to the scenario file's folder)")
+    calibrate: bool = Field(
+        False, description="measure this host's model constants on this workload before the first point"
+    )
+    workload: WorkloadConfig = Field(
+        default_factory=WorkloadConfig, description="as `netbench run`: the transformer unless set"
+    )
+    replicator: dict[str, Any] = Field(
+        default_factory=dict, description="ReplicatorConfig settings shared by every replicator"
+    )
+    tcp: TcpOptions = Field(
+        default_factory=TcpOptions,
+        description="TCP settings of every point's nodes (cc, wmem_max, slow_start_after_idle)",
+    )
+    schedule: str | None = Field(
+        None,
+        description="a link schedule or trace file every point runs with (netbench.schedule; "
+        "relative to the scenario file's folder)",
+    )
 
     def sections(self) -> list[tuple[str, Grid]]:
         """Every grid by where it was written: ``grid``, ``more[i]``, ``points[i]`` (a point: grid's axes with its own)."""
         own = [Grid.model_validate(p) for p in self.points]
-        return [("grid", self.grid), *((f"more[{i}]", g) for i, g in enumerate(self.more)),
-                *((f"points[{i}]", self.grid.model_copy(update={k: getattr(g, k) for k in g.model_fields_set})) for i, g in enumerate(own))]
+        return [
+            ("grid", self.grid),
+            *((f"more[{i}]", g) for i, g in enumerate(self.more)),
+            *(
+                (f"points[{i}]", self.grid.model_copy(update={k: getattr(g, k) for k in g.model_fields_set}))
+                for i, g in enumerate(own)
+            ),
+        ]
 
     @field_validator("replicator")
     @classmethod
@@ -227,7 +274,9 @@ class _Network:
     rank_order: str = "topology"
 
     @classmethod
-    def of(cls, topology: str, sites: int, wan_bw: str, wan_delay: str, racks: int, oversubscription: float, order: str) -> "_Network":
+    def of(
+        cls, topology: str, sites: int, wan_bw: str, wan_delay: str, racks: int, oversubscription: float, order: str
+    ) -> _Network:
         if topology == "sites":
             return cls(topology, sites=sites, wan_bw=wan_bw, wan_delay=wan_delay, rank_order=order)
         if topology == "racks":
@@ -314,7 +363,9 @@ def _key(config: RunConfig) -> str:
     only what it changes and a sweep folder's finished points are found again when it resumes."""
     hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
     by_node = {"shard_within"} if config.shard_within == "node" else set()  # sharding by node leaves the key as it is
-    star = config.cluster.topology is None and config.cluster.rank_order == "topology"  # the one-switch cluster, as ever
+    star = (
+        config.cluster.topology is None and config.cluster.rank_order == "topology"
+    )  # the one-switch cluster, as ever
     unscheduled = {"schedule"} if config.schedule is None else set()  # the network as built, as ever
     exclude: dict = {"out_dir": True, "trace": True, **{k: True for k in (*hybrid, *by_node, *unscheduled)}}
     if star:
@@ -323,8 +374,16 @@ def _key(config: RunConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-_NETWORK_FIELDS = {"--topology": "topology", "--sites": "sites", "--racks": "racks", "--wan-bw": "wan_bw",
-                   "--wan-delay": "wan_delay", "--oversubscription": "oversubscription", "--rank-order": "rank_order", "nodes": "nodes"}
+_NETWORK_FIELDS = {
+    "--topology": "topology",
+    "--sites": "sites",
+    "--racks": "racks",
+    "--wan-bw": "wan_bw",
+    "--wan-delay": "wan_delay",
+    "--oversubscription": "oversubscription",
+    "--rank-order": "rank_order",
+    "nodes": "nodes",
+}
 
 
 def variant(gpus: int, intra: str, shard: str, net: _Network) -> str:
@@ -347,8 +406,11 @@ def expected_coordinates(scenario: SweepScenario) -> list[tuple[str, int, str, s
 
     Points on a topology file take the file's node count, which this does not read; they are left out.
     """
-    return [(r, n, b, d, variant(gpus, intra, shard, net))
-            for n, d, b, r, gpus, intra, net, shard, _section in _combos(scenario) if n is not None]
+    return [
+        (r, n, b, d, variant(gpus, intra, shard, net))
+        for n, d, b, r, gpus, intra, net, shard, _section in _combos(scenario)
+        if n is not None
+    ]
 
 
 def _combos(scenario: SweepScenario) -> list[tuple]:
@@ -356,23 +418,50 @@ def _combos(scenario: SweepScenario) -> list[tuple]:
     out: dict[tuple, str] = {}
     for section, g in scenario.sections():
         for n, d, b, r, gpus, intra, topo, sites, wan_bw, wan_delay, racks, over, order, shard in itertools.product(
-                g.nodes, g.delay, g.bw, g.replicator, g.gpus_per_node, g.intra_bw, g.topology, g.sites, g.wan_bw, g.wan_delay,
-                g.racks, g.oversubscription, g.rank_order, g.shard_within):
+            g.nodes,
+            g.delay,
+            g.bw,
+            g.replicator,
+            g.gpus_per_node,
+            g.intra_bw,
+            g.topology,
+            g.sites,
+            g.wan_bw,
+            g.wan_delay,
+            g.racks,
+            g.oversubscription,
+            g.rank_order,
+            g.shard_within,
+        ):
             net = _Network.of(topo, sites, wan_bw, wan_delay, racks, over, order)
             n = None if topo not in PRESETS else n  # a topology file sets its own node count
-            out.setdefault((n, d, b, r, gpus, intra if gpus > 1 else "unshaped", net, shard), section)  # one worker per node: no intra link
+            out.setdefault(
+                (n, d, b, r, gpus, intra if gpus > 1 else "unshaped", net, shard), section
+            )  # one worker per node: no intra link
     return [(*combo, section) for combo, section in out.items()]
 
 
-def _on_network(cluster: ClusterSpec, nodes: int | None, net: _Network, where, files: dict[str, Topology]) -> ClusterSpec:
+def _on_network(
+    cluster: ClusterSpec, nodes: int | None, net: _Network, where, files: dict[str, Topology]
+) -> ClusterSpec:
     """``cluster`` on the point's network, its ranks placed; a bad value is one ScenarioError naming its field."""
     try:
         if net.topology in PRESETS:
-            graph = topology_from_options(net.topology, nodes or cluster.nodes, cluster.up, cluster.down, net.sites, net.racks,
-                                          net.wan_bw, net.wan_delay, net.oversubscription)
+            graph = topology_from_options(
+                net.topology,
+                nodes or cluster.nodes,
+                cluster.up,
+                cluster.down,
+                net.sites,
+                net.racks,
+                net.wan_bw,
+                net.wan_delay,
+                net.oversubscription,
+            )
         else:
-            graph = files.get(net.topology) or files.setdefault(net.topology, topology_from_options(net.topology, cluster.nodes,
-                                                                                                    cluster.up, cluster.down))
+            graph = files.get(net.topology) or files.setdefault(
+                net.topology, topology_from_options(net.topology, cluster.nodes, cluster.up, cluster.down)
+            )
         order = parse_rank_order(net.rank_order)
     except (TopologyError, PlacementError) as exc:
         option, _, message = str(exc).partition(": ")
@@ -382,8 +471,14 @@ def _on_network(cluster: ClusterSpec, nodes: int | None, net: _Network, where, f
     if problem:
         raise ScenarioError(f"{where('topology')}: {problem}")
     try:
-        return ClusterSpec.model_validate({**cluster.model_dump(), "nodes": graph.node_count if graph else cluster.nodes,
-                                           "topology": graph, "rank_order": order})
+        return ClusterSpec.model_validate(
+            {
+                **cluster.model_dump(),
+                "nodes": graph.node_count if graph else cluster.nodes,
+                "topology": graph,
+                "rank_order": order,
+            }
+        )
     except pydantic.ValidationError as exc:
         raise ScenarioError(f"{where('rank_order')}: {one_line(exc).split(': ', 1)[-1]}") from None
 
@@ -398,38 +493,74 @@ def _schedule(scenario: SweepScenario, prefix: str, names: dict[str, str] | None
         raise ScenarioError(f"{_where(prefix, 'schedule', names)}: {exc}") from None
 
 
-def points(scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dict[str, str] | None = None) -> list[Point]:
+def points(
+    scenario: SweepScenario, runs_dir: Path, prefix: str = "", names: dict[str, str] | None = None
+) -> list[Point]:
     """The grid's points in run order (nodes, then delay, bandwidth, replicator), each a validated RunConfig."""
     out = []
     files: dict[str, Topology] = {}  # a topology file is read once however many points run on it
     schedule = _schedule(scenario, prefix, names)
     for nodes, delay, bw, name, gpus, intra, net, shard, section in _combos(scenario):
+
         def where(field: str, section: str = section) -> str:
             return _where(prefix, f"{section}.{field}", names)
 
         rate, delay_s = parse_rate(bw), parse_time(delay)
         try:
-            cluster = ClusterSpec(nodes=nodes or 2, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate}, tcp=scenario.tcp)
+            cluster = ClusterSpec(
+                nodes=nodes or 2, up={"rate_bps": rate, "delay_s": delay_s}, down={"rate_bps": rate}, tcp=scenario.tcp
+            )
         except pydantic.ValidationError as exc:
             field = {"nodes": "nodes", "up.rate_bps": "bw", "down.rate_bps": "bw", "up.delay_s": "delay"}
             raise ScenarioError(one_line(exc, {k: where(v) for k, v in field.items()}, prefix=prefix)) from None
         cluster = _on_network(cluster, nodes, net, where, files)
         try:
             config = RunConfig(
-                cluster=cluster, replicator=ReplicatorConfig(name=name, **scenario.replicator), workload=scenario.workload,
-                steps=scenario.steps, warmup_steps=scenario.warmup, timeout_s=scenario.timeout_s, capture=scenario.capture,
-                out_dir=runs_dir, threads=scenario.threads, shard_within=shard, schedule=schedule,
-                **({"gpus_per_node": gpus, "intra_bw_bps": None if intra == "unshaped" else parse_rate(intra)} if gpus > 1 else {}),
+                cluster=cluster,
+                replicator=ReplicatorConfig(name=name, **scenario.replicator),
+                workload=scenario.workload,
+                steps=scenario.steps,
+                warmup_steps=scenario.warmup,
+                timeout_s=scenario.timeout_s,
+                capture=scenario.capture,
+                out_dir=runs_dir,
+                threads=scenario.threads,
+                shard_within=shard,
+                schedule=schedule,
+                **(
+                    {"gpus_per_node": gpus, "intra_bw_bps": None if intra == "unshaped" else parse_rate(intra)}
+                    if gpus > 1
+                    else {}
+                ),
             )
         except pydantic.ValidationError as exc:
-            raise ScenarioError(one_line(exc, {"shard_within": where("shard_within"), "schedule": _where(prefix, "schedule", names),
-                                               **(names or {})}, prefix=prefix)) from None
+            raise ScenarioError(
+                one_line(
+                    exc,
+                    {
+                        "shard_within": where("shard_within"),
+                        "schedule": _where(prefix, "schedule", names),
+                        **(names or {}),
+                    },
+                    prefix=prefix,
+                )
+            ) from None
         problem = check_tcp_options(cluster.tcp)
         if problem:
             raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")
         setup = _setup(gpus, intra, shard)
-        out.append(Point(label=f"{name} {cluster.nodes}n{' ' * bool(setup)}{setup} {bw} {delay}{net.label()}", key=_key(config),
-                         config=config, bw=bw, delay=delay, topology=net.name, variant=variant(gpus, intra, shard, net),
-                         wan_bw=net.wan_bw or "", wan_delay=net.wan_delay or "",
-                         rank_order=net.rank_order))
+        out.append(
+            Point(
+                label=f"{name} {cluster.nodes}n{' ' * bool(setup)}{setup} {bw} {delay}{net.label()}",
+                key=_key(config),
+                config=config,
+                bw=bw,
+                delay=delay,
+                topology=net.name,
+                variant=variant(gpus, intra, shard, net),
+                wan_bw=net.wan_bw or "",
+                wan_delay=net.wan_delay or "",
+                rank_order=net.rank_order,
+            )
+        )
     return out

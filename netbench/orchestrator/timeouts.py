@@ -44,10 +44,21 @@ def slowest_call_s(config: RunConfig) -> float:
     # Loss is applied on the uplink (ClusterSpec); it slows the TCP flows in both directions.
     up = loss_limited_bps(spec.up.rate_bps, spec.up.loss, scenario.delay_s)
     down = loss_limited_bps(spec.down.rate_bps, spec.up.loss, scenario.delay_s)
-    exchanges = scheme_from_config(config.replicator).exchanges(workload_shapes(config.workload, spec.nodes), spec.nodes)
-    times = [call_cost(ex, spec.nodes, Link(up, down, scenario.delay_s + calibration.overhead(ex.collective), one_way_s=scenario.delay_s),
-                       scenario.framing, scenario.algorithm, scenario.tcp, idle_s=None).time_s
-             for ex in exchanges]
+    exchanges = scheme_from_config(config.replicator).exchanges(
+        workload_shapes(config.workload, spec.nodes), spec.nodes
+    )
+    times = [
+        call_cost(
+            ex,
+            spec.nodes,
+            Link(up, down, scenario.delay_s + calibration.overhead(ex.collective), one_way_s=scenario.delay_s),
+            scenario.framing,
+            scenario.algorithm,
+            scenario.tcp,
+            idle_s=None,
+        ).time_s
+        for ex in exchanges
+    ]
     return max(times, default=0.0)
 
 

@@ -77,7 +77,9 @@ def rendezvous(iface: str, environ: dict[str, str] | None = None) -> ResolvedSpe
     env = os.environ if environ is None else environ
     missing = [var for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if var not in env]
     if missing:
-        raise SpecError(f"{', '.join(missing)} not set: start `netbench worker` with torchrun on every host (docs/how-to/multi-host.md)")
+        raise SpecError(
+            f"{', '.join(missing)} not set: start `netbench worker` with torchrun on every host (docs/how-to/multi-host.md)"
+        )
     try:
         read_counters(iface)
     except CounterError as exc:
@@ -108,8 +110,13 @@ def link_speed_bps(iface: str) -> float | None:
     return float(speed) * 1e6 if isinstance(speed, int) and 0 < speed < 0xFFFF_FFFF else None
 
 
-def cluster_spec(world_size: int, iface: str, shaping: DirectionSpec | None, rate_bps: float | None = None,
-                 topology: HostTopology | None = None) -> ClusterSpec:
+def cluster_spec(
+    world_size: int,
+    iface: str,
+    shaping: DirectionSpec | None,
+    rate_bps: float | None = None,
+    topology: HostTopology | None = None,
+) -> ClusterSpec:
     """The real cluster as the model sees it: every host's egress at the shaped rate (or the NIC's), no down shaper;
     with a topology, its graph and placement (up and down: node 0's access link, as `netbench run --topology` has them).
 
@@ -119,36 +126,78 @@ def cluster_spec(world_size: int, iface: str, shaping: DirectionSpec | None, rat
     if topology is not None:
         graph, access = topology.topology, topology.topology.access_link(0)
         order = topology.placement if topology.placement != tuple(range(graph.node_count)) else "topology"
-        return ClusterSpec.model_construct(nodes=world_size, up=access.forward, down=access.reverse, offload="on" if offload_on(iface) else "off",
-                                           engine="netem" if graph.impaired else "auto", topology=graph, rank_order=order)
-    up = shaping or DirectionSpec.model_construct(rate_bps=rate_bps or link_speed_bps(iface), delay_s=0.0, jitter_s=0.0, loss=0.0)
+        return ClusterSpec.model_construct(
+            nodes=world_size,
+            up=access.forward,
+            down=access.reverse,
+            offload="on" if offload_on(iface) else "off",
+            engine="netem" if graph.impaired else "auto",
+            topology=graph,
+            rank_order=order,
+        )
+    up = shaping or DirectionSpec.model_construct(
+        rate_bps=rate_bps or link_speed_bps(iface), delay_s=0.0, jitter_s=0.0, loss=0.0
+    )
     down = DirectionSpec.model_construct(rate_bps=up.rate_bps, delay_s=0.0, jitter_s=0.0, loss=0.0)
-    return ClusterSpec.model_construct(nodes=world_size, up=up, down=down, offload="on" if offload_on(iface) else "off",
-                                       engine="netem" if up.impaired else "auto")
+    return ClusterSpec.model_construct(
+        nodes=world_size,
+        up=up,
+        down=down,
+        offload="on" if offload_on(iface) else "off",
+        engine="netem" if up.impaired else "auto",
+    )
 
 
-def plan(config: RunConfig, rendezvous_spec: ResolvedSpec, run_id: str, shaping: DirectionSpec | None,
-         timeout_s: float, environ: dict[str, str] | None = None, topology: HostTopology | None = None) -> HostPlan:
+def plan(
+    config: RunConfig,
+    rendezvous_spec: ResolvedSpec,
+    run_id: str,
+    shaping: DirectionSpec | None,
+    timeout_s: float,
+    environ: dict[str, str] | None = None,
+    topology: HostTopology | None = None,
+) -> HostPlan:
     """This rank's worker spec; only local rank 0 shapes, since every local rank shares the host's interface."""
     env = os.environ if environ is None else environ
     rendezvous_fields = rendezvous_spec.spec
     partial = partial_records(config.out_dir, run_id, rendezvous_fields.rank)
-    spec = rendezvous_fields.model_copy(update={
-        "steps": config.steps, "warmup_steps": config.warmup_steps, "replicator": config.replicator,
-        "workload": config.workload, "out_path": str(partial), "timeout_s": timeout_s, "threads": config.threads,
-        **({"gpus_per_node": config.gpus_per_node, "intra_iface": "lo"} if config.gpus_per_node > 1 else {}),  # local ranks talk over lo
-    })
+    spec = rendezvous_fields.model_copy(
+        update={
+            "steps": config.steps,
+            "warmup_steps": config.warmup_steps,
+            "replicator": config.replicator,
+            "workload": config.workload,
+            "out_path": str(partial),
+            "timeout_s": timeout_s,
+            "threads": config.threads,
+            **(
+                {"gpus_per_node": config.gpus_per_node, "intra_iface": "lo"} if config.gpus_per_node > 1 else {}
+            ),  # local ranks talk over lo
+        }
+    )
     shapes_here = shaping is not None and env.get("LOCAL_RANK", "0") == "0"
-    return HostPlan(config=config, spec=ResolvedSpec(spec=spec, init_method=rendezvous_spec.init_method), run_id=run_id,
-                    shaping=shaping if shapes_here else None, partial=partial, topology=topology)
+    return HostPlan(
+        config=config,
+        spec=ResolvedSpec(spec=spec, init_method=rendezvous_spec.init_method),
+        run_id=run_id,
+        shaping=shaping if shapes_here else None,
+        partial=partial,
+        topology=topology,
+    )
 
 
 def _node_info(plan: HostPlan, shaper: HostShaper | None) -> dict[str, Any]:
     """This host as run.json lists it."""
     spec = plan.spec.spec
-    return {"rank": spec.rank, "host": socket.gethostname(), "iface": spec.iface, "addresses": peer_addresses.interface_addresses(spec.iface),
-            "link_speed_bps": link_speed_bps(spec.iface), "shaping": shaper.installed if shaper else None,
-            "local_rank": int(os.environ.get("LOCAL_RANK", "0"))}
+    return {
+        "rank": spec.rank,
+        "host": socket.gethostname(),
+        "iface": spec.iface,
+        "addresses": peer_addresses.interface_addresses(spec.iface),
+        "link_speed_bps": link_speed_bps(spec.iface),
+        "shaping": shaper.installed if shaper else None,
+        "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+    }
 
 
 def _gather(plan: HostPlan, node: dict[str, Any]) -> dict[int, dict[str, Any]] | None:
@@ -203,7 +252,10 @@ def run_host(plan: HostPlan) -> HostOutcome:
         code = run_worker(plan.spec, after_steps=lambda: _gather_and_save(plan, node, started, state))
         if rank != 0:
             return _leave(plan, code, sent=bool(state.get("saved")))
-        gathered = state.get("gathered") or {0: {"records": read_records(plan.partial), "node": node}, **_left_here(plan)}
+        gathered = state.get("gathered") or {
+            0: {"records": read_records(plan.partial), "node": node},
+            **_left_here(plan),
+        }
         outcome = _write(plan, code, gathered, started, state.get("run_dir"))
     del store  # rank 0's rendezvous store outlives the group that reused it
     return outcome
@@ -230,11 +282,19 @@ def _peer_shaping(plan: HostPlan, environ: dict[str, str] | None = None) -> tupl
             raise HostShapingError(netem_missing(host.name(host.node), host.name(worst), paths[worst]))
     own = peer_addresses.interface_addresses(spec.iface)
     if not own:
-        raise HostShapingError(f"--topology: {spec.iface} has no IPv4 address; peers are shaped by their IPv4 addresses")
+        raise HostShapingError(
+            f"--topology: {spec.iface} has no IPv4 address; peers are shaped by their IPv4 addresses"
+        )
     try:
         store = peer_addresses.open_store(env, spec.timeout_s)
-        found = peer_addresses.exchange(store, spec.rank, own, [r for r in host.leaders() if r != spec.rank], spec.timeout_s,
-                                        attempt=env.get("TORCHELASTIC_RESTART_COUNT", "0"))
+        found = peer_addresses.exchange(
+            store,
+            spec.rank,
+            own,
+            [r for r in host.leaders() if r != spec.rank],
+            spec.timeout_s,
+            attempt=env.get("TORCHELASTIC_RESTART_COUNT", "0"),
+        )
         return store, host.shaping(found, set(own))
     except (peer_addresses.PeerAddressError, HostTopologyError) as exc:
         raise HostShapingError(str(exc)) from None
@@ -242,7 +302,11 @@ def _peer_shaping(plan: HostPlan, environ: dict[str, str] | None = None) -> tupl
 
 def _left_here(plan: HostPlan) -> dict[int, dict[str, Any]]:
     """Other ranks' record files on this host (one machine, or a shared --out): a failed run keeps them too."""
-    return {rank: {"records": read_records(path), "node": {"rank": rank}} for rank, path in record_files(plan.partial.parent).items() if rank != 0}
+    return {
+        rank: {"records": read_records(path), "node": {"rank": rank}}
+        for rank, path in record_files(plan.partial.parent).items()
+        if rank != 0
+    }
 
 
 def _discard(partial: Path) -> None:
@@ -263,7 +327,12 @@ def _leave(plan: HostPlan, code: int, sent: bool) -> HostOutcome:
 
 
 def _failure(records: dict[int, list[dict]], code: int) -> str:
-    errors = [f"rank {rank}: {r['error']}" for rank, recs in sorted(records.items()) for r in recs if r.get("event") == "error"]
+    errors = [
+        f"rank {rank}: {r['error']}"
+        for rank, recs in sorted(records.items())
+        for r in recs
+        if r.get("event") == "error"
+    ]
     if errors:
         return errors[0]
     missing = [rank for rank, recs in sorted(records.items()) if not finished(recs)]
@@ -305,12 +374,16 @@ def _save_records(plan: HostPlan, gathered: dict[int, dict[str, Any]], started: 
     return run_dir
 
 
-def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], started: float, run_dir: Path | None = None) -> HostOutcome:
+def _write(
+    plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], started: float, run_dir: Path | None = None
+) -> HostOutcome:
     """Rank 0: the run directory, exactly as `netbench run` lays it out, from every rank's records."""
     config = plan.config
     folder = RunDir(run_dir) if run_dir is not None else _save_records(plan, gathered, started)
     records = {rank: part["records"] for rank, part in sorted(gathered.items())}
-    complete = len(records) == config.cluster.nodes * config.gpus_per_node and all(finished(recs) for recs in records.values())
+    complete = len(records) == config.cluster.nodes * config.gpus_per_node and all(
+        finished(recs) for recs in records.values()
+    )
     status, reason = ("ok", None) if code == 0 and complete else ("failed", _failure(records, code))
     nodes = [part["node"] for _, part in sorted(gathered.items())]
     model_config, cpus, warnings = _model_view(plan, nodes)
@@ -318,12 +391,24 @@ def _write(plan: HostPlan, code: int, gathered: dict[int, dict[str, Any]], start
         calibration = host_calibration(replicators=(model_config.replicator,)) if status == "ok" else None
     except Exception:  # noqa: BLE001
         calibration = None
-    summary, _ = results.write_run(folder, results.RunOutput(
-        config=model_config, records=records, run_id=plan.run_id, status=status, reason=reason, started=started, warnings=warnings,
-        cluster=_cluster_info(plan, model_config, nodes),
-        extra={"collective_timeout_s": plan.spec.spec.timeout_s, "launcher": "torchrun", "dilation": 1.0},
-        capture={"reason": NO_CAPTURE}, cpus=cpus, calibration=calibration,
-        fidelity={"ok": True, "reasons": [], "observed": None, "note": "real hosts: nothing emulated"}))
+    summary, _ = results.write_run(
+        folder,
+        results.RunOutput(
+            config=model_config,
+            records=records,
+            run_id=plan.run_id,
+            status=status,
+            reason=reason,
+            started=started,
+            warnings=warnings,
+            cluster=_cluster_info(plan, model_config, nodes),
+            extra={"collective_timeout_s": plan.spec.spec.timeout_s, "launcher": "torchrun", "dilation": 1.0},
+            capture={"reason": NO_CAPTURE},
+            cpus=cpus,
+            calibration=calibration,
+            fidelity={"ok": True, "reasons": [], "observed": None, "note": "real hosts: nothing emulated"},
+        ),
+    )
     _discard(plan.partial)
     return HostOutcome(code if status == "ok" else max(code, 1), 0, folder.path, summary)
 
@@ -336,9 +421,14 @@ def _impaired(cluster: ClusterSpec) -> bool:
 def _cluster_info(plan: HostPlan, model_config: RunConfig, nodes: list[dict[str, Any]]) -> dict[str, Any]:
     """run.json's cluster for real hosts: each node's facts, the links as the model sees them, torchrun's rendezvous."""
     return {
-        "mode": "torchrun", "run_id": plan.run_id, "nodes": nodes,
-        "delay_engine": "netem" if _impaired(model_config.cluster) else "none", "offload": model_config.cluster.offload == "on",
+        "mode": "torchrun",
+        "run_id": plan.run_id,
+        "nodes": nodes,
+        "delay_engine": "netem" if _impaired(model_config.cluster) else "none",
+        "offload": model_config.cluster.offload == "on",
         "spec": model_config.cluster.model_dump(),
         "shaping": {f"rank{n['rank']}/{n.get('iface')}/up": n["shaping"] for n in nodes if n.get("shaping")},
-        "rendezvous": {k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME")},
+        "rendezvous": {
+            k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME")
+        },
     }

@@ -32,8 +32,14 @@ __all__ = ["BackwardOverlap"]
 class BackwardOverlap:
     """Hooks on ``params`` that launch buckets as their gradients become final, and the step's finish."""
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], needs: Sequence[Sequence[int]],
-                 encode: Callable[[int], None], start: Callable[[int], Pending], decode: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        needs: Sequence[Sequence[int]],
+        encode: Callable[[int], None],
+        start: Callable[[int], Pending],
+        decode: Callable[[int], None],
+    ) -> None:
         """``needs[b]``: indices (into ``params``) of the parameters bucket ``b`` reads."""
         self.buckets = len(needs)
         self._needs = [sorted(set(n)) for n in needs]
@@ -56,14 +62,17 @@ class BackwardOverlap:
     def _hook(self, index: int) -> Callable[[torch.Tensor], None]:
         def ready(_param: torch.Tensor) -> None:
             if index in self._seen:  # its bucket may already be on the wire without this gradient
-                raise RuntimeError("overlap_backward needs exactly one backward per step; a second backward "
-                                   "(gradient accumulation) found its gradients already sent: run with it off")
+                raise RuntimeError(
+                    "overlap_backward needs exactly one backward per step; a second backward "
+                    "(gradient accumulation) found its gradients already sent: run with it off"
+                )
             self._seen.add(index)
             for b in self._users[index]:
                 self._missing[b] -= 1
             with torch.no_grad():
                 self._launch_ready()
                 self._decode_arrived()
+
         return ready
 
     def _launch_ready(self) -> None:

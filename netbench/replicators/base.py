@@ -23,7 +23,16 @@ from netbench.replicators.optim import Stepper, build_optimizer
 from netbench.shapes import ParamShape
 from netbench.trace import spans
 
-__all__ = ["PayloadDecl", "StepStats", "Hooked", "Replicator", "StepTimer", "WIRE_DTYPES", "param_shapes", "device_sync"]
+__all__ = [
+    "PayloadDecl",
+    "StepStats",
+    "Hooked",
+    "Replicator",
+    "StepTimer",
+    "WIRE_DTYPES",
+    "param_shapes",
+    "device_sync",
+]
 
 Collective = Literal["all_reduce", "all_gather", "none"]
 
@@ -45,9 +54,9 @@ class PayloadDecl:
     period: int = 1  # communicates every `period` steps (diloco: sync_every)
     collectives_per_step: int = 1
     label: str = ""  # names the exchange when a replicator makes several
-    also: tuple["PayloadDecl", ...] = ()
+    also: tuple[PayloadDecl, ...] = ()
 
-    def parts(self) -> tuple["PayloadDecl", ...]:
+    def parts(self) -> tuple[PayloadDecl, ...]:
         """Every exchange declared: this one, then those in ``also``."""
         return (replace(self, also=()), *(q for p in self.also for q in p.parts()))
 
@@ -156,8 +165,14 @@ class StepTimer:
     def stats(self, comm: GroupComm) -> StepStats:
         comm_s, payload, collectives = comm.take()
         return StepStats(
-            self.compress_s, comm_s, self.decode_s, self.apply_s, payload, collectives,
-            self.compress_cpu_s, self.decode_cpu_s,
+            self.compress_s,
+            comm_s,
+            self.decode_s,
+            self.apply_s,
+            payload,
+            collectives,
+            self.compress_cpu_s,
+            self.decode_cpu_s,
         )
 
 
@@ -194,8 +209,13 @@ class Replicator(ABC):
     default_optimizer: ClassVar[Literal["sgd", "adamw"]] = "sgd"
     default_lr: ClassVar[float] = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                 names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        config: ReplicatorConfig,
+        group=None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         if config.name != self.name:
             raise ValueError(f"{type(self).__name__} needs config.name={self.name!r}, got {config.name!r}")
         self.params: list[torch.nn.Parameter] = list(params)
@@ -232,7 +252,9 @@ class Replicator(ABC):
         self.steps_done += 1
         timer = StepTimer(device_sync(self.params[0].device))
         with torch.no_grad():
-            precondition = getattr(self.optimizer, "precondition", None)  # DecoupledAdamW: local moments, before the sync
+            precondition = getattr(
+                self.optimizer, "precondition", None
+            )  # DecoupledAdamW: local moments, before the sync
             if precondition is not None:
                 precondition(self.grads())
             self._sync(timer)
@@ -244,7 +266,7 @@ class Replicator(ABC):
         steps.observe(self, stats)  # inside `netbench exec`, the user's `with netbench.step()` records it
         return stats
 
-    def _after_apply(self, timer: StepTimer) -> None:
+    def _after_apply(self, timer: StepTimer) -> None:  # noqa: B027 - an optional hook, empty by default
         """Hook for work that must follow the base optimizer (DiLoCo's outer step)."""
 
     def grads(self) -> list[torch.Tensor]:

@@ -15,8 +15,17 @@ from dataclasses import dataclass
 
 from netbench.replicators.tiling import matrix_shape
 
-__all__ = ["bucket_bytes", "slot_ranges", "item_ranges", "Piece", "row_band_buckets", "lanes_for", "travel_at_once",
-           "COLLECTIVES_PER_LANE", "MAX_LANES"]
+__all__ = [
+    "bucket_bytes",
+    "slot_ranges",
+    "item_ranges",
+    "Piece",
+    "row_band_buckets",
+    "lanes_for",
+    "travel_at_once",
+    "COLLECTIVES_PER_LANE",
+    "MAX_LANES",
+]
 
 COLLECTIVES_PER_LANE = 2  # ProcessGroupGloo's worker threads: collectives of one group that run at once
 MAX_LANES = 8  # process groups a pipeline opens at most (each holds two threads and a socket per peer)
@@ -88,8 +97,14 @@ def _band_bytes(rows: int, cols: int, chunk: int, topk: int, coefficient_bytes: 
     return coefficients * coefficient_bytes
 
 
-def row_band_buckets(shapes: Sequence[Sequence[int]], chunk: int, topk: int, coefficient_bytes: int,
-                     target_bytes: int, reverse: bool = False) -> list[list[Piece]]:
+def row_band_buckets(
+    shapes: Sequence[Sequence[int]],
+    chunk: int,
+    topk: int,
+    coefficient_bytes: int,
+    target_bytes: int,
+    reverse: bool = False,
+) -> list[list[Piece]]:
     """DCT pipeline buckets: runs of tile rows (``chunk`` rows of a matrix view, the edge band
     shorter), cut where the running wire bytes cross multiples of an even share of the total.
 

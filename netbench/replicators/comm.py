@@ -94,12 +94,18 @@ class GroupComm:
         lane. Returns the number of lanes.
         """
         wanted = lanes_for(buckets)
-        if (not self.distributed or self.world_size < 2 or self.group not in (None, dist.group.WORLD)
-                or len(self._lanes) >= wanted):
+        if (
+            not self.distributed
+            or self.world_size < 2
+            or self.group not in (None, dist.group.WORLD)
+            or len(self._lanes) >= wanted
+        ):
             return len(self._lanes)
         ranks, timeout = list(range(self.world_size)), _group_timeout(self.group)
         while len(self._lanes) < wanted:  # the world's collective timeout, not torch's 30-minute default
-            self._lanes.append(dist.new_group(ranks, timeout=timeout, backend=self.backend if ":" not in self.backend else None))
+            self._lanes.append(
+                dist.new_group(ranks, timeout=timeout, backend=self.backend if ":" not in self.backend else None)
+            )
         return len(self._lanes)
 
     def concurrent(self, buckets: int) -> bool:
@@ -129,7 +135,9 @@ class GroupComm:
     def _account(self, tensor: torch.Tensor, started: float, op: str) -> None:
         ended = time.perf_counter()
         self._comm_s += ended - started
-        spans.add("communicate", started, ended, op=op, bucket=self._calls, bytes=tensor.numel() * tensor.element_size())
+        spans.add(
+            "communicate", started, ended, op=op, bucket=self._calls, bytes=tensor.numel() * tensor.element_size()
+        )
         self._count(tensor)
 
     def _staged(self, tensor: torch.Tensor, fill: bool = True) -> torch.Tensor:
@@ -139,8 +147,9 @@ class GroupComm:
         key = (tensor.data_ptr(), tensor.numel(), tensor.dtype)
         host = self._host.get(key)
         if host is None:
-            host = self._host[key] = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu",
-                                                 pin_memory=tensor.device.type == "cuda")
+            host = self._host[key] = torch.empty(
+                tensor.shape, dtype=tensor.dtype, device="cpu", pin_memory=tensor.device.type == "cuda"
+            )
         if fill:
             host.copy_(tensor)
         return host.view(tensor.shape)
@@ -168,7 +177,9 @@ class GroupComm:
         started = time.perf_counter()
         if self.distributed:
             wire_out = self._staged(out, fill=False)
-            self._finish(_all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True))
+            self._finish(
+                _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True)
+            )
             if wire_out is not out:
                 out.copy_(wire_out)
         else:
@@ -176,7 +187,7 @@ class GroupComm:
         self._account(tensor, started, "all_gather")
         return out
 
-    def all_reduce_mean_async(self, tensor: torch.Tensor) -> "Pending":
+    def all_reduce_mean_async(self, tensor: torch.Tensor) -> Pending:
         """Start averaging ``tensor`` in place; the returned :class:`Pending` finishes it.
 
         gloo runs the collective on its own threads, so the caller can encode or decode other
@@ -185,7 +196,9 @@ class GroupComm:
         """
         wire = self._staged(tensor) if self.distributed else tensor
         started = time.perf_counter()
-        work = dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self._lane(), async_op=True) if self.distributed else None
+        work = (
+            dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=self._lane(), async_op=True) if self.distributed else None
+        )
         self._hold(work)
         self._count(tensor)
 
@@ -195,15 +208,21 @@ class GroupComm:
             if self.world_size > 1:
                 tensor.div_(self.world_size)
 
-        return Pending(self, work, after if (wire is not tensor or self.world_size > 1) else None,
-                       _Travel("all_reduce", self._calls - 1, tensor, started))
+        return Pending(
+            self,
+            work,
+            after if (wire is not tensor or self.world_size > 1) else None,
+            _Travel("all_reduce", self._calls - 1, tensor, started),
+        )
 
-    def all_gather_async(self, tensor: torch.Tensor, out: torch.Tensor) -> "Pending":
+    def all_gather_async(self, tensor: torch.Tensor, out: torch.Tensor) -> Pending:
         """Start gathering ``tensor`` into ``out`` (world_size, n); see :meth:`all_reduce_mean_async`."""
         after, started = None, time.perf_counter()
         if self.distributed:
             wire_out = self._staged(out, fill=False)
-            work = _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self._lane(), async_op=True)
+            work = _all_gather_single(
+                wire_out.view(-1), self._staged(tensor).view(-1), group=self._lane(), async_op=True
+            )
             self._hold(work)
             if wire_out is not out:
                 after = lambda: out.copy_(wire_out)  # noqa: E731

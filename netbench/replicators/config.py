@@ -17,50 +17,84 @@ class ReplicatorConfig(BaseModel):
     model predicts and the bytes the workers send are computed from the same settings.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False
+    )  # inf or nan would pass every range check
 
     # A description is also the help of the field's command-line option (netbench/cli/fields.py): it names
     # the replicators it applies to first, as `netbench run --help` lists them.
     name: ReplicatorName = Field("dct", description="full, dct, random, striding, diloco, lowrank or mtdao.")
     # full
-    grad_dtype: Literal["fp32", "bf16"] = Field("fp32", description="full/diloco/lowrank/mtdao: all-reduce dtype (fp32, bf16).")
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="full/diloco/lowrank/mtdao: all-reduce dtype (fp32, bf16)."
+    )
     # dct (DeMo)
     topk: int = Field(32, ge=1, description="dct: coefficients kept per chunk.")
-    chunk: int = Field(64, ge=1, le=4096, description="dct: chunk side s.")  # s x s chunks of matrices, s-long chunks of vectors
-    beta: float = Field(0.999, ge=0.0, lt=1.0, description="decoupled momentum decay; mtdao: its slow first momentum's beta1")
-    value_dtype: Literal["fp32", "bf16"] = Field("fp32", description="dct/random/striding: wire dtype of values (fp32, bf16).")
-    index_dtype: Literal["auto", "int16", "int32", "int64"] = Field("auto", description="dct: wire dtype of indices (auto, int16, int32, int64).")  # auto: the smallest that holds a chunk position
+    chunk: int = Field(
+        64, ge=1, le=4096, description="dct: chunk side s."
+    )  # s x s chunks of matrices, s-long chunks of vectors
+    beta: float = Field(
+        0.999, ge=0.0, lt=1.0, description="decoupled momentum decay; mtdao: its slow first momentum's beta1"
+    )
+    value_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="dct/random/striding: wire dtype of values (fp32, bf16)."
+    )
+    index_dtype: Literal["auto", "int16", "int32", "int64"] = Field(
+        "auto", description="dct: wire dtype of indices (auto, int16, int32, int64)."
+    )  # auto: the smallest that holds a chunk position
     sign: bool = Field(True, description="dct: sign of the decoded update, as DeMo.")
     # random / striding (beta, value_dtype and sign above apply to them too)
-    rate: float = Field(0.1, gt=0.0, le=1.0, description="random/striding: fraction sent per step, in (0, 1].")  # of each tensor
+    rate: float = Field(
+        0.1, gt=0.0, le=1.0, description="random/striding: fraction sent per step, in (0, 1]."
+    )  # of each tensor
     # diloco
-    sync_every: int = Field(10, ge=1, description="diloco: local steps between all-reduces.")  # H, between pseudo-gradient all-reduces
+    sync_every: int = Field(
+        10, ge=1, description="diloco: local steps between all-reduces."
+    )  # H, between pseudo-gradient all-reduces
     outer_lr: float = Field(0.7, gt=0.0)
     outer_momentum: float = Field(0.9, ge=0.0, lt=1.0)
     # lowrank (Dion)
-    rank: float = Field(4, gt=0, description="lowrank: factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1).")
-    mu: float = Field(0.95, ge=0.0, lt=1.0, description="lowrank: momentum decay mu, in [0, 1).")  # error feedback keeps 1 - mu of what was sent
+    rank: float = Field(
+        4, gt=0, description="lowrank: factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1)."
+    )
+    mu: float = Field(
+        0.95, ge=0.0, lt=1.0, description="lowrank: momentum decay mu, in [0, 1)."
+    )  # error feedback keeps 1 - mu of what was sent
     # mtdao (beta above is its beta1)
     params_every: int = Field(32, ge=1, description="mtdao: steps between parameter all-reduces (K_x).")
     m1_every: int = Field(32, ge=1, description="mtdao: steps between first-momentum all-reduces (K_1).")
     m2_every: int = Field(32, ge=1, description="mtdao: steps between second-momentum all-reduces (K_v).")
     beta2: float = Field(0.999, ge=0.0, lt=1.0, description="mtdao second-momentum decay")
-    nu: float = Field(0.7, ge=0.0, le=1.0, description="mtdao quasi-hyperbolic weight of the momentum against the gradient")
+    nu: float = Field(
+        0.7, ge=0.0, le=1.0, description="mtdao quasi-hyperbolic weight of the momentum against the gradient"
+    )
     # base optimizer applying the synchronised update
     # auto: adamw for full/diloco inner, sgd for dct/random/striding; decoupled_adamw: AdamW with local moments whose
     # direction is what the replicator synchronises; lowrank: the element-wise optimizer of its 1-D and embedding
     # tensors (auto: adamw); mtdao ignores it (its own local QH-Adam)
     optimizer: Literal["auto", "sgd", "adamw", "decoupled_adamw"] = Field(
-        "auto", description="Base optimizer: auto (the replicator's own), sgd, adamw, or decoupled_adamw (AdamW with local "
-        "moments; the replicator synchronises its direction).")
+        "auto",
+        description="Base optimizer: auto (the replicator's own), sgd, adamw, or decoupled_adamw (AdamW with local "
+        "moments; the replicator synchronises its direction).",
+    )
     lr: float = Field(0.0, ge=0.0, description="Base learning rate; 0 picks the replicator's default.")
-    seed: int = Field(0, ge=0, description="shared seed for random/striding selections and lowrank's initial right factors")
+    seed: int = Field(
+        0, ge=0, description="shared seed for random/striding selections and lowrank's initial right factors"
+    )
     # pipelining (dct, random, striding, full): encode bucket i+1 while bucket i is on the wire
-    bucket_mb: float = Field(0.0, ge=0.0, le=4096.0, description="dct/random/striding/full: megabytes per pipelined collective "
-                             "(encode, wire and decode of successive buckets overlap); 0: one collective per step.")  # 1e6 B of payload
+    bucket_mb: float = Field(
+        0.0,
+        ge=0.0,
+        le=4096.0,
+        description="dct/random/striding/full: megabytes per pipelined collective "
+        "(encode, wire and decode of successive buckets overlap); 0: one collective per step.",
+    )  # 1e6 B of payload
     # started from backward's post-accumulate-grad hooks
-    overlap_backward: bool = Field(True, description="dct on the transformer and mlp workloads: encode and send each bucket "
-                                   "from backward as soon as its gradients exist (as DDP).")
+    overlap_backward: bool = Field(
+        True,
+        description="dct on the transformer and mlp workloads: encode and send each bucket "
+        "from backward as soon as its gradients exist (as DDP).",
+    )
 
     @field_validator("rank")
     @classmethod
@@ -70,14 +104,18 @@ class ReplicatorConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _topk_fits_a_chunk(self) -> "ReplicatorConfig":
+    def _topk_fits_a_chunk(self) -> ReplicatorConfig:
         if self.topk > self.chunk * self.chunk:
-            raise ValueError(f"topk {self.topk} is larger than a chunk ({self.chunk}x{self.chunk} = {self.chunk * self.chunk} coefficients)")
+            raise ValueError(
+                f"topk {self.topk} is larger than a chunk ({self.chunk}x{self.chunk} = {self.chunk * self.chunk} coefficients)"
+            )
         return self
 
     @model_validator(mode="after")
-    def _index_dtype_holds_a_chunk_position(self) -> "ReplicatorConfig":
+    def _index_dtype_holds_a_chunk_position(self) -> ReplicatorConfig:
         # Positions inside an s x s tile run to s*s - 1; int16 stops at 32767 (s <= 181).
         if self.index_dtype == "int16" and self.chunk * self.chunk - 1 > 32767:
-            raise ValueError(f"index_dtype int16 cannot hold positions of {self.chunk}x{self.chunk} chunks; use auto, int32 or int64")
+            raise ValueError(
+                f"index_dtype int16 cannot hold positions of {self.chunk}x{self.chunk} chunks; use auto, int32 or int64"
+            )
         return self

@@ -29,14 +29,22 @@ def _pipeline_buckets(shapes: Sequence[Sequence[int]], config: ReplicatorConfig)
     layout = _wire_layout(plan, config)
     per_coefficient = layout.value_dtype.itemsize + layout.index_dtype.itemsize
     # Last tensors first: the order backward makes gradients in (replicators/backward.py).
-    return row_band_buckets(shapes, config.chunk, config.topk, per_coefficient, bucket_bytes(config.bucket_mb), reverse=True)
+    return row_band_buckets(
+        shapes, config.chunk, config.topk, per_coefficient, bucket_bytes(config.bucket_mb), reverse=True
+    )
 
 
 class _DCTUnit:
     """Codec, wire layout and buffers for the tensors (or row bands) of one pipeline bucket."""
 
-    def __init__(self, shapes: Sequence[Sequence[int]], config: ReplicatorConfig, world: int, max_tile_numel: int,
-                 device: torch.device) -> None:
+    def __init__(
+        self,
+        shapes: Sequence[Sequence[int]],
+        config: ReplicatorConfig,
+        world: int,
+        max_tile_numel: int,
+        device: torch.device,
+    ) -> None:
         self.codec = DCTCodec(shapes, config.chunk, config.topk, device=device)
         plan = self.codec.plan
         self.wire = _wire_layout(plan, config, max_tile_numel)
@@ -90,8 +98,13 @@ class DCTReplicator(Replicator):
     default_optimizer = "sgd"
     default_lr = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                 names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        config: ReplicatorConfig,
+        group=None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(params, config, group, names)
         shapes = [tuple(p.shape) for p in self.params]
         device = self.params[0].device
@@ -101,8 +114,9 @@ class DCTReplicator(Replicator):
         if len(self.pieces) == 1:  # whole tensors, as unpipelined
             self.units = [_DCTUnit(shapes, config, world, max_tile, device)]
         else:
-            self.units = [_DCTUnit([(p.rows, p.cols) for p in bucket], config, world, max_tile, device)
-                          for bucket in self.pieces]
+            self.units = [
+                _DCTUnit([(p.rows, p.cols) for p in bucket], config, world, max_tile, device) for bucket in self.pieces
+            ]
         self.comm.open_lanes(len(self.units))
         first = self.units[0]
         self.codec, self.wire, self.send, self.recv = first.codec, first.wire, first.send, first.recv
@@ -110,8 +124,11 @@ class DCTReplicator(Replicator):
     @classmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
         plan = TilePlan(shapes, config.chunk, config.topk)
-        return PayloadDecl("all_gather", _wire_layout(plan, config).nbytes,
-                           collectives_per_step=len(_pipeline_buckets([s.shape for s in shapes], config)))
+        return PayloadDecl(
+            "all_gather",
+            _wire_layout(plan, config).nbytes,
+            collectives_per_step=len(_pipeline_buckets([s.shape for s in shapes], config)),
+        )
 
     def _bucket_grads(self, b: int) -> list[torch.Tensor]:
         """The gradients of pipeline bucket ``b``: whole tensors, or row bands (contiguous views);
@@ -123,8 +140,12 @@ class DCTReplicator(Replicator):
     def attach_backward_hooks(self) -> BackwardOverlap:
         """Launch each bucket from backward as soon as its parameters' gradients are final
         (:mod:`netbench.replicators.backward`); the step then only finishes what is left."""
-        needs = [[p.tensor for p in bucket] for bucket in self.pieces] if len(self.units) > 1 else [range(len(self.params))]
-        self._backward = BackwardOverlap(self.params, needs, self._encode_bucket, self._start_bucket, self._decode_bucket)
+        needs = (
+            [[p.tensor for p in bucket] for bucket in self.pieces] if len(self.units) > 1 else [range(len(self.params))]
+        )
+        self._backward = BackwardOverlap(
+            self.params, needs, self._encode_bucket, self._start_bucket, self._decode_bucket
+        )
         return self._backward
 
     def _encode_bucket(self, b: int) -> None:
@@ -167,5 +188,11 @@ class DCTReplicator(Replicator):
             timer.decode()
             return
         # pipeline.py: encode every bucket first where the lanes carry them at once, else READY.
-        run_pipeline(len(self.units), self._encode_bucket, self._start_bucket, self._decode_bucket, timer,
-                     behind_for(self.comm.concurrent(len(self.units))))
+        run_pipeline(
+            len(self.units),
+            self._encode_bucket,
+            self._start_bucket,
+            self._decode_bucket,
+            timer,
+            behind_for(self.comm.concurrent(len(self.units))),
+        )

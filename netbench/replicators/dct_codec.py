@@ -43,7 +43,9 @@ def dct_basis(n: int) -> torch.Tensor:
 class DCTCodec:
     """Momentum, selection and decoding for a fixed list of tensor shapes (one rank's state)."""
 
-    def __init__(self, shapes: Sequence[Sequence[int]], chunk: int, topk: int, device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self, shapes: Sequence[Sequence[int]], chunk: int, topk: int, device: torch.device | str = "cpu"
+    ) -> None:
         self.plan = TilePlan(shapes, chunk, topk)
         sizes = {n for b in self.plan.buckets for n in (b.h, b.w)}
         self.basis = {n: dct_basis(n).to(device) for n in sizes}
@@ -134,7 +136,9 @@ class DCTCodec:
                 # A in scratch_b, B in scratch_a (its counts were read above): both fit since n <= min(h, w).
                 rows_u = self.scratch_b[b].view(-1)[: bucket.tiles * n * bucket.h].view(bucket.tiles, n, bucket.h)
                 rows_v = dense.view(-1)[: bucket.tiles * n * bucket.w].view(bucket.tiles, n, bucket.w)
-                torch.index_select(self.basis[bucket.h], 0, (indices % bucket.h).view(-1), out=rows_u.view(-1, bucket.h))
+                torch.index_select(
+                    self.basis[bucket.h], 0, (indices % bucket.h).view(-1), out=rows_u.view(-1, bucket.h)
+                )
                 rows_u.mul_((values / senders).unsqueeze(-1))
                 v = torch.div(indices, bucket.h, rounding_mode="floor")
                 torch.index_select(self.basis[bucket.w], 0, v.view(-1), out=rows_v.view(-1, bucket.w))
@@ -161,7 +165,9 @@ class DCTCodec:
                 z = self.scratch_b[r.bucket][tile_slice].view(bands, r.h, r.cols)
                 torch.bmm(self.basis_t[r.h].expand(bands, r.h, r.h), coeffs.transpose(1, 2), out=z)
                 # Columns: X = Z F_w, one GEMM per row band (batched, as in accumulate).
-                torch.bmm(z.view(bands, -1, r.w), self.basis[r.w].expand(bands, r.w, r.w), out=staged.view(bands, -1, r.w))
+                torch.bmm(
+                    z.view(bands, -1, r.w), self.basis[r.w].expand(bands, r.w, r.w), out=staged.view(bands, -1, r.w)
+                )
             if sign:
                 staged.sign_()
             if staged is not target:

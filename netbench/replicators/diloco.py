@@ -29,8 +29,13 @@ class DiLoCoReplicator(Replicator):
     default_optimizer = "adamw"
     default_lr = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                 names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        config: ReplicatorConfig,
+        group=None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(params, config, group, names)
         self.layout = FlatLayout(self.params)
         dev = self.params[0].device

@@ -35,7 +35,9 @@ class FlatLayout:
             if s < e:
                 yield i, s - a, s, e - s
 
-    def gather(self, tensors: Sequence[torch.Tensor], flat: torch.Tensor, lo: int = 0, hi: int | None = None) -> torch.Tensor:
+    def gather(
+        self, tensors: Sequence[torch.Tensor], flat: torch.Tensor, lo: int = 0, hi: int | None = None
+    ) -> torch.Tensor:
         """Copy (and cast) every tensor into its slot of ``flat`` (only positions ``lo .. hi`` when given)."""
         for i, start, at, n in self._overlaps(lo, self.numel if hi is None else hi):
             flat[at : at + n].copy_(tensors[i].reshape(-1)[start : start + n])

@@ -23,8 +23,13 @@ class FullReplicator(Replicator):
     default_optimizer = "adamw"
     default_lr = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                 names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        config: ReplicatorConfig,
+        group=None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(params, config, group, names)
         self.layout = FlatLayout(self.params)
         # One persistent buffer: a single collective per step and no per-step allocation.
@@ -42,11 +47,14 @@ class FullReplicator(Replicator):
     def _sync(self, timer: StepTimer) -> None:
         if len(self.ranges) > 1:
             grads = self.grads()
-            run_pipeline(len(self.ranges),
-                         lambda b: self.layout.gather(grads, self.buffer, *self.ranges[b]),
-                         lambda b: self.comm.all_reduce_mean_async(self.buffer[slice(*self.ranges[b])]),
-                         lambda b: self.layout.scatter(self.buffer, grads, *self.ranges[b]), timer,
-                         behind_for(self.comm.concurrent(len(self.ranges))))
+            run_pipeline(
+                len(self.ranges),
+                lambda b: self.layout.gather(grads, self.buffer, *self.ranges[b]),
+                lambda b: self.comm.all_reduce_mean_async(self.buffer[slice(*self.ranges[b])]),
+                lambda b: self.layout.scatter(self.buffer, grads, *self.ranges[b]),
+                timer,
+                behind_for(self.comm.concurrent(len(self.ranges))),
+            )
             return
         self.layout.gather(self.grads(), self.buffer)
         timer.compress()

@@ -55,7 +55,7 @@ class ShardLayout:
     sizes: tuple[int, ...]  # elements of each slice
 
     @classmethod
-    def of(cls, shapes: Sequence[Sequence[int]], g: int) -> "ShardLayout":
+    def of(cls, shapes: Sequence[Sequence[int]], g: int) -> ShardLayout:
         if g < 1:
             raise ValueError(f"G must be at least 1, got {g}")
         offsets, sizes, at = [], [], 0
@@ -82,7 +82,7 @@ class ShardLayout:
         """Full tensors -> ``out`` (G, S), zero padding at each first dimension's end."""
         for i, t in enumerate(tensors):
             flat = t.reshape(-1)
-            block = out[:, self.offsets[i]:self.offsets[i] + self.sizes[i]]  # (G, n) strided view
+            block = out[:, self.offsets[i] : self.offsets[i] + self.sizes[i]]  # (G, n) strided view
             padded = torch.zeros(self.g * self.sizes[i], dtype=t.dtype, device=t.device)
             padded[: flat.numel()] = flat
             block.copy_(padded.view(self.g, self.sizes[i]))
@@ -91,12 +91,12 @@ class ShardLayout:
     def unpack(self, buf: torch.Tensor, tensors: Sequence[torch.Tensor]) -> None:
         """``buf`` (G, S) -> full tensors in place (the padding dropped)."""
         for i, t in enumerate(tensors):
-            block = buf[:, self.offsets[i]:self.offsets[i] + self.sizes[i]].reshape(-1)
+            block = buf[:, self.offsets[i] : self.offsets[i] + self.sizes[i]].reshape(-1)
             t.view(-1).copy_(block[: t.numel()])
 
     def row(self, buf_row: torch.Tensor, i: int) -> torch.Tensor:
         """Parameter ``i``'s slice within one row, shaped like the slice."""
-        return buf_row[self.offsets[i]:self.offsets[i] + self.sizes[i]].view(self.slice_shape(i))
+        return buf_row[self.offsets[i] : self.offsets[i] + self.sizes[i]].view(self.slice_shape(i))
 
 
 def ring_reduce_scatter(buf: torch.Tensor, members: Sequence[int], me: int, group) -> torch.Tensor:
@@ -136,8 +136,17 @@ class HierarchicalReplicator:
     (``build(params, config, group, names)``) owns the slices and the base optimizer.
     """
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, build, shard_group, shard_ranks: Sequence[int],
-                 local_rank: int, replica_group, names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        config: ReplicatorConfig,
+        build,
+        shard_group,
+        shard_ranks: Sequence[int],
+        local_rank: int,
+        replica_group,
+        names: Sequence[str] | None = None,
+    ) -> None:
         self.params = list(params)
         self.g = len(shard_ranks)
         self.local_rank = local_rank
@@ -164,7 +173,9 @@ class HierarchicalReplicator:
             self.layout.pack(grads, self.full)
             started = time.perf_counter()
             mine = ring_reduce_scatter(self.full, self.shard_ranks, self.local_rank, self.shard_group)
-            self.intra.book(self.full.numel() * self.full.element_size(), time.perf_counter() - started)  # the buffer, as an all-reduce counts it
+            self.intra.book(
+                self.full.numel() * self.full.element_size(), time.perf_counter() - started
+            )  # the buffer, as an all-reduce counts it
             mine.div_(self.g)
             for i, s in enumerate(self.slices):
                 s.grad = self.layout.row(mine, i).clone()
@@ -175,7 +186,9 @@ class HierarchicalReplicator:
             self.layout.unpack(self.full, [p.data for p in self.params])
         intra_s, intra_bytes, intra_calls = self.intra.take()
         fields = {k: getattr(stats, k) for k in StepStats.__dataclass_fields__}
-        return HierStepStats(**fields, intra_comm_s=intra_s, intra_payload_bytes=intra_bytes, intra_collectives=intra_calls)
+        return HierStepStats(
+            **fields, intra_comm_s=intra_s, intra_payload_bytes=intra_bytes, intra_collectives=intra_calls
+        )
 
     def digests(self) -> dict[str, str]:
         """sha256 of the whole model and of this accelerator's slices: equal models have equal digests."""

@@ -69,8 +69,13 @@ class LowRankReplicator(Replicator):
     default_optimizer = "adamw"  # of the element-wise tensors; matrices always take plain SGD steps
     default_lr = 1e-2
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                 names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        config: ReplicatorConfig,
+        group=None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(params, config, group, names)
         plan = self.plan
         wire = WIRE_DTYPES[config.grad_dtype]
@@ -100,8 +105,9 @@ class LowRankReplicator(Replicator):
         second = plan.second_round_values * itemsize
         second_calls = sum(_sends_second(plan, r) for r in ranges)
         also = (PayloadDecl("all_reduce", second, label="R", collectives_per_step=second_calls),) if second else ()
-        return PayloadDecl("all_reduce", plan.first_round_values * itemsize, label="P", collectives_per_step=len(ranges),
-                           also=also)
+        return PayloadDecl(
+            "all_reduce", plan.first_round_values * itemsize, label="P", collectives_per_step=len(ranges), also=also
+        )
 
     def _build_optimizer(self) -> Stepper:
         """SGD for the orthonormalised matrices (the update is the step), AdamW/SGD for the element-wise rest."""
@@ -116,15 +122,17 @@ class LowRankReplicator(Replicator):
         return OptimizerChain(optimizers)
 
     def _slot(self, buffer: torch.Tensor, at: list[int], k: int) -> torch.Tensor:
-        return buffer[at[k]:at[k + 1]]
+        return buffer[at[k] : at[k + 1]]
 
     def _first_slice(self, a: int, z: int) -> torch.Tensor:
-        return self.first[self._first_at[a]:self._first_at[z]]
+        return self.first[self._first_at[a] : self._first_at[z]]
 
     def _second_slice(self, a: int, z: int) -> torch.Tensor:
         """The R slots of the factored matrices among items ``a .. z`` (contiguous: R is laid out in matrix order)."""
         nm = len(self.plan.matrices)
-        return self.second[self._second_at[self._factored_before[min(a, nm)]]:self._second_at[self._factored_before[min(z, nm)]]]
+        return self.second[
+            self._second_at[self._factored_before[min(a, nm)]] : self._second_at[self._factored_before[min(z, nm)]]
+        ]
 
     def _encode(self, a: int, z: int, grads: list[torch.Tensor]) -> None:
         """Round 1 of items ``a .. z``: B = M + G and B Q (or B itself) per matrix, the gradient per element-wise tensor."""
@@ -136,7 +144,9 @@ class LowRankReplicator(Replicator):
                 sent = momentum @ q if s.factored else momentum
                 self._slot(self.first, self._first_at, k).copy_(sent.reshape(-1))
             else:
-                self._slot(self.first, self._first_at, k).copy_(grads[self.plan.elementwise[k - len(matrices)]].reshape(-1))
+                self._slot(self.first, self._first_at, k).copy_(
+                    grads[self.plan.elementwise[k - len(matrices)]].reshape(-1)
+                )
 
     def _sync(self, timer: StepTimer) -> None:
         grads = self.grads()
@@ -170,7 +180,9 @@ class LowRankReplicator(Replicator):
             timer.skip()
             lefts.append(self._round_two(a, z))
             timer.compress()
-            second_round.append(self.comm.all_reduce_mean_async(self._second_slice(a, z)) if _sends_second(self.plan, (a, z)) else None)
+            second_round.append(
+                self.comm.all_reduce_mean_async(self._second_slice(a, z)) if _sends_second(self.plan, (a, z)) else None
+            )
             timer.skip()
         for (a, z), pending, left in zip(self.ranges, second_round, lefts):
             if pending is not None:
@@ -198,7 +210,9 @@ class LowRankReplicator(Replicator):
                 out.append((p, received.t() @ p))
         return out
 
-    def _finish(self, a: int, z: int, left: list[tuple[torch.Tensor, torch.Tensor | None]], grads: list[torch.Tensor]) -> None:
+    def _finish(
+        self, a: int, z: int, left: list[tuple[torch.Tensor, torch.Tensor | None]], grads: list[torch.Tensor]
+    ) -> None:
         """Error feedback, the new Q and the scaled update of every matrix among items ``a .. z``; the mean gradient elsewhere."""
         matrices = self.plan.matrices
         for k, (p, r) in zip(range(a, min(z, len(matrices))), left):
@@ -209,6 +223,8 @@ class LowRankReplicator(Replicator):
             norms = r.norm(dim=0, keepdim=True)
             unit = r / norms.clamp_min(torch.finfo(r.dtype).tiny)  # a zero column stays zero in the update...
             torch.mm(p, unit.t(), out=grads[s.index].view(s.m, s.n)).mul_(math.sqrt(s.m / s.n))
-            q.copy_(torch.where(norms > 0, unit, q))  # ...but keeps its old Q, or the power iteration could never recover
+            q.copy_(
+                torch.where(norms > 0, unit, q)
+            )  # ...but keeps its old Q, or the power iteration could never recover
         for k in range(max(a, len(matrices)), z):
             grads[self.plan.elementwise[k - len(matrices)]].view(-1).copy_(self._slot(self.first, self._first_at, k))

@@ -74,7 +74,7 @@ class LowRankPlan:
     numels: tuple[int, ...]
 
     @classmethod
-    def from_shapes(cls, shapes: Sequence[ParamShape], rank: float) -> "LowRankPlan":
+    def from_shapes(cls, shapes: Sequence[ParamShape], rank: float) -> LowRankPlan:
         matrices, elementwise = [], []
         for i, s in enumerate(shapes):
             if len(s.shape) < 2 or is_embedding(s.name) or s.numel == 0:

@@ -34,7 +34,9 @@ EPS = 1e-8
 class LocalQHAdam:
     """QH-Adam over flat first/second momenta, so the replicator can all-reduce them as single buffers."""
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], layout: FlatLayout, config: ReplicatorConfig, lr: float) -> None:
+    def __init__(
+        self, params: Sequence[torch.nn.Parameter], layout: FlatLayout, config: ReplicatorConfig, lr: float
+    ) -> None:
         self.params, self.layout, self.config, self.lr = list(params), layout, config, lr
         dev = self.params[0].device
         self.m1 = torch.zeros(layout.numel, device=dev)
@@ -49,8 +51,8 @@ class LocalQHAdam:
         g = self.layout.gather([p.grad for p in self.params], self.grad)
         self.m1.mul_(c.beta).add_(g, alpha=1.0 - c.beta)
         self.v.mul_(c.beta2).addcmul_(g, g, value=1.0 - c.beta2)
-        denom = torch.sqrt(self.v / (1.0 - c.beta2 ** self.t)).add_(EPS)
-        torch.mul(g, 1.0 - c.nu, out=self.update).add_(self.m1, alpha=c.nu / (1.0 - c.beta ** self.t))
+        denom = torch.sqrt(self.v / (1.0 - c.beta2**self.t)).add_(EPS)
+        torch.mul(g, 1.0 - c.nu, out=self.update).add_(self.m1, alpha=c.nu / (1.0 - c.beta**self.t))
         self.update.div_(denom)
         for p, u in zip(self.params, self.layout.views(self.update, self.params)):
             p.data.add_(u, alpha=-self.lr)
@@ -63,8 +65,13 @@ class MTDAOReplicator(Replicator):
     default_optimizer = "adamw"  # unused: the local optimizer is always QH-Adam
     default_lr = 1e-3
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                 names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        config: ReplicatorConfig,
+        group=None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(params, config, group, names)
         self.anchor = torch.zeros(self.layout.numel, device=self.params[0].device)
         self.layout.gather([p.detach() for p in self.params], self.anchor)
@@ -73,10 +80,16 @@ class MTDAOReplicator(Replicator):
     @classmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
         dense = sum(s.numel for s in shapes) * WIRE_DTYPES[config.grad_dtype].itemsize
-        return PayloadDecl("all_reduce", dense, period=config.params_every, label="params", also=(
-            PayloadDecl("all_reduce", dense, period=config.m1_every, label="m1"),
-            PayloadDecl("all_reduce", dense, period=config.m2_every, label="m2"),
-        ))
+        return PayloadDecl(
+            "all_reduce",
+            dense,
+            period=config.params_every,
+            label="params",
+            also=(
+                PayloadDecl("all_reduce", dense, period=config.m1_every, label="m1"),
+                PayloadDecl("all_reduce", dense, period=config.m2_every, label="m2"),
+            ),
+        )
 
     def _build_optimizer(self) -> Stepper:
         """The local QH-Adam, whose flat momenta are two of the three averaged states."""

@@ -47,8 +47,14 @@ class DecoupledAdamW:
     node applies the same update, so parameters agree after every sync while the moments do not.
     """
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], lr: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.01) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ) -> None:
         self.params = list(params)
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
         self.exp_avg = [torch.zeros_like(p) for p in self.params]
@@ -60,7 +66,7 @@ class DecoupledAdamW:
         """Update the local moments with ``grads`` and overwrite them with the bias-corrected Adam direction."""
         self.steps += 1
         b1, b2 = self.betas
-        c1, c2 = 1 - b1 ** self.steps, 1 - b2 ** self.steps
+        c1, c2 = 1 - b1**self.steps, 1 - b2**self.steps
         for g, m, v in zip(grads, self.exp_avg, self.exp_avg_sq):
             m.mul_(b1).add_(g, alpha=1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2)

@@ -47,8 +47,14 @@ def behind_for(concurrent: bool) -> int | None:
     return ENCODE_FIRST if concurrent else READY
 
 
-def run_pipeline(buckets: int, encode: Callable[[int], None], start: Callable[[int], Pending],
-                 decode: Callable[[int], None], timer: StepTimer, behind: int | None = 1) -> None:
+def run_pipeline(
+    buckets: int,
+    encode: Callable[[int], None],
+    start: Callable[[int], Pending],
+    decode: Callable[[int], None],
+    timer: StepTimer,
+    behind: int | None = 1,
+) -> None:
     """Run ``encode(i)`` and ``start(i)`` for every bucket, and ``wait`` + ``decode(i)`` ``behind``
     buckets later (``None``: after every bucket is started)."""
     ready = behind == READY

@@ -76,8 +76,13 @@ class RandomReplicator(SubsetReplicator):
 
     name = "random"
 
-    def __init__(self, params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                 names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        params: Sequence[torch.nn.Parameter],
+        config: ReplicatorConfig,
+        group=None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(params, config, group, names)
         starts, widths = [], []
         counts = _counts(self.shapes, config.rate)

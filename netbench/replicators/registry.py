@@ -20,8 +20,16 @@ from netbench.shapes import ParamShape
 __all__ = ["REGISTRY", "replicator_class", "build_replicator", "declared_payload"]
 
 REGISTRY: dict[str, type[Replicator]] = {
-    cls.name: cls for cls in (FullReplicator, DCTReplicator, RandomReplicator, StridingReplicator, DiLoCoReplicator,
-                              LowRankReplicator, MTDAOReplicator)
+    cls.name: cls
+    for cls in (
+        FullReplicator,
+        DCTReplicator,
+        RandomReplicator,
+        StridingReplicator,
+        DiLoCoReplicator,
+        LowRankReplicator,
+        MTDAOReplicator,
+    )
 }
 
 
@@ -33,8 +41,9 @@ def replicator_class(name: str) -> type[Replicator]:
         raise ValueError(f"unknown replicator {name!r} (choose from {', '.join(REGISTRY)})") from None
 
 
-def build_replicator(params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None,
-                     names: Sequence[str] | None = None) -> Replicator:
+def build_replicator(
+    params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None, names: Sequence[str] | None = None
+) -> Replicator:
     """A ready replicator for ``params`` on ``group`` (default: the world group, or none at all).
 
     ``names`` (the workload's parameter names, in order) let name-based rules see what the payload

@@ -55,7 +55,7 @@ class WireLayout:
         self.nbytes = vbytes + ibytes
 
     @classmethod
-    def for_config(cls, counts: list[int], config: ReplicatorConfig, max_tile_numel: int) -> "WireLayout":
+    def for_config(cls, counts: list[int], config: ReplicatorConfig, max_tile_numel: int) -> WireLayout:
         return cls(counts, _VALUE_DTYPES[config.value_dtype], index_dtype_for(config, max_tile_numel))
 
     def _section(self, buf: torch.Tensor, offset: int, dtype: torch.dtype) -> torch.Tensor:

@@ -98,7 +98,9 @@ class StepCounter:
             return self.steps
         complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next call
         self.offset += len(complete)
-        self.steps += sum(1 for line in complete.splitlines() if line.startswith(b'{"event": "step"'))  # "event" comes first
+        self.steps += sum(
+            1 for line in complete.splitlines() if line.startswith(b'{"event": "step"')
+        )  # "event" comes first
         return self.steps
 
 
@@ -109,7 +111,7 @@ class RunDir:
     path: Path
 
     @classmethod
-    def create(cls, out_dir: Path, label: str, run_id: str, started: float | None = None) -> "RunDir":
+    def create(cls, out_dir: Path, label: str, run_id: str, started: float | None = None) -> RunDir:
         """A new ``OUT/STAMP-LABEL-RUNID`` with its workers/ folder (STAMP from ``started``, else now).
 
         Always a folder of this run's own: a rerun within the same second gets a suffix (-2, -3, ...),

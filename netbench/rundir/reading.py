@@ -67,10 +67,14 @@ def read_csv(path: Path, text_columns: tuple[str, ...] = (), limit: int | None =
         raise BadInput(f"{path}: empty (no header line)") from None
     except (ValueError, TypeError, OverflowError, pd.errors.ParserError) as exc:
         first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
-        raise BadInput(f"{path}: not a CSV table netbench wrote ({first.encode('ascii', 'replace').decode()})") from None
+        raise BadInput(
+            f"{path}: not a CSV table netbench wrote ({first.encode('ascii', 'replace').decode()})"
+        ) from None
 
 
-def numeric_column(frame: pd.DataFrame, column: str, path: Path, low: float = -math.inf, high: float = math.inf) -> pd.Series:
+def numeric_column(
+    frame: pd.DataFrame, column: str, path: Path, low: float = -math.inf, high: float = math.inf
+) -> pd.Series:
     """``column`` as finite numbers within [low, high] (empty cells stay NaN), or BadInput naming the first bad row."""
     raw = frame[column]
     values = pd.to_numeric(raw, errors="coerce")

@@ -8,7 +8,7 @@ another type, is one :class:`~netbench.safe_files.BadInput` line naming the fiel
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,21 +37,21 @@ class ShownSummary(RunSummary):
     nodes: int
     delay_ms: float
     status: str
-    fidelity: Optional[FidelityDoc] = None
-    predicted: Optional[Prediction] = None
+    fidelity: FidelityDoc | None = None
+    predicted: Prediction | None = None
 
 
 class ExecNode(_Lax):
     rank: int
-    exit_code: Optional[int] = None
-    stopped_by: Optional[str] = None
+    exit_code: int | None = None
+    stopped_by: str | None = None
     wall_time_s: float
-    cpu_time_s: Optional[float] = None
-    wire_tx_bytes: Optional[float] = None
-    wire_rx_bytes: Optional[float] = None
-    capture_wire_tx_bytes: Optional[float] = None
-    capture_wire_rx_bytes: Optional[float] = None
-    retransmissions: Optional[int] = None
+    cpu_time_s: float | None = None
+    wire_tx_bytes: float | None = None
+    wire_rx_bytes: float | None = None
+    capture_wire_tx_bytes: float | None = None
+    capture_wire_rx_bytes: float | None = None
+    retransmissions: int | None = None
 
 
 class ExecDoc(_Lax):
@@ -63,10 +63,10 @@ class RunDoc(_Lax):
     """run.json: the summary, who launched the run, how it ended, and `netbench exec`'s nodes."""
 
     summary: ShownSummary
-    launcher: Optional[str] = None
-    status: Optional[str] = None
-    reason: Optional[str] = None
-    exec: Optional[ExecDoc] = None
+    launcher: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    exec: ExecDoc | None = None
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:

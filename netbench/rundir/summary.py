@@ -18,17 +18,34 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, create_model
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Field", "Metric", "FIELDS", "METRICS", "RunSummary", "Prediction", "measured_steps", "metric", "predicted_column", "compared_column",
-           "error_column", "csv_measured", "csv_predicted", "terminal_metrics", "step_parts", "report_metrics", "reduced_metrics"]
+__all__ = [
+    "Field",
+    "Metric",
+    "FIELDS",
+    "METRICS",
+    "RunSummary",
+    "Prediction",
+    "measured_steps",
+    "metric",
+    "predicted_column",
+    "compared_column",
+    "error_column",
+    "csv_measured",
+    "csv_predicted",
+    "terminal_metrics",
+    "step_parts",
+    "report_metrics",
+    "reduced_metrics",
+]
 
-Number = Union[int, float]  # an int stays an int (bw_bps 100000000, not 100000000.0)
+Number = int | float  # an int stays an int (bw_bps 100000000, not 100000000.0)
 Unit = Literal["s", "B", "x", "", "text", "count"]
 View = Literal["measured", "model", "error"]
 
@@ -42,7 +59,7 @@ class Field:
     """
 
     key: str
-    type: Any = Optional[Number]
+    type: Any = Number | None
     summary: bool = True
     prediction: bool = False
 
@@ -85,86 +102,232 @@ _MODEL = dict(summary=False, prediction=True)  # the model's only (no measured k
 
 # Every key, in the order summary.csv and the terminal table show them (run.json writes the same order).
 FIELDS: tuple[Field, ...] = (
-    Metric("step_time_s", label="step time", csv=("measured", "predicted"), terminal=True, report=("measured", "model", "error"),
-           short="step", source="step_s", prediction=True, **_TIME),
-    Metric("compute_time_s", label="compute", csv=("measured",), terminal=True, part_of_step=True, source="compute_s", **_TIME),
-    Metric("compress_time_s", label="encode", csv=("measured", "predicted"), terminal=True, part_of_step=True, source="compress_s",
-           prediction=True, **_TIME),
-    Metric("comm_time_s", label="communicate", csv=("measured", "predicted"), terminal=True, part_of_step=True,
-           report=("measured", "model"), short="comm", source="comm_s", prediction=True, **_TIME),
+    Metric(
+        "step_time_s",
+        label="step time",
+        csv=("measured", "predicted"),
+        terminal=True,
+        report=("measured", "model", "error"),
+        short="step",
+        source="step_s",
+        prediction=True,
+        **_TIME,
+    ),
+    Metric(
+        "compute_time_s",
+        label="compute",
+        csv=("measured",),
+        terminal=True,
+        part_of_step=True,
+        source="compute_s",
+        **_TIME,
+    ),
+    Metric(
+        "compress_time_s",
+        label="encode",
+        csv=("measured", "predicted"),
+        terminal=True,
+        part_of_step=True,
+        source="compress_s",
+        prediction=True,
+        **_TIME,
+    ),
+    Metric(
+        "comm_time_s",
+        label="communicate",
+        csv=("measured", "predicted"),
+        terminal=True,
+        part_of_step=True,
+        report=("measured", "model"),
+        short="comm",
+        source="comm_s",
+        prediction=True,
+        **_TIME,
+    ),
     Metric("intra_comm_time_s", label="communicate inside the node", terminal=True, nested=True, prediction=True, **_S),
-    Metric("decode_time_s", label="decode", csv=("measured", "predicted"), terminal=True, part_of_step=True, source="decode_s",
-           prediction=True, **_TIME),
-    Metric("apply_time_s", label="apply", csv=("measured",), terminal=True, part_of_step=True, source="apply_s", **_TIME),
-    Metric("encode_decode_time_s", label="encode + decode", report=("measured", "model"), short="enc+dec",
-           parts=("compress_time_s", "decode_time_s"), **_MODEL, **_S),
-    Metric("local_time_s", label="local work (compute + apply)", csv=("predicted",), report=("model",), short="local", **_MODEL, **_S),
+    Metric(
+        "decode_time_s",
+        label="decode",
+        csv=("measured", "predicted"),
+        terminal=True,
+        part_of_step=True,
+        source="decode_s",
+        prediction=True,
+        **_TIME,
+    ),
+    Metric(
+        "apply_time_s", label="apply", csv=("measured",), terminal=True, part_of_step=True, source="apply_s", **_TIME
+    ),
+    Metric(
+        "encode_decode_time_s",
+        label="encode + decode",
+        report=("measured", "model"),
+        short="enc+dec",
+        parts=("compress_time_s", "decode_time_s"),
+        **_MODEL,
+        **_S,
+    ),
+    Metric(
+        "local_time_s",
+        label="local work (compute + apply)",
+        csv=("predicted",),
+        report=("model",),
+        short="local",
+        **_MODEL,
+        **_S,
+    ),
     Metric("codec_cpu_s", label="encode + decode CPU time per worker, calibrated (no core shared)", **_MODEL, **_S),
-    Metric("payload_bytes_per_step", label="payload bytes/step/node", csv=("measured", "predicted"), terminal=True,
-           report=("measured",), short="payload/step", source="payload_bytes", prediction=True, **_BYTES),
-    Metric("wire_tx_bytes_per_step", label="wire tx bytes/step/node", csv=("measured", "predicted"), terminal=True,
-           report=("measured", "model", "error"), short="wire tx", source="tx_bytes", captured="capture_wire_bytes_per_step",
-           prediction=True, **_BYTES),
-    Metric("wire_rx_bytes_per_step", label="wire rx bytes/step/node", csv=("measured", "predicted"), terminal=True,
-           report=("error",), short="wire rx", source="rx_bytes", captured="capture_rx_wire_bytes_per_step", prediction=True, **_BYTES),
+    Metric(
+        "payload_bytes_per_step",
+        label="payload bytes/step/node",
+        csv=("measured", "predicted"),
+        terminal=True,
+        report=("measured",),
+        short="payload/step",
+        source="payload_bytes",
+        prediction=True,
+        **_BYTES,
+    ),
+    Metric(
+        "wire_tx_bytes_per_step",
+        label="wire tx bytes/step/node",
+        csv=("measured", "predicted"),
+        terminal=True,
+        report=("measured", "model", "error"),
+        short="wire tx",
+        source="tx_bytes",
+        captured="capture_wire_bytes_per_step",
+        prediction=True,
+        **_BYTES,
+    ),
+    Metric(
+        "wire_rx_bytes_per_step",
+        label="wire rx bytes/step/node",
+        csv=("measured", "predicted"),
+        terminal=True,
+        report=("error",),
+        short="wire rx",
+        source="rx_bytes",
+        captured="capture_rx_wire_bytes_per_step",
+        prediction=True,
+        **_BYTES,
+    ),
     Metric("intra_tx_bytes_per_step", label="intra-node bytes/step/node", terminal=True, prediction=True, **_B),
     Metric("intra_rx_bytes_per_step", label="intra-node rx bytes/step/node", **_B),
     Metric("worker_payload_bytes_per_step", label="payload bytes/step/worker", **_B),
-    Metric("capture_wire_bytes_per_step", label="captured tx bytes/step/node", csv=("measured",), terminal=True,
-           source="capture_tx_wire_bytes", **_BYTES),
-    Metric("capture_rx_wire_bytes_per_step", label="captured rx bytes/step/node", csv=("measured",), source="capture_rx_wire_bytes", **_BYTES),
-    Metric("capture_payload_bytes_per_step", label="captured tx payload bytes/step/node", csv=("measured",),
-           source="capture_tx_payload_bytes", **_BYTES),
-    Metric("capture_ack_only_bytes_per_step", label="captured tx ACK-only bytes/step/node", csv=("measured",),
-           source="capture_tx_ack_only_bytes", **_BYTES),
-    Metric("capture_vs_counter_median_rel_diff", label="captured vs counted tx bytes, median rel. diff", csv=("measured",)),
+    Metric(
+        "capture_wire_bytes_per_step",
+        label="captured tx bytes/step/node",
+        csv=("measured",),
+        terminal=True,
+        source="capture_tx_wire_bytes",
+        **_BYTES,
+    ),
+    Metric(
+        "capture_rx_wire_bytes_per_step",
+        label="captured rx bytes/step/node",
+        csv=("measured",),
+        source="capture_rx_wire_bytes",
+        **_BYTES,
+    ),
+    Metric(
+        "capture_payload_bytes_per_step",
+        label="captured tx payload bytes/step/node",
+        csv=("measured",),
+        source="capture_tx_payload_bytes",
+        **_BYTES,
+    ),
+    Metric(
+        "capture_ack_only_bytes_per_step",
+        label="captured tx ACK-only bytes/step/node",
+        csv=("measured",),
+        source="capture_tx_ack_only_bytes",
+        **_BYTES,
+    ),
+    Metric(
+        "capture_vs_counter_median_rel_diff", label="captured vs counted tx bytes, median rel. diff", csv=("measured",)
+    ),
     Metric("capture_vs_counter_max_rel_diff", label="captured vs counted tx bytes, max rel. diff", csv=("measured",)),
     Metric("step_time_mean_s", label="mean step time", terminal=True, **_S),
     Metric("slowdown_vs_model", label="slowdown vs model (mean step)", unit="x", terminal=True),
-    Metric("replay_step_time_s", label="step time, model replayed with the run's measured local work", csv=("measured",),
-           terminal=True, **_S),
-    Metric("replay_error", label="model error, replayed: (replay - measured) / measured step", csv=("measured",), terminal=True),
-    Metric("forecast_error", label="model error, forecast from calibration: (model - measured) / measured step",
-           csv=("measured",), terminal=True),
-    Metric("schedule_forecast_step_error", label="model error per step under a schedule, forecast: median |model / measured - 1|",
-           terminal=True),
-    Metric("schedule_replay_step_error", label="model error per step under a schedule, replayed: median |model / measured - 1|",
-           terminal=True),
-    Metric("retrans_bytes_per_step", label="retransmitted bytes/step/node", terminal=True, source="capture_tx_retrans_bytes",
-           across="mean", **_B),
-    Metric("retrans_segs_per_step", label="retransmitted segments/step/node", csv=("measured",), terminal=True, source="retrans_segs",
-           across="mean"),
+    Metric(
+        "replay_step_time_s",
+        label="step time, model replayed with the run's measured local work",
+        csv=("measured",),
+        terminal=True,
+        **_S,
+    ),
+    Metric(
+        "replay_error",
+        label="model error, replayed: (replay - measured) / measured step",
+        csv=("measured",),
+        terminal=True,
+    ),
+    Metric(
+        "forecast_error",
+        label="model error, forecast from calibration: (model - measured) / measured step",
+        csv=("measured",),
+        terminal=True,
+    ),
+    Metric(
+        "schedule_forecast_step_error",
+        label="model error per step under a schedule, forecast: median |model / measured - 1|",
+        terminal=True,
+    ),
+    Metric(
+        "schedule_replay_step_error",
+        label="model error per step under a schedule, replayed: median |model / measured - 1|",
+        terminal=True,
+    ),
+    Metric(
+        "retrans_bytes_per_step",
+        label="retransmitted bytes/step/node",
+        terminal=True,
+        source="capture_tx_retrans_bytes",
+        across="mean",
+        **_B,
+    ),
+    Metric(
+        "retrans_segs_per_step",
+        label="retransmitted segments/step/node",
+        csv=("measured",),
+        terminal=True,
+        source="retrans_segs",
+        across="mean",
+    ),
     Metric("retrans_fraction", label="retransmitted share of the captured payload"),
     Metric("first_loss", label="first loss", csv=("measured",)),
     Metric("final_loss", label="last loss", csv=("measured",)),
     Metric("steps_measured", int, label="steps measured", unit="count", csv=("measured",)),
-    Metric("statistic", Optional[str], label="statistic", unit="text", csv=("measured",)),
-    Field("per_node", Optional[dict[int, dict[str, float]]]),
-    Field("gpus_per_node", Optional[int], prediction=True),
-    Field("per_machine", Optional[dict[int, dict[str, float]]]),
-    Field("stalls", Optional[list[dict[str, Any]]]),
-    Field("schedule_segments", Optional[list[dict[str, Any]]]),  # a link schedule's segments: median step, model, error
-    Field("run_id", Optional[str]),
-    Field("status", Optional[str]),
-    Field("reason", Optional[str]),
-    Field("replicator", Optional[str]),
-    Field("nodes", Optional[int]),
+    Metric("statistic", str | None, label="statistic", unit="text", csv=("measured",)),
+    Field("per_node", dict[int, dict[str, float]] | None),
+    Field("gpus_per_node", int | None, prediction=True),
+    Field("per_machine", dict[int, dict[str, float]] | None),
+    Field("stalls", list[dict[str, Any]] | None),
+    Field("schedule_segments", list[dict[str, Any]] | None),  # a link schedule's segments: median step, model, error
+    Field("run_id", str | None),
+    Field("status", str | None),
+    Field("reason", str | None),
+    Field("replicator", str | None),
+    Field("nodes", int | None),
     Field("bw_bps"),
     Field("up_bps"),
     Field("down_bps"),
     Field("delay_ms"),
     Field("jitter_ms"),
     Field("loss"),
-    Field("steps", Optional[int]),
-    Field("delay_engine", Optional[str]),
-    Field("run_dir", Optional[str]),
-    Field("fidelity", Optional[dict[str, Any]]),
+    Field("steps", int | None),
+    Field("delay_engine", str | None),
+    Field("run_dir", str | None),
+    Field("fidelity", dict[str, Any] | None),
     Field("predicted", Optional["Prediction"]),
-    Field("links", Optional[dict[str, Any]]),  # bytes per link direction, the model's beside the counters' (orchestrator/links.py)
-    Field("prediction_error", Optional[str]),
-    Field("params", Optional[int], **_MODEL),
-    Field("calibration", Optional[Union[dict[str, Any], str]], **_MODEL),  # older runs: the source's name only
-    Field("host_cpus", Optional[int], **_MODEL),
+    Field(
+        "links", dict[str, Any] | None
+    ),  # bytes per link direction, the model's beside the counters' (orchestrator/links.py)
+    Field("prediction_error", str | None),
+    Field("params", int | None, **_MODEL),
+    Field("calibration", dict[str, Any] | str | None, **_MODEL),  # older runs: the source's name only
+    Field("host_cpus", int | None, **_MODEL),
 )
 METRICS: tuple[Metric, ...] = tuple(f for f in FIELDS if isinstance(f, Metric))
 _BY_KEY = {f.key: f for f in FIELDS}
@@ -219,14 +382,20 @@ def _record(name: str, doc: str, fields: tuple[Field, ...]) -> type[_Record]:
     return model
 
 
-Prediction = _record("Prediction", "What the model says a run should measure, keyed like the measurement.",
-                     tuple(f for f in FIELDS if f.prediction))
-RunSummary = _record("RunSummary", "A run's summary: measured figures, coordinates, status and the model's prediction.",
-                     tuple(f for f in FIELDS if f.summary))
+Prediction = _record(
+    "Prediction",
+    "What the model says a run should measure, keyed like the measurement.",
+    tuple(f for f in FIELDS if f.prediction),
+)
+RunSummary = _record(
+    "RunSummary",
+    "A run's summary: measured figures, coordinates, status and the model's prediction.",
+    tuple(f for f in FIELDS if f.summary),
+)
 RunSummary.model_rebuild(_types_namespace={"Prediction": Prediction})
 
 
-def measured_steps(steps: "pd.DataFrame") -> "pd.DataFrame":
+def measured_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps a summary reads: those after warm-up (every row of a frame without a ``warmup`` column)."""
     return steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,23 +27,70 @@ from netbench.emulation.spec import MAX_EMULATED_DELAY_S, MAX_EMULATED_NODES, MA
 from netbench.rundir.reading import BadInput, numeric_column, read_csv, read_json_object, validated
 from netbench.rundir.summary import METRICS, csv_measured, csv_predicted, predicted_column
 
-__all__ = ["SUMMARY", "SWEEP_JSON", "CALIBRATION", "TEXT", "is_sweep", "read_summary", "write_summary", "run_path",
-           "read_sweep_json", "write_sweep_doc", "SweepDoc", "sweep_doc", "BadInput"]
+__all__ = [
+    "SUMMARY",
+    "SWEEP_JSON",
+    "CALIBRATION",
+    "TEXT",
+    "is_sweep",
+    "read_summary",
+    "write_summary",
+    "run_path",
+    "read_sweep_json",
+    "write_sweep_doc",
+    "SweepDoc",
+    "sweep_doc",
+    "BadInput",
+]
 
 SUMMARY = "summary.csv"
 SWEEP_JSON = "sweep.json"
 CALIBRATION = "calibration.json"
 # summary.csv columns that hold text (an all-empty one would otherwise read back as float NaN)
-TEXT = ("key", "label", "replicator", "bw", "delay", "status", "reason", "run_dir", "prediction_error", "statistic", "fidelity_reasons",
-        "variant", "topology", "wan_bw", "wan_delay", "rank_order", "bottleneck_model", "busiest_link",
-        "bottleneck_measured")
+TEXT = (
+    "key",
+    "label",
+    "replicator",
+    "bw",
+    "delay",
+    "status",
+    "reason",
+    "run_dir",
+    "prediction_error",
+    "statistic",
+    "fidelity_reasons",
+    "variant",
+    "topology",
+    "wan_bw",
+    "wan_delay",
+    "rank_order",
+    "bottleneck_model",
+    "busiest_link",
+    "bottleneck_measured",
+)
 REQUIRED = ("key", "label", "status", "run_dir")  # every row has them; a point that ran also its coordinates:
-COORDINATES = {"replicator": None, "nodes": (1, MAX_EMULATED_NODES), "bw_bps": (MIN_RATE_BPS, MAX_RATE_BPS),
-               "delay_ms": (0, MAX_EMULATED_DELAY_S * 1e3), "step_time_s": None}
+COORDINATES = {
+    "replicator": None,
+    "nodes": (1, MAX_EMULATED_NODES),
+    "bw_bps": (MIN_RATE_BPS, MAX_RATE_BPS),
+    "delay_ms": (0, MAX_EMULATED_DELAY_S * 1e3),
+    "step_time_s": None,
+}
 LARGEST = 1e18  # no time (s) or byte count a point measures comes near: keeps the figures' axes finite
 _NONNEGATIVE = {m.key for m in METRICS if m.unit in ("s", "B")}
-NUMERIC = tuple(dict.fromkeys(("nodes", "bw_bps", "delay_ms", *csv_measured(), *(predicted_column(k) for k in csv_predicted()),
-                               "params", "dilation")))
+NUMERIC = tuple(
+    dict.fromkeys(
+        (
+            "nodes",
+            "bw_bps",
+            "delay_ms",
+            *csv_measured(),
+            *(predicted_column(k) for k in csv_predicted()),
+            "params",
+            "dilation",
+        )
+    )
+)
 
 
 def is_sweep(folder: Path) -> bool:
@@ -87,7 +134,9 @@ def _check_points(ok: pd.DataFrame, path: Path) -> None:
             continue
         values = ok[column]
         if not values.between(*bounds).all() or (column == "nodes" and (values % 1 != 0).any()):
-            raise BadInput(f"{path}: column {column!r}: every point that ran needs a {'whole ' if column == 'nodes' else ''}number between {bounds[0]:g} and {bounds[1]:g} there")
+            raise BadInput(
+                f"{path}: column {column!r}: every point that ran needs a {'whole ' if column == 'nodes' else ''}number between {bounds[0]:g} and {bounds[1]:g} there"
+            )
     if "step_time_s" in ok and (ok["step_time_s"] <= 0).any():
         raise BadInput(f"{path}: column 'step_time_s': a point that ran took no time")
 
@@ -121,14 +170,14 @@ class _Lax(BaseModel):
 class SweepGrid(_Lax):
     bw: list[str] = []
     replicator: list[str] = []
-    nodes: list[Union[int, str]] = []
+    nodes: list[int | str] = []
     delay: list[str] = []
 
 
 class SweepWorkload(_Lax):
-    kind: Optional[str] = None
-    shapes: Optional[str] = None
-    compute_ms: Optional[float] = None
+    kind: str | None = None
+    shapes: str | None = None
+    compute_ms: float | None = None
 
 
 class SweepScenarioDoc(_Lax):
@@ -136,14 +185,14 @@ class SweepScenarioDoc(_Lax):
     description: str = ""
     grid: SweepGrid = Field(default_factory=SweepGrid)
     workload: SweepWorkload = Field(default_factory=SweepWorkload)
-    steps: Optional[int] = None
-    warmup: Optional[int] = None
+    steps: int | None = None
+    warmup: int | None = None
 
 
 class SweepCalibrationDoc(_Lax):
-    source: Optional[str] = None
-    path: Optional[str] = None
-    created: Optional[str] = None
+    source: str | None = None
+    path: str | None = None
+    created: str | None = None
 
 
 class SweepDoc(_Lax):

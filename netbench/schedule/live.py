@@ -86,8 +86,15 @@ class FirstMeasuredStep:
 class LiveSchedule:
     """One run's schedule on its cluster: :meth:`begin` before the workers start, :meth:`tick` while they run."""
 
-    def __init__(self, cluster: Any, schedule: Schedule, graph: Topology, dilation: float, log_path: Path | None,
-                 records: Path | None) -> None:
+    def __init__(
+        self,
+        cluster: Any,
+        schedule: Schedule,
+        graph: Topology,
+        dilation: float,
+        log_path: Path | None,
+        records: Path | None,
+    ) -> None:
         """``graph``: the network as asked (undilated); ``dilation``: the run's k; without ``records`` only :meth:`apply` runs it."""
         self.cluster, self.k, self.log_path = cluster, dilation, log_path
         self.segments = segments(schedule, graph)
@@ -125,9 +132,15 @@ class LiveSchedule:
     def _apply(self, segment: Segment, due: float | None) -> None:
         what = self._rates(segment) + self._delays(segment) + self._states(segment) + self._compute(segment)
         now = time.time()
-        self.log.append({"segment": segment.index, "time_s": segment.start_s, "wall_time": round(now, 4),
-                         "late_s": round((now - due) / self.k, 4) if due is not None else "",
-                         "what": "; ".join(what) or "nothing changed on the links"})
+        self.log.append(
+            {
+                "segment": segment.index,
+                "time_s": segment.start_s,
+                "wall_time": round(now, 4),
+                "late_s": round((now - due) / self.k, 4) if due is not None else "",
+                "what": "; ".join(what) or "nothing changed on the links",
+            }
+        )
         self.applied, self.in_force, self.down = segment.index, segment.graph, segment.down
 
     def _direction(self, graph: Any, egress: Egress) -> DirectionSpec:
@@ -144,7 +157,11 @@ class LiveSchedule:
         for holder, changes in by_holder.values():
             holder.call(_change_rates, changes, offload)
         rates = sorted({rate * self.k for _, changes in by_holder.values() for _, rate in changes})
-        return [f"rate {','.join(format_rate(r) for r in rates)} on {sum(len(c) for _, c in by_holder.values())} egresses"] if rates else []
+        return (
+            [f"rate {','.join(format_rate(r) for r in rates)} on {sum(len(c) for _, c in by_holder.values())} egresses"]
+            if rates
+            else []
+        )
 
     def _delays(self, segment: Segment) -> list[str]:
         """The delay line's ports from the segment's node uplinks (the one-switch cluster: checked beforehand)."""
@@ -163,7 +180,7 @@ class LiveSchedule:
     def _states(self, segment: Segment) -> list[str]:
         """Links that went down or came back up: the switch side of the node's link."""
         out = []
-        for i, node in enumerate(self.cluster.spec.graph.nodes):
+        for i, _node in enumerate(self.cluster.spec.graph.nodes):
             link = self.cluster.spec.graph.access_link(i).name
             now_down, was_down = link in segment.down, link in self.down
             if now_down != was_down:
@@ -173,13 +190,18 @@ class LiveSchedule:
 
     def _compute(self, segment: Segment) -> list[str]:
         """Nodes whose compute scale changed: their workers pace themselves (netbench.schedule.pacing); logged here."""
-        return [f"{new.name} compute x{new.compute_scale:g}" for old, new in zip(self.in_force.nodes, segment.graph.nodes)
-                if old.compute_scale != new.compute_scale]
+        return [
+            f"{new.name} compute x{new.compute_scale:g}"
+            for old, new in zip(self.in_force.nodes, segment.graph.nodes)
+            if old.compute_scale != new.compute_scale
+        ]
 
     def _write(self) -> None:
         if self.log_path is None:
             return
-        rows = [",".join(LOG_COLUMNS)] + [",".join(str(row[c]).replace(",", " ") for c in LOG_COLUMNS) for row in self.log]
+        rows = [",".join(LOG_COLUMNS)] + [
+            ",".join(str(row[c]).replace(",", " ") for c in LOG_COLUMNS) for row in self.log
+        ]
         safe_files.write_text(self.log_path, "\n".join(rows) + "\n")
 
     def describe(self) -> dict[str, Any]:

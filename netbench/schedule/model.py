@@ -42,8 +42,10 @@ class Change(BaseModel):
     compute_scale: float | None = Field(None, ge=1.0, le=MAX_COMPUTE_SCALE)
 
     @model_validator(mode="after")
-    def _changes_something(self) -> "Change":
-        if all(getattr(self, key) is None for key in ("rate_bps", "delay_s", "jitter_s", "loss", "state", "compute_scale")):
+    def _changes_something(self) -> Change:
+        if all(
+            getattr(self, key) is None for key in ("rate_bps", "delay_s", "jitter_s", "loss", "state", "compute_scale")
+        ):
             raise ValueError(f"the change at {self.time_s:g} s for {self.target!r} sets nothing")
         return self
 
@@ -80,10 +82,12 @@ class Schedule(BaseModel):
 
     changes: tuple[Change, ...] = Field(min_length=1, max_length=MAX_CHANGES)
     source: str = Field("", max_length=300)
-    note: str = Field("", max_length=300, description="what reading the file changed (a trace's rates raised to the minimum)")
+    note: str = Field(
+        "", max_length=300, description="what reading the file changed (a trace's rates raised to the minimum)"
+    )
 
     @model_validator(mode="after")
-    def _in_time_order(self) -> "Schedule":
+    def _in_time_order(self) -> Schedule:
         for before, after in zip(self.changes, self.changes[1:]):
             if after.time_s < before.time_s:
                 raise ValueError(f"times out of order: {after.time_s:g} s comes after {before.time_s:g} s")
@@ -122,5 +126,8 @@ class Schedule(BaseModel):
 
     def describe(self) -> dict:
         """What run.json records: where it came from, how many changes, and every change."""
-        return {"source": self.source, "note": self.note, "changes": [c.model_dump(exclude_none=True) for c in self.changes]}
-
+        return {
+            "source": self.source,
+            "note": self.note,
+            "changes": [c.model_dump(exclude_none=True) for c in self.changes],
+        }

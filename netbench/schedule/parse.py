@@ -26,7 +26,16 @@ from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
 __all__ = ["ScheduleError", "MAX_FILE_BYTES", "COLUMNS", "load", "parse_text"]
 
 MAX_FILE_BYTES = 16 << 20
-COLUMNS = ("time_s", "link", "rate", "delay", "jitter", "loss", "state", "compute_scale")  # a schedule CSV's, in any order
+COLUMNS = (
+    "time_s",
+    "link",
+    "rate",
+    "delay",
+    "jitter",
+    "loss",
+    "state",
+    "compute_scale",
+)  # a schedule CSV's, in any order
 
 
 class ScheduleError(ValueError):
@@ -73,7 +82,10 @@ def _table(text: str) -> tuple[list[str], list[dict[str, Any]]]:
     twice = sorted({h for h in header if header.count(h) > 1})
     if twice:
         raise ScheduleError(f"column {twice[0]!r} appears twice")
-    rows = [{**dict(zip(header, line)), **({None: line[len(header):]} if len(line) > len(header) else {})} for line in lines[1:]]
+    rows = [
+        {**dict(zip(header, line)), **({None: line[len(header) :]} if len(line) > len(header) else {})}
+        for line in lines[1:]
+    ]
     return header, rows
 
 
@@ -95,7 +107,9 @@ def _from_rows(rows: list[dict[str, Any]], header: list[str], source: str) -> Sc
         raise ScheduleError(f"unknown column {unknown[0]!r} (columns: {', '.join(COLUMNS)})")
     if "time_s" not in header:
         raise ScheduleError("needs a time_s column")
-    changes = [_change(row, line) for line, row in enumerate(rows, start=2) if any((v or "").strip() for v in row.values())]
+    changes = [
+        _change(row, line) for line, row in enumerate(rows, start=2) if any((v or "").strip() for v in row.values())
+    ]
     if not changes:
         raise ScheduleError("has no changes")
     return _validated(changes, source)
@@ -129,8 +143,14 @@ def _change(row: dict[str, Any], line: int, what: str = "line") -> Change:
     cell = {k: (v or "").strip() for k, v in row.items()}
     try:
         values: dict[str, Any] = {"time_s": float(cell["time_s"]), "target": cell.get("link") or ALL}
-        readers = {"rate": ("rate_bps", parse_rate), "delay": ("delay_s", parse_time), "jitter": ("jitter_s", parse_time),
-                   "loss": ("loss", parse_fraction), "compute_scale": ("compute_scale", float), "state": ("state", str.lower)}
+        readers = {
+            "rate": ("rate_bps", parse_rate),
+            "delay": ("delay_s", parse_time),
+            "jitter": ("jitter_s", parse_time),
+            "loss": ("loss", parse_fraction),
+            "compute_scale": ("compute_scale", float),
+            "state": ("state", str.lower),
+        }
         for column, (key, read) in readers.items():
             if cell.get(column):
                 values[key] = read(cell[column])

@@ -27,9 +27,14 @@ def probe_segments(spec: ClusterSpec, schedule: Schedule, seconds: float, pings:
         for segment in live.segments:
             live.apply(segment)
             graph = segment.graph
-            row: dict[str, Any] = {"segment": segment.index, "start_s": segment.start_s, "label": segment.label,
-                                   "configured_bps": graph.bottleneck_bps(0, server.index),
-                                   "expected_rtt_ms": (graph.one_way_delay_s(0, server.index) + graph.one_way_delay_s(server.index, 0)) * 1e3}
+            row: dict[str, Any] = {
+                "segment": segment.index,
+                "start_s": segment.start_s,
+                "label": segment.label,
+                "configured_bps": graph.bottleneck_bps(0, server.index),
+                "expected_rtt_ms": (graph.one_way_delay_s(0, server.index) + graph.one_way_delay_s(server.index, 0))
+                * 1e3,
+            }
             path_down = {graph.access_link(0).name, graph.access_link(server.index).name} & segment.down
             if path_down:
                 rows.append({**row, "goodput_bps": None, "rtt_ms": None, "down": sorted(path_down)})

@@ -55,13 +55,24 @@ def advance(graph: Topology, down: frozenset[str], changes: Iterable[Change]) ->
         for link in selected_links(graph, change.target):
             if fields:
                 old = links[link.name]
-                rate = {k: v for k, v in fields.items() if k == "rate_bps"}  # an access link's delay is its uplink's, as --delay
-                links[link.name] = old.model_copy(update={"forward": old.forward.model_copy(update=fields),
-                                                          "reverse": old.reverse.model_copy(update=rate if link.a in names else fields)})
+                rate = {
+                    k: v for k, v in fields.items() if k == "rate_bps"
+                }  # an access link's delay is its uplink's, as --delay
+                links[link.name] = old.model_copy(
+                    update={
+                        "forward": old.forward.model_copy(update=fields),
+                        "reverse": old.reverse.model_copy(update=rate if link.a in names else fields),
+                    }
+                )
             if change.state is not None and link.a in names:
                 (down_now.add if change.state == "down" else down_now.discard)(link.name)
         if change.compute_scale is not None:
             for i in selected_nodes(graph, change.target):
                 nodes[i] = NodeSpec(name=nodes[i].name, switch=nodes[i].switch, compute_scale=change.compute_scale)
-    new = Topology(kind=graph.kind, nodes=tuple(nodes), switches=graph.switches, links=tuple(links[link.name] for link in graph.links))
+    new = Topology(
+        kind=graph.kind,
+        nodes=tuple(nodes),
+        switches=graph.switches,
+        links=tuple(links[link.name] for link in graph.links),
+    )
     return new, frozenset(down_now)

@@ -86,7 +86,9 @@ def _change(time_s: float, rate: float, delay: float | None, line: int) -> Chang
     try:
         return Change(time_s=time_s, target=ALL, rate_bps=rate, delay_s=delay)
     except ValueError as exc:
-        raise TraceError(f"line {line}: {first_error(exc) if isinstance(exc, pydantic.ValidationError) else exc}") from None
+        raise TraceError(
+            f"line {line}: {first_error(exc) if isinstance(exc, pydantic.ValidationError) else exc}"
+        ) from None
 
 
 def _merged(windows: list[tuple[float, float]]) -> list[Change]:

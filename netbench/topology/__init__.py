@@ -7,6 +7,21 @@ from netbench.topology.options import topology_from_options
 from netbench.topology.placement import PlacementError, parse_rank_order, place
 from netbench.topology.presets import racks, sites, star, uniform_sites
 
-__all__ = ["DirectionSpec", "Hop", "LinkSpec", "NodeSpec", "PlacementError", "Topology", "TopologyError",
-           "load_topology", "parse_rank_order", "place", "racks", "sites", "star", "topology_from_dict", "topology_from_options",
-           "uniform_sites"]
+__all__ = [
+    "DirectionSpec",
+    "Hop",
+    "LinkSpec",
+    "NodeSpec",
+    "PlacementError",
+    "Topology",
+    "TopologyError",
+    "load_topology",
+    "parse_rank_order",
+    "place",
+    "racks",
+    "sites",
+    "star",
+    "topology_from_dict",
+    "topology_from_options",
+    "uniform_sites",
+]

@@ -78,8 +78,12 @@ class _Shaping(_Strict):
     _loss = field_validator("loss")(lambda v: _check(parse_fraction, v))
 
     def direction(self, default_bw: str | None = None) -> DirectionSpec:
-        return DirectionSpec(rate_bps=parse_rate(self.bw or default_bw or ""), delay_s=parse_time(self.delay),
-                             jitter_s=parse_time(self.jitter), loss=parse_fraction(self.loss))
+        return DirectionSpec(
+            rate_bps=parse_rate(self.bw or default_bw or ""),
+            delay_s=parse_time(self.delay),
+            jitter_s=parse_time(self.jitter),
+            loss=parse_fraction(self.loss),
+        )
 
 
 class _SiteEntry(_Strict):
@@ -92,8 +96,12 @@ class _SiteEntry(_Strict):
     _time = field_validator("lan_delay")(lambda v: _check(parse_time, v))
 
     def site(self) -> Site:
-        return Site(self.name, self.nodes, DirectionSpec(rate_bps=parse_rate(self.lan_bw), delay_s=parse_time(self.lan_delay)),
-                    DirectionSpec(rate_bps=parse_rate(self.lan_bw)))
+        return Site(
+            self.name,
+            self.nodes,
+            DirectionSpec(rate_bps=parse_rate(self.lan_bw), delay_s=parse_time(self.lan_delay)),
+            DirectionSpec(rate_bps=parse_rate(self.lan_bw)),
+        )
 
 
 class _WanEntry(_Shaping):
@@ -136,7 +144,7 @@ class _TopologyFile(_Strict):
     nodes: dict[str, _NodeEntry] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _one_shape(self) -> "_TopologyFile":
+    def _one_shape(self) -> _TopologyFile:
         if bool(self.sites) == bool(self.racks):
             raise ValueError("give either [[sites]] (with [[wan]] links) or [racks], not both or neither")
         if self.racks and self.wan:
@@ -166,9 +174,15 @@ def _overrides(file: _TopologyFile, node_count: int) -> dict[int, NodeOverride]:
     out: dict[int, NodeOverride] = {}
     for key, entry in file.nodes.items():
         if not key.isdigit() or int(key) >= node_count:
-            raise TopologyError(f"nodes.{key}: there is no node {key} (nodes are numbered 0-{node_count - 1} in site order)")
+            raise TopologyError(
+                f"nodes.{key}: there is no node {key} (nodes are numbered 0-{node_count - 1} in site order)"
+            )
         up_bw, down_bw = entry.up or entry.bw, entry.down or entry.bw
-        up = entry.direction(up_bw) if up_bw or entry.delay != "0ms" or entry.jitter != "0ms" or entry.loss != "0%" else None
+        up = (
+            entry.direction(up_bw)
+            if up_bw or entry.delay != "0ms" or entry.jitter != "0ms" or entry.loss != "0%"
+            else None
+        )
         down = DirectionSpec(rate_bps=parse_rate(down_bw)) if down_bw else None
         out[int(key)] = NodeOverride(up=up, down=down, compute_scale=entry.compute_scale)
     return out
@@ -176,7 +190,9 @@ def _overrides(file: _TopologyFile, node_count: int) -> dict[int, NodeOverride]:
 
 def _fill_override_defaults(file: _TopologyFile, overrides: dict[int, NodeOverride]) -> dict[int, NodeOverride]:
     """An override that names delay but no rate keeps its site's LAN rate."""
-    lan = [s.lan_bw for s in file.sites for _ in range(s.nodes)] or [file.racks.bw] * (file.racks.racks * file.racks.nodes_per_rack)
+    lan = [s.lan_bw for s in file.sites for _ in range(s.nodes)] or [file.racks.bw] * (
+        file.racks.racks * file.racks.nodes_per_rack
+    )
     for i, o in overrides.items():
         entry = file.nodes[str(i)]
         if o.up is not None and not (entry.up or entry.bw):
@@ -191,7 +207,9 @@ def topology_from_dict(data: dict[str, Any], where: str = "topology") -> Topolog
         if file.racks:
             r = file.racks
             access = DirectionSpec(rate_bps=parse_rate(r.bw), delay_s=parse_time(r.delay))
-            base = racks(r.racks, r.nodes_per_rack, access, DirectionSpec(rate_bps=parse_rate(r.bw)), r.oversubscription)
+            base = racks(
+                r.racks, r.nodes_per_rack, access, DirectionSpec(rate_bps=parse_rate(r.bw)), r.oversubscription
+            )
             count = base.node_count
         else:
             _check_wan_pairs(file)
@@ -215,7 +233,9 @@ def _with_overrides(topo: Topology, overrides: dict[int, NodeOverride]) -> Topol
     for i, o in overrides.items():
         nodes[i] = nodes[i].model_copy(update={"compute_scale": o.compute_scale})
         k = next(j for j, link in enumerate(links) if link.a == nodes[i].name)
-        links[k] = links[k].model_copy(update={"forward": o.up or links[k].forward, "reverse": o.down or links[k].reverse})
+        links[k] = links[k].model_copy(
+            update={"forward": o.up or links[k].forward, "reverse": o.down or links[k].reverse}
+        )
     return Topology(kind="file", nodes=tuple(nodes), switches=topo.switches, links=tuple(links))
 
 

@@ -32,8 +32,12 @@ class NodeSpec(BaseModel):
 
     name: str = Field(pattern=NAME_PATTERN, description="the node's name (n0, n1, ... in site order)")
     switch: str = Field(pattern=NAME_PATTERN, description="the switch (site or rack) its access link reaches")
-    compute_scale: float = Field(1.0, gt=0, le=MAX_COMPUTE_SCALE,
-                                 description="its compute and codec take this many times as long (a straggler above 1)")
+    compute_scale: float = Field(
+        1.0,
+        gt=0,
+        le=MAX_COMPUTE_SCALE,
+        description="its compute and codec take this many times as long (a straggler above 1)",
+    )
 
 
 class LinkSpec(BaseModel):
@@ -75,7 +79,7 @@ class Topology(BaseModel):
     links: tuple[LinkSpec, ...]
 
     @model_validator(mode="after")
-    def _well_formed(self) -> "Topology":
+    def _well_formed(self) -> Topology:
         names = [n.name for n in self.nodes]
         _unique("node", names)
         _unique("switch", list(self.switches))
@@ -117,8 +121,11 @@ class Topology(BaseModel):
 
     def groups(self) -> dict[str, list[int]]:
         """Node indices per switch, in switch order: a site's (or a rack's) nodes."""
-        return {s: [i for i, n in enumerate(self.nodes) if n.switch == s] for s in self.switches
-                if any(n.switch == s for n in self.nodes)}
+        return {
+            s: [i for i, n in enumerate(self.nodes) if n.switch == s]
+            for s in self.switches
+            if any(n.switch == s for n in self.nodes)
+        }
 
     def direction(self, hop: Hop) -> DirectionSpec:
         return self.link(hop.link).direction(hop.forward)
@@ -199,7 +206,9 @@ def _check_ends(link: LinkSpec, nodes: set[str], switches: set[str]) -> None:
     if link.a == link.b:
         raise ValueError(f"link {link.name!r} joins {link.a!r} to itself")
     if link.b in nodes:
-        raise ValueError(f"link {link.name!r} ends at node {link.b!r}: nodes reach the network through a switch (the node goes first)")
+        raise ValueError(
+            f"link {link.name!r} ends at node {link.b!r}: nodes reach the network through a switch (the node goes first)"
+        )
 
 
 def _islands(g: nx.Graph) -> str:

@@ -20,7 +20,9 @@ MAX_EMULATED_DELAY_S = 1.0  # one-way delay (and jitter) one direction of a link
 class DirectionSpec(BaseModel):
     """Shaping of one direction of one link."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False
+    )  # inf or nan would pass every range check
 
     rate_bps: float = Field(description="line rate in bits per second")
     delay_s: float = Field(0.0, description="one-way delay added on this direction")
@@ -31,14 +33,18 @@ class DirectionSpec(BaseModel):
     @classmethod
     def _rate_in_range(cls, v: float) -> float:
         if not MIN_RATE_BPS <= v <= MAX_RATE_BPS:
-            raise ValueError(f"must be between {format_rate(MIN_RATE_BPS)} and {format_rate(MAX_RATE_BPS)}, got {format_rate(v) if v > 0 else v}")
+            raise ValueError(
+                f"must be between {format_rate(MIN_RATE_BPS)} and {format_rate(MAX_RATE_BPS)}, got {format_rate(v) if v > 0 else v}"
+            )
         return v
 
     @field_validator("delay_s", "jitter_s")
     @classmethod
     def _time_in_range(cls, v: float) -> float:
         if not 0 <= v <= MAX_EMULATED_DELAY_S:
-            raise ValueError(f"must be between 0 and {format_time(MAX_EMULATED_DELAY_S)}, got {format_time(v) if v >= 0 else f'{v * 1e3:g}ms'}")
+            raise ValueError(
+                f"must be between 0 and {format_time(MAX_EMULATED_DELAY_S)}, got {format_time(v) if v >= 0 else f'{v * 1e3:g}ms'}"
+            )
         return v
 
     @field_validator("loss")

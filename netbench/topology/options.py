@@ -39,7 +39,9 @@ def _per_group(option: str, groups: int | None, nodes: int, kind: str) -> int:
     if groups < 1:
         raise TopologyError(f"{option}: must be at least 1, got {groups}")
     if nodes % groups:
-        raise TopologyError(f"{option}: {nodes} nodes do not divide into {groups} equal {kind} (--nodes must be a multiple of {option})")
+        raise TopologyError(
+            f"{option}: {nodes} nodes do not divide into {groups} equal {kind} (--nodes must be a multiple of {option})"
+        )
     return nodes // groups
 
 
@@ -50,9 +52,17 @@ def _refuse(kind: str, **given: object) -> None:
             raise TopologyError(f"--{name.replace('_', '-')}: does not apply to --topology {kind}")
 
 
-def topology_from_options(kind: str, nodes: int, up: DirectionSpec, down: DirectionSpec, sites: int | None = None,
-                          racks: int | None = None, wan_bw: str | None = None, wan_delay: str | None = None,
-                          oversubscription: float | None = None) -> Topology | None:
+def topology_from_options(
+    kind: str,
+    nodes: int,
+    up: DirectionSpec,
+    down: DirectionSpec,
+    sites: int | None = None,
+    racks: int | None = None,
+    wan_bw: str | None = None,
+    wan_delay: str | None = None,
+    oversubscription: float | None = None,
+) -> Topology | None:
     """The graph ``--topology`` names, or None for the default star (netbench's one-switch cluster).
 
     ``up``/``down``: every node's access link (``--up``/``--down``/``--delay``). ``sites``: ``nodes / sites`` nodes per

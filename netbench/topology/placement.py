@@ -24,7 +24,9 @@ def parse_rank_order(text: str) -> str | tuple[int, ...]:
     try:
         return tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise PlacementError(f"--rank-order: expected {' or '.join(RANK_ORDERS)} or a list of node indices, got {text!r}") from None
+        raise PlacementError(
+            f"--rank-order: expected {' or '.join(RANK_ORDERS)} or a list of node indices, got {text!r}"
+        ) from None
 
 
 def place(topology: Topology, order: str | tuple[int, ...] = "topology") -> tuple[int, ...]:

@@ -56,8 +56,13 @@ def star(nodes: int, up: DirectionSpec, down: DirectionSpec) -> Topology:
     return sites([Site(STAR_SWITCH, nodes, up, down)], [], kind="star")
 
 
-def sites(groups: list[Site], wans: list[Wan], overrides: dict[int, NodeOverride] | None = None,
-          kind: str = "sites", core: tuple[str, ...] = ()) -> Topology:
+def sites(
+    groups: list[Site],
+    wans: list[Wan],
+    overrides: dict[int, NodeOverride] | None = None,
+    kind: str = "sites",
+    core: tuple[str, ...] = (),
+) -> Topology:
     """Sites of nodes on their LAN, a trunk for every listed pair; ``overrides`` by node index; ``core``: switches without nodes."""
     overrides = overrides or {}
     nodes: list[NodeSpec] = []
@@ -67,17 +72,26 @@ def sites(groups: list[Site], wans: list[Wan], overrides: dict[int, NodeOverride
             i = len(nodes)
             o = overrides.get(i, NodeOverride())
             nodes.append(NodeSpec(name=f"n{i}", switch=site.name, compute_scale=o.compute_scale))
-            links.append(LinkSpec(name=f"n{i}", a=f"n{i}", b=site.name, forward=o.up or site.up, reverse=o.down or site.down))
+            links.append(
+                LinkSpec(name=f"n{i}", a=f"n{i}", b=site.name, forward=o.up or site.up, reverse=o.down or site.down)
+            )
     for wan in wans:
-        links.append(LinkSpec(name=trunk_name(wan.a, wan.b), a=wan.a, b=wan.b, forward=wan.forward,
-                              reverse=wan.reverse or wan.forward))
+        links.append(
+            LinkSpec(
+                name=trunk_name(wan.a, wan.b), a=wan.a, b=wan.b, forward=wan.forward, reverse=wan.reverse or wan.forward
+            )
+        )
     return Topology(kind=kind, nodes=tuple(nodes), switches=(*(s.name for s in groups), *core), links=tuple(links))
 
 
-def uniform_sites(count: int, nodes_per_site: int, up: DirectionSpec, down: DirectionSpec, wan: DirectionSpec) -> Topology:
+def uniform_sites(
+    count: int, nodes_per_site: int, up: DirectionSpec, down: DirectionSpec, wan: DirectionSpec
+) -> Topology:
     """``count`` sites named site0, site1, ... of ``nodes_per_site`` nodes, every pair joined by the same WAN link."""
     names = [f"site{i}" for i in range(count)]
-    return sites([Site(n, nodes_per_site, up, down) for n in names], [Wan(a, b, wan) for a, b in combinations(names, 2)])
+    return sites(
+        [Site(n, nodes_per_site, up, down) for n in names], [Wan(a, b, wan) for a, b in combinations(names, 2)]
+    )
 
 
 def racks(count: int, nodes_per_rack: int, up: DirectionSpec, down: DirectionSpec, oversubscription: float) -> Topology:

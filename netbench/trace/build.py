@@ -32,8 +32,14 @@ def trace_path(run_dir: Path) -> Path:
 
 
 def _steps(records: Mapping[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    return [r for recs in records.values() for r in recs
-            if r.get("event") == "step" and isinstance(r.get("t_start"), (int, float)) and isinstance(r.get("t_end"), (int, float))]
+    return [
+        r
+        for recs in records.values()
+        for r in recs
+        if r.get("event") == "step"
+        and isinstance(r.get("t_start"), (int, float))
+        and isinstance(r.get("t_end"), (int, float))
+    ]
 
 
 def alignment_bound_s(steps: list[dict[str, Any]]) -> float | None:
@@ -44,7 +50,9 @@ def alignment_bound_s(steps: list[dict[str, Any]]) -> float | None:
 
 def median_step_start(steps: list[dict[str, Any]], rank: int = 0) -> float | None:
     """Where ``rank``'s median measured step (by step time) starts: the model's step goes beside it."""
-    mine = sorted((r for r in steps if r.get("rank") == rank and not r.get("warmup")), key=lambda r: r.get("step_s") or 0.0)
+    mine = sorted(
+        (r for r in steps if r.get("rank") == rank and not r.get("warmup")), key=lambda r: r.get("step_s") or 0.0
+    )
     return mine[len(mine) // 2]["t_start"] if mine else None
 
 
@@ -56,7 +64,9 @@ def slowest_step_ends(steps: list[dict[str, Any]]) -> dict[int, float]:
     return ends
 
 
-def build(run_dir: Path, node_of_rank: Mapping[int, int], pcaps: Mapping[int, Path], addresses: Mapping[int, str]) -> dict[str, Any]:
+def build(
+    run_dir: Path, node_of_rank: Mapping[int, int], pcaps: Mapping[int, Path], addresses: Mapping[int, str]
+) -> dict[str, Any]:
     """The trace of the run in ``run_dir`` (its records, run.json, trunks.csv, tcp/ and the given captures)."""
     rd = RunDir(Path(run_dir))
     records = rd.all_records(len(node_of_rank))
@@ -71,31 +81,52 @@ def build(run_dir: Path, node_of_rank: Mapping[int, int], pcaps: Mapping[int, Pa
     for rank, recs in records.items():
         out += ranks.rank_events(rank, recs, origin, node_of_rank.get(rank))
     out += ev.process(ev.LINKS_PID, "links", 900)
-    out += (links.capture_events(pcaps, addresses, origin, star) if pcaps
-            else links.counter_events(steps, node_of_rank, origin))
+    out += (
+        links.capture_events(pcaps, addresses, origin, star)
+        if pcaps
+        else links.counter_events(steps, node_of_rank, origin)
+    )
     out += links.trunk_events(rd.trunks_csv, slowest_step_ends(steps), origin)
     tcp_out, costs = tcp.tcp_events(tcp_folder(rd.path), origin)
     out += tcp_out
     median = median_step_start(steps)
-    out += model_track.model_events(summary.get("predicted"), float(summary.get("apply_time_s") or 0.0),
-                                    (median if median is not None else origin) - origin, float(run_json.get("dilation") or 1.0))
-    return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": _about(origin, steps, costs, bool(pcaps), run_json)}
-
-
-def _about(origin: float, steps: list[dict[str, Any]], costs: dict[int, Any], captured: bool, run_json: dict[str, Any]) -> dict[str, Any]:
-    """What the trace says about itself: its clock, its origin, its alignment bound, the samplers' cost."""
-    cpu = [c["cpu_s"] / c["wall_s"] for c in costs.values() if c.get("wall_s")]
+    out += model_track.model_events(
+        summary.get("predicted"),
+        float(summary.get("apply_time_s") or 0.0),
+        (median if median is not None else origin) - origin,
+        float(run_json.get("dilation") or 1.0),
+    )
     return {
-        "run_id": run_json.get("run_id"), "origin_unix_s": origin,
-        "clock": "CLOCK_REALTIME of the host (workers: time.time() beside perf_counter(); capture: kernel packet stamps; TCP: time.time())",
-        "alignment_bound_s": alignment_bound_s(steps), "links_from": "capture" if captured else "interface counters",
-        "link_bin_s": links.BIN_S if captured else None, "dilation": run_json.get("dilation"),
-        "tcp_sampler": {"nodes": len(costs), "interval_s": next((c.get("interval_s") for c in costs.values()), None),
-                        "cpu_fraction_of_a_core": round(statistics.mean(cpu), 5) if cpu else None},
+        "traceEvents": out,
+        "displayTimeUnit": "ms",
+        "otherData": _about(origin, steps, costs, bool(pcaps), run_json),
     }
 
 
-def write_trace(run_dir: Path, node_of_rank: Mapping[int, int], pcaps: Mapping[int, Path], addresses: Mapping[int, str]) -> Path:
+def _about(
+    origin: float, steps: list[dict[str, Any]], costs: dict[int, Any], captured: bool, run_json: dict[str, Any]
+) -> dict[str, Any]:
+    """What the trace says about itself: its clock, its origin, its alignment bound, the samplers' cost."""
+    cpu = [c["cpu_s"] / c["wall_s"] for c in costs.values() if c.get("wall_s")]
+    return {
+        "run_id": run_json.get("run_id"),
+        "origin_unix_s": origin,
+        "clock": "CLOCK_REALTIME of the host (workers: time.time() beside perf_counter(); capture: kernel packet stamps; TCP: time.time())",
+        "alignment_bound_s": alignment_bound_s(steps),
+        "links_from": "capture" if captured else "interface counters",
+        "link_bin_s": links.BIN_S if captured else None,
+        "dilation": run_json.get("dilation"),
+        "tcp_sampler": {
+            "nodes": len(costs),
+            "interval_s": next((c.get("interval_s") for c in costs.values()), None),
+            "cpu_fraction_of_a_core": round(statistics.mean(cpu), 5) if cpu else None,
+        },
+    }
+
+
+def write_trace(
+    run_dir: Path, node_of_rank: Mapping[int, int], pcaps: Mapping[int, Path], addresses: Mapping[int, str]
+) -> Path:
     """Build the trace and write ``RUN_DIR/trace.json``; returns its path."""
     path = trace_path(run_dir)
     safe_files.write_text(path, json.dumps(build(run_dir, node_of_rank, pcaps, addresses), separators=(",", ":")))

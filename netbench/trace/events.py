@@ -25,20 +25,32 @@ def us(seconds: float) -> float:
 
 def process(pid: int, name: str, order: int) -> list[Event]:
     """Name a process (a group of tracks) and fix its place in the viewer."""
-    return [{"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}},
-            {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": order}}]
+    return [
+        {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}},
+        {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": order}},
+    ]
 
 
 def thread(pid: int, tid: int, name: str) -> list[Event]:
     """Name a track (a thread) of process ``pid``."""
-    return [{"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": name}},
-            {"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}}]
+    return [
+        {"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": name}},
+        {"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}},
+    ]
 
 
 def span(pid: int, tid: int, name: str, start_s: float, end_s: float, cat: str, **args: Any) -> Event:
     """A complete event: ``name`` from ``start_s`` to ``end_s`` (seconds from the origin)."""
-    return {"ph": "X", "pid": pid, "tid": tid, "name": name, "cat": cat, "ts": us(start_s),
-            "dur": us(max(0.0, end_s - start_s)), "args": args}
+    return {
+        "ph": "X",
+        "pid": pid,
+        "tid": tid,
+        "name": name,
+        "cat": cat,
+        "ts": us(start_s),
+        "dur": us(max(0.0, end_s - start_s)),
+        "args": args,
+    }
 
 
 def counter(pid: int, name: str, t_s: float, **values: float) -> Event:

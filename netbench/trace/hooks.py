@@ -23,8 +23,13 @@ def stop_sampling(sampling: TcpSampling | None) -> None:
         sampling.stop()
 
 
-def write(enabled: bool, run_dir: Path, node_of_rank: Mapping[int, int], pcaps: Mapping[int, Path],
-          addresses: Mapping[int, str]) -> Path | None:
+def write(
+    enabled: bool,
+    run_dir: Path,
+    node_of_rank: Mapping[int, int],
+    pcaps: Mapping[int, Path],
+    addresses: Mapping[int, str],
+) -> Path | None:
     """trace.json in ``run_dir`` (None with --no-trace, or when it could not be built: the reason goes to stderr)."""
     if not enabled:
         return None

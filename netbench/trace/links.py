@@ -48,7 +48,9 @@ def counter_track(pid: int, name: str, by_bin: Mapping[int, float], unit: str, s
     return out
 
 
-def capture_events(pcaps: Mapping[int, Path], addresses: Mapping[int, str], origin: float, star: bool) -> list[ev.Event]:
+def capture_events(
+    pcaps: Mapping[int, Path], addresses: Mapping[int, str], origin: float, star: bool
+) -> list[ev.Event]:
     """Each node's up and down link from its capture, and (star only) the bytes held in the switch."""
     from netbench.capture.pcap import packets  # scapy: only where a capture is read
 
@@ -57,8 +59,9 @@ def capture_events(pcaps: Mapping[int, Path], addresses: Mapping[int, str], orig
     for node, path in sorted(pcaps.items()):
         bins = binned(packets(path, addresses[node]), origin)
         for direction, label in (("tx", "up"), ("rx", "down")):
-            out += counter_track(ev.LINKS_PID, f"node {node} {label} (Mbit/s)", bins[direction], "Mbit/s",
-                                 lambda b: mbit_per_s(b, BIN_S))
+            out += counter_track(
+                ev.LINKS_PID, f"node {node} {label} (Mbit/s)", bins[direction], "Mbit/s", lambda b: mbit_per_s(b, BIN_S)
+            )
         for i, b in bins["tx"].items():
             held[i] += b
         for i, b in bins["rx"].items():
@@ -73,7 +76,9 @@ def held_events(net_by_bin: Mapping[int, int]) -> list[ev.Event]:
     out, level = [], 0
     for i in range(min(net_by_bin), max(net_by_bin) + 1):
         level += net_by_bin.get(i, 0)
-        out.append(ev.counter(ev.LINKS_PID, "switch queue: delay line + ports (bytes)", (i + 1) * BIN_S, bytes=max(level, 0)))
+        out.append(
+            ev.counter(ev.LINKS_PID, "switch queue: delay line + ports (bytes)", (i + 1) * BIN_S, bytes=max(level, 0))
+        )
     return out
 
 
@@ -87,8 +92,14 @@ def counter_events(steps: Iterable[dict[str, Any]], node_of_rank: Mapping[int, i
             continue
         t0, t1 = r["t_start"] - origin, r["t_end"] - origin
         for field, label in (("tx_bytes", "up"), ("rx_bytes", "down")):
-            out.append(ev.counter(ev.LINKS_PID, f"node {node} {label} (Mbit/s, per step)", t0,
-                                  **{"Mbit/s": mbit_per_s(r.get(field) or 0, t1 - t0)}))
+            out.append(
+                ev.counter(
+                    ev.LINKS_PID,
+                    f"node {node} {label} (Mbit/s, per step)",
+                    t0,
+                    **{"Mbit/s": mbit_per_s(r.get(field) or 0, t1 - t0)},
+                )
+            )
     return out
 
 

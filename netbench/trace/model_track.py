@@ -20,9 +20,13 @@ def model_phases(predicted: dict[str, Any], apply_s: float) -> list[tuple[str, f
     """(phase, seconds) of one predicted step; ``apply_s`` (measured) is split off the local work."""
     local = float(predicted.get("local_time_s") or 0.0)
     apply_s = min(max(apply_s, 0.0), local)
-    return [("compute", local - apply_s), ("encode", float(predicted.get("compress_time_s") or 0.0)),
-            ("communicate", float(predicted.get("comm_time_s") or 0.0)),
-            ("decode", float(predicted.get("decode_time_s") or 0.0)), ("apply", apply_s)]
+    return [
+        ("compute", local - apply_s),
+        ("encode", float(predicted.get("compress_time_s") or 0.0)),
+        ("communicate", float(predicted.get("comm_time_s") or 0.0)),
+        ("decode", float(predicted.get("decode_time_s") or 0.0)),
+        ("apply", apply_s),
+    ]
 
 
 def model_events(predicted: dict[str, Any] | None, apply_s: float, start_s: float, dilation: float) -> list[ev.Event]:
@@ -32,8 +36,18 @@ def model_events(predicted: dict[str, Any] | None, apply_s: float, start_s: floa
     k = dilation or 1.0
     step = float(predicted["step_time_s"]) * k
     out = ev.process(ev.MODEL_PID, "model (predicted step)", -1) + ev.thread(ev.MODEL_PID, 1, "predicted")
-    out.append(ev.span(ev.MODEL_PID, 1, "step (model)", start_s, start_s + step, "model",
-                       step_time_s=predicted["step_time_s"], dilation=k))
+    out.append(
+        ev.span(
+            ev.MODEL_PID,
+            1,
+            "step (model)",
+            start_s,
+            start_s + step,
+            "model",
+            step_time_s=predicted["step_time_s"],
+            dilation=k,
+        )
+    )
     t = start_s
     for name, seconds in model_phases(predicted, apply_s):
         end = min(t + seconds * k, start_s + step)

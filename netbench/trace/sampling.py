@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from netbench.trace.tcp_sampler import DEFAULT_INTERVAL_S
 
@@ -26,9 +27,18 @@ class TcpSampling:
     def __init__(self, nodes: Sequence[NodeLike], run_dir: Path, interval_s: float = DEFAULT_INTERVAL_S) -> None:
         folder = tcp_folder(run_dir)
         folder.mkdir(exist_ok=True)
-        self.procs = [node.python("netbench.trace.tcp_sampler", "--out", str(folder / f"node{node.index}.jsonl"),
-                                  "--interval", str(interval_s), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                      for node in nodes]
+        self.procs = [
+            node.python(
+                "netbench.trace.tcp_sampler",
+                "--out",
+                str(folder / f"node{node.index}.jsonl"),
+                "--interval",
+                str(interval_s),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for node in nodes
+        ]
 
     def stop(self, timeout_s: float = 5.0) -> None:
         for proc in self.procs:

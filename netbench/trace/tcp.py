@@ -13,8 +13,12 @@ from typing import Any
 from netbench.trace import events as ev
 
 MIN_BYTES = 64 * 1024  # a connection that sent less is control traffic
-SERIES = (("cwnd", "cwnd (segments)", 1.0), ("srtt_us", "srtt (ms)", 1e-3), ("in_flight_bytes", "in flight (bytes)", 1.0),
-          ("retrans", "retransmissions", 1.0))
+SERIES = (
+    ("cwnd", "cwnd (segments)", 1.0),
+    ("srtt_us", "srtt (ms)", 1e-3),
+    ("in_flight_bytes", "in flight (bytes)", 1.0),
+    ("retrans", "retransmissions", 1.0),
+)
 
 
 def read_samples(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -52,7 +56,14 @@ def node_events(node: int, path: Path, origin: float) -> tuple[list[ev.Event], d
         for c in s["conns"]:
             if c.get("conn") in keep:
                 for field, label, scale in SERIES:
-                    out.append(ev.counter(pid, f"{c['conn']} {label}", s["t"] - origin, value=round(float(c.get(field) or 0) * scale, 3)))
+                    out.append(
+                        ev.counter(
+                            pid,
+                            f"{c['conn']} {label}",
+                            s["t"] - origin,
+                            value=round(float(c.get(field) or 0) * scale, 3),
+                        )
+                    )
     return out, done
 
 

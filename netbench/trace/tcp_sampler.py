@@ -21,10 +21,21 @@ from typing import Any
 
 from netbench.worker.records import RecordWriter
 
-DEFAULT_INTERVAL_S = 0.1  # 10 samples a second: about 1 % of a core per node (each sampler's done line says what it used)
+DEFAULT_INTERVAL_S = (
+    0.1  # 10 samples a second: about 1 % of a core per node (each sampler's done line says what it used)
+)
 ESTABLISHED = 1 << 1  # TCP_ESTABLISHED as an inet_diag state mask
 INFO = 1 << 1  # INET_DIAG_INFO - 1: ask for struct tcp_info only
-FIELDS = ("cwnd", "srtt_us", "rttvar_us", "in_flight_bytes", "retrans", "bytes_sent", "bytes_retrans", "delivery_rate_bps")
+FIELDS = (
+    "cwnd",
+    "srtt_us",
+    "rttvar_us",
+    "in_flight_bytes",
+    "retrans",
+    "bytes_sent",
+    "bytes_retrans",
+    "delivery_rate_bps",
+)
 
 
 def connection(msg: dict[str, Any]) -> dict[str, Any] | None:
@@ -35,9 +46,13 @@ def connection(msg: dict[str, Any]) -> dict[str, Any] | None:
         return None
     return {
         "conn": f"{msg['idiag_src']}:{msg['idiag_sport']}->{msg['idiag_dst']}:{msg['idiag_dport']}",
-        "cwnd": info["tcpi_snd_cwnd"], "srtt_us": info["tcpi_rtt"], "rttvar_us": info["tcpi_rttvar"],
-        "in_flight_bytes": info["tcpi_unacked"] * info["tcpi_snd_mss"], "retrans": info["tcpi_total_retrans"],
-        "bytes_sent": info.get("tcpi_bytes_sent", 0), "bytes_retrans": info.get("tcpi_bytes_retrans", 0),
+        "cwnd": info["tcpi_snd_cwnd"],
+        "srtt_us": info["tcpi_rtt"],
+        "rttvar_us": info["tcpi_rttvar"],
+        "in_flight_bytes": info["tcpi_unacked"] * info["tcpi_snd_mss"],
+        "retrans": info["tcpi_total_retrans"],
+        "bytes_sent": info.get("tcpi_bytes_sent", 0),
+        "bytes_retrans": info.get("tcpi_bytes_retrans", 0),
         "delivery_rate_bps": 8 * info.get("tcpi_delivery_rate", 0),
     }
 
@@ -70,8 +85,15 @@ def sample(out: Path, interval_s: float) -> None:
             pass
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            writer.write({"event": "done", "samples": samples, "cpu_s": time.process_time() - cpu0,
-                          "wall_s": time.time() - began, "interval_s": interval_s})
+            writer.write(
+                {
+                    "event": "done",
+                    "samples": samples,
+                    "cpu_s": time.process_time() - cpu0,
+                    "wall_s": time.time() - began,
+                    "interval_s": interval_s,
+                }
+            )
 
 
 def main() -> None:

@@ -10,10 +10,26 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["IfaceCounters", "ResolvedSpec", "SpecError", "WorkerSpec", "load_spec", "read_counters", "resolve", "run_worker"]
+__all__ = [
+    "IfaceCounters",
+    "ResolvedSpec",
+    "SpecError",
+    "WorkerSpec",
+    "load_spec",
+    "read_counters",
+    "resolve",
+    "run_worker",
+]
 
-_HOMES = {"IfaceCounters": "counters", "read_counters": "counters", "ResolvedSpec": "spec", "SpecError": "spec",
-          "WorkerSpec": "spec", "load_spec": "spec", "resolve": "spec"}
+_HOMES = {
+    "IfaceCounters": "counters",
+    "read_counters": "counters",
+    "ResolvedSpec": "spec",
+    "SpecError": "spec",
+    "WorkerSpec": "spec",
+    "load_spec": "spec",
+    "resolve": "spec",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,11 @@ from netbench.worker.spec import SpecError, load_spec, resolve
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m netbench.worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--spec", required=True, help="WorkerSpec JSON file; rank fields left out are read from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT")
+    parser.add_argument(
+        "--spec",
+        required=True,
+        help="WorkerSpec JSON file; rank fields left out are read from RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT",
+    )
     args = parser.parse_args(argv)
     try:
         resolved = resolve(load_spec(args.spec))

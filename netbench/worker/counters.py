@@ -31,7 +31,7 @@ class IfaceCounters:
     rx_packets: int
     retrans_segs: int = 0  # TCP segments retransmitted from this namespace (all its sockets)
 
-    def __sub__(self, earlier: "IfaceCounters") -> "IfaceCounters":
+    def __sub__(self, earlier: IfaceCounters) -> IfaceCounters:
         return IfaceCounters(
             self.tx_bytes - earlier.tx_bytes,
             self.rx_bytes - earlier.rx_bytes,
@@ -41,8 +41,13 @@ class IfaceCounters:
         )
 
     def as_dict(self) -> dict[str, int]:
-        return {"tx_bytes": self.tx_bytes, "rx_bytes": self.rx_bytes, "tx_packets": self.tx_packets, "rx_packets": self.rx_packets,
-                "retrans_segs": self.retrans_segs}
+        return {
+            "tx_bytes": self.tx_bytes,
+            "rx_bytes": self.rx_bytes,
+            "tx_packets": self.tx_packets,
+            "rx_packets": self.rx_packets,
+            "retrans_segs": self.retrans_segs,
+        }
 
 
 def parse_proc_net_dev(text: str, iface: str) -> IfaceCounters:

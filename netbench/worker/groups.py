@@ -35,14 +35,14 @@ class Layout:
             raise ValueError(f"sharding groups must hold every rank 0-{len(ranks) - 1} once")
 
     @classmethod
-    def per_node(cls, nodes: int, g: int) -> "Layout":
+    def per_node(cls, nodes: int, g: int) -> Layout:
         """``nodes`` groups of ``g`` consecutive ranks: the G workers of each node (rank = node * G + local rank)."""
         if nodes < 1 or g < 1:
             raise ValueError(f"need at least one node and one accelerator per node, got {nodes} x {g}")
         return cls(tuple(tuple(range(n * g, (n + 1) * g)) for n in range(nodes)))
 
     @classmethod
-    def per_site(cls, sites: Iterable[Sequence[int]], placement: Sequence[int], g: int = 1) -> "Layout":
+    def per_site(cls, sites: Iterable[Sequence[int]], placement: Sequence[int], g: int = 1) -> Layout:
         """One group per site: the ranks whose node (``placement[rank // g]``) is among the site's node indices."""
         node_site = {node: i for i, nodes in enumerate(sites) for node in nodes}
         shards: list[list[int]] = [[] for _ in range(len(set(node_site.values())))]

@@ -19,8 +19,16 @@ INTRA_STATS = ("intra_comm_s", "intra_payload_bytes", "intra_collectives")
 def hierarchical_replicator(workload, spec, build, names) -> HierarchicalReplicator:
     """This rank's two groups and the FlexDeMo wrapper around the configured replicator."""
     groups = build_groups(spec.layout(), spec.rank)
-    return HierarchicalReplicator(workload.parameters(), spec.replicator, build, groups.shard, groups.shard_ranks,
-                                  groups.local_rank, groups.replica, names)
+    return HierarchicalReplicator(
+        workload.parameters(),
+        spec.replicator,
+        build,
+        groups.shard,
+        groups.shard_ranks,
+        groups.local_rank,
+        groups.replica,
+        names,
+    )
 
 
 def place_fields(spec) -> dict[str, Any]:

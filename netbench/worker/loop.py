@@ -35,9 +35,9 @@ import torch.distributed as dist
 
 from netbench import pacing
 from netbench.emulation import signals
+from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 from netbench.schedule.pacing import scale_at
 from netbench.trace import spans
-from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 from netbench.worker.counters import IfaceCounters, read_counters
 from netbench.worker.records import RecordWriter
 from netbench.worker.spec import ResolvedSpec
@@ -95,8 +95,13 @@ class WorkerRun:
         workload = build_workload(spec.workload, spec.rank, spec.world_size)
         if self.resolved.init_method == "env":
             os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = spec.master_addr, str(spec.master_port)
-        dist.init_process_group("gloo", init_method=self.resolved.url, rank=spec.rank,
-                                world_size=spec.world_size, timeout=timedelta(seconds=spec.timeout_s))
+        dist.init_process_group(
+            "gloo",
+            init_method=self.resolved.url,
+            rank=spec.rank,
+            world_size=spec.world_size,
+            timeout=timedelta(seconds=spec.timeout_s),
+        )
         # Imported here so that a replicator that fails to import becomes an error event.
         from netbench.replicators import build_replicator
 
@@ -108,21 +113,39 @@ class WorkerRun:
         else:
             replicator = build_replicator(workload.parameters(), spec.replicator, names=names)
         self.backward = None  # replicators/backward.py: buckets launched from backward's hooks
-        if spec.replicator.overlap_backward and spec.workload.kind in BACKWARD_OVERLAP_WORKLOADS \
-                and hasattr(replicator, "attach_backward_hooks"):
+        if (
+            spec.replicator.overlap_backward
+            and spec.workload.kind in BACKWARD_OVERLAP_WORKLOADS
+            and hasattr(replicator, "attach_backward_hooks")
+        ):
             self.backward = replicator.attach_backward_hooks()
-        self.writer.write({
-            "event": "start", "rank": spec.rank, "world_size": spec.world_size, "t": time.time(),
-            "host": socket.gethostname(), "pid": os.getpid(), "iface": spec.iface, "init_method": self.resolved.url,
-            "threads": spec.threads, "steps": spec.steps, "warmup_steps": spec.warmup_steps, "timeout_s": spec.timeout_s,
-            "n_params": workload.num_params(), "n_tensors": len(workload.parameters()),
-            "workload": spec.workload.model_dump(), "replicator": spec.replicator.model_dump(),
-            "overlap_backward": self.backward is not None, "compute_scale": spec.compute_scale,
-        })
+        self.writer.write(
+            {
+                "event": "start",
+                "rank": spec.rank,
+                "world_size": spec.world_size,
+                "t": time.time(),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "iface": spec.iface,
+                "init_method": self.resolved.url,
+                "threads": spec.threads,
+                "steps": spec.steps,
+                "warmup_steps": spec.warmup_steps,
+                "timeout_s": spec.timeout_s,
+                "n_params": workload.num_params(),
+                "n_tensors": len(workload.parameters()),
+                "workload": spec.workload.model_dump(),
+                "replicator": spec.replicator.model_dump(),
+                "overlap_backward": self.backward is not None,
+                "compute_scale": spec.compute_scale,
+            }
+        )
         return workload, replicator
 
-    def _one_step(self, step: int, workload: Workload, replicator: Any,
-                  before: IfaceCounters) -> tuple[dict[str, Any], IfaceCounters]:
+    def _one_step(
+        self, step: int, workload: Workload, replicator: Any, before: IfaceCounters
+    ) -> tuple[dict[str, Any], IfaceCounters]:
         """Run and measure one step; returns its record and the counter reading it ended on."""
         t_start, began, began_cpu = time.time(), time.perf_counter(), time.thread_time()
         self._follow_schedule(step, t_start)
@@ -138,8 +161,13 @@ class WorkerRun:
         # Codec work that ran inside backward's hooks is booked in compress_s/decode_s, not compute_s.
         hooked = self.backward.last_hooked_s if self.backward is not None else 0.0
         record: dict[str, Any] = {
-            "event": "step", "rank": self.spec.rank, "step": step, "warmup": step < self.spec.warmup_steps,
-            "t_start": t_start, "t_end": t_end, "compute_s": computed - began - hooked,
+            "event": "step",
+            "rank": self.spec.rank,
+            "step": step,
+            "warmup": step < self.spec.warmup_steps,
+            "t_start": t_start,
+            "t_end": t_end,
+            "compute_s": computed - began - hooked,
             "compute_scale": pacing.compute_scale(),  # above 1: a straggler's phases, stretched (netbench.pacing)
         }
         record.update({name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)})
@@ -156,14 +184,21 @@ class WorkerRun:
             return
         if self.measuring_since is None:
             self.measuring_since = t_start
-        pacing.set_compute_scale(scale_at(self.spec.compute_phases, t_start - self.measuring_since, self.spec.compute_scale))
+        pacing.set_compute_scale(
+            scale_at(self.spec.compute_phases, t_start - self.measuring_since, self.spec.compute_scale)
+        )
 
     def _done_record(self) -> dict[str, Any]:
         """Totals over the measured (non-warmup) steps."""
         spec, steps = self.spec, self.measured
         done: dict[str, Any] = {
-            "event": "done", "rank": spec.rank, "steps": len(steps), "warmup_steps": spec.warmup_steps,
-            "t_start": steps[0]["t_start"], "t_end": steps[-1]["t_end"], "wall_s": steps[-1]["t_end"] - steps[0]["t_start"],
+            "event": "done",
+            "rank": spec.rank,
+            "steps": len(steps),
+            "warmup_steps": spec.warmup_steps,
+            "t_start": steps[0]["t_start"],
+            "t_end": steps[-1]["t_end"],
+            "wall_s": steps[-1]["t_end"] - steps[0]["t_start"],
         }
         done.update({name: sum(r[name] for r in steps) for name in SUMMED_FIELDS})
         done["mean_step_s"] = done["step_s"] / len(steps)
@@ -193,8 +228,15 @@ def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = 
                     code = 0
                 except BaseException as exc:  # noqa: BLE001 - every failure, SIGTERM and Ctrl-C included, leaves an error event
                     traceback.print_exc(file=sys.stderr)
-                    writer.write({"event": "error", "rank": spec.rank, "step": worker.step if worker.step >= 0 else None,
-                                  "t": time.time(), "error": f"{type(exc).__name__}: {exc}".strip()})
+                    writer.write(
+                        {
+                            "event": "error",
+                            "rank": spec.rank,
+                            "step": worker.step if worker.step >= 0 else None,
+                            "t": time.time(),
+                            "error": f"{type(exc).__name__}: {exc}".strip(),
+                        }
+                    )
                     code = 1
         finally:
             _leave_group()

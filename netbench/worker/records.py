@@ -53,7 +53,7 @@ class RecordWriter:
             os.close(self._fd)
             self._fd = -1
 
-    def __enter__(self) -> "RecordWriter":
+    def __enter__(self) -> RecordWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -30,30 +30,55 @@ class WorkerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rank: int | None = Field(None, ge=0, description="this node's rank; None: read RANK (and the rest) from the environment")
+    rank: int | None = Field(
+        None, ge=0, description="this node's rank; None: read RANK (and the rest) from the environment"
+    )
     world_size: int | None = Field(None, ge=1, description="number of nodes; None: WORLD_SIZE")
     master_addr: str | None = Field(None, min_length=1, description="rank 0's address; None: MASTER_ADDR")
-    master_port: int | None = Field(None, ge=1, le=65535, description="rendezvous port on master_addr; None: MASTER_PORT")
-    iface: str = Field(..., min_length=1, description="interface for GLOO_SOCKET_IFNAME and the byte counters ('lo' in tests)")
+    master_port: int | None = Field(
+        None, ge=1, le=65535, description="rendezvous port on master_addr; None: MASTER_PORT"
+    )
+    iface: str = Field(
+        ..., min_length=1, description="interface for GLOO_SOCKET_IFNAME and the byte counters ('lo' in tests)"
+    )
     steps: int = Field(10, ge=1, description="measured steps (after the warmup steps)")
     warmup_steps: int = Field(0, ge=0, description="steps run and recorded first, flagged warmup")
     replicator: ReplicatorConfig = Field(default_factory=ReplicatorConfig)
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
-    out_path: str = Field(..., min_length=1, description="JSONL file appended to; '{rank}' in it is replaced by the rank")
-    timeout_s: float = Field(30.0, gt=0.0, description="rendezvous and collective timeout: a dead peer fails the run, never hangs it")
+    out_path: str = Field(
+        ..., min_length=1, description="JSONL file appended to; '{rank}' in it is replaced by the rank"
+    )
+    timeout_s: float = Field(
+        30.0, gt=0.0, description="rendezvous and collective timeout: a dead peer fails the run, never hangs it"
+    )
     threads: int = Field(1, ge=1, description="torch.set_num_threads for the workload and the replicator")
-    cpu_dilation: float = Field(1.0, ge=1.0, description="time dilation k: CPU phases padded to k times their CPU time (netbench.pacing)")
-    gpus_per_node: int = Field(1, ge=1, description="G workers per node: shard inside it, replicate between nodes (rank = node * G + local rank)")
-    intra_iface: str | None = Field(None, min_length=1, description="interface of the intra-node link, for its counters ('lo'); None: not read")
+    cpu_dilation: float = Field(
+        1.0, ge=1.0, description="time dilation k: CPU phases padded to k times their CPU time (netbench.pacing)"
+    )
+    gpus_per_node: int = Field(
+        1,
+        ge=1,
+        description="G workers per node: shard inside it, replicate between nodes (rank = node * G + local rank)",
+    )
+    intra_iface: str | None = Field(
+        None, min_length=1, description="interface of the intra-node link, for its counters ('lo'); None: not read"
+    )
     shard_groups: tuple[tuple[int, ...], ...] | None = Field(
-        None, min_length=1, description="the sharding groups as rank lists of one size, every rank once (a site's ranks with "
-        "--shard-within site); None: the gpus_per_node workers of each node")
-    compute_scale: float = Field(1.0, ge=1.0, le=100.0, description="a straggler: its compute and codec phases take this many times as long")
+        None,
+        min_length=1,
+        description="the sharding groups as rank lists of one size, every rank once (a site's ranks with "
+        "--shard-within site); None: the gpus_per_node workers of each node",
+    )
+    compute_scale: float = Field(
+        1.0, ge=1.0, le=100.0, description="a straggler: its compute and codec phases take this many times as long"
+    )
     compute_phases: tuple[tuple[float, float], ...] = Field(
-        (), description="a schedule's straggler phases: (seconds from the first measured step, compute scale), in time order")
+        (),
+        description="a schedule's straggler phases: (seconds from the first measured step, compute scale), in time order",
+    )
 
     @model_validator(mode="after")
-    def _rank_in_world(self) -> "WorkerSpec":
+    def _rank_in_world(self) -> WorkerSpec:
         if self.rank is not None and self.world_size is not None and self.rank >= self.world_size:
             raise ValueError(f"rank {self.rank} is outside world size {self.world_size}")
         if self.world_size is not None and self.world_size % self.gpus_per_node:
@@ -125,7 +150,9 @@ def resolve(spec: WorkerSpec, environ: Mapping[str, str] | None = None) -> Resol
     for field, var in _ENV_FIELDS.items():
         if getattr(spec, field) is None:
             if var not in env:
-                raise SpecError(f"spec leaves {field} out and {var} is not set (launch with torchrun or set it in the spec)")
+                raise SpecError(
+                    f"spec leaves {field} out and {var} is not set (launch with torchrun or set it in the spec)"
+                )
             updates[field] = env[var]
     try:
         full = WorkerSpec.model_validate({**spec.model_dump(), **updates})

@@ -7,7 +7,8 @@ The replicator, not the workload, owns the optimizer: ``compute_step`` only leav
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 from torch import nn

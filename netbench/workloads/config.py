@@ -25,12 +25,20 @@ MAX_COMPUTE_MS = 600_000.0  # ten minutes of stand-in compute per step: beyond t
 class WorkloadConfig(BaseModel):
     """What each node trains: a built-in model on local data, or fake parameters of a preset's shapes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf or nan would pass every range check
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, allow_inf_nan=False
+    )  # inf or nan would pass every range check
 
     # A description of a field with a command-line option is also its help (netbench/cli/fields.py).
-    kind: WorkloadKind = Field("transformer", description="transformer, mlp, shapes, or python:MODULE:FACTORY (your model and batches).")
-    seed: int = Field(0, ge=0, description="model init is seeded by seed alone (identical replicas); data by (seed, rank)")
-    batch_size: int = Field(0, ge=0, description="sequences (transformer) or samples (mlp) per step; 0 picks the kind's default")
+    kind: WorkloadKind = Field(
+        "transformer", description="transformer, mlp, shapes, or python:MODULE:FACTORY (your model and batches)."
+    )
+    seed: int = Field(
+        0, ge=0, description="model init is seeded by seed alone (identical replicas); data by (seed, rank)"
+    )
+    batch_size: int = Field(
+        0, ge=0, description="sequences (transformer) or samples (mlp) per step; 0 picks the kind's default"
+    )
     # transformer
     seq_len: int = Field(64, ge=2, le=4096, description="transformer context length in bytes")
     d_model: int = Field(128, ge=8, description="transformer width")
@@ -43,12 +51,20 @@ class WorkloadConfig(BaseModel):
     classes: int = Field(10, ge=2, description="mlp classes (labels are the teacher's argmax)")
     # shapes
     shapes: str = Field("gpt2-small:blocks=2", description="shapes workload: preset, llama:... spec or .json file.")
-    compute_ms: float = Field(100.0, ge=0.0, le=MAX_COMPUTE_MS, description="shapes workload: stand-in forward/backward time.")
-    target_scale: float = Field(0.02, gt=0.0, description="shapes kind: std of the quadratic's targets (GPT-2's init std)")
+    compute_ms: float = Field(
+        100.0, ge=0.0, le=MAX_COMPUTE_MS, description="shapes workload: stand-in forward/backward time."
+    )
+    target_scale: float = Field(
+        0.02, gt=0.0, description="shapes kind: std of the quadratic's targets (GPT-2's init std)"
+    )
     grad_noise: float = Field(0.5, ge=0.0, description="shapes kind: per-step gradient noise, relative to target_scale")
-    heterogeneity: float = Field(0.3, ge=0.0, description="shapes kind: spread of per-rank targets around the shared one")
+    heterogeneity: float = Field(
+        0.3, ge=0.0, description="shapes kind: spread of per-rank targets around the shared one"
+    )
     # python
-    factory: str = Field("", description="python kind: MODULE:FACTORY returning (model, batches[, loss_fn]) (netbench.workloads.python)")
+    factory: str = Field(
+        "", description="python kind: MODULE:FACTORY returning (model, batches[, loss_fn]) (netbench.workloads.python)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -59,14 +75,16 @@ class WorkloadConfig(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> "WorkloadConfig":
+    def _check(self) -> WorkloadConfig:
         if self.kind == "transformer" and self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.kind == "shapes":
             self.shape_list()  # raises with the parser's message on an unknown preset or bad file (and checks its size)
         elif self.kind == "python":
             if not _FACTORY.fullmatch(self.factory):
-                raise ValueError(f"kind python needs MODULE:FACTORY, as in --workload python:mymodel:make (got {self.factory!r})")
+                raise ValueError(
+                    f"kind python needs MODULE:FACTORY, as in --workload python:mymodel:make (got {self.factory!r})"
+                )
         else:
             try:
                 check_param_count(self.param_count(), f"{self.kind} workload")
@@ -84,7 +102,9 @@ class WorkloadConfig(BaseModel):
         if self.kind == "transformer":
             d = self.d_model
             per_block = 12 * d * d + 13 * d  # layer norms, qkv, projection, 4x MLP (with biases)
-            return 256 * d + self.seq_len * d + self.n_layers * per_block + 2 * d + 256 * d  # byte embeddings, positions, ln_f, head
+            return (
+                256 * d + self.seq_len * d + self.n_layers * per_block + 2 * d + 256 * d
+            )  # byte embeddings, positions, ln_f, head
         widths = [self.in_dim] + [self.hidden] * self.mlp_layers + [self.classes]
         return sum(a * b + b for a, b in zip(widths, widths[1:]))
 

@@ -52,7 +52,9 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return target
 
 
-def call_factory(factory: Callable[..., Any], rank: int, world_size: int) -> tuple[nn.Module, Iterable[Any], Callable[..., Any] | None]:
+def call_factory(
+    factory: Callable[..., Any], rank: int, world_size: int
+) -> tuple[nn.Module, Iterable[Any], Callable[..., Any] | None]:
     """Call the factory (with rank/world_size if it takes them) and check what it returned."""
     try:
         params = inspect.signature(factory).parameters
@@ -64,13 +66,17 @@ def call_factory(factory: Callable[..., Any], rank: int, world_size: int) -> tup
     except Exception as exc:  # noqa: BLE001 - the user's code failed
         raise FactoryError(f"the factory raised {type(exc).__name__}: {exc}") from None
     if not isinstance(made, (tuple, list)) or len(made) not in (2, 3):
-        raise FactoryError(f"the factory must return (model, batches) or (model, batches, loss_fn), got {type(made).__name__}")
+        raise FactoryError(
+            f"the factory must return (model, batches) or (model, batches, loss_fn), got {type(made).__name__}"
+        )
     model, batches, loss_fn = (*made, None)[:3]
     if not isinstance(model, nn.Module):
         raise FactoryError(f"the factory's model must be a torch.nn.Module, got {type(model).__name__}")
     trainable = [p for p in model.parameters() if p.requires_grad]
     if not trainable or any(p.dtype != torch.float32 for p in trainable):
-        raise FactoryError("the model needs trainable fp32 parameters (replicators send fp32 or bf16 on the wire from fp32 state)")
+        raise FactoryError(
+            "the model needs trainable fp32 parameters (replicators send fp32 or bf16 on the wire from fp32 state)"
+        )
     if not isinstance(batches, Iterable):
         raise FactoryError(f"the factory's batches must be iterable, got {type(batches).__name__}")
     if loss_fn is not None and not callable(loss_fn):
@@ -89,7 +95,9 @@ class PythonWorkload(Workload):
     def __init__(self, cfg: WorkloadConfig, rank: int, world_size: int) -> None:
         factory = load_factory(cfg.factory)
         self.model, self.source, self.loss_fn = build_shared(cfg.seed, lambda: call_factory(factory, rank, world_size))
-        torch.manual_seed((cfg.seed * 1_000_003 + STREAM_DATA) * 1_000_033 + rank + 1)  # batches from the global RNG differ by rank
+        torch.manual_seed(
+            (cfg.seed * 1_000_003 + STREAM_DATA) * 1_000_033 + rank + 1
+        )  # batches from the global RNG differ by rank
         self.batches: Iterator[Any] = iter(self.source)
 
     def _next_batch(self) -> Any:
@@ -100,7 +108,9 @@ class PythonWorkload(Workload):
             try:
                 return next(self.batches)
             except StopIteration:
-                raise FactoryError("the factory's batches ran out (give an endless iterator or a re-iterable)") from None
+                raise FactoryError(
+                    "the factory's batches ran out (give an endless iterator or a re-iterable)"
+                ) from None
 
     def compute_step(self) -> float:
         self.model.zero_grad(set_to_none=False)

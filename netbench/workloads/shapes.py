@@ -116,11 +116,13 @@ class ShapesWorkload(Workload):
             if p.grad is None or p.grad.shape != p.shape:
                 p.grad = torch.empty_like(p)
             g = p.grad
-            torch.sub(p, self.buffer[start:start + n].view(p.shape), alpha=scale, out=g)
+            torch.sub(p, self.buffer[start : start + n].view(p.shape), alpha=scale, out=g)
             flat = g.view(-1)
             sq += torch.dot(flat, flat).double()
             if self.cfg.grad_noise:
-                g.add_(self.buffer[offset + start:offset + start + n].view(p.shape), alpha=self.cfg.grad_noise * scale)
+                g.add_(
+                    self.buffer[offset + start : offset + start + n].view(p.shape), alpha=self.cfg.grad_noise * scale
+                )
         self.step += 1
         remaining = self.compute_s - (time.perf_counter() - began)
         if remaining > 0:
