@@ -87,7 +87,8 @@ def main() -> None:
         print(json.dumps(row))
         return
     print(
-        f"transformer, dct topk {args.topk} chunk {args.chunk}, {args.nodes} nodes, {args.bw}, delay {args.delay}, bucket-mb {args.bucket_mb}"
+        f"transformer, dct topk {args.topk} chunk {args.chunk}, {args.nodes} nodes, {args.bw}, delay "
+        f"{args.delay}, bucket-mb {args.bucket_mb}"
     )
     print(f"  {'':22s} {'no overlap':>11s} {'overlap':>11s}")
     for k in keys:

@@ -221,7 +221,8 @@ def build_profile(rows: list[dict], small: dict | None, args, device_name: str):
         )
         notes[f"compression.{name}"] = (
             "; ".join(
-                f"encode {r['schemes'][name]['encode_s'] * 1e3:.3g} ms + decode {r['schemes'][name]['decode_s'] * 1e3:.3g} ms "
+                f"encode {r['schemes'][name]['encode_s'] * 1e3:.3g} ms + decode "
+                f"{r['schemes'][name]['decode_s'] * 1e3:.3g} ms "
                 f"per step on {r['params']:,} params in {r['tensors']} tensors ({r['spec']})"
                 for r in sets
             )
@@ -363,7 +364,8 @@ def main() -> int:
 
     print(f"\nencode + decode per step on {device_name} (medians; params/s = parameters / (encode + decode)):")
     print(
-        f"  {'shapes':<{w}} {'params':>8} {'scheme':<9} {'enc+dec':>10} {'params/s':>11} {'full step':>10} {'vs reference':>13}"
+        f"  {'shapes':<{w}} {'params':>8} {'scheme':<9} {'enc+dec':>10} {'params/s':>11} {'full step':>10} "
+        f"{'vs reference':>13}"
     )
     for row in rows + ([small] if small else []):
         ref = row["reference"]
@@ -371,7 +373,8 @@ def main() -> int:
             codec = t["encode_s"] + t["decode_s"]
             ratio = f"{codec / ref['step_s']:10.3f}x" if ref and name == "dct" else ""
             print(
-                f"  {row['spec']:<{w}} {row['params'] / 1e6:7.1f}M {name:<9} {codec * 1e3:8.2f}ms {_fmt_rate(row['params'], codec)} "
+                f"  {row['spec']:<{w}} {row['params'] / 1e6:7.1f}M {name:<9} {codec * 1e3:8.2f}ms "
+                f"{_fmt_rate(row['params'], codec)} "
                 f"{t['step_s'] * 1e3:8.2f}ms {ratio:>13}"
             )
         if ref:

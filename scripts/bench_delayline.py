@@ -85,8 +85,10 @@ def main() -> int:
             rows.append(row)
             if not args.json:
                 print(
-                    f"{label:>13} {build:>6}  {row['us_per_packet']:5.1f} us CPU/packet  {row['packets']:8.0f} packets  "
-                    f"late {100 * row['late_fraction']:.2f}%  goodput/rate {row['goodput_ratio']:.3f}  rtt {row['rtt_ms']:.2f} ms",
+                    f"{label:>13} {build:>6}  {row['us_per_packet']:5.1f} us CPU/packet  {row['packets']:8.0f} "
+                    "packets  "
+                    f"late {100 * row['late_fraction']:.2f}%  goodput/rate {row['goodput_ratio']:.3f}  rtt "
+                    f"{row['rtt_ms']:.2f} ms",
                     flush=True,
                 )
         ratio = per_build["native"]["us_per_packet"] / per_build["python"]["us_per_packet"]

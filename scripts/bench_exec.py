@@ -67,7 +67,8 @@ def allreduce(out: Path, nodes: int, bw: str) -> bool:
     )
     cpu = ", ".join(f"{n['cpu_time_s']:.2f} s" for n in result["nodes"])
     print(
-        f"  whole program: {result['wall_time_s']:.2f} s wall; {ALLREDUCES} x model all-reduce = {ALLREDUCES * model_step:.2f} s, "
+        f"  whole program: {result['wall_time_s']:.2f} s wall; {ALLREDUCES} x model all-reduce = "
+        f"{ALLREDUCES * model_step:.2f} s, "
         f"the rest is interpreter start-up, import torch and the rendezvous "
         f"(node CPU: {cpu})"
     )
@@ -84,7 +85,8 @@ def train(out: Path, replicator: str, nodes: int, bw: str) -> None:
 
     print(
         f"  {replicator:5s} {nodes} nodes: {s['steps_measured']} steps; step {s['step_time_s'] * 1e3:.1f} ms (model "
-        f"{p.get('step_time_s', float('nan')) * 1e3:.1f} ms, x{ratio('step_time_s')}); wire tx/step {s['wire_tx_bytes_per_step']:.0f} B "
+        f"{p.get('step_time_s', float('nan')) * 1e3:.1f} ms, x{ratio('step_time_s')}); wire tx/step "
+        f"{s['wire_tx_bytes_per_step']:.0f} B "
         f"(model {p.get('wire_tx_bytes_per_step', float('nan')):.0f} B, x{ratio('wire_tx_bytes_per_step')}); "
         f"payload {s['payload_bytes_per_step']:.0f} B (model {p.get('payload_bytes_per_step', float('nan')):.0f} B)"
     )

@@ -106,7 +106,8 @@ def table(rows: list[dict], args: argparse.Namespace) -> str:
         intra = f"{r['intra_bytes']:,.0f}" if r["intra_bytes"] is not None else "-"
         intra_m = f"{r['intra_bytes_model']:,.0f}" if r["intra_bytes_model"] is not None else "-"
         lines.append(
-            f"| {n} x {g} | {r['inter_bytes']:,.0f} | {r['inter_bytes_model']:,.0f} | {err(r['inter_bytes'], r['inter_bytes_model'])} "
+            f"| {n} x {g} | {r['inter_bytes']:,.0f} | {r['inter_bytes_model']:,.0f} | "
+            f"{err(r['inter_bytes'], r['inter_bytes_model'])} "
             f"| {intra} | {intra_m} | {err(r['intra_bytes'], r['intra_bytes_model'])} "
             f"| {r['step_s']:.3f} | {r['step_s_model'] or 0:.3f} | {err(r['step_s'], r['step_s_model'])} "
             f"| {r['inter_rx_bytes'] / base['inter_rx_bytes']:.2f} | {(n - 1) / (base['nodes'] - 1):.2f} "
@@ -141,7 +142,8 @@ def matrix(args: argparse.Namespace) -> str:
         f"FlexDeMo runs: workload {args.workload}, {args.bw}, delay {args.delay}, intra {args.intra_bw or 'unshaped'}, "
         f"{args.steps} steps after {args.warmup} warm-up (diloco --sync-every {args.sync_every})",
         "",
-        "| replicator | N x G | inter B/step/node | model | err | intra B/step/node | model | err | step s | model | err "
+        "| replicator | N x G | inter B/step/node | model | err | intra B/step/node | model | err | step s | "
+        "model | err "
         "| loss first -> last | identical models |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -155,9 +157,11 @@ def matrix(args: argparse.Namespace) -> str:
             rows.append(r)
             lines.append(
                 f"| {name} | {nodes} x {g} | {r['inter_bytes']:,.0f} | {r['inter_bytes_model']:,.0f} | "
-                f"{err(r['inter_bytes'], r['inter_bytes_model'])} | {r['intra_bytes']:,.0f} | {r['intra_bytes_model']:,.0f} | "
+                f"{err(r['inter_bytes'], r['inter_bytes_model'])} | {r['intra_bytes']:,.0f} | "
+                f"{r['intra_bytes_model']:,.0f} | "
                 f"{err(r['intra_bytes'], r['intra_bytes_model'])} | {r['step_s']:.3f} | {r['step_s_model']:.3f} | "
-                f"{err(r['step_s'], r['step_s_model'])} | {r['first_loss']:.3f} -> {r['final_loss']:.3f} | {r['identical']} |"
+                f"{err(r['step_s'], r['step_s_model'])} | {r['first_loss']:.3f} -> {r['final_loss']:.3f} | "
+                f"{r['identical']} |"
             )
             print(lines[-1], file=sys.stderr)
     (args.out / f"matrix-{args.replicators.replace(',', '-')}.json").write_text(
@@ -167,7 +171,9 @@ def matrix(args: argparse.Namespace) -> str:
 
 
 def repredict(runs: Path) -> str:
-    """The current model's prediction for runs already made (their steps.csv, this host's calibration), beside the stored one."""
+    """The current model's prediction for runs already made (their steps.csv, this host's calibration), beside the
+    stored one.
+    """
     import pandas as pd
 
     sys.path.insert(0, str(REPO))
@@ -177,7 +183,8 @@ def repredict(runs: Path) -> str:
 
     calibration = host_calibration().calibration
     lines = [
-        "| replicator | N x G | inter B/step/node | stored model | err | current model | err | step s | current model |",
+        "| replicator | N x G | inter B/step/node | stored model | err | current model | err | step s | "
+        "current model |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for path in sorted(runs.glob("*/run.json")):
@@ -197,8 +204,10 @@ def repredict(runs: Path) -> str:
         stored = s["predicted"]["wire_tx_bytes_per_step"] + s["predicted"]["wire_rx_bytes_per_step"]
         now = p["wire_tx_bytes_per_step"] + p["wire_rx_bytes_per_step"]
         lines.append(
-            f"| {config.replicator.name} | {config.cluster.nodes} x {config.gpus_per_node} | {measured:,.0f} | {stored:,.0f} | "
-            f"{err(measured, stored)} | {now:,.0f} | {err(measured, now)} | {s['step_time_s']:.3f} | {p['step_time_s']:.3f} |"
+            f"| {config.replicator.name} | {config.cluster.nodes} x {config.gpus_per_node} | {measured:,.0f} | "
+            f"{stored:,.0f} | "
+            f"{err(measured, stored)} | {now:,.0f} | {err(measured, now)} | {s['step_time_s']:.3f} | "
+            f"{p['step_time_s']:.3f} |"
         )
     return "\n".join(lines)
 

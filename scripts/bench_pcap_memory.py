@@ -78,8 +78,9 @@ if how == "streamed":
     frame = bin_pcap(path, "{node}", windows).frame()
 else:
     frame = per_step(parse_pcap(path, "{node}"), windows)
-print(json.dumps({{"seconds": time.perf_counter() - started, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                  "base_kib": base, "packets": int(frame["capture_tx_packets"].sum() + frame["capture_rx_packets"].sum())}}))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+packets = int(frame["capture_tx_packets"].sum() + frame["capture_rx_packets"].sum())
+print(json.dumps({{"seconds": time.perf_counter() - started, "peak_kib": peak, "base_kib": base, "packets": packets}}))
 """
 
 
@@ -131,7 +132,8 @@ def main() -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print(
-        f"{'parser':9s} {'packets':>10s} {'pcap MiB':>9s} {'peak RSS MiB':>13s} {'growth MiB':>11s} {'s':>7s} {'packets/s':>10s}"
+        f"{'parser':9s} {'packets':>10s} {'pcap MiB':>9s} {'peak RSS MiB':>13s} {'growth MiB':>11s} {'s':>7s} "
+        f"{'packets/s':>10s}"
     )
     for r in rows:
         print(
@@ -142,7 +144,8 @@ def main() -> int:
     whole = [r for r in rows if r["how"] == "whole"]
     if len(streamed) > 1:
         print(
-            f"streamed: peak RSS grew {streamed[-1]['growth_mib']:+.1f} MiB from {streamed[0]['packets']:,} to {streamed[-1]['packets']:,} packets"
+            f"streamed: peak RSS grew {streamed[-1]['growth_mib']:+.1f} MiB from {streamed[0]['packets']:,} to "
+            f"{streamed[-1]['packets']:,} packets"
         )
     if len(whole) > 1:
         per_packet = (

@@ -115,7 +115,8 @@ def main() -> None:
                     if not args.json:
                         print(
                             f"{bw:>8s} {nodes} nodes {rep:6s}: one bucket {row['plain_step_s']:.3f} s, pipelined "
-                            f"{row['piped_step_s']:.3f} s ({row['buckets']} buckets{', the same run' if buckets == 1 else ''}), "
+                            f"{row['piped_step_s']:.3f} s ({row['buckets']} "
+                            f"buckets{', the same run' if buckets == 1 else ''}), "
                             f"ratio {row['ratio']:.3f}",
                             flush=True,
                         )
@@ -124,7 +125,8 @@ def main() -> None:
     else:
         worst = max(rows, key=lambda r: r["ratio"])
         print(
-            f"worst ratio pipelined/one-bucket: {worst['ratio']:.3f} ({worst['bw']}, {worst['nodes']} nodes, {worst['replicator']})"
+            f"worst ratio pipelined/one-bucket: {worst['ratio']:.3f} ({worst['bw']}, {worst['nodes']} nodes, "
+            f"{worst['replicator']})"
         )
 
 

@@ -239,8 +239,10 @@ def summarise(ranks: list[dict], opts: dict) -> dict:
 def render(result: dict) -> str:
     o = result["ours"]
     lines = [
-        f"replicator benchmark: {result['shapes']} ({result['params']:,} params), {result['world_size']} ranks on gloo 127.0.0.1, "
-        f"1 thread/rank, topk {result['topk']}, chunk {result['chunk']}, median of {result['steps']} steps x {result['world_size']} ranks",
+        f"replicator benchmark: {result['shapes']} ({result['params']:,} params), {result['world_size']} ranks "
+        "on gloo 127.0.0.1, "
+        f"1 thread/rank, topk {result['topk']}, chunk {result['chunk']}, median of {result['steps']} steps x "
+        f"{result['world_size']} ranks",
         "",
         "compress+decompress per step (encode, top-k, momentum subtraction, decode; collective wait excluded)",
         "                          thread CPU       wall",
@@ -271,7 +273,8 @@ def render(result: dict) -> str:
         f"  declared payload == measured: {o['declared_equals_measured']}",
         "",
         "netbench dct throughput (one thread)",
-        f"  encode {o['encode_params_per_s'] / 1e6:8.1f} M params/s   decode (2 ranks' coefficients) {o['decode_params_per_s'] / 1e6:8.1f} M params/s",
+        f"  encode {o['encode_params_per_s'] / 1e6:8.1f} M params/s   decode (2 ranks' coefficients) "
+        f"{o['decode_params_per_s'] / 1e6:8.1f} M params/s",
     ]
     if ref:
         lines += ["", f"targets met: {result['meets_targets']}"]

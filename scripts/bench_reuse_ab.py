@@ -34,7 +34,9 @@ DEFAULT_POINTS = "dct 2n 100mbit 0ms;full 2n 1gbit 0ms;dct 2n 1gbit 0ms"
 
 
 def measured(run_dir: Path) -> tuple[float, tuple[int, ...], float]:
-    """Median step (slowest rank per step), the payload bytes per step seen, and mean wire bytes sent per rank and step."""
+    """Median step (slowest rank per step), the payload bytes per step seen, and mean wire bytes sent per rank and
+    step.
+    """
     steps = pd.read_csv(run_dir / "steps.csv")
     steps = steps[~steps["warmup"]]
     return (

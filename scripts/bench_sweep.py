@@ -77,7 +77,8 @@ def bench(scenario: Path, reuse: bool, keep: Path | None) -> dict[str, float]:
 
 def show(label: str, figures: dict[str, float]) -> None:
     print(
-        f"{label:9s} {figures['points']:3.0f} points  wall {figures['wall_s']:7.1f} s  training {figures['training_s']:6.1f} s  "
+        f"{label:9s} {figures['points']:3.0f} points  wall {figures['wall_s']:7.1f} s  training "
+        f"{figures['training_s']:6.1f} s  "
         f"overhead {figures['overhead']:6.1%} of wall  (step times as reported: {figures['reported_s']:.1f} s, "
         f"{1 - figures['reported_s'] / figures['wall_s']:.1%} of wall beside them; exit {figures['code']:.0f})"
     )

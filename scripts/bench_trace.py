@@ -77,7 +77,8 @@ def main() -> None:
                 rows.append(one(Path(tmp), traced, args.steps))
                 r = rows[-1]
                 print(
-                    f"{'traced  ' if traced else 'untraced'} step {r['step_time_s'] * 1e3:7.1f} ms  wire {r['wire_bytes']:>10.0f} B/step"
+                    f"{'traced  ' if traced else 'untraced'} step {r['step_time_s'] * 1e3:7.1f} ms  wire "
+                    f"{r['wire_bytes']:>10.0f} B/step"
                     + (
                         f"  sampler {r['tcp_sampler_cpu_fraction'] * 100:.2f} % of a core per node"
                         if r.get("tcp_sampler_cpu_fraction")
@@ -109,8 +110,10 @@ def main() -> None:
         print(json.dumps(out, indent=1))
     else:
         print(
-            f"median step time: traced {med[True]['step_time_s'] * 1e3:.1f} ms, untraced {med[False]['step_time_s'] * 1e3:.1f} ms "
-            f"(ratio {out['step_time_ratio']:.3f}, median of the pairs' ratios {out['paired_step_time_ratio_median']:.3f}); wire bytes ratio {out['wire_bytes_ratio']:.4f}; "
+            f"median step time: traced {med[True]['step_time_s'] * 1e3:.1f} ms, untraced "
+            f"{med[False]['step_time_s'] * 1e3:.1f} ms "
+            f"(ratio {out['step_time_ratio']:.3f}, median of the pairs' ratios "
+            f"{out['paired_step_time_ratio_median']:.3f}); wire bytes ratio {out['wire_bytes_ratio']:.4f}; "
             f"TCP sampler {out['tcp_sampler_cpu_fraction'] * 100:.2f} % of a core per node"
         )
 

@@ -118,17 +118,21 @@ def render(df: pd.DataFrame) -> str:
     wire = judged["wire_err"].abs().dropna()
     if len(wire):
         lines.append(
-            f"| wire bytes (tx, per node) | {100 * wire.median():.1f} % | {100 * wire.max():.1f} % | {(wire > 0.25).sum()} |"
+            f"| wire bytes (tx, per node) | {100 * wire.median():.1f} % | {100 * wire.max():.1f} % | "
+            f"{(wire > 0.25).sum()} |"
         )
     lines += [
         "",
-        "| point | measured step | before | after | error before | error after | comm measured | comm before | comm after | wire bytes error | fidelity ok |",
+        "| point | measured step | before | after | error before | error after | comm measured | comm before "
+        "| comm after | wire bytes error | fidelity ok |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in df.iterrows():
         lines.append(
-            f"| {r['point']} | {r['measured_s']:.4f} s | {r['before_s']:.4f} s | {r['after_s']:.4f} s | {100 * r['before_err']:+.1f} % | "
-            f"{100 * r['after_err']:+.1f} % | {r['comm_measured_s']:.4f} s | {r['comm_before_s']:.4f} s | {r['comm_after_s']:.4f} s | "
+            f"| {r['point']} | {r['measured_s']:.4f} s | {r['before_s']:.4f} s | {r['after_s']:.4f} s | "
+            f"{100 * r['before_err']:+.1f} % | "
+            f"{100 * r['after_err']:+.1f} % | {r['comm_measured_s']:.4f} s | {r['comm_before_s']:.4f} s | "
+            f"{r['comm_after_s']:.4f} s | "
             f"{100 * r['wire_err']:+.1f} % | {'yes' if r['fidelity_ok'] else 'no'} |"
         )
     return "\n".join(lines) + "\n"

@@ -267,21 +267,26 @@ def main() -> None:
         print(json.dumps(results))
         return
     print(
-        f"{args.nodes} nodes, {args.bw}, one-way delay {args.delay} ({results['delay_engine']}), {args.shapes}, topk {args.topk}, chunk {args.chunk}"
+        f"{args.nodes} nodes, {args.bw}, one-way delay {args.delay} ({results['delay_engine']}), "
+        f"{args.shapes}, topk {args.topk}, chunk {args.chunk}"
     )
     for impl in ("netbench", "reference")[: 1 if args.skip_reference else 2]:
         r = results[impl]
         print(
-            f"  {impl:9s}: median step {r['median_step_s']:.3f} s, {r['payload_bytes_per_step']:,.0f} B/step handed to collectives"
+            f"  {impl:9s}: median step {r['median_step_s']:.3f} s, {r['payload_bytes_per_step']:,.0f} B/step "
+            "handed to collectives"
         )
     if not args.skip_reference:
         print(
-            f"  ratio netbench/reference: step time {results['step_time_ratio']:.3f}, bytes {results['payload_ratio']:.3f}"
+            f"  ratio netbench/reference: step time {results['step_time_ratio']:.3f}, bytes "
+            f"{results['payload_ratio']:.3f}"
         )
     nb = results["netbench"]
     print(
-        f"  netbench bucket_mb {results['bucket_mb']:g}: encode+decode {nb.get('codec_s', float('nan')):.3f} s, modelled comm "
-        f"{results['modelled_comm_s']:.3f} s; step / max(encode+decode, comm) = {nb['median_step_s'] / results['overlap_limit_s']:.3f}"
+        f"  netbench bucket_mb {results['bucket_mb']:g}: encode+decode {nb.get('codec_s', float('nan')):.3f} "
+        "s, modelled comm "
+        f"{results['modelled_comm_s']:.3f} s; step / max(encode+decode, comm) = "
+        f"{nb['median_step_s'] / results['overlap_limit_s']:.3f}"
     )
     if "parts_s" in nb:
         print("  netbench step parts (medians): " + ", ".join(f"{k} {v:.3f} s" for k, v in nb["parts_s"].items()))

@@ -135,7 +135,8 @@ def compare(label: str, shapes: dict, args: argparse.Namespace, folder: Path) ->
     path.write_text(json.dumps({"shapes": shapes}))
     n = sum(torch.Size(d).numel() for d in shapes.values())
     print(
-        f"\n== {label}: {len(shapes)} tensors, {n:,} params, topk {args.topk}, chunk {args.chunk}, {args.world} gloo processes"
+        f"\n== {label}: {len(shapes)} tensors, {n:,} params, topk {args.topk}, chunk {args.chunk}, "
+        f"{args.world} gloo processes"
     )
     row = run_plan(path, args)
     ref = run_reference(shapes, args)

@@ -46,7 +46,9 @@ def report(*args: str) -> Outcome:
 
 
 def report_command(folder: Path) -> Outcome:
-    """``netbench report FOLDER`` through the command's function: 0 when it returned, 2 with the entry point's line for a UserError."""
+    """``netbench report FOLDER`` through the command's function: 0 when it returned, 2 with the entry point's line for
+    a UserError.
+    """
     out, err = io.StringIO(), io.StringIO()
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

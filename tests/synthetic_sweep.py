@@ -1,4 +1,6 @@
-"""Sweep folders built by hand (summary.csv, sweep.json, runs/*/steps.csv): known numbers for report and compare tests."""
+"""Sweep folders built by hand (summary.csv, sweep.json, runs/*/steps.csv): known numbers for report and compare
+tests.
+"""
 
 from __future__ import annotations
 
@@ -21,11 +23,12 @@ def write_sweep(
     losses: dict[str, list[float]] | None = None,
     local: bool = True,
 ) -> Path:
-    """One row per point (replicator, nodes, bw, step, wire; optional pred); per-step times alternate +-spread around the median.
+    """One row per point (replicator, nodes, bw, step, wire; optional pred); per-step times alternate +-spread around
+    the median.
 
-    ``losses[replicator]`` gives each step's loss (both ranks the same) for that replicator's runs.
-    Without ``local`` (the measured local work the model needs) reports draw no model lines and
-    interpolate the stored predictions instead.
+    ``losses[replicator]`` gives each step's loss (both ranks the same) for that replicator's runs. Without ``local``
+    (the measured local work the model needs) reports draw no model lines and interpolate the stored predictions
+    instead.
     """
     folder.mkdir(parents=True)
     rows = []

@@ -35,7 +35,9 @@ def _help(command: str) -> str:
 
 
 def _netbench_calls(script: str) -> tuple[set[str], set[str]]:
-    """The netbench subcommands a script runs and the --options it passes to them (options of sudo, cp or git excluded)."""
+    """The netbench subcommands a script runs and the --options it passes to them (options of sudo, cp or git
+    excluded).
+    """
     commands = set(COMMAND.findall(script))
     options = set()
     for line in script.splitlines():

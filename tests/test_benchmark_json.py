@@ -20,7 +20,9 @@ class Point:
 
 
 def check_format(doc: object) -> None:
-    """customSmallerIsBetter: an array of objects with a string name and unit and a number value; range and extra strings."""
+    """customSmallerIsBetter: an array of objects with a string name and unit and a number value; range and extra
+    strings.
+    """
     assert isinstance(doc, list)
     names = [e["name"] for e in doc]
     assert len(names) == len(set(names)), "every series is named once"

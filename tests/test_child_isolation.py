@@ -40,7 +40,9 @@ def test_the_child_runs_the_netbench_the_parent_runs() -> None:
 
 
 def test_the_child_imports_from_the_folder_named_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A tree of its own put first wins over the installed netbench: what makes a development tree's children its own."""
+    """A tree of its own put first wins over the installed netbench: what makes a development tree's children its
+    own.
+    """
     fake = tmp_path / "tree" / "netbench"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")

@@ -18,7 +18,8 @@ from netbench.emulation import cleanup, naming, netns
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="creating namespaces needs root")]
 REPO = Path(__file__).resolve().parents[1]
 OWNER = (
-    "import sys, time; from pathlib import Path; from netbench.emulation import naming; naming.REGISTRY_DIR = Path(sys.argv[2]); "
+    "import sys, time; from pathlib import Path; from netbench.emulation import naming; naming.REGISTRY_DIR = "
+    "Path(sys.argv[2]); "
     "naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)"
 )
 

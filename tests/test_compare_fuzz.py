@@ -1,8 +1,8 @@
-"""netbench compare on thousands of crafted pairs of folders: every one ends 0, 1 or 2 with no traceback, and 0 only for a
-CURRENT sweep that holds every point it should, none failed, every figure finite.
+"""netbench compare on thousands of crafted pairs of folders: every one ends 0, 1 or 2 with no traceback, and 0 only for
+a CURRENT sweep that holds every point it should, none failed, every figure finite.
 
-Hypothesis builds both sides (a sweep folder with summary.csv, sweep.json and runs/*/steps.csv, a run
-directory, or bytes where a file should be); each pair runs through the real entry point in this process.
+Hypothesis builds both sides (a sweep folder with summary.csv, sweep.json and runs/*/steps.csv, a run directory, or
+bytes where a file should be); each pair runs through the real entry point in this process.
 """
 
 from __future__ import annotations
@@ -130,7 +130,9 @@ SIDES = sides()
 
 @st.composite
 def pairs(draw) -> tuple[SideSpec, SideSpec]:
-    """BASELINE and CURRENT: mostly a CURRENT measured from BASELINE's grid (a few rows lost, figures changed), else any two."""
+    """BASELINE and CURRENT: mostly a CURRENT measured from BASELINE's grid (a few rows lost, figures changed), else any
+    two.
+    """
     base = draw(SIDES)
     if draw(st.integers(0, 2)) == 0:
         return base, draw(SIDES)

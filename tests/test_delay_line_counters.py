@@ -1,5 +1,7 @@
 """The delay line's counters: a fresh private folder per run, written by rename, read without following links or
-blocking, removed by teardown and by `netbench clean`; the kernel's queue drops counted and named by the fidelity check."""
+blocking, removed by teardown and by `netbench clean`; the kernel's queue drops counted and named by the fidelity
+check.
+"""
 
 from __future__ import annotations
 
@@ -109,7 +111,8 @@ def test_fidelity_names_packets_the_kernel_dropped_before_the_delay_line(line: d
 
 
 OWNER = (
-    "import sys, time, pathlib; from netbench.emulation import naming; naming.REGISTRY_DIR = pathlib.Path(sys.argv[2]); "
+    "import sys, time, pathlib; from netbench.emulation import naming; naming.REGISTRY_DIR = "
+    "pathlib.Path(sys.argv[2]); "
     "naming.register(naming.RunNames(sys.argv[1])); print('ready', flush=True); time.sleep(600)"
 )
 
@@ -145,7 +148,9 @@ def test_clean_removes_dead_runs_counter_folders_only(
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 @pytest.mark.parametrize("build", ["native", "python"])
 def test_both_delay_lines_keep_their_counters_private(monkeypatch: pytest.MonkeyPatch, build: str) -> None:
-    """Counters in a 0700 folder of the run's own, the kernel's queue drops beside them; the folder goes with the cluster."""
+    """Counters in a 0700 folder of the run's own, the kernel's queue drops beside them; the folder goes with the
+    cluster.
+    """
     from leftovers import wait_until
 
     from netbench.emulation import delayline_native

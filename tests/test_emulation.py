@@ -152,7 +152,9 @@ def test_asymmetric_links_shape_each_direction() -> None:
 
 @pytest.mark.skipif(not shutil.which("iperf3"), reason="needs iperf3")
 def test_a_slow_link_queues_both_directions_without_dropping() -> None:
-    """At 10mbit both ends sending at once once overflowed the node's own 125 kB tbf queue (TCP resent what it dropped)."""
+    """At 10mbit both ends sending at once once overflowed the node's own 125 kB tbf queue (TCP resent what it
+    dropped).
+    """
     with Cluster(spec(10e6)) as cluster:
         n0, n1 = cluster.nodes
         server = n1.popen(["iperf3", "-s", "-1", "-p", "5201"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -298,7 +300,8 @@ def test_teardown_on_signal(sig: int) -> None:
         proc.wait(timeout=20)  # teardown takes under a second here, about 1 s with the host fully loaded
     except subprocess.TimeoutExpired:
         pytest.fail(
-            f"the holder of {run_id} did not end within 20 s of {signal.Signals(sig).name}:\n{_why_still_running(proc, run_id)}"
+            f"the holder of {run_id} did not end within 20 s of "
+            f"{signal.Signals(sig).name}:\n{_why_still_running(proc, run_id)}"
         )
     assert ours(run_id) == []
 
@@ -380,7 +383,9 @@ def _send_udp(address: str, count: int) -> None:
 
 
 def test_capture_in_a_rootless_cluster() -> None:
-    """As nobody, in netbench's own user namespace, tcpdump captures every switch port (its setgroups() is a no-op there)."""
+    """As nobody, in netbench's own user namespace, tcpdump captures every switch port (its setgroups() is a no-op
+    there).
+    """
     import shutil
 
     from netbench.emulation import rootless

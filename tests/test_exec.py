@@ -106,7 +106,10 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_is_built(
 @root
 def test_environment_output_and_counters_per_node(tmp_path: Path) -> None:
     """Each node sees its rank, node 0's address and its own interface; its output is prefixed, kept, and measured."""
-    script = 'echo "env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"'
+    script = (
+        'echo "env $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR $MASTER_PORT '
+        '$GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"'
+    )
     done, result = exec_json(tmp_path, "--nodes", "3", "--bw", "100mbit", command=["sh", "-c", script])
     assert done.returncode == 0 and result["status"] == "ok" and result["exit_code"] == 0, done.stderr
     master = result["nodes"][0]["address"]

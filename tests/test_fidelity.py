@@ -50,13 +50,17 @@ def test_judge_names_each_cause() -> None:
     assert any("host CPU saturated" in r for r in many["reasons"])
     other = judge(observed(worker_wait_mean=0.5))
     assert other["reasons"] == [
-        f"CPU: other work on the host (delay line, capture, other processes) took the cores; each worker waited 50% of the run for a core (limit {THRESHOLDS['worker_wait']:.0%})"
+        "CPU: other work on the host (delay line, capture, other processes) took the cores; each worker "
+        f"waited 50% of the run for a core (limit {THRESHOLDS['worker_wait']:.0%})"
     ]  # host 50 % busy: no dilation hint
-    # two workers that keep the cores busy themselves (a pipelined codec): named, and a dilation that leaves the host 60 % busy suggested
+    # two workers that keep the cores busy themselves (a pipelined codec): named, and a dilation that leaves the host 60
+    # % busy suggested
     own = judge(observed(worker_wait_mean=0.13, worker_cpu_mean=0.82, host_busy=0.96, run_queue_mean=1.9))
     assert own["reasons"] == [
-        "CPU: the workers' own CPU work kept 1.6 of the host's 2 cores busy, too few left for the emulation; each worker "
-        "waited 13% of the run for a core (limit 10%); try --dilation 2 (DieCast: links, delays and each node's CPU slowed "
+        "CPU: the workers' own CPU work kept 1.6 of the host's 2 cores busy, too few left for the emulation; "
+        "each worker "
+        "waited 13% of the run for a core (limit 10%); try --dilation 2 (DieCast: links, delays and each "
+        "node's CPU slowed "
         "alike, times divided back)"
     ]
     assert (
@@ -77,10 +81,10 @@ def test_judge_names_each_cause() -> None:
     assert judge(None)["ok"]  # too short to observe: nothing to say against it
 
 
-# Recorded: `run.json` fidelity.observed of fidelity-grid points (scenarios/fidelity.toml).
-# full 8n 1gbit 0ms (reports/fidelity/undilated-all-threads-wait, quiet host): measured step 1.5x the model (comm 62.5 ms vs 21.8 ms). Its
-# main threads waited 6.7 % and softirq took 21 % (under both limits: a rule on the main thread alone passes it), while all its threads,
-# gloo's that run the ring among them, waited 25 %.
+# Recorded: `run.json` fidelity.observed of fidelity-grid points (scenarios/fidelity.toml). full 8n 1gbit 0ms
+# (reports/fidelity/undilated-all-threads-wait, quiet host): measured step 1.5x the model (comm 62.5 ms vs 21.8 ms). Its
+# main threads waited 6.7 % and softirq took 21 % (under both limits: a rule on the main thread alone passes it), while
+# all its threads, gloo's that run the ring among them, waited 25 %.
 EIGHT_ON_TWO = {
     "cores": 2,
     "nodes": 8,
@@ -102,8 +106,9 @@ EIGHT_ON_TWO = {
     "delay_line": None,
     "shaper": {"drops": 0, "overlimits": 4, "packets": 206626, "backlog_max": 0},
 }
-# full 2n 1gbit 0ms (a run of the same grid at 08:11 UTC): within 4 % of the model. Its threads waited 11 % too (hand-offs between a worker's own threads),
-# but two nodes on two cores each have a core: only the main thread's wait counts there.
+# full 2n 1gbit 0ms (a run of the same grid at 08:11 UTC): within 4 % of the model. Its threads waited 11 % too
+# (hand-offs between a worker's own threads), but two nodes on two cores each have a core: only the main thread's wait
+# counts there.
 TWO_ON_TWO = {
     "cores": 2,
     "nodes": 2,
@@ -135,7 +140,8 @@ def test_recorded_ring_on_too_few_cores_is_flagged_by_its_threads_wait() -> None
         "of the run for a core (limit 10%): every hop of a ring waits for a core"
     ]
     assert judge(TWO_ON_TWO)["ok"]
-    # dilated 4 times, 8 nodes have a core's worth of time each on 2 cores: their threads' hand-offs are not a ring on too few cores
+    # dilated 4 times, 8 nodes have a core's worth of time each on 2 cores: their threads' hand-offs are not a ring on
+    # too few cores
     assert judge({**EIGHT_ON_TWO, "dilation": 4.0, "worker_wait_mean": 0.02})["ok"]
     assert not judge({**EIGHT_ON_TWO, "dilation": 2.0})["ok"]
     # figures recorded before the threads were watched: the main thread's wait still decides
@@ -144,7 +150,9 @@ def test_recorded_ring_on_too_few_cores_is_flagged_by_its_threads_wait() -> None
 
 
 def _monitor(code: str, count: int, seconds: float = 2.5, settle_s: float = 0.0) -> dict:
-    """Judge ``count`` copies of ``code``; the window opens ``settle_s`` after they start (the interpreters' start-up is done)."""
+    """Judge ``count`` copies of ``code``; the window opens ``settle_s`` after they start (the interpreters' start-up is
+    done).
+    """
     procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
     try:
         time.sleep(settle_s)
@@ -238,7 +246,8 @@ def test_dilation_slows_links_and_compute_and_divides_durations() -> None:
         and parse_dilation("auto") is None
         and parse_dilation("2.5") == 2.5
     )
-    # two nodes on two cores whose overlapped codecs take 93 % of a core each: 1.86 cores / (0.4 x 2) = 2.33 -> 2.5 (half steps)
+    # two nodes on two cores whose overlapped codecs take 93 % of a core each: 1.86 cores / (0.4 x 2) = 2.33 -> 2.5
+    # (half steps)
     assert auto_factor(2, 2, 0.93) == 2.5 and auto_factor(2, 2, 0.2) == 1.0 and auto_factor(8, 2, 0.5) == 5.0
     for bad in ("0.5", "x", "nan", "1e9"):
         with pytest.raises(ValueError):

@@ -398,7 +398,10 @@ def test_torchrun_shard_in_host(tmp_path: Path) -> None:
 
 
 def test_a_shaped_loopback_is_shared_by_the_nodes_workers():
-    """--intra-bw is one tbf on the node's lo: each of G workers' ring hops gets 1/G of it (unshaped: the loopback's own rate)."""
+    """--intra-bw is one tbf on the node's lo: each of G workers' ring hops gets 1/G of it.
+
+    Unshaped, each gets the loopback's own rate.
+    """
     from types import SimpleNamespace
 
     from netbench.model.intranode import LOOPBACK_BPS, intra_bps

@@ -1,4 +1,6 @@
-"""Accelerator codec profiles (scripts/bench_codec_gpu.py) as ``netbench plan --calibration`` reads them (no GPU needed)."""
+"""Accelerator codec profiles (scripts/bench_codec_gpu.py) as ``netbench plan --calibration`` reads them (no GPU
+needed).
+"""
 
 from __future__ import annotations
 
@@ -62,7 +64,9 @@ def _scaled(source: Path, target: Path, factor: float) -> Path:
 
 
 def test_the_h100_profile_drives_plans_compression(tmp_path):
-    """The committed H100 profile is accepted, named, and its codec costs are what plan's compression time scales with."""
+    """The committed H100 profile is accepted, named, and its codec costs are what plan's compression time scales
+    with.
+    """
     args = ("--shapes", "llama-1b", "--replicator", "dct,random,full", "--nodes", "8", "--bw", "10gbit")
     doc = plan(tmp_path, PROFILE, *args)
     assert doc["calibration"]["source"] == "measured" and "H100" in doc["calibration"]["host"]

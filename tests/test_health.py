@@ -9,13 +9,18 @@ from netbench.capture.pcap import RetransTracker
 from netbench.orchestrator import health
 from netbench.worker.counters import CounterError, parse_retrans_segs
 
-SNMP = """Ip: Forwarding DefaultTTL InReceives
-Ip: 1 64 12345
-Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors
-Tcp: 1 200 120000 -1 10 5 0 1 3 5000 4800 17 0 2 0
-Udp: InDatagrams NoPorts
-Udp: 3 0
-"""
+SNMP = "\n".join(
+    [
+        "Ip: Forwarding DefaultTTL InReceives",
+        "Ip: 1 64 12345",
+        "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab "
+        "InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors",
+        "Tcp: 1 200 120000 -1 10 5 0 1 3 5000 4800 17 0 2 0",
+        "Udp: InDatagrams NoPorts",
+        "Udp: 3 0",
+        "",
+    ]
+)
 
 
 def test_retrans_segs_from_proc_net_snmp() -> None:

@@ -102,7 +102,9 @@ def workers(host):
 
 
 def test_two_runs_racing_for_one_interface_one_wins_and_keeps_its_qdisc(host, workers) -> None:
-    """Both passed the early check; the host lock lets one install, the other is refused in one line and removes nothing."""
+    """Both passed the early check; the host lock lets one install, the other is refused in one line and removes
+    nothing.
+    """
     first, second = workers("hq0", "race"), workers("hq1", "race")
     answers = {proc: proc.stdout.readline().strip() for proc in (first, second)}
     winners = [proc for proc, line in answers.items() if line == "shaped"]

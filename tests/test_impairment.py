@@ -109,7 +109,9 @@ def test_native_delay_line_built_once_into_the_cache(tmp_path, monkeypatch) -> N
     ],
 )
 def test_which_delay_line_runs(monkeypatch, tmp_path, wanted: str, buildable: bool, outcome) -> None:
-    """Native where it builds; the Python one, with the reason in run.json, where it does not; forced by $NETBENCH_DELAY_LINE."""
+    """Native where it builds; the Python one, with the reason in run.json, where it does not; forced by
+    $NETBENCH_DELAY_LINE.
+    """
     from netbench.emulation import delayline_native
 
     def binary():

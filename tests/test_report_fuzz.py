@@ -132,7 +132,9 @@ def _set(doc: Any, path: tuple[str, ...], value: Any) -> None:
 
 
 def _shape(path: Path, kind: str, outside: Path) -> None:
-    """Turn the file at ``path`` into ``kind``: a link to a file outside, a FIFO, a folder, nothing, bytes that are not UTF-8."""
+    """Turn the file at ``path`` into ``kind``: a link to a file outside, a FIFO, a folder, nothing, bytes that are not
+    UTF-8.
+    """
     if kind == "as written":
         return
     if path.exists():
@@ -172,7 +174,9 @@ def place():
 
 @pytest.fixture
 def no_drawing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Figures left out (their data still read: the runs' steps for error bars and loss curves); the model's lines too."""
+    """Figures left out (their data still read: the runs' steps for error bars and loss curves); the model's lines
+    too.
+    """
     import netbench.reports.plots as plots
     import netbench.reports.target_figures as target_figures
 

@@ -52,8 +52,8 @@ def test_time_to_target_projection_and_measured() -> None:
     assert group.measured_s[("dct", 1e7)] == pytest.approx(0.4)
     assert group.projected_s[("full", 1e7)] == pytest.approx(3 * (0.2 + 0.8))  # 3 steps x 1.0 s
     assert group.projected_s[("dct", 1e8)] == pytest.approx(4 * (0.1 + 1e-4))
-    # 3 (0.2 + 8e6/r) = 4 (0.1 + 1e4/r)  <=>  0.2 r = 4e4 - 2.4e7  -> never positive: full never wins? check the other way
-    # full wins when 0.6 + 2.4e7/r < 0.4 + 4e4/r, impossible for r > 0: dct is first everywhere
+    # 3 (0.2 + 8e6/r) = 4 (0.1 + 1e4/r)  <=>  0.2 r = 4e4 - 2.4e7  -> never positive: full never wins? check the other
+    # way full wins when 0.6 + 2.4e7/r < 0.4 + 4e4/r, impossible for r > 0: dct is first everywhere
     assert group.crossovers == []
     (given,) = time_to_target(curves, model, target=4.0)
     assert given.steps_needed == {"full": 2, "dct": 3}

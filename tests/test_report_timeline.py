@@ -1,4 +1,6 @@
-"""The timeline figure in reports: drawn from a run's trace.json, inlined in the sweep's report.html, nothing fetched."""
+"""The timeline figure in reports: drawn from a run's trace.json, inlined in the sweep's report.html, nothing
+fetched.
+"""
 
 from __future__ import annotations
 

@@ -157,7 +157,9 @@ def test_an_outage_longer_than_the_timeout_fails_the_run_in_one_line_and_leaves_
 
 
 def test_a_trunk_rate_changes_in_place_on_a_topology() -> None:
-    """probe --schedule on two sites: the WAN trunk's tbf follows the schedule (the path crosses it: the WAN has delay)."""
+    """probe --schedule on two sites: the WAN trunk's tbf follows the schedule (the path crosses it: the WAN has
+    delay).
+    """
     from netbench.schedule.probe import probe_segments
     from netbench.topology.presets import uniform_sites
 

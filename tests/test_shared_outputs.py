@@ -165,7 +165,8 @@ if rank == 2:
     payload["pad"] = "x" * (MAX_PAYLOAD_BYTES + 1)
 got = gather_json(payload, rank, 3)
 flags = broadcast_flags([True, False, True] if rank == 0 else [], 3)
-print(json.dumps({"got": {r: (json.loads(v) if v is not None else None) for r, v in got.items()} if got else None, "flags": flags}))
+decoded = {r: (json.loads(v) if v is not None else None) for r, v in got.items()} if got else None
+print(json.dumps({"got": decoded, "flags": flags}))
 dist.destroy_process_group()
 """
 

@@ -33,7 +33,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def full_summary() -> dict:
-    """A summary with every metric set (distinct values), a prediction of every predicted one, and a run's coordinates."""
+    """A summary with every metric set (distinct values), a prediction of every predicted one, and a run's
+    coordinates.
+    """
     values = {m.key: float(i + 1) for i, m in enumerate(METRICS) if m.summary and m.unit not in ("text", "count")}
     predicted = {m.key: float(i + 100) for i, m in enumerate(METRICS) if m.prediction}
     return RunSummary.new(

@@ -89,7 +89,8 @@ def test_plan_and_run_predict_with_one_model():
     run_step, plan_step = estimate(scheme, shapes, from_run, calib), estimate(scheme, shapes, from_plan, calib)
     assert run_step.comm_time_s == plan_step.comm_time_s and run_step.wire.tx == plan_step.wire.tx
 
-    # and the TCP settings matter there: bbr's pacing and a 1 MiB buffer (a window below gloo's two 1 MiB segments) each slow it
+    # and the TCP settings matter there: bbr's pacing and a 1 MiB buffer (a window below gloo's two 1 MiB segments) each
+    # slow it
     def with_tcp(**update):
         return estimate(
             scheme, shapes, from_plan.model_copy(update={"tcp": from_run.tcp.model_copy(update=update)}), calib
@@ -145,7 +146,8 @@ def test_cluster_applies_and_reads_back_its_tcp_settings():
                 sys.executable,
                 "-c",
                 (
-                    "import socket,time; s=socket.socket(); s.bind(('', 5201)); s.listen(); c,_=s.accept(); time.sleep(3)"
+                    "import socket,time; s=socket.socket(); s.bind(('', 5201)); s.listen(); c,_=s.accept(); "
+                    "time.sleep(3)"
                 ),
             ]
         )
@@ -155,7 +157,8 @@ def test_cluster_applies_and_reads_back_its_tcp_settings():
                 sys.executable,
                 "-c",
                 (
-                    f"import socket,time; c=socket.create_connection(('{cluster.nodes[1].address}', 5201)); c.send(b'x'); time.sleep(2)"
+                    f"import socket,time; c=socket.create_connection(('{cluster.nodes[1].address}', 5201)); "
+                    "c.send(b'x'); time.sleep(2)"
                 ),
             ]
         )

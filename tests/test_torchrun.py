@@ -86,7 +86,9 @@ def root_of(node: Node) -> tuple[str, int] | None:
 
 @pytest.fixture(scope="module")
 def hosts():
-    """Two 'hosts' joined by a switch whose ports run at 10gbit, their own egress left unshaped (the worker shapes it)."""
+    """Two 'hosts' joined by a switch whose ports run at 10gbit, their own egress left unshaped (the worker shapes
+    it).
+    """
     spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=10e9), down=DirectionSpec(rate_bps=10e9), offload="off")
     with Cluster(spec) as cluster:
         for node in cluster.nodes:
@@ -137,7 +139,9 @@ def _cli(argv: list[str], env: dict[str, str], without_net_admin: bool) -> tuple
 
 
 def test_refuses_a_configured_root_qdisc_and_needs_net_admin(hosts) -> None:
-    """Nothing starts (exit 2, one line) when shaping cannot be undone exactly or is not allowed; the host is untouched."""
+    """Nothing starts (exit 2, one line) when shaping cannot be undone exactly or is not allowed; the host is
+    untouched.
+    """
     node, other = hosts.nodes
     out = tempfile.mkdtemp(prefix="netbench-torchrun-")
     argv = ["worker", *WORKER_ARGS, "--out", out]
@@ -228,7 +232,8 @@ def test_torchrun_per_host_matches_netbench_run(hosts, tmp_path: Path, capsys) -
     assert sorted(p.name for p in (worker_dir / "workers").glob("*.jsonl")) == ["rank0.jsonl", "rank1.jsonl"]
     measured, reference_s = ours["summary"]["step_time_s"], theirs["summary"]["step_time_s"]
     print(
-        f"step time: torchrun worker {measured:.4f} s, netbench run {reference_s:.4f} s, ratio {measured / reference_s:.3f}"
+        f"step time: torchrun worker {measured:.4f} s, netbench run {reference_s:.4f} s, ratio "
+        f"{measured / reference_s:.3f}"
     )
     assert abs(measured / reference_s - 1) <= 0.10
     assert abs(ours["summary"]["wire_tx_bytes_per_step"] / theirs["summary"]["wire_tx_bytes_per_step"] - 1) <= 0.02

@@ -57,7 +57,8 @@ def test_link_counters_change_only_where_the_bytes_do() -> None:
 def test_broken_tcp_sample_lines_are_skipped(tmp_path) -> None:
     path = tmp_path / "node0.jsonl"
     path.write_text(
-        '{"event": "tcp", "t": 1.0, "conns": []}\n[1, 2]\n{"event": "tcp", "t": \n{"event": "done", "cpu_s": 0.1, "wall_s": 10}\n'
+        '{"event": "tcp", "t": 1.0, "conns": []}\n[1, 2]\n{"event": "tcp", "t": \n{"event": "done", "cpu_s": '
+        '0.1, "wall_s": 10}\n'
     )
     samples, done = tcp.read_samples(path)
     assert len(samples) == 1 and done["cpu_s"] == 0.1

@@ -164,8 +164,10 @@ def check_run(tmp: Path, rank: int, steps: int, warmup: int, decl) -> list[dict]
 def test_proc_net_dev_parsing() -> None:
     text = (
         "Inter-|   Receive                                                |  Transmit\n"
-        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n"
-        "    lo:  123456     789    0    0    0     0          0         0   654321     987    0    0    0     0       0          0\n"
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo "
+        "colls carrier compressed\n"
+        "    lo:  123456     789    0    0    0     0          0         0   654321     987    0    0    0    "
+        " 0       0          0\n"
         "veth0:4294967296000 5 0 0 0 0 0 0 77 6 0 0 0 0 0 0\n"
     )
     lo = parse_proc_net_dev(text, "lo")

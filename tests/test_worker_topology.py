@@ -152,7 +152,8 @@ def test_only_traffic_to_peers_is_shaped_and_a_killed_worker_leaves_nothing(
         assert "rate 100Mbit ceil 100Mbit" in classes and "rate 1Gbit ceil 1Gbit" in classes, classes
         to_peer, to_bystander = goodput_bps(east, west), goodput_bps(east, bystander)
         print(
-            f"east -> west (peer, 100mbit path): {to_peer / 1e6:.1f} Mbit/s; east -> bystander: {to_bystander / 1e6:.1f} Mbit/s"
+            f"east -> west (peer, 100mbit path): {to_peer / 1e6:.1f} Mbit/s; east -> bystander: "
+            f"{to_bystander / 1e6:.1f} Mbit/s"
         )
         assert 0.90 <= to_peer / WAN_BPS <= 0.97, to_peer
         assert to_bystander > 3 * WAN_BPS, (

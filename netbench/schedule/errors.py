@@ -18,6 +18,9 @@ def first_error(exc: pydantic.ValidationError) -> str:
     message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     limit = (err.get("ctx") or {}).get("ge", (err.get("ctx") or {}).get("le"))
     if where == "rate_bps" and isinstance(limit, (int, float)):
-        message = f"must be between 10mbit and 10gbit, got {format_rate(err['input']) if err.get('input', 0) > 0 else err.get('input')}"
+        message = (
+            "must be between 10mbit and 10gbit, got "
+            f"{format_rate(err['input']) if err.get('input', 0) > 0 else err.get('input')}"
+        )
     where = _COLUMN.get(where, where)
     return f"{where}: {message}" if where and where != "changes" else message

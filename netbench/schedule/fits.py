@@ -21,7 +21,8 @@ def check_fits(schedule: Schedule, cluster: ClusterSpec) -> None:
         raise ValueError("changes delay, jitter or loss: supported on the one-switch cluster (no --topology) only")
     if not cluster.up.impaired:
         raise ValueError(
-            "changes delay, jitter or loss: start the run with a delay on the uplinks (e.g. --delay 1ms) so the delay line runs"
+            "changes delay, jitter or loss: start the run with a delay on the uplinks (e.g. --delay 1ms) so "
+            "the delay line runs"
         )
     if cluster.engine == "netem":
         raise ValueError(

@@ -95,7 +95,9 @@ class LiveSchedule:
         log_path: Path | None,
         records: Path | None,
     ) -> None:
-        """``graph``: the network as asked (undilated); ``dilation``: the run's k; without ``records`` only :meth:`apply` runs it."""
+        """``graph``: the network as asked (undilated); ``dilation``: the run's k; without ``records`` only
+        :meth:`apply` runs it.
+        """
         self.cluster, self.k, self.log_path = cluster, dilation, log_path
         self.segments = segments(schedule, graph)
         self.egresses = egresses(cluster)

@@ -1,12 +1,12 @@
 """A link schedule: timed changes to the emulated network while a run goes on (pure data, validated when made).
 
-Each :class:`Change` says, at ``time_s`` seconds after the first measured step began, what one target becomes:
-``*`` (every link and every node), a link as the topology names it (a trunk ``site0--site1``, or a node's access
-link ``n0``), or a node's name (its access link both ways, and its compute speed). A field left ``None`` keeps
-the value in force. :func:`netbench.schedule.state.segments` turns the changes into the network in force between two change
+Each :class:`Change` says, at ``time_s`` seconds after the first measured step began, what one target becomes: ``*``
+(every link and every node), a link as the topology names it (a trunk ``site0--site1``, or a node's access link
+``n0``), or a node's name (its access link both ways, and its compute speed). A field left ``None`` keeps the value
+in force. :func:`netbench.schedule.state.segments` turns the changes into the network in force between two change
 times: a :class:`~netbench.topology.graph.Topology` with the segment's rates, delays and compute scales, and the
-links that are down. The emulator applies the changes (:mod:`netbench.schedule.live`), the summary and the model
-read the segments (:mod:`netbench.schedule.segments`).
+links that are down. The emulator applies the changes (:mod:`netbench.schedule.live`), the summary and the model read
+the segments (:mod:`netbench.schedule.segments`).
 """
 
 from __future__ import annotations

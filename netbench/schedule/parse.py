@@ -73,7 +73,9 @@ def parse_text(text: str, source: str, toml: bool = False) -> Schedule:
 
 
 def _table(text: str) -> tuple[list[str], list[dict[str, Any]]]:
-    """The header (names stripped) and the rows as dicts; a row longer than the header keeps its extra cells under None."""
+    """The header (names stripped) and the rows as dicts; a row longer than the header keeps its extra cells under
+    None.
+    """
     try:
         lines = [line for line in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in line)]
     except csv.Error as exc:

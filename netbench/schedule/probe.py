@@ -19,7 +19,9 @@ __all__ = ["probe_segments"]
 
 
 def probe_segments(spec: ClusterSpec, schedule: Schedule, seconds: float, pings: int = 10) -> list[dict[str, Any]]:
-    """One row per segment: its label, the rate in force on the probed path, goodput and RTT (None where a link is down)."""
+    """One row per segment: its label, the rate in force on the probed path, goodput and RTT (None where a link is
+    down).
+    """
     rows = []
     with Cluster(spec) as cluster:
         live = LiveSchedule(cluster, schedule, spec.graph, 1.0, None, None)

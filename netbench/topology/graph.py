@@ -207,7 +207,8 @@ def _check_ends(link: LinkSpec, nodes: set[str], switches: set[str]) -> None:
         raise ValueError(f"link {link.name!r} joins {link.a!r} to itself")
     if link.b in nodes:
         raise ValueError(
-            f"link {link.name!r} ends at node {link.b!r}: nodes reach the network through a switch (the node goes first)"
+            f"link {link.name!r} ends at node {link.b!r}: nodes reach the network through a switch (the node "
+            "goes first)"
         )
 
 

@@ -34,7 +34,8 @@ class DirectionSpec(BaseModel):
     def _rate_in_range(cls, v: float) -> float:
         if not MIN_RATE_BPS <= v <= MAX_RATE_BPS:
             raise ValueError(
-                f"must be between {format_rate(MIN_RATE_BPS)} and {format_rate(MAX_RATE_BPS)}, got {format_rate(v) if v > 0 else v}"
+                f"must be between {format_rate(MIN_RATE_BPS)} and {format_rate(MAX_RATE_BPS)}, got "
+                f"{format_rate(v) if v > 0 else v}"
             )
         return v
 
@@ -43,7 +44,8 @@ class DirectionSpec(BaseModel):
     def _time_in_range(cls, v: float) -> float:
         if not 0 <= v <= MAX_EMULATED_DELAY_S:
             raise ValueError(
-                f"must be between 0 and {format_time(MAX_EMULATED_DELAY_S)}, got {format_time(v) if v >= 0 else f'{v * 1e3:g}ms'}"
+                f"must be between 0 and {format_time(MAX_EMULATED_DELAY_S)}, got "
+                f"{format_time(v) if v >= 0 else f'{v * 1e3:g}ms'}"
             )
         return v
 

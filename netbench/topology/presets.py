@@ -63,7 +63,9 @@ def sites(
     kind: str = "sites",
     core: tuple[str, ...] = (),
 ) -> Topology:
-    """Sites of nodes on their LAN, a trunk for every listed pair; ``overrides`` by node index; ``core``: switches without nodes."""
+    """Sites of nodes on their LAN, a trunk for every listed pair; ``overrides`` by node index; ``core``: switches
+    without nodes.
+    """
     overrides = overrides or {}
     nodes: list[NodeSpec] = []
     links: list[LinkSpec] = []

@@ -111,7 +111,8 @@ def _about(
     return {
         "run_id": run_json.get("run_id"),
         "origin_unix_s": origin,
-        "clock": "CLOCK_REALTIME of the host (workers: time.time() beside perf_counter(); capture: kernel packet stamps; TCP: time.time())",
+        "clock": "CLOCK_REALTIME of the host (workers: time.time() beside perf_counter(); capture: kernel "
+        "packet stamps; TCP: time.time())",
         "alignment_bound_s": alignment_bound_s(steps),
         "links_from": "capture" if captured else "interface counters",
         "link_bin_s": links.BIN_S if captured else None,

@@ -72,7 +72,9 @@ def capture_events(
 
 
 def held_events(net_by_bin: Mapping[int, int]) -> list[ev.Event]:
-    """Bytes inside the switch (entered minus left) at the end of each 10 ms bin: the delay line's queue and the ports'."""
+    """Bytes inside the switch (entered minus left) at the end of each 10 ms bin: the delay line's queue and the
+    ports'.
+    """
     out, level = [], 0
     for i in range(min(net_by_bin), max(net_by_bin) + 1):
         level += net_by_bin.get(i, 0)
