@@ -199,7 +199,7 @@ def _free(device: torch.device) -> None:
 def build_profile(rows: list[dict], small: dict | None, args, device_name: str):
     """The calibration profile: per-parameter and per-tensor encode/decode costs for every scheme timed."""
     from netbench.model.calibration import Calibration
-    from netbench.model.measure import _fit
+    from netbench.calibrate.measure import _fit
 
     big = max(rows, key=lambda r: r["params"])
     costs = {k: {} for k in ("encode_s_per_param", "decode_s_per_param", "encode_s_per_tensor", "decode_s_per_tensor")}
@@ -249,7 +249,7 @@ def build_profile(rows: list[dict], small: dict | None, args, device_name: str):
                 }
             }
         )
-    from netbench.model.measure import MeasureOptions, measure
+    from netbench.calibrate.measure import MeasureOptions, measure
 
     try:  # this host's network constants, exactly as `netbench calibrate` measures them (no codecs)
         network = measure(MeasureOptions(iters=200, bandwidth_mib=8.0, schemes=()))
@@ -270,15 +270,15 @@ def _fmt_rate(params: int, seconds: float) -> str:
 
 
 def main() -> int:
-    from netbench.model.measure import TENSOR_SHAPES
-    from netbench.model.schemes import SCHEME_NAMES
+    from netbench.calibrate.measure import TENSOR_SHAPES
+    from netbench.replicators.registry import names
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["gpt2-medium", "llama-1b"])
     parser.add_argument(
         "--tensor-shapes", default=TENSOR_SHAPES, help="many small tensors, for the cost per tensor ('' to skip)"
     )
-    parser.add_argument("--schemes", default=",".join(SCHEME_NAMES), help="comma-separated replicators to time")
+    parser.add_argument("--schemes", default=",".join(names()), help="comma-separated replicators to time")
     parser.add_argument(
         "--world", type=int, default=2, help="ranks the loopback collective stands for (>= 2 for the reference)"
     )
@@ -307,7 +307,7 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=None, help="also write every figure as JSON here")
     args = parser.parse_args()
     schemes = [s for s in args.schemes.split(",") if s]
-    bad = [s for s in schemes if s not in SCHEME_NAMES]
+    bad = [s for s in schemes if s not in names()]
     if bad or not schemes or args.world < 1 or args.iters < 1 or args.warmup < 0:
         print(
             f"bench_codec_gpu: bad arguments (schemes {bad or schemes}, world {args.world}, iters {args.iters})",

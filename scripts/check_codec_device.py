@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from netbench.replicators import REPLICATOR_NAMES, ReplicatorConfig, build_replicator  # noqa: E402
+from netbench.replicators import ReplicatorConfig, build_replicator, names  # noqa: E402
 from netbench.replicators.random_subset import hashed_offsets  # noqa: E402
 
 SHAPES = [(130, 70), (64,), (3, 5, 7), (), (200, 64), (256, 512)]
@@ -73,7 +73,7 @@ def main() -> int:
         same = torch.equal(hashed_offsets(widths, seed, step), hashed_offsets(widths.cuda(), seed, step).cpu())
         report(same, f"hashed_offsets seed {seed} step {step}: CUDA bits == CPU bits")
 
-    for name in REPLICATOR_NAMES:
+    for name in names():
         for bucket_mb in (0.0, 0.01):
             what = f"{name} bucket_mb {bucket_mb}: 3 steps on CUDA with sync debug mode 'error'"
             try:
@@ -92,7 +92,7 @@ def main() -> int:
                 torch.cuda.set_sync_debug_mode("default")
                 report(False, f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
-    for name in REPLICATOR_NAMES:
+    for name in names():
         cpu = build(name, "cpu")
         gpu = build(name, "cuda")
         steps(*cpu)

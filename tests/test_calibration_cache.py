@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import netbench.model.measure as measure_mod
+import netbench.calibrate.measure as measure_mod
 from netbench.model import hostcache
 from netbench.model.calibration import ENV_VAR, Calibration, CalibrationError, save_calibration
 from netbench.model.hostcache import cache_dir, cache_path, cached, host_calibration, host_key
-from netbench.model.schemes import SCHEME_NAMES
+from netbench.replicators.registry import names
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def fake_measure(monkeypatch) -> list[int]:
             source="measured",
             host="h",
             software_overhead_s=1e-4 * len(calls),
-            encode_s_per_param={name: 1e-8 for name in SCHEME_NAMES},
+            encode_s_per_param={name: 1e-8 for name in names()},
             decode_s_per_param={"dct": 5e-9},
         )
 

@@ -6,23 +6,23 @@ from __future__ import annotations
 import pytest
 from test_calibration_cache import cache  # noqa: F401 - the same empty per-test calibration cache
 
-import netbench.model.measure as measure_mod
+import netbench.calibrate.measure as measure_mod
 from netbench.model.calibration import (
-    COST_SETTINGS,
     Calibration,
     cost_key,
+    cost_settings,
     read_calibration,
     save_calibration,
     scheme_of,
 )
 from netbench.model.hostcache import cache_path, host_calibration, host_key, missing_keys
-from netbench.model.schemes import SCHEME_NAMES
 from netbench.orchestrator.prediction import encode_decode_s
 from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.registry import names
 
 
 def test_default_settings_key_is_the_name() -> None:
-    for name in SCHEME_NAMES:
+    for name in names():
         assert cost_key(ReplicatorConfig(name=name)) == name
 
 
@@ -50,8 +50,7 @@ def test_settings_that_change_no_codec_work_keep_the_key(settings) -> None:
 
 
 def test_every_cost_setting_is_a_replicator_field() -> None:
-    assert set(COST_SETTINGS) == set(SCHEME_NAMES)
-    assert all(f in ReplicatorConfig.model_fields for fields in COST_SETTINGS.values() for f in fields)
+    assert names() and all(f in ReplicatorConfig.model_fields for name in names() for f in cost_settings(name))
 
 
 CALIB = Calibration(

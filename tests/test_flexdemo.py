@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from netbench.replicators.hierarchical import ShardLayout, shard_shapes
+from netbench.replicators.hierarchical import ShardLayout
+from netbench.replicators.shards import shard_shapes
 from netbench.shapes import ParamShape, total_params
 from netbench.worker.groups import Layout
 from tests.dist_harness import run_ranks

@@ -115,7 +115,7 @@ def test_a_schema_1_file_counts_its_sum_as_encode() -> None:
 
 
 def test_fit_separates_per_param_and_per_tensor_costs() -> None:
-    from netbench.model.measure import _fit
+    from netbench.calibrate.measure import _fit
 
     a, b = 1e-8, 1e-4  # hand-made: 2 M params in 12 tensors, 70 k params in 57 tensors
     big = (2_000_000, 12, 2_000_000 * a + 12 * b)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from dist_harness import run_ranks
 
-from netbench.replicators import REPLICATOR_NAMES, ReplicatorConfig, build_replicator, declared_payload
+from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload, names
 from netbench.replicators.base import param_shapes
 
 # Non-divisible by the chunk (8), 1-D, smaller than a chunk, 3-D, a 1 x n matrix, a scalar.
@@ -209,7 +209,7 @@ def _train_body(rank: int, world: int, cfg: dict, steps: int) -> tuple[float, fl
     return before, eval_loss()
 
 
-@pytest.mark.parametrize("name", REPLICATOR_NAMES)
+@pytest.mark.parametrize("name", names())
 def test_loss_falls_over_a_short_run(name):
     steps = 60
     ranks = run_ranks(_train_body, WORLD, TRAIN_CONFIGS[name], steps, timeout=60)

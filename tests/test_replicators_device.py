@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from netbench.replicators import REPLICATOR_NAMES, ReplicatorConfig, build_replicator
+from netbench.replicators import ReplicatorConfig, build_replicator, names
 from netbench.replicators.comm import GroupComm, needs_host_copy
 from netbench.replicators.random_subset import hashed_offsets, stream_seed
 
@@ -81,7 +81,7 @@ def _build(name: str, device: str, bucket_mb: float = 0.0, **cfg):
 
 
 @pytest.mark.parametrize("bucket_mb", [0.0, 0.001], ids=["one-bucket", "pipelined"])
-@pytest.mark.parametrize("name", REPLICATOR_NAMES)
+@pytest.mark.parametrize("name", names())
 def test_step_stays_on_the_tensors_device(name, bucket_mb):
     """On a data-less device every replicator steps without one op on a host tensor, and all its state lives there."""
     params, rep = _build(name, "meta", bucket_mb)
@@ -101,7 +101,7 @@ def test_step_stays_on_the_tensors_device(name, bucket_mb):
 
 
 @pytest.mark.parametrize("value_dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("name", REPLICATOR_NAMES)
+@pytest.mark.parametrize("name", names())
 def test_step_returns_tensors_of_the_parameters_device_and_dtype(name, value_dtype):
     """On the CPU (the device CI has) gradients and parameters keep their device, dtype and shape."""
     params, rep = _build(name, "cpu", value_dtype=value_dtype, grad_dtype=value_dtype)

@@ -156,7 +156,7 @@ def test_report_replaces_a_planted_link_instead_of_writing_through_it(tmp_path: 
 def test_the_sweep_calibration_writes_shapes_json_under_a_fresh_name(
     tmp_path: Path, victim: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import netbench.model.measure as measure_module
+    import netbench.calibrate.measure as measure_module
     from netbench.orchestrator.sweep_calibration import sweep_calibration
     from netbench.orchestrator.sweep_scenario import scenario_from_dict
 

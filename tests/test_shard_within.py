@@ -21,7 +21,8 @@ import torch
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.registry import names
 from netbench.topology import DirectionSpec, place, sites, uniform_sites
 from netbench.topology.presets import Site, Wan
 from netbench.worker.groups import Layout
@@ -144,11 +145,11 @@ def _site_body(rank: int, world: int, name: str) -> dict:
     return {"stats": stats, "digests": digests}
 
 
-@pytest.mark.parametrize("name", REPLICATOR_NAMES)
+@pytest.mark.parametrize("name", names())
 def test_every_replicator_keeps_replicas_identical_and_sends_the_model_once_per_site(name: str) -> None:
     from netbench.replicators import declared_payload
     from netbench.replicators.base import param_shapes
-    from netbench.replicators.hierarchical import shard_shapes
+    from netbench.replicators.shards import shard_shapes
 
     results = run_ranks(_site_body, 4, name, timeout=120)
     digests = results[0]["digests"]

@@ -36,6 +36,7 @@ from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
+from netbench.replicators.registry import names, spec
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
@@ -151,7 +152,7 @@ def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list
             f"{format_time(calib.overhead('all_gather'))} (all_gather); encode/decode of "
             + (", ".join(s for s in schemes if calib.measured(s)) or "none of these settings")
         )
-    missing = [s for s in schemes if not calib.measured(s) and scheme_of(s) != "mtdao"]
+    missing = [s for s in schemes if not calib.measured(s) and spec(scheme_of(s)).encodes]
     fallback = [s for s in missing if calib.measured(scheme_of(s))]
     missing = [s for s in missing if s not in fallback]
     if fallback:
@@ -333,7 +334,7 @@ def _print_table(rows: list[dict], console: Console) -> None:
         table.add_column(col, justify="left" if col == "replicator" else "right", no_wrap=True)
     for r in rows:
         table.add_row(
-            r["replicator"] + ("" if r["compression_calibrated"] or r["replicator"] == "mtdao" else "*"),
+            r["replicator"] + ("" if r["compression_calibrated"] or not spec(r["replicator"]).encodes else "*"),
             str(r["nodes"]) + (f" ({r['machines']}x{r['gpus_per_node']})" if r["gpus_per_node"] > 1 else ""),
             format_bytes(r["payload_bytes_per_step"]),
             format_bytes(r["wire_bytes_per_step"]["tx"]),
@@ -414,7 +415,7 @@ def plan(
         "0ms", "--delay", help="one-way latency between two nodes (as `run --delay`, which adds it on each uplink)"
     ),
     replicator: str = typer.Option(
-        "dct", "--replicator", help="full, dct, random, striding, diloco, lowrank, mtdao; a comma list, or all"
+        REPLICATOR["name"].default, "--replicator", help=f"{', '.join(names())}; a comma list, or all"
     ),
     rep_settings: Settings = FROM_FIELDS,
     compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
@@ -604,9 +605,9 @@ def plan(
         + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else "")
     )
     for line in _constants_lines(calib, calib_path, [cost_key(s.config) for s in schemes]):
-        console.print(line, highlight=False, markup=False)  # cost keys hold brackets: dct[topk=8]
+        console.print(line, highlight=False, markup=False)  # cost keys hold brackets: name[topk=8]
     _print_table(rows, console)
-    if any(not r["compression_calibrated"] and r["replicator"] != "mtdao" for r in rows):
+    if any(not r["compression_calibrated"] and spec(r["replicator"]).encodes for r in rows):
         console.print("* compression cost not calibrated for this replicator (taken as 0)")
     _print_derived(derived, console)
 
@@ -628,7 +629,7 @@ def calibrate(
     replicator: str = typer.Option(
         "all", "--replicator", help="schemes whose compression cost to time (comma list, all, or none)"
     ),
-    steps: int = typer.Option(3, "--steps", help="timed steps per scheme (whole sync periods for diloco)"),
+    steps: int = typer.Option(3, "--steps", help="timed steps per scheme (whole sync periods for periodic ones)"),
     rep_settings: Settings = FROM_FIELDS,
     acks_per_segment: float = typer.Option(
         0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"
@@ -636,7 +637,7 @@ def calibrate(
     json_out: bool = typer.Option(False, "--json", help="print the saved calibration as JSON"),
 ) -> None:
     """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
-    from netbench.model.measure import MeasureOptions, measure
+    from netbench.calibrate.measure import MeasureOptions, measure
 
     try:
         resolve_shapes(shapes)

@@ -14,6 +14,7 @@ from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings
 from netbench.cli.privileges import require_privileges
 from netbench.cli.run_config import check_capture_room, check_delay_line_env, dilation_factor
 from netbench.cli.run_options import check_workload
+from netbench.replicators.registry import names
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import is_sweep
 
@@ -113,7 +114,7 @@ def sweep(
         None,
         "--replicator",
         "-r",
-        help="Replicators, comma list (full, dct, random, striding, diloco, lowrank, mtdao).",
+        help=f"Replicators, comma list ({', '.join(names())}).",
     ),
     nodes: str | None = typer.Option(None, "--nodes", "-n", help="Node counts, comma list (e.g. 2,4)."),
     delay: str | None = typer.Option(None, "--delay", help="One-way delays, comma list (e.g. 0ms,20ms)."),

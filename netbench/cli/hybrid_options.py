@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from netbench.cli.errors import UserError
+from netbench.replicators.compression import compression_help
 from netbench.units import UnitError, parse_rate
 
 
@@ -38,7 +39,7 @@ CompressionOpt = typer.Option(
     None,
     "--compression",
     help="Fraction of each tensor's values sent per step, the same for "
-    "dct (top-k per chunk), random and striding (rate): 1/16, 0.0625 or 6.25%; overrides --topk/--rate.",
+    f"{compression_help()}: 1/16, 0.0625 or 6.25%; overrides --topk/--rate.",
 )
 
 

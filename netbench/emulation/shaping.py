@@ -37,7 +37,7 @@ class TbfParams:
         (txqueuelen, 1000 frames), whichever holds more. The tbf stands where a real host has its
         NIC queue, and TCP's small-queue limit lets one socket park far more than 100 ms of a slow
         link there (bbr paces from a sub-millisecond RTT at first): at 10mbit a 125 kB queue
-        dropped 126 packets of a 2 s bidirectional iperf3 and made diloco retransmit 3-5 % of its
+        dropped 126 packets of a 2 s bidirectional iperf3 and made a periodic dense all-reduce retransmit 3-5 % of its
         bytes, which a real host's 1000 frames would not.
         """
         rate_bytes = rate_bps / 8

@@ -10,7 +10,7 @@ Small modules, one job each:
 * :mod:`~netbench.model.schemes` -- which exchanges each replicator makes (replicator formulas are
   imported from :mod:`netbench.replicators`, never re-derived here);
 * :mod:`~netbench.model.steptime` -- compute + compression + communication of one step;
-* :mod:`~netbench.model.calibration` / :mod:`~netbench.model.measure` -- host constants, saved as JSON;
+* :mod:`~netbench.model.calibration` / :mod:`~netbench.calibrate.measure` -- host constants, saved as JSON;
 * :mod:`~netbench.model.planner` -- derived answers solved numerically (bisection).
 """
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Calibration",
     "CalibrationError",
-    "COST_SETTINGS",
+    "cost_settings",
     "cost_key",
     "default_path",
     "read_calibration",
@@ -62,19 +62,14 @@ ENV_VAR = "NETBENCH_CALIBRATION"
 SCHEMA_VERSION = 4  # 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys); 4: median step, not fastest
 
 
-# The settings that change each replicator's encode/decode work per parameter (the replicators'
-# codecs: dct's tile side, kept coefficients, wire dtypes and sign; random/striding's fraction and
-# value dtype; diloco's period, which its per-step average divides by; lowrank's rank; the dense
-# schemes' all-reduce dtype). Learning rates, seeds and momentum decays change no work.
-COST_SETTINGS: dict[str, tuple[str, ...]] = {
-    "full": ("grad_dtype",),
-    "dct": ("chunk", "topk", "value_dtype", "index_dtype", "sign"),
-    "random": ("rate", "value_dtype", "sign"),
-    "striding": ("rate", "value_dtype", "sign"),
-    "diloco": ("sync_every", "grad_dtype"),
-    "lowrank": ("rank", "grad_dtype"),
-    "mtdao": (),
-}
+def cost_settings(name: str) -> tuple[str, ...]:
+    """The settings that change replicator ``name``'s encode/decode work per parameter, as its declaration
+    lists them (tile sides, kept fractions, wire dtypes, a period its per-step average divides by). Learning
+    rates, seeds and momentum decays change no work. A name nobody declared has none."""
+    from netbench.replicators.registry import REGISTRY
+
+    declared = REGISTRY.get(name)
+    return declared.cost_settings if declared is not None else ()
 
 
 def cost_key(config: ReplicatorConfig) -> str:
@@ -84,7 +79,7 @@ def cost_key(config: ReplicatorConfig) -> str:
     default = ReplicatorConfig(name=config.name)
     changed = [
         f"{field}={getattr(config, field)}"
-        for field in sorted(COST_SETTINGS.get(config.name, ()))
+        for field in sorted(cost_settings(config.name))
         if getattr(config, field) != getattr(default, field)
     ]
     return f"{config.name}[{','.join(changed)}]" if changed else config.name

@@ -1,7 +1,7 @@
 """What this host is, as the model's measured constants depend on it: its cores, CPU, software versions.
 
 Kept apart from the cache (:mod:`netbench.model.hostcache`) and the measurement
-(:mod:`netbench.model.measure`) so both can name the host without importing each other.
+(:mod:`netbench.calibrate.measure`) so both can name the host without importing each other.
 """
 
 from __future__ import annotations

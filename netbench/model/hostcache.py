@@ -3,7 +3,7 @@
 The constants depend on the machine and the software that runs the collectives and codecs, so
 the cache is keyed by hostname, CPU model, core count, torch and netbench versions and the
 torch threads per worker. A changed key, a missing entry or an unreadable entry is measured
-again (a few seconds, :func:`netbench.model.measure.quick_options`) and written atomically; an
+again (a few seconds, :func:`netbench.calibrate.measure.quick_options`) and written atomically; an
 exclusive lock makes concurrent first runs measure once.
 
 Cache folder: ``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench``; checked
@@ -68,8 +68,8 @@ def cache_path(key: dict[str, str] | None = None) -> Path:
 
 def cached(key: dict[str, str] | None = None) -> Calibration | None:
     """The cached calibration for ``key`` (this host), or None when absent, unreadable, for another key, or
-    missing a replicator (``netbench calibrate --replicator dct`` measures only some)."""
-    from netbench.model.schemes import SCHEME_NAMES
+    missing a replicator (``netbench calibrate --replicator NAME`` measures only some)."""
+    from netbench.replicators.registry import names
 
     key = key or host_key()
     path = cache_path(key)
@@ -83,7 +83,7 @@ def cached(key: dict[str, str] | None = None) -> Calibration | None:
         calib = read_calibration(path)
     except CalibrationError:
         return None
-    complete = all(calib.measured(name) for name in SCHEME_NAMES)
+    complete = all(calib.measured(name) for name in names())
     return calib if calib.source == "measured" and calib.host_key == key and complete else None
 
 
@@ -190,7 +190,7 @@ def host_calibration(
         hit = cached(key)
         if hit is not None and not missing_keys(hit, replicators):
             return HostCalibration(hit, path, False, "cache")
-        from netbench.model.measure import measure, quick_options  # torch processes: only when measuring
+        from netbench.calibrate.measure import measure, quick_options  # torch processes: only when measuring
 
         if on_measure:
             on_measure(path)

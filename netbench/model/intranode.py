@@ -5,7 +5,7 @@ No second model: the step comes from :func:`netbench.model.steptime.estimate` wi
 it charges the intra-node link, priced with :mod:`netbench.model.framing` at the loopback's MTU
 (the emulated intra-node link is each node's ``lo``). What changes is only what the model is fed:
 
-* every worker replicates the slices it owns (:func:`netbench.replicators.hierarchical.shard_shapes`),
+* every worker replicates the slices it owns (:func:`netbench.replicators.shards.shard_shapes`),
   so the node's inter-node payload is G workers' payloads on slice shapes, not the whole model's
   (they differ where a dimension is padded, or where a codec's chunks cut slices differently);
 * encode and decode are one worker's, on its slices, with N x G processes sharing the host's cores.
@@ -21,7 +21,7 @@ from netbench.model.collectives import Link, cost, pattern
 from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing
 from netbench.model.schemes import Scheme
-from netbench.replicators.hierarchical import shard_shapes
+from netbench.replicators.shards import shard_shapes
 from netbench.shapes import ParamShape, total_params
 
 __all__ = [

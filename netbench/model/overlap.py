@@ -54,7 +54,6 @@ __all__ = [
     "BACKWARD_SHARE",
     "auto_bucket_mb",
     "bucket_mb_for",
-    "PIPELINED_BY_DEFAULT",
     "MIN_BUCKET_BYTES",
     "GLOO_SEGMENT_BYTES",
     "ENCODE_SHARE",
@@ -66,15 +65,15 @@ MIN_BUCKET_BYTES = 64_000  # below this a bucket's fixed costs (a collective, a 
 # scripts/bench_pipeline.py: random at 1gbit, 8 buckets instead of 1 cost +23 ms on 2 nodes (7 extra
 # buckets x 2 steps: 1.6 ms a step) and +44 ms on 4 nodes (7 x 6 steps: 1.05 ms); 3 ms keeps a margin.
 RING_STEP_S = 3e-3
-# Replicators whose encode + decode is worth hiding behind the wire. random, striding and full
-# encode by copying (a few ms of CPU for 14 M parameters): scripts/bench_pipeline.py measured
-# pipelined random at 0.97-0.99x of one bucket at 10mbit but 1.24-1.46x at 100mbit and 1gbit,
-# so `auto` keeps them in one collective; `--bucket-mb N` still pipelines them.
-PIPELINED_BY_DEFAULT = frozenset({"dct"})
+# Which replicators' encode + decode is worth hiding behind the wire is their declaration's
+# ``pipelined_by_default``. Codecs that encode by copying (a few ms of CPU for 14 M parameters) are
+# not: scripts/bench_pipeline.py measured a pipelined random subset at 0.97-0.99x of one bucket at
+# 10mbit but 1.24-1.46x at 100mbit and 1gbit, so `auto` keeps them in one collective; `--bucket-mb N`
+# still pipelines them.
 # Buckets `auto` cuts a step into at most: two per lane (replicators/buckets.py MAX_LANES), so all
 # travel at once; more buckets shrink the pipeline's fill (the first encode) and drain (the last decode).
 MAX_BUCKETS = 16
-ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding (dct: measured 0.45-0.55)
+ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding (DCT top-k: measured 0.45-0.55)
 
 
 def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: int, behind: int | None = 1) -> float:
@@ -137,13 +136,15 @@ def bucket_mb_for(
     concurrent: bool = True,
 ) -> float:
     """What ``--bucket-mb auto`` means for ``replicator``: :func:`auto_bucket_mb`, or 0 (one bucket)
-    for replicators whose codec has too little work to hide (see :data:`PIPELINED_BY_DEFAULT`).
+    for replicators whose codec has too little work to hide (their declaration's ``pipelined_by_default``).
 
-    ``backward``: the buckets will start from backward's hooks (dct on a built-in workload), so
+    ``backward``: the buckets will start from backward's hooks (``backward_hooks``, a built-in workload), so
     there is backward compute to hide the wire behind even where the codec is small: buckets
     need only outweigh the collective's fixed costs, not :data:`MIN_BUCKET_BYTES`.
     """
-    if replicator not in PIPELINED_BY_DEFAULT:
+    from netbench.replicators.registry import spec
+
+    if not spec(replicator).pipelined_by_default:
         return 0.0
     return auto_bucket_mb(
         rate_bps,
@@ -200,7 +201,7 @@ def pipelined(
     """
     from dataclasses import replace
 
-    from netbench.replicators import declared_payload
+    from netbench.replicators.registry import declared_payload
 
     if replicator.bucket_mb <= 0 or est.overlap or est.scenario.machines < 2:
         return est
@@ -213,7 +214,7 @@ def pipelined(
     calls = sum(p.collectives_per_step for p in payload.parts())
     # Lanes open where the replication group is the world (one accelerator per node), as the workers do.
     concurrent = travel_at_once(calls, lanes_for(calls) if est.scenario.gpus_per_node == 1 else 1)
-    if payload.also:  # two dependent rounds (lowrank): codec and wire not overlapped in the model, but with
+    if payload.also:  # two dependent rounds: codec and wire not overlapped in the model, but with
         if not concurrent:  # lanes each round's buckets travel at once: one call's latency per round
             return est
         rounds = len(payload.parts())
@@ -237,14 +238,14 @@ def backward_overlapped(
     est: StepEstimate, replicator: ReplicatorConfig, workload_kind: str, shapes: Sequence[ParamShape]
 ) -> StepEstimate:
     """``est`` (after :func:`pipelined`) with its buckets started during backward, where the
-    worker does that: ``overlap_backward`` on, a built-in workload, a replicator with hooks (dct)."""
+    worker does that: ``overlap_backward`` on, a built-in workload, a replicator declaring ``backward_hooks``."""
     from dataclasses import replace
 
-    from netbench.replicators import declared_payload
+    from netbench.replicators.registry import declared_payload, spec
 
     if (
         not replicator.overlap_backward
-        or replicator.name != "dct"
+        or not spec(replicator.name).backward_hooks
         or workload_kind not in BACKWARD_OVERLAP_WORKLOADS
         or est.overlap
         or est.scenario.machines < 2

@@ -2,8 +2,8 @@
 
 * the bandwidth at which communication time equals compute time (per scheme and node count);
 * the node count at which a scheme's step time doubles relative to two nodes (up to 100 000);
-* the crossover bandwidths where two schemes' step times are equal (e.g. where dct's
-  compression cost outweighs the bytes it saves over full).
+* the crossover bandwidths where two schemes' step times are equal (e.g. where a sparse codec's
+  compression cost outweighs the bytes it saves over the dense all-reduce).
 
 Bandwidth answers scale the up and down rates together (an asymmetric link keeps its ratio) over
 1 kbit/s .. 1 Pbit/s on a log scale; each answer says why when there is none.

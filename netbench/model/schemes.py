@@ -1,9 +1,9 @@
 """Which exchanges each scheme makes per step, and whether its communication overlaps compute.
 
 Implemented replicators declare their own payload (``netbench.replicators.declared_payload``,
-owned by the replicators): the model imports it and never re-derives those formulas, so a change
-to a replicator's wire format changes the plan too. A declaration with several parts (lowrank's
-P and R rounds, mtdao's three periodic states) becomes one exchange per part.
+owned by the replicators, torch-free): the model imports it and never re-derives those formulas,
+so a change to a replicator's wire format changes the plan too. A declaration with several parts
+(two dependent rounds, states synchronised on their own periods) becomes one exchange per part.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from functools import lru_cache
 from pydantic import BaseModel, ConfigDict, create_model
 
 from netbench.model.exchange import Exchange, from_decl
-from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.registry import REGISTRY, declared_payload, names, spec
 from netbench.shapes import ParamShape
 
 __all__ = [
-    "SCHEME_NAMES",
-    "OVERLAPS",
     "SCHEME_SETTING_FIELDS",
     "SchemeSettings",
     "Scheme",
@@ -29,12 +28,6 @@ __all__ = [
     "scheme_from_config",
     "parse_scheme_list",
 ]
-
-SCHEME_NAMES: tuple[str, ...] = REPLICATOR_NAMES
-
-# Does the scheme's communication overlap the backward pass? None of ours does yet; a scheme that
-# does gets step = compression + max(compute, comm) instead of the sum.
-OVERLAPS: dict[str, bool] = {name: False for name in SCHEME_NAMES}
 
 
 class SchemeUnavailable(RuntimeError):
@@ -71,7 +64,11 @@ SchemeSettings = create_model(
 
 @dataclass(frozen=True)
 class Scheme:
-    """A named scheme with validated settings; knows its exchanges for any world size."""
+    """A named scheme with validated settings; knows its exchanges for any world size.
+
+    ``overlap``: its communication overlaps the backward pass (its declaration's ``overlaps_compute``),
+    so a step costs compression + max(compute, comm) instead of the sum.
+    """
 
     name: str
     config: ReplicatorConfig
@@ -85,36 +82,36 @@ class Scheme:
 @lru_cache(maxsize=4096)
 def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> tuple[Exchange, ...]:
     try:
-        from netbench.replicators import declared_payload
+        declared = declared_payload(list(shapes), config, world_size)
     except ImportError as exc:
         raise SchemeUnavailable(
-            f"replicator {config.name!r}: its payload declaration (netbench.replicators.declared_payload) is not available: {exc}"
+            f"replicator {config.name!r}: its payload declaration is not available: {exc}"
         ) from None
-    parts = declared_payload(list(shapes), config, world_size).parts()
+    parts = declared.parts()
     return tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in parts)
 
 
 def build_scheme(name: str, settings: BaseModel) -> Scheme:
     """Validate ``settings`` for scheme ``name`` (raises pydantic.ValidationError or ValueError)."""
-    if name not in REPLICATOR_NAMES:
-        raise ValueError(f"unknown replicator {name!r} (choose from {', '.join(SCHEME_NAMES)}, or all)")
+    if name not in REGISTRY:
+        raise ValueError(f"unknown replicator {name!r} (choose from {', '.join(names())}, or all)")
     config = ReplicatorConfig(name=name, **settings.model_dump())
-    return Scheme(name=name, config=config, overlap=OVERLAPS[name])
+    return Scheme(name=name, config=config, overlap=spec(name).overlaps_compute)
 
 
 def scheme_from_config(config: ReplicatorConfig) -> Scheme:
     """The scheme of a replicator config as ``run``/``sweep`` hold it, to predict what that run should measure."""
-    return Scheme(name=config.name, config=config, overlap=OVERLAPS[config.name])
+    return Scheme(name=config.name, config=config, overlap=spec(config.name).overlaps_compute)
 
 
 def parse_scheme_list(text: str) -> list[str]:
     """``dct``, ``dct,full`` or ``all`` to a list of scheme names, in the order given, without repeats."""
-    names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    if names == ["all"]:
-        return list(SCHEME_NAMES)
-    unknown = [n for n in names if n not in SCHEME_NAMES]
-    if unknown or not names:
+    listed = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if listed == ["all"]:
+        return list(REGISTRY)
+    unknown = [n for n in listed if n not in REGISTRY]
+    if unknown or not listed:
         raise ValueError(
-            f"unknown replicator {', '.join(unknown) or repr(text)} (choose from {', '.join(SCHEME_NAMES)}, or all)"
+            f"unknown replicator {', '.join(unknown) or repr(text)} (choose from {', '.join(REGISTRY)}, or all)"
         )
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(listed))

@@ -7,7 +7,7 @@ link (a ring all-reduce's traffic among G, every step), each accelerator compres
 and the scheme's exchanges for the whole model run among the N/G nodes on the slow link (the G
 shards share the node's NIC, so the node carries the full model's payload).
 
-Exchanges with a period (diloco, mtdao) are averaged per step. Reported wire bytes are the slow
+Exchanges with a period (a replicator that syncs every H steps) are averaged per step. Reported wire bytes are the slow
 (inter-node) link's, per node, per step, both directions.
 """
 

@@ -75,8 +75,8 @@ class RunLike(Protocol):
 def period_warnings(replicator: ReplicatorConfig, nodes: int, steps: int) -> list[str]:
     """A warning per exchange whose period does not divide the measured steps.
 
-    The model averages a periodic exchange (diloco's sync, mtdao's states) over its period; a
-    window of 4 measured steps of diloco syncing every 10 held no sync at all and read 0.3x the
+    The model averages a periodic exchange (a sync every H steps) over its period; a
+    window of 4 measured steps of a replicator syncing every 10 held no sync at all and read 0.3x the
     model. The periods come from the replicator's settings alone, so one placeholder tensor stands
     in for the model's shapes.
     """

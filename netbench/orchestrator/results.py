@@ -83,7 +83,7 @@ def _median(values: list[float]) -> float | None:
 def statistic(measured: pd.DataFrame) -> str:
     """``median`` per node, or ``mean`` when a node's payload changes from step to step.
 
-    Replicators that communicate every K steps (diloco, mtdao) have a typical step with no
+    Replicators that communicate every K steps (a declared period) have a typical step with no
     traffic at all: its median shows 0 bytes and no communication, while what a user plans with
     (and what the model predicts) is the average over a period. Constant-payload replicators keep
     the median, which shrugs off the odd slow step.

@@ -54,7 +54,7 @@ def sweep_calibration(
     target = out / CALIBRATION
     if target.exists() and not fresh:
         return HostCalibration(load_calibration(target), target, False, "file")
-    from netbench.model.measure import MeasureOptions, measure  # torch: only when measuring
+    from netbench.calibrate.measure import MeasureOptions, measure  # torch: only when measuring
 
     known = set(SchemeSettings.model_fields)
     settings = SchemeSettings(**{k: v for k, v in scenario.replicator.items() if k in known})

@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from netbench.emulation.spec import ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.registry import REGISTRY
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule
@@ -177,9 +178,9 @@ class Grid(BaseModel):
     @field_validator("replicator")
     @classmethod
     def _names(cls, v: list[str]) -> list[str]:
-        unknown = [n for n in v if n not in REPLICATOR_NAMES]
+        unknown = [n for n in v if n not in REGISTRY]
         if unknown:
-            raise ValueError(f"unknown replicator {unknown[0]!r} (choose from {', '.join(REPLICATOR_NAMES)})")
+            raise ValueError(f"unknown replicator {unknown[0]!r} (choose from {', '.join(REGISTRY)})")
         return list(dict.fromkeys(v))
 
 

@@ -1,7 +1,7 @@
 """The replicator contract: what a step reports, what it declares, and the shared step skeleton.
 
 A replicator turns every rank's local gradients into one synchronised optimizer step. The
-interface is deliberately tiny (``step()`` plus a payload formula per class) because the
+interface is deliberately tiny (``step()``, with the payload formula of its declaration) because the
 workers, the orchestrator and the analytic model all code against it.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
@@ -20,6 +20,7 @@ from netbench.dtypes import torch_dtypes
 from netbench.replicators.comm import GroupComm
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.optim import Stepper, build_optimizer
+from netbench.replicators.spec import PayloadDecl
 from netbench.shapes import ParamShape
 from netbench.trace import spans
 
@@ -34,39 +35,7 @@ __all__ = [
     "device_sync",
 ]
 
-Collective = Literal["all_reduce", "all_gather", "none"]
-
 WIRE_DTYPES: dict[str, torch.dtype] = torch_dtypes("fp32", "bf16")
-
-
-@dataclass(frozen=True)
-class PayloadDecl:
-    """What one node hands to collectives, derived from shapes and settings alone.
-
-    The analytic model and the workers both read this, so predicted and measured bytes come
-    from the same formula (and a test checks the formula against the real tensors). A replicator
-    that makes several exchanges of different sizes or periods (lowrank's P and R rounds, mtdao's
-    three states) lists the others in ``also``; :meth:`parts` gives them all.
-    """
-
-    collective: Collective
-    bytes_per_step: int  # on a communicating step: all_gather -> own contribution, all_reduce -> buffer size
-    period: int = 1  # communicates every `period` steps (diloco: sync_every)
-    collectives_per_step: int = 1
-    label: str = ""  # names the exchange when a replicator makes several
-    also: tuple[PayloadDecl, ...] = ()
-
-    def parts(self) -> tuple[PayloadDecl, ...]:
-        """Every exchange declared: this one, then those in ``also``."""
-        return (replace(self, also=()), *(q for p in self.also for q in p.parts()))
-
-    def bytes_on(self, step: int) -> int:
-        """Bytes handed to collectives on 1-based ``step`` (every part whose period divides it)."""
-        return sum(p.bytes_per_step for p in self.parts() if step % p.period == 0)
-
-    def collectives_on(self, step: int) -> int:
-        """Collective calls made on 1-based ``step``."""
-        return sum(p.collectives_per_step for p in self.parts() if step % p.period == 0)
 
 
 @dataclass
@@ -201,8 +170,8 @@ class Replicator(ABC):
     """One full optimizer step per call: read ``p.grad``, synchronise, apply the base optimizer.
 
     Subclasses implement :meth:`_sync` (everything up to and including writing the synchronised
-    update into ``p.grad``) and :meth:`payload` (their wire formula). The base owns the group,
-    the byte accounting and the optimizer so timings mean the same thing for every replicator.
+    update into ``p.grad``); their wire formula is their declaration's (:mod:`netbench.replicators.spec`).
+    The base owns the group, the byte accounting and the optimizer so timings mean the same for every replicator.
     """
 
     name: ClassVar[str]
@@ -235,9 +204,11 @@ class Replicator(ABC):
         return build_optimizer(self.params, self.config, self.default_optimizer, self.default_lr)
 
     @classmethod
-    @abstractmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        """Bytes this node hands to collectives per communicating step (pure: shapes and settings only)."""
+        """Bytes this node hands to collectives per communicating step: its declaration's formula (pure)."""
+        from netbench.replicators.registry import spec
+
+        return spec(cls.name).payload(shapes, config, world_size)
 
     @abstractmethod
     def _sync(self, timer: StepTimer) -> None:

@@ -12,9 +12,19 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-__all__ = ["COMPRESSIBLE", "parse_compression", "compression_settings"]
+from netbench.replicators.registry import REGISTRY, spec
 
-COMPRESSIBLE = ("dct", "random", "striding")
+__all__ = ["compressible", "parse_compression", "compression_settings", "compression_help"]
+
+
+def compressible() -> tuple[str, ...]:
+    """The replicators whose declarations map a compression rate onto a setting of their own."""
+    return tuple(name for name, declared in REGISTRY.items() if declared.compression is not None)
+
+
+def compression_help() -> str:
+    """Which knob ``--compression`` sets for each replicator: ``dct (top-k per chunk), random (rate), ...``."""
+    return ", ".join(f"{name} ({REGISTRY[name].compression_knob})" for name in compressible())
 
 
 def parse_compression(text: str) -> float:
@@ -30,9 +40,10 @@ def parse_compression(text: str) -> float:
 
 
 def compression_settings(name: str, fraction: float, chunk: int) -> dict[str, float | int]:
-    """The replicator settings that send ``fraction`` of each tensor's values (dct: of each s x s chunk)."""
-    if name == "dct":
-        return {"topk": max(1, min(chunk * chunk, round(fraction * chunk * chunk)))}
-    if name in ("random", "striding"):
-        return {"rate": fraction}
-    raise ValueError(f"{name} sends every element; a compression rate applies to {', '.join(COMPRESSIBLE)}")
+    """The settings of ``name`` that send ``fraction`` of each tensor's values (per s x s chunk where it tiles)."""
+    from netbench.replicators.config import ReplicatorConfig
+
+    declared = spec(name)
+    if declared.compression is None:
+        raise ValueError(f"{name} sends every element; a compression rate applies to {', '.join(compressible())}")
+    return declared.compression(fraction, ReplicatorConfig.model_construct(name=name, chunk=chunk))

@@ -6,8 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ReplicatorName = Literal["full", "dct", "random", "striding", "diloco", "lowrank", "mtdao"]
-REPLICATOR_NAMES: tuple[str, ...] = ("full", "dct", "random", "striding", "diloco", "lowrank", "mtdao")
+from netbench.replicators.registry import REGISTRY, names_sentence, spec
+
+
+def _taken_by(field: str, text: str) -> str:
+    """``text`` prefixed by the replicators whose declarations take ``field`` (``dct/random: ...``)."""
+    takers = [name for name, declared in REGISTRY.items() if field in declared.options]
+    return f"{'/'.join(takers)}: {text}" if takers else text
 
 
 class ReplicatorConfig(BaseModel):
@@ -21,49 +26,55 @@ class ReplicatorConfig(BaseModel):
         extra="forbid", frozen=True, allow_inf_nan=False
     )  # inf or nan would pass every range check
 
-    # A description is also the help of the field's command-line option (netbench/cli/fields.py): it names
-    # the replicators it applies to first, as `netbench run --help` lists them.
-    name: ReplicatorName = Field("dct", description="full, dct, random, striding, diloco, lowrank or mtdao.")
+    # A description is also the help of the field's command-line option (netbench/cli/fields.py): it starts with
+    # the replicators whose declarations take the field (_taken_by), as `netbench run --help` lists them.
+    name: str = Field("dct", description=f"{names_sentence()}.")
     # full
     grad_dtype: Literal["fp32", "bf16"] = Field(
-        "fp32", description="full/diloco/lowrank/mtdao: all-reduce dtype (fp32, bf16)."
+        "fp32", description=_taken_by("grad_dtype", "all-reduce dtype (fp32, bf16).")
     )
     # dct (DeMo)
-    topk: int = Field(32, ge=1, description="dct: coefficients kept per chunk.")
+    topk: int = Field(32, ge=1, description=_taken_by("topk", "coefficients kept per chunk."))
     chunk: int = Field(
-        64, ge=1, le=4096, description="dct: chunk side s."
+        64, ge=1, le=4096, description=_taken_by("chunk", "chunk side s.")
     )  # s x s chunks of matrices, s-long chunks of vectors
     beta: float = Field(
         0.999, ge=0.0, lt=1.0, description="decoupled momentum decay; mtdao: its slow first momentum's beta1"
     )
     value_dtype: Literal["fp32", "bf16"] = Field(
-        "fp32", description="dct/random/striding: wire dtype of values (fp32, bf16)."
+        "fp32", description=_taken_by("value_dtype", "wire dtype of values (fp32, bf16).")
     )
     index_dtype: Literal["auto", "int16", "int32", "int64"] = Field(
-        "auto", description="dct: wire dtype of indices (auto, int16, int32, int64)."
+        "auto", description=_taken_by("index_dtype", "wire dtype of indices (auto, int16, int32, int64).")
     )  # auto: the smallest that holds a chunk position
-    sign: bool = Field(True, description="dct: sign of the decoded update, as DeMo.")
+    sign: bool = Field(True, description=_taken_by("sign", "sign of the decoded update, as DeMo."))
     # random / striding (beta, value_dtype and sign above apply to them too)
     rate: float = Field(
-        0.1, gt=0.0, le=1.0, description="random/striding: fraction sent per step, in (0, 1]."
+        0.1, gt=0.0, le=1.0, description=_taken_by("rate", "fraction sent per step, in (0, 1].")
     )  # of each tensor
     # diloco
     sync_every: int = Field(
-        10, ge=1, description="diloco: local steps between all-reduces."
+        10, ge=1, description=_taken_by("sync_every", "local steps between all-reduces.")
     )  # H, between pseudo-gradient all-reduces
     outer_lr: float = Field(0.7, gt=0.0)
     outer_momentum: float = Field(0.9, ge=0.0, lt=1.0)
     # lowrank (Dion)
     rank: float = Field(
-        4, gt=0, description="lowrank: factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1)."
+        4, gt=0, description=_taken_by("rank", "factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1).")
     )
     mu: float = Field(
-        0.95, ge=0.0, lt=1.0, description="lowrank: momentum decay mu, in [0, 1)."
+        0.95, ge=0.0, lt=1.0, description=_taken_by("mu", "momentum decay mu, in [0, 1).")
     )  # error feedback keeps 1 - mu of what was sent
     # mtdao (beta above is its beta1)
-    params_every: int = Field(32, ge=1, description="mtdao: steps between parameter all-reduces (K_x).")
-    m1_every: int = Field(32, ge=1, description="mtdao: steps between first-momentum all-reduces (K_1).")
-    m2_every: int = Field(32, ge=1, description="mtdao: steps between second-momentum all-reduces (K_v).")
+    params_every: int = Field(
+        32, ge=1, description=_taken_by("params_every", "steps between parameter all-reduces (K_x).")
+    )
+    m1_every: int = Field(
+        32, ge=1, description=_taken_by("m1_every", "steps between first-momentum all-reduces (K_1).")
+    )
+    m2_every: int = Field(
+        32, ge=1, description=_taken_by("m2_every", "steps between second-momentum all-reduces (K_v).")
+    )
     beta2: float = Field(0.999, ge=0.0, lt=1.0, description="mtdao second-momentum decay")
     nu: float = Field(
         0.7, ge=0.0, le=1.0, description="mtdao quasi-hyperbolic weight of the momentum against the gradient"
@@ -86,15 +97,27 @@ class ReplicatorConfig(BaseModel):
         0.0,
         ge=0.0,
         le=4096.0,
-        description="dct/random/striding/full: megabytes per pipelined collective "
-        "(encode, wire and decode of successive buckets overlap); 0: one collective per step.",
+        description=_taken_by(
+            "bucket_mb",
+            "megabytes per pipelined collective (encode, wire and decode of successive buckets overlap); "
+            "0: one collective per step.",
+        ),
     )  # 1e6 B of payload
     # started from backward's post-accumulate-grad hooks
     overlap_backward: bool = Field(
         True,
-        description="dct on the transformer and mlp workloads: encode and send each bucket "
-        "from backward as soon as its gradients exist (as DDP).",
+        description=_taken_by(
+            "overlap_backward",
+            "on the transformer and mlp workloads, encode and send each bucket "
+            "from backward as soon as its gradients exist (as DDP).",
+        ),
     )
+
+    @field_validator("name")
+    @classmethod
+    def _name_declared(cls, v: str) -> str:
+        spec(v)  # ValueError naming the declared replicators
+        return v
 
     @field_validator("rank")
     @classmethod

@@ -7,31 +7,19 @@ from collections.abc import Sequence
 import torch
 
 from netbench.replicators.backward import BackwardOverlap
-from netbench.replicators.base import PayloadDecl, Replicator, StepTimer
-from netbench.replicators.buckets import Piece, bucket_bytes, row_band_buckets
+from netbench.replicators.base import Replicator, StepTimer
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.dct_codec import DCTCodec
+from netbench.replicators.dct_spec import pipeline_buckets
 from netbench.replicators.pipeline import behind_for, run_pipeline
 from netbench.replicators.tiling import TilePlan
 from netbench.replicators.wire import WireLayout
-from netbench.shapes import ParamShape
 
 __all__ = ["DCTReplicator"]
 
 
 def _wire_layout(plan: TilePlan, config: ReplicatorConfig, max_tile_numel: int | None = None) -> WireLayout:
     return WireLayout.for_config([b.tiles * b.k for b in plan.buckets], config, max_tile_numel or plan.max_tile_numel)
-
-
-def _pipeline_buckets(shapes: Sequence[Sequence[int]], config: ReplicatorConfig) -> list[list[Piece]]:
-    """The pipeline buckets of these shapes (one when ``bucket_mb`` is 0 or the step fits one)."""
-    plan = TilePlan(shapes, config.chunk, config.topk)
-    layout = _wire_layout(plan, config)
-    per_coefficient = layout.value_dtype.itemsize + layout.index_dtype.itemsize
-    # Last tensors first: the order backward makes gradients in (replicators/backward.py).
-    return row_band_buckets(
-        shapes, config.chunk, config.topk, per_coefficient, bucket_bytes(config.bucket_mb), reverse=True
-    )
 
 
 class _DCTUnit:
@@ -110,7 +98,7 @@ class DCTReplicator(Replicator):
         device = self.params[0].device
         world = self.comm.world_size
         max_tile = TilePlan(shapes, config.chunk, config.topk).max_tile_numel
-        self.pieces = _pipeline_buckets(shapes, config)
+        self.pieces = pipeline_buckets(shapes, config)
         if len(self.pieces) == 1:  # whole tensors, as unpipelined
             self.units = [_DCTUnit(shapes, config, world, max_tile, device)]
         else:
@@ -120,15 +108,6 @@ class DCTReplicator(Replicator):
         self.comm.open_lanes(len(self.units))
         first = self.units[0]
         self.codec, self.wire, self.send, self.recv = first.codec, first.wire, first.send, first.recv
-
-    @classmethod
-    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        plan = TilePlan(shapes, config.chunk, config.topk)
-        return PayloadDecl(
-            "all_gather",
-            _wire_layout(plan, config).nbytes,
-            collectives_per_step=len(_pipeline_buckets([s.shape for s in shapes], config)),
-        )
 
     def _bucket_grads(self, b: int) -> list[torch.Tensor]:
         """The gradients of pipeline bucket ``b``: whole tensors, or row bands (contiguous views);

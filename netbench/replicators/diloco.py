@@ -6,10 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
+from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
-from netbench.shapes import ParamShape
 
 __all__ = ["DiLoCoReplicator"]
 
@@ -45,11 +44,6 @@ class DiLoCoReplicator(Replicator):
         self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=dev)
         momentum = config.outer_momentum
         self.outer = torch.optim.SGD([self.start], lr=config.outer_lr, momentum=momentum, nesterov=momentum > 0)
-
-    @classmethod
-    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        itemsize = WIRE_DTYPES[config.grad_dtype].itemsize
-        return PayloadDecl("all_reduce", sum(s.numel for s in shapes) * itemsize, period=config.sync_every)
 
     def syncs_on(self, step: int) -> bool:
         """Whether 1-based ``step`` ends with an outer synchronisation."""

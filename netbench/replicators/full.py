@@ -6,12 +6,11 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
+from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
 from netbench.replicators.buckets import bucket_bytes, slot_ranges
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
 from netbench.replicators.pipeline import behind_for, run_pipeline
-from netbench.shapes import ParamShape
 
 __all__ = ["FullReplicator"]
 
@@ -36,13 +35,6 @@ class FullReplicator(Replicator):
         self.buffer = torch.empty(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=self.params[0].device)
         self.ranges = slot_ranges(self.layout.numel, self.buffer.element_size(), bucket_bytes(config.bucket_mb))
         self.comm.open_lanes(len(self.ranges))
-
-    @classmethod
-    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        itemsize = WIRE_DTYPES[config.grad_dtype].itemsize
-        numel = sum(s.numel for s in shapes)
-        buckets = len(slot_ranges(numel, itemsize, bucket_bytes(config.bucket_mb)))
-        return PayloadDecl("all_reduce", numel * itemsize, collectives_per_step=buckets)
 
     def _sync(self, timer: StepTimer) -> None:
         if len(self.ranges) > 1:

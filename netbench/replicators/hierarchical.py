@@ -29,20 +29,9 @@ import torch.distributed as dist
 from netbench.replicators.base import StepStats
 from netbench.replicators.comm import GroupComm
 from netbench.replicators.config import ReplicatorConfig
-from netbench.shapes import ParamShape
+from netbench.replicators.shards import slice_rows
 
-__all__ = ["ShardLayout", "HierStepStats", "HierarchicalReplicator", "shard_shapes", "ring_reduce_scatter"]
-
-
-def _rows(shape: Sequence[int], g: int) -> int:
-    """Rows of one accelerator's slice: the first dimension padded to a multiple of G, divided by G."""
-    d0 = shape[0] if shape else 1
-    return -(-d0 // g)
-
-
-def shard_shapes(shapes: Sequence[ParamShape], g: int) -> list[ParamShape]:
-    """The slice shapes one accelerator replicates (what its replicator, and the model, see)."""
-    return [ParamShape(s.name, (_rows(s.shape, g), *tuple(s.shape)[1:]) if s.shape else (1,)) for s in shapes]
+__all__ = ["ShardLayout", "HierStepStats", "HierarchicalReplicator", "ring_reduce_scatter"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +52,7 @@ class ShardLayout:
             rest = 1
             for d in tuple(shape)[1:]:
                 rest *= d
-            n = _rows(shape, g) * rest
+            n = slice_rows(shape, g) * rest
             offsets.append(at)
             sizes.append(n)
             at += n
@@ -76,7 +65,7 @@ class ShardLayout:
 
     def slice_shape(self, i: int) -> tuple[int, ...]:
         shape = self.shapes[i]
-        return (_rows(shape, self.g), *shape[1:]) if shape else (1,)
+        return (slice_rows(shape, self.g), *shape[1:]) if shape else (1,)
 
     def pack(self, tensors: Sequence[torch.Tensor], out: torch.Tensor) -> torch.Tensor:
         """Full tensors -> ``out`` (G, S), zero padding at each first dimension's end."""

@@ -33,26 +33,14 @@ from functools import cached_property
 
 import torch
 
-from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
-from netbench.replicators.buckets import bucket_bytes, item_ranges
+from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.lowrank_plan import LowRankPlan
+from netbench.replicators.lowrank_spec import bucket_ranges as _bucket_ranges
+from netbench.replicators.lowrank_spec import sends_second as _sends_second
 from netbench.replicators.optim import OptimizerChain, Stepper, build_optimizer, resolve_lr
-from netbench.shapes import ParamShape
 
 __all__ = ["LowRankReplicator"]
-
-
-def _bucket_ranges(plan: LowRankPlan, itemsize: int, config: ReplicatorConfig) -> list[tuple[int, int]]:
-    """Pipeline buckets as ranges of round-1 items (matrices, then element-wise tensors), whole tensors each."""
-    sizes = [s.first_round for s in plan.matrices] + [plan.numels[i] for i in plan.elementwise]
-    return item_ranges([n * itemsize for n in sizes], bucket_bytes(config.bucket_mb))
-
-
-def _sends_second(plan: LowRankPlan, items: tuple[int, int]) -> bool:
-    """Whether the bucket of round-1 ``items`` holds a factored matrix (and so sends R in round 2)."""
-    a, z = items
-    return any(s.factored for s in plan.matrices[a:z])
 
 
 def _offsets(sizes: Sequence[int]) -> list[int]:
@@ -96,18 +84,6 @@ class LowRankReplicator(Replicator):
     def plan(self) -> LowRankPlan:
         """This replicator's tensors classified (needed by the optimizer, built before ``__init__`` ends)."""
         return LowRankPlan.from_shapes(self.shapes, self.config.rank)
-
-    @classmethod
-    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        plan = LowRankPlan.from_shapes(shapes, config.rank)
-        itemsize = WIRE_DTYPES[config.grad_dtype].itemsize
-        ranges = _bucket_ranges(plan, itemsize, config)
-        second = plan.second_round_values * itemsize
-        second_calls = sum(_sends_second(plan, r) for r in ranges)
-        also = (PayloadDecl("all_reduce", second, label="R", collectives_per_step=second_calls),) if second else ()
-        return PayloadDecl(
-            "all_reduce", plan.first_round_values * itemsize, label="P", collectives_per_step=len(ranges), also=also
-        )
 
     def _build_optimizer(self) -> Stepper:
         """SGD for the orthonormalised matrices (the update is the step), AdamW/SGD for the element-wise rest."""

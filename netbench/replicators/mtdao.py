@@ -20,11 +20,10 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
+from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
 from netbench.replicators.optim import Stepper, resolve_lr
-from netbench.shapes import ParamShape
 
 __all__ = ["MTDAOReplicator", "LocalQHAdam"]
 
@@ -76,20 +75,6 @@ class MTDAOReplicator(Replicator):
         self.anchor = torch.zeros(self.layout.numel, device=self.params[0].device)
         self.layout.gather([p.detach() for p in self.params], self.anchor)
         self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=self.params[0].device)
-
-    @classmethod
-    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        dense = sum(s.numel for s in shapes) * WIRE_DTYPES[config.grad_dtype].itemsize
-        return PayloadDecl(
-            "all_reduce",
-            dense,
-            period=config.params_every,
-            label="params",
-            also=(
-                PayloadDecl("all_reduce", dense, period=config.m1_every, label="m1"),
-                PayloadDecl("all_reduce", dense, period=config.m2_every, label="m2"),
-            ),
-        )
 
     def _build_optimizer(self) -> Stepper:
         """The local QH-Adam, whose flat momenta are two of the three averaged states."""

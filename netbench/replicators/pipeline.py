@@ -24,9 +24,11 @@ does not reorder sums (all-gather; all-reduce on 2 ranks).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from netbench.replicators.base import StepTimer
-from netbench.replicators.comm import Pending
+if TYPE_CHECKING:  # the schedule (behind_for) is read by the model, which imports no torch
+    from netbench.replicators.base import StepTimer
+    from netbench.replicators.comm import Pending
 
 __all__ = ["run_pipeline", "behind_for", "READY", "ENCODE_FIRST"]
 

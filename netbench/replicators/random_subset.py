@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from netbench.replicators import random_spec
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.subset import SubsetReplicator
 from netbench.shapes import ParamShape
@@ -51,11 +52,6 @@ def hashed_offsets(widths: torch.Tensor, seed: int, step: int) -> torch.Tensor:
     return (x & _MASK62) % widths
 
 
-def _counts(shapes: Sequence[ParamShape], rate: float) -> list[int]:
-    """Positions sent per tensor: ``round(rate * numel)``, at least one."""
-    return [max(1, round(rate * s.numel)) for s in shapes]
-
-
 class RandomReplicator(SubsetReplicator):
     """Sends ``round(rate * numel)`` positions of every tensor, redrawn every step.
 
@@ -85,7 +81,7 @@ class RandomReplicator(SubsetReplicator):
     ) -> None:
         super().__init__(params, config, group, names)
         starts, widths = [], []
-        counts = _counts(self.shapes, config.rate)
+        counts = random_spec.counts(self.shapes, config.rate)
         for offset, numel, count in zip(self.layout.offsets, self.layout.numels, counts):
             edges = torch.div(torch.arange(count + 1, dtype=torch.int64) * numel, count, rounding_mode="floor")
             starts.append(edges[:-1] + offset)
@@ -100,7 +96,7 @@ class RandomReplicator(SubsetReplicator):
 
     @classmethod
     def slots(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig) -> int:
-        return sum(_counts(shapes, config.rate))
+        return random_spec.slots(shapes, config)
 
     def selection(self, step: int) -> torch.Tensor:
         if self._starts.device.type != "cpu":

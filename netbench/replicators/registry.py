@@ -1,50 +1,111 @@
-"""Name -> replicator class, and the two entry points everyone else calls."""
+"""Every replicator's declaration by name, found without importing torch, and the entry points everyone else calls.
+
+The built-in declarations are the ``*_spec`` modules of this package, found by listing it; another module adds
+one with :func:`register` when imported. The torch implementation a declaration names is imported only by
+:func:`replicator_class` (and so :func:`build_replicator`), so the model, the command line's help and the
+reports know every replicator on a host without torch.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+import pkgutil
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-import torch
+from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 
-from netbench.replicators.base import PayloadDecl, Replicator
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.dct import DCTReplicator
-from netbench.replicators.diloco import DiLoCoReplicator
-from netbench.replicators.full import FullReplicator
-from netbench.replicators.lowrank import LowRankReplicator
-from netbench.replicators.mtdao import MTDAOReplicator
-from netbench.replicators.random_subset import RandomReplicator
-from netbench.replicators.striding import StridingReplicator
-from netbench.shapes import ParamShape
+if TYPE_CHECKING:
+    import torch
 
-__all__ = ["REGISTRY", "replicator_class", "build_replicator", "declared_payload"]
+    from netbench.shapes import ParamShape
 
-REGISTRY: dict[str, type[Replicator]] = {
-    cls.name: cls
-    for cls in (
-        FullReplicator,
-        DCTReplicator,
-        RandomReplicator,
-        StridingReplicator,
-        DiLoCoReplicator,
-        LowRankReplicator,
-        MTDAOReplicator,
-    )
-}
+__all__ = [
+    "REGISTRY",
+    "register",
+    "spec",
+    "names",
+    "replicator_class",
+    "build_replicator",
+    "declared_payload",
+    "names_sentence",
+]
+
+_SPEC_SUFFIX = "_spec"
 
 
-def replicator_class(name: str) -> type[Replicator]:
-    """The class registered under ``name`` (a ``ReplicatorConfig.name``)."""
+class Registry(Mapping[str, ReplicatorSpec]):
+    """Name -> declaration, in listing order (each declaration's ``order``, then its name)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, ReplicatorSpec] = {}
+        self._found = False
+
+    def _built_in(self) -> dict[str, ReplicatorSpec]:
+        if not self._found:
+            self._found = True
+            package = importlib.import_module(__package__)
+            for module in pkgutil.iter_modules(package.__path__):
+                if module.name.endswith(_SPEC_SUFFIX):
+                    self.register(importlib.import_module(f"{__package__}.{module.name}").SPEC)
+        return self._specs
+
+    def register(self, declared: ReplicatorSpec) -> ReplicatorSpec:
+        """Add ``declared`` (again is fine; another declaration under a taken name is an error)."""
+        taken = self._specs.get(declared.name)
+        if taken is not None and taken != declared:
+            raise ValueError(f"replicator {declared.name!r} is declared twice")
+        self._specs[declared.name] = declared
+        return declared
+
+    def __getitem__(self, name: str) -> ReplicatorSpec:
+        return self._built_in()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._built_in(), key=lambda n: (self._specs[n].order, n)))
+
+    def __len__(self) -> int:
+        return len(self._built_in())
+
+
+REGISTRY = Registry()
+
+
+def register(declared: ReplicatorSpec) -> ReplicatorSpec:
+    """Make a replicator known to every part of netbench (call it where the declaration is made)."""
+    REGISTRY._built_in()  # the built-ins first, so a clash with one is caught here
+    return REGISTRY.register(declared)
+
+
+def names() -> tuple[str, ...]:
+    """Every replicator's name, in listing order."""
+    return tuple(REGISTRY)
+
+
+def names_sentence(last: str = "or") -> str:
+    """``full, dct, ... or mtdao``: the names as help texts list them."""
+    *rest, final = names()
+    return f"{', '.join(rest)} {last} {final}" if rest else final
+
+
+def spec(name: str) -> ReplicatorSpec:
+    """The declaration of ``name``; ValueError naming the choices for a name nobody declared."""
     try:
         return REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown replicator {name!r} (choose from {', '.join(REGISTRY)})") from None
 
 
+def replicator_class(name: str) -> type:
+    """The torch implementation of ``name`` (a ``ReplicatorConfig.name``), a ``Replicator`` subclass; imports torch."""
+    return spec(name).load()
+
+
 def build_replicator(
-    params: Sequence[torch.nn.Parameter], config: ReplicatorConfig, group=None, names: Sequence[str] | None = None
-) -> Replicator:
-    """A ready replicator for ``params`` on ``group`` (default: the world group, or none at all).
+    params: Sequence[torch.nn.Parameter], config: Settings, group=None, names: Sequence[str] | None = None
+) -> Any:
+    """A ready :class:`~netbench.replicators.base.Replicator` for ``params`` on ``group`` (default: the world
+    group, or none at all).
 
     ``names`` (the workload's parameter names, in order) let name-based rules see what the payload
     formula sees in a named shape list (lowrank treats embeddings element-wise).
@@ -52,8 +113,8 @@ def build_replicator(
     return replicator_class(config.name)(params, config, group, names)
 
 
-def declared_payload(shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
+def declared_payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
     """Bytes one node hands to collectives per communicating step (every exchange in ``parts()``); pure."""
     if world_size < 1:
         raise ValueError(f"world_size must be at least 1, got {world_size}")
-    return replicator_class(config.name).payload(list(shapes), config, world_size)
+    return spec(config.name).payload(list(shapes), config, world_size)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
+from netbench.replicators import striding_spec
 from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.striding_spec import stride_of
 from netbench.replicators.subset import SubsetReplicator
 from netbench.shapes import ParamShape
 
 __all__ = ["StridingReplicator", "stride_of"]
-
-
-def stride_of(config: ReplicatorConfig) -> int:
-    """n = round(1 / rate), at least 1."""
-    return max(1, round(1.0 / config.rate))
 
 
 class StridingReplicator(SubsetReplicator):
@@ -33,7 +29,7 @@ class StridingReplicator(SubsetReplicator):
 
     @classmethod
     def slots(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig) -> int:
-        return math.ceil(sum(s.numel for s in shapes) / stride_of(config))
+        return striding_spec.slots(shapes, config)
 
     def selection(self, step: int) -> slice:
         n = stride_of(self.config)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.base import WIRE_DTYPES, PayloadDecl, Replicator, StepTimer
+from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
 from netbench.replicators.buckets import bucket_bytes, slot_ranges
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
@@ -54,17 +54,11 @@ class SubsetReplicator(Replicator):
     @classmethod
     @abstractmethod
     def slots(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig) -> int:
-        """Values in the all-reduce buffer (the same on every step)."""
+        """Values in the all-reduce buffer (the same on every step), as its declaration counts them."""
 
     @abstractmethod
     def selection(self, step: int) -> Selection:
         """Flat positions sent on 0-based ``step``: an int64 index tensor or a strided slice."""
-
-    @classmethod
-    def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
-        itemsize = WIRE_DTYPES[config.value_dtype].itemsize
-        buckets = len(slot_ranges(cls.slots(shapes, config), itemsize, bucket_bytes(config.bucket_mb)))
-        return PayloadDecl("all_reduce", cls.slots(shapes, config) * itemsize, collectives_per_step=buckets)
 
     def positions(self, step: int) -> torch.Tensor:
         """The flat positions of ``selection(step)`` as an index tensor (for tests and tools)."""

@@ -15,6 +15,7 @@ import torch
 from netbench.dtypes import torch_dtypes
 from netbench.replicators.base import WIRE_DTYPES as _VALUE_DTYPES
 from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.dct_spec import index_dtype_name
 
 __all__ = ["WireLayout", "index_dtype_for", "INDEX_DTYPES"]
 
@@ -22,22 +23,8 @@ INDEX_DTYPES: dict[str, torch.dtype] = torch_dtypes("int16", "int32", "int64")
 
 
 def index_dtype_for(config: ReplicatorConfig, max_tile_numel: int) -> torch.dtype:
-    """Smallest signed integer type that holds every position inside the largest tile.
-
-    ``auto`` picks int16 up to 32768-coefficient tiles (s <= 181 for square tiles); a forced
-    type that cannot hold the positions is an error rather than silent wrap-around.
-    """
-    if config.index_dtype == "auto":
-        for dtype in (torch.int16, torch.int32, torch.int64):
-            if max_tile_numel - 1 <= torch.iinfo(dtype).max:
-                return dtype
-    dtype = INDEX_DTYPES[config.index_dtype if config.index_dtype != "auto" else "int64"]
-    if max_tile_numel - 1 > torch.iinfo(dtype).max:
-        raise ValueError(
-            f"index_dtype {config.index_dtype} cannot hold positions of {max_tile_numel}-coefficient tiles "
-            f"(chunk {config.chunk}); use auto or a wider type"
-        )
-    return dtype
+    """The torch type of :func:`~netbench.replicators.dct_spec.index_dtype_name` (the payload formula's)."""
+    return INDEX_DTYPES[index_dtype_name(config, max_tile_numel)]
 
 
 class WireLayout:

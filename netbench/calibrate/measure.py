@@ -9,8 +9,8 @@
   shape sets -- a few large matrices (``shapes``) and many small tensors (``tensor_shapes``) -- and
   solved for a cost per parameter and a cost per tensor; optionally a third, large set (``large_shapes``,
   beyond the last-level cache) gives the cost per parameter of large models (the per-tensor cost
-  taken as solved). ``mtdao`` sends dense tensors: no
-  encode/decode (its local QH-Adam step is the workload's ``apply`` time, measured by every run).
+  taken as solved). A replicator whose declaration says it does not encode (dense state sent as
+  it is) has no encode/decode to time (its local step is the workload's ``apply`` time, measured by every run).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ import torch.multiprocessing as mp
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench.model.calibration import Calibration, cost_key
-from netbench.model.schemes import SCHEME_NAMES, SchemeSettings, build_scheme
-from netbench.replicators.config import REPLICATOR_NAMES, ReplicatorConfig
+from netbench.model.schemes import SchemeSettings, build_scheme
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.registry import REGISTRY, names, spec
 from netbench.shapes import ParamShape, resolve_shapes, total_params
 
 __all__ = ["MeasureOptions", "measure", "quick_options", "time_calls", "QUICK_SHAPES", "TENSOR_SHAPES"]
@@ -40,7 +41,7 @@ __all__ = ["MeasureOptions", "measure", "quick_options", "time_calls", "QUICK_SH
 WORLD = 2
 BATCH = 25
 # first-use calibration: representative large matrices (2.2 M parameters), 57 small tensors (70 k parameters),
-# and a model whose codec buffers stream from memory (7.1 M parameters, ~140 MB of dct buffers per rank)
+# and a model whose codec buffers stream from memory (7.1 M parameters, ~140 MB of DCT top-k buffers per rank)
 QUICK_SHAPES = "llama:d_model=384,layers=1,ffn=1024,vocab=512"
 TENSOR_SHAPES = "llama:d_model=32,layers=6,ffn=64,vocab=64"
 LARGE_SHAPES = "gpt2-small:blocks=1"
@@ -64,7 +65,7 @@ class MeasureOptions(BaseModel):
         description="a larger model than ``shapes``, for the cost per parameter of models "
         "beyond the cache (None: one cost per parameter at every size)",
     )
-    schemes: tuple[str, ...] = Field(SCHEME_NAMES, description="schemes whose compression cost to time")
+    schemes: tuple[str, ...] = Field(default_factory=names, description="schemes whose compression cost to time")
     steps: int = Field(3, ge=1, le=1000, description="timed steps (whole sync periods for periodic schemes)")
     settings: SchemeSettings = SchemeSettings()
     configs: tuple[ReplicatorConfig, ...] = Field(
@@ -123,9 +124,8 @@ def _collective_times(opts: MeasureOptions) -> dict[str, float]:
 
 def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], steps: int) -> tuple[float, float]:
     """(encode, decode) seconds per step of the replicator ``config`` names, with its settings, on ``shapes``, from its own StepStats."""
-    from netbench.replicators import build_replicator  # the replicators' factory
+    from netbench.replicators.registry import build_replicator  # the replicators' factory (torch)
 
-    name = config.name
     config = config.model_copy(
         update={"bucket_mb": 0.0}
     )  # the codec's own cost, in one collective (model/overlap.py pipelines it)
@@ -133,7 +133,7 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     params = [torch.nn.Parameter(torch.randn(s.shape) * 0.02) for s in shapes]
     grads = [torch.randn(s.shape) * 1e-3 for s in shapes]
     replicator = build_replicator(params, config, group=dist.group.WORLD, names=[s.name for s in shapes])
-    period = config.sync_every if name == "diloco" else 1
+    period = spec(config.name).period(config)
 
     def one() -> tuple[float, float]:
         for p, g in zip(params, grads):
@@ -141,12 +141,12 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
         stats = replicator.step()
         return stats.compress_s, stats.decode_s
 
-    one()  # warm-up: allocations, DCT bases
+    one()  # warm-up: allocations, transform bases
     timed = [one() for _ in range(steps * period)]
     if period > 1:  # only some steps encode: the mean over whole periods is the per-step cost
         return sum(t[0] for t in timed) / len(timed), sum(t[1] for t in timed) / len(timed)
     # the median step, as a run's summary takes its steps: this VM's cores change speed from second to second,
-    # and the fastest of 5 steps sat 4-6 % below their median (gpt2-small:blocks=2, dct), which every run then missed
+    # and the fastest of 5 steps sat 4-6 % below their median (gpt2-small:blocks=2, DCT top-k), which every run then missed
     return statistics.median(t[0] for t in timed), statistics.median(t[1] for t in timed)
 
 
@@ -191,12 +191,12 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
     large = resolve_shapes(opts.large_shapes) if _sizes(opts)[1] else None
     costs: dict[str, dict[str, float]] = {k: {} for k in COST_TABLES}
     notes: dict[str, str] = {}
-    configs = [build_scheme(name, opts.settings).config for name in opts.schemes if name in REPLICATOR_NAMES] + list(
+    configs = [build_scheme(name, opts.settings).config for name in opts.schemes if name in REGISTRY] + list(
         opts.configs
     )
     for config in configs:
         key = cost_key(config)
-        if config.name == "mtdao":
+        if not spec(config.name).encodes:
             for table in costs.values():
                 table[key] = 0.0
             notes[f"compression.{key}"] = "dense all-reduces: no encode/decode"

@@ -1,0 +1,83 @@
+"""The DCT replicator's declaration (DeMo): top-k DCT coefficients of every chunk, all-gathered with positions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from netbench.dtypes import DTYPE_BYTES
+from netbench.replicators.buckets import Piece, bucket_bytes, row_band_buckets
+from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.replicators.tiling import TilePlan
+
+if TYPE_CHECKING:
+    from netbench.shapes import ParamShape
+
+INDEX_DTYPES = ("int16", "int32", "int64")
+
+
+def index_dtype_name(config: Settings, max_tile_numel: int) -> str:
+    """Smallest signed integer type (``int16``...) that holds every position inside the largest tile.
+
+    ``auto`` picks int16 up to 32768-coefficient tiles (s <= 181 for square tiles); a forced
+    type that cannot hold the positions is an error rather than silent wrap-around.
+    """
+
+    def holds(name: str) -> bool:
+        return max_tile_numel - 1 <= 2 ** (8 * DTYPE_BYTES[name] - 1) - 1
+
+    if config.index_dtype == "auto":
+        return next((name for name in INDEX_DTYPES if holds(name)), "int64")
+    if not holds(config.index_dtype):
+        raise ValueError(
+            f"index_dtype {config.index_dtype} cannot hold positions of {max_tile_numel}-coefficient tiles "
+            f"(chunk {config.chunk}); use auto or a wider type"
+        )
+    return config.index_dtype
+
+
+def bytes_per_coefficient(config: Settings, max_tile_numel: int) -> int:
+    """A value plus its position, as they travel."""
+    return DTYPE_BYTES[config.value_dtype] + DTYPE_BYTES[index_dtype_name(config, max_tile_numel)]
+
+
+def pipeline_buckets(shapes: Sequence[Sequence[int]], config: Settings) -> list[list[Piece]]:
+    """The pipeline buckets of these shapes (one when ``bucket_mb`` is 0 or the step fits one)."""
+    plan = TilePlan(shapes, config.chunk, config.topk)
+    per_coefficient = bytes_per_coefficient(config, plan.max_tile_numel)
+    # Last tensors first: the order backward makes gradients in (replicators/backward.py).
+    return row_band_buckets(
+        shapes, config.chunk, config.topk, per_coefficient, bucket_bytes(config.bucket_mb), reverse=True
+    )
+
+
+def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
+    plan = TilePlan(shapes, config.chunk, config.topk)
+    return PayloadDecl(
+        "all_gather",
+        plan.coefficients * bytes_per_coefficient(config, plan.max_tile_numel),
+        collectives_per_step=len(pipeline_buckets([s.shape for s in shapes], config)),
+    )
+
+
+def compression(fraction: float, config: Settings) -> dict[str, Any]:
+    """Keep ``fraction`` of every s x s chunk's coefficients."""
+    side = config.chunk * config.chunk
+    return {"topk": max(1, min(side, round(fraction * side)))}
+
+
+SPEC = ReplicatorSpec(
+    name="dct",
+    summary="top-k DCT coefficients of every chunk of a decoupled momentum, all-gathered (DeMo)",
+    collective="all-gather",
+    payload=payload,
+    codec="netbench.replicators.dct:DCTReplicator",
+    order=1,
+    options=("topk", "chunk", "value_dtype", "index_dtype", "sign", "bucket_mb", "overlap_backward"),
+    cost_settings=("chunk", "topk", "value_dtype", "index_dtype", "sign"),
+    color="#d62728",
+    pipelined_by_default=True,
+    backward_hooks=True,
+    compression=compression,
+    compression_knob="top-k per chunk",
+)

@@ -1,0 +1,36 @@
+"""The dense baseline's declaration: every gradient in one flat all-reduce, as DistributedDataParallel does."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from netbench.dtypes import DTYPE_BYTES
+from netbench.replicators.buckets import bucket_bytes, slot_ranges
+from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+
+if TYPE_CHECKING:
+    from netbench.shapes import ParamShape
+
+
+def flat_all_reduce(values: int, itemsize: int, config: Settings) -> PayloadDecl:
+    """One flat buffer of ``values`` elements, all-reduced in ``bucket_mb`` buckets (one when 0)."""
+    buckets = len(slot_ranges(values, itemsize, bucket_bytes(config.bucket_mb)))
+    return PayloadDecl("all_reduce", values * itemsize, collectives_per_step=buckets)
+
+
+def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
+    return flat_all_reduce(sum(s.numel for s in shapes), DTYPE_BYTES[config.grad_dtype], config)
+
+
+SPEC = ReplicatorSpec(
+    name="full",
+    summary="every gradient, averaged by one ring all-reduce (DDP)",
+    collective="all-reduce",
+    payload=payload,
+    codec="netbench.replicators.full:FullReplicator",
+    order=0,
+    options=("grad_dtype", "bucket_mb"),
+    cost_settings=("grad_dtype",),
+    color="#1f77b4",
+)

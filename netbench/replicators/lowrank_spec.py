@@ -1,0 +1,51 @@
+"""The low-rank replicator's declaration (Dion): a power iteration per step; factors P, then R, all-reduced."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from netbench.dtypes import DTYPE_BYTES
+from netbench.replicators.buckets import bucket_bytes, item_ranges
+from netbench.replicators.lowrank_plan import LowRankPlan
+from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+
+if TYPE_CHECKING:
+    from netbench.shapes import ParamShape
+
+
+def bucket_ranges(plan: LowRankPlan, itemsize: int, config: Settings) -> list[tuple[int, int]]:
+    """Pipeline buckets as ranges of round-1 items (matrices, then element-wise tensors), whole tensors each."""
+    sizes = [s.first_round for s in plan.matrices] + [plan.numels[i] for i in plan.elementwise]
+    return item_ranges([n * itemsize for n in sizes], bucket_bytes(config.bucket_mb))
+
+
+def sends_second(plan: LowRankPlan, items: tuple[int, int]) -> bool:
+    """Whether the bucket of round-1 ``items`` holds a factored matrix (and so sends R in round 2)."""
+    a, z = items
+    return any(s.factored for s in plan.matrices[a:z])
+
+
+def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
+    plan = LowRankPlan.from_shapes(shapes, config.rank)
+    itemsize = DTYPE_BYTES[config.grad_dtype]
+    ranges = bucket_ranges(plan, itemsize, config)
+    second = plan.second_round_values * itemsize
+    second_calls = sum(sends_second(plan, r) for r in ranges)
+    also = (PayloadDecl("all_reduce", second, label="R", collectives_per_step=second_calls),) if second else ()
+    return PayloadDecl(
+        "all_reduce", plan.first_round_values * itemsize, label="P", collectives_per_step=len(ranges), also=also
+    )
+
+
+SPEC = ReplicatorSpec(
+    name="lowrank",
+    summary="one power iteration per step against a shared right factor; P and R all-reduced (Dion)",
+    collective="all-reduce of factors",
+    payload=payload,
+    codec="netbench.replicators.lowrank:LowRankReplicator",
+    order=5,
+    options=("grad_dtype", "rank", "mu", "bucket_mb"),
+    cost_settings=("rank", "grad_dtype"),
+    color="#8c564b",
+)

@@ -1,0 +1,50 @@
+"""The random-subset replicator's declaration: ``rate`` of every tensor, drawn from a shared seed, all-reduced."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from netbench.dtypes import DTYPE_BYTES
+from netbench.replicators.full_spec import flat_all_reduce
+from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+
+if TYPE_CHECKING:
+    from netbench.shapes import ParamShape
+
+SUBSET_OPTIONS = ("rate", "value_dtype", "sign", "bucket_mb")
+SUBSET_COST_SETTINGS = ("rate", "value_dtype", "sign")
+
+
+def counts(shapes: Sequence[ParamShape], rate: float) -> list[int]:
+    """Positions sent per tensor: ``round(rate * numel)``, at least one."""
+    return [max(1, round(rate * s.numel)) for s in shapes]
+
+
+def slots(shapes: Sequence[ParamShape], config: Settings) -> int:
+    """Values in the all-reduce buffer (the same on every step)."""
+    return sum(counts(shapes, config.rate))
+
+
+def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
+    return flat_all_reduce(slots(shapes, config), DTYPE_BYTES[config.value_dtype], config)
+
+
+def rate_compression(fraction: float, config: Settings) -> dict[str, Any]:
+    """Send ``fraction`` of every tensor."""
+    return {"rate": fraction}
+
+
+SPEC = ReplicatorSpec(
+    name="random",
+    summary="a seeded random rate of every tensor's decoupled momentum, all-reduced (values only)",
+    collective="all-reduce",
+    payload=payload,
+    codec="netbench.replicators.random_subset:RandomReplicator",
+    order=2,
+    options=SUBSET_OPTIONS,
+    cost_settings=SUBSET_COST_SETTINGS,
+    color="#2ca02c",
+    compression=rate_compression,
+    compression_knob="rate",
+)

@@ -1,0 +1,102 @@
+"""What a replicator is, declared once and without torch: its name, collective, payload formula and settings.
+
+Every part of netbench that needs to know about a replicator reads its :class:`ReplicatorSpec`: the run
+configuration validates names against the registry, the command line lists each replicator beside the
+options it takes, calibration keys its cost by its cost settings, figures draw it in its colour, and the
+analytic model takes its bytes and its special cases (a period, no codec, hooks in backward) from it. The
+class that does the work with torch is named by ``codec`` (``module:Class``) and imported only to train.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from netbench.shapes import ParamShape
+
+__all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings"]
+
+Collective = Literal["all_reduce", "all_gather", "none"]
+
+
+@dataclass(frozen=True)
+class PayloadDecl:
+    """What one node hands to collectives, derived from shapes and settings alone.
+
+    The analytic model and the workers both read this, so predicted and measured bytes come
+    from the same formula (and a test checks the formula against the real tensors). A replicator
+    that makes several exchanges of different sizes or periods (two dependent rounds, several
+    states on their own periods) lists the others in ``also``; :meth:`parts` gives them all.
+    """
+
+    collective: Collective
+    bytes_per_step: int  # on a communicating step: all_gather -> own contribution, all_reduce -> buffer size
+    period: int = 1  # communicates every `period` steps
+    collectives_per_step: int = 1
+    label: str = ""  # names the exchange when a replicator makes several
+    also: tuple[PayloadDecl, ...] = ()
+
+    def parts(self) -> tuple[PayloadDecl, ...]:
+        """Every exchange declared: this one, then those in ``also``."""
+        return (replace(self, also=()), *(q for p in self.also for q in p.parts()))
+
+    def bytes_on(self, step: int) -> int:
+        """Bytes handed to collectives on 1-based ``step`` (every part whose period divides it)."""
+        return sum(p.bytes_per_step for p in self.parts() if step % p.period == 0)
+
+    def collectives_on(self, step: int) -> int:
+        """Collective calls made on 1-based ``step``."""
+        return sum(p.collectives_per_step for p in self.parts() if step % p.period == 0)
+
+
+class Settings(Protocol):
+    """A :class:`~netbench.replicators.config.ReplicatorConfig` as the declarations read it. Named by its shape,
+    not its class: the config validates names against the declarations, so they cannot import it back."""
+
+    name: str
+
+    def __getattr__(self, field: str) -> Any: ...
+
+
+PayloadFormula = Callable[["Sequence[ParamShape]", Settings, int], PayloadDecl]
+
+
+def _every_step(config: Settings) -> int:
+    return 1
+
+
+@dataclass(frozen=True)
+class ReplicatorSpec:
+    """One replicator, as everything but its torch implementation sees it.
+
+    ``options`` are the :class:`~netbench.replicators.config.ReplicatorConfig` fields it reads (their
+    ranges and help live on the field, declared once for every replicator that shares it; the command
+    line's help names the replicators that take each). ``cost_settings`` are those of them that change
+    its encode/decode work per parameter, so a calibration keyed by them never prices one setting with
+    another's cost.
+    """
+
+    name: str
+    summary: str  # one line for listings: what it sends
+    collective: str  # how figures name its exchange: "all-reduce", "all-gather", "periodic all-reduce"...
+    payload: PayloadFormula  # bytes per communicating step, from shapes and settings alone
+    codec: str  # "module:Class" of the torch implementation, imported on first use
+    order: int = 100  # place in listings and in `all` (the dense baseline first)
+    options: tuple[str, ...] = ()
+    cost_settings: tuple[str, ...] = ()
+    color: str = ""  # its colour in every figure; empty: the first palette colour nobody claims
+    period: Callable[[Settings], int] = _every_step  # steps between its synchronisations (timing windows)
+    encodes: bool = True  # False: it sends dense state as it is, so there is no encode/decode cost to calibrate
+    pipelined_by_default: bool = False  # `--bucket-mb auto` cuts its step into pipelined buckets
+    backward_hooks: bool = False  # starts its buckets from backward's hooks (with `overlap_backward`)
+    overlaps_compute: bool = False  # its communication overlaps the backward pass as a whole
+    compression: Callable[[float, Settings], dict[str, Any]] | None = None  # `--compression` -> settings
+    compression_knob: str = ""  # what `--compression` sets for it, for the option's help ("rate")
+
+    def load(self) -> type:
+        """The torch implementation (imports torch)."""
+        module, _, attr = self.codec.partition(":")
+        return getattr(importlib.import_module(module), attr)

@@ -1,0 +1,146 @@
+"""Each replicator is one declaration that the rest of netbench reads; the model and ``plan`` need no torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netbench.model.calibration import cost_settings
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.registry import REGISTRY, names, register, spec
+from netbench.replicators.spec import ReplicatorSpec
+from netbench.reports.style import PALETTE, colors
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+BLOCK_TORCH = """
+import sys
+class _NoTorch:
+    def find_spec(self, name, path, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(f"torch is not importable here ({name})")
+sys.meta_path.insert(0, _NoTorch())
+"""
+
+
+def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}",
+        "NETBENCH_CALIBRATION": str(tmp_path / "absent.json"),
+        "COLUMNS": "250",
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
+
+
+def test_every_declaration_is_consistent() -> None:
+    assert names()[0] == "full" and len(set(names())) == len(names())
+    for name in names():
+        declared = spec(name)
+        assert declared.name == name and declared.summary and declared.collective
+        assert set(declared.options) <= set(ReplicatorConfig.model_fields), name
+        assert set(declared.cost_settings) <= set(declared.options), name
+        assert ":" in declared.codec
+    assert len(set(colors().values())) == len(names())
+
+
+def test_a_name_nobody_declared_is_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match="unknown replicator 'zip' .choose from full, dct"):
+        ReplicatorConfig(name="zip")
+
+
+def test_a_second_declaration_under_a_taken_name_is_refused() -> None:
+    clash = ReplicatorSpec(name="full", summary="x", collective="x", payload=spec("full").payload, codec="x:y")
+    with pytest.raises(ValueError, match="declared twice"):
+        register(clash)
+    assert REGISTRY["full"] is not clash
+
+
+def test_model_and_plan_run_without_torch(tmp_path: Path) -> None:
+    code = (
+        BLOCK_TORCH
+        + """
+import importlib, pkgutil
+import netbench.model
+for module in pkgutil.walk_packages(netbench.model.__path__, "netbench.model."):
+    importlib.import_module(module.name)
+import netbench.replicators.registry as registry
+for name in registry.names():
+    registry.spec(name)
+sys.argv = ["netbench", "plan", "--nodes", "2,4", "--bw", "100mbit", "--replicator", "all", "--compute-ms", "50",
+            "--shapes", "gpt2-small:blocks=1", "--json"]
+from netbench.cli.entry import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+assert not any(m == "torch" or m.startswith("torch.") for m in sys.modules)
+"""
+    )
+    done = _python(code, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout)["rows"]
+    assert sorted({r["replicator"] for r in rows}) == sorted(names())
+
+
+def test_a_replicator_from_one_module_is_seen_everywhere(tmp_path: Path) -> None:
+    """Run's help, plan, calibration's cost keys and the figures' colours all read the toy's declaration."""
+    code = f"""
+import io, json, contextlib, sys
+sys.path.insert(0, {str(TESTS)!r})
+import toy_replicator  # registers it, before the command line is built
+from netbench.cli.app import main
+
+def run(*argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main(list(argv))
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+    return out.getvalue()
+
+from netbench.model.calibration import cost_key, cost_settings
+from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.registry import build_replicator, declared_payload
+from netbench.reports.style import collective, colors
+from netbench.shapes import resolve_shapes
+import torch
+
+params = [torch.nn.Parameter(torch.randn(8, 4)), torch.nn.Parameter(torch.randn(4))]
+for p in params:
+    p.grad = torch.ones_like(p)
+stats = build_replicator(params, ReplicatorConfig(name="toy")).step()
+shapes = resolve_shapes("gpt2-small:blocks=1")
+print(json.dumps({{
+    "help": run("run", "--help"),
+    "plan": json.loads(run("plan", "--replicator", "toy,full", "--shapes", "gpt2-small:blocks=1", "--json")),
+    "payload": declared_payload(shapes, ReplicatorConfig(name="toy"), 2).bytes_per_step,
+    "cost_settings": list(cost_settings("toy")),
+    "cost_key": cost_key(ReplicatorConfig(name="toy", grad_dtype="bf16")),
+    "colors": colors(),
+    "collective": collective("toy"),
+    "step_payload": stats.payload_bytes,
+}}))
+"""
+    done = _python(code, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    assert "toy" in seen["help"]
+    assert "/toy: all-reduce dtype" in " ".join(seen["help"].split())  # --grad-dtype names the toy among its takers
+    rows = {r["replicator"]: r for r in seen["plan"]["rows"]}
+    assert set(rows) == {"toy", "full"}
+    assert rows["toy"]["payload_bytes_per_step"] == seen["payload"] == rows["full"]["payload_bytes_per_step"]
+    assert seen["cost_settings"] == ["grad_dtype"] and seen["cost_key"] == "toy[grad_dtype=bf16]"
+    assert seen["colors"]["toy"] in PALETTE and seen["colors"]["toy"] not in {seen["colors"][n] for n in names()}
+    assert seen["collective"] == "toy all-reduce"
+    assert seen["step_payload"] == (8 * 4 + 4) * 4  # fp32, as its declaration says
+    assert "toy" not in REGISTRY and cost_settings("toy") == ()  # registered in that process only
