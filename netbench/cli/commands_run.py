@@ -51,7 +51,7 @@ def run(
     gpus_per_node: int = RUN["gpus_per_node"].option(),
     intra_bw: str | None = RUN["intra_bw_bps"].option(),
     shard_within: str = RUN["shard_within"].option(),
-    compression: str | None = hopt.CompressionOpt,
+    compression: str | None = RUN["compression"].option(),
     optimizer: str = REPLICATOR["optimizer"].option(),
     up: str | None = copt.UpOpt,
     down: str | None = copt.DownOpt,
@@ -102,18 +102,18 @@ def run(
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     link_schedule = read_schedule(schedule)
     nodes = cluster.nodes
-    bucket_mb = rep_settings.pop("bucket_mb")
-    topk, rate = hopt.with_compression(
-        compression, replicator, rep_settings["chunk"], rep_settings["topk"], rep_settings["rate"]
+    auto_bucket, bucket_mb = ropt.bucket_choice(rep_settings.pop("bucket_mb"))
+    rep = ropt.build_replicator_config(
+        replicator, **rep_settings, **({} if auto_bucket else {"bucket_mb": bucket_mb}), optimizer=optimizer
     )
-    rep = ropt.build_replicator_config(replicator, **{**rep_settings, "topk": topk, "rate": rate}, optimizer=optimizer)
     work = ropt.build_workload_config(**work_settings)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
-    rep = ropt.with_bucket_mb(rep, bucket_mb, *ropt.bucket_link(cluster, gpus_per_node), work, nodes, gpus_per_node)
     config = build_run_config(
         cluster=cluster,
         replicator=rep,
+        compression=compression,
+        auto_bucket=auto_bucket,
         workload=work,
         steps=steps,
         warmup_steps=warmup,
@@ -133,7 +133,7 @@ def run(
     require_privileges()
     copt.check_engine(cluster)
     calib = run_calibration(
-        calibration, replicators=(rep,)
+        calibration, replicators=(config.replicator,)
     )  # its line goes to stderr: --json's stdout stays one object
     with Progress(
         TextColumn("[bold]{task.description}"),

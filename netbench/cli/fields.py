@@ -133,6 +133,7 @@ RUN = _table(
     ),  # tc units, parsed by hybrid_options.intra_rate
     FieldOption(RunConfig, "shard_within", ("--shard-within",), str),
     FieldOption(RunConfig, "schedule", ("--schedule",), Path | None),  # a file, read by cli/schedule_option.py
+    FieldOption(RunConfig, "compression", ("--compression",), str | None),  # 1/16, 0.0625 or 6.25%
 )
 
 
