@@ -1,4 +1,4 @@
-"""FlexDeMo options of `netbench run` and `worker`: `--shard-in-host`, and the checks of `--gpus-per-node`, `--intra-bw`."""
+"""FlexDeMo options of `netbench run` and `worker`: `--shard-in-host`; checks of `--gpus-per-node` and `--intra-bw`."""
 
 from __future__ import annotations
 
