@@ -18,7 +18,7 @@ from netbench.orchestrator import runner
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.host_fit import HostUnfit, check_host
 from netbench.orchestrator.prediction import workload_shapes
-from netbench.orchestrator.resolve import auto_bucket_mb, bucket_link
+from netbench.orchestrator.resolve import auto_bucket_mb, bucket_link, resolve
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
@@ -59,7 +59,7 @@ def test_library_caller_gets_automatic_buckets_sized_from_the_link(tmp_path: Pat
         asked.replicator, workload_shapes(SHAPES, 4), rate, rtt, 4, backward=False, concurrent=True
     )
     assert plan.config.replicator.bucket_mb == expected > 0
-    assert config(tmp_path, replicator=ReplicatorConfig(name="dct")).resolved().replicator.bucket_mb == 0.0
+    assert resolve(config(tmp_path, replicator=ReplicatorConfig(name="dct"))).replicator.bucket_mb == 0.0
 
 
 def test_resolution_is_the_cli_s_and_idempotent(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_resolution_is_the_cli_s_and_idempotent(tmp_path: Path) -> None:
     from_cli = build_run_config(**settings)
     from_library = prepared(RunConfig(**settings)).config
     assert from_cli == from_library
-    assert from_library.resolved() == from_library
+    assert resolve(from_library) == from_library
     assert from_library.replicator.topk == 256 and from_library.replicator.bucket_mb > 0
 
 

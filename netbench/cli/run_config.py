@@ -16,12 +16,13 @@ console = Console(stderr=True)
 
 
 def build_run_config(**settings: Any):
-    """``RunConfig(**settings)``, resolved (:meth:`RunConfig.resolved`) and checked against this host; a bad value
-    is one UserError line naming its option."""
+    """``RunConfig(**settings)``, resolved (:func:`netbench.orchestrator.resolve.resolve`) and checked against this
+    host; a bad value is one UserError line naming its option."""
     from netbench.orchestrator.config import RunConfig
+    from netbench.orchestrator.resolve import resolve
 
     try:
-        config = RunConfig(**settings).resolved()
+        config = resolve(RunConfig(**settings))
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, option_names(RUN), options=True)) from None
     except ValueError as exc:  # the replicator's payload formula rejects the workload's shapes

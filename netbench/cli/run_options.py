@@ -55,7 +55,7 @@ def check_workload(workload: WorkloadConfig, world_size: int) -> None:
 
 def bucket_choice(text: str) -> tuple[bool, float | None]:
     """``--bucket-mb`` as (auto, megabytes): ``auto`` sizes buckets from the link when the run is resolved
-    (:meth:`netbench.orchestrator.config.RunConfig.resolved`); a number is the replicator's own setting."""
+    (:func:`netbench.orchestrator.resolve.resolve`); a number is the replicator's own setting."""
     if text.strip().lower() == "auto":
         return True, None
     try:

@@ -87,12 +87,12 @@ class RunConfig(BaseModel):
         le=1.0,
         description=f"Fraction of each tensor's values sent per step, one rate for {'/'.join(COMPRESSIBLE)} "
         "(each maps it onto its own setting): 1/16, 0.0625 or 6.25%; overrides --topk/--rate.",
-    )  # applied to the replicator by resolved()
+    )  # applied to the replicator by orchestrator.resolve
     auto_bucket: bool = Field(
         False,
         description="Size the replicator's pipeline buckets from the link and the step's payload "
         "(--bucket-mb auto), in place of replicator.bucket_mb.",
-    )  # applied to the replicator by resolved()
+    )  # applied to the replicator by orchestrator.resolve
 
     @field_validator("compression", mode="before")
     @classmethod
@@ -114,14 +114,6 @@ class RunConfig(BaseModel):
 
             compression_settings(replicator.name, v, replicator.chunk)
         return v
-
-    def resolved(self) -> RunConfig:
-        """This run with ``compression`` and ``auto_bucket`` applied to its replicator (the same run again when
-        there is nothing to apply): what the workers and the model are given. See :mod:`netbench.orchestrator.resolve`.
-        """
-        from netbench.orchestrator.resolve import resolve
-
-        return resolve(self)
 
     @field_validator("schedule")
     @classmethod
