@@ -28,8 +28,6 @@ OWN: dict[tuple[str, str], str] = {
     ("plan", "--replicator"): "a comma list of replicators, or all",
     ("plan", "--shapes"): "any preset or file, exclusive with --params",
     ("plan", "--compute-ms"): "the model's compute time per step (default 0), not the shapes workload's stand-in",
-    ("plan", "--gpus-per-node"): "accelerators per node of the modelled cluster",
-    ("plan", "--intra-bw"): "the intra-node rate per accelerator",
     ("calibrate", "--replicator"): "the schemes whose compression cost to time",
     ("calibrate", "--shapes"): "the shapes of the compression timing",
     ("calibrate", "--steps"): "timed steps per scheme",

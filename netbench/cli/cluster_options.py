@@ -1,74 +1,162 @@
-"""Cluster options shared by `probe`, `run` and `sweep`, turned into a validated ClusterSpec."""
+"""The network options of `probe`, `run`, `exec` and `plan` (one table), turned into a validated ClusterSpec."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pydantic
-import typer
 
 from netbench.cli.errors import UserError
-from netbench.emulation.spec import ClusterSpec, emulation_problem
+from netbench.cli.fields import FieldOption, table
+from netbench.emulation.spec import MAX_EMULATED_NODES, ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import check_tcp_options
 from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
 from netbench.validation import one_line
 
-NodesOpt = typer.Option(2, "--nodes", "-n", help="Number of emulated nodes (2-64).")
-BwOpt = typer.Option("100mbit", "--bw", help="Link rate both ways, tc units (10mbit-10gbit).")
-UpOpt = typer.Option(None, "--up", help="Uplink (node egress) rate; overrides --bw.")
-DownOpt = typer.Option(None, "--down", help="Downlink (switch-port egress) rate; overrides --bw.")
-DelayOpt = typer.Option("0ms", "--delay", help="One-way delay added on each node's uplink (e.g. 20ms).")
-JitterOpt = typer.Option("0ms", "--jitter", help="Std. deviation of the uplink delay (packets stay in order).")
-LossOpt = typer.Option("0%", "--loss", help="Uplink packet loss (e.g. 0.1%).")
-OffloadOpt = typer.Option("auto", "--offload", help="TSO/GSO/GRO on veths: auto (off up to 2.5gbit), on, off.")
-EngineOpt = typer.Option("auto", "--engine", help="Delay/loss engine: auto (netem if present), netem, delayline.")
-TcpCcOpt = typer.Option(
-    None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's]."
-)
-TcpWmemMaxOpt = typer.Option(
-    None,
-    "--tcp-wmem-max",
-    help="Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].",
-)
-NoSlowStartAfterIdleOpt = typer.Option(
-    False,
-    "--no-slow-start-after-idle",
-    help="Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).",
-)
-TopologyOpt = typer.Option(
-    None, "--topology", help="The network: star (default), sites, racks, or a topology TOML file."
-)
-SitesOpt = typer.Option(None, "--sites", help="--topology sites: how many sites share the nodes [default 2].")
-RacksOpt = typer.Option(None, "--racks", help="--topology racks: how many racks share the nodes [default 2].")
-WanBwOpt = typer.Option(None, "--wan-bw", help="--topology sites: rate of each WAN link, both ways [default 100mbit].")
-WanDelayOpt = typer.Option(None, "--wan-delay", help="--topology sites: one-way delay of each WAN link [default 0ms].")
-OversubscriptionOpt = typer.Option(
-    None, "--oversubscription", help="--topology racks: access capacity over each rack's uplink [default 1]."
-)
-RankOrderOpt = typer.Option(
-    "topology", "--rank-order", help="Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3."
-)
+
+def _net(field: str, *decls: str, cli_type: Any, default: Any, help: str) -> FieldOption:
+    return FieldOption(None, field, decls, cli_type, cli_default=default, help=help)
 
 
-def _long(option: Any) -> str:
-    """``--no-slow-start-after-idle`` of a typer option (its first declaration)."""
-    return option.param_decls[0].split("/")[0]
+# The network options of `run`, `exec`, `probe` and `plan`: one declaration each, one meaning everywhere (a command
+# adds only its range or a comma list, as a note: `CLUSTER["nodes"].option(note=...)`).
+CLUSTER = table(
+    _net(
+        "nodes",
+        "--nodes",
+        "-n",
+        cli_type=int,
+        default=2,
+        help="Nodes (machines) in the cluster; with --gpus-per-node G each runs G workers: workers = nodes x G.",
+    ),
+    _net("bw", "--bw", cli_type=str, default="100mbit", help="Link rate both ways, tc units."),
+    _net("up", "--up", cli_type=str | None, default=None, help="Uplink (node egress) rate; overrides --bw."),
+    _net(
+        "down", "--down", cli_type=str | None, default=None, help="Downlink (switch-port egress) rate; overrides --bw."
+    ),
+    _net(
+        "delay",
+        "--delay",
+        cli_type=str,
+        default="0ms",
+        help="One-way delay added on each node's uplink (e.g. 20ms): on the star, the one-way delay between two nodes.",
+    ),
+    _net(
+        "jitter",
+        "--jitter",
+        cli_type=str,
+        default="0ms",
+        help="Std. deviation of the uplink delay (packets stay in order).",
+    ),
+    _net("loss", "--loss", cli_type=str, default="0%", help="Uplink packet loss (e.g. 0.1%)."),
+    _net(
+        "offload",
+        "--offload",
+        cli_type=str,
+        default="auto",
+        help="TSO/GSO/GRO on veths: auto (off up to 2.5gbit), on, off.",
+    ),
+    _net(
+        "engine",
+        "--engine",
+        cli_type=str,
+        default="auto",
+        help="Delay/loss engine: auto (netem if present), netem, delayline.",
+    ),
+    _net(
+        "tcp_cc",
+        "--tcp-cc",
+        cli_type=str | None,
+        default=None,
+        help="TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's].",
+    ),
+    _net(
+        "tcp_wmem_max",
+        "--tcp-wmem-max",
+        cli_type=int | None,
+        default=None,
+        help="Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].",
+    ),
+    _net(
+        "no_slow_start_after_idle",
+        "--no-slow-start-after-idle",
+        cli_type=bool,
+        default=False,
+        help="Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).",
+    ),
+    _net(
+        "topology",
+        "--topology",
+        cli_type=str | None,
+        default=None,
+        help="The network: star (default), sites, racks, or a topology TOML file.",
+    ),
+    _net(
+        "sites",
+        "--sites",
+        cli_type=int | None,
+        default=None,
+        help="--topology sites: how many sites share the nodes [default 2].",
+    ),
+    _net(
+        "racks",
+        "--racks",
+        cli_type=int | None,
+        default=None,
+        help="--topology racks: how many racks share the nodes [default 2].",
+    ),
+    _net(
+        "wan_bw",
+        "--wan-bw",
+        cli_type=str | None,
+        default=None,
+        help="--topology sites: rate of each WAN link, both ways [default 100mbit].",
+    ),
+    _net(
+        "wan_delay",
+        "--wan-delay",
+        cli_type=str | None,
+        default=None,
+        help="--topology sites: one-way delay of each WAN link [default 0ms].",
+    ),
+    _net(
+        "oversubscription",
+        "--oversubscription",
+        cli_type=float | None,
+        default=None,
+        help="--topology racks: access capacity over each rack's uplink [default 1].",
+    ),
+    _net(
+        "rank_order",
+        "--rank-order",
+        cli_type=str,
+        default="topology",
+        help="Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3.",
+    ),
+)
+EMULATED_NODES = f" (2-{MAX_EMULATED_NODES})"  # run's, exec's and probe's range of --nodes
+EMULATED_BW = " (10mbit-10gbit)"
+
+
+def emulated(field: str) -> Any:
+    """The typer option of the network field ``field`` as the emulating commands (`run`, `exec`, `probe`) take it."""
+    return CLUSTER[field].option(note={"nodes": EMULATED_NODES, "bw": EMULATED_BW}.get(field))
 
 
 # ClusterSpec field -> the option that sets it, so validation errors name what the user typed (the
 # downlink takes only a rate: delay, jitter and loss sit on the uplink)
 OPTION_NAMES: dict[str, str] = {
-    "nodes": _long(NodesOpt),
-    "up.rate_bps": f"{_long(UpOpt)}/{_long(BwOpt)}",
-    "down.rate_bps": f"{_long(DownOpt)}/{_long(BwOpt)}",
-    "up.delay_s": _long(DelayOpt),
-    "up.jitter_s": _long(JitterOpt),
-    "up.loss": _long(LossOpt),
-    "offload": _long(OffloadOpt),
-    "engine": _long(EngineOpt),
-    "tcp.cc": _long(TcpCcOpt),
-    "tcp.wmem_max": _long(TcpWmemMaxOpt),
-    "tcp.slow_start_after_idle": _long(NoSlowStartAfterIdleOpt),
+    "nodes": CLUSTER["nodes"].name,
+    "up.rate_bps": f"{CLUSTER['up'].name}/{CLUSTER['bw'].name}",
+    "down.rate_bps": f"{CLUSTER['down'].name}/{CLUSTER['bw'].name}",
+    "up.delay_s": CLUSTER["delay"].name,
+    "up.jitter_s": CLUSTER["jitter"].name,
+    "up.loss": CLUSTER["loss"].name,
+    "offload": CLUSTER["offload"].name,
+    "engine": CLUSTER["engine"].name,
+    "tcp.cc": CLUSTER["tcp_cc"].name,
+    "tcp.wmem_max": CLUSTER["tcp_wmem_max"].name,
+    "tcp.slow_start_after_idle": CLUSTER["no_slow_start_after_idle"].name,
 }
 
 

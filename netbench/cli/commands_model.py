@@ -17,8 +17,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from netbench.cli.cluster_options import CLUSTER
 from netbench.cli.errors import UserError
-from netbench.cli.fields import FROM_FIELDS, REPLICATOR, Settings, expand, group, option_names
+from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, Settings, expand, group, option_names
 from netbench.model.calibration import (
     Calibration,
     CalibrationError,
@@ -46,6 +47,8 @@ from netbench.validation import one_line
 
 MAX_PLANNED_DELAY_S = 10.0  # plan's --delay bound (an emulated link's is emulation.spec.MAX_EMULATED_DELAY_S)
 REPLICATOR_OPTION_NAMES = option_names(REPLICATOR)  # for one-line errors that name the option
+# plan's range of --nodes (machines; the same option as run's): a model is not bounded by this host
+PLANNED_NODES = f"; one or a comma list, {MIN_NODES}-{MAX_PLANNED_NODES} workers in all (a topology file sets its own)"
 
 
 # ----------------------------------------------------------------------------- input parsing
@@ -194,14 +197,14 @@ def _tcp_text(tcp: TcpSettings) -> str:
 
 
 def _with_buckets(
-    schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, nodes: int, concurrent: bool = True
+    schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, machines: int, concurrent: bool = True
 ) -> list:
-    """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload (as `run`;
-    ``concurrent``: the buckets travel at once, one accelerator per node)."""
+    """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload, by the rule a
+    run resolves it with (:func:`netbench.orchestrator.resolve.auto_bucket_mb`; ``concurrent``: the buckets travel at
+    once, one worker per node)."""
     import dataclasses
 
-    from netbench.model.overlap import bucket_mb_for
-    from netbench.replicators import declared_payload
+    from netbench.orchestrator.resolve import auto_bucket_mb
 
     auto = text.strip().lower() == "auto"
     if not auto:
@@ -215,14 +218,7 @@ def _with_buckets(
     for scheme in schemes:
         if auto:
             try:
-                value = bucket_mb_for(
-                    scheme.name,
-                    rate_bps,
-                    rtt_s,
-                    declared_payload(list(shapes), scheme.config, 2).bytes_per_step,
-                    nodes,
-                    concurrent=concurrent,
-                )
+                value = auto_bucket_mb(scheme.config, shapes, rate_bps, rtt_s, machines, concurrent=concurrent)
             except ValueError:
                 value = 0.0  # the payload formula rejects these shapes: reported later as an input error
         out.append(dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value})))
@@ -403,30 +399,18 @@ def plan(
     params: str | None = typer.Option(
         None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"
     ),
-    nodes: str | None = typer.Option(
-        None,
-        "--nodes",
-        help=f"workers N ({MIN_NODES}..{MAX_PLANNED_NODES}), one or a comma list [default 2; a topology file sets its own]",
-    ),
-    bw: str = typer.Option("100mbit", "--bw", help="link rate in tc units (both directions)"),
-    up: str | None = typer.Option(None, "--up", help="uplink (node egress) rate, overrides --bw"),
-    down: str | None = typer.Option(None, "--down", help="downlink (node ingress) rate, overrides --bw"),
-    delay: str = typer.Option(
-        "0ms", "--delay", help="one-way latency between two nodes (as `run --delay`, which adds it on each uplink)"
-    ),
+    nodes: str | None = CLUSTER["nodes"].option(optional=True, note=PLANNED_NODES),
+    bw: str = CLUSTER["bw"].option(),
+    up: str | None = CLUSTER["up"].option(),
+    down: str | None = CLUSTER["down"].option(),
+    delay: str = CLUSTER["delay"].option(),
     replicator: str = typer.Option(
-        REPLICATOR["name"].default, "--replicator", help=f"{', '.join(names())}; a comma list, or all"
+        REPLICATOR["name"].default, "--replicator", "-r", help=f"{', '.join(names())}; a comma list, or all"
     ),
     rep_settings: Settings = FROM_FIELDS,
     compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
-    gpus_per_node: int = typer.Option(
-        1, "--gpus-per-node", help="G accelerators per node; replicate only between nodes"
-    ),
-    intra_bw: str | None = typer.Option(
-        None,
-        "--intra-bw",
-        help="intra-node link rate per accelerator (needed with --gpus-per-node > 1); a run's --intra-bw is the node's, shared by its G workers",
-    ),
+    gpus_per_node: int = RUN["gpus_per_node"].option(),
+    intra_bw: str | None = RUN["intra_bw_bps"].option(),  # plan needs it with --gpus-per-node > 1
     algorithm: str = typer.Option(
         "ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"
     ),
@@ -451,26 +435,19 @@ def plan(
         False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"
     ),
     bucket_mb: str = REPLICATOR["bucket_mb"].option(),
-    topology: str = typer.Option(
-        "star", "--topology", help="star (one switch), sites, racks, or a topology file (TOML)"
-    ),
-    sites: int | None = typer.Option(None, "--sites", help="--topology sites: how many sites (--nodes split evenly)"),
-    racks: int | None = typer.Option(None, "--racks", help="--topology racks: how many racks (--nodes split evenly)"),
-    wan_bw: str | None = typer.Option(None, "--wan-bw", help="--topology sites: every WAN link's rate"),
-    wan_delay: str | None = typer.Option(None, "--wan-delay", help="--topology sites: every WAN link's one-way delay"),
-    oversubscription: float | None = typer.Option(
-        None, "--oversubscription", help="--topology racks: access rates over a rack uplink's [default 1]"
-    ),
-    rank_order: str = typer.Option(
-        "topology",
-        "--rank-order",
-        help="which node each rank runs on: topology (site by site), interleaved, or a list 0,2,1,3",
-    ),
+    topology: str | None = CLUSTER["topology"].option(),
+    sites: int | None = CLUSTER["sites"].option(),
+    racks: int | None = CLUSTER["racks"].option(),
+    wan_bw: str | None = CLUSTER["wan_bw"].option(),
+    wan_delay: str | None = CLUSTER["wan_delay"].option(),
+    oversubscription: float | None = CLUSTER["oversubscription"].option(),
+    rank_order: str = CLUSTER["rank_order"].option(),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
     shape_list, shapes_label = _shapes(shapes, params)
-    node_counts = _nodes(nodes or "2")
+    topology = topology or "star"
+    node_counts = _nodes(nodes or "2")  # machines; each runs gpus_per_node workers
     if nodes is not None and topology not in PRESETS:
         raise UserError(f"--nodes: a topology file sets the node count ({topology!r}); leave --nodes out")
     base = _rate("--bw", bw)
@@ -481,13 +458,16 @@ def plan(
         raise UserError(f"--compute-ms: must be between 0 and 1e7, got {compute_ms:g}")
     if gpus_per_node < 1 or gpus_per_node > MAX_PLANNED_NODES // 2:
         raise UserError(f"--gpus-per-node: must be between 1 and {MAX_PLANNED_NODES // 2}, got {gpus_per_node}")
-    intra_bps = _rate("--intra-bw", intra_bw) if intra_bw else None
-    if gpus_per_node > 1 and intra_bps is None:
-        raise UserError("--intra-bw: needed with --gpus-per-node > 1 (the fast intra-node link rate, e.g. 100gbit)")
-    bad = [n for n in node_counts if n % gpus_per_node or n // gpus_per_node < 1]
-    if bad:
+    intra_node_bps = _rate("--intra-bw", intra_bw) if intra_bw else None
+    if gpus_per_node > 1 and intra_node_bps is None:
+        raise UserError("--intra-bw: needed with --gpus-per-node > 1 (the node's fast intra-node link, e.g. 800gbit)")
+    intra_bps = intra_node_bps / gpus_per_node if intra_node_bps else None  # one worker's share, as a run's model
+    too_many = [n for n in node_counts if n * gpus_per_node > MAX_PLANNED_NODES]
+    if too_many:
+        n = too_many[0]
         raise UserError(
-            f"--nodes: with --gpus-per-node {gpus_per_node}, node counts must be multiples of {gpus_per_node}, got {bad[0]}"
+            f"--gpus-per-node: {n} nodes x {gpus_per_node} = {n * gpus_per_node} workers; "
+            f"the model plans at most {MAX_PLANNED_NODES}"
         )
     algo = algorithm.strip().lower().replace("-", "_")
     if algo not in ALGORITHMS:
@@ -531,7 +511,7 @@ def plan(
         ) from None
     scenarios = [
         Scenario(
-            nodes=n,
+            nodes=n * gpus_per_node,
             up_bps=up_bps,
             down_bps=down_bps,
             delay_s=delay_s,

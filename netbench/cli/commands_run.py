@@ -46,30 +46,30 @@ console = Console(stderr=True)
 )
 def run(
     replicator: str = REPLICATOR["name"].option(),
-    bw: str = copt.BwOpt,
-    nodes: int = copt.NodesOpt,
+    bw: str = copt.emulated("bw"),
+    nodes: int = copt.emulated("nodes"),
     gpus_per_node: int = RUN["gpus_per_node"].option(),
     intra_bw: str | None = RUN["intra_bw_bps"].option(),
     shard_within: str = RUN["shard_within"].option(),
-    compression: str | None = hopt.CompressionOpt,
+    compression: str | None = RUN["compression"].option(),
     optimizer: str = REPLICATOR["optimizer"].option(),
-    up: str | None = copt.UpOpt,
-    down: str | None = copt.DownOpt,
-    delay: str = copt.DelayOpt,
-    jitter: str = copt.JitterOpt,
-    loss: str = copt.LossOpt,
-    offload: str = copt.OffloadOpt,
-    engine: str = copt.EngineOpt,
-    tcp_cc: str | None = copt.TcpCcOpt,
-    tcp_wmem_max: int | None = copt.TcpWmemMaxOpt,
-    no_slow_start_after_idle: bool = copt.NoSlowStartAfterIdleOpt,
-    topology: str | None = copt.TopologyOpt,
-    sites: int | None = copt.SitesOpt,
-    racks: int | None = copt.RacksOpt,
-    wan_bw: str | None = copt.WanBwOpt,
-    wan_delay: str | None = copt.WanDelayOpt,
-    oversubscription: float | None = copt.OversubscriptionOpt,
-    rank_order: str = copt.RankOrderOpt,
+    up: str | None = copt.emulated("up"),
+    down: str | None = copt.emulated("down"),
+    delay: str = copt.emulated("delay"),
+    jitter: str = copt.emulated("jitter"),
+    loss: str = copt.emulated("loss"),
+    offload: str = copt.emulated("offload"),
+    engine: str = copt.emulated("engine"),
+    tcp_cc: str | None = copt.emulated("tcp_cc"),
+    tcp_wmem_max: int | None = copt.emulated("tcp_wmem_max"),
+    no_slow_start_after_idle: bool = copt.emulated("no_slow_start_after_idle"),
+    topology: str | None = copt.emulated("topology"),
+    sites: int | None = copt.emulated("sites"),
+    racks: int | None = copt.emulated("racks"),
+    wan_bw: str | None = copt.emulated("wan_bw"),
+    wan_delay: str | None = copt.emulated("wan_delay"),
+    oversubscription: float | None = copt.emulated("oversubscription"),
+    rank_order: str = copt.emulated("rank_order"),
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
     rep_settings: Settings = FROM_FIELDS,
@@ -102,18 +102,18 @@ def run(
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     link_schedule = read_schedule(schedule)
     nodes = cluster.nodes
-    bucket_mb = rep_settings.pop("bucket_mb")
-    topk, rate = hopt.with_compression(
-        compression, replicator, rep_settings["chunk"], rep_settings["topk"], rep_settings["rate"]
+    auto_bucket, bucket_mb = ropt.bucket_choice(rep_settings.pop("bucket_mb"))
+    rep = ropt.build_replicator_config(
+        replicator, **rep_settings, **({} if auto_bucket else {"bucket_mb": bucket_mb}), optimizer=optimizer
     )
-    rep = ropt.build_replicator_config(replicator, **{**rep_settings, "topk": topk, "rate": rate}, optimizer=optimizer)
     work = ropt.build_workload_config(**work_settings)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
-    rep = ropt.with_bucket_mb(rep, bucket_mb, *ropt.bucket_link(cluster, gpus_per_node), work, nodes, gpus_per_node)
     config = build_run_config(
         cluster=cluster,
         replicator=rep,
+        compression=compression,
+        auto_bucket=auto_bucket,
         workload=work,
         steps=steps,
         warmup_steps=warmup,
@@ -133,7 +133,7 @@ def run(
     require_privileges()
     copt.check_engine(cluster)
     calib = run_calibration(
-        calibration, replicators=(rep,)
+        calibration, replicators=(config.replicator,)
     )  # its line goes to stderr: --json's stdout stays one object
     with Progress(
         TextColumn("[bold]{task.description}"),

@@ -133,6 +133,7 @@ def worker(
     out: Path = RUN["out_dir"].option(),
     run_id: str | None = typer.Option(None, "--run-id", help="Names the run directory; unset: torchrun's --rdzv-id."),
     threads: int = RUN["threads"].option(),
+    compression: str | None = RUN["compression"].option(),
     as_json: bool = typer.Option(False, "--json", help="Rank 0 prints the summary as one JSON object."),
     shard_in_host: bool = hopt.ShardInHostOpt,
 ) -> None:
@@ -144,8 +145,8 @@ def worker(
     from netbench.worker.spec import SpecError
 
     shaping = _shaping(bw, up, delay, jitter, loss) if topology is None else None
-    bucket_mb = rep_settings.pop("bucket_mb")
-    rep = ropt.build_replicator_config(replicator, **rep_settings)
+    auto_bucket, bucket_mb = ropt.bucket_choice(rep_settings.pop("bucket_mb"))
+    rep = ropt.build_replicator_config(replicator, **rep_settings, **({} if auto_bucket else {"bucket_mb": bucket_mb}))
     work = ropt.build_workload_config(**work_settings)
     try:
         rendezvous = hosts.rendezvous(iface)
@@ -156,12 +157,11 @@ def worker(
     shaped = any(v is not None for v in (bw, up, delay, jitter, loss))
     placed = _host_topology(topology, rank_order, rendezvous.spec.world_size, rendezvous.spec.rank, g, shaped)
     cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping, topology=placed)
-    rep = ropt.with_bucket_mb(
-        rep, bucket_mb, cluster.up.rate_bps, cluster.expected_rtt_s(), work, rendezvous.spec.world_size, g
-    )
     config = build_run_config(
         cluster=cluster,
         replicator=rep,
+        compression=compression,
+        auto_bucket=auto_bucket,
         workload=work,
         steps=steps,
         warmup_steps=warmup,

@@ -34,13 +34,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 class FieldOption:
     """One command-line option that sets one field of a config model."""
 
-    model: type[BaseModel]
+    model: type[BaseModel] | None  # None: an option that sets no single field (--bw sets both directions)
     field: str
     decls: tuple[str, ...]  # ("--replicator", "-r"), ("--sign/--no-sign",)
     cli_type: Any  # what the option parses: the field's type, or str where the CLI accepts more (a rate, "auto")
     cli_default: Any = PydanticUndefined  # the field's default unless the option has its own (--bucket-mb auto)
     cli_note: str = ""  # what the option accepts beyond the field ("; auto: from the link")
     optional_type: Any = None  # the type when the option may be left out (sweep), if not cli_type
+    help: str = ""  # the help of an option without a model field; a field's is its description
 
     @property
     def name(self) -> str:
@@ -50,6 +51,8 @@ class FieldOption:
     @property
     def description(self) -> str:
         """The field's description: the one help text of this option."""
+        if self.model is None:
+            return self.help
         text = self.model.model_fields[self.field].description
         assert text, f"{self.model.__name__}.{self.field} needs a description: it is the help of {self.name}"
         return text
@@ -57,15 +60,18 @@ class FieldOption:
     @property
     def default(self) -> Any:
         """The option's default: the field's (4 for a float field shows as 4.0, as the option parses it), or the option's own."""
-        if self.cli_default is not PydanticUndefined:
+        if self.cli_default is not PydanticUndefined or self.model is None:
             return self.cli_default
         default = self.model.model_fields[self.field].default
         return float(default) if self.cli_type is float and isinstance(default, int) else default
 
-    def option(self, *, optional: bool = False) -> Any:
-        """The typer option; ``optional``: default None (unset: the scenario file's value, else the field's default)."""
+    def option(self, *, optional: bool = False, note: str | None = None) -> Any:
+        """The typer option; ``optional``: default None (unset: the scenario file's value, else the field's default).
+
+        ``note``: what this command adds to the option's one meaning (its range, a comma list), in place of ``cli_note``.
+        """
         if optional:
-            default = self.model.model_fields[self.field].default
+            default = self.model.model_fields[self.field].default if self.model is not None else self.cli_default
             shown = (
                 ("on" if default else "off")
                 if isinstance(default, bool)
@@ -73,8 +79,10 @@ class FieldOption:
                 if isinstance(default, (int, float))
                 else default
             )
-            return typer.Option(None, *self.decls, help=f"{self.description.removesuffix('.')} (default {shown}).")
-        help_text = f"{self.description.removesuffix('.')}{self.cli_note}." if self.cli_note else self.description
+            text = f"{self.description.removesuffix('.')}{note or ''} (default {shown})."
+            return typer.Option(None, *self.decls, help=text)
+        note = self.cli_note if note is None else note
+        help_text = f"{self.description.removesuffix('.')}{note}." if note else self.description
         return typer.Option(self.default, *self.decls, help=help_text)
 
     def parameter(self, *, optional: bool = False) -> inspect.Parameter:
@@ -85,7 +93,7 @@ class FieldOption:
         )
 
 
-def _table(*options: FieldOption) -> dict[str, FieldOption]:
+def table(*options: FieldOption) -> dict[str, FieldOption]:
     return {o.field: o for o in options}
 
 
@@ -93,7 +101,7 @@ def _rep(field: str, *decls: str, cli_type: Any, **kw: Any) -> FieldOption:
     return FieldOption(ReplicatorConfig, field, decls or (f"--{field.replace('_', '-')}",), cli_type, **kw)
 
 
-REPLICATOR = _table(
+REPLICATOR = table(
     _rep("name", "--replicator", "-r", cli_type=str),
     _rep("topk", cli_type=int),
     _rep("chunk", cli_type=int),
@@ -113,12 +121,12 @@ REPLICATOR = _table(
     _rep("overlap_backward", "--overlap-backward/--no-overlap-backward", cli_type=bool),
     _rep("optimizer", cli_type=str),
 )
-WORKLOAD = _table(
+WORKLOAD = table(
     FieldOption(WorkloadConfig, "kind", ("--workload", "-w"), str),
     FieldOption(WorkloadConfig, "shapes", ("--shapes",), str),
     FieldOption(WorkloadConfig, "compute_ms", ("--compute-ms",), float),
 )
-RUN = _table(
+RUN = table(
     FieldOption(RunConfig, "steps", ("--steps",), int),
     FieldOption(RunConfig, "warmup_steps", ("--warmup",), int),
     FieldOption(RunConfig, "timeout_s", ("--timeout",), float | None),
@@ -133,6 +141,7 @@ RUN = _table(
     ),  # tc units, parsed by hybrid_options.intra_rate
     FieldOption(RunConfig, "shard_within", ("--shard-within",), str),
     FieldOption(RunConfig, "schedule", ("--schedule",), Path | None),  # a file, read by cli/schedule_option.py
+    FieldOption(RunConfig, "compression", ("--compression",), str | None),  # 1/16, 0.0625 or 6.25%
 )
 
 

@@ -1,11 +1,10 @@
-"""FlexDeMo options of `netbench run` and `worker`: `--compression`, `--shard-in-host`, and the checks of `--gpus-per-node` and `--intra-bw`."""
+"""FlexDeMo options of `netbench run` and `worker`: `--shard-in-host`; checks of `--gpus-per-node` and `--intra-bw`."""
 
 from __future__ import annotations
 
 import typer
 
 from netbench.cli.errors import UserError
-from netbench.replicators.compression import compression_help
 from netbench.units import UnitError, parse_rate
 
 
@@ -33,27 +32,6 @@ def check_workers(nodes: int, gpus_per_node: int) -> None:
             f"--gpus-per-node: {nodes} nodes x {gpus_per_node} = {nodes * gpus_per_node} workers; "
             f"this host runs at most {MAX_WORKERS}"
         )
-
-
-CompressionOpt = typer.Option(
-    None,
-    "--compression",
-    help="Fraction of each tensor's values sent per step, the same for "
-    f"{compression_help()}: 1/16, 0.0625 or 6.25%; overrides --topk/--rate.",
-)
-
-
-def with_compression(text: str | None, replicator: str, chunk: int, topk: int, rate: float) -> tuple[int, float]:
-    """(topk, rate) after ``--compression`` (unchanged without it); bad input is one UserError line."""
-    if text is None:
-        return topk, rate
-    from netbench.replicators.compression import compression_settings, parse_compression
-
-    try:
-        settings = compression_settings(replicator, parse_compression(text), chunk)
-    except ValueError as exc:
-        raise UserError(f"--compression: {exc}") from None
-    return int(settings.get("topk", topk)), float(settings.get("rate", rate))
 
 
 ShardInHostOpt = typer.Option(

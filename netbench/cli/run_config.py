@@ -16,15 +16,32 @@ console = Console(stderr=True)
 
 
 def build_run_config(**settings: Any):
-    """``RunConfig(**settings)``; a bad value is one UserError line naming its option."""
+    """``RunConfig(**settings)``, resolved (:func:`netbench.orchestrator.resolve.resolve`) and checked against this
+    host; a bad value is one UserError line naming its option."""
     from netbench.orchestrator.config import RunConfig
+    from netbench.orchestrator.resolve import resolve
 
     try:
-        config = RunConfig(**settings)
+        config = resolve(RunConfig(**settings))
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, option_names(RUN), options=True)) from None
+    except ValueError as exc:  # the replicator's payload formula rejects the workload's shapes
+        raise UserError(f"--bucket-mb: {exc}") from None
+    check_host_fit([config])
     check_delay_line_env()
     return config
+
+
+def check_host_fit(runs: list) -> None:
+    """A UserError naming the option when this host cannot hold one of ``runs`` (RunConfigs): its memory, a writable
+    and safe ``--out`` (netbench.orchestrator.host_fit; a run checks the same when it is prepared)."""
+    from netbench.orchestrator.host_fit import HostUnfit, check_host
+
+    for run in runs:
+        try:
+            check_host(run)
+        except HostUnfit as exc:
+            raise UserError(exc.named(option_names(RUN))) from None
 
 
 def check_capture_room(runs: list) -> None:

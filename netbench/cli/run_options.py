@@ -53,48 +53,12 @@ def check_workload(workload: WorkloadConfig, world_size: int) -> None:
         raise UserError(f"--workload python:{workload.factory}: {exc}") from None
 
 
-def bucket_link(cluster, gpus_per_node: int = 1) -> tuple[float, float]:
-    """(rate, round trip) ``--bucket-mb auto`` sizes buckets for: the ring's bottleneck on the cluster's graph and
-    placement (a WAN link or a rack uplink where one is the narrowest, shared by the hops that cross it); the star's
-    (or the hybrid mode's) ``min(up, down)`` and round trip."""
-    if cluster.topology is None or gpus_per_node > 1:
-        return min(cluster.up.rate_bps, cluster.down.rate_bps), cluster.expected_rtt_s()
-    from netbench.model.network import GraphModel
-
-    return GraphModel(cluster.graph, cluster.placement).ring_link()
-
-
-def with_bucket_mb(
-    rep: ReplicatorConfig,
-    text: str,
-    rate_bps: float | None,
-    rtt_s: float,
-    workload: WorkloadConfig,
-    world_size: int,
-    gpus_per_node: int = 1,
-) -> ReplicatorConfig:
-    """``rep`` with ``--bucket-mb`` applied: a number, or ``auto`` (from the link and the step's payload;
-    with several accelerators per node the buckets queue on the replication subgroup's one lane).
-
-    ``auto`` without a known link rate (an unshaped host) keeps one bucket.
-    """
+def bucket_choice(text: str) -> tuple[bool, float | None]:
+    """``--bucket-mb`` as (auto, megabytes): ``auto`` sizes buckets from the link when the run is resolved
+    (:func:`netbench.orchestrator.resolve.resolve`); a number is the replicator's own setting."""
     if text.strip().lower() == "auto":
-        if rate_bps is None:
-            return rep
-        from netbench.model.overlap import bucket_mb_for
-        from netbench.orchestrator.prediction import workload_shapes
-        from netbench.replicators import declared_payload
-
-        payload = declared_payload(workload_shapes(workload, world_size), rep, world_size).bytes_per_step
-        from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS
-
-        backward = rep.overlap_backward and workload.kind in BACKWARD_OVERLAP_WORKLOADS
-        value = bucket_mb_for(
-            rep.name, rate_bps, rtt_s, payload, world_size, backward=backward, concurrent=gpus_per_node == 1
-        )
-    else:
-        try:
-            value = float(text)
-        except ValueError:
-            raise UserError(f"--bucket-mb: expected a number of megabytes or auto, got {text!r}") from None
-    return build_replicator_config(rep.name, **{**rep.model_dump(exclude={"name"}), "bucket_mb": value})
+        return True, None
+    try:
+        return False, float(text)
+    except ValueError:
+        raise UserError(f"--bucket-mb: expected a number of megabytes or auto, got {text!r}") from None

@@ -1,17 +1,19 @@
-"""Everything one `netbench run` needs, validated before anything is created."""
+"""Everything one `netbench run` needs, validated before anything is created.
+
+Validation here looks at the values only, so a stored run's config reads back the same on any host;
+what depends on the host running it (its memory, a writable ``out_dir``) is checked by
+:mod:`netbench.orchestrator.host_fit` when a run is prepared.
+"""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
-import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from netbench import safe_files
 from netbench.emulation.spec import ClusterSpec
+from netbench.replicators.compression import compressible
 from netbench.replicators.config import ReplicatorConfig
 from netbench.schedule.model import Schedule
 from netbench.worker.groups import Layout
@@ -79,6 +81,39 @@ class RunConfig(BaseModel):
         "(time_s,link,rate,delay,loss,state,jitter,compute_scale) or TOML, a Mahimahi trace or a "
         "time_s,rate[,delay] trace; times count from the first measured step.",
     )
+    compression: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description=f"Fraction of each tensor's values sent per step, one rate for {'/'.join(compressible())} "
+        "(each maps it onto its own setting): 1/16, 0.0625 or 6.25%; overrides --topk/--rate.",
+    )  # applied to the replicator by orchestrator.resolve
+    auto_bucket: bool = Field(
+        False,
+        description="Size the replicator's pipeline buckets from the link and the step's payload "
+        "(--bucket-mb auto), in place of replicator.bucket_mb.",
+    )  # applied to the replicator by orchestrator.resolve
+
+    @field_validator("compression", mode="before")
+    @classmethod
+    def _compression_fraction(cls, v: object) -> object:
+        """``1/16``, ``0.0625`` or ``6.25%`` as the fraction it names."""
+        if isinstance(v, str):
+            from netbench.replicators.compression import parse_compression
+
+            return parse_compression(v)
+        return v
+
+    @field_validator("compression")
+    @classmethod
+    def _compressible(cls, v: float | None, info: ValidationInfo) -> float | None:
+        """A compression rate needs a replicator that sends a share of each tensor."""
+        replicator = info.data.get("replicator")
+        if v is not None and replicator is not None:
+            from netbench.replicators.compression import compression_settings
+
+            compression_settings(replicator.name, v, replicator.chunk)
+        return v
 
     @field_validator("schedule")
     @classmethod
@@ -106,21 +141,6 @@ class RunConfig(BaseModel):
             return None
         return Layout.per_site(self.cluster.graph.groups().values(), self.cluster.placement, self.gpus_per_node)
 
-    @field_validator("out_dir")
-    @classmethod
-    def _writable(cls, v: Path) -> Path:
-        probe = v
-        while not probe.exists():
-            probe = probe.parent
-        try:  # root passes os.access() everywhere, /proc included: try a real file instead
-            if not probe.is_dir():
-                raise OSError
-            tempfile.TemporaryFile(dir=probe).close()
-        except OSError:
-            raise ValueError(f"{str(v)!r} is not a writable directory") from None
-        safe_files.check_folder(v)  # UnsafeOutput is a ValueError: one line naming --out
-        return v
-
     @model_validator(mode="after")
     def _workers_fit(self) -> RunConfig:
         """Every worker of every node is a process on this host: at most MAX_WORKERS of them."""
@@ -129,20 +149,6 @@ class RunConfig(BaseModel):
             raise ValueError(
                 f"gpus_per_node: {self.cluster.nodes} nodes x {self.gpus_per_node} = {workers} workers; "
                 f"this host runs at most {MAX_WORKERS}"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _fits_in_memory(self) -> RunConfig:
-        """Every node on this host holds the workload: refuse before a cluster is built, not when a worker is OOM-killed."""
-        workers = self.cluster.nodes * self.gpus_per_node
-        here = min(workers, int(os.environ.get("LOCAL_WORLD_SIZE", workers)))  # torchrun: ranks on this host
-        need = self.workload.param_count() * BYTES_PER_PARAM * here
-        have = psutil.virtual_memory().total
-        if need > have:
-            raise ValueError(
-                f"workload: {self.workload.param_count():.3g} parameters on {here} workers need about "
-                f"{need / 2**30:.0f} GiB of memory; this host has {have / 2**30:.0f} GiB"
             )
         return self
 

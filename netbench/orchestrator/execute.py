@@ -35,6 +35,7 @@ from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
 from netbench.orchestrator import results, scheduled
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.node_output import OutputPump
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.rundir.layout import RunDir
@@ -262,7 +263,10 @@ def _read_after(procs: list[NodeProcess]) -> None:
 def execute(
     config: ExecConfig, echo: TextIO | None = sys.stdout, on_cluster: Callable[[Cluster], None] | None = None
 ) -> ExecResult:
-    """Run COMMAND on every node of a fresh cluster; always tears down and writes the run directory."""
+    """Run COMMAND on every node of a fresh cluster; always tears down and writes the run directory.
+
+    HostUnfit (a ValueError), before anything is created, where this host cannot hold the run (its ``out_dir``)."""
+    check_host(config.run)
     names = RunNames.new()
     run_dir = RunDir.create(config.run.out_dir, "exec", names.run_id)
     warnings = leftover_warnings()

@@ -6,7 +6,8 @@ learns goes into one :class:`RunOutcome`, so however far it got, ``collect`` wri
 directory from it. Building and tearing down the cluster around the middle phases is
 :func:`~netbench.orchestrator.phases.hold_cluster`, shared with `netbench exec`:
 
-    prepare    calibrate, dilate, name the run, make its RunDir: nothing is built yet, so bad
+    prepare    resolve the config (compression, automatic buckets), check this host can hold it,
+               calibrate, dilate, name the run, make its RunDir: nothing is built yet, so bad
                input fails here
     build      the Cluster (namespaces, shaped links, delay line), then intra-node shaping
     capture    tcpdump on every switch port
@@ -43,9 +44,11 @@ from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results, scheduled
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.prediction import period_warnings
+from netbench.orchestrator.resolve import resolve
 from netbench.orchestrator.timeouts import collective_timeout_s
 from netbench.rundir.layout import RunDir, StepCounter, last_error
 from netbench.trace import hooks as trace
@@ -131,7 +134,10 @@ def run(
 def prepare(
     config: RunConfig, calibration: HostCalibration | None, dilation: float | None, reuse: ClusterReuse | None = None
 ) -> RunPlan:
-    """Calibrate (when the cache has none), dilate, name the run and make its folder; nothing is built yet."""
+    """Resolve the config's intents, check this host can hold it, calibrate (when the cache has none), dilate, name
+    the run and make its folder; nothing is built yet. HostUnfit (a ValueError) before anything is created."""
+    config = resolve(config)  # --compression and --bucket-mb auto, for library callers as for the CLI
+    check_host(config)
     calibration = calibration or host_calibration(replicators=(config.replicator,))
     dilation = dil.resolve(dilation, config, calibration.calibration, host_cpus())
     dilated = dil.dilate(config, dilation)

@@ -1,0 +1,98 @@
+"""A run's settings given as intents (``compression``, ``auto_bucket``), turned into the replicator's own numbers.
+
+`netbench run`, `worker` and a library caller of :func:`netbench.orchestrator.runner.run` get the
+same numbers from here; `netbench plan` sizes buckets with :func:`auto_bucket_mb`, the same rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from netbench.emulation.spec import ClusterSpec
+from netbench.orchestrator.config import RunConfig
+from netbench.replicators.config import ReplicatorConfig
+from netbench.shapes import ParamShape
+
+__all__ = ["resolve", "with_compression", "bucket_link", "auto_bucket_mb"]
+
+
+def with_compression(replicator: ReplicatorConfig, fraction: float) -> ReplicatorConfig:
+    """``replicator`` sending ``fraction`` of each tensor's values (dct: top-k per chunk; random, striding: rate)."""
+    from netbench.replicators.compression import compression_settings
+
+    update = compression_settings(replicator.name, fraction, replicator.chunk)
+    return ReplicatorConfig.model_validate({**replicator.model_dump(), **update})
+
+
+def bucket_link(cluster: ClusterSpec, gpus_per_node: int = 1) -> tuple[float | None, float]:
+    """(rate, round trip) automatic buckets are sized for: the ring's bottleneck on the cluster's graph and placement
+    (a WAN link or a rack uplink where one is the narrowest, shared by the hops that cross it); the star's (or the
+    hybrid mode's) ``min(up, down)`` and round trip. The rate is None where a link is unshaped (a real host)."""
+    up, down = cluster.up.rate_bps, cluster.down.rate_bps
+    if cluster.topology is None or gpus_per_node > 1:
+        rates = [r for r in (up, down) if r is not None]
+        return (min(rates) if rates else None), cluster.expected_rtt_s()
+    from netbench.model.network import GraphModel
+
+    return GraphModel(cluster.graph, cluster.placement).ring_link()
+
+
+def auto_bucket_mb(
+    replicator: ReplicatorConfig,
+    shapes: Sequence[ParamShape],
+    rate_bps: float,
+    rtt_s: float,
+    machines: int,
+    *,
+    backward: bool = False,
+    concurrent: bool = True,
+) -> float:
+    """What ``--bucket-mb auto`` means for ``replicator`` on ``shapes`` over a link of ``rate_bps`` and ``rtt_s``
+    between ``machines``: :func:`netbench.model.overlap.bucket_mb_for` of the step's declared payload.
+
+    ``backward``: buckets start from backward's hooks; ``concurrent``: they travel at once (one worker per node;
+    with several, they queue on the replication subgroup's one lane). ValueError where the replicator's payload
+    formula rejects these shapes.
+    """
+    from netbench.model.overlap import bucket_mb_for
+    from netbench.replicators import declared_payload
+
+    payload = declared_payload(list(shapes), replicator, machines).bytes_per_step
+    return bucket_mb_for(replicator.name, rate_bps, rtt_s, payload, machines, backward=backward, concurrent=concurrent)
+
+
+def _auto_bucket(config: RunConfig, replicator: ReplicatorConfig) -> ReplicatorConfig:
+    """``replicator`` with buckets sized from the run's link; unchanged where no link rate is known (one bucket)."""
+    rate, rtt = bucket_link(config.cluster, config.gpus_per_node)
+    if rate is None:
+        return replicator
+    from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS
+    from netbench.orchestrator.prediction import workload_shapes
+
+    nodes = config.cluster.nodes
+    backward = replicator.overlap_backward and config.workload.kind in BACKWARD_OVERLAP_WORKLOADS
+    value = auto_bucket_mb(
+        replicator,
+        workload_shapes(config.workload, nodes),
+        rate,
+        rtt,
+        nodes,
+        backward=backward,
+        concurrent=config.gpus_per_node == 1,
+    )
+    return replicator.model_copy(update={"bucket_mb": value})
+
+
+def resolve(config: RunConfig) -> RunConfig:
+    """``config`` with ``compression`` applied to its replicator, then ``auto_bucket`` sized from its link.
+
+    Idempotent: applying it to its own result changes nothing (the intents stay recorded beside the numbers).
+    """
+    replicator = config.replicator
+    if config.compression is not None:
+        replicator = with_compression(replicator, config.compression)
+    if config.auto_bucket:
+        replicator = _auto_bucket(config, replicator)
+    if replicator == config.replicator:
+        return config
+    return config.model_copy(update={"replicator": replicator})
