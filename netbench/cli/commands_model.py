@@ -331,7 +331,7 @@ def _print_table(rows: list[dict], console: Console) -> None:
     for r in rows:
         table.add_row(
             r["replicator"] + ("" if r["compression_calibrated"] or not spec(r["replicator"]).encodes else "*"),
-            str(r["nodes"]) + (f" ({r['machines']}x{r['gpus_per_node']})" if r["gpus_per_node"] > 1 else ""),
+            str(r["machines"]) + (f" x{r['gpus_per_node']} = {r['nodes']} workers" if r["gpus_per_node"] > 1 else ""),
             format_bytes(r["payload_bytes_per_step"]),
             format_bytes(r["wire_bytes_per_step"]["tx"]),
             format_bytes(r["wire_bytes_per_step"]["rx"]),
@@ -347,12 +347,12 @@ def _print_derived(derived: dict, console: Console) -> None:
     console.print("[bold]bandwidth where communication = compute[/bold]")
     for d in derived["comm_equals_compute_bw"]:
         answer = _rate_text(d["bw_bps"]) if d["bw_bps"] else f"none: {d['reason']}"
-        console.print(f"  {d['replicator']:>9} @ {d['nodes']} nodes: {answer}")
-    console.print("[bold]node count where step time doubles (vs 2 nodes)[/bold]")
+        console.print(f"  {d['replicator']:>9} @ {d['nodes']} workers: {answer}")
+    console.print("[bold]worker count where step time doubles (vs two nodes)[/bold]")
     for d in derived["doubling_nodes"]:
         answer = f"{d['nodes']}" if d["nodes"] else f"none: {d['reason']}"
         if d["baseline_nodes"] != 2:
-            answer += f" (baseline {d['baseline_nodes']}: two nodes of accelerators)"
+            answer += f" (baseline {d['baseline_nodes']} workers: two nodes of accelerators)"
         console.print(f"  {d['replicator']:>9} @ {_rate_text(d['bw_bps'])}: {answer}")
     crossings = [d for d in derived["crossover_bw"] if d["crossovers"]]
     if derived["crossover_bw"]:
@@ -363,7 +363,7 @@ def _print_derived(derived: dict, console: Console) -> None:
             f"{_rate_text(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)"
             for c in d["crossovers"]
         )
-        console.print(f"  {a} vs {b} @ {d['nodes']} nodes: {text}")
+        console.print(f"  {a} vs {b} @ {d['nodes']} workers: {text}")
     if len(crossings) < len(derived["crossover_bw"]):
         console.print(
             f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from "
