@@ -86,7 +86,7 @@ def with_bucket_mb(
         from netbench.replicators import declared_payload
 
         payload = declared_payload(workload_shapes(workload, world_size), rep, world_size).bytes_per_step
-        from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS
+        from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
         backward = rep.overlap_backward and workload.kind in BACKWARD_OVERLAP_WORKLOADS
         value = bucket_mb_for(
