@@ -17,13 +17,21 @@ A straggler (a topology node with ``compute_scale`` s > 1) paces the same phases
 dilation's padding, each CPU phase sleeps (s - 1) times the wall time it took, so its compute (a
 real model's, or the shapes workload's stand-in sleep), encode, decode and optimizer update take s
 times as long as the same phases on the other nodes, whatever share of the cores it got.
+
+A schedule's straggler phases change s during a run: the orchestrator hands each worker its node's phases,
+``(time_s, compute_scale)`` from the schedule's segments, times already stretched by the run's dilation; the
+worker measures time from the start of its own first measured step (the ranks start it together, after a
+barrier) and sets the scale :func:`scale_at` gives before each step.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
-__all__ = ["set_factor", "factor", "set_compute_scale", "compute_scale", "pace"]
+__all__ = ["set_factor", "factor", "set_compute_scale", "compute_scale", "pace", "Phases", "scale_at"]
+
+Phases = Sequence[tuple[float, float]]  # (seconds from the first measured step, compute scale), in time order
 
 _factor = 1.0
 _scale = 1.0
@@ -62,3 +70,13 @@ def pace(wall_s: float, cpu_s: float) -> float:
         time.sleep(extra)
         slept += extra
     return slept
+
+
+def scale_at(phases: Phases, t: float, before: float) -> float:
+    """The compute scale in force ``t`` seconds into the measured steps; ``before`` until the first phase."""
+    scale = before
+    for start, value in phases:
+        if start > t:
+            break
+        scale = value
+    return scale

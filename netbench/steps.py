@@ -57,7 +57,7 @@ class _Recorder:
     """The node's record file and counters, opened on first use."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
-        from netbench.worker.records import RecordWriter  # standard library only
+        from netbench.rundir.records import RecordWriter  # standard library only
 
         self.rank = int(environ.get("NETBENCH_RANK", environ.get("RANK", "0")))
         self.world_size = int(environ.get("NETBENCH_WORLD_SIZE", environ.get("WORLD_SIZE", "1")))
@@ -81,7 +81,7 @@ class _Recorder:
         )
 
     def counters(self) -> Any:
-        from netbench.worker.counters import read_counters
+        from netbench.counters import read_counters
 
         return read_counters(self.iface)
 

@@ -79,7 +79,8 @@ def _ss(node) -> str:
 def _models(args: argparse.Namespace, tcp: dict) -> dict:
     from netbench.model.collectives import Link, cost, pattern
     from netbench.model.framing import Framing
-    from netbench.model.gloo_tcp import TcpSettings, gloo_time
+    from netbench.model.gloo_tcp import gloo_time
+    from netbench.tcp import TcpSettings
     from netbench.units import parse_rate, parse_time
 
     rate, delay = parse_rate(args.bw), parse_time(args.delay)

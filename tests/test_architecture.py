@@ -1,9 +1,13 @@
 """The package's architecture, read from the source alone (AST: nothing is imported, so this takes a second).
 
-``netbench.model`` is a pure library that ``plan`` can use anywhere, so it imports nothing from
-the emulator, the orchestrator or pandas; no modules import each other in a circle; a module's
-private names (``_name``) stay inside it. Function-level and TYPE_CHECKING imports count too: a
-lazy import is still a dependency, only a later one.
+Data flows one way: CLI -> orchestrator -> workers -> run directory -> reports. :data:`LAYERS` is that
+direction as a table: each part of netbench (a package folder, or a top-level module) and the parts it
+may import. ``netbench.model`` is a pure library that ``plan`` can use anywhere, so it imports nothing
+from the emulator, the orchestrator, pandas or torch; the emulator and the capture know nothing of each
+other; workers import neither; reports read the run directory (the predictions stored there included)
+and never the orchestrator or the model. No modules import each other in a circle; a module's private
+names (``_name``) stay inside it. Function-level and TYPE_CHECKING imports count too: a lazy import is
+still a dependency, only a later one.
 """
 
 from __future__ import annotations
@@ -135,3 +139,252 @@ def test_no_private_name_imported_from_another_module() -> None:
         if name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
     ]
     assert not bad, "private names used outside their module:\n" + "\n".join(bad)
+
+
+# ---- the layers: which part of netbench may import which -------------------------------------------------------
+
+LEAF = "netbench (leaf modules)"
+# Top-level modules every layer may use: facts and tools declared once, importing no other part of netbench.
+LEAF_MODULES = frozenset(
+    {
+        "netbench.cache",
+        "netbench.child",
+        "netbench.counters",
+        "netbench.dtypes",
+        "netbench.frames",
+        "netbench.pacing",
+        "netbench.rootless",
+        "netbench.safe_files",
+        "netbench.shapes",
+        "netbench.signals",
+        "netbench.small_files",
+        "netbench.tcp",
+        "netbench.units",
+        "netbench.validation",
+    }
+)
+_BELOW_ORCHESTRATOR = frozenset(
+    {
+        LEAF,
+        "netbench.topology",
+        "netbench.rundir",
+        "netbench.capture",
+        "netbench.emulation",
+        "netbench.trace",
+        "netbench.workloads",
+        "netbench.replicators",
+        "netbench.model",
+        "netbench.schedule",
+        "netbench.worker",
+    }
+)
+# Each part and the parts it may import (itself always). Lowest first; a part below never imports one above.
+LAYERS: dict[str, frozenset[str]] = {
+    LEAF: frozenset(),
+    "netbench.topology": frozenset({LEAF}),
+    "netbench.rundir": frozenset({LEAF, "netbench.topology"}),  # the run directory's format: data only
+    "netbench.capture": frozenset({LEAF, "netbench.topology"}),  # not the emulator: it runs in any namespace
+    "netbench.emulation": frozenset({LEAF, "netbench.topology"}),  # not the capture, not the model
+    "netbench.trace": frozenset({LEAF, "netbench.rundir", "netbench.capture"}),
+    "netbench.workloads": frozenset({LEAF}),
+    "netbench.steps": frozenset({LEAF, "netbench.rundir", "netbench.trace"}),  # the step API: what a step records
+    "netbench.replicators": frozenset({LEAF, "netbench.trace", "netbench.steps"}),  # each step reports to the API
+    # pure: what it takes from replicators and workloads is their declarations (no torch: see below)
+    "netbench.model": frozenset({LEAF, "netbench.topology", "netbench.workloads", "netbench.replicators"}),
+    "netbench.schedule": frozenset({LEAF, "netbench.topology", "netbench.emulation"}),
+    "netbench.worker": frozenset(
+        {LEAF, "netbench.rundir", "netbench.trace", "netbench.workloads", "netbench.replicators"}
+    ),
+    # reads run and sweep folders, the predictions stored there included
+    "netbench.reports": frozenset(
+        {LEAF, "netbench.topology", "netbench.rundir", "netbench.trace", "netbench.workloads", "netbench.replicators"}
+    ),
+    "netbench.orchestrator": _BELOW_ORCHESTRATOR,
+    "netbench.cli": _BELOW_ORCHESTRATOR | {"netbench.orchestrator", "netbench.reports"},
+    "netbench.__main__": frozenset({"netbench.cli"}),
+    "netbench": frozenset({"netbench.steps"}),  # the package's step API, loaded on first use
+}
+# Parts whose modules never import torch (the model's rule has a test of its own below).
+NO_TORCH = frozenset(
+    {
+        "netbench.topology",
+        "netbench.rundir",
+        "netbench.capture",
+        "netbench.emulation",
+        "netbench.trace",
+        "netbench.schedule",
+        "netbench.reports",
+        "netbench.steps",
+    }
+)
+# Imports the table forbids that netbench still makes, each with what it needs; the strictly expected failure of
+# test_forbidden_imports_still_made reports the day one is gone, so that its entry goes too.
+PENDING: dict[tuple[str, str], str] = {
+    ("netbench.steps", "netbench.replicators.config"): (
+        "declare_payload checks a replicator's settings with the replicators' declaration, which sits beside the codecs"
+    ),
+    ("netbench.reports.compare_inputs", "netbench.orchestrator.sweep_scenario"): (
+        "compare expands a recorded sweep scenario's grid into its points with the orchestrator's own expansion"
+    ),
+}
+
+
+def _layer(name: str) -> str:
+    """The part of :data:`LAYERS` a module (or a dotted name inside netbench) belongs to."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return "netbench"
+    if (PACKAGE / parts[1]).is_dir():
+        return f"netbench.{parts[1]}"
+    top = f"netbench.{parts[1]}"
+    return LEAF if top in LEAF_MODULES else top
+
+
+def _netbench_imports(module: str) -> list[tuple[int, str]]:
+    """``(line, module)`` for every netbench module ``module`` imports (the package root, which every import of a
+    submodule runs anyway, left out)."""
+    out = []
+    for line, imported, names in _imports(module):
+        if imported != "netbench" and not imported.startswith("netbench."):
+            continue
+        for target in sorted(_targets(imported, names)) or [imported]:
+            if target != "netbench":
+                out.append((line, target))
+    return out
+
+
+def _where(module: str, line: int) -> str:
+    return f"{MODULES[module].relative_to(PACKAGE.parent)}:{line}"
+
+
+def _reaches(start: str) -> set[str]:
+    """Every part that ``start`` may import, directly or through the parts it imports (by the table)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for below in LAYERS[todo.pop()]:
+            if below not in seen:
+                seen.add(below)
+                todo.append(below)
+    return seen
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted({_layer(m) for m in MODULES} - set(LAYERS))
+    assert not unplaced, f"parts of netbench missing from LAYERS (add each with the parts it may import): {unplaced}"
+    assert all(_layer(m) == LEAF for m in LEAF_MODULES) and LEAF_MODULES <= set(MODULES), "a leaf module is gone"
+
+
+def test_the_layers_are_a_one_way_order() -> None:
+    circular = sorted(part for part in LAYERS if part in _reaches(part))
+    assert not circular, f"parts that may import themselves through others: {circular}"
+
+
+def test_the_layers_keep_the_data_flow() -> None:
+    """What the table must never allow, however it is extended."""
+    never = {
+        "netbench.model": {"netbench.emulation", "netbench.orchestrator", "netbench.worker", "netbench.reports"},
+        "netbench.emulation": {"netbench.capture", "netbench.model", "netbench.worker"},
+        "netbench.capture": {"netbench.emulation", "netbench.model"},
+        "netbench.worker": {"netbench.emulation", "netbench.model", "netbench.orchestrator"},
+        "netbench.rundir": {"netbench.emulation", "netbench.model", "netbench.orchestrator"},
+        "netbench.reports": {"netbench.orchestrator", "netbench.model", "netbench.emulation"},
+    }
+    allowed = {part: sorted(_reaches(part) & parts) for part, parts in never.items()}
+    assert not any(allowed.values()), f"the table lets these parts reach what they must not: {allowed}"
+
+
+@pytest.mark.parametrize("part", sorted(LAYERS))
+def test_each_part_imports_only_the_parts_below_it(part: str) -> None:
+    bad = [
+        f"{_where(m, line)}: {m} imports {target} ({_layer(target)} is not below {part})"
+        for m in MODULES
+        if _layer(m) == part
+        for line, target in _netbench_imports(m)
+        if _layer(target) not in LAYERS[part] | {part} and (m, target) not in PENDING
+    ]
+    assert not bad, "imports against the package layers (tests/test_architecture.py LAYERS):\n" + "\n".join(bad)
+
+
+@pytest.mark.xfail(strict=True, reason="PENDING lists imports the table forbids")
+def test_forbidden_imports_still_made() -> None:
+    made = {(m, target) for m in MODULES for _, target in _netbench_imports(m)}
+    assert not PENDING.keys() & made, "\n".join(f"{m} imports {t}: {why}" for (m, t), why in PENDING.items())
+
+
+def test_no_stale_pending_entry() -> None:
+    made = {(m, target) for m in MODULES for _, target in _netbench_imports(m)}
+    assert set(PENDING) <= made, f"PENDING names imports no module makes any more: {sorted(set(PENDING) - made)}"
+
+
+def _torch_imports(module: str) -> list[int]:
+    return [line for line, imported, _ in _imports(module) if imported == "torch" or imported.startswith("torch.")]
+
+
+def test_parts_without_torch_import_none() -> None:
+    bad = [
+        f"{_where(m, line)}: {m} imports torch" for m in MODULES if _layer(m) in NO_TORCH for line in _torch_imports(m)
+    ]
+    assert not bad, "torch where it has no place:\n" + "\n".join(bad)
+
+
+def _run_on_import(module: str) -> set[str]:
+    """Modules ``module`` imports as it is imported: its top-level statements, not function bodies or TYPE_CHECKING."""
+    path = MODULES[module]
+    here = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def walk(body: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                out += walk(node.orelse)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                out += walk(node.body) + walk(getattr(node, "orelse", [])) + walk(getattr(node, "finalbody", []))
+                out += [s for h in getattr(node, "handlers", []) for s in walk(h.body)]
+            elif isinstance(node, ast.ClassDef):
+                out += walk(node.body)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                out.append(node)
+        return out
+
+    found: set[str] = set()
+    for node in walk(ast.parse(path.read_text(), str(path)).body):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found |= _targets(base, tuple(a.name for a in node.names)) or {base}
+    return found
+
+
+def _torch_on_import(module: str) -> list[str]:
+    """The chain of imports by which importing ``module`` loads torch (empty when it does not)."""
+    seen: set[str] = set()
+
+    def chain(m: str) -> list[str]:
+        seen.add(m)
+        for t in sorted(_run_on_import(m)):
+            if t == "torch" or t.startswith("torch."):
+                return [t]
+            if t in MODULES and t not in seen and (rest := chain(t)):
+                return [t, *rest]
+        return []
+
+    return chain(module)
+
+
+@pytest.mark.xfail(strict=True, reason="the model still measures with torch and imports replicator codecs")
+def test_model_imports_no_torch() -> None:
+    """The model never imports torch itself, nor any netbench module that loads torch when it is imported (a
+    replicator's codec): only declarations, so ``plan`` runs where torch is not installed."""
+    model = [m for m in MODULES if _layer(m) == "netbench.model"]
+    bad = [f"{_where(m, line)}: {m} imports torch" for m in model for line in _torch_imports(m)]
+    for m in model:
+        for line, target in _netbench_imports(m):
+            loads = _torch_on_import(target) if _layer(target) != "netbench.model" else []
+            if loads:
+                bad.append(f"{_where(m, line)}: {m} imports {target}, which loads torch: {' -> '.join(loads)}")
+    assert not bad, "netbench.model must not need torch:\n" + "\n".join(bad)

@@ -332,7 +332,7 @@ def _as_nobody(work) -> tuple[str, int]:
 
     Returns what the child reported (``work()``'s result, or its error) and its wait status.
     """
-    from netbench.emulation import rootless
+    from netbench import rootless
 
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -359,7 +359,7 @@ def _as_nobody(work) -> tuple[str, int]:
 
 def test_rootless_cluster_as_unprivileged_user() -> None:
     """Drop to nobody, enter a user namespace, build and tear down a cluster there."""
-    from netbench.emulation import rootless
+    from netbench import rootless
 
     if not rootless.user_namespaces_allowed():
         pytest.skip("user namespaces disabled on this kernel")
@@ -388,7 +388,7 @@ def test_capture_in_a_rootless_cluster() -> None:
     """
     import shutil
 
-    from netbench.emulation import rootless
+    from netbench import rootless
 
     if not rootless.user_namespaces_allowed():
         pytest.skip("user namespaces disabled on this kernel")

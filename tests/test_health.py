@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from netbench.capture.pcap import RetransTracker
+from netbench.counters import CounterError, parse_retrans_segs
 from netbench.orchestrator import health
-from netbench.worker.counters import CounterError, parse_retrans_segs
 
 SNMP = "\n".join(
     [

@@ -11,8 +11,6 @@ import pytest
 
 from netbench.model.gloo_tcp import (
     BBR_HIGH_GAIN,
-    STOCK_LINUX,
-    TcpSettings,
     Transfer,
     bbr_rate_Bps,
     gloo_time,
@@ -21,6 +19,7 @@ from netbench.model.gloo_tcp import (
     ring_operations,
     rto_s,
 )
+from netbench.tcp import STOCK_LINUX, TcpSettings
 
 MSS = 1448
 RATE = 125e6  # payload bytes per second (1 Gbit/s with no framing)

@@ -7,11 +7,11 @@ import itertools
 import pytest
 
 from netbench.model.calibration import Calibration
-from netbench.model.gloo_tcp import STOCK_LINUX
 from netbench.model.network import GraphModel
 from netbench.model.schemes import SchemeSettings, build_scheme
 from netbench.model.steptime import Scenario, estimate
 from netbench.shapes import ParamShape, resolve_shapes
+from netbench.tcp import STOCK_LINUX
 from netbench.topology import DirectionSpec, place, star
 from netbench.topology.presets import NodeOverride, Site, Wan, sites
 

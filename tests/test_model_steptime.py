@@ -8,11 +8,12 @@ import pytest
 from netbench.model.calibration import Calibration
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.framing import Framing
-from netbench.model.gloo_tcp import STOCK_LINUX, gloo_time
+from netbench.model.gloo_tcp import gloo_time
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme, parse_scheme_list
 from netbench.model.steptime import Scenario, estimate
 from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
+from netbench.tcp import STOCK_LINUX
 
 BARE = Framing(gloo_preamble_bytes=0, acks_per_segment=0.0)
 SHAPES = [ParamShape("w", (1000, 1000))]

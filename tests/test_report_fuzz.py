@@ -174,16 +174,11 @@ def place():
 
 @pytest.fixture
 def no_drawing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Figures left out (their data still read: the runs' steps for error bars and loss curves); the model's lines
-    too.
-    """
+    """Figures left out (their data still read: the runs' steps for error bars and loss curves)."""
     import netbench.reports.plots as plots
     import netbench.reports.target_figures as target_figures
 
-    monkeypatch.setattr(
-        plots, "make_figures", lambda frame, doc, calibration, folder: (plots.with_step_spread(frame, folder), [])[1]
-    )
-    monkeypatch.setattr(plots, "sweep_model", lambda frame, doc, calibration: None)
+    monkeypatch.setattr(plots, "make_figures", lambda frame, folder: (plots.with_step_spread(frame, folder), [])[1])
     monkeypatch.setattr(target_figures, "loss_vs_time", lambda group, path: path)
     monkeypatch.setattr(target_figures, "time_to_target_vs_rate", lambda group, path: path)
 

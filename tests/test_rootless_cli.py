@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from netbench.emulation import rootless
+from netbench import rootless
 
 pytestmark = [
     pytest.mark.netns,

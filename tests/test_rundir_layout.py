@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from netbench.rundir.layout import RunDir, finished, last_error, partial_records, record_files, start_record
-from netbench.worker.records import RecordWriter
+from netbench.rundir.records import RecordWriter
 
 T0 = 1_700_000_000.0
 

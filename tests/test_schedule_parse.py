@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from netbench.pacing import scale_at
 from netbench.schedule import ScheduleError, parse_text
-from netbench.schedule.pacing import scale_at
 from netbench.schedule.state import node_phases, segments
 from netbench.schedule.traces import rates_per_window
 from netbench.topology.link import DirectionSpec

@@ -1,4 +1,4 @@
-"""The stop-signal state machine (netbench.emulation.signals), driven by real signals in this process."""
+"""The stop-signal state machine (netbench.signals), driven by real signals in this process."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from netbench.emulation import netns, signals
-from netbench.emulation.signals import STOP_SIGNALS, StopSignals
+from netbench import signals
+from netbench.emulation import netns
+from netbench.signals import STOP_SIGNALS, StopSignals
 
 
 def _handlers() -> dict[int, object]:

@@ -216,7 +216,7 @@ def _forkservers(marker: Path) -> list[int]:
     return [
         p.pid
         for p in psutil.process_iter(["cmdline"])
-        if "netbench.worker.forkserver" in (p.info["cmdline"] or []) and str(marker) in (p.info["cmdline"] or [])
+        if "netbench.orchestrator.forkserver" in (p.info["cmdline"] or []) and str(marker) in (p.info["cmdline"] or [])
     ]
 
 

@@ -22,11 +22,11 @@ from netbench.emulation.tcpsettings import (
     expected_tcp_settings,
 )
 from netbench.model.calibration import Calibration
-from netbench.model.gloo_tcp import STOCK_LINUX
 from netbench.model.schemes import SchemeSettings, build_scheme
 from netbench.model.steptime import Scenario, estimate
 from netbench.orchestrator.prediction import scenario_for
 from netbench.shapes import resolve_shapes
+from netbench.tcp import STOCK_LINUX
 
 ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 SHAPES = "llama:d_model=64,layers=1,ffn=128,vocab=64"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from netbench.counters import CounterError, parse_proc_net_dev, read_counters
 from netbench.replicators.config import ReplicatorConfig
-from netbench.worker.counters import CounterError, parse_proc_net_dev, read_counters
 from netbench.worker.spec import SpecError, WorkerSpec, load_spec, resolve
 from netbench.workloads import WorkloadConfig, build_workload
 

@@ -13,7 +13,7 @@ from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator import results
 from netbench.orchestrator import torchrun as hosts
 from netbench.orchestrator.config import RunConfig
-from netbench.worker.records import RecordWriter, set_aside
+from netbench.rundir.records import RecordWriter, set_aside
 from netbench.worker.spec import WorkerSpec, resolve
 
 

@@ -25,7 +25,7 @@ from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
 from netbench.capture.headers import decode, records
-from netbench.model.framing import MSS  # offloaded skbs are expanded into frames of this much payload
+from netbench.frames import MSS  # offloaded skbs are expanded into frames of this much payload
 
 COLUMNS = [
     "t",

@@ -13,12 +13,13 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from netbench.capture import setgroups_noop
-from netbench.emulation.node import Switch
-from netbench.emulation.rootless import MARKER
+from netbench.rootless import MARKER
 
 SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; payload is never kept
 # tcpdump stops after this many packets on a port (-c): at most 4.2 M records of 112 bytes, 470 MB
@@ -35,6 +36,18 @@ BLOCK_TIMEOUT_S = 1.0
 DRAIN_S = BLOCK_TIMEOUT_S + 0.3
 
 
+class Namespace(Protocol):
+    """Where tcpdump runs: a switch's network namespace (the emulator's ``Switch``)."""
+
+    def popen(
+        self,
+        argv: Sequence[str],
+        env: dict[str, str] | None = None,
+        then: Callable[[], None] | None = None,
+        **kwargs: Any,
+    ) -> subprocess.Popen: ...
+
+
 @dataclass
 class PortCapture:
     port: str
@@ -45,7 +58,7 @@ class PortCapture:
 class Capture:
     """tcpdump on each port; ``stop()`` flushes and returns {port: pcap path}."""
 
-    def __init__(self, switch: Switch, ports: list[str], out_dir: Path) -> None:
+    def __init__(self, switch: Namespace, ports: list[str], out_dir: Path) -> None:
         self.switch = switch
         self.ports = ports
         self.out_dir = out_dir

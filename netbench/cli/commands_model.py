@@ -28,9 +28,8 @@ from netbench.model.calibration import (
     save_calibration,
     scheme_of,
 )
-from netbench.model.collectives import ALGORITHMS, MIN_NODES
+from netbench.model.collectives import ALGORITHMS
 from netbench.model.framing import Framing
-from netbench.model.gloo_tcp import STOCK_LINUX, TcpSettings
 from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
@@ -40,7 +39,9 @@ from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.registry import names, spec
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
+from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
+from netbench.topology.graph import MIN_NODES
 from netbench.topology.options import PRESETS, topology_from_options
 from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
 from netbench.validation import one_line

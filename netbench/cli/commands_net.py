@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import typer
@@ -24,26 +25,31 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
     """What this host supports, and what each missing piece disables."""
     import os
 
+    from netbench.capture.tcpdump import unavailable_reason
     from netbench.emulation.capabilities import detect
-    from netbench.emulation.rootless import MARKER
+    from netbench.rootless import MARKER
 
     if os.geteuid() != 0:
         require_privileges()  # enter the user namespace so the checks run where netbench would
     caps = detect()
+    no_capture = unavailable_reason()
+    errors = {**caps.errors, **({"tcpdump": no_capture} if no_capture and shutil.which("tcpdump") else {})}
     if as_json:
-        print(json.dumps({**caps.as_dict(), "rootless": bool(os.environ.get(MARKER))}))
+        found = {**caps.as_dict(), "tcpdump": no_capture is None, "errors": errors}
+        print(json.dumps({**found, "rootless": bool(os.environ.get(MARKER))}))
         return
     table = Table(title="netbench doctor")
     for column in ("feature", "status", "if missing"):
         table.add_column(column)
-    for feature, present, disables in caps.consequences():
+    capture = ("tcpdump", no_capture is None, "packet capture: wire bytes come from interface counters only")
+    for feature, present, disables in [*caps.consequences(), capture]:
         table.add_row(feature, "[green]yes[/]" if present else "[red]no[/]", "" if present else disables)
     console.print(table)
     engine = "netem" if caps.netem else ("delay line" if caps.delay_line else "none (rate shaping only)")
     console.print(f"delay/jitter/loss engine: [bold]{engine}[/]")
     if caps.delay_line:
         console.print(f"delay line: [bold]{_delay_line_build()}[/]")
-    for what, err in caps.errors.items():
+    for what, err in errors.items():
         console.print(f"[yellow]{what}[/]: {err}")
 
 

@@ -329,8 +329,9 @@ def report(
 ) -> None:
     """Regenerate a sweep's report.md, report.html and plots from its folder, or show one run's measurement beside the model."""
     from netbench.model.calibration import CalibrationError
+    from netbench.orchestrator.repredict import recorded_calibration, repredict
     from netbench.reports.escape import for_terminal, printable
-    from netbench.reports.report import generate_report, repredict
+    from netbench.reports.report import generate_report
     from netbench.safe_files import BadInput
 
     try:
@@ -344,6 +345,7 @@ def report(
             if not calibration.is_file():
                 raise UserError(f"--calibration: {str(calibration)!r} is not a file")
             repredict(folder, calibration)
+        recorded_calibration(folder)  # what the stored predictions came from: a damaged record is bad input
         result = generate_report(folder, target_loss)
     except (BadInput, CalibrationError) as exc:  # a folder's files are input: a damaged or crafted one is one line
         raise UserError(printable(exc)) from None

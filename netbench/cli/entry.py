@@ -3,7 +3,7 @@
 unshare(CLONE_NEWUSER) answers EINVAL to a multi-threaded process, and loading the CLI starts
 threads (numpy and torch bring OpenBLAS and OpenMP pools). So whether a command builds clusters
 is decided here, from the command line alone, before anything but the standard library is
-imported; :func:`netbench.emulation.rootless.ensure_privileges` later finds euid 0 and returns.
+imported; :func:`netbench.rootless.ensure_privileges` later finds euid 0 and returns.
 Entering the namespace creates nothing that outlives the process, so bad input is still reported
 (one line, exit 2) before anything is created.
 """
@@ -32,7 +32,7 @@ def enter_if_needed(argv: list[str]) -> None:
     """
     if not needs_user_namespace(argv, os.geteuid()):
         return
-    from netbench.emulation import rootless  # standard library only: still single-threaded
+    from netbench import rootless  # standard library only: still single-threaded
 
     if not rootless.user_namespaces_allowed():
         return

@@ -7,7 +7,7 @@ from netbench.cli.errors import UserError
 
 def require_privileges() -> None:
     """Root or the rootless user namespace, else one UserError line saying why neither works here."""
-    from netbench.emulation.rootless import RootlessError, ensure_privileges
+    from netbench.rootless import RootlessError, ensure_privileges
 
     try:
         ensure_privileges()

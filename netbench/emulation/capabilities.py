@@ -1,4 +1,5 @@
-"""What this host can emulate, found by trying it in a throwaway namespace (`netbench doctor`).
+"""What this host can emulate, found by trying it in a throwaway namespace (`netbench doctor`; the capture's own
+check is :func:`netbench.capture.tcpdump.unavailable_reason`).
 
 Kernel features are tested by use, not by reading config files: a qdisc kind is present when
 adding it works, the delay line when an NFQUEUE rule loads in a throwaway namespace. Nothing here
@@ -17,7 +18,7 @@ from pyroute2 import IPRoute
 
 from netbench.emulation import netns
 from netbench.emulation.naming import PROBE_PREFIX
-from netbench.emulation.rootless import user_namespaces_allowed
+from netbench.rootless import user_namespaces_allowed
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,6 @@ class Capabilities:
     nfqueue_rule: bool = False
     netfilterqueue_module: bool = False
     iperf3: bool = False
-    tcpdump: bool = False
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -66,7 +66,6 @@ class Capabilities:
             ("netem qdisc", self.netem, "kernel delay/jitter/loss: the userspace delay line stands in"),
             ("delay line (iptables NFQUEUE)", self.delay_line, "delay/jitter/loss when netem is absent"),
             ("iperf3", self.iperf3, "nothing: probe falls back to its built-in TCP stream"),
-            ("tcpdump", self.tcpdump, "packet capture: wire bytes come from interface counters only"),
         ]
 
 
@@ -111,12 +110,6 @@ def detect() -> Capabilities:
         "iperf3": shutil.which("iperf3") is not None,
         "errors": {},
     }
-    from netbench.capture.tcpdump import unavailable_reason
-
-    no_capture = unavailable_reason()
-    found["tcpdump"] = no_capture is None
-    if no_capture and shutil.which("tcpdump"):
-        found["errors"]["tcpdump"] = no_capture
     try:
         import netfilterqueue  # noqa: F401
 

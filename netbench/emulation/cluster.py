@@ -9,7 +9,7 @@ turns bridge-nf-call-iptables on for every bridge on the host.
 Use it as a context manager; teardown is guaranteed on normal exit, exceptions, Ctrl-C, SIGTERM
 and SIGHUP. While the cluster is up those signals raise (KeyboardInterrupt, or SystemExit for the
 others); once teardown has begun they wait until it has finished, so a second Ctrl-C cannot leave
-half a cluster behind (the state machine is :class:`netbench.emulation.signals.StopSignals`). Callers that run a cluster should call ``cluster.down()`` themselves at the
+half a cluster behind (the state machine is :class:`netbench.signals.StopSignals`). Callers that run a cluster should call ``cluster.down()`` themselves at the
 end of the ``with`` block (teardown then begins before ``__exit__``) and
 ``cluster.raise_if_interrupted()`` while they wait on it::
 
@@ -36,9 +36,9 @@ from netbench.emulation.fabric_delay import SwitchDelayLines
 from netbench.emulation.impairment import DelayLine, ImpairmentEngine, choose
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
-from netbench.emulation.signals import StopSignals, kept_until_done, signals_held
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.emulation.tcpsettings import NODE_TCP_BUFFER_MAX, apply_tcp_settings, read_tcp_settings
+from netbench.signals import StopSignals, kept_until_done, signals_held
 
 __all__ = ["Cluster", "ClusterError", "DelayLineDied"]  # the errors live in errors.py, shared with the engines
 

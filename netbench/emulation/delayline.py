@@ -32,7 +32,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from netbench.emulation import delaystats, signals
+from netbench import signals
+from netbench.emulation import delaystats
 
 QUEUE_NUM = 0
 QUEUE_MAX_LEN = 200_000

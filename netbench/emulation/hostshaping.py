@@ -43,8 +43,8 @@ from netbench.child import netbench_module_argv
 from netbench.emulation import offload, shaping
 from netbench.emulation.htb import HtbShaping
 from netbench.emulation.shaping import root_qdisc  # noqa: F401 - re-exported (tests, guard)
-from netbench.emulation.signals import STOP_SIGNALS, exit_on, signals_held
 from netbench.emulation.spec import DirectionSpec
+from netbench.signals import STOP_SIGNALS, exit_on, signals_held
 
 CAP_NET_ADMIN = 12
 _GSO_FEATURES = ("tx-tcp-segmentation", "tx-tcp6-segmentation", "tx-generic-segmentation")

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from netbench.emulation.shaping import TbfParams
-from netbench.model.framing import FRAME_BYTES
+from netbench.frames import FRAME_BYTES
 from netbench.topology.link import DirectionSpec
 
 __all__ = ["PeerClass", "HtbShaping", "MAX_PEER_ADDRESSES", "install", "netem_missing"]

@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TypeVar
 import psutil
 from pyroute2 import netns as pr_netns
 
-from netbench.emulation import signals
+from netbench import signals
 
 T = TypeVar("T")
 NETNS_DIR = Path(pr_netns.NETNS_RUN_DIR)

@@ -29,7 +29,8 @@ import select
 import sys
 from typing import Any
 
-from netbench.emulation import hostrecords, signals
+from netbench import signals
+from netbench.emulation import hostrecords
 
 
 def watch(pid: int) -> int | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pyroute2 import IPRoute
 
 from netbench.emulation.spec import DirectionSpec
-from netbench.model.framing import FRAME_BYTES  # tbf counts whole frames: bursts and limits are sized in them
+from netbench.frames import FRAME_BYTES  # tbf counts whole frames: bursts and limits are sized in them
 
 TC_H_ROOT = 0xFFFFFFFF
 OUR_HANDLE = 0x10000  # "1:", the handle apply() gives the root qdisc

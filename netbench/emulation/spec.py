@@ -12,8 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from netbench.emulation.tcpsettings import TcpOptions
-from netbench.model.collectives import MIN_NODES
-from netbench.topology.graph import Topology
+from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, Topology
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 from netbench.topology.placement import place
 from netbench.topology.presets import star
@@ -22,13 +21,10 @@ __all__ = [
     "MIN_RATE_BPS",
     "MAX_RATE_BPS",
     "MAX_EMULATED_DELAY_S",
-    "MAX_EMULATED_NODES",
     "DirectionSpec",
     "ClusterSpec",
     "emulation_problem",
 ]
-
-MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is model.steptime.MAX_PLANNED_NODES)
 
 
 def emulation_problem(graph: Topology) -> str | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from netbench.model.gloo_tcp import TcpSettings
+from netbench.tcp import TcpSettings
 
 __all__ = [
     "TcpOptions",

@@ -12,9 +12,9 @@ import io
 from dataclasses import dataclass, field
 
 from netbench import safe_files
+from netbench.counters import PROC_NET_DEV, IfaceCounters, parse_proc_net_dev
 from netbench.emulation import netns
 from netbench.emulation.fabric import Fabric
-from netbench.worker.counters import PROC_NET_DEV, IfaceCounters, parse_proc_net_dev
 
 __all__ = ["TrunkCounters", "read_ports", "TRUNKS_CSV"]
 

@@ -27,7 +27,6 @@ from typing import Literal
 from netbench.model.framing import Framing, LinkBytes
 
 __all__ = [
-    "MIN_NODES",
     "Algorithm",
     "CollectiveKind",
     "ALGORITHMS",
@@ -37,8 +36,6 @@ __all__ = [
     "pattern",
     "cost",
 ]
-
-MIN_NODES = 2  # a collective needs a peer: the smallest cluster, emulated or planned
 
 CollectiveKind = Literal["all_reduce", "all_gather", "none"]
 Algorithm = Literal["ring", "tree", "halving_doubling"]

@@ -5,8 +5,8 @@ model that only counts payload overestimates goodput by ~5 % at MTU 1500 (1448 p
 1514-byte frame) -- and in a ring every node sends data *and* ACKs on the same uplink, so ACK
 frames compete with data.
 
-Wire units are the frame bytes tbf and tcpdump see on a veth: Ethernet header (14) + IP (20) +
-TCP with timestamps (32) + payload; no preamble, FCS or inter-frame gap (veths have none).
+Wire units are the frame bytes tbf and tcpdump see on a veth (:mod:`netbench.frames`): Ethernet header (14) +
+IP (20) + TCP with timestamps (32) + payload; no preamble, FCS or inter-frame gap (veths have none).
 
 gloo's TCP transport (gloo/transport/tcp/pair.{h,cc}) frames every message with a 48-byte
 ``Op`` preamble, and for each message the sender sends a NOTIFY_SEND_READY op and the receiver a
@@ -21,15 +21,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Framing", "FlowWire", "LinkBytes", "MTU", "IP_TCP_HEADER_BYTES", "ETH_HEADER_BYTES", "MSS", "FRAME_BYTES"]
+from netbench.frames import ETH_HEADER_BYTES, IP_TCP_HEADER_BYTES, MTU
 
-# The emulated links' frames, declared once: the capture expands offloaded packets by MSS, tbf's
-# burst is sized in FRAME_BYTES, the loss-limited rate counts MSS, and the model frames with them.
-MTU = 1500  # IP MTU of every emulated link (the veths' default)
-IP_TCP_HEADER_BYTES = 52  # IPv4 (20) + TCP with the timestamp option (32), as Linux sends it
-ETH_HEADER_BYTES = 14  # Ethernet header as tbf and tcpdump count it on a veth (no preamble, FCS or gap)
-MSS = MTU - IP_TCP_HEADER_BYTES  # 1448: TCP payload of a full segment
-FRAME_BYTES = MTU + ETH_HEADER_BYTES  # 1514: a full data frame on the wire
+__all__ = ["Framing", "FlowWire", "LinkBytes"]
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,6 @@ def concurrent_step_s(encode_s: float, decode_s: float, latency_s: float, transf
 # Share of a built-in workload's compute (forward + backward) spent in backward: backward costs
 # about twice the forward's matrix products.
 BACKWARD_SHARE = 2 / 3
-# Workloads whose worker attaches the hooks (worker/loop.py: one backward per step).
-BACKWARD_OVERLAP_WORKLOADS = ("transformer", "mlp")
 
 
 def backward_overlapped_step_s(
@@ -242,6 +240,7 @@ def backward_overlapped(
     from dataclasses import replace
 
     from netbench.replicators.registry import declared_payload, spec
+    from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
     if (
         not replicator.overlap_backward

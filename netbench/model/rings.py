@@ -28,8 +28,9 @@ from functools import cached_property
 from netbench.model.collectives import CollectiveCost, Link, Pattern, pattern
 from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing, LinkBytes
-from netbench.model.gloo_tcp import TcpSettings, chain_time_s, ring_operations
+from netbench.model.gloo_tcp import chain_time_s, ring_operations
 from netbench.model.steptime import ring_time
+from netbench.tcp import TcpSettings
 from netbench.topology.graph import Hop, NodeSpec, Topology
 
 __all__ = ["Routes", "RingHop", "RingSet", "HopPrice"]

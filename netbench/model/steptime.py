@@ -20,17 +20,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
-from netbench.model.collectives import MIN_NODES, Algorithm, CollectiveCost, Link, cost, pattern
+from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import Framing, LinkBytes
-from netbench.model.gloo_tcp import STOCK_LINUX, GlooTime, TcpSettings, gloo_time, largest_flight_bytes, skew_expected
+from netbench.model.gloo_tcp import GlooTime, gloo_time, largest_flight_bytes, skew_expected
 from netbench.model.schemes import Scheme
 from netbench.shapes import ParamShape, total_params
+from netbench.tcp import STOCK_LINUX, TcpSettings
+from netbench.topology.graph import MIN_NODES
 
 __all__ = ["Scenario", "StepEstimate", "estimate", "call_cost", "exchange_cost", "per_step", "ring_time", "dense_dtype"]
 
 MAX_PLANNED_NODES = (
-    100_000  # nodes a plan may describe (an emulated cluster's bound is emulation.spec.MAX_EMULATED_NODES)
+    100_000  # nodes a plan may describe (an emulated cluster's bound is topology.graph.MAX_EMULATED_NODES)
 )
 
 

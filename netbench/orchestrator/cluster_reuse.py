@@ -2,7 +2,7 @@
 
 Starting a worker (an interpreter, torch's import) takes seconds a node on a busy host, far more
 than a point's steps at high rates; building a cluster takes a fraction of a second. So a sweep
-starts one fork server (:mod:`netbench.worker.forkserver`) that imports torch once, and every
+starts one fork server (:mod:`netbench.orchestrator.forkserver`) that imports torch once, and every
 point's workers are fresh children of it, each entering its node's namespace, with a fresh gloo
 process group on a rendezvous port no earlier point used. And the sweep keeps a cluster up while
 consecutive points share its *network key* -- everything of the cluster spec but the star's link

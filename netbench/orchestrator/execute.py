@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from netbench.counters import IfaceCounters, read_counters
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
@@ -40,7 +41,6 @@ from netbench.orchestrator.node_output import OutputPump
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.rundir.layout import RunDir
 from netbench.trace import hooks as trace
-from netbench.worker.counters import IfaceCounters, read_counters
 
 EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
 EXIT_NETBENCH_FAILED = 125  # the cluster could not be built, or netbench failed while watching

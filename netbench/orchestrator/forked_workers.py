@@ -1,4 +1,4 @@
-"""The orchestrator's side of the worker fork server (:mod:`netbench.worker.forkserver`): start it, ask it for workers.
+"""The orchestrator's side of the worker fork server (:mod:`netbench.orchestrator.forkserver`): start it, ask for workers.
 
 A worker forked by the server is not the orchestrator's child, so :class:`ForkedWorker` stands in
 for its ``subprocess.Popen``: the server reports each child's exit code on its output, which a
@@ -70,7 +70,7 @@ class ForkServer:
             netns.die_with_parent(parent)
 
         self.proc = subprocess.Popen(
-            netbench_module_argv("netbench.worker.forkserver", workdir=workdir),
+            netbench_module_argv("netbench.orchestrator.forkserver", workdir=workdir),
             env={**os.environ, "OMP_NUM_THREADS": str(threads)},
             preexec_fn=own_group,
             stdin=subprocess.PIPE,

@@ -66,7 +66,7 @@ def _auto_bucket(config: RunConfig, replicator: ReplicatorConfig) -> ReplicatorC
     rate, rtt = bucket_link(config.cluster, config.gpus_per_node)
     if rate is None:
         return replicator
-    from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS
+    from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
     from netbench.orchestrator.prediction import workload_shapes
 
     nodes = config.cluster.nodes

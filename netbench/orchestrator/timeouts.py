@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
+from netbench.frames import MSS
 from netbench.model.collectives import Link
-from netbench.model.framing import MSS
 from netbench.model.hostcache import load_calibration
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import call_cost

@@ -31,6 +31,7 @@ from typing import Any
 from pyroute2.ethtool import Ethtool
 
 from netbench import safe_files
+from netbench.counters import CounterError, read_counters
 from netbench.emulation.hostshaping import HostShaper, HostShapingError, offload_on, preflight
 from netbench.emulation.htb import HtbShaping, netem_missing
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
@@ -41,8 +42,7 @@ from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
 from netbench.orchestrator.rank_payload import PayloadError, broadcast_flags, check_payload, gather_json
 from netbench.rundir.layout import RunDir, finished, partial_records, read_records, record_files
-from netbench.worker.counters import CounterError, read_counters
-from netbench.worker.records import RecordWriter, set_aside
+from netbench.rundir.records import RecordWriter, set_aside
 from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, resolve
 
 NO_CAPTURE = "worker mode (torchrun on real hosts) captures no packets: wire bytes come from the interface counters"

@@ -7,9 +7,9 @@
 * ``bytes_per_step.png`` -- wire bytes per node per step by replicator, measured vs model;
 * ``scaling_nodes.png`` -- how all-gather and all-reduce traffic and communication time grow with N.
 
-Colours are the replicator's everywhere (style.py). Model lines are evaluated from the sweep's
-own scenario and calibration with each group's measured local work, so a line passes through
-its points exactly when the model is right. Error bars need the runs' steps.csv (runs/); a
+Colours are the replicator's everywhere (style.py). Model lines join the predictions stored with
+each point (summary.csv's ``pred_`` columns, made from the point's own measured local work), so a
+line passes through its points exactly when the model is right. Error bars need the runs' steps.csv (runs/); a
 folder without them (committed reports) draws points only.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -30,36 +29,26 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS, ClusterSpec  # noqa: E402
-from netbench.model.calibration import Calibration  # noqa: E402
-from netbench.orchestrator.prediction import predict, workload_shapes  # noqa: E402
-from netbench.orchestrator.config import RunConfig  # noqa: E402
-from netbench.orchestrator.sweep_scenario import SweepScenario  # noqa: E402
 from netbench.reports.figure_file import save  # noqa: E402
 from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
 from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
-from netbench.reports.target import LOCAL_MODEL, STEP_MODEL  # noqa: E402
-from netbench.replicators.config import ReplicatorConfig  # noqa: E402
+from netbench.reports.target import STEP_MODEL  # noqa: E402
 from netbench.rundir.summary import compared_column, predicted_column, step_parts  # noqa: E402
+from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
 
-__all__ = ["make_figures", "SweepModel", "with_step_spread", "label_rate", "label_seconds", "save"]
+__all__ = ["make_figures", "with_step_spread", "label_rate", "label_seconds", "save"]
 
 
 
-class SweepModel:
-    """The model evaluated anywhere on the sweep's axes, for drawing lines."""
+def _predicted(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A stored prediction per point (NaN where the point has none, or the summary lacks the column)."""
+    return pd.to_numeric(frame[column], errors="coerce") if column in frame else pd.Series(np.nan, index=frame.index)
 
-    def __init__(self, scenario: SweepScenario, calibration: Calibration) -> None:
-        self.scenario = scenario
-        self.calibration = calibration
-        self.shapes = workload_shapes(scenario.workload, max(scenario.grid.nodes))
 
-    def step(self, replicator: str, nodes: int, bw_bps: float, delay_ms: float, local_s: float):
-        cluster = ClusterSpec(nodes=nodes, up={"rate_bps": bw_bps, "delay_s": delay_ms / 1e3}, down={"rate_bps": bw_bps})
-        rep = ReplicatorConfig(name=replicator, **self.scenario.replicator)
-        config = RunConfig(cluster=cluster, replicator=rep, workload=self.scenario.workload, capture=False)
-        return predict(config, self.shapes, local_s, self.calibration)
+def has_predictions(frame: pd.DataFrame) -> bool:
+    """Whether any successful point carries the model's step time."""
+    return bool(_predicted(_ok(frame), STEP_MODEL).notna().any())
 
 
 WIRE_TX = "wire_tx_bytes_per_step"
@@ -144,15 +133,16 @@ def _key_handles(node_counts: list[int], delays: list[float], model: bool, error
     return handles
 
 
-def time_vs_bandwidth(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> Path:
+def time_vs_bandwidth(frame: pd.DataFrame, path: Path) -> Path:
     """Step time vs link rate, log-log, one panel per replicator with shared axes."""
     ok = _ok(frame)
+    model = has_predictions(frame)
     reps = list(dict.fromkeys(ok["replicator"]))
     node_counts = sorted(int(n) for n in ok["nodes"].unique())
     delays = sorted(float(d) for d in ok["delay_ms"].unique())
     fig, axes = _panels(len(reps), sharex=True, sharey=True)
     lo, hi = ok["bw_bps"].min(), ok["bw_bps"].max()
-    grid = np.geomspace(max(MIN_RATE_BPS, lo / 1.4), min(MAX_RATE_BPS, hi * 1.4), 40)
+    span = (max(MIN_RATE_BPS, lo / 1.4), min(MAX_RATE_BPS, hi * 1.4))
     for ax, rep in zip(axes, reps):
         c = color(rep)
         for (nodes, delay_ms), group in ok[ok["replicator"] == rep].groupby(["nodes", "delay_ms"]):
@@ -161,13 +151,13 @@ def time_vs_bandwidth(frame: pd.DataFrame, model: SweepModel | None, path: Path)
             filled = delay_ms == delays[0]
             ax.errorbar(group["bw_bps"], group["step_time_s"], yerr=_yerr(group), fmt=marker, color=c, ms=6,
                         mfc=c if filled else "white", capsize=3, zorder=3)
-            if model is not None:
-                local = float(group[LOCAL_MODEL].median())
-                ys = [model.step(rep, int(nodes), b, delay_ms, local).step_time_s for b in grid]
-                ax.plot(grid, ys, delay_style(delay_ms, delays), color=c, lw=1.4, alpha=0.75)
+            predicted = group.assign(model=_predicted(group, STEP_MODEL)).dropna(subset=["model"])
+            ax.plot(predicted["bw_bps"], predicted["model"], delay_style(delay_ms, delays), color=c, lw=1.4, alpha=0.75,
+                    marker="_" if len(predicted) == 1 else None, ms=14)
         ax.set_title(f"{rep} ({collective(rep)})", color=c, fontsize=10)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xlim(*span)
         label_rate(ax)
         label_seconds(ax)
         ax.grid(True, which="both", alpha=0.25)
@@ -175,7 +165,7 @@ def time_vs_bandwidth(frame: pd.DataFrame, model: SweepModel | None, path: Path)
     fig.supylabel("time per step (s)")
     fig.suptitle("Time per step vs link rate: points measured, lines the model", fontsize=11)
     bars = "step_q1_s" in ok and bool(ok["step_q1_s"].notna().any())
-    fig.legend(handles=_key_handles(node_counts, delays, model is not None, bars), loc="outside lower center",
+    fig.legend(handles=_key_handles(node_counts, delays, model, bars), loc="outside lower center",
                ncols=5, fontsize=8, frameon=False)
     return save(fig, path)
 
@@ -285,9 +275,10 @@ def _short_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def scaling_nodes(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> Path:
+def scaling_nodes(frame: pd.DataFrame, path: Path) -> Path:
     """All-gather vs all-reduce: wire bytes per payload byte, and communication time, vs node count."""
     ok = _ok(frame)
+    model = has_predictions(frame)
     measured_nodes = sorted(ok["nodes"].unique())
     span = list(range(2, max(8, max(measured_nodes)) + 1))
     slowest = ok["bw_bps"].min()
@@ -300,11 +291,12 @@ def scaling_nodes(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> 
         left.plot(per.index, per["wire"] / per["payload"], "o", color=c, ms=7, label=f"{rep} ({collective(rep)})")
         at = group[(group["bw_bps"] == slowest) & (group["delay_ms"] == delay0)]
         right.plot(at["nodes"], at["comm_time_s"], "o", color=c, ms=7)
-        if model is not None:
-            local = float(group[LOCAL_MODEL].median())
-            ests = [model.step(rep, n, slowest, delay0, local) for n in span]
-            left.plot(span, [e.tx.total / e.payload_bytes_per_step if e.payload_bytes_per_step else np.nan for e in ests], "-", color=c, alpha=0.8)
-            right.plot(span, [e.comm_time_s for e in ests], "-", color=c, alpha=0.8)
+        if model:
+            tx, payload = _predicted(group, predicted_column(WIRE_TX)), _predicted(group, predicted_column("payload_bytes_per_step"))
+            ratio = (tx / payload.where(payload > 0)).groupby(group["nodes"]).median().dropna()
+            left.plot(ratio.index, ratio, "-", color=c, alpha=0.8)
+            comm = _predicted(at, predicted_column("comm_time_s")).groupby(at["nodes"]).median().dropna()
+            right.plot(comm.index, comm, "-", color=c, alpha=0.8)
     left.set_ylabel("wire bytes sent per payload byte handed")
     left.set_title("Traffic per node: all-gather grows with N, all-reduce stays < 2x", fontsize=10)
     right.set_ylabel("communication time per step (s)")
@@ -316,36 +308,21 @@ def scaling_nodes(frame: pd.DataFrame, model: SweepModel | None, path: Path) -> 
         ax.set_xticks(span)
         ax.grid(True, which="both", alpha=0.25)
     handles, labels = left.get_legend_handles_labels()
-    if model is not None:
+    if model:
         handles.append(Line2D([], [], color="#444", label="model (line)"))
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     return save(fig, path)
 
 
-def _model(doc: dict[str, Any], calibration: Calibration) -> SweepModel | None:
-    try:
-        return SweepModel(SweepScenario.model_validate(doc["scenario"]), calibration)
-    except Exception:  # noqa: BLE001 - no scenario (or an unbuildable one): points only, no lines
-        return None
-
-
-def sweep_model(frame: pd.DataFrame, doc: dict[str, Any], calibration: Calibration) -> SweepModel | None:
-    """The model for lines, where the sweep has predictions and a scenario to evaluate."""
-    if LOCAL_MODEL in frame and frame[LOCAL_MODEL].notna().any():
-        return _model(doc, calibration)
-    return None
-
-
-def make_figures(frame: pd.DataFrame, doc: dict[str, Any], calibration: Calibration, folder: Path) -> list[Path]:
+def make_figures(frame: pd.DataFrame, folder: Path) -> list[Path]:
     """Every figure this sweep's points support (nothing when no point succeeded)."""
     if _ok(frame).empty:
         return []
     frame = with_step_spread(frame, folder)
-    model = sweep_model(frame, doc, calibration)
-    figures = [time_vs_bandwidth(frame, model, folder / "time_vs_bandwidth.png")]
+    figures = [time_vs_bandwidth(frame, folder / "time_vs_bandwidth.png")]
     if STEP_MODEL in frame and frame[STEP_MODEL].notna().any():
         figures.append(measured_vs_predicted(frame, folder / "measured_vs_predicted.png"))
     figures += [step_breakdown(frame, folder / "step_breakdown.png"), bytes_per_step(frame, folder / "bytes_per_step.png")]
-    if _ok(frame)["nodes"].nunique() > 1 or model is not None:
-        figures.append(scaling_nodes(frame, model, folder / "scaling_nodes.png"))
+    if _ok(frame)["nodes"].nunique() > 1 or has_predictions(frame):
+        figures.append(scaling_nodes(frame, folder / "scaling_nodes.png"))
     return figures

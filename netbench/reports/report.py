@@ -2,17 +2,16 @@
 
 Everything is rebuilt from the sweep folder (summary.csv, sweep.json; runs/ for per-step error
 bars and loss curves where it is still there), so ``netbench report`` gives the same report after
-the fact, and ``--calibration`` re-predicts every point from its run's own records with other
-model constants. report.md and a self-contained report.html are written side by side.
+the fact. The model's figures are the predictions stored with each point (summary.csv's ``pred_``
+columns); ``--calibration`` has them made again first (:mod:`netbench.orchestrator.repredict`).
+report.md and a self-contained report.html are written side by side.
 
 Errors are relative to the measurement: (predicted - measured) / measured.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,20 +20,13 @@ from typing import Any
 import pandas as pd
 
 from netbench import safe_files
-from netbench.model.calibration import Calibration
-from netbench.model.hostcache import load_calibration
-from netbench.orchestrator.config import RunConfig
 from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
-from netbench.orchestrator.prediction import predict_run
 from netbench.reports.escape import for_markdown, markdown_code, printable
-from netbench.rundir.layout import RunDir
-from netbench.rundir.reading import read_csv, validated
-from netbench.rundir.runjson import read_run_json
-from netbench.rundir.sweepdir import NUMERIC, SWEEP_JSON, SweepDoc, read_summary, read_sweep_json, run_path, sweep_doc, write_summary, write_sweep_doc
-from netbench.rundir.summary import Metric, compared_column, csv_predicted, error_column, predicted_column, report_metrics
+from netbench.rundir.sweepdir import NUMERIC, SweepDoc, read_summary, read_sweep_json, sweep_doc
+from netbench.rundir.summary import Metric, compared_column, error_column, predicted_column, report_metrics
 from netbench.units import format_bytes, format_rate
 
-__all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "repredict", "TARGETS"]
+__all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "TARGETS"]
 
 # The issue's done-when: median |step error| <= 10 %, every point within 25 %, wire bytes within 3 %.
 TARGETS = {"step_median": 0.10, "step_max": 0.25, "wire_max": 0.03}
@@ -144,40 +136,6 @@ def _agreeing(frame: pd.DataFrame) -> tuple[int, int]:
         return 0, 0
     told = frame["bottleneck_agrees"].map(lambda v: {"true": True, "false": False}.get(str(v).lower()))
     return int((told == True).sum()), int(told.notna().sum())  # noqa: E712 - a column of True/False/None
-
-
-def sweep_calibration_of(doc: dict[str, Any], folder: Path) -> Calibration:
-    """The calibration a sweep's predictions used, as recorded in its sweep.json (BadInput when it is not one)."""
-    recorded = doc.get("calibration") or {}
-    data = {k: v for k, v in recorded.items() if k != "path"} if isinstance(recorded, dict) else recorded
-    return validated(Calibration, data, folder / SWEEP_JSON) if data else Calibration()
-
-
-def _predict_again(run_dir: Path, calibration: Calibration) -> dict[str, Any]:
-    """One point's prediction from its own run directory, read as untrusted input (BadInput for a run.json that is not one)."""
-    folder = RunDir(run_dir)
-    config = validated(RunConfig, read_run_json(run_dir).get("config"), folder.run_json)
-    if not os.path.lexists(folder.steps_csv):
-        return {"error": "no steps.csv"}
-    return predict_run(config, read_csv(folder.steps_csv), folder.start().get("n_params"), calibration)
-
-
-def repredict(folder: Path, calibration_path: Path) -> None:
-    """Re-predict every measured point from its run directory with another calibration."""
-    calib = load_calibration(calibration_path)
-    frame = read_summary(folder)
-    for i, row in frame.iterrows():
-        run_dir = run_path(folder, row["run_dir"])
-        if row["status"] != "ok" or run_dir is None or not RunDir(run_dir).written:
-            continue
-        predicted = _predict_again(run_dir, calib)
-        for key in csv_predicted():
-            frame.loc[i, predicted_column(key)] = predicted.get(key, float("nan"))
-        frame.loc[i, "prediction_error"] = predicted.get("error", "")
-    write_summary(folder, frame)
-    doc = read_sweep_json(folder)
-    doc["calibration"] = {"path": str(calibration_path), **json.loads(calib.model_dump_json())}
-    write_sweep_doc(folder, doc)
 
 
 def _pct(x: Any) -> str:
@@ -349,7 +307,6 @@ def _figure(path: Path) -> str:
 
 def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, target_loss: float | None) -> tuple[list[TargetGroup], list[Path]]:
     """Time-to-target groups and figures, for sweeps of a workload whose loss means something and whose runs/ remain."""
-    from netbench.reports.plots import sweep_model
     from netbench.reports.target_figures import loss_vs_time, time_to_target_vs_rate
 
     if sweep_doc(doc, folder).scenario.workload.kind not in LOSS_KINDS or frame.empty:
@@ -357,7 +314,7 @@ def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, targ
     curves = loss_curves(frame, folder)
     if not curves:
         return [], []
-    groups = time_to_target(curves, step_time_functions(frame, sweep_model(frame, doc, sweep_calibration_of(doc, folder))), target_loss)
+    groups = time_to_target(curves, step_time_functions(frame), target_loss)
     figures = []
     for i, group in enumerate(groups):
         suffix = "" if len(groups) == 1 else f"_{group.nodes}n_{group.delay_ms:g}ms"
@@ -388,9 +345,8 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     doc = read_sweep_json(folder)
     typed = sweep_doc(doc, folder)
     frame = with_errors(_shown(read_summary(folder)))
-    calibration = sweep_calibration_of(doc, folder)
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
-    figures = make_figures(frame, doc, calibration, folder) if not frame.empty else []
+    figures = make_figures(frame, folder) if not frame.empty else []
     groups, target_figures = _time_to_target(frame, doc, folder, target_loss)
     lines = _header(typed, frame) + _accuracy_section(acc)
     lines += _target_section(groups, target_figures, target_loss is not None)

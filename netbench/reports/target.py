@@ -8,7 +8,7 @@ mean over ``SMOOTH`` steps against batch noise) is put against
 * measured wall-clock: the cumulative step time at the slowest node, warm-up steps included
   (they train too), and
 * projected wall-clock on any link rate: steps to the target x the model's step time there
-  (the prediction stored with the sweep, evaluated along the rate axis).
+  (the predictions stored per point, interpolated log-log along the rate axis).
 
 The target defaults to the worst replicator's final (smoothed) loss, so every replicator reaches
 it. The rate at which the fastest-to-target replicator changes is found on the projection.
@@ -24,14 +24,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS
+from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.reports.steps import per_step, read_steps
 from netbench.rundir.summary import predicted_column
 
 __all__ = ["SMOOTH", "LOSS_KINDS", "LossCurve", "Crossover", "TargetGroup", "smooth", "steps_to_target", "measured_time_to",
            "crossovers", "rate_text", "loss_curves", "time_to_target", "interpolated_step_time"]
 
-STEP_MODEL, LOCAL_MODEL = predicted_column("step_time_s"), predicted_column("local_time_s")  # summary.csv's model columns
+STEP_MODEL = predicted_column("step_time_s")  # summary.csv's model column
 
 SMOOTH = 5  # trailing mean over this many steps
 LOSS_KINDS = ("transformer", "mlp")  # workloads whose loss means something
@@ -196,20 +196,13 @@ def time_to_target(curves: list[LossCurve], step_time: dict[tuple[str, int, floa
     return groups
 
 
-def step_time_functions(frame: pd.DataFrame, model=None) -> dict[tuple[str, int, float], StepTime]:
-    """The model's step time along the rate axis per (replicator, nodes, delay).
-
-    With the sweep's model (plots.SweepModel) it is evaluated at any rate with the group's
-    measured local work; without one, the predictions stored per point are interpolated.
-    """
+def step_time_functions(frame: pd.DataFrame) -> dict[tuple[str, int, float], StepTime]:
+    """The model's step time along the rate axis per (replicator, nodes, delay): the predictions stored per point,
+    interpolated."""
     ok = frame[(frame["status"] == "ok")] if STEP_MODEL in frame else frame.iloc[0:0]
     ok = ok[pd.to_numeric(ok[STEP_MODEL], errors="coerce").notna()] if not ok.empty else ok
     out: dict[tuple[str, int, float], StepTime] = {}
     for (rep, nodes, delay), group in ok.groupby(["replicator", "nodes", "delay_ms"]):
         key = (str(rep), int(nodes), float(delay))
-        if model is not None and pd.notna(group[LOCAL_MODEL]).any():
-            local = float(group[LOCAL_MODEL].median())
-            out[key] = (lambda rate, r=key[0], n=key[1], d=key[2], loc=local: model.step(r, n, rate, d, loc).step_time_s)
-        else:
-            out[key] = interpolated_step_time(group["bw_bps"].tolist(), group[STEP_MODEL].astype(float).tolist())
+        out[key] = interpolated_step_time(group["bw_bps"].tolist(), group[STEP_MODEL].astype(float).tolist())
     return out

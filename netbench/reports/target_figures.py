@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from netbench.emulation.spec import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
+from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
 from netbench.reports.figure_file import save  # noqa: E402
 from netbench.reports.plots import label_rate, label_seconds  # noqa: E402
 from netbench.reports.style import color  # noqa: E402

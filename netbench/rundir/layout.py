@@ -12,7 +12,7 @@ same folder::
         capture/                the pcaps while the run parses them (kept only with --keep-pcap)
         payload_shapes.json     the shapes a `netbench exec` program declared
 
-A worker writes its records as it goes (:mod:`netbench.worker.records`), so a killed worker may
+A worker writes its records as it goes (:mod:`netbench.rundir.records`), so a killed worker may
 leave half a line at the end; readers here skip it.
 """
 

@@ -23,9 +23,10 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import safe_files
-from netbench.emulation.spec import MAX_EMULATED_DELAY_S, MAX_EMULATED_NODES, MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.rundir.reading import BadInput, numeric_column, read_csv, read_json_object, validated
 from netbench.rundir.summary import METRICS, csv_measured, csv_predicted, predicted_column
+from netbench.topology.graph import MAX_EMULATED_NODES
+from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS
 
 __all__ = [
     "SUMMARY",

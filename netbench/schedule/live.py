@@ -10,7 +10,7 @@ fault test does) -- and logged with the wall time it took effect (schedule.csv).
 times longer, rates k times slower and delays k times longer, as the run's own links.
 
 A node's compute speed is not changed from here: each worker paces its own phases from the schedule's node phases
-(:mod:`netbench.schedule.pacing`), on its own clock from its first measured step.
+(:func:`netbench.pacing.scale_at`), on its own clock from its first measured step.
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ class LiveSchedule:
         return out
 
     def _compute(self, segment: Segment) -> list[str]:
-        """Nodes whose compute scale changed: their workers pace themselves (netbench.schedule.pacing); logged here."""
+        """Nodes whose compute scale changed: their workers pace themselves (netbench.pacing); logged here."""
         return [
             f"{new.name} compute x{new.compute_scale:g}"
             for old, new in zip(self.in_force.nodes, segment.graph.nodes)

@@ -19,10 +19,21 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from netbench.safe_files import NAME_PATTERN
 from netbench.topology.link import DirectionSpec
 
-__all__ = ["NodeSpec", "LinkSpec", "Hop", "Topology", "TopologyKind", "MAX_COMPUTE_SCALE"]
+__all__ = [
+    "NodeSpec",
+    "LinkSpec",
+    "Hop",
+    "Topology",
+    "TopologyKind",
+    "MAX_COMPUTE_SCALE",
+    "MIN_NODES",
+    "MAX_EMULATED_NODES",
+]
 
 TopologyKind = Literal["star", "sites", "racks", "file"]
 MAX_COMPUTE_SCALE = 100.0  # a node 100x slower than the others is a different experiment
+MIN_NODES = 2  # a collective needs a peer: the smallest cluster, emulated or planned
+MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is model.steptime.MAX_PLANNED_NODES)
 
 
 class NodeSpec(BaseModel):

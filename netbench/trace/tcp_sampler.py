@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netbench.worker.records import RecordWriter
+from netbench.rundir.records import RecordWriter
 
 DEFAULT_INTERVAL_S = (
     0.1  # 10 samples a second: about 1 % of a core per node (each sampler's done line says what it used)

@@ -1,7 +1,6 @@
 """The per-node worker: joins the gloo group, trains a workload through a replicator, records each step.
 
-Names are loaded on first use: the public step API (:mod:`netbench.steps`) reads the interface
-counters and writes records from inside users' programs, and must not pull in pydantic or torch.
+Names are loaded on first use: reading a worker's spec needs pydantic, and only running a worker needs torch.
 """
 
 from __future__ import annotations
@@ -11,19 +10,15 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
-    "IfaceCounters",
     "ResolvedSpec",
     "SpecError",
     "WorkerSpec",
     "load_spec",
-    "read_counters",
     "resolve",
     "run_worker",
 ]
 
 _HOMES = {
-    "IfaceCounters": "counters",
-    "read_counters": "counters",
     "ResolvedSpec": "spec",
     "SpecError": "spec",
     "WorkerSpec": "spec",

@@ -1,6 +1,6 @@
 """Leave a worker process without interpreter teardown, keeping the run's own exit code.
 
-After a run every record is already in the kernel (see :mod:`netbench.worker.records`) and the
+After a run every record is already in the kernel (see :mod:`netbench.rundir.records`) and the
 process group is destroyed, but torch's C++ teardown at interpreter exit occasionally aborts
 ("terminate called without an active exception", SIGABRT) once gloo and the TCP store have been
 used (seen here in about one worker in ten under load; the same symptom as pytorch/pytorch#190489),

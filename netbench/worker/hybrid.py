@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from netbench.counters import read_counters
 from netbench.replicators.hierarchical import HierarchicalReplicator
-from netbench.worker.counters import read_counters
 from netbench.worker.groups import build_groups
 
 INTRA_STATS = ("intra_comm_s", "intra_payload_bytes", "intra_collectives")

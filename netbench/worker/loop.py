@@ -33,15 +33,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from netbench import pacing
-from netbench.emulation import signals
-from netbench.model.overlap import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
-from netbench.schedule.pacing import scale_at
+from netbench import pacing, signals
+from netbench.counters import IfaceCounters, read_counters
+from netbench.rundir.records import RecordWriter
 from netbench.trace import spans
-from netbench.worker.counters import IfaceCounters, read_counters
-from netbench.worker.records import RecordWriter
 from netbench.worker.spec import ResolvedSpec
 from netbench.workloads import Workload, build_workload
+from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 
 STAT_FIELDS = ("compress_s", "comm_s", "decode_s", "apply_s", "payload_bytes", "collectives")
 CPU_FIELDS = ("compress_cpu_s", "decode_cpu_s")  # thread CPU time of the codec phases: the fidelity check's codec speed
@@ -179,13 +177,13 @@ class WorkerRun:
         return record, after
 
     def _follow_schedule(self, step: int, t_start: float) -> None:
-        """A schedule's straggler phases: the compute scale in force from this step on (netbench.schedule.pacing)."""
+        """A schedule's straggler phases: the compute scale in force from this step on (netbench.pacing.scale_at)."""
         if not self.spec.compute_phases or step < self.spec.warmup_steps:
             return
         if self.measuring_since is None:
             self.measuring_since = t_start
         pacing.set_compute_scale(
-            scale_at(self.spec.compute_phases, t_start - self.measuring_since, self.spec.compute_scale)
+            pacing.scale_at(self.spec.compute_phases, t_start - self.measuring_since, self.spec.compute_scale)
         )
 
     def _done_record(self) -> dict[str, Any]:

@@ -16,6 +16,9 @@ from netbench.shapes import ParamShape, ShapeError, check_param_count, resolve_s
 
 WorkloadKind = Literal["transformer", "mlp", "shapes", "python"]
 WORKLOAD_KINDS: tuple[str, ...] = ("transformer", "mlp", "shapes", "python")
+# Workloads that run one backward per step, so a gradient hook sees each gradient final: the worker attaches the
+# replicator's backward hooks there (worker/loop.py), and the model overlaps buckets with backward there too.
+BACKWARD_OVERLAP_WORKLOADS: tuple[str, ...] = ("transformer", "mlp")
 
 _DEFAULT_BATCH = {"transformer": 16, "mlp": 512, "shapes": 0, "python": 0}
 _FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")

@@ -1,4 +1,4 @@
-"""``python -m netbench.worker.forkserver``: a worker launcher that imports torch once and forks every worker of a sweep.
+"""``python -m netbench.orchestrator.forkserver``: a worker launcher that imports torch once, forks a sweep's workers.
 
 Starting a worker costs a Python interpreter and torch's import (seconds on a busy 2-core host) before
 its first step; a sweep would pay it once per point and node. The fork server runs beside the
@@ -25,7 +25,8 @@ import sys
 import traceback
 from typing import Any, NoReturn
 
-from netbench.emulation import netns, signals
+from netbench import signals
+from netbench.emulation import netns
 
 POLL_S = 0.02  # how often finished children are reaped when no request arrives
 

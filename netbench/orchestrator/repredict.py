@@ -1,0 +1,60 @@
+"""A sweep's predictions made again with other model constants (``netbench report --calibration``).
+
+Each measured point is predicted from its own run directory (its recorded config, steps.csv and parameter
+count, read as untrusted input) and the new figures replace the predicted columns of summary.csv; sweep.json
+records the calibration they came from. The measurements are never touched, and the report then reads the
+stored predictions as it reads any sweep's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from netbench.model.calibration import Calibration
+from netbench.model.hostcache import load_calibration
+from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.prediction import predict_run
+from netbench.rundir.layout import RunDir
+from netbench.rundir.reading import read_csv, validated
+from netbench.rundir.runjson import read_run_json
+from netbench.rundir.summary import csv_predicted, predicted_column
+from netbench.rundir.sweepdir import SWEEP_JSON, read_summary, read_sweep_json, run_path, write_summary, write_sweep_doc
+
+__all__ = ["recorded_calibration", "repredict"]
+
+
+def recorded_calibration(folder: Path) -> Calibration:
+    """The calibration a sweep's predictions used, as its sweep.json records it (BadInput when it is not one)."""
+    recorded = read_sweep_json(folder).get("calibration") or {}
+    data = {k: v for k, v in recorded.items() if k != "path"} if isinstance(recorded, dict) else recorded
+    return validated(Calibration, data, folder / SWEEP_JSON) if data else Calibration()
+
+
+def _predict_again(run_dir: Path, calibration: Calibration) -> dict[str, Any]:
+    """One point's prediction from its own run directory (BadInput for a run.json that is not one)."""
+    folder = RunDir(run_dir)
+    config = validated(RunConfig, read_run_json(run_dir).get("config"), folder.run_json)
+    if not os.path.lexists(folder.steps_csv):
+        return {"error": "no steps.csv"}
+    return predict_run(config, read_csv(folder.steps_csv), folder.start().get("n_params"), calibration)
+
+
+def repredict(folder: Path, calibration_path: Path) -> None:
+    """Re-predict every measured point of the sweep in ``folder`` with the calibration at ``calibration_path``."""
+    calib = load_calibration(calibration_path)
+    frame = read_summary(folder)
+    for i, row in frame.iterrows():
+        run_dir = run_path(folder, row["run_dir"])
+        if row["status"] != "ok" or run_dir is None or not RunDir(run_dir).written:
+            continue
+        predicted = _predict_again(run_dir, calib)
+        for key in csv_predicted():
+            frame.loc[i, predicted_column(key)] = predicted.get(key, float("nan"))
+        frame.loc[i, "prediction_error"] = predicted.get("error", "")
+    write_summary(folder, frame)
+    doc = read_sweep_json(folder)
+    doc["calibration"] = {"path": str(calibration_path), **json.loads(calib.model_dump_json())}
+    write_sweep_doc(folder, doc)
