@@ -38,6 +38,7 @@ from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.node_output import OutputPump
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.rundir.layout import RunDir
+from netbench.rundir.steps_schema import Col
 from netbench.trace import hooks as trace
 from netbench.worker.counters import IfaceCounters, read_counters
 
@@ -394,8 +395,8 @@ def _fill_payload(records: dict[int, list[dict]], model_config: RunConfig, decla
         decl = declared_payload(model_config.workload.shape_list(), model_config.replicator, model_config.cluster.nodes)
     for recs in records.values():
         for r in recs:
-            if r.get("event") == "step" and r.get("payload_bytes") is None:
-                r["payload_bytes"] = decl.bytes_on(r["step"] + 1) if decl else float("nan")
+            if r.get("event") == "step" and r.get(Col.PAYLOAD_BYTES) is None:
+                r[Col.PAYLOAD_BYTES] = decl.bytes_on(r[Col.STEP] + 1) if decl else float("nan")
 
 
 def _collect(
