@@ -28,7 +28,7 @@ import pydantic
 
 from netbench.reports.steps import per_step, spread
 from netbench.rundir.layout import RunDir
-from netbench.rundir.steps_schema import Col
+from netbench.rundir.steps_schema import REQUIRED, Col
 from netbench.rundir.summary import measured_steps, metric
 from netbench.rundir.sweepdir import SUMMARY, SWEEP_JSON, TEXT, run_path
 from netbench.units import UnitError, format_rate, parse_rate, parse_time
@@ -162,7 +162,7 @@ def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
     if not text:
         return None, None
     frame = _csv(path, text)
-    if not {Col.STEP, Col.RANK, Col.STEP_S} <= set(frame.columns) or frame.empty:
+    if not set(REQUIRED) <= set(frame.columns) or frame.empty:
         return None, None
     try:
         steps = per_step(frame)

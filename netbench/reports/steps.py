@@ -18,7 +18,7 @@ import pandas as pd
 
 from netbench.rundir.layout import RunDir
 from netbench.rundir.reading import BadInput, read_csv
-from netbench.rundir.steps_schema import Col
+from netbench.rundir.steps_schema import REQUIRED, Col
 from netbench.rundir.summary import measured_steps, metric
 
 __all__ = ["Spread", "read_steps", "per_step", "spread", "WIRE_COLUMNS"]
@@ -57,7 +57,7 @@ def read_steps(run_dir: Path | None) -> pd.DataFrame | None:
         frame = read_csv(RunDir(run_dir).steps_csv)
     except BadInput:
         return None
-    if not {Col.STEP, Col.RANK, Col.STEP_S} <= set(frame.columns) or frame.empty:
+    if not set(REQUIRED) <= set(frame.columns) or frame.empty:
         return None
     for column in (Col.STEP, Col.RANK, Col.STEP_S, Col.LOSS, Col.WARMUP, *WIRE_COLUMNS):
         if column in frame:
