@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from netbench.rundir.steps_schema import Col
+
 PROC_NET_DEV = "/proc/net/dev"
 PROC_NET_SNMP = "/proc/net/snmp"
 
@@ -41,12 +43,13 @@ class IfaceCounters:
         )
 
     def as_dict(self) -> dict[str, int]:
+        """The counters as a step record's columns (a delta's: what the step sent and received)."""
         return {
-            "tx_bytes": self.tx_bytes,
-            "rx_bytes": self.rx_bytes,
-            "tx_packets": self.tx_packets,
-            "rx_packets": self.rx_packets,
-            "retrans_segs": self.retrans_segs,
+            Col.TX_BYTES: self.tx_bytes,
+            Col.RX_BYTES: self.rx_bytes,
+            Col.TX_PACKETS: self.tx_packets,
+            Col.RX_PACKETS: self.rx_packets,
+            Col.RETRANS_SEGS: self.retrans_segs,
         }
 
 

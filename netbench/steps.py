@@ -24,11 +24,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from netbench.rundir.steps_schema import Col, step_record
 from netbench.trace import spans
 
 __all__ = ["step", "mark_step", "phase", "declare_payload", "active", "observe", "Step", "PHASES"]
 
-PHASES = ("compute", "compress", "comm", "decode", "apply")
+_PHASE_COLUMNS = {  # each phase and the steps.csv column its time is booked in
+    "compute": Col.COMPUTE_S,
+    "compress": Col.COMPRESS_S,
+    "comm": Col.COMM_S,
+    "decode": Col.DECODE_S,
+    "apply": Col.APPLY_S,
+}
+PHASES = tuple(_PHASE_COLUMNS)
 SPAN_NAMES = {"compress": "encode", "comm": "communicate"}  # a phase as the run's timeline names it
 ENV_RECORDS = "NETBENCH_RECORDS"  # this node's record file; set by `netbench exec` only
 
@@ -99,22 +107,21 @@ class _Recorder:
         step_s = ended - s.began
         timed = sum(v for k, v in s.phases.items() if k != "compute")
         compute = s.phases["compute"] or max(0.0, step_s - timed)  # unmarked time is the program's own work
-        record = {
-            "event": "step",
-            "rank": self.rank,
-            "step": s.index,
-            "warmup": s.index < self.warmup,
-            "t_start": s.t_start,
-            "t_end": t_end,
-            "compute_s": compute,
-            **{f"{k}_s": v for k, v in s.phases.items() if k != "compute"},
-            "payload_bytes": s.payload_bytes,
-            "collectives": s.collectives,
-            "step_s": step_s,
-            "loss": s.loss,
-            "spans": timeline,
+        values = {
+            Col.RANK: self.rank,
+            Col.STEP: s.index,
+            Col.WARMUP: s.index < self.warmup,
+            Col.T_START: s.t_start,
+            Col.T_END: t_end,
+            Col.COMPUTE_S: compute,
+            **{_PHASE_COLUMNS[k]: v for k, v in s.phases.items() if k != "compute"},
+            Col.PAYLOAD_BYTES: s.payload_bytes,
+            Col.COLLECTIVES: s.collectives,
+            Col.STEP_S: step_s,
+            Col.LOSS: s.loss,
+            **(after - s.before).as_dict(),
         }
-        record.update((after - s.before).as_dict())
+        record = step_record("exec", values, spans=timeline)
         self.writer.write(record)
 
     def declare(self, replicator: Mapping[str, Any], shapes: Mapping[str, list[int]], source: str) -> None:
@@ -265,6 +272,6 @@ def observe(replicator: Any, stats: Any) -> None:
     if _current is None:
         return
     for name in ("compress", "comm", "decode", "apply"):
-        _current.book(name, getattr(stats, f"{name}_s"))
+        _current.book(name, getattr(stats, _PHASE_COLUMNS[name]))
     _current.payload_bytes = (_current.payload_bytes or 0) + stats.payload_bytes
     _current.collectives += stats.collectives

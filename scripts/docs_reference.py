@@ -2,8 +2,9 @@
 
 ``reference/cli.md`` walks the click command tree that typer builds from ``netbench.cli.app``: every
 command, argument and option with its help and default. ``reference/metrics.md`` lists the summary's
-table of metrics (``netbench.rundir.summary.METRICS``). Nothing here is written by hand, so an option
-or a metric cannot be added without appearing in the docs; ``tests/test_docs.py`` checks it.
+table of metrics (``netbench.rundir.summary.METRICS``), ``reference/steps.md`` steps.csv's columns
+(``netbench.rundir.steps_schema.Col``). Nothing here is written by hand, so an option, a metric or a
+column cannot be added without appearing in the docs; ``tests/test_docs.py`` checks it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 CLI_PAGE = "reference/cli.md"
 METRICS_PAGE = "reference/metrics.md"
+STEPS_PAGE = "reference/steps.md"
 
 
 def _text(value: str | None) -> str:
@@ -92,7 +94,33 @@ def metrics_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-PAGES = {CLI_PAGE: cli_page, METRICS_PAGE: metrics_page}
+def steps_page() -> str:
+    """Markdown: every column of steps.csv, in declaration order, with its meaning, type, unit and writers."""
+    from netbench.rundir.steps_schema import UNITS, Col
+
+    lines = [
+        "# steps.csv reference",
+        "",
+        "Generated from steps.csv's schema, the one declaration that its writers and every reader use. One row "
+        "per node per step, warm-up steps included (`warmup`); times are each node's own. Written by: `worker`, "
+        "the training loop of `netbench run` and `netbench worker`; `exec`, `netbench.step()` in a program under "
+        "`netbench exec`; `sharded`, a worker sharing its node with others; `capture`, the run writer from the "
+        "node's packet capture; `schedule`, the run writer under a link schedule. An optional column may be "
+        "empty, and run directories written before a column existed lack it.",
+        "",
+        "| column | meaning | type | unit | written by | optional |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in Col:
+        writers = ", ".join(f"`{w}`" for w in c.writers)
+        lines.append(
+            f"| `{c.value}` | {_text(c.meaning)} | {c.kind.__name__} | {UNITS[c.unit]} | {writers} | "
+            f"{'yes' if c.optional else ''} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+PAGES = {CLI_PAGE: cli_page, METRICS_PAGE: metrics_page, STEPS_PAGE: steps_page}
 
 
 def on_files(files: Any, config: Any) -> Any:

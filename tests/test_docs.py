@@ -1,5 +1,6 @@
-"""The documentation: a short README, a docs site that builds strictly and offline, and reference pages
-that cover every command-line option and every summary metric, because they are generated from the code."""
+"""The documentation: a short README, a docs site that builds strictly and offline, and reference pages that
+cover every command-line option, every summary metric and every steps.csv column, because they are generated
+from the code."""
 
 from __future__ import annotations
 
@@ -88,6 +89,16 @@ def test_every_metric_has_an_entry():
         assert m.label, f"metric {m.key} has no label to describe it"
 
 
+def test_every_steps_column_has_an_entry():
+    from netbench.rundir.steps_schema import Col
+
+    page = _reference().steps_page()
+    missing = [c.value for c in Col if f"| `{c.value}` |" not in page]
+    assert not missing, f"steps.csv columns without an entry in the steps.csv reference: {missing}"
+    for c in Col:
+        assert c.meaning and c.writers, f"steps.csv column {c.value} has no meaning or no writer"
+
+
 @pytest.mark.slow
 def test_site_builds_strictly_and_offline(tmp_path):
     """`mkdocs build --strict` passes (no broken link, no page left out of the nav), and the site loads nothing
@@ -101,7 +112,7 @@ def test_site_builds_strictly_and_offline(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert (site / "reference" / "cli.html").is_file() and (site / "reference" / "metrics.html").is_file()
+    assert all((site / "reference" / f"{page}.html").is_file() for page in ("cli", "metrics", "steps"))
     remote = re.compile(r"""<(?:script|link|img)\b[^>]*(?:src|href)=["']?(?:https?:)?//""", re.I)
     for page in site.rglob("*.html"):
         text = page.read_text()

@@ -26,6 +26,7 @@ from scapy.layers.l2 import Ether
 
 from netbench.capture.headers import decode, records
 from netbench.frames import MSS  # offloaded skbs are expanded into frames of this much payload
+from netbench.rundir.steps_schema import Col, capture_column, columns_of
 
 COLUMNS = [
     "t",
@@ -40,11 +41,7 @@ COLUMNS = [
     "skb_bytes",
 ]
 # What per_step adds to steps.csv, in order; runs without a capture keep these columns, empty.
-STEP_COLUMNS = [
-    f"capture_{d}_{name}"
-    for d in ("tx", "rx")
-    for name in ("wire_bytes", "payload_bytes", "packets", "ack_only_bytes", "retrans_bytes", "skb_bytes")
-]
+STEP_COLUMNS = [c.value for c in columns_of("capture")]
 _SEQ_SPACE = 1 << 32
 
 
@@ -123,7 +120,7 @@ class StepBins:
     """
 
     def __init__(self, windows: pd.DataFrame) -> None:
-        self.steps = windows["step"].tolist()
+        self.steps = windows[Col.STEP].tolist()
         edges = [windows["t_from"].iloc[0], *windows["t_to"].tolist()] if self.steps else []
         self.edges = list(itertools.accumulate(edges, max))
         self.clock_went_back = self.edges != edges
@@ -154,13 +151,13 @@ class StepBins:
 
     def frame(self, max_packets: int | None = None) -> pd.DataFrame:
         """One row per step: step, then STEP_COLUMNS; steps the capture stopped before (at ``max_packets``) stay empty."""
-        out = pd.DataFrame({"step": self.steps})
+        out = pd.DataFrame({Col.STEP.value: self.steps})
         for d in ("tx", "rx"):
             for k, name in enumerate(_SUMMED):
-                out[f"capture_{d}_{name}"] = pd.Series([row[k] for row in self.sums[d]], dtype="int64")
+                out[capture_column(d, name).value] = pd.Series([row[k] for row in self.sums[d]], dtype="int64")
         if max_packets is not None and self.truncated(max_packets):
             cut = pd.Series(self.edges[1:]) > self.last_t  # windows that end after the capture stopped
-            columns = [c for c in out if c != "step"]
+            columns = [c for c in out if c != Col.STEP]
             out[columns] = out[columns].astype("float64").mask(cut)
         return out
 

@@ -22,6 +22,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from netbench.orchestrator.config import RunConfig
+from netbench.rundir.steps_schema import dilated_columns
 
 if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 # step record durations (seconds) that are divided by k; t_start/t_end stay real (the capture's step windows use them)
-TIMED_FIELDS = ("compute_s", "compress_s", "comm_s", "decode_s", "apply_s", "step_s")
+TIMED_FIELDS = tuple(c.value for c in dilated_columns())
 MAX_FACTOR = 1000.0
 
 

@@ -40,6 +40,7 @@ from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.node_output import OutputPump
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.rundir.layout import RunDir
+from netbench.rundir.steps_schema import Col
 from netbench.trace import hooks as trace
 
 EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
@@ -398,8 +399,8 @@ def _fill_payload(records: dict[int, list[dict]], model_config: RunConfig, decla
         decl = declared_payload(model_config.workload.shape_list(), model_config.replicator, model_config.cluster.nodes)
     for recs in records.values():
         for r in recs:
-            if r.get("event") == "step" and r.get("payload_bytes") is None:
-                r["payload_bytes"] = decl.bytes_on(r["step"] + 1) if decl else float("nan")
+            if r.get("event") == "step" and r.get(Col.PAYLOAD_BYTES) is None:
+                r[Col.PAYLOAD_BYTES] = decl.bytes_on(r[Col.STEP] + 1) if decl else float("nan")
 
 
 def _collect(

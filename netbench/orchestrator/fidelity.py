@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from netbench.rundir.steps_schema import Col
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -343,12 +345,12 @@ def codec_speed(steps: pd.DataFrame, calibrated_s: float | None, step_s: float |
     a 190 ms step moved it 14 % (the ratio limit of 1.15x this replaced flagged the first and passed the
     second). None where it cannot be told.
     """
-    if not calibrated_s or calibrated_s < CODEC_MIN_S or not step_s or steps.empty or "compress_cpu_s" not in steps:
+    if not calibrated_s or calibrated_s < CODEC_MIN_S or not step_s or steps.empty or Col.COMPRESS_CPU_S not in steps:
         return None
     from netbench.rundir.summary import measured_steps
 
     measured = measured_steps(steps)
-    per_node = (measured["compress_cpu_s"] + measured["decode_cpu_s"]).groupby(measured["rank"]).median()
+    per_node = (measured[Col.COMPRESS_CPU_S] + measured[Col.DECODE_CPU_S]).groupby(measured[Col.RANK]).median()
     if per_node.empty or not per_node.median() > 0:
         return None
     value = float(per_node.median())

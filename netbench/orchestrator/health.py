@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import reduced_metrics
 
 STALL_FACTOR = 5.0
@@ -31,9 +32,9 @@ STALL_MIN_S = 2.0
 
 def stalls(steps: pd.DataFrame) -> list[dict[str, Any]]:
     """Steps (warm-up included) whose slowest node took over STALL_FACTOR x the median step and STALL_MIN_S."""
-    if steps.empty or "step_s" not in steps:
+    if steps.empty or Col.STEP_S not in steps:
         return []
-    slowest = steps.groupby("step")["step_s"].max()
+    slowest = steps.groupby(Col.STEP)[Col.STEP_S].max()
     typical = float(slowest.median())
     limit = max(STALL_MIN_S, STALL_FACTOR * typical)
     return [
@@ -54,12 +55,12 @@ def figures(measured: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
     out: dict[str, Any] = {"stalls": stalls(steps)}
     if measured.empty:
         return out
-    out["step_time_mean_s"] = float(measured.groupby("rank")["step_s"].mean().max())
+    out["step_time_mean_s"] = float(measured.groupby(Col.RANK)[Col.STEP_S].mean().max())
     for m in reduced_metrics("mean"):  # retransmitted segments and bytes (rundir/summary.py)
         value = _mean(measured, m.source)
         if value is not None:
             out[m.key] = value
-    payload = _mean(measured, "capture_tx_payload_bytes")
+    payload = _mean(measured, Col.CAPTURE_TX_PAYLOAD_BYTES)
     if payload and "retrans_bytes_per_step" in out:
         out["retrans_fraction"] = out["retrans_bytes_per_step"] / payload
     return out

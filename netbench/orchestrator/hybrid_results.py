@@ -11,20 +11,25 @@ from typing import Any
 
 import pandas as pd
 
+from netbench.rundir.steps_schema import Col
+
 
 def hybrid_summary(measured: pd.DataFrame, how: str) -> dict[str, Any]:
     """Keys added to the summary when workers share nodes (``local_rank`` recorded); {} otherwise."""
-    if "local_rank" not in measured or measured["local_rank"].isna().all():
+    if Col.LOCAL_RANK not in measured or measured[Col.LOCAL_RANK].isna().all():
         return {}
-    per_rank = measured.groupby("rank")
-    node = per_rank["node"].first()
-    out: dict[str, Any] = {"gpus_per_node": int(measured["local_rank"].max()) + 1}
-    payload = per_rank["payload_bytes"].agg(how).groupby(node).sum()
+    per_rank = measured.groupby(Col.RANK)
+    node = per_rank[Col.NODE].first()
+    out: dict[str, Any] = {"gpus_per_node": int(measured[Col.LOCAL_RANK].max()) + 1}
+    payload = per_rank[Col.PAYLOAD_BYTES].agg(how).groupby(node).sum()
     out["payload_bytes_per_step"] = float(payload.median())  # per node, as the model and the flat runs give it
-    out["worker_payload_bytes_per_step"] = float(per_rank["payload_bytes"].agg(how).median())
-    out["intra_comm_time_s"] = float(per_rank["intra_comm_s"].agg(how).max())
+    out["worker_payload_bytes_per_step"] = float(per_rank[Col.PAYLOAD_BYTES].agg(how).median())
+    out["intra_comm_time_s"] = float(per_rank[Col.INTRA_COMM_S].agg(how).max())
     by_node: dict[int, dict[str, float]] = {int(n): {"payload_bytes_per_step": float(v)} for n, v in payload.items()}
-    for name, column in (("intra_tx_bytes_per_step", "intra_tx_bytes"), ("intra_rx_bytes_per_step", "intra_rx_bytes")):
+    for name, column in (
+        ("intra_tx_bytes_per_step", Col.INTRA_TX_BYTES),
+        ("intra_rx_bytes_per_step", Col.INTRA_RX_BYTES),
+    ):
         if column in measured and measured[column].notna().any():
             values = per_rank[column].agg(how).groupby(node).median()
             out[name] = float(values.median())

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from netbench.model.network import GraphEstimate, direction_name, direction_of
+from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
 from netbench.topology.graph import Hop, Topology
 
@@ -36,12 +37,12 @@ __all__ = [
 def access_bytes_per_step(steps: pd.DataFrame, topology: Topology, placement: tuple[int, ...]) -> dict[str, float]:
     """Each access link direction's mean bytes per measured step, from the node's own counters (rank r on ``placement[r]``)."""
     measured = measured_steps(steps)
-    if measured.empty or "tx_bytes" not in measured:
+    if measured.empty or Col.TX_BYTES not in measured:
         return {}
     out: dict[str, float] = {}
-    for rank, rows in measured.groupby("rank"):
+    for rank, rows in measured.groupby(Col.RANK):
         link = topology.access_link(placement[int(rank)]).name
-        for column, forward in (("tx_bytes", True), ("rx_bytes", False)):
+        for column, forward in ((Col.TX_BYTES, True), (Col.RX_BYTES, False)):
             if column in rows and rows[column].notna().any():
                 out[direction_name(topology, Hop(link, forward))] = float(rows[column].mean())
     return out
@@ -83,10 +84,10 @@ LINK_SHARE = 0.1  # per-link byte errors count on directions carrying at least t
 def local_work_by_node(steps: pd.DataFrame, placement: tuple[int, ...], names: list[str]) -> dict[str, float]:
     """Each node's median local work per measured step (compute, apply, encode, decode): which node is slow."""
     measured = measured_steps(steps)
-    parts = [c for c in ("compute_s", "apply_s", "compress_s", "decode_s") if c in measured]
+    parts = [c for c in (Col.COMPUTE_S, Col.APPLY_S, Col.COMPRESS_S, Col.DECODE_S) if c in measured]
     if measured.empty or not parts:
         return {}
-    local = measured[parts].fillna(0.0).sum(axis=1).groupby(measured["rank"]).median()
+    local = measured[parts].fillna(0.0).sum(axis=1).groupby(measured[Col.RANK]).median()
     return {names[placement[int(rank)]]: float(seconds) for rank, seconds in local.items()}
 
 

@@ -42,6 +42,7 @@ from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate, estimate
 from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
 from netbench.replicators.config import ReplicatorConfig
+from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params
 from netbench.workloads.config import WorkloadConfig
@@ -113,13 +114,13 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
     communication (waiting for the peer). Uses post-warm-up steps, like the run summary. None when
     nothing was measured.
     """
-    if steps.empty or "compute_s" not in steps:
+    if steps.empty or Col.COMPUTE_S not in steps:
         return None
     measured = measured_steps(steps)
     if measured.empty:
         return None
-    local = measured["compute_s"] + (measured["apply_s"] if "apply_s" in measured else 0.0)
-    return float(local.groupby(measured["step"]).max().median())
+    local = measured[Col.COMPUTE_S] + (measured[Col.APPLY_S] if Col.APPLY_S in measured else 0.0)
+    return float(local.groupby(measured[Col.STEP]).max().median())
 
 
 def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
@@ -128,16 +129,16 @@ def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
     What the replay feeds the model in place of the calibration's codec times: the cores of a shared host drift by a
     third within minutes, and a forecast made from calibration then misses by what the host did, not the network.
     """
-    if steps.empty or "compress_s" not in steps:
+    if steps.empty or Col.COMPRESS_S not in steps:
         return None
     measured = measured_steps(steps)
-    if measured.empty or not measured["compress_s"].notna().any():
+    if measured.empty or not measured[Col.COMPRESS_S].notna().any():
         return None
-    per_step = measured.groupby("step")
-    encode = float(per_step["compress_s"].max().median())
+    per_step = measured.groupby(Col.STEP)
+    encode = float(per_step[Col.COMPRESS_S].max().median())
     decode = (
-        float(per_step["decode_s"].max().median())
-        if "decode_s" in measured and measured["decode_s"].notna().any()
+        float(per_step[Col.DECODE_S].max().median())
+        if Col.DECODE_S in measured and measured[Col.DECODE_S].notna().any()
         else 0.0
     )
     return encode, decode

@@ -66,8 +66,8 @@ def _auto_bucket(config: RunConfig, replicator: ReplicatorConfig) -> ReplicatorC
     rate, rtt = bucket_link(config.cluster, config.gpus_per_node)
     if rate is None:
         return replicator
-    from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
     from netbench.orchestrator.prediction import workload_shapes
+    from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
     nodes = config.cluster.nodes
     backward = replicator.overlap_backward and config.workload.kind in BACKWARD_OVERLAP_WORKLOADS

@@ -29,6 +29,7 @@ from netbench.orchestrator.links import link_report, read_trunks
 from netbench.orchestrator.prediction import model_errors, predict_run, replay_run
 from netbench.orchestrator.schedule_results import annotate, segment_summary, step_errors
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
+from netbench.rundir.steps_schema import RECORD_ONLY, Col
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
 
 if TYPE_CHECKING:
@@ -38,20 +39,22 @@ if TYPE_CHECKING:
 def steps_frame(records_by_rank: dict[int, list[dict]]) -> pd.DataFrame:
     rows = [r for recs in records_by_rank.values() for r in recs if r.get("event") == "step"]
     if not rows:
-        return pd.DataFrame(columns=["rank", "step"])
+        return pd.DataFrame(columns=[Col.RANK.value, Col.STEP.value])
     return (
         pd.DataFrame(rows)
-        .drop(columns=["event", "spans"], errors="ignore")
-        .sort_values(["step", "rank"])
+        .drop(columns=list(RECORD_ONLY), errors="ignore")
+        .sort_values([Col.STEP, Col.RANK])
         .reset_index(drop=True)
     )
 
 
 def step_windows(steps: pd.DataFrame, rank: int) -> pd.DataFrame:
     """(step, t_from, t_to] per step of one rank; windows tile the rank's run like its counters."""
-    mine = steps[steps["rank"] == rank].sort_values("step")
-    t_from = [mine["t_start"].iloc[0], *mine["t_end"].iloc[:-1].tolist()]
-    return pd.DataFrame({"step": mine["step"].to_numpy(), "t_from": t_from, "t_to": mine["t_end"].to_numpy()})
+    mine = steps[steps[Col.RANK] == rank].sort_values(Col.STEP)
+    t_from = [mine[Col.T_START].iloc[0], *mine[Col.T_END].iloc[:-1].tolist()]
+    return pd.DataFrame(
+        {Col.STEP.value: mine[Col.STEP].to_numpy(), "t_from": t_from, "t_to": mine[Col.T_END].to_numpy()}
+    )
 
 
 def attach_capture(
@@ -60,10 +63,10 @@ def attach_capture(
     """Add capture_* columns to ``steps`` from each rank's pcap, streamed; also bytes by peer, and notes for run.json."""
     frames, peers, notes = [], {}, {}
     for rank, path in pcaps.items():
-        if steps.empty or rank not in set(steps["rank"]):
+        if steps.empty or rank not in set(steps[Col.RANK]):
             continue
         bins = bin_pcap(path, addresses[rank], step_windows(steps, rank))
-        frames.append(bins.frame(MAX_PACKETS).assign(rank=rank))
+        frames.append(bins.frame(MAX_PACKETS).assign(**{Col.RANK.value: rank}))
         peers[rank] = bins.by_peer()
         if bins.clock_went_back:
             notes.setdefault("clock_went_back", []).append(rank)
@@ -72,7 +75,7 @@ def attach_capture(
     if not frames:
         return steps, peers, notes
     steps = steps.drop(columns=[c for c in CAPTURE_COLUMNS if c in steps])
-    return steps.merge(pd.concat(frames), on=["rank", "step"], how="left"), peers, notes
+    return steps.merge(pd.concat(frames), on=[Col.RANK.value, Col.STEP.value], how="left"), peers, notes
 
 
 def _median(values: list[float]) -> float | None:
@@ -88,9 +91,9 @@ def statistic(measured: pd.DataFrame) -> str:
     (and what the model predicts) is the average over a period. Constant-payload replicators keep
     the median, which shrugs off the odd slow step.
     """
-    if "payload_bytes" not in measured:
+    if Col.PAYLOAD_BYTES not in measured:
         return "median"
-    varying = measured.groupby("rank")["payload_bytes"].nunique().max() > 1
+    varying = measured.groupby(Col.RANK)[Col.PAYLOAD_BYTES].nunique().max() > 1
     return "mean" if varying else "median"
 
 
@@ -101,15 +104,15 @@ def capture_vs_counters(measured: pd.DataFrame) -> dict[str, float]:
     rate. Steps that hand nothing to a collective (a periodic replicator between syncs) carry a
     few ACKs, where a frame landing on the other side of a step boundary is a large fraction.
     """
-    column = "capture_tx_skb_bytes"
-    if column not in measured or "tx_bytes" not in measured:
+    column, counted = Col.CAPTURE_TX_SKB_BYTES, Col.TX_BYTES
+    if column not in measured or counted not in measured:
         return {}
-    both = measured[(measured["tx_bytes"] > 0) & measured[column].notna()]
-    if "payload_bytes" in both:
-        both = both[both["payload_bytes"] > 0]
+    both = measured[(measured[counted] > 0) & measured[column].notna()]
+    if Col.PAYLOAD_BYTES in both:
+        both = both[both[Col.PAYLOAD_BYTES] > 0]
     if both.empty:
         return {}
-    rel = (both[column] - both["tx_bytes"]).abs() / both["tx_bytes"]
+    rel = (both[column] - both[counted]).abs() / both[counted]
     return {
         "capture_vs_counter_max_rel_diff": float(rel.max()),
         "capture_vs_counter_median_rel_diff": float(rel.median()),
@@ -125,9 +128,9 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     measured = measured_steps(steps)
     if measured.empty:
         return RunSummary.new(steps_measured=0).to_json()
-    per_node = measured.groupby("rank")
+    per_node = measured.groupby(Col.RANK)
     how = statistic(measured)
-    out: dict[str, Any] = {"steps_measured": int(measured["step"].nunique()), "statistic": how}
+    out: dict[str, Any] = {"steps_measured": int(measured[Col.STEP].nunique()), "statistic": how}
     for m in reduced_metrics("slowest"):
         out[m.key] = float(per_node[m.source].agg(how).max())
     nodes: dict[int, dict[str, float]] = {}
@@ -138,10 +141,10 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
             for rank, value in per_rank.items():
                 nodes.setdefault(int(rank), {})[m.key] = float(value)
     out["per_node"] = nodes
-    last = measured[measured["step"] == measured["step"].max()]
-    out["final_loss"] = _median(last["loss"].tolist())
-    first = measured[measured["step"] == measured["step"].min()]
-    out["first_loss"] = _median(first["loss"].tolist())
+    last = measured[measured[Col.STEP] == measured[Col.STEP].max()]
+    out["final_loss"] = _median(last[Col.LOSS].tolist())
+    first = measured[measured[Col.STEP] == measured[Col.STEP].min()]
+    out["first_loss"] = _median(first[Col.LOSS].tolist())
     out.update(capture_vs_counters(measured))
     out.update(hybrid_summary(measured, how))
     out.update(health.figures(measured, steps))

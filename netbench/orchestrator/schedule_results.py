@@ -15,6 +15,7 @@ import pandas as pd
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.prediction import predict_run, replay_run
+from netbench.rundir.steps_schema import Col, step_row
 from netbench.rundir.summary import measured_steps
 from netbench.schedule.model import Segment
 from netbench.schedule.state import segments
@@ -23,33 +24,34 @@ if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
     from netbench.orchestrator.config import RunConfig
 
-__all__ = ["STEP_COLUMNS", "annotate", "segment_cluster", "segment_summary", "step_errors"]
-
-STEP_COLUMNS = ("schedule_segment", "schedule_rate_bps", "schedule_delay_s", "schedule_link_down")
+__all__ = ["annotate", "segment_cluster", "segment_summary", "step_errors"]
 
 
 def _time_zero(steps: pd.DataFrame) -> float | None:
     measured = measured_steps(steps)
-    first = measured[measured["rank"] == measured["rank"].min()] if not measured.empty else measured
-    return float(first.sort_values("step")["t_start"].iloc[0]) if not first.empty else None
+    first = measured[measured[Col.RANK] == measured[Col.RANK].min()] if not measured.empty else measured
+    return float(first.sort_values(Col.STEP)[Col.T_START].iloc[0]) if not first.empty else None
 
 
 def annotate(steps: pd.DataFrame, config: RunConfig, dilation: float) -> pd.DataFrame:
     """``steps`` with the segment each step ran in and the slowest link rate, the longest uplink delay, a link down."""
-    if config.schedule is None or steps.empty or "t_start" not in steps:
+    if config.schedule is None or steps.empty or Col.T_START not in steps:
         return steps
     t0, found = _time_zero(steps), segments(config.schedule, config.cluster.graph)
     if t0 is None:
         return steps
     starts = pd.Series([s.start_s for s in found])
-    elapsed = (steps["t_start"] - t0) / dilation
+    elapsed = (steps[Col.T_START] - t0) / dilation
     index = elapsed.clip(lower=0.0).apply(lambda t: int((starts <= t).sum()) - 1)  # warm-up ran on the time-0 network
-    out = steps.assign(schedule_segment=index)
     by_index = {s.index: s for s in found}
-    out["schedule_rate_bps"] = index.map(lambda i: _rate(by_index[i]) if i in by_index else None)
-    out["schedule_delay_s"] = index.map(lambda i: _delay(by_index[i]) if i in by_index else None)
-    out["schedule_link_down"] = index.map(lambda i: bool(by_index[i].down) if i in by_index else False)
-    return out.assign(schedule_elapsed_s=elapsed)
+    values = {
+        Col.SCHEDULE_SEGMENT: index,
+        Col.SCHEDULE_RATE_BPS: index.map(lambda i: _rate(by_index[i]) if i in by_index else None),
+        Col.SCHEDULE_DELAY_S: index.map(lambda i: _delay(by_index[i]) if i in by_index else None),
+        Col.SCHEDULE_LINK_DOWN: index.map(lambda i: bool(by_index[i].down) if i in by_index else False),
+        Col.SCHEDULE_ELAPSED_S: elapsed,
+    }
+    return steps.assign(**step_row("schedule", values))
 
 
 def _rate(segment: Segment) -> float:
@@ -75,12 +77,12 @@ def segment_summary(
     identity: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
     """One entry per schedule segment that has measured steps (or that took a link down)."""
-    if config.schedule is None or "schedule_segment" not in steps:
+    if config.schedule is None or Col.SCHEDULE_SEGMENT not in steps:
         return []
     measured = measured_steps(steps)
     out = []
     for segment in segments(config.schedule, config.cluster.graph):
-        rows = measured[measured["schedule_segment"] == segment.index]
+        rows = measured[measured[Col.SCHEDULE_SEGMENT] == segment.index]
         entry: dict[str, Any] = {
             "segment": segment.index,
             "start_s": segment.start_s,
@@ -90,7 +92,7 @@ def segment_summary(
             "delay_s": _delay(segment),
             "link_down": sorted(segment.down),
             "compute_scale": max(n.compute_scale for n in segment.graph.nodes),
-            "steps": int(rows["step"].nunique()),
+            "steps": int(rows[Col.STEP].nunique()),
         }
         if segment.down:
             entry["stalled_steps"] = _overlapping(measured, steps, segment)
@@ -98,7 +100,7 @@ def segment_summary(
             if segment.down:
                 out.append(entry)
             continue
-        entry["step_time_s"] = float(rows.groupby("step")["step_s"].max().median())
+        entry["step_time_s"] = float(rows.groupby(Col.STEP)[Col.STEP_S].max().median())
         if not segment.down:
             entry.update(_predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"]))
         out.append(entry)
@@ -111,8 +113,8 @@ STALL_FACTOR = 2.0  # a step an outage overlapped counts as stalled when it took
 def _overlapping(measured: pd.DataFrame, steps: pd.DataFrame, segment: Segment) -> list[int]:
     """Steps that ran while the segment's link was down and took over STALL_FACTOR x the run's median step."""
     end = segment.end_s if segment.end_s is not None else float("inf")
-    span = steps.groupby("step").agg(start=("schedule_elapsed_s", "min"), took=("step_s", "max"))
-    typical = float(measured.groupby("step")["step_s"].max().median()) if not measured.empty else 0.0
+    span = steps.groupby(Col.STEP).agg(start=(Col.SCHEDULE_ELAPSED_S, "min"), took=(Col.STEP_S, "max"))
+    typical = float(measured.groupby(Col.STEP)[Col.STEP_S].max().median()) if not measured.empty else 0.0
     hit = span[
         (span["start"] < end)
         & (span["start"] + span["took"] > segment.start_s)
@@ -150,9 +152,9 @@ def step_errors(steps: pd.DataFrame, found: list[dict[str, Any]]) -> dict[str, f
     """Per measured step, the model for the segment in force against the slowest node's step: the median |error|,
     forecast and replay (``schedule_forecast_step_error``, ``schedule_replay_step_error``)."""
     measured = measured_steps(steps)
-    if measured.empty or "schedule_segment" not in measured or not found:
+    if measured.empty or Col.SCHEDULE_SEGMENT not in measured or not found:
         return {}
-    per_step = measured.groupby("step").agg(segment=("schedule_segment", "first"), step_s=("step_s", "max"))
+    per_step = measured.groupby(Col.STEP).agg(segment=(Col.SCHEDULE_SEGMENT, "first"), step_s=(Col.STEP_S, "max"))
     by_index = {s["segment"]: s for s in found}
     out = {}
     for key, model in (
@@ -160,7 +162,7 @@ def step_errors(steps: pd.DataFrame, found: list[dict[str, Any]]) -> dict[str, f
         ("schedule_replay_step_error", "replay_step_time_s"),
     ):
         predicted = per_step["segment"].map(lambda i, model=model: by_index.get(i, {}).get(model))
-        errors = (pd.to_numeric(predicted, errors="coerce") / per_step["step_s"] - 1).abs().dropna()
+        errors = (pd.to_numeric(predicted, errors="coerce") / per_step[Col.STEP_S] - 1).abs().dropna()
         if not errors.empty:
             out[key] = float(errors.median())
     return out

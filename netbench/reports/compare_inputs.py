@@ -28,6 +28,7 @@ import pydantic
 
 from netbench.reports.steps import per_step, spread
 from netbench.rundir.layout import RunDir
+from netbench.rundir.steps_schema import REQUIRED, Col
 from netbench.rundir.summary import measured_steps, metric
 from netbench.rundir.sweepdir import SUMMARY, SWEEP_JSON, TEXT, run_path
 from netbench.units import UnitError, format_rate, parse_rate, parse_time
@@ -161,14 +162,14 @@ def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
     if not text:
         return None, None
     frame = _csv(path, text)
-    if not {"step", "rank", "step_s"} <= set(frame.columns) or frame.empty:
+    if not set(REQUIRED) <= set(frame.columns) or frame.empty:
         return None, None
     try:
         steps = per_step(frame)
-        every_node_finite = _all_finite(measured_steps(frame)["step_s"])  # each node's step, before the max over nodes
+        every_node_finite = _all_finite(measured_steps(frame)[Col.STEP_S])  # each node's step, before the max over nodes
     except (ValueError, TypeError, KeyError) as exc:
         raise CompareError(f"{clean_text(path)}: unreadable steps ({clean_text(exc, 120)})") from None
-    step = _noise(steps["step_s"]) if every_node_finite else math.nan
+    step = _noise(steps[Col.STEP_S]) if every_node_finite else math.nan
     wire = _noise(steps["wire_tx_bytes"]) if "wire_tx_bytes" in steps else None
     return step, wire
 

@@ -33,6 +33,7 @@ from netbench.reports.figure_file import save  # noqa: E402
 from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
 from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
 from netbench.reports.target import STEP_MODEL  # noqa: E402
+from netbench.rundir.steps_schema import Col  # noqa: E402
 from netbench.rundir.summary import compared_column, predicted_column, step_parts  # noqa: E402
 from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
@@ -71,7 +72,7 @@ def with_step_spread(frame: pd.DataFrame, folder: Path) -> pd.DataFrame:
     q1, q3 = [], []
     for r in out.itertuples():
         steps = read_steps(run_path(folder, getattr(r, "run_dir", "")))
-        s = spread(per_step(steps)["step_s"]) if steps is not None else None
+        s = spread(per_step(steps)[Col.STEP_S]) if steps is not None else None
         q1.append(s.q1 if s else math.nan)
         q3.append(s.q3 if s else math.nan)
     return out.assign(step_q1_s=q1, step_q3_s=q3)

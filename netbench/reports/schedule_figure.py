@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 
 from netbench.reports.figure_file import save  # noqa: E402
 from netbench.reports.steps import read_steps  # noqa: E402
+from netbench.rundir.steps_schema import Col  # noqa: E402
 
 __all__ = ["schedule_figure", "segment_lines"]
 
@@ -54,11 +55,11 @@ def segment_lines(summary: dict[str, Any]) -> list[str]:
 
 def _step_times(run_dir: Path) -> pd.DataFrame | None:
     steps = read_steps(run_dir)
-    if steps is None or "schedule_elapsed_s" not in steps:
+    if steps is None or Col.SCHEDULE_ELAPSED_S not in steps:
         return None
-    steps = steps.assign(schedule_elapsed_s=pd.to_numeric(steps["schedule_elapsed_s"], errors="coerce"))
-    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
-    per_step = measured.groupby("step").agg(t=("schedule_elapsed_s", "min"), step_s=("step_s", "max")).dropna()
+    steps = steps.assign(schedule_elapsed_s=pd.to_numeric(steps[Col.SCHEDULE_ELAPSED_S], errors="coerce"))
+    measured = steps[~steps[Col.WARMUP].astype(bool)] if Col.WARMUP in steps else steps
+    per_step = measured.groupby(Col.STEP).agg(t=(Col.SCHEDULE_ELAPSED_S, "min"), step_s=(Col.STEP_S, "max")).dropna()
     return per_step if not per_step.empty else None
 
 
@@ -67,9 +68,9 @@ def schedule_figure(run_dir: Path, summary: dict[str, Any], path: Path) -> Path 
     segments, per_step = _segments(summary), _step_times(run_dir)
     if not segments or per_step is None:
         return None
-    end = max(float(per_step["t"].max() + per_step["step_s"].iloc[-1]), max(s["start_s"] for s in segments) + 1)
+    end = max(float(per_step["t"].max() + per_step[Col.STEP_S].iloc[-1]), max(s["start_s"] for s in segments) + 1)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
-    top.plot(per_step["t"], per_step["step_s"], "o-", ms=3, lw=1, color="#4c72b0", drawstyle="steps-post",
+    top.plot(per_step["t"], per_step[Col.STEP_S], "o-", ms=3, lw=1, color="#4c72b0", drawstyle="steps-post",
              label="measured step (slowest node), from its start")
     for s in segments:
         stop = _number(s.get("end_s")) or end

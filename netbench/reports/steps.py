@@ -18,6 +18,7 @@ import pandas as pd
 
 from netbench.rundir.layout import RunDir
 from netbench.rundir.reading import BadInput, read_csv
+from netbench.rundir.steps_schema import REQUIRED, Col
 from netbench.rundir.summary import measured_steps, metric
 
 __all__ = ["Spread", "read_steps", "per_step", "spread", "WIRE_COLUMNS"]
@@ -56,13 +57,13 @@ def read_steps(run_dir: Path | None) -> pd.DataFrame | None:
         frame = read_csv(RunDir(run_dir).steps_csv)
     except BadInput:
         return None
-    if not {"step", "rank", "step_s"} <= set(frame.columns) or frame.empty:
+    if not set(REQUIRED) <= set(frame.columns) or frame.empty:
         return None
-    for column in ("step", "rank", "step_s", "loss", "warmup", *WIRE_COLUMNS):
+    for column in (Col.STEP, Col.RANK, Col.STEP_S, Col.LOSS, Col.WARMUP, *WIRE_COLUMNS):
         if column in frame:
-            values = pd.to_numeric(frame[column], errors="coerce") if column != "warmup" else _flags(frame[column])
-            frame[column] = values.where(np.isfinite(values.astype(float))) if column != "warmup" else values
-    frame = frame[frame["step"].notna() & frame["rank"].notna() & (frame["step_s"] >= 0)]
+            values = pd.to_numeric(frame[column], errors="coerce") if column != Col.WARMUP else _flags(frame[column])
+            frame[column] = values.where(np.isfinite(values.astype(float))) if column != Col.WARMUP else values
+    frame = frame[frame[Col.STEP].notna() & frame[Col.RANK].notna() & (frame[Col.STEP_S] >= 0)]
     return frame if not frame.empty else None
 
 
@@ -74,16 +75,16 @@ def _flags(column: pd.Series) -> pd.Series:
 def per_step(steps: pd.DataFrame, include_warmup: bool = False) -> pd.DataFrame:
     """One row per step: step_s at the slowest node, wire bytes per node (median over nodes), mean loss."""
     frame = steps if include_warmup else measured_steps(steps)
-    by_step = frame.groupby("step")
-    out = pd.DataFrame({"step_s": by_step["step_s"].max()})
+    by_step = frame.groupby(Col.STEP)
+    out = pd.DataFrame({Col.STEP_S: by_step[Col.STEP_S].max()})
     for column in WIRE_COLUMNS:
         if column in frame and frame[column].notna().any():
             out["wire_tx_bytes"] = by_step[column].median()
             break
-    if "loss" in frame:
-        out["loss"] = by_step["loss"].mean()
-    if "warmup" in frame:
-        out["warmup"] = by_step["warmup"].max().astype(bool)
+    if Col.LOSS in frame:
+        out[Col.LOSS] = by_step[Col.LOSS].mean()
+    if Col.WARMUP in frame:
+        out[Col.WARMUP] = by_step[Col.WARMUP].max().astype(bool)
     return out.reset_index()
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.reports.steps import per_step, read_steps
+from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import predicted_column
 
 __all__ = ["SMOOTH", "LOSS_KINDS", "LossCurve", "Crossover", "TargetGroup", "smooth", "steps_to_target", "measured_time_to",
@@ -151,12 +152,12 @@ def loss_curves(frame: pd.DataFrame, folder: Path, window: int = SMOOTH) -> list
     out = []
     for r in frame[frame["status"] == "ok"].to_dict("records"):
         steps = read_steps(run_path(folder, r.get("run_dir")))
-        if steps is None or "loss" not in steps or steps["loss"].isna().all():
+        if steps is None or Col.LOSS not in steps or steps[Col.LOSS].isna().all():
             continue
-        series = per_step(steps, include_warmup=True).sort_values("step")
+        series = per_step(steps, include_warmup=True).sort_values(Col.STEP)
         pred = r.get(STEP_MODEL)
         out.append(LossCurve(str(r["replicator"]), int(r["nodes"]), float(r["delay_ms"]), float(r["bw_bps"]),
-                             smooth(series["loss"].to_numpy(float), window), series["step_s"].cumsum().to_numpy(float),
+                             smooth(series[Col.LOSS].to_numpy(float), window), series[Col.STEP_S].cumsum().to_numpy(float),
                              float(pred) if pred is not None and np.isfinite(pred) else None))
     return out
 

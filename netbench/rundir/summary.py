@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from netbench.rundir.steps_schema import Col
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -89,7 +91,7 @@ class Metric(Field):
     nested: bool = False
     report: tuple[View, ...] = ()
     short: str = ""
-    source: str | None = None
+    source: Col | None = None
     across: Literal["slowest", "median", "mean"] | None = None
     captured: str | None = None
     parts: tuple[str, ...] = ()
@@ -109,7 +111,7 @@ FIELDS: tuple[Field, ...] = (
         terminal=True,
         report=("measured", "model", "error"),
         short="step",
-        source="step_s",
+        source=Col.STEP_S,
         prediction=True,
         **_TIME,
     ),
@@ -119,7 +121,7 @@ FIELDS: tuple[Field, ...] = (
         csv=("measured",),
         terminal=True,
         part_of_step=True,
-        source="compute_s",
+        source=Col.COMPUTE_S,
         **_TIME,
     ),
     Metric(
@@ -128,7 +130,7 @@ FIELDS: tuple[Field, ...] = (
         csv=("measured", "predicted"),
         terminal=True,
         part_of_step=True,
-        source="compress_s",
+        source=Col.COMPRESS_S,
         prediction=True,
         **_TIME,
     ),
@@ -140,7 +142,7 @@ FIELDS: tuple[Field, ...] = (
         part_of_step=True,
         report=("measured", "model"),
         short="comm",
-        source="comm_s",
+        source=Col.COMM_S,
         prediction=True,
         **_TIME,
     ),
@@ -151,12 +153,12 @@ FIELDS: tuple[Field, ...] = (
         csv=("measured", "predicted"),
         terminal=True,
         part_of_step=True,
-        source="decode_s",
+        source=Col.DECODE_S,
         prediction=True,
         **_TIME,
     ),
     Metric(
-        "apply_time_s", label="apply", csv=("measured",), terminal=True, part_of_step=True, source="apply_s", **_TIME
+        "apply_time_s", label="apply", csv=("measured",), terminal=True, part_of_step=True, source=Col.APPLY_S, **_TIME
     ),
     Metric(
         "encode_decode_time_s",
@@ -184,7 +186,7 @@ FIELDS: tuple[Field, ...] = (
         terminal=True,
         report=("measured",),
         short="payload/step",
-        source="payload_bytes",
+        source=Col.PAYLOAD_BYTES,
         prediction=True,
         **_BYTES,
     ),
@@ -195,7 +197,7 @@ FIELDS: tuple[Field, ...] = (
         terminal=True,
         report=("measured", "model", "error"),
         short="wire tx",
-        source="tx_bytes",
+        source=Col.TX_BYTES,
         captured="capture_wire_bytes_per_step",
         prediction=True,
         **_BYTES,
@@ -207,7 +209,7 @@ FIELDS: tuple[Field, ...] = (
         terminal=True,
         report=("error",),
         short="wire rx",
-        source="rx_bytes",
+        source=Col.RX_BYTES,
         captured="capture_rx_wire_bytes_per_step",
         prediction=True,
         **_BYTES,
@@ -220,28 +222,28 @@ FIELDS: tuple[Field, ...] = (
         label="captured tx bytes/step/node",
         csv=("measured",),
         terminal=True,
-        source="capture_tx_wire_bytes",
+        source=Col.CAPTURE_TX_WIRE_BYTES,
         **_BYTES,
     ),
     Metric(
         "capture_rx_wire_bytes_per_step",
         label="captured rx bytes/step/node",
         csv=("measured",),
-        source="capture_rx_wire_bytes",
+        source=Col.CAPTURE_RX_WIRE_BYTES,
         **_BYTES,
     ),
     Metric(
         "capture_payload_bytes_per_step",
         label="captured tx payload bytes/step/node",
         csv=("measured",),
-        source="capture_tx_payload_bytes",
+        source=Col.CAPTURE_TX_PAYLOAD_BYTES,
         **_BYTES,
     ),
     Metric(
         "capture_ack_only_bytes_per_step",
         label="captured tx ACK-only bytes/step/node",
         csv=("measured",),
-        source="capture_tx_ack_only_bytes",
+        source=Col.CAPTURE_TX_ACK_ONLY_BYTES,
         **_BYTES,
     ),
     Metric(
@@ -283,7 +285,7 @@ FIELDS: tuple[Field, ...] = (
         "retrans_bytes_per_step",
         label="retransmitted bytes/step/node",
         terminal=True,
-        source="capture_tx_retrans_bytes",
+        source=Col.CAPTURE_TX_RETRANS_BYTES,
         across="mean",
         **_B,
     ),
@@ -292,7 +294,7 @@ FIELDS: tuple[Field, ...] = (
         label="retransmitted segments/step/node",
         csv=("measured",),
         terminal=True,
-        source="retrans_segs",
+        source=Col.RETRANS_SEGS,
         across="mean",
     ),
     Metric("retrans_fraction", label="retransmitted share of the captured payload"),
@@ -343,6 +345,8 @@ def _check(fields: tuple[Field, ...]) -> None:
             problems.append(f"{m.key}: a measured column of a key the run does not measure")
         if not all(isinstance(_BY_KEY.get(k), Metric) for k in (*m.parts, *([m.captured] if m.captured else []))):
             problems.append(f"{m.key}: parts or captured name no metric")
+        if m.source is not None and not isinstance(m.source, Col):
+            problems.append(f"{m.key}: source names no steps.csv column (netbench/rundir/steps_schema.py)")
         if m.report and not m.short:
             problems.append(f"{m.key}: report columns need a short heading")
     if problems:
@@ -397,7 +401,7 @@ RunSummary.model_rebuild(_types_namespace={"Prediction": Prediction})
 
 def measured_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps a summary reads: those after warm-up (every row of a frame without a ``warmup`` column)."""
-    return steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    return steps[~steps[Col.WARMUP].astype(bool)] if Col.WARMUP in steps else steps
 
 
 def metric(key: str) -> Metric:

@@ -26,6 +26,7 @@ from pyroute2 import IPRoute
 from netbench import safe_files
 from netbench.emulation import delaycontrol
 from netbench.emulation.shaping import TbfParams, root_qdisc
+from netbench.rundir.steps_schema import Col
 from netbench.schedule.model import Schedule, Segment
 from netbench.schedule.state import segments
 from netbench.topology.graph import Topology
@@ -77,8 +78,8 @@ class FirstMeasuredStep:
         self.offset += len(complete)
         for line in complete.splitlines():
             record = json.loads(line)
-            if record.get("event") == "step" and not record.get("warmup"):
-                self.t0 = float(record["t_start"])
+            if record.get("event") == "step" and not record.get(Col.WARMUP):
+                self.t0 = float(record[Col.T_START])
                 break
         return self.t0
 

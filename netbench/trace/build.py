@@ -20,6 +20,7 @@ from typing import Any
 
 from netbench import safe_files
 from netbench.rundir.layout import RunDir
+from netbench.rundir.steps_schema import Col
 from netbench.trace import events as ev
 from netbench.trace import links, model_track, ranks, tcp
 from netbench.trace.sampling import tcp_folder
@@ -37,30 +38,34 @@ def _steps(records: Mapping[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         for recs in records.values()
         for r in recs
         if r.get("event") == "step"
-        and isinstance(r.get("t_start"), (int, float))
-        and isinstance(r.get("t_end"), (int, float))
+        and isinstance(r.get(Col.T_START), (int, float))
+        and isinstance(r.get(Col.T_END), (int, float))
     ]
 
 
 def alignment_bound_s(steps: list[dict[str, Any]]) -> float | None:
     """Largest disagreement of the wall clock and the monotonic clock over one step, over every step."""
-    gaps = [abs((r["t_end"] - r["t_start"]) - r["step_s"]) for r in steps if isinstance(r.get("step_s"), (int, float))]
+    gaps = [
+        abs((r[Col.T_END] - r[Col.T_START]) - r[Col.STEP_S])
+        for r in steps
+        if isinstance(r.get(Col.STEP_S), (int, float))
+    ]
     return max(gaps) if gaps else None
 
 
 def median_step_start(steps: list[dict[str, Any]], rank: int = 0) -> float | None:
     """Where ``rank``'s median measured step (by step time) starts: the model's step goes beside it."""
     mine = sorted(
-        (r for r in steps if r.get("rank") == rank and not r.get("warmup")), key=lambda r: r.get("step_s") or 0.0
+        (r for r in steps if r.get(Col.RANK) == rank and not r.get(Col.WARMUP)), key=lambda r: r.get(Col.STEP_S) or 0.0
     )
-    return mine[len(mine) // 2]["t_start"] if mine else None
+    return mine[len(mine) // 2][Col.T_START] if mine else None
 
 
 def slowest_step_ends(steps: list[dict[str, Any]]) -> dict[int, float]:
     """Steps done by every rank -> when the last rank finished the last of them (0: when the first step began)."""
-    ends: dict[int, float] = {0: min(r["t_start"] for r in steps)}
+    ends: dict[int, float] = {0: min(r[Col.T_START] for r in steps)}
     for r in steps:
-        ends[r["step"] + 1] = max(ends.get(r["step"] + 1, 0.0), r["t_end"])
+        ends[r[Col.STEP] + 1] = max(ends.get(r[Col.STEP] + 1, 0.0), r[Col.T_END])
     return ends
 
 
@@ -73,7 +78,7 @@ def build(
     steps = _steps(records)
     if not steps:
         raise ValueError("no step was recorded")
-    origin = min(r["t_start"] for r in steps)
+    origin = min(r[Col.T_START] for r in steps)
     run_json = json.loads(rd.run_json.read_text()) if rd.run_json.is_file() else {}
     summary = run_json.get("summary") or {}
     star = not rd.trunks_csv.exists()

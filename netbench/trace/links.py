@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from netbench.rundir.steps_schema import Col
 from netbench.trace import events as ev
 
 BIN_S = 0.01
@@ -88,12 +89,12 @@ def counter_events(steps: Iterable[dict[str, Any]], node_of_rank: Mapping[int, i
     """Without a capture: each node's interface counters, one value per step of its first rank."""
     first = {node: rank for rank, node in sorted(node_of_rank.items(), reverse=True)}  # the lowest rank of each node
     out = []
-    for r in sorted(steps, key=lambda r: (r["rank"], r["step"])):
-        node = node_of_rank.get(r["rank"])
-        if node is None or first.get(node) != r["rank"]:
+    for r in sorted(steps, key=lambda r: (r[Col.RANK], r[Col.STEP])):
+        node = node_of_rank.get(r[Col.RANK])
+        if node is None or first.get(node) != r[Col.RANK]:
             continue
-        t0, t1 = r["t_start"] - origin, r["t_end"] - origin
-        for field, label in (("tx_bytes", "up"), ("rx_bytes", "down")):
+        t0, t1 = r[Col.T_START] - origin, r[Col.T_END] - origin
+        for field, label in ((Col.TX_BYTES, "up"), (Col.RX_BYTES, "down")):
             out.append(
                 ev.counter(
                     ev.LINKS_PID,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from netbench.rundir.steps_schema import Col
 from netbench.trace import events as ev
 
 PHASES = ("compute", "encode", "communicate", "wait", "decode", "apply")
@@ -21,21 +22,21 @@ GAP_S = 20e-6  # untimed stretches shorter than this are clock-read noise, not s
 
 def step_events(pid: int, record: dict[str, Any], origin: float) -> list[ev.Event]:
     """One step of one rank: the step, its phases and gaps (tid 1), its collectives (tids 2 and up)."""
-    start = record["t_start"] - origin
+    start = record[Col.T_START] - origin
     spans = record.get("spans") or []
-    end = max(record["t_end"] - origin, start + max((s[2] for s in spans), default=0.0))
-    label = {"step": record["step"], "warmup": record.get("warmup", False)}
-    out = [ev.span(pid, 1, f"step {record['step']}", start, end, "step", **label, step_s=record.get("step_s"))]
+    end = max(record[Col.T_END] - origin, start + max((s[2] for s in spans), default=0.0))
+    label = {"step": record[Col.STEP], "warmup": record.get(Col.WARMUP, False)}
+    out = [ev.span(pid, 1, f"step {record[Col.STEP]}", start, end, "step", **label, step_s=record.get(Col.STEP_S))]
     phases = sorted((s for s in spans if s[0] in PHASES), key=lambda s: s[1])
     cursor = 0.0
     for name, t0, t1, args in phases:
         if t0 - cursor > GAP_S:
-            out.append(ev.span(pid, 1, "other", start + cursor, start + t0, "other", step=record["step"]))
-        out.append(ev.span(pid, 1, name, start + t0, start + t1, "phase", step=record["step"], **args))
+            out.append(ev.span(pid, 1, "other", start + cursor, start + t0, "other", step=record[Col.STEP]))
+        out.append(ev.span(pid, 1, name, start + t0, start + t1, "phase", step=record[Col.STEP], **args))
         cursor = max(cursor, t1)
     if end - (start + cursor) > GAP_S:
-        out.append(ev.span(pid, 1, "other", start + cursor, end, "other", step=record["step"]))
-    out += bucket_events(pid, [s for s in spans if s[0] in COLLECTIVES], start, record["step"])
+        out.append(ev.span(pid, 1, "other", start + cursor, end, "other", step=record[Col.STEP]))
+    out += bucket_events(pid, [s for s in spans if s[0] in COLLECTIVES], start, record[Col.STEP])
     return out
 
 

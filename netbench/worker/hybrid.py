@@ -11,9 +11,10 @@ from typing import Any
 
 from netbench.counters import read_counters
 from netbench.replicators.hierarchical import HierarchicalReplicator
+from netbench.rundir.steps_schema import Col, column
 from netbench.worker.groups import build_groups
 
-INTRA_STATS = ("intra_comm_s", "intra_payload_bytes", "intra_collectives")
+INTRA_STATS = (Col.INTRA_COMM_S, Col.INTRA_PAYLOAD_BYTES, Col.INTRA_COLLECTIVES)  # the replicator's StepStats names
 
 
 def hierarchical_replicator(workload, spec, build, names) -> HierarchicalReplicator:
@@ -35,10 +36,10 @@ def place_fields(spec) -> dict[str, Any]:
     """Where this rank sits: its node and local rank (rank = node * G + local rank) and, with groups in the spec
     (a site's ranks), its sharding group and its place in it."""
     g = spec.gpus_per_node
-    out: dict[str, Any] = {"node": spec.rank // g, "local_rank": spec.rank % g}
+    out: dict[str, Any] = {Col.NODE: spec.rank // g, Col.LOCAL_RANK: spec.rank % g}
     if spec.shard_groups is not None:
         layout = spec.layout()
-        out.update(shard_group=layout.group_of(spec.rank), shard_rank=layout.local_rank_of(spec.rank))
+        out.update({Col.SHARD_GROUP: layout.group_of(spec.rank), Col.SHARD_RANK: layout.local_rank_of(spec.rank)})
     return out
 
 
@@ -48,7 +49,8 @@ def intra_fields(worker, stats) -> dict[str, Any]:
     out.update({k: getattr(stats, k, 0) for k in INTRA_STATS})
     if worker.intra_before is not None:
         after = read_counters(worker.spec.intra_iface)
-        out.update({f"intra_{k}": v for k, v in (after - worker.intra_before).as_dict().items() if k != "retrans_segs"})
+        delta = (after - worker.intra_before).as_dict()
+        out.update({column(f"intra_{k}"): v for k, v in delta.items() if k != Col.RETRANS_SEGS})
         worker.intra_before = after
     return out
 

@@ -36,15 +36,18 @@ import torch.distributed as dist
 from netbench import pacing, signals
 from netbench.counters import IfaceCounters, read_counters
 from netbench.rundir.records import RecordWriter
+from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.trace import spans
 from netbench.worker.spec import ResolvedSpec
 from netbench.workloads import Workload, build_workload
 from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 
-STAT_FIELDS = ("compress_s", "comm_s", "decode_s", "apply_s", "payload_bytes", "collectives")
-CPU_FIELDS = ("compress_cpu_s", "decode_cpu_s")  # thread CPU time of the codec phases: the fidelity check's codec speed
-COUNTER_FIELDS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs")
-SUMMED_FIELDS = ("compute_s", *STAT_FIELDS, "step_s", *COUNTER_FIELDS)
+# the replicator's StepStats, field for column
+STAT_FIELDS = (Col.COMPRESS_S, Col.COMM_S, Col.DECODE_S, Col.APPLY_S, Col.PAYLOAD_BYTES, Col.COLLECTIVES)
+# thread CPU time of the codec phases: the fidelity check's codec speed
+CPU_FIELDS = (Col.COMPRESS_CPU_S, Col.DECODE_CPU_S)
+COUNTER_FIELDS = (Col.TX_BYTES, Col.RX_BYTES, Col.TX_PACKETS, Col.RX_PACKETS, Col.RETRANS_SEGS)
+SUMMED_FIELDS = (Col.COMPUTE_S, *STAT_FIELDS, Col.STEP_S, *COUNTER_FIELDS)
 
 
 class Terminated(Exception):
@@ -78,7 +81,7 @@ class WorkerRun:
             self.step = step
             record, before = self._one_step(step, workload, replicator, before)
             self.writer.write(record)
-            if not record["warmup"]:
+            if not record[Col.WARMUP]:
                 self.measured.append(record)
         self.writer.write(self._done_record())
 
@@ -158,22 +161,24 @@ class WorkerRun:
         after = read_counters(self.spec.iface)
         # Codec work that ran inside backward's hooks is booked in compress_s/decode_s, not compute_s.
         hooked = self.backward.last_hooked_s if self.backward is not None else 0.0
-        record: dict[str, Any] = {
-            "event": "step",
-            "rank": self.spec.rank,
-            "step": step,
-            "warmup": step < self.spec.warmup_steps,
-            "t_start": t_start,
-            "t_end": t_end,
-            "compute_s": computed - began - hooked,
-            "compute_scale": pacing.compute_scale(),  # above 1: a straggler's phases, stretched (netbench.pacing)
+        values: dict[str, Any] = {
+            Col.RANK: self.spec.rank,
+            Col.STEP: step,
+            Col.WARMUP: step < self.spec.warmup_steps,
+            Col.T_START: t_start,
+            Col.T_END: t_end,
+            Col.COMPUTE_S: computed - began - hooked,
+            Col.COMPUTE_SCALE: pacing.compute_scale(),  # above 1: a straggler's phases, stretched (netbench.pacing)
+            Col.STEP_S: ended - began,
+            Col.LOSS: loss,
+            **{name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)},
+            **(after - before).as_dict(),
         }
-        record.update({name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)})
-        record.update(step_s=ended - began, loss=loss, **(after - before).as_dict(), spans=timeline)
+        record = step_record("worker", values, spans=timeline)
         if self.spec.sharded:
             from netbench.worker.hybrid import intra_fields
 
-            record.update(intra_fields(self, stats))
+            record.update(step_row("sharded", intra_fields(self, stats)))
         return record, after
 
     def _follow_schedule(self, step: int, t_start: float) -> None:
@@ -194,13 +199,13 @@ class WorkerRun:
             "rank": spec.rank,
             "steps": len(steps),
             "warmup_steps": spec.warmup_steps,
-            "t_start": steps[0]["t_start"],
-            "t_end": steps[-1]["t_end"],
-            "wall_s": steps[-1]["t_end"] - steps[0]["t_start"],
+            "t_start": steps[0][Col.T_START],
+            "t_end": steps[-1][Col.T_END],
+            "wall_s": steps[-1][Col.T_END] - steps[0][Col.T_START],
         }
-        done.update({name: sum(r[name] for r in steps) for name in SUMMED_FIELDS})
-        done["mean_step_s"] = done["step_s"] / len(steps)
-        done["final_loss"] = steps[-1]["loss"]
+        done.update({name.value: sum(r[name] for r in steps) for name in SUMMED_FIELDS})
+        done["mean_step_s"] = done[Col.STEP_S] / len(steps)
+        done["final_loss"] = steps[-1][Col.LOSS]
         if spec.sharded:
             from netbench.worker.hybrid import done_fields
 
