@@ -11,9 +11,7 @@ loss on the emulated link shows up per step; on a real host it counts every TCP 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-from netbench.rundir.steps_schema import Col
+from dataclasses import asdict, dataclass, replace
 
 PROC_NET_DEV = "/proc/net/dev"
 PROC_NET_SNMP = "/proc/net/snmp"
@@ -43,14 +41,12 @@ class IfaceCounters:
         )
 
     def as_dict(self) -> dict[str, int]:
-        """The counters as a step record's columns (a delta's: what the step sent and received)."""
-        return {
-            Col.TX_BYTES: self.tx_bytes,
-            Col.RX_BYTES: self.rx_bytes,
-            Col.TX_PACKETS: self.tx_packets,
-            Col.RX_PACKETS: self.rx_packets,
-            Col.RETRANS_SEGS: self.retrans_segs,
-        }
+        """The counters as a step record's columns (a delta's: what the step sent and received).
+
+        The field names are steps.csv's column names (tests/test_steps_schema.py holds them to the schema), so
+        this leaf module needs no import of the run directory's format.
+        """
+        return asdict(self)
 
 
 def parse_proc_net_dev(text: str, iface: str) -> IfaceCounters:

@@ -177,7 +177,7 @@ def repredict(runs: Path) -> str:
     import pandas as pd
 
     sys.path.insert(0, str(REPO))
-    from netbench.model.hostcache import host_calibration
+    from netbench.calibrate.hostcache import host_calibration
     from netbench.orchestrator.config import RunConfig
     from netbench.orchestrator.prediction import predict_run
 

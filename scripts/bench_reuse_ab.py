@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 import pandas as pd  # noqa: E402
 
-from netbench.model.hostcache import host_calibration  # noqa: E402
+from netbench.calibrate.hostcache import host_calibration  # noqa: E402
 from netbench.orchestrator.cluster_reuse import ClusterReuse  # noqa: E402
 from netbench.orchestrator.runner import run  # noqa: E402
 from netbench.orchestrator.sweep_scenario import points, read_toml, scenario_from_dict  # noqa: E402

@@ -51,7 +51,7 @@ def new_comm_s(config, shapes, scenario, calibration) -> float:
 
 
 def evaluate(folder: Path) -> pd.DataFrame:
-    from netbench.model.hostcache import load_calibration
+    from netbench.calibrate.hostcache import load_calibration
     from netbench.orchestrator.config import RunConfig
     from netbench.orchestrator.prediction import scenario_for, workload_shapes
 

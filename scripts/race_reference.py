@@ -144,7 +144,7 @@ def _bucket_mb(args: argparse.Namespace, spec) -> float:
 
 def _modelled_comm_s(args: argparse.Namespace, spec) -> float:
     """The model's communication time of one unpipelined dct step on this link (default calibration)."""
-    from netbench.model.hostcache import load_calibration
+    from netbench.calibrate.hostcache import load_calibration
     from netbench.model.schemes import scheme_from_config
     from netbench.model.steptime import estimate
     from netbench.orchestrator.prediction import scenario_for

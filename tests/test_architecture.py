@@ -174,6 +174,7 @@ _BELOW_ORCHESTRATOR = frozenset(
         "netbench.workloads",
         "netbench.replicators",
         "netbench.model",
+        "netbench.calibrate",
         "netbench.schedule",
         "netbench.worker",
     }
@@ -183,7 +184,8 @@ LAYERS: dict[str, frozenset[str]] = {
     LEAF: frozenset(),
     "netbench.topology": frozenset({LEAF}),
     "netbench.rundir": frozenset({LEAF, "netbench.topology"}),  # the run directory's format: data only
-    "netbench.capture": frozenset({LEAF, "netbench.topology"}),  # not the emulator: it runs in any namespace
+    # not the emulator: it runs in any namespace; it writes the run directory's capture columns
+    "netbench.capture": frozenset({LEAF, "netbench.topology", "netbench.rundir"}),
     "netbench.emulation": frozenset({LEAF, "netbench.topology"}),  # not the capture, not the model
     "netbench.trace": frozenset({LEAF, "netbench.rundir", "netbench.capture"}),
     "netbench.workloads": frozenset({LEAF}),
@@ -191,7 +193,11 @@ LAYERS: dict[str, frozenset[str]] = {
     "netbench.replicators": frozenset({LEAF, "netbench.trace", "netbench.steps"}),  # each step reports to the API
     # pure: what it takes from replicators and workloads is their declarations (no torch: see below)
     "netbench.model": frozenset({LEAF, "netbench.topology", "netbench.workloads", "netbench.replicators"}),
-    "netbench.schedule": frozenset({LEAF, "netbench.topology", "netbench.emulation"}),
+    # measures the model's constants on this host: torch processes running the replicators' codecs
+    "netbench.calibrate": frozenset(
+        {LEAF, "netbench.topology", "netbench.workloads", "netbench.replicators", "netbench.model"}
+    ),
+    "netbench.schedule": frozenset({LEAF, "netbench.topology", "netbench.emulation", "netbench.rundir"}),
     "netbench.worker": frozenset(
         {LEAF, "netbench.rundir", "netbench.trace", "netbench.workloads", "netbench.replicators"}
     ),
@@ -376,7 +382,6 @@ def _torch_on_import(module: str) -> list[str]:
     return chain(module)
 
 
-@pytest.mark.xfail(strict=True, reason="the model still measures with torch and imports replicator codecs")
 def test_model_imports_no_torch() -> None:
     """The model never imports torch itself, nor any netbench module that loads torch when it is imported (a
     replicator's codec): only declarations, so ``plan`` runs where torch is not installed."""

@@ -13,7 +13,7 @@ import pytest
 
 from netbench import cache
 from netbench.emulation import delayline_native
-from netbench.model import hostcache
+from netbench.calibrate import hostcache
 from netbench.model.calibration import CalibrationError
 
 REPO = Path(__file__).resolve().parents[1]

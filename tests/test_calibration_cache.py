@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import netbench.calibrate.measure as measure_mod
-from netbench.model import hostcache
+from netbench.calibrate import hostcache
 from netbench.model.calibration import ENV_VAR, Calibration, CalibrationError, save_calibration
-from netbench.model.hostcache import cache_dir, cache_path, cached, host_calibration, host_key
+from netbench.calibrate.hostcache import cache_dir, cache_path, cached, host_calibration, host_key
 from netbench.replicators.registry import names
 
 

@@ -15,7 +15,7 @@ from netbench.model.calibration import (
     save_calibration,
     scheme_of,
 )
-from netbench.model.hostcache import cache_path, host_calibration, host_key, missing_keys
+from netbench.calibrate.hostcache import cache_path, host_calibration, host_key, missing_keys
 from netbench.orchestrator.prediction import encode_decode_s
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names

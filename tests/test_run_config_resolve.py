@@ -13,7 +13,7 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
-from netbench.model.hostcache import HostCalibration
+from netbench.calibrate.hostcache import HostCalibration
 from netbench.orchestrator import runner
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.host_fit import HostUnfit, check_host

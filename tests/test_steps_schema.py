@@ -154,3 +154,12 @@ def test_every_stored_run_is_declared_and_still_summarises() -> None:
         run = json.loads((path.parent / "run.json").read_text())
         summary = results.summarize(frame, run["config"]["warmup_steps"])
         assert summary["step_time_s"] == pytest.approx(run["summary"]["step_time_s"]), path
+
+
+def test_interface_counters_are_named_as_the_schema_columns() -> None:
+    from dataclasses import fields
+
+    from netbench.counters import IfaceCounters
+
+    for field in fields(IfaceCounters):
+        assert column(field.name) == field.name

@@ -167,7 +167,7 @@ def test_resume_runs_only_missing_points(tmp_path) -> None:
     Each point's prediction is the one its run stored in run.json, made with the sweep's calibration.
     """
     from netbench.model.calibration import Calibration
-    from netbench.model.hostcache import HostCalibration
+    from netbench.calibrate.hostcache import HostCalibration
 
     calib = Calibration(
         source="measured",

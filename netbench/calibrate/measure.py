@@ -263,7 +263,7 @@ def quick_options() -> MeasureOptions:
 def measure(opts: MeasureOptions) -> Calibration:
     """Run the measurements in two spawned processes and turn them into a :class:`Calibration`."""
     from netbench.child import spawning_safely
-    from netbench.model.host import host_key
+    from netbench.calibrate.host import host_key
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()

@@ -133,7 +133,7 @@ def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
 
 def _calibration(path: Path | None, quiet: bool = False, replicators=()) -> tuple[Calibration, Path]:
     """``--calibration`` as given, else this host's cached calibration (measured first when there is none)."""
-    from netbench.model.hostcache import host_calibration
+    from netbench.calibrate.hostcache import host_calibration
 
     def told(target: Path) -> None:
         if not quiet:
@@ -637,7 +637,7 @@ def calibrate(
         )
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, options=True)) from None
-    from netbench.model.hostcache import cache_path
+    from netbench.calibrate.hostcache import cache_path
 
     target = out or default_path() or cache_path()
     if target.exists() and target.is_dir():

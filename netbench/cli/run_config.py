@@ -78,7 +78,7 @@ def run_calibration(explicit: Path | None, quiet: bool = False, replicators=()):
     """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none
     or lacks the encode/decode cost of ``replicators``' settings."""
     from netbench.model.calibration import CalibrationError
-    from netbench.model.hostcache import host_calibration
+    from netbench.calibrate.hostcache import host_calibration
 
     def told(path: Path) -> None:
         if not quiet:

@@ -10,11 +10,10 @@ Small modules, one job each:
 * :mod:`~netbench.model.schemes` -- which exchanges each replicator makes (replicator formulas are
   imported from :mod:`netbench.replicators`, never re-derived here);
 * :mod:`~netbench.model.steptime` -- compute + compression + communication of one step;
-* :mod:`~netbench.model.calibration` / :mod:`~netbench.calibrate.measure` -- host constants, saved as JSON;
+* :mod:`~netbench.model.calibration` -- host constants (measured by :mod:`netbench.calibrate`), saved as JSON;
 * :mod:`~netbench.model.planner` -- derived answers solved numerically (bisection).
 """
 
 from netbench.model.calibration import Calibration, save_calibration
-from netbench.model.hostcache import load_calibration
 
-__all__ = ["Calibration", "load_calibration", "save_calibration"]
+__all__ = ["Calibration", "save_calibration"]

@@ -3,7 +3,7 @@
 Defaults when nothing was measured are the ideal-link model -- zero software overhead, zero
 compression cost -- marked ``source: "defaults"`` so every report can say it is uncalibrated
 rather than silently use some other machine's numbers. ``run``, ``sweep`` and ``plan`` never
-use the defaults on their own: they measure this host first (:mod:`netbench.model.hostcache`).
+use the defaults on their own: they measure this host first (:mod:`netbench.calibrate.hostcache`).
 
 Encode and decode are separate constants, each ``a * params + b * tensors``: the replicators
 walk tensors one by one, so a model of many small tensors pays a fixed cost per tensor that a
@@ -25,7 +25,7 @@ A key that was not measured falls back to the replicator's default-settings cost
 (:meth:`Calibration.resolve` says which one a prediction used).
 
 Location of an explicit file: ``--calibration``/``path`` argument, else ``$NETBENCH_CALIBRATION``;
-otherwise this host's cache entry (:func:`netbench.model.hostcache.cache_path`).
+otherwise this host's cache entry (:func:`netbench.calibrate.hostcache.cache_path`).
 """
 
 from __future__ import annotations

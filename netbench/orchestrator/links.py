@@ -166,7 +166,7 @@ def read_trunks(path: Path | None) -> pd.DataFrame:
 
 def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibration: Any) -> dict[str, Any]:
     """:func:`compare_links` for a finished run (one worker per node), or ``{"error": why}``: never fails the run."""
-    from netbench.model.hostcache import load_calibration
+    from netbench.calibrate.hostcache import load_calibration
     from netbench.orchestrator.prediction import local_time_s, model_step, workload_shapes
 
     if getattr(config, "gpus_per_node", 1) != 1:

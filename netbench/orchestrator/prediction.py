@@ -34,8 +34,8 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.framing import Framing
-from netbench.model.host import host_cpus
-from netbench.model.hostcache import load_calibration
+from netbench.calibrate.host import host_cpus
+from netbench.calibrate.hostcache import load_calibration
 from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config

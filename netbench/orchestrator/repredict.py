@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from netbench.model.calibration import Calibration
-from netbench.model.hostcache import load_calibration
+from netbench.calibrate.hostcache import load_calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict_run
 from netbench.rundir.layout import RunDir

@@ -38,8 +38,8 @@ from netbench.capture.tcpdump import Capture
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.trunks import TrunkCounters
-from netbench.model.host import host_cpus
-from netbench.model.hostcache import HostCalibration, host_calibration
+from netbench.calibrate.host import host_cpus
+from netbench.calibrate.hostcache import HostCalibration, host_calibration
 from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results, scheduled

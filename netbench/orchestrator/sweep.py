@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from netbench.model.calibration import Calibration
-from netbench.model.hostcache import HostCalibration
+from netbench.calibrate.hostcache import HostCalibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator.sweep_scenario import Point, SweepScenario

@@ -4,7 +4,7 @@ A scenario with ``calibrate = true`` measures this host (``netbench calibrate``'
 the scenario's own parameter shapes and replicator settings, once, into the sweep folder: the
 compression cost per parameter depends on the shapes. Otherwise the sweep uses ``--calibration``
 or this host's cached calibration, measured first when there is none
-(:func:`netbench.model.hostcache.host_calibration`).
+(:func:`netbench.calibrate.hostcache.host_calibration`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from netbench import safe_files
 from netbench.model.calibration import save_calibration
-from netbench.model.hostcache import HostCalibration, host_calibration, load_calibration
+from netbench.calibrate.hostcache import HostCalibration, host_calibration, load_calibration
 from netbench.model.schemes import SchemeSettings
 from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.sweep_scenario import SweepScenario

@@ -13,7 +13,7 @@ import math
 
 from netbench.frames import MSS
 from netbench.model.collectives import Link
-from netbench.model.hostcache import load_calibration
+from netbench.calibrate.hostcache import load_calibration
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import call_cost
 from netbench.orchestrator.config import RunConfig

@@ -35,8 +35,8 @@ from netbench.counters import CounterError, read_counters
 from netbench.emulation.hostshaping import HostShaper, HostShapingError, offload_on, preflight
 from netbench.emulation.htb import HtbShaping, netem_missing
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.model.host import host_cpus
-from netbench.model.hostcache import host_calibration
+from netbench.calibrate.host import host_cpus
+from netbench.calibrate.hostcache import host_calibration
 from netbench.orchestrator import peer_addresses, results
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.host_topology import HostTopology, HostTopologyError

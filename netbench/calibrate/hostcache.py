@@ -40,7 +40,7 @@ from netbench.model.calibration import (
     read_calibration,
     save_calibration,
 )
-from netbench.model.host import host_key
+from netbench.calibrate.host import host_key
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig

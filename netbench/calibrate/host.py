@@ -1,6 +1,6 @@
 """What this host is, as the model's measured constants depend on it: its cores, CPU, software versions.
 
-Kept apart from the cache (:mod:`netbench.model.hostcache`) and the measurement
+Kept apart from the cache (:mod:`netbench.calibrate.hostcache`) and the measurement
 (:mod:`netbench.calibrate.measure`) so both can name the host without importing each other.
 """
 
@@ -33,16 +33,24 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _torch_version() -> str:
+    """The installed torch's version, read from its metadata: naming the host does not import torch."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return "absent"
+
+
 def host_key(threads: int = WORKER_THREADS) -> dict[str, str]:
     """What the measured constants depend on; any change makes a new cache entry."""
-    import torch
-
     # the schema: an entry measured before the costs by model size and by settings is measured again
     return {
         "hostname": platform.node(),
         "cpu_model": _cpu_model(),
         "cpus": str(host_cpus()),
-        "torch": torch.__version__,
+        "torch": _torch_version(),
         "netbench": __version__,
         "threads": str(threads),
         "calibration": str(SCHEMA_VERSION),
