@@ -26,7 +26,9 @@ class CacheFolderError(ValueError):
 
 
 def cache_dir() -> Path:
-    """``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench`` (unchecked: a name to show)."""
+    """``$NETBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/netbench``, else ``~/.cache/netbench`` (unchecked: a name to
+    show).
+    """
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -38,7 +40,9 @@ def _named(folder: Path) -> str:
 
 
 def checked_cache_dir(create: bool = True) -> Path:
-    """The cache folder (made, mode 0700, where ``create`` and missing) once known to be safe; CacheFolderError if not."""
+    """The cache folder (made, mode 0700, where ``create`` and missing) once known to be safe; CacheFolderError if
+    not.
+    """
     folder = cache_dir()
     try:
         check_folder(folder)

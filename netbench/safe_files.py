@@ -49,7 +49,9 @@ class UnsafeOutput(ValueError):
 
 
 class BadInput(ValueError):
-    """A file netbench reads is not what it should be (a link, a FIFO, too big, not UTF-8, wrong content): one line saying which and why."""
+    """A file netbench reads is not what it should be (a link, a FIFO, too big, not UTF-8, wrong content): one line
+    saying which and why.
+    """
 
 
 # the most a file in a run directory or sweep folder may hold (steps.csv of a long run is the largest)

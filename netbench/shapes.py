@@ -212,7 +212,8 @@ def resolve_shapes(spec: str) -> list[ParamShape]:
         missing = {"d_model", "layers", "ffn", "vocab"} - options.keys()
         if missing:
             raise ShapeError(
-                f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} (e.g. llama:d_model=2048,layers=16,ffn=5632,vocab=32000)"
+                f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} (e.g. "
+                "llama:d_model=2048,layers=16,ffn=5632,vocab=32000)"
             )
         zero = [k for k in ("d_model", "layers", "ffn", "vocab") if options[k] < 1]
         if zero:

@@ -127,13 +127,14 @@ class _Keeping:
 
 @contextmanager
 def kept_until_done() -> Iterator[None]:
-    """Within the block, an owner's stop signal (:class:`StopSignals`) is kept, not raised; it is raised when the block ends.
+    """Within the block, an owner's stop signal (:class:`StopSignals`) is kept, not raised; it is raised when the block
+    ends.
 
-    For a forked helper, from the fork until it is reaped: a signal raised between the fork and
-    the parent storing the child's pid, or just after the wait had reaped the child, would leave
-    the helper unwaited (a namespace made after the teardown looked) or the wait failing. A child
-    forked inside the block inherits it, so its own copy of the handler keeps the signal too.
-    The counter changes without a call in between, so no handler can run half-way through.
+    For a forked helper, from the fork until it is reaped: a signal raised between the fork and the parent storing
+    the child's pid, or just after the wait had reaped the child, would leave the helper unwaited (a namespace made
+    after the teardown looked) or the wait failing. A child forked inside the block inherits it, so its own copy of
+    the handler keeps the signal too. The counter changes without a call in between, so no handler can run half-way
+    through.
     """
     _Keeping.depth += 1
     try:
@@ -184,7 +185,9 @@ class StopSignals:
                 self._previous[signum] = signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        """Raise it so the work unwinds into teardown; once teardown began, keep it for later (see also :func:`kept_until_done`)."""
+        """Raise it so the work unwinds into teardown; once teardown began, keep it for later (see also
+        :func:`kept_until_done`).
+        """
         if self._stopping:
             self._deferred = self._deferred or signum
             return

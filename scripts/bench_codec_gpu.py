@@ -198,8 +198,8 @@ def _free(device: torch.device) -> None:
 
 def build_profile(rows: list[dict], small: dict | None, args, device_name: str):
     """The calibration profile: per-parameter and per-tensor encode/decode costs for every scheme timed."""
-    from netbench.model.calibration import Calibration
     from netbench.calibrate.measure import _fit
+    from netbench.model.calibration import Calibration
 
     big = max(rows, key=lambda r: r["params"])
     costs = {k: {} for k in ("encode_s_per_param", "decode_s_per_param", "encode_s_per_tensor", "decode_s_per_tensor")}

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from netbench import cache
-from netbench.emulation import delayline_native
 from netbench.calibrate import hostcache
+from netbench.emulation import delayline_native
 from netbench.model.calibration import CalibrationError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,6 @@
-"""First-use calibration: measured once per host key, cached atomically, reused; stale or corrupt entries re-measured."""
+"""First-use calibration: measured once per host key, cached atomically, reused; stale or corrupt entries
+re-measured.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ import pytest
 
 import netbench.calibrate.measure as measure_mod
 from netbench.calibrate import hostcache
-from netbench.model.calibration import ENV_VAR, Calibration, CalibrationError, save_calibration
 from netbench.calibrate.hostcache import cache_dir, cache_path, cached, host_calibration, host_key
+from netbench.model.calibration import ENV_VAR, Calibration, CalibrationError, save_calibration
 from netbench.replicators.registry import names
 
 

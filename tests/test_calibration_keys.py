@@ -7,6 +7,7 @@ import pytest
 from test_calibration_cache import cache  # noqa: F401 - the same empty per-test calibration cache
 
 import netbench.calibrate.measure as measure_mod
+from netbench.calibrate.hostcache import cache_path, host_calibration, host_key, missing_keys
 from netbench.model.calibration import (
     Calibration,
     cost_key,
@@ -15,7 +16,6 @@ from netbench.model.calibration import (
     save_calibration,
     scheme_of,
 )
-from netbench.calibrate.hostcache import cache_path, host_calibration, host_key, missing_keys
 from netbench.orchestrator.prediction import encode_decode_s
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names
@@ -45,7 +45,8 @@ def test_cost_settings_change_the_key(settings, key) -> None:
 
 @pytest.mark.parametrize("settings", [{"lr": 0.5}, {"seed": 3}, {"beta": 0.9}, {"bucket_mb": 2.0}, {"rate": 0.3}])
 def test_settings_that_change_no_codec_work_keep_the_key(settings) -> None:
-    # rate is random/striding's, not dct's; lr/seed/beta change no work; the pipeline is modelled apart (model/overlap.py)
+    # rate is random/striding's, not dct's; lr/seed/beta change no work; the pipeline is modelled apart
+    # (model/overlap.py)
     assert cost_key(ReplicatorConfig(name="dct", **settings)) == "dct"
 
 
@@ -88,7 +89,9 @@ def test_run_prediction_uses_the_runs_settings() -> None:
 
 @pytest.fixture
 def fake_measure(monkeypatch) -> list:
-    """The measurement replaced by a recorder: every replicator at its defaults, plus ``opts.configs`` under their keys."""
+    """The measurement replaced by a recorder: every replicator at its defaults, plus ``opts.configs`` under their
+    keys.
+    """
     calls: list = []
 
     def measure(opts) -> Calibration:

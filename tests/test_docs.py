@@ -125,7 +125,9 @@ NOTES_FILE = "NOTES" + ".md"  # spelled in two parts so that this file does not 
 
 
 def test_product_text_speaks_of_the_product():
-    """No session, issue number or citation of a private notes file in the README, the docs, the code, the tests or the scenarios."""
+    """No session, issue number or citation of a private notes file in the README, the docs, the code, the tests or the
+    scenarios.
+    """
     found = []
     paths = [
         README,

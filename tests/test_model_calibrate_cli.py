@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from netbench.cli.app import main
 from netbench.calibrate.hostcache import load_calibration
+from netbench.cli.app import main
 from netbench.shapes import resolve_shapes
 
 SMALL = "llama:d_model=128,layers=1,ffn=256,vocab=512"

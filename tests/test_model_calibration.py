@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from netbench.model.calibration import ENV_VAR, Calibration, CalibrationError, default_path, save_calibration
 from netbench.calibrate.hostcache import load_calibration
+from netbench.model.calibration import ENV_VAR, Calibration, CalibrationError, default_path, save_calibration
 
 
 def test_defaults_when_absent(tmp_path):

@@ -44,7 +44,8 @@ def test_pipelined_step_encoding_every_bucket_first_by_hand() -> None:
     # every bucket's wire hides behind the other buckets' codec (one behind: 0.1 + 3 x 0.15 + 0.05 + 0.05 = 0.65).
     assert pipelined_step_s(0.4, 0.2, 0.2, 4, None) == pytest.approx(0.6)
     assert pipelined_step_s(0.4, 0.2, 0.2, 4) == pytest.approx(0.65)
-    # A large per-bucket latency (c 0.3 of C 0.6 on two buckets, CPU 0.6): max(0.6, 0.2+0.3+0.2, 0.4+0.3+0.1, 0.2+0.6+0.1) = 0.9.
+    # A large per-bucket latency (c 0.3 of C 0.6 on two buckets, CPU 0.6): max(0.6, 0.2+0.3+0.2, 0.4+0.3+0.1,
+    # 0.2+0.6+0.1) = 0.9.
     assert pipelined_step_s(0.4, 0.2, 0.6, 2, None) == pytest.approx(0.9)
 
 
@@ -76,7 +77,9 @@ def test_lanes_carry_two_buckets_each_up_to_the_cap() -> None:
 
 
 def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
-    """With several accelerators per node the replication group is a subgroup: one lane, READY, every latency in a row."""
+    """With several accelerators per node the replication group is a subgroup: one lane, READY, every latency in a
+    row.
+    """
     from netbench.model.overlap import pipelined
     from netbench.model.schemes import scheme_from_config
     from netbench.model.steptime import Scenario, estimate

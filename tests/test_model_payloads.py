@@ -1,4 +1,6 @@
-"""Synthetic shapes for ``plan --params`` (the lowrank and mtdao formulas are their replicators', tested beside them)."""
+"""Synthetic shapes for ``plan --params`` (the lowrank and mtdao formulas are their replicators', tested beside
+them).
+"""
 
 import pytest
 

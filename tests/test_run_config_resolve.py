@@ -11,9 +11,9 @@ import pandas as pd
 import psutil
 import pytest
 
+from netbench.calibrate.hostcache import HostCalibration
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
-from netbench.calibrate.hostcache import HostCalibration
 from netbench.orchestrator import runner
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.host_fit import HostUnfit, check_host

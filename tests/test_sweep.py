@@ -166,8 +166,8 @@ def test_resume_runs_only_missing_points(tmp_path) -> None:
 
     Each point's prediction is the one its run stored in run.json, made with the sweep's calibration.
     """
-    from netbench.model.calibration import Calibration
     from netbench.calibrate.hostcache import HostCalibration
+    from netbench.model.calibration import Calibration
 
     calib = Calibration(
         source="measured",

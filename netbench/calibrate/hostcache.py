@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from netbench.cache import CACHE_ENV, CacheFolderError, cache_dir, checked_cache_dir
+from netbench.calibrate.host import host_key
 from netbench.model.calibration import (
     Calibration,
     CalibrationError,
@@ -40,7 +41,6 @@ from netbench.model.calibration import (
     read_calibration,
     save_calibration,
 )
-from netbench.calibrate.host import host_key
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
@@ -88,10 +88,11 @@ def cached(key: dict[str, str] | None = None) -> Calibration | None:
 
 
 def load_calibration(path: str | Path | None = None) -> Calibration:
-    """The calibration at ``path`` (else ``$NETBENCH_CALIBRATION``, else this host's cache entry), or defaults when absent.
+    """The calibration at ``path`` (else ``$NETBENCH_CALIBRATION``, else this host's cache entry), or defaults when
+    absent.
 
-    Never measures (see :func:`host_calibration` for that); a broken
-    explicit file is an error, a broken cache entry counts as absent.
+    Never measures (see :func:`host_calibration` for that); a broken explicit file is an error, a broken cache entry
+    counts as absent.
     """
     target = Path(path).expanduser() if path else default_path()
     if target is None:
@@ -136,7 +137,9 @@ _COST_TABLES = (
 
 
 def merge_costs(base: Calibration, extra: Calibration) -> Calibration:
-    """``base`` with ``extra``'s encode/decode tables and their notes added (``base``'s collective constants are kept)."""
+    """``base`` with ``extra``'s encode/decode tables and their notes added (``base``'s collective constants are
+    kept).
+    """
     update: dict[str, dict[str, float | str]] = {t: {**getattr(base, t), **getattr(extra, t)} for t in _COST_TABLES}
     update["notes"] = {**base.notes, **{k: v for k, v in extra.notes.items() if k.startswith("compression.")}}
     return base.model_copy(update=update)

@@ -123,7 +123,9 @@ def _collective_times(opts: MeasureOptions) -> dict[str, float]:
 
 
 def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], steps: int) -> tuple[float, float]:
-    """(encode, decode) seconds per step of the replicator ``config`` names, with its settings, on ``shapes``, from its own StepStats."""
+    """(encode, decode) seconds per step of the replicator ``config`` names, with its settings, on ``shapes``, from its
+    own StepStats.
+    """
     from netbench.replicators.registry import build_replicator  # the replicators' factory (torch)
 
     config = config.model_copy(
@@ -145,8 +147,8 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     timed = [one() for _ in range(steps * period)]
     if period > 1:  # only some steps encode: the mean over whole periods is the per-step cost
         return sum(t[0] for t in timed) / len(timed), sum(t[1] for t in timed) / len(timed)
-    # the median step, as a run's summary takes its steps: this VM's cores change speed from second to second,
-    # and the fastest of 5 steps sat 4-6 % below their median (gpt2-small:blocks=2, DCT top-k), which every run then missed
+    # the median step, as a run's summary takes its steps: this VM's cores change speed from second to second, and the
+    # fastest of 5 steps sat 4-6 % below their median (gpt2-small:blocks=2, DCT top-k), which every run then missed
     return statistics.median(t[0] for t in timed), statistics.median(t[1] for t in timed)
 
 
@@ -169,7 +171,9 @@ def _fit(big: tuple[float, int, float], small: tuple[float, int, float] | None) 
 
 
 def _sizes(opts: MeasureOptions) -> tuple[int, int]:
-    """(params of ``shapes``, params of ``large_shapes``): where the two per-parameter costs were measured ((0, 0): one cost)."""
+    """(params of ``shapes``, params of ``large_shapes``): where the two per-parameter costs were measured ((0, 0): one
+    cost).
+    """
     if not opts.large_shapes:
         return 0, 0
     mid, large = total_params(resolve_shapes(opts.shapes)), total_params(resolve_shapes(opts.large_shapes))
@@ -262,8 +266,8 @@ def quick_options() -> MeasureOptions:
 
 def measure(opts: MeasureOptions) -> Calibration:
     """Run the measurements in two spawned processes and turn them into a :class:`Calibration`."""
-    from netbench.child import spawning_safely
     from netbench.calibrate.host import host_key
+    from netbench.child import spawning_safely
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
@@ -276,9 +280,12 @@ def measure(opts: MeasureOptions) -> Calibration:
     transfer = max(times["all_reduce_big_s"] - hops_ar * over_ar, 1e-9)
     sent = 2 * (WORLD - 1) / WORLD * times["big_bytes"]
     notes = {
-        "software_overhead_s": f"tiny all_reduce {times['all_reduce_tiny_s'] * 1e6:.1f}us / {hops_ar} hops, {WORLD} gloo processes on 127.0.0.1",
-        "software_overhead_by_collective.all_gather": f"tiny all_gather {times['all_gather_tiny_s'] * 1e6:.1f}us / {hops_ag} hop",
-        "loopback_bandwidth_bps": f"all_reduce of {times['big_bytes'] / 2**20:g} MiB in {times['all_reduce_big_s'] * 1e3:.2f}ms",
+        "software_overhead_s": f"tiny all_reduce {times['all_reduce_tiny_s'] * 1e6:.1f}us / {hops_ar} hops, "
+        f"{WORLD} gloo processes on 127.0.0.1",
+        "software_overhead_by_collective.all_gather": f"tiny all_gather {times['all_gather_tiny_s'] * 1e6:.1f}us / "
+        f"{hops_ag} hop",
+        "loopback_bandwidth_bps": f"all_reduce of {times['big_bytes'] / 2**20:g} MiB in "
+        f"{times['all_reduce_big_s'] * 1e3:.2f}ms",
         "acks_per_segment": "not measurable on loopback; as configured",
         **notes,
     }

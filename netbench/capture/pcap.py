@@ -150,7 +150,9 @@ class StepBins:
         return self.packets >= max_packets
 
     def frame(self, max_packets: int | None = None) -> pd.DataFrame:
-        """One row per step: step, then STEP_COLUMNS; steps the capture stopped before (at ``max_packets``) stay empty."""
+        """One row per step: step, then STEP_COLUMNS; steps the capture stopped before (at ``max_packets``) stay
+        empty.
+        """
         out = pd.DataFrame({Col.STEP.value: self.steps})
         for d in ("tx", "rx"):
             for k, name in enumerate(_SUMMED):

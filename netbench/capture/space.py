@@ -44,7 +44,9 @@ def port_bytes() -> int:
 
 
 def needed_bytes(runs: Iterable[CapturedRun]) -> int:
-    """Disk the captures of ``runs`` (run one after another) may hold at once: kept pcaps add up, others are removed after each run."""
+    """Disk the captures of ``runs`` (run one after another) may hold at once: kept pcaps add up, others are removed
+    after each run.
+    """
     kept, largest = 0, 0
     for run in runs:
         if not run.capture:
@@ -64,7 +66,9 @@ def _existing(folder: Path) -> Path:
 
 
 def check_room(runs: list[CapturedRun], option: str = "--capture") -> None:
-    """NoRoom when the first run's folder's filesystem lacks room for the captures of ``runs`` (nothing if none captures)."""
+    """NoRoom when the first run's folder's filesystem lacks room for the captures of ``runs`` (nothing if none
+    captures).
+    """
     need = needed_bytes(runs)
     if need == 0 or not Capture.available():
         return
@@ -72,6 +76,7 @@ def check_room(runs: list[CapturedRun], option: str = "--capture") -> None:
     free = shutil.disk_usage(_existing(folder)).free
     if free < need + HEADROOM_BYTES:
         raise NoRoom(
-            f"{option}: the capture may take up to {format_bytes(need)} (each node's port stops at {MAX_PACKETS} packets) "
+            f"{option}: the capture may take up to {format_bytes(need)} (each node's port stops at "
+            f"{MAX_PACKETS} packets) "
             f"but {str(folder)!r} has {format_bytes(free)} free; free some space, use another --out, or --no-capture"
         )

@@ -1,4 +1,6 @@
-"""The `netbench` application: creates it, registers every command in one table, turns usage errors into one line, exit 2."""
+"""The `netbench` application: creates it, registers every command in one table, turns usage errors into one line, exit
+2.
+"""
 
 from __future__ import annotations
 

@@ -134,7 +134,8 @@ def _print(result: Comparison, baseline: str, current: str) -> None:
         print(f"note: {note}")
     if result.only_base or result.only_cur:
         print(
-            f"unmatched (not compared): {_few(result.only_base)} only in baseline; {_few(result.only_cur)} only in current"
+            f"unmatched (not compared): {_few(result.only_base)} only in baseline; {_few(result.only_cur)} "
+            "only in current"
         )
     for problem in result.problems:
         print(problem.line())

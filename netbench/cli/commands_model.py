@@ -83,7 +83,8 @@ def _nodes(text: str) -> list[int]:
             value = float(item)
         except ValueError:
             raise UserError(
-                f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES} (e.g. 2,4,8), got {item!r}"
+                f"--nodes: expected whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES} (e.g. 2,4,8), "
+                f"got {item!r}"
             ) from None
         if value != int(value) or not MIN_NODES <= value <= MAX_PLANNED_NODES:
             raise UserError(f"--nodes: must be whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES}, got {item!r}")
@@ -395,7 +396,8 @@ def plan(
     shapes: str | None = typer.Option(
         None,
         "--shapes",
-        help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default gpt2-small:blocks=2]",
+        help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default "
+        "gpt2-small:blocks=2]",
     ),
     params: str | None = typer.Option(
         None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"
@@ -500,7 +502,8 @@ def plan(
         models[0].topology.node_count if models else node_counts[0],
         concurrent=gpus_per_node == 1,
     )
-    # the "measuring" line goes to stderr, so --json's stdout stays clean; non-default settings get their own encode/decode cost
+    # the "measuring" line goes to stderr, so --json's stdout stays clean; non-default settings get their own
+    # encode/decode cost
     calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
     try:
         framing = Framing(
@@ -673,7 +676,8 @@ def calibrate(
     )
     for name in result.compression_s_per_param:
         cost = (
-            f"enc {result.encode_s_per_param.get(name, 0) * 1e9:.3g} + dec {result.decode_s_per_param.get(name, 0) * 1e9:.3g} ns/param, "
+            f"enc {result.encode_s_per_param.get(name, 0) * 1e9:.3g} + dec "
+            f"{result.decode_s_per_param.get(name, 0) * 1e9:.3g} ns/param, "
             f"{(result.encode_s_per_tensor.get(name, 0) + result.decode_s_per_tensor.get(name, 0)) * 1e6:.3g} us/tensor"
         )
         table.add_row(f"compression {name}", cost, result.notes.get(f"compression.{name}", ""))

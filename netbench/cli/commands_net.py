@@ -77,7 +77,9 @@ def probe(
     schedule: Path | None = RUN["schedule"].option(),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured (each segment of --schedule in turn)."""
+    """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured (each segment of
+    --schedule in turn).
+    """
     from netbench.emulation.probe import probe as run_probe
 
     spec = opt.build_cluster_spec(
@@ -110,7 +112,9 @@ def probe(
 
 
 def _checked_schedule(path: Path | None, spec):
-    """The --schedule file, checked against the cluster (one line, exit 2, before anything is built); None without one."""
+    """The --schedule file, checked against the cluster (one line, exit 2, before anything is built); None without
+    one.
+    """
     from netbench.schedule.fits import check_fits
 
     link_schedule = read_schedule(path)
@@ -156,7 +160,9 @@ def clean(
         "(by their records; plain clean removes them too).",
     ),
 ) -> None:
-    """Remove namespaces, links, qdiscs, rules, processes and delay-line counters left by killed runs (netbench's only)."""
+    """Remove namespaces, links, qdiscs, rules, processes and delay-line counters left by killed runs (netbench's
+    only).
+    """
     from netbench.emulation.cleanup import clean as do_clean
     from netbench.emulation.cleanup import find_leftovers
     from netbench.emulation.cleanup import host_qdiscs as clean_host_qdiscs
@@ -197,7 +203,9 @@ def clean(
 
 
 def _delay_line_build() -> str:
-    """Which delay line a run would start here: the native one (built now if need be) or the Python fallback, and why."""
+    """Which delay line a run would start here: the native one (built now if need be) or the Python fallback, and
+    why.
+    """
     from netbench.emulation import delayline_native
 
     try:

@@ -327,7 +327,9 @@ def report(
         None, "--target-loss", help="Loss for the time-to-target table (default: the worst replicator's final loss)."
     ),
 ) -> None:
-    """Regenerate a sweep's report.md, report.html and plots from its folder, or show one run's measurement beside the model."""
+    """Regenerate a sweep's report.md, report.html and plots from its folder, or show one run's measurement beside the
+    model.
+    """
     from netbench.model.calibration import CalibrationError
     from netbench.orchestrator.repredict import recorded_calibration, repredict
     from netbench.reports.escape import for_terminal, printable
@@ -355,7 +357,9 @@ def report(
 
 
 def _run_report(run_dir: Path, calibration: Path | None) -> None:
-    """One run (`netbench run` or `netbench worker`): its summary table, measured beside the prediction made when it ran."""
+    """One run (`netbench run` or `netbench worker`): its summary table, measured beside the prediction made when it
+    ran.
+    """
     from netbench.reports.escape import for_terminal, printable
     from netbench.reports.terminal import summary_table
     from netbench.rundir.runjson import read_run_doc

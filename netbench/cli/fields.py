@@ -59,7 +59,9 @@ class FieldOption:
 
     @property
     def default(self) -> Any:
-        """The option's default: the field's (4 for a float field shows as 4.0, as the option parses it), or the option's own."""
+        """The option's default: the field's (4 for a float field shows as 4.0, as the option parses it), or the
+        option's own.
+        """
         if self.cli_default is not PydanticUndefined or self.model is None:
             return self.cli_default
         default = self.model.model_fields[self.field].default
@@ -68,7 +70,8 @@ class FieldOption:
     def option(self, *, optional: bool = False, note: str | None = None) -> Any:
         """The typer option; ``optional``: default None (unset: the scenario file's value, else the field's default).
 
-        ``note``: what this command adds to the option's one meaning (its range, a comma list), in place of ``cli_note``.
+        ``note``: what this command adds to the option's one meaning (its range, a comma list), in place of
+        ``cli_note``.
         """
         if optional:
             default = self.model.model_fields[self.field].default if self.model is not None else self.cli_default

@@ -55,7 +55,9 @@ def check_capture_room(runs: list) -> None:
 
 
 def check_delay_line_env() -> None:
-    """A bad ``$NETBENCH_DELAY_LINE`` is bad input: one line before anything is built (a delayed run would stop at it)."""
+    """A bad ``$NETBENCH_DELAY_LINE`` is bad input: one line before anything is built (a delayed run would stop at
+    it).
+    """
     from netbench.emulation.delayline_native import wanted
 
     try:
@@ -77,8 +79,8 @@ def dilation_factor(text: str) -> float | None:
 def run_calibration(explicit: Path | None, quiet: bool = False, replicators=()):
     """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none
     or lacks the encode/decode cost of ``replicators``' settings."""
-    from netbench.model.calibration import CalibrationError
     from netbench.calibrate.hostcache import host_calibration
+    from netbench.model.calibration import CalibrationError
 
     def told(path: Path) -> None:
         if not quiet:

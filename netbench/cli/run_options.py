@@ -1,4 +1,6 @@
-"""Replicator and workload settings of `run`, `sweep` and `worker` (options: cli/fields.py), built into validated configs."""
+"""Replicator and workload settings of `run`, `sweep` and `worker` (options: cli/fields.py), built into validated
+configs.
+"""
 
 from __future__ import annotations
 

@@ -161,10 +161,11 @@ def _same_user_namespace(pid: int, own: int | None) -> bool:
 
 
 def processes_of(run_id: str, known_inodes: Iterable[int] = ()) -> list[int]:
-    """Live processes inside the run's namespaces (by inode, ``known_inodes`` included) or whose command line names the run.
+    """Live processes inside the run's namespaces (by inode, ``known_inodes`` included) or whose command line names the
+    run.
 
-    A process matched by inode alone counts only while no other namespace is named with that inode
-    and it shares our user namespace (see :func:`_inodes_named_by_others`).
+    A process matched by inode alone counts only while no other namespace is named with that inode and it shares our
+    user namespace (see :func:`_inodes_named_by_others`).
     """
     wanted = (set(known_inodes) | inodes_of(run_id)) - _inodes_named_by_others(run_id)
     own_userns = os.stat("/proc/self/ns/user").st_ino

@@ -1,25 +1,24 @@
 """The emulated cluster: N node namespaces, one switch namespace, shaped veth links.
 
-The switch routes rather than bridges: each port has a /32 route to its node and answers ARP for
-the other nodes (proxy ARP), so the nodes still share one /24 and have no default route. A routed
-switch is what lets the delay line match ports with plain ``-i``/``-o`` FORWARD rules; a bridge
-would need ``-m physdev``, which makes the kernel load br_netfilter where it is a module, and that
-turns bridge-nf-call-iptables on for every bridge on the host.
+The switch routes rather than bridges: each port has a /32 route to its node and answers ARP for the other nodes
+(proxy ARP), so the nodes still share one /24 and have no default route. A routed switch is what lets the delay line
+match ports with plain ``-i``/``-o`` FORWARD rules; a bridge would need ``-m physdev``, which makes the kernel load
+br_netfilter where it is a module, and that turns bridge-nf-call-iptables on for every bridge on the host.
 
-Use it as a context manager; teardown is guaranteed on normal exit, exceptions, Ctrl-C, SIGTERM
-and SIGHUP. While the cluster is up those signals raise (KeyboardInterrupt, or SystemExit for the
-others); once teardown has begun they wait until it has finished, so a second Ctrl-C cannot leave
-half a cluster behind (the state machine is :class:`netbench.signals.StopSignals`). Callers that run a cluster should call ``cluster.down()`` themselves at the
-end of the ``with`` block (teardown then begins before ``__exit__``) and
-``cluster.raise_if_interrupted()`` while they wait on it::
+Use it as a context manager; teardown is guaranteed on normal exit, exceptions, Ctrl-C, SIGTERM and SIGHUP. While the
+cluster is up those signals raise (KeyboardInterrupt, or SystemExit for the others); once teardown has begun they
+wait until it has finished, so a second Ctrl-C cannot leave half a cluster behind (the state machine is
+:class:`netbench.signals.StopSignals`). Callers that run a cluster should call ``cluster.down()`` themselves at the
+end of the ``with`` block (teardown then begins before ``__exit__``) and ``cluster.raise_if_interrupted()`` while
+they wait on it::
 
     with Cluster(spec) as cluster:
         server = cluster.nodes[1].popen(["iperf3", "-s", "-1"])
         ...
 
 What adds delay, jitter and loss (nothing, netem, or the delay line) is an impairment engine
-(:mod:`netbench.emulation.impairment`), chosen once from the spec and the host's capabilities:
-it decides the qdiscs of every egress and runs whatever helper it needs beside the cluster.
+(:mod:`netbench.emulation.impairment`), chosen once from the spec and the host's capabilities: it decides the qdiscs
+of every egress and runs whatever helper it needs beside the cluster.
 """
 
 from __future__ import annotations
@@ -236,8 +235,9 @@ class Cluster:
 
     @property
     def delay_line_stats_path(self) -> Path | None:
-        """Where the delay line keeps its counters (packets passed, late releases) for the fidelity check; None without one.
-        Read them with :func:`netbench.emulation.delaystats.read`."""
+        """Where the delay line keeps its counters (packets passed, late releases) for the fidelity check; None without
+        one. Read them with :func:`netbench.emulation.delaystats.read`.
+        """
         return getattr(self.impairment, "stats_path", None)
 
     @property

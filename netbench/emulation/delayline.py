@@ -212,7 +212,8 @@ def _run_ahead_of_workers() -> None:
     number = SYS_SCHED_SETATTR.get(os.uname().machine)
     if number is None:
         return
-    # struct sched_attr, SCHED_ATTR_SIZE_VER0: size, policy (SCHED_OTHER), flags, nice, priority, runtime, deadline, period
+    # struct sched_attr, SCHED_ATTR_SIZE_VER0: size, policy (SCHED_OTHER), flags, nice, priority, runtime, deadline,
+    # period
     attr = ctypes.create_string_buffer(
         struct.pack("IIQiIQQQ", 48, 0, 0, os.getpriority(os.PRIO_PROCESS, 0), 0, SHORT_SLICE_NS, 0, 0)
     )

@@ -56,7 +56,8 @@ class Choice:
 def choose() -> Choice:
     """The native delay line where it builds, else the Python one with the reason; ``$NETBENCH_DELAY_LINE`` forces one.
 
-    Raises ValueError for a bad ``$NETBENCH_DELAY_LINE``, NativeUnavailable where ``native`` is forced and cannot be built.
+    Raises ValueError for a bad ``$NETBENCH_DELAY_LINE``, NativeUnavailable where ``native`` is forced and cannot be
+    built.
     """
     forced = wanted()
     if forced == "python":

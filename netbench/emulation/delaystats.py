@@ -61,7 +61,9 @@ def stats_file(folder: Path) -> Path:
 
 
 def write(path: str | Path, counters: dict[str, Any]) -> None:
-    """Replace ``path`` with ``counters`` (a fresh temporary name renamed into place: never through a link, never half a file)."""
+    """Replace ``path`` with ``counters`` (a fresh temporary name renamed into place: never through a link, never half a
+    file).
+    """
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -75,7 +77,9 @@ def write(path: str | Path, counters: dict[str, Any]) -> None:
 
 
 def read(path: str | Path | None) -> dict[str, Any] | None:
-    """The counters at ``path``, or None where there are none: missing, not a regular file, a link, too large or not JSON."""
+    """The counters at ``path``, or None where there are none: missing, not a regular file, a link, too large or not
+    JSON.
+    """
     if path is None:
         return None
     try:
@@ -94,7 +98,9 @@ def read(path: str | Path | None) -> dict[str, Any] | None:
 
 
 def leftover_folders(run_ids: set[str] | None = None) -> dict[str, list[Path]]:
-    """Counter folders in :func:`parent` by run id (of ``run_ids`` only, if given): real folders netbench's user owns."""
+    """Counter folders in :func:`parent` by run id (of ``run_ids`` only, if given): real folders netbench's user
+    owns.
+    """
     found: dict[str, list[Path]] = {}
     try:
         entries = list(os.scandir(parent()))

@@ -1,20 +1,19 @@
 """Which host qdiscs netbench installed, for whom: records a killed worker leaves behind for `netbench clean`.
 
 A shaping guard (:mod:`netbench.emulation.shapeguard`) writes one record per interface it shapes,
-``/run/netbench/host-shaping/<netns inode>-<ifindex>.json``, naming the interface, the run, the
-worker's and the guard's pids and the qdisc's *fingerprint* (kind, handle and every parameter the
-kernel reports; for a per-peer HTB tree also every class's rates and bursts), and holds an ``flock`` on it for as long as it lives. So:
+``/run/netbench/host-shaping/<netns inode>-<ifindex>.json``, naming the interface, the run, the worker's and the
+guard's pids and the qdisc's *fingerprint* (kind, handle and every parameter the kernel reports; for a per-peer HTB
+tree also every class's rates and bursts), and holds an ``flock`` on it for as long as it lives. So:
 
 * a second run on the same interface sees a live record and is refused (:func:`claim`);
 * the guard removes the root qdisc only while its fingerprint is still the recorded one: never a
-  qdisc another run or the administrator put there;
+qdisc another run or the administrator put there;
 * once the guard is gone (the kernel released its lock: a SIGKILL, a ``scancel``, a pod deletion
-  that took the guard with the job), `netbench clean` finds the record, removes the qdisc if it is
-  still exactly the recorded one, and drops the record (:func:`clean_dead`).
+that took the guard with the job), `netbench clean` finds the record, removes the qdisc if it is still exactly the
+recorded one, and drops the record (:func:`clean_dead`).
 
-Every step that reads or changes an interface's root qdisc or the records runs under one host-wide
-lock (:func:`host_lock`), so a check and the install that follows it cannot interleave with
-another run's.
+Every step that reads or changes an interface's root qdisc or the records runs under one host-wide lock
+(:func:`host_lock`), so a check and the install that follows it cannot interleave with another run's.
 """
 
 from __future__ import annotations

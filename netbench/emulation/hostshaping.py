@@ -1,28 +1,26 @@
 """Shaping a real host's interface for `netbench worker`: egress only, the emulator's own qdiscs, always undone.
 
-On a real host netbench owns nothing but the qdisc it adds, and only while the interface's root
-qdisc is still the kernel's default (handle ``0:``), so deleting ours restores exactly what was
-there. Two shapings fill in the same steps (check, install, undo): :class:`TbfShaping` shapes all
-egress exactly as an emulated node's uplink (:func:`netbench.emulation.shaping.apply`: tbf sized
-from the rate, netem beneath it for delay/jitter/loss where the kernel has ``sch_netem``);
-:class:`~netbench.emulation.htb.HtbShaping` (``--topology``) shapes only the traffic to the run's
-peers, a class per peer by its address, and leaves everything else unshaped. Ingress is not shaped: that needs an IFB device and a redirect
-filter, more host state to leave behind, and when every host shapes its egress to the same rate
-its ingress is already held to that rate by its peers' egress (a ring collective receives from
-one peer at a time).
+On a real host netbench owns nothing but the qdisc it adds, and only while the interface's root qdisc is still the
+kernel's default (handle ``0:``), so deleting ours restores exactly what was there. Two shapings fill in the same
+steps (check, install, undo): :class:`TbfShaping` shapes all egress exactly as an emulated node's uplink
+(:func:`netbench.emulation.shaping.apply`: tbf sized from the rate, netem beneath it for delay/jitter/loss where the
+kernel has ``sch_netem``); :class:`~netbench.emulation.htb.HtbShaping` (``--topology``) shapes only the traffic to
+the run's peers, a class per peer by its address, and leaves everything else unshaped. Ingress is not shaped: that
+needs an IFB device and a redirect filter, more host state to leave behind, and when every host shapes its egress to
+the same rate its ingress is already held to that rate by its peers' egress (a ring collective receives from one peer
+at a time).
 
-The userspace delay line cannot stand in for netem here: it must sit in a forwarding path (a
-bridge the frames cross), and delaying in the sender's own stack collapses TCP: the held packets
-still belong to the sending socket, and TCP Small Queues throttles it.
+The userspace delay line cannot stand in for netem here: it must sit in a forwarding path (a bridge the frames
+cross), and delaying in the sender's own stack collapses TCP: the held packets still belong to the sending socket,
+and TCP Small Queues throttles it.
 
-The qdisc's lifetime belongs to a guard process (:mod:`netbench.emulation.shapeguard`) that adds
-it and removes it when the worker exits or asks it to: on normal exit, exceptions, signals and
-SIGKILL alike (torchrun SIGKILLs a worker 30 s after SIGTERM, and a worker's signal handler may be
-stuck waiting on a collective). The guard watches the worker itself (a pidfd), not only a pipe a
-forked child of the workload could keep open. One run per interface: the guard checks and installs
-under a host-wide lock and refuses an interface another live run shapes. Should the guard itself
-be killed (it shares the job's cgroup), its record stays (:mod:`netbench.emulation.hostrecords`)
-and `netbench clean --host-qdiscs` removes exactly the qdisc it names.
+The qdisc's lifetime belongs to a guard process (:mod:`netbench.emulation.shapeguard`) that adds it and removes it
+when the worker exits or asks it to: on normal exit, exceptions, signals and SIGKILL alike (torchrun SIGKILLs a
+worker 30 s after SIGTERM, and a worker's signal handler may be stuck waiting on a collective). The guard watches the
+worker itself (a pidfd), not only a pipe a forked child of the workload could keep open. One run per interface: the
+guard checks and installs under a host-wide lock and refuses an interface another live run shapes. Should the guard
+itself be killed (it shares the job's cgroup), its record stays (:mod:`netbench.emulation.hostrecords`) and `netbench
+clean --host-qdiscs` removes exactly the qdisc it names.
 """
 
 from __future__ import annotations
@@ -117,7 +115,9 @@ def offload_on(iface: str) -> bool:
 
 
 def preflight(iface: str, options: str) -> int:
-    """Root (or CAP_NET_ADMIN), the interface, and the kernel's default root qdisc on it; its index, else HostShapingError."""
+    """Root (or CAP_NET_ADMIN), the interface, and the kernel's default root qdisc on it; its index, else
+    HostShapingError.
+    """
     if not has_net_admin():
         raise HostShapingError(
             f"shaping {iface} ({options}) needs root or CAP_NET_ADMIN; run without it to measure unshaped"

@@ -120,7 +120,9 @@ class DelayLine(ImpairmentEngine):
         )
 
     def start_ports(self, switch: Switch, up: dict[str, DirectionSpec], down: dict[str, DirectionSpec]) -> None:
-        """Start the delay line in ``switch``: a packet routed in from port p waits ``up[p]``, one routed out to p ``down[p]``."""
+        """Start the delay line in ``switch``: a packet routed in from port p waits ``up[p]``, one routed out to p
+        ``down[p]``.
+        """
         program = self._native_program()
         self.stats_folder = delaystats.make_folder(self.run_id)
         config = {
@@ -143,7 +145,9 @@ class DelayLine(ImpairmentEngine):
         delayline.install_rules(switch.netns, up_ports=list(up), down_ports=list(down))
 
     def _native_program(self) -> Path | None:
-        """The native delay line where it builds (or ``$NETBENCH_DELAY_LINE`` asks for it), else None for the Python one."""
+        """The native delay line where it builds (or ``$NETBENCH_DELAY_LINE`` asks for it), else None for the Python
+        one.
+        """
         try:
             chosen = delayline_native.choose()
         except ValueError as exc:

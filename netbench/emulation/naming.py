@@ -59,7 +59,9 @@ class RunNames:
         return f"{NETNS_PREFIX}{self.run_id}-sw"
 
     def fabric_switch_netns(self, index: int) -> str:
-        """Namespace of switch ``index`` of a topology: the first is the star's switch, the others ``-sw1``, ``-sw2``..."""
+        """Namespace of switch ``index`` of a topology: the first is the star's switch, the others ``-sw1``,
+        ``-sw2``...
+        """
         return self.switch_netns if index == 0 else f"{self.switch_netns}{index}"
 
     def node_netns(self, index: int) -> str:
@@ -113,7 +115,8 @@ def _netns_names() -> list[str]:
 
 
 RUN_ID = re.compile(r"[0-9a-f]{6}")  # what RunNames.new() makes: secrets.token_hex(3)
-# Exactly the names netbench gives namespaces: a run's switches (at most MAX_SWITCHES) and nodes (at most 64), and doctor's probe.
+# Exactly the names netbench gives namespaces: a run's switches (at most MAX_SWITCHES) and nodes (at most 64), and
+# doctor's probe.
 MAX_SWITCHES = 100
 _NETNS_NAME = re.compile(
     rf"{NETNS_PREFIX}(?:(?P<run>[0-9a-f]{{6}})-(?:sw(?:[1-9][0-9]?)?|n(?:[0-9]|[1-5][0-9]|6[0-3]))|(?P<probe>{PROBE_PREFIX}[1-9][0-9]{{0,9}})-x)"

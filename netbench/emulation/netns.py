@@ -87,7 +87,9 @@ def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
 
 
 def _report_call(read_fd: int, write_fd: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
-    """In :func:`call_in`'s child: finish the job whatever the caller does, send the outcome, never return into its code."""
+    """In :func:`call_in`'s child: finish the job whatever the caller does, send the outcome, never return into its
+    code.
+    """
     try:
         signals.block_in_child()
         os.close(read_fd)

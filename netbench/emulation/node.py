@@ -28,7 +28,9 @@ class Namespace:
         then: Callable[[], None] | None = None,
         **kwargs: Any,
     ) -> subprocess.Popen:
-        """Start ``argv`` inside this namespace, in its own process group; ``then`` runs in the child just before exec."""
+        """Start ``argv`` inside this namespace, in its own process group; ``then`` runs in the child just before
+        exec.
+        """
         full_env = {**os.environ, **(env or {})}
         enter = netns.preexec(self.netns)
 

@@ -1,8 +1,9 @@
 """`netbench probe`: build a cluster, measure goodput and RTT between two nodes, compare to config.
 
-Goodput is what iperf3 (when present) counts at the receiver, else the built-in TCP
-stream, in steady state: ``seconds`` of whole intervals after a first second of warm-up. RTT is the median of UDP echoes measured on an idle link. The expected RTT is the
-configured delay both ways: an idle token bucket passes a small packet without serialization delay.
+Goodput is what iperf3 (when present) counts at the receiver, else the built-in TCP stream, in steady state:
+``seconds`` of whole intervals after a first second of warm-up. RTT is the median of UDP echoes measured on an idle
+link. The expected RTT is the configured delay both ways: an idle token bucket passes a small packet without
+serialization delay.
 """
 
 from __future__ import annotations
@@ -156,7 +157,9 @@ def measure_goodput(client: Node, server: Node, seconds: float) -> tuple[float, 
 
 
 def farthest_node(spec: ClusterSpec) -> int:
-    """The node the probe measures from node 0: node 1 on the star; on a topology the longest round trip (then the slowest path)."""
+    """The node the probe measures from node 0: node 1 on the star; on a topology the longest round trip (then the
+    slowest path).
+    """
     if spec.topology is None:
         return 1
     graph = spec.topology

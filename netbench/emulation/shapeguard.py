@@ -1,24 +1,23 @@
-"""The guard that owns a real host's qdisc for `netbench worker --bw` or `--topology`: adds it, removes it when the worker goes.
+"""The guard that owns a real host's qdisc for `netbench worker --bw` or `--topology`: adds it, removes it when the
+worker goes.
 
-A worker cannot be trusted to clean up after itself: its signal handlers wait on a gloo collective,
-and torchrun SIGKILLs it 30 s after SIGTERM. So the qdisc belongs to this small process instead.
-The worker starts it (its own session: a Ctrl-C or a group kill aimed at the worker does not reach
-it, and it ignores SIGINT/SIGTERM/SIGHUP besides) and writes one JSON line to its stdin. The guard
-opens a pidfd on the worker, then, under the host-wide lock (:func:`hostrecords.host_lock`),
-refuses an interface another run shapes or whose root is not the kernel's default, adds the
-qdisc (a tbf, or the per-peer HTB tree: whichever shaping the request names), and records it (:mod:`netbench.emulation.hostrecords`), holding the record's lock. It
-answers with one JSON line and waits until the worker exits (the pidfd: however it ends, SIGKILL
-included, whatever children it forked that still hold the pipe) or asks for the release (a line,
-or end-of-file, on stdin). It then removes the root qdisc only if it is still exactly the one it
-added (kind, handle, every parameter) and drops the record: never a qdisc netbench did not add.
+A worker cannot be trusted to clean up after itself: its signal handlers wait on a gloo collective, and torchrun
+SIGKILLs it 30 s after SIGTERM. So the qdisc belongs to this small process instead. The worker starts it (its own
+session: a Ctrl-C or a group kill aimed at the worker does not reach it, and it ignores SIGINT/SIGTERM/SIGHUP
+besides) and writes one JSON line to its stdin. The guard opens a pidfd on the worker, then, under the host-wide lock
+(:func:`hostrecords.host_lock`), refuses an interface another run shapes or whose root is not the kernel's default,
+adds the qdisc (a tbf, or the per-peer HTB tree: whichever shaping the request names), and records it
+(:mod:`netbench.emulation.hostrecords`), holding the record's lock. It answers with one JSON line and waits until the
+worker exits (the pidfd: however it ends, SIGKILL included, whatever children it forked that still hold the pipe) or
+asks for the release (a line, or end-of-file, on stdin). It then removes the root qdisc only if it is still exactly
+the one it added (kind, handle, every parameter) and drops the record: never a qdisc netbench did not add.
 
-If the guard itself is killed (it shares the job's cgroup, so ``scancel``, ``systemctl stop`` or
-a pod deletion take it too), the record stays for `netbench clean --host-qdiscs`.
+If the guard itself is killed (it shares the job's cgroup, so ``scancel``, ``systemctl stop`` or a pod deletion take
+it too), the record stays for `netbench clean --host-qdiscs`.
 
 Protocol: stdin ``{"iface", "shaping", "offload", "run_id", "worker_pid"}`` (``shaping``: a
-:data:`~netbench.emulation.hostshaping.HostShaping` as JSON); stdout
-``{"installed": {...}}``, ``{"error": "...", "refused": true}`` (one line for the user) or
-``{"error": "...", "errno": N}``.
+:data:`~netbench.emulation.hostshaping.HostShaping` as JSON); stdout ``{"installed": {...}}``, ``{"error": "...",
+"refused": true}`` (one line for the user) or ``{"error": "...", "errno": N}``.
 """
 
 from __future__ import annotations

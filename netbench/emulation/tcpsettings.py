@@ -60,7 +60,10 @@ def check_tcp_options(options: TcpOptions) -> str | None:
     if options.cc is not None:
         have = available_congestion_controls()
         if options.cc not in have:
-            return f"--tcp-cc: {options.cc!r} is not available on this kernel (available: {', '.join(have) or 'none listed'})"
+            return (
+                f"--tcp-cc: {options.cc!r} is not available on this kernel (available: "
+                f"{', '.join(have) or 'none listed'})"
+            )
     return None
 
 

@@ -59,7 +59,8 @@ __all__ = [
 ]
 
 ENV_VAR = "NETBENCH_CALIBRATION"
-SCHEMA_VERSION = 4  # 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys); 4: median step, not fastest
+# 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys); 4: median step, not fastest
+SCHEMA_VERSION = 4
 
 
 def cost_settings(name: str) -> tuple[str, ...]:
@@ -73,7 +74,9 @@ def cost_settings(name: str) -> tuple[str, ...]:
 
 
 def cost_key(config: ReplicatorConfig) -> str:
-    """The calibration key of ``config``'s encode/decode cost: its name, plus the cost settings that differ from the defaults."""
+    """The calibration key of ``config``'s encode/decode cost: its name, plus the cost settings that differ from the
+    defaults.
+    """
     from netbench.replicators.config import ReplicatorConfig
 
     default = ReplicatorConfig(name=config.name)
@@ -158,7 +161,9 @@ class Calibration(BaseModel):
         return key if self.measured(key) else scheme_of(key)
 
     def compression(self, scheme: str) -> float:
-        """Seconds per parameter per step of ``scheme``'s encode + decode (0 when not measured); ``scheme`` may be a cost key."""
+        """Seconds per parameter per step of ``scheme``'s encode + decode (0 when not measured); ``scheme`` may be a
+        cost key.
+        """
         scheme = self.resolve(scheme)
         if scheme in self.encode_s_per_param:
             return self.encode_s_per_param[scheme] + self.decode_s_per_param.get(scheme, 0.0)
@@ -182,8 +187,9 @@ class Calibration(BaseModel):
         return enc, dec
 
     def per_param_at(self, small: float, large: float | None, params: float) -> float:
-        """Cost per parameter of a model of ``params`` parameters: ``small`` at ``params_at`` and below, ``large``
-        at ``large_params`` and above, interpolated in log(params) between (``small`` when no large cost was measured)."""
+        """Cost per parameter of a model of ``params`` parameters: ``small`` at ``params_at`` and below, ``large`` at
+        ``large_params`` and above, interpolated in log(params) between (``small`` when no large cost was measured).
+        """
         lo, hi = self.params_at, self.large_params
         if large is None or lo <= 0 or hi <= lo or params <= lo:
             return small

@@ -1,21 +1,19 @@
 """Alpha-beta cost of one collective call: messages, bytes per node, and time.
 
-``ring`` is what gloo runs for CPU tensors: gloo's all_reduce is a reduce-scatter then
-an all-gather around the ring, each buffer cut into 2N segments so one is in flight while the
-other is reduced (gloo/allreduce.cc) -- 4(N-1) messages of B/2N per node, 2(N-1) sequential
-latencies, 2(N-1)/N of the buffer sent by every node. gloo's all_gather passes each rank's
-contribution N-1 hops around the ring, in two halves (gloo/allgather.cc): 2(N-1) messages of B/2. ``tree`` (binomial reduce + broadcast) and
-``halving_doubling`` (Rabenseifner all-reduce, recursive-doubling all-gather) are for planning
-other backends.
+``ring`` is what gloo runs for CPU tensors: gloo's all_reduce is a reduce-scatter then an all-gather around the ring,
+each buffer cut into 2N segments so one is in flight while the other is reduced (gloo/allreduce.cc) -- 4(N-1)
+messages of B/2N per node, 2(N-1) sequential latencies, 2(N-1)/N of the buffer sent by every node. gloo's all_gather
+passes each rank's contribution N-1 hops around the ring, in two halves (gloo/allgather.cc): 2(N-1) messages of B/2.
+``tree`` (binomial reduce + broadcast) and ``halving_doubling`` (Rabenseifner all-reduce, recursive-doubling
+all-gather) are for planning other backends.
 
-Time = hops x alpha + critical-path payload x (wire bytes per payload byte) / rate, where alpha
-is the link's one-way delay plus the calibrated per-message software overhead, and the wire
-factor comes from :class:`~netbench.model.framing.Framing` (headers, ACKs competing on the same
-link, gloo control ops). In a ring of N > 2 each node sends to one neighbour and receives from
-the other, so its pure ACKs share its uplink with its data; so do they at N = 2, where one
-connection carries data both ways but measured rings still send pure ACKs; in pairwise exchanges
-ACKs are modelled as piggybacked. Up and down rates may differ: the
-slower direction, after its own framing, bounds the transfer.
+Time = hops x alpha + critical-path payload x (wire bytes per payload byte) / rate, where alpha is the link's one-way
+delay plus the calibrated per-message software overhead, and the wire factor comes from
+:class:`~netbench.model.framing.Framing` (headers, ACKs competing on the same link, gloo control ops). In a ring of N
+> 2 each node sends to one neighbour and receives from the other, so its pure ACKs share its uplink with its data; so
+do they at N = 2, where one connection carries data both ways but measured rings still send pure ACKs; in pairwise
+exchanges ACKs are modelled as piggybacked. Up and down rates may differ: the slower direction, after its own
+framing, bounds the transfer.
 """
 
 from __future__ import annotations

@@ -115,7 +115,9 @@ def warm_window_bytes(tcp: TcpSettings, mss: int, flight_bytes: float, cap: floa
 
 
 def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float, cwnd_bytes: float) -> float:
-    """The congestion window after ``idle_s`` of idle (tcp_cwnd_restart): halved per RTO, not below the initial window."""
+    """The congestion window after ``idle_s`` of idle (tcp_cwnd_restart): halved per RTO, not below the initial
+    window.
+    """
     if not tcp.restarts_after_idle:
         return cwnd_bytes
     rto = rto_s(rtt_s)
@@ -169,7 +171,9 @@ class Transfer:
     round_bytes: float = 0.0
 
     def send(self, start: float, nbytes: float, rate_Bps: float, rtt_s: float) -> float:
-        """Send ``nbytes`` from ``start`` at ``rate_Bps`` (payload at line rate), or bbr's pacing if lower; returns when the last byte has left."""
+        """Send ``nbytes`` from ``start`` at ``rate_Bps`` (payload at line rate), or bbr's pacing if lower; returns when
+        the last byte has left.
+        """
         t = max(start, self.free_at)
         rate = min(rate_Bps, self.pacing_Bps)
         left = nbytes
@@ -257,7 +261,9 @@ def chain_time_s(hops: int, op_bytes: float, one_way_s: float, overhead_s: float
 
 @dataclass(frozen=True)
 class GlooTime:
-    """One call's time; ``transfer_s`` is its bytes at line rate, ``latency_s`` everything else (delays, handshakes, window, pacing)."""
+    """One call's time; ``transfer_s`` is its bytes at line rate, ``latency_s`` everything else (delays, handshakes,
+    window, pacing).
+    """
 
     time_s: float
     latency_s: float

@@ -123,7 +123,9 @@ class GraphModel:
         trunk_scale: float = 1.0,
         params: int | None = None,
     ) -> GraphEstimate:
-        """Model one step of ``scheme`` on ``shapes`` (``scenario``: compute, framing, TCP; its links come from the graph)."""
+        """Model one step of ``scheme`` on ``shapes`` (``scenario``: compute, framing, TCP; its links come from the
+        graph).
+        """
         if scenario.algorithm != "ring" or scenario.gpus_per_node != 1:
             raise ValueError("a topology is modelled with gloo's ring and one accelerator per node")
         n_params = total_params(list(shapes)) if params is None else params
@@ -172,7 +174,9 @@ class GraphModel:
         idle: float,
         codec: float,
     ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
-        """The exchanges' cost on ``rings`` (as :func:`~netbench.model.steptime.estimate` sums it) and each hop's alone."""
+        """The exchanges' cost on ``rings`` (as :func:`~netbench.model.steptime.estimate` sums it) and each hop's
+        alone.
+        """
         paced = max(
             (
                 largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, rings.peers)
@@ -225,7 +229,9 @@ class GraphModel:
         return cost, (dense,)
 
     def _scenario(self, scenario: Scenario, by_price: dict[HopPrice, float], layout: Layout, k: int) -> Scenario:
-        """The scenario as reports read it: the graph's nodes, and (beyond the star) the slowest hop's rate and delay."""
+        """The scenario as reports read it: the graph's nodes, and (beyond the star) the slowest hop's rate and
+        delay.
+        """
         update: dict = {"nodes": self.topology.node_count}
         if by_price and self.topology.kind != "star":
             worst = max(by_price, key=by_price.__getitem__)

@@ -132,7 +132,8 @@ class Planner:
                 return out | {"nodes": found * g, "step_time_s": step_at(found), "reason": None}
             if m == top:
                 return out | {
-                    "reason": f"step time stays below double ({step_at(top):.4g}s vs {2 * base:.4g}s) up to {top * g} nodes"
+                    "reason": f"step time stays below double ({step_at(top):.4g}s vs {2 * base:.4g}s) up to "
+                    f"{top * g} nodes"
                 }
             prev, m = m, m * 2
 

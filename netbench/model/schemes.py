@@ -54,7 +54,8 @@ SCHEME_SETTING_FIELDS: tuple[str, ...] = (
 SchemeSettings = create_model(
     "SchemeSettings",
     __config__=ConfigDict(extra="forbid", frozen=True),
-    __doc__="The replicator settings ``plan`` and ``calibrate`` take (the fields of ReplicatorConfig listed in SCHEME_SETTING_FIELDS).",
+    __doc__="The replicator settings ``plan`` and ``calibrate`` take (the fields of ReplicatorConfig listed "
+    "in SCHEME_SETTING_FIELDS).",
     **{
         name: (ReplicatorConfig.model_fields[name].annotation, ReplicatorConfig.model_fields[name])
         for name in SCHEME_SETTING_FIELDS

@@ -189,7 +189,9 @@ class ClusterReuse:
         return self.cluster
 
     def _reset(self, cluster: Cluster, spec: ClusterSpec) -> None:
-        """Nothing of the last point stays: the delay line drained, new qdiscs, no cached TCP metrics, counters from zero."""
+        """Nothing of the last point stays: the delay line drained, new qdiscs, no cached TCP metrics, counters from
+        zero.
+        """
         held = (
             2 * max(cluster.spec.one_way_delay_s(), spec.one_way_delay_s()) + _SETTLE_S if cluster.helper_pids else 0.0
         )

@@ -136,7 +136,9 @@ class RunConfig(BaseModel):
         return v
 
     def shard_layout(self) -> Layout | None:
-        """The sharding groups of ``shard_within site``: each site's ranks (through the rank placement); None: G per node."""
+        """The sharding groups of ``shard_within site``: each site's ranks (through the rank placement); None: G per
+        node.
+        """
         if self.shard_within == "node":
             return None
         return Layout.per_site(self.cluster.graph.groups().values(), self.cluster.placement, self.gpus_per_node)

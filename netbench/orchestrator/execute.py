@@ -165,12 +165,16 @@ class ExecOutcome(Outcome):
 
 
 def rank_of(cluster: Cluster, node: Node) -> int:
-    """The rank ``node`` runs: its slot in the cluster's placement (``--rank-order``), as `netbench run` places ranks."""
+    """The rank ``node`` runs: its slot in the cluster's placement (``--rank-order``), as `netbench run` places
+    ranks.
+    """
     return cluster.spec.placement.index(node.index)
 
 
 def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: RunDir) -> dict[str, str]:
-    """torch.distributed's environment for one node, plus where the step API writes (rank r on node ``placement[r]``)."""
+    """torch.distributed's environment for one node, plus where the step API writes (rank r on node
+    ``placement[r]``).
+    """
     world, rank = len(cluster.nodes), rank_of(cluster, node)
     master = cluster.nodes[cluster.spec.placement[0]]
     return {
@@ -216,7 +220,9 @@ def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO 
 
 
 def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[], None]) -> tuple[str, str | None, int]:
-    """Wait for every node; returns (status, reason, exit code). A failure gives peers FAILURE_GRACE_S, then stops them."""
+    """Wait for every node; returns (status, reason, exit code). A failure gives peers FAILURE_GRACE_S, then stops
+    them.
+    """
     started = time.monotonic()
     first_failure: NodeProcess | None = None
     failed_at = 0.0

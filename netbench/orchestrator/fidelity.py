@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["THRESHOLDS", "FidelityMonitor", "qdisc_stats", "judge", "codec_speed", "codec_reason"]
 
 THRESHOLDS = {
-    "worker_wait": 0.10,  # share of the run a worker (main thread; all threads when nodes > cores) spent runnable without a core
+    # share of the run a worker (main thread; all threads when nodes > cores) spent runnable without a core
+    "worker_wait": 0.10,
     "host_busy": 0.97,  # busy share of all cores (with the run queue above the cores)
     "softirq": 0.25,  # softirq share of all cores: packet processing is the bottleneck
     "late_packets": 0.01,  # share of delayed packets released more than 1 ms late
@@ -265,18 +266,23 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
     nodes, cores = observed["nodes"], observed["cores"]
     wait = observed.get("worker_wait_mean")
     ring_wait = observed.get("threads_wait_mean")
-    # dilated k times, the host's cores give k core-seconds per emulated second: the ring outnumbers them only past cores x k
+    # dilated k times, the host's cores give k core-seconds per emulated second: the ring outnumbers them only past
+    # cores x k
     if nodes > cores * observed.get("dilation", 1.0) and ring_wait is not None and ring_wait > t["worker_wait"]:
         reasons.append(
             f"CPU: {nodes} workers outnumber the host's {cores} cores; each worker's threads (gloo's included) waited "
-            f"{ring_wait:.0%} of the run for a core (limit {t['worker_wait']:.0%}): every hop of a ring waits for a core"
+            f"{ring_wait:.0%} of the run for a core (limit {t['worker_wait']:.0%}): every hop of a ring waits "
+            "for a core"
         )
     elif wait is not None and wait > t["worker_wait"]:
         own = nodes * (observed.get("worker_cpu_mean") or 0.0)  # cores the workers' own CPU work kept busy
         if nodes > cores:
             cause = f"{nodes} workers outnumber the host's {cores} cores"
         elif own > OWN_WORK_SHARE * cores:
-            cause = f"the workers' own CPU work kept {own:.1f} of the host's {cores} cores busy, too few left for the emulation"
+            cause = (
+                f"the workers' own CPU work kept {own:.1f} of the host's {cores} cores busy, too few left "
+                "for the emulation"
+            )
         else:
             cause = "other work on the host (delay line, capture, other processes) took the cores"
         reasons.append(
@@ -311,7 +317,8 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
         which = (
             ""
             if len(lines) == 1
-            else f" ({starved.removeprefix('delay_line_') if starved != 'delay_line' else 'first switch'}, the most of {len(lines)})"
+            else f" ({starved.removeprefix('delay_line_') if starved != 'delay_line' else 'first switch'}, the "
+            f"most of {len(lines)})"
         )
         reasons.append(f"delay line starved{which}: it waited {lines[starved]:.0%} of the run for a core")
     return {"ok": not reasons, "reasons": reasons, "observed": observed}
@@ -363,12 +370,15 @@ def codec_speed(steps: pd.DataFrame, calibrated_s: float | None, step_s: float |
 
 
 def codec_reason(speed: dict[str, float] | None) -> str | None:
-    """The fidelity reason for a codec that ran slower than calibrated by more than CODEC_STEP_SHARE of the step, or None."""
+    """The fidelity reason for a codec that ran slower than calibrated by more than CODEC_STEP_SHARE of the step, or
+    None.
+    """
     if speed is None or speed["step_share"] <= CODEC_STEP_SHARE:
         return None
     return (
         f"CPU: the nodes' encode + decode took {speed['ratio']:.2f}x the CPU time calibrated on this host "
-        f"({speed['measured_s'] * 1e3:.0f} vs {speed['calibrated_s'] * 1e3:.0f} ms a step, {speed['step_share']:.0%} of the "
+        f"({speed['measured_s'] * 1e3:.0f} vs {speed['calibrated_s'] * 1e3:.0f} ms a step, "
+        f"{speed['step_share']:.0%} of the "
         f"predicted step; limit {CODEC_STEP_SHARE:.0%}): "
         f"the cores ran slower than when calibrated (shared with other work, or the calibration is stale)"
     )

@@ -1,9 +1,9 @@
-"""The orchestrator's side of the worker fork server (:mod:`netbench.orchestrator.forkserver`): start it, ask for workers.
+"""The orchestrator's side of the worker fork server (:mod:`netbench.orchestrator.forkserver`): start it, ask for
+workers.
 
-A worker forked by the server is not the orchestrator's child, so :class:`ForkedWorker` stands in
-for its ``subprocess.Popen``: the server reports each child's exit code on its output, which a
-reader thread collects. Everything the runner's watch loop uses (``pid``, ``poll``, ``wait``) and a
-kill work as they do on a Popen.
+A worker forked by the server is not the orchestrator's child, so :class:`ForkedWorker` stands in for its
+``subprocess.Popen``: the server reports each child's exit code on its output, which a reader thread collects.
+Everything the runner's watch loop uses (``pid``, ``poll``, ``wait``) and a kill work as they do on a Popen.
 """
 
 from __future__ import annotations

@@ -85,7 +85,9 @@ def _say(line: str) -> None:
 
 
 def _child(request: dict[str, Any]) -> NoReturn:
-    """In the forked child: become a worker (own process group and log, lowered priority), run it, leave without teardown."""
+    """In the forked child: become a worker (own process group and log, lowered priority), run it, leave without
+    teardown.
+    """
     code = 1
     try:
         parent = os.getppid()

@@ -29,8 +29,9 @@ class HostTopologyError(ValueError):
 
 
 def path_direction(topology: Topology, src: int, dst: int) -> DirectionSpec:
-    """The path from node ``src`` to node ``dst`` as one link direction: bottleneck rate, summed delay,
-    jitter added in quadrature (independent per hop), loss compounded. ValueError where it exceeds what one direction takes."""
+    """The path from node ``src`` to node ``dst`` as one link direction: bottleneck rate, summed delay, jitter added in
+    quadrature (independent per hop), loss compounded. ValueError where it exceeds what one direction takes.
+    """
     hops = [topology.direction(h) for h in topology.path(src, dst)]
     survive = math.prod(1 - h.loss for h in hops)
     return DirectionSpec(
@@ -92,7 +93,9 @@ class HostTopology:
         return self.placement[rank // self.gpus_per_node]
 
     def shaping(self, addresses: dict[int, list[str]], own: set[str]) -> HtbShaping:
-        """This host's per-peer tree from the leaders' addresses (by rank); HostTopologyError on an address two nodes claim."""
+        """This host's per-peer tree from the leaders' addresses (by rank); HostTopologyError on an address two nodes
+        claim.
+        """
         paths = self.paths()
         owner: dict[str, int] = {}
         for rank, listed in sorted(addresses.items()):

@@ -35,7 +35,9 @@ __all__ = [
 
 
 def access_bytes_per_step(steps: pd.DataFrame, topology: Topology, placement: tuple[int, ...]) -> dict[str, float]:
-    """Each access link direction's mean bytes per measured step, from the node's own counters (rank r on ``placement[r]``)."""
+    """Each access link direction's mean bytes per measured step, from the node's own counters (rank r on
+    ``placement[r]``).
+    """
     measured = measured_steps(steps)
     if measured.empty or Col.TX_BYTES not in measured:
         return {}

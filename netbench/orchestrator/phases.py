@@ -41,8 +41,9 @@ class Outcome:
         self.status, self.reason = "failed", reason
 
     def stop(self, exc: BaseException, measured_note: str) -> None:
-        """The user stopped the run. Once everything was measured the status stands and the reason only
-        says so (``measured_note``); before that the run failed, and the capture is left unparsed (the user wants out)."""
+        """The user stopped the run. Once everything was measured the status stands and the reason only says so
+        (``measured_note``); before that the run failed, and the capture is left unparsed (the user wants out).
+        """
         self.interrupted = exc
         how = interrupted_reason(exc)
         if self.measured:

@@ -30,12 +30,12 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from netbench.calibrate.host import host_cpus
+from netbench.calibrate.hostcache import load_calibration
 from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.framing import Framing
-from netbench.calibrate.host import host_cpus
-from netbench.calibrate.hostcache import load_calibration
 from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
@@ -145,7 +145,9 @@ def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
 
 
 def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration) -> Scenario:
-    """The model's view of an emulated cluster: flat, ring collectives, this host's ACK ratio, the nodes' TCP settings."""
+    """The model's view of an emulated cluster: flat, ring collectives, this host's ACK ratio, the nodes' TCP
+    settings.
+    """
     from netbench.emulation.tcpsettings import expected_tcp_settings
 
     return Scenario(
@@ -237,7 +239,9 @@ def prediction(
     decode_s: float = 0.0,
     identity: dict[str, Any] | None = None,
 ) -> Prediction:
-    """The estimate as the typed prediction beside a run's summary: ``compress_time_s`` is encode, ``decode_time_s`` decode."""
+    """The estimate as the typed prediction beside a run's summary: ``compress_time_s`` is encode, ``decode_time_s``
+    decode.
+    """
     encode_s = est.compression_time_s - decode_s if encode_s is None else encode_s
     return Prediction.new(
         step_time_s=est.step_time_s,
@@ -328,7 +332,9 @@ def replay_run(
 
 
 def model_errors(summary: dict[str, Any]) -> dict[str, float]:
-    """``forecast_error`` and ``replay_error``, (model - measured) / measured of the median step, where both sides exist."""
+    """``forecast_error`` and ``replay_error``, (model - measured) / measured of the median step, where both sides
+    exist.
+    """
     measured = summary.get("step_time_s")
     if not measured:
         return {}

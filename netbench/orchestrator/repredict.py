@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from netbench.model.calibration import Calibration
 from netbench.calibrate.hostcache import load_calibration
+from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict_run
 from netbench.rundir.layout import RunDir

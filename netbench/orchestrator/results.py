@@ -60,7 +60,9 @@ def step_windows(steps: pd.DataFrame, rank: int) -> pd.DataFrame:
 def attach_capture(
     steps: pd.DataFrame, pcaps: dict[int, Path], addresses: dict[int, str]
 ) -> tuple[pd.DataFrame, dict, dict]:
-    """Add capture_* columns to ``steps`` from each rank's pcap, streamed; also bytes by peer, and notes for run.json."""
+    """Add capture_* columns to ``steps`` from each rank's pcap, streamed; also bytes by peer, and notes for
+    run.json.
+    """
     frames, peers, notes = [], {}, {}
     for rank, path in pcaps.items():
         if steps.empty or rank not in set(steps[Col.RANK]):

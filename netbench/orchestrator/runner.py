@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netbench import safe_files
+from netbench.calibrate.host import host_cpus
+from netbench.calibrate.hostcache import HostCalibration, host_calibration
 from netbench.capture.tcpdump import Capture
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.trunks import TrunkCounters
-from netbench.calibrate.host import host_cpus
-from netbench.calibrate.hostcache import HostCalibration, host_calibration
 from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results, scheduled
@@ -162,7 +162,9 @@ def prepare(
 def train(
     plan: RunPlan, outcome: RunOutcome, progress: Progress | None, on_cluster: Callable[[Cluster], None] | None
 ) -> None:
-    """Build, capture, spawn, watch, tear down (:func:`hold_cluster`). Never raises: ``outcome`` says how far it got and why it stopped."""
+    """Build, capture, spawn, watch, tear down (:func:`hold_cluster`). Never raises: ``outcome`` says how far it got and
+    why it stopped.
+    """
 
     def phases(cluster: Cluster) -> None:
         build(plan, cluster, outcome)
@@ -198,12 +200,13 @@ WORKER_NICE = 10  # a user namespace may lower a process, never raise one: at +1
 
 
 def worker_nice(delay_line_pids: list[int]) -> int:
-    """How far the workers lower their priority: WORKER_NICE where some delay line (one per switch) runs without a raised one.
+    """How far the workers lower their priority: WORKER_NICE where some delay line (one per switch) runs without a
+    raised one.
 
-    The delay line must run the moment a packet is due. As root it takes SCHED_FIFO (or nice -10);
-    in a user namespace it can do neither, only ask for a short slice, and a rootless pipelined run
-    found it waiting 13-15 % of the run for a core behind the workers (4-5 % with the short slice,
-    2 % with the workers at +10 as well, no late release). Lowering the workers is allowed everywhere.
+    The delay line must run the moment a packet is due. As root it takes SCHED_FIFO (or nice -10); in a user
+    namespace it can do neither, only ask for a short slice, and a rootless pipelined run found it waiting 13-15 % of
+    the run for a core behind the workers (4-5 % with the short slice, 2 % with the workers at +10 as well, no late
+    release). Lowering the workers is allowed everywhere.
     """
     for pid in delay_line_pids:
         try:
@@ -250,7 +253,9 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[Any]:
 def _worker_specs(
     config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float, port: int = RENDEZVOUS_PORT
 ) -> list[Path]:
-    """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``dilation`` paces their CPU phases."""
+    """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``dilation`` paces their CPU
+    phases.
+    """
     paths = []
     g, layout = config.gpus_per_node, config.shard_layout()
     placement = cluster.spec.placement
@@ -293,7 +298,9 @@ def watch(
     progress: Progress | None,
     poll: Callable[[], None] | None = None,
 ) -> None:
-    """Until every worker is done, or one fails or stalls; then, whatever happened, the fidelity verdict and the pcaps."""
+    """Until every worker is done, or one fails or stalls; then, whatever happened, the fidelity verdict and the
+    pcaps.
+    """
     helpers = cluster.helper_pids  # every switch's delay line
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
 
@@ -329,7 +336,9 @@ def _wait(
     progress: Progress | None,
     poll: Callable[[], None] = lambda: None,
 ) -> None:
-    """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled. ``poll`` runs every round."""
+    """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled. ``poll`` runs every
+    round.
+    """
     last_progress, last_done = time.monotonic(), -1
     counters = [StepCounter(run_dir.records_path(rank)) for rank in range(len(procs))]
     while True:

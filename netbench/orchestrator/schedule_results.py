@@ -1,10 +1,11 @@
-"""A scheduled run's results: which schedule segment each step ran in, and per segment what it measured and the model said.
+"""A scheduled run's results: which schedule segment each step ran in, and per segment what it measured and the model
+said.
 
 Time 0 is the first measured step's start on rank 0 (what the live schedule counts from); a step belongs to the
-segment in force when it began. Per segment: the median step of the slowest node, the model's forecast (the
-network in force then, the segment's measured local work, the calibration's codec scaled by the slowest node's
-compute scale) and its replay (the segment's measured codec), and their errors. A segment with a link down gets
-no prediction; instead it lists the steps that overlapped the outage (the stall).
+segment in force when it began. Per segment: the median step of the slowest node, the model's forecast (the network
+in force then, the segment's measured local work, the calibration's codec scaled by the slowest node's compute scale)
+and its replay (the segment's measured codec), and their errors. A segment with a link down gets no prediction;
+instead it lists the steps that overlapped the outage (the stall).
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def _delay(segment: Segment) -> float:
 
 
 def segment_cluster(cluster: ClusterSpec, segment: Segment) -> ClusterSpec:
-    """The cluster as the model should see it during ``segment``: its graph, and the star's up/down from node 0's link."""
+    """The cluster as the model should see it during ``segment``: its graph, and the star's up/down from node 0's
+    link.
+    """
     first = segment.graph.access_link(0)
     return cluster.model_copy(update={"topology": segment.graph, "up": first.forward, "down": first.reverse})
 

@@ -4,19 +4,19 @@ Layout of a sweep folder::
 
     sweep.json        the scenario and the calibration the predictions use
     calibration.json  this host's model constants, when the scenario asks to measure them
-    summary.csv       one row per point: measured, predicted (read from the run's run.json), fidelity, status, run directory
+    summary.csv       one row per point: measured, predicted (read from the run's run.json), fidelity, status,
+                      run directory
     runs/<run>/       each point's run (steps.csv, run.json, worker records)
 
-One sweep at a time per folder: :func:`sweep_lock` holds an exclusive ``flock`` on ``.sweep.lock``
-in it for the whole sweep, so two sweeps cannot each rewrite summary.csv without the other's rows.
+One sweep at a time per folder: :func:`sweep_lock` holds an exclusive ``flock`` on ``.sweep.lock`` in it for the
+whole sweep, so two sweeps cannot each rewrite summary.csv without the other's rows.
 
-Points that share a network run one after another on one cluster, their workers forked from one
-server that imported torch once (:mod:`netbench.orchestrator.cluster_reuse`; ``--no-reuse``: each
-point builds its own).
+Points that share a network run one after another on one cluster, their workers forked from one server that imported
+torch once (:mod:`netbench.orchestrator.cluster_reuse`; ``--no-reuse``: each point builds its own).
 
-Resuming: a point is done when summary.csv has a row with its key, status ok, and its run
-directory still holds run.json; everything else is (re-)run. The key hashes the point's whole
-RunConfig, so changing steps or the workload re-runs points instead of mixing results.
+Resuming: a point is done when summary.csv has a row with its key, status ok, and its run directory still holds
+run.json; everything else is (re-)run. The key hashes the point's whole RunConfig, so changing steps or the workload
+re-runs points instead of mixing results.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from netbench.model.calibration import Calibration
 from netbench.calibrate.hostcache import HostCalibration
+from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator.sweep_scenario import Point, SweepScenario

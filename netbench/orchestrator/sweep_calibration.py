@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from netbench import safe_files
-from netbench.model.calibration import save_calibration
 from netbench.calibrate.hostcache import HostCalibration, host_calibration, load_calibration
+from netbench.model.calibration import save_calibration
 from netbench.model.schemes import SchemeSettings
 from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.sweep_scenario import SweepScenario
@@ -45,9 +45,11 @@ def sweep_calibration(
     on_measure: Callable[[Path], None] | None = None,
     replicators: Sequence[ReplicatorConfig] = (),
 ) -> HostCalibration:
-    """The calibration every point predicts with. Measures into ``out/calibration.json`` when the scenario asks and none is there.
+    """The calibration every point predicts with. Measures into ``out/calibration.json`` when the scenario asks and none
+    is there.
 
-    ``replicators``: the points' settings; this host's cache entry gets their encode/decode costs measured when it lacks them.
+    ``replicators``: the points' settings; this host's cache entry gets their encode/decode costs measured when it
+    lacks them.
     """
     if explicit is not None or not scenario.calibrate:
         return host_calibration(explicit, on_measure=on_measure, replicators=replicators)

@@ -226,7 +226,9 @@ class SweepScenario(BaseModel):
     )
 
     def sections(self) -> list[tuple[str, Grid]]:
-        """Every grid by where it was written: ``grid``, ``more[i]``, ``points[i]`` (a point: grid's axes with its own)."""
+        """Every grid by where it was written: ``grid``, ``more[i]``, ``points[i]`` (a point: grid's axes with its
+        own).
+        """
         own = [Grid.model_validate(p) for p in self.points]
         return [
             ("grid", self.grid),
@@ -338,7 +340,9 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def _files_beside(data: dict[str, Any], folder: Path) -> None:
-    """Topology and schedule files named in the scenario are read relative to its folder (presets and absolute paths stay)."""
+    """Topology and schedule files named in the scenario are read relative to its folder (presets and absolute paths
+    stay).
+    """
     if isinstance(data.get("schedule"), str) and data["schedule"].strip() and not Path(data["schedule"]).is_absolute():
         data["schedule"] = str(folder / data["schedule"])
     listed = [t for key in ("more", "points") for t in (data.get(key) if isinstance(data.get(key), list) else [])]

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 
+from netbench.calibrate.hostcache import load_calibration
 from netbench.frames import MSS
 from netbench.model.collectives import Link
-from netbench.calibrate.hostcache import load_calibration
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import call_cost
 from netbench.orchestrator.config import RunConfig
@@ -63,7 +63,9 @@ def slowest_call_s(config: RunConfig) -> float:
 
 
 def collective_timeout_s(config: RunConfig) -> float:
-    """``config.timeout_s`` when the user gave one, else the model's slowest call x SAFETY, within [FLOOR_S, CEILING_S]."""
+    """``config.timeout_s`` when the user gave one, else the model's slowest call x SAFETY, within [FLOOR_S,
+    CEILING_S].
+    """
     if config.timeout_s is not None:
         return config.timeout_s
     try:

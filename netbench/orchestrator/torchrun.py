@@ -31,12 +31,12 @@ from typing import Any
 from pyroute2.ethtool import Ethtool
 
 from netbench import safe_files
+from netbench.calibrate.host import host_cpus
+from netbench.calibrate.hostcache import host_calibration
 from netbench.counters import CounterError, read_counters
 from netbench.emulation.hostshaping import HostShaper, HostShapingError, offload_on, preflight
 from netbench.emulation.htb import HtbShaping, netem_missing
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.calibrate.host import host_cpus
-from netbench.calibrate.hostcache import host_calibration
 from netbench.orchestrator import peer_addresses, results
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
@@ -78,7 +78,8 @@ def rendezvous(iface: str, environ: dict[str, str] | None = None) -> ResolvedSpe
     missing = [var for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if var not in env]
     if missing:
         raise SpecError(
-            f"{', '.join(missing)} not set: start `netbench worker` with torchrun on every host (docs/how-to/multi-host.md)"
+            f"{', '.join(missing)} not set: start `netbench worker` with torchrun on every host "
+            "(docs/how-to/multi-host.md)"
         )
     try:
         read_counters(iface)
@@ -236,7 +237,9 @@ def _gather_and_save(plan: HostPlan, node: dict[str, Any], started: float, state
 
 
 def run_host(plan: HostPlan) -> HostOutcome:
-    """Shape (if asked), run this rank, gather at rank 0, write the run directory there; shaping is undone on every exit."""
+    """Shape (if asked), run this rank, gather at rank 0, write the run directory there; shaping is undone on every
+    exit.
+    """
     from netbench.worker import run_worker
 
     started = time.time()
@@ -387,7 +390,8 @@ def _write(
     status, reason = ("ok", None) if code == 0 and complete else ("failed", _failure(records, code))
     nodes = [part["node"] for _, part in sorted(gathered.items())]
     model_config, cpus, warnings = _model_view(plan, nodes)
-    try:  # this host's calibration, measured after training when the cache has none; a failure only costs the prediction
+    # this host's calibration, measured after training when the cache has none; a failure only costs the prediction
+    try:
         calibration = host_calibration(replicators=(model_config.replicator,)) if status == "ok" else None
     except Exception:  # noqa: BLE001
         calibration = None

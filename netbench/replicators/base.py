@@ -58,10 +58,11 @@ class StepStats:
 
 @dataclass
 class Hooked:
-    """Codec work a step did inside backward's hooks (:mod:`netbench.replicators.backward`): wall and thread-CPU seconds of encode and decode.
+    """Codec work a step did inside backward's hooks (:mod:`netbench.replicators.backward`): wall and thread-CPU seconds
+    of encode and decode.
 
-    Under time dilation the worker paces backward as a whole (a real model's compute), hooks
-    included, so the codec's share of that paced time is k x its CPU time (:meth:`paced`).
+    Under time dilation the worker paces backward as a whole (a real model's compute), hooks included, so the codec's
+    share of that paced time is k x its CPU time (:meth:`paced`).
     """
 
     encode_s: float = 0.0

@@ -130,7 +130,8 @@ class ReplicatorConfig(BaseModel):
     def _topk_fits_a_chunk(self) -> ReplicatorConfig:
         if self.topk > self.chunk * self.chunk:
             raise ValueError(
-                f"topk {self.topk} is larger than a chunk ({self.chunk}x{self.chunk} = {self.chunk * self.chunk} coefficients)"
+                f"topk {self.topk} is larger than a chunk ({self.chunk}x{self.chunk} = "
+                f"{self.chunk * self.chunk} coefficients)"
             )
         return self
 

@@ -111,7 +111,9 @@ class LowRankReplicator(Replicator):
         ]
 
     def _encode(self, a: int, z: int, grads: list[torch.Tensor]) -> None:
-        """Round 1 of items ``a .. z``: B = M + G and B Q (or B itself) per matrix, the gradient per element-wise tensor."""
+        """Round 1 of items ``a .. z``: B = M + G and B Q (or B itself) per matrix, the gradient per element-wise
+        tensor.
+        """
         matrices = self.plan.matrices
         for k in range(a, z):
             if k < len(matrices):
@@ -168,7 +170,8 @@ class LowRankReplicator(Replicator):
             timer.decode()
 
     def _round_two(self, a: int, z: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-        """Orthonormalise the P of every matrix among items ``a .. z``; put each factored one's B^T P in the second buffer.
+        """Orthonormalise the P of every matrix among items ``a .. z``; put each factored one's B^T P in the second
+        buffer.
 
         Returns (P, R) per matrix; R is None where it travels (read back after the all-reduce).
         """
@@ -189,7 +192,9 @@ class LowRankReplicator(Replicator):
     def _finish(
         self, a: int, z: int, left: list[tuple[torch.Tensor, torch.Tensor | None]], grads: list[torch.Tensor]
     ) -> None:
-        """Error feedback, the new Q and the scaled update of every matrix among items ``a .. z``; the mean gradient elsewhere."""
+        """Error feedback, the new Q and the scaled update of every matrix among items ``a .. z``; the mean gradient
+        elsewhere.
+        """
         matrices = self.plan.matrices
         for k, (p, r) in zip(range(a, min(z, len(matrices))), left):
             s, momentum, q = matrices[k], self.momenta[k], self.right[k]

@@ -43,13 +43,23 @@ def _entry(name: str, unit: str, value: float, noise: float | None, extra: str) 
 
 
 def benchmark_entries(points: Iterable[PointLike]) -> list[dict[str, Any]]:
-    """The entries of every point that measured something: ``LABEL step time`` (s) and ``LABEL wire bytes`` (bytes/step)."""
+    """The entries of every point that measured something: ``LABEL step time`` (s) and ``LABEL wire bytes``
+    (bytes/step).
+    """
     out = []
     for p in points:
         if p.status != "ok":
             continue
         if _finite(p.step_time_s):
-            out.append(_entry(f"{p.label} step time", "s", float(p.step_time_s), p.step_noise_s, "median over the measured steps"))
+            out.append(
+                _entry(
+                    f"{p.label} step time", "s", float(p.step_time_s), p.step_noise_s, "median over the measured steps"
+                )
+            )
         if _finite(p.wire_bytes):
-            out.append(_entry(f"{p.label} wire bytes", "bytes/step", float(p.wire_bytes), p.wire_noise, "sent per node per step"))
+            out.append(
+                _entry(
+                    f"{p.label} wire bytes", "bytes/step", float(p.wire_bytes), p.wire_noise, "sent per node per step"
+                )
+            )
     return out

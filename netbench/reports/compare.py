@@ -28,8 +28,23 @@ from typing import Any
 from netbench.reports.compare_inputs import CompareError, Key, PointFigures, Side, clean_text, key_label, load_side
 from netbench.units import format_bytes
 
-__all__ = ["workload_mismatch", "CompareError", "PointFigures", "Side", "Problem", "Row", "Comparison", "load_side", "compare",
-           "to_markdown", "to_json", "parse_fraction", "markdown_text", "table_rows", "HEADERS"]
+__all__ = [
+    "workload_mismatch",
+    "CompareError",
+    "PointFigures",
+    "Side",
+    "Problem",
+    "Row",
+    "Comparison",
+    "load_side",
+    "compare",
+    "to_markdown",
+    "to_json",
+    "parse_fraction",
+    "markdown_text",
+    "table_rows",
+    "HEADERS",
+]
 
 
 @dataclass(frozen=True)
@@ -90,7 +105,9 @@ class Comparison:
         return [p.label for p in self.problems if p.kind == kind]
 
     def exit_code(self) -> int:
-        """1 when CURRENT is broken or a point regressed (time only counts unless advisory), 2 when nothing compares, else 0."""
+        """1 when CURRENT is broken or a point regressed (time only counts unless advisory), 2 when nothing compares,
+        else 0.
+        """
         if any(p.gating for p in self.problems):
             return 1
         return 2 if self.nothing_comparable else 0
@@ -101,13 +118,18 @@ class Comparison:
         if gating:
             counts = {kind: sum(p.kind == kind for p in gating) for kind in dict.fromkeys(p.kind for p in gating)}
             what = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-            where = f"; nothing to compare: {self.nothing_comparable}" if self.nothing_comparable else f" ({len(self.rows)} points matched)"
+            where = (
+                f"; nothing to compare: {self.nothing_comparable}"
+                if self.nothing_comparable
+                else f" ({len(self.rows)} points matched)"
+            )
             return f"FAIL: {what}{where}"
         if self.nothing_comparable:
             return f"nothing to compare: {self.nothing_comparable}"
         advisory = len(self.labels("slower"))
         return f"no {'failing ' if advisory else ''}regression over {len(self.rows)} matched points" + (
-            f" ({advisory} advisory step-time)" if advisory else "")
+            f" ({advisory} advisory step-time)" if advisory else ""
+        )
 
 
 def parse_fraction(text: str, option: str) -> float:
@@ -116,14 +138,18 @@ def parse_fraction(text: str, option: str) -> float:
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise CompareError(f"{option}: expected a percentage like 10% or a fraction like 0.1 (got {clean_text(repr(text), 40)})") from None
+        raise CompareError(
+            f"{option}: expected a percentage like 10% or a fraction like 0.1 (got {clean_text(repr(text), 40)})"
+        ) from None
     if not math.isfinite(value) or value < 0:
         raise CompareError(f"{option}: must be a finite, non-negative fraction (got {clean_text(repr(text), 40)})")
     return value
 
 
 def workload_mismatch(base: dict[str, Any] | None, cur: dict[str, Any] | None) -> str | None:
-    """What differs between two recorded workloads (``kind shapes -> transformer``), None when they agree or one is unknown."""
+    """What differs between two recorded workloads (``kind shapes -> transformer``), None when they agree or one is
+    unknown.
+    """
     if base is None or cur is None or base == cur:
         return None
     diff = [k for k in base if base.get(k) != cur.get(k)]
@@ -151,12 +177,18 @@ def _row(b: PointFigures, c: PointFigures, max_slowdown: float, max_bytes_growth
     step_noise = _noise(b.step_noise_s, c.step_noise_s)
     wire_noise = _noise(b.wire_noise, c.wire_noise)
     return Row(
-        label=b.label, base=b, cur=c, step_ratio=_ratio(c.step_time_s, b.step_time_s), wire_ratio=_ratio(c.wire_bytes, b.wire_bytes),
+        label=b.label,
+        base=b,
+        cur=c,
+        step_ratio=_ratio(c.step_time_s, b.step_time_s),
+        wire_ratio=_ratio(c.wire_bytes, b.wire_bytes),
         step_noise_rel=step_noise / b.step_time_s if judged and step_noise is not None and b.step_time_s else None,
         wire_noise_rel=wire_noise / b.wire_bytes if judged and wire_noise is not None and b.wire_bytes else None,
         step_regressed=judged and _regressed(b.step_time_s, c.step_time_s, max_slowdown, step_noise),
         wire_regressed=judged and _regressed(b.wire_bytes, c.wire_bytes, max_bytes_growth, wire_noise),
-        failed=not c.ok, broken=broken)
+        failed=not c.ok,
+        broken=broken,
+    )
 
 
 def _change(ratio: float | None, noise: float | None, limit: float) -> str:
@@ -167,30 +199,65 @@ def _regression_problems(result: Comparison) -> list[Problem]:
     out = []
     for r in result.rows:
         if r.step_regressed:
-            out.append(Problem("slower", r.label, f"step time {_change(r.step_ratio, r.step_noise_rel, result.max_slowdown)}"
-                               + (" (advisory)" if result.time_advisory else ""), gating=not result.time_advisory))
+            out.append(
+                Problem(
+                    "slower",
+                    r.label,
+                    f"step time {_change(r.step_ratio, r.step_noise_rel, result.max_slowdown)}"
+                    + (" (advisory)" if result.time_advisory else ""),
+                    gating=not result.time_advisory,
+                )
+            )
         if r.wire_regressed:
-            out.append(Problem("bytes", r.label, f"wire bytes {_change(r.wire_ratio, r.wire_noise_rel, result.max_bytes_growth)}"))
+            out.append(
+                Problem(
+                    "bytes", r.label, f"wire bytes {_change(r.wire_ratio, r.wire_noise_rel, result.max_bytes_growth)}"
+                )
+            )
     return out
 
 
 def _missing(base: Side, cur: Side) -> list[Problem]:
     """Points CURRENT was asked to run (its grid; without one, every BASELINE point) that it does not hold."""
     if cur.expected is None:
-        return [Problem("missing", p.label, "in BASELINE, not in CURRENT (which records no grid)") for k, p in base.points.items()
-                if k not in cur.points]
-    return [Problem("missing", base.points[k].label if k in base.points else key_label(k), "CURRENT's grid asks for it, CURRENT has no row")
-            for k in sorted(cur.expected - cur.points.keys(), key=str)]
+        return [
+            Problem("missing", p.label, "in BASELINE, not in CURRENT (which records no grid)")
+            for k, p in base.points.items()
+            if k not in cur.points
+        ]
+    return [
+        Problem(
+            "missing",
+            base.points[k].label if k in base.points else key_label(k),
+            "CURRENT's grid asks for it, CURRENT has no row",
+        )
+        for k in sorted(cur.expected - cur.points.keys(), key=str)
+    ]
 
 
 def _side_problems(base: Side, cur: Side, matched: list[Key]) -> list[Problem]:
     """What is wrong with CURRENT on its own, and with the BASELINE figures it is held against."""
-    out = [Problem("failed", p.label, f"CURRENT status {p.status}" + (f": {p.reason}" if p.reason else "")) for p in cur.failed]
-    out += [Problem("not finite", p.label, f"CURRENT {why}") for p in cur.points.values() if p.ok for why in p.broken_figures()]
-    out += [Problem("not finite", base.points[k].label, f"BASELINE {why}") for k in matched if base.points[k].ok
-            for why in base.points[k].broken_figures()]
-    out += [Problem("not compared", base.points[k].label, f"BASELINE status {base.points[k].status}", gating=False)
-            for k in matched if not base.points[k].ok]
+    out = [
+        Problem("failed", p.label, f"CURRENT status {p.status}" + (f": {p.reason}" if p.reason else ""))
+        for p in cur.failed
+    ]
+    out += [
+        Problem("not finite", p.label, f"CURRENT {why}")
+        for p in cur.points.values()
+        if p.ok
+        for why in p.broken_figures()
+    ]
+    out += [
+        Problem("not finite", base.points[k].label, f"BASELINE {why}")
+        for k in matched
+        if base.points[k].ok
+        for why in base.points[k].broken_figures()
+    ]
+    out += [
+        Problem("not compared", base.points[k].label, f"BASELINE status {base.points[k].status}", gating=False)
+        for k in matched
+        if not base.points[k].ok
+    ]
     return out
 
 
@@ -211,21 +278,32 @@ def _why_nothing_comparable(base: Side, cur: Side, matched: list[Key], workloads
     asked = cur.expected if cur.expected is not None else (base.points.keys() if not cur.rows else frozenset())
     if matched or any(k in asked for k in base.points):
         return None
-    return (f"no point of CURRENT matches one of BASELINE ({len(base.points)} vs {len(cur.points)} points by replicator, nodes, "
-            "rate and delay)")
+    return (
+        f"no point of CURRENT matches one of BASELINE ({len(base.points)} vs {len(cur.points)} points by "
+        "replicator, nodes, "
+        "rate and delay)"
+    )
 
 
-def compare(base: Side, cur: Side, max_slowdown: float = 0.10, max_bytes_growth: float = 0.03,
-            time_advisory: bool = False) -> Comparison:
+def compare(
+    base: Side, cur: Side, max_slowdown: float = 0.10, max_bytes_growth: float = 0.03, time_advisory: bool = False
+) -> Comparison:
     """Match points by coordinates, judge each against the thresholds and its noise, and list what is broken."""
     differs = workload_mismatch(base.workload, cur.workload)
     matched = [] if differs else [k for k in base.points if k in cur.points]
     rows = [_row(base.points[k], cur.points[k], max_slowdown, max_bytes_growth) for k in matched]
     nothing = _why_nothing_comparable(base, cur, matched, differs)
     asked = cur.expected if cur.expected is not None else frozenset()
-    result = Comparison(rows, [p.label for k, p in base.points.items() if k not in cur.points and k not in asked and not differs],
-                        [p.label for k, p in cur.points.items() if k not in base.points], max_slowdown, max_bytes_growth,
-                        time_advisory, notes=_notes(rows), nothing_comparable=nothing)
+    result = Comparison(
+        rows,
+        [p.label for k, p in base.points.items() if k not in cur.points and k not in asked and not differs],
+        [p.label for k, p in cur.points.items() if k not in base.points],
+        max_slowdown,
+        max_bytes_growth,
+        time_advisory,
+        notes=_notes(rows),
+        nothing_comparable=nothing,
+    )
     missing = _missing(base, cur) if not nothing or cur.expected is not None else []
     result.problems = missing + _side_problems(base, cur, matched) + _regression_problems(result)
     return result
@@ -259,12 +337,35 @@ def _mark(r: Row) -> str:
 
 def table_rows(result: Comparison) -> list[list[str]]:
     """The table's cells, shared by the terminal, markdown and HTML views."""
-    return [[r.label, _sec(r.base.step_time_s), _sec(r.cur.step_time_s), _pct(r.step_ratio), _noise_pct(r.step_noise_rel),
-             _bytes(r.base.wire_bytes), _bytes(r.cur.wire_bytes), _pct(r.wire_ratio), _noise_pct(r.wire_noise_rel), _mark(r)]
-            for r in result.rows]
+    return [
+        [
+            r.label,
+            _sec(r.base.step_time_s),
+            _sec(r.cur.step_time_s),
+            _pct(r.step_ratio),
+            _noise_pct(r.step_noise_rel),
+            _bytes(r.base.wire_bytes),
+            _bytes(r.cur.wire_bytes),
+            _pct(r.wire_ratio),
+            _noise_pct(r.wire_noise_rel),
+            _mark(r),
+        ]
+        for r in result.rows
+    ]
 
 
-HEADERS = ["point", "step base (s)", "step current (s)", "change", "noise", "wire base", "wire current", "change", "noise", "verdict"]
+HEADERS = [
+    "point",
+    "step base (s)",
+    "step current (s)",
+    "change",
+    "noise",
+    "wire base",
+    "wire current",
+    "change",
+    "noise",
+    "verdict",
+]
 _MARKDOWN_SPECIAL = set("\\`*_{}[]<>()#!|~&$")
 
 
@@ -278,15 +379,26 @@ def to_markdown(result: Comparison, baseline: str, current: str) -> str:
     code = result.exit_code()
     advisory = len(result.labels("slower")) if result.time_advisory else 0
     head = {1: "regression", 2: "nothing to compare"}.get(code) or (
-        f"no failing regression ({advisory} advisory step-time)" if advisory else "no regression")
-    lines = [f"## netbench compare: {head}", "",
-             f"Compared {markdown_text(baseline)} (baseline) with {markdown_text(current)} (current): {markdown_text(result.verdict())}.", "",
-             f"Thresholds: step time +{result.max_slowdown:.0%}{' (advisory: does not fail)' if result.time_advisory else ''}, "
-             f"wire bytes +{result.max_bytes_growth:.0%}, each beyond the points' noise (the standard error of each side's median, from the steps' median absolute deviation).", ""]
+        f"no failing regression ({advisory} advisory step-time)" if advisory else "no regression"
+    )
+    lines = [
+        f"## netbench compare: {head}",
+        "",
+        f"Compared {markdown_text(baseline)} (baseline) with {markdown_text(current)} (current): "
+        f"{markdown_text(result.verdict())}.",
+        "",
+        "Thresholds: step time "
+        f"+{result.max_slowdown:.0%}{' (advisory: does not fail)' if result.time_advisory else ''}, "
+        f"wire bytes +{result.max_bytes_growth:.0%}, each beyond the points' noise (the standard error of each "
+        "side's median, from the steps' median absolute deviation).",
+        "",
+    ]
     lines += [f"- {markdown_text(p.line())}" for p in result.problems]
     lines += [f"- {n}" for n in result.notes]
     if result.only_base or result.only_cur:
-        lines.append(f"- unmatched: {len(result.only_base)} point(s) only in baseline, {len(result.only_cur)} only in current")
+        lines.append(
+            f"- unmatched: {len(result.only_base)} point(s) only in baseline, {len(result.only_cur)} only in current"
+        )
     lines += ["", "| " + " | ".join(HEADERS) + " |", "|---|" + "---:|" * (len(HEADERS) - 2) + "---|"]
     lines += ["| " + " | ".join([markdown_text(cells[0]), *cells[1:]]) + " |" for cells in table_rows(result)]
     return "\n".join(lines) + "\n"
@@ -304,11 +416,23 @@ def _finite_or_text(value: Any) -> Any:
 
 
 def to_json(result: Comparison) -> dict[str, Any]:
-    return _finite_or_text({
-        "exit_code": result.exit_code(), "verdict": result.verdict(), "max_slowdown": result.max_slowdown,
-        "max_bytes_growth": result.max_bytes_growth, "time_advisory": result.time_advisory,
-        "nothing_comparable": result.nothing_comparable, "problems": [p.line() for p in result.problems],
-        "step_regressions": result.step_regressions, "wire_regressions": result.wire_regressions, "failures": result.failures,
-        "missing": result.labels("missing"), "not_finite": result.labels("not finite"),
-        "only_baseline": result.only_base, "only_current": result.only_cur, "notes": result.notes,
-        "points": [asdict(r) for r in result.rows]})
+    return _finite_or_text(
+        {
+            "exit_code": result.exit_code(),
+            "verdict": result.verdict(),
+            "max_slowdown": result.max_slowdown,
+            "max_bytes_growth": result.max_bytes_growth,
+            "time_advisory": result.time_advisory,
+            "nothing_comparable": result.nothing_comparable,
+            "problems": [p.line() for p in result.problems],
+            "step_regressions": result.step_regressions,
+            "wire_regressions": result.wire_regressions,
+            "failures": result.failures,
+            "missing": result.labels("missing"),
+            "not_finite": result.labels("not finite"),
+            "only_baseline": result.only_base,
+            "only_current": result.only_cur,
+            "notes": result.notes,
+            "points": [asdict(r) for r in result.rows],
+        }
+    )

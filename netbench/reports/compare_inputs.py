@@ -33,11 +33,23 @@ from netbench.rundir.summary import measured_steps, metric
 from netbench.rundir.sweepdir import SUMMARY, SWEEP_JSON, TEXT, run_path
 from netbench.units import UnitError, format_rate, parse_rate, parse_time
 
-__all__ = ["CompareError", "Key", "PointFigures", "Side", "MAX_INPUT_BYTES", "MAX_GRID_POINTS", "read_regular", "clean_text", "key_label",
-           "load_side"]
+__all__ = [
+    "CompareError",
+    "Key",
+    "PointFigures",
+    "Side",
+    "MAX_INPUT_BYTES",
+    "MAX_GRID_POINTS",
+    "read_regular",
+    "clean_text",
+    "key_label",
+    "load_side",
+]
 
 Key = tuple[str, int, int, float, str]  # replicator, nodes, rate (bit/s), one-way delay (ms), variant
-WIRE_TX = metric("wire_tx_bytes_per_step")  # bytes sent per node per step; its ``captured`` twin is the capture's MTU frames
+WIRE_TX = metric(
+    "wire_tx_bytes_per_step"
+)  # bytes sent per node per step; its ``captured`` twin is the capture's MTU frames
 MAX_INPUT_BYTES = 256 * 2**20  # a steps.csv of 100 000 steps x 64 nodes stays below this
 MAX_GRID_POINTS = 100_000
 MAX_TEXT = 200  # characters kept of a label, status or reason
@@ -92,7 +104,9 @@ class Side:
 def clean_text(value: Any, limit: int = MAX_TEXT) -> str:
     """``value`` as one line of printable text: control and format characters dropped, cut at ``limit``."""
     text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-    text = "".join(" " if ch in "\t\n\r" else ch for ch in text if ch in "\t\n\r" or not unicodedata.category(ch).startswith("C"))
+    text = "".join(
+        " " if ch in "\t\n\r" else ch for ch in text if ch in "\t\n\r" or not unicodedata.category(ch).startswith("C")
+    )
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -146,13 +160,23 @@ def _key(where: str, row: dict[str, Any]) -> Key:
     """A row's coordinates; a CompareError naming the field when one is not a usable value."""
     replicator = clean_text(row.get("replicator"), 64)
     nodes, bw, delay = (_number(row.get(c)) for c in COORDINATES[1:])
-    problems = [("replicator", not replicator), ("nodes", not (math.isfinite(nodes) and nodes >= 1 and nodes == int(nodes))),
-                ("bw_bps", not (math.isfinite(bw) and bw > 0)), ("delay_ms", not (math.isfinite(delay) and delay >= 0))]
+    problems = [
+        ("replicator", not replicator),
+        ("nodes", not (math.isfinite(nodes) and nodes >= 1 and nodes == int(nodes))),
+        ("bw_bps", not (math.isfinite(bw) and bw > 0)),
+        ("delay_ms", not (math.isfinite(delay) and delay >= 0)),
+    ]
     for name, bad in problems:
         if bad:
             raise CompareError(f"{where}: {name} {clean_text(repr(row.get(name)), 40)} is not a usable coordinate")
     variant = row.get("variant")  # absent in sweeps from before variants, and on the plain star
-    return (replicator, int(nodes), int(round(bw)), round(delay, 3), clean_text(variant) if isinstance(variant, str) else "")
+    return (
+        replicator,
+        int(nodes),
+        int(round(bw)),
+        round(delay, 3),
+        clean_text(variant) if isinstance(variant, str) else "",
+    )
 
 
 def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
@@ -166,7 +190,9 @@ def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
         return None, None
     try:
         steps = per_step(frame)
-        every_node_finite = _all_finite(measured_steps(frame)[Col.STEP_S])  # each node's step, before the max over nodes
+        every_node_finite = _all_finite(
+            measured_steps(frame)[Col.STEP_S]
+        )  # each node's step, before the max over nodes
     except (ValueError, TypeError, KeyError) as exc:
         raise CompareError(f"{clean_text(path)}: unreadable steps ({clean_text(exc, 120)})") from None
     step = _noise(steps[Col.STEP_S]) if every_node_finite else math.nan
@@ -179,7 +205,9 @@ def _all_finite(values: pd.Series) -> bool:
 
 
 def _noise(values: pd.Series) -> float | None:
-    """The standard error of the series' median; nan where a value is not a finite number (reported, never averaged away)."""
+    """The standard error of the series' median; nan where a value is not a finite number (reported, never averaged
+    away).
+    """
     if not _all_finite(values):
         return math.nan
     found = spread(values)
@@ -189,10 +217,20 @@ def _noise(values: pd.Series) -> float | None:
 def _figures(label: str, summary: dict[str, Any], run_dir: Path | None) -> PointFigures:
     """A point's step time and wire bytes (the capture's MTU frames where captured), with the steps' spread."""
     captured = _number(summary.get(WIRE_TX.captured))
-    wire, source = (captured, "capture") if not math.isnan(captured) else (_number(summary.get(WIRE_TX.key)), "counters")
+    wire, source = (
+        (captured, "capture") if not math.isnan(captured) else (_number(summary.get(WIRE_TX.key)), "counters")
+    )
     step_noise, wire_noise = _steps_noise(run_dir)
-    return PointFigures(label, _status(summary.get("status")), _number(summary.get("step_time_s")), wire,
-                        step_noise, wire_noise, source, clean_text(summary.get("reason")))
+    return PointFigures(
+        label,
+        _status(summary.get("status")),
+        _number(summary.get("step_time_s")),
+        wire,
+        step_noise,
+        wire_noise,
+        source,
+        clean_text(summary.get("reason")),
+    )
 
 
 def _status(raw: Any) -> str:
@@ -209,7 +247,9 @@ def key_label(key: Key) -> str:
 
 
 def _run_dir(folder: Path, stored: Any) -> Path | None:
-    """A row's run directory, only where it lies inside the sweep folder (as the sweep stores it: relative, no ``..``)."""
+    """A row's run directory, only where it lies inside the sweep folder (as the sweep stores it: relative, no
+    ``..``).
+    """
     if not isinstance(stored, str) or Path(stored).is_absolute() or ".." in Path(stored).parts:
         return None
     return run_path(folder, stored)
@@ -236,7 +276,7 @@ def _sweep_side(folder: Path) -> Side:
         if not figures.ok:
             failed.append(figures)
         if key not in points or not figures.ok or figures.broken_figures():  # a failed or broken duplicate of a
-            points[key] = figures                                                # coordinate is what the comparison shows
+            points[key] = figures  # coordinate is what the comparison shows
     expected, workload = _scenario(folder)
     if expected is not None and rows and "variant" not in rows[0]:  # written before points had variants: none to match
         expected = frozenset(k[:4] + ("",) for k in expected)
@@ -272,7 +312,9 @@ def _workload(path: Path, raw: Any) -> dict[str, Any] | None:
     try:
         return WorkloadConfig.model_validate(raw).model_dump(mode="json")
     except pydantic.ValidationError as exc:
-        raise CompareError(f"{clean_text(path)}: workload not readable ({clean_text(exc.errors()[0].get('msg'), 120)})") from None
+        raise CompareError(
+            f"{clean_text(path)}: workload not readable ({clean_text(exc.errors()[0].get('msg'), 120)})"
+        ) from None
 
 
 def grid_keys(path: Path, scenario: dict[str, Any]) -> frozenset[Key]:
@@ -282,8 +324,10 @@ def grid_keys(path: Path, scenario: dict[str, Any]) -> frozenset[Key]:
     """
     from netbench.orchestrator.sweep_scenario import SweepScenario, expected_coordinates
 
-    unreadable = CompareError(f"{clean_text(path)}: grid not readable (grid a table; more and points lists of tables; "
-                              f"at most {MAX_GRID_POINTS} points)")
+    unreadable = CompareError(
+        f"{clean_text(path)}: grid not readable (grid a table; more and points lists of tables; "
+        f"at most {MAX_GRID_POINTS} points)"
+    )
     extra = [scenario.get(k) or [] for k in ("more", "points")]
     if not all(isinstance(x, list) for x in extra):
         raise unreadable
@@ -296,9 +340,13 @@ def grid_keys(path: Path, scenario: dict[str, Any]) -> frozenset[Key]:
         grid = SweepScenario.model_validate({k: scenario[k] for k in ("grid", "more", "points") if k in scenario})
         combos = expected_coordinates(grid)
         # as the sweep records each point: its up-link rate, and its one-way delay (the up-link's) in ms
-        return frozenset((r, n, int(round(parse_rate(b))), round(parse_time(d) * 1e3, 3), v) for r, n, b, d, v in combos)
+        return frozenset(
+            (r, n, int(round(parse_rate(b))), round(parse_time(d) * 1e3, 3), v) for r, n, b, d, v in combos
+        )
     except pydantic.ValidationError as exc:
-        raise CompareError(f"{clean_text(path)}: grid not readable ({clean_text(exc.errors()[0].get('msg'), 120)})") from None
+        raise CompareError(
+            f"{clean_text(path)}: grid not readable ({clean_text(exc.errors()[0].get('msg'), 120)})"
+        ) from None
     except UnitError as exc:
         raise CompareError(f"{clean_text(path)}: grid not readable ({clean_text(exc, 120)})") from None
 

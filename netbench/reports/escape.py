@@ -18,14 +18,17 @@ __all__ = ["printable", "for_terminal", "for_markdown", "markdown_code"]
 
 # bidirectional overrides and isolates: they make text read differently from what it holds
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
-# the characters that start inline syntax anywhere (emphasis, code, links and images, raw HTML, entities, table cells) ...
+# the characters that start inline syntax anywhere (emphasis, code, links and images, raw HTML, entities, table cells)
+# ...
 _MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>!|~&])")
 # ... and those that start a block at the beginning of a line (heading, list, quote, setext underline)
 _MARKDOWN_BLOCK = re.compile(r"^(\s*)([#+\-=>]|\d+[.)])")
 
 
 def printable(text: object, limit: int = 2000) -> str:
-    """``text`` on one line without control or reordering characters (newlines and tabs become spaces), at most ``limit`` characters."""
+    """``text`` on one line without control or reordering characters (newlines and tabs become spaces), at most
+    ``limit`` characters.
+    """
     out = []
     for ch in str(text):
         if ch in "\t\n\r":
@@ -42,11 +45,15 @@ def for_terminal(text: object, limit: int = 2000) -> str:
 
 
 def for_markdown(text: object, limit: int = 2000) -> str:
-    """:func:`printable`, with every character that could start markdown syntax backslash-escaped: literal text in report.md and report.html."""
+    """:func:`printable`, with every character that could start markdown syntax backslash-escaped: literal text in
+    report.md and report.html.
+    """
     inline = _MARKDOWN_INLINE.sub(r"\\\1", printable(text, limit))
     return _MARKDOWN_BLOCK.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], inline)
 
 
 def markdown_code(text: object, limit: int = 200) -> str:
-    """A code span of :func:`printable` text; backticks and pipes (which close the span or split a table cell) become quotes and slashes."""
+    """A code span of :func:`printable` text; backticks and pipes (which close the span or split a table cell) become
+    quotes and slashes.
+    """
     return "`" + printable(text, limit).replace("`", "'").replace("|", "/") + "`"

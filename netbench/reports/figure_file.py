@@ -17,7 +17,9 @@ DPI = 110
 
 
 def save(fig, path: Path) -> Path:
-    """Draw ``fig`` into memory, then write it under a fresh name renamed over ``path`` (never through a link planted there)."""
+    """Draw ``fig`` into memory, then write it under a fresh name renamed over ``path`` (never through a link planted
+    there).
+    """
     buffer = io.BytesIO()
     try:
         fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")

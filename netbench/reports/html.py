@@ -24,7 +24,10 @@ from netbench import safe_files
 __all__ = ["render_html", "write_html"]
 
 STYLE = """
-body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1200px; padding: 0 1rem; color: #222; }
+body {
+  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
+  margin: 2rem auto; max-width: 1200px; padding: 0 1rem; color: #222;
+}
 h1 { font-size: 1.6rem; border-bottom: 2px solid #ddd; padding-bottom: .3rem; }
 h2 { font-size: 1.25rem; margin-top: 2rem; border-bottom: 1px solid #eee; }
 code { background: #f4f4f4; padding: 0 .25em; border-radius: 3px; }
@@ -73,7 +76,9 @@ FIGURE_LIMIT = 32 << 20  # a figure netbench draws is well under 1 MB
 
 
 def _data_uri(folder: Path, name: str, figures: Collection[str]) -> str | None:
-    """The figure ``name`` as a data URI, where it is one of ``figures`` and a PNG file in ``folder`` (never through a link)."""
+    """The figure ``name`` as a data URI, where it is one of ``figures`` and a PNG file in ``folder`` (never through a
+    link).
+    """
     if name not in figures or Path(name).name != name or name in ("", ".", ".."):
         return None
     try:
@@ -101,13 +106,17 @@ def render_html(markdown_text: str, folder: Path, title: str, figures: Collectio
                 child.attrSet("href", "#")
     body = md.renderer.render(tokens, md.options, {})
     body = body.replace("<table>", '<div class="table"><table>').replace("</table>", "</table></div>")
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
-            f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
-            f'style-src \'unsafe-inline\'; script-src \'unsafe-inline\'">\n'
-            f"<style>{STYLE}</style>\n</head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n</body>\n</html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}</title>\n'
+        f'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
+        f"style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n"
+        f"<style>{STYLE}</style>\n</head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
+    )
 
 
-def write_html(markdown_path: Path, markdown_text: str, figures: Collection[str], title: str = "netbench report") -> Path:
+def write_html(
+    markdown_path: Path, markdown_text: str, figures: Collection[str], title: str = "netbench report"
+) -> Path:
     """report.html beside ``markdown_path`` (report.md), from its text and the ``figures`` (file names) drawn for it."""
     out = markdown_path.with_suffix(".html")
     safe_files.write_text(out, render_html(markdown_text, markdown_path.parent, title, figures))

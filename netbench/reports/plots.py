@@ -41,7 +41,6 @@ from netbench.units import format_rate  # noqa: E402
 __all__ = ["make_figures", "with_step_spread", "label_rate", "label_seconds", "save"]
 
 
-
 def _predicted(frame: pd.DataFrame, column: str) -> pd.Series:
     """A stored prediction per point (NaN where the point has none, or the summary lacks the column)."""
     return pd.to_numeric(frame[column], errors="coerce") if column in frame else pd.Series(np.nan, index=frame.index)
@@ -56,7 +55,9 @@ WIRE_TX = "wire_tx_bytes_per_step"
 
 
 def _wire_tx(frame: pd.DataFrame) -> str:
-    """The column of each point's wire bytes sent: the capture's MTU frames where captured (report.with_errors), else the counters'."""
+    """The column of each point's wire bytes sent: the capture's MTU frames where captured (report.with_errors), else
+    the counters'.
+    """
     return compared_column(WIRE_TX) if compared_column(WIRE_TX) in frame else WIRE_TX
 
 
@@ -104,8 +105,9 @@ def _yerr(group: pd.DataFrame) -> np.ndarray | None:
 def _panels(n: int, width: float = 3.6, height: float = 3.0, **kw):
     cols = min(n, 4)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols + 0.6, height * rows + 1.0), squeeze=False,
-                             layout="constrained", **kw)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(width * cols + 0.6, height * rows + 1.0), squeeze=False, layout="constrained", **kw
+    )
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -122,13 +124,23 @@ def _bottom_labels(axes: list, label: str) -> None:
 
 def _key_handles(node_counts: list[int], delays: list[float], model: bool, errorbars: bool) -> list:
     """Legend entries that explain the encoding shared by all panels (colour is named by each panel's title)."""
-    handles = [Line2D([], [], ls="", marker=node_marker(n, node_counts), color="#444", label=f"{n} nodes")
-               for n in node_counts]
+    handles = [
+        Line2D([], [], ls="", marker=node_marker(n, node_counts), color="#444", label=f"{n} nodes") for n in node_counts
+    ]
     for d in delays:
         filled = d == delays[0]
         what = ("filled" if filled else "hollow") + (f", model {'solid' if filled else 'dashed'}" if model else "")
-        handles.append(Line2D([], [], ls=delay_style(d, delays) if model else "", marker="o", color="#444",
-                              mfc="#444" if filled else "white", label=f"{d:g} ms one-way ({what})"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                ls=delay_style(d, delays) if model else "",
+                marker="o",
+                color="#444",
+                mfc="#444" if filled else "white",
+                label=f"{d:g} ms one-way ({what})",
+            )
+        )
     if errorbars:
         handles.append(Line2D([], [], ls="", marker="|", ms=12, color="#444", label="bar: middle half of the steps"))
     return handles
@@ -150,11 +162,28 @@ def time_vs_bandwidth(frame: pd.DataFrame, path: Path) -> Path:
             group = group.sort_values("bw_bps")
             marker = node_marker(int(nodes), node_counts)
             filled = delay_ms == delays[0]
-            ax.errorbar(group["bw_bps"], group["step_time_s"], yerr=_yerr(group), fmt=marker, color=c, ms=6,
-                        mfc=c if filled else "white", capsize=3, zorder=3)
+            ax.errorbar(
+                group["bw_bps"],
+                group["step_time_s"],
+                yerr=_yerr(group),
+                fmt=marker,
+                color=c,
+                ms=6,
+                mfc=c if filled else "white",
+                capsize=3,
+                zorder=3,
+            )
             predicted = group.assign(model=_predicted(group, STEP_MODEL)).dropna(subset=["model"])
-            ax.plot(predicted["bw_bps"], predicted["model"], delay_style(delay_ms, delays), color=c, lw=1.4, alpha=0.75,
-                    marker="_" if len(predicted) == 1 else None, ms=14)
+            ax.plot(
+                predicted["bw_bps"],
+                predicted["model"],
+                delay_style(delay_ms, delays),
+                color=c,
+                lw=1.4,
+                alpha=0.75,
+                marker="_" if len(predicted) == 1 else None,
+                ms=14,
+            )
         ax.set_title(f"{rep} ({collective(rep)})", color=c, fontsize=10)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -166,8 +195,13 @@ def time_vs_bandwidth(frame: pd.DataFrame, path: Path) -> Path:
     fig.supylabel("time per step (s)")
     fig.suptitle("Time per step vs link rate: points measured, lines the model", fontsize=11)
     bars = "step_q1_s" in ok and bool(ok["step_q1_s"].notna().any())
-    fig.legend(handles=_key_handles(node_counts, delays, model, bars), loc="outside lower center",
-               ncols=5, fontsize=8, frameon=False)
+    fig.legend(
+        handles=_key_handles(node_counts, delays, model, bars),
+        loc="outside lower center",
+        ncols=5,
+        fontsize=8,
+        frameon=False,
+    )
     return save(fig, path)
 
 
@@ -183,8 +217,17 @@ def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
     ax.fill_between(line, line * 0.9, line * 1.1, color="#cccccc", alpha=0.6, lw=0, label="+-10 % of the model")
     ax.plot(line, line, "-", color="#555", lw=1, label="measured = model")
     for (rep, nodes), group in ok.groupby(["replicator", "nodes"], sort=False):
-        ax.errorbar(group[STEP_MODEL], group["step_time_s"], yerr=_yerr(group), fmt=node_marker(int(nodes), node_counts),
-                    color=color(rep), ms=6, capsize=2, alpha=0.9, label=f"{rep}, {int(nodes)} nodes")
+        ax.errorbar(
+            group[STEP_MODEL],
+            group["step_time_s"],
+            yerr=_yerr(group),
+            fmt=node_marker(int(nodes), node_counts),
+            color=color(rep),
+            ms=6,
+            capsize=2,
+            alpha=0.9,
+            label=f"{rep}, {int(nodes)} nodes",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -213,12 +256,24 @@ def step_breakdown(frame: pd.DataFrame, path: Path) -> Path:
     step = ok["step_time_s"].to_numpy(float)
     left = np.zeros(len(ok))
     for column, name, c in PARTS:
-        part = pd.to_numeric(ok[column], errors="coerce").fillna(0).to_numpy(float) if column in ok else np.zeros(len(ok))
+        part = (
+            pd.to_numeric(ok[column], errors="coerce").fillna(0).to_numpy(float) if column in ok else np.zeros(len(ok))
+        )
         share = part / step
         ax.barh(y, share, left=left, color=c, height=0.75, label=name)
         left += share
     rest = np.clip(1 - left, 0, None)
-    ax.barh(y, rest, left=left, color="white", edgecolor="#999", hatch="///", height=0.75, lw=0.4, label="other (waits, bookkeeping)")
+    ax.barh(
+        y,
+        rest,
+        left=left,
+        color="white",
+        edgecolor="#999",
+        hatch="///",
+        height=0.75,
+        lw=0.4,
+        label="other (waits, bookkeeping)",
+    )
     end = np.maximum(left + rest, 1.0)
     for yi, x, total in zip(y, end, step):
         ax.text(x + 0.01, yi, f"{total:.3g} s", va="center", fontsize=7)
@@ -238,8 +293,11 @@ def step_breakdown(frame: pd.DataFrame, path: Path) -> Path:
 def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
     """Wire bytes each node sends per step, by replicator and node count: measured bars, model ticks."""
     ok = _ok(frame)
-    groups = ok.groupby(["replicator", "nodes"], sort=False).agg(
-        measured=(_wire_tx(ok), "median"), model=(predicted_column(WIRE_TX), "median")).reset_index()
+    groups = (
+        ok.groupby(["replicator", "nodes"], sort=False)
+        .agg(measured=(_wire_tx(ok), "median"), model=(predicted_column(WIRE_TX), "median"))
+        .reset_index()
+    )
     reps = list(dict.fromkeys(groups["replicator"]))
     node_counts = sorted(groups["nodes"].unique())
     width = 0.8 / len(node_counts)
@@ -251,10 +309,23 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
                 continue
             x = i - 0.4 + width * (j + 0.5)
             r = row.iloc[0]
-            ax.bar(x, r["measured"], width * 0.9, color=color(rep), alpha=0.45 + 0.5 * j / (len(node_counts) - 1) if len(node_counts) > 1 else 0.9)
+            ax.bar(
+                x,
+                r["measured"],
+                width * 0.9,
+                color=color(rep),
+                alpha=0.45 + 0.5 * j / (len(node_counts) - 1) if len(node_counts) > 1 else 0.9,
+            )
             if pd.notna(r["model"]):
                 ax.plot([x - width * 0.45, x + width * 0.45], [r["model"]] * 2, color="black", lw=2)
-            ax.text(x, r["measured"] * 1.15, f"{nodes}n\n{_short_bytes(r['measured'])}", ha="center", va="bottom", fontsize=7)
+            ax.text(
+                x,
+                r["measured"] * 1.15,
+                f"{nodes}n\n{_short_bytes(r['measured'])}",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     ax.set_xticks(range(len(reps)), [f"{r}\n({collective(r)})" for r in reps], fontsize=8)
     for tick, rep in zip(ax.get_xticklabels(), reps):
         tick.set_color(color(rep))
@@ -262,9 +333,17 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("wire bytes sent per node per step")
     ax.set_ylim(top=ax.get_ylim()[1] * 4)
     ax.set_title("Bytes per step: bars measured (median over rates), ticks the model", fontsize=11)
-    shades = [Patch(color="#888", alpha=0.45, label="fewest nodes (lighter)"), Patch(color="#888", alpha=0.95, label="most nodes (darker)")]
-    fig.legend(handles=[Line2D([], [], color="black", lw=2, label="model")] + (shades if len(node_counts) > 1 else []),
-               loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    shades = [
+        Patch(color="#888", alpha=0.45, label="fewest nodes (lighter)"),
+        Patch(color="#888", alpha=0.95, label="most nodes (darker)"),
+    ]
+    fig.legend(
+        handles=[Line2D([], [], color="black", lw=2, label="model")] + (shades if len(node_counts) > 1 else []),
+        loc="outside lower center",
+        ncols=3,
+        fontsize=8,
+        frameon=False,
+    )
     ax.grid(True, axis="y", which="both", alpha=0.25)
     return save(fig, path)
 
@@ -293,7 +372,10 @@ def scaling_nodes(frame: pd.DataFrame, path: Path) -> Path:
         at = group[(group["bw_bps"] == slowest) & (group["delay_ms"] == delay0)]
         right.plot(at["nodes"], at["comm_time_s"], "o", color=c, ms=7)
         if model:
-            tx, payload = _predicted(group, predicted_column(WIRE_TX)), _predicted(group, predicted_column("payload_bytes_per_step"))
+            tx, payload = (
+                _predicted(group, predicted_column(WIRE_TX)),
+                _predicted(group, predicted_column("payload_bytes_per_step")),
+            )
             ratio = (tx / payload.where(payload > 0)).groupby(group["nodes"]).median().dropna()
             left.plot(ratio.index, ratio, "-", color=c, alpha=0.8)
             comm = _predicted(at, predicted_column("comm_time_s")).groupby(at["nodes"]).median().dropna()
@@ -323,7 +405,10 @@ def make_figures(frame: pd.DataFrame, folder: Path) -> list[Path]:
     figures = [time_vs_bandwidth(frame, folder / "time_vs_bandwidth.png")]
     if STEP_MODEL in frame and frame[STEP_MODEL].notna().any():
         figures.append(measured_vs_predicted(frame, folder / "measured_vs_predicted.png"))
-    figures += [step_breakdown(frame, folder / "step_breakdown.png"), bytes_per_step(frame, folder / "bytes_per_step.png")]
+    figures += [
+        step_breakdown(frame, folder / "step_breakdown.png"),
+        bytes_per_step(frame, folder / "bytes_per_step.png"),
+    ]
     if _ok(frame)["nodes"].nunique() > 1 or has_predictions(frame):
         figures.append(scaling_nodes(frame, folder / "scaling_nodes.png"))
     return figures

@@ -13,17 +13,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from netbench import safe_files
-from netbench.reports.target import LOSS_KINDS, SMOOTH, TargetGroup, rate_text, loss_curves, step_time_functions, time_to_target
 from netbench.reports.escape import for_markdown, markdown_code, printable
-from netbench.rundir.sweepdir import NUMERIC, SweepDoc, read_summary, read_sweep_json, sweep_doc
+from netbench.reports.target import (
+    LOSS_KINDS,
+    SMOOTH,
+    TargetGroup,
+    loss_curves,
+    rate_text,
+    step_time_functions,
+    time_to_target,
+)
 from netbench.rundir.summary import Metric, compared_column, error_column, predicted_column, report_metrics
+from netbench.rundir.sweepdir import NUMERIC, SweepDoc, read_summary, read_sweep_json, sweep_doc
 from netbench.units import format_bytes, format_rate
 
 __all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "TARGETS"]
@@ -42,14 +50,20 @@ class Accuracy:
     step_worst: str
     wire_max_abs: float | None
     wire_worst: str
-    forecast_median_abs: float | None = None  # the forecast's (codec from calibration) median |error| over the same points
+    forecast_median_abs: float | None = (
+        None  # the forecast's (codec from calibration) median |error| over the same points
+    )
     replayed: int = 0  # points judged by their replay error (the others by the forecast's)
     links_max_abs: float | None = None  # the largest per-link-direction byte error (topology runs)
     bottlenecks: tuple[int, int] = (0, 0)  # points whose measurement shows the model's bottleneck, of those judged
 
     def meets_targets(self) -> bool:
-        return (self.points > 0 and self.step_median_abs <= TARGETS["step_median"]
-                and self.step_max_abs <= TARGETS["step_max"] and self.wire_max_abs <= TARGETS["wire_max"])
+        return (
+            self.points > 0
+            and self.step_median_abs <= TARGETS["step_median"]
+            and self.step_max_abs <= TARGETS["step_max"]
+            and self.wire_max_abs <= TARGETS["wire_max"]
+        )
 
 
 @dataclass(frozen=True)
@@ -69,7 +83,8 @@ class ReportResult:
         if not a.points:
             return ["model accuracy: no point both measured and predicted"]
         return [
-            f"step time: median |error| {a.step_median_abs:.1%}, max |error| {a.step_max_abs:.1%} ({a.step_worst}) over {a.points} points",
+            f"step time: median |error| {a.step_median_abs:.1%}, max |error| {a.step_max_abs:.1%} "
+            f"({a.step_worst}) over {a.points} points",
             f"wire bytes (tx and rx): max |error| {a.wire_max_abs:.1%} ({a.wire_worst})",
         ]
 
@@ -79,14 +94,14 @@ def _num(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def with_errors(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy with the figures the report holds against the model, and err_* (relative, signed) where it has an error column.
+    """A copy with the figures the report holds against the model, and err_* (relative, signed) where it has an error
+    column.
 
-    New columns only; the measured ones stay as measured. ``compared_<key>`` is the measured
-    figure the model is judged against: for wire bytes the capture's MTU frames where a point
-    was captured (above 2.5gbit, offloads on, the interface counters count GSO super-packets with
-    one set of headers; the capture the frames a real wire carries, which is what the model
-    predicts), else the key itself; a metric made of ``parts`` (encode + decode) gets its sum,
-    measured and predicted.
+    New columns only; the measured ones stay as measured. ``compared_<key>`` is the measured figure the model is
+    judged against: for wire bytes the capture's MTU frames where a point was captured (above 2.5gbit, offloads on,
+    the interface counters count GSO super-packets with one set of headers; the capture the frames a real wire
+    carries, which is what the model predicts), else the key itself; a metric made of ``parts`` (encode + decode)
+    gets its sum, measured and predicted.
     """
     out = frame.copy()
     for m in report_metrics():
@@ -122,10 +137,17 @@ def accuracy(frame: pd.DataFrame) -> Accuracy:
     wire = pd.concat(wires, axis=1).max(axis=1) if wires else pd.Series(float("nan"), index=ok.index)
     wire_known = wire.notna().any()  # nan (never met) where no point has both wire bytes measured and predicted
     return Accuracy(
-        points=len(ok), step_median_abs=float(step.median()), step_max_abs=float(step.max()), step_worst=str(ok.loc[step.idxmax(), "label"]),
-        wire_max_abs=float(wire.max()) if wire_known else float("nan"), wire_worst=str(ok.loc[wire.idxmax(), "label"]) if wire_known else "",
-        forecast_median_abs=float(forecast.median()), replayed=int(replay.notna().sum()),
-        links_max_abs=float(_num(ok, "link_bytes_max_error").max()) if _num(ok, "link_bytes_max_error").notna().any() else None,
+        points=len(ok),
+        step_median_abs=float(step.median()),
+        step_max_abs=float(step.max()),
+        step_worst=str(ok.loc[step.idxmax(), "label"]),
+        wire_max_abs=float(wire.max()) if wire_known else float("nan"),
+        wire_worst=str(ok.loc[wire.idxmax(), "label"]) if wire_known else "",
+        forecast_median_abs=float(forecast.median()),
+        replayed=int(replay.notna().sum()),
+        links_max_abs=float(_num(ok, "link_bytes_max_error").max())
+        if _num(ok, "link_bytes_max_error").notna().any()
+        else None,
         bottlenecks=_agreeing(ok),
     )
 
@@ -156,7 +178,9 @@ def _bytes(x: Any) -> str:
 
 
 def _heading(m: Metric, view: str) -> str:
-    """A points-table column's heading: ``step meas. (s)``, ``step model (s)``, ``error``; a metric's only column is just its name."""
+    """A points-table column's heading: ``step meas. (s)``, ``step model (s)``, ``error``; a metric's only column is
+    just its name.
+    """
     suffix = f" ({m.unit})" if m.unit == "s" else ""
     if view == "error":
         return "error" if len(m.report) > 1 else f"{m.short} error"
@@ -173,9 +197,14 @@ def _cell(row: dict[str, Any], m: Metric, view: str) -> str:
     return _sec(value) if m.unit == "s" else _bytes(value) if m.unit == "B" else f"{value:.3g}"
 
 
-NETWORK_COLUMNS = {"replay_error": "step err (replay)", "forecast_error": "step err (forecast)",
-                   "bottleneck_model": "bottleneck (model)", "bottleneck_measured": "bottleneck (measured)",
-                   "bottleneck_agrees": "agree", "link_bytes_max_error": "link bytes max err"}
+NETWORK_COLUMNS = {
+    "replay_error": "step err (replay)",
+    "forecast_error": "step err (forecast)",
+    "bottleneck_model": "bottleneck (model)",
+    "bottleneck_measured": "bottleneck (measured)",
+    "bottleneck_agrees": "agree",
+    "link_bytes_max_error": "link bytes max err",
+}
 
 
 def _network_cells(r: dict[str, Any], keys: list[str]) -> str:
@@ -193,15 +222,31 @@ def _points_table(frame: pd.DataFrame) -> str:
     bottleneck where the points have them, then whether the emulation was faithful."""
     columns = [(m, view) for m in report_metrics() for view in m.report]
     extra = [k for k in NETWORK_COLUMNS if k in frame and frame[k].notna().any()]
-    rows = ["| point | " + " | ".join(_heading(m, view) for m, view in columns) + " |"
-            + "".join(f" {NETWORK_COLUMNS[k]} |" for k in extra) + " faithful |", "|---|" + "---:|" * len(columns) + "---|" * len(extra) + "---|"]
+    rows = [
+        "| point | "
+        + " | ".join(_heading(m, view) for m, view in columns)
+        + " |"
+        + "".join(f" {NETWORK_COLUMNS[k]} |" for k in extra)
+        + " faithful |",
+        "|---|" + "---:|" * len(columns) + "---|" * len(extra) + "---|",
+    ]
     for r in frame.to_dict("records"):
         if r["status"] != "ok":
-            rows.append(f"| {for_markdown(r['label'])} | failed: {for_markdown(r.get('reason', ''))} |" + " |" * (len(columns) + len(extra)))
+            rows.append(
+                f"| {for_markdown(r['label'])} | failed: {for_markdown(r.get('reason', ''))} |"
+                + " |" * (len(columns) + len(extra))
+            )
             continue
-        faithful = {"true": "yes", "false": f"no: {for_markdown(r.get('fidelity_reasons', ''))}"}.get(str(r.get("fidelity_ok", "")).lower(), "")
-        rows.append(f"| {for_markdown(r['label'])} | " + " | ".join(_cell(r, m, view) for m, view in columns) + " |"
-                    + _network_cells(r, extra) + f" {faithful} |")
+        faithful = {"true": "yes", "false": f"no: {for_markdown(r.get('fidelity_reasons', ''))}"}.get(
+            str(r.get("fidelity_ok", "")).lower(), ""
+        )
+        rows.append(
+            f"| {for_markdown(r['label'])} | "
+            + " | ".join(_cell(r, m, view) for m, view in columns)
+            + " |"
+            + _network_cells(r, extra)
+            + f" {faithful} |"
+        )
     return "\n".join(rows)
 
 
@@ -210,7 +255,11 @@ def _header(doc: SweepDoc, frame: pd.DataFrame) -> list[str]:
     scn, calib = doc.scenario, doc.calibration
     grid, work = scn.grid, scn.workload
     compute = f"{work.compute_ms:g} ms" if work.compute_ms is not None else "?"
-    what = f"shapes {markdown_code(work.shapes)}, compute {compute} (sleep)" if work.kind == "shapes" else markdown_code(work.kind)
+    what = (
+        f"shapes {markdown_code(work.shapes)}, compute {compute} (sleep)"
+        if work.kind == "shapes"
+        else markdown_code(work.kind)
+    )
     params = frame["params"].dropna() if "params" in frame else pd.Series(dtype=float)
 
     def listed(values: list) -> str:
@@ -220,11 +269,15 @@ def _header(doc: SweepDoc, frame: pd.DataFrame) -> list[str]:
     if scn.description:
         lines += [for_markdown(scn.description, limit=8000), ""]
     lines += [
-        f"- grid: bw {listed(grid.bw)}; replicators {listed(grid.replicator)}; nodes {listed(grid.nodes)}; delay {listed(grid.delay)}",
+        f"- grid: bw {listed(grid.bw)}; replicators {listed(grid.replicator)}; nodes {listed(grid.nodes)}; "
+        f"delay {listed(grid.delay)}",
         f"- workload: {what}" + (f", {int(params.iloc[0]):,} parameters" if not params.empty else ""),
-        f"- per point: {for_markdown(scn.steps)} measured steps after {for_markdown(scn.warmup)} warm-up; times are the slowest node's median (its mean for replicators that communicate periodically), bytes per node per step; wire bytes are the capture's MTU frames where captured",
-        f"- model constants: {for_markdown(calib.source or 'defaults')} ({for_markdown(calib.path)}; {for_markdown(calib.created or 'not measured')})",
-        f"- generated {datetime.now(timezone.utc).isoformat(timespec='seconds')}",
+        f"- per point: {for_markdown(scn.steps)} measured steps after {for_markdown(scn.warmup)} warm-up; "
+        "times are the slowest node's median (its mean for replicators that communicate periodically), bytes "
+        "per node per step; wire bytes are the capture's MTU frames where captured",
+        f"- model constants: {for_markdown(calib.source or 'defaults')} ({for_markdown(calib.path)}; "
+        f"{for_markdown(calib.created or 'not measured')})",
+        f"- generated {datetime.now(UTC).isoformat(timespec='seconds')}",
         "",
     ]
     return lines
@@ -238,21 +291,44 @@ def _accuracy_section(acc: Accuracy) -> list[str]:
         return "meets" if ok else "**misses**"
 
     return [
-        "## Model accuracy", "",
+        "## Model accuracy",
+        "",
         "The model predicts communication (link rates, delays and sharing along each ring hop's path, framing, "
-        "per-message overhead). Step-time errors are the replay's where a point has one: the model fed that point's own "
+        "per-message overhead). Step-time errors are the replay's where a point has one: the model fed that "
+        "point's own "
         "measured local work (compute, apply, encode, decode of its slowest node); the forecast predicts encode/decode "
-        f"from the calibration instead, as a user would be told before a run ({acc.replayed} of {acc.points} points replayed).", "",
-        "| metric | value | target | |", "|---|---:|---:|---|",
-        f"| step time, median abs. error | {acc.step_median_abs:.1%} | <= {TARGETS['step_median']:.0%} | {mark(acc.step_median_abs <= TARGETS['step_median'])} |",
-        f"| step time, max abs. error | {acc.step_max_abs:.1%} ({for_markdown(acc.step_worst)}) | <= {TARGETS['step_max']:.0%} | {mark(acc.step_max_abs <= TARGETS['step_max'])} |",
-        f"| wire bytes tx/rx, max abs. error | {acc.wire_max_abs:.1%} ({for_markdown(acc.wire_worst)}) | <= {TARGETS['wire_max']:.0%} | {mark(acc.wire_max_abs <= TARGETS['wire_max'])} |",
+        f"from the calibration instead, as a user would be told before a run ({acc.replayed} of {acc.points} "
+        "points replayed).",
+        "",
+        "| metric | value | target | |",
+        "|---|---:|---:|---|",
+        f"| step time, median abs. error | {acc.step_median_abs:.1%} | <= {TARGETS['step_median']:.0%} | "
+        f"{mark(acc.step_median_abs <= TARGETS['step_median'])} |",
+        f"| step time, max abs. error | {acc.step_max_abs:.1%} ({for_markdown(acc.step_worst)}) | <= "
+        f"{TARGETS['step_max']:.0%} | {mark(acc.step_max_abs <= TARGETS['step_max'])} |",
+        f"| wire bytes tx/rx, max abs. error | {acc.wire_max_abs:.1%} ({for_markdown(acc.wire_worst)}) | <= "
+        f"{TARGETS['wire_max']:.0%} | {mark(acc.wire_max_abs <= TARGETS['wire_max'])} |",
         f"| step time, forecast median abs. error | {_share(acc.forecast_median_abs)} | | |",
-        *([f"| bytes per link direction, max abs. error | {_share(acc.links_max_abs)} | <= {TARGETS['wire_max']:.0%} | "
-           f"{mark(acc.links_max_abs <= TARGETS['wire_max'])} |"] if acc.links_max_abs is not None else []),
-        *([f"| bottleneck named by the model shown by the measurement | {acc.bottlenecks[0]} of {acc.bottlenecks[1]} | all | "
-           f"{mark(acc.bottlenecks[0] == acc.bottlenecks[1])} |"] if acc.bottlenecks[1] else []),
-        f"| points | {acc.points} | | |", "",
+        *(
+            [
+                f"| bytes per link direction, max abs. error | {_share(acc.links_max_abs)} | <= "
+                f"{TARGETS['wire_max']:.0%} | "
+                f"{mark(acc.links_max_abs <= TARGETS['wire_max'])} |"
+            ]
+            if acc.links_max_abs is not None
+            else []
+        ),
+        *(
+            [
+                f"| bottleneck named by the model shown by the measurement | {acc.bottlenecks[0]} of "
+                f"{acc.bottlenecks[1]} | all | "
+                f"{mark(acc.bottlenecks[0] == acc.bottlenecks[1])} |"
+            ]
+            if acc.bottlenecks[1]
+            else []
+        ),
+        f"| points | {acc.points} | | |",
+        "",
     ]
 
 
@@ -269,9 +345,14 @@ def _target_text(group: TargetGroup) -> list[str]:
     """Plain lines for the terminal: one per replicator, then the crossovers."""
     lines = [f"time to loss {group.target:.3f} ({group.nodes} nodes, {group.delay_ms:g} ms), measured / model:"]
     for rep, k in group.steps_needed.items():
-        cells = [f"{format_rate(r)} {_time(group.measured_s.get((rep, r)))} / {_time(group.projected_s.get((rep, r)))}" for r in group.rates]
+        cells = [
+            f"{format_rate(r)} {_time(group.measured_s.get((rep, r)))} / {_time(group.projected_s.get((rep, r)))}"
+            for r in group.rates
+        ]
         lines.append(f"  {rep:<9} {'never' if k is None else f'{k} steps':>9}: " + "; ".join(cells))
-    lines += [f"  order changes at {rate_text(c.rate_bps)}{_projected(group, c)}: {c.describe()}" for c in group.crossovers]
+    lines += [
+        f"  order changes at {rate_text(c.rate_bps)}{_projected(group, c)}: {c.describe()}" for c in group.crossovers
+    ]
     if not group.crossovers:
         lines.append(f"  no change of order between {rate_text(group.span[0])} and {rate_text(group.span[1])}")
     return lines
@@ -280,21 +361,41 @@ def _target_text(group: TargetGroup) -> list[str]:
 def _target_section(groups: list[TargetGroup], figures: list[Path], given: bool) -> list[str]:
     if not groups:
         return []
-    lines = ["## Time to target loss", "",
-             f"Loss is the mean over nodes, a trailing mean over {SMOOTH} steps; wall-clock is the cumulative step time at the slowest "
-             "node (warm-up steps included). *Measured*: when each run reached the target; *model*: the steps it took x the model's "
-             "step time at that rate (how the same training would go on a link the sweep did not measure). The target is "
-             + ("given with `--target-loss`." if given else "the worst replicator's final loss (`--target-loss` sets another)."), ""]
+    lines = [
+        "## Time to target loss",
+        "",
+        f"Loss is the mean over nodes, a trailing mean over {SMOOTH} steps; wall-clock is the cumulative step "
+        "time at the slowest "
+        "node (warm-up steps included). *Measured*: when each run reached the target; *model*: the steps it "
+        "took x the model's "
+        "step time at that rate (how the same training would go on a link the sweep did not measure). The target is "
+        + (
+            "given with `--target-loss`."
+            if given
+            else "the worst replicator's final loss (`--target-loss` sets another)."
+        ),
+        "",
+    ]
     for group in groups:
-        lines += [f"Target loss **{group.target:.3f}**, {group.nodes} nodes, {group.delay_ms:g} ms one-way:", "",
-                  "| replicator | steps to target | " + " | ".join(f"{format_rate(r)} measured | {format_rate(r)} model" for r in group.rates) + " |",
-                  "|---|---:|" + "---:|---:|" * len(group.rates)]
+        lines += [
+            f"Target loss **{group.target:.3f}**, {group.nodes} nodes, {group.delay_ms:g} ms one-way:",
+            "",
+            "| replicator | steps to target | "
+            + " | ".join(f"{format_rate(r)} measured | {format_rate(r)} model" for r in group.rates)
+            + " |",
+            "|---|---:|" + "---:|---:|" * len(group.rates),
+        ]
         for rep, k in group.steps_needed.items():
-            cells = " | ".join(f"{_time(group.measured_s.get((rep, r)))} | {_time(group.projected_s.get((rep, r)))}" for r in group.rates)
+            cells = " | ".join(
+                f"{_time(group.measured_s.get((rep, r)))} | {_time(group.projected_s.get((rep, r)))}"
+                for r in group.rates
+            )
             lines.append(f"| {for_markdown(rep)} | {'never' if k is None else k} | {cells} |")
         lines.append("")
-        lines += [f"- the order changes at **{rate_text(c.rate_bps)}**{_projected(group, c)}: {for_markdown(c.describe())}"
-                  for c in group.crossovers] or [f"- the order stays the same from {rate_text(group.span[0])} to {rate_text(group.span[1])} (model)"]
+        lines += [
+            f"- the order changes at **{rate_text(c.rate_bps)}**{_projected(group, c)}: {for_markdown(c.describe())}"
+            for c in group.crossovers
+        ] or [f"- the order stays the same from {rate_text(group.span[0])} to {rate_text(group.span[1])} (model)"]
         lines.append("")
     lines += [_figure(f) for f in figures] + [""]
     return lines
@@ -305,7 +406,9 @@ def _figure(path: Path) -> str:
     return f"![{path.stem}]({path.name})"
 
 
-def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, target_loss: float | None) -> tuple[list[TargetGroup], list[Path]]:
+def _time_to_target(
+    frame: pd.DataFrame, doc: dict[str, Any], folder: Path, target_loss: float | None
+) -> tuple[list[TargetGroup], list[Path]]:
     """Time-to-target groups and figures, for sweeps of a workload whose loss means something and whose runs/ remain."""
     from netbench.reports.target_figures import loss_vs_time, time_to_target_vs_rate
 
@@ -316,7 +419,7 @@ def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, targ
         return [], []
     groups = time_to_target(curves, step_time_functions(frame), target_loss)
     figures = []
-    for i, group in enumerate(groups):
+    for group in groups:
         suffix = "" if len(groups) == 1 else f"_{group.nodes}n_{group.delay_ms:g}ms"
         figures.append(loss_vs_time(group, folder / f"loss_vs_time{suffix}.png"))
         figures.append(time_to_target_vs_rate(group, folder / f"time_to_target{suffix}.png"))
@@ -324,8 +427,9 @@ def _time_to_target(frame: pd.DataFrame, doc: dict[str, Any], folder: Path, targ
 
 
 def _shown(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame as the figures and tables show it: every numeric column summary.csv has (empty where a summary lacks one),
-    and labels, replicators and reasons on one line without control characters."""
+    """The frame as the figures and tables show it: every numeric column summary.csv has (empty where a summary lacks
+    one), and labels, replicators and reasons on one line without control characters.
+    """
     texts = [c for c in ("label", "replicator", "reason", "fidelity_reasons") if c in frame]
     missing = {c: float("nan") for c in NUMERIC if c not in frame}
     return frame.assign(**missing, **{c: frame[c].map(lambda text: printable(text, 2000)) for c in texts})
@@ -351,7 +455,9 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     lines = _header(typed, frame) + _accuracy_section(acc)
     lines += _target_section(groups, target_figures, target_loss is not None)
     lines += ["## Figures", ""] + [_figure(f) for f in figures] + [""]
-    timelines, timeline_figures = sweep_section(frame, folder) if not frame.empty else ([], [])  # each point's trace, its median step
+    timelines, timeline_figures = (
+        sweep_section(frame, folder) if not frame.empty else ([], [])
+    )  # each point's trace, its median step
     lines += timelines + ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
     text = "\n".join(lines)

@@ -25,16 +25,26 @@ __all__ = ["schedule_figure", "segment_lines"]
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        else None
+    )
 
 
 def _segments(summary: dict[str, Any]) -> list[dict[str, Any]]:
     found = summary.get("schedule_segments")
-    return [s for s in found if isinstance(s, dict) and _number(s.get("start_s")) is not None] if isinstance(found, list) else []
+    return (
+        [s for s in found if isinstance(s, dict) and _number(s.get("start_s")) is not None]
+        if isinstance(found, list)
+        else []
+    )
 
 
 def segment_lines(summary: dict[str, Any]) -> list[str]:
-    """One line per segment: its window and network, median step, the model's, the error; stalled steps where a link was down."""
+    """One line per segment: its window and network, median step, the model's, the error; stalled steps where a link was
+    down.
+    """
     lines = []
     for s in _segments(summary):
         measured, model = _number(s.get("step_time_s")), _number(s.get("predicted_step_time_s"))
@@ -70,11 +80,22 @@ def schedule_figure(run_dir: Path, summary: dict[str, Any], path: Path) -> Path 
         return None
     end = max(float(per_step["t"].max() + per_step[Col.STEP_S].iloc[-1]), max(s["start_s"] for s in segments) + 1)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
-    top.plot(per_step["t"], per_step[Col.STEP_S], "o-", ms=3, lw=1, color="#4c72b0", drawstyle="steps-post",
-             label="measured step (slowest node), from its start")
+    top.plot(
+        per_step["t"],
+        per_step[Col.STEP_S],
+        "o-",
+        ms=3,
+        lw=1,
+        color="#4c72b0",
+        drawstyle="steps-post",
+        label="measured step (slowest node), from its start",
+    )
     for s in segments:
         stop = _number(s.get("end_s")) or end
-        for key, style, label in (("predicted_step_time_s", "--", "model (forecast)"), ("replay_step_time_s", ":", "model (replay)")):
+        for key, style, label in (
+            ("predicted_step_time_s", "--", "model (forecast)"),
+            ("replay_step_time_s", ":", "model (replay)"),
+        ):
             value = _number(s.get(key))
             if value is not None:
                 top.hlines(value, s["start_s"], stop, colors="#c44e52", linestyles=style, label=label)

@@ -40,8 +40,10 @@ class Spread:
 
     @property
     def median_error(self) -> float:
-        """Standard error of the median, from the MAD (normal-consistent: 1.4826 MAD ~ sigma; s.e. ~ 1.2533 sigma / sqrt(n))."""
-        return 1.4826 * 1.2533 * self.mad / self.n ** 0.5
+        """Standard error of the median, from the MAD (normal-consistent: 1.4826 MAD ~ sigma; s.e. ~ 1.2533 sigma /
+        sqrt(n)).
+        """
+        return 1.4826 * 1.2533 * self.mad / self.n**0.5
 
 
 def read_steps(run_dir: Path | None) -> pd.DataFrame | None:
@@ -94,5 +96,10 @@ def spread(values: pd.Series | np.ndarray) -> Spread | None:
     if v.size == 0:
         return None
     med = float(np.median(v))
-    return Spread(n=int(v.size), median=med, q1=float(np.quantile(v, 0.25)), q3=float(np.quantile(v, 0.75)),
-                  mad=float(np.median(np.abs(v - med))))
+    return Spread(
+        n=int(v.size),
+        median=med,
+        q1=float(np.quantile(v, 0.25)),
+        q3=float(np.quantile(v, 0.75)),
+        mad=float(np.median(np.abs(v - med))),
+    )

@@ -24,13 +24,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.reports.steps import per_step, read_steps
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import predicted_column
+from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
 
-__all__ = ["SMOOTH", "LOSS_KINDS", "LossCurve", "Crossover", "TargetGroup", "smooth", "steps_to_target", "measured_time_to",
-           "crossovers", "rate_text", "loss_curves", "time_to_target", "interpolated_step_time"]
+__all__ = [
+    "SMOOTH",
+    "LOSS_KINDS",
+    "LossCurve",
+    "Crossover",
+    "TargetGroup",
+    "smooth",
+    "steps_to_target",
+    "measured_time_to",
+    "crossovers",
+    "rate_text",
+    "loss_curves",
+    "time_to_target",
+    "interpolated_step_time",
+]
 
 STEP_MODEL = predicted_column("step_time_s")  # summary.csv's model column
 
@@ -63,8 +76,12 @@ class Crossover:
 
     def describe(self) -> str:
         """``full overtakes random (below: dct < random < full; above: dct < full < random)``."""
-        swaps = [f"{b} overtakes {a}" for i, a in enumerate(self.below) for b in self.below[i + 1:]
-                 if self.above.index(b) < self.above.index(a)]
+        swaps = [
+            f"{b} overtakes {a}"
+            for i, a in enumerate(self.below)
+            for b in self.below[i + 1 :]
+            if self.above.index(b) < self.above.index(a)
+        ]
         return f"{', '.join(swaps)} (below: {' < '.join(self.below)}; above: {' < '.join(self.above)})"
 
 
@@ -110,8 +127,9 @@ def measured_time_to(curve: LossCurve, target: float) -> float | None:
     return float(curve.elapsed_s[k - 1]) if k else None
 
 
-def crossovers(step_times: dict[str, StepTime], steps_needed: dict[str, int | None], lo_bps: float, hi_bps: float,
-               points: int = 80) -> list[Crossover]:
+def crossovers(
+    step_times: dict[str, StepTime], steps_needed: dict[str, int | None], lo_bps: float, hi_bps: float, points: int = 80
+) -> list[Crossover]:
     """Rates where the order of the replicators' times to target changes (bisection between log-grid points)."""
     reps = [r for r, k in steps_needed.items() if k]
     if len(reps) < 2:
@@ -156,9 +174,17 @@ def loss_curves(frame: pd.DataFrame, folder: Path, window: int = SMOOTH) -> list
             continue
         series = per_step(steps, include_warmup=True).sort_values(Col.STEP)
         pred = r.get(STEP_MODEL)
-        out.append(LossCurve(str(r["replicator"]), int(r["nodes"]), float(r["delay_ms"]), float(r["bw_bps"]),
-                             smooth(series[Col.LOSS].to_numpy(float), window), series[Col.STEP_S].cumsum().to_numpy(float),
-                             float(pred) if pred is not None and np.isfinite(pred) else None))
+        out.append(
+            LossCurve(
+                str(r["replicator"]),
+                int(r["nodes"]),
+                float(r["delay_ms"]),
+                float(r["bw_bps"]),
+                smooth(series[Col.LOSS].to_numpy(float), window),
+                series[Col.STEP_S].cumsum().to_numpy(float),
+                float(pred) if pred is not None and np.isfinite(pred) else None,
+            )
+        )
     return out
 
 
@@ -167,8 +193,12 @@ def _median_curve(curves: list[LossCurve]) -> np.ndarray:
     return np.median(np.vstack([c.loss[:n] for c in curves]), axis=0)
 
 
-def time_to_target(curves: list[LossCurve], step_time: dict[tuple[str, int, float], StepTime],
-                   target: float | None = None, span: tuple[float, float] | None = None) -> list[TargetGroup]:
+def time_to_target(
+    curves: list[LossCurve],
+    step_time: dict[tuple[str, int, float], StepTime],
+    target: float | None = None,
+    span: tuple[float, float] | None = None,
+) -> list[TargetGroup]:
     """Per (nodes, delay) group: steps to target per replicator, measured and projected times, crossover rates.
 
     ``step_time[(replicator, nodes, delay_ms)]`` gives the model's step time at any rate; ``span``
@@ -193,7 +223,9 @@ def time_to_target(curves: list[LossCurve], step_time: dict[tuple[str, int, floa
                 projected[(rep, rate)] = k * fns[rep](rate) if k and rep in fns else None
         lo, hi = span or (max(MIN_RATE_BPS, min(rates) / 10), min(MAX_RATE_BPS, max(rates) * 10))
         cross = crossovers(fns, {r: k for r, k in steps_needed.items() if r in fns}, lo, hi) if lo < hi else []
-        groups.append(TargetGroup(nodes, delay, goal, rates, steps_needed, measured, projected, cross, (lo, hi), here, fns))
+        groups.append(
+            TargetGroup(nodes, delay, goal, rates, steps_needed, measured, projected, cross, (lo, hi), here, fns)
+        )
     return groups
 
 

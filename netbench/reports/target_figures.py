@@ -11,11 +11,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
 from netbench.reports.figure_file import save  # noqa: E402
 from netbench.reports.plots import label_rate, label_seconds  # noqa: E402
 from netbench.reports.style import color  # noqa: E402
 from netbench.reports.target import TargetGroup, rate_text  # noqa: E402
+from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
 
 __all__ = ["loss_vs_time", "time_to_target_vs_rate"]
@@ -45,10 +45,15 @@ def loss_vs_time(group: TargetGroup, path: Path) -> Path:
         ax.set_xlabel("wall-clock (s)")
         ax.grid(True, which="both", alpha=0.25)
     axes[0][0].set_ylabel("training loss (trailing mean)")
-    fig.suptitle(f"Loss vs wall-clock, {_where(group)}: solid measured, dashed the model's step time x steps", fontsize=11)
+    fig.suptitle(
+        f"Loss vs wall-clock, {_where(group)}: solid measured, dashed the model's step time x steps", fontsize=11
+    )
     handles = [Line2D([], [], color=color(r), lw=2, label=r) for r in reps]
-    handles += [Line2D([], [], color="#444", ls="-", label="measured"), Line2D([], [], color="#444", ls="--", label="projected (model)"),
-                Line2D([], [], color="#555", ls=":", label=f"target loss {group.target:.3g}")]
+    handles += [
+        Line2D([], [], color="#444", ls="-", label="measured"),
+        Line2D([], [], color="#444", ls="--", label="projected (model)"),
+        Line2D([], [], color="#555", ls=":", label=f"target loss {group.target:.3g}"),
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
     return save(fig, path)
 
@@ -61,7 +66,14 @@ def time_to_target_vs_rate(group: TargetGroup, path: Path) -> Path:
     for rep, k in group.steps_needed.items():
         c = color(rep)
         if k and rep in group.step_time:
-            ax.plot(grid, [k * group.step_time[rep](r) for r in grid], "-", color=c, lw=1.6, label=f"{rep}: {k} steps x model")
+            ax.plot(
+                grid,
+                [k * group.step_time[rep](r) for r in grid],
+                "-",
+                color=c,
+                lw=1.6,
+                label=f"{rep}: {k} steps x model",
+            )
         pts = [(rate, group.measured_s.get((rep, rate))) for rate in group.rates]
         pts = [(r, t) for r, t in pts if t is not None]
         if pts:
@@ -69,9 +81,18 @@ def time_to_target_vs_rate(group: TargetGroup, path: Path) -> Path:
     for cross in group.crossovers:
         ax.axvline(cross.rate_bps, color="#777", ls=":", lw=1)
         swapped = cross.describe().split(" (")[0]
-        ax.annotate(f"{rate_text(cross.rate_bps)}: {swapped}", (cross.rate_bps, 0.98),
-                    xycoords=("data", "axes fraction"), xytext=(-4, 0), textcoords="offset points", rotation=90,
-                    ha="right", va="top", fontsize=8, color="#444")
+        ax.annotate(
+            f"{rate_text(cross.rate_bps)}: {swapped}",
+            (cross.rate_bps, 0.98),
+            xycoords=("data", "axes fraction"),
+            xytext=(-4, 0),
+            textcoords="offset points",
+            rotation=90,
+            ha="right",
+            va="top",
+            fontsize=8,
+            color="#444",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     label_rate(ax)

@@ -32,15 +32,23 @@ def _label(m: Metric) -> str:
 def _title(summary: dict[str, Any], command: str) -> str:
     workers = f" x {summary['gpus_per_node']} workers" if summary.get("gpus_per_node") else ""
     rate = format_rate(summary["bw_bps"]) if summary.get("bw_bps") else "link rate unknown"
-    return (f"{for_terminal(command)} {for_terminal(summary['run_id'])}: {for_terminal(summary['replicator'])}, {summary['nodes']} nodes{workers}, "
-            f"{rate}, delay {summary['delay_ms']:g} ms ({for_terminal(summary['status'])})")
+    return (
+        f"{for_terminal(command)} {for_terminal(summary['run_id'])}: {for_terminal(summary['replicator'])}, "
+        f"{summary['nodes']} nodes{workers}, "
+        f"{rate}, delay {summary['delay_ms']:g} ms ({for_terminal(summary['status'])})"
+    )
 
 
 def summary_table(summary: dict[str, Any], command: str = "netbench run") -> Table:
-    """Median (mean, for periodic replicators) step time and its breakdown, bytes per step per node (payload vs wire)."""
+    """Median (mean, for periodic replicators) step time and its breakdown, bytes per step per node (payload vs
+    wire).
+    """
     statistic = for_terminal(summary.get("statistic") or "median")
-    table = Table(caption=f"measured: per-node {statistic} over the steps after warm-up; "
-                          "times at the slowest node, bytes the median node", title=_title(summary, command))
+    table = Table(
+        caption=f"measured: per-node {statistic} over the steps after warm-up; "
+        "times at the slowest node, bytes the median node",
+        title=_title(summary, command),
+    )
     table.add_column("metric")
     table.add_column(f"measured ({statistic})", justify="right")
     predicted = summary.get("predicted", {})
@@ -61,10 +69,16 @@ def summary_table(summary: dict[str, Any], command: str = "netbench run") -> Tab
     fidelity = summary.get("fidelity")
     if fidelity is not None:
         dilated = f" (dilated x{fidelity['dilation']:.3g})" if fidelity.get("dilation", 1) != 1 else ""
-        row = ["faithful emulation", ("yes" if fidelity["ok"] else "NO: " + for_terminal("; ".join(fidelity["reasons"]))) + dilated]
+        row = [
+            "faithful emulation",
+            ("yes" if fidelity["ok"] else "NO: " + for_terminal("; ".join(fidelity["reasons"]))) + dilated,
+        ]
         table.add_row(*(row + [""] if predicted else row))
     calib = predicted.get("calibration") if predicted else None
     if isinstance(calib, dict):
-        row = ["model constants", for_terminal(f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})")]
+        row = [
+            "model constants",
+            for_terminal(f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})"),
+        ]
         table.add_row(*(row + [""]))
     return table

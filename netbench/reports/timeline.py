@@ -25,8 +25,16 @@ from netbench.rundir.sweepdir import run_path  # noqa: E402
 from netbench.trace import events as ev  # noqa: E402
 from netbench.trace.build import trace_path  # noqa: E402
 
-COLORS = {"compute": "#4c72b0", "encode": "#dd8452", "communicate": "#c44e52", "wait": "#bbbbbb", "decode": "#55a868",
-          "apply": "#8172b3", "other": "#eeeeee", "collective": "#c44e52"}
+COLORS = {
+    "compute": "#4c72b0",
+    "encode": "#dd8452",
+    "communicate": "#c44e52",
+    "wait": "#bbbbbb",
+    "decode": "#55a868",
+    "apply": "#8172b3",
+    "other": "#eeeeee",
+    "collective": "#c44e52",
+}
 MAX_TRACE_BYTES = 256 << 20  # a larger trace.json is not read
 
 
@@ -61,7 +69,9 @@ def median_and_slowest(events: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [("median step", median)] + ([("slowest step", slowest)] if slowest != median else [])
 
 
-def _rows(events: list[dict[str, Any]], step: int, t0: float, t1: float) -> list[tuple[str, list[tuple[float, float, str]]]]:
+def _rows(
+    events: list[dict[str, Any]], step: int, t0: float, t1: float
+) -> list[tuple[str, list[tuple[float, float, str]]]]:
     """Gantt rows of one step: (label, [(start, duration, phase)]) for the model and every rank."""
     rows = []
     model = [e for e in events if e.get("ph") == "X" and e["pid"] == ev.MODEL_PID and e["name"] != "step (model)"]
@@ -71,7 +81,12 @@ def _rows(events: list[dict[str, Any]], step: int, t0: float, t1: float) -> list
     ranks = sorted({e["pid"] for e in events if e.get("ph") == "X" and ev.RANK_PID <= e["pid"] < ev.LINKS_PID})
     for pid in ranks:
         mine = [e for e in events if e.get("pid") == pid and e.get("ph") == "X" and e["args"].get("step") == step]
-        rows.append((f"rank {pid - ev.RANK_PID}", [(e["ts"] - t0, e["dur"], e["name"]) for e in mine if e["tid"] == 1 and e["cat"] != "step"]))
+        rows.append(
+            (
+                f"rank {pid - ev.RANK_PID}",
+                [(e["ts"] - t0, e["dur"], e["name"]) for e in mine if e["tid"] == 1 and e["cat"] != "step"],
+            )
+        )
         buckets = [(e["ts"] - t0, e["dur"], f"collective {e['tid'] - 2}") for e in mine if e["tid"] > 1]
         if buckets:
             rows.append((f"rank {pid - ev.RANK_PID} buckets", buckets))
@@ -106,13 +121,23 @@ def _panel(ax, events: list[dict[str, Any]], step: int, title: str, k: float) ->
             lanes = 1 + max(int(name.split()[1]) for _, _, name in bars)
             for start, dur, name in bars:
                 lane = int(name.split()[1])
-                ax.broken_barh([(start * scale, dur * scale)], (y - 0.4 + 0.8 * lane / lanes, 0.8 / lanes * 0.8),
-                               facecolors=COLORS["collective"], edgecolor="#7a2a2d", linewidth=0.3)
+                ax.broken_barh(
+                    [(start * scale, dur * scale)],
+                    (y - 0.4 + 0.8 * lane / lanes, 0.8 / lanes * 0.8),
+                    facecolors=COLORS["collective"],
+                    edgecolor="#7a2a2d",
+                    linewidth=0.3,
+                )
             continue
         for start, dur, name in bars:
-            ax.broken_barh([(start * scale, dur * scale)], (y - 0.4, 0.8), facecolors=COLORS.get(name, "#999999"),
-                           edgecolor="white", linewidth=0.3)
-    for i, (label, samples) in enumerate(links.items()):
+            ax.broken_barh(
+                [(start * scale, dur * scale)],
+                (y - 0.4, 0.8),
+                facecolors=COLORS.get(name, "#999999"),
+                edgecolor="white",
+                linewidth=0.3,
+            )
+    for i, samples in enumerate(links.values()):
         y = len(rows) + i
         peak = max(v for _, v in samples) or 1.0
         xs = [t * scale for t, _ in samples]
@@ -139,9 +164,14 @@ def timeline_figure(run_dir: Path, path: Path) -> Path | None:
     fig, axes = plt.subplots(1, len(chosen), figsize=(6.5 * len(chosen), 4.2), squeeze=False, sharey=False)
     for ax, (title, step) in zip(axes[0], chosen):
         _panel(ax, events, step, title, k)
-    fig.legend(handles=[Patch(color=c, label=n) for n, c in COLORS.items() if n != "collective"]
-               + [Patch(color=COLORS["collective"], label="bucket collective")], loc="lower center", ncol=8, fontsize=8,
-               bbox_to_anchor=(0.5, -0.06))
+    fig.legend(
+        handles=[Patch(color=c, label=n) for n, c in COLORS.items() if n != "collective"]
+        + [Patch(color=COLORS["collective"], label="bucket collective")],
+        loc="lower center",
+        ncol=8,
+        fontsize=8,
+        bbox_to_anchor=(0.5, -0.06),
+    )
     fig.tight_layout()
     return save(fig, path)
 

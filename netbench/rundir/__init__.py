@@ -1,1 +1,3 @@
-"""The run directory: its layout (layout.py), its typed summary (summary.py), a sweep folder's layout (sweepdir.py), and reading them back as untrusted input (reading.py, runjson.py)."""
+"""The run directory: its layout (layout.py), its typed summary (summary.py), a sweep folder's layout (sweepdir.py), and
+reading them back as untrusted input (reading.py, runjson.py).
+"""

@@ -70,17 +70,15 @@ class Field:
 class Metric(Field):
     """A figure a reader compares, and how each view shows it.
 
-    ``label`` names it in the terminal table and the figures (indented under the step time when
-    ``part_of_step``, one of the parts the step's time splits into, or ``nested``); ``unit`` decides how it is printed. ``csv`` lists which of summary.csv's
-    columns it has (``measured``: the key itself, ``predicted``: ``pred_<key>``); ``terminal``
-    makes it a row of the run's table (with the model's value beside it where the prediction has
-    one); ``report`` its columns in report.md's points table, headed by ``short``. ``source`` is
-    the steps.csv column the run summary reduces to this figure, ``across`` how the nodes' figures
-    combine (the slowest node's for times, the median node's for bytes; ``mean``: over every node
-    and step, for rare events a median would show as zero). ``captured`` names the
-    capture's figure for the same quantity, which the report holds against the model where a
-    point has it (MTU frames, as a real wire carries them). ``parts``: the metric is the sum of
-    these (the report adds them up).
+    ``label`` names it in the terminal table and the figures (indented under the step time when ``part_of_step``, one
+    of the parts the step's time splits into, or ``nested``); ``unit`` decides how it is printed. ``csv`` lists which
+    of summary.csv's columns it has (``measured``: the key itself, ``predicted``: ``pred_<key>``); ``terminal`` makes
+    it a row of the run's table (with the model's value beside it where the prediction has one); ``report`` its
+    columns in report.md's points table, headed by ``short``. ``source`` is the steps.csv column the run summary
+    reduces to this figure, ``across`` how the nodes' figures combine (the slowest node's for times, the median
+    node's for bytes; ``mean``: over every node and step, for rare events a median would show as zero). ``captured``
+    names the capture's figure for the same quantity, which the report holds against the model where a point has it
+    (MTU frames, as a real wire carries them). ``parts``: the metric is the sum of these (the report adds them up).
     """
 
     label: str = ""
@@ -373,7 +371,9 @@ class _Record(BaseModel):
 
     @classmethod
     def new(cls, **values: Any):
-        """A record a writer is producing now: every key must be declared (a misspelt key fails here, not in a reader)."""
+        """A record a writer is producing now: every key must be declared (a misspelt key fails here, not in a
+        reader).
+        """
         unknown = sorted(set(values) - {f.key for f in cls.declared})
         if unknown:
             raise KeyError(f"{cls.__name__} has no key {', '.join(unknown)} (declare it in netbench/rundir/summary.py)")
@@ -453,5 +453,7 @@ def report_metrics() -> tuple[Metric, ...]:
 
 
 def reduced_metrics(across: str) -> tuple[Metric, ...]:
-    """The metrics the run summary reduces from a steps.csv column, combining nodes ``across`` (slowest, median or mean)."""
+    """The metrics the run summary reduces from a steps.csv column, combining nodes ``across`` (slowest, median or
+    mean).
+    """
     return tuple(m for m in METRICS if m.source and m.across == across)

@@ -100,10 +100,11 @@ def is_sweep(folder: Path) -> bool:
 
 
 def read_summary(out: Path) -> pd.DataFrame:
-    """summary.csv with its text columns as text and its numbers checked; an empty frame with the key columns when there is none yet.
+    """summary.csv with its text columns as text and its numbers checked; an empty frame with the key columns when there
+    is none yet.
 
-    BadInput when the file is a link, a FIFO, not UTF-8 or not a CSV, lacks a column, or holds
-    something other than a finite number where one belongs.
+    BadInput when the file is a link, a FIFO, not UTF-8 or not a CSV, lacks a column, or holds something other than a
+    finite number where one belongs.
     """
     path = out / SUMMARY
     if not os.path.lexists(path):
@@ -125,7 +126,9 @@ def read_summary(out: Path) -> pd.DataFrame:
 
 
 def _check_points(ok: pd.DataFrame, path: Path) -> None:
-    """Every point that ran has its coordinates, each within what netbench can emulate (figures put them on log axes)."""
+    """Every point that ran has its coordinates, each within what netbench can emulate (figures put them on log
+    axes).
+    """
     if ok.empty:
         return
     for column, bounds in COORDINATES.items():
@@ -136,7 +139,8 @@ def _check_points(ok: pd.DataFrame, path: Path) -> None:
         values = ok[column]
         if not values.between(*bounds).all() or (column == "nodes" and (values % 1 != 0).any()):
             raise BadInput(
-                f"{path}: column {column!r}: every point that ran needs a {'whole ' if column == 'nodes' else ''}number between {bounds[0]:g} and {bounds[1]:g} there"
+                f"{path}: column {column!r}: every point that ran needs a "
+                f"{'whole ' if column == 'nodes' else ''}number between {bounds[0]:g} and {bounds[1]:g} there"
             )
     if "step_time_s" in ok and (ok["step_time_s"] <= 0).any():
         raise BadInput(f"{path}: column 'step_time_s': a point that ran took no time")

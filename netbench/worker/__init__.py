@@ -34,7 +34,9 @@ def __getattr__(name: str) -> Any:
 
 
 def run_worker(resolved: Any, after_steps: Callable[[], None] | None = None) -> int:
-    """Run one worker to completion (see :mod:`netbench.worker.loop`); imported lazily to keep torch off the spec path."""
+    """Run one worker to completion (see :mod:`netbench.worker.loop`); imported lazily to keep torch off the spec
+    path.
+    """
     from netbench.worker.loop import run_worker as _run
 
     return _run(resolved, after_steps)

@@ -1,13 +1,13 @@
-"""The two process groups of hierarchical sharding (DeToNATION's FlexDeMo): shard inside a group, replicate between groups.
+"""The two process groups of hierarchical sharding (DeToNATION's FlexDeMo): shard inside a group, replicate between
+groups.
 
-A layout is a list of sharding groups: equal-sized lists of ranks that together hold every rank
-once. Its members shard the model (the G workers of a node, or every worker of a site); the
-replication group of position ``k`` is the ``k``-th rank of every sharding group, so each holds
-the same slices. The G-per-node layout (rank = node * G + local rank) is one case of it
-(:meth:`Layout.per_node`), the ranks on each site's nodes another (:meth:`Layout.per_site`).
+A layout is a list of sharding groups: equal-sized lists of ranks that together hold every rank once. Its members
+shard the model (the G workers of a node, or every worker of a site); the replication group of position ``k`` is the
+``k``-th rank of every sharding group, so each holds the same slices. The G-per-node layout (rank = node * G + local
+rank) is one case of it (:meth:`Layout.per_node`), the ranks on each site's nodes another (:meth:`Layout.per_site`).
 
-``dist.new_group`` is collective over the whole world and must be called for every group in the
-same order on every rank, so each rank creates all of them and keeps its own two.
+``dist.new_group`` is collective over the whole world and must be called for every group in the same order on every
+rank, so each rank creates all of them and keeps its own two.
 """
 
 from __future__ import annotations

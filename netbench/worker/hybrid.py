@@ -44,7 +44,9 @@ def place_fields(spec) -> dict[str, Any]:
 
 
 def intra_fields(worker, stats) -> dict[str, Any]:
-    """The step's collectives inside the sharding group and, when the spec names it, the intra-node link's counter deltas."""
+    """The step's collectives inside the sharding group and, when the spec names it, the intra-node link's counter
+    deltas.
+    """
     out = place_fields(worker.spec)
     out.update({k: getattr(stats, k, 0) for k in INTRA_STATS})
     if worker.intra_before is not None:

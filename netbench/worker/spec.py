@@ -74,7 +74,8 @@ class WorkerSpec(BaseModel):
     )
     compute_phases: tuple[tuple[float, float], ...] = Field(
         (),
-        description="a schedule's straggler phases: (seconds from the first measured step, compute scale), in time order",
+        description="a schedule's straggler phases: (seconds from the first measured step, compute scale), in "
+        "time order",
     )
 
     @model_validator(mode="after")
