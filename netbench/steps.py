@@ -27,7 +27,7 @@ from typing import Any
 from netbench.rundir.steps_schema import Col, step_record
 from netbench.trace import spans
 
-__all__ = ["step", "mark_step", "phase", "declare_payload", "active", "observe", "Step", "PHASES"]
+__all__ = ["step", "mark_step", "phase", "declare", "shapes_of", "active", "observe", "Step", "PHASES"]
 
 _PHASE_COLUMNS = {  # each phase and the steps.csv column its time is booked in
     "compute": Col.COMPUTE_S,
@@ -224,7 +224,7 @@ def phase(name: str) -> Iterator[None]:
             spans.add(SPAN_NAMES.get(name, name), began, ended)
 
 
-def _shapes_of(what: Any) -> dict[str, list[int]]:
+def shapes_of(what: Any) -> dict[str, list[int]]:
     """name -> dims from a module (``named_parameters``), a mapping of names to shapes or tensors, or tensors."""
     if hasattr(what, "named_parameters"):
         items = [(n, p.shape) for n, p in what.named_parameters() if getattr(p, "requires_grad", True)]
@@ -238,21 +238,16 @@ def _shapes_of(what: Any) -> dict[str, list[int]]:
     return shapes
 
 
-def declare_payload(what: Any, replicator: str = "full", **settings: Any) -> None:
-    """Say what one step sends, so the model's prediction appears beside the measurement.
+def declare(settings: dict[str, Any], what: Any, source: str) -> None:
+    """Record a step's payload: a replicator's validated ``settings`` and the shapes of ``what``.
 
-    ``what``: the model (``nn.Module``), its tensors, or ``{name: shape}``; ``replicator`` and
-    ``settings``: the netbench replicator whose wire format the program's exchange follows (a plain
-    ``all_reduce`` of fp32 tensors every step is ``"full"``). Checked at once (a typo raises here);
-    recorded only under ``netbench exec``. A netbench replicator used in a step declares itself.
+    ``what``: a model (``nn.Module``), its tensors, or ``{name: shape}``; checked at once. Recorded only under
+    ``netbench exec``; :func:`netbench.replicators.declare.declare_payload` is the public form.
     """
-    from netbench.replicators.config import ReplicatorConfig  # pydantic, not torch
-
-    config = ReplicatorConfig(name=replicator, **settings)
-    shapes = _shapes_of(what)
+    shapes = shapes_of(what)
     rec = _get()
     if rec is not None:
-        rec.declare(config.model_dump(), shapes, "declare_payload")
+        rec.declare(settings, shapes, source)
 
 
 def observe(replicator: Any, stats: Any) -> None:

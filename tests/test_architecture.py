@@ -208,7 +208,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "netbench.orchestrator": _BELOW_ORCHESTRATOR,
     "netbench.cli": _BELOW_ORCHESTRATOR | {"netbench.orchestrator", "netbench.reports"},
     "netbench.__main__": frozenset({"netbench.cli"}),
-    "netbench": frozenset({"netbench.steps"}),  # the package's step API, loaded on first use
+    # the package's step API, loaded on first use (declare_payload checks settings against the declarations)
+    "netbench": frozenset({"netbench.steps", "netbench.replicators"}),
 }
 # Parts whose modules never import torch (the model's rule has a test of its own below).
 NO_TORCH = frozenset(
@@ -223,18 +224,6 @@ NO_TORCH = frozenset(
         "netbench.steps",
     }
 )
-# Imports the table forbids that netbench still makes, each with what it needs; the strictly expected failure of
-# test_forbidden_imports_still_made reports the day one is gone, so that its entry goes too.
-PENDING: dict[tuple[str, str], str] = {
-    ("netbench.steps", "netbench.replicators.config"): (
-        "declare_payload checks a replicator's settings with the replicators' declaration, which sits beside the codecs"
-    ),
-    ("netbench.reports.compare_inputs", "netbench.orchestrator.sweep_scenario"): (
-        "compare expands a recorded sweep scenario's grid into its points with the orchestrator's own expansion"
-    ),
-}
-
-
 def _layer(name: str) -> str:
     """The part of :data:`LAYERS` a module (or a dotted name inside netbench) belongs to."""
     parts = name.split(".")
@@ -307,20 +296,9 @@ def test_each_part_imports_only_the_parts_below_it(part: str) -> None:
         for m in MODULES
         if _layer(m) == part
         for line, target in _netbench_imports(m)
-        if _layer(target) not in LAYERS[part] | {part} and (m, target) not in PENDING
+        if _layer(target) not in LAYERS[part] | {part}
     ]
     assert not bad, "imports against the package layers (tests/test_architecture.py LAYERS):\n" + "\n".join(bad)
-
-
-@pytest.mark.xfail(strict=True, reason="PENDING lists imports the table forbids")
-def test_forbidden_imports_still_made() -> None:
-    made = {(m, target) for m in MODULES for _, target in _netbench_imports(m)}
-    assert not PENDING.keys() & made, "\n".join(f"{m} imports {t}: {why}" for (m, t), why in PENDING.items())
-
-
-def test_no_stale_pending_entry() -> None:
-    made = {(m, target) for m in MODULES for _, target in _netbench_imports(m)}
-    assert set(PENDING) <= made, f"PENDING names imports no module makes any more: {sorted(set(PENDING) - made)}"
 
 
 def _torch_imports(module: str) -> list[int]:

@@ -12,7 +12,15 @@ import pandas as pd
 import pytest
 from synthetic_sweep import grid, write_sweep
 
-from netbench.reports.compare import PointFigures, Side, compare, load_side, parse_fraction
+from netbench.orchestrator.sweep_scenario import recorded_grid_points
+from netbench.reports.compare import PointFigures, Side, compare, parse_fraction
+from netbench.reports.compare import load_side as load_folder
+
+
+def load_side(path: Path) -> Side:
+    """A folder as ``netbench compare`` reads it: a recorded grid expanded by the sweep's own rules."""
+    return load_folder(path, recorded_grid_points)
+
 
 NETBENCH = (
     str(Path(sys.executable).parent / "netbench")

@@ -48,6 +48,7 @@ def compare(
 ) -> None:
     """Match points by configuration; exit 1 when CURRENT is broken or a point regresses beyond its threshold and noise,
     0 otherwise, 2 on bad input or when nothing is comparable."""
+    from netbench.orchestrator.sweep_scenario import recorded_grid_points
     from netbench.reports.compare import (
         CompareError,
         load_side,
@@ -65,7 +66,7 @@ def compare(
         for option, path in (("--markdown", markdown), ("--benchmark-json", benchmark_json)):
             if path is not None:
                 _check_output_folder(option, path)
-        base, cur = load_side(baseline), load_side(current)
+        base, cur = load_side(baseline, recorded_grid_points), load_side(current, recorded_grid_points)
     except CompareError as exc:
         raise UserError(str(exc)) from None
     result = run_compare(base, cur, slowdown, growth, time_advisory)

@@ -30,7 +30,7 @@ from netbench.emulation.spec import ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import REGISTRY
+from netbench.replicators.registry import REGISTRY, default_sweep
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule
@@ -74,7 +74,7 @@ class Grid(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     bw: list[str] = Field(["100mbit"], min_length=1, description="link rates, tc units (both directions)")
-    replicator: list[str] = Field(["full", "dct", "random"], min_length=1, description="replicator names")
+    replicator: list[str] = Field(default_factory=default_sweep, min_length=1, description="replicator names")
     nodes: list[int] = Field([2], min_length=1, description="emulated node counts")
     delay: list[str] = Field(["0ms"], min_length=1, description="one-way delay on each uplink, tc units")
     gpus_per_node: list[int] = Field(
@@ -416,6 +416,12 @@ def expected_coordinates(scenario: SweepScenario) -> list[tuple[str, int, str, s
         for n, d, b, r, gpus, intra, net, shard, _section in _combos(scenario)
         if n is not None
     ]
+
+
+def recorded_grid_points(recorded: dict[str, Any]) -> list[tuple[str, int, str, str, str]]:
+    """:func:`expected_coordinates` of a scenario as sweep.json records it (its grid, more and points);
+    pydantic.ValidationError for one that is not a scenario."""
+    return expected_coordinates(SweepScenario.model_validate(recorded))
 
 
 def _combos(scenario: SweepScenario) -> list[tuple]:

@@ -67,6 +67,7 @@ def compression(fraction: float, config: Settings) -> dict[str, Any]:
 
 
 SPEC = ReplicatorSpec(
+    in_default_sweep=True,
     name="dct",
     summary="top-k DCT coefficients of every chunk of a decoupled momentum, all-gathered (DeMo)",
     collective="all-gather",

@@ -29,6 +29,8 @@ __all__ = [
     "build_replicator",
     "declared_payload",
     "names_sentence",
+    "baseline",
+    "default_sweep",
 ]
 
 _SPEC_SUFFIX = "_spec"
@@ -80,6 +82,16 @@ def register(declared: ReplicatorSpec) -> ReplicatorSpec:
 def names() -> tuple[str, ...]:
     """Every replicator's name, in listing order."""
     return tuple(REGISTRY)
+
+
+def baseline() -> str:
+    """The dense baseline's name: the replicator listed first (every gradient, all-reduced each step)."""
+    return names()[0]
+
+
+def default_sweep() -> list[str]:
+    """The replicators a sweep scenario runs when it names none."""
+    return [name for name, declared in REGISTRY.items() if declared.in_default_sweep]
 
 
 def names_sentence(last: str = "or") -> str:

@@ -94,6 +94,7 @@ class ReplicatorSpec:
     backward_hooks: bool = False  # starts its buckets from backward's hooks (with `overlap_backward`)
     overlaps_compute: bool = False  # its communication overlaps the backward pass as a whole
     compression: Callable[[float, Settings], dict[str, Any]] | None = None  # `--compression` -> settings
+    in_default_sweep: bool = False  # a sweep scenario that names no replicator runs it
     compression_knob: str = ""  # what `--compression` sets for it, for the option's help ("rate")
 
     def load(self) -> type:

@@ -18,6 +18,7 @@ import math
 import os
 import stat
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 Key = tuple[str, int, int, float, str]  # replicator, nodes, rate (bit/s), one-way delay (ms), variant
+# a recorded scenario's grid, more and points -> (replicator, nodes, rate, delay, variant) as the scenario spells them
+GridPoints = Callable[[dict[str, Any]], list[tuple[str, int, str, str, str]]]
 WIRE_TX = metric(
     "wire_tx_bytes_per_step"
 )  # bytes sent per node per step; its ``captured`` twin is the capture's MTU frames
@@ -266,7 +269,7 @@ def _summary_rows(folder: Path) -> list[dict[str, Any]]:
     return frame.to_dict("records")
 
 
-def _sweep_side(folder: Path) -> Side:
+def _sweep_side(folder: Path, grid: GridPoints | None) -> Side:
     points: dict[Key, PointFigures] = {}
     failed = []
     rows = _summary_rows(folder)
@@ -277,7 +280,7 @@ def _sweep_side(folder: Path) -> Side:
             failed.append(figures)
         if key not in points or not figures.ok or figures.broken_figures():  # a failed or broken duplicate of a
             points[key] = figures  # coordinate is what the comparison shows
-    expected, workload = _scenario(folder)
+    expected, workload = _scenario(folder, grid)
     if expected is not None and rows and "variant" not in rows[0]:  # written before points had variants: none to match
         expected = frozenset(k[:4] + ("",) for k in expected)
     return Side(points, expected, tuple(failed), workload, len(rows))
@@ -317,13 +320,13 @@ def _workload(path: Path, raw: Any) -> dict[str, Any] | None:
         ) from None
 
 
-def grid_keys(path: Path, scenario: dict[str, Any]) -> frozenset[Key]:
+def grid_keys(path: Path, scenario: dict[str, Any], grid: GridPoints) -> frozenset[Key]:
     """The coordinates of every point a recorded scenario asks for (its grid, ``more`` grids and ``[[points]]``).
 
-    Points on a topology file are left out: their node count is the file's, which is not read here.
+    ``grid`` expands the recorded scenario into (replicator, nodes, rate, delay, variant) per point; the caller
+    hands it in (the sweep's own expansion), so reading a sweep folder needs nothing that runs sweeps. Points on a
+    topology file are left out: their node count is the file's, which is not read here.
     """
-    from netbench.orchestrator.sweep_scenario import SweepScenario, expected_coordinates
-
     unreadable = CompareError(
         f"{clean_text(path)}: grid not readable (grid a table; more and points lists of tables; "
         f"at most {MAX_GRID_POINTS} points)"
@@ -337,8 +340,7 @@ def grid_keys(path: Path, scenario: dict[str, Any]) -> frozenset[Key]:
     if sum(math.prod(len(v) if isinstance(v, list) else 1 for v in x.values()) for x in sections) > MAX_GRID_POINTS:
         raise unreadable
     try:
-        grid = SweepScenario.model_validate({k: scenario[k] for k in ("grid", "more", "points") if k in scenario})
-        combos = expected_coordinates(grid)
+        combos = grid({k: scenario[k] for k in ("grid", "more", "points") if k in scenario})
         # as the sweep records each point: its up-link rate, and its one-way delay (the up-link's) in ms
         return frozenset(
             (r, n, int(round(parse_rate(b))), round(parse_time(d) * 1e3, 3), v) for r, n, b, d, v in combos
@@ -351,14 +353,15 @@ def grid_keys(path: Path, scenario: dict[str, Any]) -> frozenset[Key]:
         raise CompareError(f"{clean_text(path)}: grid not readable ({clean_text(exc, 120)})") from None
 
 
-def _scenario(folder: Path) -> tuple[frozenset[Key] | None, dict[str, Any] | None]:
-    """The grid's points and the workload a sweep.json records (None for either it does not record)."""
+def _scenario(folder: Path, grid: GridPoints | None) -> tuple[frozenset[Key] | None, dict[str, Any] | None]:
+    """The grid's points and the workload a sweep.json records (None for either it does not record, and for the
+    points without ``grid`` to expand them)."""
     path = folder / SWEEP_JSON
     doc = _json_object(path)
     scenario = _section(path, doc, "scenario") if doc is not None else None
     if scenario is None:
         return None, None
-    expected = grid_keys(path, scenario) if "grid" in scenario else None
+    expected = grid_keys(path, scenario, grid) if "grid" in scenario and grid is not None else None
     return expected, _workload(path, scenario.get("workload"))
 
 
@@ -375,12 +378,16 @@ def _run_side(run_dir: Path) -> Side:
     return Side({key: figures}, frozenset({key}), (figures,) if not figures.ok else (), workload, 1)
 
 
-def load_side(path: Path) -> Side:
-    """A sweep folder (summary.csv) or one run's directory (run.json), as points by coordinates."""
+def load_side(path: Path, grid: GridPoints | None = None) -> Side:
+    """A sweep folder (summary.csv) or one run's directory (run.json), as points by coordinates.
+
+    ``grid``: expands a recorded sweep scenario into its points' coordinates, so that points the scenario asks
+    for and the folder lacks count as missing (``netbench compare`` passes the sweep's own expansion).
+    """
     if not path.is_dir():
         raise CompareError(f"{clean_text(path)}: {'not a folder' if path.exists() else 'no such folder'}")
     if os.path.lexists(path / SUMMARY):
-        return _sweep_side(path)
+        return _sweep_side(path, grid)
     if os.path.lexists(RunDir(path).run_json):
         return _run_side(path)
     raise CompareError(f"{clean_text(path)}: neither a sweep folder (summary.csv) nor a run directory (run.json)")
