@@ -224,6 +224,8 @@ NO_TORCH = frozenset(
         "netbench.steps",
     }
 )
+
+
 def _layer(name: str) -> str:
     """The part of :data:`LAYERS` a module (or a dotted name inside netbench) belongs to."""
     parts = name.split(".")

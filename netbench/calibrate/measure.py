@@ -41,7 +41,7 @@ __all__ = ["MeasureOptions", "measure", "quick_options", "time_calls", "QUICK_SH
 WORLD = 2
 BATCH = 25
 # first-use calibration: representative large matrices (2.2 M parameters), 57 small tensors (70 k parameters),
-# and a model whose codec buffers stream from memory (7.1 M parameters, ~140 MB of DCT top-k buffers per rank)
+# and a model whose codec buffers stream from memory (7.1 M parameters, ~140 MB of codec buffers per rank)
 QUICK_SHAPES = "llama:d_model=384,layers=1,ffn=1024,vocab=512"
 TENSOR_SHAPES = "llama:d_model=32,layers=6,ffn=64,vocab=64"
 LARGE_SHAPES = "gpt2-small:blocks=1"
@@ -148,7 +148,7 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     if period > 1:  # only some steps encode: the mean over whole periods is the per-step cost
         return sum(t[0] for t in timed) / len(timed), sum(t[1] for t in timed) / len(timed)
     # the median step, as a run's summary takes its steps: this VM's cores change speed from second to second, and the
-    # fastest of 5 steps sat 4-6 % below their median (gpt2-small:blocks=2, DCT top-k), which every run then missed
+    # fastest of 5 steps sat 4-6 % below their median (gpt2-small:blocks=2, a top-k codec), which every run then missed
     return statistics.median(t[0] for t in timed), statistics.median(t[1] for t in timed)
 
 

@@ -11,16 +11,16 @@ per-parameter constant measured on large matrices leaves out (a 0.5 M-parameter 
 29 tensors costs twice what gpt2-small's per-parameter figure says).
 
 The cost per parameter also depends on the model's size: a codec's buffers (gradient, momentum,
-scratch: about 20 bytes per parameter for dct) fit the last-level cache for small models and stream
-from memory for large ones (this host: 32 MiB L3; dct's decode measured 4.0 ns/param on 2.2 M
+scratch: about 20 bytes per parameter for a transform codec) fit the last-level cache for small models and stream
+from memory for large ones (this host: 32 MiB L3; a transform codec's decode measured 4.0 ns/param on 2.2 M
 parameters, 6.4 on 14.2 M). A calibration may hold a second per-parameter cost measured on a
 large model (``*_s_per_param_large`` at ``large_params``, the first at ``params_at``); between the
 two sizes the cost is interpolated in log(params), beyond them it is the nearer one's (past the
 cache, memory bandwidth bounds the cost per parameter).
 
 Encode/decode costs are keyed by what changes them (:func:`cost_key`): a replicator's name for its
-default settings (``dct``), the name and its non-default cost settings otherwise
-(``dct[chunk=32,topk=8]``), so a run with ``--topk 8`` is never predicted with the default's cost.
+default settings (``NAME``), the name and its non-default cost settings otherwise
+(``NAME[chunk=32,topk=8]``), so a run with ``--topk 8`` is never predicted with the default's cost.
 A key that was not measured falls back to the replicator's default-settings cost
 (:meth:`Calibration.resolve` says which one a prediction used).
 
@@ -89,7 +89,7 @@ def cost_key(config: ReplicatorConfig) -> str:
 
 
 def scheme_of(key: str) -> str:
-    """The replicator name of a cost key (``dct[topk=8]`` -> ``dct``)."""
+    """The replicator name of a cost key (``NAME[topk=8]`` -> ``NAME``)."""
     return key.split("[", 1)[0]
 
 

@@ -24,7 +24,7 @@ rate``, because of three mechanisms this module models from their sources, not f
    RTO of idle, never below the initial window, and grows back by slow start (doubling per
    round trip). bbr sets its own pacing and skips the restart.
 
-4. **rank skew in a ring of two** (measured: per-rank step records of gpt2-small:blocks=2, dct,
+4. **rank skew in a ring of two** (measured: per-rank step records of gpt2-small:blocks=2, a top-k all-gather,
    2 nodes, 100mbit + 20 ms, one all_gather per step). The model above assumes both ranks enter
    the call together. When one rank enters more than one delay after the other, the other's
    notifications are already there: the late rank's two halves leave at once, and its own

@@ -73,7 +73,9 @@ RING_STEP_S = 3e-3
 # Buckets `auto` cuts a step into at most: two per lane (replicators/buckets.py MAX_LANES), so all
 # travel at once; more buckets shrink the pipeline's fill (the first encode) and drain (the last decode).
 MAX_BUCKETS = 16
-ENCODE_SHARE = 0.5  # share of a codec's calibrated encode+decode spent encoding (DCT top-k: measured 0.45-0.55)
+ENCODE_SHARE = (
+    0.5  # share of a codec's calibrated encode+decode spent encoding (a transform top-k codec: measured 0.45-0.55)
+)
 
 
 def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: int, behind: int | None = 1) -> float:

@@ -106,7 +106,7 @@ def scheme_from_config(config: ReplicatorConfig) -> Scheme:
 
 
 def parse_scheme_list(text: str) -> list[str]:
-    """``dct``, ``dct,full`` or ``all`` to a list of scheme names, in the order given, without repeats."""
+    """``NAME``, ``NAME,OTHER`` or ``all`` to a list of scheme names, in the order given, without repeats."""
     listed = [n.strip().lower() for n in text.split(",") if n.strip()]
     if listed == ["all"]:
         return list(REGISTRY)

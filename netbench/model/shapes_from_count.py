@@ -1,6 +1,6 @@
 """A shape list for a bare parameter count (``netbench plan --params 1.5e9``).
 
-Payloads depend on shapes, not only on counts (DCT chunking needs divisible sides, a rank-r
+Payloads depend on shapes, not only on counts (chunked transforms need divisible sides, a rank-r
 factorisation only pays when (m + n) r < m n), so a count is turned into square matrices with
 a side that is a multiple of 64 -- what real layers look like -- plus one remainder matrix and a
 vector, hitting the count exactly.

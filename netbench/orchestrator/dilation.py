@@ -70,8 +70,8 @@ def resolve(dilation: float | None, config: RunConfig, calibration: Calibration,
 
 
 HOST_SHARE = 0.6  # a host busier than this (all its work, measured) is short of cores for the emulation's timing
-# (2-node pipelined dct, 100mbit + 20 ms: faithful at 46-59 % busy, codec CPU time within 1.09x; flagged at 66-77 %,
-# 1.12-1.13x)
+# (2-node pipelined top-k all-gather, 100mbit + 20 ms: faithful at 46-59 % busy, codec CPU time within 1.09x;
+# flagged at 66-77 %, 1.12-1.13x)
 EMULATION_SHARE = (
     0.2  # what the emulation itself took beside the workers in that job (delay line, packets, gloo's threads)
 )

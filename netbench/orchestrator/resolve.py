@@ -17,7 +17,7 @@ __all__ = ["resolve", "with_compression", "bucket_link", "auto_bucket_mb"]
 
 
 def with_compression(replicator: ReplicatorConfig, fraction: float) -> ReplicatorConfig:
-    """``replicator`` sending ``fraction`` of each tensor's values (dct: top-k per chunk; random, striding: rate)."""
+    """``replicator`` sending ``fraction`` of each tensor's values (each declaration maps it onto its own setting)."""
     from netbench.replicators.compression import compression_settings
 
     update = compression_settings(replicator.name, fraction, replicator.chunk)

@@ -10,7 +10,7 @@ configuration, never fitted to measurements:
 * **The token bucket.** tbf lets a full bucket (``burst`` bytes, 2 ms of line rate and at least
   10 frames) leave at veth speed; it refills at the link rate while the node computes, so each
   step's first ``min(burst, refilled)`` bytes do not wait for the rate. At 10mbit the bucket
-  holds 15 kB, 12 ms: most of a small exchange (dct's ~22 kB) on 2 nodes.
+  holds 15 kB, 12 ms: most of a small exchange (a sparse replicator's ~22 kB) on 2 nodes.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ class Crossover:
     above: tuple[str, ...]
 
     def describe(self) -> str:
-        """``full overtakes random (below: dct < random < full; above: dct < full < random)``."""
+        """``A overtakes B (below: C < B < A; above: C < A < B)``."""
         swaps = [
             f"{b} overtakes {a}"
             for i, a in enumerate(self.below)
