@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import stat
@@ -109,7 +110,7 @@ class HostCalibration:
     calibration: Calibration
     path: Path
     measured_now: bool
-    origin: str  # "file" (explicit), "cache" or "measured"
+    origin: str  # "file" (explicit), "cache", "measured" or "defaults" (no torch to measure with)
 
     def identity(self) -> dict[str, str | None]:
         return {**self.calibration.identity(self.path), "origin": self.origin}
@@ -193,6 +194,8 @@ def host_calibration(
         hit = cached(key)
         if hit is not None and not missing_keys(hit, replicators):
             return HostCalibration(hit, path, False, "cache")
+        if importlib.util.find_spec("torch") is None:  # nothing to measure with: the model's defaults (plan)
+            return HostCalibration(hit or Calibration(), path, False, "defaults")
         from netbench.calibrate.measure import measure, quick_options  # torch processes: only when measuring
 
         if on_measure:

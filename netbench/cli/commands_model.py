@@ -144,6 +144,12 @@ def _calibration(path: Path | None, quiet: bool = False, replicators=()) -> tupl
         found = host_calibration(path, on_measure=told, replicators=replicators)
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
+    if found.origin == "defaults" and not quiet:
+        print(
+            "torch is not installed, so this host's constants cannot be measured: the model uses its defaults "
+            "(pass --calibration FILE to use constants measured on a host with torch)",
+            file=sys.stderr,
+        )
     return found.calibration, found.path
 
 
