@@ -115,7 +115,7 @@ def test_a_stored_run_loads_whatever_the_host(tmp_path: Path, monkeypatch: pytes
     """A run recorded elsewhere (its out_dir absent here, a model this host could not hold) still re-predicts."""
     from synthetic_sweep import grid, write_sweep
 
-    from netbench.reports.report import repredict
+    from netbench.orchestrator.repredict import repredict
 
     folder = write_sweep(tmp_path / "sweep", grid(reps=("dct",), rates=("100mbit",)))
     stored = RunConfig(
