@@ -191,3 +191,49 @@ def test_skew_expected(kind, peers, calls, work, delay, expected) -> None:
     from netbench.model.gloo_tcp import skew_expected
 
     assert skew_expected(kind, peers, calls, work, delay) is expected
+
+
+def test_lead_lag_of_one_call_is_one_half_as_mechanism_four() -> None:
+    from netbench.model.gloo_tcp import lead_lag_s
+
+    assert lead_lag_s(1, 1, 0.3, 0.0) == pytest.approx(0.3)  # its second half leaves after the late rank's second
+    assert lead_lag_s(0, 1, 0.3, 0.0) == 0.0
+
+
+def test_lead_lag_by_hand_two_lanes_started_together() -> None:
+    """Two calls on two lanes, halves of 1 s, started at once. The late uplink shares between both lanes: every
+    first half leaves at 2 s, every second at 4 s. The lead's first halves become ready at 2 s and leave (shared)
+    at 4 s, its second halves (ready at 4 s) at 6 s: 2 s after the late rank's last."""
+    from netbench.model.gloo_tcp import lead_lag_s
+
+    assert lead_lag_s(2, 2, 1.0, 0.0) == pytest.approx(2.0)
+
+
+def test_lead_lag_grows_with_the_wire_time_per_half_and_fades_behind_slow_starts() -> None:
+    from netbench.model.gloo_tcp import lead_lag_s
+
+    wire = 0.62  # 12 buckets of a 706 KiB step at 10mbit; per-bucket encode 6.5 ms
+    slow = lead_lag_s(12, 6, wire / 24, 0.0065)
+    fast = lead_lag_s(12, 6, wire / 240, 0.0065)  # the same step at 100mbit
+    assert 0.09 < slow < 0.14  # measured: the ranks settled 85-110 ms apart, the lead's uplink idled ~120 ms
+    assert fast < slow / 10
+    # halves shorter than the gap between starts never share an uplink: each lane's last half alone trails
+    assert lead_lag_s(12, 6, 0.001, 0.01) == pytest.approx(0.001)
+    # more lanes finishing together leave more of the lead's last halves for the end
+    assert lead_lag_s(12, 3, wire / 24, 0.0065) < slow < lead_lag_s(12, 12, wire / 24, 0.0065)
+
+
+@pytest.mark.parametrize(
+    ("kind", "peers", "calls", "delay", "lag", "expected"),
+    [
+        ("all_gather", 2, 12, 0.0, 0.11, True),  # gpt2-small:blocks=2 dct at 10mbit, no delay
+        ("all_gather", 2, 2, 0.020, 0.010, False),  # a lag shorter than a delay: the ranks stay together
+        ("all_gather", 2, 1, 0.0, 0.11, False),  # one call: mechanism 4 (skew_expected)
+        ("all_gather", 4, 12, 0.0, 0.11, False),  # one connection per neighbour: no shared queue
+        ("all_reduce", 2, 12, 0.0, 0.11, False),
+    ],
+)
+def test_pipeline_skew_expected(kind, peers, calls, delay, lag, expected) -> None:
+    from netbench.model.gloo_tcp import pipeline_skew_expected
+
+    assert pipeline_skew_expected(kind, peers, calls, 0.16, delay, lag) is expected

@@ -211,3 +211,10 @@ def test_predict_uses_the_pipelined_form() -> None:
     assert want < raw.step_time_s
     assert plain.step_time_s == pytest.approx(unpiped_piped.step_time_s)
     assert ENCODE_SHARE == 0.5
+
+
+def test_a_skew_lag_delays_the_end_of_the_concurrent_step() -> None:
+    # wire-bound: e + l + W + d, plus the lag of the late rank's last arrival
+    assert concurrent_step_s(0.1, 0.1, 0.2, 1.0, 2, lag_s=0.3) == pytest.approx(1.5)
+    # codec-bound (E + D = 2 s): a short lag stays hidden
+    assert concurrent_step_s(1.0, 1.0, 0.0, 0.4, 4, lag_s=0.1) == pytest.approx(2.0)

@@ -27,6 +27,8 @@ c = l + W/n, and the buckets' bytes follow each other on the wire behind one lat
     T = max(E + D, e + c + D, E + c + d, e + l + W + d)
 
 (:func:`concurrent_step_s`), which approaches max(E + D, l + W) rather than max(E + D, L + W).
+In a ring of two whose ranks settle skewed (gloo_tcp mechanism 5) the late rank's last bytes arrive a lag
+x after that (:func:`skew_lag_s`): the lead's halves wait behind the late rank's notifications.
 
 Backward overlap (replicators/backward.py) starts bucket i during backward as soon as its
 gradients exist: the communication the pipeline leaves exposed can hide behind the backward
@@ -48,6 +50,7 @@ __all__ = [
     "pipelined",
     "pipelined_step_s",
     "concurrent_step_s",
+    "skew_lag_s",
     "MAX_BUCKETS",
     "backward_overlapped",
     "backward_overlapped_step_s",
@@ -95,15 +98,32 @@ def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: i
     return e + (buckets - 1) * max(e + d, c) + c + d
 
 
-def concurrent_step_s(encode_s: float, decode_s: float, latency_s: float, transfer_s: float, buckets: int) -> float:
+def concurrent_step_s(
+    encode_s: float, decode_s: float, latency_s: float, transfer_s: float, buckets: int, lag_s: float = 0.0
+) -> float:
     """Encode + communicate + decode of a step cut into ``buckets`` whose collectives travel at once
     (a lane per two buckets), every bucket encoded before any is decoded. ``latency_s`` and
-    ``transfer_s``: the step's communication (all buckets' calls) split into latency and wire time."""
+    ``transfer_s``: the step's communication (all buckets' calls) split into latency and wire time.
+    ``lag_s``: how long the last bytes to reach the late rank of a skewed ring of two trail the wire's end
+    (:func:`~netbench.model.gloo_tcp.lead_lag_s`); it delays the terms that end with the last arrival."""
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
     e, d, lat = encode_s / buckets, decode_s / buckets, latency_s / buckets
     c = lat + transfer_s / buckets
-    return max(encode_s + decode_s, e + c + decode_s, encode_s + c + d, e + lat + transfer_s + d)
+    return max(encode_s + decode_s, e + c + decode_s, encode_s + c + d + lag_s, e + lat + transfer_s + d + lag_s)
+
+
+def skew_lag_s(est: StepEstimate, kind: str, calls: int, lanes: int, encode_s: float, transfer_s: float) -> float:
+    """The lead lag of a step's concurrent buckets where its ring of two settles skewed (gloo_tcp mechanism 5),
+    else 0: the late rank starts a bucket every per-bucket encode, each sent as two halves of its wire time."""
+    from netbench.model.gloo_tcp import lead_lag_s, pipeline_skew_expected
+
+    if calls < 2 or transfer_s <= 0:
+        return 0.0
+    lag = lead_lag_s(calls, lanes, transfer_s / (2 * calls), encode_s / calls)
+    delay = est.scenario.delay_s
+    skewed = pipeline_skew_expected(kind, est.scenario.machines, calls, est.compression_time_s, delay, lag)
+    return lag if skewed else 0.0
 
 
 # Share of a built-in workload's compute (forward + backward) spent in backward: backward costs
@@ -213,7 +233,8 @@ def pipelined(
 
     calls = sum(p.collectives_per_step for p in payload.parts())
     # Lanes open where the replication group is the world (one accelerator per node), as the workers do.
-    concurrent = travel_at_once(calls, lanes_for(calls) if est.scenario.gpus_per_node == 1 else 1)
+    lanes = lanes_for(calls) if est.scenario.gpus_per_node == 1 else 1
+    concurrent = travel_at_once(calls, lanes)
     if payload.also:  # two dependent rounds: codec and wire not overlapped in the model, but with
         if not concurrent:  # lanes each round's buckets travel at once: one call's latency per round
             return est
@@ -228,7 +249,8 @@ def pipelined(
     if concurrent:  # behind_for(True): every bucket encoded first
         # comm_time_s may be shorter than the wire's cost (the emulator's tbf credit): what it lost is transfer
         transfer = max(0.0, est.comm_time_s - est.intra_time_s - est.wire.latency_s)
-        overlapped = concurrent_step_s(enc, dec, est.wire.latency_s, transfer, buckets)
+        lag = skew_lag_s(est, payload.collective, buckets, lanes, enc, transfer)
+        overlapped = concurrent_step_s(enc, dec, est.wire.latency_s, transfer, buckets, lag)
     else:
         overlapped = pipelined_step_s(enc, dec, est.comm_time_s, buckets, behind_for(False))
     return replace(est, comm_time_s=max(0.0, overlapped - codec), step_time_s=est.compute_time_s + overlapped)
