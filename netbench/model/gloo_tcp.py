@@ -1,47 +1,53 @@
 """What one gloo collective over TCP costs on a link with delay: gloo's pipeline and TCP's window.
 
-The alpha-beta term (:mod:`netbench.model.collectives`) is right on a link without delay and for tiny messages, but
-wherever there is delay gloo's time is longer than ``hops x delay + bytes / rate``, because of three mechanisms this
-module models from their sources, not from a fit:
+The alpha-beta term (:mod:`netbench.model.collectives`) is right on a link without delay and for
+tiny messages, but wherever there is delay gloo's time is longer than ``hops x delay + bytes /
+rate``, because of three mechanisms this module models from their sources, not from a fit:
 
 1. **gloo's pipeline** (gloo/allreduce.cc, gloo/allgather.cc). A ring all-reduce cuts the buffer
-into ``N_s = roundUp(max(ceil(M / 1 MiB), 2P), P)`` segments and runs a reduce-scatter loop and an all-gather loop of
-``(P - 1) N_s / P`` operations each; all_gather runs one loop of ``2(P - 1)`` half-contributions. Each loop keeps
-**two operations in flight**: operation ``k + 2`` is issued only when operation ``k``'s segment has arrived.
+   into ``N_s = roundUp(max(ceil(M / 1 MiB), 2P), P)`` segments and runs a reduce-scatter loop and
+   an all-gather loop of ``(P - 1) N_s / P`` operations each; all_gather runs one loop of
+   ``2(P - 1)`` half-contributions. Each loop keeps **two operations in flight**: operation
+   ``k + 2`` is issued only when operation ``k``'s segment has arrived.
 2. **the ready-to-receive handshake** (gloo/transport/tcp/pair.cc): a send goes out only after
-the receiver's NOTIFY_RECV_READY has arrived, and the receiver posts it when it issues the matching operation.
-Segment ``k`` leaves ``one-way delay`` after its operation is issued, and arrives ``transfer + one-way delay`` after
-that: a loop of K operations costs about ``K / 2 x (2 d + 2 t)`` when the delay dominates, not ``K t + d``. In a ring
-of two, sender and receiver share one connection, so a notification also waits behind the receiver's own queued data
-(gloo keeps one send queue per pair, TCP one byte stream).
+   the receiver's NOTIFY_RECV_READY has arrived, and the receiver posts it when it issues the
+   matching operation. Segment ``k`` leaves ``one-way delay`` after its operation is issued,
+   and arrives ``transfer + one-way delay`` after that: a loop of K operations costs about
+   ``K / 2 x (2 d + 2 t)`` when the delay dominates, not ``K t + d``.
+   In a ring of two, sender and receiver share one connection, so a notification also waits
+   behind the receiver's own queued data (gloo keeps one send queue per pair, TCP one byte stream).
 3. **TCP's window**: a connection carries at most one window per round trip. The window is the
-smaller of the congestion window and the send/receive buffer limits (``tcp_wmem`` / ``tcp_rmem`` maxima: gloo's
-unbound-buffer sends never set SO_SNDBUF, so the buffers autotune up to those). After more than one RTO of idle,
-Linux restarts the congestion window (``tcp_slow_start_after_idle``, net/ipv4/tcp_output.c, tcp_cwnd_restart): it is
-halved per RTO of idle, never below the initial window, and grows back by slow start (doubling per round trip). bbr
-sets its own pacing and skips the restart.
+   smaller of the congestion window and the send/receive buffer limits (``tcp_wmem`` /
+   ``tcp_rmem`` maxima: gloo's unbound-buffer sends never set SO_SNDBUF, so the buffers
+   autotune up to those). After more than one RTO of idle, Linux restarts the congestion window
+   (``tcp_slow_start_after_idle``, net/ipv4/tcp_output.c, tcp_cwnd_restart): it is halved per
+   RTO of idle, never below the initial window, and grows back by slow start (doubling per
+   round trip). bbr sets its own pacing and skips the restart.
 
 4. **rank skew in a ring of two** (measured: per-rank step records of gpt2-small:blocks=2, a top-k all-gather,
-2 nodes, 100mbit + 20 ms, one all_gather per step). The model above assumes both ranks enter the call together. When
-one rank enters more than one delay after the other, the other's notifications are already there: the late rank's two
-halves leave at once, and its own notifications queue behind them on the shared connection, so the other's halves
-reach it one half's transfer later: the late rank's call takes ``2 d + 3 x_half`` instead of ``2 d + 2 x_half``
-(measured 130 ms vs model 127 ms, against 100 ms unskewed), and it leaves the call ``d + x_half`` after the early
-one, which recreates the same skew next step: once local-work jitter has pushed the ranks more than one delay apart,
-they stay there (measured skew 48 ms, model 49 ms). Below one delay a skew just persists (nothing pulls the ranks
-together or apart), so the state is reached when the ranks' CPU work per step jitters by more than a delay:
-:func:`skew_expected` (ranks whose encode + decode takes longer than a round trip).
+   2 nodes, 100mbit + 20 ms, one all_gather per step). The model above assumes both ranks enter
+   the call together. When one rank enters more than one delay after the other, the other's
+   notifications are already there: the late rank's two halves leave at once, and its own
+   notifications queue behind them on the shared connection, so the other's halves reach it one
+   half's transfer later: the late rank's call takes ``2 d + 3 x_half`` instead of ``2 d + 2 x_half``
+   (measured 130 ms vs model 127 ms, against 100 ms unskewed), and it leaves the call
+   ``d + x_half`` after the early one, which recreates the same skew next step: once local-work
+   jitter has pushed the ranks more than one delay apart, they stay there (measured skew 48 ms,
+   model 49 ms). Below one delay a skew just persists (nothing pulls the ranks together or
+   apart), so the state is reached when the ranks' CPU work per step jitters by more than a delay:
+   :func:`skew_expected` (ranks whose encode + decode takes longer than a round trip).
 5. **rank skew with several collectives in flight** (a bucket pipeline's all_gathers spread over process groups,
-each group one TCP connection per pair carrying its collectives in the order they were started). The late rank's
-notifications ride each connection behind its own halves, and its uplink shares its rate among the connections, so
-the lead rank's halves on a connection become sendable only as the late rank's halves on that connection finish: its
-uplink idles while they queue and its last halves leave after the late rank's last. :func:`lead_lag_s` prices that
-from the calls, lanes, bytes per half and the gap between the late rank's starts (its per-bucket encode), sharing
-each uplink equally among its busy connections. Measured (gpt2-small:blocks=2, a top-k all-gather in 12 buckets on 6
-lanes, 2 nodes at 10mbit, no delay): the lead's uplink idled about 120 ms of a 0.85 s step and the ranks settled
-85-110 ms apart; the lag computed is 113 ms. One call on one lane gives one half's transfer, as mechanism 4 says.
-With a delay the state needs the lag to exceed it (:func:`pipeline_skew_expected`; measured: 2 buckets at 20 ms
-stayed within a delay). Time on the wire per segment comes from the framing (payload to frames at the link rate).
+   each group one TCP connection per pair carrying its collectives in the order they were started). The late
+   rank's notifications ride each connection behind its own halves, and its uplink shares its rate among the
+   connections, so the lead rank's halves on a connection become sendable only as the late rank's halves on that
+   connection finish: its uplink idles while they queue and its last halves leave after the late rank's last.
+   :func:`lead_lag_s` prices that from the calls, lanes, bytes per half and the gap between the late rank's
+   starts (its per-bucket encode), sharing each uplink equally among its busy connections. Measured
+   (gpt2-small:blocks=2 dct, 12 buckets on 6 lanes, 2 nodes at 10mbit, no delay): the lead's uplink idled about
+   120 ms of a 0.85 s step and the ranks settled 85-110 ms apart; the lag computed is 113 ms. One call on one
+   lane gives one half's transfer, as mechanism 4 says. With a delay the state needs the lag to exceed it
+   (:func:`pipeline_skew_expected`; measured: 2 buckets at 20 ms stayed within a delay).
+Time on the wire per segment comes from the framing (payload to frames at the link rate).
 Nothing here is fitted: every number is a protocol constant or a setting of the nodes.
 """
 
