@@ -43,10 +43,10 @@ rate``, because of three mechanisms this module models from their sources, not f
    connection finish: its uplink idles while they queue and its last halves leave after the late rank's last.
    :func:`lead_lag_s` prices that from the calls, lanes, bytes per half and the gap between the late rank's
    starts (its per-bucket encode), sharing each uplink equally among its busy connections. Measured
-   (gpt2-small:blocks=2 dct, 12 buckets on 6 lanes, 2 nodes at 10mbit, no delay): the lead's uplink idled about
-   120 ms of a 0.85 s step and the ranks settled 85-110 ms apart; the lag computed is 113 ms. One call on one
-   lane gives one half's transfer, as mechanism 4 says. With a delay the state needs the lag to exceed it
-   (:func:`pipeline_skew_expected`; measured: 2 buckets at 20 ms stayed within a delay).
+   (gpt2-small:blocks=2, a top-k all-gather in 12 buckets on 6 lanes, 2 nodes at 10mbit, no delay): the lead's
+   uplink idled about 120 ms of a 0.85 s step and the ranks settled 85-110 ms apart; the lag computed is 113 ms.
+   One call on one lane gives one half's transfer, as mechanism 4 says. With a delay the state needs the lag to
+   exceed it (:func:`pipeline_skew_expected`; measured: 2 buckets at 20 ms stayed within a delay).
 Time on the wire per segment comes from the framing (payload to frames at the link rate).
 Nothing here is fitted: every number is a protocol constant or a setting of the nodes.
 """
