@@ -7,10 +7,10 @@ tree also every class's rates and bursts), and holds an ``flock`` on it for as l
 
 * a second run on the same interface sees a live record and is refused (:func:`claim`);
 * the guard removes the root qdisc only while its fingerprint is still the recorded one: never a
-qdisc another run or the administrator put there;
+  qdisc another run or the administrator put there;
 * once the guard is gone (the kernel released its lock: a SIGKILL, a ``scancel``, a pod deletion
-that took the guard with the job), `netbench clean` finds the record, removes the qdisc if it is still exactly the
-recorded one, and drops the record (:func:`clean_dead`).
+  that took the guard with the job), `netbench clean` finds the record, removes the qdisc if it is still exactly
+  the recorded one, and drops the record (:func:`clean_dead`).
 
 Every step that reads or changes an interface's root qdisc or the records runs under one host-wide lock
 (:func:`host_lock`), so a check and the install that follows it cannot interleave with another run's.

@@ -4,8 +4,8 @@
 * :mod:`~netbench.orchestrator.execute` -- ``netbench exec``: any program once per node;
 * :mod:`~netbench.orchestrator.torchrun` -- ``netbench worker``: one host's rank on real machines under torchrun;
 * :mod:`~netbench.orchestrator.sweep_scenario` / :mod:`~netbench.orchestrator.sweep` /
-:mod:`~netbench.orchestrator.sweep_calibration` -- a sweep's grid, run point by point, and the constants its
-predictions use;
-* :mod:`~netbench.orchestrator.prediction` / :mod:`~netbench.orchestrator.testbed` -- what the model predicts for an
-emulated run (the model itself, :mod:`netbench.model`, knows nothing of the emulator).
+  :mod:`~netbench.orchestrator.sweep_calibration` -- a sweep's grid, run point by point, and the constants its
+  predictions use;
+* :mod:`~netbench.orchestrator.prediction` / :mod:`~netbench.orchestrator.testbed` -- what the model predicts for
+  an emulated run (the model itself, :mod:`netbench.model`, knows nothing of the emulator).
 """
