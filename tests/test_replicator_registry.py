@@ -24,7 +24,7 @@ import sys
 class _NoTorch:
     def find_spec(self, name, path, target=None):
         if name == "torch" or name.startswith("torch."):
-            raise ImportError(f"torch is not importable here ({name})")
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name.split(".")[0])
 sys.meta_path.insert(0, _NoTorch())
 """
 
@@ -89,6 +89,47 @@ assert not any(m == "torch" or m.startswith("torch.") for m in sys.modules)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(done.stdout)["rows"]
     assert sorted({r["replicator"] for r in rows}) == sorted(names())
+
+
+def test_plan_without_torch_uses_the_default_constants_and_says_so(tmp_path: Path) -> None:
+    """No calibration file and nothing to measure with: plan predicts with the defaults and says why on stderr."""
+    code = (
+        BLOCK_TORCH
+        + """
+sys.argv = ["netbench", "plan", "--nodes", "2", "--bw", "100mbit", "-r", "dct", "--json"]
+from netbench.cli.entry import main
+main()
+"""
+    )
+    env_cache = {"NETBENCH_CALIBRATION": "", "NETBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env_cache},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["calibration"]["source"] == "defaults"
+    assert "torch is not installed" in done.stderr
+
+
+def test_a_training_command_without_torch_is_one_line(tmp_path: Path) -> None:
+    code = (
+        BLOCK_TORCH
+        + """
+sys.argv = ["netbench", "run", "--bw", "100mbit", "--steps", "3", "--out", "runs"]
+from netbench.cli.entry import main
+main()
+"""
+    )
+    done = _python(code, tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "netbench: error: run trains with torch, which is not installed (pip install torch; plan works without it)"
+    ]
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_replicator_from_one_module_is_seen_everywhere(tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import stat
@@ -194,9 +193,12 @@ def host_calibration(
         hit = cached(key)
         if hit is not None and not missing_keys(hit, replicators):
             return HostCalibration(hit, path, False, "cache")
-        if importlib.util.find_spec("torch") is None:  # nothing to measure with: the model's defaults (plan)
-            return HostCalibration(hit or Calibration(), path, False, "defaults")
-        from netbench.calibrate.measure import measure, quick_options  # torch processes: only when measuring
+        try:
+            from netbench.calibrate.measure import measure, quick_options  # torch processes: only when measuring
+        except ModuleNotFoundError as exc:
+            if exc.name != "torch":
+                raise
+            return HostCalibration(hit or Calibration(), path, False, "defaults")  # nothing to measure with (plan)
 
         if on_measure:
             on_measure(path)

@@ -47,7 +47,18 @@ def main() -> None:
     enter_if_needed(sys.argv[1:])
     from netbench.cli.app import main as cli_main
 
-    cli_main()
+    try:
+        cli_main()
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        command = sys.argv[1] if len(sys.argv) > 1 else "this command"
+        print(
+            f"netbench: error: {command} trains with torch, which is not installed (pip install torch; "
+            "plan works without it)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
