@@ -26,6 +26,7 @@ from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.probe import measure_goodput, measure_rtt, probe
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
+from netbench.frames import GSO_MAX_BYTES
 from netbench.orchestrator.fidelity import qdisc_stats
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
@@ -175,7 +176,7 @@ def test_queue_holds_a_nic_transmit_queue_or_100_ms() -> None:
 def test_burst_scales_with_rate() -> None:
     slow, fast = shaping.TbfParams.for_rate(10e6, False), shaping.TbfParams.for_rate(10e9, False)
     assert fast.burst_bytes > 100 * slow.burst_bytes
-    assert shaping.TbfParams.for_rate(10e9, True).burst_bytes >= shaping.GSO_MAX_BYTES
+    assert shaping.TbfParams.for_rate(10e9, True).burst_bytes >= GSO_MAX_BYTES
 
 
 def test_nodes_have_no_route_out_of_their_subnet() -> None:

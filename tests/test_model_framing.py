@@ -75,3 +75,65 @@ def test_efficiency_tends_to_ceiling_for_large_messages():
     assert w.forward.payload / w.forward.total == pytest.approx(f.efficiency())
     small = f.flow(1, 100)
     assert math.isclose(small.forward.total, 100 + 66)
+
+
+# ACKs per segment: delayed ACK (0.5) for frames at the line rate and a train's first frames, one per coalesced skb
+# for the rest of a train that leaves the shaper's token bucket back-to-back.
+
+
+def test_acks_stay_at_delayed_ack_rate_without_a_path():
+    f = Framing()
+    assert f.acks_per_data_segment(400_000) == 0.5
+    assert f.acks_per_data_segment(400_000, None) == f.acks_per_segment
+
+
+def test_slow_path_acks_one_per_two_segments():
+    f = Framing()
+    # 10mbit: the bucket (10 frames) is shorter than a reader's wake-up, so every segment is ACKed as if paced
+    assert f.acks_per_data_segment(200_000, 10e6) == pytest.approx(0.5)
+    assert f.acks_per_data_segment(200_000, 100e6) == pytest.approx(0.5)
+
+
+def test_fast_path_sends_fewer_acks_per_segment():
+    f = Framing()
+    rates = [10e6, 100e6, 1e9, 10e9]
+    acks = [f.acks_per_data_segment(2_000_000, r) for r in rates]
+    assert acks == sorted(acks, reverse=True)
+    assert acks[-1] < 0.25 * acks[0]
+
+
+def test_short_messages_are_acked_as_delayed_ack_on_any_path():
+    f = Framing()
+    # a few segments arrive before the reader does: one ACK per two, however fast the link
+    assert f.acks_per_data_segment(8_000, 10e9) == pytest.approx(0.5)
+
+
+def test_a_coalesced_train_costs_at_least_one_ack_per_64_kib():
+    f = Framing(wakeup_segments=0)
+    segments = f.segments(10_000_000)
+    acks = f.acks_per_data_segment(10_000_000, 100e9) * segments  # the bucket (25 MB) holds the whole message
+    assert acks == math.ceil(10_000_000 / f.coalesced_bytes)
+    assert f.acks_per_data_segment(10_000_000, 100e9) >= f.mss / f.coalesced_bytes
+
+
+def test_bytes_beyond_the_bucket_are_paced_and_acked_one_per_two():
+    f = Framing(wakeup_segments=0)
+    burst = 250_000  # 2 ms of 1 Gbit/s
+    message = 4 * burst
+    paced_segments = f.segments(message) - math.ceil(burst / f.mss)
+    expected = (0.5 * paced_segments + math.ceil(burst / f.coalesced_bytes)) / f.segments(message)
+    assert f.acks_per_data_segment(message, 1e9) == pytest.approx(expected, rel=0.02)
+
+
+def test_longer_wakeup_means_more_acks():
+    quick, slow = Framing(wakeup_segments=5), Framing(wakeup_segments=100)
+    assert quick.acks_per_data_segment(200_000, 1e9) < slow.acks_per_data_segment(200_000, 1e9) <= 0.5
+
+
+def test_flow_reverse_bytes_follow_the_path():
+    f = Framing(gloo_preamble_bytes=0)
+    slow = f.flow(messages=10, message_bytes=200_000, path_bps=10e6)
+    fast = f.flow(messages=10, message_bytes=200_000, path_bps=10e9)
+    assert slow.forward == fast.forward  # the data is the same
+    assert fast.reverse.total < 0.5 * slow.reverse.total
+    assert f.flow(messages=10, message_bytes=200_000, piggyback=True, path_bps=10e6).reverse.total == 0

@@ -159,3 +159,12 @@ def test_the_rings_link_is_the_stars_link_and_a_shared_wan_on_a_graph():
     assert (
         GraphModel(topo, place(topo, "interleaved")).ring_link()[0] == 10 * MBIT
     )  # every hop crosses: two share each direction
+
+
+def test_all_reduce_data_runs_to_the_rank_before_and_wan_acks_come_back_on_the_lan_senders_uplink():
+    """gloo's all-reduce sends rank r's data to rank r - 1: n0's uplink carries its WAN data and the few ACKs of a
+    LAN flow whose frames arrive back-to-back; n1's carries LAN data and the ACKs of the 10 Mbit/s WAN flow."""
+    got = graph_step(two_sites(2, _d(10 * MBIT)), compute_s=0.05)
+    assert got.link_bytes["n1 up"] > got.link_bytes["n0 up"] * 1.005
+    # the WAN's a-to-b direction: n0's data to n3 and the ACKs of n2's data to n1, as many bytes as n1's uplink
+    assert got.link_bytes["a to b"] == pytest.approx(got.link_bytes["n1 up"], rel=1e-4)

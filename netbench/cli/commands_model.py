@@ -513,7 +513,9 @@ def plan(
     calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
     try:
         framing = Framing(
-            mtu=mtu, acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment
+            mtu=mtu,
+            acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment,
+            wakeup_segments=calib.wakeup_segments(),
         )
     except pydantic.ValidationError as exc:
         raise UserError(

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pyroute2 import IPRoute
 
 from netbench.emulation.spec import DirectionSpec
-from netbench.frames import FRAME_BYTES  # tbf counts whole frames: bursts and limits are sized in them
+from netbench.frames import (  # tbf counts whole frames: bursts and limits are sized in them
+    FRAME_BYTES,
+    shaper_burst_bytes,
+)
 
 TC_H_ROOT = 0xFFFFFFFF
 OUR_HANDLE = 0x10000  # "1:", the handle apply() gives the root qdisc
 OUR_KINDS = ("tbf", "netem")
-GSO_MAX_BYTES = 65536 + FRAME_BYTES
 TX_QUEUE_FRAMES = 1000  # DEFAULT_TX_QUEUE_LEN: an Ethernet device's transmit queue (txqueuelen) on Linux
 
 
@@ -41,9 +43,7 @@ class TbfParams:
         bytes, which a real host's 1000 frames would not.
         """
         rate_bytes = rate_bps / 8
-        burst = max(int(rate_bytes * 2e-3), 10 * FRAME_BYTES)
-        if offload:
-            burst = max(burst, 2 * GSO_MAX_BYTES)
+        burst = shaper_burst_bytes(rate_bps, offload)
         limit = burst + max(int(rate_bytes * 0.1), TX_QUEUE_FRAMES * FRAME_BYTES)
         return cls(rate_bps, burst, limit)
 

@@ -151,6 +151,16 @@ class Calibration(BaseModel):
         default_factory=dict, description="how each value was obtained, or why it was skipped"
     )
 
+    def wakeup_segments(self) -> float:
+        """Frames this host delivers back-to-back while a gloo reader wakes (how many of a train it ACKs one per two):
+        the measured per-message software time at the measured loopback rate; the framing's default where either is
+        unmeasured."""
+        from netbench.model.framing import DEFAULT_WAKEUP_SEGMENTS, wakeup_segments
+
+        if self.software_overhead_s <= 0 or not self.loopback_bandwidth_bps:
+            return DEFAULT_WAKEUP_SEGMENTS
+        return wakeup_segments(self.software_overhead_s, self.loopback_bandwidth_bps)
+
     def overhead(self, collective: str) -> float:
         """Software overhead per message for ``collective`` (its override, else the common value)."""
         return self.software_overhead_by_collective.get(collective, self.software_overhead_s)

@@ -191,7 +191,8 @@ def cost(p: Pattern | None, link: Link, framing: Framing) -> CollectiveCost:
     """
     if p is None:
         return CollectiveCost()
-    flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
+    path_bps = min(link.up_bps, link.down_bps)  # the sender's uplink, then the receiver's downlink
+    flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=path_bps)
     tx = flow.forward + flow.reverse
     rx = flow.forward + flow.reverse
     up_factor = tx.total / p.payload_out

@@ -24,7 +24,7 @@ from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.gloo_tcp import largest_flight_bytes
-from netbench.model.rings import HopPrice, RingHop, RingSet, Routes
+from netbench.model.rings import BACKWARD_RINGS, HopPrice, RingHop, RingSet, Routes
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario, StepEstimate, dense_dtype, per_step
 from netbench.shapes import ParamShape, total_params
@@ -312,10 +312,15 @@ def _link_bytes(rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenari
         p = pattern(ex.collective, "ring", ex.bytes_per_step / ex.calls, rings.peers)
         if p is None:
             continue
-        flow = scenario.framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
         per_step_calls = ex.calls / ex.period
-        for h in set(rings.data) | set(rings.acks):
-            out[h] = out.get(h, 0.0) + per_step_calls * (
-                rings.data[h] * flow.forward.total + rings.acks[h] * flow.reverse.total
-            )
+        backward = ex.collective in BACKWARD_RINGS
+        for ring in rings.rings:
+            for hop in ring:
+                flow = scenario.framing.flow(
+                    p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=rings.path_bps(hop, backward)
+                )
+                for h in rings.data_path(hop, backward):
+                    out[h] = out.get(h, 0.0) + per_step_calls * flow.forward.total
+                for h in rings.data_path(hop, not backward):
+                    out[h] = out.get(h, 0.0) + per_step_calls * flow.reverse.total
     return out

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from statistics import median_low
 
 from netbench.model.collectives import CollectiveCost, Link, Pattern, pattern
 from netbench.model.exchange import Exchange
@@ -33,7 +34,12 @@ from netbench.model.steptime import ring_time
 from netbench.tcp import TcpSettings
 from netbench.topology.graph import Hop, NodeSpec, Topology
 
-__all__ = ["Routes", "RingHop", "RingSet", "HopPrice"]
+__all__ = ["Routes", "RingHop", "RingSet", "HopPrice", "BACKWARD_RINGS"]
+
+# Collectives whose ring runs the other way round: gloo's ring all-reduce sends each rank's data to the rank before it
+# (captures through netbench's switches: rank r to rank r - 1), its all-gather to the rank after it. Bytes per link
+# direction differ where the two ways round differ (a WAN hop's data one way, its ACKs the other).
+BACKWARD_RINGS: frozenset[str] = frozenset({"all_reduce"})
 
 
 class Routes:
@@ -82,11 +88,13 @@ class RingHop:
 
 @dataclass(frozen=True)
 class HopPrice:
-    """What prices a hop: every direction it crosses as (data hops, ack hops, rate), and its two delays."""
+    """What prices a hop: every direction it crosses as (data hops, ack hops, rate), its two delays, and the slowest
+    line rate its data crosses (how many of its segments arrive back-to-back: the framing's ACK count)."""
 
     directions: tuple[tuple[int, int, float], ...]
     forward_s: float
     reverse_s: float
+    path_bps: float | None = None
 
     @property
     def pipeline_delay_s(self) -> float:
@@ -94,7 +102,7 @@ class HopPrice:
 
     def transfer_s(self, p: Pattern, framing: Framing) -> float:
         """The call's bytes through this hop's busiest direction: its data hops' and ack hops' bytes at its rate."""
-        flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
+        flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=self.path_bps)
         worst = max(
             (flow.forward.scaled(data) + flow.reverse.scaled(acks)).total / p.payload_out / rate
             for data, acks, rate in self.directions
@@ -142,7 +150,17 @@ class RingSet:
     def price(self, hop: RingHop, trunk_scale: float = 1.0) -> HopPrice:
         crossed = dict.fromkeys((*hop.forward, *hop.reverse))
         directions = tuple(sorted((self.data[h], self.acks[h], self.rate_bps(h, trunk_scale)) for h in crossed))
-        return HopPrice(directions, *self._delays[hop])
+        return HopPrice(directions, *self._delays[hop], path_bps=self.path_bps(hop))
+
+    def path_bps(self, hop: RingHop, backward: bool = False) -> float:
+        """The slowest line rate the hop's data crosses (``backward``: data from its destination to its source): it
+        decides how much of each message reaches the receiver back-to-back (the framing's ACK count)."""
+        return min(self.routes.topology.direction(h).rate_bps for h in self.data_path(hop, backward))
+
+    @staticmethod
+    def data_path(hop: RingHop, backward: bool = False) -> tuple[Hop, ...]:
+        """The directions the hop's data crosses (``backward``: those its ACKs cross when it runs forward)."""
+        return hop.reverse if backward else hop.forward
 
     def prices(self, trunk_scale: float = 1.0) -> tuple[tuple[HopPrice, ...], ...]:
         return tuple(tuple(self.price(hop, trunk_scale) for hop in ring) for ring in self.rings)
@@ -165,9 +183,10 @@ class RingSet:
         p = pattern(exchange.collective, "ring", nbytes, self.peers)
         if p is None:
             return CollectiveCost()
-        flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional)
-        wire = flow.forward + flow.reverse
         distinct = {price for ring in prices for price in ring}
+        typical = median_low([price.path_bps for ring in prices for price in ring if price.path_bps is not None] or [0])
+        flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=typical or None)
+        wire = flow.forward + flow.reverse  # one node's, its ACKs as on the ring's median path
         rates = {price: p.critical_bytes / price.transfer_s(p, framing) for price in distinct}
         links = {
             price: Link(1.0, 1.0, price.pipeline_delay_s + overhead_s, one_way_s=price.pipeline_delay_s)

@@ -157,7 +157,7 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
         delay_s=cluster.one_way_delay_s(),
         compute_s=local_s,
         algorithm="ring",
-        framing=Framing(acks_per_segment=calibration.acks_per_segment),
+        framing=Framing(acks_per_segment=calibration.acks_per_segment, wakeup_segments=calibration.wakeup_segments()),
         tcp=expected_tcp_settings(cluster.tcp),
     )
 
