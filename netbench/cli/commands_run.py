@@ -12,7 +12,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
-from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
+from netbench.cli.fields import (
+    FROM_FIELDS,
+    REPLICATOR,
+    RUN,
+    TRAINING_REPLICATOR_FIELDS,
+    WORKLOAD,
+    Settings,
+    expand,
+    group,
+)
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
@@ -23,25 +32,7 @@ console = Console(stderr=True)
 
 
 @expand(
-    rep_settings=group(
-        REPLICATOR,
-        "topk",
-        "chunk",
-        "rate",
-        "sync_every",
-        "value_dtype",
-        "index_dtype",
-        "grad_dtype",
-        "rank",
-        "mu",
-        "params_every",
-        "m1_every",
-        "m2_every",
-        "sign",
-        "lr",
-        "bucket_mb",
-        "overlap_backward",
-    ),
+    rep_settings=group(REPLICATOR, *TRAINING_REPLICATOR_FIELDS, "overlap_backward"),
     work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"),
 )
 def run(

@@ -19,7 +19,16 @@ from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
 from netbench.cli.errors import UserError
-from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
+from netbench.cli.fields import (
+    FROM_FIELDS,
+    REPLICATOR,
+    RUN,
+    TRAINING_REPLICATOR_FIELDS,
+    WORKLOAD,
+    Settings,
+    expand,
+    group,
+)
 from netbench.cli.run_config import build_run_config
 from netbench.emulation.spec import DirectionSpec
 from netbench.reports.terminal import for_terminal, summary_table
@@ -72,24 +81,7 @@ def _shaping(
 
 
 @expand(
-    rep_settings=group(
-        REPLICATOR,
-        "topk",
-        "chunk",
-        "rate",
-        "sync_every",
-        "value_dtype",
-        "index_dtype",
-        "grad_dtype",
-        "rank",
-        "mu",
-        "params_every",
-        "m1_every",
-        "m2_every",
-        "sign",
-        "lr",
-        "bucket_mb",
-    ),
+    rep_settings=group(REPLICATOR, *TRAINING_REPLICATOR_FIELDS),
     work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"),
 )
 def worker(

@@ -124,6 +124,24 @@ REPLICATOR = table(
     _rep("overlap_backward", "--overlap-backward/--no-overlap-backward", cli_type=bool),
     _rep("optimizer", cli_type=str),
 )
+# The replicator settings a training command (run, worker) takes on its command line, in help order.
+TRAINING_REPLICATOR_FIELDS = (
+    "topk",
+    "chunk",
+    "rate",
+    "sync_every",
+    "value_dtype",
+    "index_dtype",
+    "grad_dtype",
+    "rank",
+    "mu",
+    "params_every",
+    "m1_every",
+    "m2_every",
+    "sign",
+    "lr",
+    "bucket_mb",
+)
 WORKLOAD = table(
     FieldOption(WorkloadConfig, "kind", ("--workload", "-w"), str),
     FieldOption(WorkloadConfig, "shapes", ("--shapes",), str),
