@@ -212,16 +212,12 @@ def _with_buckets(
     once, one worker per node)."""
     import dataclasses
 
+    from netbench.cli.run_options import bucket_choice
     from netbench.orchestrator.resolve import auto_bucket_mb
 
-    auto = text.strip().lower() == "auto"
-    if not auto:
-        try:
-            value = float(text)
-        except ValueError:
-            raise UserError(f"--bucket-mb: expected a number of megabytes or auto, got {text!r}") from None
-        if not (math.isfinite(value) and 0 <= value <= 4096):
-            raise UserError(f"--bucket-mb: must be between 0 and 4096, got {text}")
+    auto, value = bucket_choice(text)
+    if not auto and not (math.isfinite(value) and 0 <= value <= 4096):
+        raise UserError(f"--bucket-mb: must be between 0 and 4096, got {text}")
     out = []
     for scheme in schemes:
         if auto:

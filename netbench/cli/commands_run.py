@@ -93,10 +93,7 @@ def run(
     cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
     link_schedule = read_schedule(schedule)
     nodes = cluster.nodes
-    auto_bucket, bucket_mb = ropt.bucket_choice(rep_settings.pop("bucket_mb"))
-    rep = ropt.build_replicator_config(
-        replicator, **rep_settings, **({} if auto_bucket else {"bucket_mb": bucket_mb}), optimizer=optimizer
-    )
+    rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings, optimizer=optimizer)
     work = ropt.build_workload_config(**work_settings)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)

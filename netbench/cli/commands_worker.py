@@ -137,8 +137,7 @@ def worker(
     from netbench.worker.spec import SpecError
 
     shaping = _shaping(bw, up, delay, jitter, loss) if topology is None else None
-    auto_bucket, bucket_mb = ropt.bucket_choice(rep_settings.pop("bucket_mb"))
-    rep = ropt.build_replicator_config(replicator, **rep_settings, **({} if auto_bucket else {"bucket_mb": bucket_mb}))
+    rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)
     work = ropt.build_workload_config(**work_settings)
     try:
         rendezvous = hosts.rendezvous(iface)

@@ -64,3 +64,12 @@ def bucket_choice(text: str) -> tuple[bool, float | None]:
         return False, float(text)
     except ValueError:
         raise UserError(f"--bucket-mb: expected a number of megabytes or auto, got {text!r}") from None
+
+
+def replicator_from_options(name: str, settings: dict[str, Any], **extra: Any) -> tuple[ReplicatorConfig, bool]:
+    """A training command's replicator from its options, and whether ``--bucket-mb`` was ``auto`` (the buckets are
+    then sized when the run is resolved, :func:`netbench.orchestrator.resolve.resolve`)."""
+    settings = dict(settings)
+    auto, megabytes = bucket_choice(settings.pop("bucket_mb"))
+    config = build_replicator_config(name, **settings, **({} if auto else {"bucket_mb": megabytes}), **extra)
+    return config, auto
