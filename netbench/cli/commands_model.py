@@ -29,7 +29,6 @@ from netbench.model.calibration import (
     scheme_of,
 )
 from netbench.model.collectives import ALGORITHMS
-from netbench.model.framing import Framing
 from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
@@ -508,11 +507,7 @@ def plan(
     # encode/decode cost
     calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
     try:
-        framing = Framing(
-            mtu=mtu,
-            acks_per_segment=calib.acks_per_segment if acks_per_segment is None else acks_per_segment,
-            wakeup_segments=calib.wakeup_segments(),
-        )
+        framing = calib.framing(mtu=mtu, **({} if acks_per_segment is None else {"acks_per_segment": acks_per_segment}))
     except pydantic.ValidationError as exc:
         raise UserError(
             one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"}, options=True)

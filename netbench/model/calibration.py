@@ -35,12 +35,13 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import safe_files
+from netbench.model.framing import DEFAULT_WAKEUP_SEGMENTS, Framing, wakeup_segments
 from netbench.small_files import UnreadableFile, read_small_text
 from netbench.validation import one_line
 
@@ -155,11 +156,15 @@ class Calibration(BaseModel):
         """Frames this host delivers back-to-back while a gloo reader wakes (how many of a train it ACKs one per two):
         the measured per-message software time at the measured loopback rate; the framing's default where either is
         unmeasured."""
-        from netbench.model.framing import DEFAULT_WAKEUP_SEGMENTS, wakeup_segments
-
         if self.software_overhead_s <= 0 or not self.loopback_bandwidth_bps:
             return DEFAULT_WAKEUP_SEGMENTS
         return wakeup_segments(self.software_overhead_s, self.loopback_bandwidth_bps)
+
+    def framing(self, **settings: Any) -> Framing:
+        """The framing this host's receivers see (its ACK constants), with ``settings`` (``mtu``, an explicit
+        ``acks_per_segment``) on top; pydantic.ValidationError for a bad one."""
+        base = {"acks_per_segment": self.acks_per_segment, "wakeup_segments": self.wakeup_segments()}
+        return Framing(**{**base, **settings})
 
     def overhead(self, collective: str) -> float:
         """Software overhead per message for ``collective`` (its override, else the common value)."""

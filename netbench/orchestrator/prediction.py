@@ -35,7 +35,6 @@ from netbench.calibrate.hostcache import load_calibration
 from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
 from netbench.model.calibration import Calibration, cost_key
-from netbench.model.framing import Framing
 from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
@@ -157,7 +156,7 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
         delay_s=cluster.one_way_delay_s(),
         compute_s=local_s,
         algorithm="ring",
-        framing=Framing(acks_per_segment=calibration.acks_per_segment, wakeup_segments=calibration.wakeup_segments()),
+        framing=calibration.framing(),
         tcp=expected_tcp_settings(cluster.tcp),
     )
 
