@@ -49,6 +49,30 @@ def test_counters_are_named_as_the_model_names_link_directions() -> None:
     assert trunk_bytes_per_step(trunks.iloc[:0], TOPO) == {}
 
 
+def test_a_rank_s_tail_is_charged_to_its_steps_over_the_whole_run() -> None:
+    """A rank ahead of a slow hop books its steps' last messages a step late, or after its last step: with the last
+    step's tail recorded, each access direction is the whole run's counters over its steps, warm-up included."""
+    rows = [
+        {"rank": r, "step": s, "warmup": s == 0, "tx_bytes": tx, "rx_bytes": 100_000, "tail_tx_bytes": None}
+        for r, sent in (
+            (0, (60_000, 140_000, 70_000)),
+            (1, (100_000, 100_000, 100_000)),
+            (2, (1, 2, 3)),
+            (3, (0, 0, 0)),
+        )
+        for s, tx in enumerate(sent)
+    ]
+    rows[2] |= {"tail_tx_bytes": 30_000, "tail_rx_bytes": 66}  # rank 0 still sending 30 kB after its last step
+    rows[5] |= {"tail_tx_bytes": 0, "tail_rx_bytes": 0}
+    steps = pd.DataFrame(rows)
+    access = access_bytes_per_step(steps, TOPO, place(TOPO, "topology"))
+    assert access["n0 up"] == 100_000.0  # (60 + 140 + 70 + 30) kB over 3 steps
+    assert access["n0 down"] == (300_000 + 66) / 3
+    assert access["n1 up"] == 100_000.0
+    assert access["n2 up"] == 2.5  # no tail recorded: the measured steps' mean, as runs without it were read
+    assert access_bytes_per_step(steps.drop(columns="tail_tx_bytes"), TOPO, place(TOPO, "topology"))["n0 up"] == 105_000
+
+
 def test_the_model_bottleneck_and_the_busiest_link_by_counters() -> None:
     model = GraphModel(TOPO, place(TOPO, "topology"))
     calib = Calibration(software_overhead_s=1e-4, encode_s_per_param={"full": 1e-9})

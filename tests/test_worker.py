@@ -45,6 +45,8 @@ STEP_FIELDS = {
     "tx_packets",
     "rx_packets",
     "retrans_segs",
+    "tail_tx_bytes",
+    "tail_rx_bytes",
     "compress_cpu_s",
     "decode_cpu_s",
     "compute_scale",
@@ -130,6 +132,9 @@ def check_run(tmp: Path, rank: int, steps: int, warmup: int, decl) -> list[dict]
         tmp / f"spec{rank}.log"
     ).read_text()
     step_lines = lines[1:-1]
+    last = step_lines[-1]  # its tail: what the interface moved until every rank had ended its steps
+    assert last["tail_tx_bytes"] > 0 and last["tail_rx_bytes"] > 0  # the closing barrier's messages at least
+    assert all(r["tail_tx_bytes"] is None and r["tail_rx_bytes"] is None for r in step_lines[:-1])
     assert [r["step"] for r in step_lines] == list(range(steps + warmup))
     assert [r["warmup"] for r in step_lines] == [True] * warmup + [False] * steps
     for r in step_lines:
@@ -270,6 +275,50 @@ def test_shapes_workload_through_the_worker(tmp_path: Path) -> None:
         step_lines = check_run(tmp_path, rank, 4, 0, decl)
         assert all(r["compute_s"] >= 0.050 for r in step_lines)
         assert step_lines[-1]["loss"] < step_lines[0]["loss"]
+
+
+def test_workers_join_then_wait_for_the_start_gate(tmp_path: Path) -> None:
+    """The rendezvous's traffic stays out of the steps: no worker steps before the orchestrator opens the gate."""
+    config, decl = replicator_or_skip("full", SMALL_MLP)
+    gate = tmp_path / "start"
+    specs = write_specs(tmp_path, 2, steps=2, replicator=config, workload=SMALL_MLP, timeout_s=20, start_gate=str(gate))
+    procs = [launch(s, tmp_path) for s in specs]
+    try:
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"rank{r}.jsonl").exists() for r in (0, 1)) or not all(
+            '"event": "start"' in (tmp_path / f"rank{r}.jsonl").read_text() for r in (0, 1)
+        ):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "the workers never joined"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        assert not any('"event": "step"' in (tmp_path / f"rank{r}.jsonl").read_text() for r in (0, 1))
+        opened = time.time()
+        gate.touch()
+    except BaseException:
+        for p in procs:
+            p.kill()
+            p.wait()
+        raise
+    assert finish(procs) == [0, 0]
+    for rank in (0, 1):
+        assert check_run(tmp_path, rank, 2, 0, decl)[0]["t_start"] >= opened
+
+
+def test_a_gate_that_never_opens_fails_the_worker_in_one_line(tmp_path: Path) -> None:
+    specs = write_specs(
+        tmp_path,
+        2,
+        steps=1,
+        replicator=ReplicatorConfig(name="full"),
+        workload=SMALL_MLP,
+        timeout_s=2,
+        start_gate=str(tmp_path / "start"),
+    )
+    assert finish([launch(s, tmp_path) for s in specs]) == [1, 1]
+    for rank in (0, 1):
+        lines = records(tmp_path / f"rank{rank}.jsonl")
+        assert [r["event"] for r in lines] == ["start", "error"]
+        assert "start gate" in lines[-1]["error"]
 
 
 def test_worker_under_torchrun(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 """Byte and packet counters of a topology's trunks, read in the switch namespaces (a node cannot see a trunk).
 
 Each trunk end sends one direction of its link: the a end's transmit counters are the link's ``fwd`` direction, the
-b end's its ``rev``. The orchestrator samples them whenever the slowest worker finishes a step and writes the
-per-step differences to the run directory's ``trunks.csv`` beside the nodes' own per-step counters.
+b end's its ``rev``. The orchestrator samples them once every worker has joined the process group (the workers wait
+for that sample before their first step, so the rendezvous's bytes are left out) and whenever the slowest worker
+finishes a step, and writes the per-step differences to the run directory's ``trunks.csv`` beside the nodes' own
+per-step counters.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ class TrunkCounters:
         """Record the counters at the end of ``step`` (0: before the first step)."""
         if self.fabric.trunk_ports and (not self.samples or self.samples[-1][0] != step):
             self.samples.append((step, self.read()))
+
+    def restart(self) -> None:
+        """Count from now: every worker has joined, so what crossed the trunks so far was the rendezvous's
+        (the store, gloo's connections), no step's."""
+        self.samples.clear()
+        self.sample(0)
 
     def rows(self) -> list[dict[str, object]]:
         rows = []

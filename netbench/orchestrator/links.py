@@ -2,12 +2,12 @@
 
 The model (:meth:`netbench.model.network.GraphModel.estimate`) gives bytes per step on every link direction and names
 the direction (or slow node) that sets the step. The run measured the same directions two ways: a node's interface
-counters are its access link (``tx``: ``nX up``, ``rx``: ``nX down``; the mean over the measured steps), and
-``trunks.csv`` holds every trunk direction's transmit counters per step (the mean over the run). Both are named as the
-model names them,
-so a report can say "bottleneck: X (model) / busiest link: Y (counters)". The busiest link is the direction that
-spent the most time sending per step (its bytes over its rate), which is what a bottleneck means; on a uniform network
-that is also the one that moved the most bytes.
+counters are its access link (``tx``: ``nX up``, ``rx``: ``nX down``), and ``trunks.csv`` holds every trunk
+direction's transmit counters per step. Both are named as the model names them, so a report can say "bottleneck: X
+(model) / busiest link: Y (counters)", and both are means over the whole run, from the moment every worker has joined
+to the moment every worker has ended its steps, so each direction's bytes are the steps' and nothing else's. The
+busiest link is the direction that spent the most time sending per step (its bytes over its rate), which is what a
+bottleneck means; on a uniform network that is also the one that moved the most bytes.
 """
 
 from __future__ import annotations
@@ -35,19 +35,34 @@ __all__ = [
 
 
 def access_bytes_per_step(steps: pd.DataFrame, topology: Topology, placement: tuple[int, ...]) -> dict[str, float]:
-    """Each access link direction's mean bytes per measured step, from the node's own counters (rank r on
-    ``placement[r]``).
+    """Each access link direction's mean bytes per step, from the node's own counters (rank r on ``placement[r]``).
+
+    A step ends when a rank has received what it needs, not when everything it sent has left: a rank ahead of a
+    slow hop ends its steps with its last messages still queued (in its sockets, or in its uplink's shaper), and its
+    counters book them a step later or after the run. So, where the last step recorded its tail (what the interface
+    moved until every rank had ended its steps), the mean runs over the whole run, warm-up included, as a trunk's
+    does (:func:`trunk_bytes_per_step`): from the barrier before step 0 to the barrier after the last, every byte
+    of every step in, nothing else. Older runs without the tail: the mean over the measured steps.
     """
-    measured = measured_steps(steps)
-    if measured.empty or Col.TX_BYTES not in measured:
+    if Col.TX_BYTES not in steps or measured_steps(steps).empty:
         return {}
     out: dict[str, float] = {}
-    for rank, rows in measured.groupby(Col.RANK):
+    for rank, rows in steps.groupby(Col.RANK):
         link = topology.access_link(placement[int(rank)]).name
-        for column, forward in ((Col.TX_BYTES, True), (Col.RX_BYTES, False)):
+        for column, tail, forward in (
+            (Col.TX_BYTES, Col.TAIL_TX_BYTES, True),
+            (Col.RX_BYTES, Col.TAIL_RX_BYTES, False),
+        ):
             if column in rows and rows[column].notna().any():
-                out[direction_name(topology, Hop(link, forward))] = float(rows[column].mean())
+                out[direction_name(topology, Hop(link, forward))] = _per_step(rows, column, tail)
     return out
+
+
+def _per_step(rows: pd.DataFrame, column: Col, tail: Col) -> float:
+    """One rank's counter per step: over the whole run with its tail where recorded, else over its measured steps."""
+    if tail in rows and rows[tail].notna().any():
+        return (float(rows[column].sum()) + float(rows[tail].sum())) / len(rows)
+    return float(measured_steps(rows)[column].mean())
 
 
 def trunk_bytes_per_step(trunks: pd.DataFrame, topology: Topology) -> dict[str, float]:
@@ -55,9 +70,10 @@ def trunk_bytes_per_step(trunks: pd.DataFrame, topology: Topology) -> dict[str, 
 
     The orchestrator samples the trunks when the slowest worker's step record appears, which on a crowded host can
     lag that step's traffic by most of a step (an 8-node run on 2 cores booked two steps' bytes in one row and
-    nearly none in the last). Only the first sample (before any step) and the last (every worker done) are exact,
-    so the mean runs from one to the other: every step of a run carries the same exchanges, or (a periodic one) as
-    many per step on average.
+    nearly none in the last). Only the first sample (every worker joined, held before its first step until it is
+    taken, so the rendezvous's bytes stay out) and the last (every worker done: every byte a step sent has arrived)
+    are exact, so the mean runs from one to the other: every step of a run carries the same exchanges, or (a
+    periodic one) as many per step on average.
     """
     if trunks.empty:
         return {}

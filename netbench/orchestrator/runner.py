@@ -280,6 +280,7 @@ def _worker_specs(
                 cpu_dilation=dilation,
                 compute_scale=config.cluster.graph.nodes[index].compute_scale,
                 compute_phases=scheduled.compute_phases(config, index, dilation),
+                start_gate=str(run_dir.start_gate),
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
                 **({"shard_groups": layout.shards} if layout is not None else {}),
             )
@@ -313,10 +314,22 @@ def watch(
         if progress:
             progress(done, total)
 
+    def joined() -> None:
+        """Every worker has joined: the trunks' counters from here on, then the steps may begin."""
+        if trunks is not None:
+            trunks.restart()
+        safe_files.write_text(plan.run_dir.start_gate, "")
+
     total = plan.dilated.warmup_steps + plan.dilated.steps
     try:
         _wait(
-            procs, plan.run_dir, total, deadline_s=plan.timeout_s * 2 + 30, progress=watched, poll=poll or cluster.check
+            procs,
+            plan.run_dir,
+            total,
+            deadline_s=plan.timeout_s * 2 + 30,
+            progress=watched,
+            poll=poll or cluster.check,
+            joined=joined,
         )
     except WorkerFailure as exc:
         outcome.fail(str(exc))
@@ -335,9 +348,10 @@ def _wait(
     deadline_s: float,
     progress: Progress | None,
     poll: Callable[[], None] = lambda: None,
+    joined: Callable[[], None] | None = None,
 ) -> None:
     """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled. ``poll`` runs every
-    round.
+    round; ``joined`` once, when every worker has recorded its start (joined the process group).
     """
     last_progress, last_done = time.monotonic(), -1
     counters = [StepCounter(run_dir.records_path(rank)) for rank in range(len(procs))]
@@ -351,6 +365,9 @@ def _wait(
             raise WorkerFailure(_root_cause(procs, run_dir))
         counts = [count() for count in counters]
         done = min(counts)
+        if joined is not None and all(count.started for count in counters):
+            joined()
+            joined = None
         if progress:
             progress(done, total)
         if all(code == 0 for code in codes):

@@ -88,6 +88,7 @@ class StepCounter:
         self.path = path
         self.offset = 0
         self.steps = 0
+        self.started = False  # the worker's start event is there: it has joined the process group
 
     def __call__(self) -> int:
         try:
@@ -98,9 +99,9 @@ class StepCounter:
             return self.steps
         complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits for the next call
         self.offset += len(complete)
-        self.steps += sum(
-            1 for line in complete.splitlines() if line.startswith(b'{"event": "step"')
-        )  # "event" comes first
+        lines = complete.splitlines()
+        self.steps += sum(1 for line in lines if line.startswith(b'{"event": "step"'))  # "event" comes first
+        self.started = self.started or any(line.startswith(b'{"event": "start"') for line in lines)
         return self.steps
 
 
@@ -139,6 +140,11 @@ class RunDir:
 
     def spec_path(self, rank: int) -> Path:
         return self.workers / f"rank{rank}.spec.json"
+
+    @property
+    def start_gate(self) -> Path:
+        """Created by the orchestrator when every worker has joined: the workers' signal to begin their steps."""
+        return self.workers / "start"
 
     def log_path(self, rank: int) -> Path:
         return self.workers / f"rank{rank}.log"

@@ -117,12 +117,20 @@ class Col(StrEnum):
     TX_PACKETS = "tx_packets", int, "count", _STEP, "the node's interface counter, packets sent"
     RX_PACKETS = "rx_packets", int, "count", _STEP, "the node's interface counter, packets received"
     RETRANS_SEGS = "retrans_segs", int, "count", _STEP, "TCP segments the node's namespace sent again"
+    TAIL_TX_BYTES = "tail_tx_bytes", int, "B", _WORKER, (
+        "the last step's row only: bytes the node's interface sent after that step ended, until every worker had "
+        "ended its steps (a rank ahead of a slow hop ends with its last messages still queued)"
+    ), OPTIONAL
+    TAIL_RX_BYTES = "tail_rx_bytes", int, "B", _WORKER, (
+        "the last step's row only: bytes the node's interface received after that step ended, until every worker "
+        "had ended its steps"
+    ), OPTIONAL
 
     NODE = "node", int, "", _SHARDED, "the node the worker runs on"
     LOCAL_RANK = "local_rank", int, "", _SHARDED, "the worker's place on its node"
     SHARD_GROUP = "shard_group", int, "", _SHARDED, "the sharding group (a site's workers)", OPTIONAL
     SHARD_RANK = "shard_rank", int, "", _SHARDED, "the worker's place in its sharding group", OPTIONAL
-    INTRA_COMM_S = "intra_comm_s", float, "s", _SHARDED, "collectives inside the sharding group"
+    INTRA_COMM_S = "intra_comm_s", float, "s", _SHARDED, "collectives inside the sharding group", DILATED
     INTRA_PAYLOAD_BYTES = "intra_payload_bytes", int, "B", _SHARDED, "bytes handed to them"
     INTRA_COLLECTIVES = "intra_collectives", int, "count", _SHARDED, "collective calls inside the group"
     INTRA_TX_BYTES = "intra_tx_bytes", int, "B", _SHARDED, "the intra-node link's counter, bytes sent", OPTIONAL

@@ -15,7 +15,13 @@ Timing boundaries of a step (one JSONL record each):
   the namespace's TCP retransmissions (loss on the link shows here). The reading that ends
   one step begins the next, so the deltas tile the run: their sum is exactly the interface's
   traffic from the first step's start to the last step's end, even when a faster peer's next
-  step lands between two of this rank's steps.
+  step lands between two of this rank's steps. The last step's record also carries ``tail_tx_bytes`` and
+  ``tail_rx_bytes``: what the interface moved after it ended, until a barrier saw every rank done, so the run's
+  counters add up to every byte its steps sent.
+
+Under ``netbench run`` the worker waits, between joining the process group and step 0, for the orchestrator's start
+gate (a file it creates once every worker has joined and it has read the trunks' counters), so the rendezvous's
+traffic stays out of the trunks' bytes per step.
 """
 
 from __future__ import annotations
@@ -74,12 +80,15 @@ class WorkerRun:
         """Everything up to the done event; any failure propagates to :func:`run_worker`."""
         workload, replicator = self._setup()
         self.replicator = replicator
+        wait_for_gate(self.spec.start_gate, self.spec.timeout_s)
         dist.barrier()  # step 0 starts together on every rank
         before = read_counters(self.spec.iface)
         self.intra_before = read_counters(self.spec.intra_iface) if self.spec.intra_iface else None
         for step in range(self.spec.total_steps):
             self.step = step
             record, before = self._one_step(step, workload, replicator, before)
+            if step == self.spec.total_steps - 1:
+                record.update(self._tail(before))
             self.writer.write(record)
             if not record[Col.WARMUP]:
                 self.measured.append(record)
@@ -181,6 +190,19 @@ class WorkerRun:
             record.update(step_row("sharded", intra_fields(self, stats)))
         return record, after
 
+    def _tail(self, before: IfaceCounters) -> dict[str, Any]:
+        """What the interface moved after the last step ended until every rank had ended its steps (a barrier: then
+        every message of every step has arrived). A rank that finishes first may still be sending its last messages
+        to a slow hop; the counters of its steps alone would miss them. Empty if the barrier fails (a peer gone after
+        its last step): the steps are recorded all the same."""
+        try:
+            dist.barrier()
+        except Exception as exc:  # noqa: BLE001 - the measured steps stand without their tail
+            print(f"netbench worker: no tail after the last step: {exc}", file=sys.stderr)
+            return {}
+        moved = read_counters(self.spec.iface) - before
+        return {Col.TAIL_TX_BYTES: moved.tx_bytes, Col.TAIL_RX_BYTES: moved.rx_bytes}
+
     def _follow_schedule(self, step: int, t_start: float) -> None:
         """A schedule's straggler phases: the compute scale in force from this step on (netbench.pacing.scale_at)."""
         if not self.spec.compute_phases or step < self.spec.warmup_steps:
@@ -211,6 +233,20 @@ class WorkerRun:
 
             done.update(done_fields(self))
         return done
+
+
+GATE_POLL_S = 0.005
+
+
+def wait_for_gate(path: str | None, timeout_s: float) -> None:
+    """Wait until the file ``path`` exists (the orchestrator's start gate; None: no gate)."""
+    if path is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the orchestrator did not open the start gate within {timeout_s:.0f} s")
+        time.sleep(GATE_POLL_S)
 
 
 def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = None) -> int:

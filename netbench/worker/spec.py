@@ -77,6 +77,13 @@ class WorkerSpec(BaseModel):
         description="a schedule's straggler phases: (seconds from the first measured step, compute scale), in "
         "time order",
     )
+    start_gate: str | None = Field(
+        None,
+        min_length=1,
+        description="a file the worker waits for between joining the group and its first step: the orchestrator "
+        "creates it once every worker has joined and it has read the links' counters, so the rendezvous's traffic "
+        "is not booked on the steps; None: step at once",
+    )
 
     @model_validator(mode="after")
     def _rank_in_world(self) -> WorkerSpec:
