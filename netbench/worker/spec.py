@@ -81,7 +81,7 @@ class WorkerSpec(BaseModel):
         None,
         min_length=1,
         description="a file the worker waits for between joining the group and its first step: the orchestrator "
-        "creates it once every worker has joined and it has read the links' counters, so the rendezvous's traffic "
+        "creates it once every worker has joined and it has read the trunks' counters, so the rendezvous's traffic "
         "is not booked on the steps; None: step at once",
     )
 
