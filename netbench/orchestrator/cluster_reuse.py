@@ -42,6 +42,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.forked_workers import ForkedWorker, ForkServer
 from netbench.orchestrator.phases import Outcome
+from netbench.validation import error_text
 
 T = TypeVar("T")
 PORTS = 1000  # rendezvous ports RENDEZVOUS_PORT + 1 ... + PORTS, one per point, cycled
@@ -144,7 +145,7 @@ class ClusterReuse:
         except Exception as exc:  # noqa: BLE001 - recorded in run.json; the caller reports the failed status
             self.close(exc)
             outcome.error = exc
-            outcome.fail(f"{type(exc).__name__}: {exc}")
+            outcome.fail(error_text(exc))
         if outcome.status != "ok":  # a worker failed or hung: nothing of this point's processes serves the next
             self.close()
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -49,8 +48,9 @@ from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.prediction import period_warnings
 from netbench.orchestrator.resolve import resolve
-from netbench.orchestrator.timeouts import collective_timeout_s
-from netbench.rundir.layout import RunDir, StepCounter, last_error
+from netbench.orchestrator.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s, stall_limit_s
+from netbench.orchestrator.watch import Limits, WorkerFailure, wait_for_workers
+from netbench.rundir.layout import RunDir
 from netbench.trace import hooks as trace
 from netbench.worker.spec import WorkerSpec
 
@@ -85,6 +85,7 @@ class RunPlan:
     run_dir: RunDir
     calibration: HostCalibration  # the model constants the prediction uses
     timeout_s: float  # the workers' collective timeout
+    setup_timeout_s: float  # how long the workers may take to join the process group
     warnings: list[str]
     started: float
     reuse: ClusterReuse | None = None  # a sweep's cluster and worker fork server, held across its runs
@@ -94,16 +95,16 @@ class RunPlan:
     def world_size(self) -> int:
         return self.dilated.cluster.nodes * self.dilated.gpus_per_node
 
+    def node_of(self, rank: int) -> int:
+        """The node that runs ``rank``."""
+        return self.config.cluster.placement[rank // self.config.gpus_per_node]
+
 
 @dataclass
 class RunOutcome(Outcome):
     """A `netbench run`'s outcome: also the run's verdict on its own emulation."""
 
     fidelity: dict[str, Any] | None = None
-
-
-class WorkerFailure(RuntimeError):
-    """A worker ended badly; the message names the node."""
 
 
 # ------------------------------------------------------------------------------------------ the run
@@ -151,7 +152,8 @@ def prepare(
         names=names,
         run_dir=run_dir,
         calibration=calibration,
-        timeout_s=collective_timeout_s(dilated),
+        timeout_s=collective_timeout_s(dilated, dilation, host_cpus()),
+        setup_timeout_s=setup_timeout_s(dilated, host_cpus()),
         warnings=warnings,
         started=time.time(),
         reuse=reuse,
@@ -223,7 +225,9 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[Any]:
     ``nice``: how far each worker lowers its priority before it starts (:func:`worker_nice`)."""
     config = plan.dilated
     lower = (lambda: os.nice(nice)) if nice else None
-    specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s, plan.dilation, plan.port)
+    specs = _worker_specs(
+        config, cluster, plan.run_dir, (plan.timeout_s, plan.setup_timeout_s), plan.dilation, plan.port
+    )
     procs: list[Any] = []
     placement = cluster.spec.placement
     if plan.reuse is not None:  # forked by the sweep's fork server, which has torch imported already
@@ -251,11 +255,17 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[Any]:
 
 
 def _worker_specs(
-    config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float, port: int = RENDEZVOUS_PORT
+    config: RunConfig,
+    cluster: Cluster,
+    run_dir: RunDir,
+    timeouts: tuple[float, float],
+    dilation: float,
+    port: int = RENDEZVOUS_PORT,
 ) -> list[Path]:
-    """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``dilation`` paces their CPU
-    phases.
+    """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``timeouts``: (collectives,
+    joining the group); ``dilation`` paces their CPU phases.
     """
+    timeout_s, setup_s = timeouts
     paths = []
     g, layout = config.gpus_per_node, config.shard_layout()
     placement = cluster.spec.placement
@@ -276,6 +286,7 @@ def _worker_specs(
                 workload=config.workload,
                 out_path=str(run_dir.records_path(rank)),
                 timeout_s=timeout_s,
+                setup_timeout_s=setup_s,
                 threads=config.threads,
                 cpu_dilation=dilation,
                 compute_scale=config.cluster.graph.nodes[index].compute_scale,
@@ -322,11 +333,12 @@ def watch(
 
     total = plan.dilated.warmup_steps + plan.dilated.steps
     try:
-        _wait(
+        wait_for_workers(
             procs,
             plan.run_dir,
             total,
-            deadline_s=plan.timeout_s * 2 + 30,
+            Limits(join_limit_s=plan.setup_timeout_s + FLOOR_S, step_limit_s=stall_limit_s(plan.timeout_s)),
+            plan.node_of,
             progress=watched,
             poll=poll or cluster.check,
             joined=joined,
@@ -339,66 +351,6 @@ def watch(
             trunks.write(plan.run_dir.trunks_csv)
         stop_capture(capture, cluster, outcome)
     outcome.measured = True
-
-
-def _wait(
-    procs: list[subprocess.Popen],
-    run_dir: RunDir,
-    total: int,
-    deadline_s: float,
-    progress: Progress | None,
-    poll: Callable[[], None] = lambda: None,
-    joined: Callable[[], None] | None = None,
-) -> None:
-    """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled. ``poll`` runs every
-    round; ``joined`` once, when every worker has recorded its start (joined the process group).
-    """
-    last_progress, last_done = time.monotonic(), -1
-    counters = [StepCounter(run_dir.records_path(rank)) for rank in range(len(procs))]
-    while True:
-        poll()
-        codes = [p.poll() for p in procs]
-        for rank, code in enumerate(codes):
-            if code not in (None, 0) and run_dir.finished(rank):
-                codes[rank] = 0  # crashed on the way out (gloo teardown) after recording everything
-        if any(code not in (None, 0) for code in codes):
-            raise WorkerFailure(_root_cause(procs, run_dir))
-        counts = [count() for count in counters]
-        done = min(counts)
-        if joined is not None and all(count.started for count in counters):
-            joined()
-            joined = None
-        if progress:
-            progress(done, total)
-        if all(code == 0 for code in codes):
-            return
-        now = time.monotonic()
-        if done != last_done:
-            last_done, last_progress = done, now
-        elif now - last_progress > deadline_s:
-            slow = counts.index(done)
-            raise WorkerFailure(f"no progress for {deadline_s:.0f} s (node {slow} is at step {done})")
-        time.sleep(0.1)
-
-
-def _root_cause(procs: list[subprocess.Popen], run_dir: RunDir, settle_s: float = 2.0) -> str:
-    """Name the node that caused a failure, not the peers that merely lost it.
-
-    When one worker dies, its peers fail too (a gloo read error) and may exit first; so wait a
-    moment, then prefer a node killed by a signal, then one that exited without an error event.
-    """
-    deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        time.sleep(0.05)
-    failed = []
-    for rank, proc in enumerate(procs):
-        code = proc.poll()
-        if code in (None, 0) or run_dir.finished(rank):
-            continue
-        error = last_error(run_dir.records(rank))
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-        failed.append((code >= 0, error is not None, rank, f"node {rank} {how}" + (f": {error}" if error else "")))
-    return min(failed)[3] if failed else "a worker failed"
 
 
 def _fidelity(monitor: fid.FidelityMonitor, cluster: Cluster) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import pandas as pd
 from pydantic import BaseModel, ValidationError
 
 from netbench.safe_files import BadInput, read_utf8
+from netbench.validation import error_text
 
 __all__ = ["BadInput", "read_json_object", "read_csv", "validated", "numeric_column"]
 
@@ -66,7 +67,7 @@ def read_csv(path: Path, text_columns: tuple[str, ...] = (), limit: int | None =
     except pd.errors.EmptyDataError:
         raise BadInput(f"{path}: empty (no header line)") from None
     except (ValueError, TypeError, OverflowError, pd.errors.ParserError) as exc:
-        first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        first = error_text(exc).splitlines()[0][:120]
         raise BadInput(
             f"{path}: not a CSV table netbench wrote ({first.encode('ascii', 'replace').decode()})"
         ) from None

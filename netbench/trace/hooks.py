@@ -30,13 +30,18 @@ def write(
     pcaps: Mapping[int, Path],
     addresses: Mapping[int, str],
 ) -> Path | None:
-    """trace.json in ``run_dir`` (None with --no-trace, or when it could not be built: the reason goes to stderr)."""
+    """trace.json in ``run_dir`` (None with --no-trace, or when it could not be built: the reason goes to stderr).
+
+    A run without a single step has no trace and nothing to say about it: why it has none is its status's business.
+    """
     if not enabled:
         return None
-    from netbench.trace.build import write_trace  # scapy and the readers: only once the run is over
+    from netbench.trace.build import NoSteps, write_trace  # scapy and the readers: only once the run is over
 
     try:
         return write_trace(run_dir, node_of_rank, pcaps, addresses)
+    except NoSteps:
+        return None
     except Exception as exc:  # noqa: BLE001 - the run's own results stand without a trace
-        print(f"netbench: no trace.json: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"netbench: no trace.json: {exc}", file=sys.stderr)
         return None
