@@ -141,8 +141,8 @@ def sweep(
         True,
         "--reuse/--no-reuse",
         help="Run points that share a network on one cluster, re-shaped between "
-        "them, with workers forked from a per-node server that imported torch once (--no-reuse: a "
-        "fresh cluster and fresh worker processes for every point).",
+        "them, with every point's workers forked from one server that imported torch once (--no-reuse: a "
+        "fresh cluster and a fresh fork server for every point).",
     ),
     tcp_cc: str | None = typer.Option(
         None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."

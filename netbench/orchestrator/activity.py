@@ -67,4 +67,5 @@ def wait_while_working(
         idle = activity.idle_s([pid])
         if idle > stall_s:
             raise Stalled(f"it used no CPU for {idle:.0f} s")
-        time.sleep(poll_s)
+        if poll_s:
+            time.sleep(poll_s)

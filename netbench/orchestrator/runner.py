@@ -23,6 +23,7 @@ files, with ``status: failed`` and the reason naming the node.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -43,6 +44,7 @@ from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results, scheduled
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.forked_workers import ForkedWorker, Launcher
 from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
@@ -88,7 +90,8 @@ class RunPlan:
     setup_timeout_s: float  # how long the workers may take to join the process group
     warnings: list[str]
     started: float
-    reuse: ClusterReuse | None = None  # a sweep's cluster and worker fork server, held across its runs
+    launcher: Launcher  # the fork server that starts the workers (a sweep's, held across its runs, or the run's own)
+    reuse: ClusterReuse | None = None  # a sweep's cluster, held across its runs
     port: int = RENDEZVOUS_PORT  # the rendezvous port on rank 0's node
 
     @property
@@ -117,23 +120,33 @@ def run(
     calibration: HostCalibration | None = None,
     dilation: float | None = 1.0,
     reuse: ClusterReuse | None = None,
+    launcher: Launcher | None = None,
 ) -> RunResult:
     """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
 
     ``calibration``: the model constants its prediction uses (default: this host's, measured
     first when the cache has none -- before anything is built). ``dilation``: time dilation
     factor k (:mod:`netbench.orchestrator.dilation`; None: auto, from the run's prediction); results are
-    reported for ``config``. ``reuse``: a sweep's held cluster and worker fork server
-    (:mod:`netbench.orchestrator.cluster_reuse`), used where the run shares its network.
+    reported for ``config``. ``reuse``: a sweep's held cluster (:mod:`netbench.orchestrator.cluster_reuse`), used
+    where the run shares its network. ``launcher``: a sweep's worker fork server (default: the held cluster's, else
+    one of the run's own, whose imports overlap the cluster's build).
     """
-    plan = prepare(config, calibration, dilation, reuse)
-    outcome = RunOutcome()
-    train(plan, outcome, progress, on_cluster)
+    with contextlib.ExitStack() as own:
+        if launcher is None:
+            launcher = reuse.launcher if reuse is not None else own.enter_context(Launcher())
+        plan = prepare(config, calibration, dilation, launcher, reuse)
+        launcher.start_server(plan.dilated.threads)
+        outcome = RunOutcome()
+        train(plan, outcome, progress, on_cluster)
     return collect(plan, outcome)
 
 
 def prepare(
-    config: RunConfig, calibration: HostCalibration | None, dilation: float | None, reuse: ClusterReuse | None = None
+    config: RunConfig,
+    calibration: HostCalibration | None,
+    dilation: float | None,
+    launcher: Launcher,
+    reuse: ClusterReuse | None = None,
 ) -> RunPlan:
     """Resolve the config's intents, check this host can hold it, calibrate (when the cache has none), dilate, name
     the run and make its folder; nothing is built yet. HostUnfit (a ValueError) before anything is created."""
@@ -156,6 +169,7 @@ def prepare(
         setup_timeout_s=setup_timeout_s(dilated, host_cpus()),
         warnings=warnings,
         started=time.time(),
+        launcher=launcher,
         reuse=reuse,
         port=reuse.next_port() if reuse is not None else RENDEZVOUS_PORT,
     )
@@ -172,7 +186,8 @@ def train(
         build(plan, cluster, outcome)
         live = scheduled.start(plan.config, cluster, plan.run_dir, plan.dilation)  # a link schedule's time-0 changes
         capture = start_capture(cluster, plan.run_dir.capture, plan.dilated.capture)
-        sampling = trace.start_sampling(plan.dilated.trace, cluster.nodes, plan.run_dir.path)  # TCP, for trace.json
+        # TCP, for trace.json
+        sampling = trace.start_sampling(plan.dilated.trace, cluster.nodes, plan.run_dir.path, plan.dilation)
         try:
             procs = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0))
             if on_cluster:
@@ -220,38 +235,20 @@ def worker_nice(delay_line_pids: list[int]) -> int:
     return 0
 
 
-def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[Any]:
-    """A worker per rank in its node's namespace: G per node, rank = node * G + local rank; spec and log in workers/.
-    ``nice``: how far each worker lowers its priority before it starts (:func:`worker_nice`)."""
+def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[ForkedWorker]:
+    """A worker per rank in its node's namespace, forked by the run's fork server (torch imported once): G per node,
+    rank = node * G + local rank; spec and log in workers/. ``nice``: how far each worker lowers its priority before
+    it starts (:func:`worker_nice`)."""
     config = plan.dilated
-    lower = (lambda: os.nice(nice)) if nice else None
     specs = _worker_specs(
         config, cluster, plan.run_dir, (plan.timeout_s, plan.setup_timeout_s), plan.dilation, plan.port
     )
-    procs: list[Any] = []
     placement = cluster.spec.placement
-    if plan.reuse is not None:  # forked by the sweep's fork server, which has torch imported already
-        workers = [
-            (cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
-            for rank, path in enumerate(specs)
-        ]
-        return plan.reuse.start_workers(workers, config.threads, nice, plan.port)
-    for rank, spec_path in enumerate(specs):
-        node = cluster.nodes[placement[rank // config.gpus_per_node]]
-        with plan.run_dir.log_path(rank).open("x") as log:  # the worker keeps its own copy
-            procs.append(
-                node.python(
-                    "netbench.worker",
-                    "--spec",
-                    str(spec_path),
-                    env={"OMP_NUM_THREADS": str(config.threads)},
-                    workdir=os.getcwd(),
-                    then=lower,
-                    stdout=log,
-                    stderr=log,
-                )
-            )  # the spec's relative paths lead from there
-    return procs
+    workers = [
+        (cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
+        for rank, path in enumerate(specs)
+    ]
+    return plan.launcher.start_workers(workers, config.threads, nice, plan.port)
 
 
 def _worker_specs(

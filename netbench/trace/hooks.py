@@ -11,11 +11,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from netbench.trace.sampling import NodeLike, TcpSampling
+from netbench.trace.tcp_sampler import DEFAULT_INTERVAL_S
 
 
-def start_sampling(enabled: bool, nodes: Sequence[NodeLike], run_dir: Path) -> TcpSampling | None:
-    """A TCP sampler in every node (None with --no-trace)."""
-    return TcpSampling(nodes, run_dir) if enabled else None
+def start_sampling(
+    enabled: bool, nodes: Sequence[NodeLike], run_dir: Path, dilation: float = 1.0
+) -> TcpSampling | None:
+    """The TCP sampler of every node (None with --no-trace), sampling as often per emulated second at any
+    ``dilation``."""
+    return TcpSampling(nodes, run_dir, DEFAULT_INTERVAL_S * dilation) if enabled else None
 
 
 def stop_sampling(sampling: TcpSampling | None) -> None:
