@@ -36,6 +36,7 @@ from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, bu
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.registry import names, spec
+from netbench.reports.terminal import make_console
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
@@ -305,8 +306,8 @@ def _placed_graphs(
 
 
 def _console() -> Console:
-    """Rich console; wide enough for the table when stdout is not a terminal (pipes, logs)."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    """Rich console; every line whole when stdout is not a terminal (pipes, logs)."""
+    return make_console()
 
 
 def _rate_text(bps: float) -> str:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from netbench.cli.errors import UserError, make_output_folder
@@ -15,10 +14,11 @@ from netbench.cli.privileges import require_privileges
 from netbench.cli.run_config import check_capture_room, check_delay_line_env, check_host_fit, dilation_factor
 from netbench.cli.run_options import check_workload
 from netbench.replicators.registry import names
+from netbench.reports.terminal import make_console
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import is_sweep
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 # scenario field -> the sweep option that sets it, so errors name what the user typed
 _OPTIONS = {
@@ -361,7 +361,7 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
     ran.
     """
     from netbench.reports.escape import for_terminal, printable
-    from netbench.reports.terminal import summary_table
+    from netbench.reports.terminal import print_summary
     from netbench.rundir.runjson import read_run_doc
 
     if calibration is not None:
@@ -380,11 +380,11 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
             {**n.model_dump(), "stopped_by": for_terminal(n.stopped_by) if n.stopped_by else None}
             for n in doc.exec.nodes
         ]
-        Console().print(
+        make_console().print(
             nodes_table(nodes, for_terminal(f"netbench exec {doc.summary.run_id}: {' '.join(doc.exec.command)}"))
         )
     if doc.exec is None or summary.get("steps_measured"):
-        Console().print(summary_table(summary, "netbench worker" if launcher == "torchrun" else launcher))
+        print_summary(summary, "netbench worker" if launcher == "torchrun" else launcher)
     if summary.get("prediction_error"):
         console.print(f"model: {for_terminal(summary['prediction_error'])}")
     from netbench.reports.schedule_figure import schedule_figure, segment_lines
