@@ -18,7 +18,7 @@ from itertools import combinations
 
 from netbench.model.calibration import Calibration
 from netbench.model.overlap import pipelined
-from netbench.model.schemes import Scheme
+from netbench.model.schemes import Scheme, shape_key
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate, estimate
 from netbench.shapes import ParamShape, total_params
 
@@ -60,12 +60,19 @@ class Planner:
     calibration: Calibration
 
     def __post_init__(self) -> None:
-        self.shapes = tuple(self.shapes)
+        self.shapes = shape_key(self.shapes)
         self.params = total_params(list(self.shapes))
+        self._steps: dict[tuple[Scheme, Scenario], StepEstimate] = {}
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
-        est = estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
-        return pipelined(est, scheme.config, self.shapes)  # bucket pipeline (model/overlap.py)
+        """One step of ``scheme`` in ``scenario``; each is modelled once (the searches and every pair of schemes
+        ask for the same points)."""
+        key = (scheme, scenario)
+        found = self._steps.get(key)
+        if found is None:
+            est = estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
+            found = self._steps[key] = pipelined(est, scheme.config, self.shapes)  # bucket pipeline (model/overlap.py)
+        return found
 
     @staticmethod
     def _at_bw(scenario: Scenario, bw_bps: float) -> Scenario:
