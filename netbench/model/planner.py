@@ -15,12 +15,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from netbench.model.calibration import Calibration
-from netbench.model.overlap import pipelined
 from netbench.model.schemes import Scheme, shape_key
-from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate, estimate
+from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate
 from netbench.shapes import ParamShape, total_params
+
+if TYPE_CHECKING:
+    from netbench.model.backends import Backend
 
 __all__ = ["Planner", "BW_RANGE_BPS", "bisect_log", "bisect_int"]
 
@@ -54,14 +57,23 @@ def bisect_int(pred: Callable[[int], bool], lo: int, hi: int) -> int:
 
 @dataclass
 class Planner:
-    """Evaluates schemes on one shape list, calibration and base scenario; answers derived questions."""
+    """Evaluates schemes on one shape list and base scenario with one backend; answers derived questions.
+
+    ``backend``: what carries the collectives (:mod:`~netbench.model.backends`); gloo with ``calibration`` when
+    left out.
+    """
 
     shapes: Sequence[ParamShape]
     calibration: Calibration
+    backend: Backend | None = None
 
     def __post_init__(self) -> None:
+        from netbench.model.backends import GlooBackend
+
         self.shapes = shape_key(self.shapes)
         self.params = total_params(list(self.shapes))
+        if self.backend is None:
+            self.backend = GlooBackend(self.shapes, self.calibration, self.params)
         self._steps: dict[tuple[Scheme, Scenario], StepEstimate] = {}
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
@@ -70,8 +82,7 @@ class Planner:
         key = (scheme, scenario)
         found = self._steps.get(key)
         if found is None:
-            est = estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
-            found = self._steps[key] = pipelined(est, scheme.config, self.shapes)  # bucket pipeline (model/overlap.py)
+            found = self._steps[key] = self.backend.step(scheme, scenario)
         return found
 
     @staticmethod

@@ -97,6 +97,7 @@ def compression(fraction: float, config: Settings) -> dict[str, Any]:
 
 
 SPEC = ReplicatorSpec(
+    codec_bytes_per_param=90,
     in_default_sweep=True,
     name="dct",
     summary="top-k DCT coefficients of every chunk of a decoupled momentum, all-gathered (DeMo)",
