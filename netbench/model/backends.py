@@ -3,10 +3,10 @@
 * :class:`GlooBackend` -- gloo over TCP on CPU tensors, with this host's calibrated software overhead and codec
   costs (:mod:`~netbench.model.steptime`, :mod:`~netbench.model.gloo_tcp`, the bucket pipeline): what an emulated
   run measures.
-* :class:`NcclBackend` -- NCCL on GPUs (:mod:`~netbench.model.nccl`, or a fit of the user's own nccl-tests logs,
-  :mod:`~netbench.model.nccl_tests`): every accelerator is a rank of one communicator, reductions run on the
-  device, the codec runs at the accelerator's speed (a measured profile where one exists, else its declared
-  memory traffic over the accelerator's memory bandwidth, labelled an estimate).
+* :class:`NcclBackend` -- NCCL on GPUs (:mod:`~netbench.model.nccl`, or for the collectives it has a fit of the
+  user's own nccl-tests logs, :mod:`~netbench.model.nccl_tests`): every accelerator is a rank of one communicator,
+  reductions run on the device, the codec runs at the accelerator's speed (a measured profile where one exists,
+  else its declared memory traffic over the accelerator's memory bandwidth, labelled an estimate).
 * :class:`IdealBackend` -- the link alone: a collective takes its bus bytes over the bandwidth and nothing else
   (what published utilisation simulators assume, e.g. Streaming DiLoCo's).
 
@@ -32,7 +32,8 @@ from netbench.model.collectives import CollectiveCost
 from netbench.model.compute import ModelShape
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import LinkBytes
-from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time
+from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps
+from netbench.model.nccl_tests import NcclFit
 from netbench.model.overlap import BACKWARD_SHARE, pipelined
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey
@@ -47,7 +48,6 @@ __all__ = [
     "IdealBackend",
     "CodecCost",
     "measured_codec_profile",
-    "CollectiveFit",
 ]
 
 
@@ -210,23 +210,13 @@ class ScheduledBackend:
 
 
 @dataclass
-class CollectiveFit:
-    """A fitted cost per collective (from nccl-tests logs): ``time(kind, bytes, ranks)`` or None where the fit has
-    no such collective."""
-
-    fit: object  # netbench.model.nccl_tests.NcclFit (duck-typed: time_s(kind, nbytes, ranks) -> float | None)
-
-    def time_s(self, kind: str, nbytes: float, ranks: int) -> float | None:
-        return self.fit.time_s(kind, nbytes, ranks)  # type: ignore[attr-defined]
-
-
-@dataclass
 class NcclBackend(ScheduledBackend):
     """NCCL on GPUs: NCCL 2.27.5's tuning model over the network (or the user's fitted nccl-tests logs)."""
 
     accelerator: Accelerator | None = None
     net: NetProfile = field(default_factory=NetProfile)
-    fitted: CollectiveFit | None = None
+    fitted: NcclFit | None = None
+    fit_ceiling: bool = False  # a fitted bus bandwidth no faster than the scenario's network allows
     name: str = "nccl"
 
     def cluster(self, scenario: Scenario) -> NcclCluster:
@@ -249,11 +239,15 @@ class NcclBackend(ScheduledBackend):
         ranks = scenario.nodes
         nccl_kind = "all_reduce" if kind == "all_reduce" else "all_gather"
         size = nbytes if nccl_kind == "all_reduce" else nbytes * ranks  # nccl-tests sizes all-gather by its output
+        cluster = self.cluster(scenario)
         if self.fitted is not None:
-            fitted = self.fitted.time_s(nccl_kind, size, ranks)
+            ceiling = None
+            if self.fit_ceiling:
+                ceiling = net_bus_Bps(cluster.net) if cluster.nodes > 1 else cluster.intra_Bps
+            fitted = self.fitted.time_s(nccl_kind, size, ranks, ceiling)
             if fitted is not None:
                 return fitted, 0.0
-        choice = nccl_time(nccl_kind, size, self.cluster(scenario))
+        choice = nccl_time(nccl_kind, size, cluster)
         return choice.time_s, choice.latency_s
 
     def describe(self) -> dict:

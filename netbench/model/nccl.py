@@ -44,6 +44,7 @@ __all__ = [
     "bus_factor",
     "steps_of",
     "socket_streams",
+    "net_bus_Bps",
 ]
 
 NCCL_RELEASE = "2.27.5"
