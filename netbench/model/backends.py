@@ -47,6 +47,7 @@ __all__ = [
     "NcclBackend",
     "IdealBackend",
     "CodecCost",
+    "estimated_codec_s",
     "measured_codec_profile",
 ]
 
@@ -88,10 +89,17 @@ def measured_codec_profile(accelerator_name: str) -> Calibration | None:
     return Calibration.model_validate(json.loads(ref.read_text(encoding="utf-8")))
 
 
+REFERENCE_PROFILE = "h100-sxm"  # the measured profile whose per-tensor costs an estimate borrows
+
+
 @dataclass(frozen=True)
 class CodecCost:
-    """A replicator's encode + decode on the accelerator: measured where a profile has it, else estimated from
-    the replicator's declared memory traffic per parameter over the accelerator's memory bandwidth."""
+    """A replicator's encode + decode on the accelerator: measured where a profile has it, else estimated.
+
+    The estimate: the replicator's declared memory traffic per parameter over the accelerator's memory
+    bandwidth, plus the reference profile's cost per tensor (kernel launches, which memory bandwidth does not
+    speed up). Checked on an accelerator whose profile the estimate did not use: see docs/concepts/model.md.
+    """
 
     accelerator: Accelerator | None
     profile: Calibration | None = None
@@ -112,9 +120,21 @@ class CodecCost:
         if source.startswith("measured") and self.profile is not None:
             return self.profile.encode_decode_s(cost_key(scheme.config), params, tensors)
         if source == "estimate" and self.accelerator is not None:
-            total = spec(scheme.name).codec_bytes_per_param * params / self.accelerator.hbm_Bps
-            return total / 2, total / 2
+            return estimated_codec_s(scheme, self.accelerator, params, tensors)
         return 0.0, 0.0
+
+
+def estimated_codec_s(scheme: Scheme, accelerator: Accelerator, params: int, tensors: int) -> tuple[float, float]:
+    """(encode, decode) from the declared traffic over ``accelerator``'s memory bandwidth, plus the reference
+    profile's per-tensor costs (encode and decode halves of the traffic term)."""
+    traffic = spec(scheme.name).codec_bytes_per_param * params / accelerator.hbm_Bps
+    reference = measured_codec_profile(REFERENCE_PROFILE)
+    key = (
+        scheme.name if reference is None or not reference.measured(cost_key(scheme.config)) else cost_key(scheme.config)
+    )
+    enc_t = reference.encode_s_per_tensor.get(key, 0.0) * tensors if reference else 0.0
+    dec_t = reference.decode_s_per_tensor.get(key, 0.0) * tensors if reference else 0.0
+    return traffic / 2 + enc_t, traffic / 2 + dec_t
 
 
 @dataclass
