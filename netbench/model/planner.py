@@ -110,7 +110,9 @@ class Planner:
         g_lo, g_hi = gap(lo), gap(hi)
         if g_hi > 0:
             floor = g_hi + compute
-            return out | {"reason": f"latency-bound: communication takes {floor:.4g}s even at {hi:.0e} bit/s"}
+            # gloo's floor is its per-message latency; a GPU backend's may be its transport (socket streams)
+            bound = "latency-bound" if self.backend.name == "gloo" else "bandwidth-independent"
+            return out | {"reason": f"{bound}: communication takes {floor:.4g}s even at {hi:.0e} bit/s"}
         if g_lo < 0:
             return out | {"reason": f"communication is shorter than compute even at {lo:.0e} bit/s"}
         bw = bisect_log(gap, lo, hi)
