@@ -160,7 +160,7 @@ def main() -> None:
     doc = {
         "device": gpu,
         "torch": torch.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
         "datasheet_bf16_flops": peak or None,
         "matmul_flops_per_s": matmul,

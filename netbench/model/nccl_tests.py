@@ -148,7 +148,9 @@ def parse_log(text: str, source: str, collective: str | None = None) -> NcclTest
     hosts: dict[int, str] = {int(m.group(1)): m.group(2) for m in _RANK.finditer(text)}
     ranks = len(hosts) or _ranks_from_ratio(kind, text)
     if not ranks or not 2 <= ranks <= MAX_RANKS:
-        raise NcclTestsError(f"{source}: cannot tell the rank count (no 'Rank N ... on HOST' lines, busbw = algbw)")
+        raise NcclTestsError(
+            f"{source}: cannot tell the rank count (no 'Rank N ... on HOST' lines, and busbw / algbw names none)"
+        )
     version = _VERSION.search(text)
     return NcclTestsLog(
         source=source,

@@ -10,8 +10,9 @@ one collective at a time), each taking its own time. This is how DDP's bucketed 
 released last), how a periodic outer sync stalls only the step it ends, and where later schedules (fragments
 synchronised on their own steps, results needed several steps later) plug in without touching the engine.
 
-The simulation runs one period to settle the queue, then measures the next: the result is the period's mean
-step time and the share of it spent on useful compute (forward and backward; codec work is overhead).
+The simulation runs a period (or as many steps as the longest delay) to settle the queue, then measures the
+next period: the result is the period's mean step time and the share of it spent on useful compute (forward and
+backward; codec work is overhead).
 """
 
 from __future__ import annotations
@@ -86,8 +87,10 @@ def layer_split(total: float, weights: Sequence[float]) -> list[float]:
 
 
 def simulate(schedule: StepSchedule, periods: int = 1) -> ScheduleResult:
-    """Run one period to settle, then ``periods`` more, and return the measured periods' mean step."""
+    """Run enough periods to settle (a period, or as many as the longest delay spans), then ``periods`` more, and
+    return the measured periods' mean step."""
     layers, period = schedule.layers, schedule.period
+    warm = period * max(1, -(-max((t.delay for t in schedule.transfers), default=1) // period))
     by_release: dict[tuple[int, int], list[Transfer]] = {}
     for t in schedule.transfers:
         by_release.setdefault((t.step % period, t.layer), []).append(t)
@@ -96,7 +99,7 @@ def simulate(schedule: StepSchedule, periods: int = 1) -> ScheduleResult:
     post: dict[tuple[int, int], float] = {}  # (step, layer) -> decode work before that forward
     clock = net_free = 0.0
     start_measure = compute = stall = overhead = 0.0
-    total_steps = period * (1 + periods)
+    total_steps = warm + period * periods
 
     def release(key: tuple[int, int], step: int) -> None:
         nonlocal net_free
@@ -110,8 +113,8 @@ def simulate(schedule: StepSchedule, periods: int = 1) -> ScheduleResult:
     releasing = {step for step, _ in by_release}
     step_compute = schedule.compute_s
     for step in range(total_steps):
-        measuring = step >= period
-        if step == period:
+        measuring = step >= warm
+        if step == warm:
             start_measure = clock
         in_period = step % period
         if in_period not in releasing and not any(s == step for s, _ in arrivals):
