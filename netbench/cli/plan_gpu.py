@@ -248,8 +248,11 @@ def codec_profile(opts: GpuPlanOptions, path: Path | None) -> Calibration | None
     return measured_codec_profile(opts.accelerator.name) if opts.accelerator else None
 
 
-def build_backend(opts: GpuPlanOptions, shapes, model: ModelShape, profile: Calibration | None, bw_given: bool):
-    """The GPU backend the options name (``gloo`` is built by the planner itself)."""
+def build_backend(
+    opts: GpuPlanOptions, shapes, model: ModelShape, profile: Calibration | None, fit_as_measured_bps: float | None
+):
+    """The GPU backend the options name (``gloo`` is built by the planner itself); a fit of nccl-tests logs applies
+    as measured at ``fit_as_measured_bps`` (the plan's bandwidth when --bw was left out)."""
     codec = CodecCost(opts.accelerator, profile)
     if opts.backend == "ideal":
         return IdealBackend(shapes=shapes, model=model, codec=codec)
@@ -270,7 +273,7 @@ def build_backend(opts: GpuPlanOptions, shapes, model: ModelShape, profile: Cali
         accelerator=opts.accelerator,
         net=net,
         fitted=opts.nccl_fit,
-        fit_ceiling=bw_given,
+        fit_as_measured_bps=fit_as_measured_bps,
     )
 
 
@@ -528,7 +531,8 @@ def plan_gpu_cluster(
     shapes = shape_key(shape_list)
     model = model_shape(shapes, opts.layers)
     profile = codec_profile(opts, calibration)
-    backend = build_backend(opts, shapes, model, profile, cluster.bw_given)
+    base_bps = min(cluster.up_bps, cluster.down_bps)
+    backend = build_backend(opts, shapes, model, profile, None if cluster.bw_given else base_bps)
     g = cluster.gpus_per_node
     intra = cluster.intra_bps
     if intra is None and opts.accelerator is not None:

@@ -236,7 +236,9 @@ class NcclBackend(ScheduledBackend):
     accelerator: Accelerator | None = None
     net: NetProfile = field(default_factory=NetProfile)
     fitted: NcclFit | None = None
-    fit_ceiling: bool = False  # a fitted bus bandwidth no faster than the scenario's network allows
+    # the bandwidth at which the fit applies as measured (None: none); at any other the fitted bus bandwidth is
+    # no faster than the scenario's network allows (a slower NIC than the log's, or a bandwidth sweep)
+    fit_as_measured_bps: float | None = None
     name: str = "nccl"
 
     def cluster(self, scenario: Scenario) -> NcclCluster:
@@ -262,7 +264,7 @@ class NcclBackend(ScheduledBackend):
         cluster = self.cluster(scenario)
         if self.fitted is not None:
             ceiling = None
-            if self.fit_ceiling:
+            if scenario.bw_bps != self.fit_as_measured_bps:
                 ceiling = net_bus_Bps(cluster.net) if cluster.nodes > 1 else cluster.intra_Bps
             fitted = self.fitted.time_s(nccl_kind, size, ranks, ceiling)
             if fitted is not None:
