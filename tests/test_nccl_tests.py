@@ -26,8 +26,8 @@ EXPECTED = [
     (ISSUE232, "all_reduce", 2, None, 5),
     (ISSUE1435, "all_gather", 2, None, 7),
 ]
-# logs whose own sizes follow a latency + bandwidth line: part of one predicts the rest (issue 450's does not: its
-# time jumps sevenfold from 16 to 32 MiB and falls back at 64 MiB, a slowdown its thread is about)
+# logs whose own sizes follow a latency + bandwidth line: part of one predicts the rest (the 100 GbE socket log's does
+# not: its time jumps sevenfold from 16 to 32 MiB and falls back at 64 MiB, a slowdown its thread is about)
 PREDICTABLE = [A3MEGA, ISSUE232, ISSUE1435]
 
 

@@ -23,7 +23,7 @@ from netbench.model.accelerators import Accelerator, accelerator, accelerators
 from netbench.model.backends import CodecCost, IdealBackend, NcclBackend, measured_codec_profile
 from netbench.model.calibration import Calibration, CalibrationError, read_calibration
 from netbench.model.compute import ComputeSpec, ModelShape, compute_time_s, flops_per_token, model_shape
-from netbench.model.nccl import NCCL_RELEASE, NetProfile, net_bus_Bps
+from netbench.model.nccl import NCCL_RELEASE, WIRE_EFFICIENCY, NetProfile, net_bus_Bps
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.schemes import Scheme
@@ -31,7 +31,7 @@ from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.utilization import DEFAULT_TARGETS, bandwidth_for, curve, log_grid, token_budget
 from netbench.safe_files import UnsafeOutput, check_folder, write_bytes
 from netbench.small_files import UnreadableFile, read_small_text
-from netbench.units import format_bytes, format_rate, format_time
+from netbench.units import format_bytes, format_time
 from netbench.validation import one_line
 
 __all__ = [
@@ -531,8 +531,12 @@ def plan_gpu_cluster(
     shapes = shape_key(shape_list)
     model = model_shape(shapes, opts.layers)
     profile = codec_profile(opts, calibration)
-    base_bps = min(cluster.up_bps, cluster.down_bps)
-    backend = build_backend(opts, shapes, model, profile, None if cluster.bw_given else base_bps)
+    up, down, nic_note = cluster.up_bps, cluster.down_bps, ""
+    if opts.nccl_fit is not None and not cluster.bw_given:
+        # the log's NIC, as far as the fit shows it: its best bus bandwidth as the NIC's payload rate
+        up = down = (_fitted_stream(opts.nccl_fit) or up / 8) * 8 / WIRE_EFFICIENCY
+        nic_note = " (the fit's best bus bandwidth; --bw to plan another)"
+    backend = build_backend(opts, shapes, model, profile, None if cluster.bw_given else min(up, down))
     g = cluster.gpus_per_node
     intra = cluster.intra_bps
     if intra is None and opts.accelerator is not None:
@@ -544,8 +548,8 @@ def plan_gpu_cluster(
         scenarios.append(
             Scenario(
                 nodes=n * g,
-                up_bps=cluster.up_bps,
-                down_bps=cluster.down_bps,
+                up_bps=up,
+                down_bps=down,
                 delay_s=cluster.delay_s,
                 compute_s=compute_s,
                 gpus_per_node=g,
@@ -570,15 +574,11 @@ def plan_gpu_cluster(
         write_figure(opts.figure, doc.pop("curves"), figure_title(shapes_label, scenarios[0], opts.backend))
         doc["figure"] = str(opts.figure)
     sc = scenarios[0]
-    link = (
-        format_rate(sc.up_bps)
-        if sc.up_bps == sc.down_bps
-        else f"up {format_rate(sc.up_bps)} / down {format_rate(sc.down_bps)}"
-    )
+    link = _rate4(sc.up_bps) if sc.up_bps == sc.down_bps else f"up {_rate4(sc.up_bps)} / down {_rate4(sc.down_bps)}"
     acc = f"{opts.accelerator.label}" if opts.accelerator else "no accelerator profile"
     lines = [
         f"{shapes_label}: {model.params:,} params in {model.layers} layers; {acc}, {g} per node; "
-        f"NIC {link}, delay {format_time(sc.delay_s)}",
+        f"NIC {link}{nic_note}, delay {format_time(sc.delay_s)}",
         *header_lines(doc, opts),
     ]
     return doc, lines

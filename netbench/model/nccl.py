@@ -72,8 +72,8 @@ TREE_CORRECTION = (
 NET_OVERHEAD_US = 1.0  # getNetOverhead: 1 us on Intel x86 (2 on AMD), tripled for Simple
 BUFFSIZE = 4 << 20  # NCCL_BUFFSIZE: bytes a channel's connection keeps in flight (Simple)
 # One socket stream's ceiling through NCCL's socket transport (a proxy or helper thread copying through the host):
-# NVIDIA/nccl issue 450 measured 4 channels of one socket each at 4.5-5.2 GB/s bus bandwidth (8-16 MB all-reduce,
-# 4 x 8 V100, 100 GbE), about 1.2 GB/s a stream; `netbench calibrate --from-nccl-tests` replaces it with a fit.
+# github.com/NVIDIA/nccl/issues/450 measured 4 channels of one socket each at 4.5-5.2 GB/s bus bandwidth (8-16 MB
+# all-reduce, 4 x 8 V100, 100 GbE), about 1.2 GB/s a stream; `netbench calibrate --from-nccl-tests` replaces it.
 SOCKET_STREAM_BPS = 1.2e9
 WIRE_EFFICIENCY = MSS / FRAME_BYTES  # TCP payload per Ethernet frame at MTU 1500 (RDMA's is about the same)
 
