@@ -200,7 +200,7 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
     )
     for config in configs:
         key = cost_key(config)
-        if not spec(config.name).encodes:
+        if not spec(config.name).encodes_with(config):
             for table in costs.values():
                 table[key] = 0.0
             notes[f"compression.{key}"] = "dense all-reduces: no encode/decode"
