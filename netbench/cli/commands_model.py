@@ -37,6 +37,7 @@ from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names, spec
+from netbench.replicators.spec import SettingError
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
@@ -393,6 +394,11 @@ def _print_derived(derived: dict, console: Console) -> None:
         "params_every",
         "m1_every",
         "m2_every",
+        "fragments",
+        "fragment_sync_delay",
+        "fragment_pattern",
+        "quant_bits",
+        "quant_block",
     )
 )
 def plan(
@@ -535,6 +541,10 @@ def plan(
             scheme.exchanges(shape_list, max(2, scenarios[0].machines))
         except SchemeUnavailable as exc:
             raise UserError(f"--replicator: {exc}") from None
+        except SettingError as exc:  # a setting these shapes rule out (fragments that do not divide the layers)
+            raise UserError(
+                f"{REPLICATOR_OPTION_NAMES.get(exc.field, exc.field)}: {exc} [replicator {scheme.name}]"
+            ) from None
         except ValueError as exc:
             raise UserError(f"--replicator {scheme.name}: {exc}") from None
 
@@ -603,7 +613,17 @@ def plan(
 
 @expand(
     rep_settings=group(
-        REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank"
+        REPLICATOR,
+        "topk",
+        "chunk",
+        "rate",
+        "sync_every",
+        "value_dtype",
+        "index_dtype",
+        "grad_dtype",
+        "rank",
+        "quant_bits",
+        "quant_block",
     )
 )
 def calibrate(

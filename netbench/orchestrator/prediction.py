@@ -225,7 +225,8 @@ def predict(
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
     # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)
-    credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
+    # (never more than the communication the step still shows: an exchange hidden behind local work has none)
+    credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s, est.comm_time_s)
     est = replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
     est = pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
     return backward_overlapped(est, config.replicator, config.workload.kind, shapes)  # buckets started during backward

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from netbench.replicators.spec import SettingError
+
 __all__ = ["FragmentError", "layer_of_each", "fragment_members", "sync_offset", "send_offset"]
 
 
-class FragmentError(ValueError):
+class FragmentError(SettingError):
     """The model's layers cannot be split into the fragments asked for."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__("fragments", problem)
 
 
 def _layer_key(name: str) -> tuple[str, ...] | None:

@@ -17,9 +17,18 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape
 
-__all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings"]
+__all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings", "SettingError"]
 
 Collective = Literal["all_reduce", "all_gather", "none"]
+
+
+class SettingError(ValueError):
+    """A setting the model's shapes rule out (fragments that do not divide its layers): ``field`` names it, so the
+    command line can name its option."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
 
 
 @dataclass(frozen=True)
