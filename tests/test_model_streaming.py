@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from netbench.model.calibration import Calibration
-from netbench.model.exchange import Exchange, rests
+from netbench.model.exchange import Exchange, communicating_share, rests
 from netbench.model.network import GraphModel
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, estimate
@@ -33,6 +33,13 @@ def test_staggered_exchanges_each_follow_a_rest_of_their_own_and_same_step_ones_
     assert rests(staggered, 0.3) == [0.3, 0.3, 0.3, 0.3]
     same_step = [Exchange("all_reduce", 10, period=p) for p in (8, 8, 16)]
     assert rests(same_step, 0.3) == [0.3, 0.0, 0.0]
+
+
+def test_the_share_of_steps_that_communicate():
+    assert communicating_share([Exchange("all_gather", 10)]) == 1.0
+    assert communicating_share([Exchange("all_reduce", 10, period=8)]) == 1 / 8
+    assert communicating_share([Exchange("all_reduce", 10, period=8, offset=o) for o in (4, 0)]) == 2 / 8
+    assert communicating_share([Exchange("all_reduce", 10, period=p) for p in (4, 8, 8)]) == 1 / 4  # mtdao's meet
 
 
 def test_one_fragment_is_priced_as_diloco():

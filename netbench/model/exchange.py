@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Exchange", "from_decl", "average_bytes_per_step", "rests"]
+__all__ = ["Exchange", "from_decl", "average_bytes_per_step", "rests", "communicating_share"]
 
 
 @dataclass(frozen=True)
@@ -68,13 +68,30 @@ def average_bytes_per_step(exchanges: tuple[Exchange, ...] | list[Exchange]) -> 
     return sum(e.bytes_per_step / e.period for e in exchanges if e.collective != "none")
 
 
+def _step_key(ex: Exchange) -> tuple[int, int]:
+    """Which exchanges share a step: those on the last step of their periods all do (their periods' multiples
+    meet there), the others by period and step of the period."""
+    return (ex.period, ex.step_of_period) if ex.offset else (0, 0)
+
+
 def rests(exchanges: tuple[Exchange, ...] | list[Exchange], rest_s: float | None) -> list[float | None]:
     """The rest each exchange's first call follows: ``rest_s`` for the first exchange on its step of the period,
     none for the others that share that step (they follow it directly)."""
     seen: set[tuple[int, int]] = set()
     out: list[float | None] = []
     for ex in exchanges:
-        key = (ex.period, ex.step_of_period) if ex.offset else (0, 0)  # every last-step exchange shares one step
+        key = _step_key(ex)
         out.append(0.0 if key in seen else rest_s)
         seen.add(key)
     return out
+
+
+def communicating_share(exchanges: tuple[Exchange, ...] | list[Exchange]) -> float:
+    """The share of steps that start an exchange (1 for every-step replicators, 1/H for DiLoCo, F/H for Streaming
+    DiLoCo's F fragments): per-step averages of a once-per-burst effect scale by it."""
+    periods: dict[tuple[int, int], int] = {}
+    for ex in exchanges:
+        if ex.collective != "none" and ex.calls and ex.bytes_per_step:
+            key = _step_key(ex)
+            periods[key] = min(periods.get(key, ex.period), ex.period)
+    return min(1.0, sum(1 / p for p in periods.values()))

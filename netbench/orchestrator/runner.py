@@ -47,7 +47,7 @@ from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
-from netbench.orchestrator.prediction import period_warnings
+from netbench.orchestrator.prediction import period_warnings, workload_shapes
 from netbench.orchestrator.resolve import check_payload, resolve
 from netbench.orchestrator.timeouts import collective_timeout_s
 from netbench.rundir.layout import RunDir, StepCounter, last_error
@@ -144,7 +144,9 @@ def prepare(
     dilated = dil.dilate(config, dilation)
     names = reuse.names_for(dilated.cluster) if reuse is not None else RunNames.new()
     run_dir = RunDir.create(dilated.out_dir, dilated.replicator.name, names.run_id)
-    warnings = leftover_warnings() + period_warnings(config.replicator, config.cluster.nodes, config.steps)
+    nodes = config.cluster.nodes
+    periods = period_warnings(config.replicator, nodes, config.steps, workload_shapes(config.workload, nodes))
+    warnings = leftover_warnings() + periods
     return RunPlan(
         config=config,
         dilated=dilated,
