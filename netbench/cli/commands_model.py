@@ -32,7 +32,14 @@ from netbench.model.collectives import ALGORITHMS
 from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
-from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
+from netbench.model.schemes import (
+    SCHEME_SETTING_FIELDS,
+    Scheme,
+    SchemeSettings,
+    SchemeUnavailable,
+    build_scheme,
+    parse_scheme_list,
+)
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.config import ReplicatorConfig
@@ -381,25 +388,7 @@ def _print_derived(derived: dict, console: Console) -> None:
 
 
 @expand(
-    rep_settings=group(
-        REPLICATOR,
-        "topk",
-        "chunk",
-        "rate",
-        "sync_every",
-        "value_dtype",
-        "index_dtype",
-        "grad_dtype",
-        "rank",
-        "params_every",
-        "m1_every",
-        "m2_every",
-        "fragments",
-        "fragment_sync_delay",
-        "fragment_pattern",
-        "quant_bits",
-        "quant_block",
-    )
+    rep_settings=group(REPLICATOR, *(f for f in SCHEME_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
 )
 def plan(
     shapes: str | None = typer.Option(

@@ -56,7 +56,7 @@ class ReplicatorConfig(BaseModel):
     )  # of each tensor
     # diloco
     sync_every: int = Field(
-        10, ge=1, description=_taken_by("sync_every", "local steps between all-reduces.")
+        10, ge=1, description=_taken_by("sync_every", "local steps between outer synchronisations (H).")
     )  # H, between pseudo-gradient all-reduces
     outer_lr: float = Field(0.7, gt=0.0)
     outer_momentum: float = Field(0.9, ge=0.0, lt=1.0)
