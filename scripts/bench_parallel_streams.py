@@ -3,7 +3,7 @@
 
 The socket transport's model (netbench/model/nccl.py) gives N connections between two nodes the payload rate
 ``min(line x 1448/1514, N x window / RTT)``: each connection carries at most its buffers' window per round trip
-(``netbench.model.gloo_tcp.window_bytes`` of the nodes' TCP settings, read back from the namespaces), and together
+(``netbench.model.nccl.tcp_window_bytes`` of the nodes' TCP settings, read back from the namespaces), and together
 they fill the line. This measures it: for each link rate and one-way delay, one emulated cluster of two nodes,
 ``iperf3 -P N`` from node 0 to node 1 (steady state: the receiver's per-second sums after the first second, median),
 beside the model, with the ratio and whether it is within 5 %.
@@ -33,7 +33,7 @@ from netbench.emulation.cluster import Cluster  # noqa: E402
 from netbench.emulation.probe import INTERVAL_S, PROBE_PORT, WARMUP_S, steady_receiver_goodput  # noqa: E402
 from netbench.emulation.tcpsettings import read_tcp_settings  # noqa: E402
 from netbench.frames import FRAME_BYTES, MSS  # noqa: E402
-from netbench.model.gloo_tcp import window_bytes  # noqa: E402
+from netbench.model.nccl import tcp_window_bytes  # noqa: E402
 from netbench.tcp import TcpSettings  # noqa: E402
 from netbench.units import parse_rate, parse_time  # noqa: E402
 
@@ -42,7 +42,7 @@ TOLERANCE = 0.05
 
 def model_bps(rate_bps: float, rtt_s: float, streams: int, tcp: TcpSettings) -> float:
     """What N connections carry: the line's payload rate, or N windows per round trip if less."""
-    return min(rate_bps * MSS / FRAME_BYTES, streams * window_bytes(tcp) * 8 / rtt_s)
+    return min(rate_bps * MSS / FRAME_BYTES, streams * tcp_window_bytes(tcp) * 8 / rtt_s)
 
 
 def iperf_parallel(client, server, streams: int, seconds: float) -> float:
@@ -110,14 +110,14 @@ def main() -> int:
                             "measured_bps": measured,
                             "model_bps": model,
                             "ratio": ratio,
-                            "window_bytes": window_bytes(tcp),
+                            "window_bytes": tcp_window_bytes(tcp),
                             "bound": bound,
                             "within": abs(ratio - 1) <= TOLERANCE,
                         }
                     )
                     print(
                         f"  {rate:>8} {delay:>6} {n:>3} {measured / 1e6:>9.2f} Mb/s {model / 1e6:>9.2f} Mb/s "
-                        f"{ratio:>6.3f}  {window_bytes(tcp) / 2**20:.1f}MiB  {bound}",
+                        f"{ratio:>6.3f}  {tcp_window_bytes(tcp) / 2**20:.1f}MiB  {bound}",
                         flush=True,
                     )
     within = sum(r["within"] for r in rows)

@@ -19,14 +19,13 @@ from netbench.model.nccl_tests import COLLECTIVES, NcclFit, NcclTestsError, fit_
 from netbench.safe_files import UnsafeOutput, check_folder, make_folder, write_text
 from netbench.units import format_bytes, format_time
 
-__all__ = ["calibrate_from_nccl_tests", "MAX_LOGS"]
+__all__ = ["calibrate_from_nccl_tests", "checked_output", "MAX_LOGS"]
 
 MAX_LOGS = 32
 
 
-def _check_out(out: Path | None) -> Path:
-    if out is None:
-        raise UserError("--out: name the file the fit is written to (it is what plan --nccl-calibration reads)")
+def checked_output(out: Path) -> Path:
+    """``--out`` as a file to write: not a directory, in a folder nobody else can redirect (one line, exit 2)."""
     if out.exists() and out.is_dir():
         raise UserError(f"--out: {str(out)!r} is a directory")
     try:
@@ -63,7 +62,9 @@ def calibrate_from_nccl_tests(logs: list[Path], collective: str | None, out: Pat
         raise UserError(f"--from-nccl-tests: at most {MAX_LOGS} logs, got {len(logs)}")
     if collective is not None and collective.strip().lower() not in COLLECTIVES:
         raise UserError(f"--collective: choose from {', '.join(COLLECTIVES)}, got {collective!r}")
-    target = _check_out(out)
+    if out is None:
+        raise UserError("--out: name the file the fit is written to (it is what plan --nccl-calibration reads)")
+    target = checked_output(out)
     try:
         parsed = [read_log(path, collective.strip().lower() if collective else None) for path in logs]
         fit = fit_logs(parsed)

@@ -45,13 +45,20 @@ from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names, spec
 from netbench.replicators.spec import SettingError
-from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.options import PRESETS, topology_from_options
-from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
+from netbench.units import (
+    UnitError,
+    format_bytes,
+    format_rate,
+    format_rate_digits,
+    format_time,
+    parse_rate,
+    parse_time,
+)
 from netbench.validation import one_line
 
 MAX_PLANNED_DELAY_S = 10.0  # plan's --delay bound (an emulated link's is emulation.spec.MAX_EMULATED_DELAY_S)
@@ -319,12 +326,7 @@ def _console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
-def _rate_text(bps: float) -> str:
-    """A rate to 4 significant digits in tc units (derived answers are not round numbers)."""
-    for unit, scale in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:.4g}{unit}"
-    return f"{bps:.4g}bit"
+_rate_text = format_rate_digits  # derived answers are not round numbers
 
 
 def _print_table(rows: list[dict], console: Console) -> None:
@@ -781,14 +783,9 @@ def calibrate(
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, options=True)) from None
     from netbench.calibrate.hostcache import cache_path
+    from netbench.cli.calibrate_nccl import checked_output
 
-    target = out or default_path() or cache_path()
-    if target.exists() and target.is_dir():
-        raise UserError(f"--out: {str(target)!r} is a directory")
-    try:
-        check_folder(target.parent)
-    except UnsafeOutput as exc:
-        raise UserError(f"--out: {exc}") from None
+    target = checked_output(out or default_path() or cache_path())
     result = measure(opts)
     saved = save_calibration(result, target)
     if json_out:

@@ -31,7 +31,7 @@ from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.utilization import DEFAULT_TARGETS, bandwidth_for, curve, log_grid, token_budget
 from netbench.safe_files import UnsafeOutput, check_folder, write_bytes
 from netbench.small_files import UnreadableFile, read_small_text
-from netbench.units import format_bytes, format_time
+from netbench.units import format_bytes, format_rate_digits, format_time
 from netbench.validation import one_line
 
 __all__ = [
@@ -381,12 +381,7 @@ def describe(opts: GpuPlanOptions, backend: Any, compute_how: str, model: ModelS
     return doc
 
 
-def _rate4(bps: float) -> str:
-    """A rate to 4 significant digits in tc units."""
-    for unit, scale in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:.4g}{unit}"
-    return f"{bps:.4g}bit"
+_rate4 = format_rate_digits
 
 
 def _duration(seconds: float) -> str:

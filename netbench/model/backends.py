@@ -175,15 +175,17 @@ class ScheduledBackend:
         period = math.lcm(*(ex.period for ex in exchanges)) if exchanges else 1
         transfers: list[Transfer] = []
         for ex in exchanges:
-            for step in range(ex.period - 1, period, ex.period):
+            delay = 1 + ex.overlap_steps  # a fragment's sync is awaited overlap_steps steps after it starts
+            first = (ex.offset - 1) % ex.period  # the 0-based step of the period it communicates on
+            for step in range(first, period, ex.period):
                 if self.per_layer(scheme, ex):
                     for layer, nbytes in enumerate(layer_split(ex.bytes_per_step, self.model.layer_params)):
                         calls = max(1, round(ex.calls * nbytes / ex.bytes_per_step))
                         seconds = self.exchange_seconds(ex, nbytes, calls, scenario)[0]
-                        transfers.append(Transfer(step, layer, seconds, layer, label=ex.label))
+                        transfers.append(Transfer(step, layer, seconds, layer, delay=delay, label=ex.label))
                 else:
                     seconds = self.exchange_seconds(ex, ex.bytes_per_step, ex.calls, scenario)[0]
-                    transfers.append(Transfer(step, AFTER_BACKWARD, seconds, 0, label=ex.label))
+                    transfers.append(Transfer(step, AFTER_BACKWARD, seconds, 0, delay=delay, label=ex.label))
         enc, dec = self.codec.seconds(scheme, self.model.params, len(self.shapes))
         return StepSchedule(tuple(forward), tuple(backward), tuple(transfers), period, (enc + dec,) * period)
 

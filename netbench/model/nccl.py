@@ -45,6 +45,7 @@ __all__ = [
     "steps_of",
     "socket_streams",
     "net_bus_Bps",
+    "tcp_window_bytes",
 ]
 
 NCCL_RELEASE = "2.27.5"
@@ -76,6 +77,11 @@ BUFFSIZE = 4 << 20  # NCCL_BUFFSIZE: bytes a channel's connection keeps in fligh
 # all-reduce, 4 x 8 V100, 100 GbE), about 1.2 GB/s a stream; `netbench calibrate --from-nccl-tests` replaces it.
 SOCKET_STREAM_BPS = 1.2e9
 WIRE_EFFICIENCY = MSS / FRAME_BYTES  # TCP payload per Ethernet frame at MTU 1500 (RDMA's is about the same)
+# What a TCP connection keeps in flight of its buffers (the smaller of tcp_wmem and tcp_rmem max): Linux sizes the
+# receive window as the buffer times its segments' payload over their memory (len / truesize). Measured through
+# netbench's emulator on Linux 6.18 (scripts/bench_parallel_streams.py, iperf3, 1 gbit, 20-100 ms one way, 4 MiB
+# buffers): one stream moved 0.61-0.63 of a buffer per round trip.
+TCP_BUFFER_SHARE = 0.62
 
 
 def steps_of(kind: CollectiveName, ranks: int) -> int:
@@ -114,6 +120,11 @@ def socket_streams(net: NetProfile) -> int:
     return max(1, min(64, net.threads * net.socks_per_thread))
 
 
+def tcp_window_bytes(tcp: TcpSettings) -> float:
+    """Bytes one TCP connection keeps in flight by its buffers (:data:`TCP_BUFFER_SHARE` of the smaller)."""
+    return TCP_BUFFER_SHARE * min(tcp.tcp_wmem_max, tcp.tcp_rmem_max)
+
+
 def net_bus_Bps(net: NetProfile) -> float:
     """Bus bandwidth the network gives a ring across nodes (bytes/s): the NIC's payload rate, limited per channel by
     NCCL_BUFFSIZE over the round trip and, over sockets, by the streams' windows and CPU ceiling."""
@@ -121,9 +132,7 @@ def net_bus_Bps(net: NetProfile) -> float:
     rtt = net.rtt_s
     per_channel = BUFFSIZE / rtt if rtt > 0 else math.inf
     if net.transport == "socket":
-        from netbench.model.gloo_tcp import window_bytes
-
-        window = window_bytes(net.tcp) / rtt if rtt > 0 else math.inf
+        window = tcp_window_bytes(net.tcp) / rtt if rtt > 0 else math.inf
         per_channel = min(per_channel, socket_streams(net) * min(net.stream_Bps, window))
     return min(line, net.channels * per_channel)
 
