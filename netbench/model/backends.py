@@ -146,6 +146,7 @@ class ScheduledBackend:
     codec: CodecCost
     name: str = "scheduled"
     _memo: dict = field(default_factory=dict, repr=False)
+    _calls: dict = field(default_factory=dict, repr=False)
 
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
         """(time, latency) of one call: ``nbytes`` is the all-reduce's buffer or one rank's all-gather share."""
@@ -155,11 +156,15 @@ class ScheduledBackend:
         return {"name": self.name}
 
     def exchange_seconds(self, ex: Exchange, nbytes: float, calls: int, scenario: Scenario) -> tuple[float, float]:
-        """(time, latency) of ``calls`` calls sharing ``nbytes`` of one exchange."""
+        """(time, latency) of ``calls`` calls sharing ``nbytes`` of one exchange (each call priced once: a layer
+        schedule asks for the same layer size many times)."""
         if ex.collective == "none" or calls <= 0 or nbytes <= 0:
             return 0.0, 0.0
-        t, lat = self.collective(ex.collective, nbytes / calls, scenario)
-        return calls * t, calls * lat
+        key = (ex.collective, nbytes / calls, scenario)
+        one = self._calls.get(key)
+        if one is None:
+            one = self._calls[key] = self.collective(ex.collective, nbytes / calls, scenario)
+        return calls * one[0], calls * one[1]
 
     def per_layer(self, scheme: Scheme, ex: Exchange) -> bool:
         """Whether ``ex`` leaves layer by layer during backward: a dense all-reduce of model-sized state (DDP's
