@@ -32,6 +32,7 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
 
 
 SPEC = ReplicatorSpec(
+    codec_bytes_per_param=8,
     name="diloco",
     summary="local steps; every sync_every steps the pseudo-gradient is all-reduced and an outer step taken",
     collective="periodic all-reduce",

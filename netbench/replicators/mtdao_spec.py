@@ -33,6 +33,7 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
 
 
 SPEC = ReplicatorSpec(
+    codec_bytes_per_param=0,
     name="mtdao",
     summary="local QH-Adam; parameters and both momenta all-reduced densely, each every K steps",
     collective="periodic all-reduce",
