@@ -16,6 +16,7 @@ __all__ = [
     "parse_size",
     "parse_fraction",
     "format_rate",
+    "format_rate_digits",
     "format_time",
     "format_bytes",
 ]
@@ -134,6 +135,14 @@ def format_rate(bps: float) -> str:
         if bps >= scale:
             return f"{bps / scale:g}{unit}"
     return f"{bps:g}bit"
+
+
+def format_rate_digits(bps: float, digits: int = 4) -> str:
+    """A rate to ``digits`` significant digits in tc units (``5.269gbit``): derived answers are not round numbers."""
+    for unit, scale in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.{digits}g}{unit}"
+    return f"{bps:.{digits}g}bit"
 
 
 def format_time(seconds: float) -> str:

@@ -59,7 +59,7 @@ class LoopbackComm(GroupComm):
         self.world_size = world
 
     def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:  # the mean of identical messages
-        self._account(tensor, time.perf_counter())
+        self._account(tensor, time.perf_counter(), "all_reduce")
         return tensor
 
     def all_gather(self, tensor: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -67,7 +67,7 @@ class LoopbackComm(GroupComm):
             out = torch.empty((self.world_size, tensor.numel()), dtype=tensor.dtype, device=tensor.device)
         started = time.perf_counter()
         out.copy_(tensor.view(1, -1).expand(self.world_size, -1))
-        self._account(tensor, started)
+        self._account(tensor, started, "all_gather")
         return out
 
     def all_reduce_mean_async(self, tensor):

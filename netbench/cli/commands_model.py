@@ -32,18 +32,34 @@ from netbench.model.collectives import ALGORITHMS
 from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
-from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
+from netbench.model.schemes import (
+    SCHEME_SETTING_FIELDS,
+    Scheme,
+    SchemeSettings,
+    SchemeUnavailable,
+    build_scheme,
+    parse_scheme_list,
+)
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
+from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names, spec
+from netbench.replicators.spec import SettingError
 from netbench.reports.terminal import make_console
-from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.options import PRESETS, topology_from_options
-from netbench.units import UnitError, format_bytes, format_rate, format_time, parse_rate, parse_time
+from netbench.units import (
+    UnitError,
+    format_bytes,
+    format_rate,
+    format_rate_digits,
+    format_time,
+    parse_rate,
+    parse_time,
+)
 from netbench.validation import one_line
 
 MAX_PLANNED_DELAY_S = 10.0  # plan's --delay bound (an emulated link's is emulation.spec.MAX_EMULATED_DELAY_S)
@@ -153,8 +169,9 @@ def _calibration(path: Path | None, quiet: bool = False, replicators=()) -> tupl
     return found.calibration, found.path
 
 
-def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list[str]:
+def _constants_lines(calib: Calibration, path: Path, configs: list[ReplicatorConfig]) -> list[str]:
     """Which model constants are measured (and on which host) and which are defaults, for ``plan``."""
+    schemes = [cost_key(c) for c in configs]
     where = f"measured on {calib.host or '?'} {calib.created}" if calib.source == "measured" else "defaults"
     lines = [f"model constants: {where} ({path})"]
     if calib.source == "measured":
@@ -163,7 +180,7 @@ def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list
             f"{format_time(calib.overhead('all_gather'))} (all_gather); encode/decode of "
             + (", ".join(s for s in schemes if calib.measured(s)) or "none of these settings")
         )
-    missing = [s for s in schemes if not calib.measured(s) and spec(scheme_of(s)).encodes]
+    missing = [cost_key(c) for c in configs if not calib.measured(cost_key(c)) and spec(c.name).encodes_with(c)]
     fallback = [s for s in missing if calib.measured(scheme_of(s))]
     missing = [s for s in missing if s not in fallback]
     if fallback:
@@ -310,12 +327,7 @@ def _console() -> Console:
     return make_console()
 
 
-def _rate_text(bps: float) -> str:
-    """A rate to 4 significant digits in tc units (derived answers are not round numbers)."""
-    for unit, scale in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:.4g}{unit}"
-    return f"{bps:.4g}bit"
+_rate_text = format_rate_digits  # derived answers are not round numbers
 
 
 def _print_table(rows: list[dict], console: Console) -> None:
@@ -379,20 +391,7 @@ def _print_derived(derived: dict, console: Console) -> None:
 
 
 @expand(
-    rep_settings=group(
-        REPLICATOR,
-        "topk",
-        "chunk",
-        "rate",
-        "sync_every",
-        "value_dtype",
-        "index_dtype",
-        "grad_dtype",
-        "rank",
-        "params_every",
-        "m1_every",
-        "m2_every",
-    )
+    rep_settings=group(REPLICATOR, *(f for f in SCHEME_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
 )
 def plan(
     shapes: str | None = typer.Option(
@@ -447,9 +446,72 @@ def plan(
     wan_delay: str | None = CLUSTER["wan_delay"].option(),
     oversubscription: float | None = CLUSTER["oversubscription"].option(),
     rank_order: str = CLUSTER["rank_order"].option(),
+    backend: str = typer.Option(
+        "gloo",
+        "--backend",
+        help="what carries the collectives: gloo (this host's calibrated gloo over TCP, as a run measures), nccl "
+        "(NCCL's cost model on GPUs), ideal (the link alone: bus bytes over the bandwidth)",
+    ),
+    accelerator_name: str | None = typer.Option(
+        None,
+        "--accelerator",
+        help="the GPUs (h100-sxm, h200, a100-80gb, l40s, mi300x, b200): compute from the model's FLOPs with --batch; "
+        "with --backend nccl also their links and codec profile",
+    ),
+    mfu: float = typer.Option(0.4, "--mfu", help="model FLOPs utilisation of the compute term (0-1]"),
+    batch: int | None = typer.Option(None, "--batch", help="global batch per step in sequences of --seq tokens"),
+    seq_len: int = typer.Option(2048, "--seq", help="sequence length in tokens (FLOPs of attention; with --batch)"),
+    tokens_per_step: str | None = typer.Option(
+        None, "--tokens-per-step", help="global batch per step in tokens, instead of --batch"
+    ),
+    layers: int | None = typer.Option(
+        None, "--layers", help="layers of the GPU backends' layer schedule [default: from the shapes' names]"
+    ),
+    target_utilization: str | None = typer.Option(
+        None,
+        "--target-utilization",
+        help="compute utilisation targets, e.g. 0.5,0.9,0.99 (default: 0.5,0.8,0.9,0.95,0.99): the bandwidth each "
+        "needs per replicator and node count",
+    ),
+    tokens: str | None = typer.Option(
+        None, "--tokens", help="a token budget, e.g. 1e12: wall time and bytes per node to train it (with the batch)"
+    ),
+    figure: Path | None = typer.Option(
+        None, "--figure", help="write compute utilisation against bandwidth, a curve per replicator (.png .svg .pdf)"
+    ),
+    transport: str = typer.Option("socket", "--transport", help="--backend nccl: socket (NCCL's TCP) or rdma"),
+    channels: int | None = typer.Option(
+        None, "--channels", help="--backend nccl: channels across the network [default: socket 2, rdma 16]"
+    ),
+    socket_threads: int = typer.Option(0, "--socket-threads", help="--backend nccl: NCCL_SOCKET_NTHREADS"),
+    socks_per_thread: int = typer.Option(1, "--socks-per-thread", help="--backend nccl: NCCL_NSOCKS_PERTHREAD"),
+    nccl_calibration: Path | None = typer.Option(
+        None,
+        "--nccl-calibration",
+        help="--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests)",
+    ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
+    from netbench.cli.plan_gpu import parse_gpu_options
+
+    gpu = parse_gpu_options(
+        backend,
+        accelerator_name,
+        mfu,
+        batch,
+        seq_len,
+        tokens_per_step,
+        layers,
+        target_utilization,
+        tokens,
+        figure,
+        transport,
+        channels,
+        socket_threads,
+        socks_per_thread,
+        nccl_calibration,
+    )
     shape_list, shapes_label = _shapes(shapes, params)
     topology = topology or "star"
     node_counts = _nodes(nodes or "2")  # machines; each runs gpus_per_node workers
@@ -464,7 +526,7 @@ def plan(
     if gpus_per_node < 1 or gpus_per_node > MAX_PLANNED_NODES // 2:
         raise UserError(f"--gpus-per-node: must be between 1 and {MAX_PLANNED_NODES // 2}, got {gpus_per_node}")
     intra_node_bps = _rate("--intra-bw", intra_bw) if intra_bw else None
-    if gpus_per_node > 1 and intra_node_bps is None:
+    if gpus_per_node > 1 and intra_node_bps is None and gpu.backend == "gloo":
         raise UserError("--intra-bw: needed with --gpus-per-node > 1 (the node's fast intra-node link, e.g. 800gbit)")
     intra_bps = intra_node_bps / gpus_per_node if intra_node_bps else None  # one worker's share, as a run's model
     too_many = [n for n in node_counts if n * gpus_per_node > MAX_PLANNED_NODES]
@@ -491,6 +553,11 @@ def plan(
         rank_order,
         gpus_per_node > 1 or algo != "ring",
     )
+    if gpu.asked and models:
+        raise UserError(
+            "--topology: the GPU backends and the utilisation answers plan a flat cluster (leave out --topology, or "
+            "--backend, --accelerator, --target-utilization, --tokens and --figure)"
+        )
     tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
     settings = _settings(**rep_settings)
     link = (
@@ -504,6 +571,16 @@ def plan(
         models[0].topology.node_count if models else node_counts[0],
         concurrent=gpus_per_node == 1,
     )
+    if gpu.backend != "gloo":
+        from netbench.cli.plan_gpu import GpuCluster, plan_gpu_cluster
+
+        cluster = GpuCluster(node_counts, up_bps, down_bps, delay_s, gpus_per_node, intra_bps, tcp, bw != "100mbit")
+        doc, lines = plan_gpu_cluster(gpu, shape_list, shapes_label, schemes, cluster, compute_ms, calibration)
+        if json_out:
+            print(json.dumps(doc, indent=2))
+            return
+        _print_gpu_plan(doc, lines, gpu)
+        return
     # the "measuring" line goes to stderr, so --json's stdout stays clean; non-default settings get their own
     # encode/decode cost
     calib, calib_path = _calibration(calibration, replicators=[s.config for s in schemes])
@@ -513,13 +590,21 @@ def plan(
         raise UserError(
             one_line(exc, {"mtu": "--mtu", "acks_per_segment": "--acks-per-segment"}, options=True)
         ) from None
+    compute_how, compute_s = "", {n: compute_ms / 1e3 for n in node_counts}
+    if gpu.asked:
+        from netbench.cli.plan_gpu import compute_seconds
+        from netbench.model.compute import model_shape
+
+        shape_model = model_shape(shape_list, gpu.layers)
+        for n in node_counts:
+            compute_s[n], compute_how = compute_seconds(gpu, shape_model, n * gpus_per_node, compute_ms)
     scenarios = [
         Scenario(
             nodes=n * gpus_per_node,
             up_bps=up_bps,
             down_bps=down_bps,
             delay_s=delay_s,
-            compute_s=compute_ms / 1e3,
+            compute_s=compute_s[n],
             gpus_per_node=gpus_per_node,
             intra_bps=intra_bps,
             algorithm=algo,
@@ -534,6 +619,10 @@ def plan(
             scheme.exchanges(shape_list, max(2, scenarios[0].machines))
         except SchemeUnavailable as exc:
             raise UserError(f"--replicator: {exc}") from None
+        except SettingError as exc:  # a setting these shapes rule out (fragments that do not divide the layers)
+            raise UserError(
+                f"{REPLICATOR_OPTION_NAMES.get(exc.field, exc.field)}: {exc} [replicator {scheme.name}]"
+            ) from None
         except ValueError as exc:
             raise UserError(f"--replicator {scheme.name}: {exc}") from None
 
@@ -558,6 +647,14 @@ def plan(
         return
     rows = [estimate_row(planner.step(s, sc), calib) for s in schemes for sc in scenarios]
     derived = planner.derived(schemes, scenarios)
+    extra: dict = {}
+    if gpu.asked:
+        from netbench.cli.plan_gpu import answers, figure_title, write_figure
+
+        extra = {"compute": {"how": compute_how}} | answers(planner, schemes, scenarios, gpu, rows)
+        if gpu.figure is not None:
+            write_figure(gpu.figure, extra.pop("curves"), figure_title(shapes_label, scenarios[0], "gloo"))
+            extra["figure"] = str(gpu.figure)
     if json_out:
         doc = {
             "shapes": shapes_label,
@@ -575,6 +672,7 @@ def plan(
             | {"mss": framing.mss, "frame_bytes": framing.frame_bytes, "efficiency": framing.efficiency()},
             "rows": rows,
             "derived": derived,
+            **extra,
         }
         print(json.dumps(doc, indent=2))
         return
@@ -588,12 +686,31 @@ def plan(
         f"TCP assumed: {_tcp_text(tcp)}"
         + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else "")
     )
-    for line in _constants_lines(calib, calib_path, [cost_key(s.config) for s in schemes]):
+    for line in _constants_lines(calib, calib_path, [s.config for s in schemes]):
         console.print(line, highlight=False, markup=False)  # cost keys hold brackets: name[topk=8]
     _print_table(rows, console)
-    if any(not r["compression_calibrated"] and spec(r["replicator"]).encodes for r in rows):
+    encoding = {s.name for s in schemes if spec(s.name).encodes_with(s.config)}
+    if any(not r["compression_calibrated"] and r["replicator"] in encoding for r in rows):
         console.print("* compression cost not calibrated for this replicator (taken as 0)")
     _print_derived(derived, console)
+    if gpu.asked:
+        from netbench.cli.plan_gpu import print_utilization
+
+        print_utilization({"rows": rows, **extra}, console, gpu)
+
+
+def _print_gpu_plan(doc: dict, lines: list[str], gpu: Any) -> None:
+    """``plan --backend nccl|ideal`` as tables: header, the GPU table, the derived and the utilisation answers."""
+    from netbench.cli.plan_gpu import print_gpu_table, print_utilization
+
+    console = _console()
+    for i, line in enumerate(lines):
+        console.print(f"[bold]{line}[/bold]" if i == 0 else line, highlight=False, markup=i == 0)
+    print_gpu_table(doc, console)
+    _print_derived(doc["derived"], console)
+    print_utilization(doc, console, gpu)
+    if doc.get("figure"):
+        console.print(f"figure: {doc['figure']}", highlight=False)
 
 
 # ----------------------------------------------------------------------------- calibrate
@@ -601,7 +718,17 @@ def plan(
 
 @expand(
     rep_settings=group(
-        REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank"
+        REPLICATOR,
+        "topk",
+        "chunk",
+        "rate",
+        "sync_every",
+        "value_dtype",
+        "index_dtype",
+        "grad_dtype",
+        "rank",
+        "quant_bits",
+        "quant_block",
     )
 )
 def calibrate(
@@ -618,9 +745,25 @@ def calibrate(
     acks_per_segment: float = typer.Option(
         0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"
     ),
+    from_nccl_tests: list[Path] | None = typer.Option(
+        None,
+        "--from-nccl-tests",
+        help="fit NCCL's latency and bandwidth terms to nccl-tests output instead (all_reduce_perf, all_gather_perf, "
+        "reduce_scatter_perf; repeat the option for several logs) and write them to --out for plan --nccl-calibration",
+    ),
+    collective: str | None = typer.Option(
+        None, "--collective", help="with --from-nccl-tests: the test of a log that does not name it (all_reduce...)"
+    ),
     json_out: bool = typer.Option(False, "--json", help="print the saved calibration as JSON"),
 ) -> None:
     """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
+    if from_nccl_tests:
+        from netbench.cli.calibrate_nccl import calibrate_from_nccl_tests
+
+        calibrate_from_nccl_tests(from_nccl_tests, collective, out, json_out)
+        return
+    if collective is not None:
+        raise UserError("--collective: names the test of an nccl-tests log (with --from-nccl-tests)")
     from netbench.calibrate.measure import MeasureOptions, measure
 
     try:
@@ -641,14 +784,9 @@ def calibrate(
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, options=True)) from None
     from netbench.calibrate.hostcache import cache_path
+    from netbench.cli.calibrate_nccl import checked_output
 
-    target = out or default_path() or cache_path()
-    if target.exists() and target.is_dir():
-        raise UserError(f"--out: {str(target)!r} is a directory")
-    try:
-        check_folder(target.parent)
-    except UnsafeOutput as exc:
-        raise UserError(f"--out: {exc}") from None
+    target = checked_output(out or default_path() or cache_path())
     result = measure(opts)
     saved = save_calibration(result, target)
     if json_out:

@@ -25,7 +25,7 @@ from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario
 from netbench.shapes import ParamShape
 from netbench.topology import Topology
-from netbench.units import format_bytes, format_time
+from netbench.units import format_bytes, format_rate_digits, format_time
 
 __all__ = ["graph_step", "wan_comm_equals_compute", "plan_on_graphs"]
 
@@ -118,11 +118,7 @@ def plan_on_graphs(
     return {"rows": rows, "derived": {"wan_comm_equals_compute_bw": wan, "sites_vs_flat": sites}}
 
 
-def _rate_text(bps: float) -> str:
-    for unit, scale in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:.4g}{unit}"
-    return f"{bps:.4g}bit"
+_rate_text = format_rate_digits
 
 
 def print_plan(doc: dict[str, Any], header: str, console: Console, json_out: bool) -> None:

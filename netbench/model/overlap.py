@@ -221,11 +221,11 @@ def pipelined(
     """
     from dataclasses import replace
 
-    from netbench.replicators.registry import declared_payload
+    from netbench.model.schemes import declared, shape_key
 
     if replicator.bucket_mb <= 0 or est.overlap or est.scenario.machines < 2:
         return est
-    payload = declared_payload(list(shapes), replicator, est.scenario.machines)
+    payload = declared(shape_key(shapes), replicator, est.scenario.machines)
     buckets = payload.collectives_per_step
     if buckets < 2:
         return est
@@ -263,7 +263,8 @@ def backward_overlapped(
     worker does that: ``overlap_backward`` on, a built-in workload, a replicator declaring ``backward_hooks``."""
     from dataclasses import replace
 
-    from netbench.replicators.registry import declared_payload, spec
+    from netbench.model.schemes import declared, shape_key
+    from netbench.replicators.registry import spec
     from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
     if (
@@ -274,7 +275,7 @@ def backward_overlapped(
         or est.scenario.machines < 2
     ):
         return est
-    buckets = declared_payload(list(shapes), replicator, est.scenario.machines).collectives_per_step
+    buckets = declared(shape_key(shapes), replicator, est.scenario.machines).collectives_per_step
     sync = est.step_time_s - est.compute_time_s
     step = backward_overlapped_step_s(
         est.compute_time_s, BACKWARD_SHARE * est.compute_time_s, sync, est.compression_time_s, buckets

@@ -15,12 +15,15 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from netbench.model.calibration import Calibration
-from netbench.model.overlap import pipelined
-from netbench.model.schemes import Scheme
-from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate, estimate
+from netbench.model.schemes import Scheme, shape_key
+from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate
 from netbench.shapes import ParamShape, total_params
+
+if TYPE_CHECKING:
+    from netbench.model.backends import Backend
 
 __all__ = ["Planner", "BW_RANGE_BPS", "bisect_log", "bisect_int"]
 
@@ -54,18 +57,33 @@ def bisect_int(pred: Callable[[int], bool], lo: int, hi: int) -> int:
 
 @dataclass
 class Planner:
-    """Evaluates schemes on one shape list, calibration and base scenario; answers derived questions."""
+    """Evaluates schemes on one shape list and base scenario with one backend; answers derived questions.
+
+    ``backend``: what carries the collectives (:mod:`~netbench.model.backends`); gloo with ``calibration`` when
+    left out.
+    """
 
     shapes: Sequence[ParamShape]
     calibration: Calibration
+    backend: Backend | None = None
 
     def __post_init__(self) -> None:
-        self.shapes = tuple(self.shapes)
+        from netbench.model.backends import GlooBackend
+
+        self.shapes = shape_key(self.shapes)
         self.params = total_params(list(self.shapes))
+        if self.backend is None:
+            self.backend = GlooBackend(self.shapes, self.calibration, self.params)
+        self._steps: dict[tuple[Scheme, Scenario], StepEstimate] = {}
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
-        est = estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
-        return pipelined(est, scheme.config, self.shapes)  # bucket pipeline (model/overlap.py)
+        """One step of ``scheme`` in ``scenario``; each is modelled once (the searches and every pair of schemes
+        ask for the same points)."""
+        key = (scheme, scenario)
+        found = self._steps.get(key)
+        if found is None:
+            found = self._steps[key] = self.backend.step(scheme, scenario)
+        return found
 
     @staticmethod
     def _at_bw(scenario: Scenario, bw_bps: float) -> Scenario:
@@ -92,7 +110,9 @@ class Planner:
         g_lo, g_hi = gap(lo), gap(hi)
         if g_hi > 0:
             floor = g_hi + compute
-            return out | {"reason": f"latency-bound: communication takes {floor:.4g}s even at {hi:.0e} bit/s"}
+            # gloo's floor is its per-message latency; a GPU backend's may be its transport (socket streams)
+            bound = "latency-bound" if self.backend.name == "gloo" else "bandwidth-independent"
+            return out | {"reason": f"{bound}: communication takes {floor:.4g}s even at {hi:.0e} bit/s"}
         if g_lo < 0:
             return out | {"reason": f"communication is shorter than compute even at {lo:.0e} bit/s"}
         bw = bisect_log(gap, lo, hi)

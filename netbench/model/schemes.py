@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from netbench.model.exchange import Exchange, from_decl
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import REGISTRY, declared_payload, names, spec
+from netbench.replicators.spec import PayloadDecl
 from netbench.shapes import ParamShape
 
 __all__ = [
@@ -27,6 +28,9 @@ __all__ = [
     "build_scheme",
     "scheme_from_config",
     "parse_scheme_list",
+    "declared",
+    "ShapeKey",
+    "shape_key",
 ]
 
 
@@ -49,6 +53,11 @@ SCHEME_SETTING_FIELDS: tuple[str, ...] = (
     "params_every",
     "m1_every",
     "m2_every",
+    "fragments",
+    "fragment_sync_delay",
+    "fragment_pattern",
+    "quant_bits",
+    "quant_block",
     "bucket_mb",
 )
 SchemeSettings = create_model(
@@ -77,18 +86,44 @@ class Scheme:
 
     def exchanges(self, shapes: Sequence[ParamShape], world_size: int) -> tuple[Exchange, ...]:
         """The scheme's traffic among ``world_size`` replicating peers."""
-        return _declared(tuple(shapes), self.config, world_size)
+        return _declared(shape_key(shapes), self.config, world_size)
+
+
+class ShapeKey(tuple):
+    """A shape list as a cache key that hashes once: a plan looks the same model's payload up thousands of times,
+    and hashing hundreds of shapes each time costs more than the look-up saves."""
+
+    _hash: int
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = tuple.__hash__(self)
+            return self._hash
+
+
+def shape_key(shapes: Sequence[ParamShape]) -> ShapeKey:
+    """``shapes`` as a :class:`ShapeKey` (itself when it already is one)."""
+    return shapes if isinstance(shapes, ShapeKey) else ShapeKey(shapes)
 
 
 @lru_cache(maxsize=4096)
-def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> tuple[Exchange, ...]:
+def declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
+    """The replicator's payload declaration for these shapes, settings and world size, computed once: the
+    planner's searches ask for the same one at every bandwidth they try, and a transform codec's bucket
+    cut walks every tile row of the model."""
     try:
-        declared = declared_payload(list(shapes), config, world_size)
+        return declared_payload(list(shapes), config, world_size)
     except ImportError as exc:
         raise SchemeUnavailable(
             f"replicator {config.name!r}: its payload declaration is not available: {exc}"
         ) from None
-    parts = declared.parts()
+
+
+@lru_cache(maxsize=4096)
+def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> tuple[Exchange, ...]:
+    parts = declared(shapes, config, world_size).parts()
     return tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in parts)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from netbench.dtypes import DTYPE_BYTES
@@ -52,12 +53,41 @@ def pipeline_buckets(shapes: Sequence[Sequence[int]], config: Settings) -> list[
 
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
-    plan = TilePlan(shapes, config.chunk, config.topk)
-    return PayloadDecl(
-        "all_gather",
-        plan.coefficients * bytes_per_coefficient(config, plan.max_tile_numel),
-        collectives_per_step=len(pipeline_buckets([s.shape for s in shapes], config)),
+    nbytes, buckets = _payload_of(
+        tuple(s.shape for s in shapes),
+        config.chunk,
+        config.topk,
+        config.value_dtype,
+        config.index_dtype,
+        config.bucket_mb,
     )
+    return PayloadDecl("all_gather", nbytes, collectives_per_step=buckets)
+
+
+@lru_cache(maxsize=256)
+def _payload_of(
+    dims: tuple[tuple[int, ...], ...], chunk: int, topk: int, value_dtype: str, index_dtype: str, bucket_mb: float
+) -> tuple[int, int]:
+    """(bytes, buckets) of a step from the settings that decide them: the tiling and the bucket cut walk every
+    tile row of the model, and a plan asks for the same step at many world sizes and bandwidths."""
+    settings = _Settings(chunk, topk, value_dtype, index_dtype, bucket_mb)
+    plan = TilePlan(dims, chunk, topk)
+    return plan.coefficients * bytes_per_coefficient(settings, plan.max_tile_numel), len(
+        pipeline_buckets(dims, settings)
+    )
+
+
+class _Settings:
+    """The settings :func:`_payload_of` reads, as the declaration's helpers take them."""
+
+    def __init__(self, chunk: int, topk: int, value_dtype: str, index_dtype: str, bucket_mb: float) -> None:
+        self.chunk, self.topk, self.value_dtype, self.index_dtype, self.bucket_mb = (
+            chunk,
+            topk,
+            value_dtype,
+            index_dtype,
+            bucket_mb,
+        )
 
 
 def compression(fraction: float, config: Settings) -> dict[str, Any]:
@@ -67,6 +97,7 @@ def compression(fraction: float, config: Settings) -> dict[str, Any]:
 
 
 SPEC = ReplicatorSpec(
+    codec_bytes_per_param=90,
     in_default_sweep=True,
     name="dct",
     summary="top-k DCT coefficients of every chunk of a decoupled momentum, all-gathered (DeMo)",

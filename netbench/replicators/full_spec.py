@@ -24,6 +24,7 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
 
 
 SPEC = ReplicatorSpec(
+    codec_bytes_per_param=10,
     in_default_sweep=True,
     name="full",
     summary="every gradient, averaged by one ring all-reduce (DDP)",

@@ -36,6 +36,7 @@ def rate_compression(fraction: float, config: Settings) -> dict[str, Any]:
 
 
 SPEC = ReplicatorSpec(
+    codec_bytes_per_param=90,
     in_default_sweep=True,
     name="random",
     summary="a seeded random rate of every tensor's decoupled momentum, all-reduced (values only)",

@@ -1,0 +1,579 @@
+"""``netbench plan`` on the clusters people buy: an accelerator's compute, a GPU backend, utilisation targets.
+
+Everything here is parsed and checked before anything is computed (one line, exit 2, naming the option):
+``--accelerator`` and the batch set the compute time from the model's FLOPs (``--compute-ms`` still overrides);
+``--backend nccl`` or ``ideal`` prices the collectives as a GPU cluster runs them (:mod:`netbench.model.backends`);
+``--target-utilization``, ``--tokens`` and ``--figure`` ask the planner's questions of any backend.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from rich.console import Console
+from rich.table import Table
+
+from netbench.cli.errors import UserError
+from netbench.model.accelerators import Accelerator, accelerator, accelerators
+from netbench.model.backends import CodecCost, IdealBackend, NcclBackend, measured_codec_profile
+from netbench.model.calibration import Calibration, CalibrationError, read_calibration
+from netbench.model.compute import ComputeSpec, ModelShape, compute_time_s, flops_per_token, model_shape
+from netbench.model.nccl import NCCL_RELEASE, WIRE_EFFICIENCY, NetProfile, net_bus_Bps
+from netbench.model.nccl_tests import NcclFit
+from netbench.model.planner import BW_RANGE_BPS, Planner
+from netbench.model.schemes import Scheme
+from netbench.model.steptime import Scenario, StepEstimate
+from netbench.model.utilization import DEFAULT_TARGETS, bandwidth_for, curve, log_grid, token_budget
+from netbench.safe_files import UnsafeOutput, check_folder, write_bytes
+from netbench.small_files import UnreadableFile, read_small_text
+from netbench.units import format_bytes, format_rate_digits, format_time
+from netbench.validation import one_line
+
+__all__ = [
+    "GpuPlanOptions",
+    "GpuCluster",
+    "parse_gpu_options",
+    "compute_seconds",
+    "build_backend",
+    "answers",
+    "plan_gpu_cluster",
+    "print_utilization",
+]
+
+BACKENDS = ("gloo", "nccl", "ideal")
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+MAX_TOKENS = 1e16
+MAX_TOKENS_PER_STEP = 1e9
+MAX_LAYERS = 10_000
+
+
+@dataclass(frozen=True)
+class GpuPlanOptions:
+    """What the GPU options ask for, checked."""
+
+    backend: str
+    accelerator: Accelerator | None
+    mfu: float
+    tokens_per_step: float | None
+    seq_len: int
+    layers: int | None
+    targets: tuple[float, ...]
+    tokens: float | None
+    figure: Path | None
+    transport: str
+    channels: int | None
+    socket_threads: int
+    socks_per_thread: int
+    nccl_fit: NcclFit | None
+    nccl_fit_path: str | None
+
+    @property
+    def asked(self) -> bool:
+        """Whether any of these options was used (else plan's output is exactly gloo's)."""
+        return (
+            self.backend != "gloo"
+            or self.accelerator is not None
+            or bool(self.targets)
+            or self.tokens is not None
+            or self.figure is not None
+        )
+
+
+def _targets(text: str | None) -> tuple[float, ...]:
+    if text is None:
+        return ()
+    if text.strip().lower() == "default":
+        return DEFAULT_TARGETS
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        try:
+            value = float(item)
+        except ValueError:
+            raise UserError(f"--target-utilization: expected fractions such as 0.5,0.9,0.99, got {item!r}") from None
+        if not 0 < value < 1:
+            raise UserError(f"--target-utilization: each must be between 0 and 1 (exclusive), got {item!r}")
+        out.append(value)
+    if not out or len(out) > 20:
+        raise UserError(f"--target-utilization: one to 20 fractions, got {text!r}")
+    return tuple(dict.fromkeys(out))
+
+
+def _positive(option: str, text: str | None, hi: float) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"{option}: expected a number such as 1e12, got {text!r}") from None
+    if not (math.isfinite(value) and 1 <= value <= hi):
+        raise UserError(f"{option}: must be between 1 and {hi:.0e}, got {text!r}")
+    return value
+
+
+def _nccl_fit(path: Path | None) -> NcclFit | None:
+    if path is None:
+        return None
+    import json
+
+    try:
+        data = json.loads(read_small_text(path, "nccl calibration"))
+        return NcclFit.model_validate(data)
+    except UnreadableFile as exc:
+        raise UserError(f"--nccl-calibration: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--nccl-calibration: {str(path)!r} is not JSON ({exc.msg})") from None
+    except pydantic.ValidationError as exc:
+        raise UserError(
+            one_line(exc, prefix=f"--nccl-calibration: {str(path)!r}: ")
+            + " (write one with netbench calibrate --from-nccl-tests)"
+        ) from None
+
+
+def _figure(path: Path | None) -> Path | None:
+    if path is None:
+        return None
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        raise UserError(f"--figure: name a {', '.join(FIGURE_SUFFIXES)} file, got {str(path)!r}")
+    if path.exists() and path.is_dir():
+        raise UserError(f"--figure: {str(path)!r} is a directory")
+    try:
+        check_folder(path.parent if str(path.parent) else Path("."))
+    except UnsafeOutput as exc:
+        raise UserError(f"--figure: {exc}") from None
+    return path
+
+
+def parse_gpu_options(
+    backend: str,
+    accelerator_name: str | None,
+    mfu: float,
+    batch: int | None,
+    seq_len: int,
+    tokens_per_step: str | None,
+    layers: int | None,
+    targets: str | None,
+    tokens: str | None,
+    figure: Path | None,
+    transport: str,
+    channels: int | None,
+    socket_threads: int,
+    socks_per_thread: int,
+    nccl_calibration: Path | None,
+) -> GpuPlanOptions:
+    """Every GPU option checked, before anything is computed."""
+    name = backend.strip().lower()
+    if name not in BACKENDS:
+        raise UserError(f"--backend: choose from {', '.join(BACKENDS)}, got {backend!r}")
+    acc = None
+    if accelerator_name is not None:
+        try:
+            acc = accelerator(accelerator_name)
+        except ValueError as exc:
+            raise UserError(f"--accelerator: {exc}") from None
+    if name == "nccl" and acc is None:
+        raise UserError(f"--backend nccl: name the GPUs with --accelerator ({', '.join(accelerators())})")
+    if not (math.isfinite(mfu) and 0 < mfu <= 1):
+        raise UserError(f"--mfu: must be in (0, 1], got {mfu:g}")
+    if not 1 <= seq_len <= 10_000_000:
+        raise UserError(f"--seq: must be between 1 and 10000000 tokens, got {seq_len}")
+    if batch is not None and tokens_per_step is not None:
+        raise UserError("--batch and --tokens-per-step are exclusive: give sequences per step or tokens per step")
+    if batch is not None and not 1 <= batch <= MAX_TOKENS_PER_STEP:
+        raise UserError(f"--batch: must be between 1 and {MAX_TOKENS_PER_STEP:.0e} sequences, got {batch}")
+    per_step = _positive("--tokens-per-step", tokens_per_step, MAX_TOKENS_PER_STEP)
+    if batch is not None:
+        per_step = float(batch * seq_len)
+    if layers is not None and not 1 <= layers <= MAX_LAYERS:
+        raise UserError(f"--layers: must be between 1 and {MAX_LAYERS}, got {layers}")
+    budget = _positive("--tokens", tokens, MAX_TOKENS)
+    if budget is not None and per_step is None:
+        raise UserError("--tokens: needs the batch (--batch or --tokens-per-step) to count the steps")
+    kind = transport.strip().lower()
+    if kind not in ("socket", "rdma"):
+        raise UserError(f"--transport: choose from socket, rdma, got {transport!r}")
+    if channels is not None and not 1 <= channels <= 64:
+        raise UserError(f"--channels: must be between 1 and 64, got {channels}")
+    if not 0 <= socket_threads <= 16:
+        raise UserError(f"--socket-threads: must be between 0 and 16 (NCCL_SOCKET_NTHREADS), got {socket_threads}")
+    if not 1 <= socks_per_thread <= 64:
+        raise UserError(f"--socks-per-thread: must be between 1 and 64 (NCCL_NSOCKS_PERTHREAD), got {socks_per_thread}")
+    if nccl_calibration is not None and name != "nccl":
+        raise UserError("--nccl-calibration: fitted NCCL costs are for --backend nccl")
+    return GpuPlanOptions(
+        backend=name,
+        accelerator=acc,
+        mfu=mfu,
+        tokens_per_step=per_step,
+        seq_len=seq_len,
+        layers=layers,
+        targets=_targets(targets),
+        tokens=budget,
+        figure=_figure(figure),
+        transport=kind,
+        channels=channels,
+        socket_threads=socket_threads,
+        socks_per_thread=socks_per_thread,
+        nccl_fit=_nccl_fit(nccl_calibration),
+        nccl_fit_path=str(nccl_calibration) if nccl_calibration else None,
+    )
+
+
+def compute_seconds(opts: GpuPlanOptions, model: ModelShape, workers: int, compute_ms: float) -> tuple[float, str]:
+    """A step's forward + backward for ``workers`` accelerators, and how it was sized."""
+    if compute_ms > 0:
+        return compute_ms / 1e3, f"--compute-ms {compute_ms:g}"
+    if opts.accelerator is None or opts.tokens_per_step is None:
+        return 0.0, "none (pass --compute-ms, or --accelerator with --batch or --tokens-per-step)"
+    spec = ComputeSpec(opts.accelerator, opts.mfu, opts.tokens_per_step, opts.seq_len)
+    seconds = compute_time_s(model, spec, workers)
+    attention = "" if model.d_model else " (width unknown: attention left out)"
+    return seconds, (
+        f"{opts.tokens_per_step:.4g} tokens/step x {flops_per_token(model, opts.seq_len):.4g} FLOP/token{attention} "
+        f"on {workers} x {opts.accelerator.name} at MFU {opts.mfu:g}"
+    )
+
+
+def codec_profile(opts: GpuPlanOptions, path: Path | None) -> Calibration | None:
+    """The codec profile: ``--calibration FILE`` as given, else the one measured on this accelerator, else None."""
+    if path is not None:
+        try:
+            return read_calibration(path)
+        except CalibrationError as exc:
+            raise UserError(f"--calibration: {exc}") from None
+    return measured_codec_profile(opts.accelerator.name) if opts.accelerator else None
+
+
+def build_backend(
+    opts: GpuPlanOptions, shapes, model: ModelShape, profile: Calibration | None, fit_as_measured_bps: float | None
+):
+    """The GPU backend the options name (``gloo`` is built by the planner itself); a fit of nccl-tests logs applies
+    as measured at ``fit_as_measured_bps`` (the plan's bandwidth when --bw was left out)."""
+    codec = CodecCost(opts.accelerator, profile)
+    if opts.backend == "ideal":
+        return IdealBackend(shapes=shapes, model=model, codec=codec)
+    net = NetProfile(
+        transport=opts.transport,
+        channels=opts.channels or (2 if opts.transport == "socket" else 16),
+        threads=opts.socket_threads,
+        socks_per_thread=opts.socks_per_thread,
+    )
+    if opts.nccl_fit is not None:
+        stream = _fitted_stream(opts.nccl_fit)
+        if stream:
+            net = net.model_copy(update={"stream_Bps": stream})
+    return NcclBackend(
+        shapes=shapes,
+        model=model,
+        codec=codec,
+        accelerator=opts.accelerator,
+        net=net,
+        fitted=opts.nccl_fit,
+        fit_as_measured_bps=fit_as_measured_bps,
+    )
+
+
+def _fitted_stream(fit: NcclFit) -> float | None:
+    """The fit's largest bus bandwidth: the transport's ceiling where the fit has no such collective."""
+    buses = [s.bus_Bps for c in fit.collectives.values() for s in c.segments]
+    return max(buses) if buses else None
+
+
+def bottleneck(backend: Any, est: StepEstimate, scenario: Scenario) -> str:
+    """What the time a step does not spend computing is spent on."""
+    exposed = est.step_time_s - est.compute_time_s
+    if exposed <= 1e-3 * max(est.step_time_s, 1e-12):
+        return "compute"
+    if est.compression_time_s >= 0.5 * exposed:
+        return "codec"
+    if not isinstance(backend, NcclBackend):
+        return "network"
+    cluster = backend.cluster(scenario)
+    if cluster.nodes == 1:
+        return "intra-node link"
+    return "inter-node network" if net_bus_Bps(cluster.net) < cluster.intra_Bps else "intra-node link"
+
+
+def answers(
+    planner: Planner,
+    schemes: list[Scheme],
+    scenarios: list[Scenario],
+    opts: GpuPlanOptions,
+    rows: list[dict],
+) -> dict:
+    """Utilisation per row, the bandwidth per target, the token budget, and the figure's curves."""
+    step = planner.step
+    for row, (scheme, scenario) in zip(rows, [(s, sc) for s in schemes for sc in scenarios]):
+        est = step(scheme, scenario)
+        row["compute_utilization"] = est.compute_time_s / est.step_time_s if est.step_time_s > 0 else None
+        row["bottleneck"] = bottleneck(planner.backend, est, scenario)
+        if isinstance(planner.backend, NcclBackend | IdealBackend):
+            row["codec_source"] = planner.backend.codec.source(scheme)
+        if opts.tokens is not None and opts.tokens_per_step:
+            row["token_budget"] = token_budget(est, opts.tokens, opts.tokens_per_step)
+    out: dict[str, Any] = {}
+    if opts.targets:
+        out["bandwidth_for_utilization"] = [
+            bandwidth_for(step, s, sc, t) for sc in scenarios for s in schemes for t in opts.targets
+        ]
+    if opts.figure is not None:
+        lo, hi = BW_RANGE_BPS
+        grid = log_grid(max(lo, 1e6), min(hi, 1e13), 43)
+        out["curves"] = {s.name: curve(step, s, scenarios[0], grid) for s in schemes}
+    return out
+
+
+def figure_bytes(curves: dict[str, list[tuple[float, float]]], title: str, suffix: str) -> bytes:
+    """Utilisation against bandwidth, one line per replicator (the replicators' own colours)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from netbench.replicators.registry import spec
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    for name, points in curves.items():
+        xs = [bw / 1e9 for bw, _ in points]
+        ys = [100 * u for _, u in points]
+        ax.plot(xs, ys, label=name, color=spec(name).color or None, linewidth=1.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("bandwidth per node (Gbit/s)")
+    ax.set_ylabel("compute utilization (%)")
+    ax.set_ylim(0, 101)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=suffix.lstrip("."))
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write_figure(path: Path, curves: dict, title: str) -> None:
+    try:
+        write_bytes(path, figure_bytes(curves, title, path.suffix.lower()))
+    except (OSError, UnsafeOutput) as exc:
+        raise UserError(f"--figure: cannot write {str(path)!r}: {exc}") from None
+
+
+def describe(opts: GpuPlanOptions, backend: Any, compute_how: str, model: ModelShape) -> dict:
+    """What the JSON says about the backend and the compute term."""
+    doc: dict[str, Any] = {
+        "backend": backend.describe() if hasattr(backend, "describe") else {"name": opts.backend},
+        "compute": {
+            "how": compute_how,
+            "accelerator": opts.accelerator.model_dump() if opts.accelerator else None,
+            "mfu": opts.mfu,
+            "tokens_per_step": opts.tokens_per_step,
+            "seq_len": opts.seq_len,
+            "layers": model.layers,
+            "flops_per_token": flops_per_token(model, opts.seq_len),
+        },
+    }
+    if opts.nccl_fit_path:
+        doc["backend"]["nccl_calibration"] = opts.nccl_fit_path
+    return doc
+
+
+_rate4 = format_rate_digits
+
+
+def _duration(seconds: float) -> str:
+    """Seconds to the largest unit that reads well (days for a training run)."""
+    for unit, scale in (("days", 86400.0), ("h", 3600.0)):
+        if seconds >= 2 * scale:
+            return f"{seconds / scale:,.1f} {unit}"
+    return format_time(seconds)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def print_gpu_table(doc: dict, console: Console) -> None:
+    """One row per replicator and cluster: payload, communication alone, codec, compute, step, utilisation."""
+    table = Table(show_header=True, header_style="bold")
+    for col in (
+        "replicator",
+        "workers",
+        "payload/step",
+        "comm alone",
+        "codec",
+        "compute",
+        "step",
+        "util %",
+        "bottleneck",
+    ):
+        table.add_column(col, justify="left" if col in ("replicator", "bottleneck") else "right", no_wrap=True)
+    for r in doc["rows"]:
+        codec = format_time(r["compression_time_s"])
+        if r.get("codec_source", "").startswith("estimate"):
+            codec += "~"
+        table.add_row(
+            r["replicator"],
+            f"{r['machines']} x{r['gpus_per_node']}" if r["gpus_per_node"] > 1 else str(r["nodes"]),
+            format_bytes(r["payload_bytes_per_step"]),
+            format_time(r["comm_time_s"]),
+            codec,
+            format_time(r["compute_time_s"]),
+            format_time(r["step_time_s"]),
+            _pct(r.get("compute_utilization")),
+            r.get("bottleneck", ""),
+        )
+    console.print(table)
+    if any(r.get("codec_source", "").startswith("estimate") for r in doc["rows"]):
+        console.print("~ codec time estimated from the replicator's declared memory traffic (no measured profile)")
+
+
+def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None:
+    """Utilisation per row (when the table did not show it), the bandwidth per target and the token budget."""
+    if not any("codec_source" in r for r in doc["rows"]):
+        if doc.get("compute", {}).get("how"):
+            console.print(f"compute: {doc['compute']['how']}", highlight=False)
+        console.print("[bold]compute utilization[/bold]")
+        for r in doc["rows"]:
+            console.print(
+                f"  {r['replicator']:>12} @ {r['nodes']:>6}: {_pct(r.get('compute_utilization'))} % "
+                f"({r.get('bottleneck', '')})",
+                highlight=False,
+            )
+    targets = doc.get("bandwidth_for_utilization")
+    if targets:
+        console.print("[bold]bandwidth per node for a compute utilization of[/bold]")
+        by_key: dict[tuple[str, int], dict[float, str]] = {}
+        for t in targets:
+            text = _rate4(t["bw_bps"]) if t["bw_bps"] else "none"
+            by_key.setdefault((t["replicator"], t["nodes"]), {})[t["target"]] = text
+        header = "  ".join(f"{100 * t:>9g}%" for t in opts.targets)
+        console.print(f"  {'':>22}{header}", highlight=False)
+        for (name, nodes), cells in by_key.items():
+            line = "  ".join(f"{cells.get(t, '-'):>10}" for t in opts.targets)
+            console.print(f"  {name:>12} @ {nodes:>6}: {line}", highlight=False)
+        unreachable = [t for t in targets if t["bw_bps"] is None]
+        if unreachable:
+            console.print(f"  none: {unreachable[0]['reason']}" + (" (and others)" if len(unreachable) > 1 else ""))
+    budgets = [r for r in doc["rows"] if "token_budget" in r]
+    if budgets:
+        console.print(f"[bold]training {budgets[0]['token_budget']['tokens']:.3g} tokens[/bold]")
+        for r in budgets:
+            b = r["token_budget"]
+            console.print(
+                f"  {r['replicator']:>12} @ {r['nodes']:>6}: {b['steps']:,} steps, wall {_duration(b['wall_s'])} "
+                f"(compute {_duration(b['compute_s'])}), {format_bytes(b['bytes_per_node'])} per node",
+                highlight=False,
+            )
+
+
+def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
+    backend = doc["backend"]
+    lines = [f"compute: {doc['compute']['how']}"]
+    if backend["name"] == "nccl":
+        net = backend["net"]
+        how = f"NCCL {NCCL_RELEASE}'s tuning model, {net['transport']} transport, {net['channels']} channels" + (
+            f", {max(1, net['threads'] * net['socks_per_thread'])} socket(s) per channel"
+            if net["transport"] == "socket"
+            else ""
+        )
+        if backend.get("nccl_calibration"):
+            how += f"; collectives fitted from {backend['nccl_calibration']}"
+        lines.append(f"collectives: {how}")
+    elif backend["name"] == "ideal":
+        lines.append("collectives: the link alone (bus bytes over the bandwidth, no latency)")
+    return lines
+
+
+@dataclass(frozen=True)
+class GpuCluster:
+    """The cluster options plan parsed: node counts, the links, GPUs per node, the TCP settings."""
+
+    node_counts: list[int]
+    up_bps: float
+    down_bps: float
+    delay_s: float
+    gpus_per_node: int
+    intra_bps: float | None  # one worker's share of --intra-bw, bits/s (None: the accelerator's link)
+    tcp: Any
+    bw_given: bool
+
+
+def figure_title(shapes_label: str, scenario: Scenario, backend: str) -> str:
+    return (
+        f"{shapes_label} on {scenario.nodes} workers ({backend}), delay {format_time(scenario.delay_s)}, "
+        f"compute {format_time(scenario.compute_s)} a step"
+    )
+
+
+def plan_gpu_cluster(
+    opts: GpuPlanOptions,
+    shape_list: list,
+    shapes_label: str,
+    schemes: list[Scheme],
+    cluster: GpuCluster,
+    compute_ms: float,
+    calibration: Path | None,
+) -> tuple[dict, list[str]]:
+    """``plan --backend nccl|ideal``: the document (rows, derived answers, utilisation answers) and its header lines;
+    the figure is written here."""
+    from netbench.model.rows import estimate_row
+    from netbench.model.schemes import shape_key
+
+    shapes = shape_key(shape_list)
+    model = model_shape(shapes, opts.layers)
+    profile = codec_profile(opts, calibration)
+    up, down, nic_note = cluster.up_bps, cluster.down_bps, ""
+    if opts.nccl_fit is not None and not cluster.bw_given:
+        # the log's NIC, as far as the fit shows it: its best bus bandwidth as the NIC's payload rate
+        up = down = (_fitted_stream(opts.nccl_fit) or up / 8) * 8 / WIRE_EFFICIENCY
+        nic_note = " (the fit's best bus bandwidth; --bw to plan another)"
+    backend = build_backend(opts, shapes, model, profile, None if cluster.bw_given else min(up, down))
+    g = cluster.gpus_per_node
+    intra = cluster.intra_bps
+    if intra is None and opts.accelerator is not None:
+        intra = opts.accelerator.intra_Bps * 8
+    compute_how = ""
+    scenarios = []
+    for n in cluster.node_counts:
+        compute_s, compute_how = compute_seconds(opts, model, n * g, compute_ms)
+        scenarios.append(
+            Scenario(
+                nodes=n * g,
+                up_bps=up,
+                down_bps=down,
+                delay_s=cluster.delay_s,
+                compute_s=compute_s,
+                gpus_per_node=g,
+                intra_bps=intra,
+                tcp=cluster.tcp,
+            )
+        )
+    calib = profile or Calibration()
+    planner = Planner(shapes, calib, backend)
+    rows = [estimate_row(planner.step(s, sc), calib) for s in schemes for sc in scenarios]
+    derived = planner.derived(schemes, scenarios)
+    extra = answers(planner, schemes, scenarios, opts, rows)
+    doc = {
+        "shapes": shapes_label,
+        "params": model.params,
+        **describe(opts, backend, compute_how, model),
+        "rows": rows,
+        "derived": derived,
+        **extra,
+    }
+    if opts.figure is not None:
+        write_figure(opts.figure, doc.pop("curves"), figure_title(shapes_label, scenarios[0], opts.backend))
+        doc["figure"] = str(opts.figure)
+    sc = scenarios[0]
+    link = _rate4(sc.up_bps) if sc.up_bps == sc.down_bps else f"up {_rate4(sc.up_bps)} / down {_rate4(sc.down_bps)}"
+    acc = f"{opts.accelerator.label}" if opts.accelerator else "no accelerator profile"
+    lines = [
+        f"{shapes_label}: {model.params:,} params in {model.layers} layers; {acc}, {g} per node; "
+        f"NIC {link}{nic_note}, delay {format_time(sc.delay_s)}",
+        *header_lines(doc, opts),
+    ]
+    return doc, lines

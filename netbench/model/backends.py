@@ -1,0 +1,304 @@
+"""Collective backends: one interface the planner takes, whatever carries the collectives.
+
+* :class:`GlooBackend` -- gloo over TCP on CPU tensors, with this host's calibrated software overhead and codec
+  costs (:mod:`~netbench.model.steptime`, :mod:`~netbench.model.gloo_tcp`, the bucket pipeline): what an emulated
+  run measures.
+* :class:`NcclBackend` -- NCCL on GPUs (:mod:`~netbench.model.nccl`, or for the collectives it has a fit of the
+  user's own nccl-tests logs, :mod:`~netbench.model.nccl_tests`): every accelerator is a rank of one communicator,
+  reductions run on the device, the codec runs at the accelerator's speed (a measured profile where one exists,
+  else its declared memory traffic over the accelerator's memory bandwidth, labelled an estimate).
+* :class:`IdealBackend` -- the link alone: a collective takes its bus bytes over the bandwidth and nothing else
+  (what published utilisation simulators assume, e.g. Streaming DiLoCo's).
+
+The GPU backends build each replicator's step as a layer schedule (:mod:`~netbench.model.schedule`): dense
+all-reduces of the model (DDP's gradient buckets, a periodic outer sync) and replicators declaring backward hooks
+send layer by layer as backward produces them; the others send after backward and their encode. A later
+replicator with its own schedule (fragments on their own steps, results needed several steps later) gives
+:meth:`ScheduledBackend.schedule` its transfers and the engine is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Protocol
+
+from netbench.model.accelerators import Accelerator
+from netbench.model.calibration import Calibration, cost_key
+from netbench.model.collectives import CollectiveCost
+from netbench.model.compute import ModelShape
+from netbench.model.exchange import Exchange, average_bytes_per_step
+from netbench.model.framing import LinkBytes
+from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps
+from netbench.model.nccl_tests import NcclFit
+from netbench.model.overlap import BACKWARD_SHARE, pipelined
+from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
+from netbench.model.schemes import Scheme, ShapeKey
+from netbench.model.steptime import Scenario, StepEstimate, estimate
+from netbench.replicators.registry import spec
+
+__all__ = [
+    "Backend",
+    "GlooBackend",
+    "ScheduledBackend",
+    "NcclBackend",
+    "IdealBackend",
+    "CodecCost",
+    "estimated_codec_s",
+    "measured_codec_profile",
+]
+
+
+class Backend(Protocol):
+    """What the planner asks of a backend: one step of a scheme in a scenario, and a description for reports."""
+
+    name: str
+
+    def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate: ...
+
+    def describe(self) -> dict: ...
+
+
+@dataclass
+class GlooBackend:
+    """gloo over TCP with this host's calibration: the emulator's model (step, then the bucket pipeline)."""
+
+    shapes: ShapeKey
+    calibration: Calibration
+    params: int
+    name: str = "gloo"
+
+    def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
+        est = estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
+        return pipelined(est, scheme.config, self.shapes)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "calibration": self.calibration.identity()}
+
+
+@lru_cache(maxsize=8)
+def measured_codec_profile(accelerator_name: str) -> Calibration | None:
+    """The codec profile measured on ``accelerator_name`` with ``scripts/bench_codec_gpu.py`` and shipped with
+    netbench (``data/codec-NAME.json``), or None."""
+    ref = resources.files("netbench.model").joinpath(f"data/codec-{accelerator_name}.json")
+    if not ref.is_file():
+        return None
+    return Calibration.model_validate(json.loads(ref.read_text(encoding="utf-8")))
+
+
+REFERENCE_PROFILE = "h100-sxm"  # the measured profile whose per-tensor costs an estimate borrows
+
+
+@dataclass(frozen=True)
+class CodecCost:
+    """A replicator's encode + decode on the accelerator: measured where a profile has it, else estimated.
+
+    The estimate: the replicator's declared memory traffic per parameter over the accelerator's memory
+    bandwidth, plus the reference profile's cost per tensor (kernel launches, which memory bandwidth does not
+    speed up). Checked on an accelerator whose profile the estimate did not use: see docs/concepts/model.md.
+    """
+
+    accelerator: Accelerator | None
+    profile: Calibration | None = None
+
+    def source(self, scheme: Scheme) -> str:
+        """Where this scheme's codec time comes from: ``measured``, ``estimate`` or ``none``."""
+        if not spec(scheme.name).encodes:
+            return "none"
+        if self.profile is not None and self.profile.measured(cost_key(scheme.config)):
+            return "measured"
+        if self.profile is not None and self.profile.measured(scheme.name):
+            return "measured (default settings)"
+        return "estimate" if self.accelerator is not None else "none"
+
+    def seconds(self, scheme: Scheme, params: int, tensors: int) -> tuple[float, float]:
+        """(encode, decode) per step."""
+        source = self.source(scheme)
+        if source.startswith("measured") and self.profile is not None:
+            return self.profile.encode_decode_s(cost_key(scheme.config), params, tensors)
+        if source == "estimate" and self.accelerator is not None:
+            return estimated_codec_s(scheme, self.accelerator, params, tensors)
+        return 0.0, 0.0
+
+
+def estimated_codec_s(scheme: Scheme, accelerator: Accelerator, params: int, tensors: int) -> tuple[float, float]:
+    """(encode, decode) from the declared traffic over ``accelerator``'s memory bandwidth, plus the reference
+    profile's per-tensor costs (encode and decode halves of the traffic term)."""
+    traffic = spec(scheme.name).codec_bytes_per_param * params / accelerator.hbm_Bps
+    reference = measured_codec_profile(REFERENCE_PROFILE)
+    key = (
+        scheme.name if reference is None or not reference.measured(cost_key(scheme.config)) else cost_key(scheme.config)
+    )
+    enc_t = reference.encode_s_per_tensor.get(key, 0.0) * tensors if reference else 0.0
+    dec_t = reference.decode_s_per_tensor.get(key, 0.0) * tensors if reference else 0.0
+    return traffic / 2 + enc_t, traffic / 2 + dec_t
+
+
+@dataclass
+class ScheduledBackend:
+    """A GPU backend: each scheme's step as a layer schedule, its collectives priced by :meth:`collective`."""
+
+    shapes: ShapeKey
+    model: ModelShape
+    codec: CodecCost
+    name: str = "scheduled"
+    _memo: dict = field(default_factory=dict, repr=False)
+    _calls: dict = field(default_factory=dict, repr=False)
+
+    def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
+        """(time, latency) of one call: ``nbytes`` is the all-reduce's buffer or one rank's all-gather share."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"name": self.name}
+
+    def exchange_seconds(self, ex: Exchange, nbytes: float, calls: int, scenario: Scenario) -> tuple[float, float]:
+        """(time, latency) of ``calls`` calls sharing ``nbytes`` of one exchange (each call priced once: a layer
+        schedule asks for the same layer size many times)."""
+        if ex.collective == "none" or calls <= 0 or nbytes <= 0:
+            return 0.0, 0.0
+        key = (ex.collective, nbytes / calls, scenario)
+        one = self._calls.get(key)
+        if one is None:
+            one = self._calls[key] = self.collective(ex.collective, nbytes / calls, scenario)
+        return calls * one[0], calls * one[1]
+
+    def per_layer(self, scheme: Scheme, ex: Exchange) -> bool:
+        """Whether ``ex`` leaves layer by layer during backward: a dense all-reduce of model-sized state (DDP's
+        buckets, a periodic outer sync) or a replicator that declares backward hooks."""
+        dense = ex.collective == "all_reduce" and ex.bytes_per_step % max(1, self.model.params) == 0
+        return dense or spec(scheme.name).backward_hooks
+
+    def schedule(self, scheme: Scheme, scenario: Scenario, exchanges: tuple[Exchange, ...]) -> StepSchedule:
+        """The scheme's period as a layer schedule."""
+        layers = self.model.layers
+        forward = [scenario.compute_s * (1 - BACKWARD_SHARE) / layers] * layers
+        backward = [scenario.compute_s * BACKWARD_SHARE / layers] * layers
+        period = math.lcm(*(ex.period for ex in exchanges)) if exchanges else 1
+        transfers: list[Transfer] = []
+        for ex in exchanges:
+            delay = 1 + ex.overlap_steps  # a fragment's sync is awaited overlap_steps steps after it starts
+            first = (ex.offset - 1) % ex.period  # the 0-based step of the period it communicates on
+            for step in range(first, period, ex.period):
+                if self.per_layer(scheme, ex):
+                    for layer, nbytes in enumerate(layer_split(ex.bytes_per_step, self.model.layer_params)):
+                        calls = max(1, round(ex.calls * nbytes / ex.bytes_per_step))
+                        seconds = self.exchange_seconds(ex, nbytes, calls, scenario)[0]
+                        transfers.append(Transfer(step, layer, seconds, layer, delay=delay, label=ex.label))
+                else:
+                    seconds = self.exchange_seconds(ex, ex.bytes_per_step, ex.calls, scenario)[0]
+                    transfers.append(Transfer(step, AFTER_BACKWARD, seconds, 0, delay=delay, label=ex.label))
+        enc, dec = self.codec.seconds(scheme, self.model.params, len(self.shapes))
+        return StepSchedule(tuple(forward), tuple(backward), tuple(transfers), period, (enc + dec,) * period)
+
+    def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
+        key = (scheme, scenario)
+        if key not in self._memo:
+            self._memo[key] = self._step(scheme, scenario)
+        return self._memo[key]
+
+    def _step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
+        ranks = scenario.nodes
+        exchanges = scheme.exchanges(self.shapes, ranks) if ranks >= 2 else ()
+        wire = CollectiveCost()
+        for ex in exchanges:
+            t, lat = self.exchange_seconds(ex, ex.bytes_per_step, ex.calls, scenario)
+            moved = bus_factor("all_reduce" if ex.collective == "all_reduce" else "all_gather", ranks) * (
+                ex.bytes_per_step * (1 if ex.collective == "all_reduce" else ranks)
+            )
+            per_step = LinkBytes(payload=moved / ex.period)
+            wire = wire + CollectiveCost(
+                time_s=t / ex.period,
+                latency_s=lat / ex.period,
+                transfer_s=(t - lat) / ex.period,
+                tx=per_step,
+                rx=per_step,
+            )
+        schedule = self.schedule(scheme, scenario, exchanges)
+        result = simulate(schedule)
+        enc, dec = self.codec.seconds(scheme, self.model.params, len(self.shapes))
+        return StepEstimate(
+            scheme=scheme.name,
+            scenario=scenario,
+            params=self.model.params,
+            exchanges=tuple(exchanges),
+            payload_bytes_per_step=average_bytes_per_step(exchanges),
+            wire=wire,
+            comm_time_s=wire.time_s,
+            intra_time_s=0.0,
+            compression_time_s=enc + dec,
+            compute_time_s=scenario.compute_s,
+            step_time_s=result.step_s,
+            overlap=True,
+        )
+
+
+@dataclass
+class NcclBackend(ScheduledBackend):
+    """NCCL on GPUs: NCCL 2.27.5's tuning model over the network (or the user's fitted nccl-tests logs)."""
+
+    accelerator: Accelerator | None = None
+    net: NetProfile = field(default_factory=NetProfile)
+    fitted: NcclFit | None = None
+    # the bandwidth at which the fit applies as measured (None: none); at any other the fitted bus bandwidth is
+    # no faster than the scenario's network allows (a slower NIC than the log's, or a bandwidth sweep)
+    fit_as_measured_bps: float | None = None
+    name: str = "nccl"
+
+    def cluster(self, scenario: Scenario) -> NcclCluster:
+        acc = self.accelerator
+        intra = scenario.intra_bps / 8 if scenario.intra_bps else (acc.intra_Bps if acc else 100e9)
+        link = "nvlink" if acc is None or acc.intra_link != "pcie" else "pci"
+        net = self.net.model_copy(
+            update={"nic_bps": scenario.bw_bps, "one_way_s": scenario.delay_s, "tcp": scenario.tcp}
+        )
+        return NcclCluster(
+            ranks=scenario.nodes,
+            nodes=scenario.machines,
+            intra_Bps=intra,
+            intra_link=link,
+            generation=acc.nccl_generation if acc else 2,
+            net=net,
+        )
+
+    def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
+        ranks = scenario.nodes
+        nccl_kind = "all_reduce" if kind == "all_reduce" else "all_gather"
+        size = nbytes if nccl_kind == "all_reduce" else nbytes * ranks  # nccl-tests sizes all-gather by its output
+        cluster = self.cluster(scenario)
+        if self.fitted is not None:
+            ceiling = None
+            if scenario.bw_bps != self.fit_as_measured_bps:
+                ceiling = net_bus_Bps(cluster.net) if cluster.nodes > 1 else cluster.intra_Bps
+            fitted = self.fitted.time_s(nccl_kind, size, ranks, ceiling)
+            if fitted is not None:
+                return fitted, 0.0
+        choice = nccl_time(nccl_kind, size, cluster)
+        return choice.time_s, choice.latency_s
+
+    def describe(self) -> dict:
+        from netbench.model.nccl import NCCL_RELEASE
+
+        return {
+            "name": self.name,
+            "nccl_release": NCCL_RELEASE,
+            "accelerator": self.accelerator.name if self.accelerator else None,
+            "net": self.net.model_dump(exclude={"tcp"}),
+            "fitted": self.fitted is not None,
+        }
+
+
+@dataclass
+class IdealBackend(ScheduledBackend):
+    """The link alone: bus bytes over the bandwidth, no latency, no protocol (published simulators' assumption)."""
+
+    name: str = "ideal"
+
+    def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
+        ranks = scenario.machines
+        size = nbytes if kind == "all_reduce" else nbytes * ranks
+        factor = bus_factor("all_reduce" if kind == "all_reduce" else "all_gather", ranks)
+        return factor * size * 8 / scenario.bw_bps, 0.0

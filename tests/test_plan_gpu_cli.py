@@ -1,0 +1,139 @@
+"""``netbench plan`` for GPU clusters: accelerators, the nccl and ideal backends, utilisation targets, budgets."""
+
+import json
+
+import pytest
+
+from netbench.cli.app import main
+
+GPU = ["--backend", "nccl", "--accelerator", "h100-sxm", "--shapes", "llama-1b", "-G", "8", "--batch", "256"]
+
+
+@pytest.fixture(autouse=True)
+def _no_user_calibration(tmp_path, monkeypatch):
+    monkeypatch.setenv("NETBENCH_CALIBRATION", str(tmp_path / "absent.json"))
+
+
+def plan_json(capsys, *args: str) -> dict:
+    main(["plan", *args, "--json"])
+    return json.loads(capsys.readouterr().out)
+
+
+def plan_error(capsys, *args: str) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("netbench: error:") and "\n" not in err
+    return err
+
+
+def test_nccl_rows_carry_utilization_codec_source_and_a_bottleneck(capsys):
+    doc = plan_json(capsys, *GPU, "--nodes", "2,16", "--bw", "400gbit", "--transport", "rdma", "-r", "full,dct")
+    assert doc["backend"]["name"] == "nccl" and doc["backend"]["nccl_release"] == "2.27.5"
+    assert doc["compute"]["accelerator"]["name"] == "h100-sxm" and doc["compute"]["mfu"] == 0.4
+    rows = {(r["replicator"], r["nodes"]): r for r in doc["rows"]}
+    assert set(rows) == {("full", 16), ("full", 128), ("dct", 16), ("dct", 128)}
+    for r in rows.values():
+        assert 0 < r["compute_utilization"] <= 1
+        assert r["codec_source"] == "measured"  # the H100 profile ships with netbench
+        assert r["bottleneck"] in {"compute", "codec", "inter-node network", "intra-node link"}
+    # the global batch spread over 8x the workers: an eighth of the compute each
+    assert rows[("full", 128)]["compute_time_s"] == pytest.approx(rows[("full", 16)]["compute_time_s"] / 8)
+
+
+def test_an_accelerator_without_a_profile_gets_an_estimated_codec(capsys):
+    doc = plan_json(capsys, *GPU[:2], "--accelerator", "b200", *GPU[4:], "--nodes", "2", "-r", "dct")
+    assert doc["rows"][0]["codec_source"] == "estimate"
+    main(["plan", *GPU[:2], "--accelerator", "b200", *GPU[4:], "--nodes", "2", "-r", "dct"])
+    assert "estimated from the replicator's declared memory traffic" in capsys.readouterr().out
+
+
+def test_compute_ms_overrides_the_flops(capsys):
+    doc = plan_json(capsys, *GPU, "--nodes", "2", "-r", "full", "--compute-ms", "250")
+    assert doc["rows"][0]["compute_time_s"] == pytest.approx(0.25)
+    assert doc["compute"]["how"] == "--compute-ms 250"
+
+
+def test_targets_are_met_at_the_bandwidth_reported(capsys):
+    doc = plan_json(
+        capsys, *GPU, "--nodes", "4", "--transport", "rdma", "-r", "full", "--grad-dtype", "bf16",
+        "--target-utilization", "0.5,0.9",
+    )  # fmt: skip
+    answers = doc["bandwidth_for_utilization"]
+    assert [a["target"] for a in answers] == [0.5, 0.9]
+    low, high = (a["bw_bps"] for a in answers)
+    assert low < high
+    for a in answers:  # planned again at the answer, the target holds; a tenth below it, it does not
+        at = plan_json(capsys, *GPU, "--nodes", "4", "--transport", "rdma", "-r", "full", "--grad-dtype", "bf16",
+                       "--bw", f"{a['bw_bps']:.6e}bit")  # fmt: skip
+        below = plan_json(capsys, *GPU, "--nodes", "4", "--transport", "rdma", "-r", "full", "--grad-dtype", "bf16",
+                          "--bw", f"{a['bw_bps'] * 0.9:.6e}bit")  # fmt: skip
+        assert at["rows"][0]["compute_utilization"] >= a["target"] - 1e-6
+        assert below["rows"][0]["compute_utilization"] < a["target"]
+
+
+def test_a_token_budget_and_a_figure(capsys, tmp_path):
+    figure = tmp_path / "u.png"
+    doc = plan_json(capsys, *GPU, "--nodes", "2", "-r", "full,diloco", "--tokens", "1e10", "--figure", str(figure))
+    budget = doc["rows"][0]["token_budget"]
+    assert budget["steps"] == -(-(10**10) // (256 * 2048))
+    assert budget["wall_s"] == pytest.approx(budget["steps"] * doc["rows"][0]["step_time_s"])
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and doc["figure"] == str(figure)
+
+
+def test_gloo_takes_the_utilization_options_too_and_keeps_its_rows(capsys, tmp_path):
+    from netbench.model.calibration import Calibration, save_calibration
+
+    calib = save_calibration(Calibration(), tmp_path / "c.json")
+    base = plan_json(capsys, "--calibration", str(calib), "-r", "full", "--compute-ms", "500", "--nodes", "2,4")
+    asked = plan_json(
+        capsys, "--calibration", str(calib), "-r", "full", "--compute-ms", "500", "--nodes", "2,4",
+        "--target-utilization", "0.5",
+    )  # fmt: skip
+    assert "bandwidth_for_utilization" not in base and "compute" not in base
+    for a, b in zip(base["rows"], asked["rows"]):
+        assert {k: v for k, v in b.items() if k in a} == a
+        assert b["compute_utilization"] == pytest.approx(a["compute_time_s"] / a["step_time_s"])
+    assert asked["bandwidth_for_utilization"][0]["bw_bps"] > 0
+
+
+def test_the_ideal_backend_is_the_link_alone(capsys):
+    doc = plan_json(capsys, "--backend", "ideal", "--params", "1e9", "--layers", "24", "--nodes", "2", "--bw", "10gbit",
+                    "-r", "full", "--grad-dtype", "bf16", "--compute-ms", "100")  # fmt: skip
+    row = doc["rows"][0]
+    assert row["comm_time_s"] == pytest.approx(1e9 * 2 * 8 / 10e9)  # 2(M-1)/M = 1 of the buffer, no latency
+    assert doc["compute"]["layers"] == 24
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--backend", "mpi"], "--backend"),
+        (["--backend", "nccl"], "--backend nccl: name the GPUs with --accelerator"),
+        (["--accelerator", "tpu"], "--accelerator"),
+        (["--mfu", "1.5"], "--mfu"),
+        (["--batch", "8", "--tokens-per-step", "1e6"], "--batch and --tokens-per-step"),
+        (["--tokens", "1e12"], "--tokens: needs the batch"),
+        (["--tokens", "x", "--batch", "4"], "--tokens"),
+        (["--target-utilization", "0.5,1.5"], "--target-utilization"),
+        (["--target-utilization", "half"], "--target-utilization"),
+        (["--figure", "{tmp}/u.txt"], "--figure"),
+        (["--figure", "{tmp}"], "--figure"),
+        (["--layers", "0"], "--layers"),
+        (["--backend", "nccl", "--accelerator", "h200", "--transport", "ib"], "--transport"),
+        (["--backend", "nccl", "--accelerator", "h200", "--socket-threads", "17"], "--socket-threads"),
+        (["--nccl-calibration", "{tmp}/x.json"], "--nccl-calibration"),
+        (["--backend", "nccl", "--accelerator", "h200", "--nccl-calibration", "{tmp}/x.json"], "--nccl-calibration"),
+        (["--target-utilization", "0.5", "--topology", "sites", "--sites", "2", "--nodes", "4"], "--topology"),
+    ],
+)
+def test_bad_gpu_options_are_one_line_exit_2(capsys, tmp_path, args, needle):
+    assert needle in plan_error(capsys, "-r", "full", *[a.format(tmp=tmp_path) for a in args])
+
+
+def test_a_fit_that_is_not_one_is_one_line(capsys, tmp_path):
+    bad = tmp_path / "fit.json"
+    bad.write_text('{"kind": "nccl-tests-fit", "collectives": {"all_reduce": {"ranks": 1}}}')
+    err = plan_error(capsys, *GPU, "-r", "full", "--nccl-calibration", str(bad))
+    assert "--nccl-calibration" in err and "calibrate --from-nccl-tests" in err
