@@ -12,7 +12,7 @@ import os
 import pickle
 import signal
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -86,6 +86,30 @@ def call_in(name: str, fn: Callable[..., T], *args: Any) -> T:
     return value
 
 
+def call_each(calls: Sequence[tuple[str, Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+    """Run each ``fn(*args)`` of ``calls`` inside its namespace ``name``, in order, in one forked child; their results.
+
+    One fork instead of one per namespace (each fork copies the caller's page tables: tens of ms for a large
+    orchestrator, seconds for a 64-node cluster). For jobs that touch only the namespace the child is in at the time:
+    netlink sockets opened after entering it, sysctls under /proc/sys/net. Not for jobs that mount a sysfs (it would
+    keep showing the first namespace's devices).
+    """
+    if not calls:
+        return []
+    return call_in(calls[0][0], _call_each_inside, list(calls))
+
+
+def _call_each_inside(calls: list[tuple[str, Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+    results = []
+    for name, fn, args in calls:
+        enter(name)
+        try:
+            results.append(fn(*args))
+        except Exception as exc:  # noqa: BLE001 - named by the namespace it failed in
+            raise RuntimeError(f"in namespace {name}: {type(exc).__name__}: {exc}") from exc
+    return results
+
+
 def _report_call(read_fd: int, write_fd: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
     """In :func:`call_in`'s child: finish the job whatever the caller does, send the outcome, never return into its
     code.
@@ -113,6 +137,11 @@ def write_sysctls(values: dict[str, str]) -> None:
 def set_sysctls(name: str, values: dict[str, str]) -> None:
     """Write ``net.*`` sysctls inside namespace ``name``."""
     call_in(name, write_sysctls, values)
+
+
+def set_sysctls_each(names: Sequence[str], values: dict[str, str]) -> None:
+    """Write the same ``net.*`` sysctls inside each namespace of ``names`` (one fork for all)."""
+    call_each([(name, write_sysctls, (values,)) for name in names])
 
 
 @contextmanager

@@ -25,7 +25,8 @@ from netbench.orchestrator.activity import Activity
 from netbench.rundir.layout import RunDir, StepCounter, last_error
 
 Progress = Callable[[int, int], None]  # (steps done by the slowest worker, total steps)
-POLL_S = 0.1
+POLL_S = 0.1  # while the workers step
+EDGE_POLL_S = 0.02  # while they join, and once every step is recorded: a run's start and end wait on this loop
 
 
 class WorkerFailure(RuntimeError):
@@ -98,7 +99,7 @@ def wait_for_workers(
                     f"{who(joining[0], node_of)} did not join the process group: no worker that was still joining "
                     f"used the CPU for {idle:.0f} s ({len(joining)} of {len(procs)} had not joined)"
                 )
-        time.sleep(POLL_S)
+        time.sleep(EDGE_POLL_S if joining or done >= total else POLL_S)
 
 
 def root_cause(

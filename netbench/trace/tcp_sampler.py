@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import socket
 import time
@@ -95,6 +96,7 @@ def sample(nodes: dict[int, str], folder: Path, interval_s: float) -> None:
         sockets = open_sockets(nodes)
         for diag in sockets.values():
             stack.callback(diag.close)
+        stopped = False
         try:
             while True:
                 t = time.time()
@@ -105,7 +107,7 @@ def sample(nodes: dict[int, str], folder: Path, interval_s: float) -> None:
                 samples += 1
                 time.sleep(max(0.0, interval_s - (time.time() - t)))
         except _Stop:
-            pass
+            stopped = True
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             done = {
@@ -117,6 +119,9 @@ def sample(nodes: dict[int, str], folder: Path, interval_s: float) -> None:
             }
             for writer in writers.values():
                 writer.write(done)
+                writer.close()
+            if stopped:
+                os._exit(0)  # asked to stop, every line on disk: the sockets and the interpreter need no teardown
 
 
 def node_arg(text: str) -> tuple[int, str]:
