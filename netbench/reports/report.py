@@ -442,6 +442,7 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     report.html inlines only the figures drawn here. BadInput when the folder's files are not what
     a sweep writes.
     """
+    from netbench.reports.figure_file import drawn_beside
     from netbench.reports.html import write_html
     from netbench.reports.plots import make_figures
     from netbench.reports.timeline import sweep_section
@@ -450,14 +451,16 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     typed = sweep_doc(doc, folder)
     frame = with_errors(_shown(read_summary(folder)))
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
-    figures = make_figures(frame, folder) if not frame.empty else []
-    groups, target_figures = _time_to_target(frame, doc, folder, target_loss)
+    # each point's trace and its median step, drawn in a second process while this one draws the sweep's figures
+    timeline_section = drawn_beside(sweep_section, frame, folder) if not frame.empty else lambda: ([], [])
+    try:
+        figures = make_figures(frame, folder) if not frame.empty else []
+        groups, target_figures = _time_to_target(frame, doc, folder, target_loss)
+    finally:
+        timelines, timeline_figures = timeline_section()
     lines = _header(typed, frame) + _accuracy_section(acc)
     lines += _target_section(groups, target_figures, target_loss is not None)
     lines += ["## Figures", ""] + [_figure(f) for f in figures] + [""]
-    timelines, timeline_figures = (
-        sweep_section(frame, folder) if not frame.empty else ([], [])
-    )  # each point's trace, its median step
     lines += timelines + ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
     text = "\n".join(lines)
