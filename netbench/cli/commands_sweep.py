@@ -248,6 +248,18 @@ def _run_held(
     scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str, reuse: bool = True
 ) -> None:
     """The sweep proper, while this process holds the folder's lock."""
+    from netbench.orchestrator.forked_workers import Launcher
+
+    with Launcher() as launcher:  # the fork server: it imports torch once for the calibration and every point
+        if plan:
+            launcher.start_server(plan[0].config.threads)
+        _sweep_with(scenario, plan, folder, calibration, fresh, dilation, reuse, launcher)
+
+
+def _sweep_with(
+    scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str, reuse: bool, launcher
+) -> None:
+    """Calibrate, run the points, write the report: every process forked by ``launcher``'s server."""
     from netbench.model.calibration import CalibrationError
     from netbench.orchestrator.sweep import done_keys, run_sweep, write_sweep_json
     from netbench.orchestrator.sweep_calibration import sweep_calibration
@@ -263,6 +275,7 @@ def _run_held(
             fresh,
             on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"),
             replicators=[p.config.replicator for p in plan],
+            fork=launcher.forker(plan[0].config.threads) if plan else None,
         )
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
@@ -310,6 +323,7 @@ def _run_held(
             on_point_done=point_done,
             dilation=dilation,
             reuse=reuse,
+            launcher=launcher,
         )
     report = generate_report(folder)
     console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")

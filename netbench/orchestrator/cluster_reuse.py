@@ -87,12 +87,12 @@ def counters_since(now: dict[str, Any] | None, base: dict[str, Any] | None) -> d
 class ClusterReuse:
     """Holds one cluster across the runs of a sweep, and the fork server of their workers; a context manager."""
 
-    def __init__(self, capabilities: Capabilities | None = None) -> None:
+    def __init__(self, capabilities: Capabilities | None = None, launcher: Launcher | None = None) -> None:
         self._capabilities = capabilities
         self._stack: contextlib.ExitStack | None = None
         self.cluster: Cluster | None = None
         self.key: str | None = None
-        self.launcher = Launcher()
+        self.launcher = launcher or Launcher()  # a sweep's: it may have forked the calibration already
         self._ports = 0
         self._last_end = 0.0
         self.built = 0  # clusters built (for the sweep's figures and the tests)

@@ -21,7 +21,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from netbench.child import netbench_module_argv
 from netbench.emulation import netns
@@ -136,8 +138,17 @@ class ForkServer:
 
     def start(self, netns_name: str, spec: Path, log: Path, nice: int) -> ForkedWorker:
         """Fork a worker in namespace ``netns_name`` that runs ``spec``, its output into ``log`` (which must exist)."""
+        return self._fork(
+            {"netns": netns_name, "spec": str(spec), "log": str(log), "threads": self.threads, "nice": nice}
+        )
+
+    def call(self, target: str, args: list[Any], log: Path) -> ForkedWorker:
+        """Fork a child that calls netbench's ``module:function`` with ``args`` (JSON), its output into ``log``."""
+        return self._fork({"call": target, "args": args, "log": str(log), "threads": self.threads})
+
+    def _fork(self, request: dict[str, Any]) -> ForkedWorker:
+        """Send one request; the child the server forked for it."""
         self.wait_ready()
-        request = {"netns": netns_name, "spec": str(spec), "log": str(log), "threads": self.threads, "nice": nice}
         with self._lock:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
@@ -209,6 +220,10 @@ class Launcher:
             if rank == 0:
                 wait_listening(started[0], port)
         return started
+
+    def forker(self, threads: int) -> Callable[[str, list[Any], Path], ForkedWorker]:
+        """What :func:`netbench.calibrate.measure.measure` takes as ``fork``: a call forked by the server."""
+        return lambda target, args, log: self.start_server(threads).call(target, args, log)
 
     def close(self) -> None:
         """Stop the server, if one runs."""

@@ -43,6 +43,7 @@ from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summ
 
 if TYPE_CHECKING:
     from netbench.orchestrator.cluster_reuse import ClusterReuse
+    from netbench.orchestrator.forked_workers import Launcher
 
 __all__ = [
     "SweepBusy",
@@ -244,13 +245,15 @@ def run_sweep(
     on_point_done: Callable[[Point, str], None] | None = None,
     dilation: str = "auto",
     reuse: bool = True,
+    launcher: Launcher | None = None,
 ) -> SweepOutcome:
     """Run every point not already done; summary.csv is rewritten after each one.
 
     ``reuse``: points that share a network run one after another on one cluster, their workers
     forked from one fork server (:mod:`netbench.orchestrator.cluster_reuse`); else each point
-    builds its own cluster and starts its own workers. Stops early (``interrupted``) when a run was
-    interrupted by Ctrl-C; the point stays not done.
+    builds its own cluster and starts its own workers. ``launcher``: the fork server the caller started (it may
+    have measured the calibration already); default: one of the sweep's own. Stops early (``interrupted``) when a
+    run was interrupted by Ctrl-C; the point stays not done.
     """
     from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network
 
@@ -260,7 +263,7 @@ def run_sweep(
     todo = [p for p in points if p.key not in done]
     outcome.skipped = len(points) - len(todo)
     try:
-        with ClusterReuse() as held:
+        with ClusterReuse(launcher=launcher) as held:
             if todo and reuse:  # its imports overlap the first cluster's build
                 held.launcher.start_server(todo[0].config.threads)
             for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
