@@ -139,7 +139,7 @@ def sweep(
     dilation: str = typer.Option(
         "auto",
         "--dilation",
-        help="Time dilation k for every point (auto: each point's own, from its nodes, "
+        help="Time dilation k for every point (auto: each point's own, from its workers, "
         "cores and predicted CPU work; 1: none); see `netbench run --dilation`.",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
