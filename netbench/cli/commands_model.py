@@ -109,7 +109,8 @@ def _nodes(text: str) -> list[int]:
     return list(dict.fromkeys(counts))
 
 
-def _shapes(shapes: str | None, params: str | None) -> tuple[list[ParamShape], str]:
+def _shapes(shapes: str | None, params: str | None, layers: int | None = None) -> tuple[list[ParamShape], str]:
+    """The shape list and its label; ``--params`` with ``--layers`` names that many layers (``layers.N.``)."""
     if shapes and params:
         raise UserError("--shapes and --params are exclusive: give a shapes preset/file or a parameter count")
     if params:
@@ -120,12 +121,12 @@ def _shapes(shapes: str | None, params: str | None) -> tuple[list[ParamShape], s
                 f"--params: expected a parameter count between 1 and {MAX_PARAMS:.0e} (e.g. 1.5e9), got {params!r}"
             ) from None
         try:
-            shape_list = synthetic_shapes(
-                check_param_count(round(count) if math.isfinite(count) else count, "--params")
-            )
+            count = check_param_count(round(count) if math.isfinite(count) else count, "--params")
+            shape_list = synthetic_shapes(count, min(layers, count) if layers else None)
         except ShapeError as exc:
             raise UserError(str(exc)) from None
-        return shape_list, f"--params {params} (synthetic {shape_list[0].shape[-1]}-wide matrices)"
+        in_layers = f" in {layers} layers" if layers else ""
+        return shape_list, f"--params {params} (synthetic {shape_list[0].shape[-1]}-wide matrices{in_layers})"
     spec = shapes or "gpt2-small:blocks=2"
     try:
         return resolve_shapes(spec), spec
@@ -389,6 +390,21 @@ def _print_derived(derived: dict, console: Console) -> None:
 # ----------------------------------------------------------------------------- plan
 
 
+def _check_schemes(schemes: list, shape_list: list[ParamShape], world: int) -> None:
+    """A payload formula that rejects these shapes is an input error (one line, exit 2), before anything is priced."""
+    for scheme in schemes:
+        try:
+            scheme.exchanges(shape_list, world)
+        except SchemeUnavailable as exc:
+            raise UserError(f"--replicator: {exc}") from None
+        except SettingError as exc:  # a setting these shapes rule out (fragments that do not divide the layers)
+            raise UserError(
+                f"{REPLICATOR_OPTION_NAMES.get(exc.field, exc.field)}: {exc} [replicator {scheme.name}]"
+            ) from None
+        except ValueError as exc:
+            raise UserError(f"--replicator {scheme.name}: {exc}") from None
+
+
 @expand(
     rep_settings=group(REPLICATOR, *(f for f in SCHEME_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
 )
@@ -464,7 +480,10 @@ def plan(
         None, "--tokens-per-step", help="global batch per step in tokens, instead of --batch"
     ),
     layers: int | None = typer.Option(
-        None, "--layers", help="layers of the GPU backends' layer schedule [default: from the shapes' names]"
+        None,
+        "--layers",
+        help="layers of the GPU backends' layer schedule [default: from the shapes' names]; with --params, the "
+        "synthetic model's layers (Streaming DiLoCo's fragments group them)",
     ),
     target_utilization: str | None = typer.Option(
         None,
@@ -511,7 +530,7 @@ def plan(
         socks_per_thread,
         nccl_calibration,
     )
-    shape_list, shapes_label = _shapes(shapes, params)
+    shape_list, shapes_label = _shapes(shapes, params, gpu.layers)
     topology = topology or "star"
     node_counts = _nodes(nodes or "2")  # machines; each runs gpus_per_node workers
     if nodes is not None and topology not in PRESETS:
@@ -570,6 +589,7 @@ def plan(
         models[0].topology.node_count if models else node_counts[0],
         concurrent=gpus_per_node == 1,
     )
+    _check_schemes(schemes, shape_list, max(2, models[0].topology.node_count if models else node_counts[0]))
     if gpu.backend != "gloo":
         from netbench.cli.plan_gpu import GpuCluster, plan_gpu_cluster
 
@@ -613,18 +633,6 @@ def plan(
         for n in node_counts
     ]
     planner = Planner(shape_list, calib)
-    for scheme in schemes:  # a payload formula that rejects these shapes is still an input error
-        try:
-            scheme.exchanges(shape_list, max(2, scenarios[0].machines))
-        except SchemeUnavailable as exc:
-            raise UserError(f"--replicator: {exc}") from None
-        except SettingError as exc:  # a setting these shapes rule out (fragments that do not divide the layers)
-            raise UserError(
-                f"{REPLICATOR_OPTION_NAMES.get(exc.field, exc.field)}: {exc} [replicator {scheme.name}]"
-            ) from None
-        except ValueError as exc:
-            raise UserError(f"--replicator {scheme.name}: {exc}") from None
-
     if models:
         from netbench.cli.plan_topology import plan_on_graphs, print_plan
 

@@ -168,9 +168,21 @@ class ScheduledBackend:
 
     def per_layer(self, scheme: Scheme, ex: Exchange) -> bool:
         """Whether ``ex`` leaves layer by layer during backward: a dense all-reduce of model-sized state (DDP's
-        buckets, a periodic outer sync) or a replicator that declares backward hooks."""
+        buckets, a periodic outer sync), a fragment of the model's layers, or a replicator that declares backward
+        hooks."""
         dense = ex.collective == "all_reduce" and ex.bytes_per_step % max(1, self.model.params) == 0
-        return dense or spec(scheme.name).backward_hooks
+        return dense or bool(ex.layers) or spec(scheme.name).backward_hooks
+
+    def layer_bytes(self, ex: Exchange) -> list[tuple[int, float]]:
+        """(layer, bytes) of ``ex`` per layer it carries, in proportion to the layers' parameters: every layer, or a
+        fragment's (its declared layers mapped onto this schedule's, which differ only where ``--layers`` splits
+        the model otherwise)."""
+        counts = self.model.layer_params
+        if ex.layers:
+            carried = sorted({layer * len(counts) // ex.layer_count for layer in ex.layers})
+        else:
+            carried = list(range(len(counts)))
+        return list(zip(carried, layer_split(ex.bytes_per_step, [counts[i] for i in carried])))
 
     def schedule(self, scheme: Scheme, scenario: Scenario, exchanges: tuple[Exchange, ...]) -> StepSchedule:
         """The scheme's period as a layer schedule."""
@@ -184,7 +196,7 @@ class ScheduledBackend:
             first = (ex.offset - 1) % ex.period  # the 0-based step of the period it communicates on
             for step in range(first, period, ex.period):
                 if self.per_layer(scheme, ex):
-                    for layer, nbytes in enumerate(layer_split(ex.bytes_per_step, self.model.layer_params)):
+                    for layer, nbytes in self.layer_bytes(ex):
                         calls = max(1, round(ex.calls * nbytes / ex.bytes_per_step))
                         seconds = self.exchange_seconds(ex, nbytes, calls, scenario)[0]
                         transfers.append(Transfer(step, layer, seconds, layer, delay=delay, label=ex.label))
