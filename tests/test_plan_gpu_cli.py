@@ -49,6 +49,21 @@ def test_an_accelerator_without_a_profile_gets_an_estimated_codec(capsys):
     assert "estimated from the replicator's declared memory traffic" in capsys.readouterr().out
 
 
+def test_outer_replicators_codec_is_a_synchronisations_traffic_shared_by_its_period(capsys):
+    """streaming and sparseloco have no measured profile: their declared traffic, estimated; diloco's profile was
+    measured at sync_every 10 and is taken at the plan's own period."""
+    rows = {}
+    for h in ("10", "100"):
+        doc = plan_json(capsys, *GPU, "--nodes", "2", "-r", "diloco,streaming,sparseloco", "--sync-every", h)
+        rows[h] = {r["replicator"]: r for r in doc["rows"]}
+    for name in ("streaming", "sparseloco"):
+        assert rows["10"][name]["codec_source"] == "estimate" and rows["10"][name]["compression_time_s"] > 0
+    assert rows["100"]["diloco"]["codec_source"] == "measured (default settings)"
+    for name in ("diloco", "streaming", "sparseloco"):
+        ten, hundred = rows["10"][name]["compression_time_s"], rows["100"][name]["compression_time_s"]
+        assert hundred == pytest.approx(ten / 10, rel=0.05), name
+
+
 def test_compute_ms_overrides_the_flops(capsys):
     doc = plan_json(capsys, *GPU, "--nodes", "2", "-r", "full", "--compute-ms", "250")
     assert doc["rows"][0]["compute_time_s"] == pytest.approx(0.25)

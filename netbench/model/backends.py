@@ -38,6 +38,7 @@ from netbench.model.overlap import BACKWARD_SHARE, pipelined
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey
 from netbench.model.steptime import Scenario, StepEstimate, estimate
+from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import spec
 
 __all__ = [
@@ -115,19 +116,28 @@ class CodecCost:
         return "estimate" if self.accelerator is not None else "none"
 
     def seconds(self, scheme: Scheme, params: int, tensors: int) -> tuple[float, float]:
-        """(encode, decode) per step."""
+        """(encode, decode) per step. A profile measured at the replicator's default settings only is taken at
+        this scheme's period: its steps share a synchronisation's codec (DiLoCo measured at H = 10, planned at
+        H = 100, encodes a tenth as often)."""
         source = self.source(scheme)
         if source.startswith("measured") and self.profile is not None:
-            return self.profile.encode_decode_s(cost_key(scheme.config), params, tensors)
+            enc, dec = self.profile.encode_decode_s(cost_key(scheme.config), params, tensors)
+            if source == "measured (default settings)":
+                declared = spec(scheme.name)
+                share = declared.period(ReplicatorConfig(name=scheme.name)) / declared.period(scheme.config)
+                enc, dec = enc * share, dec * share
+            return enc, dec
         if source == "estimate" and self.accelerator is not None:
             return estimated_codec_s(scheme, self.accelerator, params, tensors)
         return 0.0, 0.0
 
 
 def estimated_codec_s(scheme: Scheme, accelerator: Accelerator, params: int, tensors: int) -> tuple[float, float]:
-    """(encode, decode) from the declared traffic over ``accelerator``'s memory bandwidth, plus the reference
-    profile's per-tensor costs (encode and decode halves of the traffic term)."""
-    traffic = spec(scheme.name).codec_bytes_per_param * params / accelerator.hbm_Bps
+    """(encode, decode) per step from the declared traffic of a synchronisation over ``accelerator``'s memory
+    bandwidth, shared by the steps of its period, plus the reference profile's per-tensor costs (encode and decode
+    halves of the traffic term)."""
+    declared = spec(scheme.name)
+    traffic = declared.codec_bytes_per_param * params / accelerator.hbm_Bps / declared.period(scheme.config)
     reference = measured_codec_profile(REFERENCE_PROFILE)
     key = (
         scheme.name if reference is None or not reference.measured(cost_key(scheme.config)) else cost_key(scheme.config)

@@ -131,9 +131,11 @@ class ReplicatorSpec:
     compression: Callable[[float, Settings], dict[str, Any]] | None = None  # `--compression` -> settings
     in_default_sweep: bool = False  # a sweep scenario that names no replicator runs it
     compression_knob: str = ""  # what `--compression` sets for it, for the option's help ("rate")
-    # Device-memory bytes one step's encode + decode moves per parameter: what the planner divides by an
-    # accelerator's memory bandwidth where no measured codec profile exists (effective traffic, read off the
-    # H100 profile in reports/gpu: its cost per parameter x 3.35 TB/s, rounded).
+    # Device-memory bytes one synchronisation's encode + decode moves per parameter (a periodic replicator's steps
+    # share it: the planner divides by its period): what the planner divides by an accelerator's memory bandwidth
+    # where no measured codec profile exists. Read off the H100 profile in reports/gpu where it measures the
+    # replicator (its cost per parameter x 3.35 TB/s, rounded), else counted from the operations (an estimate of an
+    # estimate: each such spec says so).
     codec_bytes_per_param: float = 0.0
 
     def encodes_with(self, config: Settings) -> bool:
