@@ -429,7 +429,10 @@ def plan(
     rep_settings: Settings = FROM_FIELDS,
     compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
     gpus_per_node: int = RUN["gpus_per_node"].option(),
-    intra_bw: str | None = RUN["intra_bw_bps"].option(),  # plan needs it with --gpus-per-node > 1
+    intra_bw: str | None = RUN["intra_bw_bps"].option(
+        note="; needed with gloo and --gpus-per-node > 1. With --backend nccl each GPU gets 1/G of it (800gbit over 8 "
+        "GPUs: 12.5 GB/s a GPU); leave it out for the accelerator's own NVLink or PCIe per GPU"
+    ),
     algorithm: str = typer.Option(
         "ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"
     ),
@@ -708,13 +711,13 @@ def plan(
 
 def _print_gpu_plan(doc: dict, lines: list[str], gpu: Any) -> None:
     """``plan --backend nccl|ideal`` as tables: header, the GPU table, the derived and the utilisation answers."""
-    from netbench.cli.plan_gpu import print_gpu_table, print_utilization
+    from netbench.cli.plan_gpu import print_gpu_derived, print_gpu_table, print_utilization
 
     console = _console()
     for i, line in enumerate(lines):
         console.print(f"[bold]{line}[/bold]" if i == 0 else line, highlight=False, markup=i == 0)
     print_gpu_table(doc, console)
-    _print_derived(doc["derived"], console)
+    print_gpu_derived(doc["derived"], console)
     print_utilization(doc, console, gpu)
     if doc.get("figure"):
         console.print(f"figure: {doc['figure']}", highlight=False)

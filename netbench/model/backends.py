@@ -32,7 +32,7 @@ from netbench.model.collectives import CollectiveCost
 from netbench.model.compute import ModelShape
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import LinkBytes
-from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps
+from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.overlap import BACKWARD_SHARE, pipelined
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
@@ -62,6 +62,8 @@ class Backend(Protocol):
 
     def describe(self) -> dict: ...
 
+    def floor_reason(self, scenario: Scenario) -> str: ...
+
 
 @dataclass
 class GlooBackend:
@@ -78,6 +80,9 @@ class GlooBackend:
 
     def describe(self) -> dict:
         return {"name": self.name, "calibration": self.calibration.identity()}
+
+    def floor_reason(self, scenario: Scenario) -> str:
+        return "gloo's per-message latency"
 
 
 @lru_cache(maxsize=8)
@@ -164,6 +169,10 @@ class ScheduledBackend:
 
     def describe(self) -> dict:
         return {"name": self.name}
+
+    def floor_reason(self, scenario: Scenario) -> str:
+        """What keeps communication from vanishing as the network's bandwidth grows without bound."""
+        return "the collectives' per-call latency"
 
     def exchange_seconds(self, ex: Exchange, nbytes: float, calls: int, scenario: Scenario) -> tuple[float, float]:
         """(time, latency) of ``calls`` calls sharing ``nbytes`` of one exchange (each call priced once: a layer
@@ -285,6 +294,20 @@ class NcclBackend(ScheduledBackend):
             generation=acc.nccl_generation if acc else 2,
             net=net,
         )
+
+    def limit(self, scenario: Scenario) -> tuple[float, str]:
+        """The communicator's bus bandwidth (bytes/s) and what sets it: the intra-node link or a network term."""
+        c = self.cluster(scenario)
+        intra = (c.intra_Bps, "the intra-node link")
+        if c.nodes == 1:
+            return intra
+        return min(net_limit(c.net), intra, key=lambda item: item[0])
+
+    def floor_reason(self, scenario: Scenario) -> str:
+        bus, why = self.limit(scenario)
+        if math.isinf(bus) or bus >= scenario.bw_bps / 8:
+            return "NCCL's per-call latency"
+        return f"the bus bandwidth stays at {bus / 1e9:.3g} GB/s ({why})"
 
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
         ranks = scenario.nodes

@@ -137,10 +137,19 @@ class ReplicatorSpec:
     # replicator (its cost per parameter x 3.35 TB/s, rounded), else counted from the operations (an estimate of an
     # estimate: each such spec says so).
     codec_bytes_per_param: float = 0.0
+    # Device-memory bytes per parameter it keeps besides the weights and their gradients: its inner optimizer's
+    # state and its own buffers, counted from its implementation (the buffers its collectives need follow from its
+    # payload); a function of the settings where they change it. What the planner's memory check adds up.
+    state_bytes_per_param: float | Callable[[Settings], float] = 0.0
 
     def encodes_with(self, config: Settings) -> bool:
         """Whether ``config`` gives this replicator encode/decode work to calibrate."""
         return self.encodes(config) if callable(self.encodes) else self.encodes
+
+    def state_bytes_with(self, config: Settings) -> float:
+        """Bytes per parameter of optimizer and replicator state ``config`` keeps on the device."""
+        state = self.state_bytes_per_param
+        return state(config) if callable(state) else state
 
     def load(self) -> type:
         """The torch implementation (imports torch)."""

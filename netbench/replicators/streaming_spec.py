@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from netbench.replicators.diloco_spec import outer_exchange
+from netbench.replicators.diloco_spec import outer_exchange, state_bytes
 from netbench.replicators.fragments import fragment_layers, fragment_members, send_offset
 from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 
@@ -78,4 +78,5 @@ SPEC = ReplicatorSpec(
     # not measured on an accelerator: each fragment does DiLoCo's outer work (the pseudo-gradient, its cast or
     # quantization, the averaged result's outer Nesterov step, the parameters set back), so DiLoCo's traffic
     codec_bytes_per_param=80,
+    state_bytes_per_param=state_bytes,  # DiLoCo's, every fragment's kept on the device
 )
