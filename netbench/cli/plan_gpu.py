@@ -389,11 +389,16 @@ _rate4 = format_rate_digits
 
 
 def _duration(seconds: float) -> str:
-    """Seconds to the largest unit that reads well (days for a training run)."""
-    for unit, scale in (("days", 86400.0), ("h", 3600.0)):
+    """Seconds to the largest unit that reads well (days for a training run, minutes for a slow step)."""
+    for unit, scale in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
         if seconds >= 2 * scale:
             return f"{seconds / scale:,.1f} {unit}"
     return format_time(seconds)
+
+
+def _rate_Bps(n: float) -> str:
+    """Bytes per second as the collectives' bus bandwidths are quoted (GB/s, MB/s below one GB/s)."""
+    return f"{n / 1e9:.3g} GB/s" if n >= 1e9 else f"{n / 1e6:.3g} MB/s"
 
 
 def _total_bytes(n: float) -> str:
@@ -432,10 +437,10 @@ def print_gpu_table(doc: dict, console: Console) -> None:
             r["replicator"],
             f"{r['machines']} x{r['gpus_per_node']}" if r["gpus_per_node"] > 1 else str(r["nodes"]),
             format_bytes(r["payload_bytes_per_step"]),
-            format_time(r["comm_time_s"]),
+            _duration(r["comm_time_s"]),
             codec,
-            format_time(r["compute_time_s"]),
-            format_time(r["step_time_s"]),
+            _duration(r["compute_time_s"]),
+            _duration(r["step_time_s"]),
             _pct(r.get("compute_utilization")),
             r.get("bottleneck", ""),
             memory_cell(r),
@@ -612,12 +617,10 @@ def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
             how += f"; collectives fitted from {backend['nccl_calibration']}"
         lines.append(f"collectives: {how}")
         if link:
-            lines.append(
-                f"intra-node: {link['intra_node_Bps_per_gpu'] / 1e9:.3g} GB/s a GPU ({link['intra_node_source']})"
-            )
+            lines.append(f"intra-node: {_rate_Bps(link['intra_node_Bps_per_gpu'])} a GPU ({link['intra_node_source']})")
         if "net_bus_Bps" in link:
             lines.append(
-                f"across nodes: {link['net_bus_Bps'] / 1e9:.3g} GB/s of bus bandwidth, set by {link['net_bus_limit']}"
+                f"across nodes: {_rate_Bps(link['net_bus_Bps'])} of bus bandwidth, set by {link['net_bus_limit']}"
             )
     elif backend["name"] == "ideal":
         lines.append("collectives: the link alone (bus bytes over the bandwidth, no latency)")
