@@ -615,6 +615,8 @@ def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
         )
         if backend.get("nccl_calibration"):
             how += f"; collectives fitted from {backend['nccl_calibration']}"
+            for kind in backend.get("fit_regimes", {}):
+                how += f" (its {kind} holds two regimes, each size priced by its own: calibrate's output says which)"
         lines.append(f"collectives: {how}")
         if link:
             lines.append(f"intra-node: {_rate_Bps(link['intra_node_Bps_per_gpu'])} a GPU ({link['intra_node_source']})")

@@ -333,6 +333,9 @@ class NcclBackend(ScheduledBackend):
             "accelerator": self.accelerator.name if self.accelerator else None,
             "net": self.net.model_dump(exclude={"tcp"}),
             "fitted": self.fitted is not None,
+            "fit_regimes": {k: c.regimes for k, c in self.fitted.collectives.items() if c.regimes}
+            if self.fitted
+            else {},
         }
 
 
