@@ -610,11 +610,11 @@ def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
         how = f"NCCL {NCCL_RELEASE}'s tuning model, {net['transport']} transport, {net['channels']} channels" + (
             f" x {max(1, net['threads'] * net['socks_per_thread'])} socket(s) (a TCP window of "
             f"{link.get('tcp_window_bytes', 0) / 1e6:.3g} MB, at most {net['stream_Bps'] / 1e9:.3g} GB/s a socket)"
-            if net["transport"] == "socket"
+            if net["transport"] == "socket" and not backend.get("nccl_calibration")
             else ""
         )
         if backend.get("nccl_calibration"):
-            how += f"; collectives fitted from {backend['nccl_calibration']}"
+            how = f"fitted from {backend['nccl_calibration']} (what the fit lacks: {how})"
             for kind in backend.get("fit_regimes", {}):
                 how += f" (its {kind} holds two regimes, each size priced by its own: calibrate's output says which)"
         lines.append(f"collectives: {how}")
