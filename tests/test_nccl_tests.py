@@ -64,7 +64,8 @@ def test_a_fit_on_half_the_rows_predicts_the_other_half_within_15_percent(path, 
 
 
 def test_a_log_whose_bus_bandwidth_falls_with_size_is_said_to_hold_two_regimes():
-    """issue 450's 100 GbE socket log: 8-16 MiB at about 6 GB/s of bus bandwidth, 32-128 MiB at about 1.3."""
+    """The 100 GbE socket log (github.com/NVIDIA/nccl/issues/450): 8-16 MiB at about 6 GB/s of bus bandwidth, 32-128 MiB
+    at about 1.3."""
     fit = fit_log(read_log(ISSUE450))
     assert fit.regimes.startswith("two regimes: 8 MiB-16 MiB at ") and "32 MiB-128 MiB at " in fit.regimes
     for path in PREDICTABLE:  # protocol switches raise the bus bandwidth: no second regime
