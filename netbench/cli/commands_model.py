@@ -370,21 +370,9 @@ def _print_derived(derived: dict, console: Console) -> None:
         if d["baseline_nodes"] != 2:
             answer += f" (baseline {d['baseline_nodes']} workers: two nodes of accelerators)"
         console.print(f"  {d['replicator']:>9} @ {_rate_text(d['bw_bps'])}: {answer}")
-    crossings = [d for d in derived["crossover_bw"] if d["crossovers"]]
-    if derived["crossover_bw"]:
-        console.print("[bold]crossover bandwidths (equal step time)[/bold]")
-    for d in crossings:
-        a, b = d["pair"]
-        text = "; ".join(
-            f"{_rate_text(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)"
-            for c in d["crossovers"]
-        )
-        console.print(f"  {a} vs {b} @ {d['nodes']} workers: {text}")
-    if len(crossings) < len(derived["crossover_bw"]):
-        console.print(
-            f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from "
-            f"{_rate_text(BW_RANGE_BPS[0])} to {_rate_text(BW_RANGE_BPS[1])} (--json says which is faster)"
-        )
+    from netbench.cli.plan_gpu import print_crossovers
+
+    print_crossovers(derived, console, _rate_text)
 
 
 # ----------------------------------------------------------------------------- plan

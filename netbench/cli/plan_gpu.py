@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -510,21 +511,26 @@ def print_gpu_derived(derived: dict, console: Console) -> None:
     for d in doubling:
         answer = str(d["nodes"]) if d["nodes"] else f"none: {d['reason']}"
         console.print(f"  {d['replicator']:>12} @ {_rate4(d['bw_bps'])}: {answer}", highlight=False)
+    print_crossovers(derived, console, _rate4)
+
+
+def print_crossovers(derived: dict, console: Console, rate: Callable[[float], str]) -> None:
+    """The bandwidths where two replicators take equal step time, and how many pairs have none."""
     crossings = [d for d in derived["crossover_bw"] if d["crossovers"]]
     if derived["crossover_bw"]:
         console.print("[bold]crossover bandwidths (equal step time)[/bold]")
     for d in crossings:
         a, b = d["pair"]
         text = "; ".join(
-            f"{_rate4(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)"
+            f"{rate(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)"
             for c in d["crossovers"]
         )
         console.print(f"  {a} vs {b} @ {d['nodes']} workers: {text}", highlight=False)
     if len(crossings) < len(derived["crossover_bw"]):
         lo, hi = BW_RANGE_BPS
         console.print(
-            f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from {_rate4(lo)} to "
-            f"{_rate4(hi)} (--json says which is faster)",
+            f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from {rate(lo)} to "
+            f"{rate(hi)} (--json says which is faster)",
             highlight=False,
         )
 
