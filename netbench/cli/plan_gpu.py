@@ -506,7 +506,7 @@ def print_gpu_derived(derived: dict, console: Console) -> None:
     if doubling:
         console.print(
             f"[bold]workers where step time doubles against two nodes ({doubling[0]['baseline_nodes']} workers), "
-            "the global batch shared[/bold]"
+            "each step's compute held[/bold]"
         )
     for d in doubling:
         answer = str(d["nodes"]) if d["nodes"] else f"none: {d['reason']}"
