@@ -678,7 +678,8 @@ def plan(
     link = format_rate(up_bps) if up_bps == down_bps else f"up {format_rate(up_bps)} / down {format_rate(down_bps)}"
     console.print(
         f"[bold]{shapes_label}[/bold]: {total_params(shape_list):,} params; link {link}, delay {format_time(delay_s)}, "
-        f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms"
+        f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, "
+        + (f"compute {compute_ms:g}ms" if not compute_how or compute_ms > 0 else "compute from the FLOPs (below)")
     )
     console.print(
         f"TCP assumed: {_tcp_text(tcp)}"
