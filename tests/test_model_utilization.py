@@ -12,7 +12,7 @@ from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import Scenario
 from netbench.model.utilization import PAPER_GRID, bandwidth_for, token_budget
 from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import declared_payload
+from netbench.replicators.registry import declared_payload, names, spec
 from netbench.shapes import ParamShape
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,6 +47,17 @@ def test_streaming_diloco_table_4_within_one_grid_step(scale):
     assert len(cells) == 25 and all(c["grid_steps"] is not None for c in cells)
     beyond = [(c["method"], c["target"], c["grid_steps"]) for c in cells if abs(c["grid_steps"]) > 1]
     assert set(beyond) <= ({("+ overlap", 0.5, 2)} if scale[0] == "100B" else set()), beyond
+
+
+def test_every_replicator_declares_the_state_it_keeps_on_the_device():
+    """What the planner's memory check adds per parameter besides weights and gradients (spec.state_bytes_per_param):
+    at least the optimizer state or a buffer each replicator keeps, and more for a quantized outer exchange."""
+    for name in names():
+        if spec(name).codec.startswith("netbench.replicators."):  # netbench's own (a test may register a toy one)
+            assert spec(name).state_bytes_with(ReplicatorConfig(name=name)) > 0, name
+    for name in ("diloco", "streaming", "mtdao"):
+        quantized = ReplicatorConfig(name=name, quant_bits=4)
+        assert spec(name).state_bytes_with(quantized) > spec(name).state_bytes_with(ReplicatorConfig(name=name))
 
 
 def test_demo_table_1_bytes_per_step_are_exact():

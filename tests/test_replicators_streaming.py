@@ -101,6 +101,8 @@ def test_the_declaration_carries_each_fragments_bytes_schedule_and_overlap():
     numels = [66 + 42 + 42, 42 + 42 + 6 + 30]
     assert [p.bytes_per_step for p in parts] == [4 + n // 2 for n in numels]  # one fp32 scale, two codes a byte
     assert all(p.collective == "all_gather" for p in parts)
+    # strided: blocks 0 and 2 (with the embedding before them) in fragment 0, 1 and 3 (with the final norm and head)
+    assert [(p.layers, p.layer_count) for p in parts] == [((0, 2), 4), ((1, 3), 4)]
 
 
 # -- on real ranks ----------------------------------------------------------------------------------
