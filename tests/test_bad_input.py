@@ -82,7 +82,7 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--optimizer", "lamb"], "--optimizer"),
     # Streaming DiLoCo and quantized outer exchanges: the transformer workload has 2 layers
     (["run", "-r", "streaming", "--sync-every", "12", "--fragments", "3"], "--fragments"),  # 3 does not divide 2
-    (["run", "-r", "streaming", "--fragments", "3"], "--fragments"),  # nor sync_every 10
+    (["run", "-r", "streaming", "--fragments", "11"], "--fragments"),  # more than sync_every 10
     (["run", "-r", "streaming", "--fragment-sync-delay", "10"], "--fragment-sync-delay"),  # tau >= H
     (["run", "-r", "streaming", "--fragments", "2", "--fragment-sync-delay", "5"], "--fragment-sync-delay"),
     (["run", "-r", "streaming", "--fragment-update-alpha", "1.5"], "--fragment-update-alpha"),

@@ -45,6 +45,8 @@ __all__ = [
     "steps_of",
     "socket_streams",
     "net_bus_Bps",
+    "net_limits",
+    "net_limit",
     "tcp_window_bytes",
 ]
 
@@ -125,16 +127,31 @@ def tcp_window_bytes(tcp: TcpSettings) -> float:
     return TCP_BUFFER_SHARE * min(tcp.tcp_wmem_max, tcp.tcp_rmem_max)
 
 
-def net_bus_Bps(net: NetProfile) -> float:
-    """Bus bandwidth the network gives a ring across nodes (bytes/s): the NIC's payload rate, limited per channel by
-    NCCL_BUFFSIZE over the round trip and, over sockets, by the streams' windows and CPU ceiling."""
-    line = net.nic_bps / 8 * WIRE_EFFICIENCY
+def net_limits(net: NetProfile) -> dict[str, float]:
+    """Each cap on the bus bandwidth across nodes (bytes/s), named: the NIC's payload rate, NCCL_BUFFSIZE per channel
+    over the round trip and, over sockets, the streams' TCP windows over the round trip and their CPU ceiling."""
     rtt = net.rtt_s
-    per_channel = BUFFSIZE / rtt if rtt > 0 else math.inf
+    trip = f"over the {1e3 * rtt:.3g} ms round trip"
+    caps = {"the NIC's payload rate": net.nic_bps / 8 * WIRE_EFFICIENCY}
+    if rtt > 0:
+        caps[f"NCCL's {BUFFSIZE >> 20} MiB buffer per channel {trip}"] = net.channels * BUFFSIZE / rtt
     if net.transport == "socket":
-        window = tcp_window_bytes(net.tcp) / rtt if rtt > 0 else math.inf
-        per_channel = min(per_channel, socket_streams(net) * min(net.stream_Bps, window))
-    return min(line, net.channels * per_channel)
+        streams = net.channels * socket_streams(net)
+        if rtt > 0:
+            caps[f"the TCP windows {trip}"] = streams * tcp_window_bytes(net.tcp) / rtt
+        caps["the socket streams' CPU ceiling"] = streams * net.stream_Bps
+    return caps
+
+
+def net_bus_Bps(net: NetProfile) -> float:
+    """Bus bandwidth the network gives a ring across nodes (bytes/s): the smallest of :func:`net_limits`."""
+    return min(net_limits(net).values())
+
+
+def net_limit(net: NetProfile) -> tuple[float, str]:
+    """The bus bandwidth across nodes and what sets it."""
+    name, value = min(net_limits(net).items(), key=lambda item: item[1])
+    return value, name
 
 
 @dataclass(frozen=True)
