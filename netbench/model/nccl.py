@@ -75,9 +75,11 @@ TREE_CORRECTION = (
 NET_OVERHEAD_US = 1.0  # getNetOverhead: 1 us on Intel x86 (2 on AMD), tripled for Simple
 BUFFSIZE = 4 << 20  # NCCL_BUFFSIZE: bytes a channel's connection keeps in flight (Simple)
 # One socket stream's ceiling through NCCL's socket transport (a proxy or helper thread copying through the host):
-# github.com/NVIDIA/nccl/issues/450 measured 4 channels of one socket each at 4.5-5.2 GB/s bus bandwidth (8-16 MB
-# all-reduce, 4 x 8 V100, 100 GbE), about 1.2 GB/s a stream; `netbench calibrate --from-nccl-tests` replaces it.
-SOCKET_STREAM_BPS = 1.2e9
+# github.com/NVIDIA/nccl/issues/450 measured 4.5-5.2 GB/s bus bandwidth (8-16 MB all-reduce, 4 x 8 V100, 100 GbE)
+# with NCCL_MIN_NCHANNELS=4 and NCCL_SOCKET_NTHREADS=2 (one socket a thread): 8 streams, 0.56-0.65 GB/s each.
+# With NCCL's defaults (2 channels, one socket each) that gives the 0.7-1.4 GB/s published socket runs show on
+# 10-100 GbE; `netbench calibrate --from-nccl-tests` replaces it with the user's own.
+SOCKET_STREAM_BPS = 0.6e9
 WIRE_EFFICIENCY = MSS / FRAME_BYTES  # TCP payload per Ethernet frame at MTU 1500 (RDMA's is about the same)
 # What a TCP connection keeps in flight of its buffers (the smaller of tcp_wmem and tcp_rmem max): Linux sizes the
 # receive window as the buffer times its segments' payload over their memory (len / truesize). Measured through
