@@ -96,7 +96,7 @@ CASES: list[tuple[list[str], str]] = [
     (["plan", "--rate", "2", "--replicator", "random"], "--rate"),
     (["plan", "--algorithm", "foo"], "--algorithm"),
     (["sweep", "--bw", "100mbit", "--out", "/proc/netbench-sweep"], "--out"),
-    (["sweep", "{tmp}/missing.toml"], "cannot read"),
+    (["sweep", "{tmp}/missing.toml"], "cannot be read"),
     (["clean", "not-a-run"], "RUN_ID"),
     # unbounded input: one parameter cap (shapes.MAX_PARAMS), bounded files, strict names, sane times
     (

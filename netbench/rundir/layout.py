@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netbench import safe_files
+from netbench import safe_files, untrusted
 
 Record = dict[str, Any]
 MAX_SAME_NAME = 99  # run directories of one name (same second, label and run id) before giving up
@@ -53,7 +53,7 @@ def read_records(path: Path) -> list[Record]:
     if not os.path.lexists(path):
         return []
     records = []
-    for line in safe_files.read_regular(path).splitlines():
+    for line in untrusted.read_bytes(path, untrusted.RUN_FILE).splitlines():
         try:
             record = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):

@@ -9,7 +9,7 @@
 Run directories are stored in summary.csv relative to the folder, so a copied folder still resolves.
 Reading treats the folder as untrusted input (:mod:`netbench.rundir.reading`): summary.csv's
 numbers, sweep.json's types and every run directory's place inside the folder are checked, and
-whatever is wrong is one :class:`~netbench.safe_files.BadInput` line.
+whatever is wrong is one :class:`~netbench.untrusted.BadInput` line.
 """
 
 from __future__ import annotations
