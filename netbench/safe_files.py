@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from netbench import untrusted
+
 # What netbench accepts as a name that becomes a file or folder name (sweep names, run ids): no
 # separators, no leading dot (so never "." or ".."), at most 64 characters.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -105,10 +107,14 @@ def check_folder(folder: str | Path) -> None:
 
 
 def make_folder(folder: str | Path, exist_ok: bool = True) -> Path:
-    """Create ``folder`` (and parents), then check it: also catches a folder a stranger created first."""
+    """Create ``folder`` (and parents), then check it: also catches a folder a stranger created first, or a link
+    planted where netbench names a folder (``OUT/RUNID.partial``); a link the command line names is the user's own.
+    """
     path = Path(folder)
     check_folder(path)
     path.mkdir(parents=True, exist_ok=exist_ok)
+    if path.is_symlink() and not untrusted.named(path):
+        raise UnsafeOutput(f"output folder {str(folder)!r} is a symbolic link: refusing to write through it")
     check_folder(path)
     return path
 

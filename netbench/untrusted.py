@@ -44,6 +44,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
     "named_on_command_line",
+    "named",
     "read_bytes",
     "read_text",
     "read_text_if_present",
@@ -101,7 +102,8 @@ def named_on_command_line(argv: list[str]) -> None:
                 _named.add(os.path.abspath(value))
 
 
-def _is_named(path: str | Path) -> bool:
+def named(path: str | Path) -> bool:
+    """True where the command line names ``path`` itself (so a link there is the user's to follow)."""
     return os.path.abspath(path) in _named
 
 
@@ -159,7 +161,7 @@ def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None
     """
     if within is not None:
         _check_folders(Path(path), Path(within), kind)
-    follow = _is_named(path)
+    follow = named(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     except OSError as exc:
