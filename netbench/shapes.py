@@ -48,7 +48,15 @@ MAX_SHAPES_FILE_BYTES = untrusted.SHAPES.max_bytes
 
 
 class ShapeError(ValueError):
-    """A shapes preset or file cannot be used."""
+    """A shapes preset or file cannot be used.
+
+    ``str()`` quotes the spec the user typed; :attr:`unquoted` says the same without the spec or its values, for a
+    spec read from a file someone else wrote (whose values a message never echoes).
+    """
+
+    def __init__(self, message: str, unquoted: str | None = None) -> None:
+        super().__init__(message)
+        self.unquoted = message if unquoted is None else unquoted
 
 
 def check_param_count(count: float, what: str) -> int:
@@ -160,14 +168,19 @@ def _parse_options(text: str, spec: str) -> dict[str, int]:
     for item in filter(None, text.split(",")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise ShapeError(f"shapes preset {spec!r}: expected key=value, got {item!r}")
+            raise ShapeError(
+                f"shapes preset {spec!r}: expected key=value, got {item!r}", "shapes preset: expected key=value"
+            )
         try:
             number = float(value)
         except ValueError:
-            raise ShapeError(f"shapes preset {spec!r}: {key}={value!r} is not a number") from None
+            raise ShapeError(
+                f"shapes preset {spec!r}: {key}={value!r} is not a number", "shapes preset: not a number"
+            ) from None
         if not (math.isfinite(number) and number == int(number) and 0 <= number <= MAX_PARAMS):
             raise ShapeError(
-                f"shapes preset {spec!r}: {key}={value!r} must be a whole number from 0 to {MAX_PARAMS:.0e}"
+                f"shapes preset {spec!r}: {key}={value!r} must be a whole number from 0 to {MAX_PARAMS:.0e}",
+                f"shapes preset: every option must be a whole number from 0 to {MAX_PARAMS:.0e}",
             )
         options[key.strip()] = int(number)
     return options
@@ -224,31 +237,39 @@ def resolve_shapes(spec: str) -> list[ParamShape]:
         d_model, layers = _GPT2_SIZES[name]
         blocks = options.pop("blocks", 0)
         if options:
-            raise ShapeError(f"shapes preset {spec!r}: unknown option(s) {', '.join(options)} (only blocks=N)")
+            raise ShapeError(
+                f"shapes preset {spec!r}: unknown option(s) {', '.join(options)} (only blocks=N)",
+                "shapes preset: unknown option (only blocks=N)",
+            )
         if blocks > layers:
-            raise ShapeError(f"shapes preset {spec!r}: blocks must be 1..{layers}")
+            raise ShapeError(
+                f"shapes preset {spec!r}: blocks must be 1..{layers}", f"shapes preset: blocks must be 1..{layers}"
+            )
         return gpt2_shapes(d_model, blocks or layers, embeddings=not blocks)
     if name in _LLAMA_SIZES or name == "llama":
         options = {**_LLAMA_SIZES.get(name, {}), **_parse_options(rest, spec)}
         missing = {"d_model", "layers", "ffn", "vocab"} - options.keys()
         if missing:
+            example = "(e.g. llama:d_model=2048,layers=16,ffn=5632,vocab=32000)"
             raise ShapeError(
-                f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} (e.g. "
-                "llama:d_model=2048,layers=16,ffn=5632,vocab=32000)"
+                f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} {example}",
+                f"shapes preset: missing {', '.join(sorted(missing))} {example}",
             )
         zero = [k for k in ("d_model", "layers", "ffn", "vocab") if options[k] < 1]
         if zero:
-            raise ShapeError(f"shapes preset {spec!r}: {zero[0]} must be at least 1")
+            raise ShapeError(
+                f"shapes preset {spec!r}: {zero[0]} must be at least 1", f"shapes preset: {zero[0]} must be at least 1"
+            )
         try:
             return llama_shapes(**options)
         except TypeError:
-            raise ShapeError(
-                f"shapes preset {spec!r}: options are d_model, layers, ffn, vocab, heads, kv_heads, tied"
-            ) from None
+            options_are = "options are d_model, layers, ffn, vocab, heads, kv_heads, tied"
+            raise ShapeError(f"shapes preset {spec!r}: {options_are}", f"shapes preset: {options_are}") from None
     path = Path(spec)
     if path.suffix.lower() == ".json" or path.exists():
         return _load_file(path)
-    raise ShapeError(f"unknown shapes preset {spec!r} (choose from {', '.join(PRESETS)}, or a .json shapes file)")
+    choose = f"(choose from {', '.join(PRESETS)}, or a .json shapes file)"
+    raise ShapeError(f"unknown shapes preset {spec!r} {choose}", f"unknown shapes preset {choose}")
 
 
 def total_params(shapes: list[ParamShape]) -> int:

@@ -108,8 +108,10 @@ def named(path: str | Path) -> bool:
 
 
 def shown_path(path: str | Path) -> str:
-    """A path as a message shows it: quoted, its control and invisible characters escaped."""
-    return repr(str(path)) if str(path).isprintable() else ascii(str(path))
+    """A path as a message shows it: as it is where plain, quoted with its control and invisible characters escaped
+    where not."""
+    text = str(path)
+    return text if text.isprintable() and not any(c.isspace() for c in text) else ascii(text)
 
 
 def shown_name(name: object, quoted: bool = True) -> str:
@@ -124,8 +126,8 @@ def shown_name(name: object, quoted: bool = True) -> str:
 
 
 def _refuse(path: str | Path, why: str, kind: Kind | None = None) -> BadInput:
-    """``topology file '/x/t.toml': WHY``: the kind of file where known, the path, the problem."""
-    return BadInput(f"{kind.what + ' ' if kind else ''}{shown_path(path)}: {why}")
+    """``/x/t.toml: WHY``: the path and the problem (``kind`` names the file where the problem is its size)."""
+    return BadInput(f"{shown_path(path)}: {why}")
 
 
 def _type_of(mode: int) -> str:
@@ -174,7 +176,7 @@ def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None
         if not stat.S_ISREG(info.st_mode):
             raise _refuse(path, f"is {_type_of(info.st_mode)}, not a regular file", kind)
         if info.st_size > kind.max_bytes:
-            raise _refuse(path, f"{info.st_size} bytes, more than the {kind.max_bytes} it may hold", kind)
+            raise _refuse(path, f"{info.st_size} bytes, more than the {kind.max_bytes} a {kind.what} may hold", kind)
         chunks, size = [], 0
         while size <= kind.max_bytes:
             chunk = os.read(fd, min(1 << 20, kind.max_bytes + 1 - size))
@@ -187,7 +189,7 @@ def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None
     finally:
         os.close(fd)
     if size > kind.max_bytes:
-        raise _refuse(path, f"more than the {kind.max_bytes} bytes it may hold", kind)
+        raise _refuse(path, f"more than the {kind.max_bytes} bytes a {kind.what} may hold", kind)
     return b"".join(chunks)
 
 

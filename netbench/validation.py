@@ -15,8 +15,6 @@ from typing import Annotated, Any
 
 import pydantic
 
-from netbench.units import UnitError
-
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
 
 # Text a file holds that netbench shows (a calibration's host, a note): one line of printable characters, so that
@@ -38,12 +36,12 @@ def _location(err: Mapping[str, Any], echo: bool) -> tuple[str, str]:
 
 
 def message_of(err: Mapping[str, Any], echo: bool = True) -> str:
-    """The error's own words; without ``echo``, a unit error's words without the value (:class:`UnitError`)."""
+    """The error's own words; without ``echo``, a unit or shape error's words without the value (their ``unquoted``)."""
     message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     if echo:
         return message
     cause = (err.get("ctx") or {}).get("error")
-    if isinstance(cause, UnitError):
+    if isinstance(getattr(cause, "unquoted", None), str):  # a UnitError or ShapeError: its words without the value
         return cause.unquoted
     value = err.get("input")
     if isinstance(value, str) and value and value in message:

@@ -152,7 +152,7 @@ SCENARIOS: list[tuple[str, str]] = [
     ("[replicator]\ntopk = 100\nchunk = 8", "topk"),
     ("[replicator]\nrate = 0", "replicator.rate"),
     ("[replicator]\nsync_every = 0", "replicator.sync_every"),
-    ('[workload]\nkind = "shapes"\nshapes = "nosuch"', "nosuch"),
+    ('[workload]\nkind = "shapes"\nshapes = "nosuch"', "unknown shapes preset"),
     ('name = ".."', "name"),
     ("timeout_s = 1e-6", "timeout_s"),
     ('[workload]\nkind = "shapes"\ncompute_ms = 1e300', "compute_ms"),

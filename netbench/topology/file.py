@@ -240,4 +240,4 @@ def load_topology(path: str | Path) -> Topology:
         data = untrusted.read_toml(path, untrusted.TOPOLOGY)
     except untrusted.BadInput as exc:
         raise TopologyError(str(exc)) from None
-    return topology_from_dict(data, f"{untrusted.TOPOLOGY.what} {untrusted.shown_path(path)}")
+    return topology_from_dict(data, untrusted.shown_path(path))

@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from netbench.shapes import (
     ParamShape,
-    ShapeError,
     check_param_count,
     check_tensor_count,
     names_a_file,
@@ -102,11 +101,8 @@ class WorkloadConfig(BaseModel):
                     f"kind python needs MODULE:FACTORY, as in --workload python:mymodel:make (got {self.factory!r})"
                 )
         else:
-            try:
-                check_param_count(self.param_count(), f"{self.kind} workload")
-                check_tensor_count(self.tensor_count(), f"{self.kind} workload")
-            except ShapeError as exc:
-                raise ValueError(str(exc)) from None
+            check_param_count(self.param_count(), f"{self.kind} workload")  # a ShapeError: pydantic keeps it
+            check_tensor_count(self.tensor_count(), f"{self.kind} workload")
         return self
 
     def tensor_count(self) -> int:
@@ -178,8 +174,5 @@ class WorkloadConfig(BaseModel):
         return self.batch_size or _DEFAULT_BATCH[self.kind]
 
     def shape_list(self) -> list[ParamShape]:
-        """The shapes kind's parameter shapes (ValueError with a user-facing message if unusable)."""
-        try:
-            return resolve_shapes(self.shapes)
-        except ShapeError as exc:
-            raise ValueError(str(exc)) from None
+        """The shapes kind's parameter shapes (a ShapeError, a ValueError, with a user-facing message if unusable)."""
+        return resolve_shapes(self.shapes)
