@@ -122,7 +122,7 @@ def median_and_slowest(events: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [("median step", median)] + ([("slowest step", slowest)] if slowest != median else [])
 
 
-def _rows(
+def step_rows(
     events: list[dict[str, Any]], step: int, t0: float, t1: float
 ) -> list[tuple[str, list[tuple[float, float, str]]]]:
     """Gantt rows of one step: (label, [(start, duration, phase)]) for the model and every rank."""
@@ -146,7 +146,7 @@ def _rows(
     return rows
 
 
-def _links(events: list[dict[str, Any]], t0: float, t1: float) -> dict[str, list[tuple[float, float]]]:
+def link_samples(events: list[dict[str, Any]], t0: float, t1: float) -> dict[str, list[tuple[float, float]]]:
     """Each link counter's samples inside [t0, t1] (and the one before, so the line starts at t0)."""
     tracks: dict[str, list[tuple[float, float]]] = {}
     for e in events:
@@ -166,7 +166,7 @@ def _panel(ax, events: list[dict[str, Any]], step: int, title: str, k: float) ->
     ranks = _steps(events)[step]
     t0 = ranks[min(ranks)]["ts"]
     t1 = max(e["ts"] + e["dur"] for e in ranks.values())
-    rows, links = _rows(events, step, t0, t1), _links(events, t0, t1)
+    rows, links = step_rows(events, step, t0, t1), link_samples(events, t0, t1)
     labels = [label for label, _ in rows] + list(links)
     scale = 1e-3 / k  # trace microseconds -> milliseconds of the configuration as reported
     for y, (label, bars) in enumerate(rows):
