@@ -25,6 +25,7 @@ import os
 import re
 import stat
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -247,39 +248,39 @@ def _float(text: str) -> float:
 def parse_json(text: str, source: str | Path, kind: Kind | None = None) -> object:
     """JSON ``text`` (from ``source``, a ``kind`` of file, both named in messages), within the nesting and number
     caps."""
-    try:
-        data = json.loads(text, parse_int=_int, parse_float=_float)
-    except _TooLong as exc:
-        raise _refuse(source, f"not usable JSON ({exc})", kind) from None
-    except RecursionError:
-        raise _refuse(source, f"not usable JSON (nested more than {MAX_DEPTH} deep)", kind) from None
-    except json.JSONDecodeError as exc:
-        raise _refuse(source, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})", kind) from None
-    except ValueError:
-        raise _refuse(source, "not valid JSON", kind) from None
-    problem = _depth_problem(data, check_ints=False) if isinstance(data, (dict, list)) else None
-    if problem:
-        raise _refuse(source, f"not usable JSON ({problem})", kind)
-    return data
+    return _parsed(lambda t: json.loads(t, parse_int=_int, parse_float=_float), text, source, kind, "JSON")
 
 
 def parse_toml(text: str, source: str | Path, kind: Kind | None = None) -> dict[str, object]:
     """TOML ``text`` (from ``source``, a ``kind`` of file, both named in messages), within the nesting and number
     caps."""
+    return _parsed(lambda t: tomllib.loads(t, parse_float=_float), text, source, kind, "TOML")  # type: ignore[return-value]
+
+
+def _parsed(load: Callable[[str], object], text: str, source: str | Path, kind: Kind | None, form: str) -> object:
+    """``load(text)`` where it parses within the caps, else BadInput saying which cap, or where the syntax broke."""
     try:
-        data = tomllib.loads(text, parse_float=_float)
+        data = load(text)
     except _TooLong as exc:
-        raise _refuse(source, f"not usable TOML ({exc})", kind) from None
+        raise _refuse(source, f"not usable {form} ({exc})", kind) from None
     except RecursionError:
-        raise _refuse(source, f"not usable TOML (nested more than {MAX_DEPTH} deep)", kind) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise _refuse(source, f"invalid TOML{_toml_place(exc)}", kind) from None
-    except ValueError:  # an integer of more digits than Python converts
-        raise _refuse(source, f"not usable TOML (a number longer than {MAX_INT_DIGITS} digits)", kind) from None
-    problem = _depth_problem(data, check_ints=True)
+        raise _refuse(source, f"not usable {form} (nested more than {MAX_DEPTH} deep)", kind) from None
+    except ValueError as exc:
+        raise _refuse(source, _syntax_problem(exc, form), kind) from None
+    problem = _depth_problem(data, check_ints=form == "TOML") if isinstance(data, (dict, list)) else None
     if problem:
-        raise _refuse(source, f"not usable TOML ({problem})", kind)
+        raise _refuse(source, f"not usable {form} ({problem})", kind)
     return data
+
+
+def _syntax_problem(exc: ValueError, form: str) -> str:
+    """Where the parser stopped, in its own words where they never quote the file (JSON's), by place alone (TOML's
+    may quote keys); a ValueError of neither is an integer longer than Python converts."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+    if isinstance(exc, tomllib.TOMLDecodeError):
+        return f"invalid TOML{_toml_place(exc)}"
+    return f"not usable {form} (a number longer than {MAX_INT_DIGITS} digits)"
 
 
 def _toml_place(exc: tomllib.TOMLDecodeError) -> str:

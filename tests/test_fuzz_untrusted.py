@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import examples
+from fuzz_formats import toml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from report_cli import Outcome, netbench
@@ -96,24 +97,6 @@ def tables(keys: list[str], depth: int = 2) -> st.SearchStrategy:
     return st.dictionaries(names, value, max_size=6)
 
 
-def toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(toml_value(x) for x in v) + "]"
-    return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
-
-
-def toml(table: dict) -> str:
-    return "\n".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in table.items()) + "\n"
-
-
 def as_json(data: Any) -> str:
     return json.dumps(data, allow_nan=True)
 
@@ -141,11 +124,16 @@ def ended_well(outcome: Outcome, codes: tuple[int, ...] = (0, 2)) -> None:
         assert len(lines) == 1 and lines[0].startswith("netbench: error: "), outcome.err
 
 
-def _write(data: bytes, name: str) -> tuple[Path, Path]:
+def through_cli(data: bytes, name: str, *argv: str) -> None:
+    """``data`` written as ``name`` in a fresh folder, ``netbench ARGV`` run with FILE standing for it: it must end
+    well (:func:`ended_well`); the folder is removed."""
     folder = Path(tempfile.mkdtemp(prefix="fuzz-"))
     path = folder / name
     path.write_bytes(data)
-    return folder, path
+    try:
+        ended_well(netbench(*(str(path) if a == "FILE" else a for a in argv)))
+    finally:
+        shutil.rmtree(folder)
 
 
 # ---- topology ---------------------------------------------------------------------------------------------------
@@ -165,9 +153,7 @@ TOPOLOGY_RAW = [
 @settings(max_examples=examples(600))
 @given(data=files(tables(TOPOLOGY_KEYS, depth=3), toml, TOPOLOGY_RAW))
 def test_topology_files(data: bytes) -> None:
-    folder, path = _write(data, "topology.toml")
-    ended_well(netbench("plan", "-r", "full", "--topology", str(path)))
-    shutil.rmtree(folder)
+    through_cli(data, "topology.toml", "plan", "-r", "full", "--topology", "FILE")
 
 
 # ---- schedules: CSV, TOML, rate trace, Mahimahi ------------------------------------------------------------------
@@ -233,9 +219,7 @@ def test_schedule_files_in_all_four_forms(form: str, data: st.DataObject) -> Non
         "schedule.toml": schedule_tomls(),
     }[form]
     content = data.draw(files(structured, str, SCHEDULE_RAW))
-    folder, path = _write(content, form)
-    ended_well(netbench("sweep", "--dry-run", "-r", "full", "--bw", "100mbit", "--schedule", str(path)))
-    shutil.rmtree(folder)
+    through_cli(content, form, "sweep", "--dry-run", "-r", "full", "--bw", "100mbit", "--schedule", "FILE")
 
 
 # ---- scenario -----------------------------------------------------------------------------------------------------
@@ -255,9 +239,7 @@ SCENARIO_RAW = [
 @settings(max_examples=examples(500))
 @given(data=files(tables(SCENARIO_KEYS, depth=3), toml, SCENARIO_RAW))
 def test_scenario_files(data: bytes) -> None:
-    folder, path = _write(data, "scenario.toml")
-    ended_well(netbench("sweep", str(path), "--dry-run"))
-    shutil.rmtree(folder)
+    through_cli(data, "scenario.toml", "sweep", "FILE", "--dry-run")
 
 
 # ---- shapes and calibration ---------------------------------------------------------------------------------------
@@ -277,9 +259,7 @@ SHAPES_RAW = ['{"shapes": {"w": [V]}}', '{"shapes": {"w": [2, 2]}, "b": ' + "[" 
     )
 )
 def test_shapes_files(data: bytes) -> None:
-    folder, path = _write(data, "shapes.json")
-    ended_well(netbench("plan", "-r", "full", "--nodes", "2", "--shapes", str(path)))
-    shutil.rmtree(folder)
+    through_cli(data, "shapes.json", "plan", "-r", "full", "--nodes", "2", "--shapes", "FILE")
 
 
 CALIBRATION_KEYS = list(Calibration.model_fields) + ["x"]
@@ -289,19 +269,7 @@ CALIBRATION_RAW = ['{"version": V}', '{"host": "\\u001b]0;pepper\\u0007"}', '{"s
 @settings(max_examples=examples(300))
 @given(data=files(tables(CALIBRATION_KEYS), as_json, CALIBRATION_RAW))
 def test_calibration_files(data: bytes) -> None:
-    folder, path = _write(data, "calibration.json")
-    import os
-
-    before = os.environ.get("NETBENCH_CALIBRATION")
-    os.environ["NETBENCH_CALIBRATION"] = str(path)
-    try:
-        ended_well(netbench("plan", "-r", "full", "--nodes", "2"))
-    finally:
-        if before is None:
-            os.environ.pop("NETBENCH_CALIBRATION")
-        else:
-            os.environ["NETBENCH_CALIBRATION"] = before
-        shutil.rmtree(folder)
+    through_cli(data, "calibration.json", "plan", "-r", "full", "--nodes", "2", "--calibration", "FILE")
 
 
 # ---- a run directory and its trace --------------------------------------------------------------------------------
