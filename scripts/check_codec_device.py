@@ -33,6 +33,13 @@ from netbench.replicators.random_subset import hashed_offsets  # noqa: E402
 
 SHAPES = [(130, 70), (64,), (3, 5, 7), (), (200, 64), (256, 512)]
 EVERY_STEP = dict(sync_every=1, params_every=1, m1_every=1, m2_every=1)
+# Settings beyond the defaults that take another codec path: quantized outer exchanges, fragments that overlap.
+VARIANTS: list[tuple[str, dict]] = [
+    ("diloco", dict(quant_bits=8)),
+    ("mtdao", dict(quant_bits=4, quant_block=64)),
+    ("streaming", dict(sync_every=4, fragments=2, fragment_sync_delay=1, quant_bits=4, fragment_update_alpha=0.5)),
+    ("sparseloco", dict(quant_bits=2, quant_block=64)),
+]
 failures: list[str] = []
 
 
@@ -48,7 +55,7 @@ def build(name: str, device: str, group=None, **cfg):
     grads = [[(torch.randn(s, generator=gen) * 1e-3).to(device) for s in SHAPES] for _ in range(3)]
     rep = build_replicator(
         params,
-        ReplicatorConfig(name=name, **EVERY_STEP, **cfg),
+        ReplicatorConfig(name=name, **{**EVERY_STEP, **cfg}),
         group=group,
         names=[f"layer{i}.weight" for i in range(len(SHAPES))],
     )
@@ -73,28 +80,28 @@ def main() -> int:
         same = torch.equal(hashed_offsets(widths, seed, step), hashed_offsets(widths.cuda(), seed, step).cpu())
         report(same, f"hashed_offsets seed {seed} step {step}: CUDA bits == CPU bits")
 
-    for name in names():
-        for bucket_mb in (0.0, 0.01):
-            what = f"{name} bucket_mb {bucket_mb}: 3 steps on CUDA with sync debug mode 'error'"
-            try:
-                params, grads, rep = build(name, "cuda", bucket_mb=bucket_mb)
-                steps(params, grads[:1], rep)  # first step: lazy allocations (AdamW state) are not the codec
-                with mock.patch("netbench.replicators.base.device_sync", lambda device: None):
-                    torch.cuda.set_sync_debug_mode("error")
-                    try:
-                        steps(params, grads, rep)
-                    finally:
-                        torch.cuda.set_sync_debug_mode("default")
-                torch.cuda.synchronize()
-                ok = all(p.device.type == "cuda" and p.grad.device.type == "cuda" for p in params)
-                report(ok and all(torch.isfinite(p).all() for p in params), what)
-            except Exception as exc:  # noqa: BLE001 -- report every replicator
-                torch.cuda.set_sync_debug_mode("default")
-                report(False, f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    runs = [(name, {"bucket_mb": b}) for name in names() for b in (0.0, 0.01)] + VARIANTS
+    for name, cfg in runs:
+        what = f"{name} {cfg}: 3 steps on CUDA with sync debug mode 'error'"
+        try:
+            params, grads, rep = build(name, "cuda", **cfg)
+            steps(params, grads[:1], rep)  # first step: lazy allocations (AdamW state) are not the codec
+            with mock.patch("netbench.replicators.base.device_sync", lambda device: None):
+                torch.cuda.set_sync_debug_mode("error")
+                try:
+                    steps(params, grads, rep)
+                finally:
+                    torch.cuda.set_sync_debug_mode("default")
+            torch.cuda.synchronize()
+            ok = all(p.device.type == "cuda" and p.grad.device.type == "cuda" for p in params)
+            report(ok and all(torch.isfinite(p).all() for p in params), what)
+        except Exception as exc:  # noqa: BLE001 -- report every replicator
+            torch.cuda.set_sync_debug_mode("default")
+            report(False, f"{what}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
-    for name in names():
-        cpu = build(name, "cpu")
-        gpu = build(name, "cuda")
+    for name, cfg in [(name, {}) for name in names()] + VARIANTS:
+        cpu = build(name, "cpu", **cfg)
+        gpu = build(name, "cuda", **cfg)
         steps(*cpu)
         steps(*gpu)
         diff = max((a.detach() - b.detach().cpu()).abs().max().item() for a, b in zip(cpu[0], gpu[0]))
@@ -105,7 +112,7 @@ def main() -> int:
         ok = name == "random" or diff <= 1e-3 * scale
         report(
             ok,
-            f"{name}: CPU vs CUDA after 3 steps: max |diff| {diff:.3g} (params up to {scale:.3g}), "
+            f"{name} {cfg}: CPU vs CUDA after 3 steps: max |diff| {diff:.3g} (params up to {scale:.3g}), "
             f"{differ}/{total} elements differ{note}",
         )
 

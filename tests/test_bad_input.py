@@ -80,6 +80,23 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--compression", "1/0"], "--compression"),
     (["run", "-r", "full", "--compression", "1/16"], "--compression"),
     (["run", "--optimizer", "lamb"], "--optimizer"),
+    # Streaming DiLoCo and quantized outer exchanges: the transformer workload has 2 layers
+    (["run", "-r", "streaming", "--sync-every", "12", "--fragments", "3"], "--fragments"),  # 3 does not divide 2
+    (["run", "-r", "streaming", "--fragments", "3"], "--fragments"),  # nor sync_every 10
+    (["run", "-r", "streaming", "--fragment-sync-delay", "10"], "--fragment-sync-delay"),  # tau >= H
+    (["run", "-r", "streaming", "--fragments", "2", "--fragment-sync-delay", "5"], "--fragment-sync-delay"),
+    (["run", "-r", "streaming", "--fragment-update-alpha", "1.5"], "--fragment-update-alpha"),
+    (["run", "-r", "streaming", "--fragment-pattern", "zigzag"], "--fragment-pattern"),
+    (["run", "-r", "diloco", "--quant-bits", "3"], "--quant-bits"),
+    (["run", "-r", "mtdao", "--quant-bits", "16"], "--quant-bits"),
+    (["run", "-r", "sparseloco", "--quant-block", "0"], "--quant-block"),
+    (["run", "-r", "sparseloco", "--error-decay", "1"], "--error-decay"),
+    (
+        ["plan", "-r", "streaming", "--sync-every", "10", "--fragments", "5", "--shapes", "gpt2-small:blocks=2"],
+        "--fragments",
+    ),
+    (["plan", "-r", "streaming", "--fragment-sync-delay", "10"], "--fragment-sync-delay"),
+    (["plan", "-r", "diloco", "--quant-bits", "1"], "--quant-bits"),
     (["probe", "--bw", "0"], "--bw"),
     (["probe", "--bw", "20gbit"], "--bw"),
     (["probe", "--up", "5mbit"], "--up"),
@@ -159,6 +176,9 @@ SCENARIOS: list[tuple[str, str]] = [
     ('[workload]\nkind = "shapes"\nshapes = "/dev/zero"', "regular file"),
     ('[workload]\nkind = "shapes"\nshapes = "llama:d_model=inf,layers=1,ffn=1,vocab=1"', "whole number"),
     ("[workload]\nd_model = 100000\nn_heads = 1", "parameters"),
+    ('[grid]\nreplicator = ["streaming"]\n[replicator]\nsync_every = 12\nfragments = 3', "replicator.fragments"),
+    ('[grid]\nreplicator = ["streaming"]\n[replicator]\nfragment_sync_delay = 10', "fragment_sync_delay"),
+    ("[replicator]\nquant_bits = 3", "replicator.quant_bits"),
 ]
 
 

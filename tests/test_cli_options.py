@@ -106,7 +106,7 @@ def test_run_and_plan_share_the_help_of_every_shared_option() -> None:
 def test_value_dtype_help_names_every_replicator_it_applies_to() -> None:
     for command in ("run", "worker", "plan", "calibrate"):
         (param,) = [p for p in commands()[command].params if long_name(p) == "--value-dtype"]
-        assert param.help.startswith("dct/random/striding:"), (command, param.help)
+        assert param.help.startswith("dct/random/striding/sparseloco:"), (command, param.help)
 
 
 def test_error_names_are_options_that_exist() -> None:

@@ -30,6 +30,17 @@ CONFIGS: dict[str, dict] = {
     "lowrank": dict(name="lowrank", rank=2, lr=0.01),
     "lowrank-bf16-frac": dict(name="lowrank", rank=0.5, grad_dtype="bf16", lr=0.01),
     "mtdao": dict(name="mtdao", params_every=2, m1_every=3, m2_every=6, lr=0.01),
+    "diloco-int8": dict(name="diloco", sync_every=3, quant_bits=8, lr=0.01),
+    "mtdao-int4": dict(name="mtdao", params_every=2, m1_every=3, m2_every=6, quant_bits=4, quant_block=32, lr=0.01),
+    "streaming": dict(name="streaming", sync_every=3, lr=0.01),
+    "streaming-4frag-int4": dict(
+        name="streaming", sync_every=4, fragments=4, fragment_sync_delay=0, quant_bits=4, quant_block=16, lr=0.01
+    ),
+    "streaming-2frag-tau1-bf16": dict(
+        name="streaming", sync_every=6, fragments=2, fragment_sync_delay=1, grad_dtype="bf16", lr=0.01
+    ),
+    "sparseloco": dict(name="sparseloco", sync_every=2, chunk=8, topk=4, lr=0.01),
+    "sparseloco-2bit": dict(name="sparseloco", sync_every=3, chunk=4, topk=3, quant_bits=2, quant_block=32, lr=0.01),
 }
 
 
@@ -72,8 +83,16 @@ def run(key: str, steps: int = STEPS) -> list[dict]:
 
 
 def _syncs(cfg: dict, step: int) -> bool:
-    """Whether 0-based ``step`` ends with identical parameters on every rank."""
-    period = {"diloco": cfg.get("sync_every"), "mtdao": cfg.get("params_every")}.get(cfg["name"]) or 1
+    """Whether 0-based ``step`` ends with identical parameters on every rank (Streaming DiLoCo's fragments each
+    agree on their own step, the whole model never at once: tests/test_replicators_streaming.py checks them)."""
+    if cfg["name"] == "streaming" and cfg.get("fragments", 1) > 1:
+        return False
+    period = {
+        "diloco": cfg.get("sync_every"),
+        "mtdao": cfg.get("params_every"),
+        "streaming": cfg.get("sync_every"),
+        "sparseloco": cfg.get("sync_every"),
+    }.get(cfg["name"]) or 1
     return (step + 1) % period == 0
 
 
@@ -180,6 +199,8 @@ TRAIN_CONFIGS = {
     "diloco": dict(name="diloco", sync_every=10, lr=0.005),
     "lowrank": dict(name="lowrank", rank=4, lr=0.02),
     "mtdao": dict(name="mtdao", params_every=8, m1_every=8, m2_every=16, lr=0.01),
+    "streaming": dict(name="streaming", sync_every=10, fragments=2, fragment_sync_delay=2, quant_bits=4, lr=0.005),
+    "sparseloco": dict(name="sparseloco", sync_every=10, chunk=8, topk=16, quant_bits=2, outer_lr=1.0, lr=0.005),
 }
 
 

@@ -109,6 +109,8 @@ SETTINGS: dict[str, dict] = {  # sizes that divide into the slices, periods that
     "diloco": dict(sync_every=2),
     "lowrank": dict(rank=2),
     "mtdao": dict(params_every=2, m1_every=2, m2_every=4),
+    "streaming": dict(sync_every=2, fragment_sync_delay=1),  # one fragment: the whole model agrees after a sync
+    "sparseloco": dict(sync_every=2, chunk=4, topk=2),
 }
 STEPS = 4
 SHARDS = ((0, 2), (1, 3))  # 2 sites of 2, ranks interleaved across them (as in test_sites_become_sharding_groups)

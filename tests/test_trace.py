@@ -41,6 +41,32 @@ def test_a_pipelined_step_records_every_phase_and_each_buckets_collective() -> N
     assert spans.take() == []  # nothing is recorded outside a step
 
 
+def test_an_overlapped_fragment_is_drawn_from_the_step_that_started_it_to_the_one_that_waited() -> None:
+    """Streaming DiLoCo: the collective starts after one step and is waited for two steps later; its bar starts
+    before the waiting step's own start and is named by its fragment."""
+    from netbench.replicators import ReplicatorConfig as Config
+    from netbench.replicators import build_replicator
+    from netbench.trace.ranks import step_events
+
+    params = [torch.nn.Parameter(torch.ones(4, 4)) for _ in range(2)]
+    config = Config(name="streaming", sync_every=6, fragments=2, fragment_sync_delay=2, optimizer="sgd", lr=0.1)
+    rep = build_replicator(params, config, names=["blocks.0.w", "blocks.1.w"])
+    records = []
+    for step in range(6):
+        origin = time.perf_counter()
+        spans.begin(origin)
+        for p in params:
+            p.grad = torch.ones(4, 4)
+        rep.step()
+        records.append({"step": step, "t_start": origin, "t_end": time.perf_counter(), "spans": spans.take()})
+    sent, waited = records[0], records[2]  # fragment 0 leaves after step 1 and lands after step 3 (1-based)
+    (bar,) = [s for s in waited["spans"] if s[0] == "collective"]
+    assert bar[3]["fragment"] == 0 and bar[1] < 0  # started before the waiting step began
+    assert not [s for s in sent["spans"] if s[0] == "collective"]
+    names = [e["name"] for e in step_events(1, waited, 0.0) if e.get("cat") == "collective"]
+    assert names == ["fragment 0 all_reduce"]
+
+
 def test_link_counters_change_only_where_the_bytes_do() -> None:
     track = links.counter_track(
         ev.LINKS_PID, "x", {0: 1250, 1: 1250, 5: 2500}, "Mbit/s", lambda b: links.mbit_per_s(b, links.BIN_S)

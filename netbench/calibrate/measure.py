@@ -128,14 +128,18 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     """
     from netbench.replicators.registry import build_replicator  # the replicators' factory (torch)
 
-    config = config.model_copy(
-        update={"bucket_mb": 0.0}
-    )  # the codec's own cost, in one collective (model/overlap.py pipelines it)
+    declared = spec(config.name)
+    # The codec's own cost, in one collective (model/overlap.py pipelines it), with the settings that key it: the
+    # others at their defaults, so a key is measured alike whatever else a run set (Streaming DiLoCo's fragments
+    # need a model with as many layers, which the calibration's shapes need not have).
+    config = ReplicatorConfig(
+        name=config.name, **{field: getattr(config, field) for field in declared.cost_settings}, bucket_mb=0.0
+    )
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s.shape) * 0.02) for s in shapes]
     grads = [torch.randn(s.shape) * 1e-3 for s in shapes]
     replicator = build_replicator(params, config, group=dist.group.WORLD, names=[s.name for s in shapes])
-    period = spec(config.name).period(config)
+    period = declared.period(config)
 
     def one() -> tuple[float, float]:
         for p, g in zip(params, grads):
@@ -200,7 +204,7 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
     )
     for config in configs:
         key = cost_key(config)
-        if not spec(config.name).encodes:
+        if not spec(config.name).encodes_with(config):
             for table in costs.values():
                 table[key] = 0.0
             notes[f"compression.{key}"] = "dense all-reduces: no encode/decode"

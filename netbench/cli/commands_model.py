@@ -32,10 +32,19 @@ from netbench.model.collectives import ALGORITHMS
 from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
-from netbench.model.schemes import Scheme, SchemeSettings, SchemeUnavailable, build_scheme, parse_scheme_list
+from netbench.model.schemes import (
+    SCHEME_SETTING_FIELDS,
+    Scheme,
+    SchemeSettings,
+    SchemeUnavailable,
+    build_scheme,
+    parse_scheme_list,
+)
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
+from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names, spec
+from netbench.replicators.spec import SettingError
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
@@ -152,8 +161,9 @@ def _calibration(path: Path | None, quiet: bool = False, replicators=()) -> tupl
     return found.calibration, found.path
 
 
-def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list[str]:
+def _constants_lines(calib: Calibration, path: Path, configs: list[ReplicatorConfig]) -> list[str]:
     """Which model constants are measured (and on which host) and which are defaults, for ``plan``."""
+    schemes = [cost_key(c) for c in configs]
     where = f"measured on {calib.host or '?'} {calib.created}" if calib.source == "measured" else "defaults"
     lines = [f"model constants: {where} ({path})"]
     if calib.source == "measured":
@@ -162,7 +172,7 @@ def _constants_lines(calib: Calibration, path: Path, schemes: list[str]) -> list
             f"{format_time(calib.overhead('all_gather'))} (all_gather); encode/decode of "
             + (", ".join(s for s in schemes if calib.measured(s)) or "none of these settings")
         )
-    missing = [s for s in schemes if not calib.measured(s) and spec(scheme_of(s)).encodes]
+    missing = [cost_key(c) for c in configs if not calib.measured(cost_key(c)) and spec(c.name).encodes_with(c)]
     fallback = [s for s in missing if calib.measured(scheme_of(s))]
     missing = [s for s in missing if s not in fallback]
     if fallback:
@@ -378,20 +388,7 @@ def _print_derived(derived: dict, console: Console) -> None:
 
 
 @expand(
-    rep_settings=group(
-        REPLICATOR,
-        "topk",
-        "chunk",
-        "rate",
-        "sync_every",
-        "value_dtype",
-        "index_dtype",
-        "grad_dtype",
-        "rank",
-        "params_every",
-        "m1_every",
-        "m2_every",
-    )
+    rep_settings=group(REPLICATOR, *(f for f in SCHEME_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
 )
 def plan(
     shapes: str | None = typer.Option(
@@ -533,6 +530,10 @@ def plan(
             scheme.exchanges(shape_list, max(2, scenarios[0].machines))
         except SchemeUnavailable as exc:
             raise UserError(f"--replicator: {exc}") from None
+        except SettingError as exc:  # a setting these shapes rule out (fragments that do not divide the layers)
+            raise UserError(
+                f"{REPLICATOR_OPTION_NAMES.get(exc.field, exc.field)}: {exc} [replicator {scheme.name}]"
+            ) from None
         except ValueError as exc:
             raise UserError(f"--replicator {scheme.name}: {exc}") from None
 
@@ -587,10 +588,11 @@ def plan(
         f"TCP assumed: {_tcp_text(tcp)}"
         + (" (stock Linux; set --tcp-cc/--tcp-wmem-max/--no-slow-start-after-idle)" if tcp == STOCK_LINUX else "")
     )
-    for line in _constants_lines(calib, calib_path, [cost_key(s.config) for s in schemes]):
+    for line in _constants_lines(calib, calib_path, [s.config for s in schemes]):
         console.print(line, highlight=False, markup=False)  # cost keys hold brackets: name[topk=8]
     _print_table(rows, console)
-    if any(not r["compression_calibrated"] and spec(r["replicator"]).encodes for r in rows):
+    encoding = {s.name for s in schemes if spec(s.name).encodes_with(s.config)}
+    if any(not r["compression_calibrated"] and r["replicator"] in encoding for r in rows):
         console.print("* compression cost not calibrated for this replicator (taken as 0)")
     _print_derived(derived, console)
 
@@ -600,7 +602,17 @@ def plan(
 
 @expand(
     rep_settings=group(
-        REPLICATOR, "topk", "chunk", "rate", "sync_every", "value_dtype", "index_dtype", "grad_dtype", "rank"
+        REPLICATOR,
+        "topk",
+        "chunk",
+        "rate",
+        "sync_every",
+        "value_dtype",
+        "index_dtype",
+        "grad_dtype",
+        "rank",
+        "quant_bits",
+        "quant_block",
     )
 )
 def calibrate(

@@ -12,7 +12,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from netbench.cli.errors import UserError, make_output_folder
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
 from netbench.cli.privileges import require_privileges
-from netbench.cli.run_config import check_capture_room, check_delay_line_env, check_host_fit, dilation_factor
+from netbench.cli.run_config import (
+    check_capture_room,
+    check_delay_line_env,
+    check_host_fit,
+    check_settings,
+    dilation_factor,
+)
 from netbench.cli.run_options import check_workload
 from netbench.replicators.registry import names
 from netbench.rundir.layout import RunDir
@@ -215,6 +221,9 @@ def sweep(
     check_host_fit([p.config for p in plan])
     if not dry_run:  # a dry run imports no python: workload (it only lists the points)
         check_workload(scenario.workload, max(p.config.cluster.nodes for p in plan))
+    known = [p.config for p in plan if not dry_run or p.config.workload.kind != "python"]  # shapes known unbuilt
+    check_settings(known, f"{scenario_file or 'scenario'}: replicator.")
+    if not dry_run:
         check_capture_room([p.config for p in plan])
     if dry_run:
         for p in plan:

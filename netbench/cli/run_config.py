@@ -9,8 +9,8 @@ import pydantic
 from rich.console import Console
 
 from netbench.cli.errors import UserError
-from netbench.cli.fields import RUN, option_names
-from netbench.validation import one_line
+from netbench.cli.fields import REPLICATOR, RUN, option_names
+from netbench.validation import as_option, one_line
 
 console = Console(stderr=True)
 
@@ -19,17 +19,40 @@ def build_run_config(**settings: Any):
     """``RunConfig(**settings)``, resolved (:func:`netbench.orchestrator.resolve.resolve`) and checked against this
     host; a bad value is one UserError line naming its option."""
     from netbench.orchestrator.config import RunConfig
-    from netbench.orchestrator.resolve import resolve
+    from netbench.orchestrator.resolve import check_payload, resolve
+    from netbench.replicators.spec import SettingError
 
     try:
-        config = resolve(RunConfig(**settings))
+        config = RunConfig(**settings)
+        check_payload(config)
+        config = resolve(config)
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, option_names(RUN), options=True)) from None
+    except SettingError as exc:  # a setting the workload's shapes rule out
+        raise UserError(f"{setting_option(exc.field)}: {exc}") from None
     except ValueError as exc:  # the replicator's payload formula rejects the workload's shapes
         raise UserError(f"--bucket-mb: {exc}") from None
     check_host_fit([config])
     check_delay_line_env()
     return config
+
+
+def setting_option(field: str) -> str:
+    """The option that sets replicator ``field`` (``fragments`` -> ``--fragments``)."""
+    return option_names(REPLICATOR).get(field, as_option(field))
+
+
+def check_settings(runs: list, where: str) -> None:
+    """A UserError naming ``where`` + the field when the workload of one of ``runs`` (RunConfigs) rules out a
+    replicator setting (Streaming DiLoCo's fragments that do not divide its layers)."""
+    from netbench.orchestrator.resolve import check_payload
+    from netbench.replicators.spec import SettingError
+
+    for run in runs:
+        try:
+            check_payload(run)
+        except SettingError as exc:
+            raise UserError(f"{where}{exc.field}: {exc} [replicator {run.replicator.name}]") from None
 
 
 def check_host_fit(runs: list) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Exchange", "from_decl", "average_bytes_per_step"]
+__all__ = ["Exchange", "from_decl", "average_bytes_per_step", "rests", "communicating_share"]
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,9 @@ class Exchange:
     """Bytes this node hands to ``collective`` on a communicating step (all_gather: own contribution).
 
     ``calls`` collective calls share ``bytes_per_step`` evenly; the exchange happens every
-    ``period`` steps.
+    ``period`` steps, on the step ``offset`` of the period (exchanges on different steps each follow a rest
+    of their own), and its collectives may travel behind the next ``overlap_steps`` steps of local work
+    before the rank waits for them (Streaming DiLoCo's fragments).
     """
 
     collective: Literal["all_reduce", "all_gather", "none"]
@@ -27,10 +29,25 @@ class Exchange:
     period: int = 1
     calls: int = 1
     label: str = ""
+    offset: int = 0
+    overlap_steps: int = 0
 
     def __post_init__(self) -> None:
-        if self.period < 1 or self.calls < 0 or self.bytes_per_step < 0:
-            raise ValueError(f"exchange {self.label or self.collective}: period >= 1, calls >= 0, bytes >= 0 required")
+        if self.period < 1 or self.calls < 0 or self.bytes_per_step < 0 or not 0 <= self.overlap_steps < self.period:
+            raise ValueError(
+                f"exchange {self.label or self.collective}: period >= 1, calls >= 0, bytes >= 0 and "
+                "0 <= overlap_steps < period required"
+            )
+
+    @property
+    def step_of_period(self) -> int:
+        """Which step of its period it communicates on (0: the last)."""
+        return self.offset % self.period
+
+    def exposed_s(self, time_s: float, local_s: float) -> float:
+        """What ``time_s`` of its collectives leaves on the step when it overlaps ``overlap_steps`` steps of
+        ``local_s`` seconds of local work each."""
+        return max(0.0, time_s - self.overlap_steps * local_s)
 
 
 def from_decl(decl: Any, label: str = "") -> Exchange:
@@ -41,9 +58,40 @@ def from_decl(decl: Any, label: str = "") -> Exchange:
         period=int(getattr(decl, "period", 1)),
         calls=int(getattr(decl, "collectives_per_step", 1)),
         label=label,
+        offset=int(getattr(decl, "offset", 0)),
+        overlap_steps=int(getattr(decl, "overlap_steps", 0)),
     )
 
 
 def average_bytes_per_step(exchanges: tuple[Exchange, ...] | list[Exchange]) -> float:
     """Payload handed to collectives per step, averaged over every exchange's period."""
     return sum(e.bytes_per_step / e.period for e in exchanges if e.collective != "none")
+
+
+def _step_key(ex: Exchange) -> tuple[int, int]:
+    """Which exchanges share a step: those on the last step of their periods all do (their periods' multiples
+    meet there), the others by period and step of the period."""
+    return (ex.period, ex.step_of_period) if ex.offset else (0, 0)
+
+
+def rests(exchanges: tuple[Exchange, ...] | list[Exchange], rest_s: float | None) -> list[float | None]:
+    """The rest each exchange's first call follows: ``rest_s`` for the first exchange on its step of the period,
+    none for the others that share that step (they follow it directly)."""
+    seen: set[tuple[int, int]] = set()
+    out: list[float | None] = []
+    for ex in exchanges:
+        key = _step_key(ex)
+        out.append(0.0 if key in seen else rest_s)
+        seen.add(key)
+    return out
+
+
+def communicating_share(exchanges: tuple[Exchange, ...] | list[Exchange]) -> float:
+    """The share of steps that start an exchange (1 for every-step replicators, 1/H for DiLoCo, F/H for Streaming
+    DiLoCo's F fragments): per-step averages of a once-per-burst effect scale by it."""
+    periods: dict[tuple[int, int], int] = {}
+    for ex in exchanges:
+        if ex.collective != "none" and ex.calls and ex.bytes_per_step:
+            key = _step_key(ex)
+            periods[key] = min(periods.get(key, ex.period), ex.period)
+    return min(1.0, sum(1 / p for p in periods.values()))

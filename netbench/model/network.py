@@ -22,7 +22,7 @@ from typing import Literal
 from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost, pattern
-from netbench.model.exchange import Exchange, average_bytes_per_step
+from netbench.model.exchange import Exchange, average_bytes_per_step, rests
 from netbench.model.gloo_tcp import largest_flight_bytes
 from netbench.model.rings import BACKWARD_RINGS, HopPrice, RingHop, RingSet, Routes
 from netbench.model.schemes import Scheme
@@ -187,7 +187,7 @@ class GraphModel:
         )
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
-        for ex in exchanges:
+        for ex, first_rest in zip(exchanges, rests(exchanges, idle)):
             overhead = calibration.overhead(ex.collective)
 
             def cost_on(ps, rest: float | None, ex=ex, overhead=overhead) -> CollectiveCost:
@@ -195,12 +195,12 @@ class GraphModel:
                     ex,
                     lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec),
                     rest,
+                    idle,
                 )
 
-            wire = wire + cost_on(prices, idle)
+            wire = wire + cost_on(prices, first_rest)
             for price in {p for ring in prices for p in ring}:  # the ring as if every hop were this one
-                alone[price] = alone.get(price, 0.0) + cost_on([[price] * rings.peers], idle).time_s
-            idle = 0.0
+                alone[price] = alone.get(price, 0.0) + cost_on([[price] * rings.peers], first_rest).time_s
         return wire, alone
 
     def _intra(
@@ -300,7 +300,7 @@ def _sharded(ex: Exchange, k: int) -> Exchange:
     """One shard's exchange: 1/k of the bytes (rounded up), the same calls."""
     if k <= 1:
         return ex
-    return Exchange(ex.collective, -(-ex.bytes_per_step // k), ex.period, ex.calls, ex.label)
+    return replace(ex, bytes_per_step=-(-ex.bytes_per_step // k))
 
 
 def _link_bytes(rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenario) -> dict[Hop, float]:

@@ -49,6 +49,11 @@ SCHEME_SETTING_FIELDS: tuple[str, ...] = (
     "params_every",
     "m1_every",
     "m2_every",
+    "fragments",
+    "fragment_sync_delay",
+    "fragment_pattern",
+    "quant_bits",
+    "quant_block",
     "bucket_mb",
 )
 SchemeSettings = create_model(

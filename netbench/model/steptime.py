@@ -7,8 +7,9 @@ link (a ring all-reduce's traffic among G, every step), each accelerator compres
 and the scheme's exchanges for the whole model run among the N/G nodes on the slow link (the G
 shards share the node's NIC, so the node carries the full model's payload).
 
-Exchanges with a period (a replicator that syncs every H steps) are averaged per step. Reported wire bytes are the slow
-(inter-node) link's, per node, per step, both directions.
+Exchanges with a period (a replicator that syncs every H steps) are averaged per step; one that overlaps the next
+steps' local work (Streaming DiLoCo's fragments) counts only the part of its time that work does not cover. Reported
+wire bytes are the slow (inter-node) link's, per node, per step, both directions.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
-from netbench.model.exchange import Exchange, average_bytes_per_step
+from netbench.model.exchange import Exchange, average_bytes_per_step, rests
 from netbench.model.framing import Framing, LinkBytes
 from netbench.model.gloo_tcp import GlooTime, gloo_time, largest_flight_bytes, skew_expected
 from netbench.model.schemes import Scheme
@@ -185,31 +186,36 @@ def exchange_cost(
     idle_s: float | None = 0.0,
     paced_flight_bytes: float = 0.0,
     cpu_work_s: float = 0.0,
+    local_s: float = 0.0,
 ) -> CollectiveCost:
     """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``.
 
     The first call follows ``idle_s`` of rest (a restart of the congestion window where the TCP
-    settings make one); the others follow it directly.
+    settings make one); the others follow it directly. ``local_s``: a step's local work, which an
+    overlapping exchange hides behind (:func:`per_step`).
     """
     return per_step(
         exchange,
         lambda idle: call_cost(exchange, peers, link, framing, algorithm, tcp, idle, paced_flight_bytes, cpu_work_s),
         idle_s,
+        local_s,
     )
 
 
 def per_step(
-    exchange: Exchange, call: Callable[[float | None], CollectiveCost], idle_s: float | None
+    exchange: Exchange, call: Callable[[float | None], CollectiveCost], idle_s: float | None, local_s: float = 0.0
 ) -> CollectiveCost:
     """An exchange's calls averaged per step: ``call(idle)`` costs one call after ``idle`` seconds of rest.
 
     The first call follows the step's rest, the others follow it directly; the sum is spread over the period.
+    An exchange that overlaps ``overlap_steps`` steps of local work (``local_s`` each: compute and codec) keeps
+    its wire bytes but leaves only what those steps do not cover on the step (:meth:`Exchange.exposed_s`).
     """
     first = call(idle_s)
-    if exchange.calls <= 1:
-        return first.scaled(exchange.calls / exchange.period)
-    rest = call(0.0)
-    return (first + rest.scaled(exchange.calls - 1)).scaled(1 / exchange.period)
+    whole = first.scaled(exchange.calls) if exchange.calls <= 1 else first + call(0.0).scaled(exchange.calls - 1)
+    if exchange.overlap_steps:
+        whole = replace(whole, time_s=exchange.exposed_s(whole.time_s, local_s))
+    return whole.scaled(1 / exchange.period)
 
 
 def estimate(
@@ -236,13 +242,12 @@ def estimate(
         ),
         default=0.0,
     )
-    for ex in exchanges:
+    for ex, rest in zip(exchanges, rests(exchanges, idle)):
         alpha = scenario.delay_s + calibration.overhead(ex.collective)
         link = Link(scenario.up_bps, scenario.down_bps, alpha, one_way_s=scenario.delay_s)
         wire = wire + exchange_cost(
-            ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, idle, paced, compression
+            ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, rest, paced, compression, idle
         )
-        idle = 0.0
     intra = 0.0
     if g > 1:
         dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]

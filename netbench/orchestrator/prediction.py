@@ -35,6 +35,7 @@ from netbench.calibrate.hostcache import load_calibration
 from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
 from netbench.model.calibration import Calibration, cost_key
+from netbench.model.exchange import communicating_share
 from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
@@ -73,15 +74,17 @@ class RunLike(Protocol):
     workload: WorkloadConfig
 
 
-def period_warnings(replicator: ReplicatorConfig, nodes: int, steps: int) -> list[str]:
+def period_warnings(
+    replicator: ReplicatorConfig, nodes: int, steps: int, shapes: Sequence[ParamShape] | None = None
+) -> list[str]:
     """A warning per exchange whose period does not divide the measured steps.
 
     The model averages a periodic exchange (a sync every H steps) over its period; a
     window of 4 measured steps of a replicator syncing every 10 held no sync at all and read 0.3x the
-    model. The periods come from the replicator's settings alone, so one placeholder tensor stands
-    in for the model's shapes.
+    model. The periods come from the replicator's settings alone, so without the model's ``shapes`` one
+    placeholder tensor stands in for them (a declaration that reads the layers, as Streaming DiLoCo's, needs them).
     """
-    exchanges = scheme_from_config(replicator).exchanges([ParamShape("w", (1,))], nodes)
+    exchanges = scheme_from_config(replicator).exchanges(list(shapes or [ParamShape("w", (1,))]), nodes)
     periods = sorted({e.period for e in exchanges if e.period > 1 and steps % e.period})
     return [
         f"{replicator.name} communicates every {p} steps and {steps} steps are measured: their mean is not the "
@@ -242,7 +245,11 @@ def predict(
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
     # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)
-    credit = min(bucket_credit_s(config.cluster, local_s, est.tx.total), est.wire.transfer_s)
+    # once per communicating step (a periodic exchange's burst gets it once per sync, so 1/H of it per step on
+    # average), and never more than the communication the step still shows (an exchange hidden behind local work)
+    share = communicating_share(est.exchanges) or 1.0
+    burst = bucket_credit_s(config.cluster, local_s, est.tx.total / share)
+    credit = min(share * burst, est.wire.transfer_s, est.comm_time_s)
     est = replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
     est = pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
     return backward_overlapped(est, config.replicator, config.workload.kind, shapes)  # buckets started during backward

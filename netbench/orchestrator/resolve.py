@@ -13,7 +13,7 @@ from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 
-__all__ = ["resolve", "with_compression", "bucket_link", "auto_bucket_mb"]
+__all__ = ["resolve", "with_compression", "bucket_link", "auto_bucket_mb", "check_payload"]
 
 
 def with_compression(replicator: ReplicatorConfig, fraction: float) -> ReplicatorConfig:
@@ -96,3 +96,13 @@ def resolve(config: RunConfig) -> RunConfig:
     if replicator == config.replicator:
         return config
     return config.model_copy(update={"replicator": replicator})
+
+
+def check_payload(config: RunConfig) -> None:
+    """Raise :class:`~netbench.replicators.spec.SettingError` where the replicator's payload formula rejects the run's
+    model (Streaming DiLoCo's fragments that do not divide its layers): before anything is built."""
+    from netbench.orchestrator.prediction import workload_shapes
+    from netbench.replicators import declared_payload
+
+    nodes = config.cluster.nodes
+    declared_payload(workload_shapes(config.workload, nodes), config.replicator, nodes)

@@ -99,19 +99,24 @@ def statistic(measured: pd.DataFrame) -> str:
     return "mean" if varying else "median"
 
 
+BUSY_SHARE = 0.1  # of a node's busiest step: the steps capture_vs_counters compares
+
+
 def capture_vs_counters(measured: pd.DataFrame) -> dict[str, float]:
     """How far the capture's bytes are from the interface counters', per node per communicating step.
 
     Both count the same skbs (the capture before its GSO expansion), so they must agree at any
-    rate. Steps that hand nothing to a collective (a periodic replicator between syncs) carry a
-    few ACKs, where a frame landing on the other side of a step boundary is a large fraction.
+    rate. Steps that carry no collective's bytes (a periodic replicator between syncs) carry a
+    few ACKs, where a frame landing on the other side of a step boundary is a large fraction: only
+    steps whose counters saw at least a tenth of the node's busiest step count. (Not the steps that
+    hand bytes to a collective: an overlapped exchange's bytes travel in the steps after it starts.)
     """
     column, counted = Col.CAPTURE_TX_SKB_BYTES, Col.TX_BYTES
     if column not in measured or counted not in measured:
         return {}
     both = measured[(measured[counted] > 0) & measured[column].notna()]
-    if Col.PAYLOAD_BYTES in both:
-        both = both[both[Col.PAYLOAD_BYTES] > 0]
+    busiest = both.groupby(Col.RANK)[counted].transform("max")
+    both = both[both[counted] >= BUSY_SHARE * busiest]
     if both.empty:
         return {}
     rel = (both[column] - both[counted]).abs() / both[counted]

@@ -47,8 +47,8 @@ from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
-from netbench.orchestrator.prediction import period_warnings
-from netbench.orchestrator.resolve import resolve
+from netbench.orchestrator.prediction import period_warnings, workload_shapes
+from netbench.orchestrator.resolve import check_payload, resolve
 from netbench.orchestrator.timeouts import collective_timeout_s
 from netbench.rundir.layout import RunDir, StepCounter, last_error
 from netbench.trace import hooks as trace
@@ -137,13 +137,16 @@ def prepare(
     """Resolve the config's intents, check this host can hold it, calibrate (when the cache has none), dilate, name
     the run and make its folder; nothing is built yet. HostUnfit (a ValueError) before anything is created."""
     config = resolve(config)  # --compression and --bucket-mb auto, for library callers as for the CLI
+    check_payload(config)  # settings the model's shapes rule out (SettingError, a ValueError)
     check_host(config)
     calibration = calibration or host_calibration(replicators=(config.replicator,))
     dilation = dil.resolve(dilation, config, calibration.calibration, host_cpus())
     dilated = dil.dilate(config, dilation)
     names = reuse.names_for(dilated.cluster) if reuse is not None else RunNames.new()
     run_dir = RunDir.create(dilated.out_dir, dilated.replicator.name, names.run_id)
-    warnings = leftover_warnings() + period_warnings(config.replicator, config.cluster.nodes, config.steps)
+    nodes = config.cluster.nodes
+    periods = period_warnings(config.replicator, nodes, config.steps, workload_shapes(config.workload, nodes))
+    warnings = leftover_warnings() + periods
     return RunPlan(
         config=config,
         dilated=dilated,

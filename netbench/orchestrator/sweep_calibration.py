@@ -34,7 +34,7 @@ def _shapes_spec(scenario: SweepScenario, out: Path) -> str:
     safe_files.write_text(
         path, json.dumps({"shapes": {s.name: list(s.shape) for s in shapes}}, indent=1) + "\n"
     )  # never through a link
-    return str(path)
+    return str(path.resolve())  # the measuring processes start in a folder of their own: a relative --out misleads
 
 
 def sweep_calibration(

@@ -187,12 +187,13 @@ class GroupComm:
         self._account(tensor, started, "all_gather")
         return out
 
-    def all_reduce_mean_async(self, tensor: torch.Tensor) -> Pending:
+    def all_reduce_mean_async(self, tensor: torch.Tensor, **tag: object) -> Pending:
         """Start averaging ``tensor`` in place; the returned :class:`Pending` finishes it.
 
         gloo runs the collective on its own threads, so the caller can encode or decode other
-        buckets meanwhile (with one torch thread too). Bytes and calls are booked now; time is
-        booked as what :meth:`Pending.wait` blocks for (the communication left exposed).
+        buckets meanwhile (with one torch thread too), or train on (Streaming DiLoCo). Bytes and
+        calls are booked now; time is booked as what :meth:`Pending.wait` blocks for (the
+        communication left exposed). ``tag`` (``fragment=2``) labels the collective on the timeline.
         """
         wire = self._staged(tensor) if self.distributed else tensor
         started = time.perf_counter()
@@ -212,10 +213,10 @@ class GroupComm:
             self,
             work,
             after if (wire is not tensor or self.world_size > 1) else None,
-            _Travel("all_reduce", self._calls - 1, tensor, started),
+            _Travel("all_reduce", self._calls - 1, tensor, started, tag),
         )
 
-    def all_gather_async(self, tensor: torch.Tensor, out: torch.Tensor) -> Pending:
+    def all_gather_async(self, tensor: torch.Tensor, out: torch.Tensor, **tag: object) -> Pending:
         """Start gathering ``tensor`` into ``out`` (world_size, n); see :meth:`all_reduce_mean_async`."""
         after, started = None, time.perf_counter()
         if self.distributed:
@@ -230,7 +231,7 @@ class GroupComm:
             out.view(-1).copy_(tensor.view(-1))
             work = None
         self._count(tensor)
-        return Pending(self, work, after, _Travel("all_gather", self._calls - 1, tensor, started))
+        return Pending(self, work, after, _Travel("all_gather", self._calls - 1, tensor, started, tag))
 
     def book(self, nbytes: int, seconds: float) -> None:
         """Account one collective made outside this class (the hierarchical step's ring of point-to-point sends)."""
@@ -268,8 +269,10 @@ class _Travel:
     been seen yet, the end of the wait that ensured it stands in (an upper bound).
     """
 
-    def __init__(self, op: str, bucket: int, tensor: torch.Tensor, started: float) -> None:
-        self.op, self.bucket, self.started = op, bucket, started
+    def __init__(
+        self, op: str, bucket: int, tensor: torch.Tensor, started: float, tag: dict[str, object] | None = None
+    ) -> None:
+        self.op, self.bucket, self.started, self.tag = op, bucket, started, tag or {}
         self.nbytes = tensor.numel() * tensor.element_size()
         self.completed: float | None = None
 
@@ -284,9 +287,17 @@ class _Travel:
         self.completed = time.perf_counter()
 
     def record(self, waited_from: float, waited_to: float) -> None:
-        spans.add("wait", waited_from, waited_to, op=self.op, bucket=self.bucket)
+        spans.add("wait", waited_from, waited_to, op=self.op, bucket=self.bucket, **self.tag)
         end = self.completed if self.completed is not None else waited_to
-        spans.add("collective", self.started, min(end, waited_to), op=self.op, bucket=self.bucket, bytes=self.nbytes)
+        spans.add(
+            "collective",
+            self.started,
+            min(end, waited_to),
+            op=self.op,
+            bucket=self.bucket,
+            bytes=self.nbytes,
+            **self.tag,
+        )
 
 
 class Pending:

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from netbench.replicators.registry import REGISTRY, names_sentence, spec
 
+MAX_FRAGMENTS = 1024  # Streaming DiLoCo's fragments: far more than any model's layers
+
 
 def _taken_by(field: str, text: str) -> str:
     """``text`` prefixed by the replicators whose declarations take ``field`` (``dct/random: ...``)."""
@@ -54,7 +56,7 @@ class ReplicatorConfig(BaseModel):
     )  # of each tensor
     # diloco
     sync_every: int = Field(
-        10, ge=1, description=_taken_by("sync_every", "local steps between all-reduces.")
+        10, ge=1, description=_taken_by("sync_every", "local steps between outer synchronisations (H).")
     )  # H, between pseudo-gradient all-reduces
     outer_lr: float = Field(0.7, gt=0.0)
     outer_momentum: float = Field(0.9, ge=0.0, lt=1.0)
@@ -78,6 +80,63 @@ class ReplicatorConfig(BaseModel):
     beta2: float = Field(0.999, ge=0.0, lt=1.0, description="mtdao second-momentum decay")
     nu: float = Field(
         0.7, ge=0.0, le=1.0, description="mtdao quasi-hyperbolic weight of the momentum against the gradient"
+    )
+    # streaming (Streaming DiLoCo; sync_every, outer_lr and outer_momentum above are its H and outer optimizer)
+    fragments: int = Field(
+        1,
+        ge=1,
+        le=MAX_FRAGMENTS,
+        description=_taken_by(
+            "fragments",
+            "model fragments (groups of layers), each synchronised on its own step of the sync_every cycle; "
+            "must divide the model's layers and sync_every.",
+        ),
+    )
+    fragment_sync_delay: int = Field(
+        0,
+        ge=0,
+        description=_taken_by(
+            "fragment_sync_delay",
+            "inner steps a fragment's exchange overlaps before its outer step waits for it (tau); "
+            "below sync_every / fragments.",
+        ),
+    )
+    fragment_update_alpha: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description=_taken_by(
+            "fragment_update_alpha",
+            "share of the local weights a fragment keeps when its outer step lands (0: the global weights).",
+        ),
+    )
+    fragment_pattern: Literal["strided", "sequential"] = Field(
+        "strided",
+        description=_taken_by(
+            "fragment_pattern", "layer i joins fragment i mod F (strided) or i // (layers / F) (sequential)."
+        ),
+    )
+    # quantized outer exchanges (diloco, mtdao, streaming, sparseloco)
+    quant_bits: Literal[0, 2, 4, 8] = Field(
+        0,
+        description=_taken_by(
+            "quant_bits",
+            "bits per value of the outer exchange: 0 sends grad_dtype (value_dtype) values; 2, 4 or 8 send "
+            "integers with one fp32 scale per quant_block values, all-gathered and summed in fp32 on every rank.",
+        ),
+    )
+    quant_block: int = Field(
+        2048,
+        ge=16,
+        le=1 << 20,
+        description=_taken_by("quant_block", "values sharing one fp32 scale when quant_bits is set."),
+    )
+    # sparseloco (topk, chunk and index_dtype above pick its chunk-wise top-k; outer_lr its outer step)
+    error_decay: float = Field(
+        0.95,
+        ge=0.0,
+        lt=1.0,
+        description=_taken_by("error_decay", "decay of the error-feedback buffer the outer gradient accumulates in."),
     )
     # base optimizer applying the synchronised update
     # auto: adamw for full/diloco inner, sgd for dct/random/striding; decoupled_adamw: AdamW with local moments whose
@@ -141,5 +200,23 @@ class ReplicatorConfig(BaseModel):
         if self.index_dtype == "int16" and self.chunk * self.chunk - 1 > 32767:
             raise ValueError(
                 f"index_dtype int16 cannot hold positions of {self.chunk}x{self.chunk} chunks; use auto, int32 or int64"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _fragments_fit_the_cycle(self) -> ReplicatorConfig:
+        # Only where the replicator takes fragments: a sweep may set them beside replicators that ignore them.
+        if "fragments" not in spec(self.name).options:
+            return self
+        if self.sync_every % self.fragments:
+            raise ValueError(
+                f"fragments {self.fragments} must divide sync_every {self.sync_every} "
+                "(each fragment synchronises once per cycle, on its own step)"
+            )
+        window = self.sync_every // self.fragments
+        if self.fragment_sync_delay >= window:
+            raise ValueError(
+                f"fragment_sync_delay {self.fragment_sync_delay} must be below sync_every / fragments = {window} "
+                "(one fragment in flight at a time)"
             )
         return self

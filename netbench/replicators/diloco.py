@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
+from netbench.replicators.base import Replicator, StepTimer
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
+from netbench.replicators.outer_mean import OuterMean
 
 __all__ = ["DiLoCoReplicator"]
 
@@ -16,7 +17,8 @@ __all__ = ["DiLoCoReplicator"]
 class DiLoCoReplicator(Replicator):
     """Inner optimizer (AdamW by default) every step on local gradients; every ``sync_every`` steps:
 
-    ``delta = start - params`` (the pseudo-gradient) averaged with one all-reduce, an outer SGD
+    ``delta = start - params`` (the pseudo-gradient) averaged with one all-reduce (one all-gather of it
+    quantized, with ``quant_bits``: :mod:`netbench.replicators.outer_mean`), an outer SGD
     step with Nesterov momentum (lr ``outer_lr``, momentum ``outer_momentum``) on the start
     weights, and every rank's parameters reset to the new start weights. Ranks therefore agree
     after each synchronising step and drift apart in between; nothing crosses the wire on the
@@ -41,7 +43,9 @@ class DiLoCoReplicator(Replicator):
         self.start = torch.zeros(self.layout.numel, device=dev)
         self.layout.gather([p.detach() for p in self.params], self.start)
         self.current = torch.zeros(self.layout.numel, device=dev)
-        self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=dev)
+        self.averaged = OuterMean(
+            self.comm, self.layout.numel, config.grad_dtype, config.quant_bits, config.quant_block, dev
+        )
         momentum = config.outer_momentum
         self.outer = torch.optim.SGD([self.start], lr=config.outer_lr, momentum=momentum, nesterov=momentum > 0)
 
@@ -59,11 +63,7 @@ class DiLoCoReplicator(Replicator):
         timer.skip()
         self.layout.gather([p.detach() for p in self.params], self.current)
         torch.sub(self.start, self.current, out=self.current)
-        self.buffer.copy_(self.current)
-        timer.compress()
-        self.comm.all_reduce_mean(self.buffer)
-        timer.skip()
-        self.start.grad = self.buffer.to(torch.float32)
+        self.start.grad = self.averaged.exchange(self.current, timer)
         self.outer.step()
         self.layout.scatter(self.start, [p.data for p in self.params])
         timer.decode()

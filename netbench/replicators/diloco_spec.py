@@ -1,4 +1,5 @@
-"""The DiLoCo replicator's declaration: local steps, then an all-reduce of the pseudo-gradient every ``sync_every``."""
+"""The DiLoCo replicator's declaration: local steps, then an all-reduce of the pseudo-gradient every ``sync_every``
+(an all-gather of it quantized, with ``quant_bits``: :mod:`netbench.replicators.quant_wire`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.replicators.quant_wire import quantized_bytes
+from netbench.replicators.spec import Collective, PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape
@@ -16,9 +18,17 @@ def period(config: Settings) -> int:
     return config.sync_every
 
 
+def outer_exchange(numel: int, config: Settings) -> tuple[Collective, int]:
+    """(collective, bytes one node hands it) of an outer exchange of ``numel`` values: an all-reduce in grad_dtype,
+    or with ``quant_bits`` an all-gather of the quantized values and their scales."""
+    if config.quant_bits:
+        return "all_gather", quantized_bytes(numel, config.quant_bits, config.quant_block)
+    return "all_reduce", numel * DTYPE_BYTES[config.grad_dtype]
+
+
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
-    itemsize = DTYPE_BYTES[config.grad_dtype]
-    return PayloadDecl("all_reduce", sum(s.numel for s in shapes) * itemsize, period=config.sync_every)
+    collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config)
+    return PayloadDecl(collective, nbytes, period=config.sync_every)
 
 
 SPEC = ReplicatorSpec(
@@ -28,8 +38,8 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.diloco:DiLoCoReplicator",
     order=4,
-    options=("grad_dtype", "sync_every", "outer_lr", "outer_momentum"),
-    cost_settings=("sync_every", "grad_dtype"),  # the period: its per-step average divides by it
+    options=("grad_dtype", "sync_every", "outer_lr", "outer_momentum", "quant_bits", "quant_block"),
+    cost_settings=("sync_every", "grad_dtype", "quant_bits", "quant_block"),  # the period: its average divides by it
     color="#ff7f0e",
     period=period,
 )

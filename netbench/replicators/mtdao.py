@@ -8,7 +8,8 @@ Every step each rank applies a local adaptive step to its own gradient (nothing 
 
 and after the step, on 1-based steps divisible by each period, averages the parameters (every
 ``params_every`` = K_x), the first momentum (K_1) and the second momentum (K_v), one dense
-all-reduce per state in that order. The parameters travel as their change since the last
+all-reduce per state in that order (one all-gather of the state quantized, with ``quant_bits``:
+:mod:`netbench.replicators.outer_mean`). The parameters travel as their change since the last
 parameter average (every rank holds that anchor identically), so a bf16 wire rounds the change,
 not the weights. A slow first momentum keeps the shared direction alive across long local runs
 (Iacob et al. 2025); ranks must start from identical parameters, as for diloco.
@@ -20,10 +21,11 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
+from netbench.replicators.base import Replicator, StepTimer
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
 from netbench.replicators.optim import Stepper, resolve_lr
+from netbench.replicators.outer_mean import OuterMean
 
 __all__ = ["MTDAOReplicator", "LocalQHAdam"]
 
@@ -74,7 +76,14 @@ class MTDAOReplicator(Replicator):
         super().__init__(params, config, group, names)
         self.anchor = torch.zeros(self.layout.numel, device=self.params[0].device)
         self.layout.gather([p.detach() for p in self.params], self.anchor)
-        self.buffer = torch.zeros(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=self.params[0].device)
+        self.averaged = OuterMean(
+            self.comm,
+            self.layout.numel,
+            config.grad_dtype,
+            config.quant_bits,
+            config.quant_block,
+            self.params[0].device,
+        )
 
     def _build_optimizer(self) -> Stepper:
         """The local QH-Adam, whose flat momenta are two of the three averaged states."""
@@ -91,20 +100,11 @@ class MTDAOReplicator(Replicator):
         if step % c.params_every == 0:
             timer.skip()
             current = self.layout.gather([p.detach() for p in self.params], local.grad)  # scratch
-            self._average(current.sub_(self.anchor), timer)
-            self.anchor.add_(self.buffer.to(torch.float32))
+            self.anchor.add_(self.averaged.exchange(current.sub_(self.anchor), timer))
             self.layout.scatter(self.anchor, [p.data for p in self.params])
             timer.decode()
         for every, state in ((c.m1_every, local.m1), (c.m2_every, local.v)):
             if step % every == 0:
                 timer.skip()
-                self._average(state, timer)
-                state.copy_(self.buffer)
+                state.copy_(self.averaged.exchange(state, timer))
                 timer.decode()
-
-    def _average(self, values: torch.Tensor, timer: StepTimer) -> None:
-        """Mean of ``values`` over the ranks, left in ``self.buffer`` (wire dtype)."""
-        self.buffer.copy_(values)
-        timer.compress()
-        self.comm.all_reduce_mean(self.buffer)
-        timer.skip()

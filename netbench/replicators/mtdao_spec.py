@@ -1,11 +1,12 @@
-"""The MT-DAO replicator's declaration: parameters and both Adam momenta all-reduced densely, each on its own period."""
+"""The MT-DAO replicator's declaration: parameters and both Adam momenta all-reduced densely, each on its own period
+(all-gathered quantized, with ``quant_bits``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from netbench.dtypes import DTYPE_BYTES
+from netbench.replicators.diloco_spec import outer_exchange
 from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
@@ -18,15 +19,15 @@ def period(config: Settings) -> int:
 
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
-    dense = sum(s.numel for s in shapes) * DTYPE_BYTES[config.grad_dtype]
+    collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config)
     return PayloadDecl(
-        "all_reduce",
-        dense,
+        collective,
+        nbytes,
         period=config.params_every,
         label="params",
         also=(
-            PayloadDecl("all_reduce", dense, period=config.m1_every, label="m1"),
-            PayloadDecl("all_reduce", dense, period=config.m2_every, label="m2"),
+            PayloadDecl(collective, nbytes, period=config.m1_every, label="m1"),
+            PayloadDecl(collective, nbytes, period=config.m2_every, label="m2"),
         ),
     )
 
@@ -38,8 +39,9 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.mtdao:MTDAOReplicator",
     order=6,
-    options=("grad_dtype", "params_every", "m1_every", "m2_every", "beta", "beta2", "nu"),
+    options=("grad_dtype", "params_every", "m1_every", "m2_every", "beta", "beta2", "nu", "quant_bits", "quant_block"),
+    cost_settings=("quant_bits", "quant_block"),  # quantized: its codec's encode and decode
     color="#17becf",
     period=period,
-    encodes=False,  # dense tensors: its local step is the workload's apply time
+    encodes=lambda config: config.quant_bits > 0,  # dense: its local step is the apply time; quant_bits adds a codec
 )

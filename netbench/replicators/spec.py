@@ -17,9 +17,18 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape
 
-__all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings"]
+__all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings", "SettingError"]
 
 Collective = Literal["all_reduce", "all_gather", "none"]
+
+
+class SettingError(ValueError):
+    """A setting the model's shapes rule out (fragments that do not divide its layers): ``field`` names it, so the
+    command line can name its option."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,11 @@ class PayloadDecl:
     from the same formula (and a test checks the formula against the real tensors). A replicator
     that makes several exchanges of different sizes or periods (two dependent rounds, several
     states on their own periods) lists the others in ``also``; :meth:`parts` gives them all.
+
+    An exchange made on a step of its period other than the last (Streaming DiLoCo's fragments, staggered over
+    the H inner steps) names that step with ``offset``; one whose collective overlaps the next inner steps
+    (a fragment's outer gradients travelling while training goes on) names how many with ``overlap_steps``: the
+    rank waits for it only ``overlap_steps`` steps after starting it.
     """
 
     collective: Collective
@@ -38,6 +52,19 @@ class PayloadDecl:
     collectives_per_step: int = 1
     label: str = ""  # names the exchange when a replicator makes several
     also: tuple[PayloadDecl, ...] = ()
+    offset: int = 0  # communicates on 1-based steps s with s % period == offset % period
+    overlap_steps: int = 0  # local steps its collective overlaps before the rank waits for it
+
+    def __post_init__(self) -> None:
+        if self.period < 1 or self.offset < 0 or self.overlap_steps < 0 or self.overlap_steps >= self.period:
+            raise ValueError(
+                f"exchange {self.label or self.collective}: period >= 1, offset >= 0 and "
+                f"0 <= overlap_steps < period required"
+            )
+
+    def on(self, step: int) -> bool:
+        """Whether this exchange (this part alone) starts its collectives on 1-based ``step``."""
+        return step % self.period == self.offset % self.period
 
     def parts(self) -> tuple[PayloadDecl, ...]:
         """Every exchange declared: this one, then those in ``also``."""
@@ -45,11 +72,11 @@ class PayloadDecl:
 
     def bytes_on(self, step: int) -> int:
         """Bytes handed to collectives on 1-based ``step`` (every part whose period divides it)."""
-        return sum(p.bytes_per_step for p in self.parts() if step % p.period == 0)
+        return sum(p.bytes_per_step for p in self.parts() if p.on(step))
 
     def collectives_on(self, step: int) -> int:
         """Collective calls made on 1-based ``step``."""
-        return sum(p.collectives_per_step for p in self.parts() if step % p.period == 0)
+        return sum(p.collectives_per_step for p in self.parts() if p.on(step))
 
 
 class Settings(Protocol):
@@ -89,13 +116,19 @@ class ReplicatorSpec:
     cost_settings: tuple[str, ...] = ()
     color: str = ""  # its colour in every figure; empty: the first palette colour nobody claims
     period: Callable[[Settings], int] = _every_step  # steps between its synchronisations (timing windows)
-    encodes: bool = True  # False: it sends dense state as it is, so there is no encode/decode cost to calibrate
+    # False: it sends dense state as it is, so there is no encode/decode cost to calibrate; a function of the
+    # settings where some of them add a codec (mtdao's quant_bits)
+    encodes: bool | Callable[[Settings], bool] = True
     pipelined_by_default: bool = False  # `--bucket-mb auto` cuts its step into pipelined buckets
     backward_hooks: bool = False  # starts its buckets from backward's hooks (with `overlap_backward`)
     overlaps_compute: bool = False  # its communication overlaps the backward pass as a whole
     compression: Callable[[float, Settings], dict[str, Any]] | None = None  # `--compression` -> settings
     in_default_sweep: bool = False  # a sweep scenario that names no replicator runs it
     compression_knob: str = ""  # what `--compression` sets for it, for the option's help ("rate")
+
+    def encodes_with(self, config: Settings) -> bool:
+        """Whether ``config`` gives this replicator encode/decode work to calibrate."""
+        return self.encodes(config) if callable(self.encodes) else self.encodes
 
     def load(self) -> type:
         """The torch implementation (imports torch)."""

@@ -5,7 +5,8 @@ A step is the worker's ``t_start`` to ``t_end``; inside it the worker's spans
 rank blocked on an async collective: idle, waiting for the network or a peer), decode and apply.
 Time inside a step that no span covers (launching collectives, bookkeeping) is ``other``. Each
 collective goes on a bucket row of its own beside the phases, from its start to its completion;
-collectives that travel at once get separate rows.
+collectives that travel at once get separate rows. A collective that overlaps later steps (a Streaming DiLoCo
+fragment's, named by its fragment) is drawn from its start in the step that started it to its completion.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def bucket_events(pid: int, collectives: list[list[Any]], start: float, step: in
         if row == len(rows):
             rows.append(t1)
         rows[row] = t1
-        name = f"bucket {args.get('bucket', '?')} {args.get('op', '')}".strip()
+        unit = f"fragment {args['fragment']}" if "fragment" in args else f"bucket {args.get('bucket', '?')}"
+        name = f"{unit} {args.get('op', '')}".strip()
         out.append(ev.span(pid, 2 + row, name, start + t0, start + t1, "collective", step=step, **args))
     return out
 

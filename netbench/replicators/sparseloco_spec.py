@@ -1,0 +1,64 @@
+"""SparseLoCo's declaration: DiLoCo's outer gradient through error feedback, chunk-wise top-k and low-bit values,
+all-gathered every ``sync_every`` steps (Sarfi et al. 2025, arXiv 2508.15706).
+
+The chunks are DeMo's s x s tiles (:mod:`netbench.replicators.tiling`; ``chunk`` s, ``topk`` k per tile: a density
+of k / s^2), so a step sends ``coefficients`` positions and values: the positions in ``index_dtype``, the values
+in ``value_dtype`` or, with ``quant_bits``, as packed integers with one fp32 scale per ``quant_block`` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from netbench.dtypes import DTYPE_BYTES
+from netbench.replicators.dct_spec import compression, index_dtype_name
+from netbench.replicators.quant_wire import quantized_bytes
+from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.replicators.tiling import TilePlan
+
+if TYPE_CHECKING:
+    from netbench.shapes import ParamShape
+
+
+def period(config: Settings) -> int:
+    return config.sync_every
+
+
+def value_bytes(count: int, config: Settings) -> int:
+    """Bytes of ``count`` values as they travel (quantized with their scales, or in value_dtype)."""
+    if config.quant_bits:
+        return quantized_bytes(count, config.quant_bits, config.quant_block)
+    return count * DTYPE_BYTES[config.value_dtype]
+
+
+def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
+    plan = TilePlan(shapes, config.chunk, config.topk)
+    positions = plan.coefficients * DTYPE_BYTES[index_dtype_name(config, plan.max_tile_numel)]
+    return PayloadDecl("all_gather", positions + value_bytes(plan.coefficients, config), period=config.sync_every)
+
+
+SPEC = ReplicatorSpec(
+    name="sparseloco",
+    summary="local steps; every sync_every steps the top-k of an error-fed outer gradient, low-bit, all-gathered",
+    collective="periodic all-gather",
+    payload=payload,
+    codec="netbench.replicators.sparseloco:SparseLoCoReplicator",
+    order=8,
+    options=(
+        "sync_every",
+        "outer_lr",
+        "topk",
+        "chunk",
+        "value_dtype",
+        "index_dtype",
+        "quant_bits",
+        "quant_block",
+        "error_decay",
+    ),
+    cost_settings=("sync_every", "chunk", "topk", "value_dtype", "index_dtype", "quant_bits", "quant_block"),
+    color="#bcbd22",
+    period=period,
+    compression=compression,
+    compression_knob="top-k per chunk",
+)

@@ -1,0 +1,82 @@
+"""Streaming DiLoCo's declaration: DiLoCo whose model is cut into fragments, each synchronised on its own step of the
+H-step cycle, its exchange overlapping the next ``fragment_sync_delay`` inner steps, optionally quantized.
+
+One exchange per fragment (``fragment0``, ``fragment1``, ...), each with its exact bytes, period H, the step of the
+cycle it leaves on (``offset``) and the steps it overlaps (``overlap_steps``): everything a planner needs to price
+the peak bandwidth (one fragment's bytes within ``H / F`` steps) and the hidden communication.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from netbench.replicators.diloco_spec import outer_exchange
+from netbench.replicators.fragments import fragment_members, send_offset
+from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+
+if TYPE_CHECKING:
+    from netbench.shapes import ParamShape
+
+
+def period(config: Settings) -> int:
+    """The whole cycle: every fragment synchronises once in it."""
+    return config.sync_every
+
+
+def fragment_numels(shapes: Sequence[ParamShape], config: Settings) -> list[int]:
+    """Elements of each fragment (FragmentError where the fragments do not divide the layers)."""
+    members = fragment_members([s.name for s in shapes], config.fragments, config.fragment_pattern)
+    return [sum(shapes[i].numel for i in group) for group in members]
+
+
+def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
+    h, f, tau = config.sync_every, config.fragments, config.fragment_sync_delay
+    parts = []
+    for i, numel in enumerate(fragment_numels(shapes, config)):
+        collective, nbytes = outer_exchange(numel, config)
+        parts.append(
+            PayloadDecl(
+                collective,
+                nbytes,
+                period=h,
+                label=f"fragment{i}",
+                offset=send_offset(i, h, f, tau),
+                overlap_steps=tau,
+            )
+        )
+    first, *rest = parts
+    return PayloadDecl(
+        first.collective,
+        first.bytes_per_step,
+        period=first.period,
+        label=first.label,
+        offset=first.offset,
+        overlap_steps=first.overlap_steps,
+        also=tuple(rest),
+    )
+
+
+SPEC = ReplicatorSpec(
+    name="streaming",
+    summary="Streaming DiLoCo: fragments of layers, each outer-synchronised on its own step, overlapping tau steps",
+    collective="staggered all-reduce",
+    payload=payload,
+    codec="netbench.replicators.streaming:StreamingDiLoCoReplicator",
+    order=7,
+    options=(
+        "grad_dtype",
+        "sync_every",
+        "outer_lr",
+        "outer_momentum",
+        "fragments",
+        "fragment_sync_delay",
+        "fragment_update_alpha",
+        "fragment_pattern",
+        "quant_bits",
+        "quant_block",
+    ),
+    cost_settings=("sync_every", "grad_dtype", "quant_bits", "quant_block"),
+    color="#e377c2",
+    period=period,
+)

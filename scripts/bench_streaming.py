@@ -1,0 +1,134 @@
+"""Streaming DiLoCo, SparseLoCo and quantized outer exchanges against the model, from a finished sweep folder.
+
+Per point (summary.csv): the mean step against the model replayed with the run's own local work, and wire bytes
+per step (interface counters, and the capture where it ran) against the model's. Per fragment sync (each run's
+steps.csv): the bytes a node's interface and the capture counted from the step that started the exchange to the
+step before the next one started (an overlapped exchange's bytes land in the steps after it starts), against the
+model's bytes of that one exchange; the run's last window gets the bytes sent after the last step (tail_tx_bytes).
+Only windows wholly after the warm-up count. Nothing is run or written.
+
+    python3 scripts/bench_streaming.py reports/streaming-fidelity
+
+Targets: wire bytes within 2 % (per step and per fragment sync), step time within 10 % of the replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from netbench.model.calibration import Calibration
+from netbench.model.network import GraphModel
+from netbench.model.schemes import scheme_from_config
+from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.prediction import layout_of, workload_shapes
+from netbench.rundir.reading import read_csv
+from netbench.rundir.steps_schema import Col
+
+BYTES_TARGET = 0.02
+STEP_TARGET = 0.10
+
+
+def exchange_bytes(config: RunConfig, calibration: Calibration) -> list[tuple[str, int, int, float]]:
+    """(label, period, step of the period, one node's wire tx bytes of one call) of each of the run's exchanges."""
+    cluster = config.cluster
+    shapes = workload_shapes(config.workload, cluster.nodes)
+    graph = GraphModel(cluster.graph, cluster.placement)
+    _, rings = graph.layout_rings(layout_of(config))
+    framing = calibration.framing()
+    from netbench.emulation.tcpsettings import expected_tcp_settings
+
+    tcp = expected_tcp_settings(cluster.tcp)
+    out = []
+    for ex in scheme_from_config(config.replicator).exchanges(shapes, rings.peers):
+        cost = rings.call_cost(ex, rings.prices(1.0), calibration.overhead(ex.collective), framing, tcp, 0.0, 0.0, 0.0)
+        out.append((ex.label, ex.period, ex.step_of_period, cost.tx.total * ex.calls))
+    return out
+
+
+def fragment_windows(steps: pd.DataFrame, warmup: int, exchanges, column: str) -> list[tuple[str, float, float]]:
+    """(exchange label, measured bytes, model bytes) of every whole exchange window after the warm-up, every rank."""
+    out = []
+    for _, rank in steps.sort_values(Col.STEP).groupby(Col.RANK):
+        starts = rank[rank[Col.PAYLOAD_BYTES] > 0][Col.STEP].tolist()
+        last = int(rank[Col.STEP].max())
+        for i, first in enumerate(starts):
+            if first < warmup:
+                continue
+            end = starts[i + 1] - 1 if i + 1 < len(starts) else last
+            window = rank[(rank[Col.STEP] >= first) & (rank[Col.STEP] <= end)]
+            measured = float(window[column].sum())
+            if end == last:  # the bytes still on the way when the last step ended
+                tail = Col.TAIL_TX_BYTES if column == Col.TX_BYTES else None
+                if tail is None or tail not in window or window[tail].isna().all():
+                    continue
+                measured += float(window[tail].fillna(0).sum())
+            at = first + 1  # 1-based, as the declaration counts steps
+            started = [(label, b) for label, period, of, b in exchanges if at % period == of]
+            if started:
+                out.append((" + ".join(label for label, _ in started), measured, sum(b for _, b in started)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    args = parser.parse_args()
+    folder: Path = args.folder
+    summary = pd.read_csv(folder / "summary.csv")
+    calibration = Calibration.model_validate(json.loads((folder / "calibration.json").read_text()))
+    step_errors, byte_errors, window_errors = [], [], []
+    print(f"{'point':44} {'step':>8} {'replay':>8} {'err':>7} {'tx/step':>9} {'model':>9} {'err':>6} {'capture':>7}")
+    for _, row in summary[summary["status"] == "ok"].iterrows():
+        step_err = row["replay_error"]
+        tx_err = row["wire_tx_bytes_per_step"] / row["pred_wire_tx_bytes_per_step"] - 1
+        cap = row.get("capture_wire_bytes_per_step", math.nan)
+        cap_err = cap / row["pred_wire_tx_bytes_per_step"] - 1 if isinstance(cap, float) and cap == cap else math.nan
+        step_errors.append((abs(step_err), row["label"]))
+        byte_errors.append((max(abs(tx_err), 0 if math.isnan(cap_err) else abs(cap_err)), row["label"]))
+        print(
+            f"{row['label']:44} {row['step_time_s']:8.4f} {row['replay_step_time_s']:8.4f} {100 * step_err:+6.1f}% "
+            f"{row['wire_tx_bytes_per_step']:9.0f} {row['pred_wire_tx_bytes_per_step']:9.0f} {100 * tx_err:+5.1f}% "
+            f"{100 * cap_err:+6.1f}%"
+        )
+        run_dir = folder / row["run_dir"]
+        config = RunConfig.model_validate(json.loads((run_dir / "run.json").read_text())["config"])
+        steps = read_csv(run_dir / "steps.csv")
+        exchanges = exchange_bytes(config, calibration)
+        for column, source in ((Col.TX_BYTES, "counters"), (Col.CAPTURE_TX_WIRE_BYTES, "capture")):
+            if column not in steps or steps[column].isna().all():
+                continue
+            for label, measured, model in fragment_windows(steps, config.warmup_steps, exchanges, column):
+                window_errors.append((measured / model - 1, f"{row['label']} {label} ({source})"))
+    print()
+    by_exchange: dict[str, list[float]] = {}
+    for err, name in window_errors:
+        by_exchange.setdefault(name, []).append(err)
+    print(f"{'per exchange window (median over windows and ranks)':80} {'err':>7} {'windows':>7}")
+    medians = []
+    for name, errs in by_exchange.items():
+        med = statistics.median(errs)
+        medians.append((abs(med), name))
+        print(f"{name:80} {100 * med:+6.2f}% {len(errs):7d}")
+    print()
+    worst_step, worst_bytes = max(step_errors), max(byte_errors)
+    worst_window = max(medians) if medians else (math.nan, "none")
+    within = sum(e <= STEP_TARGET for e, _ in step_errors)
+    print(
+        f"step time vs replay: median |error| {100 * statistics.median(e for e, _ in step_errors):.1f} %, max "
+        f"{100 * worst_step[0]:.1f} % ({worst_step[1]}); {within} of {len(step_errors)} within "
+        f"{100 * STEP_TARGET:.0f} %"
+    )
+    print(f"wire bytes per step vs model: max |error| {100 * worst_bytes[0]:.2f} % ({worst_bytes[1]})")
+    print(
+        f"wire bytes per exchange window vs model: max |median error| {100 * worst_window[0]:.2f} % ({worst_window[1]})"
+    )
+
+
+if __name__ == "__main__":
+    main()

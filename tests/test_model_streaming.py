@@ -1,0 +1,92 @@
+"""The model's reading of Streaming DiLoCo's declaration: fragments on their own steps, overlapped communication,
+and the bytes of quantized outer exchanges."""
+
+from __future__ import annotations
+
+import pytest
+
+from netbench.model.calibration import Calibration
+from netbench.model.exchange import Exchange, communicating_share, rests
+from netbench.model.network import GraphModel
+from netbench.model.schemes import scheme_from_config
+from netbench.model.steptime import Scenario, estimate
+from netbench.replicators.config import ReplicatorConfig
+from netbench.shapes import resolve_shapes
+from netbench.topology import DirectionSpec
+from netbench.topology.options import topology_from_options
+
+SHAPES = resolve_shapes("llama:d_model=256,layers=4,ffn=512,vocab=1000")
+NUMEL = sum(s.numel for s in SHAPES)
+
+
+def streaming(**settings) -> ReplicatorConfig:
+    return ReplicatorConfig(name="streaming", sync_every=8, **settings)
+
+
+def step(config: ReplicatorConfig, compute_s: float = 0.05, **scenario):
+    sc = Scenario(nodes=2, up_bps=10e6, down_bps=10e6, delay_s=0.02, compute_s=compute_s, **scenario)
+    return estimate(scheme_from_config(config), SHAPES, sc, Calibration())
+
+
+def test_staggered_exchanges_each_follow_a_rest_of_their_own_and_same_step_ones_do_not():
+    staggered = [Exchange("all_reduce", 10, period=8, offset=o) for o in (2, 4, 6, 0)]
+    assert rests(staggered, 0.3) == [0.3, 0.3, 0.3, 0.3]
+    same_step = [Exchange("all_reduce", 10, period=p) for p in (8, 8, 16)]
+    assert rests(same_step, 0.3) == [0.3, 0.0, 0.0]
+
+
+def test_the_share_of_steps_that_communicate():
+    assert communicating_share([Exchange("all_gather", 10)]) == 1.0
+    assert communicating_share([Exchange("all_reduce", 10, period=8)]) == 1 / 8
+    assert communicating_share([Exchange("all_reduce", 10, period=8, offset=o) for o in (4, 0)]) == 2 / 8
+    assert communicating_share([Exchange("all_reduce", 10, period=p) for p in (4, 8, 8)]) == 1 / 4  # mtdao's meet
+
+
+def test_one_fragment_is_priced_as_diloco():
+    dense = estimate(
+        scheme_from_config(ReplicatorConfig(name="diloco", sync_every=8)),
+        SHAPES,
+        Scenario(nodes=2, up_bps=10e6, down_bps=10e6, delay_s=0.02, compute_s=0.05),
+        Calibration(),
+    )
+    one = step(streaming())
+    assert one.payload_bytes_per_step == dense.payload_bytes_per_step == NUMEL * 4 / 8
+    assert one.step_time_s == pytest.approx(dense.step_time_s)
+
+
+def test_fragments_split_the_bytes_and_add_a_latency_each():
+    one, four = step(streaming()), step(streaming(fragments=4))
+    assert four.payload_bytes_per_step == one.payload_bytes_per_step  # the same model, once per cycle
+    assert max(e.bytes_per_step for e in four.exchanges) < 0.4 * NUMEL * 4  # the peak: one fragment's bytes
+    assert four.comm_time_s > one.comm_time_s  # four collectives' latencies instead of one
+
+
+def test_overlap_hides_communication_behind_tau_steps_of_local_work_and_keeps_the_bytes():
+    base = streaming(fragments=2)
+    exposed = step(base, compute_s=0.05)
+    hidden = step(base.model_copy(update={"fragment_sync_delay": 3}), compute_s=0.05)
+    assert hidden.tx.total == pytest.approx(exposed.tx.total)
+    per_fragment_s = exposed.comm_time_s * 8 / 2  # every fragment's collective, not averaged
+    expected = 2 * max(0.0, per_fragment_s - 3 * 0.05) / 8
+    assert hidden.comm_time_s == pytest.approx(expected, rel=1e-6)
+    covered = step(base.model_copy(update={"fragment_sync_delay": 3}), compute_s=per_fragment_s)
+    assert covered.comm_time_s == 0.0
+
+
+def test_quantized_outer_exchanges_are_gathers_of_the_packed_bytes():
+    q = step(streaming(fragments=2, quant_bits=4, quant_block=1024))
+    assert all(e.collective == "all_gather" for e in q.exchanges)
+    assert q.payload_bytes_per_step == pytest.approx((NUMEL / 2 + 4 * (-(-NUMEL // 2 // 1024) * 2)) / 8, rel=0.01)
+
+
+def test_the_graph_model_reads_the_same_fragments():
+    access = DirectionSpec(rate_bps=1e9)
+    topology = topology_from_options("sites", 2, access, access, sites=2, wan_bw="50mbit", wan_delay="20ms")
+    graph = GraphModel(topology, list(range(2)))
+    sc = Scenario(nodes=2, compute_s=0.05)
+    flat = graph.estimate(scheme_from_config(streaming(fragments=2)), SHAPES, sc, Calibration()).step
+    lagged = graph.estimate(
+        scheme_from_config(streaming(fragments=2, fragment_sync_delay=3)), SHAPES, sc, Calibration()
+    ).step
+    assert lagged.tx.total == pytest.approx(flat.tx.total)
+    assert lagged.comm_time_s < flat.comm_time_s
