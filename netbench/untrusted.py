@@ -40,6 +40,7 @@ __all__ = [
     "RUN_JSON",
     "RUN_FILE",
     "TRACE",
+    "POINT_STEPS",
     "FIGURE",
     "COUNTERS",
     "MAX_DEPTH",
@@ -85,6 +86,7 @@ CALIBRATION = Kind("calibration file", 1 << 20)
 RUN_JSON = Kind("JSON file", 64 << 20)  # run.json, sweep.json, a worker's spec: a few kB to a few MB
 RUN_FILE = Kind("file", 256 << 20)  # steps.csv of 100 000 steps x 64 nodes, summary.csv, a worker's records
 TRACE = Kind("trace file", 256 << 20)
+POINT_STEPS = Kind("steps.csv drawn in a sweep's figures", 16 << 20)  # larger: the point is drawn without its spread
 FIGURE = Kind("figure", 32 << 20)  # a figure netbench draws is well under 1 MB
 COUNTERS = Kind("counters file", 1 << 16)  # the delay line's counters and control file: a few hundred bytes
 

@@ -28,9 +28,10 @@ from netbench import untrusted
 from netbench.reports.escape import printable
 from netbench.reports.steps import per_step, spread
 from netbench.rundir.layout import RunDir
+from netbench.rundir.reading import BadInput, read_csv
 from netbench.rundir.steps_schema import REQUIRED, Col
 from netbench.rundir.summary import measured_steps, metric
-from netbench.rundir.sweepdir import SUMMARY, SWEEP_JSON, TEXT, run_path
+from netbench.rundir.sweepdir import MAX_ROWS, SUMMARY, SWEEP_JSON, TEXT, run_path
 from netbench.units import UnitError, format_rate, parse_rate, parse_time
 from netbench.validation import message_of
 
@@ -236,10 +237,12 @@ def _run_dir(folder: Path, stored: Any) -> Path | None:
 
 def _summary_rows(folder: Path) -> list[dict[str, Any]]:
     path = folder / SUMMARY
-    text = read_regular(path)
-    if text is None:
+    if not os.path.lexists(path):
         raise CompareError(f"{clean_text(path)}: missing")
-    frame = _csv(path, text, dtype={c: str for c in TEXT})
+    try:
+        frame = read_csv(path, TEXT, max_rows=MAX_ROWS)
+    except BadInput as exc:
+        raise CompareError(str(exc)) from None
     if missing := NEEDED_COLUMNS - set(frame.columns):
         raise CompareError(f"{clean_text(path)}: not a sweep summary (no {', '.join(sorted(missing))} column)")
     return frame.to_dict("records")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from netbench import untrusted
 from netbench.rundir.layout import RunDir
 from netbench.rundir.reading import BadInput, read_csv
 from netbench.rundir.steps_schema import REQUIRED, Col
@@ -46,7 +47,9 @@ class Spread:
         return 1.4826 * 1.2533 * self.mad / self.n**0.5
 
 
-def read_steps(run_dir: Path | None, columns: tuple[str, ...] | None = None) -> pd.DataFrame | None:
+def read_steps(
+    run_dir: Path | None, columns: tuple[str, ...] | None = None, kind: untrusted.Kind = untrusted.RUN_FILE
+) -> pd.DataFrame | None:
     """A run's steps.csv, or None where the run directory (or its file) is not there or is not one netbench wrote.
 
     Read as untrusted input: a link, a FIFO, text that is not UTF-8 or a table without numbers
@@ -57,7 +60,7 @@ def read_steps(run_dir: Path | None, columns: tuple[str, ...] | None = None) -> 
     if run_dir is None or not os.path.lexists(RunDir(run_dir).steps_csv):
         return None
     try:
-        frame = read_csv(RunDir(run_dir).steps_csv)
+        frame = read_csv(RunDir(run_dir).steps_csv, kind=kind)
     except BadInput:
         return None
     if not set(REQUIRED) <= set(frame.columns) or frame.empty:
@@ -98,7 +101,7 @@ def step_time_spread(run_dir: Path | None) -> Spread | None:
     The one figure a sweep's plots need from each of its (possibly thousands of) steps.csv, computed without the
     rest of :func:`per_step`.
     """
-    steps = read_steps(run_dir, columns=())
+    steps = read_steps(run_dir, columns=(), kind=untrusted.POINT_STEPS)  # a sweep's report reads thousands
     if steps is None:
         return None
     return spread(measured_steps(steps).groupby(Col.STEP)[Col.STEP_S].max().to_numpy(dtype=float))

@@ -55,15 +55,22 @@ def read_json_object(path: Path, kind: untrusted.Kind = untrusted.RUN_JSON) -> d
     return data
 
 
-def read_csv(path: Path, text_columns: tuple[str, ...] = (), kind: untrusted.Kind = untrusted.RUN_FILE) -> pd.DataFrame:
+def read_csv(
+    path: Path,
+    text_columns: tuple[str, ...] = (),
+    kind: untrusted.Kind = untrusted.RUN_FILE,
+    max_rows: int | None = None,
+) -> pd.DataFrame:
     """A CSV file as a frame (``text_columns`` read as text), or BadInput when it is not one.
 
-    The header is checked before pandas reads the rest: at most MAX_CSV_COLUMNS columns, each named once.
+    The counts are checked before pandas reads the table: at most MAX_CSV_COLUMNS columns and ``max_rows`` rows.
     """
     text = untrusted.read_text(path, kind)
     header = text.split("\n", 1)[0]
     if header.count(",") >= MAX_CSV_COLUMNS:
         raise BadInput(f"{untrusted.shown_path(path)}: more than {MAX_CSV_COLUMNS} columns")
+    if max_rows is not None and text.count("\n") > max_rows + 1:
+        raise BadInput(f"{untrusted.shown_path(path)}: more than {max_rows} rows")
     try:
         frame = pd.read_csv(io.StringIO(text), dtype={c: str for c in text_columns})
     except pd.errors.EmptyDataError:
