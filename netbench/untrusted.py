@@ -128,8 +128,8 @@ def shown_name(name: object, quoted: bool = True) -> str:
     return repr(text) if quoted else text
 
 
-def _refuse(path: str | Path, why: str, kind: Kind | None = None) -> BadInput:
-    """``/x/t.toml: WHY``: the path and the problem (``kind`` names the file where the problem is its size)."""
+def _refuse(path: str | Path, why: str) -> BadInput:
+    """``/x/t.toml: WHY``: the path and the problem."""
     return BadInput(f"{shown_path(path)}: {why}")
 
 
@@ -149,13 +149,13 @@ def _check_folders(path: Path, within: Path, kind: Kind) -> None:
     try:
         inner = Path(os.path.abspath(path)).relative_to(os.path.abspath(within))
     except ValueError:
-        raise _refuse(path, f"lies outside {shown_path(within)}", kind) from None
+        raise _refuse(path, f"lies outside {shown_path(within)}") from None
     folder = Path(os.path.abspath(within))
     for part in inner.parts[:-1]:
         folder = folder / part
         if os.path.islink(folder):
             why = f"its folder {shown_path(folder)} is a symbolic link (netbench follows none in folders it reads)"
-            raise _refuse(path, why, kind)
+            raise _refuse(path, why)
 
 
 def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None) -> bytes:
@@ -172,14 +172,14 @@ def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             why = "is a symbolic link (netbench follows a link only where the command line names it)"
-            raise _refuse(path, why, kind) from None
-        raise _refuse(path, f"cannot be read ({exc.strerror})", kind) from None
+            raise _refuse(path, why) from None
+        raise _refuse(path, f"cannot be read ({exc.strerror})") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise _refuse(path, f"is {_type_of(info.st_mode)}, not a regular file", kind)
+            raise _refuse(path, f"is {_type_of(info.st_mode)}, not a regular file")
         if info.st_size > kind.max_bytes:
-            raise _refuse(path, f"{info.st_size} bytes, more than the {kind.max_bytes} a {kind.what} may hold", kind)
+            raise _refuse(path, f"{info.st_size} bytes, more than the {kind.max_bytes} a {kind.what} may hold")
         chunks, size = [], 0
         while size <= kind.max_bytes:
             chunk = os.read(fd, min(1 << 20, kind.max_bytes + 1 - size))
@@ -188,11 +188,11 @@ def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None
             chunks.append(chunk)
             size += len(chunk)
     except OSError as exc:
-        raise _refuse(path, f"cannot be read ({exc.strerror})", kind) from None
+        raise _refuse(path, f"cannot be read ({exc.strerror})") from None
     finally:
         os.close(fd)
     if size > kind.max_bytes:
-        raise _refuse(path, f"more than the {kind.max_bytes} bytes a {kind.what} may hold", kind)
+        raise _refuse(path, f"more than the {kind.max_bytes} bytes a {kind.what} may hold")
     return b"".join(chunks)
 
 
@@ -202,7 +202,7 @@ def read_text(path: str | Path, kind: Kind, *, within: str | Path | None = None)
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
-        raise _refuse(path, f"not UTF-8 text (byte {exc.start})", kind) from None
+        raise _refuse(path, f"not UTF-8 text (byte {exc.start})") from None
 
 
 def read_text_if_present(path: str | Path, kind: Kind, *, within: str | Path | None = None) -> str | None:
@@ -247,31 +247,29 @@ def _float(text: str) -> float:
     return float(text)
 
 
-def parse_json(text: str, source: str | Path, kind: Kind | None = None) -> object:
-    """JSON ``text`` (from ``source``, a ``kind`` of file, both named in messages), within the nesting and number
-    caps."""
-    return _parsed(lambda t: json.loads(t, parse_int=_int, parse_float=_float), text, source, kind, "JSON")
+def parse_json(text: str, source: str | Path) -> object:
+    """JSON ``text`` (from ``source``, named in messages), within the nesting and number caps."""
+    return _parsed(lambda t: json.loads(t, parse_int=_int, parse_float=_float), text, source, "JSON")
 
 
-def parse_toml(text: str, source: str | Path, kind: Kind | None = None) -> dict[str, object]:
-    """TOML ``text`` (from ``source``, a ``kind`` of file, both named in messages), within the nesting and number
-    caps."""
-    return _parsed(lambda t: tomllib.loads(t, parse_float=_float), text, source, kind, "TOML")  # type: ignore[return-value]
+def parse_toml(text: str, source: str | Path) -> dict[str, object]:
+    """TOML ``text`` (from ``source``, named in messages), within the nesting and number caps."""
+    return _parsed(lambda t: tomllib.loads(t, parse_float=_float), text, source, "TOML")  # type: ignore[return-value]
 
 
-def _parsed(load: Callable[[str], object], text: str, source: str | Path, kind: Kind | None, form: str) -> object:
+def _parsed(load: Callable[[str], object], text: str, source: str | Path, form: str) -> object:
     """``load(text)`` where it parses within the caps, else BadInput saying which cap, or where the syntax broke."""
     try:
         data = load(text)
     except _TooLong as exc:
-        raise _refuse(source, f"not usable {form} ({exc})", kind) from None
+        raise _refuse(source, f"not usable {form} ({exc})") from None
     except RecursionError:
-        raise _refuse(source, f"not usable {form} (nested more than {MAX_DEPTH} deep)", kind) from None
+        raise _refuse(source, f"not usable {form} (nested more than {MAX_DEPTH} deep)") from None
     except ValueError as exc:
-        raise _refuse(source, _syntax_problem(exc, form), kind) from None
+        raise _refuse(source, _syntax_problem(exc, form)) from None
     problem = _depth_problem(data, check_ints=form == "TOML") if isinstance(data, (dict, list)) else None
     if problem:
-        raise _refuse(source, f"not usable {form} ({problem})", kind)
+        raise _refuse(source, f"not usable {form} ({problem})")
     return data
 
 
@@ -293,9 +291,9 @@ def _toml_place(exc: tomllib.TOMLDecodeError) -> str:
 
 def read_json(path: str | Path, kind: Kind, *, within: str | Path | None = None) -> object:
     """:func:`read_text` then :func:`parse_json`."""
-    return parse_json(read_text(path, kind, within=within), path, kind)
+    return parse_json(read_text(path, kind, within=within), path)
 
 
 def read_toml(path: str | Path, kind: Kind, *, within: str | Path | None = None) -> dict[str, object]:
     """:func:`read_text` then :func:`parse_toml`."""
-    return parse_toml(read_text(path, kind, within=within), path, kind)
+    return parse_toml(read_text(path, kind, within=within), path)

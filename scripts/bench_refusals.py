@@ -1,4 +1,4 @@
-"""How long netbench takes to refuse each crafted input whose cost used to grow with its size.
+"""How long netbench takes to refuse each crafted input whose cost would grow with its size if not checked first.
 
 Each case is a file written to a temporary folder and one command that must refuse it (exit 2, one line). The
 command runs in this process after a warm-up (the interpreter's start and imports are not the input's cost), and the

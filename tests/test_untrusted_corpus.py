@@ -3,7 +3,7 @@ content, every reader refuses links, FIFOs and folders alike, writes never go wh
 no input, however large, costs more than the check that refuses it.
 
 Each case is one crafted file or folder, run through the real entry point (in this process where that is safe, in a
-child where the old behaviour would have aborted or imported into the test itself).
+child where a failing case would abort or import into the test process itself).
 """
 
 from __future__ import annotations
