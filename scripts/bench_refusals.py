@@ -64,16 +64,17 @@ CASES: list[tuple[str, str, str, list[str]]] = [  # name, file, text, argv (FILE
 ]
 
 
-def refuse(argv: list[str]) -> int:
-    """``netbench ARGV`` in this process; its exit code (output swallowed)."""
+def refuse(argv: list[str]) -> tuple[int, str]:
+    """``netbench ARGV`` in this process: its exit code and the last line it wrote to stderr."""
     from netbench.cli.app import main
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
             main(argv)
         except SystemExit as exc:
-            return int(exc.code or 0)
-    return 0
+            return int(exc.code or 0), err.getvalue().strip().rsplit("\n", 1)[-1]
+    return 0, err.getvalue().strip().rsplit("\n", 1)[-1]
 
 
 def main() -> None:
@@ -92,11 +93,13 @@ def main() -> None:
             times, codes = [], set()
             for _ in range(args.runs):
                 started = time.perf_counter()
-                codes.add(refuse(full))
+                code, line = refuse(full)
                 times.append(time.perf_counter() - started)
+                codes.add(code)
             median = statistics.median(times)
             worst = max(worst, median)
-            print(f"{name:30} {median * 1e3:8.1f} ms  exit {','.join(map(str, sorted(codes)))}")
+            said = line.replace(tmp, "TMP").removeprefix("netbench: error: ")[:70]
+            print(f"{name:30} {median * 1e3:8.1f} ms  exit {','.join(map(str, sorted(codes)))}  {said}")
     verdict = "met" if worst < TARGET_S else "NOT met"
     print(f"slowest refusal {worst:.2f} s: {worst / TARGET_S:.2f} of the {TARGET_S:g} s target ({verdict})")
 
