@@ -113,7 +113,7 @@ CASES: list[tuple[list[str], str]] = [
     (["plan", "--rate", "2", "--replicator", "random"], "--rate"),
     (["plan", "--algorithm", "foo"], "--algorithm"),
     (["sweep", "--bw", "100mbit", "--out", "/proc/netbench-sweep"], "--out"),
-    (["sweep", "{tmp}/missing.toml"], "cannot read"),
+    (["sweep", "{tmp}/missing.toml"], "cannot be read"),
     (["clean", "not-a-run"], "RUN_ID"),
     # unbounded input: one parameter cap (shapes.MAX_PARAMS), bounded files, strict names, sane times
     (
@@ -169,7 +169,7 @@ SCENARIOS: list[tuple[str, str]] = [
     ("[replicator]\ntopk = 100\nchunk = 8", "topk"),
     ("[replicator]\nrate = 0", "replicator.rate"),
     ("[replicator]\nsync_every = 0", "replicator.sync_every"),
-    ('[workload]\nkind = "shapes"\nshapes = "nosuch"', "nosuch"),
+    ('[workload]\nkind = "shapes"\nshapes = "nosuch"', "unknown shapes preset"),
     ('name = ".."', "name"),
     ("timeout_s = 1e-6", "timeout_s"),
     ('[workload]\nkind = "shapes"\ncompute_ms = 1e300', "compute_ms"),
