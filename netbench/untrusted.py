@@ -43,6 +43,7 @@ __all__ = [
     "POINT_STEPS",
     "FIGURE",
     "COUNTERS",
+    "NCCL_TESTS_LOG",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
     "named_on_command_line",
@@ -88,6 +89,7 @@ RUN_FILE = Kind("file", 256 << 20)  # steps.csv of 100 000 steps x 64 nodes, sum
 TRACE = Kind("trace file", 256 << 20)
 POINT_STEPS = Kind("steps.csv drawn in a sweep's figures", 16 << 20)  # larger: the point is drawn without its spread
 FIGURE = Kind("figure", 32 << 20)  # a figure netbench draws is well under 1 MB
+NCCL_TESTS_LOG = Kind("nccl-tests log", 4 << 20)  # all_reduce_perf with NCCL_DEBUG=INFO for a few hundred ranks
 COUNTERS = Kind("counters file", 1 << 16)  # the delay line's counters and control file: a few hundred bytes
 
 _named: set[str] = set()

@@ -381,3 +381,45 @@ def test_report_run_dir_draws_a_crafted_trace_or_says_why_not(events: list[Any])
     (run / "trace.json").write_text(json.dumps({"traceEvents": steps + events}, allow_nan=True))
     ended_well(netbench("report", str(run)))
     shutil.rmtree(folder)
+
+
+# ---- nccl-tests logs and their fits --------------------------------------------------------------------------------
+
+NCCL_LOG = (REPO / "tests" / "fixtures" / "nccl_tests" / "nccl-issue450-4x8-v100-socket-all_reduce.txt").read_text()
+NCCL_ROW = "{size} {count} float sum {time} {algbw} {busbw} 1e-06 {time} {algbw} {busbw} 1e-06"
+
+
+def nccl_logs() -> st.SearchStrategy:
+    """nccl-tests tables whose rows carry crafted sizes, times and bandwidths, the published log cut or doubled."""
+    cell = st.one_of(crafted_scalars().map(str), st.sampled_from(["8388608", "-1", "0", "1e309", "N/A"]))
+    row = st.builds(NCCL_ROW.format, size=cell, count=cell, time=cell, algbw=cell, busbw=cell)
+    header = NCCL_LOG[: NCCL_LOG.index("     8388608")]
+    return st.one_of(
+        st.lists(row, max_size=12).map(lambda rows: header + "\n".join(rows) + "\n"),
+        st.integers(0, len(NCCL_LOG)).map(lambda n: NCCL_LOG[:n]),
+        st.just(NCCL_LOG * 2),
+    )
+
+
+@settings(max_examples=examples(300))
+@given(data=st.one_of(nccl_logs().map(str.encode), files(st.just({}), as_json, ["V"])))
+def test_nccl_tests_logs(data: bytes) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="fuzz-"))
+    (folder / "log.txt").write_bytes(data)
+    try:
+        ended_well(
+            netbench("calibrate", "--from-nccl-tests", str(folder / "log.txt"), "--out", str(folder / "fit.json"))
+        )
+    finally:
+        shutil.rmtree(folder)
+
+
+NCCL_FIT_KEYS = ["collective", "segments", "upto_bytes", "latency_s", "bus_Bps", "ranks", "nodes", "regimes", "x"]
+
+
+@settings(max_examples=examples(200))
+@given(data=files(tables(NCCL_FIT_KEYS, depth=3), as_json, ['{"segments": V}', '{"ranks": V}']))
+def test_nccl_calibration_files(data: bytes) -> None:
+    through_cli(
+        data, "fit.json", "plan", "-r", "full", "--nodes", "2", "--backend", "nccl", "--nccl-calibration", "FILE"
+    )

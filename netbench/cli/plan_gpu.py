@@ -19,6 +19,7 @@ import pydantic
 from rich.console import Console
 from rich.table import Table
 
+from netbench import untrusted
 from netbench.cli.errors import UserError
 from netbench.model.accelerators import Accelerator, accelerator, accelerators
 from netbench.model.backends import CodecCost, IdealBackend, NcclBackend, measured_codec_profile
@@ -32,7 +33,6 @@ from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.utilization import DEFAULT_TARGETS, bandwidth_for, curve, log_grid, token_budget
 from netbench.safe_files import UnsafeOutput, check_folder, write_bytes
-from netbench.small_files import UnreadableFile, read_small_text
 from netbench.units import format_bytes, format_rate_digits, format_time
 from netbench.validation import one_line
 
@@ -120,18 +120,13 @@ def _positive(option: str, text: str | None, hi: float) -> float | None:
 def _nccl_fit(path: Path | None) -> NcclFit | None:
     if path is None:
         return None
-    import json
-
     try:
-        data = json.loads(read_small_text(path, "nccl calibration"))
-        return NcclFit.model_validate(data)
-    except UnreadableFile as exc:
+        return NcclFit.model_validate(untrusted.read_json(path, untrusted.CALIBRATION))
+    except untrusted.BadInput as exc:
         raise UserError(f"--nccl-calibration: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--nccl-calibration: {str(path)!r} is not JSON ({exc.msg})") from None
     except pydantic.ValidationError as exc:
         raise UserError(
-            one_line(exc, prefix=f"--nccl-calibration: {str(path)!r}: ")
+            one_line(exc, prefix=f"--nccl-calibration: {untrusted.shown_path(path)}: ", echo=False)
             + " (write one with netbench calibrate --from-nccl-tests)"
         ) from None
 

@@ -32,8 +32,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from netbench import untrusted
 from netbench.model.nccl import bus_factor, steps_of
-from netbench.small_files import UnreadableFile, read_small_text
 from netbench.units import format_bytes
 
 __all__ = [
@@ -51,7 +51,6 @@ __all__ = [
 ]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
-MAX_LOG_BYTES = 4 * 2**20  # nccl-tests output with NCCL_DEBUG=INFO for a few hundred ranks
 MAX_ROWS = 512
 MAX_SIZE_BYTES = 2**45
 MAX_RANKS = 1 << 20
@@ -173,8 +172,8 @@ def parse_log(text: str, source: str, collective: str | None = None) -> NcclTest
 def read_log(path: Path, collective: str | None = None) -> NcclTestsLog:
     """:func:`parse_log` of a file (bounded in size; unreadable or not text: one-line error)."""
     try:
-        text = read_small_text(path, "nccl-tests log", max_bytes=MAX_LOG_BYTES)
-    except UnreadableFile as exc:
+        text = untrusted.read_text(path, untrusted.NCCL_TESTS_LOG)
+    except untrusted.BadInput as exc:
         raise NcclTestsError(str(exc)) from None
     return parse_log(text, str(path), collective)
 
