@@ -8,22 +8,20 @@ fresh temporary name that no one can pre-create (``mkstemp``: O_CREAT|O_EXCL) an
 place: a rename replaces a planted symlink instead of writing through it, and a reader (or an
 interrupted run) sees either the old file or the whole new one, never half of it.
 
-Reading follows the same rule from the other side: a folder handed to netbench (a sweep copied
-with ``cp -r``, a run directory from a tar) may hold a symlink to a file only root can read, or a
-FIFO that blocks forever. :func:`read_regular` opens without following a link, without
-blocking, and reads only a regular file of bounded size (:class:`BadInput` says why not).
+Reading what others wrote has its own module, :mod:`netbench.untrusted`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from netbench import untrusted
 
 # What netbench accepts as a name that becomes a file or folder name (sweep names, run ids): no
 # separators, no leading dot (so never "." or ".."), at most 64 characters.
@@ -32,9 +30,6 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 __all__ = [
     "NAME_PATTERN",
     "UnsafeOutput",
-    "BadInput",
-    "read_regular",
-    "read_utf8",
     "check_folder",
     "make_folder",
     "write_text",
@@ -46,16 +41,6 @@ __all__ = [
 
 class UnsafeOutput(ValueError):
     """An output folder another user could redirect netbench's writes from."""
-
-
-class BadInput(ValueError):
-    """A file netbench reads is not what it should be (a link, a FIFO, too big, not UTF-8, wrong content): one line
-    saying which and why.
-    """
-
-
-# the most a file in a run directory or sweep folder may hold (steps.csv of a long run is the largest)
-READ_LIMIT = 256 << 20
 
 
 def _in_user_namespace() -> bool:
@@ -122,10 +107,14 @@ def check_folder(folder: str | Path) -> None:
 
 
 def make_folder(folder: str | Path, exist_ok: bool = True) -> Path:
-    """Create ``folder`` (and parents), then check it: also catches a folder a stranger created first."""
+    """Create ``folder`` (and parents), then check it: also catches a folder a stranger created first, or a link
+    planted where netbench names a folder (``OUT/RUNID.partial``); a link the command line names is the user's own.
+    """
     path = Path(folder)
     check_folder(path)
     path.mkdir(parents=True, exist_ok=exist_ok)
+    if path.is_symlink() and not untrusted.named(path):
+        raise UnsafeOutput(f"output folder {str(folder)!r} is a symbolic link: refusing to write through it")
     check_folder(path)
     return path
 
@@ -165,61 +154,3 @@ def write_bytes(path: str | Path, data: bytes) -> None:
 def create_new(path: str | Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
     """Open a file that must not exist yet (O_EXCL), never following a symlink; returns the fd."""
     return os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-
-
-def _kind(mode: int) -> str:
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    )
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
-def _check_regular(fd: int, path: str | Path, limit: int) -> None:
-    """Nothing for a regular file of at most ``limit`` bytes; else ``fd`` is closed and BadInput raised."""
-    info = os.fstat(fd)
-    why = (
-        f"is {_kind(info.st_mode)}, not a regular file"
-        if not stat.S_ISREG(info.st_mode)
-        else f"{info.st_size} bytes, more than the {limit} a netbench file may hold"
-        if info.st_size > limit
-        else None
-    )
-    if why:
-        os.close(fd)
-        raise BadInput(f"{path}: {why}")
-
-
-def read_regular(path: str | Path, limit: int = READ_LIMIT) -> bytes:
-    """The bytes of ``path``: a regular file, opened without following a link at ``path`` and without blocking.
-
-    A FIFO or device is refused after an O_NONBLOCK open (which never waits for a writer), a symlink
-    by O_NOFOLLOW, a file over ``limit`` bytes by its size: each as :class:`BadInput`.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        why = (
-            "is a symbolic link (netbench does not follow links in folders it reads)"
-            if exc.errno == errno.ELOOP
-            else f"cannot be read ({exc.strerror})"
-        )
-        raise BadInput(f"{path}: {why}") from None
-    _check_regular(fd, path, limit)
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise BadInput(f"{path}: more than the {limit} bytes a netbench file may hold")
-    return data
-
-
-def read_utf8(path: str | Path, limit: int = READ_LIMIT) -> str:
-    """:func:`read_regular`, decoded strictly as UTF-8 (a byte that is not is :class:`BadInput`, never replaced)."""
-    data = read_regular(path, limit)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None

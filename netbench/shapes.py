@@ -16,12 +16,11 @@ Spec strings accepted by :func:`resolve_shapes`:
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from netbench.small_files import UnreadableFile, read_small_text
+from netbench import untrusted
 
 __all__ = [
     "ParamShape",
@@ -32,7 +31,10 @@ __all__ = [
     "PRESETS",
     "total_params",
     "MAX_PARAMS",
+    "MAX_TENSORS",
+    "MAX_DIMS",
     "check_param_count",
+    "check_tensor_count",
 ]
 
 # The one cap on a model's size, wherever one is typed (presets, llama:..., shapes files, --params,
@@ -40,22 +42,41 @@ __all__ = [
 # 6.7e9) and stops a typo (3.4e11 parameters) before anything is built. Whether a run's nodes
 # can also *hold* that many parameters is the run's own check (RunConfig, against memory).
 MAX_PARAMS = 100_000_000_000
-MAX_SHAPES_FILE_BYTES = 16 * 2**20  # a shapes file is a list of tensor shapes: kilobytes, not gigabytes
+MAX_TENSORS = 100_000  # llama-7b has 291 tensors; a list longer than this is built from a typo, not a model
+MAX_DIMS = 16  # dimensions of one tensor (torch allows 64; models use up to 5)
+MAX_SHAPES_FILE_BYTES = untrusted.SHAPES.max_bytes
 
 
 class ShapeError(ValueError):
-    """A shapes preset or file cannot be used."""
+    """A shapes preset or file cannot be used.
+
+    ``str()`` quotes the spec the user typed; :attr:`unquoted` says the same without the spec or its values, for a
+    spec read from a file someone else wrote (whose values a message never echoes).
+    """
+
+    def __init__(self, message: str, unquoted: str | None = None) -> None:
+        super().__init__(message)
+        self.unquoted = message if unquoted is None else unquoted
 
 
 def check_param_count(count: float, what: str) -> int:
     """``count`` as an int, or ShapeError unless it is a whole number from 1 to MAX_PARAMS (the one check)."""
-    if not (isinstance(count, (int, float)) and math.isfinite(count) and 1 <= count <= MAX_PARAMS):
-        raise ShapeError(
-            f"{what}: {count:.3g} parameters is out of range (1 to {MAX_PARAMS:.0e})"
-            if isinstance(count, (int, float)) and math.isfinite(count)
-            else f"{what}: {count!r} is not a parameter count"
-        )
-    return int(count)
+    number = isinstance(count, int) or (isinstance(count, float) and math.isfinite(count))
+    if number and 1 <= count <= MAX_PARAMS:
+        return int(count)
+    if number and count > MAX_PARAMS:  # an int may be too large for a float: never formatted as one
+        raise ShapeError(f"{what}: more than {MAX_PARAMS:.0e} parameters (at most {MAX_PARAMS:.0e})")
+    raise ShapeError(
+        f"{what}: {count:.3g} parameters is out of range (1 to {MAX_PARAMS:.0e})"
+        if number
+        else f"{what}: {count!r} is not a parameter count"
+    )
+
+
+def check_tensor_count(count: int, what: str) -> None:
+    """ShapeError when a shape list would hold more than MAX_TENSORS tensors (checked before the list is built)."""
+    if count > MAX_TENSORS:
+        raise ShapeError(f"{what}: {count} tensors, more than the {MAX_TENSORS} a model may have")
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,7 @@ def gpt2_shapes(
     d_model: int, layers: int, vocab: int = 50257, n_ctx: int = 1024, embeddings: bool = True
 ) -> list[ParamShape]:
     """GPT-2 parameter shapes as in the reference implementation (Conv1D weights are (in, out))."""
+    check_tensor_count(12 * layers + 4, "gpt2")
     shapes: list[ParamShape] = []
     if embeddings:
         shapes += [ParamShape("wte.weight", (vocab, d_model)), ParamShape("wpe.weight", (n_ctx, d_model))]
@@ -134,6 +156,7 @@ def llama_shapes(
     if not tied:
         ends.append(ParamShape("lm_head.weight", (vocab, d_model)))
     check_param_count(total_params(layer(0)) * layers + total_params(ends), "llama")  # before building `layers` lists
+    check_tensor_count(9 * layers + len(ends), "llama")
     shapes = [ends[0]]
     for i in range(layers):
         shapes += layer(i)
@@ -145,53 +168,64 @@ def _parse_options(text: str, spec: str) -> dict[str, int]:
     for item in filter(None, text.split(",")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise ShapeError(f"shapes preset {spec!r}: expected key=value, got {item!r}")
+            raise ShapeError(
+                f"shapes preset {spec!r}: expected key=value, got {item!r}", "shapes preset: expected key=value"
+            )
         try:
             number = float(value)
         except ValueError:
-            raise ShapeError(f"shapes preset {spec!r}: {key}={value!r} is not a number") from None
+            raise ShapeError(
+                f"shapes preset {spec!r}: {key}={value!r} is not a number", "shapes preset: not a number"
+            ) from None
         if not (math.isfinite(number) and number == int(number) and 0 <= number <= MAX_PARAMS):
             raise ShapeError(
-                f"shapes preset {spec!r}: {key}={value!r} must be a whole number from 0 to {MAX_PARAMS:.0e}"
+                f"shapes preset {spec!r}: {key}={value!r} must be a whole number from 0 to {MAX_PARAMS:.0e}",
+                f"shapes preset: every option must be a whole number from 0 to {MAX_PARAMS:.0e}",
             )
         options[key.strip()] = int(number)
     return options
 
 
-def _read_small_file(path: Path) -> str:
-    """A regular file's text, at most MAX_SHAPES_FILE_BYTES: never a device, FIFO or endless stream."""
-    try:
-        return read_small_text(path, "shapes file", MAX_SHAPES_FILE_BYTES)
-    except UnreadableFile as exc:
-        raise ShapeError(str(exc)) from None
-
-
 def _load_file(path: Path) -> list[ParamShape]:
-    text = _read_small_file(path)
+    """A shapes file's list: read as untrusted input, every problem one ShapeError that names no value in it."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ShapeError(f"shapes file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        data = untrusted.read_json(path, untrusted.SHAPES)
+    except untrusted.BadInput as exc:
+        raise ShapeError(str(exc)) from None
+    return shapes_from_json(data, f"{untrusted.SHAPES.what} {untrusted.shown_path(path)}")
+
+
+def shapes_from_json(data: object, where: str) -> list[ParamShape]:
+    """``{"shapes": {name: [dims]}}``, ``{name: [dims]}`` or ``[[dims], ...]`` as a shape list, within the caps."""
     if isinstance(data, dict):
         data = data.get("shapes", data)
-    items = (
-        data.items()
-        if isinstance(data, dict)
-        else ((f"p{i}", s) for i, s in enumerate(data if isinstance(data, list) else []))
-    )
+    if isinstance(data, dict):
+        entries = list(data.items())
+    else:
+        entries = [(f"p{i}", dims) for i, dims in enumerate(data)] if isinstance(data, list) else []
+    if len(entries) > MAX_TENSORS:
+        raise ShapeError(f"{where}: {len(entries)} tensors, more than the {MAX_TENSORS} a model may have")
     shapes = []
-    for name, dims in items:
+    for name, dims in entries:
         if (
             not isinstance(dims, list)
-            or not dims
-            or not all(isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_PARAMS for d in dims)
+            or not 1 <= len(dims) <= MAX_DIMS
+            or not all(type(d) is int and 0 < d <= MAX_PARAMS for d in dims)
         ):
-            raise ShapeError(f"shapes file {str(path)!r}: {name!r} must be a list of positive integers, got {dims!r}")
-        shapes.append(ParamShape(str(name), tuple(dims)))
+            raise ShapeError(
+                f"{where}: {untrusted.shown_name(name)} must be a list of 1 to {MAX_DIMS} positive integers"
+            )
+        shapes.append(ParamShape(name, tuple(dims)))
     if not shapes:
-        raise ShapeError(f'shapes file {str(path)!r} lists no shapes (expected {{"shapes": {{name: [dims]}}}})')
-    check_param_count(total_params(shapes), f"shapes file {str(path)!r}")
+        raise ShapeError(f'{where} lists no shapes (expected {{"shapes": {{name: [dims]}}}})')
+    check_param_count(total_params(shapes), where)
     return shapes
+
+
+def names_a_file(spec: str) -> bool:
+    """True when ``spec`` is not a preset or ``llama:...`` spec, so :func:`resolve_shapes` would read it as a file."""
+    name = spec.partition(":")[0].strip().lower()
+    return name not in _GPT2_SIZES and name not in _LLAMA_SIZES and name != "llama"
 
 
 def resolve_shapes(spec: str) -> list[ParamShape]:
@@ -203,31 +237,39 @@ def resolve_shapes(spec: str) -> list[ParamShape]:
         d_model, layers = _GPT2_SIZES[name]
         blocks = options.pop("blocks", 0)
         if options:
-            raise ShapeError(f"shapes preset {spec!r}: unknown option(s) {', '.join(options)} (only blocks=N)")
+            raise ShapeError(
+                f"shapes preset {spec!r}: unknown option(s) {', '.join(options)} (only blocks=N)",
+                "shapes preset: unknown option (only blocks=N)",
+            )
         if blocks > layers:
-            raise ShapeError(f"shapes preset {spec!r}: blocks must be 1..{layers}")
+            raise ShapeError(
+                f"shapes preset {spec!r}: blocks must be 1..{layers}", f"shapes preset: blocks must be 1..{layers}"
+            )
         return gpt2_shapes(d_model, blocks or layers, embeddings=not blocks)
     if name in _LLAMA_SIZES or name == "llama":
         options = {**_LLAMA_SIZES.get(name, {}), **_parse_options(rest, spec)}
         missing = {"d_model", "layers", "ffn", "vocab"} - options.keys()
         if missing:
+            example = "(e.g. llama:d_model=2048,layers=16,ffn=5632,vocab=32000)"
             raise ShapeError(
-                f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} (e.g. "
-                "llama:d_model=2048,layers=16,ffn=5632,vocab=32000)"
+                f"shapes preset {spec!r}: missing {', '.join(sorted(missing))} {example}",
+                f"shapes preset: missing {', '.join(sorted(missing))} {example}",
             )
         zero = [k for k in ("d_model", "layers", "ffn", "vocab") if options[k] < 1]
         if zero:
-            raise ShapeError(f"shapes preset {spec!r}: {zero[0]} must be at least 1")
+            raise ShapeError(
+                f"shapes preset {spec!r}: {zero[0]} must be at least 1", f"shapes preset: {zero[0]} must be at least 1"
+            )
         try:
             return llama_shapes(**options)
         except TypeError:
-            raise ShapeError(
-                f"shapes preset {spec!r}: options are d_model, layers, ffn, vocab, heads, kv_heads, tied"
-            ) from None
+            options_are = "options are d_model, layers, ffn, vocab, heads, kv_heads, tied"
+            raise ShapeError(f"shapes preset {spec!r}: {options_are}", f"shapes preset: {options_are}") from None
     path = Path(spec)
     if path.suffix.lower() == ".json" or path.exists():
         return _load_file(path)
-    raise ShapeError(f"unknown shapes preset {spec!r} (choose from {', '.join(PRESETS)}, or a .json shapes file)")
+    choose = f"(choose from {', '.join(PRESETS)}, or a .json shapes file)"
+    raise ShapeError(f"unknown shapes preset {spec!r} {choose}", f"unknown shapes preset {choose}")
 
 
 def total_params(shapes: list[ParamShape]) -> int:

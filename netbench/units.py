@@ -23,7 +23,15 @@ __all__ = [
 
 
 class UnitError(ValueError):
-    """A value the user typed does not parse in the expected unit."""
+    """A value the user typed does not parse in the expected unit.
+
+    ``str()`` quotes the value (the user typed it); :attr:`unquoted` says the same without it, for a value read from
+    a file someone else wrote (whose content a message never echoes).
+    """
+
+    def __init__(self, message: str, unquoted: str) -> None:
+        super().__init__(message)
+        self.unquoted = unquoted
 
 
 _NUMBER = r"(?P<num>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
@@ -84,7 +92,7 @@ def _split(text: str | float | int, what: str) -> tuple[float, str]:
         return float(text), ""
     match = _VALUE.match(str(text))
     if not match:
-        raise UnitError(f"cannot read {what} {text!r}")
+        raise UnitError(f"cannot read {what} {text!r}", f"cannot read {what}")
     value = float(match["num"])
     if match["sign"]:
         value = -value
@@ -95,9 +103,14 @@ def parse_rate(text: str | float | int) -> float:
     """Rate in bits per second from ``100mbit``, ``2.5gbit``, ``10MBps`` (bytes/s, as tc)."""
     value, unit = _split(text, "rate")
     if unit == "":
-        raise UnitError(f"rate {text!r} needs a unit, e.g. 100mbit or 1gbit")
+        raise UnitError(
+            f"rate {text!r} needs a unit, e.g. 100mbit or 1gbit", "a rate needs a unit, e.g. 100mbit or 1gbit"
+        )
     if unit not in _RATE_UNITS:
-        raise UnitError(f"unknown rate unit {unit!r} in {text!r} (use bit, kbit, mbit, gbit, or bps for bytes/s)")
+        raise UnitError(
+            f"unknown rate unit {unit!r} in {text!r} (use bit, kbit, mbit, gbit, or bps for bytes/s)",
+            "unknown rate unit (use bit, kbit, mbit, gbit, or bps for bytes/s)",
+        )
     return value * _RATE_UNITS[unit]
 
 
@@ -107,7 +120,9 @@ def parse_time(text: str | float | int) -> float:
     if unit == "":
         return value * 1e-3
     if unit not in _TIME_UNITS:
-        raise UnitError(f"unknown time unit {unit!r} in {text!r} (use s, ms or us)")
+        raise UnitError(
+            f"unknown time unit {unit!r} in {text!r} (use s, ms or us)", "unknown time unit (use s, ms or us)"
+        )
     return value * _TIME_UNITS[unit]
 
 
@@ -115,7 +130,9 @@ def parse_size(text: str | float | int) -> float:
     """Size in bytes from ``64kb``, ``2mb``, ``1500``, ``16kbit`` (tc: kb = KiB)."""
     value, unit = _split(text, "size")
     if unit not in _SIZE_UNITS:
-        raise UnitError(f"unknown size unit {unit!r} in {text!r} (use b, kb, mb, gb)")
+        raise UnitError(
+            f"unknown size unit {unit!r} in {text!r} (use b, kb, mb, gb)", "unknown size unit (use b, kb, mb, gb)"
+        )
     return value * _SIZE_UNITS[unit]
 
 
@@ -126,7 +143,7 @@ def parse_fraction(text: str | float | int) -> float:
         return value / 100.0
     if unit == "":
         return value
-    raise UnitError(f"cannot read percentage {text!r} (use e.g. 0.5%)")
+    raise UnitError(f"cannot read percentage {text!r} (use e.g. 0.5%)", "cannot read percentage (use e.g. 0.5%)")
 
 
 def format_rate(bps: float) -> str:

@@ -3,26 +3,50 @@
 Every place that validates user input (command-line options, scenario files, worker specs,
 calibration files) reports the first error the same way: where it is (the option the user typed,
 or the file and field), what is wrong, and the offending value when the message does not already
-show it.
+show it. A value read from a file someone else wrote is never shown (``echo=False``): the file may
+be one only root can read, named by a scenario from a pull request.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
 
-def _location(err: Mapping[str, Any]) -> tuple[str, str]:
-    """(dotted field, list index suffix): ``("grid.bw", "[1]")``."""
+# Text a file holds that netbench shows (a calibration's host, a note): one line of printable characters, so that
+# none reaches a terminal as an escape sequence or rewrites what is around it.
+ShownText = Annotated[str, pydantic.Field(max_length=2000, pattern=r"^[^\p{Cc}\p{Cf}\p{Zl}\p{Zp}]*$")]
+
+
+def _location(err: Mapping[str, Any], echo: bool) -> tuple[str, str]:
+    """(dotted field, list index suffix): ``("grid.bw", "[1]")``; without ``echo``, a key that is not a plain name is
+    not shown."""
     field, index = "", ""
     for part in err.get("loc", ()):
         if isinstance(part, int):
             index += f"[{part}]"
         else:
-            field += f".{part}" if field else str(part)
+            text = str(part) if echo or _PLAIN_KEY.fullmatch(str(part)) else "(a key not shown)"
+            field += f".{text}" if field else text
     return field, index
+
+
+def message_of(err: Mapping[str, Any], echo: bool = True) -> str:
+    """The error's own words; without ``echo``, a unit or shape error's words without the value (their ``unquoted``)."""
+    message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if echo:
+        return message
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(getattr(cause, "unquoted", None), str):  # a UnitError or ShapeError: its words without the value
+        return cause.unquoted
+    value = err.get("input")
+    if isinstance(value, str) and value and value in message:
+        return message.replace(repr(value), "the value").replace(value, "the value")
+    return message
 
 
 def as_option(field: str) -> str:
@@ -31,7 +55,12 @@ def as_option(field: str) -> str:
 
 
 def one_line(
-    exc: pydantic.ValidationError, names: Mapping[str, str] | None = None, *, prefix: str = "", options: bool = False
+    exc: pydantic.ValidationError,
+    names: Mapping[str, str] | None = None,
+    *,
+    prefix: str = "",
+    options: bool = False,
+    echo: bool | None = True,
 ) -> str:
     """The first validation error as ``WHERE: MESSAGE (got VALUE)``.
 
@@ -39,11 +68,15 @@ def one_line(
     otherwise, with ``options``, the field spelled as an option, else ``prefix`` + the field
     (``scenario.toml: grid.bw[1]``). A check across fields has no field: it is named by the
     message's first word when ``names`` knows it ("topk 100 is larger than a chunk" -> ``--topk``).
+    ``echo=False`` (a file someone else wrote): neither the value nor a key that is not a plain name is shown;
+    ``echo=None``: the value only where ``names`` says the field came from an option the user typed.
     """
     names = names or {}
     err = exc.errors()[0]
-    message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-    field, index = _location(err)
+    if echo is None:
+        echo = _location(err, True)[0] in names
+    message = message_of(err, echo)
+    field, index = _location(err, echo)
     if message.startswith("[") and "] " in message:  # an item of a list: the validator put its index first
         index, _, message = message.partition("] ")
         index += "]"
@@ -56,7 +89,8 @@ def one_line(
     value = err.get("input")
     shown = (
         f" (got {value!r})"
-        if field
+        if echo
+        and field
         and not isinstance(value, (dict, list))
         and err.get("type") != "missing"
         and "got " not in message

@@ -7,6 +7,13 @@ through it, and reads the delay line's own CPU time (/proc/PID/stat) and counter
 delay line (delayline.c) and the Python one, with the ratio native / python:
 
     python scripts/bench_delayline.py [--seconds 6] [--repeats 3] [--json]
+
+With --rtt, round trips instead: for each one-way delay (0 ms: no delay line at all), the median of probe's
+UDP pings (the link's round trip, both ends' wake-ups left out, and the ping process's own view beside it)
+against the configured round trip, the error, and the error less the undelayed path's own round trip
+(the 0 ms case of the same build), medians over the repeats:
+
+    python scripts/bench_delayline.py --rtt [--delays 0,1,20,200] [--pings 50] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -57,6 +64,44 @@ def measure(rate: float, delay: float, seconds: float) -> dict:
     }
 
 
+def round_trip(delay: float, pings: int) -> dict:
+    """Probe's UDP round trip through a 1gbit two-node cluster with ``delay`` one way (each direction crosses the
+    delay line once)."""
+    spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=1e9, delay_s=delay), down=DirectionSpec(rate_bps=1e9))
+    with Cluster(spec) as cluster:
+        rtt = measure_rtt(cluster.nodes[0], cluster.nodes[1], count=pings)
+    return {"rtt_ms": rtt["rtt_ms"], "rtt_user_ms": rtt["rtt_user_ms"]}
+
+
+def rtt_table(delays_ms: list[float], pings: int, repeats: int) -> list[dict]:
+    """Median round trip per (build, delay) over ``repeats``, builds and delays interleaved; the 0 ms case is each
+    build's path floor (no delay line runs there)."""
+    runs: dict[tuple[str, float], list[dict]] = {}
+    for _ in range(repeats):
+        for build in BUILDS:
+            os.environ[delayline_native.ENV] = build
+            for d in delays_ms:
+                runs.setdefault((build, d), []).append(round_trip(d / 1e3, pings))
+    os.environ.pop(delayline_native.ENV, None)
+    rows = []
+    for (build, d), each in runs.items():
+        rtt = statistics.median(r["rtt_ms"] for r in each)
+        floor = statistics.median(r["rtt_ms"] for r in runs.get((build, 0.0), each))
+        rows.append(
+            {
+                "build": build,
+                "delay_ms": d,
+                "configured_rtt_ms": 2 * d,
+                "rtt_ms": rtt,
+                "rtt_user_ms": statistics.median(r["rtt_user_ms"] for r in each),
+                "error_ms": rtt - 2 * d,
+                "error_less_floor_ms": rtt - 2 * d - floor,
+                "repeats": len(each),
+            }
+        )
+    return rows
+
+
 def _stats(cluster: Cluster) -> dict:
     import time
 
@@ -70,7 +115,22 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rtt", action="store_true", help="round trips against the configured delay instead")
+    parser.add_argument("--delays", default="0,1,20,200", help="--rtt: one-way delays in ms, comma list")
+    parser.add_argument("--pings", type=int, default=50, help="--rtt: pings per cluster")
     args = parser.parse_args()
+    if args.rtt:
+        rows = rtt_table([float(d) for d in args.delays.split(",")], args.pings, args.repeats)
+        if args.json:
+            print(json.dumps(rows))
+        for r in [] if args.json else rows:
+            print(
+                f"{r['delay_ms']:>6g} ms one way {r['build']:>6}  RTT {r['rtt_ms']:9.3f} ms (configured "
+                f"{r['configured_rtt_ms']:g}, error {r['error_ms']:+.3f}, less the 0 ms path "
+                f"{r['error_less_floor_ms']:+.3f})  as the ping process saw it {r['rtt_user_ms']:.3f} ms",
+                flush=True,
+            )
+        return 0
     rows = []
     for label, rate, delay in CASES:
         per_build = {}

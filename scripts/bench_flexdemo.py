@@ -5,15 +5,18 @@ Runs `netbench run` (the console script of this environment) for each point, N n
 flat DeMo over 4 nodes (4 x 1) and FlexDeMo with 2 nodes of 2 (2 x 2), plus, unless --quick,
 2 x 4 and 4 x 2. Prints per point the inter-node wire bytes per node per step (NIC counters,
 tx + rx), the intra-node bytes (loopback counters), the step time, each beside the model's
-prediction, and the error; then the paper's point: a node's inter-node all-gather bytes, relative
-to 2 x 2, grow with the number of nodes (N - 1), not with the number of accelerators (N G - 1).
+prediction (and the step beside its replay: the model fed the run's own local work and codec), the error,
+the dilation the run used and whether its fidelity check passed; then the paper's point: a node's
+inter-node all-gather bytes, relative to 2 x 2, grow with the number of nodes (N - 1), not with the
+number of accelerators (N G - 1).
 
     python3 scripts/bench_flexdemo.py                 # 4 points, dct, 100mbit, transformer
     python3 scripts/bench_flexdemo.py --quick --steps 6
+    python3 scripts/bench_flexdemo.py --points 2x2,2x4 --intra-bw 10gbit -w mlp   # FlexDeMo's step against the model
     python3 scripts/bench_flexdemo.py --matrix -w mlp       # full/dct/random/diloco at 2x2, 4x2, 2x4 -> matrix.md
     python3 scripts/bench_flexdemo.py --repredict           # the current model for the runs in reports/flexdemo/runs
 
-Writes reports/flexdemo/bench.json and bench.md (the table printed).
+Writes reports/flexdemo/bench.json and bench.md (the table printed; --name picks another name).
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ def run_point(nodes: int, g: int, args: argparse.Namespace, out: Path) -> dict:
         argv += ["--sync-every", str(args.sync_every)]
     if args.intra_bw and g > 1:
         argv += ["--intra-bw", args.intra_bw]
+    if args.calibration:
+        argv += ["--calibration", str(args.calibration)]
+    argv += ["--dilation", args.dilation]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
@@ -80,6 +86,8 @@ def row(nodes: int, g: int, s: dict) -> dict:
         "intra_bytes_model": p.get("intra_tx_bytes_per_step"),
         "step_s": s["step_time_s"],
         "step_s_model": p.get("step_time_s"),
+        "step_s_replay": s.get("replay_step_time_s"),
+        "dilation": s.get("dilation", (s.get("fidelity") or {}).get("dilation")),
         "payload_bytes": s["payload_bytes_per_step"],
         "first_loss": s.get("first_loss"),
         "final_loss": s.get("final_loss"),
@@ -98,8 +106,9 @@ def table(rows: list[dict], args: argparse.Namespace) -> str:
         f"intra {args.intra_bw or 'unshaped'}, {args.steps} steps",
         "",
         "| N x G | inter B/step/node (measured) | model | err | intra B/step/node (measured) | model | err | "
-        "step s (measured) | model | err | all-gather rx vs 2x2 | (N-1) | (NG-1) | loss |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "step s (measured) | model | err | replay | err | k | faithful | all-gather rx vs 2x2 | (N-1) | (NG-1) | "
+        "loss |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         n, g = r["nodes"], r["gpus_per_node"]
@@ -110,12 +119,16 @@ def table(rows: list[dict], args: argparse.Namespace) -> str:
             f"{err(r['inter_bytes'], r['inter_bytes_model'])} "
             f"| {intra} | {intra_m} | {err(r['intra_bytes'], r['intra_bytes_model'])} "
             f"| {r['step_s']:.3f} | {r['step_s_model'] or 0:.3f} | {err(r['step_s'], r['step_s_model'])} "
-            f"| {r['inter_rx_bytes'] / base['inter_rx_bytes']:.2f} | {(n - 1) / (base['nodes'] - 1):.2f} "
+            f"| {r['step_s_replay'] or 0:.3f} | {err(r['step_s'], r['step_s_replay'])} | {r['dilation'] or 1:g} "
+            f"| {r['faithful']} | {r['inter_rx_bytes'] / base['inter_rx_bytes']:.2f} "
+            f"| {(n - 1) / (base['nodes'] - 1):.2f} "
             f"| {(n * g - 1) / (base['accelerators'] - 1):.2f} | {r['first_loss']:.3f} -> {r['final_loss']:.3f} |"
         )
     lines += [
         "",
         "inter = NIC counters tx + rx per node per step; intra = loopback (the intra-node link) per node per step;",
+        "err = (measured - model) / model; replay = the model fed the run's measured local work and codec; "
+        "k = the run's time dilation;",
         "all-gather rx vs 2x2: a node's received inter-node bytes relative to FlexDeMo 2 x 2; it should follow (N-1), "
         "the number of other nodes, not (NG-1), the number of other accelerators.",
     ]
@@ -222,6 +235,10 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="only 4 x 1 and 2 x 2")
+    parser.add_argument("--points", default=None, help="N x G points to run, e.g. 2x2,2x4 (default: all four)")
+    parser.add_argument("--dilation", default="auto", help="--dilation of every run (default auto)")
+    parser.add_argument("--calibration", type=Path, default=None, help="model constants to predict with")
+    parser.add_argument("--name", default="bench", help="OUT/NAME.md and NAME.json hold the table")
     parser.add_argument("--out", type=Path, default=REPO / "reports" / "flexdemo")
     parser.add_argument(
         "--matrix", action="store_true", help="full, dct, random, diloco at 2 x 2, 4 x 2, 2 x 4 instead"
@@ -244,6 +261,8 @@ def main() -> int:
         (args.out / f"matrix-{args.replicators.replace(',', '-')}.md").write_text(text + "\n")
         return 0
     points = POINTS[:2] if args.quick else POINTS
+    if args.points:
+        points = [tuple(int(v) for v in point.lower().split("x")) for point in args.points.split(",")]
     rows = []
     for nodes, g in points:
         summary = run_point(nodes, g, args, args.out / "runs")
@@ -255,8 +274,8 @@ def main() -> int:
     text = table(rows, args)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench.md").write_text(text + "\n")
-    (args.out / "bench.json").write_text(
+    (args.out / f"{args.name}.md").write_text(text + "\n")
+    (args.out / f"{args.name}.json").write_text(
         json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=2) + "\n"
     )
     return 0

@@ -33,16 +33,22 @@ class Outcome:
         return lines[0]
 
 
-def report(*args: str) -> Outcome:
-    """``netbench report ARGS``: 0 when it returned, else the SystemExit code; stdout and stderr as printed."""
+def netbench(*argv: str) -> Outcome:
+    """``netbench ARGV`` in this process: 0 when it returned, else the SystemExit code; stdout and stderr as
+    printed."""
     out, err = io.StringIO(), io.StringIO()
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            main(["report", *args])
+            main(list(argv))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
     return Outcome(code, out.getvalue(), err.getvalue())
+
+
+def report(*args: str) -> Outcome:
+    """``netbench report ARGS`` (:func:`netbench`)."""
+    return netbench("report", *args)
 
 
 def report_command(folder: Path) -> Outcome:

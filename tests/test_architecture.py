@@ -157,9 +157,9 @@ LEAF_MODULES = frozenset(
         "netbench.safe_files",
         "netbench.shapes",
         "netbench.signals",
-        "netbench.small_files",
         "netbench.tcp",
         "netbench.units",
+        "netbench.untrusted",
         "netbench.validation",
     }
 )

@@ -82,7 +82,7 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--optimizer", "lamb"], "--optimizer"),
     # Streaming DiLoCo and quantized outer exchanges: the transformer workload has 2 layers
     (["run", "-r", "streaming", "--sync-every", "12", "--fragments", "3"], "--fragments"),  # 3 does not divide 2
-    (["run", "-r", "streaming", "--fragments", "3"], "--fragments"),  # nor sync_every 10
+    (["run", "-r", "streaming", "--fragments", "11"], "--fragments"),  # more than sync_every 10
     (["run", "-r", "streaming", "--fragment-sync-delay", "10"], "--fragment-sync-delay"),  # tau >= H
     (["run", "-r", "streaming", "--fragments", "2", "--fragment-sync-delay", "5"], "--fragment-sync-delay"),
     (["run", "-r", "streaming", "--fragment-update-alpha", "1.5"], "--fragment-update-alpha"),
@@ -113,7 +113,7 @@ CASES: list[tuple[list[str], str]] = [
     (["plan", "--rate", "2", "--replicator", "random"], "--rate"),
     (["plan", "--algorithm", "foo"], "--algorithm"),
     (["sweep", "--bw", "100mbit", "--out", "/proc/netbench-sweep"], "--out"),
-    (["sweep", "{tmp}/missing.toml"], "cannot read"),
+    (["sweep", "{tmp}/missing.toml"], "cannot be read"),
     (["clean", "not-a-run"], "RUN_ID"),
     # unbounded input: one parameter cap (shapes.MAX_PARAMS), bounded files, strict names, sane times
     (
@@ -169,7 +169,7 @@ SCENARIOS: list[tuple[str, str]] = [
     ("[replicator]\ntopk = 100\nchunk = 8", "topk"),
     ("[replicator]\nrate = 0", "replicator.rate"),
     ("[replicator]\nsync_every = 0", "replicator.sync_every"),
-    ('[workload]\nkind = "shapes"\nshapes = "nosuch"', "nosuch"),
+    ('[workload]\nkind = "shapes"\nshapes = "nosuch"', "unknown shapes preset"),
     ('name = ".."', "name"),
     ("timeout_s = 1e-6", "timeout_s"),
     ('[workload]\nkind = "shapes"\ncompute_ms = 1e300', "compute_ms"),

@@ -81,18 +81,22 @@ def test_pythonpath_is_not_honoured_by_children(planted: Path) -> None:
     assert markers(planted) == []
 
 
-def test_the_python_workload_still_imports_the_users_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The one exception: a python: workload's worker runs in the user's folder and imports the module named there."""
-    (tmp_path / "mywl.py").write_text("def make():\n    return 'made here'\n")
-    code = "from netbench.workloads.python import load_factory; print(load_factory('mywl:make')())"
-    out = subprocess.run(
-        [sys.executable, "-I", "-c", code],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": NETBENCH_ROOT},
-    )
-    assert out.stdout.strip() == "made here", out.stderr
+def test_a_python_workload_is_imported_only_once_named_for_a_run_and_only_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one exception: a python: workload the user named for a run is imported from the folder it was named in;
+    that folder joins sys.path for the import alone, and a workload nobody named for a run is never imported."""
+    from netbench.workloads.python import FactoryError, load_factory, name_for_run
+
+    (tmp_path / "mywl_named.py").write_text("def make():\n    return 'made here'\n")
+    monkeypatch.chdir(tmp_path)
+    before = list(sys.path)
+    with pytest.raises(FactoryError, match="only for a run you start"):
+        load_factory("mywl_named:make")
+    assert "mywl_named" not in sys.modules
+    name_for_run("mywl_named:make", tmp_path)
+    assert load_factory("mywl_named:make")() == "made here"
+    assert sys.path == before
 
 
 @pytest.mark.netns

@@ -320,7 +320,7 @@ CRAFTED = [
     ),
     ("summary.csv", b'replicator,nodes\n"unclosed,2\n', "CSV"),
     ("sweep.json", b"\xff{}", "not UTF-8"),
-    ("sweep.json", b"{not json", "not JSON"),
+    ("sweep.json", b"{not json", "not valid JSON"),
     ("sweep.json", b"[1, 2]", "not a JSON object"),
     ("sweep.json", b'{"scenario": 5}', "scenario is not an object"),
     ("sweep.json", b'{"scenario": {"workload": "x"}}', "workload not readable"),
@@ -337,7 +337,7 @@ CRAFTED = [
         + b"}}}",
         "at most",
     ),
-    ("sweep.json", b"[" * 100_000, "not JSON"),
+    ("sweep.json", b"[" * 100_000, "JSON"),
     ("runs/r0/steps.csv", b"step,rank,step_s\n\xff,0,1\n", "not UTF-8"),
 ]
 

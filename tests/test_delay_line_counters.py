@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from netbench import untrusted
 from netbench.emulation import cleanup, delaystats, naming
 from netbench.orchestrator import fidelity
 
@@ -56,7 +57,7 @@ def test_reading_refuses_what_is_not_the_counters(parent: Path, kind: str) -> No
         (parent / "forged").write_text('{"passed": 1}')
         path.symlink_to(parent / "forged")
     elif kind == "large":
-        path.write_text('{"passed": 1, "pad": "' + "x" * delaystats.MAX_BYTES + '"}')
+        path.write_text('{"passed": 1, "pad": "' + "x" * untrusted.COUNTERS.max_bytes + '"}')
     elif kind != "missing":
         path.write_text({"not json": "{", "a list": "[1]"}[kind])
     result: list[object] = []

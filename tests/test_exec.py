@@ -399,6 +399,7 @@ def test_step_records_have_runs_format(tmp_path: Path) -> None:
 def test_python_factory_workload_starts_identical_and_draws_per_rank(tmp_path: Path, monkeypatch) -> None:
     from netbench.workloads import build_workload
     from netbench.workloads.config import WorkloadConfig
+    from netbench.workloads.python import name_for_run
 
     (tmp_path / "userwl.py").write_text(
         "import torch\n"
@@ -413,6 +414,7 @@ def test_python_factory_workload_starts_identical_and_draws_per_rank(tmp_path: P
     monkeypatch.chdir(tmp_path)
     cfg = WorkloadConfig(kind="python:userwl:make")
     assert cfg.kind == "python" and cfg.factory == "userwl:make"
+    name_for_run(cfg.factory, tmp_path)  # what `run` does for the workload its command line names
     a, b = build_workload(cfg, 0, 2), build_workload(cfg, 1, 2)
     assert all((p == q).all() for p, q in zip(a.model.parameters(), b.model.parameters()))
     assert not (next(a.batches)[0] == next(b.batches)[0]).all()  # each rank draws its own batches

@@ -275,6 +275,19 @@ def test_auto_dilation_counts_codec_work_only_where_the_pipeline_overlaps_it_wit
     )
 
 
+def test_auto_dilation_gives_every_worker_a_core_and_slows_the_intra_node_link_alike() -> None:
+    """With G workers per node, auto counts nodes x G processes (2 nodes of 4 on 2 cores: k = 4, not 1), and a
+    dilated run's shaped intra-node link runs k times slower like every other link; an unshaped one stays so."""
+    from netbench.model.calibration import Calibration
+    from netbench.orchestrator.dilation import resolve
+
+    flat = config(2)
+    hybrid = flat.model_copy(update={"gpus_per_node": 4, "intra_bw_bps": 10e9})
+    assert resolve(None, flat, Calibration(), 2) == 1.0 and resolve(None, hybrid, Calibration(), 2) == 4.0
+    assert dilate(hybrid, 4).intra_bw_bps == pytest.approx(2.5e9) and dilate(hybrid, 4).cluster.up.rate_bps == 2.5e8
+    assert dilate(hybrid.model_copy(update={"intra_bw_bps": None}), 4).intra_bw_bps is None
+
+
 def test_bad_dilation_is_one_line_exit_2_before_anything_runs() -> None:
     done = subprocess.run(["netbench", "run", "--dilation", "0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "--dilation" in done.stderr

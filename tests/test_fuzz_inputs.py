@@ -9,11 +9,11 @@ files through the command line (`plan`), where each must end with exit 0 or exit
 from __future__ import annotations
 
 import json
-import math
 import string
 from pathlib import Path
 
 import pytest
+from fuzz_formats import toml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -118,24 +118,6 @@ def _tables(keys: list[str], depth: int = 2) -> st.SearchStrategy:
     return st.dictionaries(st.sampled_from(keys), value, max_size=6)
 
 
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
-
-
-def _toml(table: dict) -> str:
-    return "\n".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items()) + "\n"
-
-
 def _text_or_junk(tables: st.SearchStrategy, render) -> st.SearchStrategy:
     return st.one_of(
         tables.map(lambda t: render(t).encode()), st.binary(max_size=64), st.text(max_size=80).map(str.encode)
@@ -162,7 +144,7 @@ def _one_line(exc: Exception) -> None:
 
 
 @FUZZ
-@given(data=_text_or_junk(_tables(SCENARIO_KEYS + GRID_KEYS), _toml))
+@given(data=_text_or_junk(_tables(SCENARIO_KEYS + GRID_KEYS), toml))
 def test_scenario_files_load_or_are_one_scenario_error(
     tmp_path: Path, data: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,7 +156,7 @@ def test_scenario_files_load_or_are_one_scenario_error(
 
 
 @FUZZ
-@given(data=_text_or_junk(_tables(TOPOLOGY_KEYS, depth=3), _toml))
+@given(data=_text_or_junk(_tables(TOPOLOGY_KEYS, depth=3), toml))
 def test_topology_files_load_or_are_one_topology_error(tmp_path: Path, data: bytes) -> None:
     try:
         load_topology(_write(tmp_path, "topology.toml", data))
@@ -217,7 +199,7 @@ def test_calibration_files_load_or_are_one_calibration_error(tmp_path: Path, dat
 @given(
     kind=st.sampled_from(["--topology", "--shapes", "calibration"]),
     data=st.one_of(
-        _text_or_junk(_tables(TOPOLOGY_KEYS, depth=3), _toml), _text_or_junk(_tables(CALIBRATION_KEYS), json.dumps)
+        _text_or_junk(_tables(TOPOLOGY_KEYS, depth=3), toml), _text_or_junk(_tables(CALIBRATION_KEYS), json.dumps)
     ),
 )
 def test_plan_reads_each_file_to_exit_0_or_one_line_and_exit_2(

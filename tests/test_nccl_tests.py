@@ -27,7 +27,7 @@ EXPECTED = [
     (ISSUE1435, "all_gather", 2, None, 7),
 ]
 # logs whose own sizes follow a latency + bandwidth line: part of one predicts the rest (the 100 GbE socket log's does
-# not: its time jumps sevenfold from 16 to 32 MiB and falls back at 64 MiB, a slowdown its thread is about)
+# not: its time jumps sevenfold from 16 to 32 MiB, a second regime its fit names, a slowdown its thread is about)
 PREDICTABLE = [A3MEGA, ISSUE232, ISSUE1435]
 
 
@@ -61,6 +61,15 @@ def test_a_fit_on_half_the_rows_predicts_the_other_half_within_15_percent(path, 
     fit = fit_log(replace(log, rows=tuple(train)))
     for r in test:
         assert fit.time_s(log.collective, r.size, log.ranks) == pytest.approx(measured(r), rel=0.15), r.size
+
+
+def test_a_log_whose_bus_bandwidth_falls_with_size_is_said_to_hold_two_regimes():
+    """The 100 GbE socket log (github.com/NVIDIA/nccl/issues/450): 8-16 MiB at about 6 GB/s of bus bandwidth, 32-128 MiB
+    at about 1.3."""
+    fit = fit_log(read_log(ISSUE450))
+    assert fit.regimes.startswith("two regimes: 8 MiB-16 MiB at ") and "32 MiB-128 MiB at " in fit.regimes
+    for path in PREDICTABLE:  # protocol switches raise the bus bandwidth: no second regime
+        assert fit_log(read_log(path)).regimes == ""
 
 
 def test_plan_with_the_fit_gives_the_logs_times_for_the_same_collective_and_sizes():

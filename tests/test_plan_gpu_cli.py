@@ -49,6 +49,53 @@ def test_an_accelerator_without_a_profile_gets_an_estimated_codec(capsys):
     assert "estimated from the replicator's declared memory traffic" in capsys.readouterr().out
 
 
+def test_outer_replicators_codec_is_a_synchronisations_traffic_shared_by_its_period(capsys):
+    """streaming and sparseloco have no measured profile: their declared traffic, estimated; diloco's profile was
+    measured at sync_every 10 and is taken at the plan's own period."""
+    rows = {}
+    for h in ("10", "100"):
+        doc = plan_json(capsys, *GPU, "--nodes", "2", "-r", "diloco,streaming,sparseloco", "--sync-every", h)
+        rows[h] = {r["replicator"]: r for r in doc["rows"]}
+    for name in ("streaming", "sparseloco"):
+        assert rows["10"][name]["codec_source"] == "estimate" and rows["10"][name]["compression_time_s"] > 0
+    assert rows["100"]["diloco"]["codec_source"] == "measured (default settings)"
+    for name in ("diloco", "streaming", "sparseloco"):
+        ten, hundred = rows["10"][name]["compression_time_s"], rows["100"][name]["compression_time_s"]
+        assert hundred == pytest.approx(ten / 10, rel=0.05), name
+
+
+def test_rows_say_whether_a_replica_fits_the_accelerator(capsys):
+    """llama-1b (1.2 B parameters) with AdamW fits an 80 GB H100, llama-7b does not; a gathered payload's receive
+    buffer grows with the workers (dct at 16 and 128)."""
+    small = plan_json(capsys, *GPU, "--nodes", "2", "-r", "full")["rows"][0]["memory"]
+    assert small["fits"] and small["accelerator_bytes"] == 80e9 and small["activations"] == "not counted"
+    assert small["bytes"] == small["weights_and_gradients_bytes"] + small["state_bytes"] + small["buffer_bytes"]
+    big = plan_json(capsys, *GPU[:4], "--shapes", "llama-7b", *GPU[6:], "--nodes", "2", "-r", "full")
+    assert not big["rows"][0]["memory"]["fits"]
+    dct = {r["nodes"]: r["memory"] for r in plan_json(capsys, *GPU, "--nodes", "2,16", "-r", "dct")["rows"]}
+    assert dct[128]["buffer_bytes"] == pytest.approx(dct[16]["buffer_bytes"] * 129 / 17)
+    main(["plan", *GPU[:4], "--shapes", "llama-7b", *GPU[6:], "--nodes", "2", "-r", "full,dct"])
+    assert "no row fits the accelerator's 80 GB" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_row_that_mostly_computes_is_compute_bound(capsys):
+    doc = plan_json(capsys, *GPU, "--nodes", "2,16", "--bw", "100gbit", "--transport", "rdma", "-r", "full,dct,diloco")
+    for r in doc["rows"]:
+        assert (r["bottleneck"] == "compute") == (r["compute_utilization"] >= 0.5), r
+
+
+def test_the_header_says_each_gpus_intra_node_bandwidth_and_what_caps_the_network(capsys):
+    args = [*GPU, "--nodes", "8", "--bw", "10gbit", "--delay", "5ms", "-r", "full", "--intra-bw", "800gbit"]
+    main(["plan", *args])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "intra-node: 12.5 GB/s a GPU (--intra-bw 800gbit shared by the node's 8 GPUs; leave it out" in out
+    assert "across nodes: 520 MB/s of bus bandwidth, set by the TCP windows over the 10 ms round trip" in out
+    doc = plan_json(capsys, *args)
+    assert doc["links"]["intra_node_Bps_per_gpu"] == pytest.approx(12.5e9)
+    (floor,) = doc["derived"]["comm_equals_compute_bw"]
+    assert floor["bw_bps"] is None and "TCP windows over the 10 ms round trip" in floor["floor_cause"]
+
+
 def test_compute_ms_overrides_the_flops(capsys):
     doc = plan_json(capsys, *GPU, "--nodes", "2", "-r", "full", "--compute-ms", "250")
     assert doc["rows"][0]["compute_time_s"] == pytest.approx(0.25)

@@ -82,6 +82,16 @@ def test_the_schedule_staggers_fragments_over_the_cycle():
     assert [send_offset(i, h, f, 2) for i in range(f)] == [2, 6, 10]
 
 
+def test_fragments_that_do_not_divide_the_cycle_land_on_torchfts_steps():
+    """floor((i + 1) H / F): the paper's Table 4 runs H = 100 over 8 fragments."""
+    assert [sync_offset(i, 100, 8) for i in range(8)] == [12, 25, 37, 50, 62, 75, 87, 0]
+    assert len({sync_offset(i, 100, 36) for i in range(36)}) == 36  # every fragment on a step of its own
+    with pytest.raises(ValueError, match="must not exceed sync_every"):
+        ReplicatorConfig(name="streaming", sync_every=4, fragments=5)
+    with pytest.raises(ValueError, match="below sync_every / fragments"):
+        ReplicatorConfig(name="streaming", sync_every=100, fragments=36, fragment_sync_delay=2)
+
+
 def test_the_declaration_carries_each_fragments_bytes_schedule_and_overlap():
     shapes = [ParamShape(n, s) for n, s in zip(NAMES, SHAPES)]
     config = ReplicatorConfig(name="streaming", sync_every=8, fragments=2, fragment_sync_delay=1, quant_bits=4)
@@ -91,6 +101,8 @@ def test_the_declaration_carries_each_fragments_bytes_schedule_and_overlap():
     numels = [66 + 42 + 42, 42 + 42 + 6 + 30]
     assert [p.bytes_per_step for p in parts] == [4 + n // 2 for n in numels]  # one fp32 scale, two codes a byte
     assert all(p.collective == "all_gather" for p in parts)
+    # strided: blocks 0 and 2 (with the embedding before them) in fragment 0, 1 and 3 (with the final norm and head)
+    assert [(p.layers, p.layer_count) for p in parts] == [((0, 2), 4), ((1, 3), 4)]
 
 
 # -- on real ranks ----------------------------------------------------------------------------------

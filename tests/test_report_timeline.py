@@ -16,6 +16,7 @@ from synthetic_sweep import grid, write_sweep
 
 from netbench.reports.timeline import median_and_slowest, timeline_figure
 from netbench.trace.build import write_trace
+from netbench.untrusted import BadInput
 
 NETBENCH = str(Path(sys.executable).parent / "netbench")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-headless-shell")
@@ -85,6 +86,9 @@ def test_the_figure_shows_the_median_and_the_slowest_step(tmp_path) -> None:
 def test_a_run_without_a_usable_trace_gets_no_figure(tmp_path) -> None:
     assert timeline_figure(tmp_path, tmp_path / "timeline.png") is None
     (tmp_path / "trace.json").write_text("{not json")
+    with pytest.raises(BadInput, match="not valid JSON"):  # one line for the report to show instead
+        timeline_figure(tmp_path, tmp_path / "timeline.png")
+    (tmp_path / "trace.json").write_text('{"traceEvents": [{"ph": "X", "cat": "step"}]}')
     assert timeline_figure(tmp_path, tmp_path / "timeline.png") is None and not (tmp_path / "timeline.png").exists()
 
 

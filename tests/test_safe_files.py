@@ -90,25 +90,3 @@ def test_create_new_refuses_existing_files_and_symlinks(tmp_path: Path, victim: 
     os.close(safe_files.create_new(tmp_path / "w" / "rank1.jsonl"))
     with pytest.raises(FileExistsError):
         safe_files.create_new(tmp_path / "w" / "rank1.jsonl")
-
-
-@pytest.mark.timeout(30)
-def test_read_regular_reads_only_regular_files_without_waiting(tmp_path: Path, victim: Path) -> None:
-    link = plant(tmp_path / "in", "run.json", victim)
-    os.mkfifo(tmp_path / "in" / "fifo")
-    (tmp_path / "in" / "folder").mkdir()
-    (tmp_path / "in" / "big").write_bytes(b"x" * 100)
-    (tmp_path / "in" / "latin1").write_bytes(b"caf\xe9")
-    for name, why in (
-        ("run.json", "symbolic link"),
-        ("fifo", "FIFO"),
-        ("folder", "directory"),
-        ("missing", "cannot be read"),
-    ):
-        with pytest.raises(safe_files.BadInput, match=why):
-            safe_files.read_regular(tmp_path / "in" / name)
-    with pytest.raises(safe_files.BadInput, match="more than the 10"):
-        safe_files.read_regular(tmp_path / "in" / "big", limit=10)
-    with pytest.raises(safe_files.BadInput, match="not UTF-8"):
-        safe_files.read_utf8(tmp_path / "in" / "latin1")
-    assert safe_files.read_regular(tmp_path / "in" / "big") == b"x" * 100 and link.is_symlink()

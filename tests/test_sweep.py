@@ -44,14 +44,14 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     "toml, expected",
     [
-        ('[grid]\nbw = ["10mbit", "fast"]\n', "grid.bw[1]: cannot read rate 'fast'"),
+        ('[grid]\nbw = ["10mbit", "fast"]\n', "grid.bw[1]: cannot read rate"),
         ('[grid]\nreplicator = ["full", "zip"]\n', "grid.replicator: unknown replicator 'zip'"),
         ('[grid]\ndelay = ["5parsecs"]\n', "grid.delay[0]: unknown time unit"),
         ('[grid]\nbw = ["100gbit"]\n', "grid.bw: must be between 10mbit and 10gbit"),
         ("[grid]\nnodes = [1]\n", "grid.nodes: must be between 2 and 64"),
         ("stepz = 3\n", "stepz: Extra inputs are not permitted"),
         ("[replicator]\ntopk = 0\n", "replicator.topk:"),
-        ('[workload]\nkind = "shapes"\nshapes = "nope"\n', "workload: unknown shapes preset 'nope'"),
+        ('[workload]\nkind = "shapes"\nshapes = "nope"\n', "workload: unknown shapes preset (choose from"),
         ("steps = [\n", "invalid TOML"),
     ],
 )
@@ -287,7 +287,7 @@ def test_explicit_points_take_grids_axes_and_files_beside_the_scenario(tmp_path)
     "toml, expected",
     [
         ('[grid]\ntopology = "sites"\nnodes = 3\n', "grid.sites: 3 nodes do not divide into 2 equal sites"),
-        ('[grid]\ntopology = "sites"\nwan_bw = ["1gbit", "warp"]\n', "grid.wan_bw[1]: cannot read rate 'warp'"),
+        ('[grid]\ntopology = "sites"\nwan_bw = ["1gbit", "warp"]\n', "grid.wan_bw[1]: cannot read rate"),
         ('[grid]\ntopology = "sites"\nwan_delay = "1parsec"\n', "grid.wan_delay[0]: unknown time unit"),
         (
             '[grid]\ntopology = "racks"\noversubscription = 0.5\n',
@@ -296,7 +296,7 @@ def test_explicit_points_take_grids_axes_and_files_beside_the_scenario(tmp_path)
         ('[grid]\nrank_order = "sideways"\n', "grid.rank_order[0]: expected topology or interleaved"),
         ('[grid]\nrank_order = "0,0"\n', "grid.rank_order: must list every node 0-1 once"),
         ('[grid]\ntopology = "nowhere.toml"\n', "grid.topology: "),
-        ('[[points]]\nwan_bw = "fast"\n', "points[0].wan_bw[0]: cannot read rate 'fast'"),
+        ('[[points]]\nwan_bw = "fast"\n', "points[0].wan_bw[0]: cannot read rate"),
         (
             '[[points]]\ntopology = "sites"\nsites = 3\nnodes = 4\n',
             "points[0].sites: 4 nodes do not divide into 3 equal sites",

@@ -147,7 +147,7 @@ def test_a_topology_file_must_be_a_small_regular_utf8_file(tmp_path):
     (tmp_path / "bin.toml").write_bytes(b"\xff\xfe[[sites]]")
     with pytest.raises(TopologyError, match="not UTF-8"):
         load_topology(tmp_path / "bin.toml")
-    with pytest.raises(TopologyError, match="cannot read"):
+    with pytest.raises(TopologyError, match="cannot be read"):
         load_topology(tmp_path / "missing.toml")
 
 

@@ -58,7 +58,7 @@ def _worker(argv: list[str], monkeypatch, world: int = 3) -> tuple[int, str]:
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["--topology", "{tmp}/missing.toml"], "cannot read"),
+        (["--topology", "{tmp}/missing.toml"], "cannot be read"),
         (["--topology", "{tmp}/bad.toml"], "invalid TOML"),
         (["--topology", "{tmp}/field.toml"], "lan_bw"),
         (["--topology", "{sites}", "--bw", "100mbit"], "drop --bw"),

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from netbench.cache import CACHE_ENV, CacheFolderError, cache_dir, checked_cache_dir
+from netbench.cache import CACHE_ENV, CacheFolderError, cache_dir, checked_cache_dir, trusted_file
 from netbench.calibrate.host import host_key
 from netbench.model.calibration import (
     Calibration,
@@ -77,7 +77,7 @@ def cached(key: dict[str, str] | None = None) -> Calibration | None:
         checked_cache_dir(create=False)
     except CacheFolderError:
         return None  # missing, or another user could have written it: nothing cached to trust
-    if path.is_symlink() or not path.is_file():
+    if not trusted_file(path):  # a link, or an entry another user owns or may write: not this host's measurement
         return None
     try:
         calib = read_calibration(path)

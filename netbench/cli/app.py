@@ -26,6 +26,8 @@ from netbench.cli import (
     commands_worker,
 )
 from netbench.cli.errors import UserError
+from netbench.reports.escape import printable
+from netbench.untrusted import named_on_command_line
 
 app = typer.Typer(
     name="netbench",
@@ -55,7 +57,10 @@ for name, command, settings in COMMANDS:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: click usage errors and UserError become one line and exit code 2."""
+    """Console entry point: click usage errors and UserError become one line (printable: no escape sequence from a
+    file reaches the terminal) and exit code 2. The paths the command line names are the only links netbench follows
+    (:func:`netbench.untrusted.named_on_command_line`)."""
+    named_on_command_line(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, standalone_mode=False)  # without standalone mode click returns typer.Exit's code
         if isinstance(code, int) and code:
@@ -65,10 +70,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(130) from None
     except UsageError as exc:
         hint = f"{exc.ctx.command_path}: " if exc.ctx else ""
-        print(f"netbench: error: {hint}{exc.format_message()}", file=sys.stderr)
+        print(f"netbench: error: {printable(hint + exc.format_message())}", file=sys.stderr)
         raise SystemExit(2) from None
     except UserError as exc:
-        print(f"netbench: error: {exc}", file=sys.stderr)
+        print(f"netbench: error: {printable(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
     except Exit as exc:
         raise SystemExit(exc.exit_code) from None

@@ -56,6 +56,8 @@ def print_fit(fit: NcclFit, console: Console) -> None:
         worst = max(((abs(r), s) for s, r in c.residuals if s >= 16e6), default=None)
         if worst:
             console.print(f"  largest residual at 16 MB and above: {100 * worst[0]:.1f} % ({format_bytes(worst[1])})")
+        if c.regimes:
+            console.print(f"  {c.regimes}", highlight=False)
 
 
 def calibrate_from_nccl_tests(logs: list[Path], collective: str | None, out: Path | None, json_out: bool) -> None:

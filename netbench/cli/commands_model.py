@@ -110,7 +110,8 @@ def _nodes(text: str) -> list[int]:
     return list(dict.fromkeys(counts))
 
 
-def _shapes(shapes: str | None, params: str | None) -> tuple[list[ParamShape], str]:
+def _shapes(shapes: str | None, params: str | None, layers: int | None = None) -> tuple[list[ParamShape], str]:
+    """The shape list and its label; ``--params`` with ``--layers`` names that many layers (``layers.N.``)."""
     if shapes and params:
         raise UserError("--shapes and --params are exclusive: give a shapes preset/file or a parameter count")
     if params:
@@ -121,12 +122,12 @@ def _shapes(shapes: str | None, params: str | None) -> tuple[list[ParamShape], s
                 f"--params: expected a parameter count between 1 and {MAX_PARAMS:.0e} (e.g. 1.5e9), got {params!r}"
             ) from None
         try:
-            shape_list = synthetic_shapes(
-                check_param_count(round(count) if math.isfinite(count) else count, "--params")
-            )
+            count = check_param_count(round(count) if math.isfinite(count) else count, "--params")
+            shape_list = synthetic_shapes(count, min(layers, count) if layers else None)
         except ShapeError as exc:
             raise UserError(str(exc)) from None
-        return shape_list, f"--params {params} (synthetic {shape_list[0].shape[-1]}-wide matrices)"
+        in_layers = f" in {layers} layers" if layers else ""
+        return shape_list, f"--params {params} (synthetic {shape_list[0].shape[-1]}-wide matrices{in_layers})"
     spec = shapes or "gpt2-small:blocks=2"
     try:
         return resolve_shapes(spec), spec
@@ -370,24 +371,27 @@ def _print_derived(derived: dict, console: Console) -> None:
         if d["baseline_nodes"] != 2:
             answer += f" (baseline {d['baseline_nodes']} workers: two nodes of accelerators)"
         console.print(f"  {d['replicator']:>9} @ {_rate_text(d['bw_bps'])}: {answer}")
-    crossings = [d for d in derived["crossover_bw"] if d["crossovers"]]
-    if derived["crossover_bw"]:
-        console.print("[bold]crossover bandwidths (equal step time)[/bold]")
-    for d in crossings:
-        a, b = d["pair"]
-        text = "; ".join(
-            f"{_rate_text(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)"
-            for c in d["crossovers"]
-        )
-        console.print(f"  {a} vs {b} @ {d['nodes']} workers: {text}")
-    if len(crossings) < len(derived["crossover_bw"]):
-        console.print(
-            f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from "
-            f"{_rate_text(BW_RANGE_BPS[0])} to {_rate_text(BW_RANGE_BPS[1])} (--json says which is faster)"
-        )
+    from netbench.cli.plan_gpu import print_crossovers
+
+    print_crossovers(derived, console, _rate_text)
 
 
 # ----------------------------------------------------------------------------- plan
+
+
+def _check_schemes(schemes: list, shape_list: list[ParamShape], world: int) -> None:
+    """A payload formula that rejects these shapes is an input error (one line, exit 2), before anything is priced."""
+    for scheme in schemes:
+        try:
+            scheme.exchanges(shape_list, world)
+        except SchemeUnavailable as exc:
+            raise UserError(f"--replicator: {exc}") from None
+        except SettingError as exc:  # a setting these shapes rule out (fragments that do not divide the layers)
+            raise UserError(
+                f"{REPLICATOR_OPTION_NAMES.get(exc.field, exc.field)}: {exc} [replicator {scheme.name}]"
+            ) from None
+        except ValueError as exc:
+            raise UserError(f"--replicator {scheme.name}: {exc}") from None
 
 
 @expand(
@@ -414,7 +418,10 @@ def plan(
     rep_settings: Settings = FROM_FIELDS,
     compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
     gpus_per_node: int = RUN["gpus_per_node"].option(),
-    intra_bw: str | None = RUN["intra_bw_bps"].option(),  # plan needs it with --gpus-per-node > 1
+    intra_bw: str | None = RUN["intra_bw_bps"].option(
+        note="; needed with gloo and --gpus-per-node > 1. With --backend nccl each GPU gets 1/G of it (800gbit over 8 "
+        "GPUs: 12.5 GB/s a GPU); leave it out for the accelerator's own NVLink or PCIe per GPU"
+    ),
     algorithm: str = typer.Option(
         "ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"
     ),
@@ -465,7 +472,10 @@ def plan(
         None, "--tokens-per-step", help="global batch per step in tokens, instead of --batch"
     ),
     layers: int | None = typer.Option(
-        None, "--layers", help="layers of the GPU backends' layer schedule [default: from the shapes' names]"
+        None,
+        "--layers",
+        help="layers of the GPU backends' layer schedule [default: from the shapes' names]; with --params, the "
+        "synthetic model's layers (Streaming DiLoCo's fragments group them)",
     ),
     target_utilization: str | None = typer.Option(
         None,
@@ -512,7 +522,7 @@ def plan(
         socks_per_thread,
         nccl_calibration,
     )
-    shape_list, shapes_label = _shapes(shapes, params)
+    shape_list, shapes_label = _shapes(shapes, params, gpu.layers)
     topology = topology or "star"
     node_counts = _nodes(nodes or "2")  # machines; each runs gpus_per_node workers
     if nodes is not None and topology not in PRESETS:
@@ -571,6 +581,7 @@ def plan(
         models[0].topology.node_count if models else node_counts[0],
         concurrent=gpus_per_node == 1,
     )
+    _check_schemes(schemes, shape_list, max(2, models[0].topology.node_count if models else node_counts[0]))
     if gpu.backend != "gloo":
         from netbench.cli.plan_gpu import GpuCluster, plan_gpu_cluster
 
@@ -614,18 +625,6 @@ def plan(
         for n in node_counts
     ]
     planner = Planner(shape_list, calib)
-    for scheme in schemes:  # a payload formula that rejects these shapes is still an input error
-        try:
-            scheme.exchanges(shape_list, max(2, scenarios[0].machines))
-        except SchemeUnavailable as exc:
-            raise UserError(f"--replicator: {exc}") from None
-        except SettingError as exc:  # a setting these shapes rule out (fragments that do not divide the layers)
-            raise UserError(
-                f"{REPLICATOR_OPTION_NAMES.get(exc.field, exc.field)}: {exc} [replicator {scheme.name}]"
-            ) from None
-        except ValueError as exc:
-            raise UserError(f"--replicator {scheme.name}: {exc}") from None
-
     if models:
         from netbench.cli.plan_topology import plan_on_graphs, print_plan
 
@@ -680,7 +679,8 @@ def plan(
     link = format_rate(up_bps) if up_bps == down_bps else f"up {format_rate(up_bps)} / down {format_rate(down_bps)}"
     console.print(
         f"[bold]{shapes_label}[/bold]: {total_params(shape_list):,} params; link {link}, delay {format_time(delay_s)}, "
-        f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, compute {compute_ms:g}ms"
+        f"MTU {mtu} ({framing.mss}/{framing.frame_bytes} B per frame), {algo}, "
+        + (f"compute {compute_ms:g}ms" if not compute_how or compute_ms > 0 else "compute from the FLOPs (below)")
     )
     console.print(
         f"TCP assumed: {_tcp_text(tcp)}"
@@ -701,13 +701,13 @@ def plan(
 
 def _print_gpu_plan(doc: dict, lines: list[str], gpu: Any) -> None:
     """``plan --backend nccl|ideal`` as tables: header, the GPU table, the derived and the utilisation answers."""
-    from netbench.cli.plan_gpu import print_gpu_table, print_utilization
+    from netbench.cli.plan_gpu import print_gpu_derived, print_gpu_table, print_utilization
 
     console = _console()
     for i, line in enumerate(lines):
         console.print(f"[bold]{line}[/bold]" if i == 0 else line, highlight=False, markup=i == 0)
     print_gpu_table(doc, console)
-    _print_derived(doc["derived"], console)
+    print_gpu_derived(doc["derived"], console)
     print_utilization(doc, console, gpu)
     if doc.get("figure"):
         console.print(f"figure: {doc['figure']}", highlight=False)

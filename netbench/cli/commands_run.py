@@ -78,8 +78,8 @@ def run(
         "auto",
         "--dilation",
         help="Time dilation k (DieCast): links, delays, compute and each node's CPU work "
-        "k times slower, times reported divided by k; auto: nodes / cores, more where the nodes' "
-        "pipelined codecs would crowd the host's cores; 1: none.",
+        "k times slower, times reported divided by k; auto: workers (nodes x --gpus-per-node) / cores, more "
+        "where the workers' pipelined codecs would crowd the host's cores; 1: none.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
 ) -> None:

@@ -139,7 +139,7 @@ def sweep(
     dilation: str = typer.Option(
         "auto",
         "--dilation",
-        help="Time dilation k for every point (auto: each point's own, from its nodes, "
+        help="Time dilation k for every point (auto: each point's own, from its workers, "
         "cores and predicted CPU work; 1: none); see `netbench run --dilation`.",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
@@ -219,8 +219,10 @@ def sweep(
     except ScenarioError as exc:
         raise UserError(str(exc)) from None
     check_host_fit([p.config for p in plan])
-    check_settings([p.config for p in plan], f"{scenario_file or 'scenario'}: replicator.")
-    check_workload(scenario.workload, max(p.config.cluster.nodes for p in plan))
+    if not dry_run:  # a dry run imports no python: workload (it only lists the points)
+        check_workload(scenario.workload, max(p.config.cluster.nodes for p in plan))
+    known = [p.config for p in plan if not dry_run or p.config.workload.kind != "python"]  # shapes known unbuilt
+    check_settings(known, f"{scenario_file or 'scenario'}: replicator.")
     if not dry_run:
         check_capture_room([p.config for p in plan])
     if dry_run:
@@ -355,7 +357,7 @@ def report(
     from netbench.orchestrator.repredict import recorded_calibration, repredict
     from netbench.reports.escape import for_terminal, printable
     from netbench.reports.report import generate_report
-    from netbench.safe_files import BadInput
+    from netbench.untrusted import BadInput
 
     try:
         if RunDir(folder).written and not is_sweep(folder):
@@ -383,12 +385,13 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
     """
     from netbench.reports.escape import for_terminal, printable
     from netbench.reports.terminal import print_summary
-    from netbench.rundir.runjson import read_run_doc
+    from netbench.rundir.runjson import BadInput, read_run_doc
 
     if calibration is not None:
         raise UserError(
             "--calibration re-predicts sweep folders; a run directory keeps the prediction made when it ran"
         )
+    make_output_folder(run_dir, "RUN_DIR")  # its figures are written there: a folder others may write is refused
     doc = read_run_doc(run_dir)
     summary = doc.summary.model_dump(exclude_none=True)
     launcher = doc.launcher or "netbench run"
@@ -417,7 +420,11 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
         console.print(f"figure: {for_terminal(str(drawn))}")
     from netbench.reports.timeline import timeline_figure
 
-    figure = timeline_figure(run_dir, run_dir / "timeline.png")  # the median and slowest step, from trace.json
+    try:
+        figure = timeline_figure(run_dir, run_dir / "timeline.png")  # the median and slowest step, from trace.json
+    except BadInput as exc:
+        figure = None
+        console.print(f"timeline: not drawn ({for_terminal(exc)})")
     if figure is not None:
         console.print(
             f"timeline: {for_terminal(str(figure))} (trace: {for_terminal(str(figure.with_name('trace.json')))})"

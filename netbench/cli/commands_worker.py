@@ -138,6 +138,7 @@ def worker(
     shaping = _shaping(bw, up, delay, jitter, loss) if topology is None else None
     rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)
     work = ropt.build_workload_config(**work_settings)
+    ropt.name_for_run(work)  # this command trains it
     try:
         rendezvous = hosts.rendezvous(iface)
         run = hosts.run_id_from(run_id)

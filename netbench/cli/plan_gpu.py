@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,19 +19,20 @@ import pydantic
 from rich.console import Console
 from rich.table import Table
 
+from netbench import untrusted
 from netbench.cli.errors import UserError
 from netbench.model.accelerators import Accelerator, accelerator, accelerators
 from netbench.model.backends import CodecCost, IdealBackend, NcclBackend, measured_codec_profile
 from netbench.model.calibration import Calibration, CalibrationError, read_calibration
 from netbench.model.compute import ComputeSpec, ModelShape, compute_time_s, flops_per_token, model_shape
-from netbench.model.nccl import NCCL_RELEASE, WIRE_EFFICIENCY, NetProfile, net_bus_Bps
+from netbench.model.memory import memory_fit
+from netbench.model.nccl import NCCL_RELEASE, WIRE_EFFICIENCY, NetProfile, net_limit, tcp_window_bytes
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.utilization import DEFAULT_TARGETS, bandwidth_for, curve, log_grid, token_budget
 from netbench.safe_files import UnsafeOutput, check_folder, write_bytes
-from netbench.small_files import UnreadableFile, read_small_text
 from netbench.units import format_bytes, format_rate_digits, format_time
 from netbench.validation import one_line
 
@@ -118,18 +120,13 @@ def _positive(option: str, text: str | None, hi: float) -> float | None:
 def _nccl_fit(path: Path | None) -> NcclFit | None:
     if path is None:
         return None
-    import json
-
     try:
-        data = json.loads(read_small_text(path, "nccl calibration"))
-        return NcclFit.model_validate(data)
-    except UnreadableFile as exc:
+        return NcclFit.model_validate(untrusted.read_json(path, untrusted.CALIBRATION))
+    except untrusted.BadInput as exc:
         raise UserError(f"--nccl-calibration: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"--nccl-calibration: {str(path)!r} is not JSON ({exc.msg})") from None
     except pydantic.ValidationError as exc:
         raise UserError(
-            one_line(exc, prefix=f"--nccl-calibration: {str(path)!r}: ")
+            one_line(exc, prefix=f"--nccl-calibration: {untrusted.shown_path(path)}: ", echo=False)
             + " (write one with netbench calibrate --from-nccl-tests)"
         ) from None
 
@@ -233,8 +230,8 @@ def compute_seconds(opts: GpuPlanOptions, model: ModelShape, workers: int, compu
     seconds = compute_time_s(model, spec, workers)
     attention = "" if model.d_model else " (width unknown: attention left out)"
     return seconds, (
-        f"{opts.tokens_per_step:.4g} tokens/step x {flops_per_token(model, opts.seq_len):.4g} FLOP/token{attention} "
-        f"on {workers} x {opts.accelerator.name} at MFU {opts.mfu:g}"
+        f"{opts.tokens_per_step:.4g} tokens/step x {flops_per_token(model, opts.seq_len):.4g} FLOP/token{attention}, "
+        f"shared by the workers' {opts.accelerator.name} at MFU {opts.mfu:g}"
     )
 
 
@@ -284,18 +281,18 @@ def _fitted_stream(fit: NcclFit) -> float | None:
 
 
 def bottleneck(backend: Any, est: StepEstimate, scenario: Scenario) -> str:
-    """What the time a step does not spend computing is spent on."""
-    exposed = est.step_time_s - est.compute_time_s
-    if exposed <= 1e-3 * max(est.step_time_s, 1e-12):
+    """What the step spends the most time on: compute, the codec, or waiting for the collectives (named by the link
+    that caps them): a row at 98 % utilisation is compute-bound whatever its last 2 % waits for."""
+    exposed = max(0.0, est.step_time_s - est.compute_time_s)
+    codec = min(est.compression_time_s, exposed)
+    waiting = exposed - codec
+    if est.compute_time_s >= max(codec, waiting):
         return "compute"
-    if est.compression_time_s >= 0.5 * exposed:
+    if codec >= waiting:
         return "codec"
     if not isinstance(backend, NcclBackend):
         return "network"
-    cluster = backend.cluster(scenario)
-    if cluster.nodes == 1:
-        return "intra-node link"
-    return "inter-node network" if net_bus_Bps(cluster.net) < cluster.intra_Bps else "intra-node link"
+    return "intra-node link" if backend.limit(scenario)[1] == "the intra-node link" else "inter-node network"
 
 
 def answers(
@@ -315,6 +312,9 @@ def answers(
             row["codec_source"] = planner.backend.codec.source(scheme)
         if opts.tokens is not None and opts.tokens_per_step:
             row["token_budget"] = token_budget(est, opts.tokens, opts.tokens_per_step)
+        if opts.accelerator is not None:
+            fit = memory_fit(scheme, planner.shapes, planner.params, scenario.nodes, opts.accelerator.memory_bytes)
+            row["memory"] = fit.as_dict()
     out: dict[str, Any] = {}
     if opts.targets:
         out["bandwidth_for_utilization"] = [
@@ -385,11 +385,24 @@ _rate4 = format_rate_digits
 
 
 def _duration(seconds: float) -> str:
-    """Seconds to the largest unit that reads well (days for a training run)."""
-    for unit, scale in (("days", 86400.0), ("h", 3600.0)):
+    """Seconds to the largest unit that reads well (days for a training run, minutes for a slow step)."""
+    for unit, scale in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
         if seconds >= 2 * scale:
             return f"{seconds / scale:,.1f} {unit}"
     return format_time(seconds)
+
+
+def _rate_Bps(n: float) -> str:
+    """Bytes per second as the collectives' bus bandwidths are quoted (GB/s, MB/s below one GB/s)."""
+    return f"{n / 1e9:.3g} GB/s" if n >= 1e9 else f"{n / 1e6:.3g} MB/s"
+
+
+def _total_bytes(n: float) -> str:
+    """A run's bytes in decimal units up to petabytes."""
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.3g} B"
 
 
 def _pct(value: float | None) -> str:
@@ -409,6 +422,7 @@ def print_gpu_table(doc: dict, console: Console) -> None:
         "step",
         "util %",
         "bottleneck",
+        "memory/GPU",
     ):
         table.add_column(col, justify="left" if col in ("replicator", "bottleneck") else "right", no_wrap=True)
     for r in doc["rows"]:
@@ -419,16 +433,101 @@ def print_gpu_table(doc: dict, console: Console) -> None:
             r["replicator"],
             f"{r['machines']} x{r['gpus_per_node']}" if r["gpus_per_node"] > 1 else str(r["nodes"]),
             format_bytes(r["payload_bytes_per_step"]),
-            format_time(r["comm_time_s"]),
+            _duration(r["comm_time_s"]),
             codec,
-            format_time(r["compute_time_s"]),
-            format_time(r["step_time_s"]),
+            _duration(r["compute_time_s"]),
+            _duration(r["step_time_s"]),
             _pct(r.get("compute_utilization")),
             r.get("bottleneck", ""),
+            memory_cell(r),
         )
     console.print(table)
     if any(r.get("codec_source", "").startswith("estimate") for r in doc["rows"]):
         console.print("~ codec time estimated from the replicator's declared memory traffic (no measured profile)")
+    print_memory_note(doc, console)
+
+
+def _gb(n: float) -> str:
+    """Device memory in decimal GB, as accelerator datasheets state it."""
+    return f"{n / 1e9:.3g} GB"
+
+
+def memory_cell(row: dict) -> str:
+    """A row's memory per accelerator, ``!`` where it does not fit."""
+    memory = row.get("memory")
+    if memory is None:
+        return "-"
+    return _gb(memory["bytes"]) + ("" if memory["fits"] else " !")
+
+
+def print_memory_note(doc: dict, console: Console) -> None:
+    """What the memory column counts, and which rows do not fit."""
+    rows = [r for r in doc["rows"] if "memory" in r]
+    if not rows:
+        return
+    capacity = _gb(rows[0]["memory"]["accelerator_bytes"])
+    over = [f"{r['replicator']} @ {r['nodes']}" for r in rows if not r["memory"]["fits"]]
+    if not over:
+        verdict = f"every row fits the accelerator's {capacity}"
+    elif len(over) == len(rows):
+        verdict = f"! no row fits the accelerator's {capacity} (shard the model and its state: FSDP, ZeRO)"
+    else:
+        verdict = f"! over the accelerator's {capacity}: {', '.join(over)}"
+    console.print(
+        "memory/GPU: fp32 weights and gradients, optimizer and replicator state, collective buffers; activations "
+        f"not counted (a floor); {verdict}",
+        highlight=False,
+    )
+
+
+def print_gpu_derived(derived: dict, console: Console) -> None:
+    """The derived answers of a GPU plan, rows sharing a reason grouped under it (a cluster's transport caps every
+    replicator alike)."""
+    console.print("[bold]bandwidth per node where communication = compute[/bold]")
+    floors: dict[str, list[str]] = {}
+    for d in derived["comm_equals_compute_bw"]:
+        where = f"{d['replicator']} @ {d['nodes']}"
+        if d["bw_bps"]:
+            console.print(f"  {where:>20} workers: {_rate4(d['bw_bps'])}", highlight=False)
+        elif "floor_cause" in d:
+            floors.setdefault(d["floor_cause"], []).append(f"{where} ({format_time(d['comm_floor_s'])})")
+        else:
+            console.print(f"  {where:>20} workers: none: {d['reason']}", highlight=False)
+    for cause, rows in floors.items():
+        console.print(
+            f"  none at any NIC rate: {cause}; communication alone stays at {', '.join(rows)}", highlight=False
+        )
+    doubling = derived["doubling_nodes"]
+    if doubling:
+        console.print(
+            f"[bold]workers where step time doubles against two nodes ({doubling[0]['baseline_nodes']} workers), "
+            "each step's compute held[/bold]"
+        )
+    for d in doubling:
+        answer = str(d["nodes"]) if d["nodes"] else f"none: {d['reason']}"
+        console.print(f"  {d['replicator']:>12} @ {_rate4(d['bw_bps'])}: {answer}", highlight=False)
+    print_crossovers(derived, console, _rate4)
+
+
+def print_crossovers(derived: dict, console: Console, rate: Callable[[float], str]) -> None:
+    """The bandwidths where two replicators take equal step time, and how many pairs have none."""
+    crossings = [d for d in derived["crossover_bw"] if d["crossovers"]]
+    if derived["crossover_bw"]:
+        console.print("[bold]crossover bandwidths (equal step time)[/bold]")
+    for d in crossings:
+        a, b = d["pair"]
+        text = "; ".join(
+            f"{rate(c['bw_bps'])} ({c['faster_below']} faster below, {c['faster_above']} above)"
+            for c in d["crossovers"]
+        )
+        console.print(f"  {a} vs {b} @ {d['nodes']} workers: {text}", highlight=False)
+    if len(crossings) < len(derived["crossover_bw"]):
+        lo, hi = BW_RANGE_BPS
+        console.print(
+            f"  {len(derived['crossover_bw']) - len(crossings)} pair(s) without a crossover from {rate(lo)} to "
+            f"{rate(hi)} (--json says which is faster)",
+            highlight=False,
+        )
 
 
 def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None:
@@ -438,11 +537,13 @@ def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None
             console.print(f"compute: {doc['compute']['how']}", highlight=False)
         console.print("[bold]compute utilization[/bold]")
         for r in doc["rows"]:
+            memory = f", memory/GPU {memory_cell(r)}" if "memory" in r else ""
             console.print(
                 f"  {r['replicator']:>12} @ {r['nodes']:>6}: {_pct(r.get('compute_utilization'))} % "
-                f"({r.get('bottleneck', '')})",
+                f"({r.get('bottleneck', '')}{memory})",
                 highlight=False,
             )
+        print_memory_note(doc, console)
     targets = doc.get("bandwidth_for_utilization")
     if targets:
         console.print("[bold]bandwidth per node for a compute utilization of[/bold]")
@@ -455,9 +556,15 @@ def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None
         for (name, nodes), cells in by_key.items():
             line = "  ".join(f"{cells.get(t, '-'):>10}" for t in opts.targets)
             console.print(f"  {name:>12} @ {nodes:>6}: {line}", highlight=False)
-        unreachable = [t for t in targets if t["bw_bps"] is None]
-        if unreachable:
-            console.print(f"  none: {unreachable[0]['reason']}" + (" (and others)" if len(unreachable) > 1 else ""))
+        ceilings = {
+            f"{t['replicator']} @ {t['nodes']} {100 * t['max_utilization']:.1f} %": None
+            for t in targets
+            if "max_utilization" in t
+        }
+        if ceilings:
+            console.print(f"  none: out of reach at any bandwidth; utilisation tops out at {', '.join(ceilings)}")
+        for reason in dict.fromkeys(t["reason"] for t in targets if t["bw_bps"] is None and "max_utilization" not in t):
+            console.print(f"  none: {reason}", highlight=False)
     budgets = [r for r in doc["rows"] if "token_budget" in r]
     if budgets:
         console.print(f"[bold]training {budgets[0]['token_budget']['tokens']:.3g} tokens[/bold]")
@@ -465,24 +572,59 @@ def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None
             b = r["token_budget"]
             console.print(
                 f"  {r['replicator']:>12} @ {r['nodes']:>6}: {b['steps']:,} steps, wall {_duration(b['wall_s'])} "
-                f"(compute {_duration(b['compute_s'])}), {format_bytes(b['bytes_per_node'])} per node",
+                f"(compute {_duration(b['compute_s'])}), {_total_bytes(b['bytes_per_node'])} sent per worker",
                 highlight=False,
             )
+
+
+def intra_source(opts: GpuPlanOptions, cluster: GpuCluster) -> str:
+    """Where each GPU's intra-node bandwidth comes from: --intra-bw shared by the node's GPUs (as ``run`` means it),
+    else the accelerator's own link."""
+    acc = opts.accelerator
+    own = f"the {acc.label}'s {acc.intra_link}" if acc else ""
+    if cluster.intra_bps is None:
+        return own or "a default of 100 GB/s a GPU"
+    g = cluster.gpus_per_node
+    given = f"--intra-bw {_rate4(cluster.intra_bps * g)}" + (f" shared by the node's {g} GPUs" if g > 1 else "")
+    faster = own and acc.intra_Bps * 8 > cluster.intra_bps
+    return given + (f"; leave it out for {own}, {acc.intra_Bps / 1e9:.3g} GB/s a GPU" if faster else "")
+
+
+def links(backend: Any, scenario: Scenario, source: str) -> dict:
+    """What carries the collectives of ``scenario``, for the header and ``--json``: each GPU's intra-node bandwidth
+    and where it comes from (``source``), and the bus bandwidth across nodes and what sets it."""
+    if not isinstance(backend, NcclBackend):
+        return {}
+    cluster = backend.cluster(scenario)
+    doc = {"intra_node_Bps_per_gpu": cluster.intra_Bps, "intra_node_source": source}
+    if cluster.nodes > 1:
+        bus, why = net_limit(cluster.net)
+        doc |= {"net_bus_Bps": bus, "net_bus_limit": why, "tcp_window_bytes": tcp_window_bytes(cluster.net.tcp)}
+    return doc
 
 
 def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
     backend = doc["backend"]
     lines = [f"compute: {doc['compute']['how']}"]
     if backend["name"] == "nccl":
-        net = backend["net"]
+        net, link = backend["net"], doc.get("links", {})
         how = f"NCCL {NCCL_RELEASE}'s tuning model, {net['transport']} transport, {net['channels']} channels" + (
-            f", {max(1, net['threads'] * net['socks_per_thread'])} socket(s) per channel"
-            if net["transport"] == "socket"
+            f" x {max(1, net['threads'] * net['socks_per_thread'])} socket(s) (a TCP window of "
+            f"{link.get('tcp_window_bytes', 0) / 1e6:.3g} MB, at most {net['stream_Bps'] / 1e9:.3g} GB/s a socket)"
+            if net["transport"] == "socket" and not backend.get("nccl_calibration")
             else ""
         )
         if backend.get("nccl_calibration"):
-            how += f"; collectives fitted from {backend['nccl_calibration']}"
+            how = f"fitted from {backend['nccl_calibration']} (what the fit lacks: {how})"
+            for kind in backend.get("fit_regimes", {}):
+                how += f" (its {kind} holds two regimes, each size priced by its own: calibrate's output says which)"
         lines.append(f"collectives: {how}")
+        if link:
+            lines.append(f"intra-node: {_rate_Bps(link['intra_node_Bps_per_gpu'])} a GPU ({link['intra_node_source']})")
+        if "net_bus_Bps" in link:
+            lines.append(
+                f"across nodes: {_rate_Bps(link['net_bus_Bps'])} of bus bandwidth, set by {link['net_bus_limit']}"
+            )
     elif backend["name"] == "ideal":
         lines.append("collectives: the link alone (bus bytes over the bandwidth, no latency)")
     return lines
@@ -561,6 +703,7 @@ def plan_gpu_cluster(
         "shapes": shapes_label,
         "params": model.params,
         **describe(opts, backend, compute_how, model),
+        "links": links(backend, scenarios[0], intra_source(opts, cluster)),
         "rows": rows,
         "derived": derived,
         **extra,
@@ -573,7 +716,7 @@ def plan_gpu_cluster(
     acc = f"{opts.accelerator.label}" if opts.accelerator else "no accelerator profile"
     lines = [
         f"{shapes_label}: {model.params:,} params in {model.layers} layers; {acc}, {g} per node; "
-        f"NIC {link}{nic_note}, delay {format_time(sc.delay_s)}",
+        f"NIC {link}{nic_note}, one-way delay {format_time(sc.delay_s)}",
         *header_lines(doc, opts),
     ]
     return doc, lines

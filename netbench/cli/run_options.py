@@ -4,6 +4,7 @@ configs.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pydantic
@@ -43,12 +44,23 @@ def build_workload_config(kind: str, shapes: str, compute_ms: float) -> Workload
         raise UserError(message) from None
 
 
+def name_for_run(workload: WorkloadConfig) -> None:
+    """The user named ``workload`` for a run they start: a python:MODULE:FACTORY one may then be imported, its module
+    from the working directory (netbench.workloads.python imports no other)."""
+    if workload.kind != "python":
+        return
+    from netbench.workloads.python import name_for_run as allow
+
+    allow(workload.factory, os.getcwd())
+
+
 def check_workload(workload: WorkloadConfig, world_size: int) -> None:
     """A python:MODULE:FACTORY workload is imported and called here, so a mistake costs one line, not a cluster."""
     if workload.kind != "python":
         return
     from netbench.workloads.python import FactoryError, check_factory
 
+    name_for_run(workload)
     try:
         check_factory(workload, world_size)
     except FactoryError as exc:

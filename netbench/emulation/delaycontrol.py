@@ -15,12 +15,11 @@ import signal
 import tempfile
 from pathlib import Path
 
-from netbench.safe_files import read_utf8
+from netbench import untrusted
 
 __all__ = ["CONTROL_NAME", "control_file", "format_ports", "parse_ports", "write", "read", "reload"]
 
 CONTROL_NAME = "control"
-MAX_BYTES = 1 << 16
 Ports = dict[int, dict[str, float]]  # ifindex -> {delay_s, jitter_s, loss}
 
 
@@ -62,7 +61,7 @@ def write(path: Path, up: Ports, down: Ports) -> None:
 
 def read(path: Path) -> tuple[Ports, Ports]:
     """The ports in ``path`` (a regular file, read without following links)."""
-    return parse_ports(read_utf8(path, MAX_BYTES))
+    return parse_ports(untrusted.read_text(path, untrusted.COUNTERS))
 
 
 def reload(pid: int) -> None:

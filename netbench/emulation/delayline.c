@@ -12,7 +12,11 @@
  * Per packet (queued by the switch namespace's NFQUEUE rules): delay = up[in_port] + down[out_port]
  * (+ Gaussian jitter, truncated at zero), dropped with probability 1 - (1 - loss_up)(1 - loss_down);
  * release times monotonic per port pair, so jitter never reorders a flow; arrival anchored on the
- * kernel's timestamp. Prints "ready" once bound; rewrites STATS_PATH (JSON, in a folder of the run's own:
+ * kernel's receive timestamp, which it switches on for the host while it runs (SO_TIMESTAMP: without it no
+ * packet carries one, and the ~0.1 ms between queueing and this program's read would add to every delay);
+ * a sleep of 0.3 ms or more until a release ends early by the wake-up lateness it has measured and spins
+ * the rest (sleeps of 1-20 ms on a 2-core VM wake 50-130 us late). Prints "ready" once bound; rewrites
+ * STATS_PATH (JSON, in a folder of the run's own:
  * netbench.emulation.delaystats) every second, with the kernel's queue drops beside its own counters; on
  * SIGTERM or SIGINT lets every held packet go, writes the counters once more, prints them and exits 0.
  *
@@ -48,6 +52,9 @@
 #define STATS_EVERY_S 1.0
 #define SHORT_SLICE_NS 100000ULL /* the fair slice asked for where real-time is not allowed (100 us) */
 #define RT_PRIORITY 10 /* SCHED_FIFO priority: above every normal task, below the kernel's own threads */
+#define LEAD_FROM_S 300e-6 /* sleeps at least this long wake early by the measured lateness, then spin */
+#define LEAD_MAX_S 200e-6  /* the most a sleep ends early (and so the longest spin) */
+#define LEAD_SPAN 16       /* the lateness average spans about this many wake-ups (a plain mean until then) */
 #define MAX_PORTS 512   /* switch ports with an impairment or traffic: one per node */
 
 struct impairment { int ifindex; double delay_s, jitter_s, loss; };
@@ -66,6 +73,8 @@ static unsigned long long passed, dropped, late;
 static double late_sum_s, late_max_s;
 static uint64_t rng_state;
 static volatile sig_atomic_t stop;
+static double lead_s;          /* running mean of how late a timed sleep of LEAD_FROM_S or more woke */
+static unsigned lead_samples;
 
 static double mono_now(void) {
     struct timespec ts;
@@ -202,6 +211,25 @@ static double release_due(struct nfq_q_handle *qh) {
     }
     if (batch && released) nfq_set_verdict_batch(qh, last_id, NF_ACCEPT); /* ids up to last_id: exactly those popped */
     return heap_len ? heap[0].release - now : -1.0;
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* After a sleep that was asked to end at `asked` (early by lead_s): learn how late it woke, and spin until the
+   next release is due. The spin is at most lead_s; a packet that arrives meanwhile keeps its kernel timestamp. */
+static void after_lead(double asked) {
+    double woke = mono_now();
+    if (lead_samples < LEAD_SPAN) lead_samples++;
+    lead_s += ((woke - asked) - lead_s) / lead_samples;
+    if (lead_s < 0) lead_s = 0;
+    if (lead_s > LEAD_MAX_S) lead_s = LEAD_MAX_S;
+    while (heap_len && mono_now() < heap[0].release) cpu_relax();
 }
 
 static unsigned long long queue_dropped, queue_user_dropped; /* the kernel's: lost before this program saw them */
@@ -342,6 +370,9 @@ int main(int argc, char **argv) {
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0) /* needs CAP_NET_ADMIN */
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
     setsockopt(fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &on, sizeof on); /* overflow is counted by the kernel instead */
+    /* Receive timestamps on (host-wide while any socket asks, as tcpdump does): the queue then hands over each
+       packet's arrival time, so the wait for this program to read it is part of the delay, not added to it. */
+    setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &on, sizeof on);
     prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0); /* 1 ns timer slack (default 50 us): wake-ups end when asked */
     run_ahead();
     printf("ready\n");
@@ -359,9 +390,13 @@ int main(int argc, char **argv) {
         }
         double wait = release_due(qh);
         double timeout = wait < 0 ? 0.2 : wait;
+        int lead = wait >= LEAD_FROM_S && wait <= STATS_EVERY_S; /* a long sleep wakes late: end it early */
+        if (lead) timeout -= lead_s;
         if (timeout > STATS_EVERY_S) timeout = STATS_EVERY_S;
+        double asked = mono_now() + timeout;
         struct timespec ts = {.tv_sec = (time_t)timeout, .tv_nsec = (long)((timeout - (time_t)timeout) * 1e9)};
         int ready = ppoll(&pfd, 1, &ts, &during_poll);
+        if (ready == 0 && lead) after_lead(asked);
         if (ready <= 0) continue;
         for (;;) { /* drain the socket: every queued packet's message, without blocking */
             ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);

@@ -166,6 +166,7 @@ def write_stats(path: str, line: DelayLine) -> None:
     delaystats.write(path, stats(line))
 
 
+SO_TIMESTAMP = getattr(socket, "SO_TIMESTAMP", 29)  # Linux (x86-64, arm64)
 SPIN_S = 150e-6  # wake this early and spin: select() wake-ups run ~50-100 us late
 
 
@@ -262,6 +263,9 @@ def serve(config: dict) -> None:
         sock.setsockopt(socket.SOL_SOCKET, 33, RCVBUF_BYTES)  # SO_RCVBUFFORCE (needs CAP_NET_ADMIN)
     except OSError:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+    # receive timestamps on (host-wide while a socket asks, as tcpdump does): without them no packet carries its
+    # arrival time, and the wait before this process reads it adds to every delay (_arrival_monotonic)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
     sock.setblocking(False)
     stop = False
     control = _Control(config.get("control_path"), line)

@@ -6,7 +6,8 @@ world-readable under /run/netns) would let them plant a symlink there (root then
 it), a FIFO (the reader blocks with the cluster up) or a file (a forged verdict). So each run's
 delay line gets a folder of its own, made fresh (``mkdtemp``: a random name, mode 0700, owned by
 netbench); the counters are written to a fresh name in it and renamed into place (the C delay line
-does the same with ``mkstemp``); and they are read with O_NOFOLLOW|O_NONBLOCK, regular files only.
+does the same with ``mkstemp``); and they are read as any file netbench did not write in this process
+is (:mod:`netbench.untrusted`: no link, no FIFO, a size cap).
 
 The folders sit in the temporary directory as ``netbench-<run_id>-delayline-XXXXXXXX``, so that
 ``netbench clean`` finds those of killed runs (:func:`leftover_folders`).
@@ -29,6 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from netbench import untrusted
+
 __all__ = [
     "STATS_NAME",
     "make_folder",
@@ -41,7 +44,6 @@ __all__ = [
 ]
 
 STATS_NAME = "stats.json"
-MAX_BYTES = 1 << 16  # the counters are a few hundred bytes: anything larger is not theirs
 _FOLDER = re.compile(r"netbench-([0-9a-f]{6})-delayline-[A-Za-z0-9_]+")
 QUEUE_PROC = "/proc/self/net/netfilter/nfnetlink_queue"  # per network namespace: the reader's own
 
@@ -77,23 +79,18 @@ def write(path: str | Path, counters: dict[str, Any]) -> None:
 
 
 def read(path: str | Path | None) -> dict[str, Any] | None:
-    """The counters at ``path``, or None where there are none: missing, not a regular file, a link, too large or not
-    JSON.
+    """The counters at ``path``, or None where there are none: not written yet, or not the counters.
+
+    Read as every file netbench did not write in this process is (:mod:`netbench.untrusted`). The folder is this
+    run's own (mode 0700), so only the delay line writes there; a file that is not its counters (a link, a FIFO,
+    too large, not a JSON object) gives no verdict rather than a wrong one, and never fails the run that measured.
     """
-    if path is None:
+    if path is None or not os.path.lexists(path):
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        data = untrusted.read_json(path, untrusted.COUNTERS)
+    except untrusted.BadInput:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
-            return None
-        try:
-            data = json.loads(fh.read(MAX_BYTES))
-        except (OSError, ValueError):
-            return None
     return data if isinstance(data, dict) else None
 
 

@@ -34,6 +34,7 @@ class ProbeResult:
     rtt_ms: float | None
     rtt_min_ms: float | None
     rtt_max_ms: float | None
+    rtt_user_ms: float | None
     expected_rtt_ms: float
     rtt_error_ms: float | None
     delay_engine: str
@@ -191,6 +192,7 @@ def probe(spec: ClusterSpec, seconds: float = 4.0, pings: int = 20) -> ProbeResu
             rtt_ms=rtt["rtt_ms"],
             rtt_min_ms=rtt["rtt_min_ms"],
             rtt_max_ms=rtt["rtt_max_ms"],
+            rtt_user_ms=rtt.get("rtt_user_ms"),
             expected_rtt_ms=expected,
             rtt_error_ms=None if rtt["rtt_ms"] is None else rtt["rtt_ms"] - expected,
             delay_engine=cluster.engine,

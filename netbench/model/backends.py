@@ -32,12 +32,13 @@ from netbench.model.collectives import CollectiveCost
 from netbench.model.compute import ModelShape
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import LinkBytes
-from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps
+from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.overlap import BACKWARD_SHARE, pipelined
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey
 from netbench.model.steptime import Scenario, StepEstimate, estimate
+from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import spec
 
 __all__ = [
@@ -61,6 +62,8 @@ class Backend(Protocol):
 
     def describe(self) -> dict: ...
 
+    def floor_reason(self, scenario: Scenario) -> str: ...
+
 
 @dataclass
 class GlooBackend:
@@ -77,6 +80,9 @@ class GlooBackend:
 
     def describe(self) -> dict:
         return {"name": self.name, "calibration": self.calibration.identity()}
+
+    def floor_reason(self, scenario: Scenario) -> str:
+        return "gloo's per-message latency"
 
 
 @lru_cache(maxsize=8)
@@ -115,19 +121,28 @@ class CodecCost:
         return "estimate" if self.accelerator is not None else "none"
 
     def seconds(self, scheme: Scheme, params: int, tensors: int) -> tuple[float, float]:
-        """(encode, decode) per step."""
+        """(encode, decode) per step. A profile measured at the replicator's default settings only is taken at
+        this scheme's period: its steps share a synchronisation's codec (DiLoCo measured at H = 10, planned at
+        H = 100, encodes a tenth as often)."""
         source = self.source(scheme)
         if source.startswith("measured") and self.profile is not None:
-            return self.profile.encode_decode_s(cost_key(scheme.config), params, tensors)
+            enc, dec = self.profile.encode_decode_s(cost_key(scheme.config), params, tensors)
+            if source == "measured (default settings)":
+                declared = spec(scheme.name)
+                share = declared.period(ReplicatorConfig(name=scheme.name)) / declared.period(scheme.config)
+                enc, dec = enc * share, dec * share
+            return enc, dec
         if source == "estimate" and self.accelerator is not None:
             return estimated_codec_s(scheme, self.accelerator, params, tensors)
         return 0.0, 0.0
 
 
 def estimated_codec_s(scheme: Scheme, accelerator: Accelerator, params: int, tensors: int) -> tuple[float, float]:
-    """(encode, decode) from the declared traffic over ``accelerator``'s memory bandwidth, plus the reference
-    profile's per-tensor costs (encode and decode halves of the traffic term)."""
-    traffic = spec(scheme.name).codec_bytes_per_param * params / accelerator.hbm_Bps
+    """(encode, decode) per step from the declared traffic of a synchronisation over ``accelerator``'s memory
+    bandwidth, shared by the steps of its period, plus the reference profile's per-tensor costs (encode and decode
+    halves of the traffic term)."""
+    declared = spec(scheme.name)
+    traffic = declared.codec_bytes_per_param * params / accelerator.hbm_Bps / declared.period(scheme.config)
     reference = measured_codec_profile(REFERENCE_PROFILE)
     key = (
         scheme.name if reference is None or not reference.measured(cost_key(scheme.config)) else cost_key(scheme.config)
@@ -155,6 +170,10 @@ class ScheduledBackend:
     def describe(self) -> dict:
         return {"name": self.name}
 
+    def floor_reason(self, scenario: Scenario) -> str:
+        """What keeps communication from vanishing as the network's bandwidth grows without bound."""
+        return "the collectives' per-call latency"
+
     def exchange_seconds(self, ex: Exchange, nbytes: float, calls: int, scenario: Scenario) -> tuple[float, float]:
         """(time, latency) of ``calls`` calls sharing ``nbytes`` of one exchange (each call priced once: a layer
         schedule asks for the same layer size many times)."""
@@ -168,9 +187,21 @@ class ScheduledBackend:
 
     def per_layer(self, scheme: Scheme, ex: Exchange) -> bool:
         """Whether ``ex`` leaves layer by layer during backward: a dense all-reduce of model-sized state (DDP's
-        buckets, a periodic outer sync) or a replicator that declares backward hooks."""
+        buckets, a periodic outer sync), a fragment of the model's layers, or a replicator that declares backward
+        hooks."""
         dense = ex.collective == "all_reduce" and ex.bytes_per_step % max(1, self.model.params) == 0
-        return dense or spec(scheme.name).backward_hooks
+        return dense or bool(ex.layers) or spec(scheme.name).backward_hooks
+
+    def layer_bytes(self, ex: Exchange) -> list[tuple[int, float]]:
+        """(layer, bytes) of ``ex`` per layer it carries, in proportion to the layers' parameters: every layer, or a
+        fragment's (its declared layers mapped onto this schedule's, which differ only where ``--layers`` splits
+        the model otherwise)."""
+        counts = self.model.layer_params
+        if ex.layers:
+            carried = sorted({layer * len(counts) // ex.layer_count for layer in ex.layers})
+        else:
+            carried = list(range(len(counts)))
+        return list(zip(carried, layer_split(ex.bytes_per_step, [counts[i] for i in carried])))
 
     def schedule(self, scheme: Scheme, scenario: Scenario, exchanges: tuple[Exchange, ...]) -> StepSchedule:
         """The scheme's period as a layer schedule."""
@@ -184,7 +215,7 @@ class ScheduledBackend:
             first = (ex.offset - 1) % ex.period  # the 0-based step of the period it communicates on
             for step in range(first, period, ex.period):
                 if self.per_layer(scheme, ex):
-                    for layer, nbytes in enumerate(layer_split(ex.bytes_per_step, self.model.layer_params)):
+                    for layer, nbytes in self.layer_bytes(ex):
                         calls = max(1, round(ex.calls * nbytes / ex.bytes_per_step))
                         seconds = self.exchange_seconds(ex, nbytes, calls, scenario)[0]
                         transfers.append(Transfer(step, layer, seconds, layer, delay=delay, label=ex.label))
@@ -264,6 +295,20 @@ class NcclBackend(ScheduledBackend):
             net=net,
         )
 
+    def limit(self, scenario: Scenario) -> tuple[float, str]:
+        """The communicator's bus bandwidth (bytes/s) and what sets it: the intra-node link or a network term."""
+        c = self.cluster(scenario)
+        intra = (c.intra_Bps, "the intra-node link")
+        if c.nodes == 1:
+            return intra
+        return min(net_limit(c.net), intra, key=lambda item: item[0])
+
+    def floor_reason(self, scenario: Scenario) -> str:
+        bus, why = self.limit(scenario)
+        if math.isinf(bus) or bus >= scenario.bw_bps / 8:
+            return "NCCL's per-call latency"
+        return f"the bus bandwidth stays at {bus / 1e9:.3g} GB/s ({why})"
+
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
         ranks = scenario.nodes
         nccl_kind = "all_reduce" if kind == "all_reduce" else "all_gather"
@@ -288,6 +333,9 @@ class NcclBackend(ScheduledBackend):
             "accelerator": self.accelerator.name if self.accelerator else None,
             "net": self.net.model_dump(exclude={"tcp"}),
             "fitted": self.fitted is not None,
+            "fit_regimes": {k: c.regimes for k, c in self.fitted.collectives.items() if c.regimes}
+            if self.fitted
+            else {},
         }
 
 

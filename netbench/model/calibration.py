@@ -31,7 +31,6 @@ otherwise this host's cache entry (:func:`netbench.calibrate.hostcache.cache_pat
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 from pathlib import Path
@@ -40,10 +39,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from netbench import safe_files
+from netbench import safe_files, untrusted
 from netbench.model.framing import DEFAULT_WAKEUP_SEGMENTS, Framing, wakeup_segments
-from netbench.small_files import UnreadableFile, read_small_text
-from netbench.validation import one_line
+from netbench.validation import ShownText, one_line
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
@@ -105,10 +103,10 @@ class Calibration(BaseModel):
 
     version: int = SCHEMA_VERSION
     source: Literal["defaults", "measured"] = "defaults"
-    created: str = Field("", description="ISO timestamp of the measurement")
-    host: str = ""
-    torch_version: str = ""
-    host_key: dict[str, str] = Field(
+    created: ShownText = Field("", description="ISO timestamp of the measurement")
+    host: ShownText = ""
+    torch_version: ShownText = ""
+    host_key: dict[str, ShownText] = Field(
         default_factory=dict, description="what the measurement depends on (hostname, CPU, versions, threads)"
     )
     software_overhead_s: float = Field(
@@ -148,7 +146,7 @@ class Calibration(BaseModel):
     acks_per_segment: float = Field(
         0.5, ge=0.0, le=1.0, description="pure ACK frames per data segment on the reverse path"
     )
-    notes: dict[str, str] = Field(
+    notes: dict[str, ShownText] = Field(
         default_factory=dict, description="how each value was obtained, or why it was skipped"
     )
 
@@ -239,20 +237,20 @@ def default_path() -> Path | None:
 
 
 def read_calibration(target: Path) -> Calibration:
-    """The calibration saved at ``target``; a missing, unreadable or invalid file is a CalibrationError."""
+    """The calibration saved at ``target``; a missing, unreadable or invalid file is a CalibrationError (one line that
+    never shows the file's values)."""
+    where = f"{untrusted.CALIBRATION.what} {untrusted.shown_path(target)}"
     try:
-        data = json.loads(read_small_text(target, "calibration file"))
-    except UnreadableFile as exc:
+        data = untrusted.read_json(target, untrusted.CALIBRATION)
+    except untrusted.BadInput as exc:
         raise CalibrationError(f"{exc} (re-run netbench calibrate)") from None
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(f"calibration file {str(target)!r} cannot be read: {exc}") from None
     if not isinstance(data, dict):
-        raise CalibrationError(f"calibration file {str(target)!r}: expected a JSON object (re-run netbench calibrate)")
+        raise CalibrationError(f"{where}: expected a JSON object (re-run netbench calibrate)")
     try:
         return Calibration.model_validate(data)
     except pydantic.ValidationError as exc:
         raise CalibrationError(
-            f"{one_line(exc, prefix=f'calibration file {str(target)!r}: ')} (re-run netbench calibrate)"
+            f"{one_line(exc, prefix=f'{where}: ', echo=False)} (re-run netbench calibrate)"
         ) from None
 
 

@@ -21,7 +21,8 @@ class Exchange:
     ``calls`` collective calls share ``bytes_per_step`` evenly; the exchange happens every
     ``period`` steps, on the step ``offset`` of the period (exchanges on different steps each follow a rest
     of their own), and its collectives may travel behind the next ``overlap_steps`` steps of local work
-    before the rank waits for them (Streaming DiLoCo's fragments).
+    before the rank waits for them (Streaming DiLoCo's fragments). ``layers`` (out of ``layer_count``) are the
+    model's layers it carries, where it carries some only (a fragment).
     """
 
     collective: Literal["all_reduce", "all_gather", "none"]
@@ -31,6 +32,8 @@ class Exchange:
     label: str = ""
     offset: int = 0
     overlap_steps: int = 0
+    layers: tuple[int, ...] = ()
+    layer_count: int = 0
 
     def __post_init__(self) -> None:
         if self.period < 1 or self.calls < 0 or self.bytes_per_step < 0 or not 0 <= self.overlap_steps < self.period:
@@ -60,6 +63,8 @@ def from_decl(decl: Any, label: str = "") -> Exchange:
         label=label,
         offset=int(getattr(decl, "offset", 0)),
         overlap_steps=int(getattr(decl, "overlap_steps", 0)),
+        layers=tuple(getattr(decl, "layers", ())),
+        layer_count=int(getattr(decl, "layer_count", 0)),
     )
 
 

@@ -45,6 +45,8 @@ __all__ = [
     "steps_of",
     "socket_streams",
     "net_bus_Bps",
+    "net_limits",
+    "net_limit",
     "tcp_window_bytes",
 ]
 
@@ -73,9 +75,11 @@ TREE_CORRECTION = (
 NET_OVERHEAD_US = 1.0  # getNetOverhead: 1 us on Intel x86 (2 on AMD), tripled for Simple
 BUFFSIZE = 4 << 20  # NCCL_BUFFSIZE: bytes a channel's connection keeps in flight (Simple)
 # One socket stream's ceiling through NCCL's socket transport (a proxy or helper thread copying through the host):
-# github.com/NVIDIA/nccl/issues/450 measured 4 channels of one socket each at 4.5-5.2 GB/s bus bandwidth (8-16 MB
-# all-reduce, 4 x 8 V100, 100 GbE), about 1.2 GB/s a stream; `netbench calibrate --from-nccl-tests` replaces it.
-SOCKET_STREAM_BPS = 1.2e9
+# github.com/NVIDIA/nccl/issues/450 measured 4.5-5.2 GB/s bus bandwidth (8-16 MB all-reduce, 4 x 8 V100, 100 GbE)
+# with NCCL_MIN_NCHANNELS=4 and NCCL_SOCKET_NTHREADS=2 (one socket a thread): 8 streams, 0.56-0.65 GB/s each.
+# With NCCL's defaults (2 channels, one socket each) that gives the 0.7-1.4 GB/s published socket runs show on
+# 10-100 GbE; `netbench calibrate --from-nccl-tests` replaces it with the user's own.
+SOCKET_STREAM_BPS = 0.6e9
 WIRE_EFFICIENCY = MSS / FRAME_BYTES  # TCP payload per Ethernet frame at MTU 1500 (RDMA's is about the same)
 # What a TCP connection keeps in flight of its buffers (the smaller of tcp_wmem and tcp_rmem max): Linux sizes the
 # receive window as the buffer times its segments' payload over their memory (len / truesize). Measured through
@@ -125,16 +129,31 @@ def tcp_window_bytes(tcp: TcpSettings) -> float:
     return TCP_BUFFER_SHARE * min(tcp.tcp_wmem_max, tcp.tcp_rmem_max)
 
 
-def net_bus_Bps(net: NetProfile) -> float:
-    """Bus bandwidth the network gives a ring across nodes (bytes/s): the NIC's payload rate, limited per channel by
-    NCCL_BUFFSIZE over the round trip and, over sockets, by the streams' windows and CPU ceiling."""
-    line = net.nic_bps / 8 * WIRE_EFFICIENCY
+def net_limits(net: NetProfile) -> dict[str, float]:
+    """Each cap on the bus bandwidth across nodes (bytes/s), named: the NIC's payload rate, NCCL_BUFFSIZE per channel
+    over the round trip and, over sockets, the streams' TCP windows over the round trip and their CPU ceiling."""
     rtt = net.rtt_s
-    per_channel = BUFFSIZE / rtt if rtt > 0 else math.inf
+    trip = f"over the {1e3 * rtt:.3g} ms round trip"
+    caps = {"the NIC's payload rate": net.nic_bps / 8 * WIRE_EFFICIENCY}
+    if rtt > 0:
+        caps[f"NCCL's {BUFFSIZE >> 20} MiB buffer per channel {trip}"] = net.channels * BUFFSIZE / rtt
     if net.transport == "socket":
-        window = tcp_window_bytes(net.tcp) / rtt if rtt > 0 else math.inf
-        per_channel = min(per_channel, socket_streams(net) * min(net.stream_Bps, window))
-    return min(line, net.channels * per_channel)
+        streams = net.channels * socket_streams(net)
+        if rtt > 0:
+            caps[f"the TCP windows {trip}"] = streams * tcp_window_bytes(net.tcp) / rtt
+        caps["the socket streams' CPU ceiling"] = streams * net.stream_Bps
+    return caps
+
+
+def net_bus_Bps(net: NetProfile) -> float:
+    """Bus bandwidth the network gives a ring across nodes (bytes/s): the smallest of :func:`net_limits`."""
+    return min(net_limits(net).values())
+
+
+def net_limit(net: NetProfile) -> tuple[float, str]:
+    """The bus bandwidth across nodes and what sets it."""
+    name, value = min(net_limits(net).items(), key=lambda item: item[1])
+    return value, name
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,12 @@ least squares on relative error, keeping a cut only where it lowers the informat
 + 2 k log n). Each range's terms are stored as NCCL's: a latency per call and a bus bandwidth (nccl-tests'
 busbw: 2(n-1)/n of algbw for all-reduce, (n-1)/n for all-gather and reduce-scatter). At another rank count the
 latency scales with the ring's steps and the bus bandwidth stays: :meth:`NcclFit.time_s`.
+
+NCCL's own model never has the bus bandwidth fall as the size grows (it picks per size the fastest of its choices).
+Where a later range's bus bandwidth is well below the one before, the log holds a second regime that model does not
+make (a switch slower on those hosts than NCCL expects, or the hosts' CPUs and memory moving the socket transport's
+data): the fit says so (``CollectiveFit.regimes``) and which sizes each regime covers, since a fit of one regime does
+not predict the other.
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from netbench import untrusted
 from netbench.model.nccl import bus_factor, steps_of
-from netbench.small_files import UnreadableFile, read_small_text
+from netbench.units import format_bytes
 
 __all__ = [
     "NcclTestsError",
@@ -44,11 +51,11 @@ __all__ = [
 ]
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
-MAX_LOG_BYTES = 4 * 2**20  # nccl-tests output with NCCL_DEBUG=INFO for a few hundred ranks
 MAX_ROWS = 512
 MAX_SIZE_BYTES = 2**45
 MAX_RANKS = 1 << 20
 MAX_SEGMENTS = 3
+SLOWER_REGIME = 1.5  # a range this many times below the range before it in bus bandwidth: not one of NCCL's switches
 _RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.MULTILINE)
 _TEST = re.compile(r"\b(all_reduce|all_gather|reduce_scatter)_perf\b")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
@@ -165,8 +172,8 @@ def parse_log(text: str, source: str, collective: str | None = None) -> NcclTest
 def read_log(path: Path, collective: str | None = None) -> NcclTestsLog:
     """:func:`parse_log` of a file (bounded in size; unreadable or not text: one-line error)."""
     try:
-        text = read_small_text(path, "nccl-tests log", max_bytes=MAX_LOG_BYTES)
-    except UnreadableFile as exc:
+        text = untrusted.read_text(path, untrusted.NCCL_TESTS_LOG)
+    except untrusted.BadInput as exc:
         raise NcclTestsError(str(exc)) from None
     return parse_log(text, str(path), collective)
 
@@ -191,6 +198,7 @@ class CollectiveFit(BaseModel):
     segments: tuple[Segment, ...] = Field(min_length=1, max_length=MAX_SEGMENTS)
     residuals: tuple[tuple[float, float], ...] = ()  # (size, (fit - measured) / measured)
     source: str = ""
+    regimes: str = ""  # where the bus bandwidth falls as the size grows: which sizes each regime covers
 
     def segment(self, nbytes: float) -> Segment:
         return next((s for s in self.segments if nbytes <= s.upto_bytes), self.segments[-1])
@@ -273,11 +281,43 @@ def fit_log(log: NcclTestsLog, min_size: int = 0) -> CollectiveFit:
         a, c, _ = _line(points[lo:hi])
         upto = points[hi - 1][0] if i < len(choice[1]) - 1 else float(MAX_SIZE_BYTES)
         segments.append(Segment(upto_bytes=upto, latency_s=a, bus_Bps=factor / c))
-    fit = CollectiveFit(ranks=log.ranks, nodes=log.nodes, segments=tuple(segments), source=log.source)
+    fit = CollectiveFit(
+        ranks=log.ranks,
+        nodes=log.nodes,
+        segments=tuple(segments),
+        source=log.source,
+        regimes=regimes(segments, [s for s, _ in points]),
+    )
     residuals = tuple(
         (float(r.size), fit.time_s(log.collective, r.size, log.ranks) / ((r.oop_s + r.ip_s) / 2) - 1) for r in log.rows
     )
     return fit.model_copy(update={"residuals": residuals})
+
+
+def regimes(segments: Sequence[Segment], sizes: Sequence[float]) -> str:
+    """Where the fitted bus bandwidth falls by :data:`SLOWER_REGIME` or more from one size range to the next, each
+    side's sizes and bus bandwidth; empty where it never does."""
+    notes = []
+    lows = [0.0, *(s.upto_bytes for s in segments)]
+    for i in range(1, len(segments)):
+        before, after = segments[i - 1], segments[i]
+        if after.bus_Bps * SLOWER_REGIME > before.bus_Bps:
+            continue
+        first = [s for s in sizes if lows[i - 1] < s <= lows[i]]
+        second = [s for s in sizes if lows[i] < s <= lows[i + 1]]
+        notes.append(
+            f"{format_bytes(min(first))}-{format_bytes(max(first))} at {before.bus_Bps / 1e9:.3g} GB/s, "
+            f"{format_bytes(min(second))}-{format_bytes(max(second))} at {after.bus_Bps / 1e9:.3g} GB/s"
+        )
+    if not notes:
+        return ""
+    return (
+        f"two regimes: {'; '.join(notes)}. NCCL's own model never has the bus bandwidth fall as the size grows (it "
+        "picks the fastest choice per size): either a switch it makes runs slower on these hosts than it expects "
+        "(a rerun with NCCL_ALGO and NCCL_PROTO pinned tells) or something outside it slows the larger sizes (the "
+        "hosts moving the socket transport's data); a fit of one regime does not predict the other, and plan prices "
+        "each size with its own regime's terms"
+    )
 
 
 def fit_logs(logs: Sequence[NcclTestsLog]) -> NcclFit:

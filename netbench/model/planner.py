@@ -110,9 +110,12 @@ class Planner:
         g_lo, g_hi = gap(lo), gap(hi)
         if g_hi > 0:
             floor = g_hi + compute
-            # gloo's floor is its per-message latency; a GPU backend's may be its transport (socket streams)
-            bound = "latency-bound" if self.backend.name == "gloo" else "bandwidth-independent"
-            return out | {"reason": f"{bound}: communication takes {floor:.4g}s even at {hi:.0e} bit/s"}
+            text = f"communication takes {floor:.4g}s even at {hi:.0e} bit/s"
+            if self.backend.name == "gloo":  # its floor is the per-message latency
+                return out | {"reason": f"latency-bound: {text}"}
+            # a GPU backend's is what caps its bus bandwidth apart from the NIC (socket streams, windows, NVLink)
+            cause = self.backend.floor_reason(self._at_bw(scenario, hi))
+            return out | {"reason": f"{text}: {cause}", "comm_floor_s": floor, "floor_cause": cause}
         if g_lo < 0:
             return out | {"reason": f"communication is shorter than compute even at {lo:.0e} bit/s"}
         bw = bisect_log(gap, lo, hi)
@@ -151,9 +154,10 @@ class Planner:
                 found = bisect_int(doubled, prev, m)
                 return out | {"nodes": found * g, "step_time_s": step_at(found), "reason": None}
             if m == top:
+                # (gloo's JSON keeps its wording: it names the worker count nodes)
+                reach = f"{top * g} nodes" if self.backend.name == "gloo" else f"{top * g} workers"
                 return out | {
-                    "reason": f"step time stays below double ({step_at(top):.4g}s vs {2 * base:.4g}s) up to "
-                    f"{top * g} nodes"
+                    "reason": f"step time stays below double ({step_at(top):.4g}s vs {2 * base:.4g}s) up to {reach}"
                 }
             prev, m = m, m * 2
 

@@ -86,7 +86,7 @@ def bandwidth_for(step: StepFn, scheme: Scheme, scenario: Scenario, target: floa
 
     top = gap(hi) + target
     if top < target:
-        return out | {"reason": f"utilisation reaches only {top:.3f} even at {hi:.0e} bit/s"}
+        return out | {"reason": f"utilisation reaches only {top:.3f} even at {hi:.0e} bit/s", "max_utilization": top}
     if gap(lo) >= 0:
         return out | {"bw_bps": lo, "reason": f"met at {lo:.0e} bit/s already"}
     bw = bisect_log(gap, lo, hi, rel_tol=1e-6)

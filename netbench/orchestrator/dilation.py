@@ -6,9 +6,11 @@ backward, x k), and the CPU work the nodes really do (encode, decode, the optimi
 model's forward and backward): each worker pads those phases to k times their CPU time
 (:mod:`netbench.pacing`). Every node then asks for 1/k of a core and 1/k of the packet work per
 second, and a pipeline that overlaps its codec with its collectives sees both slowed alike, so the
-undilated step is the dilated one divided by k. ``auto`` picks k = nodes / cores, so that each node
-gets a core's worth of CPU per dilated second and the prediction for a dilated run gives each node a
-core of its own. Where the host is short of cores even so, the workers wait for one beyond their
+undilated step is the dilated one divided by k. ``auto`` picks k = workers / cores (nodes x
+``--gpus-per-node``), so that each worker gets a core's worth of CPU per dilated second and the
+prediction for a dilated run gives each worker a core of its own; with G workers per node their
+intra-node link (the loopback's tbf, ``--intra-bw``) is slowed by k like the others. Where the host is
+short of cores even so, the workers wait for one beyond their
 pacing: the fidelity check reports it, and ``cpu_stretch`` ((on a core + waiting) / on a core, from
 ``/proc/PID/schedstat``) says by how much.
 
@@ -66,7 +68,8 @@ def resolve(dilation: float | None, config: RunConfig, calibration: Calibration,
     """The factor a run uses: ``dilation`` as given, or for ``auto`` (None) :func:`auto_factor` of its prediction."""
     if dilation is not None:
         return dilation
-    return auto_factor(config.cluster.nodes, cpus, overlapped_cpu_share(config, calibration))
+    workers = config.cluster.nodes * config.gpus_per_node  # every worker, not every node, needs its core
+    return auto_factor(workers, cpus, overlapped_cpu_share(config, calibration))
 
 
 HOST_SHARE = 0.6  # a host busier than this (all its work, measured) is short of cores for the emulation's timing
@@ -83,17 +86,17 @@ def factor_for_busy(busy: float, share: float = HOST_SHARE) -> float:
     return math.ceil(2 * busy / share) / 2
 
 
-def auto_factor(nodes: int, cpus: int, cpu_share: float = 0.0) -> float:
-    """k = nodes / cores (each node a core's worth of CPU per dilated second), raised in half steps until
-    the nodes' CPU work that overlaps their traffic (``cpu_share``: a node's CPU seconds per step second,
+def auto_factor(workers: int, cpus: int, cpu_share: float = 0.0) -> float:
+    """k = workers / cores (each worker a core's worth of CPU per dilated second), raised in half steps until
+    the workers' CPU work that overlaps their traffic (``cpu_share``: a worker's CPU seconds per step second,
     predicted) keeps at most WORKER_SHARE of the cores busy: with the emulation's own work the host then
     stays within HOST_SHARE."""
-    by_cores = nodes / max(1, cpus)
-    return max(1.0, by_cores, factor_for_busy(nodes * cpu_share / max(1, cpus), WORKER_SHARE))
+    by_cores = workers / max(1, cpus)
+    return max(1.0, by_cores, factor_for_busy(workers * cpu_share / max(1, cpus), WORKER_SHARE))
 
 
 def overlapped_cpu_share(config: RunConfig, calibration: Calibration) -> float:
-    """A node's encode + decode per second of its predicted step, where its pipeline overlaps them with the
+    """A worker's encode + decode per second of its predicted step, where its pipeline overlaps them with the
     wire (several buckets); 0 where they take turns (the emulation then has the cores while the codecs wait)."""
     from netbench.orchestrator.prediction import predict, workload_shapes
 
@@ -110,7 +113,8 @@ def overlapped_cpu_share(config: RunConfig, calibration: Calibration) -> float:
 
 
 def dilate(config: RunConfig, k: float) -> RunConfig:
-    """The configuration the emulator actually runs: links k times slower and longer, compute k times longer."""
+    """The configuration the emulator actually runs: links k times slower and longer (a shaped intra-node link
+    too), compute k times longer."""
     if k == 1.0:
         return config
     cluster = config.cluster
@@ -119,8 +123,14 @@ def dilate(config: RunConfig, k: float) -> RunConfig:
         slowed["topology"] = _slowed_topology(cluster.topology, k)
     workload = config.workload.model_copy(update={"compute_ms": config.workload.compute_ms * k})
     timeout = config.timeout_s * k if config.timeout_s else None
+    intra = config.intra_bw_bps / k if config.intra_bw_bps else None
     return config.model_copy(
-        update={"cluster": cluster.model_copy(update=slowed), "workload": workload, "timeout_s": timeout}
+        update={
+            "cluster": cluster.model_copy(update=slowed),
+            "workload": workload,
+            "timeout_s": timeout,
+            "intra_bw_bps": intra,
+        }
     )
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from netbench import safe_files
 from netbench.counters import IfaceCounters, read_counters
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
@@ -389,7 +390,7 @@ def _model_config(
     if declared:
         try:
             shapes_path = run_dir.payload_shapes
-            shapes_path.write_text(json.dumps({"shapes": declared["shapes"]}, indent=1) + "\n")
+            safe_files.write_text(shapes_path, json.dumps({"shapes": declared["shapes"]}, indent=1) + "\n")
             update["replicator"] = ReplicatorConfig.model_validate(declared["replicator"])
             update["workload"] = WorkloadConfig(kind="shapes", shapes=str(shapes_path), compute_ms=0.0)
         except Exception as exc:  # noqa: BLE001 - a bad declaration costs the prediction, never the measurement

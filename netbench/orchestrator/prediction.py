@@ -52,6 +52,7 @@ __all__ = [
     "RunLike",
     "period_warnings",
     "workload_shapes",
+    "shapes_record",
     "local_time_s",
     "measured_codec_s",
     "scenario_for",
@@ -93,17 +94,33 @@ def period_warnings(
     ]
 
 
-def workload_shapes(workload: WorkloadConfig, world_size: int = 2) -> list[ParamShape]:
-    """Parameter shapes the workers train: the preset's for ``shapes``, else from building the model once."""
-    if workload.kind == "shapes":
-        return workload.shape_list()
+def workload_shapes(
+    workload: WorkloadConfig, world_size: int = 2, recorded: Sequence[ParamShape] | None = None
+) -> list[ParamShape]:
+    """Parameter shapes the workers train: ``recorded`` by a finished run where given, else as the settings declare
+    them (nothing built), else, for a python: workload, from building its model once: that imports the user's module,
+    which only a run the user started allows (:func:`netbench.workloads.python.name_for_run`)."""
+    if recorded is not None:
+        return list(recorded)
+    declared = workload.declared_shapes()
+    if declared is not None:
+        return declared
     return list(_built_shapes(workload.model_dump_json(), world_size))
+
+
+def shapes_record(workload: WorkloadConfig, world_size: int) -> dict[str, list[int]] | None:
+    """The shapes as run.json records them (name -> dims), so a report predicts again without reading a shapes file
+    or importing a python: workload; None where they cannot be had."""
+    try:
+        return {s.name: list(s.shape) for s in workload_shapes(workload, world_size)}
+    except Exception:  # noqa: BLE001 - the prediction reports the same failure
+        return None
 
 
 @functools.lru_cache(maxsize=8)
 def _built_shapes(workload_json: str, world_size: int) -> tuple[ParamShape, ...]:
-    """A built-in model's shapes, built once per process (the prediction and the per-link bytes both ask)."""
-    from netbench.workloads import build_workload  # torch: only for the built-in models
+    """A python: workload's shapes, built once per process (the prediction and the per-link bytes both ask)."""
+    from netbench.workloads import build_workload  # torch: only for the user's own model
 
     return tuple(build_workload(WorkloadConfig.model_validate_json(workload_json), 0, world_size).param_shapes())
 
@@ -283,19 +300,21 @@ def predict_run(
     calibration: Calibration | None = None,
     cpus: int | None = None,
     identity: dict[str, Any] | None = None,
+    recorded: Sequence[ParamShape] | None = None,
 ) -> dict[str, Any]:
     """Prediction for a finished run, or ``{"error": why}``: a run's results never depend on the model working.
 
     ``n_params`` (the workers' count) guards against predicting for a different model than the
     one trained; ``calibration`` defaults to this host's saved one (never measured here);
-    ``identity`` names the calibration in the result (default: its source and digest).
+    ``identity`` names the calibration in the result (default: its source and digest);
+    ``recorded``: the shapes the run recorded (a stored run's, so nothing is read or built).
     """
     try:
         local = local_time_s(steps)
         if local is None:
             return {"error": "no measured steps"}
         calib = calibration if calibration is not None else load_calibration()
-        shapes = workload_shapes(config.workload, config.cluster.nodes)
+        shapes = workload_shapes(config.workload, config.cluster.nodes, recorded)
         if n_params is not None and total_params(shapes) != n_params:
             return {"error": f"workload has {total_params(shapes)} parameters here but the workers trained {n_params}"}
         cpus = cpus or host_cpus()

@@ -1,9 +1,13 @@
 """A sweep's predictions made again with other model constants (``netbench report --calibration``).
 
-Each measured point is predicted from its own run directory (its recorded config, steps.csv and parameter
-count, read as untrusted input) and the new figures replace the predicted columns of summary.csv; sweep.json
-records the calibration they came from. The measurements are never touched, and the report then reads the
-stored predictions as it reads any sweep's.
+Each measured point is predicted from its own run directory (its recorded config, steps.csv, parameter
+count and parameter shapes, read as untrusted input) and the new figures replace the predicted columns of
+summary.csv; sweep.json records the calibration they came from. The measurements are never touched, and the
+report then reads the stored predictions as it reads any sweep's.
+
+Reading a run runs nothing of it: the workload's shapes are the ones its run recorded, or those its settings
+declare (a built-in model, a preset), within the same caps as the command line's; a shapes file a stored run
+names is not read and a python: workload is not imported.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict_run
 from netbench.rundir.layout import RunDir
 from netbench.rundir.reading import read_csv, validated
-from netbench.rundir.runjson import read_run_json
+from netbench.rundir.runjson import read_run_json, recorded_shapes
 from netbench.rundir.summary import csv_predicted, predicted_column
 from netbench.rundir.sweepdir import SWEEP_JSON, read_summary, read_sweep_json, run_path, write_summary, write_sweep_doc
+from netbench.shapes import names_a_file
+from netbench.workloads.config import STORED
 
 __all__ = ["recorded_calibration", "repredict"]
 
@@ -36,10 +42,16 @@ def recorded_calibration(folder: Path) -> Calibration:
 def _predict_again(run_dir: Path, calibration: Calibration) -> dict[str, Any]:
     """One point's prediction from its own run directory (BadInput for a run.json that is not one)."""
     folder = RunDir(run_dir)
-    config = validated(RunConfig, read_run_json(run_dir).get("config"), folder.run_json)
+    doc = read_run_json(run_dir)
+    config = validated(RunConfig, doc.get("config"), folder.run_json, context=STORED)
+    recorded = recorded_shapes(doc, folder.run_json)
+    work = config.workload
+    if recorded is None and (work.kind == "python" or (work.kind == "shapes" and names_a_file(work.shapes))):
+        return {"error": "the run recorded no parameter shapes (its python: workload or shapes file is not read)"}
     if not os.path.lexists(folder.steps_csv):
         return {"error": "no steps.csv"}
-    return predict_run(config, read_csv(folder.steps_csv), folder.start().get("n_params"), calibration)
+    steps = read_csv(folder.steps_csv)
+    return predict_run(config, steps, folder.start().get("n_params"), calibration, recorded=recorded)
 
 
 def repredict(folder: Path, calibration_path: Path) -> None:

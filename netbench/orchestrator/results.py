@@ -27,7 +27,7 @@ from netbench.orchestrator import health
 from netbench.orchestrator.fidelity import unfinished
 from netbench.orchestrator.hybrid_results import hybrid_summary
 from netbench.orchestrator.links import link_report, read_trunks
-from netbench.orchestrator.prediction import model_errors, predict_run, replay_run
+from netbench.orchestrator.prediction import model_errors, predict_run, replay_run, shapes_record
 from netbench.orchestrator.schedule_results import annotate, segment_summary, step_errors
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
@@ -380,7 +380,11 @@ def _write_files(
         **out.extra,
         "cluster": out.cluster,
         "versions": versions(),
-        "workload": {"n_params": start.get("n_params"), "n_tensors": start.get("n_tensors")},
+        "workload": {
+            "n_params": start.get("n_params"),
+            "n_tensors": start.get("n_tensors"),
+            "shapes": shapes_record(config.workload, config.cluster.nodes),
+        },
         "capture": dict(capture),
         **({"fidelity": fidelity} if fidelity is not None else {}),
         "summary": summary,

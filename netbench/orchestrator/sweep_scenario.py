@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import tomllib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from netbench import untrusted
 from netbench.emulation.spec import ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
@@ -34,17 +35,18 @@ from netbench.replicators.registry import REGISTRY, default_sweep
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule
-from netbench.small_files import UnreadableFile, read_small_text
 from netbench.topology.file import TopologyError
 from netbench.topology.graph import Topology
 from netbench.topology.options import MAX_OVERSUBSCRIPTION, PRESETS, topology_from_options
 from netbench.topology.placement import PlacementError, parse_rank_order
 from netbench.units import UnitError, parse_rate, parse_time
+from netbench.untrusted import shown_name
 from netbench.validation import one_line
-from netbench.workloads.config import WorkloadConfig
+from netbench.workloads.config import STORED, WorkloadConfig
 
 __all__ = [
     "ScenarioError",
+    "MAX_POINTS",
     "Grid",
     "SweepScenario",
     "Point",
@@ -53,6 +55,9 @@ __all__ = [
     "scenario_from_dict",
     "points",
 ]
+
+
+MAX_POINTS = 2000  # a point is a measured run of seconds to minutes: 2000 of them are a day of the host
 
 
 class ScenarioError(ValueError):
@@ -64,7 +69,7 @@ def _each(values: list[str], parse) -> list[str]:
         try:
             parse(text)
         except UnitError as exc:
-            raise ValueError(f"[{i}] {exc}") from None
+            raise UnitError(f"[{i}] {exc}", f"[{i}] {exc.unquoted}") from None
     return values
 
 
@@ -180,7 +185,7 @@ class Grid(BaseModel):
     def _names(cls, v: list[str]) -> list[str]:
         unknown = [n for n in v if n not in REGISTRY]
         if unknown:
-            raise ValueError(f"unknown replicator {unknown[0]!r} (choose from {', '.join(REGISTRY)})")
+            raise ValueError(f"unknown replicator {shown_name(unknown[0])} (choose from {', '.join(REGISTRY)})")
         return list(dict.fromkeys(v))
 
 
@@ -224,6 +229,15 @@ class SweepScenario(BaseModel):
         description="a link schedule or trace file every point runs with (netbench.schedule; "
         "relative to the scenario file's folder)",
     )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> SweepScenario:
+        """At most MAX_POINTS points, counted from the axes before any point is made."""
+        grids = [self.grid, *self.more]
+        count = sum(math.prod(len(getattr(g, axis)) for axis in Grid.model_fields) for g in grids) + len(self.points)
+        if count > MAX_POINTS:
+            raise ValueError(f"{count} points; a sweep runs at most {MAX_POINTS} (split it into several sweeps)")
+        return self
 
     def sections(self) -> list[tuple[str, Grid]]:
         """Every grid by where it was written: ``grid``, ``more[i]``, ``points[i]`` (a point: grid's axes with its
@@ -316,12 +330,12 @@ def scenario_from_dict(data: dict[str, Any], source: str = "", names: dict[str, 
     try:
         scenario = SweepScenario.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise ScenarioError(one_line(exc, names, prefix=prefix)) from None
+        raise ScenarioError(one_line(exc, names, prefix=prefix, echo=None)) from None
     for i, entry in enumerate(scenario.points):
         try:
             Grid.model_validate(entry)
         except pydantic.ValidationError as exc:
-            raise ScenarioError(one_line(exc, prefix=f"{prefix}points[{i}].")) from None
+            raise ScenarioError(one_line(exc, prefix=f"{prefix}points[{i}].", echo=False)) from None
     points(scenario, Path("."), prefix=prefix, names=names)  # every point's cluster and run settings, validated now
     return scenario
 
@@ -329,11 +343,9 @@ def scenario_from_dict(data: dict[str, Any], source: str = "", names: dict[str, 
 def read_toml(path: Path) -> dict[str, Any]:
     """A scenario file's raw table (validated later, after any command-line overrides)."""
     try:
-        data = tomllib.loads(read_small_text(path, "scenario file"))
-    except UnreadableFile as exc:
+        data = untrusted.read_toml(path, untrusted.SCENARIO)
+    except untrusted.BadInput as exc:
         raise ScenarioError(str(exc)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: invalid TOML: {exc}") from None
     data.setdefault("name", path.stem)
     _files_beside(data, path.parent)
     return data
@@ -421,7 +433,7 @@ def expected_coordinates(scenario: SweepScenario) -> list[tuple[str, int, str, s
 def recorded_grid_points(recorded: dict[str, Any]) -> list[tuple[str, int, str, str, str]]:
     """:func:`expected_coordinates` of a scenario as sweep.json records it (its grid, more and points);
     pydantic.ValidationError for one that is not a scenario."""
-    return expected_coordinates(SweepScenario.model_validate(recorded))
+    return expected_coordinates(SweepScenario.model_validate(recorded, context=STORED))
 
 
 def _combos(scenario: SweepScenario) -> list[tuple]:
@@ -523,7 +535,9 @@ def points(
             )
         except pydantic.ValidationError as exc:
             field = {"nodes": "nodes", "up.rate_bps": "bw", "down.rate_bps": "bw", "up.delay_s": "delay"}
-            raise ScenarioError(one_line(exc, {k: where(v) for k, v in field.items()}, prefix=prefix)) from None
+            raise ScenarioError(
+                one_line(exc, {k: where(v) for k, v in field.items()}, prefix=prefix, echo=False)
+            ) from None
         cluster = _on_network(cluster, nodes, net, where, files)
         try:
             config = RunConfig(

@@ -89,7 +89,7 @@ class ReplicatorConfig(BaseModel):
         description=_taken_by(
             "fragments",
             "model fragments (groups of layers), each synchronised on its own step of the sync_every cycle; "
-            "must divide the model's layers and sync_every.",
+            "must divide the model's layers and not exceed sync_every.",
         ),
     )
     fragment_sync_delay: int = Field(
@@ -98,7 +98,7 @@ class ReplicatorConfig(BaseModel):
         description=_taken_by(
             "fragment_sync_delay",
             "inner steps a fragment's exchange overlaps before its outer step waits for it (tau); "
-            "below sync_every / fragments.",
+            "below sync_every / fragments (rounded down).",
         ),
     )
     fragment_update_alpha: float = Field(
@@ -208,9 +208,9 @@ class ReplicatorConfig(BaseModel):
         # Only where the replicator takes fragments: a sweep may set them beside replicators that ignore them.
         if "fragments" not in spec(self.name).options:
             return self
-        if self.sync_every % self.fragments:
+        if self.fragments > self.sync_every:
             raise ValueError(
-                f"fragments {self.fragments} must divide sync_every {self.sync_every} "
+                f"fragments {self.fragments} must not exceed sync_every {self.sync_every} "
                 "(each fragment synchronises once per cycle, on its own step)"
             )
         window = self.sync_every // self.fragments

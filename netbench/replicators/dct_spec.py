@@ -98,6 +98,7 @@ def compression(fraction: float, config: Settings) -> dict[str, Any]:
 
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=90,
+    state_bytes_per_param=16,  # the DCT momentum and three scratch tiles, fp32 (plain SGD steps: no state)
     in_default_sweep=True,
     name="dct",
     summary="top-k DCT coefficients of every chunk of a decoupled momentum, all-gathered (DeMo)",

@@ -9,9 +9,11 @@ layer at all counts each parameter as a layer of its own.
 Fragments: ``F`` groups of ``L / F`` layers each, F dividing L. ``strided`` puts layer i in fragment ``i mod F``
 (the paper's choice: every fragment spans the depth of the model), ``sequential`` in fragment ``i // (L / F)``.
 
-Schedule (as torchft's ``DiLoCo`` runs it): fragment i's outer step lands after inner step ``(i + 1) * H / F`` of
-every H-step cycle, so one fragment synchronises every ``H / F`` steps; its outer gradient leaves ``tau`` steps
-earlier (``fragment_sync_delay``) and travels while those steps train. One fragment and no delay is DiLoCo.
+Schedule (as torchft's ``DiLoCo`` runs it): fragment i's outer step lands after inner step ``floor((i + 1) H / F)``
+of every H-step cycle, so one fragment synchronises every ``H / F`` steps (rounded down; F need not divide H: the
+Streaming DiLoCo paper's Table 4 runs H = 100 over 8, 16 and 36 fragments); its outer gradient leaves ``tau`` steps
+earlier (``fragment_sync_delay``, below ``floor(H / F)``, so one fragment is in flight at a time) and travels while
+those steps train. One fragment and no delay is DiLoCo.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 
 from netbench.replicators.spec import SettingError
 
-__all__ = ["FragmentError", "layer_of_each", "fragment_members", "sync_offset", "send_offset"]
+__all__ = ["FragmentError", "layer_of_each", "fragment_members", "fragment_layers", "sync_offset", "send_offset"]
 
 
 class FragmentError(SettingError):
@@ -68,9 +70,17 @@ def fragment_members(names: Sequence[str], fragments: int, pattern: str) -> list
     return members
 
 
+def fragment_layers(names: Sequence[str], fragments: int, pattern: str) -> tuple[list[tuple[int, ...]], int]:
+    """(the layers of each fragment, in forward order; the model's layer count): what a layer schedule needs to
+    send a fragment layer by layer as backward produces it."""
+    layers, count = layer_of_each(names)
+    members = fragment_members(names, fragments, pattern)
+    return [tuple(sorted({layers[i] for i in group})) for group in members], count
+
+
 def sync_offset(i: int, sync_every: int, fragments: int) -> int:
     """The step of the cycle (``s % H``) after which fragment ``i``'s outer step lands."""
-    return ((i + 1) * (sync_every // fragments)) % sync_every
+    return ((i + 1) * sync_every // fragments) % sync_every
 
 
 def send_offset(i: int, sync_every: int, fragments: int, delay: int) -> int:

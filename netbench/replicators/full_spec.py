@@ -35,4 +35,5 @@ SPEC = ReplicatorSpec(
     options=("grad_dtype", "bucket_mb"),
     cost_settings=("grad_dtype",),
     color="#1f77b4",
+    state_bytes_per_param=8,  # AdamW's two moments (its flat wire buffer is the payload's)
 )

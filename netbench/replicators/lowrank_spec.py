@@ -40,6 +40,7 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
 
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=70,
+    state_bytes_per_param=4,  # the matrices' momenta, fp32 (SGD on them; the element-wise rest is small)
     name="lowrank",
     summary="one power iteration per step against a shared right factor; P and R all-reduced (Dion)",
     collective="all-reduce of factors",

@@ -32,8 +32,15 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
     )
 
 
+def state_bytes(config: Settings) -> float:
+    """The local QH-Adam's momenta, gradient and update (16), the anchor weights and averaged mean (8), fp32; the
+    dequantized row of a quantized exchange (4)."""
+    return 24 + (4 if config.quant_bits else 0)
+
+
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=0,
+    state_bytes_per_param=state_bytes,
     name="mtdao",
     summary="local QH-Adam; parameters and both momenta all-reduced densely, each every K steps",
     collective="periodic all-reduce",

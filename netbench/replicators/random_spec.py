@@ -37,6 +37,7 @@ def rate_compression(fraction: float, config: Settings) -> dict[str, Any]:
 
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=90,
+    state_bytes_per_param=8,  # the decoupled momentum and the update, fp32 (plain SGD steps)
     in_default_sweep=True,
     name="random",
     summary="a seeded random rate of every tensor's decoupled momentum, all-reduced (values only)",

@@ -59,6 +59,11 @@ SPEC = ReplicatorSpec(
     cost_settings=("sync_every", "chunk", "topk", "value_dtype", "index_dtype", "quant_bits", "quant_block"),
     color="#bcbd22",
     period=period,
+    # not measured on an accelerator, counted from its operations in fp32: the pseudo-gradient (12 bytes), error
+    # feedback (12), the top-k of every chunk (about 20), the error's update (8), the gathered values scattered into
+    # a dense buffer (8), the outer Nesterov step (36) and the parameters set back (8): about 100
+    codec_bytes_per_param=100,
+    state_bytes_per_param=20,  # AdamW's moments (8); the global weights, pseudo-gradient and error buffer, fp32 (12)
     compression=compression,
     compression_knob="top-k per chunk",
 )

@@ -43,7 +43,9 @@ class PayloadDecl:
     An exchange made on a step of its period other than the last (Streaming DiLoCo's fragments, staggered over
     the H inner steps) names that step with ``offset``; one whose collective overlaps the next inner steps
     (a fragment's outer gradients travelling while training goes on) names how many with ``overlap_steps``: the
-    rank waits for it only ``overlap_steps`` steps after starting it.
+    rank waits for it only ``overlap_steps`` steps after starting it. One that carries some of the model's layers
+    only (a fragment) names them with ``layers``, numbered as :func:`~netbench.replicators.fragments.layer_of_each`
+    numbers them out of ``layer_count``: a layer schedule sends each as backward produces it.
     """
 
     collective: Collective
@@ -54,6 +56,8 @@ class PayloadDecl:
     also: tuple[PayloadDecl, ...] = ()
     offset: int = 0  # communicates on 1-based steps s with s % period == offset % period
     overlap_steps: int = 0  # local steps its collective overlaps before the rank waits for it
+    layers: tuple[int, ...] = ()  # the model's layers it carries (empty: all of them)
+    layer_count: int = 0  # the model's layers, in the numbering ``layers`` uses
 
     def __post_init__(self) -> None:
         if self.period < 1 or self.offset < 0 or self.overlap_steps < 0 or self.overlap_steps >= self.period:
@@ -61,6 +65,8 @@ class PayloadDecl:
                 f"exchange {self.label or self.collective}: period >= 1, offset >= 0 and "
                 f"0 <= overlap_steps < period required"
             )
+        if self.layers and not all(0 <= layer < self.layer_count for layer in self.layers):
+            raise ValueError(f"exchange {self.label or self.collective}: layers must lie in 0..layer_count - 1")
 
     def on(self, step: int) -> bool:
         """Whether this exchange (this part alone) starts its collectives on 1-based ``step``."""
@@ -125,14 +131,25 @@ class ReplicatorSpec:
     compression: Callable[[float, Settings], dict[str, Any]] | None = None  # `--compression` -> settings
     in_default_sweep: bool = False  # a sweep scenario that names no replicator runs it
     compression_knob: str = ""  # what `--compression` sets for it, for the option's help ("rate")
-    # Device-memory bytes one step's encode + decode moves per parameter: what the planner divides by an
-    # accelerator's memory bandwidth where no measured codec profile exists (effective traffic, read off the
-    # H100 profile in reports/gpu: its cost per parameter x 3.35 TB/s, rounded).
+    # Device-memory bytes one synchronisation's encode + decode moves per parameter (a periodic replicator's steps
+    # share it: the planner divides by its period): what the planner divides by an accelerator's memory bandwidth
+    # where no measured codec profile exists. Read off the H100 profile in reports/gpu where it measures the
+    # replicator (its cost per parameter x 3.35 TB/s, rounded), else counted from the operations (an estimate of an
+    # estimate: each such spec says so).
     codec_bytes_per_param: float = 0.0
+    # Device-memory bytes per parameter it keeps besides the weights and their gradients: its inner optimizer's
+    # state and its own buffers, counted from its implementation (the buffers its collectives need follow from its
+    # payload); a function of the settings where they change it. What the planner's memory check adds up.
+    state_bytes_per_param: float | Callable[[Settings], float] = 0.0
 
     def encodes_with(self, config: Settings) -> bool:
         """Whether ``config`` gives this replicator encode/decode work to calibrate."""
         return self.encodes(config) if callable(self.encodes) else self.encodes
+
+    def state_bytes_with(self, config: Settings) -> float:
+        """Bytes per parameter of optimizer and replicator state ``config`` keeps on the device."""
+        state = self.state_bytes_per_param
+        return state(config) if callable(state) else state
 
     def load(self) -> type:
         """The torch implementation (imports torch)."""

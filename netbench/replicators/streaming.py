@@ -7,7 +7,7 @@ grad_dtype, or quantized: :mod:`netbench.replicators.outer_mean`) and its collec
 ``fragment_sync_delay`` (tau) steps while it travels. On its sync step the rank waits for it, takes the outer step on
 the fragment's global weights and sets the fragment's parameters to ``lerp(global, local, alpha)``
 (``fragment_update_alpha``; 0 drops the tau steps of local progress, as torchft's default). Fragments leave one
-every ``H / F`` steps, so the peak traffic is one fragment's, not the model's.
+every ``H / F`` steps (rounded down), so the peak traffic is one fragment's, not the model's.
 
 With one fragment, no delay and no quantization this is DiLoCo step for step (same operations, same order).
 """

@@ -9,10 +9,11 @@ the peak bandwidth (one fragment's bytes within ``H / F`` steps) and the hidden 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from netbench.replicators.diloco_spec import outer_exchange
-from netbench.replicators.fragments import fragment_members, send_offset
+from netbench.replicators.diloco_spec import outer_exchange, state_bytes
+from netbench.replicators.fragments import fragment_layers, fragment_members, send_offset
 from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ def fragment_numels(shapes: Sequence[ParamShape], config: Settings) -> list[int]
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
     h, f, tau = config.sync_every, config.fragments, config.fragment_sync_delay
+    layers, count = fragment_layers([s.name for s in shapes], f, config.fragment_pattern)
     parts = []
     for i, numel in enumerate(fragment_numels(shapes, config)):
         collective, nbytes = outer_exchange(numel, config)
@@ -43,18 +45,12 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
                 label=f"fragment{i}",
                 offset=send_offset(i, h, f, tau),
                 overlap_steps=tau,
+                layers=layers[i] if f > 1 else (),
+                layer_count=count,
             )
         )
     first, *rest = parts
-    return PayloadDecl(
-        first.collective,
-        first.bytes_per_step,
-        period=first.period,
-        label=first.label,
-        offset=first.offset,
-        overlap_steps=first.overlap_steps,
-        also=tuple(rest),
-    )
+    return replace(first, also=tuple(rest))
 
 
 SPEC = ReplicatorSpec(
@@ -79,4 +75,8 @@ SPEC = ReplicatorSpec(
     cost_settings=("sync_every", "grad_dtype", "quant_bits", "quant_block"),
     color="#e377c2",
     period=period,
+    # not measured on an accelerator: each fragment does DiLoCo's outer work (the pseudo-gradient, its cast or
+    # quantization, the averaged result's outer Nesterov step, the parameters set back), so DiLoCo's traffic
+    codec_bytes_per_param=80,
+    state_bytes_per_param=state_bytes,  # DiLoCo's, every fragment's kept on the device
 )

@@ -31,6 +31,7 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
 
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=50,
+    state_bytes_per_param=8,  # the decoupled momentum and the update, fp32 (plain SGD steps)
     name="striding",
     summary="every n-th element of the decoupled momentum (n = 1/rate, rotating offset), all-reduced",
     collective="all-reduce",

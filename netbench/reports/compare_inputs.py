@@ -1,10 +1,10 @@
 """One side of a comparison read from a folder someone else may control: a sweep folder or a run directory.
 
-``netbench compare`` runs as root in CI on folders a user hands it, so every file is opened
-without blocking and read only when it is a regular file (a FIFO planted as ``summary.csv``
-would otherwise hang the job), within a size limit, as strict UTF-8. Anything unreadable or of
-the wrong shape is a :class:`CompareError`: one line, exit 2. Text that ends up on a terminal or
-a CI page (labels, statuses, reasons) has its control characters removed here, once.
+``netbench compare`` runs as root in CI on folders a user hands it, so every file is read as untrusted
+input (:mod:`netbench.untrusted`: a regular file, no link, a size cap, strict UTF-8, capped JSON).
+Anything unreadable or of the wrong shape is a :class:`CompareError`: one line, exit 2, no value
+from the file in it. Text that ends up on a terminal or a CI page (labels, statuses, reasons) has
+its control characters removed here, once.
 
 A sweep's ``sweep.json`` records the grid it was asked to run; that grid is the set of points its
 ``summary.csv`` must hold, which tells a point that went missing from a grid that changed.
@@ -13,11 +13,8 @@ A sweep's ``sweep.json`` records the grid it was asked to run; that grid is the 
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
-import stat
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,19 +24,22 @@ import numpy as np
 import pandas as pd
 import pydantic
 
+from netbench import untrusted
+from netbench.reports.escape import printable
 from netbench.reports.steps import per_step, spread
 from netbench.rundir.layout import RunDir
+from netbench.rundir.reading import BadInput, read_csv
 from netbench.rundir.steps_schema import REQUIRED, Col
 from netbench.rundir.summary import measured_steps, metric
-from netbench.rundir.sweepdir import SUMMARY, SWEEP_JSON, TEXT, run_path
+from netbench.rundir.sweepdir import MAX_ROWS, SUMMARY, SWEEP_JSON, TEXT, run_path
 from netbench.units import UnitError, format_rate, parse_rate, parse_time
+from netbench.validation import message_of
 
 __all__ = [
     "CompareError",
     "Key",
     "PointFigures",
     "Side",
-    "MAX_INPUT_BYTES",
     "MAX_GRID_POINTS",
     "read_regular",
     "clean_text",
@@ -53,7 +53,6 @@ GridPoints = Callable[[dict[str, Any]], list[tuple[str, int, str, str, str]]]
 WIRE_TX = metric(
     "wire_tx_bytes_per_step"
 )  # bytes sent per node per step; its ``captured`` twin is the capture's MTU frames
-MAX_INPUT_BYTES = 256 * 2**20  # a steps.csv of 100 000 steps x 64 nodes stays below this
 MAX_GRID_POINTS = 100_000
 MAX_TEXT = 200  # characters kept of a label, status or reason
 COORDINATES = ("replicator", "nodes", "bw_bps", "delay_ms")
@@ -107,37 +106,15 @@ class Side:
 def clean_text(value: Any, limit: int = MAX_TEXT) -> str:
     """``value`` as one line of printable text: control and format characters dropped, cut at ``limit``."""
     text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-    text = "".join(
-        " " if ch in "\t\n\r" else ch for ch in text if ch in "\t\n\r" or not unicodedata.category(ch).startswith("C")
-    )
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return printable(" ".join(printable(text, len(text) + 1).split()), limit)
 
 
-def read_regular(path: Path, limit: int = MAX_INPUT_BYTES) -> str | None:
-    """A regular file's text (strict UTF-8), None where nothing is at ``path``; never waits on a FIFO or device."""
+def read_regular(path: Path) -> str | None:
+    """A file's text read as untrusted input (:mod:`netbench.untrusted`), None where nothing is at ``path``."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise CompareError(f"{clean_text(path)}: cannot be read ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CompareError(f"{clean_text(path)}: not a regular file")
-        if info.st_size > limit:
-            raise CompareError(f"{clean_text(path)}: {info.st_size} bytes, more than the {limit} this reads")
-        try:
-            data = fh.read(limit + 1)
-        except OSError as exc:
-            raise CompareError(f"{clean_text(path)}: cannot be read ({exc.strerror})") from None
-    if len(data) > limit:
-        raise CompareError(f"{clean_text(path)}: more than the {limit} bytes this reads")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CompareError(f"{clean_text(path)}: not UTF-8 text (byte {exc.start})") from None
+        return untrusted.read_text_if_present(path, untrusted.RUN_FILE)
+    except untrusted.BadInput as exc:
+        raise CompareError(str(exc)) from None
 
 
 def _csv(path: Path, text: str, dtype: dict[str, type] | None = None) -> pd.DataFrame:
@@ -145,8 +122,8 @@ def _csv(path: Path, text: str, dtype: dict[str, type] | None = None) -> pd.Data
         return pd.read_csv(io.StringIO(text), dtype=dtype)
     except pd.errors.EmptyDataError:
         raise CompareError(f"{clean_text(path)}: empty") from None
-    except (ValueError, pd.errors.ParserError, OverflowError) as exc:
-        raise CompareError(f"{clean_text(path)}: not a readable CSV ({clean_text(exc, 160)})") from None
+    except (ValueError, pd.errors.ParserError, OverflowError):
+        raise CompareError(f"{clean_text(path)}: not a readable CSV") from None
 
 
 def _number(value: Any) -> float:
@@ -171,7 +148,7 @@ def _key(where: str, row: dict[str, Any]) -> Key:
     ]
     for name, bad in problems:
         if bad:
-            raise CompareError(f"{where}: {name} {clean_text(repr(row.get(name)), 40)} is not a usable coordinate")
+            raise CompareError(f"{where}: {name} is not a usable coordinate")
     variant = row.get("variant")  # absent in sweeps from before variants, and on the plain star
     return (
         replicator,
@@ -196,8 +173,8 @@ def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
         every_node_finite = _all_finite(
             measured_steps(frame)[Col.STEP_S]
         )  # each node's step, before the max over nodes
-    except (ValueError, TypeError, KeyError) as exc:
-        raise CompareError(f"{clean_text(path)}: unreadable steps ({clean_text(exc, 120)})") from None
+    except (ValueError, TypeError, KeyError):
+        raise CompareError(f"{clean_text(path)}: unreadable steps") from None
     step = _noise(steps[Col.STEP_S]) if every_node_finite else math.nan
     wire = _noise(steps["wire_tx_bytes"]) if "wire_tx_bytes" in steps else None
     return step, wire
@@ -260,10 +237,12 @@ def _run_dir(folder: Path, stored: Any) -> Path | None:
 
 def _summary_rows(folder: Path) -> list[dict[str, Any]]:
     path = folder / SUMMARY
-    text = read_regular(path)
-    if text is None:
+    if not os.path.lexists(path):
         raise CompareError(f"{clean_text(path)}: missing")
-    frame = _csv(path, text, dtype={c: str for c in TEXT})
+    try:
+        frame = read_csv(path, TEXT, max_rows=MAX_ROWS)
+    except BadInput as exc:
+        raise CompareError(str(exc)) from None
     if missing := NEEDED_COLUMNS - set(frame.columns):
         raise CompareError(f"{clean_text(path)}: not a sweep summary (no {', '.join(sorted(missing))} column)")
     return frame.to_dict("records")
@@ -291,9 +270,9 @@ def _json_object(path: Path) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise CompareError(f"{clean_text(path)}: not JSON ({clean_text(exc, 120)})") from None
+        doc = untrusted.parse_json(text, path)
+    except untrusted.BadInput as exc:
+        raise CompareError(str(exc)) from None
     if not isinstance(doc, dict):
         raise CompareError(f"{clean_text(path)}: not a JSON object")
     return doc
@@ -308,15 +287,15 @@ def _section(path: Path, doc: dict[str, Any], name: str) -> dict[str, Any] | Non
 
 def _workload(path: Path, raw: Any) -> dict[str, Any] | None:
     """A recorded workload with its defaults filled in (so two records of one workload compare equal)."""
-    from netbench.workloads.config import WorkloadConfig
+    from netbench.workloads.config import STORED, WorkloadConfig
 
     if raw is None:
         return None
     try:
-        return WorkloadConfig.model_validate(raw).model_dump(mode="json")
+        return WorkloadConfig.model_validate(raw, context=STORED).model_dump(mode="json")
     except pydantic.ValidationError as exc:
         raise CompareError(
-            f"{clean_text(path)}: workload not readable ({clean_text(exc.errors()[0].get('msg'), 120)})"
+            f"{clean_text(path)}: workload not readable ({message_of(exc.errors()[0], echo=False)})"
         ) from None
 
 
@@ -347,10 +326,10 @@ def grid_keys(path: Path, scenario: dict[str, Any], grid: GridPoints) -> frozens
         )
     except pydantic.ValidationError as exc:
         raise CompareError(
-            f"{clean_text(path)}: grid not readable ({clean_text(exc.errors()[0].get('msg'), 120)})"
+            f"{clean_text(path)}: grid not readable ({message_of(exc.errors()[0], echo=False)})"
         ) from None
     except UnitError as exc:
-        raise CompareError(f"{clean_text(path)}: grid not readable ({clean_text(exc, 120)})") from None
+        raise CompareError(f"{clean_text(path)}: grid not readable ({exc.unquoted})") from None
 
 
 def _scenario(folder: Path, grid: GridPoints | None) -> tuple[frozenset[Key] | None, dict[str, Any] | None]:

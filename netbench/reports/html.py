@@ -19,7 +19,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from netbench import safe_files
+from netbench import safe_files, untrusted
 
 __all__ = ["render_html", "write_html"]
 
@@ -72,7 +72,6 @@ document.querySelectorAll('table').forEach(function (table) {
 
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-FIGURE_LIMIT = 32 << 20  # a figure netbench draws is well under 1 MB
 
 
 def _data_uri(folder: Path, name: str, figures: Collection[str]) -> str | None:
@@ -82,8 +81,8 @@ def _data_uri(folder: Path, name: str, figures: Collection[str]) -> str | None:
     if name not in figures or Path(name).name != name or name in ("", ".", ".."):
         return None
     try:
-        data = safe_files.read_regular(folder / name, FIGURE_LIMIT)
-    except safe_files.BadInput:
+        data = untrusted.read_bytes(folder / name, untrusted.FIGURE)
+    except untrusted.BadInput:
         return None
     if not data.startswith(PNG_MAGIC):
         return None

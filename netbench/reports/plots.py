@@ -11,6 +11,10 @@ Colours are the replicator's everywhere (style.py). Model lines join the predict
 each point (summary.csv's ``pred_`` columns, made from the point's own measured local work), so a
 line passes through its points exactly when the model is right. Error bars need the runs' steps.csv (runs/); a
 folder without them (committed reports) draws points only.
+
+A figure's size does not grow with the sweep: panels are one per replicator, the step breakdown draws at most
+MAX_BARS bars (points grouped, their medians, beyond that), legends at most MAX_LEGEND entries, and the bytes
+figure at most MAX_NODE_COUNTS node counts.
 """
 
 from __future__ import annotations
@@ -30,15 +34,18 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from netbench.reports.figure_file import save  # noqa: E402
-from netbench.reports.steps import per_step, read_steps, spread  # noqa: E402
+from netbench.reports.steps import step_time_spread  # noqa: E402
 from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
 from netbench.reports.target import STEP_MODEL  # noqa: E402
-from netbench.rundir.steps_schema import Col  # noqa: E402
 from netbench.rundir.summary import compared_column, predicted_column, step_parts  # noqa: E402
 from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
 from netbench.units import format_rate  # noqa: E402
 
-__all__ = ["make_figures", "with_step_spread", "label_rate", "label_seconds", "save"]
+__all__ = ["make_figures", "with_step_spread", "label_rate", "label_seconds", "save", "MAX_BARS"]
+
+MAX_BARS = 60  # bars of the step breakdown
+MAX_LEGEND = 12  # entries of a legend
+MAX_NODE_COUNTS = 8  # node counts side by side in the bytes figure
 
 
 def _predicted(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -71,9 +78,8 @@ def with_step_spread(frame: pd.DataFrame, folder: Path) -> pd.DataFrame:
 
     out = frame.copy()
     q1, q3 = [], []
-    for r in out.itertuples():
-        steps = read_steps(run_path(folder, getattr(r, "run_dir", "")))
-        s = spread(per_step(steps)[Col.STEP_S]) if steps is not None else None
+    for run_dir in out["run_dir"] if "run_dir" in out else [""] * len(out):
+        s = step_time_spread(run_path(folder, run_dir))
         q1.append(s.q1 if s else math.nan)
         q3.append(s.q3 if s else math.nan)
     return out.assign(step_q1_s=q1, step_q3_s=q3)
@@ -122,12 +128,33 @@ def _bottom_labels(axes: list, label: str) -> None:
             ax.set_xlabel(label)
 
 
+def _node_handles(node_counts: list[int]) -> list:
+    """One legend entry per node marker: its node counts (markers repeat after len(NODE_MARKERS) counts)."""
+    by_marker: dict[str, list[int]] = {}
+    for n in node_counts:
+        by_marker.setdefault(node_marker(n, node_counts), []).append(n)
+    return [
+        Line2D([], [], ls="", marker=m, color="#444", label=_few_counts(counts) + " nodes")
+        for m, counts in by_marker.items()
+    ]
+
+
+def _few_counts(counts: list[int], shown: int = 3) -> str:
+    return ", ".join(map(str, counts[:shown])) + (f" (+{len(counts) - shown} more)" if len(counts) > shown else "")
+
+
+def _bounded(handles: list) -> list:
+    """At most MAX_LEGEND entries: the rest named by their number."""
+    if len(handles) <= MAX_LEGEND:
+        return handles
+    rest = Line2D([], [], ls="", label=f"... and {len(handles) - MAX_LEGEND + 1} more")
+    return handles[: MAX_LEGEND - 1] + [rest]
+
+
 def _key_handles(node_counts: list[int], delays: list[float], model: bool, errorbars: bool) -> list:
     """Legend entries that explain the encoding shared by all panels (colour is named by each panel's title)."""
-    handles = [
-        Line2D([], [], ls="", marker=node_marker(n, node_counts), color="#444", label=f"{n} nodes") for n in node_counts
-    ]
-    for d in delays:
+    handles = _node_handles(node_counts)
+    for d in delays[:4]:
         filled = d == delays[0]
         what = ("filled" if filled else "hollow") + (f", model {'solid' if filled else 'dashed'}" if model else "")
         handles.append(
@@ -141,9 +168,11 @@ def _key_handles(node_counts: list[int], delays: list[float], model: bool, error
                 label=f"{d:g} ms one-way ({what})",
             )
         )
+    if len(delays) > 4:
+        handles.append(Line2D([], [], ls="", label=f"... {len(delays) - 4} more delays (line styles repeat)"))
     if errorbars:
         handles.append(Line2D([], [], ls="", marker="|", ms=12, color="#444", label="bar: middle half of the steps"))
-    return handles
+    return _bounded(handles)
 
 
 def time_vs_bandwidth(frame: pd.DataFrame, path: Path) -> Path:
@@ -216,17 +245,17 @@ def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
     line = np.geomspace(lo, hi, 50)
     ax.fill_between(line, line * 0.9, line * 1.1, color="#cccccc", alpha=0.6, lw=0, label="+-10 % of the model")
     ax.plot(line, line, "-", color="#555", lw=1, label="measured = model")
-    for (rep, nodes), group in ok.groupby(["replicator", "nodes"], sort=False):
+    markers = ok["nodes"].map(lambda n: node_marker(int(n), node_counts))
+    for (rep, marker), group in ok.groupby([ok["replicator"], markers], sort=False):
         ax.errorbar(
             group[STEP_MODEL],
             group["step_time_s"],
             yerr=_yerr(group),
-            fmt=node_marker(int(nodes), node_counts),
+            fmt=marker,
             color=color(rep),
             ms=6,
             capsize=2,
             alpha=0.9,
-            label=f"{rep}, {int(nodes)} nodes",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -238,7 +267,11 @@ def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("measured step time (s)")
     ax.set_title("Measured vs predicted step time, one point per run", fontsize=11)
     ax.grid(True, which="both", alpha=0.25)
-    fig.legend(loc="outside right upper", fontsize=8, frameon=False)
+    reps = list(dict.fromkeys(ok["replicator"]))
+    handles = ax.get_legend_handles_labels()[0] + [Patch(color=color(r), label=r) for r in reps]
+    fig.legend(
+        handles=_bounded(handles + _node_handles(node_counts)), loc="outside right upper", fontsize=8, frameon=False
+    )
     return save(fig, path)
 
 
@@ -247,9 +280,35 @@ PART_COLORS = ("#bdbdbd", "#fdb462", "#80b1d3", "#b3de69", "#fb8072")
 PARTS = tuple((m.key, m.label, c) for m, c in zip(step_parts(), PART_COLORS, strict=True))
 
 
+def _breakdown_rows(ok: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The bars: one per point, or, beyond MAX_BARS points, one per group of points (replicator, nodes and rate; or
+    coarser) with the group's median step and parts; and what a bar is."""
+    if len(ok) <= MAX_BARS:
+        return ok, "each point"
+    parts = [column for column, _, _ in PARTS if column in ok]
+    numbers = ok.assign(**{c: pd.to_numeric(ok[c], errors="coerce") for c in parts})
+    for keys in (["replicator", "nodes", "bw_bps"], ["replicator", "nodes"], ["replicator"]):
+        groups = numbers.groupby(keys, sort=False)
+        if groups.ngroups <= MAX_BARS:
+            rows = groups[["step_time_s", *parts]].median().reset_index()
+            counts = groups.size().to_numpy()
+            rows["label"] = [
+                " ".join(
+                    format_rate(v) if k == "bw_bps" else f"{v}n" if k == "nodes" else str(v) for k, v in zip(keys, r)
+                )
+                + f" ({n} points)"
+                for r, n in zip(rows[keys].itertuples(index=False), counts)
+            ]
+            return rows, "the median of each " + ", ".join(k.removesuffix("_bps") for k in keys)
+    rows = numbers[["replicator", "step_time_s", *parts]].head(MAX_BARS)  # more replicators than bars: the first
+    return rows.assign(label=numbers["label"].head(MAX_BARS)), f"the first {MAX_BARS} points"
+
+
 def step_breakdown(frame: pd.DataFrame, path: Path) -> Path:
-    """Each point's step as a stacked bar of its parts, as shares of the step (the total is written beside it)."""
-    ok = _ok(frame).iloc[::-1]  # first point at the top
+    """Each point's step as a stacked bar of its parts, as shares of the step (the total is written beside it); at
+    most MAX_BARS bars (points grouped beyond that)."""
+    rows, what = _breakdown_rows(_ok(frame))
+    ok = rows.iloc[::-1]  # first point at the top
     labels = ok["label"].tolist()
     fig, ax = plt.subplots(figsize=(8.0, 1.4 + 0.24 * len(ok)), layout="constrained")
     y = np.arange(len(ok))
@@ -284,7 +343,7 @@ def step_breakdown(frame: pd.DataFrame, path: Path) -> Path:
     ax.set_xlim(0, max(1.15, float(end.max()) + 0.15))
     ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
     ax.set_xlabel("share of the step (slowest node's median of each part; total step time at the right)")
-    ax.set_title("Where each step's time goes", fontsize=11)
+    ax.set_title("Where each step's time goes" + ("" if what == "each point" else f" ({what})"), fontsize=11)
     fig.legend(loc="outside upper center", ncols=6, fontsize=8, frameon=False)
     ax.grid(True, axis="x", alpha=0.25)
     return save(fig, path)
@@ -299,7 +358,8 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
         .reset_index()
     )
     reps = list(dict.fromkeys(groups["replicator"]))
-    node_counts = sorted(groups["nodes"].unique())
+    every = sorted(groups["nodes"].unique())
+    node_counts = [every[round(i)] for i in np.linspace(0, len(every) - 1, min(len(every), MAX_NODE_COUNTS))]
     width = 0.8 / len(node_counts)
     fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(reps), 4.4), layout="constrained")
     for j, nodes in enumerate(node_counts):
@@ -332,7 +392,8 @@ def bytes_per_step(frame: pd.DataFrame, path: Path) -> Path:
     ax.set_yscale("log")
     ax.set_ylabel("wire bytes sent per node per step")
     ax.set_ylim(top=ax.get_ylim()[1] * 4)
-    ax.set_title("Bytes per step: bars measured (median over rates), ticks the model", fontsize=11)
+    shown = "" if len(node_counts) == len(every) else f"; {len(node_counts)} of {len(every)} node counts"
+    ax.set_title(f"Bytes per step: bars measured (median over rates), ticks the model{shown}", fontsize=11)
     shades = [
         Patch(color="#888", alpha=0.45, label="fewest nodes (lighter)"),
         Patch(color="#888", alpha=0.95, label="most nodes (darker)"),
@@ -388,12 +449,15 @@ def scaling_nodes(frame: pd.DataFrame, path: Path) -> Path:
     right.set_title(f"Communication time at {format_rate(slowest)}, {delay0:g} ms", fontsize=10)
     for ax in (left, right):
         ax.set_xlabel("nodes")
-        ax.set_xticks(span)
+        if len(span) <= 16:
+            ax.set_xticks(span)
+        else:
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(12, integer=True))
         ax.grid(True, which="both", alpha=0.25)
     handles, labels = left.get_legend_handles_labels()
     if model:
         handles.append(Line2D([], [], color="#444", label="model (line)"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
+    fig.legend(handles=_bounded(handles), loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     return save(fig, path)
 
 

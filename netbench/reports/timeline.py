@@ -5,11 +5,15 @@ axis starting at rank 0's start of it: the model's predicted step on top, then e
 phases (compute, encode, communicate, wait, decode, apply; other: untimed) with its buckets'
 collectives as thin bars below, then each link's throughput as a filled line scaled to the link's
 peak. Times are divided by the run's time dilation k, so they read as the configuration reported.
+
+trace.json is read as untrusted input (:mod:`netbench.untrusted`), and each event is kept only where its fields
+have the types and ranges netbench writes (:func:`usable_events`): a crafted trace draws less, never fails.
 """
 
 from __future__ import annotations
 
-import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from netbench import untrusted  # noqa: E402
 from netbench.reports.figure_file import save  # noqa: E402
 from netbench.rundir.sweepdir import run_path  # noqa: E402
 from netbench.trace import events as ev  # noqa: E402
@@ -35,26 +40,74 @@ COLORS = {
     "other": "#eeeeee",
     "collective": "#c44e52",
 }
-MAX_TRACE_BYTES = 256 << 20  # a larger trace.json is not read
+MAX_TIME_US = 1e15  # 30 years of microseconds: no trace netbench writes comes near
+MAX_LANE = 10_000  # a rank's collectives in flight together (trace tids)
+MAX_ROWS = 128  # ranks drawn in one panel; links likewise: a figure's size stays bounded
+MAX_DILATION = 1000.0
 
 
 def load_trace(run_dir: Path) -> dict[str, Any] | None:
-    """The run's trace, or None where it has none (or an unreadable one)."""
+    """The run's trace (its usable events, :func:`usable_events`, and its dilation k), or None where it has none;
+    BadInput where trace.json is not a trace (a link, a FIFO, too large, not JSON of an object)."""
     path = trace_path(run_dir)
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_TRACE_BYTES:
-            return None
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+    doc = untrusted.read_json(path, untrusted.TRACE) if path.exists() or path.is_symlink() else None
+    if doc is None:
         return None
-    return doc if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list) else None
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise untrusted.BadInput(f"{untrusted.shown_path(path)}: not a trace (no traceEvents list)")
+    other = doc.get("otherData")
+    k = other.get("dilation") if isinstance(other, dict) else None
+    usable_k = _number(k) is not None and 0 < k <= MAX_DILATION
+    return {"events": usable_events(doc["traceEvents"]), "dilation": float(k) if usable_k else 1.0}
+
+
+def _number(value: Any, low: float = -MAX_TIME_US, high: float = MAX_TIME_US) -> float | None:
+    """``value`` as a float where it is a finite JSON number within [low, high] (never a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if low <= value <= high else None
+
+
+def _whole(value: Any, low: int, high: int) -> int | None:
+    return value if type(value) is int and low <= value <= high else None
+
+
+def usable_events(raw: list[Any]) -> list[dict[str, Any]]:
+    """The duration (X) and counter (C) events whose fields have the types and ranges netbench writes, normalised;
+    the rest dropped: a steps's ``args.step`` a whole number, times finite, a counter's ``Mbit/s`` a number."""
+    out = []
+    for e in raw:
+        if not isinstance(e, dict) or e.get("ph") not in ("X", "C"):
+            continue
+        pid, ts, args = _whole(e.get("pid"), 0, 1 << 20), _number(e.get("ts")), e.get("args", {})
+        name, cat = e.get("name", ""), e.get("cat", "")
+        if (
+            pid is None
+            or ts is None
+            or not isinstance(args, dict)
+            or not isinstance(name, str)
+            or not isinstance(cat, str)
+        ):
+            continue
+        clean = {"ph": e["ph"], "pid": pid, "ts": ts, "name": name, "cat": cat}
+        if e["ph"] == "C":
+            rate = _number(args.get("Mbit/s"), 0.0)
+            if rate is not None:
+                out.append({**clean, "args": {"Mbit/s": rate}})
+            continue
+        dur, tid = _number(e.get("dur"), 0.0), _whole(e.get("tid", 0), 0, MAX_LANE)
+        step = _whole(args.get("step"), -(1 << 62), 1 << 62) if "step" in args else None
+        if dur is None or tid is None or ("step" in args and step is None) or (cat == "step" and step is None):
+            continue
+        out.append({**clean, "dur": dur, "tid": tid, "args": {"step": step, "warmup": bool(args.get("warmup"))}})
+    return out
 
 
 def _steps(events: list[dict[str, Any]]) -> dict[int, dict[int, dict[str, Any]]]:
     """step -> rank -> that rank's step event, measured steps only."""
     out: dict[int, dict[int, dict[str, Any]]] = {}
     for e in events:
-        if e.get("ph") == "X" and e.get("cat") == "step" and not e.get("args", {}).get("warmup"):
+        if e["ph"] == "X" and e["cat"] == "step" and not e["args"]["warmup"]:
             out.setdefault(e["args"]["step"], {})[e["pid"] - ev.RANK_PID] = e
     return out
 
@@ -69,18 +122,18 @@ def median_and_slowest(events: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [("median step", median)] + ([("slowest step", slowest)] if slowest != median else [])
 
 
-def _rows(
+def step_rows(
     events: list[dict[str, Any]], step: int, t0: float, t1: float
 ) -> list[tuple[str, list[tuple[float, float, str]]]]:
     """Gantt rows of one step: (label, [(start, duration, phase)]) for the model and every rank."""
     rows = []
-    model = [e for e in events if e.get("ph") == "X" and e["pid"] == ev.MODEL_PID and e["name"] != "step (model)"]
+    model = [e for e in events if e["ph"] == "X" and e["pid"] == ev.MODEL_PID and e["name"] != "step (model)"]
     if model:
         m0 = min(e["ts"] for e in model)
         rows.append(("model", [(e["ts"] - m0, e["dur"], e["name"]) for e in model]))
-    ranks = sorted({e["pid"] for e in events if e.get("ph") == "X" and ev.RANK_PID <= e["pid"] < ev.LINKS_PID})
-    for pid in ranks:
-        mine = [e for e in events if e.get("pid") == pid and e.get("ph") == "X" and e["args"].get("step") == step]
+    ranks = sorted({e["pid"] for e in events if e["ph"] == "X" and ev.RANK_PID <= e["pid"] < ev.LINKS_PID})
+    for pid in ranks[:MAX_ROWS]:
+        mine = [e for e in events if e["pid"] == pid and e["ph"] == "X" and e["args"]["step"] == step]
         rows.append(
             (
                 f"rank {pid - ev.RANK_PID}",
@@ -93,14 +146,14 @@ def _rows(
     return rows
 
 
-def _links(events: list[dict[str, Any]], t0: float, t1: float) -> dict[str, list[tuple[float, float]]]:
+def link_samples(events: list[dict[str, Any]], t0: float, t1: float) -> dict[str, list[tuple[float, float]]]:
     """Each link counter's samples inside [t0, t1] (and the one before, so the line starts at t0)."""
     tracks: dict[str, list[tuple[float, float]]] = {}
     for e in events:
-        if e.get("ph") == "C" and e.get("pid") == ev.LINKS_PID and "Mbit/s" in e.get("args", {}):
+        if e["ph"] == "C" and e["pid"] == ev.LINKS_PID:
             tracks.setdefault(e["name"], []).append((e["ts"], e["args"]["Mbit/s"]))
     out = {}
-    for name, samples in sorted(tracks.items()):
+    for name, samples in sorted(tracks.items())[:MAX_ROWS]:
         samples.sort()
         before = [s for s in samples if s[0] <= t0][-1:]
         inside = [(max(t, t0) - t0, v) for t, v in before + [s for s in samples if t0 < s[0] <= t1]]
@@ -113,7 +166,7 @@ def _panel(ax, events: list[dict[str, Any]], step: int, title: str, k: float) ->
     ranks = _steps(events)[step]
     t0 = ranks[min(ranks)]["ts"]
     t1 = max(e["ts"] + e["dur"] for e in ranks.values())
-    rows, links = _rows(events, step, t0, t1), _links(events, t0, t1)
+    rows, links = step_rows(events, step, t0, t1), link_samples(events, t0, t1)
     labels = [label for label, _ in rows] + list(links)
     scale = 1e-3 / k  # trace microseconds -> milliseconds of the configuration as reported
     for y, (label, bars) in enumerate(rows):
@@ -152,15 +205,15 @@ def _panel(ax, events: list[dict[str, Any]], step: int, title: str, k: float) ->
 
 
 def timeline_figure(run_dir: Path, path: Path) -> Path | None:
-    """Draw the run's median (and slowest) step into ``path``; None where the run has no usable trace."""
+    """Draw the run's median (and slowest) step into ``path``; None where the run has no usable trace (BadInput where
+    trace.json is not one)."""
     doc = load_trace(run_dir)
     if doc is None:
         return None
-    events = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("args", {}), dict)]
+    events, k = doc["events"], doc["dilation"]
     chosen = median_and_slowest(events)
     if not chosen:
         return None
-    k = float((doc.get("otherData") or {}).get("dilation") or 1.0)
     fig, axes = plt.subplots(1, len(chosen), figsize=(6.5 * len(chosen), 4.2), squeeze=False, sharey=False)
     for ax, (title, step) in zip(axes[0], chosen):
         _panel(ax, events, step, title, k)
@@ -185,11 +238,18 @@ def sweep_section(frame: pd.DataFrame, folder: Path, limit: int = 12) -> tuple[l
     drawn: list[Path] = []
     for i, row in enumerate(frame.to_dict("records")):
         run_dir = run_path(folder, row.get("run_dir"))
-        if run_dir is None or not trace_path(run_dir).is_file():
+        if run_dir is None or not os.path.lexists(trace_path(run_dir)):
             continue
         label = for_markdown(str(row.get("label", i)))
         lines.append(f"- {label}: `{for_markdown(str(trace_path(run_dir).relative_to(folder)))}`")
-        if len(drawn) < limit and (figure := timeline_figure(run_dir, folder / f"timeline_{i}.png")) is not None:
+        if len(drawn) >= limit:
+            continue
+        try:
+            figure = timeline_figure(run_dir, folder / f"timeline_{i}.png")
+        except untrusted.BadInput as exc:
+            lines.append(f"  (not drawn: {for_markdown(exc)})")
+            continue
+        if figure is not None:
             lines += ["", f"![timeline of {label}]({figure.name})", ""]
             drawn.append(figure)
     return (lines + [""], drawn) if len(lines) > 4 else ([], [])

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netbench import safe_files
+from netbench import safe_files, untrusted
 
 Record = dict[str, Any]
 MAX_SAME_NAME = 99  # run directories of one name (same second, label and run id) before giving up
@@ -44,16 +44,17 @@ def record_files(folder: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def read_records(path: Path) -> list[Record]:
+def read_records(path: Path, within: Path | None = None) -> list[Record]:
     """Every complete JSON object line of a worker's record file (a killed worker may leave half a line).
 
-    Read as untrusted input: a regular file only (never a link, never a FIFO that would block), and
-    a line that is not UTF-8 JSON of an object is skipped like a half-written one.
+    Read as untrusted input: a regular file only (never a link, never a FIFO that would block; no link
+    on the way from ``within``, the run directory), and a line that is not UTF-8 JSON of an object is
+    skipped like a half-written one.
     """
     if not os.path.lexists(path):
         return []
     records = []
-    for line in safe_files.read_regular(path).splitlines():
+    for line in untrusted.read_bytes(path, untrusted.RUN_FILE, within=within).splitlines():
         try:
             record = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
@@ -183,7 +184,7 @@ class RunDir:
 
     # ---------------------------------------------------------------- records
     def records(self, rank: int) -> list[Record]:
-        return read_records(self.records_path(rank))
+        return read_records(self.records_path(rank), within=self.path)
 
     def all_records(self, world_size: int) -> dict[int, list[Record]]:
         """Every worker's records by rank (an empty list for a worker that wrote none)."""

@@ -3,15 +3,14 @@
 A folder handed to ``netbench report`` may have been copied, unpacked or written by someone else:
 its JSON may hold the wrong types, its CSV may lack columns or hold text where numbers belong,
 and any of its files may be a link, a FIFO or not UTF-8. Every reader here opens through
-:func:`netbench.safe_files.read_utf8` and turns whatever is wrong into one
-:class:`~netbench.safe_files.BadInput` line naming the file and the field, never echoing the
-offending value (it may hold terminal escapes).
+:mod:`netbench.untrusted` and turns whatever is wrong into one
+:class:`~netbench.untrusted.BadInput` line naming the file and the field, never echoing the
+offending value (it may hold terminal escapes, or another file's content).
 """
 
 from __future__ import annotations
 
 import io
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -19,58 +18,66 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
-from netbench.safe_files import BadInput, read_utf8
-from netbench.validation import error_text
+from netbench import untrusted
+from netbench.untrusted import BadInput
+from netbench.validation import message_of
 
-__all__ = ["BadInput", "read_json_object", "read_csv", "validated", "numeric_column"]
+__all__ = ["BadInput", "read_json_object", "read_csv", "validated", "numeric_column", "MAX_CSV_COLUMNS"]
 
-JSON_LIMIT = 64 << 20  # run.json and sweep.json: a few kB to a few MB in practice
+MAX_CSV_COLUMNS = 1000  # summary.csv has about 120, steps.csv about 40
 
 
 def _where(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+        name = untrusted.shown_name(part, quoted=False)
+        out += f"[{part}]" if isinstance(part, int) else f".{name}" if out else name
     return out or "(top level)"
 
 
-def validated(model: type[BaseModel], data: Any, path: Path | str) -> BaseModel:
-    """``model`` validated from ``data``, or BadInput naming the first wrong field (not its value)."""
+def validated(model: type[BaseModel], data: Any, path: Path | str, context: dict[str, Any] | None = None) -> BaseModel:
+    """``model`` validated from ``data`` (with validation ``context``), or BadInput naming the first wrong field (not
+    its value)."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context=context)
     except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
+        first = exc.errors(include_url=False)[0]
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise BadInput(f"{path}: {_where(first['loc'])}: {first['msg']}{more}") from None
+        message = message_of(first, echo=False)
+        raise BadInput(f"{untrusted.shown_path(path)}: {_where(first['loc'])}: {message}{more}") from None
 
 
-def read_json_object(path: Path, limit: int = JSON_LIMIT) -> dict[str, Any]:
+def read_json_object(path: Path, kind: untrusted.Kind = untrusted.RUN_JSON) -> dict[str, Any]:
     """A JSON object from a regular file, strictly UTF-8 (BadInput for anything else, a nesting too deep included)."""
-    text = read_utf8(path, limit)
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise BadInput(f"{path}: JSON nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, and integers of more digits than Python converts
-        where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise BadInput(f"{path}: not valid JSON{where}") from None
+    data = untrusted.read_json(path, kind)
     if not isinstance(data, dict):
-        raise BadInput(f"{path}: expected a JSON object, got {type(data).__name__}")
+        raise BadInput(f"{untrusted.shown_path(path)}: expected a JSON object, got {type(data).__name__}")
     return data
 
 
-def read_csv(path: Path, text_columns: tuple[str, ...] = (), limit: int | None = None) -> pd.DataFrame:
-    """A CSV file as a frame (``text_columns`` read as text), or BadInput when it is not one."""
-    text = read_utf8(path, limit) if limit else read_utf8(path)
+def read_csv(
+    path: Path,
+    text_columns: tuple[str, ...] = (),
+    kind: untrusted.Kind = untrusted.RUN_FILE,
+    max_rows: int | None = None,
+) -> pd.DataFrame:
+    """A CSV file as a frame (``text_columns`` read as text), or BadInput when it is not one.
+
+    The counts are checked before pandas reads the table: at most MAX_CSV_COLUMNS columns and ``max_rows`` rows.
+    """
+    text = untrusted.read_text(path, kind)
+    header = text.split("\n", 1)[0]
+    if header.count(",") >= MAX_CSV_COLUMNS:
+        raise BadInput(f"{untrusted.shown_path(path)}: more than {MAX_CSV_COLUMNS} columns")
+    if max_rows is not None and text.count("\n") > max_rows + 1:
+        raise BadInput(f"{untrusted.shown_path(path)}: more than {max_rows} rows")
     try:
-        return pd.read_csv(io.StringIO(text), dtype={c: str for c in text_columns})
+        frame = pd.read_csv(io.StringIO(text), dtype={c: str for c in text_columns})
     except pd.errors.EmptyDataError:
-        raise BadInput(f"{path}: empty (no header line)") from None
-    except (ValueError, TypeError, OverflowError, pd.errors.ParserError) as exc:
-        first = error_text(exc).splitlines()[0][:120]
-        raise BadInput(
-            f"{path}: not a CSV table netbench wrote ({first.encode('ascii', 'replace').decode()})"
-        ) from None
+        raise BadInput(f"{untrusted.shown_path(path)}: empty (no header line)") from None
+    except (ValueError, TypeError, OverflowError, pd.errors.ParserError):
+        raise BadInput(f"{untrusted.shown_path(path)}: not a CSV table netbench wrote") from None
+    return frame
 
 
 def numeric_column(
@@ -84,5 +91,8 @@ def numeric_column(
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0]) + 2  # line number in the file: the header is line 1
         bounds = "" if (low, high) == (-math.inf, math.inf) else f" between {low:g} and {high:g}"
-        raise BadInput(f"{path}: column {column!r}, line {row}: expected a finite number{bounds}")
+        raise BadInput(
+            f"{untrusted.shown_path(path)}: column {untrusted.shown_name(column)}, line {row}: expected a finite "
+            f"number{bounds}"
+        )
     return values.astype(float)

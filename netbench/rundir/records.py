@@ -2,9 +2,11 @@
 
 Each record goes to the kernel as soon as it exists, so a worker that is killed keeps every step
 measured so far. Each attempt gets a file of its own: it is created exclusively (O_EXCL, never
-through a symlink), so a rerun can neither append to an earlier attempt's records nor be sent
-somewhere else. A file already there is an error (``FileExistsError``); callers that rerun into
-a known path move the earlier one aside first (:func:`set_aside`).
+through a symlink) in a folder that passes :func:`netbench.safe_files.make_folder` (made by
+netbench or owned by the user, not a link, not writable by strangers), so a rerun can neither
+append to an earlier attempt's records nor be sent somewhere else. A file already there is an
+error (``FileExistsError``); callers that rerun into a known path move the earlier one aside first
+(:func:`set_aside`).
 Non-finite floats (a diverged loss) are written as null so every line is strict JSON.
 """
 
@@ -40,7 +42,7 @@ class RecordWriter:
     """Appends one JSON object per line to a file."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        safe_files.make_folder(path.parent)  # a folder netbench made or the user owns, never a planted link
         self.path = path
         self._fd = safe_files.create_new(path, os.O_WRONLY | os.O_APPEND)
 

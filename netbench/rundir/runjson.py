@@ -2,7 +2,7 @@
 
 run.json's summary is :class:`~netbench.rundir.summary.RunSummary`; a run's table also needs its
 coordinates, and `netbench exec` adds its nodes and command. A run.json that lacks them, or holds
-another type, is one :class:`~netbench.safe_files.BadInput` line naming the field.
+another type, is one :class:`~netbench.untrusted.BadInput` line naming the field.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict
 from netbench.rundir.layout import RunDir
 from netbench.rundir.reading import BadInput, read_json_object, validated
 from netbench.rundir.summary import Prediction, RunSummary
+from netbench.shapes import ParamShape, ShapeError, shapes_from_json
 
-__all__ = ["BadInput", "RunDoc", "ShownSummary", "read_run_json", "read_run_doc"]
+__all__ = ["BadInput", "RunDoc", "ShownSummary", "read_run_json", "read_run_doc", "recorded_shapes"]
 
 
 class _Lax(BaseModel):
@@ -78,3 +79,16 @@ def read_run_doc(run_dir: Path) -> RunDoc:
     """run.json's shown parts, typed (BadInput naming the first missing or mistyped field)."""
     path = RunDir(run_dir).run_json
     return validated(RunDoc, read_json_object(path), path)
+
+
+def recorded_shapes(doc: dict[str, Any], path: Path) -> list[ParamShape] | None:
+    """The parameter shapes run.json records (``workload.shapes``), within the shapes files' caps; None where it
+    records none (a run from before they were recorded, or one whose shapes could not be had)."""
+    workload = doc.get("workload")
+    record = workload.get("shapes") if isinstance(workload, dict) else None
+    if record is None:
+        return None
+    try:
+        return shapes_from_json({"shapes": record}, f"{path}: workload.shapes")
+    except ShapeError as exc:
+        raise BadInput(str(exc)) from None

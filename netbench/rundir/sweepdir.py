@@ -9,7 +9,7 @@
 Run directories are stored in summary.csv relative to the folder, so a copied folder still resolves.
 Reading treats the folder as untrusted input (:mod:`netbench.rundir.reading`): summary.csv's
 numbers, sweep.json's types and every run directory's place inside the folder are checked, and
-whatever is wrong is one :class:`~netbench.safe_files.BadInput` line.
+whatever is wrong is one :class:`~netbench.untrusted.BadInput` line.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ TEXT = (
     "busiest_link",
     "bottleneck_measured",
 )
+MAX_ROWS = 20_000  # ten of the largest sweeps a scenario may ask for, in one folder
 REQUIRED = ("key", "label", "status", "run_dir")  # every row has them; a point that ran also its coordinates:
 COORDINATES = {
     "replicator": None,
@@ -109,7 +110,7 @@ def read_summary(out: Path) -> pd.DataFrame:
     path = out / SUMMARY
     if not os.path.lexists(path):
         return pd.DataFrame(columns=["key", "status", "run_dir"])
-    frame = read_csv(path, TEXT)
+    frame = read_csv(path, TEXT, max_rows=MAX_ROWS)
     missing = [c for c in REQUIRED if c not in frame]
     if missing:
         raise BadInput(f"{path}: no column {', '.join(map(repr, missing))}")

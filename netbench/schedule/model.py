@@ -33,7 +33,9 @@ class Change(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     time_s: float = Field(ge=0, le=MAX_SCHEDULE_S, description="seconds after the first measured step began")
-    target: str = Field(min_length=1, max_length=64, description="'*', a link's name, or a node's name")
+    target: str = Field(
+        pattern=r"^(\*|[A-Za-z0-9][A-Za-z0-9._-]{0,63})$", description="'*', a link's name, or a node's name"
+    )
     rate_bps: float | None = Field(None, ge=MIN_RATE_BPS, le=MAX_RATE_BPS)
     delay_s: float | None = Field(None, ge=0, le=MAX_EMULATED_DELAY_S)
     jitter_s: float | None = Field(None, ge=0, le=MAX_EMULATED_DELAY_S)

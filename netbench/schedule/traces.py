@@ -3,53 +3,100 @@
 A Mahimahi trace (mahimahi's ``mm-link``) has one line per delivery opportunity: the millisecond at which one
 MTU-sized packet (1500 bytes) may leave. Counting opportunities per window gives a rate per window; consecutive
 windows with the same rate merge into one change. Rates below what tbf shapes faithfully (10mbit) are raised to it,
-and the schedule's note says how many windows were.
+and the schedule's note says how many windows were. A trace is checked whole before its windows are counted: ASCII
+digits only, in order, none past the longest schedule (so a 16-byte trace cannot ask for a year of windows).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
+import numpy as np
 import pydantic
 
 from netbench.schedule.errors import first_error
-from netbench.schedule.model import ALL, MAX_CHANGES, Change
+from netbench.schedule.model import ALL, MAX_CHANGES, MAX_SCHEDULE_S, Change
 from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.units import UnitError, parse_rate, parse_time
 
-__all__ = ["TraceError", "MAHIMAHI_PACKET_BYTES", "WINDOW_S", "from_mahimahi", "from_rate_rows", "rates_per_window"]
+__all__ = [
+    "TraceError",
+    "MAHIMAHI_PACKET_BYTES",
+    "WINDOW_S",
+    "is_mahimahi",
+    "parse_number",
+    "from_mahimahi",
+    "from_rate_rows",
+    "rates_per_window",
+]
 
 MAHIMAHI_PACKET_BYTES = 1500
 WINDOW_S = 1.0
+MAX_TRACE_MS = int(MAX_SCHEDULE_S * 1e3)
+_STAMP = re.compile(r"[ \t]*[0-9]{1,12}[ \t]*")  # ASCII digits: str.isdigit() also takes "²" and "٣"
+_FIRST_FILLED = re.compile(r"^[ \t]*\S.*$", re.MULTILINE)
+_NOT_A_DIGIT = re.compile(r"[^0-9 \t\r\n]")
+_TWO_ON_A_LINE = re.compile(r"[0-9][ \t]+[0-9]")
+_TOO_LONG = re.compile(r"[0-9]{13}")
 
 
 class TraceError(ValueError):
     """A trace that cannot be read; one line naming the line."""
 
 
-def rates_per_window(stamps_ms: list[int], window_s: float = WINDOW_S) -> list[float]:
+def parse_number(text: str) -> float:
+    """A plain number from a trace or schedule cell (UnitError, which a message shows without the value)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise UnitError(f"cannot read number {text!r}", "cannot read number") from None
+
+
+def is_mahimahi(text: str) -> bool:
+    """True when the first line that is not blank holds only a whole number (a Mahimahi trace)."""
+    first = _FIRST_FILLED.search(text)
+    return first is not None and _STAMP.fullmatch(first[0].rstrip("\r")) is not None
+
+
+def rates_per_window(stamps_ms: list[int] | np.ndarray, window_s: float = WINDOW_S) -> list[float]:
     """Bits per second in each window of ``window_s`` from the delivery opportunities' timestamps."""
-    windows = max(1, math.ceil((stamps_ms[-1] + 1) / (window_s * 1e3)))
-    counts = [0] * windows
-    for ms in stamps_ms:
-        counts[min(int(ms / (window_s * 1e3)), windows - 1)] += 1
-    return [n * MAHIMAHI_PACKET_BYTES * 8 / window_s for n in counts]
+    stamps = np.asarray(stamps_ms, dtype=np.int64)
+    windows = max(1, math.ceil((int(stamps[-1]) + 1) / (window_s * 1e3)))
+    counts = np.bincount(np.minimum((stamps / (window_s * 1e3)).astype(np.int64), windows - 1), minlength=windows)
+    return [float(n) * MAHIMAHI_PACKET_BYTES * 8 / window_s for n in counts]
+
+
+def _stamps(text: str) -> np.ndarray:
+    """The trace's timestamps: every line blank or one whole number, in order, none past MAX_TRACE_MS.
+
+    Checked with regular expressions and numpy over the whole text (a 16 MiB trace is millions of lines).
+    """
+    for pattern, why in (
+        (_NOT_A_DIGIT, "expected a whole number of milliseconds"),
+        (_TWO_ON_A_LINE, "expected one number a line"),
+        (_TOO_LONG, "a number of more than 12 digits"),
+    ):
+        found = pattern.search(text)
+        if found:
+            raise TraceError(f"line {text.count(chr(10), 0, found.start()) + 1}: {why}")
+    stamps = np.array(text.split(), dtype=np.int64)
+    late = np.flatnonzero(stamps > MAX_TRACE_MS)
+    if late.size:
+        raise TraceError(f"timestamp {late[0] + 1} is past the longest schedule ({MAX_SCHEDULE_S:g} s)")
+    back = np.flatnonzero(np.diff(stamps) < 0)
+    if back.size:
+        k = int(back[0]) + 1
+        raise TraceError(f"timestamp {k + 1}: times out of order ({stamps[k]} ms after {stamps[k - 1]} ms)")
+    return stamps
 
 
 def from_mahimahi(text: str, window_s: float = WINDOW_S) -> tuple[list[Change], str]:
     """Changes on every link, one per window whose rate differs from the one before; and a note."""
-    stamps: list[int] = []
-    for line, raw in enumerate(text.splitlines(), start=1):
-        raw = raw.strip()
-        if not raw:
-            continue
-        if not raw.isdigit():
-            raise TraceError(f"line {line}: expected a whole number of milliseconds, got {raw[:40]!r}")
-        ms = int(raw)
-        if stamps and ms < stamps[-1]:
-            raise TraceError(f"line {line}: times out of order ({ms} ms after {stamps[-1]} ms)")
-        stamps.append(ms)
+    stamps = _stamps(text)
+    if not stamps.size:
+        raise TraceError("has no timestamps")
     rates = rates_per_window(stamps, window_s)
     raised = sum(rate < MIN_RATE_BPS for rate in rates)
     lowered = sum(rate > MAX_RATE_BPS for rate in rates)
@@ -65,17 +112,17 @@ def from_rate_rows(rows: list[dict[str, Any]], header: list[str]) -> tuple[list[
     allowed = {time_key, "rate", "delay"}
     unknown = [h for h in header if h not in allowed]
     if unknown or "rate" not in header or time_key not in header:
-        raise TraceError(f"a rate trace has the columns time_s,rate[,delay]; got {','.join(header)[:80]!r}")
+        raise TraceError("a rate trace has the columns time_s,rate[,delay] (a schedule, also link and more)")
     out: list[tuple[float, float, float | None]] = []
     for line, row in enumerate(rows, start=2):
         if None in row:
             raise TraceError(f"line {line}: more cells than columns")
         try:
-            time_s = float((row.get(time_key) or "").strip())
+            time_s = parse_number((row.get(time_key) or "").strip())
             rate = parse_rate((row.get("rate") or "").strip())
             delay = parse_time(row["delay"].strip()) if (row.get("delay") or "").strip() else None
-        except (UnitError, ValueError) as exc:
-            raise TraceError(f"line {line}: {exc}") from None
+        except UnitError as exc:  # the file's value is not echoed
+            raise TraceError(f"line {line}: {exc.unquoted}") from None
         out.append((time_s, rate, delay))
     if not out:
         raise TraceError("has no rows")
@@ -92,11 +139,8 @@ def _change(time_s: float, rate: float, delay: float | None, line: int) -> Chang
 
 
 def _merged(windows: list[tuple[float, float]]) -> list[Change]:
-    """One change per run of equal rates."""
-    changes: list[Change] = []
-    for time_s, rate in windows:
-        if not changes or changes[-1].rate_bps != rate:
-            changes.append(Change(time_s=time_s, target=ALL, rate_bps=rate))
-    if len(changes) > MAX_CHANGES:
-        raise TraceError(f"makes {len(changes)} changes; at most {MAX_CHANGES}")
-    return changes
+    """One change per run of equal rates (counted before any is built)."""
+    starts = [(t, rate) for i, (t, rate) in enumerate(windows) if i == 0 or windows[i - 1][1] != rate]
+    if len(starts) > MAX_CHANGES:
+        raise TraceError(f"makes {len(starts)} changes; at most {MAX_CHANGES}")
+    return [Change(time_s=t, target=ALL, rate_bps=rate) for t, rate in starts]

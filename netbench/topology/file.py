@@ -22,7 +22,7 @@ or, instead of sites and WAN links, ``[racks]`` with ``racks``, ``nodes_per_rack
 
 from __future__ import annotations
 
-import tomllib
+import re
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -30,17 +30,18 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from netbench import untrusted
 from netbench.safe_files import NAME_PATTERN
-from netbench.small_files import UnreadableFile, read_small_text
-from netbench.topology.graph import MAX_COMPUTE_SCALE, Topology
+from netbench.topology.graph import MAX_COMPUTE_SCALE, MAX_SWITCHES, MAX_TOPOLOGY_NODES, Topology
 from netbench.topology.link import MIN_RATE_BPS, DirectionSpec
 from netbench.topology.presets import NodeOverride, Site, Wan, racks, sites
-from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
+from netbench.units import parse_fraction, parse_rate, parse_time
 from netbench.validation import one_line
 
 __all__ = ["TopologyError", "load_topology", "topology_from_dict", "MAX_TOPOLOGY_FILE_BYTES"]
 
-MAX_TOPOLOGY_FILE_BYTES = 256 * 1024
+MAX_TOPOLOGY_FILE_BYTES = untrusted.TOPOLOGY.max_bytes
+_NODE_INDEX = re.compile(r"0|[1-9][0-9]{0,5}")  # ASCII digits only: int() also takes "٣", isdigit() also "²"
 
 
 class TopologyError(ValueError):
@@ -49,10 +50,7 @@ class TopologyError(ValueError):
 
 def _check(parse, text: str) -> str:
     """``text`` if it parses and lies in the range a link direction takes (DirectionSpec's own checks)."""
-    try:
-        value = parse(text)
-    except UnitError as exc:
-        raise ValueError(str(exc)) from None
+    value = parse(text)  # a UnitError: pydantic keeps it, so a message can leave the file's value out
     field = {parse_rate: "rate_bps", parse_time: "delay_s", parse_fraction: "loss"}[parse]
     try:
         DirectionSpec(**{"rate_bps": MIN_RATE_BPS, field: value})
@@ -88,7 +86,7 @@ class _Shaping(_Strict):
 
 class _SiteEntry(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
-    nodes: int = Field(ge=1)
+    nodes: int = Field(ge=1, le=MAX_TOPOLOGY_NODES)
     lan_bw: str
     lan_delay: str = "0ms"
 
@@ -127,8 +125,8 @@ class _NodeEntry(_Shaping):
 
 
 class _RacksEntry(_Strict):
-    racks: int = Field(ge=1)
-    nodes_per_rack: int = Field(ge=1)
+    racks: int = Field(ge=1, le=MAX_SWITCHES)
+    nodes_per_rack: int = Field(ge=1, le=MAX_TOPOLOGY_NODES)
     bw: str
     delay: str = "0ms"
     oversubscription: float = Field(1.0, ge=1, le=1000)
@@ -138,10 +136,10 @@ class _RacksEntry(_Strict):
 
 
 class _TopologyFile(_Strict):
-    sites: list[_SiteEntry] = Field(default_factory=list)
-    wan: list[_WanEntry] = Field(default_factory=list)
+    sites: list[_SiteEntry] = Field(default_factory=list, max_length=MAX_SWITCHES)
+    wan: list[_WanEntry] = Field(default_factory=list, max_length=MAX_SWITCHES * (MAX_SWITCHES - 1) // 2)
     racks: _RacksEntry | None = None
-    nodes: dict[str, _NodeEntry] = Field(default_factory=dict)
+    nodes: dict[str, _NodeEntry] = Field(default_factory=dict, max_length=MAX_TOPOLOGY_NODES)
 
     @model_validator(mode="after")
     def _one_shape(self) -> _TopologyFile:
@@ -149,7 +147,15 @@ class _TopologyFile(_Strict):
             raise ValueError("give either [[sites]] (with [[wan]] links) or [racks], not both or neither")
         if self.racks and self.wan:
             raise ValueError("[[wan]] joins sites; a [racks] topology has none")
+        if len(self.lan_rates()) > MAX_TOPOLOGY_NODES:  # counted before any node is built
+            raise ValueError(f"{len(self.lan_rates())} nodes; a topology holds at most {MAX_TOPOLOGY_NODES}")
         return self
+
+    def lan_rates(self) -> list[str]:
+        """Each node's access rate as typed, in node order (site by site, rack by rack)."""
+        if self.racks:
+            return [self.racks.bw] * (self.racks.racks * self.racks.nodes_per_rack)
+        return [s.lan_bw for s in self.sites for _ in range(s.nodes)]
 
 
 def _check_wan_pairs(file: _TopologyFile) -> None:
@@ -158,7 +164,9 @@ def _check_wan_pairs(file: _TopologyFile) -> None:
     for i, w in enumerate(file.wan):
         for end in w.between:
             if end not in names:
-                raise TopologyError(f"wan[{i}].between: unknown site {end!r} (sites: {', '.join(names)})")
+                raise TopologyError(
+                    f"wan[{i}].between: unknown site {untrusted.shown_name(end)} (sites: {', '.join(names)})"
+                )
         pair = frozenset(w.between)
         if len(pair) == 1:
             raise TopologyError(f"wan[{i}].between: a WAN link joins two different sites, got {w.between[0]!r} twice")
@@ -170,56 +178,42 @@ def _check_wan_pairs(file: _TopologyFile) -> None:
             raise TopologyError(f"wan: the pair {a} / {b} is not listed (every pair of sites needs a [[wan]] link)")
 
 
-def _overrides(file: _TopologyFile, node_count: int) -> dict[int, NodeOverride]:
+def _overrides(file: _TopologyFile) -> dict[int, NodeOverride]:
+    """Each ``[nodes.N]`` table as an override of node N; a delay without a rate keeps the node's LAN rate."""
+    lan = file.lan_rates()
     out: dict[int, NodeOverride] = {}
     for key, entry in file.nodes.items():
-        if not key.isdigit() or int(key) >= node_count:
+        if not _NODE_INDEX.fullmatch(key) or int(key) >= len(lan):
+            name = untrusted.shown_name(key, quoted=False)
             raise TopologyError(
-                f"nodes.{key}: there is no node {key} (nodes are numbered 0-{node_count - 1} in site order)"
+                f"nodes.{name}: there is no node {name} (nodes are numbered 0-{len(lan) - 1} in site order)"
             )
+        i = int(key)
         up_bw, down_bw = entry.up or entry.bw, entry.down or entry.bw
-        up = (
-            entry.direction(up_bw)
-            if up_bw or entry.delay != "0ms" or entry.jitter != "0ms" or entry.loss != "0%"
-            else None
-        )
+        shaped = up_bw or entry.delay != "0ms" or entry.jitter != "0ms" or entry.loss != "0%"
+        up = entry.direction(up_bw or lan[i]) if shaped else None
         down = DirectionSpec(rate_bps=parse_rate(down_bw)) if down_bw else None
-        out[int(key)] = NodeOverride(up=up, down=down, compute_scale=entry.compute_scale)
+        out[i] = NodeOverride(up=up, down=down, compute_scale=entry.compute_scale)
     return out
 
 
-def _fill_override_defaults(file: _TopologyFile, overrides: dict[int, NodeOverride]) -> dict[int, NodeOverride]:
-    """An override that names delay but no rate keeps its site's LAN rate."""
-    lan = [s.lan_bw for s in file.sites for _ in range(s.nodes)] or [file.racks.bw] * (
-        file.racks.racks * file.racks.nodes_per_rack
-    )
-    for i, o in overrides.items():
-        entry = file.nodes[str(i)]
-        if o.up is not None and not (entry.up or entry.bw):
-            overrides[i] = NodeOverride(up=entry.direction(lan[i]), down=o.down, compute_scale=o.compute_scale)
-    return overrides
-
-
 def topology_from_dict(data: dict[str, Any], where: str = "topology") -> Topology:
-    """A validated Topology from a TOML file's table (``where`` prefixes every message)."""
+    """A validated Topology from a TOML file's table (``where`` prefixes every message, which never shows a value)."""
     try:
         file = _TopologyFile.model_validate(data)
+        if not file.racks:
+            _check_wan_pairs(file)
+        overrides = _overrides(file)
         if file.racks:
             r = file.racks
             access = DirectionSpec(rate_bps=parse_rate(r.bw), delay_s=parse_time(r.delay))
             base = racks(
                 r.racks, r.nodes_per_rack, access, DirectionSpec(rate_bps=parse_rate(r.bw)), r.oversubscription
             )
-            count = base.node_count
-        else:
-            _check_wan_pairs(file)
-            count = sum(s.nodes for s in file.sites)
-        overrides = _fill_override_defaults(file, _overrides(file, count))
-        if file.racks:
             return _with_overrides(base, overrides)
         return sites([s.site() for s in file.sites], [w.wan() for w in file.wan], overrides, kind="file")
     except pydantic.ValidationError as exc:
-        raise TopologyError(one_line(exc, prefix=f"{where}: ")) from None
+        raise TopologyError(one_line(exc, prefix=f"{where}: ", echo=False)) from None
     except TopologyError as exc:
         raise TopologyError(f"{where}: {exc}") from None
 
@@ -230,9 +224,10 @@ def _with_overrides(topo: Topology, overrides: dict[int, NodeOverride]) -> Topol
         return topo.model_copy(update={"kind": "file"})
     nodes = list(topo.nodes)
     links = list(topo.links)
+    access = {link.a: j for j, link in enumerate(links)}
     for i, o in overrides.items():
         nodes[i] = nodes[i].model_copy(update={"compute_scale": o.compute_scale})
-        k = next(j for j, link in enumerate(links) if link.a == nodes[i].name)
+        k = access[nodes[i].name]
         links[k] = links[k].model_copy(
             update={"forward": o.up or links[k].forward, "reverse": o.down or links[k].reverse}
         )
@@ -242,11 +237,7 @@ def _with_overrides(topo: Topology, overrides: dict[int, NodeOverride]) -> Topol
 def load_topology(path: str | Path) -> Topology:
     """Read and validate a topology file; any problem is one TopologyError line."""
     try:
-        text = read_small_text(path, "topology file", MAX_TOPOLOGY_FILE_BYTES)
-    except UnreadableFile as exc:
+        data = untrusted.read_toml(path, untrusted.TOPOLOGY)
+    except untrusted.BadInput as exc:
         raise TopologyError(str(exc)) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise TopologyError(f"{path}: invalid TOML: {exc}") from None
-    return topology_from_dict(data, str(path))
+    return topology_from_dict(data, untrusted.shown_path(path))

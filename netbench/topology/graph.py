@@ -28,12 +28,21 @@ __all__ = [
     "MAX_COMPUTE_SCALE",
     "MIN_NODES",
     "MAX_EMULATED_NODES",
+    "MAX_TOPOLOGY_NODES",
+    "MAX_SWITCHES",
+    "MAX_LINKS",
 ]
 
 TopologyKind = Literal["star", "sites", "racks", "file"]
 MAX_COMPUTE_SCALE = 100.0  # a node 100x slower than the others is a different experiment
 MIN_NODES = 2  # a collective needs a peer: the smallest cluster, emulated or planned
 MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is model.steptime.MAX_PLANNED_NODES)
+# A graph's size: the model walks every pair of nodes' path (a 4096-node graph plans in seconds), and every pair of
+# sites is a WAN link (128 sites are 8128 of them). Files, options and stored runs are held to these before anything
+# is built.
+MAX_TOPOLOGY_NODES = 4096
+MAX_SWITCHES = 128
+MAX_LINKS = MAX_TOPOLOGY_NODES + MAX_SWITCHES * (MAX_SWITCHES - 1) // 2
 
 
 class NodeSpec(BaseModel):
@@ -85,9 +94,9 @@ class Topology(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: TopologyKind = Field("star", description="how it was made: a preset or a file")
-    nodes: tuple[NodeSpec, ...] = Field(min_length=2)
-    switches: tuple[str, ...] = Field(min_length=1)
-    links: tuple[LinkSpec, ...]
+    nodes: tuple[NodeSpec, ...] = Field(min_length=2, max_length=MAX_TOPOLOGY_NODES)
+    switches: tuple[str, ...] = Field(min_length=1, max_length=MAX_SWITCHES)
+    links: tuple[LinkSpec, ...] = Field(max_length=MAX_LINKS)
 
     @model_validator(mode="after")
     def _well_formed(self) -> Topology:
@@ -98,11 +107,15 @@ class Topology(BaseModel):
         clash = set(names) & set(self.switches)
         if clash:
             raise ValueError(f"{sorted(clash)[0]!r} names both a node and a switch")
+        node_names, switch_names = set(names), set(self.switches)
         for link in self.links:
-            _check_ends(link, set(names), set(self.switches))
+            _check_ends(link, node_names, switch_names)
+        access: dict[str, list[LinkSpec]] = {}
+        for link in self.links:
+            access.setdefault(link.a, []).append(link)
         for node in self.nodes:
-            access = [link for link in self.links if link.a == node.name]
-            if len(access) != 1 or access[0].b != node.switch:
+            mine = access.get(node.name, [])
+            if len(mine) != 1 or mine[0].b != node.switch:
                 raise ValueError(f"node {node.name!r} needs exactly one access link, to its switch {node.switch!r}")
         if not nx.is_connected(self._undirected()):
             raise ValueError("the network is not connected: " + _islands(self._undirected()))

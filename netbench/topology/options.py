@@ -9,7 +9,7 @@ from __future__ import annotations
 import pydantic
 
 from netbench.topology.file import TopologyError, load_topology
-from netbench.topology.graph import Topology
+from netbench.topology.graph import MAX_SWITCHES, MAX_TOPOLOGY_NODES, Topology
 from netbench.topology.link import DirectionSpec
 from netbench.topology.presets import racks as racks_preset
 from netbench.topology.presets import uniform_sites
@@ -36,8 +36,10 @@ def _per_group(option: str, groups: int | None, nodes: int, kind: str) -> int:
     """Nodes per site (rack): ``groups`` must be given, at least one, and divide ``nodes``."""
     if groups is None:
         raise TopologyError(f"{option}: --topology {kind} needs {option} (how many)")
-    if groups < 1:
-        raise TopologyError(f"{option}: must be at least 1, got {groups}")
+    if not 1 <= groups <= MAX_SWITCHES:
+        raise TopologyError(f"{option}: must be between 1 and {MAX_SWITCHES}, got {groups}")
+    if nodes > MAX_TOPOLOGY_NODES:
+        raise TopologyError(f"--nodes: a --topology {kind} graph holds at most {MAX_TOPOLOGY_NODES} nodes, got {nodes}")
     if nodes % groups:
         raise TopologyError(
             f"{option}: {nodes} nodes do not divide into {groups} equal {kind} (--nodes must be a multiple of {option})"

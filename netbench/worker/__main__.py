@@ -10,6 +10,7 @@ torch's C++ teardown occasionally aborts and would turn a finished run into exit
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from netbench.worker.hard_exit import exit_without_teardown
@@ -29,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"netbench worker: error: {exc}", file=sys.stderr)
         return 2
+    if resolved.spec.workload.kind == "python":  # the run the user started named it; its spec runs in their folder
+        from netbench.workloads.python import name_for_run
+
+        name_for_run(resolved.spec.workload.factory, os.getcwd())
     from netbench.worker.loop import run_worker  # torch loads only once the spec is known to be good
 
     return run_worker(resolved)

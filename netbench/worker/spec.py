@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from netbench import untrusted
 from netbench.replicators.config import ReplicatorConfig
 from netbench.validation import one_line
 from netbench.worker.groups import Layout
@@ -151,9 +152,9 @@ class ResolvedSpec(BaseModel):
 def load_spec(path: str | Path) -> WorkerSpec:
     """Parse and validate a spec file; SpecError with a one-line message on any problem."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise SpecError(f"cannot read spec {str(path)!r}: {exc.strerror}") from None
+        text = untrusted.read_text(path, untrusted.RUN_JSON)
+    except untrusted.BadInput as exc:
+        raise SpecError(f"cannot read spec: {exc}") from None
     try:
         return WorkerSpec.model_validate_json(text)
     except ValidationError as exc:

@@ -10,9 +10,16 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
-from netbench.shapes import ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
+from netbench.shapes import (
+    ParamShape,
+    check_param_count,
+    check_tensor_count,
+    names_a_file,
+    resolve_shapes,
+    total_params,
+)
 
 WorkloadKind = Literal["transformer", "mlp", "shapes", "python"]
 WORKLOAD_KINDS: tuple[str, ...] = ("transformer", "mlp", "shapes", "python")
@@ -22,6 +29,10 @@ BACKWARD_OVERLAP_WORKLOADS: tuple[str, ...] = ("transformer", "mlp")
 
 _DEFAULT_BATCH = {"transformer": 16, "mlp": 512, "shapes": 0, "python": 0}
 _FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+VOCAB = 256  # the transformer reads bytes
+# Validation context of a workload read back from a folder or a stored run.json: a shapes file it names is not read
+# (its shapes are the run's record), and nothing is imported. ``WorkloadConfig.model_validate(data, context=STORED)``.
+STORED = {"stored": True}
 MAX_COMPUTE_MS = 600_000.0  # ten minutes of stand-in compute per step: beyond that a typo, not an experiment
 
 
@@ -78,22 +89,68 @@ class WorkloadConfig(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> WorkloadConfig:
+    def _check(self, info: ValidationInfo) -> WorkloadConfig:
         if self.kind == "transformer" and self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
         if self.kind == "shapes":
-            self.shape_list()  # raises with the parser's message on an unknown preset or bad file (and checks its size)
+            if not ((info.context or {}).get("stored") and names_a_file(self.shapes)):
+                self.shape_list()  # the parser's message on an unknown preset or bad file (and checks its size)
         elif self.kind == "python":
             if not _FACTORY.fullmatch(self.factory):
                 raise ValueError(
                     f"kind python needs MODULE:FACTORY, as in --workload python:mymodel:make (got {self.factory!r})"
                 )
         else:
-            try:
-                check_param_count(self.param_count(), f"{self.kind} workload")
-            except ShapeError as exc:
-                raise ValueError(str(exc)) from None
+            check_param_count(self.param_count(), f"{self.kind} workload")  # a ShapeError: pydantic keeps it
+            check_tensor_count(self.tensor_count(), f"{self.kind} workload")
         return self
+
+    def tensor_count(self) -> int:
+        """Parameter tensors of a built-in model, counted from the settings (0 for the other kinds)."""
+        if self.kind == "transformer":
+            return 2 + 12 * self.n_layers + 3
+        if self.kind == "mlp":
+            return 2 * (self.mlp_layers + 1)
+        return 0
+
+    def declared_shapes(self) -> list[ParamShape] | None:
+        """The parameter shapes the workers train, from the settings alone (nothing built, nothing imported): a
+        built-in model's as workloads/transformer.py and workloads/mlp.py build it, a preset's or file's; None for
+        a python: workload, whose shapes are known once its factory runs.
+        """
+        if self.kind == "shapes":
+            return self.shape_list()
+        if self.kind == "python":
+            return None
+        if self.kind == "transformer":
+            d = self.d_model
+            block = [
+                ("ln_1.weight", (d,)),
+                ("ln_1.bias", (d,)),
+                ("qkv.weight", (3 * d, d)),
+                ("qkv.bias", (3 * d,)),
+                ("proj.weight", (d, d)),
+                ("proj.bias", (d,)),
+                ("ln_2.weight", (d,)),
+                ("ln_2.bias", (d,)),
+                ("fc.weight", (4 * d, d)),
+                ("fc.bias", (4 * d,)),
+                ("fc_proj.weight", (d, 4 * d)),
+                ("fc_proj.bias", (d,)),
+            ]
+            return [
+                ParamShape("tok_emb.weight", (VOCAB, d)),
+                ParamShape("pos_emb.weight", (self.seq_len, d)),
+                *(ParamShape(f"blocks.{i}.{name}", dims) for i in range(self.n_layers) for name, dims in block),
+                ParamShape("ln_f.weight", (d,)),
+                ParamShape("ln_f.bias", (d,)),
+                ParamShape("head.weight", (VOCAB, d)),
+            ]
+        widths = [self.in_dim] + [self.hidden] * self.mlp_layers + [self.classes]
+        shapes = []
+        for i, (a, b) in enumerate(zip(widths, widths[1:])):  # nn.Sequential: Linear, ReLU, Linear, ..., Linear
+            shapes += [ParamShape(f"{2 * i}.weight", (b, a)), ParamShape(f"{2 * i}.bias", (b,))]
+        return shapes
 
     def param_count(self) -> int:
         """Parameters each node trains, counted from the settings (the models are built as in
@@ -106,7 +163,7 @@ class WorkloadConfig(BaseModel):
             d = self.d_model
             per_block = 12 * d * d + 13 * d  # layer norms, qkv, projection, 4x MLP (with biases)
             return (
-                256 * d + self.seq_len * d + self.n_layers * per_block + 2 * d + 256 * d
+                VOCAB * d + self.seq_len * d + self.n_layers * per_block + 2 * d + VOCAB * d
             )  # byte embeddings, positions, ln_f, head
         widths = [self.in_dim] + [self.hidden] * self.mlp_layers + [self.classes]
         return sum(a * b + b for a, b in zip(widths, widths[1:]))
@@ -117,8 +174,5 @@ class WorkloadConfig(BaseModel):
         return self.batch_size or _DEFAULT_BATCH[self.kind]
 
     def shape_list(self) -> list[ParamShape]:
-        """The shapes kind's parameter shapes (ValueError with a user-facing message if unusable)."""
-        try:
-            return resolve_shapes(self.shapes)
-        except ShapeError as exc:
-            raise ValueError(str(exc)) from None
+        """The shapes kind's parameter shapes (a ShapeError, a ValueError, with a user-facing message if unusable)."""
+        return resolve_shapes(self.shapes)

@@ -9,11 +9,17 @@ that takes ``rank`` and/or ``world_size`` keyword arguments gets them.
 Every rank calls the factory under one seed, so the replicas start identical; the global RNG is
 then reseeded by rank, so batches drawn from it *later* (a generator) differ between ranks, like
 the built-in kinds; batches the factory draws up front come from the shared seed (use ``rank``).
-MODULE is imported with the current directory on ``sys.path``, as ``python -m`` does.
+
+Importing MODULE runs the user's code, as root. So it happens only for a workload the user named
+for a run they start (:func:`name_for_run`: ``run``, ``worker``, a ``sweep`` that runs, and the
+workers those start), never for one read from a folder, a stored run.json or a ``--dry-run``; and
+only MODULE's folder (the working directory it was named in) joins ``sys.path``, for that import
+alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -28,20 +34,47 @@ from netbench.validation import error_text
 from netbench.workloads.base import STREAM_DATA, Workload, build_shared
 from netbench.workloads.config import WorkloadConfig
 
-__all__ = ["FactoryError", "load_factory", "call_factory", "check_factory", "PythonWorkload"]
+__all__ = ["FactoryError", "name_for_run", "load_factory", "call_factory", "check_factory", "PythonWorkload"]
+
+_NAMED: dict[str, str] = {}  # MODULE:FACTORY -> the folder its module is imported from
 
 
 class FactoryError(ValueError):
     """The factory cannot be imported, fails, or returns something netbench cannot train."""
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
-    """``MODULE:FACTORY`` (FACTORY may be dotted) imported and looked up; FactoryError says what went wrong."""
-    module_name, _, attr = spec.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+def name_for_run(spec: str, folder: str | os.PathLike[str]) -> None:
+    """The user named ``python:SPEC`` for a run they start: its module may be imported, from ``folder``."""
+    _NAMED[spec] = os.path.abspath(folder)
+
+
+@contextlib.contextmanager
+def _on_path(folder: str) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` for the block only."""
+    sys.path.insert(0, folder)
+    importlib.invalidate_caches()
     try:
-        target: Any = importlib.import_module(module_name)
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """``MODULE:FACTORY`` (FACTORY may be dotted) imported and looked up; FactoryError says what went wrong.
+
+    Only a spec the user named for a run (:func:`name_for_run`) is imported.
+    """
+    folder = _NAMED.get(spec)
+    if folder is None:
+        raise FactoryError(
+            "a python: workload is imported only for a run you start (run, worker, sweep without --dry-run); "
+            "reading a folder, a stored run or a dry run imports nothing"
+        )
+    module_name, _, attr = spec.partition(":")
+    try:
+        with _on_path(folder):
+            target: Any = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's module's
         raise FactoryError(f"cannot import {module_name!r}: {error_text(exc)}") from None
     for part in attr.split("."):

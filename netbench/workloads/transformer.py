@@ -11,10 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from netbench.workloads.base import STREAM_DATA, Workload, build_shared, make_generator
-from netbench.workloads.config import WorkloadConfig
+from netbench.workloads.config import VOCAB, WorkloadConfig
 from netbench.workloads.corpus import generate_text
 
-VOCAB = 256
 # Bytes of corpus per rank: about 250 steps of default batches before windows start to repeat
 # exactly, and random window offsets make exact repeats rare long after that.
 CORPUS_BYTES = 1 << 18
