@@ -118,7 +118,7 @@ def test_small_real_sweep_writes_report_and_plots(tmp_path) -> None:
 
 def test_figures_drawn_beside_give_back_what_the_child_returned_or_raised() -> None:
     from netbench.reports.figure_file import drawn_beside
-    from netbench.safe_files import BadInput
+    from netbench.untrusted import BadInput
 
     assert drawn_beside(lambda a, b: (a + b, os.getpid()), 2, 3)()[0] == 5
     assert drawn_beside(lambda: os.getpid())() != os.getpid()  # drawn in another process

@@ -21,6 +21,7 @@ import psutil
 from pyroute2 import netns as pr_netns
 
 from netbench import signals
+from netbench.validation import error_text
 
 T = TypeVar("T")
 NETNS_DIR = Path(pr_netns.NETNS_RUN_DIR)
@@ -96,18 +97,24 @@ def call_each(calls: Sequence[tuple[str, Callable[..., Any], tuple[Any, ...]]]) 
     """
     if not calls:
         return []
-    return call_in(calls[0][0], _call_each_inside, list(calls))
+    results, failed = call_in(calls[0][0], _call_each_inside, list(calls))
+    if failed is not None:
+        raise RuntimeError(f"in namespace {failed[0]}: {failed[1]}")
+    return results
 
 
-def _call_each_inside(calls: list[tuple[str, Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+def _call_each_inside(
+    calls: list[tuple[str, Callable[..., Any], tuple[Any, ...]]],
+) -> tuple[list[Any], tuple[str, str] | None]:
+    """The results so far, and (namespace, error) of the call that failed (None: none did)."""
     results = []
     for name, fn, args in calls:
-        enter(name)
         try:
+            enter(name)
             results.append(fn(*args))
-        except Exception as exc:  # noqa: BLE001 - named by the namespace it failed in
-            raise RuntimeError(f"in namespace {name}: {type(exc).__name__}: {exc}") from exc
-    return results
+        except Exception as exc:  # noqa: BLE001 - the parent names the namespace it failed in
+            return results, (name, error_text(exc))
+    return results, None
 
 
 def _report_call(read_fd: int, write_fd: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> NoReturn:
@@ -121,7 +128,7 @@ def _report_call(read_fd: int, write_fd: int, name: str, fn: Callable[..., Any],
             enter(name)
             payload = pickle.dumps((True, fn(*args)))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
-            payload = pickle.dumps((False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+            payload = pickle.dumps((False, error_text(exc)))
         with os.fdopen(write_fd, "wb") as pipe:
             pipe.write(payload)  # BrokenPipeError when the caller gave up waiting: nobody to tell
     finally:
