@@ -214,7 +214,7 @@ class RunOutput:
     records: dict[int, list[dict]]  # every rank's worker records
     run_id: str
     status: str  # "ok" or "failed"
-    reason: str | None  # why it failed (naming the node), or a note on an ok run
+    reason: str | None  # why it failed (naming the rank), or a note on an ok run
     started: float  # wall-clock start (time.time())
     warnings: list[str]
     cluster: dict[str, Any]  # how the nodes came to be

@@ -12,13 +12,13 @@ directory from it. Building and tearing down the cluster around the middle phase
     build      the Cluster (namespaces, shaped links, delay line), then intra-node shaping
     capture    tcpdump on every switch port
     spawn      a worker per rank in its node's namespace
-    watch      until every worker is done, or one fails or stalls (the reason names the node);
+    watch      until every worker is done, or one fails or stalls (the reason names the rank);
                then the fidelity verdict and the capture's files, whatever happened
     tear down  ``cluster.down()``: every process, qdisc, link and namespace, on Ctrl-C/SIGTERM too
     collect    steps.csv, run.json and the summary from what was measured; pcaps removed unless kept
 
 A failing run keeps every step measured so far (workers flush each record) and still writes both
-files, with ``status: failed`` and the reason naming the node.
+files, with ``status: failed`` and the reason naming the rank.
 """
 
 from __future__ import annotations
