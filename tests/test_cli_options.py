@@ -28,6 +28,7 @@ OWN: dict[tuple[str, str], str] = {
     ("plan", "--replicator"): "a comma list of replicators, or all",
     ("plan", "--shapes"): "any preset or file, exclusive with --params",
     ("plan", "--compute-ms"): "the model's compute time per step (default 0), not the shapes workload's stand-in",
+    ("plan", "--intra-bw"): "the same field; plan's help adds how --backend nccl divides it among a node's GPUs",
     ("calibrate", "--replicator"): "the schemes whose compression cost to time",
     ("calibrate", "--shapes"): "the shapes of the compression timing",
     ("calibrate", "--steps"): "timed steps per scheme",

@@ -21,7 +21,7 @@ from netbench.cli.fields import (
     expand,
     group,
 )
-from netbench.cli.privileges import require_privileges
+from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.cli.schedule_option import read_schedule
@@ -118,6 +118,7 @@ def run(
     factor = dilation_factor(dilation)
     check_capture_room([config])
     require_privileges()
+    require_torch("run")
     copt.check_engine(cluster)
     calib = run_calibration(
         calibration, replicators=(config.replicator,)

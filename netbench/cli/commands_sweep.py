@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from netbench.cli.errors import UserError, make_output_folder
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
-from netbench.cli.privileges import require_privileges
+from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.run_config import (
     check_capture_room,
     check_delay_line_env,
@@ -238,6 +238,7 @@ def _run(
     from netbench.orchestrator.sweep import SweepBusy, sweep_lock
 
     require_privileges()
+    require_torch("sweep")
     make_output_folder(folder, "--out")
     try:
         with sweep_lock(folder):

@@ -18,6 +18,7 @@ from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
 from netbench.cli.errors import UserError
+from netbench.cli.privileges import require_torch
 from netbench.cli.fields import (
     FROM_FIELDS,
     REPLICATOR,
@@ -162,6 +163,7 @@ def worker(
         threads=threads,
         **({"gpus_per_node": g} if g > 1 else {}),
     )
+    require_torch("worker")
     plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config), topology=placed)
     try:
         outcome = hosts.run_host(plan)

@@ -52,12 +52,10 @@ def main() -> None:
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
+        from netbench.cli.privileges import torch_missing_message
+
         command = sys.argv[1] if len(sys.argv) > 1 else "this command"
-        print(
-            f"netbench: error: {command} trains with torch, which is not installed (pip install torch; "
-            "plan works without it)",
-            file=sys.stderr,
-        )
+        print(f"netbench: error: {torch_missing_message(command)}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

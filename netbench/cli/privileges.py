@@ -1,4 +1,4 @@
-"""Become able to build namespaces (root, or root of a user namespace) before a command creates anything."""
+"""What a command needs before it creates anything: privileges to build namespaces, torch to train."""
 
 from __future__ import annotations
 
@@ -13,3 +13,19 @@ def require_privileges() -> None:
         ensure_privileges()
     except RootlessError as exc:
         raise UserError(str(exc)) from None
+
+
+def torch_missing_message(command: str) -> str:
+    return f"{command} trains with torch, which is not installed (pip install torch; plan works without it)"
+
+
+def require_torch(command: str) -> None:
+    """torch importable, else one UserError line: checked before the run folder or a namespace exists."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UserError(torch_missing_message(command))
