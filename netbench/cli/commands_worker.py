@@ -18,7 +18,6 @@ from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
 from netbench.cli.errors import UserError
-from netbench.cli.privileges import require_torch
 from netbench.cli.fields import (
     FROM_FIELDS,
     REPLICATOR,
@@ -29,6 +28,7 @@ from netbench.cli.fields import (
     expand,
     group,
 )
+from netbench.cli.privileges import require_torch
 from netbench.cli.run_config import build_run_config
 from netbench.emulation.spec import DirectionSpec
 from netbench.reports.terminal import for_terminal, make_console, print_summary
