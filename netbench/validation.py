@@ -1,4 +1,4 @@
-"""The one way a pydantic validation error becomes one line for the user.
+"""The one way a pydantic validation error, or any other exception, becomes one line for the user.
 
 Every place that validates user input (command-line options, scenario files, worker specs,
 calibration files) reports the first error the same way: where it is (the option the user typed,
@@ -98,3 +98,16 @@ def one_line(
         else ""
     )
     return f"{where}: {message}{shown}" if where else message
+
+
+def error_text(exc: BaseException) -> str:
+    """What an exception says to a user: its own message, never its class (the traceback, where one is kept, has
+    that); a key that was missing, or what kind of stop it was where the exception carries no message."""
+    if isinstance(exc, KeyError) and exc.args:
+        return f"missing {exc.args[0]!r}"
+    text = str(exc).strip()
+    if text:
+        return text
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    return "failed without saying why"

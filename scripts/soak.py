@@ -165,7 +165,7 @@ def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10, reus
         else:
             result = run(small_config(index, out, reuse), reuse=held)
             run_id, status, reason = result.summary["run_id"], result.status, result.reason
-        server = held.server.proc.pid if held is not None and held.server is not None else None
+        server = held.launcher.server.proc.pid if held is not None and held.launcher.server is not None else None
         entry = {
             "run": index,
             "warmup": index < warmup_runs,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,21 @@ def test_eight_nodes_come_up_and_go_down(tmp_path) -> None:
         rtt = measure_rtt(cluster.nodes[0], cluster.nodes[7], count=3)
         assert rtt["lost"] == 0
     assert ours(run_id) == []
+
+
+def test_a_node_resolves_only_its_switch() -> None:
+    """Peers are reached through the switch: one neighbour entry per node, not one per peer. Linux's neighbour table
+    is shared by every namespace and refuses entries past gc_thresh3 (1024): 64 nodes resolving every peer need
+    4032 and lose packets to it."""
+
+    def neighbours() -> set[str]:
+        with IPRoute() as ipr:
+            return {n.get_attr("NDA_DST") for n in ipr.get_neighbours(family=socket.AF_INET)}
+
+    with Cluster(spec(1e9, nodes=4)) as cluster:
+        for peer in cluster.nodes[1:]:
+            assert measure_rtt(cluster.nodes[0], peer, count=1)["lost"] == 0
+        assert cluster.nodes[0].call(neighbours) == {cluster.names.switch_address}
 
 
 def test_teardown_when_build_fails(monkeypatch) -> None:

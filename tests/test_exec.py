@@ -79,7 +79,7 @@ def run_json(result: dict) -> dict:
         (["exec", "--nodes", "1", "--", "true"], "--nodes"),
         (["run", "--workload", "python:netbench_no_such_module:make"], "cannot import 'netbench_no_such_module'"),
         (["run", "--workload", "python:factories:missing"], "has no 'missing'"),
-        (["run", "--workload", "python:factories:raises"], "the factory raised RuntimeError: no data here"),
+        (["run", "--workload", "python:factories:raises"], "the factory failed: no data here"),
         (["run", "--workload", "python:factories:not_a_model"], "must be a torch.nn.Module"),
         (["run", "--workload", "python:nocolon"], "--workload"),
         (["sweep", "--workload", "python:factories:raises", "--bw", "100mbit"], "the factory raised"),

@@ -91,16 +91,18 @@ def test_killed_worker_fails_the_run_cleanly(tmp_path: Path) -> None:
     log: dict = {}
 
     def kill_node_1(cluster: Cluster) -> None:
-        pid = next(
-            p.pid for p in cluster.nodes[1].processes if "netbench.worker" in p.args
-        )  # not the node's TCP sampler
+        from netbench.emulation import netns
+
+        pid = next(  # the worker, forked by the run's fork server into node 1's namespace
+            p for p in netns.pids_in([cluster.nodes[1].netns]) if "forkserver" in leftovers.command_line(p)
+        )
         os.kill(pid, signal.SIGKILL)
         assert wait_until(lambda: not leftovers.running(pid), 30)  # dead (a zombie at most): it writes nothing more
         log["recorded"] = steps_recorded(tmp_path, rank=1)
 
     result = run(config(tmp_path, steps=2000), on_cluster=after_steps(tmp_path, 3, kill_node_1, log, ranks=(1,)))
     assert time.monotonic() - log["at"] < 45
-    assert result.status == "failed" and "node 1 was killed by SIGKILL" in result.reason, result.reason
+    assert result.status == "failed" and "rank 1 was killed by SIGKILL" in result.reason, result.reason
     run_json = json.loads((result.run_dir / "run.json").read_text())
     assert run_json["status"] == "failed" and run_json["reason"] == result.reason
     steps = pd.read_csv(result.run_dir / "steps.csv")
@@ -148,7 +150,7 @@ def test_link_down_for_good_fails_within_the_timeout(tmp_path: Path) -> None:
     timeout = 8.0
     result = run(config(tmp_path, steps=2000, timeout_s=timeout), on_cluster=after_steps(tmp_path, 4, _flap(0), log))
     ended = time.monotonic() - log["at"]
-    assert result.status == "failed" and "node" in result.reason, result.reason
+    assert result.status == "failed" and "rank" in result.reason, result.reason
     assert "timed out" in result.reason.lower() or "no progress" in result.reason, result.reason
     assert timeout * 0.8 <= ended <= 2 * timeout + 30  # the collective timeout, then the watcher's backstop at most
     assert (pd.read_csv(result.run_dir / "steps.csv")["rank"] == 0).sum() >= 4

@@ -114,3 +114,17 @@ def test_small_real_sweep_writes_report_and_plots(tmp_path) -> None:
     again = pd.read_csv(out / "summary.csv")
     assert (again["step_time_s"] == summary["step_time_s"]).all()
     assert (again["pred_compress_time_s"] > summary["pred_compress_time_s"] + 1e-3).all()
+
+
+def test_figures_drawn_beside_give_back_what_the_child_returned_or_raised() -> None:
+    from netbench.reports.figure_file import drawn_beside
+    from netbench.untrusted import BadInput
+
+    assert drawn_beside(lambda a, b: (a + b, os.getpid()), 2, 3)()[0] == 5
+    assert drawn_beside(lambda: os.getpid())() != os.getpid()  # drawn in another process
+
+    def broken() -> None:
+        raise BadInput("summary.csv: not a CSV table netbench wrote")
+
+    with pytest.raises(BadInput, match="not a CSV table"):
+        drawn_beside(broken)()

@@ -163,7 +163,7 @@ def test_the_sweep_calibration_writes_shapes_json_under_a_fresh_name(
     class Stop(Exception):
         pass
 
-    def stop(options):
+    def stop(options, fork=None):
         raise Stop(options.shapes)
 
     monkeypatch.setattr(measure_module, "measure", stop)

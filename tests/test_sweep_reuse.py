@@ -217,7 +217,7 @@ def test_a_killed_worker_fails_its_point_and_the_next_point_runs_on_a_new_cluste
         later = plan[1].config.model_copy(update={"steps": 3})
         ok = run(later, reuse=held)
         assert held.built == 2
-    assert failed.status == "failed" and "node 1" in (failed.reason or ""), failed.reason
+    assert failed.status == "failed" and "rank 1" in (failed.reason or ""), failed.reason
     assert ok.status == "ok", ok.reason
     assert leftovers.clean(first_id), leftovers.traces(first_id)
 

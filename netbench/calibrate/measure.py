@@ -11,23 +11,28 @@
   beyond the last-level cache) gives the cost per parameter of large models (the per-tensor cost
   taken as solved). A replicator whose declaration says it does not encode (dense state sent as
   it is) has no encode/decode to time (its local step is the workload's ``apply`` time, measured by every run).
+
+The two processes are spawned (fresh interpreters, each importing torch), or, given ``fork``, forked by a sweep's
+worker fork server (:mod:`netbench.orchestrator.forkserver`), whose torch is imported once for the calibration and
+every point after it. The caller's own process imports no torch either way.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
 import statistics
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench.model.calibration import Calibration, cost_key
@@ -45,8 +50,8 @@ BATCH = 25
 QUICK_SHAPES = "llama:d_model=384,layers=1,ffn=1024,vocab=512"
 TENSOR_SHAPES = "llama:d_model=32,layers=6,ffn=64,vocab=64"
 LARGE_SHAPES = "gpt2-small:blocks=1"
-# what the replicators call (netbench/replicators/comm.py); the deprecated name adds ~0.5 ms of wrapper per call
-_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+# (module:function, JSON arguments, log) -> a started process whose wait() gives its exit code
+Forker = Callable[[str, list[Any], Path], Any]
 
 
 class MeasureOptions(BaseModel):
@@ -101,15 +106,18 @@ def _free_port() -> int:
 
 
 def _collective_times(opts: MeasureOptions) -> dict[str, float]:
+    import torch
+    import torch.distributed as dist
+
+    # what the replicators call (netbench/replicators/comm.py); the deprecated name adds ~0.5 ms of wrapper per call
+    gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     tiny = torch.zeros(1)
     gathered = torch.zeros(WORLD)
     for _ in range(BATCH):
         dist.all_reduce(tiny)
-        _all_gather_single(gathered, tiny)
+        gather_single(gathered, tiny)
     dist.barrier()
-    small = time_calls(
-        {"ar": lambda: dist.all_reduce(tiny), "ag": lambda: _all_gather_single(gathered, tiny)}, opts.iters
-    )
+    small = time_calls({"ar": lambda: dist.all_reduce(tiny), "ag": lambda: gather_single(gathered, tiny)}, opts.iters)
     big = torch.zeros(int(opts.bandwidth_mib * 2**20) // 4)
     dist.all_reduce(big)
     dist.barrier()
@@ -126,6 +134,9 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     """(encode, decode) seconds per step of the replicator ``config`` names, with its settings, on ``shapes``, from its
     own StepStats.
     """
+    import torch
+    import torch.distributed as dist
+
     from netbench.replicators.registry import build_replicator  # the replicators' factory (torch)
 
     declared = spec(config.name)
@@ -235,7 +246,11 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
     return costs, notes
 
 
-def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
+def _measure_rank(rank: int, port: int, opts: MeasureOptions, report: Callable[[Any], None]) -> None:
+    """One of the two measuring processes: join the group, time; rank 0 hands (times, costs, notes) to ``report``."""
+    import torch
+    import torch.distributed as dist
+
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch's deprecation notices, once per rank
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
@@ -250,10 +265,20 @@ def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
         times = _collective_times(opts)
         costs, notes = _compression(opts) if opts.schemes or opts.configs else ({k: {} for k in COST_TABLES}, {})
         if rank == 0:
-            queue.put((times, costs, notes))
+            report((times, costs, notes))
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def _worker(rank: int, port: int, opts: MeasureOptions, queue: Any) -> None:
+    _measure_rank(rank, port, opts, queue.put)
+
+
+def forked_worker(rank: int, port: int, options: dict[str, Any], result: str) -> None:
+    """A measuring process forked by the worker fork server: ``options`` as JSON, rank 0's figures into ``result``."""
+    opts = MeasureOptions.model_validate(options)
+    _measure_rank(rank, port, opts, lambda found: Path(result).write_text(json.dumps(found)))
 
 
 def quick_options() -> MeasureOptions:
@@ -268,16 +293,42 @@ def quick_options() -> MeasureOptions:
     )
 
 
-def measure(opts: MeasureOptions) -> Calibration:
-    """Run the measurements in two spawned processes and turn them into a :class:`Calibration`."""
-    from netbench.calibrate.host import host_key
+def _spawned(opts: MeasureOptions) -> tuple[Any, Any, Any]:
+    """(times, costs, notes) from two spawned processes."""
+    import torch.multiprocessing as mp
+
     from netbench.child import spawning_safely
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     with spawning_safely():  # the spawned children must not import what a user planted where netbench was started
         mp.start_processes(_worker, args=(_free_port(), opts, queue), nprocs=WORLD, join=True, start_method="spawn")
-    times, costs, notes = queue.get()
+    return queue.get()
+
+
+def _forked(opts: MeasureOptions, fork: Forker) -> tuple[Any, Any, Any]:
+    """(times, costs, notes) from two processes ``fork`` starts, their files in a folder of this call's own."""
+    with tempfile.TemporaryDirectory(prefix="netbench-calibrate-") as tmp:
+        result, port = Path(tmp) / "result.json", _free_port()
+        logs = [Path(tmp) / f"rank{rank}.log" for rank in range(WORLD)]
+        procs = []
+        for rank, log in enumerate(logs):
+            log.touch(exist_ok=False)
+            args = [rank, port, opts.model_dump(mode="json"), str(result)]
+            procs.append(fork("netbench.calibrate.measure:forked_worker", args, log))
+        codes = [proc.wait() for proc in procs]
+        if any(codes) or not result.exists():
+            said = [line for log in logs for line in log.read_text(errors="replace").splitlines() if line.strip()]
+            raise RuntimeError(f"the measuring processes failed (exit {codes}): {said[-1] if said else 'no output'}")
+        return tuple(json.loads(result.read_text()))
+
+
+def measure(opts: MeasureOptions, fork: Forker | None = None) -> Calibration:
+    """Run the measurements in two processes (spawned, or started by ``fork``) and turn them into a
+    :class:`Calibration`."""
+    from netbench.calibrate.host import host_key
+
+    times, costs, notes = _forked(opts, fork) if fork is not None else _spawned(opts)
     hops_ar, hops_ag = 2 * (WORLD - 1), WORLD - 1
     over_ar = times["all_reduce_tiny_s"] / hops_ar
     over_ag = times["all_gather_tiny_s"] / hops_ag
@@ -297,7 +348,7 @@ def measure(opts: MeasureOptions) -> Calibration:
         source="measured",
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         host=platform.node(),
-        torch_version=torch.__version__,
+        torch_version=version("torch"),
         host_key=host_key(),
         software_overhead_s=over_ar,
         software_overhead_by_collective={"all_reduce": over_ar, "all_gather": over_ag},

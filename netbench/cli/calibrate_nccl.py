@@ -16,6 +16,7 @@ from rich.table import Table
 
 from netbench.cli.errors import UserError
 from netbench.model.nccl_tests import COLLECTIVES, NcclFit, NcclTestsError, fit_logs, read_log
+from netbench.reports.terminal import make_console
 from netbench.safe_files import UnsafeOutput, check_folder, make_folder, write_text
 from netbench.units import format_bytes, format_time
 
@@ -80,5 +81,5 @@ def calibrate_from_nccl_tests(logs: list[Path], collective: str | None, out: Pat
     if json_out:
         print(json.dumps(fit.model_dump(), indent=2))
     else:
-        print_fit(fit, Console() if sys.stdout.isatty() else Console(width=160))
+        print_fit(fit, make_console())
     print(f"saved {target}", file=sys.stderr)

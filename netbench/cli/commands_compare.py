@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from netbench.cli.errors import UserError
+from netbench.reports.terminal import make_console
 
 if TYPE_CHECKING:
     from netbench.reports.compare import Comparison
@@ -121,9 +121,7 @@ def _print(result: Comparison, baseline: str, current: str) -> None:
     """The table, then one line per note and per problem, then the verdict (the last line)."""
     from netbench.reports.compare import HEADERS, table_rows
 
-    console = Console(
-        width=max(140, Console().width), markup=False, emoji=False, highlight=False
-    )  # every text is literal
+    console = make_console(markup=False, emoji=False, highlight=False)  # every text is literal
     if result.rows:
         table = Table(title=f"{_shown(baseline)} -> {_shown(current)}", title_style="bold")
         for i, name in enumerate(HEADERS):

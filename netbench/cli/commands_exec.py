@@ -8,7 +8,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from netbench.cli import cluster_options as copt
@@ -18,11 +17,11 @@ from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import summary_table
+from netbench.reports.terminal import make_console, print_summary
 from netbench.rundir.layout import RunDir
 from netbench.units import format_bytes
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def nodes_table(nodes: list[dict], title: str) -> Table:
@@ -153,14 +152,14 @@ def exec_command(
             )
         )
     else:
-        Console().print(
+        make_console().print(
             nodes_table(
                 result.nodes,
                 f"netbench exec {result.run_id}: {' '.join(argv)} ({result.status}, {result.wall_time_s:.1f} s)",
             )
         )
         if result.summary.get("steps_measured"):
-            Console().print(summary_table(result.summary, "netbench exec"))
+            print_summary(result.summary, "netbench exec")
         console.print(f"results: {result.run_dir}")
     report_problems(
         SimpleNamespace(run_json=json.loads(RunDir(result.run_dir).run_json.read_text()), summary=result.summary)

@@ -45,6 +45,7 @@ from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names, spec
 from netbench.replicators.spec import SettingError
+from netbench.reports.terminal import make_console
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
@@ -323,8 +324,8 @@ def _placed_graphs(
 
 
 def _console() -> Console:
-    """Rich console; wide enough for the table when stdout is not a terminal (pipes, logs)."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    """Rich console; every line whole when stdout is not a terminal (pipes, logs)."""
+    return make_console()
 
 
 _rate_text = format_rate_digits  # derived answers are not round numbers

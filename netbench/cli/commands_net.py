@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from netbench.cli import cluster_options as opt
@@ -16,9 +15,10 @@ from netbench.cli.errors import UserError
 from netbench.cli.fields import RUN
 from netbench.cli.privileges import require_privileges
 from netbench.cli.schedule_option import read_schedule
+from netbench.reports.terminal import make_console
 from netbench.units import format_rate
 
-console = Console()
+console = make_console()
 
 
 def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from netbench.cli import cluster_options as copt
@@ -26,9 +25,9 @@ from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import for_terminal, summary_table
+from netbench.reports.terminal import for_terminal, make_console, print_summary
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 @expand(
@@ -140,7 +139,7 @@ def run(
     if as_json:
         print(json.dumps(result.summary, default=str))
     else:
-        Console().print(summary_table(result.summary))
+        print_summary(result.summary)
         from netbench.reports.schedule_figure import segment_lines
 
         for line in segment_lines(result.summary):  # a link schedule's segments

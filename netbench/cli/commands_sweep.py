@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from netbench.cli.errors import UserError, make_output_folder
@@ -21,10 +20,11 @@ from netbench.cli.run_config import (
 )
 from netbench.cli.run_options import check_workload
 from netbench.replicators.registry import names
+from netbench.reports.terminal import make_console
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import is_sweep
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 # scenario field -> the sweep option that sets it, so errors name what the user typed
 _OPTIONS = {
@@ -147,8 +147,8 @@ def sweep(
         True,
         "--reuse/--no-reuse",
         help="Run points that share a network on one cluster, re-shaped between "
-        "them, with workers forked from a per-node server that imported torch once (--no-reuse: a "
-        "fresh cluster and fresh worker processes for every point).",
+        "them, with every point's workers forked from one server that imported torch once (--no-reuse: a "
+        "fresh cluster and a fresh fork server for every point).",
     ),
     tcp_cc: str | None = typer.Option(
         None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."
@@ -251,6 +251,18 @@ def _run_held(
     scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str, reuse: bool = True
 ) -> None:
     """The sweep proper, while this process holds the folder's lock."""
+    from netbench.orchestrator.forked_workers import Launcher
+
+    with Launcher() as launcher:  # the fork server: it imports torch once for the calibration and every point
+        if plan:
+            launcher.start_server(plan[0].config.threads)
+        _sweep_with(scenario, plan, folder, calibration, fresh, dilation, reuse, launcher)
+
+
+def _sweep_with(
+    scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str, reuse: bool, launcher
+) -> None:
+    """Calibrate, run the points, write the report: every process forked by ``launcher``'s server."""
     from netbench.model.calibration import CalibrationError
     from netbench.orchestrator.sweep import done_keys, run_sweep, write_sweep_json
     from netbench.orchestrator.sweep_calibration import sweep_calibration
@@ -266,6 +278,7 @@ def _run_held(
             fresh,
             on_measure=lambda p: console.print(f"measuring this host's model constants (a few seconds) into {p}"),
             replicators=[p.config.replicator for p in plan],
+            fork=launcher.forker(plan[0].config.threads) if plan else None,
         )
     except CalibrationError as exc:
         raise UserError(f"--calibration: {exc}") from None
@@ -313,6 +326,7 @@ def _run_held(
             on_point_done=point_done,
             dilation=dilation,
             reuse=reuse,
+            launcher=launcher,
         )
     report = generate_report(folder)
     console.print(f"ran {outcome.ran}, skipped {outcome.skipped} (done earlier); report: {report.markdown}")
@@ -371,7 +385,7 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
     ran.
     """
     from netbench.reports.escape import for_terminal, printable
-    from netbench.reports.terminal import summary_table
+    from netbench.reports.terminal import print_summary
     from netbench.rundir.runjson import BadInput, read_run_doc
 
     if calibration is not None:
@@ -391,11 +405,11 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
             {**n.model_dump(), "stopped_by": for_terminal(n.stopped_by) if n.stopped_by else None}
             for n in doc.exec.nodes
         ]
-        Console().print(
+        make_console().print(
             nodes_table(nodes, for_terminal(f"netbench exec {doc.summary.run_id}: {' '.join(doc.exec.command)}"))
         )
     if doc.exec is None or summary.get("steps_measured"):
-        Console().print(summary_table(summary, "netbench worker" if launcher == "torchrun" else launcher))
+        print_summary(summary, "netbench worker" if launcher == "torchrun" else launcher)
     if summary.get("prediction_error"):
         console.print(f"model: {for_terminal(summary['prediction_error'])}")
     from netbench.reports.schedule_figure import schedule_figure, segment_lines

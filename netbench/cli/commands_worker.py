@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from netbench.cli import cluster_options as copt
 from netbench.cli import hybrid_options as hopt
@@ -32,12 +31,12 @@ from netbench.cli.fields import (
 from netbench.cli.privileges import require_torch
 from netbench.cli.run_config import build_run_config
 from netbench.emulation.spec import DirectionSpec
-from netbench.reports.terminal import for_terminal, summary_table
+from netbench.reports.terminal import for_terminal, make_console, print_summary
 
 if TYPE_CHECKING:
     from netbench.orchestrator.host_topology import HostTopology
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def _host_topology(
@@ -174,7 +173,7 @@ def worker(
         if as_json:
             print(json.dumps(outcome.summary, default=str))
         else:
-            Console().print(summary_table(outcome.summary, "netbench worker"))
+            print_summary(outcome.summary, "netbench worker")
             console.print(f"results: {outcome.run_dir}")
         if outcome.summary.get("status") != "ok":
             console.print(f"[red]run failed:[/] {for_terminal(outcome.summary.get('reason'))}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from rich.console import Console
+from netbench.reports.terminal import make_console
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 class Finished(Protocol):

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
-from rich.console import Console
 
 from netbench.cli.errors import UserError
 from netbench.cli.fields import REPLICATOR, RUN, option_names
+from netbench.reports.terminal import make_console
 from netbench.validation import as_option, one_line
 
-console = Console(stderr=True)
+console = make_console(stderr=True)
 
 
 def build_run_config(**settings: Any):

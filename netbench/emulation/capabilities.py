@@ -19,6 +19,7 @@ from pyroute2 import IPRoute
 from netbench.emulation import netns
 from netbench.emulation.naming import PROBE_PREFIX
 from netbench.rootless import user_namespaces_allowed
+from netbench.validation import error_text
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def detect() -> Capabilities:
         found.update(netns.call_in(name, _probe_inside))
         found["nfqueue_rule"] = _nfqueue_rule_loads(name)
     except Exception as exc:  # noqa: BLE001 - reported, not raised: doctor must always answer
-        found["errors"]["namespaces"] = f"{type(exc).__name__}: {exc}"
+        found["errors"]["namespaces"] = error_text(exc)
     finally:
         netns.remove(name)
     return Capabilities(**found)

@@ -23,8 +23,11 @@ of every egress and runs whatever helper it needs beside the cluster.
 
 from __future__ import annotations
 
+import ipaddress
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pyroute2 import IPRoute
 
@@ -149,15 +152,14 @@ class Cluster:
             self.raise_if_interrupted()
             self._create(ns.netns)
         netns.set_sysctls(self.switch.netns, _SWITCH_SYSCTLS)
-        for node in self.nodes:
-            self.raise_if_interrupted()
-            netns.set_sysctls(node.netns, _NODE_SYSCTLS)
+        self.raise_if_interrupted()
+        netns.set_sysctls_each([node.netns for node in self.nodes], _NODE_SYSCTLS)
 
         ports = [(node.port, node.iface, node.netns, node.address) for node in self.nodes]
         self.switch.ifindex = self.switch.call(_build_switch, self.names.switch_address, ports)
-        for node in self.nodes:
-            self.raise_if_interrupted()
-            node.call(_build_node, node.iface, node.address, self.names.subnet.prefixlen)
+        self.raise_if_interrupted()
+        gateway, subnet = self.names.switch_address, self.names.subnet
+        netns.call_each([(n.netns, _build_node, (n.iface, n.address, subnet, gateway)) for n in self.nodes])
 
     def _create(self, name: str) -> None:
         """Create namespace ``name`` and count it as ours; a stop signal meanwhile is raised only once it is counted.
@@ -184,7 +186,8 @@ class Cluster:
             switch.ifindex.update(ends)
         for node in self.nodes:
             self.raise_if_interrupted()
-            node.call(_build_node, node.iface, node.address, self.names.subnet.prefixlen)
+            gateway = self.names.fabric_switch_address(self.fabric.switch_of(node.index))
+            node.call(_build_node, node.iface, node.address, self.names.subnet, gateway)
 
     def _shape_fabric(self, replace: bool = False) -> None:
         """Each link direction on the egress it leaves by: a node's uplink on the node, the rest on switch ports."""
@@ -212,12 +215,22 @@ class Cluster:
             return self._shape_fabric(replace)
         offload_on = self.spec.offload_enabled
         ports = [node.port for node in self.nodes]
-        down = self.switch.call(_shape, ports, self.spec.down, offload_on, self.impairment, replace)
+        calls = [
+            (self.switch.netns, _shape, (ports, self.spec.down, offload_on, self.impairment, replace)),
+            *((n.netns, _shape, ([n.iface], self.spec.up, offload_on, self.impairment, replace)) for n in self.nodes),
+        ]
+        if replace:  # qdiscs alone, nothing mounted: one fork for every namespace
+            down, *ups = netns.call_each(calls)
+        else:
+            down, *ups = [self._call_checked(name, fn, args) for name, fn, args in calls]
         self.shaping.update({f"{port}/down": installed for port, installed in down.items()})
-        for node in self.nodes:
-            self.raise_if_interrupted()
-            (up,) = node.call(_shape, [node.iface], self.spec.up, offload_on, self.impairment, replace).values()
-            self.shaping[f"{node.netns}/up"] = up
+        for node, up in zip(self.nodes, ups):
+            self.shaping[f"{node.netns}/up"] = next(iter(up.values()))
+
+    def _call_checked(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """``fn(*args)`` in namespace ``name``, once a stop signal Python swallowed has been raised."""
+        self.raise_if_interrupted()
+        return netns.call_in(name, fn, *args)
 
     def reshape(self, spec: ClusterSpec) -> None:
         """Shape every link anew for ``spec``, a spec that differs from the built one at most in its link rates.
@@ -319,12 +332,31 @@ def _build_switch(address: str, ports: list[tuple[str, str, str, str]]) -> dict[
     return ifindex
 
 
-def _build_node(iface: str, address: str, prefixlen: int) -> None:
-    """Address and bring up the node's interface (no default route: nothing leaves the subnet)."""
+IFA_F_NOPREFIXROUTE = 0x200  # an address without its on-link subnet route
+RTNH_F_ONLINK = 4  # the gateway is on this wire, whatever its address
+
+
+def _build_node(iface: str, address: str, subnet: ipaddress.IPv4Network, gateway: str) -> None:
+    """Address and bring up the node's interface; the subnet is reached through its switch (``gateway``), no default
+    route: nothing leaves the subnet.
+
+    Through the switch, not on the wire: a node then resolves one neighbour (its switch) instead of every peer.
+    Linux keeps one neighbour table for all namespaces, and its garbage collector refuses new entries past
+    ``gc_thresh3`` (1024 by default) host-wide: 64 nodes that each resolved their 63 peers (4032 entries) lost SYNs
+    to it for minutes while gloo connected its full mesh.
+    """
     with IPRoute() as ipr:
         (index,) = ipr.link_lookup(ifname=iface)
-        ipr.addr("add", index=index, address=address, prefixlen=prefixlen)
+        ipr.addr("add", index=index, address=address, prefixlen=subnet.prefixlen, flags=IFA_F_NOPREFIXROUTE)
         ipr.link("set", index=index, state="up")
+        ipr.route(
+            "add",
+            dst=str(subnet.network_address),
+            dst_len=subnet.prefixlen,
+            gateway=gateway,
+            oif=index,
+            flags=RTNH_F_ONLINK,
+        )
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
 
 

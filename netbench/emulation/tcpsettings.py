@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from netbench.emulation import netns
 from netbench.tcp import TcpSettings
 
 __all__ = [
@@ -81,9 +82,7 @@ def _apply_in_namespace(iface: str, options: dict) -> None:
             _sysctl_path("net.ipv4.tcp_congestion_control").write_text(cc)
         except OSError:
             pass
-        routes = subprocess.run(
-            ["ip", "-o", "route", "show", "proto", "kernel"], capture_output=True, text=True, check=True
-        )
+        routes = subprocess.run(["ip", "-o", "route", "show"], capture_output=True, text=True, check=True)
         for line in routes.stdout.splitlines():
             words = line.split()
             if f"dev {iface}" not in line:
@@ -107,8 +106,7 @@ def apply_tcp_settings(nodes: Sequence, options: TcpOptions) -> None:
     """Apply ``options`` in every node's namespace (nodes: emulation.node.Node)."""
     if options == TcpOptions():
         return
-    for node in nodes:
-        node.call(_apply_in_namespace, node.iface, options.model_dump())
+    netns.call_each([(node.netns, _apply_in_namespace, (node.iface, options.model_dump())) for node in nodes])
 
 
 def _read_in_namespace(iface: str) -> dict:

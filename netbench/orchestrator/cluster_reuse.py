@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 from netbench.emulation import netns
@@ -40,8 +38,9 @@ from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
-from netbench.orchestrator.forked_workers import ForkedWorker, ForkServer
+from netbench.orchestrator.forked_workers import Launcher
 from netbench.orchestrator.phases import Outcome
+from netbench.validation import error_text
 
 T = TypeVar("T")
 PORTS = 1000  # rendezvous ports RENDEZVOUS_PORT + 1 ... + PORTS, one per point, cycled
@@ -88,12 +87,12 @@ def counters_since(now: dict[str, Any] | None, base: dict[str, Any] | None) -> d
 class ClusterReuse:
     """Holds one cluster across the runs of a sweep, and the fork server of their workers; a context manager."""
 
-    def __init__(self, capabilities: Capabilities | None = None) -> None:
+    def __init__(self, capabilities: Capabilities | None = None, launcher: Launcher | None = None) -> None:
         self._capabilities = capabilities
         self._stack: contextlib.ExitStack | None = None
         self.cluster: Cluster | None = None
         self.key: str | None = None
-        self.server: ForkServer | None = None
+        self.launcher = launcher or Launcher()  # a sweep's: it may have forked the calibration already
         self._ports = 0
         self._last_end = 0.0
         self.built = 0  # clusters built (for the sweep's figures and the tests)
@@ -144,34 +143,9 @@ class ClusterReuse:
         except Exception as exc:  # noqa: BLE001 - recorded in run.json; the caller reports the failed status
             self.close(exc)
             outcome.error = exc
-            outcome.fail(f"{type(exc).__name__}: {exc}")
+            outcome.fail(error_text(exc))
         if outcome.status != "ok":  # a worker failed or hung: nothing of this point's processes serves the next
             self.close()
-
-    def start_workers(
-        self, workers: list[tuple[str, Path, Path]], threads: int, nice: int, port: int
-    ) -> list[ForkedWorker]:
-        """A worker per ``(node namespace, spec, log)``, in rank order, forked by the server; logs are made here.
-
-        Rank 0 first, and the others once its rendezvous store listens on ``port``: a peer that
-        connects too early is refused and backs off for most of a second before it tries again.
-        """
-        server = self.start_server(threads)
-        started: list[ForkedWorker] = []
-        for rank, (node_netns, spec, log) in enumerate(workers):
-            log.open("x").close()
-            started.append(server.start(node_netns, spec, log, nice))
-            if rank == 0:
-                wait_listening(started[0], port)
-        return started
-
-    def start_server(self, threads: int) -> ForkServer:
-        """The fork server for workers of ``threads`` threads, started if there is none (it imports torch meanwhile)."""
-        if self.server is None or self.server.threads != threads or not self.server.alive():
-            if self.server is not None:
-                self.server.close()
-            self.server = ForkServer(threads, os.getcwd())
-        return self.server
 
     def _cluster_for(self, spec: ClusterSpec, names: RunNames) -> Cluster:
         """The held cluster reset and re-shaped for ``spec``, or, where it cannot serve, a new one."""
@@ -228,28 +202,4 @@ class ClusterReuse:
                 self._drop_if_stopped()
             self.drop_cluster(unwinding)
         finally:
-            if self.server is not None:
-                self.server.close()
-                self.server = None
-
-
-def wait_listening(worker: ForkedWorker, port: int, timeout_s: float = 30.0) -> None:
-    """Until ``worker`` listens on TCP ``port`` (read in its own network namespace), exits, or ``timeout_s`` passes."""
-    tables = [Path(f"/proc/{worker.pid}/net/{name}") for name in ("tcp", "tcp6")]  # the store may listen on either
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and worker.poll() is None:
-        try:
-            if any(_listens(table.read_text(), port) for table in tables):
-                return
-        except OSError:
-            return
-        time.sleep(0.01)
-
-
-def _listens(table: str, port: int) -> bool:
-    """Whether a /proc/net/tcp{,6} table has a socket listening (state 0A) on local ``port``."""
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 3 and fields[1].rsplit(":", 1)[-1] == f"{port:04X}" and fields[3] == "0A":
-            return True
-    return False
+            self.launcher.close()

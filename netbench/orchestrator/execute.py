@@ -43,6 +43,7 @@ from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warning
 from netbench.rundir.layout import RunDir
 from netbench.rundir.steps_schema import Col
 from netbench.trace import hooks as trace
+from netbench.validation import error_text
 
 EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
 EXIT_NETBENCH_FAILED = 125  # the cluster could not be built, or netbench failed while watching
@@ -362,7 +363,7 @@ def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
         try:
             entry.update(_capture_totals(pcap, p.node.address))
         except Exception as exc:  # noqa: BLE001 - an unreadable capture leaves the counters' figures
-            entry["capture_error"] = f"{type(exc).__name__}: {exc}"
+            entry["capture_error"] = error_text(exc)
     return entry
 
 
@@ -393,7 +394,7 @@ def _model_config(
             update["replicator"] = ReplicatorConfig.model_validate(declared["replicator"])
             update["workload"] = WorkloadConfig(kind="shapes", shapes=str(shapes_path), compute_ms=0.0)
         except Exception as exc:  # noqa: BLE001 - a bad declaration costs the prediction, never the measurement
-            declared = {**declared, "error": f"{type(exc).__name__}: {exc}"}
+            declared = {**declared, "error": error_text(exc)}
     return config.run.model_copy(update=update), declared
 
 

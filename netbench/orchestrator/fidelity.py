@@ -52,7 +52,7 @@ from netbench.rundir.steps_schema import Col
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["THRESHOLDS", "FidelityMonitor", "qdisc_stats", "judge", "codec_speed", "codec_reason"]
+__all__ = ["THRESHOLDS", "FidelityMonitor", "qdisc_stats", "judge", "unfinished", "codec_speed", "codec_reason"]
 
 THRESHOLDS = {
     # share of the run a worker (main thread; all threads when nodes > cores) spent runnable without a core
@@ -322,6 +322,14 @@ def judge(observed: dict[str, Any] | None) -> dict[str, Any]:
         )
         reasons.append(f"delay line starved{which}: it waited {lines[starved]:.0%} of the run for a core")
     return {"ok": not reasons, "reasons": reasons, "observed": observed}
+
+
+UNFINISHED = "the run did not finish: what it measured is not a faithful run of the scenario"
+
+
+def unfinished(verdict: dict[str, Any]) -> dict[str, Any]:
+    """The verdict of a run that failed or was stopped: never ok, whatever its emulation looked like meanwhile."""
+    return {**verdict, "ok": False, "reasons": [UNFINISHED, *verdict.get("reasons", [])]}
 
 
 def queue_drop_reasons(line: dict[str, Any]) -> list[str]:

@@ -1,9 +1,15 @@
 """The orchestrator's side of the worker fork server (:mod:`netbench.orchestrator.forkserver`): start it, ask for
 workers.
 
-A worker forked by the server is not the orchestrator's child, so :class:`ForkedWorker` stands in for its
-``subprocess.Popen``: the server reports each child's exit code on its output, which a reader thread collects.
-Everything the runner's watch loop uses (``pid``, ``poll``, ``wait``) and a kill work as they do on a Popen.
+Every run's workers are forked by a server that imported torch once (:class:`Launcher`): `netbench run` starts one
+for its run, a sweep one for all its points. A worker forked by the server is not the orchestrator's child, so
+:class:`ForkedWorker` stands in for its ``subprocess.Popen``: the server reports each child's exit code on its
+output, which a reader thread collects. Everything the runner's watch loop uses (``pid``, ``poll``, ``wait``) and a
+kill work as they do on a Popen.
+
+Waiting on the server is waiting on setup: its preload takes seconds of CPU, longer on a crowded host. So each wait
+ends on the server's answer or its exit, and gives up only when the server uses no CPU for a long while
+(:mod:`netbench.orchestrator.activity`).
 """
 
 from __future__ import annotations
@@ -15,14 +21,14 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from netbench.child import netbench_module_argv
 from netbench.emulation import netns
 from netbench.emulation.errors import ClusterError
-
-READY_TIMEOUT_S = 120.0  # torch's import on a loaded 2-core host takes seconds; far more means the server is broken
-ANSWER_TIMEOUT_S = 30.0
+from netbench.orchestrator.activity import Stalled, wait_while_working
 
 
 class ForkedWorker:
@@ -85,11 +91,16 @@ class ForkServer:
         self._reading = False
 
     def wait_ready(self) -> None:
-        """Wait for the server's ``ready``: its imports done; a ClusterError with its last words if it does not come."""
+        """Wait for the server's ``ready``: its imports done; a ClusterError with its last words if it does not come
+        (it exited, or it used no CPU for a long while)."""
         if self._reading:
             return
-        ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
-        line = self.proc.stdout.readline().strip() if ready else ""
+        try:
+            answered = lambda: bool(select.select([self.proc.stdout], [], [], 0.05)[0])  # noqa: E731
+            wait_while_working(answered, self.proc.pid, self.alive, poll_s=0.0)
+            line = self.proc.stdout.readline().strip()
+        except Stalled as exc:
+            line = f"no answer ({exc})"
         if line != "ready":
             self.proc.kill()
             err = (self.proc.stderr.read() or "").strip().splitlines() if self.proc.wait() is not None else []
@@ -127,17 +138,33 @@ class ForkServer:
 
     def start(self, netns_name: str, spec: Path, log: Path, nice: int) -> ForkedWorker:
         """Fork a worker in namespace ``netns_name`` that runs ``spec``, its output into ``log`` (which must exist)."""
+        return self._fork(
+            {"netns": netns_name, "spec": str(spec), "log": str(log), "threads": self.threads, "nice": nice}
+        )
+
+    def call(self, target: str, args: list[Any], log: Path) -> ForkedWorker:
+        """Fork a child that calls netbench's ``module:function`` with ``args`` (JSON), its output into ``log``."""
+        return self._fork({"call": target, "args": args, "log": str(log), "threads": self.threads})
+
+    def _fork(self, request: dict[str, Any]) -> ForkedWorker:
+        """Send one request; the child the server forked for it."""
         self.wait_ready()
-        request = {"netns": netns_name, "spec": str(spec), "log": str(log), "threads": self.threads, "nice": nice}
         with self._lock:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
-            if (
-                not self._lock.wait_for(lambda: self._started or not self.alive(), timeout=ANSWER_TIMEOUT_S)
-                or not self._started
-            ):
-                raise ClusterError("the worker fork server did not answer")
+        try:
+            wait_while_working(self._answered, self.proc.pid, self.alive, poll_s=0.0)
+        except Stalled as exc:
+            raise ClusterError(f"the worker fork server did not answer: {exc}") from None
+        with self._lock:
             return ForkedWorker(self._started.pop(0), self)
+
+    def _answered(self) -> bool:
+        """Whether the server has answered (waits a moment for it)."""
+        with self._lock:
+            if not self._started:
+                self._lock.wait(timeout=0.05)
+            return bool(self._started)
 
     def close(self, grace_s: float = 2.0) -> None:
         """Ask the server to leave (its input closes), then kill its process group if it has not within ``grace_s``."""
@@ -153,3 +180,79 @@ class ForkServer:
             except ProcessLookupError:
                 pass
             self.proc.wait()
+
+
+class Launcher:
+    """Starts a run's workers: forked by a fork server (started once, kept for the runs that follow), rank 0 first.
+
+    A context manager: leaving it stops the server (whose workers the cluster's teardown has ended by then).
+    """
+
+    def __init__(self) -> None:
+        self.server: ForkServer | None = None
+
+    def __enter__(self) -> Launcher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def start_server(self, threads: int) -> ForkServer:
+        """The fork server for workers of ``threads`` threads, started if there is none (it imports torch meanwhile)."""
+        if self.server is None or self.server.threads != threads or not self.server.alive():
+            self.close()
+            self.server = ForkServer(threads, os.getcwd())
+        return self.server
+
+    def start_workers(
+        self, workers: list[tuple[str, Path, Path]], threads: int, nice: int, port: int
+    ) -> list[ForkedWorker]:
+        """A worker per ``(node namespace, spec, log)``, in rank order, forked by the server; logs are made here.
+
+        Rank 0 first, and the others once its rendezvous store listens on ``port``: a peer that
+        connects too early is refused and backs off for most of a second before it tries again.
+        """
+        server = self.start_server(threads)
+        started: list[ForkedWorker] = []
+        for rank, (node_netns, spec, log) in enumerate(workers):
+            log.open("x").close()
+            started.append(server.start(node_netns, spec, log, nice))
+            if rank == 0:
+                wait_listening(started[0], port)
+        return started
+
+    def forker(self, threads: int) -> Callable[[str, list[Any], Path], ForkedWorker]:
+        """What :func:`netbench.calibrate.measure.measure` takes as ``fork``: a call forked by the server."""
+        return lambda target, args, log: self.start_server(threads).call(target, args, log)
+
+    def close(self) -> None:
+        """Stop the server, if one runs."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+
+def wait_listening(worker: ForkedWorker, port: int) -> None:
+    """Until ``worker`` listens on TCP ``port`` (read in its own network namespace), exits, or uses no CPU for a long
+    while (the others then start all the same; the rendezvous's own timeout tells what went wrong)."""
+    tables = [Path(f"/proc/{worker.pid}/net/{name}") for name in ("tcp", "tcp6")]  # the store may listen on either
+
+    def listening() -> bool:
+        try:
+            return any(_listens(table.read_text(), port) for table in tables)
+        except OSError:
+            return True  # gone: its exit tells the watcher why
+
+    try:
+        wait_while_working(listening, worker.pid, lambda: worker.poll() is None, poll_s=0.01)
+    except Stalled:
+        pass
+
+
+def _listens(table: str, port: int) -> bool:
+    """Whether a /proc/net/tcp{,6} table has a socket listening (state 0A) on local ``port``."""
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 3 and fields[1].rsplit(":", 1)[-1] == f"{port:04X}" and fields[3] == "0A":
+            return True
+    return False

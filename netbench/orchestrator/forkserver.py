@@ -1,12 +1,17 @@
-"""``python -m netbench.orchestrator.forkserver``: a worker launcher that imports torch once, forks a sweep's workers.
+"""``python -m netbench.orchestrator.forkserver``: a worker launcher that imports torch once, forks a run's workers.
 
 Starting a worker costs a Python interpreter and torch's import (seconds on a busy 2-core host) before
-its first step; a sweep would pay it once per point and node. The fork server runs beside the
-orchestrator for the whole sweep, imports torch and the training loop once, and forks a child for
+its first step; a run would pay it once per node, a sweep once per point and node, and a 64-node run on
+2 cores would hold 64 copies of torch in memory. The fork server runs beside the orchestrator for the
+whole run or sweep, imports torch and the training loop once, and forks a child for
 each worker the orchestrator asks for; the child enters its node's network namespace and is then a
 worker as ``python -m netbench.worker`` would be: its own process group, its own log, its own spec,
 a fresh gloo process group and fresh connections; it leaves with ``os._exit`` (no interpreter
 teardown). Nothing runs torch in the server itself, so no thread pool exists yet when it forks.
+
+The same server forks a sweep's calibration: a request that names a netbench function instead of a spec,
+``{"call": "netbench.MODULE:FUNCTION", "args": [...], "log": PATH, "threads": T}``, forks a child that calls it in the
+server's own namespace (exit code 0 when it returned).
 
 Protocol, one JSON object a line. The orchestrator writes
 ``{"netns": NAME, "spec": PATH, "log": PATH, "nice": N, "threads": T}``; the server answers ``{"started": PID}`` for it
@@ -17,6 +22,7 @@ The server says ``ready`` when its imports are done, and exits when its input cl
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import select
@@ -54,8 +60,6 @@ def main() -> int:
 def _preload() -> None:
     """Import what every worker imports: torch, netbench's training loop and replicators, and what torch imports
     lazily when the first optimizer is built (its compiler stack with sympy: most of a second on its own)."""
-    import importlib
-
     import torch  # noqa: F401
     import torch.distributed  # noqa: F401
     import torch.optim  # noqa: F401
@@ -93,22 +97,35 @@ def _child(request: dict[str, Any]) -> NoReturn:
         parent = os.getppid()
         os.setpgid(0, 0)  # the orchestrator kills a worker's whole group, never the server's
         netns.die_with_parent(parent)
-        netns.enter(str(request["netns"]))
+        if "netns" in request:
+            netns.enter(str(request["netns"]))
         for signum in signals.STOP_SIGNALS:  # as a fresh interpreter has them: Ctrl-C raises, the others end it
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
         _redirect(str(request["log"]))
         if request.get("nice"):
             os.nice(int(request["nice"]))
         os.environ["OMP_NUM_THREADS"] = str(int(request["threads"]))
-        from netbench.worker.__main__ import main as worker_main
+        if "call" in request:
+            code = _call(str(request["call"]), list(request.get("args", [])))
+        else:
+            from netbench.worker.__main__ import main as worker_main
 
-        code = worker_main(["--spec", str(request["spec"])])
+            code = worker_main(["--spec", str(request["spec"])])
     except BaseException:  # noqa: BLE001 - the log says why; the exit code says that it failed
         traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _call(target: str, args: list[Any]) -> int:
+    """Call netbench's ``module:function`` with ``args``; 0 once it returned."""
+    module, _, name = target.partition(":")
+    if not module.startswith("netbench.") or not name.isidentifier():
+        raise ValueError(f"not a netbench function: {target!r}")
+    getattr(importlib.import_module(module), name)(*args)
+    return 0
 
 
 def _redirect(log: str) -> None:

@@ -21,6 +21,7 @@ from netbench.model.network import GraphEstimate, direction_name, direction_of
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
 from netbench.topology.graph import Hop, Topology
+from netbench.validation import error_text
 
 __all__ = [
     "access_bytes_per_step",
@@ -203,4 +204,4 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
         local = local_work_by_node(steps, cluster.placement, [n.name for n in cluster.graph.nodes])
         return compare_links(est, cluster.graph, measured, local)
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": error_text(exc)}

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pyroute2 import IPRoute
 
 from netbench.emulation.htb import MAX_PEER_ADDRESSES
+from netbench.validation import error_text
 
 MAX_ENTRY_BYTES = 4096
 
@@ -80,7 +81,7 @@ def parse_entry(raw: bytes, rank: int) -> list[str]:
             raise ValueError(f"{len(raw)} bytes, at most {MAX_ENTRY_BYTES}")
         entry = _Entry.model_validate(json.loads(raw.decode("utf-8")))
     except (UnicodeDecodeError, ValueError, ValidationError) as exc:
-        first = str(exc).splitlines()[-1].strip() if str(exc) else type(exc).__name__
+        first = error_text(exc).splitlines()[-1].strip()
         raise PeerAddressError(f"rank {rank} sent addresses netbench cannot use ({first})") from None
     if entry.rank != rank:
         raise PeerAddressError(f"rank {rank} sent the addresses of rank {entry.rank}")
@@ -98,7 +99,7 @@ def exchange(
         store.wait([_key(attempt, r) for r in peers], timedelta(seconds=timeout_s))
         raw = {r: bytes(store.get(_key(attempt, r))) for r in peers}
     except Exception as exc:  # noqa: BLE001 - the store's timeouts and connection errors: one line
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = error_text(exc).splitlines()[0]
         raise PeerAddressError(
             f"could not learn the peers' addresses over the rendezvous store within {timeout_s:g} s ({first})"
         ) from None

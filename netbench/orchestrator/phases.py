@@ -20,6 +20,7 @@ from netbench.emulation.cleanup import find_leftovers
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.spec import ClusterSpec
+from netbench.validation import error_text
 
 
 @dataclass
@@ -74,7 +75,7 @@ def hold_cluster(
         outcome.stop(exc, measured_note)
     except Exception as exc:  # noqa: BLE001 - recorded in run.json; the caller reports the failed status
         outcome.error = exc
-        outcome.fail(f"{type(exc).__name__}: {exc}")
+        outcome.fail(error_text(exc))
 
 
 def leftover_warnings() -> list[str]:

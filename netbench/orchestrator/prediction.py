@@ -45,6 +45,7 @@ from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params
+from netbench.validation import error_text
 from netbench.workloads.config import WorkloadConfig
 
 __all__ = [
@@ -332,7 +333,7 @@ def predict_run(
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
         return Prediction.new(**out).to_json()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": error_text(exc)}
 
 
 def replay_run(

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from netbench.validation import error_text
+
 MAX_PAYLOAD_BYTES = 256 << 20  # one rank's records and facts; larger is refused, not allocated
 
 
@@ -44,7 +46,7 @@ def check_payload(raw: bytes, rank: int) -> dict[str, Any]:
     try:
         parsed = RankPayload.model_validate(json.loads(raw.decode("utf-8")))
     except (UnicodeDecodeError, json.JSONDecodeError, ValidationError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = error_text(exc).splitlines()[0]
         raise PayloadError(f"rank {rank} sent a payload netbench cannot read ({first})") from None
     if parsed.node.rank != rank:
         raise PayloadError(f"rank {rank} sent node facts of rank {parsed.node.rank}")

@@ -24,6 +24,7 @@ from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.orchestrator import health
+from netbench.orchestrator.fidelity import unfinished
 from netbench.orchestrator.hybrid_results import hybrid_summary
 from netbench.orchestrator.links import link_report, read_trunks
 from netbench.orchestrator.prediction import model_errors, predict_run, replay_run, shapes_record
@@ -31,6 +32,7 @@ from netbench.orchestrator.schedule_results import annotate, segment_summary, st
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
+from netbench.validation import error_text
 
 if TYPE_CHECKING:
     from netbench.orchestrator.config import RunConfig
@@ -212,7 +214,7 @@ class RunOutput:
     records: dict[int, list[dict]]  # every rank's worker records
     run_id: str
     status: str  # "ok" or "failed"
-    reason: str | None  # why it failed (naming the node), or a note on an ok run
+    reason: str | None  # why it failed (naming the rank), or a note on an ok run
     started: float  # wall-clock start (time.time())
     warnings: list[str]
     cluster: dict[str, Any]  # how the nodes came to be
@@ -263,7 +265,7 @@ def write_run(run_dir: RunDir, out: RunOutput) -> tuple[dict[str, Any], dict[str
             else f"terminated (exit {exc.code}) while parsing the capture"
         )
     except Exception as exc:  # noqa: BLE001 - the records are safe on disk; only the capture columns are lost
-        capture_facts["error"] = f"capture not parsed: {type(exc).__name__}: {exc}"
+        capture_facts["error"] = f"capture not parsed: {error_text(exc)}"
     if "error" in capture_facts:
         reason = f"{reason}; {capture_facts['error']}" if reason else capture_facts["error"]
     summary, run_json = _write_files(run_dir, out, steps, reason, start, prediction, capture_facts)
@@ -345,6 +347,8 @@ def _write_files(
     )
     if fidelity is not None and out.status == "ok":
         fidelity = _with_codec_speed(fidelity, steps, prediction.get("predicted"), "replay_step_time_s" in prediction)
+    elif fidelity is not None:
+        fidelity = unfinished(fidelity)
     if fidelity is not None:
         summary["fidelity"] = {
             k: fidelity[k] for k in ("ok", "reasons", "notes", "dilation", "cpu_stretch") if k in fidelity

@@ -12,20 +12,20 @@ directory from it. Building and tearing down the cluster around the middle phase
     build      the Cluster (namespaces, shaped links, delay line), then intra-node shaping
     capture    tcpdump on every switch port
     spawn      a worker per rank in its node's namespace
-    watch      until every worker is done, or one fails or stalls (the reason names the node);
+    watch      until every worker is done, or one fails or stalls (the reason names the rank);
                then the fidelity verdict and the capture's files, whatever happened
     tear down  ``cluster.down()``: every process, qdisc, link and namespace, on Ctrl-C/SIGTERM too
     collect    steps.csv, run.json and the summary from what was measured; pcaps removed unless kept
 
 A failing run keeps every step measured so far (workers flush each record) and still writes both
-files, with ``status: failed`` and the reason naming the node.
+files, with ``status: failed`` and the reason naming the rank.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -44,13 +44,15 @@ from netbench.orchestrator import dilation as dil
 from netbench.orchestrator import fidelity as fid
 from netbench.orchestrator import results, scheduled
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.forked_workers import ForkedWorker, Launcher
 from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.prediction import period_warnings, workload_shapes
 from netbench.orchestrator.resolve import check_payload, resolve
-from netbench.orchestrator.timeouts import collective_timeout_s
-from netbench.rundir.layout import RunDir, StepCounter, last_error
+from netbench.orchestrator.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s, stall_limit_s
+from netbench.orchestrator.watch import Limits, WorkerFailure, wait_for_workers
+from netbench.rundir.layout import RunDir
 from netbench.trace import hooks as trace
 from netbench.worker.spec import WorkerSpec
 
@@ -85,14 +87,20 @@ class RunPlan:
     run_dir: RunDir
     calibration: HostCalibration  # the model constants the prediction uses
     timeout_s: float  # the workers' collective timeout
+    setup_timeout_s: float  # how long the workers may take to join the process group
     warnings: list[str]
     started: float
-    reuse: ClusterReuse | None = None  # a sweep's cluster and worker fork server, held across its runs
+    launcher: Launcher  # the fork server that starts the workers (a sweep's, held across its runs, or the run's own)
+    reuse: ClusterReuse | None = None  # a sweep's cluster, held across its runs
     port: int = RENDEZVOUS_PORT  # the rendezvous port on rank 0's node
 
     @property
     def world_size(self) -> int:
         return self.dilated.cluster.nodes * self.dilated.gpus_per_node
+
+    def node_of(self, rank: int) -> int:
+        """The node that runs ``rank``."""
+        return self.config.cluster.placement[rank // self.config.gpus_per_node]
 
 
 @dataclass
@@ -100,10 +108,6 @@ class RunOutcome(Outcome):
     """A `netbench run`'s outcome: also the run's verdict on its own emulation."""
 
     fidelity: dict[str, Any] | None = None
-
-
-class WorkerFailure(RuntimeError):
-    """A worker ended badly; the message names the node."""
 
 
 # ------------------------------------------------------------------------------------------ the run
@@ -116,23 +120,33 @@ def run(
     calibration: HostCalibration | None = None,
     dilation: float | None = 1.0,
     reuse: ClusterReuse | None = None,
+    launcher: Launcher | None = None,
 ) -> RunResult:
     """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
 
     ``calibration``: the model constants its prediction uses (default: this host's, measured
     first when the cache has none -- before anything is built). ``dilation``: time dilation
     factor k (:mod:`netbench.orchestrator.dilation`; None: auto, from the run's prediction); results are
-    reported for ``config``. ``reuse``: a sweep's held cluster and worker fork server
-    (:mod:`netbench.orchestrator.cluster_reuse`), used where the run shares its network.
+    reported for ``config``. ``reuse``: a sweep's held cluster (:mod:`netbench.orchestrator.cluster_reuse`), used
+    where the run shares its network. ``launcher``: a sweep's worker fork server (default: the held cluster's, else
+    one of the run's own, whose imports overlap the cluster's build).
     """
-    plan = prepare(config, calibration, dilation, reuse)
-    outcome = RunOutcome()
-    train(plan, outcome, progress, on_cluster)
+    with contextlib.ExitStack() as own:
+        if launcher is None:
+            launcher = reuse.launcher if reuse is not None else own.enter_context(Launcher())
+        plan = prepare(config, calibration, dilation, launcher, reuse)
+        launcher.start_server(plan.dilated.threads)
+        outcome = RunOutcome()
+        train(plan, outcome, progress, on_cluster)
     return collect(plan, outcome)
 
 
 def prepare(
-    config: RunConfig, calibration: HostCalibration | None, dilation: float | None, reuse: ClusterReuse | None = None
+    config: RunConfig,
+    calibration: HostCalibration | None,
+    dilation: float | None,
+    launcher: Launcher,
+    reuse: ClusterReuse | None = None,
 ) -> RunPlan:
     """Resolve the config's intents, check this host can hold it, calibrate (when the cache has none), dilate, name
     the run and make its folder; nothing is built yet. HostUnfit (a ValueError) before anything is created."""
@@ -154,9 +168,11 @@ def prepare(
         names=names,
         run_dir=run_dir,
         calibration=calibration,
-        timeout_s=collective_timeout_s(dilated),
+        timeout_s=collective_timeout_s(dilated, dilation, host_cpus()),
+        setup_timeout_s=setup_timeout_s(dilated, host_cpus()),
         warnings=warnings,
         started=time.time(),
+        launcher=launcher,
         reuse=reuse,
         port=reuse.next_port() if reuse is not None else RENDEZVOUS_PORT,
     )
@@ -173,7 +189,8 @@ def train(
         build(plan, cluster, outcome)
         live = scheduled.start(plan.config, cluster, plan.run_dir, plan.dilation)  # a link schedule's time-0 changes
         capture = start_capture(cluster, plan.run_dir.capture, plan.dilated.capture)
-        sampling = trace.start_sampling(plan.dilated.trace, cluster.nodes, plan.run_dir.path)  # TCP, for trace.json
+        # TCP, for trace.json
+        sampling = trace.start_sampling(plan.dilated.trace, cluster.nodes, plan.run_dir.path, plan.dilation)
         try:
             procs = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0))
             if on_cluster:
@@ -221,44 +238,34 @@ def worker_nice(delay_line_pids: list[int]) -> int:
     return 0
 
 
-def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[Any]:
-    """A worker per rank in its node's namespace: G per node, rank = node * G + local rank; spec and log in workers/.
-    ``nice``: how far each worker lowers its priority before it starts (:func:`worker_nice`)."""
+def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[ForkedWorker]:
+    """A worker per rank in its node's namespace, forked by the run's fork server (torch imported once): G per node,
+    rank = node * G + local rank; spec and log in workers/. ``nice``: how far each worker lowers its priority before
+    it starts (:func:`worker_nice`)."""
     config = plan.dilated
-    lower = (lambda: os.nice(nice)) if nice else None
-    specs = _worker_specs(config, cluster, plan.run_dir, plan.timeout_s, plan.dilation, plan.port)
-    procs: list[Any] = []
+    specs = _worker_specs(
+        config, cluster, plan.run_dir, (plan.timeout_s, plan.setup_timeout_s), plan.dilation, plan.port
+    )
     placement = cluster.spec.placement
-    if plan.reuse is not None:  # forked by the sweep's fork server, which has torch imported already
-        workers = [
-            (cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
-            for rank, path in enumerate(specs)
-        ]
-        return plan.reuse.start_workers(workers, config.threads, nice, plan.port)
-    for rank, spec_path in enumerate(specs):
-        node = cluster.nodes[placement[rank // config.gpus_per_node]]
-        with plan.run_dir.log_path(rank).open("x") as log:  # the worker keeps its own copy
-            procs.append(
-                node.python(
-                    "netbench.worker",
-                    "--spec",
-                    str(spec_path),
-                    env={"OMP_NUM_THREADS": str(config.threads)},
-                    workdir=os.getcwd(),
-                    then=lower,
-                    stdout=log,
-                    stderr=log,
-                )
-            )  # the spec's relative paths lead from there
-    return procs
+    workers = [
+        (cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
+        for rank, path in enumerate(specs)
+    ]
+    return plan.launcher.start_workers(workers, config.threads, nice, plan.port)
 
 
 def _worker_specs(
-    config: RunConfig, cluster: Cluster, run_dir: RunDir, timeout_s: float, dilation: float, port: int = RENDEZVOUS_PORT
+    config: RunConfig,
+    cluster: Cluster,
+    run_dir: RunDir,
+    timeouts: tuple[float, float],
+    dilation: float,
+    port: int = RENDEZVOUS_PORT,
 ) -> list[Path]:
-    """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``dilation`` paces their CPU
-    phases.
+    """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``timeouts``: (collectives,
+    joining the group); ``dilation`` paces their CPU phases.
     """
+    timeout_s, setup_s = timeouts
     paths = []
     g, layout = config.gpus_per_node, config.shard_layout()
     placement = cluster.spec.placement
@@ -279,6 +286,7 @@ def _worker_specs(
                 workload=config.workload,
                 out_path=str(run_dir.records_path(rank)),
                 timeout_s=timeout_s,
+                setup_timeout_s=setup_s,
                 threads=config.threads,
                 cpu_dilation=dilation,
                 compute_scale=config.cluster.graph.nodes[index].compute_scale,
@@ -325,11 +333,12 @@ def watch(
 
     total = plan.dilated.warmup_steps + plan.dilated.steps
     try:
-        _wait(
+        wait_for_workers(
             procs,
             plan.run_dir,
             total,
-            deadline_s=plan.timeout_s * 2 + 30,
+            Limits(join_limit_s=plan.setup_timeout_s + FLOOR_S, step_limit_s=stall_limit_s(plan.timeout_s)),
+            plan.node_of,
             progress=watched,
             poll=poll or cluster.check,
             joined=joined,
@@ -342,66 +351,6 @@ def watch(
             trunks.write(plan.run_dir.trunks_csv)
         stop_capture(capture, cluster, outcome)
     outcome.measured = True
-
-
-def _wait(
-    procs: list[subprocess.Popen],
-    run_dir: RunDir,
-    total: int,
-    deadline_s: float,
-    progress: Progress | None,
-    poll: Callable[[], None] = lambda: None,
-    joined: Callable[[], None] | None = None,
-) -> None:
-    """Wait for every worker; raise WorkerFailure naming the first node that failed or stalled. ``poll`` runs every
-    round; ``joined`` once, when every worker has recorded its start (joined the process group).
-    """
-    last_progress, last_done = time.monotonic(), -1
-    counters = [StepCounter(run_dir.records_path(rank)) for rank in range(len(procs))]
-    while True:
-        poll()
-        codes = [p.poll() for p in procs]
-        for rank, code in enumerate(codes):
-            if code not in (None, 0) and run_dir.finished(rank):
-                codes[rank] = 0  # crashed on the way out (gloo teardown) after recording everything
-        if any(code not in (None, 0) for code in codes):
-            raise WorkerFailure(_root_cause(procs, run_dir))
-        counts = [count() for count in counters]
-        done = min(counts)
-        if joined is not None and all(count.started for count in counters):
-            joined()
-            joined = None
-        if progress:
-            progress(done, total)
-        if all(code == 0 for code in codes):
-            return
-        now = time.monotonic()
-        if done != last_done:
-            last_done, last_progress = done, now
-        elif now - last_progress > deadline_s:
-            slow = counts.index(done)
-            raise WorkerFailure(f"no progress for {deadline_s:.0f} s (node {slow} is at step {done})")
-        time.sleep(0.1)
-
-
-def _root_cause(procs: list[subprocess.Popen], run_dir: RunDir, settle_s: float = 2.0) -> str:
-    """Name the node that caused a failure, not the peers that merely lost it.
-
-    When one worker dies, its peers fail too (a gloo read error) and may exit first; so wait a
-    moment, then prefer a node killed by a signal, then one that exited without an error event.
-    """
-    deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        time.sleep(0.05)
-    failed = []
-    for rank, proc in enumerate(procs):
-        code = proc.poll()
-        if code in (None, 0) or run_dir.finished(rank):
-            continue
-        error = last_error(run_dir.records(rank))
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
-        failed.append((code >= 0, error is not None, rank, f"node {rank} {how}" + (f": {error}" if error else "")))
-    return min(failed)[3] if failed else "a worker failed"
 
 
 def _fidelity(monitor: fid.FidelityMonitor, cluster: Cluster) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summ
 
 if TYPE_CHECKING:
     from netbench.orchestrator.cluster_reuse import ClusterReuse
+    from netbench.orchestrator.forked_workers import Launcher
 
 __all__ = [
     "SweepBusy",
@@ -195,6 +196,7 @@ def _run_point(
     held: ClusterReuse | None,
 ) -> pd.DataFrame:
     """Run one point (on the held cluster, where given), record its row in summary.csv and its status in ``outcome``."""
+    from netbench.orchestrator.cluster_reuse import reusable
     from netbench.orchestrator.dilation import parse_dilation
     from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
 
@@ -204,7 +206,8 @@ def _run_point(
         progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
         calibration=calibration,
         dilation=factor,
-        reuse=held,
+        reuse=held if reusable(point.config) else None,
+        launcher=held.launcher if held is not None else None,
     )
     predicted = stored_prediction(result.summary) if result.status == "ok" else {}
     frame = _upsert(
@@ -242,15 +245,17 @@ def run_sweep(
     on_point_done: Callable[[Point, str], None] | None = None,
     dilation: str = "auto",
     reuse: bool = True,
+    launcher: Launcher | None = None,
 ) -> SweepOutcome:
     """Run every point not already done; summary.csv is rewritten after each one.
 
     ``reuse``: points that share a network run one after another on one cluster, their workers
     forked from one fork server (:mod:`netbench.orchestrator.cluster_reuse`); else each point
-    builds its own cluster and starts its own workers. Stops early (``interrupted``) when a run was
-    interrupted by Ctrl-C; the point stays not done.
+    builds its own cluster and starts its own workers. ``launcher``: the fork server the caller started (it may
+    have measured the calibration already); default: one of the sweep's own. Stops early (``interrupted``) when a
+    run was interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network, reusable
+    from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network
 
     frame = pd.DataFrame(columns=["key", "status", "run_dir"]) if fresh else read_summary(out)
     done = set() if fresh else done_keys(frame, out)
@@ -258,10 +263,9 @@ def run_sweep(
     todo = [p for p in points if p.key not in done]
     outcome.skipped = len(points) - len(todo)
     try:
-        with ClusterReuse() as held:
-            first = next((p for p in todo if reuse and reusable(p.config)), None)
-            if first is not None:  # its imports overlap the first cluster's build
-                held.start_server(first.config.threads)
+        with ClusterReuse(launcher=launcher) as held:
+            if todo and reuse:  # its imports overlap the first cluster's build
+                held.launcher.start_server(todo[0].config.threads)
             for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
                 frame = _run_point(
                     point,
@@ -271,7 +275,7 @@ def run_sweep(
                     calibration,
                     progress,
                     dilation,
-                    held if reuse and reusable(point.config) else None,
+                    held if reuse else None,
                 )
                 if on_point_done:
                     on_point_done(point, outcome.last_status)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from netbench import safe_files
 from netbench.calibrate.hostcache import HostCalibration, host_calibration, load_calibration
@@ -21,6 +22,9 @@ from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.sweep_scenario import SweepScenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.sweepdir import CALIBRATION
+
+if TYPE_CHECKING:
+    from netbench.calibrate.measure import Forker
 
 __all__ = ["CALIBRATION", "sweep_calibration"]
 
@@ -44,12 +48,14 @@ def sweep_calibration(
     fresh: bool,
     on_measure: Callable[[Path], None] | None = None,
     replicators: Sequence[ReplicatorConfig] = (),
+    fork: Forker | None = None,
 ) -> HostCalibration:
     """The calibration every point predicts with. Measures into ``out/calibration.json`` when the scenario asks and none
     is there.
 
     ``replicators``: the points' settings; this host's cache entry gets their encode/decode costs measured when it
-    lacks them.
+    lacks them. ``fork``: how the scenario's measuring processes start (the sweep's worker fork server); default:
+    spawned.
     """
     if explicit is not None or not scenario.calibrate:
         return host_calibration(explicit, on_measure=on_measure, replicators=replicators)
@@ -66,5 +72,5 @@ def sweep_calibration(
     )
     if on_measure:
         on_measure(target)
-    save_calibration(measure(opts), target)
+    save_calibration(measure(opts, fork), target)
     return HostCalibration(load_calibration(target), target, True, "measured")

@@ -442,26 +442,33 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     report.html inlines only the figures drawn here. BadInput when the folder's files are not what
     a sweep writes.
     """
+    from netbench.reports.figure_file import drawn_beside
     from netbench.reports.html import write_html
     from netbench.reports.plots import make_figures
-    from netbench.reports.timeline import sweep_section
+    from netbench.reports.timeline import TIMELINES, draw_timelines, sweep_section, with_traces
 
     doc = read_sweep_json(folder)
     typed = sweep_doc(doc, folder)
     frame = with_errors(_shown(read_summary(folder)))
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
-    figures = make_figures(frame, folder) if not frame.empty else []
-    groups, target_figures = _time_to_target(frame, doc, folder, target_loss)
+    # each point's median step: two thirds drawn in a second process while this one draws the sweep's figures, then
+    # the rest; the timeline section then finds them drawn
+    points = with_traces(frame, folder)[:TIMELINES]
+    aside = drawn_beside(draw_timelines, folder, points[: 2 * len(points) // 3])
+    try:
+        figures = make_figures(frame, folder) if not frame.empty else []
+        groups, target_figures = _time_to_target(frame, doc, folder, target_loss)
+        here = draw_timelines(folder, points[2 * len(points) // 3 :])
+    finally:
+        drawn = aside()
+    timelines, timeline_figures = sweep_section(frame, folder, drawn={**drawn, **here}) if not frame.empty else ([], [])
     lines = _header(typed, frame) + _accuracy_section(acc)
     lines += _target_section(groups, target_figures, target_loss is not None)
     lines += ["## Figures", ""] + [_figure(f) for f in figures] + [""]
-    timelines, timeline_figures = (
-        sweep_section(frame, folder) if not frame.empty else ([], [])
-    )  # each point's trace, its median step
     lines += timelines + ["## Points", "", _points_table(frame), ""]
     path = folder / "report.md"
     text = "\n".join(lines)
     safe_files.write_text(path, text)
-    drawn = [f.name for f in figures + target_figures + timeline_figures]
-    page = write_html(path, text, drawn, f"netbench sweep {printable(typed.scenario.name)}")
+    inlined = [f.name for f in figures + target_figures + timeline_figures]
+    page = write_html(path, text, inlined, f"netbench sweep {printable(typed.scenario.name)}")
     return ReportResult(path, figures + target_figures, acc, page, groups)

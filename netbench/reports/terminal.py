@@ -5,19 +5,36 @@ labels and units are :mod:`netbench.rundir.summary`'s, so it lists what summary.
 report.md list, under the same names. Every text that comes from a run (its id, replicator,
 status, fidelity reasons, the model's source) is escaped for rich markup and stripped of control
 characters (:mod:`netbench.reports.escape`): a ``[/]`` or an escape sequence prints as text.
+
+Every command prints through :func:`make_console`: at a terminal, at its width; piped or redirected, rich would
+assume 80 columns and wrap table cells (``11.04`` over `` s``) and cut labels, so there it has no width limit and
+every line stays whole.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
 from netbench.reports.escape import for_terminal
 from netbench.rundir.summary import Metric, terminal_metrics
 from netbench.units import format_bytes, format_rate
 
-__all__ = ["summary_table", "shown", "for_terminal"]
+__all__ = ["make_console", "summary_table", "summary_lines", "print_summary", "shown", "for_terminal"]
+
+UNWRAPPED_WIDTH = 100_000  # wider than any line netbench prints: piped, each line comes out whole
+
+
+def make_console(stderr: bool = False, **options: Any) -> Console:
+    """A console for output meant for people (``options``: rich's): the terminal's width at a terminal; piped or
+    redirected, no width limit, so that no table cell or line wraps. A width the user set (``COLUMNS``) wins."""
+    stream = sys.stderr if stderr else sys.stdout
+    unwrapped = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, width=UNWRAPPED_WIDTH if unwrapped else None, **options)
 
 
 def shown(value: float, unit: str) -> str:
@@ -39,46 +56,71 @@ def _title(summary: dict[str, Any], command: str) -> str:
     )
 
 
+def _rows(summary: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(label, measured, model) of every row the summary has; model None where the run has no prediction."""
+    predicted = summary.get("predicted", {})
+    rows: list[tuple[str, str, str | None]] = []
+
+    def add(label: str, measured: str, model: str = "") -> None:
+        rows.append((label, measured, model if predicted else None))
+
+    for m in terminal_metrics():
+        value = summary.get(m.key)
+        if value is None:
+            continue
+        p = predicted.get(m.key) if predicted else None
+        add(_label(m), shown(value, m.unit), "" if p is None else shown(p, m.unit))
+    if summary.get("first_loss") is not None:
+        add("loss (first -> last)", f"{summary['first_loss']:.3f} -> {summary['final_loss']:.3f}")
+    fidelity = summary.get("fidelity")
+    if fidelity is not None:
+        dilated = f" (dilated x{fidelity['dilation']:.3g})" if fidelity.get("dilation", 1) != 1 else ""
+        verdict = "yes" if fidelity["ok"] else "NO: " + for_terminal("; ".join(fidelity["reasons"]))
+        add("faithful emulation", verdict + dilated)
+    calib = predicted.get("calibration") if predicted else None
+    if isinstance(calib, dict):
+        add(
+            "model constants",
+            for_terminal(f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})"),
+        )
+    return rows
+
+
+def _caption(summary: dict[str, Any]) -> str:
+    statistic = for_terminal(summary.get("statistic") or "median")
+    return (
+        f"measured: per-node {statistic} over the steps after warm-up; times at the slowest node, bytes the median node"
+    )
+
+
 def summary_table(summary: dict[str, Any], command: str = "netbench run") -> Table:
     """Median (mean, for periodic replicators) step time and its breakdown, bytes per step per node (payload vs
     wire).
     """
     statistic = for_terminal(summary.get("statistic") or "median")
-    table = Table(
-        caption=f"measured: per-node {statistic} over the steps after warm-up; "
-        "times at the slowest node, bytes the median node",
-        title=_title(summary, command),
-    )
+    table = Table(caption=_caption(summary), title=_title(summary, command))
     table.add_column("metric")
     table.add_column(f"measured ({statistic})", justify="right")
-    predicted = summary.get("predicted", {})
-    if predicted:
+    if summary.get("predicted"):
         table.add_column("model", justify="right")
-    for m in terminal_metrics():
-        value = summary.get(m.key)
-        if value is None:
-            continue
-        cells = [_label(m), shown(value, m.unit)]
-        if predicted:
-            p = predicted.get(m.key)
-            cells.append("" if p is None else shown(p, m.unit))
-        table.add_row(*cells)
-    if summary.get("first_loss") is not None:
-        row = ["loss (first -> last)", f"{summary['first_loss']:.3f} -> {summary['final_loss']:.3f}"]
-        table.add_row(*(row + [""] if predicted else row))
-    fidelity = summary.get("fidelity")
-    if fidelity is not None:
-        dilated = f" (dilated x{fidelity['dilation']:.3g})" if fidelity.get("dilation", 1) != 1 else ""
-        row = [
-            "faithful emulation",
-            ("yes" if fidelity["ok"] else "NO: " + for_terminal("; ".join(fidelity["reasons"]))) + dilated,
-        ]
-        table.add_row(*(row + [""] if predicted else row))
-    calib = predicted.get("calibration") if predicted else None
-    if isinstance(calib, dict):
-        row = [
-            "model constants",
-            for_terminal(f"{calib.get('source')} on {calib.get('host') or 'this host'} ({calib.get('digest')})"),
-        ]
-        table.add_row(*(row + [""]))
+    for label, measured, model in _rows(summary):
+        table.add_row(*([label, measured] if model is None else [label, measured, model]))
     return table
+
+
+def summary_lines(summary: dict[str, Any], command: str = "netbench run") -> list[str]:
+    """The same rows as plain lines, ``label: measured (model M)``: what a pipe or a log gets, no cell to wrap."""
+    lines = [_title(summary, command)]
+    for label, measured, model in _rows(summary):
+        lines.append(f"{label}: {measured}" + (f" (model {model})" if model else ""))
+    return [*lines, _caption(summary)]
+
+
+def print_summary(summary: dict[str, Any], command: str = "netbench run") -> None:
+    """The summary on standard output: the table at a terminal, plain lines (:func:`summary_lines`) elsewhere."""
+    out = make_console()
+    if out.is_terminal:
+        out.print(summary_table(summary, command))
+        return
+    for line in summary_lines(summary, command):
+        out.print(line, highlight=False)

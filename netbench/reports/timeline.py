@@ -229,27 +229,51 @@ def timeline_figure(run_dir: Path, path: Path) -> Path | None:
     return save(fig, path)
 
 
-def sweep_section(frame: pd.DataFrame, folder: Path, limit: int = 12) -> tuple[list[str], list[Path]]:
+Drawn = dict[int, "Path | str | None"]  # point index -> its figure, None (no usable trace), or why it was not drawn
+TIMELINES = 12  # points whose median and slowest step the sweep report draws
+
+
+def with_traces(frame: pd.DataFrame, folder: Path) -> list[tuple[int, Path]]:
+    """(index in ``frame``, run directory) of every point with a trace.json."""
+    found = []
+    for i, row in enumerate(frame.to_dict("records")):
+        run_dir = run_path(folder, row.get("run_dir"))
+        if run_dir is not None and os.path.lexists(trace_path(run_dir)):
+            found.append((i, run_dir))
+    return found
+
+
+def draw_timelines(folder: Path, points: list[tuple[int, Path]]) -> Drawn:
+    """Each point's timeline figure as ``timeline_INDEX.png`` in ``folder``."""
+    drawn: Drawn = {}
+    for i, run_dir in points:
+        try:
+            drawn[i] = timeline_figure(run_dir, folder / f"timeline_{i}.png")
+        except untrusted.BadInput as exc:
+            drawn[i] = f"not drawn: {exc}"
+    return drawn
+
+
+def sweep_section(
+    frame: pd.DataFrame, folder: Path, limit: int = TIMELINES, drawn: Drawn | None = None
+) -> tuple[list[str], list[Path]]:
     """The sweep report's timelines: each point's trace.json, and the median and slowest step of the first ``limit``
-    points; with the figures drawn (the only ones report.html may inline beside the sweep's own)."""
+    points; with the figures drawn (the only ones report.html may inline beside the sweep's own). ``drawn``: figures
+    drawn already (by :func:`draw_timelines`, in another process); the rest are drawn here."""
     from netbench.reports.escape import for_markdown
 
     lines = ["## Timelines", "", "Each point's trace.json opens in Perfetto (ui.perfetto.dev) or chrome://tracing.", ""]
-    drawn: list[Path] = []
-    for i, row in enumerate(frame.to_dict("records")):
-        run_dir = run_path(folder, row.get("run_dir"))
-        if run_dir is None or not os.path.lexists(trace_path(run_dir)):
-            continue
-        label = for_markdown(str(row.get("label", i)))
+    drawn = dict(drawn or {})
+    shown: list[Path] = []
+    for i, run_dir in with_traces(frame, folder):
+        label = for_markdown(str(frame.iloc[i].get("label", i)))
         lines.append(f"- {label}: `{for_markdown(str(trace_path(run_dir).relative_to(folder)))}`")
-        if len(drawn) >= limit:
+        if len(shown) >= limit:
             continue
-        try:
-            figure = timeline_figure(run_dir, folder / f"timeline_{i}.png")
-        except untrusted.BadInput as exc:
-            lines.append(f"  (not drawn: {for_markdown(exc)})")
-            continue
-        if figure is not None:
+        figure = drawn[i] if i in drawn else draw_timelines(folder, [(i, run_dir)])[i]
+        if isinstance(figure, str):
+            lines.append(f"  ({for_markdown(figure)})")
+        elif figure is not None:
             lines += ["", f"![timeline of {label}]({figure.name})", ""]
-            drawn.append(figure)
-    return (lines + [""], drawn) if len(lines) > 4 else ([], [])
+            shown.append(figure)
+    return (lines + [""], shown) if len(lines) > 4 else ([], [])

@@ -69,6 +69,10 @@ def slowest_step_ends(steps: list[dict[str, Any]]) -> dict[int, float]:
     return ends
 
 
+class NoSteps(ValueError):
+    """The run recorded no step: a trace would show nothing (a run that could not start, a program that marks none)."""
+
+
 def build(
     run_dir: Path, node_of_rank: Mapping[int, int], pcaps: Mapping[int, Path], addresses: Mapping[int, str]
 ) -> dict[str, Any]:
@@ -77,7 +81,7 @@ def build(
     records = rd.all_records(len(node_of_rank))
     steps = _steps(records)
     if not steps:
-        raise ValueError("no step was recorded")
+        raise NoSteps("no step was recorded")
     origin = min(r[Col.T_START] for r in steps)
     run_json = json.loads(rd.run_json.read_text()) if rd.run_json.is_file() else {}
     summary = run_json.get("summary") or {}

@@ -1,4 +1,4 @@
-"""Start and stop the TCP sampler in every node of a running cluster (:mod:`netbench.trace.tcp_sampler`)."""
+"""The TCP sampler of a running cluster, one process for every node (:mod:`netbench.trace.tcp_sampler`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from netbench.trace.tcp_sampler import DEFAULT_INTERVAL_S
 
 class NodeLike(Protocol):
     index: int
+    netns: str
 
     def python(self, module: str, *args: str, **kwargs) -> subprocess.Popen: ...
 
@@ -22,23 +23,32 @@ def tcp_folder(run_dir: Path) -> Path:
 
 
 class TcpSampling:
-    """One sampler process per node; :meth:`stop` ends them (SIGTERM: each writes its cost) and waits."""
+    """One sampler process for every node; :meth:`stop` ends it (SIGTERM: it writes its cost) and waits.
+
+    ``interval_s``: between samples; a dilated run passes the interval times its dilation, so that its trace has
+    as many samples per emulated second as an undilated one and its sampler as much CPU per dilated second.
+    """
 
     def __init__(self, nodes: Sequence[NodeLike], run_dir: Path, interval_s: float = DEFAULT_INTERVAL_S) -> None:
         folder = tcp_folder(run_dir)
         folder.mkdir(exist_ok=True)
-        self.procs = [
-            node.python(
-                "netbench.trace.tcp_sampler",
-                "--out",
-                str(folder / f"node{node.index}.jsonl"),
-                "--interval",
-                str(interval_s),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for node in nodes
-        ]
+        which = [arg for node in nodes for arg in ("--node", f"{node.index}={node.netns}")]
+        self.procs = (
+            [
+                nodes[0].python(
+                    "netbench.trace.tcp_sampler",
+                    *which,
+                    "--folder",
+                    str(folder),
+                    "--interval",
+                    str(interval_s),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            ]
+            if nodes
+            else []
+        )
 
     def stop(self, timeout_s: float = 5.0) -> None:
         for proc in self.procs:

@@ -44,6 +44,7 @@ from netbench.counters import IfaceCounters, read_counters
 from netbench.rundir.records import RecordWriter
 from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.trace import spans
+from netbench.validation import error_text
 from netbench.worker.spec import ResolvedSpec
 from netbench.workloads import Workload, build_workload
 from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
@@ -80,7 +81,7 @@ class WorkerRun:
         """Everything up to the done event; any failure propagates to :func:`run_worker`."""
         workload, replicator = self._setup()
         self.replicator = replicator
-        wait_for_gate(self.spec.start_gate, self.spec.timeout_s)
+        wait_for_gate(self.spec.start_gate, self.spec.join_timeout_s)
         dist.barrier()  # step 0 starts together on every rank
         before = read_counters(self.spec.iface)
         self.intra_before = read_counters(self.spec.intra_iface) if self.spec.intra_iface else None
@@ -110,8 +111,9 @@ class WorkerRun:
             init_method=self.resolved.url,
             rank=spec.rank,
             world_size=spec.world_size,
-            timeout=timedelta(seconds=spec.timeout_s),
+            timeout=timedelta(seconds=spec.join_timeout_s),
         )
+        collective_timeout(spec.timeout_s)
         # Imported here so that a replicator that fails to import becomes an error event.
         from netbench.replicators import build_replicator
 
@@ -238,6 +240,14 @@ class WorkerRun:
 GATE_POLL_S = 0.005
 
 
+def collective_timeout(timeout_s: float) -> None:
+    """The default group's timeout from here on: joining it may take longer (every peer's start and handshake) than a
+    collective may. Where torch cannot change it, the joining limit stays in force."""
+    setter = getattr(dist.distributed_c10d, "_set_pg_timeout", None)
+    if setter is not None:
+        setter(timedelta(seconds=timeout_s))
+
+
 def wait_for_gate(path: str | None, timeout_s: float) -> None:
     """Wait until the file ``path`` exists (the orchestrator's start gate; None: no gate)."""
     if path is None:
@@ -273,7 +283,7 @@ def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = 
                             "rank": spec.rank,
                             "step": worker.step if worker.step >= 0 else None,
                             "t": time.time(),
-                            "error": f"{type(exc).__name__}: {exc}".strip(),
+                            "error": error_text(exc),  # the class goes to the log, with the traceback
                         }
                     )
                     code = 1

@@ -49,8 +49,12 @@ class WorkerSpec(BaseModel):
     out_path: str = Field(
         ..., min_length=1, description="JSONL file appended to; '{rank}' in it is replaced by the rank"
     )
-    timeout_s: float = Field(
-        30.0, gt=0.0, description="rendezvous and collective timeout: a dead peer fails the run, never hangs it"
+    timeout_s: float = Field(30.0, gt=0.0, description="collective timeout: a dead peer fails the run, never hangs it")
+    setup_timeout_s: float | None = Field(
+        None,
+        gt=0.0,
+        description="how long joining the process group (the rendezvous, gloo's connections to every peer) and the "
+        "start gate may take; None: timeout_s",
     )
     threads: int = Field(1, ge=1, description="torch.set_num_threads for the workload and the replicator")
     cpu_dilation: float = Field(
@@ -108,6 +112,11 @@ class WorkerSpec(BaseModel):
     def sharded(self) -> bool:
         """Whether the hierarchical step runs: sharding groups of more than one rank."""
         return len(self.shard_groups[0]) > 1 if self.shard_groups is not None else self.gpus_per_node > 1
+
+    @property
+    def join_timeout_s(self) -> float:
+        """The limit on joining the group and on the start gate."""
+        return self.setup_timeout_s if self.setup_timeout_s is not None else self.timeout_s
 
     @property
     def total_steps(self) -> int:

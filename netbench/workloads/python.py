@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from netbench.validation import error_text
 from netbench.workloads.base import STREAM_DATA, Workload, build_shared
 from netbench.workloads.config import WorkloadConfig
 
@@ -75,7 +76,7 @@ def load_factory(spec: str) -> Callable[..., Any]:
         with _on_path(folder):
             target: Any = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's module's
-        raise FactoryError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+        raise FactoryError(f"cannot import {module_name!r}: {error_text(exc)}") from None
     for part in attr.split("."):
         if not hasattr(target, part):
             raise FactoryError(f"{module_name!r} has no {attr!r}")
@@ -97,7 +98,7 @@ def call_factory(
     try:
         made = factory(**kwargs)
     except Exception as exc:  # noqa: BLE001 - the user's code failed
-        raise FactoryError(f"the factory raised {type(exc).__name__}: {exc}") from None
+        raise FactoryError(f"the factory failed: {error_text(exc)}") from None
     if not isinstance(made, (tuple, list)) or len(made) not in (2, 3):
         raise FactoryError(
             f"the factory must return (model, batches) or (model, batches, loss_fn), got {type(made).__name__}"
