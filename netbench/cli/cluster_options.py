@@ -110,7 +110,7 @@ CLUSTER = table(
         "--wan-bw",
         cli_type=str | None,
         default=None,
-        help="--topology sites: rate of each WAN link, both ways [default 100mbit].",
+        help="--topology sites: rate of each WAN link, both ways (needed with sites, e.g. 100mbit).",
     ),
     _net(
         "wan_delay",
@@ -267,6 +267,8 @@ def with_topology(
         order = parse_rank_order(rank_order)
     except (TopologyError, PlacementError) as exc:
         raise UserError(str(exc)) from None
+    if graph is not None and graph.kind == "star":
+        graph = None  # the spec's default network
     problem = emulation_problem(graph) if graph is not None else None
     if problem:
         raise UserError(f"--topology: {problem}")
