@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from netbench import safe_files
 from netbench.calibrate.host import host_cpus
 from netbench.calibrate.hostcache import HostCalibration, host_calibration
-from netbench.capture.tcpdump import Capture
+from netbench.capture.switches import SwitchCaptures
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.trunks import TrunkCounters
@@ -305,7 +305,7 @@ def watch(
     plan: RunPlan,
     cluster: Cluster,
     procs: list[subprocess.Popen],
-    capture: Capture | None,
+    capture: SwitchCaptures | None,
     outcome: RunOutcome,
     progress: Progress | None,
     poll: Callable[[], None] | None = None,
@@ -316,7 +316,7 @@ def watch(
     helpers = cluster.helper_pids  # every switch's delay line
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
 
-    trunks = TrunkCounters(cluster.fabric) if cluster.fabric is not None else None
+    trunks = TrunkCounters(cluster.fabric) if cluster.fabric.graph.trunks else None
 
     def watched(done: int, total: int) -> None:
         monitor.on_progress(done)

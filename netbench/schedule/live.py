@@ -52,8 +52,6 @@ def egresses(cluster: Any) -> list[Egress]:
     """Every shaped egress of ``cluster``: a node's uplink on the node, everything else on a switch port."""
     graph = cluster.spec.graph
     out = [Egress(graph.access_link(n.index).name, True, n, n.iface) for n in cluster.nodes]
-    if cluster.fabric is None:
-        return out + [Egress(graph.access_link(n.index).name, False, cluster.switch, n.port) for n in cluster.nodes]
     for k, switch in enumerate(cluster.switches):
         out += [Egress(p.link, p.egress_forward, switch, p.name) for p in cluster.fabric.ports_of(k)]
     return out
@@ -167,16 +165,16 @@ class LiveSchedule:
         )
 
     def _delays(self, segment: Segment) -> list[str]:
-        """The delay line's ports from the segment's node uplinks (the one-switch cluster: checked beforehand)."""
-        engine = self.cluster.impairment
-        path = getattr(engine, "control_path", None)
+        """The delay line's ports from the segment's node uplinks (a one-switch network: checked beforehand)."""
+        line_of = getattr(self.cluster.impairment, "line_of", None)
+        line = line_of(0) if line_of is not None else None
         uplinks = [(n, self.cluster.spec.graph.access_link(n.index).name) for n in self.cluster.nodes]
         new = {n.port: _impairment(segment.graph.link(name).forward, self.k) for n, name in uplinks}
         old = {n.port: _impairment(self.in_force.link(name).forward, self.k) for n, name in uplinks}
-        if path is None or engine.pid is None or new == old:
+        if line is None or line.control_path is None or line.pid is None or new == old:
             return []
-        delaycontrol.write(path, {self.cluster.switch.ifindex[port]: imp for port, imp in new.items()}, {})
-        delaycontrol.reload(engine.pid)
+        delaycontrol.write(line.control_path, {self.cluster.switch.ifindex[port]: imp for port, imp in new.items()}, {})
+        delaycontrol.reload(line.pid)
         delays = sorted({f"{v['delay_s'] / self.k * 1e3:g}ms" for v in new.values()})
         return [f"uplink delay {','.join(delays)}"]
 
