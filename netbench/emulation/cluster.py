@@ -78,8 +78,8 @@ class Cluster:
             Node(self.names.node_netns(i), index=i, address=self.names.address(i), port=self.names.port(i))
             for i in range(spec.nodes)
         ]
-        self.fabric = fabric.Fabric(spec.graph, self.names)
-        self.switches = [Switch(self.fabric.netns(k)) for k in range(len(spec.graph.switches))]
+        self.fabric = fabric.Fabric(spec.topology, self.names)
+        self.switches = [Switch(self.fabric.netns(k)) for k in range(len(spec.topology.switches))]
         self.switch = self.switches[0]  # the first switch's namespace (``-sw``): the run's name for its network
         if isinstance(self.impairment, DelayLine):  # a line in every switch with delayed ports
             self.impairment = DelayLines(spec, self.names.run_id, self.fabric, self.switches)
@@ -190,7 +190,7 @@ class Cluster:
 
         run.json labels each egress by its link direction (``n0:fwd``, ``site0--site1:rev``).
         """
-        graph = self.spec.graph
+        graph = self.spec.topology
         shaped = self.fabric.shaped()
         calls, labels = [], []
         for k, switch in enumerate(self.switches):
@@ -222,7 +222,7 @@ class Cluster:
         impairment engine stay as built.
         """
         self.spec = spec
-        self.fabric = fabric.Fabric(spec.graph, self.names)  # the same ports and routes, the new rates
+        self.fabric = fabric.Fabric(spec.topology, self.names)  # the same ports and routes, the new rates
         self.impairment.spec = spec
         built, self.shaping = self.shaping, {}
         self._shape_links(replace=True)

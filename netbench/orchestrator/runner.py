@@ -289,7 +289,7 @@ def _worker_specs(
                 setup_timeout_s=setup_s,
                 threads=config.threads,
                 cpu_dilation=dilation,
-                compute_scale=config.cluster.graph.nodes[index].compute_scale,
+                compute_scale=config.cluster.topology.nodes[index].compute_scale,
                 compute_phases=scheduled.compute_phases(config, index, dilation),
                 start_gate=str(run_dir.start_gate),
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),

@@ -164,7 +164,7 @@ def point_row(
 
 def _wan_figures(config: RunConfig) -> dict[str, float | None]:
     """The slowest trunk direction's rate and the longest trunk delay (None on the star): numbers to plot against."""
-    trunks = config.cluster.graph.trunks
+    trunks = config.cluster.topology.trunks
     directions = [d for t in trunks for d in (t.forward, t.reverse)]
     return {
         "wan_bw_bps": min(d.rate_bps for d in directions) if directions else None,

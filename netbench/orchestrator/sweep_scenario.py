@@ -377,9 +377,7 @@ def _key(config: RunConfig) -> str:
     only what it changes and a sweep folder's finished points are found again when it resumes."""
     hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
     by_node = {"shard_within"} if config.shard_within == "node" else set()  # sharding by node leaves the key as it is
-    star = (
-        config.cluster.topology is None and config.cluster.rank_order == "topology"
-    )  # the one-switch cluster, as ever
+    star = config.cluster.on_star and config.cluster.rank_order == "topology"  # the default network
     unscheduled = {"schedule"} if config.schedule is None else set()  # the network as built, as ever
     exclude: dict = {"out_dir": True, "trace": True, **{k: True for k in (*hybrid, *by_node, *unscheduled)}}
     if star:
@@ -487,16 +485,14 @@ def _on_network(
         option, _, message = str(exc).partition(": ")
         field = _NETWORK_FIELDS.get(option)
         raise ScenarioError(f"{where(field or 'topology')}: {message if field else exc}") from None
-    if graph is not None and graph.kind == "star":
-        graph = None  # the spec's default network
-    problem = emulation_problem(graph) if graph is not None else None
+    problem = emulation_problem(graph)
     if problem:
         raise ScenarioError(f"{where('topology')}: {problem}")
     try:
         return ClusterSpec.model_validate(
             {
                 **cluster.model_dump(),
-                "nodes": graph.node_count if graph else cluster.nodes,
+                "nodes": graph.node_count,
                 "topology": graph,
                 "rank_order": order,
             }

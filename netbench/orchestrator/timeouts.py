@@ -102,9 +102,7 @@ def collective_timeout_s(config: RunConfig, dilation: float = 1.0, cpus: int | N
 def longest_one_way_s(config: RunConfig) -> float:
     """The longest configured one-way delay between two nodes (over a topology's paths too)."""
     spec = config.cluster
-    if spec.topology is None:
-        return spec.one_way_delay_s()
-    graph, n = spec.graph, spec.nodes
+    graph, n = spec.topology, spec.nodes
     return max((graph.one_way_delay_s(a, b) for a in range(n) for b in range(n) if a != b), default=0.0)
 
 

@@ -14,7 +14,7 @@ def check_fits(schedule: Schedule, cluster: ClusterSpec) -> None:
     Delay, jitter and loss change in the delay line, which must then be running from the start on every uplink: the
     one-switch network with a delay (``--delay``), on the delay line engine.
     """
-    graph = cluster.graph
+    graph = cluster.topology
     schedule.check_targets(graph)
     if not schedule.changes_delay:
         return

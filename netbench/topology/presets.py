@@ -24,6 +24,7 @@ __all__ = [
     "Preset",
     "PRESETS",
     "star",
+    "star_as_given",
     "sites",
     "uniform_sites",
     "racks",
@@ -72,6 +73,15 @@ class NodeOverride:
 def star(nodes: int, up: DirectionSpec, down: DirectionSpec) -> Topology:
     """N nodes behind one switch, every node with the same up and down shaping (netbench's default cluster)."""
     return sites([Site(STAR_SWITCH, nodes, up, down)], [], kind="star")
+
+
+def star_as_given(nodes: int, up: DirectionSpec, down: DirectionSpec) -> Topology:
+    """:func:`star` built without validation: a real cluster's, which may be one host or have a link of unknown rate."""
+    members = tuple(NodeSpec.model_construct(name=f"n{i}", switch=STAR_SWITCH, compute_scale=1.0) for i in range(nodes))
+    links = tuple(
+        LinkSpec.model_construct(name=n.name, a=n.name, b=STAR_SWITCH, forward=up, reverse=down) for n in members
+    )
+    return Topology.model_construct(kind="star", nodes=members, switches=(STAR_SWITCH,), links=links)
 
 
 def sites(
