@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from netbench.emulation.tcpsettings import TcpOptions
-from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, Topology
+from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, LinkSpec, Topology
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 from netbench.topology.placement import place
 from netbench.topology.presets import star, star_as_given
@@ -129,9 +129,16 @@ class ClusterSpec(BaseModel):
             return self.offload == "on"
         return self.topology.max_rate_bps > 2.5e9
 
+    @property
+    def access(self) -> LinkSpec:
+        """The access link of the first rank's node: what a run's summary, the shaper's burst credit and the model's
+        flat view mean by "the link" (on the star, every node's: ``up`` forward, ``down`` reverse)."""
+        return self.topology.access_link(self.placement[0])
+
     def one_way_delay_s(self) -> float:
-        """Configured one-way delay between two nodes (sender's up plus receiver's down)."""
-        return self.up.delay_s + self.down.delay_s
+        """Configured one-way delay between two nodes over :attr:`access` links (sender's up plus receiver's down)."""
+        access = self.access
+        return access.forward.delay_s + access.reverse.delay_s
 
     def expected_rtt_s(self) -> float:
         """Configured round-trip time between two nodes, excluding serialization and stack time."""

@@ -170,10 +170,11 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
     """
     from netbench.emulation.tcpsettings import expected_tcp_settings
 
+    access = cluster.access
     return Scenario(
         nodes=cluster.nodes,
-        up_bps=cluster.up.rate_bps,
-        down_bps=cluster.down.rate_bps,
+        up_bps=access.forward.rate_bps,
+        down_bps=access.reverse.rate_bps,
         delay_s=cluster.one_way_delay_s(),
         compute_s=local_s,
         algorithm="ring",

@@ -132,7 +132,7 @@ def point_row(
         "replicator": cfg.replicator.name,
         "nodes": cfg.cluster.nodes,
         "bw": point.bw,
-        "bw_bps": cfg.cluster.up.rate_bps,
+        "bw_bps": cfg.cluster.access.forward.rate_bps,
         "delay": point.delay,
         "delay_ms": cfg.cluster.one_way_delay_s() * 1e3,
         "variant": point.variant,
