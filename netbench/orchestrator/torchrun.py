@@ -424,6 +424,13 @@ def _impaired(cluster: ClusterSpec) -> bool:
     return cluster.topology.impaired
 
 
+def _uplink(config: RunConfig, rank: int) -> str:
+    """The label of the link direction a rank's host shapes: its node's uplink (``n0:fwd``), as `netbench run` names
+    it."""
+    cluster = config.cluster
+    return f"{cluster.topology.access_link(cluster.placement[rank // config.gpus_per_node]).name}:fwd"
+
+
 def _cluster_info(plan: HostPlan, model_config: RunConfig, nodes: list[dict[str, Any]]) -> dict[str, Any]:
     """run.json's cluster for real hosts: each node's facts, the links as the model sees them, torchrun's rendezvous."""
     return {
@@ -433,7 +440,7 @@ def _cluster_info(plan: HostPlan, model_config: RunConfig, nodes: list[dict[str,
         "delay_engine": "netem" if _impaired(model_config.cluster) else "none",
         "offload": model_config.cluster.offload == "on",
         "spec": model_config.cluster.model_dump(),
-        "shaping": {f"rank{n['rank']}/{n.get('iface')}/up": n["shaping"] for n in nodes if n.get("shaping")},
+        "shaping": {_uplink(model_config, n["rank"]): n["shaping"] for n in nodes if n.get("shaping")},
         "rendezvous": {
             k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME")
         },
