@@ -8,7 +8,7 @@ causal mask, SwiGLU MLP, an embedding and an untied output head): the median of 
 passes (CUDA events, after ``--warmup``), the model FLOPs of the planner's formula over that time, over the
 datasheet's dense bf16 figure. It also times one large bf16 matrix product, the ceiling a kernel reaches here.
 
-    python3 scripts/bench_mfu_gpu.py --json reports/gpu/mfu-h200.json
+    python3 scripts/bench_mfu_gpu.py --json reports/gpu/h200/mfu.json
     python3 scripts/bench_mfu_gpu.py --device cpu --configs tiny --iters 2   # a dry run anywhere
 
 No optimizer step, data loading or communication is timed: the figure is the compute term's U, the upper end of

@@ -158,6 +158,7 @@ LEAF_MODULES = frozenset(
         "netbench.shapes",
         "netbench.signals",
         "netbench.tcp",
+        "netbench.torch_presence",
         "netbench.units",
         "netbench.untrusted",
         "netbench.validation",

@@ -120,18 +120,19 @@ def test_site_builds_strictly_and_offline(tmp_path):
         assert "fonts.googleapis" not in text and "fonts.gstatic" not in text
 
 
-HISTORY = re.compile(r"session [0-9]|issue #?[0-9]+|#1[0-9]\b", re.I)
+HISTORY = re.compile(r"session [0-9]|issue #?[0-9]+|#1[0-9]\b|commit [0-9a-f]{7}", re.I)
 NOTES_FILE = "NOTES" + ".md"  # spelled in two parts so that this file does not cite it
 
 
 def test_product_text_speaks_of_the_product():
-    """No session, issue number or citation of a private notes file in the README, the docs, the code, the tests or the
-    scenarios.
+    """No session, issue number, commit hash or citation of a private notes file in the README, the docs, the code,
+    the tests, the scenarios or the text of the committed reports.
     """
     found = []
     paths = [
         README,
         *(p for d in ("docs", "netbench", "tests", "scenarios") for p in (ROOT / d).rglob("*") if p.is_file()),
+        *(p for p in _reports_files() if p.suffix in {".md", ".txt"}),
     ]
     for path in paths:
         if path.suffix not in {".md", ".py", ".toml", ".c", ".txt", ".yml"}:
@@ -140,3 +141,64 @@ def test_product_text_speaks_of_the_product():
             if HISTORY.search(line) or NOTES_FILE in line:
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+REPORTS = ROOT / "reports"
+# A command that measures a folder again: an indented shell line or a backticked one running netbench or a script.
+COMMAND = re.compile(r"(?:^ {4}|`)(?:sudo )?(?:netbench \w|python3? scripts/\w+\.py)", re.M)
+NAMED_INPUT = re.compile(r"\b(?:scripts|scenarios)/[\w/.-]*\w\.(?:py|sh|toml|csv|mahi)\b")
+
+
+def _tracked(*paths: str) -> list[Path] | None:
+    """The files git tracks under ``paths`` (None outside a git checkout)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", *paths], cwd=ROOT, capture_output=True, timeout=60)
+    except OSError:
+        return None
+    if listed.returncode != 0:
+        return None
+    return [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+
+
+def _reports_files() -> list[Path]:
+    """The committed files under reports/ (everything there outside a git checkout)."""
+    tracked = _tracked("reports")
+    return [p for p in (tracked if tracked is not None else REPORTS.rglob("*")) if p.is_file()]
+
+
+def test_every_reports_folder_is_cited_and_regenerable():
+    """Each folder under reports/ is one that the docs, CI, a scenario, a script or a test cites (the changelog aside),
+    and its README says what it holds with a command that measures it again, naming only scripts and scenarios that
+    exist: a measurement nobody cites, or one nobody can repeat, does not belong there."""
+    outside = _tracked()
+    if outside is None:
+        pytest.skip("not a git checkout: which files are committed is unknown")
+    folders = sorted({p.relative_to(REPORTS).parts[0] for p in _reports_files() if p.parent != REPORTS})
+    assert folders, "reports/ holds no folder"
+    citing = "\n".join(
+        p.read_text(errors="replace")
+        for p in outside
+        if p.is_file()
+        and p.parts[len(ROOT.parts)] != "reports"
+        and p.name not in {"CHANGELOG.md", ".gitignore"}
+        and p.suffix not in {".png", ".pcap", ".json", ".csv"}
+    )
+    problems = [
+        f"reports/{name}: nothing outside reports/ cites it"
+        for name in folders
+        if not re.search(rf"reports/{re.escape(name)}(?![\w-])", citing)
+    ]
+    for name in folders:
+        readme = REPORTS / name / "README.md"
+        if not readme.is_file():
+            problems.append(f"reports/{name}: no README.md")
+            continue
+        text = readme.read_text()
+        if not COMMAND.search(text):
+            problems.append(f"reports/{name}/README.md names no command that measures it again")
+        problems += [
+            f"reports/{name}/README.md names {path}, which does not exist"
+            for path in NAMED_INPUT.findall(text)
+            if not (ROOT / path).is_file()
+        ]
+    assert not problems, "\n".join(problems)

@@ -82,7 +82,7 @@ def run_json(result: dict) -> dict:
         (["run", "--workload", "python:factories:raises"], "the factory failed: no data here"),
         (["run", "--workload", "python:factories:not_a_model"], "must be a torch.nn.Module"),
         (["run", "--workload", "python:nocolon"], "--workload"),
-        (["sweep", "--workload", "python:factories:raises", "--bw", "100mbit"], "the factory raised"),
+        (["sweep", "--workload", "python:factories:raises", "--bw", "100mbit"], "the factory failed"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_before_anything_is_built(

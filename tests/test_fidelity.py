@@ -82,7 +82,7 @@ def test_judge_names_each_cause() -> None:
 
 
 # Recorded: `run.json` fidelity.observed of fidelity-grid points (scenarios/fidelity.toml). full 8n 1gbit 0ms
-# (reports/fidelity/undilated-all-threads-wait, quiet host): measured step 1.5x the model (comm 62.5 ms vs 21.8 ms). Its
+# (run with --dilation 1 on a quiet 2-core host): measured step 1.5x the model (comm 62.5 ms vs 21.8 ms). Its
 # main threads waited 6.7 % and softirq took 21 % (under both limits: a rule on the main thread alone passes it), while
 # all its threads, gloo's that run the ring among them, waited 25 %.
 EIGHT_ON_TWO = {

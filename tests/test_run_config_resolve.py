@@ -16,6 +16,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
 from netbench.orchestrator import runner
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.forked_workers import Launcher
 from netbench.orchestrator.host_fit import HostUnfit, check_host
 from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.resolve import auto_bucket_mb, bucket_link, resolve
@@ -41,7 +42,7 @@ def config(tmp_path: Path, **kw) -> RunConfig:
 
 def prepared(run: RunConfig) -> runner.RunPlan:
     calib = HostCalibration(Calibration(), Path("/nonexistent/calibration.json"), False, "file")
-    return runner.prepare(run, calib, 1.0)
+    return runner.prepare(run, calib, 1.0, Launcher())  # stores the launcher; starts no fork server
 
 
 def test_library_caller_gets_compression_applied(tmp_path: Path) -> None:

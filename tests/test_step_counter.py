@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from netbench.orchestrator.runner import StepCounter
+from netbench.rundir.layout import StepCounter
 
 
 def test_counts_complete_step_lines_as_they_arrive(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from netbench.model.calibration import (
     read_calibration,
     save_calibration,
 )
+from netbench.torch_presence import torch_installed
 
 if TYPE_CHECKING:
     from netbench.replicators.config import ReplicatorConfig
@@ -193,12 +194,9 @@ def host_calibration(
         hit = cached(key)
         if hit is not None and not missing_keys(hit, replicators):
             return HostCalibration(hit, path, False, "cache")
-        try:
-            from netbench.calibrate.measure import measure, quick_options  # torch processes: only when measuring
-        except ModuleNotFoundError as exc:
-            if exc.name != "torch":
-                raise
+        if not torch_installed():
             return HostCalibration(hit or Calibration(), path, False, "defaults")  # nothing to measure with (plan)
+        from netbench.calibrate.measure import measure, quick_options  # late: torch processes, only when measuring
 
         if on_measure:
             on_measure(path)

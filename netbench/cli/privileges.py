@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from netbench.cli.errors import UserError
+from netbench.torch_presence import torch_installed
 
 
 def require_privileges() -> None:
@@ -21,11 +22,5 @@ def torch_missing_message(command: str) -> str:
 
 def require_torch(command: str) -> None:
     """torch importable, else one UserError line: checked before the run folder or a namespace exists."""
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("torch") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not torch_installed():
         raise UserError(torch_missing_message(command))
