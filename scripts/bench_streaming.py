@@ -38,7 +38,7 @@ def exchange_bytes(config: RunConfig, calibration: Calibration) -> list[tuple[st
     """(label, period, step of the period, one node's wire tx bytes of one call) of each of the run's exchanges."""
     cluster = config.cluster
     shapes = workload_shapes(config.workload, cluster.nodes)
-    graph = GraphModel(cluster.graph, cluster.placement)
+    graph = GraphModel(cluster.topology, cluster.placement)
     _, rings = graph.layout_rings(layout_of(config))
     framing = calibration.framing()
     from netbench.emulation.tcpsettings import expected_tcp_settings

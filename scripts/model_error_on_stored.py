@@ -8,6 +8,13 @@ forecast (and of the replay where run directories exist) over faithful points (`
 
     PYTHONPATH=. python scripts/model_error_on_stored.py reports/fidelity reports/topology reports/ci
     PYTHONPATH=. python scripts/model_error_on_stored.py reports/topology --runs-root CHECKOUT/reports/topology
+    PYTHONPATH=. python scripts/model_error_on_stored.py --runs reports/flexdemo/runs/* --dump FILE
+
+``--runs`` takes run directories without a sweep (each its own point, priced with ``--calibration``: the
+calibration a run used lives in its host's cache, not beside it). ``--dump FILE`` writes, per point, what the
+model said and why (forecast, replay, predicted wire bytes, the graph model's bytes per link direction and its
+bottleneck) as JSON: two dumps of one set of folders, taken with two versions of the code, compare the model's
+numbers beyond the printed errors.
 
 Run it once with the code before a model change and once after to compare.
 """
@@ -23,7 +30,14 @@ import pandas as pd
 
 from netbench.calibrate.hostcache import load_calibration
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.prediction import predict, predict_run, replay_run, workload_shapes
+from netbench.orchestrator.prediction import (
+    local_time_s,
+    model_step,
+    predict,
+    predict_run,
+    replay_run,
+    workload_shapes,
+)
 from netbench.orchestrator.sweep_scenario import points, scenario_from_dict
 from netbench.rundir.reading import read_csv
 
@@ -38,22 +52,47 @@ def _run_dir(folder: Path, runs_root: Path | None, rel: str) -> Path | None:
     return None
 
 
-def _from_run(run_dir: Path, calibration) -> tuple[float, float]:
-    """(forecast, replay) step of a kept run directory."""
+def _from_run(run_dir: Path, calibration) -> dict:
+    """Forecast and replay step of a kept run directory, with the model's bytes and bottleneck (:func:`_model_view`)."""
     config = RunConfig.model_validate(json.loads((run_dir / "run.json").read_text())["config"])
     steps = read_csv(run_dir / "steps.csv")
-    forecast = predict_run(config, steps, None, calibration, cpus=CPUS).get("step_time_s", math.nan)
+    predicted = predict_run(config, steps, None, calibration, cpus=CPUS)
     replay = replay_run(config, steps, calibration, cpus=CPUS)
-    return float(forecast), math.nan if replay is None else float(replay)
+    return {
+        "forecast": float(predicted.get("step_time_s", math.nan)),
+        "replay": math.nan if replay is None else float(replay),
+        "pred_wire_tx": predicted.get("wire_tx_bytes_per_step"),
+        "pred_wire_rx": predicted.get("wire_rx_bytes_per_step"),
+        **_model_view(config, local_time_s(steps), calibration),
+    }
 
 
-def _from_scenario(configs: dict[str, RunConfig], row: pd.Series, calibration) -> float:
-    """Forecast step of a point whose run directory is gone: the scenario's config, the recorded local work."""
+def _model_view(config: RunConfig, local: float | None, calibration) -> dict:
+    """The graph model's bytes per link direction and bottleneck for a run of one worker per node (none else)."""
+    if local is None or getattr(config, "gpus_per_node", 1) > 1:
+        return {}
+    try:
+        est = model_step(config, workload_shapes(config.workload, config.cluster.nodes), local, calibration)
+    except Exception as exc:  # noqa: BLE001 - recorded in the dump: a point the model cannot price is a finding
+        return {"model_error": str(exc)}
+    return {"link_bytes": est.link_bytes, "bottleneck": est.bottleneck.name}
+
+
+def _from_scenario(configs: dict[str, RunConfig], row: pd.Series, calibration) -> dict:
+    """Forecast of a point whose run directory is gone: the scenario's config, the recorded local work."""
     config = configs.get(str(row["label"]))
-    if config is None or not isinstance(row.get("pred_local_time_s"), float) or math.isnan(row["pred_local_time_s"]):
-        return math.nan
+    local = row.get("pred_local_time_s")
+    if config is None or not isinstance(local, float) or math.isnan(local):
+        return {"forecast": math.nan, "replay": math.nan}
     shapes = workload_shapes(config.workload, config.cluster.nodes)
-    return float(predict(config, shapes, float(row["pred_local_time_s"]), calibration, CPUS).step_time_s)
+    est = predict(config, shapes, local, calibration, CPUS)
+    return {
+        "forecast": float(est.step_time_s),
+        "replay": math.nan,
+        "pred_wire_tx": est.tx.total,
+        "pred_wire_rx": est.rx.total,
+        **_model_view(config, local, calibration),
+    }
 
 
 def sweep_errors(folder: Path, runs_root: Path | None) -> pd.DataFrame:
@@ -67,20 +106,32 @@ def sweep_errors(folder: Path, runs_root: Path | None) -> pd.DataFrame:
         if row.get("status") != "ok":
             continue
         run_dir = _run_dir(folder, runs_root, str(row["run_dir"]))
-        forecast, replay = (
-            _from_run(run_dir, calibration) if run_dir else (_from_scenario(configs, row, calibration), math.nan)
-        )
+        model = _from_run(run_dir, calibration) if run_dir else _from_scenario(configs, row, calibration)
         ok = row.get("fidelity_ok", True)
         rows.append(
             {
                 "point": row["label"],
                 "measured": float(row["step_time_s"]),
-                "forecast": forecast,
-                "replay": replay,
+                **model,
                 "faithful": True if ok is None or (isinstance(ok, float) and math.isnan(ok)) else bool(ok),
             }
         )
-    frame = pd.DataFrame(rows)
+    return _with_errors(pd.DataFrame(rows))
+
+
+def run_errors(run_dirs: list[Path], calibration_path: Path) -> pd.DataFrame:
+    """One row per run directory (no sweep around it): its measured step and the model's, as :func:`sweep_errors`."""
+    calibration = load_calibration(calibration_path)
+    rows = []
+    for run_dir in run_dirs:
+        measured = (json.loads((run_dir / "run.json").read_text()).get("summary") or {}).get("step_time_s")
+        if measured and (run_dir / "steps.csv").is_file():
+            rows.append({"point": run_dir.name, "measured": float(measured), **_from_run(run_dir, calibration)})
+    return _with_errors(pd.DataFrame(rows).assign(faithful=True))
+
+
+def _with_errors(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with each point's forecast and replay error against its measured step."""
     frame["forecast_err"] = frame["forecast"] / frame["measured"] - 1
     frame["replay_err"] = frame["replay"] / frame["measured"] - 1
     return frame
@@ -88,14 +139,20 @@ def sweep_errors(folder: Path, runs_root: Path | None) -> pd.DataFrame:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folders", nargs="*", type=Path, default=[Path(f) for f in DEFAULT_FOLDERS])
+    ap.add_argument("folders", nargs="*", type=Path, help=f"sweep folders (default: {' '.join(DEFAULT_FOLDERS)})")
     ap.add_argument("--runs-root", type=Path, action="append", default=[], help="where a sweep's run_dir paths live")
     ap.add_argument("--points", action="store_true", help="also print every point's errors")
+    ap.add_argument("--runs", type=Path, nargs="+", default=[], help="run directories without a sweep")
+    ap.add_argument("--calibration", type=Path, default=Path("reports/ci/calibration.json"), help="for --runs")
+    ap.add_argument("--dump", type=Path, help="write every point's model numbers here as JSON")
     args = ap.parse_args()
     roots = {root.name: root for root in args.runs_root}
+    folders = args.folders or ([] if args.runs else [Path(f) for f in DEFAULT_FOLDERS])
+    frames = [(folder.name, sweep_errors(folder, roots.get(folder.name))) for folder in folders]
+    if args.runs:
+        frames.append(("runs", run_errors(args.runs, args.calibration)))
     print(f"{'sweep':<10} {'points':>6} {'faithful':>8} {'forecast med':>12} {'max':>7} {'replay med':>10} {'max':>7}")
-    for folder in args.folders:
-        frame = sweep_errors(folder, roots.get(folder.name))
+    for name, frame in frames:
         judged = frame[frame["faithful"]]
         f, r = judged["forecast_err"].abs().dropna(), judged["replay_err"].abs().dropna()
 
@@ -103,7 +160,7 @@ def main() -> None:
             return f"{100 * getattr(s, how)():.1f} %" if len(s) else "-"
 
         print(
-            f"{folder.name:<10} {len(frame):>6} {len(judged):>8} {pct(f, 'median'):>12} {pct(f, 'max'):>7} "
+            f"{name:<10} {len(frame):>6} {len(judged):>8} {pct(f, 'median'):>12} {pct(f, 'max'):>7} "
             f"{pct(r, 'median'):>10} {pct(r, 'max'):>7}"
         )
         if args.points:
@@ -112,6 +169,11 @@ def main() -> None:
                     f"    {p['point']:<44} measured {p['measured']:.4f} forecast {100 * p['forecast_err']:+6.1f} % "
                     f"replay {100 * p['replay_err']:+6.1f} % {'' if p['faithful'] else '(not faithful)'}"
                 )
+    if args.dump:
+        dump = {
+            name: frame.drop(columns=["forecast_err", "replay_err"]).to_dict(orient="records") for name, frame in frames
+        }
+        args.dump.write_text(json.dumps(dump, indent=1, sort_keys=True, default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -374,3 +374,52 @@ def test_model_imports_no_torch() -> None:
             if loads:
                 bad.append(f"{_where(m, line)}: {m} imports {target}, which loads torch: {' -> '.join(loads)}")
     assert not bad, "netbench.model must not need torch:\n" + "\n".join(bad)
+
+
+NETWORK_NAMES = {"topology", "fabric"}  # a run's network graph and the emulator's build of it
+# A real host's node of a multi-host run: a worker without --topology FILE shapes its own egress alone (tbf), and has
+# no graph of its peers to place it in.
+NETWORK_MAY_BE_ABSENT = {"netbench.cli.commands_worker", "netbench.orchestrator.torchrun"}
+
+
+def _network_name(node: ast.AST) -> str | None:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return name if name in NETWORK_NAMES else None
+
+
+def _branches_on_a_missing_network(tree: ast.AST) -> list[tuple[int, str]]:
+    """``topology is None``-like tests (and the trunks file's presence standing for a network with trunks)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+            sides = (node.left, node.comparators[0])
+            none = any(isinstance(s, ast.Constant) and s.value is None for s in sides)
+            named = [n for n in map(_network_name, sides) if n]
+            if none and named:
+                found.append((node.lineno, f"{named[0]} compared with None"))
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("exists", "is_file")
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "trunks_csv"
+        ):
+            found.append((node.lineno, "a network told by whether trunks.csv exists"))
+    return found
+
+
+def test_no_branch_on_a_missing_network() -> None:
+    """Every network is a topology (the star is a preset like sites and racks): emulation, schedules, traces, the
+    model and the orchestrator walk one graph, so no code asks whether there is one."""
+    bad = [
+        f"{_where(m, line)}: {what}"
+        for m, path in MODULES.items()
+        if m not in NETWORK_MAY_BE_ABSENT
+        for line, what in _branches_on_a_missing_network(ast.parse(path.read_text(), str(path)))
+    ]
+    assert not bad, "branches on a missing network:\n" + "\n".join(bad)
+
+
+def test_the_missing_network_guard_sees_a_branch() -> None:
+    tree = ast.parse("if spec.topology is None:\n    pass\nx = fabric != None\nrd.trunks_csv.exists()\n")
+    assert [line for line, _ in _branches_on_a_missing_network(tree)] == [1, 3, 4]

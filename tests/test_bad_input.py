@@ -334,7 +334,11 @@ TOPOLOGY_CASES: list[tuple[list[str], str, str]] = [
         "may emulate",
     ),
     (["run", "--topology", "sites", "--nodes", "3", "--sites", "2"], "", "--sites"),
-    (["run", "--topology", "sites", "--nodes", "4", "--wan-bw", "5kbit"], "", "--topology"),
+    (
+        ["run", "--topology", "sites", "--nodes", "4", "--wan-bw", "5kbit"],
+        "",
+        "--wan-bw",
+    ),  # 2 sites by default: the rate is what is wrong
     (["run", "--sites", "2"], "", "--sites"),
     (
         ["run", "--topology", "sites", "--nodes", "4", "--sites", "2", "--wan-bw", "100mbit", "--rank-order", "0,1,2"],

@@ -81,7 +81,7 @@ def test_rate_delay_and_link_state_change_while_the_cluster_runs(
     with Cluster(spec) as cluster:
         server = cluster.nodes[1].popen([sys.executable, "-c", SERVER])
         records = tmp_path / "rank0.jsonl"
-        live = LiveSchedule(cluster, schedule, spec.graph, 1.0, tmp_path / "schedule.csv", records)
+        live = LiveSchedule(cluster, schedule, spec.topology, 1.0, tmp_path / "schedule.csv", records)
         live.begin()  # the time-0 change, before any step
         assert cluster.nodes[0].call(_tbf_rate, cluster.nodes[0].iface) == "50Mbit"
         assert 0.008 < cluster.nodes[0].call(_connect_rtt, cluster.nodes[1].address) < 0.03  # 5 ms on each uplink

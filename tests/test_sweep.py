@@ -355,5 +355,5 @@ def test_topology_scenario_is_valid_and_sized() -> None:
     assert {p.config.replicator.name for p in plan} == {"full", "dct", "random", "diloco"}
     assert {p.config.cluster.nodes for p in plan} <= set(range(4, 9))
     assert {p.rank_order for p in plan} >= {"topology", "interleaved"}
-    assert any(n.compute_scale == 2 for p in plan for n in p.config.cluster.graph.nodes)
+    assert any(n.compute_scale == 2 for p in plan for n in p.config.cluster.topology.nodes)
     assert len({p.label for p in plan}) == len(plan) and len(plan) <= 16

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.activity import Activity, Stalled, cpu_seconds, wait_while_working
 from netbench.orchestrator.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s
 from netbench.orchestrator.watch import Limits, WorkerFailure, wait_for_workers
@@ -114,11 +115,13 @@ def test_setup_limits_grow_with_workers_per_core_and_dilation() -> None:
     from test_timeouts import config  # the 2-node GPT-2-blocks run of the collective timeout's tests
 
     two = config(1e9, "dct")
-    many = two.model_copy(update={"cluster": two.cluster.model_copy(update={"nodes": 64})})
+    star64 = ClusterSpec.model_validate({**two.cluster.model_dump(), "nodes": 64})  # validated: the star of 64
+    many = two.model_copy(update={"cluster": star64})
     assert setup_timeout_s(many, cpus=2) > 4 * setup_timeout_s(two, cpus=2) > 4 * FLOOR_S
     assert setup_timeout_s(two, cpus=2) >= collective_timeout_s(two)
     assert collective_timeout_s(many, dilation=32, cpus=2) == pytest.approx(32 * collective_timeout_s(two))
+    slow_up = two.cluster.up.model_copy(update={"delay_s": 0.5})
     delayed = two.model_copy(
-        update={"cluster": two.cluster.model_copy(update={"up": two.cluster.up.model_copy(update={"delay_s": 0.5})})}
+        update={"cluster": ClusterSpec.model_validate({**two.cluster.model_dump(), "up": slow_up})}
     )
     assert setup_timeout_s(delayed, cpus=2) > setup_timeout_s(two, cpus=2) + 2  # a handshake per peer over the delay

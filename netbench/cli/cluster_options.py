@@ -110,7 +110,7 @@ CLUSTER = table(
         "--wan-bw",
         cli_type=str | None,
         default=None,
-        help="--topology sites: rate of each WAN link, both ways [default 100mbit].",
+        help="--topology sites: rate of each WAN link, both ways (needed with sites, e.g. 100mbit).",
     ),
     _net(
         "wan_delay",
@@ -247,34 +247,21 @@ def with_topology(
     from netbench.topology.options import topology_from_options
     from netbench.topology.placement import PlacementError, parse_rank_order
 
-    preset_only = {
-        "--sites": sites,
-        "--racks": racks,
-        "--wan-bw": wan_bw,
-        "--wan-delay": wan_delay,
-        "--oversubscription": oversubscription,
-    }
-    if topology is None and any(v is not None for v in preset_only.values()):
-        raise UserError(f"{next(k for k, v in preset_only.items() if v is not None)}: needs --topology")
     try:
-        graph = (
-            None
-            if topology is None
-            else topology_from_options(
-                topology, spec.nodes, spec.up, spec.down, sites, racks, wan_bw, wan_delay, oversubscription
-            )
+        graph = topology_from_options(
+            topology or "star", spec.nodes, spec.up, spec.down, sites, racks, wan_bw, wan_delay, oversubscription
         )
         order = parse_rank_order(rank_order)
     except (TopologyError, PlacementError) as exc:
         raise UserError(str(exc)) from None
-    problem = emulation_problem(graph) if graph is not None else None
+    problem = emulation_problem(graph)
     if problem:
         raise UserError(f"--topology: {problem}")
     try:
         return ClusterSpec.model_validate(
             {
                 **spec.model_dump(),
-                "nodes": graph.node_count if graph else spec.nodes,
+                "nodes": graph.node_count,
                 "topology": graph,
                 "rank_order": order,
             }

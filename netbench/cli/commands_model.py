@@ -50,7 +50,7 @@ from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_coun
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
 from netbench.topology.graph import MIN_NODES
-from netbench.topology.options import PRESETS, topology_from_options
+from netbench.topology.options import PRESETS, refuse_untaken, topology_from_options
 from netbench.units import (
     UnitError,
     format_bytes,
@@ -276,14 +276,17 @@ def _graphs(
         raise UserError(
             one_line(exc, {"rate_bps": "--bw", "delay_s": "--delay"}) + " (on a --topology, links are emulated ones)"
         ) from None
+    given = {"sites": sites, "racks": racks, "wan_bw": wan_bw, "wan_delay": wan_delay}
     try:
+        if refuse_untaken(kind, **given, oversubscription=oversubscription) is PRESETS["star"]:
+            return []  # every node alike: the model's closed form, at any node count
         built = [
             topology_from_options(kind, n, up, down, sites, racks, wan_bw, wan_delay, oversubscription)
             for n in (node_counts if kind in PRESETS else node_counts[:1])
         ]
     except TopologyError as exc:
         raise UserError(str(exc) if str(exc).startswith("--") else f"--topology: {exc}") from None
-    return [g for g in built if g is not None]
+    return built
 
 
 def _placed_graphs(

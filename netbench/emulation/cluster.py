@@ -1,6 +1,8 @@
-"""The emulated cluster: N node namespaces, one switch namespace, shaped veth links.
+"""The emulated cluster: N node namespaces, a namespace per switch of the network's graph, shaped veth links.
 
-The switch routes rather than bridges: each port has a /32 route to its node and answers ARP for the other nodes
+Every network is a graph (:mod:`netbench.topology`; the star, netbench's default, is one switch) built by one path:
+:mod:`netbench.emulation.fabric` places the ports and routes, this module creates and shapes them. A switch routes
+rather than bridges: each port has a /32 route to its node and answers ARP for the other nodes
 (proxy ARP), so the nodes still share one /24 and have no default route. A routed switch is what lets the delay line
 match ports with plain ``-i``/``-o`` FORWARD rules; a bridge would need ``-m physdev``, which makes the kernel load
 br_netfilter where it is a module, and that turns bridge-nf-call-iptables on for every bridge on the host.
@@ -34,7 +36,7 @@ from pyroute2 import IPRoute
 from netbench.emulation import fabric, netns, offload, shaping, steering
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.errors import ClusterError, DelayLineDied
-from netbench.emulation.fabric_delay import SwitchDelayLines
+from netbench.emulation.fabric_delay import DelayLines
 from netbench.emulation.impairment import DelayLine, ImpairmentEngine, choose
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch
@@ -72,17 +74,15 @@ class Cluster:
         self.names = names or RunNames.new()
         self.capabilities = capabilities or detect()
         self.impairment: ImpairmentEngine = choose(spec, self.capabilities, self.names.run_id)
-        self.switch = Switch(self.names.switch_netns)
         self.nodes = [
             Node(self.names.node_netns(i), index=i, address=self.names.address(i), port=self.names.port(i))
             for i in range(spec.nodes)
         ]
-        self.fabric = fabric.Fabric(spec.topology, self.names) if spec.topology is not None else None
-        self.switches = [self.switch]  # every switch namespace: the star's one, or one per switch of the topology
-        if self.fabric is not None:
-            self.switches += [Switch(self.fabric.netns(k)) for k in range(1, len(spec.topology.switches))]
-            if isinstance(self.impairment, DelayLine):
-                self.impairment = SwitchDelayLines(spec, self.names.run_id, self.fabric, self.switches)
+        self.fabric = fabric.Fabric(spec.topology, self.names)
+        self.switches = [Switch(self.fabric.netns(k)) for k in range(len(spec.topology.switches))]
+        self.switch = self.switches[0]  # the first switch's namespace (``-sw``): the run's name for its network
+        if isinstance(self.impairment, DelayLine):  # a line in every switch with delayed ports
+            self.impairment = DelayLines(spec, self.names.run_id, self.fabric, self.switches)
         self.shaping: dict[str, dict] = {}
         self.tcp: dict = {}  # TCP settings in force in the nodes, read back once built
         self._signals = StopSignals()
@@ -141,25 +141,34 @@ class Cluster:
         apply_tcp_settings(self.nodes, self.spec.tcp)  # after the addresses: congestion control is a route metric
         self.tcp = read_tcp_settings(self.nodes[0])
         self.raise_if_interrupted()
-        self.impairment.start(self.switch, self.nodes)
+        self.impairment.start()
         self.raise_if_interrupted()
 
     def _build_links(self) -> None:
-        """Namespaces, the routed switch, one veth per node, addresses and routes."""
-        if self.fabric is not None:
-            return self._build_fabric()
-        for ns in (self.switch, *self.nodes):
+        """Namespaces, a routed switch per switch with its nodes' veths, the trunks between switches, then each node's
+        address and route (batched: one fork for the sysctls of every switch, one for every node)."""
+        for ns in (*self.switches, *self.nodes):
             self.raise_if_interrupted()
             self._create(ns.netns)
-        netns.set_sysctls(self.switch.netns, _SWITCH_SYSCTLS)
+        netns.set_sysctls_each([sw.netns for sw in self.switches], _SWITCH_SYSCTLS)
         self.raise_if_interrupted()
         netns.set_sysctls_each([node.netns for node in self.nodes], _NODE_SYSCTLS)
-
-        ports = [(node.port, node.iface, node.netns, node.address) for node in self.nodes]
-        self.switch.ifindex = self.switch.call(_build_switch, self.names.switch_address, ports)
+        for k, switch in enumerate(self.switches):
+            self.raise_if_interrupted()
+            ports = [(n.port, n.iface, n.netns, n.address) for n in self.nodes if self.fabric.switch_of(n.index) == k]
+            switch.ifindex = switch.call(_build_switch, self.names.fabric_switch_address(k), ports)
+        if self.fabric.graph.trunks:  # one switch routes to its own ports alone, as _build_switch did
+            trunk_ends = fabric.join(self.fabric, lambda k, fn, *args: self.switches[k].call(fn, *args))
+            for switch, ends in zip(self.switches, trunk_ends):
+                switch.ifindex.update(ends)
         self.raise_if_interrupted()
-        gateway, subnet = self.names.switch_address, self.names.subnet
-        netns.call_each([(n.netns, _build_node, (n.iface, n.address, subnet, gateway)) for n in self.nodes])
+        subnet = self.names.subnet
+        netns.call_each(
+            [
+                (n.netns, _build_node, (n.iface, n.address, subnet, self.names.fabric_switch_address(k)))
+                for n, k in ((n, self.fabric.switch_of(n.index)) for n in self.nodes)
+            ]
+        )
 
     def _create(self, name: str) -> None:
         """Create namespace ``name`` and count it as ours; a stop signal meanwhile is raised only once it is counted.
@@ -171,61 +180,34 @@ class Cluster:
             netns.create(name)
             self._created.append(name)
 
-    def _build_fabric(self) -> None:
-        """A topology's namespaces, a switch per switch with its nodes' veths, the trunks, then every route."""
-        for ns in [*self.switches, *self.nodes]:
-            self.raise_if_interrupted()
-            self._create(ns.netns)
-            netns.set_sysctls(ns.netns, _SWITCH_SYSCTLS if isinstance(ns, Switch) else _NODE_SYSCTLS)
-        for k, switch in enumerate(self.switches):
-            self.raise_if_interrupted()
-            ports = [(n.port, n.iface, n.netns, n.address) for n in self.nodes if self.fabric.switch_of(n.index) == k]
-            switch.ifindex = switch.call(_build_switch, self.names.fabric_switch_address(k), ports)
-        trunk_ends = fabric.join(self.fabric, lambda k, fn, *args: self.switches[k].call(fn, *args))
-        for switch, ends in zip(self.switches, trunk_ends):
-            switch.ifindex.update(ends)
-        for node in self.nodes:
-            self.raise_if_interrupted()
-            gateway = self.names.fabric_switch_address(self.fabric.switch_of(node.index))
-            node.call(_build_node, node.iface, node.address, self.names.subnet, gateway)
-
-    def _shape_fabric(self, replace: bool = False) -> None:
-        """Each link direction on the egress it leaves by: a node's uplink on the node, the rest on switch ports."""
-        offload_on, graph = self.spec.offload_enabled, self.spec.topology
-        for node in self.nodes:
-            self.raise_if_interrupted()
-            link = graph.access_link(node.index)
-            (up,) = node.call(_shape, [node.iface], link.forward, offload_on, self.impairment, replace).values()
-            self.shaping[f"{link.name}:fwd"] = up
-        for k, port, direction, label in self.fabric.shaped():
-            self.raise_if_interrupted()
-            (installed,) = (
-                self.switches[k].call(_shape, [port], direction, offload_on, self.impairment, replace).values()
-            )
-            self.shaping[label] = installed
-
     def switch_of(self, node: Node) -> Switch:
         """The switch namespace node ``node``'s port lives in."""
-        return self.switch if self.fabric is None else self.switches[self.fabric.switch_of(node.index)]
+        return self.switches[self.fabric.switch_of(node.index)]
 
     def _shape_links(self, replace: bool = False) -> None:
-        """Every egress as the impairment engine shapes it: *down* on the switch's ports, *up* on each node.
-        ``replace``: remove the root qdisc first (a cluster re-shaped for the next run)."""
-        if self.fabric is not None:
-            return self._shape_fabric(replace)
-        offload_on = self.spec.offload_enabled
-        ports = [node.port for node in self.nodes]
-        calls = [
-            (self.switch.netns, _shape, (ports, self.spec.down, offload_on, self.impairment, replace)),
-            *((n.netns, _shape, ([n.iface], self.spec.up, offload_on, self.impairment, replace)) for n in self.nodes),
-        ]
+        """Each link direction on the egress it leaves by: a node's uplink on the node, the rest on switch ports, one
+        call per namespace. ``replace``: remove the root qdisc first (a cluster re-shaped for the next run).
+
+        run.json labels each egress by its link direction (``n0:fwd``, ``site0--site1:rev``).
+        """
+        graph = self.spec.topology
+        shaped = self.fabric.shaped()
+        calls, labels = [], []
+        for k, switch in enumerate(self.switches):
+            ports = {port: direction for sw, port, direction, _ in shaped if sw == k}
+            calls.append((switch.netns, ports))
+            labels.append({port: label for sw, port, _, label in shaped if sw == k})
+        for node in self.nodes:
+            link = graph.access_link(node.index)
+            calls.append((node.netns, {node.iface: link.forward}))
+            labels.append({node.iface: f"{link.name}:fwd"})
+        args = [(name, _shape, (ports, self.spec.offload_enabled, self.impairment, replace)) for name, ports in calls]
         if replace:  # qdiscs alone, nothing mounted: one fork for every namespace
-            down, *ups = netns.call_each(calls)
+            results = netns.call_each(args)
         else:
-            down, *ups = [self._call_checked(name, fn, args) for name, fn, args in calls]
-        self.shaping.update({f"{port}/down": installed for port, installed in down.items()})
-        for node, up in zip(self.nodes, ups):
-            self.shaping[f"{node.netns}/up"] = next(iter(up.values()))
+            results = [self._call_checked(name, fn, a) for name, fn, a in args]
+        for installed, named in zip(results, labels):
+            self.shaping.update({named[iface]: value for iface, value in installed.items()})
 
     def _call_checked(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """``fn(*args)`` in namespace ``name``, once a stop signal Python swallowed has been raised."""
@@ -240,6 +222,7 @@ class Cluster:
         impairment engine stay as built.
         """
         self.spec = spec
+        self.fabric = fabric.Fabric(spec.topology, self.names)  # the same ports and routes, the new rates
         self.impairment.spec = spec
         built, self.shaping = self.shaping, {}
         self._shape_links(replace=True)
@@ -305,7 +288,7 @@ class Cluster:
             "spec": self.spec.model_dump(),
             "shaping": self.shaping,
             "tcp": self.tcp,
-            **({"fabric": self.fabric.describe()} if self.fabric is not None else {}),
+            "fabric": self.fabric.describe(),
         }
 
 
@@ -361,19 +344,22 @@ def _build_node(iface: str, address: str, subnet: ipaddress.IPv4Network, gateway
 
 
 def _shape(
-    ifaces: list[str], direction: DirectionSpec, offload_on: bool, impairment: ImpairmentEngine, replace: bool = False
+    egresses: dict[str, DirectionSpec], offload_on: bool, impairment: ImpairmentEngine, replace: bool = False
 ) -> dict[str, dict]:
-    """Shape the egress of ``ifaces`` (in this namespace) as ``impairment`` does; set offloads and flow steering.
-    ``replace``: remove the root qdisc first, and leave offloads and flow steering as they are (set when built).
+    """Shape each interface of ``egresses`` (in this namespace) to its direction as ``impairment`` does; set offloads
+    and flow steering. ``replace``: remove the root qdisc first, and leave offloads and flow steering as they are (set
+    when built).
 
     Returns what was installed per interface, for run.json.
     """
+    ifaces = list(egresses)
     with IPRoute() as ipr:
         if replace:
             for iface in ifaces:
                 shaping.clear(ipr, ipr.link_lookup(ifname=iface)[0])
         installed = {
-            iface: impairment.shape(ipr, ipr.link_lookup(ifname=iface)[0], direction, offload_on) for iface in ifaces
+            iface: impairment.shape(ipr, ipr.link_lookup(ifname=iface)[0], direction, offload_on)
+            for iface, direction in egresses.items()
         }
     if replace:
         return installed

@@ -1,4 +1,4 @@
-"""The delay line across several switches: one process in each switch namespace that has delayed ports.
+"""The delay line engine of every network: one process in each switch namespace that has delayed ports.
 
 An NFQUEUE queue belongs to the namespace whose rule sent the packet, so one delay line cannot serve another
 switch's ports. Each switch's line delays what enters from its nodes' uplinks and what leaves by its egresses
@@ -8,14 +8,16 @@ ends, and a packet crossing a WAN link waits the sum over its path.
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from netbench.emulation.fabric import Fabric
 from netbench.emulation.impairment import DelayLine, ImpairmentEngine
-from netbench.emulation.node import Node, Switch
+from netbench.emulation.node import Switch
 from netbench.emulation.spec import ClusterSpec
 
-__all__ = ["SwitchDelayLines"]
+__all__ = ["DelayLines"]
 
 
 class _OneSwitch(DelayLine):
@@ -26,8 +28,9 @@ class _OneSwitch(DelayLine):
         self.switch_index = switch
 
 
-class SwitchDelayLines(ImpairmentEngine):
-    """A delay line per switch with delayed ports; run.json, the watch and the fidelity check see them as one."""
+class DelayLines(ImpairmentEngine):
+    """A delay line per switch with delayed ports; run.json, the watch and the fidelity check see them as one, and a
+    live schedule tells each line its ports' new delays (:meth:`line_of`)."""
 
     name = "delayline"
 
@@ -36,14 +39,28 @@ class SwitchDelayLines(ImpairmentEngine):
         self.fabric, self.switches = fabric, switches
         self.lines: list[_OneSwitch] = []
 
-    def start(self, switch: Switch, nodes: list[Node]) -> None:
-        """Start a line in every switch with delayed ports (``switch`` and ``nodes`` are the first's; all are known)."""
+    def start(self) -> None:
+        """Start a line in every switch with delayed ports."""
         for k, sw in enumerate(self.switches):
             up, down = self.fabric.delayed_ports(k)
             if up or down:
                 line = _OneSwitch(self.spec, self.run_id, k)
                 self.lines.append(line)  # before it starts: stop() removes its files whatever happens
                 line.start_ports(sw, up, down)
+
+    def line_of(self, switch: int) -> DelayLine | None:
+        """The running line of switch ``switch`` (its ``control_path`` and ``pid`` take new delays), or None."""
+        return next((line for line in self.lines if line.switch_index == switch), None)
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        """The first line's process."""
+        return self.lines[0].proc if self.lines else None
+
+    @property
+    def stats_path(self) -> Path | None:
+        """The first line's counters (:meth:`stats` sums every line's)."""
+        return self.lines[0].stats_path if self.lines else None
 
     def check(self) -> None:
         for line in self.lines:

@@ -9,8 +9,9 @@ capabilities:
 
 - :class:`NoImpairment` (``none``): no delay, jitter or loss asked for; tbf alone.
 - :class:`Netem` (``netem``): netem above tbf on every impaired direction, all in the kernel.
-- :class:`DelayLine` (``delayline``): tbf alone on the links; the switch's FORWARD chain queues
-  impaired ports' frames to netbench's userspace delay line (:mod:`netbench.emulation.delayline`).
+- :class:`DelayLine` (``delayline``): tbf alone on the links; a switch's FORWARD chain queues
+  impaired ports' frames to netbench's userspace delay line (:mod:`netbench.emulation.delayline`), one line per
+  switch with delayed ports (:class:`netbench.emulation.fabric_delay.DelayLines` starts them).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pyroute2 import IPRoute
 from netbench.emulation import delaycontrol, delayline, delayline_native, delaystats, shaping
 from netbench.emulation.capabilities import Capabilities
 from netbench.emulation.errors import ClusterError, DelayLineDied
-from netbench.emulation.node import Node, Switch
+from netbench.emulation.node import Switch
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 
 READY_TIMEOUT_S = 10.0  # how long the delay line may take to bind its queue
@@ -46,7 +47,7 @@ class ImpairmentEngine:
         """Install the qdiscs of one egress (runs inside its namespace); what was installed, for run.json."""
         return shaping.apply(ipr, ifindex, direction, offload, use_netem=self.kernel_netem)
 
-    def start(self, switch: Switch, nodes: list[Node]) -> None:
+    def start(self) -> None:
         """Start the helper process, once every link is built and shaped."""
 
     def check(self) -> None:
@@ -88,7 +89,7 @@ class Netem(ImpairmentEngine):
 
 
 class DelayLine(ImpairmentEngine):
-    """netbench's userspace delay line in the switch namespace, fed by NFQUEUE rules on the impaired ports."""
+    """netbench's userspace delay line in one switch namespace, fed by NFQUEUE rules on its impaired ports."""
 
     name = "delayline"
 
@@ -110,18 +111,9 @@ class DelayLine(ImpairmentEngine):
         """The file the delay line re-reads on SIGHUP (:mod:`netbench.emulation.delaycontrol`), once started."""
         return delaycontrol.control_file(self.stats_folder) if self.stats_folder is not None else None
 
-    def start(self, switch: Switch, nodes: list[Node]) -> None:
-        """Start the delay line, wait for its ``ready``, then send the impaired ports' frames to its queue."""
-        up, down = self.spec.up, self.spec.down
-        self.start_ports(
-            switch,
-            {n.port: up for n in nodes} if up.impaired else {},
-            {n.port: down for n in nodes} if down.impaired else {},
-        )
-
     def start_ports(self, switch: Switch, up: dict[str, DirectionSpec], down: dict[str, DirectionSpec]) -> None:
-        """Start the delay line in ``switch``: a packet routed in from port p waits ``up[p]``, one routed out to p
-        ``down[p]``.
+        """Start the delay line in ``switch``, wait for its ``ready``, then send the impaired ports' frames to its
+        queue: a packet routed in from port p waits ``up[p]``, one routed out to p ``down[p]``.
         """
         program = self._native_program()
         self.stats_folder = delaystats.make_folder(self.run_id)

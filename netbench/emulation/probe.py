@@ -158,11 +158,9 @@ def measure_goodput(client: Node, server: Node, seconds: float) -> tuple[float, 
 
 
 def farthest_node(spec: ClusterSpec) -> int:
-    """The node the probe measures from node 0: node 1 on the star; on a topology the longest round trip (then the
-    slowest path).
+    """The node the probe measures from node 0: the longest round trip, then the slowest path, then the first (node 1
+    on the star).
     """
-    if spec.topology is None:
-        return 1
     graph = spec.topology
     return max(
         range(1, graph.node_count),
@@ -176,12 +174,9 @@ def probe(spec: ClusterSpec, seconds: float = 4.0, pings: int = 20) -> ProbeResu
         client, server = cluster.nodes[0], cluster.nodes[farthest_node(spec)]
         rtt = measure_rtt(client, server, count=pings)
         goodput, tool, window = measure_goodput(client, server, seconds)
-        configured = min(spec.up.rate_bps, spec.down.rate_bps)
-        expected = spec.expected_rtt_s() * 1e3
-        if spec.topology is not None:
-            graph, far = spec.topology, server.index
-            configured = graph.bottleneck_bps(0, far)
-            expected = (graph.one_way_delay_s(0, far) + graph.one_way_delay_s(far, 0)) * 1e3
+        graph, far = spec.topology, server.index
+        configured = graph.bottleneck_bps(0, far)
+        expected = (graph.one_way_delay_s(0, far) + graph.one_way_delay_s(far, 0)) * 1e3
         return ProbeResult(
             nodes=spec.nodes,
             configured_bps=configured,

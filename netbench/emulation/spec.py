@@ -7,15 +7,24 @@ the one-way delay from node i to node j is ``up[i].delay + down[j].delay``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from netbench.emulation.tcpsettings import TcpOptions
-from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, Topology
+from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, LinkSpec, Topology
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 from netbench.topology.placement import place
-from netbench.topology.presets import star
+from netbench.topology.presets import star, star_as_given
 
 __all__ = [
     "MIN_RATE_BPS",
@@ -39,11 +48,13 @@ def emulation_problem(graph: Topology) -> str | None:
 
 
 class ClusterSpec(BaseModel):
-    """The emulated network: by default N nodes behind one switch, every node with the same up and down shaping.
+    """The emulated network: a graph of nodes, switches and links (:attr:`topology`), by default the star of ``nodes``
+    behind one switch, every node's link shaped ``up`` and ``down``.
 
-    With ``topology`` set, the graph it describes (sites, racks, uneven links, stragglers) is what is built, and
-    ``nodes`` equals its node count; ``up`` and ``down`` then only describe the default star. Everything that walks the
-    network reads :attr:`graph`, which is the star when no topology is given.
+    ``nodes``, ``up`` and ``down`` are the star's inputs: given no topology, validation builds the star from them (the
+    one place the default network is made); given one, ``nodes`` equals its node count. Everything that walks the
+    network reads :attr:`topology`. The star is stored as no topology (run.json, sweep.json, a sweep point's key), so a
+    record names only what a run changes and reads back as the same network.
     """
 
     model_config = ConfigDict(
@@ -61,33 +72,45 @@ class ClusterSpec(BaseModel):
     tcp: TcpOptions = Field(
         default_factory=TcpOptions, description="TCP settings of the nodes (unset: netbench's node defaults)"
     )
-    topology: Topology | None = Field(
-        None, description="the network as a graph (unset: the nodes behind one switch, shaped up/down)"
+    topology: Topology = Field(
+        None,  # type: ignore[assignment] - made by _default_network
+        validate_default=True,
+        description="the network as a graph (unset: the nodes behind one switch, shaped up/down)",
     )
     rank_order: Literal["topology", "interleaved"] | tuple[int, ...] = Field(
         "topology",
         description="which node each rank runs on: site by site, interleaved across sites, or a list of node indices",
     )
 
-    @model_validator(mode="after")
-    def _topology_matches(self) -> ClusterSpec:
-        if self.topology is not None and self.topology.node_count != self.nodes:
-            raise ValueError(f"nodes {self.nodes} differs from the topology's {self.topology.node_count} nodes")
-        if (
-            self.topology is not None or self.rank_order != "topology"
-        ):  # a one-rank worker's cluster has no graph to place on
-            place(self.graph, self.rank_order)  # a PlacementError is a ValueError: one line, before anything is built
-        return self
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _default_network(cls, value: Any, info: ValidationInfo) -> Any:
+        """No topology given: the star of ``nodes`` behind one switch, each link shaped ``up`` and ``down``."""
+        if value is None and {"nodes", "up", "down"} <= info.data.keys():
+            return star(info.data["nodes"], info.data["up"], info.data["down"])
+        return value
+
+    @field_serializer("topology", mode="wrap")
+    def _stored(self, topology: Topology, handler: SerializerFunctionWrapHandler) -> Any:
+        """The star of ``nodes``, ``up`` and ``down`` is stored as no topology (validation makes it again)."""
+        return None if self.on_star else handler(topology)
 
     @property
-    def graph(self) -> Topology:
-        """The network as a graph: the topology, or the star of ``nodes`` behind one switch."""
-        return self.topology if self.topology is not None else star(self.nodes, self.up, self.down)
+    def on_star(self) -> bool:
+        """Whether the network is the star that ``nodes``, ``up`` and ``down`` describe (the default)."""
+        return self.topology == star_as_given(self.nodes, self.up, self.down)
+
+    @model_validator(mode="after")
+    def _topology_matches(self) -> ClusterSpec:
+        if self.topology.node_count != self.nodes:
+            raise ValueError(f"nodes {self.nodes} differs from the topology's {self.topology.node_count} nodes")
+        place(self.topology, self.rank_order)  # a PlacementError is a ValueError: one line, before anything is built
+        return self
 
     @property
     def placement(self) -> tuple[int, ...]:
         """Node index of every rank."""
-        return place(self.graph, self.rank_order)
+        return place(self.topology, self.rank_order)
 
     @field_validator("nodes")
     @classmethod
@@ -98,20 +121,24 @@ class ClusterSpec(BaseModel):
 
     @property
     def impaired(self) -> bool:
-        if self.topology is None:
-            return self.up.impaired or self.down.impaired
         return self.topology.impaired
 
     @property
     def offload_enabled(self) -> bool:
         if self.offload != "auto":
             return self.offload == "on"
-        fastest = max(self.up.rate_bps, self.down.rate_bps) if self.topology is None else self.topology.max_rate_bps
-        return fastest > 2.5e9
+        return self.topology.max_rate_bps > 2.5e9
+
+    @property
+    def access(self) -> LinkSpec:
+        """The access link of the first rank's node: what a run's summary, the shaper's burst credit and the model's
+        flat view mean by "the link" (on the star, every node's: ``up`` forward, ``down`` reverse)."""
+        return self.topology.access_link(self.placement[0])
 
     def one_way_delay_s(self) -> float:
-        """Configured one-way delay between two nodes (sender's up plus receiver's down)."""
-        return self.up.delay_s + self.down.delay_s
+        """Configured one-way delay between two nodes over :attr:`access` links (sender's up plus receiver's down)."""
+        access = self.access
+        return access.forward.delay_s + access.reverse.delay_s
 
     def expected_rtt_s(self) -> float:
         """Configured round-trip time between two nodes, excluding serialization and stack time."""

@@ -52,7 +52,7 @@ _SETTLE_S = 0.05  # beyond twice the longest delay: the last ACKs and FINs of th
 def network_key(spec: ClusterSpec) -> str:
     """What must match for a run to use a cluster built for another: the spec without the star's link rates."""
     doc = spec.model_dump(mode="json")
-    if spec.topology is None:
+    if spec.on_star:
         for direction in ("up", "down"):
             for name in _RATE_FIELDS:
                 doc[direction].pop(name, None)

@@ -132,7 +132,7 @@ class RunConfig(BaseModel):
         """Sharding by site needs sites to replicate between, and sites that cut the model into the same slices."""
         cluster = info.data.get("cluster")
         if v == "site" and cluster is not None:
-            check_sites(cluster.graph.groups())
+            check_sites(cluster.topology.groups())
         return v
 
     def shard_layout(self) -> Layout | None:
@@ -141,7 +141,7 @@ class RunConfig(BaseModel):
         """
         if self.shard_within == "node":
             return None
-        return Layout.per_site(self.cluster.graph.groups().values(), self.cluster.placement, self.gpus_per_node)
+        return Layout.per_site(self.cluster.topology.groups().values(), self.cluster.placement, self.gpus_per_node)
 
     @model_validator(mode="after")
     def _workers_fit(self) -> RunConfig:

@@ -119,8 +119,7 @@ def dilate(config: RunConfig, k: float) -> RunConfig:
         return config
     cluster = config.cluster
     slowed: dict[str, Any] = {side: _slowed(getattr(cluster, side), k) for side in ("up", "down")}
-    if cluster.topology is not None:  # every direction of every link, trunks included
-        slowed["topology"] = _slowed_topology(cluster.topology, k)
+    slowed["topology"] = _slowed_topology(cluster.topology, k)  # every direction of every link, trunks included
     workload = config.workload.model_copy(update={"compute_ms": config.workload.compute_ms * k})
     timeout = config.timeout_s * k if config.timeout_s else None
     intra = config.intra_bw_bps / k if config.intra_bw_bps else None

@@ -198,10 +198,10 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
         shapes = workload_shapes(config.workload, cluster.nodes)
         est = model_step(config, shapes, local, calibration if calibration is not None else load_calibration())
         measured = {
-            **access_bytes_per_step(steps, cluster.graph, cluster.placement),
-            **trunk_bytes_per_step(trunks, cluster.graph),
+            **access_bytes_per_step(steps, cluster.topology, cluster.placement),
+            **trunk_bytes_per_step(trunks, cluster.topology),
         }
-        local = local_work_by_node(steps, cluster.placement, [n.name for n in cluster.graph.nodes])
-        return compare_links(est, cluster.graph, measured, local)
+        local = local_work_by_node(steps, cluster.placement, [n.name for n in cluster.topology.nodes])
+        return compare_links(est, cluster.topology, measured, local)
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": error_text(exc)}

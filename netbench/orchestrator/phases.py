@@ -91,20 +91,17 @@ def leftover_warnings() -> list[str]:
     )
 
 
-def start_capture(cluster: Cluster, pcap_dir: Path, enabled: bool) -> Capture | SwitchCaptures | None:
-    """tcpdump on every switch port (None when disabled or tcpdump is missing)."""
+def start_capture(cluster: Cluster, pcap_dir: Path, enabled: bool) -> SwitchCaptures | None:
+    """tcpdump on every node's port, in its switch's namespace (None when disabled or tcpdump is missing)."""
     if not (enabled and Capture.available()):
         return None
-    capture = Capture(cluster.switch, [n.port for n in cluster.nodes], pcap_dir)
-    if cluster.fabric is not None:  # each node's port sits in its own switch's namespace
-        ports = {sw.netns: [n.port for n in cluster.nodes if cluster.switch_of(n) is sw] for sw in cluster.switches}
-        capture = SwitchCaptures([Capture(sw, ports[sw.netns], pcap_dir) for sw in cluster.switches if ports[sw.netns]])
-    if capture:
-        capture.start()
+    ports = {sw.netns: [n.port for n in cluster.nodes if cluster.switch_of(n) is sw] for sw in cluster.switches}
+    capture = SwitchCaptures([Capture(sw, ports[sw.netns], pcap_dir) for sw in cluster.switches if ports[sw.netns]])
+    capture.start()
     return capture
 
 
-def stop_capture(capture: Capture | SwitchCaptures | None, cluster: Cluster, outcome: Outcome) -> None:
+def stop_capture(capture: SwitchCaptures | None, cluster: Cluster, outcome: Outcome) -> None:
     """Stop the capture; each node's pcap (by node index) and the packets each port dropped go into ``outcome``."""
     if not capture:
         return

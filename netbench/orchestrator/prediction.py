@@ -170,10 +170,11 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
     """
     from netbench.emulation.tcpsettings import expected_tcp_settings
 
+    access = cluster.access
     return Scenario(
         nodes=cluster.nodes,
-        up_bps=cluster.up.rate_bps,
-        down_bps=cluster.down.rate_bps,
+        up_bps=access.forward.rate_bps,
+        down_bps=access.reverse.rate_bps,
         delay_s=cluster.one_way_delay_s(),
         compute_s=local_s,
         algorithm="ring",
@@ -210,8 +211,8 @@ def model_step(
     model's nominal node gets ``local_s`` over the slowest node's ``compute_scale``.
     """
     cluster = config.cluster
-    graph = GraphModel(cluster.graph, cluster.placement)
-    scale = cluster.graph.nodes[graph.slowest].compute_scale
+    graph = GraphModel(cluster.topology, cluster.placement)
+    scale = cluster.topology.nodes[graph.slowest].compute_scale
     scenario = scenario_for(cluster, local_s / scale, calibration)
     return graph.estimate(scheme_from_config(config.replicator), shapes, scenario, calibration, layout_of(config))
 
@@ -241,7 +242,7 @@ def predict(
         est = estimate(scheme, shapes, scenario, calibration)
     else:  # the run's graph and placement: per-hop rates, delays and sharing, and its slowest node
         est = model_step(config, shapes, local_s, calibration).step
-        scale = 1.0 if codec_s is not None else max(node.compute_scale for node in config.cluster.graph.nodes)
+        scale = 1.0 if codec_s is not None else max(node.compute_scale for node in config.cluster.topology.nodes)
         enc, dec = enc * scale, dec * scale
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting

@@ -26,15 +26,16 @@ def with_compression(replicator: ReplicatorConfig, fraction: float) -> Replicato
 
 def bucket_link(cluster: ClusterSpec, gpus_per_node: int = 1) -> tuple[float | None, float]:
     """(rate, round trip) automatic buckets are sized for: the ring's bottleneck on the cluster's graph and placement
-    (a WAN link or a rack uplink where one is the narrowest, shared by the hops that cross it); the star's (or the
-    hybrid mode's) ``min(up, down)`` and round trip. The rate is None where a link is unshaped (a real host)."""
-    up, down = cluster.up.rate_bps, cluster.down.rate_bps
-    if cluster.topology is None or gpus_per_node > 1:
-        rates = [r for r in (up, down) if r is not None]
-        return (min(rates) if rates else None), cluster.expected_rtt_s()
+    (a WAN link or a rack uplink where one is the narrowest, shared by the hops that cross it; on the star
+    ``min(up, down)`` and the round trip). With several workers per node, or a real host's link of unknown rate (None),
+    the first rank's access link alone."""
+    rates = (cluster.access.forward.rate_bps, cluster.access.reverse.rate_bps)
+    if gpus_per_node > 1 or None in rates:
+        known = [r for r in rates if r is not None]
+        return (min(known) if known else None), cluster.expected_rtt_s()
     from netbench.model.network import GraphModel
 
-    return GraphModel(cluster.graph, cluster.placement).ring_link()
+    return GraphModel(cluster.topology, cluster.placement).ring_link()
 
 
 def auto_bucket_mb(

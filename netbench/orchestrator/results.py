@@ -188,7 +188,8 @@ def versions() -> dict[str, str]:
 def config_summary(config: RunConfig) -> dict[str, Any]:
     """The configuration fields every run summary carries (rates None where a real link's rate is unknown)."""
     cluster = config.cluster
-    up, down = cluster.up.rate_bps, cluster.down.rate_bps
+    access = cluster.access
+    up, down = access.forward.rate_bps, access.reverse.rate_bps
     return RunSummary.new(
         replicator=config.replicator.name,
         nodes=cluster.nodes,
@@ -196,8 +197,8 @@ def config_summary(config: RunConfig) -> dict[str, Any]:
         up_bps=up,
         down_bps=down,
         delay_ms=cluster.one_way_delay_s() * 1e3,
-        jitter_ms=cluster.up.jitter_s * 1e3,
-        loss=cluster.up.loss,
+        jitter_ms=access.forward.jitter_s * 1e3,
+        loss=access.forward.loss,
         steps=config.steps,
     ).to_json()
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from netbench import safe_files
 from netbench.calibrate.host import host_cpus
 from netbench.calibrate.hostcache import HostCalibration, host_calibration
-from netbench.capture.tcpdump import Capture
+from netbench.capture.switches import SwitchCaptures
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.trunks import TrunkCounters
@@ -289,7 +289,7 @@ def _worker_specs(
                 setup_timeout_s=setup_s,
                 threads=config.threads,
                 cpu_dilation=dilation,
-                compute_scale=config.cluster.graph.nodes[index].compute_scale,
+                compute_scale=config.cluster.topology.nodes[index].compute_scale,
                 compute_phases=scheduled.compute_phases(config, index, dilation),
                 start_gate=str(run_dir.start_gate),
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
@@ -305,7 +305,7 @@ def watch(
     plan: RunPlan,
     cluster: Cluster,
     procs: list[subprocess.Popen],
-    capture: Capture | None,
+    capture: SwitchCaptures | None,
     outcome: RunOutcome,
     progress: Progress | None,
     poll: Callable[[], None] | None = None,
@@ -316,7 +316,7 @@ def watch(
     helpers = cluster.helper_pids  # every switch's delay line
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
 
-    trunks = TrunkCounters(cluster.fabric) if cluster.fabric is not None else None
+    trunks = TrunkCounters(cluster.fabric) if cluster.fabric.graph.trunks else None
 
     def watched(done: int, total: int) -> None:
         monitor.on_progress(done)

@@ -38,7 +38,7 @@ def annotate(steps: pd.DataFrame, config: RunConfig, dilation: float) -> pd.Data
     """``steps`` with the segment each step ran in and the slowest link rate, the longest uplink delay, a link down."""
     if config.schedule is None or steps.empty or Col.T_START not in steps:
         return steps
-    t0, found = _time_zero(steps), segments(config.schedule, config.cluster.graph)
+    t0, found = _time_zero(steps), segments(config.schedule, config.cluster.topology)
     if t0 is None:
         return steps
     starts = pd.Series([s.start_s for s in found])
@@ -84,7 +84,7 @@ def segment_summary(
         return []
     measured = measured_steps(steps)
     out = []
-    for segment in segments(config.schedule, config.cluster.graph):
+    for segment in segments(config.schedule, config.cluster.topology):
         rows = measured[measured[Col.SCHEDULE_SEGMENT] == segment.index]
         entry: dict[str, Any] = {
             "segment": segment.index,

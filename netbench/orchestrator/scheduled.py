@@ -25,7 +25,7 @@ def start(config: RunConfig, cluster: Cluster, run_dir: RunDir, dilation: float)
     if config.schedule is None:
         return None
     live = LiveSchedule(
-        cluster, config.schedule, config.cluster.graph, dilation, run_dir.schedule_csv, run_dir.records_path(0)
+        cluster, config.schedule, config.cluster.topology, dilation, run_dir.schedule_csv, run_dir.records_path(0)
     )
     live.begin()
     return live
@@ -47,7 +47,7 @@ def compute_phases(config: RunConfig, node: int, dilation: float) -> tuple[tuple
     """Node ``node``'s straggler phases for its worker, times stretched by the dilation; () where it never changes."""
     if config.schedule is None or all(c.compute_scale is None for c in config.schedule.changes):
         return ()
-    return tuple((t * dilation, scale) for t, scale in node_phases(config.schedule, config.cluster.graph, node))
+    return tuple((t * dilation, scale) for t, scale in node_phases(config.schedule, config.cluster.topology, node))
 
 
 def describe(live: LiveSchedule | None) -> dict[str, Any]:

@@ -132,7 +132,7 @@ def point_row(
         "replicator": cfg.replicator.name,
         "nodes": cfg.cluster.nodes,
         "bw": point.bw,
-        "bw_bps": cfg.cluster.up.rate_bps,
+        "bw_bps": cfg.cluster.access.forward.rate_bps,
         "delay": point.delay,
         "delay_ms": cfg.cluster.one_way_delay_s() * 1e3,
         "variant": point.variant,
@@ -164,7 +164,7 @@ def point_row(
 
 def _wan_figures(config: RunConfig) -> dict[str, float | None]:
     """The slowest trunk direction's rate and the longest trunk delay (None on the star): numbers to plot against."""
-    trunks = config.cluster.graph.trunks
+    trunks = config.cluster.topology.trunks
     directions = [d for t in trunks for d in (t.forward, t.reverse)]
     return {
         "wan_bw_bps": min(d.rate_bps for d in directions) if directions else None,

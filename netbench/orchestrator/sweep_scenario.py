@@ -294,23 +294,20 @@ class _Network:
     def of(
         cls, topology: str, sites: int, wan_bw: str, wan_delay: str, racks: int, oversubscription: float, order: str
     ) -> _Network:
-        if topology == "sites":
-            return cls(topology, sites=sites, wan_bw=wan_bw, wan_delay=wan_delay, rank_order=order)
-        if topology == "racks":
-            return cls(topology, racks=racks, oversubscription=oversubscription, rank_order=order)
-        return cls(topology, rank_order="topology" if topology == "star" and order == "interleaved" else order)
+        preset = PRESETS.get(topology)
+        given = {"sites": sites, "wan_bw": wan_bw, "wan_delay": wan_delay, "racks": racks}
+        taken = {
+            k: v for k, v in {**given, "oversubscription": oversubscription}.items() if preset and k in preset.takes
+        }
+        if preset is PRESETS["star"] and order == "interleaved":  # one switch: interleaving places ranks as they are
+            order = "topology"
+        return cls(topology, **taken, rank_order=order)
 
     def label(self) -> str:
         """`` sites2 wan 100mbit 20ms``, `` racks2 4:1``, `` file NAME``; and the rank order where not site by site."""
-        if self.topology == "sites":
-            text = f" sites{self.sites} wan {self.wan_bw} {self.wan_delay}"
-        elif self.topology == "racks":
-            text = f" racks{self.racks} {self.oversubscription:g}:1"
-        elif self.topology == "star":
-            text = ""
-        else:
-            text = f" {Path(self.topology).stem}"
-        return text + ("" if self.rank_order == "topology" else f" ranks {self.rank_order}")
+        preset = PRESETS.get(self.topology)
+        text = preset.label({k: getattr(self, k) for k in preset.takes}) if preset else Path(self.topology).stem
+        return (f" {text}" if text else "") + ("" if self.rank_order == "topology" else f" ranks {self.rank_order}")
 
     @property
     def name(self) -> str:
@@ -380,9 +377,7 @@ def _key(config: RunConfig) -> str:
     only what it changes and a sweep folder's finished points are found again when it resumes."""
     hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
     by_node = {"shard_within"} if config.shard_within == "node" else set()  # sharding by node leaves the key as it is
-    star = (
-        config.cluster.topology is None and config.cluster.rank_order == "topology"
-    )  # the one-switch cluster, as ever
+    star = config.cluster.on_star and config.cluster.rank_order == "topology"  # the default network
     unscheduled = {"schedule"} if config.schedule is None else set()  # the network as built, as ever
     exclude: dict = {"out_dir": True, "trace": True, **{k: True for k in (*hybrid, *by_node, *unscheduled)}}
     if star:
@@ -490,14 +485,14 @@ def _on_network(
         option, _, message = str(exc).partition(": ")
         field = _NETWORK_FIELDS.get(option)
         raise ScenarioError(f"{where(field or 'topology')}: {message if field else exc}") from None
-    problem = emulation_problem(graph) if graph is not None else None
+    problem = emulation_problem(graph)
     if problem:
         raise ScenarioError(f"{where('topology')}: {problem}")
     try:
         return ClusterSpec.model_validate(
             {
                 **cluster.model_dump(),
-                "nodes": graph.node_count if graph else cluster.nodes,
+                "nodes": graph.node_count,
                 "topology": graph,
                 "rank_order": order,
             }

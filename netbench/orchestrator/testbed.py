@@ -32,7 +32,8 @@ def bucket_credit_s(cluster: ClusterSpec, idle_s: float, tx_bytes: float) -> flo
     The slower direction's shaper bounds the transfer, so its rate and burst count; ``idle_s`` is
     the time the link rests each step (the local work), ``tx_bytes`` what the node sends.
     """
-    rate = min(cluster.up.rate_bps, cluster.down.rate_bps)
+    access = cluster.access
+    rate = min(access.forward.rate_bps, access.reverse.rate_bps)
     burst = TbfParams.for_rate(rate, cluster.offload_enabled).burst_bytes
     credit_bytes = min(burst, idle_s * rate / 8, tx_bytes)
     return max(0.0, credit_bytes) * 8 / rate

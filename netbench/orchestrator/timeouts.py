@@ -58,8 +58,9 @@ def slowest_call_s(config: RunConfig) -> float:
     spec = config.cluster
     scenario = scenario_for(spec, 0.0, calibration)
     # Loss is applied on the uplink (ClusterSpec); it slows the TCP flows in both directions.
-    up = loss_limited_bps(spec.up.rate_bps, spec.up.loss, scenario.delay_s)
-    down = loss_limited_bps(spec.down.rate_bps, spec.up.loss, scenario.delay_s)
+    access = spec.access
+    up = loss_limited_bps(access.forward.rate_bps, access.forward.loss, scenario.delay_s)
+    down = loss_limited_bps(access.reverse.rate_bps, access.forward.loss, scenario.delay_s)
     exchanges = scheme_from_config(config.replicator).exchanges(
         workload_shapes(config.workload, spec.nodes), spec.nodes
     )
@@ -102,9 +103,7 @@ def collective_timeout_s(config: RunConfig, dilation: float = 1.0, cpus: int | N
 def longest_one_way_s(config: RunConfig) -> float:
     """The longest configured one-way delay between two nodes (over a topology's paths too)."""
     spec = config.cluster
-    if spec.topology is None:
-        return spec.one_way_delay_s()
-    graph, n = spec.graph, spec.nodes
+    graph, n = spec.topology, spec.nodes
     return max((graph.one_way_delay_s(a, b) for a in range(n) for b in range(n) if a != b), default=0.0)
 
 

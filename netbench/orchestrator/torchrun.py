@@ -43,6 +43,7 @@ from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
 from netbench.orchestrator.rank_payload import PayloadError, broadcast_flags, check_payload, gather_json
 from netbench.rundir.layout import RunDir, finished, partial_records, read_records, record_files
 from netbench.rundir.records import RecordWriter, set_aside
+from netbench.topology.presets import star_as_given
 from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, resolve
 
 NO_CAPTURE = "worker mode (torchrun on real hosts) captures no packets: wire bytes come from the interface counters"
@@ -146,6 +147,7 @@ def cluster_spec(
         down=down,
         offload="on" if offload_on(iface) else "off",
         engine="netem" if up.impaired else "auto",
+        topology=star_as_given(world_size, up, down),
     )
 
 
@@ -355,7 +357,7 @@ def _model_view(plan: HostPlan, nodes: list[dict[str, Any]]) -> tuple[RunConfig,
         speeds = [n["link_speed_bps"] for n in nodes if n.get("link_speed_bps")]
         cluster = cluster_spec(cluster.nodes, plan.spec.spec.iface, None, min(speeds) if speeds else None)
     unshaped_host = any(n.get("shaping") is None and n.get("local_rank", 0) == 0 for n in nodes)
-    if cluster.topology is not None:  # every host has classes of its own: only a host left unshaped breaks the model
+    if not cluster.on_star:  # every host has classes of its own: only a host left unshaped breaks the model
         if unshaped_host:
             warnings.append("a host was not shaped; the model assumes every path of the topology")
     else:
@@ -419,7 +421,14 @@ def _write(
 
 def _impaired(cluster: ClusterSpec) -> bool:
     """Delay, jitter or loss anywhere: on the topology's paths, or on every host's egress."""
-    return cluster.topology.impaired if cluster.topology is not None else cluster.up.impaired
+    return cluster.topology.impaired
+
+
+def _uplink(config: RunConfig, rank: int) -> str:
+    """The label of the link direction a rank's host shapes: its node's uplink (``n0:fwd``), as `netbench run` names
+    it."""
+    cluster = config.cluster
+    return f"{cluster.topology.access_link(cluster.placement[rank // config.gpus_per_node]).name}:fwd"
 
 
 def _cluster_info(plan: HostPlan, model_config: RunConfig, nodes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -431,7 +440,7 @@ def _cluster_info(plan: HostPlan, model_config: RunConfig, nodes: list[dict[str,
         "delay_engine": "netem" if _impaired(model_config.cluster) else "none",
         "offload": model_config.cluster.offload == "on",
         "spec": model_config.cluster.model_dump(),
-        "shaping": {f"rank{n['rank']}/{n.get('iface')}/up": n["shaping"] for n in nodes if n.get("shaping")},
+        "shaping": {_uplink(model_config, n["rank"]): n["shaping"] for n in nodes if n.get("shaping")},
         "rendezvous": {
             k: os.environ.get(k) for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME")
         },

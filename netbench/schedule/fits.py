@@ -12,14 +12,15 @@ def check_fits(schedule: Schedule, cluster: ClusterSpec) -> None:
     """ValueError (one line) for a target the network lacks, or a change this cluster cannot make while running.
 
     Delay, jitter and loss change in the delay line, which must then be running from the start on every uplink: the
-    one-switch cluster with a delay (``--delay``), on the delay line engine.
+    one-switch network with a delay (``--delay``), on the delay line engine.
     """
-    schedule.check_targets(cluster.graph)
+    graph = cluster.topology
+    schedule.check_targets(graph)
     if not schedule.changes_delay:
         return
-    if cluster.topology is not None:
-        raise ValueError("changes delay, jitter or loss: supported on the one-switch cluster (no --topology) only")
-    if not cluster.up.impaired:
+    if len(graph.switches) > 1:
+        raise ValueError("changes delay, jitter or loss: supported on a network of one switch (the star) only")
+    if not all(graph.access_link(i).forward.impaired for i in range(graph.node_count)):
         raise ValueError(
             "changes delay, jitter or loss: start the run with a delay on the uplinks (e.g. --delay 1ms) so "
             "the delay line runs"

@@ -50,10 +50,8 @@ class Egress:
 
 def egresses(cluster: Any) -> list[Egress]:
     """Every shaped egress of ``cluster``: a node's uplink on the node, everything else on a switch port."""
-    graph = cluster.spec.graph
+    graph = cluster.spec.topology
     out = [Egress(graph.access_link(n.index).name, True, n, n.iface) for n in cluster.nodes]
-    if cluster.fabric is None:
-        return out + [Egress(graph.access_link(n.index).name, False, cluster.switch, n.port) for n in cluster.nodes]
     for k, switch in enumerate(cluster.switches):
         out += [Egress(p.link, p.egress_forward, switch, p.name) for p in cluster.fabric.ports_of(k)]
     return out
@@ -167,24 +165,24 @@ class LiveSchedule:
         )
 
     def _delays(self, segment: Segment) -> list[str]:
-        """The delay line's ports from the segment's node uplinks (the one-switch cluster: checked beforehand)."""
-        engine = self.cluster.impairment
-        path = getattr(engine, "control_path", None)
-        uplinks = [(n, self.cluster.spec.graph.access_link(n.index).name) for n in self.cluster.nodes]
+        """The delay line's ports from the segment's node uplinks (a one-switch network: checked beforehand)."""
+        line_of = getattr(self.cluster.impairment, "line_of", None)
+        line = line_of(0) if line_of is not None else None
+        uplinks = [(n, self.cluster.spec.topology.access_link(n.index).name) for n in self.cluster.nodes]
         new = {n.port: _impairment(segment.graph.link(name).forward, self.k) for n, name in uplinks}
         old = {n.port: _impairment(self.in_force.link(name).forward, self.k) for n, name in uplinks}
-        if path is None or engine.pid is None or new == old:
+        if line is None or line.control_path is None or line.pid is None or new == old:
             return []
-        delaycontrol.write(path, {self.cluster.switch.ifindex[port]: imp for port, imp in new.items()}, {})
-        delaycontrol.reload(engine.pid)
+        delaycontrol.write(line.control_path, {self.cluster.switch.ifindex[port]: imp for port, imp in new.items()}, {})
+        delaycontrol.reload(line.pid)
         delays = sorted({f"{v['delay_s'] / self.k * 1e3:g}ms" for v in new.values()})
         return [f"uplink delay {','.join(delays)}"]
 
     def _states(self, segment: Segment) -> list[str]:
         """Links that went down or came back up: the switch side of the node's link."""
         out = []
-        for i, _node in enumerate(self.cluster.spec.graph.nodes):
-            link = self.cluster.spec.graph.access_link(i).name
+        for i, _node in enumerate(self.cluster.spec.topology.nodes):
+            link = self.cluster.spec.topology.access_link(i).name
             now_down, was_down = link in segment.down, link in self.down
             if now_down != was_down:
                 self.cluster.set_link(i, up=not now_down)

@@ -24,7 +24,7 @@ def probe_segments(spec: ClusterSpec, schedule: Schedule, seconds: float, pings:
     """
     rows = []
     with Cluster(spec) as cluster:
-        live = LiveSchedule(cluster, schedule, spec.graph, 1.0, None, None)
+        live = LiveSchedule(cluster, schedule, spec.topology, 1.0, None, None)
         client, server = cluster.nodes[0], cluster.nodes[farthest_node(spec)]
         for segment in live.segments:
             live.apply(segment)

@@ -6,19 +6,19 @@ graph everywhere. Every bad combination is one :class:`~netbench.topology.file.T
 
 from __future__ import annotations
 
+from typing import Any
+
 import pydantic
 
 from netbench.topology.file import TopologyError, load_topology
 from netbench.topology.graph import MAX_SWITCHES, MAX_TOPOLOGY_NODES, Topology
 from netbench.topology.link import DirectionSpec
-from netbench.topology.presets import racks as racks_preset
-from netbench.topology.presets import uniform_sites
+from netbench.topology.presets import PRESETS, Preset
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.validation import one_line
 
-__all__ = ["PRESETS", "MAX_OVERSUBSCRIPTION", "topology_from_options"]
+__all__ = ["PRESETS", "MAX_OVERSUBSCRIPTION", "topology_from_options", "refuse_untaken"]
 
-PRESETS = ("star", "sites", "racks")
 MAX_OVERSUBSCRIPTION = 1000.0
 
 
@@ -32,10 +32,8 @@ def _direction(option: str, rate: str, delay: str | None) -> DirectionSpec:
         raise TopologyError(one_line(exc, {"rate_bps": option, "delay_s": "--wan-delay"})) from None
 
 
-def _per_group(option: str, groups: int | None, nodes: int, kind: str) -> int:
-    """Nodes per site (rack): ``groups`` must be given, at least one, and divide ``nodes``."""
-    if groups is None:
-        raise TopologyError(f"{option}: --topology {kind} needs {option} (how many)")
+def _per_group(option: str, groups: int, nodes: int, kind: str) -> int:
+    """``groups`` sites (racks): at least one, and dividing ``nodes``."""
     if not 1 <= groups <= MAX_SWITCHES:
         raise TopologyError(f"{option}: must be between 1 and {MAX_SWITCHES}, got {groups}")
     if nodes > MAX_TOPOLOGY_NODES:
@@ -44,14 +42,48 @@ def _per_group(option: str, groups: int | None, nodes: int, kind: str) -> int:
         raise TopologyError(
             f"{option}: {nodes} nodes do not divide into {groups} equal {kind} (--nodes must be a multiple of {option})"
         )
-    return nodes // groups
+    return groups
 
 
-def _refuse(kind: str, **given: object) -> None:
-    """Options that the chosen kind does not take are a mistake, not something to ignore."""
+def _oversubscription(factor: float) -> float:
+    if not 1.0 <= factor <= MAX_OVERSUBSCRIPTION:  # also refuses nan
+        raise TopologyError(f"--oversubscription: must be between 1 and {MAX_OVERSUBSCRIPTION:g}, got {factor:g}")
+    return factor
+
+
+def _option(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _settings(preset: Preset, nodes: int, given: dict[str, Any]) -> dict[str, Any]:
+    """The preset's settings: each as given, else its default; parsed and range-checked, each error naming its option.
+
+    A setting without a default must be given. Beside the settings: ``wan``, the WAN links' direction of ``wan_bw`` and
+    ``wan_delay``.
+    """
+    values = {name: default if given.get(name) is None else given[name] for name, default in preset.takes.items()}
+    for name, value in values.items():  # in the declaration's order: the groups first
+        if value is None:
+            raise TopologyError(f"{_option(name)}: --topology {preset.name} needs {_option(name)}")
+        if name in ("sites", "racks"):
+            _per_group(_option(name), value, nodes, preset.name)
+    parsed = dict(values)
+    if "oversubscription" in values:
+        parsed["oversubscription"] = _oversubscription(float(values["oversubscription"]))
+    if "wan_bw" in values:
+        parsed["wan"] = _direction("--wan-bw", values["wan_bw"], values["wan_delay"])
+    return parsed
+
+
+def refuse_untaken(kind: str, **given: Any) -> Preset | None:
+    """The preset ``kind`` names (None for a file); TopologyError for a given option it does not take: a mistake, not
+    something to ignore."""
+    preset = PRESETS.get(kind)
+    takes = preset.takes if preset is not None else {}
     for name, value in given.items():
-        if value is not None:
-            raise TopologyError(f"--{name.replace('_', '-')}: does not apply to --topology {kind}")
+        if value is not None and name not in takes:
+            raise TopologyError(f"{_option(name)}: does not apply to --topology {kind if preset else 'FILE'}")
+    return preset
 
 
 def topology_from_options(
@@ -64,34 +96,29 @@ def topology_from_options(
     wan_bw: str | None = None,
     wan_delay: str | None = None,
     oversubscription: float | None = None,
-) -> Topology | None:
-    """The graph ``--topology`` names, or None for the default star (netbench's one-switch cluster).
+) -> Topology:
+    """The graph ``--topology`` names: a preset of :data:`~netbench.topology.presets.PRESETS` (the star by default),
+    or a topology file.
 
     ``up``/``down``: every node's access link (``--up``/``--down``/``--delay``). ``sites``: ``nodes / sites`` nodes per
     site, every pair of sites joined by one WAN link of ``wan_bw`` and ``wan_delay`` (one-way, each direction).
     ``racks``: ``nodes / racks`` nodes per rack under one spine, each rack's uplink ``oversubscription`` times narrower
     than its nodes' access links together. A PATH is a topology file (:mod:`netbench.topology.file`): it sets the nodes.
     """
-    if kind == "star":
-        _refuse(kind, sites=sites, racks=racks, wan_bw=wan_bw, wan_delay=wan_delay, oversubscription=oversubscription)
-        return None
-    if kind == "sites":
-        _refuse(kind, racks=racks, oversubscription=oversubscription)
-        per_site = _per_group("--sites", sites, nodes, "sites")
-        if wan_bw is None:
-            raise TopologyError("--wan-bw: --topology sites needs the WAN links' rate (e.g. --wan-bw 100mbit)")
-        return uniform_sites(sites or 1, per_site, up, down, _direction("--wan-bw", wan_bw, wan_delay))
-    if kind == "racks":
-        _refuse(kind, sites=sites, wan_bw=wan_bw, wan_delay=wan_delay)
-        per_rack = _per_group("--racks", racks, nodes, "racks")
-        factor = 1.0 if oversubscription is None else oversubscription
-        if not 1.0 <= factor <= MAX_OVERSUBSCRIPTION:  # also refuses nan
-            raise TopologyError(f"--oversubscription: must be between 1 and {MAX_OVERSUBSCRIPTION:g}, got {factor:g}")
-        try:
-            return racks_preset(racks or 1, per_rack, up, down, factor)
-        except pydantic.ValidationError as exc:  # a rack uplink narrower than a link may be
-            raise TopologyError(one_line(exc, {"rate_bps": "--oversubscription"})) from None
-    _refuse("FILE", sites=sites, racks=racks, wan_bw=wan_bw, wan_delay=wan_delay, oversubscription=oversubscription)
-    if not kind:
-        raise TopologyError(f"--topology: choose {', '.join(PRESETS)} or a topology file's path, got ''")
-    return load_topology(kind)
+    given = {
+        "sites": sites,
+        "racks": racks,
+        "wan_bw": wan_bw,
+        "wan_delay": wan_delay,
+        "oversubscription": oversubscription,
+    }
+    preset = refuse_untaken(kind, **given)
+    if preset is None:
+        if not kind:
+            raise TopologyError(f"--topology: choose {', '.join(PRESETS)} or a topology file's path, got ''")
+        return load_topology(kind)
+    settings = _settings(preset, nodes, given)
+    try:
+        return preset.build(nodes, up, down, settings)
+    except pydantic.ValidationError as exc:  # a rack uplink narrower than a link may be
+        raise TopologyError(one_line(exc, {"rate_bps": "--oversubscription"})) from None

@@ -2,17 +2,36 @@
 
 Each returns a :class:`~netbench.topology.graph.Topology`. Node ``i`` is named ``n{i}``, numbered site by site
 (rack by rack); a node's access link carries its name, a trunk is named ``<a>--<b>`` after its two switches.
+
+:data:`PRESETS` is the table ``--topology`` names (Mininet's ``TOPOS``): each :class:`Preset` says which settings it
+takes beyond every node's access link, their defaults, and how it builds its graph. The star, netbench's default
+network, is one entry like the others.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 from netbench.topology.graph import LinkSpec, NodeSpec, Topology
 from netbench.topology.link import DirectionSpec
 
-__all__ = ["Site", "Wan", "star", "sites", "uniform_sites", "racks", "trunk_name", "STAR_SWITCH", "SPINE"]
+__all__ = [
+    "Site",
+    "Wan",
+    "Preset",
+    "PRESETS",
+    "star",
+    "star_as_given",
+    "sites",
+    "uniform_sites",
+    "racks",
+    "trunk_name",
+    "STAR_SWITCH",
+    "SPINE",
+]
 
 STAR_SWITCH = "s0"
 SPINE = "spine"
@@ -54,6 +73,15 @@ class NodeOverride:
 def star(nodes: int, up: DirectionSpec, down: DirectionSpec) -> Topology:
     """N nodes behind one switch, every node with the same up and down shaping (netbench's default cluster)."""
     return sites([Site(STAR_SWITCH, nodes, up, down)], [], kind="star")
+
+
+def star_as_given(nodes: int, up: DirectionSpec, down: DirectionSpec) -> Topology:
+    """:func:`star` built without validation: a real cluster's, which may be one host or have a link of unknown rate."""
+    members = tuple(NodeSpec.model_construct(name=f"n{i}", switch=STAR_SWITCH, compute_scale=1.0) for i in range(nodes))
+    links = tuple(
+        LinkSpec.model_construct(name=n.name, a=n.name, b=STAR_SWITCH, forward=up, reverse=down) for n in members
+    )
+    return Topology.model_construct(kind="star", nodes=members, switches=(STAR_SWITCH,), links=links)
 
 
 def sites(
@@ -106,3 +134,36 @@ def racks(count: int, nodes_per_rack: int, up: DirectionSpec, down: DirectionSpe
     trunk_up = DirectionSpec(rate_bps=nodes_per_rack * up.rate_bps / oversubscription)
     trunk_down = DirectionSpec(rate_bps=nodes_per_rack * down.rate_bps / oversubscription)
     return sites(groups, [Wan(g.name, SPINE, trunk_up, trunk_down) for g in groups], kind="racks", core=(SPINE,))
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A network ``--topology`` names: the settings it takes (name -> default; None: the user must give it), how its
+    graph is built from the node count, every node's access link and those settings (parsed by
+    :mod:`netbench.topology.options`), and how a sweep point's label names it (from the settings as given).
+    """
+
+    name: str
+    build: Callable[[int, DirectionSpec, DirectionSpec, dict[str, Any]], Topology]
+    takes: dict[str, Any] = field(default_factory=dict)
+    label: Callable[[dict[str, Any]], str] = lambda settings: ""
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset("star", lambda nodes, up, down, s: star(nodes, up, down)),
+        Preset(
+            "sites",
+            lambda nodes, up, down, s: uniform_sites(s["sites"], nodes // s["sites"], up, down, s["wan"]),
+            {"sites": 2, "wan_bw": None, "wan_delay": "0ms"},
+            lambda s: f"sites{s['sites']} wan {s['wan_bw']} {s['wan_delay']}",
+        ),
+        Preset(
+            "racks",
+            lambda nodes, up, down, s: racks(s["racks"], nodes // s["racks"], up, down, s["oversubscription"]),
+            {"racks": 2, "oversubscription": 1.0},
+            lambda s: f"racks{s['racks']} {s['oversubscription']:g}:1",
+        ),
+    )
+}

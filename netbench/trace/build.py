@@ -85,13 +85,14 @@ def build(
     origin = min(r[Col.T_START] for r in steps)
     run_json = json.loads(rd.run_json.read_text()) if rd.run_json.is_file() else {}
     summary = run_json.get("summary") or {}
-    star = not rd.trunks_csv.exists()
+    switches = ((run_json.get("cluster") or {}).get("fabric") or {}).get("switches")
+    one_switch = switches is None or len(switches) == 1  # every node's bytes pass the one switch
     out: list[ev.Event] = []
     for rank, recs in records.items():
         out += ranks.rank_events(rank, recs, origin, node_of_rank.get(rank))
     out += ev.process(ev.LINKS_PID, "links", 900)
     out += (
-        links.capture_events(pcaps, addresses, origin, star)
+        links.capture_events(pcaps, addresses, origin, one_switch)
         if pcaps
         else links.counter_events(steps, node_of_rank, origin)
     )

@@ -50,9 +50,9 @@ def counter_track(pid: int, name: str, by_bin: Mapping[int, float], unit: str, s
 
 
 def capture_events(
-    pcaps: Mapping[int, Path], addresses: Mapping[int, str], origin: float, star: bool
+    pcaps: Mapping[int, Path], addresses: Mapping[int, str], origin: float, one_switch: bool
 ) -> list[ev.Event]:
-    """Each node's up and down link from its capture, and (star only) the bytes held in the switch."""
+    """Each node's up and down link from its capture, and (one switch only) the bytes held in the switch."""
     from netbench.capture.pcap import packets  # scapy: only where a capture is read
 
     out: list[ev.Event] = []
@@ -67,7 +67,7 @@ def capture_events(
             held[i] += b
         for i, b in bins["rx"].items():
             held[i] -= b
-    if star and held:
+    if one_switch and held:
         out += held_events(held)
     return out
 
