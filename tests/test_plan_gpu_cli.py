@@ -1,31 +1,13 @@
 """``netbench plan`` for GPU clusters: accelerators, the nccl and ideal backends, utilisation targets, budgets."""
 
-import json
-
 import pytest
+
+# plan's own helpers, and its autouse fixture that keeps the developer's calibration file out
+from test_plan_cli import _no_user_calibration, plan_error, plan_json  # noqa: F401
 
 from netbench.cli.app import main
 
 GPU = ["--backend", "nccl", "--accelerator", "h100-sxm", "--shapes", "llama-1b", "-G", "8", "--batch", "256"]
-
-
-@pytest.fixture(autouse=True)
-def _no_user_calibration(tmp_path, monkeypatch):
-    monkeypatch.setenv("NETBENCH_CALIBRATION", str(tmp_path / "absent.json"))
-
-
-def plan_json(capsys, *args: str) -> dict:
-    main(["plan", *args, "--json"])
-    return json.loads(capsys.readouterr().out)
-
-
-def plan_error(capsys, *args: str) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(["plan", *args])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("netbench: error:") and "\n" not in err
-    return err
 
 
 def test_nccl_rows_carry_utilization_codec_source_and_a_bottleneck(capsys):
