@@ -145,15 +145,17 @@ def _bucket_mb(args: argparse.Namespace, spec) -> float:
 def _modelled_comm_s(args: argparse.Namespace, spec) -> float:
     """The model's communication time of one unpipelined dct step on this link (default calibration)."""
     from netbench.calibrate.hostcache import load_calibration
+    from netbench.model.network import GraphModel
     from netbench.model.schemes import scheme_from_config
-    from netbench.model.steptime import estimate
     from netbench.orchestrator.prediction import scenario_for
     from netbench.replicators import ReplicatorConfig
     from netbench.shapes import resolve_shapes
 
     calibration = load_calibration()
     scheme = scheme_from_config(ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk))
-    return estimate(scheme, resolve_shapes(args.shapes), scenario_for(spec, 0.0, calibration), calibration).comm_time_s
+    scenario = scenario_for(spec, 0.0, calibration)
+    graph = GraphModel(spec.topology, spec.placement)
+    return graph.step(scheme, resolve_shapes(args.shapes), scenario, calibration).comm_time_s
 
 
 def _race(args: argparse.Namespace) -> dict:

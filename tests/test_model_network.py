@@ -9,7 +9,7 @@ import pytest
 from netbench.model.calibration import Calibration
 from netbench.model.network import GraphModel
 from netbench.model.schemes import SchemeSettings, build_scheme
-from netbench.model.steptime import Scenario, estimate
+from netbench.model.steptime import Scenario
 from netbench.shapes import ParamShape, resolve_shapes
 from netbench.tcp import STOCK_LINUX
 from netbench.topology import DirectionSpec, place, star
@@ -38,7 +38,7 @@ def graph_step(topology, scheme="full", shapes=MATRIX, order="topology", layout=
 
 def star_step(nodes, up, down=None, delay=0.0, scheme="full", shapes=MATRIX, **scenario):
     sc = Scenario(nodes=nodes, up_bps=up, down_bps=down or up, delay_s=delay, **scenario)
-    return estimate(build_scheme(scheme, SchemeSettings()), shapes, sc, CALIB)
+    return GraphModel.star_step(build_scheme(scheme, SchemeSettings()), shapes, sc, CALIB)
 
 
 def two_sites(per_site: int, wan: DirectionSpec, reverse: DirectionSpec | None = None):
@@ -60,6 +60,19 @@ def test_a_uniform_star_gives_exactly_the_star_model(scheme):
             ref.compression_time_s,
             ref.wire,
         ), (nodes, delay, up, down, cc)
+
+
+def test_a_uniform_model_prices_plans_range_in_closed_form_and_builds_its_star_only_for_the_per_link_view():
+    scheme = build_scheme("dct", SchemeSettings())
+    huge = Scenario(nodes=100_000, up_bps=GBIT, down_bps=GBIT, delay_s=0.01, compute_s=0.05)
+    model = GraphModel.uniform(huge.machines, GBIT, GBIT, 0.01)
+    assert model.step(scheme, SHAPES, huge, CALIB).step_time_s > 0
+    assert not hasattr(model, "routes")  # no graph of 100,000 nodes was built
+    small = Scenario(nodes=3, up_bps=GBIT, down_bps=50 * MBIT, delay_s=0.004, compute_s=0.05)
+    uniform = GraphModel.uniform(3, GBIT, 50 * MBIT, 0.004)
+    viewed = uniform.estimate(scheme, SHAPES, small, CALIB)
+    assert viewed.step.step_time_s == uniform.step(scheme, SHAPES, small, CALIB).step_time_s
+    assert set(viewed.link_bytes) == {f"n{i} {d}" for i in range(3) for d in ("up", "down")}
 
 
 def test_a_tiny_all_reduce_on_a_uniform_star_is_exactly_the_stars_chain():

@@ -80,9 +80,10 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     """With several accelerators per node the replication group is a subgroup: one lane, READY, every latency in a
     row.
     """
+    from netbench.model.network import GraphModel
     from netbench.model.overlap import pipelined
     from netbench.model.schemes import scheme_from_config
-    from netbench.model.steptime import Scenario, estimate
+    from netbench.model.steptime import Scenario
     from netbench.replicators.pipeline import READY
 
     cal = Calibration(compression_s_per_param={"dct": 1e-6})
@@ -91,12 +92,12 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     n = declared_payload(shapes, rep, 2).collectives_per_step
     assert n > 2
     one = Scenario(nodes=2, up_bps=100e6, down_bps=100e6, delay_s=0.02)
-    est = estimate(scheme_from_config(rep), shapes, one, cal)
+    est = GraphModel.star_step(scheme_from_config(rep), shapes, one, cal)
     codec, lat = est.compression_time_s, est.wire.latency_s
     assert pipelined(est, rep, shapes).step_time_s == pytest.approx(
         concurrent_step_s(codec / 2, codec / 2, lat, est.comm_time_s - lat, n)
     )
-    hybrid = estimate(
+    hybrid = GraphModel.star_step(
         scheme_from_config(rep),
         shapes,
         Scenario(nodes=4, gpus_per_node=2, up_bps=100e6, down_bps=100e6, delay_s=0.02, intra_bps=100e9),
@@ -110,9 +111,10 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
 def test_two_round_buckets_keep_one_latency_per_round() -> None:
     """lowrank pipelined: codec and wire are not overlapped in the model, but with lanes each round's
     buckets travel at once, so of its calls' latency only one call's per round remains."""
+    from netbench.model.network import GraphModel
     from netbench.model.overlap import pipelined
     from netbench.model.schemes import scheme_from_config
-    from netbench.model.steptime import Scenario, estimate
+    from netbench.model.steptime import Scenario
 
     cal = Calibration(compression_s_per_param={"lowrank": 1e-6})
     rep = ReplicatorConfig(name="lowrank", bucket_mb=0.02)
@@ -120,7 +122,9 @@ def test_two_round_buckets_keep_one_latency_per_round() -> None:
     payload = declared_payload(shapes, rep, 2)
     calls = sum(p.collectives_per_step for p in payload.parts())
     assert payload.collectives_per_step > 1 and len(payload.parts()) == 2 and calls <= 16
-    est = estimate(scheme_from_config(rep), shapes, Scenario(nodes=2, up_bps=100e6, down_bps=100e6, delay_s=0.02), cal)
+    est = GraphModel.star_step(
+        scheme_from_config(rep), shapes, Scenario(nodes=2, up_bps=100e6, down_bps=100e6, delay_s=0.02), cal
+    )
     got = pipelined(est, rep, shapes)
     assert got.step_time_s == pytest.approx(est.step_time_s - est.wire.latency_s * (1 - 2 / calls))
     assert got.compression_time_s == est.compression_time_s
@@ -198,12 +202,12 @@ def test_predict_uses_the_pipelined_form() -> None:
     )
     assert piped.step_time_s < plain.step_time_s
     # Before the emulator's tbf credit, the step is compute + the hand formula on the n-call comm.
+    from netbench.model.network import GraphModel
     from netbench.model.overlap import pipelined
     from netbench.model.schemes import scheme_from_config
-    from netbench.model.steptime import estimate
     from netbench.orchestrator.prediction import scenario_for
 
-    raw = estimate(scheme_from_config(piped_rep), shapes, scenario_for(cluster, 0.05, cal), cal)
+    raw = GraphModel.star_step(scheme_from_config(piped_rep), shapes, scenario_for(cluster, 0.05, cal), cal)
     # one accelerator per node: a lane per two buckets, every bucket encoded first, one latency exposed
     lat = raw.wire.latency_s
     want = 0.05 + concurrent_step_s(codec / 2, codec / 2, lat, raw.comm_time_s - lat, n)

@@ -9,8 +9,9 @@ from netbench.model.calibration import Calibration
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.framing import Framing
 from netbench.model.gloo_tcp import gloo_time
+from netbench.model.network import GraphModel
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme, parse_scheme_list
-from netbench.model.steptime import Scenario, estimate
+from netbench.model.steptime import Scenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 from netbench.tcp import STOCK_LINUX
@@ -34,7 +35,7 @@ def ring_ar(nbytes, n, bps, alpha=0.0):
 def test_flat_step_is_the_sum():
     calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
     sc = Scenario(nodes=4, up_bps=100e6, down_bps=100e6, compute_s=0.2, framing=BARE)
-    est = estimate(MTDAO, SHAPES, sc, calib)
+    est = GraphModel.star_step(MTDAO, SHAPES, sc, calib)
     one = ring_ar(DENSE, 4, 100e6)
     assert est.comm_time_s == pytest.approx(one.time_s * (1 + 1 / 2 + 1 / 4))
     assert est.payload_bytes_per_step == pytest.approx(DENSE * 1.75)
@@ -51,8 +52,8 @@ def test_delay_and_software_overhead_add_per_hop():
     slow = base.model_copy(update={"delay_s": 0.005})
     scheme = mtdao(1, 1, 1)
     tiny = [ParamShape("w", (1,))]
-    a = estimate(scheme, tiny, base, calib)
-    b = estimate(scheme, tiny, slow, calib)
+    a = GraphModel.star_step(scheme, tiny, base, calib)
+    b = GraphModel.star_step(scheme, tiny, slow, calib)
     assert b.comm_time_s - a.comm_time_s == pytest.approx(3 * 6 * 0.005)  # 3 all-reduces x 2(N-1) hops
     assert a.wire.latency_s == pytest.approx(3 * 6 * 1e-4)
 
@@ -61,14 +62,14 @@ def test_ring_step_uses_gloos_pipeline_over_tcp():
     # A 4 MB buffer at 100mbit with 5 ms: each call is gloo_time's, at the framing's payload rate.
     calib = Calibration(software_overhead_s=1e-4)
     sc = Scenario(nodes=4, delay_s=0.005, framing=BARE, tcp=STOCK_LINUX)
-    est = estimate(mtdao(1, 1, 1), SHAPES, sc, calib)
+    est = GraphModel.star_step(mtdao(1, 1, 1), SHAPES, sc, calib)
     payload_rate = 100e6 / 8 * BARE.mss / BARE.frame_bytes  # 1448 payload bytes per 1514-byte frame
     one = gloo_time("all_reduce", DENSE, 4, payload_rate, 0.005, 1e-4, BARE.mss, STOCK_LINUX, idle_s=0.0).time_s
     assert est.comm_time_s == pytest.approx(
         3 * one, rel=1e-3
     )  # (the framing also counts each message's last, partial frame)
     # the delay is mostly hidden behind 40 ms segments: less than alpha-beta's 2(N-1) x 5 ms per call
-    no_delay = estimate(mtdao(1, 1, 1), SHAPES, sc.model_copy(update={"delay_s": 0.0}), calib)
+    no_delay = GraphModel.star_step(mtdao(1, 1, 1), SHAPES, sc.model_copy(update={"delay_s": 0.0}), calib)
     assert 0 < est.comm_time_s - no_delay.comm_time_s < 3 * 6 * 0.005
 
 
@@ -76,7 +77,7 @@ def test_hierarchical_by_hand():
     calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
     sc = Scenario(nodes=8, gpus_per_node=4, intra_bps=10e9, up_bps=100e6, down_bps=100e6, compute_s=0.1, framing=BARE)
     assert sc.machines == 2
-    est = estimate(MTDAO, SHAPES, sc, calib)
+    est = GraphModel.star_step(MTDAO, SHAPES, sc, calib)
     inter = ring_ar(DENSE, 2, 100e6).time_s * 1.75  # scheme among the 2 nodes on the slow link
     intra = ring_ar(DENSE, 4, 10e9).time_s  # reduce-scatter + all-gather among 4 on the fast link
     assert est.intra_time_s == pytest.approx(intra)
@@ -89,12 +90,15 @@ def test_hierarchy_is_cheaper_than_flat_on_a_slow_link():
     flat = Scenario(nodes=16, up_bps=100e6, down_bps=100e6)
     tiered = flat.model_copy(update={"gpus_per_node": 8, "intra_bps": 100e9})
     calib = Calibration()
-    assert estimate(MTDAO, SHAPES, tiered, calib).comm_time_s < estimate(MTDAO, SHAPES, flat, calib).comm_time_s
+    assert (
+        GraphModel.star_step(MTDAO, SHAPES, tiered, calib).comm_time_s
+        < GraphModel.star_step(MTDAO, SHAPES, flat, calib).comm_time_s
+    )
 
 
 def test_one_machine_has_no_slow_link_traffic():
     sc = Scenario(nodes=4, gpus_per_node=4, intra_bps=1e9)
-    est = estimate(MTDAO, SHAPES, sc, Calibration())
+    est = GraphModel.star_step(MTDAO, SHAPES, sc, Calibration())
     assert est.payload_bytes_per_step == 0 and est.tx.total == 0 and est.intra_time_s > 0
 
 
@@ -102,9 +106,9 @@ def test_overlap_takes_the_max():
     calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
     sc = Scenario(nodes=2, compute_s=10.0, framing=BARE)
     overlapped = dataclasses.replace(MTDAO, overlap=True)
-    est = estimate(overlapped, SHAPES, sc, calib)
+    est = GraphModel.star_step(overlapped, SHAPES, sc, calib)
     assert est.step_time_s == pytest.approx(0.01 + 10.0)
-    assert estimate(MTDAO, SHAPES, sc, calib).step_time_s == pytest.approx(0.01 + 10.0 + est.comm_time_s)
+    assert GraphModel.star_step(MTDAO, SHAPES, sc, calib).step_time_s == pytest.approx(0.01 + 10.0 + est.comm_time_s)
 
 
 @pytest.mark.parametrize(
@@ -141,6 +145,6 @@ def test_scheme_from_a_run_config_predicts_its_declared_bytes():
     from netbench.replicators.config import ReplicatorConfig
 
     cfg = ReplicatorConfig(name="dct", topk=8, chunk=32)
-    est = estimate(scheme_from_config(cfg), SHAPES, Scenario(nodes=3), Calibration())
+    est = GraphModel.star_step(scheme_from_config(cfg), SHAPES, Scenario(nodes=3), Calibration())
     assert est.payload_bytes_per_step == declared_payload(SHAPES, cfg, 3).bytes_per_step
     assert est.tx.payload == 2 * est.payload_bytes_per_step  # ring all_gather: N-1 contributions forwarded

@@ -9,7 +9,7 @@ from netbench.model.calibration import Calibration
 from netbench.model.exchange import Exchange, communicating_share, rests
 from netbench.model.network import GraphModel
 from netbench.model.schemes import scheme_from_config
-from netbench.model.steptime import Scenario, estimate
+from netbench.model.steptime import Scenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import resolve_shapes
 from netbench.topology import DirectionSpec
@@ -25,7 +25,7 @@ def streaming(**settings) -> ReplicatorConfig:
 
 def step(config: ReplicatorConfig, compute_s: float = 0.05, **scenario):
     sc = Scenario(nodes=2, up_bps=10e6, down_bps=10e6, delay_s=0.02, compute_s=compute_s, **scenario)
-    return estimate(scheme_from_config(config), SHAPES, sc, Calibration())
+    return GraphModel.star_step(scheme_from_config(config), SHAPES, sc, Calibration())
 
 
 def test_staggered_exchanges_each_follow_a_rest_of_their_own_and_same_step_ones_do_not():
@@ -43,7 +43,7 @@ def test_the_share_of_steps_that_communicate():
 
 
 def test_one_fragment_is_priced_as_diloco():
-    dense = estimate(
+    dense = GraphModel.star_step(
         scheme_from_config(ReplicatorConfig(name="diloco", sync_every=8)),
         SHAPES,
         Scenario(nodes=2, up_bps=10e6, down_bps=10e6, delay_s=0.02, compute_s=0.05),

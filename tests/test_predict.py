@@ -129,9 +129,9 @@ def test_fit_separates_per_param_and_per_tensor_costs() -> None:
 def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
     """A pipelined step: the refilled bucket comes off the wire time C (its transfer part), then the
     concurrent buckets' T = max(E + D, e + c + D, E + c + d, e + l + W + d) with W = C - L."""
+    from netbench.model.network import GraphModel
     from netbench.model.overlap import concurrent_step_s
     from netbench.model.schemes import scheme_from_config
-    from netbench.model.steptime import estimate
     from netbench.orchestrator.prediction import scenario_for
     from netbench.replicators import declared_payload
 
@@ -143,7 +143,7 @@ def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
     buckets = declared_payload(shapes, rep, 2).collectives_per_step
     assert buckets >= 2
     local = 0.05
-    plain = estimate(scheme_from_config(rep), shapes, scenario_for(cluster, local, calib), calib)
+    plain = GraphModel.star_step(scheme_from_config(rep), shapes, scenario_for(cluster, local, calib), calib)
     credit = min(bucket_credit_s(cluster, local, plain.tx.total), plain.wire.transfer_s)
     enc, dec = 393_856 * 3e-8, 393_856 * 2e-8
     wire = plain.comm_time_s - credit

@@ -22,8 +22,9 @@ from netbench.emulation.tcpsettings import (
     expected_tcp_settings,
 )
 from netbench.model.calibration import Calibration
+from netbench.model.network import GraphModel
 from netbench.model.schemes import SchemeSettings, build_scheme
-from netbench.model.steptime import Scenario, estimate
+from netbench.model.steptime import Scenario
 from netbench.orchestrator.prediction import scenario_for
 from netbench.shapes import resolve_shapes
 from netbench.tcp import STOCK_LINUX
@@ -86,13 +87,16 @@ def test_plan_and_run_predict_with_one_model():
     from_plan = Scenario(
         nodes=2, up_bps=1e9, down_bps=1e9, delay_s=0.05, compute_s=0.05, tcp=from_run.tcp, framing=from_run.framing
     )
-    run_step, plan_step = estimate(scheme, shapes, from_run, calib), estimate(scheme, shapes, from_plan, calib)
+    run_step, plan_step = (
+        GraphModel.star_step(scheme, shapes, from_run, calib),
+        GraphModel.star_step(scheme, shapes, from_plan, calib),
+    )
     assert run_step.comm_time_s == plan_step.comm_time_s and run_step.wire.tx == plan_step.wire.tx
 
     # and the TCP settings matter there: bbr's pacing and a 1 MiB buffer (a window below gloo's two 1 MiB segments) each
     # slow it
     def with_tcp(**update):
-        return estimate(
+        return GraphModel.star_step(
             scheme, shapes, from_plan.model_copy(update={"tcp": from_run.tcp.model_copy(update=update)}), calib
         ).comm_time_s
 

@@ -34,10 +34,11 @@ from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import LinkBytes
 from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
 from netbench.model.nccl_tests import NcclFit
+from netbench.model.network import GraphModel
 from netbench.model.overlap import BACKWARD_SHARE, pipelined
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey
-from netbench.model.steptime import Scenario, StepEstimate, estimate
+from netbench.model.steptime import Scenario, StepEstimate
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import spec
 
@@ -75,7 +76,7 @@ class GlooBackend:
     name: str = "gloo"
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
-        est = estimate(scheme, self.shapes, scenario, self.calibration, params=self.params)
+        est = GraphModel.star_step(scheme, self.shapes, scenario, self.calibration, params=self.params)
         return pipelined(est, scheme.config, self.shapes)
 
     def describe(self) -> dict:

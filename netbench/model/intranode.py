@@ -1,6 +1,6 @@
 """The model's view of a run with G workers per node: whose shapes each link carries, and the loopback's bytes.
 
-No second model: the step comes from :func:`netbench.model.steptime.estimate` with
+No second model: the step comes from :class:`netbench.model.network.GraphModel` with
 ``gpus_per_node`` (its hierarchical terms), and the intra-node bytes from the same ring pattern
 it charges the intra-node link, priced with :mod:`netbench.model.framing` at the loopback's MTU
 (the emulated intra-node link is each node's ``lo``). What changes is only what the model is fed:

@@ -1,4 +1,7 @@
-"""One training step on a network graph: plan and run predictions both call :meth:`GraphModel.estimate`.
+"""One training step on a network graph: the only step model; plan and run predictions both call :class:`GraphModel`.
+
+A ring whose hops are all one class (a uniform star: plan's flat cluster) has a closed form
+(:meth:`GraphModel.uniform`), which needs no graph of N nodes; every other graph is priced hop by hop.
 
 Two layouts of the replication:
 
@@ -21,16 +24,27 @@ from typing import Literal
 
 from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
-from netbench.model.collectives import CollectiveCost, pattern
+from netbench.model.collectives import CollectiveCost, Link, cost, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step, rests
 from netbench.model.gloo_tcp import largest_flight_bytes
 from netbench.model.rings import BACKWARD_RINGS, HopPrice, RingHop, RingSet, Routes
 from netbench.model.schemes import Scheme
-from netbench.model.steptime import Scenario, StepEstimate, dense_dtype, per_step
+from netbench.model.steptime import Scenario, StepEstimate, dense_dtype, exchange_cost, per_step
 from netbench.shapes import ParamShape, total_params
 from netbench.topology.graph import Hop, Topology
+from netbench.topology.link import DirectionSpec
+from netbench.topology.presets import star
 
-__all__ = ["Layout", "LAYOUTS", "Bottleneck", "GraphEstimate", "GraphModel", "direction_name", "direction_of"]
+__all__ = [
+    "Layout",
+    "LAYOUTS",
+    "Bottleneck",
+    "GraphEstimate",
+    "GraphModel",
+    "UniformStar",
+    "direction_name",
+    "direction_of",
+]
 
 Layout = Literal["flat", "sites"]
 LAYOUTS: tuple[str, ...] = ("flat", "sites")
@@ -83,6 +97,39 @@ class GraphModel:
         )
         self.sites = groups
         self.slowest = max(range(topology.node_count), key=lambda i: topology.nodes[i].compute_scale)
+
+    @classmethod
+    def uniform(cls, machines: int, up_bps: float, down_bps: float, delay_s: float = 0.0) -> GraphModel:
+        """A star of ``machines`` nodes whose access links are all alike (``delay_s``: one way between two nodes):
+        its step in closed form, at any size (plan's 100,000 nodes) without building the graph.
+        """
+        return UniformStar(machines, up_bps, down_bps, delay_s)
+
+    @classmethod
+    def star_step(
+        cls,
+        scheme: Scheme,
+        shapes: Sequence[ParamShape],
+        scenario: Scenario,
+        calibration: Calibration,
+        params: int | None = None,
+    ) -> StepEstimate:
+        """One step on the star ``scenario`` describes (its machines, up, down and one-way delay): plan's flat
+        cluster.
+        """
+        star = cls.uniform(scenario.machines, scenario.up_bps, scenario.down_bps, scenario.delay_s)
+        return star.step(scheme, shapes, scenario, calibration, params)
+
+    def step(
+        self,
+        scheme: Scheme,
+        shapes: Sequence[ParamShape],
+        scenario: Scenario,
+        calibration: Calibration,
+        params: int | None = None,
+    ) -> StepEstimate:
+        """One step of ``scheme`` on the flat ring (:meth:`estimate` without the per-link view)."""
+        return self.estimate(scheme, shapes, scenario, calibration, params=params).step
 
     @property
     def per_site(self) -> int | None:
@@ -287,6 +334,53 @@ class GraphModel:
         return node_pick if node.compute_scale > 1 and local > est.wire.time_s else link_pick
 
 
+class UniformStar(GraphModel):
+    """:meth:`GraphModel.uniform`: every ring hop one class, so :meth:`step` is the closed form; the star's graph is
+    built only where a caller asks for what needs it (bytes per link, the bottleneck).
+    """
+
+    def __init__(self, machines: int, up_bps: float, down_bps: float, delay_s: float) -> None:
+        self.machines, self.up_bps, self.down_bps, self.delay_s = machines, up_bps, down_bps, delay_s
+        self._built = False
+
+    def _links(self, scenario: Scenario) -> Scenario:
+        """``scenario`` with this star's links and machines (unchanged, the same object, where they agree)."""
+        links = {"up_bps": self.up_bps, "down_bps": self.down_bps, "delay_s": self.delay_s}
+        if scenario.machines != self.machines:
+            links["nodes"] = self.machines * scenario.gpus_per_node
+        if all(getattr(scenario, k) == v for k, v in links.items()):
+            return scenario
+        return scenario.model_copy(update=links)
+
+    def step(
+        self,
+        scheme: Scheme,
+        shapes: Sequence[ParamShape],
+        scenario: Scenario,
+        calibration: Calibration,
+        params: int | None = None,
+    ) -> StepEstimate:
+        return _uniform_ring(scheme, shapes, self._links(scenario), calibration, params)
+
+    def estimate(
+        self,
+        scheme: Scheme,
+        shapes: Sequence[ParamShape],
+        scenario: Scenario,
+        calibration: Calibration,
+        layout: Layout = "flat",
+        trunk_scale: float = 1.0,
+        params: int | None = None,
+    ) -> GraphEstimate:
+        if not self._built:  # the delay on the uplinks: a star's one-way delay is up's plus down's
+            up = DirectionSpec(rate_bps=self.up_bps, delay_s=self.delay_s)
+            GraphModel.__init__(
+                self, star(self.machines, up, DirectionSpec(rate_bps=self.down_bps)), range(self.machines)
+            )
+            self._built = True
+        return super().estimate(scheme, shapes, self._links(scenario), calibration, layout, trunk_scale, params)
+
+
 def _binding(rings: RingSet, hop: RingHop, trunk_scale: float) -> Hop:
     """The direction the hop crosses (its data or its ACKs) with the least rate per data hop, then the most delay."""
     crossed = [h for h in (*hop.forward, *hop.reverse) if rings.data[h]]
@@ -324,3 +418,62 @@ def _link_bytes(rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenari
                 for h in rings.data_path(hop, not backward):
                     out[h] = out.get(h, 0.0) + per_step_calls * flow.reverse.total
     return out
+
+
+def _uniform_ring(
+    scheme: Scheme,
+    shapes: Sequence[ParamShape],
+    scenario: Scenario,
+    calibration: Calibration,
+    params: int | None = None,
+) -> StepEstimate:
+    """One step of ``scheme`` on a ring whose hops are all one class (``scenario``'s up, down and delay): the closed
+    form :meth:`GraphModel.estimate` reaches on a uniform star, without building its nodes; with ``gpus_per_node`` G
+    > 1 the scheme runs among the N/G machines and the dense gradient is all-reduced within each machine.
+    """
+    n_params = total_params(list(shapes)) if params is None else params
+    peers = scenario.machines
+    exchanges = scheme.exchanges(shapes, peers) if peers >= 2 else ()
+    wire = CollectiveCost()
+    g = scenario.gpus_per_node
+    # encode + decode of this scheme's settings (a per-parameter and a per-tensor cost, as run predictions use)
+    compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
+    idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
+    paced = max(
+        (
+            largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
+            for ex in exchanges
+            if ex.calls and ex.collective != "none"
+        ),
+        default=0.0,
+    )
+    for ex, rest in zip(exchanges, rests(exchanges, idle)):
+        alpha = scenario.delay_s + calibration.overhead(ex.collective)
+        link = Link(scenario.up_bps, scenario.down_bps, alpha, one_way_s=scenario.delay_s)
+        wire = wire + exchange_cost(
+            ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, rest, paced, compression, idle
+        )
+    intra = 0.0
+    if g > 1:
+        dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]
+        fast = Link(scenario.intra_bps or 0.0, scenario.intra_bps or 0.0, calibration.overhead("all_reduce"))
+        intra = cost(pattern("all_reduce", "ring", dense, g), fast, scenario.framing).time_s
+    comm = wire.time_s + intra
+    if scheme.overlap:
+        step = compression + max(scenario.compute_s, comm)
+    else:
+        step = scenario.compute_s + compression + comm
+    return StepEstimate(
+        scheme=scheme.name,
+        scenario=scenario,
+        params=n_params,
+        exchanges=tuple(exchanges),
+        payload_bytes_per_step=average_bytes_per_step(exchanges),
+        wire=wire,
+        comm_time_s=comm,
+        intra_time_s=intra,
+        compression_time_s=compression,
+        compute_time_s=scenario.compute_s,
+        step_time_s=step,
+        overlap=scheme.overlap,
+    )

@@ -1,4 +1,5 @@
-"""One training step: compute + compression + communication, and the bytes it puts on the wire.
+"""The parts of one training step: the scenario it runs in, the cost of one exchange on a link, and the step's record
+(:mod:`netbench.model.network` composes them into the step).
 
 Flat clusters: N nodes on one switch, each with an up and a down rate; the scheme's exchanges run
 among all N. Hierarchical (FlexDeMo style, ``gpus_per_node`` G > 1): N accelerators in N/G nodes;
@@ -14,23 +15,20 @@ wire bytes are the slow (inter-node) link's, per node, per step, both directions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from netbench.dtypes import DTYPE_BYTES
-from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
-from netbench.model.exchange import Exchange, average_bytes_per_step, rests
+from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing, LinkBytes
-from netbench.model.gloo_tcp import GlooTime, gloo_time, largest_flight_bytes, skew_expected
+from netbench.model.gloo_tcp import GlooTime, gloo_time, skew_expected
 from netbench.model.schemes import Scheme
-from netbench.shapes import ParamShape, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology.graph import MIN_NODES
 
-__all__ = ["Scenario", "StepEstimate", "estimate", "call_cost", "exchange_cost", "per_step", "ring_time", "dense_dtype"]
+__all__ = ["Scenario", "StepEstimate", "call_cost", "exchange_cost", "per_step", "ring_time", "dense_dtype"]
 
 MAX_PLANNED_NODES = (
     100_000  # nodes a plan may describe (an emulated cluster's bound is topology.graph.MAX_EMULATED_NODES)
@@ -216,59 +214,3 @@ def per_step(
     if exchange.overlap_steps:
         whole = replace(whole, time_s=exchange.exposed_s(whole.time_s, local_s))
     return whole.scaled(1 / exchange.period)
-
-
-def estimate(
-    scheme: Scheme,
-    shapes: Sequence[ParamShape],
-    scenario: Scenario,
-    calibration: Calibration,
-    params: int | None = None,
-) -> StepEstimate:
-    """Model one step of ``scheme`` on ``shapes`` in ``scenario`` with this host's ``calibration``."""
-    n_params = total_params(list(shapes)) if params is None else params
-    peers = scenario.machines
-    exchanges = scheme.exchanges(shapes, peers) if peers >= 2 else ()
-    wire = CollectiveCost()
-    g = scenario.gpus_per_node
-    # encode + decode of this scheme's settings (a per-parameter and a per-tensor cost, as run predictions use)
-    compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
-    idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
-    paced = max(
-        (
-            largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
-            for ex in exchanges
-            if ex.calls and ex.collective != "none"
-        ),
-        default=0.0,
-    )
-    for ex, rest in zip(exchanges, rests(exchanges, idle)):
-        alpha = scenario.delay_s + calibration.overhead(ex.collective)
-        link = Link(scenario.up_bps, scenario.down_bps, alpha, one_way_s=scenario.delay_s)
-        wire = wire + exchange_cost(
-            ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, rest, paced, compression, idle
-        )
-    intra = 0.0
-    if g > 1:
-        dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]
-        fast = Link(scenario.intra_bps or 0.0, scenario.intra_bps or 0.0, calibration.overhead("all_reduce"))
-        intra = cost(pattern("all_reduce", "ring", dense, g), fast, scenario.framing).time_s
-    comm = wire.time_s + intra
-    if scheme.overlap:
-        step = compression + max(scenario.compute_s, comm)
-    else:
-        step = scenario.compute_s + compression + comm
-    return StepEstimate(
-        scheme=scheme.name,
-        scenario=scenario,
-        params=n_params,
-        exchanges=tuple(exchanges),
-        payload_bytes_per_step=average_bytes_per_step(exchanges),
-        wire=wire,
-        comm_time_s=comm,
-        intra_time_s=intra,
-        compression_time_s=compression,
-        compute_time_s=scenario.compute_s,
-        step_time_s=step,
-        overlap=scheme.overlap,
-    )

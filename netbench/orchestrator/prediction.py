@@ -39,7 +39,7 @@ from netbench.model.exchange import communicating_share
 from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
-from netbench.model.steptime import Scenario, StepEstimate, estimate
+from netbench.model.steptime import Scenario, StepEstimate
 from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
 from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.steps_schema import Col
@@ -239,7 +239,7 @@ def predict(
             update={"nodes": config.cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)}
         )
         shapes = hybrid.node_shapes(shapes, g)
-        est = estimate(scheme, shapes, scenario, calibration)
+        est = GraphModel.star_step(scheme, shapes, scenario, calibration)
     else:  # the run's graph and placement: per-hop rates, delays and sharing, and its slowest node
         est = model_step(config, shapes, local_s, calibration).step
         scale = 1.0 if codec_s is not None else max(node.compute_scale for node in config.cluster.topology.nodes)
