@@ -75,6 +75,32 @@ def test_a_uniform_model_prices_plans_range_in_closed_form_and_builds_its_star_o
     assert set(viewed.link_bytes) == {f"n{i} {d}" for i in range(3) for d in ("up", "down")}
 
 
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_machines_of_g_accelerators_on_a_uniform_star_give_exactly_the_closed_form(g):
+    for machines, delay, scheme in itertools.product((2, 3), (0.0, 0.004), ("full", "dct", "diloco")):
+        sc = Scenario(
+            nodes=machines * g,
+            gpus_per_node=g,
+            intra_bps=10 * GBIT,
+            up_bps=GBIT,
+            down_bps=50 * MBIT,
+            delay_s=delay,
+            compute_s=0.05,
+        )
+        built = build_scheme(scheme, SchemeSettings())
+        ref = GraphModel.star_step(built, SHAPES, sc, CALIB)
+        topology = star(machines, _d(GBIT, delay), _d(50 * MBIT))
+        got = GraphModel(topology, place(topology, "topology")).estimate(built, SHAPES, sc, CALIB).step
+        assert got.intra_time_s > 0 and (got.scenario.nodes, got.scenario.gpus_per_node) == (machines * g, g)
+        assert (got.step_time_s, got.comm_time_s, got.intra_time_s, got.compression_time_s, got.wire) == (
+            ref.step_time_s,
+            ref.comm_time_s,
+            ref.intra_time_s,
+            ref.compression_time_s,
+            ref.wire,
+        ), (machines, delay, scheme)
+
+
 def test_a_tiny_all_reduce_on_a_uniform_star_is_exactly_the_stars_chain():
     tiny = [ParamShape("w", (1,))]
     for nodes, delay in itertools.product((2, 3, 8), (0.0, 0.003)):

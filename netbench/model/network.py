@@ -173,19 +173,24 @@ class GraphModel:
         """Model one step of ``scheme`` on ``shapes`` (``scenario``: compute, framing, TCP; its links come from the
         graph).
         """
-        if scenario.algorithm != "ring" or scenario.gpus_per_node != 1:
-            raise ValueError("a topology is modelled with gloo's ring and one accelerator per node")
+        g = scenario.gpus_per_node
+        if scenario.algorithm != "ring" or (g > 1 and layout != "flat"):
+            raise ValueError(
+                "a topology is modelled with gloo's ring, and sharded within sites with one accelerator per node"
+            )
         n_params = total_params(list(shapes)) if params is None else params
         intra_rings, rings = self.layout_rings(layout)
         k = len(rings.rings)
         exchanges = tuple(_sharded(ex, k) for ex in scheme.exchanges(shapes, rings.peers))
         scale = self.topology.nodes[self.slowest].compute_scale
-        compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / k, len(shapes))) * scale
+        # each of a shard's (site layout) or a machine's (G accelerators) ranks encodes its own slice
+        compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / (k * g), len(shapes))) * scale
         compute = scenario.compute_s * scale
         prices = rings.prices(trunk_scale)
         wire, by_price = self._wire(exchanges, rings, prices, scenario, calibration, compute + compression, compression)
         intra, intra_ex = self._intra(scheme, n_params, intra_rings, scenario, calibration, trunk_scale)
-        comm = wire.time_s + intra.time_s
+        machine = _within_machine(scheme, n_params, scenario, calibration)
+        comm = wire.time_s + intra.time_s + machine
         step = compression + max(compute, comm) if scheme.overlap else compute + compression + comm
         view = self._scenario(scenario, by_price, layout, k)
         if intra_rings is not None:  # a site's LAN ring crosses the same access links: a node's wire carries both
@@ -198,7 +203,7 @@ class GraphModel:
             payload_bytes_per_step=average_bytes_per_step(exchanges),
             wire=wire,
             comm_time_s=comm,
-            intra_time_s=intra.time_s,
+            intra_time_s=intra.time_s + machine,
             compression_time_s=compression,
             compute_time_s=compute,
             step_time_s=step,
@@ -221,7 +226,7 @@ class GraphModel:
         idle: float,
         codec: float,
     ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
-        """The exchanges' cost on ``rings`` (as :func:`~netbench.model.steptime.estimate` sums it) and each hop's
+        """The exchanges' cost on ``rings`` (as the uniform ring's closed form sums it) and each hop's
         alone.
         """
         paced = max(
@@ -279,7 +284,7 @@ class GraphModel:
         """The scenario as reports read it: the graph's nodes, and (beyond the star) the slowest hop's rate and
         delay.
         """
-        update: dict = {"nodes": self.topology.node_count}
+        update: dict = {"nodes": self.topology.node_count * scenario.gpus_per_node}
         if by_price and self.topology.kind != "star":
             worst = max(by_price, key=by_price.__getitem__)
             rate = min(r / max(d, a, 1) for d, a, r in worst.directions)
@@ -453,11 +458,7 @@ def _uniform_ring(
         wire = wire + exchange_cost(
             ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, rest, paced, compression, idle
         )
-    intra = 0.0
-    if g > 1:
-        dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]
-        fast = Link(scenario.intra_bps or 0.0, scenario.intra_bps or 0.0, calibration.overhead("all_reduce"))
-        intra = cost(pattern("all_reduce", "ring", dense, g), fast, scenario.framing).time_s
+    intra = _within_machine(scheme, n_params, scenario, calibration)
     comm = wire.time_s + intra
     if scheme.overlap:
         step = compression + max(scenario.compute_s, comm)
@@ -477,3 +478,15 @@ def _uniform_ring(
         step_time_s=step,
         overlap=scheme.overlap,
     )
+
+
+def _within_machine(scheme: Scheme, n_params: int, scenario: Scenario, calibration: Calibration) -> float:
+    """The dense gradient's reduce-scatter and all-gather among a machine's G accelerators on the intra-node link
+    (a ring all-reduce's traffic, every step); 0 with one accelerator per machine.
+    """
+    g = scenario.gpus_per_node
+    if g <= 1:
+        return 0.0
+    dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]
+    fast = Link(scenario.intra_bps or 0.0, scenario.intra_bps or 0.0, calibration.overhead("all_reduce"))
+    return cost(pattern("all_reduce", "ring", dense, g), fast, scenario.framing).time_s

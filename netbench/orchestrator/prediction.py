@@ -208,13 +208,20 @@ def model_step(
     """The model's step on the run's network graph and rank placement, before the emulator's own effects.
 
     The same function ``plan --topology`` calls. ``local_s`` is the slowest node's measured local work, so the
-    model's nominal node gets ``local_s`` over the slowest node's ``compute_scale``.
+    model's nominal node gets ``local_s`` over the slowest node's ``compute_scale``. With G workers per node the
+    rings run over the machines, fed what each node's workers replicate, and the node's workers reduce among
+    themselves on the intra-node link.
     """
     cluster = config.cluster
     graph = GraphModel(cluster.topology, cluster.placement)
     scale = cluster.topology.nodes[graph.slowest].compute_scale
-    scenario = scenario_for(cluster, local_s / scale, calibration)
-    return graph.estimate(scheme_from_config(config.replicator), shapes, scenario, calibration, layout_of(config))
+    scenario, g = scenario_for(cluster, local_s / scale, calibration), hybrid.gpus_per_node(config)
+    scheme = hybrid.per_worker(scheme_from_config(config.replicator), shapes, g)
+    if g > 1:
+        scenario = scenario.model_copy(
+            update={"nodes": cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)}
+        )
+    return graph.estimate(scheme, hybrid.node_shapes(shapes, g), scenario, calibration, layout_of(config))
 
 
 def predict(
@@ -232,18 +239,11 @@ def predict(
     hold the slowest node's own speed.
     """
     enc, dec = codec_s if codec_s is not None else encode_decode_s(config, shapes, calibration, cpus)
-    scenario, g = scenario_for(config.cluster, local_s, calibration), hybrid.gpus_per_node(config)
-    scheme = hybrid.per_worker(scheme_from_config(config.replicator), shapes, g)
-    if g > 1:  # N nodes of G workers: the model's hierarchical terms, fed what each node's workers replicate
-        scenario = scenario.model_copy(
-            update={"nodes": config.cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)}
-        )
-        shapes = hybrid.node_shapes(shapes, g)
-        est = GraphModel.star_step(scheme, shapes, scenario, calibration)
-    else:  # the run's graph and placement: per-hop rates, delays and sharing, and its slowest node
-        est = model_step(config, shapes, local_s, calibration).step
-        scale = 1.0 if codec_s is not None else max(node.compute_scale for node in config.cluster.topology.nodes)
-        enc, dec = enc * scale, dec * scale
+    # the run's graph and placement: per-hop rates, delays and sharing, and its slowest node
+    est = model_step(config, shapes, local_s, calibration).step
+    scale = 1.0 if codec_s is not None else max(node.compute_scale for node in config.cluster.topology.nodes)
+    enc, dec = enc * scale, dec * scale
+    shapes = hybrid.node_shapes(shapes, hybrid.gpus_per_node(config))
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
     # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)
