@@ -50,10 +50,6 @@ class Capabilities:
         ]
         return "missing " + ", ".join(missing) if missing else "available"
 
-    @property
-    def can_build(self) -> bool:
-        return self.root and self.tbf
-
     def as_dict(self) -> dict:
         return {**asdict(self), "delay_line": self.delay_line, "delay_line_reason": self.delay_line_reason}
 

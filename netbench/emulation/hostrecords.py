@@ -34,10 +34,6 @@ _RECORD_FIELDS = ("iface", "ifindex", "netns_inode", "fingerprint", "run_id", "w
 _COUNTERS = {"direct_pkts"}  # reported among a qdisc's parameters, but counts traffic: not part of what was installed
 
 
-class HostQdiscBusy(RuntimeError):
-    """The interface is shaped by another live netbench run (or by something else); one line."""
-
-
 def folder() -> Path:
     """The records' folder, created root-only on first use."""
     return naming.private_folder(naming.REGISTRY_DIR / "host-shaping")

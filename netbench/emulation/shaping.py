@@ -80,19 +80,6 @@ def root_qdisc(ipr: IPRoute, index: int) -> tuple[str, int] | None:
     return None
 
 
-def clear_if(ipr: IPRoute, ifindex: int, ours: tuple[str, int] | None) -> bool:
-    """Delete the root qdisc of ``ifindex`` only if it is ``ours`` (kind, handle); True if deleted.
-
-    ``ours=None``: any root that :func:`apply` could have added (tbf or netem at handle 1:), for
-    an apply() that failed halfway on an interface whose root was the kernel's default.
-    """
-    root = root_qdisc(ipr, ifindex)
-    if root is None or root[1] != OUR_HANDLE or root[0] not in OUR_KINDS or (ours is not None and root != ours):
-        return False
-    ipr.tc("del", index=ifindex, handle="1:", root=True)
-    return True
-
-
 def clear(ipr: IPRoute, ifindex: int) -> None:
     """Remove the root qdisc of ``ifindex`` (restores the default)."""
     try:

@@ -122,10 +122,6 @@ class Schedule(BaseModel):
             if c.state is not None and c.target != ALL and c.target not in nodes:
                 raise ValueError(f"state at {c.time_s:g} s names {c.target!r}: only a node's access link can go down")
 
-    @property
-    def duration_s(self) -> float:
-        return self.times[-1]
-
     def describe(self) -> dict:
         """What run.json records: where it came from, how many changes, and every change."""
         return {
