@@ -377,9 +377,6 @@ def test_model_imports_no_torch() -> None:
 
 
 NETWORK_NAMES = {"topology", "fabric"}  # a run's network graph and the emulator's build of it
-# A real host's node of a multi-host run: a worker without --topology FILE shapes its own egress alone (tbf), and has
-# no graph of its peers to place it in.
-NETWORK_MAY_BE_ABSENT = {"netbench.cli.commands_worker", "netbench.orchestrator.torchrun"}
 
 
 def _network_name(node: ast.AST) -> str | None:
@@ -414,7 +411,6 @@ def test_no_branch_on_a_missing_network() -> None:
     bad = [
         f"{_where(m, line)}: {what}"
         for m, path in MODULES.items()
-        if m not in NETWORK_MAY_BE_ABSENT
         for line, what in _branches_on_a_missing_network(ast.parse(path.read_text(), str(path)))
     ]
     assert not bad, "branches on a missing network:\n" + "\n".join(bad)

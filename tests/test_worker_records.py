@@ -59,7 +59,8 @@ def _rank(rank: int, port: int, out: str, rank0_fails: bool, queue) -> None:
     }
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
     config = RunConfig(cluster=cluster, steps=1, warmup_steps=0, out_dir=Path(out))
-    plan = hosts.plan(config, resolve(WorkerSpec(iface="lo", out_path="-"), env), "gather1", None, 5.0, environ=env)
+    unshaped = hosts.star_of_hosts(2, 1, rank, "lo", None, 100e6)
+    plan = hosts.plan(config, resolve(WorkerSpec(iface="lo", out_path="-"), env), "gather1", unshaped, 5.0, environ=env)
     with RecordWriter(plan.partial) as writer:
         writer.write({"event": "step", "rank": rank, "step": 0})
         writer.write({"event": "done", "rank": rank})

@@ -108,6 +108,27 @@ def test_each_peer_class_is_the_path_between_the_nodes(sites_file: Path) -> None
     assert interleaved.node == 2
 
 
+def test_one_egress_shaper_serves_where_every_path_is_the_hosts_uplink(sites_file: Path, tmp_path: Path) -> None:
+    """A one-switch graph of equal links (and the hosts' star) needs no per-peer classes; a WAN trunk does."""
+    from netbench.orchestrator.torchrun import star_of_hosts
+    from netbench.topology import DirectionSpec
+
+    one_switch = tmp_path / "lan.toml"
+    one_switch.write_text('[[sites]]\nname = "lan"\nnodes = 3\nlan_bw = "100mbit"\n')
+    lan = HostTopology.for_rank(load_topology(one_switch), "topology", 3, 1, 1)
+    assert lan.uniform_egress() == lan.topology.access_link(1).forward
+    assert lan.uniform_egress().rate_bps == 100e6
+    delayed = tmp_path / "delayed.toml"
+    delayed.write_text('[[sites]]\nname = "lan"\nnodes = 3\nlan_bw = "100mbit"\nlan_delay = "2ms"\n')
+    delayed_lan = HostTopology.for_rank(load_topology(delayed), "topology", 3, 1, 0)
+    assert delayed_lan.uniform_egress().delay_s == 0.002  # a site's LAN delay sits on each uplink: still one shaper
+    assert HostTopology.for_rank(load_topology(sites_file), "topology", 3, 1, 0).uniform_egress() is None
+    shaped = DirectionSpec(rate_bps=20e6, delay_s=0.005)
+    hosts = star_of_hosts(4, 2, 5, "lo", shaped)  # rank 5 of 2 workers per node: node 2
+    assert (hosts.node, hosts.shaped, hosts.uniform_egress()) == (2, True, shaped)
+    assert not star_of_hosts(4, 1, 0, "lo", None, 1e9).shaped
+
+
 def test_an_address_two_nodes_claim_is_refused(sites_file: Path) -> None:
     host = HostTopology.for_rank(load_topology(sites_file), "topology", 3, 1, 0)
     with pytest.raises(HostTopologyError, match="both list address 10.0.0.2"):

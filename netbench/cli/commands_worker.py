@@ -2,8 +2,9 @@
 
 The same workload and replicator options as `netbench run`; the network is whatever joins the
 hosts, measured on ``--iface`` and shaped there only when ``--bw``/``--up`` (and ``--delay``...)
-ask for it, or per peer when ``--topology FILE`` places the hosts on a topology's nodes. Rank 0
-writes the run directory `netbench run` would (see orchestrator/torchrun.py).
+ask for it, or as ``--topology FILE``'s paths between the hosts' nodes (one shaper where every path is the
+host's uplink, else a class per peer). Rank 0 writes the run directory `netbench run` would (see
+orchestrator/torchrun.py).
 """
 
 from __future__ import annotations
@@ -40,18 +41,27 @@ console = make_console(stderr=True)
 
 
 def _host_topology(
-    file: Path | None, rank_order: str, world_size: int, rank: int, g: int, shaped: bool
-) -> HostTopology | None:
-    """This host's node of ``--topology FILE`` and its paths, checked against torchrun's world; None without it."""
+    file: Path | None,
+    rank_order: str,
+    world_size: int,
+    rank: int,
+    g: int,
+    iface: str,
+    shaping: DirectionSpec | None,
+    shaped: bool,
+) -> HostTopology:
+    """This host's node of ``--topology FILE`` and its paths, checked against torchrun's world; without it, the
+    hosts' star (shaped as ``shaping`` asks, or as they are)."""
     import os
 
     from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
+    from netbench.orchestrator.torchrun import star_of_hosts
     from netbench.topology import PlacementError, TopologyError, load_topology, parse_rank_order
 
     if file is None:
         if rank_order != "topology":
             raise UserError("--rank-order: needs --topology")
-        return None
+        return star_of_hosts(world_size // g, g, rank, iface, shaping)
     if shaped:
         raise UserError("--topology: sets every path's rate and delay; drop --bw/--up/--delay/--jitter/--loss")
     try:
@@ -106,7 +116,7 @@ def worker(
     ),
     jitter: str | None = typer.Option(None, "--jitter", help="Std. deviation of the delay (netem)."),
     loss: str | None = typer.Option(None, "--loss", help="Egress packet loss (netem)."),
-    topology: Path | None = typer.Option(
+    topology_file: Path | None = typer.Option(
         None,
         "--topology",
         help="A topology TOML file with one node per host: traffic to "
@@ -136,7 +146,7 @@ def worker(
     from netbench.worker.hard_exit import exit_without_teardown
     from netbench.worker.spec import SpecError
 
-    shaping = _shaping(bw, up, delay, jitter, loss) if topology is None else None
+    shaping = None if topology_file else _shaping(bw, up, delay, jitter, loss)
     rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)
     work = ropt.build_workload_config(**work_settings)
     ropt.name_for_run(work)  # this command trains it
@@ -147,8 +157,9 @@ def worker(
         raise UserError(str(exc)) from None
     g = hopt.local_world_size(shard_in_host, rendezvous.spec.world_size)
     shaped = any(v is not None for v in (bw, up, delay, jitter, loss))
-    placed = _host_topology(topology, rank_order, rendezvous.spec.world_size, rendezvous.spec.rank, g, shaped)
-    cluster = hosts.cluster_spec(rendezvous.spec.world_size // g, iface, shaping, topology=placed)
+    world, rank = rendezvous.spec.world_size, rendezvous.spec.rank
+    placed = _host_topology(topology_file, rank_order, world, rank, g, iface, shaping, shaped)
+    cluster = hosts.cluster_spec(world // g, iface, placed)
     config = build_run_config(
         cluster=cluster,
         replicator=rep,
@@ -164,7 +175,7 @@ def worker(
         **({"gpus_per_node": g} if g > 1 else {}),
     )
     require_torch("worker")
-    plan = hosts.plan(config, rendezvous, run, shaping, collective_timeout_s(config), topology=placed)
+    plan = hosts.plan(config, rendezvous, run, placed, collective_timeout_s(config))
     try:
         outcome = hosts.run_host(plan)
     except HostShapingError as exc:

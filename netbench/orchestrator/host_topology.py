@@ -50,6 +50,7 @@ class HostTopology:
     placement: tuple[int, ...]  # topology node of each node rank
     gpus_per_node: int  # local ranks per node (G): rank r belongs to node rank r // G
     node: int  # this host's topology node
+    shaped: bool = True  # False: the hosts' own links as they are (a star at the NIC's rate), nothing shaped
 
     @classmethod
     def for_rank(
@@ -81,6 +82,24 @@ class HostTopology:
                     f"shaped on one host's egress ({first})"
                 ) from None
         return found
+
+    def uniform_egress(self) -> DirectionSpec | None:
+        """This host's uplink where the path to every peer is exactly that uplink: the star, or any one-switch graph
+        whose other links neither slow, delay nor drop what it sends. One egress shaper (tbf) then gives every path,
+        without knowing the peers' addresses; None where the paths differ (a class per peer: :meth:`shaping`).
+        """
+        access = self.topology.access_link(self.node)
+        up = access.forward
+        for other in range(self.topology.node_count):
+            if other == self.node:
+                continue
+            for hop in self.topology.path(self.node, other):
+                if hop.link == access.name and hop.forward:
+                    continue
+                beyond = self.topology.direction(hop)
+                if beyond.rate_bps < up.rate_bps or beyond.impaired:
+                    return None
+        return up
 
     def name(self, node: int) -> str:
         return self.topology.nodes[node].name

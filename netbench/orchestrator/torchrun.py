@@ -9,7 +9,9 @@ on a peer's say), and rank 0 writes the same run directory as `netbench run`, th
 writer (:func:`netbench.orchestrator.results.write_run`). There is no packet capture here: wire
 bytes come from the interface counters, and the capture columns of steps.csv stay empty.
 
-With ``--topology`` each node's leader rank first learns the other nodes' addresses over the
+Every run has a network: ``--topology``'s graph, or the hosts' star (shaped by ``--bw``, or left as it is). Where
+every path from a host is its own uplink (the star, a one-switch graph of equal links) local rank 0 shapes the
+whole egress with one tbf. Otherwise each node's leader rank first learns the other nodes' addresses over the
 rendezvous store (:mod:`netbench.orchestrator.peer_addresses`), then shapes its egress per peer
 (:mod:`netbench.orchestrator.host_topology`, :mod:`netbench.emulation.htb`) before the group forms.
 """
@@ -57,9 +59,11 @@ class HostPlan:
     config: RunConfig  # the run as `netbench run` records it; its cluster describes the real links
     spec: ResolvedSpec  # this rank's worker, records to ``partial``
     run_id: str
-    shaping: DirectionSpec | None  # egress shaping this rank applies (local rank 0 of a shaped run only)
+    shaping: DirectionSpec | None  # one egress shaper this rank applies (local rank 0, where every path is its uplink)
     partial: Path  # this host's record file while the run is in progress
-    topology: HostTopology | None = None  # --topology: this host's node (its leader rank shapes per peer)
+    topology: HostTopology  # this host's node of the network (a star of the hosts without --topology)
+    # paths differ: the node's leader rank shapes a class per peer, once it knows their addresses
+    per_peer: bool = False
 
 
 @dataclass
@@ -112,42 +116,38 @@ def link_speed_bps(iface: str) -> float | None:
     return float(speed) * 1e6 if isinstance(speed, int) and 0 < speed < 0xFFFF_FFFF else None
 
 
-def cluster_spec(
-    world_size: int,
-    iface: str,
-    shaping: DirectionSpec | None,
-    rate_bps: float | None = None,
-    topology: HostTopology | None = None,
-) -> ClusterSpec:
-    """The real cluster as the model sees it: every host's egress at the shaped rate (or the NIC's), no down shaper;
-    with a topology, its graph and placement (up and down: node 0's access link, as `netbench run --topology` has them).
+def star_of_hosts(
+    nodes: int, gpus_per_node: int, rank: int, iface: str, shaping: DirectionSpec | None, rate_bps: float | None = None
+) -> HostTopology:
+    """The hosts without ``--topology``: a star of ``nodes``, every egress at the shaped rate (``shaping``) or,
+    unshaped, the NIC's (``rate_bps``, else this host's ``iface``'s), no down shaper.
 
     Built without validation: real clusters may have one node or NICs beyond the emulator's 10gbit,
     and an unknown rate stays None (the run then has no prediction).
     """
-    if topology is not None:
-        graph, access = topology.topology, topology.topology.access_link(0)
-        order = topology.placement if topology.placement != tuple(range(graph.node_count)) else "topology"
-        return ClusterSpec.model_construct(
-            nodes=world_size,
-            up=access.forward,
-            down=access.reverse,
-            offload="on" if offload_on(iface) else "off",
-            engine="netem" if graph.impaired else "auto",
-            topology=graph,
-            rank_order=order,
-        )
     up = shaping or DirectionSpec.model_construct(
         rate_bps=rate_bps or link_speed_bps(iface), delay_s=0.0, jitter_s=0.0, loss=0.0
     )
     down = DirectionSpec.model_construct(rate_bps=up.rate_bps, delay_s=0.0, jitter_s=0.0, loss=0.0)
+    return HostTopology(
+        star_as_given(nodes, up, down), tuple(range(nodes)), gpus_per_node, rank // gpus_per_node, shaping is not None
+    )
+
+
+def cluster_spec(nodes: int, iface: str, topology: HostTopology) -> ClusterSpec:
+    """The real cluster as the model sees it: the hosts' graph and placement (up and down: node 0's access link, as
+    `netbench run --topology` has them). Built without validation, as :func:`star_of_hosts` explains.
+    """
+    graph, access = topology.topology, topology.topology.access_link(0)
+    order = topology.placement if topology.placement != tuple(range(graph.node_count)) else "topology"
     return ClusterSpec.model_construct(
-        nodes=world_size,
-        up=up,
-        down=down,
+        nodes=nodes,
+        up=access.forward,
+        down=access.reverse,
         offload="on" if offload_on(iface) else "off",
-        engine="netem" if up.impaired else "auto",
-        topology=star_as_given(world_size, up, down),
+        engine="netem" if graph.impaired else "auto",
+        topology=graph,
+        rank_order=order,
     )
 
 
@@ -155,12 +155,13 @@ def plan(
     config: RunConfig,
     rendezvous_spec: ResolvedSpec,
     run_id: str,
-    shaping: DirectionSpec | None,
+    topology: HostTopology,
     timeout_s: float,
     environ: dict[str, str] | None = None,
-    topology: HostTopology | None = None,
 ) -> HostPlan:
-    """This rank's worker spec; only local rank 0 shapes, since every local rank shares the host's interface."""
+    """This rank's worker spec; only local rank 0 shapes, since every local rank shares the host's interface: one
+    egress shaper where every path is its uplink, else a class per peer (:func:`_peer_shaping`).
+    """
     env = os.environ if environ is None else environ
     rendezvous_fields = rendezvous_spec.spec
     partial = partial_records(config.out_dir, run_id, rendezvous_fields.rank)
@@ -178,14 +179,15 @@ def plan(
             ),  # local ranks talk over lo
         }
     )
-    shapes_here = shaping is not None and env.get("LOCAL_RANK", "0") == "0"
+    egress = topology.uniform_egress() if topology.shaped else None
     return HostPlan(
         config=config,
         spec=ResolvedSpec(spec=spec, init_method=rendezvous_spec.init_method),
         run_id=run_id,
-        shaping=shaping if shapes_here else None,
+        shaping=egress if env.get("LOCAL_RANK", "0") == "0" else None,
         partial=partial,
         topology=topology,
+        per_peer=topology.shaped and egress is None,
     )
 
 
@@ -249,7 +251,7 @@ def run_host(plan: HostPlan) -> HostOutcome:
     earlier = set_aside(plan.partial)
     if earlier is not None:
         print(f"netbench worker: an earlier attempt's records moved to {earlier}", file=sys.stderr)
-    store, shaping = _peer_shaping(plan) if plan.topology is not None else (None, plan.shaping)
+    store, shaping = _peer_shaping(plan) if plan.per_peer else (None, plan.shaping)
     shaper = HostShaper(plan.spec.spec.iface, shaping, run_id=plan.run_id) if shaping else None
     with shaper or nullcontext():
         node = _node_info(plan, shaper)
@@ -353,11 +355,14 @@ def _model_view(plan: HostPlan, nodes: list[dict[str, Any]]) -> tuple[RunConfig,
     """
     config, warnings = plan.config, []
     cluster = config.cluster
-    if plan.shaping is None and all(n.get("shaping") is None for n in nodes):
+    if not plan.topology.shaped:
         speeds = [n["link_speed_bps"] for n in nodes if n.get("link_speed_bps")]
-        cluster = cluster_spec(cluster.nodes, plan.spec.spec.iface, None, min(speeds) if speeds else None)
+        iface = plan.spec.spec.iface
+        hosts = star_of_hosts(cluster.nodes, config.gpus_per_node, 0, iface, None, min(speeds) if speeds else None)
+        cluster = cluster_spec(cluster.nodes, iface, hosts)
     unshaped_host = any(n.get("shaping") is None and n.get("local_rank", 0) == 0 for n in nodes)
-    if not cluster.on_star:  # every host has classes of its own: only a host left unshaped breaks the model
+    if any("htb" in n["shaping"] for n in nodes if n.get("shaping")):
+        # every host has classes of its own: only a host left unshaped breaks the model
         if unshaped_host:
             warnings.append("a host was not shaped; the model assumes every path of the topology")
     else:
