@@ -9,7 +9,9 @@ Small modules, one job each:
 * :mod:`~netbench.model.exchange` -- the ``Exchange`` record every scheme's traffic is made of;
 * :mod:`~netbench.model.schemes` -- which exchanges each replicator makes (replicator formulas are
   imported from :mod:`netbench.replicators`, never re-derived here);
-* :mod:`~netbench.model.steptime` -- compute + compression + communication of one step;
+* :mod:`~netbench.model.steptime` -- the scenario a step runs in, one exchange's cost on a link, the step's record;
+* :mod:`~netbench.model.network` -- the step model: compute + compression + communication on a network graph
+  (a uniform star in closed form);
 * :mod:`~netbench.model.calibration` -- host constants (measured by :mod:`netbench.calibrate`), saved as JSON;
 * :mod:`~netbench.model.planner` -- derived answers solved numerically (bisection).
 """
