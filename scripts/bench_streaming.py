@@ -4,8 +4,10 @@ Per point (summary.csv): the mean step against the model replayed with the run's
 per step (interface counters, and the capture where it ran) against the model's. Per fragment sync (each run's
 steps.csv): the bytes a node's interface and the capture counted from the step that started the exchange to the
 step before the next one started (an overlapped exchange's bytes land in the steps after it starts), against the
-model's bytes of that one exchange; the run's last window gets the bytes sent after the last step (tail_tx_bytes).
-Only windows wholly after the warm-up count. Nothing is run or written.
+model's bytes of that one exchange. The run's last window also gets what the node sent after the last step
+(tail_tx_bytes: an overlapped exchange's rest, and a rank's last segments still queued when its step returned) less
+the workers' closing barrier that the tail also holds (:func:`closing_barrier_bytes`: 342 bytes a node at 2 nodes,
+2.2 % of a 15 kB SparseLoCo gather). Only windows wholly after the warm-up count. Nothing is run or written.
 
     python3 scripts/bench_streaming.py reports/streaming-fidelity
 
@@ -23,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from netbench.model.calibration import Calibration
+from netbench.model.framing import Framing
 from netbench.model.network import GraphModel
 from netbench.model.schemes import scheme_from_config
 from netbench.orchestrator.config import RunConfig
@@ -51,7 +54,22 @@ def exchange_bytes(config: RunConfig, calibration: Calibration) -> list[tuple[st
     return out
 
 
-def fragment_windows(steps: pd.DataFrame, warmup: int, exchanges, column: str) -> list[tuple[str, float, float]]:
+def closing_barrier_bytes(framing: Framing, nodes: int) -> float:
+    """One node's wire tx bytes of the barrier that ends a run (the worker's tail reading waits on it): gloo's
+    dissemination barrier, ceil(log2 N) rounds, each a 0-byte message to rank + d and one from rank - d (a data op
+    and a send-ready op out, a recv-ready op back; gloo/barrier.cc). Where both are the same peer (2d = N) each
+    side's ops carry the other's ACKs; otherwise the ops draw pure ACKs as any message does."""
+    total, d = 0.0, 1
+    while d < nodes:
+        flow = framing.flow(1, 0, piggyback=(2 * d) % nodes == 0)
+        total += flow.forward.total + flow.reverse.total
+        d <<= 1
+    return total
+
+
+def fragment_windows(
+    steps: pd.DataFrame, warmup: int, exchanges, column: str, barrier_bytes: float = 0.0
+) -> list[tuple[str, float, float]]:
     """(exchange label, measured bytes, model bytes) of every whole exchange window after the warm-up, every rank."""
     out = []
     for _, rank in steps.sort_values(Col.STEP).groupby(Col.RANK):
@@ -63,11 +81,11 @@ def fragment_windows(steps: pd.DataFrame, warmup: int, exchanges, column: str) -
             end = starts[i + 1] - 1 if i + 1 < len(starts) else last
             window = rank[(rank[Col.STEP] >= first) & (rank[Col.STEP] <= end)]
             measured = float(window[column].sum())
-            if end == last:  # the bytes still on the way when the last step ended
+            if end == last:  # the bytes still on the way when the last step ended, less the closing barrier
                 tail = Col.TAIL_TX_BYTES if column == Col.TX_BYTES else None
                 if tail is None or tail not in window or window[tail].isna().all():
                     continue
-                measured += float(window[tail].fillna(0).sum())
+                measured += float(window[tail].fillna(0).sum()) - barrier_bytes
             at = first + 1  # 1-based, as the declaration counts steps
             started = [(label, b) for label, period, of, b in exchanges if at % period == of]
             if started:
@@ -100,10 +118,12 @@ def main() -> None:
         config = RunConfig.model_validate(json.loads((run_dir / "run.json").read_text())["config"])
         steps = read_csv(run_dir / "steps.csv")
         exchanges = exchange_bytes(config, calibration)
+        barrier = closing_barrier_bytes(calibration.framing(), config.cluster.nodes)
         for column, source in ((Col.TX_BYTES, "counters"), (Col.CAPTURE_TX_WIRE_BYTES, "capture")):
             if column not in steps or steps[column].isna().all():
                 continue
-            for label, measured, model in fragment_windows(steps, config.warmup_steps, exchanges, column):
+            windows = fragment_windows(steps, config.warmup_steps, exchanges, column, barrier)
+            for label, measured, model in windows:
                 window_errors.append((measured / model - 1, f"{row['label']} {label} ({source})"))
     print()
     by_exchange: dict[str, list[float]] = {}
