@@ -90,3 +90,32 @@ def test_the_graph_model_reads_the_same_fragments():
     ).step
     assert lagged.tx.total == pytest.approx(flat.tx.total)
     assert lagged.comm_time_s < flat.comm_time_s
+
+
+def _bench_streaming():
+    """scripts/bench_streaming.py, whose per-sync byte windows the docs quote."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_streaming.py"
+    spec = importlib.util.spec_from_file_location("bench_streaming", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_closing_barrier_is_gloos_zero_byte_ops_per_round():
+    """The bytes a run's tail holds besides its last exchange: gloo's dissemination barrier, ceil(log2 N) rounds of
+    a 0-byte message each way. At 2 nodes the send and receive peer are one, so each node sends three op frames (data
+    op, send-ready, recv-ready: 66 bytes of headers and a 48-byte preamble each) and no pure ACK, the 342 bytes a
+    capture shows; beyond, a round whose peers differ also draws ACKs, so the bytes grow faster than the rounds."""
+    from netbench.model.framing import Framing
+
+    barrier = _bench_streaming().closing_barrier_bytes
+    framing = Framing()
+    op_frame = framing.header_bytes + framing.gloo_preamble_bytes
+    assert barrier(framing, 1) == 0
+    assert barrier(framing, 2) == 3 * op_frame
+    distinct_round = barrier(framing, 4) - barrier(framing, 2)  # 4 nodes: d = 1 (distinct peers), d = 2 (one peer)
+    assert distinct_round > barrier(framing, 2)
+    assert barrier(framing, 3) == 2 * distinct_round  # both rounds of 3 nodes have distinct peers
