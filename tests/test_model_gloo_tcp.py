@@ -237,3 +237,17 @@ def test_pipeline_skew_expected(kind, peers, calls, delay, lag, expected) -> Non
     from netbench.model.gloo_tcp import pipeline_skew_expected
 
     assert pipeline_skew_expected(kind, peers, calls, 0.16, delay, lag) is expected
+
+
+def test_a_call_launched_after_free_running_steps_is_entered_skewed_at_any_delay() -> None:
+    """An overlapped fragment sync is launched by each rank as its own step ends, after local steps no collective
+    aligned: in a ring of two the late rank's notification then queues behind its own first half (mechanism 4),
+    with or without a delay, where a per-step call without codec work is not."""
+    from netbench.model.gloo_tcp import skew_expected
+
+    assert skew_expected("all_gather", 2, 1, 0.0, 0.0, free_running=True)
+    assert skew_expected("all_gather", 2, 1, 0.0, 0.05, free_running=True)
+    assert not skew_expected("all_gather", 2, 1, 0.0, 0.0)
+    assert not skew_expected("all_gather", 4, 1, 0.0, 0.0, free_running=True)  # one connection per neighbour
+    assert not skew_expected("all_reduce", 2, 1, 0.0, 0.0, free_running=True)
+    assert not skew_expected("all_gather", 2, 2, 0.0, 0.0, free_running=True)

@@ -90,3 +90,52 @@ def test_the_graph_model_reads_the_same_fragments():
     ).step
     assert lagged.tx.total == pytest.approx(flat.tx.total)
     assert lagged.comm_time_s < flat.comm_time_s
+
+
+def _bench_streaming():
+    """scripts/bench_streaming.py, whose per-sync byte windows the docs quote."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_streaming.py"
+    spec = importlib.util.spec_from_file_location("bench_streaming", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_closing_barrier_is_gloos_zero_byte_ops_per_round():
+    """The bytes a run's tail holds besides its last exchange: gloo's dissemination barrier, ceil(log2 N) rounds of
+    a 0-byte message each way. At 2 nodes the send and receive peer are one, so each node sends three op frames (data
+    op, send-ready, recv-ready: 66 bytes of headers and a 48-byte preamble each) and no pure ACK, the 342 bytes a
+    capture shows; beyond, a round whose peers differ also draws ACKs, so the bytes grow faster than the rounds."""
+    from netbench.model.framing import Framing
+
+    barrier = _bench_streaming().closing_barrier_bytes
+    framing = Framing()
+    op_frame = framing.header_bytes + framing.gloo_preamble_bytes
+    assert barrier(framing, 1) == 0
+    assert barrier(framing, 2) == 3 * op_frame
+    distinct_round = barrier(framing, 4) - barrier(framing, 2)  # 4 nodes: d = 1 (distinct peers), d = 2 (one peer)
+    assert distinct_round > barrier(framing, 2)
+    assert barrier(framing, 3) == 2 * distinct_round  # both rounds of 3 nodes have distinct peers
+
+
+def test_a_two_node_fragment_sync_pays_the_late_ranks_first_half():
+    """The ranks launch an overlapped fragment sync as their own steps end, apart by however far they drifted, so
+    the model prices its 2-node all-gather as gloo's skewed ring of two: the early rank's halves leave one half's
+    transfer later. The same call in lockstep, or on 4 nodes (a connection per neighbour), does not pay it."""
+    from dataclasses import replace
+
+    from netbench.model.collectives import Link
+    from netbench.model.framing import Framing
+    from netbench.model.steptime import call_cost
+
+    sync = Exchange(collective="all_gather", bytes_per_step=120_000, period=4, overlap_steps=1)
+    lockstep = replace(sync, overlap_steps=0)
+    link = Link(10e6, 10e6, 0.0, one_way_s=0.0)
+    overlapped, aligned = (call_cost(ex, 2, link, Framing(), "ring").time_s for ex in (sync, lockstep))
+    half_s = 60_000 * 8 / 10e6
+    assert overlapped - aligned == pytest.approx(half_s, rel=0.1)
+    four = [call_cost(ex, 4, link, Framing(), "ring").time_s for ex in (sync, lockstep)]
+    assert four[0] == four[1]

@@ -158,7 +158,9 @@ def ring_time(
 ) -> GlooTime:
     """One call of gloo's ring over ``link`` at ``payload_Bps`` (its bottleneck's payload rate): :func:`gloo_time`."""
     delay = link.delay_s
-    skewed = skew_expected(exchange.collective, peers, exchange.calls, cpu_work_s, delay)
+    skewed = skew_expected(
+        exchange.collective, peers, exchange.calls, cpu_work_s, delay, free_running=exchange.overlap_steps > 0
+    )
     return gloo_time(
         exchange.collective,
         exchange.bytes_per_step / exchange.calls,
