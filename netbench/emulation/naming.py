@@ -247,8 +247,8 @@ def owner_alive(run_id: str) -> bool:
     """True while the process that registered ``run_id`` holds its lock.
 
     A capability probe's namespace is owned by the pid in its name: `clean` must not pull it
-    from under another run that is still probing the host. A run registered by a netbench older
-    than the lock files (a JSON entry, no lock) is judged by its pid and start time.
+    from under another run that is still probing the host. An entry without its lock file belongs to
+    no live run (the lock is taken before the entry is written and removed after it).
     """
     if run_id.startswith(PROBE_PREFIX) and run_id[len(PROBE_PREFIX) :].isdigit():
         return psutil.pid_exists(int(run_id[len(PROBE_PREFIX) :]))
@@ -256,8 +256,6 @@ def owner_alive(run_id: str) -> bool:
         return True
     try:
         fd = os.open(_lock(run_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return _legacy_owner_alive(run_id)
     except OSError:
         return False
     try:
@@ -267,15 +265,6 @@ def owner_alive(run_id: str) -> bool:
     finally:
         os.close(fd)  # closing also drops the shared lock taken just now
     return False
-
-
-def _legacy_owner_alive(run_id: str) -> bool:
-    try:
-        entry = json.loads(_entry(run_id).read_text())
-        proc = psutil.Process(entry["pid"])
-        return abs(proc.create_time() - entry["create_time"]) < 0.01
-    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
-        return False
 
 
 def registered_run_ids() -> list[str]:

@@ -35,12 +35,10 @@ __all__ = ["run_pipeline", "behind_for", "READY", "ENCODE_FIRST"]
 READY = 0  # ``behind`` = 0: decode what has arrived, block only after the last start
 ENCODE_FIRST = None  # ``behind`` = None: start every bucket, then wait and decode in order
 
-# Measured (scripts/race_reference.py, dct, 100mbit + 20 ms, gpt2-small:blocks=2, reports/pipeline/):
-# on one lane (gloo runs two collectives of a group at once) encoding every bucket first measured
-# 1.10x the overlap limit on 3 buckets but 1.375x one bucket at 0 ms on 8, as the queued buckets each
-# waited out the ones before; READY did better on one lane. With a lane per two buckets, 7 buckets:
-# READY 1.31x the overlap limit (it decodes arrivals while buckets are left to encode, and the last
-# buckets start late), encoding first 1.09x.
+# Measured (scripts/race_reference.py --bucket-mb MB, dct, 100mbit + 20 ms, gpt2-small:blocks=2, reports/pipeline/
+# race-lanes.txt): with a lane per two buckets, 7 buckets, READY ran 1.31x the overlap limit (it decodes arrivals
+# while buckets are left to encode, so the last buckets start late), encoding first 1.09x. Where buckets queue on
+# one lane, each encoded-first bucket waits out the ones before it, and READY decodes while they wait.
 
 
 def behind_for(concurrent: bool) -> int | None:
