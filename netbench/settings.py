@@ -87,6 +87,7 @@ class Setting:
     short: str = ""
     choices: tuple[str, ...] = ()
     axis: bool = False  # a sweep grid axis: a comma list of values
+    scope: str = ""  # where it applies ("--topology sites"): left out there, it takes its default; elsewhere unset
     overrides: Mapping[str, Override] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -104,7 +105,13 @@ class Setting:
         override = self.overrides.get(command)
         text = override.help if override is not None and override.help else self.help
         note = note or (override.note if override is not None else "")
-        return f"{text.removesuffix('.')}{note}." if note else text
+        text = f"{text.removesuffix('.')}{note}." if note else text
+        if not self.scope:
+            return text
+        shown = (
+            f" [default {self.default:g}]" if isinstance(self.default, (int, float)) else f" [default {self.default}]"
+        )
+        return f"{self.scope}: {text.removesuffix('.')}{'' if self.default is None else shown}."
 
     def parse(self, value: Any) -> Any:
         """``value`` read in this setting's unit and range-checked; :class:`SettingError` names the option."""

@@ -17,9 +17,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbench.cli.cluster_options import CLUSTER
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, Settings, expand, group, option_names
+from netbench.cli.options import option
+from netbench.emulation.spec import NETWORK
+from netbench.emulation.tcpsettings import TCP
 from netbench.model.calibration import (
     Calibration,
     CalibrationError,
@@ -51,6 +53,7 @@ from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.options import PRESETS, refuse_untaken, topology_from_options
+from netbench.topology.presets import TOPOLOGY
 from netbench.units import (
     UnitError,
     format_bytes,
@@ -410,11 +413,11 @@ def plan(
     params: str | None = typer.Option(
         None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"
     ),
-    nodes: str | None = CLUSTER["nodes"].option(optional=True, note=PLANNED_NODES),
-    bw: str = CLUSTER["bw"].option(),
-    up: str | None = CLUSTER["up"].option(),
-    down: str | None = CLUSTER["down"].option(),
-    delay: str = CLUSTER["delay"].option(),
+    nodes: str | None = option(NETWORK["nodes"], "plan", note=PLANNED_NODES, optional=True),
+    bw: str = option(NETWORK["bw"], "plan"),
+    up: str | None = option(NETWORK["up"], "plan"),
+    down: str | None = option(NETWORK["down"], "plan"),
+    delay: str = option(NETWORK["delay"], "plan"),
     replicator: str = typer.Option(
         REPLICATOR["name"].default, "--replicator", "-r", help=f"{', '.join(names())}; a comma list, or all"
     ),
@@ -437,25 +440,17 @@ def plan(
         "--calibration",
         help="calibration JSON [default $NETBENCH_CALIBRATION, else this host's cached one, measured on first use]",
     ),
-    tcp_cc: str = typer.Option(
-        "cubic", "--tcp-cc", help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)"
-    ),
-    tcp_wmem_max: int = typer.Option(
-        STOCK_LINUX.tcp_wmem_max,
-        "--tcp-wmem-max",
-        help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]",
-    ),
-    no_slow_start_after_idle: bool = typer.Option(
-        False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"
-    ),
+    tcp_cc: str = option(TCP["tcp_cc"], "plan"),
+    tcp_wmem_max: int = option(TCP["tcp_wmem_max"], "plan"),
+    no_slow_start_after_idle: bool = option(TCP["no_slow_start_after_idle"], "plan"),
     bucket_mb: str = REPLICATOR["bucket_mb"].option(),
-    topology: str | None = CLUSTER["topology"].option(),
-    sites: int | None = CLUSTER["sites"].option(),
-    racks: int | None = CLUSTER["racks"].option(),
-    wan_bw: str | None = CLUSTER["wan_bw"].option(),
-    wan_delay: str | None = CLUSTER["wan_delay"].option(),
-    oversubscription: float | None = CLUSTER["oversubscription"].option(),
-    rank_order: str = CLUSTER["rank_order"].option(),
+    topology: str | None = option(TOPOLOGY["topology"], "plan"),
+    sites: int | None = option(TOPOLOGY["sites"], "plan"),
+    racks: int | None = option(TOPOLOGY["racks"], "plan"),
+    wan_bw: str | None = option(TOPOLOGY["wan_bw"], "plan"),
+    wan_delay: str | None = option(TOPOLOGY["wan_delay"], "plan"),
+    oversubscription: float | None = option(TOPOLOGY["oversubscription"], "plan"),
+    rank_order: str = option(TOPOLOGY["rank_order"], "plan"),
     backend: str = typer.Option(
         "gloo",
         "--backend",

@@ -77,7 +77,8 @@ def _shaping(
             raise UserError("--delay/--jitter/--loss need --bw (netem sits above the rate shaper)")
         return None
     rate = up or bw
-    return copt.build_cluster_spec(2, rate, up, None, delay or "0ms", jitter or "0ms", loss or "0%").up
+    given = {"nodes": 2, "bw": rate, "up": up, "delay": delay, "jitter": jitter, "loss": loss}
+    return copt.cluster_spec({field: value for field, value in given.items() if value is not None}).up
 
 
 @expand(

@@ -213,7 +213,7 @@ class _Placeholder:
 FROM_FIELDS: Any = _Placeholder()
 
 
-def expand(**groups: Group) -> Callable[[F], F]:
+def expand(**groups: Any) -> Callable[[F], F]:
     """Replace each parameter named in ``groups`` (``rep: Settings = FROM_FIELDS``) by its group's options, in place.
 
     The command then receives that parameter as ``{field: value}``, in the group's order, and typer sees
