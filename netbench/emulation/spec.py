@@ -45,6 +45,11 @@ def _emulated(note: str) -> dict[str, Override]:
     return {command: Override(why, note=note) for command in _EMULATING}
 
 
+def _worker(help: str) -> dict[str, Override]:
+    """worker shapes only its own host's egress, and only when asked: unset, the host is left alone."""
+    return {"worker": Override("worker shapes this host's egress only when asked", default=None, help=help)}
+
+
 # Every node's access link and how it is emulated: the options of run, exec, probe, sweep and plan.
 NETWORK = table(
     [
@@ -65,9 +70,23 @@ NETWORK = table(
             "Link rate both ways, tc units.",
             "100mbit",
             axis=True,
-            overrides=_emulated(" (10mbit-10gbit)"),
+            overrides={
+                **_emulated(" (10mbit-10gbit)"),
+                **_worker(
+                    "Shape this host's egress on --iface to this rate (needs root). Unset: the host is left alone."
+                ),
+            },
         ),
-        Setting("--up", "up", "rate", "Uplink (node egress) rate; overrides --bw.", axis=True),
+        Setting(
+            "--up",
+            "up",
+            "rate",
+            "Uplink (node egress) rate; overrides --bw.",
+            axis=True,
+            overrides=_worker(
+                "Egress rate; overrides --bw (ingress is never shaped: every host shapes its own egress)."
+            ),
+        ),
         Setting("--down", "down", "rate", "Downlink (switch-port egress) rate; overrides --bw.", axis=True),
         Setting(
             "--delay",
@@ -76,6 +95,7 @@ NETWORK = table(
             "One-way delay added on each node's uplink (e.g. 20ms): on the star, the one-way delay between two nodes.",
             "0ms",
             axis=True,
+            overrides=_worker("One-way delay on egress (needs --bw and the kernel's netem)."),
         ),
         Setting(
             "--jitter",
@@ -84,8 +104,17 @@ NETWORK = table(
             "Std. deviation of the uplink delay (packets stay in order).",
             "0ms",
             axis=True,
+            overrides=_worker("Std. deviation of the delay (netem)."),
         ),
-        Setting("--loss", "loss", "fraction", "Uplink packet loss (e.g. 0.1%).", "0%", axis=True),
+        Setting(
+            "--loss",
+            "loss",
+            "fraction",
+            "Uplink packet loss (e.g. 0.1%).",
+            "0%",
+            axis=True,
+            overrides=_worker("Egress packet loss (netem)."),
+        ),
         Setting("--offload", "offload", "choice", "TSO/GSO/GRO on veths: auto (off up to 2.5gbit), on, off.", "auto"),
         Setting(
             "--engine", "engine", "choice", "Delay/loss engine: auto (netem if present), netem, delayline.", "auto"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from netbench.settings import Setting, table
+from netbench.settings import Override, Setting, table
 from netbench.topology.graph import LinkSpec, NodeSpec, Topology
 from netbench.topology.link import DirectionSpec
 
@@ -160,6 +160,13 @@ TOPOLOGY = table(
             "text",
             "The network: star (default), sites, racks, or a topology TOML file.",
             axis=True,
+            overrides={
+                "worker": Override(
+                    "the hosts are the nodes: only a file can say which host is which node",
+                    help="A topology TOML file with one node per host: traffic to each peer is shaped to the path "
+                    "between their nodes (needs root); the rest is left alone.",
+                )
+            },
         ),
         Setting("--sites", "sites", "count", "how many sites share the nodes.", 2, axis=True, scope="--topology sites"),
         Setting("--racks", "racks", "count", "how many racks share the nodes.", 2, axis=True, scope="--topology racks"),
@@ -195,6 +202,13 @@ TOPOLOGY = table(
             "text",
             "Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3.",
             "topology",
+            overrides={
+                "worker": Override(
+                    "each rank is a host of its own",
+                    help="--topology: which node each rank's host is: topology (in node order), interleaved, or "
+                    "0,2,1,3.",
+                )
+            },
         ),
     ]
 )
