@@ -19,9 +19,10 @@ from netbench.validation import one_line
 CLUSTER_SETTINGS = (NETWORK, TCP, TOPOLOGY)
 
 
-def network_group(command: str, *, optional: bool = False) -> SettingsGroup:
-    """The network, TCP and topology options of ``command``, received as one ``{field: value}`` dict."""
-    return settings_group(command, *CLUSTER_SETTINGS, optional=optional)
+def network_group(command: str, **how: Any) -> SettingsGroup:
+    """The network, TCP and topology options of ``command`` (``how``: see :func:`settings_group`), received as one
+    ``{field: value}`` dict."""
+    return settings_group(command, *CLUSTER_SETTINGS, **how)
 
 
 def _setting(field: str) -> Setting:

@@ -43,6 +43,8 @@ def cli_type(setting: Setting, command: str = "", *, optional: bool = False) -> 
     base = _CLI_TYPES[setting.unit]
     if setting.unit == "flag":
         return base
+    if optional and setting.axis:
+        return str | None  # a comma list, read by the scenario's grid
     return base | None if optional or _unset_where_scoped(setting, command) is None else base
 
 
@@ -51,8 +53,8 @@ def option(setting: Setting, command: str = "", *, note: str = "", optional: boo
     decls = (setting.name, setting.short) if setting.short else (setting.name,)
     if optional and setting.unit != "flag":
         text = setting.help_for(command, note)
-        if not setting.scope:  # a scoped setting's help shows its default already
-            default = setting.default_for(command)
+        default = setting.default_for(command)
+        if not setting.scope and default is not None:  # a scoped setting's help shows its default already
             shown = f"{default:g}" if isinstance(default, (int, float)) and not isinstance(default, bool) else default
             text = f"{text.removesuffix('.')} (default {shown})."
         return typer.Option(None, *decls, help=escape(text))
@@ -67,6 +69,7 @@ class SettingsGroup:
     command: str
     settings: tuple[Setting, ...]
     optional: bool = False
+    axis_note: str = ""  # what an axis setting adds to its help here ("; a comma list")
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -77,13 +80,21 @@ class SettingsGroup:
             inspect.Parameter(
                 s.field,
                 inspect.Parameter.KEYWORD_ONLY,
-                default=option(s, self.command, optional=self.optional),
+                default=option(s, self.command, optional=self.optional, note=self.axis_note if s.axis else ""),
                 annotation=cli_type(s, self.command, optional=self.optional),
             )
             for s in self.settings
         ]
 
 
-def settings_group(command: str, *tables: Mapping[str, Setting], optional: bool = False) -> SettingsGroup:
-    """Every setting of ``tables``, in declaration order, as ``command`` takes them."""
-    return SettingsGroup(command, tuple(s for t in tables for s in t.values()), optional)
+def settings_group(
+    command: str,
+    *tables: Mapping[str, Setting],
+    optional: bool = False,
+    axis_note: str = "",
+    only: tuple[str, ...] = (),
+) -> SettingsGroup:
+    """Every setting of ``tables`` (those of ``only``'s fields, if given), in declaration order, as ``command`` takes
+    them."""
+    chosen = tuple(s for t in tables for s in t.values() if not only or s.field in only)
+    return SettingsGroup(command, chosen, optional, axis_note)
