@@ -203,6 +203,7 @@ TOPOLOGY = table(
             "text",
             "Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3.",
             "topology",
+            axis=True,
             overrides={
                 "worker": Override(
                     "each rank is a host of its own",
