@@ -32,7 +32,7 @@ console = make_console(stderr=True)
 
 @expand(
     network=copt.network_group("run"),
-    rep_settings=group(REPLICATOR, *TRAINING_REPLICATOR_FIELDS, "overlap_backward"),
+    rep_settings=group(REPLICATOR, *TRAINING_REPLICATOR_FIELDS),
     work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"),
 )
 def run(
@@ -42,7 +42,6 @@ def run(
     intra_bw: str | None = RUN["intra_bw_bps"].option(),
     shard_within: str = RUN["shard_within"].option(),
     compression: str | None = RUN["compression"].option(),
-    optimizer: str = REPLICATOR["optimizer"].option(),
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
     rep_settings: Settings = FROM_FIELDS,
@@ -72,7 +71,7 @@ def run(
     cluster = copt.cluster_spec(network)
     link_schedule = read_schedule(schedule)
     nodes = cluster.nodes
-    rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings, optimizer=optimizer)
+    rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)
     work = ropt.build_workload_config(**work_settings)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)

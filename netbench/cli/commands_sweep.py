@@ -10,7 +10,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from netbench.cli.cluster_options import network_group
 from netbench.cli.errors import UserError, make_output_folder
-from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
+from netbench.cli.fields import (
+    FROM_FIELDS,
+    REPLICATOR,
+    RUN,
+    TRAINING_REPLICATOR_FIELDS,
+    WORKLOAD,
+    Settings,
+    expand,
+    group,
+    option_names,
+)
 from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.run_config import (
     check_capture_room,
@@ -61,8 +71,6 @@ _OPTIONS = {
     "capture": RUN["capture"].name,
     "schedule": "--schedule",
 }
-# the replicator settings a sweep takes from the command line (the rest only from a scenario file)
-SWEEP_REPLICATOR_FIELDS = ("topk", "chunk", "rate", "rank", "mu", "params_every", "m1_every", "m2_every", "bucket_mb")
 
 
 def _csv(text: str) -> list[str]:
@@ -144,7 +152,7 @@ def _scenario(path: Path | None, overrides: dict[str, Any]):
 @expand(
     network=_NETWORK,
     work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms", optional=True),
-    rep_settings=group(REPLICATOR, *SWEEP_REPLICATOR_FIELDS, optional=True),
+    rep_settings=group(REPLICATOR, *TRAINING_REPLICATOR_FIELDS, optional=True),
     run_settings=group(RUN, "capture", optional=True),
 )
 def sweep(
