@@ -13,11 +13,12 @@ from rich.table import Table
 from netbench.cli import cluster_options as copt
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, RUN, Settings, expand
+from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import make_console, print_summary
+from netbench.reports.terminal import JSON, make_console, print_summary
 from netbench.rundir.layout import RunDir
 from netbench.units import format_bytes
 
@@ -73,7 +74,7 @@ def exec_command(
     out: Path = RUN["out_dir"].option(),
     threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
     schedule: Path | None = RUN["schedule"].option(),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the program's output goes to stderr)."),
+    as_json: bool = option(JSON, "exec"),
 ) -> None:
     """Run COMMAND once per node inside its namespace, with RANK, WORLD_SIZE, MASTER_ADDR, ... set; measure every link.
 

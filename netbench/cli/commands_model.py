@@ -23,6 +23,7 @@ from netbench.cli.options import option
 from netbench.emulation.spec import NETWORK
 from netbench.emulation.tcpsettings import TCP
 from netbench.model.calibration import (
+    CALIBRATION,
     Calibration,
     CalibrationError,
     cost_key,
@@ -47,7 +48,7 @@ from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names, spec
 from netbench.replicators.spec import SettingError
-from netbench.reports.terminal import make_console
+from netbench.reports.terminal import JSON, make_console
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
@@ -435,11 +436,7 @@ def plan(
     acks_per_segment: float | None = typer.Option(
         None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"
     ),
-    calibration: Path | None = typer.Option(
-        None,
-        "--calibration",
-        help="calibration JSON [default $NETBENCH_CALIBRATION, else this host's cached one, measured on first use]",
-    ),
+    calibration: Path | None = option(CALIBRATION, "plan"),
     tcp_cc: str = option(TCP["tcp_cc"], "plan"),
     tcp_wmem_max: int = option(TCP["tcp_wmem_max"], "plan"),
     no_slow_start_after_idle: bool = option(TCP["no_slow_start_after_idle"], "plan"),
@@ -498,7 +495,7 @@ def plan(
         "--nccl-calibration",
         help="--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests)",
     ),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    json_out: bool = option(JSON, "plan"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
     from netbench.cli.plan_gpu import parse_gpu_options
@@ -752,7 +749,7 @@ def calibrate(
     collective: str | None = typer.Option(
         None, "--collective", help="with --from-nccl-tests: the test of a log that does not name it (all_reduce...)"
     ),
-    json_out: bool = typer.Option(False, "--json", help="print the saved calibration as JSON"),
+    json_out: bool = option(JSON, "calibrate"),
 ) -> None:
     """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
     if from_nccl_tests:

@@ -13,15 +13,16 @@ from rich.table import Table
 from netbench.cli import cluster_options as opt
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, RUN, Settings, expand
+from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import make_console
+from netbench.reports.terminal import JSON, make_console
 from netbench.units import format_rate
 
 console = make_console()
 
 
-def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+def doctor(as_json: bool = option(JSON, "doctor")) -> None:
     """What this host supports, and what each missing piece disables."""
     import os
 
@@ -58,7 +59,7 @@ def probe(
     network: Settings = FROM_FIELDS,
     seconds: float = typer.Option(4.0, "--seconds", min=1.0, max=60.0, help="Goodput measurement time."),
     schedule: Path | None = RUN["schedule"].option(),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option(JSON, "probe"),
 ) -> None:
     """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured (each segment of
     --schedule in turn).

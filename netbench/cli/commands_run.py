@@ -21,11 +21,14 @@ from netbench.cli.fields import (
     expand,
     group,
 )
+from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import for_terminal, make_console, print_summary
+from netbench.model.calibration import CALIBRATION
+from netbench.orchestrator.dilation import DILATION
+from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
 
 console = make_console(stderr=True)
 
@@ -53,17 +56,9 @@ def run(
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option(),
     schedule: Path | None = RUN["schedule"].option(),
-    calibration: Path | None = typer.Option(
-        None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."
-    ),
-    dilation: str = typer.Option(
-        "auto",
-        "--dilation",
-        help="Time dilation k (DieCast): links, delays, compute and each node's CPU work "
-        "k times slower, times reported divided by k; auto: workers (nodes x --gpus-per-node) / cores, more "
-        "where the workers' pipelined codecs would crowd the host's cores; 1: none.",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+    calibration: Path | None = option(CALIBRATION, "run"),
+    dilation: str = option(DILATION, "run"),
+    as_json: bool = option(JSON, "run"),
 ) -> None:
     """Train across an emulated cluster and measure time and bytes per step."""
     from netbench.orchestrator.runner import run as run_config

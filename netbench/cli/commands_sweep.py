@@ -21,6 +21,7 @@ from netbench.cli.fields import (
     group,
     option_names,
 )
+from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.run_config import (
     check_capture_room,
@@ -31,6 +32,8 @@ from netbench.cli.run_config import (
 )
 from netbench.cli.run_options import check_workload
 from netbench.emulation.tcpsettings import TCP
+from netbench.model.calibration import CALIBRATION
+from netbench.orchestrator.dilation import DILATION
 from netbench.replicators.registry import names
 from netbench.reports.terminal import make_console
 from netbench.rundir.layout import RunDir
@@ -174,16 +177,11 @@ def sweep(
     calibrate: bool | None = typer.Option(
         None, "--calibrate/--no-calibrate", help="Measure model constants on this workload first."
     ),
-    calibration: Path | None = typer.Option(None, "--calibration", help="Calibration JSON for the predictions."),
+    calibration: Path | None = option(CALIBRATION, "sweep"),
     name: str | None = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
     out: Path | None = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
-    dilation: str = typer.Option(
-        "auto",
-        "--dilation",
-        help="Time dilation k for every point (auto: each point's own, from its workers, "
-        "cores and predicted CPU work; 1: none); see `netbench run --dilation`.",
-    ),
+    dilation: str = option(DILATION, "sweep"),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
     reuse: bool = typer.Option(
         True,
@@ -346,9 +344,7 @@ def report(
     folder: Path = typer.Argument(
         ..., help="Sweep folder (holds summary.csv), or one run's directory (holds run.json)."
     ),
-    calibration: Path | None = typer.Option(
-        None, "--calibration", help="Re-predict every point with this calibration first."
-    ),
+    calibration: Path | None = option(CALIBRATION, "report"),
     target_loss: float | None = typer.Option(
         None, "--target-loss", help="Loss for the time-to-target table (default: the worst replicator's final loss)."
     ),

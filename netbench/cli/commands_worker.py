@@ -32,7 +32,7 @@ from netbench.cli.options import option
 from netbench.cli.privileges import require_torch
 from netbench.cli.run_config import build_run_config
 from netbench.emulation.spec import NETWORK, DirectionSpec
-from netbench.reports.terminal import for_terminal, make_console, print_summary
+from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
 from netbench.topology.presets import TOPOLOGY
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def worker(
     run_id: str | None = typer.Option(None, "--run-id", help="Names the run directory; unset: torchrun's --rdzv-id."),
     threads: int = RUN["threads"].option(),
     compression: str | None = RUN["compression"].option(),
-    as_json: bool = typer.Option(False, "--json", help="Rank 0 prints the summary as one JSON object."),
+    as_json: bool = option(JSON, "worker"),
     shard_in_host: bool = hopt.ShardInHostOpt,
 ) -> None:
     """One host's rank of a multi-host run; start it with torchrun on every host (docs/how-to/multi-host.md)."""
