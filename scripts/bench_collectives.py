@@ -104,7 +104,7 @@ def _models(args: argparse.Namespace, tcp: dict) -> dict:
 
 
 def _main(args: argparse.Namespace) -> None:
-    from netbench.cli.cluster_options import build_cluster_spec
+    from netbench.cli.cluster_options import cluster_spec
     from netbench.emulation.cluster import Cluster
     from netbench.emulation.tcpsettings import TcpOptions
 
@@ -113,7 +113,7 @@ def _main(args: argparse.Namespace) -> None:
         wmem_max=args.tcp_wmem_max,
         slow_start_after_idle=False if args.no_slow_start_after_idle else None,
     )
-    spec = build_cluster_spec(args.nodes, args.bw, delay=args.delay).model_copy(update={"tcp": opts})
+    spec = cluster_spec({"nodes": args.nodes, "bw": args.bw, "delay": args.delay}).model_copy(update={"tcp": opts})
     with Cluster(spec) as cluster:
         tcp = dict(cluster.tcp)
         master = cluster.nodes[0].address

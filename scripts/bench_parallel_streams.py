@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from netbench.cli.cluster_options import build_cluster_spec  # noqa: E402
+from netbench.cli.cluster_options import cluster_spec  # noqa: E402
 from netbench.emulation.cluster import Cluster  # noqa: E402
 from netbench.emulation.probe import INTERVAL_S, PROBE_PORT, WARMUP_S, steady_receiver_goodput  # noqa: E402
 from netbench.emulation.tcpsettings import read_tcp_settings  # noqa: E402
@@ -90,7 +90,7 @@ def main() -> int:
     print(f"  {'rate':>8} {'delay':>6} {'N':>3} {'measured':>12} {'model':>12} {'ratio':>6}  window  bound")
     for rate in args.rates:
         for delay in args.delays:
-            spec = build_cluster_spec(2, rate, delay=delay, tcp_wmem_max=args.tcp_wmem_max)
+            spec = cluster_spec({"nodes": 2, "bw": rate, "delay": delay, "tcp_wmem_max": args.tcp_wmem_max})
             with Cluster(spec) as cluster:
                 client, server = cluster.nodes[0], cluster.nodes[1]
                 tcp = TcpSettings(

@@ -159,10 +159,10 @@ def _modelled_comm_s(args: argparse.Namespace, spec) -> float:
 
 
 def _race(args: argparse.Namespace) -> dict:
-    from netbench.cli.cluster_options import build_cluster_spec
+    from netbench.cli.cluster_options import cluster_spec
     from netbench.emulation.cluster import Cluster
 
-    spec = build_cluster_spec(args.nodes, args.bw, delay=args.delay)
+    spec = cluster_spec({"nodes": args.nodes, "bw": args.bw, "delay": args.delay})
     args.bucket_mb = _bucket_mb(args, spec)
     results: dict = {
         "bw": args.bw,

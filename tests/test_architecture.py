@@ -155,6 +155,7 @@ LEAF_MODULES = frozenset(
         "netbench.pacing",
         "netbench.rootless",
         "netbench.safe_files",
+        "netbench.settings",
         "netbench.shapes",
         "netbench.signals",
         "netbench.tcp",

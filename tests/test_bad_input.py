@@ -397,7 +397,7 @@ def test_plan_with_a_bad_topology_file_is_one_line_exit_2(
     ("argv", "needle"),
     [
         (["--topology", "sites", "--sites", "3", "--nodes", "4", "--wan-bw", "1gbit"], "--sites"),
-        (["--topology", "sites", "--sites", "2", "--nodes", "4"], "--wan-bw"),
+        (["--topology", "sites", "--sites", "2", "--nodes", "4", "--wan-bw", "fast"], "--wan-bw"),
         (["--topology", "star", "--wan-bw", "1gbit"], "--wan-bw"),
         (["--topology", "racks", "--racks", "2", "--nodes", "4", "--oversubscription", "0.5"], "--oversubscription"),
         (

@@ -154,3 +154,87 @@ def test_console_script_help_and_errors_come_from_the_fields(tmp_path: Path) -> 
     assert ReplicatorConfig.model_fields["value_dtype"].description in shown
     bad = subprocess.run(["netbench", "plan", "--value-dtype", "fp8"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--value-dtype" in bad.stderr, bad.stderr
+
+
+# ---- every long option declared once: a Setting, or a config field's option, or one hand declaration --------------
+
+# Long options still declared by hand in more than one place, with how many: each is one meaning written out again.
+# The count may only fall; a new second declaration fails test_no_option_is_declared_twice_by_hand.
+HAND_DECLARED_AGAIN: dict[str, int] = {
+    "--dry-run": 2,  # clean: what it would remove; sweep: the points it would run
+    "--acks-per-segment": 2,
+}
+
+
+def all_settings() -> dict[str, Any]:
+    """Long option -> its Setting (netbench/settings.py), wherever it is declared."""
+    from netbench.model.calibration import CALIBRATION
+    from netbench.orchestrator.dilation import DILATION
+    from netbench.reports.terminal import JSON
+
+    tables = [*cluster_options.CLUSTER_SETTINGS, {s.field: s for s in (JSON, CALIBRATION, DILATION)}]
+    return {s.name: s for table in tables for s in table.values()}
+
+
+def hand_declarations() -> dict[str, list[str]]:
+    """Long option -> the files whose ``typer.Option(...)``/``typer.Argument(...)`` name it as a literal."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(Path("netbench").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            func = getattr(node, "func", None)
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(func, ast.Attribute)
+                and func.attr in ("Option", "Argument")
+                and getattr(func.value, "id", "") == "typer"
+            ):
+                continue
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
+                    for name in arg.value.split("/"):
+                        found.setdefault(name, []).append(str(path))
+    return found
+
+
+def declared_settings() -> dict[str, Any]:
+    """Long option -> its one declaration: a Setting of netbench/settings.py's kind, or a config field's option."""
+    return {**{o.name: o for o in ALL}, **all_settings()}
+
+
+def test_a_setting_is_never_declared_by_hand() -> None:
+    again = sorted(all_settings().keys() & hand_declarations().keys())
+    assert not again, f"{again}: declared as a Setting; render it with netbench/cli/options.py instead"
+
+
+def test_a_field_option_is_declared_by_hand_only_where_it_means_something_else() -> None:
+    by_hand = hand_declarations()
+    fields_named = {o.name for o in ALL}
+    for name in fields_named & by_hand.keys():
+        commands_with_own = {c for c, n in OWN if n == name}
+        assert commands_with_own, f"{name} sets a config field and is declared by hand in {by_hand[name]}"
+
+
+def test_no_option_is_declared_twice_by_hand() -> None:
+    declared = declared_settings()
+    for name, files in hand_declarations().items():
+        if name in declared:
+            continue  # an OWN meaning of a declared option: the test above
+        assert len(files) <= HAND_DECLARED_AGAIN.get(name, 1), (
+            f"{name} is declared by hand {len(files)} times ({sorted(set(files))}): declare it once as a Setting"
+        )
+
+
+@pytest.mark.parametrize("command", sorted(commands()))
+def test_each_setting_has_its_declared_default_and_help_in_every_command(command: str) -> None:
+    from rich.markup import escape
+
+    settings = all_settings()
+    for param in commands()[command].params:
+        setting = settings.get(long_name(param))
+        if setting is None:
+            continue
+        override = setting.overrides.get(command)
+        own = override.help if override is not None and override.help else setting.help
+        assert escape(own.removesuffix(".")) in param.help, (command, setting.name)
+        expected = {None, False} if param.default in (None, False) else {setting.default_for(command)}
+        assert param.default in expected, (command, setting.name, param.default)

@@ -32,7 +32,7 @@ def planned(capsys, *args: str) -> dict:
 
 def run_config(tmp_path, replicator: str, nodes: int, bw: str, delay: str, **kw):
     """The RunConfig `netbench run` builds from these options (its own builders, so its own meanings)."""
-    cluster = copt.build_cluster_spec(nodes, bw, delay=delay, tcp_cc="cubic", tcp_wmem_max=64 << 20)
+    cluster = copt.cluster_spec({"nodes": nodes, "bw": bw, "delay": delay, "tcp_cc": "cubic", "tcp_wmem_max": 64 << 20})
     return build_run_config(
         cluster=cluster,
         replicator=ReplicatorConfig(name=replicator),
@@ -84,13 +84,14 @@ def test_nodes_count_machines_of_gpus_per_node_workers(tmp_path, capsys) -> None
 
 def test_plan_takes_run_s_network_options_from_the_same_declarations() -> None:
     import typer.main
+    from rich.markup import escape
 
     commands = dict(typer.main.get_command(app).commands)
     for name in ("--nodes", "--bw", "--up", "--down", "--delay", "--topology", "--sites", "--racks", "--rank-order"):
         run, plan = ([p for p in commands[c].params if name in p.opts] for c in ("run", "plan"))
         assert run and plan, name
         assert run[0].opts == plan[0].opts, name  # the same short flags
-        shared = copt.CLUSTER[next(f for f, o in copt.CLUSTER.items() if o.name == name)].description
+        shared = escape(next(s for t in copt.CLUSTER_SETTINGS for s in t.values() if s.name == name).help_for())
         assert run[0].help.startswith(shared.removesuffix(".")), name
         assert plan[0].help.startswith(shared.removesuffix(".")), name
     for name in ("--replicator", "--gpus-per-node", "--intra-bw"):

@@ -33,6 +33,14 @@ def test_a_preset_setting_left_out_is_its_declared_default():
     assert len(racks.groups()) == 2 and [t.forward.rate_bps for t in racks.trunks] == [4e9, 4e9]  # 1:1
 
 
+def test_sites_without_wan_options_take_their_declared_defaults():
+    from netbench.topology.presets import TOPOLOGY
+    from netbench.units import parse_rate
+
+    graph = build("sites", nodes=4, sites=2)
+    assert graph.trunks and all(t.forward.rate_bps == parse_rate(TOPOLOGY["wan_bw"].default) for t in graph.trunks)
+
+
 def test_a_file_sets_the_topology(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text('[racks]\nracks = 2\nnodes_per_rack = 2\nbw = "1gbit"\n')
@@ -44,7 +52,6 @@ def test_a_file_sets_the_topology(tmp_path):
     [
         ("sites", 7, {"sites": 3, "wan_bw": "1gbit"}, "--sites: 7 nodes"),
         ("sites", 8, {"sites": 0, "wan_bw": "1gbit"}, "--sites"),
-        ("sites", 8, {"sites": 2}, "--wan-bw"),
         ("sites", 8, {"sites": 2, "wan_bw": "5zbit"}, "--wan-bw"),
         ("sites", 8, {"sites": 2, "wan_bw": "100gbit"}, "--wan-bw"),
         ("sites", 8, {"sites": 2, "wan_bw": "1gbit", "wan_delay": "5s"}, "--wan-delay"),

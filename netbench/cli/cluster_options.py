@@ -1,209 +1,98 @@
-"""The network options of `probe`, `run`, `exec` and `plan` (one table), turned into a validated ClusterSpec."""
+"""The network, TCP and topology settings of `probe`, `run`, `exec` and `sweep`, turned into a validated ClusterSpec."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pydantic
 
 from netbench.cli.errors import UserError
-from netbench.cli.fields import FieldOption, table
-from netbench.emulation.spec import MAX_EMULATED_NODES, ClusterSpec, emulation_problem
-from netbench.emulation.tcpsettings import check_tcp_options
-from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
+from netbench.cli.options import SettingsGroup, settings_group
+from netbench.emulation.spec import NETWORK, ClusterSpec, emulation_problem
+from netbench.emulation.tcpsettings import TCP, check_tcp_options
+from netbench.settings import Setting, SettingError
+from netbench.topology.presets import TOPOLOGY
 from netbench.validation import one_line
 
-
-def _net(field: str, *decls: str, cli_type: Any, default: Any, help: str) -> FieldOption:
-    return FieldOption(None, field, decls, cli_type, cli_default=default, help=help)
-
-
-# The network options of `run`, `exec`, `probe` and `plan`: one declaration each, one meaning everywhere (a command
-# adds only its range or a comma list, as a note: `CLUSTER["nodes"].option(note=...)`).
-CLUSTER = table(
-    _net(
-        "nodes",
-        "--nodes",
-        "-n",
-        cli_type=int,
-        default=2,
-        help="Nodes (machines) in the cluster; with --gpus-per-node G each runs G workers: workers = nodes x G.",
-    ),
-    _net("bw", "--bw", cli_type=str, default="100mbit", help="Link rate both ways, tc units."),
-    _net("up", "--up", cli_type=str | None, default=None, help="Uplink (node egress) rate; overrides --bw."),
-    _net(
-        "down", "--down", cli_type=str | None, default=None, help="Downlink (switch-port egress) rate; overrides --bw."
-    ),
-    _net(
-        "delay",
-        "--delay",
-        cli_type=str,
-        default="0ms",
-        help="One-way delay added on each node's uplink (e.g. 20ms): on the star, the one-way delay between two nodes.",
-    ),
-    _net(
-        "jitter",
-        "--jitter",
-        cli_type=str,
-        default="0ms",
-        help="Std. deviation of the uplink delay (packets stay in order).",
-    ),
-    _net("loss", "--loss", cli_type=str, default="0%", help="Uplink packet loss (e.g. 0.1%)."),
-    _net(
-        "offload",
-        "--offload",
-        cli_type=str,
-        default="auto",
-        help="TSO/GSO/GRO on veths: auto (off up to 2.5gbit), on, off.",
-    ),
-    _net(
-        "engine",
-        "--engine",
-        cli_type=str,
-        default="auto",
-        help="Delay/loss engine: auto (netem if present), netem, delayline.",
-    ),
-    _net(
-        "tcp_cc",
-        "--tcp-cc",
-        cli_type=str | None,
-        default=None,
-        help="TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's].",
-    ),
-    _net(
-        "tcp_wmem_max",
-        "--tcp-wmem-max",
-        cli_type=int | None,
-        default=None,
-        help="Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].",
-    ),
-    _net(
-        "no_slow_start_after_idle",
-        "--no-slow-start-after-idle",
-        cli_type=bool,
-        default=False,
-        help="Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).",
-    ),
-    _net(
-        "topology",
-        "--topology",
-        cli_type=str | None,
-        default=None,
-        help="The network: star (default), sites, racks, or a topology TOML file.",
-    ),
-    _net(
-        "sites",
-        "--sites",
-        cli_type=int | None,
-        default=None,
-        help="--topology sites: how many sites share the nodes [default 2].",
-    ),
-    _net(
-        "racks",
-        "--racks",
-        cli_type=int | None,
-        default=None,
-        help="--topology racks: how many racks share the nodes [default 2].",
-    ),
-    _net(
-        "wan_bw",
-        "--wan-bw",
-        cli_type=str | None,
-        default=None,
-        help="--topology sites: rate of each WAN link, both ways (needed with sites, e.g. 100mbit).",
-    ),
-    _net(
-        "wan_delay",
-        "--wan-delay",
-        cli_type=str | None,
-        default=None,
-        help="--topology sites: one-way delay of each WAN link [default 0ms].",
-    ),
-    _net(
-        "oversubscription",
-        "--oversubscription",
-        cli_type=float | None,
-        default=None,
-        help="--topology racks: access capacity over each rack's uplink [default 1].",
-    ),
-    _net(
-        "rank_order",
-        "--rank-order",
-        cli_type=str,
-        default="topology",
-        help="Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3.",
-    ),
-)
-EMULATED_NODES = f" (2-{MAX_EMULATED_NODES})"  # run's, exec's and probe's range of --nodes
-EMULATED_BW = " (10mbit-10gbit)"
+# The settings of every cluster an emulating command builds, in help order: declared beside their components.
+CLUSTER_SETTINGS = (NETWORK, TCP, TOPOLOGY)
 
 
-def emulated(field: str) -> Any:
-    """The typer option of the network field ``field`` as the emulating commands (`run`, `exec`, `probe`) take it."""
-    return CLUSTER[field].option(note={"nodes": EMULATED_NODES, "bw": EMULATED_BW}.get(field))
+def network_group(command: str, **how: Any) -> SettingsGroup:
+    """The network, TCP and topology options of ``command`` (``how``: see :func:`settings_group`), received as one
+    ``{field: value}`` dict."""
+    return settings_group(command, *CLUSTER_SETTINGS, **how)
+
+
+def _setting(field: str) -> Setting:
+    return next(t[field] for t in CLUSTER_SETTINGS if field in t)
+
+
+def _name(field: str) -> str:
+    return _setting(field).name
 
 
 # ClusterSpec field -> the option that sets it, so validation errors name what the user typed (the
 # downlink takes only a rate: delay, jitter and loss sit on the uplink)
 OPTION_NAMES: dict[str, str] = {
-    "nodes": CLUSTER["nodes"].name,
-    "up.rate_bps": f"{CLUSTER['up'].name}/{CLUSTER['bw'].name}",
-    "down.rate_bps": f"{CLUSTER['down'].name}/{CLUSTER['bw'].name}",
-    "up.delay_s": CLUSTER["delay"].name,
-    "up.jitter_s": CLUSTER["jitter"].name,
-    "up.loss": CLUSTER["loss"].name,
-    "offload": CLUSTER["offload"].name,
-    "engine": CLUSTER["engine"].name,
-    "tcp.cc": CLUSTER["tcp_cc"].name,
-    "tcp.wmem_max": CLUSTER["tcp_wmem_max"].name,
-    "tcp.slow_start_after_idle": CLUSTER["no_slow_start_after_idle"].name,
+    "nodes": _name("nodes"),
+    "up.rate_bps": f"{_name('up')}/{_name('bw')}",
+    "down.rate_bps": f"{_name('down')}/{_name('bw')}",
+    "up.delay_s": _name("delay"),
+    "up.jitter_s": _name("jitter"),
+    "up.loss": _name("loss"),
+    "offload": _name("offload"),
+    "engine": _name("engine"),
+    "tcp.cc": _name("tcp_cc"),
+    "tcp.wmem_max": _name("tcp_wmem_max"),
+    "tcp.slow_start_after_idle": _name("no_slow_start_after_idle"),
 }
 
 
-def _parse(option: str, parser, text: str) -> float:
+def _parse(field: str, value: Any) -> Any:
     try:
-        return parser(text)
-    except UnitError as exc:
-        raise UserError(f"{option}: {exc}") from None
+        return _setting(field).parse(value)
+    except SettingError as exc:
+        raise UserError(str(exc)) from None
 
 
-def build_cluster_spec(
-    nodes: int,
-    bw: str,
-    up: str | None = None,
-    down: str | None = None,
-    delay: str = "0ms",
-    jitter: str = "0ms",
-    loss: str = "0%",
-    offload: str = "auto",
-    engine: str = "auto",
-    tcp_cc: str | None = None,
-    tcp_wmem_max: int | None = None,
-    no_slow_start_after_idle: bool = False,
-) -> ClusterSpec:
-    """Parse tc-style units and validate ranges; any problem is one UserError line."""
-    up_rate = _parse("--up" if up else "--bw", parse_rate, up or bw)
-    down_rate = _parse("--down" if down else "--bw", parse_rate, down or bw)
+def cluster_spec(given: Mapping[str, Any]) -> ClusterSpec:
+    """The validated cluster that the network, TCP and topology settings in ``given`` describe (a setting left out
+    takes its default); any problem is one UserError line naming the option."""
+    values = {s.field: given.get(s.field, s.default) for t in CLUSTER_SETTINGS for s in t.values() if not s.scope}
+    values.update({s.field: given.get(s.field) for s in TOPOLOGY.values() if s.scope})
+    up_field = "up" if values["up"] else "bw"
+    down_field = "down" if values["down"] else "bw"
+    up_rate = _parse(up_field, values[up_field])
+    down_rate = _parse(down_field, values[down_field])
     uplink = {
         "rate_bps": up_rate,
-        "delay_s": _parse("--delay", parse_time, delay),
-        "jitter_s": _parse("--jitter", parse_time, jitter),
-        "loss": _parse("--loss", parse_fraction, loss),
+        "delay_s": _parse("delay", values["delay"]),
+        "jitter_s": _parse("jitter", values["jitter"]),
+        "loss": _parse("loss", values["loss"]),
     }
-    tcp = {"cc": tcp_cc, "wmem_max": tcp_wmem_max, "slow_start_after_idle": False if no_slow_start_after_idle else None}
+    tcp = {
+        "cc": values["tcp_cc"],
+        "wmem_max": values["tcp_wmem_max"],
+        "slow_start_after_idle": False if values["no_slow_start_after_idle"] else None,
+    }
     try:
         spec = ClusterSpec(
-            nodes=nodes, up=uplink, down={"rate_bps": down_rate}, offload=offload, engine=engine, tcp=tcp
+            nodes=values["nodes"],
+            up=uplink,
+            down={"rate_bps": down_rate},
+            offload=values["offload"],
+            engine=values["engine"],
+            tcp=tcp,
         )
     except pydantic.ValidationError as exc:
-        names = dict(OPTION_NAMES)
-        names["up.rate_bps"] = "--up" if up else "--bw"
-        names["down.rate_bps"] = "--down" if down else "--bw"
+        names = {**OPTION_NAMES, "up.rate_bps": _name(up_field), "down.rate_bps": _name(down_field)}
         raise UserError(one_line(exc, names, options=True)) from None
     problem = check_tcp_options(spec.tcp)
     if problem:
         raise UserError(problem)
-    return spec
+    return _with_topology(spec, values)
 
 
 def check_engine(spec: ClusterSpec) -> None:
@@ -217,29 +106,22 @@ def check_engine(spec: ClusterSpec) -> None:
     from netbench.emulation.capabilities import detect
 
     caps = detect()
+    engine = _name("engine")
     if spec.engine == "netem" and not caps.netem:
         raise UserError(
-            "--engine: netem is not available here (this kernel has no sch_netem); use --engine auto or delayline"
+            f"{engine}: netem is not available here (this kernel has no sch_netem); use {engine} auto or delayline"
         )
     if spec.engine == "delayline" and not caps.delay_line:
-        raise UserError(f"--engine: the delay line does not work here ({caps.delay_line_reason})")
+        raise UserError(f"{engine}: the delay line does not work here ({caps.delay_line_reason})")
     if not (caps.netem or caps.delay_line):
         raise UserError(
-            f"--delay/--jitter/--loss: need netem or the delay line, and neither works here ({caps.delay_line_reason})"
+            f"{_name('delay')}/{_name('jitter')}/{_name('loss')}: need netem or the delay line, and neither works "
+            f"here ({caps.delay_line_reason})"
         )
 
 
-def with_topology(
-    spec: ClusterSpec,
-    topology: str | None,
-    sites: int | None = None,
-    racks: int | None = None,
-    wan_bw: str | None = None,
-    wan_delay: str | None = None,
-    oversubscription: float | None = None,
-    rank_order: str = "topology",
-) -> ClusterSpec:
-    """``spec`` on the network the topology options describe (its node count from the topology), ranks placed as asked.
+def _with_topology(spec: ClusterSpec, values: Mapping[str, Any]) -> ClusterSpec:
+    """``spec`` on the network the topology settings describe (its node count from the topology), ranks placed as asked.
 
     Every problem (a bad file, a preset that does not divide the nodes, too many nodes for this host) is one UserError.
     """
@@ -249,14 +131,18 @@ def with_topology(
 
     try:
         graph = topology_from_options(
-            topology or "star", spec.nodes, spec.up, spec.down, sites, racks, wan_bw, wan_delay, oversubscription
+            values["topology"] or "star",
+            spec.nodes,
+            spec.up,
+            spec.down,
+            **{s.field: values[s.field] for s in TOPOLOGY.values() if s.scope},
         )
-        order = parse_rank_order(rank_order)
+        order = parse_rank_order(values["rank_order"])
     except (TopologyError, PlacementError) as exc:
         raise UserError(str(exc)) from None
     problem = emulation_problem(graph)
     if problem:
-        raise UserError(f"--topology: {problem}")
+        raise UserError(f"{_name('topology')}: {problem}")
     try:
         return ClusterSpec.model_validate(
             {
@@ -267,4 +153,6 @@ def with_topology(
             }
         )
     except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, {"rank_order": "--rank-order", "nodes": "--topology"}, options=True)) from None
+        raise UserError(
+            one_line(exc, {"rank_order": _name("rank_order"), "nodes": _name("topology")}, options=True)
+        ) from None

@@ -11,7 +11,8 @@ import typer
 from rich.table import Table
 
 from netbench.cli.errors import UserError
-from netbench.reports.terminal import make_console
+from netbench.cli.options import option
+from netbench.reports.terminal import JSON, make_console
 
 if TYPE_CHECKING:
     from netbench.reports.compare import Comparison
@@ -33,7 +34,7 @@ def compare(
         "--time-advisory",
         help="Report step-time regressions without failing on them (shared, noisy machines); bytes still fail.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of a table."),
+    as_json: bool = option(JSON, "compare"),
     markdown: Path | None = typer.Option(
         None,
         "--markdown",

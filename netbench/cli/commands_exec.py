@@ -12,12 +12,13 @@ from rich.table import Table
 
 from netbench.cli import cluster_options as copt
 from netbench.cli.errors import UserError
-from netbench.cli.fields import RUN
+from netbench.cli.fields import FROM_FIELDS, RUN, Settings, expand
+from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import make_console, print_summary
+from netbench.reports.terminal import JSON, make_console, print_summary
 from netbench.rundir.layout import RunDir
 from netbench.units import format_bytes
 
@@ -56,29 +57,12 @@ def nodes_table(nodes: list[dict], title: str) -> Table:
     return table
 
 
+@expand(network=copt.network_group("exec"))
 def exec_command(
     command: list[str] | None = typer.Argument(
         None, metavar="-- COMMAND [ARGS...]", help="The program each node runs."
     ),
-    bw: str = copt.emulated("bw"),
-    nodes: int = copt.emulated("nodes"),
-    up: str | None = copt.emulated("up"),
-    down: str | None = copt.emulated("down"),
-    delay: str = copt.emulated("delay"),
-    jitter: str = copt.emulated("jitter"),
-    loss: str = copt.emulated("loss"),
-    offload: str = copt.emulated("offload"),
-    engine: str = copt.emulated("engine"),
-    tcp_cc: str | None = copt.emulated("tcp_cc"),
-    tcp_wmem_max: int | None = copt.emulated("tcp_wmem_max"),
-    no_slow_start_after_idle: bool = copt.emulated("no_slow_start_after_idle"),
-    topology: str | None = copt.emulated("topology"),
-    sites: int | None = copt.emulated("sites"),
-    racks: int | None = copt.emulated("racks"),
-    wan_bw: str | None = copt.emulated("wan_bw"),
-    wan_delay: str | None = copt.emulated("wan_delay"),
-    oversubscription: float | None = copt.emulated("oversubscription"),
-    rank_order: str = copt.emulated("rank_order"),
+    network: Settings = FROM_FIELDS,
     timeout: float | None = typer.Option(
         None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."
     ),
@@ -90,7 +74,7 @@ def exec_command(
     out: Path = RUN["out_dir"].option(),
     threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
     schedule: Path | None = RUN["schedule"].option(),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (the program's output goes to stderr)."),
+    as_json: bool = option(JSON, "exec"),
 ) -> None:
     """Run COMMAND once per node inside its namespace, with RANK, WORLD_SIZE, MASTER_ADDR, ... set; measure every link.
 
@@ -108,11 +92,7 @@ def exec_command(
         raise UserError(f"--timeout: must be in (0, 86400] seconds (got {timeout:g})")
     if not 1 <= port <= 65535:
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
-    cluster = copt.build_cluster_spec(
-        nodes, bw, up, down, delay, jitter, loss, offload, engine, tcp_cc, tcp_wmem_max, no_slow_start_after_idle
-    )
-    cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
-    nodes = cluster.nodes
+    cluster = copt.cluster_spec(network)
     link_schedule = read_schedule(schedule)
     if link_schedule is not None and any(c.compute_scale is not None for c in link_schedule.changes):
         raise UserError(

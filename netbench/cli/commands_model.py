@@ -17,10 +17,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbench.cli.cluster_options import CLUSTER
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, Settings, expand, group, option_names
+from netbench.cli.options import option
+from netbench.emulation.spec import NETWORK
+from netbench.emulation.tcpsettings import TCP
 from netbench.model.calibration import (
+    CALIBRATION,
     Calibration,
     CalibrationError,
     cost_key,
@@ -45,12 +48,13 @@ from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import names, spec
 from netbench.replicators.spec import SettingError
-from netbench.reports.terminal import make_console
+from netbench.reports.terminal import JSON, make_console
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.options import PRESETS, refuse_untaken, topology_from_options
+from netbench.topology.presets import TOPOLOGY
 from netbench.units import (
     UnitError,
     format_bytes,
@@ -410,11 +414,11 @@ def plan(
     params: str | None = typer.Option(
         None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"
     ),
-    nodes: str | None = CLUSTER["nodes"].option(optional=True, note=PLANNED_NODES),
-    bw: str = CLUSTER["bw"].option(),
-    up: str | None = CLUSTER["up"].option(),
-    down: str | None = CLUSTER["down"].option(),
-    delay: str = CLUSTER["delay"].option(),
+    nodes: str | None = option(NETWORK["nodes"], "plan", note=PLANNED_NODES, optional=True),
+    bw: str = option(NETWORK["bw"], "plan"),
+    up: str | None = option(NETWORK["up"], "plan"),
+    down: str | None = option(NETWORK["down"], "plan"),
+    delay: str = option(NETWORK["delay"], "plan"),
     replicator: str = typer.Option(
         REPLICATOR["name"].default, "--replicator", "-r", help=f"{', '.join(names())}; a comma list, or all"
     ),
@@ -432,30 +436,18 @@ def plan(
     acks_per_segment: float | None = typer.Option(
         None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"
     ),
-    calibration: Path | None = typer.Option(
-        None,
-        "--calibration",
-        help="calibration JSON [default $NETBENCH_CALIBRATION, else this host's cached one, measured on first use]",
-    ),
-    tcp_cc: str = typer.Option(
-        "cubic", "--tcp-cc", help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)"
-    ),
-    tcp_wmem_max: int = typer.Option(
-        STOCK_LINUX.tcp_wmem_max,
-        "--tcp-wmem-max",
-        help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]",
-    ),
-    no_slow_start_after_idle: bool = typer.Option(
-        False, "--no-slow-start-after-idle", help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)"
-    ),
+    calibration: Path | None = option(CALIBRATION, "plan"),
+    tcp_cc: str = option(TCP["tcp_cc"], "plan"),
+    tcp_wmem_max: int = option(TCP["tcp_wmem_max"], "plan"),
+    no_slow_start_after_idle: bool = option(TCP["no_slow_start_after_idle"], "plan"),
     bucket_mb: str = REPLICATOR["bucket_mb"].option(),
-    topology: str | None = CLUSTER["topology"].option(),
-    sites: int | None = CLUSTER["sites"].option(),
-    racks: int | None = CLUSTER["racks"].option(),
-    wan_bw: str | None = CLUSTER["wan_bw"].option(),
-    wan_delay: str | None = CLUSTER["wan_delay"].option(),
-    oversubscription: float | None = CLUSTER["oversubscription"].option(),
-    rank_order: str = CLUSTER["rank_order"].option(),
+    topology: str | None = option(TOPOLOGY["topology"], "plan"),
+    sites: int | None = option(TOPOLOGY["sites"], "plan"),
+    racks: int | None = option(TOPOLOGY["racks"], "plan"),
+    wan_bw: str | None = option(TOPOLOGY["wan_bw"], "plan"),
+    wan_delay: str | None = option(TOPOLOGY["wan_delay"], "plan"),
+    oversubscription: float | None = option(TOPOLOGY["oversubscription"], "plan"),
+    rank_order: str = option(TOPOLOGY["rank_order"], "plan"),
     backend: str = typer.Option(
         "gloo",
         "--backend",
@@ -503,7 +495,7 @@ def plan(
         "--nccl-calibration",
         help="--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests)",
     ),
-    json_out: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    json_out: bool = option(JSON, "plan"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
     from netbench.cli.plan_gpu import parse_gpu_options
@@ -757,7 +749,7 @@ def calibrate(
     collective: str | None = typer.Option(
         None, "--collective", help="with --from-nccl-tests: the test of a log that does not name it (all_reduce...)"
     ),
-    json_out: bool = typer.Option(False, "--json", help="print the saved calibration as JSON"),
+    json_out: bool = option(JSON, "calibrate"),
 ) -> None:
     """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
     if from_nccl_tests:

@@ -12,16 +12,17 @@ from rich.table import Table
 
 from netbench.cli import cluster_options as opt
 from netbench.cli.errors import UserError
-from netbench.cli.fields import RUN
+from netbench.cli.fields import FROM_FIELDS, RUN, Settings, expand
+from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import make_console
+from netbench.reports.terminal import JSON, make_console
 from netbench.units import format_rate
 
 console = make_console()
 
 
-def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+def doctor(as_json: bool = option(JSON, "doctor")) -> None:
     """What this host supports, and what each missing piece disables."""
     import os
 
@@ -53,39 +54,19 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print one JSON ob
         console.print(f"[yellow]{what}[/]: {err}")
 
 
+@expand(network=opt.network_group("probe"))
 def probe(
-    bw: str = opt.emulated("bw"),
-    delay: str = opt.emulated("delay"),
-    nodes: int = opt.emulated("nodes"),
-    up: str | None = opt.emulated("up"),
-    down: str | None = opt.emulated("down"),
-    jitter: str = opt.emulated("jitter"),
-    loss: str = opt.emulated("loss"),
-    offload: str = opt.emulated("offload"),
-    engine: str = opt.emulated("engine"),
-    tcp_cc: str | None = opt.emulated("tcp_cc"),
-    tcp_wmem_max: int | None = opt.emulated("tcp_wmem_max"),
-    no_slow_start_after_idle: bool = opt.emulated("no_slow_start_after_idle"),
-    topology: str | None = opt.emulated("topology"),
-    sites: int | None = opt.emulated("sites"),
-    racks: int | None = opt.emulated("racks"),
-    wan_bw: str | None = opt.emulated("wan_bw"),
-    wan_delay: str | None = opt.emulated("wan_delay"),
-    oversubscription: float | None = opt.emulated("oversubscription"),
-    rank_order: str = opt.emulated("rank_order"),
+    network: Settings = FROM_FIELDS,
     seconds: float = typer.Option(4.0, "--seconds", min=1.0, max=60.0, help="Goodput measurement time."),
     schedule: Path | None = RUN["schedule"].option(),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option(JSON, "probe"),
 ) -> None:
     """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured (each segment of
     --schedule in turn).
     """
     from netbench.emulation.probe import probe as run_probe
 
-    spec = opt.build_cluster_spec(
-        nodes, bw, up, down, delay, jitter, loss, offload, engine, tcp_cc, tcp_wmem_max, no_slow_start_after_idle
-    )
-    spec = opt.with_topology(spec, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
+    spec = opt.cluster_spec(network)
     nodes = spec.nodes
     link_schedule = _checked_schedule(schedule, spec)
     require_privileges()

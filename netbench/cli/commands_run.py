@@ -21,45 +21,30 @@ from netbench.cli.fields import (
     expand,
     group,
 )
+from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import for_terminal, make_console, print_summary
+from netbench.model.calibration import CALIBRATION
+from netbench.orchestrator.dilation import DILATION
+from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
 
 console = make_console(stderr=True)
 
 
 @expand(
-    rep_settings=group(REPLICATOR, *TRAINING_REPLICATOR_FIELDS, "overlap_backward"),
+    network=copt.network_group("run"),
+    rep_settings=group(REPLICATOR, *TRAINING_REPLICATOR_FIELDS),
     work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms"),
 )
 def run(
     replicator: str = REPLICATOR["name"].option(),
-    bw: str = copt.emulated("bw"),
-    nodes: int = copt.emulated("nodes"),
+    network: Settings = FROM_FIELDS,
     gpus_per_node: int = RUN["gpus_per_node"].option(),
     intra_bw: str | None = RUN["intra_bw_bps"].option(),
     shard_within: str = RUN["shard_within"].option(),
     compression: str | None = RUN["compression"].option(),
-    optimizer: str = REPLICATOR["optimizer"].option(),
-    up: str | None = copt.emulated("up"),
-    down: str | None = copt.emulated("down"),
-    delay: str = copt.emulated("delay"),
-    jitter: str = copt.emulated("jitter"),
-    loss: str = copt.emulated("loss"),
-    offload: str = copt.emulated("offload"),
-    engine: str = copt.emulated("engine"),
-    tcp_cc: str | None = copt.emulated("tcp_cc"),
-    tcp_wmem_max: int | None = copt.emulated("tcp_wmem_max"),
-    no_slow_start_after_idle: bool = copt.emulated("no_slow_start_after_idle"),
-    topology: str | None = copt.emulated("topology"),
-    sites: int | None = copt.emulated("sites"),
-    racks: int | None = copt.emulated("racks"),
-    wan_bw: str | None = copt.emulated("wan_bw"),
-    wan_delay: str | None = copt.emulated("wan_delay"),
-    oversubscription: float | None = copt.emulated("oversubscription"),
-    rank_order: str = copt.emulated("rank_order"),
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
     rep_settings: Settings = FROM_FIELDS,
@@ -71,28 +56,17 @@ def run(
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option(),
     schedule: Path | None = RUN["schedule"].option(),
-    calibration: Path | None = typer.Option(
-        None, "--calibration", help="Model constants to predict with [default: this host's, measured once and cached]."
-    ),
-    dilation: str = typer.Option(
-        "auto",
-        "--dilation",
-        help="Time dilation k (DieCast): links, delays, compute and each node's CPU work "
-        "k times slower, times reported divided by k; auto: workers (nodes x --gpus-per-node) / cores, more "
-        "where the workers' pipelined codecs would crowd the host's cores; 1: none.",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object."),
+    calibration: Path | None = option(CALIBRATION, "run"),
+    dilation: str = option(DILATION, "run"),
+    as_json: bool = option(JSON, "run"),
 ) -> None:
     """Train across an emulated cluster and measure time and bytes per step."""
     from netbench.orchestrator.runner import run as run_config
 
-    cluster = copt.build_cluster_spec(
-        nodes, bw, up, down, delay, jitter, loss, offload, engine, tcp_cc, tcp_wmem_max, no_slow_start_after_idle
-    )
-    cluster = copt.with_topology(cluster, topology, sites, racks, wan_bw, wan_delay, oversubscription, rank_order)
+    cluster = copt.cluster_spec(network)
     link_schedule = read_schedule(schedule)
     nodes = cluster.nodes
-    rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings, optimizer=optimizer)
+    rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)
     work = ropt.build_workload_config(**work_settings)
     hopt.check_workers(nodes, gpus_per_node)
     ropt.check_workload(work, nodes)
@@ -132,7 +106,7 @@ def run(
         transient=True,
         disable=as_json,
     ) as bar:
-        task = bar.add_task(f"{replicator} on {nodes} nodes at {bw}", total=warmup + steps)
+        task = bar.add_task(f"{replicator} on {nodes} nodes at {network['bw']}", total=warmup + steps)
         result = run_config(
             config, progress=lambda done, total: bar.update(task, completed=done), calibration=calib, dilation=factor
         )

@@ -8,8 +8,20 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from netbench.cli.cluster_options import network_group
 from netbench.cli.errors import UserError, make_output_folder
-from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
+from netbench.cli.fields import (
+    FROM_FIELDS,
+    REPLICATOR,
+    RUN,
+    TRAINING_REPLICATOR_FIELDS,
+    WORKLOAD,
+    Settings,
+    expand,
+    group,
+    option_names,
+)
+from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.run_config import (
     check_capture_room,
@@ -19,19 +31,40 @@ from netbench.cli.run_config import (
     dilation_factor,
 )
 from netbench.cli.run_options import check_workload
+from netbench.emulation.tcpsettings import TCP
+from netbench.model.calibration import CALIBRATION
+from netbench.orchestrator.dilation import DILATION
 from netbench.replicators.registry import names
 from netbench.reports.terminal import make_console
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import is_sweep
+from netbench.settings import Setting
+from netbench.topology.presets import TOPOLOGY
 
 console = make_console(stderr=True)
 
+# the network settings a sweep takes: the axes its scenario's grid has, and the nodes' TCP settings
+_NETWORK_FIELDS = (
+    "nodes",
+    "bw",
+    "delay",
+    "tcp_cc",
+    "tcp_wmem_max",
+    "no_slow_start_after_idle",
+    *(s.field for s in TOPOLOGY.values()),
+)
+_NETWORK = network_group("sweep", optional=True, axis_note="; a comma list, one point per value", only=_NETWORK_FIELDS)
+_TCP_FIELDS = {
+    "tcp_cc": "tcp.cc",
+    "tcp_wmem_max": "tcp.wmem_max",
+    "no_slow_start_after_idle": "tcp.slow_start_after_idle",
+}
+
 # scenario field -> the sweep option that sets it, so errors name what the user typed
 _OPTIONS = {
-    "grid.bw": "--bw",
+    **{f"grid.{s.field}": s.name for s in _NETWORK.settings if s.axis},
+    **{where: TCP[field].name for field, where in _TCP_FIELDS.items()},
     "grid.replicator": "--replicator",
-    "grid.nodes": "--nodes",
-    "grid.delay": "--delay",
     "steps": "--steps",
     "warmup": "--warmup",
     "name": "--name",
@@ -39,20 +72,8 @@ _OPTIONS = {
     **option_names(WORKLOAD, "workload."),
     **option_names(REPLICATOR, "replicator."),
     "capture": RUN["capture"].name,
-    "tcp.cc": "--tcp-cc",
-    "tcp.wmem_max": "--tcp-wmem-max",
-    "tcp.slow_start_after_idle": "--no-slow-start-after-idle",
-    "grid.topology": "--topology",
-    "grid.sites": "--sites",
-    "grid.racks": "--racks",
-    "grid.wan_bw": "--wan-bw",
-    "grid.wan_delay": "--wan-delay",
-    "grid.oversubscription": "--oversubscription",
-    "grid.rank_order": "--rank-order",
     "schedule": "--schedule",
 }
-# the replicator settings a sweep takes from the command line (the rest only from a scenario file)
-SWEEP_REPLICATOR_FIELDS = ("topk", "chunk", "rate", "rank", "mu", "params_every", "m1_every", "m2_every", "bucket_mb")
 
 
 def _csv(text: str) -> list[str]:
@@ -78,6 +99,31 @@ def _rank_orders(text: str) -> list[str]:
     """``topology,interleaved`` is two orders; ``0,2,1,3`` (every part a node index) is one."""
     parts = _csv(text)
     return [",".join(parts)] if parts and all(p.isdigit() for p in parts) else parts
+
+
+def _axis(setting: Setting, text: str) -> list[Any]:
+    """A comma list of one axis, read as its unit asks (the scenario's grid checks each value)."""
+    if setting.field == "nodes":
+        return _nodes(text)
+    if setting.field == "rank_order":
+        return _rank_orders(text)
+    return (
+        _numbers(text, {"count": int, "factor": float}[setting.unit])
+        if setting.unit in ("count", "factor")
+        else _csv(text)
+    )
+
+
+def _network_overrides(network: Settings) -> dict[str, Any]:
+    """The scenario fields the network options set (None: not given, the scenario's value)."""
+    out: dict[str, Any] = {}
+    for setting in _NETWORK.settings:
+        value = network[setting.field]
+        if setting.axis:
+            out[f"grid.{setting.field}"] = _axis(setting, value) if value else None
+    out.update({where: network[field] for field, where in _TCP_FIELDS.items()})
+    out["tcp.slow_start_after_idle"] = False if network["no_slow_start_after_idle"] else None
+    return out
 
 
 def _scenario(path: Path | None, overrides: dict[str, Any]):
@@ -107,23 +153,22 @@ def _scenario(path: Path | None, overrides: dict[str, Any]):
 
 
 @expand(
+    network=_NETWORK,
     work_settings=group(WORKLOAD, "kind", "shapes", "compute_ms", optional=True),
-    rep_settings=group(REPLICATOR, *SWEEP_REPLICATOR_FIELDS, optional=True),
+    rep_settings=group(REPLICATOR, *TRAINING_REPLICATOR_FIELDS, optional=True),
     run_settings=group(RUN, "capture", optional=True),
 )
 def sweep(
     scenario_file: Path | None = typer.Argument(
         None, metavar="[SCENARIO.toml]", help="Scenario file (see scenarios/); options override it."
     ),
-    bw: str | None = typer.Option(None, "--bw", help="Link rates, comma list (e.g. 10mbit,100mbit,1gbit)."),
+    network: Settings = FROM_FIELDS,
     replicator: str | None = typer.Option(
         None,
         "--replicator",
         "-r",
         help=f"Replicators, comma list ({', '.join(names())}).",
     ),
-    nodes: str | None = typer.Option(None, "--nodes", "-n", help="Node counts, comma list (e.g. 2,4)."),
-    delay: str | None = typer.Option(None, "--delay", help="One-way delays, comma list (e.g. 0ms,20ms)."),
     steps: int | None = typer.Option(None, "--steps", help="Measured steps per point (default 10)."),
     warmup: int | None = typer.Option(None, "--warmup", help="Warm-up steps per point (default 2)."),
     work_settings: Settings = FROM_FIELDS,
@@ -132,16 +177,11 @@ def sweep(
     calibrate: bool | None = typer.Option(
         None, "--calibrate/--no-calibrate", help="Measure model constants on this workload first."
     ),
-    calibration: Path | None = typer.Option(None, "--calibration", help="Calibration JSON for the predictions."),
+    calibration: Path | None = option(CALIBRATION, "sweep"),
     name: str | None = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
     out: Path | None = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
-    dilation: str = typer.Option(
-        "auto",
-        "--dilation",
-        help="Time dilation k for every point (auto: each point's own, from its workers, "
-        "cores and predicted CPU work; 1: none); see `netbench run --dilation`.",
-    ),
+    dilation: str = option(DILATION, "sweep"),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
     reuse: bool = typer.Option(
         True,
@@ -150,34 +190,6 @@ def sweep(
         "them, with every point's workers forked from one server that imported torch once (--no-reuse: a "
         "fresh cluster and a fresh fork server for every point).",
     ),
-    tcp_cc: str | None = typer.Option(
-        None, "--tcp-cc", help="TCP congestion control of the nodes (e.g. cubic, bbr) [default: the host's]."
-    ),
-    tcp_wmem_max: int | None = typer.Option(
-        None, "--tcp-wmem-max", help="Largest TCP send/receive buffer of the nodes, bytes [default 64 MiB]."
-    ),
-    no_slow_start_after_idle: bool = typer.Option(
-        False, "--no-slow-start-after-idle", help="tcp_slow_start_after_idle=0 on the nodes."
-    ),
-    topology: str | None = typer.Option(
-        None, "--topology", help="Networks, comma list: star, sites, racks, or topology files."
-    ),
-    sites: str | None = typer.Option(None, "--sites", help="--topology sites: site counts, comma list [default 2]."),
-    racks: str | None = typer.Option(None, "--racks", help="--topology racks: rack counts, comma list [default 2]."),
-    wan_bw: str | None = typer.Option(
-        None, "--wan-bw", help="--topology sites: WAN link rates, comma list [default 100mbit]."
-    ),
-    wan_delay: str | None = typer.Option(
-        None, "--wan-delay", help="--topology sites: WAN one-way delays, comma list [default 0ms]."
-    ),
-    oversubscription: str | None = typer.Option(
-        None, "--oversubscription", help="--topology racks: factors, comma list [default 1]."
-    ),
-    rank_order: str | None = typer.Option(
-        None,
-        "--rank-order",
-        help="Rank orders, comma list (topology, interleaved), or one list of node indices (0,2,1,3).",
-    ),
     schedule: Path | None = RUN["schedule"].option(),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay x network; resumable; writes summary.csv and a report."""
@@ -185,10 +197,8 @@ def sweep(
     from netbench.orchestrator.sweep_scenario import points as grid_points
 
     overrides = {
-        "grid.bw": _csv(bw) if bw else None,
+        **_network_overrides(network),
         "grid.replicator": _csv(replicator) if replicator else None,
-        "grid.nodes": _nodes(nodes) if nodes else None,
-        "grid.delay": _csv(delay) if delay else None,
         "steps": steps,
         "warmup": warmup,
         **{f"workload.{k}": v for k, v in work_settings.items()},
@@ -196,16 +206,6 @@ def sweep(
         **run_settings,
         "calibrate": calibrate,
         "name": name,
-        "tcp.cc": tcp_cc,
-        "tcp.wmem_max": tcp_wmem_max,
-        "tcp.slow_start_after_idle": False if no_slow_start_after_idle else None,
-        "grid.topology": _csv(topology) if topology else None,
-        "grid.sites": _numbers(sites, int) if sites else None,
-        "grid.racks": _numbers(racks, int) if racks else None,
-        "grid.wan_bw": _csv(wan_bw) if wan_bw else None,
-        "grid.wan_delay": _csv(wan_delay) if wan_delay else None,
-        "grid.oversubscription": _numbers(oversubscription, float) if oversubscription else None,
-        "grid.rank_order": _rank_orders(rank_order) if rank_order else None,
         "schedule": str(schedule.resolve()) if schedule else None,
     }
     if calibration is not None and not calibration.is_file():
@@ -344,9 +344,7 @@ def report(
     folder: Path = typer.Argument(
         ..., help="Sweep folder (holds summary.csv), or one run's directory (holds run.json)."
     ),
-    calibration: Path | None = typer.Option(
-        None, "--calibration", help="Re-predict every point with this calibration first."
-    ),
+    calibration: Path | None = option(CALIBRATION, "report"),
     target_loss: float | None = typer.Option(
         None, "--target-loss", help="Loss for the time-to-target table (default: the worst replicator's final loss)."
     ),

@@ -29,10 +29,12 @@ from netbench.cli.fields import (
     expand,
     group,
 )
+from netbench.cli.options import option
 from netbench.cli.privileges import require_torch
 from netbench.cli.run_config import build_run_config
-from netbench.emulation.spec import DirectionSpec
-from netbench.reports.terminal import for_terminal, make_console, print_summary
+from netbench.emulation.spec import NETWORK, DirectionSpec
+from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
+from netbench.topology.presets import TOPOLOGY
 
 if TYPE_CHECKING:
     from netbench.orchestrator.host_topology import HostTopology
@@ -60,7 +62,7 @@ def _host_topology(
 
     if file is None:
         if rank_order != "topology":
-            raise UserError("--rank-order: needs --topology")
+            raise UserError(f"{TOPOLOGY['rank_order'].name}: needs {TOPOLOGY['topology'].name}")
         return star_of_hosts(world_size // g, g, rank, iface, shaping)
     if shaped:
         raise UserError("--topology: sets every path's rate and delay; drop --bw/--up/--delay/--jitter/--loss")
@@ -87,7 +89,8 @@ def _shaping(
             raise UserError("--delay/--jitter/--loss need --bw (netem sits above the rate shaper)")
         return None
     rate = up or bw
-    return copt.build_cluster_spec(2, rate, up, None, delay or "0ms", jitter or "0ms", loss or "0%").up
+    given = {"nodes": 2, "bw": rate, "up": up, "delay": delay, "jitter": jitter, "loss": loss}
+    return copt.cluster_spec({field: value for field, value in given.items() if value is not None}).up
 
 
 @expand(
@@ -103,30 +106,13 @@ def worker(
         help="Interface between the hosts: gloo's sockets, the byte counters, and shaping.",
     ),
     replicator: str = REPLICATOR["name"].option(),
-    bw: str | None = typer.Option(
-        None,
-        "--bw",
-        help="Shape this host's egress on --iface to this rate (needs root). Unset: the host is left alone.",
-    ),
-    up: str | None = typer.Option(
-        None, "--up", help="Egress rate; overrides --bw (ingress is never shaped: every host shapes its own egress)."
-    ),
-    delay: str | None = typer.Option(
-        None, "--delay", help="One-way delay on egress (needs --bw and the kernel's netem)."
-    ),
-    jitter: str | None = typer.Option(None, "--jitter", help="Std. deviation of the delay (netem)."),
-    loss: str | None = typer.Option(None, "--loss", help="Egress packet loss (netem)."),
-    topology_file: Path | None = typer.Option(
-        None,
-        "--topology",
-        help="A topology TOML file with one node per host: traffic to "
-        "each peer is shaped to the path between their nodes (needs root); the rest is left alone.",
-    ),
-    rank_order: str = typer.Option(
-        "topology",
-        "--rank-order",
-        help="--topology: which node each rank's host is: topology (in node order), interleaved, or 0,2,1,3.",
-    ),
+    bw: str | None = option(NETWORK["bw"], "worker"),
+    up: str | None = option(NETWORK["up"], "worker"),
+    delay: str | None = option(NETWORK["delay"], "worker"),
+    jitter: str | None = option(NETWORK["jitter"], "worker"),
+    loss: str | None = option(NETWORK["loss"], "worker"),
+    topology_file: Path | None = option(TOPOLOGY["topology"], "worker"),
+    rank_order: str = option(TOPOLOGY["rank_order"], "worker"),
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
     rep_settings: Settings = FROM_FIELDS,
@@ -136,7 +122,7 @@ def worker(
     run_id: str | None = typer.Option(None, "--run-id", help="Names the run directory; unset: torchrun's --rdzv-id."),
     threads: int = RUN["threads"].option(),
     compression: str | None = RUN["compression"].option(),
-    as_json: bool = typer.Option(False, "--json", help="Rank 0 prints the summary as one JSON object."),
+    as_json: bool = option(JSON, "worker"),
     shard_in_host: bool = hopt.ShardInHostOpt,
 ) -> None:
     """One host's rank of a multi-host run; start it with torchrun on every host (docs/how-to/multi-host.md)."""

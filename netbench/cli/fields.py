@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import ReplicatorConfig
+from netbench.replicators.config import ReplicatorConfig, command_line_fields
 from netbench.workloads.config import WorkloadConfig
 
 Settings = dict[str, Any]  # field -> the value given on the command line (or the option's default)
@@ -131,31 +131,9 @@ REPLICATOR = table(
     _rep("overlap_backward", "--overlap-backward/--no-overlap-backward", cli_type=bool),
     _rep("optimizer", cli_type=str),
 )
-# The replicator settings a training command (run, worker) takes on its command line, in help order.
-TRAINING_REPLICATOR_FIELDS = (
-    "topk",
-    "chunk",
-    "rate",
-    "sync_every",
-    "value_dtype",
-    "index_dtype",
-    "grad_dtype",
-    "rank",
-    "mu",
-    "params_every",
-    "m1_every",
-    "m2_every",
-    "fragments",
-    "fragment_sync_delay",
-    "fragment_update_alpha",
-    "fragment_pattern",
-    "quant_bits",
-    "quant_block",
-    "error_decay",
-    "sign",
-    "lr",
-    "bucket_mb",
-)
+# The replicator settings a training command (run, worker, sweep) takes: derived from ReplicatorConfig's roles.
+TRAINING_REPLICATOR_FIELDS = command_line_fields()
+assert set(TRAINING_REPLICATOR_FIELDS) <= set(REPLICATOR), "a ReplicatorConfig setting has no option"
 WORKLOAD = table(
     FieldOption(WorkloadConfig, "kind", ("--workload", "-w"), str),
     FieldOption(WorkloadConfig, "shapes", ("--shapes",), str),
@@ -213,7 +191,7 @@ class _Placeholder:
 FROM_FIELDS: Any = _Placeholder()
 
 
-def expand(**groups: Group) -> Callable[[F], F]:
+def expand(**groups: Any) -> Callable[[F], F]:
     """Replace each parameter named in ``groups`` (``rep: Settings = FROM_FIELDS``) by its group's options, in place.
 
     The command then receives that parameter as ``{field: value}``, in the group's order, and typer sees

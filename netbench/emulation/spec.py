@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from netbench.emulation.tcpsettings import TcpOptions
+from netbench.settings import Override, Setting, table
 from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, LinkSpec, Topology
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 from netbench.topology.placement import place
@@ -33,7 +34,93 @@ __all__ = [
     "DirectionSpec",
     "ClusterSpec",
     "emulation_problem",
+    "NETWORK",
 ]
+
+_EMULATING = ("run", "exec", "probe")  # the commands that build the cluster on this host
+
+
+def _emulated(note: str) -> dict[str, Override]:
+    why = "the emulating commands build the cluster on this host: they show its range"
+    return {command: Override(why, note=note) for command in _EMULATING}
+
+
+def _worker(help: str) -> dict[str, Override]:
+    """worker shapes only its own host's egress, and only when asked: unset, the host is left alone."""
+    return {"worker": Override("worker shapes this host's egress only when asked", default=None, help=help)}
+
+
+# Every node's access link and how it is emulated: the options of run, exec, probe, sweep and plan.
+NETWORK = table(
+    [
+        Setting(
+            "--nodes",
+            "nodes",
+            "count",
+            "Nodes (machines) in the cluster; with --gpus-per-node G each runs G workers: workers = nodes x G.",
+            2,
+            short="-n",
+            axis=True,
+            overrides=_emulated(f" ({MIN_NODES}-{MAX_EMULATED_NODES})"),
+        ),
+        Setting(
+            "--bw",
+            "bw",
+            "rate",
+            "Link rate both ways, tc units.",
+            "100mbit",
+            axis=True,
+            overrides={
+                **_emulated(" (10mbit-10gbit)"),
+                **_worker(
+                    "Shape this host's egress on --iface to this rate (needs root). Unset: the host is left alone."
+                ),
+            },
+        ),
+        Setting(
+            "--up",
+            "up",
+            "rate",
+            "Uplink (node egress) rate; overrides --bw.",
+            axis=True,
+            overrides=_worker(
+                "Egress rate; overrides --bw (ingress is never shaped: every host shapes its own egress)."
+            ),
+        ),
+        Setting("--down", "down", "rate", "Downlink (switch-port egress) rate; overrides --bw.", axis=True),
+        Setting(
+            "--delay",
+            "delay",
+            "time",
+            "One-way delay added on each node's uplink (e.g. 20ms): on the star, the one-way delay between two nodes.",
+            "0ms",
+            axis=True,
+            overrides=_worker("One-way delay on egress (needs --bw and the kernel's netem)."),
+        ),
+        Setting(
+            "--jitter",
+            "jitter",
+            "time",
+            "Std. deviation of the uplink delay (packets stay in order).",
+            "0ms",
+            axis=True,
+            overrides=_worker("Std. deviation of the delay (netem)."),
+        ),
+        Setting(
+            "--loss",
+            "loss",
+            "fraction",
+            "Uplink packet loss (e.g. 0.1%).",
+            "0%",
+            axis=True,
+            overrides=_worker("Egress packet loss (netem)."),
+        ),
+        Setting("--offload", "offload", "choice", "TSO/GSO/GRO on veths: auto (off up to 2.5gbit), on, off.", "auto"),
+        Setting(
+            "--engine", "engine", "choice", "Delay/loss engine: auto (netem if present), netem, delayline.", "auto"
+        ),
+    ]
+)
 
 
 def emulation_problem(graph: Topology) -> str | None:

@@ -21,7 +21,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench.emulation import netns
-from netbench.tcp import TcpSettings
+from netbench.settings import Override, Setting, table
+from netbench.tcp import STOCK_LINUX, TcpSettings
 
 __all__ = [
     "TcpOptions",
@@ -35,6 +36,52 @@ __all__ = [
 
 MIN_BUF, MAX_BUF = 65536, 1 << 30
 NODE_TCP_BUFFER_MAX = 67108864  # netbench's nodes: tcp_wmem/tcp_rmem maxima for 1gbit x 400 ms round trips (BDP 50 MB)
+_STOCK = "plan models stock Linux hosts, not netbench's emulated nodes: it assumes their defaults"
+
+# The nodes' TCP settings: options of run, exec, probe, sweep and (with stock Linux defaults) plan.
+TCP = table(
+    [
+        Setting(
+            "--tcp-cc",
+            "tcp_cc",
+            "text",
+            "TCP congestion control of the nodes (e.g. cubic, bbr, reno) [default: the host's].",
+            overrides={
+                "plan": Override(
+                    _STOCK,
+                    default=STOCK_LINUX.cc,
+                    help="assumed TCP congestion control of the nodes (cubic: most distributions; bbr; reno)",
+                )
+            },
+        ),
+        Setting(
+            "--tcp-wmem-max",
+            "tcp_wmem_max",
+            "bytes",
+            "Largest TCP send/receive buffer of the nodes in bytes (tcp_wmem/tcp_rmem max) [default 64 MiB].",
+            overrides={
+                "plan": Override(
+                    _STOCK,
+                    default=STOCK_LINUX.tcp_wmem_max,
+                    help="assumed largest TCP send/receive buffer, bytes (tcp_wmem/tcp_rmem max) [stock Linux: 4 MiB]",
+                )
+            },
+        ),
+        Setting(
+            "--no-slow-start-after-idle",
+            "no_slow_start_after_idle",
+            "flag",
+            "Keep the congestion window over idle periods (tcp_slow_start_after_idle=0).",
+            False,
+            overrides={
+                "plan": Override(
+                    "plan assumes what the nodes do rather than setting it",
+                    help="assume tcp_slow_start_after_idle=0 (window kept over idle periods)",
+                )
+            },
+        ),
+    ]
+)
 _AVAILABLE = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 
 

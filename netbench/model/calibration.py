@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import safe_files, untrusted
 from netbench.model.framing import DEFAULT_WAKEUP_SEGMENTS, Framing, wakeup_segments
+from netbench.settings import Override, Setting
 from netbench.validation import ShownText, one_line
 
 if TYPE_CHECKING:
@@ -56,6 +57,25 @@ __all__ = [
     "save_calibration",
     "ENV_VAR",
 ]
+
+# Which calibration a command predicts with.
+CALIBRATION = Setting(
+    "--calibration",
+    "calibration",
+    "path",
+    "Model constants to predict with [default: this host's, measured once and cached].",
+    overrides={
+        "sweep": Override("a sweep's calibration predicts every point", help="Calibration JSON for the predictions."),
+        "report": Override(
+            "report re-predicts stored points, it measures nothing",
+            help="Re-predict every point with this calibration first.",
+        ),
+        "plan": Override(
+            "plan also reads $NETBENCH_CALIBRATION",
+            help="calibration JSON [default $NETBENCH_CALIBRATION, else this host's cached one, measured on first use]",
+        ),
+    },
+)
 
 ENV_VAR = "NETBENCH_CALIBRATION"
 # 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys); 4: median step, not fastest

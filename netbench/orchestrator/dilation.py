@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from netbench.orchestrator.config import RunConfig
 from netbench.rundir.steps_schema import dilated_columns
+from netbench.settings import Override, Setting
 
 if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
@@ -44,6 +45,24 @@ __all__ = [
     "cpu_stretch",
     "undilate_records",
 ]
+
+# How much slower than real time a run is emulated.
+DILATION = Setting(
+    "--dilation",
+    "dilation",
+    "text",
+    "Time dilation k (DieCast): links, delays, compute and each node's CPU work k times slower, times reported divided "
+    "by k; auto: workers (nodes x --gpus-per-node) / cores, more where the workers' pipelined codecs would crowd the "
+    "host's cores; 1: none.",
+    "auto",
+    overrides={
+        "sweep": Override(
+            "each point of a sweep takes its own factor",
+            help="Time dilation k for every point (auto: each point's own, from its workers, cores and predicted CPU "
+            "work; 1: none); see `netbench run --dilation`.",
+        )
+    },
+)
 
 # step record durations (seconds) that are divided by k; t_start/t_end stay real (the capture's step windows use them)
 TIMED_FIELDS = tuple(c.value for c in dilated_columns())

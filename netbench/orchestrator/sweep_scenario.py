@@ -27,7 +27,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from netbench import untrusted
-from netbench.emulation.spec import ClusterSpec, emulation_problem
+from netbench.emulation.spec import NETWORK, ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import ReplicatorConfig
@@ -39,6 +39,7 @@ from netbench.topology.file import TopologyError
 from netbench.topology.graph import Topology
 from netbench.topology.options import MAX_OVERSUBSCRIPTION, PRESETS, topology_from_options
 from netbench.topology.placement import PlacementError, parse_rank_order
+from netbench.topology.presets import TOPOLOGY
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.untrusted import shown_name
 from netbench.validation import one_line
@@ -78,10 +79,12 @@ class Grid(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bw: list[str] = Field(["100mbit"], min_length=1, description="link rates, tc units (both directions)")
+    bw: list[str] = Field([NETWORK["bw"].default], min_length=1, description="link rates, tc units (both directions)")
     replicator: list[str] = Field(default_factory=default_sweep, min_length=1, description="replicator names")
-    nodes: list[int] = Field([2], min_length=1, description="emulated node counts")
-    delay: list[str] = Field(["0ms"], min_length=1, description="one-way delay on each uplink, tc units")
+    nodes: list[int] = Field([NETWORK["nodes"].default], min_length=1, description="emulated node counts")
+    delay: list[str] = Field(
+        [NETWORK["delay"].default], min_length=1, description="one-way delay on each uplink, tc units"
+    )
     gpus_per_node: list[int] = Field(
         [1], min_length=1, description="workers per node (FlexDeMo: shard inside, replicate between)"
     )
@@ -91,17 +94,29 @@ class Grid(BaseModel):
     topology: list[str] = Field(
         ["star"], min_length=1, description="networks: star, sites, racks, or a topology file's path"
     )
-    sites: list[int] = Field([2], min_length=1, description="topology sites: how many sites share the nodes")
-    wan_bw: list[str] = Field(["100mbit"], min_length=1, description="topology sites: every WAN link's rate, tc units")
-    wan_delay: list[str] = Field(
-        ["0ms"], min_length=1, description="topology sites: every WAN link's one-way delay, tc units"
+    sites: list[int] = Field(
+        [TOPOLOGY["sites"].default], min_length=1, description="topology sites: how many sites share the nodes"
     )
-    racks: list[int] = Field([2], min_length=1, description="topology racks: how many racks share the nodes")
+    wan_bw: list[str] = Field(
+        [TOPOLOGY["wan_bw"].default], min_length=1, description="topology sites: every WAN link's rate, tc units"
+    )
+    wan_delay: list[str] = Field(
+        [TOPOLOGY["wan_delay"].default],
+        min_length=1,
+        description="topology sites: every WAN link's one-way delay, tc units",
+    )
+    racks: list[int] = Field(
+        [TOPOLOGY["racks"].default], min_length=1, description="topology racks: how many racks share the nodes"
+    )
     oversubscription: list[float] = Field(
-        [1.0], min_length=1, description="topology racks: access capacity over a rack's uplink"
+        [TOPOLOGY["oversubscription"].default],
+        min_length=1,
+        description="topology racks: access capacity over a rack's uplink",
     )
     rank_order: list[str] = Field(
-        ["topology"], min_length=1, description="which node each rank runs on: topology, interleaved, or 0,2,1,3"
+        [TOPOLOGY["rank_order"].default],
+        min_length=1,
+        description="which node each rank runs on: topology, interleaved, or 0,2,1,3",
     )
     shard_within: list[Literal["node", "site"]] = Field(
         ["node"], min_length=1, description="what shards the model: node, or site (replicate between sites)"

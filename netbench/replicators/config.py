@@ -17,6 +17,11 @@ def _taken_by(field: str, text: str) -> str:
     return f"{'/'.join(takers)}: {text}" if takers else text
 
 
+# The role of a setting only a scenario file sets: the optimizers' constants (momentum decays, outer step, seed) are
+# tuned once per replicator, not per run, so no command offers them as options.
+FILE_ONLY = {"role": "file"}
+
+
 class ReplicatorConfig(BaseModel):
     """Everything a replicator needs besides the parameters and the process group.
 
@@ -41,7 +46,11 @@ class ReplicatorConfig(BaseModel):
         64, ge=1, le=4096, description=_taken_by("chunk", "chunk side s.")
     )  # s x s chunks of matrices, s-long chunks of vectors
     beta: float = Field(
-        0.999, ge=0.0, lt=1.0, description="decoupled momentum decay; mtdao: its slow first momentum's beta1"
+        0.999,
+        ge=0.0,
+        lt=1.0,
+        description="decoupled momentum decay; mtdao: its slow first momentum's beta1",
+        json_schema_extra=FILE_ONLY,
     )
     value_dtype: Literal["fp32", "bf16"] = Field(
         "fp32", description=_taken_by("value_dtype", "wire dtype of values (fp32, bf16).")
@@ -58,8 +67,8 @@ class ReplicatorConfig(BaseModel):
     sync_every: int = Field(
         10, ge=1, description=_taken_by("sync_every", "local steps between outer synchronisations (H).")
     )  # H, between pseudo-gradient all-reduces
-    outer_lr: float = Field(0.7, gt=0.0)
-    outer_momentum: float = Field(0.9, ge=0.0, lt=1.0)
+    outer_lr: float = Field(0.7, gt=0.0, json_schema_extra=FILE_ONLY)
+    outer_momentum: float = Field(0.9, ge=0.0, lt=1.0, json_schema_extra=FILE_ONLY)
     # lowrank (Dion)
     rank: float = Field(
         4, gt=0, description=_taken_by("rank", "factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1).")
@@ -77,9 +86,13 @@ class ReplicatorConfig(BaseModel):
     m2_every: int = Field(
         32, ge=1, description=_taken_by("m2_every", "steps between second-momentum all-reduces (K_v).")
     )
-    beta2: float = Field(0.999, ge=0.0, lt=1.0, description="mtdao second-momentum decay")
+    beta2: float = Field(0.999, ge=0.0, lt=1.0, description="mtdao second-momentum decay", json_schema_extra=FILE_ONLY)
     nu: float = Field(
-        0.7, ge=0.0, le=1.0, description="mtdao quasi-hyperbolic weight of the momentum against the gradient"
+        0.7,
+        ge=0.0,
+        le=1.0,
+        description="mtdao quasi-hyperbolic weight of the momentum against the gradient",
+        json_schema_extra=FILE_ONLY,
     )
     # streaming (Streaming DiLoCo; sync_every, outer_lr and outer_momentum above are its H and outer optimizer)
     fragments: int = Field(
@@ -149,7 +162,10 @@ class ReplicatorConfig(BaseModel):
     )
     lr: float = Field(0.0, ge=0.0, description="Base learning rate; 0 picks the replicator's default.")
     seed: int = Field(
-        0, ge=0, description="shared seed for random/striding selections and lowrank's initial right factors"
+        0,
+        ge=0,
+        description="shared seed for random/striding selections and lowrank's initial right factors",
+        json_schema_extra=FILE_ONLY,
     )
     # pipelining (dct, random, striding, full): encode bucket i+1 while bucket i is on the wire
     bucket_mb: float = Field(
@@ -220,3 +236,13 @@ class ReplicatorConfig(BaseModel):
                 "(one fragment in flight at a time)"
             )
         return self
+
+
+def command_line_fields() -> tuple[str, ...]:
+    """The settings a training command (run, worker, sweep) offers as options: every field but the replicator's name
+    and those only a scenario file sets, in declaration order."""
+    return tuple(
+        name
+        for name, info in ReplicatorConfig.model_fields.items()
+        if name != "name" and (info.json_schema_extra or {}).get("role") != FILE_ONLY["role"]
+    )

@@ -13,7 +13,7 @@ import pydantic
 from netbench.topology.file import TopologyError, load_topology
 from netbench.topology.graph import MAX_SWITCHES, MAX_TOPOLOGY_NODES, Topology
 from netbench.topology.link import DirectionSpec
-from netbench.topology.presets import PRESETS, Preset
+from netbench.topology.presets import PRESETS, TOPOLOGY, Preset
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.validation import one_line
 
@@ -29,7 +29,7 @@ def _direction(option: str, rate: str, delay: str | None) -> DirectionSpec:
     except UnitError as exc:
         raise TopologyError(f"{option}: {exc}") from None
     except pydantic.ValidationError as exc:
-        raise TopologyError(one_line(exc, {"rate_bps": option, "delay_s": "--wan-delay"})) from None
+        raise TopologyError(one_line(exc, {"rate_bps": option, "delay_s": _option("wan_delay")})) from None
 
 
 def _per_group(option: str, groups: int, nodes: int, kind: str) -> int:
@@ -37,7 +37,7 @@ def _per_group(option: str, groups: int, nodes: int, kind: str) -> int:
     if not 1 <= groups <= MAX_SWITCHES:
         raise TopologyError(f"{option}: must be between 1 and {MAX_SWITCHES}, got {groups}")
     if nodes > MAX_TOPOLOGY_NODES:
-        raise TopologyError(f"--nodes: a --topology {kind} graph holds at most {MAX_TOPOLOGY_NODES} nodes, got {nodes}")
+        raise TopologyError(f"--nodes: a {_KIND} {kind} graph holds at most {MAX_TOPOLOGY_NODES} nodes, got {nodes}")
     if nodes % groups:
         raise TopologyError(
             f"{option}: {nodes} nodes do not divide into {groups} equal {kind} (--nodes must be a multiple of {option})"
@@ -47,12 +47,17 @@ def _per_group(option: str, groups: int, nodes: int, kind: str) -> int:
 
 def _oversubscription(factor: float) -> float:
     if not 1.0 <= factor <= MAX_OVERSUBSCRIPTION:  # also refuses nan
-        raise TopologyError(f"--oversubscription: must be between 1 and {MAX_OVERSUBSCRIPTION:g}, got {factor:g}")
+        raise TopologyError(
+            f"{_option('oversubscription')}: must be between 1 and {MAX_OVERSUBSCRIPTION:g}, got {factor:g}"
+        )
     return factor
 
 
 def _option(name: str) -> str:
-    return f"--{name.replace('_', '-')}"
+    return TOPOLOGY[name].name
+
+
+_KIND = TOPOLOGY["topology"].name
 
 
 def _settings(preset: Preset, nodes: int, given: dict[str, Any]) -> dict[str, Any]:
@@ -64,14 +69,14 @@ def _settings(preset: Preset, nodes: int, given: dict[str, Any]) -> dict[str, An
     values = {name: default if given.get(name) is None else given[name] for name, default in preset.takes.items()}
     for name, value in values.items():  # in the declaration's order: the groups first
         if value is None:
-            raise TopologyError(f"{_option(name)}: --topology {preset.name} needs {_option(name)}")
+            raise TopologyError(f"{_option(name)}: {_KIND} {preset.name} needs {_option(name)}")
         if name in ("sites", "racks"):
             _per_group(_option(name), value, nodes, preset.name)
     parsed = dict(values)
     if "oversubscription" in values:
         parsed["oversubscription"] = _oversubscription(float(values["oversubscription"]))
     if "wan_bw" in values:
-        parsed["wan"] = _direction("--wan-bw", values["wan_bw"], values["wan_delay"])
+        parsed["wan"] = _direction(_option("wan_bw"), values["wan_bw"], values["wan_delay"])
     return parsed
 
 
@@ -82,7 +87,7 @@ def refuse_untaken(kind: str, **given: Any) -> Preset | None:
     takes = preset.takes if preset is not None else {}
     for name, value in given.items():
         if value is not None and name not in takes:
-            raise TopologyError(f"{_option(name)}: does not apply to --topology {kind if preset else 'FILE'}")
+            raise TopologyError(f"{_option(name)}: does not apply to {_KIND} {kind if preset else 'FILE'}")
     return preset
 
 
@@ -115,10 +120,10 @@ def topology_from_options(
     preset = refuse_untaken(kind, **given)
     if preset is None:
         if not kind:
-            raise TopologyError(f"--topology: choose {', '.join(PRESETS)} or a topology file's path, got ''")
+            raise TopologyError(f"{_KIND}: choose {', '.join(PRESETS)} or a topology file's path, got ''")
         return load_topology(kind)
     settings = _settings(preset, nodes, given)
     try:
         return preset.build(nodes, up, down, settings)
     except pydantic.ValidationError as exc:  # a rack uplink narrower than a link may be
-        raise TopologyError(one_line(exc, {"rate_bps": "--oversubscription"})) from None
+        raise TopologyError(one_line(exc, {"rate_bps": _option("oversubscription")})) from None

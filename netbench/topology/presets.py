@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from netbench.settings import Override, Setting, table
 from netbench.topology.graph import LinkSpec, NodeSpec, Topology
 from netbench.topology.link import DirectionSpec
 
@@ -23,6 +24,7 @@ __all__ = [
     "Wan",
     "Preset",
     "PRESETS",
+    "TOPOLOGY",
     "star",
     "star_as_given",
     "sites",
@@ -149,6 +151,76 @@ class Preset:
     label: Callable[[dict[str, Any]], str] = lambda settings: ""
 
 
+# The network's shape: --topology and the settings its presets take (each preset's defaults are these).
+TOPOLOGY = table(
+    [
+        Setting(
+            "--topology",
+            "topology",
+            "text",
+            "The network: star (default), sites, racks, or a topology TOML file.",
+            axis=True,
+            overrides={
+                "worker": Override(
+                    "the hosts are the nodes: only a file can say which host is which node",
+                    help="A topology TOML file with one node per host: traffic to each peer is shaped to the path "
+                    "between their nodes (needs root); the rest is left alone.",
+                )
+            },
+        ),
+        Setting("--sites", "sites", "count", "how many sites share the nodes.", 2, axis=True, scope="--topology sites"),
+        Setting("--racks", "racks", "count", "how many racks share the nodes.", 2, axis=True, scope="--topology racks"),
+        Setting(
+            "--wan-bw",
+            "wan_bw",
+            "rate",
+            "rate of each WAN link, both ways.",
+            "100mbit",
+            axis=True,
+            scope="--topology sites",
+        ),
+        Setting(
+            "--wan-delay",
+            "wan_delay",
+            "time",
+            "one-way delay of each WAN link.",
+            "0ms",
+            axis=True,
+            scope="--topology sites",
+        ),
+        Setting(
+            "--oversubscription",
+            "oversubscription",
+            "factor",
+            "access capacity over each rack's uplink.",
+            1.0,
+            axis=True,
+            scope="--topology racks",
+        ),
+        Setting(
+            "--rank-order",
+            "rank_order",
+            "text",
+            "Which node each rank runs on: topology (site by site), interleaved, or 0,2,1,3.",
+            "topology",
+            axis=True,
+            overrides={
+                "worker": Override(
+                    "each rank is a host of its own",
+                    help="--topology: which node each rank's host is: topology (in node order), interleaved, or "
+                    "0,2,1,3.",
+                )
+            },
+        ),
+    ]
+)
+
+
+def _takes(*names: str) -> dict[str, Any]:
+    """A preset's settings, each with its one default (None: the user must give it)."""
+    return {name: TOPOLOGY[name].default for name in names}
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
@@ -156,13 +228,13 @@ PRESETS: dict[str, Preset] = {
         Preset(
             "sites",
             lambda nodes, up, down, s: uniform_sites(s["sites"], nodes // s["sites"], up, down, s["wan"]),
-            {"sites": 2, "wan_bw": None, "wan_delay": "0ms"},
+            _takes("sites", "wan_bw", "wan_delay"),
             lambda s: f"sites{s['sites']} wan {s['wan_bw']} {s['wan_delay']}",
         ),
         Preset(
             "racks",
             lambda nodes, up, down, s: racks(s["racks"], nodes // s["racks"], up, down, s["oversubscription"]),
-            {"racks": 2, "oversubscription": 1.0},
+            _takes("racks", "oversubscription"),
             lambda s: f"racks{s['racks']} {s['oversubscription']:g}:1",
         ),
     )
