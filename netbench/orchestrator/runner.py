@@ -196,6 +196,8 @@ def train(
             if on_cluster:
                 on_cluster(cluster)
             watch(plan, cluster, procs, capture, outcome, progress, scheduled.polling(cluster.check, live))
+            if plan.reuse is not None:  # the next run on the cluster waits for them; else the teardown ends them
+                plan.reuse.leaving(procs)
         finally:
             trace.stop_sampling(sampling)
             outcome.cluster.update(scheduled.describe(live))
