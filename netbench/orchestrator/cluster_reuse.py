@@ -22,6 +22,8 @@ Nothing of one point reaches the next:
 * processes: a point's run ends once every worker has recorded its end; the workers leave their process group and
   exit while the run's results are written, and the next point waits for them to be gone (or kills them after
   ``_LEAVE_S``) before it re-shapes the links.
+* CPU: a point's results are written (by the sweep, in a thread) while the next point re-shapes, starts its workers
+  and joins them; its steps begin only once the results are written (:meth:`ClusterReuse.await_writing`).
 
 A point that fails, or is stopped, takes the cluster and the fork server down with it (every process in
 the cluster's namespaces is killed, as after any run); the next point starts both afresh.
@@ -34,6 +36,8 @@ import json
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from concurrent import futures
+from concurrent.futures import Future
 from typing import Any, Protocol, TypeVar
 
 from netbench.emulation import netns
@@ -109,6 +113,7 @@ class ClusterReuse:
         self._ports = 0
         self._last_end = 0.0
         self._leaving: list[Exiting] = []  # the last point's workers, done measuring, still exiting
+        self._writing: Future[Any] | None = None  # the last point's results, being written
         self.built = 0  # clusters built (for the sweep's figures and the tests)
 
     def __enter__(self) -> ClusterReuse:
@@ -164,6 +169,16 @@ class ClusterReuse:
     def leaving(self, workers: Sequence[Exiting]) -> None:
         """``workers`` have recorded their end and are exiting: the next run on this cluster waits for them."""
         self._leaving = list(workers)
+
+    def writing(self, results: Future[Any]) -> None:
+        """The last point's results are being written (``results``): the next point's steps wait for them."""
+        self._writing = results
+
+    def await_writing(self) -> None:
+        """Until the last point's results are written (what writing them raised is its caller's)."""
+        if self._writing is not None:
+            futures.wait([self._writing])
+        self._writing = None
 
     def _await_leaving(self) -> None:
         """Until the last point's workers have exited; any still there after ``_LEAVE_S`` is killed."""

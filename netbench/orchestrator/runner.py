@@ -131,6 +131,30 @@ def run(
     where the run shares its network. ``launcher``: a sweep's worker fork server (default: the held cluster's, else
     one of the run's own, whose imports overlap the cluster's build).
     """
+    return measure(config, progress, on_cluster, calibration, dilation, reuse, launcher).collect()
+
+
+@dataclass
+class Measured:
+    """A run whose workers are done: what it measured, and its run directory still to write (:meth:`collect`)."""
+
+    plan: RunPlan
+    outcome: RunOutcome
+
+    def collect(self) -> RunResult:
+        return collect(self.plan, self.outcome)
+
+
+def measure(
+    config: RunConfig,
+    progress: Progress | None = None,
+    on_cluster: Callable[[Cluster], None] | None = None,
+    calibration: HostCalibration | None = None,
+    dilation: float | None = 1.0,
+    reuse: ClusterReuse | None = None,
+    launcher: Launcher | None = None,
+) -> Measured:
+    """:func:`run` up to writing the run directory: a sweep writes one point's while its next point starts."""
     with contextlib.ExitStack() as own:
         if launcher is None:
             launcher = reuse.launcher if reuse is not None else own.enter_context(Launcher())
@@ -138,7 +162,7 @@ def run(
         launcher.start_server(plan.dilated.threads)
         outcome = RunOutcome()
         train(plan, outcome, progress, on_cluster)
-    return collect(plan, outcome)
+    return Measured(plan, outcome)
 
 
 def prepare(
@@ -328,7 +352,10 @@ def watch(
             progress(done, total)
 
     def joined() -> None:
-        """Every worker has joined: the trunks' counters from here on, then the steps may begin."""
+        """Every worker has joined: the trunks' counters from here on, then the steps may begin (once the sweep's last
+        point's results are written: nothing of it shares the CPU with this point's steps)."""
+        if plan.reuse is not None:
+            plan.reuse.await_writing()
         if trunks is not None:
             trunks.restart()
         safe_files.write_text(plan.run_dir.start_gate, "")
