@@ -113,25 +113,9 @@ class RunOutcome(Outcome):
 # ------------------------------------------------------------------------------------------ the run
 
 
-def run(
-    config: RunConfig,
-    progress: Progress | None = None,
-    on_cluster: Callable[[Cluster], None] | None = None,
-    calibration: HostCalibration | None = None,
-    dilation: float | None = 1.0,
-    reuse: ClusterReuse | None = None,
-    launcher: Launcher | None = None,
-) -> RunResult:
-    """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
-
-    ``calibration``: the model constants its prediction uses (default: this host's, measured
-    first when the cache has none -- before anything is built). ``dilation``: time dilation
-    factor k (:mod:`netbench.orchestrator.dilation`; None: auto, from the run's prediction); results are
-    reported for ``config``. ``reuse``: a sweep's held cluster (:mod:`netbench.orchestrator.cluster_reuse`), used
-    where the run shares its network. ``launcher``: a sweep's worker fork server (default: the held cluster's, else
-    one of the run's own, whose imports overlap the cluster's build).
-    """
-    return measure(config, progress, on_cluster, calibration, dilation, reuse, launcher).collect()
+def run(config: RunConfig, *args: Any, **kwargs: Any) -> RunResult:
+    """Run one configuration end to end: :func:`measure` (its arguments), then write the run directory."""
+    return measure(config, *args, **kwargs).collect()
 
 
 @dataclass
@@ -154,7 +138,16 @@ def measure(
     reuse: ClusterReuse | None = None,
     launcher: Launcher | None = None,
 ) -> Measured:
-    """:func:`run` up to writing the run directory: a sweep writes one point's while its next point starts."""
+    """Run one configuration up to writing its run directory (a sweep writes one point's while its next point
+    starts). ``on_cluster`` lets tests inject faults once workers start.
+
+    ``calibration``: the model constants its prediction uses (default: this host's, measured
+    first when the cache has none -- before anything is built). ``dilation``: time dilation
+    factor k (:mod:`netbench.orchestrator.dilation`; None: auto, from the run's prediction); results are
+    reported for ``config``. ``reuse``: a sweep's held cluster (:mod:`netbench.orchestrator.cluster_reuse`), used
+    where the run shares its network. ``launcher``: a sweep's worker fork server (default: the held cluster's, else
+    one of the run's own, whose imports overlap the cluster's build).
+    """
     with contextlib.ExitStack() as own:
         if launcher is None:
             launcher = reuse.launcher if reuse is not None else own.enter_context(Launcher())
