@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,7 +53,43 @@ def training_s(sweep: Path) -> tuple[float, float, int]:
     return wall, reported, points
 
 
-def bench(scenario: Path, reuse: bool, keep: Path | None) -> dict[str, float]:
+def phases(sweep: Path, wall: float) -> dict[str, float]:
+    """Where the wall time went, summed over points, from the sweep folder's file times and the workers' records:
+    before each point's workers (naming the run, re-shaping, spec files), forking them until every one has joined,
+    the start gate to the first step, the steps, the last step to the run directory written, the report, and the
+    rest (starting netbench, the fork server's imports, the calibration, leaving)."""
+    runs = sorted((sweep / "runs").iterdir(), key=lambda p: (p / "workers" / "rank0.spec.json").stat().st_mtime)
+    began = (sweep / "sweep.json").stat().st_mtime  # written once the calibration is there
+    sums = dict.fromkeys(
+        ("between points", "fork and join", "gate to first step", "steps", "last step to written"), 0.0
+    )
+    previous = began
+    for run in runs:
+        forked = (run / "workers" / "rank0.spec.json").stat().st_mtime
+        joined, first, last = 0.0, float("inf"), 0.0
+        for path in (run / "workers").glob("rank*.jsonl"):
+            for line in path.read_text().splitlines():
+                record = json.loads(line)
+                if record.get("event") == "start":
+                    joined = max(joined, record["t"])
+                elif record.get("event") == "step":
+                    first, last = min(first, record["t_start"]), max(last, record["t_end"])
+        written = max(
+            (run / name).stat().st_mtime for name in ("steps.csv", "run.json", "trace.json") if (run / name).exists()
+        )
+        sums["between points"] += forked - previous
+        sums["fork and join"] += joined - forked
+        sums["gate to first step"] += first - joined
+        sums["steps"] += last - first
+        sums["last step to written"] += max(0.0, written - last)
+        previous = max(written, last)
+    ended = (sweep / "report.html").stat().st_mtime
+    sums["report"] = ended - previous
+    sums["start, calibration, exit"] = wall - (ended - began)
+    return sums
+
+
+def bench(scenario: Path, reuse: bool, keep: Path | None) -> dict[str, Any]:
     """One fresh sweep of ``scenario``; its wall time, training time and overhead share."""
     with tempfile.TemporaryDirectory(prefix="netbench-bench-sweep-") as tmp:
         out = (keep / ("reuse" if reuse else "no-reuse")) if keep else Path(tmp) / "sweep"
@@ -65,6 +103,10 @@ def bench(scenario: Path, reuse: bool, keep: Path | None) -> dict[str, float]:
         if done.returncode != 0:
             print(done.stderr[-2000:], file=sys.stderr)
         train, reported, points = training_s(out)
+        try:
+            spent = phases(out, wall)
+        except (OSError, ValueError, KeyError):  # a failed point left a file out: no breakdown
+            spent = {}
     return {
         "wall_s": wall,
         "training_s": train,
@@ -72,16 +114,19 @@ def bench(scenario: Path, reuse: bool, keep: Path | None) -> dict[str, float]:
         "points": points,
         "overhead": (wall - train) / wall,
         "code": done.returncode,
+        "phases": spent,
     }
 
 
-def show(label: str, figures: dict[str, float]) -> None:
+def show(label: str, figures: dict[str, Any]) -> None:
     print(
         f"{label:9s} {figures['points']:3.0f} points  wall {figures['wall_s']:7.1f} s  training "
         f"{figures['training_s']:6.1f} s  "
         f"overhead {figures['overhead']:6.1%} of wall  (step times as reported: {figures['reported_s']:.1f} s, "
         f"{1 - figures['reported_s'] / figures['wall_s']:.1%} of wall beside them; exit {figures['code']:.0f})"
     )
+    if figures["phases"]:
+        print("  " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in figures["phases"].items()))
 
 
 def main() -> int:

@@ -205,6 +205,34 @@ def test_resume_runs_only_missing_points(tmp_path) -> None:
         assert row.pred_compress_time_s > 0 and isinstance(row.fidelity_ok, (bool, np.bool_))
 
 
+def test_a_points_results_are_written_before_the_next_points_steps_begin(tmp_path) -> None:
+    """Points on one cluster: each point's run directory is written while the next one starts its workers, and
+    complete (run.json, trace.json) before that point's first step; every row is in summary.csv."""
+    from netbench.calibrate.hostcache import HostCalibration
+    from netbench.model.calibration import Calibration
+
+    given = HostCalibration(Calibration(source="measured"), tmp_path / "given.json", False, "file")
+    scenario = scenario_from_dict(
+        {
+            "grid": {"bw": ["100mbit", "1gbit", "50mbit"], "replicator": ["full"]},
+            "steps": 2,
+            "warmup": 1,
+            "capture": False,
+            "workload": TINY,
+        }
+    )
+    plan = points(scenario, tmp_path / "runs")
+    outcome = run_sweep(plan, tmp_path, given, fresh=True)
+    assert (outcome.ran, outcome.failed) == (3, [])
+    summary = read_summary(tmp_path)
+    assert list(summary["key"]) == [p.key for p in plan] and set(summary["status"]) == {"ok"}
+    runs = [tmp_path / run_dir for run_dir in summary["run_dir"]]
+    for earlier, later in zip(runs, runs[1:]):
+        first_step = pd.read_csv(later / "steps.csv")["t_start"].min()
+        written = max((earlier / name).stat().st_mtime for name in ("run.json", "trace.json", "steps.csv"))
+        assert written < first_step
+
+
 # ------------------------------------------------------------------------------------------- topologies
 
 TWO_SITES = """[[sites]]

@@ -85,6 +85,21 @@ def test_a_worker_that_takes_long_to_join_while_working_is_waited_for(tmp_path: 
     assert joined == [True]
 
 
+def test_the_wait_ends_at_the_done_records_while_the_workers_still_exit(tmp_path: Path) -> None:
+    """A worker that takes seconds to exit after its last record (leaving the process group) is not waited for."""
+    run_dir = _run_dir(tmp_path)
+    records = str(run_dir.records_path(0))
+    code = f"import time\nopen({records!r}, 'a').write({START!r} + '\\n' + {DONE!r} + '\\n')\ntime.sleep(30)\n"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        began = time.monotonic()
+        wait_for_workers([proc], run_dir, 0, Limits(join_limit_s=60.0, step_limit_s=60.0), lambda r: r)
+        assert proc.poll() is None  # still on its way out: its done record ended the wait
+        assert time.monotonic() - began < 10.0
+    finally:
+        proc.kill(), proc.wait()
+
+
 def test_a_worker_that_joins_nothing_and_idles_fails_the_run_naming_it(tmp_path: Path) -> None:
     run_dir = _run_dir(tmp_path)
     procs = [_worker(IDLE.format(s=30)), _worker(IDLE.format(s=30))]

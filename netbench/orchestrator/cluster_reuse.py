@@ -19,6 +19,11 @@ Nothing of one point reaches the next:
   once, and the cache is written only when they close.)
 * counters: workers read interface counters as per-step deltas anyway; the delay line's cumulative
   counters are reported as the difference from the point's start.
+* processes: a point's run ends once every worker has recorded its end; the workers leave their process group and
+  exit while the run's results are written, and the next point waits for them to be gone (or kills them after
+  ``_LEAVE_S``) before it re-shapes the links.
+* CPU: a point's results are written (by the sweep, in a thread) while the next point re-shapes, starts its workers
+  and joins them; its steps begin only once the results are written (:meth:`ClusterReuse.await_writing`).
 
 A point that fails, or is stopped, takes the cluster and the fork server down with it (every process in
 the cluster's namespaces is killed, as after any run); the next point starts both afresh.
@@ -28,9 +33,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from concurrent import futures
+from concurrent.futures import Future
+from typing import Any, Protocol, TypeVar
 
 from netbench.emulation import netns
 from netbench.emulation.capabilities import Capabilities, detect
@@ -47,6 +55,15 @@ PORTS = 1000  # rendezvous ports RENDEZVOUS_PORT + 1 ... + PORTS, one per point,
 _RATE_FIELDS = ("rate_bps",)
 NO_TCP_METRICS = {"net.ipv4.tcp_no_metrics_save": "1"}  # a closing connection leaves no window, ssthresh or RTT behind
 _SETTLE_S = 0.05  # beyond twice the longest delay: the last ACKs and FINs of the previous point's connections
+_LEAVE_S = 10.0  # how long the previous point's workers may take to leave their process group and exit
+
+
+class Exiting(Protocol):
+    """A worker on its way out (a ForkedWorker or a Popen)."""
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
 
 
 def network_key(spec: ClusterSpec) -> str:
@@ -95,6 +112,8 @@ class ClusterReuse:
         self.launcher = launcher or Launcher()  # a sweep's: it may have forked the calibration already
         self._ports = 0
         self._last_end = 0.0
+        self._leaving: list[Exiting] = []  # the last point's workers, done measuring, still exiting
+        self._writing: Future[Any] | None = None  # the last point's results, being written
         self.built = 0  # clusters built (for the sweep's figures and the tests)
 
     def __enter__(self) -> ClusterReuse:
@@ -147,6 +166,31 @@ class ClusterReuse:
         if outcome.status != "ok":  # a worker failed or hung: nothing of this point's processes serves the next
             self.close()
 
+    def leaving(self, workers: Sequence[Exiting]) -> None:
+        """``workers`` have recorded their end and are exiting: the next run on this cluster waits for them."""
+        self._leaving = list(workers)
+
+    def writing(self, results: Future[Any]) -> None:
+        """The last point's results are being written (``results``): the next point's steps wait for them."""
+        self._writing = results
+
+    def await_writing(self) -> None:
+        """Until the last point's results are written (what writing them raised is its caller's)."""
+        if self._writing is not None:
+            futures.wait([self._writing])
+        self._writing = None
+
+    def _await_leaving(self) -> None:
+        """Until the last point's workers have exited; any still there after ``_LEAVE_S`` is killed."""
+        deadline = time.monotonic() + _LEAVE_S
+        for worker in self._leaving:
+            try:
+                worker.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+        self._leaving = []
+
     def _cluster_for(self, spec: ClusterSpec, names: RunNames) -> Cluster:
         """The held cluster reset and re-shaped for ``spec``, or, where it cannot serve, a new one."""
         key = network_key(spec)
@@ -166,6 +210,7 @@ class ClusterReuse:
         """Nothing of the last point stays: the delay line drained, new qdiscs, no cached TCP metrics, counters from
         zero.
         """
+        self._await_leaving()
         held = (
             2 * max(cluster.spec.one_way_delay_s(), spec.one_way_delay_s()) + _SETTLE_S if cluster.helper_pids else 0.0
         )
@@ -192,6 +237,7 @@ class ClusterReuse:
     def drop_cluster(self, unwinding: BaseException | None = None) -> None:
         """Take the held cluster down: every process in its namespaces (its workers too), every namespace."""
         stack, self._stack, self.cluster, self.key = self._stack, None, None, None
+        self._leaving = []  # the teardown ends every process in the cluster's namespaces
         if stack is not None:
             stack.__exit__(type(unwinding) if unwinding else None, unwinding, None)
 

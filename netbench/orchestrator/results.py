@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,21 +167,27 @@ def write_steps_csv(steps: pd.DataFrame, path: Path) -> None:
         steps.to_csv(fh, index=False)
 
 
+def installed_version(package: str) -> str:
+    """``package``'s installed version, or "absent"."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
 def write_run_json(path: Path, data: dict[str, Any]) -> None:
     safe_files.write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def versions() -> dict[str, str]:
-    import pyroute2
-    import scapy
-    import torch
-
+    """What the run ran with, read from the packages' metadata: naming torch's version does not import torch (seconds
+    of the orchestrator's CPU, which the workers' fork server has imported already)."""
     return {
         "netbench": __version__,
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "pyroute2": pyroute2.__version__,
-        "scapy": scapy.VERSION,
+        "torch": installed_version("torch"),
+        "pyroute2": installed_version("pyroute2"),
+        "scapy": installed_version("scapy"),
         "kernel": platform.release(),
     }
 

@@ -113,7 +113,23 @@ class RunOutcome(Outcome):
 # ------------------------------------------------------------------------------------------ the run
 
 
-def run(
+def run(config: RunConfig, *args: Any, **kwargs: Any) -> RunResult:
+    """Run one configuration end to end: :func:`measure` (its arguments), then write the run directory."""
+    return measure(config, *args, **kwargs).collect()
+
+
+@dataclass
+class Measured:
+    """A run whose workers are done: what it measured, and its run directory still to write (:meth:`collect`)."""
+
+    plan: RunPlan
+    outcome: RunOutcome
+
+    def collect(self) -> RunResult:
+        return collect(self.plan, self.outcome)
+
+
+def measure(
     config: RunConfig,
     progress: Progress | None = None,
     on_cluster: Callable[[Cluster], None] | None = None,
@@ -121,8 +137,9 @@ def run(
     dilation: float | None = 1.0,
     reuse: ClusterReuse | None = None,
     launcher: Launcher | None = None,
-) -> RunResult:
-    """Run one configuration end to end. ``on_cluster`` lets tests inject faults once workers start.
+) -> Measured:
+    """Run one configuration up to writing its run directory (a sweep writes one point's while its next point
+    starts). ``on_cluster`` lets tests inject faults once workers start.
 
     ``calibration``: the model constants its prediction uses (default: this host's, measured
     first when the cache has none -- before anything is built). ``dilation``: time dilation
@@ -138,7 +155,7 @@ def run(
         launcher.start_server(plan.dilated.threads)
         outcome = RunOutcome()
         train(plan, outcome, progress, on_cluster)
-    return collect(plan, outcome)
+    return Measured(plan, outcome)
 
 
 def prepare(
@@ -196,6 +213,8 @@ def train(
             if on_cluster:
                 on_cluster(cluster)
             watch(plan, cluster, procs, capture, outcome, progress, scheduled.polling(cluster.check, live))
+            if plan.reuse is not None:  # the next run on the cluster waits for them; else the teardown ends them
+                plan.reuse.leaving(procs)
         finally:
             trace.stop_sampling(sampling)
             outcome.cluster.update(scheduled.describe(live))
@@ -326,7 +345,10 @@ def watch(
             progress(done, total)
 
     def joined() -> None:
-        """Every worker has joined: the trunks' counters from here on, then the steps may begin."""
+        """Every worker has joined: the trunks' counters from here on, then the steps may begin (once the sweep's last
+        point's results are written: nothing of it shares the CPU with this point's steps)."""
+        if plan.reuse is not None:
+            plan.reuse.await_writing()
         if trunks is not None:
             trunks.restart()
         safe_files.write_text(plan.run_dir.start_gate, "")

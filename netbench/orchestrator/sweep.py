@@ -26,6 +26,7 @@ import fcntl
 import json
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summ
 if TYPE_CHECKING:
     from netbench.orchestrator.cluster_reuse import ClusterReuse
     from netbench.orchestrator.forked_workers import Launcher
+    from netbench.orchestrator.runner import Measured, RunResult
 
 __all__ = [
     "SweepBusy",
@@ -185,23 +187,20 @@ def _upsert(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
     return new if kept.empty else pd.concat([kept, new], ignore_index=True)
 
 
-def _run_point(
+def _measure_point(
     point: Point,
-    out: Path,
-    frame: pd.DataFrame,
-    outcome: SweepOutcome,
     calibration: HostCalibration,
     progress: PointProgress | None,
     dilation: str,
     held: ClusterReuse | None,
-) -> pd.DataFrame:
-    """Run one point (on the held cluster, where given), record its row in summary.csv and its status in ``outcome``."""
+) -> Measured:
+    """Run one point's steps (on the held cluster, where given); its run directory is still to write."""
     from netbench.orchestrator.cluster_reuse import reusable
     from netbench.orchestrator.dilation import parse_dilation
-    from netbench.orchestrator.runner import run as run_config  # orchestration: only when actually running
+    from netbench.orchestrator.runner import measure  # orchestration: only when actually running
 
     factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
-    result = run_config(
+    return measure(
         point.config,
         progress=(lambda d, t, p=point: progress(p, d, t)) if progress else None,
         calibration=calibration,
@@ -209,16 +208,24 @@ def _run_point(
         reuse=held if reusable(point.config) else None,
         launcher=held.launcher if held is not None else None,
     )
+
+
+def _count(point: Point, status: str, reason: str | None, outcome: SweepOutcome) -> None:
+    """The point's status in ``outcome``."""
+    outcome.ran += 1
+    outcome.last_status = status
+    if status != "ok":
+        outcome.failed.append(f"{point.label}: {reason}")
+        outcome.interrupted = (reason or "").startswith(("interrupted", "terminated"))
+
+
+def _record(point: Point, result: RunResult, out: Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """The point's row in summary.csv (rewritten)."""
     predicted = stored_prediction(result.summary) if result.status == "ok" else {}
     frame = _upsert(
         frame, point_row(point, result.summary, result.status, result.reason, result.run_dir, predicted, out)
     )
     write_summary(out, frame)
-    outcome.ran += 1
-    outcome.last_status = result.status
-    if result.status != "ok":
-        outcome.failed.append(f"{point.label}: {result.reason}")
-        outcome.interrupted = (result.reason or "").startswith(("interrupted", "terminated"))
     return frame
 
 
@@ -255,32 +262,42 @@ def run_sweep(
     have measured the calibration already); default: one of the sweep's own. Stops early (``interrupted``) when a
     run was interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network
+    from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network, reusable
 
     frame = pd.DataFrame(columns=["key", "status", "run_dir"]) if fresh else read_summary(out)
     done = set() if fresh else done_keys(frame, out)
     outcome = SweepOutcome(ran=0, skipped=0, failed=[], interrupted=False)
     todo = [p for p in points if p.key not in done]
     outcome.skipped = len(points) - len(todo)
+    pending: tuple[Point, Future[RunResult]] | None = None  # an ok point whose run directory is being written
     try:
-        with ClusterReuse(launcher=launcher) as held:
+        with ClusterReuse(launcher=launcher) as held, ThreadPoolExecutor(1, "results") as writer:
             if todo and reuse:  # its imports overlap the first cluster's build
                 held.launcher.start_server(todo[0].config.threads)
-            for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
-                frame = _run_point(
-                    point,
-                    out,
-                    frame,
-                    outcome,
-                    calibration,
-                    progress,
-                    dilation,
-                    held if reuse else None,
-                )
-                if on_point_done:
-                    on_point_done(point, outcome.last_status)
-                if outcome.interrupted:
-                    break
+            try:
+                for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
+                    on_held = reuse and reusable(point.config)  # its steps wait for the last point's results
+                    if pending is not None and not on_held:
+                        frame, pending = _record(pending[0], pending[1].result(), out, frame), None
+                    measured = _measure_point(point, calibration, progress, dilation, held if reuse else None)
+                    if pending is not None:  # written by now: this point's steps waited for it
+                        frame, pending = _record(pending[0], pending[1].result(), out, frame), None
+                    status = measured.outcome.status
+                    if on_held and status == "ok":  # written while the next point starts (ClusterReuse.await_writing)
+                        pending = (point, writer.submit(measured.collect))
+                        held.writing(pending[1])
+                        _count(point, status, None, outcome)
+                    else:
+                        result = measured.collect()
+                        frame = _record(point, result, out, frame)
+                        _count(point, result.status, result.reason, outcome)
+                    if on_point_done:
+                        on_point_done(point, outcome.last_status)
+                    if outcome.interrupted:
+                        break
+            finally:
+                if pending is not None:
+                    frame, pending = _record(pending[0], pending[1].result(), out, frame), None
     except KeyboardInterrupt:  # between two points: the held cluster is down by now, every finished point recorded
         outcome.interrupted = True
     order = {p.key: i for i, p in enumerate(points)}

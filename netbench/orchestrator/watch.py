@@ -9,6 +9,10 @@ A worker's life has two stages, and each has its own signal of progress:
   join says why itself.
 * stepping: once all have joined. Its progress is the slowest worker's step count, up to ``step_limit_s``.
 
+The wait ends when every worker has exited well or recorded its ``done`` event (its last record): leaving the
+process group and exiting take a worker a few tenths of a second more, which the caller overlaps with writing the
+results (a sweep's next point waits for them: :meth:`~netbench.orchestrator.cluster_reuse.ClusterReuse.hold`).
+
 A worker that exits badly fails the run at once; the reason names the worker that caused it (see
 :func:`root_cause`), with its own error, not a peer that merely lost it.
 """
@@ -73,8 +77,8 @@ def wait_for_workers(
         done = min(counts)
         if progress:
             progress(done, total)
-        if all(code == 0 for code in codes):
-            return
+        if all(code == 0 or counter.done for code, counter in zip(codes, counters, strict=True)):
+            return  # what is left of a worker that recorded its end is leaving the process group and exiting
         joining = [rank for rank, count in enumerate(counters) if not count.started]
         if len(joining) != waiting:  # a worker joined
             waiting = len(joining)

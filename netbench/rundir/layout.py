@@ -90,6 +90,7 @@ class StepCounter:
         self.offset = 0
         self.steps = 0
         self.started = False  # the worker's start event is there: it has joined the process group
+        self.done = False  # its done event is there: every step and its totals are recorded
 
     def __call__(self) -> int:
         try:
@@ -103,6 +104,7 @@ class StepCounter:
         lines = complete.splitlines()
         self.steps += sum(1 for line in lines if line.startswith(b'{"event": "step"'))  # "event" comes first
         self.started = self.started or any(line.startswith(b'{"event": "start"') for line in lines)
+        self.done = self.done or any(line.startswith(b'{"event": "done"') for line in lines)
         return self.steps
 
 
