@@ -1,6 +1,6 @@
 """Do this host's cores slow each other down? CPU time of one busy process alone, then of N side by side.
 
-A fidelity check (netbench.orchestrator.fidelity.codec_speed) flags runs whose nodes' encode + decode took
+A fidelity check (netbench.orchestrator.run.fidelity.codec_speed) flags runs whose nodes' encode + decode took
 more CPU time than calibrated. On a virtual machine the usual cause is the physical host: vCPUs that share a
 core's SMT siblings, caches or memory bandwidth with other guests, so two nodes computing at once each get
 slower -- whether that happens changes from hour to hour. This prints the CPU-time ratio (side by side /

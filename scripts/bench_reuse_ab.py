@@ -27,8 +27,8 @@ import pandas as pd  # noqa: E402
 
 from netbench.calibrate.hostcache import host_calibration  # noqa: E402
 from netbench.orchestrator.cluster_reuse import ClusterReuse  # noqa: E402
-from netbench.orchestrator.runner import run  # noqa: E402
-from netbench.orchestrator.sweep_scenario import points, read_toml, scenario_from_dict  # noqa: E402
+from netbench.orchestrator.run.runner import run  # noqa: E402
+from netbench.orchestrator.sweep.scenario import points, read_toml, scenario_from_dict  # noqa: E402
 
 DEFAULT_POINTS = "dct 2n 100mbit 0ms;full 2n 1gbit 0ms;dct 2n 1gbit 0ms"
 

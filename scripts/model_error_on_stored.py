@@ -38,7 +38,7 @@ from netbench.orchestrator.prediction import (
     replay_run,
     workload_shapes,
 )
-from netbench.orchestrator.sweep_scenario import points, scenario_from_dict
+from netbench.orchestrator.sweep.scenario import points, scenario_from_dict
 from netbench.rundir.reading import read_csv
 
 DEFAULT_FOLDERS = ("reports/fidelity", "reports/topology", "reports/ci")

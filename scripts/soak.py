@@ -3,7 +3,7 @@
 
 Each run is tiny (2 nodes, a small shapes workload, a few steps, capture on; every other run with
 1 ms of delay, so the delay line and its iptables rules come and go too) and goes through the
-Python API, :func:`netbench.orchestrator.runner.run`, so this process's open descriptors and
+Python API, :func:`netbench.orchestrator.run.runner.run`, so this process's open descriptors and
 memory are the orchestrator's. Afterwards it prints, for the measured runs:
 
 * leaked namespaces, registry entries and processes of the soak's own runs (never another's);
@@ -47,10 +47,10 @@ from pyroute2 import IPRoute  # noqa: E402
 
 from netbench.emulation.cleanup import running, traces_of  # noqa: E402
 from netbench.emulation.spec import ClusterSpec, DirectionSpec  # noqa: E402
-from netbench.orchestrator import results  # noqa: E402
 from netbench.orchestrator.cluster_reuse import ClusterReuse  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
-from netbench.orchestrator.runner import run  # noqa: E402
+from netbench.orchestrator.run import results  # noqa: E402
+from netbench.orchestrator.run.runner import run  # noqa: E402
 from netbench.replicators.config import ReplicatorConfig  # noqa: E402
 from netbench.workloads.config import WorkloadConfig  # noqa: E402
 

@@ -305,6 +305,51 @@ def test_each_part_imports_only_the_parts_below_it(part: str) -> None:
     assert not bad, "imports against the package layers (tests/test_architecture.py LAYERS):\n" + "\n".join(bad)
 
 
+# The orchestrator's folders, one per command, and what each may import of the others (the shared modules directly
+# under netbench/orchestrator/ are "shared"): the run is the unit the others repeat, place on real hosts or borrow.
+ORCHESTRATOR_PARTS: dict[str, frozenset[str]] = {
+    "shared": frozenset(),
+    "run": frozenset({"shared"}),
+    "exec": frozenset({"shared", "run"}),
+    "sweep": frozenset({"shared", "run"}),
+    "multihost": frozenset({"shared", "run"}),
+}
+
+
+def _orchestrator_part(module: str) -> str | None:
+    """Which of :data:`ORCHESTRATOR_PARTS` a netbench module is in (None outside the orchestrator)."""
+    parts = module.split(".")
+    if parts[:2] != ["netbench", "orchestrator"]:
+        return None
+    if len(parts) > 2 and parts[2] in ORCHESTRATOR_PARTS and (PACKAGE / "orchestrator" / parts[2]).is_dir():
+        return parts[2]
+    return "shared"
+
+
+def test_orchestrator_folders_import_each_other_one_way() -> None:
+    bad = [
+        f"{_where(m, line)}: {m} imports {target}"
+        for m in MODULES
+        if (part := _orchestrator_part(m)) is not None
+        for line, target in _netbench_imports(m)
+        if (theirs := _orchestrator_part(target)) is not None
+        and theirs != part
+        and theirs not in ORCHESTRATOR_PARTS[part]
+    ]
+    assert not bad, "imports against tests/test_architecture.py ORCHESTRATOR_PARTS:\n" + "\n".join(bad)
+
+
+def test_only_the_cli_starts_a_sweep_an_exec_or_a_multihost_run() -> None:
+    bad = [
+        f"{_where(m, line)}: {m} imports {target}"
+        for m in MODULES
+        if _layer(m) not in ("netbench.cli", "netbench.orchestrator")
+        for line, target in _netbench_imports(m)
+        if _orchestrator_part(target) in ("exec", "sweep", "multihost")
+    ]
+    assert not bad, "only netbench.cli starts these:\n" + "\n".join(bad)
+
+
 def _torch_imports(module: str) -> list[int]:
     return [line for line, imported, _ in _imports(module) if imported == "torch" or imported.startswith("torch.")]
 

@@ -169,7 +169,7 @@ HAND_DECLARED_AGAIN: dict[str, int] = {
 def all_settings() -> dict[str, Any]:
     """Long option -> its Setting (netbench/settings.py), wherever it is declared."""
     from netbench.model.calibration import CALIBRATION
-    from netbench.orchestrator.dilation import DILATION
+    from netbench.orchestrator.run.dilation import DILATION
     from netbench.reports.terminal import JSON
 
     tables = [*cluster_options.CLUSTER_SETTINGS, {s.field: s for s in (JSON, CALIBRATION, DILATION)}]

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from synthetic_sweep import grid, write_sweep
 
-from netbench.orchestrator.sweep_scenario import recorded_grid_points
+from netbench.orchestrator.sweep.scenario import recorded_grid_points
 from netbench.reports.compare import PointFigures, Side, compare, parse_fraction
 from netbench.reports.compare import load_side as load_folder
 

@@ -18,7 +18,7 @@ import pytest
 
 from netbench import untrusted
 from netbench.emulation import cleanup, delaystats, naming
-from netbench.orchestrator import fidelity
+from netbench.orchestrator.run import fidelity
 
 RUN_ID = "0a1b2c"
 

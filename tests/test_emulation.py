@@ -28,7 +28,7 @@ from netbench.emulation.naming import RunNames
 from netbench.emulation.probe import measure_goodput, measure_rtt, probe
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.frames import GSO_MAX_BYTES
-from netbench.orchestrator.fidelity import qdisc_stats
+from netbench.orchestrator.run.fidelity import qdisc_stats
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -442,7 +442,7 @@ def _capture_udp(out: Path) -> str:
 def test_run_fails_promptly_naming_the_delay_line_when_it_dies(tmp_path) -> None:
     """A dead delay line drops every packet of its links; the run must say so at once, not time out on a node."""
     from netbench.orchestrator.config import RunConfig
-    from netbench.orchestrator.runner import run
+    from netbench.orchestrator.run.runner import run
     from netbench.replicators.config import ReplicatorConfig
     from netbench.workloads.config import WorkloadConfig
 

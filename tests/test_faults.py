@@ -29,7 +29,7 @@ from netbench.emulation.naming import RunNames
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.phases import Outcome, hold_cluster
-from netbench.orchestrator.runner import run
+from netbench.orchestrator.run.runner import run
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 

@@ -13,8 +13,8 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.dilation import auto_factor, cpu_stretch, dilate, parse_dilation, undilate_records
-from netbench.orchestrator.fidelity import THRESHOLDS, FidelityMonitor, judge
+from netbench.orchestrator.run.dilation import auto_factor, cpu_stretch, dilate, parse_dilation, undilate_records
+from netbench.orchestrator.run.fidelity import THRESHOLDS, FidelityMonitor, judge
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
@@ -258,8 +258,8 @@ def test_auto_dilation_counts_codec_work_only_where_the_pipeline_overlaps_it_wit
     """One bucket: codec and wire take turns, so the codec never competes with the emulation (share 0).
     Buckets on a delayed link: the share is the model's encode + decode over its step, by hand here."""
     from netbench.model.calibration import Calibration
-    from netbench.orchestrator.dilation import overlapped_cpu_share, resolve
     from netbench.orchestrator.prediction import predict, workload_shapes
+    from netbench.orchestrator.run.dilation import overlapped_cpu_share, resolve
 
     cal = Calibration(compression_s_per_param={"dct": 1e-8})
     work = WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=0)
@@ -279,7 +279,7 @@ def test_auto_dilation_gives_every_worker_a_core_and_slows_the_intra_node_link_a
     """With G workers per node, auto counts nodes x G processes (2 nodes of 4 on 2 cores: k = 4, not 1), and a
     dilated run's shaped intra-node link runs k times slower like every other link; an unshaped one stays so."""
     from netbench.model.calibration import Calibration
-    from netbench.orchestrator.dilation import resolve
+    from netbench.orchestrator.run.dilation import resolve
 
     flat = config(2)
     hybrid = flat.model_copy(update={"gpus_per_node": 4, "intra_bw_bps": 10e9})
@@ -339,7 +339,7 @@ def test_a_codec_slower_than_calibrated_is_flagged_with_its_figures() -> None:
     """CPU time of encode + decode (median over measured steps, then over nodes) against the calibration's."""
     import pandas as pd
 
-    from netbench.orchestrator.fidelity import CODEC_STEP_SHARE, codec_reason, codec_speed
+    from netbench.orchestrator.run.fidelity import CODEC_STEP_SHARE, codec_reason, codec_speed
 
     rows = [
         {"rank": r, "step": s, "warmup": s == 0, "compress_cpu_s": 0.5 if s == 0 else enc, "decode_cpu_s": 0.04}
@@ -370,7 +370,7 @@ def test_a_codec_slower_than_calibrated_is_flagged_with_its_figures() -> None:
 
 def test_workers_yield_to_a_delay_line_that_could_not_raise_its_priority() -> None:
     """Rootless, the delay line stays at nice 0 / SCHED_OTHER: the workers then lower themselves by WORKER_NICE."""
-    from netbench.orchestrator.runner import WORKER_NICE, worker_nice
+    from netbench.orchestrator.run.runner import WORKER_NICE, worker_nice
 
     plain = subprocess.Popen(["sleep", "30"])
     raised = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: os.nice(-10)) if os.geteuid() == 0 else None

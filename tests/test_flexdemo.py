@@ -232,7 +232,7 @@ def test_compression_sends_the_same_share_of_values_everywhere(fraction: float) 
 
 
 def test_sweep_grid_takes_gpus_per_node_and_intra_bw(tmp_path: Path) -> None:
-    from netbench.orchestrator.sweep_scenario import points, scenario_from_dict
+    from netbench.orchestrator.sweep.scenario import points, scenario_from_dict
 
     scenario = scenario_from_dict(
         {

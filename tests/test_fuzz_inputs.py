@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from netbench.cli.app import main
 from netbench.model.calibration import CalibrationError, read_calibration
-from netbench.orchestrator.sweep_scenario import ScenarioError, load_scenario
+from netbench.orchestrator.sweep.scenario import ScenarioError, load_scenario
 from netbench.shapes import ShapeError, resolve_shapes
 from netbench.topology import TopologyError, load_topology
 

@@ -7,7 +7,7 @@ import pytest
 
 from netbench.capture.pcap import RetransTracker
 from netbench.counters import CounterError, parse_retrans_segs
-from netbench.orchestrator import health
+from netbench.orchestrator.run import health
 
 SNMP = "\n".join(
     [

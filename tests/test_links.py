@@ -12,7 +12,7 @@ from netbench.model.calibration import Calibration
 from netbench.model.network import GraphModel
 from netbench.model.schemes import SchemeSettings, build_scheme
 from netbench.model.steptime import Scenario
-from netbench.orchestrator.links import access_bytes_per_step, compare_links, trunk_bytes_per_step
+from netbench.orchestrator.run.links import access_bytes_per_step, compare_links, trunk_bytes_per_step
 from netbench.shapes import ParamShape
 from netbench.topology import DirectionSpec, place
 from netbench.topology.presets import Site, Wan, sites

@@ -8,8 +8,8 @@ import pytest
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
 from netbench.orchestrator.prediction import local_time_s, predict, predict_run, workload_shapes
-from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 

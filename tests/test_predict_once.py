@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import netbench.orchestrator.prediction as predict_mod
-import netbench.orchestrator.sweep as sweep_mod
-from netbench.orchestrator.sweep import stored_prediction, write_summary
+import netbench.orchestrator.sweep.sweep as sweep_mod
+from netbench.orchestrator.sweep.sweep import stored_prediction, write_summary
 from netbench.reports.report import generate_report
 
 

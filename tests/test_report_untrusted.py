@@ -157,8 +157,8 @@ def test_the_sweep_calibration_writes_shapes_json_under_a_fresh_name(
     tmp_path: Path, victim: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import netbench.calibrate.measure as measure_module
-    from netbench.orchestrator.sweep_calibration import sweep_calibration
-    from netbench.orchestrator.sweep_scenario import scenario_from_dict
+    from netbench.orchestrator.sweep.calibration import sweep_calibration
+    from netbench.orchestrator.sweep.scenario import scenario_from_dict
 
     class Stop(Exception):
         pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from netbench.orchestrator.results import summarize
+from netbench.orchestrator.run.results import summarize
 
 
 def frame(payloads: list[int], step_s: list[float]) -> pd.DataFrame:

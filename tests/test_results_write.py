@@ -14,8 +14,8 @@ from scapy.layers.l2 import Ether
 from scapy.utils import wrpcap
 
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.run import results
 from netbench.rundir.layout import RunDir
 from netbench.workloads.config import WorkloadConfig
 

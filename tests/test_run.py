@@ -13,7 +13,7 @@ import pytest
 from netbench.emulation import netns
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.runner import run
+from netbench.orchestrator.run.runner import run
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 

@@ -14,12 +14,12 @@ import pytest
 from netbench.calibrate.hostcache import HostCalibration
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
-from netbench.orchestrator import runner
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.forked_workers import Launcher
 from netbench.orchestrator.host_fit import HostUnfit, check_host
 from netbench.orchestrator.prediction import workload_shapes
-from netbench.orchestrator.resolve import auto_bucket_mb, bucket_link, resolve
+from netbench.orchestrator.run import runner
+from netbench.orchestrator.run.resolve import auto_bucket_mb, bucket_link, resolve
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
@@ -116,7 +116,7 @@ def test_a_stored_run_loads_whatever_the_host(tmp_path: Path, monkeypatch: pytes
     """A run recorded elsewhere (its out_dir absent here, a model this host could not hold) still re-predicts."""
     from synthetic_sweep import grid, write_sweep
 
-    from netbench.orchestrator.repredict import repredict
+    from netbench.orchestrator.sweep.repredict import repredict
 
     folder = write_sweep(tmp_path / "sweep", grid(reps=("dct",), rates=("100mbit",)))
     stored = RunConfig(

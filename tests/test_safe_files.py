@@ -11,7 +11,7 @@ import pytest
 
 from netbench import safe_files
 from netbench.model.calibration import Calibration, save_calibration
-from netbench.orchestrator.sweep import SUMMARY, write_summary
+from netbench.orchestrator.sweep.sweep import SUMMARY, write_summary
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
 

@@ -16,8 +16,8 @@ import pytest
 from netbench.capture import space
 from netbench.cli.app import main
 from netbench.emulation import netns
-from netbench.orchestrator.rank_payload import PayloadError, check_payload
-from netbench.orchestrator.sweep import SweepBusy, sweep_lock
+from netbench.orchestrator.multihost.rank_payload import PayloadError, check_payload
+from netbench.orchestrator.sweep.sweep import SweepBusy, sweep_lock
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,7 +61,7 @@ def test_sweep_cli_exits_2_naming_the_folder_another_sweep_holds(tmp_path: Path,
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; "
-            "from netbench.orchestrator.sweep import sweep_lock\n"
+            "from netbench.orchestrator.sweep.sweep import sweep_lock\n"
             "with sweep_lock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(60)",
             str(out),
         ],
@@ -157,7 +157,7 @@ def test_rank_payloads_are_json_checked_field_by_field() -> None:
 GATHER = """
 import json, os, sys
 import torch.distributed as dist
-from netbench.orchestrator.rank_payload import MAX_PAYLOAD_BYTES, broadcast_flags, gather_json
+from netbench.orchestrator.multihost.rank_payload import MAX_PAYLOAD_BYTES, broadcast_flags, gather_json
 rank = int(sys.argv[1])
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[2]}", rank=rank, world_size=3)
 payload = {"records": [{"event": "step", "step": rank}], "node": {"rank": rank, "host": "ü" * rank}}

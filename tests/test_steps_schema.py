@@ -12,10 +12,10 @@ from test_worker import SMALL_MLP, finish, launch, records, write_specs
 
 from netbench.capture.pcap import StepBins
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.orchestrator import results
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.dilation import TIMED_FIELDS
-from netbench.orchestrator.schedule_results import annotate
+from netbench.orchestrator.run import results
+from netbench.orchestrator.run.dilation import TIMED_FIELDS
+from netbench.orchestrator.run.schedule_results import annotate
 from netbench.reports.steps import read_steps
 from netbench.rundir.steps_schema import (
     RECORD_ONLY,

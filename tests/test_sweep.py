@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from netbench.orchestrator.sweep import done_keys, read_summary, run_sweep
-from netbench.orchestrator.sweep_scenario import ScenarioError, load_scenario, points, scenario_from_dict
+from netbench.orchestrator.sweep.scenario import ScenarioError, load_scenario, points, scenario_from_dict
+from netbench.orchestrator.sweep.sweep import done_keys, read_summary, run_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = {"kind": "shapes", "shapes": "llama:d_model=32,layers=1,ffn=64,vocab=64", "compute_ms": 5}

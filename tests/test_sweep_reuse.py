@@ -22,8 +22,8 @@ from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.emulation.tcpsettings import TcpOptions
 from netbench.orchestrator.cluster_reuse import ClusterReuse, counters_since, network_key, order_by_network
 from netbench.orchestrator.phases import Outcome
-from netbench.orchestrator.sweep import read_summary
-from netbench.orchestrator.sweep_scenario import points, scenario_from_dict
+from netbench.orchestrator.sweep.scenario import points, scenario_from_dict
+from netbench.orchestrator.sweep.sweep import read_summary
 
 TINY = {"kind": "shapes", "shapes": "llama:d_model=64,layers=1,ffn=128,vocab=128", "compute_ms": 20}
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
@@ -191,7 +191,7 @@ def test_a_point_after_a_full_10mbit_queue_inherits_neither_its_backlog_nor_its_
 @needs_root
 def test_a_killed_worker_fails_its_point_and_the_next_point_runs_on_a_new_cluster(tmp_path: Path) -> None:
     from netbench.emulation import netns
-    from netbench.orchestrator.runner import run
+    from netbench.orchestrator.run.runner import run
 
     scenario = scenario_from_dict(
         {

@@ -6,7 +6,7 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.timeouts import FLOOR_S, SAFETY, collective_timeout_s, loss_limited_bps, slowest_call_s
+from netbench.orchestrator.run.timeouts import FLOOR_S, SAFETY, collective_timeout_s, loss_limited_bps, slowest_call_s
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 

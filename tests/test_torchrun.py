@@ -33,8 +33,8 @@ from netbench.emulation.hostshaping import root_qdisc
 from netbench.emulation.node import Node
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.results import CAPTURE_COLUMNS
-from netbench.orchestrator.runner import run
+from netbench.orchestrator.run.results import CAPTURE_COLUMNS
+from netbench.orchestrator.run.runner import run
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 

@@ -101,7 +101,7 @@ def _integrated_bytes(track: list[dict]) -> float:
 @pytest.mark.netns
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_a_run_writes_a_trace_of_ranks_buckets_links_tcp_and_the_model(tmp_path) -> None:
-    from netbench.orchestrator.runner import run
+    from netbench.orchestrator.run.runner import run
 
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.02), down=DirectionSpec(rate_bps=100e6))
     config = RunConfig(

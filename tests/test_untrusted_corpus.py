@@ -282,7 +282,7 @@ def test_a_partial_folder_another_user_made_is_refused(tmp_path: Path) -> None:
 
 
 def test_exec_writes_its_declared_shapes_by_the_one_write_rule(tmp_path: Path) -> None:
-    from netbench.orchestrator.execute import _model_config  # the function that writes the file
+    from netbench.orchestrator.exec.execute import _model_config  # the function that writes the file
     from netbench.rundir.layout import RunDir
 
     victim = tmp_path / "victim"
@@ -300,7 +300,7 @@ def test_exec_writes_its_declared_shapes_by_the_one_write_rule(tmp_path: Path) -
 def _exec_config():
     from netbench.emulation.spec import ClusterSpec
     from netbench.orchestrator.config import RunConfig
-    from netbench.orchestrator.execute import ExecConfig
+    from netbench.orchestrator.exec.execute import ExecConfig
 
     run = RunConfig(cluster=ClusterSpec(nodes=2, up={"rate_bps": 1e8}, down={"rate_bps": 1e8}))
     return ExecConfig(run=run, command=("true",))

@@ -13,8 +13,8 @@ import pytest
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.activity import Activity, Stalled, cpu_seconds, wait_while_working
-from netbench.orchestrator.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s
-from netbench.orchestrator.watch import Limits, WorkerFailure, wait_for_workers
+from netbench.orchestrator.run.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s
+from netbench.orchestrator.run.watch import Limits, WorkerFailure, wait_for_workers
 from netbench.rundir.layout import RunDir
 
 BUSY = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end: pass\n"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.orchestrator import results
-from netbench.orchestrator import torchrun as hosts
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.multihost import torchrun as hosts
+from netbench.orchestrator.run import results
 from netbench.rundir.records import RecordWriter, set_aside
 from netbench.worker.spec import WorkerSpec, resolve
 

@@ -22,7 +22,7 @@ from netbench.emulation import cleanup, hostrecords, shaping
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.runner import run
+from netbench.orchestrator.run.runner import run
 from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 

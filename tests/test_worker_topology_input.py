@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from netbench.cli.app import main
-from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
-from netbench.orchestrator.peer_addresses import PeerAddressError, exchange, parse_entry
+from netbench.orchestrator.multihost.host_topology import HostTopology, HostTopologyError
+from netbench.orchestrator.multihost.peer_addresses import PeerAddressError, exchange, parse_entry
 from netbench.topology import load_topology
 
 SITES = """
@@ -110,7 +110,7 @@ def test_each_peer_class_is_the_path_between_the_nodes(sites_file: Path) -> None
 
 def test_one_egress_shaper_serves_where_every_path_is_the_hosts_uplink(sites_file: Path, tmp_path: Path) -> None:
     """A one-switch graph of equal links (and the hosts' star) needs no per-peer classes; a WAN trunk does."""
-    from netbench.orchestrator.torchrun import star_of_hosts
+    from netbench.orchestrator.multihost.torchrun import star_of_hosts
     from netbench.topology import DirectionSpec
 
     one_switch = tmp_path / "lan.toml"

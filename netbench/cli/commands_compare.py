@@ -49,7 +49,7 @@ def compare(
 ) -> None:
     """Match points by configuration; exit 1 when CURRENT is broken or a point regresses beyond its threshold and noise,
     0 otherwise, 2 on bad input or when nothing is comparable."""
-    from netbench.orchestrator.sweep_scenario import recorded_grid_points
+    from netbench.orchestrator.sweep.scenario import recorded_grid_points
     from netbench.reports.compare import (
         CompareError,
         load_side,

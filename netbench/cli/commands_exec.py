@@ -81,7 +81,7 @@ def exec_command(
     Exit status: the first failing node's; 124 when --timeout expired; 130 on Ctrl-C; 125 when
     netbench itself failed; 2 for bad input (checked before anything is built).
     """
-    from netbench.orchestrator.execute import CommandError, ExecConfig, check_command, execute
+    from netbench.orchestrator.exec.execute import CommandError, ExecConfig, check_command, execute
 
     argv = tuple(command or ())
     try:

@@ -230,12 +230,12 @@ def _with_buckets(
     schemes: list, text: str, rate_bps: float, rtt_s: float, shapes, machines: int, concurrent: bool = True
 ) -> list:
     """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload, by the rule a
-    run resolves it with (:func:`netbench.orchestrator.resolve.auto_bucket_mb`; ``concurrent``: the buckets travel at
-    once, one worker per node)."""
+    run resolves it with (:func:`netbench.orchestrator.run.resolve.auto_bucket_mb`; ``concurrent``: the buckets
+    travel at once, one worker per node)."""
     import dataclasses
 
     from netbench.cli.run_options import bucket_choice
-    from netbench.orchestrator.resolve import auto_bucket_mb
+    from netbench.orchestrator.run.resolve import auto_bucket_mb
 
     auto, value = bucket_choice(text)
     if not auto and not (math.isfinite(value) and 0 <= value <= 4096):

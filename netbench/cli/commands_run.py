@@ -27,7 +27,7 @@ from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.cli.schedule_option import read_schedule
 from netbench.model.calibration import CALIBRATION
-from netbench.orchestrator.dilation import DILATION
+from netbench.orchestrator.run.dilation import DILATION
 from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
 
 console = make_console(stderr=True)
@@ -61,7 +61,7 @@ def run(
     as_json: bool = option(JSON, "run"),
 ) -> None:
     """Train across an emulated cluster and measure time and bytes per step."""
-    from netbench.orchestrator.runner import run as run_config
+    from netbench.orchestrator.run.runner import run as run_config
 
     cluster = copt.cluster_spec(network)
     link_schedule = read_schedule(schedule)

@@ -33,7 +33,7 @@ from netbench.cli.run_config import (
 from netbench.cli.run_options import check_workload
 from netbench.emulation.tcpsettings import TCP
 from netbench.model.calibration import CALIBRATION
-from netbench.orchestrator.dilation import DILATION
+from netbench.orchestrator.run.dilation import DILATION
 from netbench.replicators.registry import names
 from netbench.reports.terminal import make_console
 from netbench.rundir.layout import RunDir
@@ -128,7 +128,7 @@ def _network_overrides(network: Settings) -> dict[str, Any]:
 
 def _scenario(path: Path | None, overrides: dict[str, Any]):
     """The file's scenario (if any) with every option given on the command line on top."""
-    from netbench.orchestrator.sweep_scenario import ScenarioError, read_toml, scenario_from_dict
+    from netbench.orchestrator.sweep.scenario import ScenarioError, read_toml, scenario_from_dict
 
     try:
         data = read_toml(path) if path else {}
@@ -193,8 +193,8 @@ def sweep(
     schedule: Path | None = RUN["schedule"].option(),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay x network; resumable; writes summary.csv and a report."""
-    from netbench.orchestrator.sweep_scenario import ScenarioError
-    from netbench.orchestrator.sweep_scenario import points as grid_points
+    from netbench.orchestrator.sweep.scenario import ScenarioError
+    from netbench.orchestrator.sweep.scenario import points as grid_points
 
     overrides = {
         **_network_overrides(network),
@@ -235,7 +235,7 @@ def sweep(
 def _run(
     scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str = "auto", reuse: bool = True
 ) -> None:
-    from netbench.orchestrator.sweep import SweepBusy, sweep_lock
+    from netbench.orchestrator.sweep.sweep import SweepBusy, sweep_lock
 
     require_privileges()
     require_torch("sweep")
@@ -264,8 +264,8 @@ def _sweep_with(
 ) -> None:
     """Calibrate, run the points, write the report: every process forked by ``launcher``'s server."""
     from netbench.model.calibration import CalibrationError
-    from netbench.orchestrator.sweep import done_keys, run_sweep, write_sweep_json
-    from netbench.orchestrator.sweep_calibration import sweep_calibration
+    from netbench.orchestrator.sweep.calibration import sweep_calibration
+    from netbench.orchestrator.sweep.sweep import done_keys, run_sweep, write_sweep_json
     from netbench.reports.escape import printable
     from netbench.reports.report import generate_report
     from netbench.rundir.sweepdir import BadInput, read_summary
@@ -353,7 +353,7 @@ def report(
     model.
     """
     from netbench.model.calibration import CalibrationError
-    from netbench.orchestrator.repredict import recorded_calibration, repredict
+    from netbench.orchestrator.sweep.repredict import recorded_calibration, repredict
     from netbench.reports.escape import for_terminal, printable
     from netbench.reports.report import generate_report
     from netbench.untrusted import BadInput

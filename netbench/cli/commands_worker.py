@@ -4,7 +4,7 @@ The same workload and replicator options as `netbench run`; the network is whate
 hosts, measured on ``--iface`` and shaped there only when ``--bw``/``--up`` (and ``--delay``...)
 ask for it, or as ``--topology FILE``'s paths between the hosts' nodes (one shaper where every path is the
 host's uplink, else a class per peer). Rank 0 writes the run directory `netbench run` would (see
-orchestrator/torchrun.py).
+orchestrator/multihost/torchrun.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from netbench.reports.terminal import JSON, for_terminal, make_console, print_su
 from netbench.topology.presets import TOPOLOGY
 
 if TYPE_CHECKING:
-    from netbench.orchestrator.host_topology import HostTopology
+    from netbench.orchestrator.multihost.host_topology import HostTopology
 
 console = make_console(stderr=True)
 
@@ -56,8 +56,8 @@ def _host_topology(
     hosts' star (shaped as ``shaping`` asks, or as they are)."""
     import os
 
-    from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
-    from netbench.orchestrator.torchrun import star_of_hosts
+    from netbench.orchestrator.multihost.host_topology import HostTopology, HostTopologyError
+    from netbench.orchestrator.multihost.torchrun import star_of_hosts
     from netbench.topology import PlacementError, TopologyError, load_topology, parse_rank_order
 
     if file is None:
@@ -127,8 +127,8 @@ def worker(
 ) -> None:
     """One host's rank of a multi-host run; start it with torchrun on every host (docs/how-to/multi-host.md)."""
     from netbench.emulation.hostshaping import HostShapingError
-    from netbench.orchestrator import torchrun as hosts
-    from netbench.orchestrator.timeouts import collective_timeout_s
+    from netbench.orchestrator.multihost import torchrun as hosts
+    from netbench.orchestrator.run.timeouts import collective_timeout_s
     from netbench.worker.hard_exit import exit_without_teardown
     from netbench.worker.spec import SpecError
 

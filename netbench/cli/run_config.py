@@ -16,10 +16,10 @@ console = make_console(stderr=True)
 
 
 def build_run_config(**settings: Any):
-    """``RunConfig(**settings)``, resolved (:func:`netbench.orchestrator.resolve.resolve`) and checked against this
+    """``RunConfig(**settings)``, resolved (:func:`netbench.orchestrator.run.resolve.resolve`) and checked against this
     host; a bad value is one UserError line naming its option."""
     from netbench.orchestrator.config import RunConfig
-    from netbench.orchestrator.resolve import check_payload, resolve
+    from netbench.orchestrator.run.resolve import check_payload, resolve
     from netbench.replicators.spec import SettingError
 
     try:
@@ -45,7 +45,7 @@ def setting_option(field: str) -> str:
 def check_settings(runs: list, where: str) -> None:
     """A UserError naming ``where`` + the field when the workload of one of ``runs`` (RunConfigs) rules out a
     replicator setting (Streaming DiLoCo's fragments that do not divide its layers)."""
-    from netbench.orchestrator.resolve import check_payload
+    from netbench.orchestrator.run.resolve import check_payload
     from netbench.replicators.spec import SettingError
 
     for run in runs:
@@ -91,7 +91,7 @@ def check_delay_line_env() -> None:
 
 def dilation_factor(text: str) -> float | None:
     """``--dilation`` as a factor (None: auto, resolved from the run's prediction); bad input is a UserError."""
-    from netbench.orchestrator.dilation import parse_dilation
+    from netbench.orchestrator.run.dilation import parse_dilation
 
     try:
         return parse_dilation(text)

@@ -69,7 +69,7 @@ def check_workload(workload: WorkloadConfig, world_size: int) -> None:
 
 def bucket_choice(text: str) -> tuple[bool, float | None]:
     """``--bucket-mb`` as (auto, megabytes): ``auto`` sizes buckets from the link when the run is resolved
-    (:func:`netbench.orchestrator.resolve.resolve`); a number is the replicator's own setting."""
+    (:func:`netbench.orchestrator.run.resolve.resolve`); a number is the replicator's own setting."""
     if text.strip().lower() == "auto":
         return True, None
     try:
@@ -80,7 +80,7 @@ def bucket_choice(text: str) -> tuple[bool, float | None]:
 
 def replicator_from_options(name: str, settings: dict[str, Any], **extra: Any) -> tuple[ReplicatorConfig, bool]:
     """A training command's replicator from its options, and whether ``--bucket-mb`` was ``auto`` (the buckets are
-    then sized when the run is resolved, :func:`netbench.orchestrator.resolve.resolve`)."""
+    then sized when the run is resolved, :func:`netbench.orchestrator.run.resolve.resolve`)."""
     settings = dict(settings)
     auto, megabytes = bucket_choice(settings.pop("bucket_mb"))
     config = build_replicator_config(name, **settings, **({} if auto else {"bucket_mb": megabytes}), **extra)

@@ -63,7 +63,7 @@ class ImpairmentEngine:
 
     def helper_pids(self) -> dict[str, int]:
         """Every helper process by name (``delay_line``, ``delay_line_sw1``, ...): the fidelity monitor watches each
-        one's CPU and wait, and the workers yield to them (:func:`netbench.orchestrator.runner.worker_nice`)."""
+        one's CPU and wait, and the workers yield to them (:func:`netbench.orchestrator.run.runner.worker_nice`)."""
         return {"delay_line": self.pid} if self.pid is not None else {}
 
     def stats(self) -> dict[str, Any] | None:

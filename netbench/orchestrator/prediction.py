@@ -7,7 +7,7 @@ model takes both as measured inputs (the issue: "compute comes from the user or 
 and predicts the rest -- the replicator's encode/decode from the calibration and the
 collectives from link rate, delay, framing and per-message overhead.
 
-The emulated cluster is not quite the model's cluster (:mod:`netbench.orchestrator.testbed`): its nodes
+The emulated cluster is not quite the model's cluster (:mod:`netbench.orchestrator.emulated_host`): its nodes
 share the host's cores, so encode/decode of N nodes on C cores takes N/C times its calibrated
 time, and tbf's token bucket, refilled while a node computes, lets each step's first burst of
 bytes skip the rate limit. Both come from the host and the shaper's settings.
@@ -40,7 +40,7 @@ from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate
-from netbench.orchestrator.testbed import bucket_credit_s, cpu_share
+from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
 from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps

@@ -5,5 +5,5 @@
 * :mod:`~netbench.reports.steps` -- per-step spread from steps.csv;
 * :mod:`~netbench.reports.target` -- time to target loss.
 
-Running a sweep's grid is the orchestrator's (:mod:`netbench.orchestrator.sweep`).
+Running a sweep's grid is the orchestrator's (:mod:`netbench.orchestrator.sweep.sweep`).
 """

@@ -3,7 +3,7 @@
 Everything is rebuilt from the sweep folder (summary.csv, sweep.json; runs/ for per-step error
 bars and loss curves where it is still there), so ``netbench report`` gives the same report after
 the fact. The model's figures are the predictions stored with each point (summary.csv's ``pred_``
-columns); ``--calibration`` has them made again first (:mod:`netbench.orchestrator.repredict`).
+columns); ``--calibration`` has them made again first (:mod:`netbench.orchestrator.sweep.repredict`).
 report.md and a self-contained report.html are written side by side.
 
 Errors are relative to the measurement: (predicted - measured) / measured.

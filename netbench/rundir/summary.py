@@ -323,7 +323,7 @@ FIELDS: tuple[Field, ...] = (
     Field("predicted", Optional["Prediction"]),
     Field(
         "links", dict[str, Any] | None
-    ),  # bytes per link direction, the model's beside the counters' (orchestrator/links.py)
+    ),  # bytes per link direction, the model's beside the counters' (orchestrator/run/links.py)
     Field("prediction_error", str | None),
     Field("params", int | None, **_MODEL),
     Field("calibration", dict[str, Any] | str | None, **_MODEL),  # older runs: the source's name only

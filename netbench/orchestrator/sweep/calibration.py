@@ -19,7 +19,7 @@ from netbench.calibrate.hostcache import HostCalibration, host_calibration, load
 from netbench.model.calibration import save_calibration
 from netbench.model.schemes import SchemeSettings
 from netbench.orchestrator.prediction import workload_shapes
-from netbench.orchestrator.sweep_scenario import SweepScenario
+from netbench.orchestrator.sweep.scenario import SweepScenario
 from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.sweepdir import CALIBRATION
 

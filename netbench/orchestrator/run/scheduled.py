@@ -1,7 +1,7 @@
 """A run's link schedule, as the run's phases meet it: started with the cluster, ticked by the watch, handed to workers.
 
 The schedule itself and how it is applied live in :mod:`netbench.schedule`; this module is the few calls
-:mod:`netbench.orchestrator.runner` makes, so that a run without a schedule does exactly what it did.
+:mod:`netbench.orchestrator.run.runner` makes, so that a run without a schedule does exactly what it did.
 """
 
 from __future__ import annotations

@@ -40,18 +40,18 @@ from netbench.capture.switches import SwitchCaptures
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.trunks import TrunkCounters
-from netbench.orchestrator import dilation as dil
-from netbench.orchestrator import fidelity as fid
-from netbench.orchestrator import results, scheduled
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.forked_workers import ForkedWorker, Launcher
 from netbench.orchestrator.host_fit import check_host
-from netbench.orchestrator.intranode import INTRA_IFACE, shape_intra
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.prediction import period_warnings, workload_shapes
-from netbench.orchestrator.resolve import check_payload, resolve
-from netbench.orchestrator.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s, stall_limit_s
-from netbench.orchestrator.watch import Limits, WorkerFailure, wait_for_workers
+from netbench.orchestrator.run import dilation as dil
+from netbench.orchestrator.run import fidelity as fid
+from netbench.orchestrator.run import results, scheduled
+from netbench.orchestrator.run.resolve import check_payload, resolve
+from netbench.orchestrator.run.sharding import INTRA_IFACE, shape_intra
+from netbench.orchestrator.run.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s, stall_limit_s
+from netbench.orchestrator.run.watch import Limits, WorkerFailure, wait_for_workers
 from netbench.rundir.layout import RunDir
 from netbench.trace import hooks as trace
 from netbench.worker.spec import WorkerSpec
@@ -81,7 +81,7 @@ class RunPlan:
     """What ``prepare`` settles before anything is created; every later phase reads it."""
 
     config: RunConfig  # as asked: results are reported for it
-    dilated: RunConfig  # what runs: time dilation k (netbench.orchestrator.dilation) slows links and timeouts
+    dilated: RunConfig  # what runs: time dilation k (netbench.orchestrator.run.dilation) slows links and timeouts
     dilation: float
     names: RunNames
     run_dir: RunDir
@@ -143,7 +143,7 @@ def measure(
 
     ``calibration``: the model constants its prediction uses (default: this host's, measured
     first when the cache has none -- before anything is built). ``dilation``: time dilation
-    factor k (:mod:`netbench.orchestrator.dilation`; None: auto, from the run's prediction); results are
+    factor k (:mod:`netbench.orchestrator.run.dilation`; None: auto, from the run's prediction); results are
     reported for ``config``. ``reuse``: a sweep's held cluster (:mod:`netbench.orchestrator.cluster_reuse`), used
     where the run shares its network. ``launcher``: a sweep's worker fork server (default: the held cluster's, else
     one of the run's own, whose imports overlap the cluster's build).

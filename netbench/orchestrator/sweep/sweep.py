@@ -37,7 +37,7 @@ from netbench.calibrate.hostcache import HostCalibration
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict_run
-from netbench.orchestrator.sweep_scenario import Point, SweepScenario
+from netbench.orchestrator.sweep.scenario import Point, SweepScenario
 from netbench.rundir.layout import RunDir
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
@@ -45,7 +45,7 @@ from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summ
 if TYPE_CHECKING:
     from netbench.orchestrator.cluster_reuse import ClusterReuse
     from netbench.orchestrator.forked_workers import Launcher
-    from netbench.orchestrator.runner import Measured, RunResult
+    from netbench.orchestrator.run.runner import Measured, RunResult
 
 __all__ = [
     "SweepBusy",
@@ -196,8 +196,8 @@ def _measure_point(
 ) -> Measured:
     """Run one point's steps (on the held cluster, where given); its run directory is still to write."""
     from netbench.orchestrator.cluster_reuse import reusable
-    from netbench.orchestrator.dilation import parse_dilation
-    from netbench.orchestrator.runner import measure  # orchestration: only when actually running
+    from netbench.orchestrator.run.dilation import parse_dilation
+    from netbench.orchestrator.run.runner import measure  # orchestration: only when actually running
 
     factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
     return measure(

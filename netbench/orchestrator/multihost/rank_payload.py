@@ -23,7 +23,7 @@ class PayloadError(ValueError):
 
 
 class NodeFacts(BaseModel):
-    """One host as run.json lists it (:func:`netbench.orchestrator.torchrun._node_info`)."""
+    """One host as run.json lists it (:func:`netbench.orchestrator.multihost.torchrun._node_info`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     rank: int

@@ -1,6 +1,6 @@
 """A run's settings given as intents (``compression``, ``auto_bucket``), turned into the replicator's own numbers.
 
-`netbench run`, `worker` and a library caller of :func:`netbench.orchestrator.runner.run` get the
+`netbench run`, `worker` and a library caller of :func:`netbench.orchestrator.run.runner.run` get the
 same numbers from here; `netbench plan` sizes buckets with :func:`auto_bucket_mb`, the same rule.
 """
 

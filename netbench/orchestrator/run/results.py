@@ -24,12 +24,12 @@ from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
-from netbench.orchestrator import health
-from netbench.orchestrator.fidelity import unfinished
-from netbench.orchestrator.hybrid_results import hybrid_summary
-from netbench.orchestrator.links import link_report, read_trunks
 from netbench.orchestrator.prediction import model_errors, predict_run, replay_run, shapes_record
-from netbench.orchestrator.schedule_results import annotate, segment_summary, step_errors
+from netbench.orchestrator.run import health
+from netbench.orchestrator.run.fidelity import unfinished
+from netbench.orchestrator.run.links import link_report, read_trunks
+from netbench.orchestrator.run.schedule_results import annotate, segment_summary, step_errors
+from netbench.orchestrator.run.sharding_results import hybrid_summary
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
@@ -233,7 +233,9 @@ class RunOutput:
     cpus: int | None = None  # the cores the model takes the nodes to share (None: this host's, as emulated nodes do)
     predict: bool = True  # False leaves the model out (`netbench exec` of a program that declared no payload)
     calibration: Any = None  # the HostCalibration the prediction uses (None: the saved one)
-    fidelity: dict[str, Any] | None = None  # the run's verdict on its own emulation (netbench.orchestrator.fidelity)
+    fidelity: dict[str, Any] | None = (
+        None  # the run's verdict on its own emulation (netbench.orchestrator.run.fidelity)
+    )
     trunks_csv: Path | None = (
         None  # the trunks' per-step counters (`netbench run` on a topology), for the per-link comparison
     )
@@ -313,7 +315,7 @@ def _with_codec_speed(
     Where the run has a replay (the model fed the measured codec), a codec slower than calibrated moves the forecast
     only, so it is a note; without one it is a reason the run does not describe the model's machines.
     """
-    from netbench.orchestrator.fidelity import codec_reason, codec_speed
+    from netbench.orchestrator.run.fidelity import codec_reason, codec_speed
 
     speed = codec_speed(steps, (predicted or {}).get("codec_cpu_s"), (predicted or {}).get("step_time_s"))
     if speed is None:

@@ -17,7 +17,7 @@ time stops meaning anything about a real cluster when:
   each node has a core, and a worker's threads handing work to each other wait briefly on a real
   node too (2 nodes, 1gbit, no delay: 11 % summed over threads, step within 4 % of the model), so
   there the main thread's wait still decides (it sees other load taking the cores). A run dilated k
-  times (:mod:`netbench.orchestrator.dilation`) has ``cores x k`` core-seconds per emulated second:
+  times (:mod:`netbench.orchestrator.run.dilation`) has ``cores x k`` core-seconds per emulated second:
   its ring outnumbers them only when ``nodes > cores x k`` (32 nodes, k = 16: measured 0.98x the
   model while their threads waited 12 %, summed, for hops 16 times longer).
 * **the host's CPU is saturated** -- ``/proc/stat`` busy share and run queue (``procs_running``),
@@ -248,7 +248,7 @@ OWN_WORK_SHARE = (
 def dilation_hint(observed: dict[str, Any]) -> str:
     """``; try --dilation K``: the factor that brings the host's busy share to dilation.HOST_SHARE (the share
     ``auto`` aims for), if above this run's. Dilated k times, the run's busy share is 1/k of the undilated one."""
-    from netbench.orchestrator.dilation import factor_for_busy
+    from netbench.orchestrator.run.dilation import factor_for_busy
 
     k = observed.get("dilation", 1.0)
     wanted = factor_for_busy(k * observed["host_busy"])

@@ -4,16 +4,16 @@ torchrun starts the worker on every host (c10d rendezvous) and sets RANK, WORLD_
 MASTER_ADDR and MASTER_PORT. Each rank runs the emulated nodes' loop (:mod:`netbench.worker`),
 recording every step to a file on its own host as it goes, so a failure keeps what was measured.
 After the last step, while the gloo group is still up, every rank sends its records to rank 0
-as JSON (:mod:`netbench.orchestrator.rank_payload`: never pickles, which rank 0 would run as root
+as JSON (:mod:`netbench.orchestrator.multihost.rank_payload`: never pickles, which rank 0 would run as root
 on a peer's say), and rank 0 writes the same run directory as `netbench run`, through the same
-writer (:func:`netbench.orchestrator.results.write_run`). There is no packet capture here: wire
+writer (:func:`netbench.orchestrator.run.results.write_run`). There is no packet capture here: wire
 bytes come from the interface counters, and the capture columns of steps.csv stay empty.
 
 Every run has a network: ``--topology``'s graph, or the hosts' star (shaped by ``--bw``, or left as it is). Where
 every path from a host is its own uplink (the star, a one-switch graph of equal links) local rank 0 shapes the
 whole egress with one tbf. Otherwise each node's leader rank first learns the other nodes' addresses over the
-rendezvous store (:mod:`netbench.orchestrator.peer_addresses`), then shapes its egress per peer
-(:mod:`netbench.orchestrator.host_topology`, :mod:`netbench.emulation.htb`) before the group forms.
+rendezvous store (:mod:`netbench.orchestrator.multihost.peer_addresses`), then shapes its egress per peer
+(:mod:`netbench.orchestrator.multihost.host_topology`, :mod:`netbench.emulation.htb`) before the group forms.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from netbench.counters import CounterError, read_counters
 from netbench.emulation.hostshaping import HostShaper, HostShapingError, offload_on, preflight
 from netbench.emulation.htb import HtbShaping, netem_missing
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.orchestrator import peer_addresses, results
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.host_topology import HostTopology, HostTopologyError
-from netbench.orchestrator.rank_payload import PayloadError, broadcast_flags, check_payload, gather_json
+from netbench.orchestrator.multihost import peer_addresses
+from netbench.orchestrator.multihost.host_topology import HostTopology, HostTopologyError
+from netbench.orchestrator.multihost.rank_payload import PayloadError, broadcast_flags, check_payload, gather_json
+from netbench.orchestrator.run import results
 from netbench.rundir.layout import RunDir, finished, partial_records, read_records, record_files
 from netbench.rundir.records import RecordWriter, set_aside
 from netbench.topology.presets import star_as_given

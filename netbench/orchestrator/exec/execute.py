@@ -35,11 +35,11 @@ from netbench.counters import IfaceCounters, read_counters
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
-from netbench.orchestrator import results, scheduled
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.host_fit import check_host
-from netbench.orchestrator.node_output import OutputPump
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
+from netbench.orchestrator.run import results, scheduled
+from netbench.orchestrator.run.node_output import OutputPump
 from netbench.rundir.layout import RunDir
 from netbench.rundir.steps_schema import Col
 from netbench.trace import hooks as trace

@@ -1,0 +1,1 @@
+"""`netbench exec`: any program once per node of an emulated cluster."""

@@ -1,0 +1,1 @@
+"""`netbench worker`: one host's rank on real machines under torchrun, its egress shaped toward its peers."""
