@@ -35,8 +35,8 @@ from pyroute2 import IPRoute
 
 from netbench.emulation import fabric, netns, offload, shaping, steering
 from netbench.emulation.capabilities import Capabilities, detect
+from netbench.emulation.delaylines import DelayLines
 from netbench.emulation.errors import ClusterError, DelayLineDied
-from netbench.emulation.fabric_delay import DelayLines
 from netbench.emulation.impairment import DelayLine, ImpairmentEngine, choose
 from netbench.emulation.naming import RunNames, register, unregister
 from netbench.emulation.node import Node, Switch

@@ -11,7 +11,7 @@ capabilities:
 - :class:`Netem` (``netem``): netem above tbf on every impaired direction, all in the kernel.
 - :class:`DelayLine` (``delayline``): tbf alone on the links; a switch's FORWARD chain queues
   impaired ports' frames to netbench's userspace delay line (:mod:`netbench.emulation.delayline`), one line per
-  switch with delayed ports (:class:`netbench.emulation.fabric_delay.DelayLines` starts them).
+  switch with delayed ports (:class:`netbench.emulation.delaylines.DelayLines` starts them).
 """
 
 from __future__ import annotations
