@@ -202,18 +202,6 @@ class Topology(BaseModel):
     def max_rate_bps(self) -> float:
         return max(max(link.forward.rate_bps, link.reverse.rate_bps) for link in self.links)
 
-    def to_networkx(self) -> nx.MultiDiGraph:
-        """The graph with one edge per link direction (rate, delay, jitter, loss as attributes): to draw or export."""
-        g = nx.MultiDiGraph()
-        for s in self.switches:
-            g.add_node(s, role="switch")
-        for n in self.nodes:
-            g.add_node(n.name, role="node", switch=n.switch, compute_scale=n.compute_scale)
-        for link in self.links:
-            g.add_edge(link.a, link.b, key=f"{link.name}:fwd", link=link.name, **link.forward.model_dump())
-            g.add_edge(link.b, link.a, key=f"{link.name}:rev", link=link.name, **link.reverse.model_dump())
-        return g
-
 
 def _unique(what: str, names: list[str]) -> None:
     seen: set[str] = set()
