@@ -11,11 +11,11 @@ import time
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.dilation import auto_factor, cpu_stretch, dilate, parse_dilation, undilate_records
 from netbench.orchestrator.run.fidelity import THRESHOLDS, FidelityMonitor, judge
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"

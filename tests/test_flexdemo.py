@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from netbench.replicators.hierarchical import ShardLayout
-from netbench.replicators.shards import shard_shapes
+from netbench.declarations.shards import shard_shapes
+from netbench.replicators.sharded import ShardLayout
 from netbench.shapes import ParamShape, total_params
 from netbench.worker.groups import Layout
 from tests.dist_harness import run_ranks
@@ -72,9 +72,9 @@ def test_slice_shapes_cover_the_model_with_padding_only() -> None:
 def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
     import torch.distributed as dist
 
-    from netbench.replicators import build_replicator
-    from netbench.replicators.config import ReplicatorConfig
-    from netbench.replicators.hierarchical import HierarchicalReplicator, ring_reduce_scatter
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.replicators.build import build_replicator
+    from netbench.replicators.sharded import HierarchicalReplicator, ring_reduce_scatter
     from netbench.worker.groups import build_groups
 
     torch.manual_seed(0)
@@ -196,14 +196,14 @@ def test_netbench_run_with_two_workers_per_node(tmp_path: Path, name: str) -> No
 
 @pytest.mark.parametrize("text, value", [("1/16", 1 / 16), ("0.25", 0.25), ("6.25%", 0.0625), ("1", 1.0)])
 def test_compression_parses(text: str, value: float) -> None:
-    from netbench.replicators.compression import parse_compression
+    from netbench.declarations.compression import parse_compression
 
     assert parse_compression(text) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["0", "2", "-1/4", "1/0", "x", ""])
 def test_compression_rejects(text: str) -> None:
-    from netbench.replicators.compression import parse_compression
+    from netbench.declarations.compression import parse_compression
 
     with pytest.raises(ValueError):
         parse_compression(text)
@@ -212,9 +212,9 @@ def test_compression_rejects(text: str) -> None:
 @pytest.mark.parametrize("fraction", [1 / 16, 1 / 64, 1 / 4])
 def test_compression_sends_the_same_share_of_values_everywhere(fraction: float) -> None:
     """At one rate, dct (top-k per chunk), random and striding (rate) send the same number of values."""
-    from netbench.replicators.compression import compression_settings
-    from netbench.replicators.config import ReplicatorConfig
-    from netbench.replicators.registry import declared_payload
+    from netbench.declarations.compression import compression_settings
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import declared_payload
 
     shapes, numel = [ParamShape("w", (256, 128))], 256 * 128
     values = numel * fraction
@@ -264,9 +264,9 @@ def test_sweep_grid_takes_gpus_per_node_and_intra_bw(tmp_path: Path) -> None:
 
 
 def _decoupled_body(rank: int, world: int, name: str, g: int) -> dict:
-    from netbench.replicators import build_replicator
-    from netbench.replicators.config import ReplicatorConfig
-    from netbench.replicators.hierarchical import HierarchicalReplicator
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.replicators.build import build_replicator
+    from netbench.replicators.sharded import HierarchicalReplicator
     from netbench.worker.groups import build_groups
 
     torch.manual_seed(0)

@@ -2,11 +2,11 @@
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
 from netbench.model.planner import Planner, bisect_int, bisect_log
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario
-from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 
 SHAPES = [ParamShape(f"w{i}", (512, 512)) for i in range(8)] + [ParamShape("b", (512,))]

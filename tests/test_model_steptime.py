@@ -5,6 +5,7 @@ import dataclasses
 import pydantic
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.framing import Framing
@@ -12,7 +13,6 @@ from netbench.model.gloo_tcp import gloo_time
 from netbench.model.network import GraphModel
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme, parse_scheme_list
 from netbench.model.steptime import Scenario
-from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 from netbench.tcp import STOCK_LINUX
 
@@ -140,9 +140,9 @@ def test_scheme_list_and_settings():
 
 
 def test_scheme_from_a_run_config_predicts_its_declared_bytes():
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import declared_payload
     from netbench.model.schemes import scheme_from_config
-    from netbench.replicators import declared_payload
-    from netbench.replicators.config import ReplicatorConfig
 
     cfg = ReplicatorConfig(name="dct", topk=8, chunk=32)
     est = GraphModel.star_step(scheme_from_config(cfg), SHAPES, Scenario(nodes=3), Calibration())

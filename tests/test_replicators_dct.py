@@ -7,10 +7,12 @@ import math
 import pytest
 import torch
 
-from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload
+from netbench.declarations.tiling import TilePlan, matrix_shape
 from netbench.replicators.base import param_shapes
+from netbench.replicators.build import build_replicator
 from netbench.replicators.dct_codec import DCTCodec, dct_basis
-from netbench.replicators.tiling import TilePlan, matrix_shape
 from netbench.replicators.topk import topk_indices
 from netbench.replicators.wire import WireLayout, index_dtype_for
 

@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import names
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import names
 from netbench.topology import DirectionSpec, place, sites, uniform_sites
 from netbench.topology.presets import Site, Wan
 from netbench.worker.groups import Layout
@@ -125,7 +125,7 @@ def _site_body(rank: int, world: int, name: str) -> dict:
     """The worker's own path from its spec to the hierarchical replicator, then STEPS steps on this rank's data."""
     import torch.distributed as dist
 
-    from netbench.replicators import build_replicator
+    from netbench.replicators.build import build_replicator
     from netbench.worker.hybrid import hierarchical_replicator
 
     model = _model()
@@ -149,9 +149,9 @@ def _site_body(rank: int, world: int, name: str) -> dict:
 
 @pytest.mark.parametrize("name", names())
 def test_every_replicator_keeps_replicas_identical_and_sends_the_model_once_per_site(name: str) -> None:
-    from netbench.replicators import declared_payload
+    from netbench.declarations.registry import declared_payload
+    from netbench.declarations.shards import shard_shapes
     from netbench.replicators.base import param_shapes
-    from netbench.replicators.shards import shard_shapes
 
     results = run_ranks(_site_body, 4, name, timeout=120)
     digests = results[0]["digests"]

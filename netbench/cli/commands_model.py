@@ -20,6 +20,9 @@ from rich.table import Table
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, Settings, expand, group, option_names
 from netbench.cli.options import option
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import names, spec
+from netbench.declarations.spec import SettingError
 from netbench.emulation.spec import NETWORK
 from netbench.emulation.tcpsettings import TCP
 from netbench.model.calibration import (
@@ -45,9 +48,6 @@ from netbench.model.schemes import (
 )
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import names, spec
-from netbench.replicators.spec import SettingError
 from netbench.reports.terminal import JSON, make_console
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings

@@ -22,8 +22,8 @@ import typer
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from netbench.declarations.config import ReplicatorConfig, command_line_fields
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import ReplicatorConfig, command_line_fields
 from netbench.workloads.config import WorkloadConfig
 
 Settings = dict[str, Any]  # field -> the value given on the command line (or the option's default)

@@ -5,7 +5,7 @@ No second model: the step comes from :class:`netbench.model.network.GraphModel` 
 it charges the intra-node link, priced with :mod:`netbench.model.framing` at the loopback's MTU
 (the emulated intra-node link is each node's ``lo``). What changes is only what the model is fed:
 
-* every worker replicates the slices it owns (:func:`netbench.replicators.shards.shard_shapes`),
+* every worker replicates the slices it owns (:func:`netbench.declarations.shards.shard_shapes`),
   so the node's inter-node payload is G workers' payloads on slice shapes, not the whole model's
   (they differ where a dimension is padded, or where a codec's chunks cut slices differently);
 * encode and decode are one worker's, on its slices, with N x G processes sharing the host's cores.
@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from netbench.declarations.shards import shard_shapes
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing
 from netbench.model.schemes import Scheme
-from netbench.replicators.shards import shard_shapes
 from netbench.shapes import ParamShape, total_params
 
 __all__ = [

@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from netbench.declarations.compression import compressible
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
-from netbench.replicators.compression import compressible
-from netbench.replicators.config import ReplicatorConfig
 from netbench.schedule.model import Schedule
 from netbench.worker.groups import Layout
 from netbench.workloads.config import WorkloadConfig
@@ -99,7 +99,7 @@ class RunConfig(BaseModel):
     def _compression_fraction(cls, v: object) -> object:
         """``1/16``, ``0.0625`` or ``6.25%`` as the fraction it names."""
         if isinstance(v, str):
-            from netbench.replicators.compression import parse_compression
+            from netbench.declarations.compression import parse_compression
 
             return parse_compression(v)
         return v
@@ -110,7 +110,7 @@ class RunConfig(BaseModel):
         """A compression rate needs a replicator that sends a share of each tensor."""
         replicator = info.data.get("replicator")
         if v is not None and replicator is not None:
-            from netbench.replicators.compression import compression_settings
+            from netbench.declarations.compression import compression_settings
 
             compression_settings(replicator.name, v, replicator.chunk)
         return v

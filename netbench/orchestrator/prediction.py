@@ -32,6 +32,7 @@ import pandas as pd
 
 from netbench.calibrate.host import host_cpus
 from netbench.calibrate.hostcache import load_calibration
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
 from netbench.model import intranode as hybrid
 from netbench.model.calibration import Calibration, cost_key
@@ -41,7 +42,6 @@ from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
-from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params

@@ -34,7 +34,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from netbench.replicators.buckets import lanes_for, travel_at_once
+from netbench.declarations.buckets import lanes_for, travel_at_once
 from netbench.trace import spans
 
 __all__ = ["GroupComm", "Pending", "needs_host_copy"]

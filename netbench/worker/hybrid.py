@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from netbench.counters import read_counters
-from netbench.replicators.hierarchical import HierarchicalReplicator
+from netbench.replicators.sharded import HierarchicalReplicator
 from netbench.rundir.steps_schema import Col, column
 from netbench.worker.groups import build_groups
 

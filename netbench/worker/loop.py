@@ -115,7 +115,7 @@ class WorkerRun:
         )
         collective_timeout(spec.timeout_s)
         # Imported here so that a replicator that fails to import becomes an error event.
-        from netbench.replicators import build_replicator
+        from netbench.replicators.build import build_replicator
 
         names = [s.name for s in workload.param_shapes()]  # as the model's shape list names them
         if spec.sharded:

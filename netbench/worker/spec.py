@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from netbench import untrusted
-from netbench.replicators.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig
 from netbench.validation import one_line
 from netbench.worker.groups import Layout
 from netbench.workloads.config import WorkloadConfig

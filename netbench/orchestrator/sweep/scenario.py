@@ -27,11 +27,11 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from netbench import untrusted
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import REGISTRY, default_sweep
 from netbench.emulation.spec import NETWORK, ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import REGISTRY, default_sweep
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule

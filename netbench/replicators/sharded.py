@@ -26,10 +26,10 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.shards import slice_rows
 from netbench.replicators.base import StepStats
 from netbench.replicators.comm import GroupComm
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.shards import slice_rows
 
 __all__ = ["ShardLayout", "HierStepStats", "HierarchicalReplicator", "ring_reduce_scatter"]
 
