@@ -97,14 +97,14 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     assert pipelined(est, rep, shapes).step_time_s == pytest.approx(
         concurrent_step_s(codec / 2, codec / 2, lat, est.comm_time_s - lat, n)
     )
-    hybrid = GraphModel.star_step(
+    sharded = GraphModel.star_step(
         scheme_from_config(rep),
         shapes,
         Scenario(nodes=4, gpus_per_node=2, up_bps=100e6, down_bps=100e6, delay_s=0.02, intra_bps=100e9),
         cal,
     )
-    assert pipelined(hybrid, rep, shapes).step_time_s == pytest.approx(
-        pipelined_step_s(hybrid.compression_time_s / 2, hybrid.compression_time_s / 2, hybrid.comm_time_s, n, READY)
+    assert pipelined(sharded, rep, shapes).step_time_s == pytest.approx(
+        pipelined_step_s(sharded.compression_time_s / 2, sharded.compression_time_s / 2, sharded.comm_time_s, n, READY)
     )
 
 

@@ -1,4 +1,4 @@
-"""Step time = compute + compression + communication; hierarchical and periodic cases by hand."""
+"""Step time = compute + compression + communication; sharded and periodic cases by hand."""
 
 import dataclasses
 
@@ -73,7 +73,7 @@ def test_ring_step_uses_gloos_pipeline_over_tcp():
     assert 0 < est.comm_time_s - no_delay.comm_time_s < 3 * 6 * 0.005
 
 
-def test_hierarchical_by_hand():
+def test_sharded_by_hand():
     calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
     sc = Scenario(nodes=8, gpus_per_node=4, intra_bps=10e9, up_bps=100e6, down_bps=100e6, compute_s=0.1, framing=BARE)
     assert sc.machines == 2

@@ -269,7 +269,7 @@ def test_index_dtype_is_the_smallest_that_holds_a_tile_position():
 
 
 @pytest.mark.parametrize("case", ["random", "concentrated", "ties", "narrow"])
-def test_hierarchical_topk_finds_the_same_values_as_torch_topk(case):
+def test_grouped_topk_finds_the_same_values_as_torch_topk(case):
     gen = torch.Generator().manual_seed(6)
     rows = torch.rand(50, 4096, generator=gen)
     if case == "concentrated":  # every large value inside few strided groups (stride 128)

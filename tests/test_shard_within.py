@@ -122,18 +122,16 @@ def _model() -> torch.nn.Module:
 
 
 def _site_body(rank: int, world: int, name: str) -> dict:
-    """The worker's own path from its spec to the hierarchical replicator, then STEPS steps on this rank's data."""
+    """The worker's own path from its spec to the sharded replicator, then STEPS steps on this rank's data."""
     import torch.distributed as dist
 
     from netbench.replicators.build import build_replicator
-    from netbench.worker.hybrid import hierarchical_replicator
+    from netbench.worker.sharding import sharded_replicator
 
     model = _model()
     config = ReplicatorConfig(name=name, bucket_mb=0, lr=0.01, **SETTINGS[name])
     spec = WorkerSpec(rank=rank, world_size=world, iface="lo", out_path="x", replicator=config, shard_groups=SHARDS)
-    rep = hierarchical_replicator(
-        SimpleNamespace(parameters=lambda: list(model.parameters())), spec, build_replicator, None
-    )
+    rep = sharded_replicator(SimpleNamespace(parameters=lambda: list(model.parameters())), spec, build_replicator, None)
     gen = torch.Generator().manual_seed(100 + rank)
     x, y = torch.randn(32, 8, generator=gen), torch.randn(32, 8, generator=gen)
     stats = []

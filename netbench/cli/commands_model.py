@@ -305,7 +305,7 @@ def _placed_graphs(
     wan_delay: str | None,
     oversubscription: float | None,
     rank_order: str,
-    hierarchical: bool,
+    star_only: bool,  # sharded nodes or another algorithm than the ring: the star model only
 ) -> list[GraphModel]:
     """The graphs with their ranks placed ([] for the star), checked before anything is computed or measured."""
     graphs = _graphs(kind, node_counts, up_bps, down_bps, delay_s, sites, racks, wan_bw, wan_delay, oversubscription)
@@ -315,7 +315,7 @@ def _placed_graphs(
                 "--rank-order: places ranks on a --topology of sites or racks; the star's nodes are all alike"
             )
         return []
-    if hierarchical:
+    if star_only:
         raise UserError(
             "--topology: a network graph is modelled with gloo's ring and one accelerator per node "
             "(leave out --gpus-per-node and --algorithm)"

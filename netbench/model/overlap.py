@@ -192,7 +192,7 @@ def auto_bucket_mb(
     bucket, since there is little wire time to hide), at least ``min_bytes``, and given the step's
     payload no fewer bytes than an even share of ``max_buckets``. Where the buckets' collectives
     travel at once (``concurrent``: a lane per two buckets, replicators/comm.py) their latencies
-    overlap and that is all. Where they queue (one lane: the hybrid mode), each collective's latency
+    overlap and that is all. Where they queue (one lane: sharded nodes' replication subgroup), each collective's latency
     is paid in turn, so a bucket must also hold half a bandwidth-delay product (rate x RTT / 2) or
     its transfer is dominated by that latency.
     """

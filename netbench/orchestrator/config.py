@@ -68,12 +68,13 @@ class RunConfig(BaseModel):
         description="Intra-node link rate of a node, shared by its G workers (one tbf on its "
         "loopback), tc units; default unshaped.",
     )  # in bit/s here; the option takes tc units
-    shard_within: Literal["node", "site"] = Field(
+    shard_within: Literal["node", "site", "host"] = Field(
         "node",
         description="What shards the model (FlexDeMo): node, the "
         "--gpus-per-node workers of each node, replicating between nodes; site, "
         "every worker of a site, replicating between sites (needs a topology of "
-        "two or more sites of equal size).",
+        "two or more sites of equal size); host (netbench worker only), the local ranks of each torchrun host "
+        "(--nproc-per-node G), replicating between hosts.",
     )
     schedule: Schedule | None = Field(
         None,
@@ -137,9 +138,9 @@ class RunConfig(BaseModel):
 
     def shard_layout(self) -> Layout | None:
         """The sharding groups of ``shard_within site``: each site's ranks (through the rank placement); None: G per
-        node.
+        node (a host's local ranks are its node's G).
         """
-        if self.shard_within == "node":
+        if self.shard_within != "site":
             return None
         return Layout.per_site(self.cluster.topology.groups().values(), self.cluster.placement, self.gpus_per_node)
 

@@ -14,7 +14,7 @@ which gives bucket i the encodes after it and the decodes before it to travel in
 form wherever the buckets' collectives travel at once (lanes, see replicators/comm.py), since a
 decode unlocks nothing while an encode starts a collective, so encoding first keeps the most
 bytes and latency in flight. ``behind`` = 0 (``READY``) adapts for a pipeline whose collectives
-queue (one lane, the hybrid mode's replication subgroup): after each start it decodes the buckets
+queue (one lane, sharded nodes' replication subgroup): after each start it decodes the buckets
 whose collective has already completed (a non-blocking check) and blocks only once every bucket
 is started. gloo runs each group's collectives in the order they were started, identical on
 every rank, so the result equals the one-bucket step bit for bit wherever the collective itself

@@ -110,7 +110,7 @@ class WorkerSpec(BaseModel):
 
     @property
     def sharded(self) -> bool:
-        """Whether the hierarchical step runs: sharding groups of more than one rank."""
+        """Whether the sharded step runs: sharding groups of more than one rank."""
         return len(self.shard_groups[0]) > 1 if self.shard_groups is not None else self.gpus_per_node > 1
 
     @property
