@@ -257,3 +257,26 @@ def test_netbench_run_shards_within_sites_and_sends_each_slice_over_the_wan_once
     trunk = pd.read_csv(run_dir / "trunks.csv")
     wan = trunk[trunk["direction"] == "fwd"]["tx_bytes"].median()  # per step; a step's counters can land in the next
     assert 1.0 <= wan / site_payload < 1.5  # a site's slices cross the WAN once, plus headers and ACKs
+
+
+# ---- netbench worker: --shard-within host makes a torchrun host's local ranks one node ----------
+
+
+@pytest.mark.parametrize(
+    ("choice", "local", "expected"), [("node", "2", 1), ("host", "2", 2), ("host", "1", 1), ("host", "4", 4)]
+)
+def test_worker_shards_a_host_only_when_asked(choice: str, local: str, expected: int) -> None:
+    from netbench.cli.sharding_options import local_world_size
+
+    assert local_world_size(choice, 8, {"LOCAL_WORLD_SIZE": local}) == expected
+
+
+@pytest.mark.parametrize(
+    ("choice", "local"), [("site", "2"), ("rack", "2"), ("host", "3"), ("host", "two"), ("host", "0")]
+)
+def test_worker_refuses_a_sharding_it_cannot_run_in_one_line(choice: str, local: str) -> None:
+    from netbench.cli.errors import UserError
+    from netbench.cli.sharding_options import local_world_size
+
+    with pytest.raises(UserError, match="^--shard-within"):
+        local_world_size(choice, 8, {"LOCAL_WORLD_SIZE": local})
