@@ -10,7 +10,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import netbench
-from netbench.replicators import ReplicatorConfig, build_replicator
+from netbench.declarations.config import ReplicatorConfig
+from netbench.replicators.build import build_replicator
 
 dist.init_process_group("gloo")  # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment
 torch.manual_seed(0)  # identical initial weights on every node

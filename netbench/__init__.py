@@ -22,7 +22,7 @@ __all__ = ["step", "mark_step", "phase", "declare_payload"]
 
 def __getattr__(name: str) -> object:
     if name == "declare_payload":  # it checks settings against the replicators' declarations
-        from netbench.replicators.declare import declare_payload
+        from netbench.declarations.declare import declare_payload
 
         return declare_payload
     if name in __all__:

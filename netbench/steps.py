@@ -242,7 +242,7 @@ def declare(settings: dict[str, Any], what: Any, source: str) -> None:
     """Record a step's payload: a replicator's validated ``settings`` and the shapes of ``what``.
 
     ``what``: a model (``nn.Module``), its tensors, or ``{name: shape}``; checked at once. Recorded only under
-    ``netbench exec``; :func:`netbench.replicators.declare.declare_payload` is the public form.
+    ``netbench exec``; :func:`netbench.declarations.declare.declare_payload` is the public form.
     """
     shapes = shapes_of(what)
     rec = _get()

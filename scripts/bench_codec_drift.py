@@ -31,8 +31,8 @@ def _rank(rank: int, port: int, shapes_text: str, replicator: str, steps: int, q
     import torch
     import torch.distributed as dist
 
-    from netbench.replicators import build_replicator
-    from netbench.replicators.config import ReplicatorConfig
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.replicators.build import build_replicator
     from netbench.shapes import resolve_shapes
 
     warnings.filterwarnings("ignore")

@@ -125,7 +125,7 @@ def _tensors(shapes, device: torch.device):
 def bench_scheme(name: str, shapes, args, device: torch.device) -> dict:
     """Median step, encode and decode seconds of replicator ``name`` (means over whole periods for periodic ones)."""
     from netbench.model.schemes import SchemeSettings, build_scheme
-    from netbench.replicators import build_replicator
+    from netbench.replicators.build import build_replicator
 
     if name in DENSE:
         return {"step_s": 0.0, "encode_s": 0.0, "decode_s": 0.0, "steps": 0, "period": 1, "note": "dense: not timed"}
@@ -271,7 +271,7 @@ def _fmt_rate(params: int, seconds: float) -> str:
 
 def main() -> int:
     from netbench.calibrate.measure import TENSOR_SHAPES
-    from netbench.replicators.registry import names
+    from netbench.declarations.registry import names
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["gpt2-medium", "llama-1b"])

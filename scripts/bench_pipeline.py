@@ -60,8 +60,9 @@ def run_once(bw: str, nodes: int, replicator: str, bucket: str, args: argparse.N
 
 def buckets_of(bw: str, nodes: int, replicator: str, args: argparse.Namespace) -> int:
     """How many buckets ``--bucket-mb`` (auto or a number) makes of this replicator's step on this link."""
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import declared_payload
     from netbench.model.overlap import bucket_mb_for
-    from netbench.replicators import ReplicatorConfig, declared_payload
     from netbench.shapes import resolve_shapes
     from netbench.units import parse_rate, parse_time
 

@@ -114,8 +114,10 @@ def _rank_body(rank: int, world: int, opts: dict) -> dict:
     """One rank: both replicators on the same fake parameters and per-rank gradients."""
     import torch
 
-    from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import declared_payload
     from netbench.replicators.base import param_shapes
+    from netbench.replicators.build import build_replicator
     from netbench.shapes import resolve_shapes
 
     shapes = resolve_shapes(opts["shapes"])

@@ -24,10 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from netbench.declarations.config import ReplicatorConfig  # noqa: E402
 from netbench.emulation.spec import ClusterSpec, DirectionSpec  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.run.runner import run  # noqa: E402
-from netbench.replicators.config import ReplicatorConfig  # noqa: E402
 from netbench.workloads.config import WorkloadConfig  # noqa: E402
 
 

@@ -28,7 +28,9 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from netbench.replicators import ReplicatorConfig, build_replicator, names  # noqa: E402
+from netbench.declarations.config import ReplicatorConfig  # noqa: E402
+from netbench.declarations.registry import names  # noqa: E402
+from netbench.replicators.build import build_replicator  # noqa: E402
 from netbench.replicators.random_subset import hashed_offsets  # noqa: E402
 
 SHAPES = [(130, 70), (64,), (3, 5, 7), (), (200, 64), (256, 512)]

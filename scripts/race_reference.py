@@ -55,8 +55,8 @@ def _worker(args: argparse.Namespace) -> None:
     gen.manual_seed(1 + args.rank)
     base = [torch.randn(*s.shape, generator=gen) * 1e-3 for s in shapes]  # per-rank gradients, made once
     if args.worker == "netbench":
-        from netbench.replicators import build_replicator
-        from netbench.replicators.config import ReplicatorConfig
+        from netbench.declarations.config import ReplicatorConfig
+        from netbench.replicators.build import build_replicator
 
         repl = build_replicator(
             params, ReplicatorConfig(name="dct", topk=args.topk, chunk=args.chunk, bucket_mb=float(args.bucket_mb))
@@ -132,8 +132,9 @@ def _bucket_mb(args: argparse.Namespace, spec) -> float:
     """``--bucket-mb``: a number, or auto (from the link and the dct payload, as `netbench run` picks it)."""
     if args.bucket_mb != "auto":
         return float(args.bucket_mb)
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import declared_payload
     from netbench.model.overlap import auto_bucket_mb
-    from netbench.replicators import ReplicatorConfig, declared_payload
     from netbench.shapes import resolve_shapes
 
     payload = declared_payload(
@@ -145,10 +146,10 @@ def _bucket_mb(args: argparse.Namespace, spec) -> float:
 def _modelled_comm_s(args: argparse.Namespace, spec) -> float:
     """The model's communication time of one unpipelined dct step on this link (default calibration)."""
     from netbench.calibrate.hostcache import load_calibration
+    from netbench.declarations.config import ReplicatorConfig
     from netbench.model.network import GraphModel
     from netbench.model.schemes import scheme_from_config
     from netbench.orchestrator.prediction import scenario_for
-    from netbench.replicators import ReplicatorConfig
     from netbench.shapes import resolve_shapes
 
     calibration = load_calibration()

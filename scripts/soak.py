@@ -45,13 +45,13 @@ sys.path.insert(0, str(REPO))
 import psutil  # noqa: E402
 from pyroute2 import IPRoute  # noqa: E402
 
+from netbench.declarations.config import ReplicatorConfig  # noqa: E402
 from netbench.emulation.cleanup import running, traces_of  # noqa: E402
 from netbench.emulation.spec import ClusterSpec, DirectionSpec  # noqa: E402
 from netbench.orchestrator.cluster_reuse import ClusterReuse  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.run import results  # noqa: E402
 from netbench.orchestrator.run.runner import run  # noqa: E402
-from netbench.replicators.config import ReplicatorConfig  # noqa: E402
 from netbench.workloads.config import WorkloadConfig  # noqa: E402
 
 SHAPES = "llama:d_model=64,layers=1,ffn=128,vocab=256"  # ~60k parameters

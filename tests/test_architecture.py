@@ -174,6 +174,7 @@ _BELOW_ORCHESTRATOR = frozenset(
         "netbench.emulation",
         "netbench.trace",
         "netbench.workloads",
+        "netbench.declarations",
         "netbench.replicators",
         "netbench.model",
         "netbench.calibrate",
@@ -192,26 +193,44 @@ LAYERS: dict[str, frozenset[str]] = {
     "netbench.trace": frozenset({LEAF, "netbench.rundir", "netbench.capture"}),
     "netbench.workloads": frozenset({LEAF}),
     "netbench.steps": frozenset({LEAF, "netbench.rundir", "netbench.trace"}),  # the step API: what a step records
-    "netbench.replicators": frozenset({LEAF, "netbench.trace", "netbench.steps"}),  # each step reports to the API
-    # pure: what it takes from replicators and workloads is their declarations (no torch: see below)
-    "netbench.model": frozenset({LEAF, "netbench.topology", "netbench.workloads", "netbench.replicators"}),
+    # each replicator declared once, torch-free: read by the model, the planner, the CLI and the reports; the step
+    # API too, because declare_payload checks a user's settings against the declarations and records them there
+    "netbench.declarations": frozenset({LEAF, "netbench.steps"}),
+    # the torch codecs the declarations name; each step reports to the step API
+    "netbench.replicators": frozenset({LEAF, "netbench.trace", "netbench.steps", "netbench.declarations"}),
+    # pure: the model may import only the declarations of replicators and workloads (no torch: see below)
+    "netbench.model": frozenset({LEAF, "netbench.topology", "netbench.workloads", "netbench.declarations"}),
     # measures the model's constants on this host: torch processes running the replicators' codecs
     "netbench.calibrate": frozenset(
-        {LEAF, "netbench.topology", "netbench.workloads", "netbench.replicators", "netbench.model"}
+        {
+            LEAF,
+            "netbench.topology",
+            "netbench.workloads",
+            "netbench.declarations",
+            "netbench.replicators",
+            "netbench.model",
+        }
     ),
     "netbench.schedule": frozenset({LEAF, "netbench.topology", "netbench.emulation", "netbench.rundir"}),
     "netbench.worker": frozenset(
-        {LEAF, "netbench.rundir", "netbench.trace", "netbench.workloads", "netbench.replicators"}
+        {
+            LEAF,
+            "netbench.rundir",
+            "netbench.trace",
+            "netbench.workloads",
+            "netbench.declarations",
+            "netbench.replicators",
+        }
     ),
-    # reads run and sweep folders, the predictions stored there included
+    # reads run and sweep folders, the predictions stored there included (replicators by their declarations)
     "netbench.reports": frozenset(
-        {LEAF, "netbench.topology", "netbench.rundir", "netbench.trace", "netbench.workloads", "netbench.replicators"}
+        {LEAF, "netbench.topology", "netbench.rundir", "netbench.trace", "netbench.workloads", "netbench.declarations"}
     ),
     "netbench.orchestrator": _BELOW_ORCHESTRATOR,
     "netbench.cli": _BELOW_ORCHESTRATOR | {"netbench.orchestrator", "netbench.reports"},
     "netbench.__main__": frozenset({"netbench.cli"}),
     # the package's step API, loaded on first use (declare_payload checks settings against the declarations)
-    "netbench": frozenset({"netbench.steps", "netbench.replicators"}),
+    "netbench": frozenset({"netbench.steps", "netbench.declarations"}),
 }
 # Parts whose modules never import torch (the model's rule has a test of its own below).
 NO_TORCH = frozenset(
@@ -224,6 +243,7 @@ NO_TORCH = frozenset(
         "netbench.schedule",
         "netbench.reports",
         "netbench.steps",
+        "netbench.declarations",
     }
 )
 

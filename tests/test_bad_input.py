@@ -76,6 +76,7 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--intra-bw", "-5mbit"], "--intra-bw"),
     (["run", "--shard-within", "rack"], "--shard-within"),
     (["run", "--shard-within", "site"], "--shard-within"),  # the star is one site: nothing to replicate between
+    (["run", "--shard-within", "host"], "--shard-within"),  # a torchrun host's local ranks: netbench worker's
     (["run", "--compression", "2"], "--compression"),
     (["run", "--compression", "1/0"], "--compression"),
     (["run", "-r", "full", "--compression", "1/16"], "--compression"),

@@ -14,8 +14,8 @@ import pytest
 import netbench.calibrate.measure as measure_mod
 from netbench.calibrate import hostcache
 from netbench.calibrate.hostcache import cache_dir, cache_path, cached, host_calibration, host_key
+from netbench.declarations.registry import names
 from netbench.model.calibration import ENV_VAR, Calibration, CalibrationError, save_calibration
-from netbench.replicators.registry import names
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ from test_calibration_cache import cache  # noqa: F401 - the same empty per-test
 
 import netbench.calibrate.measure as measure_mod
 from netbench.calibrate.hostcache import cache_path, host_calibration, host_key, missing_keys
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import names
 from netbench.model.calibration import (
     Calibration,
     cost_key,
@@ -17,8 +19,6 @@ from netbench.model.calibration import (
     scheme_of,
 )
 from netbench.orchestrator.prediction import encode_decode_s
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import names
 
 
 def test_default_settings_key_is_the_name() -> None:

@@ -120,8 +120,8 @@ def test_error_names_are_options_that_exist() -> None:
 
 
 def test_scheme_settings_are_replicator_config_fields() -> None:
+    from netbench.declarations.config import ReplicatorConfig
     from netbench.model.schemes import SchemeSettings
-    from netbench.replicators.config import ReplicatorConfig
 
     for name, info in SchemeSettings.model_fields.items():
         original = ReplicatorConfig.model_fields[name]
@@ -147,7 +147,7 @@ def test_no_cli_module_imports_the_app_or_a_private_name() -> None:
 
 @pytest.mark.skipif(shutil.which("netbench") is None, reason="the netbench console script is not installed")
 def test_console_script_help_and_errors_come_from_the_fields(tmp_path: Path) -> None:
-    from netbench.replicators.config import ReplicatorConfig
+    from netbench.declarations.config import ReplicatorConfig
 
     env = {**os.environ, "COLUMNS": "400", "NETBENCH_CALIBRATION": str(tmp_path / "calibration.json")}
     shown = subprocess.run(["netbench", "plan", "--help"], capture_output=True, text=True, env=env, check=True).stdout

@@ -441,9 +441,9 @@ def _capture_udp(out: Path) -> str:
 
 def test_run_fails_promptly_naming_the_delay_line_when_it_dies(tmp_path) -> None:
     """A dead delay line drops every packet of its links; the run must say so at once, not time out on a node."""
+    from netbench.declarations.config import ReplicatorConfig
     from netbench.orchestrator.config import RunConfig
     from netbench.orchestrator.run.runner import run
-    from netbench.replicators.config import ReplicatorConfig
     from netbench.workloads.config import WorkloadConfig
 
     cluster_spec = ClusterSpec(

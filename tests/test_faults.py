@@ -23,6 +23,7 @@ import pandas as pd
 import pytest
 from leftovers import wait_until
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation import netns
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
@@ -30,7 +31,6 @@ from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.phases import Outcome, hold_cluster
 from netbench.orchestrator.run.runner import run
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.dilation import auto_factor, cpu_stretch, dilate, parse_dilation, undilate_records
 from netbench.orchestrator.run.fidelity import THRESHOLDS, FidelityMonitor, judge
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"
@@ -282,10 +282,10 @@ def test_auto_dilation_gives_every_worker_a_core_and_slows_the_intra_node_link_a
     from netbench.orchestrator.run.dilation import resolve
 
     flat = config(2)
-    hybrid = flat.model_copy(update={"gpus_per_node": 4, "intra_bw_bps": 10e9})
-    assert resolve(None, flat, Calibration(), 2) == 1.0 and resolve(None, hybrid, Calibration(), 2) == 4.0
-    assert dilate(hybrid, 4).intra_bw_bps == pytest.approx(2.5e9) and dilate(hybrid, 4).cluster.up.rate_bps == 2.5e8
-    assert dilate(hybrid.model_copy(update={"intra_bw_bps": None}), 4).intra_bw_bps is None
+    sharded = flat.model_copy(update={"gpus_per_node": 4, "intra_bw_bps": 10e9})
+    assert resolve(None, flat, Calibration(), 2) == 1.0 and resolve(None, sharded, Calibration(), 2) == 4.0
+    assert dilate(sharded, 4).intra_bw_bps == pytest.approx(2.5e9) and dilate(sharded, 4).cluster.up.rate_bps == 2.5e8
+    assert dilate(sharded.model_copy(update={"intra_bw_bps": None}), 4).intra_bw_bps is None
 
 
 def test_bad_dilation_is_one_line_exit_2_before_anything_runs() -> None:

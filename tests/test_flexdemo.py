@@ -1,6 +1,6 @@
 """FlexDeMo: G workers per node shard inside it and replicate between nodes.
 
-Three levels: the layout arithmetic (pure), the hierarchical step in real gloo processes on
+Three levels: the layout arithmetic (pure), the sharded step in real gloo processes on
 localhost (every replicator keeps every node's model identical), and `netbench run
 --gpus-per-node` through the installed console script in emulated namespaces.
 """
@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import torch
 
-from netbench.replicators.hierarchical import ShardLayout
-from netbench.replicators.shards import shard_shapes
+from netbench.declarations.shards import shard_shapes
+from netbench.replicators.sharded import ShardLayout
 from netbench.shapes import ParamShape, total_params
 from netbench.worker.groups import Layout
 from tests.dist_harness import run_ranks
@@ -66,15 +66,15 @@ def test_slice_shapes_cover_the_model_with_padding_only() -> None:
     assert 2 * total_params(slices) - total_params(shapes) == 1 + 8  # b's one padded row, e's padded row
 
 
-# ---- the hierarchical step in real gloo processes -------------------------------------------
+# ---- the sharded step in real gloo processes -------------------------------------------
 
 
 def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
     import torch.distributed as dist
 
-    from netbench.replicators import build_replicator
-    from netbench.replicators.config import ReplicatorConfig
-    from netbench.replicators.hierarchical import HierarchicalReplicator, ring_reduce_scatter
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.replicators.build import build_replicator
+    from netbench.replicators.sharded import ShardedReplicator, ring_reduce_scatter
     from netbench.worker.groups import build_groups
 
     torch.manual_seed(0)
@@ -90,7 +90,7 @@ def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
     layout.pack([torch.full_like(p, float(sum(r + 1 for r in groups.shard_ranks))) for p in params], expect)
     rs_ok = torch.equal(mine, expect[groups.local_rank])
     extra = {"sync_every": 2} if name == "diloco" else {}
-    rep = HierarchicalReplicator(
+    rep = ShardedReplicator(
         params,
         ReplicatorConfig(name=name, **extra),
         build_replicator,
@@ -117,7 +117,7 @@ def _step_body(rank: int, world: int, g: int, name: str, steps: int) -> dict:
 
 @pytest.mark.parametrize("nodes, g", [(2, 2), (4, 2), (2, 4), (3, 2)])
 @pytest.mark.parametrize("name", ["full", "dct", "random", "diloco"])
-def test_hierarchical_step_keeps_every_node_identical(name: str, nodes: int, g: int) -> None:
+def test_sharded_step_keeps_every_node_identical(name: str, nodes: int, g: int) -> None:
     results = run_ranks(_step_body, nodes * g, g, name, 4)
     lay = Layout.per_node(nodes, g)
     assert all(r["rs_ok"] for r in results)
@@ -196,14 +196,14 @@ def test_netbench_run_with_two_workers_per_node(tmp_path: Path, name: str) -> No
 
 @pytest.mark.parametrize("text, value", [("1/16", 1 / 16), ("0.25", 0.25), ("6.25%", 0.0625), ("1", 1.0)])
 def test_compression_parses(text: str, value: float) -> None:
-    from netbench.replicators.compression import parse_compression
+    from netbench.declarations.compression import parse_compression
 
     assert parse_compression(text) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("text", ["0", "2", "-1/4", "1/0", "x", ""])
 def test_compression_rejects(text: str) -> None:
-    from netbench.replicators.compression import parse_compression
+    from netbench.declarations.compression import parse_compression
 
     with pytest.raises(ValueError):
         parse_compression(text)
@@ -212,9 +212,9 @@ def test_compression_rejects(text: str) -> None:
 @pytest.mark.parametrize("fraction", [1 / 16, 1 / 64, 1 / 4])
 def test_compression_sends_the_same_share_of_values_everywhere(fraction: float) -> None:
     """At one rate, dct (top-k per chunk), random and striding (rate) send the same number of values."""
-    from netbench.replicators.compression import compression_settings
-    from netbench.replicators.config import ReplicatorConfig
-    from netbench.replicators.registry import declared_payload
+    from netbench.declarations.compression import compression_settings
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import declared_payload
 
     shapes, numel = [ParamShape("w", (256, 128))], 256 * 128
     values = numel * fraction
@@ -264,9 +264,9 @@ def test_sweep_grid_takes_gpus_per_node_and_intra_bw(tmp_path: Path) -> None:
 
 
 def _decoupled_body(rank: int, world: int, name: str, g: int) -> dict:
-    from netbench.replicators import build_replicator
-    from netbench.replicators.config import ReplicatorConfig
-    from netbench.replicators.hierarchical import HierarchicalReplicator
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.replicators.build import build_replicator
+    from netbench.replicators.sharded import ShardedReplicator
     from netbench.worker.groups import build_groups
 
     torch.manual_seed(0)
@@ -274,7 +274,7 @@ def _decoupled_body(rank: int, world: int, name: str, g: int) -> dict:
     config = ReplicatorConfig(name=name, optimizer="decoupled_adamw", lr=1e-2)
     if g > 1:
         groups = build_groups(Layout.per_node(world // g, g), rank)
-        rep = HierarchicalReplicator(
+        rep = ShardedReplicator(
             list(model.parameters()),
             config,
             build_replicator,
@@ -315,7 +315,7 @@ def test_decoupled_adamw_keeps_moments_local_and_parameters_agreed(name: str, g:
 
 @pytest.mark.netns
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_torchrun_shard_in_host(tmp_path: Path) -> None:
+def test_torchrun_shard_within_host(tmp_path: Path) -> None:
     from netbench.emulation.cluster import Cluster
     from netbench.emulation.spec import ClusterSpec, DirectionSpec
 
@@ -358,7 +358,8 @@ def test_torchrun_shard_in_host(tmp_path: Path) -> None:
                         "worker",
                         "--iface",
                         "eth0",
-                        "--shard-in-host",
+                        "--shard-within",
+                        "host",
                         "-r",
                         "dct",
                         "-w",
@@ -405,7 +406,7 @@ def test_a_shaped_loopback_is_shared_by_the_nodes_workers():
     """
     from types import SimpleNamespace
 
-    from netbench.model.intranode import LOOPBACK_BPS, intra_bps
+    from netbench.model.sharding import LOOPBACK_BPS, intra_bps
 
     assert intra_bps(SimpleNamespace(gpus_per_node=4, intra_bw_bps=200e6)) == 50e6
     assert intra_bps(SimpleNamespace(gpus_per_node=2, intra_bw_bps=None)) == LOOPBACK_BPS

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
 from netbench.model.overlap import (
@@ -16,8 +18,6 @@ from netbench.model.overlap import (
 )
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict, workload_shapes
-from netbench.replicators import declared_payload
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 
@@ -66,8 +66,8 @@ def test_concurrent_buckets_by_hand() -> None:
 
 
 def test_lanes_carry_two_buckets_each_up_to_the_cap() -> None:
-    from netbench.replicators.buckets import MAX_LANES, lanes_for, travel_at_once
-    from netbench.replicators.pipeline import ENCODE_FIRST, READY, behind_for
+    from netbench.declarations.buckets import MAX_LANES, lanes_for, travel_at_once
+    from netbench.declarations.pipeline_policy import ENCODE_FIRST, READY, behind_for
 
     assert [lanes_for(n) for n in (1, 2, 3, 4, 5, 16)] == [1, 1, 2, 2, 3, 8]
     assert lanes_for(100) == MAX_LANES
@@ -80,11 +80,11 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     """With several accelerators per node the replication group is a subgroup: one lane, READY, every latency in a
     row.
     """
+    from netbench.declarations.pipeline_policy import READY
     from netbench.model.network import GraphModel
     from netbench.model.overlap import pipelined
     from netbench.model.schemes import scheme_from_config
     from netbench.model.steptime import Scenario
-    from netbench.replicators.pipeline import READY
 
     cal = Calibration(compression_s_per_param={"dct": 1e-6})
     rep = ReplicatorConfig(name="dct", bucket_mb=0.01)
@@ -97,14 +97,14 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     assert pipelined(est, rep, shapes).step_time_s == pytest.approx(
         concurrent_step_s(codec / 2, codec / 2, lat, est.comm_time_s - lat, n)
     )
-    hybrid = GraphModel.star_step(
+    sharded = GraphModel.star_step(
         scheme_from_config(rep),
         shapes,
         Scenario(nodes=4, gpus_per_node=2, up_bps=100e6, down_bps=100e6, delay_s=0.02, intra_bps=100e9),
         cal,
     )
-    assert pipelined(hybrid, rep, shapes).step_time_s == pytest.approx(
-        pipelined_step_s(hybrid.compression_time_s / 2, hybrid.compression_time_s / 2, hybrid.comm_time_s, n, READY)
+    assert pipelined(sharded, rep, shapes).step_time_s == pytest.approx(
+        pipelined_step_s(sharded.compression_time_s / 2, sharded.compression_time_s / 2, sharded.comm_time_s, n, READY)
     )
 
 

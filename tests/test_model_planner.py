@@ -2,11 +2,11 @@
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
 from netbench.model.planner import Planner, bisect_int, bisect_log
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario
-from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 
 SHAPES = [ParamShape(f"w{i}", (512, 512)) for i in range(8)] + [ParamShape("b", (512,))]
@@ -56,7 +56,7 @@ def test_doubling_node_count():
     assert planner.step(DENSE, sc.model_copy(update={"nodes": n - 1})).step_time_s < target
 
 
-def test_doubling_hierarchical_counts_are_multiples_of_g():
+def test_doubling_sharded_counts_are_multiples_of_g():
     planner = Planner(SHAPES, CALIB)
     sc = Scenario(nodes=8, gpus_per_node=4, intra_bps=1e11, compute_s=0.02, delay_s=0.002, up_bps=1e9, down_bps=1e9)
     ans = planner.doubling_nodes(DENSE, sc)

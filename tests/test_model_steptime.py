@@ -1,10 +1,11 @@
-"""Step time = compute + compression + communication; hierarchical and periodic cases by hand."""
+"""Step time = compute + compression + communication; sharded and periodic cases by hand."""
 
 import dataclasses
 
 import pydantic
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.framing import Framing
@@ -12,7 +13,6 @@ from netbench.model.gloo_tcp import gloo_time
 from netbench.model.network import GraphModel
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme, parse_scheme_list
 from netbench.model.steptime import Scenario
-from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 from netbench.tcp import STOCK_LINUX
 
@@ -73,7 +73,7 @@ def test_ring_step_uses_gloos_pipeline_over_tcp():
     assert 0 < est.comm_time_s - no_delay.comm_time_s < 3 * 6 * 0.005
 
 
-def test_hierarchical_by_hand():
+def test_sharded_by_hand():
     calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
     sc = Scenario(nodes=8, gpus_per_node=4, intra_bps=10e9, up_bps=100e6, down_bps=100e6, compute_s=0.1, framing=BARE)
     assert sc.machines == 2
@@ -140,9 +140,9 @@ def test_scheme_list_and_settings():
 
 
 def test_scheme_from_a_run_config_predicts_its_declared_bytes():
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import declared_payload
     from netbench.model.schemes import scheme_from_config
-    from netbench.replicators import declared_payload
-    from netbench.replicators.config import ReplicatorConfig
 
     cfg = ReplicatorConfig(name="dct", topk=8, chunk=32)
     est = GraphModel.star_step(scheme_from_config(cfg), SHAPES, Scenario(nodes=3), Calibration())

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
 from netbench.model.exchange import Exchange, communicating_share, rests
 from netbench.model.network import GraphModel
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario
-from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import resolve_shapes
 from netbench.topology import DirectionSpec
 from netbench.topology.options import topology_from_options

@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload, names, spec
 from netbench.model.backends import CodecCost, IdealBackend
 from netbench.model.compute import model_shape
 from netbench.model.schemes import SchemeSettings, build_scheme, shape_key
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import Scenario
 from netbench.model.utilization import PAPER_GRID, bandwidth_for, token_budget
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import declared_payload, names, spec
 from netbench.shapes import ParamShape
 
 REPO = Path(__file__).resolve().parents[1]

@@ -225,8 +225,8 @@ def test_console_entry_point_exit_code(tmp_path):
 
 
 def test_replicator_payloads_come_from_their_declarations(capsys):
-    from netbench.replicators import declared_payload
-    from netbench.replicators.config import ReplicatorConfig
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import declared_payload
     from netbench.shapes import resolve_shapes
 
     shapes = resolve_shapes("gpt2-small:blocks=2")
@@ -319,11 +319,11 @@ compute_scale = 1.5
 
 def test_plan_on_a_topology_file_and_a_runs_prediction_agree(capsys, tmp_path):
     """One function: plan --topology FILE and the model step a run on that cluster predicts."""
+    from netbench.declarations.config import ReplicatorConfig
     from netbench.emulation.spec import ClusterSpec
     from netbench.emulation.tcpsettings import TcpOptions
     from netbench.orchestrator.config import RunConfig
     from netbench.orchestrator.prediction import model_step
-    from netbench.replicators.config import ReplicatorConfig
     from netbench.shapes import resolve_shapes
     from netbench.topology import load_topology
     from netbench.workloads.config import WorkloadConfig

@@ -10,10 +10,10 @@ import pytest
 from netbench.cli import cluster_options as copt
 from netbench.cli.app import app, main
 from netbench.cli.run_config import build_run_config
+from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
 from netbench.model.overlap import pipelined
 from netbench.orchestrator.prediction import model_step, predict, workload_shapes
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 SHAPES = "gpt2-small:blocks=2"  # plan's default shapes

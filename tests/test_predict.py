@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
 from netbench.orchestrator.prediction import local_time_s, predict, predict_run, workload_shapes
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 SHAPES = WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256", compute_ms=50)
@@ -129,11 +129,11 @@ def test_fit_separates_per_param_and_per_tensor_costs() -> None:
 def test_tbf_credit_shortens_the_wire_before_the_pipeline_overlaps_it() -> None:
     """A pipelined step: the refilled bucket comes off the wire time C (its transfer part), then the
     concurrent buckets' T = max(E + D, e + c + D, E + c + d, e + l + W + d) with W = C - L."""
+    from netbench.declarations.registry import declared_payload
     from netbench.model.network import GraphModel
     from netbench.model.overlap import concurrent_step_s
     from netbench.model.schemes import scheme_from_config
     from netbench.orchestrator.prediction import scenario_for
-    from netbench.replicators import declared_payload
 
     calib = Calibration(source="measured", encode_s_per_param={"dct": 3e-8}, decode_s_per_param={"dct": 2e-8})
     cluster = ClusterSpec(nodes=2, up={"rate_bps": 10e6}, down={"rate_bps": 10e6})

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import REGISTRY, names, register, spec
+from netbench.declarations.spec import ReplicatorSpec
 from netbench.model.calibration import cost_settings
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import REGISTRY, names, register, spec
-from netbench.replicators.spec import ReplicatorSpec
 from netbench.reports.style import PALETTE, colors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ import importlib, pkgutil
 import netbench.model
 for module in pkgutil.walk_packages(netbench.model.__path__, "netbench.model."):
     importlib.import_module(module.name)
-import netbench.replicators.registry as registry
+import netbench.declarations.registry as registry
 for name in registry.names():
     registry.spec(name)
 sys.argv = ["netbench", "plan", "--nodes", "2,4", "--bw", "100mbit", "--replicator", "all", "--compute-ms", "50",
@@ -150,8 +150,9 @@ def run(*argv):
     return out.getvalue()
 
 from netbench.model.calibration import cost_key, cost_settings
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import build_replicator, declared_payload
+from netbench.declarations.config import ReplicatorConfig
+from netbench.replicators.build import build_replicator
+from netbench.declarations.registry import declared_payload
 from netbench.reports.style import collective, colors
 from netbench.shapes import resolve_shapes
 import torch

@@ -8,8 +8,10 @@ import pytest
 import torch
 from dist_harness import run_ranks
 
-from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload, names
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload, names
 from netbench.replicators.base import param_shapes
+from netbench.replicators.build import build_replicator
 
 # Non-divisible by the chunk (8), 1-D, smaller than a chunk, 3-D, a 1 x n matrix, a scalar.
 SHAPES = [(13, 7), (70, 9), (5,), (3, 2), (16, 16), (4, 3, 5), (1, 40), ()]

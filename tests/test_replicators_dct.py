@@ -7,10 +7,12 @@ import math
 import pytest
 import torch
 
-from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload
+from netbench.declarations.tiling import TilePlan, matrix_shape
 from netbench.replicators.base import param_shapes
+from netbench.replicators.build import build_replicator
 from netbench.replicators.dct_codec import DCTCodec, dct_basis
-from netbench.replicators.tiling import TilePlan, matrix_shape
 from netbench.replicators.topk import topk_indices
 from netbench.replicators.wire import WireLayout, index_dtype_for
 
@@ -267,7 +269,7 @@ def test_index_dtype_is_the_smallest_that_holds_a_tile_position():
 
 
 @pytest.mark.parametrize("case", ["random", "concentrated", "ties", "narrow"])
-def test_hierarchical_topk_finds_the_same_values_as_torch_topk(case):
+def test_grouped_topk_finds_the_same_values_as_torch_topk(case):
     gen = torch.Generator().manual_seed(6)
     rows = torch.rand(50, 4096, generator=gen)
     if case == "concentrated":  # every large value inside few strided groups (stride 128)

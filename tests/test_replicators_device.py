@@ -16,7 +16,9 @@ import torch.distributed as dist
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from netbench.replicators import ReplicatorConfig, build_replicator, names
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import names
+from netbench.replicators.build import build_replicator
 from netbench.replicators.comm import GroupComm, needs_host_copy
 from netbench.replicators.random_subset import hashed_offsets, stream_seed
 

@@ -14,8 +14,10 @@ import pytest
 import torch
 from dist_harness import run_ranks
 
-from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
-from netbench.replicators.lowrank_plan import effective_rank, is_embedding
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.lowrank_plan import effective_rank, is_embedding
+from netbench.declarations.registry import declared_payload
+from netbench.replicators.build import build_replicator
 from netbench.shapes import ParamShape
 
 WORLD = 2

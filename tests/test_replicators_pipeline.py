@@ -12,10 +12,12 @@ import pytest
 import torch
 from dist_harness import run_ranks
 
-from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
+from netbench.declarations.buckets import row_band_buckets, slot_ranges
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload
+from netbench.declarations.tiling import TilePlan, matrix_shape
 from netbench.replicators.base import param_shapes
-from netbench.replicators.buckets import row_band_buckets, slot_ranges
-from netbench.replicators.tiling import TilePlan, matrix_shape
+from netbench.replicators.build import build_replicator
 
 # One huge tensor, one split across buckets by rows, a non-divisible one, many tiny ones, 1-D, 3-D, scalar.
 SHAPES = [(96, 40), (37, 24), (20, 9), *[(3,)] * 12, (50,), (4, 6, 5), (), (1, 40)]
@@ -98,7 +100,7 @@ def _both(world: int, key: str) -> tuple[list[dict], list[dict]]:
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("key", list(CONFIGS))
 def test_pipelined_equals_one_bucket_and_replicas_agree(world, key):
-    from netbench.replicators.buckets import lanes_for
+    from netbench.declarations.buckets import lanes_for
 
     plain, piped = _both(world, key)
     assert piped[0]["decl_calls"] > 1, "the test must actually pipeline"
@@ -284,8 +286,10 @@ def test_backward_overlap_refuses_a_second_backward_in_one_step():
 
 
 def test_ready_schedule_decodes_what_has_arrived_and_blocks_only_after_the_last_start():
-    """pipeline.READY: a completed collective is decoded at the next start; an unfinished one never blocks an encode."""
-    from netbench.replicators.pipeline import READY, run_pipeline
+    """pipeline_policy.READY: a completed collective is decoded at the next start; an unfinished one never blocks
+    an encode."""
+    from netbench.declarations.pipeline_policy import READY
+    from netbench.replicators.pipeline import run_pipeline
 
     events: list[str] = []
     arrived = {0: True, 1: False, 2: True, 3: False}  # bucket 1 is slow on the wire

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from netbench.replicators.quant_wire import quantized_bytes
+from netbench.declarations.quant_wire import quantized_bytes
 from netbench.replicators.quantize import Quantizer
 
 

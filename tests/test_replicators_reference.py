@@ -15,7 +15,8 @@ import pytest
 import torch
 from dist_harness import run_ranks
 
-from netbench.replicators import ReplicatorConfig, build_replicator
+from netbench.declarations.config import ReplicatorConfig
+from netbench.replicators.build import build_replicator
 
 pytest.importorskip(
     "detonation", reason="reference not installed (pip install --no-deps detonation==0.5.2 mltiming einops)"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload
+from netbench.declarations.tiling import TilePlan
 from netbench.replicators.base import param_shapes
+from netbench.replicators.build import build_replicator
 from netbench.replicators.sparseloco import _untile
-from netbench.replicators.tiling import TilePlan
 
 SHAPES = [(16, 16), (13, 7), (40,), (4, 3, 5)]
 H = 3

@@ -6,9 +6,11 @@ import pytest
 import torch
 from dist_harness import run_ranks
 
-from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.fragments import FragmentError, fragment_members, layer_of_each, send_offset, sync_offset
+from netbench.declarations.registry import declared_payload
 from netbench.replicators.base import param_shapes
-from netbench.replicators.fragments import FragmentError, fragment_members, layer_of_each, send_offset, sync_offset
+from netbench.replicators.build import build_replicator
 from netbench.shapes import ParamShape, resolve_shapes
 
 WORLD = 2

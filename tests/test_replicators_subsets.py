@@ -7,8 +7,10 @@ import math
 import pytest
 import torch
 
-from netbench.replicators import ReplicatorConfig, build_replicator, declared_payload
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload
 from netbench.replicators.base import param_shapes
+from netbench.replicators.build import build_replicator
 from netbench.replicators.striding import stride_of
 
 

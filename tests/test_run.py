@@ -10,11 +10,11 @@ import sys
 import pandas as pd
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation import netns
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.runner import run
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
@@ -91,7 +91,7 @@ def test_every_replicator_runs_end_to_end(tmp_path, name: str) -> None:
 
 def _declared_mean(name: str, measured: pd.DataFrame) -> float:
     """Payload per step averaged over whole periods, as the model predicts it (from the measured steps' sizes)."""
-    from netbench.replicators import declared_payload
+    from netbench.declarations.registry import declared_payload
     from netbench.workloads import build_workload
 
     decl = declared_payload(

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from netbench.calibrate.hostcache import HostCalibration
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
@@ -20,7 +21,6 @@ from netbench.orchestrator.host_fit import HostUnfit, check_host
 from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.run import runner
 from netbench.orchestrator.run.resolve import auto_bucket_mb, bucket_link, resolve
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 SHAPES = WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=2,ffn=128,vocab=256")

@@ -19,11 +19,11 @@ import leftovers
 import pandas as pd
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.runner import run
-from netbench.replicators.config import ReplicatorConfig
 from netbench.schedule import parse_text
 from netbench.schedule.live import LiveSchedule
 from netbench.workloads.config import WorkloadConfig

@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import names
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import names
 from netbench.topology import DirectionSpec, place, sites, uniform_sites
 from netbench.topology.presets import Site, Wan
 from netbench.worker.groups import Layout
@@ -122,18 +122,16 @@ def _model() -> torch.nn.Module:
 
 
 def _site_body(rank: int, world: int, name: str) -> dict:
-    """The worker's own path from its spec to the hierarchical replicator, then STEPS steps on this rank's data."""
+    """The worker's own path from its spec to the sharded replicator, then STEPS steps on this rank's data."""
     import torch.distributed as dist
 
-    from netbench.replicators import build_replicator
-    from netbench.worker.hybrid import hierarchical_replicator
+    from netbench.replicators.build import build_replicator
+    from netbench.worker.sharding import sharded_replicator
 
     model = _model()
     config = ReplicatorConfig(name=name, bucket_mb=0, lr=0.01, **SETTINGS[name])
     spec = WorkerSpec(rank=rank, world_size=world, iface="lo", out_path="x", replicator=config, shard_groups=SHARDS)
-    rep = hierarchical_replicator(
-        SimpleNamespace(parameters=lambda: list(model.parameters())), spec, build_replicator, None
-    )
+    rep = sharded_replicator(SimpleNamespace(parameters=lambda: list(model.parameters())), spec, build_replicator, None)
     gen = torch.Generator().manual_seed(100 + rank)
     x, y = torch.randn(32, 8, generator=gen), torch.randn(32, 8, generator=gen)
     stats = []
@@ -149,9 +147,9 @@ def _site_body(rank: int, world: int, name: str) -> dict:
 
 @pytest.mark.parametrize("name", names())
 def test_every_replicator_keeps_replicas_identical_and_sends_the_model_once_per_site(name: str) -> None:
-    from netbench.replicators import declared_payload
+    from netbench.declarations.registry import declared_payload
+    from netbench.declarations.shards import shard_shapes
     from netbench.replicators.base import param_shapes
-    from netbench.replicators.shards import shard_shapes
 
     results = run_ranks(_site_body, 4, name, timeout=120)
     digests = results[0]["digests"]
@@ -259,3 +257,26 @@ def test_netbench_run_shards_within_sites_and_sends_each_slice_over_the_wan_once
     trunk = pd.read_csv(run_dir / "trunks.csv")
     wan = trunk[trunk["direction"] == "fwd"]["tx_bytes"].median()  # per step; a step's counters can land in the next
     assert 1.0 <= wan / site_payload < 1.5  # a site's slices cross the WAN once, plus headers and ACKs
+
+
+# ---- netbench worker: --shard-within host makes a torchrun host's local ranks one node ----------
+
+
+@pytest.mark.parametrize(
+    ("choice", "local", "expected"), [("node", "2", 1), ("host", "2", 2), ("host", "1", 1), ("host", "4", 4)]
+)
+def test_worker_shards_a_host_only_when_asked(choice: str, local: str, expected: int) -> None:
+    from netbench.cli.sharding_options import local_world_size
+
+    assert local_world_size(choice, 8, {"LOCAL_WORLD_SIZE": local}) == expected
+
+
+@pytest.mark.parametrize(
+    ("choice", "local"), [("site", "2"), ("rack", "2"), ("host", "3"), ("host", "two"), ("host", "0")]
+)
+def test_worker_refuses_a_sharding_it_cannot_run_in_one_line(choice: str, local: str) -> None:
+    from netbench.cli.errors import UserError
+    from netbench.cli.sharding_options import local_world_size
+
+    with pytest.raises(UserError, match="^--shard-within"):
+        local_world_size(choice, 8, {"LOCAL_WORLD_SIZE": local})

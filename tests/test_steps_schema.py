@@ -29,7 +29,7 @@ from netbench.rundir.steps_schema import (
 )
 from netbench.rundir.summary import METRICS
 from netbench.schedule.parse import parse_text
-from netbench.worker.hybrid import place_fields
+from netbench.worker.sharding import place_fields
 from netbench.worker.spec import WorkerSpec
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from netbench.declarations.registry import REGISTRY
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.sweep.scenario import Point
 from netbench.orchestrator.sweep.sweep import point_row
-from netbench.replicators.registry import REGISTRY
 from netbench.reports.report import generate_report, with_errors
 from netbench.reports.style import UNKNOWN, color
 from netbench.reports.terminal import summary_table

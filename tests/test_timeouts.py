@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.timeouts import FLOOR_S, SAFETY, collective_timeout_s, loss_limited_bps, slowest_call_s
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 GPT2_BLOCKS = WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2")

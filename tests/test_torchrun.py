@@ -26,6 +26,7 @@ import pytest
 
 from netbench.capture import pcap
 from netbench.cli.app import main
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation import shaping
 from netbench.emulation.capabilities import detect
 from netbench.emulation.cluster import Cluster
@@ -35,7 +36,6 @@ from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.results import CAPTURE_COLUMNS
 from netbench.orchestrator.run.runner import run
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]

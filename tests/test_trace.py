@@ -10,11 +10,11 @@ from collections import defaultdict
 import pytest
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.base import StepTimer
 from netbench.replicators.comm import GroupComm
-from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.pipeline import run_pipeline
 from netbench.trace import events as ev
 from netbench.trace import links, spans, tcp
@@ -44,8 +44,8 @@ def test_a_pipelined_step_records_every_phase_and_each_buckets_collective() -> N
 def test_an_overlapped_fragment_is_drawn_from_the_step_that_started_it_to_the_one_that_waited() -> None:
     """Streaming DiLoCo: the collective starts after one step and is waited for two steps later; its bar starts
     before the waiting step's own start and is named by its fragment."""
-    from netbench.replicators import ReplicatorConfig as Config
-    from netbench.replicators import build_replicator
+    from netbench.declarations.config import ReplicatorConfig as Config
+    from netbench.replicators.build import build_replicator
     from netbench.trace.ranks import step_events
 
     params = [torch.nn.Parameter(torch.ones(4, 4)) for _ in range(2)]

@@ -315,7 +315,7 @@ def test_a_cache_entry_not_the_users_own_counts_as_absent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tamper: str
 ) -> None:
     from netbench.calibrate import hostcache
-    from netbench.replicators.registry import names
+    from netbench.declarations.registry import names
 
     monkeypatch.setenv("NETBENCH_CACHE_DIR", str(tmp_path / "cache"))
     key = {"host": "test"}

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from netbench.counters import CounterError, parse_proc_net_dev, read_counters
-from netbench.replicators.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig
 from netbench.worker.spec import SpecError, WorkerSpec, load_spec, resolve
 from netbench.workloads import WorkloadConfig, build_workload
 
@@ -68,7 +68,7 @@ def free_port() -> int:
 def replicator_or_skip(name: str, workload: WorkloadConfig, world_size: int = 2):
     """The payload declaration for ``name``, or skip while that replicator has not landed."""
     try:
-        from netbench.replicators import declared_payload
+        from netbench.declarations.registry import declared_payload
     except ImportError as exc:
         pytest.skip(f"netbench.replicators not importable yet: {exc}")
     config = ReplicatorConfig(name=name)

@@ -18,12 +18,12 @@ import pytest
 from leftovers import wait_until
 
 from netbench.cli.app import main
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation import cleanup, hostrecords, shaping
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.runner import run
-from netbench.replicators.config import ReplicatorConfig
 from netbench.workloads.config import WorkloadConfig
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]

@@ -1,7 +1,7 @@
 """A replicator added from one module, as a user would: its declaration (torch-free) and a trivial codec.
 
 The declaration registers itself on import; the codec (a dense all-reduce in bf16 halves, by reusing the
-dense baseline's implementation) is built only when ``netbench.replicators.registry`` first asks for it.
+dense baseline's implementation) is built only when ``netbench.declarations.registry`` first asks for it.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from netbench.declarations.registry import register
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.registry import register
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 from netbench.shapes import ParamShape
 
 

@@ -44,7 +44,7 @@ from netbench.model.calibration import (
 from netbench.torch_presence import torch_installed
 
 if TYPE_CHECKING:
-    from netbench.replicators.config import ReplicatorConfig
+    from netbench.declarations.config import ReplicatorConfig
 
 __all__ = [
     "CACHE_ENV",
@@ -70,7 +70,7 @@ def cache_path(key: dict[str, str] | None = None) -> Path:
 def cached(key: dict[str, str] | None = None) -> Calibration | None:
     """The cached calibration for ``key`` (this host), or None when absent, unreadable, for another key, or
     missing a replicator (``netbench calibrate --replicator NAME`` measures only some)."""
-    from netbench.replicators.registry import names
+    from netbench.declarations.registry import names
 
     key = key or host_key()
     path = cache_path(key)

@@ -35,10 +35,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import REGISTRY, names, spec
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.schemes import SchemeSettings, build_scheme
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import REGISTRY, names, spec
 from netbench.shapes import ParamShape, resolve_shapes, total_params
 
 __all__ = ["MeasureOptions", "measure", "quick_options", "time_calls", "QUICK_SHAPES", "TENSOR_SHAPES"]
@@ -137,7 +137,7 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     import torch
     import torch.distributed as dist
 
-    from netbench.replicators.registry import build_replicator  # the replicators' factory (torch)
+    from netbench.replicators.build import build_replicator
 
     declared = spec(config.name)
     # The codec's own cost, in one collective (model/overlap.py pipelines it), with the settings that key it: the

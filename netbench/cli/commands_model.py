@@ -20,6 +20,9 @@ from rich.table import Table
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, Settings, expand, group, option_names
 from netbench.cli.options import option
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import names, spec
+from netbench.declarations.spec import SettingError
 from netbench.emulation.spec import NETWORK
 from netbench.emulation.tcpsettings import TCP
 from netbench.model.calibration import (
@@ -45,9 +48,6 @@ from netbench.model.schemes import (
 )
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import names, spec
-from netbench.replicators.spec import SettingError
 from netbench.reports.terminal import JSON, make_console
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
@@ -305,7 +305,7 @@ def _placed_graphs(
     wan_delay: str | None,
     oversubscription: float | None,
     rank_order: str,
-    hierarchical: bool,
+    star_only: bool,  # sharded nodes or another algorithm than the ring: the star model only
 ) -> list[GraphModel]:
     """The graphs with their ranks placed ([] for the star), checked before anything is computed or measured."""
     graphs = _graphs(kind, node_counts, up_bps, down_bps, delay_s, sites, racks, wan_bw, wan_delay, oversubscription)
@@ -315,7 +315,7 @@ def _placed_graphs(
                 "--rank-order: places ranks on a --topology of sites or racks; the star's nodes are all alike"
             )
         return []
-    if hierarchical:
+    if star_only:
         raise UserError(
             "--topology: a network graph is modelled with gloo's ring and one accelerator per node "
             "(leave out --gpus-per-node and --algorithm)"

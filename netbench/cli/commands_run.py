@@ -9,8 +9,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from netbench.cli import cluster_options as copt
-from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
+from netbench.cli import sharding_options
 from netbench.cli.fields import (
     FROM_FIELDS,
     REPLICATOR,
@@ -68,7 +68,8 @@ def run(
     nodes = cluster.nodes
     rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)
     work = ropt.build_workload_config(**work_settings)
-    hopt.check_workers(nodes, gpus_per_node)
+    sharding_options.check_workers(nodes, gpus_per_node)
+    sharding_options.check_emulated(shard_within)
     ropt.check_workload(work, nodes)
     config = build_run_config(
         cluster=cluster,
@@ -85,7 +86,7 @@ def run(
         out_dir=out,
         threads=threads,
         gpus_per_node=gpus_per_node,
-        intra_bw_bps=hopt.intra_rate(intra_bw),
+        intra_bw_bps=sharding_options.intra_rate(intra_bw),
         shard_within=shard_within,
         schedule=link_schedule,
     )

@@ -31,10 +31,10 @@ from netbench.cli.run_config import (
     dilation_factor,
 )
 from netbench.cli.run_options import check_workload
+from netbench.declarations.registry import names
 from netbench.emulation.tcpsettings import TCP
 from netbench.model.calibration import CALIBRATION
 from netbench.orchestrator.run.dilation import DILATION
-from netbench.replicators.registry import names
 from netbench.reports.terminal import make_console
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import is_sweep

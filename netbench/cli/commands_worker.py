@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from netbench.cli import cluster_options as copt
-from netbench.cli import hybrid_options as hopt
 from netbench.cli import run_options as ropt
+from netbench.cli import sharding_options
 from netbench.cli.errors import UserError
 from netbench.cli.fields import (
     FROM_FIELDS,
@@ -75,7 +75,7 @@ def _host_topology(
     if local != str(g):
         raise UserError(
             f"--topology: torchrun runs {local} ranks on this host, each its own node; a topology needs one node "
-            "per host: --nproc-per-node 1, or --shard-in-host"
+            "per host: --nproc-per-node 1, or --shard-within host"
         )
     return host
 
@@ -123,7 +123,7 @@ def worker(
     threads: int = RUN["threads"].option(),
     compression: str | None = RUN["compression"].option(),
     as_json: bool = option(JSON, "worker"),
-    shard_in_host: bool = hopt.ShardInHostOpt,
+    shard_within: str = RUN["shard_within"].option(),
 ) -> None:
     """One host's rank of a multi-host run; start it with torchrun on every host (docs/how-to/multi-host.md)."""
     from netbench.emulation.hostshaping import HostShapingError
@@ -141,7 +141,7 @@ def worker(
         run = hosts.run_id_from(run_id)
     except SpecError as exc:
         raise UserError(str(exc)) from None
-    g = hopt.local_world_size(shard_in_host, rendezvous.spec.world_size)
+    g = sharding_options.local_world_size(shard_within, rendezvous.spec.world_size)
     shaped = any(v is not None for v in (bw, up, delay, jitter, loss))
     world, rank = rendezvous.spec.world_size, rendezvous.spec.rank
     placed = _host_topology(topology_file, rank_order, world, rank, g, iface, shaping, shaped)
@@ -158,7 +158,7 @@ def worker(
         capture=False,
         out_dir=out,
         threads=threads,
-        **({"gpus_per_node": g} if g > 1 else {}),
+        **({"gpus_per_node": g, "shard_within": shard_within} if g > 1 else {}),
     )
     require_torch("worker")
     plan = hosts.plan(config, rendezvous, run, placed, collective_timeout_s(config))

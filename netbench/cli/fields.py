@@ -22,8 +22,8 @@ import typer
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from netbench.declarations.config import ReplicatorConfig, command_line_fields
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import ReplicatorConfig, command_line_fields
 from netbench.workloads.config import WorkloadConfig
 
 Settings = dict[str, Any]  # field -> the value given on the command line (or the option's default)
@@ -151,7 +151,7 @@ RUN = table(
     FieldOption(RunConfig, "gpus_per_node", ("--gpus-per-node", "-G"), int),
     FieldOption(
         RunConfig, "intra_bw_bps", ("--intra-bw",), str | None
-    ),  # tc units, parsed by hybrid_options.intra_rate
+    ),  # tc units, parsed by sharding_options.intra_rate
     FieldOption(RunConfig, "shard_within", ("--shard-within",), str),
     FieldOption(RunConfig, "schedule", ("--schedule",), Path | None),  # a file, read by cli/schedule_option.py
     FieldOption(RunConfig, "compression", ("--compression",), str | None),  # 1/16, 0.0625 or 6.25%

@@ -334,7 +334,7 @@ def figure_bytes(curves: dict[str, list[tuple[float, float]]], title: str, suffi
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from netbench.replicators.registry import spec
+    from netbench.declarations.registry import spec
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
     for name, points in curves.items():

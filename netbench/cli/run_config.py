@@ -18,9 +18,9 @@ console = make_console(stderr=True)
 def build_run_config(**settings: Any):
     """``RunConfig(**settings)``, resolved (:func:`netbench.orchestrator.run.resolve.resolve`) and checked against this
     host; a bad value is one UserError line naming its option."""
+    from netbench.declarations.spec import SettingError
     from netbench.orchestrator.config import RunConfig
     from netbench.orchestrator.run.resolve import check_payload, resolve
-    from netbench.replicators.spec import SettingError
 
     try:
         config = RunConfig(**settings)
@@ -45,8 +45,8 @@ def setting_option(field: str) -> str:
 def check_settings(runs: list, where: str) -> None:
     """A UserError naming ``where`` + the field when the workload of one of ``runs`` (RunConfigs) rules out a
     replicator setting (Streaming DiLoCo's fragments that do not divide its layers)."""
+    from netbench.declarations.spec import SettingError
     from netbench.orchestrator.run.resolve import check_payload
-    from netbench.replicators.spec import SettingError
 
     for run in runs:
         try:

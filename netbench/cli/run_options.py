@@ -12,7 +12,7 @@ import pydantic
 from netbench.cli import fields
 from netbench.cli.errors import UserError
 from netbench.cli.fields import option_names
-from netbench.replicators.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig
 from netbench.shapes import ShapeError, resolve_shapes
 from netbench.validation import one_line
 from netbench.workloads.config import WorkloadConfig

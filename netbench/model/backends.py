@@ -26,6 +26,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Protocol
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import spec
 from netbench.model.accelerators import Accelerator
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost
@@ -39,8 +41,6 @@ from netbench.model.overlap import BACKWARD_SHARE, pipelined
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey
 from netbench.model.steptime import Scenario, StepEstimate
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import spec
 
 __all__ = [
     "Backend",

@@ -45,7 +45,7 @@ from netbench.settings import Override, Setting
 from netbench.validation import ShownText, one_line
 
 if TYPE_CHECKING:
-    from netbench.replicators.config import ReplicatorConfig
+    from netbench.declarations.config import ReplicatorConfig
 
 __all__ = [
     "Calibration",
@@ -86,7 +86,7 @@ def cost_settings(name: str) -> tuple[str, ...]:
     """The settings that change replicator ``name``'s encode/decode work per parameter, as its declaration
     lists them (tile sides, kept fractions, wire dtypes, a period its per-step average divides by). Learning
     rates, seeds and momentum decays change no work. A name nobody declared has none."""
-    from netbench.replicators.registry import REGISTRY
+    from netbench.declarations.registry import REGISTRY
 
     declared = REGISTRY.get(name)
     return declared.cost_settings if declared is not None else ()
@@ -96,7 +96,7 @@ def cost_key(config: ReplicatorConfig) -> str:
     """The calibration key of ``config``'s encode/decode cost: its name, plus the cost settings that differ from the
     defaults.
     """
-    from netbench.replicators.config import ReplicatorConfig
+    from netbench.declarations.config import ReplicatorConfig
 
     default = ReplicatorConfig(name=config.name)
     changed = [

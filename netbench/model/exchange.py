@@ -1,6 +1,6 @@
 """The unit of a scheme's traffic: one kind of collective exchange and how often it happens.
 
-Each part of a replicator's declared payload (``netbench.replicators.PayloadDecl.parts()``) is one
+Each part of a replicator's declared payload (``netbench.declarations.spec.PayloadDecl.parts()``) is one
 exchange; replicators that synchronise several states on different periods or several
 buffers of different sizes (two dependent rounds) are a tuple of them. The fields mirror
 ``PayloadDecl`` so the two convert one-to-one.

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from netbench.declarations.registry import spec
 from netbench.model.schemes import Scheme
-from netbench.replicators.registry import spec
 from netbench.shapes import ParamShape
 
 __all__ = ["WEIGHTS_AND_GRADIENTS_BYTES", "MemoryFit", "memory_fit"]

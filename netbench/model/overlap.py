@@ -3,7 +3,7 @@
 A pipelined replicator (``bucket_mb`` > 0) cuts its step into n buckets; one CPU thread encodes
 and decodes while gloo's threads carry the buckets. With per-bucket encode e = E/n, decode
 d = D/n and wire c = C/n (C includes every call's latency term, so more buckets cost more), a
-replicator that decodes one bucket behind (replicators/pipeline.py, ``behind`` 1) takes::
+replicator that decodes one bucket behind (netbench/replicators/pipeline.py, ``behind`` 1) takes::
 
     T = e + (n - 1) * max(e + d, c) + c + d
 
@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from netbench.declarations.config import ReplicatorConfig
     from netbench.model.steptime import StepEstimate
-    from netbench.replicators.config import ReplicatorConfig
     from netbench.shapes import ParamShape
 
 __all__ = [
@@ -73,7 +73,7 @@ RING_STEP_S = 3e-3
 # not: scripts/bench_pipeline.py measured a pipelined random subset at 0.97-0.99x of one bucket at
 # 10mbit but 1.24-1.46x at 100mbit and 1gbit, so `auto` keeps them in one collective; `--bucket-mb N`
 # still pipelines them.
-# Buckets `auto` cuts a step into at most: two per lane (replicators/buckets.py MAX_LANES), so all
+# Buckets `auto` cuts a step into at most: two per lane (declarations/buckets.py MAX_LANES), so all
 # travel at once; more buckets shrink the pipeline's fill (the first encode) and drain (the last decode).
 MAX_BUCKETS = 16
 ENCODE_SHARE = (
@@ -84,7 +84,7 @@ ENCODE_SHARE = (
 def pipelined_step_s(encode_s: float, decode_s: float, comm_s: float, buckets: int, behind: int | None = 1) -> float:
     """Encode + communicate + decode of one step cut into ``buckets`` overlapping buckets,
     decoded one bucket behind (``behind`` 1), after every bucket is started (``None``), or as
-    they arrive (``behind`` 0, pipeline.READY: the better of the two fixed schedules)."""
+    they arrive (``behind`` 0, pipeline_policy.READY: the better of the two fixed schedules)."""
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
     if behind == 0:
@@ -162,7 +162,7 @@ def bucket_mb_for(
     there is backward compute to hide the wire behind even where the codec is small: buckets
     need only outweigh the collective's fixed costs, not :data:`MIN_BUCKET_BYTES`.
     """
-    from netbench.replicators.registry import spec
+    from netbench.declarations.registry import spec
 
     if not spec(replicator).pipelined_by_default:
         return 0.0
@@ -192,7 +192,7 @@ def auto_bucket_mb(
     bucket, since there is little wire time to hide), at least ``min_bytes``, and given the step's
     payload no fewer bytes than an even share of ``max_buckets``. Where the buckets' collectives
     travel at once (``concurrent``: a lane per two buckets, replicators/comm.py) their latencies
-    overlap and that is all. Where they queue (one lane: the hybrid mode), each collective's latency
+    overlap and that is all. Where they queue (one lane: sharded nodes' replication subgroup), each collective's latency
     is paid in turn, so a bucket must also hold half a bandwidth-delay product (rate x RTT / 2) or
     its transfer is dominated by that latency.
     """
@@ -229,7 +229,7 @@ def pipelined(
     buckets = payload.collectives_per_step
     if buckets < 2:
         return est
-    from netbench.replicators.buckets import lanes_for, travel_at_once
+    from netbench.declarations.buckets import lanes_for, travel_at_once
 
     calls = sum(p.collectives_per_step for p in payload.parts())
     # Lanes open where the replication group is the world (one accelerator per node), as the workers do.
@@ -244,7 +244,7 @@ def pipelined(
     codec = est.compression_time_s
     enc = codec * ENCODE_SHARE if encode_s is None else encode_s
     dec = codec - enc if decode_s is None else decode_s
-    from netbench.replicators.pipeline import behind_for
+    from netbench.declarations.pipeline_policy import behind_for
 
     if concurrent:  # behind_for(True): every bucket encoded first
         # comm_time_s may be shorter than the wire's cost (the emulator's tbf credit): what it lost is transfer
@@ -263,8 +263,8 @@ def backward_overlapped(
     worker does that: ``overlap_backward`` on, a built-in workload, a replicator declaring ``backward_hooks``."""
     from dataclasses import replace
 
+    from netbench.declarations.registry import spec
     from netbench.model.schemes import declared, shape_key
-    from netbench.replicators.registry import spec
     from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
     if (

@@ -1,6 +1,6 @@
 """Which exchanges each scheme makes per step, and whether its communication overlaps compute.
 
-Implemented replicators declare their own payload (``netbench.replicators.declared_payload``,
+Implemented replicators declare their own payload (``netbench.declarations.registry.declared_payload``,
 owned by the replicators, torch-free): the model imports it and never re-derives those formulas,
 so a change to a replicator's wire format changes the plan too. A declaration with several parts
 (two dependent rounds, states synchronised on their own periods) becomes one exchange per part.
@@ -14,10 +14,10 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import REGISTRY, declared_payload, names, spec
+from netbench.declarations.spec import PayloadDecl
 from netbench.model.exchange import Exchange, from_decl
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import REGISTRY, declared_payload, names, spec
-from netbench.replicators.spec import PayloadDecl
 from netbench.shapes import ParamShape
 
 __all__ = [

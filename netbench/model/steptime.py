@@ -2,7 +2,7 @@
 (:mod:`netbench.model.network` composes them into the step).
 
 Flat clusters: N nodes on one switch, each with an up and a down rate; the scheme's exchanges run
-among all N. Hierarchical (FlexDeMo style, ``gpus_per_node`` G > 1): N accelerators in N/G nodes;
+among all N. Sharded (FlexDeMo style, ``gpus_per_node`` G > 1): N accelerators in N/G nodes;
 gradients are reduce-scattered and the result all-gathered inside a node on the fast intra-node
 link (a ring all-reduce's traffic among G, every step), each accelerator compresses its 1/G shard,
 and the scheme's exchanges for the whole model run among the N/G nodes on the slow link (the G

@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from netbench.declarations.compression import compressible
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
-from netbench.replicators.compression import compressible
-from netbench.replicators.config import ReplicatorConfig
 from netbench.schedule.model import Schedule
 from netbench.worker.groups import Layout
 from netbench.workloads.config import WorkloadConfig
@@ -68,12 +68,13 @@ class RunConfig(BaseModel):
         description="Intra-node link rate of a node, shared by its G workers (one tbf on its "
         "loopback), tc units; default unshaped.",
     )  # in bit/s here; the option takes tc units
-    shard_within: Literal["node", "site"] = Field(
+    shard_within: Literal["node", "site", "host"] = Field(
         "node",
         description="What shards the model (FlexDeMo): node, the "
         "--gpus-per-node workers of each node, replicating between nodes; site, "
         "every worker of a site, replicating between sites (needs a topology of "
-        "two or more sites of equal size).",
+        "two or more sites of equal size); host (netbench worker only), the local ranks of each torchrun host "
+        "(--nproc-per-node G), replicating between hosts.",
     )
     schedule: Schedule | None = Field(
         None,
@@ -99,7 +100,7 @@ class RunConfig(BaseModel):
     def _compression_fraction(cls, v: object) -> object:
         """``1/16``, ``0.0625`` or ``6.25%`` as the fraction it names."""
         if isinstance(v, str):
-            from netbench.replicators.compression import parse_compression
+            from netbench.declarations.compression import parse_compression
 
             return parse_compression(v)
         return v
@@ -110,7 +111,7 @@ class RunConfig(BaseModel):
         """A compression rate needs a replicator that sends a share of each tensor."""
         replicator = info.data.get("replicator")
         if v is not None and replicator is not None:
-            from netbench.replicators.compression import compression_settings
+            from netbench.declarations.compression import compression_settings
 
             compression_settings(replicator.name, v, replicator.chunk)
         return v
@@ -137,9 +138,9 @@ class RunConfig(BaseModel):
 
     def shard_layout(self) -> Layout | None:
         """The sharding groups of ``shard_within site``: each site's ranks (through the rank placement); None: G per
-        node.
+        node (a host's local ranks are its node's G).
         """
-        if self.shard_within == "node":
+        if self.shard_within != "site":
             return None
         return Layout.per_site(self.cluster.topology.groups().values(), self.cluster.placement, self.gpus_per_node)
 

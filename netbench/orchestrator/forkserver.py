@@ -64,11 +64,12 @@ def _preload() -> None:
     import torch.distributed  # noqa: F401
     import torch.optim  # noqa: F401
 
-    from netbench.replicators import registry
+    from netbench.declarations import registry
+    from netbench.replicators.build import replicator_class
     from netbench.worker import loop  # noqa: F401
 
     for name in registry.names():  # the implementations load when first named
-        registry.replicator_class(name)
+        replicator_class(name)
     importlib.import_module("torch._dynamo")
     gc.collect()
     gc.freeze()  # what the imports made stays out of every child's collections (and its pages unshared by them)

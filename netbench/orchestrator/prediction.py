@@ -32,8 +32,9 @@ import pandas as pd
 
 from netbench.calibrate.host import host_cpus
 from netbench.calibrate.hostcache import load_calibration
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
-from netbench.model import intranode as hybrid
+from netbench.model import sharding
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.exchange import communicating_share
 from netbench.model.network import GraphEstimate, GraphModel, Layout
@@ -41,7 +42,6 @@ from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
-from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params
@@ -190,8 +190,8 @@ def encode_decode_s(
 
     With G workers per node, one worker's, on its slices, with every worker sharing the cores.
     """
-    g = hybrid.gpus_per_node(config)
-    shapes = hybrid.worker_shapes(shapes, g)
+    g = sharding.gpus_per_node(config)
+    shapes = sharding.worker_shapes(shapes, g)
     share = cpu_share(config.cluster.nodes * g, cpus or host_cpus())
     enc, dec = calibration.encode_decode_s(cost_key(config.replicator), total_params(list(shapes)), len(shapes))
     return enc * share, dec * share
@@ -215,13 +215,13 @@ def model_step(
     cluster = config.cluster
     graph = GraphModel(cluster.topology, cluster.placement)
     scale = cluster.topology.nodes[graph.slowest].compute_scale
-    scenario, g = scenario_for(cluster, local_s / scale, calibration), hybrid.gpus_per_node(config)
-    scheme = hybrid.per_worker(scheme_from_config(config.replicator), shapes, g)
+    scenario, g = scenario_for(cluster, local_s / scale, calibration), sharding.gpus_per_node(config)
+    scheme = sharding.per_worker(scheme_from_config(config.replicator), shapes, g)
     if g > 1:
         scenario = scenario.model_copy(
-            update={"nodes": cluster.nodes * g, "gpus_per_node": g, "intra_bps": hybrid.intra_bps(config)}
+            update={"nodes": cluster.nodes * g, "gpus_per_node": g, "intra_bps": sharding.intra_bps(config)}
         )
-    return graph.estimate(scheme, hybrid.node_shapes(shapes, g), scenario, calibration, layout_of(config))
+    return graph.estimate(scheme, sharding.node_shapes(shapes, g), scenario, calibration, layout_of(config))
 
 
 def predict(
@@ -243,7 +243,7 @@ def predict(
     est = model_step(config, shapes, local_s, calibration).step
     scale = 1.0 if codec_s is not None else max(node.compute_scale for node in config.cluster.topology.nodes)
     enc, dec = enc * scale, dec * scale
-    shapes = hybrid.node_shapes(shapes, hybrid.gpus_per_node(config))
+    shapes = sharding.node_shapes(shapes, sharding.gpus_per_node(config))
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
     # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)
@@ -321,15 +321,15 @@ def predict_run(
         cpus = cpus or host_cpus()
         enc, dec = encode_decode_s(config, shapes, calib, cpus)
         est = predict(config, shapes, local, calib, cpus)
-        g = hybrid.gpus_per_node(config)
+        g = sharding.gpus_per_node(config)
         out = {
             **as_summary(est, calib, enc, dec, identity),
             "host_cpus": cpus,
             "codec_cpu_s": sum(encode_decode_s(config, shapes, calib, config.cluster.nodes * g)),
         }  # every worker a core
         if g > 1:  # comm_time_s is the inter-node part, as measured; the intra-node link's beside it
-            intra = hybrid.intra_prediction(
-                shapes, g, est.scenario.framing, calib.overhead("all_reduce"), hybrid.intra_bps(config)
+            intra = sharding.intra_prediction(
+                shapes, g, est.scenario.framing, calib.overhead("all_reduce"), sharding.intra_bps(config)
             )
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
         return Prediction.new(**out).to_json()

@@ -1,10 +1,8 @@
-"""Gradient replicators: how ranks turn local gradients into one synchronised optimizer step.
+"""Gradient replicators: how ranks turn local gradients into one synchronised optimizer step (torch).
 
-Each replicator is declared once, without torch (:class:`~netbench.replicators.spec.ReplicatorSpec`,
-in its ``*_spec`` module); :mod:`~netbench.replicators.registry` collects the declarations.
-``build_replicator(params, config, group)`` gives a :class:`Replicator` whose ``step()`` reads
-``p.grad``, synchronises across the group and applies the base optimizer; ``declared_payload``
-is each replicator's wire formula, shared with the analytic model (``netbench.model``).
+Each replicator is declared once, without torch, in :mod:`netbench.declarations`; the declaration names its codec
+here. ``build_replicator(params, config, group)`` gives a :class:`Replicator` whose ``step()`` reads ``p.grad``,
+synchronises across the group and applies the base optimizer.
 Importing this package imports nothing else: each name below loads when first asked for.
 """
 
@@ -13,33 +11,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = [
-    "build_replicator",
-    "declared_payload",
-    "replicator_class",
-    "names",
-    "spec",
-    "PayloadDecl",
-    "ReplicatorSpec",
-    "Replicator",
-    "StepStats",
-    "ReplicatorConfig",
-    "REGISTRY",
-]
+__all__ = ["build_replicator", "replicator_class", "Replicator", "StepStats"]
 
-# Each name, and the module it comes from: imported when first asked for, so importing a declaration's
-# module (netbench.replicators.spec, .registry) neither builds ReplicatorConfig before every declaration
-# is registered nor imports torch (only .base does).
+# Each name, and the module it comes from: imported when first asked for, so importing one codec module does not
+# import every other.
 _HOMES = {
-    "build_replicator": "registry",
-    "declared_payload": "registry",
-    "replicator_class": "registry",
-    "names": "registry",
-    "spec": "registry",
-    "REGISTRY": "registry",
-    "PayloadDecl": "spec",
-    "ReplicatorSpec": "spec",
-    "ReplicatorConfig": "config",
+    "build_replicator": "build",
+    "replicator_class": "build",
     "Replicator": "base",
     "StepStats": "base",
 }

@@ -16,11 +16,11 @@ from typing import ClassVar, Literal
 import torch
 
 from netbench import pacing, steps
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.spec import PayloadDecl
 from netbench.dtypes import torch_dtypes
 from netbench.replicators.comm import GroupComm
-from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.optim import Stepper, build_optimizer
-from netbench.replicators.spec import PayloadDecl
 from netbench.shapes import ParamShape
 from netbench.trace import spans
 
@@ -171,7 +171,7 @@ class Replicator(ABC):
     """One full optimizer step per call: read ``p.grad``, synchronise, apply the base optimizer.
 
     Subclasses implement :meth:`_sync` (everything up to and including writing the synchronised
-    update into ``p.grad``); their wire formula is their declaration's (:mod:`netbench.replicators.spec`).
+    update into ``p.grad``); their wire formula is their declaration's (:mod:`netbench.declarations.spec`).
     The base owns the group, the byte accounting and the optimizer so timings mean the same for every replicator.
     """
 
@@ -207,7 +207,7 @@ class Replicator(ABC):
     @classmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
         """Bytes this node hands to collectives per communicating step: its declaration's formula (pure)."""
-        from netbench.replicators.registry import spec
+        from netbench.declarations.registry import spec
 
         return spec(cls.name).payload(shapes, config, world_size)
 

@@ -34,7 +34,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from netbench.replicators.buckets import lanes_for, travel_at_once
+from netbench.declarations.buckets import lanes_for, travel_at_once
 from netbench.trace import spans
 
 __all__ = ["GroupComm", "Pending", "needs_host_copy"]
@@ -90,7 +90,7 @@ class GroupComm:
 
         ``dist.new_group`` is collective over the whole world, so lanes are opened only where this
         comm's group is the world (every rank builds the same replicator, so every rank makes the
-        same calls in the same order); a subgroup (the hybrid mode's replication group) keeps one
+        same calls in the same order); a subgroup (sharded nodes' replication group) keeps one
         lane. Returns the number of lanes.
         """
         wanted = lanes_for(buckets)
@@ -234,7 +234,7 @@ class GroupComm:
         return Pending(self, work, after, _Travel("all_gather", self._calls - 1, tensor, started, tag))
 
     def book(self, nbytes: int, seconds: float) -> None:
-        """Account one collective made outside this class (the hierarchical step's ring of point-to-point sends)."""
+        """Account one collective made outside this class (the sharded step's ring of point-to-point sends)."""
         self._comm_s += seconds
         ended = time.perf_counter()
         spans.add("communicate", ended - seconds, ended, op="ring", bucket=self._calls, bytes=nbytes)

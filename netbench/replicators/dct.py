@@ -6,13 +6,14 @@ from collections.abc import Sequence
 
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.dct_spec import pipeline_buckets
+from netbench.declarations.pipeline_policy import behind_for
+from netbench.declarations.tiling import TilePlan
 from netbench.replicators.backward import BackwardOverlap
 from netbench.replicators.base import Replicator, StepTimer
-from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.dct_codec import DCTCodec
-from netbench.replicators.dct_spec import pipeline_buckets
-from netbench.replicators.pipeline import behind_for, run_pipeline
-from netbench.replicators.tiling import TilePlan
+from netbench.replicators.pipeline import run_pipeline
 from netbench.replicators.wire import WireLayout
 
 __all__ = ["DCTReplicator"]
@@ -74,10 +75,10 @@ class DCTReplicator(Replicator):
     positions into one byte buffer; subtract what was sent from ``M``; all-gather the buffers;
     average the coefficients; one inverse DCT; optionally sign; base optimizer (SGD by default,
     as DeMo). See :mod:`netbench.replicators.dct_codec` for the batching and
-    :mod:`netbench.replicators.tiling` for tensors whose sides are not multiples of the chunk.
+    :mod:`netbench.declarations.tiling` for tensors whose sides are not multiples of the chunk.
 
     With ``bucket_mb`` > 0 the tensors are cut into pipeline buckets of whole tile rows
-    (:func:`~netbench.replicators.buckets.row_band_buckets`), each with its own codec and
+    (:func:`~netbench.declarations.buckets.row_band_buckets`), each with its own codec and
     buffer, and :func:`~netbench.replicators.pipeline.run_pipeline` overlaps their encode,
     all-gather and decode. The tiles, and so every coefficient sent, are the same as unpipelined.
     """
@@ -166,7 +167,7 @@ class DCTReplicator(Replicator):
             self.decode(self.recv)
             timer.decode()
             return
-        # pipeline.py: encode every bucket first where the lanes carry them at once, else READY.
+        # pipeline_policy.py: encode every bucket first where the lanes carry them at once, else READY.
         run_pipeline(
             len(self.units),
             self._encode_bucket,

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators.tiling import Bucket, TilePlan
+from netbench.declarations.tiling import Bucket, TilePlan
 from netbench.replicators.topk import topk_indices
 
 __all__ = ["dct_basis", "DCTCodec"]

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.replicators.base import Replicator, StepTimer
-from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
 from netbench.replicators.outer_mean import OuterMean
 

@@ -12,7 +12,7 @@ Per m x n matrix each rank keeps its own momentum M and every rank the same righ
 Both products are linear in B, so the averages equal (B_mean Q) and (B_mean^T P): ranks end each
 step with identical P, Q and updates while their momenta differ. A matrix whose factors would be
 no smaller than itself sends B densely in round 1 and runs the same arithmetic on the mean.
-1-D tensors, scalars and embeddings (:mod:`netbench.replicators.lowrank_plan`) send their
+1-D tensors, scalars and embeddings (:mod:`netbench.declarations.lowrank_plan`) send their
 gradient densely in round 1 and are stepped by AdamW (the ``optimizer`` setting). Each round is
 one all-reduce of one buffer holding every tensor's part, so a step costs two collectives.
 
@@ -33,11 +33,11 @@ from functools import cached_property
 
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.lowrank_plan import LowRankPlan
+from netbench.declarations.lowrank_spec import bucket_ranges as _bucket_ranges
+from netbench.declarations.lowrank_spec import sends_second as _sends_second
 from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.lowrank_plan import LowRankPlan
-from netbench.replicators.lowrank_spec import bucket_ranges as _bucket_ranges
-from netbench.replicators.lowrank_spec import sends_second as _sends_second
 from netbench.replicators.optim import OptimizerChain, Stepper, build_optimizer, resolve_lr
 
 __all__ = ["LowRankReplicator"]

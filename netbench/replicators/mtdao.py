@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.replicators.base import Replicator, StepTimer
-from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
 from netbench.replicators.optim import Stepper, resolve_lr
 from netbench.replicators.outer_mean import OuterMean

@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 
 import torch
 
-from netbench.replicators.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig
 
 __all__ = ["build_optimizer", "resolve_lr", "Stepper", "OptimizerChain", "DecoupledAdamW"]
 

@@ -2,7 +2,7 @@
 
 ``quant_bits`` 0: the values are cast to the wire dtype (``grad_dtype``) and all-reduced. 2, 4 or 8: each rank
 quantizes its values (:mod:`netbench.replicators.quantize`), all-gathers every rank's bytes, and dequantizes and adds
-the rows in rank order in fp32 (:mod:`netbench.replicators.quant_wire` says why a gather). Either way the start
+the rows in rank order in fp32 (:mod:`netbench.declarations.quant_wire` says why a gather). Either way the start
 returns at once and the collective travels on gloo's threads until :meth:`OuterMean.finish`, so a caller may
 train on meanwhile (Streaming DiLoCo's overlap) or finish at once (DiLoCo).
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from netbench.declarations.quant_wire import quantized_bytes
 from netbench.dtypes import DTYPE_BYTES
 from netbench.replicators.base import WIRE_DTYPES, StepTimer
 from netbench.replicators.comm import GroupComm, Pending
-from netbench.replicators.quant_wire import quantized_bytes
 from netbench.replicators.quantize import Quantizer
 
 __all__ = ["OuterMean", "outer_bytes"]

@@ -14,7 +14,7 @@ which gives bucket i the encodes after it and the decodes before it to travel in
 form wherever the buckets' collectives travel at once (lanes, see replicators/comm.py), since a
 decode unlocks nothing while an encode starts a collective, so encoding first keeps the most
 bytes and latency in flight. ``behind`` = 0 (``READY``) adapts for a pipeline whose collectives
-queue (one lane, the hybrid mode's replication subgroup): after each start it decodes the buckets
+queue (one lane, sharded nodes' replication subgroup): after each start it decodes the buckets
 whose collective has already completed (a non-blocking check) and blocks only once every bucket
 is started. gloo runs each group's collectives in the order they were started, identical on
 every rank, so the result equals the one-bucket step bit for bit wherever the collective itself
@@ -26,25 +26,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the schedule (behind_for) is read by the model, which imports no torch
+from netbench.declarations.pipeline_policy import READY
+
+if TYPE_CHECKING:
     from netbench.replicators.base import StepTimer
     from netbench.replicators.comm import Pending
 
-__all__ = ["run_pipeline", "behind_for", "READY", "ENCODE_FIRST"]
-
-READY = 0  # ``behind`` = 0: decode what has arrived, block only after the last start
-ENCODE_FIRST = None  # ``behind`` = None: start every bucket, then wait and decode in order
-
-# Measured (scripts/race_reference.py --bucket-mb MB, dct, 100mbit + 20 ms, gpt2-small:blocks=2, reports/pipeline/
-# race-lanes.txt): with a lane per two buckets, 7 buckets, READY ran 1.31x the overlap limit (it decodes arrivals
-# while buckets are left to encode, so the last buckets start late), encoding first 1.09x. Where buckets queue on
-# one lane, each encoded-first bucket waits out the ones before it, and READY decodes while they wait.
-
-
-def behind_for(concurrent: bool) -> int | None:
-    """The schedule a pipeline runs (the model reads it too): :data:`ENCODE_FIRST` where its buckets'
-    collectives travel at once (``concurrent``: a lane per two buckets), :data:`READY` where they queue."""
-    return ENCODE_FIRST if concurrent else READY
+__all__ = ["run_pipeline"]
 
 
 def run_pipeline(

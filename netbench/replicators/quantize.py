@@ -1,11 +1,11 @@
 """Block-scaled integer quantization of fp32 values into one byte buffer, and back (the format of
-:mod:`netbench.replicators.quant_wire`)."""
+:mod:`netbench.declarations.quant_wire`)."""
 
 from __future__ import annotations
 
 import torch
 
-from netbench.replicators.quant_wire import SCALE_BYTES, code_bytes, quantized_bytes, scale_count
+from netbench.declarations.quant_wire import SCALE_BYTES, code_bytes, quantized_bytes, scale_count
 
 __all__ = ["Quantizer"]
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
-from netbench.replicators import random_spec
-from netbench.replicators.config import ReplicatorConfig
+from netbench.declarations import random_spec
+from netbench.declarations.config import ReplicatorConfig
 from netbench.replicators.subset import SubsetReplicator
 from netbench.shapes import ParamShape
 

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.sparseloco_spec import value_bytes
+from netbench.declarations.tiling import Region, TilePlan
 from netbench.replicators.base import Replicator, StepTimer
-from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
 from netbench.replicators.quantize import Quantizer
-from netbench.replicators.sparseloco_spec import value_bytes
-from netbench.replicators.tiling import Region, TilePlan
 from netbench.replicators.topk import topk_indices
 from netbench.replicators.wire import index_dtype_for
 

@@ -1,7 +1,7 @@
 """Streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512): DiLoCo one fragment of the model at a time.
 
 Every rank runs its inner optimizer on every step. The model's layers are cut into F fragments
-(:mod:`netbench.replicators.fragments`); fragment i keeps its own global weights and outer Nesterov SGD. On the step
+(:mod:`netbench.declarations.fragments`); fragment i keeps its own global weights and outer Nesterov SGD. On the step
 of the H-step cycle where fragment i's exchange leaves, its pseudo-gradient ``global - local`` is encoded (cast to
 grad_dtype, or quantized: :mod:`netbench.replicators.outer_mean`) and its collective started; training goes on for
 ``fragment_sync_delay`` (tau) steps while it travels. On its sync step the rank waits for it, takes the outer step on
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.fragments import fragment_members, send_offset, sync_offset
 from netbench.replicators.base import Replicator, StepTimer
-from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
-from netbench.replicators.fragments import fragment_members, send_offset, sync_offset
 from netbench.replicators.outer_mean import OuterMean
 
 __all__ = ["StreamingDiLoCoReplicator", "Fragment"]

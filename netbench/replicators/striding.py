@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from netbench.replicators import striding_spec
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.striding_spec import stride_of
+from netbench.declarations import striding_spec
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.striding_spec import stride_of
 from netbench.replicators.subset import SubsetReplicator
 from netbench.shapes import ParamShape
 

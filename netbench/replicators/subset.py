@@ -15,11 +15,12 @@ from collections.abc import Sequence
 
 import torch
 
+from netbench.declarations.buckets import bucket_bytes, slot_ranges
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.pipeline_policy import behind_for
 from netbench.replicators.base import WIRE_DTYPES, Replicator, StepTimer
-from netbench.replicators.buckets import bucket_bytes, slot_ranges
-from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.flat import FlatLayout
-from netbench.replicators.pipeline import behind_for, run_pipeline
+from netbench.replicators.pipeline import run_pipeline
 from netbench.shapes import ParamShape
 
 __all__ = ["SubsetReplicator"]

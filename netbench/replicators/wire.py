@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import torch
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.dct_spec import index_dtype_name
 from netbench.dtypes import torch_dtypes
 from netbench.replicators.base import WIRE_DTYPES as _VALUE_DTYPES
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.dct_spec import index_dtype_name
 
 __all__ = ["WireLayout", "index_dtype_for", "INDEX_DTYPES"]
 
@@ -23,7 +23,7 @@ INDEX_DTYPES: dict[str, torch.dtype] = torch_dtypes("int16", "int32", "int64")
 
 
 def index_dtype_for(config: ReplicatorConfig, max_tile_numel: int) -> torch.dtype:
-    """The torch type of :func:`~netbench.replicators.dct_spec.index_dtype_name` (the payload formula's)."""
+    """The torch type of :func:`~netbench.declarations.dct_spec.index_dtype_name` (the payload formula's)."""
     return INDEX_DTYPES[index_dtype_name(config, max_tile_numel)]
 
 

@@ -35,7 +35,7 @@ DELAY_STYLES = ("-", "--", ":", "-.")
 def colors() -> dict[str, str]:
     """A colour for every declared replicator, the same in every figure (a plugged-in one without a colour of its
     own gets a free one)."""
-    from netbench.replicators.registry import REGISTRY
+    from netbench.declarations.registry import REGISTRY
 
     claimed = {s.color for s in REGISTRY.values() if s.color}
     free = iter([c for c in PALETTE if c not in claimed] or [UNKNOWN])
@@ -49,7 +49,7 @@ def color(replicator: str) -> str:
 
 def collective(replicator: str) -> str:
     """How the declaration names its exchange (``all-gather``...); ``custom`` for a name nobody declared."""
-    from netbench.replicators.registry import REGISTRY
+    from netbench.declarations.registry import REGISTRY
 
     declared = REGISTRY.get(replicator)
     return declared.collective if declared is not None else "custom"

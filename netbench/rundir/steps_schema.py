@@ -12,7 +12,7 @@ Who writes a column:
 
 * ``worker``: the training loop of ``netbench run`` and ``netbench worker`` (netbench/worker/loop.py);
 * ``exec``: ``netbench.step()`` inside the user's own program under ``netbench exec`` (netbench/steps.py);
-* ``sharded``: a worker that shares its node with others (G workers per node, netbench/worker/hybrid.py);
+* ``sharded``: a worker that shares its node with others (G workers per node, netbench/worker/sharding.py);
 * ``capture``: the run writer, from each node's packet capture (empty without one);
 * ``schedule``: the run writer, under a link schedule (the segment each step ran in).
 

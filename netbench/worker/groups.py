@@ -1,4 +1,4 @@
-"""The two process groups of hierarchical sharding (DeToNATION's FlexDeMo): shard inside a group, replicate between
+"""The two process groups of sharding (DeToNATION's FlexDeMo): shard inside a group, replicate between
 groups.
 
 A layout is a list of sharding groups: equal-sized lists of ranks that together hold every rank once. Its members

@@ -115,13 +115,13 @@ class WorkerRun:
         )
         collective_timeout(spec.timeout_s)
         # Imported here so that a replicator that fails to import becomes an error event.
-        from netbench.replicators import build_replicator
+        from netbench.replicators.build import build_replicator
 
         names = [s.name for s in workload.param_shapes()]  # as the model's shape list names them
         if spec.sharded:
-            from netbench.worker.hybrid import hierarchical_replicator
+            from netbench.worker.sharding import sharded_replicator
 
-            replicator = hierarchical_replicator(workload, spec, build_replicator, names)
+            replicator = sharded_replicator(workload, spec, build_replicator, names)
         else:
             replicator = build_replicator(workload.parameters(), spec.replicator, names=names)
         self.backward = None  # replicators/backward.py: buckets launched from backward's hooks
@@ -187,7 +187,7 @@ class WorkerRun:
         }
         record = step_record("worker", values, spans=timeline)
         if self.spec.sharded:
-            from netbench.worker.hybrid import intra_fields
+            from netbench.worker.sharding import intra_fields
 
             record.update(step_row("sharded", intra_fields(self, stats)))
         return record, after
@@ -231,7 +231,7 @@ class WorkerRun:
         done["mean_step_s"] = done[Col.STEP_S] / len(steps)
         done["final_loss"] = steps[-1][Col.LOSS]
         if spec.sharded:
-            from netbench.worker.hybrid import done_fields
+            from netbench.worker.sharding import done_fields
 
             done.update(done_fields(self))
         return done

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from netbench import untrusted
-from netbench.replicators.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig
 from netbench.validation import one_line
 from netbench.worker.groups import Layout
 from netbench.workloads.config import WorkloadConfig
@@ -110,7 +110,7 @@ class WorkerSpec(BaseModel):
 
     @property
     def sharded(self) -> bool:
-        """Whether the hierarchical step runs: sharding groups of more than one rank."""
+        """Whether the sharded step runs: sharding groups of more than one rank."""
         return len(self.shard_groups[0]) > 1 if self.shard_groups is not None else self.gpus_per_node > 1
 
     @property

@@ -381,7 +381,7 @@ def _model_config(
 ) -> tuple[RunConfig, dict[str, Any] | None]:
     """The RunConfig the writer and the model see: the declared replicator on the declared shapes (saved as
     ``payload_shapes.json``, a shapes workload with no stand-in compute), or the defaults when nothing was declared."""
-    from netbench.replicators.config import ReplicatorConfig
+    from netbench.declarations.config import ReplicatorConfig
     from netbench.workloads.config import WorkloadConfig
 
     measured = max((sum(1 for r in recs if r.get("event") == "step") for recs in records.values()), default=0)
@@ -402,7 +402,7 @@ def _fill_payload(records: dict[int, list[dict]], model_config: RunConfig, decla
     """Steps that did not report their payload (no replicator in them) get the declared one, else NaN (unknown)."""
     decl = None
     if declared and "error" not in declared:
-        from netbench.replicators import declared_payload
+        from netbench.declarations.registry import declared_payload
 
         decl = declared_payload(model_config.workload.shape_list(), model_config.replicator, model_config.cluster.nodes)
     for recs in records.values():

@@ -1,6 +1,6 @@
 """A topology on real hosts: which node this host runs, and the path to every peer as one class of its egress.
 
-Each host runs one node (torchrun rank r, or the G local ranks of one node with ``--shard-in-host``,
+Each host runs one node (torchrun rank r, or the G local ranks of one node with ``--shard-within host``,
 is node ``place(topology, order)[r // G]``) and shapes only its own egress, per destination: traffic
 to a peer's addresses gets the path from this node to that peer's node, its rate the path's
 bottleneck and its delay the sum along the path (:mod:`netbench.emulation.htb`).

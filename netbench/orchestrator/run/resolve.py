@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import ReplicatorConfig
 from netbench.shapes import ParamShape
 
 __all__ = ["resolve", "with_compression", "bucket_link", "auto_bucket_mb", "check_payload"]
@@ -18,7 +18,7 @@ __all__ = ["resolve", "with_compression", "bucket_link", "auto_bucket_mb", "chec
 
 def with_compression(replicator: ReplicatorConfig, fraction: float) -> ReplicatorConfig:
     """``replicator`` sending ``fraction`` of each tensor's values (each declaration maps it onto its own setting)."""
-    from netbench.replicators.compression import compression_settings
+    from netbench.declarations.compression import compression_settings
 
     update = compression_settings(replicator.name, fraction, replicator.chunk)
     return ReplicatorConfig.model_validate({**replicator.model_dump(), **update})
@@ -55,8 +55,8 @@ def auto_bucket_mb(
     with several, they queue on the replication subgroup's one lane). ValueError where the replicator's payload
     formula rejects these shapes.
     """
+    from netbench.declarations.registry import declared_payload
     from netbench.model.overlap import bucket_mb_for
-    from netbench.replicators import declared_payload
 
     payload = declared_payload(list(shapes), replicator, machines).bytes_per_step
     return bucket_mb_for(replicator.name, rate_bps, rtt_s, payload, machines, backward=backward, concurrent=concurrent)
@@ -100,10 +100,10 @@ def resolve(config: RunConfig) -> RunConfig:
 
 
 def check_payload(config: RunConfig) -> None:
-    """Raise :class:`~netbench.replicators.spec.SettingError` where the replicator's payload formula rejects the run's
+    """Raise :class:`~netbench.declarations.spec.SettingError` where the replicator's payload formula rejects the run's
     model (Streaming DiLoCo's fragments that do not divide its layers): before anything is built."""
+    from netbench.declarations.registry import declared_payload
     from netbench.orchestrator.prediction import workload_shapes
-    from netbench.replicators import declared_payload
 
     nodes = config.cluster.nodes
     declared_payload(workload_shapes(config.workload, nodes), config.replicator, nodes)

@@ -29,7 +29,7 @@ from netbench.orchestrator.run import health
 from netbench.orchestrator.run.fidelity import unfinished
 from netbench.orchestrator.run.links import link_report, read_trunks
 from netbench.orchestrator.run.schedule_results import annotate, segment_summary, step_errors
-from netbench.orchestrator.run.sharding_results import hybrid_summary
+from netbench.orchestrator.run.sharding_results import sharding_summary
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
@@ -156,7 +156,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     first = measured[measured[Col.STEP] == measured[Col.STEP].min()]
     out["first_loss"] = _median(first[Col.LOSS].tolist())
     out.update(capture_vs_counters(measured))
-    out.update(hybrid_summary(measured, how))
+    out.update(sharding_summary(measured, how))
     out.update(health.figures(measured, steps))
     return RunSummary.new(**out).to_json()
 

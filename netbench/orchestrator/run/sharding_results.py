@@ -14,7 +14,7 @@ import pandas as pd
 from netbench.rundir.steps_schema import Col
 
 
-def hybrid_summary(measured: pd.DataFrame, how: str) -> dict[str, Any]:
+def sharding_summary(measured: pd.DataFrame, how: str) -> dict[str, Any]:
     """Keys added to the summary when workers share nodes (``local_rank`` recorded); {} otherwise."""
     if Col.LOCAL_RANK not in measured or measured[Col.LOCAL_RANK].isna().all():
         return {}

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from netbench import safe_files
 from netbench.calibrate.hostcache import HostCalibration, host_calibration, load_calibration
+from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import save_calibration
 from netbench.model.schemes import SchemeSettings
 from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.sweep.scenario import SweepScenario
-from netbench.replicators.config import ReplicatorConfig
 from netbench.rundir.sweepdir import CALIBRATION
 
 if TYPE_CHECKING:

@@ -27,11 +27,11 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from netbench import untrusted
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import REGISTRY, default_sweep
 from netbench.emulation.spec import NETWORK, ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import REGISTRY, default_sweep
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule
@@ -390,11 +390,11 @@ def _key(config: RunConfig) -> str:
     """Short hash of everything a point runs except where results go and whether it is traced. Settings at their
     defaults (one worker per node, sharding by node, the one-switch cluster) are left out, so a point's key names
     only what it changes and a sweep folder's finished points are found again when it resumes."""
-    hybrid = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
+    flat = {"gpus_per_node", "intra_bw_bps"} if config.gpus_per_node == 1 and config.intra_bw_bps is None else set()
     by_node = {"shard_within"} if config.shard_within == "node" else set()  # sharding by node leaves the key as it is
     star = config.cluster.on_star and config.cluster.rank_order == "topology"  # the default network
     unscheduled = {"schedule"} if config.schedule is None else set()  # the network as built, as ever
-    exclude: dict = {"out_dir": True, "trace": True, **{k: True for k in (*hybrid, *by_node, *unscheduled)}}
+    exclude: dict = {"out_dir": True, "trace": True, **{k: True for k in (*flat, *by_node, *unscheduled)}}
     if star:
         exclude["cluster"] = {"topology": True, "rank_order": True}
     text = config.model_dump_json(exclude=exclude)
@@ -424,8 +424,8 @@ def variant(gpus: int, intra: str, shard: str, net: _Network) -> str:
 
 def _setup(gpus: int, intra: str, shard: str) -> str:
     """Workers per node, their link and where replicas shard, as the label writes them before the rate."""
-    hybrid = f"x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
-    return " ".join(part for part in (hybrid, "sharded in sites" if shard == "site" else "") if part)
+    sharded = f"x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
+    return " ".join(part for part in (sharded, "sharded in sites" if shard == "site" else "") if part)
 
 
 def expected_coordinates(scenario: SweepScenario) -> list[tuple[str, int, str, str, str]]:

@@ -1,11 +1,11 @@
 """The model's view of a run with G workers per node: whose shapes each link carries, and the loopback's bytes.
 
 No second model: the step comes from :class:`netbench.model.network.GraphModel` with
-``gpus_per_node`` (its hierarchical terms), and the intra-node bytes from the same ring pattern
+``gpus_per_node`` (its sharding terms), and the intra-node bytes from the same ring pattern
 it charges the intra-node link, priced with :mod:`netbench.model.framing` at the loopback's MTU
 (the emulated intra-node link is each node's ``lo``). What changes is only what the model is fed:
 
-* every worker replicates the slices it owns (:func:`netbench.replicators.shards.shard_shapes`),
+* every worker replicates the slices it owns (:func:`netbench.declarations.shards.shard_shapes`),
   so the node's inter-node payload is G workers' payloads on slice shapes, not the whole model's
   (they differ where a dimension is padded, or where a codec's chunks cut slices differently);
 * encode and decode are one worker's, on its slices, with N x G processes sharing the host's cores.
@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from netbench.declarations.shards import shard_shapes
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing
 from netbench.model.schemes import Scheme
-from netbench.replicators.shards import shard_shapes
 from netbench.shapes import ParamShape, total_params
 
 __all__ = [
@@ -83,7 +83,7 @@ def intra_bps(config: Any) -> float:
 
     ``--intra-bw`` shapes the node's ``lo`` with one tbf, so it is one queue that all G workers'
     reduce-scatter and all-gather traffic passes at once: each worker's ring hop gets 1/G of it.
-    The model's hierarchical terms price one worker's ring on a link of its own, hence the share.
+    The model's sharding terms price one worker's ring on a link of its own, hence the share.
     """
     shaped = getattr(config, "intra_bw_bps", None)
     return shaped / gpus_per_node(config) if shaped else LOOPBACK_BPS

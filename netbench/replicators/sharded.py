@@ -1,4 +1,4 @@
-"""FlexDeMo's hierarchical step (DeToNATION, Algorithm 1) around any replicator.
+"""FlexDeMo's sharded step (DeToNATION, Algorithm 1) around any replicator.
 
 A node of G accelerators shards every parameter along its first dimension (as FSDP2 does; the
 dimension padded to a multiple of G), so each accelerator owns a ``ceil(d0 / G)``-row slice:
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.shards import slice_rows
 from netbench.replicators.base import StepStats
 from netbench.replicators.comm import GroupComm
-from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.shards import slice_rows
 
-__all__ = ["ShardLayout", "HierStepStats", "HierarchicalReplicator", "ring_reduce_scatter"]
+__all__ = ["ShardLayout", "ShardedStepStats", "ShardedReplicator", "ring_reduce_scatter"]
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def ring_reduce_scatter(buf: torch.Tensor, members: Sequence[int], me: int, grou
 
 
 @dataclass
-class HierStepStats(StepStats):
+class ShardedStepStats(StepStats):
     """A replicator's stats (the inter-node part) plus the intra-node collectives of the step."""
 
     intra_comm_s: float = 0.0
@@ -117,7 +117,7 @@ class HierStepStats(StepStats):
     intra_collectives: int = 0
 
 
-class HierarchicalReplicator:
+class ShardedReplicator:
     """Shard inside a node, replicate each slice between nodes with the wrapped replicator, gather back.
 
     ``shard_group``/``shard_ranks``: the node's G accelerators (global ranks, local-rank order);
@@ -155,7 +155,7 @@ class HierarchicalReplicator:
     def optimizer(self):
         return self.inner.optimizer
 
-    def step(self) -> HierStepStats:
+    def step(self) -> ShardedStepStats:
         """Reduce-scatter, replicate and update the slices, all-gather: one FlexDeMo step."""
         with torch.no_grad():
             grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
@@ -175,7 +175,7 @@ class HierarchicalReplicator:
             self.layout.unpack(self.full, [p.data for p in self.params])
         intra_s, intra_bytes, intra_calls = self.intra.take()
         fields = {k: getattr(stats, k) for k in StepStats.__dataclass_fields__}
-        return HierStepStats(
+        return ShardedStepStats(
             **fields, intra_comm_s=intra_s, intra_payload_bytes=intra_bytes, intra_collectives=intra_calls
         )
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from netbench.replicators.diloco_spec import outer_exchange, state_bytes
-from netbench.replicators.fragments import fragment_layers, fragment_members, send_offset
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.diloco_spec import outer_exchange, state_bytes
+from netbench.declarations.fragments import fragment_layers, fragment_members, send_offset
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

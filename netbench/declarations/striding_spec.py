@@ -6,10 +6,10 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from netbench.declarations.full_spec import flat_all_reduce
+from netbench.declarations.random_spec import SUBSET_COST_SETTINGS, SUBSET_OPTIONS, rate_compression
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.full_spec import flat_all_reduce
-from netbench.replicators.random_spec import SUBSET_COST_SETTINGS, SUBSET_OPTIONS, rate_compression
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

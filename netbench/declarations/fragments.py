@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from netbench.replicators.spec import SettingError
+from netbench.declarations.spec import SettingError
 
 __all__ = ["FragmentError", "layer_of_each", "fragment_members", "fragment_layers", "sync_offset", "send_offset"]
 

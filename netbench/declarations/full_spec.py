@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from netbench.declarations.buckets import bucket_bytes, slot_ranges
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.buckets import bucket_bytes, slot_ranges
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

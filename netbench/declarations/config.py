@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from netbench.replicators.registry import REGISTRY, names_sentence, spec
+from netbench.declarations.registry import REGISTRY, names_sentence, spec
 
 MAX_FRAGMENTS = 1024  # Streaming DiLoCo's fragments: far more than any model's layers
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from netbench.declarations.buckets import bucket_bytes, item_ranges
+from netbench.declarations.lowrank_plan import LowRankPlan
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.buckets import bucket_bytes, item_ranges
-from netbench.replicators.lowrank_plan import LowRankPlan
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

@@ -2,8 +2,8 @@
 
 The built-in declarations are the ``*_spec`` modules of this package, found by listing it; another module adds
 one with :func:`register` when imported. The torch implementation a declaration names is imported only by
-:func:`replicator_class` (and so :func:`build_replicator`), so the model, the command line's help and the
-reports know every replicator on a host without torch.
+:mod:`netbench.replicators.build`, so the model, the command line's help and the reports know every replicator
+on a host without torch.
 """
 
 from __future__ import annotations
@@ -11,13 +11,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
-    import torch
-
     from netbench.shapes import ParamShape
 
 __all__ = [
@@ -25,8 +23,6 @@ __all__ = [
     "register",
     "spec",
     "names",
-    "replicator_class",
-    "build_replicator",
     "declared_payload",
     "names_sentence",
     "baseline",
@@ -106,23 +102,6 @@ def spec(name: str) -> ReplicatorSpec:
         return REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown replicator {name!r} (choose from {', '.join(REGISTRY)})") from None
-
-
-def replicator_class(name: str) -> type:
-    """The torch implementation of ``name`` (a ``ReplicatorConfig.name``), a ``Replicator`` subclass; imports torch."""
-    return spec(name).load()
-
-
-def build_replicator(
-    params: Sequence[torch.nn.Parameter], config: Settings, group=None, names: Sequence[str] | None = None
-) -> Any:
-    """A ready :class:`~netbench.replicators.base.Replicator` for ``params`` on ``group`` (default: the world
-    group, or none at all).
-
-    ``names`` (the workload's parameter names, in order) let name-based rules see what the payload
-    formula sees in a named shape list (lowrank treats embeddings element-wise).
-    """
-    return replicator_class(config.name)(params, config, group, names)
 
 
 def declared_payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:

@@ -1,7 +1,7 @@
 """SparseLoCo's declaration: DiLoCo's outer gradient through error feedback, chunk-wise top-k and low-bit values,
 all-gathered every ``sync_every`` steps (Sarfi et al. 2025, arXiv 2508.15706).
 
-The chunks are DeMo's s x s tiles (:mod:`netbench.replicators.tiling`; ``chunk`` s, ``topk`` k per tile: a density
+The chunks are DeMo's s x s tiles (:mod:`netbench.declarations.tiling`; ``chunk`` s, ``topk`` k per tile: a density
 of k / s^2), so a step sends ``coefficients`` positions and values: the positions in ``index_dtype``, the values
 in ``value_dtype`` or, with ``quant_bits``, as packed integers with one fp32 scale per ``quant_block`` values.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from netbench.declarations.dct_spec import compression, index_dtype_name
+from netbench.declarations.quant_wire import quantized_bytes
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.tiling import TilePlan
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.dct_spec import compression, index_dtype_name
-from netbench.replicators.quant_wire import quantized_bytes
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
-from netbench.replicators.tiling import TilePlan
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

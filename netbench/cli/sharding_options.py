@@ -1,8 +1,7 @@
-"""FlexDeMo options of `netbench run` and `worker`: `--shard-in-host`; checks of `--gpus-per-node` and `--intra-bw`."""
+"""Sharding options of `netbench run` and `worker` (FlexDeMo): checks of `--gpus-per-node`, `--intra-bw` and
+`--shard-within`."""
 
 from __future__ import annotations
-
-import typer
 
 from netbench.cli.errors import UserError
 from netbench.units import UnitError, parse_rate
@@ -34,27 +33,35 @@ def check_workers(nodes: int, gpus_per_node: int) -> None:
         )
 
 
-ShardInHostOpt = typer.Option(
-    False,
-    "--shard-in-host",
-    help="FlexDeMo on real hosts: the local ranks of a host (torchrun "
-    "--nproc-per-node G) shard the model and replicate between hosts; default: every rank is a node.",
-)
-
-
-def local_world_size(shard_in_host: bool, world_size: int, environ: dict | None = None) -> int:
-    """G under torchrun: LOCAL_WORLD_SIZE with --shard-in-host (it must divide the world), else 1."""
+def local_world_size(shard_within: str, world_size: int, environ: dict | None = None) -> int:
+    """G under torchrun: LOCAL_WORLD_SIZE with ``--shard-within host`` (it must divide the world), else 1 (every rank
+    is a node)."""
     import os
 
-    if not shard_in_host:
+    if shard_within == "site":
+        raise UserError("--shard-within site: shards an emulated run's sites (netbench run); choose node or host")
+    if shard_within not in ("node", "host"):
+        raise UserError("--shard-within: choose node or host")
+    if shard_within == "node":
         return 1
     env = os.environ if environ is None else environ
     try:
         g = int(env.get("LOCAL_WORLD_SIZE", "1"))
     except ValueError:
-        raise UserError(f"--shard-in-host: LOCAL_WORLD_SIZE is not a number: {env.get('LOCAL_WORLD_SIZE')!r}") from None
+        raise UserError(
+            f"--shard-within host: LOCAL_WORLD_SIZE is not a number: {env.get('LOCAL_WORLD_SIZE')!r}"
+        ) from None
     if g < 1 or world_size % g:
         raise UserError(
-            f"--shard-in-host: every host needs the same --nproc-per-node; world {world_size} is not a multiple of {g}"
+            f"--shard-within host: every host needs the same --nproc-per-node; world {world_size} is not a multiple "
+            f"of {g}"
         )
     return g
+
+
+def check_emulated(shard_within: str) -> None:
+    """``netbench run`` emulates its nodes on this host: a torchrun host's local ranks are the worker's to shard."""
+    if shard_within == "host":
+        raise UserError(
+            "--shard-within host: shards the local ranks of torchrun hosts (netbench worker); choose node or site"
+        )

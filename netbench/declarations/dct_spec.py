@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from netbench.declarations.buckets import Piece, bucket_bytes, row_band_buckets
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.tiling import TilePlan
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.buckets import Piece, bucket_bytes, row_band_buckets
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
-from netbench.replicators.tiling import TilePlan
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from netbench.declarations.full_spec import flat_all_reduce
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.full_spec import flat_all_reduce
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

@@ -1,14 +1,14 @@
 """The DiLoCo replicator's declaration: local steps, then an all-reduce of the pseudo-gradient every ``sync_every``
-(an all-gather of it quantized, with ``quant_bits``: :mod:`netbench.replicators.quant_wire`)."""
+(an all-gather of it quantized, with ``quant_bits``: :mod:`netbench.declarations.quant_wire`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from netbench.declarations.quant_wire import quantized_bytes
+from netbench.declarations.spec import Collective, PayloadDecl, ReplicatorSpec, Settings
 from netbench.dtypes import DTYPE_BYTES
-from netbench.replicators.quant_wire import quantized_bytes
-from netbench.replicators.spec import Collective, PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from netbench.replicators.tiling import matrix_shape
+from netbench.declarations.tiling import matrix_shape
 
 __all__ = [
     "bucket_bytes",

@@ -1,4 +1,4 @@
-"""The worker's side of hierarchical sharding: its groups, the hierarchical replicator, and the fields it records.
+"""The worker's side of sharding: its groups, the sharded replicator, and the fields it records.
 
 Sharding groups are a node's G workers or a site's workers (:mod:`netbench.worker.groups`). Kept
 apart from :mod:`netbench.worker.loop` so that a flat run (every worker replicates the whole
@@ -10,17 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from netbench.counters import read_counters
-from netbench.replicators.hierarchical import HierarchicalReplicator
+from netbench.replicators.sharded import ShardedReplicator
 from netbench.rundir.steps_schema import Col, column
 from netbench.worker.groups import build_groups
 
 INTRA_STATS = (Col.INTRA_COMM_S, Col.INTRA_PAYLOAD_BYTES, Col.INTRA_COLLECTIVES)  # the replicator's StepStats names
 
 
-def hierarchical_replicator(workload, spec, build, names) -> HierarchicalReplicator:
+def sharded_replicator(workload, spec, build, names) -> ShardedReplicator:
     """This rank's two groups and the FlexDeMo wrapper around the configured replicator."""
     groups = build_groups(spec.layout(), spec.rank)
-    return HierarchicalReplicator(
+    return ShardedReplicator(
         workload.parameters(),
         spec.replicator,
         build,

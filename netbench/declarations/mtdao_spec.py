@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from netbench.replicators.diloco_spec import outer_exchange
-from netbench.replicators.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.diloco_spec import outer_exchange
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape

@@ -44,7 +44,7 @@ class PayloadDecl:
     the H inner steps) names that step with ``offset``; one whose collective overlaps the next inner steps
     (a fragment's outer gradients travelling while training goes on) names how many with ``overlap_steps``: the
     rank waits for it only ``overlap_steps`` steps after starting it. One that carries some of the model's layers
-    only (a fragment) names them with ``layers``, numbered as :func:`~netbench.replicators.fragments.layer_of_each`
+    only (a fragment) names them with ``layers``, numbered as :func:`~netbench.declarations.fragments.layer_of_each`
     numbers them out of ``layer_count``: a layer schedule sends each as backward produces it.
     """
 
@@ -86,7 +86,7 @@ class PayloadDecl:
 
 
 class Settings(Protocol):
-    """A :class:`~netbench.replicators.config.ReplicatorConfig` as the declarations read it. Named by its shape,
+    """A :class:`~netbench.declarations.config.ReplicatorConfig` as the declarations read it. Named by its shape,
     not its class: the config validates names against the declarations, so they cannot import it back."""
 
     name: str
@@ -105,7 +105,7 @@ def _every_step(config: Settings) -> int:
 class ReplicatorSpec:
     """One replicator, as everything but its torch implementation sees it.
 
-    ``options`` are the :class:`~netbench.replicators.config.ReplicatorConfig` fields it reads (their
+    ``options`` are the :class:`~netbench.declarations.config.ReplicatorConfig` fields it reads (their
     ranges and help live on the field, declared once for every replicator that shares it; the command
     line's help names the replicators that take each). ``cost_settings`` are those of them that change
     its encode/decode work per parameter, so a calibration keyed by them never prices one setting with
