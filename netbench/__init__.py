@@ -22,11 +22,11 @@ __all__ = ["step", "mark_step", "phase", "declare_payload"]
 
 def __getattr__(name: str) -> object:
     if name == "declare_payload":  # it checks settings against the replicators' declarations
-        from netbench.declarations.declare import declare_payload
+        from netbench.declarations.declare import declare_payload  # late: import cycle
 
         return declare_payload
     if name in __all__:
-        from netbench import steps
+        from netbench import steps  # late: import cycle
 
         return getattr(steps, name)
     raise AttributeError(f"module 'netbench' has no attribute {name!r}")

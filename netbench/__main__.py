@@ -41,7 +41,7 @@ def _main() -> None:
             file=sys.stderr,
         )
         raise SystemExit(2)
-    from netbench.cli.entry import main
+    from netbench.cli.entry import main  # late: only after the check for planted modules
 
     main()
 

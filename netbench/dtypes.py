@@ -28,6 +28,6 @@ DTYPE_BYTES: dict[str, int] = {name: size for name, (_, size) in _DTYPES.items()
 
 def torch_dtypes(*names: str) -> dict[str, torch.dtype]:
     """``{name: torch dtype}`` for ``names`` (torch is imported here, on first use)."""
-    import torch
+    import torch  # late: keeps torch off this module's import
 
     return {name: getattr(torch, _DTYPES[name][0]) for name in names}

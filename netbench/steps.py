@@ -65,7 +65,7 @@ class _Recorder:
     """The node's record file and counters, opened on first use."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
-        from netbench.rundir.records import RecordWriter  # standard library only
+        from netbench.rundir.records import RecordWriter  # late: standard library only
 
         self.rank = int(environ.get("NETBENCH_RANK", environ.get("RANK", "0")))
         self.world_size = int(environ.get("NETBENCH_WORLD_SIZE", environ.get("WORLD_SIZE", "1")))
@@ -89,7 +89,7 @@ class _Recorder:
         )
 
     def counters(self) -> Any:
-        from netbench.counters import read_counters
+        from netbench.counters import read_counters  # late: a user's program loads only what its steps use
 
         return read_counters(self.iface)
 
@@ -141,7 +141,7 @@ class _Recorder:
 
 
 def _path(text: str) -> Any:
-    from pathlib import Path
+    from pathlib import Path  # late: a user's program loads only what its steps use
 
     return Path(text)
 

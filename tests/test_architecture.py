@@ -370,6 +370,31 @@ def test_only_the_cli_starts_a_sweep_an_exec_or_a_multihost_run() -> None:
     assert not bad, "only netbench.cli starts these:\n" + "\n".join(bad)
 
 
+def _function_level_imports(tree: ast.Module) -> list[ast.stmt]:
+    """Import statements inside a function body (at any depth), the TYPE_CHECKING blocks aside."""
+    found: list[ast.stmt] = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    found.append(node)
+    return found
+
+
+def test_function_level_imports_say_why() -> None:
+    """An import sits at the top of its module unless something needs it late (torch or pandas kept off a light
+    command's path, an import cycle, a process that must load little); then its line says so: ``# late: why``."""
+    bad = []
+    for module, path in MODULES.items():
+        lines = path.read_text().splitlines()
+        for node in _function_level_imports(ast.parse("\n".join(lines))):
+            if not any("# late:" in line for line in lines[node.lineno - 1 : node.end_lineno]):
+                bad.append(f"{_where(module, node.lineno)}: {lines[node.lineno - 1].strip()}")
+    assert not bad, "imports inside functions without '# late: why' (move them to the top, or say why):\n" + "\n".join(
+        bad
+    )
+
+
 def _torch_imports(module: str) -> list[int]:
     return [line for line, imported, _ in _imports(module) if imported == "torch" or imported.startswith("torch.")]
 

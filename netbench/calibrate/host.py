@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from netbench import __version__
@@ -35,7 +36,6 @@ def _cpu_model() -> str:
 
 def _torch_version() -> str:
     """The installed torch's version, read from its metadata: naming the host does not import torch."""
-    from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("torch")

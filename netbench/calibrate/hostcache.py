@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 
 from netbench.cache import CACHE_ENV, CacheFolderError, cache_dir, checked_cache_dir, trusted_file
 from netbench.calibrate.host import host_key
+from netbench.calibrate.measure import measure, quick_options
+from netbench.declarations.registry import names
 from netbench.model.calibration import (
     Calibration,
     CalibrationError,
@@ -70,7 +72,6 @@ def cache_path(key: dict[str, str] | None = None) -> Path:
 def cached(key: dict[str, str] | None = None) -> Calibration | None:
     """The cached calibration for ``key`` (this host), or None when absent, unreadable, for another key, or
     missing a replicator (``netbench calibrate --replicator NAME`` measures only some)."""
-    from netbench.declarations.registry import names
 
     key = key or host_key()
     path = cache_path(key)
@@ -196,7 +197,6 @@ def host_calibration(
             return HostCalibration(hit, path, False, "cache")
         if not torch_installed():
             return HostCalibration(hit or Calibration(), path, False, "defaults")  # nothing to measure with (plan)
-        from netbench.calibrate.measure import measure, quick_options  # late: torch processes, only when measuring
 
         if on_measure:
             on_measure(path)

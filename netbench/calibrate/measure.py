@@ -106,8 +106,8 @@ def _free_port() -> int:
 
 
 def _collective_times(opts: MeasureOptions) -> dict[str, float]:
-    import torch
-    import torch.distributed as dist
+    import torch  # late: keeps torch off this module's import
+    import torch.distributed as dist  # late: keeps torch off this module's import
 
     # what the replicators call (netbench/replicators/comm.py); the deprecated name adds ~0.5 ms of wrapper per call
     gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -134,10 +134,10 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     """(encode, decode) seconds per step of the replicator ``config`` names, with its settings, on ``shapes``, from its
     own StepStats.
     """
-    import torch
-    import torch.distributed as dist
+    import torch  # late: keeps torch off this module's import
+    import torch.distributed as dist  # late: keeps torch off this module's import
 
-    from netbench.replicators.build import build_replicator
+    from netbench.replicators.build import build_replicator  # late: a measuring process loads only what it measures
 
     declared = spec(config.name)
     # The codec's own cost, in one collective (model/overlap.py pipelines it), with the settings that key it: the
@@ -248,8 +248,8 @@ def _compression(opts: MeasureOptions) -> tuple[dict[str, dict[str, float]], dic
 
 def _measure_rank(rank: int, port: int, opts: MeasureOptions, report: Callable[[Any], None]) -> None:
     """One of the two measuring processes: join the group, time; rank 0 hands (times, costs, notes) to ``report``."""
-    import torch
-    import torch.distributed as dist
+    import torch  # late: keeps torch off this module's import
+    import torch.distributed as dist  # late: keeps torch off this module's import
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch's deprecation notices, once per rank
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
@@ -295,9 +295,9 @@ def quick_options() -> MeasureOptions:
 
 def _spawned(opts: MeasureOptions) -> tuple[Any, Any, Any]:
     """(times, costs, notes) from two spawned processes."""
-    import torch.multiprocessing as mp
+    import torch.multiprocessing as mp  # late: keeps torch off this module's import
 
-    from netbench.child import spawning_safely
+    from netbench.child import spawning_safely  # late: a measuring process loads only what it measures
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
@@ -326,7 +326,7 @@ def _forked(opts: MeasureOptions, fork: Forker) -> tuple[Any, Any, Any]:
 def measure(opts: MeasureOptions, fork: Forker | None = None) -> Calibration:
     """Run the measurements in two processes (spawned, or started by ``fork``) and turn them into a
     :class:`Calibration`."""
-    from netbench.calibrate.host import host_key
+    from netbench.calibrate.host import host_key  # late: a measuring process loads only what it measures
 
     times, costs, notes = _forked(opts, fork) if fork is not None else _spawned(opts)
     hops_ar, hops_ag = 2 * (WORLD - 1), WORLD - 1

@@ -9,9 +9,13 @@ import pydantic
 
 from netbench.cli.errors import UserError
 from netbench.cli.options import SettingsGroup, settings_group
+from netbench.emulation.capabilities import detect
 from netbench.emulation.spec import NETWORK, ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TCP, check_tcp_options
 from netbench.settings import Setting, SettingError
+from netbench.topology.file import TopologyError
+from netbench.topology.options import topology_from_options
+from netbench.topology.placement import PlacementError, parse_rank_order
 from netbench.topology.presets import TOPOLOGY
 from netbench.validation import one_line
 
@@ -103,7 +107,6 @@ def check_engine(spec: ClusterSpec) -> None:
     """
     if not spec.impaired:
         return
-    from netbench.emulation.capabilities import detect
 
     caps = detect()
     engine = _name("engine")
@@ -125,9 +128,6 @@ def _with_topology(spec: ClusterSpec, values: Mapping[str, Any]) -> ClusterSpec:
 
     Every problem (a bad file, a preset that does not divide the nodes, too many nodes for this host) is one UserError.
     """
-    from netbench.topology.file import TopologyError
-    from netbench.topology.options import topology_from_options
-    from netbench.topology.placement import PlacementError, parse_rank_order
 
     try:
         graph = topology_from_options(

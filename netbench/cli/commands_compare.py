@@ -12,7 +12,9 @@ from rich.table import Table
 
 from netbench.cli.errors import UserError
 from netbench.cli.options import option
+from netbench.reports.benchmark_json import benchmark_entries
 from netbench.reports.terminal import JSON, make_console
+from netbench.safe_files import UnsafeOutput, check_folder, write_text
 
 if TYPE_CHECKING:
     from netbench.reports.compare import Comparison
@@ -49,15 +51,17 @@ def compare(
 ) -> None:
     """Match points by configuration; exit 1 when CURRENT is broken or a point regresses beyond its threshold and noise,
     0 otherwise, 2 on bad input or when nothing is comparable."""
-    from netbench.orchestrator.sweep.scenario import recorded_grid_points
-    from netbench.reports.compare import (
+    from netbench.orchestrator.sweep.scenario import (  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
+        recorded_grid_points,
+    )  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
+    from netbench.reports.compare import (  # late: keeps networkx, numpy, pandas off this module's import
         CompareError,
         load_side,
         parse_fraction,
         to_json,
         to_markdown,
     )
-    from netbench.reports.compare import (
+    from netbench.reports.compare import (  # late: keeps networkx, numpy, pandas off this module's import
         compare as run_compare,
     )
 
@@ -77,8 +81,6 @@ def compare(
     if markdown is not None:
         _write_output("--markdown", markdown, to_markdown(result, str(baseline), str(current)))
     if benchmark_json is not None:
-        from netbench.reports.benchmark_json import benchmark_entries
-
         _write_output(
             "--benchmark-json", benchmark_json, json.dumps(benchmark_entries(cur.points.values()), indent=2) + "\n"
         )
@@ -92,7 +94,6 @@ def compare(
 
 def _check_output_folder(option: str, path: Path) -> None:
     """Refuse, before anything is read, an output folder another user could plant a link in."""
-    from netbench.safe_files import UnsafeOutput, check_folder
 
     if not path.parent.is_dir():
         raise UserError(f"{option}: folder {_shown(path.parent)!r} does not exist")
@@ -104,7 +105,6 @@ def _check_output_folder(option: str, path: Path) -> None:
 
 def _write_output(option: str, path: Path, text: str) -> None:
     """Replace the file (a fresh name renamed into place: never written through a link planted at its name)."""
-    from netbench.safe_files import write_text
 
     try:
         write_text(path, text)
@@ -113,14 +113,19 @@ def _write_output(option: str, path: Path, text: str) -> None:
 
 
 def _shown(value: object) -> str:
-    from netbench.reports.compare_inputs import clean_text
+    from netbench.reports.compare_inputs import (  # late: keeps networkx, numpy, pandas off this module's import
+        clean_text,
+    )  # late: keeps networkx, numpy, pandas off this module's import
 
     return clean_text(value, 300)
 
 
 def _print(result: Comparison, baseline: str, current: str) -> None:
     """The table, then one line per note and per problem, then the verdict (the last line)."""
-    from netbench.reports.compare import HEADERS, table_rows
+    from netbench.reports.compare import (  # late: keeps networkx, numpy, pandas off this module's import
+        HEADERS,
+        table_rows,
+    )  # late: keeps networkx, numpy, pandas off this module's import
 
     console = make_console(markup=False, emoji=False, highlight=False)  # every text is literal
     if result.rows:

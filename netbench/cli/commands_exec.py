@@ -81,7 +81,12 @@ def exec_command(
     Exit status: the first failing node's; 124 when --timeout expired; 130 on Ctrl-C; 125 when
     netbench itself failed; 2 for bad input (checked before anything is built).
     """
-    from netbench.orchestrator.exec.execute import CommandError, ExecConfig, check_command, execute
+    from netbench.orchestrator.exec.execute import (  # late: keeps pandas, scapy off this module's import
+        CommandError,
+        ExecConfig,
+        check_command,
+        execute,
+    )  # late: keeps pandas, scapy off this module's import
 
     argv = tuple(command or ())
     try:

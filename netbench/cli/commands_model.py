@@ -6,6 +6,7 @@ the option and what it accepts, exit 2.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -17,9 +18,27 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from netbench.calibrate.hostcache import cache_path, host_calibration
+from netbench.calibrate.measure import MeasureOptions, measure
+from netbench.cli.calibrate_nccl import calibrate_from_nccl_tests, checked_output
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, Settings, expand, group, option_names
 from netbench.cli.options import option
+from netbench.cli.plan_gpu import (
+    GpuCluster,
+    answers,
+    compute_seconds,
+    figure_title,
+    parse_gpu_options,
+    plan_gpu_cluster,
+    print_crossovers,
+    print_gpu_derived,
+    print_gpu_table,
+    print_utilization,
+    write_figure,
+)
+from netbench.cli.plan_topology import plan_on_graphs, print_plan
+from netbench.cli.run_options import bucket_choice
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import names, spec
 from netbench.declarations.spec import SettingError
@@ -35,6 +54,7 @@ from netbench.model.calibration import (
     scheme_of,
 )
 from netbench.model.collectives import ALGORITHMS
+from netbench.model.compute import model_shape
 from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
@@ -48,6 +68,7 @@ from netbench.model.schemes import (
 )
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
+from netbench.orchestrator.run.resolve import auto_bucket_mb
 from netbench.reports.terminal import JSON, make_console
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
 from netbench.tcp import STOCK_LINUX, TcpSettings
@@ -155,7 +176,6 @@ def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
 
 def _calibration(path: Path | None, quiet: bool = False, replicators=()) -> tuple[Calibration, Path]:
     """``--calibration`` as given, else this host's cached calibration (measured first when there is none)."""
-    from netbench.calibrate.hostcache import host_calibration
 
     def told(target: Path) -> None:
         if not quiet:
@@ -232,10 +252,6 @@ def _with_buckets(
     """Schemes with ``--bucket-mb`` applied: a number, or auto from the link and each scheme's payload, by the rule a
     run resolves it with (:func:`netbench.orchestrator.run.resolve.auto_bucket_mb`; ``concurrent``: the buckets
     travel at once, one worker per node)."""
-    import dataclasses
-
-    from netbench.cli.run_options import bucket_choice
-    from netbench.orchestrator.run.resolve import auto_bucket_mb
 
     auto, value = bucket_choice(text)
     if not auto and not (math.isfinite(value) and 0 <= value <= 4096):
@@ -378,7 +394,6 @@ def _print_derived(derived: dict, console: Console) -> None:
         if d["baseline_nodes"] != 2:
             answer += f" (baseline {d['baseline_nodes']} workers: two nodes of accelerators)"
         console.print(f"  {d['replicator']:>9} @ {_rate_text(d['bw_bps'])}: {answer}")
-    from netbench.cli.plan_gpu import print_crossovers
 
     print_crossovers(derived, console, _rate_text)
 
@@ -498,7 +513,6 @@ def plan(
     json_out: bool = option(JSON, "plan"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
-    from netbench.cli.plan_gpu import parse_gpu_options
 
     gpu = parse_gpu_options(
         backend,
@@ -578,8 +592,6 @@ def plan(
     )
     _check_schemes(schemes, shape_list, max(2, models[0].topology.node_count if models else node_counts[0]))
     if gpu.backend != "gloo":
-        from netbench.cli.plan_gpu import GpuCluster, plan_gpu_cluster
-
         cluster = GpuCluster(node_counts, up_bps, down_bps, delay_s, gpus_per_node, intra_bps, tcp, bw != "100mbit")
         doc, lines = plan_gpu_cluster(gpu, shape_list, shapes_label, schemes, cluster, compute_ms, calibration)
         if json_out:
@@ -598,9 +610,6 @@ def plan(
         ) from None
     compute_how, compute_s = "", {n: compute_ms / 1e3 for n in node_counts}
     if gpu.asked:
-        from netbench.cli.plan_gpu import compute_seconds
-        from netbench.model.compute import model_shape
-
         shape_model = model_shape(shape_list, gpu.layers)
         for n in node_counts:
             compute_s[n], compute_how = compute_seconds(gpu, shape_model, n * gpus_per_node, compute_ms)
@@ -621,8 +630,6 @@ def plan(
     ]
     planner = Planner(shape_list, calib)
     if models:
-        from netbench.cli.plan_topology import plan_on_graphs, print_plan
-
         doc = plan_on_graphs(models, schemes, shape_list, scenarios[0], calib)
         header = (
             f"{shapes_label}: {total_params(shape_list):,} params; topology {topology}, rank order {rank_order}, "
@@ -643,8 +650,6 @@ def plan(
     derived = planner.derived(schemes, scenarios)
     extra: dict = {}
     if gpu.asked:
-        from netbench.cli.plan_gpu import answers, figure_title, write_figure
-
         extra = {"compute": {"how": compute_how}} | answers(planner, schemes, scenarios, gpu, rows)
         if gpu.figure is not None:
             write_figure(gpu.figure, extra.pop("curves"), figure_title(shapes_label, scenarios[0], "gloo"))
@@ -689,14 +694,11 @@ def plan(
         console.print("* compression cost not calibrated for this replicator (taken as 0)")
     _print_derived(derived, console)
     if gpu.asked:
-        from netbench.cli.plan_gpu import print_utilization
-
         print_utilization({"rows": rows, **extra}, console, gpu)
 
 
 def _print_gpu_plan(doc: dict, lines: list[str], gpu: Any) -> None:
     """``plan --backend nccl|ideal`` as tables: header, the GPU table, the derived and the utilisation answers."""
-    from netbench.cli.plan_gpu import print_gpu_derived, print_gpu_table, print_utilization
 
     console = _console()
     for i, line in enumerate(lines):
@@ -753,13 +755,10 @@ def calibrate(
 ) -> None:
     """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
     if from_nccl_tests:
-        from netbench.cli.calibrate_nccl import calibrate_from_nccl_tests
-
         calibrate_from_nccl_tests(from_nccl_tests, collective, out, json_out)
         return
     if collective is not None:
         raise UserError("--collective: names the test of an nccl-tests log (with --from-nccl-tests)")
-    from netbench.calibrate.measure import MeasureOptions, measure
 
     try:
         resolve_shapes(shapes)
@@ -778,8 +777,6 @@ def calibrate(
         )
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, options=True)) from None
-    from netbench.calibrate.hostcache import cache_path
-    from netbench.cli.calibrate_nccl import checked_output
 
     target = checked_output(out or default_path() or cache_path())
     result = measure(opts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -10,13 +11,25 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from netbench.capture.tcpdump import unavailable_reason
 from netbench.cli import cluster_options as opt
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, RUN, Settings, expand
 from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.cli.schedule_option import read_schedule
+from netbench.emulation import delayline_native
+from netbench.emulation.capabilities import detect
+from netbench.emulation.cleanup import clean as do_clean
+from netbench.emulation.cleanup import find_leftovers
+from netbench.emulation.cleanup import host_qdiscs as clean_host_qdiscs
+from netbench.emulation.naming import RegistryError
+from netbench.emulation.probe import probe as run_probe
 from netbench.reports.terminal import JSON, make_console
+from netbench.rootless import MARKER
+from netbench.safe_files import NAME_PATTERN
+from netbench.schedule.fits import check_fits
+from netbench.schedule.probe import probe_segments
 from netbench.units import format_rate
 
 console = make_console()
@@ -24,11 +37,6 @@ console = make_console()
 
 def doctor(as_json: bool = option(JSON, "doctor")) -> None:
     """What this host supports, and what each missing piece disables."""
-    import os
-
-    from netbench.capture.tcpdump import unavailable_reason
-    from netbench.emulation.capabilities import detect
-    from netbench.rootless import MARKER
 
     if os.geteuid() != 0:
         require_privileges()  # enter the user namespace so the checks run where netbench would
@@ -64,7 +72,6 @@ def probe(
     """Build a cluster, measure goodput and RTT between two nodes, print configured vs measured (each segment of
     --schedule in turn).
     """
-    from netbench.emulation.probe import probe as run_probe
 
     spec = opt.cluster_spec(network)
     nodes = spec.nodes
@@ -96,7 +103,6 @@ def _checked_schedule(path: Path | None, spec):
     """The --schedule file, checked against the cluster (one line, exit 2, before anything is built); None without
     one.
     """
-    from netbench.schedule.fits import check_fits
 
     link_schedule = read_schedule(path)
     if link_schedule is not None:
@@ -109,7 +115,6 @@ def _checked_schedule(path: Path | None, spec):
 
 def _probe_schedule(spec, link_schedule, seconds: float, as_json: bool) -> None:
     """Each segment's goodput and RTT, as JSON or a table."""
-    from netbench.schedule.probe import probe_segments
 
     rows = probe_segments(spec, link_schedule, seconds)
     if as_json:
@@ -144,11 +149,6 @@ def clean(
     """Remove namespaces, links, qdiscs, rules, processes and delay-line counters left by killed runs (netbench's
     only).
     """
-    from netbench.emulation.cleanup import clean as do_clean
-    from netbench.emulation.cleanup import find_leftovers
-    from netbench.emulation.cleanup import host_qdiscs as clean_host_qdiscs
-    from netbench.emulation.naming import RegistryError
-    from netbench.safe_files import NAME_PATTERN
 
     pattern, what = (
         (NAME_PATTERN, "a worker's --run-id")
@@ -187,7 +187,6 @@ def _delay_line_build() -> str:
     """Which delay line a run would start here: the native one (built now if need be) or the Python fallback, and
     why.
     """
-    from netbench.emulation import delayline_native
 
     try:
         chosen = delayline_native.choose()

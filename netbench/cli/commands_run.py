@@ -61,7 +61,7 @@ def run(
     as_json: bool = option(JSON, "run"),
 ) -> None:
     """Train across an emulated cluster and measure time and bytes per step."""
-    from netbench.orchestrator.run.runner import run as run_config
+    from netbench.orchestrator.run.runner import run as run_config  # late: keeps pandas, scapy off this module's import
 
     cluster = copt.cluster_spec(network)
     link_schedule = read_schedule(schedule)
@@ -115,7 +115,9 @@ def run(
         print(json.dumps(result.summary, default=str))
     else:
         print_summary(result.summary)
-        from netbench.reports.schedule_figure import segment_lines
+        from netbench.reports.schedule_figure import (  # late: keeps matplotlib, pandas off this module's import
+            segment_lines,
+        )  # late: keeps matplotlib, pandas off this module's import
 
         for line in segment_lines(result.summary):  # a link schedule's segments
             console.print(for_terminal(line))

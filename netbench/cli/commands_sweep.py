@@ -9,6 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from netbench.cli.cluster_options import network_group
+from netbench.cli.commands_exec import nodes_table
 from netbench.cli.errors import UserError, make_output_folder
 from netbench.cli.fields import (
     FROM_FIELDS,
@@ -33,13 +34,23 @@ from netbench.cli.run_config import (
 from netbench.cli.run_options import check_workload
 from netbench.declarations.registry import names
 from netbench.emulation.tcpsettings import TCP
-from netbench.model.calibration import CALIBRATION
+from netbench.model.calibration import CALIBRATION, CalibrationError
+from netbench.orchestrator.forked_workers import Launcher
 from netbench.orchestrator.run.dilation import DILATION
-from netbench.reports.terminal import make_console
+from netbench.orchestrator.sweep.calibration import sweep_calibration
+from netbench.orchestrator.sweep.repredict import recorded_calibration, repredict
+from netbench.orchestrator.sweep.scenario import ScenarioError, read_toml, scenario_from_dict
+from netbench.orchestrator.sweep.scenario import points as grid_points
+from netbench.orchestrator.sweep.sweep import SweepBusy, done_keys, run_sweep, sweep_lock, write_sweep_json
+from netbench.reports.escape import for_terminal, printable
+from netbench.reports.report import generate_report
+from netbench.reports.terminal import make_console, print_summary
 from netbench.rundir.layout import RunDir
-from netbench.rundir.sweepdir import is_sweep
+from netbench.rundir.runjson import read_run_doc
+from netbench.rundir.sweepdir import is_sweep, read_summary
 from netbench.settings import Setting
 from netbench.topology.presets import TOPOLOGY
+from netbench.untrusted import BadInput
 
 console = make_console(stderr=True)
 
@@ -128,7 +139,6 @@ def _network_overrides(network: Settings) -> dict[str, Any]:
 
 def _scenario(path: Path | None, overrides: dict[str, Any]):
     """The file's scenario (if any) with every option given on the command line on top."""
-    from netbench.orchestrator.sweep.scenario import ScenarioError, read_toml, scenario_from_dict
 
     try:
         data = read_toml(path) if path else {}
@@ -193,8 +203,6 @@ def sweep(
     schedule: Path | None = RUN["schedule"].option(),
 ) -> None:
     """Run a grid of bandwidth x replicator x nodes x delay x network; resumable; writes summary.csv and a report."""
-    from netbench.orchestrator.sweep.scenario import ScenarioError
-    from netbench.orchestrator.sweep.scenario import points as grid_points
 
     overrides = {
         **_network_overrides(network),
@@ -235,7 +243,6 @@ def sweep(
 def _run(
     scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str = "auto", reuse: bool = True
 ) -> None:
-    from netbench.orchestrator.sweep.sweep import SweepBusy, sweep_lock
 
     require_privileges()
     require_torch("sweep")
@@ -251,7 +258,6 @@ def _run_held(
     scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str, reuse: bool = True
 ) -> None:
     """The sweep proper, while this process holds the folder's lock."""
-    from netbench.orchestrator.forked_workers import Launcher
 
     with Launcher() as launcher:  # the fork server: it imports torch once for the calibration and every point
         if plan:
@@ -263,12 +269,6 @@ def _sweep_with(
     scenario, plan, folder: Path, calibration: Path | None, fresh: bool, dilation: str, reuse: bool, launcher
 ) -> None:
     """Calibrate, run the points, write the report: every process forked by ``launcher``'s server."""
-    from netbench.model.calibration import CalibrationError
-    from netbench.orchestrator.sweep.calibration import sweep_calibration
-    from netbench.orchestrator.sweep.sweep import done_keys, run_sweep, write_sweep_json
-    from netbench.reports.escape import printable
-    from netbench.reports.report import generate_report
-    from netbench.rundir.sweepdir import BadInput, read_summary
 
     try:
         host_calib = sweep_calibration(
@@ -352,11 +352,6 @@ def report(
     """Regenerate a sweep's report.md, report.html and plots from its folder, or show one run's measurement beside the
     model.
     """
-    from netbench.model.calibration import CalibrationError
-    from netbench.orchestrator.sweep.repredict import recorded_calibration, repredict
-    from netbench.reports.escape import for_terminal, printable
-    from netbench.reports.report import generate_report
-    from netbench.untrusted import BadInput
 
     try:
         if RunDir(folder).written and not is_sweep(folder):
@@ -382,9 +377,6 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
     """One run (`netbench run` or `netbench worker`): its summary table, measured beside the prediction made when it
     ran.
     """
-    from netbench.reports.escape import for_terminal, printable
-    from netbench.reports.terminal import print_summary
-    from netbench.rundir.runjson import BadInput, read_run_doc
 
     if calibration is not None:
         raise UserError(
@@ -397,8 +389,6 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
     if (
         doc.exec is not None
     ):  # `netbench exec`: the per-node table first; the step table when the program recorded steps
-        from netbench.cli.commands_exec import nodes_table
-
         nodes = [
             {**n.model_dump(), "stopped_by": for_terminal(n.stopped_by) if n.stopped_by else None}
             for n in doc.exec.nodes
@@ -410,14 +400,17 @@ def _run_report(run_dir: Path, calibration: Path | None) -> None:
         print_summary(summary, "netbench worker" if launcher == "torchrun" else launcher)
     if summary.get("prediction_error"):
         console.print(f"model: {for_terminal(summary['prediction_error'])}")
-    from netbench.reports.schedule_figure import schedule_figure, segment_lines
+    from netbench.reports.schedule_figure import (  # late: keeps matplotlib off this module's import
+        schedule_figure,
+        segment_lines,
+    )  # late: keeps matplotlib off this module's import
 
     for line in segment_lines(summary):
         print(printable(line))
     drawn = schedule_figure(run_dir, summary, run_dir / "schedule.png")  # step time over the link schedule
     if drawn is not None:
         console.print(f"figure: {for_terminal(str(drawn))}")
-    from netbench.reports.timeline import timeline_figure
+    from netbench.reports.timeline import timeline_figure  # late: keeps matplotlib off this module's import
 
     try:
         figure = timeline_figure(run_dir, run_dir / "timeline.png")  # the median and slowest step, from trace.json

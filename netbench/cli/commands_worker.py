@@ -10,6 +10,7 @@ orchestrator/multihost/torchrun.py).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,9 +33,14 @@ from netbench.cli.fields import (
 from netbench.cli.options import option
 from netbench.cli.privileges import require_torch
 from netbench.cli.run_config import build_run_config
+from netbench.emulation.hostshaping import HostShapingError
 from netbench.emulation.spec import NETWORK, DirectionSpec
+from netbench.orchestrator.multihost.host_topology import HostTopology, HostTopologyError
 from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
+from netbench.topology import PlacementError, TopologyError, load_topology, parse_rank_order
 from netbench.topology.presets import TOPOLOGY
+from netbench.worker.hard_exit import exit_without_teardown
+from netbench.worker.spec import SpecError
 
 if TYPE_CHECKING:
     from netbench.orchestrator.multihost.host_topology import HostTopology
@@ -54,11 +60,10 @@ def _host_topology(
 ) -> HostTopology:
     """This host's node of ``--topology FILE`` and its paths, checked against torchrun's world; without it, the
     hosts' star (shaped as ``shaping`` asks, or as they are)."""
-    import os
 
-    from netbench.orchestrator.multihost.host_topology import HostTopology, HostTopologyError
-    from netbench.orchestrator.multihost.torchrun import star_of_hosts
-    from netbench.topology import PlacementError, TopologyError, load_topology, parse_rank_order
+    from netbench.orchestrator.multihost.torchrun import (  # late: keeps pandas, scapy off this module's import
+        star_of_hosts,
+    )  # late: keeps pandas, scapy off this module's import
 
     if file is None:
         if rank_order != "topology":
@@ -126,11 +131,8 @@ def worker(
     shard_within: str = RUN["shard_within"].option(),
 ) -> None:
     """One host's rank of a multi-host run; start it with torchrun on every host (docs/how-to/multi-host.md)."""
-    from netbench.emulation.hostshaping import HostShapingError
-    from netbench.orchestrator.multihost import torchrun as hosts
-    from netbench.orchestrator.run.timeouts import collective_timeout_s
-    from netbench.worker.hard_exit import exit_without_teardown
-    from netbench.worker.spec import SpecError
+    from netbench.orchestrator.multihost import torchrun as hosts  # late: keeps pandas, scapy off this module's import
+    from netbench.orchestrator.run.timeouts import collective_timeout_s  # late: keeps pandas off this module's import
 
     shaping = None if topology_file else _shaping(bw, up, delay, jitter, loss)
     rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)

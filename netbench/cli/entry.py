@@ -32,7 +32,7 @@ def enter_if_needed(argv: list[str]) -> None:
     """
     if not needs_user_namespace(argv, os.geteuid()):
         return
-    from netbench import rootless  # standard library only: still single-threaded
+    from netbench import rootless  # late: standard library only: still single-threaded
 
     if not rootless.user_namespaces_allowed():
         return
@@ -45,14 +45,18 @@ def enter_if_needed(argv: list[str]) -> None:
 
 def main() -> None:
     enter_if_needed(sys.argv[1:])
-    from netbench.cli.app import main as cli_main
+    from netbench.cli.app import (  # late: keeps networkx, numpy, pandas, psutil, pyroute2, rich, typer off this module's import
+        main as cli_main,
+    )  # late: keeps networkx, numpy, pandas, psutil, pyroute2, rich, typer off this module's import
 
     try:
         cli_main()
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
-        from netbench.cli.privileges import torch_missing_message
+        from netbench.cli.privileges import (  # late: the user namespace is entered while single-threaded, before the CLI loads
+            torch_missing_message,
+        )  # late: the user namespace is entered while single-threaded, before the CLI loads
 
         command = sys.argv[1] if len(sys.argv) > 1 else "this command"
         print(f"netbench: error: {torch_missing_message(command)}", file=sys.stderr)

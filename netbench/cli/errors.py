@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from netbench.safe_files import UnsafeOutput, make_folder
+
 
 class UserError(Exception):
     """Bad input: shown to the user as one line, exit code 2."""
@@ -11,7 +13,6 @@ class UserError(Exception):
 
 def make_output_folder(folder: Path, option: str) -> Path:
     """Create an output folder, or a UserError naming ``option`` if a stranger could redirect writes there."""
-    from netbench.safe_files import UnsafeOutput, make_folder
 
     try:
         return make_folder(folder)

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from netbench import untrusted
 from netbench.cli.errors import UserError
+from netbench.declarations.registry import spec
 from netbench.model.accelerators import Accelerator, accelerator, accelerators
 from netbench.model.backends import CodecCost, IdealBackend, NcclBackend, measured_codec_profile
 from netbench.model.calibration import Calibration, CalibrationError, read_calibration
@@ -29,7 +30,8 @@ from netbench.model.memory import memory_fit
 from netbench.model.nccl import NCCL_RELEASE, WIRE_EFFICIENCY, NetProfile, net_limit, tcp_window_bytes
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.planner import BW_RANGE_BPS, Planner
-from netbench.model.schemes import Scheme
+from netbench.model.rows import estimate_row
+from netbench.model.schemes import Scheme, shape_key
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.utilization import DEFAULT_TARGETS, bandwidth_for, curve, log_grid, token_budget
 from netbench.safe_files import UnsafeOutput, check_folder, write_bytes
@@ -329,12 +331,10 @@ def answers(
 
 def figure_bytes(curves: dict[str, list[tuple[float, float]]], title: str, suffix: str) -> bytes:
     """Utilisation against bandwidth, one line per replicator (the replicators' own colours)."""
-    import matplotlib
+    import matplotlib  # late: keeps matplotlib off this module's import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from netbench.declarations.registry import spec
+    import matplotlib.pyplot as plt  # late: keeps matplotlib off this module's import
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
     for name, points in curves.items():
@@ -662,8 +662,6 @@ def plan_gpu_cluster(
 ) -> tuple[dict, list[str]]:
     """``plan --backend nccl|ideal``: the document (rows, derived answers, utilisation answers) and its header lines;
     the figure is written here."""
-    from netbench.model.rows import estimate_row
-    from netbench.model.schemes import shape_key
 
     shapes = shape_key(shape_list)
     model = model_shape(shapes, opts.layers)

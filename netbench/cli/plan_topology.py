@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -41,7 +42,6 @@ def graph_step(
 ) -> GraphEstimate:
     """The graph's step with the bucket pipeline applied, as ``plan`` without a topology applies it."""
     est = model.estimate(scheme, shapes, scenario, calib, layout, trunk_scale)
-    from dataclasses import replace
 
     return replace(est, step=pipelined(est.step, scheme.config, shapes))
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from netbench.cli.errors import UserError
+from netbench.rootless import RootlessError, ensure_privileges
 from netbench.torch_presence import torch_installed
 
 
 def require_privileges() -> None:
     """Root or the rootless user namespace, else one UserError line saying why neither works here."""
-    from netbench.rootless import RootlessError, ensure_privileges
 
     try:
         ensure_privileges()

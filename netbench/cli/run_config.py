@@ -7,8 +7,17 @@ from typing import Any
 
 import pydantic
 
+from netbench.calibrate.hostcache import host_calibration
+from netbench.capture.space import NoRoom, check_room
 from netbench.cli.errors import UserError
 from netbench.cli.fields import REPLICATOR, RUN, option_names
+from netbench.declarations.spec import SettingError
+from netbench.emulation.delayline_native import wanted
+from netbench.model.calibration import CalibrationError
+from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.host_fit import HostUnfit, check_host
+from netbench.orchestrator.run.dilation import parse_dilation
+from netbench.orchestrator.run.resolve import check_payload, resolve
 from netbench.reports.terminal import make_console
 from netbench.validation import as_option, one_line
 
@@ -18,9 +27,6 @@ console = make_console(stderr=True)
 def build_run_config(**settings: Any):
     """``RunConfig(**settings)``, resolved (:func:`netbench.orchestrator.run.resolve.resolve`) and checked against this
     host; a bad value is one UserError line naming its option."""
-    from netbench.declarations.spec import SettingError
-    from netbench.orchestrator.config import RunConfig
-    from netbench.orchestrator.run.resolve import check_payload, resolve
 
     try:
         config = RunConfig(**settings)
@@ -45,8 +51,6 @@ def setting_option(field: str) -> str:
 def check_settings(runs: list, where: str) -> None:
     """A UserError naming ``where`` + the field when the workload of one of ``runs`` (RunConfigs) rules out a
     replicator setting (Streaming DiLoCo's fragments that do not divide its layers)."""
-    from netbench.declarations.spec import SettingError
-    from netbench.orchestrator.run.resolve import check_payload
 
     for run in runs:
         try:
@@ -58,7 +62,6 @@ def check_settings(runs: list, where: str) -> None:
 def check_host_fit(runs: list) -> None:
     """A UserError naming the option when this host cannot hold one of ``runs`` (RunConfigs): its memory, a writable
     and safe ``--out`` (netbench.orchestrator.host_fit; a run checks the same when it is prepared)."""
-    from netbench.orchestrator.host_fit import HostUnfit, check_host
 
     for run in runs:
         try:
@@ -69,7 +72,6 @@ def check_host_fit(runs: list) -> None:
 
 def check_capture_room(runs: list) -> None:
     """A UserError when the run folder's filesystem cannot hold the capture of ``runs`` (RunConfigs, run in turn)."""
-    from netbench.capture.space import NoRoom, check_room
 
     try:
         check_room(runs)
@@ -81,7 +83,6 @@ def check_delay_line_env() -> None:
     """A bad ``$NETBENCH_DELAY_LINE`` is bad input: one line before anything is built (a delayed run would stop at
     it).
     """
-    from netbench.emulation.delayline_native import wanted
 
     try:
         wanted()
@@ -91,7 +92,6 @@ def check_delay_line_env() -> None:
 
 def dilation_factor(text: str) -> float | None:
     """``--dilation`` as a factor (None: auto, resolved from the run's prediction); bad input is a UserError."""
-    from netbench.orchestrator.run.dilation import parse_dilation
 
     try:
         return parse_dilation(text)
@@ -102,8 +102,6 @@ def dilation_factor(text: str) -> float | None:
 def run_calibration(explicit: Path | None, quiet: bool = False, replicators=()):
     """This host's calibration for a run or sweep, measured first (with a line on stderr) when the cache has none
     or lacks the encode/decode cost of ``replicators``' settings."""
-    from netbench.calibrate.hostcache import host_calibration
-    from netbench.model.calibration import CalibrationError
 
     def told(path: Path) -> None:
         if not quiet:

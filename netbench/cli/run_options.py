@@ -49,7 +49,7 @@ def name_for_run(workload: WorkloadConfig) -> None:
     from the working directory (netbench.workloads.python imports no other)."""
     if workload.kind != "python":
         return
-    from netbench.workloads.python import name_for_run as allow
+    from netbench.workloads.python import name_for_run as allow  # late: keeps torch off this module's import
 
     allow(workload.factory, os.getcwd())
 
@@ -58,7 +58,7 @@ def check_workload(workload: WorkloadConfig, world_size: int) -> None:
     """A python:MODULE:FACTORY workload is imported and called here, so a mistake costs one line, not a cluster."""
     if workload.kind != "python":
         return
-    from netbench.workloads.python import FactoryError, check_factory
+    from netbench.workloads.python import FactoryError, check_factory  # late: keeps torch off this module's import
 
     name_for_run(workload)
     try:

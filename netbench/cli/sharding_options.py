@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 from netbench.cli.errors import UserError
 from netbench.units import UnitError, parse_rate
 
@@ -22,7 +24,10 @@ def intra_rate(text: str | None) -> float | None:
 
 def check_workers(nodes: int, gpus_per_node: int) -> None:
     """Every worker is a process on this host: refuse more than it runs (one line naming the option)."""
-    from netbench.orchestrator.config import MAX_GPUS_PER_NODE, MAX_WORKERS
+    from netbench.orchestrator.config import (  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
+        MAX_GPUS_PER_NODE,
+        MAX_WORKERS,
+    )  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
 
     if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
         raise UserError(f"--gpus-per-node: must be between 1 and {MAX_GPUS_PER_NODE}, got {gpus_per_node}")
@@ -36,7 +41,6 @@ def check_workers(nodes: int, gpus_per_node: int) -> None:
 def local_world_size(shard_within: str, world_size: int, environ: dict | None = None) -> int:
     """G under torchrun: LOCAL_WORLD_SIZE with ``--shard-within host`` (it must divide the world), else 1 (every rank
     is a node)."""
-    import os
 
     if shard_within == "site":
         raise UserError("--shard-within site: shards an emulated run's sites (netbench run); choose node or host")

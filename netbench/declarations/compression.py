@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import REGISTRY, spec
 
 __all__ = ["compressible", "parse_compression", "compression_settings", "compression_help"]
@@ -41,7 +42,6 @@ def parse_compression(text: str) -> float:
 
 def compression_settings(name: str, fraction: float, chunk: int) -> dict[str, float | int]:
     """The settings of ``name`` that send ``fraction`` of each tensor's values (per s x s chunk where it tiles)."""
-    from netbench.declarations.config import ReplicatorConfig
 
     declared = spec(name)
     if declared.compression is None:

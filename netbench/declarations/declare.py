@@ -21,8 +21,10 @@ def declare_payload(what: Any, replicator: str | None = None, **settings: Any) -
     baseline, a plain ``all_reduce`` of every gradient each step). Checked at once (a typo raises here);
     recorded only under ``netbench exec``. A netbench replicator used in a step declares itself.
     """
-    from netbench.declarations.config import ReplicatorConfig  # pydantic, not torch
-    from netbench.declarations.registry import baseline
+    from netbench.declarations.config import ReplicatorConfig  # late: pydantic, not torch
+    from netbench.declarations.registry import (  # late: a user's program loads the declarations only when it declares a payload
+        baseline,
+    )  # late: a user's program loads the declarations only when it declares a payload
 
     config = ReplicatorConfig(name=replicator or baseline(), **settings)
     steps.declare(config.model_dump(), what, "declare_payload")

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pyroute2 import IPRoute
 
 from netbench.emulation import netns
+from netbench.emulation.delayline import install_rules
 from netbench.emulation.naming import PROBE_PREFIX
 from netbench.rootless import user_namespaces_allowed
 from netbench.validation import error_text
@@ -76,7 +77,6 @@ def _qdisc_works(ipr: IPRoute, index: int, kind: str, **kwargs: object) -> bool:
 
 
 def _nfqueue_rule_loads(name: str) -> bool:
-    from netbench.emulation.delayline import install_rules
 
     try:
         install_rules(name, up_ports=["nbprobe0"], down_ports=[])
@@ -108,7 +108,7 @@ def detect() -> Capabilities:
         "errors": {},
     }
     try:
-        import netfilterqueue  # noqa: F401
+        import netfilterqueue  # noqa: F401  # late: keeps netfilterqueue off this module's import
 
         found["netfilterqueue_module"] = True
     except ImportError as exc:

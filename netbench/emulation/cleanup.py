@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from pyroute2 import IPRoute
 
 from netbench.emulation import delaystats, hostrecords, naming, netns
 
@@ -112,7 +113,6 @@ def _netns_with_inode(inode: int) -> str | None:
 
 def _remove_recorded(record: hostrecords.Record, dry_run: bool) -> bool:
     """In the record's namespace: whether its qdisc is still exactly there, removed unless ``dry_run``."""
-    from pyroute2 import IPRoute
 
     with IPRoute() as ipr:
         if dry_run:

@@ -69,7 +69,7 @@ def iptables_rules(up_ports: list[str], down_ports: list[str]) -> str:
 
 def iptables_restore_binary() -> str:
     """Legacy iptables: its NFQUEUE target works on kernels without nft's queue expression."""
-    import shutil
+    import shutil  # late: the delay line process loads only what its engine uses
 
     for name in ("iptables-legacy-restore", "iptables-restore"):
         if shutil.which(name):
@@ -79,7 +79,7 @@ def iptables_restore_binary() -> str:
 
 def install_rules(switch_netns: str, up_ports: list[str], down_ports: list[str]) -> None:
     """Load the queue rules into the switch namespace's filter table in one call."""
-    from netbench.emulation.netns import preexec
+    from netbench.emulation.netns import preexec  # late: keeps psutil, pyroute2 off this module's import
 
     subprocess.run(
         [iptables_restore_binary(), "-w", "5"],
@@ -237,7 +237,7 @@ class _Control:
         if not (self.asked and self.path):
             return
         self.asked = False
-        from netbench.emulation import delaycontrol
+        from netbench.emulation import delaycontrol  # late: the delay line process loads only what its engine uses
 
         try:
             up, down = delaycontrol.read(self.path)
@@ -249,7 +249,7 @@ class _Control:
 
 def serve(config: dict) -> None:
     """Bind the queue, report ready, and release packets until SIGTERM."""
-    from netfilterqueue import COPY_META, NetfilterQueue
+    from netfilterqueue import COPY_META, NetfilterQueue  # late: keeps netfilterqueue off this module's import
 
     line = DelayLine(
         up={int(k): Impairment(**v) for k, v in config["up"].items()},

@@ -60,7 +60,7 @@ def fingerprint(ipr: Any, index: int) -> dict[str, Any] | None:
     An HTB root's own parameters are generic (any HTB at ``1:`` with ``default 0`` has them), so
     its fingerprint adds every class: handle, parent, rates, ceilings and bursts.
     """
-    from netbench.emulation.shaping import TC_H_ROOT
+    from netbench.emulation.shaping import TC_H_ROOT  # late: keeps networkx, pyroute2 off this module's import
 
     for msg in ipr.get_qdiscs(index=index):
         if msg["parent"] == TC_H_ROOT:

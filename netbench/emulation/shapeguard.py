@@ -55,9 +55,12 @@ def wait_for_owner(pidfd: int) -> None:
 
 def install(ipr: Any, config: dict) -> tuple[dict[str, Any], tuple[hostrecords.Record, int] | None]:
     """Under the host lock: refuse, or add the qdisc and claim its record; (answer, (record, its fd) or None)."""
-    from pyroute2.netlink.exceptions import NetlinkError
+    from pyroute2.netlink.exceptions import NetlinkError  # late: keeps pyroute2 off this module's import
 
-    from netbench.emulation.hostshaping import foreign_root_message, parse_shaping
+    from netbench.emulation.hostshaping import (  # late: keeps networkx, pyroute2 off this module's import
+        foreign_root_message,
+        parse_shaping,
+    )  # late: keeps networkx, pyroute2 off this module's import
 
     iface, plan = config["iface"], parse_shaping(config["shaping"])
     found = ipr.link_lookup(ifname=iface)
@@ -94,7 +97,10 @@ def install(ipr: Any, config: dict) -> tuple[dict[str, Any], tuple[hostrecords.R
 def undo_partial(ipr: Any, index: int, kinds: tuple[str, ...]) -> None:
     """After a failed install: the root was the kernel's default under the host lock, so a root of ours at 1: is what
     the install left half built (with its classes, leaves and filters); delete it."""
-    from netbench.emulation.shaping import OUR_HANDLE, root_qdisc
+    from netbench.emulation.shaping import (  # late: keeps networkx, pyroute2 off this module's import
+        OUR_HANDLE,
+        root_qdisc,
+    )  # late: keeps networkx, pyroute2 off this module's import
 
     root = root_qdisc(ipr, index)
     if root is not None and root[1] == OUR_HANDLE and root[0] in kinds:
@@ -102,7 +108,7 @@ def undo_partial(ipr: Any, index: int, kinds: tuple[str, ...]) -> None:
 
 
 def serve(config: dict) -> None:
-    from pyroute2 import IPRoute
+    from pyroute2 import IPRoute  # late: keeps pyroute2 off this module's import
 
     pidfd = watch(config["worker_pid"])
     if pidfd is None:

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from netbench.emulation.naming import MAX_SWITCHES
 from netbench.emulation.tcpsettings import TcpOptions
 from netbench.settings import Override, Setting, table
 from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, LinkSpec, Topology
@@ -125,7 +126,6 @@ NETWORK = table(
 
 def emulation_problem(graph: Topology) -> str | None:
     """Why this host cannot emulate ``graph`` (too many or too few nodes, too many switches), or None."""
-    from netbench.emulation.naming import MAX_SWITCHES
 
     if not MIN_NODES <= graph.node_count <= MAX_EMULATED_NODES:
         return f"{graph.node_count} nodes; this host may emulate {MIN_NODES}-{MAX_EMULATED_NODES}"

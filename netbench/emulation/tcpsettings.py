@@ -15,6 +15,7 @@ WAN cluster's settings differ from this host's. Everything here is per network n
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -121,7 +122,6 @@ def _sysctl_path(key: str) -> Path:
 
 def _apply_in_namespace(iface: str, options: dict) -> None:
     """Runs inside one node's namespace (forked child)."""
-    import subprocess
 
     if options.get("cc"):
         cc = options["cc"]
@@ -157,7 +157,6 @@ def apply_tcp_settings(nodes: Sequence, options: TcpOptions) -> None:
 
 
 def _read_in_namespace(iface: str) -> dict:
-    import subprocess
 
     def value(key: str) -> str:
         return _sysctl_path(key).read_text().strip()

@@ -34,7 +34,7 @@ from netbench.model.collectives import CollectiveCost
 from netbench.model.compute import ModelShape
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import LinkBytes
-from netbench.model.nccl import NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
+from netbench.model.nccl import NCCL_RELEASE, NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.network import GraphModel
 from netbench.model.overlap import BACKWARD_SHARE, pipelined
@@ -326,7 +326,6 @@ class NcclBackend(ScheduledBackend):
         return choice.time_s, choice.latency_s
 
     def describe(self) -> dict:
-        from netbench.model.nccl import NCCL_RELEASE
 
         return {
             "name": self.name,

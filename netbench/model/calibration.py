@@ -40,6 +40,8 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import safe_files, untrusted
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import REGISTRY
 from netbench.model.framing import DEFAULT_WAKEUP_SEGMENTS, Framing, wakeup_segments
 from netbench.settings import Override, Setting
 from netbench.validation import ShownText, one_line
@@ -86,7 +88,6 @@ def cost_settings(name: str) -> tuple[str, ...]:
     """The settings that change replicator ``name``'s encode/decode work per parameter, as its declaration
     lists them (tile sides, kept fractions, wire dtypes, a period its per-step average divides by). Learning
     rates, seeds and momentum decays change no work. A name nobody declared has none."""
-    from netbench.declarations.registry import REGISTRY
 
     declared = REGISTRY.get(name)
     return declared.cost_settings if declared is not None else ()
@@ -96,7 +97,6 @@ def cost_key(config: ReplicatorConfig) -> str:
     """The calibration key of ``config``'s encode/decode cost: its name, plus the cost settings that differ from the
     defaults.
     """
-    from netbench.declarations.config import ReplicatorConfig
 
     default = ReplicatorConfig(name=config.name)
     changed = [

@@ -39,7 +39,15 @@ buckets cut in reverse parameter order (one bucket: nothing, it is ready when ba
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
+
+from netbench.declarations.buckets import lanes_for, travel_at_once
+from netbench.declarations.pipeline_policy import behind_for
+from netbench.declarations.registry import spec
+from netbench.model.gloo_tcp import lead_lag_s, pipeline_skew_expected
+from netbench.model.schemes import declared, shape_key
+from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
 if TYPE_CHECKING:
     from netbench.declarations.config import ReplicatorConfig
@@ -116,7 +124,6 @@ def concurrent_step_s(
 def skew_lag_s(est: StepEstimate, kind: str, calls: int, lanes: int, encode_s: float, transfer_s: float) -> float:
     """The lead lag of a step's concurrent buckets where its ring of two settles skewed (gloo_tcp mechanism 5),
     else 0: the late rank starts a bucket every per-bucket encode, each sent as two halves of its wire time."""
-    from netbench.model.gloo_tcp import lead_lag_s, pipeline_skew_expected
 
     if calls < 2 or transfer_s <= 0:
         return 0.0
@@ -162,7 +169,6 @@ def bucket_mb_for(
     there is backward compute to hide the wire behind even where the codec is small: buckets
     need only outweigh the collective's fixed costs, not :data:`MIN_BUCKET_BYTES`.
     """
-    from netbench.declarations.registry import spec
 
     if not spec(replicator).pipelined_by_default:
         return 0.0
@@ -219,9 +225,6 @@ def pipelined(
     one collective per bucket); here encode, wire and decode overlap as :func:`pipelined_step_s`
     says, and ``comm_time_s`` becomes the communication left exposed.
     """
-    from dataclasses import replace
-
-    from netbench.model.schemes import declared, shape_key
 
     if replicator.bucket_mb <= 0 or est.overlap or est.scenario.machines < 2:
         return est
@@ -229,7 +232,6 @@ def pipelined(
     buckets = payload.collectives_per_step
     if buckets < 2:
         return est
-    from netbench.declarations.buckets import lanes_for, travel_at_once
 
     calls = sum(p.collectives_per_step for p in payload.parts())
     # Lanes open where the replication group is the world (one accelerator per node), as the workers do.
@@ -244,7 +246,6 @@ def pipelined(
     codec = est.compression_time_s
     enc = codec * ENCODE_SHARE if encode_s is None else encode_s
     dec = codec - enc if decode_s is None else decode_s
-    from netbench.declarations.pipeline_policy import behind_for
 
     if concurrent:  # behind_for(True): every bucket encoded first
         # comm_time_s may be shorter than the wire's cost (the emulator's tbf credit): what it lost is transfer
@@ -261,11 +262,6 @@ def backward_overlapped(
 ) -> StepEstimate:
     """``est`` (after :func:`pipelined`) with its buckets started during backward, where the
     worker does that: ``overlap_backward`` on, a built-in workload, a replicator declaring ``backward_hooks``."""
-    from dataclasses import replace
-
-    from netbench.declarations.registry import spec
-    from netbench.model.schemes import declared, shape_key
-    from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
     if (
         not replicator.overlap_backward

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING
 
+from netbench.model.backends import GlooBackend
 from netbench.model.calibration import Calibration
 from netbench.model.schemes import Scheme, shape_key
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate
@@ -68,7 +69,6 @@ class Planner:
     backend: Backend | None = None
 
     def __post_init__(self) -> None:
-        from netbench.model.backends import GlooBackend
 
         self.shapes = shape_key(self.shapes)
         self.params = total_params(list(self.shapes))

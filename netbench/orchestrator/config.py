@@ -12,9 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from netbench.declarations.compression import compressible
+from netbench.declarations.compression import compressible, compression_settings, parse_compression
 from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
+from netbench.schedule.fits import check_fits
 from netbench.schedule.model import Schedule
 from netbench.worker.groups import Layout
 from netbench.workloads.config import WorkloadConfig
@@ -100,8 +101,6 @@ class RunConfig(BaseModel):
     def _compression_fraction(cls, v: object) -> object:
         """``1/16``, ``0.0625`` or ``6.25%`` as the fraction it names."""
         if isinstance(v, str):
-            from netbench.declarations.compression import parse_compression
-
             return parse_compression(v)
         return v
 
@@ -111,8 +110,6 @@ class RunConfig(BaseModel):
         """A compression rate needs a replicator that sends a share of each tensor."""
         replicator = info.data.get("replicator")
         if v is not None and replicator is not None:
-            from netbench.declarations.compression import compression_settings
-
             compression_settings(replicator.name, v, replicator.chunk)
         return v
 
@@ -122,8 +119,6 @@ class RunConfig(BaseModel):
         """Every target named in the schedule exists, and every change is one this cluster can make while running."""
         cluster = info.data.get("cluster")
         if v is not None and cluster is not None:
-            from netbench.schedule.fits import check_fits
-
             check_fits(v, cluster)
         return v
 

@@ -60,13 +60,17 @@ def main() -> int:
 def _preload() -> None:
     """Import what every worker imports: torch, netbench's training loop and replicators, and what torch imports
     lazily when the first optimizer is built (its compiler stack with sympy: most of a second on its own)."""
-    import torch  # noqa: F401
-    import torch.distributed  # noqa: F401
-    import torch.optim  # noqa: F401
+    import torch  # noqa: F401  # late: keeps torch off this module's import
+    import torch.distributed  # noqa: F401  # late: keeps torch off this module's import
+    import torch.optim  # noqa: F401  # late: keeps torch off this module's import
 
-    from netbench.declarations import registry
-    from netbench.replicators.build import replicator_class
-    from netbench.worker import loop  # noqa: F401
+    from netbench.declarations import (  # late: the server preloads once it runs, not when the orchestrator imports it
+        registry,
+    )  # late: the server preloads once it runs, not when the orchestrator imports it
+    from netbench.replicators.build import (  # late: the server preloads once it runs, not when the orchestrator imports it
+        replicator_class,
+    )  # late: the server preloads once it runs, not when the orchestrator imports it
+    from netbench.worker import loop  # noqa: F401  # late: keeps torch off this module's import
 
     for name in registry.names():  # the implementations load when first named
         replicator_class(name)
@@ -109,7 +113,9 @@ def _child(request: dict[str, Any]) -> NoReturn:
         if "call" in request:
             code = _call(str(request["call"]), list(request.get("args", [])))
         else:
-            from netbench.worker.__main__ import main as worker_main
+            from netbench.worker.__main__ import (  # late: the server preloads once it runs, not when the orchestrator imports it
+                main as worker_main,
+            )  # late: the server preloads once it runs, not when the orchestrator imports it
 
             code = worker_main(["--spec", str(request["spec"])])
     except BaseException:  # noqa: BLE001 - the log says why; the exit code says that it failed

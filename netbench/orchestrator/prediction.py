@@ -34,6 +34,7 @@ from netbench.calibrate.host import host_cpus
 from netbench.calibrate.hostcache import load_calibration
 from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
+from netbench.emulation.tcpsettings import expected_tcp_settings
 from netbench.model import sharding
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.exchange import communicating_share
@@ -120,7 +121,7 @@ def shapes_record(workload: WorkloadConfig, world_size: int) -> dict[str, list[i
 @functools.lru_cache(maxsize=8)
 def _built_shapes(workload_json: str, world_size: int) -> tuple[ParamShape, ...]:
     """A python: workload's shapes, built once per process (the prediction and the per-link bytes both ask)."""
-    from netbench.workloads import build_workload  # torch: only for the user's own model
+    from netbench.workloads import build_workload  # late: torch: only for the user's own model
 
     return tuple(build_workload(WorkloadConfig.model_validate_json(workload_json), 0, world_size).param_shapes())
 
@@ -168,7 +169,6 @@ def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration)
     """The model's view of an emulated cluster: flat, ring collectives, this host's ACK ratio, the nodes' TCP
     settings.
     """
-    from netbench.emulation.tcpsettings import expected_tcp_settings
 
     access = cluster.access
     return Scenario(

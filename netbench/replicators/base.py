@@ -207,7 +207,7 @@ class Replicator(ABC):
     @classmethod
     def payload(cls, shapes: Sequence[ParamShape], config: ReplicatorConfig, world_size: int) -> PayloadDecl:
         """Bytes this node hands to collectives per communicating step: its declaration's formula (pure)."""
-        from netbench.declarations.registry import spec
+        from netbench.declarations.registry import spec  # late: the registry is read when a replicator is built
 
         return spec(cls.name).payload(shapes, config, world_size)
 

@@ -34,6 +34,7 @@ from netbench.rundir.summary import measured_steps, metric
 from netbench.rundir.sweepdir import MAX_ROWS, SUMMARY, SWEEP_JSON, TEXT, run_path
 from netbench.units import UnitError, format_rate, parse_rate, parse_time
 from netbench.validation import message_of
+from netbench.workloads.config import STORED, WorkloadConfig
 
 __all__ = [
     "CompareError",
@@ -287,7 +288,6 @@ def _section(path: Path, doc: dict[str, Any], name: str) -> dict[str, Any] | Non
 
 def _workload(path: Path, raw: Any) -> dict[str, Any] | None:
     """A recorded workload with its defaults filled in (so two records of one workload compare equal)."""
-    from netbench.workloads.config import STORED, WorkloadConfig
 
     if raw is None:
         return None

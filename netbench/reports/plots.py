@@ -24,6 +24,8 @@ from pathlib import Path
 
 import matplotlib
 
+from netbench.rundir.sweepdir import run_path
+
 matplotlib.use("Agg")
 # labels come from summary.csv: a "$" there must print as a dollar, not start TeX that fails to parse when drawn
 matplotlib.rcParams["text.parse_math"] = False
@@ -74,7 +76,6 @@ def _ok(frame: pd.DataFrame) -> pd.DataFrame:
 
 def with_step_spread(frame: pd.DataFrame, folder: Path) -> pd.DataFrame:
     """Add step_q1_s / step_q3_s (quartiles of per-step time at the slowest node) where runs/ still holds the steps."""
-    from netbench.rundir.sweepdir import run_path
 
     out = frame.copy()
     q1, q3 = [], []

@@ -21,6 +21,7 @@ import pandas as pd
 
 from netbench import safe_files
 from netbench.reports.escape import for_markdown, markdown_code, printable
+from netbench.reports.html import write_html
 from netbench.reports.target import (
     LOSS_KINDS,
     SMOOTH,
@@ -410,7 +411,10 @@ def _time_to_target(
     frame: pd.DataFrame, doc: dict[str, Any], folder: Path, target_loss: float | None
 ) -> tuple[list[TargetGroup], list[Path]]:
     """Time-to-target groups and figures, for sweeps of a workload whose loss means something and whose runs/ remain."""
-    from netbench.reports.target_figures import loss_vs_time, time_to_target_vs_rate
+    from netbench.reports.target_figures import (  # late: keeps matplotlib off this module's import
+        loss_vs_time,
+        time_to_target_vs_rate,
+    )  # late: keeps matplotlib off this module's import
 
     if sweep_doc(doc, folder).scenario.workload.kind not in LOSS_KINDS or frame.empty:
         return [], []
@@ -442,10 +446,14 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     report.html inlines only the figures drawn here. BadInput when the folder's files are not what
     a sweep writes.
     """
-    from netbench.reports.figure_file import drawn_beside
-    from netbench.reports.html import write_html
-    from netbench.reports.plots import make_figures
-    from netbench.reports.timeline import TIMELINES, draw_timelines, sweep_section, with_traces
+    from netbench.reports.figure_file import drawn_beside  # late: keeps matplotlib off this module's import
+    from netbench.reports.plots import make_figures  # late: keeps matplotlib off this module's import
+    from netbench.reports.timeline import (  # late: keeps matplotlib off this module's import
+        TIMELINES,
+        draw_timelines,
+        sweep_section,
+        with_traces,
+    )  # late: keeps matplotlib off this module's import
 
     doc = read_sweep_json(folder)
     typed = sweep_doc(doc, folder)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from netbench.declarations.registry import REGISTRY
+
 __all__ = ["PALETTE", "colors", "NODE_MARKERS", "color", "collective", "node_marker", "delay_style"]
 
 # Tableau colours: each replicator's declaration claims one (netbench/replicators/*_spec.py); one that claims
@@ -35,7 +37,6 @@ DELAY_STYLES = ("-", "--", ":", "-.")
 def colors() -> dict[str, str]:
     """A colour for every declared replicator, the same in every figure (a plugged-in one without a colour of its
     own gets a free one)."""
-    from netbench.declarations.registry import REGISTRY
 
     claimed = {s.color for s in REGISTRY.values() if s.color}
     free = iter([c for c in PALETTE if c not in claimed] or [UNKNOWN])
@@ -49,7 +50,6 @@ def color(replicator: str) -> str:
 
 def collective(replicator: str) -> str:
     """How the declaration names its exchange (``all-gather``...); ``custom`` for a name nobody declared."""
-    from netbench.declarations.registry import REGISTRY
 
     declared = REGISTRY.get(replicator)
     return declared.collective if declared is not None else "custom"

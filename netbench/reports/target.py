@@ -27,6 +27,7 @@ import pandas as pd
 from netbench.reports.steps import per_step, read_steps
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import predicted_column
+from netbench.rundir.sweepdir import run_path
 from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
 
 __all__ = [
@@ -165,7 +166,6 @@ def interpolated_step_time(rates: Sequence[float], times: Sequence[float]) -> St
 
 def loss_curves(frame: pd.DataFrame, folder: Path, window: int = SMOOTH) -> list[LossCurve]:
     """Every successful point whose run directory still has a steps.csv with losses."""
-    from netbench.rundir.sweepdir import run_path
 
     out = []
     for r in frame[frame["status"] == "ok"].to_dict("records"):

@@ -260,7 +260,7 @@ def sweep_section(
     """The sweep report's timelines: each point's trace.json, and the median and slowest step of the first ``limit``
     points; with the figures drawn (the only ones report.html may inline beside the sweep's own). ``drawn``: figures
     drawn already (by :func:`draw_timelines`, in another process); the rest are drawn here."""
-    from netbench.reports.escape import for_markdown
+    from netbench.reports.escape import for_markdown  # late: keeps rich off this module's import
 
     lines = ["## Timelines", "", "Each point's trace.json opens in Perfetto (ui.perfetto.dev) or chrome://tracing.", ""]
     drawn = dict(drawn or {})

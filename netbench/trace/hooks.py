@@ -40,7 +40,7 @@ def write(
     """
     if not enabled:
         return None
-    from netbench.trace.build import NoSteps, write_trace  # scapy and the readers: only once the run is over
+    from netbench.trace.build import NoSteps, write_trace  # late: scapy and the readers: only once the run is over
 
     try:
         return write_trace(run_dir, node_of_rank, pcaps, addresses)

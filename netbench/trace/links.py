@@ -53,7 +53,7 @@ def capture_events(
     pcaps: Mapping[int, Path], addresses: Mapping[int, str], origin: float, one_switch: bool
 ) -> list[ev.Event]:
     """Each node's up and down link from its capture, and (one switch only) the bytes held in the switch."""
-    from netbench.capture.pcap import packets  # scapy: only where a capture is read
+    from netbench.capture.pcap import packets  # late: scapy: only where a capture is read
 
     out: list[ev.Event] = []
     held: dict[int, int] = defaultdict(int)

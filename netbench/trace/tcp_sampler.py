@@ -75,8 +75,8 @@ def node_file(folder: Path, index: int) -> Path:
 
 def open_sockets(nodes: dict[int, str]) -> dict[int, Any]:
     """A bound inet_diag socket inside each node's namespace (by name), by node index."""
-    from pyroute2 import DiagSocket  # only in the sampler's own process
-    from pyroute2 import netns as pr_netns
+    from pyroute2 import DiagSocket  # late: only in the sampler's own process
+    from pyroute2 import netns as pr_netns  # late: keeps pyroute2 off this module's import
 
     sockets = {}
     for index, name in nodes.items():

@@ -37,6 +37,6 @@ def run_worker(resolved: Any, after_steps: Callable[[], None] | None = None) -> 
     """Run one worker to completion (see :mod:`netbench.worker.loop`); imported lazily to keep torch off the spec
     path.
     """
-    from netbench.worker.loop import run_worker as _run
+    from netbench.worker.loop import run_worker as _run  # late: keeps torch off this module's import
 
     return _run(resolved, after_steps)

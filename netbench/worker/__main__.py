@@ -31,10 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"netbench worker: error: {exc}", file=sys.stderr)
         return 2
     if resolved.spec.workload.kind == "python":  # the run the user started named it; its spec runs in their folder
-        from netbench.workloads.python import name_for_run
+        from netbench.workloads.python import name_for_run  # late: keeps torch off this module's import
 
         name_for_run(resolved.spec.workload.factory, os.getcwd())
-    from netbench.worker.loop import run_worker  # torch loads only once the spec is known to be good
+    from netbench.worker.loop import run_worker  # late: torch loads only once the spec is known to be good
 
     return run_worker(resolved)
 

@@ -108,7 +108,7 @@ class Groups:
 
 def build_groups(layout: Layout, rank: int) -> Groups:
     """Create every sharding group, then every replication group (same order on all ranks); keep ours."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # late: keeps torch off this module's import
 
     shard = replica = None
     for i in range(layout.count):

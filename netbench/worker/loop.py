@@ -115,11 +115,11 @@ class WorkerRun:
         )
         collective_timeout(spec.timeout_s)
         # Imported here so that a replicator that fails to import becomes an error event.
-        from netbench.replicators.build import build_replicator
+        from netbench.replicators.build import build_replicator  # late: a worker loads only what its run uses
 
         names = [s.name for s in workload.param_shapes()]  # as the model's shape list names them
         if spec.sharded:
-            from netbench.worker.sharding import sharded_replicator
+            from netbench.worker.sharding import sharded_replicator  # late: a worker loads only what its run uses
 
             replicator = sharded_replicator(workload, spec, build_replicator, names)
         else:
@@ -187,7 +187,7 @@ class WorkerRun:
         }
         record = step_record("worker", values, spans=timeline)
         if self.spec.sharded:
-            from netbench.worker.sharding import intra_fields
+            from netbench.worker.sharding import intra_fields  # late: a worker loads only what its run uses
 
             record.update(step_row("sharded", intra_fields(self, stats)))
         return record, after
@@ -231,7 +231,7 @@ class WorkerRun:
         done["mean_step_s"] = done[Col.STEP_S] / len(steps)
         done["final_loss"] = steps[-1][Col.LOSS]
         if spec.sharded:
-            from netbench.worker.sharding import done_fields
+            from netbench.worker.sharding import done_fields  # late: a worker loads only what its run uses
 
             done.update(done_fields(self))
         return done

@@ -19,11 +19,11 @@ __all__ = ["Workload", "WorkloadConfig", "WorkloadKind", "WORKLOAD_KINDS", "buil
 
 def __getattr__(name: str) -> Any:
     if name == "build_workload":
-        from netbench.workloads.build import build_workload
+        from netbench.workloads.build import build_workload  # late: keeps torch off this module's import
 
         return build_workload
     if name == "Workload":
-        from netbench.workloads.base import Workload
+        from netbench.workloads.base import Workload  # late: keeps torch off this module's import
 
         return Workload
     raise AttributeError(f"module 'netbench.workloads' has no attribute {name!r}")

@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -31,7 +32,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from netbench import safe_files
+from netbench.capture.pcap import parse_pcap
 from netbench.counters import IfaceCounters, read_counters
+from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
@@ -44,6 +48,7 @@ from netbench.rundir.layout import RunDir
 from netbench.rundir.steps_schema import Col
 from netbench.trace import hooks as trace
 from netbench.validation import error_text
+from netbench.workloads.config import WorkloadConfig
 
 EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
 EXIT_NETBENCH_FAILED = 125  # the cluster could not be built, or netbench failed while watching
@@ -202,7 +207,6 @@ def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: RunDir) 
 
 
 def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None) -> list[NodeProcess]:
-    import subprocess
 
     launched = []
     for index in cluster.spec.placement:  # in rank order: the node list, the logs and the records are by rank
@@ -328,7 +332,6 @@ def execute(
 
 def _capture_totals(path: Path, address: str) -> dict[str, float]:
     """Whole-run capture figures of one node: wire and payload bytes and packets each way, retransmitted bytes."""
-    from netbench.capture.pcap import parse_pcap
 
     packets = parse_pcap(path, address)
     out: dict[str, float] = {}
@@ -381,8 +384,6 @@ def _model_config(
 ) -> tuple[RunConfig, dict[str, Any] | None]:
     """The RunConfig the writer and the model see: the declared replicator on the declared shapes (saved as
     ``payload_shapes.json``, a shapes workload with no stand-in compute), or the defaults when nothing was declared."""
-    from netbench.declarations.config import ReplicatorConfig
-    from netbench.workloads.config import WorkloadConfig
 
     measured = max((sum(1 for r in recs if r.get("event") == "step") for recs in records.values()), default=0)
     update: dict[str, Any] = {"steps": max(1, measured - config.run.warmup_steps)}
@@ -402,8 +403,6 @@ def _fill_payload(records: dict[int, list[dict]], model_config: RunConfig, decla
     """Steps that did not report their payload (no replicator in them) get the declared one, else NaN (unknown)."""
     decl = None
     if declared and "error" not in declared:
-        from netbench.declarations.registry import declared_payload
-
         decl = declared_payload(model_config.workload.shape_list(), model_config.replicator, model_config.cluster.nodes)
     for recs in records.values():
         for r in recs:

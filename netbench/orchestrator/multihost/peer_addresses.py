@@ -66,7 +66,7 @@ def open_store(env: Mapping[str, str], timeout_s: float) -> Any:
     Rank 0's store is multi-tenant, as ``init_process_group`` makes it: the group joins this very
     server later instead of binding MASTER_PORT a second time. Keep it alive until then.
     """
-    from torch.distributed import TCPStore
+    from torch.distributed import TCPStore  # late: keeps torch off this module's import
 
     host, port, timeout = env["MASTER_ADDR"], int(env["MASTER_PORT"]), timedelta(seconds=timeout_s)
     if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" or env.get("RANK") != "0":

@@ -59,8 +59,8 @@ def gather_json(payload: dict[str, Any], rank: int, world_size: int) -> dict[int
     Two collectives every rank joins alike: an all_gather of the lengths, then a gather of the
     bytes padded to the longest accepted length.
     """
-    import torch
-    import torch.distributed as dist
+    import torch  # late: keeps torch off this module's import
+    import torch.distributed as dist  # late: keeps torch off this module's import
 
     data = json.dumps(payload).encode("utf-8")
     lengths = [torch.zeros(1, dtype=torch.int64) for _ in range(world_size)]
@@ -82,8 +82,8 @@ def gather_json(payload: dict[str, Any], rank: int, world_size: int) -> dict[int
 
 def broadcast_flags(flags: list[bool], world_size: int, src: int = 0) -> list[bool]:
     """``flags`` (one per rank) as rank ``src`` has them, on every rank: a tensor, nothing to unpickle."""
-    import torch
-    import torch.distributed as dist
+    import torch  # late: keeps torch off this module's import
+    import torch.distributed as dist  # late: keeps torch off this module's import
 
     tensor = torch.tensor([1 if f else 0 for f in flags] if flags else [0] * world_size, dtype=torch.int64)
     dist.broadcast(tensor, src=src)

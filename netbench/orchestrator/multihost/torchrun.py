@@ -36,6 +36,7 @@ from netbench import safe_files
 from netbench.calibrate.host import host_cpus
 from netbench.calibrate.hostcache import host_calibration
 from netbench.counters import CounterError, read_counters
+from netbench.emulation.capabilities import detect
 from netbench.emulation.hostshaping import HostShaper, HostShapingError, offload_on, preflight
 from netbench.emulation.htb import HtbShaping, netem_missing
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
@@ -245,7 +246,7 @@ def run_host(plan: HostPlan) -> HostOutcome:
     """Shape (if asked), run this rank, gather at rank 0, write the run directory there; shaping is undone on every
     exit.
     """
-    from netbench.worker import run_worker
+    from netbench.worker import run_worker  # late: the package loads its names on first use
 
     started = time.time()
     rank = plan.spec.spec.rank
@@ -283,8 +284,6 @@ def _peer_shaping(plan: HostPlan, environ: dict[str, str] | None = None) -> tupl
     paths = host.paths()
     impaired = [node for node, path in paths.items() if path.impaired]
     if impaired:
-        from netbench.emulation.capabilities import detect
-
         if not detect().netem:
             worst = max(impaired, key=lambda n: paths[n].delay_s)
             raise HostShapingError(netem_missing(host.name(host.node), host.name(worst), paths[worst]))

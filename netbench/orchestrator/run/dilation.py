@@ -117,7 +117,7 @@ def auto_factor(workers: int, cpus: int, cpu_share: float = 0.0) -> float:
 def overlapped_cpu_share(config: RunConfig, calibration: Calibration) -> float:
     """A worker's encode + decode per second of its predicted step, where its pipeline overlaps them with the
     wire (several buckets); 0 where they take turns (the emulation then has the cores while the codecs wait)."""
-    from netbench.orchestrator.prediction import predict, workload_shapes
+    from netbench.orchestrator.prediction import predict, workload_shapes  # late: keeps pandas off this module's import
 
     nodes, g = config.cluster.nodes, config.gpus_per_node
     if config.replicator.bucket_mb <= 0:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netbench.rundir.steps_schema import Col
+from netbench.rundir.summary import measured_steps
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -248,7 +249,9 @@ OWN_WORK_SHARE = (
 def dilation_hint(observed: dict[str, Any]) -> str:
     """``; try --dilation K``: the factor that brings the host's busy share to dilation.HOST_SHARE (the share
     ``auto`` aims for), if above this run's. Dilated k times, the run's busy share is 1/k of the undilated one."""
-    from netbench.orchestrator.run.dilation import factor_for_busy
+    from netbench.orchestrator.run.dilation import (  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
+        factor_for_busy,
+    )  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
 
     k = observed.get("dilation", 1.0)
     wanted = factor_for_busy(k * observed["host_busy"])
@@ -362,7 +365,6 @@ def codec_speed(steps: pd.DataFrame, calibrated_s: float | None, step_s: float |
     """
     if not calibrated_s or calibrated_s < CODEC_MIN_S or not step_s or steps.empty or Col.COMPRESS_CPU_S not in steps:
         return None
-    from netbench.rundir.summary import measured_steps
 
     measured = measured_steps(steps)
     per_node = (measured[Col.COMPRESS_CPU_S] + measured[Col.DECODE_CPU_S]).groupby(measured[Col.RANK]).median()

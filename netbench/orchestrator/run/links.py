@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from netbench.calibrate.hostcache import load_calibration
 from netbench.model.network import GraphEstimate, direction_name, direction_of
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
@@ -185,8 +186,11 @@ def read_trunks(path: Path | None) -> pd.DataFrame:
 
 def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibration: Any) -> dict[str, Any]:
     """:func:`compare_links` for a finished run (one worker per node), or ``{"error": why}``: never fails the run."""
-    from netbench.calibrate.hostcache import load_calibration
-    from netbench.orchestrator.prediction import local_time_s, model_step, workload_shapes
+    from netbench.orchestrator.prediction import (  # late: keeps psutil, pyroute2 off this module's import
+        local_time_s,
+        model_step,
+        workload_shapes,
+    )  # late: keeps psutil, pyroute2 off this module's import
 
     if getattr(config, "gpus_per_node", 1) != 1:
         return {"error": "per-link bytes are modelled with one worker per node"}

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from netbench.declarations.compression import compression_settings
 from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import declared_payload
 from netbench.emulation.spec import ClusterSpec
+from netbench.model.network import GraphModel
+from netbench.model.overlap import bucket_mb_for
 from netbench.orchestrator.config import RunConfig
 from netbench.shapes import ParamShape
+from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
 __all__ = ["resolve", "with_compression", "bucket_link", "auto_bucket_mb", "check_payload"]
 
 
 def with_compression(replicator: ReplicatorConfig, fraction: float) -> ReplicatorConfig:
     """``replicator`` sending ``fraction`` of each tensor's values (each declaration maps it onto its own setting)."""
-    from netbench.declarations.compression import compression_settings
 
     update = compression_settings(replicator.name, fraction, replicator.chunk)
     return ReplicatorConfig.model_validate({**replicator.model_dump(), **update})
@@ -33,7 +37,6 @@ def bucket_link(cluster: ClusterSpec, gpus_per_node: int = 1) -> tuple[float | N
     if gpus_per_node > 1 or None in rates:
         known = [r for r in rates if r is not None]
         return (min(known) if known else None), cluster.expected_rtt_s()
-    from netbench.model.network import GraphModel
 
     return GraphModel(cluster.topology, cluster.placement).ring_link()
 
@@ -55,8 +58,6 @@ def auto_bucket_mb(
     with several, they queue on the replication subgroup's one lane). ValueError where the replicator's payload
     formula rejects these shapes.
     """
-    from netbench.declarations.registry import declared_payload
-    from netbench.model.overlap import bucket_mb_for
 
     payload = declared_payload(list(shapes), replicator, machines).bytes_per_step
     return bucket_mb_for(replicator.name, rate_bps, rtt_s, payload, machines, backward=backward, concurrent=concurrent)
@@ -67,8 +68,7 @@ def _auto_bucket(config: RunConfig, replicator: ReplicatorConfig) -> ReplicatorC
     rate, rtt = bucket_link(config.cluster, config.gpus_per_node)
     if rate is None:
         return replicator
-    from netbench.orchestrator.prediction import workload_shapes
-    from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
+    from netbench.orchestrator.prediction import workload_shapes  # late: keeps pandas off this module's import
 
     nodes = config.cluster.nodes
     backward = replicator.overlap_backward and config.workload.kind in BACKWARD_OVERLAP_WORKLOADS
@@ -102,8 +102,7 @@ def resolve(config: RunConfig) -> RunConfig:
 def check_payload(config: RunConfig) -> None:
     """Raise :class:`~netbench.declarations.spec.SettingError` where the replicator's payload formula rejects the run's
     model (Streaming DiLoCo's fragments that do not divide its layers): before anything is built."""
-    from netbench.declarations.registry import declared_payload
-    from netbench.orchestrator.prediction import workload_shapes
+    from netbench.orchestrator.prediction import workload_shapes  # late: keeps pandas off this module's import
 
     nodes = config.cluster.nodes
     declared_payload(workload_shapes(config.workload, nodes), config.replicator, nodes)

@@ -26,7 +26,7 @@ from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.orchestrator.prediction import model_errors, predict_run, replay_run, shapes_record
 from netbench.orchestrator.run import health
-from netbench.orchestrator.run.fidelity import unfinished
+from netbench.orchestrator.run.fidelity import codec_reason, codec_speed, unfinished
 from netbench.orchestrator.run.links import link_report, read_trunks
 from netbench.orchestrator.run.schedule_results import annotate, segment_summary, step_errors
 from netbench.orchestrator.run.sharding_results import sharding_summary
@@ -315,7 +315,6 @@ def _with_codec_speed(
     Where the run has a replay (the model fed the measured codec), a codec slower than calibrated moves the forecast
     only, so it is a note; without one it is a reason the run does not describe the model's machines.
     """
-    from netbench.orchestrator.run.fidelity import codec_reason, codec_speed
 
     speed = codec_speed(steps, (predicted or {}).get("codec_cpu_s"), (predicted or {}).get("step_time_s"))
     if speed is None:

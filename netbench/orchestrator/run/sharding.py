@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyroute2 import IPRoute
+
 from netbench.emulation.node import Node
 from netbench.emulation.shaping import TbfParams
 
@@ -16,7 +18,6 @@ INTRA_IFACE = "lo"
 
 
 def _shape_lo(rate_bps: float) -> dict[str, Any]:
-    from pyroute2 import IPRoute
 
     tbf = TbfParams.for_rate(rate_bps, offload=True)  # lo sends 64 KiB segments: the burst must hold two
     with IPRoute() as ipr:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from netbench import safe_files
 from netbench.calibrate.hostcache import HostCalibration, host_calibration, load_calibration
+from netbench.calibrate.measure import MeasureOptions, measure
 from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import save_calibration
 from netbench.model.schemes import SchemeSettings
@@ -62,7 +63,6 @@ def sweep_calibration(
     target = out / CALIBRATION
     if target.exists() and not fresh:
         return HostCalibration(load_calibration(target), target, False, "file")
-    from netbench.calibrate.measure import MeasureOptions, measure  # torch: only when measuring
 
     known = set(SchemeSettings.model_fields)
     settings = SchemeSettings(**{k: v for k, v in scenario.replicator.items() if k in known})

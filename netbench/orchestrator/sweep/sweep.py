@@ -35,8 +35,10 @@ import pandas as pd
 
 from netbench.calibrate.hostcache import HostCalibration
 from netbench.model.calibration import Calibration
+from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network, reusable
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict_run
+from netbench.orchestrator.run.dilation import parse_dilation
 from netbench.orchestrator.sweep.scenario import Point, SweepScenario
 from netbench.rundir.layout import RunDir
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
@@ -195,9 +197,7 @@ def _measure_point(
     held: ClusterReuse | None,
 ) -> Measured:
     """Run one point's steps (on the held cluster, where given); its run directory is still to write."""
-    from netbench.orchestrator.cluster_reuse import reusable
-    from netbench.orchestrator.run.dilation import parse_dilation
-    from netbench.orchestrator.run.runner import measure  # orchestration: only when actually running
+    from netbench.orchestrator.run.runner import measure  # late: orchestration: only when actually running
 
     factor = parse_dilation(dilation)  # auto: each point's own, from its prediction (orchestrator.dilation.resolve)
     return measure(
@@ -262,7 +262,6 @@ def run_sweep(
     have measured the calibration already); default: one of the sweep's own. Stops early (``interrupted``) when a
     run was interrupted by Ctrl-C; the point stays not done.
     """
-    from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network, reusable
 
     frame = pd.DataFrame(columns=["key", "status", "run_dir"]) if fresh else read_summary(out)
     done = set() if fresh else done_keys(frame, out)
