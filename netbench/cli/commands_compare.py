@@ -51,7 +51,7 @@ def compare(
 ) -> None:
     """Match points by configuration; exit 1 when CURRENT is broken or a point regresses beyond its threshold and noise,
     0 otherwise, 2 on bad input or when nothing is comparable."""
-    from netbench.orchestrator.sweep.scenario import (  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
+    from netbench.orchestrator.sweep.scenario import (  # late: keeps networkx, numpy, psutil, pyroute2 off
         recorded_grid_points,
     )  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
     from netbench.reports.compare import (  # late: keeps networkx, numpy, pandas off this module's import

@@ -45,18 +45,18 @@ def enter_if_needed(argv: list[str]) -> None:
 
 def main() -> None:
     enter_if_needed(sys.argv[1:])
-    from netbench.cli.app import (  # late: keeps networkx, numpy, pandas, psutil, pyroute2, rich, typer off this module's import
+    from netbench.cli.app import (  # late: keeps the CLI's packages off
         main as cli_main,
-    )  # late: keeps networkx, numpy, pandas, psutil, pyroute2, rich, typer off this module's import
+    )  # late: keeps the CLI's packages off
 
     try:
         cli_main()
     except ModuleNotFoundError as exc:
         if exc.name != "torch":
             raise
-        from netbench.cli.privileges import (  # late: the user namespace is entered while single-threaded, before the CLI loads
+        from netbench.cli.privileges import (  # late: entered single-threaded, before the CLI
             torch_missing_message,
-        )  # late: the user namespace is entered while single-threaded, before the CLI loads
+        )  # late: entered single-threaded, before the CLI
 
         command = sys.argv[1] if len(sys.argv) > 1 else "this command"
         print(f"netbench: error: {torch_missing_message(command)}", file=sys.stderr)

@@ -22,9 +22,9 @@ def declare_payload(what: Any, replicator: str | None = None, **settings: Any) -
     recorded only under ``netbench exec``. A netbench replicator used in a step declares itself.
     """
     from netbench.declarations.config import ReplicatorConfig  # late: pydantic, not torch
-    from netbench.declarations.registry import (  # late: a user's program loads the declarations only when it declares a payload
+    from netbench.declarations.registry import (  # late: loaded when a program declares
         baseline,
-    )  # late: a user's program loads the declarations only when it declares a payload
+    )  # late: loaded when a program declares
 
     config = ReplicatorConfig(name=replicator or baseline(), **settings)
     steps.declare(config.model_dump(), what, "declare_payload")

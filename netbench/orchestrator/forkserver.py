@@ -64,12 +64,12 @@ def _preload() -> None:
     import torch.distributed  # noqa: F401  # late: keeps torch off this module's import
     import torch.optim  # noqa: F401  # late: keeps torch off this module's import
 
-    from netbench.declarations import (  # late: the server preloads once it runs, not when the orchestrator imports it
+    from netbench.declarations import (  # late: the running server preloads it
         registry,
-    )  # late: the server preloads once it runs, not when the orchestrator imports it
-    from netbench.replicators.build import (  # late: the server preloads once it runs, not when the orchestrator imports it
+    )  # late: the running server preloads it
+    from netbench.replicators.build import (  # late: the running server preloads it
         replicator_class,
-    )  # late: the server preloads once it runs, not when the orchestrator imports it
+    )  # late: the running server preloads it
     from netbench.worker import loop  # noqa: F401  # late: keeps torch off this module's import
 
     for name in registry.names():  # the implementations load when first named
@@ -113,9 +113,9 @@ def _child(request: dict[str, Any]) -> NoReturn:
         if "call" in request:
             code = _call(str(request["call"]), list(request.get("args", [])))
         else:
-            from netbench.worker.__main__ import (  # late: the server preloads once it runs, not when the orchestrator imports it
+            from netbench.worker.__main__ import (  # late: the running server preloads it
                 main as worker_main,
-            )  # late: the server preloads once it runs, not when the orchestrator imports it
+            )  # late: the running server preloads it
 
             code = worker_main(["--spec", str(request["spec"])])
     except BaseException:  # noqa: BLE001 - the log says why; the exit code says that it failed

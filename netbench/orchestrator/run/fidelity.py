@@ -249,7 +249,7 @@ OWN_WORK_SHARE = (
 def dilation_hint(observed: dict[str, Any]) -> str:
     """``; try --dilation K``: the factor that brings the host's busy share to dilation.HOST_SHARE (the share
     ``auto`` aims for), if above this run's. Dilated k times, the run's busy share is 1/k of the undilated one."""
-    from netbench.orchestrator.run.dilation import (  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
+    from netbench.orchestrator.run.dilation import (  # late: keeps networkx, numpy, psutil, pyroute2 off
         factor_for_busy,
     )  # late: keeps networkx, numpy, psutil, pyroute2 off this module's import
 
