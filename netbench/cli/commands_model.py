@@ -36,7 +36,8 @@ from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import (
-    SCHEME_SETTING_FIELDS,
+    CALIBRATE_SETTING_FIELDS,
+    PLAN_SETTING_FIELDS,
     Scheme,
     SchemeSettings,
     SchemeUnavailable,
@@ -402,7 +403,7 @@ def _check_schemes(schemes: list, shape_list: list[ParamShape], world: int) -> N
 
 
 @expand(
-    rep_settings=group(REPLICATOR, *(f for f in SCHEME_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
+    rep_settings=group(REPLICATOR, *(f for f in PLAN_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
 )
 def plan(
     shapes: str | None = typer.Option(
@@ -711,21 +712,7 @@ def _print_gpu_plan(doc: dict, lines: list[str], gpu: Any) -> None:
 # ----------------------------------------------------------------------------- calibrate
 
 
-@expand(
-    rep_settings=group(
-        REPLICATOR,
-        "topk",
-        "chunk",
-        "rate",
-        "sync_every",
-        "value_dtype",
-        "index_dtype",
-        "grad_dtype",
-        "rank",
-        "quant_bits",
-        "quant_block",
-    )
-)
+@expand(rep_settings=group(REPLICATOR, *CALIBRATE_SETTING_FIELDS))
 def calibrate(
     out: Path | None = typer.Option(
         None, "--out", help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]"
