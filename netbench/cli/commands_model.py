@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from netbench.cli.errors import UserError
-from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, Settings, expand, group, option_names
+from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
 from netbench.cli.options import option
 from netbench.emulation.spec import NETWORK
 from netbench.emulation.tcpsettings import TCP
@@ -47,7 +47,7 @@ from netbench.model.schemes import (
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
 from netbench.replicators.config import ReplicatorConfig
-from netbench.replicators.registry import names, spec
+from netbench.replicators.registry import spec
 from netbench.replicators.spec import SettingError
 from netbench.reports.terminal import JSON, make_console
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
@@ -406,12 +406,7 @@ def _check_schemes(schemes: list, shape_list: list[ParamShape], world: int) -> N
     rep_settings=group(REPLICATOR, *(f for f in PLAN_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
 )
 def plan(
-    shapes: str | None = typer.Option(
-        None,
-        "--shapes",
-        help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default "
-        "gpt2-small:blocks=2]",
-    ),
+    shapes: str | None = WORKLOAD["shapes"].option("plan"),
     params: str | None = typer.Option(
         None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"
     ),
@@ -420,11 +415,9 @@ def plan(
     up: str | None = option(NETWORK["up"], "plan"),
     down: str | None = option(NETWORK["down"], "plan"),
     delay: str = option(NETWORK["delay"], "plan"),
-    replicator: str = typer.Option(
-        REPLICATOR["name"].default, "--replicator", "-r", help=f"{', '.join(names())}; a comma list, or all"
-    ),
+    replicator: str = REPLICATOR["name"].option("plan"),
     rep_settings: Settings = FROM_FIELDS,
-    compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
+    compute_ms: float = WORKLOAD["compute_ms"].option("plan"),
     gpus_per_node: int = RUN["gpus_per_node"].option(),
     intra_bw: str | None = RUN["intra_bw_bps"].option(
         note="; needed with gloo and --gpus-per-node > 1. With --backend nccl each GPU gets 1/G of it (800gbit over 8 "
@@ -714,15 +707,11 @@ def _print_gpu_plan(doc: dict, lines: list[str], gpu: Any) -> None:
 
 @expand(rep_settings=group(REPLICATOR, *CALIBRATE_SETTING_FIELDS))
 def calibrate(
-    out: Path | None = typer.Option(
-        None, "--out", help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]"
-    ),
+    out: Path | None = RUN["out_dir"].option("calibrate"),
     iters: int = typer.Option(400, "--iters", help="tiny collectives timed per kind (>= 25)"),
-    shapes: str = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes preset for the compression timing"),
-    replicator: str = typer.Option(
-        "all", "--replicator", help="schemes whose compression cost to time (comma list, all, or none)"
-    ),
-    steps: int = typer.Option(3, "--steps", help="timed steps per scheme (whole sync periods for periodic ones)"),
+    shapes: str = WORKLOAD["shapes"].option("calibrate"),
+    replicator: str = REPLICATOR["name"].option("calibrate"),
+    steps: int = RUN["steps"].option("calibrate"),
     rep_settings: Settings = FROM_FIELDS,
     acks_per_segment: float = typer.Option(
         0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"

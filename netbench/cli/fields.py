@@ -14,16 +14,19 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
+from rich.markup import escape
 
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import ReplicatorConfig, command_line_fields
+from netbench.replicators.registry import names
+from netbench.settings import KEEP, Override
 from netbench.workloads.config import WorkloadConfig
 
 Settings = dict[str, Any]  # field -> the value given on the command line (or the option's default)
@@ -42,6 +45,7 @@ class FieldOption:
     cli_note: str = ""  # what the option accepts beyond the field ("; auto: from the link")
     optional_type: Any = None  # the type when the option may be left out (sweep), if not cli_type
     help: str = ""  # the help of an option without a model field; a field's is its description
+    overrides: Mapping[str, Override] = field(default_factory=dict)  # command -> its own default or help, and why
 
     @property
     def name(self) -> str:
@@ -67,12 +71,19 @@ class FieldOption:
         default = self.model.model_fields[self.field].default
         return float(default) if self.cli_type is float and isinstance(default, int) else default
 
-    def option(self, *, optional: bool = False, note: str | None = None) -> Any:
-        """The typer option; ``optional``: default None (unset: the scenario file's value, else the field's default).
+    def option(self, command: str = "", *, optional: bool = False, note: str | None = None) -> Any:
+        """The typer option ``command`` takes; ``optional``: default None (unset: the scenario file's value, else the
+        field's default).
 
         ``note``: what this command adds to the option's one meaning (its range, a comma list), in place of
-        ``cli_note``.
+        ``cli_note``. A command with an override shows the override's help (which states its own default) and takes
+        its default.
         """
+        override = self.overrides.get(command)
+        if override is not None:
+            text = f"{override.help.removesuffix('.')}{note}." if note else override.help
+            default = None if optional else self.default if override.default is KEEP else override.default
+            return typer.Option(default, *self.decls, help=escape(text))  # "[default ...]" is text, not rich markup
         if optional:
             default = self.model.model_fields[self.field].default if self.model is not None else self.cli_default
             shown = (
@@ -105,7 +116,25 @@ def _rep(field: str, *decls: str, cli_type: Any, **kw: Any) -> FieldOption:
 
 
 REPLICATOR = table(
-    _rep("name", "--replicator", "-r", cli_type=str),
+    _rep(
+        "name",
+        "--replicator",
+        "-r",
+        cli_type=str,
+        overrides={
+            "plan": Override(
+                why="plan prices several replicators side by side", help=f"{', '.join(names())}; a comma list, or all"
+            ),
+            "calibrate": Override(
+                why="calibrate times every scheme's codec unless told otherwise, or none of them",
+                default="all",
+                help="schemes whose compression cost to time (comma list, all, or none)",
+            ),
+            "sweep": Override(
+                why="a grid axis: each replicator is a point", help=f"Replicators, comma list ({', '.join(names())})."
+            ),
+        },
+    ),
     _rep("topk", cli_type=int),
     _rep("chunk", cli_type=int),
     _rep("rate", cli_type=float),
@@ -136,18 +165,114 @@ TRAINING_REPLICATOR_FIELDS = command_line_fields()
 assert set(TRAINING_REPLICATOR_FIELDS) <= set(REPLICATOR), "a ReplicatorConfig setting has no option"
 WORKLOAD = table(
     FieldOption(WorkloadConfig, "kind", ("--workload", "-w"), str),
-    FieldOption(WorkloadConfig, "shapes", ("--shapes",), str),
-    FieldOption(WorkloadConfig, "compute_ms", ("--compute-ms",), float),
+    FieldOption(
+        WorkloadConfig,
+        "shapes",
+        ("--shapes",),
+        str,
+        overrides={
+            "plan": Override(
+                why="plan takes any preset or file, or --params in its place",
+                default=None,
+                help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default "
+                "gpt2-small:blocks=2]",
+            ),
+            "calibrate": Override(
+                why="calibrate times the codecs on these shapes, not a workload",
+                help="shapes preset for the compression timing",
+            ),
+        },
+    ),
+    FieldOption(
+        WorkloadConfig,
+        "compute_ms",
+        ("--compute-ms",),
+        float,
+        overrides={
+            "plan": Override(
+                why="the model's compute time per step (none unless given), not the shapes workload's stand-in",
+                default=0.0,
+                help="forward + backward time per step",
+            )
+        },
+    ),
 )
 RUN = table(
-    FieldOption(RunConfig, "steps", ("--steps",), int),
-    FieldOption(RunConfig, "warmup_steps", ("--warmup",), int),
-    FieldOption(RunConfig, "timeout_s", ("--timeout",), float | None),
+    FieldOption(
+        RunConfig,
+        "steps",
+        ("--steps",),
+        int,
+        overrides={
+            "calibrate": Override(
+                why="a codec's cost settles within a few steps",
+                default=3,
+                help="timed steps per scheme (whole sync periods for periodic ones)",
+            ),
+            "sweep": Override(
+                why="a sweep runs many points: the scenario's default is shorter",
+                help="Measured steps per point (default 10).",
+            ),
+        },
+    ),
+    FieldOption(
+        RunConfig,
+        "warmup_steps",
+        ("--warmup",),
+        int,
+        overrides={
+            "exec": Override(
+                why="the user's program records its own steps with netbench.step()",
+                default=1,
+                help="Steps recorded with netbench.step() left out of the summary.",
+            ),
+            "sweep": Override(why="the scenario's default per point", help="Warm-up steps per point (default 2)."),
+        },
+    ),
+    FieldOption(
+        RunConfig,
+        "timeout_s",
+        ("--timeout",),
+        float | None,
+        overrides={
+            "exec": Override(
+                why="exec bounds the user's program as a whole, not each collective",
+                help="Stop COMMAND on every node after this many seconds (exit 124).",
+            )
+        },
+    ),
     FieldOption(RunConfig, "capture", ("--capture/--no-capture",), bool),
     FieldOption(RunConfig, "keep_pcap", ("--pcap",), bool),
     FieldOption(RunConfig, "trace", ("--trace/--no-trace",), bool),
-    FieldOption(RunConfig, "out_dir", ("--out",), Path),
-    FieldOption(RunConfig, "threads", ("--threads",), int),
+    FieldOption(
+        RunConfig,
+        "out_dir",
+        ("--out",),
+        Path,
+        overrides={
+            "calibrate": Override(
+                why="calibrate writes one file, found by plan and run in its default place",
+                default=None,
+                help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]",
+            ),
+            "sweep": Override(
+                why="a sweep keeps its points in one folder of its own",
+                help="Sweep folder (default reports/sweeps/NAME).",
+            ),
+        },
+    ),
+    FieldOption(
+        RunConfig,
+        "threads",
+        ("--threads",),
+        int,
+        overrides={
+            "exec": Override(
+                why="exec sets the user's program's OpenMP threads, not torch's in netbench's workers",
+                help="OMP_NUM_THREADS for every node's program.",
+            )
+        },
+    ),
     FieldOption(RunConfig, "gpus_per_node", ("--gpus-per-node", "-G"), int),
     FieldOption(
         RunConfig, "intra_bw_bps", ("--intra-bw",), str | None
