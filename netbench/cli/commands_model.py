@@ -22,6 +22,7 @@ from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings
 from netbench.cli.options import option
 from netbench.emulation.spec import NETWORK
 from netbench.emulation.tcpsettings import TCP
+from netbench.model.backends import BACKEND_SETTINGS
 from netbench.model.calibration import (
     CALIBRATION,
     Calibration,
@@ -31,7 +32,9 @@ from netbench.model.calibration import (
     save_calibration,
     scheme_of,
 )
-from netbench.model.collectives import ALGORITHMS
+from netbench.model.collectives import ALGORITHM, ALGORITHMS
+from netbench.model.compute import COMPUTE_SETTINGS
+from netbench.model.framing import FRAMING_SETTINGS
 from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
@@ -46,6 +49,7 @@ from netbench.model.schemes import (
 )
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
+from netbench.model.utilization import UTILIZATION_SETTINGS
 from netbench.replicators.config import ReplicatorConfig
 from netbench.replicators.registry import spec
 from netbench.replicators.spec import SettingError
@@ -423,13 +427,9 @@ def plan(
         note="; needed with gloo and --gpus-per-node > 1. With --backend nccl each GPU gets 1/G of it (800gbit over 8 "
         "GPUs: 12.5 GB/s a GPU); leave it out for the accelerator's own NVLink or PCIe per GPU"
     ),
-    algorithm: str = typer.Option(
-        "ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"
-    ),
-    mtu: int = typer.Option(1500, "--mtu", help="link MTU"),
-    acks_per_segment: float | None = typer.Option(
-        None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"
-    ),
+    algorithm: str = option(ALGORITHM, "plan"),
+    mtu: int = option(FRAMING_SETTINGS["mtu"], "plan"),
+    acks_per_segment: float | None = option(FRAMING_SETTINGS["acks_per_segment"], "plan"),
     calibration: Path | None = option(CALIBRATION, "plan"),
     tcp_cc: str = option(TCP["tcp_cc"], "plan"),
     tcp_wmem_max: int = option(TCP["tcp_wmem_max"], "plan"),
@@ -442,53 +442,21 @@ def plan(
     wan_delay: str | None = option(TOPOLOGY["wan_delay"], "plan"),
     oversubscription: float | None = option(TOPOLOGY["oversubscription"], "plan"),
     rank_order: str = option(TOPOLOGY["rank_order"], "plan"),
-    backend: str = typer.Option(
-        "gloo",
-        "--backend",
-        help="what carries the collectives: gloo (this host's calibrated gloo over TCP, as a run measures), nccl "
-        "(NCCL's cost model on GPUs), ideal (the link alone: bus bytes over the bandwidth)",
-    ),
-    accelerator_name: str | None = typer.Option(
-        None,
-        "--accelerator",
-        help="the GPUs (h100-sxm, h200, a100-80gb, l40s, mi300x, b200): compute from the model's FLOPs with --batch; "
-        "with --backend nccl also their links and codec profile",
-    ),
-    mfu: float = typer.Option(0.4, "--mfu", help="model FLOPs utilisation of the compute term (0-1]"),
-    batch: int | None = typer.Option(None, "--batch", help="global batch per step in sequences of --seq tokens"),
-    seq_len: int = typer.Option(2048, "--seq", help="sequence length in tokens (FLOPs of attention; with --batch)"),
-    tokens_per_step: str | None = typer.Option(
-        None, "--tokens-per-step", help="global batch per step in tokens, instead of --batch"
-    ),
-    layers: int | None = typer.Option(
-        None,
-        "--layers",
-        help="layers of the GPU backends' layer schedule [default: from the shapes' names]; with --params, the "
-        "synthetic model's layers (Streaming DiLoCo's fragments group them)",
-    ),
-    target_utilization: str | None = typer.Option(
-        None,
-        "--target-utilization",
-        help="compute utilisation targets, e.g. 0.5,0.9,0.99 (default: 0.5,0.8,0.9,0.95,0.99): the bandwidth each "
-        "needs per replicator and node count",
-    ),
-    tokens: str | None = typer.Option(
-        None, "--tokens", help="a token budget, e.g. 1e12: wall time and bytes per node to train it (with the batch)"
-    ),
-    figure: Path | None = typer.Option(
-        None, "--figure", help="write compute utilisation against bandwidth, a curve per replicator (.png .svg .pdf)"
-    ),
-    transport: str = typer.Option("socket", "--transport", help="--backend nccl: socket (NCCL's TCP) or rdma"),
-    channels: int | None = typer.Option(
-        None, "--channels", help="--backend nccl: channels across the network [default: socket 2, rdma 16]"
-    ),
-    socket_threads: int = typer.Option(0, "--socket-threads", help="--backend nccl: NCCL_SOCKET_NTHREADS"),
-    socks_per_thread: int = typer.Option(1, "--socks-per-thread", help="--backend nccl: NCCL_NSOCKS_PERTHREAD"),
-    nccl_calibration: Path | None = typer.Option(
-        None,
-        "--nccl-calibration",
-        help="--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests)",
-    ),
+    backend: str = option(BACKEND_SETTINGS["backend"], "plan"),
+    accelerator_name: str | None = option(COMPUTE_SETTINGS["accelerator_name"], "plan"),
+    mfu: float = option(COMPUTE_SETTINGS["mfu"], "plan"),
+    batch: int | None = option(COMPUTE_SETTINGS["batch"], "plan"),
+    seq_len: int = option(COMPUTE_SETTINGS["seq_len"], "plan"),
+    tokens_per_step: str | None = option(COMPUTE_SETTINGS["tokens_per_step"], "plan"),
+    layers: int | None = option(COMPUTE_SETTINGS["layers"], "plan"),
+    target_utilization: str | None = option(UTILIZATION_SETTINGS["target_utilization"], "plan"),
+    tokens: str | None = option(UTILIZATION_SETTINGS["tokens"], "plan"),
+    figure: Path | None = option(UTILIZATION_SETTINGS["figure"], "plan"),
+    transport: str = option(BACKEND_SETTINGS["transport"], "plan"),
+    channels: int | None = option(BACKEND_SETTINGS["channels"], "plan"),
+    socket_threads: int = option(BACKEND_SETTINGS["socket_threads"], "plan"),
+    socks_per_thread: int = option(BACKEND_SETTINGS["socks_per_thread"], "plan"),
+    nccl_calibration: Path | None = option(BACKEND_SETTINGS["nccl_calibration"], "plan"),
     json_out: bool = option(JSON, "plan"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
@@ -713,9 +681,7 @@ def calibrate(
     replicator: str = REPLICATOR["name"].option("calibrate"),
     steps: int = RUN["steps"].option("calibrate"),
     rep_settings: Settings = FROM_FIELDS,
-    acks_per_segment: float = typer.Option(
-        0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"
-    ),
+    acks_per_segment: float = option(FRAMING_SETTINGS["acks_per_segment"], "calibrate"),
     from_nccl_tests: list[Path] | None = typer.Option(
         None,
         "--from-nccl-tests",

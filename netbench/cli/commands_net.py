@@ -17,6 +17,7 @@ from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.cli.schedule_option import read_schedule
 from netbench.reports.terminal import JSON, make_console
+from netbench.settings import DRY_RUN
 from netbench.units import format_rate
 
 console = make_console()
@@ -133,7 +134,7 @@ def clean(
     force: bool = typer.Option(
         False, "--force", help="Also remove runs whose owner process is still alive (never a live worker's host qdisc)."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
+    dry_run: bool = option(DRY_RUN, "clean"),
     host_qdiscs: bool = typer.Option(
         False,
         "--host-qdiscs",

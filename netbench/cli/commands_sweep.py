@@ -37,7 +37,7 @@ from netbench.orchestrator.run.dilation import DILATION
 from netbench.reports.terminal import make_console
 from netbench.rundir.layout import RunDir
 from netbench.rundir.sweepdir import is_sweep
-from netbench.settings import Setting
+from netbench.settings import DRY_RUN, Setting
 from netbench.topology.presets import TOPOLOGY
 
 console = make_console(stderr=True)
@@ -176,7 +176,7 @@ def sweep(
     out: Path | None = RUN["out_dir"].option("sweep", optional=True),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
     dilation: str = option(DILATION, "sweep"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
+    dry_run: bool = option(DRY_RUN, "sweep"),
     reuse: bool = typer.Option(
         True,
         "--reuse/--no-reuse",
