@@ -12,7 +12,7 @@ from netbench.cli.options import SettingsGroup, settings_group
 from netbench.emulation.spec import NETWORK, ClusterSpec, emulation_problem
 from netbench.emulation.tcpsettings import TCP, check_tcp_options
 from netbench.settings import Setting, SettingError
-from netbench.topology.presets import TOPOLOGY
+from netbench.topology.presets import DEFAULT_PRESET, TOPOLOGY
 from netbench.validation import one_line
 
 # The settings of every cluster an emulating command builds, in help order: declared beside their components.
@@ -131,7 +131,7 @@ def _with_topology(spec: ClusterSpec, values: Mapping[str, Any]) -> ClusterSpec:
 
     try:
         graph = topology_from_options(
-            values["topology"] or "star",
+            values["topology"] or DEFAULT_PRESET,
             spec.nodes,
             spec.up,
             spec.down,

@@ -59,7 +59,7 @@ from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.options import PRESETS, refuse_untaken, topology_from_options
-from netbench.topology.presets import TOPOLOGY
+from netbench.topology.presets import DEFAULT_PRESET, TOPOLOGY
 from netbench.units import (
     UnitError,
     format_bytes,
@@ -480,7 +480,7 @@ def plan(
         nccl_calibration,
     )
     shape_list, shapes_label = _shapes(shapes, params, gpu.layers)
-    topology = topology or "star"
+    topology = topology or DEFAULT_PRESET
     node_counts = _nodes(nodes or "2")  # machines; each runs gpus_per_node workers
     if nodes is not None and topology not in PRESETS:
         raise UserError(f"--nodes: a topology file sets the node count ({topology!r}); leave --nodes out")
