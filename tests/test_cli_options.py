@@ -165,7 +165,8 @@ HAND_DECLARED_AGAIN: dict[str, int] = {}
 
 
 def all_settings() -> dict[str, Any]:
-    """Long option -> its Setting (netbench/settings.py), wherever it is declared."""
+    """Long option -> its Setting (netbench/settings.py), wherever it is declared: a config field's option as the
+    Setting it renders (``FieldOption.setting``)."""
     from netbench.model.backends import BACKEND_SETTINGS
     from netbench.model.calibration import CALIBRATION
     from netbench.model.collectives import ALGORITHM
@@ -183,6 +184,7 @@ def all_settings() -> dict[str, Any]:
         FRAMING_SETTINGS,
         UTILIZATION_SETTINGS,
         {s.field: s for s in (JSON, CALIBRATION, DILATION, DRY_RUN, ALGORITHM)},
+        {o.field: o.setting for o in ALL},
     ]
     return {s.name: s for table in tables for s in table.values()}
 

@@ -16,7 +16,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import typer
 from pydantic import BaseModel
@@ -26,11 +26,13 @@ from rich.markup import escape
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import ReplicatorConfig, command_line_fields
 from netbench.replicators.registry import names
-from netbench.settings import KEEP, Override
+from netbench.settings import KEEP, Override, Setting
 from netbench.workloads.config import WorkloadConfig
 
 Settings = dict[str, Any]  # field -> the value given on the command line (or the option's default)
 F = TypeVar("F", bound=Callable[..., Any])
+# what an option parses -> the unit of its Setting (netbench.settings.UNITS)
+_UNITS: dict[type, str] = {bool: "flag", int: "count", float: "factor", Path: "path", str: "text"}
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,16 @@ class FieldOption:
             return self.cli_default
         default = self.model.model_fields[self.field].default
         return float(default) if self.cli_type is float and isinstance(default, int) else default
+
+    @property
+    def setting(self) -> Setting:
+        """This option as a :class:`~netbench.settings.Setting`: the one kind of declaration the guard tests and the
+        settings' help read (its name, field, unit, default, help and per-command overrides)."""
+        unit = next(u for t, u in _UNITS.items() if t is self.cli_type or t in get_args(self.cli_type))
+        short = next((d for d in self.decls[1:] if not d.startswith("--")), "")
+        return Setting(
+            self.name, self.field, unit, self.description, self.default, short=short, overrides=self.overrides
+        )
 
     def option(self, command: str = "", *, optional: bool = False, note: str | None = None) -> Any:
         """The typer option ``command`` takes; ``optional``: default None (unset: the scenario file's value, else the
