@@ -85,6 +85,7 @@ class Setting:
     default: Any = None
     range: tuple[float | None, float | None] | None = None
     short: str = ""
+    off: str = ""  # a flag's switch that turns it off ("--no-sign"), if it has one
     choices: tuple[str, ...] = ()
     axis: bool = False  # a sweep grid axis: a comma list of values
     scope: str = ""  # where it applies ("--topology sites"): left out there, it takes its default; elsewhere unset

@@ -21,12 +21,12 @@ from typing import Any, TypeVar, get_args
 import typer
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
-from rich.markup import escape
 
+from netbench.cli.options import option as cli_option
 from netbench.orchestrator.config import RunConfig
 from netbench.replicators.config import ReplicatorConfig, command_line_fields
 from netbench.replicators.registry import names
-from netbench.settings import KEEP, Override, Setting
+from netbench.settings import Override, Setting
 from netbench.workloads.config import WorkloadConfig
 
 Settings = dict[str, Any]  # field -> the value given on the command line (or the option's default)
@@ -79,8 +79,9 @@ class FieldOption:
         settings' help read (its name, field, unit, default, help and per-command overrides)."""
         unit = next(u for t, u in _UNITS.items() if t is self.cli_type or t in get_args(self.cli_type))
         short = next((d for d in self.decls[1:] if not d.startswith("--")), "")
+        off = self.decls[0].split("/")[1] if "/" in self.decls[0] else ""
         return Setting(
-            self.name, self.field, unit, self.description, self.default, short=short, overrides=self.overrides
+            self.name, self.field, unit, self.description, self.default, short=short, off=off, overrides=self.overrides
         )
 
     def option(self, command: str = "", *, optional: bool = False, note: str | None = None) -> Any:
@@ -91,12 +92,7 @@ class FieldOption:
         ``cli_note``. A command with an override shows the override's help (which states its own default) and takes
         its default.
         """
-        override = self.overrides.get(command)
-        if override is not None:
-            text = f"{override.help.removesuffix('.')}{note}." if note else override.help
-            default = None if optional else self.default if override.default is KEEP else override.default
-            return typer.Option(default, *self.decls, help=escape(text))  # "[default ...]" is text, not rich markup
-        if optional:
+        if optional and command not in self.overrides:
             default = self.model.model_fields[self.field].default if self.model is not None else self.cli_default
             shown = (
                 ("on" if default else "off")
@@ -107,9 +103,9 @@ class FieldOption:
             )
             text = f"{self.description.removesuffix('.')}{note or ''} (default {shown})."
             return typer.Option(None, *self.decls, help=text)
-        note = self.cli_note if note is None else note
-        help_text = f"{self.description.removesuffix('.')}{note}." if note else self.description
-        return typer.Option(self.default, *self.decls, help=help_text)
+        if command not in self.overrides and note is None:
+            note = self.cli_note
+        return cli_option(self.setting, command, note=note or "", optional=optional)
 
     def parameter(self, *, optional: bool = False) -> inspect.Parameter:
         """This option as a keyword parameter named for the field, ready for a command's signature."""
