@@ -16,7 +16,7 @@ from typing import Any
 
 from netbench.units import UnitError, parse_fraction, parse_rate, parse_size, parse_time
 
-__all__ = ["UNITS", "KEEP", "Override", "Setting", "SettingError", "table"]
+__all__ = ["UNITS", "KEEP", "DRY_RUN", "Override", "Setting", "SettingError", "table"]
 
 
 class SettingError(ValueError):
@@ -85,6 +85,7 @@ class Setting:
     default: Any = None
     range: tuple[float | None, float | None] | None = None
     short: str = ""
+    off: str = ""  # a flag's switch that turns it off ("--no-sign"), if it has one
     choices: tuple[str, ...] = ()
     axis: bool = False  # a sweep grid axis: a comma list of values
     scope: str = ""  # where it applies ("--topology sites"): left out there, it takes its default; elsewhere unset
@@ -144,3 +145,17 @@ def table(settings: Iterable[Setting]) -> Mapping[str, Setting]:
     by_field = {s.field: s for s in settings}
     assert len(by_field) == len(settings) == len({s.name for s in settings}), "a field or option declared twice"
     return MappingProxyType(by_field)
+
+
+# A command that can show what it would do without doing it (clean, sweep) says what it lists in its override.
+DRY_RUN = Setting(
+    "--dry-run",
+    "dry_run",
+    "flag",
+    "Show what the command would do and exit.",
+    default=False,
+    overrides={
+        "clean": Override(why="clean lists the leftovers it would remove", help="List what would be removed."),
+        "sweep": Override(why="a sweep lists its grid's points", help="List the points and exit."),
+    },
+)

@@ -23,23 +23,10 @@ from netbench.cli.app import app
 TABLES = {"ReplicatorConfig": fields.REPLICATOR, "WorkloadConfig": fields.WORKLOAD, "RunConfig": fields.RUN}
 ALL = [o for table in TABLES.values() for o in table.values()]
 
-# Options that share a field option's name but mean something else in that command, with why.
+# Options that share a field option's name but mean something else in that command, with why. A command's own
+# default or help of a field's option is declared as that option's override (netbench/cli/fields.py), not here.
 OWN: dict[tuple[str, str], str] = {
-    ("plan", "--replicator"): "a comma list of replicators, or all",
-    ("plan", "--shapes"): "any preset or file, exclusive with --params",
-    ("plan", "--compute-ms"): "the model's compute time per step (default 0), not the shapes workload's stand-in",
     ("plan", "--intra-bw"): "the same field; plan's help adds how --backend nccl divides it among a node's GPUs",
-    ("calibrate", "--replicator"): "the schemes whose compression cost to time",
-    ("calibrate", "--shapes"): "the shapes of the compression timing",
-    ("calibrate", "--steps"): "timed steps per scheme",
-    ("calibrate", "--out"): "where the calibration is saved",
-    ("sweep", "--replicator"): "a comma list: a grid axis",
-    ("sweep", "--steps"): "the scenario's steps per point (default 10)",
-    ("sweep", "--warmup"): "the scenario's warm-up steps per point",
-    ("sweep", "--out"): "the sweep folder",
-    ("exec", "--timeout"): "the time limit of the user's program, not the collective timeout",
-    ("exec", "--warmup"): "steps the program records with netbench.step() (default 1)",
-    ("exec", "--threads"): "OMP_NUM_THREADS of the user's program",
 }
 
 
@@ -51,13 +38,14 @@ def long_name(param: Any) -> str:
     return next((o for o in param.opts if o.startswith("--")), param.opts[0])
 
 
-def generated_from(param: Any) -> fields.FieldOption | None:
-    """The field option ``param`` was generated from (its declarations, default and help all match), or None."""
+def generated_from(param: Any, command: str = "") -> fields.FieldOption | None:
+    """The field option ``param`` of ``command`` was generated from (its declarations, default and help all match, the
+    command's override applied), or None."""
     for o in ALL:
         if tuple(param.opts + param.secondary_opts) != tuple(d for decl in o.decls for d in decl.split("/")):
             continue
         for optional in (False, True):
-            info = o.option(optional=optional)
+            info = o.option(command, optional=optional)
             if param.help == info.help and param.default == info.default:
                 return o
     return None
@@ -83,7 +71,7 @@ def test_every_field_a_command_takes_has_exactly_one_option(command: str) -> Non
         if not param.opts[0].startswith("-"):
             continue  # an argument
         name = long_name(param)
-        source = generated_from(param)
+        source = generated_from(param, command)
         if source is not None:
             by_field.setdefault(f"{source.model.__name__}.{source.field}", []).append(name)
         elif name in field_names:
@@ -94,10 +82,23 @@ def test_every_field_a_command_takes_has_exactly_one_option(command: str) -> Non
     assert all(len(options) == 1 for options in by_field.values()), by_field
 
 
+def test_every_command_override_of_a_field_option_says_why_and_is_taken() -> None:
+    for o in ALL:
+        for command, override in o.overrides.items():
+            assert override.why and override.help, (o.name, command)
+            params = commands()[command].params
+            (param,) = [p for p in params if long_name(p) == o.name]
+            assert generated_from(param, command) is o, (o.name, command)
+
+
 def test_run_and_plan_share_the_help_of_every_shared_option() -> None:
     run = {long_name(p): p for p in commands()["run"].params}
     plan = {long_name(p): p for p in commands()["plan"].params}
-    shared = [name for name in run.keys() & plan.keys() if ("plan", name) not in OWN and generated_from(run[name])]
+    shared = [
+        name
+        for name in run.keys() & plan.keys()
+        if ("plan", name) not in OWN and generated_from(run[name]) and generated_from(plan[name])
+    ]
     assert {"--topk", "--value-dtype", "--grad-dtype", "--rank", "--bucket-mb"} <= set(shared)
     for name in shared:
         assert run[name].help == plan[name].help, name
@@ -160,19 +161,31 @@ def test_console_script_help_and_errors_come_from_the_fields(tmp_path: Path) -> 
 
 # Long options still declared by hand in more than one place, with how many: each is one meaning written out again.
 # The count may only fall; a new second declaration fails test_no_option_is_declared_twice_by_hand.
-HAND_DECLARED_AGAIN: dict[str, int] = {
-    "--dry-run": 2,  # clean: what it would remove; sweep: the points it would run
-    "--acks-per-segment": 2,
-}
+HAND_DECLARED_AGAIN: dict[str, int] = {}
 
 
 def all_settings() -> dict[str, Any]:
-    """Long option -> its Setting (netbench/settings.py), wherever it is declared."""
+    """Long option -> its Setting (netbench/settings.py), wherever it is declared: a config field's option as the
+    Setting it renders (``FieldOption.setting``)."""
+    from netbench.model.backends import BACKEND_SETTINGS
     from netbench.model.calibration import CALIBRATION
+    from netbench.model.collectives import ALGORITHM
+    from netbench.model.compute import COMPUTE_SETTINGS
+    from netbench.model.framing import FRAMING_SETTINGS
+    from netbench.model.utilization import UTILIZATION_SETTINGS
     from netbench.orchestrator.run.dilation import DILATION
     from netbench.reports.terminal import JSON
+    from netbench.settings import DRY_RUN
 
-    tables = [*cluster_options.CLUSTER_SETTINGS, {s.field: s for s in (JSON, CALIBRATION, DILATION)}]
+    tables = [
+        *cluster_options.CLUSTER_SETTINGS,
+        BACKEND_SETTINGS,
+        COMPUTE_SETTINGS,
+        FRAMING_SETTINGS,
+        UTILIZATION_SETTINGS,
+        {s.field: s for s in (JSON, CALIBRATION, DILATION, DRY_RUN, ALGORITHM)},
+        {o.field: o.setting for o in ALL},
+    ]
     return {s.name: s for table in tables for s in table.values()}
 
 

@@ -16,7 +16,7 @@ from netbench.settings import Setting, SettingError
 from netbench.topology.file import TopologyError
 from netbench.topology.options import topology_from_options
 from netbench.topology.placement import PlacementError, parse_rank_order
-from netbench.topology.presets import TOPOLOGY
+from netbench.topology.presets import DEFAULT_PRESET, TOPOLOGY
 from netbench.validation import one_line
 
 # The settings of every cluster an emulating command builds, in help order: declared beside their components.
@@ -131,7 +131,7 @@ def _with_topology(spec: ClusterSpec, values: Mapping[str, Any]) -> ClusterSpec:
 
     try:
         graph = topology_from_options(
-            values["topology"] or "star",
+            values["topology"] or DEFAULT_PRESET,
             spec.nodes,
             spec.up,
             spec.down,

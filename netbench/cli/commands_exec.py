@@ -63,16 +63,14 @@ def exec_command(
         None, metavar="-- COMMAND [ARGS...]", help="The program each node runs."
     ),
     network: Settings = FROM_FIELDS,
-    timeout: float | None = typer.Option(
-        None, "--timeout", help="Stop COMMAND on every node after this many seconds (exit 124)."
-    ),
-    warmup: int = typer.Option(1, "--warmup", help="Steps recorded with netbench.step() left out of the summary."),
+    timeout: float | None = RUN["timeout_s"].option("exec"),
+    warmup: int = RUN["warmup_steps"].option("exec"),
     port: int = typer.Option(29500, "--master-port", help="MASTER_PORT (rank 0's rendezvous port)."),
     capture: bool = RUN["capture"].option(),
     pcap: bool = RUN["keep_pcap"].option(),
     trace: bool = RUN["trace"].option(),
     out: Path = RUN["out_dir"].option(),
-    threads: int = typer.Option(1, "--threads", help="OMP_NUM_THREADS for every node's program."),
+    threads: int = RUN["threads"].option("exec"),
     schedule: Path | None = RUN["schedule"].option(),
     as_json: bool = option(JSON, "exec"),
 ) -> None:

@@ -22,7 +22,7 @@ from netbench.calibrate.hostcache import cache_path, host_calibration
 from netbench.calibrate.measure import MeasureOptions, measure
 from netbench.cli.calibrate_nccl import calibrate_from_nccl_tests, checked_output
 from netbench.cli.errors import UserError
-from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, Settings, expand, group, option_names
+from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
 from netbench.cli.options import option
 from netbench.cli.plan_gpu import (
     GpuCluster,
@@ -40,10 +40,11 @@ from netbench.cli.plan_gpu import (
 from netbench.cli.plan_topology import plan_on_graphs, print_plan
 from netbench.cli.run_options import bucket_choice
 from netbench.declarations.config import ReplicatorConfig
-from netbench.declarations.registry import names, spec
+from netbench.declarations.registry import spec
 from netbench.declarations.spec import SettingError
 from netbench.emulation.spec import NETWORK
 from netbench.emulation.tcpsettings import TCP
+from netbench.model.backends import BACKEND_SETTINGS
 from netbench.model.calibration import (
     CALIBRATION,
     Calibration,
@@ -53,13 +54,15 @@ from netbench.model.calibration import (
     save_calibration,
     scheme_of,
 )
-from netbench.model.collectives import ALGORITHMS
-from netbench.model.compute import model_shape
+from netbench.model.collectives import ALGORITHM, ALGORITHMS
+from netbench.model.compute import COMPUTE_SETTINGS, model_shape
+from netbench.model.framing import FRAMING_SETTINGS
 from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import (
-    SCHEME_SETTING_FIELDS,
+    CALIBRATE_SETTING_FIELDS,
+    PLAN_SETTING_FIELDS,
     Scheme,
     SchemeSettings,
     SchemeUnavailable,
@@ -68,6 +71,7 @@ from netbench.model.schemes import (
 )
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
+from netbench.model.utilization import UTILIZATION_SETTINGS
 from netbench.orchestrator.run.resolve import auto_bucket_mb
 from netbench.reports.terminal import JSON, make_console
 from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes, total_params
@@ -75,7 +79,7 @@ from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.options import PRESETS, refuse_untaken, topology_from_options
-from netbench.topology.presets import TOPOLOGY
+from netbench.topology.presets import DEFAULT_PRESET, TOPOLOGY
 from netbench.units import (
     UnitError,
     format_bytes,
@@ -417,15 +421,10 @@ def _check_schemes(schemes: list, shape_list: list[ParamShape], world: int) -> N
 
 
 @expand(
-    rep_settings=group(REPLICATOR, *(f for f in SCHEME_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
+    rep_settings=group(REPLICATOR, *(f for f in PLAN_SETTING_FIELDS if f != "bucket_mb"))  # --bucket-mb: its own
 )
 def plan(
-    shapes: str | None = typer.Option(
-        None,
-        "--shapes",
-        help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default "
-        "gpt2-small:blocks=2]",
-    ),
+    shapes: str | None = WORKLOAD["shapes"].option("plan"),
     params: str | None = typer.Option(
         None, "--params", help="parameter count instead of --shapes, e.g. 1.5e9 (synthetic square matrices)"
     ),
@@ -434,23 +433,17 @@ def plan(
     up: str | None = option(NETWORK["up"], "plan"),
     down: str | None = option(NETWORK["down"], "plan"),
     delay: str = option(NETWORK["delay"], "plan"),
-    replicator: str = typer.Option(
-        REPLICATOR["name"].default, "--replicator", "-r", help=f"{', '.join(names())}; a comma list, or all"
-    ),
+    replicator: str = REPLICATOR["name"].option("plan"),
     rep_settings: Settings = FROM_FIELDS,
-    compute_ms: float = typer.Option(0.0, "--compute-ms", help="forward + backward time per step"),
+    compute_ms: float = WORKLOAD["compute_ms"].option("plan"),
     gpus_per_node: int = RUN["gpus_per_node"].option(),
     intra_bw: str | None = RUN["intra_bw_bps"].option(
         note="; needed with gloo and --gpus-per-node > 1. With --backend nccl each GPU gets 1/G of it (800gbit over 8 "
         "GPUs: 12.5 GB/s a GPU); leave it out for the accelerator's own NVLink or PCIe per GPU"
     ),
-    algorithm: str = typer.Option(
-        "ring", "--algorithm", help="collective algorithm: ring (gloo), tree, halving-doubling"
-    ),
-    mtu: int = typer.Option(1500, "--mtu", help="link MTU"),
-    acks_per_segment: float | None = typer.Option(
-        None, "--acks-per-segment", help="ACK frames per data segment [default: calibration, else 0.5]"
-    ),
+    algorithm: str = option(ALGORITHM, "plan"),
+    mtu: int = option(FRAMING_SETTINGS["mtu"], "plan"),
+    acks_per_segment: float | None = option(FRAMING_SETTINGS["acks_per_segment"], "plan"),
     calibration: Path | None = option(CALIBRATION, "plan"),
     tcp_cc: str = option(TCP["tcp_cc"], "plan"),
     tcp_wmem_max: int = option(TCP["tcp_wmem_max"], "plan"),
@@ -463,53 +456,21 @@ def plan(
     wan_delay: str | None = option(TOPOLOGY["wan_delay"], "plan"),
     oversubscription: float | None = option(TOPOLOGY["oversubscription"], "plan"),
     rank_order: str = option(TOPOLOGY["rank_order"], "plan"),
-    backend: str = typer.Option(
-        "gloo",
-        "--backend",
-        help="what carries the collectives: gloo (this host's calibrated gloo over TCP, as a run measures), nccl "
-        "(NCCL's cost model on GPUs), ideal (the link alone: bus bytes over the bandwidth)",
-    ),
-    accelerator_name: str | None = typer.Option(
-        None,
-        "--accelerator",
-        help="the GPUs (h100-sxm, h200, a100-80gb, l40s, mi300x, b200): compute from the model's FLOPs with --batch; "
-        "with --backend nccl also their links and codec profile",
-    ),
-    mfu: float = typer.Option(0.4, "--mfu", help="model FLOPs utilisation of the compute term (0-1]"),
-    batch: int | None = typer.Option(None, "--batch", help="global batch per step in sequences of --seq tokens"),
-    seq_len: int = typer.Option(2048, "--seq", help="sequence length in tokens (FLOPs of attention; with --batch)"),
-    tokens_per_step: str | None = typer.Option(
-        None, "--tokens-per-step", help="global batch per step in tokens, instead of --batch"
-    ),
-    layers: int | None = typer.Option(
-        None,
-        "--layers",
-        help="layers of the GPU backends' layer schedule [default: from the shapes' names]; with --params, the "
-        "synthetic model's layers (Streaming DiLoCo's fragments group them)",
-    ),
-    target_utilization: str | None = typer.Option(
-        None,
-        "--target-utilization",
-        help="compute utilisation targets, e.g. 0.5,0.9,0.99 (default: 0.5,0.8,0.9,0.95,0.99): the bandwidth each "
-        "needs per replicator and node count",
-    ),
-    tokens: str | None = typer.Option(
-        None, "--tokens", help="a token budget, e.g. 1e12: wall time and bytes per node to train it (with the batch)"
-    ),
-    figure: Path | None = typer.Option(
-        None, "--figure", help="write compute utilisation against bandwidth, a curve per replicator (.png .svg .pdf)"
-    ),
-    transport: str = typer.Option("socket", "--transport", help="--backend nccl: socket (NCCL's TCP) or rdma"),
-    channels: int | None = typer.Option(
-        None, "--channels", help="--backend nccl: channels across the network [default: socket 2, rdma 16]"
-    ),
-    socket_threads: int = typer.Option(0, "--socket-threads", help="--backend nccl: NCCL_SOCKET_NTHREADS"),
-    socks_per_thread: int = typer.Option(1, "--socks-per-thread", help="--backend nccl: NCCL_NSOCKS_PERTHREAD"),
-    nccl_calibration: Path | None = typer.Option(
-        None,
-        "--nccl-calibration",
-        help="--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests)",
-    ),
+    backend: str = option(BACKEND_SETTINGS["backend"], "plan"),
+    accelerator_name: str | None = option(COMPUTE_SETTINGS["accelerator_name"], "plan"),
+    mfu: float = option(COMPUTE_SETTINGS["mfu"], "plan"),
+    batch: int | None = option(COMPUTE_SETTINGS["batch"], "plan"),
+    seq_len: int = option(COMPUTE_SETTINGS["seq_len"], "plan"),
+    tokens_per_step: str | None = option(COMPUTE_SETTINGS["tokens_per_step"], "plan"),
+    layers: int | None = option(COMPUTE_SETTINGS["layers"], "plan"),
+    target_utilization: str | None = option(UTILIZATION_SETTINGS["target_utilization"], "plan"),
+    tokens: str | None = option(UTILIZATION_SETTINGS["tokens"], "plan"),
+    figure: Path | None = option(UTILIZATION_SETTINGS["figure"], "plan"),
+    transport: str = option(BACKEND_SETTINGS["transport"], "plan"),
+    channels: int | None = option(BACKEND_SETTINGS["channels"], "plan"),
+    socket_threads: int = option(BACKEND_SETTINGS["socket_threads"], "plan"),
+    socks_per_thread: int = option(BACKEND_SETTINGS["socks_per_thread"], "plan"),
+    nccl_calibration: Path | None = option(BACKEND_SETTINGS["nccl_calibration"], "plan"),
     json_out: bool = option(JSON, "plan"),
 ) -> None:
     """Predict payload, wire bytes, communication and step time per replicator and node count (or network graph)."""
@@ -532,7 +493,7 @@ def plan(
         nccl_calibration,
     )
     shape_list, shapes_label = _shapes(shapes, params, gpu.layers)
-    topology = topology or "star"
+    topology = topology or DEFAULT_PRESET
     node_counts = _nodes(nodes or "2")  # machines; each runs gpus_per_node workers
     if nodes is not None and topology not in PRESETS:
         raise UserError(f"--nodes: a topology file sets the node count ({topology!r}); leave --nodes out")
@@ -713,35 +674,15 @@ def _print_gpu_plan(doc: dict, lines: list[str], gpu: Any) -> None:
 # ----------------------------------------------------------------------------- calibrate
 
 
-@expand(
-    rep_settings=group(
-        REPLICATOR,
-        "topk",
-        "chunk",
-        "rate",
-        "sync_every",
-        "value_dtype",
-        "index_dtype",
-        "grad_dtype",
-        "rank",
-        "quant_bits",
-        "quant_block",
-    )
-)
+@expand(rep_settings=group(REPLICATOR, *CALIBRATE_SETTING_FIELDS))
 def calibrate(
-    out: Path | None = typer.Option(
-        None, "--out", help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]"
-    ),
+    out: Path | None = RUN["out_dir"].option("calibrate"),
     iters: int = typer.Option(400, "--iters", help="tiny collectives timed per kind (>= 25)"),
-    shapes: str = typer.Option("gpt2-small:blocks=2", "--shapes", help="shapes preset for the compression timing"),
-    replicator: str = typer.Option(
-        "all", "--replicator", help="schemes whose compression cost to time (comma list, all, or none)"
-    ),
-    steps: int = typer.Option(3, "--steps", help="timed steps per scheme (whole sync periods for periodic ones)"),
+    shapes: str = WORKLOAD["shapes"].option("calibrate"),
+    replicator: str = REPLICATOR["name"].option("calibrate"),
+    steps: int = RUN["steps"].option("calibrate"),
     rep_settings: Settings = FROM_FIELDS,
-    acks_per_segment: float = typer.Option(
-        0.5, "--acks-per-segment", help="stored as given (loopback cannot measure it)"
-    ),
+    acks_per_segment: float = option(FRAMING_SETTINGS["acks_per_segment"], "calibrate"),
     from_nccl_tests: list[Path] | None = typer.Option(
         None,
         "--from-nccl-tests",

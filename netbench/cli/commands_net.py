@@ -30,6 +30,7 @@ from netbench.rootless import MARKER
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule.fits import check_fits
 from netbench.schedule.probe import probe_segments
+from netbench.settings import DRY_RUN
 from netbench.units import format_rate
 
 console = make_console()
@@ -138,7 +139,7 @@ def clean(
     force: bool = typer.Option(
         False, "--force", help="Also remove runs whose owner process is still alive (never a live worker's host qdisc)."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed."),
+    dry_run: bool = option(DRY_RUN, "clean"),
     host_qdiscs: bool = typer.Option(
         False,
         "--host-qdiscs",

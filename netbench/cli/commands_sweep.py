@@ -32,7 +32,6 @@ from netbench.cli.run_config import (
     dilation_factor,
 )
 from netbench.cli.run_options import check_workload
-from netbench.declarations.registry import names
 from netbench.emulation.tcpsettings import TCP
 from netbench.model.calibration import CALIBRATION, CalibrationError
 from netbench.orchestrator.forked_workers import Launcher
@@ -48,7 +47,7 @@ from netbench.reports.terminal import make_console, print_summary
 from netbench.rundir.layout import RunDir
 from netbench.rundir.runjson import read_run_doc
 from netbench.rundir.sweepdir import is_sweep, read_summary
-from netbench.settings import Setting
+from netbench.settings import DRY_RUN, Setting
 from netbench.topology.presets import TOPOLOGY
 from netbench.untrusted import BadInput
 
@@ -173,14 +172,9 @@ def sweep(
         None, metavar="[SCENARIO.toml]", help="Scenario file (see scenarios/); options override it."
     ),
     network: Settings = FROM_FIELDS,
-    replicator: str | None = typer.Option(
-        None,
-        "--replicator",
-        "-r",
-        help=f"Replicators, comma list ({', '.join(names())}).",
-    ),
-    steps: int | None = typer.Option(None, "--steps", help="Measured steps per point (default 10)."),
-    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up steps per point (default 2)."),
+    replicator: str | None = REPLICATOR["name"].option("sweep", optional=True),
+    steps: int | None = RUN["steps"].option("sweep", optional=True),
+    warmup: int | None = RUN["warmup_steps"].option("sweep", optional=True),
     work_settings: Settings = FROM_FIELDS,
     rep_settings: Settings = FROM_FIELDS,
     run_settings: Settings = FROM_FIELDS,
@@ -189,10 +183,10 @@ def sweep(
     ),
     calibration: Path | None = option(CALIBRATION, "sweep"),
     name: str | None = typer.Option(None, "--name", help="Sweep name (default: the scenario file's name, else sweep)."),
-    out: Path | None = typer.Option(None, "--out", help="Sweep folder (default reports/sweeps/NAME)."),
+    out: Path | None = RUN["out_dir"].option("sweep", optional=True),
     fresh: bool = typer.Option(False, "--fresh", help="Re-run every point instead of resuming."),
     dilation: str = option(DILATION, "sweep"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
+    dry_run: bool = option(DRY_RUN, "sweep"),
     reuse: bool = typer.Option(
         True,
         "--reuse/--no-reuse",

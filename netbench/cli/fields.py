@@ -14,20 +14,25 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import typer
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from netbench.cli.options import option as cli_option
 from netbench.declarations.config import ReplicatorConfig, command_line_fields
+from netbench.declarations.registry import names
 from netbench.orchestrator.config import RunConfig
+from netbench.settings import Override, Setting
 from netbench.workloads.config import WorkloadConfig
 
 Settings = dict[str, Any]  # field -> the value given on the command line (or the option's default)
 F = TypeVar("F", bound=Callable[..., Any])
+# what an option parses -> the unit of its Setting (netbench.settings.UNITS)
+_UNITS: dict[type, str] = {bool: "flag", int: "count", float: "factor", Path: "path", str: "text"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class FieldOption:
     cli_note: str = ""  # what the option accepts beyond the field ("; auto: from the link")
     optional_type: Any = None  # the type when the option may be left out (sweep), if not cli_type
     help: str = ""  # the help of an option without a model field; a field's is its description
+    overrides: Mapping[str, Override] = field(default_factory=dict)  # command -> its own default or help, and why
 
     @property
     def name(self) -> str:
@@ -67,13 +73,26 @@ class FieldOption:
         default = self.model.model_fields[self.field].default
         return float(default) if self.cli_type is float and isinstance(default, int) else default
 
-    def option(self, *, optional: bool = False, note: str | None = None) -> Any:
-        """The typer option; ``optional``: default None (unset: the scenario file's value, else the field's default).
+    @property
+    def setting(self) -> Setting:
+        """This option as a :class:`~netbench.settings.Setting`: the one kind of declaration the guard tests and the
+        settings' help read (its name, field, unit, default, help and per-command overrides)."""
+        unit = next(u for t, u in _UNITS.items() if t is self.cli_type or t in get_args(self.cli_type))
+        short = next((d for d in self.decls[1:] if not d.startswith("--")), "")
+        off = self.decls[0].split("/")[1] if "/" in self.decls[0] else ""
+        return Setting(
+            self.name, self.field, unit, self.description, self.default, short=short, off=off, overrides=self.overrides
+        )
+
+    def option(self, command: str = "", *, optional: bool = False, note: str | None = None) -> Any:
+        """The typer option ``command`` takes; ``optional``: default None (unset: the scenario file's value, else the
+        field's default).
 
         ``note``: what this command adds to the option's one meaning (its range, a comma list), in place of
-        ``cli_note``.
+        ``cli_note``. A command with an override shows the override's help (which states its own default) and takes
+        its default.
         """
-        if optional:
+        if optional and command not in self.overrides:
             default = self.model.model_fields[self.field].default if self.model is not None else self.cli_default
             shown = (
                 ("on" if default else "off")
@@ -84,9 +103,9 @@ class FieldOption:
             )
             text = f"{self.description.removesuffix('.')}{note or ''} (default {shown})."
             return typer.Option(None, *self.decls, help=text)
-        note = self.cli_note if note is None else note
-        help_text = f"{self.description.removesuffix('.')}{note}." if note else self.description
-        return typer.Option(self.default, *self.decls, help=help_text)
+        if command not in self.overrides and note is None:
+            note = self.cli_note
+        return cli_option(self.setting, command, note=note or "", optional=optional)
 
     def parameter(self, *, optional: bool = False) -> inspect.Parameter:
         """This option as a keyword parameter named for the field, ready for a command's signature."""
@@ -105,7 +124,25 @@ def _rep(field: str, *decls: str, cli_type: Any, **kw: Any) -> FieldOption:
 
 
 REPLICATOR = table(
-    _rep("name", "--replicator", "-r", cli_type=str),
+    _rep(
+        "name",
+        "--replicator",
+        "-r",
+        cli_type=str,
+        overrides={
+            "plan": Override(
+                why="plan prices several replicators side by side", help=f"{', '.join(names())}; a comma list, or all"
+            ),
+            "calibrate": Override(
+                why="calibrate times every scheme's codec unless told otherwise, or none of them",
+                default="all",
+                help="schemes whose compression cost to time (comma list, all, or none)",
+            ),
+            "sweep": Override(
+                why="a grid axis: each replicator is a point", help=f"Replicators, comma list ({', '.join(names())})."
+            ),
+        },
+    ),
     _rep("topk", cli_type=int),
     _rep("chunk", cli_type=int),
     _rep("rate", cli_type=float),
@@ -136,18 +173,114 @@ TRAINING_REPLICATOR_FIELDS = command_line_fields()
 assert set(TRAINING_REPLICATOR_FIELDS) <= set(REPLICATOR), "a ReplicatorConfig setting has no option"
 WORKLOAD = table(
     FieldOption(WorkloadConfig, "kind", ("--workload", "-w"), str),
-    FieldOption(WorkloadConfig, "shapes", ("--shapes",), str),
-    FieldOption(WorkloadConfig, "compute_ms", ("--compute-ms",), float),
+    FieldOption(
+        WorkloadConfig,
+        "shapes",
+        ("--shapes",),
+        str,
+        overrides={
+            "plan": Override(
+                why="plan takes any preset or file, or --params in its place",
+                default=None,
+                help="shapes preset (gpt2-small, gpt2-small:blocks=2, llama-7b, llama:...) or JSON file [default "
+                "gpt2-small:blocks=2]",
+            ),
+            "calibrate": Override(
+                why="calibrate times the codecs on these shapes, not a workload",
+                help="shapes preset for the compression timing",
+            ),
+        },
+    ),
+    FieldOption(
+        WorkloadConfig,
+        "compute_ms",
+        ("--compute-ms",),
+        float,
+        overrides={
+            "plan": Override(
+                why="the model's compute time per step (none unless given), not the shapes workload's stand-in",
+                default=0.0,
+                help="forward + backward time per step",
+            )
+        },
+    ),
 )
 RUN = table(
-    FieldOption(RunConfig, "steps", ("--steps",), int),
-    FieldOption(RunConfig, "warmup_steps", ("--warmup",), int),
-    FieldOption(RunConfig, "timeout_s", ("--timeout",), float | None),
+    FieldOption(
+        RunConfig,
+        "steps",
+        ("--steps",),
+        int,
+        overrides={
+            "calibrate": Override(
+                why="a codec's cost settles within a few steps",
+                default=3,
+                help="timed steps per scheme (whole sync periods for periodic ones)",
+            ),
+            "sweep": Override(
+                why="a sweep runs many points: the scenario's default is shorter",
+                help="Measured steps per point (default 10).",
+            ),
+        },
+    ),
+    FieldOption(
+        RunConfig,
+        "warmup_steps",
+        ("--warmup",),
+        int,
+        overrides={
+            "exec": Override(
+                why="the user's program records its own steps with netbench.step()",
+                default=1,
+                help="Steps recorded with netbench.step() left out of the summary.",
+            ),
+            "sweep": Override(why="the scenario's default per point", help="Warm-up steps per point (default 2)."),
+        },
+    ),
+    FieldOption(
+        RunConfig,
+        "timeout_s",
+        ("--timeout",),
+        float | None,
+        overrides={
+            "exec": Override(
+                why="exec bounds the user's program as a whole, not each collective",
+                help="Stop COMMAND on every node after this many seconds (exit 124).",
+            )
+        },
+    ),
     FieldOption(RunConfig, "capture", ("--capture/--no-capture",), bool),
     FieldOption(RunConfig, "keep_pcap", ("--pcap",), bool),
     FieldOption(RunConfig, "trace", ("--trace/--no-trace",), bool),
-    FieldOption(RunConfig, "out_dir", ("--out",), Path),
-    FieldOption(RunConfig, "threads", ("--threads",), int),
+    FieldOption(
+        RunConfig,
+        "out_dir",
+        ("--out",),
+        Path,
+        overrides={
+            "calibrate": Override(
+                why="calibrate writes one file, found by plan and run in its default place",
+                default=None,
+                help="where to save [default $NETBENCH_CALIBRATION, else this host's cache entry]",
+            ),
+            "sweep": Override(
+                why="a sweep keeps its points in one folder of its own",
+                help="Sweep folder (default reports/sweeps/NAME).",
+            ),
+        },
+    ),
+    FieldOption(
+        RunConfig,
+        "threads",
+        ("--threads",),
+        int,
+        overrides={
+            "exec": Override(
+                why="exec sets the user's program's OpenMP threads, not torch's in netbench's workers",
+                help="OMP_NUM_THREADS for every node's program.",
+            )
+        },
+    ),
     FieldOption(RunConfig, "gpus_per_node", ("--gpus-per-node", "-G"), int),
     FieldOption(
         RunConfig, "intra_bw_bps", ("--intra-bw",), str | None

@@ -50,11 +50,13 @@ def cli_type(setting: Setting, command: str = "", *, optional: bool = False) -> 
 
 def option(setting: Setting, command: str = "", *, note: str = "", optional: bool = False) -> Any:
     """The typer option of ``setting`` in ``command``; ``optional``: default None (unset: the scenario's value)."""
-    decls = (setting.name, setting.short) if setting.short else (setting.name,)
+    name = f"{setting.name}/{setting.off}" if setting.off else setting.name
+    decls = (name, setting.short) if setting.short else (name,)
     if optional and setting.unit != "flag":
         text = setting.help_for(command, note)
         default = setting.default_for(command)
-        if not setting.scope and default is not None:  # a scoped setting's help shows its default already
+        stated = setting.scope or (command in setting.overrides and setting.overrides[command].help)
+        if not stated and default is not None:  # a scoped setting's help, or a command's own, states its default
             shown = f"{default:g}" if isinstance(default, (int, float)) and not isinstance(default, bool) else default
             text = f"{text.removesuffix('.')} (default {shown})."
         return typer.Option(None, *decls, help=escape(text))

@@ -20,6 +20,9 @@ def _taken_by(field: str, text: str) -> str:
 # The role of a setting only a scenario file sets: the optimizers' constants (momentum decays, outer step, seed) are
 # tuned once per replicator, not per run, so no command offers them as options.
 FILE_ONLY = {"role": "file"}
+# The role of a setting that changes the bytes a step sends or what they cost to encode (a dtype, a rate, a period,
+# a bucket size): plan and calibrate take these, as run does, because the model prices them.
+PAYLOAD = {"role": "payload"}
 
 
 class ReplicatorConfig(BaseModel):
@@ -38,12 +41,14 @@ class ReplicatorConfig(BaseModel):
     name: str = Field("dct", description=f"{names_sentence()}.")
     # full
     grad_dtype: Literal["fp32", "bf16"] = Field(
-        "fp32", description=_taken_by("grad_dtype", "all-reduce dtype (fp32, bf16).")
+        "fp32", description=_taken_by("grad_dtype", "all-reduce dtype (fp32, bf16)."), json_schema_extra=PAYLOAD
     )
     # dct (DeMo)
-    topk: int = Field(32, ge=1, description=_taken_by("topk", "coefficients kept per chunk."))
+    topk: int = Field(
+        32, ge=1, description=_taken_by("topk", "coefficients kept per chunk."), json_schema_extra=PAYLOAD
+    )
     chunk: int = Field(
-        64, ge=1, le=4096, description=_taken_by("chunk", "chunk side s.")
+        64, ge=1, le=4096, description=_taken_by("chunk", "chunk side s."), json_schema_extra=PAYLOAD
     )  # s x s chunks of matrices, s-long chunks of vectors
     beta: float = Field(
         0.999,
@@ -53,38 +58,59 @@ class ReplicatorConfig(BaseModel):
         json_schema_extra=FILE_ONLY,
     )
     value_dtype: Literal["fp32", "bf16"] = Field(
-        "fp32", description=_taken_by("value_dtype", "wire dtype of values (fp32, bf16).")
+        "fp32", description=_taken_by("value_dtype", "wire dtype of values (fp32, bf16)."), json_schema_extra=PAYLOAD
     )
     index_dtype: Literal["auto", "int16", "int32", "int64"] = Field(
-        "auto", description=_taken_by("index_dtype", "wire dtype of indices (auto, int16, int32, int64).")
+        "auto",
+        description=_taken_by("index_dtype", "wire dtype of indices (auto, int16, int32, int64)."),
+        json_schema_extra=PAYLOAD,
     )  # auto: the smallest that holds a chunk position
     sign: bool = Field(True, description=_taken_by("sign", "sign of the decoded update, as DeMo."))
     # random / striding (beta, value_dtype and sign above apply to them too)
     rate: float = Field(
-        0.1, gt=0.0, le=1.0, description=_taken_by("rate", "fraction sent per step, in (0, 1].")
+        0.1,
+        gt=0.0,
+        le=1.0,
+        description=_taken_by("rate", "fraction sent per step, in (0, 1]."),
+        json_schema_extra=PAYLOAD,
     )  # of each tensor
     # diloco
     sync_every: int = Field(
-        10, ge=1, description=_taken_by("sync_every", "local steps between outer synchronisations (H).")
+        10,
+        ge=1,
+        description=_taken_by("sync_every", "local steps between outer synchronisations (H)."),
+        json_schema_extra=PAYLOAD,
     )  # H, between pseudo-gradient all-reduces
     outer_lr: float = Field(0.7, gt=0.0, json_schema_extra=FILE_ONLY)
     outer_momentum: float = Field(0.9, ge=0.0, lt=1.0, json_schema_extra=FILE_ONLY)
     # lowrank (Dion)
     rank: float = Field(
-        4, gt=0, description=_taken_by("rank", "factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1).")
+        4,
+        gt=0,
+        description=_taken_by("rank", "factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1)."),
+        json_schema_extra=PAYLOAD,
     )
     mu: float = Field(
         0.95, ge=0.0, lt=1.0, description=_taken_by("mu", "momentum decay mu, in [0, 1).")
     )  # error feedback keeps 1 - mu of what was sent
     # mtdao (beta above is its beta1)
     params_every: int = Field(
-        32, ge=1, description=_taken_by("params_every", "steps between parameter all-reduces (K_x).")
+        32,
+        ge=1,
+        description=_taken_by("params_every", "steps between parameter all-reduces (K_x)."),
+        json_schema_extra=PAYLOAD,
     )
     m1_every: int = Field(
-        32, ge=1, description=_taken_by("m1_every", "steps between first-momentum all-reduces (K_1).")
+        32,
+        ge=1,
+        description=_taken_by("m1_every", "steps between first-momentum all-reduces (K_1)."),
+        json_schema_extra=PAYLOAD,
     )
     m2_every: int = Field(
-        32, ge=1, description=_taken_by("m2_every", "steps between second-momentum all-reduces (K_v).")
+        32,
+        ge=1,
+        description=_taken_by("m2_every", "steps between second-momentum all-reduces (K_v)."),
+        json_schema_extra=PAYLOAD,
     )
     beta2: float = Field(0.999, ge=0.0, lt=1.0, description="mtdao second-momentum decay", json_schema_extra=FILE_ONLY)
     nu: float = Field(
@@ -104,6 +130,7 @@ class ReplicatorConfig(BaseModel):
             "model fragments (groups of layers), each synchronised on its own step of the sync_every cycle; "
             "must divide the model's layers and not exceed sync_every.",
         ),
+        json_schema_extra=PAYLOAD,
     )
     fragment_sync_delay: int = Field(
         0,
@@ -113,6 +140,7 @@ class ReplicatorConfig(BaseModel):
             "inner steps a fragment's exchange overlaps before its outer step waits for it (tau); "
             "below sync_every / fragments (rounded down).",
         ),
+        json_schema_extra=PAYLOAD,
     )
     fragment_update_alpha: float = Field(
         0.0,
@@ -128,6 +156,7 @@ class ReplicatorConfig(BaseModel):
         description=_taken_by(
             "fragment_pattern", "layer i joins fragment i mod F (strided) or i // (layers / F) (sequential)."
         ),
+        json_schema_extra=PAYLOAD,
     )
     # quantized outer exchanges (diloco, mtdao, streaming, sparseloco)
     quant_bits: Literal[0, 2, 4, 8] = Field(
@@ -137,12 +166,14 @@ class ReplicatorConfig(BaseModel):
             "bits per value of the outer exchange: 0 sends grad_dtype (value_dtype) values; 2, 4 or 8 send "
             "integers with one fp32 scale per quant_block values, all-gathered and summed in fp32 on every rank.",
         ),
+        json_schema_extra=PAYLOAD,
     )
     quant_block: int = Field(
         2048,
         ge=16,
         le=1 << 20,
         description=_taken_by("quant_block", "values sharing one fp32 scale when quant_bits is set."),
+        json_schema_extra=PAYLOAD,
     )
     # sparseloco (topk, chunk and index_dtype above pick its chunk-wise top-k; outer_lr its outer step)
     error_decay: float = Field(
@@ -177,6 +208,7 @@ class ReplicatorConfig(BaseModel):
             "megabytes per pipelined collective (encode, wire and decode of successive buckets overlap); "
             "0: one collective per step.",
         ),
+        json_schema_extra=PAYLOAD,
     )  # 1e6 B of payload
     # started from backward's post-accumulate-grad hooks
     overlap_backward: bool = Field(
@@ -236,6 +268,15 @@ class ReplicatorConfig(BaseModel):
                 "(one fragment in flight at a time)"
             )
         return self
+
+
+def fields_with_role(role: str) -> tuple[str, ...]:
+    """The fields whose declaration gives them ``role`` (``payload``, ``file``), in declaration order."""
+    return tuple(
+        name
+        for name, info in ReplicatorConfig.model_fields.items()
+        if (info.json_schema_extra or {}).get("role") == role
+    )
 
 
 def command_line_fields() -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from netbench.settings import Override, Setting, table
 from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, LinkSpec, Topology
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS, DirectionSpec
 from netbench.topology.placement import place
-from netbench.topology.presets import star, star_as_given
+from netbench.topology.presets import NODES, emulated, star, star_as_given
 
 __all__ = [
     "MIN_RATE_BPS",
@@ -38,13 +38,6 @@ __all__ = [
     "NETWORK",
 ]
 
-_EMULATING = ("run", "exec", "probe")  # the commands that build the cluster on this host
-
-
-def _emulated(note: str) -> dict[str, Override]:
-    why = "the emulating commands build the cluster on this host: they show its range"
-    return {command: Override(why, note=note) for command in _EMULATING}
-
 
 def _worker(help: str) -> dict[str, Override]:
     """worker shapes only its own host's egress, and only when asked: unset, the host is left alone."""
@@ -54,16 +47,7 @@ def _worker(help: str) -> dict[str, Override]:
 # Every node's access link and how it is emulated: the options of run, exec, probe, sweep and plan.
 NETWORK = table(
     [
-        Setting(
-            "--nodes",
-            "nodes",
-            "count",
-            "Nodes (machines) in the cluster; with --gpus-per-node G each runs G workers: workers = nodes x G.",
-            2,
-            short="-n",
-            axis=True,
-            overrides=_emulated(f" ({MIN_NODES}-{MAX_EMULATED_NODES})"),
-        ),
+        NODES,
         Setting(
             "--bw",
             "bw",
@@ -72,7 +56,7 @@ NETWORK = table(
             "100mbit",
             axis=True,
             overrides={
-                **_emulated(" (10mbit-10gbit)"),
+                **emulated(" (10mbit-10gbit)"),
                 **_worker(
                     "Shape this host's egress on --iface to this rate (needs root). Unset: the host is left alone."
                 ),

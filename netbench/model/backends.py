@@ -41,6 +41,7 @@ from netbench.model.overlap import BACKWARD_SHARE, pipelined
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey
 from netbench.model.steptime import Scenario, StepEstimate
+from netbench.settings import Setting, table
 
 __all__ = [
     "Backend",
@@ -350,3 +351,33 @@ class IdealBackend(ScheduledBackend):
         size = nbytes if kind == "all_reduce" else nbytes * ranks
         factor = bus_factor("all_reduce" if kind == "all_reduce" else "all_gather", ranks)
         return factor * size * 8 / scenario.bw_bps, 0.0
+
+
+# What carries plan's collectives, and NCCL's knobs when it is NCCL
+BACKEND_SETTINGS = table(
+    (
+        Setting(
+            "--backend",
+            "backend",
+            "choice",
+            "what carries the collectives: gloo (this host's calibrated gloo over TCP, as a run measures), nccl "
+            "(NCCL's cost model on GPUs), ideal (the link alone: bus bytes over the bandwidth).",
+            default="gloo",
+        ),
+        Setting("--transport", "transport", "choice", "--backend nccl: socket (NCCL's TCP) or rdma.", default="socket"),
+        Setting(
+            "--channels",
+            "channels",
+            "count",
+            "--backend nccl: channels across the network [default: socket 2, rdma 16].",
+        ),
+        Setting("--socket-threads", "socket_threads", "count", "--backend nccl: NCCL_SOCKET_NTHREADS.", default=0),
+        Setting("--socks-per-thread", "socks_per_thread", "count", "--backend nccl: NCCL_NSOCKS_PERTHREAD.", default=1),
+        Setting(
+            "--nccl-calibration",
+            "nccl_calibration",
+            "path",
+            "--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests).",
+        ),
+    )
+)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from netbench.model.framing import Framing, LinkBytes
+from netbench.settings import Setting
 
 __all__ = [
     "Algorithm",
@@ -200,3 +201,9 @@ def cost(p: Pattern | None, link: Link, framing: Framing) -> CollectiveCost:
     transfer = 8.0 * p.critical_bytes * max(up_factor / link.up_bps, down_factor / link.down_bps)
     latency = p.hops * link.alpha_s
     return CollectiveCost(time_s=latency + transfer, latency_s=latency, transfer_s=transfer, tx=tx, rx=rx, hops=p.hops)
+
+
+# plan's collective algorithm (gloo's ring by default, as a run measures)
+ALGORITHM = Setting(
+    "--algorithm", "algorithm", "text", "collective algorithm: ring (gloo), tree, halving-doubling.", default="ring"
+)

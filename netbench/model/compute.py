@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from netbench.model.accelerators import Accelerator
+from netbench.settings import Setting, table
 from netbench.shapes import ParamShape
 
 __all__ = ["ModelShape", "model_shape", "flops_per_token", "compute_time_s", "ComputeSpec"]
@@ -108,3 +109,30 @@ def compute_time_s(model: ModelShape, spec: ComputeSpec, workers: int) -> float:
     """Forward + backward time of one step: the global batch's FLOPs spread over ``workers`` accelerators."""
     flops = spec.tokens_per_step * flops_per_token(model, spec.seq_len)
     return flops / (workers * spec.accelerator.bf16_flops * spec.mfu)
+
+
+# The compute term of plan on an accelerator: its FLOPs at a utilisation, for a batch of tokens
+COMPUTE_SETTINGS = table(
+    (
+        Setting(
+            "--accelerator",
+            "accelerator_name",
+            "text",
+            "the GPUs (h100-sxm, h200, a100-80gb, l40s, mi300x, b200): compute from the model's FLOPs with --batch; "
+            "with --backend nccl also their links and codec profile.",
+        ),
+        Setting("--mfu", "mfu", "factor", "model FLOPs utilisation of the compute term (0-1].", default=0.4),
+        Setting("--batch", "batch", "count", "global batch per step in sequences of --seq tokens."),
+        Setting(
+            "--seq", "seq_len", "count", "sequence length in tokens (FLOPs of attention; with --batch).", default=2048
+        ),
+        Setting("--tokens-per-step", "tokens_per_step", "text", "global batch per step in tokens, instead of --batch."),
+        Setting(
+            "--layers",
+            "layers",
+            "count",
+            "layers of the GPU backends' layer schedule [default: from the shapes' names]; with --params, the "
+            "synthetic model's layers (Streaming DiLoCo's fragments group them).",
+        ),
+    )
+)

@@ -42,6 +42,7 @@ from netbench.frames import (
     MTU,
     shaper_burst_bytes,
 )
+from netbench.settings import Override, Setting, table
 
 __all__ = ["Framing", "FlowWire", "LinkBytes"]
 
@@ -194,3 +195,24 @@ class Framing(BaseModel):
         )
         reverse = LinkBytes(payload=0.0, overhead=messages * pre * control + rev_segments * hdr + fwd_segments * ack)
         return FlowWire(forward, reverse)
+
+
+# The framing plan prices: the links' MTU, and the ACKs a receiver sends per segment (calibrate stores it as given)
+FRAMING_SETTINGS = table(
+    (
+        Setting("--mtu", "mtu", "count", "link MTU.", default=MTU),
+        Setting(
+            "--acks-per-segment",
+            "acks_per_segment",
+            "factor",
+            "ACK frames per data segment [default: calibration, else 0.5].",
+            overrides={
+                "calibrate": Override(
+                    why="calibrate writes the value plan falls back to; loopback cannot measure it",
+                    default=0.5,
+                    help="stored as given (loopback cannot measure it).",
+                )
+            },
+        ),
+    )
+)

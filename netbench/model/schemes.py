@@ -14,14 +14,15 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig, fields_with_role
 from netbench.declarations.registry import REGISTRY, declared_payload, names, spec
 from netbench.declarations.spec import PayloadDecl
 from netbench.model.exchange import Exchange, from_decl
 from netbench.shapes import ParamShape
 
 __all__ = [
-    "SCHEME_SETTING_FIELDS",
+    "CALIBRATE_SETTING_FIELDS",
+    "PLAN_SETTING_FIELDS",
     "SchemeSettings",
     "Scheme",
     "SchemeUnavailable",
@@ -38,36 +39,28 @@ class SchemeUnavailable(RuntimeError):
     """A scheme's payload declaration cannot be imported (e.g. its replicator is not installed)."""
 
 
-# The replicator settings ``plan`` and ``calibrate`` take from the command line: these fields of
-# ReplicatorConfig, with its types, defaults and bounds (ReplicatorConfig validates them together
-# in build_scheme), so the two never drift apart.
-SCHEME_SETTING_FIELDS: tuple[str, ...] = (
-    "grad_dtype",
-    "topk",
-    "chunk",
-    "rate",
-    "sync_every",
-    "value_dtype",
-    "index_dtype",
-    "rank",
-    "params_every",
-    "m1_every",
-    "m2_every",
-    "fragments",
-    "fragment_sync_delay",
-    "fragment_pattern",
-    "quant_bits",
-    "quant_block",
-    "bucket_mb",
+def _in_declaration_order(fields: set[str]) -> tuple[str, ...]:
+    return tuple(f for f in ReplicatorConfig.model_fields if f in fields)
+
+
+# The replicator settings ``plan`` takes: the payload settings (changing the bytes a step sends or their pricing) that
+# some replicator's declaration reads.
+PLAN_SETTING_FIELDS: tuple[str, ...] = _in_declaration_order(
+    set(fields_with_role("payload")) & {f for declared in REGISTRY.values() for f in declared.options}
+)
+# The replicator settings ``calibrate`` takes: those that change some replicator's codec cost (its declaration's
+# ``cost_settings``, by which the calibration keys the cost), and the gradients' dtype every codec reads.
+CALIBRATE_SETTING_FIELDS: tuple[str, ...] = _in_declaration_order(
+    {f for declared in REGISTRY.values() for f in declared.cost_settings} | {"grad_dtype"}
 )
 SchemeSettings = create_model(
     "SchemeSettings",
     __config__=ConfigDict(extra="forbid", frozen=True),
-    __doc__="The replicator settings ``plan`` and ``calibrate`` take (the fields of ReplicatorConfig listed "
-    "in SCHEME_SETTING_FIELDS).",
+    __doc__="The replicator settings ``plan`` and ``calibrate`` take (the fields of ReplicatorConfig in "
+    "PLAN_SETTING_FIELDS and CALIBRATE_SETTING_FIELDS).",
     **{
         name: (ReplicatorConfig.model_fields[name].annotation, ReplicatorConfig.model_fields[name])
-        for name in SCHEME_SETTING_FIELDS
+        for name in _in_declaration_order(set(PLAN_SETTING_FIELDS) | set(CALIBRATE_SETTING_FIELDS))
     },
 )
 

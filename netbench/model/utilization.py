@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from netbench.model.planner import BW_RANGE_BPS, bisect_log
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario, StepEstimate
+from netbench.settings import Setting, table
 
 __all__ = [
     "Utilization",
@@ -109,3 +110,29 @@ def token_budget(est: StepEstimate, tokens: float, tokens_per_step: float) -> di
         "compute_s": steps * est.compute_time_s,
         "bytes_per_node": steps * est.tx.total,
     }
+
+
+# The planner's questions of any backend: utilisation targets, a token budget, a figure
+UTILIZATION_SETTINGS = table(
+    (
+        Setting(
+            "--target-utilization",
+            "target_utilization",
+            "text",
+            "compute utilisation targets, e.g. 0.5,0.9,0.99 (default: 0.5,0.8,0.9,0.95,0.99): the bandwidth each "
+            "needs per replicator and node count.",
+        ),
+        Setting(
+            "--tokens",
+            "tokens",
+            "text",
+            "a token budget, e.g. 1e12: wall time and bytes per node to train it (with the batch).",
+        ),
+        Setting(
+            "--figure",
+            "figure",
+            "path",
+            "write compute utilisation against bandwidth, a curve per replicator (.png .svg .pdf).",
+        ),
+    )
+)

@@ -13,7 +13,7 @@ import pydantic
 from netbench.topology.file import TopologyError, load_topology
 from netbench.topology.graph import MAX_SWITCHES, MAX_TOPOLOGY_NODES, Topology
 from netbench.topology.link import DirectionSpec
-from netbench.topology.presets import PRESETS, TOPOLOGY, Preset
+from netbench.topology.presets import NODES, PRESETS, TOPOLOGY, Preset
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.validation import one_line
 
@@ -37,10 +37,13 @@ def _per_group(option: str, groups: int, nodes: int, kind: str) -> int:
     if not 1 <= groups <= MAX_SWITCHES:
         raise TopologyError(f"{option}: must be between 1 and {MAX_SWITCHES}, got {groups}")
     if nodes > MAX_TOPOLOGY_NODES:
-        raise TopologyError(f"--nodes: a {_KIND} {kind} graph holds at most {MAX_TOPOLOGY_NODES} nodes, got {nodes}")
+        raise TopologyError(
+            f"{NODES.name}: a {_KIND} {kind} graph holds at most {MAX_TOPOLOGY_NODES} nodes, got {nodes}"
+        )
     if nodes % groups:
         raise TopologyError(
-            f"{option}: {nodes} nodes do not divide into {groups} equal {kind} (--nodes must be a multiple of {option})"
+            f"{option}: {nodes} nodes do not divide into {groups} equal {kind} "
+            f"({NODES.name} must be a multiple of {option})"
         )
     return groups
 

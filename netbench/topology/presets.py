@@ -16,7 +16,7 @@ from itertools import combinations
 from typing import Any
 
 from netbench.settings import Override, Setting, table
-from netbench.topology.graph import LinkSpec, NodeSpec, Topology
+from netbench.topology.graph import MAX_EMULATED_NODES, MIN_NODES, LinkSpec, NodeSpec, Topology
 from netbench.topology.link import DirectionSpec
 
 __all__ = [
@@ -25,6 +25,9 @@ __all__ = [
     "Preset",
     "PRESETS",
     "TOPOLOGY",
+    "NODES",
+    "DEFAULT_PRESET",
+    "emulated",
     "star",
     "star_as_given",
     "sites",
@@ -151,6 +154,28 @@ class Preset:
     label: Callable[[dict[str, Any]], str] = lambda settings: ""
 
 
+_EMULATING = ("run", "exec", "probe")  # the commands that build the cluster on this host
+
+
+def emulated(note: str) -> dict[str, Override]:
+    """The override of a setting whose range the emulating commands show (``note``: that range)."""
+    why = "the emulating commands build the cluster on this host: they show its range"
+    return {command: Override(why, note=note) for command in _EMULATING}
+
+
+# How many hosts the network joins: every topology's node count (netbench.emulation.spec.NETWORK lists it first).
+NODES = Setting(
+    "--nodes",
+    "nodes",
+    "count",
+    "Nodes (machines) in the cluster; with --gpus-per-node G each runs G workers: workers = nodes x G.",
+    2,
+    short="-n",
+    axis=True,
+    overrides=emulated(f" ({MIN_NODES}-{MAX_EMULATED_NODES})"),
+)
+
+
 # The network's shape: --topology and the settings its presets take (each preset's defaults are these).
 TOPOLOGY = table(
     [
@@ -221,10 +246,12 @@ def _takes(*names: str) -> dict[str, Any]:
     return {name: TOPOLOGY[name].default for name in names}
 
 
+DEFAULT_PRESET = "star"  # what a command builds when --topology is left out
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
-        Preset("star", lambda nodes, up, down, s: star(nodes, up, down)),
+        Preset(DEFAULT_PRESET, lambda nodes, up, down, s: star(nodes, up, down)),
         Preset(
             "sites",
             lambda nodes, up, down, s: uniform_sites(s["sites"], nodes // s["sites"], up, down, s["wan"]),

@@ -35,11 +35,12 @@ from netbench.orchestrator.config import RunConfig
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule
+from netbench.settings import Setting
 from netbench.topology.file import TopologyError
 from netbench.topology.graph import Topology
 from netbench.topology.options import MAX_OVERSUBSCRIPTION, PRESETS, topology_from_options
 from netbench.topology.placement import PlacementError, parse_rank_order
-from netbench.topology.presets import TOPOLOGY
+from netbench.topology.presets import DEFAULT_PRESET, TOPOLOGY
 from netbench.units import UnitError, parse_rate, parse_time
 from netbench.untrusted import shown_name
 from netbench.validation import one_line
@@ -74,50 +75,35 @@ def _each(values: list[str], parse) -> list[str]:
     return values
 
 
+def _axis_of(setting: Setting, default: Any = None) -> Any:
+    """A grid axis of ``setting``: one value, its default (or ``default``), unless the scenario lists others; its help
+    is the axis's description."""
+    value = setting.default if default is None else default
+    return Field([value], min_length=1, description=setting.help_for())
+
+
 class Grid(BaseModel):
     """The axes; the sweep runs their full product. A single value is an axis of one."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    bw: list[str] = Field([NETWORK["bw"].default], min_length=1, description="link rates, tc units (both directions)")
+    bw: list[str] = _axis_of(NETWORK["bw"])
     replicator: list[str] = Field(default_factory=default_sweep, min_length=1, description="replicator names")
-    nodes: list[int] = Field([NETWORK["nodes"].default], min_length=1, description="emulated node counts")
-    delay: list[str] = Field(
-        [NETWORK["delay"].default], min_length=1, description="one-way delay on each uplink, tc units"
-    )
+    nodes: list[int] = _axis_of(NETWORK["nodes"])
+    delay: list[str] = _axis_of(NETWORK["delay"])
     gpus_per_node: list[int] = Field(
         [1], min_length=1, description="workers per node (FlexDeMo: shard inside, replicate between)"
     )
     intra_bw: list[str] = Field(
         ["unshaped"], min_length=1, description="intra-node link rates, tc units, or 'unshaped'"
     )
-    topology: list[str] = Field(
-        ["star"], min_length=1, description="networks: star, sites, racks, or a topology file's path"
-    )
-    sites: list[int] = Field(
-        [TOPOLOGY["sites"].default], min_length=1, description="topology sites: how many sites share the nodes"
-    )
-    wan_bw: list[str] = Field(
-        [TOPOLOGY["wan_bw"].default], min_length=1, description="topology sites: every WAN link's rate, tc units"
-    )
-    wan_delay: list[str] = Field(
-        [TOPOLOGY["wan_delay"].default],
-        min_length=1,
-        description="topology sites: every WAN link's one-way delay, tc units",
-    )
-    racks: list[int] = Field(
-        [TOPOLOGY["racks"].default], min_length=1, description="topology racks: how many racks share the nodes"
-    )
-    oversubscription: list[float] = Field(
-        [TOPOLOGY["oversubscription"].default],
-        min_length=1,
-        description="topology racks: access capacity over a rack's uplink",
-    )
-    rank_order: list[str] = Field(
-        [TOPOLOGY["rank_order"].default],
-        min_length=1,
-        description="which node each rank runs on: topology, interleaved, or 0,2,1,3",
-    )
+    topology: list[str] = _axis_of(TOPOLOGY["topology"], default=DEFAULT_PRESET)
+    sites: list[int] = _axis_of(TOPOLOGY["sites"])
+    wan_bw: list[str] = _axis_of(TOPOLOGY["wan_bw"])
+    wan_delay: list[str] = _axis_of(TOPOLOGY["wan_delay"])
+    racks: list[int] = _axis_of(TOPOLOGY["racks"])
+    oversubscription: list[float] = _axis_of(TOPOLOGY["oversubscription"])
+    rank_order: list[str] = _axis_of(TOPOLOGY["rank_order"])
     shard_within: list[Literal["node", "site"]] = Field(
         ["node"], min_length=1, description="what shards the model: node, or site (replicate between sites)"
     )
