@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from netbench.cache import CACHE_ENV, CacheFolderError, cache_dir, checked_cache_dir, trusted_file
+from netbench.calibrate import measure as measuring
 from netbench.calibrate.host import host_key
-from netbench.calibrate.measure import measure, quick_options
 from netbench.declarations.registry import names
 from netbench.model.calibration import (
     Calibration,
@@ -201,9 +201,14 @@ def host_calibration(
         if on_measure:
             on_measure(path)
         if hit is None:
-            hit = measure(quick_options()).model_copy(update={"host_key": key})
+            hit = measuring.measure(measuring.quick_options()).model_copy(update={"host_key": key})
         extra = missing_keys(hit, replicators)
         if extra:
-            hit = merge_costs(hit, measure(quick_options().model_copy(update={"schemes": (), "configs": tuple(extra)})))
+            hit = merge_costs(
+                hit,
+                measuring.measure(
+                    measuring.quick_options().model_copy(update={"schemes": (), "configs": tuple(extra)})
+                ),
+            )
         save_calibration(hit, path)
         return HostCalibration(hit, path, True, "measured")

@@ -18,8 +18,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from netbench.calibrate import measure as measuring
 from netbench.calibrate.hostcache import cache_path, host_calibration
-from netbench.calibrate.measure import MeasureOptions, measure
+from netbench.calibrate.measure import MeasureOptions
 from netbench.cli.calibrate_nccl import calibrate_from_nccl_tests, checked_output
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
@@ -720,7 +721,7 @@ def calibrate(
         raise UserError(one_line(exc, options=True)) from None
 
     target = checked_output(out or default_path() or cache_path())
-    result = measure(opts)
+    result = measuring.measure(opts)
     saved = save_calibration(result, target)
     if json_out:
         print(result.model_dump_json(indent=2))

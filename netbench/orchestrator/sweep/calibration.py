@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from netbench import safe_files
+from netbench.calibrate import measure as measuring
 from netbench.calibrate.hostcache import HostCalibration, host_calibration, load_calibration
-from netbench.calibrate.measure import MeasureOptions, measure
+from netbench.calibrate.measure import MeasureOptions
 from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import save_calibration
 from netbench.model.schemes import SchemeSettings
@@ -72,5 +73,5 @@ def sweep_calibration(
     )
     if on_measure:
         on_measure(target)
-    save_calibration(measure(opts, fork), target)
+    save_calibration(measuring.measure(opts, fork), target)
     return HostCalibration(load_calibration(target), target, True, "measured")
