@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from netbench.cli import commands_sweep
+from netbench.cli.commands import sweep as commands_sweep
 from netbench.cli.app import main
 from netbench.cli.errors import UserError
 

@@ -16,15 +16,13 @@ try:  # typer >= 0.16 vendors its own copy of click and no longer depends on cli
 except ImportError:  # pragma: no cover - older typer is built on click, which it then installs
     from click import UsageError
 
-from netbench.cli import (
-    commands_compare,
-    commands_exec,
-    commands_model,
-    commands_net,
-    commands_run,
-    commands_sweep,
-    commands_worker,
-)
+from netbench.cli.commands import compare as commands_compare
+from netbench.cli.commands import exec as commands_exec
+from netbench.cli.commands import plan as commands_model
+from netbench.cli.commands import probe as commands_net
+from netbench.cli.commands import run as commands_run
+from netbench.cli.commands import sweep as commands_sweep
+from netbench.cli.commands import worker as commands_worker
 from netbench.cli.errors import UserError
 from netbench.reports.escape import printable
 from netbench.untrusted import named_on_command_line

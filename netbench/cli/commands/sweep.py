@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from netbench.cli.cluster_options import network_group
-from netbench.cli.commands_exec import nodes_table
+from netbench.cli.commands.exec import nodes_table
 from netbench.cli.errors import UserError, make_output_folder
 from netbench.cli.fields import (
     FROM_FIELDS,

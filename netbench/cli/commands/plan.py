@@ -21,11 +21,11 @@ from rich.table import Table
 from netbench.calibrate import measure as measuring
 from netbench.calibrate.hostcache import cache_path, host_calibration
 from netbench.calibrate.measure import MeasureOptions
-from netbench.cli.calibrate_nccl import calibrate_from_nccl_tests, checked_output
+from netbench.cli.commands.calibrate_nccl import calibrate_from_nccl_tests, checked_output
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
 from netbench.cli.options import option
-from netbench.cli.plan_gpu import (
+from netbench.cli.commands.plan_gpu import (
     GpuCluster,
     answers,
     compute_seconds,
@@ -38,7 +38,7 @@ from netbench.cli.plan_gpu import (
     print_utilization,
     write_figure,
 )
-from netbench.cli.plan_topology import plan_on_graphs, print_plan
+from netbench.cli.commands.plan_output import plan_on_graphs, print_plan
 from netbench.cli.run_options import bucket_choice
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import spec

@@ -1,0 +1,1 @@
+"""The commands, one module each, named for the command: app.py registers them from one table."""
