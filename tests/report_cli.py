@@ -14,8 +14,8 @@ from pathlib import Path
 
 import typer
 
-from netbench.cli.commands import sweep as commands_sweep
 from netbench.cli.app import main
+from netbench.cli.commands import report as report_command
 from netbench.cli.errors import UserError
 
 
@@ -59,7 +59,7 @@ def report_command(folder: Path) -> Outcome:
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            commands_sweep.report(folder, None, None)
+            report_command.report(folder, None, None)
         except UserError as exc:
             print(f"netbench: error: {exc}", file=err)
             code = 2

@@ -16,13 +16,7 @@ try:  # typer >= 0.16 vendors its own copy of click and no longer depends on cli
 except ImportError:  # pragma: no cover - older typer is built on click, which it then installs
     from click import UsageError
 
-from netbench.cli.commands import compare as commands_compare
-from netbench.cli.commands import exec as commands_exec
-from netbench.cli.commands import plan as commands_model
-from netbench.cli.commands import probe as commands_net
-from netbench.cli.commands import run as commands_run
-from netbench.cli.commands import sweep as commands_sweep
-from netbench.cli.commands import worker as commands_worker
+from netbench.cli.commands import calibrate, clean, compare, doctor, exec, plan, probe, report, run, sweep, worker
 from netbench.cli.errors import UserError
 from netbench.reports.escape import printable
 from netbench.untrusted import named_on_command_line
@@ -38,17 +32,17 @@ app = typer.Typer(
 # Every command, in the order `netbench --help` lists them: registered here and nowhere else, so no
 # command module imports the app (or another command module to reach it).
 COMMANDS: tuple[tuple[str, Callable[..., None], dict[str, Any]], ...] = (
-    ("doctor", commands_net.doctor, {}),
-    ("probe", commands_net.probe, {}),
-    ("clean", commands_net.clean, {}),
-    ("run", commands_run.run, {}),
-    ("plan", commands_model.plan, {}),
-    ("calibrate", commands_model.calibrate, {}),
-    ("sweep", commands_sweep.sweep, {}),
-    ("report", commands_sweep.report, {}),
-    ("worker", commands_worker.worker, {}),
-    ("exec", commands_exec.exec_command, {"context_settings": {"allow_interspersed_args": False}}),
-    ("compare", commands_compare.compare, {}),
+    ("doctor", doctor.doctor, {}),
+    ("probe", probe.probe, {}),
+    ("clean", clean.clean, {}),
+    ("run", run.run, {}),
+    ("plan", plan.plan, {}),
+    ("calibrate", calibrate.calibrate, {}),
+    ("sweep", sweep.sweep, {}),
+    ("report", report.report, {}),
+    ("worker", worker.worker, {}),
+    ("exec", exec.exec_command, {"context_settings": {"allow_interspersed_args": False}}),
+    ("compare", compare.compare, {}),
 )
 for name, command, settings in COMMANDS:
     app.command(name, **settings)(command)

@@ -18,13 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from netbench.calibrate import measure as measuring
-from netbench.calibrate.hostcache import cache_path, host_calibration
-from netbench.calibrate.measure import MeasureOptions
-from netbench.cli.commands.calibrate_nccl import calibrate_from_nccl_tests, checked_output
-from netbench.cli.errors import UserError
-from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group, option_names
-from netbench.cli.options import option
+from netbench.calibrate.hostcache import host_calibration
 from netbench.cli.commands.plan_gpu import (
     GpuCluster,
     answers,
@@ -39,6 +33,10 @@ from netbench.cli.commands.plan_gpu import (
     write_figure,
 )
 from netbench.cli.commands.plan_output import plan_on_graphs, print_plan
+from netbench.cli.errors import UserError
+from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
+from netbench.cli.options import option
+from netbench.cli.replicator_choice import REPLICATOR_OPTION_NAMES, parse_schemes, scheme_settings
 from netbench.cli.run_options import bucket_choice
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import spec
@@ -51,8 +49,6 @@ from netbench.model.calibration import (
     Calibration,
     CalibrationError,
     cost_key,
-    default_path,
-    save_calibration,
     scheme_of,
 )
 from netbench.model.collectives import ALGORITHM, ALGORITHMS
@@ -62,13 +58,8 @@ from netbench.model.network import GraphModel
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import (
-    CALIBRATE_SETTING_FIELDS,
     PLAN_SETTING_FIELDS,
-    Scheme,
-    SchemeSettings,
     SchemeUnavailable,
-    build_scheme,
-    parse_scheme_list,
 )
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
@@ -93,7 +84,6 @@ from netbench.units import (
 from netbench.validation import one_line
 
 MAX_PLANNED_DELAY_S = 10.0  # plan's --delay bound (an emulated link's is emulation.spec.MAX_EMULATED_DELAY_S)
-REPLICATOR_OPTION_NAMES = option_names(REPLICATOR)  # for one-line errors that name the option
 # plan's range of --nodes (machines; the same option as run's): a model is not bounded by this host
 PLANNED_NODES = f"; one or a comma list, {MIN_NODES}-{MAX_PLANNED_NODES} workers in all (a topology file sets its own)"
 
@@ -163,20 +153,6 @@ def _shapes(shapes: str | None, params: str | None, layers: int | None = None) -
         return resolve_shapes(spec), spec
     except ShapeError as exc:
         raise UserError(f"--shapes: {exc}") from None
-
-
-def _schemes(names_text: str, settings: SchemeSettings) -> list[Scheme]:
-    try:
-        names = parse_scheme_list(names_text)
-    except ValueError as exc:
-        raise UserError(f"--replicator: {exc}") from None
-    schemes = []
-    for name in names:
-        try:
-            schemes.append(build_scheme(name, settings))
-        except pydantic.ValidationError as exc:
-            raise UserError(f"{one_line(exc, REPLICATOR_OPTION_NAMES, options=True)} [replicator {name}]") from None
-    return schemes
 
 
 def _calibration(path: Path | None, quiet: bool = False, replicators=()) -> tuple[Calibration, Path]:
@@ -270,13 +246,6 @@ def _with_buckets(
                 value = 0.0  # the payload formula rejects these shapes: reported later as an input error
         out.append(dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value})))
     return out
-
-
-def _settings(**kwargs: Any) -> SchemeSettings:
-    try:
-        return SchemeSettings(**kwargs)
-    except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, REPLICATOR_OPTION_NAMES, options=True)) from None
 
 
 def _graphs(
@@ -406,7 +375,7 @@ def _print_derived(derived: dict, console: Console) -> None:
 # ----------------------------------------------------------------------------- plan
 
 
-def _check_schemes(schemes: list, shape_list: list[ParamShape], world: int) -> None:
+def _checkparse_schemes(schemes: list, shape_list: list[ParamShape], world: int) -> None:
     """A payload formula that rejects these shapes is an input error (one line, exit 2), before anything is priced."""
     for scheme in schemes:
         try:
@@ -540,19 +509,19 @@ def plan(
             "--backend, --accelerator, --target-utilization, --tokens and --figure)"
         )
     tcp = _tcp(tcp_cc, tcp_wmem_max, no_slow_start_after_idle)
-    settings = _settings(**rep_settings)
+    settings = scheme_settings(**rep_settings)
     link = (
         models[0].ring_link() if models else (min(up_bps, down_bps), 2 * delay_s)
     )  # a graph's ring bottleneck, else the star's link
     schemes = _with_buckets(
-        _schemes(replicator, settings),
+        parse_schemes(replicator, settings),
         bucket_mb,
         *link,
         shape_list,
         models[0].topology.node_count if models else node_counts[0],
         concurrent=gpus_per_node == 1,
     )
-    _check_schemes(schemes, shape_list, max(2, models[0].topology.node_count if models else node_counts[0]))
+    _checkparse_schemes(schemes, shape_list, max(2, models[0].topology.node_count if models else node_counts[0]))
     if gpu.backend != "gloo":
         cluster = GpuCluster(node_counts, up_bps, down_bps, delay_s, gpus_per_node, intra_bps, tcp, bw != "100mbit")
         doc, lines = plan_gpu_cluster(gpu, shape_list, shapes_label, schemes, cluster, compute_ms, calibration)
@@ -673,88 +642,3 @@ def _print_gpu_plan(doc: dict, lines: list[str], gpu: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- calibrate
-
-
-@expand(rep_settings=group(REPLICATOR, *CALIBRATE_SETTING_FIELDS))
-def calibrate(
-    out: Path | None = RUN["out_dir"].option("calibrate"),
-    iters: int = typer.Option(400, "--iters", help="tiny collectives timed per kind (>= 25)"),
-    shapes: str = WORKLOAD["shapes"].option("calibrate"),
-    replicator: str = REPLICATOR["name"].option("calibrate"),
-    steps: int = RUN["steps"].option("calibrate"),
-    rep_settings: Settings = FROM_FIELDS,
-    acks_per_segment: float = option(FRAMING_SETTINGS["acks_per_segment"], "calibrate"),
-    from_nccl_tests: list[Path] | None = typer.Option(
-        None,
-        "--from-nccl-tests",
-        help="fit NCCL's latency and bandwidth terms to nccl-tests output instead (all_reduce_perf, all_gather_perf, "
-        "reduce_scatter_perf; repeat the option for several logs) and write them to --out for plan --nccl-calibration",
-    ),
-    collective: str | None = typer.Option(
-        None, "--collective", help="with --from-nccl-tests: the test of a log that does not name it (all_reduce...)"
-    ),
-    json_out: bool = option(JSON, "calibrate"),
-) -> None:
-    """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
-    if from_nccl_tests:
-        calibrate_from_nccl_tests(from_nccl_tests, collective, out, json_out)
-        return
-    if collective is not None:
-        raise UserError("--collective: names the test of an nccl-tests log (with --from-nccl-tests)")
-
-    try:
-        resolve_shapes(shapes)
-    except ShapeError as exc:
-        raise UserError(f"--shapes: {exc}") from None
-    settings = _settings(**rep_settings)
-    names = [] if replicator.strip().lower() == "none" else [s.name for s in _schemes(replicator, settings)]
-    try:
-        opts = MeasureOptions(
-            iters=iters,
-            shapes=shapes,
-            schemes=tuple(names),
-            steps=steps,
-            settings=settings,
-            acks_per_segment=acks_per_segment,
-        )
-    except pydantic.ValidationError as exc:
-        raise UserError(one_line(exc, options=True)) from None
-
-    target = checked_output(out or default_path() or cache_path())
-    result = measuring.measure(opts)
-    saved = save_calibration(result, target)
-    if json_out:
-        print(result.model_dump_json(indent=2))
-        return
-    console = _console()
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("constant")
-    table.add_column("value", justify="right")
-    table.add_column("how")
-    table.add_row(
-        "software overhead / hop (all_reduce)",
-        format_time(result.overhead("all_reduce")),
-        result.notes.get("software_overhead_s", ""),
-    )
-    table.add_row(
-        "software overhead / hop (all_gather)",
-        format_time(result.overhead("all_gather")),
-        result.notes.get("software_overhead_by_collective.all_gather", ""),
-    )
-    table.add_row(
-        "loopback bandwidth (reference)",
-        format_rate(result.loopback_bandwidth_bps or 0),
-        result.notes.get("loopback_bandwidth_bps", ""),
-    )
-    for name in result.compression_s_per_param:
-        cost = (
-            f"enc {result.encode_s_per_param.get(name, 0) * 1e9:.3g} + dec "
-            f"{result.decode_s_per_param.get(name, 0) * 1e9:.3g} ns/param, "
-            f"{(result.encode_s_per_tensor.get(name, 0) + result.decode_s_per_tensor.get(name, 0)) * 1e6:.3g} us/tensor"
-        )
-        table.add_row(f"compression {name}", cost, result.notes.get(f"compression.{name}", ""))
-    for key, note in result.notes.items():
-        if key.startswith("compression.") and key.removeprefix("compression.") not in result.compression_s_per_param:
-            table.add_row(key, "-", note)
-    console.print(table)
-    print(f"saved {saved}", file=sys.stderr)
