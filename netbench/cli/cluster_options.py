@@ -10,7 +10,7 @@ import pydantic
 from netbench.cli.errors import UserError
 from netbench.cli.options import SettingsGroup, settings_group
 from netbench.emulation.capabilities import detect
-from netbench.emulation.spec import NETWORK, ClusterSpec, emulation_problem
+from netbench.emulation.spec import NETWORK, ClusterSpec
 from netbench.emulation.tcpsettings import TCP, check_tcp_options
 from netbench.settings import Setting, SettingError
 from netbench.topology.file import TopologyError
@@ -140,19 +140,11 @@ def _with_topology(spec: ClusterSpec, values: Mapping[str, Any]) -> ClusterSpec:
         order = parse_rank_order(values["rank_order"])
     except (TopologyError, PlacementError) as exc:
         raise UserError(str(exc)) from None
-    problem = emulation_problem(graph)
-    if problem:
-        raise UserError(f"{_name('topology')}: {problem}")
     try:
-        return ClusterSpec.model_validate(
-            {
-                **spec.model_dump(),
-                "nodes": graph.node_count,
-                "topology": graph,
-                "rank_order": order,
-            }
-        )
+        return spec.on_network(graph, order)
     except pydantic.ValidationError as exc:
         raise UserError(
             one_line(exc, {"rank_order": _name("rank_order"), "nodes": _name("topology")}, options=True)
         ) from None
+    except ValueError as exc:  # this host cannot emulate the graph
+        raise UserError(f"{_name('topology')}: {exc}") from None

@@ -166,6 +166,17 @@ class ClusterSpec(BaseModel):
         """The star of ``nodes``, ``up`` and ``down`` is stored as no topology (validation makes it again)."""
         return None if self.on_star else handler(topology)
 
+    def on_network(self, graph: Topology, rank_order: Any) -> ClusterSpec:
+        """This cluster on ``graph`` (the node count the graph's), its ranks placed in ``rank_order``: a ValueError
+        saying why this host cannot emulate the graph, a pydantic ValidationError for a placement that does not fit.
+        """
+        problem = emulation_problem(graph)
+        if problem:
+            raise ValueError(problem)
+        return ClusterSpec.model_validate(
+            {**self.model_dump(), "nodes": graph.node_count, "topology": graph, "rank_order": rank_order}
+        )
+
     @property
     def on_star(self) -> bool:
         """Whether the network is the star that ``nodes``, ``up`` and ``down`` describe (the default)."""

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from netbench import untrusted
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import REGISTRY, default_sweep
-from netbench.emulation.spec import NETWORK, ClusterSpec, emulation_problem
+from netbench.emulation.spec import NETWORK, ClusterSpec
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
 from netbench.orchestrator.config import RunConfig
 from netbench.safe_files import NAME_PATTERN
@@ -486,20 +486,12 @@ def _on_network(
         option, _, message = str(exc).partition(": ")
         field = _NETWORK_FIELDS.get(option)
         raise ScenarioError(f"{where(field or 'topology')}: {message if field else exc}") from None
-    problem = emulation_problem(graph)
-    if problem:
-        raise ScenarioError(f"{where('topology')}: {problem}")
     try:
-        return ClusterSpec.model_validate(
-            {
-                **cluster.model_dump(),
-                "nodes": graph.node_count,
-                "topology": graph,
-                "rank_order": order,
-            }
-        )
+        return cluster.on_network(graph, order)
     except pydantic.ValidationError as exc:
         raise ScenarioError(f"{where('rank_order')}: {one_line(exc).split(': ', 1)[-1]}") from None
+    except ValueError as exc:  # this host cannot emulate the graph
+        raise ScenarioError(f"{where('topology')}: {exc}") from None
 
 
 def _schedule(scenario: SweepScenario, prefix: str, names: dict[str, str] | None) -> Schedule | None:
