@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 
 from netbench.cli.app import main
-from netbench.cli.commands import report as report_command
+from netbench.cli.commands import report as report_module
 from netbench.cli.errors import UserError
 
 
@@ -59,7 +59,7 @@ def report_command(folder: Path) -> Outcome:
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            report_command.report(folder, None, None)
+            report_module.report(folder, None, None)
         except UserError as exc:
             print(f"netbench: error: {exc}", file=err)
             code = 2
