@@ -21,7 +21,6 @@ import pandas as pd
 
 from netbench import safe_files
 from netbench.reports.escape import for_markdown, markdown_code, printable
-from netbench.reports.html import write_html
 from netbench.reports.target import (
     LOSS_KINDS,
     SMOOTH,
@@ -478,5 +477,7 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     text = "\n".join(lines)
     safe_files.write_text(path, text)
     inlined = [f.name for f in figures + target_figures + timeline_figures]
+    from netbench.reports.html import write_html  # late: markdown-it, kept off every command's start-up
+
     page = write_html(path, text, inlined, f"netbench sweep {printable(typed.scenario.name)}")
     return ReportResult(path, figures + target_figures, acc, page, groups)
