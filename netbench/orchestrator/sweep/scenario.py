@@ -123,9 +123,9 @@ class Grid(BaseModel):
     def _wan_delays(cls, v: list[str]) -> list[str]:
         return list(dict.fromkeys(_each(v, parse_time)))
 
-    @field_validator("sites", "racks")
+    @field_validator("sites", "racks", "gpus_per_node")
     @classmethod
-    def _groups(cls, v: list[int]) -> list[int]:
+    def _counts(cls, v: list[int]) -> list[int]:
         for i, g in enumerate(v):
             if g < 1:
                 raise ValueError(f"[{i}] must be at least 1, got {g}")
@@ -155,14 +155,6 @@ class Grid(BaseModel):
         for i, text in enumerate(v):
             if not text.strip():
                 raise ValueError(f"[{i}] choose {', '.join(PRESETS)} or a topology file's path, got ''")
-        return list(dict.fromkeys(v))
-
-    @field_validator("gpus_per_node")
-    @classmethod
-    def _gpus(cls, v: list[int]) -> list[int]:
-        for i, g in enumerate(v):
-            if g < 1:
-                raise ValueError(f"[{i}] must be at least 1, got {g}")
         return list(dict.fromkeys(v))
 
     @field_validator("intra_bw")
