@@ -213,6 +213,9 @@ def test_spec_takes_rendezvous_from_the_environment() -> None:
         rank=0, world_size=2, master_addr="127.0.0.1", master_port=1234, iface="lo", out_path="o.jsonl"
     )
     assert resolve(explicit, {}).url == "tcp://127.0.0.1:1234"
+    on_one_host = explicit.model_copy(update={"rendezvous_file": "/run/x/rendezvous"})
+    assert resolve(on_one_host, {}).url == "file:///run/x/rendezvous"
+    assert resolve(spec.model_copy(update={"rendezvous_file": "/r"}), env).url == "env://"  # torchrun's store wins
     with pytest.raises(SpecError, match="RANK is not set"):
         resolve(spec, {})
     with pytest.raises(SpecError, match="outside world size"):
@@ -275,6 +278,20 @@ def test_shapes_workload_through_the_worker(tmp_path: Path) -> None:
         step_lines = check_run(tmp_path, rank, 4, 0, decl)
         assert all(r["compute_s"] >= 0.050 for r in step_lines)
         assert step_lines[-1]["loss"] < step_lines[0]["loss"]
+
+
+def test_workers_on_one_host_meet_at_the_rendezvous_file_not_the_master_address(tmp_path: Path) -> None:
+    """With a rendezvous file the group meets there: no store listens on master_addr:master_port, and the run works."""
+    config, decl = replicator_or_skip("full", SMALL_MLP)
+    store = tmp_path / "rendezvous"
+    specs = write_specs(tmp_path, 2, steps=2, replicator=config, workload=SMALL_MLP, timeout_s=20)
+    for path in specs:  # rank 0 would host a TCP store there: point every rank at a closed port instead
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "master_port": 1, "rendezvous_file": str(store)}))
+    assert finish([launch(s, tmp_path) for s in specs]) == [0, 0]
+    for rank in (0, 1):
+        check_run(tmp_path, rank, 2, 0, decl)
+        assert records(tmp_path / f"rank{rank}.jsonl")[0]["init_method"] == f"file://{store}"
 
 
 def test_workers_join_then_wait_for_the_start_gate(tmp_path: Path) -> None:

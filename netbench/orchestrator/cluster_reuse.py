@@ -45,13 +45,12 @@ from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.spec import ClusterSpec
-from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.forked_workers import Launcher
 from netbench.orchestrator.phases import Outcome
 from netbench.validation import error_text
 
 T = TypeVar("T")
-PORTS = 1000  # rendezvous ports RENDEZVOUS_PORT + 1 ... + PORTS, one per point, cycled
 _RATE_FIELDS = ("rate_bps",)
 NO_TCP_METRICS = {"net.ipv4.tcp_no_metrics_save": "1"}  # a closing connection leaves no window, ssthresh or RTT behind
 _SETTLE_S = 0.05  # beyond twice the longest delay: the last ACKs and FINs of the previous point's connections
@@ -110,7 +109,6 @@ class ClusterReuse:
         self.cluster: Cluster | None = None
         self.key: str | None = None
         self.launcher = launcher or Launcher()  # a sweep's: it may have forked the calibration already
-        self._ports = 0
         self._last_end = 0.0
         self._leaving: list[Exiting] = []  # the last point's workers, done measuring, still exiting
         self._writing: Future[Any] | None = None  # the last point's results, being written
@@ -134,11 +132,6 @@ class ClusterReuse:
         if self.cluster is not None and self.key == network_key(spec):
             return self.cluster.names
         return RunNames.new()
-
-    def next_port(self) -> int:
-        """A rendezvous port no recent point used: no store connection of an earlier point can answer."""
-        self._ports += 1
-        return RENDEZVOUS_PORT + 1 + (self._ports - 1) % PORTS
 
     def hold(
         self,

@@ -204,21 +204,17 @@ class Launcher:
             self.server = ForkServer(threads, os.getcwd())
         return self.server
 
-    def start_workers(
-        self, workers: list[tuple[str, Path, Path]], threads: int, nice: int, port: int
-    ) -> list[ForkedWorker]:
+    def start_workers(self, workers: list[tuple[str, Path, Path]], threads: int, nice: int) -> list[ForkedWorker]:
         """A worker per ``(node namespace, spec, log)``, in rank order, forked by the server; logs are made here.
 
-        Rank 0 first, and the others once its rendezvous store listens on ``port``: a peer that
-        connects too early is refused and backs off for most of a second before it tries again.
+        All at once: they meet at a file store in the run's folder (:attr:`netbench.rundir.layout.RunDir.rendezvous`),
+        which needs no rank to listen before the others join.
         """
         server = self.start_server(threads)
         started: list[ForkedWorker] = []
-        for rank, (node_netns, spec, log) in enumerate(workers):
+        for node_netns, spec, log in workers:
             log.open("x").close()
             started.append(server.start(node_netns, spec, log, nice))
-            if rank == 0:
-                wait_listening(started[0], port)
         return started
 
     def forker(self, threads: int) -> Callable[[str, list[Any], Path], ForkedWorker]:
@@ -230,29 +226,3 @@ class Launcher:
         if self.server is not None:
             self.server.close()
             self.server = None
-
-
-def wait_listening(worker: ForkedWorker, port: int) -> None:
-    """Until ``worker`` listens on TCP ``port`` (read in its own network namespace), exits, or uses no CPU for a long
-    while (the others then start all the same; the rendezvous's own timeout tells what went wrong)."""
-    tables = [Path(f"/proc/{worker.pid}/net/{name}") for name in ("tcp", "tcp6")]  # the store may listen on either
-
-    def listening() -> bool:
-        try:
-            return any(_listens(table.read_text(), port) for table in tables)
-        except OSError:
-            return True  # gone: its exit tells the watcher why
-
-    try:
-        wait_while_working(listening, worker.pid, lambda: worker.poll() is None, poll_s=0.01)
-    except Stalled:
-        pass
-
-
-def _listens(table: str, port: int) -> bool:
-    """Whether a /proc/net/tcp{,6} table has a socket listening (state 0A) on local ``port``."""
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 3 and fields[1].rsplit(":", 1)[-1] == f"{port:04X}" and fields[3] == "0A":
-            return True
-    return False

@@ -28,7 +28,7 @@ def save(fig, path: Path) -> Path:
     """
     buffer = io.BytesIO()
     try:
-        fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+        fig.savefig(buffer, format="png", dpi=DPI)  # every figure lays itself out (constrained or tight)
     finally:
         plt.close(fig)
     safe_files.write_bytes(path, buffer.getvalue())

@@ -172,21 +172,23 @@ def _panel(ax, events: list[dict[str, Any]], step: int, title: str, k: float) ->
     for y, (label, bars) in enumerate(rows):
         if label.endswith("buckets"):  # one thin lane per bucket row of the trace: collectives in flight together
             lanes = 1 + max(int(name.split()[1]) for _, _, name in bars)
+            by_lane: dict[int, list[tuple[float, float]]] = {}
             for start, dur, name in bars:
-                lane = int(name.split()[1])
+                by_lane.setdefault(int(name.split()[1]), []).append((start * scale, dur * scale))
+            for lane, spans in by_lane.items():  # one collection per lane: a figure of many bars draws fast
                 ax.broken_barh(
-                    [(start * scale, dur * scale)],
+                    spans,
                     (y - 0.4 + 0.8 * lane / lanes, 0.8 / lanes * 0.8),
                     facecolors=COLORS["collective"],
                     edgecolor="#7a2a2d",
                     linewidth=0.3,
                 )
             continue
-        for start, dur, name in bars:
+        if bars:  # one collection per row, each bar its phase's colour
             ax.broken_barh(
-                [(start * scale, dur * scale)],
+                [(start * scale, dur * scale) for start, dur, _ in bars],
                 (y - 0.4, 0.8),
-                facecolors=COLORS.get(name, "#999999"),
+                facecolors=[COLORS.get(name, "#999999") for _, _, name in bars],
                 edgecolor="white",
                 linewidth=0.3,
             )
@@ -214,18 +216,19 @@ def timeline_figure(run_dir: Path, path: Path) -> Path | None:
     chosen = median_and_slowest(events)
     if not chosen:
         return None
-    fig, axes = plt.subplots(1, len(chosen), figsize=(6.5 * len(chosen), 4.2), squeeze=False, sharey=False)
+    fig, axes = plt.subplots(
+        1, len(chosen), figsize=(6.5 * len(chosen), 4.5), squeeze=False, sharey=False, layout="constrained"
+    )
     for ax, (title, step) in zip(axes[0], chosen):
         _panel(ax, events, step, title, k)
     fig.legend(
         handles=[Patch(color=c, label=n) for n, c in COLORS.items() if n != "collective"]
         + [Patch(color=COLORS["collective"], label="bucket collective")],
-        loc="lower center",
+        loc="outside lower center",
         ncol=8,
         fontsize=8,
-        bbox_to_anchor=(0.5, -0.06),
+        frameon=False,
     )
-    fig.tight_layout()
     return save(fig, path)
 
 

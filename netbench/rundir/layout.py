@@ -9,7 +9,8 @@ same folder::
         workers/rankR.jsonl     each worker's records (start, step..., done or error), one JSON object a line
         workers/rankR.spec.json what the orchestrator told worker R to do (`netbench run`)
         workers/rankR.log       worker R's output
-        capture/                the pcaps while the run parses them (kept only with --keep-pcap)
+        workers/rendezvous      the file store the workers of `netbench run` meet at (they share this host)
+        capture/                the pcaps while the run parses them (kept only with --pcap)
         payload_shapes.json     the shapes a `netbench exec` program declared
 
 A worker writes its records as it goes (:mod:`netbench.rundir.records`), so a killed worker may
@@ -148,6 +149,11 @@ class RunDir:
     def start_gate(self) -> Path:
         """Created by the orchestrator when every worker has joined: the workers' signal to begin their steps."""
         return self.workers / "start"
+
+    @property
+    def rendezvous(self) -> Path:
+        """The file store the workers' process group meets at (never made before they start: a fresh store)."""
+        return self.workers / "rendezvous"
 
     def log_path(self, rank: int) -> Path:
         return self.workers / f"rank{rank}.log"

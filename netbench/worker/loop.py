@@ -106,13 +106,15 @@ class WorkerRun:
         workload = build_workload(spec.workload, spec.rank, spec.world_size)
         if self.resolved.init_method == "env":
             os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = spec.master_addr, str(spec.master_port)
-        dist.init_process_group(
-            "gloo",
-            init_method=self.resolved.url,
-            rank=spec.rank,
-            world_size=spec.world_size,
-            timeout=timedelta(seconds=spec.join_timeout_s),
-        )
+        joining = timedelta(seconds=spec.join_timeout_s)
+        meeting = self.resolved.store_file  # workers on one host meet at a file; under torchrun, at its store
+        if meeting is not None:
+            store = dist.FileStore(str(meeting), spec.world_size)
+            store.set_timeout(joining)  # every wait of the rendezvous within the join limit, as a URL's store has
+            joined: dict[str, Any] = {"store": store}
+        else:
+            joined = {"init_method": self.resolved.url}
+        dist.init_process_group("gloo", **joined, rank=spec.rank, world_size=spec.world_size, timeout=joining)
         collective_timeout(spec.timeout_s)
         # Imported here so that a replicator that fails to import becomes an error event.
         from netbench.replicators.build import build_replicator  # late: a worker loads only what its run uses

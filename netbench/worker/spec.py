@@ -82,6 +82,13 @@ class WorkerSpec(BaseModel):
         description="a schedule's straggler phases: (seconds from the first measured step, compute scale), in "
         "time order",
     )
+    rendezvous_file: str | None = Field(
+        None,
+        min_length=1,
+        description="a file store every worker reaches (the emulated nodes share one host): the process group meets "
+        "there, so joining pays no emulated round trips and puts no store traffic on the emulated links; gloo's "
+        "connections between the workers still cross them. None: the TCP store on master_addr",
+    )
     start_gate: str | None = Field(
         None,
         min_length=1,
@@ -137,15 +144,26 @@ class ResolvedSpec(BaseModel):
     init_method: Literal["tcp", "env"]
 
     @property
+    def store_file(self) -> Path | None:
+        """The rendezvous file, absolute (the worker opens it as a FileStore itself: no URL to misread), or None
+        under torchrun (its store) or without one (the TCP store)."""
+        if self.init_method == "env" or self.spec.rendezvous_file is None:
+            return None
+        return Path(self.spec.rendezvous_file).absolute()
+
+    @property
     def url(self) -> str:
         """The ``init_method`` URL for ``init_process_group``.
 
         ``env://`` when the rank came from the environment: under torchrun the elastic agent
         already hosts the store on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE), and only the env
-        rendezvous knows to join it rather than start a second server on the same port.
+        rendezvous knows to join it rather than start a second server on the same port. Otherwise
+        ``file://`` where the spec names a rendezvous file (workers on one host), else ``tcp://``.
         """
         if self.init_method == "env":
             return "env://"
+        if self.store_file is not None:
+            return f"file://{self.store_file}"
         return f"tcp://{self.spec.master_addr}:{self.spec.master_port}"
 
 
@@ -165,7 +183,10 @@ def resolve(spec: WorkerSpec, environ: Mapping[str, str] | None = None) -> Resol
     """Fill the rendezvous fields the spec leaves out from the environment (torchrun's variables)."""
     env = os.environ if environ is None else environ
     updates: dict[str, object] = {}
+    meets_at_file = spec.rendezvous_file is not None and spec.rank is not None  # no store address to know
     for field, var in _ENV_FIELDS.items():
+        if meets_at_file and field in ("master_addr", "master_port"):
+            continue
         if getattr(spec, field) is None:
             if var not in env:
                 raise SpecError(

@@ -40,7 +40,7 @@ from netbench.capture.switches import SwitchCaptures
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.trunks import TrunkCounters
-from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.forked_workers import ForkedWorker, Launcher
 from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
@@ -92,7 +92,6 @@ class RunPlan:
     started: float
     launcher: Launcher  # the fork server that starts the workers (a sweep's, held across its runs, or the run's own)
     reuse: ClusterReuse | None = None  # a sweep's cluster, held across its runs
-    port: int = RENDEZVOUS_PORT  # the rendezvous port on rank 0's node
 
     @property
     def world_size(self) -> int:
@@ -191,7 +190,6 @@ def prepare(
         started=time.time(),
         launcher=launcher,
         reuse=reuse,
-        port=reuse.next_port() if reuse is not None else RENDEZVOUS_PORT,
     )
 
 
@@ -262,15 +260,13 @@ def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[ForkedWorker]:
     rank = node * G + local rank; spec and log in workers/. ``nice``: how far each worker lowers its priority before
     it starts (:func:`worker_nice`)."""
     config = plan.dilated
-    specs = _worker_specs(
-        config, cluster, plan.run_dir, (plan.timeout_s, plan.setup_timeout_s), plan.dilation, plan.port
-    )
+    specs = _worker_specs(config, cluster, plan.run_dir, (plan.timeout_s, plan.setup_timeout_s), plan.dilation)
     placement = cluster.spec.placement
     workers = [
         (cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
         for rank, path in enumerate(specs)
     ]
-    return plan.launcher.start_workers(workers, config.threads, nice, plan.port)
+    return plan.launcher.start_workers(workers, config.threads, nice)
 
 
 def _worker_specs(
@@ -279,16 +275,14 @@ def _worker_specs(
     run_dir: RunDir,
     timeouts: tuple[float, float],
     dilation: float,
-    port: int = RENDEZVOUS_PORT,
 ) -> list[Path]:
     """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``timeouts``: (collectives,
-    joining the group); ``dilation`` paces their CPU phases.
+    joining the group); ``dilation`` paces their CPU phases. They meet at the run's rendezvous file, not at a port.
     """
     timeout_s, setup_s = timeouts
     paths = []
     g, layout = config.gpus_per_node, config.shard_layout()
     placement = cluster.spec.placement
-    master = cluster.nodes[placement[0]]
     for slot, index in enumerate(placement):
         node = cluster.nodes[index]
         for local in range(g):
@@ -296,8 +290,6 @@ def _worker_specs(
             spec = WorkerSpec(
                 rank=rank,
                 world_size=len(cluster.nodes) * g,
-                master_addr=master.address,
-                master_port=port,
                 iface=node.iface,
                 steps=config.steps,
                 warmup_steps=config.warmup_steps,
@@ -311,6 +303,7 @@ def _worker_specs(
                 compute_scale=config.cluster.topology.nodes[index].compute_scale,
                 compute_phases=scheduled.compute_phases(config, index, dilation),
                 start_gate=str(run_dir.start_gate),
+                rendezvous_file=str(run_dir.rendezvous),
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
                 **({"shard_groups": layout.shards} if layout is not None else {}),
             )
