@@ -78,7 +78,7 @@ def row(nodes: int, g: int, s: dict) -> dict:
         "nodes": nodes,
         "gpus_per_node": g,
         "accelerators": nodes * g,
-        "run_dir": s["run_dir"],
+        "run_dir": str(Path("runs") / Path(s["run_dir"]).name),  # beside the table, wherever the folder is copied
         "inter_bytes": inter,
         "inter_bytes_model": inter_model,
         "inter_rx_bytes": s["wire_rx_bytes_per_step"],

@@ -106,7 +106,7 @@ def steps_page() -> str:
         "the training loop of `netbench run` and `netbench worker`; `exec`, `netbench.step()` in a program under "
         "`netbench exec`; `sharded`, a worker sharing its node with others; `capture`, the run writer from the "
         "node's packet capture; `schedule`, the run writer under a link schedule. An optional column may be "
-        "empty, and run directories written before a column existed lack it.",
+        "empty, and a run's rows carry only the columns its writers write.",
         "",
         "| column | meaning | type | unit | written by | optional |",
         "|---|---|---|---|---|---|",

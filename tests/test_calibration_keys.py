@@ -12,6 +12,7 @@ from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import names
 from netbench.model.calibration import (
     Calibration,
+    CalibrationError,
     cost_key,
     cost_settings,
     read_calibration,
@@ -206,3 +207,17 @@ def test_an_entry_from_before_the_size_and_settings_costs_is_measured_again(cach
     assert key["calibration"] == str(SCHEMA_VERSION) == "4"
     old = {**key, "calibration": "3"}
     assert cache_path(old) != cache_path(key)
+
+
+def test_a_calibration_without_encode_and_decode_apart_is_refused_in_one_line(tmp_path) -> None:
+    """Version 1 stored encode + decode as one sum per parameter, which the step model cannot place on its two
+    phases: reading it says so and names the way out, rather than predicting with a cost split by guess."""
+    path = tmp_path / "old.json"
+    path.write_text('{"version": 1, "source": "measured", "compression_s_per_param": {"dct": 1e-08}}')
+    with pytest.raises(CalibrationError) as caught:
+        read_calibration(path)
+    message = str(caught.value)
+    assert "\n" not in message and "version" in message and "re-run netbench calibrate" in message
+    assert "1e-08" not in message  # the file's values are never echoed
+    path.write_text('{"version": 2, "source": "measured", "encode_s_per_param": {"dct": 1e-08}}')
+    assert read_calibration(path).encode_decode_s("dct", 1e6, 1) == pytest.approx((0.01, 0.0))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,6 +21,7 @@ import typer.main
 from netbench.cli import cluster_options, fields
 from netbench.cli.app import app
 
+REPO = Path(__file__).resolve().parents[1]
 TABLES = {"ReplicatorConfig": fields.REPLICATOR, "WorkloadConfig": fields.WORKLOAD, "RunConfig": fields.RUN}
 ALL = [o for table in TABLES.values() for o in table.values()]
 
@@ -118,6 +120,41 @@ def test_error_names_are_options_that_exist() -> None:
             assert name in run_options, f"ClusterSpec.{field} is reported as {name}, which `netbench run` does not have"
     for o in ALL:
         assert o.name in run_options | {"--sign", "--overlap-backward", "--capture"}
+
+
+# Long flags netbench's text names that belong to another program: the program, and what netbench does with it.
+OTHER_PROGRAMS_FLAGS = {
+    "--help": "click's: every command prints its help",
+    "--get-server-output": "iperf3: probe reads the receiver's own figures",
+    "--immediate-mode": "tcpdump: capture writes packets as they come",
+    "--queue-num": "iptables NFQUEUE: the delay line's queue",
+    "--queue-bypass": "iptables NFQUEUE: packets pass while no delay line reads the queue",
+    "--nproc-per-node": "torchrun: workers per host under `netbench worker`",
+    "--rdzv-id": "torchrun: the rendezvous a multi-host run joins",
+    "--spec": "python -m netbench.worker: the worker's spec file",
+    "--node": "python -m netbench.trace.tcp_sampler: the node it samples",
+    "--folder": "python -m netbench.trace.tcp_sampler: where it writes",
+    "--interval": "python -m netbench.trace.tcp_sampler: how often it samples",
+    "--opt": "a placeholder in a docstring: any option taking a path",
+}
+
+
+def test_every_option_netbench_text_names_is_declared() -> None:
+    """A message, docstring or comment that names ``--x`` names an option some command declares (or another
+    program's flag, listed above): a renamed option leaves no message pointing at the old name."""
+    declared = {o for c in commands().values() for p in c.params for o in p.opts + p.secondary_opts}
+    flag = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
+    unknown = [
+        f"{path.relative_to(REPO)}:{number}: {name}"
+        for path in sorted((REPO / "netbench").rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        for name in flag.findall(line)
+        if name not in declared and name not in OTHER_PROGRAMS_FLAGS
+    ]
+    assert not unknown, "options no command declares:\n" + "\n".join(unknown)
+    assert not set(OTHER_PROGRAMS_FLAGS) & declared, (
+        "a listed program's flag is now netbench's own: drop it from the list"
+    )
 
 
 def test_scheme_settings_are_replicator_config_fields() -> None:

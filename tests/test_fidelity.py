@@ -261,7 +261,7 @@ def test_auto_dilation_counts_codec_work_only_where_the_pipeline_overlaps_it_wit
     from netbench.orchestrator.prediction import predict, workload_shapes
     from netbench.orchestrator.run.dilation import overlapped_cpu_share, resolve
 
-    cal = Calibration(compression_s_per_param={"dct": 1e-8})
+    cal = Calibration(encode_s_per_param={"dct": 1e-8})
     work = WorkloadConfig(kind="shapes", shapes="gpt2-small:blocks=2", compute_ms=0)
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6, delay_s=0.02), down=DirectionSpec(rate_bps=100e6))
     one = RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="dct"), workload=work, capture=False)
@@ -365,7 +365,7 @@ def test_a_codec_slower_than_calibrated_is_flagged_with_its_figures() -> None:
         codec_speed(steps, 0.001, 0.2) is None and codec_speed(steps, None, 0.2) is None
     )  # too small to tell, or no model
     assert codec_speed(steps, 0.1, None) is None  # no predicted step
-    assert codec_speed(steps.drop(columns=["compress_cpu_s"]), 0.1, 0.2) is None  # records from before the CPU fields
+    assert codec_speed(steps.drop(columns=["compress_cpu_s"]), 0.1, 0.2) is None  # rows without the CPU fields (exec)
 
 
 def test_workers_yield_to_a_delay_line_that_could_not_raise_its_priority() -> None:

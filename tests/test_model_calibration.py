@@ -20,7 +20,7 @@ def test_round_trip(tmp_path):
         software_overhead_s=4e-5,
         software_overhead_by_collective={"all_gather": 7e-5},
         loopback_bandwidth_bps=2e10,
-        compression_s_per_param={"dct": 3e-8, "full": 0.0},
+        encode_s_per_param={"dct": 3e-8, "full": 0.0},
         acks_per_segment=0.25,
         notes={"x": "y"},
     )

@@ -86,7 +86,7 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     from netbench.model.schemes import scheme_from_config
     from netbench.model.steptime import Scenario
 
-    cal = Calibration(compression_s_per_param={"dct": 1e-6})
+    cal = Calibration(encode_s_per_param={"dct": 1e-6})
     rep = ReplicatorConfig(name="dct", bucket_mb=0.01)
     shapes = workload_shapes(WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256"), 2)
     n = declared_payload(shapes, rep, 2).collectives_per_step
@@ -116,7 +116,7 @@ def test_two_round_buckets_keep_one_latency_per_round() -> None:
     from netbench.model.schemes import scheme_from_config
     from netbench.model.steptime import Scenario
 
-    cal = Calibration(compression_s_per_param={"lowrank": 1e-6})
+    cal = Calibration(encode_s_per_param={"lowrank": 1e-6})
     rep = ReplicatorConfig(name="lowrank", bucket_mb=0.02)
     shapes = workload_shapes(WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256"), 2)
     payload = declared_payload(shapes, rep, 2)
@@ -146,7 +146,7 @@ def test_backward_overlap_by_hand() -> None:
 
 def test_predict_applies_backward_overlap_only_where_the_worker_does() -> None:
     cluster = ClusterSpec(nodes=2, up={"rate_bps": 10e6}, down={"rate_bps": 10e6})
-    cal = Calibration(compression_s_per_param={"dct": 1e-6})
+    cal = Calibration(encode_s_per_param={"dct": 1e-6})
     work = WorkloadConfig(kind="transformer")
     shapes = workload_shapes(work, 2)
     steps = {}
@@ -177,7 +177,7 @@ def test_auto_bucket_fills_the_pipe_and_caps_the_count() -> None:
 def test_predict_uses_the_pipelined_form() -> None:
     work = WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256", compute_ms=50)
     cluster = ClusterSpec(nodes=2, up={"rate_bps": 10e6}, down={"rate_bps": 10e6})
-    cal = Calibration(compression_s_per_param={"dct": 1e-6})
+    cal = Calibration(encode_s_per_param={"dct": 1e-6})
     shapes = workload_shapes(work, 2)
     plain_rep = ReplicatorConfig(name="dct")
     piped_rep = ReplicatorConfig(name="dct", bucket_mb=0.01)

@@ -12,7 +12,7 @@ from netbench.shapes import ParamShape
 SHAPES = [ParamShape(f"w{i}", (512, 512)) for i in range(8)] + [ParamShape("b", (512,))]
 DENSE = Scheme("mtdao", ReplicatorConfig(name="mtdao", params_every=1, m1_every=1, m2_every=1))
 LOWRANK = Scheme("lowrank", ReplicatorConfig(name="lowrank", rank=4))
-CALIB = Calibration(software_overhead_s=5e-5, compression_s_per_param={"lowrank": 2e-8, "mtdao": 0.0})
+CALIB = Calibration(software_overhead_s=5e-5, encode_s_per_param={"lowrank": 2e-8, "mtdao": 0.0})
 
 
 def test_bisection_helpers():

@@ -33,7 +33,7 @@ def ring_ar(nbytes, n, bps, alpha=0.0):
 
 
 def test_flat_step_is_the_sum():
-    calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
+    calib = Calibration(encode_s_per_param={"mtdao": 1e-8})
     sc = Scenario(nodes=4, up_bps=100e6, down_bps=100e6, compute_s=0.2, framing=BARE)
     est = GraphModel.star_step(MTDAO, SHAPES, sc, calib)
     one = ring_ar(DENSE, 4, 100e6)
@@ -74,7 +74,7 @@ def test_ring_step_uses_gloos_pipeline_over_tcp():
 
 
 def test_sharded_by_hand():
-    calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
+    calib = Calibration(encode_s_per_param={"mtdao": 1e-8})
     sc = Scenario(nodes=8, gpus_per_node=4, intra_bps=10e9, up_bps=100e6, down_bps=100e6, compute_s=0.1, framing=BARE)
     assert sc.machines == 2
     est = GraphModel.star_step(MTDAO, SHAPES, sc, calib)
@@ -103,7 +103,7 @@ def test_one_machine_has_no_slow_link_traffic():
 
 
 def test_overlap_takes_the_max():
-    calib = Calibration(compression_s_per_param={"mtdao": 1e-8})
+    calib = Calibration(encode_s_per_param={"mtdao": 1e-8})
     sc = Scenario(nodes=2, compute_s=10.0, framing=BARE)
     overlapped = dataclasses.replace(MTDAO, overlap=True)
     est = GraphModel.star_step(overlapped, SHAPES, sc, calib)

@@ -82,7 +82,7 @@ def test_reported_comm_equals_compute_bandwidth_holds(capsys):
 
 def test_reported_crossover_holds(capsys, tmp_path, monkeypatch):
     calib = tmp_path / "calib.json"
-    save_calibration(Calibration(source="measured", compression_s_per_param={"lowrank": 5e-8, "mtdao": 0.0}), calib)
+    save_calibration(Calibration(source="measured", encode_s_per_param={"lowrank": 5e-8, "mtdao": 0.0}), calib)
     args = (
         "--replicator",
         "lowrank,mtdao",

@@ -61,7 +61,7 @@ def test_bucket_credit_is_the_refilled_burst() -> None:
 
 
 def test_prediction_adds_measured_local_work_to_model_comm_and_compression() -> None:
-    calib = Calibration(source="measured", compression_s_per_param={"dct": 1e-8})
+    calib = Calibration(source="measured", encode_s_per_param={"dct": 1e-8})
     shapes = workload_shapes(SHAPES)
     two = predict(config("dct", 2), shapes, 0.05, calib, cpus=2)
     four = predict(config("dct", 4), shapes, 0.05, calib, cpus=2)
@@ -106,7 +106,7 @@ def test_encode_and_decode_are_predicted_separately_per_param_and_per_tensor() -
 
 
 def test_a_schema_1_file_counts_its_sum_as_encode() -> None:
-    old = Calibration(source="measured", compression_s_per_param={"dct": 3e-8})
+    old = Calibration(source="measured", encode_s_per_param={"dct": 3e-8})
     assert (
         old.encode_decode_s("dct", 1000, 5) == pytest.approx((3e-5, 0.0))
         and old.measured("dct")

@@ -109,7 +109,7 @@ def test_small_real_sweep_writes_report_and_plots(tmp_path) -> None:
     assert cli("report", str(tmp_path)).returncode == 2  # no summary.csv there: one-line user error
     # re-predicting with other model constants rewrites the predictions, not the measurements
     slow = tmp_path / "slow.json"
-    slow.write_text(Calibration(source="measured", compression_s_per_param={"full": 1e-6}).model_dump_json())
+    slow.write_text(Calibration(source="measured", encode_s_per_param={"full": 1e-6}).model_dump_json())
     assert cli("report", str(out), "--calibration", str(slow)).returncode == 0
     again = pd.read_csv(out / "summary.csv")
     assert (again["step_time_s"] == summary["step_time_s"]).all()

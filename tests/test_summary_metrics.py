@@ -15,7 +15,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.sweep.scenario import Point
 from netbench.orchestrator.sweep.sweep import point_row
-from netbench.reports.report import generate_report, with_errors
+from netbench.reports.report import NETWORK_COLUMNS, generate_report, with_errors
 from netbench.reports.style import UNKNOWN, color
 from netbench.reports.terminal import summary_table
 from netbench.rundir.summary import (
@@ -75,27 +75,9 @@ def test_summary_csv_has_the_tables_measured_and_predicted_columns(tmp_path) -> 
     assert [k for k in row if k in csv_measured()] == list(csv_measured())
     assert [k for k in row if k.startswith("pred_")] == [predicted_column(k) for k in csv_predicted()]
     assert all(row[k] == summary[k] for k in csv_measured())
-    # today's columns, by name: committed reports and CI's comparison read them
-    old = pd.read_csv(REPO / "reports" / "ci" / "summary.csv", nrows=1).columns
-    new = {
-        "pred_decode_time_s",
-        "replay_step_time_s",
-        "replay_error",
-        "forecast_error",
-        "variant",  # columns the committed sweep may predate
-        "topology",
-        "wan_bw",
-        "wan_delay",
-        "rank_order",
-        "wan_bw_bps",
-        "wan_delay_ms",
-        "bottleneck_model",
-        "busiest_link",
-        "bottleneck_measured",
-        "bottleneck_agrees",
-        "link_bytes_max_error",
-    }
-    assert set(row) <= set(old) | new and set(csv_measured()) <= set(old) | new
+    # today's columns, by name: the committed CI sweep (which CI's comparison reads) has every one
+    committed = set(pd.read_csv(REPO / "reports" / "ci" / "summary.csv", nrows=1).columns)
+    assert set(row) <= committed and set(csv_measured()) <= committed
 
 
 def test_report_md_lists_the_report_metrics(tmp_path) -> None:
@@ -105,7 +87,9 @@ def test_report_md_lists_the_report_metrics(tmp_path) -> None:
     header = next(line for line in text.splitlines() if line.startswith("| point |"))
     cells = [c.strip() for c in header.strip("|").split("|")]
     assert cells[0] == "point" and cells[-1] == "faithful"
-    assert len(cells) == 2 + sum(len(m.report) for m in report_metrics())
+    network = [heading for key, heading in NETWORK_COLUMNS.items() if key in pd.read_csv(folder / "summary.csv")]
+    assert len(cells) == 2 + sum(len(m.report) for m in report_metrics()) + len(network)
+    assert cells[-1 - len(network) : -1] == network  # the model's errors and bottlenecks, where the sweep has them
     for m in report_metrics():
         assert any(c.startswith(m.short) for c in cells), m.short
     rows = [line for line in text.splitlines() if line.startswith("| full 2n 10mbit 0ms |")]

@@ -80,8 +80,10 @@ CALIBRATION = Setting(
 )
 
 ENV_VAR = "NETBENCH_CALIBRATION"
-# 3: encode/decode costs by model size (*_s_per_param_large) and by settings (cost keys); 4: median step, not fastest
+# 2: encode and decode costs apart; 3: by model size (*_s_per_param_large) and by settings (cost keys); 4: median step,
+# not fastest
 SCHEMA_VERSION = 4
+OLDEST_READ_VERSION = 2  # a version-1 file holds only encode + decode together, which the step model cannot place
 
 
 def cost_settings(name: str) -> tuple[str, ...]:
@@ -121,7 +123,12 @@ class Calibration(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    version: int = SCHEMA_VERSION
+    version: int = Field(
+        SCHEMA_VERSION,
+        ge=OLDEST_READ_VERSION,
+        le=SCHEMA_VERSION,
+        description="the file format; netbench reads the versions from OLDEST_READ_VERSION to its own",
+    )
     source: Literal["defaults", "measured"] = "defaults"
     created: ShownText = Field("", description="ISO timestamp of the measurement")
     host: ShownText = ""
@@ -139,7 +146,8 @@ class Calibration(BaseModel):
         None, ge=0.0, description="reference only: gloo all_reduce goodput over 127.0.0.1"
     )
     compression_s_per_param: dict[str, float] = Field(
-        default_factory=dict, description="encode + decode seconds per parameter per step, by scheme"
+        default_factory=dict,
+        description="reference only: encode + decode seconds per parameter per step, by scheme (calibrate prints it)",
     )
     encode_s_per_param: dict[str, float] = Field(
         default_factory=dict, description="encode seconds per parameter per step, by scheme"
@@ -198,19 +206,17 @@ class Calibration(BaseModel):
         cost key.
         """
         scheme = self.resolve(scheme)
-        if scheme in self.encode_s_per_param:
-            return self.encode_s_per_param[scheme] + self.decode_s_per_param.get(scheme, 0.0)
-        return self.compression_s_per_param.get(scheme, 0.0)
+        return self.encode_s_per_param.get(scheme, 0.0) + self.decode_s_per_param.get(scheme, 0.0)
 
     def encode_decode_s(self, scheme: str, params: float, tensors: int) -> tuple[float, float]:
         """(encode, decode) seconds per step of ``scheme`` on ``params`` parameters in ``tensors`` tensors.
 
         ``scheme`` may be a cost key (:func:`cost_key`); one not measured uses its replicator's default
-        settings' constants. A file from before the split (schema 1) has only the sum: it counts as encode.
+        settings' constants; one measured under neither costs nothing.
         """
         scheme = self.resolve(scheme)
         if scheme not in self.encode_s_per_param:
-            return self.compression_s_per_param.get(scheme, 0.0) * params, 0.0
+            return 0.0, 0.0
         a_enc = self.per_param_at(self.encode_s_per_param[scheme], self.encode_s_per_param_large.get(scheme), params)
         a_dec = self.per_param_at(
             self.decode_s_per_param.get(scheme, 0.0), self.decode_s_per_param_large.get(scheme), params
@@ -233,7 +239,7 @@ class Calibration(BaseModel):
 
     def measured(self, scheme: str) -> bool:
         """True when ``scheme``'s (a name or cost key) encode/decode cost was measured on this host (not a default)."""
-        return scheme in self.encode_s_per_param or scheme in self.compression_s_per_param
+        return scheme in self.encode_s_per_param
 
     def digest(self) -> str:
         """A short fingerprint of the constants, so a prediction names exactly which calibration it used."""

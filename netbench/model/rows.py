@@ -35,7 +35,7 @@ def estimate_row(est: StepEstimate, calibration: Calibration) -> dict[str, Any]:
         "comm_transfer_s": est.wire.transfer_s,
         "intra_time_s": est.intra_time_s,
         "compression_time_s": est.compression_time_s,
-        "compression_calibrated": est.scheme in calibration.compression_s_per_param,
+        "compression_calibrated": est.scheme in calibration.encode_s_per_param,
         "compute_time_s": est.compute_time_s,
         "step_time_s": est.step_time_s,
         "comm_fraction": est.comm_fraction,

@@ -150,7 +150,7 @@ def _key(where: str, row: dict[str, Any]) -> Key:
     for name, bad in problems:
         if bad:
             raise CompareError(f"{where}: {name} is not a usable coordinate")
-    variant = row.get("variant")  # absent in sweeps from before variants, and on the plain star
+    variant = row.get("variant")  # empty on the plain star
     return (
         replicator,
         int(nodes),
@@ -261,8 +261,6 @@ def _sweep_side(folder: Path, grid: GridPoints | None) -> Side:
         if key not in points or not figures.ok or figures.broken_figures():  # a failed or broken duplicate of a
             points[key] = figures  # coordinate is what the comparison shows
     expected, workload = _scenario(folder, grid)
-    if expected is not None and rows and "variant" not in rows[0]:  # written before points had variants: none to match
-        expected = frozenset(k[:4] + ("",) for k in expected)
     return Side(points, expected, tuple(failed), workload, len(rows))
 
 

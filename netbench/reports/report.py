@@ -109,7 +109,7 @@ def with_errors(frame: pd.DataFrame) -> pd.DataFrame:
             if all(p in out for p in m.parts):
                 out[m.key] = sum(_num(out, p) for p in m.parts)
             pred = [_num(out, predicted_column(p)) for p in m.parts]
-            out[predicted_column(m.key)] = pred[0] + sum(p.fillna(0) for p in pred[1:])  # an old summary has no decode
+            out[predicted_column(m.key)] = pred[0] + sum(p.fillna(0) for p in pred[1:])  # no decode predicted: none
         if m.key not in out:
             continue
         measured = _num(out, m.key)

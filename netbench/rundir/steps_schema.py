@@ -16,9 +16,9 @@ Who writes a column:
 * ``capture``: the run writer, from each node's packet capture (empty without one);
 * ``schedule``: the run writer, under a link schedule (the segment each step ran in).
 
-Older run directories lack the columns added since they were written (``compute_scale``, the
-``*_cpu_s`` pair, the schedule's); a reader checks ``column in steps`` for every column that is
-not :data:`REQUIRED`. Standard library only: ``import netbench`` and the workers load it.
+A run's rows carry the columns its writers write (a ``netbench exec`` run has no ``compute_scale``
+and no ``*_cpu_s`` pair, a run without a link schedule no ``schedule_*``); a reader checks ``column in steps``
+for every column that is not :data:`REQUIRED`. Standard library only: ``import netbench`` and the workers load it.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ _WORKER: tuple[Writer, ...] = ("worker",)
 _SHARDED: tuple[Writer, ...] = ("sharded",)
 _CAPTURE: tuple[Writer, ...] = ("capture",)
 _SCHEDULE: tuple[Writer, ...] = ("schedule",)
-OPTIONAL = "optional"  # a row may leave the column empty (None); older run directories may lack it
+OPTIONAL = "optional"  # a row may leave the column empty (None): not every step or writer has the figure
 DILATED = "dilated"  # a duration the run writer divides by a dilated run's factor k (t_start/t_end stay real)
 
 

@@ -8,8 +8,8 @@ the terminal table, summary.csv's columns, report.md's points table, the figures
 rows, columns, labels and units from the :class:`Metric` entries, the way nccl-tests prints one
 fixed set of columns everywhere.
 
-JSON keys are kept as runs have always written them (old run directories and committed reports
-still read); where a key misleads, the label says what it is: ``capture_wire_bytes_per_step`` is
+JSON keys stay as runs write them (stored run directories and committed reports are read by
+these names); where a key misleads, the label says what it is: ``capture_wire_bytes_per_step`` is
 the *tx* direction of the capture ("captured tx bytes/step/node"), beside its rx twin
 ``capture_rx_wire_bytes_per_step``.
 """
@@ -326,7 +326,7 @@ FIELDS: tuple[Field, ...] = (
     ),  # bytes per link direction, the model's beside the counters' (orchestrator/run/links.py)
     Field("prediction_error", str | None),
     Field("params", int | None, **_MODEL),
-    Field("calibration", dict[str, Any] | str | None, **_MODEL),  # older runs: the source's name only
+    Field("calibration", dict[str, Any] | None, **_MODEL),  # the calibration's identity (source, file, digest)
     Field("host_cpus", int | None, **_MODEL),
 )
 METRICS: tuple[Metric, ...] = tuple(f for f in FIELDS if isinstance(f, Metric))

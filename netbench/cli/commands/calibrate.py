@@ -97,7 +97,7 @@ def calibrate(
         format_rate(result.loopback_bandwidth_bps or 0),
         result.notes.get("loopback_bandwidth_bps", ""),
     )
-    for name in result.compression_s_per_param:
+    for name in result.encode_s_per_param:
         cost = (
             f"enc {result.encode_s_per_param.get(name, 0) * 1e9:.3g} + dec "
             f"{result.decode_s_per_param.get(name, 0) * 1e9:.3g} ns/param, "
@@ -105,7 +105,7 @@ def calibrate(
         )
         table.add_row(f"compression {name}", cost, result.notes.get(f"compression.{name}", ""))
     for key, note in result.notes.items():
-        if key.startswith("compression.") and key.removeprefix("compression.") not in result.compression_s_per_param:
+        if key.startswith("compression.") and key.removeprefix("compression.") not in result.encode_s_per_param:
             table.add_row(key, "-", note)
     console.print(table)
     print(f"saved {saved}", file=sys.stderr)

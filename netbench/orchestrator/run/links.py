@@ -44,7 +44,8 @@ def access_bytes_per_step(steps: pd.DataFrame, topology: Topology, placement: tu
     counters book them a step later or after the run. So, where the last step recorded its tail (what the interface
     moved until every rank had ended its steps), the mean runs over the whole run, warm-up included, as a trunk's
     does (:func:`trunk_bytes_per_step`): from the barrier before step 0 to the barrier after the last, every byte
-    of every step in, nothing else. Older runs without the tail: the mean over the measured steps.
+    of every step in, nothing else. Without a tail (the barrier after the last step failed: a peer gone), the
+    mean over the measured steps.
     """
     if Col.TX_BYTES not in steps or measured_steps(steps).empty:
         return {}
