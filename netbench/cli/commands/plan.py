@@ -284,21 +284,11 @@ def _graphs(
 
 
 def _placed_graphs(
-    kind: str,
-    node_counts: list[int],
-    up_bps: float,
-    down_bps: float,
-    delay_s: float,
-    sites: int | None,
-    racks: int | None,
-    wan_bw: str | None,
-    wan_delay: str | None,
-    oversubscription: float | None,
+    graphs: list[Topology],
     rank_order: str,
     star_only: bool,  # sharded nodes or another algorithm than the ring: the star model only
 ) -> list[GraphModel]:
-    """The graphs with their ranks placed ([] for the star), checked before anything is computed or measured."""
-    graphs = _graphs(kind, node_counts, up_bps, down_bps, delay_s, sites, racks, wan_bw, wan_delay, oversubscription)
+    """:func:`_graphs` with their ranks placed ([] for the star), checked before anything is computed or measured."""
     if not graphs:
         if rank_order != "topology":
             raise UserError(
@@ -489,20 +479,10 @@ def plan(
     algo = algorithm.strip().lower().replace("-", "_")
     if algo not in ALGORITHMS:
         raise UserError(f"--algorithm: choose from ring, tree, halving-doubling, got {algorithm!r}")
-    models = _placed_graphs(
-        topology,
-        node_counts,
-        up_bps,
-        down_bps,
-        delay_s,
-        sites,
-        racks,
-        wan_bw,
-        wan_delay,
-        oversubscription,
-        rank_order,
-        gpus_per_node > 1 or algo != "ring",
+    graphs = _graphs(
+        topology, node_counts, up_bps, down_bps, delay_s, sites, racks, wan_bw, wan_delay, oversubscription
     )
+    models = _placed_graphs(graphs, rank_order, gpus_per_node > 1 or algo != "ring")
     if gpu.asked and models:
         raise UserError(
             "--topology: the GPU backends and the utilisation answers plan a flat cluster (leave out --topology, or "
