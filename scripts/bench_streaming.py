@@ -11,10 +11,9 @@ the workers' closing barrier that the tail also holds (:func:`closing_barrier_by
 
     python3 scripts/bench_streaming.py reports/streaming-fidelity
 
-Per point with fragment syncs and a trace (trace.json): when the ranks launched each overlapped all-gather (the
-spread between the first and the last rank), and how long it took from the last launch until every rank had it,
-beside the model's time for one call (which starts it on every rank at once): what an overlapped exchange leaves
-exposed beyond the model.
+Per point with a trace (trace.json): when the ranks launched each outer sync's all-gather (the spread between the
+first and the last rank), and how long it took from the last launch until every rank had it, beside the model's time
+for one call: what a sync the ranks reach after free-running steps costs beyond a call in lockstep.
 
 Targets: wire bytes within 2 % (per step and per fragment sync), step time within 10 % of the replay.
 """
@@ -99,9 +98,9 @@ def fragment_windows(
     return out
 
 
-def fragment_calls(run_dir: Path, warmup: int, dilation: float) -> list[tuple[float, float]]:
+def sync_calls(run_dir: Path, warmup: int, dilation: float) -> list[tuple[float, float]]:
     """(seconds between the first and the last rank's launch, seconds from the last launch until the last rank's call
-    ended) of every fragment sync's collective after the warm-up, from the run's trace (none without one). The trace
+    ended) of every outer sync's collective after the warm-up, from the run's trace (none without one). The trace
     is in wall time; a dilated run's steps, and the model, are in emulated time: wall time over ``dilation``."""
     path = run_dir / "trace.json"
     if not path.exists():
@@ -111,7 +110,7 @@ def fragment_calls(run_dir: Path, warmup: int, dilation: float) -> list[tuple[fl
     calls: dict[int, list[tuple[float, float]]] = {}
     for event in events:
         args = event.get("args") or {}
-        if event.get("ph") == "X" and event.get("cat") == "collective" and "fragment" in args:
+        if event.get("ph") == "X" and event.get("cat") == "collective":
             if args["step"] >= warmup:
                 start, end = event["ts"] / 1e6 / dilation, (event["ts"] + event["dur"]) / 1e6 / dilation
                 calls.setdefault(args["step"], []).append((start, end))
@@ -151,9 +150,9 @@ def main() -> None:
         steps = read_csv(run_dir / "steps.csv")
         exchanges = exchange_bytes(config, calibration)
         barrier = closing_barrier_bytes(calibration.framing(), config.cluster.nodes)
-        calls = fragment_calls(run_dir, config.warmup_steps, float(run.get("dilation") or 1.0))
+        calls = sync_calls(run_dir, config.warmup_steps, float(run.get("dilation") or 1.0))
         if calls:
-            model_s = statistics.median(t for label, *_, t in exchanges if label.startswith("streaming"))
+            model_s = statistics.median(t for *_, t in exchanges)
             skews, spans = zip(*calls)
             spread = f"launch spread {1e3 * statistics.median(skews):6.1f} ms (max {1e3 * max(skews):6.1f})"
             overlap_lines.append(
@@ -178,7 +177,7 @@ def main() -> None:
         print(f"{name:80} {100 * med:+6.2f}% {len(errs):7d}")
     print()
     if overlap_lines:
-        print("overlapped fragment syncs (median over syncs after the warm-up):")
+        print("outer syncs (median over syncs after the warm-up; the model's call, lockstep or skewed as it expects):")
         print("\n".join(overlap_lines))
         print()
     worst_step, worst_bytes = max(step_errors), max(byte_errors)

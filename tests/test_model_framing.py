@@ -44,12 +44,22 @@ def test_bare_tcp_flow_headers_and_acks():
 def test_gloo_control_ops_by_hand():
     f = Framing()  # preamble 48, acks 0.5
     w = f.flow(messages=1, message_bytes=1400)  # 1400 + 48 preamble = one full segment
-    # forward: data preamble + send-ready notify (48 each), 2 segments' headers, ACK for the recv-ready notify
+    # forward: data preamble + send-ready notify (48 each), 2 segments' headers, ACKs for the recv-ready notify's
+    # 48 bytes (ACKs go by full segments' worth of bytes: 0.5 per 1448)
     assert w.forward.payload == 1400
-    assert w.forward.overhead == pytest.approx(96 + 2 * 66 + 0.5 * 66)
-    # reverse: recv-ready notify (48 + 66 header) + ACKs for the 2 forward segments
+    assert w.forward.overhead == pytest.approx(96 + 2 * 66 + 0.5 * 66 * 48 / 1448)
+    # reverse: recv-ready notify (48 + 66 header) + ACKs for the 1496 bytes of the 2 forward segments
     assert w.reverse.payload == 0
-    assert w.reverse.overhead == pytest.approx(48 + 66 + 2 * 0.5 * 66)
+    assert w.reverse.overhead == pytest.approx(48 + 66 + 0.5 * 66 * (1400 + 96) / 1448)
+
+
+def test_short_segments_draw_acks_by_their_bytes_not_their_count():
+    # A receiver ACKs once more than a full segment is unacknowledged: a message's short last segment and the 48-byte
+    # ops add bytes toward the next ACK instead of one ACK per two segments.
+    f = Framing(gloo_preamble_bytes=0, acks_per_segment=0.5)
+    w = f.flow(messages=2, message_bytes=4 * 1448 + 100)  # 5 segments each, the fifth 100 bytes
+    assert w.reverse.overhead == pytest.approx(0.5 * 66 * 2 * (4 * 1448 + 100) / 1448)
+    assert w.reverse.overhead < 0.5 * 66 * 2 * 5  # fewer ACKs than one per two segments
 
 
 def test_piggybacked_flow_sends_no_pure_acks():

@@ -139,3 +139,40 @@ def test_a_two_node_fragment_sync_pays_the_late_ranks_first_half():
     assert overlapped - aligned == pytest.approx(half_s, rel=0.1)
     four = [call_cost(ex, 4, link, Framing(), "ring").time_s for ex in (sync, lockstep)]
     assert four[0] == four[1]
+
+
+def test_a_periodic_sync_follows_free_steps_unless_a_waited_for_collective_precedes_it():
+    """The ranks of DiLoCo or SparseLoCo run H - 1 steps of local work at their own pace before the outer sync, so
+    they enter it apart; a collective the ranks wait for on the step before lines them up again."""
+    from netbench.model.exchange import with_free_runs
+
+    (outer,) = with_free_runs((Exchange("all_gather", 10, period=8),))
+    assert outer.follows_free_steps and outer.runs_free
+    (every_step,) = with_free_runs((Exchange("all_gather", 10),))
+    assert not every_step.runs_free
+    halves = with_free_runs(tuple(Exchange("all_gather", 10, period=8, offset=o) for o in (4, 0)))
+    assert all(ex.follows_free_steps for ex in halves)  # three free steps before each
+    every_step_fragments = with_free_runs(tuple(Exchange("all_gather", 10, period=8, offset=o) for o in range(8)))
+    assert not any(ex.follows_free_steps for ex in every_step_fragments)
+    beside_a_dense_step = with_free_runs((Exchange("all_reduce", 10), Exchange("all_gather", 10, period=8)))
+    assert not beside_a_dense_step[1].follows_free_steps
+    overlapped_neighbour = with_free_runs(
+        tuple(Exchange("all_gather", 10, period=8, offset=o, overlap_steps=1) for o in range(8))
+    )
+    assert all(ex.runs_free for ex in overlapped_neighbour)  # launched, not waited for, on the step before
+
+
+def test_a_two_node_outer_gather_after_free_steps_pays_the_late_ranks_first_half():
+    """4-bit DiLoCo's outer all-gather on 2 nodes is priced as gloo's skewed ring of two, as an overlapped fragment
+    sync is; the same gather every step is not."""
+    from netbench.model.collectives import Link
+    from netbench.model.framing import Framing
+    from netbench.model.steptime import call_cost
+
+    (outer,) = scheme_from_config(ReplicatorConfig(name="diloco", sync_every=8, quant_bits=4)).exchanges(SHAPES, 2)
+    assert outer.collective == "all_gather" and outer.follows_free_steps
+    aligned = Exchange("all_gather", outer.bytes_per_step)
+    link = Link(10e6, 10e6, 0.0, one_way_s=0.0)
+    free, lockstep = (call_cost(ex, 2, link, Framing(), "ring").time_s for ex in (outer, aligned))
+    half_s = outer.bytes_per_step / 2 * 8 / 10e6
+    assert free - lockstep == pytest.approx(half_s, rel=0.1)

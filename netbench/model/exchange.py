@@ -8,10 +8,11 @@ buffers of different sizes (two dependent rounds) are a tuple of them. The field
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-__all__ = ["Exchange", "from_decl", "average_bytes_per_step", "rests", "communicating_share"]
+__all__ = ["Exchange", "from_decl", "average_bytes_per_step", "rests", "communicating_share", "with_free_runs"]
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,8 @@ class Exchange:
     ``period`` steps, on the step ``offset`` of the period (exchanges on different steps each follow a rest
     of their own), and its collectives may travel behind the next ``overlap_steps`` steps of local work
     before the rank waits for them (Streaming DiLoCo's fragments). ``layers`` (out of ``layer_count``) are the
-    model's layers it carries, where it carries some only (a fragment).
+    model's layers it carries, where it carries some only (a fragment). ``follows_free_steps``: a periodic call with
+    no waited-for collective on the step before it (:func:`with_free_runs`).
     """
 
     collective: Literal["all_reduce", "all_gather", "none"]
@@ -34,6 +36,7 @@ class Exchange:
     overlap_steps: int = 0
     layers: tuple[int, ...] = ()
     layer_count: int = 0
+    follows_free_steps: bool = False
 
     def __post_init__(self) -> None:
         if self.period < 1 or self.calls < 0 or self.bytes_per_step < 0 or not 0 <= self.overlap_steps < self.period:
@@ -41,6 +44,13 @@ class Exchange:
                 f"exchange {self.label or self.collective}: period >= 1, calls >= 0, bytes >= 0 and "
                 "0 <= overlap_steps < period required"
             )
+
+    @property
+    def runs_free(self) -> bool:
+        """Whether the ranks reach its call after local steps no collective aligned, so they enter it as far apart
+        as their local work drifted: an overlapped call (each rank launches it as its own step ends) or one that
+        follows free steps."""
+        return self.overlap_steps > 0 or self.follows_free_steps
 
     @property
     def step_of_period(self) -> int:
@@ -100,3 +110,30 @@ def communicating_share(exchanges: tuple[Exchange, ...] | list[Exchange]) -> flo
             key = _step_key(ex)
             periods[key] = min(periods.get(key, ex.period), ex.period)
     return min(1.0, sum(1 / p for p in periods.values()))
+
+
+def _communicates_on(ex: Exchange, step: int) -> bool:
+    """Whether ``ex`` starts its calls on ``step`` (counted from 1, as its period and offset count)."""
+    return step % ex.period == ex.step_of_period
+
+
+def _blocks(ex: Exchange) -> bool:
+    """Whether the ranks wait for ``ex``'s calls within the step that starts them (which lines them up)."""
+    return ex.collective != "none" and ex.calls > 0 and ex.bytes_per_step > 0 and ex.overlap_steps == 0
+
+
+def with_free_runs(exchanges: tuple[Exchange, ...]) -> tuple[Exchange, ...]:
+    """``exchanges`` with ``follows_free_steps`` set on the periodic ones that no waited-for collective precedes on
+    the step before (DiLoCo's and SparseLoCo's outer syncs: H - 1 steps of local work that each rank runs at its own
+    pace)."""
+    cycle = math.lcm(*(ex.period for ex in exchanges)) if exchanges else 1
+    out = []
+    for ex in exchanges:
+        aligned_before = any(
+            _blocks(other) and _communicates_on(other, step - 1)
+            for step in range(1, cycle + 1)
+            if _communicates_on(ex, step)
+            for other in exchanges
+        )
+        out.append(replace(ex, follows_free_steps=ex.period > 1 and not aligned_before))
+    return tuple(out)

@@ -15,16 +15,19 @@ set ``gloo_preamble_bytes=0`` to model bare TCP streams.
 
 How many pure ACKs a receiver sends depends on how the data reaches it (captured on netbench's switch ports, offloads
 off, so every skb is one frame). Frames spaced at the line rate are acknowledged by delayed ACK, one per two full
-segments (``acks_per_segment``). Frames that arrive back-to-back are first ACKed the same way, until the receiving
-gloo process wakes and reads; segments that land while it holds the socket are coalesced in the socket's backlog and
+segments (``acks_per_segment``). The count goes by bytes, not segments: a receiver ACKs at once when more than one full
+segment's bytes are unacknowledged (Linux, tcp_input.c ``__tcp_ack_snd_check``), so a message's short last segment and
+gloo's 48-byte ops add their bytes toward the next ACK rather than drawing one each; a flow draws ``acks_per_segment``
+ACKs per MSS of bytes delivered. Frames that arrive back-to-back are first ACKed the same way, until the receiving gloo
+process wakes and reads; segments that land while it holds the socket are coalesced in the socket's backlog and
 acknowledged once per coalesced skb, at most 64 KiB of payload apiece. ``wakeup_segments`` is how many frames a host
-delivers back-to-back before the reader takes over: the calibration's per-message software time at its loopback rate.
-On an emulated link the frames that leave back-to-back are those the shaper's token bucket lets through at once: a
-message's first :func:`~netbench.frames.shaper_burst_bytes` of its path's slowest line rate (2 ms of it, at least
-10 frames); the rest leaves at the line rate. So a 10 Mbit/s or 100 Mbit/s path is ACKed one per two segments (its
-bucket is shorter than a reader's wake-up), as are messages of a few segments on any path, while a 200 KB message
-over 1 Gbit/s (all of it in the 250 KB bucket) draws about one ACK per six segments. Captured: 0.45-0.5 at
-10-100 Mbit/s, 0.07-0.09 for 200-400 KB messages at 1 Gbit/s.
+delivers back-to-back before the reader takes over: the calibration's per-message software time at its loopback rate. On
+an emulated link the frames that leave back-to-back are those the shaper's token bucket lets through at once: a
+message's first :func:`~netbench.frames.shaper_burst_bytes` of its path's slowest line rate (2 ms of it, at least 10
+frames); the rest leaves at the line rate. So a 10 Mbit/s or 100 Mbit/s path is ACKed one per two segments (its bucket
+is shorter than a reader's wake-up), as are messages of a few segments on any path, while a 200 KB message over 1 Gbit/s
+(all of it in the 250 KB bucket) draws about one ACK per six segments. Captured: 0.45-0.5 at 10-100 Mbit/s, 0.07-0.09
+for 200-400 KB messages at 1 Gbit/s.
 """
 
 from __future__ import annotations
@@ -189,11 +192,16 @@ class Framing(BaseModel):
         rev_segments = messages * control
         hdr = self.header_bytes
         ack = 0.0 if piggyback else self.acks_per_data_segment(message_bytes + pre, path_bps) * self.ack_frame_bytes
+        # A receiver ACKs at once when more than one full segment's bytes are unacknowledged (Linux tcp_input.c,
+        # __tcp_ack_snd_check); a short segment (a message's last, a 48-byte op) only adds its bytes toward the
+        # next ACK. So ACKs go by the full segments' worth of bytes received, not by segments.
+        fwd_full = messages * (message_bytes + pre * (1 + control)) / self.mss
+        rev_full = messages * pre * control / self.mss
         forward = LinkBytes(
             payload=messages * message_bytes,
-            overhead=messages * pre * (1 + control) + fwd_segments * hdr + rev_segments * ack,
+            overhead=messages * pre * (1 + control) + fwd_segments * hdr + rev_full * ack,
         )
-        reverse = LinkBytes(payload=0.0, overhead=messages * pre * control + rev_segments * hdr + fwd_segments * ack)
+        reverse = LinkBytes(payload=0.0, overhead=messages * pre * control + rev_segments * hdr + fwd_full * ack)
         return FlowWire(forward, reverse)
 
 

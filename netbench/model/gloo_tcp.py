@@ -35,7 +35,10 @@ rate``, because of three mechanisms this module models from their sources, not f
    jitter has pushed the ranks more than one delay apart, they stay there (measured skew 48 ms,
    model 49 ms). Below one delay a skew just persists (nothing pulls the ranks together or
    apart), so the state is reached when the ranks' CPU work per step jitters by more than a delay:
-   :func:`skew_expected` (ranks whose encode + decode takes longer than a round trip).
+   :func:`skew_expected` (ranks whose encode + decode takes longer than a round trip). A call the ranks reach
+   after steps no collective aligned (an overlapped fragment sync, or a periodic outer sync after H - 1 local
+   steps) is entered as far apart as their local work drifted (4-bit DiLoCo over a 10 Mbit/s, 50 ms WAN: ranks
+   54-302 ms apart, the late rank's call 376-380 ms against 404 ms priced skewed and about 300 ms in lockstep).
 5. **rank skew with several collectives in flight** (a bucket pipeline's all_gathers spread over process groups,
    each group one TCP connection per pair carrying its collectives in the order they were started). The late
    rank's notifications ride each connection behind its own halves, and its uplink shares its rate among the
@@ -292,10 +295,11 @@ def skew_expected(
     Pipelined steps (several calls) keep the ranks within a delay (measured: 2 buckets, skew +-10 ms at 20 ms).
 
     ``free_running``: the call is launched after local steps that no collective aligned (an overlapped fragment
-    sync: the ranks run free between syncs, each launching it as its own step ends), so the ranks enter it as far
-    apart as their local work drifted, whatever the delay (measured on Streaming DiLoCo's 2-node all-gathers: the
-    ranks launched 61 ms apart at 0 ms and 137 ms at 50 ms, median; the first node's data left about 40 ms after
-    the other's, behind the late rank's first half).
+    sync, each rank launching it as its own step ends, or a periodic outer sync with no collective on the step
+    before: :attr:`~netbench.model.exchange.Exchange.runs_free`), so the ranks enter it as far apart as their local
+    work drifted, whatever the delay (measured on Streaming DiLoCo's 2-node all-gathers: the ranks launched 61 ms
+    apart at 0 ms and 137 ms at 50 ms, median; the first node's data left about 40 ms after the other's, behind the
+    late rank's first half; 4-bit DiLoCo's and SparseLoCo's outer all-gathers over 50 ms: 19-302 ms apart).
     """
     if kind != "all_gather" or peers != 2 or calls != 1:
         return False

@@ -159,7 +159,7 @@ def ring_time(
     """One call of gloo's ring over ``link`` at ``payload_Bps`` (its bottleneck's payload rate): :func:`gloo_time`."""
     delay = link.delay_s
     skewed = skew_expected(
-        exchange.collective, peers, exchange.calls, cpu_work_s, delay, free_running=exchange.overlap_steps > 0
+        exchange.collective, peers, exchange.calls, cpu_work_s, delay, free_running=exchange.runs_free
     )
     return gloo_time(
         exchange.collective,
