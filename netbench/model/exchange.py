@@ -112,9 +112,11 @@ def communicating_share(exchanges: tuple[Exchange, ...] | list[Exchange]) -> flo
     return min(1.0, sum(1 / p for p in periods.values()))
 
 
-def _communicates_on(ex: Exchange, step: int) -> bool:
-    """Whether ``ex`` starts its calls on ``step`` (counted from 1, as its period and offset count)."""
-    return step % ex.period == ex.step_of_period
+def _follows(other: Exchange, ex: Exchange) -> bool:
+    """Whether ``other`` starts its calls on a step right before one that starts ``ex``'s: some step t with
+    t = ex's step of period (mod its period) and t - 1 = other's (mod its period), which the Chinese remainder
+    theorem says exists exactly when the two residues agree modulo the periods' common divisor."""
+    return (ex.step_of_period - 1 - other.step_of_period) % math.gcd(ex.period, other.period) == 0
 
 
 def _blocks(ex: Exchange) -> bool:
@@ -126,14 +128,7 @@ def with_free_runs(exchanges: tuple[Exchange, ...]) -> tuple[Exchange, ...]:
     """``exchanges`` with ``follows_free_steps`` set on the periodic ones that no waited-for collective precedes on
     the step before (DiLoCo's and SparseLoCo's outer syncs: H - 1 steps of local work that each rank runs at its own
     pace)."""
-    cycle = math.lcm(*(ex.period for ex in exchanges)) if exchanges else 1
-    out = []
-    for ex in exchanges:
-        aligned_before = any(
-            _blocks(other) and _communicates_on(other, step - 1)
-            for step in range(1, cycle + 1)
-            if _communicates_on(ex, step)
-            for other in exchanges
-        )
-        out.append(replace(ex, follows_free_steps=ex.period > 1 and not aligned_before))
-    return tuple(out)
+    return tuple(
+        replace(ex, follows_free_steps=ex.period > 1 and not any(_blocks(o) and _follows(o, ex) for o in exchanges))
+        for ex in exchanges
+    )
