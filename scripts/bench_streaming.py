@@ -130,7 +130,7 @@ def main() -> None:
     summary = pd.read_csv(folder / "summary.csv")
     calibration = Calibration.model_validate(json.loads((folder / "calibration.json").read_text()))
     step_errors, byte_errors, window_errors = [], [], []
-    overlap_lines: list[str] = []
+    sync_lines: list[str] = []
     print(f"{'point':44} {'step':>8} {'replay':>8} {'err':>7} {'tx/step':>9} {'model':>9} {'err':>6} {'capture':>7}")
     for _, row in summary[summary["status"] == "ok"].iterrows():
         step_err = row["replay_error"]
@@ -155,7 +155,7 @@ def main() -> None:
             model_s = statistics.median(t for *_, t in exchanges)
             skews, spans = zip(*calls)
             spread = f"launch spread {1e3 * statistics.median(skews):6.1f} ms (max {1e3 * max(skews):6.1f})"
-            overlap_lines.append(
+            sync_lines.append(
                 f"{row['label']:44} {spread}, call from the last launch {1e3 * statistics.median(spans):6.1f} ms, "
                 f"model {1e3 * model_s:6.1f} ms"
             )
@@ -176,9 +176,9 @@ def main() -> None:
         medians.append((abs(med), name))
         print(f"{name:80} {100 * med:+6.2f}% {len(errs):7d}")
     print()
-    if overlap_lines:
+    if sync_lines:
         print("outer syncs (median over syncs after the warm-up; the model's call, lockstep or skewed as it expects):")
-        print("\n".join(overlap_lines))
+        print("\n".join(sync_lines))
         print()
     worst_step, worst_bytes = max(step_errors), max(byte_errors)
     worst_window = max(medians) if medians else (math.nan, "none")

@@ -46,6 +46,11 @@ class Exchange:
             )
 
     @property
+    def moves_bytes(self) -> bool:
+        """Whether it puts anything on the wire: a collective with calls and bytes."""
+        return self.collective != "none" and self.calls > 0 and self.bytes_per_step > 0
+
+    @property
     def runs_free(self) -> bool:
         """Whether the ranks reach its call after local steps no collective aligned, so they enter it as far apart
         as their local work drifted: an overlapped call (each rank launches it as its own step ends) or one that
@@ -106,7 +111,7 @@ def communicating_share(exchanges: tuple[Exchange, ...] | list[Exchange]) -> flo
     DiLoCo's F fragments): per-step averages of a once-per-burst effect scale by it."""
     periods: dict[tuple[int, int], int] = {}
     for ex in exchanges:
-        if ex.collective != "none" and ex.calls and ex.bytes_per_step:
+        if ex.moves_bytes:
             key = _step_key(ex)
             periods[key] = min(periods.get(key, ex.period), ex.period)
     return min(1.0, sum(1 / p for p in periods.values()))
@@ -121,7 +126,7 @@ def _follows(other: Exchange, ex: Exchange) -> bool:
 
 def _blocks(ex: Exchange) -> bool:
     """Whether the ranks wait for ``ex``'s calls within the step that starts them (which lines them up)."""
-    return ex.collective != "none" and ex.calls > 0 and ex.bytes_per_step > 0 and ex.overlap_steps == 0
+    return ex.moves_bytes and ex.overlap_steps == 0
 
 
 def with_free_runs(exchanges: tuple[Exchange, ...]) -> tuple[Exchange, ...]:

@@ -406,7 +406,7 @@ def _link_bytes(rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenari
     """Bytes per step on each link direction: the data of the ring hops crossing it, the ACKs of those coming back."""
     out: dict[Hop, float] = {}
     for ex in exchanges:
-        if ex.collective == "none" or ex.calls == 0 or ex.bytes_per_step == 0:
+        if not ex.moves_bytes:
             continue
         p = pattern(ex.collective, "ring", ex.bytes_per_step / ex.calls, rings.peers)
         if p is None:

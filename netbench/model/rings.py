@@ -177,7 +177,7 @@ class RingSet:
         cpu_work_s: float,
     ) -> CollectiveCost:
         """One of ``exchange``'s calls on every ring at once: the slowest ring's time, one node's wire bytes."""
-        if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
+        if not exchange.moves_bytes:
             return CollectiveCost()
         nbytes = exchange.bytes_per_step / exchange.calls
         p = pattern(exchange.collective, "ring", nbytes, self.peers)

@@ -132,7 +132,7 @@ def call_cost(
     ``paced_flight_bytes``: the largest burst of the step's calls (bbr paces every call at its rate);
     ``cpu_work_s``: each rank's encode + decode per step (whether the ranks of a ring of two drift a delay apart).
     """
-    if exchange.collective == "none" or exchange.calls == 0 or exchange.bytes_per_step == 0:
+    if not exchange.moves_bytes:
         return CollectiveCost()
     nbytes = exchange.bytes_per_step / exchange.calls
     p = pattern(exchange.collective, algorithm, nbytes, peers)
