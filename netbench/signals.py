@@ -11,7 +11,9 @@ Ctrl-C cannot stop it halfway.
 - :func:`exit_on` and :func:`signals_held`: the same for a ``with`` block (host shaping).
 - :func:`kept_until_done`, :func:`block_in_child` and :func:`ignore`: forked helpers that must
   finish their step, and processes that only their owner may end (the shaping guard).
-- :func:`handled`: any other handler for the length of a block (the worker's SIGTERM).
+- :func:`as_fresh_interpreter`: a forked worker starts with the handlers a fresh interpreter has.
+- :func:`handled`: any other handler for the length of a block (the worker's SIGTERM, the TCP sampler's
+  stop, the delay line's drain and its SIGHUP reload).
 - :func:`to_the_end`: a step that a signal may delay but not cut short (waiting for a forked child).
 """
 
@@ -148,10 +150,18 @@ def kept_until_done() -> Iterator[None]:
         raise_for(signum)
 
 
-def ignore() -> None:
-    """Ignore the stop signals for good: a process that only its owner ends (closing a pipe), never a Ctrl-C."""
-    for signum in STOP_SIGNALS:
+def ignore(signums: tuple[int, ...] = STOP_SIGNALS) -> None:
+    """Ignore ``signums`` for good: a process that only its owner ends (closing a pipe), never a Ctrl-C; or a
+    sampler's SIGTERM once it is writing its last record."""
+    for signum in signums:
         signal.signal(signum, signal.SIG_IGN)
+
+
+def as_fresh_interpreter() -> None:
+    """The stop signals as a fresh interpreter has them (Ctrl-C raises KeyboardInterrupt, the others end the process):
+    for a child forked from a process that handles them, before it runs code of its own."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
 
 
 class StopSignals:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+import netbench
 from netbench import signals
 from netbench.emulation import netns
 from netbench.signals import STOP_SIGNALS, StopSignals
@@ -239,3 +242,35 @@ def test_an_error_without_a_stop_signal_is_left_to_unwind() -> None:
     stops = StopSignals()
     stops.install()
     stops.finish(stops.stop, unwinding=RuntimeError("could not build"))  # raises nothing: the caller's error goes on
+
+
+def test_only_the_signals_module_installs_signal_handlers() -> None:
+    """Every handler netbench installs goes through netbench.signals, so one module holds how stop signals behave."""
+    package = Path(netbench.__file__).parent
+    installers = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "signals.py" and path.parent == package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "signal"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "signal"
+            ):
+                installers.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert installers == []
+
+
+def test_as_fresh_interpreter_gives_ctrl_c_its_exception_and_the_others_their_default() -> None:
+    before = _handlers()
+    try:
+        signals.ignore()
+        signals.as_fresh_interpreter()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)

@@ -274,10 +274,10 @@ def serve(config: dict) -> None:
         nonlocal stop
         stop = True
 
-    with signals.handled(
-        (signal.SIGTERM, signal.SIGINT), _stop
-    ):  # to the end: a second SIGTERM must not cut the drain short
-        signal.signal(signal.SIGHUP, control.request)
+    with (
+        signals.handled((signal.SIGTERM, signal.SIGINT), _stop),  # to the end: a second SIGTERM must not cut the drain
+        signals.handled((signal.SIGHUP,), control.request),
+    ):
         print("ready", flush=True)
         _minimal_timer_slack()
         _run_ahead_of_workers()

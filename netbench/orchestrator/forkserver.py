@@ -26,7 +26,6 @@ import importlib
 import json
 import os
 import select
-import signal
 import sys
 import traceback
 from typing import Any, NoReturn
@@ -104,8 +103,7 @@ def _child(request: dict[str, Any]) -> NoReturn:
         netns.die_with_parent(parent)
         if "netns" in request:
             netns.enter(str(request["netns"]))
-        for signum in signals.STOP_SIGNALS:  # as a fresh interpreter has them: Ctrl-C raises, the others end it
-            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+        signals.as_fresh_interpreter()
         _redirect(str(request["log"]))
         if request.get("nice"):
             os.nice(int(request["nice"]))

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from netbench import signals
 from netbench.rundir.records import RecordWriter
 
 DEFAULT_INTERVAL_S = (
@@ -89,9 +90,8 @@ def open_sockets(nodes: dict[int, str]) -> dict[int, Any]:
 def sample(nodes: dict[int, str], folder: Path, interval_s: float) -> None:
     """Sample every node until SIGTERM; then write each node's done line (samples taken, its share of the CPU seconds
     used, wall seconds)."""
-    signal.signal(signal.SIGTERM, _stop)
     began, cpu0, samples = time.time(), time.process_time(), 0
-    with contextlib.ExitStack() as stack:
+    with signals.handled((signal.SIGTERM,), _stop), contextlib.ExitStack() as stack:
         writers = {i: stack.enter_context(RecordWriter(node_file(folder, i))) for i in nodes}
         sockets = open_sockets(nodes)
         for diag in sockets.values():
@@ -109,7 +109,7 @@ def sample(nodes: dict[int, str], folder: Path, interval_s: float) -> None:
         except _Stop:
             stopped = True
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signals.ignore((signal.SIGTERM,))  # the done lines are written whole
             done = {
                 "event": "done",
                 "samples": samples,
