@@ -199,6 +199,14 @@ class Replicator(ABC):
         self.comm = GroupComm(group)
         self.steps_done = 0
         self.optimizer = self._build_optimizer()
+        self._setup(config)
+
+    def _setup(self, config: ReplicatorConfig) -> None:  # noqa: B027 - a codec without state of its own has none
+        """The codec's own state for these parameters and settings (layouts, buffers, its collectives' lanes).
+
+        Every codec shares the constructor above; it calls this last, once the group, the shapes and the base
+        optimizer are set, so a codec declares what it adds and nothing it repeats.
+        """
 
     def _build_optimizer(self) -> Stepper:
         """The base optimizer (the config's, or the replicator's default); lowrank and mtdao bring their own."""

@@ -87,14 +87,7 @@ class DCTReplicator(Replicator):
     default_optimizer = "sgd"
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         shapes = [tuple(p.shape) for p in self.params]
         device = self.params[0].device
         world = self.comm.world_size

@@ -66,14 +66,7 @@ class MTDAOReplicator(Replicator):
     default_optimizer = "adamw"  # unused: the local optimizer is always QH-Adam
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         self.anchor = torch.zeros(self.layout.numel, device=self.params[0].device)
         self.layout.gather([p.detach() for p in self.params], self.anchor)
         self.averaged = OuterMean(

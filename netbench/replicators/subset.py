@@ -34,14 +34,7 @@ class SubsetReplicator(Replicator):
     default_optimizer = "sgd"
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         self.layout = FlatLayout(self.params)
         device = self.params[0].device
         self.momentum = torch.zeros(self.layout.numel, device=device)
