@@ -133,7 +133,9 @@ main()
 
 
 def test_a_replicator_from_one_module_is_seen_everywhere(tmp_path: Path) -> None:
-    """Run's help, plan, calibration's cost keys and the figures' colours all read the toy's declaration."""
+    """A replicator added by CONTRIBUTING's recipe (tests/toy_replicator.py: a settings class, a declaration, a codec)
+    is in the registry, run's help and ``--replicator`` choices, plan, the model's payload, calibration's cost keys,
+    the figures' colours and the registry-parametrized tests, whose harness runs its sync on 2 ranks."""
     code = f"""
 import io, json, contextlib, sys
 sys.path.insert(0, {str(TESTS)!r})
@@ -162,6 +164,14 @@ for p in params:
     p.grad = torch.ones_like(p)
 stats = build_replicator(params, ReplicatorConfig(name="toy")).step()
 shapes = resolve_shapes("gpt2-small:blocks=1")
+
+# The registry-parametrized tests take it as they take every declared replicator: its preset's settings, its sync on
+# 2 gloo ranks through their harness (forked: the ranks inherit this process's registration) and their checks.
+import test_replicators as checks
+from dist_harness import run_ranks
+ranks = run_ranks(checks._run_steps, checks.WORLD, checks.CONFIGS["toy"], checks.STEPS, start_method="fork")
+checks.check_identical_parameters("toy", ranks)
+checks.check_declared_payload("toy", ranks)
 print(json.dumps({{
     "help": run("run", "--help"),
     "plan": json.loads(run("plan", "--replicator", "toy,full", "--shapes", "gpt2-small:blocks=1", "--json")),
@@ -171,6 +181,8 @@ print(json.dumps({{
     "colors": colors(),
     "collective": collective("toy"),
     "step_payload": stats.payload_bytes,
+    "tested": sorted(checks.CONFIGS),
+    "options": ReplicatorConfig.model_fields["grad_dtype"].description,
 }}))
 """
     done = _python(code, tmp_path)
@@ -185,4 +197,5 @@ print(json.dumps({{
     assert seen["colors"]["toy"] in PALETTE and seen["colors"]["toy"] not in {seen["colors"][n] for n in names()}
     assert seen["collective"] == "toy all-reduce"
     assert seen["step_payload"] == (8 * 4 + 4) * 4  # fp32, as its declaration says
+    assert "toy" in seen["tested"] and "toy" in seen["options"]  # the tests' table and its settings' help
     assert "toy" not in REGISTRY and cost_settings("toy") == ()  # registered in that process only

@@ -123,7 +123,7 @@ class DCTReplicator(Replicator):
 
     def _encode_bucket(self, b: int) -> None:
         unit = self.units[b]
-        unit.codec.accumulate(self._bucket_grads(b), self.config.beta)
+        unit.codec.accumulate(self._bucket_grads(b), self.config.momentum_decay)
         unit.pack()
 
     def _start_bucket(self, b: int):
@@ -135,7 +135,7 @@ class DCTReplicator(Replicator):
 
     def encode(self) -> torch.Tensor:
         """Fold this step's gradients into the momentum, then :meth:`pack` (unpipelined form)."""
-        self.codec.accumulate(self.grads(), self.config.beta)
+        self.codec.accumulate(self.grads(), self.config.momentum_decay)
         return self.pack()
 
     def pack(self) -> torch.Tensor:
