@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig, former_names
 from netbench.declarations.registry import REGISTRY, names, register, spec
 from netbench.declarations.spec import ReplicatorSpec
 from netbench.model.calibration import cost_settings
@@ -55,6 +55,32 @@ def test_every_declaration_is_consistent() -> None:
 def test_a_name_nobody_declared_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="unknown replicator 'zip' .choose from full, dct"):
         ReplicatorConfig(name="zip")
+
+
+def _former_names() -> dict[str, dict[str, str]]:
+    """Replicator -> {former setting name: the field it names for that replicator}, from the declarations."""
+    return {name: former_names(declared.settings) for name, declared in REGISTRY.items()}
+
+
+def test_a_stored_setting_under_its_former_name_reads_as_the_field_it_names_for_that_replicator() -> None:
+    """Stored runs and scenario files carry every setting, some under a name one field had for several replicators
+    (``beta``): each replicator reads it as its own field, and one that takes no such field drops it."""
+    renamed = _former_names()
+    assert {field for names in renamed.values() for field in names.values()} == {"momentum_decay", "beta1"}
+    for name in names():
+        stored = {k: v for k, v in ReplicatorConfig(name=name).model_dump().items() if k not in ("momentum_decay",)}
+        for old, field in renamed[name].items():
+            stored.pop(field, None)
+            config = ReplicatorConfig.model_validate({**stored, old: 0.5})
+            assert getattr(config, field) == 0.5, (name, old)
+            assert all(
+                getattr(config, other) == ReplicatorConfig.model_fields[other].default
+                for other in {"momentum_decay", "beta1"} - {field}
+            ), name
+            with pytest.raises(ValueError, match=f"{old} is the former name of {field}"):
+                ReplicatorConfig(name=name, **{old: 0.5, field: 0.4})
+        if not renamed[name]:
+            assert ReplicatorConfig.model_validate({**stored, "beta": 0.5}) == ReplicatorConfig.model_validate(stored)
 
 
 def test_a_second_declaration_under_a_taken_name_is_refused() -> None:
@@ -152,7 +178,7 @@ def run(*argv):
     return out.getvalue()
 
 from netbench.model.calibration import cost_key, cost_settings
-from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig, former_names
 from netbench.replicators.build import build_replicator
 from netbench.declarations.registry import declared_payload
 from netbench.reports.style import collective, colors

@@ -93,7 +93,7 @@ def former_names(settings: type[ReplicatorSettings] | None) -> dict[str, str]:
 
 
 def _name_the_takers() -> None:
-    """Put the replicators whose declarations take each setting in front of its help (``dct/random: ...``), as
+    """Put the replicators whose declarations take each setting in front of its help (``a/b: ...``), as
     ``netbench run --help`` lists them."""
     for field, info in ReplicatorConfig.model_fields.items():
         takers = [name for name, declared in REGISTRY.items() if field in declared.options]

@@ -91,7 +91,7 @@ def default_sweep() -> list[str]:
 
 
 def names_sentence(last: str = "or") -> str:
-    """``full, dct, ... or mtdao``: the names as help texts list them."""
+    """``a, b, ... or z``: the names as help texts list them, in listing order."""
     *rest, final = names()
     return f"{', '.join(rest)} {last} {final}" if rest else final
 

@@ -144,7 +144,7 @@ class ReplicatorSpec:
     color: str = ""  # its colour in every figure; empty: the first palette colour nobody claims
     period: Callable[[Settings], int] = _every_step  # steps between its synchronisations (timing windows)
     # False: it sends dense state as it is, so there is no encode/decode cost to calibrate; a function of the
-    # settings where some of them add a codec (mtdao's quant_bits)
+    # settings where some of them add a codec (quantizing a dense exchange)
     encodes: bool | Callable[[Settings], bool] = True
     pipelined_by_default: bool = False  # `--bucket-mb auto` cuts its step into pipelined buckets
     backward_hooks: bool = False  # starts its buckets from backward's hooks (with `overlap_backward`)

@@ -160,7 +160,7 @@ def param_shapes(params: Sequence[torch.Tensor], names: Sequence[str] | None = N
     """Shapes of live parameters, in order, as the payload formulas consume them.
 
     ``names`` are the parameters' module names (a workload's ``param_shapes()``); without them
-    parameters are called ``p0, p1, ...``, and name-based rules (lowrank's embedding) see none.
+    parameters are called ``p0, p1, ...``, and name-based rules (embeddings kept element-wise) see none.
     """
     if names is not None and len(names) != len(params):
         raise ValueError(f"{len(names)} names for {len(params)} parameters")
@@ -209,7 +209,8 @@ class Replicator(ABC):
         """
 
     def _build_optimizer(self) -> Stepper:
-        """The base optimizer (the config's, or the replicator's default); lowrank and mtdao bring their own."""
+        """The base optimizer (the config's, or the replicator's default); a codec with an optimizer of its own
+        overrides this."""
         return build_optimizer(self.params, self.config, self.default_optimizer, self.default_lr)
 
     @classmethod

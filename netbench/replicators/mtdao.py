@@ -12,7 +12,7 @@ all-reduce per state in that order (one all-gather of the state quantized, with 
 :mod:`netbench.replicators.outer_mean`). The parameters travel as their change since the last
 parameter average (every rank holds that anchor identically), so a bf16 wire rounds the change,
 not the weights. A slow first momentum keeps the shared direction alive across long local runs
-(Iacob et al. 2025); ranks must start from identical parameters, as for diloco.
+(Iacob et al. 2025); ranks must start from identical parameters, as for DiLoCo.
 """
 
 from __future__ import annotations
