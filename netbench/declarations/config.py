@@ -116,9 +116,13 @@ def fields_with_role(role: str) -> tuple[str, ...]:
 
 def command_line_fields() -> tuple[str, ...]:
     """The settings a training command (run, worker, sweep) offers as options: every field but the replicator's name
-    and those only a scenario file sets, in declaration order."""
+    and those only a scenario file sets, replicator by replicator in listing order, then those every one takes."""
+    every = dict.fromkeys(
+        [*(f for declared in REGISTRY.values() for f in declared.options), *ReplicatorConfig.model_fields]
+    )
     return tuple(
         name
-        for name, info in ReplicatorConfig.model_fields.items()
-        if name != "name" and (info.json_schema_extra or {}).get("role") != FILE_ONLY["role"]
+        for name in every
+        if name != "name"
+        and (ReplicatorConfig.model_fields[name].json_schema_extra or {}).get("role") != FILE_ONLY["role"]
     )

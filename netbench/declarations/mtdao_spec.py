@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import Field
 
 from netbench.declarations.diloco_spec import outer_exchange
-from netbench.declarations.shared_settings import FILE_ONLY, PAYLOAD, GradSettings, QuantSettings
+from netbench.declarations.shared_settings import FILE_ONLY, PAYLOAD, GradSettings, QuantSettings, decay
 from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 
 if TYPE_CHECKING:
@@ -55,8 +55,8 @@ class MTDAOSettings(GradSettings, QuantSettings):
     m2_every: int = Field(
         32, ge=1, description="steps between second-momentum all-reduces (K_v).", json_schema_extra=PAYLOAD
     )
-    beta1: float = Field(0.999, ge=0.0, lt=1.0, description="first-momentum decay.", json_schema_extra=FILE_ONLY)
-    beta2: float = Field(0.999, ge=0.0, lt=1.0, description="second-momentum decay.", json_schema_extra=FILE_ONLY)
+    beta1: float = decay(0.999, "first-momentum decay.")
+    beta2: float = decay(0.999, "second-momentum decay.")
     nu: float = Field(
         0.7,
         ge=0.0,

@@ -9,13 +9,14 @@ this module declares them, so that every composition has one method resolution o
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 __all__ = [
     "FILE_ONLY",
     "PAYLOAD",
+    "decay",
     "ReplicatorSettings",
     "GradSettings",
     "DecoupledMomentumSettings",
@@ -35,6 +36,11 @@ FILE_ONLY = {"role": "file"}
 # The role of a setting that changes the bytes a step sends or what they cost to encode (a dtype, a rate, a period,
 # a bucket size): plan and calibrate take these, as run does, because the model prices them.
 PAYLOAD = {"role": "payload"}
+
+
+def decay(default: float, description: str) -> Any:
+    """A decay constant in [0, 1) that only a scenario file sets (a momentum's beta)."""
+    return Field(default, ge=0.0, lt=1.0, description=description, json_schema_extra=FILE_ONLY)
 
 
 class ReplicatorSettings(BaseModel):
@@ -65,13 +71,7 @@ class DecoupledMomentumSettings(ValueSettings):
 
     FORMER_NAMES: ClassVar[dict[str, str]] = {"beta": "momentum_decay"}
 
-    momentum_decay: float = Field(
-        0.999,
-        ge=0.0,
-        lt=1.0,
-        description="decay of the decoupled momentum the gradients accumulate in.",
-        json_schema_extra=FILE_ONLY,
-    )
+    momentum_decay: float = decay(0.999, "decay of the decoupled momentum the gradients accumulate in.")
     sign: bool = Field(True, description="sign of the decoded update, as DeMo.")
 
 

@@ -165,8 +165,13 @@ class ReplicatorSpec:
 
     @property
     def options(self) -> tuple[str, ...]:
-        """The settings it reads: its settings class's fields."""
-        return tuple(self.settings.model_fields) if self.settings is not None else ()
+        """The settings it reads: its settings class's fields, its own first, then each base's in the order it lists
+        them."""
+        if self.settings is None:
+            return ()
+        fields = self.settings.model_fields
+        declared = (name for klass in self.settings.__mro__ for name in vars(klass).get("__annotations__", {}))
+        return tuple(dict.fromkeys(name for name in declared if name in fields))
 
     def encodes_with(self, config: Settings) -> bool:
         """Whether ``config`` gives this replicator encode/decode work to calibrate."""
