@@ -12,6 +12,7 @@ import pytest
 
 from netbench.declarations.config import ReplicatorConfig, former_names
 from netbench.declarations.registry import REGISTRY, names, register, spec
+from netbench.declarations.shared_settings import GradSettings
 from netbench.declarations.spec import ReplicatorSpec
 from netbench.model.calibration import cost_settings
 from netbench.reports.style import PALETTE, colors
@@ -81,6 +82,21 @@ def test_a_stored_setting_under_its_former_name_reads_as_the_field_it_names_for_
                 ReplicatorConfig(name=name, **{old: 0.5, field: 0.4})
         if not renamed[name]:
             assert ReplicatorConfig.model_validate({**stored, "beta": 0.5}) == ReplicatorConfig.model_validate(stored)
+
+
+def test_a_declaration_whose_settings_came_after_the_config_is_refused() -> None:
+    """A settings class can join the config only while it is composed: registered later, a declaration that reads a
+    setting the config lacks would fail at its first run, so it fails here, saying what to do."""
+
+    class LateSettings(GradSettings):
+        late_knob: int = 1
+
+    late = ReplicatorSpec(
+        name="late", summary="x", collective="x", payload=spec("full").payload, codec="x:y", settings=LateSettings
+    )
+    with pytest.raises(ValueError, match="without .late_knob.: register it before netbench.declarations.config"):
+        register(late)
+    assert "late" not in REGISTRY
 
 
 def test_a_second_declaration_under_a_taken_name_is_refused() -> None:

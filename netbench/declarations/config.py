@@ -103,6 +103,7 @@ def _name_the_takers() -> None:
 
 
 _name_the_takers()
+REGISTRY.composed(tuple(ReplicatorConfig.model_fields))
 
 
 def fields_with_role(role: str) -> tuple[str, ...]:
