@@ -61,9 +61,9 @@ class ReplicatorConfig(*_bases(), CommonSettings):
     @model_validator(mode="before")
     @classmethod
     def _former_names(cls, data: Any) -> Any:
-        """A setting under a name it had before it was split by replicator (``beta``) reads as the field it names
-        for this replicator; where this replicator takes no field of that name, it is dropped (it meant nothing
-        to it: stored runs carry every setting)."""
+        """A setting under a former name (its settings class's ``FORMER_NAMES``: ``beta``) reads as the field it
+        names for this replicator; a replicator that takes no field of that name drops it (it means nothing to it,
+        and stored runs carry every setting)."""
         if not isinstance(data, dict):
             return data
         name = data.get("name", cls.model_fields["name"].default)
