@@ -1,7 +1,7 @@
 """mtdao: three periodic exchanges, silence in between, averages of each state, and the local QH-Adam step.
 
-Declared == handed bytes on every step and falling loss are also in test_replicators (CONFIGS and
-TRAIN_CONFIGS include mtdao).
+Declared == handed bytes on every step and falling loss are also in test_replicators (with the settings of its
+declaration's test preset, as for every replicator).
 """
 
 from __future__ import annotations
