@@ -133,7 +133,7 @@ def _rank_body(rank: int, world: int, opts: dict) -> dict:
     reference = None
     if opts["reference"]:
         ref_params = [torch.nn.Parameter(p.detach().clone()) for p in params]
-        reference = _ReferenceDriver(ref_params, opts["topk"], opts["chunk"], ours.config.beta, lr=1e-3)
+        reference = _ReferenceDriver(ref_params, opts["topk"], opts["chunk"], ours.config.momentum_decay, lr=1e-3)
 
     def load_grads() -> None:  # the replicator overwrites p.grad with the update; restore it
         for p, g in zip(params, grads):

@@ -44,9 +44,11 @@ def test_cost_settings_change_the_key(settings, key) -> None:
     assert cost_key(ReplicatorConfig(**settings)) == key and scheme_of(key) == settings["name"]
 
 
-@pytest.mark.parametrize("settings", [{"lr": 0.5}, {"seed": 3}, {"beta": 0.9}, {"bucket_mb": 2.0}, {"rate": 0.3}])
+@pytest.mark.parametrize(
+    "settings", [{"lr": 0.5}, {"seed": 3}, {"momentum_decay": 0.9}, {"bucket_mb": 2.0}, {"rate": 0.3}]
+)
 def test_settings_that_change_no_codec_work_keep_the_key(settings) -> None:
-    # rate is random/striding's, not dct's; lr/seed/beta change no work; the pipeline is modelled apart
+    # rate is random/striding's, not dct's; lr/seed/momentum_decay change no work; the pipeline is modelled apart
     # (model/overlap.py)
     assert cost_key(ReplicatorConfig(name="dct", **settings)) == "dct"
 

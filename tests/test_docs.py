@@ -51,6 +51,24 @@ def test_readme_quick_start_is_what_ci_runs():
     assert any(line.startswith("python3 -m pytest -q") for line in ci)
 
 
+NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen".split()
+
+
+@pytest.mark.parametrize("page", [README, ROOT / "docs" / "concepts" / "replicators.md"], ids=lambda p: p.name)
+def test_the_replicators_counted_and_listed_are_the_declared_ones(page: Path):
+    """Where the README and the replicators page count the replicators, the count is the registry's and the sentence
+    names every declared one."""
+    from netbench.declarations.registry import names
+
+    text = " ".join(page.read_text().split())
+    counts = re.findall(rf"\b({'|'.join(NUMBER_WORDS)}) replicators: ([^.]*)", text)
+    assert counts, f"{page.name} does not count its replicators"
+    for word, sentence in counts:
+        assert word == NUMBER_WORDS[len(names())], f"{page.name} says {word} replicators, {len(names())} are declared"
+        missing = [name for name in names() if f"`{name}`" not in sentence]
+        assert not missing, f"{page.name} lists the replicators without {missing}"
+
+
 def test_every_option_has_an_entry():
     reference = _reference()
     sections = _sections(reference.cli_page())

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig, former_names
 from netbench.declarations.registry import REGISTRY, names, register, spec
+from netbench.declarations.shared_settings import GradSettings
 from netbench.declarations.spec import ReplicatorSpec
 from netbench.model.calibration import cost_settings
 from netbench.reports.style import PALETTE, colors
@@ -55,6 +56,47 @@ def test_every_declaration_is_consistent() -> None:
 def test_a_name_nobody_declared_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="unknown replicator 'zip' .choose from full, dct"):
         ReplicatorConfig(name="zip")
+
+
+def _former_names() -> dict[str, dict[str, str]]:
+    """Replicator -> {former setting name: the field it names for that replicator}, from the declarations."""
+    return {name: former_names(declared.settings) for name, declared in REGISTRY.items()}
+
+
+def test_a_stored_setting_under_its_former_name_reads_as_the_field_it_names_for_that_replicator() -> None:
+    """Stored runs and scenario files carry every setting, some under a name one field had for several replicators
+    (``beta``): each replicator reads it as its own field, and one that takes no such field drops it."""
+    renamed = _former_names()
+    assert {field for names in renamed.values() for field in names.values()} == {"momentum_decay", "beta1"}
+    for name in names():
+        stored = {k: v for k, v in ReplicatorConfig(name=name).model_dump().items() if k not in ("momentum_decay",)}
+        for old, field in renamed[name].items():
+            stored.pop(field, None)
+            config = ReplicatorConfig.model_validate({**stored, old: 0.5})
+            assert getattr(config, field) == 0.5, (name, old)
+            assert all(
+                getattr(config, other) == ReplicatorConfig.model_fields[other].default
+                for other in {"momentum_decay", "beta1"} - {field}
+            ), name
+            with pytest.raises(ValueError, match=f"{old} is the former name of {field}"):
+                ReplicatorConfig(name=name, **{old: 0.5, field: 0.4})
+        if not renamed[name]:
+            assert ReplicatorConfig.model_validate({**stored, "beta": 0.5}) == ReplicatorConfig.model_validate(stored)
+
+
+def test_a_declaration_whose_settings_came_after_the_config_is_refused() -> None:
+    """A settings class can join the config only while it is composed: registered later, a declaration that reads a
+    setting the config lacks would fail at its first run, so it fails here, saying what to do."""
+
+    class LateSettings(GradSettings):
+        late_knob: int = 1
+
+    late = ReplicatorSpec(
+        name="late", summary="x", collective="x", payload=spec("full").payload, codec="x:y", settings=LateSettings
+    )
+    with pytest.raises(ValueError, match="without .late_knob.: register it before netbench.declarations.config"):
+        register(late)
+    assert "late" not in REGISTRY
 
 
 def test_a_second_declaration_under_a_taken_name_is_refused() -> None:
@@ -133,7 +175,9 @@ main()
 
 
 def test_a_replicator_from_one_module_is_seen_everywhere(tmp_path: Path) -> None:
-    """Run's help, plan, calibration's cost keys and the figures' colours all read the toy's declaration."""
+    """A replicator added by CONTRIBUTING's recipe (tests/toy_replicator.py: a settings class, a declaration, a codec)
+    is in the registry, run's help and ``--replicator`` choices, plan, the model's payload, calibration's cost keys,
+    the figures' colours and the registry-parametrized tests, whose harness runs its sync on 2 ranks."""
     code = f"""
 import io, json, contextlib, sys
 sys.path.insert(0, {str(TESTS)!r})
@@ -150,7 +194,7 @@ def run(*argv):
     return out.getvalue()
 
 from netbench.model.calibration import cost_key, cost_settings
-from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.config import ReplicatorConfig, former_names
 from netbench.replicators.build import build_replicator
 from netbench.declarations.registry import declared_payload
 from netbench.reports.style import collective, colors
@@ -162,6 +206,14 @@ for p in params:
     p.grad = torch.ones_like(p)
 stats = build_replicator(params, ReplicatorConfig(name="toy")).step()
 shapes = resolve_shapes("gpt2-small:blocks=1")
+
+# The registry-parametrized tests take it as they take every declared replicator: its preset's settings, its sync on
+# 2 gloo ranks through their harness (forked: the ranks inherit this process's registration) and their checks.
+import test_replicators as checks
+from dist_harness import run_ranks
+ranks = run_ranks(checks._run_steps, checks.WORLD, checks.CONFIGS["toy"], checks.STEPS, start_method="fork")
+checks.check_identical_parameters("toy", ranks)
+checks.check_declared_payload("toy", ranks)
 print(json.dumps({{
     "help": run("run", "--help"),
     "plan": json.loads(run("plan", "--replicator", "toy,full", "--shapes", "gpt2-small:blocks=1", "--json")),
@@ -171,6 +223,8 @@ print(json.dumps({{
     "colors": colors(),
     "collective": collective("toy"),
     "step_payload": stats.payload_bytes,
+    "tested": sorted(checks.CONFIGS),
+    "options": ReplicatorConfig.model_fields["grad_dtype"].description,
 }}))
 """
     done = _python(code, tmp_path)
@@ -185,4 +239,5 @@ print(json.dumps({{
     assert seen["colors"]["toy"] in PALETTE and seen["colors"]["toy"] not in {seen["colors"][n] for n in names()}
     assert seen["collective"] == "toy all-reduce"
     assert seen["step_payload"] == (8 * 4 + 4) * 4  # fp32, as its declaration says
+    assert "toy" in seen["tested"] and "toy" in seen["options"]  # the tests' table and its settings' help
     assert "toy" not in REGISTRY and cost_settings("toy") == ()  # registered in that process only

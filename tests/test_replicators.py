@@ -9,7 +9,7 @@ import torch
 from dist_harness import run_ranks
 
 from netbench.declarations.config import ReplicatorConfig
-from netbench.declarations.registry import declared_payload, names
+from netbench.declarations.registry import REGISTRY, declared_payload, names, spec
 from netbench.replicators.base import param_shapes
 from netbench.replicators.build import build_replicator
 
@@ -18,32 +18,21 @@ SHAPES = [(13, 7), (70, 9), (5,), (3, 2), (16, 16), (4, 3, 5), (1, 40), ()]
 WORLD = 2
 STEPS = 6
 
-CONFIGS: dict[str, dict] = {
-    "full": dict(name="full", optimizer="sgd", lr=0.1),
-    "full-bf16": dict(name="full", grad_dtype="bf16"),
-    "dct": dict(name="dct", chunk=8, topk=4, lr=0.01),
-    "dct-bf16-int32": dict(name="dct", chunk=8, topk=3, value_dtype="bf16", index_dtype="int32", lr=0.01),
-    "dct-int64-nosign": dict(name="dct", chunk=4, topk=16, index_dtype="int64", sign=False, beta=0.9, lr=0.01),
-    "random": dict(name="random", rate=0.25, lr=0.01),
-    "random-bf16": dict(name="random", rate=0.1, value_dtype="bf16", lr=0.01),
-    "striding": dict(name="striding", rate=0.3, lr=0.01),
-    "diloco": dict(name="diloco", sync_every=3, lr=0.01),
-    "diloco-bf16": dict(name="diloco", sync_every=2, grad_dtype="bf16", lr=0.01),
-    "lowrank": dict(name="lowrank", rank=2, lr=0.01),
-    "lowrank-bf16-frac": dict(name="lowrank", rank=0.5, grad_dtype="bf16", lr=0.01),
-    "mtdao": dict(name="mtdao", params_every=2, m1_every=3, m2_every=6, lr=0.01),
-    "diloco-int8": dict(name="diloco", sync_every=3, quant_bits=8, lr=0.01),
-    "mtdao-int4": dict(name="mtdao", params_every=2, m1_every=3, m2_every=6, quant_bits=4, quant_block=32, lr=0.01),
-    "streaming": dict(name="streaming", sync_every=3, lr=0.01),
-    "streaming-4frag-int4": dict(
-        name="streaming", sync_every=4, fragments=4, fragment_sync_delay=0, quant_bits=4, quant_block=16, lr=0.01
-    ),
-    "streaming-2frag-tau1-bf16": dict(
-        name="streaming", sync_every=6, fragments=2, fragment_sync_delay=1, grad_dtype="bf16", lr=0.01
-    ),
-    "sparseloco": dict(name="sparseloco", sync_every=2, chunk=8, topk=4, lr=0.01),
-    "sparseloco-2bit": dict(name="sparseloco", sync_every=3, chunk=4, topk=3, quant_bits=2, quant_block=32, lr=0.01),
-}
+
+def configs() -> dict[str, dict]:
+    """Every declared replicator's test settings, by label: its preset's ``check`` under its name, and each variant on
+    top of it as ``name-variant`` (``full-bf16``)."""
+    out = {}
+    for name, declared in REGISTRY.items():
+        preset = declared.test_preset
+        out[name] = dict(preset.check, name=name)
+        out.update(
+            {f"{name}-{label}": {**preset.check, **more, "name": name} for label, more in preset.variants.items()}
+        )
+    return out
+
+
+CONFIGS = configs()
 
 
 def _params(shapes, seed: int = 0) -> list[torch.nn.Parameter]:
@@ -85,24 +74,20 @@ def run(key: str, steps: int = STEPS) -> list[dict]:
 
 
 def _syncs(cfg: dict, step: int) -> bool:
-    """Whether 0-based ``step`` ends with identical parameters on every rank (Streaming DiLoCo's fragments each
-    agree on their own step, the whole model never at once: tests/test_replicators_streaming.py checks them)."""
-    if cfg["name"] == "streaming" and cfg.get("fragments", 1) > 1:
+    """Whether 0-based ``step`` ends with identical parameters on every rank: on the last step of the declaration's
+    period, unless an exchange carries some layers only or lands steps after it leaves (Streaming DiLoCo's fragments
+    each agree on their own step, the whole model never at once: tests/test_replicators_streaming.py checks them)."""
+    config = ReplicatorConfig(**cfg)
+    parts = declared_payload(param_shapes(_params(SHAPES)), config, WORLD).parts()
+    if any(p.layers or p.overlap_steps or p.offset % p.period for p in parts):
         return False
-    period = {
-        "diloco": cfg.get("sync_every"),
-        "mtdao": cfg.get("params_every"),
-        "streaming": cfg.get("sync_every"),
-        "sparseloco": cfg.get("sync_every"),
-    }.get(cfg["name"]) or 1
-    return (step + 1) % period == 0
+    return (step + 1) % spec(config.name).period(config) == 0
 
 
-@pytest.mark.parametrize("key", list(CONFIGS))
-def test_every_rank_holds_identical_parameters(key):
-    ranks = run(key)
+def check_identical_parameters(key: str, ranks: list[dict]) -> None:
+    """Every rank holds the same parameters after each synchronising step, and every tensor moved."""
     initial = _params(SHAPES)
-    for step in range(STEPS):
+    for step in range(len(ranks[0]["params"])):
         if not _syncs(CONFIGS[key], step):
             continue
         for a, b in zip(ranks[0]["params"][step], ranks[1]["params"][step]):
@@ -111,16 +96,25 @@ def test_every_rank_holds_identical_parameters(key):
     assert all(moved), f"{key}: some tensors never changed ({moved})"
 
 
-@pytest.mark.parametrize("key", list(CONFIGS))
-def test_declared_payload_equals_bytes_handed_to_collectives(key):
-    cfg = CONFIGS[key]
-    decl = declared_payload(param_shapes(_params(SHAPES)), ReplicatorConfig(**cfg), WORLD)
+def check_declared_payload(key: str, ranks: list[dict]) -> None:
+    """The bytes and collectives every rank handed to gloo on each step are those its declaration gives."""
+    decl = declared_payload(param_shapes(_params(SHAPES)), ReplicatorConfig(**CONFIGS[key]), WORLD)
     assert all(part.bytes_per_step > 0 for part in decl.parts())
-    for rank in run(key):
+    for rank in ranks:
         for step, stats in enumerate(rank["stats"]):
             assert stats.payload_bytes == decl.bytes_on(step + 1), (key, step)
             assert stats.collectives == decl.collectives_on(step + 1), (key, step)
             assert stats.comm_s >= 0 and stats.compress_s >= 0 and stats.decode_s >= 0 and stats.apply_s > 0
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_every_rank_holds_identical_parameters(key):
+    check_identical_parameters(key, run(key))
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_declared_payload_equals_bytes_handed_to_collectives(key):
+    check_declared_payload(key, run(key))
 
 
 def test_full_applies_the_mean_of_the_ranks_gradients():
@@ -141,7 +135,12 @@ def test_full_bf16_is_the_mean_up_to_bf16_rounding():
         assert not torch.equal(got, mean) or mean.numel() == 1  # really travelled as bf16
 
 
-@pytest.mark.parametrize("key", ["random", "random-bf16", "striding"])
+def _selects_positions(key: str) -> bool:
+    """Whether the codec of ``key`` reports the positions it sends on a step (the subset replicators do)."""
+    return hasattr(spec(CONFIGS[key]["name"]).load(), "positions")
+
+
+@pytest.mark.parametrize("key", [key for key in CONFIGS if _selects_positions(key)])
 def test_subset_replicators_select_the_same_positions_on_every_rank(key):
     ranks = run(key)
     for step in range(STEPS):
@@ -193,18 +192,6 @@ def _diloco_average_body(rank: int, world: int, cfg: dict):
 
 # -- training --------------------------------------------------------------------------------------
 
-TRAIN_CONFIGS = {
-    "full": dict(name="full", lr=0.01),
-    "dct": dict(name="dct", chunk=8, topk=8, lr=0.003),
-    "random": dict(name="random", rate=0.25, lr=0.003),
-    "striding": dict(name="striding", rate=0.25, lr=0.003),
-    "diloco": dict(name="diloco", sync_every=10, lr=0.005),
-    "lowrank": dict(name="lowrank", rank=4, lr=0.02),
-    "mtdao": dict(name="mtdao", params_every=8, m1_every=8, m2_every=16, lr=0.01),
-    "streaming": dict(name="streaming", sync_every=10, fragments=2, fragment_sync_delay=2, quant_bits=4, lr=0.005),
-    "sparseloco": dict(name="sparseloco", sync_every=10, chunk=8, topk=16, quant_bits=2, outer_lr=1.0, lr=0.005),
-}
-
 
 def _train_body(rank: int, world: int, cfg: dict, steps: int) -> tuple[float, float]:
     """A small MLP regression; each rank trains on its own shard, loss on a shared eval set."""
@@ -235,7 +222,7 @@ def _train_body(rank: int, world: int, cfg: dict, steps: int) -> tuple[float, fl
 @pytest.mark.parametrize("name", names())
 def test_loss_falls_over_a_short_run(name):
     steps = 60
-    ranks = run_ranks(_train_body, WORLD, TRAIN_CONFIGS[name], steps, timeout=60)
+    ranks = run_ranks(_train_body, WORLD, {**spec(name).test_preset.train, "name": name}, steps, timeout=60)
     for before, after in ranks:
         assert after < 0.5 * before, f"{name}: eval loss {before:.4f} -> {after:.4f}"
 

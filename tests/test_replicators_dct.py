@@ -64,7 +64,7 @@ def test_encode_decode_reconstructs_exactly_when_k_is_the_whole_tile(chunk):
 
 def test_replicator_with_full_k_and_no_sign_applies_the_gradient_itself():
     """Through the wire format and the optimizer too: lr 1 SGD moves params by -grad."""
-    params, rep = _replicator(SHAPES, chunk=8, topk=64, sign=False, optimizer="sgd", lr=1.0, beta=0.5)
+    params, rep = _replicator(SHAPES, chunk=8, topk=64, sign=False, optimizer="sgd", lr=1.0, momentum_decay=0.5)
     grads = _grads(SHAPES, 2)
     for p, g in zip(params, grads):
         p.grad = g.clone()
@@ -88,10 +88,10 @@ def test_selection_takes_the_k_largest_magnitudes_of_every_tile():
 
 @pytest.mark.parametrize("value_dtype", ["fp32", "bf16"])
 def test_momentum_loses_exactly_what_was_sent(value_dtype):
-    params, rep = _replicator(SHAPES, chunk=8, topk=6, value_dtype=value_dtype, beta=0.9)
+    params, rep = _replicator(SHAPES, chunk=8, topk=6, value_dtype=value_dtype, momentum_decay=0.9)
     for step in range(3):
         grads = _grads(SHAPES, 10 + step)
-        rep.codec.accumulate(grads, rep.config.beta)
+        rep.codec.accumulate(grads, rep.config.momentum_decay)
         before = [m.clone() for m in rep.codec.momentum]
         rep.pack()
         for b, (m_before, m_after, sent) in enumerate(zip(before, rep.codec.momentum, _dense_sent(rep))):
@@ -225,7 +225,7 @@ def _naive_demo_update(deltas, grads, chunk, k, beta):
 
 def test_momentum_in_dct_space_matches_demo_in_parameter_space():
     shapes, chunk, k, beta = [(16, 24), (8, 8)], 8, 5, 0.9
-    params, rep = _replicator(shapes, chunk=chunk, topk=k, beta=beta, sign=False, optimizer="sgd", lr=1.0)
+    params, rep = _replicator(shapes, chunk=chunk, topk=k, momentum_decay=beta, sign=False, optimizer="sgd", lr=1.0)
     deltas = [torch.zeros(s) for s in shapes]
     for step in range(4):
         grads = _grads(shapes, 20 + step)

@@ -1,7 +1,7 @@
 """lowrank (Dion): payload by hand, the embedding rule, and distributed steps against a centralised Dion on the mean.
 
-Agreement of ranks, declared == handed bytes and falling loss are in test_replicators (its CONFIGS
-and TRAIN_CONFIGS include lowrank); here: what the update is.
+Agreement of ranks, declared == handed bytes and falling loss are in test_replicators (with the settings of its
+declaration's test preset, as for every replicator); here: what the update is.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """mtdao: three periodic exchanges, silence in between, averages of each state, and the local QH-Adam step.
 
-Declared == handed bytes on every step and falling loss are also in test_replicators (CONFIGS and
-TRAIN_CONFIGS include mtdao).
+Declared == handed bytes on every step and falling loss are also in test_replicators (with the settings of its
+declaration's test preset, as for every replicator).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_payload_parts_and_their_steps():
     assert [decl.bytes_on(s) // dense for s in range(1, 13)] == [0, 1, 1, 1, 0, 3, 0, 1, 1, 1, 0, 3]
     assert [decl.collectives_on(s) for s in range(1, 13)] == [0, 1, 1, 1, 0, 3, 0, 1, 1, 1, 0, 3]
     assert sum(decl.bytes_on(s) for s in range(1, 13)) / 12 == pytest.approx(dense * (1 / 2 + 1 / 3 + 1 / 6))
-    assert ReplicatorConfig(name="mtdao").params_every == 32 and ReplicatorConfig(name="mtdao").beta == 0.999
+    assert ReplicatorConfig(name="mtdao").params_every == 32 and ReplicatorConfig(name="mtdao").beta1 == 0.999
 
 
 def _grads(rank: int, step: int) -> list[torch.Tensor]:
@@ -114,7 +114,7 @@ def _solo(rank: int) -> dict:
 
 
 def test_local_step_is_bias_corrected_qh_adam():
-    cfg = ReplicatorConfig(name="mtdao", lr=0.1, beta=0.9, beta2=0.99, nu=0.7)
+    cfg = ReplicatorConfig(name="mtdao", lr=0.1, beta1=0.9, beta2=0.99, nu=0.7)
     p = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5]))
     rep = build_replicator([p], cfg)
     g1, g2 = torch.tensor([0.5, -1.0, 2.0]), torch.tensor([-0.25, 0.5, 1.0])

@@ -35,7 +35,9 @@ def _body(rank: int, world: int) -> tuple[list, list]:
     gen = torch.Generator().manual_seed(0)
     ours_params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES]
     ref_params = [torch.nn.Parameter(p.detach().clone()) for p in ours_params]
-    ours = build_replicator(ours_params, ReplicatorConfig(name="dct", chunk=CHUNK, topk=TOPK, beta=BETA, sign=False))
+    ours = build_replicator(
+        ours_params, ReplicatorConfig(name="dct", chunk=CHUNK, topk=TOPK, momentum_decay=BETA, sign=False)
+    )
 
     class _Optim:  # what DeMoReplicator.init reads from DeToNATION's optimizer
         param_groups = [{"params": ref_params, "lr": 1.0}]

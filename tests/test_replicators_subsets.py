@@ -91,7 +91,7 @@ def test_random_selection_depends_on_seed_and_step():
 def test_unsent_momentum_stays_local_until_its_turn(name):
     """Error feedback: what is not sent is kept (decayed by beta) and sent later."""
     shapes = [(10, 10)]
-    params, rep = _build(shapes, name=name, rate=0.5, beta=0.5, sign=False, optimizer="sgd", lr=1.0)
+    params, rep = _build(shapes, name=name, rate=0.5, momentum_decay=0.5, sign=False, optimizer="sgd", lr=1.0)
     params[0].grad = torch.full(shapes[0], 2.0)
     rep.step()
     sent = rep.positions(0)

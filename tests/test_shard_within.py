@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from netbench.declarations.config import ReplicatorConfig
-from netbench.declarations.registry import names
+from netbench.declarations.registry import names, spec
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.topology import DirectionSpec, place, sites, uniform_sites
@@ -101,17 +101,13 @@ def test_star_and_unequal_sites_are_refused() -> None:
 
 # ---- every replicator under site sharding, in real gloo processes ------------------------------
 
-SETTINGS: dict[str, dict] = {  # sizes that divide into the slices, periods that sync within STEPS
-    "full": {},
-    "dct": dict(chunk=4, topk=2),
-    "random": dict(rate=0.25),
-    "striding": dict(rate=0.25),
-    "diloco": dict(sync_every=2),
-    "lowrank": dict(rank=2),
-    "mtdao": dict(params_every=2, m1_every=2, m2_every=4),
-    "streaming": dict(sync_every=2, fragment_sync_delay=1),  # one fragment: the whole model agrees after a sync
-    "sparseloco": dict(sync_every=2, chunk=4, topk=2),
-}
+
+def _settings(name: str) -> dict:
+    """The declaration's test settings (tiles that fit the slices, a period that divides STEPS), one collective a
+    step, so the bytes sent are the slices' whole payloads."""
+    return {**spec(name).test_preset.check, "name": name, "bucket_mb": 0}
+
+
 STEPS = 4
 SHARDS = ((0, 2), (1, 3))  # 2 sites of 2, ranks interleaved across them (as in test_sites_become_sharding_groups)
 
@@ -129,7 +125,7 @@ def _site_body(rank: int, world: int, name: str) -> dict:
     from netbench.worker.sharding import sharded_replicator
 
     model = _model()
-    config = ReplicatorConfig(name=name, bucket_mb=0, lr=0.01, **SETTINGS[name])
+    config = ReplicatorConfig(**{**_settings(name), "lr": 0.01})
     spec = WorkerSpec(rank=rank, world_size=world, iface="lo", out_path="x", replicator=config, shard_groups=SHARDS)
     rep = sharded_replicator(SimpleNamespace(parameters=lambda: list(model.parameters())), spec, build_replicator, None)
     gen = torch.Generator().manual_seed(100 + rank)
@@ -160,7 +156,7 @@ def test_every_replicator_keeps_replicas_identical_and_sends_the_model_once_per_
     )
     assert digests[0]["shard_sha256"] != digests[2]["shard_sha256"]  # a site's two ranks own different slices
 
-    config = ReplicatorConfig(name=name, bucket_mb=0, **SETTINGS[name])
+    config = ReplicatorConfig(**_settings(name))
     shapes = param_shapes(list(_model().parameters()))
     whole, slice_ = declared_payload(shapes, config, 2), declared_payload(shard_shapes(shapes, 2), config, 2)
     for step in range(STEPS):

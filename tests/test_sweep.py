@@ -133,6 +133,17 @@ def test_scenario_tcp_settings_reach_every_point() -> None:
     )
 
 
+def test_a_scenario_setting_under_its_former_name_reaches_each_replicator_as_its_own_field() -> None:
+    """``beta`` named DeMo's momentum decay and MT-DAO's beta1 alike: each point reads it as its replicator's."""
+    scenario = scenario_from_dict(
+        {"grid": {"replicator": ["dct", "mtdao", "full"]}, "replicator": {"beta": 0.9}, "steps": 3}
+    )
+    read = {p.config.replicator.name: p.config.replicator for p in points(scenario, Path("/tmp"))}
+    assert (read["dct"].momentum_decay, read["dct"].beta1) == (0.9, 0.999)
+    assert (read["mtdao"].momentum_decay, read["mtdao"].beta1) == (0.999, 0.9)
+    assert (read["full"].momentum_decay, read["full"].beta1) == (0.999, 0.999)
+
+
 def test_point_key_changes_with_what_runs() -> None:
     a = points(scenario_from_dict({"grid": {"replicator": ["full"]}, "steps": 3}), Path("/tmp"))[0]
     b = points(scenario_from_dict({"grid": {"replicator": ["full"]}, "steps": 4}), Path("/tmp"))[0]

@@ -1,7 +1,9 @@
-"""A replicator added from one module, as a user would: its declaration (torch-free) and a trivial codec.
+"""A replicator added from one module through CONTRIBUTING's recipe: its settings class, its declaration (torch-free,
+with the test preset the registry-parametrized tests run it with) and its codec.
 
-The declaration registers itself on import; the codec (a dense all-reduce in bf16 halves, by reusing the
-dense baseline's implementation) is built only when ``netbench.declarations.registry`` first asks for it.
+The declaration registers itself on import, before the config is composed (so import this module before
+``netbench.declarations.config``); the codec (the dense baseline's implementation under another name) is built only
+when ``netbench.declarations.registry`` first asks for it.
 """
 
 from __future__ import annotations
@@ -10,9 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from netbench.declarations.registry import register
-from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.shared_settings import GradSettings
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.dtypes import DTYPE_BYTES
 from netbench.shapes import ParamShape
+
+
+class ToySettings(GradSettings):
+    """The toy's settings: the dense baseline's wire dtype, shared, and nothing of its own."""
 
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
@@ -26,8 +33,9 @@ SPEC = register(
         collective="toy all-reduce",
         payload=payload,
         codec=f"{__name__}:ToyReplicator",
-        options=("grad_dtype",),
+        settings=ToySettings,
         cost_settings=("grad_dtype",),
+        test_preset=TestPreset(check=dict(optimizer="sgd", lr=0.1), train=dict(lr=0.01)),
     )
 )
 

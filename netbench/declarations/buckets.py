@@ -3,8 +3,8 @@
 A pipelined replicator sends its step in several collectives so that encoding bucket i+1 and
 decoding bucket i-1 overlap with bucket i on the wire. Both the replicators and their payload
 formulas call these functions, so the collectives the model counts are the ones the workers make.
-Cuts are contiguous and as even as the unit allows: slots of a flat buffer (random, striding,
-full) or DCT tile rows of one tensor (dct), so a tensor may be split across buckets.
+Cuts are contiguous and as even as the unit allows: slots of a flat buffer (a dense or subset all-reduce) or
+tile rows of one tensor (DeMo's chunks), so a tensor may be split across buckets.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def slot_ranges(slots: int, itemsize: int, target_bytes: int) -> list[tuple[int,
 
 
 def item_ranges(item_bytes: Sequence[int], target_bytes: int) -> list[tuple[int, int]]:
-    """Contiguous ``(start, stop)`` ranges of whole items (lowrank's per-matrix parts: never split),
+    """Contiguous ``(start, stop)`` ranges of whole items (Dion's per-matrix factors: never split),
     cut where the running bytes cross multiples of an even share of the total (by each item's midpoint).
 
     ``target_bytes`` 0 (or a total that fits) gives the single range over every item.

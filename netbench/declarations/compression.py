@@ -1,11 +1,10 @@
 """One compression rate for every sparse replicator, as DeToNATION compares them.
 
 ``fraction`` is the share of a tensor's elements whose values are sent per step (``1/16``: one
-value in sixteen). It maps onto each replicator's own knob: dct keeps ``fraction * s * s``
-coefficients of every s x s chunk (top-k), random and striding send ``fraction`` of each tensor
-(their rate). The payload then follows from each replicator's own formula (indices, where sent,
-come on top of the values). Replicators that send every element (full, diloco, lowrank, mtdao)
-have no such knob.
+value in sixteen). Each declaration's ``compression`` maps it onto the replicator's own knob: one that sends a
+chunk-wise top-k keeps ``fraction * s * s`` coefficients of every s x s chunk, one that sends a rate of every tensor
+sends ``fraction`` of it. The payload then follows from each replicator's own formula (indices, where sent, come
+on top of the values). Replicators that send every element declare no such map.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ def compressible() -> tuple[str, ...]:
 
 
 def compression_help() -> str:
-    """Which knob ``--compression`` sets for each replicator: ``dct (top-k per chunk), random (rate), ...``."""
+    """Which knob ``--compression`` sets for each replicator: ``NAME (top-k per chunk), OTHER (rate), ...``."""
     return ", ".join(f"{name} ({REGISTRY[name].compression_knob})" for name in compressible())
 
 

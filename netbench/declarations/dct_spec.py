@@ -7,7 +7,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from netbench.declarations.buckets import Piece, bucket_bytes, row_band_buckets
-from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.shared_settings import (
+    BackwardHookSettings,
+    BucketSettings,
+    DecoupledMomentumSettings,
+    TileSettings,
+)
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.declarations.tiling import TilePlan
 from netbench.dtypes import DTYPE_BYTES
 
@@ -96,6 +102,10 @@ def compression(fraction: float, config: Settings) -> dict[str, Any]:
     return {"topk": max(1, min(side, round(fraction * side)))}
 
 
+class DCTSettings(DecoupledMomentumSettings, TileSettings, BucketSettings, BackwardHookSettings):
+    """DeMo's settings: the decoupled momentum, its chunks' top-k and how a step is cut into buckets."""
+
+
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=90,
     state_bytes_per_param=16,  # the DCT momentum and three scratch tiles, fp32 (plain SGD steps: no state)
@@ -106,7 +116,16 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.dct:DCTReplicator",
     order=1,
-    options=("topk", "chunk", "value_dtype", "index_dtype", "sign", "bucket_mb", "overlap_backward"),
+    settings=DCTSettings,
+    test_preset=TestPreset(
+        check=dict(chunk=4, topk=2, lr=0.01),
+        train=dict(chunk=8, topk=8, lr=0.003),
+        variants={
+            "chunk8": dict(chunk=8, topk=4),
+            "bf16-int32": dict(chunk=8, topk=3, value_dtype="bf16", index_dtype="int32"),
+            "int64-nosign": dict(chunk=4, topk=16, index_dtype="int64", sign=False, momentum_decay=0.9),
+        },
+    ),
     cost_settings=("chunk", "topk", "value_dtype", "index_dtype", "sign"),
     color="#d62728",
     pipelined_by_default=True,

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from netbench.declarations.quant_wire import quantized_bytes
-from netbench.declarations.spec import Collective, PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.shared_settings import GradSettings, OuterMomentumSettings, QuantSettings
+from netbench.declarations.spec import Collective, PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.dtypes import DTYPE_BYTES
 
 if TYPE_CHECKING:
@@ -37,6 +38,10 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
     return PayloadDecl(collective, nbytes, period=config.sync_every)
 
 
+class DiLoCoSettings(GradSettings, OuterMomentumSettings, QuantSettings):
+    """DiLoCo's settings: its period and outer optimizer, and the outer exchange's dtype or quantization."""
+
+
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=80,  # the H100 profile: 8 bytes a parameter a step at sync_every 10
     state_bytes_per_param=state_bytes,
@@ -46,7 +51,12 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.diloco:DiLoCoReplicator",
     order=4,
-    options=("grad_dtype", "sync_every", "outer_lr", "outer_momentum", "quant_bits", "quant_block"),
+    settings=DiLoCoSettings,
+    test_preset=TestPreset(
+        check=dict(sync_every=2, lr=0.01),
+        train=dict(sync_every=10, lr=0.005),
+        variants={"bf16": dict(sync_every=3, grad_dtype="bf16"), "int8": dict(sync_every=3, quant_bits=8)},
+    ),
     cost_settings=("sync_every", "grad_dtype", "quant_bits", "quant_block"),  # the period: its average divides by it
     color="#ff7f0e",
     period=period,

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from netbench.declarations.buckets import bucket_bytes, slot_ranges
-from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.shared_settings import BucketSettings, GradSettings
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.dtypes import DTYPE_BYTES
 
 if TYPE_CHECKING:
@@ -23,6 +24,10 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
     return flat_all_reduce(sum(s.numel for s in shapes), DTYPE_BYTES[config.grad_dtype], config)
 
 
+class FullSettings(GradSettings, BucketSettings):
+    """The dense baseline's settings: its wire dtype and its buckets."""
+
+
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=10,
     in_default_sweep=True,
@@ -32,7 +37,10 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.full:FullReplicator",
     order=0,
-    options=("grad_dtype", "bucket_mb"),
+    settings=FullSettings,
+    test_preset=TestPreset(
+        check=dict(optimizer="sgd", lr=0.1), train=dict(lr=0.01), variants={"bf16": dict(grad_dtype="bf16")}
+    ),
     cost_settings=("grad_dtype",),
     color="#1f77b4",
     state_bytes_per_param=8,  # AdamW's two moments (its flat wire buffer is the payload's)

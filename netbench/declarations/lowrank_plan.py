@@ -4,7 +4,7 @@ Pure shape arithmetic, shared by the replicator's buffers and its payload declar
 by ``netbench plan``), so the two cannot disagree:
 
 * a tensor with two or more dimensions is a matrix, viewed as m x n (m = first dimension, n =
-  the rest, as :mod:`netbench.replicators.dct` tiles them); its rank is ``rank`` itself when that is
+  the rest, as :mod:`netbench.declarations.tiling` tiles them); its rank is ``rank`` itself when that is
   at least 1, else ``ceil(rank * min(m, n))``, never above min(m, n);
 * a matrix is *factored* (P: m x r and R: n x r on the wire) when (m + n) r < m n, otherwise
   the whole momentum-plus-gradient matrix is all-reduced densely; both give the same update;

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pydantic import Field, field_validator
+
 from netbench.declarations.buckets import bucket_bytes, item_ranges
 from netbench.declarations.lowrank_plan import LowRankPlan
-from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.shared_settings import PAYLOAD, BucketSettings, GradSettings, SeedSettings
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.dtypes import DTYPE_BYTES
 
 if TYPE_CHECKING:
@@ -38,6 +41,27 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
     )
 
 
+class LowRankSettings(GradSettings, BucketSettings, SeedSettings):
+    """Dion's settings: the factors' rank and the momentum's decay."""
+
+    rank: float = Field(
+        4,
+        gt=0,
+        description="factor rank r (an integer >= 1) or a fraction of min(m, n) (< 1).",
+        json_schema_extra=PAYLOAD,
+    )
+    mu: float = Field(
+        0.95, ge=0.0, lt=1.0, description="momentum decay mu, in [0, 1)."
+    )  # error feedback keeps 1 - mu of what was sent
+
+    @field_validator("rank")
+    @classmethod
+    def _rank_integral_when_absolute(cls, v: float) -> float:
+        if v >= 1 and v != int(v):
+            raise ValueError(f"must be an integer >= 1 or a fraction below 1, got {v:g}")
+        return v
+
+
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=70,
     state_bytes_per_param=4,  # the matrices' momenta, fp32 (SGD on them; the element-wise rest is small)
@@ -47,7 +71,12 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.lowrank:LowRankReplicator",
     order=5,
-    options=("grad_dtype", "rank", "mu", "bucket_mb"),
+    settings=LowRankSettings,
+    test_preset=TestPreset(
+        check=dict(rank=2, lr=0.01),
+        train=dict(rank=4, lr=0.02),
+        variants={"bf16-frac": dict(rank=0.5, grad_dtype="bf16")},
+    ),
     cost_settings=("rank", "grad_dtype"),
     color="#8c564b",
 )

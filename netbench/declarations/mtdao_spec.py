@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import Field
 
 from netbench.declarations.diloco_spec import outer_exchange
-from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.shared_settings import FILE_ONLY, PAYLOAD, GradSettings, QuantSettings, decay
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape
@@ -38,6 +41,31 @@ def state_bytes(config: Settings) -> float:
     return 24 + (4 if config.quant_bits else 0)
 
 
+class MTDAOSettings(GradSettings, QuantSettings):
+    """MT-DAO's settings: the periods of its three averaged states and its local QH-Adam's constants."""
+
+    FORMER_NAMES: ClassVar[dict[str, str]] = {"beta": "beta1"}
+
+    params_every: int = Field(
+        32, ge=1, description="steps between parameter all-reduces (K_x).", json_schema_extra=PAYLOAD
+    )
+    m1_every: int = Field(
+        32, ge=1, description="steps between first-momentum all-reduces (K_1).", json_schema_extra=PAYLOAD
+    )
+    m2_every: int = Field(
+        32, ge=1, description="steps between second-momentum all-reduces (K_v).", json_schema_extra=PAYLOAD
+    )
+    beta1: float = decay(0.999, "first-momentum decay.")
+    beta2: float = decay(0.999, "second-momentum decay.")
+    nu: float = Field(
+        0.7,
+        ge=0.0,
+        le=1.0,
+        description="quasi-hyperbolic weight of the momentum against the gradient.",
+        json_schema_extra=FILE_ONLY,
+    )
+
+
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=0,
     state_bytes_per_param=state_bytes,
@@ -47,7 +75,12 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.mtdao:MTDAOReplicator",
     order=6,
-    options=("grad_dtype", "params_every", "m1_every", "m2_every", "beta", "beta2", "nu", "quant_bits", "quant_block"),
+    settings=MTDAOSettings,
+    test_preset=TestPreset(
+        check=dict(params_every=2, m1_every=3, m2_every=6, lr=0.01),
+        train=dict(params_every=8, m1_every=8, m2_every=16, lr=0.01),
+        variants={"int4": dict(quant_bits=4, quant_block=32)},
+    ),
     cost_settings=("quant_bits", "quant_block"),  # quantized: its codec's encode and decode
     color="#17becf",
     period=period,

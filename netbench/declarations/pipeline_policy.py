@@ -8,10 +8,11 @@ __all__ = ["behind_for", "READY", "ENCODE_FIRST"]
 READY = 0  # ``behind`` = 0: decode what has arrived, block only after the last start
 ENCODE_FIRST = None  # ``behind`` = None: start every bucket, then wait and decode in order
 
-# Measured (scripts/race_reference.py --bucket-mb MB, dct, 100mbit + 20 ms, gpt2-small:blocks=2, reports/pipeline/
-# race-lanes.txt): with a lane per two buckets, 7 buckets, READY ran 1.31x the overlap limit (it decodes arrivals
-# while buckets are left to encode, so the last buckets start late), encoding first 1.09x. Where buckets queue on
-# one lane, each encoded-first bucket waits out the ones before it, and READY decodes while they wait.
+# Measured (scripts/race_reference.py --bucket-mb MB, DeMo's top-k, 100mbit + 20 ms, gpt2-small:blocks=2,
+# reports/pipeline/race-lanes.txt): with a lane per two buckets, 7 buckets, READY ran 1.31x the overlap limit (it
+# decodes arrivals while buckets are left to encode, so the last buckets start late), encoding first 1.09x. Where
+# buckets queue on one lane, each encoded-first bucket waits out the ones before it, and READY decodes while they
+# wait.
 
 
 def behind_for(concurrent: bool) -> int | None:

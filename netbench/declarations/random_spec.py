@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from netbench.declarations.full_spec import flat_all_reduce
-from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.shared_settings import PAYLOAD, BucketSettings, DecoupledMomentumSettings, SeedSettings
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.dtypes import DTYPE_BYTES
 
 if TYPE_CHECKING:
     from netbench.shapes import ParamShape
 
-SUBSET_OPTIONS = ("rate", "value_dtype", "sign", "bucket_mb")
 SUBSET_COST_SETTINGS = ("rate", "value_dtype", "sign")
 
 
@@ -35,6 +37,14 @@ def rate_compression(fraction: float, config: Settings) -> dict[str, Any]:
     return {"rate": fraction}
 
 
+class SubsetSettings(DecoupledMomentumSettings, BucketSettings, SeedSettings):
+    """The settings of a replicator that all-reduces a subset of a decoupled momentum's positions."""
+
+    rate: float = Field(
+        0.1, gt=0.0, le=1.0, description="fraction sent per step, in (0, 1].", json_schema_extra=PAYLOAD
+    )  # of each tensor
+
+
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=90,
     state_bytes_per_param=8,  # the decoupled momentum and the update, fp32 (plain SGD steps)
@@ -45,7 +55,12 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.random_subset:RandomReplicator",
     order=2,
-    options=SUBSET_OPTIONS,
+    settings=SubsetSettings,
+    test_preset=TestPreset(
+        check=dict(rate=0.25, lr=0.01),
+        train=dict(rate=0.25, lr=0.003),
+        variants={"bf16": dict(rate=0.1, value_dtype="bf16")},
+    ),
     cost_settings=SUBSET_COST_SETTINGS,
     color="#2ca02c",
     compression=rate_compression,

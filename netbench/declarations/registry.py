@@ -38,6 +38,7 @@ class Registry(Mapping[str, ReplicatorSpec]):
     def __init__(self) -> None:
         self._specs: dict[str, ReplicatorSpec] = {}
         self._found = False
+        self._composed: frozenset[str] | None = None  # the config's fields, once it is composed
 
     def _built_in(self) -> dict[str, ReplicatorSpec]:
         if not self._found:
@@ -53,8 +54,19 @@ class Registry(Mapping[str, ReplicatorSpec]):
         taken = self._specs.get(declared.name)
         if taken is not None and taken != declared:
             raise ValueError(f"replicator {declared.name!r} is declared twice")
+        unknown = set(declared.options) - self._composed if self._composed is not None else set()
+        if unknown:
+            raise ValueError(
+                f"replicator {declared.name!r} reads settings the config was composed without "
+                f"({', '.join(sorted(unknown))}): register it before netbench.declarations.config is imported"
+            )
         self._specs[declared.name] = declared
         return declared
+
+    def composed(self, fields: Sequence[str]) -> None:
+        """Note the fields :class:`~netbench.declarations.config.ReplicatorConfig` was composed with: a declaration
+        registered afterwards may read only those (its own settings class cannot join the composition any more)."""
+        self._composed = frozenset(fields)
 
     def __getitem__(self, name: str) -> ReplicatorSpec:
         return self._built_in()[name]
@@ -91,7 +103,7 @@ def default_sweep() -> list[str]:
 
 
 def names_sentence(last: str = "or") -> str:
-    """``full, dct, ... or mtdao``: the names as help texts list them."""
+    """``a, b, ... or z``: the names as help texts list them, in listing order."""
     *rest, final = names()
     return f"{', '.join(rest)} {last} {final}" if rest else final
 

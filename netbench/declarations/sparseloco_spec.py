@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
 from netbench.declarations.dct_spec import compression, index_dtype_name
 from netbench.declarations.quant_wire import quantized_bytes
-from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.shared_settings import OuterStepSettings, QuantSettings, TileSettings, ValueSettings
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.declarations.tiling import TilePlan
 from netbench.dtypes import DTYPE_BYTES
 
@@ -38,6 +41,18 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
     return PayloadDecl("all_gather", positions + value_bytes(plan.coefficients, config), period=config.sync_every)
 
 
+class SparseLoCoSettings(ValueSettings, TileSettings, OuterStepSettings, QuantSettings):
+    """SparseLoCo's settings: DeMo's chunk-wise top-k, DiLoCo's period and outer step, the values' wire format and
+    the error feedback's decay."""
+
+    error_decay: float = Field(
+        0.95,
+        ge=0.0,
+        lt=1.0,
+        description="decay of the error-feedback buffer the outer gradient accumulates in.",
+    )
+
+
 SPEC = ReplicatorSpec(
     name="sparseloco",
     summary="local steps; every sync_every steps the top-k of an error-fed outer gradient, low-bit, all-gathered",
@@ -45,16 +60,14 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.sparseloco:SparseLoCoReplicator",
     order=8,
-    options=(
-        "sync_every",
-        "outer_lr",
-        "topk",
-        "chunk",
-        "value_dtype",
-        "index_dtype",
-        "quant_bits",
-        "quant_block",
-        "error_decay",
+    settings=SparseLoCoSettings,
+    test_preset=TestPreset(
+        check=dict(sync_every=2, chunk=4, topk=2, lr=0.01),
+        train=dict(sync_every=10, chunk=8, topk=16, quant_bits=2, outer_lr=1.0, lr=0.005),
+        variants={
+            "chunk8": dict(chunk=8, topk=4),
+            "2bit": dict(sync_every=3, chunk=4, topk=3, quant_bits=2, quant_block=32),
+        },
     ),
     cost_settings=("sync_every", "chunk", "topk", "value_dtype", "index_dtype", "quant_bits", "quant_block"),
     color="#bcbd22",

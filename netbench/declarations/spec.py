@@ -10,14 +10,15 @@ class that does the work with torch is named by ``codec`` (``module:Class``) and
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    from netbench.declarations.shared_settings import ReplicatorSettings
     from netbench.shapes import ParamShape
 
-__all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings", "SettingError"]
+__all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings", "SettingError", "TestPreset"]
 
 Collective = Literal["all_reduce", "all_gather", "none"]
 
@@ -102,14 +103,33 @@ def _every_step(config: Settings) -> int:
 
 
 @dataclass(frozen=True)
+class TestPreset:
+    """The settings the test suite checks and trains a replicator with, so every test takes every declared
+    replicator from the registry and none keeps a table of its own.
+
+    ``check``: settings for a few steps on tiny tensors (16-wide and smaller, some 1-D, a scalar) on 2 ranks, and on
+    4 ranks that shard a small MLP in halves: tiles that fit the halves, and a period that divides 4 steps.
+    ``variants``: more settings checked on 2 ranks, each on top of ``check`` and named for what it adds (``bf16``,
+    ``int4``). ``train``: settings under which 60 steps of a small MLP on 2 ranks at least halve its loss.
+    """
+
+    __test__ = False  # a declaration's data, not a test class for pytest to collect
+
+    check: Mapping[str, Any] = field(default_factory=dict)
+    train: Mapping[str, Any] = field(default_factory=dict)
+    variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ReplicatorSpec:
     """One replicator, as everything but its torch implementation sees it.
 
-    ``options`` are the :class:`~netbench.declarations.config.ReplicatorConfig` fields it reads (their
-    ranges and help live on the field, declared once for every replicator that shares it; the command
-    line's help names the replicators that take each). ``cost_settings`` are those of them that change
-    its encode/decode work per parameter, so a calibration keyed by them never prices one setting with
-    another's cost.
+    ``settings`` is its settings class (:mod:`netbench.declarations.shared_settings`): the fields it reads, each
+    with its range and help, declared beside the declaration or, where several replicators read it, once in a
+    shared class it inherits; :class:`~netbench.declarations.config.ReplicatorConfig` composes every declaration's
+    class. ``options`` are that class's fields (the command line's help names the replicators that take each).
+    ``cost_settings`` are those of them that change its encode/decode work per parameter, so a calibration keyed
+    by them never prices one setting with another's cost.
     """
 
     name: str
@@ -118,12 +138,13 @@ class ReplicatorSpec:
     payload: PayloadFormula  # bytes per communicating step, from shapes and settings alone
     codec: str  # "module:Class" of the torch implementation, imported on first use
     order: int = 100  # place in listings and in `all` (the dense baseline first)
-    options: tuple[str, ...] = ()
+    settings: type[ReplicatorSettings] | None = None  # None: it reads no setting of its own
+    test_preset: TestPreset = field(default_factory=TestPreset)  # what the tests check and train it with
     cost_settings: tuple[str, ...] = ()
     color: str = ""  # its colour in every figure; empty: the first palette colour nobody claims
     period: Callable[[Settings], int] = _every_step  # steps between its synchronisations (timing windows)
     # False: it sends dense state as it is, so there is no encode/decode cost to calibrate; a function of the
-    # settings where some of them add a codec (mtdao's quant_bits)
+    # settings where some of them add a codec (quantizing a dense exchange)
     encodes: bool | Callable[[Settings], bool] = True
     pipelined_by_default: bool = False  # `--bucket-mb auto` cuts its step into pipelined buckets
     backward_hooks: bool = False  # starts its buckets from backward's hooks (with `overlap_backward`)
@@ -141,6 +162,16 @@ class ReplicatorSpec:
     # state and its own buffers, counted from its implementation (the buffers its collectives need follow from its
     # payload); a function of the settings where they change it. What the planner's memory check adds up.
     state_bytes_per_param: float | Callable[[Settings], float] = 0.0
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The settings it reads: its settings class's fields, its own first, then each base's in the order it lists
+        them."""
+        if self.settings is None:
+            return ()
+        fields = self.settings.model_fields
+        declared = (name for klass in self.settings.__mro__ for name in vars(klass).get("__annotations__", {}))
+        return tuple(dict.fromkeys(name for name in declared if name in fields))
 
     def encodes_with(self, config: Settings) -> bool:
         """Whether ``config`` gives this replicator encode/decode work to calibrate."""

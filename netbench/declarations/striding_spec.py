@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from netbench.declarations.full_spec import flat_all_reduce
-from netbench.declarations.random_spec import SUBSET_COST_SETTINGS, SUBSET_OPTIONS, rate_compression
-from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings
+from netbench.declarations.random_spec import SUBSET_COST_SETTINGS, SubsetSettings, rate_compression
+from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.dtypes import DTYPE_BYTES
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ SPEC = ReplicatorSpec(
     payload=payload,
     codec="netbench.replicators.striding:StridingReplicator",
     order=3,
-    options=SUBSET_OPTIONS,
+    settings=SubsetSettings,
+    test_preset=TestPreset(check=dict(rate=0.3, lr=0.01), train=dict(rate=0.25, lr=0.003)),
     cost_settings=SUBSET_COST_SETTINGS,
     color="#9467bd",
     compression=rate_compression,

@@ -160,7 +160,7 @@ def param_shapes(params: Sequence[torch.Tensor], names: Sequence[str] | None = N
     """Shapes of live parameters, in order, as the payload formulas consume them.
 
     ``names`` are the parameters' module names (a workload's ``param_shapes()``); without them
-    parameters are called ``p0, p1, ...``, and name-based rules (lowrank's embedding) see none.
+    parameters are called ``p0, p1, ...``, and name-based rules (embeddings kept element-wise) see none.
     """
     if names is not None and len(names) != len(params):
         raise ValueError(f"{len(names)} names for {len(params)} parameters")
@@ -199,9 +199,18 @@ class Replicator(ABC):
         self.comm = GroupComm(group)
         self.steps_done = 0
         self.optimizer = self._build_optimizer()
+        self._setup(config)
+
+    def _setup(self, config: ReplicatorConfig) -> None:  # noqa: B027 - a codec without state of its own has none
+        """The codec's own state for these parameters and settings (layouts, buffers, its collectives' lanes).
+
+        Every codec shares the constructor above; it calls this last, once the group, the shapes and the base
+        optimizer are set, so a codec declares what it adds and nothing it repeats.
+        """
 
     def _build_optimizer(self) -> Stepper:
-        """The base optimizer (the config's, or the replicator's default); lowrank and mtdao bring their own."""
+        """The base optimizer (the config's, or the replicator's default); a codec with an optimizer of its own
+        overrides this."""
         return build_optimizer(self.params, self.config, self.default_optimizer, self.default_lr)
 
     @classmethod

@@ -30,6 +30,6 @@ def build_replicator(
     group, or none at all).
 
     ``names`` (the workload's parameter names, in order) let name-based rules see what the payload
-    formula sees in a named shape list (lowrank treats embeddings element-wise).
+    formula sees in a named shape list (a rule that keeps embeddings element-wise).
     """
     return replicator_class(config.name)(params, config, group, names)

@@ -87,14 +87,7 @@ class DCTReplicator(Replicator):
     default_optimizer = "sgd"
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         shapes = [tuple(p.shape) for p in self.params]
         device = self.params[0].device
         world = self.comm.world_size
@@ -130,7 +123,7 @@ class DCTReplicator(Replicator):
 
     def _encode_bucket(self, b: int) -> None:
         unit = self.units[b]
-        unit.codec.accumulate(self._bucket_grads(b), self.config.beta)
+        unit.codec.accumulate(self._bucket_grads(b), self.config.momentum_decay)
         unit.pack()
 
     def _start_bucket(self, b: int):
@@ -142,7 +135,7 @@ class DCTReplicator(Replicator):
 
     def encode(self) -> torch.Tensor:
         """Fold this step's gradients into the momentum, then :meth:`pack` (unpipelined form)."""
-        self.codec.accumulate(self.grads(), self.config.beta)
+        self.codec.accumulate(self.grads(), self.config.momentum_decay)
         return self.pack()
 
     def pack(self) -> torch.Tensor:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from netbench.declarations.config import ReplicatorConfig
@@ -30,14 +28,7 @@ class DiLoCoReplicator(Replicator):
     default_optimizer = "adamw"
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         self.layout = FlatLayout(self.params)
         dev = self.params[0].device
         self.start = torch.zeros(self.layout.numel, device=dev)

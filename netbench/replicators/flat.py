@@ -1,6 +1,6 @@
 """Map a list of tensors onto one flat buffer and back.
 
-Every replicator that all-reduces (full, random, striding, diloco) packs all tensors into one
+Every replicator that all-reduces a dense or subset buffer packs all tensors into one
 buffer so a step costs one collective instead of one per tensor: fewer latency terms on a slow
 link, and a payload that is a single number the model can predict.
 """

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from netbench.declarations.buckets import bucket_bytes, slot_ranges
@@ -23,14 +21,7 @@ class FullReplicator(Replicator):
     default_optimizer = "adamw"
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         self.layout = FlatLayout(self.params)
         # One persistent buffer: a single collective per step and no per-step allocation.
         self.buffer = torch.empty(self.layout.numel, dtype=WIRE_DTYPES[config.grad_dtype], device=self.params[0].device)

@@ -57,14 +57,7 @@ class LowRankReplicator(Replicator):
     default_optimizer = "adamw"  # of the element-wise tensors; matrices always take plain SGD steps
     default_lr = 1e-2
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         plan = self.plan
         wire = WIRE_DTYPES[config.grad_dtype]
         first = [s.first_round for s in plan.matrices] + [plan.numels[i] for i in plan.elementwise]

@@ -2,7 +2,7 @@
 
 Every step each rank applies a local adaptive step to its own gradient (nothing is sent)::
 
-    m1 = beta m1 + (1 - beta) g          slow first momentum (beta ~ 0.999, half-life ~700 steps)
+    m1 = beta1 m1 + (1 - beta1) g       slow first momentum (beta1 ~ 0.999, half-life ~700 steps)
     v  = beta2 v + (1 - beta2) g^2
     x -= lr ((1 - nu) g + nu m1_hat) / (sqrt(v_hat) + eps)     quasi-hyperbolic mix, bias-corrected
 
@@ -12,7 +12,7 @@ all-reduce per state in that order (one all-gather of the state quantized, with 
 :mod:`netbench.replicators.outer_mean`). The parameters travel as their change since the last
 parameter average (every rank holds that anchor identically), so a bf16 wire rounds the change,
 not the weights. A slow first momentum keeps the shared direction alive across long local runs
-(Iacob et al. 2025); ranks must start from identical parameters, as for diloco.
+(Iacob et al. 2025); ranks must start from identical parameters, as for DiLoCo.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ class LocalQHAdam:
         c = self.config
         self.t += 1
         g = self.layout.gather([p.grad for p in self.params], self.grad)
-        self.m1.mul_(c.beta).add_(g, alpha=1.0 - c.beta)
+        self.m1.mul_(c.beta1).add_(g, alpha=1.0 - c.beta1)
         self.v.mul_(c.beta2).addcmul_(g, g, value=1.0 - c.beta2)
         denom = torch.sqrt(self.v / (1.0 - c.beta2**self.t)).add_(EPS)
-        torch.mul(g, 1.0 - c.nu, out=self.update).add_(self.m1, alpha=c.nu / (1.0 - c.beta**self.t))
+        torch.mul(g, 1.0 - c.nu, out=self.update).add_(self.m1, alpha=c.nu / (1.0 - c.beta1**self.t))
         self.update.div_(denom)
         for p, u in zip(self.params, self.layout.views(self.update, self.params)):
             p.data.add_(u, alpha=-self.lr)
@@ -66,14 +66,7 @@ class MTDAOReplicator(Replicator):
     default_optimizer = "adamw"  # unused: the local optimizer is always QH-Adam
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         self.anchor = torch.zeros(self.layout.numel, device=self.params[0].device)
         self.layout.gather([p.detach() for p in self.params], self.anchor)
         self.averaged = OuterMean(

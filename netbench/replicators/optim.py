@@ -23,7 +23,8 @@ class Stepper(Protocol):
 
 
 class OptimizerChain:
-    """Several optimizers, each over its own parameters, stepped as one (lowrank: SGD + AdamW)."""
+    """Several optimizers, each over its own parameters, stepped as one (SGD on factored matrices, AdamW on the
+    rest)."""
 
     def __init__(self, optimizers: Sequence[Stepper]) -> None:
         self.optimizers = list(optimizers)

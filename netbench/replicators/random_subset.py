@@ -72,14 +72,8 @@ class RandomReplicator(SubsetReplicator):
 
     name = "random"
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
+        super()._setup(config)
         starts, widths = [], []
         counts = random_spec.counts(self.shapes, config.rate)
         for offset, numel, count in zip(self.layout.offsets, self.layout.numels, counts):

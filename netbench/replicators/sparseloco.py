@@ -11,8 +11,6 @@ after each sync. The error buffer lives in tile layout (tiles, s*s), like DeMo's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from netbench.declarations.config import ReplicatorConfig
@@ -50,14 +48,7 @@ class SparseLoCoReplicator(Replicator):
     default_optimizer = "adamw"
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         dev = self.params[0].device
         self.layout = FlatLayout(self.params)
         self.start = torch.zeros(self.layout.numel, device=dev)

@@ -73,14 +73,7 @@ class StreamingDiLoCoReplicator(Replicator):
     default_optimizer = "adamw"
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         members = fragment_members([s.name for s in self.shapes], config.fragments, config.fragment_pattern)
         self.fragments = [
             Fragment(i, [self.params[j] for j in group], self.comm, config) for i, group in enumerate(members)

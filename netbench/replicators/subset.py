@@ -1,7 +1,7 @@
-"""Shared machinery of the replicators that all-reduce a subset of positions (random, striding).
+"""Shared machinery of the replicators that all-reduce a subset of positions, chosen alike on every rank.
 
-Both follow DeToNATION: each rank keeps a decoupled momentum ``m = beta m + g``; the selected
-positions of ``m`` are sent (and removed from ``m``, exactly as they travel), averaged with one
+They follow DeToNATION: each rank keeps a decoupled momentum ``m = beta m + g`` (``beta``: ``momentum_decay``);
+the selected positions of ``m`` are sent (and removed from ``m``, exactly as they travel), averaged with one
 all-reduce, and become the update (signed by default); every other position of the update is
 zero. The unsent part is therefore not lost: it stays in the local momentum (error feedback with
 decay ``beta``) until its position is selected. Because every rank derives the same positions
@@ -34,14 +34,7 @@ class SubsetReplicator(Replicator):
     default_optimizer = "sgd"
     default_lr = 1e-3
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, config, group, names)
+    def _setup(self, config: ReplicatorConfig) -> None:
         self.layout = FlatLayout(self.params)
         device = self.params[0].device
         self.momentum = torch.zeros(self.layout.numel, device=device)
@@ -72,7 +65,7 @@ class SubsetReplicator(Replicator):
         if len(self.ranges) > 1:
             self._sync_pipelined(timer)
             return
-        beta = self.config.beta
+        beta = self.config.momentum_decay
         for m, g in zip(self._momentum_views, self.grads()):
             m.mul_(beta).add_(g)
         sel = self.selection(self.steps_done - 1)
@@ -105,7 +98,7 @@ class SubsetReplicator(Replicator):
         Slot ``j`` carries the ``j``-th selected position in both forms, so every position is
         sent, subtracted and updated exactly as in the one-bucket step.
         """
-        beta = self.config.beta
+        beta = self.config.momentum_decay
         for m, g in zip(self._momentum_views, self.grads()):
             m.mul_(beta).add_(g)
         sel = self.selection(self.steps_done - 1)
