@@ -2,8 +2,8 @@
 
 Ranks are real gloo processes on 127.0.0.1 (tests/dist_harness.py). Pipelined and one-bucket
 runs start from the same parameters and see the same gradients, so their parameters must agree
-bit for bit after every step (all-gather for dct; the sign of an all-reduced sum for random and
-striding, whose ring may add three ranks' values in another order per bucket; full on 2 ranks).
+bit for bit after every step: gathered payloads and the sign of an all-reduced sum always, an all-reduced sum itself
+on 2 ranks (on 3 its ring may add the ranks' values in another order per bucket).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 from dist_harness import run_ranks
+from test_replicators import configs
 
 from netbench.declarations.buckets import row_band_buckets, slot_ranges
 from netbench.declarations.config import ReplicatorConfig
-from netbench.declarations.registry import declared_payload
+from netbench.declarations.registry import declared_payload, spec
 from netbench.declarations.tiling import TilePlan, matrix_shape
 from netbench.replicators.base import param_shapes
 from netbench.replicators.build import build_replicator
@@ -24,14 +25,16 @@ SHAPES = [(96, 40), (37, 24), (20, 9), *[(3,)] * 12, (50,), (4, 6, 5), (), (1, 4
 STEPS = 5
 BUCKET_MB = 0.0006  # 600 B: many buckets for these shapes
 
-CONFIGS = {
-    "dct": dict(name="dct", chunk=8, topk=4, lr=0.01),
-    "dct-bf16-nosign": dict(name="dct", chunk=8, topk=3, value_dtype="bf16", sign=False, lr=0.01),
-    "random": dict(name="random", rate=0.25, lr=0.01),
-    "striding": dict(name="striding", rate=0.3, lr=0.01),
-    "full": dict(name="full", optimizer="sgd", lr=0.1),
-    "lowrank": dict(name="lowrank", rank=0.25, lr=0.01),
-}
+# Every declared replicator that cuts its step into buckets, with its test preset and variants.
+CONFIGS = {label: cfg for label, cfg in configs().items() if "bucket_mb" in spec(cfg["name"]).options}
+DCT = dict(name="dct", chunk=8, topk=4, lr=0.01)  # 8-row tiles: the row-band tests below cut SHAPES' tensors by them
+
+
+def _order_sensitive(key: str) -> bool:
+    """Whether pipelining may change the result in its last bits: an all-reduced sum whose update is not its sign
+    (the ring adds three ranks' values in another order per bucket)."""
+    declared = spec(CONFIGS[key]["name"])
+    return declared.collective.startswith("all-reduce") and "sign" not in declared.options
 
 
 def test_slot_ranges_cover_the_buffer_evenly():
@@ -116,7 +119,7 @@ def test_pipelined_equals_one_bucket_and_replicas_agree(world, key):
             for a, b in zip(piped[0]["params"][step], piped[rank]["params"][step]):
                 assert torch.equal(a, b), (key, rank, step)
             for a, b in zip(plain[rank]["params"][step], piped[rank]["params"][step]):
-                if key in ("full", "lowrank") and world > 2:  # the ring's summation order differs per bucket
+                if _order_sensitive(key) and world > 2:
                     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
                 else:
                     assert torch.equal(a, b), (key, rank, step)
@@ -193,7 +196,7 @@ def _train(rank: int, world: int, work: dict, cfg: dict, bucket_mb: float, hooks
 @pytest.mark.parametrize("workload", list(WORKLOADS))
 @pytest.mark.parametrize("bucket_mb", [0.0, BUCKET_MB])
 def test_backward_overlap_is_bit_identical_and_replicas_agree(workload, bucket_mb):
-    cfg = CONFIGS["dct"]
+    cfg = DCT
     plain = run_ranks(_train, 2, WORKLOADS[workload], cfg, bucket_mb, False)
     hooked = run_ranks(_train, 2, WORKLOADS[workload], cfg, bucket_mb, True)
     if bucket_mb:
@@ -214,7 +217,7 @@ def test_backward_overlap_is_bit_identical_and_replicas_agree(workload, bucket_m
 def _partial_backward(rank: int, world: int) -> list[list[torch.Tensor]]:
     """Hooks attached, but one step has no backward and another leaves a parameter without a gradient."""
     params = _params()
-    rep = build_replicator(params, ReplicatorConfig(**CONFIGS["dct"], bucket_mb=BUCKET_MB))
+    rep = build_replicator(params, ReplicatorConfig(**DCT, bucket_mb=BUCKET_MB))
     overlap = rep.attach_backward_hooks() if rank >= 0 else None
     out = []
     for step in range(3):
@@ -266,7 +269,7 @@ def test_worker_attaches_hooks_for_builtin_workloads_and_trains_the_same(tmp_pat
     for on in (True, False):
         out = tmp_path / str(on)
         out.mkdir()
-        config = ReplicatorConfig(**CONFIGS["dct"], bucket_mb=0.002, overlap_backward=on)
+        config = ReplicatorConfig(**DCT, bucket_mb=0.002, overlap_backward=on)
         specs = write_specs(out, 2, steps=3, warmup_steps=1, replicator=config, workload=work, timeout_s=30)
         assert finish([launch(s, out) for s in specs]) == [0, 0], (out / "spec0.log").read_text()
         lines = records(out / "rank0.jsonl")
@@ -278,7 +281,7 @@ def test_worker_attaches_hooks_for_builtin_workloads_and_trains_the_same(tmp_pat
 
 def test_backward_overlap_refuses_a_second_backward_in_one_step():
     params = _params()
-    rep = build_replicator(params, ReplicatorConfig(**CONFIGS["dct"], bucket_mb=BUCKET_MB))
+    rep = build_replicator(params, ReplicatorConfig(**DCT, bucket_mb=BUCKET_MB))
     rep.attach_backward_hooks()
     sum((p**2).sum() for p in params).backward()
     with pytest.raises(RuntimeError, match="one backward per step"):

@@ -165,10 +165,10 @@ def test_every_replicator_keeps_replicas_identical_and_sends_the_model_once_per_
         assert [r["stats"][step][1] for r in results] == [slice_.collectives_on(step + 1)] * 4
         assert all(r["stats"][step][2] > 0 for r in results)  # the reduce-scatter and all-gather inside the site
         per_site = [sum(sent[r] for r in site) for site in SHARDS]
-        if name == "lowrank":  # every slice has its own right factor: a site sends more than the whole model's factors
-            assert per_site[0] == per_site[1] > whole.bytes_on(step + 1)
-        else:
+        if 2 * slice_.bytes_on(step + 1) == whole.bytes_on(step + 1):  # a payload that adds up over row slices
             assert per_site == [whole.bytes_on(step + 1)] * 2  # the whole model's payload, once per site
+        else:  # a payload per slice (a low-rank factor each): a site sends more than the whole model's payload
+            assert per_site[0] == per_site[1] > whole.bytes_on(step + 1)
     assert sum(whole.bytes_on(s + 1) for s in range(STEPS)) > 0
 
 
