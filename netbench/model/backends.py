@@ -37,9 +37,10 @@ from netbench.model.framing import LinkBytes
 from netbench.model.nccl import NCCL_RELEASE, NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.network import GraphModel
-from netbench.model.overlap import BACKWARD_SHARE, pipelined
+from netbench.model.overlap import BACKWARD_SHARE
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey
+from netbench.model.step import training_step
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.settings import Setting, table
 
@@ -69,7 +70,7 @@ class Backend(Protocol):
 
 @dataclass
 class GlooBackend:
-    """gloo over TCP with this host's calibration: the emulator's model (step, then the bucket pipeline)."""
+    """gloo over TCP with this host's calibration: the step a run's prediction takes (:func:`training_step`)."""
 
     shapes: ShapeKey
     calibration: Calibration
@@ -77,8 +78,10 @@ class GlooBackend:
     name: str = "gloo"
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
-        est = GraphModel.star_step(scheme, self.shapes, scenario, self.calibration, params=self.params)
-        return pipelined(est, scheme.config, self.shapes)
+        star = GraphModel.uniform(scenario.machines, scenario.up_bps, scenario.down_bps, scenario.delay_s)
+        return training_step(
+            star, scheme, self.shapes, scenario, self.calibration, params=self.params, per_link=False
+        ).step
 
     def describe(self) -> dict:
         return {"name": self.name, "calibration": self.calibration.identity()}

@@ -62,12 +62,13 @@ class Bottleneck:
 
 @dataclass(frozen=True)
 class GraphEstimate:
-    """The step (the same record as the star's), bytes per link direction per step, and the bottleneck."""
+    """The step (the same record as the star's), bytes per link direction per step, and the bottleneck (None: the
+    step alone was asked for, :func:`netbench.model.step.training_step`)."""
 
     step: StepEstimate
     layout: Layout
     link_bytes: dict[str, float]
-    bottleneck: Bottleneck
+    bottleneck: Bottleneck | None
 
 
 def direction_name(topology: Topology, h: Hop) -> str:
