@@ -51,7 +51,7 @@ def build_backend(
 ):
     """The GPU backend the options name (``gloo`` is built by the planner itself); a fit of nccl-tests logs applies
     as measured at ``fit_as_measured_bps`` (the plan's bandwidth when --bw was left out)."""
-    codec = CodecCost(opts.accelerator, profile)
+    codec = CodecCost(opts.accelerator, profile) if opts.codec else CodecCost(None)
     if opts.backend == "ideal":
         return IdealBackend(shapes=shapes, model=model, codec=codec)
     net = NetProfile(

@@ -129,6 +129,9 @@ class PlanRequest(BaseModel):
     socks_per_thread: int = _default(BACKEND_SETTINGS, "socks_per_thread")
     nccl_calibration: Path | None = None  # where nccl_fit was read from, as the document names it
     nccl_fit: NcclFit | None = None  # collective costs fitted to nccl-tests logs (:func:`read_nccl_fit`)
+    # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
+    # utilisation simulators assume; the command always prices it)
+    codec: bool = True
 
     @field_validator("nodes", mode="before")
     @classmethod
@@ -379,6 +382,7 @@ class PlanRequest(BaseModel):
             socks_per_thread=self.socks_per_thread,
             nccl_fit=self.nccl_fit,
             nccl_fit_path=str(self.nccl_calibration) if self.nccl_calibration else None,
+            codec=self.codec,
         )
 
 
@@ -401,6 +405,7 @@ class GpuPlanOptions:
     socks_per_thread: int
     nccl_fit: NcclFit | None
     nccl_fit_path: str | None
+    codec: bool = True
 
     @property
     def asked(self) -> bool:
