@@ -133,6 +133,11 @@ class GraphModel:
         return self.estimate(scheme, shapes, scenario, calibration, params=params).step
 
     @property
+    def slowest_scale(self) -> float:
+        """How many times longer the slowest node computes than the nominal one (a synchronous step waits for it)."""
+        return self.topology.nodes[self.slowest].compute_scale
+
+    @property
     def per_site(self) -> int | None:
         """Nodes per site when every site has as many (the sharded layout needs it), else None."""
         sizes = {len(g) for g in self.sites}
@@ -348,6 +353,10 @@ class UniformStar(GraphModel):
     def __init__(self, machines: int, up_bps: float, down_bps: float, delay_s: float) -> None:
         self.machines, self.up_bps, self.down_bps, self.delay_s = machines, up_bps, down_bps, delay_s
         self._built = False
+
+    @property
+    def slowest_scale(self) -> float:
+        return 1.0  # every node alike
 
     def _links(self, scenario: Scenario) -> Scenario:
         """``scenario`` with this star's links and machines (unchanged, the same object, where they agree)."""

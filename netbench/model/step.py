@@ -74,7 +74,7 @@ def training_step(
 
 def _on_host(est: StepEstimate, graph: GraphModel, host: HostEffects) -> tuple[StepEstimate, float, float]:
     """``est`` with the host's codec times and the shaper's burst credit, and the (encode, decode) it used."""
-    scale = 1.0 if host.measured else graph.topology.nodes[graph.slowest].compute_scale
+    scale = 1.0 if host.measured else graph.slowest_scale
     enc, dec = host.codec_s[0] * scale, host.codec_s[1] * scale
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
     if host.burst_credit_s is not None:
