@@ -162,7 +162,7 @@ class NcclCluster:
 
     ranks: int
     nodes: int
-    intra_Bps: float  # bus bandwidth inside a node (the accelerator's intra-node link, one direction)
+    intra_bytes_per_s: float  # bus bandwidth inside a node (the accelerator's intra-node link, one direction)
     intra_link: Literal["nvlink", "pci"]
     generation: int  # NCCL's per-generation table row (accelerators.NCCL_GENERATIONS)
     net: NetProfile
@@ -187,8 +187,8 @@ class NcclChoice:
 def _bus_Bps(c: NcclCluster) -> float:
     """The communicator's bus bandwidth before protocol refinements: the slower of the node's link and the network."""
     if c.nodes == 1:
-        return c.intra_Bps
-    return min(c.intra_Bps, net_bus_Bps(c.net))
+        return c.intra_bytes_per_s
+    return min(c.intra_bytes_per_s, net_bus_Bps(c.net))
 
 
 def _channels(c: NcclCluster) -> int:

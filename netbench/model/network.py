@@ -290,7 +290,7 @@ class GraphModel:
         """The scenario as reports read it: the graph's nodes, and (beyond the star) the slowest hop's rate and
         delay.
         """
-        update: dict = {"nodes": self.topology.node_count * scenario.gpus_per_node}
+        update: dict = {"workers": self.topology.node_count * scenario.gpus_per_node}
         if by_price and self.topology.kind != "star":
             worst = max(by_price, key=by_price.__getitem__)
             rate = min(r / max(d, a, 1) for d, a, r in worst.directions)
@@ -298,7 +298,7 @@ class GraphModel:
         if layout == "sites" and k > 1:
             update |= {
                 "gpus_per_node": k,
-                "intra_bps": min(
+                "intra_bits_per_s": min(
                     self.topology.direction(h).rate_bps for g in self.sites for h in self.routes.path(g[0], g[1])
                 ),
             }
@@ -362,7 +362,7 @@ class UniformStar(GraphModel):
         """``scenario`` with this star's links and machines (unchanged, the same object, where they agree)."""
         links = {"up_bps": self.up_bps, "down_bps": self.down_bps, "delay_s": self.delay_s}
         if scenario.machines != self.machines:
-            links["nodes"] = self.machines * scenario.gpus_per_node
+            links["workers"] = self.machines * scenario.gpus_per_node
         if all(getattr(scenario, k) == v for k, v in links.items()):
             return scenario
         return scenario.model_copy(update=links)
@@ -498,5 +498,5 @@ def _within_machine(scheme: Scheme, n_params: int, scenario: Scenario, calibrati
     if g <= 1:
         return 0.0
     dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]
-    fast = Link(scenario.intra_bps or 0.0, scenario.intra_bps or 0.0, calibration.overhead("all_reduce"))
+    fast = Link(scenario.intra_bits_per_s or 0.0, scenario.intra_bits_per_s or 0.0, calibration.overhead("all_reduce"))
     return cost(pattern("all_reduce", "ring", dense, g), fast, scenario.framing).time_s

@@ -30,13 +30,13 @@ def cluster_scenario(
     """The scenario of ``nodes`` machines of ``gpus_per_node`` workers on links of ``up_bps``/``down_bps`` and a
     one-way ``delay_s`` between two nodes, each step computing ``compute_s``."""
     return Scenario(
-        nodes=nodes * gpus_per_node,
+        workers=nodes * gpus_per_node,
         up_bps=up_bps,
         down_bps=down_bps,
         delay_s=delay_s,
         compute_s=compute_s,
         gpus_per_node=gpus_per_node,
-        intra_bps=intra_bits_per_s,
+        intra_bits_per_s=intra_bits_per_s,
         algorithm=algorithm,
         framing=framing or Framing(),
         tcp=tcp,

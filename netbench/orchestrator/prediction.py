@@ -221,7 +221,7 @@ def _graph_inputs(
     graph = GraphModel(cluster.topology, cluster.placement)
     scale = cluster.topology.nodes[graph.slowest].compute_scale
     g = sharding.gpus_per_node(config)
-    intra = sharding.intra_bps(config) if g > 1 else None
+    intra = sharding.intra_bits_per_s(config) if g > 1 else None
     scenario = scenario_for(cluster, local_s / scale, calibration, g, intra)
     scheme = sharding.per_worker(scheme_from_config(config.replicator), shapes, g)
     return graph, scheme, sharding.node_shapes(shapes, g), scenario
@@ -340,7 +340,7 @@ def predict_run(
         }  # every worker a core
         if g > 1:  # comm_time_s is the inter-node part, as measured; the intra-node link's beside it
             intra = sharding.intra_prediction(
-                shapes, g, est.scenario.framing, calib.overhead("all_reduce"), sharding.intra_bps(config)
+                shapes, g, est.scenario.framing, calib.overhead("all_reduce"), sharding.intra_bits_per_s(config)
             )
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
         return Prediction.new(**out).to_json()

@@ -114,7 +114,7 @@ def answers(
         if opts.tokens is not None and opts.tokens_per_step:
             row["token_budget"] = token_budget(est, opts.tokens, opts.tokens_per_step)
         if opts.accelerator is not None:
-            fit = memory_fit(scheme, planner.shapes, planner.params, scenario.nodes, opts.accelerator.memory_bytes)
+            fit = memory_fit(scheme, planner.shapes, planner.params, scenario.workers, opts.accelerator.memory_bytes)
             row["memory"] = fit.as_dict()
     out: dict[str, Any] = {}
     if opts.targets:
@@ -167,7 +167,7 @@ def links(backend: Any, scenario: Scenario, source: str) -> dict:
     if not isinstance(backend, NcclBackend):
         return {}
     cluster = backend.cluster(scenario)
-    doc = {"intra_node_Bps_per_gpu": cluster.intra_Bps, "intra_node_source": source}
+    doc = {"intra_node_Bps_per_gpu": cluster.intra_bytes_per_s, "intra_node_source": source}
     if cluster.nodes > 1:
         bus, why = net_limit(cluster.net)
         doc |= {"net_bus_Bps": bus, "net_bus_limit": why, "tcp_window_bytes": tcp_window_bytes(cluster.net.tcp)}
@@ -176,7 +176,7 @@ def links(backend: Any, scenario: Scenario, source: str) -> dict:
 
 def figure_title(shapes_label: str, scenario: Scenario, backend: str) -> str:
     return (
-        f"{shapes_label} on {scenario.nodes} workers ({backend}), delay {format_time(scenario.delay_s)}, "
+        f"{shapes_label} on {scenario.workers} workers ({backend}), delay {format_time(scenario.delay_s)}, "
         f"compute {format_time(scenario.compute_s)} a step"
     )
 

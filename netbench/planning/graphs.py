@@ -88,7 +88,7 @@ def plan_on_graphs(
     """Rows (flat ring, and sharded within sites where the sites are even) and the WAN answers for every graph."""
     rows, wan, sites = [], [], []
     for model in models:
-        sc = scenario.model_copy(update={"nodes": model.topology.node_count})
+        sc = scenario.model_copy(update={"workers": model.topology.node_count})
         for scheme in schemes:
             flat = graph_step(model, scheme, shapes, sc, calib)
             rows.append(_row(flat, calib))

@@ -25,7 +25,7 @@ from netbench.model.framing import FRAMING_SETTINGS
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme
-from netbench.model.steptime import MAX_PLANNED_NODES, Scenario
+from netbench.model.steptime import MAX_PLANNED_WORKERS, Scenario
 from netbench.model.utilization import DEFAULT_TARGETS, UTILIZATION_SETTINGS
 from netbench.safe_files import UnsafeOutput, check_folder
 from netbench.tcp import STOCK_LINUX, TcpSettings
@@ -146,15 +146,15 @@ class PlanRequest(BaseModel):
                 count = float(item)
             except (TypeError, ValueError):
                 raise ValueError(
-                    f"expected whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES} (e.g. 2,4,8), got {item!r}"
+                    f"expected whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS} (e.g. 2,4,8), got {item!r}"
                 ) from None
-            if count != int(count) or not MIN_NODES <= count <= MAX_PLANNED_NODES:
+            if count != int(count) or not MIN_NODES <= count <= MAX_PLANNED_WORKERS:
                 raise ValueError(
-                    f"must be whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES}, got {str(item)!r}"
+                    f"must be whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS}, got {str(item)!r}"
                 )
             counts.append(int(count))
         if not counts:
-            raise ValueError(f"expected whole numbers between {MIN_NODES} and {MAX_PLANNED_NODES}, got {value!r}")
+            raise ValueError(f"expected whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS}, got {value!r}")
         return tuple(dict.fromkeys(counts))
 
     @field_validator("bw", "up", "down", "intra_bw", mode="before")
@@ -180,8 +180,8 @@ class PlanRequest(BaseModel):
     @field_validator("gpus_per_node")
     @classmethod
     def _gpus(cls, value: int) -> int:
-        if not 1 <= value <= MAX_PLANNED_NODES // 2:
-            raise ValueError(f"must be between 1 and {MAX_PLANNED_NODES // 2}, got {value}")
+        if not 1 <= value <= MAX_PLANNED_WORKERS // 2:
+            raise ValueError(f"must be between 1 and {MAX_PLANNED_WORKERS // 2}, got {value}")
         return value
 
     @field_validator("bucket_mb")
@@ -327,10 +327,10 @@ class PlanRequest(BaseModel):
                 "--intra-bw: needed with --gpus-per-node > 1 (the node's fast intra-node link, e.g. 800gbit)"
             )
         for n in self.node_counts:
-            if n * self.gpus_per_node > MAX_PLANNED_NODES:
+            if n * self.gpus_per_node > MAX_PLANNED_WORKERS:
                 raise ValueError(
                     f"--gpus-per-node: {n} nodes x {self.gpus_per_node} = {n * self.gpus_per_node} workers; "
-                    f"the model plans at most {MAX_PLANNED_NODES}"
+                    f"the model plans at most {MAX_PLANNED_WORKERS}"
                 )
         return self
 

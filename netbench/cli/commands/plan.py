@@ -33,7 +33,7 @@ from netbench.model.collectives import ALGORITHM
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
 from netbench.model.schemes import PLAN_SETTING_FIELDS
-from netbench.model.steptime import MAX_PLANNED_NODES
+from netbench.model.steptime import MAX_PLANNED_WORKERS
 from netbench.model.utilization import UTILIZATION_SETTINGS
 from netbench.planning import PlanInputError, PlanRequest, plan_inputs
 from netbench.planning import plan as make_plan
@@ -45,7 +45,9 @@ from netbench.validation import one_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 # plan's range of --nodes (machines; the same option as run's): a model is not bounded by this host
-PLANNED_NODES = f"; one or a comma list, {MIN_NODES}-{MAX_PLANNED_NODES} workers in all (a topology file sets its own)"
+PLANNED_NODES = (
+    f"; one or a comma list, {MIN_NODES}-{MAX_PLANNED_WORKERS} workers in all (a topology file sets its own)"
+)
 
 
 def _options(
