@@ -67,6 +67,14 @@ def test_the_library_prints_what_the_command_prints(capsys):
     assert _as_json(plan(request).doc) == json.loads(capsys.readouterr().out)
 
 
+def test_the_document_says_what_each_count_counts():
+    """Rows' ``nodes`` count workers (processes), ``machines`` the nodes they run on: the document says so."""
+    request = PlanRequest(nodes=(2, 4), gpus_per_node=4, intra_bw="800gbit")
+    doc = plan(request).doc
+    assert doc["counts"]["nodes"].startswith("workers") and doc["counts"]["machines"].startswith("nodes")
+    assert [(r["machines"], r["nodes"]) for r in doc["rows"]] == [(2, 8), (4, 16)]
+
+
 @pytest.mark.parametrize(
     "fields,needle",
     [

@@ -28,7 +28,13 @@ from netbench.planning.request import PlanRequest
 from netbench.shapes import total_params
 from netbench.validation import one_line
 
-__all__ = ["PlanResult", "plan"]
+__all__ = ["PlanResult", "plan", "COUNTS"]
+
+# what each count in a plan's rows and answers means (a node is a machine, a worker a process: one rank)
+COUNTS = {
+    "nodes": "workers: the processes that replicate, one rank each (machines x gpus_per_node)",
+    "machines": "nodes: the machines the workers run on, gpus_per_node workers each",
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ def plan(
     gpu = request.gpu()
     if gpu.backend != "gloo":
         found = plan_gpu_cluster(request, inputs, calibration)
+        found.doc["counts"] = COUNTS
         return PlanResult(found.doc, inputs, calibration or Calibration(), None, found.curves, found.figure_title,
                           found.nic_from_fit)  # fmt: skip
     calib = calibration or Calibration()
@@ -82,7 +89,7 @@ def plan(
         )
         for n in request.node_counts
     ]  # fmt: skip
-    head = {"shapes": inputs.shapes_label, "params": total_params(inputs.shapes)}
+    head = {"shapes": inputs.shapes_label, "params": total_params(inputs.shapes), "counts": COUNTS}
     if inputs.graphs:
         graphs = plan_on_graphs(inputs.graphs, inputs.schemes, inputs.shapes, scenarios[0], calib)
         doc = head | {
