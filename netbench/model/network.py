@@ -1,4 +1,5 @@
-"""One training step on a network graph: the only step model; plan and run predictions both call :class:`GraphModel`.
+"""One training step priced on a network graph: the only step model, which :func:`netbench.model.step.training_step`
+(the function plan and run predictions both call) drives before applying the overlap rules.
 
 A ring whose hops are all one class (a uniform star: plan's flat cluster) has a closed form
 (:meth:`GraphModel.uniform`), which needs no graph of N nodes; every other graph is priced hop by hop.
