@@ -115,7 +115,7 @@ def _takes(options: Callable[..., None]) -> Callable[[F], F]:
     return decorate
 
 
-def _calibration(path: Path | None, replicators=()) -> Calibration:
+def _calibration(path: Path | None, replicators=()) -> tuple[Calibration, Path]:
     """``--calibration`` as given, else this host's cached calibration (measured first when there is none)."""
 
     def told(target: Path) -> None:
