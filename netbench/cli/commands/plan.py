@@ -32,6 +32,7 @@ from netbench.model.calibration import CALIBRATION, Calibration, CalibrationErro
 from netbench.model.collectives import ALGORITHM
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
+from netbench.model.nccl_tests import NcclFit
 from netbench.model.schemes import PLAN_SETTING_FIELDS
 from netbench.model.steptime import MAX_PLANNED_WORKERS
 from netbench.model.utilization import UTILIZATION_SETTINGS
@@ -144,7 +145,8 @@ def _codec_profile(path: Path | None) -> Calibration | None:
         raise UserError(f"--calibration: {exc}") from None
 
 
-def _nccl_fit(path: Path | None) -> Any:
+def _nccl_fit(path: Path | None) -> NcclFit | None:
+    """``--nccl-calibration``'s fit of nccl-tests logs, read as untrusted input (one line, never its content)."""
     try:
         return read_nccl_fit(path)
     except untrusted.BadInput as exc:
@@ -164,8 +166,8 @@ def _request(given: dict[str, Any], replicator: str, rep_settings: Settings) -> 
     except pydantic.ValidationError as exc:
         raise UserError(one_line(exc, OPTION_NAMES)) from None
     schemes = parse_schemes(replicator, scheme_settings(**rep_settings))
-    fit = _nccl_fit(request.nccl_calibration)
-    return request.model_copy(update={"schemes": tuple(schemes), "nccl_fit": fit})
+    # both checked where they are made: the schemes by their settings, the fit as the file's own model
+    return request.model_copy(update={"schemes": tuple(schemes), "nccl_fit": _nccl_fit(request.nccl_calibration)})
 
 
 @expand(
