@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - older typer is built on click, which i
 from netbench.cli.commands import calibrate, clean, compare, doctor, exec, plan, probe, report, run, sweep, worker
 from netbench.cli.errors import UserError
 from netbench.reports.escape import printable
+from netbench.safe_files import UnsafeOutput
 from netbench.untrusted import begin_command
 
 app = typer.Typer(
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         hint = f"{exc.ctx.command_path}: " if exc.ctx else ""
         print(f"netbench: error: {printable(hint + exc.format_message())}", file=sys.stderr)
         raise SystemExit(2) from None
-    except UserError as exc:
+    except (UserError, UnsafeOutput) as exc:  # UnsafeOutput: an output file or folder a command may not write
         print(f"netbench: error: {printable(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
     except Exit as exc:
