@@ -117,7 +117,7 @@ class Schedule(BaseModel):
         for i, c in enumerate(self.changes, start=1):
             if c.target != ALL and c.target not in nodes | links:
                 known = ", ".join(shown_name(n, quoted=False) for n in sorted(nodes | links)[:8])
-                raise ValueError(f"change {i}: unknown link {shown_name(c.target)} (this network has {known}, or '*')")
+                raise ValueError(f"change {i}: unknown link (this network has {known}, or '*')")
             if c.compute_scale is not None and c.target != ALL and c.target not in nodes:
                 raise ValueError(f"change {i}: compute_scale names {shown_name(c.target)}, which is a link, not a node")
             if c.state is not None and c.target != ALL and c.target not in nodes:
