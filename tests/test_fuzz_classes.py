@@ -374,3 +374,44 @@ def test_json_readers_refuse_nan_and_infinity_at_parse() -> None:
 def test_schedule_errors_name_the_change(tmp_path: Path) -> None:
     with pytest.raises(ScheduleError, match=r"change 2 comes before change 1$"):
         parse_text(f"time_s,rate\n{SECRET},10mbit\n1,20mbit\n", "s.csv")
+
+
+# ---- numbers and lists at the edges of every option ------------------------------------------------------------------
+
+EDGES = {
+    "plan --nodes of 33 counts": ["plan", "-r", "full", "--nodes", ",".join(map(str, range(2, 35)))],
+    "sweep --bw of 33 rates": [
+        "sweep",
+        "--dry-run",
+        "-r",
+        "full",
+        "--bw",
+        ",".join(f"{i + 10}mbit" for i in range(33)),
+    ],
+    "plan --mfu 5e-324": ["plan", "-r", "full", "--accelerator", "h100-sxm", "--mfu", "5e-324"],
+    "plan --mfu 1e400": ["plan", "-r", "full", "--accelerator", "h100-sxm", "--mfu", "1e400"],
+    "plan --seq 0": ["plan", "-r", "full", "--accelerator", "h100-sxm", "--batch", "8", "--seq", "0"],
+}
+
+
+@pytest.mark.parametrize("case", list(EDGES))
+def test_options_hold_their_declared_bounds(case: str) -> None:
+    assert netbench(*EDGES[case]).error_line
+
+
+def test_the_console_writes_no_control_character_it_did_not_style() -> None:
+    import io
+
+    from rich.table import Table
+
+    from netbench.reports.terminal import make_console
+
+    out = io.StringIO()
+    console = make_console(file=out, force_terminal=True)
+    table = Table("name")
+    table.add_row("\x1b]0;pepper\x07 \u202eevil")
+    console.print(table)
+    console.print("[/x] path a[/x]/b.json", highlight=False)
+    text = out.getvalue()
+    assert "\x07" not in text and "\u202e" not in text and "\x1b]0" not in text
+    assert "a[/x]/b.json" in text
