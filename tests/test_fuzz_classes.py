@@ -415,3 +415,13 @@ def test_the_console_writes_no_control_character_it_did_not_style() -> None:
     text = out.getvalue()
     assert "\x07" not in text and "\u202e" not in text and "\x1b]0" not in text
     assert "a[/x]/b.json" in text
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["report.md", "report.html", "time_vs_bandwidth.png"])
+def test_an_output_name_that_is_a_folder_is_refused_before_anything_is_written(tmp_path: Path, name: str) -> None:
+    folder = write_sweep(tmp_path / "s", grid(reps=("full",), rates=("10mbit", "100mbit")))
+    (folder / name).mkdir()
+    before = sorted(p.name for p in folder.iterdir())
+    assert "a folder where the report writes a file" in netbench("report", str(folder)).error_line
+    assert sorted(p.name for p in folder.iterdir()) == before
