@@ -339,9 +339,12 @@ def test_report_and_compare_give_one_verdict(tmp_path: Path, damage: str) -> Non
     clean = write_sweep(tmp_path / "clean", grid(reps=("full",), rates=("10mbit", "100mbit")))
     damaged = write_sweep(tmp_path / "damaged", grid(reps=("full",), rates=("10mbit", "100mbit")))
     DAMAGE[damage](damaged)
+    before = sorted(p.name for p in damaged.iterdir())
     reported = netbench("report", str(damaged))
     compared = netbench("compare", str(clean), str(damaged))
     assert (reported.code == 2) == (compared.code == 2), (reported.err, compared.err)
+    if reported.code == 2:  # refused before anything was drawn or written
+        assert sorted(p.name for p in damaged.iterdir()) == before
 
 
 CALIBRATIONS = {
