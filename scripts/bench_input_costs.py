@@ -14,8 +14,6 @@ ratio, and the most the stated order allows (8 for linear, 32 for quadratic: twi
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import statistics
 import sys
 import tempfile
@@ -29,15 +27,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 
 def command(argv: list[str]) -> int:
-    """``netbench ARGV`` in this process, its output dropped: the exit code."""
-    from netbench.cli.app import main
+    """``netbench ARGV`` in this process, its output dropped: the exit code (bench_refusals.py's runner)."""
+    from bench_refusals import refuse
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            main(argv)
-        except SystemExit as exc:
-            return int(exc.code or 0)
-    return 0
+    return refuse(argv)[0]
 
 
 def sweep_naming_one_run(folder: Path, rows: int) -> list[str]:
@@ -91,18 +84,19 @@ def timed(argv: list[str], runs: int) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    runs = parser.parse_args().runs
     command(["plan", "--help"])  # imports, once
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, order, n, build) in enumerate(CASES):
-            argvs = []
-            for size in (n, 4 * n):
-                folder = Path(tmp) / f"case{i}-{size}"
+            folders = [Path(tmp) / f"case{i}-{size}" for size in (n, 4 * n)]
+            for folder in folders:
                 folder.mkdir()
-                argvs.append(build(folder / "in" if build is sweep_naming_one_run else folder, size))
+            argvs = [
+                build(f / "in" if build is sweep_naming_one_run else f, size) for f, size in zip(folders, (n, 4 * n))
+            ]
             command(argvs[0])  # warm: the figures' fonts, the first parse
-            (small, code_small), (large, code_large) = (timed(a, args.runs) for a in argvs)
+            (small, code_small), (large, code_large) = (timed(a, runs) for a in argvs)
             ratio, allowed = large / small, 2 * 4**order
             worst = max(worst, ratio / allowed)
             print(
