@@ -123,9 +123,12 @@ def make_folder(folder: str | Path, exist_ok: bool = True) -> Path:
 def replace_from(path: str | Path, mode: str = "w") -> Iterator[IO]:
     """Yield a fresh temporary file beside ``path``; on success it atomically becomes ``path``.
 
-    On any exception (Ctrl-C included) the temporary file is removed and ``path`` is untouched.
+    On any exception (Ctrl-C included) the temporary file is removed and ``path`` is untouched. A folder at ``path``
+    is :class:`UnsafeOutput` before anything is written.
     """
     target = Path(path)
+    if os.path.isdir(target) and not os.path.islink(target):  # a rename onto a folder fails only after the writing
+        raise UnsafeOutput(f"output file {str(path)!r} is a folder: refusing to write there")
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode) as fh:

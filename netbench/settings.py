@@ -16,7 +16,20 @@ from typing import Any
 
 from netbench.units import UnitError, parse_fraction, parse_rate, parse_size, parse_time
 
-__all__ = ["UNITS", "KEEP", "DRY_RUN", "Override", "Setting", "SettingError", "table"]
+__all__ = [
+    "UNITS",
+    "KEEP",
+    "DRY_RUN",
+    "MAX_LIST_ITEMS",
+    "MAX_TEXT_CHARS",
+    "Override",
+    "Setting",
+    "SettingError",
+    "table",
+]
+
+MAX_LIST_ITEMS = 32  # values of one comma list (--nodes 2,4,8, -r a,b): each is a plan row or a sweep axis value
+MAX_TEXT_CHARS = 4096  # one option's text: a path, a comma list, a name
 
 
 class SettingError(ValueError):
@@ -127,6 +140,19 @@ class Setting:
             raise SettingError(f"{self.name}: choose {', '.join(self.choices)}, got {parsed!r}")
         self.check_range(parsed)
         return parsed
+
+    def check_typed(self, value: Any) -> None:
+        """What the command line gave, checked before the command reads it: a number finite and within ``range``, a
+        text of at most MAX_TEXT_CHARS characters and MAX_LIST_ITEMS comma-separated values. :class:`SettingError`
+        otherwise (a list of a thousand node counts costs a thousand plans; 1e-320 or 1e308 overflows a model)."""
+        if isinstance(value, str):
+            if len(value) > MAX_TEXT_CHARS:
+                raise SettingError(f"{self.name}: at most {MAX_TEXT_CHARS} characters")
+            if value.count(",") >= MAX_LIST_ITEMS:
+                raise SettingError(f"{self.name}: at most {MAX_LIST_ITEMS} comma-separated values")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise SettingError(f"{self.name}: must be a finite number, got {value:g}")
+        self.check_range(value)
 
     def check_range(self, value: Any) -> None:
         """:class:`SettingError` when ``value`` lies outside ``range`` (nan included)."""

@@ -13,7 +13,12 @@ ten thousand deep or a number of ten thousand digits. So every such file is read
 - a **size cap per kind** of file (:class:`Kind`), checked on the file's size and again on what was read;
 - **strict UTF-8**;
 - for TOML and JSON (:func:`parse_toml`, :func:`parse_json`), a **nesting cap** and a **number-length cap**, so no
-  parse recurses without bound or converts a ten-thousand-digit integer;
+  parse recurses without bound or converts a ten-thousand-digit integer, and JSON's ``NaN`` and ``Infinity`` refused
+  (no writer netbench trusts puts them there, and every later reader would refuse them);
+- **each file read once per command** and a **byte budget per command** (:func:`begin_command`): a file read again
+  (a sweep's summary naming one steps.csv on every row) comes from the command's cache (:func:`parsed` keeps what it
+  was parsed into as well), and bytes read past :data:`READ_BUDGET` are refused, so a command's reading grows with
+  what is new in its input, never with how often a file is named;
 - every problem is one :class:`BadInput` line that names the file and the problem and **never echoes the content**
   (a file may be ``/etc/shadow`` behind a link a scenario names). A name a message must show (a key, a node) goes
   through :func:`shown_name`, which shows only short plain names.
@@ -26,8 +31,9 @@ import re
 import stat
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 __all__ = [
     "BadInput",
@@ -46,7 +52,11 @@ __all__ = [
     "NCCL_TESTS_LOG",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "READ_BUDGET",
+    "begin_command",
+    "begin_point",
     "named_on_command_line",
+    "parsed",
     "named",
     "read_bytes",
     "read_text",
@@ -63,6 +73,8 @@ MAX_DEPTH = 32  # tables and lists inside each other: netbench's own files nest 
 MAX_INT_DIGITS = 19  # a 64-bit integer: TOML's own range, and more than any count or size netbench takes
 MAX_FLOAT_CHARS = 64  # a float written out in full is 25 characters
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+READ_BUDGET = 8 << 30  # bytes one command (or one point of a sweep) reads: a 100,000-step run of 64 nodes, twice
+CACHE_BYTES = 512 << 20  # what the per-command cache keeps of the files (and their parses) read last
 
 
 class BadInput(ValueError):
@@ -93,6 +105,50 @@ NCCL_TESTS_LOG = Kind("nccl-tests log", 4 << 20)  # all_reduce_perf with NCCL_DE
 COUNTERS = Kind("counters file", 1 << 16)  # the delay line's counters and control file: a few hundred bytes
 
 _named: set[str] = set()
+
+
+@dataclass
+class _Reading:
+    """What the running command has read: bytes so far, and the last files read (and parsed) by identity."""
+
+    spent: int = 0
+    kept: int = 0
+    cache: dict[tuple[object, ...], tuple[int, object]] = field(default_factory=dict)
+
+    def get(self, key: tuple[object, ...]) -> tuple[int, object] | None:
+        """(size, value) kept under ``key`` (the value may be None), or None."""
+        hit = self.cache.pop(key, None)
+        if hit is not None:
+            self.cache[key] = hit  # most recently used last
+        return hit
+
+    def keep(self, key: tuple[object, ...], size: int, value: object) -> None:
+        """Keep ``value`` (``size`` bytes of file behind it), dropping the least recently used past CACHE_BYTES."""
+        if size > CACHE_BYTES:
+            return
+        self.cache[key] = (size, value)
+        self.kept += size
+        while self.kept > CACHE_BYTES:
+            old = next(iter(self.cache))
+            self.kept -= self.cache.pop(old)[0]
+
+
+_reading = _Reading()
+
+
+def begin_command(argv: list[str]) -> None:
+    """A command starts: its byte budget full, its cache empty, and the paths its command line names remembered
+    (:func:`named_on_command_line`)."""
+    global _reading
+    _reading = _Reading()
+    _named.clear()
+    named_on_command_line(argv)
+
+
+def begin_point() -> None:
+    """A sweep's next point starts: what its workers write is read within a budget of its own (the cache emptied)."""
+    global _reading
+    _reading = _Reading()
 
 
 def named_on_command_line(argv: list[str]) -> None:
@@ -160,12 +216,13 @@ def _check_folders(path: Path, within: Path, kind: Kind) -> None:
             raise _refuse(path, why)
 
 
-def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``kind.max_bytes`` (else :class:`BadInput`).
+def _identity(info: os.stat_result) -> tuple[object, ...]:
+    """What tells one file's content from another's while a command runs (a rewritten file gets a new one)."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
-    A link is followed only where the command line names ``path``; ``within``: the folder the user named that holds
-    ``path`` (a sweep folder, a run directory), none of whose folders on the way may be a link.
-    """
+
+def _opened(path: str | Path, kind: Kind, within: str | Path | None) -> tuple[int, os.stat_result]:
+    """An open descriptor of ``path`` and its ``fstat``, checked: regular, within the cap, no link where none may be."""
     if within is not None:
         _check_folders(Path(path), Path(within), kind)
     follow = named(path)
@@ -182,29 +239,80 @@ def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None
             raise _refuse(path, f"is {_type_of(info.st_mode)}, not a regular file")
         if info.st_size > kind.max_bytes:
             raise _refuse(path, f"{info.st_size} bytes, more than the {kind.max_bytes} a {kind.what} may hold")
-        chunks, size = [], 0
+        if _reading.spent + info.st_size > READ_BUDGET:
+            raise _refuse(path, f"past the {READ_BUDGET} bytes one command reads (split the input)")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
+def _read_all(path: str | Path, fd: int, kind: Kind) -> bytes:
+    chunks, size = [], 0
+    try:
         while size <= kind.max_bytes:
             chunk = os.read(fd, min(1 << 20, kind.max_bytes + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            _reading.spent += len(chunk)
     except OSError as exc:
         raise _refuse(path, f"cannot be read ({exc.strerror})") from None
-    finally:
-        os.close(fd)
     if size > kind.max_bytes:
         raise _refuse(path, f"more than the {kind.max_bytes} bytes a {kind.what} may hold")
+    if _reading.spent > READ_BUDGET:
+        raise _refuse(path, f"past the {READ_BUDGET} bytes one command reads (split the input)")
     return b"".join(chunks)
+
+
+def read_bytes(path: str | Path, kind: Kind, *, within: str | Path | None = None) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``kind.max_bytes`` (else :class:`BadInput`).
+
+    A link is followed only where the command line names ``path``; ``within``: the folder the user named that holds
+    ``path`` (a sweep folder, a run directory), none of whose folders on the way may be a link. A file the command
+    read before (the same file, unchanged) comes from its cache and costs nothing of :data:`READ_BUDGET`.
+    """
+    return _cached(path, kind, within, "bytes", lambda data: data)
+
+
+T = TypeVar("T")
+
+
+def _cached(path: str | Path, kind: Kind, within: str | Path | None, how: str, make: Callable[[bytes], T]) -> T:
+    """``make(bytes of path)``, from the command's cache where the same file was made into ``how`` before."""
+    fd, info = _opened(path, kind, within)
+    key = (*_identity(info), how)
+    try:
+        hit = _reading.get(key)
+        if hit is not None:
+            return hit[1]  # type: ignore[return-value]
+        data = _read_all(path, fd, kind)
+    finally:
+        os.close(fd)
+    value = make(data)
+    _reading.keep(key, len(data), value)
+    return value
 
 
 def read_text(path: str | Path, kind: Kind, *, within: str | Path | None = None) -> str:
     """:func:`read_bytes`, decoded strictly as UTF-8 (a byte-order mark dropped)."""
-    data = read_bytes(path, kind, within=within)
+    return _cached(path, kind, within, "text", lambda data: _decoded(path, data))
+
+
+def _decoded(path: str | Path, data: bytes) -> str:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise _refuse(path, f"not UTF-8 text (byte {exc.start})") from None
+
+
+def parsed(path: str | Path, kind: Kind, how: str, parse: Callable[[str], T], *, within: str | Path | None = None) -> T:
+    """``parse(read_text(path))``, made once per command for each file and ``how`` (what the parse makes of it): a
+    table named on every row of another is parsed once. ``parse`` raises :class:`BadInput` for what it refuses; what
+    it returns is shared, so a caller that changes it takes a copy.
+    """
+    return _cached(path, kind, within, how, lambda data: parse(_decoded(path, data)))
 
 
 def read_text_if_present(path: str | Path, kind: Kind, *, within: str | Path | None = None) -> str | None:
@@ -233,25 +341,31 @@ def _depth_problem(data: object, check_ints: bool) -> str | None:
     return None
 
 
-class _TooLong(ValueError):
+class _Unusable(ValueError):
     pass
 
 
 def _int(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _TooLong(f"a number longer than {MAX_INT_DIGITS} digits")
+        raise _Unusable(f"a number longer than {MAX_INT_DIGITS} digits")
     return int(text)
 
 
 def _float(text: str) -> float:
     if len(text) > MAX_FLOAT_CHARS:
-        raise _TooLong(f"a number longer than {MAX_FLOAT_CHARS} characters")
+        raise _Unusable(f"a number longer than {MAX_FLOAT_CHARS} characters")
     return float(text)
 
 
+def _constant(name: str) -> float:
+    raise _Unusable(f"{name} is not a number JSON holds")
+
+
 def parse_json(text: str, source: str | Path) -> object:
-    """JSON ``text`` (from ``source``, named in messages), within the nesting and number caps."""
-    return _parsed(lambda t: json.loads(t, parse_int=_int, parse_float=_float), text, source, "JSON")
+    """JSON ``text`` (from ``source``, named in messages), within the nesting and number caps; ``NaN`` and
+    ``Infinity`` (which Python's reader takes and strict JSON has not) refused."""
+    load = lambda t: json.loads(t, parse_int=_int, parse_float=_float, parse_constant=_constant)  # noqa: E731
+    return _parsed(load, text, source, "JSON")
 
 
 def parse_toml(text: str, source: str | Path) -> dict[str, object]:
@@ -263,7 +377,7 @@ def _parsed(load: Callable[[str], object], text: str, source: str | Path, form: 
     """``load(text)`` where it parses within the caps, else BadInput saying which cap, or where the syntax broke."""
     try:
         data = load(text)
-    except _TooLong as exc:
+    except _Unusable as exc:
         raise _refuse(source, f"not usable {form} ({exc})") from None
     except RecursionError:
         raise _refuse(source, f"not usable {form} (nested more than {MAX_DEPTH} deep)") from None

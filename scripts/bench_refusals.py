@@ -1,8 +1,9 @@
 """How long netbench takes to refuse each crafted input whose cost would grow with its size if not checked first.
 
-Each case is a file written to a temporary folder and one command that must refuse it (exit 2, one line). The
-command runs in this process after a warm-up (the interpreter's start and imports are not the input's cost), and the
-script prints each refusal's median time over a few runs against the 1 s target:
+Each case is a file written to a temporary folder of its own and one command that must refuse it (exit 2, one line;
+DIR in the command stands for the folder, else the file is named last). The command runs in this process after a
+warm-up (the interpreter's start and imports are not the input's cost), and the script prints each refusal's median
+time over a few runs against the 0.1 s target:
 
     python scripts/bench_refusals.py [--runs 5]
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree's netbench, not an installed one
 
-TARGET_S = 1.0
+TARGET_S = 0.1
 SITES = '[[sites]]\nname = "a"\nnodes = N\nlan_bw = "1gbit"\n[[sites]]\nname = "b"\nnodes = 2\nlan_bw = "1gbit"\n'
 WAN = '[[wan]]\nbetween = ["a", "b"]\nbw = "100mbit"\n'
 CASES: list[tuple[str, str, str, list[str]]] = [  # name, file, text, argv (FILE stands for the file)
@@ -61,6 +62,33 @@ CASES: list[tuple[str, str, str, list[str]]] = [  # name, file, text, argv (FILE
         "",
         ["plan", "--topology", "sites", "--sites", "50000", "--nodes", "50000", "--wan-bw", "1gbit"],
     ),
+    (
+        "999 [[points]] tables of 30 points",
+        "sc.toml",
+        '[grid]\nreplicator = ["full"]\n'
+        + ('[[points]]\nnodes = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]\nbw = ["10mbit", "20mbit", "30mbit"]\n') * 999,
+        ["sweep", "--dry-run"],
+    ),
+    (
+        "summary.csv of 30000 rows split by \\r",
+        "summary.csv",
+        "key,label,status,run_dir\n" + "k,l,ok,\r" * 30_000,
+        ["report", "DIR"],
+    ),
+    ("plan --nodes of 1000 counts", "", "", ["plan", "-r", "full", "--nodes", ",".join(map(str, range(2, 1002)))]),
+    ("plan --mfu 5e-324", "", "", ["plan", "-r", "full", "--accelerator", "h100-sxm", "--mfu", "5e-324"]),
+    (
+        "calibration holding NaN",
+        "c.json",
+        '{"version": 4, "software_overhead_s": NaN}',
+        ["plan", "-r", "full", "--calibration"],
+    ),
+    (
+        "NCCL fit of bus 5e-324 B/s",
+        "f.json",
+        '{"collectives": {"all_reduce": {"ranks": 2, "segments": [{"upto_bytes": 1e12, "bus_Bps": 5e-324}]}}}',
+        ["plan", "-r", "full", "--backend", "nccl", "--accelerator", "h100-sxm", "--nccl-calibration"],
+    ),
 ]
 
 
@@ -84,12 +112,15 @@ def main() -> None:
     refuse(["plan", "--help"])  # imports, once
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        for name, file, text, argv in CASES:
-            full = list(argv)
+        for i, (name, file, text, argv) in enumerate(CASES):
+            folder = Path(tmp) / f"case{i}"
+            folder.mkdir()
+            full = [str(folder) if a == "DIR" else a for a in argv]
             if file:
-                path = Path(tmp) / file
+                path = folder / file
                 path.write_text(text)
-                full.append(str(path))
+                if "DIR" not in argv:
+                    full.append(str(path))
             times, codes = [], set()
             for _ in range(args.runs):
                 started = time.perf_counter()

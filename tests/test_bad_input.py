@@ -437,7 +437,7 @@ def test_plan_with_bad_topology_options_is_one_line_exit_2(
 
 # ---- --schedule: a schedule or trace file that cannot be used is one line, exit 2, before anything is built
 SCHEDULE_CASES: list[tuple[list[str], str, str]] = [
-    ([], "time_s,link,rate\n0,n9,20mbit\n", "unknown link 'n9'"),
+    ([], "time_s,link,rate\n0,n9,20mbit\n", "change 1: unknown link (this network has"),
     ([], "time_s,link,rate\n5,*,20mbit\n1,*,50mbit\n", "times out of order"),
     ([], "time_s,link,rate\n0,*,-20mbit\n", "rate"),
     ([], "time_s,link,delay\n0,*,-5ms\n", "delay"),

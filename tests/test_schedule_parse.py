@@ -121,6 +121,6 @@ def test_spaces_around_cells_and_a_byte_order_mark_are_read() -> None:
     assert [(c.target, c.rate_bps) for c in schedule.changes] == [("n1", 20e6)]
 
 
-def test_an_unknown_link_is_named() -> None:
-    with pytest.raises(ValueError, match="unknown link 'n7'"):
+def test_an_unknown_link_names_the_change() -> None:
+    with pytest.raises(ValueError, match="change 1: unknown link"):
         parse_text("time_s,link,rate\n0,n7,20mbit\n", "s.csv").check_targets(STAR)

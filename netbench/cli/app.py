@@ -19,7 +19,8 @@ except ImportError:  # pragma: no cover - older typer is built on click, which i
 from netbench.cli.commands import calibrate, clean, compare, doctor, exec, plan, probe, report, run, sweep, worker
 from netbench.cli.errors import UserError
 from netbench.reports.escape import printable
-from netbench.untrusted import named_on_command_line
+from netbench.safe_files import UnsafeOutput
+from netbench.untrusted import begin_command
 
 app = typer.Typer(
     name="netbench",
@@ -51,8 +52,8 @@ for name, command, settings in COMMANDS:
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: click usage errors and UserError become one line (printable: no escape sequence from a
     file reaches the terminal) and exit code 2. The paths the command line names are the only links netbench follows
-    (:func:`netbench.untrusted.named_on_command_line`)."""
-    named_on_command_line(sys.argv[1:] if argv is None else argv)
+    (:func:`netbench.untrusted.begin_command`: each command reads within its own byte budget)."""
+    begin_command(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=argv, standalone_mode=False)  # without standalone mode click returns typer.Exit's code
         if isinstance(code, int) and code:
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         hint = f"{exc.ctx.command_path}: " if exc.ctx else ""
         print(f"netbench: error: {printable(hint + exc.format_message())}", file=sys.stderr)
         raise SystemExit(2) from None
-    except UserError as exc:
+    except (UserError, UnsafeOutput) as exc:  # UnsafeOutput: an output file or folder a command may not write
         print(f"netbench: error: {printable(exc)}", file=sys.stderr)
         raise SystemExit(2) from None
     except Exit as exc:

@@ -16,7 +16,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from netbench.settings import Setting
+from netbench.settings import Setting, SettingError
 
 # unit -> what the option parses on the command line (the setting reads the text in its unit afterwards)
 _CLI_TYPES: dict[str, Any] = {
@@ -48,6 +48,21 @@ def cli_type(setting: Setting, command: str = "", *, optional: bool = False) -> 
     return base | None if optional or _unset_where_scoped(setting, command) is None else base
 
 
+def _checked(setting: Setting) -> Any:
+    """The option's callback: what was typed checked against the declaration (:meth:`Setting.check_typed`) before
+    the command runs, so every command that renders the setting holds the same bounds."""
+
+    def check(value: Any) -> Any:
+        if value is not None:
+            try:
+                setting.check_typed(value)
+            except SettingError as exc:
+                raise typer.BadParameter(str(exc).removeprefix(f"{setting.name}: ")) from None
+        return value
+
+    return check
+
+
 def option(setting: Setting, command: str = "", *, note: str = "", optional: bool = False) -> Any:
     """The typer option of ``setting`` in ``command``; ``optional``: default None (unset: the scenario's value)."""
     name = f"{setting.name}/{setting.off}" if setting.off else setting.name
@@ -59,9 +74,14 @@ def option(setting: Setting, command: str = "", *, note: str = "", optional: boo
         if not stated and default is not None:  # a scoped setting's help, or a command's own, states its default
             shown = f"{default:g}" if isinstance(default, (int, float)) and not isinstance(default, bool) else default
             text = f"{text.removesuffix('.')} (default {shown})."
-        return typer.Option(None, *decls, help=escape(text))
+        return typer.Option(None, *decls, help=escape(text), callback=_checked(setting))
     # escaped: "[default 2]" is text, not rich markup
-    return typer.Option(_unset_where_scoped(setting, command), *decls, help=escape(setting.help_for(command, note)))
+    return typer.Option(
+        _unset_where_scoped(setting, command),
+        *decls,
+        help=escape(setting.help_for(command, note)),
+        callback=_checked(setting),
+    )
 
 
 @dataclass(frozen=True)

@@ -121,10 +121,22 @@ COMPUTE_SETTINGS = table(
             "the GPUs (h100-sxm, h200, a100-80gb, l40s, mi300x, b200): compute from the model's FLOPs with --batch; "
             "with --backend nccl also their links and codec profile.",
         ),
-        Setting("--mfu", "mfu", "factor", "model FLOPs utilisation of the compute term (0-1].", default=0.4),
-        Setting("--batch", "batch", "count", "global batch per step in sequences of --seq tokens."),
         Setting(
-            "--seq", "seq_len", "count", "sequence length in tokens (FLOPs of attention; with --batch).", default=2048
+            "--mfu",
+            "mfu",
+            "factor",
+            "model FLOPs utilisation of the compute term (0-1].",
+            default=0.4,
+            range=(1e-3, 1.0),
+        ),
+        Setting("--batch", "batch", "count", "global batch per step in sequences of --seq tokens.", range=(1, 1e9)),
+        Setting(
+            "--seq",
+            "seq_len",
+            "count",
+            "sequence length in tokens (FLOPs of attention; with --batch).",
+            default=2048,
+            range=(1, 1e7),
         ),
         Setting("--tokens-per-step", "tokens_per_step", "text", "global batch per step in tokens, instead of --batch."),
         Setting(
@@ -133,6 +145,7 @@ COMPUTE_SETTINGS = table(
             "count",
             "layers of the GPU backends' layer schedule [default: from the shapes' names]; with --params, the "
             "synthetic model's layers (Streaming DiLoCo's fragments group them).",
+            range=(1, 1e5),
         ),
     )
 )

@@ -208,12 +208,13 @@ class Framing(BaseModel):
 # The framing plan prices: the links' MTU, and the ACKs a receiver sends per segment (calibrate stores it as given)
 FRAMING_SETTINGS = table(
     (
-        Setting("--mtu", "mtu", "count", "link MTU.", default=MTU),
+        Setting("--mtu", "mtu", "count", "link MTU.", default=MTU, range=(576, 65536)),
         Setting(
             "--acks-per-segment",
             "acks_per_segment",
             "factor",
             "ACK frames per data segment [default: calibration, else 0.5].",
+            range=(0.0, 1.0),
             overrides={
                 "calibrate": Override(
                     why="calibrate writes the value plan falls back to; loopback cannot measure it",

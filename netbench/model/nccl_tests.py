@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from netbench import untrusted
 from netbench.model.nccl import bus_factor, steps_of
 from netbench.units import format_bytes
+from netbench.validation import ShownText
 
 __all__ = [
     "NcclTestsError",
@@ -55,8 +56,14 @@ MAX_ROWS = 512
 MAX_SIZE_BYTES = 2**45
 MAX_RANKS = 1 << 20
 MAX_SEGMENTS = 3
+TIME_RANGE_US = (1e-3, 1e9)  # a table's times: a nanosecond to a thousand seconds (outside: not a row of one)
+MAX_RANK_DIGITS = 7  # MAX_RANKS has seven digits
+BUS_RANGE_BPS = (1e-6, 1e21)  # a fitted bus bandwidth (a flat range's is 1e18 B/s: pure latency)
+MAX_LATENCY_S = 1e4
 SLOWER_REGIME = 1.5  # a range this many times below the range before it in bus bandwidth: not one of NCCL's switches
-_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.MULTILINE)
+_RANK = re.compile(
+    rf"^#\s+Rank\s+(\d{{1,{MAX_RANK_DIGITS}}})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.MULTILINE
+)
 _TEST = re.compile(r"\b(all_reduce|all_gather|reduce_scatter)_perf\b")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 
@@ -104,7 +111,8 @@ def _row(tokens: list[str]) -> Row | None:
         oop, algbw, busbw, ip = _number(tail[0]), _number(tail[1]), _number(tail[2]), _number(tail[4])
     except ValueError:
         return None
-    if not (0 < size <= MAX_SIZE_BYTES and oop > 0 and ip > 0 and algbw >= 0 and busbw >= 0):
+    low, high = TIME_RANGE_US
+    if not (0 < size <= MAX_SIZE_BYTES and low <= oop <= high and low <= ip <= high and algbw >= 0 and busbw >= 0):
         return None
     return Row(size, oop * 1e-6, ip * 1e-6, busbw)
 
@@ -183,9 +191,9 @@ class Segment(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    upto_bytes: float = Field(gt=0)
-    latency_s: float = Field(ge=0)
-    bus_Bps: float = Field(gt=0)
+    upto_bytes: float = Field(gt=0, le=MAX_SIZE_BYTES)
+    latency_s: float = Field(ge=0, le=MAX_LATENCY_S)
+    bus_Bps: float = Field(ge=BUS_RANGE_BPS[0], le=BUS_RANGE_BPS[1])
 
 
 class CollectiveFit(BaseModel):
@@ -196,9 +204,9 @@ class CollectiveFit(BaseModel):
     ranks: int = Field(ge=2, le=MAX_RANKS)
     nodes: int | None = Field(None, ge=1, le=MAX_RANKS)
     segments: tuple[Segment, ...] = Field(min_length=1, max_length=MAX_SEGMENTS)
-    residuals: tuple[tuple[float, float], ...] = ()  # (size, (fit - measured) / measured)
-    source: str = ""
-    regimes: str = ""  # where the bus bandwidth falls as the size grows: which sizes each regime covers
+    residuals: tuple[tuple[float, float], ...] = Field((), max_length=MAX_ROWS)  # (size, (fit - measured) / measured)
+    source: str = Field("", max_length=4096)  # the log's path (escaped where it is shown)
+    regimes: ShownText = ""  # where the bus bandwidth falls as the size grows: which sizes each regime covers
 
     def segment(self, nbytes: float) -> Segment:
         return next((s for s in self.segments if nbytes <= s.upto_bytes), self.segments[-1])
@@ -219,8 +227,10 @@ class NcclFit(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["nccl-tests-fit"] = "nccl-tests-fit"
-    nccl_version: str | None = None
-    collectives: dict[str, CollectiveFit] = Field(default_factory=dict)
+    nccl_version: ShownText | None = Field(None, max_length=64)
+    collectives: dict[Literal["all_reduce", "all_gather", "reduce_scatter"], CollectiveFit] = Field(
+        default_factory=dict
+    )
 
     def time_s(self, kind: str, nbytes: float, ranks: int, ceiling_Bps: float | None = None) -> float | None:
         """A call's time from the fit (all-gather and reduce-scatter stand in for each other), or None."""
@@ -232,32 +242,72 @@ class NcclFit(BaseModel):
 
 def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float, float]:
     """(a, c, sse) of t = a + c s, least squares on relative error, a >= 0 and c > 0."""
-    sw = sws = swss = swt = swst = 0.0
-    for s, t in points:
-        w = 1 / (t * t)
-        sw, sws, swss, swt, swst = sw + w, sws + w * s, swss + w * s * s, swt + w * t, swst + w * s * t
-    det = sw * swss - sws * sws
-    a, c = ((swss * swt - sws * swst) / det, (sw * swst - sws * swt) / det) if det > 0 else (0.0, 0.0)
-    if c <= 0:  # flat: pure latency (a tiny slope keeps the bandwidth finite)
-        a, c = swt / sw, 1e-18
-    if a < 0:
-        a, c = 0.0, swst / swss
+    a, c = _terms(*_sums(points))
     sse = sum(((a + c * s) - t) ** 2 / (t * t) for s, t in points)
     return a, c, sse
 
 
+def _terms(w: float, ws: float, wss: float, wt: float, wst: float) -> tuple[float, float]:
+    """(a, c) of the least-squares line of a range from its weighted sums (weight 1/t^2), a >= 0 and c > 0."""
+    det = w * wss - ws * ws
+    a, c = ((wss * wt - ws * wst) / det, (w * wst - ws * wt) / det) if det > 0 else (0.0, 0.0)
+    if c <= 0:  # flat: pure latency (a tiny slope keeps the bandwidth finite)
+        a, c = wt / w, 1e-18
+    if a < 0:
+        a, c = 0.0, wst / wss
+    return a, c
+
+
+def _sums(points: Sequence[tuple[float, float]]) -> tuple[float, float, float, float, float]:
+    w = ws = wss = wt = wst = 0.0
+    for s, t in points:
+        k = 1 / (t * t)
+        w, ws, wss, wt, wst = w + k, ws + k * s, wss + k * s * s, wt + k * t, wst + k * s * t
+    return w, ws, wss, wt, wst
+
+
+def _range_errors(points: Sequence[tuple[float, float]]) -> Callable[[int, int], float]:
+    """``err(lo, hi)``: the squared relative error of the line fitted to ``points[lo:hi]``, in constant time from
+    prefix sums (w t^2 = 1 for every point, so the error is a quadratic form of the sums)."""
+    prefix = [(0.0, 0.0, 0.0, 0.0, 0.0)]
+    for s, t in points:
+        k = 1 / (t * t)
+        w, ws, wss, wt, wst = prefix[-1]
+        prefix.append((w + k, ws + k * s, wss + k * s * s, wt + k * t, wst + k * s * t))
+
+    def err(lo: int, hi: int) -> float:
+        (w1, ws1, wss1, wt1, wst1), (w0, ws0, wss0, wt0, wst0) = prefix[hi], prefix[lo]
+        w, ws, wss, wt, wst = w1 - w0, ws1 - ws0, wss1 - wss0, wt1 - wt0, wst1 - wst0
+        a, c = _terms(w, ws, wss, wt, wst)
+        return max(a * a * w + c * c * wss + (hi - lo) + 2 * a * c * ws - 2 * a * wt - 2 * c * wst, 0.0)
+
+    return err
+
+
 def _best_cut(points: list[tuple[float, float]], pieces: int) -> tuple[float, list[tuple[int, int]]]:
-    """Least total error of ``pieces`` contiguous ranges (each with at least two sizes), and the ranges."""
+    """Least total error of ``pieces`` contiguous ranges (each with at least two sizes), and the ranges.
+
+    Each range's error comes from prefix sums in constant time, so three pieces cost O(n^2) (every pair of cuts) and
+    two O(n); the ranges found are measured again point by point for the error returned.
+    """
     n = len(points)
+    err = _range_errors(points)
     if pieces == 1:
-        return _line(points)[2], [(0, n)]
-    best: tuple[float, list[tuple[int, int]]] = (math.inf, [])
-    for cut in range(2, n - 2 * (pieces - 1) + 1):
-        head = _line(points[:cut])[2]
-        tail_sse, tail = _best_cut(points[cut:], pieces - 1)
-        if head + tail_sse < best[0]:
-            best = (head + tail_sse, [(0, cut)] + [(a + cut, b + cut) for a, b in tail])
-    return best
+        ranges = [(0, n)]
+    else:
+        tails = {cut: err(cut, n) for cut in range(2, n - 1)}  # the last range, from each cut to the end
+        if pieces == 2:
+            best = min(range(2, n - 1), key=lambda cut: err(0, cut) + tails[cut])
+            ranges = [(0, best), (best, n)]
+        else:
+            # best two-piece split of each suffix [first, n): the second cut at each first cut's best
+            second = {
+                first: min(range(first + 2, n - 1), key=lambda cut: err(first, cut) + tails[cut])
+                for first in range(2, n - 3)
+            }
+            first = min(second, key=lambda f: err(0, f) + err(f, second[f]) + tails[second[f]])
+            ranges = [(0, first), (first, second[first]), (second[first], n)]
+    return sum(_line(points[lo:hi])[2] for lo, hi in ranges), ranges
 
 
 def fit_log(log: NcclTestsLog, min_size: int = 0) -> CollectiveFit:
@@ -280,7 +330,8 @@ def fit_log(log: NcclTestsLog, min_size: int = 0) -> CollectiveFit:
     for i, (lo, hi) in enumerate(choice[1]):
         a, c, _ = _line(points[lo:hi])
         upto = points[hi - 1][0] if i < len(choice[1]) - 1 else float(MAX_SIZE_BYTES)
-        segments.append(Segment(upto_bytes=upto, latency_s=a, bus_Bps=factor / c))
+        bus = min(max(factor / c, BUS_RANGE_BPS[0]), BUS_RANGE_BPS[1])
+        segments.append(Segment(upto_bytes=upto, latency_s=min(a, MAX_LATENCY_S), bus_Bps=bus))
     fit = CollectiveFit(
         ranks=log.ranks,
         nodes=log.nodes,

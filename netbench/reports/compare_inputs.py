@@ -12,7 +12,6 @@ A sweep's ``sweep.json`` records the grid it was asked to run; that grid is the 
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from collections.abc import Callable
@@ -118,15 +117,6 @@ def read_regular(path: Path) -> str | None:
         raise CompareError(str(exc)) from None
 
 
-def _csv(path: Path, text: str, dtype: dict[str, type] | None = None) -> pd.DataFrame:
-    try:
-        return pd.read_csv(io.StringIO(text), dtype=dtype)
-    except pd.errors.EmptyDataError:
-        raise CompareError(f"{clean_text(path)}: empty") from None
-    except (ValueError, pd.errors.ParserError, OverflowError):
-        raise CompareError(f"{clean_text(path)}: not a readable CSV") from None
-
-
 def _number(value: Any) -> float:
     """A figure as a float; nan where it is missing or not a number (inf stays inf: both are reported)."""
     if isinstance(value, bool):
@@ -163,10 +153,12 @@ def _key(where: str, row: dict[str, Any]) -> Key:
 def _steps_noise(run_dir: Path | None) -> tuple[float | None, float | None]:
     """Standard errors of a run's median step time and wire bytes, from its steps.csv; None where it has none."""
     path = RunDir(run_dir).steps_csv if run_dir is not None else None
-    text = read_regular(path) if path is not None else None
-    if not text:
+    if path is None or not os.path.lexists(path):
         return None, None
-    frame = _csv(path, text)
+    try:
+        frame = read_csv(path)  # the verdict `report` gives the same file, and its parse shared with it
+    except BadInput as exc:
+        raise CompareError(str(exc)) from None
     if not set(REQUIRED) <= set(frame.columns) or frame.empty:
         return None, None
     try:

@@ -14,10 +14,10 @@ import unicodedata
 
 from rich.markup import escape as escape_markup
 
-__all__ = ["printable", "for_terminal", "for_markdown", "markdown_code"]
+__all__ = ["BIDI", "printable", "for_terminal", "for_markdown", "markdown_code"]
 
 # bidirectional overrides and isolates: they make text read differently from what it holds
-_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 # the characters that start inline syntax anywhere (emphasis, code, links and images, raw HTML, entities, table cells)
 # ...
 _MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>!|~&])")
@@ -33,7 +33,7 @@ def printable(text: object, limit: int = 2000) -> str:
     for ch in str(text):
         if ch in "\t\n\r":
             out.append(" ")
-        elif unicodedata.category(ch) not in ("Cc", "Cs") and ch not in _BIDI:
+        elif unicodedata.category(ch) not in ("Cc", "Cs") and ch not in BIDI:
             out.append(ch)
     joined = "".join(out)
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."

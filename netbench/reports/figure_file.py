@@ -10,13 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: figures are files
-
-import matplotlib.pyplot as plt  # noqa: E402
-
-from netbench import safe_files  # noqa: E402
+from netbench import safe_files
+from netbench.reports.drawing import plt
 
 DPI = 110
 T = TypeVar("T")

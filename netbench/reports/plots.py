@@ -22,26 +22,18 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
+from netbench.reports.drawing import Line2D, Patch, matplotlib, plt
+from netbench.reports.figure_file import save
+from netbench.reports.steps import step_time_spread
+from netbench.reports.style import collective, color, delay_style, node_marker
+from netbench.reports.target import STEP_MODEL
+from netbench.rundir.summary import compared_column, predicted_column, step_parts
 from netbench.rundir.sweepdir import run_path
-
-matplotlib.use("Agg")
-# labels come from summary.csv: a "$" there must print as a dollar, not start TeX that fails to parse when drawn
-matplotlib.rcParams["text.parse_math"] = False
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from netbench.reports.figure_file import save  # noqa: E402
-from netbench.reports.steps import step_time_spread  # noqa: E402
-from netbench.reports.style import collective, color, delay_style, node_marker  # noqa: E402
-from netbench.reports.target import STEP_MODEL  # noqa: E402
-from netbench.rundir.summary import compared_column, predicted_column, step_parts  # noqa: E402
-from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
-from netbench.units import format_rate  # noqa: E402
+from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
+from netbench.units import format_rate
 
 __all__ = ["make_figures", "with_step_spread", "label_rate", "label_seconds", "save", "MAX_BARS"]
 

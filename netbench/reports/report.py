@@ -19,8 +19,9 @@ from typing import Any
 
 import pandas as pd
 
-from netbench import safe_files
+from netbench import safe_files, untrusted
 from netbench.reports.escape import for_markdown, markdown_code, printable
+from netbench.reports.steps import step_series, step_time_spread
 from netbench.reports.target import (
     LOSS_KINDS,
     SMOOTH,
@@ -31,8 +32,9 @@ from netbench.reports.target import (
     time_to_target,
 )
 from netbench.rundir.summary import Metric, compared_column, error_column, predicted_column, report_metrics
-from netbench.rundir.sweepdir import NUMERIC, SweepDoc, read_summary, read_sweep_json, sweep_doc
+from netbench.rundir.sweepdir import NUMERIC, SweepDoc, read_summary, read_sweep_json, run_path, sweep_doc
 from netbench.units import format_bytes, format_rate
+from netbench.untrusted import BadInput
 
 __all__ = ["Accuracy", "ReportResult", "accuracy", "generate_report", "TARGETS"]
 
@@ -438,6 +440,23 @@ def _shown(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(**missing, **{c: frame[c].map(lambda text: printable(text, 2000)) for c in texts})
 
 
+def _no_folder_where_a_file_goes(folder: Path) -> None:
+    """BadInput where report.md, report.html or a figure's name (``*.png``) is a folder, before anything is drawn: a
+    rename onto it would fail only after the figures before it were written."""
+    for path in sorted([folder / "report.md", folder / "report.html", *folder.glob("*.png")]):
+        if path.is_dir() and not path.is_symlink():
+            raise BadInput(f"{untrusted.shown_path(path)}: a folder where the report writes a file")
+
+
+def _read_every_run(frame: pd.DataFrame, folder: Path) -> None:
+    """Every run's steps.csv read (and kept for the figures: read once per command) before anything is drawn, so a
+    damaged one is refused before a figure is written."""
+    for run_dir in frame["run_dir"] if "run_dir" in frame else ():
+        path = run_path(folder, run_dir)
+        step_time_spread(path)
+        step_series(path)
+
+
 def generate_report(folder: Path, target_loss: float | None = None) -> ReportResult:
     """Write report.md, report.html and the figures into ``folder`` from its summary.csv and sweep.json (and runs/).
 
@@ -457,6 +476,8 @@ def generate_report(folder: Path, target_loss: float | None = None) -> ReportRes
     doc = read_sweep_json(folder)
     typed = sweep_doc(doc, folder)
     frame = with_errors(_shown(read_summary(folder)))
+    _no_folder_where_a_file_goes(folder)
+    _read_every_run(frame, folder)
     acc = accuracy(frame) if not frame.empty else Accuracy(0, None, None, "", None, "")
     # each point's median step: two thirds drawn in a second process while this one draws the sweep's figures, then
     # the rest; the timeline section then finds them drawn

@@ -11,15 +11,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from netbench.reports.figure_file import save  # noqa: E402
-from netbench.reports.steps import read_steps  # noqa: E402
-from netbench.rundir.steps_schema import Col  # noqa: E402
+from netbench.reports.drawing import plt
+from netbench.reports.figure_file import save
+from netbench.reports.steps import read_steps
+from netbench.rundir.steps_schema import Col
 
 __all__ = ["schedule_figure", "segment_lines"]
 

@@ -18,11 +18,11 @@ import pandas as pd
 
 from netbench import untrusted
 from netbench.rundir.layout import RunDir
-from netbench.rundir.reading import BadInput, read_csv
+from netbench.rundir.reading import parse_csv
 from netbench.rundir.steps_schema import REQUIRED, Col
 from netbench.rundir.summary import measured_steps, metric
 
-__all__ = ["Spread", "read_steps", "per_step", "spread", "step_time_spread", "WIRE_COLUMNS"]
+__all__ = ["Spread", "read_steps", "per_step", "spread", "step_series", "step_time_spread", "WIRE_COLUMNS"]
 
 _WIRE_TX = metric("wire_tx_bytes_per_step")
 # a step's wire bytes sent: the capture's MTU frames where captured, else the interface counters (the summary's sources)
@@ -47,22 +47,37 @@ class Spread:
         return 1.4826 * 1.2533 * self.mad / self.n**0.5
 
 
+def _steps_path(run_dir: Path | None, kind: untrusted.Kind) -> Path | None:
+    """The run's steps.csv where there is one within ``kind``'s cap (a larger one: the point is drawn without its
+    per-step spread), else None."""
+    path = RunDir(run_dir).steps_csv if run_dir is not None else None
+    if path is None or not os.path.lexists(path):
+        return None
+    if os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) > kind.max_bytes:
+        return None
+    return path
+
+
 def read_steps(
     run_dir: Path | None, columns: tuple[str, ...] | None = None, kind: untrusted.Kind = untrusted.RUN_FILE
 ) -> pd.DataFrame | None:
-    """A run's steps.csv, or None where the run directory (or its file) is not there or is not one netbench wrote.
+    """A run's steps.csv, or None where the run directory has none, where it holds more than ``kind`` allows (the
+    point is drawn without its per-step spread) or where it lacks the columns a spread needs.
 
-    Read as untrusted input: a link, a FIFO, text that is not UTF-8 or a table without numbers
-    where they belong counts as absent (the point is drawn without its per-step spread), never as
-    a hang or a crash. Non-finite or negative times are dropped row by row. ``columns``: the ones
-    the caller needs besides the required ones (all where None), the only ones converted.
+    Read as untrusted input, with the verdict every command gives the file (:func:`~netbench.rundir.reading.read_csv`):
+    a link, a FIFO, text that is not UTF-8 or not a CSV table is :class:`BadInput`. Non-finite or negative times are
+    dropped row by row. ``columns``: the ones the caller needs besides the required ones (all where None), the only
+    ones converted. Read and converted once per command, however many summary rows name the run.
     """
-    if run_dir is None or not os.path.lexists(RunDir(run_dir).steps_csv):
+    path = _steps_path(run_dir, kind)
+    if path is None:
         return None
-    try:
-        frame = read_csv(RunDir(run_dir).steps_csv, kind=kind)
-    except BadInput:
-        return None
+    frame = untrusted.parsed(path, kind, f"steps {columns}", lambda text: _steps(text, path, columns))
+    return None if frame is None else frame.copy()
+
+
+def _steps(text: str, path: Path, columns: tuple[str, ...] | None) -> pd.DataFrame | None:
+    frame = parse_csv(text, path)
     if not set(REQUIRED) <= set(frame.columns) or frame.empty:
         return None
     wanted = (Col.STEP, Col.RANK, Col.STEP_S, Col.WARMUP, *((Col.LOSS, *WIRE_COLUMNS) if columns is None else columns))
@@ -99,12 +114,36 @@ def step_time_spread(run_dir: Path | None) -> Spread | None:
     """The spread of a run's step time at the slowest node over its measured steps; None without usable steps.
 
     The one figure a sweep's plots need from each of its (possibly thousands of) steps.csv, computed without the
-    rest of :func:`per_step`.
+    rest of :func:`per_step`, once per command for each file.
     """
-    steps = read_steps(run_dir, columns=(), kind=untrusted.POINT_STEPS)  # a sweep's report reads thousands
+    path = _steps_path(run_dir, untrusted.POINT_STEPS)  # a sweep's report reads thousands
+    if path is None:
+        return None
+    return untrusted.parsed(path, untrusted.POINT_STEPS, "step time spread", lambda text: _time_spread(text, path))
+
+
+def _time_spread(text: str, path: Path) -> Spread | None:
+    steps = _steps(text, path, columns=())
     if steps is None:
         return None
     return spread(measured_steps(steps).groupby(Col.STEP)[Col.STEP_S].max().to_numpy(dtype=float))
+
+
+def step_series(run_dir: Path | None) -> pd.DataFrame | None:
+    """:func:`per_step` of a run's steps.csv, warm-up steps included (a loss curve's points); None without steps.
+    Made once per command for each file."""
+    path = _steps_path(run_dir, untrusted.RUN_FILE)
+    if path is None:
+        return None
+    series = untrusted.parsed(path, untrusted.RUN_FILE, "per-step series", lambda text: _series(text, path))
+    return None if series is None else series.copy()
+
+
+def _series(text: str, path: Path) -> pd.DataFrame | None:
+    steps = _steps(text, path, columns=None)
+    if steps is None:
+        return None
+    return per_step(steps, include_warmup=True).sort_values(Col.STEP)
 
 
 def spread(values: pd.Series | np.ndarray) -> Spread | None:

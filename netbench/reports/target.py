@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from netbench.reports.steps import per_step, read_steps
+from netbench.reports.steps import step_series
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import predicted_column
 from netbench.rundir.sweepdir import run_path
@@ -165,14 +165,19 @@ def interpolated_step_time(rates: Sequence[float], times: Sequence[float]) -> St
 
 
 def loss_curves(frame: pd.DataFrame, folder: Path, window: int = SMOOTH) -> list[LossCurve]:
-    """Every successful point whose run directory still has a steps.csv with losses."""
+    """Every successful point whose run directory still has a steps.csv with losses (a run that several rows name is
+    one curve, its first row's)."""
 
     out = []
+    seen: set[Path] = set()
     for r in frame[frame["status"] == "ok"].to_dict("records"):
-        steps = read_steps(run_path(folder, r.get("run_dir")))
-        if steps is None or Col.LOSS not in steps or steps[Col.LOSS].isna().all():
+        path = run_path(folder, r.get("run_dir"))
+        if path is None or path in seen:
             continue
-        series = per_step(steps, include_warmup=True).sort_values(Col.STEP)
+        seen.add(path)
+        series = step_series(path)
+        if series is None or Col.LOSS not in series or series[Col.LOSS].isna().all():
+            continue
         pred = r.get(STEP_MODEL)
         out.append(
             LossCurve(

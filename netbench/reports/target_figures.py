@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-
-from netbench.reports.figure_file import save  # noqa: E402
-from netbench.reports.plots import label_rate, label_seconds  # noqa: E402
-from netbench.reports.style import color  # noqa: E402
-from netbench.reports.target import TargetGroup, rate_text  # noqa: E402
-from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS  # noqa: E402
-from netbench.units import format_rate  # noqa: E402
+from netbench.reports.drawing import Line2D, plt
+from netbench.reports.figure_file import save
+from netbench.reports.plots import label_rate, label_seconds
+from netbench.reports.style import color
+from netbench.reports.target import TargetGroup, rate_text
+from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
+from netbench.units import format_rate
 
 __all__ = ["loss_vs_time", "time_to_target_vs_rate"]
 

@@ -8,7 +8,10 @@ characters (:mod:`netbench.reports.escape`): a ``[/]`` or an escape sequence pri
 
 Every command prints through :func:`make_console`: at a terminal, at its width; piped or redirected, rich would
 assume 80 columns and wrap table cells (``11.04`` over `` s``) and cut labels, so there it has no width limit and
-every line stays whole.
+every line stays whole. It is also the one place text leaves for the terminal, so it holds the last line of defence
+for text a command forgot to escape: every character it writes that is not rich's own styling passes one sanitizer
+(control characters but newline and tab, and the bidirectional overrides, dropped), and a string whose markup does not
+parse (a path holding ``[/x]``) prints as the text it is instead of raising.
 """
 
 from __future__ import annotations
@@ -18,14 +21,26 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.errors import MarkupError
+from rich.segment import Segment
 from rich.table import Table
+from rich.text import Text
 
-from netbench.reports.escape import for_terminal
+from netbench.reports.escape import BIDI, for_terminal
 from netbench.rundir.summary import Metric, terminal_metrics
 from netbench.settings import Override, Setting
 from netbench.units import format_bytes, format_rate
 
-__all__ = ["JSON", "make_console", "summary_table", "summary_lines", "print_summary", "shown", "for_terminal"]
+__all__ = [
+    "JSON",
+    "SafeConsole",
+    "make_console",
+    "summary_table",
+    "summary_lines",
+    "print_summary",
+    "shown",
+    "for_terminal",
+]
 
 # What a command prints instead of its tables; each command says what its one JSON object holds.
 JSON = Setting(
@@ -51,12 +66,31 @@ JSON = Setting(
 UNWRAPPED_WIDTH = 100_000  # wider than any line netbench prints: piped, each line comes out whole
 
 
+# what no text a console writes may hold: C0 and C1 controls but newline and tab, DEL, the bidirectional overrides
+_DROPPED = dict.fromkeys([*(c for c in range(0x20) if c not in (0x09, 0x0A)), *range(0x7F, 0xA0), *map(ord, BIDI)])
+
+
+class SafeConsole(Console):
+    """A rich console whose output holds no control character it did not put there itself, and that prints a
+    string whose markup does not parse as plain text."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        try:
+            return super().render_str(text, **options)
+        except MarkupError:
+            return super().render_str(text, **{**options, "markup": False})
+
+    def _render_buffer(self, buffer: Any) -> str:
+        clean = (seg if seg.control else Segment(seg.text.translate(_DROPPED), seg.style) for seg in buffer)
+        return super()._render_buffer(clean)
+
+
 def make_console(stderr: bool = False, **options: Any) -> Console:
     """A console for output meant for people (``options``: rich's): the terminal's width at a terminal; piped or
     redirected, no width limit, so that no table cell or line wraps. A width the user set (``COLUMNS``) wins."""
     stream = sys.stderr if stderr else sys.stdout
     unwrapped = not stream.isatty() and "COLUMNS" not in os.environ
-    return Console(stderr=stderr, width=UNWRAPPED_WIDTH if unwrapped else None, **options)
+    return SafeConsole(stderr=stderr, width=UNWRAPPED_WIDTH if unwrapped else None, **options)
 
 
 def shown(value: float, unit: str) -> str:

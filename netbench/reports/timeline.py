@@ -17,18 +17,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from netbench import untrusted  # noqa: E402
-from netbench.reports.figure_file import save  # noqa: E402
-from netbench.rundir.sweepdir import run_path  # noqa: E402
-from netbench.trace import events as ev  # noqa: E402
-from netbench.trace.build import trace_path  # noqa: E402
+from netbench import untrusted
+from netbench.reports.drawing import Patch, plt
+from netbench.reports.figure_file import save
+from netbench.rundir.sweepdir import run_path
+from netbench.trace import events as ev
+from netbench.trace.build import trace_path
 
 COLORS = {
     "compute": "#4c72b0",

@@ -22,7 +22,16 @@ from netbench import untrusted
 from netbench.untrusted import BadInput
 from netbench.validation import message_of
 
-__all__ = ["BadInput", "read_json_object", "read_csv", "validated", "numeric_column", "MAX_CSV_COLUMNS"]
+__all__ = [
+    "BadInput",
+    "read_json_object",
+    "read_csv",
+    "parse_csv",
+    "csv_rows",
+    "validated",
+    "numeric_column",
+    "MAX_CSV_COLUMNS",
+]
 
 MAX_CSV_COLUMNS = 1000  # summary.csv has about 120, steps.csv about 40
 
@@ -63,13 +72,26 @@ def read_csv(
 ) -> pd.DataFrame:
     """A CSV file as a frame (``text_columns`` read as text), or BadInput when it is not one.
 
-    The counts are checked before pandas reads the table: at most MAX_CSV_COLUMNS columns and ``max_rows`` rows.
+    The counts are checked before pandas reads the table: at most MAX_CSV_COLUMNS columns and ``max_rows`` rows, rows
+    counted as pandas splits them (a bare carriage return ends a row too). A file is parsed once per command (a sweep
+    whose rows all name one steps.csv parses it once); the caller gets its own copy.
     """
-    text = untrusted.read_text(path, kind)
+    how = f"csv{text_columns}{max_rows}"
+    frame = untrusted.parsed(path, kind, how, lambda text: parse_csv(text, path, text_columns, max_rows))
+    return frame.copy()
+
+
+def csv_rows(text: str) -> int:
+    """Lines of ``text`` as a CSV parser splits them: at ``\n``, ``\r\n`` and a bare ``\r``."""
+    return text.count("\n") + text.count("\r") - text.count("\r\n")
+
+
+def parse_csv(text: str, path: Path, text_columns: tuple[str, ...] = (), max_rows: int | None = None) -> pd.DataFrame:
+    """CSV ``text`` (of ``path``, named in messages) as a frame within the caps on columns and rows."""
     header = text.split("\n", 1)[0]
     if header.count(",") >= MAX_CSV_COLUMNS:
         raise BadInput(f"{untrusted.shown_path(path)}: more than {MAX_CSV_COLUMNS} columns")
-    if max_rows is not None and text.count("\n") > max_rows + 1:
+    if max_rows is not None and csv_rows(text) > max_rows + 1:
         raise BadInput(f"{untrusted.shown_path(path)}: more than {max_rows} rows")
     try:
         frame = pd.read_csv(io.StringIO(text), dtype={c: str for c in text_columns})

@@ -33,6 +33,7 @@ __all__ = [
     "SWEEP_JSON",
     "CALIBRATION",
     "TEXT",
+    "checked_summary",
     "is_sweep",
     "read_summary",
     "write_summary",
@@ -110,7 +111,12 @@ def read_summary(out: Path) -> pd.DataFrame:
     path = out / SUMMARY
     if not os.path.lexists(path):
         return pd.DataFrame(columns=["key", "status", "run_dir"])
-    frame = read_csv(path, TEXT, max_rows=MAX_ROWS)
+    return checked_summary(read_csv(path, TEXT, max_rows=MAX_ROWS), path)
+
+
+def checked_summary(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """A summary read from ``path`` (named in messages) with its columns, numbers and points checked: the verdict
+    :func:`read_summary` gives, which a command that rewrites summary.csv asks of its new table before writing it."""
     missing = [c for c in REQUIRED if c not in frame]
     if missing:
         raise BadInput(f"{path}: no column {', '.join(map(repr, missing))}")

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from netbench.topology.graph import MAX_COMPUTE_SCALE, Topology
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.units import format_rate
+from netbench.untrusted import shown_name
 
 __all__ = ["ALL", "MAX_CHANGES", "MAX_SCHEDULE_S", "Change", "Schedule", "Segment"]
 
@@ -48,7 +49,7 @@ class Change(BaseModel):
         if all(
             getattr(self, key) is None for key in ("rate_bps", "delay_s", "jitter_s", "loss", "state", "compute_scale")
         ):
-            raise ValueError(f"the change at {self.time_s:g} s for {self.target!r} sets nothing")
+            raise ValueError("sets nothing (rate, delay, jitter, loss, state or compute_scale)")
         return self
 
     @property
@@ -90,9 +91,9 @@ class Schedule(BaseModel):
 
     @model_validator(mode="after")
     def _in_time_order(self) -> Schedule:
-        for before, after in zip(self.changes, self.changes[1:]):
+        for i, (before, after) in enumerate(zip(self.changes, self.changes[1:]), start=2):
             if after.time_s < before.time_s:
-                raise ValueError(f"times out of order: {after.time_s:g} s comes after {before.time_s:g} s")
+                raise ValueError(f"times out of order: change {i} comes before change {i - 1}")
         return self
 
     def __repr__(self) -> str:
@@ -113,14 +114,16 @@ class Schedule(BaseModel):
         """ValueError (one line) for a target the network does not have, or a change it cannot take."""
         nodes = {n.name for n in graph.nodes}
         links = {link.name for link in graph.links}
-        for c in self.changes:
+        for i, c in enumerate(self.changes, start=1):
             if c.target != ALL and c.target not in nodes | links:
-                known = ", ".join(sorted(nodes | links)[:8])
-                raise ValueError(f"unknown link {c.target!r} at {c.time_s:g} s (this network has {known}, or '*')")
+                known = ", ".join(shown_name(n, quoted=False) for n in sorted(nodes | links)[:8])
+                raise ValueError(f"change {i}: unknown link (this network has {known}, or '*')")
             if c.compute_scale is not None and c.target != ALL and c.target not in nodes:
-                raise ValueError(f"compute_scale at {c.time_s:g} s names {c.target!r}, which is a link, not a node")
+                raise ValueError(f"change {i}: compute_scale names {shown_name(c.target)}, which is a link, not a node")
             if c.state is not None and c.target != ALL and c.target not in nodes:
-                raise ValueError(f"state at {c.time_s:g} s names {c.target!r}: only a node's access link can go down")
+                raise ValueError(
+                    f"change {i}: state names {shown_name(c.target)}: only a node's access link can go down"
+                )
 
     def describe(self) -> dict:
         """What run.json records: where it came from, how many changes, and every change."""

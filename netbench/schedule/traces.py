@@ -88,7 +88,7 @@ def _stamps(text: str) -> np.ndarray:
     back = np.flatnonzero(np.diff(stamps) < 0)
     if back.size:
         k = int(back[0]) + 1
-        raise TraceError(f"timestamp {k + 1}: times out of order ({stamps[k]} ms after {stamps[k - 1]} ms)")
+        raise TraceError(f"timestamp {k + 1}: times out of order (earlier than timestamp {k})")
     return stamps
 
 

@@ -17,16 +17,31 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from netbench.calibrate.hostcache import load_calibration
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import predict_run
 from netbench.rundir.layout import RunDir
-from netbench.rundir.reading import read_csv, validated
+from netbench.rundir.reading import parse_csv, read_csv, validated
 from netbench.rundir.runjson import read_run_json, recorded_shapes
 from netbench.rundir.summary import csv_predicted, predicted_column
-from netbench.rundir.sweepdir import SWEEP_JSON, read_summary, read_sweep_json, run_path, write_summary, write_sweep_doc
+from netbench.rundir.sweepdir import (
+    MAX_ROWS,
+    SUMMARY,
+    SWEEP_JSON,
+    TEXT,
+    checked_summary,
+    read_summary,
+    read_sweep_json,
+    run_path,
+    sweep_doc,
+    write_summary,
+    write_sweep_doc,
+)
 from netbench.shapes import names_a_file
+from netbench.untrusted import parse_json
 from netbench.workloads.config import STORED
 
 __all__ = ["recorded_calibration", "repredict"]
@@ -66,7 +81,14 @@ def repredict(folder: Path, calibration_path: Path) -> None:
         for key in csv_predicted():
             frame.loc[i, predicted_column(key)] = predicted.get(key, float("nan"))
         frame.loc[i, "prediction_error"] = predicted.get("error", "")
-    write_summary(folder, frame)
     doc = read_sweep_json(folder)
     doc["calibration"] = {"path": str(calibration_path), **json.loads(calib.model_dump_json())}
+    _accepted(folder, frame, doc)  # nothing is written unless every later reader takes what is written
+    write_summary(folder, frame)
     write_sweep_doc(folder, doc)
+
+
+def _accepted(folder: Path, frame: pd.DataFrame, doc: dict[str, Any]) -> None:
+    """BadInput unless summary.csv and sweep.json as they would be written read back as every command reads them."""
+    checked_summary(parse_csv(frame.to_csv(index=False), folder / SUMMARY, TEXT, MAX_ROWS), folder / SUMMARY)
+    sweep_doc(parse_json(json.dumps(doc), folder / SWEEP_JSON), folder)  # type: ignore[arg-type]

@@ -225,9 +225,14 @@ class SweepScenario(BaseModel):
 
     @model_validator(mode="after")
     def _bounded(self) -> SweepScenario:
-        """At most MAX_POINTS points, counted from the axes before any point is made."""
+        """At most MAX_POINTS points, counted from the axes before any point is made: a ``[[points]]`` table counts
+        as the points it expands to (its own axes, and grid's where it sets none)."""
         grids = [self.grid, *self.more]
-        count = sum(math.prod(len(getattr(g, axis)) for axis in Grid.model_fields) for g in grids) + len(self.points)
+        count = sum(math.prod(len(getattr(g, axis)) for axis in Grid.model_fields) for g in grids)
+        for entry in self.points:
+            count += math.prod(
+                _values(entry[axis]) if axis in entry else len(getattr(self.grid, axis)) for axis in Grid.model_fields
+            )
         if count > MAX_POINTS:
             raise ValueError(f"{count} points; a sweep runs at most {MAX_POINTS} (split it into several sweeps)")
         return self
@@ -253,6 +258,11 @@ class SweepScenario(BaseModel):
             raise ValueError("set replicator names in grid.replicator, not replicator.name")
         ReplicatorConfig(**v)  # unknown or out-of-range settings fail here, naming the field
         return v
+
+
+def _values(given: object) -> int:
+    """How many values an axis of a ``[[points]]`` table lists (a single value is one)."""
+    return len(given) if isinstance(given, list) else 1
 
 
 @dataclass(frozen=True)

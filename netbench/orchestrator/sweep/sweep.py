@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from netbench import untrusted
 from netbench.calibrate.hostcache import HostCalibration
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network, reusable
@@ -275,6 +276,7 @@ def run_sweep(
                 held.launcher.start_server(todo[0].config.threads)
             try:
                 for point in order_by_network(todo, lambda p: p.config) if reuse else todo:
+                    untrusted.begin_point()  # each point's records are read within a budget of their own
                     on_held = reuse and reusable(point.config)  # its steps wait for the last point's results
                     if pending is not None and not on_held:
                         frame, pending = _record(pending[0], pending[1].result(), out, frame), None
