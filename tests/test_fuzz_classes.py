@@ -9,6 +9,7 @@ in any output, one verdict per file.
 
 from __future__ import annotations
 
+import ast
 import gc
 import json
 import math
@@ -237,6 +238,19 @@ def test_matplotlib_takes_no_configuration_from_the_folder(
         (base / ".config" / "matplotlib" / "matplotlibrc").write_text(text)
         env["HOME"] = str(base)
     assert _drawing_parameters(base, env) == own_parameters
+
+
+def test_only_the_drawing_module_imports_matplotlib() -> None:
+    """Every figure netbench draws (report's, plan's) takes pyplot from netbench.reports.drawing, configured there."""
+    package = Path(untrusted.__file__).parent  # the netbench package
+    importers = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "matplotlib" or n.startswith("matplotlib.") for n in names):
+                importers.append(str(path.relative_to(package)))
+    assert sorted(set(importers)) == ["reports/drawing.py"]
 
 
 @pytest.mark.timeout(60)

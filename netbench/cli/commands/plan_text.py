@@ -31,10 +31,7 @@ from netbench.units import format_bytes, format_rate, format_rate_digits, format
 
 def figure_bytes(curves: dict[str, list[tuple[float, float]]], title: str, suffix: str) -> bytes:
     """Utilisation against bandwidth, one line per replicator (the replicators' own colours)."""
-    import matplotlib  # late: keeps matplotlib off this module's import
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # late: keeps matplotlib off this module's import
+    from netbench.reports.drawing import plt  # late: keeps matplotlib off this module's import
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
     for name, points in curves.items():
