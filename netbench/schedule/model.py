@@ -3,10 +3,12 @@
 Each :class:`Change` says, at ``time_s`` seconds after the first measured step began, what one target becomes: ``*``
 (every link and every node), a link as the topology names it (a trunk ``site0--site1``, or a node's access link
 ``n0``), or a node's name (its access link both ways, and its compute speed). A field left ``None`` keeps the value
-in force. :func:`netbench.schedule.state.segments` turns the changes into the network in force between two change
-times: a :class:`~netbench.topology.graph.Topology` with the segment's rates, delays and compute scales, and the
-links that are down. The emulator applies the changes (:mod:`netbench.schedule.live`), the summary and the model read
-the segments (:mod:`netbench.schedule.segments`).
+in force. A change to a node may also make it leave the run (``member`` ``leave``: its processes are stopped) or
+join it again (``join``: fresh processes on the same emulated node). :func:`netbench.schedule.state.segments` turns
+the changes into the network in force between two change times: a :class:`~netbench.topology.graph.Topology` with
+the segment's rates, delays and compute scales, the links that are down and the nodes that are away. The emulator
+applies the changes (:mod:`netbench.schedule.live`), the summary and the model read the segments
+(:mod:`netbench.schedule.segments`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from netbench.topology.graph import MAX_COMPUTE_SCALE, Topology
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.units import format_rate
 
-__all__ = ["ALL", "MAX_CHANGES", "MAX_SCHEDULE_S", "Change", "Schedule", "Segment"]
+__all__ = ["ALL", "MAX_CHANGES", "MAX_SCHEDULE_S", "MIN_MEMBERS", "Change", "Schedule", "Segment", "away_after"]
 
 ALL = "*"
 MAX_CHANGES = 10_000  # a replayed trace of 1 s windows covers almost three hours
 MAX_SCHEDULE_S = 7 * 24 * 3600.0
+MIN_MEMBERS = 1  # nodes that stay in the run through every leave: with none, nothing is left to heal from
+SETS = ("rate_bps", "delay_s", "jitter_s", "loss", "state", "compute_scale", "member")  # what a change may set
 
 
 class Change(BaseModel):
@@ -42,19 +46,33 @@ class Change(BaseModel):
     loss: float | None = Field(None, ge=0, le=0.5)
     state: Literal["up", "down"] | None = None
     compute_scale: float | None = Field(None, ge=1.0, le=MAX_COMPUTE_SCALE)
+    member: Literal["leave", "join"] | None = Field(
+        None, description="leave: the node's processes are stopped; join: fresh ones start on the node"
+    )
 
     @model_validator(mode="after")
     def _changes_something(self) -> Change:
-        if all(
-            getattr(self, key) is None for key in ("rate_bps", "delay_s", "jitter_s", "loss", "state", "compute_scale")
-        ):
+        if all(getattr(self, key) is None for key in SETS):
             raise ValueError(f"the change at {self.time_s:g} s for {self.target!r} sets nothing")
+        if self.member is not None and self.target == ALL:
+            raise ValueError(f"member at {self.time_s:g} s names every node: a leave or a join names one node")
+        if self.member is not None and self.time_s == 0:
+            raise ValueError("member at 0 s: a node leaves or joins once the first measured step has begun")
         return self
 
     @property
     def link_fields(self) -> dict[str, float]:
         """What this change sets on a link direction (rate, delay, jitter, loss)."""
         return {k: v for k in ("rate_bps", "delay_s", "jitter_s", "loss") if (v := getattr(self, k)) is not None}
+
+
+def away_after(away: frozenset[str], change: Change) -> frozenset[str]:
+    """The names of the nodes away once ``change`` is made, ``away`` before it."""
+    if change.member == "leave":
+        return away | {change.target}
+    if change.member == "join":
+        return away - {change.target}
+    return away
 
 
 @dataclass(frozen=True)
@@ -66,6 +84,12 @@ class Segment:
     end_s: float | None
     graph: Topology  # rates, delays and compute scales in force
     down: frozenset[str]  # names of the links that are down
+    away: frozenset[str] = frozenset()  # names of the nodes that have left and not joined again
+
+    @property
+    def members(self) -> int:
+        """How many nodes take part in the run during this segment."""
+        return len(self.graph.nodes) - len(self.away)
 
     @property
     def label(self) -> str:
@@ -74,7 +98,8 @@ class Segment:
         rate = min(min(link.forward.rate_bps, link.reverse.rate_bps) for link in self.graph.links)
         what = f"{','.join(sorted(self.down))} down" if self.down else format_rate(rate)
         slow = max(node.compute_scale for node in self.graph.nodes)
-        return f"{self.start_s:g}-{end}s {what}" + (f" compute x{slow:g}" if slow > 1 else "")
+        away = f" {','.join(sorted(self.away))} away" if self.away else ""
+        return f"{self.start_s:g}-{end}s {what}" + (f" compute x{slow:g}" if slow > 1 else "") + away
 
 
 class Schedule(BaseModel):
@@ -93,6 +118,13 @@ class Schedule(BaseModel):
         for before, after in zip(self.changes, self.changes[1:]):
             if after.time_s < before.time_s:
                 raise ValueError(f"times out of order: {after.time_s:g} s comes after {before.time_s:g} s")
+        away: frozenset[str] = frozenset()
+        for c in self.changes:  # a node leaves only while it takes part, and joins only while it is away
+            if c.member == "leave" and c.target in away:
+                raise ValueError(f"{c.target!r} leaves at {c.time_s:g} s but has already left")
+            if c.member == "join" and c.target not in away:
+                raise ValueError(f"{c.target!r} joins at {c.time_s:g} s but has not left")
+            away = away_after(away, c)
         return self
 
     def __repr__(self) -> str:
@@ -103,6 +135,11 @@ class Schedule(BaseModel):
     def times(self) -> tuple[float, ...]:
         """Every distinct change time, in order."""
         return tuple(sorted({c.time_s for c in self.changes}))
+
+    @property
+    def changes_members(self) -> bool:
+        """True when some node leaves or joins during the run."""
+        return any(c.member is not None for c in self.changes)
 
     @property
     def changes_delay(self) -> bool:
@@ -121,6 +158,19 @@ class Schedule(BaseModel):
                 raise ValueError(f"compute_scale at {c.time_s:g} s names {c.target!r}, which is a link, not a node")
             if c.state is not None and c.target != ALL and c.target not in nodes:
                 raise ValueError(f"state at {c.time_s:g} s names {c.target!r}: only a node's access link can go down")
+            if c.member is not None and c.target not in nodes:
+                raise ValueError(f"member at {c.time_s:g} s names {c.target!r}, which is a link, not a node")
+        self._check_members(len(nodes))
+
+    def _check_members(self, nodes: int) -> None:
+        """ValueError when a leave would leave fewer than MIN_MEMBERS of ``nodes`` nodes in the run."""
+        away: frozenset[str] = frozenset()
+        for c in self.changes:
+            away = away_after(away, c)
+            if nodes - len(away) < MIN_MEMBERS:
+                raise ValueError(
+                    f"at {c.time_s:g} s every node has left: at least {MIN_MEMBERS} must stay to train and heal from"
+                )
 
     def describe(self) -> dict:
         """What run.json records: where it came from, how many changes, and every change."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from netbench.schedule.model import ALL, Change, Schedule, Segment
+from netbench.schedule.model import ALL, Change, Schedule, Segment, away_after
 from netbench.topology.graph import LinkSpec, NodeSpec, Topology
 
 __all__ = ["advance", "selected_links", "selected_nodes", "segments", "node_phases"]
@@ -13,11 +13,14 @@ __all__ = ["advance", "selected_links", "selected_nodes", "segments", "node_phas
 def segments(schedule: Schedule, graph: Topology) -> list[Segment]:
     """The network in force between consecutive change times, starting from ``graph`` (before time 0: ``graph``)."""
     out: list[Segment] = []
-    current, down = graph, frozenset()
+    current, down, away = graph, frozenset(), frozenset()
     times = schedule.times
     for i, t in enumerate(times):
-        current, down = advance(current, down, [c for c in schedule.changes if c.time_s == t])
-        out.append(Segment(i, t, times[i + 1] if i + 1 < len(times) else None, current, down))
+        now = [c for c in schedule.changes if c.time_s == t]
+        current, down = advance(current, down, now)
+        for change in now:
+            away = away_after(away, change)
+        out.append(Segment(i, t, times[i + 1] if i + 1 < len(times) else None, current, down, away))
     return out
 
 

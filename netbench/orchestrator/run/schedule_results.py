@@ -35,7 +35,8 @@ def _time_zero(steps: pd.DataFrame) -> float | None:
 
 
 def annotate(steps: pd.DataFrame, config: RunConfig, dilation: float) -> pd.DataFrame:
-    """``steps`` with the segment each step ran in and the slowest link rate, the longest uplink delay, a link down."""
+    """``steps`` with the segment each step ran in and the slowest link rate, the longest uplink delay, a link down,
+    the nodes taking part."""
     if config.schedule is None or steps.empty or Col.T_START not in steps:
         return steps
     t0, found = _time_zero(steps), segments(config.schedule, config.cluster.topology)
@@ -50,6 +51,9 @@ def annotate(steps: pd.DataFrame, config: RunConfig, dilation: float) -> pd.Data
         Col.SCHEDULE_RATE_BPS: index.map(lambda i: _rate(by_index[i]) if i in by_index else None),
         Col.SCHEDULE_DELAY_S: index.map(lambda i: _delay(by_index[i]) if i in by_index else None),
         Col.SCHEDULE_LINK_DOWN: index.map(lambda i: bool(by_index[i].down) if i in by_index else False),
+        Col.SCHEDULE_MEMBERS: index.map(
+            lambda i: by_index[i].members if i in by_index else config.cluster.topology.node_count
+        ),
         Col.SCHEDULE_ELAPSED_S: elapsed,
     }
     return steps.assign(**step_row("schedule", values))
