@@ -72,7 +72,7 @@ class _Recorder:
         self.world_size = int(environ.get("NETBENCH_WORLD_SIZE", environ.get("WORLD_SIZE", "1")))
         self.iface = environ.get("NETBENCH_IFACE", "eth0")
         self.warmup = int(environ.get("NETBENCH_WARMUP_STEPS", "0"))
-        self.writer = RecordWriter(_path(environ[ENV_RECORDS]))
+        self.writer = RecordWriter(_path(environ[ENV_RECORDS]), go_on=ENV_FIRST_STEP in environ)
         self.next_index = int(environ.get(ENV_FIRST_STEP, "0"))
         self.last = None  # the reading that ended the previous step
         self.declared = False

@@ -242,12 +242,18 @@ def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: RunDir) 
 
 
 def _start(
-    config: ExecConfig, cluster: Cluster, node: Node, run_dir: RunDir, echo: TextIO | None, first_step: int = 0
+    config: ExecConfig,
+    cluster: Cluster,
+    node: Node,
+    run_dir: RunDir,
+    echo: TextIO | None,
+    first_step: int | None = None,
 ) -> tuple[Any, OutputPump]:
-    """COMMAND on ``node``, its output copied to the node's log; ``first_step``: where its step records go on."""
+    """COMMAND on ``node``, its output copied to the node's log; ``first_step``: a joining node's steps so far, where
+    its step records go on (in the file its earlier program wrote)."""
     rank = rank_of(cluster, node)
     env = node_env(config, cluster, node, run_dir)
-    if first_step:
+    if first_step is not None:
         env["NETBENCH_FIRST_STEP"] = str(first_step)
     proc = node.popen(
         list(config.command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
