@@ -14,15 +14,15 @@ from report_cli import netbench
 
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.run.schedule_results import annotate
+from netbench.orchestrator.run.schedule_results import annotate, segment_cluster
 from netbench.rundir.steps_schema import Col
 from netbench.schedule import ScheduleError, parse_text
 from netbench.schedule.churn import ChurnError, draw, parse_churn, with_churn
 from netbench.schedule.fits import check_whole_membership
 from netbench.schedule.live import LiveSchedule
-from netbench.schedule.state import segments
+from netbench.schedule.state import members_graph, segments
 from netbench.topology.link import DirectionSpec
-from netbench.topology.presets import star
+from netbench.topology.presets import star, uniform_sites
 
 SPEC4 = ClusterSpec(nodes=4, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
 STAR4 = star(4, DirectionSpec(rate_bps=100e6, delay_s=0.01), DirectionSpec(rate_bps=100e6))
@@ -185,3 +185,22 @@ def test_each_step_records_how_many_nodes_took_part() -> None:
     )
     annotated = annotate(steps, config, 1.0)
     assert list(annotated[Col.SCHEDULE_MEMBERS]) == [4, 4, 3, 3, 4]
+
+
+def test_a_segment_with_a_node_away_is_modelled_as_the_network_of_the_nodes_taking_part() -> None:
+    schedule = parse_text("time_s,link,member,rate\n6,n1,leave,\n8,n0,leave,\n9,n2,,50mbit\n", "s.csv")
+    left_one, left_two, slower = segments(schedule, STAR4)
+    one = segment_cluster(SPEC4, left_one)
+    assert one is not None and one.nodes == 3 and one.on_star and one.placement == (0, 1, 2)
+    assert (
+        members_graph(left_two).node_count == 2 and members_graph(slower).link("n0").forward.rate_bps == 50e6
+    )  # n2, named n0
+    back = segment_cluster(SPEC4, segments(parse_text(LEAVE_AND_JOIN, "s.csv"), STAR4)[1])
+    assert back is not None and back.nodes == 4 and back.topology == STAR4  # all four take part again
+    sites = uniform_sites(2, 2, DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=1e8))
+    (away,) = segments(parse_text("time_s,link,member\n3,n3,leave\n", "s.csv"), sites)
+    kept = members_graph(away)
+    assert [n.switch for n in kept.nodes] == ["site0", "site0", "site1"] and kept.trunks == sites.trunks
+    three = star(3, DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=1e9))
+    (alone,) = segments(parse_text("time_s,link,member\n1,n0,leave\n2,n1,leave\n", "s.csv"), three)[1:]
+    assert members_graph(alone) is None and segment_cluster(SPEC4, alone) is None
