@@ -15,6 +15,7 @@ from report_cli import netbench
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.schedule_results import annotate, segment_cluster
+from netbench.orchestrator.sweep.scenario import ScenarioError, points, scenario_from_dict
 from netbench.rundir.steps_schema import Col
 from netbench.schedule import ScheduleError, parse_text
 from netbench.schedule.churn import ChurnError, draw, parse_churn, with_churn
@@ -204,3 +205,11 @@ def test_a_segment_with_a_node_away_is_modelled_as_the_network_of_the_nodes_taki
     three = star(3, DirectionSpec(rate_bps=1e9), DirectionSpec(rate_bps=1e9))
     (alone,) = segments(parse_text("time_s,link,member\n1,n0,leave\n2,n1,leave\n", "s.csv"), three)[1:]
     assert members_graph(alone) is None and segment_cluster(SPEC4, alone) is None
+
+
+def test_a_sweep_whose_schedule_makes_nodes_leave_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "churn.csv").write_text(LEAVE_AND_JOIN)
+    grid = {"grid": {"replicator": ["diloco"], "nodes": [4]}, "schedule": str(tmp_path / "churn.csv")}
+    with pytest.raises(ScenarioError, match=r"^x.toml: schedule: nodes leave and join") as exc:
+        points(scenario_from_dict(grid, "x.toml"), tmp_path / "runs")
+    assert "\n" not in str(exc.value)
