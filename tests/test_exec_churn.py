@@ -68,3 +68,30 @@ def test_a_node_that_leaves_and_joins_runs_its_program_again_and_the_exec_ends_o
     members = steps[steps[Col.RANK] == 0].sort_values(Col.STEP)[Col.SCHEDULE_MEMBERS]
     assert set(members) == {2, 3}  # rank 0 stepped through the absence
     assert leftovers.clean(run_json["run_id"]), leftovers.traces(run_json["run_id"])
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_a_program_that_fails_after_a_join_fails_the_exec_with_its_own_code(tmp_path: Path) -> None:
+    schedule = tmp_path / "churn.csv"
+    schedule.write_text("time_s,link,member\n1,n1,leave\n1.5,n1,join\n2.5,n1,leave\n3,n1,join\n4.5,n1,leave\n")
+    failed = tmp_path / "failed-once"
+    fails_once = (  # the first program started on a join fails; the next runs until the leave at 4.5 s kills it
+        f"import os, sys\nif os.environ.get('NETBENCH_FIRST_STEP') and not os.path.exists({str(failed)!r}):\n"
+        f"    open({str(failed)!r}, 'w').close()\n    sys.exit(3)\n" + STEPPING.format(steps=60)
+    )
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "netbench", "exec", "--nodes", "2", "--bw", "100mbit", "--no-capture", "--json"]
+        + ["--out", str(out), "--schedule", str(schedule), "--", sys.executable, "-c", fails_once],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    run_json = json.loads(next(out.rglob("run.json")).read_text())
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert run_json["reason"] == "node 1 exited with code 3"  # not the SIGKILL of the leave at 4.5 s
+    applied = [row["what"] for row in run_json["cluster"]["schedule"]["applied"]]
+    assert applied == ["n1 left", "n1 joined", "n1 left", "n1 joined", "n1 left"]
+    assert leftovers.clean(run_json["run_id"]), leftovers.traces(run_json["run_id"])

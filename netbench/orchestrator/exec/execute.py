@@ -297,12 +297,13 @@ def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[],
     """
     started = time.monotonic()
     first_failure: NodeProcess | None = None
+    failed_code: int | None = 1  # its exit code then: a node that later leaves and joins runs another program
     failed_at = 0.0
     while True:
         poll()
         for p in procs:
             if p.reap() and p.exit_code != 0 and not p.away and first_failure is None:
-                first_failure, failed_at = p, time.monotonic()
+                first_failure, failed_at, failed_code = p, time.monotonic(), p.exit_code
         if all(p.proc.returncode is not None for p in procs):
             break
         now = time.monotonic()
@@ -322,7 +323,7 @@ def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[],
         time.sleep(0.05)
     if first_failure is None:
         return "ok", None, 0
-    code = first_failure.exit_code or 1
+    code = failed_code or 1
     how = (
         f"was killed by {signal.Signals(code - 128).name}"
         if code > 128 and code - 128 in signal.valid_signals()
