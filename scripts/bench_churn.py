@@ -66,7 +66,8 @@ def report(run_dir: Path) -> int:
     counts = steps.groupby(Col.RANK)[Col.STEP].agg(["count", "nunique", "max"])
     whole = all(int(c["count"]) == int(c["nunique"]) == int(c["max"]) + 1 for _, c in counts.iterrows())
     ok &= whole
-    print(f"  steps per node: {dict(counts['count'])}; each recorded once, numbered without a gap: {whole}")
+    per_node = {int(rank): int(n) for rank, n in counts["count"].items()}
+    print(f"  steps per node: {per_node}; each recorded once, numbered without a gap: {whole}")
     away = steps[(steps[Col.RANK] == 0) & (steps[Col.SCHEDULE_MEMBERS] == 3)]
     print(f"  rank 0's steps while n3 was away: {len(away)} ({len(away) * 0.1:.1f} s of 0.1 s steps; 6 s expected)")
     return 0 if ok else 1
