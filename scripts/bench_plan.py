@@ -38,14 +38,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from netbench.model.accelerators import accelerator  # noqa: E402
-from netbench.model.backends import CodecCost, IdealBackend, NcclBackend  # noqa: E402
-from netbench.model.compute import model_shape  # noqa: E402
-from netbench.model.nccl import NetProfile  # noqa: E402
-from netbench.model.schemes import SchemeSettings, build_scheme, shape_key  # noqa: E402
-from netbench.model.shapes_from_count import synthetic_shapes  # noqa: E402
-from netbench.model.steptime import Scenario  # noqa: E402
-from netbench.model.utilization import PAPER_GRID, bandwidth_for, on_grid  # noqa: E402
+from netbench.model.schemes import SchemeSettings, build_scheme  # noqa: E402
+from netbench.model.utilization import PAPER_GRID, on_grid  # noqa: E402
+from netbench.planning import PlanRequest, plan  # noqa: E402
 
 TARGET_S = 3.0
 TOPOLOGY = REPO / "scenarios" / "topologies" / "three_sites_asymmetric.toml"
@@ -162,36 +157,43 @@ def below_grid(bw_bps: float | None) -> float | None:
     return next((g for g in reversed(PAPER_GRID) if g < bw_bps * (1 - 1e-9)), None)
 
 
-def backend_for(label: str, shapes, model):
-    if label == "ideal":
-        return IdealBackend(shapes=shapes, model=model, codec=CodecCost(None))
-    return NcclBackend(
-        shapes=shapes,
-        model=model,
-        codec=CodecCost(None),
-        accelerator=accelerator("h100-sxm"),
-        net=NetProfile(transport="rdma", channels=16),
-    )
+# Table 4's cluster: two nodes of one accelerator each, a 1 Gbit/s link whose rate the utilisation answers vary, no
+# codec time (the paper's assumptions); the ideal backend, or NCCL's model over RDMA between H100s
+BACKENDS = {
+    "ideal": {"backend": "ideal", "codec": False},
+    "nccl-rdma": {
+        "backend": "nccl",
+        "accelerator_name": "h100-sxm",
+        "transport": "rdma",
+        "channels": 16,
+        "codec": False,
+    },
+}
 
 
 def table4(
     backends: tuple[str, ...] = ("ideal", "nccl-rdma"), step_scale: float = 1.0, only: tuple | None = None
 ) -> list[dict]:
     """Every cell of Table 4 (or of its model ``only``) for each backend: the paper's figure, ours exact and on its
-    grid, steps apart."""
+    grid, steps apart; each model and backend one :func:`netbench.planning.plan` of every method."""
     rows = []
     for (name, params, layers, step_s), methods in TABLE4.items():
         if only is not None and (name, params, layers, step_s) != only:
             continue
-        shapes = shape_key(synthetic_shapes(int(params), layers))
-        model = model_shape(shapes)
-        scenario = Scenario(nodes=2, up_bps=1e9, down_bps=1e9, compute_s=step_s * step_scale)
         for label in backends:
-            backend = backend_for(label, shapes, model)
-            for method, paper in methods.items():
-                scheme = table4_scheme(method, layers)
-                for target, figure in zip(TARGETS, paper):
-                    answer = bandwidth_for(backend.step, scheme, scenario, target)
+            request = PlanRequest(
+                schemes=tuple(table4_scheme(method, layers) for method in methods),
+                params=str(int(params)),
+                layers=layers,
+                nodes=(2,),
+                bw=1e9,
+                compute_ms=step_s * step_scale * 1e3,
+                target_utilization=",".join(str(t) for t in TARGETS),
+                **BACKENDS[label],
+            )
+            answers = plan(request).doc["bandwidth_for_utilization"]
+            for (method, paper), scheme_answers in zip(methods.items(), _by_scheme(answers, len(TARGETS))):
+                for target, figure, answer in zip(TARGETS, paper, scheme_answers):
                     ours = on_grid(answer["bw_bps"])
                     read = below_grid(answer["bw_bps"])
                     rows.append(
@@ -209,6 +211,11 @@ def table4(
                         }
                     )
     return rows
+
+
+def _by_scheme(answers: list[dict], targets: int) -> list[list[dict]]:
+    """The plan's utilisation answers (scheme by scheme, each target in turn) cut into one list per scheme."""
+    return [answers[i : i + targets] for i in range(0, len(answers), targets)]
 
 
 def summary(cells: list[dict], key: str = "grid_steps") -> str:

@@ -111,12 +111,15 @@ def test_the_scan_sees_the_package() -> None:
     assert "netbench.model.exchange" in GRAPH["netbench.model.schemes"]
 
 
+PURE_LIBRARIES = ("netbench.model", "netbench.planning")  # what plan runs on: no emulator, orchestrator, pandas, torch
+
+
 def test_model_imports_no_emulator_orchestrator_or_pandas() -> None:
     forbidden = ("netbench.emulation", "netbench.orchestrator", "pandas")
     bad = [
         f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}: imports {imported}"
         for m in MODULES
-        if m == "netbench.model" or m.startswith("netbench.model.")
+        if _layer(m) in PURE_LIBRARIES
         for line, imported, _ in _imports(m)
         if any(imported == f or imported.startswith(f + ".") for f in forbidden)
     ]
@@ -177,6 +180,7 @@ _BELOW_ORCHESTRATOR = frozenset(
         "netbench.declarations",
         "netbench.replicators",
         "netbench.model",
+        "netbench.planning",
         "netbench.calibrate",
         "netbench.schedule",
         "netbench.worker",
@@ -200,6 +204,10 @@ LAYERS: dict[str, frozenset[str]] = {
     "netbench.replicators": frozenset({LEAF, "netbench.trace", "netbench.steps", "netbench.declarations"}),
     # pure: the model may import only the declarations of replicators and workloads (no torch: see below)
     "netbench.model": frozenset({LEAF, "netbench.topology", "netbench.workloads", "netbench.declarations"}),
+    # plan as a library: a request and the model's answers for it, as pure as the model it drives
+    "netbench.planning": frozenset(
+        {LEAF, "netbench.topology", "netbench.workloads", "netbench.declarations", "netbench.model"}
+    ),
     # measures the model's constants on this host: torch processes running the replicators' codecs
     "netbench.calibrate": frozenset(
         {
@@ -457,11 +465,11 @@ def _torch_on_import(module: str) -> list[str]:
 def test_model_imports_no_torch() -> None:
     """The model never imports torch itself, nor any netbench module that loads torch when it is imported (a
     replicator's codec): only declarations, so ``plan`` runs where torch is not installed."""
-    model = [m for m in MODULES if _layer(m) == "netbench.model"]
+    model = [m for m in MODULES if _layer(m) in PURE_LIBRARIES]
     bad = [f"{_where(m, line)}: {m} imports torch" for m in model for line in _torch_imports(m)]
     for m in model:
         for line, target in _netbench_imports(m):
-            loads = _torch_on_import(target) if _layer(target) != "netbench.model" else []
+            loads = _torch_on_import(target) if _layer(target) not in PURE_LIBRARIES else []
             if loads:
                 bad.append(f"{_where(m, line)}: {m} imports {target}, which loads torch: {' -> '.join(loads)}")
     assert not bad, "netbench.model must not need torch:\n" + "\n".join(bad)

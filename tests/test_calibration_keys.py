@@ -181,7 +181,7 @@ def test_plan_and_run_use_the_same_size_dependent_cost() -> None:
 
     shapes = resolve_shapes("gpt2-small:blocks=2")
     params = sum(s.numel for s in shapes)
-    est = GraphModel.star_step(scheme_from_config(ReplicatorConfig(name="dct")), shapes, Scenario(nodes=2), SIZED)
+    est = GraphModel.star_step(scheme_from_config(ReplicatorConfig(name="dct")), shapes, Scenario(workers=2), SIZED)
     assert est.compression_time_s == pytest.approx(sum(SIZED.encode_decode_s("dct", params, len(shapes))))
     assert est.compression_time_s == pytest.approx(params * 13e-9 + len(shapes) * 1e-5)  # 14.2 M > 8 M: the large costs
 

@@ -51,6 +51,40 @@ def test_readme_quick_start_is_what_ci_runs():
     assert any(line.startswith("python3 -m pytest -q") for line in ci)
 
 
+def test_the_readme_tours_every_command():
+    """The README's tour has a paragraph for every registered command (``**name**:``) and none for a command that
+    does not exist."""
+    from netbench.cli.app import COMMANDS
+
+    tour = README.read_text().split("## A tour of the commands", 1)[1].split("\n## ", 1)[0]
+    assert sorted(re.findall(r"^\*\*(\S+)\*\*:", tour, flags=re.M)) == sorted(name for name, _, _ in COMMANDS)
+
+
+def test_the_architecture_page_draws_the_layers_the_test_holds():
+    """docs/reference/architecture.md's layer table is tests/test_architecture.py's LAYERS: the same parts, each with
+    the same parts it may import, and the same leaf modules."""
+    import test_architecture as architecture
+
+    page = (ROOT / "docs" / "reference" / "architecture.md").read_text()
+    table = page.split("| part | may import |", 1)[1].split("\n\n", 1)[0]
+    drawn = {}
+    for row in table.splitlines()[2:]:
+        part, imports = row.strip("|").split("|")
+        names = re.findall(r"`(\w+)`", imports.split("(")[0])
+        if part.strip().startswith("leaf modules"):
+            leaves = {f"netbench.{name}" for name in re.findall(r"`(\w+)`", part)}
+            continue
+        (name,) = re.findall(r"`(\w+)`", part)
+        drawn[f"netbench.{name}"] = frozenset(f"netbench.{below}" for below in names)
+    held = {
+        part: frozenset(below) - {architecture.LEAF, part}
+        for part, below in architecture.LAYERS.items()
+        if part not in (architecture.LEAF, "netbench", "netbench.__main__")
+    }
+    assert leaves == architecture.LEAF_MODULES
+    assert drawn == held
+
+
 NUMBER_WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen".split()
 
 

@@ -406,7 +406,7 @@ def test_a_shaped_loopback_is_shared_by_the_nodes_workers():
     """
     from types import SimpleNamespace
 
-    from netbench.model.sharding import LOOPBACK_BPS, intra_bps
+    from netbench.model.sharding import LOOPBACK_BPS, intra_bits_per_s
 
-    assert intra_bps(SimpleNamespace(gpus_per_node=4, intra_bw_bps=200e6)) == 50e6
-    assert intra_bps(SimpleNamespace(gpus_per_node=2, intra_bw_bps=None)) == LOOPBACK_BPS
+    assert intra_bits_per_s(SimpleNamespace(gpus_per_node=4, intra_bw_bps=200e6)) == 50e6
+    assert intra_bits_per_s(SimpleNamespace(gpus_per_node=2, intra_bw_bps=None)) == LOOPBACK_BPS

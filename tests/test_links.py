@@ -77,7 +77,7 @@ def test_the_model_bottleneck_and_the_busiest_link_by_counters() -> None:
     model = GraphModel(TOPO, place(TOPO, "topology"))
     calib = Calibration(software_overhead_s=1e-4, encode_s_per_param={"full": 1e-9})
     est = model.estimate(
-        build_scheme("full", SchemeSettings()), [ParamShape("w", (512, 512))], Scenario(nodes=4), calib
+        build_scheme("full", SchemeSettings()), [ParamShape("w", (512, 512))], Scenario(workers=4), calib
     )
     measured = {name: b * 1.05 for name, b in est.link_bytes.items()}
     measured["n0 up"] = 1e9  # a node sending far more than the model says: busiest by its time on the wire

@@ -18,7 +18,9 @@ H100 = 2  # NCCL's Hopper row
 
 
 def cluster(ranks: int, nodes: int, **net) -> NcclCluster:
-    return NcclCluster(ranks, nodes, intra_Bps=450e9, intra_link="nvlink", generation=H100, net=NetProfile(**net))
+    return NcclCluster(
+        ranks, nodes, intra_bytes_per_s=450e9, intra_link="nvlink", generation=H100, net=NetProfile(**net)
+    )
 
 
 def test_the_release_followed_is_named():

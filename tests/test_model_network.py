@@ -32,12 +32,12 @@ def _d(rate: float, delay: float = 0.0) -> DirectionSpec:
 
 def graph_step(topology, scheme="full", shapes=MATRIX, order="topology", layout="flat", **scenario):
     model = GraphModel(topology, place(topology, order))
-    sc = Scenario(nodes=topology.node_count, **scenario)
+    sc = Scenario(workers=topology.node_count, **scenario)
     return model.estimate(build_scheme(scheme, SchemeSettings()), shapes, sc, CALIB, layout)
 
 
 def star_step(nodes, up, down=None, delay=0.0, scheme="full", shapes=MATRIX, **scenario):
-    sc = Scenario(nodes=nodes, up_bps=up, down_bps=down or up, delay_s=delay, **scenario)
+    sc = Scenario(workers=nodes, up_bps=up, down_bps=down or up, delay_s=delay, **scenario)
     return GraphModel.star_step(build_scheme(scheme, SchemeSettings()), shapes, sc, CALIB)
 
 
@@ -64,11 +64,11 @@ def test_a_uniform_star_gives_exactly_the_star_model(scheme):
 
 def test_a_uniform_model_prices_plans_range_in_closed_form_and_builds_its_star_only_for_the_per_link_view():
     scheme = build_scheme("dct", SchemeSettings())
-    huge = Scenario(nodes=100_000, up_bps=GBIT, down_bps=GBIT, delay_s=0.01, compute_s=0.05)
+    huge = Scenario(workers=100_000, up_bps=GBIT, down_bps=GBIT, delay_s=0.01, compute_s=0.05)
     model = GraphModel.uniform(huge.machines, GBIT, GBIT, 0.01)
     assert model.step(scheme, SHAPES, huge, CALIB).step_time_s > 0
     assert not hasattr(model, "routes")  # no graph of 100,000 nodes was built
-    small = Scenario(nodes=3, up_bps=GBIT, down_bps=50 * MBIT, delay_s=0.004, compute_s=0.05)
+    small = Scenario(workers=3, up_bps=GBIT, down_bps=50 * MBIT, delay_s=0.004, compute_s=0.05)
     uniform = GraphModel.uniform(3, GBIT, 50 * MBIT, 0.004)
     viewed = uniform.estimate(scheme, SHAPES, small, CALIB)
     assert viewed.step.step_time_s == uniform.step(scheme, SHAPES, small, CALIB).step_time_s
@@ -79,9 +79,9 @@ def test_a_uniform_model_prices_plans_range_in_closed_form_and_builds_its_star_o
 def test_machines_of_g_accelerators_on_a_uniform_star_give_exactly_the_closed_form(g):
     for machines, delay, scheme in itertools.product((2, 3), (0.0, 0.004), ("full", "dct", "diloco")):
         sc = Scenario(
-            nodes=machines * g,
+            workers=machines * g,
             gpus_per_node=g,
-            intra_bps=10 * GBIT,
+            intra_bits_per_s=10 * GBIT,
             up_bps=GBIT,
             down_bps=50 * MBIT,
             delay_s=delay,
@@ -91,7 +91,7 @@ def test_machines_of_g_accelerators_on_a_uniform_star_give_exactly_the_closed_fo
         ref = GraphModel.star_step(built, SHAPES, sc, CALIB)
         topology = star(machines, _d(GBIT, delay), _d(50 * MBIT))
         got = GraphModel(topology, place(topology, "topology")).estimate(built, SHAPES, sc, CALIB).step
-        assert got.intra_time_s > 0 and (got.scenario.nodes, got.scenario.gpus_per_node) == (machines * g, g)
+        assert got.intra_time_s > 0 and (got.scenario.workers, got.scenario.gpus_per_node) == (machines * g, g)
         assert (got.step_time_s, got.comm_time_s, got.intra_time_s, got.compression_time_s, got.wire) == (
             ref.step_time_s,
             ref.comm_time_s,

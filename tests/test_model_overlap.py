@@ -91,7 +91,7 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     shapes = workload_shapes(WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256"), 2)
     n = declared_payload(shapes, rep, 2).collectives_per_step
     assert n > 2
-    one = Scenario(nodes=2, up_bps=100e6, down_bps=100e6, delay_s=0.02)
+    one = Scenario(workers=2, up_bps=100e6, down_bps=100e6, delay_s=0.02)
     est = GraphModel.star_step(scheme_from_config(rep), shapes, one, cal)
     codec, lat = est.compression_time_s, est.wire.latency_s
     assert pipelined(est, rep, shapes).step_time_s == pytest.approx(
@@ -100,7 +100,7 @@ def test_predict_queues_the_buckets_of_a_replication_subgroup() -> None:
     sharded = GraphModel.star_step(
         scheme_from_config(rep),
         shapes,
-        Scenario(nodes=4, gpus_per_node=2, up_bps=100e6, down_bps=100e6, delay_s=0.02, intra_bps=100e9),
+        Scenario(workers=4, gpus_per_node=2, up_bps=100e6, down_bps=100e6, delay_s=0.02, intra_bits_per_s=100e9),
         cal,
     )
     assert pipelined(sharded, rep, shapes).step_time_s == pytest.approx(
@@ -123,7 +123,7 @@ def test_two_round_buckets_keep_one_latency_per_round() -> None:
     calls = sum(p.collectives_per_step for p in payload.parts())
     assert payload.collectives_per_step > 1 and len(payload.parts()) == 2 and calls <= 16
     est = GraphModel.star_step(
-        scheme_from_config(rep), shapes, Scenario(nodes=2, up_bps=100e6, down_bps=100e6, delay_s=0.02), cal
+        scheme_from_config(rep), shapes, Scenario(workers=2, up_bps=100e6, down_bps=100e6, delay_s=0.02), cal
     )
     got = pipelined(est, rep, shapes)
     assert got.step_time_s == pytest.approx(est.step_time_s - est.wire.latency_s * (1 - 2 / calls))

@@ -34,7 +34,7 @@ def ring_ar(nbytes, n, bps, alpha=0.0):
 
 def test_flat_step_is_the_sum():
     calib = Calibration(encode_s_per_param={"mtdao": 1e-8})
-    sc = Scenario(nodes=4, up_bps=100e6, down_bps=100e6, compute_s=0.2, framing=BARE)
+    sc = Scenario(workers=4, up_bps=100e6, down_bps=100e6, compute_s=0.2, framing=BARE)
     est = GraphModel.star_step(MTDAO, SHAPES, sc, calib)
     one = ring_ar(DENSE, 4, 100e6)
     assert est.comm_time_s == pytest.approx(one.time_s * (1 + 1 / 2 + 1 / 4))
@@ -48,7 +48,7 @@ def test_flat_step_is_the_sum():
 def test_delay_and_software_overhead_add_per_hop():
     # A one-word buffer passes the ring hop by hop: each of 2(N-1) hops costs delay + overhead.
     calib = Calibration(software_overhead_s=1e-4)
-    base = Scenario(nodes=4, framing=BARE)
+    base = Scenario(workers=4, framing=BARE)
     slow = base.model_copy(update={"delay_s": 0.005})
     scheme = mtdao(1, 1, 1)
     tiny = [ParamShape("w", (1,))]
@@ -61,7 +61,7 @@ def test_delay_and_software_overhead_add_per_hop():
 def test_ring_step_uses_gloos_pipeline_over_tcp():
     # A 4 MB buffer at 100mbit with 5 ms: each call is gloo_time's, at the framing's payload rate.
     calib = Calibration(software_overhead_s=1e-4)
-    sc = Scenario(nodes=4, delay_s=0.005, framing=BARE, tcp=STOCK_LINUX)
+    sc = Scenario(workers=4, delay_s=0.005, framing=BARE, tcp=STOCK_LINUX)
     est = GraphModel.star_step(mtdao(1, 1, 1), SHAPES, sc, calib)
     payload_rate = 100e6 / 8 * BARE.mss / BARE.frame_bytes  # 1448 payload bytes per 1514-byte frame
     one = gloo_time("all_reduce", DENSE, 4, payload_rate, 0.005, 1e-4, BARE.mss, STOCK_LINUX, idle_s=0.0).time_s
@@ -75,7 +75,9 @@ def test_ring_step_uses_gloos_pipeline_over_tcp():
 
 def test_sharded_by_hand():
     calib = Calibration(encode_s_per_param={"mtdao": 1e-8})
-    sc = Scenario(nodes=8, gpus_per_node=4, intra_bps=10e9, up_bps=100e6, down_bps=100e6, compute_s=0.1, framing=BARE)
+    sc = Scenario(
+        workers=8, gpus_per_node=4, intra_bits_per_s=10e9, up_bps=100e6, down_bps=100e6, compute_s=0.1, framing=BARE
+    )
     assert sc.machines == 2
     est = GraphModel.star_step(MTDAO, SHAPES, sc, calib)
     inter = ring_ar(DENSE, 2, 100e6).time_s * 1.75  # scheme among the 2 nodes on the slow link
@@ -87,8 +89,8 @@ def test_sharded_by_hand():
 
 
 def test_hierarchy_is_cheaper_than_flat_on_a_slow_link():
-    flat = Scenario(nodes=16, up_bps=100e6, down_bps=100e6)
-    tiered = flat.model_copy(update={"gpus_per_node": 8, "intra_bps": 100e9})
+    flat = Scenario(workers=16, up_bps=100e6, down_bps=100e6)
+    tiered = flat.model_copy(update={"gpus_per_node": 8, "intra_bits_per_s": 100e9})
     calib = Calibration()
     assert (
         GraphModel.star_step(MTDAO, SHAPES, tiered, calib).comm_time_s
@@ -97,14 +99,14 @@ def test_hierarchy_is_cheaper_than_flat_on_a_slow_link():
 
 
 def test_one_machine_has_no_slow_link_traffic():
-    sc = Scenario(nodes=4, gpus_per_node=4, intra_bps=1e9)
+    sc = Scenario(workers=4, gpus_per_node=4, intra_bits_per_s=1e9)
     est = GraphModel.star_step(MTDAO, SHAPES, sc, Calibration())
     assert est.payload_bytes_per_step == 0 and est.tx.total == 0 and est.intra_time_s > 0
 
 
 def test_overlap_takes_the_max():
     calib = Calibration(encode_s_per_param={"mtdao": 1e-8})
-    sc = Scenario(nodes=2, compute_s=10.0, framing=BARE)
+    sc = Scenario(workers=2, compute_s=10.0, framing=BARE)
     overlapped = dataclasses.replace(MTDAO, overlap=True)
     est = GraphModel.star_step(overlapped, SHAPES, sc, calib)
     assert est.step_time_s == pytest.approx(0.01 + 10.0)
@@ -114,10 +116,10 @@ def test_overlap_takes_the_max():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"nodes": 1},
-        {"nodes": 100_001},
-        {"gpus_per_node": 2, "nodes": 4},
-        {"gpus_per_node": 4, "nodes": 6, "intra_bps": 1e9},
+        {"workers": 1},
+        {"workers": 100_001},
+        {"gpus_per_node": 2, "workers": 4},
+        {"gpus_per_node": 4, "workers": 6, "intra_bits_per_s": 1e9},
     ],
 )
 def test_scenario_validation(kwargs):
@@ -145,6 +147,6 @@ def test_scheme_from_a_run_config_predicts_its_declared_bytes():
     from netbench.model.schemes import scheme_from_config
 
     cfg = ReplicatorConfig(name="dct", topk=8, chunk=32)
-    est = GraphModel.star_step(scheme_from_config(cfg), SHAPES, Scenario(nodes=3), Calibration())
+    est = GraphModel.star_step(scheme_from_config(cfg), SHAPES, Scenario(workers=3), Calibration())
     assert est.payload_bytes_per_step == declared_payload(SHAPES, cfg, 3).bytes_per_step
     assert est.tx.payload == 2 * est.payload_bytes_per_step  # ring all_gather: N-1 contributions forwarded

@@ -24,7 +24,7 @@ def streaming(**settings) -> ReplicatorConfig:
 
 
 def step(config: ReplicatorConfig, compute_s: float = 0.05, **scenario):
-    sc = Scenario(nodes=2, up_bps=10e6, down_bps=10e6, delay_s=0.02, compute_s=compute_s, **scenario)
+    sc = Scenario(workers=2, up_bps=10e6, down_bps=10e6, delay_s=0.02, compute_s=compute_s, **scenario)
     return GraphModel.star_step(scheme_from_config(config), SHAPES, sc, Calibration())
 
 
@@ -46,7 +46,7 @@ def test_one_fragment_is_priced_as_diloco():
     dense = GraphModel.star_step(
         scheme_from_config(ReplicatorConfig(name="diloco", sync_every=8)),
         SHAPES,
-        Scenario(nodes=2, up_bps=10e6, down_bps=10e6, delay_s=0.02, compute_s=0.05),
+        Scenario(workers=2, up_bps=10e6, down_bps=10e6, delay_s=0.02, compute_s=0.05),
         Calibration(),
     )
     one = step(streaming())
@@ -83,7 +83,7 @@ def test_the_graph_model_reads_the_same_fragments():
     access = DirectionSpec(rate_bps=1e9)
     topology = topology_from_options("sites", 2, access, access, sites=2, wan_bw="50mbit", wan_delay="20ms")
     graph = GraphModel(topology, list(range(2)))
-    sc = Scenario(nodes=2, compute_s=0.05)
+    sc = Scenario(workers=2, compute_s=0.05)
     flat = graph.estimate(scheme_from_config(streaming(fragments=2)), SHAPES, sc, Calibration()).step
     lagged = graph.estimate(
         scheme_from_config(streaming(fragments=2, fragment_sync_delay=3)), SHAPES, sc, Calibration()

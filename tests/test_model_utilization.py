@@ -82,7 +82,7 @@ def test_a_token_budget_is_steps_times_the_step():
     shapes = shape_key(synthetic_shapes(10**9))
     backend = IdealBackend(shapes=shapes, model=model_shape(shapes, layers=8), codec=CodecCost(None))
     est = backend.step(
-        build_scheme("full", SchemeSettings()), Scenario(nodes=4, up_bps=1e10, down_bps=1e10, compute_s=1)
+        build_scheme("full", SchemeSettings()), Scenario(workers=4, up_bps=1e10, down_bps=1e10, compute_s=1)
     )
     budget = token_budget(est, 1e9, 1e6)
     assert budget["steps"] == 1000
@@ -94,5 +94,5 @@ def test_a_target_out_of_reach_says_why():
     shapes = shape_key(synthetic_shapes(10**9))
     backend = IdealBackend(shapes=shapes, model=model_shape(shapes, layers=8), codec=CodecCost(None))
     scheme = build_scheme("full", SchemeSettings())
-    no_compute = bandwidth_for(backend.step, scheme, Scenario(nodes=4), 0.5)
+    no_compute = bandwidth_for(backend.step, scheme, Scenario(workers=4), 0.5)
     assert no_compute["bw_bps"] is None and "compute time is 0" in no_compute["reason"]

@@ -76,7 +76,7 @@ def test_plan_with_the_fit_gives_the_logs_times_for_the_same_collective_and_size
     """The NCCL backend, given the fit, prices an all-reduce of each logged size on the log's cluster as the log."""
     log = read_log(A3MEGA)
     shapes = shape_key(resolve_shapes("gpt2-small"))
-    scenario = Scenario(nodes=16, gpus_per_node=8, intra_bps=3.6e12, up_bps=1.6e12, down_bps=1.6e12)
+    scenario = Scenario(workers=16, gpus_per_node=8, intra_bits_per_s=3.6e12, up_bps=1.6e12, down_bps=1.6e12)
     backend = NcclBackend(
         shapes, model_shape(shapes), CodecCost(None), fitted=fit_logs([log]), fit_as_measured_bps=scenario.bw_bps
     )
@@ -91,8 +91,8 @@ def test_a_slower_network_than_the_logs_caps_the_fitted_bandwidth():
     backend = NcclBackend(
         shapes, model_shape(shapes), CodecCost(None), fitted=fit_logs([log]), fit_as_measured_bps=1.6e12
     )
-    slow = Scenario(nodes=16, gpus_per_node=8, intra_bps=3.6e12, up_bps=10e9, down_bps=10e9)
-    as_logged = Scenario(nodes=16, gpus_per_node=8, intra_bps=3.6e12, up_bps=1.6e12, down_bps=1.6e12)
+    slow = Scenario(workers=16, gpus_per_node=8, intra_bits_per_s=3.6e12, up_bps=10e9, down_bps=10e9)
+    as_logged = Scenario(workers=16, gpus_per_node=8, intra_bits_per_s=3.6e12, up_bps=1.6e12, down_bps=1.6e12)
     assert backend.collective("all_reduce", 2**30, slow)[0] > 10 * backend.collective("all_reduce", 2**30, as_logged)[0]
 
 

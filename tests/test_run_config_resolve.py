@@ -15,12 +15,13 @@ from netbench.calibrate.hostcache import HostCalibration
 from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
+from netbench.model.overlap import bucket_mb_for_shapes
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.forked_workers import Launcher
 from netbench.orchestrator.host_fit import HostUnfit, check_host
 from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.run import runner
-from netbench.orchestrator.run.resolve import auto_bucket_mb, bucket_link, resolve
+from netbench.orchestrator.run.resolve import bucket_link, resolve
 from netbench.workloads.config import WorkloadConfig
 
 SHAPES = WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=2,ffn=128,vocab=256")
@@ -56,7 +57,7 @@ def test_library_caller_gets_automatic_buckets_sized_from_the_link(tmp_path: Pat
     asked = config(tmp_path, replicator=ReplicatorConfig(name="dct", bucket_mb=0.0), auto_bucket=True)
     plan = prepared(asked)
     rate, rtt = bucket_link(asked.cluster)
-    expected = auto_bucket_mb(
+    expected = bucket_mb_for_shapes(
         asked.replicator, workload_shapes(SHAPES, 4), rate, rtt, 4, backward=False, concurrent=True
     )
     assert plan.config.replicator.bucket_mb == expected > 0

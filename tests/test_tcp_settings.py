@@ -85,7 +85,7 @@ def test_plan_and_run_predict_with_one_model():
     cluster = spec(cc="cubic", wmem_max=8 << 20, slow_start_after_idle=False)
     from_run = scenario_for(cluster, 0.05, calib)
     from_plan = Scenario(
-        nodes=2, up_bps=1e9, down_bps=1e9, delay_s=0.05, compute_s=0.05, tcp=from_run.tcp, framing=from_run.framing
+        workers=2, up_bps=1e9, down_bps=1e9, delay_s=0.05, compute_s=0.05, tcp=from_run.tcp, framing=from_run.framing
     )
     run_step, plan_step = (
         GraphModel.star_step(scheme, shapes, from_run, calib),

@@ -37,9 +37,10 @@ from netbench.model.framing import LinkBytes
 from netbench.model.nccl import NCCL_RELEASE, NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.network import GraphModel
-from netbench.model.overlap import BACKWARD_SHARE, pipelined
+from netbench.model.overlap import BACKWARD_SHARE
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey
+from netbench.model.step import training_step
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.settings import Setting, table
 
@@ -69,7 +70,7 @@ class Backend(Protocol):
 
 @dataclass
 class GlooBackend:
-    """gloo over TCP with this host's calibration: the emulator's model (step, then the bucket pipeline)."""
+    """gloo over TCP with this host's calibration: the step a run's prediction takes (:func:`training_step`)."""
 
     shapes: ShapeKey
     calibration: Calibration
@@ -77,8 +78,10 @@ class GlooBackend:
     name: str = "gloo"
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
-        est = GraphModel.star_step(scheme, self.shapes, scenario, self.calibration, params=self.params)
-        return pipelined(est, scheme.config, self.shapes)
+        star = GraphModel.uniform(scenario.machines, scenario.up_bps, scenario.down_bps, scenario.delay_s)
+        return training_step(
+            star, scheme, self.shapes, scenario, self.calibration, params=self.params, per_link=False
+        ).step
 
     def describe(self) -> dict:
         return {"name": self.name, "calibration": self.calibration.identity()}
@@ -234,7 +237,7 @@ class ScheduledBackend:
         return self._memo[key]
 
     def _step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
-        ranks = scenario.nodes
+        ranks = scenario.workers
         exchanges = scheme.exchanges(self.shapes, ranks) if ranks >= 2 else ()
         wire = CollectiveCost()
         for ex in exchanges:
@@ -283,15 +286,15 @@ class NcclBackend(ScheduledBackend):
 
     def cluster(self, scenario: Scenario) -> NcclCluster:
         acc = self.accelerator
-        intra = scenario.intra_bps / 8 if scenario.intra_bps else (acc.intra_Bps if acc else 100e9)
+        intra = scenario.intra_bits_per_s / 8 if scenario.intra_bits_per_s else (acc.intra_Bps if acc else 100e9)
         link = "nvlink" if acc is None or acc.intra_link != "pcie" else "pci"
         net = self.net.model_copy(
             update={"nic_bps": scenario.bw_bps, "one_way_s": scenario.delay_s, "tcp": scenario.tcp}
         )
         return NcclCluster(
-            ranks=scenario.nodes,
+            ranks=scenario.workers,
             nodes=scenario.machines,
-            intra_Bps=intra,
+            intra_bytes_per_s=intra,
             intra_link=link,
             generation=acc.nccl_generation if acc else 2,
             net=net,
@@ -300,7 +303,7 @@ class NcclBackend(ScheduledBackend):
     def limit(self, scenario: Scenario) -> tuple[float, str]:
         """The communicator's bus bandwidth (bytes/s) and what sets it: the intra-node link or a network term."""
         c = self.cluster(scenario)
-        intra = (c.intra_Bps, "the intra-node link")
+        intra = (c.intra_bytes_per_s, "the intra-node link")
         if c.nodes == 1:
             return intra
         return min(net_limit(c.net), intra, key=lambda item: item[0])
@@ -312,14 +315,14 @@ class NcclBackend(ScheduledBackend):
         return f"the bus bandwidth stays at {bus / 1e9:.3g} GB/s ({why})"
 
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
-        ranks = scenario.nodes
+        ranks = scenario.workers
         nccl_kind = "all_reduce" if kind == "all_reduce" else "all_gather"
         size = nbytes if nccl_kind == "all_reduce" else nbytes * ranks  # nccl-tests sizes all-gather by its output
         cluster = self.cluster(scenario)
         if self.fitted is not None:
             ceiling = None
             if scenario.bw_bps != self.fit_as_measured_bps:
-                ceiling = net_bus_Bps(cluster.net) if cluster.nodes > 1 else cluster.intra_Bps
+                ceiling = net_bus_Bps(cluster.net) if cluster.nodes > 1 else cluster.intra_bytes_per_s
             fitted = self.fitted.time_s(nccl_kind, size, ranks, ceiling)
             if fitted is not None:
                 return fitted, 0.0

@@ -158,18 +158,19 @@ def net_limit(net: NetProfile) -> tuple[float, str]:
 
 @dataclass(frozen=True)
 class NcclCluster:
-    """Ranks, nodes and links of one NCCL communicator."""
+    """Ranks (workers), nodes (machines) and links of one NCCL communicator."""
 
     ranks: int
     nodes: int
-    intra_Bps: float  # bus bandwidth inside a node (the accelerator's intra-node link, one direction)
+    intra_bytes_per_s: float  # bus bandwidth inside a node (the accelerator's intra-node link, one direction)
     intra_link: Literal["nvlink", "pci"]
     generation: int  # NCCL's per-generation table row (accelerators.NCCL_GENERATIONS)
     net: NetProfile
     intra_channels: int = 16  # channels inside a node (NCCL opens up to 32 on NVLink systems)
 
     @property
-    def ppn(self) -> int:
+    def gpus_per_node(self) -> int:
+        """Ranks per node (NCCL's tuning model calls it ppn)."""
         return self.ranks // self.nodes
 
 
@@ -187,8 +188,8 @@ class NcclChoice:
 def _bus_Bps(c: NcclCluster) -> float:
     """The communicator's bus bandwidth before protocol refinements: the slower of the node's link and the network."""
     if c.nodes == 1:
-        return c.intra_Bps
-    return min(c.intra_Bps, net_bus_Bps(c.net))
+        return c.intra_bytes_per_s
+    return min(c.intra_bytes_per_s, net_bus_Bps(c.net))
 
 
 def _channels(c: NcclCluster) -> int:
@@ -222,7 +223,7 @@ def _latency_us(kind: CollectiveName, algo: str, proto: int, c: NcclCluster, nby
     nsteps = steps_of(kind, c.ranks)
     lat = BASE_LAT[algo][proto]
     intra = HW_LAT[intra_hw][algo][proto]
-    inter = HW_LAT["net"]["tree" if c.ppn == 1 else algo][proto]
+    inter = HW_LAT["net"]["tree" if c.gpus_per_node == 1 else algo][proto]
     # (NCCL adds the NIC's latency, twice for Simple's flush: 0 for sockets and for IB alike)
     if algo == "ring":
         if c.nodes == 1:
@@ -235,7 +236,7 @@ def _latency_us(kind: CollectiveName, algo: str, proto: int, c: NcclCluster, nby
         if proto == 2 and kind == "all_reduce" and c.nodes > 1 and nbytes / (_channels(c) * c.ranks) >= 64:
             lat *= 1.4 if c.generation >= 1 else 1.9
     else:
-        lat += 2 * ((c.ppn - 1) * intra + int(math.log2(c.nodes)) * inter)
+        lat += 2 * ((c.gpus_per_node - 1) * intra + int(math.log2(c.nodes)) * inter)
     return lat
 
 

@@ -1,4 +1,5 @@
-"""One training step on a network graph: the only step model; plan and run predictions both call :class:`GraphModel`.
+"""One training step priced on a network graph: the only step model, which :func:`netbench.model.step.training_step`
+(the function plan and run predictions both call) drives before applying the overlap rules.
 
 A ring whose hops are all one class (a uniform star: plan's flat cluster) has a closed form
 (:meth:`GraphModel.uniform`), which needs no graph of N nodes; every other graph is priced hop by hop.
@@ -62,12 +63,13 @@ class Bottleneck:
 
 @dataclass(frozen=True)
 class GraphEstimate:
-    """The step (the same record as the star's), bytes per link direction per step, and the bottleneck."""
+    """The step (the same record as the star's), bytes per link direction per step, and the bottleneck (None: the
+    step alone was asked for, :func:`netbench.model.step.training_step`)."""
 
     step: StepEstimate
     layout: Layout
     link_bytes: dict[str, float]
-    bottleneck: Bottleneck
+    bottleneck: Bottleneck | None
 
 
 def direction_name(topology: Topology, h: Hop) -> str:
@@ -130,6 +132,11 @@ class GraphModel:
     ) -> StepEstimate:
         """One step of ``scheme`` on the flat ring (:meth:`estimate` without the per-link view)."""
         return self.estimate(scheme, shapes, scenario, calibration, params=params).step
+
+    @property
+    def slowest_scale(self) -> float:
+        """How many times longer the slowest node computes than the nominal one (a synchronous step waits for it)."""
+        return self.topology.nodes[self.slowest].compute_scale
 
     @property
     def per_site(self) -> int | None:
@@ -284,7 +291,7 @@ class GraphModel:
         """The scenario as reports read it: the graph's nodes, and (beyond the star) the slowest hop's rate and
         delay.
         """
-        update: dict = {"nodes": self.topology.node_count * scenario.gpus_per_node}
+        update: dict = {"workers": self.topology.node_count * scenario.gpus_per_node}
         if by_price and self.topology.kind != "star":
             worst = max(by_price, key=by_price.__getitem__)
             rate = min(r / max(d, a, 1) for d, a, r in worst.directions)
@@ -292,7 +299,7 @@ class GraphModel:
         if layout == "sites" and k > 1:
             update |= {
                 "gpus_per_node": k,
-                "intra_bps": min(
+                "intra_bits_per_s": min(
                     self.topology.direction(h).rate_bps for g in self.sites for h in self.routes.path(g[0], g[1])
                 ),
             }
@@ -348,11 +355,15 @@ class UniformStar(GraphModel):
         self.machines, self.up_bps, self.down_bps, self.delay_s = machines, up_bps, down_bps, delay_s
         self._built = False
 
+    @property
+    def slowest_scale(self) -> float:
+        return 1.0  # every node alike
+
     def _links(self, scenario: Scenario) -> Scenario:
         """``scenario`` with this star's links and machines (unchanged, the same object, where they agree)."""
         links = {"up_bps": self.up_bps, "down_bps": self.down_bps, "delay_s": self.delay_s}
         if scenario.machines != self.machines:
-            links["nodes"] = self.machines * scenario.gpus_per_node
+            links["workers"] = self.machines * scenario.gpus_per_node
         if all(getattr(scenario, k) == v for k, v in links.items()):
             return scenario
         return scenario.model_copy(update=links)
@@ -488,5 +499,5 @@ def _within_machine(scheme: Scheme, n_params: int, scenario: Scenario, calibrati
     if g <= 1:
         return 0.0
     dense = n_params * DTYPE_BYTES[dense_dtype(scheme)]
-    fast = Link(scenario.intra_bps or 0.0, scenario.intra_bps or 0.0, calibration.overhead("all_reduce"))
+    fast = Link(scenario.intra_bits_per_s or 0.0, scenario.intra_bits_per_s or 0.0, calibration.overhead("all_reduce"))
     return cost(pattern("all_reduce", "ring", dense, g), fast, scenario.framing).time_s

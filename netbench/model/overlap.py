@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from netbench.declarations.buckets import lanes_for, travel_at_once
 from netbench.declarations.pipeline_policy import behind_for
-from netbench.declarations.registry import spec
+from netbench.declarations.registry import declared_payload, spec
 from netbench.model.gloo_tcp import lead_lag_s, pipeline_skew_expected
 from netbench.model.schemes import declared, shape_key
 from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
@@ -65,6 +65,7 @@ __all__ = [
     "BACKWARD_SHARE",
     "auto_bucket_mb",
     "bucket_mb_for",
+    "bucket_mb_for_shapes",
     "MIN_BUCKET_BYTES",
     "GLOO_SEGMENT_BYTES",
     "ENCODE_SHARE",
@@ -180,6 +181,28 @@ def bucket_mb_for(
         min_bytes=0 if backward else MIN_BUCKET_BYTES,
         concurrent=concurrent,
     )
+
+
+def bucket_mb_for_shapes(
+    replicator: ReplicatorConfig,
+    shapes: Sequence[ParamShape],
+    rate_bps: float,
+    rtt_s: float,
+    machines: int,
+    *,
+    backward: bool = False,
+    concurrent: bool = True,
+) -> float:
+    """What ``--bucket-mb auto`` means for ``replicator`` on ``shapes`` over a link of ``rate_bps`` and ``rtt_s``
+    between ``machines``: :func:`bucket_mb_for` of the step's declared payload. A run resolves its buckets with it
+    (:mod:`netbench.orchestrator.run.resolve`) and ``plan`` sizes them with it.
+
+    ``backward``: buckets start from backward's hooks; ``concurrent``: they travel at once (one worker per node;
+    with several, they queue on the replication subgroup's one lane). ValueError where the replicator's payload
+    formula rejects these shapes.
+    """
+    payload = declared_payload(list(shapes), replicator, machines).bytes_per_step
+    return bucket_mb_for(replicator.name, rate_bps, rtt_s, payload, machines, backward=backward, concurrent=concurrent)
 
 
 def auto_bucket_mb(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from netbench.model.backends import GlooBackend
 from netbench.model.calibration import Calibration
 from netbench.model.schemes import Scheme, shape_key
-from netbench.model.steptime import MAX_PLANNED_NODES, Scenario, StepEstimate
+from netbench.model.steptime import MAX_PLANNED_WORKERS, Scenario, StepEstimate
 from netbench.shapes import ParamShape, total_params
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class Planner:
 
     def comm_equals_compute(self, scheme: Scheme, scenario: Scenario) -> dict:
         """Bandwidth where communication time equals compute time, or why there is none."""
-        out: dict = {"replicator": scheme.name, "nodes": scenario.nodes, "bw_bps": None}
+        out: dict = {"replicator": scheme.name, "nodes": scenario.workers, "bw_bps": None}
         compute = scenario.compute_s
         if compute <= 0:
             return out | {"reason": "compute time is 0 (pass --compute-ms)"}
@@ -124,7 +124,7 @@ class Planner:
             out | self._rates(scenario, bw) | {"comm_time_s": at.comm_time_s, "compute_time_s": compute, "reason": None}
         )
 
-    def doubling_nodes(self, scheme: Scheme, scenario: Scenario, max_nodes: int = MAX_PLANNED_NODES) -> dict:
+    def doubling_nodes(self, scheme: Scheme, scenario: Scenario, max_nodes: int = MAX_PLANNED_WORKERS) -> dict:
         """Smallest node count whose step time is at least twice that at two nodes (two machines if G > 1).
 
         A geometric scan finds the first node count at or past double, then integer bisection
@@ -135,13 +135,13 @@ class Planner:
         out: dict = {"replicator": scheme.name, "bw_bps": scenario.bw_bps, "baseline_nodes": base_nodes, "nodes": None}
         if base_nodes > max_nodes:
             return out | {"reason": f"two nodes of {g} accelerators exceed {max_nodes}"}
-        base = self.step(scheme, scenario.model_copy(update={"nodes": base_nodes})).step_time_s
+        base = self.step(scheme, scenario.model_copy(update={"workers": base_nodes})).step_time_s
         out["baseline_step_time_s"] = base
         if base <= 0:
             return out | {"reason": "step time at two nodes is 0"}
 
         def step_at(machines: int) -> float:
-            return self.step(scheme, scenario.model_copy(update={"nodes": machines * g})).step_time_s
+            return self.step(scheme, scenario.model_copy(update={"workers": machines * g})).step_time_s
 
         def doubled(machines: int) -> bool:
             return step_at(machines) >= 2 * base
@@ -179,7 +179,7 @@ class Planner:
             bw = bisect_log(diff, x0, x1)
             below, above = (a.name, b.name) if v0 < 0 else (b.name, a.name)
             found.append(self._rates(scenario, bw) | {"faster_below": below, "faster_above": above})
-        out: dict = {"pair": [a.name, b.name], "nodes": scenario.nodes, "crossovers": found}
+        out: dict = {"pair": [a.name, b.name], "nodes": scenario.workers, "crossovers": found}
         if not found:
             if all(v == 0 for v in values):
                 out["reason"] = "equal step times at every bandwidth"

@@ -16,7 +16,7 @@ def estimate_row(est: StepEstimate, calibration: Calibration) -> dict[str, Any]:
     tx, rx = est.tx, est.rx
     return {
         "replicator": est.scheme,
-        "nodes": sc.nodes,
+        "nodes": sc.workers,
         "machines": sc.machines,
         "gpus_per_node": sc.gpus_per_node,
         "bw_bps": sc.bw_bps,

@@ -29,7 +29,7 @@ __all__ = [
     "LOOPBACK_MTU",
     "node_shapes",
     "worker_shapes",
-    "intra_bps",
+    "intra_bits_per_s",
     "intra_prediction",
     "PerWorkerScheme",
 ]
@@ -78,7 +78,7 @@ def per_worker(scheme: Scheme, shapes: Sequence[ParamShape], g: int) -> Scheme:
     return scheme if g <= 1 else PerWorkerScheme(scheme.name, scheme.config, scheme.overlap, g, tuple(shapes))
 
 
-def intra_bps(config: Any) -> float:
+def intra_bits_per_s(config: Any) -> float:
     """One worker's share of the intra-node link: ``--intra-bw`` / G, else what an unshaped loopback carries.
 
     ``--intra-bw`` shapes the node's ``lo`` with one tbf, so it is one queue that all G workers'

@@ -1,8 +1,9 @@
 """The parts of one training step: the scenario it runs in, the cost of one exchange on a link, and the step's record
 (:mod:`netbench.model.network` composes them into the step).
 
-Flat clusters: N nodes on one switch, each with an up and a down rate; the scheme's exchanges run
-among all N. Sharded (FlexDeMo style, ``gpus_per_node`` G > 1): N accelerators in N/G nodes;
+The scenario counts workers (processes, one rank each); nodes are the machines they run on. Flat clusters: N workers,
+one a node, on one switch, each node with an up and a down rate; the scheme's exchanges run among all N. Sharded
+(FlexDeMo style, ``gpus_per_node`` G > 1): N workers (accelerators) in N/G nodes;
 gradients are reduce-scattered and the result all-gathered inside a node on the fast intra-node
 link (a ring all-reduce's traffic among G, every step), each accelerator compresses its 1/G shard,
 and the scheme's exchanges for the whole model run among the N/G nodes on the slow link (the G
@@ -30,9 +31,7 @@ from netbench.topology.graph import MIN_NODES
 
 __all__ = ["Scenario", "StepEstimate", "call_cost", "exchange_cost", "per_step", "ring_time", "dense_dtype"]
 
-MAX_PLANNED_NODES = (
-    100_000  # nodes a plan may describe (an emulated cluster's bound is topology.graph.MAX_EMULATED_NODES)
-)
+MAX_PLANNED_WORKERS = 100_000  # workers a plan may describe (an emulated cluster's: topology.graph.MAX_EMULATED_NODES)
 
 
 class Scenario(BaseModel):
@@ -40,15 +39,18 @@ class Scenario(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    nodes: int = Field(
-        2, ge=MIN_NODES, le=MAX_PLANNED_NODES, description="workers N (accelerators when gpus_per_node > 1)"
+    workers: int = Field(
+        2,
+        ge=MIN_NODES,
+        le=MAX_PLANNED_WORKERS,
+        description="workers N: processes, one a rank (accelerators when G > 1)",
     )
     up_bps: float = Field(100e6, gt=0, description="node uplink rate")
     down_bps: float = Field(100e6, gt=0, description="node downlink rate")
     delay_s: float = Field(0.0, ge=0, description="one-way latency between two nodes")
     compute_s: float = Field(0.0, ge=0, description="forward + backward per step")
     gpus_per_node: int = Field(1, ge=1, description="G: accelerators per node sharing a fast link")
-    intra_bps: float | None = Field(None, gt=0, description="intra-node link rate (required when G > 1)")
+    intra_bits_per_s: float | None = Field(None, gt=0, description="intra-node link rate (required when G > 1)")
     algorithm: Algorithm = "ring"
     framing: Framing = Framing()
     tcp: TcpSettings = Field(
@@ -58,16 +60,16 @@ class Scenario(BaseModel):
     @model_validator(mode="after")
     def _hierarchy(self) -> Scenario:
         if self.gpus_per_node > 1:
-            if self.intra_bps is None:
-                raise ValueError("gpus_per_node > 1 needs intra_bps (the fast intra-node link rate)")
-            if self.nodes % self.gpus_per_node:
-                raise ValueError(f"nodes {self.nodes} is not a multiple of gpus_per_node {self.gpus_per_node}")
+            if self.intra_bits_per_s is None:
+                raise ValueError("gpus_per_node > 1 needs intra_bits_per_s (the fast intra-node link rate)")
+            if self.workers % self.gpus_per_node:
+                raise ValueError(f"workers {self.workers} is not a multiple of gpus_per_node {self.gpus_per_node}")
         return self
 
     @property
     def machines(self) -> int:
-        """Nodes that replicate over the slow link (N / G)."""
-        return self.nodes // self.gpus_per_node
+        """Nodes (machines) that replicate over the slow link (N / G)."""
+        return self.workers // self.gpus_per_node
 
     @property
     def bw_bps(self) -> float:

@@ -77,7 +77,7 @@ def utilization_of(step: StepFn, scheme: Scheme, scenario: Scenario) -> float:
 
 def bandwidth_for(step: StepFn, scheme: Scheme, scenario: Scenario, target: float) -> dict:
     """The bandwidth at which ``scheme`` reaches compute utilisation ``target``, or why there is none."""
-    out: dict = {"replicator": scheme.name, "nodes": scenario.nodes, "target": target, "bw_bps": None}
+    out: dict = {"replicator": scheme.name, "nodes": scenario.workers, "target": target, "bw_bps": None}
     if scenario.compute_s <= 0:
         return out | {"reason": "compute time is 0 (pass --compute-ms or --accelerator with a batch)"}
     lo, hi = BW_RANGE_BPS

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, Protocol
 
 import pandas as pd
@@ -37,11 +36,11 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import expected_tcp_settings
 from netbench.model import sharding
 from netbench.model.calibration import Calibration, cost_key
-from netbench.model.exchange import communicating_share
 from netbench.model.network import GraphEstimate, GraphModel, Layout
-from netbench.model.overlap import backward_overlapped, pipelined
-from netbench.model.schemes import scheme_from_config
+from netbench.model.schemes import Scheme, scheme_from_config
+from netbench.model.step import HostEffects, training_step
 from netbench.model.steptime import Scenario, StepEstimate
+from netbench.model.view import cluster_scenario
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps
@@ -165,21 +164,28 @@ def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
     return encode, decode
 
 
-def scenario_for(cluster: ClusterSpec, local_s: float, calibration: Calibration) -> Scenario:
-    """The model's view of an emulated cluster: flat, ring collectives, this host's ACK ratio, the nodes' TCP
-    settings.
-    """
+def scenario_for(
+    cluster: ClusterSpec,
+    local_s: float,
+    calibration: Calibration,
+    gpus_per_node: int = 1,
+    intra_bits_per_s: float | None = None,
+) -> Scenario:
+    """The model's view of an emulated cluster (:func:`netbench.model.view.cluster_scenario`): its access links, ring
+    collectives, this host's ACK ratio, the nodes' TCP settings; with G workers per node, each worker's share of the
+    intra-node link."""
 
     access = cluster.access
-    return Scenario(
-        nodes=cluster.nodes,
-        up_bps=access.forward.rate_bps,
-        down_bps=access.reverse.rate_bps,
-        delay_s=cluster.one_way_delay_s(),
-        compute_s=local_s,
-        algorithm="ring",
-        framing=calibration.framing(),
-        tcp=expected_tcp_settings(cluster.tcp),
+    return cluster_scenario(
+        cluster.nodes,
+        access.forward.rate_bps,
+        access.reverse.rate_bps,
+        cluster.one_way_delay_s(),
+        local_s,
+        expected_tcp_settings(cluster.tcp),
+        calibration.framing(),
+        gpus_per_node,
+        intra_bits_per_s,
     )
 
 
@@ -202,26 +208,32 @@ def layout_of(config: RunLike) -> Layout:
     return "sites" if getattr(config, "shard_within", "node") == "site" else "flat"
 
 
-def model_step(
+def _graph_inputs(
     config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration
-) -> GraphEstimate:
-    """The model's step on the run's network graph and rank placement, before the emulator's own effects.
+) -> tuple[GraphModel, Scheme, list[ParamShape], Scenario]:
+    """The run's graph and placement, the scheme as a node's workers run it, their shapes and the scenario.
 
-    The same function ``plan --topology`` calls. ``local_s`` is the slowest node's measured local work, so the
-    model's nominal node gets ``local_s`` over the slowest node's ``compute_scale``. With G workers per node the
-    rings run over the machines, fed what each node's workers replicate, and the node's workers reduce among
-    themselves on the intra-node link.
+    ``local_s`` is the slowest node's measured local work, so the model's nominal node gets ``local_s`` over the
+    slowest node's ``compute_scale``. With G workers per node the rings run over the machines, fed what each node's
+    workers replicate, and the node's workers reduce among themselves on the intra-node link.
     """
     cluster = config.cluster
     graph = GraphModel(cluster.topology, cluster.placement)
     scale = cluster.topology.nodes[graph.slowest].compute_scale
-    scenario, g = scenario_for(cluster, local_s / scale, calibration), sharding.gpus_per_node(config)
+    g = sharding.gpus_per_node(config)
+    intra = sharding.intra_bits_per_s(config) if g > 1 else None
+    scenario = scenario_for(cluster, local_s / scale, calibration, g, intra)
     scheme = sharding.per_worker(scheme_from_config(config.replicator), shapes, g)
-    if g > 1:
-        scenario = scenario.model_copy(
-            update={"nodes": cluster.nodes * g, "gpus_per_node": g, "intra_bps": sharding.intra_bps(config)}
-        )
-    return graph.estimate(scheme, sharding.node_shapes(shapes, g), scenario, calibration, layout_of(config))
+    return graph, scheme, sharding.node_shapes(shapes, g), scenario
+
+
+def model_step(
+    config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration
+) -> GraphEstimate:
+    """The model's step on the run's network graph and rank placement, before any overlap rule or the emulator's own
+    effects (what sets it, and the bytes per link direction)."""
+    graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration)
+    return graph.estimate(scheme, node_shapes, scenario, calibration, layout_of(config))
 
 
 def predict(
@@ -234,27 +246,26 @@ def predict(
 ) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
 
-    Its ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter),
-    on the slowest node; ``codec_s`` replaces them with measured (encode, decode) times (the replay), which already
-    hold the slowest node's own speed.
+    :func:`netbench.model.step.training_step`, the function ``plan`` calls, given the emulated host's effects: its
+    ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter), on the
+    slowest node; ``codec_s`` replaces them with measured (encode, decode) times (the replay), which already hold the
+    slowest node's own speed; tbf's refilled bucket credits the wire (:func:`bucket_credit_s`).
     """
-    enc, dec = codec_s if codec_s is not None else encode_decode_s(config, shapes, calibration, cpus)
-    # the run's graph and placement: per-hop rates, delays and sharing, and its slowest node
-    est = model_step(config, shapes, local_s, calibration).step
-    scale = 1.0 if codec_s is not None else max(node.compute_scale for node in config.cluster.topology.nodes)
-    enc, dec = enc * scale, dec * scale
-    shapes = sharding.node_shapes(shapes, sharding.gpus_per_node(config))
-    est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
-    # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
-    # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)
-    # once per communicating step (a periodic exchange's burst gets it once per sync, so 1/H of it per step on
-    # average), and never more than the communication the step still shows (an exchange hidden behind local work)
-    share = communicating_share(est.exchanges) or 1.0
-    burst = bucket_credit_s(config.cluster, local_s, est.tx.total / share)
-    credit = min(share * burst, est.wire.transfer_s, est.comm_time_s)
-    est = replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
-    est = pipelined(est, config.replicator, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
-    return backward_overlapped(est, config.replicator, config.workload.kind, shapes)  # buckets started during backward
+    measured = codec_s is not None
+    codec = codec_s if codec_s is not None else encode_decode_s(config, shapes, calibration, cpus)
+    host = HostEffects(codec, measured, functools.partial(bucket_credit_s, config.cluster, local_s))
+    graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration)
+    found = training_step(
+        graph,
+        scheme,
+        node_shapes,
+        scenario,
+        calibration,
+        layout=layout_of(config),
+        host=host,
+        workload_kind=config.workload.kind,
+    )
+    return found.step
 
 
 def prediction(
@@ -329,7 +340,7 @@ def predict_run(
         }  # every worker a core
         if g > 1:  # comm_time_s is the inter-node part, as measured; the intra-node link's beside it
             intra = sharding.intra_prediction(
-                shapes, g, est.scenario.framing, calib.overhead("all_reduce"), sharding.intra_bps(config)
+                shapes, g, est.scenario.framing, calib.overhead("all_reduce"), sharding.intra_bits_per_s(config)
             )
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
         return Prediction.new(**out).to_json()

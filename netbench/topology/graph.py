@@ -36,7 +36,7 @@ __all__ = [
 TopologyKind = Literal["star", "sites", "racks", "file"]
 MAX_COMPUTE_SCALE = 100.0  # a node 100x slower than the others is a different experiment
 MIN_NODES = 2  # a collective needs a peer: the smallest cluster, emulated or planned
-MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is model.steptime.MAX_PLANNED_NODES)
+MAX_EMULATED_NODES = 64  # emulated nodes on this one host (plan's bound is model.steptime.MAX_PLANNED_WORKERS)
 # A graph's size: the model walks every pair of nodes' path (a 4096-node graph plans in seconds), and every pair of
 # sites is a WAN link (128 sites are 8128 of them). Files, options and stored runs are held to these before anything
 # is built.

@@ -1,24 +1,22 @@
 """A run's settings given as intents (``compression``, ``auto_bucket``), turned into the replicator's own numbers.
 
 `netbench run`, `worker` and a library caller of :func:`netbench.orchestrator.run.runner.run` get the
-same numbers from here; `netbench plan` sizes buckets with :func:`auto_bucket_mb`, the same rule.
+same numbers from here; `netbench plan` sizes buckets with
+:func:`netbench.model.overlap.bucket_mb_for_shapes`, the same rule.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from netbench.declarations.compression import compression_settings
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import declared_payload
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.network import GraphModel
-from netbench.model.overlap import bucket_mb_for
+from netbench.model.overlap import bucket_mb_for_shapes
 from netbench.orchestrator.config import RunConfig
-from netbench.shapes import ParamShape
 from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS
 
-__all__ = ["resolve", "with_compression", "bucket_link", "auto_bucket_mb", "check_payload"]
+__all__ = ["resolve", "with_compression", "bucket_link", "check_payload"]
 
 
 def with_compression(replicator: ReplicatorConfig, fraction: float) -> ReplicatorConfig:
@@ -41,28 +39,6 @@ def bucket_link(cluster: ClusterSpec, gpus_per_node: int = 1) -> tuple[float | N
     return GraphModel(cluster.topology, cluster.placement).ring_link()
 
 
-def auto_bucket_mb(
-    replicator: ReplicatorConfig,
-    shapes: Sequence[ParamShape],
-    rate_bps: float,
-    rtt_s: float,
-    machines: int,
-    *,
-    backward: bool = False,
-    concurrent: bool = True,
-) -> float:
-    """What ``--bucket-mb auto`` means for ``replicator`` on ``shapes`` over a link of ``rate_bps`` and ``rtt_s``
-    between ``machines``: :func:`netbench.model.overlap.bucket_mb_for` of the step's declared payload.
-
-    ``backward``: buckets start from backward's hooks; ``concurrent``: they travel at once (one worker per node;
-    with several, they queue on the replication subgroup's one lane). ValueError where the replicator's payload
-    formula rejects these shapes.
-    """
-
-    payload = declared_payload(list(shapes), replicator, machines).bytes_per_step
-    return bucket_mb_for(replicator.name, rate_bps, rtt_s, payload, machines, backward=backward, concurrent=concurrent)
-
-
 def _auto_bucket(config: RunConfig, replicator: ReplicatorConfig) -> ReplicatorConfig:
     """``replicator`` with buckets sized from the run's link; unchanged where no link rate is known (one bucket)."""
     rate, rtt = bucket_link(config.cluster, config.gpus_per_node)
@@ -72,7 +48,7 @@ def _auto_bucket(config: RunConfig, replicator: ReplicatorConfig) -> ReplicatorC
 
     nodes = config.cluster.nodes
     backward = replicator.overlap_backward and config.workload.kind in BACKWARD_OVERLAP_WORKLOADS
-    value = auto_bucket_mb(
+    value = bucket_mb_for_shapes(
         replicator,
         workload_shapes(config.workload, nodes),
         rate,

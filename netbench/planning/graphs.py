@@ -1,32 +1,25 @@
-"""``netbench plan --topology``: the step per replicator on a network graph, what sets it, and the WAN questions.
+"""``plan`` on a network graph: the step per replicator, what sets it, and the WAN questions.
 
-Every step comes from :meth:`netbench.model.network.GraphModel.estimate`, the function a run's prediction calls on
-the run's graph and placement. Beside each step: the link direction or node that sets it and its share; the WAN rate
-at which communication equals compute (the trunks' rates scaled together, bisected); and whether replicating between
-sites, sharded within them, beats one flat ring.
+Every step comes from :func:`netbench.model.step.training_step`, the function a run's prediction calls on the run's
+graph and placement. Beside each step: the link direction or node that sets it and its share; the WAN rate at which
+communication equals compute (the trunks' rates scaled together, bisected); and whether replicating between sites,
+sharded within them, beats one flat ring.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
-
-from rich.console import Console
-from rich.table import Table
 
 from netbench.model.calibration import Calibration
 from netbench.model.network import GraphEstimate, GraphModel, Layout
-from netbench.model.overlap import pipelined
 from netbench.model.planner import BW_RANGE_BPS, bisect_log
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme
+from netbench.model.step import training_step
 from netbench.model.steptime import Scenario
 from netbench.shapes import ParamShape
 from netbench.topology import Topology
-from netbench.units import format_bytes, format_rate_digits, format_time
 
 __all__ = ["graph_step", "wan_comm_equals_compute", "plan_on_graphs"]
 
@@ -40,10 +33,8 @@ def graph_step(
     layout: Layout = "flat",
     trunk_scale: float = 1.0,
 ) -> GraphEstimate:
-    """The graph's step with the bucket pipeline applied, as ``plan`` without a topology applies it."""
-    est = model.estimate(scheme, shapes, scenario, calib, layout, trunk_scale)
-
-    return replace(est, step=pipelined(est.step, scheme.config, shapes))
+    """The graph's step with the overlap rules applied (:func:`netbench.model.step.training_step`)."""
+    return training_step(model, scheme, shapes, scenario, calib, layout=layout, trunk_scale=trunk_scale)
 
 
 def _slowest_trunk_bps(topology: Topology) -> float | None:
@@ -97,7 +88,7 @@ def plan_on_graphs(
     """Rows (flat ring, and sharded within sites where the sites are even) and the WAN answers for every graph."""
     rows, wan, sites = [], [], []
     for model in models:
-        sc = scenario.model_copy(update={"nodes": model.topology.node_count})
+        sc = scenario.model_copy(update={"workers": model.topology.node_count})
         for scheme in schemes:
             flat = graph_step(model, scheme, shapes, sc, calib)
             rows.append(_row(flat, calib))
@@ -116,44 +107,3 @@ def plan_on_graphs(
                 }
             )
     return {"rows": rows, "derived": {"wan_comm_equals_compute_bw": wan, "sites_vs_flat": sites}}
-
-
-_rate_text = format_rate_digits
-
-
-def print_plan(doc: dict[str, Any], header: str, console: Console, json_out: bool) -> None:
-    if json_out:
-        print(json.dumps(doc, indent=2))
-        return
-    console.print(header, highlight=False)
-    table = Table(show_header=True, header_style="bold")
-    for col in ("replicator", "nodes", "layout", "wire tx/step", "comm", "compression", "step", "what sets the step"):
-        table.add_column(col, justify="left" if col in ("replicator", "layout", "what sets the step") else "right")
-    for r in doc["rows"]:
-        table.add_row(
-            r["replicator"],
-            str(r["nodes"]),
-            "sharded in sites" if r["layout"] == "sites" else "flat ring",
-            format_bytes(r["wire_bytes_per_step"]["tx"]),
-            format_time(r["comm_time_s"]),
-            format_time(r["compression_time_s"]),
-            format_time(r["step_time_s"]),
-            r["bottleneck"]["text"],
-        )
-    console.print(table)
-    console.print(
-        "[bold]WAN rate where communication = compute[/bold] (slowest WAN direction, all WAN links scaled together)"
-    )
-    for d in doc["derived"]["wan_comm_equals_compute_bw"]:
-        answer = _rate_text(d["wan_bps"]) if d["wan_bps"] else f"none: {d['reason']}"
-        console.print(f"  {d['replicator']:>9} @ {d['nodes']} nodes: {answer}", highlight=False)
-    if doc["derived"]["sites_vs_flat"]:
-        console.print("[bold]replicating between sites (sharded within sites) vs one flat ring[/bold]")
-    for d in doc["derived"]["sites_vs_flat"]:
-        ratio = d["flat_step_s"] / d["sites_step_s"] if d["sites_step_s"] > 0 else math.inf
-        verdict = f"sharded {ratio:.2f}x faster" if d["sites_faster"] else f"flat ring {1 / ratio:.2f}x faster"
-        console.print(
-            f"  {d['replicator']:>9} @ {d['nodes']} nodes: {format_time(d['sites_step_s'])} vs "
-            f"{format_time(d['flat_step_s'])}: {verdict}",
-            highlight=False,
-        )

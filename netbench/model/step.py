@@ -1,0 +1,89 @@
+"""The training step: the one function ``plan`` and a run's prediction both call.
+
+:class:`~netbench.model.network.GraphModel` prices compute, codec and communication on a network; this module applies
+the overlap rules to what it priced, in one order and nowhere else: the host's own effects (:class:`HostEffects`:
+encode and decode on shared or measured cores, the shaper's refilled token bucket), then the bucket pipeline
+(:func:`~netbench.model.overlap.pipelined`), then buckets started during backward
+(:func:`~netbench.model.overlap.backward_overlapped`). A plan passes no host effects and no workload (its steps are a
+cluster's own); a run's prediction passes the emulated host's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from netbench.model.calibration import Calibration
+from netbench.model.exchange import communicating_share
+from netbench.model.network import GraphEstimate, GraphModel, Layout
+from netbench.model.overlap import backward_overlapped, pipelined
+from netbench.model.schemes import Scheme
+from netbench.model.steptime import Scenario, StepEstimate
+from netbench.shapes import ParamShape
+
+__all__ = ["HostEffects", "training_step"]
+
+
+@dataclass(frozen=True)
+class HostEffects:
+    """What the host running the step adds to the network model (an emulated cluster's, never a plan's).
+
+    ``codec_s``: (encode, decode) per step in place of the calibration's (the host's cores shared by its nodes, or
+    what a run measured); ``measured`` says they already hold the slowest node's speed, else they are scaled by it.
+    ``burst_credit_s``: seconds of transfer the shaper's refilled token bucket lets through at once, given the bytes
+    one communicating step sends.
+    """
+
+    codec_s: tuple[float, float]
+    measured: bool = False
+    burst_credit_s: Callable[[float], float] | None = None
+
+
+def training_step(
+    graph: GraphModel,
+    scheme: Scheme,
+    shapes: Sequence[ParamShape],
+    scenario: Scenario,
+    calibration: Calibration,
+    *,
+    layout: Layout = "flat",
+    trunk_scale: float = 1.0,
+    params: int | None = None,
+    host: HostEffects | None = None,
+    workload_kind: str | None = None,
+    per_link: bool = True,
+) -> GraphEstimate:
+    """One step of ``scheme`` on ``graph`` with every overlap rule applied.
+
+    ``per_link`` False asks for the step alone (a uniform star's closed form, at any size): the estimate then holds
+    no bytes per link and no bottleneck. ``workload_kind``: the workload whose backward starts the buckets (None: no
+    backward overlap).
+    """
+    if per_link:
+        found = graph.estimate(scheme, shapes, scenario, calibration, layout, trunk_scale, params)
+    else:
+        found = GraphEstimate(graph.step(scheme, shapes, scenario, calibration, params), layout, {}, None)
+    est, enc, dec = found.step, None, None
+    if host is not None:
+        est, enc, dec = _on_host(est, graph, host)
+    est = pipelined(est, scheme.config, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
+    if workload_kind is not None:
+        est = backward_overlapped(est, scheme.config, workload_kind, shapes)  # buckets started during backward
+    return replace(found, step=est)
+
+
+def _on_host(est: StepEstimate, graph: GraphModel, host: HostEffects) -> tuple[StepEstimate, float, float]:
+    """``est`` with the host's codec times and the shaper's burst credit, and the (encode, decode) it used."""
+    scale = 1.0 if host.measured else graph.slowest_scale
+    enc, dec = host.codec_s[0] * scale, host.codec_s[1] * scale
+    est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
+    if host.burst_credit_s is not None:
+        # tbf's refilled bucket shortens the wire time itself; the pipeline then overlaps what is left (subtracting
+        # the credit after pipelining took it off the exposed step even where the codec, not the wire, bounds it)
+        # once per communicating step (a periodic exchange's burst gets it once per sync, so 1/H of it per step on
+        # average), and never more than the communication the step still shows (an exchange hidden behind local work)
+        share = communicating_share(est.exchanges) or 1.0
+        burst = host.burst_credit_s(est.tx.total / share)
+        credit = min(share * burst, est.wire.transfer_s, est.comm_time_s)
+        est = replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
+    return est, enc, dec
