@@ -157,3 +157,14 @@ def write_bytes(path: str | Path, data: bytes) -> None:
 def create_new(path: str | Path, flags: int = os.O_WRONLY, mode: int = 0o644) -> int:
     """Open a file that must not exist yet (O_EXCL), never following a symlink; returns the fd."""
     return os.open(path, flags | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+def append_own(path: str | Path) -> int:
+    """Open an existing regular file of this user's, with one link, to append to it (never through a symlink): a
+    record file a program that started again goes on writing. OSError otherwise; returns the fd."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+        os.close(fd)
+        raise OSError(f"{Path(path).name}: not a record file of this user's to append to")
+    return fd

@@ -39,6 +39,7 @@ _PHASE_COLUMNS = {  # each phase and the steps.csv column its time is booked in
 PHASES = tuple(_PHASE_COLUMNS)
 SPAN_NAMES = {"compress": "encode", "comm": "communicate"}  # a phase as the run's timeline names it
 ENV_RECORDS = "NETBENCH_RECORDS"  # this node's record file; set by `netbench exec` only
+ENV_FIRST_STEP = "NETBENCH_FIRST_STEP"  # the first step's index: the node's steps so far, when it joins again
 
 
 class Step:
@@ -71,8 +72,8 @@ class _Recorder:
         self.world_size = int(environ.get("NETBENCH_WORLD_SIZE", environ.get("WORLD_SIZE", "1")))
         self.iface = environ.get("NETBENCH_IFACE", "eth0")
         self.warmup = int(environ.get("NETBENCH_WARMUP_STEPS", "0"))
-        self.writer = RecordWriter(_path(environ[ENV_RECORDS]))
-        self.next_index = 0
+        self.writer = RecordWriter(_path(environ[ENV_RECORDS]), go_on=ENV_FIRST_STEP in environ)
+        self.next_index = int(environ.get(ENV_FIRST_STEP, "0"))
         self.last = None  # the reading that ended the previous step
         self.declared = False
         self.writer.write(

@@ -80,7 +80,7 @@ class RunConfig(BaseModel):
     schedule: Schedule | None = Field(
         None,
         description="Change links and nodes while the run goes on: a schedule CSV "
-        "(time_s,link,rate,delay,loss,state,jitter,compute_scale) or TOML, a Mahimahi trace or a "
+        "(time_s,link,rate,delay,loss,state,jitter,compute_scale,member) or TOML, a Mahimahi trace or a "
         "time_s,rate[,delay] trace; times count from the first measured step.",
     )
     compression: float | None = Field(

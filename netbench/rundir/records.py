@@ -39,12 +39,13 @@ def set_aside(path: Path) -> Path | None:
 
 
 class RecordWriter:
-    """Appends one JSON object per line to a file."""
+    """Appends one JSON object per line to a file: a new one, or with ``go_on`` the one a program that started again
+    wrote before."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, go_on: bool = False) -> None:
         safe_files.make_folder(path.parent)  # a folder netbench made or the user owns, never a planted link
         self.path = path
-        self._fd = safe_files.create_new(path, os.O_WRONLY | os.O_APPEND)
+        self._fd = safe_files.append_own(path) if go_on else safe_files.create_new(path, os.O_WRONLY | os.O_APPEND)
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps({k: _finite(v) for k, v in record.items()}, allow_nan=False, default=str) + "\n"

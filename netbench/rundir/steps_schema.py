@@ -167,6 +167,9 @@ class Col(StrEnum):
     SCHEDULE_RATE_BPS = "schedule_rate_bps", float, "bit/s", _SCHEDULE, "the slowest link rate in that segment"
     SCHEDULE_DELAY_S = "schedule_delay_s", float, "s", _SCHEDULE, "the longest one-way link delay in that segment"
     SCHEDULE_LINK_DOWN = "schedule_link_down", bool, "", _SCHEDULE, "a link was down in that segment"
+    SCHEDULE_MEMBERS = "schedule_members", int, "", _SCHEDULE, (
+        "how many nodes took part in that segment (the others had left and not joined again)"
+    )
     SCHEDULE_ELAPSED_S = "schedule_elapsed_s", float, "s", _SCHEDULE, (
         "when the step began, from the first measured step's start on rank 0 (the schedule's time 0)"
     )

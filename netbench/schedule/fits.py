@@ -5,7 +5,7 @@ from __future__ import annotations
 from netbench.emulation.spec import ClusterSpec
 from netbench.schedule.model import Schedule
 
-__all__ = ["check_fits"]
+__all__ = ["check_fits", "check_whole_membership"]
 
 
 def check_fits(schedule: Schedule, cluster: ClusterSpec) -> None:
@@ -28,4 +28,14 @@ def check_fits(schedule: Schedule, cluster: ClusterSpec) -> None:
     if cluster.engine == "netem":
         raise ValueError(
             "changes delay, jitter or loss: needs the delay line engine (--engine delayline or auto), not netem"
+        )
+
+
+def check_whole_membership(schedule: Schedule | None) -> None:
+    """ValueError (one line) for a schedule where nodes leave and join, given to ``netbench run``: its replicators
+    train with every node throughout, so a leave or a join applies to a program under ``netbench exec``."""
+    if schedule is not None and schedule.changes_members:
+        raise ValueError(
+            "nodes leave and join (member rows or --churn): netbench exec applies them to a program; netbench run's "
+            "replicators train with every node throughout"
         )

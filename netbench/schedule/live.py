@@ -10,13 +10,16 @@ fault test does) -- and logged with the wall time it took effect (schedule.csv).
 times longer, rates k times slower and delays k times longer, as the run's own links.
 
 A node's compute speed is not changed from here: each worker paces its own phases from the schedule's node phases
-(:func:`netbench.pacing.scale_at`), on its own clock from its first measured step.
+(:func:`netbench.pacing.scale_at`), on its own clock from its first measured step. Nor are a node's processes: a
+node that leaves or joins is handed to the launcher's ``on_member`` (stop its processes, start fresh ones), after
+the segment's link changes are made, so a joining node starts on the network then in force.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +36,10 @@ from netbench.topology.graph import Topology
 from netbench.topology.link import DirectionSpec
 from netbench.units import format_rate
 
-__all__ = ["Egress", "egresses", "LiveSchedule", "FirstMeasuredStep", "LOG_COLUMNS"]
+__all__ = ["Egress", "egresses", "LiveSchedule", "FirstMeasuredStep", "LOG_COLUMNS", "OnMember"]
 
 LOG_COLUMNS = ("segment", "time_s", "wall_time", "late_s", "what")
+OnMember = Callable[[int, bool], None]  # (node index, True: it joins / False: it leaves)
 
 
 @dataclass(frozen=True)
@@ -93,17 +97,19 @@ class LiveSchedule:
         dilation: float,
         log_path: Path | None,
         records: Path | None,
+        on_member: OnMember | None = None,
     ) -> None:
         """``graph``: the network as asked (undilated); ``dilation``: the run's k; without ``records`` only
-        :meth:`apply` runs it.
+        :meth:`apply` runs it; ``on_member``: what a node's leave or join does to its processes.
         """
-        self.cluster, self.k, self.log_path = cluster, dilation, log_path
+        self.cluster, self.k, self.log_path, self.on_member = cluster, dilation, log_path, on_member
         self.segments = segments(schedule, graph)
         self.egresses = egresses(cluster)
         self.clock = FirstMeasuredStep(records) if records is not None else None
         self.applied = -1  # the last segment applied
         self.in_force = graph
         self.down: frozenset[str] = frozenset()
+        self.away: frozenset[str] = frozenset()
         self.log: list[dict[str, Any]] = []
 
     def begin(self) -> None:
@@ -131,7 +137,13 @@ class LiveSchedule:
         self._write()
 
     def _apply(self, segment: Segment, due: float | None) -> None:
-        what = self._rates(segment) + self._delays(segment) + self._states(segment) + self._compute(segment)
+        what = (
+            self._rates(segment)
+            + self._delays(segment)
+            + self._states(segment)
+            + self._compute(segment)
+            + self._members(segment)
+        )
         now = time.time()
         self.log.append(
             {
@@ -142,7 +154,7 @@ class LiveSchedule:
                 "what": "; ".join(what) or "nothing changed on the links",
             }
         )
-        self.applied, self.in_force, self.down = segment.index, segment.graph, segment.down
+        self.applied, self.in_force, self.down, self.away = segment.index, segment.graph, segment.down, segment.away
 
     def _direction(self, graph: Any, egress: Egress) -> DirectionSpec:
         return graph.link(egress.link).direction(egress.forward)
@@ -196,6 +208,16 @@ class LiveSchedule:
             for old, new in zip(self.in_force.nodes, segment.graph.nodes)
             if old.compute_scale != new.compute_scale
         ]
+
+    def _members(self, segment: Segment) -> list[str]:
+        """Nodes that left or joined: the leaves first, then the joins, each handed to ``on_member``."""
+        names = [n.name for n in segment.graph.nodes]
+        left = [i for i, name in enumerate(names) if name in segment.away and name not in self.away]
+        joined = [i for i, name in enumerate(names) if name in self.away and name not in segment.away]
+        for i in left + joined:
+            if self.on_member is not None:
+                self.on_member(i, i in joined)
+        return [f"{names[i]} left" for i in left] + [f"{names[i]} joined" for i in joined]
 
     def _write(self) -> None:
         if self.log_path is None:

@@ -28,7 +28,7 @@ from netbench.units import UnitError, parse_fraction, parse_rate, parse_time
 __all__ = ["ScheduleError", "MAX_FILE_BYTES", "MAX_COLUMNS", "COLUMNS", "load", "parse_text"]
 
 MAX_FILE_BYTES = untrusted.SCHEDULE.max_bytes
-MAX_COLUMNS = 32  # a schedule has 8 columns, a rate trace 3
+MAX_COLUMNS = 32  # a schedule has 9 columns, a rate trace 3
 COLUMNS = (
     "time_s",
     "link",
@@ -38,6 +38,7 @@ COLUMNS = (
     "loss",
     "state",
     "compute_scale",
+    "member",
 )  # a schedule CSV's, in any order
 
 
@@ -178,6 +179,7 @@ def _change(row: dict[str, Any], line: int, what: str = "line") -> Change:
             "loss": ("loss", parse_fraction),
             "compute_scale": ("compute_scale", parse_number),
             "state": ("state", str.lower),
+            "member": ("member", str.lower),
         }
         for column, (key, read) in readers.items():
             if cell.get(column):

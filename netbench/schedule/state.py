@@ -4,21 +4,45 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from netbench.schedule.model import ALL, Change, Schedule, Segment
+from netbench.schedule.model import ALL, Change, Schedule, Segment, away_after
 from netbench.topology.graph import LinkSpec, NodeSpec, Topology
 
-__all__ = ["advance", "selected_links", "selected_nodes", "segments", "node_phases"]
+__all__ = ["members_graph", "advance", "selected_links", "selected_nodes", "segments", "node_phases"]
 
 
 def segments(schedule: Schedule, graph: Topology) -> list[Segment]:
     """The network in force between consecutive change times, starting from ``graph`` (before time 0: ``graph``)."""
     out: list[Segment] = []
-    current, down = graph, frozenset()
+    current, down, away = graph, frozenset(), frozenset()
     times = schedule.times
     for i, t in enumerate(times):
-        current, down = advance(current, down, [c for c in schedule.changes if c.time_s == t])
-        out.append(Segment(i, t, times[i + 1] if i + 1 < len(times) else None, current, down))
+        now = [c for c in schedule.changes if c.time_s == t]
+        current, down = advance(current, down, now)
+        for change in now:
+            away = away_after(away, change)
+        out.append(Segment(i, t, times[i + 1] if i + 1 < len(times) else None, current, down, away))
     return out
+
+
+def members_graph(segment: Segment) -> Topology | None:
+    """The segment's network as its members see it: the nodes away dropped with their access links (switches and
+    trunks stay), the rest named ``n0, n1, ...`` in their order, as a network of that many nodes names them; None
+    where fewer than two nodes take part (nothing to exchange)."""
+    graph = segment.graph
+    if segment.members < 2:
+        return None
+    kept = [n for n in graph.nodes if n.name not in segment.away]
+    renamed = {n.name: f"n{i}" for i, n in enumerate(kept)}
+    links = []
+    for link in graph.links:
+        if link.a in segment.away:
+            continue
+        if link.a in renamed:
+            name = renamed[link.a] if link.name == link.a else link.name
+            link = link.model_copy(update={"a": renamed[link.a], "name": name})
+        links.append(link)
+    nodes = tuple(n.model_copy(update={"name": renamed[n.name]}) for n in kept)
+    return Topology(kind=graph.kind, nodes=nodes, switches=graph.switches, links=tuple(links))
 
 
 def node_phases(schedule: Schedule, graph: Topology, node: int) -> tuple[tuple[float, float], ...]:

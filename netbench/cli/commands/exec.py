@@ -20,6 +20,7 @@ from netbench.cli.run_config import build_run_config, check_capture_room
 from netbench.cli.schedule_option import read_schedule
 from netbench.reports.terminal import JSON, make_console, print_summary
 from netbench.rundir.layout import RunDir
+from netbench.schedule.churn import CHURN
 from netbench.units import format_bytes
 
 console = make_console(stderr=True)
@@ -72,6 +73,7 @@ def exec_command(
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option("exec"),
     schedule: Path | None = RUN["schedule"].option(),
+    churn: str | None = option(CHURN, "exec"),
     as_json: bool = option(JSON, "exec"),
 ) -> None:
     """Run COMMAND once per node inside its namespace, with RANK, WORLD_SIZE, MASTER_ADDR, ... set; measure every link.
@@ -96,7 +98,7 @@ def exec_command(
     if not 1 <= port <= 65535:
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
     cluster = copt.cluster_spec(network)
-    link_schedule = read_schedule(schedule)
+    link_schedule = read_schedule(schedule, churn=churn, cluster=cluster)
     if link_schedule is not None and any(c.compute_scale is not None for c in link_schedule.changes):
         raise UserError(
             "--schedule: compute_scale paces netbench run's workers; a program under exec sets its own speed"

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from netbench.cli import cluster_options as copt
 from netbench.cli import run_options as ropt
 from netbench.cli import sharding_options
+from netbench.cli.errors import UserError
 from netbench.cli.fields import (
     FROM_FIELDS,
     REPLICATOR,
@@ -29,6 +30,8 @@ from netbench.cli.schedule_option import read_schedule
 from netbench.model.calibration import CALIBRATION
 from netbench.orchestrator.run.dilation import DILATION
 from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
+from netbench.schedule.churn import CHURN
+from netbench.schedule.fits import check_whole_membership
 
 console = make_console(stderr=True)
 
@@ -56,6 +59,7 @@ def run(
     out: Path = RUN["out_dir"].option(),
     threads: int = RUN["threads"].option(),
     schedule: Path | None = RUN["schedule"].option(),
+    churn: str | None = option(CHURN, "run"),
     calibration: Path | None = option(CALIBRATION, "run"),
     dilation: str = option(DILATION, "run"),
     as_json: bool = option(JSON, "run"),
@@ -64,7 +68,11 @@ def run(
     from netbench.orchestrator.run.runner import run as run_config  # late: keeps pandas, scapy off this module's import
 
     cluster = copt.cluster_spec(network)
-    link_schedule = read_schedule(schedule)
+    link_schedule = read_schedule(schedule, churn=churn, cluster=cluster)
+    try:
+        check_whole_membership(link_schedule)
+    except ValueError as exc:
+        raise UserError(f"--schedule: {exc}") from None
     nodes = cluster.nodes
     rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)
     work = ropt.build_workload_config(**work_settings)

@@ -12,6 +12,11 @@ and from the capture, and TCP retransmissions. Programs that opt in (``netbench.
 per-step records in the worker's format, and ``steps.csv`` / the summary come from them as for
 ``run``, the model's prediction included when the program declared its payload.
 
+Under a schedule whose nodes leave and join (``member`` rows, ``--churn``), a leave kills the node's program (SIGKILL
+to its process group: a reclaimed machine says nothing first) and a join starts it again on the same node with the
+same environment, its step records continuing from the last step the node recorded (``NETBENCH_FIRST_STEP``). A
+program killed by a leave is not a failure; how often each node left is in run.json.
+
 Exit status: the first failing node's (a node killed by a signal counts 128 + signal), 124 when
 ``--timeout`` expired, 130 on Ctrl-C (128 + signal for SIGTERM/SIGHUP), 125 when netbench itself
 failed (the cluster could not be built).
@@ -19,6 +24,7 @@ failed (the cluster could not be built).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -44,7 +50,7 @@ from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.run import results, scheduled
 from netbench.orchestrator.run.node_output import OutputPump
-from netbench.rundir.layout import RunDir
+from netbench.rundir.layout import RunDir, StepCounter
 from netbench.rundir.steps_schema import Col
 from netbench.trace import hooks as trace
 from netbench.validation import error_text
@@ -97,6 +103,35 @@ class NodeProcess:
     stopped_by: str | None = None  # why netbench stopped it ("timeout", "peer failed", ...)
     after: IfaceCounters | None = None
     rank: int = 0  # its rank (the node's slot in the placement)
+    leaves: int = 0  # how often the node left the run (its program killed, then started again on a join)
+    away: bool = False  # it has left and not joined again
+    earlier_cpu_s: float = 0.0  # CPU time of the node's programs before its last join
+    earlier_pumps: list[OutputPump] = field(default_factory=list)
+
+    def leave(self) -> None:
+        """The node leaves: its program's process group killed at once, reaped."""
+        if not self.reap():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.reap(block=True)
+        self.stopped_by, self.away, self.leaves = "left", True, self.leaves + 1
+
+    def rejoin(self, proc: Any, pump: OutputPump) -> None:
+        """The node joins again, running ``proc`` (its output copied by ``pump``)."""
+        self.earlier_cpu_s += self.cpu_s or 0.0
+        self.earlier_pumps.append(self.pump)
+        self.proc, self.pump, self.away = proc, pump, False
+        self.ended = self.cpu_s = self.stopped_by = None
+
+    def join_output(self) -> None:
+        """Wait for every copy of the node's output, its earlier programs' included."""
+        for pump in (*self.earlier_pumps, self.pump):
+            pump.join()
+
+    @property
+    def total_cpu_s(self) -> float | None:
+        """CPU time of every program the node ran (None: the last one's is unknown)."""
+        return None if self.cpu_s is None else self.earlier_cpu_s + self.cpu_s
 
     def reap(self, block: bool = False) -> bool:
         """True once the process has exited (recording its status and rusage)."""
@@ -206,23 +241,54 @@ def node_env(config: ExecConfig, cluster: Cluster, node: Node, run_dir: RunDir) 
     }
 
 
+def _start(
+    config: ExecConfig,
+    cluster: Cluster,
+    node: Node,
+    run_dir: RunDir,
+    echo: TextIO | None,
+    first_step: int | None = None,
+) -> tuple[Any, OutputPump]:
+    """COMMAND on ``node``, its output copied to the node's log; ``first_step``: a joining node's steps so far, where
+    its step records go on (in the file its earlier program wrote)."""
+    rank = rank_of(cluster, node)
+    env = node_env(config, cluster, node, run_dir)
+    if first_step is not None:
+        env["NETBENCH_FIRST_STEP"] = str(first_step)
+    proc = node.popen(
+        list(config.command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    return proc, OutputPump(rank, proc.stdout, run_dir.log_path(rank), echo)
+
+
 def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None) -> list[NodeProcess]:
 
     launched = []
     for index in cluster.spec.placement:  # in rank order: the node list, the logs and the records are by rank
         node = cluster.nodes[index]
-        rank = rank_of(cluster, node)
         before = node.call(read_counters, node.iface)
-        proc = node.popen(
-            list(config.command),
-            env=node_env(config, cluster, node, run_dir),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        pump = OutputPump(rank, proc.stdout, run_dir.log_path(rank), echo)
-        launched.append(NodeProcess(node, proc, pump, before, time.monotonic(), rank=rank))
+        proc, pump = _start(config, cluster, node, run_dir, echo)
+        launched.append(NodeProcess(node, proc, pump, before, time.monotonic(), rank=rank_of(cluster, node)))
     return launched
+
+
+@dataclass
+class Membership:
+    """A schedule's leaves and joins on the exec's processes (the live schedule's ``on_member``)."""
+
+    config: ExecConfig
+    cluster: Cluster
+    run_dir: RunDir
+    echo: TextIO | None
+    procs: list[NodeProcess] = field(default_factory=list)  # by rank, filled once launched
+
+    def __call__(self, node_index: int, joins: bool) -> None:
+        p = self.procs[rank_of(self.cluster, self.cluster.nodes[node_index])]
+        if not joins:
+            p.leave()
+            return
+        recorded = StepCounter(self.run_dir.records_path(p.rank))()
+        p.rejoin(*_start(self.config, self.cluster, p.node, self.run_dir, self.echo, first_step=recorded))
 
 
 def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[], None]) -> tuple[str, str | None, int]:
@@ -231,12 +297,13 @@ def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[],
     """
     started = time.monotonic()
     first_failure: NodeProcess | None = None
+    failed_code: int | None = 1  # its exit code then: a node that later leaves and joins runs another program
     failed_at = 0.0
     while True:
         poll()
         for p in procs:
-            if p.reap() and p.exit_code != 0 and first_failure is None:
-                first_failure, failed_at = p, time.monotonic()
+            if p.reap() and p.exit_code != 0 and not p.away and first_failure is None:
+                first_failure, failed_at, failed_code = p, time.monotonic(), p.exit_code
         if all(p.proc.returncode is not None for p in procs):
             break
         now = time.monotonic()
@@ -256,7 +323,7 @@ def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[],
         time.sleep(0.05)
     if first_failure is None:
         return "ok", None, 0
-    code = first_failure.exit_code or 1
+    code = failed_code or 1
     how = (
         f"was killed by {signal.Signals(code - 128).name}"
         if code > 128 and code - 128 in signal.valid_signals()
@@ -288,11 +355,12 @@ def execute(
 
     def phases(cluster: Cluster) -> None:
         outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
-        live = scheduled.start(config.run, cluster, run_dir, 1.0)  # a link schedule's time-0 changes
+        members = Membership(config, cluster, run_dir, echo)
+        live = scheduled.start(config.run, cluster, run_dir, 1.0, members)  # a link schedule's time-0 changes
         capture = start_capture(cluster, run_dir.capture, config.run.capture)
         sampling = trace.start_sampling(config.run.trace, cluster.nodes, run_dir.path)  # TCP, for trace.json
         try:
-            outcome.procs = _launch(config, cluster, run_dir, echo)
+            outcome.procs = members.procs = _launch(config, cluster, run_dir, echo)
             if on_cluster:
                 on_cluster(cluster)
             outcome.status, outcome.reason, outcome.code = _watch(
@@ -310,7 +378,7 @@ def execute(
     hold_cluster(config.run.cluster, names, outcome, "the command had finished", phases)
     wall = time.monotonic() - clock
     for p in outcome.procs:
-        p.pump.join()
+        p.join_output()
     try:
         result = _collect(config, run_dir, names, outcome, started, wall, warnings)
         nodes = range(config.run.cluster.nodes)
@@ -353,7 +421,8 @@ def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
         "exit_code": p.exit_code,
         "stopped_by": p.stopped_by,
         "wall_time_s": (p.ended or time.monotonic()) - p.started,
-        "cpu_time_s": p.cpu_s,
+        "cpu_time_s": p.total_cpu_s,
+        "leaves": p.leaves,
         "wire_tx_bytes": counters.get("tx_bytes"),
         "wire_rx_bytes": counters.get("rx_bytes"),
         "wire_tx_packets": counters.get("tx_packets"),

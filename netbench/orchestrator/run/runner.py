@@ -53,6 +53,7 @@ from netbench.orchestrator.run.sharding import INTRA_IFACE, shape_intra
 from netbench.orchestrator.run.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s, stall_limit_s
 from netbench.orchestrator.run.watch import Limits, WorkerFailure, wait_for_workers
 from netbench.rundir.layout import RunDir
+from netbench.schedule.fits import check_whole_membership
 from netbench.trace import hooks as trace
 from netbench.worker.spec import WorkerSpec
 
@@ -167,6 +168,7 @@ def prepare(
     """Resolve the config's intents, check this host can hold it, calibrate (when the cache has none), dilate, name
     the run and make its folder; nothing is built yet. HostUnfit (a ValueError) before anything is created."""
     config = resolve(config)  # --compression and --bucket-mb auto, for library callers as for the CLI
+    check_whole_membership(config.schedule)
     check_payload(config)  # settings the model's shapes rule out (SettingError, a ValueError)
     check_host(config)
     calibration = calibration or host_calibration(replicators=(config.replicator,))

@@ -19,7 +19,7 @@ from netbench.orchestrator.prediction import predict_run, replay_run
 from netbench.rundir.steps_schema import Col, step_row
 from netbench.rundir.summary import measured_steps
 from netbench.schedule.model import Segment
-from netbench.schedule.state import segments
+from netbench.schedule.state import members_graph, segments
 
 if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
@@ -35,7 +35,8 @@ def _time_zero(steps: pd.DataFrame) -> float | None:
 
 
 def annotate(steps: pd.DataFrame, config: RunConfig, dilation: float) -> pd.DataFrame:
-    """``steps`` with the segment each step ran in and the slowest link rate, the longest uplink delay, a link down."""
+    """``steps`` with the segment each step ran in and the slowest link rate, the longest uplink delay, a link down,
+    the nodes taking part."""
     if config.schedule is None or steps.empty or Col.T_START not in steps:
         return steps
     t0, found = _time_zero(steps), segments(config.schedule, config.cluster.topology)
@@ -50,6 +51,9 @@ def annotate(steps: pd.DataFrame, config: RunConfig, dilation: float) -> pd.Data
         Col.SCHEDULE_RATE_BPS: index.map(lambda i: _rate(by_index[i]) if i in by_index else None),
         Col.SCHEDULE_DELAY_S: index.map(lambda i: _delay(by_index[i]) if i in by_index else None),
         Col.SCHEDULE_LINK_DOWN: index.map(lambda i: bool(by_index[i].down) if i in by_index else False),
+        Col.SCHEDULE_MEMBERS: index.map(
+            lambda i: by_index[i].members if i in by_index else config.cluster.topology.node_count
+        ),
         Col.SCHEDULE_ELAPSED_S: elapsed,
     }
     return steps.assign(**step_row("schedule", values))
@@ -63,12 +67,19 @@ def _delay(segment: Segment) -> float:
     return max(link.forward.delay_s for link in segment.graph.links)
 
 
-def segment_cluster(cluster: ClusterSpec, segment: Segment) -> ClusterSpec:
-    """The cluster as the model should see it during ``segment``: its graph, and the star's up/down from node 0's
-    link.
+def segment_cluster(cluster: ClusterSpec, segment: Segment) -> ClusterSpec | None:
+    """The cluster as the model should see it during ``segment``: its graph with the nodes taking part (ranks placed
+    as the topology orders them), and the star's up/down from the first one's link; None where fewer than two nodes
+    take part.
     """
-    first = segment.graph.access_link(0)
-    return cluster.model_copy(update={"topology": segment.graph, "up": first.forward, "down": first.reverse})
+    graph = members_graph(segment) if segment.away else segment.graph
+    if graph is None:
+        return None
+    first = graph.access_link(0)
+    update = {"topology": graph, "up": first.forward, "down": first.reverse}
+    if segment.away:
+        update |= {"nodes": graph.node_count, "rank_order": "topology"}
+    return cluster.model_copy(update=update)
 
 
 def segment_summary(
@@ -94,6 +105,7 @@ def segment_summary(
             "rate_bps": _rate(segment),
             "delay_s": _delay(segment),
             "link_down": sorted(segment.down),
+            "members": segment.members,
             "compute_scale": max(n.compute_scale for n in segment.graph.nodes),
             "steps": int(rows[Col.STEP].nunique()),
         }
@@ -137,7 +149,10 @@ def _predicted(
     measured_s: float,
 ) -> dict[str, Any]:
     """The model's step for the segment's network beside the segment's median, forecast and replay, with errors."""
-    seg_config = config.model_copy(update={"cluster": segment_cluster(config.cluster, segment)})
+    seg_cluster = segment_cluster(config.cluster, segment)
+    if seg_cluster is None:
+        return {"prediction_error": "one node takes part: it exchanges nothing"}
+    seg_config = config.model_copy(update={"cluster": seg_cluster})
     forecast = predict_run(seg_config, rows, n_params, calibration, cpus=cpus, identity=identity)
     out: dict[str, Any] = {}
     if "error" in forecast:

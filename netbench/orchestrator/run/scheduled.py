@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from netbench.schedule.live import LiveSchedule
+from netbench.schedule.live import LiveSchedule, OnMember
 from netbench.schedule.state import node_phases
 
 if TYPE_CHECKING:
@@ -20,12 +20,21 @@ if TYPE_CHECKING:
 __all__ = ["start", "polling", "compute_phases", "describe"]
 
 
-def start(config: RunConfig, cluster: Cluster, run_dir: RunDir, dilation: float) -> LiveSchedule | None:
-    """The schedule on ``cluster`` with its time-0 changes applied (before any worker starts); None without one."""
+def start(
+    config: RunConfig, cluster: Cluster, run_dir: RunDir, dilation: float, on_member: OnMember | None = None
+) -> LiveSchedule | None:
+    """The schedule on ``cluster`` with its time-0 changes applied (before any worker starts); None without one.
+    ``on_member``: what a node's leave or join does to its processes (`netbench exec`'s)."""
     if config.schedule is None:
         return None
     live = LiveSchedule(
-        cluster, config.schedule, config.cluster.topology, dilation, run_dir.schedule_csv, run_dir.records_path(0)
+        cluster,
+        config.schedule,
+        config.cluster.topology,
+        dilation,
+        run_dir.schedule_csv,
+        run_dir.records_path(0),
+        on_member,
     )
     live.begin()
     return live

@@ -35,6 +35,7 @@ from netbench.orchestrator.config import RunConfig
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule
+from netbench.schedule.fits import check_whole_membership
 from netbench.settings import Setting
 from netbench.topology.file import TopologyError
 from netbench.topology.graph import Topology
@@ -501,9 +502,11 @@ def _schedule(scenario: SweepScenario, prefix: str, names: dict[str, str] | None
     if not scenario.schedule:
         return None
     try:
-        return load_schedule(Path(scenario.schedule))
-    except ScheduleError as exc:
+        schedule = load_schedule(Path(scenario.schedule))
+        check_whole_membership(schedule)
+    except (ScheduleError, ValueError) as exc:
         raise ScenarioError(f"{_where(prefix, 'schedule', names)}: {exc}") from None
+    return schedule
 
 
 def points(
