@@ -51,10 +51,10 @@ def test_member_rows_read_the_same_from_toml() -> None:
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("time_s,link,member\n6,n3,leave\n8,n3,leave\n", "'n3' leaves at 8 s but has already left"),
-        ("time_s,link,member\n6,n3,join\n", "'n3' joins at 6 s but has not left"),
+        ("time_s,link,member\n6,n3,leave\n8,n3,leave\n", "change 2: the node leaves but has already left"),
+        ("time_s,link,member\n6,n3,join\n", "change 1: the node joins but has not left"),
         ("time_s,link,member\n6,*,leave\n", "names every node"),
-        ("time_s,link,member\n0,n1,leave\n", "member at 0 s"),
+        ("time_s,link,member\n0,n1,leave\n", "member at time 0"),
         ("time_s,link,member\n6,n1,reboot\n", "line 2: member: Input should be 'leave' or 'join'"),
     ],
 )
@@ -69,7 +69,7 @@ def test_a_member_row_must_name_a_node_and_leave_one_to_train_with() -> None:
     with pytest.raises(ValueError, match="every node has left"):
         parse_text("time_s,link,member\n1,n0,leave\n2,n1,leave\n", "s.csv").check_targets(two)
     parse_text("time_s,link,member\n1,n0,leave\n2,n0,join\n3,n1,leave\n", "s.csv").check_targets(two)
-    with pytest.raises(ValueError, match="unknown link 'n7'"):
+    with pytest.raises(ValueError, match="change 1: unknown link"):
         parse_text("time_s,link,member\n1,n7,leave\n", "s.csv").check_targets(two)
 
 
