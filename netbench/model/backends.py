@@ -373,9 +373,24 @@ BACKEND_SETTINGS = table(
             "channels",
             "count",
             "--backend nccl: channels across the network [default: socket 2, rdma 16].",
+            range=(1, 64),  # NCCL's MAXCHANNELS
         ),
-        Setting("--socket-threads", "socket_threads", "count", "--backend nccl: NCCL_SOCKET_NTHREADS.", default=0),
-        Setting("--socks-per-thread", "socks_per_thread", "count", "--backend nccl: NCCL_NSOCKS_PERTHREAD.", default=1),
+        Setting(
+            "--socket-threads",
+            "socket_threads",
+            "count",
+            "--backend nccl: NCCL_SOCKET_NTHREADS.",
+            default=0,
+            range=(0, 16),
+        ),
+        Setting(
+            "--socks-per-thread",
+            "socks_per_thread",
+            "count",
+            "--backend nccl: NCCL_NSOCKS_PERTHREAD.",
+            default=1,
+            range=(1, 64),  # NCCL caps threads x sockets at 64
+        ),
         Setting(
             "--nccl-calibration",
             "nccl_calibration",

@@ -28,6 +28,7 @@ from netbench.model.schemes import Scheme, SchemeSettings, build_scheme
 from netbench.model.steptime import MAX_PLANNED_WORKERS, Scenario
 from netbench.model.utilization import DEFAULT_TARGETS, UTILIZATION_SETTINGS
 from netbench.safe_files import UnsafeOutput, check_folder
+from netbench.settings import Setting
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.presets import NODES, TOPOLOGY
@@ -41,15 +42,18 @@ BACKENDS = ("gloo", "nccl", "ideal")
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 MAX_TOKENS = 1e16
 MAX_TOKENS_PER_STEP = 1e9
-MAX_LAYERS = 10_000
 MAX_BUCKET_MB = 4096
 
-# field -> the option it comes from: the model's and the topology's settings name their own, the rest are plan's
-OPTION_NAMES: dict[str, str] = {
-    s.field: s.name
+# field -> its declaration, where the model declares the option (its range bounds the request's field too)
+DECLARED: dict[str, Setting] = {
+    s.field: s
     for table in (COMPUTE_SETTINGS, BACKEND_SETTINGS, UTILIZATION_SETTINGS, FRAMING_SETTINGS, TOPOLOGY)
     for s in table.values()
-} | {
+}
+
+
+# field -> the option it comes from: the model's and the topology's settings name their own, the rest are plan's
+OPTION_NAMES: dict[str, str] = {field: s.name for field, s in DECLARED.items()} | {
     ALGORITHM.field: ALGORITHM.name,
     NODES.field: NODES.name,
     "bw": "--bw",
@@ -132,6 +136,16 @@ class PlanRequest(BaseModel):
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
     # utilisation simulators assume; the command always prices it)
     codec: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _declared_bounds(cls, values: Any) -> Any:
+        """Each field an option declares is held to that declaration's range, as the command line holds it."""
+        if isinstance(values, dict):
+            for name, value in values.items():
+                if name in DECLARED and value is not None and not isinstance(value, str):
+                    DECLARED[name].check_typed(value)
+        return values
 
     @field_validator("nodes", mode="before")
     @classmethod
@@ -225,39 +239,11 @@ class PlanRequest(BaseModel):
     def _accelerator(cls, value: str | None) -> str | None:
         return None if value is None else accelerator(value).name
 
-    @field_validator("mfu")
-    @classmethod
-    def _mfu(cls, value: float) -> float:
-        if not (math.isfinite(value) and 0 < value <= 1):
-            raise ValueError(f"must be in (0, 1], got {value:g}")
-        return value
-
-    @field_validator("seq_len")
-    @classmethod
-    def _seq(cls, value: int) -> int:
-        if not 1 <= value <= 10_000_000:
-            raise ValueError(f"must be between 1 and 10000000 tokens, got {value}")
-        return value
-
-    @field_validator("batch")
-    @classmethod
-    def _batch(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= MAX_TOKENS_PER_STEP:
-            raise ValueError(f"must be between 1 and {MAX_TOKENS_PER_STEP:.0e} sequences, got {value}")
-        return value
-
     @field_validator("tokens_per_step", "tokens")
     @classmethod
     def _counts(cls, value: str | None, info: Any) -> str | None:
         hi = MAX_TOKENS_PER_STEP if info.field_name == "tokens_per_step" else MAX_TOKENS
         _positive(value, hi)
-        return value
-
-    @field_validator("layers")
-    @classmethod
-    def _layers(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= MAX_LAYERS:
-            raise ValueError(f"must be between 1 and {MAX_LAYERS}, got {value}")
         return value
 
     @field_validator("target_utilization")
@@ -272,27 +258,6 @@ class PlanRequest(BaseModel):
         if value.strip().lower() not in ("socket", "rdma"):
             raise ValueError(f"choose from socket, rdma, got {value!r}")
         return value.strip().lower()
-
-    @field_validator("channels")
-    @classmethod
-    def _channels(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= 64:
-            raise ValueError(f"must be between 1 and 64, got {value}")
-        return value
-
-    @field_validator("socket_threads")
-    @classmethod
-    def _threads(cls, value: int) -> int:
-        if not 0 <= value <= 16:
-            raise ValueError(f"must be between 0 and 16 (NCCL_SOCKET_NTHREADS), got {value}")
-        return value
-
-    @field_validator("socks_per_thread")
-    @classmethod
-    def _socks(cls, value: int) -> int:
-        if not 1 <= value <= 64:
-            raise ValueError(f"must be between 1 and 64 (NCCL_NSOCKS_PERTHREAD), got {value}")
-        return value
 
     @field_validator("figure")
     @classmethod
