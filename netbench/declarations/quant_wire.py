@@ -66,4 +66,8 @@ def ring_quantized_bytes(numel: int, bits: int, block: int, world_size: int) -> 
     Rank r sends every chunk but one in the reduce-scatter and every chunk but another in the all-gather, so over
     the ranks each node sends ``2 (N - 1) / N`` of this on average, as a ring all-reduce of a buffer of this size.
     """
-    return sum(quantized_bytes(n, bits, block) for n in ring_chunks(numel, max(1, world_size)))
+    world_size = max(1, world_size)
+    small, larger = divmod(numel, world_size)  # the chunks differ by at most one value: ``larger`` hold one more
+    return (world_size - larger) * quantized_bytes(small, bits, block) + larger * quantized_bytes(
+        small + 1, bits, block
+    )
