@@ -163,3 +163,43 @@ def test_each_node_sends_two_n_minus_one_over_n_of_the_buffer_on_average():
     total = ring_quantized_bytes(NUMEL, bits, BLOCK, world)
     assert sum(sent) / world == pytest.approx(2 * (world - 1) / world * total)
     assert total - quantized_bytes(NUMEL, bits, BLOCK) <= world * 5  # at most a scale and a byte more per chunk
+
+
+def _subgroup_sums(rank: int, world: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank body: ranks {0, 2} and {1, 3} each sum over their own group (as sharded nodes' replication groups do)."""
+    import torch.distributed as dist
+
+    groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+    comm = GroupComm(groups[rank % 2])
+    ring = QuantizedRing(comm, NUMEL, 8, BLOCK, torch.device("cpu"))
+    values = _values(rank)
+    ring.start(values, StepTimer())
+    got = ring.finish(torch.zeros(NUMEL), StepTimer()).clone()
+    partner = _values((rank + 2) % 4)
+    return got, values + partner
+
+
+def test_a_ring_over_a_subgroup_addresses_its_members_by_their_global_ranks():
+    ranks = run_ranks(_subgroup_sums, 4, timeout=60)
+    for r in range(4):
+        got, exact = ranks[r]
+        assert torch.equal(got, ranks[(r + 2) % 4][0])
+        assert (got - exact).norm() / exact.norm() < 0.02
+
+
+def test_a_quantized_full_step_refuses_buckets_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from pydantic import ValidationError
+
+    from netbench.declarations.config import ReplicatorConfig
+
+    with pytest.raises(ValidationError, match="bucket_mb 0"):
+        ReplicatorConfig(name="full", quant_bits=8, bucket_mb=4)
+    ReplicatorConfig(name="dct", quant_bits=8, bucket_mb=4)  # settings another replicator ignores are not checked
+    args = ["run", "-n", "2", "-r", "full", "--quant-bits", "8", "--bucket-mb", "4", "--out", str(tmp_path)]
+    done = subprocess.run([sys.executable, "-m", "netbench", *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "bucket_mb" in done.stderr
+    assert not any(tmp_path.iterdir())
