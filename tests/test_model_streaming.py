@@ -73,9 +73,9 @@ def test_overlap_hides_communication_behind_tau_steps_of_local_work_and_keeps_th
     assert covered.comm_time_s == 0.0
 
 
-def test_quantized_outer_exchanges_are_gathers_of_the_packed_bytes():
+def test_quantized_outer_exchanges_are_ring_all_reduces_of_the_packed_bytes():
     q = step(streaming(fragments=2, quant_bits=4, quant_block=1024))
-    assert all(e.collective == "all_gather" for e in q.exchanges)
+    assert all(e.collective == "all_reduce" for e in q.exchanges)
     assert q.payload_bytes_per_step == pytest.approx((NUMEL / 2 + 4 * (-(-NUMEL // 2 // 1024) * 2)) / 8, rel=0.01)
 
 
@@ -163,13 +163,13 @@ def test_a_periodic_sync_follows_free_steps_unless_a_waited_for_collective_prece
 
 
 def test_a_two_node_outer_gather_after_free_steps_pays_the_late_ranks_first_half():
-    """4-bit DiLoCo's outer all-gather on 2 nodes is priced as gloo's skewed ring of two, as an overlapped fragment
+    """SparseLoCo's outer all-gather on 2 nodes is priced as gloo's skewed ring of two, as an overlapped fragment
     sync is; the same gather every step is not."""
     from netbench.model.collectives import Link
     from netbench.model.framing import Framing
     from netbench.model.steptime import call_cost
 
-    (outer,) = scheme_from_config(ReplicatorConfig(name="diloco", sync_every=8, quant_bits=4)).exchanges(SHAPES, 2)
+    (outer,) = scheme_from_config(ReplicatorConfig(name="sparseloco", sync_every=8)).exchanges(SHAPES, 2)
     assert outer.collective == "all_gather" and outer.follows_free_steps
     aligned = Exchange("all_gather", outer.bytes_per_step)
     link = Link(10e6, 10e6, 0.0, one_way_s=0.0)

@@ -25,8 +25,13 @@ SHAPES = [(96, 40), (37, 24), (20, 9), *[(3,)] * 12, (50,), (4, 6, 5), (), (1, 4
 STEPS = 5
 BUCKET_MB = 0.0003  # 300 B: many buckets for these shapes, in any wire dtype
 
-# Every declared replicator that cuts its step into buckets, with its test preset and variants.
-CONFIGS = {label: cfg for label, cfg in configs().items() if "bucket_mb" in spec(cfg["name"]).options}
+# Every declared replicator that cuts its step into buckets, with its test preset and variants (but a quantized full
+# step, which reduces in one ring and refuses buckets).
+CONFIGS = {
+    label: cfg
+    for label, cfg in configs().items()
+    if "bucket_mb" in spec(cfg["name"]).options and not (cfg["name"] == "full" and cfg.get("quant_bits"))
+}
 DCT = dict(name="dct", chunk=8, topk=4, lr=0.01)  # 8-row tiles: the row-band tests below cut SHAPES' tensors by them
 
 

@@ -101,8 +101,9 @@ def test_the_declaration_carries_each_fragments_bytes_schedule_and_overlap():
     assert [p.label for p in parts] == ["fragment0", "fragment1"]
     assert [(p.period, p.offset, p.overlap_steps) for p in parts] == [(8, 3, 1), (8, 7, 1)]
     numels = [66 + 42 + 42, 42 + 42 + 6 + 30]
-    assert [p.bytes_per_step for p in parts] == [4 + n // 2 for n in numels]  # one fp32 scale, two codes a byte
-    assert all(p.collective == "all_gather" for p in parts)
+    halves = [(n // 2, n - n // 2) for n in numels]  # the ring's chunks, one per rank
+    assert [p.bytes_per_step for p in parts] == [sum(4 + -(-c // 2) for c in h) for h in halves]  # a scale, 2 codes/B
+    assert all(p.collective == "all_reduce" for p in parts)
     # strided: blocks 0 and 2 (with the embedding before them) in fragment 0, 1 and 3 (with the final norm and head)
     assert [(p.layers, p.layer_count) for p in parts] == [((0, 2), 4), ((1, 3), 4)]
 

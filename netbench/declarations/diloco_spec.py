@@ -1,12 +1,12 @@
 """The DiLoCo replicator's declaration: local steps, then an all-reduce of the pseudo-gradient every ``sync_every``
-(an all-gather of it quantized, with ``quant_bits``: :mod:`netbench.declarations.quant_wire`)."""
+(with ``quant_bits``, a ring all-reduce of it quantized: :mod:`netbench.declarations.quant_wire`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from netbench.declarations.quant_wire import quantized_bytes
+from netbench.declarations.quant_wire import ring_quantized_bytes
 from netbench.declarations.shared_settings import GradSettings, OuterMomentumSettings, QuantSettings
 from netbench.declarations.spec import Collective, PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.dtypes import DTYPE_BYTES
@@ -19,22 +19,23 @@ def period(config: Settings) -> int:
     return config.sync_every
 
 
-def outer_exchange(numel: int, config: Settings) -> tuple[Collective, int]:
-    """(collective, bytes one node hands it) of an outer exchange of ``numel`` values: an all-reduce in grad_dtype,
-    or with ``quant_bits`` an all-gather of the quantized values and their scales."""
+def outer_exchange(numel: int, config: Settings, world_size: int) -> tuple[Collective, int]:
+    """(collective, bytes one node hands it) of an outer exchange of ``numel`` values over ``world_size`` nodes: an
+    all-reduce in grad_dtype, or with ``quant_bits`` a ring all-reduce of the values quantized chunk by chunk, their
+    scales included."""
     if config.quant_bits:
-        return "all_gather", quantized_bytes(numel, config.quant_bits, config.quant_block)
+        return "all_reduce", ring_quantized_bytes(numel, config.quant_bits, config.quant_block, world_size)
     return "all_reduce", numel * DTYPE_BYTES[config.grad_dtype]
 
 
 def state_bytes(config: Settings) -> float:
     """AdamW's moments (8), the global weights, pseudo-gradient, outer momentum and averaged mean (16), fp32; the
-    dequantized row of a quantized exchange (4)."""
+    fp32 partial sums of a quantized ring (4)."""
     return 24 + (4 if config.quant_bits else 0)
 
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
-    collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config)
+    collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config, world_size)
     return PayloadDecl(collective, nbytes, period=config.sync_every)
 
 

@@ -1,5 +1,5 @@
 """The MT-DAO replicator's declaration: parameters and both Adam momenta all-reduced densely, each on its own period
-(all-gathered quantized, with ``quant_bits``)."""
+(ring all-reduced quantized, with ``quant_bits``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def period(config: Settings) -> int:
 
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
-    collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config)
+    collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config, world_size)
     return PayloadDecl(
         collective,
         nbytes,
@@ -37,7 +37,7 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
 
 def state_bytes(config: Settings) -> float:
     """The local QH-Adam's momenta, gradient and update (16), the anchor weights and averaged mean (8), fp32; the
-    dequantized row of a quantized exchange (4)."""
+    fp32 partial sums of a quantized ring (4)."""
     return 24 + (4 if config.quant_bits else 0)
 
 

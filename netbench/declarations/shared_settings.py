@@ -126,7 +126,8 @@ class QuantSettings(ReplicatorSettings):
     quant_bits: Literal[0, 2, 4, 8] = Field(
         0,
         description="bits per value of the outer exchange: 0 sends grad_dtype (value_dtype) values; 2, 4 or 8 send "
-        "integers with one fp32 scale per quant_block values, all-gathered and summed in fp32 on every rank.",
+        "integers with one fp32 scale per quant_block values: a mean through a ring that sums in fp32 and "
+        "requantizes at every hop, a selection all-gathered and summed in fp32 on every rank.",
         json_schema_extra=PAYLOAD,
     )
     quant_block: int = Field(

@@ -40,7 +40,7 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
     layers, count = fragment_layers([s.name for s in shapes], f, config.fragment_pattern)
     parts = []
     for i, numel in enumerate(fragment_numels(shapes, config)):
-        collective, nbytes = outer_exchange(numel, config)
+        collective, nbytes = outer_exchange(numel, config, world_size)
         parts.append(
             PayloadDecl(
                 collective,

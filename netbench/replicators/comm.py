@@ -29,7 +29,9 @@ the handles makes the main thread the one that frees them.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -233,6 +235,23 @@ class GroupComm:
         self._count(tensor)
         return Pending(self, work, after, _Travel("all_gather", self._calls - 1, tensor, started, tag))
 
+    def point_to_point_async(self, body: Callable[[], None], handed: torch.Tensor, op: str, **tag: object) -> Pending:
+        """Run ``body`` on a thread of its own and return its :class:`Pending`: a collective built from
+        point-to-point sends and receives on this group, with the work between them (a quantized ring's
+        decode-add-encode per hop), which gloo cannot run as one call. ``handed`` is booked now as the
+        collective's buffer (one call), its time as what :meth:`Pending.wait` blocks for, as for the async
+        collectives above; ``op`` names it on the timeline."""
+        started = time.perf_counter()
+        work = _ThreadWork(body)
+        self._count(handed)
+        return Pending(self, work, None, _Travel(op, self._calls - 1, handed, started, tag))
+
+    def peer(self, group_rank: int) -> int:
+        """The global rank of this group's ``group_rank`` (what point-to-point sends address)."""
+        if not self.distributed or self.group in (None, dist.group.WORLD):
+            return group_rank
+        return dist.get_global_rank(self.group, group_rank)
+
     def book(self, nbytes: int, seconds: float) -> None:
         """Account one collective made outside this class (the sharded step's ring of point-to-point sends)."""
         self._comm_s += seconds
@@ -260,6 +279,47 @@ class GroupComm:
         result = (self._comm_s, self._bytes, self._calls)
         self._comm_s, self._bytes, self._calls = 0.0, 0, 0
         return result
+
+
+class _ThreadWork:
+    """A body running on its own thread, behind a collective's handle (``wait``, ``is_completed``,
+    ``get_future().add_done_callback``); ``wait`` raises what the body raised."""
+
+    def __init__(self, body: Callable[[], None]) -> None:
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[object], None]] = []
+        self._lock = threading.Lock()
+        self._done = False
+        self._thread = threading.Thread(target=self._run, args=(body,), name="netbench-point-to-point", daemon=True)
+        self._thread.start()
+
+    def _run(self, body: Callable[[], None]) -> None:
+        try:
+            body()
+        except BaseException as exc:  # re-raised on the waiting thread
+            self._error = exc
+        with self._lock:
+            self._done, callbacks = True, list(self._callbacks)
+        for callback in callbacks:
+            callback(self)
+
+    def get_future(self) -> _ThreadWork:
+        return self
+
+    def add_done_callback(self, callback: Callable[[object], None]) -> None:
+        with self._lock:
+            if not self._done:
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def is_completed(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 class _Travel:
