@@ -298,6 +298,7 @@ class NcclBackend(ScheduledBackend):
             intra_link=link,
             generation=acc.nccl_generation if acc else 2,
             net=net,
+            nvls=acc is not None and acc.nvswitch,
         )
 
     def limit(self, scenario: Scenario) -> tuple[float, str]:
@@ -373,6 +374,13 @@ BACKEND_SETTINGS = table(
             "channels",
             "count",
             "--backend nccl: channels across the network [default: socket 2, rdma 16].",
+        ),
+        Setting(
+            "--nics",
+            "nics",
+            "count",
+            "--backend nccl: NICs per node, each at --bw (a rail-optimised node: one per GPU, e.g. 8 x 400gbit).",
+            default=1,
         ),
         Setting("--socket-threads", "socket_threads", "count", "--backend nccl: NCCL_SOCKET_NTHREADS.", default=0),
         Setting("--socks-per-thread", "socks_per_thread", "count", "--backend nccl: NCCL_NSOCKS_PERTHREAD.", default=1),

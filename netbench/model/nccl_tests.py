@@ -57,7 +57,8 @@ MAX_RANKS = 1 << 20
 MAX_SEGMENTS = 3
 SLOWER_REGIME = 1.5  # a range this many times below the range before it in bus bandwidth: not one of NCCL's switches
 _RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.MULTILINE)
-_TEST = re.compile(r"\b(all_reduce|all_gather|reduce_scatter)_perf\b")
+# the binary's name: ``all_reduce_perf``, and the MPI builds' ``all_reduce_perf_mpi`` (what NGC containers ship)
+_TEST = re.compile(r"\b(all_reduce|all_gather|reduce_scatter)_perf(?:_mpi)?\b")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 
 

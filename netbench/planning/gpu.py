@@ -59,6 +59,7 @@ def build_backend(
         channels=opts.channels or (2 if opts.transport == "socket" else 16),
         threads=opts.socket_threads,
         socks_per_thread=opts.socks_per_thread,
+        nics=opts.nics,
     )
     if opts.nccl_fit is not None:
         stream = _fitted_stream(opts.nccl_fit)
@@ -203,8 +204,8 @@ def plan_gpu_cluster(request: PlanRequest, inputs: PlanInputs, profile: Calibrat
     bw_given = request.bw != PlanRequest.model_fields["bw"].default
     nic_from_fit = opts.nccl_fit is not None and not bw_given
     if nic_from_fit:
-        # the log's NIC, as far as the fit shows it: its best bus bandwidth as the NIC's payload rate
-        up = down = (_fitted_stream(opts.nccl_fit) or up / 8) * 8 / WIRE_EFFICIENCY
+        # the log's NICs, as far as the fit shows them: its best bus bandwidth as their payload rate
+        up = down = (_fitted_stream(opts.nccl_fit) or up / 8) * 8 / WIRE_EFFICIENCY / opts.nics
     backend = build_backend(opts, shapes, model, profile, None if bw_given else min(up, down))
     g = request.gpus_per_node
     intra = request.intra_bits_per_s

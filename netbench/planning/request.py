@@ -127,6 +127,8 @@ class PlanRequest(BaseModel):
     channels: int | None = None
     socket_threads: int = _default(BACKEND_SETTINGS, "socket_threads")
     socks_per_thread: int = _default(BACKEND_SETTINGS, "socks_per_thread")
+    # the nodes' NICs: how many, each at --bw
+    nics: int = _default(BACKEND_SETTINGS, "nics")
     nccl_calibration: Path | None = None  # where nccl_fit was read from, as the document names it
     nccl_fit: NcclFit | None = None  # collective costs fitted to nccl-tests logs (:func:`read_nccl_fit`)
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
@@ -294,6 +296,13 @@ class PlanRequest(BaseModel):
             raise ValueError(f"must be between 1 and 64 (NCCL_NSOCKS_PERTHREAD), got {value}")
         return value
 
+    @field_validator("nics")
+    @classmethod
+    def _nics(cls, value: int) -> int:
+        if not 1 <= value <= 64:
+            raise ValueError(f"must be between 1 and 64 NICs a node, got {value}")
+        return value
+
     @field_validator("figure")
     @classmethod
     def _figure(cls, path: Path | None) -> Path | None:
@@ -380,6 +389,7 @@ class PlanRequest(BaseModel):
             channels=self.channels,
             socket_threads=self.socket_threads,
             socks_per_thread=self.socks_per_thread,
+            nics=self.nics,
             nccl_fit=self.nccl_fit,
             nccl_fit_path=str(self.nccl_calibration) if self.nccl_calibration else None,
             codec=self.codec,
@@ -403,6 +413,7 @@ class GpuPlanOptions:
     channels: int | None
     socket_threads: int
     socks_per_thread: int
+    nics: int
     nccl_fit: NcclFit | None
     nccl_fit_path: str | None
     codec: bool = True

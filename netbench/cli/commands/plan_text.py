@@ -263,7 +263,8 @@ def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
     lines = [f"compute: {doc['compute']['how']}"]
     if backend["name"] == "nccl":
         net, link = backend["net"], doc.get("links", {})
-        how = f"NCCL {NCCL_RELEASE}'s tuning model, {net['transport']} transport, {net['channels']} channels" + (
+        nics = f", {net['nics']} NICs a node" if net.get("nics", 1) > 1 else ""
+        how = f"NCCL {NCCL_RELEASE}'s tuning model, {net['transport']} transport{nics}, {net['channels']} channels" + (
             f" x {max(1, net['threads'] * net['socks_per_thread'])} socket(s) (a TCP window of "
             f"{link.get('tcp_window_bytes', 0) / 1e6:.3g} MB, at most {net['stream_Bps'] / 1e9:.3g} GB/s a socket)"
             if net["transport"] == "socket" and not backend.get("nccl_calibration")

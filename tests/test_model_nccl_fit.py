@@ -1,0 +1,63 @@
+"""nccl-tests logs fitted through NCCL's tuner: sizes attributed to NCCL's picks, the cluster's own terms fitted,
+and the planned node count choosing its algorithm again."""
+
+from pathlib import Path
+
+import pytest
+
+from netbench.model.nccl_fit import ClusterHardware, fit_tuned
+from netbench.model.nccl_tests import NcclTestsError, fit_log, parse_log, read_log
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nccl_tests"
+RAILS = ClusterHardware(accelerator="h100-sxm", nics=8, nic_bps=400e9, transport="rdma")
+TWO = "nccl-tests-issue309-2x8-h100-ib400-all_reduce.txt"
+EIGHT = "nccl-tests-issue309-8x8-h100-ib400-all_reduce.txt"
+
+
+def measured(log, size: int) -> float:
+    row = next(r for r in log.rows if r.size == size)
+    return (row.oop_s + row.ip_s) / 2
+
+
+def test_a_two_node_nvswitch_log_is_nvlstree_and_says_nothing_of_its_nics():
+    fit = fit_tuned(read_log(FIXTURES / TWO), RAILS)
+    large = [pick for size, pick in fit.picks if size >= 2**30]
+    assert large and all(p.startswith("nvls_tree/Simple, nvls") for p in large)
+    assert set(fit.efficiencies) == {"nvls"} and 0.5 < fit.efficiencies["nvls"] <= 1.0
+    assert "nic" in fit.unfitted() and not fit.warnings
+
+
+def test_the_fit_carries_to_eight_nodes_where_the_bus_bandwidth_fit_does_not():
+    """At 8 nodes NCCL runs a ring near 320 GB/s, not the 2-node NVLSTree's 467: the tuned fit picks again."""
+    two, eight = read_log(FIXTURES / TWO), read_log(FIXTURES / EIGHT)
+    tuned = fit_tuned(two, RAILS)
+    plain = fit_log(two)
+    for size in (2**30, 2**32, 2**33):
+        t = measured(eight, size)
+        assert tuned.time_s(size, 8) == pytest.approx(t, rel=0.15)
+        assert plain.time_s("all_reduce", size, eight.ranks) < 0.8 * t  # the 2-node bus bandwidth, carried
+
+
+def test_without_nvls_every_size_is_a_ring_or_a_tree():
+    ring = read_log(FIXTURES / "nccl-tests-issue309-2x8-h100-ib400-ring-minctas24-all_reduce.txt")
+    fit = fit_tuned(ring, ClusterHardware(nics=8, nic_bps=400e9, transport="rdma", accelerator="a100-80gb"))
+    assert {pick.split("/")[0] for _, pick in fit.picks} <= {"ring", "tree"}
+    assert "nvls" not in fit.efficiencies
+
+
+def test_a_log_faster_than_the_described_nics_is_flagged():
+    one_nic = ClusterHardware(nics=1, nic_bps=100e9, transport="rdma", accelerator="a100-80gb")
+    fit = fit_tuned(read_log(FIXTURES / EIGHT), one_nic)
+    assert fit.warnings and "more or faster NICs" in fit.warnings[0]
+
+
+def test_a_log_without_host_names_cannot_be_fitted_per_node():
+    text = (FIXTURES / TWO).read_text()
+    log = parse_log("\n".join(line for line in text.splitlines() if " on " not in line), "no-hosts.txt")
+    with pytest.raises(NcclTestsError, match="node count"):
+        fit_tuned(log, RAILS)
+
+
+def test_mpi_builds_of_nccl_tests_are_recognised():
+    log = read_log(FIXTURES / "nccl-tests-issue309-4x8-h100-vm-all_reduce_mpi.txt")
+    assert (log.collective, log.ranks, log.nodes) == ("all_reduce", 32, 4)
