@@ -1,12 +1,15 @@
 """nccl-tests logs fitted through NCCL's tuner: sizes attributed to NCCL's picks, the cluster's own terms fitted,
 and the planned node count choosing its algorithm again."""
 
+import json
 from pathlib import Path
 
 import pytest
 
-from netbench.model.nccl_fit import ClusterHardware, fit_tuned
-from netbench.model.nccl_tests import NcclTestsError, fit_log, parse_log, read_log
+from netbench.cli.app import main
+from netbench.model.nccl import nccl_time
+from netbench.model.nccl_fit import ClusterHardware, NcclFitError, fit_tuned
+from netbench.model.nccl_tests import fit_log, parse_log, read_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl_tests"
 RAILS = ClusterHardware(accelerator="h100-sxm", nics=8, nic_bps=400e9, transport="rdma")
@@ -54,10 +57,56 @@ def test_a_log_faster_than_the_described_nics_is_flagged():
 def test_a_log_without_host_names_cannot_be_fitted_per_node():
     text = (FIXTURES / TWO).read_text()
     log = parse_log("\n".join(line for line in text.splitlines() if " on " not in line), "no-hosts.txt")
-    with pytest.raises(NcclTestsError, match="node count"):
+    with pytest.raises(NcclFitError, match="node count"):
         fit_tuned(log, RAILS)
 
 
 def test_mpi_builds_of_nccl_tests_are_recognised():
     log = read_log(FIXTURES / "nccl-tests-issue309-4x8-h100-vm-all_reduce_mpi.txt")
     assert (log.collective, log.ranks, log.nodes) == ("all_reduce", 32, 4)
+
+
+def test_calibrate_fits_at_nccls_picks_and_plan_picks_again_at_its_node_count(capsys, tmp_path):
+    out = tmp_path / "fit.json"
+    main(
+        [
+            "calibrate", "--from-nccl-tests", str(FIXTURES / TWO), "--out", str(out),
+            "--accelerator", "h100-sxm", "--nics", "8", "--nic-bw", "400gbit", "--transport", "rdma",
+        ]
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "at NCCL's picks on 2 nodes of 8" in printed and "left at NCCL's model" in printed
+    saved = json.loads(out.read_text())
+    assert saved["tuned"]["all_reduce"]["hardware"]["nics"] == 8
+    main(
+        [
+            "plan", "--backend", "nccl", "--accelerator", "h100-sxm", "--nccl-calibration", str(out),
+            "--shapes", "gpt2-medium", "--nodes", "2,8", "-G", "8", "-r", "full", "--compute-ms", "100", "--json",
+        ]
+    )  # fmt: skip
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["backend"]["net"]["transport"] == "rdma" and doc["backend"]["net"]["nics"] == 8
+    tuned = fit_tuned(read_log(FIXTURES / TWO), RAILS)
+    for row in doc["rows"]:
+        nodes = row["machines"]
+        nbytes = row["exchanges"][0]["bytes_per_step"]
+        expected = nccl_time("all_reduce", nbytes, tuned.cluster(nodes))
+        assert row["comm_time_s"] == pytest.approx(expected.time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--accelerator", "h100-sxm"], "--accelerator and --nic-bw"),
+        (["--accelerator", "tpu", "--nic-bw", "400gbit"], "--accelerator"),
+        (["--accelerator", "h100-sxm", "--nic-bw", "fast"], "--nic-bw"),
+        (["--accelerator", "h100-sxm", "--nic-bw", "400gbit", "--nics", "0"], "--nics"),
+    ],
+)
+def test_a_badly_described_cluster_is_one_line_exit_2(capsys, tmp_path, args, needle):
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--from-nccl-tests", str(FIXTURES / TWO), "--out", str(tmp_path / "o.json"), *args])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err
+    assert not (tmp_path / "o.json").exists()

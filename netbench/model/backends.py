@@ -35,6 +35,7 @@ from netbench.model.compute import ModelShape
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import LinkBytes
 from netbench.model.nccl import NCCL_RELEASE, NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
+from netbench.model.nccl_fit import TunedFit
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.network import GraphModel
 from netbench.model.overlap import BACKWARD_SHARE
@@ -301,6 +302,13 @@ class NcclBackend(ScheduledBackend):
             nvls=acc is not None and acc.nvswitch,
         )
 
+    def tuned_fit(self, kind: str) -> TunedFit | None:
+        """The fit at NCCL's picks that prices ``kind``: its own, else another collective's (the efficiencies are the
+        links', the latency scales the algorithms'), or None where the logs were fitted without the cluster."""
+        if self.fitted is None or not self.fitted.tuned:
+            return None
+        return self.fitted.tuned.get(kind) or next(iter(self.fitted.tuned.values()))
+
     def limit(self, scenario: Scenario) -> tuple[float, str]:
         """The communicator's bus bandwidth (bytes/s) and what sets it: the intra-node link or a network term."""
         c = self.cluster(scenario)
@@ -320,6 +328,10 @@ class NcclBackend(ScheduledBackend):
         nccl_kind = "all_reduce" if kind == "all_reduce" else "all_gather"
         size = nbytes if nccl_kind == "all_reduce" else nbytes * ranks  # nccl-tests sizes all-gather by its output
         cluster = self.cluster(scenario)
+        tuned = self.tuned_fit(nccl_kind)
+        if tuned is not None:  # NCCL's pick on this cluster, at the efficiencies and latencies fitted to the logs
+            choice = nccl_time(nccl_kind, size, tuned.apply(cluster))
+            return choice.time_s, choice.latency_s
         if self.fitted is not None:
             ceiling = None
             if scenario.bw_bps != self.fit_as_measured_bps:
@@ -338,6 +350,7 @@ class NcclBackend(ScheduledBackend):
             "accelerator": self.accelerator.name if self.accelerator else None,
             "net": self.net.model_dump(exclude={"tcp"}),
             "fitted": self.fitted is not None,
+            "fitted_at_nccls_picks": sorted(self.fitted.tuned) if self.fitted else [],
             "fit_regimes": {k: c.regimes for k, c in self.fitted.collectives.items() if c.regimes}
             if self.fitted
             else {},
@@ -379,8 +392,8 @@ BACKEND_SETTINGS = table(
             "--nics",
             "nics",
             "count",
-            "--backend nccl: NICs per node, each at --bw (a rail-optimised node: one per GPU, e.g. 8 x 400gbit).",
-            default=1,
+            "--backend nccl: NICs per node, each at --bw (a rail-optimised node: one per GPU, e.g. 8 x 400gbit) "
+            "[default: 1, or the cluster a --nccl-calibration was fitted for].",
         ),
         Setting("--socket-threads", "socket_threads", "count", "--backend nccl: NCCL_SOCKET_NTHREADS.", default=0),
         Setting("--socks-per-thread", "socks_per_thread", "count", "--backend nccl: NCCL_NSOCKS_PERTHREAD.", default=1),

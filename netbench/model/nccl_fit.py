@@ -21,17 +21,64 @@ fitted terms price the pick (:meth:`TunedFit.time_s`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench.model.accelerators import accelerator
 from netbench.model.nccl import NcclCluster, NetProfile, Term, nccl_pick
-from netbench.model.nccl_tests import NcclTestsError, NcclTestsLog
+from netbench.settings import Setting, table
 
-__all__ = ["ClusterHardware", "TunedFit", "fit_tuned", "model_ceiling_Bps", "CEILING_MARGIN", "DEFAULT_MIN_SIZE"]
 
+class LogRow(Protocol):
+    size: int
+    oop_s: float
+    ip_s: float
+    busbw_GBps: float
+
+
+class NcclTestsLog(Protocol):
+    """What a fit reads of an nccl-tests log (:class:`netbench.model.nccl_tests.NcclTestsLog`, which stores these
+    fits beside its own and so is not imported here)."""
+
+    source: str
+    collective: str
+    ranks: int
+    nodes: int | None
+    rows: Sequence[LogRow]
+
+
+class NcclFitError(ValueError):
+    """A log this fit cannot read (one line, naming the file)."""
+
+
+__all__ = [
+    "NcclFitError",
+    "ClusterHardware",
+    "TunedFit",
+    "fit_tuned",
+    "model_ceiling_Bps",
+    "CEILING_MARGIN",
+    "DEFAULT_MIN_SIZE",
+]
+
+# What calibrate --from-nccl-tests asks of the logs' cluster to fit them at NCCL's picks (with --accelerator, --nics
+# and --transport, declared where plan takes them)
+FIT_SETTINGS = table(
+    (
+        Setting(
+            "--nic-bw",
+            "nic_bw",
+            "rate",
+            "with --from-nccl-tests and --accelerator: each NIC's line rate on the logs' nodes (tc units, e.g. "
+            "400gbit); the logs are then also fitted at the algorithms NCCL picks there, which carries to other node "
+            "counts.",
+        ),
+    )
+)
 BOUNDS = ("nic", "nvlink", "nvls")
 CEILING_MARGIN = 1.05  # a log this much above the model's largest bus bandwidth has more hardware than described
 # Sizes a fit reads by default: those a training step's collectives have (DDP's gradient buckets are 25 MiB). Below
@@ -93,7 +140,10 @@ class TunedFit(BaseModel):
     def cluster(self, nodes: int, gpus_per_node: int | None = None) -> NcclCluster:
         """The fitted cluster on ``nodes`` nodes (of the log's GPUs per node unless given)."""
         g = gpus_per_node or self.gpus_per_node
-        base = self.hardware.cluster(g * nodes, nodes)
+        return self.apply(self.hardware.cluster(g * nodes, nodes))
+
+    def apply(self, base: NcclCluster) -> NcclCluster:
+        """``base`` (any node count, NICs or bandwidth) at this fit's efficiencies and latency scales."""
         return replace(
             base,
             nic_efficiency=self.efficiencies.get("nic", 1.0),
@@ -150,16 +200,17 @@ def fit_tuned(log: NcclTestsLog, hardware: ClusterHardware, min_size: int = DEFA
     """Fit ``log``'s sizes of at least ``min_size`` bytes at the picks NCCL's model makes for ``hardware`` on the
     log's nodes (the log must name its hosts: ``Rank N ... on HOST`` lines); residuals cover every size."""
     if log.nodes is None or log.ranks % log.nodes:
-        raise NcclTestsError(f"{log.source}: names no hosts of its ranks; the fit needs the log's node count")
+        raise NcclFitError(f"{log.source}: names no hosts of its ranks; the fit needs the log's node count")
     base = hardware.cluster(log.ranks, log.nodes)
-    points = [(s, t) for s, t in _measured(log) if s >= min_size]
-    if len(points) < 2:
-        raise NcclTestsError(f"{log.source}: fewer than two sizes of at least {min_size} bytes to fit")
-    terms = [nccl_pick(log.collective, s, base) for s, _ in points]  # type: ignore[arg-type]
+    every = _measured(log)
+    terms = [nccl_pick(log.collective, s, base) for s, _ in every]  # type: ignore[arg-type]
     if any(t is None for t in terms):
-        raise NcclTestsError(f"{log.source}: a size NCCL's model moves nothing for")
+        raise NcclFitError(f"{log.source}: a size NCCL's model moves nothing for")
     picked: list[Term] = [t for t in terms if t is not None]
-    eff, lat = _solve(picked, [t for _, t in points])
+    fitted = [(term, t) for (s, t), term in zip(every, picked) if s >= min_size]
+    if len(fitted) < 2:
+        raise NcclFitError(f"{log.source}: fewer than two sizes of at least {min_size} bytes to fit")
+    eff, lat = _solve([term for term, _ in fitted], [t for _, t in fitted])
     fit = TunedFit(
         source=log.source,
         collective=log.collective,
@@ -168,10 +219,10 @@ def fit_tuned(log: NcclTestsLog, hardware: ClusterHardware, min_size: int = DEFA
         hardware=hardware,
         efficiencies=eff,
         latency_scales=lat,
-        picks=tuple((s, f"{t.algorithm}/{t.protocol}, {t.bound}") for (s, _), t in zip(points, picked)),
+        picks=tuple((s, f"{t.algorithm}/{t.protocol}, {t.bound}") for (s, _), t in zip(every, picked)),
         warnings=tuple(_ceiling_warnings(log, base)),
     )
-    residuals = tuple((s, fit.time_s(s, log.nodes) / t - 1) for s, t in _measured(log))
+    residuals = tuple((s, fit.time_s(s, log.nodes) / t - 1) for s, t in every)
     return fit.model_copy(update={"residuals": residuals})
 
 

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import untrusted
 from netbench.model.nccl import bus_factor, steps_of
+from netbench.model.nccl_fit import TunedFit
 from netbench.units import format_bytes
 
 __all__ = [
@@ -222,6 +223,9 @@ class NcclFit(BaseModel):
     kind: Literal["nccl-tests-fit"] = "nccl-tests-fit"
     nccl_version: str | None = None
     collectives: dict[str, CollectiveFit] = Field(default_factory=dict)
+    # per collective, the same logs fitted at NCCL's picks for the cluster described (calibrate --accelerator ...):
+    # what carries to other node counts (netbench.model.nccl_fit)
+    tuned: dict[str, TunedFit] = Field(default_factory=dict)
 
     def time_s(self, kind: str, nbytes: float, ranks: int, ceiling_Bps: float | None = None) -> float | None:
         """A call's time from the fit (all-gather and reduce-scatter stand in for each other), or None."""

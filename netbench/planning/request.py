@@ -127,8 +127,8 @@ class PlanRequest(BaseModel):
     channels: int | None = None
     socket_threads: int = _default(BACKEND_SETTINGS, "socket_threads")
     socks_per_thread: int = _default(BACKEND_SETTINGS, "socks_per_thread")
-    # the nodes' NICs: how many, each at --bw
-    nics: int = _default(BACKEND_SETTINGS, "nics")
+    # the nodes' NICs: how many, each at --bw (None: one, or as many as a fit at NCCL's picks describes)
+    nics: int | None = None
     nccl_calibration: Path | None = None  # where nccl_fit was read from, as the document names it
     nccl_fit: NcclFit | None = None  # collective costs fitted to nccl-tests logs (:func:`read_nccl_fit`)
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
@@ -298,8 +298,8 @@ class PlanRequest(BaseModel):
 
     @field_validator("nics")
     @classmethod
-    def _nics(cls, value: int) -> int:
-        if not 1 <= value <= 64:
+    def _nics(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= 64:
             raise ValueError(f"must be between 1 and 64 NICs a node, got {value}")
         return value
 
@@ -413,7 +413,7 @@ class GpuPlanOptions:
     channels: int | None
     socket_threads: int
     socks_per_thread: int
-    nics: int
+    nics: int | None
     nccl_fit: NcclFit | None
     nccl_fit_path: str | None
     codec: bool = True

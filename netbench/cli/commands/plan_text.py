@@ -271,7 +271,13 @@ def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
             else ""
         )
         if backend.get("nccl_calibration"):
-            how = f"fitted from {backend['nccl_calibration']} (what the fit lacks: {how})"
+            if backend.get("fitted_at_nccls_picks"):
+                how = (
+                    f"{how}, at the efficiencies and latencies fitted to {backend['nccl_calibration']} "
+                    f"({', '.join(backend['fitted_at_nccls_picks'])}, NCCL picking again at each node count)"
+                )
+            else:
+                how = f"fitted from {backend['nccl_calibration']} (what the fit lacks: {how})"
             for kind in backend.get("fit_regimes", {}):
                 how += f" (its {kind} holds two regimes, each size priced by its own: calibrate's output says which)"
         lines.append(f"collectives: {how}")
@@ -381,7 +387,13 @@ def _print_gpu_plan(result: PlanResult, request: PlanRequest) -> None:
     up, down = first["up_bps"], first["down_bps"]
     link = _rate4(up) if up == down else f"up {_rate4(up)} / down {_rate4(down)}"
     acc = f"{gpu.accelerator.label}" if gpu.accelerator else "no accelerator profile"
-    nic_note = " (the fit's best bus bandwidth; --bw to plan another)" if result.nic_from_fit else ""
+    tuned = doc["backend"].get("fitted_at_nccls_picks")
+    nic_note = ""
+    if result.nic_from_fit:
+        nic_note = " (the logs' NICs" if tuned else " (the fit's best bus bandwidth"
+        nic_note += "; --bw to plan another)"
+    nics = doc["backend"].get("net", {}).get("nics", 1)
+    link = f"{nics} x {link}" if nics > 1 else link
     lines = [
         f"{doc['shapes']}: {doc['params']:,} params in {doc['compute']['layers']} layers; {acc}, "
         f"{request.gpus_per_node} per node; NIC {link}{nic_note}, one-way delay {format_time(first['delay_s'])}",
