@@ -110,3 +110,20 @@ def test_a_badly_described_cluster_is_one_line_exit_2(capsys, tmp_path, args, ne
     err = capsys.readouterr().err.strip()
     assert needle in err and "\n" not in err
     assert not (tmp_path / "o.json").exists()
+
+
+def plan_json(capsys, *args: str) -> dict:
+    base = ["plan", "--backend", "nccl", "--accelerator", "v100", "--shapes", "gpt2-medium", "--nodes", "4", "-G", "8"]
+    main([*base, "-r", "full", "--compute-ms", "100", "--json", *args])
+    return json.loads(capsys.readouterr().out)
+
+
+def test_plan_takes_the_nodes_nics_and_their_vendors_socket_defaults(capsys):
+    one = plan_json(capsys, "--bw", "10gbit")
+    four = plan_json(capsys, "--bw", "10gbit", "--nics", "4")
+    assert four["links"]["net_bus_Bps"] > 1.5 * one["links"]["net_bus_Bps"]
+    assert four["backend"]["net"]["nics"] == 4 and four["backend"]["net"]["channels"] == 4
+    aws = plan_json(capsys, "--bw", "100gbit", "--nic-vendor", "aws")["backend"]["net"]
+    assert (aws["threads"], aws["socks_per_thread"]) == (2, 8)  # NCCL's own for AWS ENA (net_socket.cc)
+    given = plan_json(capsys, "--bw", "100gbit", "--nic-vendor", "aws", "--socket-threads", "1")["backend"]["net"]
+    assert (given["threads"], given["socks_per_thread"]) == (1, 8)

@@ -395,8 +395,27 @@ BACKEND_SETTINGS = table(
             "--backend nccl: NICs per node, each at --bw (a rail-optimised node: one per GPU, e.g. 8 x 400gbit) "
             "[default: 1, or the cluster a --nccl-calibration was fitted for].",
         ),
-        Setting("--socket-threads", "socket_threads", "count", "--backend nccl: NCCL_SOCKET_NTHREADS.", default=0),
-        Setting("--socks-per-thread", "socks_per_thread", "count", "--backend nccl: NCCL_NSOCKS_PERTHREAD.", default=1),
+        Setting(
+            "--socket-threads",
+            "socket_threads",
+            "count",
+            "--backend nccl: NCCL_SOCKET_NTHREADS [default: NCCL's for the --nic-vendor].",
+        ),
+        Setting(
+            "--socks-per-thread",
+            "socks_per_thread",
+            "count",
+            "--backend nccl: NCCL_NSOCKS_PERTHREAD [default: NCCL's for the --nic-vendor].",
+        ),
+        Setting(
+            "--nic-vendor",
+            "nic_vendor",
+            "choice",
+            "--backend nccl, --transport socket: whose NICs, for NCCL's own socket threads x sockets per thread "
+            "where the two above are unset: other (none: the proxy thread's one socket), aws (ENA: 2 x 8), gcp "
+            "(gVNIC: 4 x 1).",
+            default="other",
+        ),
         Setting(
             "--nccl-calibration",
             "nccl_calibration",

@@ -62,6 +62,7 @@ __all__ = [
     "ring_graph",
     "nvls_graph",
     "NVLINK_SHARE",
+    "SOCKET_VENDOR_DEFAULTS",
     "Term",
     "nccl_pick",
 ]
@@ -130,6 +131,10 @@ BUFFSIZE = 4 << 20  # NCCL_BUFFSIZE: bytes a channel's connection keeps in fligh
 # With NCCL's defaults (2 channels, one socket each) that gives the 0.7-1.4 GB/s published socket runs show on
 # 10-100 GbE; `netbench calibrate --from-nccl-tests` replaces it with the user's own.
 SOCKET_STREAM_BPS = 0.6e9
+# The socket transport's helper threads and sockets per thread when NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD
+# are unset, by the NIC's PCI vendor (net_socket.cc, ncclNetSocketGetNsockNthread): AWS ENA (0x1d0f) 2 x 8, GCP
+# gVNIC (0x1ae0) 4 x 1, any other none (the proxy thread sends on one socket).
+SOCKET_VENDOR_DEFAULTS = {"other": (0, 1), "aws": (2, 8), "gcp": (4, 1)}
 WIRE_EFFICIENCY = MSS / FRAME_BYTES  # TCP payload per Ethernet frame at MTU 1500 (RDMA's is about the same)
 # What a TCP connection keeps in flight of its buffers (the smaller of tcp_wmem and tcp_rmem max): Linux sizes the
 # receive window as the buffer times its segments' payload over their memory (len / truesize). Measured through

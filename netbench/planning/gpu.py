@@ -58,12 +58,13 @@ def build_backend(
         return IdealBackend(shapes=shapes, model=model, codec=codec)
     hardware = fitted_hardware(opts.nccl_fit)
     transport = hardware.transport if hardware else opts.transport  # the logs' own transport
+    nics = opts.nics or (hardware.nics if hardware else 1)
     net = NetProfile(
         transport=transport,  # type: ignore[arg-type]
-        channels=opts.channels or (2 if transport == "socket" else 16),
+        channels=opts.channels or (max(2, nics) if transport == "socket" else 16),  # sockets: a channel or more a NIC
         threads=opts.socket_threads,
         socks_per_thread=opts.socks_per_thread,
-        nics=opts.nics or (hardware.nics if hardware else 1),
+        nics=nics,
     )
     if opts.nccl_fit is not None:
         stream = _fitted_stream(opts.nccl_fit)

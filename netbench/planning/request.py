@@ -22,6 +22,7 @@ from netbench.model.backends import BACKEND_SETTINGS
 from netbench.model.collectives import ALGORITHM, ALGORITHMS
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
+from netbench.model.nccl import SOCKET_VENDOR_DEFAULTS
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme
@@ -125,10 +126,12 @@ class PlanRequest(BaseModel):
     figure: Path | None = None
     transport: str = _default(BACKEND_SETTINGS, "transport")
     channels: int | None = None
-    socket_threads: int = _default(BACKEND_SETTINGS, "socket_threads")
-    socks_per_thread: int = _default(BACKEND_SETTINGS, "socks_per_thread")
-    # the nodes' NICs: how many, each at --bw (None: one, or as many as a fit at NCCL's picks describes)
+    socket_threads: int | None = None  # None: NCCL's default for the NICs' vendor
+    socks_per_thread: int | None = None
+    # the nodes' NICs: how many, each at --bw (None: one, or as many as a fit at NCCL's picks describes), and whose
+    # (NCCL's socket threads and sockets per thread by the NIC's vendor)
     nics: int | None = None
+    nic_vendor: str = _default(BACKEND_SETTINGS, "nic_vendor")
     nccl_calibration: Path | None = None  # where nccl_fit was read from, as the document names it
     nccl_fit: NcclFit | None = None  # collective costs fitted to nccl-tests logs (:func:`read_nccl_fit`)
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
@@ -284,17 +287,24 @@ class PlanRequest(BaseModel):
 
     @field_validator("socket_threads")
     @classmethod
-    def _threads(cls, value: int) -> int:
-        if not 0 <= value <= 16:
+    def _threads(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= 16:
             raise ValueError(f"must be between 0 and 16 (NCCL_SOCKET_NTHREADS), got {value}")
         return value
 
     @field_validator("socks_per_thread")
     @classmethod
-    def _socks(cls, value: int) -> int:
-        if not 1 <= value <= 64:
+    def _socks(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= 64:
             raise ValueError(f"must be between 1 and 64 (NCCL_NSOCKS_PERTHREAD), got {value}")
         return value
+
+    @field_validator("nic_vendor")
+    @classmethod
+    def _vendor(cls, value: str) -> str:
+        if value.strip().lower() not in SOCKET_VENDOR_DEFAULTS:
+            raise ValueError(f"choose from {', '.join(SOCKET_VENDOR_DEFAULTS)}, got {value!r}")
+        return value.strip().lower()
 
     @field_validator("nics")
     @classmethod
@@ -387,8 +397,12 @@ class PlanRequest(BaseModel):
             figure=self.figure,
             transport=self.transport,
             channels=self.channels,
-            socket_threads=self.socket_threads,
-            socks_per_thread=self.socks_per_thread,
+            socket_threads=SOCKET_VENDOR_DEFAULTS[self.nic_vendor][0]
+            if self.socket_threads is None
+            else self.socket_threads,
+            socks_per_thread=SOCKET_VENDOR_DEFAULTS[self.nic_vendor][1]
+            if self.socks_per_thread is None
+            else self.socks_per_thread,
             nics=self.nics,
             nccl_fit=self.nccl_fit,
             nccl_fit_path=str(self.nccl_calibration) if self.nccl_calibration else None,

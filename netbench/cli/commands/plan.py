@@ -96,9 +96,10 @@ def _options(
     figure: Path | None = option(UTILIZATION_SETTINGS["figure"], "plan"),
     transport: str = option(BACKEND_SETTINGS["transport"], "plan"),
     channels: int | None = option(BACKEND_SETTINGS["channels"], "plan"),
-    socket_threads: int = option(BACKEND_SETTINGS["socket_threads"], "plan"),
-    socks_per_thread: int = option(BACKEND_SETTINGS["socks_per_thread"], "plan"),
+    socket_threads: int | None = option(BACKEND_SETTINGS["socket_threads"], "plan"),
+    socks_per_thread: int | None = option(BACKEND_SETTINGS["socks_per_thread"], "plan"),
     nics: int | None = option(BACKEND_SETTINGS["nics"], "plan"),
+    nic_vendor: str = option(BACKEND_SETTINGS["nic_vendor"], "plan"),
     nccl_calibration: Path | None = option(BACKEND_SETTINGS["nccl_calibration"], "plan"),
     json_out: bool = option(JSON, "plan"),
 ) -> None:
