@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from netbench import untrusted
 from netbench.declarations.config import ReplicatorConfig
@@ -271,14 +271,15 @@ class PlanRequest(BaseModel):
         _targets(value)
         return value
 
-    @field_validator("transport")
+    @field_validator("transport", "nic_vendor")
     @classmethod
-    def _transport(cls, value: str) -> str:
-        if value.strip().lower() not in ("socket", "rdma"):
-            raise ValueError(f"choose from socket, rdma, got {value!r}")
+    def _nccl_choice(cls, value: str, info: ValidationInfo) -> str:
+        choices = ("socket", "rdma") if info.field_name == "transport" else tuple(SOCKET_VENDOR_DEFAULTS)
+        if value.strip().lower() not in choices:
+            raise ValueError(f"choose from {', '.join(choices)}, got {value!r}")
         return value.strip().lower()
 
-    @field_validator("channels")
+    @field_validator("channels", "nics")
     @classmethod
     def _channels(cls, value: int | None) -> int | None:
         if value is not None and not 1 <= value <= 64:
@@ -297,20 +298,6 @@ class PlanRequest(BaseModel):
     def _socks(cls, value: int | None) -> int | None:
         if value is not None and not 1 <= value <= 64:
             raise ValueError(f"must be between 1 and 64 (NCCL_NSOCKS_PERTHREAD), got {value}")
-        return value
-
-    @field_validator("nic_vendor")
-    @classmethod
-    def _vendor(cls, value: str) -> str:
-        if value.strip().lower() not in SOCKET_VENDOR_DEFAULTS:
-            raise ValueError(f"choose from {', '.join(SOCKET_VENDOR_DEFAULTS)}, got {value!r}")
-        return value.strip().lower()
-
-    @field_validator("nics")
-    @classmethod
-    def _nics(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= 64:
-            raise ValueError(f"must be between 1 and 64 NICs a node, got {value}")
         return value
 
     @field_validator("figure")
