@@ -127,3 +127,14 @@ def test_plan_takes_the_nodes_nics_and_their_vendors_socket_defaults(capsys):
     assert (aws["threads"], aws["socks_per_thread"]) == (2, 8)  # NCCL's own for AWS ENA (net_socket.cc)
     given = plan_json(capsys, "--bw", "100gbit", "--nic-vendor", "aws", "--socket-threads", "1")["backend"]["net"]
     assert (given["threads"], given["socks_per_thread"]) == (1, 8)
+
+
+def test_calibrate_warns_of_a_bus_bandwidth_fit_no_link_can_carry(capsys, tmp_path):
+    """A latency-bound size range's slope fits an impossible bandwidth (1.9e9 GB/s on this log): said, not hidden."""
+    log = FIXTURES / "nccl-tests-issue309-4x8-h100-vm-all_reduce_mpi.txt"
+    out = tmp_path / "fit.json"
+    main(["calibrate", "--from-nccl-tests", str(log), "--out", str(out), "--accelerator", "h100-sxm"]
+         + ["--nics", "8", "--nic-bw", "400gbit", "--transport", "rdma"])  # fmt: skip
+    warnings = json.loads(out.read_text())["tuned"]["all_reduce"]["warnings"]
+    assert any("latency-bound" in w for w in warnings)
+    assert "latency-bound" in capsys.readouterr().out

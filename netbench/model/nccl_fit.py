@@ -61,6 +61,7 @@ __all__ = [
     "TunedFit",
     "fit_tuned",
     "model_ceiling_Bps",
+    "segment_warnings",
     "CEILING_MARGIN",
     "DEFAULT_MIN_SIZE",
 ]
@@ -200,7 +201,10 @@ def fit_tuned(log: NcclTestsLog, hardware: ClusterHardware, min_size: int = DEFA
     """Fit ``log``'s sizes of at least ``min_size`` bytes at the picks NCCL's model makes for ``hardware`` on the
     log's nodes (the log must name its hosts: ``Rank N ... on HOST`` lines); residuals cover every size."""
     if log.nodes is None or log.ranks % log.nodes:
-        raise NcclFitError(f"{log.source}: names no hosts of its ranks; the fit needs the log's node count")
+        raise NcclFitError(
+            f"{log.source}: names no hosts of its ranks (keep its 'Rank N ... on HOST' lines): the fit needs its "
+            "node count"
+        )
     base = hardware.cluster(log.ranks, log.nodes)
     every = _measured(log)
     terms = [nccl_pick(log.collective, s, base) for s, _ in every]  # type: ignore[arg-type]
@@ -230,6 +234,21 @@ def model_ceiling_Bps(kind: str, c: NcclCluster) -> float:
     """The largest bus bandwidth NCCL's model gives any algorithm it enables on ``c`` (a very large call)."""
     term = nccl_pick(kind, 2.0**40, c)  # type: ignore[arg-type]
     return 0.0 if term is None else term.bus_Bps
+
+
+def segment_warnings(
+    source: str, kind: str, ranks: int, nodes: int, buses: Sequence[float], hardware: ClusterHardware
+) -> list[str]:
+    """Fitted bus bandwidths (``buses``, bytes/s: a bus-bandwidth fit's segments) above NCCL's ceiling for
+    ``hardware``: a latency-bound range whose slope is no link's bandwidth, or more hardware than described."""
+    ceiling = model_ceiling_Bps(kind, hardware.cluster(ranks, nodes))
+    return [
+        f"{source}: a fitted bus bandwidth of {bus / 1e9:.4g} GB/s is above the {ceiling / 1e9:.4g} GB/s NCCL's "
+        f"model gives {hardware.describe()} on {nodes} nodes: that size range is latency-bound (its slope is no "
+        "link's bandwidth) or the cluster has more than described"
+        for bus in buses
+        if ceiling > 0 and bus > ceiling * CEILING_MARGIN
+    ]
 
 
 def _ceiling_warnings(log: NcclTestsLog, c: NcclCluster) -> list[str]:

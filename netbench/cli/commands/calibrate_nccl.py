@@ -16,8 +16,15 @@ from rich.table import Table
 
 from netbench.cli.errors import UserError
 from netbench.model.accelerators import accelerator
-from netbench.model.nccl_fit import DEFAULT_MIN_SIZE, ClusterHardware, NcclFitError, TunedFit, fit_tuned
-from netbench.model.nccl_tests import COLLECTIVES, NcclFit, NcclTestsError, fit_logs, read_log
+from netbench.model.nccl_fit import (
+    DEFAULT_MIN_SIZE,
+    ClusterHardware,
+    NcclFitError,
+    TunedFit,
+    fit_tuned,
+    segment_warnings,
+)
+from netbench.model.nccl_tests import COLLECTIVES, NcclFit, NcclTestsError, NcclTestsLog, fit_logs, read_log
 from netbench.reports.terminal import make_console
 from netbench.safe_files import UnsafeOutput, check_folder, make_folder, write_text
 from netbench.units import format_bytes, format_time, parse_rate
@@ -64,6 +71,15 @@ def cluster_hardware(
     return ClusterHardware(accelerator=acc, nics=nics or 1, nic_bps=rate, transport=transport.strip().lower())
 
 
+def tuned_with_checks(log: NcclTestsLog, fit: NcclFit, hardware: ClusterHardware) -> TunedFit:
+    """``log`` fitted at NCCL's picks, warned of the bus-bandwidth fit's segments the hardware cannot carry."""
+    tuned = fit_tuned(log, hardware)
+    plain = fit.collectives[log.collective]
+    buses = [seg.bus_Bps for seg in plain.segments]
+    extra = segment_warnings(log.source, log.collective, log.ranks, tuned.nodes, buses, hardware)
+    return tuned.model_copy(update={"warnings": (*tuned.warnings, *extra)})
+
+
 def print_tuned(tuned: TunedFit, console: Console) -> None:
     """A fit at NCCL's picks: its terms, what it left at NCCL's model, its warnings, the pick and residual per size."""
     eff = ", ".join(f"{k} {v:.3g}" for k, v in tuned.efficiencies.items()) or "none"
@@ -74,9 +90,9 @@ def print_tuned(tuned: TunedFit, console: Console) -> None:
         highlight=False,
     )
     if tuned.unfitted():
+        hint = "; a run on three or more nodes, or NCCL_ALGO=Ring, fits the NICs" if "nic" in tuned.unfitted() else ""
         console.print(
-            f"  left at NCCL's model (no size of the log exercised them): {', '.join(tuned.unfitted())}; a run on "
-            "three or more nodes, or NCCL_ALGO=Ring, fits the NICs",
+            f"  left at NCCL's model (no size of the log exercised them): {', '.join(tuned.unfitted())}{hint}",
             highlight=False,
         )
     for warning in tuned.warnings:
@@ -133,7 +149,9 @@ def calibrate_from_nccl_tests(
         parsed = [read_log(path, collective.strip().lower() if collective else None) for path in logs]
         fit = fit_logs(parsed)
         if hardware is not None:
-            fit = fit.model_copy(update={"tuned": {log.collective: fit_tuned(log, hardware) for log in parsed}})
+            fit = fit.model_copy(
+                update={"tuned": {log.collective: tuned_with_checks(log, fit, hardware) for log in parsed}}
+            )
     except (NcclTestsError, NcclFitError) as exc:
         raise UserError(f"--from-nccl-tests: {exc}") from None
     try:
