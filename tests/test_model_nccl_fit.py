@@ -126,7 +126,7 @@ def test_plan_takes_the_nodes_nics_and_their_vendors_socket_defaults(capsys):
     aws = plan_json(capsys, "--bw", "100gbit", "--nic-vendor", "aws")["backend"]["net"]
     assert (aws["threads"], aws["socks_per_thread"]) == (2, 8)  # NCCL's own for AWS ENA (net_socket.cc)
     given = plan_json(capsys, "--bw", "100gbit", "--nic-vendor", "aws", "--socket-threads", "1")["backend"]["net"]
-    assert (given["threads"], given["socks_per_thread"]) == (1, 8)
+    assert (given["threads"], given["socks_per_thread"]) == (1, 1)  # given: NCCL takes them as set
 
 
 def test_calibrate_warns_of_a_bus_bandwidth_fit_no_link_can_carry(capsys, tmp_path):

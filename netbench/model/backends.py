@@ -28,6 +28,7 @@ from typing import Protocol
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import spec
+from netbench.model import nccl
 from netbench.model.accelerators import Accelerator
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost
@@ -315,6 +316,9 @@ class NcclBackend(ScheduledBackend):
         intra = (c.intra_bytes_per_s, "the intra-node link")
         if c.nodes == 1:
             return intra
+        _, ring_bus, bound = nccl.ring_graph(c)
+        if bound == "nvlink":  # NCCL's ring over the NICs is held to NVLink as its topology counts it
+            intra = min(intra, (ring_bus, "the intra-node link"), key=lambda item: item[0])
         return min(net_limit(c.net), intra, key=lambda item: item[0])
 
     def floor_reason(self, scenario: Scenario) -> str:
@@ -388,6 +392,14 @@ BACKEND_SETTINGS = table(
             "count",
             "--backend nccl: channels across the network [default: socket 2, rdma 16].",
         ),
+        Setting("--socket-threads", "socket_threads", "count", "--backend nccl: NCCL_SOCKET_NTHREADS.", default=0),
+        Setting("--socks-per-thread", "socks_per_thread", "count", "--backend nccl: NCCL_NSOCKS_PERTHREAD.", default=1),
+        Setting(
+            "--nccl-calibration",
+            "nccl_calibration",
+            "path",
+            "--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests).",
+        ),
         Setting(
             "--nics",
             "nics",
@@ -396,31 +408,13 @@ BACKEND_SETTINGS = table(
             "[default: 1, or the cluster a --nccl-calibration was fitted for].",
         ),
         Setting(
-            "--socket-threads",
-            "socket_threads",
-            "count",
-            "--backend nccl: NCCL_SOCKET_NTHREADS [default: NCCL's for the --nic-vendor].",
-        ),
-        Setting(
-            "--socks-per-thread",
-            "socks_per_thread",
-            "count",
-            "--backend nccl: NCCL_NSOCKS_PERTHREAD [default: NCCL's for the --nic-vendor].",
-        ),
-        Setting(
             "--nic-vendor",
             "nic_vendor",
             "choice",
             "--backend nccl, --transport socket: whose NICs, for NCCL's own socket threads x sockets per thread "
-            "where the two above are unset: other (none: the proxy thread's one socket), aws (ENA: 2 x 8), gcp "
-            "(gVNIC: 4 x 1).",
+            "where --socket-threads and --socks-per-thread are left at 0 and 1: other (none: the proxy thread's one "
+            "socket), aws (ENA: 2 x 8), gcp (gVNIC: 4 x 1).",
             default="other",
-        ),
-        Setting(
-            "--nccl-calibration",
-            "nccl_calibration",
-            "path",
-            "--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests).",
         ),
     )
 )

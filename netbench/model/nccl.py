@@ -93,8 +93,8 @@ TREE_CORRECTION = (
 NVLS_LAT_US = 25.0
 NVLS_TREE_NET_LAT_US = 14.0
 NVLS_RATIO = 5.0 / 6.0  # NVLS and NVLSTree: algorithm bandwidth over the channels' bus bandwidth
-# The search's per-channel speeds (GB/s, search.cc): across nodes (every generation from Hopper on uses its own
-# ladders), and inside a node for NVLS on Hopper.
+# The search's per-channel speeds (GB/s, search.cc): across nodes (Hopper and Blackwell have their own ladders),
+# and inside a node for NVLS.
 SPEEDS_INTER = (
     48.0,
     30.0,
@@ -118,6 +118,8 @@ SPEEDS_INTER = (
 )
 SPEEDS_INTER_SM90 = (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
 SPEEDS_INTRA_SM90 = (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0)
+SPEEDS_INTER_SM100 = (48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12)
+SPEEDS_INTRA_SM100 = (90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0)
 # NVLink as NCCL's topology counts it over the datasheet's per-direction figure, per generation (topo.h's
 # SM70/SM80/SM90/SM100 NVLink bandwidth per link: 20, 20, 20.6, 40.1 GB/s; datasheets: 25, 25, 25, 50 GB/s per
 # link and direction). Other links are taken as NCCL counts them.
@@ -160,14 +162,15 @@ class NetProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     transport: Literal["socket", "rdma"] = Field("socket", description="NCCL's socket transport or RDMA (IB/RoCE)")
-    nic_bps: float = Field(100e9, gt=0, description="each NIC's line rate, bits/s")
-    nics: int = Field(1, ge=1, le=64, description="NICs per node (a rail-optimised node: one per GPU)")
+    nic_bps: float = Field(100e9, gt=0, description="each node's NIC line rate, bits/s")
     one_way_s: float = Field(0.0, ge=0, description="one-way delay between two nodes")
     channels: int = Field(2, ge=1, le=64, description="NCCL channels crossing the network per node")
     threads: int = Field(0, ge=0, le=16, description="NCCL_SOCKET_NTHREADS (0: the proxy thread itself)")
     socks_per_thread: int = Field(1, ge=1, le=64, description="NCCL_NSOCKS_PERTHREAD")
     stream_Bps: float = Field(SOCKET_STREAM_BPS, gt=0, description="one socket stream's ceiling, bytes/s")
     tcp: TcpSettings = STOCK_LINUX
+
+    nics: int = Field(1, ge=1, le=64, description="NICs per node, each at nic_bps (rail-optimised: one per GPU)")
 
     @property
     def rtt_s(self) -> float:
@@ -264,11 +267,17 @@ def _nvlink_GBps(c: NcclCluster) -> float:
     return c.intra_bytes_per_s / 1e9 * share
 
 
+def _ladders(c: NcclCluster) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(inter-node, NVSwitch) speed ladders of the cluster's GPU generation."""
+    if c.generation >= 3:
+        return SPEEDS_INTER_SM100, SPEEDS_INTRA_SM100
+    return (SPEEDS_INTER_SM90 if c.generation == 2 else SPEEDS_INTER), SPEEDS_INTRA_SM90
+
+
 @lru_cache(maxsize=256)
-def _ring_search(nics: int, nic_GBps: float, nvlink_GBps: float, hopper: bool) -> tuple[int, float, bool]:
+def _ring_search(nics: int, nic_GBps: float, nvlink_GBps: float, ladder: tuple[float, ...]) -> tuple[int, float, bool]:
     """(channels, speed GB/s, NVLink-bound) of the ring graph across nodes: the ladder speed no faster than a NIC
     whose channels (as many per NIC as its rate holds, 32 at most) carry the most within a GPU's NVLink."""
-    ladder = SPEEDS_INTER_SM90 if hopper else SPEEDS_INTER
 
     def best(limit: float) -> tuple[int, float]:
         found = (1, ladder[-1])
@@ -288,7 +297,7 @@ def _ring_search(nics: int, nic_GBps: float, nvlink_GBps: float, hopper: bool) -
 def ring_graph(c: NcclCluster) -> tuple[int, float, str]:
     """(channels, bus bandwidth bytes/s, bound) of the ring across nodes: the graph NCCL's search finds over the
     node's NICs, no faster than the network delivers (:func:`net_bus_Bps`)."""
-    channels, speed, nvlink = _ring_search(c.net.nics, c.net.nic_bps / 8e9, _nvlink_GBps(c), c.generation >= 2)
+    channels, speed, nvlink = _ring_search(c.net.nics, c.net.nic_bps / 8e9, _nvlink_GBps(c), _ladders(c)[0])
     graph = channels * speed * 1e9
     net = net_bus_Bps(c.net)
     if net < graph:
@@ -302,11 +311,12 @@ def nvls_graph(c: NcclCluster) -> tuple[int, float, float]:
     nodes a NIC's ladder speed (at most twice the intra-node one), no faster than the network delivers a NIC."""
     heads = min(c.gpus_per_node, MAX_NVLS_HEADS) if c.nodes == 1 else min(c.gpus_per_node, c.net.nics)
     nvlink = _nvlink_GBps(c)
-    intra = next((s for s in SPEEDS_INTRA_SM90 if (heads + 1) * s <= nvlink), SPEEDS_INTRA_SM90[-1])
+    inter_ladder, intra_ladder = _ladders(c)
+    intra = next((s for s in intra_ladder if (heads + 1) * s <= nvlink), intra_ladder[-1])
     if c.nodes == 1:
         return heads, intra * 1e9, intra * 1e9
     nic = c.net.nic_bps / 8e9
-    inter = next((s for s in SPEEDS_INTER_SM90 if s <= nic and s <= 2 * intra), SPEEDS_INTER_SM90[-1])
+    inter = next((s for s in inter_ladder if s <= nic and s <= 2 * intra), inter_ladder[-1])
     return heads, intra * 1e9, min(inter * 1e9, net_bus_Bps(c.net) / c.net.nics)
 
 
@@ -416,7 +426,7 @@ class Term:
 
 def nccl_pick(kind: CollectiveName, nbytes: float, c: NcclCluster) -> Term | None:
     """The choice NCCL's model makes for a call (the fastest by the model itself, whatever the cluster's
-    efficiencies), as a :class:`Term`; None where there is nothing to move."""
+    efficiencies), as a :class:`Term`; None where there is nothing to move (one rank, no bytes)."""
     if c.ranks < 2 or nbytes <= 0:
         return None
     best: tuple[float, Term] | None = None
@@ -436,7 +446,9 @@ def nccl_pick(kind: CollectiveName, nbytes: float, c: NcclCluster) -> Term | Non
             name = PROTOCOLS[proto]
             term = Term(algo, name, lat_s, wire_s, transfer, bound, bw * 1e9 * bus_factor(kind, c.ranks))
             best = (t, term)
-    return best[1] if best else None
+    if best is None:  # every rate is bounded above zero where it is read (NetProfile, the fit's terms)
+        raise ValueError(f"NCCL's model has no algorithm for {kind} on this network (no bandwidth above zero)")
+    return best[1]
 
 
 def nccl_time(kind: CollectiveName, nbytes: float, c: NcclCluster) -> NcclChoice:

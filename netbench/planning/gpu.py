@@ -15,7 +15,7 @@ from netbench.model.backends import CodecCost, IdealBackend, NcclBackend, measur
 from netbench.model.calibration import Calibration
 from netbench.model.compute import ComputeSpec, ModelShape, compute_time_s, flops_per_token, model_shape
 from netbench.model.memory import memory_fit
-from netbench.model.nccl import WIRE_EFFICIENCY, NetProfile, net_limit, tcp_window_bytes
+from netbench.model.nccl import WIRE_EFFICIENCY, NetProfile, net_limit, ring_graph, tcp_window_bytes
 from netbench.model.nccl_fit import ClusterHardware
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.planner import BW_RANGE_BPS, Planner
@@ -181,6 +181,10 @@ def links(backend: Any, scenario: Scenario, source: str) -> dict:
     doc = {"intra_node_Bps_per_gpu": cluster.intra_bytes_per_s, "intra_node_source": source}
     if cluster.nodes > 1:
         bus, why = net_limit(cluster.net)
+        _, ring_bus, bound = ring_graph(cluster)
+        if bound == "nvlink" and ring_bus < bus:
+            why = f"NVLink as NCCL's ring over the NICs counts it (the NICs carry {bus / 1e9:.3g} GB/s)"
+            bus = ring_bus
         doc |= {"net_bus_Bps": bus, "net_bus_limit": why, "tcp_window_bytes": tcp_window_bytes(cluster.net.tcp)}
     return doc
 

@@ -126,10 +126,10 @@ class PlanRequest(BaseModel):
     figure: Path | None = None
     transport: str = _default(BACKEND_SETTINGS, "transport")
     channels: int | None = None
-    socket_threads: int | None = None  # None: NCCL's default for the NICs' vendor
-    socks_per_thread: int | None = None
+    socket_threads: int = _default(BACKEND_SETTINGS, "socket_threads")
+    socks_per_thread: int = _default(BACKEND_SETTINGS, "socks_per_thread")
     # the nodes' NICs: how many, each at --bw (None: one, or as many as a fit at NCCL's picks describes), and whose
-    # (NCCL's socket threads and sockets per thread by the NIC's vendor)
+    # (where --socket-threads and --socks-per-thread are left at NCCL's generic 0 and 1, NCCL's own for the vendor)
     nics: int | None = None
     nic_vendor: str = _default(BACKEND_SETTINGS, "nic_vendor")
     nccl_calibration: Path | None = None  # where nccl_fit was read from, as the document names it
@@ -271,15 +271,14 @@ class PlanRequest(BaseModel):
         _targets(value)
         return value
 
-    @field_validator("transport", "nic_vendor")
+    @field_validator("transport")
     @classmethod
-    def _nccl_choice(cls, value: str, info: ValidationInfo) -> str:
-        choices = ("socket", "rdma") if info.field_name == "transport" else tuple(SOCKET_VENDOR_DEFAULTS)
-        if value.strip().lower() not in choices:
-            raise ValueError(f"choose from {', '.join(choices)}, got {value!r}")
+    def _transport(cls, value: str) -> str:
+        if value.strip().lower() not in ("socket", "rdma"):
+            raise ValueError(f"choose from socket, rdma, got {value!r}")
         return value.strip().lower()
 
-    @field_validator("channels", "nics")
+    @field_validator("channels")
     @classmethod
     def _channels(cls, value: int | None) -> int | None:
         if value is not None and not 1 <= value <= 64:
@@ -288,15 +287,15 @@ class PlanRequest(BaseModel):
 
     @field_validator("socket_threads")
     @classmethod
-    def _threads(cls, value: int | None) -> int | None:
-        if value is not None and not 0 <= value <= 16:
+    def _threads(cls, value: int) -> int:
+        if not 0 <= value <= 16:
             raise ValueError(f"must be between 0 and 16 (NCCL_SOCKET_NTHREADS), got {value}")
         return value
 
     @field_validator("socks_per_thread")
     @classmethod
-    def _socks(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= 64:
+    def _socks(cls, value: int) -> int:
+        if not 1 <= value <= 64:
             raise ValueError(f"must be between 1 and 64 (NCCL_NSOCKS_PERTHREAD), got {value}")
         return value
 
@@ -314,6 +313,24 @@ class PlanRequest(BaseModel):
         except UnsafeOutput as exc:
             raise ValueError(str(exc)) from None
         return path
+
+    @field_validator("nics", "nic_vendor")
+    @classmethod
+    def _nics(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name == "nic_vendor":
+            if value.strip().lower() not in SOCKET_VENDOR_DEFAULTS:
+                raise ValueError(f"choose from {', '.join(SOCKET_VENDOR_DEFAULTS)}, got {value!r}")
+            return value.strip().lower()
+        if value is not None and not 1 <= value <= 64:
+            raise ValueError(f"must be between 1 and 64 NICs a node, got {value}")
+        return value
+
+    def socket_streams(self) -> tuple[int, int]:
+        """NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD: as given, else (at NCCL's generic 0 and 1) NCCL's own for
+        the NICs' vendor."""
+        if (self.socket_threads, self.socks_per_thread) == SOCKET_VENDOR_DEFAULTS["other"]:
+            return SOCKET_VENDOR_DEFAULTS[self.nic_vendor]
+        return self.socket_threads, self.socks_per_thread
 
     @model_validator(mode="after")
     def _together(self) -> PlanRequest:
@@ -384,12 +401,8 @@ class PlanRequest(BaseModel):
             figure=self.figure,
             transport=self.transport,
             channels=self.channels,
-            socket_threads=SOCKET_VENDOR_DEFAULTS[self.nic_vendor][0]
-            if self.socket_threads is None
-            else self.socket_threads,
-            socks_per_thread=SOCKET_VENDOR_DEFAULTS[self.nic_vendor][1]
-            if self.socks_per_thread is None
-            else self.socks_per_thread,
+            socket_threads=self.socket_streams()[0],
+            socks_per_thread=self.socket_streams()[1],
             nics=self.nics,
             nccl_fit=self.nccl_fit,
             nccl_fit_path=str(self.nccl_calibration) if self.nccl_calibration else None,
