@@ -10,6 +10,8 @@ from netbench.model.nccl import (
     bus_factor,
     nccl_time,
     net_bus_Bps,
+    nvls_graph,
+    ring_graph,
     socket_streams,
     steps_of,
 )
@@ -86,3 +88,60 @@ def test_ll128_is_off_over_sockets():
     c = cluster(16, 2, transport="socket", nic_bps=100e9)
     protocols = {nccl_time("all_reduce", 2**k, c).protocol for k in range(3, 33)}
     assert "LL128" not in protocols and {"LL", "Simple"} <= protocols
+
+
+def rail_optimised(nodes: int, nics: int = 8, nic_bps: float = 400e9, nvls: bool = True) -> NcclCluster:
+    net = NetProfile(transport="rdma", nic_bps=nic_bps, nics=nics)
+    return NcclCluster(8 * nodes, nodes, 450e9, "nvlink", H100, net, nvls=nvls)
+
+
+def test_eight_400g_nics_on_h100_give_eight_channels_within_nvlink_as_nccl_counts_it():
+    """The ladder's 48 GB/s on 8 channels would exceed the GPU's 18 x 20.6 GB/s of NVLink: 8 x 45."""
+    channels, bus, bound = ring_graph(rail_optimised(4))
+    assert (channels, bus, bound) == (8, pytest.approx(360e9), "nvlink")
+
+
+def test_one_100g_nic_gives_the_ladders_12_gb_s_and_the_nics_count_multiplies_the_line_rate():
+    one = rail_optimised(4, nics=1, nic_bps=100e9)
+    channels, bus, bound = ring_graph(one)  # the ladder's 12 GB/s (NVIDIA's figure for a 100G NIC, nccl-tests#119)
+    assert (channels, bound) == (1, "nic") and bus == pytest.approx(min(12e9, net_bus_Bps(one.net)))
+    four = NetProfile(transport="rdma", nic_bps=100e9, nics=4)
+    assert net_bus_Bps(four) == pytest.approx(4 * net_bus_Bps(NetProfile(transport="rdma", nic_bps=100e9)))
+
+
+def test_socket_streams_follow_the_channels_over_every_nic():
+    one = NetProfile(transport="socket", nic_bps=100e9)
+    four = NetProfile(transport="socket", nic_bps=100e9, nics=4)
+    assert net_bus_Bps(four) == pytest.approx(2 * net_bus_Bps(one))  # 4 channels (one a NIC) against 2
+
+
+def test_nvls_graph_has_a_head_per_nic_40_gb_s_inside_and_a_nics_speed_across():
+    heads, intra, inter = nvls_graph(rail_optimised(2))
+    assert (heads, intra) == (8, pytest.approx(40e9))
+    assert inter == pytest.approx(min(48e9, 400e9 / 8 * 1448 / 1514))
+
+
+def test_two_nodes_pick_nvlstree_and_more_nodes_a_ring():
+    """NVLSTree's inter-node speed halves beyond two nodes (tuning.cc), so from 4 nodes the ring wins."""
+    two = nccl_time("all_reduce", 2**33, rail_optimised(2))
+    four = nccl_time("all_reduce", 2**33, rail_optimised(4))
+    assert (two.algorithm, two.bound) == ("nvls_tree", "nvls")
+    assert (four.algorithm, four.protocol) == ("ring", "Simple")
+    assert two.bus_Bps > 8 * 400e9 / 8  # beyond the NICs' line rate: legitimate for NVLSTree on two nodes
+    assert nccl_time("all_reduce", 2**33, rail_optimised(2, nvls=False)).algorithm == "ring"
+
+
+def test_a_single_node_on_an_nvswitch_runs_nvls_for_large_all_reduces():
+    c = NcclCluster(8, 1, 450e9, "nvlink", H100, NetProfile(), nvls=True)
+    choice = nccl_time("all_reduce", 2**30, c)
+    assert choice.algorithm == "nvls"
+    assert nccl_time("all_gather", 2**30, c).algorithm == "ring"  # NVLS here for all-reduce only
+
+
+def test_efficiencies_and_latency_scales_price_the_pick_without_changing_it():
+    c = rail_optimised(4)
+    slow = NcclCluster(**{**c.__dict__, "nvlink_efficiency": 0.5, "latency_scales": (("ring", 2.0),)})
+    base, scaled = nccl_time("all_reduce", 2**33, c), nccl_time("all_reduce", 2**33, slow)
+    assert (scaled.algorithm, scaled.protocol) == (base.algorithm, base.protocol)
+    assert scaled.latency_s == pytest.approx(2 * base.latency_s)
+    assert scaled.time_s - scaled.latency_s == pytest.approx(2 * (base.time_s - base.latency_s))

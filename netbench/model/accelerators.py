@@ -2,7 +2,8 @@
 
 A profile holds what the planner needs from a datasheet: dense bf16 tensor throughput (compute time from a
 model's FLOPs), HBM bandwidth (a codec's time where no measured profile exists), memory (whether a replica fits)
-and the intra-node link per GPU (NVLink, PCIe, Infinity Fabric: the collectives' intra-node bandwidth). Adding
+and the intra-node link per GPU (NVLink, PCIe, Infinity Fabric: the collectives' intra-node bandwidth; on an
+NVSwitch, NCCL's NVLS algorithms). Adding
 one is adding a table; ``tests/test_model_accelerators.py`` checks every table names its source.
 """
 
@@ -34,6 +35,7 @@ class Accelerator(BaseModel):
     memory_bytes: float = Field(gt=0, description="device memory, bytes")
     intra_link: Literal["nvlink", "pcie", "infinity-fabric"]
     intra_Bps: float = Field(gt=0, description="intra-node link per GPU, bytes/s in one direction")
+    nvswitch: bool = Field(False, description="the node's GPUs share an NVSwitch (NVLS where the generation has it)")
     generation: str
     source: str = Field(min_length=8, description="the public page every figure comes from")
     note: str = ""
@@ -53,6 +55,7 @@ def _from_table(name: str, table: dict) -> Accelerator:
         memory_bytes=float(table["memory_gb"]) * 1e9,
         intra_link=table["intra_link"],
         intra_Bps=float(table["intra_gb_per_s"]) * 1e9,
+        nvswitch=bool(table.get("nvswitch", False)),
         generation=table["generation"],
         source=table["source"],
         note=table.get("note", ""),

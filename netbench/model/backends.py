@@ -28,6 +28,7 @@ from typing import Protocol
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import spec
+from netbench.model import nccl
 from netbench.model.accelerators import Accelerator
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost
@@ -35,6 +36,7 @@ from netbench.model.compute import ModelShape
 from netbench.model.exchange import Exchange, average_bytes_per_step
 from netbench.model.framing import LinkBytes
 from netbench.model.nccl import NCCL_RELEASE, NcclCluster, NetProfile, bus_factor, nccl_time, net_bus_Bps, net_limit
+from netbench.model.nccl_fit import TunedFit
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.network import GraphModel
 from netbench.model.overlap import BACKWARD_SHARE
@@ -298,7 +300,15 @@ class NcclBackend(ScheduledBackend):
             intra_link=link,
             generation=acc.nccl_generation if acc else 2,
             net=net,
+            nvls=acc is not None and acc.nvswitch,
         )
+
+    def tuned_fit(self, kind: str) -> TunedFit | None:
+        """The fit at NCCL's picks that prices ``kind``: its own, else another collective's (the efficiencies are the
+        links', the latency scales the algorithms'), or None where the logs were fitted without the cluster."""
+        if self.fitted is None or not self.fitted.tuned:
+            return None
+        return self.fitted.tuned.get(kind) or next(iter(self.fitted.tuned.values()))
 
     def limit(self, scenario: Scenario) -> tuple[float, str]:
         """The communicator's bus bandwidth (bytes/s) and what sets it: the intra-node link or a network term."""
@@ -306,6 +316,9 @@ class NcclBackend(ScheduledBackend):
         intra = (c.intra_bytes_per_s, "the intra-node link")
         if c.nodes == 1:
             return intra
+        _, ring_bus, bound = nccl.ring_graph(c)
+        if bound == "nvlink":  # NCCL's ring over the NICs is held to NVLink as its topology counts it
+            intra = min(intra, (ring_bus, "the intra-node link"), key=lambda item: item[0])
         return min(net_limit(c.net), intra, key=lambda item: item[0])
 
     def floor_reason(self, scenario: Scenario) -> str:
@@ -319,6 +332,10 @@ class NcclBackend(ScheduledBackend):
         nccl_kind = "all_reduce" if kind == "all_reduce" else "all_gather"
         size = nbytes if nccl_kind == "all_reduce" else nbytes * ranks  # nccl-tests sizes all-gather by its output
         cluster = self.cluster(scenario)
+        tuned = self.tuned_fit(nccl_kind)
+        if tuned is not None:  # NCCL's pick on this cluster, at the efficiencies and latencies fitted to the logs
+            choice = nccl_time(nccl_kind, size, tuned.apply(cluster))
+            return choice.time_s, choice.latency_s
         if self.fitted is not None:
             ceiling = None
             if scenario.bw_bps != self.fit_as_measured_bps:
@@ -337,6 +354,7 @@ class NcclBackend(ScheduledBackend):
             "accelerator": self.accelerator.name if self.accelerator else None,
             "net": self.net.model_dump(exclude={"tcp"}),
             "fitted": self.fitted is not None,
+            "fitted_at_nccls_picks": sorted(self.fitted.tuned) if self.fitted else [],
             "fit_regimes": {k: c.regimes for k, c in self.fitted.collectives.items() if c.regimes}
             if self.fitted
             else {},
@@ -396,6 +414,22 @@ BACKEND_SETTINGS = table(
             "nccl_calibration",
             "path",
             "--backend nccl: collective costs fitted to your nccl-tests logs (netbench calibrate --from-nccl-tests).",
+        ),
+        Setting(
+            "--nics",
+            "nics",
+            "count",
+            "--backend nccl: NICs per node, each at --bw (a rail-optimised node: one per GPU, e.g. 8 x 400gbit) "
+            "[default: 1, or the cluster a --nccl-calibration was fitted for].",
+        ),
+        Setting(
+            "--nic-vendor",
+            "nic_vendor",
+            "choice",
+            "--backend nccl, --transport socket: whose NICs, for NCCL's own socket threads x sockets per thread "
+            "where --socket-threads and --socks-per-thread are left at 0 and 1: other (none: the proxy thread's one "
+            "socket), aws (ENA: 2 x 8), gcp (gVNIC: 4 x 1).",
+            default="other",
         ),
     )
 )

@@ -118,8 +118,8 @@ COMPUTE_SETTINGS = table(
             "--accelerator",
             "accelerator_name",
             "text",
-            "the GPUs (h100-sxm, h200, a100-80gb, l40s, mi300x, b200): compute from the model's FLOPs with --batch; "
-            "with --backend nccl also their links and codec profile.",
+            "the GPUs (h100-sxm, h200, h800, gh200, a100-80gb, a100-40gb, v100, l40s, mi300x, b200): compute from the "
+            "model's FLOPs with --batch; with --backend nccl also their links and codec profile.",
         ),
         Setting(
             "--mfu",

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from netbench import untrusted
 from netbench.model.nccl import bus_factor, steps_of
+from netbench.model.nccl_fit import TunedFit
 from netbench.units import format_bytes
 from netbench.validation import ShownText
 
@@ -64,7 +65,8 @@ SLOWER_REGIME = 1.5  # a range this many times below the range before it in bus 
 _RANK = re.compile(
     rf"^#\s+Rank\s+(\d{{1,{MAX_RANK_DIGITS}}})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.MULTILINE
 )
-_TEST = re.compile(r"\b(all_reduce|all_gather|reduce_scatter)_perf\b")
+# the binary's name: ``all_reduce_perf``, and the MPI builds' ``all_reduce_perf_mpi`` (what NGC containers ship)
+_TEST = re.compile(r"\b(all_reduce|all_gather|reduce_scatter)_perf(?:_mpi)?\b")
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
 
 
@@ -231,6 +233,9 @@ class NcclFit(BaseModel):
     collectives: dict[Literal["all_reduce", "all_gather", "reduce_scatter"], CollectiveFit] = Field(
         default_factory=dict
     )
+    # per collective, the same logs fitted at NCCL's picks for the cluster described (calibrate --accelerator ...):
+    # what carries to other node counts (netbench.model.nccl_fit)
+    tuned: dict[Literal["all_reduce", "all_gather", "reduce_scatter"], TunedFit] = Field(default_factory=dict)
 
     def time_s(self, kind: str, nbytes: float, ranks: int, ceiling_Bps: float | None = None) -> float | None:
         """A call's time from the fit (all-gather and reduce-scatter stand in for each other), or None."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from netbench.model.accelerators import accelerator
 from netbench.model.backends import CodecCost, IdealBackend, NcclBackend, measured_codec_profile
 from netbench.model.calibration import Calibration
 from netbench.model.compute import ComputeSpec, ModelShape, compute_time_s, flops_per_token, model_shape
 from netbench.model.memory import memory_fit
-from netbench.model.nccl import WIRE_EFFICIENCY, NetProfile, net_limit, tcp_window_bytes
+from netbench.model.nccl import WIRE_EFFICIENCY, NetProfile, net_limit, ring_graph, tcp_window_bytes
+from netbench.model.nccl_fit import ClusterHardware
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
@@ -54,11 +56,15 @@ def build_backend(
     codec = CodecCost(opts.accelerator, profile) if opts.codec else CodecCost(None)
     if opts.backend == "ideal":
         return IdealBackend(shapes=shapes, model=model, codec=codec)
+    hardware = fitted_hardware(opts.nccl_fit)
+    transport = hardware.transport if hardware else opts.transport  # the logs' own transport
+    nics = opts.nics or (hardware.nics if hardware else 1)
     net = NetProfile(
-        transport=opts.transport,
-        channels=opts.channels or (2 if opts.transport == "socket" else 16),
+        transport=transport,  # type: ignore[arg-type]
+        channels=opts.channels or (max(2, nics) if transport == "socket" else 16),  # sockets: a channel or more a NIC
         threads=opts.socket_threads,
         socks_per_thread=opts.socks_per_thread,
+        nics=nics,
     )
     if opts.nccl_fit is not None:
         stream = _fitted_stream(opts.nccl_fit)
@@ -68,11 +74,16 @@ def build_backend(
         shapes=shapes,
         model=model,
         codec=codec,
-        accelerator=opts.accelerator,
+        accelerator=opts.accelerator or (accelerator(hardware.accelerator) if hardware else None),
         net=net,
         fitted=opts.nccl_fit,
         fit_as_measured_bps=fit_as_measured_bps,
     )
+
+
+def fitted_hardware(fit: NcclFit | None) -> ClusterHardware | None:
+    """The cluster a fit at NCCL's picks was made for (its logs' NICs, transport and accelerator), or None."""
+    return next(iter(fit.tuned.values())).hardware if fit is not None and fit.tuned else None
 
 
 def _fitted_stream(fit: NcclFit) -> float | None:
@@ -170,6 +181,10 @@ def links(backend: Any, scenario: Scenario, source: str) -> dict:
     doc = {"intra_node_Bps_per_gpu": cluster.intra_bytes_per_s, "intra_node_source": source}
     if cluster.nodes > 1:
         bus, why = net_limit(cluster.net)
+        _, ring_bus, bound = ring_graph(cluster)
+        if bound == "nvlink" and ring_bus < bus:
+            why = f"NVLink as NCCL's ring over the NICs counts it (the NICs carry {bus / 1e9:.3g} GB/s)"
+            bus = ring_bus
         doc |= {"net_bus_Bps": bus, "net_bus_limit": why, "tcp_window_bytes": tcp_window_bytes(cluster.net.tcp)}
     return doc
 
@@ -203,8 +218,12 @@ def plan_gpu_cluster(request: PlanRequest, inputs: PlanInputs, profile: Calibrat
     bw_given = request.bw != PlanRequest.model_fields["bw"].default
     nic_from_fit = opts.nccl_fit is not None and not bw_given
     if nic_from_fit:
-        # the log's NIC, as far as the fit shows it: its best bus bandwidth as the NIC's payload rate
-        up = down = (_fitted_stream(opts.nccl_fit) or up / 8) * 8 / WIRE_EFFICIENCY
+        # the log's NICs, as far as the fit shows them: its best bus bandwidth as their payload rate
+        hardware = fitted_hardware(opts.nccl_fit)
+        if hardware is not None:  # the NICs the logs were fitted for
+            up = down = hardware.nic_bps
+        else:
+            up = down = (_fitted_stream(opts.nccl_fit) or up / 8) * 8 / WIRE_EFFICIENCY / (opts.nics or 1)
     backend = build_backend(opts, shapes, model, profile, None if bw_given else min(up, down))
     g = request.gpus_per_node
     intra = request.intra_bits_per_s

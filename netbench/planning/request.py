@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from netbench import untrusted
 from netbench.declarations.config import ReplicatorConfig
@@ -22,6 +22,7 @@ from netbench.model.backends import BACKEND_SETTINGS
 from netbench.model.collectives import ALGORITHM, ALGORITHMS
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
+from netbench.model.nccl import SOCKET_VENDOR_DEFAULTS
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme
@@ -131,6 +132,10 @@ class PlanRequest(BaseModel):
     channels: int | None = None
     socket_threads: int = _default(BACKEND_SETTINGS, "socket_threads")
     socks_per_thread: int = _default(BACKEND_SETTINGS, "socks_per_thread")
+    # the nodes' NICs: how many, each at --bw (None: one, or as many as a fit at NCCL's picks describes), and whose
+    # (where --socket-threads and --socks-per-thread are left at NCCL's generic 0 and 1, NCCL's own for the vendor)
+    nics: int | None = None
+    nic_vendor: str = _default(BACKEND_SETTINGS, "nic_vendor")
     nccl_calibration: Path | None = None  # where nccl_fit was read from, as the document names it
     nccl_fit: NcclFit | None = None  # collective costs fitted to nccl-tests logs (:func:`read_nccl_fit`)
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
@@ -274,6 +279,24 @@ class PlanRequest(BaseModel):
             raise ValueError(str(exc)) from None
         return path
 
+    @field_validator("nics", "nic_vendor")
+    @classmethod
+    def _nics(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.field_name == "nic_vendor":
+            if value.strip().lower() not in SOCKET_VENDOR_DEFAULTS:
+                raise ValueError(f"choose from {', '.join(SOCKET_VENDOR_DEFAULTS)}, got {value!r}")
+            return value.strip().lower()
+        if value is not None and not 1 <= value <= 64:
+            raise ValueError(f"must be between 1 and 64 NICs a node, got {value}")
+        return value
+
+    def socket_streams(self) -> tuple[int, int]:
+        """NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD: as given, else (at NCCL's generic 0 and 1) NCCL's own for
+        the NICs' vendor."""
+        if (self.socket_threads, self.socks_per_thread) == SOCKET_VENDOR_DEFAULTS["other"]:
+            return SOCKET_VENDOR_DEFAULTS[self.nic_vendor]
+        return self.socket_threads, self.socks_per_thread
+
     @model_validator(mode="after")
     def _together(self) -> PlanRequest:
         """Checks across options, each one line naming the option."""
@@ -343,8 +366,9 @@ class PlanRequest(BaseModel):
             figure=self.figure,
             transport=self.transport,
             channels=self.channels,
-            socket_threads=self.socket_threads,
-            socks_per_thread=self.socks_per_thread,
+            socket_threads=self.socket_streams()[0],
+            socks_per_thread=self.socket_streams()[1],
+            nics=self.nics,
             nccl_fit=self.nccl_fit,
             nccl_fit_path=str(self.nccl_calibration) if self.nccl_calibration else None,
             codec=self.codec,
@@ -368,6 +392,7 @@ class GpuPlanOptions:
     channels: int | None
     socket_threads: int
     socks_per_thread: int
+    nics: int | None
     nccl_fit: NcclFit | None
     nccl_fit_path: str | None
     codec: bool = True

@@ -12,13 +12,16 @@ from rich.table import Table
 from netbench.calibrate import measure as measuring
 from netbench.calibrate.hostcache import cache_path
 from netbench.calibrate.measure import MeasureOptions
-from netbench.cli.commands.calibrate_nccl import calibrate_from_nccl_tests, checked_output
+from netbench.cli.commands.calibrate_nccl import calibrate_from_nccl_tests, checked_output, cluster_hardware
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
 from netbench.cli.options import option
 from netbench.cli.replicator_choice import parse_schemes, scheme_settings
+from netbench.model.backends import BACKEND_SETTINGS
 from netbench.model.calibration import default_path, save_calibration
+from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
+from netbench.model.nccl_fit import FIT_SETTINGS
 from netbench.model.schemes import CALIBRATE_SETTING_FIELDS
 from netbench.reports.terminal import JSON, make_console
 from netbench.shapes import ShapeError, resolve_shapes
@@ -44,12 +47,19 @@ def calibrate(
     collective: str | None = typer.Option(
         None, "--collective", help="with --from-nccl-tests: the test of a log that does not name it (all_reduce...)"
     ),
+    accelerator_name: str | None = option(COMPUTE_SETTINGS["accelerator_name"], "calibrate"),
+    nics: int | None = option(BACKEND_SETTINGS["nics"], "calibrate"),
+    nic_bw: str | None = option(FIT_SETTINGS["nic_bw"], "calibrate"),
+    transport: str = option(BACKEND_SETTINGS["transport"], "calibrate"),
     json_out: bool = option(JSON, "calibrate"),
 ) -> None:
     """Measure this host's per-message software overhead, loopback bandwidth and compression costs."""
     if from_nccl_tests:
-        calibrate_from_nccl_tests(from_nccl_tests, collective, out, json_out)
+        hardware = cluster_hardware(accelerator_name, nics, nic_bw, transport)
+        calibrate_from_nccl_tests(from_nccl_tests, collective, out, json_out, hardware)
         return
+    if accelerator_name or nics or nic_bw:
+        raise UserError("--accelerator, --nics, --nic-bw: describe the cluster of nccl-tests logs (--from-nccl-tests)")
     if collective is not None:
         raise UserError("--collective: names the test of an nccl-tests log (with --from-nccl-tests)")
 

@@ -98,6 +98,8 @@ def _options(
     channels: int | None = option(BACKEND_SETTINGS["channels"], "plan"),
     socket_threads: int = option(BACKEND_SETTINGS["socket_threads"], "plan"),
     socks_per_thread: int = option(BACKEND_SETTINGS["socks_per_thread"], "plan"),
+    nics: int | None = option(BACKEND_SETTINGS["nics"], "plan"),
+    nic_vendor: str = option(BACKEND_SETTINGS["nic_vendor"], "plan"),
     nccl_calibration: Path | None = option(BACKEND_SETTINGS["nccl_calibration"], "plan"),
     json_out: bool = option(JSON, "plan"),
 ) -> None:

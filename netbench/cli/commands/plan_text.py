@@ -260,14 +260,21 @@ def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
     lines = [f"compute: {doc['compute']['how']}"]
     if backend["name"] == "nccl":
         net, link = backend["net"], doc.get("links", {})
-        how = f"NCCL {NCCL_RELEASE}'s tuning model, {net['transport']} transport, {net['channels']} channels" + (
+        nics = f", {net['nics']} NICs a node" if net.get("nics", 1) > 1 else ""
+        how = f"NCCL {NCCL_RELEASE}'s tuning model, {net['transport']} transport{nics}, {net['channels']} channels" + (
             f" x {max(1, net['threads'] * net['socks_per_thread'])} socket(s) (a TCP window of "
             f"{link.get('tcp_window_bytes', 0) / 1e6:.3g} MB, at most {net['stream_Bps'] / 1e9:.3g} GB/s a socket)"
             if net["transport"] == "socket" and not backend.get("nccl_calibration")
             else ""
         )
         if backend.get("nccl_calibration"):
-            how = f"fitted from {backend['nccl_calibration']} (what the fit lacks: {how})"
+            if backend.get("fitted_at_nccls_picks"):
+                how = (
+                    f"{how}, at the efficiencies and latencies fitted to {backend['nccl_calibration']} "
+                    f"({', '.join(backend['fitted_at_nccls_picks'])}, NCCL picking again at each node count)"
+                )
+            else:
+                how = f"fitted from {backend['nccl_calibration']} (what the fit lacks: {how})"
             for kind in backend.get("fit_regimes", {}):
                 how += f" (its {kind} holds two regimes, each size priced by its own: calibrate's output says which)"
         lines.append(f"collectives: {how}")
@@ -377,7 +384,13 @@ def _print_gpu_plan(result: PlanResult, request: PlanRequest) -> None:
     up, down = first["up_bps"], first["down_bps"]
     link = _rate4(up) if up == down else f"up {_rate4(up)} / down {_rate4(down)}"
     acc = f"{gpu.accelerator.label}" if gpu.accelerator else "no accelerator profile"
-    nic_note = " (the fit's best bus bandwidth; --bw to plan another)" if result.nic_from_fit else ""
+    tuned = doc["backend"].get("fitted_at_nccls_picks")
+    nic_note = ""
+    if result.nic_from_fit:
+        nic_note = " (the logs' NICs" if tuned else " (the fit's best bus bandwidth"
+        nic_note += "; --bw to plan another)"
+    nics = doc["backend"].get("net", {}).get("nics", 1)
+    link = f"{nics} x {link}" if nics > 1 else link
     lines = [
         f"{doc['shapes']}: {doc['params']:,} params in {doc['compute']['layers']} layers; {acc}, "
         f"{request.gpus_per_node} per node; NIC {link}{nic_note}, one-way delay {format_time(first['delay_s'])}",
