@@ -23,6 +23,7 @@ from netbench.model.collectives import ALGORITHM, ALGORITHMS
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
 from netbench.model.nccl_tests import NcclFit
+from netbench.model.parallelism import PARALLEL_SETTINGS, SHARD_ALIASES, SHARDINGS, Layout
 from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme
 from netbench.model.steptime import MAX_PLANNED_WORKERS, Scenario
@@ -47,7 +48,14 @@ MAX_BUCKET_MB = 4096
 # field -> the option it comes from: the model's and the topology's settings name their own, the rest are plan's
 OPTION_NAMES: dict[str, str] = {
     s.field: s.name
-    for table in (COMPUTE_SETTINGS, BACKEND_SETTINGS, UTILIZATION_SETTINGS, FRAMING_SETTINGS, TOPOLOGY)
+    for table in (
+        COMPUTE_SETTINGS,
+        BACKEND_SETTINGS,
+        UTILIZATION_SETTINGS,
+        FRAMING_SETTINGS,
+        TOPOLOGY,
+        PARALLEL_SETTINGS,
+    )
     for s in table.values()
 } | {
     ALGORITHM.field: ALGORITHM.name,
@@ -129,6 +137,13 @@ class PlanRequest(BaseModel):
     socks_per_thread: int = _default(BACKEND_SETTINGS, "socks_per_thread")
     nccl_calibration: Path | None = None  # where nccl_fit was read from, as the document names it
     nccl_fit: NcclFit | None = None  # collective costs fitted to nccl-tests logs (:func:`read_nccl_fit`)
+    # how the GPUs split the model (netbench.model.parallelism): plain data parallelism by default
+    tp: int = _default(PARALLEL_SETTINGS, "tp")
+    pp: int = _default(PARALLEL_SETTINGS, "pp")
+    microbatches: int | None = None
+    virtual_stages: int = _default(PARALLEL_SETTINGS, "virtual_stages")
+    shard: str = _default(PARALLEL_SETTINGS, "shard")
+    shard_nodes: int | None = None
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
     # utilisation simulators assume; the command always prices it)
     codec: bool = True
@@ -146,15 +161,13 @@ class PlanRequest(BaseModel):
                 count = float(item)
             except (TypeError, ValueError):
                 raise ValueError(
-                    f"expected whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS} (e.g. 2,4,8), got {item!r}"
+                    f"expected whole numbers between 1 and {MAX_PLANNED_WORKERS} (e.g. 2,4,8), got {item!r}"
                 ) from None
-            if count != int(count) or not MIN_NODES <= count <= MAX_PLANNED_WORKERS:
-                raise ValueError(
-                    f"must be whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS}, got {str(item)!r}"
-                )
+            if count != int(count) or not 1 <= count <= MAX_PLANNED_WORKERS:
+                raise ValueError(f"must be whole numbers between 1 and {MAX_PLANNED_WORKERS}, got {str(item)!r}")
             counts.append(int(count))
         if not counts:
-            raise ValueError(f"expected whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS}, got {value!r}")
+            raise ValueError(f"expected whole numbers between 1 and {MAX_PLANNED_WORKERS}, got {value!r}")
         return tuple(dict.fromkeys(counts))
 
     @field_validator("bw", "up", "down", "intra_bw", mode="before")
@@ -294,6 +307,22 @@ class PlanRequest(BaseModel):
             raise ValueError(f"must be between 1 and 64 (NCCL_NSOCKS_PERTHREAD), got {value}")
         return value
 
+    @field_validator("tp", "pp", "microbatches", "virtual_stages", "shard_nodes")
+    @classmethod
+    def _parallel(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= MAX_PLANNED_WORKERS:
+            raise ValueError(f"must be between 1 and {MAX_PLANNED_WORKERS}, got {value}")
+        return value
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, value: str) -> str:
+        name = value.strip().lower()
+        name = SHARD_ALIASES.get(name, name)
+        if name not in SHARDINGS:
+            raise ValueError(f"choose from {', '.join(SHARDINGS)} or fsdp, got {value!r}")
+        return name
+
     @field_validator("figure")
     @classmethod
     def _figure(cls, path: Path | None) -> Path | None:
@@ -326,13 +355,42 @@ class PlanRequest(BaseModel):
             raise ValueError(
                 "--intra-bw: needed with --gpus-per-node > 1 (the node's fast intra-node link, e.g. 800gbit)"
             )
+        self._check_layout()
         for n in self.node_counts:
+            if n < MIN_NODES and self.backend == "gloo":
+                raise ValueError(
+                    f"--nodes: gloo plans {MIN_NODES} nodes or more (--backend nccl or ideal plans one node of "
+                    "--gpus-per-node GPUs)"
+                )
+            if n * self.gpus_per_node < MIN_NODES:
+                raise ValueError(f"--nodes: {n} node of {self.gpus_per_node} GPU has no peer to synchronise with")
             if n * self.gpus_per_node > MAX_PLANNED_WORKERS:
                 raise ValueError(
                     f"--gpus-per-node: {n} nodes x {self.gpus_per_node} = {n * self.gpus_per_node} workers; "
                     f"the model plans at most {MAX_PLANNED_WORKERS}"
                 )
         return self
+
+    @property
+    def layout(self) -> Layout:
+        """How the GPUs split the model."""
+        return Layout(self.tp, self.pp, self.microbatches, self.virtual_stages, self.shard, self.shard_nodes)
+
+    def _check_layout(self) -> None:
+        """The layout against the backend, the replicators, the batch and every planned cluster."""
+        layout = self.layout
+        if layout.plain and layout.microbatches is None and self.shard_nodes is None and self.virtual_stages == 1:
+            return
+        if self.backend == "gloo":
+            raise ValueError("--tp, --pp, --shard: a parallel layout is planned on GPUs (--backend nccl or ideal)")
+        if self.shard_nodes is not None and self.shard != "hsdp":
+            raise ValueError("--shard-nodes: sizes the shard groups of --shard hsdp")
+        if self.virtual_stages > 1 and self.pp == 1:
+            raise ValueError("--virtual-stages: interleaves the stages of a pipeline (give --pp)")
+        if (self.tp > 1 or self.pp > 1) and self.batch is None and self.tokens_per_step is None:
+            raise ValueError("--tp, --pp: the activations they move need the batch (--batch or --tokens-per-step)")
+        for n in self.node_counts:
+            layout.groups(n * self.gpus_per_node, self.gpus_per_node)
 
     @property
     def node_counts(self) -> list[int]:
@@ -383,6 +441,7 @@ class PlanRequest(BaseModel):
             nccl_fit=self.nccl_fit,
             nccl_fit_path=str(self.nccl_calibration) if self.nccl_calibration else None,
             codec=self.codec,
+            layout=self.layout,
         )
 
 
@@ -406,6 +465,7 @@ class GpuPlanOptions:
     nccl_fit: NcclFit | None
     nccl_fit_path: str | None
     codec: bool = True
+    layout: Layout = Layout()
 
     @property
     def asked(self) -> bool:
