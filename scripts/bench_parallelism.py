@@ -126,7 +126,8 @@ def llama3_405b() -> None:
             util = row["compute_utilization"]
             print(
                 f"   {gpus:>6} {chunks:>6} {micro:>6} {tflops:>10} {ours:>8.0f} {ours / tflops:>7.3f} "
-                f"{parts['bubble_fraction']:>7.1%} {parts['tensor_parallel_s']:>6.2f}s {parts['shard_exposed_s']:>6.2f}s "
+                f"{parts['bubble_fraction']:>7.1%} {parts['tensor_parallel_s']:>6.2f}s "
+                f"{parts['shard_exposed_s']:>6.2f}s "
                 f"{row['step_time_s']:>6.2f}s {mfu / util:>11.2f}"
             )
 
