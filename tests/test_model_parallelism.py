@@ -179,3 +179,32 @@ def test_request_checks_the_layout_against_every_cluster():
         PlanRequest(**base, nodes=(2, 3), tp=8, pp=2)
     with pytest.raises(PlanInputError, match="--shard zero2"):
         plan_inputs(PlanRequest(**base, shard="zero2", schemes=(build_scheme("diloco", SchemeSettings()),)))
+
+
+def test_hsdp_across_sites_runs_the_replicator_on_the_wan(capsys):
+    args = [*GPU, "--shapes", LLAMA_1B, "--nodes", "8", "--batch", "64", "--shard", "hsdp", "--topology", "sites"]
+    doc = plan_json(
+        capsys,
+        *args,
+        "--sites",
+        "2",
+        "--wan-bw",
+        "10gbit",
+        "--wan-delay",
+        "20ms",
+        "-r",
+        "full,diloco",
+        "--sync-every",
+        "100",
+    )
+    assert doc["layout"]["sites"] == 2 and doc["layout"]["wan_bps"] == 10e9 and doc["layout"]["wan_delay_s"] == 0.02
+    rows = {r["replicator"]: r["parallel"] for r in doc["rows"]}
+    assert rows["full"]["shard_group"] == 32 and rows["full"]["replicas"] == 2
+    # every step's dense all-reduce of the model crosses the 10 Gbit/s WAN: fp32 weights' bytes over it at least
+    params = doc["params"]
+    assert rows["full"]["replicator_exposed_s"] > params * 4 * 8 / 10e9 * 0.9
+    assert rows["diloco"]["replicator_exposed_s"] < rows["full"]["replicator_exposed_s"] / 10
+    faster = plan_json(capsys, *args, "--sites", "2", "--wan-bw", "100gbit", "-r", "full")["rows"][0]["parallel"]
+    assert faster["replicator_exposed_s"] < rows["full"]["replicator_exposed_s"] / 5
+    assert "--shard-nodes" in plan_error(capsys, *args, "--shard-nodes", "2")
+    assert "--topology" in plan_error(capsys, *GPU, "--batch", "64", "--topology", "sites")

@@ -40,7 +40,7 @@ from netbench.model.nccl import NCCL_RELEASE, NcclCluster, NetProfile, bus_facto
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.network import GraphModel
 from netbench.model.overlap import BACKWARD_SHARE
-from netbench.model.parallelism import Layout, LayoutStep, group_scenario, layout_step
+from netbench.model.parallelism import Layout, LayoutStep, group_scenario, layout_step, site_scenario
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
 from netbench.model.schemes import Scheme, ShapeKey, shape_key
 from netbench.model.step import training_step
@@ -173,6 +173,7 @@ class ScheduledBackend:
     # tensor and pipeline parallelism move)
     layout: Layout = field(default_factory=Layout)
     tokens_per_step: float | None = None
+    wan: tuple[float, float] | None = None  # (bits/s, one-way s) of each WAN link between sites (--topology sites)
     _memo: dict = field(default_factory=dict, repr=False)
     _calls: dict = field(default_factory=dict, repr=False)
     _parts: dict = field(default_factory=dict, repr=False)
@@ -274,7 +275,15 @@ class ScheduledBackend:
                 self.model.d_model,
             )
             self._slices[slices] = replace(
-                self, shapes=shape_key(one), model=model, layout=Layout(), _memo={}, _calls={}, _parts={}, _slices={}
+                self,
+                shapes=shape_key(one),
+                model=model,
+                layout=Layout(),
+                wan=None,
+                _memo={},
+                _calls={},
+                _parts={},
+                _slices={},
             )
         return self._slices[slices]
 
@@ -297,7 +306,10 @@ class ScheduledBackend:
         if groups.replicas >= 2:
             sub = self._slice_backend(lay.tp * lay.pp * groups.shard)
             slot = scenario.compute_s / (lay.virtual_stages * lay.micro)
-            between = group_scenario(scenario, groups.replicas, groups.replica_per_node, compute_s=slot)
+            if lay.sites and self.wan:
+                between = site_scenario(scenario, groups.replicas, *self.wan).model_copy(update={"compute_s": slot})
+            else:
+                between = group_scenario(scenario, groups.replicas, groups.replica_per_node, compute_s=slot)
             outer = sub.step(scheme, between)
             exposed = max(0.0, outer.step_time_s - slot)
         inner_bytes = part.tp_bytes + part.p2p_bytes + part.gather_bytes + part.reduce_bytes

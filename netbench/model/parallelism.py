@@ -49,6 +49,7 @@ __all__ = [
     "Groups",
     "LayoutStep",
     "group_scenario",
+    "site_scenario",
     "bubble_fraction",
     "prefetched",
     "layout_step",
@@ -75,6 +76,7 @@ class Layout:
     virtual_stages: int = 1
     shard: str = "none"
     shard_nodes: int | None = None  # hsdp: nodes per shard group (None: one node)
+    sites: int | None = None  # hsdp across sites: a shard group is a site's nodes (the replicator on the WAN)
 
     @property
     def plain(self) -> bool:
@@ -102,10 +104,18 @@ class Layout:
         if self.shard == "none":
             shard = 1
         elif self.shard == "hsdp":
-            nodes = self.shard_nodes or 1
             spanned = dp // per_node  # nodes a data-parallel group spans
-            if spanned % nodes:
-                raise ValueError(f"--shard-nodes: {nodes} must divide the {spanned} nodes a data-parallel group spans")
+            if self.sites:
+                if spanned % self.sites:
+                    raise ValueError(f"--sites: {self.sites} sites must divide the {spanned} nodes of a data-parallel "
+                                     "group")  # fmt: skip
+                nodes = spanned // self.sites
+            else:
+                nodes = self.shard_nodes or 1
+                if spanned % nodes:
+                    raise ValueError(
+                        f"--shard-nodes: {nodes} must divide the {spanned} nodes a data-parallel group spans"
+                    )
             shard = per_node * nodes
         else:
             shard = dp
@@ -201,6 +211,16 @@ def group_scenario(scenario: Scenario, ranks: int, per_node: int, compute_s: flo
     if compute_s is not None:
         update["compute_s"] = compute_s
     return scenario.model_copy(update=update)
+
+
+def site_scenario(scenario: Scenario, replicas: int, wan_bps: float, wan_delay_s: float) -> Scenario:
+    """The scenario the replicator between sites sees: one GPU of each site a group, every GPU of a site in one
+    group at the same time, so each group's share of the site's WAN link is 1 / (the site's GPUs)."""
+    site_gpus = scenario.workers // replicas
+    rate = wan_bps / site_gpus
+    return scenario.model_copy(
+        update={"workers": replicas, "gpus_per_node": 1, "up_bps": rate, "down_bps": rate, "delay_s": wan_delay_s}
+    )
 
 
 def bubble_fraction(pp: int, microbatches: int, virtual_stages: int = 1) -> float:

@@ -54,7 +54,7 @@ def build_backend(
     """The GPU backend the options name (``gloo`` is built by the planner itself); a fit of nccl-tests logs applies
     as measured at ``fit_as_measured_bps`` (the plan's bandwidth when --bw was left out)."""
     codec = CodecCost(opts.accelerator, profile) if opts.codec else CodecCost(None)
-    parallel = {"layout": opts.layout, "tokens_per_step": opts.tokens_per_step}
+    parallel = {"layout": opts.layout, "tokens_per_step": opts.tokens_per_step, "wan": opts.wan}
     if opts.backend == "ideal":
         return IdealBackend(shapes=shapes, model=model, codec=codec, **parallel)
     net = NetProfile(
@@ -156,9 +156,10 @@ def _layout_derived(planner: Planner, inputs: PlanInputs, scenarios: list[Scenar
     }
 
 
-def layout_doc(layout: Layout) -> dict:
+def layout_doc(layout: Layout, wan: tuple[float, float] | None = None) -> dict:
     """The layout as the document states it."""
-    return {
+    between = {"sites": layout.sites, "wan_bps": wan[0], "wan_delay_s": wan[1]} if layout.sites and wan else {}
+    return between | {
         "tp": layout.tp,
         "pp": layout.pp,
         "microbatches": layout.micro,
@@ -181,7 +182,7 @@ def describe(opts: GpuPlanOptions, backend: Any, compute_how: str, model: ModelS
             "layers": model.layers,
             "flops_per_token": flops_per_token(model, opts.seq_len),
         },
-        "layout": layout_doc(opts.layout),
+        "layout": layout_doc(opts.layout, opts.wan),
     }
     if opts.nccl_fit_path:
         doc["backend"]["nccl_calibration"] = opts.nccl_fit_path

@@ -57,11 +57,12 @@ def plan_inputs(request: PlanRequest) -> PlanInputs:
     topology = request.topology or DEFAULT_PRESET
     if request.nodes is not None and topology not in PRESETS:
         raise PlanInputError(f"--nodes: a topology file sets the node count ({topology!r}); leave --nodes out")
-    graphs = _placed(request, _graphs(request, topology))
+    # a GPU layout sharded within sites prices the WAN between them itself (no graph)
+    graphs = [] if request.layout.sites else _placed(request, _graphs(request, topology))
     if request.gpu().asked and graphs:
         raise PlanInputError(
-            "--topology: the GPU backends and the utilisation answers plan a flat cluster (leave out --topology, or "
-            "--backend, --accelerator, --target-utilization, --tokens and --figure)"
+            "--topology: the GPU backends and the utilisation answers plan a flat cluster, or sites with --shard "
+            "hsdp (leave out --topology, or --backend, --accelerator, --target-utilization, --tokens and --figure)"
         )
     machines = graphs[0].topology.node_count if graphs else request.node_counts[0]
     # a graph's ring bottleneck, else the star's link

@@ -374,7 +374,19 @@ class PlanRequest(BaseModel):
     @property
     def layout(self) -> Layout:
         """How the GPUs split the model."""
-        return Layout(self.tp, self.pp, self.microbatches, self.virtual_stages, self.shard, self.shard_nodes)
+        sites = None
+        if self.topology == "sites" and self.shard == "hsdp" and self.backend != "gloo":
+            sites = self.sites or TOPOLOGY["sites"].default_for("plan")
+        return Layout(self.tp, self.pp, self.microbatches, self.virtual_stages, self.shard, self.shard_nodes, sites)
+
+    @property
+    def wan(self) -> tuple[float, float] | None:
+        """Each WAN link between sites (bits/s, one-way seconds) where a GPU layout shards within sites."""
+        if self.layout.sites is None:
+            return None
+        rate, delay = self.wan_bw or TOPOLOGY["wan_bw"].default_for("plan"), self.wan_delay
+        delay = delay or TOPOLOGY["wan_delay"].default_for("plan")
+        return _rate(rate), parse_time(delay) if isinstance(delay, str) else float(delay)
 
     def _check_layout(self) -> None:
         """The layout against the backend, the replicators, the batch and every planned cluster."""
@@ -385,6 +397,8 @@ class PlanRequest(BaseModel):
             raise ValueError("--tp, --pp, --shard: a parallel layout is planned on GPUs (--backend nccl or ideal)")
         if self.shard_nodes is not None and self.shard != "hsdp":
             raise ValueError("--shard-nodes: sizes the shard groups of --shard hsdp")
+        if self.shard_nodes is not None and layout.sites:
+            raise ValueError("--shard-nodes: with --topology sites a shard group is a site's nodes; leave it out")
         if self.virtual_stages > 1 and self.pp == 1:
             raise ValueError("--virtual-stages: interleaves the stages of a pipeline (give --pp)")
         if (self.tp > 1 or self.pp > 1) and self.batch is None and self.tokens_per_step is None:
@@ -442,6 +456,7 @@ class PlanRequest(BaseModel):
             nccl_fit_path=str(self.nccl_calibration) if self.nccl_calibration else None,
             codec=self.codec,
             layout=self.layout,
+            wan=self.wan,
         )
 
 
@@ -466,6 +481,7 @@ class GpuPlanOptions:
     nccl_fit_path: str | None
     codec: bool = True
     layout: Layout = Layout()
+    wan: tuple[float, float] | None = None  # (bits/s, one-way s) between sites, where the layout shards within them
 
     @property
     def asked(self) -> bool:

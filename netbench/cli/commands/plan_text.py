@@ -294,7 +294,12 @@ def layout_line(layout: dict) -> str:
     if layout["pp"] > 1:
         chunks = f", {layout['virtual_stages']} chunks a GPU" if layout["virtual_stages"] > 1 else ""
         parts.append(f"{layout['pp']} pipeline stages (1F1B, {layout['microbatches']} micro-batches{chunks})")
-    if layout["shard"] == "hsdp":
+    if layout.get("sites"):
+        parts.append(
+            f"hsdp: zero3 within each of {layout['sites']} sites, the replicator between them over WAN links of "
+            f"{_rate4(layout['wan_bps'])}, {format_time(layout['wan_delay_s'])} one-way"
+        )
+    elif layout["shard"] == "hsdp":
         parts.append(f"hsdp: zero3 within {layout['shard_nodes']} node(s), the replicator between the groups")
     elif layout["shard"] != "none":
         parts.append(f"{layout['shard']} over the data-parallel GPUs")
