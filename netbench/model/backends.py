@@ -413,6 +413,8 @@ class NcclBackend(ScheduledBackend):
         return min(net_limit(c.net), intra, key=lambda item: item[0])
 
     def floor_reason(self, scenario: Scenario) -> str:
+        if self.layout.sites and self.wan:
+            return f"the WAN between sites stays at {self.wan[0] / 1e9:.3g} Gbit/s (--wan-bw)"
         bus, why = self.limit(scenario)
         if math.isinf(bus) or bus >= scenario.bw_bps / 8:
             return "NCCL's per-call latency"

@@ -317,7 +317,8 @@ def layout_step(
             gather_bytes = share * sum(bytes_of)
             shard_comm = sum(gather) + sum(reduce)
         reduce_bytes = share * sum(bytes_of)
-        payload += sum(bytes_of) * (3 if layout.shard in ("zero3", "hsdp") else 2)
+        gathers = 2 if layout.shard in ("zero3", "hsdp") else 1
+        payload += sum(bytes_of) * (1 + gathers / n)  # a reduce-scatter hands in the whole, a gather one share
     tp_bytes = tp_calls * 2 * (tp - 1) / tp * mb_bytes if tp > 1 else 0.0
     p2p_bytes = 2 * chunks * mb_bytes / tp if pp > 1 else 0.0
     return LayoutStep(
