@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """``netbench plan`` on published parallel layouts: its throughput per GPU against the published one, with the ratio.
 
-1. FSDP (torchtitan's docs/performance.md, commit 041336434916bdc0f88c1f89fda176fd3c2092e4: FSDP2 on 64 A100 80GB,
+1. FSDP (torchtitan's docs/performance.md at revision 041336434916bdc0f88c1f89fda176fd3c2092e4: FSDP2 on 64 A100 80GB,
    8 nodes, tokens per second per GPU and the MFU each row reports). Each row is planned at that row's MFU, so the
    plan matches the published throughput exactly where its collectives hide behind compute, and falls short by what
    it leaves exposed. The network is not stated there: 8 x 200 Gb/s HDR InfiniBand per node (an A100 HGX node's) is
    assumed.
-2. FSDP scaling (torchtitan's docs/performance.md, commit eaea6f6a2fa940f03a10906be1df3489cf30af85, Tables 1 and 3:
+2. FSDP scaling (torchtitan's docs/performance.md at revision eaea6f6a2fa940f03a10906be1df3489cf30af85, Tables 1 and 3:
    Llama 3.1 8B, FSDP on 8 and 128 H100 with 400 Gb/s RDMA a GPU, local batch 2, bf16 without compile): the MFU the
    8-GPU row implies is given to both clusters; the 128-GPU throughput is predicted.
 3. Llama 3 405B (arXiv 2407.21783, Table 4: TP 8 x PP 16 x DP 64 and 128 on 8,192 and 16,384 H100, 16M tokens a
