@@ -61,48 +61,41 @@ def tokens_per_gpu_s(request: PlanRequest, workers: int, tokens_per_step: float)
     return tokens_per_step / row["step_time_s"] / workers, row
 
 
+def fsdp_row(label: str, shapes: str, nodes: int, per_gpu: int, seq: int, published: float, fsdp: dict) -> None:
+    """One FSDP run planned (``fsdp``: its accelerator, network and MFU) and printed against its throughput."""
+    workers = nodes * 8
+    tokens = workers * per_gpu * seq
+    request = PlanRequest(
+        schemes=PLAIN, shapes=shapes, nodes=(nodes,), gpus_per_node=8, backend="nccl", transport="rdma",
+        seq_len=seq, tokens_per_step=f"{tokens}", shard="zero3", **fsdp,
+    )  # fmt: skip
+    ours, row = tokens_per_gpu_s(request, workers, tokens)
+    print(
+        f"   {label:<12} {published:>10,} {ours:>10,.0f} {ours / published:>7.3f} {row['compute_utilization']:>11.1%}"
+    )
+
+
 def fsdp_a100() -> None:
     print("1. FSDP on 64 A100 80GB (torchtitan), planned at each row's MFU: tokens/s a GPU")
     print(f"   {'model':<12} {'published':>10} {'plan':>10} {'ratio':>7} {'utilisation':>12}")
     for label, shapes, nodes, per_gpu, seq, published, mfu in FSDP_A100:
-        workers = nodes * 8
-        tokens = workers * per_gpu * seq
-        request = PlanRequest(
-            schemes=PLAIN, shapes=shapes, nodes=(nodes,), gpus_per_node=8, bw=A100_NODE_BW, backend="nccl",
-            transport="rdma", accelerator_name="a100-80gb", mfu=mfu, seq_len=seq, tokens_per_step=f"{tokens}",
-            shard="zero3",
-        )  # fmt: skip
-        ours, row = tokens_per_gpu_s(request, workers, tokens)
-        print(
-            f"   {label:<12} {published:>10,} {ours:>10,.0f} {ours / published:>7.3f} "
-            f"{row['compute_utilization']:>11.1%}"
-        )
+        fsdp_row(label, shapes, nodes, per_gpu, seq, published, {"accelerator_name": "a100-80gb", "bw": A100_NODE_BW,
+                                                                  "mfu": mfu})  # fmt: skip
 
 
 def fsdp_h100_scaling() -> None:
     print("2. FSDP on H100 (torchtitan Tables 1 and 3, Llama 3.1 8B): the 8-GPU row's MFU, 128 GPUs predicted")
     seq, per_gpu = 8192, 2
+    h100 = {"accelerator_name": "h100-sxm", "bw": H100_NODE_BW}
     flops = plan(
-        PlanRequest(schemes=PLAIN, shapes=LLAMA3_8B, nodes=(1,), gpus_per_node=8, backend="nccl",
-                    accelerator_name="h100-sxm", seq_len=seq, tokens_per_step=f"{8 * per_gpu * seq}", shard="zero3",
-                    transport="rdma", bw=H100_NODE_BW)
+        PlanRequest(schemes=PLAIN, shapes=LLAMA3_8B, nodes=(1,), gpus_per_node=8, backend="nccl", seq_len=seq,
+                    tokens_per_step=f"{8 * per_gpu * seq}", **h100)
     ).doc["compute"]["flops_per_token"]  # fmt: skip
     mfu = FSDP_H100[1] * flops / 989.4e12
     print(f"   MFU the 8-GPU row implies: {mfu:.3f} (FLOP/token {flops:.4g})")
-    print(f"   {'GPUs':>6} {'published':>10} {'plan':>10} {'ratio':>7} {'utilisation':>12}")
+    print(f"   {'GPUs':<12} {'published':>10} {'plan':>10} {'ratio':>7} {'utilisation':>12}")
     for nodes, published in FSDP_H100.items():
-        workers = nodes * 8
-        tokens = workers * per_gpu * seq
-        request = PlanRequest(
-            schemes=PLAIN, shapes=LLAMA3_8B, nodes=(nodes,), gpus_per_node=8, bw=H100_NODE_BW, backend="nccl",
-            transport="rdma", accelerator_name="h100-sxm", mfu=mfu, seq_len=seq, tokens_per_step=f"{tokens}",
-            shard="zero3",
-        )  # fmt: skip
-        ours, row = tokens_per_gpu_s(request, workers, tokens)
-        print(
-            f"   {workers:>6} {published:>10,} {ours:>10,.0f} {ours / published:>7.3f} "
-            f"{row['compute_utilization']:>11.1%}"
-        )
+        fsdp_row(f"{nodes * 8}", LLAMA3_8B, nodes, per_gpu, seq, published, h100 | {"mfu": mfu})
 
 
 def llama3_405b() -> None:
