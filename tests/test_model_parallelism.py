@@ -208,3 +208,5 @@ def test_hsdp_across_sites_runs_the_replicator_on_the_wan(capsys):
     assert faster["replicator_exposed_s"] < rows["full"]["replicator_exposed_s"] / 5
     assert "--shard-nodes" in plan_error(capsys, *args, "--shard-nodes", "2")
     assert "--topology" in plan_error(capsys, *GPU, "--batch", "64", "--topology", "sites")
+    assert "--racks" in plan_error(capsys, *args, "--racks", "2")
+    assert "--rank-order" in plan_error(capsys, *args, "--rank-order", "interleaved")

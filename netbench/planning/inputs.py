@@ -58,7 +58,7 @@ def plan_inputs(request: PlanRequest) -> PlanInputs:
     if request.nodes is not None and topology not in PRESETS:
         raise PlanInputError(f"--nodes: a topology file sets the node count ({topology!r}); leave --nodes out")
     # a GPU layout sharded within sites prices the WAN between them itself (no graph)
-    graphs = [] if request.layout.sites else _placed(request, _graphs(request, topology))
+    graphs = _sites_checked(request) if request.layout.sites else _placed(request, _graphs(request, topology))
     if request.gpu().asked and graphs:
         raise PlanInputError(
             "--topology: the GPU backends and the utilisation answers plan a flat cluster, or sites with --shard "
@@ -96,6 +96,18 @@ def _shapes(request: PlanRequest) -> tuple[list[ParamShape], str]:
         return resolve_shapes(spec, cap), spec
     except ShapeError as exc:
         raise PlanInputError(f"--shapes: {exc}{_larger(request, str(exc))}") from None
+
+
+def _sites_checked(request: PlanRequest) -> list[GraphModel]:
+    """A GPU layout sharded within sites: the options the sites preset does not take refused as its graph would;
+    no graph (the layout prices the WAN)."""
+    try:
+        refuse_untaken("sites", racks=request.racks, oversubscription=request.oversubscription)
+    except TopologyError as exc:
+        raise PlanInputError(str(exc)) from None
+    if request.rank_order != "topology":
+        raise PlanInputError("--rank-order: a layout sharded within sites places each site's nodes together")
+    return []
 
 
 def _larger(request: PlanRequest, error: str) -> str:
