@@ -60,7 +60,7 @@ SHARDINGS = ("none", "zero1", "zero2", "zero3", "hsdp")
 SHARD_ALIASES = {"fsdp": "zero3"}  # torch's FSDP (FULL_SHARD) is ZeRO-3
 ACTIVATION_BYTES = 2  # bf16 activations between tensor-parallel GPUs and pipeline stages
 TP_ALL_REDUCES_PER_LAYER = 4  # Megatron: two in forward (attention, MLP), two in backward
-PARAMETER_GATHER_LAYERS = 1  # a gather is prefetched this many layers ahead
+WEIGHT_SHARDS = ("zero3", "hsdp")  # the shardings that gather the weights again for the backward
 
 # A price: (collective, bytes, ranks, ranks per node) -> seconds; bytes is the all-reduce's buffer or one rank's share
 Price = Callable[[str, float, int, int], float]
@@ -85,6 +85,7 @@ class Layout:
 
     @property
     def micro(self) -> int:
+        """Micro-batches a step: as given, else one per pipeline stage."""
         return self.microbatches or self.pp
 
     def groups(self, workers: int, gpus_per_node: int) -> Groups:
@@ -107,8 +108,9 @@ class Layout:
             spanned = dp // per_node  # nodes a data-parallel group spans
             if self.sites:
                 if spanned % self.sites:
-                    raise ValueError(f"--sites: {self.sites} sites must divide the {spanned} nodes of a data-parallel "
-                                     "group")  # fmt: skip
+                    raise ValueError(
+                        f"--sites: {self.sites} must divide the {spanned} nodes a data-parallel group spans"
+                    )
                 nodes = spanned // self.sites
             else:
                 nodes = self.shard_nodes or 1
@@ -307,17 +309,12 @@ def layout_step(
         share = (n - 1) / n
         first_forward = [slot * (1 - BACKWARD_SHARE) / len(stage)] * len(stage)
         last_backward = [slot * BACKWARD_SHARE / len(stage)] * len(stage)
-        shard_s = prefetched(first_forward, gather)
-        if layout.shard == "zero3" or layout.shard == "hsdp":
-            shard_s += prefetched(last_backward, gather[::-1], reduce[::-1])
-            gather_bytes = 2 * share * sum(bytes_of)
-            shard_comm = 2 * sum(gather) + sum(reduce)
-        else:
-            shard_s += prefetched(last_backward, [0.0] * len(stage), reduce[::-1])
-            gather_bytes = share * sum(bytes_of)
-            shard_comm = sum(gather) + sum(reduce)
+        gathers = 2 if layout.shard in WEIGHT_SHARDS else 1
+        backward_gather = gather[::-1] if gathers == 2 else [0.0] * len(stage)
+        shard_s = prefetched(first_forward, gather) + prefetched(last_backward, backward_gather, reduce[::-1])
+        shard_comm = gathers * sum(gather) + sum(reduce)
+        gather_bytes = gathers * share * sum(bytes_of)
         reduce_bytes = share * sum(bytes_of)
-        gathers = 2 if layout.shard in ("zero3", "hsdp") else 1
         payload += sum(bytes_of) * (1 + gathers / n)  # a reduce-scatter hands in the whole, a gather one share
     tp_bytes = tp_calls * 2 * (tp - 1) / tp * mb_bytes if tp > 1 else 0.0
     p2p_bytes = 2 * chunks * mb_bytes / tp if pp > 1 else 0.0
