@@ -31,6 +31,7 @@ __all__ = [
     "PRESETS",
     "total_params",
     "MAX_PARAMS",
+    "MAX_PLANNED_PARAMS",
     "MAX_TENSORS",
     "MAX_DIMS",
     "check_param_count",
@@ -42,6 +43,9 @@ __all__ = [
 # 6.7e9) and stops a typo (3.4e11 parameters) before anything is built. Whether a run's nodes
 # can also *hold* that many parameters is the run's own check (RunConfig, against memory).
 MAX_PARAMS = 100_000_000_000
+# The GPU planner's cap (plan with --backend nccl or ideal): it prices clusters, not this host, and the largest
+# published runs train about 1e12 parameters (Llama 3's largest 4.05e11); it stops a typo of 3.4e13.
+MAX_PLANNED_PARAMS = 2_000_000_000_000
 MAX_TENSORS = 100_000  # llama-7b has 291 tensors; a list longer than this is built from a typo, not a model
 MAX_DIMS = 16  # dimensions of one tensor (torch allows 64; models use up to 5)
 MAX_SHAPES_FILE_BYTES = untrusted.SHAPES.max_bytes
@@ -59,15 +63,15 @@ class ShapeError(ValueError):
         self.unquoted = message if unquoted is None else unquoted
 
 
-def check_param_count(count: float, what: str) -> int:
-    """``count`` as an int, or ShapeError unless it is a whole number from 1 to MAX_PARAMS (the one check)."""
+def check_param_count(count: float, what: str, cap: int = MAX_PARAMS) -> int:
+    """``count`` as an int, or ShapeError unless it is a whole number from 1 to ``cap`` (the one check)."""
     number = isinstance(count, int) or (isinstance(count, float) and math.isfinite(count))
-    if number and 1 <= count <= MAX_PARAMS:
+    if number and 1 <= count <= cap:
         return int(count)
-    if number and count > MAX_PARAMS:  # an int may be too large for a float: never formatted as one
-        raise ShapeError(f"{what}: more than {MAX_PARAMS:.0e} parameters (at most {MAX_PARAMS:.0e})")
+    if number and count > cap:  # an int may be too large for a float: never formatted as one
+        raise ShapeError(f"{what}: more than {cap:.0e} parameters (at most {cap:.0e})")
     raise ShapeError(
-        f"{what}: {count:.3g} parameters is out of range (1 to {MAX_PARAMS:.0e})"
+        f"{what}: {count:.3g} parameters is out of range (1 to {cap:.0e})"
         if number
         else f"{what}: {count!r} is not a parameter count"
     )
@@ -129,9 +133,16 @@ def gpt2_shapes(
 
 
 def llama_shapes(
-    d_model: int, layers: int, ffn: int, vocab: int, heads: int = 0, kv_heads: int = 0, tied: int = 0
+    d_model: int,
+    layers: int,
+    ffn: int,
+    vocab: int,
+    heads: int = 0,
+    kv_heads: int = 0,
+    tied: int = 0,
+    cap: int = MAX_PARAMS,
 ) -> list[ParamShape]:
-    """Llama-style decoder shapes (RMSNorm, grouped-query attention, SwiGLU MLP)."""
+    """Llama-style decoder shapes (RMSNorm, grouped-query attention, SwiGLU MLP), at most ``cap`` parameters."""
     heads = heads or max(1, d_model // 128)
     kv_heads = kv_heads or heads
     if d_model % heads or heads % kv_heads:
@@ -155,7 +166,9 @@ def llama_shapes(
     ends = [ParamShape("embed.weight", (vocab, d_model)), ParamShape("norm.weight", (d_model,))]
     if not tied:
         ends.append(ParamShape("lm_head.weight", (vocab, d_model)))
-    check_param_count(total_params(layer(0)) * layers + total_params(ends), "llama")  # before building `layers` lists
+    check_param_count(
+        total_params(layer(0)) * layers + total_params(ends), "llama", cap
+    )  # before building `layers` lists
     check_tensor_count(9 * layers + len(ends), "llama")
     shapes = [ends[0]]
     for i in range(layers):
@@ -186,17 +199,18 @@ def _parse_options(text: str, spec: str) -> dict[str, int]:
     return options
 
 
-def _load_file(path: Path) -> list[ParamShape]:
+def _load_file(path: Path, cap: int = MAX_PARAMS) -> list[ParamShape]:
     """A shapes file's list: read as untrusted input, every problem one ShapeError that names no value in it."""
     try:
         data = untrusted.read_json(path, untrusted.SHAPES)
     except untrusted.BadInput as exc:
         raise ShapeError(str(exc)) from None
-    return shapes_from_json(data, f"{untrusted.SHAPES.what} {untrusted.shown_path(path)}")
+    return shapes_from_json(data, f"{untrusted.SHAPES.what} {untrusted.shown_path(path)}", cap)
 
 
-def shapes_from_json(data: object, where: str) -> list[ParamShape]:
-    """``{"shapes": {name: [dims]}}``, ``{name: [dims]}`` or ``[[dims], ...]`` as a shape list, within the caps."""
+def shapes_from_json(data: object, where: str, cap: int = MAX_PARAMS) -> list[ParamShape]:
+    """``{"shapes": {name: [dims]}}``, ``{name: [dims]}`` or ``[[dims], ...]`` as a shape list, within the caps
+    (``cap`` parameters)."""
     if isinstance(data, dict):
         data = data.get("shapes", data)
     if isinstance(data, dict):
@@ -218,7 +232,7 @@ def shapes_from_json(data: object, where: str) -> list[ParamShape]:
         shapes.append(ParamShape(name, tuple(dims)))
     if not shapes:
         raise ShapeError(f'{where} lists no shapes (expected {{"shapes": {{name: [dims]}}}})')
-    check_param_count(total_params(shapes), where)
+    check_param_count(total_params(shapes), where, cap)
     return shapes
 
 
@@ -228,8 +242,8 @@ def names_a_file(spec: str) -> bool:
     return name not in _GPT2_SIZES and name not in _LLAMA_SIZES and name != "llama"
 
 
-def resolve_shapes(spec: str) -> list[ParamShape]:
-    """Turn a preset name, a ``llama:...`` spec or a JSON path into a shape list."""
+def resolve_shapes(spec: str, cap: int = MAX_PARAMS) -> list[ParamShape]:
+    """Turn a preset name, a ``llama:...`` spec or a JSON path into a shape list of at most ``cap`` parameters."""
     name, _, rest = spec.partition(":")
     name = name.strip().lower()
     if name in _GPT2_SIZES:
@@ -261,13 +275,13 @@ def resolve_shapes(spec: str) -> list[ParamShape]:
                 f"shapes preset {spec!r}: {zero[0]} must be at least 1", f"shapes preset: {zero[0]} must be at least 1"
             )
         try:
-            return llama_shapes(**options)
+            return llama_shapes(**options, cap=cap)
         except TypeError:
             options_are = "options are d_model, layers, ffn, vocab, heads, kv_heads, tied"
             raise ShapeError(f"shapes preset {spec!r}: {options_are}", f"shapes preset: {options_are}") from None
     path = Path(spec)
     if path.suffix.lower() == ".json" or path.exists():
-        return _load_file(path)
+        return _load_file(path, cap)
     choose = f"(choose from {', '.join(PRESETS)}, or a .json shapes file)"
     raise ShapeError(f"unknown shapes preset {spec!r} {choose}", f"unknown shapes preset {choose}")
 

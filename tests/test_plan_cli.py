@@ -175,7 +175,8 @@ def test_table_output(capsys):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--nodes", "1"], "--nodes: must be whole numbers between 2 and 100000"),
+        (["--nodes", "1"], "--nodes: gloo plans 2 nodes or more"),
+        (["--nodes", "0"], "--nodes: must be whole numbers between 1 and 100000"),
         (["--nodes", "2,100001"], "--nodes"),
         (["--nodes", "two"], "--nodes"),
         (["--bw", "100furlongs"], "--bw: unknown rate unit"),

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Protocol
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import spec
+from netbench.declarations.shards import shard_shapes
+from netbench.dtypes import DTYPE_BYTES
 from netbench.model import nccl
 from netbench.model.accelerators import Accelerator
 from netbench.model.calibration import Calibration, cost_key
@@ -40,11 +42,13 @@ from netbench.model.nccl_fit import TunedFit
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.network import GraphModel
 from netbench.model.overlap import BACKWARD_SHARE
+from netbench.model.parallelism import Layout, LayoutStep, group_scenario, layout_step, site_scenario
 from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
-from netbench.model.schemes import Scheme, ShapeKey
+from netbench.model.schemes import Scheme, ShapeKey, shape_key
 from netbench.model.step import training_step
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.settings import Setting, table
+from netbench.shapes import ParamShape
 
 __all__ = [
     "Backend",
@@ -167,8 +171,15 @@ class ScheduledBackend:
     model: ModelShape
     codec: CodecCost
     name: str = "scheduled"
+    # how the GPUs split the model (default: every GPU a replica) and the global batch in tokens (the activations
+    # tensor and pipeline parallelism move)
+    layout: Layout = field(default_factory=Layout)
+    tokens_per_step: float | None = None
+    wan: tuple[float, float] | None = None  # (bits/s, one-way s) of each WAN link between sites (--topology sites)
     _memo: dict = field(default_factory=dict, repr=False)
     _calls: dict = field(default_factory=dict, repr=False)
+    _parts: dict = field(default_factory=dict, repr=False)
+    _slices: dict = field(default_factory=dict, repr=False)
 
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
         """(time, latency) of one call: ``nbytes`` is the all-reduce's buffer or one rank's all-gather share."""
@@ -235,8 +246,101 @@ class ScheduledBackend:
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
         key = (scheme, scenario)
         if key not in self._memo:
-            self._memo[key] = self._step(scheme, scenario)
+            plain = self.layout.plain
+            self._memo[key] = self._step(scheme, scenario) if plain else self._layout_step(scheme, scenario)
         return self._memo[key]
+
+    def layout_parts(self, scheme: Scheme, scenario: Scenario) -> dict | None:
+        """The parts of a layout's step (None for plain data parallelism): compute, bubble, tensor-parallel,
+        pipeline, sharding and the replicator's exposed seconds, the groups, and each kind's bytes per GPU."""
+        self.step(scheme, scenario)
+        return self._parts.get((scheme, scenario))
+
+    def _priced(self, kind: str, nbytes: float, ranks: int, per_node: int, scenario: Scenario) -> float:
+        """One call of a group's collective: ``ranks`` GPUs, ``per_node`` of them in a node."""
+        if ranks < 2 or nbytes <= 0:
+            return 0.0
+        group = group_scenario(scenario, ranks, per_node)
+        key = (kind, nbytes, group)
+        if key not in self._calls:
+            self._calls[key] = self.collective(kind, nbytes, group)
+        return self._calls[key][0]
+
+    def _slice_backend(self, slices: int) -> ScheduledBackend:
+        """This backend on one GPU's slice of the model (1/``slices`` of every tensor), plain data parallel: what
+        the replicator between shard groups sees."""
+        if slices not in self._slices:
+            one: list[ParamShape] = shard_shapes(self.shapes, slices)
+            model = ModelShape(
+                sum(s.numel for s in one),
+                tuple(max(1, -(-p // slices)) for p in self.model.layer_params),
+                self.model.d_model,
+            )
+            self._slices[slices] = replace(
+                self,
+                shapes=shape_key(one),
+                model=model,
+                layout=Layout(),
+                wan=None,
+                _memo={},
+                _calls={},
+                _parts={},
+                _slices={},
+            )
+        return self._slices[slices]
+
+    def _layout_step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
+        """A layout's step: the pipeline, tensor-parallel and sharding parts (:func:`layout_step`), then the
+        replicator between the shard groups on each GPU's slice, its sync hidden behind the last backward."""
+        lay = self.layout
+        groups = lay.groups(scenario.workers, scenario.gpus_per_node)
+        element = DTYPE_BYTES[scheme.config.grad_dtype]
+
+        def price(kind: str, nbytes: float, ranks: int, per_node: int) -> float:
+            return self._priced(kind, nbytes, ranks, per_node, scenario)
+
+        tokens = self.tokens_per_step or 0.0
+        part: LayoutStep = layout_step(
+            lay, scenario, self.model.layer_params, self.model.d_model, tokens, element, price
+        )
+        exposed = 0.0
+        outer: StepEstimate | None = None
+        if groups.replicas >= 2:
+            sub = self._slice_backend(lay.tp * lay.pp * groups.shard)
+            slot = scenario.compute_s / (lay.virtual_stages * lay.micro)
+            if lay.sites and self.wan:
+                between = site_scenario(scenario, groups.replicas, *self.wan).model_copy(update={"compute_s": slot})
+            else:
+                between = group_scenario(scenario, groups.replicas, groups.replica_per_node, compute_s=slot)
+            outer = sub.step(scheme, between)
+            exposed = max(0.0, outer.step_time_s - slot)
+        inner_bytes = part.tp_bytes + part.p2p_bytes + part.gather_bytes + part.reduce_bytes
+        inner = LinkBytes(payload=inner_bytes)
+        wire = CollectiveCost(time_s=part.comm_s, transfer_s=part.comm_s, tx=inner, rx=inner)
+        if outer is not None:
+            wire = wire + outer.wire
+        self._parts[(scheme, scenario)] = part.as_dict() | {
+            "replicator_exposed_s": exposed,
+            "bubble_fraction": part.bubble_s / part.pipeline_s if part.pipeline_s > 0 else 0.0,
+            "data_parallel": groups.dp,
+            "shard_group": groups.shard,
+            "replicas": groups.replicas,
+            "microbatches": lay.micro,
+        }
+        return StepEstimate(
+            scheme=scheme.name,
+            scenario=scenario,
+            params=self.model.params,
+            exchanges=outer.exchanges if outer else (),
+            payload_bytes_per_step=part.payload_bytes + (outer.payload_bytes_per_step if outer else 0.0),
+            wire=wire,
+            comm_time_s=wire.time_s,
+            intra_time_s=0.0,
+            compression_time_s=outer.compression_time_s if outer else 0.0,
+            compute_time_s=scenario.compute_s,
+            step_time_s=part.step_s + exposed,
+            overlap=True,
+        )
 
     def _step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
         ranks = scenario.workers
@@ -322,6 +426,8 @@ class NcclBackend(ScheduledBackend):
         return min(net_limit(c.net), intra, key=lambda item: item[0])
 
     def floor_reason(self, scenario: Scenario) -> str:
+        if self.layout.sites and self.wan:
+            return f"the WAN between sites stays at {self.wan[0] / 1e9:.3g} Gbit/s (--wan-bw)"
         bus, why = self.limit(scenario)
         if math.isinf(bus) or bus >= scenario.bw_bps / 8:
             return "NCCL's per-call latency"
@@ -368,10 +474,14 @@ class IdealBackend(ScheduledBackend):
     name: str = "ideal"
 
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
-        ranks = scenario.machines
-        size = nbytes if kind == "all_reduce" else nbytes * ranks
+        # across nodes the network carries it; a group inside one node, its GPUs' intra-node links
+        inside = scenario.machines == 1 and scenario.intra_bits_per_s is not None
+        ranks = scenario.workers if inside else scenario.machines
+        rate = scenario.intra_bits_per_s if inside else scenario.bw_bps
+        # an all-gather's result is every worker's share: a node's link carries the other nodes' workers' shares
+        size = nbytes if kind == "all_reduce" else nbytes * scenario.workers
         factor = bus_factor("all_reduce" if kind == "all_reduce" else "all_gather", ranks)
-        return factor * size * 8 / scenario.bw_bps, 0.0
+        return factor * size * 8 / rate, 0.0
 
 
 # What carries plan's collectives, and NCCL's knobs when it is NCCL
@@ -421,6 +531,7 @@ BACKEND_SETTINGS = table(
             "count",
             "--backend nccl: NICs per node, each at --bw (a rail-optimised node: one per GPU, e.g. 8 x 400gbit) "
             "[default: 1, or the cluster a --nccl-calibration was fitted for].",
+            range=(1, 64),
         ),
         Setting(
             "--nic-vendor",

@@ -8,6 +8,10 @@ Every accelerator of a data-parallel plan holds a whole replica. Per accelerator
 * the buffers of its collectives, from its payload: an all-reduce's buffer once, an all-gather's own contribution
   plus every rank's (world + 1 times: what makes a gathered payload grow with the cluster).
 
+With a parallel layout (:class:`MemorySplit`) a GPU holds 1/(tp x pp) of the model, and sharding divides by the shard
+group's size the optimizer and replicator state (ZeRO-1), the gradients too (ZeRO-2) and the weights too (ZeRO-3,
+FSDP, HSDP); the replicator's buffers are those of its slice among the replicas.
+
 Activations are not counted (the batch, sequence and activation checkpointing set them), so the total is a floor:
 a row over the accelerator's memory does not fit, one under it may still not once activations are added.
 """
@@ -21,7 +25,7 @@ from netbench.declarations.registry import spec
 from netbench.model.schemes import Scheme
 from netbench.shapes import ParamShape
 
-__all__ = ["WEIGHTS_AND_GRADIENTS_BYTES", "MemoryFit", "memory_fit"]
+__all__ = ["WEIGHTS_AND_GRADIENTS_BYTES", "MemoryFit", "MemorySplit", "memory_fit"]
 
 WEIGHTS_AND_GRADIENTS_BYTES = 8  # fp32 weights and their fp32 gradients, per parameter
 
@@ -55,15 +59,36 @@ class MemoryFit:
         }
 
 
-def memory_fit(scheme: Scheme, shapes: Sequence[ParamShape], params: int, world: int, capacity: float) -> MemoryFit:
-    """What ``scheme`` keeps on each of ``world`` accelerators of ``capacity`` bytes for a model of ``params``."""
+@dataclass(frozen=True)
+class MemorySplit:
+    """How a parallel layout divides one GPU's share: ``slices`` GPUs hold one copy of the model (tp x pp), and the
+    shard group's size divides the weights, the gradients and the state where the sharding says so."""
+
+    slices: int = 1
+    weights: int = 1
+    gradients: int = 1
+    state: int = 1
+
+
+def memory_fit(
+    scheme: Scheme,
+    shapes: Sequence[ParamShape],
+    params: int,
+    world: int,
+    capacity: float,
+    split: MemorySplit = MemorySplit(),
+) -> MemoryFit:
+    """What ``scheme`` keeps on each accelerator of ``capacity`` bytes for a model of ``params``, its replicator
+    among ``world`` replicas; ``split``: what a parallel layout divides."""
+    own = params / split.slices
     buffers = 0.0
     if world >= 2:
         for ex in scheme.exchanges(shapes, world):
             buffers += ex.bytes_per_step * ((world + 1) if ex.collective == "all_gather" else 1)
+    half = WEIGHTS_AND_GRADIENTS_BYTES / 2
     return MemoryFit(
-        weights_and_gradients=WEIGHTS_AND_GRADIENTS_BYTES * params,
-        state=spec(scheme.name).state_bytes_with(scheme.config) * params,
-        buffers=buffers,
+        weights_and_gradients=half * own / split.weights + half * own / split.gradients,
+        state=spec(scheme.name).state_bytes_with(scheme.config) * own / split.state,
+        buffers=buffers / (split.slices * split.state),
         capacity=capacity,
     )

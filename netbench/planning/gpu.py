@@ -8,23 +8,25 @@ utilisation targets, the token budget and the figure's curves are asked of any b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 from netbench.model.accelerators import accelerator
 from netbench.model.backends import CodecCost, IdealBackend, NcclBackend, measured_codec_profile
 from netbench.model.calibration import Calibration
 from netbench.model.compute import ComputeSpec, ModelShape, compute_time_s, flops_per_token, model_shape
-from netbench.model.memory import memory_fit
+from netbench.model.memory import MemoryFit, memory_fit
 from netbench.model.nccl import WIRE_EFFICIENCY, NetProfile, net_limit, ring_graph, tcp_window_bytes
 from netbench.model.nccl_fit import ClusterHardware
 from netbench.model.nccl_tests import NcclFit
+from netbench.model.parallelism import Layout, memory_split
 from netbench.model.planner import BW_RANGE_BPS, Planner
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme, shape_key
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.utilization import bandwidth_for, curve, log_grid, token_budget
 from netbench.model.view import cluster_scenario
-from netbench.planning.inputs import PlanInputs
+from netbench.planning.inputs import PlanInputError, PlanInputs
 from netbench.planning.request import GpuPlanOptions, PlanRequest
 from netbench.units import format_rate_digits, format_time
 
@@ -54,8 +56,9 @@ def build_backend(
     """The GPU backend the options name (``gloo`` is built by the planner itself); a fit of nccl-tests logs applies
     as measured at ``fit_as_measured_bps`` (the plan's bandwidth when --bw was left out)."""
     codec = CodecCost(opts.accelerator, profile) if opts.codec else CodecCost(None)
+    parallel = {"layout": opts.layout, "tokens_per_step": opts.tokens_per_step, "wan": opts.wan}
     if opts.backend == "ideal":
-        return IdealBackend(shapes=shapes, model=model, codec=codec)
+        return IdealBackend(shapes=shapes, model=model, codec=codec, **parallel)
     hardware = fitted_hardware(opts.nccl_fit)
     transport = hardware.transport if hardware else opts.transport  # the logs' own transport
     nics = opts.nics or (hardware.nics if hardware else 1)
@@ -78,6 +81,7 @@ def build_backend(
         net=net,
         fitted=opts.nccl_fit,
         fit_as_measured_bps=fit_as_measured_bps,
+        **parallel,
     )
 
 
@@ -124,9 +128,11 @@ def answers(
             row["codec_source"] = planner.backend.codec.source(scheme)
         if opts.tokens is not None and opts.tokens_per_step:
             row["token_budget"] = token_budget(est, opts.tokens, opts.tokens_per_step)
+        parts = planner.backend.layout_parts(scheme, scenario) if hasattr(planner.backend, "layout_parts") else None
+        if parts is not None:
+            row["parallel"] = parts
         if opts.accelerator is not None:
-            fit = memory_fit(scheme, planner.shapes, planner.params, scenario.workers, opts.accelerator.memory_bytes)
-            row["memory"] = fit.as_dict()
+            row["memory"] = _memory(opts, planner, scheme, scenario).as_dict()
     out: dict[str, Any] = {}
     if opts.targets:
         out["bandwidth_for_utilization"] = [
@@ -137,6 +143,41 @@ def answers(
         grid = log_grid(max(lo, 1e6), min(hi, 1e13), 43)
         out["curves"] = {s.name: curve(step, s, scenarios[0], grid) for s in schemes}
     return out
+
+
+def _memory(opts: GpuPlanOptions, planner: Planner, scheme: Scheme, scenario: Scenario) -> MemoryFit:
+    """One GPU's memory in ``scenario``: a whole replica, or its layout's slice and shards."""
+    assert opts.accelerator is not None
+    capacity = opts.accelerator.memory_bytes
+    if opts.layout.plain or opts.backend == "gloo":
+        return memory_fit(scheme, planner.shapes, planner.params, scenario.workers, capacity)
+    groups = opts.layout.groups(scenario.workers, scenario.gpus_per_node)
+    split = memory_split(opts.layout, groups)
+    return memory_fit(scheme, planner.shapes, planner.params, groups.replicas, capacity, split)
+
+
+def _layout_derived(planner: Planner, inputs: PlanInputs, scenarios: list[Scenario]) -> dict:
+    """The derived answers of a parallel layout: the searches over bandwidth. No doubling search over node counts:
+    a layout's replica spans whole nodes, so two nodes is no baseline; the node counts are the ones asked."""
+    schemes = inputs.schemes
+    return {
+        "comm_equals_compute_bw": [planner.comm_equals_compute(s, sc) for sc in scenarios for s in schemes],
+        "doubling_nodes": [],
+        "crossover_bw": [planner.crossovers(a, b, sc) for sc in scenarios for a, b in combinations(schemes, 2)],
+    }
+
+
+def layout_doc(layout: Layout, wan: tuple[float, float] | None = None) -> dict:
+    """The layout as the document states it."""
+    between = {"sites": layout.sites, "wan_bps": wan[0], "wan_delay_s": wan[1]} if layout.sites and wan else {}
+    return between | {
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "microbatches": layout.micro,
+        "virtual_stages": layout.virtual_stages,
+        "shard": layout.shard,
+        "shard_nodes": (layout.shard_nodes or 1) if layout.shard == "hsdp" else None,
+    }
 
 
 def describe(opts: GpuPlanOptions, backend: Any, compute_how: str, model: ModelShape) -> dict:
@@ -152,6 +193,7 @@ def describe(opts: GpuPlanOptions, backend: Any, compute_how: str, model: ModelS
             "layers": model.layers,
             "flops_per_token": flops_per_token(model, opts.seq_len),
         },
+        "layout": layout_doc(opts.layout, opts.wan),
     }
     if opts.nccl_fit_path:
         doc["backend"]["nccl_calibration"] = opts.nccl_fit_path
@@ -224,6 +266,12 @@ def plan_gpu_cluster(request: PlanRequest, inputs: PlanInputs, profile: Calibrat
             up = down = hardware.nic_bps
         else:
             up = down = (_fitted_stream(opts.nccl_fit) or up / 8) * 8 / WIRE_EFFICIENCY / (opts.nics or 1)
+    layout = opts.layout
+    if model.layers < layout.pp * layout.virtual_stages:
+        raise PlanInputError(
+            f"--pp: {layout.pp} stages x {layout.virtual_stages} virtual stages need as many layers; the model has "
+            f"{model.layers} (--layers splits it into more)"
+        )
     backend = build_backend(opts, shapes, model, profile, None if bw_given else min(up, down))
     g = request.gpus_per_node
     intra = request.intra_bits_per_s
@@ -237,7 +285,9 @@ def plan_gpu_cluster(request: PlanRequest, inputs: PlanInputs, profile: Calibrat
     calib = profile or Calibration()
     planner = Planner(shapes, calib, backend)
     rows = [estimate_row(planner.step(s, sc), calib) for s in inputs.schemes for sc in scenarios]
-    derived = planner.derived(inputs.schemes, scenarios)
+    derived = (
+        planner.derived(inputs.schemes, scenarios) if layout.plain else _layout_derived(planner, inputs, scenarios)
+    )
     extra = answers(planner, inputs.schemes, scenarios, opts, rows)
     doc = {
         "shapes": inputs.shapes_label,

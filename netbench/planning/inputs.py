@@ -16,7 +16,14 @@ from netbench.model.overlap import bucket_mb_for_shapes
 from netbench.model.schemes import Scheme, SchemeUnavailable
 from netbench.model.shapes_from_count import synthetic_shapes
 from netbench.planning.request import PlanRequest
-from netbench.shapes import MAX_PARAMS, ParamShape, ShapeError, check_param_count, resolve_shapes
+from netbench.shapes import (
+    MAX_PARAMS,
+    MAX_PLANNED_PARAMS,
+    ParamShape,
+    ShapeError,
+    check_param_count,
+    resolve_shapes,
+)
 from netbench.topology import DirectionSpec, PlacementError, Topology, TopologyError, parse_rank_order, place
 from netbench.topology.options import PRESETS, refuse_untaken, topology_from_options
 from netbench.topology.presets import DEFAULT_PRESET
@@ -25,6 +32,7 @@ from netbench.validation import as_option, one_line
 __all__ = ["PlanInputError", "PlanInputs", "plan_inputs", "DEFAULT_SHAPES"]
 
 DEFAULT_SHAPES = "gpt2-small:blocks=2"
+PLAIN_REPLICATOR = "full"  # the dense all-reduce that ZeRO's sharding collectives replace
 
 
 class PlanInputError(ValueError):
@@ -49,42 +57,63 @@ def plan_inputs(request: PlanRequest) -> PlanInputs:
     topology = request.topology or DEFAULT_PRESET
     if request.nodes is not None and topology not in PRESETS:
         raise PlanInputError(f"--nodes: a topology file sets the node count ({topology!r}); leave --nodes out")
-    graphs = _placed(request, _graphs(request, topology))
+    # a GPU layout sharded within sites prices the WAN between them itself (no graph)
+    graphs = _sites_checked(request) if request.layout.sites else _placed(request, _graphs(request, topology))
     if request.gpu().asked and graphs:
         raise PlanInputError(
-            "--topology: the GPU backends and the utilisation answers plan a flat cluster (leave out --topology, or "
-            "--backend, --accelerator, --target-utilization, --tokens and --figure)"
+            "--topology: the GPU backends and the utilisation answers plan a flat cluster, or sites with --shard "
+            "hsdp (leave out --topology, or --backend, --accelerator, --target-utilization, --tokens and --figure)"
         )
     machines = graphs[0].topology.node_count if graphs else request.node_counts[0]
     # a graph's ring bottleneck, else the star's link
     link = graphs[0].ring_link() if graphs else (min(request.up_bps, request.down_bps), 2 * request.delay)
     schemes = [_with_bucket(request, s, shapes, *link, machines) for s in request.schemes]
     _check_payloads(schemes, shapes, max(2, machines))
+    _check_shard(request, schemes)
     return PlanInputs(shapes, label, topology, graphs, schemes)
 
 
 def _shapes(request: PlanRequest) -> tuple[list[ParamShape], str]:
     """The shape list and its label; ``params`` with ``layers`` names that many layers (``layers.N.``)."""
     params, layers = request.params, request.layers
+    cap = MAX_PARAMS if request.backend == "gloo" else MAX_PLANNED_PARAMS  # gloo's plans are of runs on this host
     if params:
         try:
             count = float(params)
         except ValueError:
             raise PlanInputError(
-                f"--params: expected a parameter count between 1 and {MAX_PARAMS:.0e} (e.g. 1.5e9), got {params!r}"
+                f"--params: expected a parameter count between 1 and {cap:.0e} (e.g. 1.5e9), got {params!r}"
             ) from None
         try:
-            count = check_param_count(round(count) if math.isfinite(count) else count, "--params")
+            count = check_param_count(round(count) if math.isfinite(count) else count, "--params", cap)
             shape_list = synthetic_shapes(count, min(layers, count) if layers else None)
         except ShapeError as exc:
-            raise PlanInputError(str(exc)) from None
+            raise PlanInputError(f"{exc}{_larger(request, str(exc))}") from None
         in_layers = f" in {layers} layers" if layers else ""
         return shape_list, f"--params {params} (synthetic {shape_list[0].shape[-1]}-wide matrices{in_layers})"
     spec = request.shapes or DEFAULT_SHAPES
     try:
-        return resolve_shapes(spec), spec
+        return resolve_shapes(spec, cap), spec
     except ShapeError as exc:
-        raise PlanInputError(f"--shapes: {exc}") from None
+        raise PlanInputError(f"--shapes: {exc}{_larger(request, str(exc))}") from None
+
+
+def _sites_checked(request: PlanRequest) -> list[GraphModel]:
+    """A GPU layout sharded within sites: the options the sites preset does not take refused as its graph would;
+    no graph (the layout prices the WAN)."""
+    try:
+        refuse_untaken("sites", racks=request.racks, oversubscription=request.oversubscription)
+    except TopologyError as exc:
+        raise PlanInputError(str(exc)) from None
+    if request.rank_order != "topology":
+        raise PlanInputError("--rank-order: a layout sharded within sites places each site's nodes together")
+    return []
+
+
+def _larger(request: PlanRequest, error: str) -> str:
+    """Where a model over gloo's cap can be planned: on a GPU cluster."""
+    over = request.backend == "gloo" and "more than" in error
+    return f" (--backend nccl or ideal plans models to {MAX_PLANNED_PARAMS:.0e})" if over else ""
 
 
 def _graphs(request: PlanRequest, kind: str) -> list[Topology]:
@@ -144,6 +173,17 @@ def _with_bucket(
         except ValueError:
             value = 0.0  # the payload formula rejects these shapes: reported by _check_payloads
     return dataclasses.replace(scheme, config=scheme.config.model_copy(update={"bucket_mb": value}))
+
+
+def _check_shard(request: PlanRequest, schemes: list[Scheme]) -> None:
+    """ZeRO-1/2/3 share one sharded copy among every data-parallel GPU: a replicator has no replicas to synchronise
+    but the plain one, whose all-reduce the sharding collectives replace."""
+    others = [s.name for s in schemes if s.name != PLAIN_REPLICATOR]
+    if request.shard in ("zero1", "zero2", "zero3") and others:
+        raise PlanInputError(
+            f"--shard {request.shard}: every data-parallel GPU shares one sharded copy, so --replicator {others[0]} "
+            "has no replicas to synchronise (--shard hsdp shards within groups and synchronises them)"
+        )
 
 
 def _check_payloads(schemes: list[Scheme], shapes: list[ParamShape], world: int) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from netbench import untrusted
 from netbench.declarations.config import ReplicatorConfig
@@ -24,6 +24,7 @@ from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
 from netbench.model.nccl import SOCKET_VENDOR_DEFAULTS
 from netbench.model.nccl_tests import NcclFit
+from netbench.model.parallelism import PARALLEL_SETTINGS, SHARD_ALIASES, SHARDINGS, Layout
 from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme
 from netbench.model.steptime import MAX_PLANNED_WORKERS, Scenario
@@ -48,7 +49,14 @@ MAX_BUCKET_MB = 4096
 # field -> its declaration, where the model declares the option (its range bounds the request's field too)
 DECLARED: dict[str, Setting] = {
     s.field: s
-    for table in (COMPUTE_SETTINGS, BACKEND_SETTINGS, UTILIZATION_SETTINGS, FRAMING_SETTINGS, TOPOLOGY)
+    for table in (
+        COMPUTE_SETTINGS,
+        BACKEND_SETTINGS,
+        UTILIZATION_SETTINGS,
+        FRAMING_SETTINGS,
+        TOPOLOGY,
+        PARALLEL_SETTINGS,
+    )
     for s in table.values()
 }
 
@@ -138,6 +146,13 @@ class PlanRequest(BaseModel):
     nic_vendor: str = _default(BACKEND_SETTINGS, "nic_vendor")
     nccl_calibration: Path | None = None  # where nccl_fit was read from, as the document names it
     nccl_fit: NcclFit | None = None  # collective costs fitted to nccl-tests logs (:func:`read_nccl_fit`)
+    # how the GPUs split the model (netbench.model.parallelism): plain data parallelism by default
+    tp: int = _default(PARALLEL_SETTINGS, "tp")
+    pp: int = _default(PARALLEL_SETTINGS, "pp")
+    microbatches: int | None = None
+    virtual_stages: int = _default(PARALLEL_SETTINGS, "virtual_stages")
+    shard: str = _default(PARALLEL_SETTINGS, "shard")
+    shard_nodes: int | None = None
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
     # utilisation simulators assume; the command always prices it)
     codec: bool = True
@@ -165,15 +180,13 @@ class PlanRequest(BaseModel):
                 count = float(item)
             except (TypeError, ValueError):
                 raise ValueError(
-                    f"expected whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS} (e.g. 2,4,8), got {item!r}"
+                    f"expected whole numbers between 1 and {MAX_PLANNED_WORKERS} (e.g. 2,4,8), got {item!r}"
                 ) from None
-            if count != int(count) or not MIN_NODES <= count <= MAX_PLANNED_WORKERS:
-                raise ValueError(
-                    f"must be whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS}, got {str(item)!r}"
-                )
+            if count != int(count) or not 1 <= count <= MAX_PLANNED_WORKERS:
+                raise ValueError(f"must be whole numbers between 1 and {MAX_PLANNED_WORKERS}, got {str(item)!r}")
             counts.append(int(count))
         if not counts:
-            raise ValueError(f"expected whole numbers between {MIN_NODES} and {MAX_PLANNED_WORKERS}, got {value!r}")
+            raise ValueError(f"expected whole numbers between 1 and {MAX_PLANNED_WORKERS}, got {value!r}")
         return tuple(dict.fromkeys(counts))
 
     @field_validator("bw", "up", "down", "intra_bw", mode="before")
@@ -264,6 +277,15 @@ class PlanRequest(BaseModel):
             raise ValueError(f"choose from socket, rdma, got {value!r}")
         return value.strip().lower()
 
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, value: str) -> str:
+        name = value.strip().lower()
+        name = SHARD_ALIASES.get(name, name)
+        if name not in SHARDINGS:
+            raise ValueError(f"choose from {', '.join(SHARDINGS)} or fsdp, got {value!r}")
+        return name
+
     @field_validator("figure")
     @classmethod
     def _figure(cls, path: Path | None) -> Path | None:
@@ -279,16 +301,12 @@ class PlanRequest(BaseModel):
             raise ValueError(str(exc)) from None
         return path
 
-    @field_validator("nics", "nic_vendor")
+    @field_validator("nic_vendor")
     @classmethod
-    def _nics(cls, value: Any, info: ValidationInfo) -> Any:
-        if info.field_name == "nic_vendor":
-            if value.strip().lower() not in SOCKET_VENDOR_DEFAULTS:
-                raise ValueError(f"choose from {', '.join(SOCKET_VENDOR_DEFAULTS)}, got {value!r}")
-            return value.strip().lower()
-        if value is not None and not 1 <= value <= 64:
-            raise ValueError(f"must be between 1 and 64 NICs a node, got {value}")
-        return value
+    def _nic_vendor(cls, value: str) -> str:
+        if value.strip().lower() not in SOCKET_VENDOR_DEFAULTS:
+            raise ValueError(f"choose from {', '.join(SOCKET_VENDOR_DEFAULTS)}, got {value!r}")
+        return value.strip().lower()
 
     def socket_streams(self) -> tuple[int, int]:
         """NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD: as given, else (at NCCL's generic 0 and 1) NCCL's own for
@@ -314,13 +332,56 @@ class PlanRequest(BaseModel):
             raise ValueError(
                 "--intra-bw: needed with --gpus-per-node > 1 (the node's fast intra-node link, e.g. 800gbit)"
             )
+        self._check_layout()
         for n in self.node_counts:
+            if n < MIN_NODES and self.backend == "gloo":
+                raise ValueError(
+                    f"--nodes: gloo plans {MIN_NODES} nodes or more (--backend nccl or ideal plans one node of "
+                    "--gpus-per-node GPUs)"
+                )
+            if n * self.gpus_per_node < MIN_NODES:
+                raise ValueError(f"--nodes: {n} node of {self.gpus_per_node} GPU has no peer to synchronise with")
             if n * self.gpus_per_node > MAX_PLANNED_WORKERS:
                 raise ValueError(
                     f"--gpus-per-node: {n} nodes x {self.gpus_per_node} = {n * self.gpus_per_node} workers; "
                     f"the model plans at most {MAX_PLANNED_WORKERS}"
                 )
         return self
+
+    @property
+    def layout(self) -> Layout:
+        """How the GPUs split the model."""
+        sites = None
+        if self.topology == "sites" and self.shard == "hsdp" and self.backend != "gloo":
+            sites = self.sites or TOPOLOGY["sites"].default_for("plan")
+        return Layout(self.tp, self.pp, self.microbatches, self.virtual_stages, self.shard, self.shard_nodes, sites)
+
+    @property
+    def wan(self) -> tuple[float, float] | None:
+        """Each WAN link between sites (bits/s, one-way seconds) where a GPU layout shards within sites."""
+        if self.layout.sites is None:
+            return None
+        rate, delay = self.wan_bw or TOPOLOGY["wan_bw"].default_for("plan"), self.wan_delay
+        delay = delay or TOPOLOGY["wan_delay"].default_for("plan")
+        return _rate(rate), parse_time(delay) if isinstance(delay, str) else float(delay)
+
+    def _check_layout(self) -> None:
+        """The layout against the backend, the replicators, the batch and every planned cluster."""
+        layout = self.layout
+        if layout.plain and layout.microbatches is None and self.shard_nodes is None and self.virtual_stages == 1:
+            return
+        if self.backend == "gloo":
+            raise ValueError("--tp, --pp, --shard: a parallel layout is planned on GPUs (--backend nccl or ideal)")
+        if self.shard_nodes is not None and self.shard != "hsdp":
+            raise ValueError("--shard-nodes: sizes the shard groups of --shard hsdp")
+        if self.shard_nodes is not None and layout.sites:
+            raise ValueError("--shard-nodes: with --topology sites a shard group is a site's nodes; leave it out")
+        if self.virtual_stages > 1 and self.pp == 1:
+            raise ValueError("--virtual-stages: interleaves the stages of a pipeline (give --pp)")
+        if (self.tp > 1 or self.pp > 1) and self.batch is None and self.tokens_per_step is None:
+            raise ValueError("--tp, --pp: the activations they move need the batch (--batch or --tokens-per-step)")
+        for n in self.node_counts:
+            layout.groups(n * self.gpus_per_node, self.gpus_per_node)
 
     @property
     def node_counts(self) -> list[int]:
@@ -372,6 +433,8 @@ class PlanRequest(BaseModel):
             nccl_fit=self.nccl_fit,
             nccl_fit_path=str(self.nccl_calibration) if self.nccl_calibration else None,
             codec=self.codec,
+            layout=self.layout,
+            wan=self.wan,
         )
 
 
@@ -396,6 +459,8 @@ class GpuPlanOptions:
     nccl_fit: NcclFit | None
     nccl_fit_path: str | None
     codec: bool = True
+    layout: Layout = Layout()
+    wan: tuple[float, float] | None = None  # (bits/s, one-way s) between sites, where the layout shards within them
 
     @property
     def asked(self) -> bool:

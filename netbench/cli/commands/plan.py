@@ -33,6 +33,7 @@ from netbench.model.collectives import ALGORITHM
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
 from netbench.model.nccl_tests import NcclFit
+from netbench.model.parallelism import PARALLEL_SETTINGS
 from netbench.model.schemes import PLAN_SETTING_FIELDS
 from netbench.model.steptime import MAX_PLANNED_WORKERS
 from netbench.model.utilization import UTILIZATION_SETTINGS
@@ -47,7 +48,8 @@ from netbench.validation import one_line
 F = TypeVar("F", bound=Callable[..., Any])
 # plan's range of --nodes (machines; the same option as run's): a model is not bounded by this host
 PLANNED_NODES = (
-    f"; one or a comma list, {MIN_NODES}-{MAX_PLANNED_WORKERS} workers in all (a topology file sets its own)"
+    f"; one or a comma list, {MIN_NODES}-{MAX_PLANNED_WORKERS} workers in all (a topology file sets its own; the GPU "
+    "backends plan one node of --gpus-per-node GPUs too)"
 )
 
 
@@ -101,6 +103,12 @@ def _options(
     nics: int | None = option(BACKEND_SETTINGS["nics"], "plan"),
     nic_vendor: str = option(BACKEND_SETTINGS["nic_vendor"], "plan"),
     nccl_calibration: Path | None = option(BACKEND_SETTINGS["nccl_calibration"], "plan"),
+    tp: int = option(PARALLEL_SETTINGS["tp"], "plan"),
+    pp: int = option(PARALLEL_SETTINGS["pp"], "plan"),
+    microbatches: int | None = option(PARALLEL_SETTINGS["microbatches"], "plan"),
+    virtual_stages: int = option(PARALLEL_SETTINGS["virtual_stages"], "plan"),
+    shard: str = option(PARALLEL_SETTINGS["shard"], "plan"),
+    shard_nodes: int | None = option(PARALLEL_SETTINGS["shard_nodes"], "plan"),
     json_out: bool = option(JSON, "plan"),
 ) -> None:
     """``netbench plan``'s options, as ``--help`` lists them: a signature only, :func:`plan` takes them."""

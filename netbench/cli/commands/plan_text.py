@@ -286,7 +286,47 @@ def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
             )
     elif backend["name"] == "ideal":
         lines.append("collectives: the link alone (bus bytes over the bandwidth, no latency)")
+    layout = doc.get("layout")
+    if layout and (layout["tp"] > 1 or layout["pp"] > 1 or layout["shard"] != "none"):
+        lines.append(layout_line(layout))
     return lines
+
+
+def layout_line(layout: dict) -> str:
+    """The parallel layout in one line."""
+    parts = [f"tensor parallel {layout['tp']} inside a node"] if layout["tp"] > 1 else []
+    if layout["pp"] > 1:
+        chunks = f", {layout['virtual_stages']} chunks a GPU" if layout["virtual_stages"] > 1 else ""
+        parts.append(f"{layout['pp']} pipeline stages (1F1B, {layout['microbatches']} micro-batches{chunks})")
+    if layout.get("sites"):
+        parts.append(
+            f"hsdp: zero3 within each of {layout['sites']} sites, the replicator between them over WAN links of "
+            f"{_rate4(layout['wan_bps'])}, {format_time(layout['wan_delay_s'])} one-way"
+        )
+    elif layout["shard"] == "hsdp":
+        parts.append(f"hsdp: zero3 within {layout['shard_nodes']} node(s), the replicator between the groups")
+    elif layout["shard"] != "none":
+        parts.append(f"{layout['shard']} over the data-parallel GPUs")
+    return "layout: " + "; ".join(parts)
+
+
+def print_layout_parts(doc: dict, console: Console) -> None:
+    """Where a layout's step goes, per row: compute, the pipeline's bubble, tensor-parallel and pipeline transfers,
+    the sharding and the replicator's exposed time."""
+    rows = [r for r in doc["rows"] if "parallel" in r]
+    if rows:
+        console.print("[bold]step per GPU: where it goes[/bold]")
+    for r in rows:
+        p = r["parallel"]
+        console.print(
+            f"  {r['replicator']:>12} @ {r['nodes']:>6}: compute {_duration(p['compute_s'])}, bubble "
+            f"{_duration(p['bubble_s'])} ({p['bubble_fraction']:.1%}), tensor parallel "
+            f"{_duration(p['tensor_parallel_s'])}, pipeline transfers {_duration(p['pipeline_transfer_s'])}, "
+            f"sharding {_duration(p['shard_exposed_s'])} "
+            f"exposed, replicator {_duration(p['replicator_exposed_s'])} exposed; data parallel {p['data_parallel']} "
+            f"(shard group {p['shard_group']}, {p['replicas']} replica(s))",
+            highlight=False,
+        )
 
 
 def _constants_lines(calib: Calibration, path: Path, configs: list[ReplicatorConfig]) -> list[str]:
@@ -400,6 +440,7 @@ def _print_gpu_plan(result: PlanResult, request: PlanRequest) -> None:
     for i, line in enumerate(lines):
         console.print(f"[bold]{line}[/bold]" if i == 0 else line, highlight=False, markup=i == 0)
     print_gpu_table(doc, console)
+    print_layout_parts(doc, console)
     print_gpu_derived(doc["derived"], console)
     print_utilization(doc, console, gpu)
     if doc.get("figure"):
