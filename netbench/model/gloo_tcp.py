@@ -141,7 +141,7 @@ def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float
         return cwnd_bytes
     restart = min(tcp.initcwnd * mss, cwnd_bytes)
     halvings = int(idle_s / rto)
-    return max(restart, cwnd_bytes / (2**halvings))
+    return max(restart, math.ldexp(cwnd_bytes, -halvings))  # halved per RTO (an idle of minutes: below any window)
 
 
 def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN, initcwnd_bytes: float = 0.0) -> float:
