@@ -13,7 +13,7 @@ from netbench.model.planner import BW_RANGE_BPS, GRID_PER_DECADE, Planner
 from netbench.model.schemes import Scheme
 from netbench.model.search import bisect_log, max_evaluations, sign_change_log
 from netbench.model.steptime import Scenario
-from netbench.model.utilization import bandwidth_for
+from netbench.model.utilization import at_bandwidth, bandwidth_for
 from netbench.shapes import ParamShape
 from netbench.tcp import STOCK_LINUX
 
@@ -147,3 +147,22 @@ def test_a_link_slower_than_its_window_sends_at_its_line_rate():
     conn = gloo_tcp.Transfer(cwnd=14480, cap=2**21)
     start = conn.send(0.0, 1e9, 1e5, 0.01)  # a slow link: 69,000 windows of 14,480 B, each longer than the round trip
     assert start == pytest.approx(1e9 / 1e5, rel=1e-12)
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.02])
+def test_crossovers_are_those_of_every_grid_point(delay_s):
+    planner = Planner(SHAPES, CALIB)
+    sc = Scenario(workers=8, compute_s=0.02, delay_s=delay_s)
+    lo, hi = BW_RANGE_BPS
+    grid = [lo * 10 ** (i / GRID_PER_DECADE) for i in range(int(math.log10(hi / lo) * GRID_PER_DECADE) + 1)]
+    schemes = (DENSE, DILOCO, LOWRANK, Scheme("random", ReplicatorConfig(name="random")))
+    crossings = 0
+    for i, a in enumerate(schemes):
+        for b in schemes[i + 1 :]:
+            at = [at_bandwidth(sc, bw) for bw in grid]
+            every = [planner.step(a, s).step_time_s - planner.step(b, s).step_time_s for s in at]
+            changes = [k for k in range(len(grid) - 1) if (every[k] < 0) != (every[k + 1] < 0)]
+            found = planner.crossovers(a, b, sc)["crossovers"]
+            assert [next(k for k in changes if grid[k] <= c["bw_bps"] <= grid[k + 1]) for c in found] == changes
+            crossings += len(changes)
+    assert crossings >= 2

@@ -31,7 +31,7 @@ __all__ = ["Planner", "BW_RANGE_BPS"]
 
 BW_RANGE_BPS = (1e3, 1e15)
 GRID_PER_DECADE = 8
-COARSE_STEP = 4  # grid points between the samples a crossover search models first
+COARSE_STEP = GRID_PER_DECADE  # grid points between the samples a crossover search models first
 
 
 @dataclass
@@ -169,28 +169,39 @@ class Planner:
 
     def _differences(self, a: Scheme, b: Scheme, scenario: Scenario, grid: Sequence[float]) -> list[float]:
         """``a``'s step time minus ``b``'s at each grid bandwidth, or a value of the same sign where no sign change
-        can lie: every ``COARSE_STEP``-th point is modelled first; where both step times fall (or hold) from each
+        can lie. Every ``COARSE_STEP``-th point is modelled first. Where both step times fall (or hold) from each
         such sample to the next along the whole grid, an interval whose ends bound one scheme strictly below the
         other throughout (a's slowest against b's fastest, and the other way round) takes its end's difference and
-        is not modelled further. Elsewhere, and wherever a step time rises with the bandwidth between samples,
-        every point is modelled."""
+        is not modelled further; any other is halved at its middle point and each half asked again, down to single
+        grid steps. Wherever a step time rises with the bandwidth between samples, every point is modelled."""
 
         def times(scheme: Scheme, i: int) -> float:
             return self.step(scheme, self._at_bw(scenario, grid[i])).step_time_s
 
+        def difference(i: int) -> float:
+            return times(a, i) - times(b, i)
+
+        def falls(i: int, j: int) -> bool:
+            return times(a, j) <= times(a, i) and times(b, j) <= times(b, i)
+
+        def between(i: int, j: int) -> list[float]:
+            """The values at i + 1 .. j, both step times falling from i to j."""
+            if times(a, i) - times(b, j) < 0 or times(a, j) - times(b, i) > 0:  # one faster throughout
+                return [difference(j)] * (j - i)
+            if j - i == 1:
+                return [difference(j)]
+            m = (i + j) // 2
+            if not (falls(i, m) and falls(m, j)):
+                return [difference(k) for k in range(i + 1, j + 1)]
+            return between(i, m) + between(m, j)
+
         last = len(grid) - 1
         coarse = sorted({*range(0, last, COARSE_STEP), last})
-        ta = {i: times(a, i) for i in coarse}
-        tb = {i: times(b, i) for i in coarse}
-        falling = all(t[j] <= t[i] for t in (ta, tb) for i, j in zip(coarse, coarse[1:]))
-        values: list[float] = [ta[0] - tb[0]]
+        if not all(falls(i, j) for i, j in zip(coarse, coarse[1:])):
+            return [difference(k) for k in range(last + 1)]
+        values = [difference(0)]
         for i, j in zip(coarse, coarse[1:]):
-            faster_a = ta[i] - tb[j] < 0  # a's slowest in (i, j] below b's fastest: the difference stays negative
-            faster_b = ta[j] - tb[i] > 0  # a's fastest above b's slowest: it stays positive
-            if falling and (faster_a or faster_b):
-                values += [ta[j] - tb[j]] * (j - i)
-            else:
-                values += [times(a, k) - times(b, k) for k in range(i + 1, j + 1)]
+            values += between(i, j)
         return values
 
     def derived(self, schemes: Sequence[Scheme], scenarios: Sequence[Scenario]) -> dict:
