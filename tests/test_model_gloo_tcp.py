@@ -80,6 +80,7 @@ def test_slow_start_after_idle_restarts_the_window():
     assert restart_window_bytes(STOCK_LINUX, MSS, 1.0, RTT, 800_000) == pytest.approx(100_000)
     assert restart_window_bytes(STOCK_LINUX, MSS, 0.29, RTT, 800_000) == 800_000  # idle shorter than the RTO: kept
     assert restart_window_bytes(STOCK_LINUX, MSS, 100.0, RTT, 800_000) == 10 * MSS  # never below the initial window
+    assert restart_window_bytes(STOCK_LINUX, MSS, 1e4, RTT, 800_000) == 10 * MSS  # 33,000 halvings: no overflow
     # all_gather of 4e5 B (flight 4e5 B, warm window 2 x flight = 8e5 B) after 1 s idle: window 1e5 B.
     # Round 1 (0.05): op 0's first 1e5 B; ACKs at 0.15 double the window to 2e5 B.
     # Round 2 (0.15): op 0's last 1e5 B (0.1508, arrives 0.2008), op 1's first 1e5 B (0.1516); window used.

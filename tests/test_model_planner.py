@@ -4,8 +4,9 @@ import pytest
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
-from netbench.model.planner import Planner, bisect_int, bisect_log
+from netbench.model.planner import Planner
 from netbench.model.schemes import Scheme
+from netbench.model.search import bisect_int, sign_change_log
 from netbench.model.steptime import Scenario
 from netbench.shapes import ParamShape
 
@@ -16,7 +17,7 @@ CALIB = Calibration(software_overhead_s=5e-5, encode_s_per_param={"lowrank": 2e-
 
 
 def test_bisection_helpers():
-    assert bisect_log(lambda x: x - 1234.5, 1, 1e9) == pytest.approx(1234.5, rel=1e-8)
+    assert sign_change_log(lambda x: x - 1234.5, 1, 1e9) == pytest.approx(1234.5, rel=1e-8)
     assert bisect_int(lambda k: k * k >= 50, 1, 100) == 8
 
 

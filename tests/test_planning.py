@@ -134,3 +134,13 @@ def test_plan_and_a_run_price_the_step_with_one_function():
         star, scheme, shapes, scenario, calib, host=HostEffects((0.01, 0.01), burst_credit_s=lambda b: 1.0)
     ).step
     assert credited.comm_time_s < on_host.comm_time_s  # the shaper's bucket lets the wire's first bytes through
+
+
+@pytest.mark.parametrize("backend", [{}, {"backend": "ideal", "compute_ms": 100.0, "target_utilization": "0.5,0.9"}])
+def test_a_plan_without_derived_answers_has_the_same_rows_and_utilisation_answers(backend):
+    request = PlanRequest(shapes="gpt2-small:blocks=2", nodes=(2, 4), **backend)
+    calibration = read_calibration(CALIBRATION) if not backend else None
+    whole = plan(request, calibration).doc
+    lean = plan(request, calibration, derived=False).doc
+    assert "derived" in whole and "derived" not in lean
+    assert lean == {k: v for k, v in whole.items() if k != "derived"}

@@ -16,7 +16,8 @@ Small modules, one job each:
   overlap rules applied, the host's own effects passed in;
 * :mod:`~netbench.model.view` -- the model's scenario for a run's cluster or a plan's request;
 * :mod:`~netbench.model.calibration` -- host constants (measured by :mod:`netbench.calibrate`), saved as JSON;
-* :mod:`~netbench.model.planner` -- derived answers solved numerically (bisection).
+* :mod:`~netbench.model.planner` -- derived answers solved numerically (bracketed searches,
+  :mod:`~netbench.model.search`).
 """
 
 from netbench.model.calibration import Calibration, save_calibration

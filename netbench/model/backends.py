@@ -180,6 +180,7 @@ class ScheduledBackend:
     _calls: dict = field(default_factory=dict, repr=False)
     _parts: dict = field(default_factory=dict, repr=False)
     _slices: dict = field(default_factory=dict, repr=False)
+    _codec_s: dict = field(default_factory=dict, repr=False)
 
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
         """(time, latency) of one call: ``nbytes`` is the all-reduce's buffer or one rank's all-gather share."""
@@ -240,8 +241,15 @@ class ScheduledBackend:
                 else:
                     seconds = self.exchange_seconds(ex, ex.bytes_per_step, ex.calls, scenario)[0]
                     transfers.append(Transfer(step, AFTER_BACKWARD, seconds, 0, delay=delay, label=ex.label))
-        enc, dec = self.codec.seconds(scheme, self.model.params, len(self.shapes))
+        enc, dec = self.codec_seconds(scheme)
         return StepSchedule(tuple(forward), tuple(backward), tuple(transfers), period, (enc + dec,) * period)
+
+    def codec_seconds(self, scheme: Scheme) -> tuple[float, float]:
+        """(encode, decode) per step of ``scheme``: the same at every bandwidth and node count a search asks."""
+        found = self._codec_s.get(scheme)
+        if found is None:
+            found = self._codec_s[scheme] = self.codec.seconds(scheme, self.model.params, len(self.shapes))
+        return found
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
         key = (scheme, scenario)
@@ -361,7 +369,7 @@ class ScheduledBackend:
             )
         schedule = self.schedule(scheme, scenario, exchanges)
         result = simulate(schedule)
-        enc, dec = self.codec.seconds(scheme, self.model.params, len(self.shapes))
+        enc, dec = self.codec_seconds(scheme)
         return StepEstimate(
             scheme=scheme.name,
             scenario=scenario,

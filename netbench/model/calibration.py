@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -95,9 +96,10 @@ def cost_settings(name: str) -> tuple[str, ...]:
     return declared.cost_settings if declared is not None else ()
 
 
+@lru_cache(maxsize=1024)
 def cost_key(config: ReplicatorConfig) -> str:
     """The calibration key of ``config``'s encode/decode cost: its name, plus the cost settings that differ from the
-    defaults.
+    defaults (kept per config: a plan's searches price the same scheme at hundreds of points).
     """
 
     default = ReplicatorConfig(name=config.name)

@@ -141,7 +141,7 @@ def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float
         return cwnd_bytes
     restart = min(tcp.initcwnd * mss, cwnd_bytes)
     halvings = int(idle_s / rto)
-    return max(restart, cwnd_bytes / (2**halvings))
+    return max(restart, math.ldexp(cwnd_bytes, -halvings))  # halved per RTO (an idle of minutes: below any window)
 
 
 def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN, initcwnd_bytes: float = 0.0) -> float:
@@ -205,6 +205,9 @@ class Transfer:
                 self.round_start, self.round_bytes = t, 0.0
                 self.cwnd = min(2 * self.cwnd, max(self.cap, self.cwnd))
                 continue
+            if self.round_bytes == 0 and left > room:
+                t, left = self._steady_rounds(t, left, room, rate_Bps, rate, rtt_s)
+                room = min(self.cwnd, self.cap)
             chunk = min(left, room)
             # paced: the first segment leaves at once, each later one after its pacing interval
             t += max(chunk / rate_Bps, (chunk - min(chunk, self.mss)) / rate)
@@ -212,6 +215,45 @@ class Transfer:
             left -= chunk
         self.free_at = t
         return t
+
+    def stream_floor_s(self, nbytes: float, rate_Bps: float, rtt_s: float) -> float:
+        """The least time ``nbytes`` handed to the connection while it is busy take to leave, where their time does
+        not depend on how the stream is cut into sends (0 where it does: a window still growing, or pacing slower
+        than the line, whose first segment of each send leaves at once).
+
+        Bytes that wait for the connection leave at the line rate, a window per round trip at most: a window of
+        W bytes, fixed, takes at least ceil(n / W) - 2 round trips for n bytes (the first and last round may be
+        partial)."""
+        window = min(self.cwnd, self.cap)
+        if self.pacing_Bps < rate_Bps or window <= 0:
+            return 0.0
+        line = nbytes / rate_Bps
+        if rtt_s <= 0 or window / rate_Bps >= rtt_s:
+            return line  # the window outlasts the round trip: the line rate alone paces the bytes
+        if self.cwnd < self.cap:
+            return 0.0
+        return max(line, (math.ceil(nbytes / window) - 2) * rtt_s)
+
+    def _steady_rounds(
+        self, t: float, left: float, window: float, rate_Bps: float, rate: float, rtt_s: float
+    ) -> tuple[float, float]:
+        """Skip the whole rounds a send repeats unchanged, from a fresh round at ``t`` with ``left`` > ``window``.
+
+        A round that sends its full window and is followed by more data lasts max(window's wire time, rtt) and
+        leaves the window as it was where it cannot grow: the wire time outlasts the round trip (the next round
+        starts before the window is used up) or the window is at its cap. Each of those rounds is one step of the
+        loop in :meth:`send`; this takes them at once (a slow link would otherwise cost a step per window).
+        Returns the time and bytes left after them, at the start of a fresh round.
+        """
+        wire = max(window / rate_Bps, (window - min(window, self.mss)) / rate)
+        if wire < rtt_s and self.cwnd < self.cap:
+            return t, left  # slow start: the window doubles each round
+        rounds = math.ceil(left / window) - 1  # the last (possibly partial) round is sent by the loop
+        if rounds <= 0:
+            return t, left
+        t += rounds * max(wire, rtt_s)
+        self.round_start, self.round_bytes = t, 0.0
+        return t, left - rounds * window
 
 
 def pipeline_time_s(
@@ -231,7 +273,10 @@ def pipeline_time_s(
     then (or when the connection is free) and arrives one transfer and one delay after that;
     operation k + 2 is issued when operation k has arrived. Returns when the last segment has
     arrived. Once two successive pairs of operations take the same time (the window has stopped
-    growing), the rest of the loop is extrapolated: long loops cost O(1).
+    growing), the rest of the loop is extrapolated; once every later segment is bound to wait for the connection
+    (:meth:`Transfer.stream_floor_s`: one send outlasts the two hops its successor's notification takes), the rest
+    is one send of their bytes, exact: long loops cost O(1) whatever their segments' pattern across the window's
+    rounds.
 
     ``shared``: the notification travels on the connection that carries the receiver's own data
     the other way (a ring of two: one TCP connection per pair of ranks), so it waits behind the
@@ -255,6 +300,7 @@ def pipeline_time_s(
         notify = max([issue] + [end for begin, end in sending if begin <= issue]) if shared else issue
         ready = notify + hop
         begin = max(ready, conn.free_at)
+        queued = ready <= conn.free_at  # the segment waits for the connection, not for its notification
         left = conn.send(ready, op_bytes, rate_Bps, 2 * one_way_s)
         sending = [(begin, left)]
         arrived.append(left + hop)
@@ -263,6 +309,10 @@ def pipeline_time_s(
             if max(steps) - min(steps) <= 1e-12 * max(1.0, abs(arrived[k])):
                 remaining = ops - 1 - k
                 return arrived[k] + remaining / 2 * steps[0]
+        if queued and not shared and k + 1 < ops and conn.stream_floor_s(op_bytes, rate_Bps, 2 * one_way_s) >= 2 * hop:
+            # every later segment is ready before the connection frees (its notification was posted when the segment
+            # two before arrived, one send of at least 2 hops earlier): the rest of the loop is one byte stream
+            return conn.send(conn.free_at, (ops - 1 - k) * op_bytes, rate_Bps, 2 * one_way_s) + hop
     return max(arrived)
 
 

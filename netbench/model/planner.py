@@ -1,4 +1,4 @@
-"""Derived answers, solved numerically on the step model (bisection, never closed forms).
+"""Derived answers, solved numerically on the step model (bracketed searches, :mod:`~netbench.model.search`).
 
 * the bandwidth at which communication time equals compute time (per scheme and node count);
 * the node count at which a scheme's step time doubles relative to two nodes (up to 100 000);
@@ -12,7 +12,7 @@ Bandwidth answers scale the up and down rates together (an asymmetric link keeps
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING
@@ -20,40 +20,18 @@ from typing import TYPE_CHECKING
 from netbench.model.backends import GlooBackend
 from netbench.model.calibration import Calibration
 from netbench.model.schemes import Scheme, shape_key
+from netbench.model.search import bisect_int, bisect_log, sign_change_log
 from netbench.model.steptime import MAX_PLANNED_WORKERS, Scenario, StepEstimate
 from netbench.shapes import ParamShape, total_params
 
 if TYPE_CHECKING:
     from netbench.model.backends import Backend
 
-__all__ = ["Planner", "BW_RANGE_BPS", "bisect_log", "bisect_int"]
+__all__ = ["Planner", "BW_RANGE_BPS"]
 
 BW_RANGE_BPS = (1e3, 1e15)
 GRID_PER_DECADE = 8
-
-
-def bisect_log(f: Callable[[float], float], lo: float, hi: float, rel_tol: float = 1e-9) -> float:
-    """Where ``f`` changes sign in [lo, hi] (negative vs not negative at the ends), bisecting on log(x)."""
-    negative_at_lo = f(lo) < 0
-    a, b = math.log(lo), math.log(hi)
-    while b - a > rel_tol:
-        mid = 0.5 * (a + b)
-        if (f(math.exp(mid)) < 0) == negative_at_lo:
-            a = mid
-        else:
-            b = mid
-    return math.exp(0.5 * (a + b))
-
-
-def bisect_int(pred: Callable[[int], bool], lo: int, hi: int) -> int:
-    """Smallest k in (lo, hi] with pred(k), given pred(lo) false and pred(hi) true (assumed monotone there)."""
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pred(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+COARSE_STEP = GRID_PER_DECADE  # grid points between the samples a crossover search models first
 
 
 @dataclass
@@ -118,7 +96,7 @@ class Planner:
             return out | {"reason": f"{text}: {cause}", "comm_floor_s": floor, "floor_cause": cause}
         if g_lo < 0:
             return out | {"reason": f"communication is shorter than compute even at {lo:.0e} bit/s"}
-        bw = bisect_log(gap, lo, hi)
+        bw = sign_change_log(gap, lo, hi)
         at = self.step(scheme, self._at_bw(scenario, bw))
         return (
             out | self._rates(scenario, bw) | {"comm_time_s": at.comm_time_s, "compute_time_s": compute, "reason": None}
@@ -162,7 +140,8 @@ class Planner:
             prev, m = m, m * 2
 
     def crossovers(self, a: Scheme, b: Scheme, scenario: Scenario) -> dict:
-        """Bandwidths where ``a`` and ``b`` take equal step time, with which is faster on each side."""
+        """Bandwidths where ``a`` and ``b`` take equal step time, with which is faster on each side: every sign change
+        of their difference on a grid of ``GRID_PER_DECADE`` points a decade, each narrowed to 1e-9."""
 
         def diff(bw: float) -> float:
             s = self._at_bw(scenario, bw)
@@ -171,12 +150,12 @@ class Planner:
         lo, hi = BW_RANGE_BPS
         decades = math.log10(hi / lo)
         grid = [lo * 10 ** (i / GRID_PER_DECADE) for i in range(int(decades * GRID_PER_DECADE) + 1)]
-        values = [diff(bw) for bw in grid]
+        values = self._differences(a, b, scenario, grid)
         found = []
         for x0, x1, v0, v1 in zip(grid, grid[1:], values, values[1:]):
             if (v0 < 0) == (v1 < 0):
                 continue
-            bw = bisect_log(diff, x0, x1)
+            bw = bisect_log(diff, x0, x1)  # step curves cross where they jump: halving, not interpolation
             below, above = (a.name, b.name) if v0 < 0 else (b.name, a.name)
             found.append(self._rates(scenario, bw) | {"faster_below": below, "faster_above": above})
         out: dict = {"pair": [a.name, b.name], "nodes": scenario.workers, "crossovers": found}
@@ -187,6 +166,43 @@ class Planner:
                 faster = a.name if values[0] < 0 else b.name
                 out["reason"] = f"{faster} is never slower from {lo:.0e} to {hi:.0e} bit/s"
         return out
+
+    def _differences(self, a: Scheme, b: Scheme, scenario: Scenario, grid: Sequence[float]) -> list[float]:
+        """``a``'s step time minus ``b``'s at each grid bandwidth, or a value of the same sign where no sign change
+        can lie. Every ``COARSE_STEP``-th point is modelled first. Where both step times fall (or hold) from each
+        such sample to the next along the whole grid, an interval whose ends bound one scheme strictly below the
+        other throughout (a's slowest against b's fastest, and the other way round) takes its end's difference and
+        is not modelled further; any other is halved at its middle point and each half asked again, down to single
+        grid steps. Wherever a step time rises with the bandwidth between samples, every point is modelled."""
+
+        def times(scheme: Scheme, i: int) -> float:
+            return self.step(scheme, self._at_bw(scenario, grid[i])).step_time_s
+
+        def difference(i: int) -> float:
+            return times(a, i) - times(b, i)
+
+        def falls(i: int, j: int) -> bool:
+            return times(a, j) <= times(a, i) and times(b, j) <= times(b, i)
+
+        def between(i: int, j: int) -> list[float]:
+            """The values at i + 1 .. j, both step times falling from i to j."""
+            if times(a, i) - times(b, j) < 0 or times(a, j) - times(b, i) > 0:  # one faster throughout
+                return [difference(j)] * (j - i)
+            if j - i == 1:
+                return [difference(j)]
+            m = (i + j) // 2
+            if not (falls(i, m) and falls(m, j)):
+                return [difference(k) for k in range(i + 1, j + 1)]
+            return between(i, m) + between(m, j)
+
+        last = len(grid) - 1
+        coarse = sorted({*range(0, last, COARSE_STEP), last})
+        if not all(falls(i, j) for i, j in zip(coarse, coarse[1:])):
+            return [difference(k) for k in range(last + 1)]
+        values = [difference(0)]
+        for i, j in zip(coarse, coarse[1:]):
+            values += between(i, j)
+        return values
 
     def derived(self, schemes: Sequence[Scheme], scenarios: Sequence[Scenario]) -> dict:
         """All derived answers for every scheme x scenario (and every pair of schemes)."""

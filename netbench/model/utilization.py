@@ -1,9 +1,10 @@
 """What a capacity planner asks first: compute utilisation, the bandwidth a target needs, a token budget's cost.
 
 Compute utilisation is the share of wall time spent on forward and backward (the Streaming DiLoCo paper's
-definition, arXiv 2501.18512 section 3.1): compute / step. The bandwidth needed for a target is found by bisection
-on log(bandwidth) over the planner's range (utilisation never falls as bandwidth grows); published tables quote it
-on a grid (Streaming DiLoCo's Table 4: 50 log-spaced points from 0.1 to 1000 Gbit/s), which :func:`on_grid` gives.
+definition, arXiv 2501.18512 section 3.1): compute / step. The bandwidth needed for a target is found by a bracketed
+search on log(bandwidth) (:func:`~netbench.model.search.sign_change_log`) over the planner's range (utilisation never
+falls as bandwidth grows); published tables quote it on a grid (Streaming DiLoCo's Table 4: 50 log-spaced points from
+0.1 to 1000 Gbit/s), which :func:`on_grid` gives.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from netbench.model.planner import BW_RANGE_BPS, bisect_log
+from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.schemes import Scheme
+from netbench.model.search import sign_change_log
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.settings import Setting, table
 
@@ -82,16 +84,20 @@ def bandwidth_for(step: StepFn, scheme: Scheme, scenario: Scenario, target: floa
         return out | {"reason": "compute time is 0 (pass --compute-ms or --accelerator with a batch)"}
     lo, hi = BW_RANGE_BPS
 
-    def gap(bw: float) -> float:
-        return utilization_of(step, scheme, at_bandwidth(scenario, bw)) - target
+    allowed = scenario.compute_s / target  # the longest step that meets the target
 
-    top = gap(hi) + target
+    def gap(bw: float) -> float:
+        # utilisation >= target where the step is at most ``allowed``: a step is a constant plus bytes over the
+        # bandwidth, a straight line in 1 / bandwidth, which the search's secant meets in a few evaluations
+        return allowed - step(scheme, at_bandwidth(scenario, bw)).step_time_s
+
+    top = utilization_of(step, scheme, at_bandwidth(scenario, hi))
     if top < target:
         return out | {"reason": f"utilisation reaches only {top:.3f} even at {hi:.0e} bit/s", "max_utilization": top}
-    if gap(lo) >= 0:
+    if utilization_of(step, scheme, at_bandwidth(scenario, lo)) >= target:
         return out | {"bw_bps": lo, "reason": f"met at {lo:.0e} bit/s already"}
-    bw = bisect_log(gap, lo, hi, rel_tol=1e-6)
-    bw *= 1 + 2e-6  # the bisection's upper side: the target is met there
+    bw = sign_change_log(gap, lo, hi, rel_tol=1e-6)
+    bw *= 1 + 2e-6  # the bracket's upper side: the target is met there
     return out | {"bw_bps": bw, "grid_bps": on_grid(bw), "reason": None}
 
 

@@ -248,9 +248,11 @@ class GpuPlan:
     nic_from_fit: bool
 
 
-def plan_gpu_cluster(request: PlanRequest, inputs: PlanInputs, profile: Calibration | None) -> GpuPlan:
-    """``backend`` nccl or ideal: the document (rows, derived answers, utilisation answers). ``profile``: the codec
-    profile (None: the one measured on the accelerator, where netbench ships one)."""
+def plan_gpu_cluster(
+    request: PlanRequest, inputs: PlanInputs, profile: Calibration | None, *, derived: bool = True
+) -> GpuPlan:
+    """``backend`` nccl or ideal: the document (rows, derived answers unless ``derived`` is False, utilisation
+    answers). ``profile``: the codec profile (None: the one measured on the accelerator, where netbench ships one)."""
     opts = request.gpu()
     shapes = shape_key(inputs.shapes)
     model = model_shape(shapes, opts.layers)
@@ -285,9 +287,11 @@ def plan_gpu_cluster(request: PlanRequest, inputs: PlanInputs, profile: Calibrat
     calib = profile or Calibration()
     planner = Planner(shapes, calib, backend)
     rows = [estimate_row(planner.step(s, sc), calib) for s in inputs.schemes for sc in scenarios]
-    derived = (
-        planner.derived(inputs.schemes, scenarios) if layout.plain else _layout_derived(planner, inputs, scenarios)
-    )
+    answered = {}
+    if derived and layout.plain:
+        answered["derived"] = planner.derived(inputs.schemes, scenarios)
+    elif derived:  # a layout's replica spans whole nodes: two nodes are no baseline, it answers its own questions
+        answered["derived"] = _layout_derived(planner, inputs, scenarios)
     extra = answers(planner, inputs.schemes, scenarios, opts, rows)
     doc = {
         "shapes": inputs.shapes_label,
@@ -295,7 +299,7 @@ def plan_gpu_cluster(request: PlanRequest, inputs: PlanInputs, profile: Calibrat
         **describe(opts, backend, compute_how, model),
         "links": links(backend, scenarios[0], intra_source(opts, request)),
         "rows": rows,
-        "derived": derived,
+        **answered,
         **extra,
     }
     curves = doc.pop("curves", None)

@@ -13,9 +13,10 @@ from typing import Any
 
 from netbench.model.calibration import Calibration
 from netbench.model.network import GraphEstimate, GraphModel, Layout
-from netbench.model.planner import BW_RANGE_BPS, bisect_log
+from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme
+from netbench.model.search import sign_change_log
 from netbench.model.step import training_step
 from netbench.model.steptime import Scenario
 from netbench.shapes import ParamShape
@@ -66,7 +67,7 @@ def wan_comm_equals_compute(
         }
     if gap(lo) < 0:
         return out | {"reason": f"communication is shorter than compute even with {lo:.0e} bit/s WAN links"}
-    return out | {"wan_bps": bisect_log(gap, lo, hi), "reason": None}
+    return out | {"wan_bps": sign_change_log(gap, lo, hi), "reason": None}
 
 
 def _row(est: GraphEstimate, calib: Calibration) -> dict[str, Any]:

@@ -56,15 +56,19 @@ def plan(
     calibration: Calibration | None = None,
     calibration_path: Path | None = None,
     inputs: PlanInputs | None = None,
+    *,
+    derived: bool = True,
 ) -> PlanResult:
     """The plan ``request`` asks for. ``calibration``: this host's constants for gloo (None: the model's defaults), the
     codec profile for a GPU backend (None: the accelerator's shipped profile); ``calibration_path`` names it in the
-    document; ``inputs``: :func:`plan_inputs` of ``request`` where the caller resolved them already.
+    document; ``inputs``: :func:`plan_inputs` of ``request`` where the caller resolved them already; ``derived``
+    False leaves the derived answers (``derived``: crossovers, doubling node counts, where communication equals
+    compute) out of the document, for a caller that reads only the rows or the utilisation answers.
     :class:`PlanInputError` (one line naming the option) where the request's inputs cannot be planned."""
     inputs = inputs or plan_inputs(request)
     gpu = request.gpu()
     if gpu.backend != "gloo":
-        found = plan_gpu_cluster(request, inputs, calibration)
+        found = plan_gpu_cluster(request, inputs, calibration, derived=derived)
         found.doc["counts"] = COUNTS
         return PlanResult(found.doc, inputs, calibration or Calibration(), None, found.curves, found.figure_title,
                           found.nic_from_fit)  # fmt: skip
@@ -102,7 +106,7 @@ def plan(
         return PlanResult(doc, inputs, calib, framing)
     planner = Planner(inputs.shapes, calib)
     rows = [estimate_row(planner.step(s, sc), calib) for s in inputs.schemes for sc in scenarios]
-    derived = planner.derived(inputs.schemes, scenarios)
+    answered = {"derived": planner.derived(inputs.schemes, scenarios)} if derived else {}
     extra: dict = {}
     if gpu.asked:
         extra = {"compute": {"how": compute_how}} | answers(planner, inputs.schemes, scenarios, gpu, rows)
@@ -120,7 +124,7 @@ def plan(
         "framing": framing.model_dump()
         | {"mss": framing.mss, "frame_bytes": framing.frame_bytes, "efficiency": framing.efficiency()},
         "rows": rows,
-        "derived": derived,
+        **answered,
         **extra,
     }
     return PlanResult(doc, inputs, calib, framing, curves, figure_title(inputs.shapes_label, scenarios[0], "gloo"))
