@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from netbench.model.calibration import Calibration
-from netbench.model.network import GraphEstimate, GraphModel, Layout
+from netbench.model.network import GraphEstimate, GraphModel
 from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.rows import estimate_row
 from netbench.model.schemes import Scheme
@@ -22,20 +22,7 @@ from netbench.model.steptime import Scenario
 from netbench.shapes import ParamShape
 from netbench.topology import Topology
 
-__all__ = ["graph_step", "wan_comm_equals_compute", "plan_on_graphs"]
-
-
-def graph_step(
-    model: GraphModel,
-    scheme: Scheme,
-    shapes: Sequence[ParamShape],
-    scenario: Scenario,
-    calib: Calibration,
-    layout: Layout = "flat",
-    trunk_scale: float = 1.0,
-) -> GraphEstimate:
-    """The graph's step with the overlap rules applied (:func:`netbench.model.step.training_step`)."""
-    return training_step(model, scheme, shapes, scenario, calib, layout=layout, trunk_scale=trunk_scale)
+__all__ = ["wan_comm_equals_compute", "plan_on_graphs"]
 
 
 def _slowest_trunk_bps(topology: Topology) -> float | None:
@@ -56,7 +43,7 @@ def wan_comm_equals_compute(
 
     def gap(wan_bps: float) -> float:
         return (
-            graph_step(model, scheme, shapes, scenario, calib, trunk_scale=wan_bps / base).step.comm_time_s
+            training_step(model, scheme, shapes, scenario, calib, trunk_scale=wan_bps / base).step.comm_time_s
             - scenario.compute_s
         )
 
@@ -91,12 +78,12 @@ def plan_on_graphs(
     for model in models:
         sc = scenario.model_copy(update={"workers": model.topology.node_count})
         for scheme in schemes:
-            flat = graph_step(model, scheme, shapes, sc, calib)
+            flat = training_step(model, scheme, shapes, sc, calib)
             rows.append(_row(flat, calib))
             wan.append(wan_comm_equals_compute(model, scheme, shapes, sc, calib))
             if model.per_site is None:
                 continue
-            sharded = graph_step(model, scheme, shapes, sc, calib, layout="sites")
+            sharded = training_step(model, scheme, shapes, sc, calib, layout="sites")
             rows.append(_row(sharded, calib))
             sites.append(
                 {
