@@ -104,6 +104,20 @@ def test_what_the_inputs_rule_out_is_a_plan_input_error():
         plan_inputs(PlanRequest(topology="sites", nodes=(4,), gpus_per_node=2, intra_bw="10gbit"))
 
 
+@pytest.mark.parametrize("backend", ["nccl", "ideal"])
+def test_a_gpu_plan_on_a_graph_names_the_sites_it_can_plan(backend):
+    """A GPU backend refuses a topology file or sites without sharding, and says which sites it plans instead."""
+    topology = str(Path(__file__).resolve().parents[1] / "scenarios" / "topologies" / "three_sites_asymmetric.toml")
+    gpu = {"backend": backend, "accelerator_name": "h100-sxm"}
+    for given in ({"topology": topology}, {"topology": "sites", "sites": 2, "nodes": (4,)}):
+        with pytest.raises(PlanInputError) as exc:
+            plan_inputs(PlanRequest(**gpu, **given))
+        text = str(exc.value)
+        assert text.startswith("--topology: ") and "--shard hsdp" in text and "--wan-bw" in text
+    hsdp = PlanRequest(**gpu, topology="sites", sites=2, nodes=(4,), shard="hsdp")
+    assert plan_inputs(hsdp).graphs == []  # planned: the WAN between the sites is the layout's
+
+
 def test_automatic_buckets_are_sized_from_the_link():
     """``bucket_mb`` None sizes each pipelined replicator's buckets from the link; a number is taken as given."""
     auto = plan_inputs(PlanRequest(schemes=_schemes("dct"), bw="1gbit")).schemes[0].config.bucket_mb

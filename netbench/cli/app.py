@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import typer
 from typer import Abort, Exit
@@ -16,37 +14,46 @@ try:  # typer >= 0.16 vendors its own copy of click and no longer depends on cli
 except ImportError:  # pragma: no cover - older typer is built on click, which it then installs
     from click import UsageError
 
-from netbench.cli.commands import calibrate, clean, compare, doctor, exec, plan, probe, report, run, sweep, worker
 from netbench.cli.errors import UserError
+from netbench.cli.lazy_commands import LazyCommand, lazy_group
 from netbench.reports.escape import printable
 from netbench.safe_files import UnsafeOutput
 from netbench.untrusted import begin_command
 
+# Every command, in the order `netbench --help` lists them: declared here and nowhere else, so no command module
+# imports the app (or another command module to reach it). A command's module is imported when the command is
+# called (or listed by --help), so each command pays only for its own imports.
+COMMANDS: tuple[LazyCommand, ...] = (
+    LazyCommand("doctor", "netbench.cli.commands.doctor:doctor"),
+    LazyCommand("probe", "netbench.cli.commands.probe:probe"),
+    LazyCommand("clean", "netbench.cli.commands.clean:clean"),
+    LazyCommand("run", "netbench.cli.commands.run:run"),
+    LazyCommand("plan", "netbench.cli.commands.plan:plan"),
+    LazyCommand("calibrate", "netbench.cli.commands.calibrate:calibrate"),
+    LazyCommand("sweep", "netbench.cli.commands.sweep:sweep"),
+    LazyCommand("report", "netbench.cli.commands.report:report"),
+    LazyCommand("worker", "netbench.cli.commands.worker:worker"),
+    LazyCommand(
+        "exec", "netbench.cli.commands.exec:exec_command", {"context_settings": {"allow_interspersed_args": False}}
+    ),
+    LazyCommand("compare", "netbench.cli.commands.compare:compare"),
+)
+
+
+def _commands() -> None:
+    """The group's own callback (none of its options): typer builds a group, rather than one command, for an
+    application with a callback."""
+
+
 app = typer.Typer(
     name="netbench",
     help="Emulate a cluster on one machine, train across it, measure and model the wire.",
+    cls=lazy_group(COMMANDS),
+    callback=_commands,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-# Every command, in the order `netbench --help` lists them: registered here and nowhere else, so no
-# command module imports the app (or another command module to reach it).
-COMMANDS: tuple[tuple[str, Callable[..., None], dict[str, Any]], ...] = (
-    ("doctor", doctor.doctor, {}),
-    ("probe", probe.probe, {}),
-    ("clean", clean.clean, {}),
-    ("run", run.run, {}),
-    ("plan", plan.plan, {}),
-    ("calibrate", calibrate.calibrate, {}),
-    ("sweep", sweep.sweep, {}),
-    ("report", report.report, {}),
-    ("worker", worker.worker, {}),
-    ("exec", exec.exec_command, {"context_settings": {"allow_interspersed_args": False}}),
-    ("compare", compare.compare, {}),
-)
-for name, command, settings in COMMANDS:
-    app.command(name, **settings)(command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from netbench.emulation import netns
 from netbench.settings import Override, Setting, table
 from netbench.tcp import STOCK_LINUX, TcpSettings
 
@@ -153,6 +152,8 @@ def apply_tcp_settings(nodes: Sequence, options: TcpOptions) -> None:
     """Apply ``options`` in every node's namespace (nodes: emulation.node.Node)."""
     if options == TcpOptions():
         return
+    from netbench.emulation import netns  # late: keeps psutil, pyroute2 off this module's import (plan reads it)
+
     netns.call_each([(node.netns, _apply_in_namespace, (node.iface, options.model_dump())) for node in nodes])
 
 

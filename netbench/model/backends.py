@@ -229,6 +229,14 @@ class ScheduledBackend:
         backward = [scenario.compute_s * BACKWARD_SHARE / layers] * layers
         period = math.lcm(*(ex.period for ex in exchanges)) if exchanges else 1
         transfers: list[Transfer] = []
+        seconds_of: dict[tuple[str, float, int], float] = {}  # layers of one size priced once, the scenario unhashed
+
+        def priced(ex: Exchange, nbytes: float, calls: int) -> float:
+            key = (ex.collective, nbytes, calls)
+            if key not in seconds_of:
+                seconds_of[key] = self.exchange_seconds(ex, nbytes, calls, scenario)[0]
+            return seconds_of[key]
+
         for ex in exchanges:
             delay = 1 + ex.overlap_steps  # a fragment's sync is awaited overlap_steps steps after it starts
             first = (ex.offset - 1) % ex.period  # the 0-based step of the period it communicates on
@@ -236,10 +244,10 @@ class ScheduledBackend:
                 if self.per_layer(scheme, ex):
                     for layer, nbytes in self.layer_bytes(ex):
                         calls = max(1, round(ex.calls * nbytes / ex.bytes_per_step))
-                        seconds = self.exchange_seconds(ex, nbytes, calls, scenario)[0]
+                        seconds = priced(ex, nbytes, calls)
                         transfers.append(Transfer(step, layer, seconds, layer, delay=delay, label=ex.label))
                 else:
-                    seconds = self.exchange_seconds(ex, ex.bytes_per_step, ex.calls, scenario)[0]
+                    seconds = priced(ex, ex.bytes_per_step, ex.calls)
                     transfers.append(Transfer(step, AFTER_BACKWARD, seconds, 0, delay=delay, label=ex.label))
         enc, dec = self.codec_seconds(scheme)
         return StepSchedule(tuple(forward), tuple(backward), tuple(transfers), period, (enc + dec,) * period)

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench.model.accelerators import accelerator
@@ -181,6 +180,8 @@ def _solve(terms: list[Term], times: list[float]) -> tuple[dict[str, float], dic
 
     def share(term: Term, col: tuple[str, str]) -> float:
         return value(term, col) / (term.latency_s + term.transfer_s)
+
+    import numpy as np  # late: a plan that only reads a fit never loads numpy
 
     free = [c for c in columns if sum(share(t, c) > MIN_SHARE for t in terms) >= MIN_SIZES]
     while True:

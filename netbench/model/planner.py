@@ -175,8 +175,14 @@ class Planner:
         is not modelled further; any other is halved at its middle point and each half asked again, down to single
         grid steps. Wherever a step time rises with the bandwidth between samples, every point is modelled."""
 
+        # each point is asked for many times over, and a scheme or a scenario is costly to build and hash
+        known: dict[bool, list[float | None]] = {True: [None] * len(grid), False: [None] * len(grid)}
+
         def times(scheme: Scheme, i: int) -> float:
-            return self.step(scheme, self._at_bw(scenario, grid[i])).step_time_s
+            row = known[scheme is a]
+            if row[i] is None:
+                row[i] = self.step(scheme, self._at_bw(scenario, grid[i])).step_time_s
+            return row[i]
 
         def difference(i: int) -> float:
             return times(a, i) - times(b, i)

@@ -59,10 +59,18 @@ def plan_inputs(request: PlanRequest) -> PlanInputs:
         raise PlanInputError(f"--nodes: a topology file sets the node count ({topology!r}); leave --nodes out")
     # a GPU layout sharded within sites prices the WAN between them itself (no graph)
     graphs = _sites_checked(request) if request.layout.sites else _placed(request, _graphs(request, topology))
+    if request.gpu().asked and graphs and request.backend != "gloo":
+        # NCCL's model and the ideal one price a communicator on one NIC rate and one delay: a graph's own links
+        # (racks, oversubscribed trunks, asymmetric WAN links) have no term there
+        raise PlanInputError(
+            "--topology: the GPU backends price a flat cluster on uniform links; give sites as --topology sites "
+            "--sites N --wan-bw RATE --wan-delay TIME with --shard hsdp (a site's nodes shard, the replicator "
+            "crosses the WAN), or plan the network graph with gloo (leave out --backend and --accelerator)"
+        )
     if request.gpu().asked and graphs:
         raise PlanInputError(
-            "--topology: the GPU backends and the utilisation answers plan a flat cluster, or sites with --shard "
-            "hsdp (leave out --topology, or --backend, --accelerator, --target-utilization, --tokens and --figure)"
+            "--topology: the utilisation answers plan a flat cluster (leave out --topology, or --accelerator, "
+            "--target-utilization, --tokens and --figure)"
         )
     machines = graphs[0].topology.node_count if graphs else request.node_counts[0]
     # a graph's ring bottleneck, else the star's link

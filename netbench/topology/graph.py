@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from netbench.safe_files import NAME_PATTERN
 from netbench.topology.link import DirectionSpec
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "NodeSpec",
@@ -117,6 +119,8 @@ class Topology(BaseModel):
             mine = access.get(node.name, [])
             if len(mine) != 1 or mine[0].b != node.switch:
                 raise ValueError(f"node {node.name!r} needs exactly one access link, to its switch {node.switch!r}")
+        import networkx as nx  # late: a plan on a star never checks a graph (networkx takes 0.2 s to import)
+
         if not nx.is_connected(self._undirected()):
             raise ValueError("the network is not connected: " + _islands(self._undirected()))
         return self
@@ -156,6 +160,8 @@ class Topology(BaseModel):
 
     # ------------------------------------------------------------------- paths
     def _undirected(self) -> nx.Graph:
+        import networkx as nx  # late: see _well_formed
+
         g = nx.Graph()
         g.add_nodes_from([n.name for n in self.nodes] + list(self.switches))
         g.add_edges_from((link.a, link.b) for link in self.links)
@@ -164,6 +170,8 @@ class Topology(BaseModel):
     @cached_property
     def _digraph(self) -> nx.DiGraph:
         """One edge per link direction, weighted so that hops count first and delay only breaks ties."""
+        import networkx as nx  # late: see _well_formed
+
         g = nx.DiGraph()
         for link in sorted(self.links, key=lambda link: link.name):
             for forward, (src, dst) in ((True, (link.a, link.b)), (False, (link.b, link.a))):
@@ -174,6 +182,8 @@ class Topology(BaseModel):
 
     @cached_property
     def _routes(self) -> dict[str, dict[str, list[str]]]:
+        import networkx as nx  # late: see _well_formed
+
         return dict(nx.all_pairs_dijkstra_path(self._digraph, weight="weight"))
 
     def switch_path(self, src: str, dst: str) -> tuple[Hop, ...]:
@@ -225,5 +235,7 @@ def _check_ends(link: LinkSpec, nodes: set[str], switches: set[str]) -> None:
 
 
 def _islands(g: nx.Graph) -> str:
+    import networkx as nx  # late: see Topology._well_formed
+
     parts = sorted((sorted(c) for c in nx.connected_components(g)), key=lambda c: c[0])
     return " | ".join(", ".join(c[:4]) + (", ..." if len(c) > 4 else "") for c in parts[:3])
