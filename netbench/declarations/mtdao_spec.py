@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import Field
 
 from netbench.declarations.diloco_spec import outer_exchange
-from netbench.declarations.shared_settings import FILE_ONLY, PAYLOAD, GradSettings, QuantSettings, decay
+from netbench.declarations.shared_settings import (
+    FILE_ONLY,
+    PAYLOAD,
+    GradSettings,
+    QuantSettings,
+    StatePeriodSettings,
+    decay,
+)
 from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 
 if TYPE_CHECKING:
@@ -41,14 +48,10 @@ def state_bytes(config: Settings) -> float:
     return 24 + (4 if config.quant_bits else 0)
 
 
-class MTDAOSettings(GradSettings, QuantSettings):
+class MTDAOSettings(GradSettings, StatePeriodSettings, QuantSettings):
     """MT-DAO's settings: the periods of its three averaged states and its local QH-Adam's constants."""
 
     FORMER_NAMES: ClassVar[dict[str, str]] = {"beta": "beta1"}
-
-    params_every: int = Field(
-        32, ge=1, description="steps between parameter all-reduces (K_x).", json_schema_extra=PAYLOAD
-    )
     m1_every: int = Field(
         32, ge=1, description="steps between first-momentum all-reduces (K_1).", json_schema_extra=PAYLOAD
     )
