@@ -30,14 +30,16 @@ def period(config: Settings) -> int:
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
     collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config, world_size)
+    ring = config.quant_bits > 0
     return PayloadDecl(
         collective,
         nbytes,
         period=config.params_every,
         label="params",
+        hop_codec=ring,
         also=(
-            PayloadDecl(collective, nbytes, period=config.m1_every, label="m1"),
-            PayloadDecl(collective, nbytes, period=config.m2_every, label="m2"),
+            PayloadDecl(collective, nbytes, period=config.m1_every, label="m1", hop_codec=ring),
+            PayloadDecl(collective, nbytes, period=config.m2_every, label="m2", hop_codec=ring),
         ),
     )
 

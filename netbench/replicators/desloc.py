@@ -9,13 +9,9 @@ averaged state. The settings MT-DAO's codec reads are derived once, by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
-
-from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.desloc_spec import as_mtdao
 from netbench.replicators.mtdao import MTDAOReplicator
+from netbench.replicators.optim import Stepper
 
 __all__ = ["DESLOCReplicator"]
 
@@ -25,11 +21,7 @@ class DESLOCReplicator(MTDAOReplicator):
 
     name = "desloc"
 
-    def __init__(
-        self,
-        params: Sequence[torch.nn.Parameter],
-        config: ReplicatorConfig,
-        group=None,
-        names: Sequence[str] | None = None,
-    ) -> None:
-        super().__init__(params, as_mtdao(config), group, names)
+    def _build_optimizer(self) -> Stepper:
+        """MT-DAO's local QH-Adam, over the settings DES-LOC derives from K_x (its periods, Adam's constants)."""
+        self.config = as_mtdao(self.config)
+        return super()._build_optimizer()
