@@ -45,3 +45,12 @@ def test_a_buffer_may_start_anywhere_in_a_larger_one():
 def test_unsupported_widths_are_refused():
     with pytest.raises(ValueError, match="2, 4 or 8"):
         Quantizer(10, 3, 16)
+
+
+def test_an_encode_after_a_decode_scales_the_last_block_by_the_values_alone():
+    q, fresh = Quantizer(20, 2, 16), Quantizer(20, 2, 16)
+    gen = torch.Generator().manual_seed(5)
+    big, small = torch.randn(20, generator=gen), 1e-3 * torch.randn(20, generator=gen)
+    q.decode(q.encode(big, torch.zeros(q.nbytes, dtype=torch.uint8)), torch.zeros(20))  # levels of big in the padding
+    ours = q.encode(small, torch.zeros(q.nbytes, dtype=torch.uint8))
+    assert torch.equal(ours, fresh.encode(small, torch.zeros(fresh.nbytes, dtype=torch.uint8)))

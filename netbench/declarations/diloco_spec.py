@@ -36,7 +36,7 @@ def state_bytes(config: Settings) -> float:
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
     collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config, world_size)
-    return PayloadDecl(collective, nbytes, period=config.sync_every)
+    return PayloadDecl(collective, nbytes, period=config.sync_every, hop_codec=config.quant_bits > 0)
 
 
 class DiLoCoSettings(GradSettings, OuterMomentumSettings, QuantSettings):

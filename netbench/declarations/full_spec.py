@@ -28,7 +28,8 @@ def flat_all_reduce(values: int, itemsize: int, config: Settings) -> PayloadDecl
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
     numel = sum(s.numel for s in shapes)
     if config.quant_bits:
-        return PayloadDecl("all_reduce", ring_quantized_bytes(numel, config.quant_bits, config.quant_block, world_size))
+        nbytes = ring_quantized_bytes(numel, config.quant_bits, config.quant_block, world_size)
+        return PayloadDecl("all_reduce", nbytes, hop_codec=True)
     return flat_all_reduce(numel, DTYPE_BYTES[config.grad_dtype], config)
 
 

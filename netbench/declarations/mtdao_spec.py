@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import Field
 
 from netbench.declarations.diloco_spec import outer_exchange
-from netbench.declarations.shared_settings import FILE_ONLY, PAYLOAD, GradSettings, QuantSettings, decay
+from netbench.declarations.shared_settings import (
+    FILE_ONLY,
+    PAYLOAD,
+    GradSettings,
+    QuantSettings,
+    StatePeriodSettings,
+    decay,
+)
 from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 
 if TYPE_CHECKING:
@@ -23,14 +30,16 @@ def period(config: Settings) -> int:
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
     collective, nbytes = outer_exchange(sum(s.numel for s in shapes), config, world_size)
+    ring = config.quant_bits > 0
     return PayloadDecl(
         collective,
         nbytes,
         period=config.params_every,
         label="params",
+        hop_codec=ring,
         also=(
-            PayloadDecl(collective, nbytes, period=config.m1_every, label="m1"),
-            PayloadDecl(collective, nbytes, period=config.m2_every, label="m2"),
+            PayloadDecl(collective, nbytes, period=config.m1_every, label="m1", hop_codec=ring),
+            PayloadDecl(collective, nbytes, period=config.m2_every, label="m2", hop_codec=ring),
         ),
     )
 
@@ -41,14 +50,10 @@ def state_bytes(config: Settings) -> float:
     return 24 + (4 if config.quant_bits else 0)
 
 
-class MTDAOSettings(GradSettings, QuantSettings):
+class MTDAOSettings(GradSettings, StatePeriodSettings, QuantSettings):
     """MT-DAO's settings: the periods of its three averaged states and its local QH-Adam's constants."""
 
     FORMER_NAMES: ClassVar[dict[str, str]] = {"beta": "beta1"}
-
-    params_every: int = Field(
-        32, ge=1, description="steps between parameter all-reduces (K_x).", json_schema_extra=PAYLOAD
-    )
     m1_every: int = Field(
         32, ge=1, description="steps between first-momentum all-reduces (K_1).", json_schema_extra=PAYLOAD
     )

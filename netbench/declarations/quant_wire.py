@@ -31,6 +31,7 @@ __all__ = [
     "code_bytes",
     "quantized_bytes",
     "ring_chunks",
+    "ring_hop_share",
     "ring_quantized_bytes",
 ]
 
@@ -58,6 +59,13 @@ def ring_chunks(numel: int, world_size: int) -> list[int]:
     ``floor(numel c / N)`` up to ``floor(numel (c + 1) / N)``, so the sizes differ by at most one."""
     bounds = [numel * c // world_size for c in range(world_size + 1)]
     return [hi - lo for lo, hi in zip(bounds, bounds[1:])]
+
+
+def ring_hop_share(world_size: int) -> float:
+    """The share of the buffer each node decodes, adds and encodes inside a quantized ring, in series with its hops:
+    one chunk of N at each of the N - 1 reduce-scatter hops (the owner's last encode and the ring's first are the
+    step's own encode)."""
+    return (world_size - 1) / world_size if world_size > 1 else 0.0
 
 
 def ring_quantized_bytes(numel: int, bits: int, block: int, world_size: int) -> int:

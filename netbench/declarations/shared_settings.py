@@ -24,7 +24,9 @@ __all__ = [
     "TileSettings",
     "OuterStepSettings",
     "OuterMomentumSettings",
+    "StatePeriodSettings",
     "QuantSettings",
+    "ErrorFeedbackSettings",
     "BucketSettings",
     "BackwardHookSettings",
     "SeedSettings",
@@ -120,6 +122,14 @@ class OuterMomentumSettings(OuterStepSettings):
     outer_momentum: float = Field(0.9, ge=0.0, lt=1.0, json_schema_extra=FILE_ONLY)
 
 
+class StatePeriodSettings(ReplicatorSettings):
+    """Parameters averaged every ``params_every`` steps (K_x) beside optimizer state on periods of its own."""
+
+    params_every: int = Field(
+        32, ge=1, description="steps between parameter all-reduces (K_x).", json_schema_extra=PAYLOAD
+    )
+
+
 class QuantSettings(ReplicatorSettings):
     """Outer exchanges sent as low-bit integers with block scales (:mod:`netbench.declarations.quant_wire`)."""
 
@@ -136,6 +146,17 @@ class QuantSettings(ReplicatorSettings):
         le=1 << 20,
         description="values sharing one fp32 scale when quant_bits is set.",
         json_schema_extra=PAYLOAD,
+    )
+
+
+class ErrorFeedbackSettings(ReplicatorSettings):
+    """An outer gradient folded into an error buffer that keeps what the wire's compression left out."""
+
+    error_decay: float = Field(
+        0.95,
+        ge=0.0,
+        lt=1.0,
+        description="decay of the error-feedback buffer the outer gradient accumulates in.",
     )
 
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pydantic import Field
-
 from netbench.declarations.dct_spec import compression, index_dtype_name
 from netbench.declarations.quant_wire import quantized_bytes
-from netbench.declarations.shared_settings import OuterStepSettings, QuantSettings, TileSettings, ValueSettings
+from netbench.declarations.shared_settings import (
+    ErrorFeedbackSettings,
+    OuterStepSettings,
+    QuantSettings,
+    TileSettings,
+    ValueSettings,
+)
 from netbench.declarations.spec import PayloadDecl, ReplicatorSpec, Settings, TestPreset
 from netbench.declarations.tiling import TilePlan
 from netbench.dtypes import DTYPE_BYTES
@@ -41,16 +45,9 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
     return PayloadDecl("all_gather", positions + value_bytes(plan.coefficients, config), period=config.sync_every)
 
 
-class SparseLoCoSettings(ValueSettings, TileSettings, OuterStepSettings, QuantSettings):
+class SparseLoCoSettings(ValueSettings, TileSettings, OuterStepSettings, QuantSettings, ErrorFeedbackSettings):
     """SparseLoCo's settings: DeMo's chunk-wise top-k, DiLoCo's period and outer step, the values' wire format and
     the error feedback's decay."""
-
-    error_decay: float = Field(
-        0.95,
-        ge=0.0,
-        lt=1.0,
-        description="decay of the error-feedback buffer the outer gradient accumulates in.",
-    )
 
 
 SPEC = ReplicatorSpec(

@@ -59,6 +59,7 @@ class PayloadDecl:
     overlap_steps: int = 0  # local steps its collective overlaps before the rank waits for it
     layers: tuple[int, ...] = ()  # the model's layers it carries (empty: all of them)
     layer_count: int = 0  # the model's layers, in the numbering ``layers`` uses
+    hop_codec: bool = False  # a ring whose every hop decodes, adds and encodes (the quantized ring): codec on its path
 
     def __post_init__(self) -> None:
         if self.period < 1 or self.offset < 0 or self.overlap_steps < 0 or self.overlap_steps >= self.period:

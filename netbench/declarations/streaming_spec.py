@@ -51,6 +51,7 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
                 overlap_steps=tau,
                 layers=layers[i] if f > 1 else (),
                 layer_count=count,
+                hop_codec=config.quant_bits > 0,
             )
         )
     first, *rest = parts

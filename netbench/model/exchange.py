@@ -24,7 +24,8 @@ class Exchange:
     of their own), and its collectives may travel behind the next ``overlap_steps`` steps of local work
     before the rank waits for them (Streaming DiLoCo's fragments). ``layers`` (out of ``layer_count``) are the
     model's layers it carries, where it carries some only (a fragment). ``follows_free_steps``: a periodic call with
-    no waited-for collective on the step before it (:func:`with_free_runs`).
+    no waited-for collective on the step before it (:func:`with_free_runs`). ``hop_codec``: a ring whose hops decode,
+    add and encode what they pass on (the quantized ring), so codec work sits on its path.
     """
 
     collective: Literal["all_reduce", "all_gather", "none"]
@@ -37,6 +38,7 @@ class Exchange:
     layers: tuple[int, ...] = ()
     layer_count: int = 0
     follows_free_steps: bool = False
+    hop_codec: bool = False
 
     def __post_init__(self) -> None:
         if self.period < 1 or self.calls < 0 or self.bytes_per_step < 0 or not 0 <= self.overlap_steps < self.period:
@@ -80,6 +82,7 @@ def from_decl(decl: Any, label: str = "") -> Exchange:
         overlap_steps=int(getattr(decl, "overlap_steps", 0)),
         layers=tuple(getattr(decl, "layers", ())),
         layer_count=int(getattr(decl, "layer_count", 0)),
+        hop_codec=bool(getattr(decl, "hop_codec", False)),
     )
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from netbench.declarations.quant_wire import ring_hop_share
 from netbench.model.calibration import Calibration
-from netbench.model.exchange import communicating_share
+from netbench.model.exchange import average_bytes_per_step, communicating_share
 from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import Scheme
@@ -31,12 +32,15 @@ class HostEffects:
     ``codec_s``: (encode, decode) per step in place of the calibration's (the host's cores shared by its nodes, or
     what a run measured); ``measured`` says they already hold the slowest node's speed, else they are scaled by it.
     ``burst_credit_s``: seconds of transfer the shaper's refilled token bucket lets through at once, given the bytes
-    one communicating step sends.
+    one communicating step sends. ``hop_codec_s``: encode + decode per step, averaged over the steps, that a quantized
+    ring's hops are priced at (the calibration's on the host's cores, or a run's measured mean: ``codec_s`` may be a
+    median, which a periodic exchange's steps without encoding bring to nothing).
     """
 
     codec_s: tuple[float, float]
     measured: bool = False
     burst_credit_s: Callable[[float], float] | None = None
+    hop_codec_s: float | None = None
 
 
 def training_step(
@@ -66,10 +70,32 @@ def training_step(
     est, enc, dec = found.step, None, None
     if host is not None:
         est, enc, dec = _on_host(est, graph, host)
+    est = _hop_codec(est, _ring_codec_s(est, graph, host))
     est = pipelined(est, scheme.config, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
     if workload_kind is not None:
         est = backward_overlapped(est, scheme.config, workload_kind, shapes)  # buckets started during backward
     return replace(found, step=est)
+
+
+def _ring_codec_s(est: StepEstimate, graph: GraphModel, host: HostEffects | None) -> float:
+    """Encode + decode per step on the slowest node: the host's where it gives them, else the estimate's own (the
+    calibration's)."""
+    if host is not None and host.hop_codec_s is not None:
+        return host.hop_codec_s * (1.0 if host.measured else graph.slowest_scale)
+    return est.compression_time_s
+
+
+def _hop_codec(est: StepEstimate, codec_s: float) -> StepEstimate:
+    """``est`` with the codec work a quantized ring does at its hops, on the ring's path: each node decodes, adds and
+    encodes :func:`~netbench.declarations.quant_wire.ring_hop_share` of the buffer there, priced at ``codec_s``, the
+    step's calibrated encode + decode of the whole buffer, for the share of the bytes such rings carry that the rank
+    waits for at once (an overlapped one's hops run behind the local steps it overlaps)."""
+    total = average_bytes_per_step(est.exchanges)
+    ringed = sum(ex.bytes_per_step / ex.period for ex in est.exchanges if ex.hop_codec and not ex.overlap_steps)
+    if not ringed or not total:
+        return est
+    extra = ring_hop_share(est.scenario.machines) * codec_s * ringed / total
+    return replace(est, comm_time_s=est.comm_time_s + extra, step_time_s=est.step_time_s + extra)
 
 
 def _on_host(est: StepEstimate, graph: GraphModel, host: HostEffects) -> tuple[StepEstimate, float, float]:

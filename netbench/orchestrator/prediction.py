@@ -164,6 +164,17 @@ def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
     return encode, decode
 
 
+def mean_codec_s(steps: pd.DataFrame) -> float:
+    """Measured encode + decode per step, the slowest node's in each step, mean over the measured steps: a periodic
+    exchange's codec spread over its period, as a quantized ring's hops are priced (:func:`measured_codec_s` takes
+    the median, nothing where most steps do not encode)."""
+    measured = measured_steps(steps)
+    columns = [c for c in (Col.COMPRESS_S, Col.DECODE_S) if c in measured]
+    if measured.empty or not columns:
+        return 0.0
+    return float(measured.groupby(Col.STEP)[columns].max().sum(axis=1).mean())
+
+
 def scenario_for(
     cluster: ClusterSpec,
     local_s: float,
@@ -243,17 +254,21 @@ def predict(
     calibration: Calibration,
     cpus: int | None = None,
     codec_s: tuple[float, float] | None = None,
+    hop_codec_s: float | None = None,
 ) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
 
     :func:`netbench.model.step.training_step`, the function ``plan`` calls, given the emulated host's effects: its
     ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter), on the
     slowest node; ``codec_s`` replaces them with measured (encode, decode) times (the replay), which already hold the
-    slowest node's own speed; tbf's refilled bucket credits the wire (:func:`bucket_credit_s`).
+    slowest node's own speed, and ``hop_codec_s`` the encode + decode a quantized ring's hops are priced at (the
+    run's mean, :func:`mean_codec_s`); tbf's refilled bucket credits the wire (:func:`bucket_credit_s`).
     """
     measured = codec_s is not None
-    codec = codec_s if codec_s is not None else encode_decode_s(config, shapes, calibration, cpus)
-    host = HostEffects(codec, measured, functools.partial(bucket_credit_s, config.cluster, local_s))
+    calibrated = encode_decode_s(config, shapes, calibration, cpus)
+    codec = codec_s if codec_s is not None else calibrated
+    hops = sum(calibrated) if hop_codec_s is None else hop_codec_s
+    host = HostEffects(codec, measured, functools.partial(bucket_credit_s, config.cluster, local_s), hops)
     graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration)
     found = training_step(
         graph,
@@ -364,7 +379,8 @@ def replay_run(
             return None
         calib = calibration if calibration is not None else load_calibration()
         shapes = workload_shapes(config.workload, config.cluster.nodes)
-        return float(predict(config, shapes, local, calib, cpus or host_cpus(), codec_s=codec).step_time_s)
+        hops = mean_codec_s(steps)
+        return float(predict(config, shapes, local, calib, cpus or host_cpus(), codec, hops).step_time_s)
     except Exception:  # noqa: BLE001 - the forecast's own error is reported; the replay is then simply absent
         return None
 

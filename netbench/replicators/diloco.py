@@ -48,13 +48,18 @@ class DiLoCoReplicator(Replicator):
         """Nothing to synchronise before the inner step: the local gradients are applied as they are."""
         self.grads()  # a parameter without a gradient gets zeros, as for the other replicators
 
+    def _outgoing(self, delta: torch.Tensor) -> torch.Tensor:
+        """What this rank sends of its pseudo-gradient ``delta``: all of it (MuLoCo sends what its error feedback
+        makes of it)."""
+        return delta
+
     def _after_apply(self, timer: StepTimer) -> None:
         if not self.syncs_on(self.steps_done):
             return
         timer.skip()
         self.layout.gather([p.detach() for p in self.params], self.current)
         torch.sub(self.start, self.current, out=self.current)
-        self.start.grad = self.averaged.exchange(self.current, timer)
+        self.start.grad = self.averaged.exchange(self._outgoing(self.current), timer)
         self.outer.step()
         self.layout.scatter(self.start, [p.data for p in self.params])
         timer.decode()

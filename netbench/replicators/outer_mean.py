@@ -32,6 +32,14 @@ class OuterMean:
         if self.ring is None:
             self.buffer = torch.zeros(numel, dtype=WIRE_DTYPES[grad_dtype], device=device)
 
+    def rounded(self, values: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``values`` as this rank's own encoding of them decodes (the ring's chunks quantized as their first hop
+        quantizes them, or the wire dtype's cast), into ``out``: what an error feedback counts as sent. Call it
+        between exchanges."""
+        if self.ring is not None:
+            return self.ring.rounded(values, out)
+        return out.copy_(self.buffer.copy_(values))
+
     def start(self, values: torch.Tensor, timer: StepTimer, **tag: object) -> None:
         """Encode ``values`` (booked as encode) and start the exchange; ``tag`` labels it on the timeline."""
         if self.ring is not None:

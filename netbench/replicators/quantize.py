@@ -30,6 +30,7 @@ class Quantizer:
         """Write the quantized ``values`` (fp32, ``numel``) into ``out`` (uint8, ``nbytes``); returns ``out``."""
         padded = self._padded
         padded[: self.numel].copy_(values)
+        padded[self.numel :].zero_()  # a decode leaves levels in the padding; they must not enter the last scale
         blocks = padded.view(self.blocks, self.block)
         scale = blocks.abs().amax(dim=1)
         out[: self._scales_end].copy_(scale.view(torch.uint8))  # bytewise: ``out`` may start anywhere in a buffer

@@ -66,6 +66,16 @@ class QuantizedRing:
         """Chunk ``c``'s quantized bytes within one of the wire buffers."""
         return wire[self.offsets[c] : self.offsets[c + 1]]
 
+    def rounded(self, values: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``values`` quantized and decoded chunk by chunk on the ring's grids, into ``out``; between sums only (the
+        outgoing buffer is its scratch)."""
+        if self._pending is not None:
+            raise RuntimeError("a ring all-reduce is in flight")
+        for c, q in enumerate(self.quantizers):
+            wire = q.encode(self.chunk(values, c), self.slot(self.outgoing, c))
+            q.decode(wire.to(self.device), self.chunk(out, c))
+        return out
+
     def start(self, values: torch.Tensor, timer: StepTimer, **tag: object) -> None:
         """Quantize this rank's first chunk (booked as encode) and start the ring; ``tag`` labels it on the timeline."""
         if self._pending is not None:
