@@ -12,7 +12,15 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-__all__ = ["Exchange", "from_decl", "average_bytes_per_step", "rests", "communicating_share", "with_free_runs"]
+__all__ = [
+    "Exchange",
+    "from_decl",
+    "lasting",
+    "average_bytes_per_step",
+    "rests",
+    "communicating_share",
+    "with_free_runs",
+]
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,7 @@ class Exchange:
     no waited-for collective on the step before it (:func:`with_free_runs`).
     """
 
-    collective: Literal["all_reduce", "all_gather", "none"]
+    collective: Literal["all_reduce", "all_gather", "all_to_all", "none"]
     bytes_per_step: int
     period: int = 1
     calls: int = 1
@@ -81,6 +89,15 @@ def from_decl(decl: Any, label: str = "") -> Exchange:
         layers=tuple(getattr(decl, "layers", ())),
         layer_count=int(getattr(decl, "layer_count", 0)),
     )
+
+
+def lasting(parts: Any) -> tuple[Any, ...]:
+    """The declared parts (``PayloadDecl``, duck-typed) a long run keeps making: those whose phase has no last step.
+
+    A phase that ends (1-bit Adam's dense warm-up of ``freeze_step`` steps) is a run's first segment; the model prices
+    the steps after it, which are every step of a long run and of a run whose warm-up steps cover it.
+    """
+    return tuple(p for p in parts if getattr(p, "steps", (1, 0))[1] == 0)
 
 
 def average_bytes_per_step(exchanges: tuple[Exchange, ...] | list[Exchange]) -> float:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from netbench.declarations.config import ReplicatorConfig, fields_with_role
 from netbench.declarations.registry import REGISTRY, declared_payload, names, spec
 from netbench.declarations.spec import PayloadDecl
-from netbench.model.exchange import Exchange, from_decl, with_free_runs
+from netbench.model.exchange import Exchange, from_decl, lasting, with_free_runs
 from netbench.shapes import ParamShape
 
 __all__ = [
@@ -116,7 +116,7 @@ def declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_siz
 
 @lru_cache(maxsize=4096)
 def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> tuple[Exchange, ...]:
-    parts = declared(shapes, config, world_size).parts()
+    parts = lasting(declared(shapes, config, world_size).parts())
     return with_free_runs(
         tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in parts)
     )
