@@ -117,3 +117,13 @@ def test_every_rank_takes_deepspeeds_1bit_adam_steps():
             got = torch.cat([p.reshape(-1) for p in r[step]])
             assert torch.allclose(got, expected, rtol=1e-5, atol=1e-6), (step, (got - expected).abs().max())
     assert not torch.equal(ranks[0][FREEZE - 1][0], ranks[0][-1][0])
+
+
+def test_a_run_whose_warm_up_leaves_dense_steps_measured_is_warned():
+    from netbench.orchestrator.prediction import period_warnings
+
+    config = ReplicatorConfig(name="onebit", freeze_step=8)
+    (warning,) = period_warnings(config, 4, 6, warmup=2)
+    assert "after step 8" in warning and "--warmup 8" in warning
+    assert period_warnings(config, 4, 6, warmup=8) == []
+    assert period_warnings(config, 4, 6) == []  # without a warm-up to hold it to, periods only
