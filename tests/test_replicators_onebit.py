@@ -127,3 +127,13 @@ def test_a_run_whose_warm_up_leaves_dense_steps_measured_is_warned():
     assert "after step 8" in warning and "--warmup 8" in warning
     assert period_warnings(config, 4, 6, warmup=8) == []
     assert period_warnings(config, 4, 6) == []  # without a warm-up to hold it to, periods only
+
+
+def test_the_warm_up_is_not_priced_per_step_but_its_bursts_set_the_pacing():
+    from netbench.model.network import paced_flight_bytes
+
+    shapes = [ParamShape(f"p{i}", s) for i, s in enumerate(SHAPES)]
+    scheme = scheme_from_config(ReplicatorConfig(name="onebit", freeze_step=4))
+    lasting, ended = scheme.exchanges(shapes, 2), scheme.ended(shapes, 2)
+    assert [(e.collective, e.bytes_per_step) for e in ended] == [("all_reduce", 4 * NUMEL)]
+    assert paced_flight_bytes((*lasting, *ended), 2) > paced_flight_bytes(lasting, 2)
