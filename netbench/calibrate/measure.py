@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from netbench.declarations.config import ReplicatorConfig
-from netbench.declarations.registry import REGISTRY, names, spec
+from netbench.declarations.registry import REGISTRY, declared_payload, names, spec
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.schemes import SchemeSettings, build_scheme
 from netbench.shapes import ParamShape, resolve_shapes, total_params
@@ -158,7 +158,11 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
         stats = replicator.step()
         return stats.compress_s, stats.decode_s
 
-    one()  # warm-up: allocations, transform bases
+    # warm-up: allocations, transform bases, and the steps of every phase that ends (1-bit Adam's dense steps): the
+    # model prices the phase that lasts, so its codec is what the calibration times
+    parts = declared_payload(list(shapes), config, replicator.comm.world_size).parts()
+    for _ in range(1 + max(p.steps[1] for p in parts)):
+        one()
     timed = [one() for _ in range(steps * period)]
     if period > 1:  # only some steps encode: the mean over whole periods is the per-step cost
         return sum(t[0] for t in timed) / len(timed), sum(t[1] for t in timed) / len(timed)

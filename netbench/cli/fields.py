@@ -163,6 +163,7 @@ REPLICATOR = table(
     _rep("quant_block", cli_type=int),
     _rep("error_decay", cli_type=float),
     _rep("sign", "--sign/--no-sign", cli_type=bool),
+    _rep("freeze_step", cli_type=int),
     _rep("lr", cli_type=float),
     _rep("bucket_mb", cli_type=str, cli_default="auto", cli_note="; auto: from the link", optional_type=float),
     _rep("overlap_backward", "--overlap-backward/--no-overlap-backward", cli_type=bool),

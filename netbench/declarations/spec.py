@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings", "SettingError", "TestPreset"]
 
-Collective = Literal["all_reduce", "all_gather", "none"]
+Collective = Literal["all_reduce", "all_gather", "all_to_all", "none"]
 
 
 class SettingError(ValueError):
@@ -46,11 +46,14 @@ class PayloadDecl:
     (a fragment's outer gradients travelling while training goes on) names how many with ``overlap_steps``: the
     rank waits for it only ``overlap_steps`` steps after starting it. One that carries some of the model's layers
     only (a fragment) names them with ``layers``, numbered as :func:`~netbench.declarations.fragments.layer_of_each`
-    numbers them out of ``layer_count``: a layer schedule sends each as backward produces it.
+    numbers them out of ``layer_count``: a layer schedule sends each as backward produces it. One made in a phase of
+    the run only (1-bit Adam's dense warm-up, then its compressed steps) names the phase's 1-based first and last
+    steps with ``steps`` (last 0: to the end of the run); the model prices the phase that never ends.
     """
 
     collective: Collective
-    bytes_per_step: int  # on a communicating step: all_gather -> own contribution, all_reduce -> buffer size
+    # on a communicating step: all_gather -> own contribution, all_reduce and all_to_all -> buffer size
+    bytes_per_step: int
     period: int = 1  # communicates every `period` steps
     collectives_per_step: int = 1
     label: str = ""  # names the exchange when a replicator makes several
@@ -60,8 +63,14 @@ class PayloadDecl:
     layers: tuple[int, ...] = ()  # the model's layers it carries (empty: all of them)
     layer_count: int = 0  # the model's layers, in the numbering ``layers`` uses
     hop_codec: bool = False  # a ring whose every hop decodes, adds and encodes (the quantized ring): codec on its path
+    steps: tuple[int, int] = (1, 0)  # the phase it is made in: 1-based first and last step (last 0: no end)
 
     def __post_init__(self) -> None:
+        first, last = self.steps
+        if first < 1 or not (last == 0 or last >= first):
+            raise ValueError(
+                f"exchange {self.label or self.collective}: steps must be (first >= 1, 0 or last >= first)"
+            )
         if self.period < 1 or self.offset < 0 or self.overlap_steps < 0 or self.overlap_steps >= self.period:
             raise ValueError(
                 f"exchange {self.label or self.collective}: period >= 1, offset >= 0 and "
@@ -72,7 +81,9 @@ class PayloadDecl:
 
     def on(self, step: int) -> bool:
         """Whether this exchange (this part alone) starts its collectives on 1-based ``step``."""
-        return step % self.period == self.offset % self.period
+        first, last = self.steps
+        in_phase = first <= step and (last == 0 or step <= last)
+        return in_phase and step % self.period == self.offset % self.period
 
     def parts(self) -> tuple[PayloadDecl, ...]:
         """Every exchange declared: this one, then those in ``also``."""

@@ -56,6 +56,7 @@ __all__ = [
     "ScheduledBackend",
     "NcclBackend",
     "IdealBackend",
+    "as_gather",
     "CodecCost",
     "estimated_codec_s",
     "measured_codec_profile",
@@ -198,10 +199,11 @@ class ScheduledBackend:
         schedule asks for the same layer size many times)."""
         if ex.collective == "none" or calls <= 0 or nbytes <= 0:
             return 0.0, 0.0
-        key = (ex.collective, nbytes / calls, scenario)
+        kind, nbytes = as_gather(ex.collective, nbytes, scenario.workers)
+        key = (kind, nbytes / calls, scenario)
         one = self._calls.get(key)
         if one is None:
-            one = self._calls[key] = self.collective(ex.collective, nbytes / calls, scenario)
+            one = self._calls[key] = self.collective(kind, nbytes / calls, scenario)
         return calls * one[0], calls * one[1]
 
     def per_layer(self, scheme: Scheme, ex: Exchange) -> bool:
@@ -364,8 +366,9 @@ class ScheduledBackend:
         wire = CollectiveCost()
         for ex in exchanges:
             t, lat = self.exchange_seconds(ex, ex.bytes_per_step, ex.calls, scenario)
-            moved = bus_factor("all_reduce" if ex.collective == "all_reduce" else "all_gather", ranks) * (
-                ex.bytes_per_step * (1 if ex.collective == "all_reduce" else ranks)
+            kind, nbytes = as_gather(ex.collective, ex.bytes_per_step, ranks)
+            moved = bus_factor("all_reduce" if kind == "all_reduce" else "all_gather", ranks) * (
+                nbytes * (1 if kind == "all_reduce" else ranks)
             )
             per_step = LinkBytes(payload=moved / ex.period)
             wire = wire + CollectiveCost(
@@ -481,6 +484,12 @@ class NcclBackend(ScheduledBackend):
             if self.fitted
             else {},
         }
+
+
+def as_gather(kind: str, nbytes: float, ranks: int) -> tuple[str, float]:
+    """(collective, bytes) as the planner's backends price an exchange: an all_to_all of a buffer moves what an
+    all-gather of 1/N of it does ((N - 1) / N of the buffer in and out of every rank); the others as they are."""
+    return ("all_gather", nbytes / ranks) if kind == "all_to_all" else (kind, nbytes)
 
 
 @dataclass

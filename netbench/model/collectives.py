@@ -4,6 +4,10 @@
 each buffer cut into 2N segments so one is in flight while the other is reduced (gloo/allreduce.cc) -- 4(N-1)
 messages of B/2N per node, 2(N-1) sequential latencies, 2(N-1)/N of the buffer sent by every node. gloo's all_gather
 passes each rank's contribution N-1 hops around the ring, in two halves (gloo/allgather.cc): 2(N-1) messages of B/2.
+gloo's all_to_all is pairwise (gloo/alltoall.cc): every rank posts its N-1 sends and receives at once, one message
+of B/N to each peer, so each node sends and receives (N-1)/N of the buffer after one latency, whatever the algorithm,
+its downlink shared by the N-1 senders (incast). Each connection carries data both ways at once, yet captures of
+6-node all_to_alls at 10mbit show pure ACKs as a ring's do (3.3 kB a step per node), so they are priced as a ring's.
 ``tree`` (binomial reduce + broadcast) and ``halving_doubling`` (Rabenseifner all-reduce, recursive-doubling
 all-gather) are for planning other backends.
 
@@ -36,7 +40,7 @@ __all__ = [
     "cost",
 ]
 
-CollectiveKind = Literal["all_reduce", "all_gather", "none"]
+CollectiveKind = Literal["all_reduce", "all_gather", "all_to_all", "none"]
 Algorithm = Literal["ring", "tree", "halving_doubling"]
 ALGORITHMS: tuple[str, ...] = ("ring", "tree", "halving_doubling")
 
@@ -127,6 +131,12 @@ def _ring(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
     return Pattern(n - 1, 2 * (n - 1), nbytes / 2, sent, sent)
 
 
+def _pairwise(nbytes: float, n: int) -> Pattern:
+    """gloo's all_to_all of a buffer of ``nbytes``: a message of 1/N of it to each of the N - 1 peers at once."""
+    sent = (n - 1) / n * nbytes
+    return Pattern(1, n - 1, nbytes / n, sent, sent)
+
+
 def _tree(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
     levels = _log2_ceil(n)
     if kind == "all_reduce":
@@ -168,12 +178,15 @@ def _halving_doubling(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
 
 
 def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -> Pattern | None:
-    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce) or own contribution (all_gather).
+    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce, all_to_all) or own contribution
+    (all_gather).
 
     None when nothing moves: one participant, no bytes, or the ``none`` collective.
     """
     if kind == "none" or n < 2 or nbytes <= 0:
         return None
+    if kind == "all_to_all":
+        return _pairwise(nbytes, n)
     if algorithm == "ring":
         return _ring(kind, nbytes, n)
     if algorithm == "tree":

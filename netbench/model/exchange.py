@@ -12,7 +12,15 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-__all__ = ["Exchange", "from_decl", "average_bytes_per_step", "rests", "communicating_share", "with_free_runs"]
+__all__ = [
+    "Exchange",
+    "from_decl",
+    "lasting",
+    "average_bytes_per_step",
+    "rests",
+    "communicating_share",
+    "with_free_runs",
+]
 
 
 @dataclass(frozen=True)
@@ -28,7 +36,7 @@ class Exchange:
     add and encode what they pass on (the quantized ring), so codec work sits on its path.
     """
 
-    collective: Literal["all_reduce", "all_gather", "none"]
+    collective: Literal["all_reduce", "all_gather", "all_to_all", "none"]
     bytes_per_step: int
     period: int = 1
     calls: int = 1
@@ -84,6 +92,15 @@ def from_decl(decl: Any, label: str = "") -> Exchange:
         layer_count=int(getattr(decl, "layer_count", 0)),
         hop_codec=bool(getattr(decl, "hop_codec", False)),
     )
+
+
+def lasting(parts: Any) -> tuple[Any, ...]:
+    """The declared parts (``PayloadDecl``, duck-typed) a long run keeps making: those whose phase has no last step.
+
+    A phase that ends (1-bit Adam's dense warm-up of ``freeze_step`` steps) is a run's first segment; the model prices
+    the steps after it, which are every step of a long run and of a run whose warm-up steps cover it.
+    """
+    return tuple(p for p in parts if getattr(p, "steps", (1, 0))[1] == 0)
 
 
 def average_bytes_per_step(exchanges: tuple[Exchange, ...] | list[Exchange]) -> float:

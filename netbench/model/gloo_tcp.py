@@ -90,7 +90,9 @@ def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, flo
     """gloo's loops for one call: a list of (operations, bytes per operation), one entry per loop.
 
     all_reduce: two loops (reduce-scatter, all-gather) of (P-1) N_s / P segments; all_gather:
-    one loop of 2(P-1) halves of the contribution.
+    one loop of 2(P-1) halves of the contribution; all_to_all: one operation, the (P-1)/P of the buffer a rank sends
+    to its P - 1 peers at once (gloo/alltoall.cc posts every send and receive together, each send leaving on its
+    receiver's ready notification), its connections taken as one.
     """
     if kind == "all_reduce":
         segments = math.ceil(max(math.ceil(nbytes / MAX_SEGMENT_BYTES), 2 * peers) / peers) * peers
@@ -100,6 +102,8 @@ def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, flo
         return [(ops, seg), (ops, seg)]
     if kind == "all_gather":
         return [(2 * (peers - 1), nbytes / 2)]
+    if kind == "all_to_all":
+        return [(1, (peers - 1) / peers * nbytes)]
     return []
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "UniformStar",
     "direction_name",
     "direction_of",
+    "paced_flight_bytes",
 ]
 
 Layout = Literal["flat", "sites"]
@@ -194,7 +195,10 @@ class GraphModel:
         compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / (k * g), len(shapes))) * scale
         compute = scenario.compute_s * scale
         prices = rings.prices(trunk_scale)
-        wire, by_price = self._wire(exchanges, rings, prices, scenario, calibration, compute + compression, compression)
+        paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, rings.peers)), rings.peers)
+        wire, by_price = self._wire(
+            exchanges, rings, prices, scenario, calibration, compute + compression, compression, paced
+        )
         intra, intra_ex = self._intra(scheme, n_params, intra_rings, scenario, calibration, trunk_scale)
         machine = _within_machine(scheme, n_params, scenario, calibration)
         comm = wire.time_s + intra.time_s + machine
@@ -232,18 +236,11 @@ class GraphModel:
         calibration: Calibration,
         idle: float,
         codec: float,
+        paced: float,
     ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
         """The exchanges' cost on ``rings`` (as the uniform ring's closed form sums it) and each hop's
-        alone.
+        alone; ``paced``: the largest burst the connections have carried (:func:`paced_flight_bytes`).
         """
-        paced = max(
-            (
-                largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, rings.peers)
-                for ex in exchanges
-                if ex.calls and ex.collective != "none"
-            ),
-            default=0.0,
-        )
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
         for ex, first_rest in zip(exchanges, rests(exchanges, idle)):
@@ -406,6 +403,20 @@ def _binding(rings: RingSet, hop: RingHop, trunk_scale: float) -> Hop:
     )
 
 
+def paced_flight_bytes(exchanges: Sequence[Exchange], peers: int) -> float:
+    """The largest burst one connection carries in the exchanges' calls among ``peers``: what sets bbr's pacing rate,
+    which it never lowers (:func:`~netbench.model.gloo_tcp.bbr_rate_Bps`). The exchanges of a phase that has ended
+    (1-bit Adam's dense warm-up) count: the connections carried their bursts before the steps priced."""
+    return max(
+        (
+            largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
+            for ex in exchanges
+            if ex.calls and ex.collective != "none"
+        ),
+        default=0.0,
+    )
+
+
 def _sharded(ex: Exchange, k: int) -> Exchange:
     """One shard's exchange: 1/k of the bytes (rounded up), the same calls."""
     if k <= 1:
@@ -455,14 +466,7 @@ def _uniform_ring(
     # encode + decode of this scheme's settings (a per-parameter and a per-tensor cost, as run predictions use)
     compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
     idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
-    paced = max(
-        (
-            largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
-            for ex in exchanges
-            if ex.calls and ex.collective != "none"
-        ),
-        default=0.0,
-    )
+    paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, peers)), peers) if peers >= 2 else 0.0
     for ex, rest in zip(exchanges, rests(exchanges, idle)):
         alpha = scenario.delay_s + calibration.overhead(ex.collective)
         link = Link(scenario.up_bps, scenario.down_bps, alpha, one_way_s=scenario.delay_s)

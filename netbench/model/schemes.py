@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from netbench.declarations.config import ReplicatorConfig, fields_with_role
 from netbench.declarations.registry import REGISTRY, declared_payload, names, spec
 from netbench.declarations.spec import PayloadDecl
-from netbench.model.exchange import Exchange, from_decl, with_free_runs
+from netbench.model.exchange import Exchange, from_decl, lasting, with_free_runs
 from netbench.shapes import ParamShape
 
 __all__ = [
@@ -81,6 +81,11 @@ class Scheme:
         """The scheme's traffic among ``world_size`` replicating peers."""
         return _declared(shape_key(shapes), self.config, world_size)
 
+    def ended(self, shapes: Sequence[ParamShape], world_size: int) -> tuple[Exchange, ...]:
+        """The exchanges of its phases that end (1-bit Adam's dense warm-up): not priced per step, but the
+        connections carried them before the steps that are (their bursts set bbr's pacing)."""
+        return _ended(shape_key(shapes), self.config, world_size)
+
 
 class ShapeKey(tuple):
     """A shape list as a cache key that hashes once: a plan looks the same model's payload up thousands of times,
@@ -116,10 +121,16 @@ def declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_siz
 
 @lru_cache(maxsize=4096)
 def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> tuple[Exchange, ...]:
-    parts = declared(shapes, config, world_size).parts()
+    parts = lasting(declared(shapes, config, world_size).parts())
     return with_free_runs(
         tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in parts)
     )
+
+
+@lru_cache(maxsize=4096)
+def _ended(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> tuple[Exchange, ...]:
+    parts = declared(shapes, config, world_size).parts()
+    return tuple(from_decl(p) for p in parts if p not in lasting(parts))
 
 
 def build_scheme(name: str, settings: BaseModel) -> Scheme:

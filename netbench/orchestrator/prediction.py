@@ -37,7 +37,7 @@ from netbench.emulation.tcpsettings import expected_tcp_settings
 from netbench.model import sharding
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.network import GraphEstimate, GraphModel, Layout
-from netbench.model.schemes import Scheme, scheme_from_config
+from netbench.model.schemes import Scheme, declared, scheme_from_config, shape_key
 from netbench.model.step import HostEffects, training_step
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.view import cluster_scenario
@@ -76,21 +76,35 @@ class RunLike(Protocol):
 
 
 def period_warnings(
-    replicator: ReplicatorConfig, nodes: int, steps: int, shapes: Sequence[ParamShape] | None = None
+    replicator: ReplicatorConfig,
+    nodes: int,
+    steps: int,
+    shapes: Sequence[ParamShape] | None = None,
+    warmup: int | None = None,
 ) -> list[str]:
-    """A warning per exchange whose period does not divide the measured steps.
+    """A warning per exchange whose period does not divide the measured steps, and (given the run's ``warmup``
+    steps) one per phase that ends after the warm-up.
 
     The model averages a periodic exchange (a sync every H steps) over its period; a
     window of 4 measured steps of a replicator syncing every 10 held no sync at all and read 0.3x the
     model. The periods come from the replicator's settings alone, so without the model's ``shapes`` one
     placeholder tensor stands in for them (a declaration that reads the layers, as Streaming DiLoCo's, needs them).
     """
-    exchanges = scheme_from_config(replicator).exchanges(list(shapes or [ParamShape("w", (1,))]), nodes)
+    shapes = list(shapes or [ParamShape("w", (1,))])
+    exchanges = scheme_from_config(replicator).exchanges(shapes, nodes)
     periods = sorted({e.period for e in exchanges if e.period > 1 and steps % e.period})
-    return [
+    out = [
         f"{replicator.name} communicates every {p} steps and {steps} steps are measured: their mean is not the "
         f"period average the model predicts; measure a multiple of {p} steps (--steps)"
         for p in periods
+    ]
+    if warmup is None:
+        return out
+    ends = sorted({p.steps[1] for p in declared(shape_key(shapes), replicator, nodes).parts() if p.steps[1] > warmup})
+    return out + [
+        f"{replicator.name} changes what it sends after step {end} and {warmup} warm-up steps are left out: the "
+        f"model prices the steps after step {end}; leave {end} out (--warmup {end})"
+        for end in ends
     ]
 
 

@@ -189,6 +189,24 @@ class GroupComm:
         self._account(tensor, started, "all_gather")
         return out
 
+    def all_to_all(self, tensor: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """Send chunk j of the 1-D ``tensor`` (N equal chunks) to rank j and receive rank i's chunk for this rank as
+        row i of ``out`` (N, n / N); the whole of ``tensor`` counts as handed to the collective."""
+        started = time.perf_counter()
+        if self.distributed:
+            wire_out = self._staged(out, fill=False)
+            self._finish(
+                dist.all_to_all_single(
+                    wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True
+                )
+            )
+            if wire_out is not out:
+                out.copy_(wire_out)
+        else:
+            out.view(-1).copy_(tensor.view(-1))
+        self._account(tensor, started, "all_to_all")
+        return out
+
     def all_reduce_mean_async(self, tensor: torch.Tensor, **tag: object) -> Pending:
         """Start averaging ``tensor`` in place; the returned :class:`Pending` finishes it.
 

@@ -177,7 +177,8 @@ def prepare(
     names = reuse.names_for(dilated.cluster) if reuse is not None else RunNames.new()
     run_dir = RunDir.create(dilated.out_dir, dilated.replicator.name, names.run_id)
     nodes = config.cluster.nodes
-    periods = period_warnings(config.replicator, nodes, config.steps, workload_shapes(config.workload, nodes))
+    shapes = workload_shapes(config.workload, nodes)
+    periods = period_warnings(config.replicator, nodes, config.steps, shapes, config.warmup_steps)
     warnings = leftover_warnings() + periods
     return RunPlan(
         config=config,
