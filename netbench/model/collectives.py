@@ -36,7 +36,7 @@ __all__ = [
     "cost",
 ]
 
-CollectiveKind = Literal["all_reduce", "all_gather", "none"]
+CollectiveKind = Literal["all_reduce", "all_gather", "pairwise", "none"]
 Algorithm = Literal["ring", "tree", "halving_doubling"]
 ALGORITHMS: tuple[str, ...] = ("ring", "tree", "halving_doubling")
 
@@ -167,13 +167,24 @@ def _halving_doubling(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
     return Pattern(rounds, rounds, sent / rounds, sent, sent, bidirectional=True)
 
 
+def _pairwise(nbytes: float) -> Pattern:
+    """Every node and one partner send each other ``nbytes`` at once (gossip): one hop whatever the node count, its
+    bytes through the sender's uplink and the partner's downlink while the partner's come the other way. Not marked
+    bidirectional: both directions of one connection carry data at once, as in a ring of two, whose captures show
+    pure ACKs all the same (see :func:`_ring`)."""
+    return Pattern(1, 1, nbytes, nbytes, nbytes)
+
+
 def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -> Pattern | None:
-    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce) or own contribution (all_gather).
+    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce), own contribution (all_gather) or what a
+    node sends its partner (pairwise: the same whatever the algorithm, which concerns collectives of every node).
 
     None when nothing moves: one participant, no bytes, or the ``none`` collective.
     """
     if kind == "none" or n < 2 or nbytes <= 0:
         return None
+    if kind == "pairwise":
+        return _pairwise(nbytes)
     if algorithm == "ring":
         return _ring(kind, nbytes, n)
     if algorithm == "tree":

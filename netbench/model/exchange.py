@@ -27,7 +27,7 @@ class Exchange:
     no waited-for collective on the step before it (:func:`with_free_runs`).
     """
 
-    collective: Literal["all_reduce", "all_gather", "none"]
+    collective: Literal["all_reduce", "all_gather", "pairwise", "none"]
     bytes_per_step: int
     period: int = 1
     calls: int = 1
