@@ -128,7 +128,7 @@ def test_scenario_validation(kwargs):
 
 
 def test_scheme_list_and_settings():
-    assert parse_scheme_list("all")[-4:] == ["lowrank", "mtdao", "streaming", "sparseloco"]
+    assert parse_scheme_list("all")[-5:] == ["lowrank", "mtdao", "streaming", "sparseloco", "gossip"]
     assert parse_scheme_list("dct, full,dct") == ["dct", "full"]
     with pytest.raises(ValueError, match="unknown replicator"):
         parse_scheme_list("dct,zip")

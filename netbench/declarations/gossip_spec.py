@@ -90,7 +90,6 @@ SPEC = ReplicatorSpec(
         variants={"bf16": dict(sync_every=3, grad_dtype="bf16")},
     ),
     cost_settings=("sync_every", "grad_dtype"),  # the period: its average divides by it
-    color="#7f7f7f",
     period=period,
     pairing=seeded_pairs,
 )

@@ -4,9 +4,9 @@ each outer sync averages with one partner instead of every node.
 Every ``sync_every`` (H) steps, every rank draws the same pairing from the seed and the step
 (:func:`netbench.declarations.gossip_spec.pairs`) and swaps ``[anchor | delta]`` with its partner: the anchor is the
 parameters the last outer step left, the delta how far the local steps moved from it. Both partners send and receive
-at once (one isend and one irecv, posted together), so the exchange costs one hop, where the reference's star of
-blocking sends costs two per tensor; both then hold the pair's means and take the same outer step, NoLoCo's modified
-Nesterov step::
+at once (one irecv and one isend, posted together, the receive first), so the exchange costs one hop, where the
+reference's star of blocking sends costs two per tensor; both then hold the pair's means and take the same outer
+step, NoLoCo's modified Nesterov step::
 
     m      <- beta m + alpha mean(delta) + alpha (mean(anchor) - anchor)
     anchor <- anchor + m;  params <- anchor
@@ -111,9 +111,13 @@ class GossipReplicator(Replicator):
         peer = comm.peer(other)
 
         def body() -> None:
+            # the receive first: gloo sends a receiver's ready notification on the connection the receiver's own data
+            # leaves by, so a notification posted after the send would wait behind the whole buffer whenever the
+            # partner's notification is there already (a partner that arrived first), and the two directions would
+            # travel one after the other
             ops = [
-                dist.P2POp(dist.isend, self.outgoing, peer, group=comm.group),
                 dist.P2POp(dist.irecv, self.incoming, peer, group=comm.group),
+                dist.P2POp(dist.isend, self.outgoing, peer, group=comm.group),
             ]
             for work in dist.batch_isend_irecv(ops):
                 work.wait()
