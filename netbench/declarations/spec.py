@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings", "SettingError", "TestPreset"]
 
-Collective = Literal["all_reduce", "all_gather", "all_to_all", "none"]
+Collective = Literal["all_reduce", "all_gather", "all_to_all", "pairwise", "none"]
 
 
 class SettingError(ValueError):
@@ -52,7 +52,8 @@ class PayloadDecl:
     """
 
     collective: Collective
-    # on a communicating step: all_gather -> own contribution, all_reduce and all_to_all -> buffer size
+    # on a communicating step: all_gather -> own contribution, all_reduce and all_to_all -> buffer size,
+    # pairwise -> what the node sends its partner
     bytes_per_step: int
     period: int = 1  # communicates every `period` steps
     collectives_per_step: int = 1
@@ -174,6 +175,9 @@ class ReplicatorSpec:
     # state and its own buffers, counted from its implementation (the buffers its collectives need follow from its
     # payload); a function of the settings where they change it. What the planner's memory check adds up.
     state_bytes_per_param: float | Callable[[Settings], float] = 0.0
+    # A pairwise exchange's pairs of ranks at the sync that ends a 1-based step, from (settings, ranks, step): what
+    # the model prices on a topology (None: its exchanges are collectives of every rank).
+    pairing: Callable[[Settings, int, int], list[tuple[int, int]]] | None = None
 
     @property
     def options(self) -> tuple[str, ...]:

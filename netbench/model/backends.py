@@ -370,6 +370,8 @@ class ScheduledBackend:
             moved = bus_factor("all_reduce" if kind == "all_reduce" else "all_gather", ranks) * (
                 nbytes * (1 if kind == "all_reduce" else ranks)
             )
+            if ex.collective == "pairwise":
+                moved = ex.bytes_per_step
             per_step = LinkBytes(payload=moved / ex.period)
             wire = wire + CollectiveCost(
                 time_s=t / ex.period,
@@ -453,6 +455,8 @@ class NcclBackend(ScheduledBackend):
         return f"the bus bandwidth stays at {bus / 1e9:.3g} GB/s ({why})"
 
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
+        if kind == "pairwise":  # a send and a receive with one partner: one delay, the bytes at the bus's rate
+            return nbytes / self.limit(scenario)[0] + scenario.delay_s, scenario.delay_s
         ranks = scenario.workers
         nccl_kind = "all_reduce" if kind == "all_reduce" else "all_gather"
         size = nbytes if nccl_kind == "all_reduce" else nbytes * ranks  # nccl-tests sizes all-gather by its output
@@ -503,6 +507,8 @@ class IdealBackend(ScheduledBackend):
         inside = scenario.machines == 1 and scenario.intra_bits_per_s is not None
         ranks = scenario.workers if inside else scenario.machines
         rate = scenario.intra_bits_per_s if inside else scenario.bw_bps
+        if kind == "pairwise":  # what a node sends its partner, while the partner's comes the other way
+            return nbytes * 8 / rate, 0.0
         # an all-gather's result is every worker's share: a node's link carries the other nodes' workers' shares
         size = nbytes if kind == "all_reduce" else nbytes * scenario.workers
         factor = bus_factor("all_reduce" if kind == "all_reduce" else "all_gather", ranks)

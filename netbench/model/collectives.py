@@ -40,7 +40,7 @@ __all__ = [
     "cost",
 ]
 
-CollectiveKind = Literal["all_reduce", "all_gather", "all_to_all", "none"]
+CollectiveKind = Literal["all_reduce", "all_gather", "all_to_all", "pairwise", "none"]
 Algorithm = Literal["ring", "tree", "halving_doubling"]
 ALGORITHMS: tuple[str, ...] = ("ring", "tree", "halving_doubling")
 
@@ -131,7 +131,7 @@ def _ring(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
     return Pattern(n - 1, 2 * (n - 1), nbytes / 2, sent, sent)
 
 
-def _pairwise(nbytes: float, n: int) -> Pattern:
+def _all_to_all(nbytes: float, n: int) -> Pattern:
     """gloo's all_to_all of a buffer of ``nbytes``: a message of 1/N of it to each of the N - 1 peers at once."""
     sent = (n - 1) / n * nbytes
     return Pattern(1, n - 1, nbytes / n, sent, sent)
@@ -177,16 +177,27 @@ def _halving_doubling(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
     return Pattern(rounds, rounds, sent / rounds, sent, sent, bidirectional=True)
 
 
+def _pairwise(nbytes: float) -> Pattern:
+    """Every node and one partner send each other ``nbytes`` at once (gossip): one hop whatever the node count, its
+    bytes through the sender's uplink and the partner's downlink while the partner's come the other way. Not marked
+    bidirectional: both directions of one connection carry data at once, as in a ring of two, whose captures show
+    pure ACKs all the same (see :func:`_ring`)."""
+    return Pattern(1, 1, nbytes, nbytes, nbytes)
+
+
 def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -> Pattern | None:
-    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce, all_to_all) or own contribution
-    (all_gather).
+    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce, all_to_all), own contribution (all_gather)
+    or what a node sends its partner (pairwise: the same whatever the algorithm, which concerns collectives of every
+    node).
 
     None when nothing moves: one participant, no bytes, or the ``none`` collective.
     """
     if kind == "none" or n < 2 or nbytes <= 0:
         return None
     if kind == "all_to_all":
-        return _pairwise(nbytes, n)
+        return _all_to_all(nbytes, n)
+    if kind == "pairwise":
+        return _pairwise(nbytes)
     if algorithm == "ring":
         return _ring(kind, nbytes, n)
     if algorithm == "tree":

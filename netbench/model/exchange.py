@@ -36,7 +36,7 @@ class Exchange:
     add and encode what they pass on (the quantized ring), so codec work sits on its path.
     """
 
-    collective: Literal["all_reduce", "all_gather", "all_to_all", "none"]
+    collective: Literal["all_reduce", "all_gather", "all_to_all", "pairwise", "none"]
     bytes_per_step: int
     period: int = 1
     calls: int = 1

@@ -92,7 +92,8 @@ def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, flo
     all_reduce: two loops (reduce-scatter, all-gather) of (P-1) N_s / P segments; all_gather:
     one loop of 2(P-1) halves of the contribution; all_to_all: one operation, the (P-1)/P of the buffer a rank sends
     to its P - 1 peers at once (gloo/alltoall.cc posts every send and receive together, each send leaving on its
-    receiver's ready notification), its connections taken as one.
+    receiver's ready notification), its connections taken as one; pairwise: one send of
+    the whole buffer to the partner.
     """
     if kind == "all_reduce":
         segments = math.ceil(max(math.ceil(nbytes / MAX_SEGMENT_BYTES), 2 * peers) / peers) * peers
@@ -104,6 +105,8 @@ def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, flo
         return [(2 * (peers - 1), nbytes / 2)]
     if kind == "all_to_all":
         return [(1, (peers - 1) / peers * nbytes)]
+    if kind == "pairwise":  # one unsegmented send to the partner, and its receive
+        return [(1, nbytes)]
     return []
 
 
@@ -449,7 +452,8 @@ def gloo_time(
     conn = Transfer(cwnd=cwnd, cap=cap, pacing_Bps=pacing, mss=mss)
     t = 0.0
     for ops, op_bytes in loops:
-        t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=peers == 2)
+        shared = peers == 2 or kind == "pairwise"  # one connection carries both directions
+        t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=shared)
     if skewed and kind == "all_gather" and peers == 2:  # the late rank's notification behind its own first half
         t += loops[0][1] / min(rate_Bps, pacing)
     transfer = sum(ops * b for ops, b in loops) / rate_Bps

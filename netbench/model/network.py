@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from netbench.declarations.registry import spec
 from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost, Link, cost, pattern
@@ -190,6 +191,10 @@ class GraphModel:
         intra_rings, rings = self.layout_rings(layout)
         k = len(rings.rings)
         exchanges = tuple(_sharded(ex, k) for ex in scheme.exchanges(shapes, rings.peers))
+        pairing = spec(scheme.name).pairing
+        if pairing is not None and layout == "flat":  # the seeded pairs of the first sync, each a ring of two
+            ranks = pairing(scheme.config, len(self.placement), exchanges[0].period)
+            rings = RingSet(self.routes, [[self.placement[a], self.placement[b]] for a, b in ranks])
         scale = self.topology.nodes[self.slowest].compute_scale
         # each of a shard's (site layout) or a machine's (G accelerators) ranks encodes its own slice
         compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / (k * g), len(shapes))) * scale

@@ -54,6 +54,8 @@ class StepStats:
     collectives: int
     compress_cpu_s: float = 0.0
     decode_cpu_s: float = 0.0
+    # a replicator whose replicas differ after a sync (gossip): its fixed random projection of the parameters then
+    sketch: tuple[float, ...] = ()
 
 
 @dataclass

@@ -117,6 +117,10 @@ class Col(StrEnum):
     TX_PACKETS = "tx_packets", int, "count", _STEP, "the node's interface counter, packets sent"
     RX_PACKETS = "rx_packets", int, "count", _STEP, "the node's interface counter, packets received"
     RETRANS_SEGS = "retrans_segs", int, "count", _STEP, "TCP segments the node's namespace sent again"
+    REPLICA_SKETCH = "replica_sketch", str, "", _WORKER, (
+        "on a sync of a replicator whose replicas differ after it (gossip): a fixed random projection of the node's "
+        "parameters, numbers separated by spaces, from which the run summary's replica drift is computed"
+    ), OPTIONAL
     TAIL_TX_BYTES = "tail_tx_bytes", int, "B", _WORKER, (
         "the last step's row only: bytes the node's interface sent after that step ended, until every worker had "
         "ended its steps (a rank ahead of a slow hop ends with its last messages still queued)"

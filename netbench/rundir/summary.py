@@ -296,6 +296,13 @@ FIELDS: tuple[Field, ...] = (
         across="mean",
     ),
     Metric("retrans_fraction", label="retransmitted share of the captured payload"),
+    Metric(
+        "replica_drift",
+        label="replica drift after a sync (distance between nodes / length), median over syncs",
+        unit="x",
+        terminal=True,
+    ),
+    Metric("replica_drift_last", label="replica drift after the last sync", unit="x"),
     Metric("first_loss", label="first loss", csv=("measured",)),
     Metric("final_loss", label="last loss", csv=("measured",)),
     Metric("steps_measured", int, label="steps measured", unit="count", csv=("measured",)),

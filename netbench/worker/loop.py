@@ -41,6 +41,7 @@ import torch.distributed as dist
 
 from netbench import pacing, signals
 from netbench.counters import IfaceCounters, read_counters
+from netbench.rundir.drift import sketch_text
 from netbench.rundir.records import RecordWriter
 from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.trace import spans
@@ -186,6 +187,7 @@ class WorkerRun:
             Col.LOSS: loss,
             **{name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)},
             **(after - before).as_dict(),
+            Col.REPLICA_SKETCH: sketch_text(getattr(stats, "sketch", ())),
         }
         record = step_record("worker", values, spans=timeline)
         if self.spec.sharded:

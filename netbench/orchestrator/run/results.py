@@ -30,6 +30,7 @@ from netbench.orchestrator.run.fidelity import codec_reason, codec_speed, unfini
 from netbench.orchestrator.run.links import link_report, read_trunks
 from netbench.orchestrator.run.schedule_results import annotate, segment_summary, step_errors
 from netbench.orchestrator.run.sharding_results import sharding_summary
+from netbench.rundir.drift import drift_figures
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
@@ -156,6 +157,8 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     first = measured[measured[Col.STEP] == measured[Col.STEP].min()]
     out["first_loss"] = _median(first[Col.LOSS].tolist())
     out.update(capture_vs_counters(measured))
+    if Col.REPLICA_SKETCH in measured:
+        out.update(drift_figures(measured[Col.STEP], measured[Col.REPLICA_SKETCH]))
     out.update(sharding_summary(measured, how))
     out.update(health.figures(measured, steps))
     return RunSummary.new(**out).to_json()
