@@ -74,6 +74,16 @@ class WorkerSpec(BaseModel):
         description="the sharding groups as rank lists of one size, every rank once (a site's ranks with "
         "--shard-within site); None: the gpus_per_node workers of each node",
     )
+    shard_weights: bool = Field(
+        False,
+        description="ZeRO-3 (FSDP): the sharding group's parameters rest sharded and are gathered per layer inside "
+        "forward and backward (torch's fully_shard); False: every worker holds the whole model (FlexDeMo's step)",
+    )
+    shard_weights: bool = Field(
+        False,
+        description="ZeRO-3 (FSDP): the sharding group's parameters rest sharded and are gathered per layer inside "
+        "forward and backward (torch's fully_shard); False: every worker holds the whole model (FlexDeMo's step)",
+    )
     compute_scale: float = Field(
         1.0, ge=1.0, le=100.0, description="a straggler: its compute and codec phases take this many times as long"
     )
