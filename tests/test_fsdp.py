@@ -58,6 +58,13 @@ def test_the_payload_is_a_share_of_each_gather_and_the_whole_reduce_scatter() ->
     assert sharding.fsdp_payload_bytes(shapes, 2) == 96 * (1 + 2 / 2) + 8 * (1 + 1 / 2)
 
 
+def test_a_spec_shards_weights_only_over_groups_of_two_or_more() -> None:
+    with pytest.raises(ValueError, match="two or more ranks"):
+        WorkerSpec(rank=0, world_size=2, iface="lo", out_path="x", shard_weights=True)
+    spec = WorkerSpec(rank=0, world_size=2, iface="lo", out_path="x", shard_weights=True, shard_groups=((0, 1),))
+    assert spec.sharded
+
+
 def test_fsdp_alone_is_local_work_codec_and_three_ring_passes_of_the_model() -> None:
     link = DirectionSpec(rate_bps=100e6)
     config = RunConfig(
