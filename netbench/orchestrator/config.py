@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from netbench.declarations.compression import compressible, compression_settings, parse_compression
 from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
-from netbench.model.parallelism import SHARD_ALIASES
 from netbench.schedule.fits import check_fits
 from netbench.schedule.model import Schedule
 from netbench.worker.groups import Layout
@@ -125,6 +124,8 @@ class RunConfig(BaseModel):
     @classmethod
     def _shard_alias(cls, v: object) -> object:
         """``fsdp``, torch's FULL_SHARD, is ZeRO-3 (plan's word for it too)."""
+        from netbench.model.parallelism import SHARD_ALIASES  # late: keeps the model off the config's import
+
         return SHARD_ALIASES.get(v, v) if isinstance(v, str) else v
 
     @field_validator("schedule")
