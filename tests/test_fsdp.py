@@ -13,6 +13,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import declared_payload
@@ -52,10 +53,9 @@ def test_a_parameter_is_gathered_with_its_layer(name: str, unit: str) -> None:
 def test_the_payload_is_a_share_of_each_gather_and_the_whole_reduce_scatter() -> None:
     shapes = [ParamShape("0.weight", (5, 3)), ParamShape("0.bias", (5,)), ParamShape("scale", (2,))]
     assert list(shard_units(shapes)) == ["0", ""]
-    # 5 rows padded to 6 over 2 ranks: (6 * 3 + 6) fp32 gathered twice; the root's 2 once
-    layers = sharding.fsdp_layers(shapes, 2)
-    assert layers == [(24 * 4.0, 2), (2 * 4.0, 1)]
-    assert sharding.fsdp_payload_bytes(shapes, 2) == 96 * (1 + 2 / 2) + 8 * (1 + 1 / 2)
+    # 5 rows padded to 6 over 2 ranks: (6 * 3 + 6) fp32; every layer, the root's own too, gathered twice
+    assert sharding.fsdp_layers(shapes, 2) == [24 * 4.0, 2 * 4.0]
+    assert sharding.fsdp_payload_bytes(shapes, 2) == (96 + 8) * (1 + 2 / 2)
 
 
 def test_a_spec_shards_weights_only_over_groups_of_two_or_more() -> None:
@@ -74,7 +74,7 @@ def test_fsdp_alone_is_local_work_codec_and_three_ring_passes_of_the_model() -> 
     shapes = prediction.workload_shapes(config.workload, 4)
     est = prediction.predict(config, shapes, 0.05, Calibration(), codec_s=(0.001, 0.0))
     assert est.step_time_s == pytest.approx(0.05 + 0.001 + est.comm_time_s)
-    model_bytes = sum(b for b, _ in sharding.fsdp_layers(shapes, 4))
+    model_bytes = sum(sharding.fsdp_layers(shapes, 4))
     sent = est.tx.total  # the payload and its framing (headers, ACKs of what it receives)
     assert 3 * 0.75 * model_bytes < sent < 1.1 * 3 * 0.75 * model_bytes
     slower = DirectionSpec(rate_bps=100e6, delay_s=0.02)
@@ -197,6 +197,49 @@ def test_bad_combinations_exit_2_in_one_line(args: list[str], message: str) -> N
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in done.stderr
+
+
+class _RootScaled(torch.nn.Module):
+    """A layer and a parameter of the root's own: the root is gathered like any layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(8))
+        self.lin = torch.nn.Linear(8, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x * self.scale)
+
+
+def _root_body(rank: int, world: int) -> list[tuple[int, int]]:
+    from netbench.replicators.build import build_replicator
+    from netbench.worker.sharding import sharded_replicator
+
+    torch.manual_seed(0)
+    model = _RootScaled()
+    spec = WorkerSpec(
+        rank=rank,
+        world_size=world,
+        iface="lo",
+        out_path="x",
+        replicator=ReplicatorConfig(name="full"),
+        shard_groups=((0, 1),),
+        shard_weights=True,
+    )
+    rep = sharded_replicator(SimpleNamespace(model=model), spec, build_replicator, None)
+    out = []
+    for _ in range(2):
+        model.zero_grad()
+        model(torch.randn(4, 8)).pow(2).mean().backward()
+        stats = rep.step()
+        out.append((stats.intra_collectives, stats.intra_payload_bytes))
+    return out
+
+
+def test_the_roots_own_parameters_are_gathered_like_a_layer() -> None:
+    shapes = [ParamShape("scale", (8,)), ParamShape("lin.weight", (6, 8)), ParamShape("lin.bias", (6,))]
+    for per_step in run_ranks(_root_body, 2, timeout=120):
+        assert per_step == [(6, sharding.fsdp_payload_bytes(shapes, 2))] * 2
 
 
 def test_the_weights_of_a_layer_stay_sharded_between_steps() -> None:

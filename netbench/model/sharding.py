@@ -37,6 +37,7 @@ __all__ = [
     "intra_prediction",
     "PerWorkerScheme",
     "FSDP_ELEMENT_BYTES",
+    "FSDP_GATHERS",
     "fsdp_layers",
     "fsdp_payload_bytes",
     "ring_reduce_scatter_cost",
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 FSDP_ELEMENT_BYTES = 4  # fully_shard gathers and reduces the fp32 parameters and gradients as they are
+FSDP_GATHERS = 2  # each layer, the root too, gathered before its forward and again before its backward
 
 LOOPBACK_BPS = (
     25e9  # an unshaped intra-node link: about what one core pushes through a veth or lo (docs/concepts/emulation.md)
@@ -115,21 +117,20 @@ def intra_prediction(
     return {"intra_tx_bytes_per_step": g * one.tx.total, "intra_comm_time_s": one.time_s}
 
 
-def fsdp_layers(shapes: Sequence[ParamShape], n: int) -> list[tuple[float, int]]:
-    """(bytes, gathers) of each layer fully_shard gathers over ``n`` ranks: its parameters with every first
-    dimension padded to a multiple of ``n``, gathered before its forward and again before its backward (the root's
-    own parameters once: torch keeps the root gathered from its forward into the backward)."""
-    out = []
-    for name, layer in shard_units(shapes).items():
-        numel = sum(slice_rows(s.shape, n) * n * (s.numel // max(1, s.shape[0] if s.shape else 1)) for s in layer)
-        out.append((float(numel * FSDP_ELEMENT_BYTES), 2 if name else 1))
-    return out
+def fsdp_layers(shapes: Sequence[ParamShape], n: int) -> list[float]:
+    """Bytes of each layer fully_shard gathers over ``n`` ranks: its parameters, every first dimension padded to a
+    multiple of ``n``."""
+    return [
+        float(sum(slice_rows(s.shape, n) * n * (s.numel // max(1, s.shape[0] if s.shape else 1)) for s in layer))
+        * FSDP_ELEMENT_BYTES
+        for layer in shard_units(shapes).values()
+    ]
 
 
 def fsdp_payload_bytes(shapes: Sequence[ParamShape], n: int) -> float:
     """Bytes one rank hands to the sharding collectives per step: its share of each gather, the whole of each
     reduce-scatter (as an all-reduce's buffer is counted)."""
-    return sum(b * gathers / n + b for b, gathers in fsdp_layers(shapes, n))
+    return sum(b * FSDP_GATHERS / n + b for b in fsdp_layers(shapes, n))
 
 
 def ring_reduce_scatter_cost(rings: RingSet, nbytes: float, overhead_s: float, framing: Framing) -> CollectiveCost:
@@ -168,8 +169,10 @@ def fsdp_cost(
     prices = rings.prices()
     overhead = calibration.overhead("all_gather")
     total = CollectiveCost()
-    for nbytes, gathers in fsdp_layers(shapes, rings.peers):
+    for nbytes in fsdp_layers(shapes, rings.peers):
         shard = Exchange("all_gather", round(nbytes / rings.peers), label="fsdp")
         gather = rings.call_cost(shard, prices, overhead, scenario.framing, scenario.tcp, 0.0, 0.0, 0.0)
-        total = total + gather.scaled(gathers) + ring_reduce_scatter_cost(rings, nbytes, overhead, scenario.framing)
+        total = (
+            total + gather.scaled(FSDP_GATHERS) + ring_reduce_scatter_cost(rings, nbytes, overhead, scenario.framing)
+        )
     return total
