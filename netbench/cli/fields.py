@@ -25,6 +25,7 @@ from pydantic_core import PydanticUndefined
 from netbench.cli.options import option as cli_option
 from netbench.declarations.config import ReplicatorConfig, command_line_fields
 from netbench.declarations.registry import names
+from netbench.model.parallelism import PARALLEL_SETTINGS
 from netbench.orchestrator.config import RunConfig
 from netbench.settings import Override, Setting
 from netbench.workloads.config import WorkloadConfig
@@ -287,6 +288,18 @@ RUN = table(
         RunConfig, "intra_bw_bps", ("--intra-bw",), str | None
     ),  # tc units, parsed by sharding_options.intra_rate
     FieldOption(RunConfig, "shard_within", ("--shard-within",), str),
+    FieldOption(
+        RunConfig,
+        "shard",
+        ("--shard",),
+        str,
+        overrides={
+            "plan": Override(
+                why="plan prices every sharding on a GPU layout (zero1 and zero2 too), run trains zero3 and hsdp",
+                help=PARALLEL_SETTINGS["shard"].help,
+            )
+        },
+    ),
     FieldOption(RunConfig, "schedule", ("--schedule",), Path | None),  # a file, read by cli/schedule_option.py
     FieldOption(RunConfig, "compression", ("--compression",), str | None),  # 1/16, 0.0625 or 6.25%
 )

@@ -204,7 +204,7 @@ class GraphModel:
         wire, by_price = self._wire(
             exchanges, rings, prices, scenario, calibration, compute + compression, compression, paced
         )
-        intra, intra_ex = self._intra(scheme, n_params, intra_rings, scenario, calibration, trunk_scale)
+        intra, intra_ex = self.within_sites(scheme, n_params, intra_rings, scenario, calibration, trunk_scale)
         machine = _within_machine(scheme, n_params, scenario, calibration)
         comm = wire.time_s + intra.time_s + machine
         step = compression + max(compute, comm) if scheme.overlap else compute + compression + comm
@@ -264,7 +264,7 @@ class GraphModel:
                 alone[price] = alone.get(price, 0.0) + cost_on([[price] * rings.peers], first_rest).time_s
         return wire, alone
 
-    def _intra(
+    def within_sites(
         self,
         scheme: Scheme,
         n_params: int,

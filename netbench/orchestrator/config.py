@@ -77,6 +77,13 @@ class RunConfig(BaseModel):
         "two or more sites of equal size); host (netbench worker only), the local ranks of each torchrun host "
         "(--nproc-per-node G), replicating between hosts.",
     )
+    shard: Literal["none", "zero3", "hsdp"] = Field(
+        "none",
+        description="Shard the parameters too (torch's fully_shard, each layer gathered before its forward and "
+        "backward, its gradients reduce-scattered), one worker per node: zero3 or fsdp, over every node, nothing "
+        "replicated between groups (--replicator full); hsdp, within each site (--shard-within site), the replicator "
+        "between sites on the shards; none: FlexDeMo's step where the model is sharded.",
+    )
     schedule: Schedule | None = Field(
         None,
         description="Change links and nodes while the run goes on: a schedule CSV "
@@ -113,6 +120,14 @@ class RunConfig(BaseModel):
             compression_settings(replicator.name, v, replicator.chunk)
         return v
 
+    @field_validator("shard", mode="before")
+    @classmethod
+    def _shard_alias(cls, v: object) -> object:
+        """``fsdp``, torch's FULL_SHARD, is ZeRO-3 (plan's word for it too)."""
+        from netbench.model.parallelism import SHARD_ALIASES  # late: keeps the model off the config's import
+
+        return SHARD_ALIASES.get(v, v) if isinstance(v, str) else v
+
     @field_validator("schedule")
     @classmethod
     def _schedule_fits(cls, v: Schedule | None, info: ValidationInfo) -> Schedule | None:
@@ -132,9 +147,11 @@ class RunConfig(BaseModel):
         return v
 
     def shard_layout(self) -> Layout | None:
-        """The sharding groups of ``shard_within site``: each site's ranks (through the rank placement); None: G per
-        node (a host's local ranks are its node's G).
+        """The sharding groups of ``shard_within site``: each site's ranks (through the rank placement); of ``shard
+        zero3``: every worker; None: G per node (a host's local ranks are its node's G).
         """
+        if self.shard == "zero3":
+            return Layout((tuple(range(self.cluster.nodes * self.gpus_per_node)),))
         if self.shard_within != "site":
             return None
         return Layout.per_site(self.cluster.topology.groups().values(), self.cluster.placement, self.gpus_per_node)
@@ -149,6 +166,37 @@ class RunConfig(BaseModel):
                 f"this host runs at most {MAX_WORKERS}"
             )
         return self
+
+    @model_validator(mode="after")
+    def _weights_shard(self) -> RunConfig:
+        """``shard``: groups of more than one worker, a replicator that fits them and a workload whose forward
+        gathers the layers."""
+        if self.shard != "none":
+            check_weight_sharding(self)
+        return self
+
+
+def check_weight_sharding(config: RunConfig) -> None:
+    """ValueError (one line, naming the option) where ``--shard zero3|hsdp`` cannot run on this config."""
+    if config.workload.kind == "shapes":
+        raise ValueError(
+            f"--shard {config.shard}: gathers each layer inside the workload's forward; the shapes workload has none "
+            "(use mlp, transformer or python:)"
+        )
+    if config.gpus_per_node > 1:
+        raise ValueError(f"--shard {config.shard}: shards across nodes of one worker each (--gpus-per-node 1)")
+    if config.shard == "zero3":
+        if config.shard_within != "node":
+            raise ValueError("--shard zero3: every worker is one sharding group; --shard-within sizes --shard hsdp's")
+        if config.cluster.nodes < 2:
+            raise ValueError("--shard zero3: needs two or more nodes to shard over")
+        if config.replicator.name != "full":
+            raise ValueError(
+                f"--shard zero3: nothing is replicated between groups, so --replicator {config.replicator.name} has "
+                "nothing to do; use --replicator full, or --shard hsdp to run it between sites"
+            )
+    elif config.shard_within != "site":
+        raise ValueError("--shard hsdp: shards within each site and replicates between them (--shard-within site)")
 
 
 def check_sites(sites: dict[str, list[int]]) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import pandas as pd
@@ -59,6 +60,7 @@ __all__ = [
     "layout_of",
     "model_step",
     "predict",
+    "weights_sharded",
     "prediction",
     "as_summary",
     "predict_run",
@@ -294,7 +296,47 @@ def predict(
         host=host,
         workload_kind=config.workload.kind,
     )
+    if getattr(config, "shard", "none") != "none":
+        return weights_sharded(config, found.step, graph, scheme, shapes, calibration)
     return found.step
+
+
+def weights_sharded(
+    config: RunLike,
+    est: StepEstimate,
+    graph: GraphModel,
+    scheme: Scheme,
+    shapes: Sequence[ParamShape],
+    calibration: Calibration,
+) -> StepEstimate:
+    """``est`` with FSDP's gathers and reduce-scatters (:func:`netbench.model.sharding.fsdp_cost`) in place of what
+    the model charges sharding groups otherwise: ZeRO-3 shards over every node and replicates nothing (the step is
+    local work, codec and FSDP's collectives); HSDP shards within each site, where FlexDeMo's reduce-scatter and
+    all-gather of the dense gradient on the site's LAN would be, and the replicator between sites stays as priced.
+    FSDP's collectives run inside forward and backward, never behind compute, so they add to the step."""
+    scenario = est.scenario
+    if config.shard == "zero3":
+        fsdp = sharding.fsdp_cost(graph.flat, shapes, scenario, calibration)
+        return replace(
+            est,
+            exchanges=(),
+            payload_bytes_per_step=0.0,
+            wire=fsdp,
+            comm_time_s=fsdp.time_s,
+            intra_time_s=0.0,
+            step_time_s=est.compute_time_s + est.compression_time_s + fsdp.time_s,
+        )
+    within, _ = graph.layout_rings("sites")
+    fsdp = sharding.fsdp_cost(within, shapes, scenario, calibration)
+    flexdemo, _ = graph.within_sites(scheme, total_params(list(shapes)), within, scenario, calibration, 1.0)
+    wire = replace(est.wire, tx=est.tx + flexdemo.tx.scaled(-1) + fsdp.tx, rx=est.rx + flexdemo.rx.scaled(-1) + fsdp.rx)
+    return replace(
+        est,
+        wire=wire,
+        comm_time_s=est.comm_time_s - flexdemo.time_s + fsdp.time_s,
+        intra_time_s=fsdp.time_s,
+        step_time_s=est.step_time_s - flexdemo.time_s + fsdp.time_s,
+    )
 
 
 def prediction(

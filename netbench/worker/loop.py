@@ -175,6 +175,7 @@ class WorkerRun:
         after = read_counters(self.spec.iface)
         # Codec work that ran inside backward's hooks is booked in compress_s/decode_s, not compute_s.
         hooked = self.backward.last_hooked_s if self.backward is not None else 0.0
+        hooked += getattr(stats, "intra_in_compute_s", 0.0)  # FSDP's gathers and reduce-scatters, booked as intra_*
         values: dict[str, Any] = {
             Col.RANK: self.spec.rank,
             Col.STEP: step,

@@ -7,19 +7,29 @@ model with every other) runs exactly the code it always did.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netbench.counters import read_counters
 from netbench.replicators.sharded import ShardedReplicator
 from netbench.rundir.steps_schema import Col, column
 from netbench.worker.groups import build_groups
 
+if TYPE_CHECKING:
+    from netbench.replicators.fsdp import FullyShardedReplicator
+
 INTRA_STATS = (Col.INTRA_COMM_S, Col.INTRA_PAYLOAD_BYTES, Col.INTRA_COLLECTIVES)  # the replicator's StepStats names
 
 
-def sharded_replicator(workload, spec, build, names) -> ShardedReplicator:
-    """This rank's two groups and the FlexDeMo wrapper around the configured replicator."""
+def sharded_replicator(workload, spec, build, names) -> ShardedReplicator | FullyShardedReplicator:
+    """This rank's two groups and the FlexDeMo wrapper around the configured replicator, or with ``shard_weights``
+    FSDP's (the parameters at rest sharded, gathered per layer inside forward and backward)."""
     groups = build_groups(spec.layout(), spec.rank)
+    if spec.shard_weights:
+        from netbench.replicators.fsdp import FullyShardedReplicator  # late: torch's FSDP, for the runs that use it
+
+        return FullyShardedReplicator(
+            workload.model, spec.replicator, build, groups.shard, groups.shard_ranks, groups.replica, names
+        )
     return ShardedReplicator(
         workload.parameters(),
         spec.replicator,

@@ -74,6 +74,11 @@ class WorkerSpec(BaseModel):
         description="the sharding groups as rank lists of one size, every rank once (a site's ranks with "
         "--shard-within site); None: the gpus_per_node workers of each node",
     )
+    shard_weights: bool = Field(
+        False,
+        description="ZeRO-3 (FSDP): the sharding group's parameters rest sharded and are gathered per layer inside "
+        "forward and backward (torch's fully_shard); False: every worker holds the whole model (FlexDeMo's step)",
+    )
     compute_scale: float = Field(
         1.0, ge=1.0, le=100.0, description="a straggler: its compute and codec phases take this many times as long"
     )
@@ -103,6 +108,8 @@ class WorkerSpec(BaseModel):
             raise ValueError(f"rank {self.rank} is outside world size {self.world_size}")
         if self.world_size is not None and self.world_size % self.gpus_per_node:
             raise ValueError(f"world size {self.world_size} is not a multiple of gpus_per_node {self.gpus_per_node}")
+        if self.shard_weights and not self.sharded:
+            raise ValueError("shard_weights needs sharding groups of two or more ranks (shard_groups)")
         if self.shard_groups is not None:
             layout = Layout(self.shard_groups)  # unequal or overlapping groups: a ValueError, one line
             if self.world_size is not None and layout.world_size != self.world_size:

@@ -47,6 +47,7 @@ def run(
     gpus_per_node: int = RUN["gpus_per_node"].option(),
     intra_bw: str | None = RUN["intra_bw_bps"].option(),
     shard_within: str = RUN["shard_within"].option(),
+    shard: str = RUN["shard"].option(),
     compression: str | None = RUN["compression"].option(),
     steps: int = RUN["steps"].option(),
     warmup: int = RUN["warmup_steps"].option(),
@@ -96,6 +97,7 @@ def run(
         gpus_per_node=gpus_per_node,
         intra_bw_bps=sharding_options.intra_rate(intra_bw),
         shard_within=shard_within,
+        shard=shard,
         schedule=link_schedule,
     )
     factor = dilation_factor(dilation)

@@ -309,6 +309,7 @@ def _worker_specs(
                 rendezvous_file=str(run_dir.rendezvous),
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
                 **({"shard_groups": layout.shards} if layout is not None else {}),
+                **({"shard_weights": True} if config.shard != "none" else {}),
             )
             path = run_dir.spec_path(rank)
             safe_files.write_text(path, spec.model_dump_json(indent=2))
