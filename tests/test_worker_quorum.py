@@ -75,8 +75,17 @@ def spec_for(
     return path
 
 
-def start(spec: Path, tmp: Path, node: int, first_step: int = 0) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NETBENCH_FIRST_STEP": str(first_step)}
+def joining(spec: Path, first_step: int) -> Path:
+    """The spec of a node's worker that joins again, its steps numbered after the ``first_step`` it recorded."""
+    was = WorkerSpec.model_validate_json(spec.read_text())
+    again = was.model_copy(update={"quorum": was.quorum.model_copy(update={"first_step": first_step})})
+    path = spec.with_suffix(".again.json")
+    path.write_text(again.model_dump_json())
+    return path
+
+
+def start(spec: Path, tmp: Path, node: int) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     log = open(tmp / f"log{node}.txt", "a")  # noqa: SIM115 - the child holds it
     return subprocess.Popen(
         [sys.executable, "-m", "netbench.worker", "--spec", str(spec)],
@@ -131,7 +140,7 @@ def test_a_node_killed_and_started_again_is_healed_and_every_node_ends(tmp_path:
         os.killpg(procs[2].pid, signal.SIGKILL)  # a leave: the node's process group, at once
         procs[2].wait()
         recorded = len(steps_of(tmp_path, 2))
-        procs[2] = start(specs[2], tmp_path, 2, first_step=recorded)
+        procs[2] = start(joining(specs[2], recorded), tmp_path, 2)
         for p in procs:
             assert p.wait(timeout=DEADLINE_S) == 0, (tmp_path / "log0.txt").read_text()[-3000:]
     finally:

@@ -14,7 +14,6 @@ torchft retries a failed quorum or exchange for ever; here every wait is bounded
 from __future__ import annotations
 
 import os
-import socket
 import time
 from datetime import timedelta
 from typing import Any
@@ -31,7 +30,9 @@ from netbench.replicators.flat import FlatLayout
 from netbench.replicators.optim import build_optimizer
 from netbench.rundir.records import RecordWriter
 from netbench.rundir.steps_schema import Col, step_record, step_row
+from netbench.worker.quorum_spec import QUORUM_REPLICATORS
 from netbench.worker.spec import ResolvedSpec
+from netbench.worker.start import start_event
 from netbench.workloads import Workload, build_workload
 
 __all__ = ["QuorumLost", "FaultTolerantRun", "state_tensor_bytes"]
@@ -91,10 +92,15 @@ class FaultTolerantRun:
         if self.spec.quorum is None:
             raise ValueError("a fault-tolerant worker needs the spec's quorum")
         self.quorum = self.spec.quorum
+        if self.spec.replicator.name not in QUORUM_REPLICATORS:
+            raise ValueError(
+                f"{self.spec.replicator.name} trains with every node throughout; "
+                f"{' and '.join(QUORUM_REPLICATORS)} train through churn"
+            )
         self.writer = writer
         self.step = -1  # the attempt in progress, for the error event
         self.measured: list[dict[str, Any]] = []
-        self.last_commit = time.monotonic()
+        self.last_commit = time.monotonic() + self.spec.join_timeout_s  # the first quorum waits for its peers to start
 
     def run(self) -> None:
         workload = self._setup()
@@ -148,29 +154,7 @@ class FaultTolerantRun:
             self.outer = torch.optim.SGD(
                 self.model.parameters(), lr=config.outer_lr, momentum=momentum, nesterov=momentum > 0
             )
-        self.writer.write(
-            {
-                "event": "start",
-                "rank": quorum.node,
-                "world_size": spec.world_size,
-                "t": time.time(),
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "iface": spec.iface,
-                "init_method": quorum.lighthouse,
-                "threads": spec.threads,
-                "steps": spec.steps,
-                "warmup_steps": spec.warmup_steps,
-                "timeout_s": spec.timeout_s,
-                "n_params": workload.num_params(),
-                "n_tensors": len(workload.parameters()),
-                "workload": spec.workload.model_dump(),
-                "replicator": config.model_dump(),
-                "overlap_backward": False,
-                "compute_scale": spec.compute_scale,
-                "quorum": quorum.model_dump(),
-            }
-        )
+        self.writer.write({**start_event(spec, workload, quorum.lighthouse, False), "quorum": quorum.model_dump()})
         return workload
 
     def _state(self) -> dict[str, Any]:
@@ -235,7 +219,12 @@ class FaultTolerantRun:
                 syncing = len(window) + 1 == config.sync_every
                 if syncing:
                     self._check_quorum_time()
-                self.inner.step()  # DiLoCo's hook runs the outer sync on the window's last step
+                try:
+                    self.inner.step()  # DiLoCo's hook runs the outer sync on the window's last step
+                except Exception as exc:  # a quorum that did not form within quorum_lost_s times out in torchft
+                    if syncing and time.monotonic() - self.last_commit >= self.quorum.quorum_lost_s:
+                        raise self._lost(f"no quorum formed ({type(exc).__name__})") from None
+                    raise
                 ended = time.perf_counter()
                 values = {
                     Col.COMPUTE_S: computed - began,
@@ -258,7 +247,7 @@ class FaultTolerantRun:
 
     def spec_first_step(self) -> int:
         """The number of this node's first attempt: after the attempts its earlier workers recorded (a join)."""
-        return int(os.environ.get("NETBENCH_FIRST_STEP", "0"))
+        return self.quorum.first_step
 
     def _start_quorum(self) -> None:
         """A quorum (the heal included), bounded: a quorum that does not form in time is a lost quorum."""

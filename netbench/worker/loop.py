@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 import time
 import traceback
@@ -46,6 +45,7 @@ from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.trace import spans
 from netbench.validation import error_text
 from netbench.worker.spec import ResolvedSpec, WorkerSpec
+from netbench.worker.start import start_event
 from netbench.workloads import Workload, build_workload
 from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 
@@ -133,28 +133,7 @@ class WorkerRun:
             and hasattr(replicator, "attach_backward_hooks")
         ):
             self.backward = replicator.attach_backward_hooks()
-        self.writer.write(
-            {
-                "event": "start",
-                "rank": spec.rank,
-                "world_size": spec.world_size,
-                "t": time.time(),
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "iface": spec.iface,
-                "init_method": self.resolved.url,
-                "threads": spec.threads,
-                "steps": spec.steps,
-                "warmup_steps": spec.warmup_steps,
-                "timeout_s": spec.timeout_s,
-                "n_params": workload.num_params(),
-                "n_tensors": len(workload.parameters()),
-                "workload": spec.workload.model_dump(),
-                "replicator": spec.replicator.model_dump(),
-                "overlap_backward": self.backward is not None,
-                "compute_scale": spec.compute_scale,
-            }
-        )
+        self.writer.write(start_event(spec, workload, self.resolved.url, self.backward is not None))
         return workload, replicator
 
     def _one_step(

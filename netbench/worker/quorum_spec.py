@@ -21,6 +21,9 @@ class QuorumSpec(BaseModel):
     )
     store_port: int = Field(..., ge=1, le=65535, description="the port of the node's own group store")
     min_replicas: int = Field(2, ge=2, description="the fewest nodes a step's quorum may hold")
+    first_step: int = Field(
+        0, ge=0, description="the number of the worker's first step: after the steps the node's earlier workers ran"
+    )
     quorum_lost_s: float = Field(
         ..., gt=0.0, description="no committed step for this long: the quorum is lost and the worker fails"
     )
