@@ -12,11 +12,11 @@ if command -v apt-get >/dev/null; then
         iproute2 iptables iperf3 tcpdump ethtool libnetfilter-queue-dev gcc python3-dev >/dev/null
 fi
 python3 -m pip install -q torch==2.13.0
-python3 -m pip install -q -e '.[dev]'
+python3 -m pip install -q -e '.[dev,churn]'  # torchft after torch: it keeps the CPU build
 if [ "${1:-}" = "--for-tests" ]; then
     if command -v apt-get >/dev/null; then
         apt-get install -y -qq --no-install-recommends chromium >/dev/null
     fi
-    python3 -m pip install -q -e '.[dev,reference,docs]'
+    python3 -m pip install -q -e '.[dev,churn,reference,docs]'
 fi
 echo "netbench: setup done ($(python3 -c 'import torch; print("torch", torch.__version__)'))"

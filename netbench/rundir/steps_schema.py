@@ -14,7 +14,9 @@ Who writes a column:
 * ``exec``: ``netbench.step()`` inside the user's own program under ``netbench exec`` (netbench/steps.py);
 * ``sharded``: a worker that shares its node with others (G workers per node, netbench/worker/sharding.py);
 * ``capture``: the run writer, from each node's packet capture (empty without one);
-* ``schedule``: the run writer, under a link schedule (the segment each step ran in).
+* ``schedule``: the run writer, under a link schedule (the segment each step ran in);
+* ``quorum``: a worker that trains through churn (netbench/worker/fault_tolerant.py): the quorum each step ran in,
+  whether its update was committed, and what healing the node cost.
 
 A run's rows carry the columns its writers write (a ``netbench exec`` run has no ``compute_scale``
 and no ``*_cpu_s`` pair, a run without a link schedule no ``schedule_*``); a reader checks ``column in steps``
@@ -41,8 +43,8 @@ __all__ = [
     "capture_column",
 ]
 
-Writer = Literal["worker", "exec", "sharded", "capture", "schedule"]
-WRITERS: tuple[Writer, ...] = ("worker", "exec", "sharded", "capture", "schedule")
+Writer = Literal["worker", "exec", "sharded", "capture", "schedule", "quorum"]
+WRITERS: tuple[Writer, ...] = ("worker", "exec", "sharded", "capture", "schedule", "quorum")
 UNITS = {  # a unit as the reference page spells it
     "s": "seconds",
     "B": "bytes",
@@ -58,6 +60,7 @@ _WORKER: tuple[Writer, ...] = ("worker",)
 _SHARDED: tuple[Writer, ...] = ("sharded",)
 _CAPTURE: tuple[Writer, ...] = ("capture",)
 _SCHEDULE: tuple[Writer, ...] = ("schedule",)
+_QUORUM: tuple[Writer, ...] = ("quorum",)
 OPTIONAL = "optional"  # a row may leave the column empty (None): not every step or writer has the figure
 DILATED = "dilated"  # a duration the run writer divides by a dilated run's factor k (t_start/t_end stay real)
 
@@ -177,6 +180,18 @@ class Col(StrEnum):
     SCHEDULE_ELAPSED_S = "schedule_elapsed_s", float, "s", _SCHEDULE, (
         "when the step began, from the first measured step's start on rank 0 (the schedule's time 0)"
     )
+
+    QUORUM_REPLICAS = "quorum_replicas", int, "count", _QUORUM, (
+        "how many nodes the step's quorum held (the nodes that averaged this step's update)"
+    )
+    COMMITTED = "committed", bool, "", _QUORUM, (
+        "whether the step's update was kept: False where a peer left during its exchange, or the node ran it before "
+        "it was healed"
+    )
+    HEAL_BYTES = "heal_bytes", int, "B", _QUORUM, (
+        "bytes of state (weights, optimizer state) this node received from a live peer to catch up, in this step"
+    )
+    HEAL_S = "heal_s", float, "s", _QUORUM, "how long receiving that state took", DILATED
     # fmt: on
 
 

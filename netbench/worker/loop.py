@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 import time
 import traceback
@@ -46,7 +45,8 @@ from netbench.rundir.records import RecordWriter
 from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.trace import spans
 from netbench.validation import error_text
-from netbench.worker.spec import ResolvedSpec
+from netbench.worker.spec import ResolvedSpec, WorkerSpec
+from netbench.worker.start import start_event
 from netbench.workloads import Workload, build_workload
 from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 
@@ -134,28 +134,7 @@ class WorkerRun:
             and hasattr(replicator, "attach_backward_hooks")
         ):
             self.backward = replicator.attach_backward_hooks()
-        self.writer.write(
-            {
-                "event": "start",
-                "rank": spec.rank,
-                "world_size": spec.world_size,
-                "t": time.time(),
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "iface": spec.iface,
-                "init_method": self.resolved.url,
-                "threads": spec.threads,
-                "steps": spec.steps,
-                "warmup_steps": spec.warmup_steps,
-                "timeout_s": spec.timeout_s,
-                "n_params": workload.num_params(),
-                "n_tensors": len(workload.parameters()),
-                "workload": spec.workload.model_dump(),
-                "replicator": spec.replicator.model_dump(),
-                "overlap_backward": self.backward is not None,
-                "compute_scale": spec.compute_scale,
-            }
-        )
+        self.writer.write(start_event(spec, workload, self.resolved.url, self.backward is not None))
         return workload, replicator
 
     def _one_step(
@@ -271,8 +250,12 @@ def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = 
     `netbench worker` gathers every rank's records to rank 0 there. If it fails, the run fails.
     """
     spec = resolved.spec
-    with RecordWriter(spec.output_file()) as writer:
-        worker = WorkerRun(resolved, writer)
+    with RecordWriter(spec.output_file(), go_on=_joins_again(spec)) as writer:
+        worker: Any = WorkerRun(resolved, writer)
+        if spec.quorum is not None:  # nodes may leave and join: torchft's quorum (late: only such runs load it)
+            from netbench.worker.fault_tolerant import FaultTolerantRun  # late: torchft loads only for churn
+
+            worker = FaultTolerantRun(resolved, writer)
         try:
             with signals.handled((signal.SIGTERM,), _on_sigterm):  # until the error event is written
                 try:
@@ -293,6 +276,8 @@ def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = 
                     )
                     code = 1
         finally:
+            if hasattr(worker, "close"):
+                worker.close()
             _leave_group()
     return code
 
@@ -304,3 +289,8 @@ def _leave_group() -> None:
             dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001
         print(f"netbench worker: destroy_process_group failed: {exc}", file=sys.stderr)
+
+
+def _joins_again(spec: WorkerSpec) -> bool:
+    """A node that trains through churn and joins again goes on writing the record file its earlier worker wrote."""
+    return spec.quorum is not None and spec.output_file().exists()

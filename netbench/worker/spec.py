@@ -17,6 +17,7 @@ from netbench import untrusted
 from netbench.declarations.config import ReplicatorConfig
 from netbench.validation import one_line
 from netbench.worker.groups import Layout
+from netbench.worker.quorum_spec import QuorumSpec
 from netbench.workloads.config import WorkloadConfig
 
 _ENV_FIELDS = {"rank": "RANK", "world_size": "WORLD_SIZE", "master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT"}
@@ -100,6 +101,10 @@ class WorkerSpec(BaseModel):
         description="a file the worker waits for between joining the group and its first step: the orchestrator "
         "creates it once every worker has joined and it has read the trunks' counters, so the rendezvous's traffic "
         "is not booked on the steps; None: step at once",
+    )
+
+    quorum: QuorumSpec | None = Field(
+        None, description="train through churn: a quorum per step or per outer sync (torchft); None: a fixed group"
     )
 
     @model_validator(mode="after")
@@ -190,7 +195,8 @@ def resolve(spec: WorkerSpec, environ: Mapping[str, str] | None = None) -> Resol
     """Fill the rendezvous fields the spec leaves out from the environment (torchrun's variables)."""
     env = os.environ if environ is None else environ
     updates: dict[str, object] = {}
-    meets_at_file = spec.rendezvous_file is not None and spec.rank is not None  # no store address to know
+    # no store address to know: the group meets at a file, or each node is a group of its own (a quorum)
+    meets_at_file = (spec.rendezvous_file is not None or spec.quorum is not None) and spec.rank is not None
     for field, var in _ENV_FIELDS.items():
         if meets_at_file and field in ("master_addr", "master_port"):
             continue
