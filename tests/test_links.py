@@ -107,3 +107,28 @@ def test_a_straggler_stretches_each_phase_by_its_scale() -> None:
         pacing.set_factor(1.0)
         pacing.set_compute_scale(1.0)
     assert pacing.pace(0.05, 0.0) == 0.0
+
+
+def test_a_run_with_an_ended_phase_is_not_compared_link_by_link() -> None:
+    """1-bit Adam's dense warm-up sits in the counters' whole-run means and not in the model's lasting phase: the
+    link report says so instead of a ratio between the two."""
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.emulation.spec import ClusterSpec
+    from netbench.orchestrator.config import RunConfig
+    from netbench.orchestrator.run.links import ENDED_PHASE, link_report
+    from netbench.workloads.config import WorkloadConfig
+
+    cluster = ClusterSpec(nodes=2, up={"rate_bps": 1e8}, down={"rate_bps": 1e8})
+    work = WorkloadConfig(kind="shapes", shapes="llama:d_model=64,layers=1,ffn=128,vocab=128", compute_ms=10)
+    steps = pd.DataFrame(
+        [
+            {"rank": r, "step": s, "warmup": s == 0, "compute_s": 0.01, "tx_bytes": 1000, "rx_bytes": 1000}
+            for r in range(2)
+            for s in range(3)
+        ]
+    )
+    calibration = Calibration()
+    for name, ended in (("onebit", True), ("full", False)):
+        config = RunConfig(cluster=cluster, replicator=ReplicatorConfig(name=name), workload=work, capture=False)
+        report = link_report(config, steps, pd.DataFrame(), calibration)
+        assert (report.get("error") == ENDED_PHASE) is ended, report

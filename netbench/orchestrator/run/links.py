@@ -19,6 +19,7 @@ import pandas as pd
 
 from netbench.calibrate.hostcache import load_calibration
 from netbench.model.network import GraphEstimate, direction_name, direction_of
+from netbench.model.schemes import scheme_from_config
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
 from netbench.topology.graph import Hop, Topology
@@ -99,6 +100,10 @@ def _rates(topology: Topology) -> dict[str, float]:
 
 TIE = 0.9  # a link direction at least this busy, relative to the busiest, is as much the bottleneck (equal links tie)
 NODE_TIE = 0.95  # a node's local work at least this share of the slowest node's is as slow
+ENDED_PHASE = (
+    "per-link bytes are modelled for the phase that lasts, and the counters' means run over the whole run, "
+    "which holds an ended phase too (a warm-up)"
+)
 LINK_SHARE = 0.1  # per-link byte errors count on directions carrying at least this share of the busiest one's bytes
 
 
@@ -201,6 +206,8 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
             return {"error": "no measured steps"}
         cluster = config.cluster
         shapes = workload_shapes(config.workload, cluster.nodes)
+        if scheme_from_config(config.replicator).ended(shapes, cluster.nodes):
+            return {"error": ENDED_PHASE}
         est = model_step(config, shapes, local, calibration if calibration is not None else load_calibration())
         measured = {
             **access_bytes_per_step(steps, cluster.topology, cluster.placement),
