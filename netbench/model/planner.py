@@ -32,6 +32,7 @@ __all__ = ["Planner", "BW_RANGE_BPS"]
 BW_RANGE_BPS = (1e3, 1e15)
 GRID_PER_DECADE = 8
 COARSE_STEP = GRID_PER_DECADE  # grid points between the samples a crossover search models first
+CROSSOVER_REL_TOL = 1e-6  # a crossover bandwidth to a millionth: far below what a link or a plan distinguishes
 
 
 @dataclass
@@ -141,7 +142,7 @@ class Planner:
 
     def crossovers(self, a: Scheme, b: Scheme, scenario: Scenario) -> dict:
         """Bandwidths where ``a`` and ``b`` take equal step time, with which is faster on each side: every sign change
-        of their difference on a grid of ``GRID_PER_DECADE`` points a decade, each narrowed to 1e-9."""
+        of their difference on a grid of ``GRID_PER_DECADE`` points a decade, each narrowed to ``CROSSOVER_REL_TOL``."""
 
         def diff(bw: float) -> float:
             s = self._at_bw(scenario, bw)
@@ -155,7 +156,7 @@ class Planner:
         for x0, x1, v0, v1 in zip(grid, grid[1:], values, values[1:]):
             if (v0 < 0) == (v1 < 0):
                 continue
-            bw = bisect_log(diff, x0, x1)  # step curves cross where they jump: halving, not interpolation
+            bw = bisect_log(diff, x0, x1, CROSSOVER_REL_TOL)  # step curves cross where they jump: halving, not interpolation
             below, above = (a.name, b.name) if v0 < 0 else (b.name, a.name)
             found.append(self._rates(scenario, bw) | {"faster_below": below, "faster_above": above})
         out: dict = {"pair": [a.name, b.name], "nodes": scenario.workers, "crossovers": found}
