@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -211,12 +212,11 @@ class _RootScaled(torch.nn.Module):
         return self.lin(x * self.scale)
 
 
-def _root_body(rank: int, world: int) -> list[tuple[int, int]]:
+def _fsdp_full(model: torch.nn.Module, rank: int, world: int) -> Any:
+    """``full`` over FSDP on one sharding group of every rank, as a worker builds it."""
     from netbench.replicators.build import build_replicator
     from netbench.worker.sharding import sharded_replicator
 
-    torch.manual_seed(0)
-    model = _RootScaled()
     spec = WorkerSpec(
         rank=rank,
         world_size=world,
@@ -226,7 +226,14 @@ def _root_body(rank: int, world: int) -> list[tuple[int, int]]:
         shard_groups=((0, 1),),
         shard_weights=True,
     )
-    rep = sharded_replicator(SimpleNamespace(model=model), spec, build_replicator, None)
+    return sharded_replicator(SimpleNamespace(model=model), spec, build_replicator, None)
+
+
+def _root_body(rank: int, world: int) -> list[tuple[int, int]]:
+
+    torch.manual_seed(0)
+    model = _RootScaled()
+    rep = _fsdp_full(model, rank, world)
     out = []
     for _ in range(2):
         model.zero_grad()
@@ -250,22 +257,11 @@ def test_the_weights_of_a_layer_stay_sharded_between_steps() -> None:
 
 
 def _local_shapes(rank: int, world: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-    from netbench.replicators.build import build_replicator
-    from netbench.worker.sharding import sharded_replicator
     from netbench.workloads import build_workload
     from netbench.workloads.config import WorkloadConfig
 
     workload = build_workload(WorkloadConfig(**MLP), rank, world)
-    spec = WorkerSpec(
-        rank=rank,
-        world_size=world,
-        iface="lo",
-        out_path="x",
-        replicator=ReplicatorConfig(name="full"),
-        shard_groups=((0, 1),),
-        shard_weights=True,
-    )
-    rep = sharded_replicator(SimpleNamespace(model=workload.model), spec, build_replicator, None)
+    rep = _fsdp_full(workload.model, rank, world)
     workload.compute_step()
     rep.step()
     return [(tuple(p.shape), tuple(p.to_local().shape)) for p in workload.model.parameters()]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -176,35 +177,25 @@ class GroupComm:
         """Gather equal-sized 1-D tensors into ``out`` of shape (world_size, n), rank order."""
         if out is None:
             out = torch.empty((self.world_size, tensor.numel()), dtype=tensor.dtype, device=tensor.device)
-        started = time.perf_counter()
-        if self.distributed:
-            wire_out = self._staged(out, fill=False)
-            self._finish(
-                _all_gather_single(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True)
-            )
-            if wire_out is not out:
-                out.copy_(wire_out)
-        else:
-            out.view(-1).copy_(tensor.view(-1))
-        self._account(tensor, started, "all_gather")
-        return out
+        return self._into(_all_gather_single, tensor, out, "all_gather")
 
     def all_to_all(self, tensor: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Send chunk j of the 1-D ``tensor`` (N equal chunks) to rank j and receive rank i's chunk for this rank as
         row i of ``out`` (N, n / N); the whole of ``tensor`` counts as handed to the collective."""
+        return self._into(dist.all_to_all_single, tensor, out, "all_to_all")
+
+    def _into(self, collective: Callable[..., Any], tensor: torch.Tensor, out: torch.Tensor, kind: str) -> torch.Tensor:
+        """One collective from the 1-D ``tensor`` into ``out`` (a single process keeps its own), through the wire
+        dtype's staging buffers, timed and counted as ``kind``."""
         started = time.perf_counter()
         if self.distributed:
             wire_out = self._staged(out, fill=False)
-            self._finish(
-                dist.all_to_all_single(
-                    wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True
-                )
-            )
+            self._finish(collective(wire_out.view(-1), self._staged(tensor).view(-1), group=self.group, async_op=True))
             if wire_out is not out:
                 out.copy_(wire_out)
         else:
             out.view(-1).copy_(tensor.view(-1))
-        self._account(tensor, started, "all_to_all")
+        self._account(tensor, started, kind)
         return out
 
     def all_reduce_mean_async(self, tensor: torch.Tensor, **tag: object) -> Pending:
