@@ -286,3 +286,11 @@ def test_a_point_to_point_ring_is_cheaper_than_gloos_all_reduce_wherever_delay_d
             assert t("p2p_ring", 5e5, peers, tcp) < t("all_reduce", 5e5, peers, tcp)
     # without delay both are the line rate over the same bytes per rank
     assert t("p2p_ring", 6e6, 6, CUBIC, delay=0.0) == pytest.approx(t("all_reduce", 6e6, 6, CUBIC, delay=0.0))
+
+
+def test_a_connection_rested_for_ever_restarts_from_its_initial_window():
+    cubic = TcpSettings(cc="cubic", slow_start_after_idle=True, **BIG)
+    assert restart_window_bytes(cubic, MSS, math.inf, RTT, 1e6) == cubic.initcwnd * MSS
+    assert gloo_time("all_reduce", 4e6, 4, RATE, D, 0.0, MSS, cubic, None).time_s > t(
+        "all_reduce", 4e6, 4, cubic, idle=0.0
+    )

@@ -159,6 +159,8 @@ def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float
     if idle_s <= rto:
         return cwnd_bytes
     restart = min(tcp.initcwnd * mss, cwnd_bytes)
+    if math.isinf(idle_s):  # rested for ever: halved down to the initial window
+        return restart
     halvings = int(idle_s / rto)
     return max(restart, math.ldexp(cwnd_bytes, -halvings))  # halved per RTO (an idle of minutes: below any window)
 
