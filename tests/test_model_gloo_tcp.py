@@ -252,3 +252,45 @@ def test_a_call_launched_after_free_running_steps_is_entered_skewed_at_any_delay
     assert not skew_expected("all_gather", 4, 1, 0.0, 0.0, free_running=True)  # one connection per neighbour
     assert not skew_expected("all_reduce", 2, 1, 0.0, 0.0, free_running=True)
     assert not skew_expected("all_gather", 2, 2, 0.0, 0.0, free_running=True)
+
+
+def test_a_point_to_point_ring_cuts_the_buffer_into_one_chunk_per_rank_and_hop():
+    # 2 (P - 1) hops of nbytes / P: the quantized ring's reduce-scatter then all-gather.
+    assert ring_operations("p2p_ring", 6e6, 6) == [(10, 1e6)]
+    assert ring_operations("p2p_ring", 6e6, 2) == [(2, 3e6)]
+
+
+@pytest.mark.parametrize("peers", [2, 3, 6])
+def test_a_ring_with_receives_posted_ahead_waits_for_one_notification_only(peers):
+    # cubic, warm (window 2 x 2 chunks): hop 0's notification arrives at D, its chunk leaves D .. D + x and arrives
+    # 2 D + x; every later hop's notification was posted a hop earlier, so hop k leaves as hop k - 1 arrives:
+    # D + x more each. 2 (P - 1) hops: (2 P - 1) D + 2 (P - 1) x. In a ring of two the notification rides behind
+    # the receiver's own chunk, which leaves at the same time by symmetry: no later.
+    chunk = 1e6
+    x = chunk / RATE
+    assert t("p2p_ring", chunk * peers, peers, CUBIC) == pytest.approx((2 * peers - 1) * D + 2 * (peers - 1) * x)
+
+
+def test_a_point_to_point_rings_latency_grows_by_one_delay_per_hop_after_the_first():
+    latency = {p: gloo_time("p2p_ring", 4e5 * p, p, RATE, D, 0.0, MSS, CUBIC, 0.05).latency_s for p in (2, 3, 4, 6)}
+    for p, q in ((2, 3), (3, 4), (4, 6)):
+        hops = 2 * (q - p)  # a rank more adds two hops: one reduce-scatter, one all-gather
+        assert latency[q] - latency[p] == pytest.approx(hops * D, rel=0.02)
+    assert latency[2] == pytest.approx(3 * D, rel=0.02)  # the first hop's notification costs one delay more
+
+
+def test_a_point_to_point_ring_is_cheaper_than_gloos_all_reduce_wherever_delay_dominates():
+    # gloo's all-reduce posts each segment's notification only as it issues the segment: about two delays per pair
+    for tcp in (CUBIC, BBR):
+        for peers in (2, 6):
+            assert t("p2p_ring", 5e5, peers, tcp) < t("all_reduce", 5e5, peers, tcp)
+    # without delay both are the line rate over the same bytes per rank
+    assert t("p2p_ring", 6e6, 6, CUBIC, delay=0.0) == pytest.approx(t("all_reduce", 6e6, 6, CUBIC, delay=0.0))
+
+
+def test_a_connection_rested_for_ever_restarts_from_its_initial_window():
+    cubic = TcpSettings(cc="cubic", slow_start_after_idle=True, **BIG)
+    assert restart_window_bytes(cubic, MSS, math.inf, RTT, 1e6) == cubic.initcwnd * MSS
+    assert gloo_time("all_reduce", 4e6, 4, RATE, D, 0.0, MSS, cubic, None).time_s > t(
+        "all_reduce", 4e6, 4, cubic, idle=0.0
+    )

@@ -8,11 +8,12 @@ import pytest
 from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
 from netbench.model.collectives import Link, cost, pattern
+from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing
 from netbench.model.gloo_tcp import gloo_time
 from netbench.model.network import GraphModel
 from netbench.model.schemes import Scheme, SchemeSettings, build_scheme, parse_scheme_list
-from netbench.model.steptime import Scenario
+from netbench.model.steptime import Scenario, call_cost
 from netbench.shapes import ParamShape
 from netbench.tcp import STOCK_LINUX
 
@@ -150,3 +151,16 @@ def test_scheme_from_a_run_config_predicts_its_declared_bytes():
     est = GraphModel.star_step(scheme_from_config(cfg), SHAPES, Scenario(workers=3), Calibration())
     assert est.payload_bytes_per_step == declared_payload(SHAPES, cfg, 3).bytes_per_step
     assert est.tx.payload == 2 * est.payload_bytes_per_step  # ring all_gather: N-1 contributions forwarded
+
+
+def test_an_exchange_whose_hops_run_the_codec_is_priced_as_a_point_to_point_ring():
+    link, tcp, nbytes = Link(1e9, 1e9, 0.05, one_way_s=0.05), STOCK_LINUX.model_copy(update={"cc": "bbr"}), 500_000
+    p = pattern("all_reduce", "ring", nbytes, 6)
+    rate = p.critical_bytes / cost(p, link, Framing()).transfer_s
+    dense = Exchange("all_reduce", nbytes)
+    ringed = dataclasses.replace(dense, hop_codec=True)
+    times = {}
+    for ex, kind in ((dense, "all_reduce"), (ringed, "p2p_ring")):  # gloo's all-reduce stays gloo's
+        times[kind] = call_cost(ex, 6, link, Framing(), "ring", tcp).time_s
+        assert times[kind] == pytest.approx(gloo_time(kind, nbytes, 6, rate, 0.05, 0.0, Framing().mss, tcp, 0.0).time_s)
+    assert times["p2p_ring"] < times["all_reduce"]

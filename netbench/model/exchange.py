@@ -61,6 +61,13 @@ class Exchange:
         return self.collective != "none" and self.calls > 0 and self.bytes_per_step > 0
 
     @property
+    def ring_kind(self) -> str:
+        """What gloo's pricing (:func:`~netbench.model.gloo_tcp.gloo_time`) runs it as: a ``hop_codec`` all-reduce is
+        a ring of point-to-point hops whose receives are posted a hop ahead (``p2p_ring``), not gloo's segmented
+        all-reduce; anything else is its collective."""
+        return "p2p_ring" if self.hop_codec and self.collective == "all_reduce" else self.collective
+
+    @property
     def runs_free(self) -> bool:
         """Whether the ranks reach its call after local steps no collective aligned, so they enter it as far apart
         as their local work drifted: an overlapped call (each rank launches it as its own step ends) or one that

@@ -50,6 +50,15 @@ rate``, because of three mechanisms this module models from their sources, not f
    uplink idled about 120 ms of a 0.85 s step and the ranks settled 85-110 ms apart; the lag computed is 113 ms.
    One call on one lane gives one half's transfer, as mechanism 4 says. With a delay the state needs the lag to
    exceed it (:func:`pipeline_skew_expected`; measured: 2 buckets at 20 ms stayed within a delay).
+6. **a ring of point-to-point sends with each receive posted a hop ahead** (kind ``p2p_ring``: the quantized ring,
+   :mod:`netbench.replicators.ring_quantized`). 2 (P - 1) hops, one unsegmented chunk of ``nbytes / P`` each, one
+   operation in flight per connection: a rank issues hop k's send when hop k - 1's chunk has reached it (after
+   decoding and adding it), and it posted hop k's receive when it issued hop k - 1's send, so hop k's notification
+   reached its sender one delay after hop k - 1 was issued, long before hop k's send. Only the first hop waits for
+   its notification (two delays and a transfer); every later hop costs one delay and one transfer
+   (:func:`posted_ring_time_s`): ``(2 P - 1)`` delays in all, against about two per segment pair in gloo's
+   all-reduce, whose operations post their notifications only as they are issued. Under bbr a hop's chunk is paced
+   out as gloo's bursts are (:func:`bbr_rate_Bps`), a round trip holding two hops (:func:`largest_flight_bytes`).
 Time on the wire per segment comes from the framing (payload to frames at the link rate).
 Nothing here is fitted: every number is a protocol constant or a setting of the nodes.
 """
@@ -75,6 +84,7 @@ __all__ = [
     "bbr_rate_Bps",
     "largest_flight_bytes",
     "chain_time_s",
+    "posted_ring_time_s",
     "rto_s",
     "pipeline_time_s",
     "GlooTime",
@@ -107,6 +117,8 @@ def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, flo
         return [(1, (peers - 1) / peers * nbytes)]
     if kind == "pairwise":  # one unsegmented send to the partner, and its receive
         return [(1, nbytes)]
+    if kind == "p2p_ring":  # mechanism 6: 2 (P - 1) hops of one chunk each
+        return [(2 * (peers - 1), nbytes / peers)]
     return []
 
 
@@ -147,6 +159,8 @@ def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float
     if idle_s <= rto:
         return cwnd_bytes
     restart = min(tcp.initcwnd * mss, cwnd_bytes)
+    if math.isinf(idle_s):  # rested for ever: halved down to the initial window
+        return restart
     halvings = int(idle_s / rto)
     return max(restart, math.ldexp(cwnd_bytes, -halvings))  # halved per RTO (an idle of minutes: below any window)
 
@@ -171,7 +185,9 @@ def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN,
 
 
 def largest_flight_bytes(kind: str, nbytes: float, peers: int) -> float:
-    """The most one connection sends per round of gloo's loops: two operations in flight."""
+    """The most one connection sends per round trip of gloo's loops: two operations in flight. A ring of
+    point-to-point hops (mechanism 6) has one in flight, but its hops leave one delay and a transfer apart, so a
+    round trip holds two of them as well."""
     return max((min(ops, 2) * b for ops, b in ring_operations(kind, nbytes, peers)), default=0.0)
 
 
@@ -332,6 +348,30 @@ def chain_time_s(hops: int, op_bytes: float, one_way_s: float, overhead_s: float
     return hops * (one_way_s + overhead_s + op_bytes / rate_Bps)
 
 
+def posted_ring_time_s(
+    hops: int, op_bytes: float, one_way_s: float, overhead_s: float, rate_Bps: float, conn: Transfer, shared: bool
+) -> float:
+    """A ring of ``hops`` point-to-point hops of ``op_bytes`` each, every receive posted a hop ahead (mechanism 6).
+
+    Every rank runs the same hops at the same time. Hop k is issued when hop k - 1 has arrived (its chunk is what
+    hop k passes on); its receiver posted hop k's ready notification when it issued hop k - 1, so the notification
+    arrives ``one_way_s + overhead_s`` after that: hop 0 waits for it, later hops find it there. ``shared`` (a ring
+    of two: one connection per pair): the notification rides behind the receiver's hop k - 1 data when that had
+    started leaving, which by symmetry leaves when this direction's does. Returns when the last hop has arrived.
+    """
+    if hops <= 0 or op_bytes <= 0:
+        return 0.0
+    hop = one_way_s + overhead_s
+    issued, ready, arrived = 0.0, hop, 0.0
+    for _ in range(hops):
+        begin = max(ready, conn.free_at)
+        left = conn.send(ready, op_bytes, rate_Bps, 2 * one_way_s)
+        arrived = left + hop
+        notify = max(issued, left) if shared and begin <= issued else issued  # the next hop's, posted at this issue
+        issued, ready = arrived, max(arrived, notify + hop)
+    return arrived
+
+
 @dataclass(frozen=True)
 class GlooTime:
     """One call's time; ``transfer_s`` is its bytes at line rate, ``latency_s`` everything else (delays, handshakes,
@@ -451,8 +491,11 @@ def gloo_time(
     )
     conn = Transfer(cwnd=cwnd, cap=cap, pacing_Bps=pacing, mss=mss)
     t = 0.0
+    shared = peers == 2 or kind == "pairwise"  # one connection carries both directions
     for ops, op_bytes in loops:
-        shared = peers == 2 or kind == "pairwise"  # one connection carries both directions
+        if kind == "p2p_ring":
+            t = posted_ring_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, shared)
+            continue
         t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=shared)
     if skewed and kind == "all_gather" and peers == 2:  # the late rank's notification behind its own first half
         t += loops[0][1] / min(rate_Bps, pacing)

@@ -414,7 +414,7 @@ def paced_flight_bytes(exchanges: Sequence[Exchange], peers: int) -> float:
     (1-bit Adam's dense warm-up) count: the connections carried their bursts before the steps priced."""
     return max(
         (
-            largest_flight_bytes(ex.collective, ex.bytes_per_step / ex.calls, peers)
+            largest_flight_bytes(ex.ring_kind, ex.bytes_per_step / ex.calls, peers)
             for ex in exchanges
             if ex.calls and ex.collective != "none"
         ),

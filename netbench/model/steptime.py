@@ -164,7 +164,7 @@ def ring_time(
         exchange.collective, peers, exchange.calls, cpu_work_s, delay, free_running=exchange.runs_free
     )
     return gloo_time(
-        exchange.collective,
+        exchange.ring_kind,
         exchange.bytes_per_step / exchange.calls,
         peers,
         payload_Bps,
