@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from synthetic_sweep import grid, write_sweep
 
-from netbench.reports.target import LossCurve, crossovers, smooth, steps_to_target, time_to_target
+from netbench.reports.target import (
+    STEP_MODEL,
+    LossCurve,
+    crossovers,
+    smooth,
+    step_time_functions,
+    steps_to_target,
+    time_to_target,
+)
 
 NETBENCH = str(Path(sys.executable).parent / "netbench")
 
@@ -57,6 +67,24 @@ def test_time_to_target_projection_and_measured() -> None:
     assert group.crossovers == []
     (given,) = time_to_target(curves, model, target=4.0)
     assert given.steps_needed == {"full": 2, "dct": 3}
+
+
+def test_points_on_two_sites_run_along_their_wan_and_star_points_along_their_access_link() -> None:
+    frame = pd.DataFrame(
+        [
+            # two sites: one access link (1gbit, 0 ms), the WAN at 10mbit and 1gbit, 50 ms
+            dict(replicator="full", nodes=4, bw_bps=1e9, delay_ms=0.0, wan_bw_bps=1e7, wan_delay_ms=50.0),
+            dict(replicator="full", nodes=4, bw_bps=1e9, delay_ms=0.0, wan_bw_bps=1e9, wan_delay_ms=50.0),
+            # the star: no WAN
+            dict(replicator="full", nodes=2, bw_bps=1e7, delay_ms=5.0, wan_bw_bps=None, wan_delay_ms=None),
+            dict(replicator="full", nodes=2, bw_bps=1e8, delay_ms=5.0, wan_bw_bps=None, wan_delay_ms=None),
+        ]
+    ).assign(status="ok", **{STEP_MODEL: [2.0, 0.2, 1.0, 0.1]})
+    fns = step_time_functions(frame)
+    assert set(fns) == {("full", 4, 50.0), ("full", 2, 5.0)}
+    assert fns[("full", 4, 50.0)](1e7) == pytest.approx(2.0) and fns[("full", 4, 50.0)](1e9) == pytest.approx(0.2)
+    assert fns[("full", 4, 50.0)](1e8) == pytest.approx(math.sqrt(2.0 * 0.2))  # log-log halfway
+    assert fns[("full", 2, 5.0)](1e7) == pytest.approx(1.0) and fns[("full", 2, 5.0)](1e8) == pytest.approx(0.1)
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

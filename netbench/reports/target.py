@@ -42,6 +42,7 @@ __all__ = [
     "crossovers",
     "rate_text",
     "loss_curves",
+    "on_the_narrowest_link",
     "time_to_target",
     "interpolated_step_time",
 ]
@@ -164,13 +165,28 @@ def interpolated_step_time(rates: Sequence[float], times: Sequence[float]) -> St
     return lambda rate: float(np.exp(np.interp(math.log(rate), x, y)))
 
 
+def on_the_narrowest_link(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with ``bw_bps`` and ``delay_ms`` those of the link that sets each point's step: the WAN's (its slowest
+    trunk direction, its longest trunk delay) on a topology with trunks, else the access link's. Points on two sites
+    share their access links and differ in their WAN, so that is the axis their times run along."""
+    if frame.empty or not {"wan_bw_bps", "wan_delay_ms"} <= set(frame.columns):
+        return frame
+    wan_bps = pd.to_numeric(frame["wan_bw_bps"], errors="coerce")
+    wan_ms = pd.to_numeric(frame["wan_delay_ms"], errors="coerce")
+    on_wan = wan_bps.notna()
+    return frame.assign(
+        bw_bps=wan_bps.where(on_wan, frame["bw_bps"]),
+        delay_ms=wan_ms.where(on_wan, frame["delay_ms"]).fillna(frame["delay_ms"]),
+    )
+
+
 def loss_curves(frame: pd.DataFrame, folder: Path, window: int = SMOOTH) -> list[LossCurve]:
     """Every successful point whose run directory still has a steps.csv with losses (a run that several rows name is
     one curve, its first row's)."""
 
     out = []
     seen: set[Path] = set()
-    for r in frame[frame["status"] == "ok"].to_dict("records"):
+    for r in on_the_narrowest_link(frame[frame["status"] == "ok"]).to_dict("records"):
         path = run_path(folder, r.get("run_dir"))
         if path is None or path in seen:
             continue
@@ -239,6 +255,7 @@ def step_time_functions(frame: pd.DataFrame) -> dict[tuple[str, int, float], Ste
     interpolated."""
     ok = frame[(frame["status"] == "ok")] if STEP_MODEL in frame else frame.iloc[0:0]
     ok = ok[pd.to_numeric(ok[STEP_MODEL], errors="coerce").notna()] if not ok.empty else ok
+    ok = on_the_narrowest_link(ok)
     out: dict[tuple[str, int, float], StepTime] = {}
     for (rep, nodes, delay), group in ok.groupby(["replicator", "nodes", "delay_ms"]):
         key = (str(rep), int(nodes), float(delay))
