@@ -294,3 +294,24 @@ def test_a_connection_rested_for_ever_restarts_from_its_initial_window():
     assert gloo_time("all_reduce", 4e6, 4, RATE, D, 0.0, MSS, cubic, None).time_s > t(
         "all_reduce", 4e6, 4, cubic, idle=0.0
     )
+
+
+def test_a_posted_ring_over_links_that_differ_waits_on_each_link_in_turn() -> None:
+    """Sites: LAN and WAN hops alternate. Priced rank by rank, equal links give the uniform ring's time, and a ring
+    of two slow links and two fast ones costs more than the fast ring and less than every hop at the slow price."""
+    from netbench.model.collectives import Link
+    from netbench.model.gloo_tcp import GlooTime
+    from netbench.model.rings import HopPrice, _posted_hops
+
+    hops, chunk_s = 6, 0.002
+    lan, wan = HopPrice((), 0.0001, 0.0001), HopPrice((), 0.05, 0.05)
+    links = {price: Link(1.0, 1.0, price.forward_s + 0.0002, one_way_s=price.forward_s) for price in (lan, wan)}
+
+    def uniform(price: HopPrice) -> GlooTime:  # a ring of that link alone: one extra notification, then hops
+        alpha = links[price].alpha_s
+        return GlooTime(alpha + hops * (alpha + chunk_s), 0.0, hops * chunk_s)
+
+    times = {price: uniform(price) for price in (lan, wan)}
+    assert _posted_hops((wan,) * 4, times, links, hops).time_s == pytest.approx(times[wan].time_s)
+    mixed = _posted_hops((lan, wan, lan, wan), times, links, hops).time_s
+    assert times[lan].time_s < mixed < times[wan].time_s

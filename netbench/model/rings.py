@@ -29,7 +29,7 @@ from statistics import median_low
 from netbench.model.collectives import CollectiveCost, Link, Pattern, pattern
 from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing, LinkBytes
-from netbench.model.gloo_tcp import chain_time_s, ring_operations
+from netbench.model.gloo_tcp import GlooTime, chain_time_s, ring_operations
 from netbench.model.steptime import ring_time
 from netbench.tcp import TcpSettings
 from netbench.topology.graph import Hop, NodeSpec, Topology
@@ -197,14 +197,46 @@ class RingSet:
                 (_chain(ring, nbytes, rates, links, p.hops, wire) for ring in set(map(tuple, prices))),
                 key=lambda c: c.time_s,
             )
-        times = [
-            ring_time(
+        times = {
+            price: ring_time(
                 exchange, self.peers, rates[price], links[price], framing, tcp, idle_s, paced_flight_bytes, cpu_work_s
             )
             for price in distinct
-        ]
-        t = max(times, key=lambda t: t.time_s)
+        }
+        if exchange.ring_kind == "p2p_ring" and len(distinct) > 1:
+            t = max(
+                (_posted_hops(ring, times, links, p.hops) for ring in set(map(tuple, prices))), key=lambda t: t.time_s
+            )
+        else:
+            t = max(times.values(), key=lambda t: t.time_s)
         return CollectiveCost(t.time_s, t.latency_s, t.transfer_s, wire, wire, p.hops)
+
+
+def _posted_hops(
+    ring: tuple[HopPrice, ...], times: dict[HopPrice, GlooTime], links: dict[HopPrice, Link], hops: int
+) -> GlooTime:
+    """A ring of point-to-point hops, each receive posted a hop ahead, whose links differ (sites: LAN and WAN hops
+    in turn), rank by rank: rank i issues hop k when hop k - 1 has arrived from its predecessor, and its send leaves
+    when the successor's ready notification for hop k (posted when the successor issued hop k - 1) has crossed the
+    link back and the previous send has left. ``ring[i]`` is the link from rank i to rank i + 1; each link's hop takes
+    its one-way delay and overhead plus what a ring of that link alone spends per hop beyond them (transfer, window,
+    pacing: :func:`~netbench.model.gloo_tcp.posted_ring_time_s`). With equal links this is that ring."""
+    size = len(ring)
+    latency = [links[price].alpha_s for price in ring]  # one-way delay + per-message overhead
+    beyond = [max(0.0, (times[price].time_s - latency[i]) / hops - latency[i]) for i, price in enumerate(ring)]
+    issued = [0.0] * size  # when each rank issued its current hop (its chunk in hand)
+    posted = [0.0] * size  # when each rank posted the receive its predecessor's current hop waits for
+    free = [0.0] * size  # when each rank's send of the previous hop has left
+    arrived = [0.0] * size
+    for _ in range(hops):
+        begin = [max(issued[i], posted[(i + 1) % size] + latency[i], free[i]) for i in range(size)]
+        free = [begin[i] + beyond[i] for i in range(size)]
+        arrived = [free[(i - 1) % size] + latency[(i - 1) % size] for i in range(size)]  # from the predecessor
+        posted = issued  # the next hop's receive was posted as the current hop was issued
+        issued = arrived
+    time = max(arrived)
+    transfer = max(sum(times[price].transfer_s for price in ring) / size, 0.0)
+    return GlooTime(time, max(0.0, time - transfer), transfer)
 
 
 def _chain(
