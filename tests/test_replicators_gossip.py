@@ -84,7 +84,7 @@ def _gossip_body(rank: int, world: int, syncs: int) -> dict:
         stats = rep.step()
         out["params"].append(torch.cat([p.detach().flatten() for p in params]))
         out["bytes"].append(stats.payload_bytes)
-        out["sketch"].append(stats.sketch)
+        out["sketch"].append(tuple(torch.as_tensor(stats.sketch).tolist()))
     return out
 
 

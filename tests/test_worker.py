@@ -50,6 +50,7 @@ STEP_FIELDS = {
     "compress_cpu_s",
     "decode_cpu_s",
     "compute_scale",
+    "replica_sketch",
     "spans",
 }
 COUNTERS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs")

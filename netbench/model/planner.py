@@ -156,7 +156,9 @@ class Planner:
         for x0, x1, v0, v1 in zip(grid, grid[1:], values, values[1:]):
             if (v0 < 0) == (v1 < 0):
                 continue
-            bw = bisect_log(diff, x0, x1, CROSSOVER_REL_TOL)  # step curves cross where they jump: halving, not interpolation
+            bw = bisect_log(
+                diff, x0, x1, CROSSOVER_REL_TOL
+            )  # step curves cross where they jump: halving, not interpolation
             below, above = (a.name, b.name) if v0 < 0 else (b.name, a.name)
             found.append(self._rates(scenario, bw) | {"faster_below": below, "faster_above": above})
         out: dict = {"pair": [a.name, b.name], "nodes": scenario.workers, "crossovers": found}

@@ -54,8 +54,9 @@ class StepStats:
     collectives: int
     compress_cpu_s: float = 0.0
     decode_cpu_s: float = 0.0
-    # a replicator whose replicas differ after a sync (gossip): its fixed random projection of the parameters then
-    sketch: tuple[float, ...] = ()
+    # a replicator whose replicas differ after a sync (gossip): a fixed random projection of its parameters after
+    # the sync, on their device (the worker reads it back with the step's record); empty on other steps
+    sketch: torch.Tensor | tuple[()] = ()
 
 
 @dataclass

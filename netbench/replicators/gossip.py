@@ -62,7 +62,7 @@ class GossipReplicator(Replicator):
         self.outgoing = torch.zeros(VALUES_PER_PARAM * n, dtype=dtype, device=wire_device)
         self.incoming = torch.zeros(VALUES_PER_PARAM * n, dtype=dtype, device=wire_device)
         self.signs = sketch_signs(n, dev)
-        self.last_sketch: tuple[float, ...] = ()
+        self.last_sketch: torch.Tensor | tuple[()] = ()
 
     def syncs_on(self, step: int) -> bool:
         """Whether 1-based ``step`` ends with an outer synchronisation."""
@@ -124,8 +124,8 @@ class GossipReplicator(Replicator):
 
         comm.point_to_point_async(body, self.outgoing, "pairwise", partner=other).wait()
 
-    def sketch(self) -> tuple[float, ...]:
+    def sketch(self) -> torch.Tensor:
         """``SKETCH_SIZE`` numbers: signed sums of contiguous slices of the flat parameters (:func:`sketch_signs`);
-        nothing crosses the wire."""
+        nothing crosses the wire. Left on the parameters' device: the worker reads it back with its step record."""
         signed = self.anchor * self.signs
-        return tuple(float(part.sum()) for part in torch.tensor_split(signed, SKETCH_SIZE))
+        return torch.stack([part.sum() for part in torch.tensor_split(signed, SKETCH_SIZE)])

@@ -167,7 +167,7 @@ class WorkerRun:
             Col.LOSS: loss,
             **{name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)},
             **(after - before).as_dict(),
-            Col.REPLICA_SKETCH: sketch_text(getattr(stats, "sketch", ())),
+            Col.REPLICA_SKETCH: sketch_text(torch.as_tensor(getattr(stats, "sketch", ())).tolist()),
         }
         record = step_record("worker", values, spans=timeline)
         if self.spec.sharded:
