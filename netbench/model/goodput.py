@@ -28,9 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from netbench.membership import MIN_MEMBERS
+from netbench.membership import DEFAULT_AWAY_S, MIN_MEMBERS
+from netbench.settings import Setting, table
 
 __all__ = [
+    "CHURN_SETTINGS",
     "Change",
     "QUORUM_WAIT_S",
     "MIN_QUORUM",
@@ -58,6 +60,31 @@ class Change(Protocol):
     target: str
     member: str | None
 
+
+MAX_MTBF_S = 1e9  # a node that fails less often than every 30 years does not churn
+
+# plan's churn: how often a node leaves and how long it stays away, as ``--churn`` draws them for a run
+CHURN_SETTINGS = table(
+    (
+        Setting(
+            "--mtbf",
+            "mtbf",
+            "time",
+            "mean time between failures per node, e.g. 20s or 6h: goodput (committed steps per wall second) and wall "
+            "time to --tokens while nodes leave and join, for the replicators that train through churn (full, "
+            "diloco).",
+            range=(1.0, MAX_MTBF_S),
+        ),
+        Setting(
+            "--away",
+            "away",
+            "time",
+            "how long a node that left stays away before it joins again (with --mtbf).",
+            default=DEFAULT_AWAY_S,
+            range=(0.1, MAX_MTBF_S),
+        ),
+    )
+)
 
 StepAt = Callable[[int], tuple[float, float]]  # members -> (mean step time s, vulnerable seconds of a window)
 
@@ -195,7 +222,7 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     likely = [k for k, p in enumerate(pi) if p > NEGLIGIBLE]
     training = [nodes - k for k in likely if nodes - k >= recovery.min_members]
     steps = _interpolated(step_at, sorted(set(training) | {nodes}))
-    rate = member_rate = leaves = stalled = 0.0
+    rate = member_rate = leaves = stalled = heal_rate = 0.0
     top = len(pi) - 1
     for k in likely:
         p, m = pi[k], nodes - k
@@ -208,12 +235,17 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
         step_s, vulnerable_s = steps[m]
         window = recovery.period * step_s
         # the nodes back within one window are healed together at its end
-        heals = -math.expm1(-join_rate * window) / window if window > 0 else join_rate
-        healing = min(1.0, heals * recovery.heal_s)  # nodes come back on the wall clock, training or not
+        heal_rate += p * (-math.expm1(-join_rate * window) / window if window > 0 else join_rate)
         lost = leave_rate * leave_cost_s(window, vulnerable_s, recovery.quorum_wait_s)  # a leave costs while it trains
-        useful = p * (1.0 - healing) / (1.0 + lost) / step_s
+        useful = p / (1.0 + lost) / step_s
         rate += useful
         member_rate += useful * m / nodes
+    # nodes come back on the wall clock, training or not; a node back during a heal is healed right after it, so
+    # heals come in busy runs of e^(x) heals on average (x: nodes back per heal time) and take x e^x / (1 + x e^x)
+    # of the time
+    busy = heal_rate * recovery.heal_s * math.exp(min(heal_rate * recovery.heal_s, 50.0))
+    training = 1.0 / (1.0 + busy)
+    rate, member_rate = rate * training, member_rate * training
     return Goodput(
         steps_per_s=rate,
         plain_steps_per_s=1.0 / plain_s if plain_s > 0 else 0.0,

@@ -21,6 +21,7 @@ from netbench.model.framing import Framing
 from netbench.model.planner import Planner
 from netbench.model.rows import estimate_row
 from netbench.model.view import cluster_scenario
+from netbench.planning.churn import churn_row, churn_settings
 from netbench.planning.gpu import answers, compute_seconds, figure_title, plan_gpu_cluster
 from netbench.planning.graphs import plan_on_graphs
 from netbench.planning.inputs import PlanInputError, PlanInputs, plan_inputs
@@ -94,6 +95,8 @@ def plan(
         for n in request.node_counts
     ]  # fmt: skip
     head = {"shapes": inputs.shapes_label, "params": total_params(inputs.shapes), "counts": COUNTS}
+    if inputs.graphs and request.mtbf is not None:
+        raise PlanInputError("--mtbf: churn is priced on the star of --nodes (leave --topology out)")
     if inputs.graphs:
         graphs = plan_on_graphs(inputs.graphs, inputs.schemes, inputs.shapes, scenarios[0], calib)
         doc = head | {
@@ -111,6 +114,12 @@ def plan(
     if gpu.asked:
         extra = {"compute": {"how": compute_how}} | answers(planner, inputs.schemes, scenarios, gpu, rows)
     curves = extra.pop("curves", None)
+    if request.mtbf is not None:
+        tokens = (gpu.tokens, gpu.tokens_per_step) if gpu.tokens and gpu.tokens_per_step else None
+        pairs = [(s, n) for s in inputs.schemes for n in request.node_counts]
+        for row, (scheme, n) in zip(rows, pairs):
+            row["churn"] = churn_row(request, planner, scheme, inputs.shapes, n, compute_s[n], framing, tokens)
+        extra["churn"] = churn_settings(request)
     doc = head | {
         "calibration": {
             "source": calib.source,

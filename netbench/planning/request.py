@@ -22,6 +22,7 @@ from netbench.model.backends import BACKEND_SETTINGS
 from netbench.model.collectives import ALGORITHM, ALGORITHMS
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
+from netbench.model.goodput import CHURN_SETTINGS
 from netbench.model.nccl import SOCKET_VENDOR_DEFAULTS
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.parallelism import PARALLEL_SETTINGS, SHARD_ALIASES, SHARDINGS, Layout
@@ -30,7 +31,7 @@ from netbench.model.schemes import Scheme, SchemeSettings, build_scheme
 from netbench.model.steptime import MAX_PLANNED_WORKERS, Scenario
 from netbench.model.utilization import DEFAULT_TARGETS, UTILIZATION_SETTINGS
 from netbench.safe_files import UnsafeOutput, check_folder
-from netbench.settings import Setting
+from netbench.settings import Setting, SettingError
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.presets import NODES, TOPOLOGY
@@ -56,6 +57,7 @@ DECLARED: dict[str, Setting] = {
         FRAMING_SETTINGS,
         TOPOLOGY,
         PARALLEL_SETTINGS,
+        CHURN_SETTINGS,
     )
     for s in table.values()
 }
@@ -153,6 +155,9 @@ class PlanRequest(BaseModel):
     virtual_stages: int = _default(PARALLEL_SETTINGS, "virtual_stages")
     shard: str = _default(PARALLEL_SETTINGS, "shard")
     shard_nodes: int | None = None
+    # churn: the mean time between failures per node and the time a node stays away (seconds; None: no churn)
+    mtbf: float | None = None
+    away: float | None = None
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
     # utilisation simulators assume; the command always prices it)
     codec: bool = True
@@ -201,6 +206,17 @@ class PlanRequest(BaseModel):
         if not 0 <= seconds <= MAX_PLANNED_DELAY_S:
             raise ValueError(f"must be between 0ms and {MAX_PLANNED_DELAY_S:g}s, got {str(value)!r}")
         return seconds
+
+    @field_validator("mtbf", "away", mode="before")
+    @classmethod
+    def _churn(cls, value: Any, info: Any) -> Any:
+        if value is None:
+            return None
+        setting = CHURN_SETTINGS[info.field_name]
+        try:
+            return setting.parse(value)
+        except SettingError as exc:
+            raise ValueError(str(exc).removeprefix(f"{setting.name}: ")) from None
 
     @field_validator("compute_ms")
     @classmethod
@@ -332,6 +348,10 @@ class PlanRequest(BaseModel):
             raise ValueError(
                 "--intra-bw: needed with --gpus-per-node > 1 (the node's fast intra-node link, e.g. 800gbit)"
             )
+        if self.away is not None and self.mtbf is None:
+            raise ValueError("--away: the time away of a churn: give --mtbf too")
+        if self.mtbf is not None and self.backend != "gloo":
+            raise ValueError("--mtbf: churn is priced over gloo (the replicators that train through it run on gloo)")
         self._check_layout()
         for n in self.node_counts:
             if n < MIN_NODES and self.backend == "gloo":
@@ -387,6 +407,11 @@ class PlanRequest(BaseModel):
     def node_counts(self) -> list[int]:
         """Machines per planned cluster (each runs ``gpus_per_node`` workers)."""
         return list(self.nodes or (NODES.default,))
+
+    @property
+    def away_s(self) -> float:
+        """The time away a churn prices: ``--away``, else the default ``--churn`` draws with."""
+        return self.away if self.away is not None else CHURN_SETTINGS["away"].default
 
     @property
     def up_bps(self) -> float:

@@ -32,6 +32,7 @@ from netbench.model.calibration import CALIBRATION, Calibration, CalibrationErro
 from netbench.model.collectives import ALGORITHM
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
+from netbench.model.goodput import CHURN_SETTINGS
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.parallelism import PARALLEL_SETTINGS
 from netbench.model.schemes import PLAN_SETTING_FIELDS
@@ -96,6 +97,8 @@ def _options(
     target_utilization: str | None = option(UTILIZATION_SETTINGS["target_utilization"], "plan"),
     tokens: str | None = option(UTILIZATION_SETTINGS["tokens"], "plan"),
     figure: Path | None = option(UTILIZATION_SETTINGS["figure"], "plan"),
+    mtbf: str | None = option(CHURN_SETTINGS["mtbf"], "plan"),
+    away: str | None = option(CHURN_SETTINGS["away"], "plan", optional=True),
     transport: str = option(BACKEND_SETTINGS["transport"], "plan"),
     channels: int | None = option(BACKEND_SETTINGS["channels"], "plan"),
     socket_threads: int = option(BACKEND_SETTINGS["socket_threads"], "plan"),

@@ -248,9 +248,11 @@ def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None
         console.print(f"[bold]training {budgets[0]['token_budget']['tokens']:.3g} tokens[/bold]")
         for r in budgets:
             b = r["token_budget"]
+            churned = r.get("churn", {}).get("token_budget_wall_s")
+            under = f"; under churn wall {_duration(churned)}" if churned is not None else ""
             console.print(
                 f"  {r['replicator']:>12} @ {r['nodes']:>6}: {b['steps']:,} steps, wall {_duration(b['wall_s'])} "
-                f"(compute {_duration(b['compute_s'])}), {_total_bytes(b['bytes_per_node'])} sent per worker",
+                f"(compute {_duration(b['compute_s'])}), {_total_bytes(b['bytes_per_node'])} sent per worker{under}",
                 highlight=False,
             )
 
@@ -373,8 +375,17 @@ def _console() -> Console:
 _rate_text = format_rate_digits  # derived answers are not round numbers
 
 
+def _goodput_cell(row: dict) -> str:
+    """Committed steps per second under churn and their share of the plain step rate; '-' where not priced."""
+    churn = row.get("churn")
+    if not churn or "steps_per_s" not in churn:
+        return "-"
+    return f"{churn['steps_per_s']:.3g}/s ({100 * churn['ratio']:.0f} %)"
+
+
 def _print_table(rows: list[dict], console: Console) -> None:
     table = Table(show_header=True, header_style="bold")
+    churn = any("churn" in r for r in rows)
     for col in (
         "replicator",
         "nodes",
@@ -385,6 +396,7 @@ def _print_table(rows: list[dict], console: Console) -> None:
         "compression",
         "step",
         "comm %",
+        *(("goodput",) if churn else ()),
     ):
         table.add_column(col, justify="left" if col == "replicator" else "right", no_wrap=True)
     for r in rows:
@@ -398,8 +410,33 @@ def _print_table(rows: list[dict], console: Console) -> None:
             format_time(r["compression_time_s"]),
             format_time(r["step_time_s"]),
             f"{100 * r['comm_fraction']:.1f}",
+            *((_goodput_cell(r),) if churn else ()),
         )
     console.print(table)
+
+
+def print_churn(doc: dict, console: Console) -> None:
+    """What the goodput column assumes, each replicator's heal, and why a row has none."""
+    churn = doc.get("churn")
+    if churn is None:
+        return
+    console.print(
+        f"[bold]goodput under churn[/bold]: committed steps per second while each node leaves every "
+        f"{format_time(churn['mtbf_s'])} on average and stays away {format_time(churn['away_s'])} (a leave fails "
+        f"the window in flight and the next quorum waits {format_time(churn['quorum_wait_s'])}; a node back is "
+        f"healed at the next quorum; fewer than {churn['min_members']} nodes train nothing)",
+        highlight=False,
+    )
+    heals: dict[str, str] = {}
+    for r in doc["rows"]:
+        c = r.get("churn", {})
+        if "heal_bytes" in c:
+            heals.setdefault(r["replicator"], f"{format_bytes(c['heal_bytes'])} in {format_time(c['heal_s'])}")
+        elif "reason" in c:
+            heals.setdefault(r["replicator"], f"-: {c['reason']}")
+    for name, text in heals.items():
+        console.print(f"  {name:>12}: heal {text}" if not text.startswith("-") else f"  {name:>12}{text[1:]}",
+                      highlight=False)  # fmt: skip
 
 
 def _print_derived(derived: dict, console: Console) -> None:
@@ -525,6 +562,7 @@ def _print_gloo_plan(result: PlanResult, request: PlanRequest, calibration_path:
     encoding = {c.name for c in configs if spec(c.name).encodes_with(c)}
     if any(not r["compression_calibrated"] and r["replicator"] in encoding for r in rows):
         console.print("* compression cost not calibrated for this replicator (taken as 0)")
+    print_churn(doc, console)
     _print_derived(doc["derived"], console)
     if gpu.asked:
         print_utilization(doc, console, gpu)

@@ -1,0 +1,82 @@
+"""Goodput under churn for a plan's rows (``plan --mtbf``): each member count's step, the heal, the wall time.
+
+A replicator that trains through churn (its declaration says what state it keeps, so what a heal sends) gets, beside
+its plain row, the committed steps per wall second of :func:`netbench.model.goodput.goodput` while nodes leave every
+``--mtbf`` on average and stay away ``--away``: the step at each member count is the plan's own step for a cluster
+of that many nodes on the same links, the heal is :func:`netbench.model.heal.heal_time_s` over one node's link (the
+slower of up and down) and the one-way delay. A replicator that commits every step asks for its quorum as the step
+begins, so a leave anywhere in the step fails it; one that commits every H steps asks for it at the sync, so only a
+leave during the sync's exchange fails the window.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from netbench.declarations.registry import spec
+from netbench.model.framing import Framing
+from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, goodput
+from netbench.model.heal import heal_bytes, heal_time_s
+from netbench.model.planner import Planner
+from netbench.model.schemes import Scheme
+from netbench.model.view import cluster_scenario
+from netbench.planning.request import PlanRequest
+from netbench.shapes import ParamShape
+
+__all__ = ["churn_settings", "churn_row"]
+
+
+def churn_settings(request: PlanRequest) -> dict[str, Any]:
+    """What the plan's churn is and what it assumes, for the document."""
+    return {
+        "mtbf_s": request.mtbf,
+        "away_s": request.away_s,
+        "quorum_wait_s": QUORUM_WAIT_S,
+        "min_members": MIN_QUORUM,
+        "heal_path": "one node's link (the slower of --up and --down) and --delay",
+    }
+
+
+def churn_row(
+    request: PlanRequest,
+    planner: Planner,
+    scheme: Scheme,
+    shapes: list[ParamShape],
+    machines: int,
+    compute_s: float,
+    framing: Framing,
+    tokens: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """Goodput, heal and wall time of ``scheme`` on ``machines`` nodes under the request's churn; ``tokens``: the
+    budget and the tokens a step of every node trains, for its wall time."""
+    config = scheme.config
+    if spec(config.name).kept_state is None:
+        return {"reason": f"{config.name} trains with every node throughout: it does not train through churn"}
+    if request.gpus_per_node > 1:
+        return {"reason": "churn is priced for nodes of one worker (--gpus-per-node 1)"}
+    period = spec(config.name).period(config)
+
+    def step_at(members: int) -> tuple[float, float]:
+        scenario = cluster_scenario(
+            members, request.up_bps, request.down_bps, request.delay, compute_s, request.tcp, framing, 1,
+            request.intra_bits_per_s, request.algorithm,
+        )  # fmt: skip
+        est = planner.step(scheme, scenario)
+        vulnerable = est.step_time_s if period == 1 else period * est.comm_time_s
+        return est.step_time_s, vulnerable
+
+    heal_s = heal_time_s(
+        config, shapes, min(request.up_bps, request.down_bps), request.delay, tcp=request.tcp, framing=framing
+    )
+    assert request.mtbf is not None
+    found = goodput(machines, request.mtbf, request.away_s, step_at, Recovery(period=period, heal_s=heal_s))
+    row: dict[str, Any] = {
+        **found.as_dict(),
+        "heal_bytes": heal_bytes(config, shapes),
+        "heal_s": heal_s,
+        "period": period,
+    }
+    if tokens is not None:
+        budget, per_step = tokens
+        row["token_budget_wall_s"] = found.wall_s_for_tokens(budget, per_step)
+    return row

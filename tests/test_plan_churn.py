@@ -1,0 +1,74 @@
+"""``plan --mtbf``: goodput under churn beside the plain step, the heal, the wall time to a token budget, and bad
+values refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+# plan's own helpers, and its autouse fixture that keeps the developer's calibration file out
+from test_plan_cli import _no_user_calibration, plan_error, plan_json  # noqa: F401
+
+from netbench.cli.app import main
+from netbench.declarations.config import ReplicatorConfig
+from netbench.model.heal import heal_bytes
+from netbench.shapes import resolve_shapes
+
+ARGS = ("--nodes", "2,4", "--bw", "1gbit", "--delay", "1ms", "--compute-ms", "200")
+
+
+def test_goodput_sits_beside_the_plain_step_for_the_replicators_that_heal(capsys) -> None:
+    doc = plan_json(capsys, "-r", "full,diloco,dct", "--mtbf", "20s", *ARGS)
+    assert doc["churn"]["mtbf_s"] == 20 and doc["churn"]["away_s"] == 6
+    shapes = resolve_shapes(doc["shapes"])
+    for row in doc["rows"]:
+        churn = row["churn"]
+        if row["replicator"] == "dct":
+            assert "does not train through churn" in churn["reason"]
+            continue
+        assert churn["plain_steps_per_s"] == pytest.approx(1 / row["step_time_s"])
+        assert 0 < churn["steps_per_s"] < churn["plain_steps_per_s"]
+        assert churn["heal_bytes"] == heal_bytes(ReplicatorConfig(name=row["replicator"]), shapes)
+        assert churn["heal_s"] > churn["heal_bytes"] * 8 / 1e9
+
+
+def test_a_node_that_fails_rarely_leaves_the_step_rate_as_it_is(capsys) -> None:
+    doc = plan_json(capsys, "-r", "full", "--mtbf", "1e8s", *ARGS)
+    for row in doc["rows"]:
+        assert row["churn"]["ratio"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_a_longer_time_away_trains_with_fewer_nodes(capsys) -> None:
+    short = plan_json(capsys, "-r", "diloco", "--mtbf", "60s", "--away", "2s", *ARGS)["rows"][1]["churn"]
+    long = plan_json(capsys, "-r", "diloco", "--mtbf", "60s", "--away", "30s", *ARGS)["rows"][1]["churn"]
+    assert long["mean_away"] > short["mean_away"]
+    assert long["member_share"] < short["member_share"]
+
+
+def test_the_token_budget_takes_longer_under_churn(capsys) -> None:
+    doc = plan_json(
+        capsys, "-r", "full", "--mtbf", "30s", "--accelerator", "h100-sxm", "--batch", "8", "--tokens", "1e9", *ARGS
+    )
+    for row in doc["rows"]:
+        assert row["churn"]["token_budget_wall_s"] > row["token_budget"]["wall_s"]
+
+
+def test_the_table_prints_goodput_and_each_heal(capsys) -> None:
+    main(["plan", "-r", "full,dct", "--mtbf", "20s", *ARGS])
+    out = capsys.readouterr().out
+    assert "goodput" in out and "heal" in out and "does not train through churn" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--mtbf", "0.5s"), "--mtbf: must be between 1 and"),
+        (("--mtbf", "soon"), "--mtbf: cannot read time"),
+        (("--mtbf", "nan"), "--mtbf:"),
+        (("--away", "3s"), "--away: the time away of a churn: give --mtbf too"),
+        (("--mtbf", "20s", "--away", "0s"), "--away: must be between 0.1 and"),
+        (("--mtbf", "20s", "--backend", "ideal"), "--mtbf: churn is priced over gloo"),
+        (("--mtbf", "20s", "--topology", "sites"), "--mtbf: churn is priced on the star"),
+    ],
+)
+def test_bad_churn_values_exit_2_in_one_line(capsys, args: tuple[str, ...], said: str) -> None:
+    assert said in plan_error(capsys, "-r", "full", *args)
