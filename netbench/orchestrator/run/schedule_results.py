@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from netbench.emulation.spec import ClusterSpec
-from netbench.orchestrator.prediction import predict_run, replay_run
+from netbench.emulation.tcpsettings import expected_tcp_settings
+from netbench.model.heal import heal_bytes, heal_time_s
+from netbench.orchestrator.prediction import predict_run, replay_run, workload_shapes
 from netbench.rundir.steps_schema import Col, step_row
 from netbench.rundir.summary import measured_steps
 from netbench.schedule.model import Segment
@@ -113,12 +115,51 @@ def segment_summary(
             entry["stalled_steps"] = _overlapping(measured, steps, segment)
         if rows.empty:
             if segment.down:
-                out.append(entry)
+                out.append(entry | _heals(config, segment, steps, calibration))
             continue
+        entry.update(_heals(config, segment, steps, calibration))
         entry["step_time_s"] = float(rows.groupby(Col.STEP)[Col.STEP_S].max().median())
         if not segment.down:
             entry.update(_predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"]))
         out.append(entry)
+    return out
+
+
+def _heals(config: RunConfig, segment: Segment, steps: pd.DataFrame, calibration: Any) -> dict[str, Any]:
+    """The heals recorded in the segment (a node that joined receiving the live state): how many, the median bytes
+    and seconds of one, beside the model's (:mod:`netbench.model.heal`) over a node's link in the segment's network;
+    nothing where the run recorded none."""
+    if Col.HEAL_BYTES not in steps or Col.SCHEDULE_SEGMENT not in steps:
+        return {}
+    healed = steps[(steps[Col.SCHEDULE_SEGMENT] == segment.index) & (steps[Col.HEAL_BYTES].fillna(0) > 0)]
+    if healed.empty:
+        return {}
+    out: dict[str, Any] = {
+        "heals": len(healed),
+        "heal_bytes": float(healed[Col.HEAL_BYTES].median()),
+    }
+    if Col.HEAL_S in healed:
+        out["heal_s"] = float(healed[Col.HEAL_S].median())
+    try:
+        shapes = workload_shapes(config.workload, config.cluster.nodes)
+    except Exception as exc:  # noqa: BLE001 - a python: workload that cannot be built here: no prediction
+        return out | {"heal_prediction_error": f"the model's shapes: {type(exc).__name__}"}
+    cluster = segment_cluster(config.cluster, segment) or config.cluster
+    access = cluster.access
+    framing = calibration.framing() if calibration is not None else None
+    predicted_s = heal_time_s(
+        config.replicator,
+        shapes,
+        min(access.forward.rate_bps, access.reverse.rate_bps),
+        cluster.one_way_delay_s(),
+        tcp=expected_tcp_settings(cluster.tcp),
+        framing=framing,
+    )
+    out["predicted_heal_bytes"] = heal_bytes(config.replicator, shapes)
+    out["heal_bytes_error"] = out["heal_bytes"] / out["predicted_heal_bytes"] - 1
+    out["predicted_heal_s"] = predicted_s
+    if "heal_s" in out and predicted_s > 0:
+        out["heal_s_error"] = out["heal_s"] / predicted_s - 1
     return out
 
 

@@ -1,0 +1,62 @@
+"""A run's schedule segments give the heals they recorded beside the model's heal, and nothing where none was."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from netbench.declarations.config import ReplicatorConfig
+from netbench.emulation.spec import ClusterSpec
+from netbench.model.heal import heal_bytes, heal_time_s
+from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.run.schedule_results import annotate, segment_summary
+from netbench.rundir.steps_schema import Col
+from netbench.schedule import parse_text
+from netbench.topology.link import DirectionSpec
+from netbench.workloads import WorkloadConfig
+
+SPEC4 = ClusterSpec(nodes=4, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
+MLP = WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2)
+T0 = 1000.0
+
+
+def _config(name: str) -> RunConfig:
+    schedule = parse_text("time_s,link,member\n6,n3,leave\n12,n3,join\n", "s.csv")
+    return RunConfig(cluster=SPEC4, schedule=schedule, replicator=ReplicatorConfig(name=name), workload=MLP)
+
+
+def _steps(heal: dict | None) -> pd.DataFrame:
+    """Rank 0's steps across the leave and the join, and the joining node's first step (healed where given)."""
+    frame = {
+        Col.RANK: [0] * 5 + [3],
+        Col.STEP: [0, 1, 2, 3, 4, 4],
+        Col.WARMUP: [True] + [False] * 5,
+        Col.T_START: [T0 - 1, T0, T0 + 7, T0 + 11.9, T0 + 13, T0 + 13],
+        Col.STEP_S: [1.0] * 6,
+    }
+    if heal is not None:
+        frame |= {Col.HEAL_BYTES: [0] * 5 + [heal["bytes"]], Col.HEAL_S: [0.0] * 5 + [heal["s"]]}
+    return pd.DataFrame(frame)
+
+
+@pytest.mark.parametrize("name", ["full", "diloco"])
+def test_a_segment_gives_its_heals_beside_the_models(name: str) -> None:
+    config = _config(name)
+    shapes = MLP.declared_shapes()
+    predicted = heal_bytes(config.replicator, shapes)
+    found = segment_summary(config, annotate(_steps({"bytes": predicted, "s": 0.05}), config, 1.0), None, None, 4, None)
+    joined = [s for s in found if s["members"] == 4 and "heals" in s]
+    assert len(joined) == 1 and joined[0]["heals"] == 1
+    entry = joined[0]
+    assert entry["heal_bytes"] == entry["predicted_heal_bytes"] == predicted
+    assert entry["heal_bytes_error"] == 0
+    assert entry["predicted_heal_s"] == pytest.approx(heal_time_s(config.replicator, shapes, 100e6, 0.0))
+    assert entry["heal_s_error"] == pytest.approx(0.05 / entry["predicted_heal_s"] - 1)
+    assert not any("heals" in s for s in found if s["members"] == 3)
+
+
+def test_a_run_without_heals_gets_nothing_new() -> None:
+    config = _config("full")
+    for steps in (_steps(None), _steps({"bytes": 0, "s": 0.0})):
+        found = segment_summary(config, annotate(steps, config, 1.0), None, None, 4, None)
+        assert found and not any(key.startswith(("heal", "predicted_heal")) for s in found for key in s)
