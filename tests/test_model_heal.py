@@ -110,3 +110,10 @@ def test_a_heal_over_a_delay_waits_for_the_window_to_grow() -> None:
 def test_a_bad_path_is_refused(rate: float, delay: float) -> None:
     with pytest.raises(ValueError, match="rate > 0"):
         heal_time_s(FULL, [ParamShape("w", (4,))], rate, delay)
+
+
+def test_the_replicators_that_heal_are_those_that_train_through_churn() -> None:
+    from netbench.declarations.registry import names, spec
+    from netbench.worker.quorum_spec import QUORUM_REPLICATORS
+
+    assert {name for name in names() if spec(name).kept_state is not None} == set(QUORUM_REPLICATORS)

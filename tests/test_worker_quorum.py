@@ -18,9 +18,10 @@ import torch
 from torchft._torchft import LighthouseServer
 
 from netbench.declarations.config import ReplicatorConfig
+from netbench.model.heal import heal_bytes
 from netbench.worker.quorum_spec import QuorumSpec
 from netbench.worker.spec import WorkerSpec
-from netbench.workloads import WorkloadConfig, build_workload
+from netbench.workloads import WorkloadConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_MLP = WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=64)
@@ -119,14 +120,10 @@ def wait_until(cond, what: str, procs: list[subprocess.Popen]) -> None:
 
 
 def heal_state_bytes(replicator: ReplicatorConfig) -> int:
-    """What a joining node must receive: fp32 weights, AdamW's two moments and its step count per tensor, and for
-    DiLoCo the outer momentum and the global weights the pseudo-gradient is taken from."""
-    params = build_workload(SMALL_MLP, 0, 1).parameters()
-    numel = sum(p.numel() for p in params)
-    state = 4 * numel + 8 * numel + 4 * len(params)
-    if replicator.name == "diloco":
-        state += 4 * numel + 4 * numel
-    return state
+    """What a joining node must receive, as the model prices a heal (:func:`netbench.model.heal.heal_bytes`): fp32
+    weights, AdamW's two moments and its step count per tensor, and for DiLoCo the outer momentum and the global
+    weights the pseudo-gradient is taken from."""
+    return heal_bytes(replicator, SMALL_MLP.declared_shapes())
 
 
 @pytest.mark.parametrize("replicator", [FULL, DILOCO], ids=["full", "diloco"])
