@@ -7,7 +7,7 @@ costs in time.
    steps per second, analytic against the seeds' mean, for ``full`` (a 0.5 s step, a leave anywhere in it fails it)
    and DiLoCo (a 0.28 s step, windows of 5 and 20 steps whose last 0.3 s is the exchange), as the quorum's wait and
    the heal grow.
-2. ``plan --shapes llama-7b -r full,diloco --nodes 8,64,512 --bw 10gbit --delay 5ms --mtbf 6h``, median of
+2. ``plan --shapes llama-7b -r full,diloco --nodes 8,64,512 --bw 10gbit --delay 5ms --mtbf 21600s``, median of
    ``--repeat`` fresh interpreters, beside the same plan without ``--mtbf`` (run it under the heavy lock).
 
     PYTHONPATH=$PWD python3 scripts/bench_goodput.py
@@ -79,8 +79,8 @@ def _timed(args: list[str], repeat: int) -> float:
 
 def timing(repeat: int) -> None:
     plain = _timed(PLAN, repeat)
-    churned = _timed([*PLAN, "--mtbf", "6h"], repeat)
-    print(f"plan {' '.join(PLAN)}: {plain:.2f} s; with --mtbf 6h: {churned:.2f} s (target 3 s: {churned / 3:.2f})")
+    churned = _timed([*PLAN, "--mtbf", "21600s"], repeat)
+    print(f"plan {' '.join(PLAN)}: {plain:.2f} s; with --mtbf 21600s: {churned:.2f} s (target 3 s: {churned / 3:.2f})")
 
 
 def main() -> None:

@@ -70,7 +70,7 @@ CHURN_SETTINGS = table(
             "--mtbf",
             "mtbf",
             "time",
-            "mean time between failures per node, e.g. 20s or 6h: goodput (committed steps per wall second) and wall "
+            "mean time between failures per node, e.g. 20s or 21600s: goodput (committed steps per wall second) and wall "
             "time to --tokens while nodes leave and join, for the replicators that train through churn (full, "
             "diloco).",
             range=(1.0, MAX_MTBF_S),
