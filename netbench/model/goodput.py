@@ -70,8 +70,8 @@ CHURN_SETTINGS = table(
             "--mtbf",
             "mtbf",
             "time",
-            "mean time between failures per node, e.g. 20s or 21600s: goodput (committed steps per wall second) and wall "
-            "time to --tokens while nodes leave and join, for the replicators that train through churn (full, "
+            "mean time between failures per node, e.g. 20s or 21600s: goodput (committed steps per wall second) and "
+            "wall time to --tokens while nodes leave and join, for the replicators that train through churn (full, "
             "diloco).",
             range=(1.0, MAX_MTBF_S),
         ),
