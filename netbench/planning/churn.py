@@ -11,6 +11,7 @@ leave during the sync's exchange fails the window.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from netbench.declarations.registry import spec
@@ -78,5 +79,6 @@ def churn_row(
     }
     if tokens is not None:
         budget, per_step = tokens
-        row["token_budget_wall_s"] = found.wall_s_for_tokens(budget, per_step)
+        wall = found.wall_s_for_tokens(budget, per_step)
+        row["token_budget_wall_s"] = wall if math.isfinite(wall) else None  # None: nothing trains
     return row

@@ -248,8 +248,10 @@ def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None
         console.print(f"[bold]training {budgets[0]['token_budget']['tokens']:.3g} tokens[/bold]")
         for r in budgets:
             b = r["token_budget"]
-            churned = r.get("churn", {}).get("token_budget_wall_s")
+            churn = r.get("churn", {})
+            churned = churn.get("token_budget_wall_s")
             under = f"; under churn wall {_duration(churned)}" if churned is not None else ""
+            under = under or ("; under churn nothing trains" if "token_budget_wall_s" in churn else "")
             console.print(
                 f"  {r['replicator']:>12} @ {r['nodes']:>6}: {b['steps']:,} steps, wall {_duration(b['wall_s'])} "
                 f"(compute {_duration(b['compute_s'])}), {_total_bytes(b['bytes_per_node'])} sent per worker{under}",
