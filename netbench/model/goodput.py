@@ -231,6 +231,7 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
         leaves += p * leave_rate
         if m < recovery.min_members:
             stalled += p
+            heal_rate += p * join_rate  # a node back is healed at once: the others wait in the quorum
             continue
         step_s, vulnerable_s = steps[m]
         window = recovery.period * step_s
