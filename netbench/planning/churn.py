@@ -47,9 +47,11 @@ def churn_row(
     compute_s: float,
     framing: Framing,
     tokens: tuple[float, float] | None = None,
+    overhead_s: float = 0.0,
 ) -> dict[str, Any]:
     """Goodput, heal and wall time of ``scheme`` on ``machines`` nodes under the request's churn; ``tokens``: the
-    budget and the tokens a step of every node trains, for its wall time."""
+    budget and the tokens a step of every node trains, for its wall time; ``overhead_s``: the calibration's software
+    time per message, which each of a heal's messages pays."""
     config = scheme.config
     if spec(config.name).kept_state is None:
         return {"reason": f"{config.name} trains with every node throughout: it does not train through churn"}
@@ -67,7 +69,13 @@ def churn_row(
         return est.step_time_s, vulnerable
 
     heal_s = heal_time_s(
-        config, shapes, min(request.up_bps, request.down_bps), request.delay, tcp=request.tcp, framing=framing
+        config,
+        shapes,
+        min(request.up_bps, request.down_bps),
+        request.delay,
+        tcp=request.tcp,
+        framing=framing,
+        overhead_s=overhead_s,
     )
     assert request.mtbf is not None
     found = goodput(machines, request.mtbf, request.away_s, step_at, Recovery(period=period, heal_s=heal_s))

@@ -118,7 +118,9 @@ def plan(
         tokens = (gpu.tokens, gpu.tokens_per_step) if gpu.tokens and gpu.tokens_per_step else None
         pairs = [(s, n) for s in inputs.schemes for n in request.node_counts]
         for row, (scheme, n) in zip(rows, pairs):
-            row["churn"] = churn_row(request, planner, scheme, inputs.shapes, n, compute_s[n], framing, tokens)
+            row["churn"] = churn_row(
+                request, planner, scheme, inputs.shapes, n, compute_s[n], framing, tokens, calib.overhead("pairwise")
+            )
         extra["churn"] = churn_settings(request)
     doc = head | {
         "calibration": {

@@ -154,6 +154,7 @@ def _heals(config: RunConfig, segment: Segment, steps: pd.DataFrame, calibration
         cluster.one_way_delay_s(),
         tcp=expected_tcp_settings(cluster.tcp),
         framing=framing,
+        overhead_s=calibration.overhead("pairwise") if calibration is not None else 0.0,
     )
     out["predicted_heal_bytes"] = heal_bytes(config.replicator, shapes)
     out["heal_bytes_error"] = out["heal_bytes"] / out["predicted_heal_bytes"] - 1
