@@ -16,8 +16,8 @@ workers meet them:
 
 :func:`goodput` is analytic: the number of nodes away follows the Engset distribution (independent nodes, each away
 ``away_s`` after an exponential time up, capped where the draws skip a leave; the distribution does not depend on
-how the time away is spread), and each state's training rate is its step rate less the share of its time that its
-leaves and joins cost. :func:`simulate` steps the same rules through one set of drawn changes: the check of the
+how the time away is spread), each state's training rate is its step rate less the share of its time its leaves
+cost, and the heals take their share of the wall clock. :func:`simulate` steps the same rules through one set of drawn changes: the check of the
 analytic answer, and the prediction for one seed's run.
 """
 
@@ -220,8 +220,8 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     absent_s = away_s + recovery.restart_s
     pi = _members_away(nodes, mtbf_s, absent_s, recovery.period * plain_s / 2, recovery.min_members)
     likely = [k for k, p in enumerate(pi) if p > NEGLIGIBLE]
-    training = [nodes - k for k in likely if nodes - k >= recovery.min_members]
-    steps = _interpolated(step_at, sorted(set(training) | {nodes}))
+    quorate = [nodes - k for k in likely if nodes - k >= recovery.min_members]
+    steps = _interpolated(step_at, sorted(set(quorate) | {nodes}))
     rate = member_rate = leaves = stalled = heal_rate = 0.0
     top = len(pi) - 1
     for k in likely:
@@ -245,8 +245,8 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     # heals come in busy runs of e^(x) heals on average (x: nodes back per heal time) and take x e^x / (1 + x e^x)
     # of the time
     busy = heal_rate * recovery.heal_s * math.exp(min(heal_rate * recovery.heal_s, 50.0))
-    training = 1.0 / (1.0 + busy)
-    rate, member_rate = rate * training, member_rate * training
+    unhealing = 1.0 / (1.0 + busy)
+    rate, member_rate = rate * unhealing, member_rate * unhealing
     return Goodput(
         steps_per_s=rate,
         plain_steps_per_s=1.0 / plain_s if plain_s > 0 else 0.0,
