@@ -17,8 +17,8 @@ workers meet them:
 :func:`goodput` is analytic: the number of nodes away follows the Engset distribution (independent nodes, each away
 ``away_s`` after an exponential time up, capped where the draws skip a leave; the distribution does not depend on
 how the time away is spread), each state's training rate is its step rate less the share of its time its leaves
-cost, and the heals take their share of the wall clock. :func:`simulate` steps the same rules through one set of drawn changes: the check of the
-analytic answer, and the prediction for one seed's run.
+cost, and the heals take their share of the wall clock. :func:`simulate` steps the same rules through one set of
+drawn changes: the check of the analytic answer, and the prediction for one seed's run.
 """
 
 from __future__ import annotations
