@@ -30,6 +30,7 @@ from netbench.orchestrator.run.fidelity import codec_reason, codec_speed, unfini
 from netbench.orchestrator.run.links import link_report, read_trunks
 from netbench.orchestrator.run.schedule_results import annotate, segment_summary, step_errors
 from netbench.orchestrator.run.sharding_results import sharding_summary
+from netbench.rundir.churn_figures import churn_figures
 from netbench.rundir.drift import drift_figures
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
@@ -160,6 +161,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     if Col.REPLICA_SKETCH in measured:
         out.update(drift_figures(measured[Col.STEP], measured[Col.REPLICA_SKETCH]))
     out.update(sharding_summary(measured, how))
+    out.update(churn_figures(measured))
     out.update(health.figures(measured, steps))
     return RunSummary.new(**out).to_json()
 
