@@ -155,6 +155,7 @@ LEAF_MODULES = frozenset(
         "netbench.counters",
         "netbench.dtypes",
         "netbench.frames",
+        "netbench.membership",
         "netbench.pacing",
         "netbench.rootless",
         "netbench.safe_files",

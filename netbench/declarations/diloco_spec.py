@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from netbench.declarations.kept_state import KeptState, inner_optimizer_state
 from netbench.declarations.quant_wire import ring_quantized_bytes
 from netbench.declarations.shared_settings import GradSettings, OuterMomentumSettings, QuantSettings
 from netbench.declarations.spec import Collective, PayloadDecl, ReplicatorSpec, Settings, TestPreset
@@ -28,10 +29,16 @@ def outer_exchange(numel: int, config: Settings, world_size: int) -> tuple[Colle
     return "all_reduce", numel * DTYPE_BYTES[config.grad_dtype]
 
 
+def kept_state(config: Settings) -> KeptState:
+    """The inner optimizer's state (AdamW's two moments and step count), and the global weights the pseudo-gradient
+    is taken from and the outer momentum: what a heal sends beside the weights."""
+    return inner_optimizer_state(config) + KeptState(copies=2)
+
+
 def state_bytes(config: Settings) -> float:
-    """AdamW's moments (8), the global weights, pseudo-gradient, outer momentum and averaged mean (16), fp32; the
-    fp32 partial sums of a quantized ring (4)."""
-    return 24 + (4 if config.quant_bits else 0)
+    """The kept state (AdamW's moments, the global weights and outer momentum: 16), the pseudo-gradient and the
+    averaged mean (8), fp32; the fp32 partial sums of a quantized ring (4)."""
+    return kept_state(config).bytes_per_param + 8 + (4 if config.quant_bits else 0)
 
 
 def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
@@ -46,6 +53,7 @@ class DiLoCoSettings(GradSettings, OuterMomentumSettings, QuantSettings):
 SPEC = ReplicatorSpec(
     codec_bytes_per_param=80,  # the H100 profile: 8 bytes a parameter a step at sync_every 10
     state_bytes_per_param=state_bytes,
+    kept_state=kept_state,
     name="diloco",
     summary="local steps; every sync_every steps the pseudo-gradient is all-reduced and an outer step taken",
     collective="periodic all-reduce",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pydantic import model_validator
 
 from netbench.declarations.buckets import bucket_bytes, slot_ranges
+from netbench.declarations.kept_state import KeptState, inner_optimizer_state
 from netbench.declarations.quant_wire import ring_quantized_bytes
 from netbench.declarations.registry import spec
 from netbench.declarations.shared_settings import BucketSettings, GradSettings, QuantSettings
@@ -33,10 +34,15 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
     return flat_all_reduce(numel, DTYPE_BYTES[config.grad_dtype], config)
 
 
+def kept_state(config: Settings) -> KeptState:
+    """The base optimizer's state (AdamW's two moments and step count): all a heal sends beside the weights."""
+    return inner_optimizer_state(config)
+
+
 def state_bytes(config: Settings) -> float:
-    """AdamW's two moments (its flat wire buffer is the payload's); quantized, the flat gradient, the ring's fp32
-    partial sums and the mean (12)."""
-    return 8 + (12 if config.quant_bits else 0)
+    """The kept state (AdamW's two moments: 8; its flat wire buffer is the payload's); quantized, the flat gradient,
+    the ring's fp32 partial sums and the mean (12)."""
+    return kept_state(config).bytes_per_param + (12 if config.quant_bits else 0)
 
 
 class FullSettings(GradSettings, QuantSettings, BucketSettings):
@@ -70,4 +76,5 @@ SPEC = ReplicatorSpec(
     cost_settings=("grad_dtype", "quant_bits", "quant_block"),
     color="#1f77b4",
     state_bytes_per_param=state_bytes,
+    kept_state=kept_state,
 )

@@ -18,7 +18,16 @@ if TYPE_CHECKING:
     from netbench.declarations.shared_settings import ReplicatorSettings
     from netbench.shapes import ParamShape
 
-__all__ = ["Collective", "PayloadDecl", "ReplicatorSpec", "PayloadFormula", "Settings", "SettingError", "TestPreset"]
+__all__ = [
+    "Collective",
+    "KeptState",
+    "PayloadDecl",
+    "ReplicatorSpec",
+    "PayloadFormula",
+    "Settings",
+    "SettingError",
+    "TestPreset",
+]
 
 Collective = Literal["all_reduce", "all_gather", "all_to_all", "pairwise", "none"]
 
@@ -108,6 +117,28 @@ class Settings(Protocol):
     def __getattr__(self, field: str) -> Any: ...
 
 
+STATE_ITEM_BYTES = 4  # every kept state tensor is fp32, as the weights are
+
+
+@dataclass(frozen=True)
+class KeptState:
+    """The state a replicator keeps from one step to the next besides the weights, per parameter tensor: ``copies``
+    fp32 tensors of its shape (optimizer moments, global weights, an outer momentum) and ``scalars`` fp32 scalars
+    (AdamW's step count). What a node that joins receives from a live peer (a heal); scratch rebuilt every step (a
+    pseudo-gradient, a wire buffer) is not kept state."""
+
+    copies: int = 0
+    scalars: int = 0
+
+    def __add__(self, other: KeptState) -> KeptState:
+        return KeptState(self.copies + other.copies, self.scalars + other.scalars)
+
+    @property
+    def bytes_per_param(self) -> int:
+        """Bytes per parameter of the copies (the scalars are per tensor)."""
+        return STATE_ITEM_BYTES * self.copies
+
+
 PayloadFormula = Callable[["Sequence[ParamShape]", Settings, int], PayloadDecl]
 
 
@@ -175,6 +206,10 @@ class ReplicatorSpec:
     # state and its own buffers, counted from its implementation (the buffers its collectives need follow from its
     # payload); a function of the settings where they change it. What the planner's memory check adds up.
     state_bytes_per_param: float | Callable[[Settings], float] = 0.0
+    # The state it keeps from step to step besides the weights (:class:`KeptState`),
+    # from the settings: what a node that joins receives from a live peer (a heal), and the part of
+    # ``state_bytes_per_param`` that is not scratch. None: it trains with every node throughout and never heals.
+    kept_state: Callable[[Settings], KeptState] | None = None
     # A pairwise exchange's pairs of ranks at the sync that ends a 1-based step, from (settings, ranks, step): what
     # the model prices on a topology (None: its exchanges are collectives of every rank).
     pairing: Callable[[Settings, int, int], list[tuple[int, int]]] | None = None

@@ -15,6 +15,7 @@ import random
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from netbench.membership import DEFAULT_AWAY_S
 from netbench.schedule.errors import first_error
 from netbench.schedule.model import MAX_CHANGES, MAX_SCHEDULE_S, MIN_MEMBERS, Change, Schedule
 from netbench.settings import Setting
@@ -42,7 +43,9 @@ class Churn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     mtbf_s: float = Field(ge=1.0, le=MAX_SCHEDULE_S, description="mean time a node takes part before it leaves")
-    away_s: float = Field(6.0, ge=0.1, le=MAX_SCHEDULE_S, description="how long a node stays away before it joins")
+    away_s: float = Field(
+        DEFAULT_AWAY_S, ge=0.1, le=MAX_SCHEDULE_S, description="how long a node stays away before it joins"
+    )
     seed: int = Field(0, ge=0, le=2**32 - 1)
     for_s: float = Field(3600.0, gt=0, le=MAX_SCHEDULE_S, description="how long from the first measured step")
 

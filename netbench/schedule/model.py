@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from netbench.membership import MIN_MEMBERS
 from netbench.topology.graph import MAX_COMPUTE_SCALE, Topology
 from netbench.topology.link import MAX_EMULATED_DELAY_S, MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.units import format_rate
@@ -28,7 +29,6 @@ __all__ = ["ALL", "MAX_CHANGES", "MAX_SCHEDULE_S", "MIN_MEMBERS", "Change", "Sch
 ALL = "*"
 MAX_CHANGES = 10_000  # a replayed trace of 1 s windows covers almost three hours
 MAX_SCHEDULE_S = 7 * 24 * 3600.0
-MIN_MEMBERS = 1  # nodes that stay in the run through every leave: with none, nothing is left to heal from
 SETS = ("rate_bps", "delay_s", "jitter_s", "loss", "state", "compute_scale", "member")  # what a change may set
 
 

@@ -1,0 +1,303 @@
+"""Goodput under churn: committed steps per wall second while nodes leave and join, and the wall time to a budget.
+
+Nodes churn as :func:`netbench.schedule.churn.draw` draws them: each takes part for an exponential time of mean
+``mtbf_s``, leaves, and is back ``away_s`` later; a leave that would leave fewer than
+:data:`~netbench.membership.MIN_MEMBERS` nodes is skipped. The replicator commits every ``period`` steps (a
+window: ``full`` every step, DiLoCo every outer sync) and prices a leave and a join as torchft's fault-tolerant
+workers meet them:
+
+* a leave inside the window's *vulnerable* part (the whole step for ``full``, whose all-reduce needs every member;
+  the outer sync's exchange for DiLoCo) fails the commit: the window so far is lost, and the next quorum waits
+  ``quorum_wait_s`` for the node that left;
+* a leave before that part (DiLoCo's inner steps) costs only what is left of that wait when the window ends;
+* a node that is back is healed at the next quorum (:mod:`netbench.model.heal`): everyone waits ``heal_s``;
+* while ``k`` nodes are away the others train as an ``n - k``-node cluster at its step time; fewer than
+  ``min_members`` form no quorum and train nothing.
+
+:func:`goodput` is analytic: the number of nodes away follows the Engset distribution (independent nodes, each away
+``away_s`` after an exponential time up, capped where the draws skip a leave; the distribution does not depend on
+how the time away is spread), and each state's training rate is its step rate less the share of its time that its
+leaves and joins cost. :func:`simulate` steps the same rules through one set of drawn changes: the check of the
+analytic answer, and the prediction for one seed's run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from netbench.membership import MIN_MEMBERS
+
+__all__ = [
+    "Change",
+    "QUORUM_WAIT_S",
+    "MIN_QUORUM",
+    "MAX_PRICED_STATES",
+    "Recovery",
+    "Goodput",
+    "StepAt",
+    "away_distribution",
+    "leave_cost_s",
+    "goodput",
+    "Simulated",
+    "simulate",
+]
+
+QUORUM_WAIT_S = 1.0  # how long the survivors' next quorum waits for a node that left (the lighthouse's timeout)
+MIN_QUORUM = 2  # the fewest nodes a quorum holds (torchft's min_replicas, as a fault-tolerant run sets it)
+MAX_PRICED_STATES = 9  # member counts the step is priced at; the others are interpolated between them
+NEGLIGIBLE = 1e-9  # states less likely than this are left out
+
+
+class Change(Protocol):
+    """A membership change as a schedule holds it: at ``time_s`` node ``target`` leaves or joins (``member``)."""
+
+    time_s: float
+    target: str
+    member: str | None
+
+
+StepAt = Callable[[int], tuple[float, float]]  # members -> (mean step time s, vulnerable seconds of a window)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What a leave and a join cost the replicator: its commit period, its heal, the quorum's wait and minimum."""
+
+    period: int = 1  # steps per commit
+    heal_s: float = 0.0  # a heal: the whole quorum waits for it
+    quorum_wait_s: float = QUORUM_WAIT_S
+    min_members: int = MIN_QUORUM
+    restart_s: float = 0.0  # a node back from away starts its program before it asks for a quorum
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """The analytic answer: committed steps per wall second under churn and without, and what the churn costs."""
+
+    steps_per_s: float
+    plain_steps_per_s: float
+    member_share: float  # committed steps weighted by the share of the nodes that took part (tokens per step)
+    leaves_per_s: float
+    mean_away: float  # nodes not training on average: away, or back and waiting for the next quorum
+    stalled_share: float  # the share of the time too few nodes are there to form a quorum
+
+    @property
+    def ratio(self) -> float:
+        """Goodput over the plain step rate."""
+        return self.steps_per_s / self.plain_steps_per_s if self.plain_steps_per_s > 0 else 0.0
+
+    def wall_s(self, steps: float) -> float:
+        """Expected wall time to commit ``steps`` (inf where nothing commits)."""
+        return steps / self.steps_per_s if self.steps_per_s > 0 else math.inf
+
+    def wall_s_for_tokens(self, tokens: float, tokens_per_step: float) -> float:
+        """Expected wall time to train ``tokens`` when a step of every node trains ``tokens_per_step`` (a step of
+        fewer nodes trains their share)."""
+        rate = self.steps_per_s * self.member_share * tokens_per_step
+        return tokens / rate if rate > 0 else math.inf
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "steps_per_s": self.steps_per_s,
+            "plain_steps_per_s": self.plain_steps_per_s,
+            "ratio": self.ratio,
+            "member_share": self.member_share,
+            "leaves_per_s": self.leaves_per_s,
+            "mean_away": self.mean_away,
+            "stalled_share": self.stalled_share,
+        }
+
+
+def away_distribution(nodes: int, mtbf_s: float, away_s: float) -> list[float]:
+    """P(k nodes away) for k = 0 .. nodes - MIN_MEMBERS: Engset's, proportional to C(n, k) (away / mtbf)^k."""
+    if nodes < 1 or mtbf_s <= 0 or away_s < 0:
+        raise ValueError("churn needs nodes >= 1, mtbf > 0 and away >= 0")
+    top = max(0, nodes - MIN_MEMBERS)
+    if away_s == 0:
+        return [1.0] + [0.0] * top
+    log_rho = math.log(away_s / mtbf_s)
+    logs = [
+        math.lgamma(nodes + 1) - math.lgamma(k + 1) - math.lgamma(nodes - k + 1) + k * log_rho for k in range(top + 1)
+    ]
+    peak = max(logs)
+    weights = [math.exp(x - peak) for x in logs]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def leave_cost_s(window_s: float, vulnerable_s: float, wait_s: float) -> float:
+    """Expected wall seconds one leave at a uniform time in a window costs: inside the vulnerable part (its last
+    ``vulnerable_s``) the window so far and the quorum's wait; before it, what is left of the wait when the window
+    ends."""
+    if window_s <= 0:
+        return wait_s
+    vulnerable = min(max(vulnerable_s, 0.0), window_s)
+    before = window_s - vulnerable
+    inside = vulnerable / window_s
+    lost_inside = before + vulnerable / 2 + wait_s
+    if before <= 0:
+        stall_before = 0.0
+    elif wait_s >= before:
+        stall_before = wait_s - before / 2
+    else:
+        stall_before = wait_s * wait_s / (2 * before)
+    return inside * lost_inside + (1 - inside) * stall_before
+
+
+def _priced(states: Sequence[int]) -> list[int]:
+    """The member counts to price: all where few, else MAX_PRICED_STATES spread over them (ends included)."""
+    if len(states) <= MAX_PRICED_STATES:
+        return list(states)
+    lo, hi = min(states), max(states)
+    return sorted({round(lo + (hi - lo) * i / (MAX_PRICED_STATES - 1)) for i in range(MAX_PRICED_STATES)})
+
+
+def _interpolated(step_at: StepAt, members: Sequence[int]) -> dict[int, tuple[float, float]]:
+    """``step_at`` at every count of ``members``: priced at a few, linear between them."""
+    points = {m: step_at(m) for m in _priced(members)}
+    known = sorted(points)
+    out = {}
+    for m in members:
+        if m in points:
+            out[m] = points[m]
+            continue
+        hi = next(k for k in known if k > m)
+        lo = max(k for k in known if k < m)
+        f = (m - lo) / (hi - lo)
+        out[m] = tuple(a + f * (b - a) for a, b in zip(points[lo], points[hi]))  # type: ignore[assignment]
+    return out
+
+
+def _members_away(nodes: int, mtbf_s: float, absent_s: float, wait_s: float, min_members: int) -> list[float]:
+    """P(k nodes not training): away as drawn, or back and waiting ``wait_s`` (half a window) for the next quorum.
+    Where too few train to form a quorum, a node back joins at once (the others wait in the quorum): those states
+    keep the drawn odds, and the states that train share the rest in the odds of an absence ``wait_s`` longer."""
+    drawn = away_distribution(nodes, mtbf_s, absent_s)
+    waiting = away_distribution(nodes, mtbf_s, absent_s + wait_s)
+    stalls = [k for k in range(len(drawn)) if nodes - k < min_members]
+    trains = [k for k in range(len(drawn)) if nodes - k >= min_members]
+    share = sum(waiting[k] for k in trains)
+    scale = (1 - sum(drawn[k] for k in stalls)) / share if share > 0 else 0.0
+    return [drawn[k] if k in stalls else waiting[k] * scale for k in range(len(drawn))]
+
+
+def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery: Recovery) -> Goodput:
+    """Expected committed steps per wall second of ``nodes`` that churn with ``mtbf_s`` and ``away_s``, each member
+    count's step from ``step_at``."""
+    if recovery.period < 1 or recovery.heal_s < 0 or recovery.quorum_wait_s < 0 or recovery.restart_s < 0:
+        raise ValueError("a recovery needs period >= 1 and times >= 0")
+    plain_s = step_at(nodes)[0]
+    absent_s = away_s + recovery.restart_s
+    pi = _members_away(nodes, mtbf_s, absent_s, recovery.period * plain_s / 2, recovery.min_members)
+    likely = [k for k, p in enumerate(pi) if p > NEGLIGIBLE]
+    training = [nodes - k for k in likely if nodes - k >= recovery.min_members]
+    steps = _interpolated(step_at, sorted(set(training) | {nodes}))
+    rate = member_rate = leaves = stalled = 0.0
+    top = len(pi) - 1
+    for k in likely:
+        p, m = pi[k], nodes - k
+        leave_rate = m / mtbf_s if k < top else 0.0  # a leave that would leave too few nodes is skipped
+        join_rate = k / absent_s if absent_s > 0 else 0.0
+        leaves += p * leave_rate
+        if m < recovery.min_members:
+            stalled += p
+            continue
+        step_s, vulnerable_s = steps[m]
+        window = recovery.period * step_s
+        # the nodes back within one window are healed together at its end
+        heals = -math.expm1(-join_rate * window) / window if window > 0 else join_rate
+        healing = min(1.0, heals * recovery.heal_s)  # nodes come back on the wall clock, training or not
+        lost = leave_rate * leave_cost_s(window, vulnerable_s, recovery.quorum_wait_s)  # a leave costs while it trains
+        useful = p * (1.0 - healing) / (1.0 + lost) / step_s
+        rate += useful
+        member_rate += useful * m / nodes
+    return Goodput(
+        steps_per_s=rate,
+        plain_steps_per_s=1.0 / plain_s if plain_s > 0 else 0.0,
+        member_share=member_rate / rate if rate > 0 else 0.0,
+        leaves_per_s=leaves,
+        mean_away=sum(k * p for k, p in enumerate(pi)),
+        stalled_share=stalled,
+    )
+
+
+@dataclass(frozen=True)
+class Simulated:
+    """One timeline's outcome: windows committed and lost, and the steps they hold."""
+
+    committed_steps: int
+    member_steps: float  # committed steps weighted by the share of the nodes that trained them
+    lost_windows: int
+    heals: int
+    horizon_s: float
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.committed_steps / self.horizon_s
+
+
+def simulate(
+    changes: Sequence[Change], names: Sequence[str], horizon_s: float, step_at: StepAt, recovery: Recovery
+) -> Simulated:
+    """Train through ``changes`` (leaves and joins of ``names``, in time order) for ``horizon_s`` under the rules
+    :func:`goodput` prices: window after window at the members' step, a leave in the vulnerable part losing the
+    window, the quorum's wait, a heal for the nodes back."""
+    events = sorted((c for c in changes if c.member in ("leave", "join")), key=lambda c: c.time_s)
+    nodes = len(names)
+    away: set[str] = set()
+    back: dict[str, float] = {}  # node -> when it asks for a quorum
+    t, done = 0.0, 0
+    committed, member_steps, lost, heals = 0, 0.0, 0, 0
+
+    def apply_until(until: float) -> None:
+        nonlocal done
+        while done < len(events) and events[done].time_s <= until:
+            change = events[done]
+            if change.member == "leave":
+                back.pop(change.target, None)
+                away.add(change.target)
+            elif change.target in away:
+                back[change.target] = change.time_s + recovery.restart_s
+            done += 1
+
+    while t < horizon_s:
+        apply_until(t)
+        ready = [name for name, at in back.items() if at <= t]
+        if ready:
+            for name in ready:
+                away.discard(name)
+                del back[name]
+            heals += 1
+            t += recovery.heal_s
+            apply_until(t)
+        members = nodes - len(away)
+        if members < recovery.min_members:
+            upcoming = [at for at in back.values() if at > t]
+            if done < len(events):
+                upcoming.append(events[done].time_s)
+            t = min(upcoming) if upcoming else horizon_s
+            continue
+        step_s, vulnerable_s = step_at(members)
+        window = recovery.period * step_s
+        end = t + window
+        vulnerable_from = end - min(max(vulnerable_s, 0.0), window)
+        leaving = []
+        for e in (events[i] for i in range(done, len(events))):
+            if e.time_s >= end:
+                break
+            if e.member == "leave" and e.target not in away and e.target not in back:
+                leaving.append(e.time_s)
+        failed = [x for x in leaving if x >= vulnerable_from]
+        if failed:
+            lost += 1
+            t = failed[0] + recovery.quorum_wait_s
+            continue
+        if end > horizon_s:
+            break
+        committed += recovery.period
+        member_steps += recovery.period * (members - len(leaving)) / nodes
+        t = max([end] + [x + recovery.quorum_wait_s for x in leaving])
+    return Simulated(committed, member_steps, lost, heals, horizon_s)

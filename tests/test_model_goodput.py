@@ -1,0 +1,137 @@
+"""Goodput under churn: the analytic answer against a seeded simulation over the draws ``--churn`` makes, and the
+simulation's rules on hand-made changes."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from netbench.model.goodput import Recovery, away_distribution, goodput, leave_cost_s, simulate
+from netbench.schedule.churn import Churn, draw
+from netbench.schedule.model import Change
+
+NAMES = ("n0", "n1", "n2", "n3")
+SEEDS = range(10)
+HORIZON_S = 3600.0
+
+
+def full_step(members: int) -> tuple[float, float]:
+    """A step that grows with the members, the whole of it vulnerable (a quorum each step)."""
+    step = 0.3 + 0.05 * members
+    return step, step
+
+
+def diloco_step(members: int) -> tuple[float, float]:
+    """An averaged step whose window ends in a 0.3 s exchange."""
+    return 0.2 + 0.02 * members, 0.3
+
+
+def _simulated(mtbf: float, away: float, step_at, recovery: Recovery) -> float:
+    rates = []
+    for seed in SEEDS:
+        changes = draw(Churn(mtbf_s=mtbf, away_s=away, seed=seed, for_s=HORIZON_S), NAMES)
+        rates.append(simulate(changes, NAMES, HORIZON_S, step_at, recovery).steps_per_s)
+    return statistics.mean(rates)
+
+
+def test_the_odds_of_nodes_away_are_those_of_the_draws() -> None:
+    seen = [0.0] * (len(NAMES) + 1)
+    for seed in SEEDS:
+        away, last = 0, 0.0
+        for change in draw(Churn(mtbf_s=20, away_s=6, seed=seed, for_s=HORIZON_S), NAMES):
+            seen[away] += change.time_s - last
+            away, last = away + (1 if change.member == "leave" else -1), change.time_s
+        seen[away] += HORIZON_S - last
+    total = sum(seen)
+    for k, p in enumerate(away_distribution(len(NAMES), 20, 6)):
+        assert seen[k] / total == pytest.approx(p, abs=0.01), k
+    assert seen[len(NAMES)] == 0  # a leave that would leave nobody is skipped
+
+
+@pytest.mark.parametrize(
+    ("step_at", "recovery", "mtbf", "away"),
+    [
+        (full_step, Recovery(period=1, heal_s=0.5, quorum_wait_s=1.0), 20, 6),
+        (full_step, Recovery(period=1, heal_s=2.0, quorum_wait_s=3.0), 20, 6),
+        (diloco_step, Recovery(period=5, heal_s=0.5, quorum_wait_s=1.0), 20, 6),
+        (diloco_step, Recovery(period=20, heal_s=0.5, quorum_wait_s=1.0), 20, 6),
+        (diloco_step, Recovery(period=5, heal_s=0.5, quorum_wait_s=1.0), 60, 10),
+    ],
+    ids=["full", "full-slow-recovery", "diloco-5", "diloco-20", "diloco-rare"],
+)
+def test_analytic_goodput_matches_a_simulation_over_the_drawn_churn(step_at, recovery, mtbf, away) -> None:
+    predicted = goodput(len(NAMES), mtbf, away, step_at, recovery)
+    simulated = _simulated(mtbf, away, step_at, recovery)
+    assert predicted.steps_per_s == pytest.approx(simulated, rel=0.05)
+    assert predicted.steps_per_s < predicted.plain_steps_per_s
+
+
+def test_without_churn_goodput_is_the_step_rate() -> None:
+    recovery = Recovery(period=1, heal_s=1.0)
+    found = simulate([], NAMES, 100.0, full_step, recovery)
+    assert found.committed_steps == int(100.0 / full_step(4)[0])
+    rare = goodput(len(NAMES), 1e9, 6, full_step, recovery)
+    assert rare.steps_per_s == pytest.approx(1 / full_step(4)[0], rel=1e-6)
+
+
+def test_a_leave_in_a_full_step_loses_it_and_the_quorum_waits() -> None:
+    step = lambda members: (1.0, 1.0)  # noqa: E731
+    changes = [Change(time_s=2.5, target="n1", member="leave")]
+    found = simulate(changes, NAMES, 10.0, step, Recovery(period=1, quorum_wait_s=1.0))
+    # steps end at 1, 2; the third fails at 2.5, the quorum forms at 3.5, then steps end at 4.5 .. 9.5
+    assert found.lost_windows == 1
+    assert found.committed_steps == 2 + 6
+
+
+def test_a_leave_before_a_diloco_sync_costs_only_the_wait_left() -> None:
+    step = lambda members: (1.0, 0.5)  # noqa: E731  a window of 4 s whose last 0.5 s is the exchange
+    changes = [Change(time_s=3.2, target="n1", member="leave")]
+    found = simulate(changes, NAMES, 12.0, step, Recovery(period=4, quorum_wait_s=1.0))
+    # the window ends at 4 but its quorum waits until 4.2; the next two end at 8.2 and 12.2 (past the horizon)
+    assert found.lost_windows == 0
+    assert found.committed_steps == 8
+
+
+def test_a_node_back_is_healed_at_the_next_quorum() -> None:
+    step = lambda members: (1.0, 1.0)  # noqa: E731
+    changes = [
+        Change(time_s=0.5, target="n1", member="leave"),
+        Change(time_s=3.2, target="n1", member="join"),
+    ]
+    found = simulate(changes, NAMES, 20.0, step, Recovery(period=1, heal_s=2.0, quorum_wait_s=1.0))
+    assert found.heals == 1
+    # lost at 0.5, quorum 1.5; steps end 2.5, 3.5; heal 3.5-5.5; steps end 6.5 .. 19.5
+    assert found.committed_steps == 2 + 14
+
+
+def test_leave_cost_of_a_whole_vulnerable_window_is_half_of_it_and_the_wait() -> None:
+    assert leave_cost_s(2.0, 2.0, 1.0) == pytest.approx(2.0)
+    assert leave_cost_s(4.0, 0.0, 1.0) == pytest.approx(1.0 / 8)  # the wait left after a uniform time in 4 s
+
+
+def test_wall_time_to_a_budget_divides_it_by_the_goodput() -> None:
+    found = goodput(len(NAMES), 20, 6, full_step, Recovery(period=1, heal_s=0.5))
+    assert found.wall_s(1000) == pytest.approx(1000 / found.steps_per_s)
+    assert found.wall_s_for_tokens(1e6, 1000) == pytest.approx(1e6 / (1000 * found.member_share * found.steps_per_s))
+    assert 0.5 < found.member_share < 1
+
+
+@pytest.mark.parametrize(("nodes", "mtbf", "away"), [(0, 20, 6), (4, 0, 6), (4, 20, -1)])
+def test_bad_churn_is_refused(nodes: int, mtbf: float, away: float) -> None:
+    with pytest.raises(ValueError, match="churn needs"):
+        away_distribution(nodes, mtbf, away)
+
+
+def test_many_nodes_price_a_few_member_counts() -> None:
+    priced: list[int] = []
+
+    def step(members: int) -> tuple[float, float]:
+        priced.append(members)
+        return 1.0 + members / 1000, 1.0 + members / 1000
+
+    found = goodput(512, 20, 6, step, Recovery(period=1, heal_s=0.5))
+    assert len(set(priced)) <= 10
+    assert 0 < found.steps_per_s < found.plain_steps_per_s
+    absent = 6 + 1.512 / 2  # away, then half a step waiting for the next quorum
+    assert found.mean_away == pytest.approx(512 * absent / (20 + absent), rel=0.01)
