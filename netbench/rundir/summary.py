@@ -306,6 +306,7 @@ FIELDS: tuple[Field, ...] = (
     Metric("steps_lost", int, label="steps lost to churn (run, not committed)", unit="count", terminal=True),
     Metric("heals", int, label="heals (a joining node caught up from a peer)", unit="count", terminal=True),
     Metric("heal_bytes", label="bytes received per heal (median)", unit="B", terminal=True),
+    Metric("heal_bytes_model", label="bytes per heal, the model's (weights and kept state)", unit="B", terminal=True),
     Metric("heal_time_s", label="time per heal (median)", unit="s", terminal=True),
     Metric("goodput_steps_per_s", label="goodput: committed steps per wall second", terminal=True),
     Metric("first_loss", label="first loss", csv=("measured",)),

@@ -12,6 +12,7 @@ its steps numbered after the ones the node recorded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -47,6 +48,7 @@ MIN_REPLICAS = 2  # the fewest nodes a quorum holds: one node alone has no one t
 HEARTBEAT_TIMEOUT_S = 2.0  # a node unheard for this long has left: the quorum forms without it
 JOIN_TIMEOUT_S = 60.0  # bounds the first quorum's wait for every node heard; later ones form without waiting on it
 QUORUM_TICK_MS = 20  # how often the lighthouse looks for a quorum
+KILL_WAIT_S = 10.0  # a killed worker's exit, as the fork server reports it
 READY_S = 60.0  # the lighthouse's start (torch's import) on a crowded host
 
 
@@ -141,7 +143,8 @@ def worker_membership(
 
     def leave(rank: int) -> None:
         procs[rank].kill()  # SIGKILL to its process group
-        procs[rank].wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # the fork server reports the exit; never wait on it long
+            procs[rank].wait(timeout=KILL_WAIT_S)
 
     def join(rank: int, first_step: int) -> None:
         if any(run_dir.finished(r) for r in range(len(procs))):

@@ -24,7 +24,14 @@ from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
-from netbench.orchestrator.prediction import model_errors, predict_run, replay_run, shapes_record
+from netbench.model.heal import heal_bytes
+from netbench.orchestrator.prediction import (
+    model_errors,
+    predict_run,
+    replay_run,
+    shapes_record,
+    workload_shapes,
+)
 from netbench.orchestrator.run import health
 from netbench.orchestrator.run.fidelity import codec_reason, codec_speed, unfinished
 from netbench.orchestrator.run.links import link_report, read_trunks
@@ -336,6 +343,15 @@ def _with_codec_speed(
     return judged
 
 
+def _heal_model(config: RunConfig) -> dict[str, Any]:
+    """The model's bytes for one heal (:mod:`netbench.model.heal`), beside the measured median heal."""
+    try:
+        shapes = workload_shapes(config.workload, config.cluster.nodes)
+        return {"heal_bytes_model": heal_bytes(config.replicator, shapes)}
+    except Exception:  # noqa: BLE001 - the model never costs a run its measurements
+        return {}
+
+
 def _write_files(
     run_dir: RunDir,
     out: RunOutput,
@@ -378,6 +394,8 @@ def _write_files(
             calib.identity() if calib else None,
         )
         summary.update(step_errors(steps, summary["schedule_segments"]))
+    if summary.get("heals"):
+        summary.update(_heal_model(config))
     if out.status == "ok":
         summary.update(prediction)
         summary.update(health.slowdown(summary))
