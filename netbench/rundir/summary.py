@@ -45,6 +45,7 @@ __all__ = [
     "step_parts",
     "report_metrics",
     "reduced_metrics",
+    "statistic",
 ]
 
 Number = int | float  # an int stays an int (bw_bps 100000000, not 100000000.0)
@@ -470,3 +471,17 @@ def reduced_metrics(across: str) -> tuple[Metric, ...]:
     mean).
     """
     return tuple(m for m in METRICS if m.source and m.across == across)
+
+
+def statistic(measured: pd.DataFrame) -> str:
+    """``median`` per node, or ``mean`` when a node's payload changes from step to step.
+
+    Replicators that communicate every K steps (a declared period) have a typical step with no
+    traffic at all: its median shows 0 bytes and no communication, while what a user plans with
+    (and what the model predicts) is the average over a period. Constant-payload replicators keep
+    the median, which shrugs off the odd slow step.
+    """
+    if Col.PAYLOAD_BYTES not in measured:
+        return "median"
+    varying = measured.groupby(Col.RANK)[Col.PAYLOAD_BYTES].nunique().max() > 1
+    return "mean" if varying else "median"

@@ -17,7 +17,7 @@ import pandas as pd
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.prediction import predict_run, replay_run
 from netbench.rundir.steps_schema import Col, step_row
-from netbench.rundir.summary import measured_steps
+from netbench.rundir.summary import measured_steps, statistic
 from netbench.schedule.model import Segment
 from netbench.schedule.state import members_graph, segments
 
@@ -115,7 +115,8 @@ def segment_summary(
             if segment.down:
                 out.append(entry)
             continue
-        entry["step_time_s"] = float(rows.groupby(Col.STEP)[Col.STEP_S].max().median())
+        # the slowest node's step, its median or, for a replicator that communicates every K steps, its mean
+        entry["step_time_s"] = float(rows.groupby(Col.STEP)[Col.STEP_S].max().agg(statistic(rows)))
         if not segment.down:
             entry.update(_predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"]))
         out.append(entry)
