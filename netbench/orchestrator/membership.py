@@ -26,6 +26,7 @@ class Membership:
     join: Callable[[int, int], None]  # start the rank's processes again, their first step given
     away: set[int] = field(default_factory=set)  # ranks whose node has left and not joined again
     leaves: dict[int, int] = field(default_factory=dict)  # rank -> how often its node left
+    joined: dict[int, tuple[int, StepCounter]] = field(default_factory=dict)  # rank -> (first step, its counter)
 
     def __call__(self, node_index: int, joins: bool) -> None:
         rank = self.rank_of(node_index)
@@ -33,6 +34,15 @@ class Membership:
             self.leave(rank)
             self.away.add(rank)
             self.leaves[rank] = self.leaves.get(rank, 0) + 1
+            self.joined.pop(rank, None)
             return
-        self.join(rank, StepCounter(self.run_dir.records_path(rank))())
+        counter = StepCounter(self.run_dir.records_path(rank))
+        first = counter()
+        self.join(rank, first)
         self.away.discard(rank)
+        self.joined[rank] = (first, counter)
+
+    def waiting(self) -> set[int]:
+        """Ranks whose node has joined again but has recorded no step since: still starting, or waiting for its first
+        quorum (which a run whose other workers have finished never forms)."""
+        return {rank for rank, (first, counter) in self.joined.items() if counter() == first}

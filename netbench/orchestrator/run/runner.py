@@ -220,8 +220,8 @@ def train(
             procs[:] = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0), lighthouse)
             if on_cluster:
                 on_cluster(cluster)
-            away = members.away if members is not None else frozenset()
-            watch(plan, cluster, procs, capture, outcome, progress, scheduled.polling(cluster.check, live), away)
+            churned = (members.away, members.waiting) if members is not None else (frozenset(), frozenset)
+            watch(plan, cluster, procs, capture, outcome, progress, scheduled.polling(cluster.check, live), churned)
             if plan.reuse is not None:  # the next run on the cluster waits for them; else the teardown ends them
                 plan.reuse.leaving(procs)
         finally:
@@ -348,10 +348,11 @@ def watch(
     outcome: RunOutcome,
     progress: Progress | None,
     poll: Callable[[], None] | None = None,
-    away: Collection[int] = frozenset(),
+    churned: tuple[Collection[int], Callable[[], Collection[int]]] = (frozenset(), frozenset),
 ) -> None:
     """Until every worker is done, or one fails or stalls; then, whatever happened, the fidelity verdict and the
-    pcaps. ``away``: the ranks whose node has left (churn).
+    pcaps. ``churned``: the ranks whose node has left, and those whose node joined again and has not stepped yet
+    (:func:`~netbench.orchestrator.run.watch.wait_for_workers`).
     """
     helpers = cluster.helper_pids  # every switch's delay line
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
@@ -385,7 +386,8 @@ def watch(
             progress=watched,
             poll=poll or cluster.check,
             joined=joined,
-            away=away,
+            away=churned[0],
+            waiting=churned[1],
         )
     except WorkerFailure as exc:
         outcome.fail(str(exc))

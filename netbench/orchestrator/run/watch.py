@@ -61,11 +61,13 @@ def wait_for_workers(
     poll: Callable[[], None] = lambda: None,
     joined: Callable[[], None] | None = None,
     away: Collection[int] = (),
+    waiting: Callable[[], Collection[int]] = frozenset,
 ) -> None:
     """Wait for every worker; raise WorkerFailure naming the worker that failed or stalled. ``poll`` runs every round;
     ``joined`` once, when every worker has recorded its start (joined the process group). ``away``: the ranks whose
     node has left the run (churn): their worker was killed on purpose, and the others do not wait for it; ``procs``
-    may change while the wait runs (a node that joins again runs a fresh worker)."""
+    may change while the wait runs (a node that joins again runs a fresh worker). ``waiting``: the ranks of nodes that
+    joined again and have not stepped yet: once every other worker has finished, the run does not wait for them."""
     counters = [StepCounter(run_dir.records_path(rank)) for rank in range(len(procs))]
     activity, last_done, all_joined, waiting = Activity(), -1, False, len(procs)
     while True:
@@ -81,7 +83,8 @@ def wait_for_workers(
         done = min((counts[rank] for rank in present), default=0)
         if progress:
             progress(done, total)
-        if all(codes[rank] == 0 or counters[rank].done for rank in present):
+        finished = [rank for rank in present if codes[rank] == 0 or counters[rank].done]
+        if len(finished) == len(present) or (finished and set(present) - set(finished) <= set(waiting())):
             return  # what is left of a worker that recorded its end is leaving the process group and exiting
         joining = [rank for rank, count in enumerate(counters) if not count.started]
         if len(joining) != waiting:  # a worker joined
