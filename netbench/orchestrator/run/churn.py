@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netbench import safe_files
+from netbench.model.goodput import MIN_QUORUM
 from netbench.orchestrator.membership import Membership
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS, QuorumSpec
 from netbench.worker.spec import WorkerSpec
@@ -44,7 +45,7 @@ __all__ = [
 
 LIGHTHOUSE_PORT = 29_410  # in the switch's namespace, on its own address
 STORE_PORT = 29_420  # each node's group store, in its own namespace: + how often the node has joined again
-MIN_REPLICAS = 2  # the fewest nodes a quorum holds: one node alone has no one to train with
+MIN_REPLICAS = MIN_QUORUM  # the fewest nodes a quorum holds: one node alone has no one to train with
 HEARTBEAT_TIMEOUT_S = 2.0  # a node unheard for this long has left: the quorum forms without it
 JOIN_TIMEOUT_S = 60.0  # bounds the first quorum's wait for every node heard; later ones form without waiting on it
 QUORUM_TICK_MS = 20  # how often the lighthouse looks for a quorum
