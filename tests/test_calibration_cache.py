@@ -146,3 +146,37 @@ def test_plan_on_a_fresh_host_measures_once_in_seconds(tmp_path) -> None:
     second = plan()
     assert second.returncode == 0 and "measuring" not in second.stderr
     assert json.loads(second.stdout)["calibration"]["digest"] == doc["calibration"]["digest"]
+
+
+def test_a_measurement_held_by_another_process_is_waited_for_a_bounded_time(cache, fake_measure, monkeypatch) -> None:
+    """A command that finds another holding this host's measurement waits at most LOCK_WAIT_S, then says so."""
+    import fcntl
+    import time
+
+    monkeypatch.setattr(hostcache, "LOCK_WAIT_S", 0.5)
+    hostcache.checked_cache_dir()
+    lock = cache_path(host_key())
+    lock = lock.with_name(lock.name + ".lock")
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        began = time.monotonic()
+        with pytest.raises(CalibrationError, match="another netbench process"):
+            host_calibration()
+        assert time.monotonic() - began < 5
+    assert fake_measure == []
+    host_calibration()  # released: measured now
+    assert fake_measure == [1]
+
+
+def test_settings_a_calibration_adds_leave_the_cost_key_alone() -> None:
+    """What a declaration's ``calibrated_with`` sets is a setting of the config and none of its cost settings, so a
+    run's cost key finds the figure the calibration timed."""
+    from netbench.declarations.config import ReplicatorConfig
+    from netbench.declarations.registry import spec
+
+    added = {name: spec(name).calibrated_with for name in names() if spec(name).calibrated_with}
+    assert "muloco" in added  # its inner Muon is no part of its codec
+    for name, settings in added.items():
+        assert not set(settings) & set(spec(name).cost_settings), name
+        assert set(settings) <= set(ReplicatorConfig.model_fields), name
+        ReplicatorConfig(name=name, **settings)

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,9 @@ def missing_keys(calibration: Calibration, replicators: Sequence[ReplicatorConfi
     return list(out.values())
 
 
+# how long a command waits for another's measurement of this host: the longest a measurement may take, and a margin
+LOCK_WAIT_S = measuring.MeasureOptions.model_fields["timeout_s"].default + 60.0
+
 _COST_TABLES = (
     "compression_s_per_param",
     "encode_s_per_param",
@@ -157,7 +161,18 @@ def _locked(lock: Path) -> Iterator[None]:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise CalibrationError(f"the cache's lock {str(lock)!r} is not a regular file")
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise CalibrationError(
+                        f"another netbench process has been measuring this host's calibration for over "
+                        f"{LOCK_WAIT_S:g} s; wait for it, or pass --calibration FILE"
+                    ) from None
+                time.sleep(0.2)
         yield
     finally:
         os.close(fd)

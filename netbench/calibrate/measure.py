@@ -24,6 +24,7 @@ import os
 import platform
 import socket
 import statistics
+import subprocess
 import tempfile
 import time
 import warnings
@@ -79,7 +80,9 @@ class MeasureOptions(BaseModel):
         "(a run's non-default settings); stored under their cost keys",
     )
     acks_per_segment: float = Field(0.5, ge=0.0, le=1.0, description="stored as given: loopback cannot measure it")
-    timeout_s: float = Field(600.0, gt=0)
+    timeout_s: float = Field(
+        600.0, gt=0, description="the longest a collective, and the whole measurement, may take (seconds)"
+    )
 
 
 def time_calls(fns: dict[str, Callable[[], object]], iters: int, batch: int = BATCH) -> dict[str, float]:
@@ -144,7 +147,10 @@ def _replicator_seconds(config: ReplicatorConfig, shapes: Sequence[ParamShape], 
     # others at their defaults, so a key is measured alike whatever else a run set (Streaming DiLoCo's fragments
     # need a model with as many layers, which the calibration's shapes need not have).
     config = ReplicatorConfig(
-        name=config.name, **{field: getattr(config, field) for field in declared.cost_settings}, bucket_mb=0.0
+        name=config.name,
+        **{field: getattr(config, field) for field in declared.cost_settings},
+        **declared.calibrated_with,
+        bucket_mb=0.0,
     )
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s.shape) * 0.02) for s in shapes]
@@ -306,8 +312,20 @@ def _spawned(opts: MeasureOptions) -> tuple[Any, Any, Any]:
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     with spawning_safely():  # the spawned children must not import what a user planted where netbench was started
-        mp.start_processes(_worker, args=(_free_port(), opts, queue), nprocs=WORLD, join=True, start_method="spawn")
+        procs = mp.start_processes(
+            _worker, args=(_free_port(), opts, queue), nprocs=WORLD, join=False, start_method="spawn"
+        )
+    deadline = time.monotonic() + opts.timeout_s
+    while not procs.join(timeout=max(0.0, min(1.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            for proc in procs.processes:
+                proc.kill()
+            raise RuntimeError(_overran(opts))
     return queue.get()
+
+
+def _overran(opts: MeasureOptions) -> str:
+    return f"the measuring processes ran past {opts.timeout_s:g} s and were stopped"
 
 
 def _forked(opts: MeasureOptions, fork: Forker) -> tuple[Any, Any, Any]:
@@ -320,7 +338,13 @@ def _forked(opts: MeasureOptions, fork: Forker) -> tuple[Any, Any, Any]:
             log.touch(exist_ok=False)
             args = [rank, port, opts.model_dump(mode="json"), str(result)]
             procs.append(fork("netbench.calibrate.measure:forked_worker", args, log))
-        codes = [proc.wait() for proc in procs]
+        deadline = time.monotonic() + opts.timeout_s
+        try:
+            codes = [proc.wait(timeout=max(0.0, deadline - time.monotonic())) for proc in procs]
+        except subprocess.TimeoutExpired:
+            for proc in procs:
+                proc.kill()
+            raise RuntimeError(_overran(opts)) from None
         if any(codes) or not result.exists():
             said = [line for log in logs for line in log.read_text(errors="replace").splitlines() if line.strip()]
             raise RuntimeError(f"the measuring processes failed (exit {codes}): {said[-1] if said else 'no output'}")

@@ -43,6 +43,9 @@ SPEC = ReplicatorSpec(
         variants={"2bit": dict(sync_every=3, quant_bits=2, quant_block=32, error_decay=0.9)},
     ),
     cost_settings=diloco_spec.SPEC.cost_settings,
+    # The calibration times the outer sync's codec, which Muon is no part of; torch's Muon orthogonalises in bf16,
+    # which a CPU runs at 24-53 s a step for one gpt2-small matrix, so the timed steps step with AdamW instead
+    calibrated_with={"optimizer": "adamw"},
     color="",  # a free palette colour
     period=diloco_spec.period,
 )

@@ -185,6 +185,9 @@ class ReplicatorSpec:
     settings: type[ReplicatorSettings] | None = None  # None: it reads no setting of its own
     test_preset: TestPreset = field(default_factory=TestPreset)  # what the tests check and train it with
     cost_settings: tuple[str, ...] = ()
+    # Settings the calibration times its codec with, besides its cost settings: ones that change none of the codec's
+    # work but would make every timed step slow (an inner optimizer the codec does not include)
+    calibrated_with: Mapping[str, Any] = field(default_factory=dict)
     color: str = ""  # its colour in every figure; empty: the first palette colour nobody claims
     period: Callable[[Settings], int] = _every_step  # steps between its synchronisations (timing windows)
     # False: it sends dense state as it is, so there is no encode/decode cost to calibrate; a function of the
