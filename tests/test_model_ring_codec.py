@@ -1,5 +1,6 @@
-"""The quantized ring's hop codec in the step: each node decodes, adds and encodes (N - 1) / N of the buffer on the
-ring's path, priced at the step's calibrated encode + decode; dense rings and overlapped exchanges pay none."""
+"""The quantized ring in the step: each node decodes, adds and encodes (N - 1) / N of the buffer on the ring's path,
+priced at the step's calibrated encode + decode (dense rings and overlapped exchanges pay none), and its wire is framed
+as its one message a hop."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.model.calibration import Calibration
+from netbench.model.collectives import Link, cost, pattern
+from netbench.model.framing import Framing
 from netbench.model.network import GraphModel
 from netbench.model.schemes import scheme_from_config
 from netbench.model.step import HostEffects, training_step
@@ -54,3 +57,23 @@ def test_an_overlapped_exchange_pays_no_hop_codec_on_the_step():
     settings = dict(name="streaming", sync_every=4, fragments=2, fragment_sync_delay=1, quant_bits=8)
     raw, step = _steps(6, **settings)
     assert (step.comm_time_s, step.step_time_s) == (raw.comm_time_s, raw.step_time_s)
+
+
+@pytest.mark.parametrize("nodes", [2, 4, 6])
+def test_the_quantized_ring_sends_one_message_a_hop(nodes):
+    ring, gloo = pattern("p2p_ring", "ring", 1e6, nodes), pattern("all_reduce", "ring", 1e6, nodes)
+    assert (ring.hops, ring.messages_out, ring.message_bytes) == (2 * (nodes - 1), 2 * (nodes - 1), 1e6 / nodes)
+    assert (ring.payload_out, ring.critical_bytes) == (gloo.payload_out, gloo.critical_bytes)
+    assert ring.messages_out * ring.message_bytes == pytest.approx(ring.payload_out)
+
+
+def test_a_quantized_rings_wire_is_framed_as_its_messages():
+    """Half the messages of gloo's ring of the same bytes: half its preambles, notifications and short last
+    segments on the wire."""
+    raw, _ = _steps(6, name="diloco", sync_every=4, quant_bits=8)
+    (ring,) = [ex for ex in raw.exchanges if ex.moves_bytes]
+    assert ring.ring_kind == "p2p_ring"
+    ring_tx = cost(pattern("p2p_ring", "ring", ring.bytes_per_step, 6), Link(1e8, 1e8, 0.0), Framing()).tx.total
+    gloo_tx = cost(pattern("all_reduce", "ring", ring.bytes_per_step, 6), Link(1e8, 1e8, 0.0), Framing()).tx.total
+    assert raw.tx.total == pytest.approx(ring_tx / ring.period, rel=1e-3)
+    assert raw.tx.total < gloo_tx / ring.period

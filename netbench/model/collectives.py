@@ -40,7 +40,7 @@ __all__ = [
     "cost",
 ]
 
-CollectiveKind = Literal["all_reduce", "all_gather", "all_to_all", "pairwise", "none"]
+CollectiveKind = Literal["all_reduce", "all_gather", "all_to_all", "pairwise", "p2p_ring", "none"]
 Algorithm = Literal["ring", "tree", "halving_doubling"]
 ALGORITHMS: tuple[str, ...] = ("ring", "tree", "halving_doubling")
 
@@ -131,6 +131,13 @@ def _ring(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
     return Pattern(n - 1, 2 * (n - 1), nbytes / 2, sent, sent)
 
 
+def _p2p_ring(nbytes: float, n: int) -> Pattern:
+    """The quantized ring's all-reduce of a buffer of ``nbytes``: 2 (N - 1) hops, each one send of a whole chunk (1/N
+    of the buffer) to the next rank, where gloo's ring cuts every chunk into two messages or more."""
+    sent = 2 * (n - 1) / n * nbytes
+    return Pattern(2 * (n - 1), 2 * (n - 1), nbytes / n, sent, sent)
+
+
 def _all_to_all(nbytes: float, n: int) -> Pattern:
     """gloo's all_to_all of a buffer of ``nbytes``: a message of 1/N of it to each of the N - 1 peers at once."""
     sent = (n - 1) / n * nbytes
@@ -186,9 +193,9 @@ def _pairwise(nbytes: float) -> Pattern:
 
 
 def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -> Pattern | None:
-    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce, all_to_all), own contribution (all_gather)
-    or what a node sends its partner (pairwise: the same whatever the algorithm, which concerns collectives of every
-    node).
+    """Message pattern of one call; ``nbytes`` is the buffer (all_reduce, all_to_all, p2p_ring), own contribution
+    (all_gather) or what a node sends its partner (pairwise: the same whatever the algorithm, which concerns collectives
+    of every node; p2p_ring, the quantized ring's point-to-point sends, is a ring whatever the algorithm).
 
     None when nothing moves: one participant, no bytes, or the ``none`` collective.
     """
@@ -198,6 +205,8 @@ def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -
         return _all_to_all(nbytes, n)
     if kind == "pairwise":
         return _pairwise(nbytes)
+    if kind == "p2p_ring":
+        return _p2p_ring(nbytes, n)
     if algorithm == "ring":
         return _ring(kind, nbytes, n)
     if algorithm == "tree":

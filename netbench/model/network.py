@@ -435,11 +435,11 @@ def _link_bytes(rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenari
     for ex in exchanges:
         if not ex.moves_bytes:
             continue
-        p = pattern(ex.collective, "ring", ex.bytes_per_step / ex.calls, rings.peers)
+        p = pattern(ex.ring_kind, "ring", ex.bytes_per_step / ex.calls, rings.peers)
         if p is None:
             continue
         per_step_calls = ex.calls / ex.period
-        backward = ex.collective in BACKWARD_RINGS
+        backward = ex.ring_kind in BACKWARD_RINGS
         for ring in rings.rings:
             for hop in ring:
                 flow = scenario.framing.flow(

@@ -180,7 +180,7 @@ class RingSet:
         if not exchange.moves_bytes:
             return CollectiveCost()
         nbytes = exchange.bytes_per_step / exchange.calls
-        p = pattern(exchange.collective, "ring", nbytes, self.peers)
+        p = pattern(exchange.ring_kind, "ring", nbytes, self.peers)
         if p is None:
             return CollectiveCost()
         distinct = {price for ring in prices for price in ring}

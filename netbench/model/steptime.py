@@ -137,7 +137,7 @@ def call_cost(
     if not exchange.moves_bytes:
         return CollectiveCost()
     nbytes = exchange.bytes_per_step / exchange.calls
-    p = pattern(exchange.collective, algorithm, nbytes, peers)
+    p = pattern(exchange.ring_kind, algorithm, nbytes, peers)
     base = cost(p, link, framing)
     if algorithm != "ring" or p is None or base.transfer_s <= 0:
         return base
