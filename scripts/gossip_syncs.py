@@ -1,0 +1,149 @@
+"""Gossip's syncs one by one, from a run directory: who waited for whom, how long each exchange took, what TCP saw.
+
+A gossip step is priced as if every pair entered its exchange together and every exchange took the model's one call.
+This prints, for each sync after the warm-up (steps.csv: a rank's exchange ends where its decode begins, and began
+``comm_s`` before that), each rank's partner, how long it waited for that partner to enter, and the exchange's time
+from the later entry to the rank's exit, beside the model's call (the run's replay: its ``comm_time_s`` times the
+period). Where the run kept TCP samples (``tcp/nodeN.jsonl``), each direction of each pair during the sync: bytes sent,
+when they stopped growing (to the sampling interval), the most smoothed round trip and the congestion window at that
+time: whether a direction ran slower than the other, and whether its round trip grew.
+
+    PYTHONPATH=. python3 scripts/gossip_syncs.py RUN_DIR [RUN_DIR ...]
+    PYTHONPATH=. python3 scripts/gossip_syncs.py SWEEP_DIR/runs/*gossip*
+
+Times are emulated seconds (a dilated run's wall time over its dilation). Nothing is run or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from netbench.calibrate.hostcache import load_calibration
+from netbench.declarations.gossip_spec import partner
+from netbench.model.calibration import Calibration
+from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.prediction import local_time_s, mean_codec_s, measured_codec_s, predict, workload_shapes
+from netbench.rundir.layout import read_records
+from netbench.rundir.reading import read_csv
+from netbench.trace.sampling import tcp_folder
+
+CPUS = 2  # the project's hosts: the replay prices the codec on 2 shared cores
+
+
+def model_call_s(config: RunConfig, steps: pd.DataFrame, calibration: Calibration) -> float | None:
+    """The replay's time of one exchange: its communication per step times the period (None where it has none)."""
+    local, codec = local_time_s(steps), measured_codec_s(steps)
+    if local is None or codec is None:
+        return None
+    shapes = workload_shapes(config.workload, config.cluster.nodes)
+    est = predict(config, shapes, local, calibration, CPUS, codec, mean_codec_s(steps))
+    return est.comm_time_s * config.replicator.sync_every
+
+
+def exchanges(steps: pd.DataFrame, nodes: int, seed: int, dilation: float) -> pd.DataFrame:
+    """One row per rank and measured sync: partner, wait for the partner's entry, exchange from the later entry."""
+    measured = steps[(steps["warmup"] == 0) & (steps["payload_bytes"] > 0)]
+    rows = []
+    for step, group in measured.groupby("step"):
+        g = group.set_index("rank")
+        leave = g["t_end"] - g["decode_s"]
+        enter = leave - g["comm_s"]
+        for rank in g.index:
+            other = partner(int(rank), nodes, int(step) + 1, seed)  # steps.csv counts from 0, the pairing from 1
+            if other == rank or other not in g.index:
+                continue
+            later = max(enter[rank], enter[other])
+            rows.append(
+                {
+                    "step": int(step),
+                    "rank": int(rank),
+                    "partner": other,
+                    "enter": enter[rank],
+                    "leave": leave[rank],
+                    "wait_ms": 1e3 * (later - enter[rank]) / dilation,
+                    "exchange_ms": 1e3 * (leave[rank] - later) / dilation,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, dilation: float) -> list[str]:
+    """Each connection's TCP samples between wall times ``lo`` and ``hi``, one line per direction that sent."""
+    lines = []
+    for path in sorted(tcp_folder(run_dir).glob("node*.jsonl")):
+        node = int(path.stem[4:])
+        seen: dict[str, list[tuple[float, dict]]] = {}
+        for record in read_records(path):
+            if record.get("event") == "tcp" and lo - 1.0 <= record["t"] <= hi:
+                for conn in record["conns"]:
+                    seen.setdefault(conn["conn"], []).append((record["t"], conn))
+        for name, samples in seen.items():
+            inside = [(t, c) for t, c in samples if t >= lo]
+            before = [c for t, c in samples if t < lo]
+            if not inside:
+                continue
+            start = before[-1]["bytes_sent"] if before else inside[0][1]["bytes_sent"]
+            sent = inside[-1][1]["bytes_sent"] - start
+            if sent < 64 * 1024:  # a notification or ACKs only
+                continue
+            last = next(t for t, c in inside if c["bytes_sent"] == inside[-1][1]["bytes_sent"])
+            srtt = max(c["srtt_us"] for _, c in inside) / 1e3
+            cwnd = max(c["cwnd"] for _, c in inside)
+            peer = addresses.get(name.split("->")[1].rsplit(":", 1)[0], "?")
+            lines.append(
+                f"    n{node}->n{peer}: {sent / 1e3:7.0f} kB, done by +{1e3 * (last - lo) / dilation:5.0f} ms, "
+                f"srtt up to {srtt:6.1f} ms, cwnd up to {cwnd:4d}"
+            )
+    return lines
+
+
+def calibration_for(run_dir: Path, explicit: Path | None) -> Calibration:
+    """``explicit``, else the sweep's own calibration.json (a sweep keeps its runs in ``SWEEP/runs``), else this
+    host's."""
+    beside = run_dir.parent.parent / "calibration.json"
+    return load_calibration(explicit if explicit is not None else beside if beside.is_file() else None)
+
+
+def show(run_dir: Path, calibration: Calibration) -> None:
+    data = json.loads((run_dir / "run.json").read_text())
+    config = RunConfig.model_validate(data["config"])
+    dilation = float(data.get("dilation") or 1.0)
+    nodes = {n["address"]: n["index"] for n in data["cluster"]["nodes"]}
+    steps = read_csv(run_dir / "steps.csv")
+    summary = data.get("summary", {})
+    call = model_call_s(config, steps, calibration)
+    print(
+        f"== {run_dir.name}: {len(nodes)} nodes, dilation {dilation:g}, step {summary.get('step_time_s', 0):.4f} s, "
+        f"replay {summary.get('replay_step_time_s') or 0:.4f} s, model call "
+        f"{'-' if call is None else f'{1e3 * call:.0f} ms'}"
+    )
+    table = exchanges(steps, len(nodes), config.replicator.seed, dilation)
+    for step, group in table.groupby("step"):
+        pairs = "  ".join(
+            f"r{r.rank}<->r{r.partner} wait {r.wait_ms:4.0f} exch {r.exchange_ms:5.0f}" for r in group.itertuples()
+        )
+        print(f"  sync ending step {step}: {pairs}")
+        for line in directions(run_dir, nodes, group["enter"].min(), group["leave"].max(), dilation):
+            print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="gossip run directories (run.json and steps.csv)")
+    parser.add_argument("--calibration", type=Path, help="calibration.json [default: the sweep's, else this host's]")
+    args = parser.parse_args()
+    for run_dir in args.runs:
+        if not (run_dir / "run.json").is_file() or not (run_dir / "steps.csv").is_file():
+            print(f"error: {run_dir} is not a run directory (no run.json and steps.csv)", file=sys.stderr)
+            sys.exit(2)
+    for run_dir in args.runs:
+        show(run_dir, calibration_for(run_dir, args.calibration))
+
+
+if __name__ == "__main__":
+    main()
