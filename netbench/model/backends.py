@@ -46,6 +46,7 @@ from netbench.model.parallelism import Layout, LayoutStep, group_scenario, layou
 from netbench.model.schedule import (
     AFTER_BACKWARD,
     CompiledSchedule,
+    ScheduleResult,
     StepSchedule,
     Transfer,
     compile_schedule,
@@ -77,6 +78,8 @@ class Backend(Protocol):
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate: ...
 
+    def step_time(self, scheme: Scheme, scenario: Scenario) -> float: ...
+
     def describe(self) -> dict: ...
 
     def floor_reason(self, scenario: Scenario) -> str: ...
@@ -96,6 +99,10 @@ class GlooBackend:
         return training_step(
             star, scheme, self.shapes, scenario, self.calibration, params=self.params, per_link=False
         ).step
+
+    def step_time(self, scheme: Scheme, scenario: Scenario) -> float:
+        """The step's time alone (what the planner's searches compare)."""
+        return self.step(scheme, scenario).step_time_s
 
     def describe(self) -> dict:
         return {"name": self.name, "calibration": self.calibration.identity()}
@@ -200,7 +207,9 @@ class ScheduledBackend:
     tokens_per_step: float | None = None
     wan: tuple[float, float] | None = None  # (bits/s, one-way s) of each WAN link between sites (--topology sites)
     _memo: dict = field(default_factory=dict, repr=False)
-    _calls: dict = field(default_factory=dict, repr=False)
+    # scenario -> {(collective, bytes of one call): (time, latency)}: a call priced once per scenario, whichever
+    # scheme or layer asks for it
+    _prices: dict = field(default_factory=dict, repr=False)
     _parts: dict = field(default_factory=dict, repr=False)
     _slices: dict = field(default_factory=dict, repr=False)
     _codec_s: dict = field(default_factory=dict, repr=False)
@@ -309,11 +318,20 @@ class ScheduledBackend:
         """One call of a group's collective: ``ranks`` GPUs, ``per_node`` of them in a node."""
         if ranks < 2 or nbytes <= 0:
             return 0.0
-        group = group_scenario(scenario, ranks, per_node)
-        key = (kind, nbytes, group)
-        if key not in self._calls:
-            self._calls[key] = self.collective(kind, nbytes, group)
-        return self._calls[key][0]
+        return self._calls(((kind, nbytes),), group_scenario(scenario, ranks, per_node))[0][0]
+
+    def _calls(self, calls: tuple[tuple[str, float], ...], scenario: Scenario) -> list[tuple[float, float]]:
+        """(time, latency) of one call of each (collective, bytes) in ``scenario``."""
+        known = self._prices.get(scenario)
+        if known is None:
+            known = self._prices[scenario] = {}
+        out = []
+        for call in calls:
+            found = known.get(call)
+            if found is None:
+                found = known[call] = self.collective(*call, scenario)
+            out.append(found)
+        return out
 
     def _slice_backend(self, slices: int) -> ScheduledBackend:
         """This backend on one GPU's slice of the model (1/``slices`` of every tensor), plain data parallel: what
@@ -332,7 +350,7 @@ class ScheduledBackend:
                 layout=Layout(),
                 wan=None,
                 _memo={},
-                _calls={},
+                _prices={},
                 _parts={},
                 _slices={},
                 _skeletons={},
@@ -392,16 +410,29 @@ class ScheduledBackend:
             overlap=True,
         )
 
+    def step_time(self, scheme: Scheme, scenario: Scenario) -> float:
+        """``step(scheme, scenario).step_time_s`` without the rest of the estimate: what the planner's searches
+        compare, at every bandwidth they probe."""
+        found = self._memo.get((scheme, scenario))
+        if found is not None or not self.layout.plain:
+            return (found or self.step(scheme, scenario)).step_time_s
+        return self._run(self.skeleton(scheme, scenario.workers, scenario.compute_s), scenario)[0].step_s
+
+    def _run(self, skeleton: StepSkeleton, scenario: Scenario) -> tuple[ScheduleResult, list[tuple[float, float]]]:
+        """The skeleton's schedule at ``scenario``'s prices, and (time, latency) of each of its calls."""
+        one = self._calls(skeleton.calls, scenario)
+        seconds = [count * one[call][0] if call >= 0 else 0.0 for call, count in skeleton.prices]
+        return skeleton.compiled.run(seconds), one
+
     def _step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
         skeleton = self.skeleton(scheme, scenario.workers, scenario.compute_s)
-        one = [self.collective(kind, nbytes, scenario) for kind, nbytes in skeleton.calls]
+        result, one = self._run(skeleton, scenario)
         wire = CollectiveCost()
         for call, count, period, per_step in skeleton.wire:
             t, lat = (count * one[call][0], count * one[call][1]) if call >= 0 else (0.0, 0.0)
             wire = wire + CollectiveCost(
                 time_s=t / period, latency_s=lat / period, transfer_s=(t - lat) / period, tx=per_step, rx=per_step
             )
-        result = skeleton.compiled.run([count * one[call][0] if call >= 0 else 0.0 for call, count in skeleton.prices])
         enc, dec = self.codec_seconds(scheme)
         return StepEstimate(
             scheme=scheme.name,
