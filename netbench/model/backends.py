@@ -183,13 +183,12 @@ class StepSkeleton:
     """A scheme's step on one node count and compute time, its collectives' prices left open (they are what a
     bandwidth changes). ``calls``: each distinct (collective, bytes of one call); ``prices``: per transfer of the
     schedule, (its call, how many of it), call -1 where nothing moves; ``wire``: per exchange, (its call, how many,
-    its period, the bytes a step carries); ``schedule``: the layer schedule with every transfer at 0 s."""
+    its period, the bytes a step carries); ``compiled``: the layer schedule, run at each bandwidth's seconds."""
 
     exchanges: tuple[Exchange, ...]
     calls: tuple[tuple[str, float], ...]
     prices: tuple[tuple[int, int], ...]
     wire: tuple[tuple[int, int, int, LinkBytes], ...]
-    schedule: StepSchedule
     compiled: CompiledSchedule
 
 
@@ -290,7 +289,7 @@ class ScheduledBackend:
                 moved = ex.bytes_per_step
             wire.append((*priced(ex, ex.bytes_per_step, ex.calls), ex.period, LinkBytes(payload=moved / ex.period)))
         found = self._skeletons[key] = StepSkeleton(
-            exchanges, tuple(calls), tuple(prices), tuple(wire), schedule, compile_schedule(schedule)
+            exchanges, tuple(calls), tuple(prices), tuple(wire), compile_schedule(schedule)
         )
         return found
 
