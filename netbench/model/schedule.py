@@ -12,7 +12,8 @@ synchronised on their own steps, results needed several steps later) plug in wit
 
 The simulation runs a period (or as many steps as the longest delay) to settle the queue, then measures the
 next period: the result is the period's mean step time and the share of it spent on useful compute (forward and
-backward; codec work is overhead).
+backward; codec work is overhead). A search that asks for one schedule at many bandwidths compiles it once
+(:func:`compile_schedule`) and runs it at each bandwidth's transfer seconds.
 """
 
 from __future__ import annotations
