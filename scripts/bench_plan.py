@@ -28,6 +28,7 @@
    table from a second, independent simulator of the same assumptions (:func:`queue_simulator_utilization`).
 
     python3 scripts/bench_plan.py                   # both parts
+    python3 scripts/bench_plan.py --against ../before   # and another checkout's commands, timed in turn with these
     python3 scripts/bench_plan.py --skip-timing     # the table alone (no subprocesses)
     python3 scripts/bench_plan.py --skip-timing --bias
 """
@@ -119,33 +120,38 @@ def table4_scheme(method: str, layers: int):
     return build_scheme(name, SchemeSettings(**values))
 
 
-def time_commands(repeat: int, calib: Path = CALIBRATION) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for label, (args, calibrated) in COMMANDS.items():
-        runs = []
-        given = ["--calibration", str(calib)] if calibrated else []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            done = subprocess.run(
-                [sys.executable, "-m", "netbench", "plan", *args, *given, "--json"],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-            )
-            runs.append(time.perf_counter() - start)
-            if done.returncode != 0:
-                raise SystemExit(f"bench_plan: {label} failed: {done.stderr.strip()}")
-        out[label] = runs
-    out[START_LABEL] = [_timed([sys.executable, "-c", "import netbench.cli.app"]) for _ in range(repeat)]
+def time_commands(
+    repeat: int, calib: Path = CALIBRATION, roots: tuple[Path, ...] = (REPO,)
+) -> dict[Path, dict[str, list[float]]]:
+    """Each command's wall time ``repeat`` times in each checkout of ``roots`` (its own ``netbench``), the checkouts
+    in turn command by command, so that a busy host slows each alike."""
+    out: dict[Path, dict[str, list[float]]] = {root: {label: [] for label in COMMANDS} for root in roots}
+    for _ in range(repeat):
+        for label, (args, calibrated) in COMMANDS.items():
+            given = ["--calibration", str(calib)] if calibrated else []
+            for root in roots:
+                start = time.perf_counter()
+                done = subprocess.run(
+                    [sys.executable, "-m", "netbench", "plan", *args, *given, "--json"],
+                    cwd=root,
+                    capture_output=True,
+                    text=True,
+                )
+                out[root][label].append(time.perf_counter() - start)
+                if done.returncode != 0:
+                    raise SystemExit(f"bench_plan: {label} failed in {root}: {done.stderr.strip()}")
+    start = [sys.executable, "-c", "import netbench.cli.app"]
+    for root in roots:
+        out[root][START_LABEL] = [_timed(start, root) for _ in range(repeat)]
     return out
 
 
 START_LABEL = "(interpreter start, the application imported)"
 
 
-def _timed(argv: list[str]) -> float:
+def _timed(argv: list[str], root: Path = REPO) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, cwd=REPO, capture_output=True, check=True)
+    subprocess.run(argv, cwd=root, capture_output=True, check=True)
     return time.perf_counter() - start
 
 
@@ -351,11 +357,19 @@ def main() -> None:
         "--calibration", type=Path, default=CALIBRATION, help="gloo's calibration for the timed commands"
     )
     parser.add_argument("--bias", action="store_true", help="also the table under each candidate cause of its bias")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        help="another checkout (the code before a change): its commands timed in turn with these, and the ratio",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
     doc: dict = {}
     if not args.skip_timing:
-        timings = time_commands(args.repeat, args.calibration)
+        against = () if args.against is None else (args.against.resolve(),)
+        by_root = time_commands(args.repeat, args.calibration, (REPO, *against))
+        timings = by_root[REPO]
         print(f"netbench plan, fresh interpreter each, calibration from a file (median of {args.repeat}):")
         for label, runs in timings.items():
             median = statistics.median(runs)
@@ -365,6 +379,12 @@ def main() -> None:
                 continue
             print(f"  {label:<48} {median:6.2f} s  ({median / TARGET_S:.2f} of the {TARGET_S:g} s target: {verdict})")
         doc["timings_s"] = timings
+        for root in against:
+            print(f"  against {root}, timed in turn with these (theirs | ours, ours / theirs):")
+            for label, runs in by_root[root].items():
+                theirs, ours = statistics.median(runs), statistics.median(timings[label])
+                print(f"    {label:<48} {theirs:6.2f} s | {ours:6.2f} s  {ours / theirs:.2f}")
+            doc["against"] = {"root": str(root), "timings_s": by_root[root]}
     start = time.perf_counter()
     rows = table4()
     print_table4(rows)

@@ -2,7 +2,13 @@
 
 import pytest
 
-from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, simulate
+from netbench.model.accelerators import accelerator
+from netbench.model.backends import CodecCost, NcclBackend
+from netbench.model.compute import model_shape
+from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, compile_schedule, simulate
+from netbench.model.schemes import SchemeSettings, build_scheme, shape_key
+from netbench.model.shapes_from_count import synthetic_shapes
+from netbench.model.steptime import Scenario
 
 
 def layers(n: int, step_s: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -57,3 +63,34 @@ def test_a_result_needed_later_hides_behind_whole_steps():
     soon = StepSchedule(fwd, bwd, (Transfer(0, AFTER_BACKWARD, 1.5, 0, delay=1),), 1)
     assert simulate(soon).step_s == pytest.approx(2.5)
     assert simulate(late).step_s == pytest.approx(1.5)  # the queue, not the compute, sets the pace
+
+
+def test_a_compiled_schedule_runs_at_any_seconds_as_a_schedule_built_with_them():
+    """A search compiles a schedule once and runs it at each bandwidth's seconds: no run leaves state for the next."""
+    n, step = 8, 1.0
+    compiled = compile_schedule(ddp(n, step, 0.0, period=3))
+    for comm_s in (0.05, 4.0, 0.3, 4.0):
+        assert compiled.run([comm_s / n] * n) == simulate(ddp(n, step, comm_s, period=3))
+
+
+@pytest.mark.parametrize("name", ["full", "diloco", "desloc", "dct", "gossip"])
+def test_a_step_time_alone_is_the_whole_estimate_s(name):
+    """The planner's searches ask a GPU backend for the step's time alone; it is the full estimate's, at every
+    bandwidth and node count, whichever is asked first."""
+    shapes = shape_key(synthetic_shapes(10**9))
+    scheme = build_scheme(name, SchemeSettings())
+
+    def backend() -> NcclBackend:
+        return NcclBackend(
+            shapes=shapes,
+            model=model_shape(shapes, layers=8),
+            codec=CodecCost(None),
+            accelerator=accelerator("h100-sxm"),
+        )
+
+    alone, whole = backend(), backend()
+    for workers in (2, 16):
+        for bw in (1e8, 1e10, 4e11):
+            scenario = Scenario(workers=workers, up_bps=bw, down_bps=bw, delay_s=0.005, compute_s=0.3)
+            assert alone.step_time(scheme, scenario) == whole.step(scheme, scenario).step_time_s
+            assert alone.step(scheme, scenario).step_time_s == whole.step_time(scheme, scenario)

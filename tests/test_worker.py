@@ -20,39 +20,13 @@ import pytest
 
 from netbench.counters import CounterError, parse_proc_net_dev, read_counters
 from netbench.declarations.config import ReplicatorConfig
+from netbench.rundir.steps_schema import RECORD_ONLY, columns_of
 from netbench.worker.spec import SpecError, WorkerSpec, load_spec, resolve
 from netbench.workloads import WorkloadConfig, build_workload
 
 REPO = Path(__file__).resolve().parents[1]
-STEP_FIELDS = {
-    "event",
-    "rank",
-    "step",
-    "warmup",
-    "t_start",
-    "t_end",
-    "compute_s",
-    "compress_s",
-    "comm_s",
-    "decode_s",
-    "apply_s",
-    "step_s",
-    "loss",
-    "payload_bytes",
-    "collectives",
-    "tx_bytes",
-    "rx_bytes",
-    "tx_packets",
-    "rx_packets",
-    "retrans_segs",
-    "tail_tx_bytes",
-    "tail_rx_bytes",
-    "compress_cpu_s",
-    "decode_cpu_s",
-    "compute_scale",
-    "replica_sketch",
-    "spans",
-}
+# a worker's step record: its steps.csv columns and the keys the record alone carries
+STEP_FIELDS = {c.value for c in columns_of("worker")} | set(RECORD_ONLY)
 COUNTERS = ("tx_bytes", "rx_bytes", "tx_packets", "rx_packets", "retrans_segs")
 SMALL_MLP = WorkloadConfig(kind="mlp", hidden=64, mlp_layers=2, batch_size=64)
 

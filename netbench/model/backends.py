@@ -14,7 +14,7 @@ The GPU backends build each replicator's step as a layer schedule (:mod:`~netben
 all-reduces of the model (DDP's gradient buckets, a periodic outer sync) and replicators declaring backward hooks
 send layer by layer as backward produces them; the others send after backward and their encode. A later
 replicator with its own schedule (fragments on their own steps, results needed several steps later) gives
-:meth:`ScheduledBackend.schedule` its transfers and the engine is unchanged.
+:meth:`ScheduledBackend.skeleton` its transfers and the engine is unchanged.
 """
 
 from __future__ import annotations
@@ -43,7 +43,15 @@ from netbench.model.nccl_tests import NcclFit
 from netbench.model.network import GraphModel
 from netbench.model.overlap import BACKWARD_SHARE
 from netbench.model.parallelism import Layout, LayoutStep, group_scenario, layout_step, site_scenario
-from netbench.model.schedule import AFTER_BACKWARD, StepSchedule, Transfer, layer_split, simulate
+from netbench.model.schedule import (
+    AFTER_BACKWARD,
+    CompiledSchedule,
+    ScheduleResult,
+    StepSchedule,
+    Transfer,
+    compile_schedule,
+    layer_split,
+)
 from netbench.model.schemes import Scheme, ShapeKey, shape_key
 from netbench.model.step import training_step
 from netbench.model.steptime import Scenario, StepEstimate
@@ -70,6 +78,8 @@ class Backend(Protocol):
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate: ...
 
+    def step_time(self, scheme: Scheme, scenario: Scenario) -> float: ...
+
     def describe(self) -> dict: ...
 
     def floor_reason(self, scenario: Scenario) -> str: ...
@@ -89,6 +99,10 @@ class GlooBackend:
         return training_step(
             star, scheme, self.shapes, scenario, self.calibration, params=self.params, per_link=False
         ).step
+
+    def step_time(self, scheme: Scheme, scenario: Scenario) -> float:
+        """The step's time alone (what the planner's searches compare)."""
+        return self.step(scheme, scenario).step_time_s
 
     def describe(self) -> dict:
         return {"name": self.name, "calibration": self.calibration.identity()}
@@ -164,6 +178,20 @@ def estimated_codec_s(scheme: Scheme, accelerator: Accelerator, params: int, ten
     return traffic / 2 + enc_t, traffic / 2 + dec_t
 
 
+@dataclass(frozen=True)
+class StepSkeleton:
+    """A scheme's step on one node count and compute time, its collectives' prices left open (they are what a
+    bandwidth changes). ``calls``: each distinct (collective, bytes of one call); ``prices``: per transfer of the
+    schedule, (its call, how many of it), call -1 where nothing moves; ``wire``: per exchange, (its call, how many,
+    its period, the bytes a step carries); ``compiled``: the layer schedule, run at each bandwidth's seconds."""
+
+    exchanges: tuple[Exchange, ...]
+    calls: tuple[tuple[str, float], ...]
+    prices: tuple[tuple[int, int], ...]
+    wire: tuple[tuple[int, int, int, LinkBytes], ...]
+    compiled: CompiledSchedule
+
+
 @dataclass
 class ScheduledBackend:
     """A GPU backend: each scheme's step as a layer schedule, its collectives priced by :meth:`collective`."""
@@ -178,10 +206,13 @@ class ScheduledBackend:
     tokens_per_step: float | None = None
     wan: tuple[float, float] | None = None  # (bits/s, one-way s) of each WAN link between sites (--topology sites)
     _memo: dict = field(default_factory=dict, repr=False)
-    _calls: dict = field(default_factory=dict, repr=False)
+    # scenario -> {(collective, bytes of one call): (time, latency)}: a call priced once per scenario, whichever
+    # scheme or layer asks for it
+    _prices: dict = field(default_factory=dict, repr=False)
     _parts: dict = field(default_factory=dict, repr=False)
     _slices: dict = field(default_factory=dict, repr=False)
     _codec_s: dict = field(default_factory=dict, repr=False)
+    _skeletons: dict = field(default_factory=dict, repr=False)
 
     def collective(self, kind: str, nbytes: float, scenario: Scenario) -> tuple[float, float]:
         """(time, latency) of one call: ``nbytes`` is the all-reduce's buffer or one rank's all-gather share."""
@@ -193,18 +224,6 @@ class ScheduledBackend:
     def floor_reason(self, scenario: Scenario) -> str:
         """What keeps communication from vanishing as the network's bandwidth grows without bound."""
         return "the collectives' per-call latency"
-
-    def exchange_seconds(self, ex: Exchange, nbytes: float, calls: int, scenario: Scenario) -> tuple[float, float]:
-        """(time, latency) of ``calls`` calls sharing ``nbytes`` of one exchange (each call priced once: a layer
-        schedule asks for the same layer size many times)."""
-        if ex.collective == "none" or calls <= 0 or nbytes <= 0:
-            return 0.0, 0.0
-        kind, nbytes = as_gather(ex.collective, nbytes, scenario.workers)
-        key = (kind, nbytes / calls, scenario)
-        one = self._calls.get(key)
-        if one is None:
-            one = self._calls[key] = self.collective(kind, nbytes / calls, scenario)
-        return calls * one[0], calls * one[1]
 
     def per_layer(self, scheme: Scheme, ex: Exchange) -> bool:
         """Whether ``ex`` leaves layer by layer during backward: a dense all-reduce of model-sized state (DDP's
@@ -224,35 +243,55 @@ class ScheduledBackend:
             carried = list(range(len(counts)))
         return list(zip(carried, layer_split(ex.bytes_per_step, [counts[i] for i in carried])))
 
-    def schedule(self, scheme: Scheme, scenario: Scenario, exchanges: tuple[Exchange, ...]) -> StepSchedule:
-        """The scheme's period as a layer schedule."""
+    def skeleton(self, scheme: Scheme, workers: int, compute_s: float) -> StepSkeleton:
+        """The scheme's period as a layer schedule on ``workers`` with ``compute_s`` a step, its collectives' prices
+        left open: what a step is apart from the network's rates, built once for every bandwidth a search asks."""
+        key = (scheme, workers, compute_s)
+        found = self._skeletons.get(key)
+        if found is not None:
+            return found
+        exchanges = scheme.exchanges(self.shapes, workers) if workers >= 2 else ()
         layers = self.model.layers
-        forward = [scenario.compute_s * (1 - BACKWARD_SHARE) / layers] * layers
-        backward = [scenario.compute_s * BACKWARD_SHARE / layers] * layers
+        forward = [compute_s * (1 - BACKWARD_SHARE) / layers] * layers
+        backward = [compute_s * BACKWARD_SHARE / layers] * layers
         period = math.lcm(*(ex.period for ex in exchanges)) if exchanges else 1
+        calls: dict[tuple[str, float], int] = {}  # each (collective, bytes of one call) priced once a bandwidth
+
+        def priced(ex: Exchange, nbytes: float, count: int) -> tuple[int, int]:
+            """(call, how many of it) of ``count`` calls sharing ``nbytes`` of ``ex``; call -1: nothing moves."""
+            if ex.collective == "none" or count <= 0 or nbytes <= 0:
+                return -1, 0
+            kind, nbytes = as_gather(ex.collective, nbytes, workers)
+            return calls.setdefault((kind, nbytes / count), len(calls)), count
+
         transfers: list[Transfer] = []
-        seconds_of: dict[tuple[str, float, int], float] = {}  # layers of one size priced once, the scenario unhashed
-
-        def priced(ex: Exchange, nbytes: float, calls: int) -> float:
-            key = (ex.collective, nbytes, calls)
-            if key not in seconds_of:
-                seconds_of[key] = self.exchange_seconds(ex, nbytes, calls, scenario)[0]
-            return seconds_of[key]
-
+        prices: list[tuple[int, int]] = []
         for ex in exchanges:
             delay = 1 + ex.overlap_steps  # a fragment's sync is awaited overlap_steps steps after it starts
             first = (ex.offset - 1) % ex.period  # the 0-based step of the period it communicates on
             for step in range(first, period, ex.period):
                 if self.per_layer(scheme, ex):
                     for layer, nbytes in self.layer_bytes(ex):
-                        calls = max(1, round(ex.calls * nbytes / ex.bytes_per_step))
-                        seconds = priced(ex, nbytes, calls)
-                        transfers.append(Transfer(step, layer, seconds, layer, delay=delay, label=ex.label))
+                        prices.append(priced(ex, nbytes, max(1, round(ex.calls * nbytes / ex.bytes_per_step))))
+                        transfers.append(Transfer(step, layer, 0.0, layer, delay=delay, label=ex.label))
                 else:
-                    seconds = priced(ex, ex.bytes_per_step, ex.calls)
-                    transfers.append(Transfer(step, AFTER_BACKWARD, seconds, 0, delay=delay, label=ex.label))
+                    prices.append(priced(ex, ex.bytes_per_step, ex.calls))
+                    transfers.append(Transfer(step, AFTER_BACKWARD, 0.0, 0, delay=delay, label=ex.label))
         enc, dec = self.codec_seconds(scheme)
-        return StepSchedule(tuple(forward), tuple(backward), tuple(transfers), period, (enc + dec,) * period)
+        schedule = StepSchedule(tuple(forward), tuple(backward), tuple(transfers), period, (enc + dec,) * period)
+        wire = []
+        for ex in exchanges:
+            kind, nbytes = as_gather(ex.collective, ex.bytes_per_step, workers)
+            moved = bus_factor("all_reduce" if kind == "all_reduce" else "all_gather", workers) * (
+                nbytes * (1 if kind == "all_reduce" else workers)
+            )
+            if ex.collective == "pairwise":
+                moved = ex.bytes_per_step
+            wire.append((*priced(ex, ex.bytes_per_step, ex.calls), ex.period, LinkBytes(payload=moved / ex.period)))
+        found = self._skeletons[key] = StepSkeleton(
+            exchanges, tuple(calls), tuple(prices), tuple(wire), compile_schedule(schedule)
+        )
+        return found
 
     def codec_seconds(self, scheme: Scheme) -> tuple[float, float]:
         """(encode, decode) per step of ``scheme``: the same at every bandwidth and node count a search asks."""
@@ -278,11 +317,20 @@ class ScheduledBackend:
         """One call of a group's collective: ``ranks`` GPUs, ``per_node`` of them in a node."""
         if ranks < 2 or nbytes <= 0:
             return 0.0
-        group = group_scenario(scenario, ranks, per_node)
-        key = (kind, nbytes, group)
-        if key not in self._calls:
-            self._calls[key] = self.collective(kind, nbytes, group)
-        return self._calls[key][0]
+        return self._calls(((kind, nbytes),), group_scenario(scenario, ranks, per_node))[0][0]
+
+    def _calls(self, calls: tuple[tuple[str, float], ...], scenario: Scenario) -> list[tuple[float, float]]:
+        """(time, latency) of one call of each (collective, bytes) in ``scenario``."""
+        known = self._prices.get(scenario)
+        if known is None:
+            known = self._prices[scenario] = {}
+        out = []
+        for call in calls:
+            found = known.get(call)
+            if found is None:
+                found = known[call] = self.collective(*call, scenario)
+            out.append(found)
+        return out
 
     def _slice_backend(self, slices: int) -> ScheduledBackend:
         """This backend on one GPU's slice of the model (1/``slices`` of every tensor), plain data parallel: what
@@ -301,9 +349,10 @@ class ScheduledBackend:
                 layout=Layout(),
                 wan=None,
                 _memo={},
-                _calls={},
+                _prices={},
                 _parts={},
                 _slices={},
+                _skeletons={},
             )
         return self._slices[slices]
 
@@ -360,35 +409,36 @@ class ScheduledBackend:
             overlap=True,
         )
 
+    def step_time(self, scheme: Scheme, scenario: Scenario) -> float:
+        """``step(scheme, scenario).step_time_s`` without the rest of the estimate: what the planner's searches
+        compare, at every bandwidth they probe."""
+        found = self._memo.get((scheme, scenario))
+        if found is not None or not self.layout.plain:
+            return (found or self.step(scheme, scenario)).step_time_s
+        return self._run(self.skeleton(scheme, scenario.workers, scenario.compute_s), scenario)[0].step_s
+
+    def _run(self, skeleton: StepSkeleton, scenario: Scenario) -> tuple[ScheduleResult, list[tuple[float, float]]]:
+        """The skeleton's schedule at ``scenario``'s prices, and (time, latency) of each of its calls."""
+        one = self._calls(skeleton.calls, scenario)
+        seconds = [count * one[call][0] if call >= 0 else 0.0 for call, count in skeleton.prices]
+        return skeleton.compiled.run(seconds), one
+
     def _step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
-        ranks = scenario.workers
-        exchanges = scheme.exchanges(self.shapes, ranks) if ranks >= 2 else ()
+        skeleton = self.skeleton(scheme, scenario.workers, scenario.compute_s)
+        result, one = self._run(skeleton, scenario)
         wire = CollectiveCost()
-        for ex in exchanges:
-            t, lat = self.exchange_seconds(ex, ex.bytes_per_step, ex.calls, scenario)
-            kind, nbytes = as_gather(ex.collective, ex.bytes_per_step, ranks)
-            moved = bus_factor("all_reduce" if kind == "all_reduce" else "all_gather", ranks) * (
-                nbytes * (1 if kind == "all_reduce" else ranks)
-            )
-            if ex.collective == "pairwise":
-                moved = ex.bytes_per_step
-            per_step = LinkBytes(payload=moved / ex.period)
+        for call, count, period, per_step in skeleton.wire:
+            t, lat = (count * one[call][0], count * one[call][1]) if call >= 0 else (0.0, 0.0)
             wire = wire + CollectiveCost(
-                time_s=t / ex.period,
-                latency_s=lat / ex.period,
-                transfer_s=(t - lat) / ex.period,
-                tx=per_step,
-                rx=per_step,
+                time_s=t / period, latency_s=lat / period, transfer_s=(t - lat) / period, tx=per_step, rx=per_step
             )
-        schedule = self.schedule(scheme, scenario, exchanges)
-        result = simulate(schedule)
         enc, dec = self.codec_seconds(scheme)
         return StepEstimate(
             scheme=scheme.name,
             scenario=scenario,
             params=self.model.params,
-            exchanges=tuple(exchanges),
-            payload_bytes_per_step=average_bytes_per_step(exchanges),
+            exchanges=skeleton.exchanges,
+            payload_bytes_per_step=average_bytes_per_step(skeleton.exchanges),
             wire=wire,
             comm_time_s=wire.time_s,
             intra_time_s=0.0,
@@ -410,8 +460,17 @@ class NcclBackend(ScheduledBackend):
     # no faster than the scenario's network allows (a slower NIC than the log's, or a bandwidth sweep)
     fit_as_measured_bps: float | None = None
     name: str = "nccl"
+    _cluster: tuple = field(default=(None, None), repr=False)  # (scenario, its cluster): the last one built
 
     def cluster(self, scenario: Scenario) -> NcclCluster:
+        """The communicator ``scenario`` runs; the last one asked for is kept (a step prices its calls on one)."""
+        last, found = self._cluster
+        if scenario is last:
+            return found
+        self._cluster = (scenario, self._build_cluster(scenario))
+        return self._cluster[1]
+
+    def _build_cluster(self, scenario: Scenario) -> NcclCluster:
         acc = self.accelerator
         intra = scenario.intra_bits_per_s / 8 if scenario.intra_bits_per_s else (acc.intra_Bps if acc else 100e9)
         link = "nvlink" if acc is None or acc.intra_link != "pcie" else "pci"

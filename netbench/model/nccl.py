@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -191,23 +191,34 @@ def tcp_window_bytes(tcp: TcpSettings) -> float:
 def net_limits(net: NetProfile) -> dict[str, float]:
     """Each cap on the bus bandwidth across nodes (bytes/s), named: the NIC's payload rate, NCCL_BUFFSIZE per channel
     over the round trip and, over sockets, the streams' TCP windows over the round trip and their CPU ceiling."""
+    trip = f"over the {1e3 * net.rtt_s:.3g} ms round trip"
+    names = {
+        "nic": f"the {net.nics} NICs' payload rate" if net.nics > 1 else "the NIC's payload rate",
+        "buffer": f"NCCL's {BUFFSIZE >> 20} MiB buffer per channel {trip}",
+        "window": f"the TCP windows {trip}",
+        "cpu": "the socket streams' CPU ceiling",
+    }
+    return {names[cap]: value for cap, value in _net_caps(net).items()}
+
+
+def _net_caps(net: NetProfile) -> dict[str, float]:
+    """:func:`net_limits` by short names (``nic``, ``buffer``, ``window``, ``cpu``): what the searches read at every
+    bandwidth they probe, unnamed."""
     rtt = net.rtt_s
-    trip = f"over the {1e3 * rtt:.3g} ms round trip"
-    nics = f"the {net.nics} NICs' payload rate" if net.nics > 1 else "the NIC's payload rate"
-    caps = {nics: net.nics * net.nic_bps / 8 * WIRE_EFFICIENCY}
+    caps = {"nic": net.nics * net.nic_bps / 8 * WIRE_EFFICIENCY}
     if rtt > 0:
-        caps[f"NCCL's {BUFFSIZE >> 20} MiB buffer per channel {trip}"] = net.channels * BUFFSIZE / rtt
+        caps["buffer"] = net.channels * BUFFSIZE / rtt
     if net.transport == "socket":
         streams = max(net.channels, net.nics) * socket_streams(net)
         if rtt > 0:
-            caps[f"the TCP windows {trip}"] = streams * tcp_window_bytes(net.tcp) / rtt
-        caps["the socket streams' CPU ceiling"] = streams * net.stream_Bps
+            caps["window"] = streams * tcp_window_bytes(net.tcp) / rtt
+        caps["cpu"] = streams * net.stream_Bps
     return caps
 
 
 def net_bus_Bps(net: NetProfile) -> float:
     """Bus bandwidth the network gives a ring across nodes (bytes/s): the smallest of :func:`net_limits`."""
-    return min(net_limits(net).values())
+    return min(_net_caps(net).values())
 
 
 def net_limit(net: NetProfile) -> tuple[float, str]:
@@ -246,6 +257,11 @@ class NcclCluster:
     def gpus_per_node(self) -> int:
         """Ranks per node (NCCL's tuning model calls it ppn)."""
         return self.ranks // self.nodes
+
+    @cached_property
+    def ring(self) -> tuple[int, float, str]:
+        """:func:`ring_graph` of this cluster, found once: every algorithm and protocol of every call reads it."""
+        return ring_graph(self)
 
 
 @dataclass(frozen=True)
@@ -324,7 +340,7 @@ def _bus(c: NcclCluster) -> tuple[int, float, str]:
     """(channels, bus bandwidth bytes/s, bound) of rings and trees before protocol refinements."""
     if c.nodes == 1:
         return c.intra_channels, c.intra_bytes_per_s, "nvlink"
-    return ring_graph(c)
+    return c.ring
 
 
 def _algo_bw_GBps(kind: CollectiveName, algo: str, proto: int, c: NcclCluster) -> tuple[float, str]:

@@ -33,6 +33,11 @@ BW_RANGE_BPS = (1e3, 1e15)
 GRID_PER_DECADE = 8
 COARSE_STEP = GRID_PER_DECADE  # grid points between the samples a crossover search models first
 CROSSOVER_REL_TOL = 1e-6  # a crossover bandwidth to a millionth: far below what a link or a plan distinguishes
+# the bandwidths a crossover search models first, GRID_PER_DECADE a decade over BW_RANGE_BPS
+CROSSOVER_GRID = tuple(
+    BW_RANGE_BPS[0] * 10 ** (i / GRID_PER_DECADE)
+    for i in range(int(math.log10(BW_RANGE_BPS[1] / BW_RANGE_BPS[0]) * GRID_PER_DECADE) + 1)
+)
 
 
 @dataclass
@@ -54,6 +59,10 @@ class Planner:
         if self.backend is None:
             self.backend = GlooBackend(self.shapes, self.calibration, self.params)
         self._steps: dict[tuple[Scheme, Scenario], StepEstimate] = {}
+        self._step_times: dict[tuple[Scheme, Scenario], float] = {}
+        # the crossover grid's scenarios and step times, shared by every pair of schemes: each point is modelled once
+        self._grid_scenarios: dict[Scenario, list[Scenario | None]] = {}
+        self._grid_times: dict[tuple[Scheme, Scenario], list[float | None]] = {}
 
     def step(self, scheme: Scheme, scenario: Scenario) -> StepEstimate:
         """One step of ``scheme`` in ``scenario``; each is modelled once (the searches and every pair of schemes
@@ -63,6 +72,18 @@ class Planner:
         if found is None:
             found = self._steps[key] = self.backend.step(scheme, scenario)
         return found
+
+    def step_time(self, scheme: Scheme, scenario: Scenario) -> float:
+        """``step(scheme, scenario).step_time_s``, each modelled once: what the searches compare, at every point they
+        probe, without the rest of the estimate where the backend can leave it out."""
+        key = (scheme, scenario)
+        found = self._steps.get(key)
+        if found is not None:
+            return found.step_time_s
+        seconds = self._step_times.get(key)
+        if seconds is None:
+            seconds = self._step_times[key] = self.backend.step_time(scheme, scenario)
+        return seconds
 
     @staticmethod
     def _at_bw(scenario: Scenario, bw_bps: float) -> Scenario:
@@ -114,13 +135,13 @@ class Planner:
         out: dict = {"replicator": scheme.name, "bw_bps": scenario.bw_bps, "baseline_nodes": base_nodes, "nodes": None}
         if base_nodes > max_nodes:
             return out | {"reason": f"two nodes of {g} accelerators exceed {max_nodes}"}
-        base = self.step(scheme, scenario.model_copy(update={"workers": base_nodes})).step_time_s
+        base = self.step_time(scheme, scenario.model_copy(update={"workers": base_nodes}))
         out["baseline_step_time_s"] = base
         if base <= 0:
             return out | {"reason": "step time at two nodes is 0"}
 
         def step_at(machines: int) -> float:
-            return self.step(scheme, scenario.model_copy(update={"workers": machines * g})).step_time_s
+            return self.step_time(scheme, scenario.model_copy(update={"workers": machines * g}))
 
         def doubled(machines: int) -> bool:
             return step_at(machines) >= 2 * base
@@ -146,12 +167,11 @@ class Planner:
 
         def diff(bw: float) -> float:
             s = self._at_bw(scenario, bw)
-            return self.step(a, s).step_time_s - self.step(b, s).step_time_s
+            return self.step_time(a, s) - self.step_time(b, s)
 
         lo, hi = BW_RANGE_BPS
-        decades = math.log10(hi / lo)
-        grid = [lo * 10 ** (i / GRID_PER_DECADE) for i in range(int(decades * GRID_PER_DECADE) + 1)]
-        values = self._differences(a, b, scenario, grid)
+        grid = CROSSOVER_GRID
+        values = self._differences(a, b, scenario)
         found = []
         for x0, x1, v0, v1 in zip(grid, grid[1:], values, values[1:]):
             if (v0 < 0) == (v1 < 0):
@@ -170,22 +190,21 @@ class Planner:
                 out["reason"] = f"{faster} is never slower from {lo:.0e} to {hi:.0e} bit/s"
         return out
 
-    def _differences(self, a: Scheme, b: Scheme, scenario: Scenario, grid: Sequence[float]) -> list[float]:
-        """``a``'s step time minus ``b``'s at each grid bandwidth, or a value of the same sign where no sign change
-        can lie. Every ``COARSE_STEP``-th point is modelled first. Where both step times fall (or hold) from each
-        such sample to the next along the whole grid, an interval whose ends bound one scheme strictly below the
-        other throughout (a's slowest against b's fastest, and the other way round) takes its end's difference and
+    def _differences(self, a: Scheme, b: Scheme, scenario: Scenario) -> list[float]:
+        """``a``'s step time minus ``b``'s at each point of :data:`CROSSOVER_GRID`, or a value of the same sign where
+        no sign change can lie. Every ``COARSE_STEP``-th point is modelled first. Where both step times fall (or hold)
+        from each such sample to the next along the whole grid, an interval whose ends bound one scheme strictly below
+        the other throughout (a's slowest against b's fastest, and the other way round) takes its end's difference and
         is not modelled further; any other is halved at its middle point and each half asked again, down to single
         grid steps. Wherever a step time rises with the bandwidth between samples, every point is modelled."""
-
-        # each point is asked for many times over, and a scheme or a scenario is costly to build and hash
-        known: dict[bool, list[float | None]] = {True: [None] * len(grid), False: [None] * len(grid)}
+        known = {True: self._grid_row(a, scenario), False: self._grid_row(b, scenario)}
 
         def times(scheme: Scheme, i: int) -> float:
             row = known[scheme is a]
-            if row[i] is None:
-                row[i] = self.step(scheme, self._at_bw(scenario, grid[i])).step_time_s
-            return row[i]
+            found = row[i]
+            if found is None:
+                found = row[i] = self.step_time(scheme, self._grid_scenario(scenario, i))
+            return found
 
         def difference(i: int) -> float:
             return times(a, i) - times(b, i)
@@ -204,7 +223,7 @@ class Planner:
                 return [difference(k) for k in range(i + 1, j + 1)]
             return between(i, m) + between(m, j)
 
-        last = len(grid) - 1
+        last = len(CROSSOVER_GRID) - 1
         coarse = sorted({*range(0, last, COARSE_STEP), last})
         if not all(falls(i, j) for i, j in zip(coarse, coarse[1:])):
             return [difference(k) for k in range(last + 1)]
@@ -212,6 +231,23 @@ class Planner:
         for i, j in zip(coarse, coarse[1:]):
             values += between(i, j)
         return values
+
+    def _grid_row(self, scheme: Scheme, scenario: Scenario) -> list[float | None]:
+        """``scheme``'s step times on :data:`CROSSOVER_GRID` in ``scenario``, each filled when first asked for."""
+        row = self._grid_times.get((scheme, scenario))
+        if row is None:
+            row = self._grid_times[(scheme, scenario)] = [None] * len(CROSSOVER_GRID)
+        return row
+
+    def _grid_scenario(self, scenario: Scenario, i: int) -> Scenario:
+        """``scenario`` at the ``i``-th bandwidth of :data:`CROSSOVER_GRID`, built once for every scheme."""
+        row = self._grid_scenarios.get(scenario)
+        if row is None:
+            row = self._grid_scenarios[scenario] = [None] * len(CROSSOVER_GRID)
+        found = row[i]
+        if found is None:
+            found = row[i] = self._at_bw(scenario, CROSSOVER_GRID[i])
+        return found
 
     def derived(self, schemes: Sequence[Scheme], scenarios: Sequence[Scenario]) -> dict:
         """All derived answers for every scheme x scenario (and every pair of schemes)."""

@@ -12,7 +12,8 @@ synchronised on their own steps, results needed several steps later) plug in wit
 
 The simulation runs a period (or as many steps as the longest delay) to settle the queue, then measures the
 next period: the result is the period's mean step time and the share of it spent on useful compute (forward and
-backward; codec work is overhead).
+backward; codec work is overhead). A search that asks for one schedule at many bandwidths compiles it once
+(:func:`compile_schedule`) and runs it at each bandwidth's transfer seconds.
 """
 
 from __future__ import annotations
@@ -20,7 +21,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Transfer", "StepSchedule", "ScheduleResult", "simulate", "layer_split", "AFTER_BACKWARD"]
+__all__ = [
+    "Transfer",
+    "StepSchedule",
+    "ScheduleResult",
+    "CompiledSchedule",
+    "simulate",
+    "compile_schedule",
+    "layer_split",
+    "AFTER_BACKWARD",
+]
 
 AFTER_BACKWARD = -1  # a transfer released when the whole backward (and its encode) has ended
 
@@ -89,61 +99,115 @@ def layer_split(total: float, weights: Sequence[float]) -> list[float]:
 def simulate(schedule: StepSchedule, periods: int = 1) -> ScheduleResult:
     """Run enough periods to settle (a period, or as many as the longest delay spans), then ``periods`` more, and
     return the measured periods' mean step."""
-    layers, period = schedule.layers, schedule.period
-    warm = period * max(1, -(-max((t.delay for t in schedule.transfers), default=1) // period))
-    by_release: dict[tuple[int, int], list[Transfer]] = {}
-    for t in schedule.transfers:
-        by_release.setdefault((t.step % period, t.layer), []).append(t)
-    encode = schedule.encode_s or (0.0,) * period
-    arrivals: dict[tuple[int, int], float] = {}  # (step, layer) -> when its inputs are all in
-    post: dict[tuple[int, int], float] = {}  # (step, layer) -> decode work before that forward
-    clock = net_free = 0.0
-    start_measure = compute = stall = overhead = 0.0
-    total_steps = warm + period * periods
+    return compile_schedule(schedule).run([t.seconds for t in schedule.transfers], periods)
 
-    def release(key: tuple[int, int], step: int) -> None:
-        nonlocal net_free
-        for t in by_release.get(key, ()):
-            begin = max(clock, net_free)
-            net_free = begin + t.seconds
-            need = (step + t.delay, t.needed_layer)
-            arrivals[need] = max(arrivals.get(need, 0.0), net_free)
-            post[need] = post.get(need, 0.0) + t.post_s
 
-    releasing = {step for step, _ in by_release}
-    step_compute = schedule.compute_s
-    for step in range(total_steps):
-        measuring = step >= warm
-        if step == warm:
-            start_measure = clock
-        in_period = step % period
-        if in_period not in releasing and not any(s == step for s, _ in arrivals):
-            clock += step_compute + encode[in_period]  # nothing to wait for or to send: the layers in one go
+@dataclass(frozen=True)
+class CompiledSchedule:
+    """A schedule's structure with its collectives' seconds left open: a search prices one schedule at many
+    bandwidths, and only the seconds change between them (:meth:`run`).
+
+    ``backward``: per step of the period, its layers' backward last to first, each with the transfers (indices
+    into the schedule's) that its end releases; ``after``: per step, those released after the whole backward and
+    the encode; ``releasing``: the steps of the period that release any."""
+
+    forward_s: tuple[float, ...]
+    backward: tuple[tuple[tuple[float, tuple[int, ...]], ...], ...]
+    after: tuple[tuple[int, ...], ...]
+    releasing: frozenset[int]
+    delays: tuple[int, ...]
+    needed: tuple[int, ...]
+    post_s: tuple[float, ...]
+    encode_s: tuple[float, ...]
+    period: int
+    warm: int
+    compute_s: float
+
+    def run(self, seconds: Sequence[float], periods: int = 1) -> ScheduleResult:
+        """The schedule with transfer ``i`` taking ``seconds[i]`` on the network: the settling periods, then
+        ``periods`` more; the measured periods' mean step."""
+        forward, backward, after, encode = self.forward_s, self.backward, self.after, self.encode_s
+        delays, needed, post_s, releasing = self.delays, self.needed, self.post_s, self.releasing
+        layers, period, warm = len(forward), self.period, self.warm
+        arrivals: dict[int, list[float]] = {}  # step -> when each layer's inputs are all in
+        posts: dict[int, list[float]] = {}  # step -> decode work before each layer's forward
+        clock = net_free = 0.0
+        start_measure = compute = stall = overhead = 0.0
+        step_compute = self.compute_s
+
+        def release(released: tuple[int, ...], step: int) -> None:
+            nonlocal net_free
+            for i in released:  # one queue in release order, each collective once the one before it is done
+                net_free = (clock if clock > net_free else net_free) + seconds[i]
+                target, layer = step + delays[i], needed[i]
+                ready = arrivals.get(target)
+                if ready is None:
+                    ready = arrivals[target] = [0.0] * layers
+                if net_free > ready[layer]:
+                    ready[layer] = net_free
+                if post_s[i]:
+                    work = posts.get(target)
+                    if work is None:
+                        work = posts[target] = [0.0] * layers
+                    work[layer] += post_s[i]
+
+        for step in range(warm + period * periods):
+            measuring = step >= warm
+            if step == warm:
+                start_measure = clock
+            in_period = step % period
             if measuring:
                 compute += step_compute
                 overhead += encode[in_period]
-            continue
-        for layer in range(layers):
-            ready = arrivals.pop((step, layer), 0.0)
-            if ready > clock:
-                if measuring:
-                    stall += ready - clock
-                clock = ready
-            extra = post.pop((step, layer), 0.0)
-            clock += extra + schedule.forward_s[layer]
-            if measuring:
-                overhead += extra
-                compute += schedule.forward_s[layer]
-        for layer in reversed(range(layers)):
-            clock += schedule.backward_s[layer]
-            if measuring:
-                compute += schedule.backward_s[layer]
-            release((in_period, layer), step)
-        clock += encode[in_period]
-        if measuring:
-            overhead += encode[in_period]
-        release((in_period, AFTER_BACKWARD), step)
-    # a measured step's stall is the one at its own start (what the step before released): in a steady period the
-    # stall the last measured step causes equals the one the warm-up period caused the first measured step
-    steps = period * periods
-    return ScheduleResult((clock - start_measure) / steps, compute / steps, stall / steps, overhead / steps)
+            if in_period not in releasing and step not in arrivals:
+                clock += step_compute + encode[in_period]  # nothing to wait for or to send: the layers in one go
+                continue
+            ready = arrivals.pop(step, None)
+            work = posts.pop(step, None)
+            for layer, f in enumerate(forward):
+                if ready is not None and ready[layer] > clock:
+                    if measuring:
+                        stall += ready[layer] - clock
+                    clock = ready[layer]
+                if work is not None:
+                    clock += work[layer] + f
+                    if measuring:
+                        overhead += work[layer]
+                else:
+                    clock += f
+            for b, released in backward[in_period]:
+                clock += b
+                if released:
+                    release(released, step)
+            clock += encode[in_period]
+            release(after[in_period], step)
+        # a measured step's stall is the one at its own start (what the step before released): in a steady period the
+        # stall the last measured step causes equals the one the warm-up period caused the first measured step
+        steps = period * periods
+        return ScheduleResult((clock - start_measure) / steps, compute / steps, stall / steps, overhead / steps)
+
+
+def compile_schedule(schedule: StepSchedule) -> CompiledSchedule:
+    """``schedule``'s structure, to :meth:`~CompiledSchedule.run` at any transfer seconds."""
+    layers, period = schedule.layers, schedule.period
+    transfers = schedule.transfers
+    by_release: dict[tuple[int, int], list[int]] = {}
+    for i, t in enumerate(transfers):
+        by_release.setdefault((t.step % period, t.layer), []).append(i)
+    backward = tuple(
+        tuple((schedule.backward_s[layer], tuple(by_release.get((p, layer), ()))) for layer in reversed(range(layers)))
+        for p in range(period)
+    )
+    return CompiledSchedule(
+        forward_s=schedule.forward_s,
+        backward=backward,
+        after=tuple(tuple(by_release.get((p, AFTER_BACKWARD), ())) for p in range(period)),
+        releasing=frozenset(p for p, _ in by_release),
+        delays=tuple(t.delay for t in transfers),
+        needed=tuple(t.needed_layer for t in transfers),
+        post_s=tuple(t.post_s for t in transfers),
+        encode_s=schedule.encode_s or (0.0,) * period,
+        period=period,
+        warm=period * max(1, -(-max((t.delay for t in transfers), default=1) // period)),
+        compute_s=schedule.compute_s,
+    )

@@ -236,10 +236,15 @@ def layout_of(config: RunLike) -> Layout:
 
 
 def _graph_inputs(
-    config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration
+    config: RunLike,
+    shapes: Sequence[ParamShape],
+    local_s: float,
+    calibration: Calibration,
+    scheme: Scheme | None = None,
 ) -> tuple[GraphModel, Scheme, list[ParamShape], Scenario]:
     """The run's graph and placement, the scheme as a node's workers run it, their shapes and the scenario.
 
+    ``scheme``: the run's replicator as a scheme, where the caller holds it already (else built from ``config``).
     ``local_s`` is the slowest node's measured local work, so the model's nominal node gets ``local_s`` over the
     slowest node's ``compute_scale``. With G workers per node the rings run over the machines, fed what each node's
     workers replicate, and the node's workers reduce among themselves on the intra-node link.
@@ -250,16 +255,21 @@ def _graph_inputs(
     g = sharding.gpus_per_node(config)
     intra = sharding.intra_bits_per_s(config) if g > 1 else None
     scenario = scenario_for(cluster, local_s / scale, calibration, g, intra)
-    scheme = sharding.per_worker(scheme_from_config(config.replicator), shapes, g)
+    scheme = sharding.per_worker(scheme or scheme_from_config(config.replicator), shapes, g)
     return graph, scheme, sharding.node_shapes(shapes, g), scenario
 
 
 def model_step(
-    config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration
+    config: RunLike,
+    shapes: Sequence[ParamShape],
+    local_s: float,
+    calibration: Calibration,
+    scheme: Scheme | None = None,
 ) -> GraphEstimate:
     """The model's step on the run's network graph and rank placement, before any overlap rule or the emulator's own
-    effects (what sets it, and the bytes per link direction)."""
-    graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration)
+    effects (what sets it, and the bytes per link direction). ``scheme``: the run's replicator as a scheme, where the
+    caller built it already."""
+    graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration, scheme)
     return graph.estimate(scheme, node_shapes, scenario, calibration, layout_of(config))
 
 

@@ -154,7 +154,8 @@ class WorkerRun:
         after = read_counters(self.spec.iface)
         # Codec work that ran inside backward's hooks is booked in compress_s/decode_s, not compute_s.
         hooked = self.backward.last_hooked_s if self.backward is not None else 0.0
-        hooked += getattr(stats, "intra_in_compute_s", 0.0)  # FSDP's gathers and reduce-scatters, booked as intra_*
+        if self.spec.sharded:  # a sharded replicator's StepStats: FSDP's gathers and reduce-scatters, booked as intra_*
+            hooked += stats.intra_in_compute_s
         values: dict[str, Any] = {
             Col.RANK: self.spec.rank,
             Col.STEP: step,
@@ -167,7 +168,7 @@ class WorkerRun:
             Col.LOSS: loss,
             **{name: getattr(stats, name) for name in (*STAT_FIELDS, *CPU_FIELDS)},
             **(after - before).as_dict(),
-            Col.REPLICA_SKETCH: sketch_text(torch.as_tensor(getattr(stats, "sketch", ())).tolist()),
+            Col.REPLICA_SKETCH: sketch_text(torch.as_tensor(stats.sketch).tolist()),
         }
         record = step_record("worker", values, spans=timeline)
         if self.spec.sharded:

@@ -206,9 +206,10 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
             return {"error": "no measured steps"}
         cluster = config.cluster
         shapes = workload_shapes(config.workload, cluster.nodes)
-        if scheme_from_config(config.replicator).ended(shapes, cluster.nodes):
+        scheme = scheme_from_config(config.replicator)
+        if scheme.ended(shapes, cluster.nodes):
             return {"error": ENDED_PHASE}
-        est = model_step(config, shapes, local, calibration if calibration is not None else load_calibration())
+        est = model_step(config, shapes, local, calibration if calibration is not None else load_calibration(), scheme)
         measured = {
             **access_bytes_per_step(steps, cluster.topology, cluster.placement),
             **trunk_bytes_per_step(trunks, cluster.topology),
