@@ -237,6 +237,8 @@ def test_dilation_slows_links_and_compute_and_divides_durations() -> None:
     assert (
         paced["compress_s"] == 0.25 and paced["decode_s"] == 0.125 and paced["comm_s"] == 0.5 and paced["step_s"] == 1.0
     )
+    pieces = undilate_records({0: [{"event": "step", "intra_segments_s": "0.8 1.6"}]}, 8)[0][0]
+    assert pieces["intra_segments_s"] == "0.1 0.2"  # FSDP's pieces of compute, each divided like compute_s
     assert cpu_stretch({"worker_cpu_mean": 0.01, "worker_wait_mean": 0.03}, 8) == pytest.approx(4.0)
     assert cpu_stretch({"worker_cpu_mean": 0.01, "worker_wait_mean": 0.5}, 8) == 8 and cpu_stretch(None, 8) == 8
     assert cpu_stretch({"worker_cpu_mean": 0.5, "worker_wait_mean": 0.0}, 8) == 1.0

@@ -13,6 +13,7 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
+import pandas as pd
 import pytest
 import torch
 
@@ -25,8 +26,11 @@ from netbench.model.calibration import Calibration
 from netbench.model.network import GraphModel
 from netbench.orchestrator import prediction
 from netbench.orchestrator.config import RunConfig
+from netbench.rundir.segments import slowest_pieces_s
+from netbench.rundir.steps_schema import Col
 from netbench.shapes import ParamShape
 from netbench.topology import DirectionSpec, uniform_sites
+from netbench.worker.sharding import segments_s
 from netbench.worker.spec import WorkerSpec
 from tests.dist_harness import run_ranks
 
@@ -101,6 +105,39 @@ def test_hsdp_charges_fsdp_on_the_site_lan_in_place_of_flexdemo() -> None:
     assert est.payload_bytes_per_step == base.payload_bytes_per_step  # the replicator between sites, unchanged
 
 
+def test_the_pieces_of_compute_are_what_lies_between_the_calls() -> None:
+    pieces = segments_s(10.0, 20.0, [(11.0, 12.5), (13.0, 16.0)])
+    assert pieces == pytest.approx((1.0, 0.5, 4.0)) and sum(pieces) == pytest.approx(10.0 - 1.5 - 3.0)
+    assert segments_s(0.0, 2.0, []) == (2.0,)
+
+
+def test_each_piece_waits_for_its_groups_slowest_rank() -> None:
+    """Two ranks that take turns being slow: the step waits for the slower of each piece, more than either's whole."""
+    steps = pd.DataFrame(
+        {
+            Col.STEP: [3, 3, 3, 3, 4, 4],
+            Col.SHARD_GROUP: [0, 0, 1, 1, 0, 0],
+            Col.INTRA_SEGMENTS_S: ["0.1 0.3", "0.3 0.1", "0.1 0.1", "0.1 0.1", "0.2 0.2", "0.1 0.1 0.1"],
+        }
+    )
+    out = slowest_pieces_s(steps)
+    assert out[3] == pytest.approx(0.6)  # group 0: 0.3 + 0.3, though each rank computed 0.4
+    assert out[4] == pytest.approx(0.4)  # pieces that do not line up: the slowest rank's whole
+    assert slowest_pieces_s(steps.drop(columns=[Col.INTRA_SEGMENTS_S])) is None
+
+
+def test_the_replay_takes_the_slowest_pieces_as_the_local_work() -> None:
+    rows = [
+        {Col.RANK: r, Col.STEP: 1, Col.WARMUP: False, Col.STEP_S: 1.0, Col.COMPUTE_S: 0.4, Col.APPLY_S: 0.05}
+        for r in range(2)
+    ]
+    steps = pd.DataFrame(rows)
+    assert prediction.local_time_s(steps) == pytest.approx(0.45)
+    steps[Col.SHARD_GROUP] = 0
+    steps[Col.INTRA_SEGMENTS_S] = ["0.1 0.3", "0.3 0.1"]
+    assert prediction.local_time_s(steps) == pytest.approx(0.65)
+
+
 # ---- the sharded step in gloo processes --------------------------------------------------------
 
 
@@ -133,7 +170,9 @@ def _body(rank: int, world: int, shards: tuple, settings: dict) -> dict:
     for _ in range(STEPS):
         loss = workload.compute_step()
         s = rep.step()
-        stats.append((loss, s.payload_bytes, s.intra_payload_bytes, s.intra_collectives, s.intra_in_compute_s))
+        stats.append(
+            (loss, s.payload_bytes, s.intra_payload_bytes, s.intra_collectives, s.intra_in_compute_s, s.intra_calls)
+        )
     digests = [None] * world
     dist.all_gather_object(digests, rep.digests())
     return {"stats": stats, "digests": digests, "shapes": [(p.name, p.shape) for p in workload.param_shapes()]}
@@ -154,6 +193,10 @@ def test_fsdp_over_four_ranks_trains_one_model_and_hands_the_model_its_bytes() -
         assert [s[2] for s in r["stats"]] == [sharding.fsdp_payload_bytes(shapes, 4)] * STEPS
         assert [s[3] for s in r["stats"]] == [3 * layers] * STEPS  # per layer: two gathers and a reduce-scatter
         assert all(s[4] > 0 for s in r["stats"])  # they ran inside forward and backward
+        for s in r["stats"]:  # each call's start and end handed to the worker, one after another
+            edges = [t for call in s[5] for t in call]
+            assert len(s[5]) == s[3] and edges == sorted(edges)
+            assert sum(b - a for a, b in s[5]) == pytest.approx(s[4], rel=1e-3)
     mean_loss = [sum(r["stats"][i][0] for r in results) / 4 for i in range(STEPS)]
     assert mean_loss[-1] < mean_loss[0]
 

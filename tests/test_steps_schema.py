@@ -140,7 +140,7 @@ def test_a_misspelt_column_fails_where_it_is_read() -> None:
 def test_summary_sources_and_dilated_durations_are_columns() -> None:
     assert all(isinstance(m.source, Col) for m in METRICS if m.source is not None)
     steps = {"compute_s", "compress_s", "comm_s", "decode_s", "apply_s", "step_s", "intra_comm_s"}
-    assert set(TIMED_FIELDS) == steps | {"heal_s"}  # and a heal's, under churn
+    assert set(TIMED_FIELDS) == steps | {"heal_s", "intra_segments_s"}  # a heal's under churn, FSDP's compute pieces
     assert all(c in columns_of("worker") and c in columns_of("exec") for c in REQUIRED)
 
 

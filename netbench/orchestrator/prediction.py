@@ -43,6 +43,7 @@ from netbench.model.step import HostEffects, training_step
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.view import cluster_scenario
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
+from netbench.rundir.segments import slowest_pieces_s
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps
 from netbench.shapes import ParamShape, total_params
@@ -149,13 +150,22 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
     the slower of the two took 57.5 ms in the median step, and the difference showed up as unexplained
     communication (waiting for the peer). Uses post-warm-up steps, like the run summary. None when
     nothing was measured.
+
+    With the weights sharded (FSDP), the step also waits for its group's slowest rank at every collective inside
+    forward and backward: the compute is then the sum over the pieces between them of the slowest rank's
+    (:func:`netbench.rundir.segments.slowest_pieces_s`), which the steps record.
     """
     if steps.empty or Col.COMPUTE_S not in steps:
         return None
     measured = measured_steps(steps)
     if measured.empty:
         return None
-    local = measured[Col.COMPUTE_S] + (measured[Col.APPLY_S] if Col.APPLY_S in measured else 0.0)
+    apply = measured[Col.APPLY_S] if Col.APPLY_S in measured else pd.Series(0.0, index=measured.index)
+    pieces = slowest_pieces_s(measured)
+    if pieces is not None:  # FSDP: each layer waits for its group's slowest rank (netbench.rundir.segments)
+        slowest_apply = apply.groupby(measured[Col.STEP]).max()
+        return float((pieces + slowest_apply.reindex(pieces.index).fillna(0.0)).median())
+    local = measured[Col.COMPUTE_S] + apply
     return float(local.groupby(measured[Col.STEP]).max().median())
 
 

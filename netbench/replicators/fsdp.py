@@ -14,7 +14,8 @@ reduce-scatters its gradients after its backward; this class only supplies the t
 
 Both run where torch calls them, one layer at a time, each finished before the layer computes: on gloo's CPU
 stream nothing is prefetched behind compute. Their time is booked as the sharding group's collectives and taken
-out of the step's compute by the worker.
+out of the step's compute by the worker, and when each ran is handed to the worker (``intra_calls``), which records
+the local work between them: every one of them waits for the group's slowest rank to reach it.
 
 The wrapped replicator then synchronises each rank's shards with the ranks holding the same shards in the other
 sharding groups (HSDP: a site's ranks shard, the replicator runs between sites) and its base optimizer updates
@@ -54,22 +55,24 @@ def shard_modules(model: nn.Module) -> list[nn.Module]:
 class _Gather(AllGather):
     """A layer's shards gathered by gloo's ring all-gather; booked as one collective of this rank's share."""
 
-    def __init__(self, comm: GroupComm) -> None:
-        self.comm = comm
+    def __init__(self, comm: GroupComm, calls: list[tuple[float, float]]) -> None:
+        self.comm, self.calls = comm, calls
 
     def allocate(self, size, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         return torch.empty(*size, dtype=dtype, device=device)
 
     def __call__(self, output_tensor, input_tensor, group, async_op: bool = False) -> None:
+        started = time.perf_counter()
         self.comm.all_gather(input_tensor.view(-1), output_tensor.view(self.comm.world_size, -1))
+        self.calls.append((started, time.perf_counter()))
 
 
 class _ReduceScatter(ReduceScatter):
     """A layer's gradients summed over the group by a ring of point-to-point sends; booked as the whole buffer
     (as an all-reduce counts it)."""
 
-    def __init__(self, comm: GroupComm, members: Sequence[int]) -> None:
-        self.comm, self.members = comm, list(members)
+    def __init__(self, comm: GroupComm, members: Sequence[int], calls: list[tuple[float, float]]) -> None:
+        self.comm, self.members, self.calls = comm, list(members), calls
 
     def allocate(self, size, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         return torch.empty(*size, dtype=dtype, device=device)
@@ -79,7 +82,9 @@ class _ReduceScatter(ReduceScatter):
         started = time.perf_counter()
         buf = input_tensor.view(n, -1)
         mine = ring_reduce_scatter(buf, self.members, self.comm.rank, group)
-        self.comm.book(input_tensor.numel() * input_tensor.element_size(), time.perf_counter() - started)
+        ended = time.perf_counter()
+        self.comm.book(input_tensor.numel() * input_tensor.element_size(), ended - started)
+        self.calls.append((started, ended))
         output_tensor.copy_(mine)
         if op == dist.ReduceOp.AVG:
             output_tensor.div_(n)
@@ -106,7 +111,8 @@ class FullyShardedReplicator:
         self.model = model
         self.intra = GroupComm(shard_group)
         mesh = DeviceMesh.from_group(shard_group, "cpu")
-        gather, reduce = _Gather(self.intra), _ReduceScatter(self.intra, shard_ranks)
+        self._calls: list[tuple[float, float]] = []  # (start, end) of each collective inside forward and backward
+        gather, reduce = _Gather(self.intra, self._calls), _ReduceScatter(self.intra, shard_ranks, self._calls)
         for module in shard_modules(model):
             fully_shard(module, mesh=mesh, reshard_after_forward=True)
             module.set_custom_all_gather(gather)
@@ -125,17 +131,20 @@ class FullyShardedReplicator:
     def step(self) -> ShardedStepStats:
         """The gradients' shards (reduce-scattered in backward) to the inner replicator, which updates the shards."""
         in_compute = self.intra.take()  # the gathers and reduce-scatters that ran inside forward and backward
+        timed, self._calls[:] = tuple(self._calls), []
         for p, s in zip(self.params, self.slices):
             s.grad = p.grad.to_local() if p.grad is not None else torch.zeros_like(s)
         stats = self.inner.step()
         fields = {k: getattr(stats, k) for k in StepStats.__dataclass_fields__}
-        seconds, nbytes, calls = in_compute
+        _, nbytes, calls = in_compute
+        seconds = sum(end - start for start, end in timed)  # each call as torch waited for it, its copies included
         return ShardedStepStats(
             **fields,
             intra_comm_s=seconds,
             intra_payload_bytes=nbytes,
             intra_collectives=calls,
             intra_in_compute_s=seconds,
+            intra_calls=timed,
         )
 
     def digests(self) -> dict[str, str]:

@@ -116,6 +116,7 @@ class ShardedStepStats(StepStats):
     intra_payload_bytes: int = 0
     intra_collectives: int = 0
     intra_in_compute_s: float = 0.0  # of intra_comm_s, what ran inside forward and backward (FSDP's gathers)
+    intra_calls: tuple[tuple[float, float], ...] = ()  # those calls' (start, end), time.perf_counter
 
 
 class ShardedReplicator:

@@ -16,18 +16,19 @@ from itertools import combinations
 from statistics import median
 from typing import Any
 
+from netbench.rundir.steps_schema import numbers_of, numbers_text
+
 __all__ = ["sketch_text", "sketch_values", "drift", "drift_figures"]
 
 
 def sketch_text(values: Iterable[float]) -> str | None:
     """A sketch as steps.csv holds it (None for none: a step that did not sync)."""
-    values = tuple(values)
-    return " ".join(f"{v:.9g}" for v in values) if values else None
+    return numbers_text(values)
 
 
 def sketch_values(text: Any) -> tuple[float, ...]:
     """The numbers of a ``replica_sketch`` cell (none for an empty cell, which pandas reads as nan)."""
-    return tuple(float(v) for v in text.split()) if isinstance(text, str) else ()
+    return numbers_of(text)
 
 
 def drift(sketches: list[tuple[float, ...]]) -> float | None:

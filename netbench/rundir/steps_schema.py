@@ -41,6 +41,8 @@ __all__ = [
     "step_row",
     "step_record",
     "capture_column",
+    "numbers_text",
+    "numbers_of",
 ]
 
 Writer = Literal["worker", "exec", "sharded", "capture", "schedule", "quorum"]
@@ -140,6 +142,11 @@ class Col(StrEnum):
     INTRA_COMM_S = "intra_comm_s", float, "s", _SHARDED, "collectives inside the sharding group", DILATED
     INTRA_PAYLOAD_BYTES = "intra_payload_bytes", int, "B", _SHARDED, "bytes handed to them"
     INTRA_COLLECTIVES = "intra_collectives", int, "count", _SHARDED, "collective calls inside the group"
+    INTRA_SEGMENTS_S = "intra_segments_s", str, "s", _SHARDED, (
+        "with the weights sharded (FSDP): the worker's local work between consecutive collectives of its sharding "
+        "group inside forward and backward, the pieces before the first and after the last included, seconds "
+        "separated by spaces (they add up to compute_s); each collective waits for the group's slowest rank"
+    ), OPTIONAL, DILATED
     INTRA_TX_BYTES = "intra_tx_bytes", int, "B", _SHARDED, "the intra-node link's counter, bytes sent", OPTIONAL
     INTRA_RX_BYTES = "intra_rx_bytes", int, "B", _SHARDED, "the intra-node link's counter, bytes received", OPTIONAL
     INTRA_TX_PACKETS = "intra_tx_packets", int, "count", _SHARDED, "the intra-node link's packets sent", OPTIONAL
@@ -225,6 +232,17 @@ def capture_column(direction: str, quantity: str) -> Col:
     if direction not in _CAPTURE_DIRECTIONS:
         raise KeyError(f"capture direction {direction!r} is not tx or rx")
     return column(f"capture_{direction}_{quantity}")
+
+
+def numbers_text(values: Iterable[float]) -> str | None:
+    """A cell of numbers separated by spaces (``replica_sketch``, ``intra_segments_s``); None for none."""
+    values = tuple(values)
+    return " ".join(f"{v:.9g}" for v in values) if values else None
+
+
+def numbers_of(text: Any) -> tuple[float, ...]:
+    """The numbers of such a cell (none for an empty cell, which pandas reads as nan)."""
+    return tuple(float(v) for v in text.split()) if isinstance(text, str) else ()
 
 
 def step_row(writer: Writer, values: dict[str, Any]) -> dict[str, Any]:

@@ -174,7 +174,7 @@ class WorkerRun:
         if self.spec.sharded:
             from netbench.worker.sharding import intra_fields  # late: a worker loads only what its run uses
 
-            record.update(step_row("sharded", intra_fields(self, stats)))
+            record.update(step_row("sharded", intra_fields(self, stats, (began, computed))))
         return record, after
 
     def _tail(self, before: IfaceCounters) -> dict[str, Any]:

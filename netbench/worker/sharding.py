@@ -7,11 +7,12 @@ model with every other) runs exactly the code it always did.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from netbench.counters import read_counters
 from netbench.replicators.sharded import ShardedReplicator
-from netbench.rundir.steps_schema import Col, column
+from netbench.rundir.steps_schema import Col, column, numbers_text
 from netbench.worker.groups import build_groups
 
 if TYPE_CHECKING:
@@ -53,12 +54,23 @@ def place_fields(spec) -> dict[str, Any]:
     return out
 
 
-def intra_fields(worker, stats) -> dict[str, Any]:
+def segments_s(began: float, computed: float, calls: Sequence[tuple[float, float]]) -> tuple[float, ...]:
+    """The local work of a compute phase from ``began`` to ``computed`` between the ``calls`` it made, (start, end)
+    in order: before the first, between each two, after the last (the dilation's padding included)."""
+    edges = [began, *(t for call in calls for t in call), computed]
+    return tuple(max(0.0, b - a) for a, b in zip(edges[::2], edges[1::2]))
+
+
+def intra_fields(worker, stats, compute: tuple[float, float]) -> dict[str, Any]:
     """The step's collectives inside the sharding group and, when the spec names it, the intra-node link's counter
-    deltas.
+    deltas; with FSDP's calls inside the compute phase (``compute``: its start and end), the local work between
+    them.
     """
     out = place_fields(worker.spec)
     out.update({k: getattr(stats, k, 0) for k in INTRA_STATS})
+    calls = getattr(stats, "intra_calls", ())
+    if calls:
+        out[Col.INTRA_SEGMENTS_S] = numbers_text(segments_s(*compute, calls))
     if worker.intra_before is not None:
         after = read_counters(worker.spec.intra_iface)
         delta = (after - worker.intra_before).as_dict()

@@ -24,7 +24,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from netbench.orchestrator.config import RunConfig
-from netbench.rundir.steps_schema import dilated_columns
+from netbench.rundir.steps_schema import dilated_columns, numbers_of, numbers_text
 from netbench.settings import Override, Setting
 
 if TYPE_CHECKING:
@@ -193,6 +193,8 @@ def undilate_records(records: dict[int, list[dict[str, Any]]], k: float) -> dict
     def one(r: dict[str, Any]) -> dict[str, Any]:
         if r.get("event") != "step":
             return r
-        return {**r, **{f: r[f] / k for f in TIMED_FIELDS if isinstance(r.get(f), (int, float))}}
+        times = {f: r[f] / k for f in TIMED_FIELDS if isinstance(r.get(f), (int, float))}
+        pieces = {f: numbers_text(v / k for v in numbers_of(r[f])) for f in TIMED_FIELDS if isinstance(r.get(f), str)}
+        return {**r, **times, **pieces}
 
     return {rank: [one(r) for r in recs] for rank, recs in records.items()}
