@@ -68,7 +68,7 @@ def intra_fields(worker, stats, compute: tuple[float, float]) -> dict[str, Any]:
     """
     out = place_fields(worker.spec)
     out.update({k: getattr(stats, k, 0) for k in INTRA_STATS})
-    calls = getattr(stats, "intra_calls", ())
+    calls = stats.intra_calls
     if calls:
         out[Col.INTRA_SEGMENTS_S] = numbers_text(segments_s(*compute, calls))
     if worker.intra_before is not None:
