@@ -320,6 +320,7 @@ def _spawned(opts: MeasureOptions) -> tuple[Any, Any, Any]:
         if time.monotonic() >= deadline:
             for proc in procs.processes:
                 proc.kill()
+                proc.join()
             raise RuntimeError(_overran(opts))
     return queue.get()
 
@@ -344,6 +345,7 @@ def _forked(opts: MeasureOptions, fork: Forker) -> tuple[Any, Any, Any]:
         except subprocess.TimeoutExpired:
             for proc in procs:
                 proc.kill()
+                proc.wait()
             raise RuntimeError(_overran(opts)) from None
         if any(codes) or not result.exists():
             said = [line for log in logs for line in log.read_text(errors="replace").splitlines() if line.strip()]
