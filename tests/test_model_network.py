@@ -246,3 +246,23 @@ def test_gossip_without_a_runs_steps_is_priced_at_the_pairings_expectation():
     wan = _gossip_on_two_sites([_syncs_pairing(False)]).comm_time_s
     expected = _gossip_on_two_sites(None).comm_time_s
     assert (wan - expected) / (wan - lan) == pytest.approx(1 / 3, abs=0.05)
+
+
+def test_a_gossip_pairs_first_exchange_in_the_run_starts_from_tcps_initial_window():
+    """Over a 1 Gbit/s, 50 ms WAN a pair that exchanged before sends with the window its bursts grew; a pair's first
+    exchange (the run's first sync pairs every rank for the first time) grows its window from 10 segments, a round
+    trip per doubling: the same pairs cost several round trips more the first time than at their next sync."""
+    from netbench.declarations.gossip_spec import pairs
+    from netbench.model.pairings import canonical
+
+    topo = two_sites(2, _d(GBIT, 0.05))
+    model = GraphModel(topo, place(topo, "topology"))
+    scheme = build_scheme("gossip", SchemeSettings(sync_every=4))
+    first = 4  # the run's first sync: every pair is new
+    again = next(s for s in range(8, 4000, 4) if canonical(pairs(4, s, 0)) == canonical(pairs(4, first, 0)))
+
+    def call_s(step: int) -> float:
+        est = model.estimate(scheme, MATRIX, Scenario(workers=4, compute_s=0.05), CALIB, steps=[step]).step
+        return est.comm_time_s * 4
+
+    assert call_s(first) > call_s(again) + 3 * 0.1

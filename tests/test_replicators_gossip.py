@@ -200,7 +200,9 @@ def test_the_model_prices_the_pairs_the_replicator_exchanges_with():
     config = ReplicatorConfig(name="gossip", sync_every=3, seed=7)
     for ranks in (2, 4, 5, 6):
         for step in (3, 6, 9, 30):
-            ((weight, pairs),) = sync_pairings(SPEC.pairing, config, ranks, Exchange("pairwise", 1, period=3), [step])
+            ((weight, pairs, _),) = sync_pairings(
+                SPEC.pairing, config, ranks, Exchange("pairwise", 1, period=3), [step]
+            )
             assert weight == 1.0
             for a, b in pairs:
                 assert partner(a, ranks, step, 7) == b and partner(b, ranks, step, 7) == a

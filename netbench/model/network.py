@@ -205,7 +205,7 @@ class GraphModel:
         peers = draws[0][1].peers  # every draw's rings are alike in size: two ranks a pair
         paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, peers)), peers)
         wire, by_price, loads = CollectiveCost(), {}, {}
-        for weight, drawn in draws:
+        for weight, drawn, fresh in draws:
             cost_here, alone = self._wire(
                 exchanges,
                 drawn,
@@ -215,6 +215,7 @@ class GraphModel:
                 compute + compression,
                 compression,
                 paced,
+                fresh,
             )
             wire = wire + cost_here.scaled(weight)
             for price, t in alone.items():
@@ -246,7 +247,7 @@ class GraphModel:
             for h, b in _link_bytes(intra_rings, intra_ex, scenario).items():
                 loads[h] = loads.get(h, 0.0) + b
         named = {direction_name(self.topology, h): b for h, b in sorted(loads.items(), key=lambda kv: -kv[1])}
-        bottleneck = self._bottleneck(est, [r for _, r in draws], by_price, intra, trunk_scale)
+        bottleneck = self._bottleneck(est, [r for _, r, _ in draws], by_price, intra, trunk_scale)
         return GraphEstimate(est, layout, named, bottleneck)
 
     def _draws(
@@ -256,16 +257,16 @@ class GraphModel:
         layout: Layout,
         exchanges: Sequence[Exchange],
         steps: Sequence[int] | None,
-    ) -> list[tuple[float, RingSet]]:
-        """(weight, rings) to price the exchanges on: the layout's rings, or, for a scheme that pairs its ranks each
-        sync (its declaration's ``pairing``) on the flat layout, each distinct pairing of the syncs, a ring of two
-        per pair."""
+    ) -> list[tuple[float, RingSet, bool]]:
+        """(weight, rings, fresh) to price the exchanges on: the layout's rings, or, for a scheme that pairs its ranks
+        each sync (its declaration's ``pairing``) on the flat layout, each distinct pairing of the syncs, a ring of two
+        per pair (``fresh``: some pair's first exchange in the run, :func:`~netbench.model.pairings.sync_pairings`)."""
         pairing = spec(scheme.name).pairing
         if pairing is None or layout != "flat" or not exchanges:
-            return [(1.0, rings)]
+            return [(1.0, rings, False)]
         drawn = sync_pairings(pairing, scheme.config, len(self.placement), exchanges[0], steps)
         place = self.placement
-        return [(w, RingSet(self.routes, [[place[a], place[b]] for a, b in pairs])) for w, pairs in drawn]
+        return [(w, RingSet(self.routes, [[place[a], place[b]] for a, b in pairs]), fresh) for w, pairs, fresh in drawn]
 
     def _wire(
         self,
@@ -277,9 +278,12 @@ class GraphModel:
         idle: float,
         codec: float,
         paced: float,
+        fresh: bool = False,
     ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
         """The exchanges' cost on ``rings`` (as the uniform ring's closed form sums it) and each hop's
-        alone; ``paced``: the largest burst the connections have carried (:func:`paced_flight_bytes`).
+        alone; ``paced``: the largest burst the connections have carried (:func:`paced_flight_bytes`); ``fresh``:
+        connections that never carried data, which start from TCP's initial window (a pairwise exchange makes one
+        call a sync).
         """
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
@@ -289,7 +293,7 @@ class GraphModel:
             def cost_on(ps, rest: float | None, ex=ex, overhead=overhead) -> CollectiveCost:
                 return per_step(
                     ex,
-                    lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec),
+                    lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec, fresh),
                     rest,
                     idle,
                 )
