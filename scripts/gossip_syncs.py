@@ -108,7 +108,7 @@ def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, d
             if sent < 64 * 1024:  # a notification or ACKs only
                 continue
             last = next(t for t, c in inside if c["bytes_sent"] == inside[-1][1]["bytes_sent"])
-            srtt = max(c["srtt_us"] for _, c in inside) / 1e3
+            srtt = max(c["srtt_us"] for _, c in inside) / 1e3 / dilation
             cwnd = max(c["cwnd"] for _, c in inside)
             peer = addresses.get(name.split("->")[1].rsplit(":", 1)[0], "?")
             lines.append(
