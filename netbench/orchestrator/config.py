@@ -8,7 +8,7 @@ what depends on the host running it (its memory, a writable ``out_dir``) is chec
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -123,10 +123,7 @@ class RunConfig(BaseModel):
     @field_validator("shard", mode="before")
     @classmethod
     def _shard_alias(cls, v: object) -> object:
-        """``fsdp``, torch's FULL_SHARD, is ZeRO-3 (plan's word for it too)."""
-        from netbench.model.parallelism import SHARD_ALIASES  # late: keeps the model off the config's import
-
-        return SHARD_ALIASES.get(v, v) if isinstance(v, str) else v
+        return shard_name(v)
 
     @field_validator("schedule")
     @classmethod
@@ -174,6 +171,21 @@ class RunConfig(BaseModel):
         if self.shard != "none":
             check_weight_sharding(self)
         return self
+
+
+def shard_name(value: object) -> object:
+    """``--shard``'s value as RunConfig keeps it: ``fsdp``, torch's FULL_SHARD, is ZeRO-3 (plan's word for it too)."""
+    from netbench.model.parallelism import SHARD_ALIASES  # late: keeps the model off the config's import
+
+    return SHARD_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+def shard_choices() -> tuple[str, ...]:
+    """What ``--shard`` takes: RunConfig's shardings and their aliases."""
+    from netbench.model.parallelism import SHARD_ALIASES  # late: keeps the model off the config's import
+
+    kept = get_args(RunConfig.model_fields["shard"].annotation)
+    return (*kept, *(alias for alias, name in SHARD_ALIASES.items() if name in kept))
 
 
 def check_weight_sharding(config: RunConfig) -> None:
