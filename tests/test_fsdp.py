@@ -256,7 +256,8 @@ def test_hsdp_syncs_the_sites_shards_with_diloco() -> None:
         (["--shard", "fsdp", "-r", "dct"], "--shard zero3: nothing is replicated between groups"),
         (["--shard", "zero3", "-r", "full", "-w", "shapes"], "the shapes workload has none"),
         (["--shard", "hsdp", "-r", "diloco"], "--shard hsdp: shards within each site"),
-        (["--shard", "zero3", "-r", "full", "-G", "2"], "one worker each (--gpus-per-node 1)"),
+        (["--shard", "zero3", "-r", "full", "-G", "2"], "one worker each (--gpus-per-node 1, not 2)"),
+        (["--shard", "hsdp", "-r", "diloco", "-G", "2", "--topology", "sites", "--shard-within", "site"], "not 2"),
         (["--shard", "zero2"], "--shard: Input should be"),
     ],
 )

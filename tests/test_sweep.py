@@ -55,6 +55,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("steps = [\n", "invalid TOML"),
         ('[grid]\nshard = ["none", "zero2"]\n', "grid.shard[1]: choose none, zero3, hsdp, fsdp, got 'zero2'"),
         ('[grid]\nshard = "fsdp"\nreplicator = "dct"\nnodes = 4\n', "--shard zero3: nothing is replicated"),
+        ('[grid]\nshard = "fsdp"\nreplicator = "full"\nnodes = 2\ngpus_per_node = 2\n', "(--gpus-per-node 1, not 2)"),
     ],
 )
 def test_bad_scenario_is_one_line_exit_2(cli, tmp_path, toml: str, expected: str) -> None:

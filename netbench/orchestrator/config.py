@@ -196,7 +196,10 @@ def check_weight_sharding(config: RunConfig) -> None:
             "(use mlp, transformer or python:)"
         )
     if config.gpus_per_node > 1:
-        raise ValueError(f"--shard {config.shard}: shards across nodes of one worker each (--gpus-per-node 1)")
+        raise ValueError(
+            f"--shard {config.shard}: shards across nodes of one worker each (--gpus-per-node 1, not "
+            f"{config.gpus_per_node}); a node's workers shard inside it with --shard none (FlexDeMo, the weights whole)"
+        )
     if config.shard == "zero3":
         if config.shard_within != "node":
             raise ValueError("--shard zero3: every worker is one sharding group; --shard-within sizes --shard hsdp's")
