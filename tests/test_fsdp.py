@@ -79,6 +79,7 @@ def test_fsdp_alone_is_local_work_codec_and_three_ring_passes_of_the_model() -> 
     shapes = prediction.workload_shapes(config.workload, 4)
     est = prediction.predict(config, shapes, 0.05, Calibration(), codec_s=(0.001, 0.0))
     assert est.step_time_s == pytest.approx(0.05 + 0.001 + est.comm_time_s)
+    assert est.intra_time_s == est.comm_time_s  # all of it the sharding group's, where the run books its collectives
     model_bytes = sum(sharding.fsdp_layers(shapes, 4))
     # what a node hands to other nodes: a quarter of each layer twice (the gathers), each layer whole (reduce-scatter)
     assert est.payload_bytes_per_step == pytest.approx(1.5 * model_bytes)

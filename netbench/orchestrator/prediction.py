@@ -345,7 +345,7 @@ def weights_sharded(
             payload_bytes_per_step=sharding.fsdp_payload_bytes(shapes, graph.flat.peers),
             wire=fsdp,
             comm_time_s=fsdp.time_s,
-            intra_time_s=0.0,
+            intra_time_s=fsdp.time_s,
             step_time_s=est.compute_time_s + est.compression_time_s + fsdp.time_s,
         )
     within, _ = graph.layout_rings("sites")
@@ -437,6 +437,8 @@ def predict_run(
                 shapes, g, est.scenario.framing, calib.overhead("all_reduce"), sharding.intra_bits_per_s(config)
             )
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
+        elif config.shard != "none":  # as measured: the replicator's collectives, the sharding group's beside them
+            out.update(comm_time_s=est.comm_time_s - est.intra_time_s, intra_comm_time_s=est.intra_time_s)
         return Prediction.new(**out).to_json()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": error_text(exc)}
