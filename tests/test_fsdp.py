@@ -79,7 +79,10 @@ def test_fsdp_alone_is_local_work_codec_and_three_ring_passes_of_the_model() -> 
     shapes = prediction.workload_shapes(config.workload, 4)
     est = prediction.predict(config, shapes, 0.05, Calibration(), codec_s=(0.001, 0.0))
     assert est.step_time_s == pytest.approx(0.05 + 0.001 + est.comm_time_s)
+    assert est.intra_time_s == est.comm_time_s  # all of it the sharding group's, where the run books its collectives
     model_bytes = sum(sharding.fsdp_layers(shapes, 4))
+    # what a node hands to other nodes: a quarter of each layer twice (the gathers), each layer whole (reduce-scatter)
+    assert est.payload_bytes_per_step == pytest.approx(1.5 * model_bytes)
     sent = est.tx.total  # the payload and its framing (headers, ACKs of what it receives)
     assert 3 * 0.75 * model_bytes < sent < 1.1 * 3 * 0.75 * model_bytes
     slower = DirectionSpec(rate_bps=100e6, delay_s=0.02)
@@ -102,7 +105,33 @@ def test_hsdp_charges_fsdp_on_the_site_lan_in_place_of_flexdemo() -> None:
     fsdp = sharding.fsdp_cost(graph.layout_rings("sites")[0], shapes, est.scenario, calib)
     assert est.intra_time_s == pytest.approx(fsdp.time_s)
     assert est.step_time_s - base.step_time_s == pytest.approx(fsdp.time_s - base.intra_time_s)
-    assert est.payload_bytes_per_step == base.payload_bytes_per_step  # the replicator between sites, unchanged
+    # the replicator between sites, as without the weights sharded, and FSDP's collectives on the site's LAN
+    fsdp_bytes = sharding.fsdp_payload_bytes(shapes, 2)
+    assert fsdp_bytes > 0
+    assert est.payload_bytes_per_step == pytest.approx(base.payload_bytes_per_step + fsdp_bytes)
+
+
+def _sharded_steps(intra: int) -> pd.DataFrame:
+    """Two nodes of one worker each, two measured steps: the replicator hands 100 bytes a step, the sharding group's
+    collectives ``intra``."""
+    rows = [
+        {Col.RANK: r, Col.STEP: s, Col.WARMUP: False, Col.NODE: r, Col.LOCAL_RANK: 0, Col.PAYLOAD_BYTES: 100}
+        | {Col.INTRA_PAYLOAD_BYTES: intra, Col.INTRA_COMM_S: 0.1}
+        for r in range(2)
+        for s in range(2)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_a_sharded_runs_payload_counts_the_sharding_collectives() -> None:
+    """With the weights sharded a node's gathers and reduce-scatters reach the other nodes: they are payload. Workers
+    sharding inside their node keep them on the intra-node link, and the payload is the replicator's alone."""
+    from netbench.orchestrator.run.sharding_results import sharding_summary
+
+    sharded = sharding_summary(_sharded_steps(900), "median", weights_sharded=True)
+    assert sharded["payload_bytes_per_step"] == 1000 and sharded["worker_payload_bytes_per_step"] == 1000
+    inside = sharding_summary(_sharded_steps(900), "median")
+    assert inside["payload_bytes_per_step"] == 100
 
 
 def test_the_pieces_of_compute_are_what_lies_between_the_calls() -> None:
@@ -190,6 +219,7 @@ def test_fsdp_over_four_ranks_trains_one_model_and_hands_the_model_its_bytes() -
     shapes = _shapes(results[0])
     layers = len(shard_units(shapes))
     for r in results:
+        assert [s[1] for s in r["stats"]] == [0] * STEPS  # one sharding group: the replicator reaches no other rank
         assert [s[2] for s in r["stats"]] == [sharding.fsdp_payload_bytes(shapes, 4)] * STEPS
         assert [s[3] for s in r["stats"]] == [3 * layers] * STEPS  # per layer: two gathers and a reduce-scatter
         assert all(s[4] > 0 for s in r["stats"])  # they ran inside forward and backward
@@ -227,7 +257,8 @@ def test_hsdp_syncs_the_sites_shards_with_diloco() -> None:
         (["--shard", "fsdp", "-r", "dct"], "--shard zero3: nothing is replicated between groups"),
         (["--shard", "zero3", "-r", "full", "-w", "shapes"], "the shapes workload has none"),
         (["--shard", "hsdp", "-r", "diloco"], "--shard hsdp: shards within each site"),
-        (["--shard", "zero3", "-r", "full", "-G", "2"], "one worker each (--gpus-per-node 1)"),
+        (["--shard", "zero3", "-r", "full", "-G", "2"], "one worker each (--gpus-per-node 1, not 2)"),
+        (["--shard", "hsdp", "-r", "diloco", "-G", "2", "--topology", "sites", "--shard-within", "site"], "not 2"),
         (["--shard", "zero2"], "--shard: Input should be"),
     ],
 )

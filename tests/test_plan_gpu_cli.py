@@ -166,3 +166,22 @@ def test_a_fit_that_is_not_one_is_one_line(capsys, tmp_path):
     bad.write_text('{"kind": "nccl-tests-fit", "collectives": {"all_reduce": {"ranks": 1}}}')
     err = plan_error(capsys, *GPU, "-r", "full", "--nccl-calibration", str(bad))
     assert "--nccl-calibration" in err and "calibrate --from-nccl-tests" in err
+
+
+@pytest.mark.parametrize(
+    "shard, factor",
+    [
+        ("zero1", 1 + 1 / 16),  # the gradients reduce-scattered whole, the parameters gathered once: a share
+        ("zero2", 1 + 1 / 16),
+        ("zero3", 1 + 2 / 16),  # gathered before the forward and again before the backward
+        ("fsdp", 1 + 2 / 16),
+        ("hsdp", 1 + 2 / 8 + 1 / 8),  # zero3 within a node of 8, and full between the nodes on each GPU's eighth
+    ],
+)
+def test_a_sharded_rows_payload_is_what_a_gpu_hands_to_its_collectives(capsys, shard, factor):
+    """Every sharding mode's payload per GPU: its share of each gather and the whole of each reduce-scatter (the
+    parameters' fp32 bytes), and with hsdp the replicator's between groups; never 0."""
+    args = [*GPU, "--nodes", "2", "--bw", "400gbit", "--transport", "rdma", "-r", "full"]
+    plain = plan_json(capsys, *args)["rows"][0]["payload_bytes_per_step"]
+    sharded = plan_json(capsys, *args, "--shard", shard)["rows"][0]["payload_bytes_per_step"]
+    assert plain > 0 and sharded == pytest.approx(plain * factor)

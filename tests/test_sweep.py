@@ -53,6 +53,9 @@ def write(tmp_path: Path, text: str) -> Path:
         ("[replicator]\ntopk = 0\n", "replicator.topk:"),
         ('[workload]\nkind = "shapes"\nshapes = "nope"\n', "workload: unknown shapes preset (choose from"),
         ("steps = [\n", "invalid TOML"),
+        ('[grid]\nshard = ["none", "zero2"]\n', "grid.shard[1]: choose none, zero3, hsdp, fsdp, got 'zero2'"),
+        ('[grid]\nshard = "fsdp"\nreplicator = "dct"\nnodes = 4\n', "--shard zero3: nothing is replicated"),
+        ('[grid]\nshard = "fsdp"\nreplicator = "full"\nnodes = 2\ngpus_per_node = 2\n', "(--gpus-per-node 1, not 2)"),
     ],
 )
 def test_bad_scenario_is_one_line_exit_2(cli, tmp_path, toml: str, expected: str) -> None:
@@ -72,6 +75,7 @@ def test_bad_scenario_is_one_line_exit_2(cli, tmp_path, toml: str, expected: str
         (["--delay", "1lightyear"], "--delay: unknown time unit"),
         (["--replicator", "lowrank", "--rank", "2.5"], "--rank: must be an integer >= 1 or a fraction below 1"),
         (["--replicator", "mtdao", "--m2-every", "0"], "--m2-every: "),
+        (["--shard", "none,zero2"], "--shard: choose none, zero3, hsdp, fsdp, got 'zero2'"),
     ],
 )
 def test_bad_option_names_the_option(cli, args: list[str], expected: str) -> None:
@@ -87,6 +91,22 @@ def test_options_override_the_file_and_expand_the_grid(cli, tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     labels = [line.split(None, 1)[1] for line in done.stdout.splitlines()]
     assert labels == ["full 2n 10mbit 0ms", "full 2n 1gbit 0ms", "full 4n 10mbit 0ms", "full 4n 1gbit 0ms"]
+
+
+def test_the_weights_sharding_is_an_axis_of_the_scenario_and_the_command(cli, tmp_path) -> None:
+    """``shard`` in a scenario's grid and ``--shard`` on the command line expand to one point per value (fsdp is
+    zero3), each a run of its own sharding with a label and key of its own."""
+    scenario = scenario_from_dict(
+        {"workload": {"kind": "mlp"}, "grid": {"replicator": "full", "nodes": 4, "shard": ["none", "fsdp", "zero3"]}}
+    )
+    plan = points(scenario, tmp_path)
+    assert [p.config.shard for p in plan] == ["none", "zero3"]
+    assert [p.label for p in plan] == ["full 4n 100mbit 0ms", "full 4n zero3 100mbit 0ms"]
+    assert [p.variant for p in plan] == ["", "zero3"] and len({p.key for p in plan}) == 2
+    path = write(tmp_path, '[workload]\nkind = "mlp"\n[grid]\nreplicator = "full"\nnodes = 4\n')
+    done = cli("sweep", str(path), "--shard", "none,fsdp", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert [line.split(None, 1)[1] for line in done.stdout.splitlines()] == [p.label for p in plan]
 
 
 def test_ci_scenario_is_valid_and_sized() -> None:

@@ -297,7 +297,12 @@ RUN = table(
             "plan": Override(
                 why="plan prices every sharding on a GPU layout (zero1 and zero2 too), run trains zero3 and hsdp",
                 help=PARALLEL_SETTINGS["shard"].help,
-            )
+            ),
+            "sweep": Override(
+                why="a sweep's option is an axis of its grid: one point per sharding listed",
+                help="Shard the parameters too, as netbench run --shard does (none, zero3 or fsdp, hsdp); a comma "
+                "list, one point per value [default none, or the scenario's grid.shard].",
+            ),
         },
     ),
     FieldOption(RunConfig, "schedule", ("--schedule",), Path | None),  # a file, read by cli/schedule_option.py

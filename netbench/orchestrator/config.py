@@ -8,7 +8,7 @@ what depends on the host running it (its memory, a writable ``out_dir``) is chec
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -123,10 +123,7 @@ class RunConfig(BaseModel):
     @field_validator("shard", mode="before")
     @classmethod
     def _shard_alias(cls, v: object) -> object:
-        """``fsdp``, torch's FULL_SHARD, is ZeRO-3 (plan's word for it too)."""
-        from netbench.model.parallelism import SHARD_ALIASES  # late: keeps the model off the config's import
-
-        return SHARD_ALIASES.get(v, v) if isinstance(v, str) else v
+        return shard_name(v)
 
     @field_validator("schedule")
     @classmethod
@@ -176,6 +173,21 @@ class RunConfig(BaseModel):
         return self
 
 
+def shard_name(value: object) -> object:
+    """``--shard``'s value as RunConfig keeps it: ``fsdp``, torch's FULL_SHARD, is ZeRO-3 (plan's word for it too)."""
+    from netbench.model.parallelism import SHARD_ALIASES  # late: keeps the model off the config's import
+
+    return SHARD_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
+def shard_choices() -> tuple[str, ...]:
+    """What ``--shard`` takes: RunConfig's shardings and their aliases."""
+    from netbench.model.parallelism import SHARD_ALIASES  # late: keeps the model off the config's import
+
+    kept = get_args(RunConfig.model_fields["shard"].annotation)
+    return (*kept, *(alias for alias, name in SHARD_ALIASES.items() if name in kept))
+
+
 def check_weight_sharding(config: RunConfig) -> None:
     """ValueError (one line, naming the option) where ``--shard zero3|hsdp`` cannot run on this config."""
     if config.workload.kind == "shapes":
@@ -184,7 +196,10 @@ def check_weight_sharding(config: RunConfig) -> None:
             "(use mlp, transformer or python:)"
         )
     if config.gpus_per_node > 1:
-        raise ValueError(f"--shard {config.shard}: shards across nodes of one worker each (--gpus-per-node 1)")
+        raise ValueError(
+            f"--shard {config.shard}: shards across nodes of one worker each (--gpus-per-node 1, not "
+            f"{config.gpus_per_node}); a node's workers shard inside it with --shard none (FlexDeMo, the weights whole)"
+        )
     if config.shard == "zero3":
         if config.shard_within != "node":
             raise ValueError("--shard zero3: every worker is one sharding group; --shard-within sizes --shard hsdp's")

@@ -360,17 +360,19 @@ def weights_sharded(
     the model charges sharding groups otherwise: ZeRO-3 shards over every node and replicates nothing (the step is
     local work, codec and FSDP's collectives); HSDP shards within each site, where FlexDeMo's reduce-scatter and
     all-gather of the dense gradient on the site's LAN would be, and the replicator between sites stays as priced.
-    FSDP's collectives run inside forward and backward, never behind compute, so they add to the step."""
+    FSDP's collectives run inside forward and backward, never behind compute, so they add to the step. The payload
+    is what a node hands to collectives with other nodes: FSDP's (its share of each gather, each reduce-scatter's
+    whole buffer), and with HSDP the replicator's between sites too."""
     scenario = est.scenario
     if config.shard == "zero3":
         fsdp = sharding.fsdp_cost(graph.flat, shapes, scenario, calibration)
         return replace(
             est,
             exchanges=(),
-            payload_bytes_per_step=0.0,
+            payload_bytes_per_step=sharding.fsdp_payload_bytes(shapes, graph.flat.peers),
             wire=fsdp,
             comm_time_s=fsdp.time_s,
-            intra_time_s=0.0,
+            intra_time_s=fsdp.time_s,
             step_time_s=est.compute_time_s + est.compression_time_s + fsdp.time_s,
         )
     within, _ = graph.layout_rings("sites")
@@ -380,6 +382,7 @@ def weights_sharded(
     return replace(
         est,
         wire=wire,
+        payload_bytes_per_step=est.payload_bytes_per_step + sharding.fsdp_payload_bytes(shapes, within.peers),
         comm_time_s=est.comm_time_s - flexdemo.time_s + fsdp.time_s,
         intra_time_s=fsdp.time_s,
         step_time_s=est.step_time_s - flexdemo.time_s + fsdp.time_s,
@@ -461,6 +464,8 @@ def predict_run(
                 shapes, g, est.scenario.framing, calib.overhead("all_reduce"), sharding.intra_bits_per_s(config)
             )
             out.update(comm_time_s=est.comm_time_s - est.intra_time_s, gpus_per_node=g, **intra)
+        elif config.shard != "none":  # as measured: the replicator's collectives, the sharding group's beside them
+            out.update(comm_time_s=est.comm_time_s - est.intra_time_s, intra_comm_time_s=est.intra_time_s)
         return Prediction.new(**out).to_json()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": error_text(exc)}

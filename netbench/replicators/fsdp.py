@@ -19,7 +19,9 @@ the local work between them: every one of them waits for the group's slowest ran
 
 The wrapped replicator then synchronises each rank's shards with the ranks holding the same shards in the other
 sharding groups (HSDP: a site's ranks shard, the replicator runs between sites) and its base optimizer updates
-them in place, which is where FSDP keeps them. With one sharding group (FSDP alone) its group is the rank itself.
+them in place, which is where FSDP keeps them. With one sharding group (FSDP alone) its group is the rank itself:
+its collectives reach no other rank, so the step's payload counts none of their bytes (a step's payload is what
+the rank hands to other ranks: FSDP's gathers and reduce-scatters are booked as the sharding group's).
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class FullyShardedReplicator:
         # the shards FSDP keeps, as plain parameters on the same storage: the inner optimizer updates them in place
         self.slices = [nn.Parameter(p.to_local().detach()) for p in self.params]
         self.inner = build(self.slices, config, replica_group, names)
+        self.replicated = GroupComm(replica_group).world_size > 1  # other sharding groups hold these shards
         self.config = config
         self._in_compute = (0.0, 0, 0)
 
@@ -136,6 +139,8 @@ class FullyShardedReplicator:
             s.grad = p.grad.to_local() if p.grad is not None else torch.zeros_like(s)
         stats = self.inner.step()
         fields = {k: getattr(stats, k) for k in StepStats.__dataclass_fields__}
+        if not self.replicated:
+            fields["payload_bytes"] = 0
         _, nbytes, calls = in_compute
         seconds = sum(end - start for start, end in timed)  # each call as torch waited for it, its copies included
         return ShardedStepStats(

@@ -144,7 +144,14 @@ FIELDS: tuple[Field, ...] = (
         prediction=True,
         **_TIME,
     ),
-    Metric("intra_comm_time_s", label="communicate inside the node", terminal=True, nested=True, prediction=True, **_S),
+    Metric(
+        "intra_comm_time_s",
+        label="communicate inside the sharding group",
+        terminal=True,
+        nested=True,
+        prediction=True,
+        **_S,
+    ),
     Metric(
         "decode_time_s",
         label="decode",

@@ -71,6 +71,7 @@ _OPTIONS = {
     **{f"grid.{s.field}": s.name for s in _NETWORK.settings if s.axis},
     **{where: TCP[field].name for field, where in _TCP_FIELDS.items()},
     "grid.replicator": "--replicator",
+    "grid.shard": RUN["shard"].name,
     "steps": "--steps",
     "warmup": "--warmup",
     "name": "--name",
@@ -169,6 +170,7 @@ def sweep(
     ),
     network: Settings = FROM_FIELDS,
     replicator: str | None = REPLICATOR["name"].option("sweep", optional=True),
+    shard: str | None = RUN["shard"].option("sweep", optional=True),
     steps: int | None = RUN["steps"].option("sweep", optional=True),
     warmup: int | None = RUN["warmup_steps"].option("sweep", optional=True),
     work_settings: Settings = FROM_FIELDS,
@@ -197,6 +199,7 @@ def sweep(
     overrides = {
         **_network_overrides(network),
         "grid.replicator": _csv(replicator) if replicator else None,
+        "grid.shard": _csv(shard) if shard else None,
         "steps": steps,
         "warmup": warmup,
         **{f"workload.{k}": v for k, v in work_settings.items()},

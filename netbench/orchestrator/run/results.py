@@ -130,8 +130,9 @@ def capture_vs_counters(measured: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
+def summarize(steps: pd.DataFrame, warmup_steps: int, weights_sharded: bool = False) -> dict[str, Any]:
     """Per-node medians (means for periodic replicators) after warm-up: times at the slowest node, bytes per node.
+    ``weights_sharded`` (``--shard zero3|hsdp``): the sharding group's collectives count in a node's payload.
 
     Which steps.csv column becomes which summary key, and how nodes combine, is the metrics
     table's (:mod:`netbench.rundir.summary`); the result is a :class:`RunSummary`'s JSON object.
@@ -159,7 +160,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
     out.update(capture_vs_counters(measured))
     if Col.REPLICA_SKETCH in measured:
         out.update(drift_figures(measured[Col.STEP], measured[Col.REPLICA_SKETCH]))
-    out.update(sharding_summary(measured, how))
+    out.update(sharding_summary(measured, how, weights_sharded))
     out.update(health.figures(measured, steps))
     return RunSummary.new(**out).to_json()
 
@@ -346,7 +347,9 @@ def _write_files(
     """steps.csv, then run.json (which names steps.csv's figures), each replaced atomically."""
     config, fidelity = out.config, out.fidelity
     write_steps_csv(steps, run_dir.steps_csv)
-    summary = summarize(steps, config.warmup_steps) if not steps.empty else {"steps_measured": 0}
+    summary = (
+        summarize(steps, config.warmup_steps, config.shard != "none") if not steps.empty else {"steps_measured": 0}
+    )
     summary.update(
         {
             "run_id": out.run_id,

@@ -17,9 +17,9 @@ Every error is one line naming the field (``grid.bw[1]``, ``points[2].wan_bw``) 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 from dataclasses import dataclass
+from itertools import product
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,7 +31,7 @@ from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import REGISTRY, default_sweep
 from netbench.emulation.spec import NETWORK, ClusterSpec
 from netbench.emulation.tcpsettings import TcpOptions, check_tcp_options
-from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.config import RunConfig, shard_choices, shard_name
 from netbench.safe_files import NAME_PATTERN
 from netbench.schedule import Schedule, ScheduleError
 from netbench.schedule import load as load_schedule
@@ -76,6 +76,12 @@ def _each(values: list[str], parse) -> list[str]:
     return values
 
 
+def _run_axis(field: str) -> Any:
+    """A grid axis of a run option: RunConfig's ``field``, its default the one value, its description the axis's."""
+    info = RunConfig.model_fields[field]
+    return Field([info.default], min_length=1, description=info.description)
+
+
 def _axis_of(setting: Setting, default: Any = None) -> Any:
     """A grid axis of ``setting``: one value, its default (or ``default``), unless the scenario lists others; its help
     is the axis's description."""
@@ -108,6 +114,7 @@ class Grid(BaseModel):
     shard_within: list[Literal["node", "site"]] = Field(
         ["node"], min_length=1, description="what shards the model: node, or site (replicate between sites)"
     )
+    shard: list[str] = _run_axis("shard")
 
     @field_validator("*", mode="before")
     @classmethod
@@ -149,6 +156,15 @@ class Grid(BaseModel):
             except PlacementError as exc:
                 raise ValueError(f"[{i}] {str(exc).removeprefix('--rank-order: ')}") from None
         return list(dict.fromkeys(v))
+
+    @field_validator("shard")
+    @classmethod
+    def _shardings(cls, v: list[str]) -> list[str]:
+        choices = shard_choices()
+        for i, name in enumerate(v):
+            if name not in choices:
+                raise ValueError(f"[{i}] choose {', '.join(choices)}, got {shown_name(name)}")
+        return list(dict.fromkeys(shard_name(name) for name in v))
 
     @field_validator("topology")
     @classmethod
@@ -402,19 +418,21 @@ _NETWORK_FIELDS = {
 }
 
 
-def variant(gpus: int, intra: str, shard: str, net: _Network) -> str:
+def variant(gpus: int, intra: str, shard: str, net: _Network, weights: str = "none") -> str:
     """What a point runs beyond its replicator, nodes, rate and delay, as its label writes it ("" on the plain star).
 
     Two points of one sweep may share those four coordinates (a star and two sites, sharded or not);
     the variant tells them apart in labels, in summary.csv and in ``compare``'s matching.
     """
-    return " ".join(part for part in (_setup(gpus, intra, shard), net.label().strip()) if part)
+    return " ".join(part for part in (_setup(gpus, intra, shard, weights), net.label().strip()) if part)
 
 
-def _setup(gpus: int, intra: str, shard: str) -> str:
-    """Workers per node, their link and where replicas shard, as the label writes them before the rate."""
+def _setup(gpus: int, intra: str, shard: str, weights: str = "none") -> str:
+    """Workers per node, their link, where replicas shard and whether the weights are sharded too (``--shard``), as
+    the label writes them before the rate."""
     sharded = f"x{gpus}" + (f" intra {intra}" if intra != "unshaped" else "") if gpus > 1 else ""
-    return " ".join(part for part in (sharded, "sharded in sites" if shard == "site" else "") if part)
+    parts = (sharded, "sharded in sites" if shard == "site" else "", "" if weights == "none" else weights)
+    return " ".join(part for part in parts if part)
 
 
 def expected_coordinates(scenario: SweepScenario) -> list[tuple[str, int, str, str, str]]:
@@ -423,8 +441,8 @@ def expected_coordinates(scenario: SweepScenario) -> list[tuple[str, int, str, s
     Points on a topology file take the file's node count, which this does not read; they are left out.
     """
     return [
-        (r, n, b, d, variant(gpus, intra, shard, net))
-        for n, d, b, r, gpus, intra, net, shard, _section in _combos(scenario)
+        (r, n, b, d, variant(gpus, intra, shard, net, weights))
+        for n, d, b, r, gpus, intra, net, shard, weights, _section in _combos(scenario)
         if n is not None
     ]
 
@@ -439,7 +457,7 @@ def _combos(scenario: SweepScenario) -> list[tuple]:
     """Every point's axes, in run order (nodes, then delay, bandwidth, replicator, ...), each once, with its section."""
     out: dict[tuple, str] = {}
     for section, g in scenario.sections():
-        for n, d, b, r, gpus, intra, topo, sites, wan_bw, wan_delay, racks, over, order, shard in itertools.product(
+        for n, d, b, r, gpus, intra, topo, sites, wan_bw, wan_delay, racks, over, order, shard, weights in product(
             g.nodes,
             g.delay,
             g.bw,
@@ -454,11 +472,12 @@ def _combos(scenario: SweepScenario) -> list[tuple]:
             g.oversubscription,
             g.rank_order,
             g.shard_within,
+            g.shard,
         ):
             net = _Network.of(topo, sites, wan_bw, wan_delay, racks, over, order)
             n = None if topo not in PRESETS else n  # a topology file sets its own node count
             out.setdefault(
-                (n, d, b, r, gpus, intra if gpus > 1 else "unshaped", net, shard), section
+                (n, d, b, r, gpus, intra if gpus > 1 else "unshaped", net, shard, weights), section
             )  # one worker per node: no intra link
     return [(*combo, section) for combo, section in out.items()]
 
@@ -516,7 +535,7 @@ def points(
     out = []
     files: dict[str, Topology] = {}  # a topology file is read once however many points run on it
     schedule = _schedule(scenario, prefix, names)
-    for nodes, delay, bw, name, gpus, intra, net, shard, section in _combos(scenario):
+    for nodes, delay, bw, name, gpus, intra, net, shard, weights, section in _combos(scenario):
 
         def where(field: str, section: str = section) -> str:
             return _where(prefix, f"{section}.{field}", names)
@@ -544,6 +563,7 @@ def points(
                 out_dir=runs_dir,
                 threads=scenario.threads,
                 shard_within=shard,
+                shard=weights,
                 schedule=schedule,
                 **(
                     {"gpus_per_node": gpus, "intra_bw_bps": None if intra == "unshaped" else parse_rate(intra)}
@@ -557,6 +577,7 @@ def points(
                     exc,
                     {
                         "shard_within": where("shard_within"),
+                        "shard": where("shard"),
                         "schedule": _where(prefix, "schedule", names),
                         **(names or {}),
                     },
@@ -566,7 +587,7 @@ def points(
         problem = check_tcp_options(cluster.tcp)
         if problem:
             raise ScenarioError(f"{_where(prefix, 'tcp.cc', names)}: {problem.split(': ', 1)[1]}")
-        setup = _setup(gpus, intra, shard)
+        setup = _setup(gpus, intra, shard, weights)
         out.append(
             Point(
                 label=f"{name} {cluster.nodes}n{' ' * bool(setup)}{setup} {bw} {delay}{net.label()}",
@@ -575,7 +596,7 @@ def points(
                 bw=bw,
                 delay=delay,
                 topology=net.name,
-                variant=variant(gpus, intra, shard, net),
+                variant=variant(gpus, intra, shard, net, weights),
                 wan_bw=net.wan_bw or "",
                 wan_delay=net.wan_delay or "",
                 rank_order=net.rank_order,
