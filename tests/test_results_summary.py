@@ -58,9 +58,7 @@ def with_codec(frame_: pd.DataFrame, encode: list[float], decode: list[float]) -
 
 
 def test_periodic_replay_codec_is_the_mean_of_the_sync_steps() -> None:
-    steps = with_codec(
-        frame([0, 0, 0, 400] * 2, [0.1, 0.1, 0.1, 0.5] * 2), [0, 0, 0, 0.08] * 2, [0, 0, 0, 0.04] * 2
-    )
+    steps = with_codec(frame([0, 0, 0, 400] * 2, [0.1, 0.1, 0.1, 0.5] * 2), [0, 0, 0, 0.08] * 2, [0, 0, 0, 0.04] * 2)
     encode, decode = measured_codec_s(steps)
     assert abs(encode - 0.02) < 1e-12 and abs(decode - 0.01) < 1e-12  # the median step encodes nothing
     assert abs(mean_codec_s(steps) - 0.03) < 1e-12

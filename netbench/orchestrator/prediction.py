@@ -481,9 +481,10 @@ def replay_run(
     """The replayed step: the model's communication and overlap terms fed with the run's own measured local work.
 
     Compute and apply (:func:`local_time_s`, median over steps) and encode and decode (:func:`measured_codec_s`, the
-    run's statistic over steps) are the slowest node's in each measured step; only the network is predicted. Its error judges the network model on
-    what the network did; the forecast (:func:`predict_run`, codec from calibration) says what a user would have been
-    told before the run. None where the run measured no codec or the model cannot price it.
+    run's statistic over steps) are the slowest node's in each measured step; only the network is predicted. Its
+    error judges the network model on what the network did; the forecast (:func:`predict_run`, codec from
+    calibration) says what a user would have been told before the run. None where the run measured no codec or the
+    model cannot price it.
     """
     try:
         local, codec = local_time_s(steps), measured_codec_s(steps)
