@@ -186,7 +186,7 @@ def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
     third within minutes, and a forecast made from calibration then misses by what the host did, not the network. A
     replicator that exchanges every K steps encodes on its sync steps only: the median step encodes nothing, while
     the measured step (a mean) holds the sync steps' quantizing, top-k and error feedback, spread over the period as
-    the calibration times it (:func:`netbench.calibrate.measure`: mean over whole periods).
+    the calibration times it (:mod:`netbench.calibrate.measure`: mean over whole periods).
     """
     if steps.empty or Col.COMPRESS_S not in steps:
         return None
