@@ -33,8 +33,8 @@ class HostEffects:
     what a run measured); ``measured`` says they already hold the slowest node's speed, else they are scaled by it.
     ``burst_credit_s``: seconds of transfer the shaper's refilled token bucket lets through at once, given the bytes
     one communicating step sends. ``hop_codec_s``: encode + decode per step, averaged over the steps, that a quantized
-    ring's hops are priced at (the calibration's on the host's cores, or a run's measured mean: ``codec_s`` may be a
-    median, which a periodic exchange's steps without encoding bring to nothing).
+    ring's hops are priced at (the calibration's on the host's cores, or a run's measured mean: ``codec_s`` is then
+    the run's own statistic, a median where the payload is the same every step).
     """
 
     codec_s: tuple[float, float]

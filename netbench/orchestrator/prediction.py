@@ -45,7 +45,7 @@ from netbench.model.view import cluster_scenario
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
 from netbench.rundir.segments import slowest_pieces_s
 from netbench.rundir.steps_schema import Col
-from netbench.rundir.summary import Prediction, measured_steps
+from netbench.rundir.summary import Prediction, measured_steps, statistic
 from netbench.shapes import ParamShape, total_params
 from netbench.validation import error_text
 from netbench.workloads.config import WorkloadConfig
@@ -171,36 +171,40 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
     return float(local.groupby(measured[Col.STEP]).max().median())
 
 
+def _slowest_codec(measured: pd.DataFrame) -> pd.DataFrame:
+    """Per measured step, the slowest node's encode and decode (columns ``compress_s``, ``decode_s`` where recorded)."""
+    columns = [c for c in (Col.COMPRESS_S, Col.DECODE_S) if c in measured and measured[c].notna().any()]
+    return measured.groupby(Col.STEP)[columns].max()
+
+
 def measured_codec_s(steps: pd.DataFrame) -> tuple[float, float] | None:
-    """Measured (encode, decode) per step: the slowest node's in each step, median over the measured steps.
+    """Measured (encode, decode) per step: the slowest node's in each step, over the measured steps by the run's own
+    statistic (:func:`netbench.rundir.summary.statistic`): the median, or the mean where the payload changes from step
+    to step.
 
     What the replay feeds the model in place of the calibration's codec times: the cores of a shared host drift by a
-    third within minutes, and a forecast made from calibration then misses by what the host did, not the network.
+    third within minutes, and a forecast made from calibration then misses by what the host did, not the network. A
+    replicator that exchanges every K steps encodes on its sync steps only: the median step encodes nothing, while
+    the measured step (a mean) holds the sync steps' quantizing, top-k and error feedback, spread over the period as
+    the calibration times it (:mod:`netbench.calibrate.measure`: mean over whole periods).
     """
     if steps.empty or Col.COMPRESS_S not in steps:
         return None
     measured = measured_steps(steps)
     if measured.empty or not measured[Col.COMPRESS_S].notna().any():
         return None
-    per_step = measured.groupby(Col.STEP)
-    encode = float(per_step[Col.COMPRESS_S].max().median())
-    decode = (
-        float(per_step[Col.DECODE_S].max().median())
-        if Col.DECODE_S in measured and measured[Col.DECODE_S].notna().any()
-        else 0.0
-    )
-    return encode, decode
+    per_step = _slowest_codec(measured).agg(statistic(measured))
+    return float(per_step[Col.COMPRESS_S]), float(per_step.get(Col.DECODE_S, 0.0))
 
 
 def mean_codec_s(steps: pd.DataFrame) -> float:
-    """Measured encode + decode per step, the slowest node's in each step, mean over the measured steps: a periodic
-    exchange's codec spread over its period, as a quantized ring's hops are priced (:func:`measured_codec_s` takes
-    the median, nothing where most steps do not encode)."""
+    """Measured encode + decode per step, the slowest node's in each step, mean over the measured steps: what a
+    quantized ring's hops are priced at, whichever statistic the run's step takes (:func:`measured_codec_s`)."""
     measured = measured_steps(steps)
-    columns = [c for c in (Col.COMPRESS_S, Col.DECODE_S) if c in measured]
-    if measured.empty or not columns:
+    if measured.empty:
         return 0.0
-    return float(measured.groupby(Col.STEP)[columns].max().sum(axis=1).mean())
+    per_step = _slowest_codec(measured)
+    return float(per_step.sum(axis=1).mean()) if not per_step.empty and len(per_step.columns) else 0.0
 
 
 def scenario_for(
@@ -476,10 +480,11 @@ def replay_run(
 ) -> float | None:
     """The replayed step: the model's communication and overlap terms fed with the run's own measured local work.
 
-    Compute and apply (:func:`local_time_s`) and encode and decode (:func:`measured_codec_s`) are the slowest node's
-    in each measured step, median over steps; only the network is predicted. Its error judges the network model on
-    what the network did; the forecast (:func:`predict_run`, codec from calibration) says what a user would have been
-    told before the run. None where the run measured no codec or the model cannot price it.
+    Compute and apply (:func:`local_time_s`, median over steps) and encode and decode (:func:`measured_codec_s`, the
+    run's statistic over steps) are the slowest node's in each measured step; only the network is predicted. Its
+    error judges the network model on what the network did; the forecast (:func:`predict_run`, codec from
+    calibration) says what a user would have been told before the run. None where the run measured no codec or the
+    model cannot price it.
     """
     try:
         local, codec = local_time_s(steps), measured_codec_s(steps)

@@ -35,6 +35,7 @@ __all__ = [
     "RunSummary",
     "Prediction",
     "measured_steps",
+    "statistic",
     "metric",
     "predicted_column",
     "compared_column",
@@ -416,6 +417,21 @@ RunSummary.model_rebuild(_types_namespace={"Prediction": Prediction})
 def measured_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """The steps a summary reads: those after warm-up (every row of a frame without a ``warmup`` column)."""
     return steps[~steps[Col.WARMUP].astype(bool)] if Col.WARMUP in steps else steps
+
+
+def statistic(measured: pd.DataFrame) -> Literal["median", "mean"]:
+    """``median`` per node, or ``mean`` when a node's payload changes from step to step.
+
+    Replicators that communicate every K steps (a declared period) have a typical step with no
+    traffic at all: its median shows 0 bytes and no communication, while what a user plans with
+    (and what the model predicts) is the average over a period. Constant-payload replicators keep
+    the median, which shrugs off the odd slow step. The summary's times and bytes and the replay's
+    codec (:func:`netbench.orchestrator.prediction.measured_codec_s`) all take it.
+    """
+    if Col.PAYLOAD_BYTES not in measured:
+        return "median"
+    varying = measured.groupby(Col.RANK)[Col.PAYLOAD_BYTES].nunique().max() > 1
+    return "mean" if varying else "median"
 
 
 def metric(key: str) -> Metric:

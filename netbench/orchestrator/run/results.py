@@ -33,7 +33,7 @@ from netbench.orchestrator.run.sharding_results import sharding_summary
 from netbench.rundir.drift import drift_figures
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
-from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics
+from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics, statistic
 from netbench.validation import error_text
 
 if TYPE_CHECKING:
@@ -87,20 +87,6 @@ def attach_capture(
 def _median(values: list[float]) -> float | None:
     clean = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     return statistics.median(clean) if clean else None
-
-
-def statistic(measured: pd.DataFrame) -> str:
-    """``median`` per node, or ``mean`` when a node's payload changes from step to step.
-
-    Replicators that communicate every K steps (a declared period) have a typical step with no
-    traffic at all: its median shows 0 bytes and no communication, while what a user plans with
-    (and what the model predicts) is the average over a period. Constant-payload replicators keep
-    the median, which shrugs off the odd slow step.
-    """
-    if Col.PAYLOAD_BYTES not in measured:
-        return "median"
-    varying = measured.groupby(Col.RANK)[Col.PAYLOAD_BYTES].nunique().max() > 1
-    return "mean" if varying else "median"
 
 
 BUSY_SHARE = 0.1  # of a node's busiest step: the steps capture_vs_counters compares
