@@ -32,7 +32,7 @@ from netbench.rundir.records import RecordWriter
 from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS
 from netbench.worker.spec import ResolvedSpec
-from netbench.worker.start import start_event
+from netbench.worker.start import start_event, wait_for_gate
 from netbench.workloads import Workload, build_workload
 
 __all__ = ["QuorumLost", "FaultTolerantRun", "state_tensor_bytes"]
@@ -104,6 +104,8 @@ class FaultTolerantRun:
 
     def run(self) -> None:
         workload = self._setup()
+        wait_for_gate(self.spec.start_gate, self.spec.join_timeout_s)  # every node is heard: the first quorum waits
+        self.last_commit = time.monotonic()
         before = read_counters(self.spec.iface)
         if self.spec.replicator.name == "diloco":
             self._run_diloco(workload, before)
@@ -209,14 +211,16 @@ class FaultTolerantRun:
         assert self.outer is not None
         window: list[tuple[int, float, float, float, dict[str, Any]]] = []
         attempt = self.spec_first_step()
-        with DiLoCo(self.manager, [self.model], self.inner, self.outer, config.sync_every, pin_memory=False):
+        with DiLoCo(self.manager, [self.model], self.inner, self.outer, config.sync_every, pin_memory=False) as diloco:
+            if self.quorum.joining:  # its first step ends a window: it asks for the quorum the others sync in next
+                diloco._local_step = config.sync_every - 1  # torchft counts the window's steps here
             while self.manager.current_step() * config.sync_every < self.spec.total_steps:
                 self.step = attempt
                 t_start, began = time.time(), time.perf_counter()
                 loss = _compute(workload)
                 computed = time.perf_counter()
                 synced_before = self.manager.current_step()
-                syncing = len(window) + 1 == config.sync_every
+                syncing = diloco._local_step + 1 == config.sync_every
                 if syncing:
                     self._check_quorum_time()
                 try:

@@ -24,6 +24,11 @@ class QuorumSpec(BaseModel):
     first_step: int = Field(
         0, ge=0, description="the number of the worker's first step: after the steps the node's earlier workers ran"
     )
+    joining: bool = Field(
+        False,
+        description="the node joins a run in progress: it asks for the next quorum at once (healed in it), rather "
+        "than training a DiLoCo window alone first",
+    )
     quorum_lost_s: float = Field(
         ..., gt=0.0, description="no committed step for this long: the quorum is lost and the worker fails"
     )

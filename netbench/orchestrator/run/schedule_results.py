@@ -19,7 +19,7 @@ from netbench.emulation.tcpsettings import expected_tcp_settings
 from netbench.model.heal import heal_bytes, heal_time_s
 from netbench.orchestrator.prediction import predict_run, replay_run, workload_shapes
 from netbench.rundir.steps_schema import Col, step_row
-from netbench.rundir.summary import measured_steps
+from netbench.rundir.summary import measured_steps, statistic
 from netbench.schedule.model import Segment
 from netbench.schedule.state import members_graph, segments
 
@@ -118,7 +118,8 @@ def segment_summary(
                 out.append(entry | _heals(config, segment, steps, calibration))
             continue
         entry.update(_heals(config, segment, steps, calibration))
-        entry["step_time_s"] = float(rows.groupby(Col.STEP)[Col.STEP_S].max().median())
+        # the slowest node's step, its median or, for a replicator that communicates every K steps, its mean
+        entry["step_time_s"] = float(rows.groupby(Col.STEP)[Col.STEP_S].max().agg(statistic(rows)))
         if not segment.down:
             entry.update(_predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"]))
         out.append(entry)
