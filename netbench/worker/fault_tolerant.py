@@ -191,6 +191,8 @@ class FaultTolerantRun:
             committed = self.manager.should_commit()
             if committed:
                 self.inner.step()
+            else:
+                self._release_peers()
             ended = time.perf_counter()
             values = {
                 Col.COMPUTE_S: computed - began - quorum_s,
@@ -245,9 +247,20 @@ class FaultTolerantRun:
                 committed = self.manager.current_step() > synced_before
                 if committed:
                     self.last_commit = time.monotonic()
+                else:
+                    self._release_peers()
                 for step, t0, b0, e0, vals in window:
                     before = self._record(step, t0, b0, e0, vals, committed, before)
                 window.clear()
+
+    def _release_peers(self) -> None:
+        """Close this node's side of the failed exchange: a peer still waiting in it (its ring neighbour, not the node
+        that left) fails at once instead of at the collective timeout, and so reaches the next quorum with the rest.
+        The next quorum configures a fresh process group."""
+        try:
+            self.pg.abort()
+        except Exception:  # noqa: BLE001 - a group already torn down has nothing left to close
+            pass
 
     def spec_first_step(self) -> int:
         """The number of this node's first attempt: after the attempts its earlier workers recorded (a join)."""

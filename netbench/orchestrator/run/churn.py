@@ -97,7 +97,6 @@ class Lighthouse:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=out,
-                start_new_session=True,
             )
         self._wait_ready()
 
