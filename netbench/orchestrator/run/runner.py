@@ -387,7 +387,7 @@ def watch(
             poll=poll or cluster.check,
             joined=joined,
             away=churned[0],
-            waiting=churned[1],
+            rejoining=churned[1],
         )
     except WorkerFailure as exc:
         outcome.fail(str(exc))

@@ -61,12 +61,12 @@ def wait_for_workers(
     poll: Callable[[], None] = lambda: None,
     joined: Callable[[], None] | None = None,
     away: Collection[int] = (),
-    waiting: Callable[[], Collection[int]] = frozenset,
+    rejoining: Callable[[], Collection[int]] = frozenset,
 ) -> None:
     """Wait for every worker; raise WorkerFailure naming the worker that failed or stalled. ``poll`` runs every round;
     ``joined`` once, when every worker has recorded its start (joined the process group). ``away``: the ranks whose
     node has left the run (churn): their worker was killed on purpose, and the others do not wait for it; ``procs``
-    may change while the wait runs (a node that joins again runs a fresh worker). ``waiting``: the ranks of nodes that
+    may change while the wait runs (a node that joins again runs a fresh worker). ``rejoining``: the ranks of nodes that
     joined again and have not stepped yet: once every other worker has finished, the run does not wait for them."""
     counters = [StepCounter(run_dir.records_path(rank)) for rank in range(len(procs))]
     activity, last_done, all_joined, waiting = Activity(), -1, False, len(procs)
@@ -84,7 +84,7 @@ def wait_for_workers(
         if progress:
             progress(done, total)
         finished = [rank for rank in present if codes[rank] == 0 or counters[rank].done]
-        if len(finished) == len(present) or (finished and set(present) - set(finished) <= set(waiting())):
+        if len(finished) == len(present) or (finished and set(present) - set(finished) <= set(rejoining())):
             return  # what is left of a worker that recorded its end is leaving the process group and exiting
         joining = [rank for rank, count in enumerate(counters) if not count.started]
         if len(joining) != waiting:  # a worker joined
