@@ -32,11 +32,10 @@ sys.path.insert(0, str(REPO))
 import pandas as pd  # noqa: E402
 
 from netbench.declarations.config import ReplicatorConfig  # noqa: E402
-from netbench.model.goodput import Recovery, goodput, simulate  # noqa: E402
+from netbench.model.goodput import QUORUM_WAIT_S, Recovery, goodput, simulate  # noqa: E402
 from netbench.model.heal import heal_bytes, heal_time_s  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.prediction import workload_shapes  # noqa: E402
-from netbench.orchestrator.run.churn import HEARTBEAT_TIMEOUT_S  # noqa: E402
 from netbench.rundir.steps_schema import Col  # noqa: E402
 from netbench.schedule.churn import parse_churn  # noqa: E402
 
@@ -100,7 +99,7 @@ def main() -> int:
         return step, step * (1 if rep.name == "full" else 1 / 3)
 
     period = rep.sync_every if rep.name == "diloco" else 1
-    recovery = Recovery(period=period, heal_s=model_heal_s, quorum_wait_s=HEARTBEAT_TIMEOUT_S, restart_s=restart_s)
+    recovery = Recovery(period=period, heal_s=model_heal_s, quorum_wait_s=QUORUM_WAIT_S, restart_s=restart_s)
     names = [n.name for n in config.cluster.topology.nodes]
     changes = config.schedule.changes if config.schedule is not None else []
     horizon = float(measured[Col.T_END].max() - measured[Col.T_START].min())

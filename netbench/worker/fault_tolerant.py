@@ -100,6 +100,7 @@ class FaultTolerantRun:
         self.writer = writer
         self.step = -1  # the attempt in progress, for the error event
         self.measured: list[dict[str, Any]] = []
+        self.healed_at: int | None = None  # the attempt a heal's sender was at: this node's steps take its numbers
         self.last_commit = time.monotonic() + self.spec.join_timeout_s  # the first quorum waits for its peers to start
 
     def run(self) -> None:
@@ -162,11 +163,18 @@ class FaultTolerantRun:
     def _state(self) -> dict[str, Any]:
         """What a joining node receives: the weights and the inner optimizer's state (torchft's DiLoCo adds its
         global weights and the outer optimizer's state itself)."""
-        return {"model": self.model.state_dict(), "inner": self.inner.state_dict()}
+        return {"model": self.model.state_dict(), "inner": self.inner.state_dict(), "attempt": self.step}
 
     def _load_state(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.inner.load_state_dict(state["inner"])
+        self.healed_at = int(state["attempt"])
+
+    def _renumbered(self, attempt: int) -> int:
+        """The number of the attempt in progress: after a heal, the sender's, so that every node's steps line up
+        (a joining node's first attempt is the others' attempt whose quorum healed it); otherwise ``attempt``."""
+        healed, self.healed_at = self.healed_at, None
+        return attempt if healed is None else max(attempt, healed)  # never a number this node has recorded
 
     # ------------------------------------------------------------------------------------------------ the steps
 
@@ -180,6 +188,7 @@ class FaultTolerantRun:
             self.step = attempt
             t_start, began = time.time(), time.perf_counter()
             self._start_quorum()
+            attempt = self.step = self._renumbered(attempt)
             quorum_s = time.perf_counter() - began
             loss = _compute(workload)
             computed = time.perf_counter()
@@ -213,7 +222,15 @@ class FaultTolerantRun:
         assert self.outer is not None
         window: list[tuple[int, float, float, float, dict[str, Any]]] = []
         attempt = self.spec_first_step()
-        with DiLoCo(self.manager, [self.model], self.inner, self.outer, config.sync_every, pin_memory=False) as diloco:
+        with DiLoCo(
+            self.manager,
+            [self.model],
+            self.inner,
+            self.outer,
+            config.sync_every,
+            pin_memory=False,
+            use_bucketization=True,  # one flat all-reduce per sync, not one latency-bound call per tensor
+        ) as diloco:
             if self.quorum.joining:  # its first step ends a window: it asks for the quorum the others sync in next
                 diloco._local_step = config.sync_every - 1  # torchft counts the window's steps here
             while self.manager.current_step() * config.sync_every < self.spec.total_steps:
@@ -244,6 +261,11 @@ class FaultTolerantRun:
                 attempt += 1
                 if not syncing:
                     continue
+                healed = self._renumbered(attempt - 1)
+                if healed > attempt - 1:  # the window's steps end at the sender's sync attempt
+                    shift = healed - (attempt - 1)
+                    window = [(step + shift, *rest) for step, *rest in window]
+                    attempt = healed + 1
                 committed = self.manager.current_step() > synced_before
                 if committed:
                     self.last_commit = time.monotonic()

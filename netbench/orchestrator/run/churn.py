@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netbench import safe_files
-from netbench.model.goodput import MIN_QUORUM
+from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S
 from netbench.orchestrator.membership import Membership
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS, QuorumSpec
 from netbench.worker.spec import WorkerSpec
@@ -46,7 +46,6 @@ __all__ = [
 LIGHTHOUSE_PORT = 29_410  # in the switch's namespace, on its own address
 STORE_PORT = 29_420  # each node's group store, in its own namespace: + how often the node has joined again
 MIN_REPLICAS = MIN_QUORUM  # the fewest nodes a quorum holds: one node alone has no one to train with
-HEARTBEAT_TIMEOUT_S = 2.0  # a node unheard for this long has left: the quorum forms without it
 JOIN_TIMEOUT_S = 60.0  # bounds the first quorum's wait for every node heard; later ones form without waiting on it
 QUORUM_TICK_MS = 20  # how often the lighthouse looks for a quorum
 KILL_WAIT_S = 10.0  # a killed worker's exit, as the fork server reports it
@@ -91,7 +90,7 @@ class Lighthouse:
                 "--join-timeout-ms",
                 ms(JOIN_TIMEOUT_S),
                 "--heartbeat-timeout-ms",
-                ms(HEARTBEAT_TIMEOUT_S),
+                ms(QUORUM_WAIT_S),  # a node unheard for this long has left: the quorum forms without it
                 "--quorum-tick-ms",
                 str(QUORUM_TICK_MS),
                 stdin=subprocess.DEVNULL,
