@@ -93,13 +93,14 @@ def test_a_run_left_without_a_quorum_fails_in_one_line(tmp_path: Path) -> None:
         + ["--steps", "400", "--warmup", "1", "--timeout", "8", "--no-capture", "--out", str(tmp_path / "out")]
         + ["--schedule", str(schedule)],
         cwd=REPO,
+        env=os.environ | {"COLUMNS": "400"},  # one line stays one line
         capture_output=True,
         text=True,
         timeout=240,
     )
     assert done.returncode != 0
-    failed = [line for line in done.stdout.splitlines() if "run failed" in line]
-    assert len(failed) == 1 and "quorum lost" in failed[0], done.stdout[-2000:]
+    failed = [line for line in done.stderr.splitlines() if "run failed" in line]
+    assert len(failed) == 1 and "quorum lost" in failed[0], done.stderr[-2000:]
     run_dir = next((tmp_path / "out").rglob("run.json")).parent
     run_json = json.loads((run_dir / "run.json").read_text())
     assert run_json["status"] == "failed"
