@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -32,10 +33,13 @@ sys.path.insert(0, str(REPO))
 import pandas as pd  # noqa: E402
 
 from netbench.declarations.config import ReplicatorConfig  # noqa: E402
+from netbench.model.calibration import read_calibration  # noqa: E402
 from netbench.model.goodput import QUORUM_WAIT_S, Recovery, goodput, simulate  # noqa: E402
 from netbench.model.heal import heal_bytes, heal_time_s  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.prediction import workload_shapes  # noqa: E402
+from netbench.orchestrator.run.schedule_results import segment_summary  # noqa: E402
+from netbench.rundir.churn_figures import churn_figures, span_s  # noqa: E402
 from netbench.rundir.steps_schema import Col  # noqa: E402
 from netbench.schedule.churn import parse_churn  # noqa: E402
 
@@ -44,13 +48,27 @@ def pct(x: float) -> str:
     return f"{100 * (x - 1):+.1f} %"
 
 
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f} s"
+
+
+def _ratio(measured: float | None, model: float | None) -> str:
+    return pct(measured / model) if measured and model else "-"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
+    parser.add_argument(
+        "--calibration", type=Path, help="price the segments again with this code and calibration (default: run.json's)"
+    )
     args = parser.parse_args()
     run_json = json.loads((args.run_dir / "run.json").read_text())
     steps = pd.read_csv(args.run_dir / "steps.csv")
     summary, config = run_json["summary"], RunConfig.model_validate(run_json["config"])
+    if args.calibration is not None:
+        calibration = read_calibration(args.calibration)
+        summary["schedule_segments"] = segment_summary(config, steps, None, calibration, os.cpu_count(), None)
     rep: ReplicatorConfig = config.replicator
     shapes = workload_shapes(config.workload, config.cluster.nodes)
     print(f"{args.run_dir.name}: status {summary['status']} {summary.get('reason') or ''}")
@@ -58,19 +76,24 @@ def main() -> int:
     measured = steps[~steps[Col.WARMUP]]
     print(f"steps run {len(measured)} (all nodes), lost {summary.get('steps_lost')}, heals {summary.get('heals')}")
 
-    step_of: dict[int, float] = {}
-    print("segment  members  measured step  model step  measured/model")
+    step_of: dict[int, tuple[float, float]] = {}  # members -> the model's (step, communication per step)
+    print("segment  members  steady step  model step  steady/model  mean step  model mean  mean/model")
     for seg in summary.get("schedule_segments") or []:
         model = seg.get("predicted_step_time_s")
         if model is not None:
-            step_of[seg["members"]] = model
-        ratio = f"{pct(seg['step_time_s'] / model)}" if model else "-"
-        shown = f"{model:.3f} s" if model else "-"
-        print(f"{seg['segment']:7d}  {seg['members']:7d}  {seg['step_time_s']:11.3f} s  {shown:>10s}  {ratio}")
+            step_of[seg["members"]] = (model, seg.get("predicted_comm_time_s") or 0.0)
+        steady, mean = seg.get("step_time_s"), seg.get("segment_step_time_s", seg.get("step_time_s"))
+        mean_model = seg.get("predicted_segment_step_time_s", model)
+        print(
+            f"{seg['segment']:7d}  {seg['members']:7d}  {_s(steady):>11s}  {_s(model):>10s}  "
+            f"{_ratio(steady, model):>12s}  {_s(mean):>9s}  {_s(mean_model):>10s}  {_ratio(mean, mean_model)}"
+        )
 
     model_bytes = heal_bytes(rep, shapes)
     link = config.cluster.up
-    model_heal_s = heal_time_s(rep, shapes, link.rate_bps, 2 * link.delay_s)
+    priced = [seg["predicted_heal_s"] for seg in summary.get("schedule_segments") or [] if "predicted_heal_s" in seg]
+    # the run's own pricing (its calibration's framing and message overhead), else the bare formula
+    model_heal_s = priced[0] if priced else heal_time_s(rep, shapes, link.rate_bps, 2 * link.delay_s)
     heals = measured[measured[Col.HEAL_BYTES] > 0]
     for _, row in heals.iterrows():
         print(
@@ -84,25 +107,26 @@ def main() -> int:
     for at in joins:
         after = steps[steps[Col.T_START] > at]
         if not after.empty:
-            restarts.append(float(after[Col.T_START].min() - at))
+            restarts.append(float(after[Col.T_START].min() - at) / float(run_json.get("dilation") or 1.0))
     restart_s = median(restarts) if restarts else 0.0
 
-    measured_goodput = summary.get("goodput_steps_per_s")
+    measured_goodput = churn_figures(measured).get("goodput_steps_per_s")  # this code's, in the cluster's seconds
     if not step_of or measured_goodput is None:
         print("no goodput comparison: no modelled segment or no committed step")
         return 0
     counts = sorted(step_of)
 
-    def step_at(members: int) -> tuple[float, float]:
-        nearest = min(counts, key=lambda m: abs(m - members))
-        step = step_of[nearest]
-        return step, step * (1 if rep.name == "full" else 1 / 3)
-
     period = rep.sync_every if rep.name == "diloco" else 1
+
+    def step_at(members: int) -> tuple[float, float, float]:
+        step, comm = step_of[min(counts, key=lambda m: abs(m - members))]
+        exchange = period * comm  # the window's all-reduce
+        return step, step if period == 1 else exchange, exchange
+
     recovery = Recovery(period=period, heal_s=model_heal_s, quorum_wait_s=QUORUM_WAIT_S, restart_s=restart_s)
     names = [n.name for n in config.cluster.topology.nodes]
     changes = config.schedule.changes if config.schedule is not None else []
-    horizon = float(measured[Col.T_END].max() - measured[Col.T_START].min())
+    horizon = span_s(measured)
     simulated = simulate(changes, names, horizon, step_at, recovery)
     print(f"a joining worker's start (join -> its first step): {restart_s:.2f} s")
     print(

@@ -253,6 +253,7 @@ def _predicted(
     if "error" in forecast:
         return {"prediction_error": forecast["error"]}
     out["predicted_step_time_s"] = forecast["step_time_s"]
+    out["predicted_comm_time_s"] = forecast.get("comm_time_s")
     out["forecast_error"] = forecast["step_time_s"] / measured_s - 1
     replay = replay_run(seg_config, rows, calibration, cpus=cpus)
     if replay is not None:
