@@ -10,7 +10,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.model.goodput import QUORUM_WAIT_S
 from netbench.model.heal import heal_bytes, heal_time_s
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.run.schedule_results import annotate, segment_summary
+from netbench.orchestrator.run.schedule_results import annotate, churn_error, segment_summary
 from netbench.rundir.steps_schema import Col
 from netbench.schedule import parse_text
 from netbench.topology.link import DirectionSpec
@@ -95,3 +95,12 @@ def test_the_windows_a_change_in_members_cost_are_priced_apart_from_the_steady_s
     assert away["predicted_segment_step_time_s"] == pytest.approx((2 * model + QUORUM_WAIT_S) / 2)
     model = back["predicted_step_time_s"]
     assert back["predicted_transient_s"] == pytest.approx(2 * model + back["predicted_heal_s"])
+
+
+def test_a_run_through_churn_is_held_to_the_model_with_its_costs_priced() -> None:
+    found = [
+        {"steps": 10, "segment_step_time_s": 2.0, "predicted_segment_step_time_s": 1.5, "transient_s": 4.0},
+        {"steps": 30, "step_time_s": 1.0, "predicted_step_time_s": 1.1},
+    ]
+    assert churn_error(found)["churn_model_error"] == pytest.approx((15 + 33) / (20 + 30) - 1)
+    assert churn_error(found[1:]) == {}  # members never changed

@@ -310,6 +310,11 @@ FIELDS: tuple[Field, ...] = (
     Metric("heal_bytes_model", label="bytes per heal, the model's (weights and kept state)", unit="B", terminal=True),
     Metric("heal_time_s", label="time per heal (median)", unit="s", terminal=True),
     Metric("goodput_steps_per_s", label="goodput: committed steps per wall second", terminal=True),
+    Metric(
+        "churn_model_error",
+        label="model error through churn (segments' steps, heals, waits): (model - measured) / measured",
+        terminal=True,
+    ),
     Metric("first_loss", label="first loss", csv=("measured",)),
     Metric("final_loss", label="last loss", csv=("measured",)),
     Metric("steps_measured", int, label="steps measured", unit="count", csv=("measured",)),

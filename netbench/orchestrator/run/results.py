@@ -35,7 +35,7 @@ from netbench.orchestrator.prediction import (
 from netbench.orchestrator.run import health
 from netbench.orchestrator.run.fidelity import codec_reason, codec_speed, unfinished
 from netbench.orchestrator.run.links import link_report, read_trunks
-from netbench.orchestrator.run.schedule_results import annotate, segment_summary, step_errors
+from netbench.orchestrator.run.schedule_results import annotate, churn_error, segment_summary, step_errors
 from netbench.orchestrator.run.sharding_results import sharding_summary
 from netbench.rundir.churn_figures import churn_figures
 from netbench.rundir.drift import drift_figures
@@ -380,6 +380,7 @@ def _write_files(
             calib.identity() if calib else None,
         )
         summary.update(step_errors(steps, summary["schedule_segments"]))
+        summary.update(churn_error(summary["schedule_segments"]))
     if summary.get("heals"):
         summary.update(_heal_model(config))
     if out.status == "ok":

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
     from netbench.orchestrator.config import RunConfig
 
-__all__ = ["annotate", "segment_cluster", "segment_summary", "step_errors"]
+__all__ = ["annotate", "segment_cluster", "segment_summary", "step_errors", "churn_error"]
 
 
 def _time_zero(steps: pd.DataFrame) -> float | None:
@@ -280,3 +280,21 @@ def step_errors(steps: pd.DataFrame, found: list[dict[str, Any]]) -> dict[str, f
         if not errors.empty:
             out[key] = float(errors.median())
     return out
+
+
+def churn_error(found: list[dict[str, Any]]) -> dict[str, float]:
+    """Over a run through churn, the model's time for the measured steps against theirs, each segment's steady step,
+    heals and waits priced (``churn_model_error``); nothing for a run whose members never changed."""
+    if not any("transient_s" in s for s in found):
+        return {}
+    measured = model = 0.0
+    for s in found:
+        mean, predicted = (
+            s.get("segment_step_time_s", s.get("step_time_s")),
+            s.get("predicted_segment_step_time_s", s.get("predicted_step_time_s")),
+        )
+        if mean is None or predicted is None or not s.get("steps"):
+            continue
+        measured += mean * s["steps"]
+        model += predicted * s["steps"]
+    return {"churn_model_error": model / measured - 1} if measured > 0 else {}
