@@ -1,17 +1,21 @@
 """Gossip's syncs one by one, from a run directory: who waited for whom, how long each exchange took, what TCP saw.
 
-A gossip step is priced as if every pair entered its exchange together and every exchange took the model's one call.
-This prints, for each sync after the warm-up (steps.csv: a rank's exchange ends where its decode begins, and began
-``comm_s`` before that), each rank's partner, how long it waited for that partner to enter, and the exchange's time
-from the later entry to the rank's exit, beside the model's call (the run's replay: its ``comm_time_s`` times the
-period). Where the run kept TCP samples (``tcp/nodeN.jsonl``), each direction of each pair during the sync: bytes sent,
-when they stopped growing (to the sampling interval), the most smoothed round trip and the congestion window at that
-time: whether a direction ran slower than the other, and whether its round trip grew.
+A gossip sync is priced as if every pair entered its exchange together, at that sync's own pairs (the pairing the
+replicator draws from the seed and the step), and the step at the mean over the run's syncs. This prints, for each
+sync after the warm-up (steps.csv: a rank's exchange ends where its decode begins, and began ``comm_s`` before that),
+each rank's partner, how long it waited for that partner to enter, and the exchange's time from the later entry to
+the rank's exit, beside the model's call for that sync (the run's replay priced at that sync alone: its
+``comm_time_s`` times the period) and, in the header, the mean call over the run's syncs and the replay the run
+stored beside the one this code computes. Where the run kept TCP samples (``tcp/nodeN.jsonl``), each direction of
+each pair during the sync: bytes sent, when they stopped growing (to the sampling interval), the most smoothed round
+trip and the congestion window at that time: whether a direction ran slower than the other, and whether its round
+trip grew.
 
     PYTHONPATH=. python3 scripts/gossip_syncs.py RUN_DIR [RUN_DIR ...]
     PYTHONPATH=. python3 scripts/gossip_syncs.py SWEEP_DIR/runs/*gossip*
 
-Times are emulated seconds (a dilated run's wall time over its dilation). Nothing is run or written.
+Times are emulated seconds (a dilated run's wall time over its dilation: steps.csv's durations are divided already,
+its wall clock is divided here). Nothing is run or written.
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ from netbench.calibrate.hostcache import load_calibration
 from netbench.declarations.gossip_spec import partner
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.prediction import local_time_s, mean_codec_s, measured_codec_s, predict, workload_shapes
+from netbench.orchestrator.prediction import (
+    local_time_s,
+    mean_codec_s,
+    measured_codec_s,
+    measured_step_numbers,
+    predict,
+    replay_run,
+    workload_shapes,
+)
 from netbench.rundir.layout import read_records
 from netbench.rundir.reading import read_csv
 from netbench.trace.sampling import tcp_folder
@@ -35,13 +47,17 @@ from netbench.trace.sampling import tcp_folder
 CPUS = 2  # the project's hosts: the replay prices the codec on 2 shared cores
 
 
-def model_call_s(config: RunConfig, steps: pd.DataFrame, calibration: Calibration) -> float | None:
-    """The replay's time of one exchange: its communication per step times the period (None where it has none)."""
+def model_call_s(
+    config: RunConfig, steps: pd.DataFrame, calibration: Calibration, sync: int | None = None
+) -> float | None:
+    """The replay's time of one exchange: its communication per step times the period (None where it has none), at
+    the pairs of the sync that ends 1-based step ``sync``, or averaged over the run's syncs."""
     local, codec = local_time_s(steps), measured_codec_s(steps)
     if local is None or codec is None:
         return None
     shapes = workload_shapes(config.workload, config.cluster.nodes)
-    est = predict(config, shapes, local, calibration, CPUS, codec, mean_codec_s(steps))
+    priced = (sync,) if sync is not None else measured_step_numbers(steps)
+    est = predict(config, shapes, local, calibration, CPUS, codec, mean_codec_s(steps), priced)
     return est.comm_time_s * config.replicator.sync_every
 
 
@@ -51,7 +67,7 @@ def exchanges(steps: pd.DataFrame, nodes: int, seed: int, dilation: float) -> pd
     rows = []
     for step, group in measured.groupby("step"):
         g = group.set_index("rank")
-        leave = g["t_end"] - g["decode_s"]
+        leave = g["t_end"] / dilation - g["decode_s"]  # emulated seconds: steps.csv's durations are divided already
         enter = leave - g["comm_s"]
         for rank in g.index:
             other = partner(int(rank), nodes, int(step) + 1, seed)  # steps.csv counts from 0, the pairing from 1
@@ -65,8 +81,8 @@ def exchanges(steps: pd.DataFrame, nodes: int, seed: int, dilation: float) -> pd
                     "partner": other,
                     "enter": enter[rank],
                     "leave": leave[rank],
-                    "wait_ms": 1e3 * (later - enter[rank]) / dilation,
-                    "exchange_ms": 1e3 * (leave[rank] - later) / dilation,
+                    "wait_ms": 1e3 * (later - enter[rank]),
+                    "exchange_ms": 1e3 * (leave[rank] - later),
                 }
             )
     return pd.DataFrame(rows)
@@ -92,7 +108,7 @@ def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, d
             if sent < 64 * 1024:  # a notification or ACKs only
                 continue
             last = next(t for t, c in inside if c["bytes_sent"] == inside[-1][1]["bytes_sent"])
-            srtt = max(c["srtt_us"] for _, c in inside) / 1e3
+            srtt = max(c["srtt_us"] for _, c in inside) / 1e3 / dilation
             cwnd = max(c["cwnd"] for _, c in inside)
             peer = addresses.get(name.split("->")[1].rsplit(":", 1)[0], "?")
             lines.append(
@@ -117,18 +133,25 @@ def show(run_dir: Path, calibration: Calibration) -> None:
     steps = read_csv(run_dir / "steps.csv")
     summary = data.get("summary", {})
     call = model_call_s(config, steps, calibration)
+    replay = replay_run(config, steps, calibration, CPUS) or 0.0
     print(
         f"== {run_dir.name}: {len(nodes)} nodes, dilation {dilation:g}, step {summary.get('step_time_s', 0):.4f} s, "
-        f"replay {summary.get('replay_step_time_s') or 0:.4f} s, model call "
-        f"{'-' if call is None else f'{1e3 * call:.0f} ms'}"
+        f"replay stored {summary.get('replay_step_time_s') or 0:.4f} s, now {replay:.4f} s, model call "
+        f"{'-' if call is None else f'{1e3 * call:.0f} ms'} (mean over its syncs)"
     )
     table = exchanges(steps, len(nodes), config.replicator.seed, dilation)
     for step, group in table.groupby("step"):
         pairs = "  ".join(
             f"r{r.rank}<->r{r.partner} wait {r.wait_ms:4.0f} exch {r.exchange_ms:5.0f}" for r in group.itertuples()
         )
-        print(f"  sync ending step {step}: {pairs}")
-        for line in directions(run_dir, nodes, group["enter"].min(), group["leave"].max(), dilation):
+        priced = model_call_s(config, steps, calibration, int(step) + 1)
+        slowest = (group["wait_ms"] + group["exchange_ms"]).max()
+        print(
+            f"  sync ending step {step}: {pairs}  | longest wait+exch {slowest:5.0f} ms, model "
+            f"{'-' if priced is None else f'{1e3 * priced:.0f}'} ms"
+        )
+        wall = group["enter"].min() * dilation, group["leave"].max() * dilation  # the TCP samples' clock
+        for line in directions(run_dir, nodes, *wall, dilation):
             print(line)
 
 

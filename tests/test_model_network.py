@@ -207,3 +207,62 @@ def test_all_reduce_data_runs_to_the_rank_before_and_wan_acks_come_back_on_the_l
     assert got.link_bytes["n1 up"] > got.link_bytes["n0 up"] * 1.005
     # the WAN's a-to-b direction: n0's data to n3 and the ACKs of n2's data to n1, as many bytes as n1's uplink
     assert got.link_bytes["a to b"] == pytest.approx(got.link_bytes["n1 up"], rel=1e-4)
+
+
+def _gossip_on_two_sites(steps):
+    """4 nodes, 2 a site, behind a 10 Mbit/s WAN: gossip (a sync every 4 steps) priced at the syncs among ``steps``."""
+    topo = two_sites(2, _d(10 * MBIT, 0.01))
+    model = GraphModel(topo, place(topo, "topology"))
+    scheme = build_scheme("gossip", SchemeSettings(sync_every=4))
+    return model.estimate(scheme, MATRIX, Scenario(workers=4, compute_s=0.05), CALIB, steps=steps).step
+
+
+def _syncs_pairing(within_sites: bool) -> int:
+    """The first sync (1-based step) whose seeded pairs all stay inside a site, or all cross the WAN."""
+    from netbench.declarations.gossip_spec import pairs
+
+    for step in range(4, 4000, 4):
+        inside = [a // 2 == b // 2 for a, b in pairs(4, step, 0)]
+        if all(inside) if within_sites else not any(inside):
+            return step
+    raise AssertionError("no such sync among the first thousand")
+
+
+def test_gossip_prices_each_sync_at_the_pairs_the_replicator_draws_for_it():
+    """A sync whose pairs stay inside the sites moves nothing across the WAN and takes the LAN's time; one that pairs
+    across it takes the WAN's; a run of both is priced at their mean."""
+    inside, across = _syncs_pairing(True), _syncs_pairing(False)
+    lan, wan = _gossip_on_two_sites([inside]), _gossip_on_two_sites([across])
+    assert wan.comm_time_s > 20 * lan.comm_time_s
+    mixed = _gossip_on_two_sites([inside, across, inside + 1])  # inside + 1 is no sync: left out
+    assert mixed.comm_time_s == pytest.approx((lan.comm_time_s + wan.comm_time_s) / 2, rel=1e-12)
+    assert mixed.tx.total == pytest.approx(wan.tx.total, rel=0.01)  # the bytes a node sends: the same either way
+
+
+def test_gossip_without_a_runs_steps_is_priced_at_the_pairings_expectation():
+    """On 4 nodes a third of the uniform pairings stay inside the sites: the expectation lies near a third of the way
+    from the WAN's sync to the LAN's."""
+    lan = _gossip_on_two_sites([_syncs_pairing(True)]).comm_time_s
+    wan = _gossip_on_two_sites([_syncs_pairing(False)]).comm_time_s
+    expected = _gossip_on_two_sites(None).comm_time_s
+    assert (wan - expected) / (wan - lan) == pytest.approx(1 / 3, abs=0.05)
+
+
+def test_a_gossip_pairs_first_exchange_in_the_run_starts_from_tcps_initial_window():
+    """Over a 1 Gbit/s, 50 ms WAN a pair that exchanged before sends with the window its bursts grew; a pair's first
+    exchange (the run's first sync pairs every rank for the first time) grows its window from 10 segments, a round
+    trip per doubling: the same pairs cost several round trips more the first time than at their next sync."""
+    from netbench.declarations.gossip_spec import pairs
+    from netbench.model.pairings import canonical
+
+    topo = two_sites(2, _d(GBIT, 0.05))
+    model = GraphModel(topo, place(topo, "topology"))
+    scheme = build_scheme("gossip", SchemeSettings(sync_every=4))
+    first = 4  # the run's first sync: every pair is new
+    again = next(s for s in range(8, 4000, 4) if canonical(pairs(4, s, 0)) == canonical(pairs(4, first, 0)))
+
+    def call_s(step: int) -> float:
+        est = model.estimate(scheme, MATRIX, Scenario(workers=4, compute_s=0.05), CALIB, steps=[step]).step
+        return est.comm_time_s * 4
+
+    assert call_s(first) > call_s(again) + 3 * 0.1

@@ -189,3 +189,22 @@ def test_pairs_across_one_wan_share_it():
     across, within, one = seconds([(0, 2), (1, 3)]), seconds([(0, 1), (2, 3)]), seconds([(0, 2)])
     assert within < one < across
     assert across == pytest.approx(2 * one, rel=0.1)  # two pairs' data through one WAN direction
+
+
+def test_the_model_prices_the_pairs_the_replicator_exchanges_with():
+    """The model's pairing of a sync (:func:`netbench.model.pairings.sync_pairings`, from the declaration) pairs each
+    rank with the partner the replicator sends to at that sync."""
+    from netbench.declarations.gossip_spec import SPEC
+    from netbench.model.pairings import sync_pairings
+
+    config = ReplicatorConfig(name="gossip", sync_every=3, seed=7)
+    for ranks in (2, 4, 5, 6):
+        for step in (3, 6, 9, 30):
+            ((weight, pairs, _),) = sync_pairings(
+                SPEC.pairing, config, ranks, Exchange("pairwise", 1, period=3), [step]
+            )
+            assert weight == 1.0
+            for a, b in pairs:
+                assert partner(a, ranks, step, 7) == b and partner(b, ranks, step, 7) == a
+            paired = {r for p in pairs for r in p}
+            assert all(partner(r, ranks, step, 7) == r for r in set(range(ranks)) - paired)

@@ -460,6 +460,7 @@ def gloo_time(
     idle_s: float | None = None,
     paced_flight_bytes: float = 0.0,
     skewed: bool = False,
+    fresh: bool = False,
 ) -> GlooTime:
     """Time of one gloo ring call of ``nbytes`` among ``peers`` on a link with ``one_way_s`` delay.
 
@@ -469,7 +470,9 @@ def gloo_time(
     restart when the settings make one; 0: a warm connection). ``paced_flight_bytes``: the
     largest burst the connection carries in a step (other calls included), which sets bbr's pacing.
     ``skewed``: the ranks of a ring of two enter more than a delay apart (mechanism 4; all_gather only):
-    the late rank waits one more half's transfer.
+    the late rank waits one more half's transfer. ``fresh``: the connection has never carried data (a gossip pair's
+    first exchange): it starts from the initial window whatever the congestion control, and bbr paces this call's
+    own bursts only.
     """
     loops = ring_operations(kind, nbytes, peers)
     if not loops or peers < 2:
@@ -483,7 +486,10 @@ def gloo_time(
         hops = 2 * (peers - 1)
         t = chain_time_s(hops, nbytes, one_way_s, overhead_s, rate_Bps)
         return GlooTime(time_s=t, latency_s=hops * (one_way_s + overhead_s), transfer_s=hops * nbytes / rate_Bps)
-    cwnd = restart_window_bytes(tcp, mss, math.inf if idle_s is None else idle_s, rtt, warm)
+    if fresh:
+        cwnd, paced_flight_bytes = min(cap, tcp.initcwnd * mss), 0.0
+    else:
+        cwnd = restart_window_bytes(tcp, mss, math.inf if idle_s is None else idle_s, rtt, warm)
     pacing = (
         bbr_rate_Bps(max(flight, paced_flight_bytes), rtt, initcwnd_bytes=tcp.initcwnd * mss)
         if tcp.cc in BBR_LIKE

@@ -29,6 +29,7 @@ from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost, Link, cost, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step, rests
 from netbench.model.gloo_tcp import largest_flight_bytes
+from netbench.model.pairings import sync_pairings
 from netbench.model.rings import BACKWARD_RINGS, HopPrice, RingHop, RingSet, Routes
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario, StepEstimate, dense_dtype, exchange_cost, per_step
@@ -178,9 +179,14 @@ class GraphModel:
         layout: Layout = "flat",
         trunk_scale: float = 1.0,
         params: int | None = None,
+        steps: Sequence[int] | None = None,
     ) -> GraphEstimate:
         """Model one step of ``scheme`` on ``shapes`` (``scenario``: compute, framing, TCP; its links come from the
         graph).
+
+        A scheme that pairs its ranks afresh each sync (gossip) is priced at each distinct pairing of the syncs among
+        ``steps`` (1-based: a run's measured steps), each pair a ring of two, the pairings averaged by how many syncs
+        drew them (:func:`netbench.model.pairings.sync_pairings`; without steps, the pairing's expectation).
         """
         g = scenario.gpus_per_node
         if scenario.algorithm != "ring" or (g > 1 and layout != "flat"):
@@ -191,19 +197,31 @@ class GraphModel:
         intra_rings, rings = self.layout_rings(layout)
         k = len(rings.rings)
         exchanges = tuple(_sharded(ex, k) for ex in scheme.exchanges(shapes, rings.peers))
-        pairing = spec(scheme.name).pairing
-        if pairing is not None and layout == "flat":  # the seeded pairs of the first sync, each a ring of two
-            ranks = pairing(scheme.config, len(self.placement), exchanges[0].period)
-            rings = RingSet(self.routes, [[self.placement[a], self.placement[b]] for a, b in ranks])
+        draws = self._draws(scheme, rings, layout, exchanges, steps)
         scale = self.topology.nodes[self.slowest].compute_scale
         # each of a shard's (site layout) or a machine's (G accelerators) ranks encodes its own slice
         compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / (k * g), len(shapes))) * scale
         compute = scenario.compute_s * scale
-        prices = rings.prices(trunk_scale)
-        paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, rings.peers)), rings.peers)
-        wire, by_price = self._wire(
-            exchanges, rings, prices, scenario, calibration, compute + compression, compression, paced
-        )
+        peers = draws[0][1].peers  # every draw's rings are alike in size: two ranks a pair
+        paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, peers)), peers)
+        wire, by_price, loads = CollectiveCost(), {}, {}
+        for weight, drawn, fresh in draws:
+            cost_here, alone = self._wire(
+                exchanges,
+                drawn,
+                drawn.prices(trunk_scale),
+                scenario,
+                calibration,
+                compute + compression,
+                compression,
+                paced,
+                fresh,
+            )
+            wire = wire + cost_here.scaled(weight)
+            for price, t in alone.items():
+                by_price[price] = by_price.get(price, 0.0) + weight * t
+            for h, b in _link_bytes(drawn, exchanges, scenario).items():
+                loads[h] = loads.get(h, 0.0) + weight * b
         intra, intra_ex = self.within_sites(scheme, n_params, intra_rings, scenario, calibration, trunk_scale)
         machine = _within_machine(scheme, n_params, scenario, calibration)
         comm = wire.time_s + intra.time_s + machine
@@ -225,12 +243,30 @@ class GraphModel:
             step_time_s=step,
             overlap=scheme.overlap,
         )
-        loads = _link_bytes(rings, exchanges, scenario)
         if intra_rings is not None:
             for h, b in _link_bytes(intra_rings, intra_ex, scenario).items():
                 loads[h] = loads.get(h, 0.0) + b
         named = {direction_name(self.topology, h): b for h, b in sorted(loads.items(), key=lambda kv: -kv[1])}
-        return GraphEstimate(est, layout, named, self._bottleneck(est, rings, by_price, intra, trunk_scale))
+        bottleneck = self._bottleneck(est, [r for _, r, _ in draws], by_price, intra, trunk_scale)
+        return GraphEstimate(est, layout, named, bottleneck)
+
+    def _draws(
+        self,
+        scheme: Scheme,
+        rings: RingSet,
+        layout: Layout,
+        exchanges: Sequence[Exchange],
+        steps: Sequence[int] | None,
+    ) -> list[tuple[float, RingSet, bool]]:
+        """(weight, rings, fresh) to price the exchanges on: the layout's rings, or, for a scheme that pairs its ranks
+        each sync (its declaration's ``pairing``) on the flat layout, each distinct pairing of the syncs, a ring of two
+        per pair (``fresh``: some pair's first exchange in the run, :func:`~netbench.model.pairings.sync_pairings`)."""
+        pairing = spec(scheme.name).pairing
+        if pairing is None or layout != "flat" or not exchanges:
+            return [(1.0, rings, False)]
+        drawn = sync_pairings(pairing, scheme.config, len(self.placement), exchanges[0], steps)
+        place = self.placement
+        return [(w, RingSet(self.routes, [[place[a], place[b]] for a, b in pairs]), fresh) for w, pairs, fresh in drawn]
 
     def _wire(
         self,
@@ -242,9 +278,12 @@ class GraphModel:
         idle: float,
         codec: float,
         paced: float,
+        fresh: bool = False,
     ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
         """The exchanges' cost on ``rings`` (as the uniform ring's closed form sums it) and each hop's
-        alone; ``paced``: the largest burst the connections have carried (:func:`paced_flight_bytes`).
+        alone; ``paced``: the largest burst the connections have carried (:func:`paced_flight_bytes`); ``fresh``:
+        connections that never carried data, which start from TCP's initial window (a pairwise exchange makes one
+        call a sync).
         """
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
@@ -254,7 +293,7 @@ class GraphModel:
             def cost_on(ps, rest: float | None, ex=ex, overhead=overhead) -> CollectiveCost:
                 return per_step(
                     ex,
-                    lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec),
+                    lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec, fresh),
                     rest,
                     idle,
                 )
@@ -310,7 +349,7 @@ class GraphModel:
     def _bottleneck(
         self,
         est: StepEstimate,
-        rings: RingSet,
+        drawn: Sequence[RingSet],
         by_price: dict[HopPrice, float],
         intra: CollectiveCost,
         trunk_scale: float,
@@ -327,7 +366,9 @@ class GraphModel:
         if not by_price:
             return node_pick
         worst = max(by_price, key=by_price.__getitem__)
-        hop = next(hop for ring in rings.rings for hop in ring if rings.price(hop, trunk_scale) == worst)
+        rings, hop = next(
+            (rs, hop) for rs in drawn for ring in rs.rings for hop in ring if rs.price(hop, trunk_scale) == worst
+        )
         h = _binding(rings, hop, trunk_scale)
         name = direction_name(self.topology, h)
         share = est.wire.time_s / step
@@ -389,6 +430,7 @@ class UniformStar(GraphModel):
         layout: Layout = "flat",
         trunk_scale: float = 1.0,
         params: int | None = None,
+        steps: Sequence[int] | None = None,
     ) -> GraphEstimate:
         if not self._built:  # the delay on the uplinks: a star's one-way delay is up's plus down's
             up = DirectionSpec(rate_bps=self.up_bps, delay_s=self.delay_s)
@@ -396,7 +438,7 @@ class UniformStar(GraphModel):
                 self, star(self.machines, up, DirectionSpec(rate_bps=self.down_bps)), range(self.machines)
             )
             self._built = True
-        return super().estimate(scheme, shapes, self._links(scenario), calibration, layout, trunk_scale, params)
+        return super().estimate(scheme, shapes, self._links(scenario), calibration, layout, trunk_scale, params, steps)
 
 
 def _binding(rings: RingSet, hop: RingHop, trunk_scale: float) -> Hop:

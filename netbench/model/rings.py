@@ -175,8 +175,10 @@ class RingSet:
         idle_s: float | None,
         paced_flight_bytes: float,
         cpu_work_s: float,
+        fresh: bool = False,
     ) -> CollectiveCost:
-        """One of ``exchange``'s calls on every ring at once: the slowest ring's time, one node's wire bytes."""
+        """One of ``exchange``'s calls on every ring at once: the slowest ring's time, one node's wire bytes
+        (``fresh``: on connections that never carried data, :func:`~netbench.model.gloo_tcp.gloo_time`)."""
         if not exchange.moves_bytes:
             return CollectiveCost()
         nbytes = exchange.bytes_per_step / exchange.calls
@@ -199,7 +201,16 @@ class RingSet:
             )
         times = {
             price: ring_time(
-                exchange, self.peers, rates[price], links[price], framing, tcp, idle_s, paced_flight_bytes, cpu_work_s
+                exchange,
+                self.peers,
+                rates[price],
+                links[price],
+                framing,
+                tcp,
+                idle_s,
+                paced_flight_bytes,
+                cpu_work_s,
+                fresh,
             )
             for price in distinct
         }

@@ -56,15 +56,17 @@ def training_step(
     host: HostEffects | None = None,
     workload_kind: str | None = None,
     per_link: bool = True,
+    steps: Sequence[int] | None = None,
 ) -> GraphEstimate:
     """One step of ``scheme`` on ``graph`` with every overlap rule applied.
 
     ``per_link`` False asks for the step alone (a uniform star's closed form, at any size): the estimate then holds
     no bytes per link and no bottleneck. ``workload_kind``: the workload whose backward starts the buckets (None: no
-    backward overlap).
+    backward overlap). ``steps``: the 1-based steps a run measured, whose syncs a scheme that pairs its ranks each
+    sync is priced at (None: the pairing's expectation; :meth:`GraphModel.estimate`).
     """
     if per_link:
-        found = graph.estimate(scheme, shapes, scenario, calibration, layout, trunk_scale, params)
+        found = graph.estimate(scheme, shapes, scenario, calibration, layout, trunk_scale, params, steps)
     else:
         found = GraphEstimate(graph.step(scheme, shapes, scenario, calibration, params), layout, {}, None)
     est, enc, dec = found.step, None, None

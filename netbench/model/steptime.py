@@ -157,8 +157,10 @@ def ring_time(
     idle_s: float | None,
     paced_flight_bytes: float,
     cpu_work_s: float,
+    fresh: bool = False,
 ) -> GlooTime:
-    """One call of gloo's ring over ``link`` at ``payload_Bps`` (its bottleneck's payload rate): :func:`gloo_time`."""
+    """One call of gloo's ring over ``link`` at ``payload_Bps`` (its bottleneck's payload rate): :func:`gloo_time`
+    (``fresh``: on connections that never carried data)."""
     delay = link.delay_s
     skewed = skew_expected(
         exchange.collective, peers, exchange.calls, cpu_work_s, delay, free_running=exchange.runs_free
@@ -175,6 +177,7 @@ def ring_time(
         idle_s,
         paced_flight_bytes,
         skewed,
+        fresh,
     )
 
 

@@ -59,6 +59,8 @@ __all__ = [
     "measured_codec_s",
     "scenario_for",
     "layout_of",
+    "measured_step_numbers",
+    "priced_steps",
     "model_step",
     "predict",
     "weights_sharded",
@@ -269,18 +271,40 @@ def _graph_inputs(
     return graph, scheme, sharding.node_shapes(shapes, g), scenario
 
 
+def measured_step_numbers(steps: pd.DataFrame) -> tuple[int, ...]:
+    """The 1-based numbers of a run's measured steps (steps.csv counts from 0, warm-up included): the steps whose
+    syncs a gossip run's prediction and replay price, each at its own pairs."""
+    if steps.empty or Col.STEP not in steps:
+        return ()
+    return tuple(int(s) + 1 for s in sorted(measured_steps(steps)[Col.STEP].unique()))
+
+
+def priced_steps(config: RunLike, steps: Sequence[int] | None) -> tuple[int, ...] | None:
+    """``steps`` where given, else the steps a run of ``config`` measures (those after its warm-up), else None (the
+    pairing's expectation)."""
+    if steps:
+        return tuple(steps)
+    count, warmup = getattr(config, "steps", None), getattr(config, "warmup_steps", None)
+    if not isinstance(count, int) or not isinstance(warmup, int):
+        return None
+    return tuple(range(warmup + 1, warmup + count + 1))
+
+
 def model_step(
     config: RunLike,
     shapes: Sequence[ParamShape],
     local_s: float,
     calibration: Calibration,
     scheme: Scheme | None = None,
+    steps: Sequence[int] | None = None,
 ) -> GraphEstimate:
     """The model's step on the run's network graph and rank placement, before any overlap rule or the emulator's own
     effects (what sets it, and the bytes per link direction). ``scheme``: the run's replicator as a scheme, where the
-    caller built it already."""
+    caller built it already; ``steps``: the 1-based steps priced (:func:`priced_steps`)."""
     graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration, scheme)
-    return graph.estimate(scheme, node_shapes, scenario, calibration, layout_of(config))
+    return graph.estimate(
+        scheme, node_shapes, scenario, calibration, layout_of(config), steps=priced_steps(config, steps)
+    )
 
 
 def predict(
@@ -291,6 +315,7 @@ def predict(
     cpus: int | None = None,
     codec_s: tuple[float, float] | None = None,
     hop_codec_s: float | None = None,
+    steps: Sequence[int] | None = None,
 ) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
 
@@ -298,7 +323,8 @@ def predict(
     ``compression_time_s`` is encode + decode of :func:`encode_decode_s` (per tensor as well as per parameter), on the
     slowest node; ``codec_s`` replaces them with measured (encode, decode) times (the replay), which already hold the
     slowest node's own speed, and ``hop_codec_s`` the encode + decode a quantized ring's hops are priced at (the
-    run's mean, :func:`mean_codec_s`); tbf's refilled bucket credits the wire (:func:`bucket_credit_s`).
+    run's mean, :func:`mean_codec_s`); tbf's refilled bucket credits the wire (:func:`bucket_credit_s`). ``steps``:
+    the 1-based steps a run measured (:func:`priced_steps`), whose syncs a gossip run is priced at.
     """
     measured = codec_s is not None
     calibrated = encode_decode_s(config, shapes, calibration, cpus)
@@ -315,6 +341,7 @@ def predict(
         layout=layout_of(config),
         host=host,
         workload_kind=config.workload.kind,
+        steps=priced_steps(config, steps),
     )
     if getattr(config, "shard", "none") != "none":
         return weights_sharded(config, found.step, graph, scheme, shapes, calibration)
@@ -422,7 +449,7 @@ def predict_run(
             return {"error": f"workload has {total_params(shapes)} parameters here but the workers trained {n_params}"}
         cpus = cpus or host_cpus()
         enc, dec = encode_decode_s(config, shapes, calib, cpus)
-        est = predict(config, shapes, local, calib, cpus)
+        est = predict(config, shapes, local, calib, cpus, steps=measured_step_numbers(steps))
         g = sharding.gpus_per_node(config)
         out = {
             **as_summary(est, calib, enc, dec, identity),
@@ -456,7 +483,8 @@ def replay_run(
         calib = calibration if calibration is not None else load_calibration()
         shapes = workload_shapes(config.workload, config.cluster.nodes)
         hops = mean_codec_s(steps)
-        return float(predict(config, shapes, local, calib, cpus or host_cpus(), codec, hops).step_time_s)
+        found = predict(config, shapes, local, calib, cpus or host_cpus(), codec, hops, measured_step_numbers(steps))
+        return float(found.step_time_s)
     except Exception:  # noqa: BLE001 - the forecast's own error is reported; the replay is then simply absent
         return None
 
