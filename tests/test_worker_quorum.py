@@ -68,6 +68,7 @@ def spec_for(
             node=node,
             address="127.0.0.1",
             store_port=free_port(),
+            exchange_timeout_s=10.0,
             quorum_lost_s=quorum_lost_s,
         ),
     )

@@ -127,7 +127,7 @@ class FaultTolerantRun:
         self.model = workload.model
         config = spec.replicator
         self.inner = build_optimizer(workload.parameters(), config, "adamw", INNER_LR)
-        timeout = timedelta(seconds=spec.timeout_s)
+        timeout = timedelta(seconds=quorum.exchange_timeout_s)
         waiting = timedelta(seconds=quorum.quorum_lost_s)
         self.store = TCPStore(quorum.address, quorum.store_port, is_master=True, wait_for_workers=False)
         self.pg = ProcessGroupGloo(timeout=timeout)

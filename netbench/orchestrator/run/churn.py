@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from netbench import safe_files
 from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S
+from netbench.model.heal import heal_messages
 from netbench.orchestrator.membership import Membership
+from netbench.orchestrator.prediction import workload_shapes
+from netbench.orchestrator.run.timeouts import CEILING_S, FALLBACK_S, SAFETY, crowding, slowest_call_s
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS, QuorumSpec
 from netbench.worker.spec import WorkerSpec
 
@@ -49,6 +52,8 @@ MIN_REPLICAS = MIN_QUORUM  # the fewest nodes a quorum holds: one node alone has
 JOIN_TIMEOUT_S = 60.0  # bounds the first quorum's wait for every node heard; later ones form without waiting on it
 QUORUM_TICK_MS = 20  # how often the lighthouse looks for a quorum
 KILL_WAIT_S = 10.0  # a killed worker's exit, as the fork server reports it
+EXCHANGE_FLOOR_S = 10.0  # a wait on peers under churn: a peer's step and a heal of the default workload, and more
+LOST_AFTER_EXCHANGES = 3  # no commit for this many exchange timeouts: the quorum is lost
 READY_S = 60.0  # the lighthouse's start (torch's import) on a crowded host
 
 
@@ -116,15 +121,43 @@ class Lighthouse:
         self.proc.wait()
 
 
-def quorum_for(url: str, node: int, address: str, quorum_lost_s: float) -> QuorumSpec:
-    """Node ``node``'s place in the quorum as the run starts (a join copies it with its first step)."""
+def exchange_timeout_s(config: RunConfig, dilated: RunConfig, dilation: float, cpus: int | None) -> float:
+    """How long one of torchft's waits on peers may take in a run through churn: ``--timeout`` where given, else
+    SAFETY x the longer of the model's slowest collective call and a heal's largest message, never below
+    EXCHANGE_FLOOR_S (a peer
+    finishing its step before it reaches the quorum's process group), the floor stretched as the run is crowded.
+
+    A peer that leaves resets its connections, so most waits on it fail at once; the waits that only this bound
+    ends are the process group's configuration (the store waits for the address a killed peer never wrote) and a
+    heal's receive from a source that hangs. The run's collective timeout (30 s and more) would make each of them
+    cost the survivors that long."""
+    if dilated.timeout_s is not None:
+        return dilated.timeout_s
+    floor = EXCHANGE_FLOOR_S * crowding(dilated, dilation, cpus)
+    try:
+        shapes = workload_shapes(config.workload, config.cluster.nodes)
+        access = config.cluster.access
+        rate = min(access.forward.rate_bps, access.reverse.rate_bps)
+        # torchft bounds each of a heal's messages, not the whole heal: the largest tensor is the longest wait
+        largest = max(heal_messages(config.replicator, shapes)) * 8 / rate + 2 * config.cluster.one_way_delay_s()
+        slowest = max(largest, slowest_call_s(config)) * dilation
+    except Exception:  # noqa: BLE001 - the model never fails a run: the collective timeout's fallback
+        return max(FALLBACK_S, floor)
+    return min(CEILING_S, max(floor, SAFETY * slowest))
+
+
+def quorum_for(url: str, node: int, address: str, exchange_s: float) -> QuorumSpec:
+    """Node ``node``'s place in the quorum as the run starts (a join copies it with its first step): a wait on peers
+    bounded by ``exchange_s``, and the quorum lost after LOST_AFTER_EXCHANGES of them without a commit (a wait
+    that timed out, the next quorum's wait for the nodes still in one, the heal)."""
     return QuorumSpec(
         lighthouse=url,
         node=node,
         address=address,
         store_port=STORE_PORT,
         min_replicas=MIN_REPLICAS,
-        quorum_lost_s=quorum_lost_s,
+        exchange_timeout_s=exchange_s,
+        quorum_lost_s=LOST_AFTER_EXCHANGES * exchange_s,
     )
 
 

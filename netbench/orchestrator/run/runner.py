@@ -92,6 +92,7 @@ class RunPlan:
     started: float
     launcher: Launcher  # the fork server that starts the workers (a sweep's, held across its runs, or the run's own)
     reuse: ClusterReuse | None = None  # a sweep's cluster, held across its runs
+    exchange_timeout_s: float | None = None  # through churn: one of torchft's waits on peers (churn.exchange_timeout_s)
 
     @property
     def world_size(self) -> int:
@@ -192,6 +193,11 @@ def prepare(
         started=time.time(),
         launcher=launcher,
         reuse=reuse,
+        exchange_timeout_s=(
+            churn.exchange_timeout_s(config, dilated, dilation, host_cpus())
+            if churn.trains_through_churn(config)
+            else None
+        ),
     )
 
 
@@ -279,7 +285,13 @@ def spawn(
     it starts (:func:`worker_nice`); ``lighthouse``: where the workers of a run through churn form their quorum."""
     config = plan.dilated
     specs = _worker_specs(
-        config, cluster, plan.run_dir, (plan.timeout_s, plan.setup_timeout_s), plan.dilation, lighthouse
+        config,
+        cluster,
+        plan.run_dir,
+        (plan.timeout_s, plan.setup_timeout_s),
+        plan.dilation,
+        lighthouse,
+        plan.exchange_timeout_s or plan.timeout_s,
     )
     placement = cluster.spec.placement
     workers = [
@@ -296,6 +308,7 @@ def _worker_specs(
     timeouts: tuple[float, float],
     dilation: float,
     lighthouse: churn.Lighthouse | None = None,
+    exchange_s: float = 0.0,
 ) -> list[Path]:
     """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``timeouts``: (collectives,
     joining the group); ``dilation`` paces their CPU phases. They meet at the run's rendezvous file, not at a port;
@@ -326,7 +339,7 @@ def _worker_specs(
                 compute_phases=scheduled.compute_phases(config, index, dilation),
                 start_gate=str(run_dir.start_gate),
                 **(
-                    {"quorum": churn.quorum_for(lighthouse.url, index, node.address, timeout_s)}
+                    {"quorum": churn.quorum_for(lighthouse.url, index, node.address, exchange_s)}
                     if lighthouse is not None
                     else {"rendezvous_file": str(run_dir.rendezvous)}
                 ),
