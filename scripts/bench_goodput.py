@@ -33,13 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PLAN = ["--shapes", "llama-7b", "-r", "full,diloco", "--nodes", "8,64,512", "--bw", "10gbit", "--delay", "5ms"]
 
 
-def full_step(members: int) -> tuple[float, float]:
+def full_step(members: int) -> tuple[float, float, float]:
     step = 0.3 + 0.05 * members
-    return step, step
+    return step, step, 0.6 * step
 
 
-def diloco_step(members: int) -> tuple[float, float]:
-    return 0.2 + 0.02 * members, 0.3
+def diloco_step(members: int) -> tuple[float, float, float]:
+    return 0.2 + 0.02 * members, 0.3, 0.3
 
 
 CASES = [

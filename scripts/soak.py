@@ -15,6 +15,10 @@ memory are the orchestrator's. Afterwards it prints, for the measured runs:
   pcaps are being parsed (Ctrl-C at the worst moment); it must still leave steps.csv and run.json
   with every step, the capture marked as interrupted, and nothing else behind.
 
+``--churn MTBF[,away=..,for=..]`` makes every run train through a random churn (3 nodes, ``full`` through torchft,
+enough steps to outlast ``for``), seeded with the run's index: nodes leave (their workers killed) and join (fresh
+workers, healed from a peer) at different moments in each run; the leak checks are the same.
+
 ``--reuse`` runs them as a sweep does: through one :class:`ClusterReuse`, workers forked from its
 fork server, the link rate alternating (re-shaped in place) and the delay changing every third run
 (a new cluster); leaks are then counted once the held cluster and the fork server are gone.
@@ -23,6 +27,7 @@ Needs root. Exit status 1 when anything leaked or a run failed.
 
     python3 scripts/soak.py               # 50 runs after 3 warm-up runs
     python3 scripts/soak.py --runs 10 --json
+    python3 scripts/soak.py --runs 30 --warmup-runs 0 --interrupt-every 0 --churn 3s,away=1.5s,for=8s
 """
 
 from __future__ import annotations
@@ -52,22 +57,32 @@ from netbench.orchestrator.cluster_reuse import ClusterReuse  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.run import results  # noqa: E402
 from netbench.orchestrator.run.runner import run  # noqa: E402
+from netbench.schedule.churn import Churn, parse_churn, with_churn  # noqa: E402
 from netbench.workloads.config import WorkloadConfig  # noqa: E402
 
 SHAPES = "llama:d_model=64,layers=1,ffn=128,vocab=256"  # ~60k parameters
+CHURN_STEPS_PER_S = 20  # a churn run's steps per second of its churn: a step takes tens of milliseconds
 
 
-def small_config(index: int, out: Path, reuse: bool = False) -> RunConfig:
+def small_config(index: int, out: Path, reuse: bool = False, churn: Churn | None = None) -> RunConfig:
     delay = 0.001 if (index // 3 if reuse else index) % 2 else 0.0
     rate = 1e9 if reuse and index % 2 else 100e6
-    cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate))
+    nodes = 3 if churn is not None else 2
+    cluster = ClusterSpec(
+        nodes=nodes, up=DirectionSpec(rate_bps=rate, delay_s=delay), down=DirectionSpec(rate_bps=rate)
+    )
+    schedule = None
+    if churn is not None:  # each run its own draws
+        names = tuple(n.name for n in cluster.topology.nodes)
+        schedule = with_churn(None, churn.model_copy(update={"seed": index}), names)
     return RunConfig(
         cluster=cluster,
         replicator=ReplicatorConfig(name="full"),
-        steps=3,
+        steps=CHURN_STEPS_PER_S * round(churn.for_s) if churn is not None else 3,
         warmup_steps=1,
         out_dir=out,
         workload=WorkloadConfig(kind="shapes", shapes=SHAPES, compute_ms=10.0),
+        schedule=schedule,
     )
 
 
@@ -148,7 +163,9 @@ def interrupted_collect(config: RunConfig, held: ClusterReuse | None = None) -> 
     return run_id, "kept", None
 
 
-def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10, reuse: bool = False) -> dict:
+def soak(
+    runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10, reuse: bool = False, churn: Churn | None = None
+) -> dict:
     links0, rules0 = host_links(), host_iptables_rules()
     per_run = []
     baseline: dict[str, float] = {}
@@ -161,9 +178,9 @@ def soak(runs: int, warmup_runs: int, out: Path, interrupt_every: int = 10, reus
             and (index - warmup_runs) % interrupt_every == interrupt_every - 1
         )
         if interrupt:
-            run_id, status, reason = interrupted_collect(small_config(index, out, reuse), held)
+            run_id, status, reason = interrupted_collect(small_config(index, out, reuse, churn), held)
         else:
-            result = run(small_config(index, out, reuse), reuse=held)
+            result = run(small_config(index, out, reuse, churn), reuse=held)
             run_id, status, reason = result.summary["run_id"], result.status, result.reason
         server = held.launcher.server.proc.pid if held is not None and held.launcher.server is not None else None
         entry = {
@@ -289,14 +306,18 @@ def main() -> int:
     parser.add_argument(
         "--reuse", action="store_true", help="run as a sweep does: clusters and workers reused across runs"
     )
+    parser.add_argument("--churn", help="every run through a random churn: MTBF[,away=S][,for=S] (seeded per run)")
     args = parser.parse_args()
+    churn = parse_churn(args.churn) if args.churn else None
+    if churn is not None and args.reuse:
+        parser.error("--churn runs each on a cluster of its own (not with --reuse)")
     if args.runs < 1 or args.warmup_runs < 0:
         parser.error("--runs must be >= 1 and --warmup-runs >= 0")
     if os.geteuid() != 0:
         parser.error("needs root (it builds real clusters)")
     out = args.out or Path(tempfile.mkdtemp(prefix="netbench-soak-"))
     try:
-        report = soak(args.runs, args.warmup_runs, out, args.interrupt_every, args.reuse)
+        report = soak(args.runs, args.warmup_runs, out, args.interrupt_every, args.reuse, churn)
     finally:
         if args.out is None:
             shutil.rmtree(out, ignore_errors=True)

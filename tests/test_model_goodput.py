@@ -16,15 +16,16 @@ SEEDS = range(10)
 HORIZON_S = 3600.0
 
 
-def full_step(members: int) -> tuple[float, float]:
-    """A step that grows with the members, the whole of it vulnerable (a quorum each step)."""
+def full_step(members: int) -> tuple[float, float, float]:
+    """A step that grows with the members, the whole of it vulnerable (a quorum each step), 60 % of it the
+    all-reduce."""
     step = 0.3 + 0.05 * members
-    return step, step
+    return step, step, 0.6 * step
 
 
-def diloco_step(members: int) -> tuple[float, float]:
+def diloco_step(members: int) -> tuple[float, float, float]:
     """An averaged step whose window ends in a 0.3 s exchange."""
-    return 0.2 + 0.02 * members, 0.3
+    return 0.2 + 0.02 * members, 0.3, 0.3
 
 
 def _simulated(mtbf: float, away: float, step_at, recovery: Recovery) -> float:
@@ -76,7 +77,7 @@ def test_without_churn_goodput_is_the_step_rate() -> None:
 
 
 def test_a_leave_in_a_full_step_loses_it_and_the_quorum_waits() -> None:
-    step = lambda members: (1.0, 1.0)  # noqa: E731
+    step = lambda members: (1.0, 1.0, 0.0)  # noqa: E731
     changes = [Change(time_s=2.5, target="n1", member="leave")]
     found = simulate(changes, NAMES, 10.0, step, Recovery(period=1, quorum_wait_s=1.0))
     # steps end at 1, 2; the third fails at 2.5, the quorum forms at 3.5, then steps end at 4.5 .. 9.5
@@ -85,7 +86,7 @@ def test_a_leave_in_a_full_step_loses_it_and_the_quorum_waits() -> None:
 
 
 def test_a_leave_before_a_diloco_sync_costs_only_the_wait_left() -> None:
-    step = lambda members: (1.0, 0.5)  # noqa: E731  a window of 4 s whose last 0.5 s is the exchange
+    step = lambda members: (1.0, 0.5, 0.5)  # noqa: E731  a window of 4 s whose last 0.5 s is the exchange
     changes = [Change(time_s=3.2, target="n1", member="leave")]
     found = simulate(changes, NAMES, 12.0, step, Recovery(period=4, quorum_wait_s=1.0))
     # the window ends at 4 but its quorum waits until 4.2; the next two end at 8.2 and 12.2 (past the horizon)
@@ -94,7 +95,7 @@ def test_a_leave_before_a_diloco_sync_costs_only_the_wait_left() -> None:
 
 
 def test_a_node_back_is_healed_at_the_next_quorum() -> None:
-    step = lambda members: (1.0, 1.0)  # noqa: E731
+    step = lambda members: (1.0, 1.0, 0.0)  # noqa: E731
     changes = [
         Change(time_s=0.5, target="n1", member="leave"),
         Change(time_s=3.2, target="n1", member="join"),
@@ -108,6 +109,19 @@ def test_a_node_back_is_healed_at_the_next_quorum() -> None:
 def test_leave_cost_of_a_whole_vulnerable_window_is_half_of_it_and_the_wait() -> None:
     assert leave_cost_s(2.0, 2.0, 1.0) == pytest.approx(2.0)
     assert leave_cost_s(4.0, 0.0, 1.0) == pytest.approx(1.0 / 8)  # the wait left after a uniform time in 4 s
+
+
+def test_a_leave_inside_the_exchange_keeps_the_window_and_heals_the_survivors_behind() -> None:
+    assert leave_cost_s(2.0, 2.0, 1.0, exchange_s=2.0, heal_s=3.0) == pytest.approx(1.0 + 3.0)
+    # half the step before the all-reduce (lost, half of it on average, and the wait), half inside it (wait, heal)
+    assert leave_cost_s(2.0, 2.0, 1.0, exchange_s=1.0, heal_s=3.0) == pytest.approx(0.5 * (0.5 + 1.0) + 0.5 * 4.0)
+    step = lambda members: (1.0, 1.0, 0.5)  # noqa: E731
+    changes = [Change(time_s=2.7, target="n1", member="leave")]
+    found = simulate(changes, NAMES, 10.0, step, Recovery(period=1, quorum_wait_s=1.0, heal_s=2.0))
+    # steps end at 1, 2, 3 (the third kept: the leave came in its all-reduce); the quorum at 3.7, its heal to 5.7,
+    # then steps end at 6.7 .. 9.7
+    assert (found.lost_windows, found.heals) == (0, 1)
+    assert found.committed_steps == 3 + 4
 
 
 def test_wall_time_to_a_budget_divides_it_by_the_goodput() -> None:
@@ -126,9 +140,9 @@ def test_bad_churn_is_refused(nodes: int, mtbf: float, away: float) -> None:
 def test_many_nodes_price_a_few_member_counts() -> None:
     priced: list[int] = []
 
-    def step(members: int) -> tuple[float, float]:
+    def step(members: int) -> tuple[float, float, float]:
         priced.append(members)
-        return 1.0 + members / 1000, 1.0 + members / 1000
+        return 1.0 + members / 1000, 1.0 + members / 1000, 0.5
 
     found = goodput(512, 20, 6, step, Recovery(period=1, heal_s=0.5))
     assert len(set(priced)) <= 10

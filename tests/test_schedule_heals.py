@@ -7,9 +7,10 @@ import pytest
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
+from netbench.model.goodput import QUORUM_WAIT_S
 from netbench.model.heal import heal_bytes, heal_time_s
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.run.schedule_results import annotate, segment_summary
+from netbench.orchestrator.run.schedule_results import annotate, churn_error, segment_summary
 from netbench.rundir.steps_schema import Col
 from netbench.schedule import parse_text
 from netbench.topology.link import DirectionSpec
@@ -60,3 +61,46 @@ def test_a_run_without_heals_gets_nothing_new() -> None:
     for steps in (_steps(None), _steps({"bytes": 0, "s": 0.0})):
         found = segment_summary(config, annotate(steps, config, 1.0), None, None, 4, None)
         assert found and not any(key.startswith(("heal", "predicted_heal")) for s in found for key in s)
+
+
+def test_the_windows_a_change_in_members_cost_are_priced_apart_from_the_steady_step() -> None:
+    """A segment's steady step leaves out the windows its changes cost (the first after a leave, a heal, an attempt
+    not committed); those are set against the model's steps, heals and the lighthouse's wait, and the segment's mean
+    step against the same sum."""
+    config = _config("full")
+    rank0 = [(T0 - 1, 1.0, True), (T0, 1.0, True), (T0 + 7, 3.0, True), (T0 + 8, 1.0, True)]
+    rank0 += [(T0 + 13, 3.0, True), (T0 + 14, 1.0, True), (T0 + 15, 2.0, False), (T0 + 16, 1.0, True)]
+    frame = {
+        Col.RANK: [0] * len(rank0) + [3],
+        Col.STEP: list(range(len(rank0))) + [4],
+        Col.WARMUP: [True] + [False] * len(rank0),
+        Col.T_START: [t for t, _, _ in rank0] + [T0 + 13],
+        Col.STEP_S: [s for _, s, _ in rank0] + [3.0],
+        Col.COMMITTED: [c for _, _, c in rank0] + [True],
+        Col.HEAL_BYTES: [0] * len(rank0) + [100],
+        Col.HEAL_S: [0.0] * len(rank0) + [2.0],
+        Col.COMPUTE_S: [0.5] * (len(rank0) + 1),
+    }
+    found = {
+        s["members"]: s
+        for s in segment_summary(config, annotate(pd.DataFrame(frame), config, 1.0), None, None, 4, None)
+        if s["start_s"] > 0
+    }
+    away, back = found[3], found[4]
+    assert (away["transient_steps"], away["transient_s"], away["step_time_s"]) == (1, 3.0, 1.0)
+    assert (back["transient_steps"], back["transient_s"], back["step_time_s"]) == (2, 5.0, 1.0)
+    model = away["predicted_step_time_s"]
+    assert away["predicted_transient_s"] == pytest.approx(model + QUORUM_WAIT_S)
+    assert away["segment_step_time_s"] == pytest.approx(2.0)
+    assert away["predicted_segment_step_time_s"] == pytest.approx((2 * model + QUORUM_WAIT_S) / 2)
+    model = back["predicted_step_time_s"]
+    assert back["predicted_transient_s"] == pytest.approx(2 * model + back["predicted_heal_s"])
+
+
+def test_a_run_through_churn_is_held_to_the_model_with_its_costs_priced() -> None:
+    found = [
+        {"steps": 10, "segment_step_time_s": 2.0, "predicted_segment_step_time_s": 1.5, "transient_s": 4.0},
+        {"steps": 30, "step_time_s": 1.0, "predicted_step_time_s": 1.1},
+    ]
+    assert churn_error(found)["churn_model_error"] == pytest.approx((15 + 33) / (20 + 30) - 1)
+    assert churn_error(found[1:]) == {}  # members never changed

@@ -73,10 +73,10 @@ def test_a_member_row_must_name_a_node_and_leave_one_to_train_with() -> None:
         parse_text("time_s,link,member\n1,n7,leave\n", "s.csv").check_targets(two)
 
 
-def test_netbench_run_refuses_leaves_and_joins_in_one_line() -> None:
+def test_a_sweep_refuses_leaves_and_joins_in_one_line() -> None:
     check_whole_membership(None)
     check_whole_membership(parse_text("time_s,link,rate\n5,*,10mbit\n", "s.csv"))
-    with pytest.raises(ValueError, match="netbench exec applies them"):
+    with pytest.raises(ValueError, match="netbench run .-r full or diloco. and netbench exec apply them"):
         check_whole_membership(parse_text(LEAVE_AND_JOIN, "s.csv"))
 
 

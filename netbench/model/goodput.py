@@ -9,6 +9,9 @@ workers meet them:
 * a leave inside the window's *vulnerable* part (the whole step for ``full``, whose all-reduce needs every member;
   the outer sync's exchange for DiLoCo) fails the commit: the window so far is lost, and the next quorum waits
   ``quorum_wait_s`` for the node that left;
+* a leave inside the window's *exchange* (its last part, the all-reduce itself) splits the nodes: torchft decides a
+  commit per node, so the survivors that had received everything commit and the others, a step behind, are healed
+  at the next quorum: the window counts, and everyone waits ``quorum_wait_s`` and then ``heal_s``;
 * a leave before that part (DiLoCo's inner steps) costs only what is left of that wait when the window ends;
 * a node that is back is healed at the next quorum (:mod:`netbench.model.heal`): everyone waits ``heal_s``;
 * while ``k`` nodes are away the others train as an ``n - k``-node cluster at its step time; fewer than
@@ -86,7 +89,8 @@ CHURN_SETTINGS = table(
     )
 )
 
-StepAt = Callable[[int], tuple[float, float]]  # members -> (mean step time s, vulnerable seconds of a window)
+# members -> (mean step time s, vulnerable seconds of a window, seconds of its exchange: the vulnerable part's end)
+StepAt = Callable[[int], tuple[float, float, float]]
 
 
 @dataclass(frozen=True)
@@ -155,23 +159,28 @@ def away_distribution(nodes: int, mtbf_s: float, away_s: float) -> list[float]:
     return [w / total for w in weights]
 
 
-def leave_cost_s(window_s: float, vulnerable_s: float, wait_s: float) -> float:
-    """Expected wall seconds one leave at a uniform time in a window costs: inside the vulnerable part (its last
-    ``vulnerable_s``) the window so far and the quorum's wait; before it, what is left of the wait when the window
-    ends."""
+def leave_cost_s(
+    window_s: float, vulnerable_s: float, wait_s: float, exchange_s: float = 0.0, heal_s: float = 0.0
+) -> float:
+    """Expected wall seconds one leave at a uniform time in a window costs: inside its exchange (the last
+    ``exchange_s``) the quorum's wait and a heal of the survivors it left behind; inside the rest of the vulnerable
+    part (its last ``vulnerable_s``) the window so far and the quorum's wait; before it, what is left of the wait
+    when the window ends."""
     if window_s <= 0:
         return wait_s
     vulnerable = min(max(vulnerable_s, 0.0), window_s)
+    exchange = min(max(exchange_s, 0.0), vulnerable)
     before = window_s - vulnerable
-    inside = vulnerable / window_s
-    lost_inside = before + vulnerable / 2 + wait_s
+    failing = vulnerable - exchange
+    lost_inside = before + failing / 2 + wait_s
     if before <= 0:
         stall_before = 0.0
     elif wait_s >= before:
         stall_before = wait_s - before / 2
     else:
         stall_before = wait_s * wait_s / (2 * before)
-    return inside * lost_inside + (1 - inside) * stall_before
+    split = exchange / window_s * (wait_s + heal_s)
+    return failing / window_s * lost_inside + split + before / window_s * stall_before
 
 
 def _priced(states: Sequence[int]) -> list[int]:
@@ -233,11 +242,12 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
             stalled += p
             heal_rate += p * join_rate  # a node back is healed at once: the others wait in the quorum
             continue
-        step_s, vulnerable_s = steps[m]
+        step_s, vulnerable_s, exchange_s = steps[m]
         window = recovery.period * step_s
         # the nodes back within one window are healed together at its end
         heal_rate += p * (-math.expm1(-join_rate * window) / window if window > 0 else join_rate)
-        lost = leave_rate * leave_cost_s(window, vulnerable_s, recovery.quorum_wait_s)  # a leave costs while it trains
+        # a leave costs while it trains
+        lost = leave_rate * leave_cost_s(window, vulnerable_s, recovery.quorum_wait_s, exchange_s, recovery.heal_s)
         useful = p / (1.0 + lost) / step_s
         rate += useful
         member_rate += useful * m / nodes
@@ -277,7 +287,7 @@ def simulate(
 ) -> Simulated:
     """Train through ``changes`` (leaves and joins of ``names``, in time order) for ``horizon_s`` under the rules
     :func:`goodput` prices: window after window at the members' step, a leave in the vulnerable part losing the
-    window, the quorum's wait, a heal for the nodes back."""
+    window (in its exchange: kept, the survivors behind healed), the quorum's wait, a heal for the nodes back."""
     events = sorted((c for c in changes if c.member in ("leave", "join")), key=lambda c: c.time_s)
     nodes = len(names)
     away: set[str] = set()
@@ -313,10 +323,11 @@ def simulate(
                 upcoming.append(events[done].time_s)
             t = min(upcoming) if upcoming else horizon_s
             continue
-        step_s, vulnerable_s = step_at(members)
+        step_s, vulnerable_s, exchange_s = step_at(members)
         window = recovery.period * step_s
         end = t + window
         vulnerable_from = end - min(max(vulnerable_s, 0.0), window)
+        exchange_from = end - min(max(exchange_s, 0.0), end - vulnerable_from)
         leaving = []
         for e in (events[i] for i in range(done, len(events))):
             if e.time_s >= end:
@@ -324,9 +335,17 @@ def simulate(
             if e.member == "leave" and e.target not in away and e.target not in back:
                 leaving.append(e.time_s)
         failed = [x for x in leaving if x >= vulnerable_from]
-        if failed:
+        if failed and failed[0] < exchange_from:
             lost += 1
             t = failed[0] + recovery.quorum_wait_s
+            continue
+        if failed:  # inside the exchange: some survivors commit, the others are healed at the next quorum
+            if end > horizon_s:
+                break
+            committed += recovery.period
+            member_steps += recovery.period * (members - len(leaving)) / nodes
+            heals += 1
+            t = max([end] + [x + recovery.quorum_wait_s for x in leaving]) + recovery.heal_s
             continue
         if end > horizon_s:
             break

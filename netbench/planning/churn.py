@@ -59,14 +59,14 @@ def churn_row(
         return {"reason": "churn is priced for nodes of one worker (--gpus-per-node 1)"}
     period = spec(config.name).period(config)
 
-    def step_at(members: int) -> tuple[float, float]:
+    def step_at(members: int) -> tuple[float, float, float]:
         scenario = cluster_scenario(
             members, request.up_bps, request.down_bps, request.delay, compute_s, request.tcp, framing, 1,
             request.intra_bits_per_s, request.algorithm,
         )  # fmt: skip
         est = planner.step(scheme, scenario)
-        vulnerable = est.step_time_s if period == 1 else period * est.comm_time_s
-        return est.step_time_s, vulnerable
+        exchange = period * est.comm_time_s
+        return est.step_time_s, est.step_time_s if period == 1 else exchange, exchange
 
     heal_s = heal_time_s(
         config,

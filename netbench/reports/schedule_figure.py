@@ -39,8 +39,8 @@ def _segments(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def segment_lines(summary: dict[str, Any]) -> list[str]:
-    """One line per segment: its window and network, median step, the model's, the error; stalled steps where a link was
-    down.
+    """One line per segment: its window and network, median step, the model's, the error; what its changes in members
+    cost beside the model's, and its mean step with them; stalled steps where a link was down.
     """
     lines = []
     for s in _segments(summary):
@@ -48,11 +48,21 @@ def segment_lines(summary: dict[str, Any]) -> list[str]:
         replay = _number(s.get("replay_step_time_s"))
         text = f"{str(s.get('label', ''))[:60]}: {int(_number(s.get('steps')) or 0)} steps"
         if measured is not None:
-            text += f", median step {measured:.3f} s"
+            text += f", {'steady ' if 'transient_s' in s else ''}median step {measured:.3f} s"
         if model is not None and measured:
             text += f", model {model:.3f} s ({model / measured - 1:+.0%})"
         if replay is not None and measured:
             text += f", replay {replay:.3f} s ({replay / measured - 1:+.0%})"
+        transient, transient_model = _number(s.get("transient_s")), _number(s.get("predicted_transient_s"))
+        if transient is not None:
+            text += (
+                f"; changes in members cost {transient:.2f} s over {int(_number(s.get('transient_steps')) or 0)} steps"
+            )
+            if transient_model is not None and transient:
+                text += f", model {transient_model:.2f} s ({transient_model / transient - 1:+.0%})"
+            whole, whole_model = _number(s.get("segment_step_time_s")), _number(s.get("predicted_segment_step_time_s"))
+            if whole and whole_model is not None:
+                text += f"; mean step {whole:.3f} s, model {whole_model:.3f} s ({whole_model / whole - 1:+.0%})"
         stalled = s.get("stalled_steps")
         if isinstance(stalled, list) and stalled:
             text += f", stalled steps {', '.join(str(int(x)) for x in stalled[:8] if isinstance(x, int))}"

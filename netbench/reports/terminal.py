@@ -95,7 +95,11 @@ def make_console(stderr: bool = False, **options: Any) -> Console:
 
 def shown(value: float, unit: str) -> str:
     """One value as the terminal prints it: seconds to 0.1 ms, bytes in binary units, others to 3 figures."""
-    return f"{value:.4f} s" if unit == "s" else format_bytes(value) if unit == "B" else f"{value:.3g}{unit}"
+    if unit == "s":
+        return f"{value:.4f} s"
+    if unit == "B":
+        return format_bytes(value)
+    return f"{value:.3g}" if unit == "count" else f"{value:.3g}{unit}"  # a count is a bare number; x is a ratio
 
 
 def _label(m: Metric) -> str:

@@ -46,6 +46,7 @@ __all__ = [
     "step_parts",
     "report_metrics",
     "reduced_metrics",
+    "statistic",
 ]
 
 Number = int | float  # an int stays an int (bw_bps 100000000, not 100000000.0)
@@ -311,6 +312,17 @@ FIELDS: tuple[Field, ...] = (
         terminal=True,
     ),
     Metric("replica_drift_last", label="replica drift after the last sync", unit="x"),
+    Metric("steps_lost", int, label="steps lost to churn (run, not committed)", unit="count", terminal=True),
+    Metric("heals", int, label="heals (a joining node caught up from a peer)", unit="count", terminal=True),
+    Metric("heal_bytes", label="bytes received per heal (median)", unit="B", terminal=True),
+    Metric("heal_bytes_model", label="bytes per heal, the model's (weights and kept state)", unit="B", terminal=True),
+    Metric("heal_time_s", label="time per heal (median)", unit="s", terminal=True),
+    Metric("goodput_steps_per_s", label="goodput: committed steps per wall second", terminal=True),
+    Metric(
+        "churn_model_error",
+        label="model error through churn (segments' steps, heals, waits): (model - measured) / measured",
+        terminal=True,
+    ),
     Metric("first_loss", label="first loss", csv=("measured",)),
     Metric("final_loss", label="last loss", csv=("measured",)),
     Metric("steps_measured", int, label="steps measured", unit="count", csv=("measured",)),
@@ -487,3 +499,17 @@ def reduced_metrics(across: str) -> tuple[Metric, ...]:
     mean).
     """
     return tuple(m for m in METRICS if m.source and m.across == across)
+
+
+def statistic(measured: pd.DataFrame) -> str:
+    """``median`` per node, or ``mean`` when a node's payload changes from step to step.
+
+    Replicators that communicate every K steps (a declared period) have a typical step with no
+    traffic at all: its median shows 0 bytes and no communication, while what a user plans with
+    (and what the model predicts) is the average over a period. Constant-payload replicators keep
+    the median, which shrugs off the odd slow step.
+    """
+    if Col.PAYLOAD_BYTES not in measured:
+        return "median"
+    varying = measured.groupby(Col.RANK)[Col.PAYLOAD_BYTES].nunique().max() > 1
+    return "mean" if varying else "median"

@@ -32,10 +32,10 @@ def check_fits(schedule: Schedule, cluster: ClusterSpec) -> None:
 
 
 def check_whole_membership(schedule: Schedule | None) -> None:
-    """ValueError (one line) for a schedule where nodes leave and join, given to ``netbench run``: its replicators
-    train with every node throughout, so a leave or a join applies to a program under ``netbench exec``."""
+    """ValueError (one line) for a schedule where nodes leave and join, given to a sweep: its points train with every
+    node throughout; ``netbench run`` (full, diloco) and ``netbench exec`` apply leaves and joins."""
     if schedule is not None and schedule.changes_members:
         raise ValueError(
-            "nodes leave and join (member rows or --churn): netbench exec applies them to a program; netbench run's "
-            "replicators train with every node throughout"
+            "nodes leave and join (member rows or --churn): a sweep's points train with every node throughout; "
+            "netbench run (-r full or diloco) and netbench exec apply them"
         )

@@ -32,7 +32,7 @@ from netbench.rundir.records import RecordWriter
 from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS
 from netbench.worker.spec import ResolvedSpec
-from netbench.worker.start import start_event
+from netbench.worker.start import start_event, wait_for_gate
 from netbench.workloads import Workload, build_workload
 
 __all__ = ["QuorumLost", "FaultTolerantRun", "state_tensor_bytes"]
@@ -100,10 +100,13 @@ class FaultTolerantRun:
         self.writer = writer
         self.step = -1  # the attempt in progress, for the error event
         self.measured: list[dict[str, Any]] = []
+        self.healed_at: int | None = None  # the attempt a heal's sender was at: this node's steps take its numbers
         self.last_commit = time.monotonic() + self.spec.join_timeout_s  # the first quorum waits for its peers to start
 
     def run(self) -> None:
         workload = self._setup()
+        wait_for_gate(self.spec.start_gate, self.spec.join_timeout_s)  # every node is heard: the first quorum waits
+        self.last_commit = time.monotonic()
         before = read_counters(self.spec.iface)
         if self.spec.replicator.name == "diloco":
             self._run_diloco(workload, before)
@@ -124,7 +127,7 @@ class FaultTolerantRun:
         self.model = workload.model
         config = spec.replicator
         self.inner = build_optimizer(workload.parameters(), config, "adamw", INNER_LR)
-        timeout = timedelta(seconds=spec.timeout_s)
+        timeout = timedelta(seconds=quorum.exchange_timeout_s)
         waiting = timedelta(seconds=quorum.quorum_lost_s)
         self.store = TCPStore(quorum.address, quorum.store_port, is_master=True, wait_for_workers=False)
         self.pg = ProcessGroupGloo(timeout=timeout)
@@ -160,11 +163,18 @@ class FaultTolerantRun:
     def _state(self) -> dict[str, Any]:
         """What a joining node receives: the weights and the inner optimizer's state (torchft's DiLoCo adds its
         global weights and the outer optimizer's state itself)."""
-        return {"model": self.model.state_dict(), "inner": self.inner.state_dict()}
+        return {"model": self.model.state_dict(), "inner": self.inner.state_dict(), "attempt": self.step}
 
     def _load_state(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.inner.load_state_dict(state["inner"])
+        self.healed_at = int(state["attempt"])
+
+    def _renumbered(self, attempt: int) -> int:
+        """The number of the attempt in progress: after a heal, the sender's, so that every node's steps line up
+        (a joining node's first attempt is the others' attempt whose quorum healed it); otherwise ``attempt``."""
+        healed, self.healed_at = self.healed_at, None
+        return attempt if healed is None else max(attempt, healed)  # never a number this node has recorded
 
     # ------------------------------------------------------------------------------------------------ the steps
 
@@ -178,6 +188,7 @@ class FaultTolerantRun:
             self.step = attempt
             t_start, began = time.time(), time.perf_counter()
             self._start_quorum()
+            attempt = self.step = self._renumbered(attempt)
             quorum_s = time.perf_counter() - began
             loss = _compute(workload)
             computed = time.perf_counter()
@@ -189,6 +200,8 @@ class FaultTolerantRun:
             committed = self.manager.should_commit()
             if committed:
                 self.inner.step()
+            else:
+                self._release_peers()
             ended = time.perf_counter()
             values = {
                 Col.COMPUTE_S: computed - began - quorum_s,
@@ -209,14 +222,24 @@ class FaultTolerantRun:
         assert self.outer is not None
         window: list[tuple[int, float, float, float, dict[str, Any]]] = []
         attempt = self.spec_first_step()
-        with DiLoCo(self.manager, [self.model], self.inner, self.outer, config.sync_every, pin_memory=False):
+        with DiLoCo(
+            self.manager,
+            [self.model],
+            self.inner,
+            self.outer,
+            config.sync_every,
+            pin_memory=False,
+            use_bucketization=True,  # one flat all-reduce per sync, not one latency-bound call per tensor
+        ) as diloco:
+            if self.quorum.joining:  # its first step ends a window: it asks for the quorum the others sync in next
+                diloco._local_step = config.sync_every - 1  # torchft counts the window's steps here
             while self.manager.current_step() * config.sync_every < self.spec.total_steps:
                 self.step = attempt
                 t_start, began = time.time(), time.perf_counter()
                 loss = _compute(workload)
                 computed = time.perf_counter()
                 synced_before = self.manager.current_step()
-                syncing = len(window) + 1 == config.sync_every
+                syncing = diloco._local_step + 1 == config.sync_every
                 if syncing:
                     self._check_quorum_time()
                 try:
@@ -238,12 +261,28 @@ class FaultTolerantRun:
                 attempt += 1
                 if not syncing:
                     continue
+                healed = self._renumbered(attempt - 1)
+                if healed > attempt - 1:  # the window's steps end at the sender's sync attempt
+                    shift = healed - (attempt - 1)
+                    window = [(step + shift, *rest) for step, *rest in window]
+                    attempt = healed + 1
                 committed = self.manager.current_step() > synced_before
                 if committed:
                     self.last_commit = time.monotonic()
+                else:
+                    self._release_peers()
                 for step, t0, b0, e0, vals in window:
                     before = self._record(step, t0, b0, e0, vals, committed, before)
                 window.clear()
+
+    def _release_peers(self) -> None:
+        """Close this node's side of the failed exchange: a peer still waiting in it (its ring neighbour, not the node
+        that left) fails at once instead of at the collective timeout, and so reaches the next quorum with the rest.
+        The next quorum configures a fresh process group."""
+        try:
+            self.pg.abort()
+        except Exception:  # noqa: BLE001 - a group already torn down has nothing left to close
+            pass
 
     def spec_first_step(self) -> int:
         """The number of this node's first attempt: after the attempts its earlier workers recorded (a join)."""

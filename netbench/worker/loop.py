@@ -46,7 +46,7 @@ from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.trace import spans
 from netbench.validation import error_text
 from netbench.worker.spec import ResolvedSpec, WorkerSpec
-from netbench.worker.start import start_event
+from netbench.worker.start import start_event, wait_for_gate
 from netbench.workloads import Workload, build_workload
 from netbench.workloads.config import BACKWARD_OVERLAP_WORKLOADS  # one backward per step: a hook's gradient is final
 
@@ -222,26 +222,12 @@ class WorkerRun:
         return done
 
 
-GATE_POLL_S = 0.005
-
-
 def collective_timeout(timeout_s: float) -> None:
     """The default group's timeout from here on: joining it may take longer (every peer's start and handshake) than a
     collective may. Where torch cannot change it, the joining limit stays in force."""
     setter = getattr(dist.distributed_c10d, "_set_pg_timeout", None)
     if setter is not None:
         setter(timedelta(seconds=timeout_s))
-
-
-def wait_for_gate(path: str | None, timeout_s: float) -> None:
-    """Wait until the file ``path`` exists (the orchestrator's start gate; None: no gate)."""
-    if path is None:
-        return
-    deadline = time.monotonic() + timeout_s
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the orchestrator did not open the start gate within {timeout_s:.0f} s")
-        time.sleep(GATE_POLL_S)
 
 
 def run_worker(resolved: ResolvedSpec, after_steps: Callable[[], None] | None = None) -> int:

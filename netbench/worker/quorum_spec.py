@@ -24,6 +24,17 @@ class QuorumSpec(BaseModel):
     first_step: int = Field(
         0, ge=0, description="the number of the worker's first step: after the steps the node's earlier workers ran"
     )
+    joining: bool = Field(
+        False,
+        description="the node joins a run in progress: it asks for the next quorum at once (healed in it), rather "
+        "than training a DiLoCo window alone first",
+    )
+    exchange_timeout_s: float = Field(
+        ...,
+        gt=0.0,
+        description="how long one of torchft's waits on peers may take (a collective, the process group's "
+        "configuration, a heal): a peer that left is found out by it where no connection of its was reset",
+    )
     quorum_lost_s: float = Field(
         ..., gt=0.0, description="no committed step for this long: the quorum is lost and the worker fails"
     )

@@ -10,7 +10,9 @@ from typing import Any
 from netbench.worker.spec import WorkerSpec
 from netbench.workloads import Workload
 
-__all__ = ["start_event"]
+__all__ = ["start_event", "wait_for_gate"]
+
+GATE_POLL_S = 0.005
 
 
 def start_event(spec: WorkerSpec, workload: Workload, init_method: str, overlap_backward: bool) -> dict[str, Any]:
@@ -36,3 +38,14 @@ def start_event(spec: WorkerSpec, workload: Workload, init_method: str, overlap_
         "overlap_backward": overlap_backward,
         "compute_scale": spec.compute_scale,
     }
+
+
+def wait_for_gate(path: str | None, timeout_s: float) -> None:
+    """Wait until the file ``path`` exists (the orchestrator's start gate; None: no gate)."""
+    if path is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the orchestrator did not open the start gate within {timeout_s:.0f} s")
+        time.sleep(GATE_POLL_S)

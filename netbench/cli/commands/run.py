@@ -28,10 +28,10 @@ from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room, dilation_factor, run_calibration
 from netbench.cli.schedule_option import read_schedule
 from netbench.model.calibration import CALIBRATION
+from netbench.orchestrator.run.churn import check_churn
 from netbench.orchestrator.run.dilation import DILATION
 from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
 from netbench.schedule.churn import CHURN
-from netbench.schedule.fits import check_whole_membership
 
 console = make_console(stderr=True)
 
@@ -70,10 +70,6 @@ def run(
 
     cluster = copt.cluster_spec(network)
     link_schedule = read_schedule(schedule, churn=churn, cluster=cluster)
-    try:
-        check_whole_membership(link_schedule)
-    except ValueError as exc:
-        raise UserError(f"--schedule: {exc}") from None
     nodes = cluster.nodes
     rep, auto_bucket = ropt.replicator_from_options(replicator, rep_settings)
     work = ropt.build_workload_config(**work_settings)
@@ -100,6 +96,10 @@ def run(
         shard=shard,
         schedule=link_schedule,
     )
+    try:
+        check_churn(config)  # nodes that leave and join: a replicator that trains through them
+    except ValueError as exc:
+        raise UserError(f"--schedule: {exc}") from None
     factor = dilation_factor(dilation)
     check_capture_room([config])
     require_privileges()

@@ -47,10 +47,11 @@ from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.host_fit import check_host
+from netbench.orchestrator.membership import Membership
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.run import results, scheduled
 from netbench.orchestrator.run.node_output import OutputPump
-from netbench.rundir.layout import RunDir, StepCounter
+from netbench.rundir.layout import RunDir
 from netbench.rundir.steps_schema import Col
 from netbench.trace import hooks as trace
 from netbench.validation import error_text
@@ -272,23 +273,16 @@ def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO 
     return launched
 
 
-@dataclass
-class Membership:
-    """A schedule's leaves and joins on the exec's processes (the live schedule's ``on_member``)."""
+def _membership(
+    config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None, procs: list[NodeProcess]
+) -> Membership:
+    """A schedule's leaves and joins on the exec's processes (``procs``, by rank, filled once launched)."""
 
-    config: ExecConfig
-    cluster: Cluster
-    run_dir: RunDir
-    echo: TextIO | None
-    procs: list[NodeProcess] = field(default_factory=list)  # by rank, filled once launched
+    def join(rank: int, first_step: int) -> None:
+        p = procs[rank]
+        p.rejoin(*_start(config, cluster, p.node, run_dir, echo, first_step=first_step))
 
-    def __call__(self, node_index: int, joins: bool) -> None:
-        p = self.procs[rank_of(self.cluster, self.cluster.nodes[node_index])]
-        if not joins:
-            p.leave()
-            return
-        recorded = StepCounter(self.run_dir.records_path(p.rank))()
-        p.rejoin(*_start(self.config, self.cluster, p.node, self.run_dir, self.echo, first_step=recorded))
+    return Membership(run_dir, lambda index: rank_of(cluster, cluster.nodes[index]), lambda r: procs[r].leave(), join)
 
 
 def _watch(procs: list[NodeProcess], timeout_s: float | None, poll: Callable[[], None]) -> tuple[str, str | None, int]:
@@ -355,12 +349,14 @@ def execute(
 
     def phases(cluster: Cluster) -> None:
         outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
-        members = Membership(config, cluster, run_dir, echo)
+        launched: list[NodeProcess] = []
+        members = _membership(config, cluster, run_dir, echo, launched)
         live = scheduled.start(config.run, cluster, run_dir, 1.0, members)  # a link schedule's time-0 changes
         capture = start_capture(cluster, run_dir.capture, config.run.capture)
         sampling = trace.start_sampling(config.run.trace, cluster.nodes, run_dir.path)  # TCP, for trace.json
         try:
-            outcome.procs = members.procs = _launch(config, cluster, run_dir, echo)
+            launched[:] = _launch(config, cluster, run_dir, echo)
+            outcome.procs = launched
             if on_cluster:
                 on_cluster(cluster)
             outcome.status, outcome.reason, outcome.code = _watch(

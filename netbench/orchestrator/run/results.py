@@ -24,12 +24,20 @@ from netbench import __version__, safe_files
 from netbench.capture.pcap import STEP_COLUMNS as CAPTURE_COLUMNS
 from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
-from netbench.orchestrator.prediction import model_errors, predict_run, replay_run, shapes_record
+from netbench.model.heal import heal_bytes
+from netbench.orchestrator.prediction import (
+    model_errors,
+    predict_run,
+    replay_run,
+    shapes_record,
+    workload_shapes,
+)
 from netbench.orchestrator.run import health
 from netbench.orchestrator.run.fidelity import codec_reason, codec_speed, unfinished
 from netbench.orchestrator.run.links import link_report, read_trunks
-from netbench.orchestrator.run.schedule_results import annotate, segment_summary, step_errors
+from netbench.orchestrator.run.schedule_results import annotate, churn_error, segment_summary, step_errors
 from netbench.orchestrator.run.sharding_results import sharding_summary
+from netbench.rundir.churn_figures import churn_figures
 from netbench.rundir.drift import drift_figures
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
@@ -147,6 +155,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int, weights_sharded: bool = Fa
     if Col.REPLICA_SKETCH in measured:
         out.update(drift_figures(measured[Col.STEP], measured[Col.REPLICA_SKETCH]))
     out.update(sharding_summary(measured, how, weights_sharded))
+    out.update(churn_figures(measured))
     out.update(health.figures(measured, steps))
     return RunSummary.new(**out).to_json()
 
@@ -321,6 +330,15 @@ def _with_codec_speed(
     return judged
 
 
+def _heal_model(config: RunConfig) -> dict[str, Any]:
+    """The model's bytes for one heal (:mod:`netbench.model.heal`), beside the measured median heal."""
+    try:
+        shapes = workload_shapes(config.workload, config.cluster.nodes)
+        return {"heal_bytes_model": heal_bytes(config.replicator, shapes)}
+    except Exception:  # noqa: BLE001 - the model never costs a run its measurements
+        return {}
+
+
 def _write_files(
     run_dir: RunDir,
     out: RunOutput,
@@ -365,6 +383,9 @@ def _write_files(
             calib.identity() if calib else None,
         )
         summary.update(step_errors(steps, summary["schedule_segments"]))
+        summary.update(churn_error(summary["schedule_segments"]))
+    if summary.get("heals"):
+        summary.update(_heal_model(config))
     if out.status == "ok":
         summary.update(prediction)
         summary.update(health.slowdown(summary))

@@ -28,7 +28,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,15 +45,14 @@ from netbench.orchestrator.forked_workers import ForkedWorker, Launcher
 from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.prediction import period_warnings, workload_shapes
+from netbench.orchestrator.run import churn, results, scheduled
 from netbench.orchestrator.run import dilation as dil
 from netbench.orchestrator.run import fidelity as fid
-from netbench.orchestrator.run import results, scheduled
 from netbench.orchestrator.run.resolve import check_payload, resolve
 from netbench.orchestrator.run.sharding import INTRA_IFACE, shape_intra
 from netbench.orchestrator.run.timeouts import FLOOR_S, collective_timeout_s, setup_timeout_s, stall_limit_s
 from netbench.orchestrator.run.watch import Limits, WorkerFailure, wait_for_workers
 from netbench.rundir.layout import RunDir
-from netbench.schedule.fits import check_whole_membership
 from netbench.trace import hooks as trace
 from netbench.worker.spec import WorkerSpec
 
@@ -93,6 +92,7 @@ class RunPlan:
     started: float
     launcher: Launcher  # the fork server that starts the workers (a sweep's, held across its runs, or the run's own)
     reuse: ClusterReuse | None = None  # a sweep's cluster, held across its runs
+    exchange_timeout_s: float | None = None  # through churn: one of torchft's waits on peers (churn.exchange_timeout_s)
 
     @property
     def world_size(self) -> int:
@@ -168,7 +168,7 @@ def prepare(
     """Resolve the config's intents, check this host can hold it, calibrate (when the cache has none), dilate, name
     the run and make its folder; nothing is built yet. HostUnfit (a ValueError) before anything is created."""
     config = resolve(config)  # --compression and --bucket-mb auto, for library callers as for the CLI
-    check_whole_membership(config.schedule)
+    churn.check_churn(config)  # nodes that leave and join: a replicator that trains through it
     check_payload(config)  # settings the model's shapes rule out (SettingError, a ValueError)
     check_host(config)
     calibration = calibration or host_calibration(replicators=(config.replicator,))
@@ -193,6 +193,11 @@ def prepare(
         started=time.time(),
         launcher=launcher,
         reuse=reuse,
+        exchange_timeout_s=(
+            churn.exchange_timeout_s(config, dilated, dilation, host_cpus())
+            if churn.trains_through_churn(config)
+            else None
+        ),
     )
 
 
@@ -205,20 +210,34 @@ def train(
 
     def phases(cluster: Cluster) -> None:
         build(plan, cluster, outcome)
-        live = scheduled.start(plan.config, cluster, plan.run_dir, plan.dilation)  # a link schedule's time-0 changes
+        procs: list[ForkedWorker] = []
+        lighthouse, members = None, None
+        if churn.trains_through_churn(plan.config):  # a quorum per step or sync, a lighthouse to form it
+            lighthouse = churn.Lighthouse(cluster, plan.dilation, plan.run_dir.workers / "lighthouse.log")
+            nice = outcome.cluster.get("worker_nice", 0)
+            server = lambda: plan.launcher.start_server(plan.dilated.threads)  # noqa: E731
+            members = churn.worker_membership(plan.run_dir, cluster, procs, server, nice)
+        # a link schedule's time-0 changes
+        live = scheduled.start(plan.config, cluster, plan.run_dir, plan.dilation, members)
         capture = start_capture(cluster, plan.run_dir.capture, plan.dilated.capture)
         # TCP, for trace.json
         sampling = trace.start_sampling(plan.dilated.trace, cluster.nodes, plan.run_dir.path, plan.dilation)
         try:
-            procs = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0))
+            procs[:] = spawn(plan, cluster, outcome.cluster.get("worker_nice", 0), lighthouse)
             if on_cluster:
                 on_cluster(cluster)
-            watch(plan, cluster, procs, capture, outcome, progress, scheduled.polling(cluster.check, live))
+            churned = (members.away, members.waiting) if members is not None else (frozenset(), frozenset)
+            watch(plan, cluster, procs, capture, outcome, progress, scheduled.polling(cluster.check, live), churned)
             if plan.reuse is not None:  # the next run on the cluster waits for them; else the teardown ends them
                 plan.reuse.leaving(procs)
         finally:
             trace.stop_sampling(sampling)
             outcome.cluster.update(scheduled.describe(live))
+            outcome.cluster.update(churn.describe(members, lighthouse))
+            if lighthouse is not None:
+                for p in procs:  # the workers first: a worker that lost its lighthouse waits for it
+                    p.kill()
+                lighthouse.stop()
 
     if plan.reuse is not None:
         plan.reuse.hold(plan.dilated.cluster, plan.names, outcome, "every step was measured", phases)
@@ -258,12 +277,22 @@ def worker_nice(delay_line_pids: list[int]) -> int:
     return 0
 
 
-def spawn(plan: RunPlan, cluster: Cluster, nice: int = 0) -> list[ForkedWorker]:
+def spawn(
+    plan: RunPlan, cluster: Cluster, nice: int = 0, lighthouse: churn.Lighthouse | None = None
+) -> list[ForkedWorker]:
     """A worker per rank in its node's namespace, forked by the run's fork server (torch imported once): G per node,
     rank = node * G + local rank; spec and log in workers/. ``nice``: how far each worker lowers its priority before
-    it starts (:func:`worker_nice`)."""
+    it starts (:func:`worker_nice`); ``lighthouse``: where the workers of a run through churn form their quorum."""
     config = plan.dilated
-    specs = _worker_specs(config, cluster, plan.run_dir, (plan.timeout_s, plan.setup_timeout_s), plan.dilation)
+    specs = _worker_specs(
+        config,
+        cluster,
+        plan.run_dir,
+        (plan.timeout_s, plan.setup_timeout_s),
+        plan.dilation,
+        lighthouse,
+        plan.exchange_timeout_s or plan.timeout_s,
+    )
     placement = cluster.spec.placement
     workers = [
         (cluster.nodes[placement[rank // config.gpus_per_node]].netns, path, plan.run_dir.log_path(rank))
@@ -278,9 +307,12 @@ def _worker_specs(
     run_dir: RunDir,
     timeouts: tuple[float, float],
     dilation: float,
+    lighthouse: churn.Lighthouse | None = None,
+    exchange_s: float = 0.0,
 ) -> list[Path]:
     """One spec file per worker (G = 1: one per node, rank r on node ``placement[r]``); ``timeouts``: (collectives,
-    joining the group); ``dilation`` paces their CPU phases. They meet at the run's rendezvous file, not at a port.
+    joining the group); ``dilation`` paces their CPU phases. They meet at the run's rendezvous file, not at a port;
+    with a ``lighthouse`` each node is a replica group of its own, in the quorum the lighthouse forms.
     """
     timeout_s, setup_s = timeouts
     paths = []
@@ -306,7 +338,11 @@ def _worker_specs(
                 compute_scale=config.cluster.topology.nodes[index].compute_scale,
                 compute_phases=scheduled.compute_phases(config, index, dilation),
                 start_gate=str(run_dir.start_gate),
-                rendezvous_file=str(run_dir.rendezvous),
+                **(
+                    {"quorum": churn.quorum_for(lighthouse.url, index, node.address, exchange_s)}
+                    if lighthouse is not None
+                    else {"rendezvous_file": str(run_dir.rendezvous)}
+                ),
                 **({"gpus_per_node": g, "intra_iface": INTRA_IFACE} if g > 1 else {}),
                 **({"shard_groups": layout.shards} if layout is not None else {}),
                 **({"shard_weights": True} if config.shard != "none" else {}),
@@ -325,9 +361,11 @@ def watch(
     outcome: RunOutcome,
     progress: Progress | None,
     poll: Callable[[], None] | None = None,
+    churned: tuple[Collection[int], Callable[[], Collection[int]]] = (frozenset(), frozenset),
 ) -> None:
     """Until every worker is done, or one fails or stalls; then, whatever happened, the fidelity verdict and the
-    pcaps.
+    pcaps. ``churned``: the ranks whose node has left, and those whose node joined again and has not stepped yet
+    (:func:`~netbench.orchestrator.run.watch.wait_for_workers`).
     """
     helpers = cluster.helper_pids  # every switch's delay line
     monitor = fid.FidelityMonitor([p.pid for p in procs], host_cpus(), helpers, dilation=plan.dilation)
@@ -361,6 +399,8 @@ def watch(
             progress=watched,
             poll=poll or cluster.check,
             joined=joined,
+            away=churned[0],
+            rejoining=churned[1],
         )
     except WorkerFailure as exc:
         outcome.fail(str(exc))

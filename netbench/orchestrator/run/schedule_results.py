@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from netbench.declarations.registry import spec
 from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import expected_tcp_settings
+from netbench.model.goodput import QUORUM_WAIT_S
 from netbench.model.heal import heal_bytes, heal_time_s
 from netbench.orchestrator.prediction import predict_run, replay_run, workload_shapes
 from netbench.rundir.steps_schema import Col, step_row
-from netbench.rundir.summary import measured_steps
+from netbench.rundir.summary import measured_steps, statistic
 from netbench.schedule.model import Segment
 from netbench.schedule.state import members_graph, segments
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
     from netbench.orchestrator.config import RunConfig
 
-__all__ = ["annotate", "segment_cluster", "segment_summary", "step_errors"]
+__all__ = ["annotate", "segment_cluster", "segment_summary", "step_errors", "churn_error"]
 
 
 def _time_zero(steps: pd.DataFrame) -> float | None:
@@ -97,8 +99,11 @@ def segment_summary(
         return []
     measured = measured_steps(steps)
     out = []
+    members_before = config.cluster.nodes
     for segment in segments(config.schedule, config.cluster.topology):
         rows = measured[measured[Col.SCHEDULE_SEGMENT] == segment.index]
+        left = segment.members < members_before
+        members_before = segment.members
         entry: dict[str, Any] = {
             "segment": segment.index,
             "start_s": segment.start_s,
@@ -118,10 +123,58 @@ def segment_summary(
                 out.append(entry | _heals(config, segment, steps, calibration))
             continue
         entry.update(_heals(config, segment, steps, calibration))
-        entry["step_time_s"] = float(rows.groupby(Col.STEP)[Col.STEP_S].max().median())
+        transient = _transient_steps(rows, spec(config.replicator.name).period(config.replicator), left)
+        steady = rows[~rows[Col.STEP].isin(transient)]
+        # the slowest node's step, its median or, for a replicator that communicates every K steps, its mean
+        per_step = (steady if not steady.empty else rows).groupby(Col.STEP)[Col.STEP_S].max()
+        entry["step_time_s"] = float(per_step.agg(statistic(rows)))
         if not segment.down:
             entry.update(_predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"]))
+        if transient:
+            if steady.empty:  # every window paid for a change: only the whole segment compares with the model
+                for key in ("step_time_s", "forecast_error", "replay_error"):
+                    entry.pop(key, None)
+            entry.update(_membership_cost(rows, transient, entry, left))
         out.append(entry)
+    return out
+
+
+def _transient_steps(rows: pd.DataFrame, period: int, left: bool) -> set[int]:
+    """The steps of the windows (``period`` steps, ending in an exchange) that a change in members cost: a window
+    holding a heal or an attempt not committed, and, in a segment that a leave began, its first window, whose quorum
+    waits for the lighthouse to drop the node that left. Empty for a run without quorum columns."""
+    if Col.COMMITTED not in rows or rows.empty:
+        return set()
+    window = rows[Col.STEP] // period
+    hit = rows[(rows[Col.HEAL_BYTES].fillna(0) > 0) | ~rows[Col.COMMITTED].astype(bool)]
+    windows = set(window[hit.index])
+    if left:
+        windows.add(int(window.min()))
+    return {int(s) for s in rows[Col.STEP][window.isin(windows)].unique()}
+
+
+def _membership_cost(rows: pd.DataFrame, transient: set[int], entry: dict[str, Any], left: bool) -> dict[str, Any]:
+    """The time the segment's changes in members cost beside the model's: the transient windows' slowest-node time
+    against their steps at the segment's modelled step, one heal per quorum that healed a node (the nodes healed in
+    one quorum are healed at once), and, after a leave, the lighthouse's wait for the node that left
+    (:data:`~netbench.model.goodput.QUORUM_WAIT_S`, the whole of it: a bound). The whole segment's mean step is set
+    beside the same sum for the model."""
+    per_step = rows.groupby(Col.STEP)[Col.STEP_S].max()
+    measured_s = float(per_step[per_step.index.isin(transient)].sum())
+    out: dict[str, Any] = {"transient_steps": len(transient), "transient_s": measured_s}
+    model_step = entry.get("predicted_step_time_s")
+    if model_step is None:
+        return out
+    healed = rows[rows[Col.HEAL_BYTES].fillna(0) > 0]
+    heal_quorums = healed[Col.STEP].nunique()
+    predicted = len(transient) * model_step + heal_quorums * entry.get("predicted_heal_s", 0.0)
+    predicted += QUORUM_WAIT_S if left else 0.0
+    steady_n = len(per_step) - len(transient)
+    out["predicted_transient_s"] = predicted
+    out["transient_error"] = predicted / measured_s - 1 if measured_s > 0 else None
+    out["segment_step_time_s"] = float(per_step.sum()) / len(per_step)
+    out["predicted_segment_step_time_s"] = (steady_n * model_step + predicted) / len(per_step)
+    out["segment_error"] = out["predicted_segment_step_time_s"] / out["segment_step_time_s"] - 1
     return out
 
 
@@ -200,6 +253,7 @@ def _predicted(
     if "error" in forecast:
         return {"prediction_error": forecast["error"]}
     out["predicted_step_time_s"] = forecast["step_time_s"]
+    out["predicted_comm_time_s"] = forecast.get("comm_time_s")
     out["forecast_error"] = forecast["step_time_s"] / measured_s - 1
     replay = replay_run(seg_config, rows, calibration, cpus=cpus)
     if replay is not None:
@@ -226,3 +280,21 @@ def step_errors(steps: pd.DataFrame, found: list[dict[str, Any]]) -> dict[str, f
         if not errors.empty:
             out[key] = float(errors.median())
     return out
+
+
+def churn_error(found: list[dict[str, Any]]) -> dict[str, float]:
+    """Over a run through churn, the model's time for the measured steps against theirs, each segment's steady step,
+    heals and waits priced (``churn_model_error``); nothing for a run whose members never changed."""
+    if not any("transient_s" in s for s in found):
+        return {}
+    measured = model = 0.0
+    for s in found:
+        mean, predicted = (
+            s.get("segment_step_time_s", s.get("step_time_s")),
+            s.get("predicted_segment_step_time_s", s.get("predicted_step_time_s")),
+        )
+        if mean is None or predicted is None or not s.get("steps"):
+            continue
+        measured += mean * s["steps"]
+        model += predicted * s["steps"]
+    return {"churn_model_error": model / measured - 1} if measured > 0 else {}

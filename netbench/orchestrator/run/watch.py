@@ -22,7 +22,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from netbench.orchestrator.activity import Activity
@@ -60,24 +60,31 @@ def wait_for_workers(
     progress: Progress | None = None,
     poll: Callable[[], None] = lambda: None,
     joined: Callable[[], None] | None = None,
+    away: Collection[int] = (),
+    rejoining: Callable[[], Collection[int]] = frozenset,
 ) -> None:
     """Wait for every worker; raise WorkerFailure naming the worker that failed or stalled. ``poll`` runs every round;
-    ``joined`` once, when every worker has recorded its start (joined the process group)."""
+    ``joined`` once, when every worker has recorded its start (joined the process group). ``away``: the ranks whose
+    node has left the run (churn): their worker was killed on purpose, and the others do not wait for it; ``procs``
+    may change while the wait runs (a node that joins again runs a fresh worker). ``rejoining``: the ranks of nodes that
+    joined again and have not stepped yet: once every other worker has finished, the run does not wait for them."""
     counters = [StepCounter(run_dir.records_path(rank)) for rank in range(len(procs))]
     activity, last_done, all_joined, waiting = Activity(), -1, False, len(procs)
     while True:
         poll()
         codes = [p.poll() for p in procs]
         for rank, code in enumerate(codes):
-            if code not in (None, 0) and run_dir.finished(rank):
-                codes[rank] = 0  # crashed on the way out (gloo teardown) after recording everything
+            if code not in (None, 0) and (run_dir.finished(rank) or rank in away):
+                codes[rank] = 0  # crashed on the way out (gloo teardown) after recording everything, or left
         if any(code not in (None, 0) for code in codes):
-            raise WorkerFailure(root_cause(procs, run_dir, node_of))
+            raise WorkerFailure(root_cause(procs, run_dir, node_of, away=away))
         counts = [count() for count in counters]
-        done = min(counts)
+        present = [rank for rank in range(len(procs)) if rank not in away]
+        done = min((counts[rank] for rank in present), default=0)
         if progress:
             progress(done, total)
-        if all(code == 0 or counter.done for code, counter in zip(codes, counters, strict=True)):
+        finished = [rank for rank in present if codes[rank] == 0 or counters[rank].done]
+        if len(finished) == len(present) or (finished and set(present) - set(finished) <= set(rejoining())):
             return  # what is left of a worker that recorded its end is leaving the process group and exiting
         joining = [rank for rank, count in enumerate(counters) if not count.started]
         if len(joining) != waiting:  # a worker joined
@@ -107,7 +114,11 @@ def wait_for_workers(
 
 
 def root_cause(
-    procs: list[subprocess.Popen], run_dir: RunDir, node_of: Callable[[int], int], settle_s: float = 2.0
+    procs: list[subprocess.Popen],
+    run_dir: RunDir,
+    node_of: Callable[[int], int],
+    settle_s: float = 2.0,
+    away: Collection[int] = (),
 ) -> str:
     """Name the worker that caused a failure, not the peers that merely lost it.
 
@@ -120,7 +131,7 @@ def root_cause(
     failed = []
     for rank, proc in enumerate(procs):
         code = proc.poll()
-        if code in (None, 0) or run_dir.finished(rank):
+        if code in (None, 0) or run_dir.finished(rank) or rank in away:
             continue
         error = last_error(run_dir.records(rank))
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
