@@ -499,17 +499,3 @@ def reduced_metrics(across: str) -> tuple[Metric, ...]:
     mean).
     """
     return tuple(m for m in METRICS if m.source and m.across == across)
-
-
-def statistic(measured: pd.DataFrame) -> str:
-    """``median`` per node, or ``mean`` when a node's payload changes from step to step.
-
-    Replicators that communicate every K steps (a declared period) have a typical step with no
-    traffic at all: its median shows 0 bytes and no communication, while what a user plans with
-    (and what the model predicts) is the average over a period. Constant-payload replicators keep
-    the median, which shrugs off the odd slow step.
-    """
-    if Col.PAYLOAD_BYTES not in measured:
-        return "median"
-    varying = measured.groupby(Col.RANK)[Col.PAYLOAD_BYTES].nunique().max() > 1
-    return "mean" if varying else "median"
