@@ -90,6 +90,26 @@ def test_a_token_budget_is_steps_times_the_step():
     assert budget["bytes_per_node"] == pytest.approx(1000 * est.tx.total)
 
 
+def test_a_token_budget_prices_onebits_dense_warm_up_at_the_full_all_reduce():
+    shapes = shape_key(synthetic_shapes(10**9))
+    backend = IdealBackend(shapes=shapes, model=model_shape(shapes, layers=8), codec=CodecCost(None))
+    scenario = Scenario(workers=4, up_bps=1e9, down_bps=1e9, compute_s=1)
+    onebit = build_scheme("onebit", SchemeSettings(freeze_step=200))
+    dense = onebit.dense_phase()
+    assert onebit.dense_steps(shapes, 4) == 200 and dense.dense_steps(shapes, 4) == 200
+    full, lasting, opening = (
+        backend.step(s, scenario) for s in (build_scheme("full", SchemeSettings()), onebit, dense)
+    )
+    assert opening.step_time_s == pytest.approx(full.step_time_s) and opening.tx.total == pytest.approx(full.tx.total)
+    assert opening.step_time_s > 2 * lasting.step_time_s
+    budget = token_budget(lasting, 1e9, 1e6, (200, opening))  # 1000 steps: 200 dense, 800 compressed
+    assert budget["steps"] == 1000 and budget["dense_steps"] == 200
+    assert budget["wall_s"] == pytest.approx(200 * opening.step_time_s + 800 * lasting.step_time_s)
+    assert budget["bytes_per_node"] == pytest.approx(200 * opening.tx.total + 800 * lasting.tx.total)
+    inside = token_budget(lasting, 1e8, 1e6, (200, opening))  # 100 steps, every one in the warm-up
+    assert inside["wall_s"] == pytest.approx(100 * full.step_time_s)
+
+
 def test_a_target_out_of_reach_says_why():
     shapes = shape_key(synthetic_shapes(10**9))
     backend = IdealBackend(shapes=shapes, model=model_shape(shapes, layers=8), codec=CodecCost(None))

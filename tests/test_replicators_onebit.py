@@ -137,3 +137,37 @@ def test_the_warm_up_is_not_priced_per_step_but_its_bursts_set_the_pacing():
     lasting, ended = scheme.exchanges(shapes, 2), scheme.ended(shapes, 2)
     assert [(e.collective, e.bytes_per_step) for e in ended] == [("all_reduce", 4 * NUMEL)]
     assert paced_flight_bytes((*lasting, *ended), 2) > paced_flight_bytes(lasting, 2)
+
+
+def test_a_run_opens_with_freeze_step_steps_priced_as_the_dense_all_reduce():
+    from netbench.emulation.spec import ClusterSpec
+    from netbench.model.calibration import Calibration
+    from netbench.orchestrator.config import RunConfig
+    from netbench.orchestrator.prediction import dense_prediction, predict, workload_shapes
+    from netbench.topology import DirectionSpec
+
+    shapes = [ParamShape(f"p{i}", s) for i, s in enumerate(SHAPES)]
+    scheme = scheme_from_config(ReplicatorConfig(name="onebit", freeze_step=4))
+    assert scheme.dense_steps(shapes, 2) == 4  # read from the declaration's phases: freeze_step
+    dense = scheme.dense_phase()
+    assert [(e.collective, e.bytes_per_step) for e in dense.exchanges(shapes, 2)] == [("all_reduce", 4 * NUMEL)]
+    assert dense.ended(shapes, 2) == () and dense.dense_steps(shapes, 2) == 4
+    assert scheme_from_config(ReplicatorConfig(name="full")).dense_steps(shapes, 2) == 0
+
+    link = DirectionSpec(rate_bps=10e6)
+    config = RunConfig(
+        cluster=ClusterSpec(nodes=2, up=link, down=link),
+        replicator={"name": "onebit", "freeze_step": 6},
+        workload={"kind": "mlp", "hidden": 512, "mlp_layers": 2},
+    )
+    model = workload_shapes(config.workload, 2)
+    found = dense_prediction(config, model, 0.05, Calibration(), 2)
+    lasting = predict(config, model, 0.05, Calibration(), 2)
+    full = predict(
+        config.model_copy(update={"replicator": ReplicatorConfig(name="full")}), model, 0.05, Calibration(), 2
+    )
+    assert found["dense_steps"] == 6
+    assert found["dense_step_time_s"] == pytest.approx(full.step_time_s, rel=0.05)  # a step of `full`'s all-reduce
+    assert found["dense_step_time_s"] > 5 * lasting.step_time_s  # 32 bits a parameter against about one
+    unphased = config.model_copy(update={"replicator": ReplicatorConfig(name="full")})
+    assert dense_prediction(unphased, model, 0.05, Calibration(), 2) == {}

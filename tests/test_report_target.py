@@ -13,6 +13,8 @@ import pytest
 from synthetic_sweep import grid, write_sweep
 
 from netbench.reports.target import (
+    DENSE_MODEL,
+    DENSE_STEPS,
     STEP_MODEL,
     LossCurve,
     crossovers,
@@ -82,9 +84,38 @@ def test_points_on_two_sites_run_along_their_wan_and_star_points_along_their_acc
     ).assign(status="ok", **{STEP_MODEL: [2.0, 0.2, 1.0, 0.1]})
     fns = step_time_functions(frame)
     assert set(fns) == {("full", 4, 50.0), ("full", 2, 5.0)}
-    assert fns[("full", 4, 50.0)](1e7) == pytest.approx(2.0) and fns[("full", 4, 50.0)](1e9) == pytest.approx(0.2)
-    assert fns[("full", 4, 50.0)](1e8) == pytest.approx(math.sqrt(2.0 * 0.2))  # log-log halfway
-    assert fns[("full", 2, 5.0)](1e7) == pytest.approx(1.0) and fns[("full", 2, 5.0)](1e8) == pytest.approx(0.1)
+    wan, star = fns[("full", 4, 50.0)].step, fns[("full", 2, 5.0)].step
+    assert wan(1e7) == pytest.approx(2.0) and wan(1e9) == pytest.approx(0.2)
+    assert wan(1e8) == pytest.approx(math.sqrt(2.0 * 0.2))  # log-log halfway
+    assert star(1e7) == pytest.approx(1.0) and star(1e8) == pytest.approx(0.1)
+
+
+def test_onebit_reaching_the_target_inside_its_dense_warm_up_is_priced_at_the_dense_step() -> None:
+    # onebit's model: 8 dense steps at 1.0 s (10mbit) / 0.1 s (100mbit), then 0.05 s / 0.02 s a compressed step
+    frame = pd.DataFrame(
+        [
+            dict(replicator="onebit", nodes=2, bw_bps=1e7, delay_ms=0.0, **{DENSE_MODEL: 1.0, DENSE_STEPS: 8}),
+            dict(replicator="onebit", nodes=2, bw_bps=1e8, delay_ms=0.0, **{DENSE_MODEL: 0.1, DENSE_STEPS: 8}),
+            dict(replicator="full", nodes=2, bw_bps=1e7, delay_ms=0.0),
+            dict(replicator="full", nodes=2, bw_bps=1e8, delay_ms=0.0),
+        ]
+    ).assign(status="ok", **{STEP_MODEL: [0.05, 0.02, 1.0, 0.1]})
+    prices = step_time_functions(frame)
+    assert prices[("full", 2, 0.0)].dense is None and prices[("onebit", 2, 0.0)].dense_steps == 8
+
+    def curve(rep: str, rate: float, loss: list[float]) -> LossCurve:
+        return LossCurve(rep, 2, 0.0, rate, np.asarray(loss), np.arange(1.0, len(loss) + 1), None)
+
+    falling = [10.0 - s for s in range(12)]
+    curves = [curve(rep, rate, falling) for rep in ("onebit", "full") for rate in (1e7, 1e8)]
+    (inside,) = time_to_target(curves, prices, target=5.0)  # reached after step 6, inside the 8 dense steps
+    assert inside.steps_needed["onebit"] == 6
+    assert inside.projected_s[("onebit", 1e7)] == pytest.approx(6 * 1.0)  # not 6 x 0.05 s
+    assert inside.projected_s[("onebit", 1e8)] == pytest.approx(6 * 0.1)
+    assert inside.projected_s[("full", 1e7)] == pytest.approx(6 * 1.0)
+    (after,) = time_to_target(curves, prices, target=0.0)  # after step 11: 8 dense steps, 3 compressed
+    assert after.projected_s[("onebit", 1e7)] == pytest.approx(8 * 1.0 + 3 * 0.05)
+    assert after.projected_s[("onebit", 1e8)] == pytest.approx(8 * 0.1 + 3 * 0.02)
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -40,6 +40,10 @@ def test_sparse_replicator_needs_less_than_dense() -> None:
     assert slowest_call_s(config(1e7, "dct")) < slowest_call_s(config(1e7, "full")) / 3
 
 
+def test_onebit_has_room_for_its_dense_warm_up_all_reduce() -> None:
+    assert slowest_call_s(config(1e7, "onebit")) == pytest.approx(slowest_call_s(config(1e7, "full")), rel=0.05)
+
+
 def test_loss_and_delay_lower_the_rate_tcp_can_hold() -> None:
     assert loss_limited_bps(1e9, 0.0, 0.5) == 1e9
     assert loss_limited_bps(1e9, 0.01, 0.0) < 1e9

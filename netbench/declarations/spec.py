@@ -99,6 +99,11 @@ class PayloadDecl:
         """Every exchange declared: this one, then those in ``also``."""
         return (replace(self, also=()), *(q for p in self.also for q in p.parts()))
 
+    def dense_steps(self) -> int:
+        """How many steps open the run in phases that end (1-bit Adam's dense warm-up: its ``freeze_step``): the
+        steps before the lasting phase the model prices per step; 0 where every part lasts the whole run."""
+        return max((p.steps[1] for p in self.parts()), default=0)
+
     def bytes_on(self, step: int) -> int:
         """Bytes handed to collectives on 1-based ``step`` (every part whose period divides it)."""
         return sum(p.bytes_per_step for p in self.parts() if p.on(step))

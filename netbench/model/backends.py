@@ -138,7 +138,7 @@ class CodecCost:
 
     def source(self, scheme: Scheme) -> str:
         """Where this scheme's codec time comes from: ``measured``, ``estimate`` or ``none``."""
-        if not spec(scheme.name).encodes:
+        if not scheme.runs_codec or not spec(scheme.name).encodes:
             return "none"
         if self.profile is not None and self.profile.measured(cost_key(scheme.config)):
             return "measured"

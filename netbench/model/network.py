@@ -200,7 +200,11 @@ class GraphModel:
         draws = self._draws(scheme, rings, layout, exchanges, steps)
         scale = self.topology.nodes[self.slowest].compute_scale
         # each of a shard's (site layout) or a machine's (G accelerators) ranks encodes its own slice
-        compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / (k * g), len(shapes))) * scale
+        compression = (
+            sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / (k * g), len(shapes))) * scale
+            if scheme.runs_codec
+            else 0.0
+        )
         compute = scenario.compute_s * scale
         peers = draws[0][1].peers  # every draw's rings are alike in size: two ranks a pair
         paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, peers)), peers)
@@ -511,7 +515,11 @@ def _uniform_ring(
     wire = CollectiveCost()
     g = scenario.gpus_per_node
     # encode + decode of this scheme's settings (a per-parameter and a per-tensor cost, as run predictions use)
-    compression = sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
+    compression = (
+        sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
+        if scheme.runs_codec
+        else 0.0
+    )
     idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
     paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, peers)), peers) if peers >= 2 else 0.0
     for ex, rest in zip(exchanges, rests(exchanges, idle)):

@@ -9,8 +9,9 @@ so a change to a replicator's wire format changes the plan too. A declaration wi
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -70,21 +71,44 @@ class Scheme:
     """A named scheme with validated settings; knows its exchanges for any world size.
 
     ``overlap``: its communication overlaps the backward pass (its declaration's ``overlaps_compute``),
-    so a step costs compression + max(compute, comm) instead of the sum.
+    so a step costs compression + max(compute, comm) instead of the sum. ``phase``: which of its declared phases a
+    step is priced in: ``lasting`` (the steps of a long run) or ``dense`` (the steps of the phases that end, which open
+    the run: 1-bit Adam's dense warm-up, no codec on them).
     """
 
     name: str
     config: ReplicatorConfig
     overlap: bool = False
+    phase: Literal["lasting", "dense"] = "lasting"
 
     def exchanges(self, shapes: Sequence[ParamShape], world_size: int) -> tuple[Exchange, ...]:
-        """The scheme's traffic among ``world_size`` replicating peers."""
+        """The scheme's traffic among ``world_size`` replicating peers on a step of its phase."""
+        if self.phase == "dense":
+            return _opening(shape_key(shapes), self.config, world_size)
         return _declared(shape_key(shapes), self.config, world_size)
 
     def ended(self, shapes: Sequence[ParamShape], world_size: int) -> tuple[Exchange, ...]:
         """The exchanges of its phases that end (1-bit Adam's dense warm-up): not priced per step, but the
         connections carried them before the steps that are (their bursts set bbr's pacing)."""
+        if self.phase == "dense":
+            return ()
         return _ended(shape_key(shapes), self.config, world_size)
+
+    def dense_steps(self, shapes: Sequence[ParamShape], world_size: int) -> int:
+        """How many steps open a run before the lasting phase (the declaration's
+        :meth:`~netbench.declarations.spec.PayloadDecl.dense_steps`: 1-bit Adam's ``freeze_step``)."""
+        return declared(shape_key(shapes), self.config, world_size).dense_steps()
+
+    @property
+    def runs_codec(self) -> bool:
+        """Whether its steps run the replicator's codec: those of the lasting phase (the opening phases send their
+        tensors as they are)."""
+        return self.phase == "lasting"
+
+    def dense_phase(self) -> Scheme:
+        """This scheme priced on a step of its opening phases: their exchanges, and no codec (its replicator encodes
+        nothing before the lasting phase)."""
+        return replace(self, phase="dense")
 
 
 class ShapeKey(tuple):
@@ -124,6 +148,15 @@ def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_si
     parts = lasting(declared(shapes, config, world_size).parts())
     return with_free_runs(
         tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in parts)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _opening(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> tuple[Exchange, ...]:
+    parts = declared(shapes, config, world_size).parts()
+    opening = tuple(p for p in parts if p not in lasting(parts))
+    return with_free_runs(
+        tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in opening)
     )
 
 

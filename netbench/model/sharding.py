@@ -88,7 +88,11 @@ class PerWorkerScheme(Scheme):
 
 def per_worker(scheme: Scheme, shapes: Sequence[ParamShape], g: int) -> Scheme:
     """``scheme`` as a node of G workers runs it (itself when G = 1)."""
-    return scheme if g <= 1 else PerWorkerScheme(scheme.name, scheme.config, scheme.overlap, g, tuple(shapes))
+    return (
+        scheme
+        if g <= 1
+        else PerWorkerScheme(scheme.name, scheme.config, scheme.overlap, scheme.phase, g=g, shapes=tuple(shapes))
+    )
 
 
 def intra_bits_per_s(config: Any) -> float:

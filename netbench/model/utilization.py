@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from netbench.declarations.phases import run_time_s
 from netbench.model.planner import BW_RANGE_BPS
 from netbench.model.schemes import Scheme
 from netbench.model.search import sign_change_log
@@ -106,15 +107,25 @@ def curve(step: StepFn, scheme: Scheme, scenario: Scenario, grid: Sequence[float
     return [(bw, utilization_of(step, scheme, at_bandwidth(scenario, bw))) for bw in grid]
 
 
-def token_budget(est: StepEstimate, tokens: float, tokens_per_step: float) -> dict:
-    """Wall time, compute time and bytes per node to train ``tokens`` at ``tokens_per_step`` a step."""
+def token_budget(
+    est: StepEstimate, tokens: float, tokens_per_step: float, dense: tuple[int, StepEstimate] | None = None
+) -> dict:
+    """Wall time, compute time and bytes per node to train ``tokens`` at ``tokens_per_step`` a step: ``dense``, the
+    steps that open the run in phases that end and the step there (1-bit Adam's dense warm-up), prices those first
+    steps at their own step, the rest at ``est``."""
     steps = math.ceil(tokens / tokens_per_step)
+    opening, first = dense if dense is not None else (0, est)
+
+    def total(per_step: Callable[[StepEstimate], float]) -> float:
+        return run_time_s(steps, opening, per_step(first), per_step(est))
+
     return {
         "tokens": tokens,
         "steps": steps,
-        "wall_s": steps * est.step_time_s,
-        "compute_s": steps * est.compute_time_s,
-        "bytes_per_node": steps * est.tx.total,
+        "dense_steps": min(steps, opening),
+        "wall_s": total(lambda e: e.step_time_s),
+        "compute_s": total(lambda e: e.compute_time_s),
+        "bytes_per_node": total(lambda e: e.tx.total),
     }
 
 

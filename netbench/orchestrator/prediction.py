@@ -63,6 +63,7 @@ __all__ = [
     "priced_steps",
     "model_step",
     "predict",
+    "dense_prediction",
     "weights_sharded",
     "prediction",
     "as_summary",
@@ -320,6 +321,7 @@ def predict(
     codec_s: tuple[float, float] | None = None,
     hop_codec_s: float | None = None,
     steps: Sequence[int] | None = None,
+    dense: bool = False,
 ) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
 
@@ -328,14 +330,18 @@ def predict(
     slowest node; ``codec_s`` replaces them with measured (encode, decode) times (the replay), which already hold the
     slowest node's own speed, and ``hop_codec_s`` the encode + decode a quantized ring's hops are priced at (the
     run's mean, :func:`mean_codec_s`); tbf's refilled bucket credits the wire (:func:`bucket_credit_s`). ``steps``:
-    the 1-based steps a run measured (:func:`priced_steps`), whose syncs a gossip run is priced at.
+    the 1-based steps a run measured (:func:`priced_steps`), whose syncs a gossip run is priced at. ``dense``: a step
+    of the phases that open the run (:meth:`~netbench.model.schemes.Scheme.dense_phase`: their exchanges, no codec).
     """
     measured = codec_s is not None
-    calibrated = encode_decode_s(config, shapes, calibration, cpus)
+    calibrated = (0.0, 0.0) if dense else encode_decode_s(config, shapes, calibration, cpus)
     codec = codec_s if codec_s is not None else calibrated
     hops = sum(calibrated) if hop_codec_s is None else hop_codec_s
     host = HostEffects(codec, measured, functools.partial(bucket_credit_s, config.cluster, local_s), hops)
-    graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration)
+    run_scheme = scheme_from_config(config.replicator)
+    graph, scheme, node_shapes, scenario = _graph_inputs(
+        config, shapes, local_s, calibration, run_scheme.dense_phase() if dense else run_scheme
+    )
     found = training_step(
         graph,
         scheme,
@@ -462,6 +468,7 @@ def predict_run(
             **as_summary(est, calib, enc, dec, identity),
             "host_cpus": cpus,
             "codec_cpu_s": sum(encode_decode_s(config, shapes, calib, config.cluster.nodes * g)),
+            **dense_prediction(config, shapes, local, calib, cpus),
         }  # every worker a core
         if g > 1:  # comm_time_s is the inter-node part, as measured; the intra-node link's beside it
             intra = sharding.intra_prediction(
@@ -473,6 +480,21 @@ def predict_run(
         return Prediction.new(**out).to_json()
     except Exception as exc:  # noqa: BLE001 - reported beside the measurement instead of failing the run
         return {"error": error_text(exc)}
+
+
+def dense_prediction(
+    config: RunLike, shapes: Sequence[ParamShape], local_s: float, calibration: Calibration, cpus: int
+) -> dict[str, Any]:
+    """``dense_steps`` and ``dense_step_time_s``: how many steps open a run of ``config`` in phases that end (1-bit
+    Adam's dense warm-up) and the model's step in them, so a run's length is priced phase by phase
+    (:func:`netbench.declarations.phases.run_time_s`); nothing where every phase lasts."""
+    dense_steps = scheme_from_config(config.replicator).dense_steps(
+        sharding.worker_shapes(shapes, sharding.gpus_per_node(config)), config.cluster.nodes
+    )
+    if not dense_steps:
+        return {}
+    est = predict(config, shapes, local_s, calibration, cpus, steps=range(1, dense_steps + 1), dense=True)
+    return {"dense_steps": dense_steps, "dense_step_time_s": est.step_time_s}
 
 
 def replay_run(

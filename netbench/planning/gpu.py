@@ -111,6 +111,13 @@ def bottleneck(backend: Any, est: StepEstimate, scenario: Scenario) -> str:
     return "intra-node link" if backend.limit(scenario)[1] == "the intra-node link" else "inter-node network"
 
 
+def _opening(planner: Planner, scheme: Scheme, scenario: Scenario) -> tuple[int, StepEstimate] | None:
+    """The steps that open a run of ``scheme`` in phases that end (1-bit Adam's dense warm-up) and the step there;
+    None where every phase lasts."""
+    count = scheme.dense_steps(planner.shapes, scenario.machines)
+    return (count, planner.step(scheme.dense_phase(), scenario)) if count else None
+
+
 def answers(
     planner: Planner,
     schemes: list[Scheme],
@@ -127,7 +134,9 @@ def answers(
         if isinstance(planner.backend, NcclBackend | IdealBackend):
             row["codec_source"] = planner.backend.codec.source(scheme)
         if opts.tokens is not None and opts.tokens_per_step:
-            row["token_budget"] = token_budget(est, opts.tokens, opts.tokens_per_step)
+            row["token_budget"] = token_budget(
+                est, opts.tokens, opts.tokens_per_step, _opening(planner, scheme, scenario)
+            )
         parts = planner.backend.layout_parts(scheme, scenario) if hasattr(planner.backend, "layout_parts") else None
         if parts is not None:
             row["parallel"] = parts

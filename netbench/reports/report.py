@@ -370,7 +370,8 @@ def _target_section(groups: list[TargetGroup], figures: list[Path], given: bool)
         "time at the slowest "
         "node (warm-up steps included). *Measured*: when each run reached the target; *model*: the steps it "
         "took x the model's "
-        "step time at that rate (how the same training would go on a link the sweep did not measure). The target is "
+        "step time at that rate, the steps of a phase that opens the run (1-bit Adam's dense warm-up) at the model's "
+        "step there (how the same training would go on a link the sweep did not measure). The target is "
         + (
             "given with `--target-loss`."
             if given

@@ -7,8 +7,10 @@ mean over ``SMOOTH`` steps against batch noise) is put against
 
 * measured wall-clock: the cumulative step time at the slowest node, warm-up steps included
   (they train too), and
-* projected wall-clock on any link rate: steps to the target x the model's step time there
-  (the predictions stored per point, interpolated log-log along the rate axis).
+* projected wall-clock on any link rate: the model's time for the steps to the target there (the predictions
+  stored per point, interpolated log-log along the rate axis), phase by phase: a replicator whose declaration opens
+  the run with a phase that ends (1-bit Adam's ``freeze_step`` steps of dense all-reduce) has those steps priced at
+  the model's step in that phase, the rest at its lasting step (:func:`netbench.declarations.phases.run_time_s`).
 
 The target defaults to the worst replicator's final (smoothed) loss, so every replicator reaches
 it. The rate at which the fastest-to-target replicator changes is found on the projection.
@@ -24,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from netbench.declarations.phases import run_time_s
 from netbench.reports.steps import step_series
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import predicted_column
@@ -34,8 +37,10 @@ __all__ = [
     "SMOOTH",
     "LOSS_KINDS",
     "LossCurve",
+    "Pricing",
     "Crossover",
     "TargetGroup",
+    "as_pricing",
     "smooth",
     "steps_to_target",
     "measured_time_to",
@@ -48,11 +53,34 @@ __all__ = [
 ]
 
 STEP_MODEL = predicted_column("step_time_s")  # summary.csv's model column
+DENSE_MODEL = predicted_column("dense_step_time_s")  # the model's step in the phases that open the run
+DENSE_STEPS = predicted_column("dense_steps")  # how many steps those phases last
 
 SMOOTH = 5  # trailing mean over this many steps
 LOSS_KINDS = ("transformer", "mlp")  # workloads whose loss means something
 
 StepTime = Callable[[float], float]  # link rate (bit/s) -> the model's step time (s)
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The model's time for a run's first steps along the rate axis: ``dense_steps`` at ``dense``'s step, the rest
+    at ``step``'s (``dense_steps`` 0: every step at ``step``'s)."""
+
+    step: StepTime
+    dense: StepTime | None = None
+    dense_steps: int = 0
+
+    def seconds(self, steps: int, rate: float) -> float:
+        """Wall time of the first ``steps`` steps at ``rate`` bit/s."""
+        if self.dense is None or not self.dense_steps:
+            return steps * self.step(rate)
+        return run_time_s(steps, self.dense_steps, self.dense(rate), self.step(rate))
+
+
+def as_pricing(price: Pricing | StepTime) -> Pricing:
+    """``price`` as a :class:`Pricing` (a bare step time prices every step alike)."""
+    return price if isinstance(price, Pricing) else Pricing(price)
 
 
 @dataclass(frozen=True)
@@ -97,11 +125,11 @@ class TargetGroup:
     rates: list[float]
     steps_needed: dict[str, int | None]  # per replicator, from its loss curve (median over its runs)
     measured_s: dict[tuple[str, float], float | None]  # (replicator, rate) -> measured time to target
-    projected_s: dict[tuple[str, float], float | None]  # (replicator, rate) -> steps x model step time
+    projected_s: dict[tuple[str, float], float | None]  # (replicator, rate) -> the model's time for those steps
     crossovers: list[Crossover]
     span: tuple[float, float]  # rates searched for crossovers
     curves: list[LossCurve] = field(repr=False)
-    step_time: dict[str, StepTime] = field(repr=False)
+    pricing: dict[str, Pricing] = field(repr=False)
 
 
 def rate_text(bps: float) -> str:
@@ -130,15 +158,20 @@ def measured_time_to(curve: LossCurve, target: float) -> float | None:
 
 
 def crossovers(
-    step_times: dict[str, StepTime], steps_needed: dict[str, int | None], lo_bps: float, hi_bps: float, points: int = 80
+    step_times: dict[str, Pricing | StepTime],
+    steps_needed: dict[str, int | None],
+    lo_bps: float,
+    hi_bps: float,
+    points: int = 80,
 ) -> list[Crossover]:
     """Rates where the order of the replicators' times to target changes (bisection between log-grid points)."""
     reps = [r for r, k in steps_needed.items() if k]
     if len(reps) < 2:
         return []
+    priced = {r: as_pricing(step_times[r]) for r in reps}
 
     def order(rate: float) -> tuple[str, ...]:
-        return tuple(sorted(reps, key=lambda r: steps_needed[r] * step_times[r](rate)))
+        return tuple(sorted(reps, key=lambda r: priced[r].seconds(steps_needed[r], rate)))
 
     out = []
     grid = np.geomspace(lo_bps, hi_bps, points)
@@ -216,13 +249,14 @@ def _median_curve(curves: list[LossCurve]) -> np.ndarray:
 
 def time_to_target(
     curves: list[LossCurve],
-    step_time: dict[tuple[str, int, float], StepTime],
+    step_time: dict[tuple[str, int, float], Pricing | StepTime],
     target: float | None = None,
     span: tuple[float, float] | None = None,
 ) -> list[TargetGroup]:
     """Per (nodes, delay) group: steps to target per replicator, measured and projected times, crossover rates.
 
-    ``step_time[(replicator, nodes, delay_ms)]`` gives the model's step time at any rate; ``span``
+    ``step_time[(replicator, nodes, delay_ms)]`` prices its steps at any rate (a :class:`Pricing`, or a bare step
+    time for a replicator whose every step is alike); ``span``
     is the rate range searched for crossovers (default: the measured rates, widened 10x each way
     within what the emulator can shape: the model projects beyond what was measured).
     """
@@ -234,14 +268,14 @@ def time_to_target(
         goal = target if target is not None else max(float(loss[-1]) for loss in per_rep.values())
         steps_needed = {rep: steps_to_target(loss, goal) for rep, loss in per_rep.items()}
         rates = sorted({c.bw_bps for c in here})
-        fns = {rep: step_time[(rep, nodes, delay)] for rep in reps if (rep, nodes, delay) in step_time}
+        fns = {rep: as_pricing(step_time[(rep, nodes, delay)]) for rep in reps if (rep, nodes, delay) in step_time}
         measured, projected = {}, {}
         for rep in reps:
             for rate in rates:
                 run = next((c for c in here if c.replicator == rep and c.bw_bps == rate), None)
                 measured[(rep, rate)] = measured_time_to(run, goal) if run else None
                 k = steps_needed[rep]
-                projected[(rep, rate)] = k * fns[rep](rate) if k and rep in fns else None
+                projected[(rep, rate)] = fns[rep].seconds(k, rate) if k and rep in fns else None
         lo, hi = span or (max(MIN_RATE_BPS, min(rates) / 10), min(MAX_RATE_BPS, max(rates) * 10))
         cross = crossovers(fns, {r: k for r, k in steps_needed.items() if r in fns}, lo, hi) if lo < hi else []
         groups.append(
@@ -250,14 +284,30 @@ def time_to_target(
     return groups
 
 
-def step_time_functions(frame: pd.DataFrame) -> dict[tuple[str, int, float], StepTime]:
-    """The model's step time along the rate axis per (replicator, nodes, delay): the predictions stored per point,
-    interpolated."""
+def step_time_functions(frame: pd.DataFrame) -> dict[tuple[str, int, float], Pricing]:
+    """The model's price of a run's steps along the rate axis per (replicator, nodes, delay): the predictions stored
+    per point, interpolated; the step of the phases that open the run (``dense_steps`` of them) where the points
+    predicted one."""
     ok = frame[(frame["status"] == "ok")] if STEP_MODEL in frame else frame.iloc[0:0]
     ok = ok[pd.to_numeric(ok[STEP_MODEL], errors="coerce").notna()] if not ok.empty else ok
     ok = on_the_narrowest_link(ok)
-    out: dict[tuple[str, int, float], StepTime] = {}
+    out: dict[tuple[str, int, float], Pricing] = {}
     for (rep, nodes, delay), group in ok.groupby(["replicator", "nodes", "delay_ms"]):
         key = (str(rep), int(nodes), float(delay))
-        out[key] = interpolated_step_time(group["bw_bps"].tolist(), group[STEP_MODEL].astype(float).tolist())
+        step = interpolated_step_time(group["bw_bps"].tolist(), group[STEP_MODEL].astype(float).tolist())
+        out[key] = Pricing(step, *_dense_pricing(group))
     return out
+
+
+def _dense_pricing(group: pd.DataFrame) -> tuple[StepTime | None, int]:
+    """The opening phases' step time along the rate axis and how many steps they last, from the points that
+    predicted both (none: every step is the lasting one)."""
+    if DENSE_MODEL not in group or DENSE_STEPS not in group:
+        return None, 0
+    times = pd.to_numeric(group[DENSE_MODEL], errors="coerce")
+    counts = pd.to_numeric(group[DENSE_STEPS], errors="coerce")
+    known = times.notna() & counts.notna() & (counts > 0)
+    if not known.any():
+        return None, 0
+    rates = group.loc[known, "bw_bps"].tolist()
+    return interpolated_step_time(rates, times[known].astype(float).tolist()), int(counts[known].max())

@@ -31,9 +31,9 @@ def loss_vs_time(group: TargetGroup, path: Path) -> Path:
             c = color(rep)
             for curve in (x for x in group.curves if x.replicator == rep and x.bw_bps == rate):
                 ax.plot(curve.elapsed_s, curve.loss, "-", color=c, lw=1.6)
-                if rep in group.step_time:
-                    steps = np.arange(1, len(curve.loss) + 1)
-                    ax.plot(steps * group.step_time[rep](rate), curve.loss, "--", color=c, lw=1.2, alpha=0.8)
+                if rep in group.pricing:
+                    projected = [group.pricing[rep].seconds(k, rate) for k in range(1, len(curve.loss) + 1)]
+                    ax.plot(projected, curve.loss, "--", color=c, lw=1.2, alpha=0.8)
         ax.axhline(group.target, color="#555", ls=":", lw=1)
         ax.set_xscale("log")
         label_seconds(ax, "x")
@@ -42,7 +42,7 @@ def loss_vs_time(group: TargetGroup, path: Path) -> Path:
         ax.grid(True, which="both", alpha=0.25)
     axes[0][0].set_ylabel("training loss (trailing mean)")
     fig.suptitle(
-        f"Loss vs wall-clock, {_where(group)}: solid measured, dashed the model's step time x steps", fontsize=11
+        f"Loss vs wall-clock, {_where(group)}: solid measured, dashed the model's time for the steps", fontsize=11
     )
     handles = [Line2D([], [], color=color(r), lw=2, label=r) for r in reps]
     handles += [
@@ -61,14 +61,14 @@ def time_to_target_vs_rate(group: TargetGroup, path: Path) -> Path:
     grid = np.geomspace(max(MIN_RATE_BPS, lo), min(MAX_RATE_BPS, hi), 80)
     for rep, k in group.steps_needed.items():
         c = color(rep)
-        if k and rep in group.step_time:
+        if k and rep in group.pricing:
             ax.plot(
                 grid,
-                [k * group.step_time[rep](r) for r in grid],
+                [group.pricing[rep].seconds(k, r) for r in grid],
                 "-",
                 color=c,
                 lw=1.6,
-                label=f"{rep}: {k} steps x model",
+                label=f"{rep}: {k} steps, model",
             )
         pts = [(rate, group.measured_s.get((rep, rate))) for rate in group.rates]
         pts = [(r, t) for r, t in pts if t is not None]

@@ -187,6 +187,14 @@ FIELDS: tuple[Field, ...] = (
     ),
     Metric("codec_cpu_s", label="encode + decode CPU time per worker, calibrated (no core shared)", **_MODEL, **_S),
     Metric(
+        "dense_step_time_s",
+        label="step time in the phases that open the run (1-bit Adam's dense warm-up)",
+        csv=("predicted",),
+        **_MODEL,
+        **_S,
+    ),
+    Metric("dense_steps", label="steps in the phases that open the run", csv=("predicted",), **_MODEL),
+    Metric(
         "payload_bytes_per_step",
         label="payload bytes/step/node",
         csv=("measured", "predicted"),

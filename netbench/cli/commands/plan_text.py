@@ -252,8 +252,9 @@ def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None
             churned = churn.get("token_budget_wall_s")
             under = f"; under churn wall {_duration(churned)}" if churned is not None else ""
             under = under or ("; under churn nothing trains" if "token_budget_wall_s" in churn else "")
+            steps = f"{b['steps']:,} steps" + (f" ({b['dense_steps']:,} dense)" if b.get("dense_steps") else "")
             console.print(
-                f"  {r['replicator']:>12} @ {r['nodes']:>6}: {b['steps']:,} steps, wall {_duration(b['wall_s'])} "
+                f"  {r['replicator']:>12} @ {r['nodes']:>6}: {steps}, wall {_duration(b['wall_s'])} "
                 f"(compute {_duration(b['compute_s'])}), {_total_bytes(b['bytes_per_node'])} sent per worker{under}",
                 highlight=False,
             )

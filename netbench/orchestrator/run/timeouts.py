@@ -53,7 +53,8 @@ def loss_limited_bps(rate_bps: float, loss: float, one_way_delay_s: float) -> fl
 
 
 def slowest_call_s(config: RunConfig) -> float:
-    """The model's time for the replicator's largest single collective call on this run's links."""
+    """The model's time for the replicator's largest single collective call on this run's links, in any phase of the
+    run (1-bit Adam's dense warm-up all-reduces what its compressed steps send as sign bits)."""
     calibration = load_calibration()
     spec = config.cluster
     scenario = scenario_for(spec, 0.0, calibration)
@@ -61,9 +62,8 @@ def slowest_call_s(config: RunConfig) -> float:
     access = spec.access
     up = loss_limited_bps(access.forward.rate_bps, access.forward.loss, scenario.delay_s)
     down = loss_limited_bps(access.reverse.rate_bps, access.forward.loss, scenario.delay_s)
-    exchanges = scheme_from_config(config.replicator).exchanges(
-        workload_shapes(config.workload, spec.nodes), spec.nodes
-    )
+    scheme, shapes = scheme_from_config(config.replicator), workload_shapes(config.workload, spec.nodes)
+    exchanges = (*scheme.exchanges(shapes, spec.nodes), *scheme.dense_phase().exchanges(shapes, spec.nodes))
     times = [
         call_cost(
             ex,
