@@ -36,7 +36,11 @@ def full_summary() -> dict:
     """A summary with every metric set (distinct values), a prediction of every predicted one, and a run's
     coordinates.
     """
-    values = {m.key: float(i + 1) for i, m in enumerate(METRICS) if m.summary and m.unit not in ("text", "count")}
+    values = {
+        m.key: (i + 1 if m.unit == "count" else float(i + 1))
+        for i, m in enumerate(METRICS)
+        if m.summary and m.unit != "text" and m.key != "steps_measured"
+    }
     predicted = {m.key: float(i + 100) for i, m in enumerate(METRICS) if m.prediction}
     return RunSummary.new(
         **values,
