@@ -47,12 +47,14 @@ from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
 from netbench.orchestrator.host_fit import check_host
+from netbench.orchestrator.exec.torchft_groups import TorchftGroups, own_hostname
 from netbench.orchestrator.membership import Membership
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.run import results, scheduled
 from netbench.orchestrator.run.node_output import OutputPump
 from netbench.rundir.layout import RunDir
 from netbench.rundir.steps_schema import Col
+from netbench.schedule.live import LaunchClock
 from netbench.trace import hooks as trace
 from netbench.validation import error_text
 from netbench.workloads.config import WorkloadConfig
@@ -62,6 +64,7 @@ EXIT_NETBENCH_FAILED = 125  # the cluster could not be built, or netbench failed
 EXIT_INTERRUPTED = 130
 FAILURE_GRACE_S = 5.0  # after a node fails, its peers get this long to end on their own before they are stopped
 STOP_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this long
+SCHEDULE_CLOCKS = ("step", "start")  # the schedule's time 0: rank 0's first measured step, or the programs' start
 
 
 class CommandError(ValueError):
@@ -88,6 +91,8 @@ class ExecConfig:
     command: tuple[str, ...]
     timeout_s: float | None = None  # wall-clock limit for COMMAND; None: none
     master_port: int = RENDEZVOUS_PORT
+    torchft: bool = False  # each node a torchft replica group of one (a lighthouse, group stores: torchft_groups)
+    schedule_clock: str = SCHEDULE_CLOCKS[0]  # one of SCHEDULE_CLOCKS
 
 
 @dataclass
@@ -248,39 +253,55 @@ def _start(
     node: Node,
     run_dir: RunDir,
     echo: TextIO | None,
+    groups: TorchftGroups | None,
     first_step: int | None = None,
 ) -> tuple[Any, OutputPump]:
-    """COMMAND on ``node``, its output copied to the node's log; ``first_step``: a joining node's steps so far, where
-    its step records go on (in the file its earlier program wrote)."""
+    """COMMAND on ``node``, its output copied to the node's log; ``groups``: under ``--torchft``, the node's replica
+    group environment and hostname; ``first_step``: a joining node's steps so far, where its step records go on (in
+    the file its earlier program wrote)."""
     rank = rank_of(cluster, node)
     env = node_env(config, cluster, node, run_dir)
+    if groups is not None:
+        env.update(groups.env(rank))
     if first_step is not None:
         env["NETBENCH_FIRST_STEP"] = str(first_step)
     proc = node.popen(
-        list(config.command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        list(config.command),
+        env=env,
+        then=own_hostname(node.address) if groups is not None else None,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     return proc, OutputPump(rank, proc.stdout, run_dir.log_path(rank), echo)
 
 
-def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None) -> list[NodeProcess]:
+def _launch(
+    config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None, groups: TorchftGroups | None
+) -> list[NodeProcess]:
 
     launched = []
     for index in cluster.spec.placement:  # in rank order: the node list, the logs and the records are by rank
         node = cluster.nodes[index]
         before = node.call(read_counters, node.iface)
-        proc, pump = _start(config, cluster, node, run_dir, echo)
+        proc, pump = _start(config, cluster, node, run_dir, echo, groups)
         launched.append(NodeProcess(node, proc, pump, before, time.monotonic(), rank=rank_of(cluster, node)))
     return launched
 
 
 def _membership(
-    config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None, procs: list[NodeProcess]
+    config: ExecConfig,
+    cluster: Cluster,
+    run_dir: RunDir,
+    echo: TextIO | None,
+    procs: list[NodeProcess],
+    groups: TorchftGroups | None,
 ) -> Membership:
     """A schedule's leaves and joins on the exec's processes (``procs``, by rank, filled once launched)."""
 
     def join(rank: int, first_step: int) -> None:
         p = procs[rank]
-        p.rejoin(*_start(config, cluster, p.node, run_dir, echo, first_step=first_step))
+        p.rejoin(*_start(config, cluster, p.node, run_dir, echo, groups, first_step=first_step))
 
     return Membership(run_dir, lambda index: rank_of(cluster, cluster.nodes[index]), lambda r: procs[r].leave(), join)
 
@@ -350,12 +371,16 @@ def execute(
     def phases(cluster: Cluster) -> None:
         outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
         launched: list[NodeProcess] = []
-        members = _membership(config, cluster, run_dir, echo, launched)
-        live = scheduled.start(config.run, cluster, run_dir, 1.0, members)  # a link schedule's time-0 changes
+        groups = TorchftGroups(cluster, run_dir.workers / "lighthouse.log") if config.torchft else None
+        members = _membership(config, cluster, run_dir, echo, launched, groups)
+        clock = LaunchClock() if config.schedule_clock == SCHEDULE_CLOCKS[1] else None
+        live = scheduled.start(config.run, cluster, run_dir, 1.0, members, clock)  # a link schedule's time-0 changes
         capture = start_capture(cluster, run_dir.capture, config.run.capture)
         sampling = trace.start_sampling(config.run.trace, cluster.nodes, run_dir.path)  # TCP, for trace.json
         try:
-            launched[:] = _launch(config, cluster, run_dir, echo)
+            launched[:] = _launch(config, cluster, run_dir, echo, groups)
+            if clock is not None:
+                clock.start()
             outcome.procs = launched
             if on_cluster:
                 on_cluster(cluster)
@@ -365,6 +390,9 @@ def execute(
         finally:
             for p in outcome.procs:  # a signal or an error cut the watch short: nothing may outlive it
                 p.stop("netbench stopped")
+            if groups is not None:
+                outcome.cluster.update(groups.describe())
+                groups.stop()
             _read_after(outcome.procs)
             trace.stop_sampling(sampling)
             stop_capture(capture, cluster, outcome)
