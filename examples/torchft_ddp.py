@@ -1,4 +1,5 @@
-"""torchft's DDP example (pytorch/torchft ``train_ddp.py``) with what this machine lacks taken out, for `exec --torchft`.
+"""torchft's DDP example (pytorch/torchft ``train_ddp.py``) with what this machine lacks taken out, for
+`exec --torchft`.
 
 Run it as a replica group per node, through nodes that leave and join (docs/how-to/churn.md):
 
@@ -22,7 +23,6 @@ from datetime import timedelta
 
 import torch
 from torch import nn, optim
-
 from torchft import DistributedDataParallel, Manager, Optimizer, ProcessGroupGloo
 from torchft.checkpointing.pg_transport import PGTransport
 

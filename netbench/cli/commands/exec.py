@@ -85,9 +85,9 @@ def exec_command(
     schedule_clock: str = typer.Option(
         "step",
         "--schedule-clock",
-        metavar="step|start",
-        help="The schedule's time 0: rank 0's first measured step (step; netbench.step) or the programs' start "
-        "(start; for a program that records no steps).",
+        metavar="step|start|traffic",
+        help="The schedule's time 0: rank 0's first measured step (step; netbench.step); for a program that records "
+        "no steps, the programs' launch (start) or rank 0's first traffic past start-up chatter (traffic).",
     ),
 ) -> None:
     """Run COMMAND once per node inside its namespace, with RANK, WORLD_SIZE, MASTER_ADDR, ... set; measure every link.
@@ -95,8 +95,8 @@ def exec_command(
     Exit status: the first failing node's; 124 when --timeout expired; 130 on Ctrl-C; 125 when
     netbench itself failed; 2 for bad input (checked before anything is built).
     """
+    from netbench.orchestrator.exec.clocks import CLOCKS
     from netbench.orchestrator.exec.execute import (  # late: keeps pandas, scapy off this module's import
-        SCHEDULE_CLOCKS,
         CommandError,
         ExecConfig,
         check_command,
@@ -113,8 +113,8 @@ def exec_command(
         raise UserError(f"--timeout: must be in (0, 86400] seconds (got {timeout:g})")
     if not 1 <= port <= 65535:
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
-    if schedule_clock not in SCHEDULE_CLOCKS:
-        raise UserError(f"--schedule-clock: one of {', '.join(SCHEDULE_CLOCKS)}")
+    if schedule_clock not in CLOCKS:
+        raise UserError(f"--schedule-clock: one of {', '.join(CLOCKS)}")
     cluster = copt.cluster_spec(network)
     if torchft:
         try:

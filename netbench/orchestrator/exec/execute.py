@@ -46,15 +46,16 @@ from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
-from netbench.orchestrator.host_fit import check_host
+from netbench.orchestrator.exec.churn_wire import node_churn_wire, windows
+from netbench.orchestrator.exec.clocks import CLOCKS, clock_for
 from netbench.orchestrator.exec.torchft_groups import TorchftGroups, own_hostname
+from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.membership import Membership
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
 from netbench.orchestrator.run import results, scheduled
 from netbench.orchestrator.run.node_output import OutputPump
 from netbench.rundir.layout import RunDir
 from netbench.rundir.steps_schema import Col
-from netbench.schedule.live import LaunchClock
 from netbench.trace import hooks as trace
 from netbench.validation import error_text
 from netbench.workloads.config import WorkloadConfig
@@ -64,7 +65,6 @@ EXIT_NETBENCH_FAILED = 125  # the cluster could not be built, or netbench failed
 EXIT_INTERRUPTED = 130
 FAILURE_GRACE_S = 5.0  # after a node fails, its peers get this long to end on their own before they are stopped
 STOP_GRACE_S = 2.0  # SIGTERM, then SIGKILL after this long
-SCHEDULE_CLOCKS = ("step", "start")  # the schedule's time 0: rank 0's first measured step, or the programs' start
 
 
 class CommandError(ValueError):
@@ -92,7 +92,7 @@ class ExecConfig:
     timeout_s: float | None = None  # wall-clock limit for COMMAND; None: none
     master_port: int = RENDEZVOUS_PORT
     torchft: bool = False  # each node a torchft replica group of one (a lighthouse, group stores: torchft_groups)
-    schedule_clock: str = SCHEDULE_CLOCKS[0]  # one of SCHEDULE_CLOCKS
+    schedule_clock: str = CLOCKS[0]  # the schedule's time 0, one of CLOCKS (:mod:`netbench.orchestrator.exec.clocks`)
 
 
 @dataclass
@@ -113,6 +113,7 @@ class NodeProcess:
     away: bool = False  # it has left and not joined again
     earlier_cpu_s: float = 0.0  # CPU time of the node's programs before its last join
     earlier_pumps: list[OutputPump] = field(default_factory=list)
+    joined_at: list[float] = field(default_factory=list)  # wall time of each start on a join
 
     def leave(self) -> None:
         """The node leaves: its program's process group killed at once, reaped."""
@@ -124,6 +125,7 @@ class NodeProcess:
 
     def rejoin(self, proc: Any, pump: OutputPump) -> None:
         """The node joins again, running ``proc`` (its output copied by ``pump``)."""
+        self.joined_at.append(time.time())
         self.earlier_cpu_s += self.cpu_s or 0.0
         self.earlier_pumps.append(self.pump)
         self.proc, self.pump, self.away = proc, pump, False
@@ -200,6 +202,7 @@ class ExecOutcome(Outcome):
 
     procs: list[NodeProcess] = field(default_factory=list)
     code: int = 0
+    launched_at: float | None = None  # wall time the programs were started
 
     def exit_status(self) -> int:
         """The watch's exit status, unless the user stopped the run (130, or 128 + signal) or netbench failed (125)."""
@@ -373,14 +376,15 @@ def execute(
         launched: list[NodeProcess] = []
         groups = TorchftGroups(cluster, run_dir.workers / "lighthouse.log") if config.torchft else None
         members = _membership(config, cluster, run_dir, echo, launched, groups)
-        clock = LaunchClock() if config.schedule_clock == SCHEDULE_CLOCKS[1] else None
-        live = scheduled.start(config.run, cluster, run_dir, 1.0, members, clock)  # a link schedule's time-0 changes
+        time0 = clock_for(config.schedule_clock, cluster.nodes[cluster.spec.placement[0]])
+        live = scheduled.start(config.run, cluster, run_dir, 1.0, members, time0)  # a link schedule's time-0 changes
         capture = start_capture(cluster, run_dir.capture, config.run.capture)
         sampling = trace.start_sampling(config.run.trace, cluster.nodes, run_dir.path)  # TCP, for trace.json
         try:
             launched[:] = _launch(config, cluster, run_dir, echo, groups)
-            if clock is not None:
-                clock.start()
+            outcome.launched_at = time.time()
+            if time0 is not None:
+                time0.start()
             outcome.procs = launched
             if on_cluster:
                 on_cluster(cluster)
@@ -397,6 +401,9 @@ def execute(
             trace.stop_sampling(sampling)
             stop_capture(capture, cluster, outcome)
             outcome.cluster.update(scheduled.describe(live))
+            if live is not None:
+                t0 = time0.t0 if time0 is not None else live.clock.poll() if live.clock is not None else None
+                outcome.cluster["schedule"]["clock"] = {"from": config.schedule_clock, "time0_wall": t0}
         outcome.measured = True
 
     hold_cluster(config.run.cluster, names, outcome, "the command had finished", phases)
@@ -436,7 +443,10 @@ def _capture_totals(path: Path, address: str) -> dict[str, float]:
     return out
 
 
-def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
+def _node_result(
+    p: NodeProcess, pcap: Path | None, spans: list[tuple[int | None, float, float]] | None = None
+) -> dict[str, Any]:
+    """A node's figures; ``spans``: the schedule's windows (:func:`churn_wire.windows`), where it changed anything."""
     counters = (p.after - p.before).as_dict() if p.after is not None and p.before is not None else {}
     entry: dict[str, Any] = {
         "rank": p.rank,
@@ -458,6 +468,8 @@ def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
     if pcap is not None and pcap.exists():
         try:
             entry.update(_capture_totals(pcap, p.node.address))
+            if spans:
+                entry.update(node_churn_wire(pcap, p.node.address, spans, p.joined_at))
         except Exception as exc:  # noqa: BLE001 - an unreadable capture leaves the counters' figures
             entry["capture_error"] = error_text(exc)
     return entry
@@ -513,7 +525,9 @@ def _collect(
     warnings: list[str],
 ) -> ExecResult:
     """run.json and steps.csv through the run writer, with the per-node results under ``exec``."""
-    nodes = [_node_result(p, outcome.pcaps.get(p.node.index)) for p in outcome.procs]
+    applied = outcome.cluster.get("schedule", {}).get("applied", [])
+    spans = windows(applied, outcome.launched_at or started, time.time()) if applied else None
+    nodes = [_node_result(p, outcome.pcaps.get(p.node.index), spans) for p in outcome.procs]
     placement = config.run.cluster.placement
     pcaps = {placement.index(node): path for node, path in outcome.pcaps.items()}  # a node's capture goes with its rank
     records = run_dir.all_records(config.run.cluster.nodes)
