@@ -37,7 +37,8 @@ def test_a_joining_node_catches_up_until_it_first_sends_a_full_segment_and_windo
         _row(23.5, "rx", 7_000),
     ]
     out = churn_wire(rows, spans, [20.5])
-    assert out["joins"] == [{"wall_time": 20.5, "rx_payload_bytes": 50_400, "rx_wire_bytes": 50_532, "first_send_s": 2.5}]
+    (join,) = out["joins"]
+    assert join == {"wall_time": 20.5, "rx_payload_bytes": 50_400, "rx_wire_bytes": 50_532, "first_send_s": 2.5}
     by_segment = {s["segment"]: s for s in out["segments"]}
     assert by_segment[None]["tx_payload_bytes"] == 1000 and by_segment[0]["rx_wire_bytes"] == 0
     assert by_segment[1]["rx_payload_bytes"] == 57_400 and by_segment[1]["tx_payload_bytes"] == 200 + MSS
@@ -95,3 +96,24 @@ def test_torchfts_diloco_example_is_healed_over_the_emulated_links_after_a_leave
     away = next(s for s in nodes[1]["segments"] if s["segment"] == 0)
     assert away["tx_payload_bytes"] == 0 and away["rx_payload_bytes"] == 0  # nothing of it ran while it was away
     assert leftovers.clean(run_json["run_id"]), leftovers.traces(run_json["run_id"])
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--schedule-clock", "later"], "--schedule-clock: one of step, start, traffic"),
+        (["--torchft", "--topology", "sites", "--sites", "2", "--nodes", "4"], "--torchft: supported on a network"),
+    ],
+)
+def test_bad_torchft_and_clock_options_are_one_line_and_exit_2(tmp_path: Path, args: list[str], expected: str) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "netbench", "exec", "--out", str(out), *args, "--", "true"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and expected in lines[0], done.stderr
+    assert not out.exists()

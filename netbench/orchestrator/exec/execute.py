@@ -542,6 +542,7 @@ def _collect(
             "exit_code": code,
             "wall_time_s": wall,
             "timeout_s": config.timeout_s,
+            "launched_wall": outcome.launched_at,
             "nodes": nodes,
             "payload": declared,
         },
