@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-port", type=int, action="append", default=[], help="a group store on this port")
     args = parser.parse_args(argv)
     from torch.distributed import TCPStore  # late: torch loads with it
-    from torchft._torchft import LighthouseServer
+    from torchft._torchft import LighthouseServer  # late: as torch
 
     host = args.bind.rsplit(":", 1)[0]
     stores = [TCPStore(host, port, is_master=True, wait_for_workers=False) for port in args.store_port]

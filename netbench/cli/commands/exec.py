@@ -95,14 +95,14 @@ def exec_command(
     Exit status: the first failing node's; 124 when --timeout expired; 130 on Ctrl-C; 125 when
     netbench itself failed; 2 for bad input (checked before anything is built).
     """
-    from netbench.orchestrator.exec.clocks import CLOCKS
+    from netbench.orchestrator.exec.clocks import CLOCKS  # late: with the orchestrator, off the CLI's import
     from netbench.orchestrator.exec.execute import (  # late: keeps pandas, scapy off this module's import
         CommandError,
         ExecConfig,
         check_command,
         execute,
     )
-    from netbench.orchestrator.exec.torchft_groups import check_torchft
+    from netbench.orchestrator.exec.torchft_groups import check_torchft  # late: as the orchestrator
 
     argv = tuple(command or ())
     try:
