@@ -76,7 +76,7 @@ def test_torchfts_diloco_example_is_healed_over_the_emulated_links_after_a_leave
     done = subprocess.run(
         [sys.executable, "-m", "netbench", "exec", "--nodes", "2", "--bw", "100mbit", "--json", "--out", str(out)]
         + ["--torchft", "--schedule-clock", "traffic", "--schedule", str(schedule), "--timeout", "150"]
-        + ["--", sys.executable, str(REPO / "examples" / "torchft_diloco.py"), "60"],
+        + ["--", sys.executable, str(REPO / "examples" / "torchft_diloco.py"), "30"],
         cwd=REPO,
         capture_output=True,
         text=True,
