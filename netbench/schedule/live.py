@@ -36,7 +36,7 @@ from netbench.topology.graph import Topology
 from netbench.topology.link import DirectionSpec
 from netbench.units import format_rate
 
-__all__ = ["Egress", "egresses", "LiveSchedule", "FirstMeasuredStep", "LOG_COLUMNS", "OnMember"]
+__all__ = ["Egress", "egresses", "LiveSchedule", "FirstMeasuredStep", "LaunchClock", "LOG_COLUMNS", "OnMember"]
 
 LOG_COLUMNS = ("segment", "time_s", "wall_time", "late_s", "what")
 OnMember = Callable[[int, bool], None]  # (node index, True: it joins / False: it leaves)
@@ -86,6 +86,20 @@ class FirstMeasuredStep:
         return self.t0
 
 
+class LaunchClock:
+    """Time 0 at the programs' start (:meth:`start`), for a program that records no steps (`exec --schedule-clock
+    start`): its schedule runs on the wall clock from its launch."""
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+
+    def start(self) -> None:
+        self.t0 = time.time()
+
+    def poll(self) -> float | None:
+        return self.t0
+
+
 class LiveSchedule:
     """One run's schedule on its cluster: :meth:`begin` before the workers start, :meth:`tick` while they run."""
 
@@ -98,14 +112,16 @@ class LiveSchedule:
         log_path: Path | None,
         records: Path | None,
         on_member: OnMember | None = None,
+        clock: LaunchClock | None = None,
     ) -> None:
         """``graph``: the network as asked (undilated); ``dilation``: the run's k; without ``records`` only
-        :meth:`apply` runs it; ``on_member``: what a node's leave or join does to its processes.
+        :meth:`apply` runs it; ``on_member``: what a node's leave or join does to its processes; ``clock``: where its
+        time 0 is, if not at ``records``' first measured step.
         """
         self.cluster, self.k, self.log_path, self.on_member = cluster, dilation, log_path, on_member
         self.segments = segments(schedule, graph)
         self.egresses = egresses(cluster)
-        self.clock = FirstMeasuredStep(records) if records is not None else None
+        self.clock = clock or (FirstMeasuredStep(records) if records is not None else None)
         self.applied = -1  # the last segment applied
         self.in_force = graph
         self.down: frozenset[str] = frozenset()

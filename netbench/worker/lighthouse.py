@@ -10,6 +10,10 @@ asks. Where a node of the last quorum is missing, the lighthouse waits for every
 (``heartbeat_timeout_ms``) or for ``join_timeout_ms``: a node that left is dropped once its heartbeats have been
 missing for the heartbeat timeout, short, while the join timeout, long, only bounds the first quorum (every node
 starting) so that no subset of the nodes trains on alone.
+
+Under `netbench exec --torchft` it also holds each node's group store (``--store-port``, one per node, on the same
+address): the TCPStore a torchft ``Manager`` finds at ``MASTER_ADDR:MASTER_PORT``, which torchrun's agent would hold
+for a replica group. Held here it outlives a node's leave, as torchrun's agent outlives a worker it restarts.
 """
 
 from __future__ import annotations
@@ -28,8 +32,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--join-timeout-ms", type=int, required=True)
     parser.add_argument("--heartbeat-timeout-ms", type=int, required=True)
     parser.add_argument("--quorum-tick-ms", type=int, required=True)
+    parser.add_argument("--store-port", type=int, action="append", default=[], help="a group store on this port")
     args = parser.parse_args(argv)
-    from torchft._torchft import LighthouseServer  # late: torch loads with it
+    from torch.distributed import TCPStore  # late: torch loads with it
+    from torchft._torchft import LighthouseServer  # late: as torch
+
+    host = args.bind.rsplit(":", 1)[0]
+    stores = [TCPStore(host, port, is_master=True, wait_for_workers=False) for port in args.store_port]
 
     server = LighthouseServer(
         bind=args.bind,
@@ -44,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.pause()  # until the teardown's signal
     finally:
         server.shutdown()
+        stores.clear()
 
 
 if __name__ == "__main__":

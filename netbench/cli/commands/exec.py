@@ -75,18 +75,34 @@ def exec_command(
     schedule: Path | None = RUN["schedule"].option(),
     churn: str | None = option(CHURN, "exec"),
     as_json: bool = option(JSON, "exec"),
+    torchft: bool = typer.Option(
+        False,
+        "--torchft",
+        help="Each node a torchft replica group of one: a lighthouse in the switch's namespace (TORCHFT_LIGHTHOUSE), "
+        "REPLICA_GROUP_ID (the rank), NUM_REPLICA_GROUPS, the group's store at MASTER_ADDR:MASTER_PORT with RANK=0 and "
+        "WORLD_SIZE=1, and the node's address as its hostname.",
+    ),
+    schedule_clock: str = typer.Option(
+        "step",
+        "--schedule-clock",
+        metavar="step|start|traffic",
+        help="The schedule's time 0: rank 0's first measured step (step; netbench.step); for a program that records "
+        "no steps, the programs' launch (start) or rank 0's first traffic past start-up chatter (traffic).",
+    ),
 ) -> None:
     """Run COMMAND once per node inside its namespace, with RANK, WORLD_SIZE, MASTER_ADDR, ... set; measure every link.
 
     Exit status: the first failing node's; 124 when --timeout expired; 130 on Ctrl-C; 125 when
     netbench itself failed; 2 for bad input (checked before anything is built).
     """
+    from netbench.orchestrator.exec.clocks import CLOCKS  # late: with the orchestrator, off the CLI's import
     from netbench.orchestrator.exec.execute import (  # late: keeps pandas, scapy off this module's import
         CommandError,
         ExecConfig,
         check_command,
         execute,
-    )  # late: keeps pandas, scapy off this module's import
+    )
+    from netbench.orchestrator.exec.torchft_groups import check_torchft  # late: as the orchestrator
 
     argv = tuple(command or ())
     try:
@@ -97,7 +113,14 @@ def exec_command(
         raise UserError(f"--timeout: must be in (0, 86400] seconds (got {timeout:g})")
     if not 1 <= port <= 65535:
         raise UserError(f"--master-port: must be 1-65535 (got {port})")
+    if schedule_clock not in CLOCKS:
+        raise UserError(f"--schedule-clock: one of {', '.join(CLOCKS)}")
     cluster = copt.cluster_spec(network)
+    if torchft:
+        try:
+            check_torchft(cluster)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     link_schedule = read_schedule(schedule, churn=churn, cluster=cluster)
     if link_schedule is not None and any(c.compute_scale is not None for c in link_schedule.changes):
         raise UserError(
@@ -117,7 +140,14 @@ def exec_command(
     require_privileges()
     copt.check_engine(cluster)
     result = execute(
-        ExecConfig(run=run, command=argv, timeout_s=timeout, master_port=port),
+        ExecConfig(
+            run=run,
+            command=argv,
+            timeout_s=timeout,
+            master_port=port,
+            torchft=torchft,
+            schedule_clock=schedule_clock,
+        ),
         echo=sys.stderr if as_json else sys.stdout,
     )
     if as_json:

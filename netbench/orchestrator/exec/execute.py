@@ -46,6 +46,9 @@ from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.node import Node
 from netbench.orchestrator.config import RENDEZVOUS_PORT, RunConfig
+from netbench.orchestrator.exec.churn_wire import node_churn_wire, windows
+from netbench.orchestrator.exec.clocks import CLOCKS, clock_for
+from netbench.orchestrator.exec.torchft_groups import TorchftGroups, own_hostname
 from netbench.orchestrator.host_fit import check_host
 from netbench.orchestrator.membership import Membership
 from netbench.orchestrator.phases import Outcome, hold_cluster, leftover_warnings, start_capture, stop_capture
@@ -88,6 +91,8 @@ class ExecConfig:
     command: tuple[str, ...]
     timeout_s: float | None = None  # wall-clock limit for COMMAND; None: none
     master_port: int = RENDEZVOUS_PORT
+    torchft: bool = False  # each node a torchft replica group of one (a lighthouse, group stores: torchft_groups)
+    schedule_clock: str = CLOCKS[0]  # the schedule's time 0, one of CLOCKS (:mod:`netbench.orchestrator.exec.clocks`)
 
 
 @dataclass
@@ -108,6 +113,7 @@ class NodeProcess:
     away: bool = False  # it has left and not joined again
     earlier_cpu_s: float = 0.0  # CPU time of the node's programs before its last join
     earlier_pumps: list[OutputPump] = field(default_factory=list)
+    joined_at: list[float] = field(default_factory=list)  # wall time of each start on a join
 
     def leave(self) -> None:
         """The node leaves: its program's process group killed at once, reaped."""
@@ -119,6 +125,7 @@ class NodeProcess:
 
     def rejoin(self, proc: Any, pump: OutputPump) -> None:
         """The node joins again, running ``proc`` (its output copied by ``pump``)."""
+        self.joined_at.append(time.time())
         self.earlier_cpu_s += self.cpu_s or 0.0
         self.earlier_pumps.append(self.pump)
         self.proc, self.pump, self.away = proc, pump, False
@@ -195,6 +202,7 @@ class ExecOutcome(Outcome):
 
     procs: list[NodeProcess] = field(default_factory=list)
     code: int = 0
+    launched_at: float | None = None  # wall time the programs were started
 
     def exit_status(self) -> int:
         """The watch's exit status, unless the user stopped the run (130, or 128 + signal) or netbench failed (125)."""
@@ -248,39 +256,55 @@ def _start(
     node: Node,
     run_dir: RunDir,
     echo: TextIO | None,
+    groups: TorchftGroups | None,
     first_step: int | None = None,
 ) -> tuple[Any, OutputPump]:
-    """COMMAND on ``node``, its output copied to the node's log; ``first_step``: a joining node's steps so far, where
-    its step records go on (in the file its earlier program wrote)."""
+    """COMMAND on ``node``, its output copied to the node's log; ``groups``: under ``--torchft``, the node's replica
+    group environment and hostname; ``first_step``: a joining node's steps so far, where its step records go on (in
+    the file its earlier program wrote)."""
     rank = rank_of(cluster, node)
     env = node_env(config, cluster, node, run_dir)
+    if groups is not None:
+        env.update(groups.env(rank))
     if first_step is not None:
         env["NETBENCH_FIRST_STEP"] = str(first_step)
     proc = node.popen(
-        list(config.command), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        list(config.command),
+        env=env,
+        then=own_hostname(node.address) if groups is not None else None,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     return proc, OutputPump(rank, proc.stdout, run_dir.log_path(rank), echo)
 
 
-def _launch(config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None) -> list[NodeProcess]:
+def _launch(
+    config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None, groups: TorchftGroups | None
+) -> list[NodeProcess]:
 
     launched = []
     for index in cluster.spec.placement:  # in rank order: the node list, the logs and the records are by rank
         node = cluster.nodes[index]
         before = node.call(read_counters, node.iface)
-        proc, pump = _start(config, cluster, node, run_dir, echo)
+        proc, pump = _start(config, cluster, node, run_dir, echo, groups)
         launched.append(NodeProcess(node, proc, pump, before, time.monotonic(), rank=rank_of(cluster, node)))
     return launched
 
 
 def _membership(
-    config: ExecConfig, cluster: Cluster, run_dir: RunDir, echo: TextIO | None, procs: list[NodeProcess]
+    config: ExecConfig,
+    cluster: Cluster,
+    run_dir: RunDir,
+    echo: TextIO | None,
+    procs: list[NodeProcess],
+    groups: TorchftGroups | None,
 ) -> Membership:
     """A schedule's leaves and joins on the exec's processes (``procs``, by rank, filled once launched)."""
 
     def join(rank: int, first_step: int) -> None:
         p = procs[rank]
-        p.rejoin(*_start(config, cluster, p.node, run_dir, echo, first_step=first_step))
+        p.rejoin(*_start(config, cluster, p.node, run_dir, echo, groups, first_step=first_step))
 
     return Membership(run_dir, lambda index: rank_of(cluster, cluster.nodes[index]), lambda r: procs[r].leave(), join)
 
@@ -350,12 +374,17 @@ def execute(
     def phases(cluster: Cluster) -> None:
         outcome.cluster = {**cluster.describe(), "capabilities": cluster.capabilities.as_dict()}
         launched: list[NodeProcess] = []
-        members = _membership(config, cluster, run_dir, echo, launched)
-        live = scheduled.start(config.run, cluster, run_dir, 1.0, members)  # a link schedule's time-0 changes
+        groups = TorchftGroups(cluster, run_dir.workers / "lighthouse.log") if config.torchft else None
+        members = _membership(config, cluster, run_dir, echo, launched, groups)
+        time0 = clock_for(config.schedule_clock, cluster.nodes[cluster.spec.placement[0]])
+        live = scheduled.start(config.run, cluster, run_dir, 1.0, members, time0)  # a link schedule's time-0 changes
         capture = start_capture(cluster, run_dir.capture, config.run.capture)
         sampling = trace.start_sampling(config.run.trace, cluster.nodes, run_dir.path)  # TCP, for trace.json
         try:
-            launched[:] = _launch(config, cluster, run_dir, echo)
+            launched[:] = _launch(config, cluster, run_dir, echo, groups)
+            outcome.launched_at = time.time()
+            if time0 is not None:
+                time0.start()
             outcome.procs = launched
             if on_cluster:
                 on_cluster(cluster)
@@ -365,10 +394,16 @@ def execute(
         finally:
             for p in outcome.procs:  # a signal or an error cut the watch short: nothing may outlive it
                 p.stop("netbench stopped")
+            if groups is not None:
+                outcome.cluster.update(groups.describe())
+                groups.stop()
             _read_after(outcome.procs)
             trace.stop_sampling(sampling)
             stop_capture(capture, cluster, outcome)
             outcome.cluster.update(scheduled.describe(live))
+            if live is not None:
+                t0 = time0.t0 if time0 is not None else live.clock.poll() if live.clock is not None else None
+                outcome.cluster["schedule"]["clock"] = {"from": config.schedule_clock, "time0_wall": t0}
         outcome.measured = True
 
     hold_cluster(config.run.cluster, names, outcome, "the command had finished", phases)
@@ -408,7 +443,10 @@ def _capture_totals(path: Path, address: str) -> dict[str, float]:
     return out
 
 
-def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
+def _node_result(
+    p: NodeProcess, pcap: Path | None, spans: list[tuple[int | None, float, float]] | None = None
+) -> dict[str, Any]:
+    """A node's figures; ``spans``: the schedule's windows (:func:`churn_wire.windows`), where it changed anything."""
     counters = (p.after - p.before).as_dict() if p.after is not None and p.before is not None else {}
     entry: dict[str, Any] = {
         "rank": p.rank,
@@ -430,6 +468,8 @@ def _node_result(p: NodeProcess, pcap: Path | None) -> dict[str, Any]:
     if pcap is not None and pcap.exists():
         try:
             entry.update(_capture_totals(pcap, p.node.address))
+            if spans:
+                entry.update(node_churn_wire(pcap, p.node.address, spans, p.joined_at))
         except Exception as exc:  # noqa: BLE001 - an unreadable capture leaves the counters' figures
             entry["capture_error"] = error_text(exc)
     return entry
@@ -485,7 +525,9 @@ def _collect(
     warnings: list[str],
 ) -> ExecResult:
     """run.json and steps.csv through the run writer, with the per-node results under ``exec``."""
-    nodes = [_node_result(p, outcome.pcaps.get(p.node.index)) for p in outcome.procs]
+    applied = outcome.cluster.get("schedule", {}).get("applied", [])
+    spans = windows(applied, outcome.launched_at or started, time.time()) if applied else None
+    nodes = [_node_result(p, outcome.pcaps.get(p.node.index), spans) for p in outcome.procs]
     placement = config.run.cluster.placement
     pcaps = {placement.index(node): path for node, path in outcome.pcaps.items()}  # a node's capture goes with its rank
     records = run_dir.all_records(config.run.cluster.nodes)
@@ -500,6 +542,7 @@ def _collect(
             "exit_code": code,
             "wall_time_s": wall,
             "timeout_s": config.timeout_s,
+            "launched_wall": outcome.launched_at,
             "nodes": nodes,
             "payload": declared,
         },

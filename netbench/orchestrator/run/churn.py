@@ -18,7 +18,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 LIGHTHOUSE_PORT = 29_410  # in the switch's namespace, on its own address
-STORE_PORT = 29_420  # each node's group store, in its own namespace: + how often the node has joined again
+STORE_PORT = 29_420  # each node's group store: run's in the node's namespace, + how often the node has joined again;
+# exec --torchft's with the lighthouse, + the node's rank
 MIN_REPLICAS = MIN_QUORUM  # the fewest nodes a quorum holds: one node alone has no one to train with
 JOIN_TIMEOUT_S = 60.0  # bounds the first quorum's wait for every node heard; later ones form without waiting on it
 QUORUM_TICK_MS = 20  # how often the lighthouse looks for a quorum
@@ -81,9 +82,10 @@ def check_churn(config: RunConfig) -> None:
 class Lighthouse:
     """The run's torchft lighthouse (:mod:`netbench.worker.lighthouse`), in the switch's namespace."""
 
-    def __init__(self, cluster: Cluster, dilation: float, log: Path) -> None:
+    def __init__(self, cluster: Cluster, dilation: float, log: Path, store_ports: Sequence[int] = ()) -> None:
+        """``store_ports``: group stores it also holds, on its own address (`netbench exec --torchft`'s nodes')."""
         address = cluster.names.fabric_switch_address(0)
-        self.url = f"http://{address}:{LIGHTHOUSE_PORT}"
+        self.address, self.url = address, f"http://{address}:{LIGHTHOUSE_PORT}"
         ms = lambda s: str(round(s * dilation * 1000))  # noqa: E731 - the run's waits, dilated
         with open(log, "ab") as out:  # noqa: PTH123 - the child holds it
             self.proc = cluster.switches[0].python(
@@ -98,6 +100,7 @@ class Lighthouse:
                 ms(QUORUM_WAIT_S),  # a node unheard for this long has left: the quorum forms without it
                 "--quorum-tick-ms",
                 str(QUORUM_TICK_MS),
+                *(arg for port in store_ports for arg in ("--store-port", str(port))),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=out,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from netbench.schedule.live import LiveSchedule, OnMember
+from netbench.schedule.live import LaunchClock, LiveSchedule, OnMember
 from netbench.schedule.state import node_phases
 
 if TYPE_CHECKING:
@@ -21,10 +21,16 @@ __all__ = ["start", "polling", "compute_phases", "describe"]
 
 
 def start(
-    config: RunConfig, cluster: Cluster, run_dir: RunDir, dilation: float, on_member: OnMember | None = None
+    config: RunConfig,
+    cluster: Cluster,
+    run_dir: RunDir,
+    dilation: float,
+    on_member: OnMember | None = None,
+    clock: LaunchClock | None = None,
 ) -> LiveSchedule | None:
     """The schedule on ``cluster`` with its time-0 changes applied (before any worker starts); None without one.
-    ``on_member``: what a node's leave or join does to its processes (`netbench exec`'s)."""
+    ``on_member``: what a node's leave or join does to its processes (`netbench exec`'s); ``clock``: its time 0, if not
+    rank 0's first measured step."""
     if config.schedule is None:
         return None
     live = LiveSchedule(
@@ -35,6 +41,7 @@ def start(
         run_dir.schedule_csv,
         run_dir.records_path(0),
         on_member,
+        clock,
     )
     live.begin()
     return live

@@ -1,0 +1,96 @@
+"""`netbench exec --torchft`: each node a torchft replica group of one, as a published fault-tolerant trainer expects.
+
+A torchft program (torchft's own ``train_ddp.py``, ``train_diloco.py``) finds its lighthouse at ``TORCHFT_LIGHTHOUSE``,
+its replica group at ``REPLICA_GROUP_ID`` of ``NUM_REPLICA_GROUPS``, and its group's store at
+``MASTER_ADDR:MASTER_PORT``, with ``RANK`` and ``WORLD_SIZE`` its place inside the group (torchrun sets these for each
+group it starts). Each node's program finds all of it here, unmodified:
+
+- one lighthouse for the exec, `netbench run`'s (:class:`~netbench.orchestrator.run.churn.Lighthouse`, its timeouts
+  undilated), in the switch's namespace on the switch's own address: every node reaches it over its uplink and nothing
+  outside netbench's namespaces can. The same process holds each node's group store (what torchrun's agent would
+  hold), one port per node; so a node that leaves and joins again finds its store where it was, as a worker that
+  torchrun restarts does.
+- its group's environment: ``RANK=0``, ``WORLD_SIZE=1`` (a group of one process per node), ``REPLICA_GROUP_ID`` its
+  rank, ``NUM_REPLICA_GROUPS`` the node count, ``MASTER_ADDR``/``MASTER_PORT`` its group store.
+- a hostname that is its own address. A torchft ``Manager`` tells its peers to reach it at ``socket.gethostname()``
+  (a joining node asks its heal's source there what to receive); the nodes share the host's name, which names the
+  host's loopback, so each node's program runs in a UTS namespace of its own whose hostname is the node's address:
+  the name reaches that node from every node, with no resolver involved.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from netbench.orchestrator.run.churn import STORE_PORT, Lighthouse
+
+if TYPE_CHECKING:
+    from netbench.emulation.cluster import Cluster
+    from netbench.emulation.spec import ClusterSpec
+
+__all__ = ["check_torchft", "TorchftGroups", "own_hostname"]
+
+CLONE_NEWUTS = 0x04000000  # <sched.h>
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: dlopen() in a child forked from a threaded parent may deadlock
+
+
+def check_torchft(spec: ClusterSpec) -> None:
+    """ValueError (one line) where `exec --torchft` cannot run: torchft missing, or a network of several switches (the
+    lighthouse listens on the first switch's address)."""
+    if importlib.util.find_spec("torchft") is None:
+        raise ValueError("--torchft: torchft is not installed (pip install torchft-nightly, or torchft)")
+    if len(spec.topology.switches) > 1:
+        raise ValueError("--torchft: supported on a network of one switch (the lighthouse listens on its address)")
+
+
+def own_hostname(address: str) -> Callable[[], None]:
+    """A ``then`` for :meth:`Namespace.popen`: the child enters a UTS namespace of its own named ``address``."""
+
+    def rename() -> None:
+        if _LIBC.unshare(CLONE_NEWUTS) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUTS)")
+        socket.sethostname(address)
+
+    return rename
+
+
+class TorchftGroups:
+    """The exec's lighthouse and group stores; :meth:`env` is a node's torchft environment."""
+
+    def __init__(self, cluster: Cluster, log: Path) -> None:
+        self.nodes = len(cluster.nodes)
+        self.lighthouse = Lighthouse(cluster, 1.0, log, [self.store_port(r) for r in range(self.nodes)])
+
+    @staticmethod
+    def store_port(rank: int) -> int:
+        return STORE_PORT + rank
+
+    def env(self, rank: int) -> dict[str, str]:
+        """What rank ``rank``'s program reads as a replica group of one (these replace exec's RANK, WORLD_SIZE, ...)."""
+        return {
+            "TORCHFT_LIGHTHOUSE": self.lighthouse.url,
+            "REPLICA_GROUP_ID": str(rank),
+            "NUM_REPLICA_GROUPS": str(self.nodes),
+            "RANK": "0",
+            "WORLD_SIZE": "1",
+            "GROUP_RANK": "0",
+            "MASTER_ADDR": self.lighthouse.address,
+            "MASTER_PORT": str(self.store_port(rank)),
+        }
+
+    def describe(self) -> dict[str, object]:
+        """run.json's record: where the lighthouse and each rank's group store listened."""
+        return {
+            "torchft": {
+                "lighthouse": self.lighthouse.url,
+                "stores": {str(r): f"{self.lighthouse.address}:{self.store_port(r)}" for r in range(self.nodes)},
+            }
+        }
+
+    def stop(self) -> None:
+        self.lighthouse.stop()
