@@ -140,7 +140,7 @@ class FaultTolerantRun:
             use_async_quorum=False,  # DiLoCo needs it; for full, the heal is done before the step computes
             timeout=timeout,
             quorum_timeout=waiting,
-            connect_timeout=waiting,
+            connect_timeout=timeout,  # a heal's source that left refuses the connection: found out in one wait
             rank=0,
             world_size=1,
             store_addr=quorum.address,

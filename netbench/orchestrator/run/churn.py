@@ -50,7 +50,7 @@ LIGHTHOUSE_PORT = 29_410  # in the switch's namespace, on its own address
 STORE_PORT = 29_420  # each node's group store: run's in the node's namespace, + how often the node has joined again;
 # exec --torchft's with the lighthouse, + the node's rank
 MIN_REPLICAS = MIN_QUORUM  # the fewest nodes a quorum holds: one node alone has no one to train with
-JOIN_TIMEOUT_S = 60.0  # bounds the first quorum's wait for every node heard; later ones form without waiting on it
+JOIN_TIMEOUT_S = 60.0  # a user's programs (exec): the first quorum waits this long for every program heard to start
 QUORUM_TICK_MS = 20  # how often the lighthouse looks for a quorum
 KILL_WAIT_S = 10.0  # a killed worker's exit, as the fork server reports it
 EXCHANGE_FLOOR_S = 5.0  # a wait on peers under churn: a peer finishing its step (the default workload takes 0.1 s)
@@ -82,8 +82,16 @@ def check_churn(config: RunConfig) -> None:
 class Lighthouse:
     """The run's torchft lighthouse (:mod:`netbench.worker.lighthouse`), in the switch's namespace."""
 
-    def __init__(self, cluster: Cluster, dilation: float, log: Path, store_ports: Sequence[int] = ()) -> None:
-        """``store_ports``: group stores it also holds, on its own address (`netbench exec --torchft`'s nodes')."""
+    def __init__(
+        self,
+        cluster: Cluster,
+        dilation: float,
+        log: Path,
+        store_ports: Sequence[int] = (),
+        join_timeout_s: float = JOIN_TIMEOUT_S,
+    ) -> None:
+        """``store_ports``: group stores it also holds, on its own address (`netbench exec --torchft`'s nodes');
+        ``join_timeout_s``: the longest a quorum waits for a node that is heard but has not asked (undilated)."""
         address = cluster.names.fabric_switch_address(0)
         self.address, self.url = address, f"http://{address}:{LIGHTHOUSE_PORT}"
         ms = lambda s: str(round(s * dilation * 1000))  # noqa: E731 - the run's waits, dilated
@@ -95,7 +103,7 @@ class Lighthouse:
                 "--min-replicas",
                 str(MIN_REPLICAS),
                 "--join-timeout-ms",
-                ms(JOIN_TIMEOUT_S),
+                ms(join_timeout_s),
                 "--heartbeat-timeout-ms",
                 ms(QUORUM_WAIT_S),  # a node unheard for this long has left: the quorum forms without it
                 "--quorum-tick-ms",

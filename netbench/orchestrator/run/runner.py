@@ -213,7 +213,12 @@ def train(
         procs: list[ForkedWorker] = []
         lighthouse, members = None, None
         if churn.trains_through_churn(plan.config):  # a quorum per step or sync, a lighthouse to form it
-            lighthouse = churn.Lighthouse(cluster, plan.dilation, plan.run_dir.workers / "lighthouse.log")
+            lighthouse = churn.Lighthouse(  # a node heard but not asking is in one of its bounded waits
+                cluster,
+                plan.dilation,
+                plan.run_dir.workers / "lighthouse.log",
+                join_timeout_s=(plan.exchange_timeout_s or plan.timeout_s) / plan.dilation,
+            )
             nice = outcome.cluster.get("worker_nice", 0)
             server = lambda: plan.launcher.start_server(plan.dilated.threads)  # noqa: E731
             members = churn.worker_membership(plan.run_dir, cluster, procs, server, nice)
