@@ -138,6 +138,12 @@ OTHER_PROGRAMS_FLAGS = {
     "--folder": "python -m netbench.trace.tcp_sampler: where it writes",
     "--interval": "python -m netbench.trace.tcp_sampler: how often it samples",
     "--opt": "a placeholder in a docstring: any option taking a path",
+    "--bind": "python -m netbench.worker.lighthouse: the address it listens on",
+    "--min-replicas": "python -m netbench.worker.lighthouse: the fewest nodes a quorum holds",
+    "--join-timeout-ms": "python -m netbench.worker.lighthouse: its wait for a node heard but not asking",
+    "--heartbeat-timeout-ms": "python -m netbench.worker.lighthouse: a node unheard for this long has left",
+    "--quorum-tick-ms": "python -m netbench.worker.lighthouse: how often it looks for a quorum",
+    "--store-port": "python -m netbench.worker.lighthouse: a group store it also holds",
 }
 
 

@@ -142,7 +142,9 @@ def test_a_run_writes_a_trace_of_ranks_buckets_links_tcp_and_the_model(tmp_path)
     model = [e for e in events if e["ph"] == "X" and e["pid"] == ev.MODEL_PID]
     assert {"step (model)", "encode", "communicate", "decode"} <= {e["name"] for e in model}
     about = trace["otherData"]
-    assert about["alignment_bound_s"] < 1e-3 and about["tcp_sampler"]["cpu_fraction_of_a_core"] < 0.05
+    # the sampler's cost is recorded; its budget (5 % of a core) is scripts/bench_trace.py's figure, measured on a
+    # quiet host: here, a sampler that spins would show
+    assert about["alignment_bound_s"] < 1e-3 and 0 < about["tcp_sampler"]["cpu_fraction_of_a_core"] < 0.25
     assert "spans" not in (result.run_dir / "steps.csv").read_text().splitlines()[0]
 
 
