@@ -51,18 +51,21 @@ CASES = [
     ("diloco H=5", diloco_step, Recovery(period=5, heal_s=0.5, quorum_wait_s=1.0)),
     ("diloco H=20", diloco_step, Recovery(period=20, heal_s=0.5, quorum_wait_s=1.0)),
     ("diloco H=20", diloco_step, Recovery(period=20, heal_s=2.0, quorum_wait_s=1.0)),
+    ("full", full_step, Recovery(period=1, heal_s=3.0, quorum_wait_s=1.0, exchange_timeout_s=5.0)),
+    ("diloco H=4", diloco_step, Recovery(period=4, heal_s=4.4, quorum_wait_s=1.0, exchange_timeout_s=5.0)),
 ]
 
 
 def accuracy() -> None:
     draws = [draw(Churn(mtbf_s=MTBF_S, away_s=AWAY_S, seed=s, for_s=HORIZON_S), NAMES) for s in SEEDS]
-    print("| replicator | quorum wait | heal | plain steps/s | analytic | simulated (10 seeds) | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    print("| replicator | quorum wait | heal | exchange timeout | plain steps/s | analytic | simulated | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, step_at, recovery in CASES:
         found = goodput(len(NAMES), MTBF_S, AWAY_S, step_at, recovery)
         simulated = statistics.mean(simulate(c, NAMES, HORIZON_S, step_at, recovery).steps_per_s for c in draws)
         print(
-            f"| {name} | {recovery.quorum_wait_s:g} s | {recovery.heal_s:g} s | {found.plain_steps_per_s:.3f} | "
+            f"| {name} | {recovery.quorum_wait_s:g} s | {recovery.heal_s:g} s | {recovery.exchange_timeout_s:g} s | "
+            f"{found.plain_steps_per_s:.3f} | "
             f"{found.steps_per_s:.3f} | {simulated:.3f} | {found.steps_per_s / simulated:.3f} |"
         )
 

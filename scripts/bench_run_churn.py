@@ -10,7 +10,8 @@ Printed for RUN_DIR (a `netbench run` with member rows or ``--churn``):
 * the goodput (committed steps per wall second) against :mod:`netbench.model.goodput`: :func:`simulate` over the
   run's own leaves and joins, and, for a ``--churn``, the analytic :func:`goodput` for its MTBF (target: within
   10 %). Both take the model's step per member count from the segments, the lighthouse's heartbeat timeout as the
-  quorum's wait after a leave, the heal's modelled time, and the measured start of a joining worker.
+  quorum's wait after a leave, the heal's modelled time, the measured start of a joining worker, and the run's bound
+  on a wait on peers (what a leave while the quorum re-forms costs).
 
     flock -x /tmp/nb-heavy.lock python3 -m netbench run -n 4 --bw 100mbit --delay 10ms -r diloco --sync-every 4 \\
         --schedule churn.csv --steps 160            # churn.csv: 6,n3,leave and 12,n3,join
@@ -54,6 +55,17 @@ def _s(x: float | None) -> str:
 
 def _ratio(measured: float | None, model: float | None) -> str:
     return pct(measured / model) if measured and model else "-"
+
+
+def exchange_timeout(run_dir: Path, run_json: dict) -> float:
+    """The run's bound on a torchft wait on peers, in the cluster's seconds: run.json's record, else (a run recorded
+    without it) the first worker's start event divided by the dilation."""
+    recorded = (run_json["cluster"].get("quorum") or {}).get("exchange_timeout_s")
+    if recorded is not None:
+        return float(recorded)
+    with (run_dir / "workers" / "rank0.jsonl").open() as fh:
+        start = json.loads(fh.readline())
+    return float(start["quorum"]["exchange_timeout_s"]) / float(run_json.get("dilation") or 1.0)
 
 
 def main() -> int:
@@ -121,9 +133,15 @@ def main() -> int:
     def step_at(members: int) -> tuple[float, float, float]:
         step, comm = step_of[min(counts, key=lambda m: abs(m - members))]
         exchange = period * comm  # the window's all-reduce
-        return step, step if period == 1 else exchange, exchange
+        return (step, step, 0.0) if period == 1 else (step, exchange, exchange)  # as netbench.planning.churn
 
-    recovery = Recovery(period=period, heal_s=model_heal_s, quorum_wait_s=QUORUM_WAIT_S, restart_s=restart_s)
+    recovery = Recovery(
+        period=period,
+        heal_s=model_heal_s,
+        quorum_wait_s=QUORUM_WAIT_S,
+        restart_s=restart_s,
+        exchange_timeout_s=exchange_timeout(args.run_dir, run_json),
+    )
     names = [n.name for n in config.cluster.topology.nodes]
     changes = config.schedule.changes if config.schedule is not None else []
     horizon = span_s(measured)

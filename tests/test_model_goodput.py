@@ -58,8 +58,10 @@ def test_the_odds_of_nodes_away_are_those_of_the_draws() -> None:
         (diloco_step, Recovery(period=5, heal_s=0.5, quorum_wait_s=1.0), 20, 6),
         (diloco_step, Recovery(period=20, heal_s=0.5, quorum_wait_s=1.0), 20, 6),
         (diloco_step, Recovery(period=5, heal_s=0.5, quorum_wait_s=1.0), 60, 10),
+        (full_step, Recovery(period=1, heal_s=1.0, quorum_wait_s=1.0, exchange_timeout_s=5.0), 20, 6),
+        (diloco_step, Recovery(period=5, heal_s=2.0, quorum_wait_s=1.0, exchange_timeout_s=5.0), 20, 6),
     ],
-    ids=["full", "full-slower-heal", "diloco-5", "diloco-20", "diloco-rare"],
+    ids=["full", "full-slower-heal", "diloco-5", "diloco-20", "diloco-rare", "full-stuck", "diloco-stuck"],
 )
 def test_analytic_goodput_matches_a_simulation_over_the_drawn_churn(step_at, recovery, mtbf, away) -> None:
     predicted = goodput(len(NAMES), mtbf, away, step_at, recovery)
@@ -104,6 +106,32 @@ def test_a_node_back_is_healed_at_the_next_quorum() -> None:
     assert found.heals == 1
     # lost at 0.5, quorum 1.5; steps end 2.5, 3.5; heal 3.5-5.5; steps end 6.5 .. 19.5
     assert found.committed_steps == 2 + 14
+
+
+def test_a_leave_during_a_heal_makes_everyone_wait_out_the_exchange_timeout() -> None:
+    step = lambda members: (1.0, 1.0, 0.0)  # noqa: E731
+    changes = [
+        Change(time_s=0.5, target="n1", member="leave"),
+        Change(time_s=3.2, target="n1", member="join"),
+        Change(time_s=4.0, target="n2", member="leave"),
+    ]
+    stuck = simulate(changes, NAMES, 20.0, step, Recovery(period=1, heal_s=2.0, exchange_timeout_s=5.0))
+    # lost at 0.5, quorum 1.5; steps end 2.5, 3.5; the heal from 3.5 loses n2 at 4.0: the quorum's process group
+    # waits on it until 5.5 + 5; steps end 11.5 .. 19.5
+    assert stuck.committed_steps == 2 + 9
+    prompt = simulate(changes, NAMES, 20.0, step, Recovery(period=1, heal_s=2.0))
+    assert prompt.committed_steps == 2 + 14
+
+
+def test_a_second_leave_while_the_quorum_waits_for_the_first_makes_everyone_wait_out_the_exchange_timeout() -> None:
+    step = lambda members: (1.0, 1.0, 0.0)  # noqa: E731
+    changes = [Change(time_s=2.5, target="n1", member="leave"), Change(time_s=3.0, target="n2", member="leave")]
+    stuck = simulate(changes, NAMES, 10.0, step, Recovery(period=1, exchange_timeout_s=5.0))
+    # steps end at 1, 2; the third fails at 2.5; n2 leaves before the quorum forms at 3.5: it waits until 8.5
+    assert stuck.committed_steps == 2 + 1
+    assert simulate(changes, NAMES, 10.0, step, Recovery(period=1)).committed_steps == 2 + 6
+    slower = goodput(len(NAMES), 20, 6, full_step, Recovery(period=1, heal_s=1.0, exchange_timeout_s=5.0))
+    assert slower.steps_per_s < goodput(len(NAMES), 20, 6, full_step, Recovery(period=1, heal_s=1.0)).steps_per_s
 
 
 def test_leave_cost_of_a_whole_vulnerable_window_is_half_of_it_and_the_wait() -> None:

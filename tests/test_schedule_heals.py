@@ -10,7 +10,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.model.goodput import QUORUM_WAIT_S
 from netbench.model.heal import heal_bytes, heal_time_s
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.run.schedule_results import annotate, churn_error, segment_summary
+from netbench.orchestrator.run.schedule_results import annotate, churn_error, segment_summary, slowest_node_step_s
 from netbench.rundir.steps_schema import Col
 from netbench.schedule import parse_text
 from netbench.topology.link import DirectionSpec
@@ -104,3 +104,15 @@ def test_a_run_through_churn_is_held_to_the_model_with_its_costs_priced() -> Non
     ]
     assert churn_error(found)["churn_model_error"] == pytest.approx((15 + 33) / (20 + 30) - 1)
     assert churn_error(found[1:]) == {}  # members never changed
+
+
+def test_a_windows_straggler_is_counted_once_in_the_segments_step() -> None:
+    """Nodes wait for one another only at a window's exchange: the node slow in the local steps waits least at the
+    sync. The segment's step is each node's mean at the slowest node (the window's time per step), not the mean of
+    each step's slowest node, which would count the straggler's lead twice."""
+    fast = [0.1, 0.1, 0.1, 0.5]  # waits 0.3 s at the sync for the other
+    slow = [0.2, 0.2, 0.2, 0.2]
+    rows = pd.DataFrame({Col.RANK: [0] * 4 + [1] * 4, Col.STEP: list(range(4)) * 2, Col.STEP_S: fast + slow})
+    assert slowest_node_step_s(rows, "mean") == pytest.approx(0.2)
+    assert rows.groupby(Col.STEP)[Col.STEP_S].max().mean() == pytest.approx(0.275)  # what it is not
+    assert slowest_node_step_s(rows, "sum") == pytest.approx(0.8)

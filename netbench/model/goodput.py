@@ -14,6 +14,9 @@ workers meet them:
   at the next quorum: the window counts, and everyone waits ``quorum_wait_s`` and then ``heal_s``;
 * a leave before that part (DiLoCo's inner steps) costs only what is left of that wait when the window ends;
 * a node that is back is healed at the next quorum (:mod:`netbench.model.heal`): everyone waits ``heal_s``;
+* a leave while the quorum re-forms (during a heal, or within the quorum's wait after another leave) leaves the new
+  quorum's process group waiting for a member that will never answer: everyone waits out ``exchange_timeout_s``
+  (torchft's bound on a wait on peers, :func:`netbench.model.waits.exchange_timeout_s`);
 * while ``k`` nodes are away the others train as an ``n - k``-node cluster at its step time; fewer than
   ``min_members`` form no quorum and train nothing.
 
@@ -102,6 +105,7 @@ class Recovery:
     quorum_wait_s: float = QUORUM_WAIT_S
     min_members: int = MIN_QUORUM
     restart_s: float = 0.0  # a node back from away starts its program before it asks for a quorum
+    exchange_timeout_s: float = 0.0  # a leave while the quorum re-forms: the others wait this long on the node gone
 
 
 @dataclass(frozen=True)
@@ -223,7 +227,8 @@ def _members_away(nodes: int, mtbf_s: float, absent_s: float, wait_s: float, min
 def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery: Recovery) -> Goodput:
     """Expected committed steps per wall second of ``nodes`` that churn with ``mtbf_s`` and ``away_s``, each member
     count's step from ``step_at``."""
-    if recovery.period < 1 or recovery.heal_s < 0 or recovery.quorum_wait_s < 0 or recovery.restart_s < 0:
+    times = (recovery.heal_s, recovery.quorum_wait_s, recovery.restart_s, recovery.exchange_timeout_s)
+    if recovery.period < 1 or min(times) < 0:
         raise ValueError("a recovery needs period >= 1 and times >= 0")
     plain_s = step_at(nodes)[0]
     absent_s = away_s + recovery.restart_s
@@ -256,6 +261,10 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     # of the time
     busy = heal_rate * recovery.heal_s * math.exp(min(heal_rate * recovery.heal_s, 50.0))
     unhealing = 1.0 / (1.0 + busy)
+    # the quorum re-forms during the heals and the waits after leaves; a leave then costs the exchange timeout
+    reforming = min(1.0, busy * unhealing + leaves * recovery.quorum_wait_s)
+    stuck = leaves * reforming * recovery.exchange_timeout_s
+    unhealing /= 1.0 + stuck
     rate, member_rate = rate * unhealing, member_rate * unhealing
     return Goodput(
         steps_per_s=rate,
@@ -295,6 +304,16 @@ def simulate(
     t, done = 0.0, 0
     committed, member_steps, lost, heals = 0, 0.0, 0, 0
 
+    def reformed(start: float, until: float) -> float:
+        """When the quorum re-formed between ``start`` and ``until`` is done: ``until``, or the exchange timeout
+        later where a member left meanwhile."""
+        for e in events[done:]:
+            if e.time_s > until:
+                break
+            if e.member == "leave" and e.time_s > start and e.target not in away and e.target not in back:
+                return until + recovery.exchange_timeout_s
+        return until
+
     def apply_until(until: float) -> None:
         nonlocal done
         while done < len(events) and events[done].time_s <= until:
@@ -314,7 +333,7 @@ def simulate(
                 away.discard(name)
                 del back[name]
             heals += 1
-            t += recovery.heal_s
+            t = reformed(t, t + recovery.heal_s)
             apply_until(t)
         members = nodes - len(away)
         if members < recovery.min_members:
@@ -337,7 +356,8 @@ def simulate(
         failed = [x for x in leaving if x >= vulnerable_from]
         if failed and failed[0] < exchange_from:
             lost += 1
-            t = failed[0] + recovery.quorum_wait_s
+            apply_until(failed[0])
+            t = reformed(failed[0], failed[0] + recovery.quorum_wait_s)
             continue
         if failed:  # inside the exchange: some survivors commit, the others are healed at the next quorum
             if end > horizon_s:
@@ -345,11 +365,15 @@ def simulate(
             committed += recovery.period
             member_steps += recovery.period * (members - len(leaving)) / nodes
             heals += 1
-            t = max([end] + [x + recovery.quorum_wait_s for x in leaving]) + recovery.heal_s
+            apply_until(leaving[0])
+            t = reformed(leaving[0], max([end] + [x + recovery.quorum_wait_s for x in leaving]) + recovery.heal_s)
             continue
         if end > horizon_s:
             break
         committed += recovery.period
         member_steps += recovery.period * (members - len(leaving)) / nodes
         t = max([end] + [x + recovery.quorum_wait_s for x in leaving])
+        if leaving:
+            apply_until(leaving[0])
+            t = reformed(leaving[0], t)
     return Simulated(committed, member_steps, lost, heals, horizon_s)

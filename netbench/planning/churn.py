@@ -4,9 +4,14 @@ A replicator that trains through churn (its declaration says what state it keeps
 its plain row, the committed steps per wall second of :func:`netbench.model.goodput.goodput` while nodes leave every
 ``--mtbf`` on average and stay away ``--away``: the step at each member count is the plan's own step for a cluster
 of that many nodes on the same links, the heal is :func:`netbench.model.heal.heal_time_s` over one node's link (the
-slower of up and down) and the one-way delay. A replicator that commits every step asks for its quorum as the step
-begins, so a leave anywhere in the step fails it; one that commits every H steps asks for it at the sync, so only a
-leave during the sync's exchange fails the window.
+slower of up and down) and the one-way delay.
+
+A replicator that commits every step asks for its quorum as the step begins, so a leave anywhere in the step fails
+it, for every node (in a run through random churn no survivor of 25 leaves was left a step behind and healed); one
+that commits every H steps asks for it at the sync, so only a leave during the sync's exchange fails the window, and
+some survivors may commit it. A leave while the quorum re-forms costs torchft's wait on peers, bounded as `run`
+bounds it (:func:`netbench.model.waits.exchange_timeout_s` of the slower of the step's collective and a heal's
+largest message).
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ from typing import Any
 from netbench.declarations.registry import spec
 from netbench.model.framing import Framing
 from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, goodput
-from netbench.model.heal import heal_bytes, heal_time_s
+from netbench.model.heal import heal_bytes, heal_messages, heal_time_s
 from netbench.model.planner import Planner
 from netbench.model.schemes import Scheme
 from netbench.model.view import cluster_scenario
+from netbench.model.waits import exchange_timeout_s
 from netbench.planning.request import PlanRequest
 from netbench.shapes import ParamShape
 
@@ -66,7 +72,9 @@ def churn_row(
         )  # fmt: skip
         est = planner.step(scheme, scenario)
         exchange = period * est.comm_time_s
-        return est.step_time_s, est.step_time_s if period == 1 else exchange, exchange
+        if period == 1:  # a leave anywhere in the step fails every survivor's commit: none is left a step behind
+            return est.step_time_s, est.step_time_s, 0.0
+        return est.step_time_s, exchange, exchange
 
     heal_s = heal_time_s(
         config,
@@ -77,12 +85,18 @@ def churn_row(
         framing=framing,
         overhead_s=overhead_s,
     )
+    # torchft's waits on peers, bounded as `run` bounds them: the slowest call or a heal's largest message
+    rate = min(request.up_bps, request.down_bps)
+    largest_s = max(heal_messages(config, shapes)) * 8 / rate + 2 * request.delay
+    exchange_s = exchange_timeout_s(max(largest_s, step_at(machines)[2]))  # [2]: the exchange, one collective
     assert request.mtbf is not None
-    found = goodput(machines, request.mtbf, request.away_s, step_at, Recovery(period=period, heal_s=heal_s))
+    recovery = Recovery(period=period, heal_s=heal_s, exchange_timeout_s=exchange_s)
+    found = goodput(machines, request.mtbf, request.away_s, step_at, recovery)
     row: dict[str, Any] = {
         **found.as_dict(),
         "heal_bytes": heal_bytes(config, shapes),
         "heal_s": heal_s,
+        "exchange_timeout_s": exchange_s,
         "period": period,
     }
     if tokens is not None:

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING, Any
 from netbench import safe_files
 from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S
 from netbench.model.heal import heal_messages
+from netbench.model.waits import EXCHANGE_FLOOR_S
+from netbench.model.waits import exchange_timeout_s as exchange_wait_s
 from netbench.orchestrator.membership import Membership
 from netbench.orchestrator.prediction import workload_shapes
-from netbench.orchestrator.run.timeouts import CEILING_S, FALLBACK_S, SAFETY, crowding, slowest_call_s
+from netbench.orchestrator.run.timeouts import CEILING_S, FALLBACK_S, crowding, slowest_call_s
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS, QuorumSpec
 from netbench.worker.spec import WorkerSpec
 
@@ -53,7 +55,6 @@ MIN_REPLICAS = MIN_QUORUM  # the fewest nodes a quorum holds: one node alone has
 JOIN_TIMEOUT_S = 60.0  # a user's programs (exec): the first quorum waits this long for every program heard to start
 QUORUM_TICK_MS = 20  # how often the lighthouse looks for a quorum
 KILL_WAIT_S = 10.0  # a killed worker's exit, as the fork server reports it
-EXCHANGE_FLOOR_S = 5.0  # a wait on peers under churn: a peer finishing its step (the default workload takes 0.1 s)
 LOST_AFTER_EXCHANGES = 3  # no commit for this many exchange timeouts: the quorum is lost
 READY_S = 60.0  # the lighthouse's start (torch's import) on a crowded host
 
@@ -93,6 +94,7 @@ class Lighthouse:
         """``store_ports``: group stores it also holds, on its own address (`netbench exec --torchft`'s nodes');
         ``join_timeout_s``: the longest a quorum waits for a node that is heard but has not asked (undilated)."""
         address = cluster.names.fabric_switch_address(0)
+        self.exchange_timeout_s = join_timeout_s
         self.address, self.url = address, f"http://{address}:{LIGHTHOUSE_PORT}"
         ms = lambda s: str(round(s * dilation * 1000))  # noqa: E731 - the run's waits, dilated
         with open(log, "ab") as out:  # noqa: PTH123 - the child holds it
@@ -134,9 +136,9 @@ class Lighthouse:
 
 def exchange_timeout_s(config: RunConfig, dilated: RunConfig, dilation: float, cpus: int | None) -> float:
     """How long one of torchft's waits on peers may take in a run through churn: ``--timeout`` where given, else
-    SAFETY x the longer of the model's slowest collective call and a heal's largest message, never below
-    EXCHANGE_FLOOR_S (a peer
-    finishing its step before it reaches the quorum's process group), the floor stretched as the run is crowded.
+    :func:`netbench.model.waits.exchange_timeout_s` of the longer of the model's slowest collective call and a
+    heal's largest message (never below EXCHANGE_FLOOR_S: a peer finishing its step before it reaches the quorum's
+    process group), the floor stretched as the run is crowded.
 
     A peer that leaves resets its connections, so most waits on it fail at once; the waits that only this bound
     ends are the process group's configuration (the store waits for the address a killed peer never wrote) and a
@@ -154,7 +156,7 @@ def exchange_timeout_s(config: RunConfig, dilated: RunConfig, dilation: float, c
         slowest = max(largest, slowest_call_s(config)) * dilation
     except Exception:  # noqa: BLE001 - the model never fails a run: the collective timeout's fallback
         return max(FALLBACK_S, floor)
-    return min(CEILING_S, max(floor, SAFETY * slowest))
+    return min(CEILING_S, exchange_wait_s(slowest, floor))
 
 
 def quorum_for(url: str, node: int, address: str, exchange_s: float) -> QuorumSpec:
@@ -207,7 +209,14 @@ def worker_membership(
 
 
 def describe(members: Membership | None, lighthouse: Lighthouse | None) -> dict[str, Any]:
-    """run.json's record of the quorum: the lighthouse and how often each rank's node left."""
+    """run.json's record of the quorum: the lighthouse, how often each rank's node left, and the waits' bound (in
+    the cluster's seconds: what a leave while the quorum re-forms costs the others)."""
     if members is None or lighthouse is None:
         return {}
-    return {"quorum": {"lighthouse": lighthouse.url, "leaves": {str(r): n for r, n in sorted(members.leaves.items())}}}
+    return {
+        "quorum": {
+            "lighthouse": lighthouse.url,
+            "leaves": {str(r): n for r, n in sorted(members.leaves.items())},
+            "exchange_timeout_s": lighthouse.exchange_timeout_s,
+        }
+    }

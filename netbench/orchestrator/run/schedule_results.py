@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
     from netbench.orchestrator.config import RunConfig
 
-__all__ = ["annotate", "segment_cluster", "segment_summary", "step_errors", "churn_error"]
+__all__ = ["annotate", "segment_cluster", "segment_summary", "step_errors", "churn_error", "slowest_node_step_s"]
 
 
 def _time_zero(steps: pd.DataFrame) -> float | None:
@@ -125,9 +125,7 @@ def segment_summary(
         entry.update(_heals(config, segment, steps, calibration))
         transient = _transient_steps(rows, spec(config.replicator.name).period(config.replicator), left)
         steady = rows[~rows[Col.STEP].isin(transient)]
-        # the slowest node's step, its median or, for a replicator that communicates every K steps, its mean
-        per_step = (steady if not steady.empty else rows).groupby(Col.STEP)[Col.STEP_S].max()
-        entry["step_time_s"] = float(per_step.agg(statistic(rows)))
+        entry["step_time_s"] = slowest_node_step_s(steady if not steady.empty else rows, statistic(rows))
         if not segment.down:
             entry.update(_predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"]))
         if transient:
@@ -153,14 +151,25 @@ def _transient_steps(rows: pd.DataFrame, period: int, left: bool) -> set[int]:
     return {int(s) for s in rows[Col.STEP][window.isin(windows)].unique()}
 
 
+def slowest_node_step_s(rows: pd.DataFrame, how: str) -> float:
+    """The step as a run's summary measures it (:func:`netbench.orchestrator.run.results.summarize`): each node's
+    ``how`` (median, mean, sum) of its steps among ``rows``, at the slowest node.
+
+    Not the statistic of each step's slowest node: in a replicator that exchanges every K steps the nodes wait for
+    one another only at the exchange, so the node that computed slowest in the window's local steps is the one that
+    waited least at its end, and taking each step's slowest node would count that node's lead twice (once in its
+    local steps, once in the others' wait)."""
+    return float(rows.groupby(Col.RANK)[Col.STEP_S].agg(how).max())
+
+
 def _membership_cost(rows: pd.DataFrame, transient: set[int], entry: dict[str, Any], left: bool) -> dict[str, Any]:
     """The time the segment's changes in members cost beside the model's: the transient windows' slowest-node time
     against their steps at the segment's modelled step, one heal per quorum that healed a node (the nodes healed in
     one quorum are healed at once), and, after a leave, the lighthouse's wait for the node that left
     (:data:`~netbench.model.goodput.QUORUM_WAIT_S`, the whole of it: a bound). The whole segment's mean step is set
     beside the same sum for the model."""
-    per_step = rows.groupby(Col.STEP)[Col.STEP_S].max()
-    measured_s = float(per_step[per_step.index.isin(transient)].sum())
+    in_transient = rows[Col.STEP].isin(transient)
+    measured_s = slowest_node_step_s(rows[in_transient], "sum")
     out: dict[str, Any] = {"transient_steps": len(transient), "transient_s": measured_s}
     model_step = entry.get("predicted_step_time_s")
     if model_step is None:
@@ -169,11 +178,14 @@ def _membership_cost(rows: pd.DataFrame, transient: set[int], entry: dict[str, A
     heal_quorums = healed[Col.STEP].nunique()
     predicted = len(transient) * model_step + heal_quorums * entry.get("predicted_heal_s", 0.0)
     predicted += QUORUM_WAIT_S if left else 0.0
-    steady_n = len(per_step) - len(transient)
+    steps = rows[Col.STEP].nunique()
+    steady = rows[~in_transient]
+    steady_n = steps - len(transient)
+    steady_s = steady_n * slowest_node_step_s(steady, "mean") if steady_n else 0.0
     out["predicted_transient_s"] = predicted
     out["transient_error"] = predicted / measured_s - 1 if measured_s > 0 else None
-    out["segment_step_time_s"] = float(per_step.sum()) / len(per_step)
-    out["predicted_segment_step_time_s"] = (steady_n * model_step + predicted) / len(per_step)
+    out["segment_step_time_s"] = (steady_s + measured_s) / steps
+    out["predicted_segment_step_time_s"] = (steady_n * model_step + predicted) / steps
     out["segment_error"] = out["predicted_segment_step_time_s"] / out["segment_step_time_s"] - 1
     return out
 

@@ -21,6 +21,7 @@ from netbench.frames import MSS
 from netbench.model.collectives import Link
 from netbench.model.schemes import scheme_from_config
 from netbench.model.steptime import call_cost
+from netbench.model.waits import SAFETY
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import scenario_for, workload_shapes
 
@@ -40,7 +41,6 @@ WORKER_START_S = 8.0  # one worker's start on one core: 32 interpreters importin
 HANDSHAKE_RTTS = 3.0  # gloo's connection to each peer: TCP's handshake and the pair's address exchange
 CEILING_S = 3600.0  # RunConfig's upper bound on timeout_s
 FALLBACK_S = 120.0  # when the model cannot say (it always should; this keeps a model bug from failing runs)
-SAFETY = 4.0  # measured collectives come within ~20% of the model; 4x leaves room for host load
 _RTT_FLOOR_S = 0.010  # loss recovery waits on at least this much (timers, delayed ACKs) even on a 0-delay link
 
 
