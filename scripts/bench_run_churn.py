@@ -149,7 +149,8 @@ def main() -> int:
     print(f"a joining worker's start (join -> its first step): {restart_s:.2f} s")
     print(
         f"goodput {measured_goodput:.3f} steps/s; model over the run's changes {simulated.steps_per_s:.3f} "
-        f"({pct(measured_goodput / simulated.steps_per_s)})"
+        f"({pct(measured_goodput / simulated.steps_per_s)}; {simulated.heals} heals, {simulated.stuck} re-formations "
+        f"waiting out the exchange timeout of {recovery.exchange_timeout_s:.2f} s)"
     )
     source = config.schedule.source if config.schedule is not None else ""
     found = re.search(r"mtbf=([\d.]+)s away=([\d.]+)s", source)

@@ -285,6 +285,7 @@ class Simulated:
     lost_windows: int
     heals: int
     horizon_s: float
+    stuck: int = 0  # re-formations a leave made wait out the exchange timeout
 
     @property
     def steps_per_s(self) -> float:
@@ -302,15 +303,17 @@ def simulate(
     away: set[str] = set()
     back: dict[str, float] = {}  # node -> when it asks for a quorum
     t, done = 0.0, 0
-    committed, member_steps, lost, heals = 0, 0.0, 0, 0
+    committed, member_steps, lost, heals, stuck = 0, 0.0, 0, 0, 0
 
     def reformed(start: float, until: float) -> float:
         """When the quorum re-formed between ``start`` and ``until`` is done: ``until``, or the exchange timeout
         later where a member left meanwhile."""
+        nonlocal stuck
         for e in events[done:]:
             if e.time_s > until:
                 break
             if e.member == "leave" and e.time_s > start and e.target not in away and e.target not in back:
+                stuck += 1
                 return until + recovery.exchange_timeout_s
         return until
 
@@ -376,4 +379,4 @@ def simulate(
         if leaving:
             apply_until(leaving[0])
             t = reformed(leaving[0], t)
-    return Simulated(committed, member_steps, lost, heals, horizon_s)
+    return Simulated(committed, member_steps, lost, heals, horizon_s, stuck)
