@@ -236,13 +236,16 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     likely = [k for k, p in enumerate(pi) if p > NEGLIGIBLE]
     quorate = [nodes - k for k in likely if nodes - k >= recovery.min_members]
     steps = _interpolated(step_at, sorted(set(quorate) | {nodes}))
-    rate = member_rate = leaves = stalled = heal_rate = 0.0
     top = len(pi) - 1
+    leaves = sum(pi[k] * (nodes - k) / mtbf_s for k in likely if k < top)
+    # a leave while the quorum re-forms (a heal, the wait after another leave) makes it wait out the exchange timeout
+    stuck = lambda during_s: -math.expm1(-leaves * during_s) * recovery.exchange_timeout_s  # noqa: E731
+    heal_s = recovery.heal_s + stuck(recovery.heal_s)
+    rate = member_rate = stalled = heal_rate = 0.0
     for k in likely:
         p, m = pi[k], nodes - k
         leave_rate = m / mtbf_s if k < top else 0.0  # a leave that would leave too few nodes is skipped
         join_rate = k / absent_s if absent_s > 0 else 0.0
-        leaves += p * leave_rate
         if m < recovery.min_members:
             stalled += p
             heal_rate += p * join_rate  # a node back is healed at once: the others wait in the quorum
@@ -252,19 +255,17 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
         # the nodes back within one window are healed together at its end
         heal_rate += p * (-math.expm1(-join_rate * window) / window if window > 0 else join_rate)
         # a leave costs while it trains
-        lost = leave_rate * leave_cost_s(window, vulnerable_s, recovery.quorum_wait_s, exchange_s, recovery.heal_s)
+        failing = min(max(vulnerable_s, 0.0), window) / window if window > 0 else 1.0  # re-forms the quorum at once
+        wait_cost = leave_cost_s(window, vulnerable_s, recovery.quorum_wait_s, exchange_s, heal_s)
+        lost = leave_rate * (wait_cost + failing * stuck(recovery.quorum_wait_s))
         useful = p / (1.0 + lost) / step_s
         rate += useful
         member_rate += useful * m / nodes
     # nodes come back on the wall clock, training or not; a node back during a heal is healed right after it, so
     # heals come in busy runs of e^(x) heals on average (x: nodes back per heal time) and take x e^x / (1 + x e^x)
     # of the time
-    busy = heal_rate * recovery.heal_s * math.exp(min(heal_rate * recovery.heal_s, 50.0))
+    busy = heal_rate * heal_s * math.exp(min(heal_rate * heal_s, 50.0))
     unhealing = 1.0 / (1.0 + busy)
-    # the quorum re-forms during the heals and the waits after leaves; a leave then costs the exchange timeout
-    reforming = min(1.0, busy * unhealing + leaves * recovery.quorum_wait_s)
-    stuck = leaves * reforming * recovery.exchange_timeout_s
-    unhealing /= 1.0 + stuck
     rate, member_rate = rate * unhealing, member_rate * unhealing
     return Goodput(
         steps_per_s=rate,
