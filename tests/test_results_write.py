@@ -183,3 +183,17 @@ def test_a_capture_cut_at_its_packet_cap_leaves_later_steps_empty(
     mine = steps[steps["rank"] == 0].sort_values("step")
     assert mine["capture_tx_packets"].tolist()[:1] == [1] and mine["capture_tx_packets"].iloc[1:].isna().all()
     assert doc["capture"]["truncated_at_packets"] == {"0": 3}
+
+
+def test_a_step_number_recorded_twice_by_a_rank_gets_each_records_own_capture(tmp_path: Path) -> None:
+    """Under churn a node healed to an earlier number records that step number again: each record keeps its own
+    window's packets, and steps.csv keeps one row per record."""
+    recs = records([0.1, 0.2, 0.3])
+    again = dict(recs[0][3], step=1, t_start=T0 + 0.3, t_end=T0 + 0.4)  # step 1 again, after step 2
+    recs[0].insert(4, again)
+    path = pcap(tmp_path / "p0.pcap", [0.15, 0.25, 0.35, 0.36])
+    write(tmp_path, recs, {0: path})
+    steps, _ = saved(tmp_path)
+    mine = steps[steps["rank"] == 0].sort_values("t_start")
+    assert mine["step"].tolist() == [0, 1, 2, 1]
+    assert mine["capture_tx_packets"].tolist() == [0, 1, 1, 2]

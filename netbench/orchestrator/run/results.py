@@ -61,11 +61,18 @@ def steps_frame(records_by_rank: dict[int, list[dict]]) -> pd.DataFrame:
 
 
 def step_windows(steps: pd.DataFrame, rank: int) -> pd.DataFrame:
-    """(step, t_from, t_to] per step of one rank; windows tile the rank's run like its counters."""
-    mine = steps[steps[Col.RANK] == rank].sort_values(Col.STEP)
+    """(step, t_from, t_to] per step record of one rank, in time order, with the record's t_start; windows tile the
+    rank's run like its counters. Under churn a rank may record one step number twice (an attempt its node ran
+    before it left and was healed to an earlier number), so a record is its step and its start, not its step alone."""
+    mine = steps[steps[Col.RANK] == rank].sort_values([Col.T_START, Col.STEP])
     t_from = [mine[Col.T_START].iloc[0], *mine[Col.T_END].iloc[:-1].tolist()]
     return pd.DataFrame(
-        {Col.STEP.value: mine[Col.STEP].to_numpy(), "t_from": t_from, "t_to": mine[Col.T_END].to_numpy()}
+        {
+            Col.STEP.value: mine[Col.STEP].to_numpy(),
+            Col.T_START.value: mine[Col.T_START].to_numpy(),
+            "t_from": t_from,
+            "t_to": mine[Col.T_END].to_numpy(),
+        }
     )
 
 
@@ -79,8 +86,10 @@ def attach_capture(
     for rank, path in pcaps.items():
         if steps.empty or rank not in set(steps[Col.RANK]):
             continue
-        bins = bin_pcap(path, addresses[rank], step_windows(steps, rank))
-        frames.append(bins.frame(MAX_PACKETS).assign(**{Col.RANK.value: rank}))
+        windows = step_windows(steps, rank)
+        bins = bin_pcap(path, addresses[rank], windows)
+        record = {Col.RANK.value: rank, Col.T_START.value: windows[Col.T_START].to_numpy()}
+        frames.append(bins.frame(MAX_PACKETS).assign(**record))
         peers[rank] = bins.by_peer()
         if bins.clock_went_back:
             notes.setdefault("clock_went_back", []).append(rank)
@@ -89,7 +98,8 @@ def attach_capture(
     if not frames:
         return steps, peers, notes
     steps = steps.drop(columns=[c for c in CAPTURE_COLUMNS if c in steps])
-    return steps.merge(pd.concat(frames), on=[Col.RANK.value, Col.STEP.value], how="left"), peers, notes
+    key = [Col.RANK.value, Col.STEP.value, Col.T_START.value]  # a step record (see step_windows)
+    return steps.merge(pd.concat(frames), on=key, how="left"), peers, notes
 
 
 def _median(values: list[float]) -> float | None:
