@@ -14,6 +14,11 @@ own bottleneck and delay:
 * a tiny all-reduce (one word per segment) passes its words hop by hop: 2(P - 1) consecutive hops' forward delays,
   from the start that makes the longest chain.
 
+A collective whose every rank sends to every other at once (gloo's all_to_all: :data:`MESH_KINDS`) runs on the
+ring's mesh instead (:attr:`RingSet.mesh`): every pair of its ranks is a ring of two, each hop one of the P (P - 1)
+flows, carrying 1/(P - 1) of what a rank sends; a direction's load is the flows crossing it, so the P(P - 1) flows
+that share a WAN link are priced on it together, and the call takes as long as its slowest pair.
+
 For N nodes behind one switch with the same links these are exactly the star's numbers. Large clusters stay cheap:
 hops with the same rates, sharing and delays are priced once.
 """
@@ -34,12 +39,16 @@ from netbench.model.steptime import ring_time
 from netbench.tcp import TcpSettings
 from netbench.topology.graph import Hop, NodeSpec, Topology
 
-__all__ = ["Routes", "RingHop", "RingSet", "HopPrice", "BACKWARD_RINGS"]
+__all__ = ["Routes", "RingHop", "RingSet", "HopPrice", "BACKWARD_RINGS", "MESH_KINDS"]
 
 # Collectives whose ring runs the other way round: gloo's ring all-reduce sends each rank's data to the rank before it
 # (captures through netbench's switches: rank r to rank r - 1), its all-gather to the rank after it. Bytes per link
 # direction differ where the two ways round differ (a WAN hop's data one way, its ACKs the other).
 BACKWARD_RINGS: frozenset[str] = frozenset({"all_reduce"})
+
+# Collectives whose every rank sends to each other rank at once, one connection a pair (gloo/alltoall.cc): priced on
+# the mesh of pairs, whose flows cross the links their own paths do, not on the ring's hops.
+MESH_KINDS: frozenset[str] = frozenset({"all_to_all"})
 
 
 class Routes:
@@ -88,8 +97,9 @@ class RingHop:
 
 @dataclass(frozen=True)
 class HopPrice:
-    """What prices a hop: every direction it crosses as (data hops, ack hops, rate), its two delays, and the slowest
-    line rate its data crosses (how many of its segments arrive back-to-back: the framing's ACK count)."""
+    """What prices a hop: every direction it crosses as (data, acks, rate), its two delays, and the slowest line rate
+    its data crosses (how many of its segments arrive back-to-back: the framing's ACK count). Data and acks count
+    what a rank's call sends: the ring hops crossing the direction, or a mesh's flows times 1/(P - 1) each."""
 
     directions: tuple[tuple[int, int, float], ...]
     forward_s: float
@@ -111,14 +121,41 @@ class HopPrice:
 
 
 class RingSet:
-    """Rings of the same size that run at once on one topology (ranks given as node indices, in ring order)."""
+    """Rings of the same size that run at once on one topology (ranks given as node indices, in ring order).
 
-    def __init__(self, routes: Routes, rings: Sequence[Sequence[int]]) -> None:
+    ``peers`` and ``share`` describe a mesh (:attr:`mesh`): its rings of two are the pairs of a collective among
+    ``peers`` ranks, each hop carrying ``share`` of what a rank sends.
+    """
+
+    def __init__(
+        self, routes: Routes, rings: Sequence[Sequence[int]], peers: int | None = None, share: float = 1.0
+    ) -> None:
         self.routes = routes
+        self.ranks = tuple(tuple(r) for r in rings)
         self.rings = tuple(
             tuple(RingHop(s, d, routes.path(s, d), routes.path(d, s)) for s, d in zip(r, (*r[1:], r[0]))) for r in rings
         )
-        self.peers = len(rings[0]) if rings else 0
+        self.peers = peers if peers is not None else len(rings[0]) if rings else 0
+        self.share = share
+
+    @cached_property
+    def mesh(self) -> RingSet:
+        """The flows of a collective among each ring's ranks in which every rank sends to every other at once: each
+        pair a ring of two (both directions), each flow ``1 / (P - 1)`` of a rank's call. A ring of two is its own."""
+        if self.peers <= 2:
+            return self
+        pairs = [[a, b] for ranks in self.ranks for i, a in enumerate(ranks) for b in ranks[i + 1 :]]
+        return RingSet(self.routes, pairs, peers=self.peers, share=1.0 / (self.peers - 1))
+
+    def for_kind(self, kind: str) -> RingSet:
+        """What a call of ``kind`` runs on: the mesh for :data:`MESH_KINDS`, these rings otherwise."""
+        return self.mesh if kind in MESH_KINDS else self
+
+    def carries(self, h: Hop) -> str:
+        """What crosses direction ``h``, in words: ``2 ring hops``, ``4 all-to-all flows``."""
+        n = self.data[h]
+        unit = "ring hop" if self.share == 1.0 else "all-to-all flow"
+        return f"{n} {unit}{'s' if n != 1 else ''}"
 
     @cached_property
     def data(self) -> Counter[Hop]:
@@ -149,7 +186,10 @@ class RingSet:
 
     def price(self, hop: RingHop, trunk_scale: float = 1.0) -> HopPrice:
         crossed = dict.fromkeys((*hop.forward, *hop.reverse))
-        directions = tuple(sorted((self.data[h], self.acks[h], self.rate_bps(h, trunk_scale)) for h in crossed))
+        share = self.share
+        directions = tuple(
+            sorted((share * self.data[h], share * self.acks[h], self.rate_bps(h, trunk_scale)) for h in crossed)
+        )
         return HopPrice(directions, *self._delays[hop], path_bps=self.path_bps(hop))
 
     def path_bps(self, hop: RingHop, backward: bool = False) -> float:
