@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import pytest
 
@@ -152,6 +153,27 @@ def test_an_all_to_all_over_two_sites_puts_every_crossing_pair_on_the_wan():
     named = {direction_name(even, h): b for h, b in loads.items()}
     assert named["a to b"] == pytest.approx(4 / 3 * named["n0 up"], rel=1e-12)
     assert named["n0 up"] == pytest.approx(_a2a_tx(ex, scenario), rel=1e-12)
+
+
+def test_an_all_to_alls_flows_grouped_by_class_count_every_ordered_pair_on_its_own_path():
+    """Three sites of 3, 2 and 4 nodes, one node with a slow uplink: the mesh prices a few class pairs, and each
+    direction's data and ACK counts are those of all 72 ordered pairs routed one by one."""
+    lan = _d(GBIT)
+    topo = sites(
+        [Site("a", 3, lan, lan), Site("b", 2, lan, lan), Site("c", 4, lan, lan)],
+        [Wan("a", "b", _d(10 * MBIT)), Wan("b", "c", _d(20 * MBIT))],
+        {4: NodeOverride(up=_d(10 * MBIT))},
+    )
+    model = GraphModel(topo, place(topo, "interleaved"))
+    mesh = model.flat.mesh
+    nodes = range(topo.node_count)
+    data, acks = Counter(), Counter()
+    for a, b in itertools.permutations(nodes, 2):
+        data.update(model.routes.path(a, b))
+        acks.update(model.routes.path(b, a))
+    assert (dict(mesh.data), dict(mesh.acks)) == (dict(data), dict(acks))
+    assert len(mesh.rings) == 14  # classes a, b, c and b's slow node: 16 pairs, less b and the slow one to themselves
+    assert mesh.share == 1 / 8
 
 
 def _a2a_tx(ex: Exchange, scenario: Scenario) -> float:

@@ -28,6 +28,7 @@ from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost, Link, cost, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step, rests
+from netbench.model.framing import FlowWire
 from netbench.model.gloo_tcp import largest_flight_bytes
 from netbench.model.pairings import sync_pairings
 from netbench.model.rings import BACKWARD_RINGS, HopPrice, RingHop, RingSet, Routes
@@ -490,15 +491,15 @@ def _link_bytes(layout_rings: RingSet, exchanges: Sequence[Exchange], scenario: 
             continue
         per_step_calls = rings.share * ex.calls / ex.period
         backward = ex.ring_kind in BACKWARD_RINGS
-        for ring in rings.rings:
-            for hop in ring:
-                flow = scenario.framing.flow(
+        flows: dict[RingHop, FlowWire] = {}
+        for hop, path, n, on_data in rings.crossings():
+            if hop not in flows:
+                flows[hop] = scenario.framing.flow(
                     p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=rings.path_bps(hop, backward)
                 )
-                for h in rings.data_path(hop, backward):
-                    out[h] = out.get(h, 0.0) + per_step_calls * flow.forward.total
-                for h in rings.data_path(hop, not backward):
-                    out[h] = out.get(h, 0.0) + per_step_calls * flow.reverse.total
+            b = per_step_calls * n * (flows[hop].forward if on_data != backward else flows[hop].reverse).total
+            for h in path:
+                out[h] = out.get(h, 0.0) + b
     return out
 
 

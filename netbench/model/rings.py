@@ -26,7 +26,7 @@ hops with the same rates, sharing and delays are priced once.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from statistics import median_low
@@ -39,7 +39,7 @@ from netbench.model.steptime import ring_time
 from netbench.tcp import TcpSettings
 from netbench.topology.graph import Hop, NodeSpec, Topology
 
-__all__ = ["Routes", "RingHop", "RingSet", "HopPrice", "BACKWARD_RINGS", "MESH_KINDS"]
+__all__ = ["Routes", "RingHop", "RingSet", "Mesh", "HopPrice", "BACKWARD_RINGS", "MESH_KINDS"]
 
 # Collectives whose ring runs the other way round: gloo's ring all-reduce sends each rank's data to the rank before it
 # (captures through netbench's switches: rank r to rank r - 1), its all-gather to the rank after it. Bytes per link
@@ -123,29 +123,31 @@ class HopPrice:
 class RingSet:
     """Rings of the same size that run at once on one topology (ranks given as node indices, in ring order).
 
-    ``peers`` and ``share`` describe a mesh (:attr:`mesh`): its rings of two are the pairs of a collective among
-    ``peers`` ranks, each hop carrying ``share`` of what a rank sends.
+    ``share``: what part of a rank's call each hop carries (1 around a ring, 1/(P - 1) for a :class:`Mesh`'s flows).
     """
 
-    def __init__(
-        self, routes: Routes, rings: Sequence[Sequence[int]], peers: int | None = None, share: float = 1.0
-    ) -> None:
+    def __init__(self, routes: Routes, rings: Sequence[Sequence[int]]) -> None:
         self.routes = routes
         self.ranks = tuple(tuple(r) for r in rings)
         self.rings = tuple(
             tuple(RingHop(s, d, routes.path(s, d), routes.path(d, s)) for s, d in zip(r, (*r[1:], r[0]))) for r in rings
         )
-        self.peers = peers if peers is not None else len(rings[0]) if rings else 0
-        self.share = share
+        self.peers = len(rings[0]) if rings else 0
+        self.share = 1.0
 
     @cached_property
     def mesh(self) -> RingSet:
-        """The flows of a collective among each ring's ranks in which every rank sends to every other at once: each
-        pair a ring of two (both directions), each flow ``1 / (P - 1)`` of a rank's call. A ring of two is its own."""
-        if self.peers <= 2:
-            return self
-        pairs = [[a, b] for ranks in self.ranks for i, a in enumerate(ranks) for b in ranks[i + 1 :]]
-        return RingSet(self.routes, pairs, peers=self.peers, share=1.0 / (self.peers - 1))
+        """The flows of a collective among each ring's ranks in which every rank sends to every other at once
+        (:class:`Mesh`), each ``1 / (P - 1)`` of a rank's call. A ring of two is its own."""
+        return self if self.peers <= 2 else Mesh(self.routes, self.ranks)
+
+    def crossings(self) -> Iterator[tuple[RingHop, tuple[Hop, ...], float, bool]]:
+        """(hop, directions, how many hops it stands for on each, whether they are its data path rather than its way
+        back) covering every direction every hop crosses: what the counts per direction and the bytes sum."""
+        for ring in self.rings:
+            for hop in ring:
+                yield hop, hop.forward, 1, True
+                yield hop, hop.reverse, 1, False
 
     def for_kind(self, kind: str) -> RingSet:
         """What a call of ``kind`` runs on: the mesh for :data:`MESH_KINDS`, these rings otherwise."""
@@ -153,18 +155,18 @@ class RingSet:
 
     def carries(self, h: Hop) -> str:
         """What crosses direction ``h``, in words: ``2 ring hops``, ``4 all-to-all flows``."""
-        n = self.data[h]
+        n = round(self.data[h])
         unit = "ring hop" if self.share == 1.0 else "all-to-all flow"
         return f"{n} {unit}{'s' if n != 1 else ''}"
 
     @cached_property
     def data(self) -> Counter[Hop]:
-        """Ring hops whose data crosses each link direction."""
+        """Ring hops (a mesh's flows) whose data crosses each link direction."""
         return Counter(h for ring in self.rings for hop in ring for h in hop.forward)
 
     @cached_property
     def acks(self) -> Counter[Hop]:
-        """Ring hops whose ACKs and notifications cross each link direction."""
+        """Ring hops (a mesh's flows) whose ACKs and notifications cross each link direction."""
         return Counter(h for ring in self.rings for hop in ring for h in hop.reverse)
 
     @cached_property
@@ -261,6 +263,68 @@ class RingSet:
         else:
             t = max(times.values(), key=lambda t: t.time_s)
         return CollectiveCost(t.time_s, t.latency_s, t.transfer_s, wire, wire, p.hops)
+
+
+class Mesh(RingSet):
+    """Every ordered pair of each ring's ranks: the P (P - 1) flows of a collective in which every rank sends to each
+    other at once (gloo's all_to_all), each ``1 / (P - 1)`` of a rank's call.
+
+    Flows are grouped by class, a node's switch and access link: one representative hop per pair of classes stands
+    for its flows, so thousands of nodes cost a few classes, not millions of pairs. Its flows leave every node of the
+    source class and reach every node of the destination class evenly, and all of them cross the switches' route.
+    """
+
+    def __init__(self, routes: Routes, rings: Sequence[Sequence[int]]) -> None:
+        self.routes = routes
+        self.ranks = tuple(tuple(r) for r in rings)
+        self.peers = len(self.ranks[0]) if self.ranks else 0
+        self.share = 1.0 / max(1, self.peers - 1)
+        self._flows: list[tuple[RingHop, int, tuple[int, ...], tuple[int, ...]]] = []
+        for ranks in self.ranks:
+            classes: dict[tuple, list[int]] = {}
+            for node in ranks:
+                access = routes.access[routes.topology.nodes[node].name]
+                classes.setdefault((routes.topology.nodes[node].switch, access.forward, access.reverse), []).append(
+                    node
+                )
+            for src in classes.values():
+                for dst in classes.values():
+                    same = src is dst
+                    flows = len(src) * (len(dst) - 1 if same else len(dst))
+                    if flows:
+                        a, b = src[0], dst[1] if same else dst[0]
+                        hop = RingHop(a, b, routes.path(a, b), routes.path(b, a))
+                        self._flows.append((hop, flows, tuple(src), tuple(dst)))
+        self.rings = tuple((hop,) for hop, *_ in self._flows)
+
+    @cached_property
+    def data(self) -> Counter[Hop]:
+        return self._count(on_data=True)
+
+    @cached_property
+    def acks(self) -> Counter[Hop]:
+        return self._count(on_data=False)
+
+    def _count(self, on_data: bool) -> Counter[Hop]:
+        out: Counter[Hop] = Counter()
+        for _, path, n, data in self.crossings():
+            if data == on_data:
+                for h in path:
+                    out[h] += n
+        return out
+
+    def crossings(self) -> Iterator[tuple[RingHop, tuple[Hop, ...], float, bool]]:
+        """A class pair's flows: spread over its source nodes' uplinks and its destinations' downlinks (and back for
+        the ACKs), all of them on the switches' route between."""
+        for hop, flows, src, dst in self._flows:
+            for path, first, last, on_data in ((hop.forward, src, dst, True), (hop.reverse, dst, src, False)):
+                yield hop, tuple(self._access(node, path[0]) for node in first), flows / len(first), on_data
+                yield hop, path[1:-1], flows, on_data
+                yield hop, tuple(self._access(node, path[-1]) for node in last), flows / len(last), on_data
+
+    def _access(self, node: int, like: Hop) -> Hop:
+        """``node``'s access link, in the direction of ``like`` (an access hop of another node of its class)."""
+        return Hop(self.routes.access[self.routes.topology.nodes[node].name].name, like.forward)
 
 
 def _posted_hops(
