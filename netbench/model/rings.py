@@ -15,9 +15,9 @@ own bottleneck and delay:
   from the start that makes the longest chain.
 
 A collective whose every rank sends to every other at once (gloo's all_to_all: :data:`MESH_KINDS`) runs on the
-ring's mesh instead (:attr:`RingSet.mesh`): every pair of its ranks is a ring of two, each hop one of the P (P - 1)
-flows, carrying 1/(P - 1) of what a rank sends; a direction's load is the flows crossing it, so the P(P - 1) flows
-that share a WAN link are priced on it together, and the call takes as long as its slowest pair.
+rings' mesh instead (:class:`Mesh`): each of its P (P - 1) flows on its own path, carrying 1/(P - 1) of what a rank
+sends; a direction's load is the flows crossing it, so the flows that share a WAN link are priced on it together,
+and the call takes as long as its slowest pair (nodes alike in switch and access link priced as one class).
 
 For N nodes behind one switch with the same links these are exactly the star's numbers. Large clusters stay cheap:
 hops with the same rates, sharing and delays are priced once.
