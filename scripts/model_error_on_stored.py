@@ -10,6 +10,13 @@ forecast (and of the replay where run directories exist) over faithful points (`
     PYTHONPATH=. python scripts/model_error_on_stored.py reports/topology --runs-root CHECKOUT/reports/topology
     PYTHONPATH=. python scripts/model_error_on_stored.py --runs reports/flexdemo/runs/* --dump FILE
 
+``--links`` prints, for every kept run directory, each link direction's bytes per step by the model beside the
+counters' mean over the measured steps after the first (interface counters for access links, ``trunks.csv`` for
+trunks): a run whose warm-up is a phase that ends (1-bit Adam's dense steps) is compared on the phase that lasts, and
+the first measured step, which books the warm-up's last queued bytes, is left out.
+
+    PYTHONPATH=. python scripts/model_error_on_stored.py reports/onebit-sites --points --links
+
 ``--runs`` takes run directories without a sweep (each its own point, priced with ``--calibration``: the
 calibration a run used lives in its host's cache, not beside it). ``--dump FILE`` writes, per point, what the
 model said and why (forecast, replay, predicted wire bytes, the graph model's bytes per link direction and its
@@ -29,6 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from netbench.calibrate.hostcache import load_calibration
+from netbench.model.network import direction_name, direction_of
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import (
     local_time_s,
@@ -38,8 +46,12 @@ from netbench.orchestrator.prediction import (
     replay_run,
     workload_shapes,
 )
+from netbench.orchestrator.run.links import read_trunks
 from netbench.orchestrator.sweep.scenario import points, scenario_from_dict
 from netbench.rundir.reading import read_csv
+from netbench.rundir.steps_schema import Col
+from netbench.rundir.summary import measured_steps
+from netbench.topology.graph import Hop
 
 DEFAULT_FOLDERS = ("reports/fidelity", "reports/topology", "reports/ci")
 CPUS = 2  # the sweeps were measured on 2-core hosts: the codec is priced on 2 shared cores as they were
@@ -64,7 +76,33 @@ def _from_run(run_dir: Path, calibration) -> dict:
         "pred_wire_tx": predicted.get("wire_tx_bytes_per_step"),
         "pred_wire_rx": predicted.get("wire_rx_bytes_per_step"),
         **_model_view(config, local_time_s(steps), calibration),
+        "measured_links": measured_link_bytes(run_dir, config),
     }
+
+
+def measured_link_bytes(run_dir: Path, config: RunConfig) -> dict[str, float]:
+    """Each link direction's mean bytes per step over the measured steps after the first, named as the model names
+    them: the access links from each rank's interface counters, the trunks from ``trunks.csv``."""
+    steps = measured_steps(read_csv(run_dir / "steps.csv"))
+    kept = steps[steps[Col.STEP] > steps[Col.STEP].min()]
+    topology, placement = config.cluster.topology, config.cluster.placement
+    out: dict[str, float] = {}
+    for rank, rows in kept.groupby(Col.RANK):
+        link = topology.access_link(placement[int(rank)]).name
+        out[direction_name(topology, Hop(link, True))] = float(rows[Col.TX_BYTES].mean())
+        out[direction_name(topology, Hop(link, False))] = float(rows[Col.RX_BYTES].mean())
+    # trunks.csv's row k holds what a direction sent since the previous row until the end of step k (1-based), and a
+    # row the orchestrator sampled late holds the steps it missed: the span runs from the first row at or after the
+    # end of the first measured step to the last row, divided by the steps it spans.
+    trunks = read_trunks(run_dir / "trunks.csv")
+    for (link, way), rows in trunks.groupby(["link", "direction"]):
+        after = rows[rows["step"] >= int(steps[Col.STEP].min()) + 1]
+        if len(after) < 2:
+            continue
+        first, last = int(after["step"].min()), int(after["step"].max())
+        sent = float(after.loc[after["step"] > first, "tx_bytes"].sum())
+        out[direction_of(topology, str(link), way == "fwd")] = sent / (last - first)
+    return out
 
 
 def _model_view(config: RunConfig, local: float | None, calibration) -> dict:
@@ -137,11 +175,27 @@ def _with_errors(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _links_text(point: pd.Series) -> str:
+    """One point's bytes per link direction, model / counters and the error, busiest by the model first."""
+    model, seen = point.get("link_bytes"), point.get("measured_links")
+    if not isinstance(model, dict) or not isinstance(seen, dict):
+        return "        (no per-link view)"
+    lines = []
+    for name in sorted(model, key=lambda n: -model[n]):
+        if name in seen and model[name]:
+            lines.append(
+                f"        {name:<16} model {model[name] / 1e3:9.1f} kB  counters {seen[name] / 1e3:9.1f} kB  "
+                f"{100 * (seen[name] / model[name] - 1):+6.1f} %"
+            )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="*", type=Path, help=f"sweep folders (default: {' '.join(DEFAULT_FOLDERS)})")
     ap.add_argument("--runs-root", type=Path, action="append", default=[], help="where a sweep's run_dir paths live")
     ap.add_argument("--points", action="store_true", help="also print every point's errors")
+    ap.add_argument("--links", action="store_true", help="also print each kept run's bytes per link direction")
     ap.add_argument("--runs", type=Path, nargs="+", default=[], help="run directories without a sweep")
     ap.add_argument("--calibration", type=Path, default=Path("reports/ci/calibration.json"), help="for --runs")
     ap.add_argument("--dump", type=Path, help="write every point's model numbers here as JSON")
@@ -169,6 +223,8 @@ def main() -> None:
                     f"    {p['point']:<44} measured {p['measured']:.4f} forecast {100 * p['forecast_err']:+6.1f} % "
                     f"replay {100 * p['replay_err']:+6.1f} % {'' if p['faithful'] else '(not faithful)'}"
                 )
+                if args.links:
+                    print(_links_text(p))
     if args.dump:
         dump = {
             name: frame.drop(columns=["forecast_err", "replay_err"]).to_dict(orient="records") for name, frame in frames

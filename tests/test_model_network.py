@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import pytest
 
 from netbench.model.calibration import Calibration
-from netbench.model.network import GraphModel
+from netbench.model.collectives import Link
+from netbench.model.exchange import Exchange
+from netbench.model.framing import Framing
+from netbench.model.network import GraphModel, _link_bytes, direction_name
 from netbench.model.schemes import SchemeSettings, build_scheme
 from netbench.model.steptime import Scenario
 from netbench.shapes import ParamShape, resolve_shapes
@@ -46,7 +50,7 @@ def two_sites(per_site: int, wan: DirectionSpec, reverse: DirectionSpec | None =
     return sites([Site("a", per_site, lan, lan), Site("b", per_site, lan, lan)], [Wan("a", "b", wan, reverse)])
 
 
-@pytest.mark.parametrize("scheme", ["full", "dct", "random", "striding", "diloco", "lowrank", "mtdao"])
+@pytest.mark.parametrize("scheme", ["full", "dct", "random", "striding", "diloco", "lowrank", "mtdao", "onebit"])
 def test_a_uniform_star_gives_exactly_the_star_model(scheme):
     for nodes, delay, (up, down), cc in itertools.product(
         (2, 3, 8), (0.0, 0.004, 0.04), ((100 * MBIT,) * 2, (GBIT, 50 * MBIT)), ("cubic", "bbr")
@@ -121,6 +125,63 @@ def test_ring_hops_that_cross_one_wan_link_share_its_rate():
     # bytes per link direction: the data of the hops crossing it and the ACKs of those coming back
     assert shared.link_bytes["a to b"] == pytest.approx(2 * star_step(4, 50 * MBIT).tx.total, rel=1e-12)
     assert shared.link_bytes["n0 up"] == pytest.approx(star_step(4, 50 * MBIT).tx.total, rel=1e-12)
+
+
+def test_an_all_to_all_over_two_sites_puts_every_crossing_pair_on_the_wan():
+    """2 x 2 nodes: each node sends a quarter of its buffer to each of 3 peers, so 4 of the 12 flows cross each WAN
+    direction (a whole buffer's worth) where one ring hop would carry three quarters of it, and 3 leave each node."""
+    topo = two_sites(2, _d(10 * MBIT))
+    model = GraphModel(topo, place(topo, "topology"))
+    mesh = model.flat.for_kind("all_to_all")
+    assert mesh is model.flat.mesh and model.flat.for_kind("all_gather") is model.flat
+    trunks = {link.name for link in topo.trunks}
+    assert sorted(n for h, n in mesh.data.items() if h.link in trunks) == [4, 4]
+    assert {n for h, n in mesh.data.items() if h.link not in trunks} == {3}
+    ex = Exchange("all_to_all", 1 << 20)
+    framing, scenario = Framing(), Scenario(workers=4)
+
+    def priced(graph: GraphModel):
+        rings = graph.flat.for_kind("all_to_all")
+        return rings.call_cost(ex, rings.prices(), 0.0, framing, STOCK_LINUX, 0.0, 0.0, 0.0)
+
+    on_star = priced(GraphModel(star(4, _d(10 * MBIT), _d(10 * MBIT)), range(4)))
+    assert priced(model).transfer_s == pytest.approx(4 / 3 * on_star.transfer_s, rel=1e-12)
+    assert mesh.carries(next(h for h in mesh.data if h.link in trunks)) == "4 all-to-all flows"
+    # bytes: a WAN direction carries 4 flows' data and the ACKs of the 4 coming back, an uplink 3 of each
+    even = two_sites(2, _d(GBIT))
+    loads = _link_bytes(GraphModel(even, place(even, "topology")).flat, [ex], scenario)
+    named = {direction_name(even, h): b for h, b in loads.items()}
+    assert named["a to b"] == pytest.approx(4 / 3 * named["n0 up"], rel=1e-12)
+    assert named["n0 up"] == pytest.approx(_a2a_tx(ex, scenario), rel=1e-12)
+
+
+def test_an_all_to_alls_flows_grouped_by_class_count_every_ordered_pair_on_its_own_path():
+    """Three sites of 3, 2 and 4 nodes, one node with a slow uplink: the mesh prices a few class pairs, and each
+    direction's data and ACK counts are those of all 72 ordered pairs routed one by one."""
+    lan = _d(GBIT)
+    topo = sites(
+        [Site("a", 3, lan, lan), Site("b", 2, lan, lan), Site("c", 4, lan, lan)],
+        [Wan("a", "b", _d(10 * MBIT)), Wan("b", "c", _d(20 * MBIT))],
+        {4: NodeOverride(up=_d(10 * MBIT))},
+    )
+    model = GraphModel(topo, place(topo, "interleaved"))
+    mesh = model.flat.mesh
+    nodes = range(topo.node_count)
+    data, acks = Counter(), Counter()
+    for a, b in itertools.permutations(nodes, 2):
+        data.update(model.routes.path(a, b))
+        acks.update(model.routes.path(b, a))
+    assert (dict(mesh.data), dict(mesh.acks)) == (dict(data), dict(acks))
+    assert len(mesh.rings) == 14  # classes a, b, c and b's slow node: 16 pairs, less b and the slow one to themselves
+    assert mesh.share == 1 / 8
+
+
+def _a2a_tx(ex: Exchange, scenario: Scenario) -> float:
+    """One node's all-to-all wire bytes out (its data and the ACKs of what it receives), as the star prices it."""
+    from netbench.model.steptime import call_cost
+
+    link = Link(GBIT, GBIT, 0.0)
+    return call_cost(ex, 4, link, scenario.framing, "ring").tx.total
 
 
 def test_one_slow_access_link_paces_the_ring():

@@ -28,6 +28,7 @@ from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.collectives import CollectiveCost, Link, cost, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step, rests
+from netbench.model.framing import FlowWire
 from netbench.model.gloo_tcp import largest_flight_bytes
 from netbench.model.pairings import sync_pairings
 from netbench.model.rings import BACKWARD_RINGS, HopPrice, RingHop, RingSet, Routes
@@ -213,7 +214,7 @@ class GraphModel:
             cost_here, alone = self._wire(
                 exchanges,
                 drawn,
-                drawn.prices(trunk_scale),
+                trunk_scale,
                 scenario,
                 calibration,
                 compute + compression,
@@ -275,8 +276,8 @@ class GraphModel:
     def _wire(
         self,
         exchanges: Sequence[Exchange],
-        rings: RingSet,
-        prices,
+        layout_rings: RingSet,
+        trunk_scale: float,
         scenario: Scenario,
         calibration: Calibration,
         idle: float,
@@ -284,17 +285,19 @@ class GraphModel:
         paced: float,
         fresh: bool = False,
     ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
-        """The exchanges' cost on ``rings`` (as the uniform ring's closed form sums it) and each hop's
-        alone; ``paced``: the largest burst the connections have carried (:func:`paced_flight_bytes`); ``fresh``:
-        connections that never carried data, which start from TCP's initial window (a pairwise exchange makes one
-        call a sync).
+        """The exchanges' cost on ``layout_rings`` (each on what its kind runs on: the rings, or their mesh) as the
+        uniform ring's closed form sums it, and each hop's alone; ``paced``: the largest burst the connections have
+        carried (:func:`paced_flight_bytes`); ``fresh``: connections that never carried data, which start from TCP's
+        initial window (a pairwise exchange makes one call a sync).
         """
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
         for ex, first_rest in zip(exchanges, rests(exchanges, idle)):
             overhead = calibration.overhead(ex.collective)
+            rings = layout_rings.for_kind(ex.ring_kind)
+            prices = rings.prices(trunk_scale)
 
-            def cost_on(ps, rest: float | None, ex=ex, overhead=overhead) -> CollectiveCost:
+            def cost_on(ps, rest: float | None, ex=ex, overhead=overhead, rings=rings) -> CollectiveCost:
                 return per_step(
                     ex,
                     lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec, fresh),
@@ -371,17 +374,17 @@ class GraphModel:
             return node_pick
         worst = max(by_price, key=by_price.__getitem__)
         rings, hop = next(
-            (rs, hop) for rs in drawn for ring in rs.rings for hop in ring if rs.price(hop, trunk_scale) == worst
+            (rs, hop)
+            for rs in (*drawn, *(d.mesh for d in drawn))
+            for ring in rs.rings
+            for hop in ring
+            if rs.price(hop, trunk_scale) == worst
         )
         h = _binding(rings, hop, trunk_scale)
         name = direction_name(self.topology, h)
         share = est.wire.time_s / step
         link_pick = Bottleneck(
-            "link",
-            name,
-            share,
-            f"the {name} link carries {rings.data[h]} ring hop"
-            f"{'s' if rings.data[h] != 1 else ''}: {100 * share:.0f} % of the step",
+            "link", name, share, f"the {name} link carries {rings.carries(h)}: {100 * share:.0f} % of the step"
         )
         if intra.time_s > est.wire.time_s:
             return Bottleneck(
@@ -475,26 +478,28 @@ def _sharded(ex: Exchange, k: int) -> Exchange:
     return replace(ex, bytes_per_step=-(-ex.bytes_per_step // k))
 
 
-def _link_bytes(rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenario) -> dict[Hop, float]:
-    """Bytes per step on each link direction: the data of the ring hops crossing it, the ACKs of those coming back."""
+def _link_bytes(layout_rings: RingSet, exchanges: Sequence[Exchange], scenario: Scenario) -> dict[Hop, float]:
+    """Bytes per step on each link direction: the data of the ring hops (a mesh's flows) crossing it, the ACKs of
+    those coming back."""
     out: dict[Hop, float] = {}
     for ex in exchanges:
         if not ex.moves_bytes:
             continue
+        rings = layout_rings.for_kind(ex.ring_kind)
         p = pattern(ex.ring_kind, "ring", ex.bytes_per_step / ex.calls, rings.peers)
         if p is None:
             continue
-        per_step_calls = ex.calls / ex.period
+        per_step_calls = rings.share * ex.calls / ex.period
         backward = ex.ring_kind in BACKWARD_RINGS
-        for ring in rings.rings:
-            for hop in ring:
-                flow = scenario.framing.flow(
+        flows: dict[RingHop, FlowWire] = {}
+        for hop, path, n, on_data in rings.crossings():
+            if hop not in flows:
+                flows[hop] = scenario.framing.flow(
                     p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=rings.path_bps(hop, backward)
                 )
-                for h in rings.data_path(hop, backward):
-                    out[h] = out.get(h, 0.0) + per_step_calls * flow.forward.total
-                for h in rings.data_path(hop, not backward):
-                    out[h] = out.get(h, 0.0) + per_step_calls * flow.reverse.total
+            b = per_step_calls * n * (flows[hop].forward if on_data != backward else flows[hop].reverse).total
+            for h in path:
+                out[h] = out.get(h, 0.0) + b
     return out
 
 

@@ -14,6 +14,11 @@ own bottleneck and delay:
 * a tiny all-reduce (one word per segment) passes its words hop by hop: 2(P - 1) consecutive hops' forward delays,
   from the start that makes the longest chain.
 
+A collective whose every rank sends to every other at once (gloo's all_to_all: :data:`MESH_KINDS`) runs on the
+rings' mesh instead (:class:`Mesh`): each of its P (P - 1) flows on its own path, carrying 1/(P - 1) of what a rank
+sends; a direction's load is the flows crossing it, so the flows that share a WAN link are priced on it together,
+and the call takes as long as its slowest pair (nodes alike in switch and access link priced as one class).
+
 For N nodes behind one switch with the same links these are exactly the star's numbers. Large clusters stay cheap:
 hops with the same rates, sharing and delays are priced once.
 """
@@ -21,7 +26,7 @@ hops with the same rates, sharing and delays are priced once.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from statistics import median_low
@@ -34,12 +39,16 @@ from netbench.model.steptime import ring_time
 from netbench.tcp import TcpSettings
 from netbench.topology.graph import Hop, NodeSpec, Topology
 
-__all__ = ["Routes", "RingHop", "RingSet", "HopPrice", "BACKWARD_RINGS"]
+__all__ = ["Routes", "RingHop", "RingSet", "Mesh", "HopPrice", "BACKWARD_RINGS", "MESH_KINDS"]
 
 # Collectives whose ring runs the other way round: gloo's ring all-reduce sends each rank's data to the rank before it
 # (captures through netbench's switches: rank r to rank r - 1), its all-gather to the rank after it. Bytes per link
 # direction differ where the two ways round differ (a WAN hop's data one way, its ACKs the other).
 BACKWARD_RINGS: frozenset[str] = frozenset({"all_reduce"})
+
+# Collectives whose every rank sends to each other rank at once, one connection a pair (gloo/alltoall.cc): priced on
+# the mesh of pairs, whose flows cross the links their own paths do, not on the ring's hops.
+MESH_KINDS: frozenset[str] = frozenset({"all_to_all"})
 
 
 class Routes:
@@ -88,8 +97,9 @@ class RingHop:
 
 @dataclass(frozen=True)
 class HopPrice:
-    """What prices a hop: every direction it crosses as (data hops, ack hops, rate), its two delays, and the slowest
-    line rate its data crosses (how many of its segments arrive back-to-back: the framing's ACK count)."""
+    """What prices a hop: every direction it crosses as (data, acks, rate), its two delays, and the slowest line rate
+    its data crosses (how many of its segments arrive back-to-back: the framing's ACK count). Data and acks count
+    what a rank's call sends: the ring hops crossing the direction, or a mesh's flows times 1/(P - 1) each."""
 
     directions: tuple[tuple[int, int, float], ...]
     forward_s: float
@@ -111,23 +121,52 @@ class HopPrice:
 
 
 class RingSet:
-    """Rings of the same size that run at once on one topology (ranks given as node indices, in ring order)."""
+    """Rings of the same size that run at once on one topology (ranks given as node indices, in ring order).
+
+    ``share``: what part of a rank's call each hop carries (1 around a ring, 1/(P - 1) for a :class:`Mesh`'s flows).
+    """
 
     def __init__(self, routes: Routes, rings: Sequence[Sequence[int]]) -> None:
         self.routes = routes
+        self.ranks = tuple(tuple(r) for r in rings)
         self.rings = tuple(
             tuple(RingHop(s, d, routes.path(s, d), routes.path(d, s)) for s, d in zip(r, (*r[1:], r[0]))) for r in rings
         )
         self.peers = len(rings[0]) if rings else 0
+        self.share = 1.0
+
+    @cached_property
+    def mesh(self) -> RingSet:
+        """The flows of a collective among each ring's ranks in which every rank sends to every other at once
+        (:class:`Mesh`), each ``1 / (P - 1)`` of a rank's call. A ring of two is its own."""
+        return self if self.peers <= 2 else Mesh(self.routes, self.ranks)
+
+    def crossings(self) -> Iterator[tuple[RingHop, tuple[Hop, ...], float, bool]]:
+        """(hop, directions, how many hops it stands for on each, whether they are its data path rather than its way
+        back) covering every direction every hop crosses: what the counts per direction and the bytes sum."""
+        for ring in self.rings:
+            for hop in ring:
+                yield hop, hop.forward, 1, True
+                yield hop, hop.reverse, 1, False
+
+    def for_kind(self, kind: str) -> RingSet:
+        """What a call of ``kind`` runs on: the mesh for :data:`MESH_KINDS`, these rings otherwise."""
+        return self.mesh if kind in MESH_KINDS else self
+
+    def carries(self, h: Hop) -> str:
+        """What crosses direction ``h``, in words: ``2 ring hops``, ``4 all-to-all flows``."""
+        n = round(self.data[h])
+        unit = "ring hop" if self.share == 1.0 else "all-to-all flow"
+        return f"{n} {unit}{'s' if n != 1 else ''}"
 
     @cached_property
     def data(self) -> Counter[Hop]:
-        """Ring hops whose data crosses each link direction."""
+        """Ring hops (a mesh's flows) whose data crosses each link direction."""
         return Counter(h for ring in self.rings for hop in ring for h in hop.forward)
 
     @cached_property
     def acks(self) -> Counter[Hop]:
-        """Ring hops whose ACKs and notifications cross each link direction."""
+        """Ring hops (a mesh's flows) whose ACKs and notifications cross each link direction."""
         return Counter(h for ring in self.rings for hop in ring for h in hop.reverse)
 
     @cached_property
@@ -149,7 +188,10 @@ class RingSet:
 
     def price(self, hop: RingHop, trunk_scale: float = 1.0) -> HopPrice:
         crossed = dict.fromkeys((*hop.forward, *hop.reverse))
-        directions = tuple(sorted((self.data[h], self.acks[h], self.rate_bps(h, trunk_scale)) for h in crossed))
+        share = self.share
+        directions = tuple(
+            sorted((share * self.data[h], share * self.acks[h], self.rate_bps(h, trunk_scale)) for h in crossed)
+        )
         return HopPrice(directions, *self._delays[hop], path_bps=self.path_bps(hop))
 
     def path_bps(self, hop: RingHop, backward: bool = False) -> float:
@@ -221,6 +263,68 @@ class RingSet:
         else:
             t = max(times.values(), key=lambda t: t.time_s)
         return CollectiveCost(t.time_s, t.latency_s, t.transfer_s, wire, wire, p.hops)
+
+
+class Mesh(RingSet):
+    """Every ordered pair of each ring's ranks: the P (P - 1) flows of a collective in which every rank sends to each
+    other at once (gloo's all_to_all), each ``1 / (P - 1)`` of a rank's call.
+
+    Flows are grouped by class, a node's switch and access link: one representative hop per pair of classes stands
+    for its flows, so thousands of nodes cost a few classes, not millions of pairs. Its flows leave every node of the
+    source class and reach every node of the destination class evenly, and all of them cross the switches' route.
+    """
+
+    def __init__(self, routes: Routes, rings: Sequence[Sequence[int]]) -> None:
+        self.routes = routes
+        self.ranks = tuple(tuple(r) for r in rings)
+        self.peers = len(self.ranks[0]) if self.ranks else 0
+        self.share = 1.0 / max(1, self.peers - 1)
+        self._flows: list[tuple[RingHop, int, tuple[int, ...], tuple[int, ...]]] = []
+        for ranks in self.ranks:
+            classes: dict[tuple, list[int]] = {}
+            for node in ranks:
+                access = routes.access[routes.topology.nodes[node].name]
+                classes.setdefault((routes.topology.nodes[node].switch, access.forward, access.reverse), []).append(
+                    node
+                )
+            for src in classes.values():
+                for dst in classes.values():
+                    same = src is dst
+                    flows = len(src) * (len(dst) - 1 if same else len(dst))
+                    if flows:
+                        a, b = src[0], dst[1] if same else dst[0]
+                        hop = RingHop(a, b, routes.path(a, b), routes.path(b, a))
+                        self._flows.append((hop, flows, tuple(src), tuple(dst)))
+        self.rings = tuple((hop,) for hop, *_ in self._flows)
+
+    @cached_property
+    def data(self) -> Counter[Hop]:
+        return self._count(on_data=True)
+
+    @cached_property
+    def acks(self) -> Counter[Hop]:
+        return self._count(on_data=False)
+
+    def _count(self, on_data: bool) -> Counter[Hop]:
+        out: Counter[Hop] = Counter()
+        for _, path, n, data in self.crossings():
+            if data == on_data:
+                for h in path:
+                    out[h] += n
+        return out
+
+    def crossings(self) -> Iterator[tuple[RingHop, tuple[Hop, ...], float, bool]]:
+        """A class pair's flows: spread over its source nodes' uplinks and its destinations' downlinks (and back for
+        the ACKs), all of them on the switches' route between."""
+        for hop, flows, src, dst in self._flows:
+            for path, first, last, on_data in ((hop.forward, src, dst, True), (hop.reverse, dst, src, False)):
+                yield hop, tuple(self._access(node, path[0]) for node in first), flows / len(first), on_data
+                yield hop, path[1:-1], flows, on_data
+                yield hop, tuple(self._access(node, path[-1]) for node in last), flows / len(last), on_data
+
+    def _access(self, node: int, like: Hop) -> Hop:
+        """``node``'s access link, in the direction of ``like`` (an access hop of another node of its class)."""
+        return Hop(self.routes.access[self.routes.topology.nodes[node].name].name, like.forward)
 
 
 def _posted_hops(
