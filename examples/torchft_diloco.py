@@ -10,8 +10,8 @@ Its fault tolerance is the published example's, call for call: a gloo process gr
 for a joining node's heal (10 s, unchunked), a ``Manager`` (``use_async_quorum=False``, ``min_replica_size=1``,
 30 s) whose state is the model's, AdamW's (inner) and Nesterov SGD's (outer), torchft's ``DiLoCo`` over the whole
 model syncing every 20 steps, the environment it reads (``REPLICA_GROUP_ID``, ``TORCHFT_LIGHTHOUSE``, the group's
-``MASTER_ADDR``/``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``). What differs: no TensorBoard writer (tensorboard is not
-installed), no torchdata import (the example imports ``StatefulDataLoader`` and never uses it), the model's 500 MB
+``MASTER_ADDR``/``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``). What differs: no TensorBoard writer (this copy needs torchft
+alone), no torchdata import (the example imports ``StatefulDataLoader`` and never uses it), the model's 500 MB
 ``useless`` embedding, the profiler, the pipeline split (used only with ``USE_STREAMING``) and the GPU branches left
 out, the loader in the main process (``num_workers=0``, not 2: three nodes share two cores), and it stops after SYNCS
 outer syncs (argument 1, default 15, as the example's ``current_step() >= 15``).

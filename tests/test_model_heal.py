@@ -3,12 +3,21 @@ their time over one path."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.model.framing import Framing
-from netbench.model.heal import HEADER_MESSAGES, heal_bytes, heal_messages, heal_time_s
+from netbench.model.heal import (
+    HEADER_MESSAGES,
+    HTTP_HEADER_BYTES,
+    heal_bytes,
+    heal_messages,
+    heal_payload_bytes,
+    heal_time_s,
+)
 from netbench.shapes import ParamShape
 from netbench.workloads import WorkloadConfig, build_workload
 
@@ -117,3 +126,38 @@ def test_the_replicators_that_heal_are_those_that_train_through_churn() -> None:
     from netbench.worker.quorum_spec import QUORUM_REPLICATORS
 
     assert {name for name in names() if spec(name).kept_state is not None} == set(QUORUM_REPLICATORS)
+
+
+def test_an_http_heal_is_the_torch_save_stream_of_the_published_diloco_state() -> None:
+    """torchft's HTTPTransport sends the Manager's state as one torch.save stream. The published DiLoCo example
+    registers the outer optimizer twice (its own state and DiLoCo's): the same tensors, written once. The model's
+    payload is the stream's bytes and the HTTP headers, within a few per cent on a small model whose framing shows."""
+    from torch.distributed._serialization import _streaming_save
+
+    state, shapes = _trained_state(DILOCO)
+    manager_state = {
+        "user": {
+            "default": {"model": state["model"], "inner_optim": state["inner"], "outer_optim": state["outer_optim"]},
+            "StreamingDiLoCoFragment_0": {
+                "outer_optimizer": state["outer_optim"],
+                "original_parameters": dict(enumerate(state["original_parameters"])),
+            },
+        },
+        "torchft": {"step": 3, "batches_committed": 6},
+    }
+    stream = io.BytesIO()
+    _streaming_save(manager_state, stream)
+    measured = len(stream.getvalue()) + HTTP_HEADER_BYTES
+    model = heal_payload_bytes(DILOCO, shapes, "http")
+    assert heal_bytes(DILOCO, shapes) < measured  # every tensor once, and the framing
+    assert model == pytest.approx(measured, rel=0.03)
+    assert heal_payload_bytes(DILOCO, shapes, "pg") == heal_bytes(DILOCO, shapes)
+
+
+def test_an_http_heal_pays_its_round_trips_once_not_per_tensor() -> None:
+    """One request, one stream: on a fast path what is left is the connect's round trip and the request's and the
+    last byte's one-way delays, however many tensors the state holds."""
+    shapes = [ParamShape("w", (8, 8)), ParamShape("b", (8,))]
+    delay = 0.01
+    assert heal_time_s(DILOCO, shapes, 1e12, delay, transport="http") == pytest.approx(4 * delay, rel=1e-3)
+    assert heal_time_s(DILOCO, shapes, 1e12, delay, transport="http") < heal_time_s(DILOCO, shapes, 1e12, delay)

@@ -7,7 +7,10 @@ group it starts). Each node's program finds all of it here, unmodified:
 
 - one lighthouse for the exec, `netbench run`'s (:class:`~netbench.orchestrator.run.churn.Lighthouse`, its timeouts
   undilated), in the switch's namespace on the switch's own address: every node reaches it over its uplink and nothing
-  outside netbench's namespaces can. The same process holds each node's group store (what torchrun's agent would
+  outside netbench's namespaces can. A quorum may hold a single replica (:data:`MIN_REPLICAS`, as torchft's own
+  instructions start its lighthouse, ``--min_replicas 1``): a node whose peers have all left trains on alone, as the
+  published examples' ``min_replica_size=1`` expects; while every node is heard, a quorum still waits for all of
+  them (the lighthouse's join timeout). The same process holds each node's group store (what torchrun's agent would
   hold), one port per node; so a node that leaves and joins again finds its store where it was, as a worker that
   torchrun restarts does.
 - its group's environment: ``RANK=0``, ``WORLD_SIZE=1`` (a group of one process per node), ``REPLICA_GROUP_ID`` its
@@ -33,7 +36,9 @@ if TYPE_CHECKING:
     from netbench.emulation.cluster import Cluster
     from netbench.emulation.spec import ClusterSpec
 
-__all__ = ["check_torchft", "TorchftGroups", "own_hostname"]
+__all__ = ["check_torchft", "TorchftGroups", "own_hostname", "MIN_REPLICAS"]
+
+MIN_REPLICAS = 1  # the fewest replica groups a quorum holds: one trains on alone
 
 CLONE_NEWUTS = 0x04000000  # <sched.h>
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: dlopen() in a child forked from a threaded parent may deadlock
@@ -64,7 +69,8 @@ class TorchftGroups:
 
     def __init__(self, cluster: Cluster, log: Path) -> None:
         self.nodes = len(cluster.nodes)
-        self.lighthouse = Lighthouse(cluster, 1.0, log, [self.store_port(r) for r in range(self.nodes)])
+        ports = [self.store_port(r) for r in range(self.nodes)]
+        self.lighthouse = Lighthouse(cluster, 1.0, log, ports, min_replicas=MIN_REPLICAS)
 
     @staticmethod
     def store_port(rank: int) -> int:
@@ -88,6 +94,7 @@ class TorchftGroups:
         return {
             "torchft": {
                 "lighthouse": self.lighthouse.url,
+                "min_replicas": MIN_REPLICAS,
                 "stores": {str(r): f"{self.lighthouse.address}:{self.store_port(r)}" for r in range(self.nodes)},
             }
         }

@@ -90,9 +90,11 @@ class Lighthouse:
         log: Path,
         store_ports: Sequence[int] = (),
         join_timeout_s: float = JOIN_TIMEOUT_S,
+        min_replicas: int = MIN_REPLICAS,
     ) -> None:
         """``store_ports``: group stores it also holds, on its own address (`netbench exec --torchft`'s nodes');
-        ``join_timeout_s``: the longest a quorum waits for a node that is heard but has not asked (undilated)."""
+        ``join_timeout_s``: the longest a quorum waits for a node that is heard but has not asked (undilated);
+        ``min_replicas``: the fewest nodes a quorum holds."""
         address = cluster.names.fabric_switch_address(0)
         self.exchange_timeout_s = join_timeout_s
         self.address, self.url = address, f"http://{address}:{LIGHTHOUSE_PORT}"
@@ -103,7 +105,7 @@ class Lighthouse:
                 "--bind",
                 f"{address}:{LIGHTHOUSE_PORT}",
                 "--min-replicas",
-                str(MIN_REPLICAS),
+                str(min_replicas),
                 "--join-timeout-ms",
                 ms(join_timeout_s),
                 "--heartbeat-timeout-ms",
