@@ -8,8 +8,8 @@ group it starts). Each node's program finds all of it here, unmodified:
 - one lighthouse for the exec, `netbench run`'s (:class:`~netbench.orchestrator.run.churn.Lighthouse`, its timeouts
   undilated), in the switch's namespace on the switch's own address: every node reaches it over its uplink and nothing
   outside netbench's namespaces can. A quorum may hold a single replica (:data:`MIN_REPLICAS`, as torchft's own
-  instructions start its lighthouse, ``--min_replicas 1``): a node whose peers have all left trains on alone, as the
-  published examples' ``min_replica_size=1`` expects; while every node is heard, a quorum still waits for all of
+  instructions start its lighthouse): a node whose peers have all left trains on alone, as the published examples'
+  ``min_replica_size=1`` expects; while every node is heard, a quorum still waits for all of
   them (the lighthouse's join timeout). The same process holds each node's group store (what torchrun's agent would
   hold), one port per node; so a node that leaves and joins again finds its store where it was, as a worker that
   torchrun restarts does.
