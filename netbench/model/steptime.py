@@ -32,7 +32,7 @@ from netbench.topology.graph import MIN_NODES
 
 # gloo's pricing of one call is a pure function of its arguments, which repeat: a step's first and later calls, and
 # replicators that send the same bytes at other periods, at every bandwidth a plan's searches probe
-_gloo_call = lru_cache(maxsize=1 << 16)(gloo_time)
+_gloo_call = lru_cache(maxsize=1 << 14)(gloo_time)  # a plan prices a few thousand distinct calls
 
 __all__ = ["Scenario", "StepEstimate", "call_cost", "exchange_cost", "per_step", "ring_time", "dense_dtype"]
 
