@@ -212,6 +212,7 @@ HAND_DECLARED_AGAIN: dict[str, int] = {}
 def all_settings() -> dict[str, Any]:
     """Long option -> its Setting (netbench/settings.py), wherever it is declared: a config field's option as the
     Setting it renders (``FieldOption.setting``)."""
+    from netbench.cli.json_option import JSON
     from netbench.model.backends import BACKEND_SETTINGS
     from netbench.model.calibration import CALIBRATION
     from netbench.model.collectives import ALGORITHM
@@ -219,7 +220,6 @@ def all_settings() -> dict[str, Any]:
     from netbench.model.framing import FRAMING_SETTINGS
     from netbench.model.utilization import UTILIZATION_SETTINGS
     from netbench.orchestrator.run.dilation import DILATION
-    from netbench.reports.terminal import JSON
     from netbench.settings import DRY_RUN
 
     tables = [

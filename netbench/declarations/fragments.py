@@ -19,6 +19,7 @@ those steps train. One fragment and no delay is DiLoCo.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from netbench.declarations.spec import SettingError
 
@@ -43,9 +44,17 @@ def _layer_key(name: str) -> tuple[str, ...] | None:
 
 def layer_of_each(names: Sequence[str]) -> tuple[list[int], int]:
     """(layer index of every parameter, number of layers), by the rule of this module's docstring."""
+    layers, count = _layers(tuple(names))
+    return list(layers), count
+
+
+@lru_cache(maxsize=64)
+def _layers(names: tuple[str, ...]) -> tuple[tuple[int, ...], int]:
+    """:func:`layer_of_each` of one model's names, worked out once: a plan declares a fragmented payload at every
+    worker count its searches try, each time from the same names."""
     keys = [_layer_key(n) for n in names]
     if all(k is None for k in keys):
-        return list(range(len(names))), len(names)
+        return tuple(range(len(names))), len(names)
     index: dict[tuple[str, ...], int] = {}
     layers: list[int] = []
     current = 0
@@ -53,7 +62,7 @@ def layer_of_each(names: Sequence[str]) -> tuple[list[int], int]:
         if key is not None:
             current = index.setdefault(key, len(index))
         layers.append(current)
-    return layers, len(index)
+    return tuple(layers), len(index)
 
 
 def fragment_members(names: Sequence[str], fragments: int, pattern: str) -> list[list[int]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "FILE_ONLY",
@@ -48,6 +48,10 @@ def decay(default: float, description: str) -> Any:
 class ReplicatorSettings(BaseModel):
     """The base of every settings class: ``FORMER_NAMES`` maps a name a stored run or scenario file may still use
     to the field it names for the replicators that take this class (``{"beta": "beta1"}``)."""
+
+    # a settings class is validated only as a base of the replicator's config: its own validator is built when first
+    # used (never, for most), not when the class is declared
+    model_config = ConfigDict(defer_build=True)
 
     FORMER_NAMES: ClassVar[dict[str, str]] = {}
 

@@ -18,8 +18,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from netbench import safe_files
 
 NETNS_PREFIX = "netbench-"
@@ -204,6 +202,8 @@ def register(names: RunNames) -> Path:
     else:
         raise RegistryError(f"run id {names.run_id}: its lock file keeps changing under us")
     _HELD[names.run_id] = fd
+    import psutil  # late: only a run registering; plan never loads it
+
     me = psutil.Process()
     entry = _entry(names.run_id)
     safe_files.write_text(entry, json.dumps({"run_id": names.run_id, "pid": me.pid, "create_time": me.create_time()}))
@@ -251,6 +251,8 @@ def owner_alive(run_id: str) -> bool:
     no live run (the lock is taken before the entry is written and removed after it).
     """
     if run_id.startswith(PROBE_PREFIX) and run_id[len(PROBE_PREFIX) :].isdigit():
+        import psutil  # late: only a probe's owner looked up; plan never loads it
+
         return psutil.pid_exists(int(run_id[len(PROBE_PREFIX) :]))
     if run_id in _HELD:
         return True

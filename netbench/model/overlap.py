@@ -38,6 +38,7 @@ buckets cut in reverse parameter order (one bucket: nothing, it is ready when ba
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -128,10 +129,15 @@ def skew_lag_s(est: StepEstimate, kind: str, calls: int, lanes: int, encode_s: f
 
     if calls < 2 or transfer_s <= 0:
         return 0.0
-    lag = lead_lag_s(calls, lanes, transfer_s / (2 * calls), encode_s / calls)
     delay = est.scenario.delay_s
-    skewed = pipeline_skew_expected(kind, est.scenario.machines, calls, est.compression_time_s, delay, lag)
-    return lag if skewed else 0.0
+
+    def skewed(lag: float) -> bool:
+        return pipeline_skew_expected(kind, est.scenario.machines, calls, est.compression_time_s, delay, lag)
+
+    if not skewed(math.inf):  # a ring that settles unskewed whatever the lag: the lag is not simulated
+        return 0.0
+    lag = lead_lag_s(calls, lanes, transfer_s / (2 * calls), encode_s / calls)
+    return lag if skewed(lag) else 0.0
 
 
 # Share of a built-in workload's compute (forward + backward) spent in backward: backward costs

@@ -71,16 +71,14 @@ class Planner:
         found = self._steps.get(key)
         if found is None:
             found = self._steps[key] = self.backend.step(scheme, scenario)
+            self._step_times[key] = found.step_time_s
         return found
 
     def step_time(self, scheme: Scheme, scenario: Scenario) -> float:
         """``step(scheme, scenario).step_time_s``, each modelled once: what the searches compare, at every point they
         probe, without the rest of the estimate where the backend can leave it out."""
         key = (scheme, scenario)
-        found = self._steps.get(key)
-        if found is not None:
-            return found.step_time_s
-        seconds = self._step_times.get(key)
+        seconds = self._step_times.get(key)  # every step modelled whole is here too: one look-up
         if seconds is None:
             seconds = self._step_times[key] = self.backend.step_time(scheme, scenario)
         return seconds

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,6 +29,10 @@ from netbench.model.gloo_tcp import GlooTime, gloo_time, skew_expected
 from netbench.model.schemes import Scheme
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology.graph import MIN_NODES
+
+# gloo's pricing of one call is a pure function of its arguments, which repeat: a step's first and later calls, and
+# replicators that send the same bytes at other periods, at every bandwidth a plan's searches probe
+_gloo_call = lru_cache(maxsize=1 << 14)(gloo_time)  # a plan prices a few thousand distinct calls
 
 __all__ = ["Scenario", "StepEstimate", "call_cost", "exchange_cost", "per_step", "ring_time", "dense_dtype"]
 
@@ -165,7 +170,7 @@ def ring_time(
     skewed = skew_expected(
         exchange.collective, peers, exchange.calls, cpu_work_s, delay, free_running=exchange.runs_free
     )
-    return gloo_time(
+    return _gloo_call(
         exchange.ring_kind,
         exchange.bytes_per_step / exchange.calls,
         peers,

@@ -28,11 +28,9 @@ from rich.text import Text
 
 from netbench.reports.escape import BIDI, for_terminal
 from netbench.rundir.summary import Metric, terminal_metrics
-from netbench.settings import Override, Setting
 from netbench.units import format_bytes, format_rate
 
 __all__ = [
-    "JSON",
     "SafeConsole",
     "make_console",
     "summary_table",
@@ -41,27 +39,6 @@ __all__ = [
     "shown",
     "for_terminal",
 ]
-
-# What a command prints instead of its tables; each command says what its one JSON object holds.
-JSON = Setting(
-    "--json",
-    "as_json",
-    "flag",
-    "Print one JSON object.",
-    False,
-    overrides={
-        "run": Override("the object is the run's summary", help="Print the summary as one JSON object."),
-        "worker": Override("only rank 0 prints", help="Rank 0 prints the summary as one JSON object."),
-        "exec": Override(
-            "stdout holds the object alone", help="Print one JSON object (the program's output goes to stderr)."
-        ),
-        "compare": Override("the object is the comparison", help="Print the comparison as JSON instead of a table."),
-        "plan": Override(
-            "plan's help is lower case, as its other options'", help="print one JSON object instead of tables"
-        ),
-        "calibrate": Override("the object is the saved calibration", help="print the saved calibration as JSON"),
-    },
-)
 
 UNWRAPPED_WIDTH = 100_000  # wider than any line netbench prints: piped, each line comes out whole
 

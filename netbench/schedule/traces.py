@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pydantic
 
 from netbench.schedule.errors import first_error
 from netbench.schedule.model import ALL, MAX_CHANGES, MAX_SCHEDULE_S, Change
 from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
 from netbench.units import UnitError, parse_rate, parse_time
+
+if TYPE_CHECKING:  # numpy is imported where a trace is read: a plan or run without one does not load it
+    import numpy as np
 
 __all__ = [
     "TraceError",
@@ -62,6 +64,8 @@ def is_mahimahi(text: str) -> bool:
 
 def rates_per_window(stamps_ms: list[int] | np.ndarray, window_s: float = WINDOW_S) -> list[float]:
     """Bits per second in each window of ``window_s`` from the delivery opportunities' timestamps."""
+    import numpy as np  # late: a plan or run without a trace never loads numpy
+
     stamps = np.asarray(stamps_ms, dtype=np.int64)
     windows = max(1, math.ceil((int(stamps[-1]) + 1) / (window_s * 1e3)))
     counts = np.bincount(np.minimum((stamps / (window_s * 1e3)).astype(np.int64), windows - 1), minlength=windows)
@@ -73,6 +77,8 @@ def _stamps(text: str) -> np.ndarray:
 
     Checked with regular expressions and numpy over the whole text (a 16 MiB trace is millions of lines).
     """
+    import numpy as np  # late: a plan or run without a trace never loads numpy
+
     for pattern, why in (
         (_NOT_A_DIGIT, "expected a whole number of milliseconds"),
         (_TWO_ON_A_LINE, "expected one number a line"),

@@ -15,6 +15,7 @@ from netbench.calibrate.measure import MeasureOptions
 from netbench.cli.commands.calibrate_nccl import calibrate_from_nccl_tests, checked_output, cluster_hardware
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
+from netbench.cli.json_option import JSON
 from netbench.cli.options import option
 from netbench.cli.replicator_choice import parse_schemes, scheme_settings
 from netbench.model.backends import BACKEND_SETTINGS
@@ -23,7 +24,7 @@ from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
 from netbench.model.nccl_fit import FIT_SETTINGS
 from netbench.model.schemes import CALIBRATE_SETTING_FIELDS
-from netbench.reports.terminal import JSON, make_console
+from netbench.reports.terminal import make_console
 from netbench.shapes import ShapeError, resolve_shapes
 from netbench.units import format_rate, format_time
 from netbench.validation import one_line

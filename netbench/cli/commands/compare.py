@@ -11,9 +11,10 @@ import typer
 from rich.table import Table
 
 from netbench.cli.errors import UserError
+from netbench.cli.json_option import JSON
 from netbench.cli.options import option
 from netbench.reports.benchmark_json import benchmark_entries
-from netbench.reports.terminal import JSON, make_console
+from netbench.reports.terminal import make_console
 from netbench.safe_files import UnsafeOutput, check_folder, write_text
 
 if TYPE_CHECKING:

@@ -9,11 +9,12 @@ import shutil
 from rich.table import Table
 
 from netbench.capture.tcpdump import unavailable_reason
+from netbench.cli.json_option import JSON
 from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.emulation import delayline_native
 from netbench.emulation.capabilities import detect
-from netbench.reports.terminal import JSON, make_console
+from netbench.reports.terminal import make_console
 from netbench.rootless import MARKER
 
 console = make_console()

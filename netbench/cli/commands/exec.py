@@ -13,12 +13,13 @@ from rich.table import Table
 from netbench.cli import cluster_options as copt
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, RUN, Settings, expand
+from netbench.cli.json_option import JSON
 from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.cli.problems import report_problems
 from netbench.cli.run_config import build_run_config, check_capture_room
 from netbench.cli.schedule_option import read_schedule
-from netbench.reports.terminal import JSON, make_console, print_summary
+from netbench.reports.terminal import make_console, print_summary
 from netbench.rundir.layout import RunDir
 from netbench.schedule.churn import CHURN
 from netbench.units import format_bytes

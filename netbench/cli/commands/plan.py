@@ -19,9 +19,9 @@ import typer
 
 from netbench import untrusted
 from netbench.calibrate.hostcache import host_calibration
-from netbench.cli.commands.plan_text import print_plan, write_figure
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, REPLICATOR, RUN, WORKLOAD, Settings, expand, group
+from netbench.cli.json_option import JSON
 from netbench.cli.options import option
 from netbench.cli.replicator_choice import parse_schemes, scheme_settings
 from netbench.cli.run_options import bucket_choice
@@ -41,7 +41,6 @@ from netbench.model.utilization import UTILIZATION_SETTINGS
 from netbench.planning import PlanInputError, PlanRequest, plan_inputs
 from netbench.planning import plan as make_plan
 from netbench.planning.request import OPTION_NAMES, read_nccl_fit
-from netbench.reports.terminal import JSON
 from netbench.topology.graph import MIN_NODES
 from netbench.topology.presets import TOPOLOGY
 from netbench.validation import one_line
@@ -202,9 +201,13 @@ def plan(replicator: str, rep_settings: Settings, calibration: Path | None, json
     except PlanInputError as exc:
         raise UserError(str(exc)) from None
     if result.curves is not None and request.figure is not None:
+        from netbench.cli.commands.plan_text import write_figure  # late: the figure's module prints tables too
+
         write_figure(request.figure, result.curves, result.figure_title)
         result.doc["figure"] = str(request.figure)
     if json_out:
         print(json.dumps(result.doc, indent=2))
         return
+    from netbench.cli.commands.plan_text import print_plan  # late: rich's tables; --json prints none
+
     print_plan(result, request, path)

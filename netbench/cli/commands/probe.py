@@ -11,11 +11,12 @@ from rich.table import Table
 from netbench.cli import cluster_options as opt
 from netbench.cli.errors import UserError
 from netbench.cli.fields import FROM_FIELDS, RUN, Settings, expand
+from netbench.cli.json_option import JSON
 from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges
 from netbench.cli.schedule_option import read_schedule
 from netbench.emulation.probe import probe as run_probe
-from netbench.reports.terminal import JSON, make_console
+from netbench.reports.terminal import make_console
 from netbench.schedule.fits import check_fits
 from netbench.schedule.probe import probe_segments
 from netbench.units import format_rate

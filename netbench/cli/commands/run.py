@@ -22,6 +22,7 @@ from netbench.cli.fields import (
     expand,
     group,
 )
+from netbench.cli.json_option import JSON
 from netbench.cli.options import option
 from netbench.cli.privileges import require_privileges, require_torch
 from netbench.cli.problems import report_problems
@@ -30,7 +31,7 @@ from netbench.cli.schedule_option import read_schedule
 from netbench.model.calibration import CALIBRATION
 from netbench.orchestrator.run.churn import check_churn
 from netbench.orchestrator.run.dilation import DILATION
-from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
+from netbench.reports.terminal import for_terminal, make_console, print_summary
 from netbench.schedule.churn import CHURN
 
 console = make_console(stderr=True)

@@ -30,13 +30,14 @@ from netbench.cli.fields import (
     expand,
     group,
 )
+from netbench.cli.json_option import JSON
 from netbench.cli.options import option
 from netbench.cli.privileges import require_torch
 from netbench.cli.run_config import build_run_config
 from netbench.emulation.hostshaping import HostShapingError
 from netbench.emulation.spec import NETWORK, DirectionSpec
 from netbench.orchestrator.multihost.host_topology import HostTopology, HostTopologyError
-from netbench.reports.terminal import JSON, for_terminal, make_console, print_summary
+from netbench.reports.terminal import for_terminal, make_console, print_summary
 from netbench.topology import PlacementError, TopologyError, load_topology, parse_rank_order
 from netbench.topology.presets import TOPOLOGY
 from netbench.worker.hard_exit import exit_without_teardown
