@@ -55,7 +55,7 @@ MIN_REPLICAS = MIN_QUORUM  # the fewest nodes a quorum holds: one node alone has
 JOIN_TIMEOUT_S = 60.0  # a user's programs (exec): the first quorum waits this long for every program heard to start
 QUORUM_TICK_MS = 20  # how often the lighthouse looks for a quorum
 KILL_WAIT_S = 10.0  # a killed worker's exit, as the fork server reports it
-LOST_AFTER_EXCHANGES = 3  # no commit for this many exchange timeouts: the quorum is lost
+LOST_AFTER_EXCHANGES = 6  # a quorum that has not formed after this many exchange timeouts is lost (see quorum_for)
 READY_S = 60.0  # the lighthouse's start (torch's import) on a crowded host
 
 
@@ -163,8 +163,10 @@ def exchange_timeout_s(config: RunConfig, dilated: RunConfig, dilation: float, c
 
 def quorum_for(url: str, node: int, address: str, exchange_s: float) -> QuorumSpec:
     """Node ``node``'s place in the quorum as the run starts (a join copies it with its first step): a wait on peers
-    bounded by ``exchange_s``, and the quorum lost after LOST_AFTER_EXCHANGES of them without a commit (a wait
-    that timed out, the next quorum's wait for the nodes still in one, the heal)."""
+    bounded by ``exchange_s``, and the quorum lost when it has not formed after LOST_AFTER_EXCHANGES of them.
+    torchft's quorum holds the process group's configuration and the heal: a group store whose node left is retried
+    by torch's store client three times, each try waiting ``exchange_s`` and then backing off (25 s measured at a
+    7.5 s exchange timeout), and the configuration and the heal wait on peers besides."""
     return QuorumSpec(
         lighthouse=url,
         node=node,
