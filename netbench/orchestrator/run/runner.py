@@ -399,7 +399,7 @@ def watch(
             procs,
             plan.run_dir,
             total,
-            Limits(join_limit_s=plan.setup_timeout_s + FLOOR_S, step_limit_s=stall_limit_s(plan.timeout_s)),
+            Limits(join_limit_s=plan.setup_timeout_s + FLOOR_S, step_limit_s=_step_limit_s(plan)),
             plan.node_of,
             progress=watched,
             poll=poll or cluster.check,
@@ -479,3 +479,13 @@ def _write(plan: RunPlan, outcome: RunOutcome) -> RunResult:
         ),
     )  # dilated: each node has k times the CPU per second
     return RunResult(plan.run_dir.path, outcome.status, outcome.reason, summary, run_json)
+
+
+def _step_limit_s(plan: RunPlan) -> float:
+    """How long the watcher waits for any step before it calls the run stalled: after a worker's own bound, which
+    names its error. Through churn that bound is the quorum's (its loss, :data:`churn.LOST_AFTER_EXCHANGES`
+    exchange timeouts), which can be longer than two collective timeouts."""
+    limit = stall_limit_s(plan.timeout_s)
+    if plan.exchange_timeout_s is not None:
+        limit = max(limit, churn.LOST_AFTER_EXCHANGES * plan.exchange_timeout_s + FLOOR_S)
+    return limit
