@@ -7,12 +7,11 @@ group it starts). Each node's program finds all of it here, unmodified:
 
 - one lighthouse for the exec, `netbench run`'s (:class:`~netbench.orchestrator.run.churn.Lighthouse`, its timeouts
   undilated), in the switch's namespace on the switch's own address: every node reaches it over its uplink and nothing
-  outside netbench's namespaces can. A quorum may hold a single replica (:data:`MIN_REPLICAS`, as torchft's own
-  instructions start its lighthouse): a node whose peers have all left trains on alone, as the published examples'
-  ``min_replica_size=1`` expects; while every node is heard, a quorum still waits for all of
-  them (the lighthouse's join timeout). The same process holds each node's group store (what torchrun's agent would
-  hold), one port per node; so a node that leaves and joins again finds its store where it was, as a worker that
-  torchrun restarts does.
+  outside netbench's namespaces can. A quorum holds at least :data:`MIN_REPLICAS` replica groups, as `netbench run`'s
+  does: with one (how torchft's own instructions start a lighthouse) a node that comes back after its peer trained on
+  alone can form a quorum alone too and is never healed (measured on two nodes), so the two train apart. The same
+  process holds each node's group store (what torchrun's agent would hold), one port per node; so a node that
+  leaves and joins again finds its store where it was, as a worker that torchrun restarts does.
 - its group's environment: ``RANK=0``, ``WORLD_SIZE=1`` (a group of one process per node), ``REPLICA_GROUP_ID`` its
   rank, ``NUM_REPLICA_GROUPS`` the node count, ``MASTER_ADDR``/``MASTER_PORT`` its group store.
 - a hostname that is its own address. A torchft ``Manager`` tells its peers to reach it at ``socket.gethostname()``
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["check_torchft", "TorchftGroups", "own_hostname", "MIN_REPLICAS"]
 
-MIN_REPLICAS = 1  # the fewest replica groups a quorum holds: one trains on alone
+MIN_REPLICAS = 2  # the fewest replica groups a quorum holds: a node back is healed by a peer, never alone
 
 CLONE_NEWUTS = 0x04000000  # <sched.h>
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: dlopen() in a child forked from a threaded parent may deadlock
