@@ -237,14 +237,16 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     quorate = [nodes - k for k in likely if nodes - k >= recovery.min_members]
     steps = _interpolated(step_at, sorted(set(quorate) | {nodes}))
     top = len(pi) - 1
-    leaves = sum(pi[k] * (nodes - k) / mtbf_s for k in likely if k < top)
+    # a leave that would leave too few nodes is skipped
+    leave_rates = {k: (nodes - k) / mtbf_s if k < top else 0.0 for k in likely}
+    leaves = sum(pi[k] * leave_rates[k] for k in likely)
     # a leave while the quorum re-forms (a heal, the wait after another leave) makes it wait out the exchange timeout
     stuck = lambda during_s: -math.expm1(-leaves * during_s) * recovery.exchange_timeout_s  # noqa: E731
     heal_s = recovery.heal_s + stuck(recovery.heal_s)
     rate = member_rate = stalled = heal_rate = 0.0
     for k in likely:
         p, m = pi[k], nodes - k
-        leave_rate = m / mtbf_s if k < top else 0.0  # a leave that would leave too few nodes is skipped
+        leave_rate = leave_rates[k]
         join_rate = k / absent_s if absent_s > 0 else 0.0
         if m < recovery.min_members:
             stalled += p

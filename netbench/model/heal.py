@@ -39,6 +39,7 @@ __all__ = [
     "HTTP_HEADER_BYTES",
     "HealTransport",
     "heal_messages",
+    "largest_message_s",
     "heal_bytes",
     "heal_payload_bytes",
     "heal_time_s",
@@ -61,6 +62,12 @@ def heal_messages(config: Settings, shapes: Sequence[ParamShape]) -> list[int]:
     weights = [STATE_ITEM_BYTES * s.numel for s in shapes]
     state = [b for s in shapes for b in [STATE_ITEM_BYTES * s.numel] * kept.copies + [STATE_ITEM_BYTES] * kept.scalars]
     return weights + state
+
+
+def largest_message_s(config: Settings, shapes: Sequence[ParamShape], rate_bps: float, one_way_s: float) -> float:
+    """The longest one of a heal's messages takes over a path of ``rate_bps`` and ``one_way_s``, with its round trip:
+    torchft bounds each message, not the whole heal, so this is what its wait on peers must outlast."""
+    return max(heal_messages(config, shapes)) * 8 / rate_bps + 2 * one_way_s
 
 
 def heal_bytes(config: Settings, shapes: Sequence[ParamShape]) -> int:

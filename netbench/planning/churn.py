@@ -22,7 +22,7 @@ from typing import Any
 from netbench.declarations.registry import spec
 from netbench.model.framing import Framing
 from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, goodput
-from netbench.model.heal import heal_bytes, heal_messages, heal_time_s
+from netbench.model.heal import heal_bytes, heal_time_s, largest_message_s
 from netbench.model.planner import Planner
 from netbench.model.schemes import Scheme
 from netbench.model.view import cluster_scenario
@@ -65,12 +65,15 @@ def churn_row(
         return {"reason": "churn is priced for nodes of one worker (--gpus-per-node 1)"}
     period = spec(config.name).period(config)
 
-    def step_at(members: int) -> tuple[float, float, float]:
+    def estimate(members: int) -> Any:
         scenario = cluster_scenario(
             members, request.up_bps, request.down_bps, request.delay, compute_s, request.tcp, framing, 1,
             request.intra_bits_per_s, request.algorithm,
         )  # fmt: skip
-        est = planner.step(scheme, scenario)
+        return planner.step(scheme, scenario)
+
+    def step_at(members: int) -> tuple[float, float, float]:
+        est = estimate(members)
         exchange = period * est.comm_time_s
         if period == 1:  # a leave anywhere in the step fails every survivor's commit: none is left a step behind
             return est.step_time_s, est.step_time_s, 0.0
@@ -86,9 +89,8 @@ def churn_row(
         overhead_s=overhead_s,
     )
     # torchft's waits on peers, bounded as `run` bounds them: the slowest call or a heal's largest message
-    rate = min(request.up_bps, request.down_bps)
-    largest_s = max(heal_messages(config, shapes)) * 8 / rate + 2 * request.delay
-    exchange_s = exchange_timeout_s(max(largest_s, step_at(machines)[2]))  # [2]: the exchange, one collective
+    largest_s = largest_message_s(config, shapes, min(request.up_bps, request.down_bps), request.delay)
+    exchange_s = exchange_timeout_s(max(largest_s, period * estimate(machines).comm_time_s))
     assert request.mtbf is not None
     recovery = Recovery(period=period, heal_s=heal_s, exchange_timeout_s=exchange_s)
     found = goodput(machines, request.mtbf, request.away_s, step_at, recovery)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from netbench import safe_files
 from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S
-from netbench.model.heal import heal_messages
+from netbench.model.heal import largest_message_s
 from netbench.model.waits import EXCHANGE_FLOOR_S
 from netbench.model.waits import exchange_timeout_s as exchange_wait_s
 from netbench.orchestrator.membership import Membership
@@ -154,7 +154,7 @@ def exchange_timeout_s(config: RunConfig, dilated: RunConfig, dilation: float, c
         access = config.cluster.access
         rate = min(access.forward.rate_bps, access.reverse.rate_bps)
         # torchft bounds each of a heal's messages, not the whole heal: the largest tensor is the longest wait
-        largest = max(heal_messages(config.replicator, shapes)) * 8 / rate + 2 * config.cluster.one_way_delay_s()
+        largest = largest_message_s(config.replicator, shapes, rate, config.cluster.one_way_delay_s())
         slowest = max(largest, slowest_call_s(config)) * dilation
     except Exception:  # noqa: BLE001 - the model never fails a run: the collective timeout's fallback
         return max(FALLBACK_S, floor)
