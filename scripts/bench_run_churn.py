@@ -26,7 +26,6 @@ import os
 import re
 import sys
 from pathlib import Path
-from statistics import median
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -35,10 +34,11 @@ import pandas as pd  # noqa: E402
 
 from netbench.declarations.config import ReplicatorConfig  # noqa: E402
 from netbench.model.calibration import read_calibration  # noqa: E402
-from netbench.model.goodput import QUORUM_WAIT_S, Recovery, goodput, simulate  # noqa: E402
+from netbench.model.goodput import goodput, simulate  # noqa: E402
 from netbench.model.heal import heal_bytes, heal_time_s  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.prediction import workload_shapes  # noqa: E402
+from netbench.orchestrator.run.churn_results import run_recovery  # noqa: E402
 from netbench.orchestrator.run.schedule_results import segment_summary  # noqa: E402
 from netbench.rundir.churn_figures import churn_figures, span_s  # noqa: E402
 from netbench.rundir.steps_schema import Col  # noqa: E402
@@ -88,12 +88,9 @@ def main() -> int:
     measured = steps[~steps[Col.WARMUP]]
     print(f"steps run {len(measured)} (all nodes), lost {summary.get('steps_lost')}, heals {summary.get('heals')}")
 
-    step_of: dict[int, tuple[float, float]] = {}  # members -> the model's (step, communication per step)
     print("segment  members  steady step  model step  steady/model  mean step  model mean  mean/model")
     for seg in summary.get("schedule_segments") or []:
         model = seg.get("predicted_step_time_s")
-        if model is not None:
-            step_of[seg["members"]] = (model, seg.get("predicted_comm_time_s") or 0.0)
         steady, mean = seg.get("step_time_s"), seg.get("segment_step_time_s", seg.get("step_time_s"))
         mean_model = seg.get("predicted_segment_step_time_s", model)
         print(
@@ -113,40 +110,18 @@ def main() -> int:
             f"{pct(row[Col.HEAL_BYTES] / model_bytes)}), {row[Col.HEAL_S]:.3f} s (model {model_heal_s:.3f} s)"
         )
 
-    applied = run_json["cluster"].get("schedule", {}).get("applied", [])
-    joins = [float(a["wall_time"]) for a in applied if "joined" in a["what"]]
-    restarts = []
-    for at in joins:
-        after = steps[steps[Col.T_START] > at]
-        if not after.empty:
-            restarts.append(float(after[Col.T_START].min() - at) / float(run_json.get("dilation") or 1.0))
-    restart_s = median(restarts) if restarts else 0.0
-
     measured_goodput = churn_figures(measured).get("goodput_steps_per_s")  # this code's, in the cluster's seconds
-    if not step_of or measured_goodput is None:
+    cluster = run_json["cluster"] | {"quorum": {"exchange_timeout_s": exchange_timeout(args.run_dir, run_json)}}
+    dilation = float(run_json.get("dilation") or 1.0)
+    priced = run_recovery(config, steps, summary.get("schedule_segments") or [], cluster, dilation)
+    if priced is None or measured_goodput is None:
         print("no goodput comparison: no modelled segment or no committed step")
         return 0
-    counts = sorted(step_of)
-
-    period = rep.sync_every if rep.name == "diloco" else 1
-
-    def step_at(members: int) -> tuple[float, float, float]:
-        step, comm = step_of[min(counts, key=lambda m: abs(m - members))]
-        exchange = period * comm  # the window's all-reduce
-        return (step, step, 0.0) if period == 1 else (step, exchange, exchange)  # as netbench.planning.churn
-
-    recovery = Recovery(
-        period=period,
-        heal_s=model_heal_s,
-        quorum_wait_s=QUORUM_WAIT_S,
-        restart_s=restart_s,
-        exchange_timeout_s=exchange_timeout(args.run_dir, run_json),
-    )
+    step_at, recovery = priced
     names = [n.name for n in config.cluster.topology.nodes]
     changes = config.schedule.changes if config.schedule is not None else []
-    horizon = span_s(measured)
-    simulated = simulate(changes, names, horizon, step_at, recovery)
-    print(f"a joining worker's start (join -> its first step): {restart_s:.2f} s")
+    simulated = simulate(changes, names, span_s(measured), step_at, recovery)
+    print(f"a joining worker's start (join -> its first step): {recovery.restart_s:.2f} s")
     print(
         f"goodput {measured_goodput:.3f} steps/s; model over the run's changes {simulated.steps_per_s:.3f} "
         f"({pct(measured_goodput / simulated.steps_per_s)}; {simulated.heals} heals, {simulated.stuck} re-formations "

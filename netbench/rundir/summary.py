@@ -328,7 +328,18 @@ FIELDS: tuple[Field, ...] = (
     Metric("goodput_steps_per_s", label="goodput: committed steps per wall second", terminal=True),
     Metric(
         "churn_model_error",
-        label="model error through churn (segments' steps, heals, waits): (model - measured) / measured",
+        label="model error through churn (segments' steps, heals and waits as they happened): "
+        "(model - measured) / measured",
+        terminal=True,
+    ),
+    Metric(
+        "goodput_model_steps_per_s",
+        label="goodput the model's rules give over the run's own leaves and joins",
+        terminal=True,
+    ),
+    Metric(
+        "goodput_model_error",
+        label="goodput model error (the model's rules over the run's changes): (model - measured) / measured",
         terminal=True,
     ),
     Metric("first_loss", label="first loss", csv=("measured",)),

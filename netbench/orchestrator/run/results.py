@@ -33,6 +33,7 @@ from netbench.orchestrator.prediction import (
     workload_shapes,
 )
 from netbench.orchestrator.run import health
+from netbench.orchestrator.run.churn_results import churn_model
 from netbench.orchestrator.run.fidelity import codec_reason, codec_speed, unfinished
 from netbench.orchestrator.run.links import link_report, read_trunks
 from netbench.orchestrator.run.schedule_results import annotate, churn_error, segment_summary, step_errors
@@ -394,6 +395,9 @@ def _write_files(
         )
         summary.update(step_errors(steps, summary["schedule_segments"]))
         summary.update(churn_error(summary["schedule_segments"]))
+        summary.update(
+            churn_model(config, steps, summary["schedule_segments"], out.cluster, out.extra.get("dilation", 1.0))
+        )
     if summary.get("heals"):
         summary.update(_heal_model(config))
     if out.status == "ok":
