@@ -327,3 +327,15 @@ def test_a_gossip_pairs_first_exchange_in_the_run_starts_from_tcps_initial_windo
         return est.comm_time_s * 4
 
     assert call_s(first) > call_s(again) + 3 * 0.1
+
+
+def test_the_bounding_direction_is_the_wan_between_sites_and_an_access_link_on_a_star():
+    from netbench.model.step import bounding_direction
+
+    topology = two_sites(2, _d(10 * MBIT))
+    found = graph_step(topology, "onebit", SHAPES, compute_s=0.05)
+    rate, nbytes = bounding_direction(found, GraphModel(topology, place(topology, "topology")))
+    assert rate == 10 * MBIT and nbytes == max(found.link_bytes.values())
+    flat = star(4, _d(100 * MBIT), _d(100 * MBIT))
+    on_star = graph_step(flat, "onebit", SHAPES, compute_s=0.05)
+    assert bounding_direction(on_star, GraphModel(flat, place(flat, "topology")))[0] == 100 * MBIT
