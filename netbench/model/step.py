@@ -34,9 +34,10 @@ class HostEffects:
     what a run measured); ``measured`` says they already hold the slowest node's speed, else they are scaled by it.
     ``burst_credit_s``: seconds of transfer the shaper's refilled token bucket lets through at once, given the bytes
     one communicating step sends and, on a network graph, the (rate, bytes a communicating step sends through it) of
-    the link direction that bounds the transfer (:func:`bounding_direction`). ``hop_codec_s``: encode + decode per step, averaged over the steps, that a quantized
-    ring's hops are priced at (the calibration's on the host's cores, or a run's measured mean: ``codec_s`` is then
-    the run's own statistic, a median where the payload is the same every step).
+    the link direction that bounds the transfer (:func:`bounding_direction`). ``hop_codec_s``: encode + decode per
+    step, averaged over the steps, that a quantized ring's hops are priced at (the calibration's on the host's cores,
+    or a run's measured mean: ``codec_s`` is then the run's own statistic, a median where the payload is the same
+    every step).
     """
 
     codec_s: tuple[float, float]
