@@ -8,8 +8,8 @@ the rank's exit, beside the model's call for that sync (the run's replay priced 
 ``comm_time_s`` times the period) and, in the header, the mean call over the run's syncs and the replay the run
 stored beside the one this code computes. Where the run kept TCP samples (``tcp/nodeN.jsonl``), each direction of
 each pair during the sync: bytes sent, when they stopped growing (to the sampling interval), the most smoothed round
-trip and the congestion window at that time: whether a direction ran slower than the other, and whether its round
-trip grew.
+trip and the least and most congestion window at that time: whether a direction ran slower than the other, whether
+its round trip grew, and whether its window fell to bbr's PROBE_RTT floor of 4 segments.
 
     PYTHONPATH=. python3 scripts/gossip_syncs.py RUN_DIR [RUN_DIR ...]
     PYTHONPATH=. python3 scripts/gossip_syncs.py SWEEP_DIR/runs/*gossip*
@@ -110,10 +110,11 @@ def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, d
             last = next(t for t, c in inside if c["bytes_sent"] == inside[-1][1]["bytes_sent"])
             srtt = max(c["srtt_us"] for _, c in inside) / 1e3 / dilation
             cwnd = max(c["cwnd"] for _, c in inside)
+            least = min(c["cwnd"] for _, c in inside)  # 4 segments: bbr's PROBE_RTT (1: a retransmission timeout)
             peer = addresses.get(name.split("->")[1].rsplit(":", 1)[0], "?")
             lines.append(
                 f"    n{node}->n{peer}: {sent / 1e3:7.0f} kB, done by +{1e3 * (last - lo) / dilation:5.0f} ms, "
-                f"srtt up to {srtt:6.1f} ms, cwnd up to {cwnd:4d}"
+                f"srtt up to {srtt:6.1f} ms, cwnd {least:3d} to {cwnd:4d}"
             )
     return lines
 

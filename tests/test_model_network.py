@@ -327,3 +327,49 @@ def test_a_gossip_pairs_first_exchange_in_the_run_starts_from_tcps_initial_windo
         return est.comm_time_s * 4
 
     assert call_s(first) > call_s(again) + 3 * 0.1
+
+
+def test_the_bounding_direction_is_the_wan_between_sites_and_an_access_link_on_a_star():
+    from netbench.model.step import bounding_direction
+
+    topology = two_sites(2, _d(10 * MBIT))
+    found = graph_step(topology, "onebit", SHAPES, compute_s=0.05)
+    rate, nbytes = bounding_direction(found, GraphModel(topology, place(topology, "topology")))
+    assert rate == 10 * MBIT and nbytes == max(found.link_bytes.values())
+    flat = star(4, _d(100 * MBIT), _d(100 * MBIT))
+    on_star = graph_step(flat, "onebit", SHAPES, compute_s=0.05)
+    assert bounding_direction(on_star, GraphModel(flat, place(flat, "topology")))[0] == 100 * MBIT
+
+
+def test_a_gossip_pair_that_rested_over_other_syncs_restarts_its_window_under_cubic_not_under_bbr():
+    """Over a 10 Mbit/s, 50 ms WAN a pair whose connection rested over another sync's 2 s exchange has idled far more
+    than an RTO: cubic (slow start after idle) restarts it from 10 segments and the sync costs more than a round trip
+    beyond one whose pairs met at the sync before; bbr keeps its window, and both syncs cost the same."""
+    from netbench.declarations.gossip_spec import seeded_pairs
+    from netbench.model.pairings import sync_pairings
+
+    topo = two_sites(2, _d(10 * MBIT, 0.05))
+    model = GraphModel(topo, place(topo, "topology"))
+    scheme = build_scheme("gossip", SchemeSettings(sync_every=4))
+    exchange = scheme.exchanges(MATRIX, 2)[0]
+
+    def since(step: int) -> int:
+        return next(s for _, _, s in sync_pairings(seeded_pairs, scheme.config, 4, exchange, [step]))
+
+    across = [s for s in range(8, 400, 4) if not all(a // 2 == b // 2 for a, b in pairs_of(s))]
+    rested = next(s for s in across if since(s) >= 2)
+    again = next(s for s in across if since(s) == 1)
+
+    def call_s(step: int, cc: str) -> float:
+        tcp = STOCK_LINUX.model_copy(update={"cc": cc})
+        sc = Scenario(workers=4, compute_s=0.05, tcp=tcp)
+        return model.estimate(scheme, MATRIX, sc, CALIB, steps=[step]).step.comm_time_s * 4
+
+    assert call_s(rested, "cubic") > call_s(again, "cubic") + 0.1  # a round trip and more
+    assert call_s(rested, "bbr") == pytest.approx(call_s(again, "bbr"), rel=1e-9)
+
+
+def pairs_of(step: int) -> list[tuple[int, int]]:
+    from netbench.declarations.gossip_spec import pairs
+
+    return pairs(4, step, 0)

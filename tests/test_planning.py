@@ -141,11 +141,11 @@ def test_plan_and_a_run_price_the_step_with_one_function():
     scenario = cluster_scenario(4, 100e6, 100e6, 0.005, 0.02, STOCK_LINUX, calib.framing())
     alone = training_step(star, scheme, inputs.shapes, scenario, calib, per_link=False).step
     assert row["step_time_s"] == pytest.approx(alone.step_time_s, rel=1e-12)
-    host = HostEffects((0.01, 0.01), burst_credit_s=lambda tx_bytes: 0.0)
+    host = HostEffects((0.01, 0.01), burst_credit_s=lambda tx_bytes, through: 0.0)
     on_host = training_step(star, scheme, shapes, scenario, calib, host=host, per_link=False).step
     assert on_host.compression_time_s == pytest.approx(0.02)
     credited = training_step(
-        star, scheme, shapes, scenario, calib, host=HostEffects((0.01, 0.01), burst_credit_s=lambda b: 1.0)
+        star, scheme, shapes, scenario, calib, host=HostEffects((0.01, 0.01), burst_credit_s=lambda b, through: 1.0)
     ).step
     assert credited.comm_time_s < on_host.comm_time_s  # the shaper's bucket lets the wire's first bytes through
 

@@ -60,6 +60,18 @@ def test_bucket_credit_is_the_refilled_burst() -> None:
     assert bucket_credit_s(gig, idle_s=0.05, tx_bytes=1e9) == pytest.approx(2e-3)  # 2 ms of line rate
 
 
+def test_bucket_credit_is_the_slowest_shapers_on_the_path() -> None:
+    gig = ClusterSpec(nodes=4, up={"rate_bps": 1e9}, down={"rate_bps": 1e9})
+    # a 10mbit WAN behind 1gbit access links: its 10-frame bucket, 12.1 ms, not the access link's 0.3 ms of 39 kB
+    wan = (10e6, 39e3)
+    assert bucket_credit_s(gig, idle_s=0.05, tx_bytes=34e3, through=wan) == pytest.approx(15140 * 8 / 10e6)
+    assert bucket_credit_s(gig, idle_s=0.05, tx_bytes=34e3, through=(10e6, 5e3)) == pytest.approx(5e3 * 8 / 10e6)
+    # a direction as fast as the access link leaves the access link's credit
+    assert bucket_credit_s(gig, idle_s=0.05, tx_bytes=34e3, through=(1e9, 1e6)) == bucket_credit_s(
+        gig, idle_s=0.05, tx_bytes=34e3
+    )
+
+
 def test_prediction_adds_measured_local_work_to_model_comm_and_compression() -> None:
     calib = Calibration(source="measured", encode_s_per_param={"dct": 1e-8})
     shapes = workload_shapes(SHAPES)

@@ -210,7 +210,7 @@ class GraphModel:
         peers = draws[0][1].peers  # every draw's rings are alike in size: two ranks a pair
         paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, peers)), peers)
         wire, by_price, loads = CollectiveCost(), {}, {}
-        for weight, drawn, fresh in draws:
+        for weight, drawn, since in draws:
             cost_here, alone = self._wire(
                 exchanges,
                 drawn,
@@ -220,7 +220,7 @@ class GraphModel:
                 compute + compression,
                 compression,
                 paced,
-                fresh,
+                since,
             )
             wire = wire + cost_here.scaled(weight)
             for price, t in alone.items():
@@ -262,16 +262,17 @@ class GraphModel:
         layout: Layout,
         exchanges: Sequence[Exchange],
         steps: Sequence[int] | None,
-    ) -> list[tuple[float, RingSet, bool]]:
-        """(weight, rings, fresh) to price the exchanges on: the layout's rings, or, for a scheme that pairs its ranks
+    ) -> list[tuple[float, RingSet, int]]:
+        """(weight, rings, since) to price the exchanges on: the layout's rings, or, for a scheme that pairs its ranks
         each sync (its declaration's ``pairing``) on the flat layout, each distinct pairing of the syncs, a ring of two
-        per pair (``fresh``: some pair's first exchange in the run, :func:`~netbench.model.pairings.sync_pairings`)."""
+        per pair (``since``: how many syncs ago its pairs last exchanged, 0 for some pair's first exchange in the run,
+        :func:`~netbench.model.pairings.sync_pairings`; 1 for the layout's rings, which exchange every sync)."""
         pairing = spec(scheme.name).pairing
         if pairing is None or layout != "flat" or not exchanges:
-            return [(1.0, rings, False)]
+            return [(1.0, rings, 1)]
         drawn = sync_pairings(pairing, scheme.config, len(self.placement), exchanges[0], steps)
         place = self.placement
-        return [(w, RingSet(self.routes, [[place[a], place[b]] for a, b in pairs]), fresh) for w, pairs, fresh in drawn]
+        return [(w, RingSet(self.routes, [[place[a], place[b]] for a, b in pairs]), since) for w, pairs, since in drawn]
 
     def _wire(
         self,
@@ -283,19 +284,25 @@ class GraphModel:
         idle: float,
         codec: float,
         paced: float,
-        fresh: bool = False,
+        since: int = 1,
     ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
         """The exchanges' cost on ``layout_rings`` (each on what its kind runs on: the rings, or their mesh) as the
         uniform ring's closed form sums it, and each hop's alone; ``paced``: the largest burst the connections have
-        carried (:func:`paced_flight_bytes`); ``fresh``: connections that never carried data, which start from TCP's
-        initial window (a pairwise exchange makes one call a sync).
+        carried (:func:`paced_flight_bytes`); ``since``: how many syncs ago the connections last carried this exchange
+        (0: never, so they start from TCP's initial window; a pairwise exchange makes one call a sync). Connections
+        that rested over ``since - 1`` other syncs rest ``since`` periods of local work and those syncs' calls, each
+        priced as this one on a warm connection, before their first call: a restart after idle where TCP makes one.
         """
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
+        fresh = since == 0
         for ex, first_rest in zip(exchanges, rests(exchanges, idle)):
             overhead = calibration.overhead(ex.collective)
             rings = layout_rings.for_kind(ex.ring_kind)
             prices = rings.prices(trunk_scale)
+            if since > 1 and first_rest is not None:
+                warm = rings.call_cost(ex, prices, overhead, scenario.framing, scenario.tcp, first_rest, paced, codec)
+                first_rest = since * ex.period * idle + (since - 1) * warm.time_s
 
             def cost_on(ps, rest: float | None, ex=ex, overhead=overhead, rings=rings) -> CollectiveCost:
                 return per_step(

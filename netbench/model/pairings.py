@@ -5,7 +5,9 @@ the replicator itself calls), so one sync may pair nodes across a WAN and the ne
 pairing stands for the run. The model prices each distinct pairing once and averages them, weighted by how many
 syncs drew it. A sync that pairs two ranks for the first time in the run is priced apart: that pair's connection has
 never carried data, so TCP starts it from its initial window (slow start over the pair's round trip), where a pair
-that exchanged before keeps the window its earlier bursts grew.
+that exchanged before keeps the window its earlier bursts grew, unless its connection rested over other syncs'
+exchanges long enough for a restart after idle (``tcp_slow_start_after_idle`` with a congestion control without its
+own, such as cubic): each sync is priced apart by how many syncs ago its pairs last met.
 
 * a run's prediction and replay pass the 1-based steps it measured, and the syncs among them are the syncs the run
   did (a run about to start: the steps it will measure);
@@ -30,8 +32,8 @@ __all__ = ["EXPECTED_SYNCS", "MOST_PRICED", "Pairs", "canonical", "sync_pairings
 
 EXPECTED_SYNCS = 256  # draws standing for the expectation: on 4 nodes a pairing's share within ~6 points of a third
 # Distinct pairings priced at most (each a graph's rings built and priced: ~5 ms at 16 nodes): where the syncs draw
-# more, that many syncs spread evenly over them stand for them. 4 and 6 nodes draw at most 3 and 15 pairings (each
-# fresh or not): every sync counts.
+# more, that many syncs spread evenly over them stand for them. 4 nodes draw 3 pairings (each apart by how many syncs
+# ago its pairs last met): every sync counts.
 MOST_PRICED = 32
 
 Pairs = tuple[tuple[int, int], ...]
@@ -49,13 +51,14 @@ def sync_pairings(
     ranks: int,
     exchange: Exchange,
     steps: Sequence[int] | None = None,
-) -> list[tuple[float, Pairs, bool]]:
-    """(weight, pairs, fresh) of every distinct pairing ``exchange`` makes at a sync among ``steps`` (1-based: the
+) -> list[tuple[float, Pairs, int]]:
+    """(weight, pairs, since) of every distinct pairing ``exchange`` makes at a sync among ``steps`` (1-based: the
     steps a run measured; those on the exchange's period are its syncs), the weights summing to 1; where none of
     ``steps`` is a sync (or none are given), the first :data:`EXPECTED_SYNCS` syncs of the period; where they draw
-    more than :data:`MOST_PRICED` pairings, that many syncs spread evenly over them. ``fresh``: some
-    pair of the sync exchanges for the first time in the run (every sync from the first counted, warm-up included),
-    so its connection has never carried data and starts from TCP's initial window."""
+    more than :data:`MOST_PRICED` pairings, that many syncs spread evenly over them. ``since``: how many syncs ago the
+    sync's pairs last exchanged, the longest of its pairs' (every sync from the first counted, warm-up included); 0
+    where some pair exchanges for the first time in the run, so its connection has never carried data and starts
+    from TCP's initial window; 2 or more where a pair's connection rested over other syncs' exchanges."""
     first = exchange.offset % exchange.period or exchange.period
     syncs = sorted({s for s in steps or () if s >= first and (s - first) % exchange.period == 0})
     if not syncs:
@@ -64,7 +67,7 @@ def sync_pairings(
     if len(drawn) > MOST_PRICED:  # that many syncs spread evenly over them: at most that many pairings to price
         syncs = [syncs[i * len(syncs) // MOST_PRICED] for i in range(MOST_PRICED)]
         drawn = _drawn(pairing, config, ranks, exchange.period, first, syncs)
-    return [(count / len(syncs), pairs, fresh) for (pairs, fresh), count in sorted(drawn.items())]
+    return [(count / len(syncs), pairs, since) for (pairs, since), count in sorted(drawn.items())]
 
 
 def _drawn(
@@ -74,13 +77,14 @@ def _drawn(
     period: int,
     first: int,
     syncs: Sequence[int],
-) -> Counter[tuple[Pairs, bool]]:
-    """How many of ``syncs`` drew each pairing, apart by whether some pair met for the first time there."""
-    wanted, seen = set(syncs), set()
-    drawn: Counter[tuple[Pairs, bool]] = Counter()
-    for step in range(first, max(syncs) + 1, period):
+) -> Counter[tuple[Pairs, int]]:
+    """How many of ``syncs`` drew each pairing, apart by how many syncs ago its pairs last met (0: some never)."""
+    wanted, last = set(syncs), {}
+    drawn: Counter[tuple[Pairs, int]] = Counter()
+    for index, step in enumerate(range(first, max(syncs) + 1, period)):
         pairs = canonical(pairing(config, ranks, step))
         if step in wanted:
-            drawn[pairs, not seen.issuperset(pairs)] += 1
-        seen.update(pairs)
+            since = 0 if any(pair not in last for pair in pairs) else max(index - last[pair] for pair in pairs)
+            drawn[pairs, since] += 1
+        last.update(dict.fromkeys(pairs, index))
     return drawn

@@ -16,13 +16,14 @@ from dataclasses import dataclass, replace
 from netbench.declarations.quant_wire import ring_hop_share
 from netbench.model.calibration import Calibration
 from netbench.model.exchange import average_bytes_per_step, communicating_share
-from netbench.model.network import GraphEstimate, GraphModel, Layout
+from netbench.model.network import GraphEstimate, GraphModel, Layout, direction_name
 from netbench.model.overlap import backward_overlapped, pipelined
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.shapes import ParamShape
+from netbench.topology.graph import Hop
 
-__all__ = ["HostEffects", "training_step"]
+__all__ = ["HostEffects", "bounding_direction", "training_step"]
 
 
 @dataclass(frozen=True)
@@ -32,14 +33,16 @@ class HostEffects:
     ``codec_s``: (encode, decode) per step in place of the calibration's (the host's cores shared by its nodes, or
     what a run measured); ``measured`` says they already hold the slowest node's speed, else they are scaled by it.
     ``burst_credit_s``: seconds of transfer the shaper's refilled token bucket lets through at once, given the bytes
-    one communicating step sends. ``hop_codec_s``: encode + decode per step, averaged over the steps, that a quantized
-    ring's hops are priced at (the calibration's on the host's cores, or a run's measured mean: ``codec_s`` is then
-    the run's own statistic, a median where the payload is the same every step).
+    one communicating step sends and, on a network graph, the (rate, bytes a communicating step sends through it) of
+    the link direction that bounds the transfer (:func:`bounding_direction`). ``hop_codec_s``: encode + decode per
+    step, averaged over the steps, that a quantized ring's hops are priced at (the calibration's on the host's cores,
+    or a run's measured mean: ``codec_s`` is then the run's own statistic, a median where the payload is the same
+    every step).
     """
 
     codec_s: tuple[float, float]
     measured: bool = False
-    burst_credit_s: Callable[[float], float] | None = None
+    burst_credit_s: Callable[[float, tuple[float, float] | None], float] | None = None
     hop_codec_s: float | None = None
 
 
@@ -71,7 +74,7 @@ def training_step(
         found = GraphEstimate(graph.step(scheme, shapes, scenario, calibration, params), layout, {}, None)
     est, enc, dec = found.step, None, None
     if host is not None:
-        est, enc, dec = _on_host(est, graph, host)
+        est, enc, dec = _on_host(est, graph, host, bounding_direction(found, graph))
     est = _hop_codec(est, _ring_codec_s(est, graph, host))
     est = pipelined(est, scheme.config, shapes, enc, dec)  # bucket pipeline: encode, wire and decode overlap
     if workload_kind is not None:
@@ -100,8 +103,28 @@ def _hop_codec(est: StepEstimate, codec_s: float) -> StepEstimate:
     return replace(est, comm_time_s=est.comm_time_s + extra, step_time_s=est.step_time_s + extra)
 
 
-def _on_host(est: StepEstimate, graph: GraphModel, host: HostEffects) -> tuple[StepEstimate, float, float]:
-    """``est`` with the host's codec times and the shaper's burst credit, and the (encode, decode) it used."""
+def bounding_direction(found: GraphEstimate, graph: GraphModel) -> tuple[float, float] | None:
+    """(rate, bytes per step) of the link direction whose bytes take longest at its rate: the shaper that bounds the
+    step's transfer (None where the estimate holds no bytes per link)."""
+    if not found.link_bytes:
+        return None
+    rates = {
+        direction_name(graph.topology, h): graph.topology.direction(h).rate_bps
+        for h in (Hop(link.name, forward) for link in graph.topology.links for forward in (True, False))
+    }
+    loaded = [(b / rates[name], rates[name], b) for name, b in found.link_bytes.items() if b > 0 and name in rates]
+    if not loaded:
+        return None
+    _, rate, nbytes = max(loaded)
+    return rate, nbytes
+
+
+def _on_host(
+    est: StepEstimate, graph: GraphModel, host: HostEffects, through: tuple[float, float] | None = None
+) -> tuple[StepEstimate, float, float]:
+    """``est`` with the host's codec times and the shaper's burst credit, and the (encode, decode) it used.
+    ``through``: the bounding link direction's (rate, bytes per step), whose shaper's bucket counts where it is slower
+    than the node's access link."""
     scale = 1.0 if host.measured else graph.slowest_scale
     enc, dec = host.codec_s[0] * scale, host.codec_s[1] * scale
     est = replace(est, compression_time_s=enc + dec, step_time_s=est.step_time_s - est.compression_time_s + enc + dec)
@@ -111,7 +134,8 @@ def _on_host(est: StepEstimate, graph: GraphModel, host: HostEffects) -> tuple[S
         # once per communicating step (a periodic exchange's burst gets it once per sync, so 1/H of it per step on
         # average), and never more than the communication the step still shows (an exchange hidden behind local work)
         share = communicating_share(est.exchanges) or 1.0
-        burst = host.burst_credit_s(est.tx.total / share)
+        bound = None if through is None else (through[0], through[1] / share)
+        burst = host.burst_credit_s(est.tx.total / share, bound)
         credit = min(share * burst, est.wire.transfer_s, est.comm_time_s)
         est = replace(est, comm_time_s=max(0.0, est.comm_time_s - credit), step_time_s=est.step_time_s - credit)
     return est, enc, dec

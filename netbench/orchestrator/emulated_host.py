@@ -26,14 +26,20 @@ def cpu_share(nodes: int, cpus: int) -> float:
     return max(1.0, nodes / max(1, cpus))
 
 
-def bucket_credit_s(cluster: ClusterSpec, idle_s: float, tx_bytes: float) -> float:
+def bucket_credit_s(
+    cluster: ClusterSpec, idle_s: float, tx_bytes: float, through: tuple[float, float] | None = None
+) -> float:
     """Seconds of a step's transfer that tbf's refilled bucket saves.
 
-    The slower direction's shaper bounds the transfer, so its rate and burst count; ``idle_s`` is
-    the time the link rests each step (the local work), ``tx_bytes`` what the node sends.
+    The slowest shaper on the data's path bounds the transfer, so its rate and burst count: the access link's
+    slower direction, ``tx_bytes`` being what the node sends, or, where ``through`` (rate, bytes a communicating step
+    sends through it) names a slower link direction (a WAN between sites), that one's. ``idle_s`` is the time the
+    link rests each step (the local work).
     """
     access = cluster.access
     rate = min(access.forward.rate_bps, access.reverse.rate_bps)
+    if through is not None and through[0] < rate:
+        rate, tx_bytes = through
     burst = TbfParams.for_rate(rate, cluster.offload_enabled).burst_bytes
     credit_bytes = min(burst, idle_s * rate / 8, tx_bytes)
     return max(0.0, credit_bytes) * 8 / rate
