@@ -34,13 +34,13 @@ import pandas as pd  # noqa: E402
 
 from netbench.declarations.config import ReplicatorConfig  # noqa: E402
 from netbench.model.calibration import read_calibration  # noqa: E402
-from netbench.model.goodput import goodput, simulate  # noqa: E402
+from netbench.model.goodput import goodput  # noqa: E402
 from netbench.model.heal import heal_bytes, heal_time_s  # noqa: E402
 from netbench.orchestrator.config import RunConfig  # noqa: E402
 from netbench.orchestrator.prediction import workload_shapes  # noqa: E402
-from netbench.orchestrator.run.churn_results import run_recovery  # noqa: E402
+from netbench.orchestrator.run.churn_results import simulate_run  # noqa: E402
 from netbench.orchestrator.run.schedule_results import segment_summary  # noqa: E402
-from netbench.rundir.churn_figures import churn_figures, span_s  # noqa: E402
+from netbench.rundir.churn_figures import churn_figures  # noqa: E402
 from netbench.rundir.steps_schema import Col  # noqa: E402
 from netbench.schedule.churn import parse_churn  # noqa: E402
 
@@ -113,14 +113,11 @@ def main() -> int:
     measured_goodput = churn_figures(measured).get("goodput_steps_per_s")  # this code's, in the cluster's seconds
     cluster = run_json["cluster"] | {"quorum": {"exchange_timeout_s": exchange_timeout(args.run_dir, run_json)}}
     dilation = float(run_json.get("dilation") or 1.0)
-    priced = run_recovery(config, steps, summary.get("schedule_segments") or [], cluster, dilation)
-    if priced is None or measured_goodput is None:
+    replayed = simulate_run(config, steps, summary.get("schedule_segments") or [], cluster, dilation)
+    if replayed is None or measured_goodput is None:
         print("no goodput comparison: no modelled segment or no committed step")
         return 0
-    step_at, recovery = priced
-    names = [n.name for n in config.cluster.topology.nodes]
-    changes = config.schedule.changes if config.schedule is not None else []
-    simulated = simulate(changes, names, span_s(measured), step_at, recovery)
+    step_at, recovery, simulated = replayed
     print(f"a joining worker's start (join -> its first step): {recovery.restart_s:.2f} s")
     print(
         f"goodput {measured_goodput:.3f} steps/s; model over the run's changes {simulated.steps_per_s:.3f} "
@@ -131,7 +128,7 @@ def main() -> int:
     found = re.search(r"mtbf=([\d.]+)s away=([\d.]+)s", source)
     if found:
         churn = parse_churn(f"{found.group(1)}s,away={found.group(2)}s")
-        analytic = goodput(len(names), churn.mtbf_s, churn.away_s, step_at, recovery)
+        analytic = goodput(config.cluster.nodes, churn.mtbf_s, churn.away_s, step_at, recovery)
         vs = pct(measured_goodput / analytic.steps_per_s)
         print(f"analytic goodput for MTBF {churn.mtbf_s:g} s: {analytic.steps_per_s:.3f} ({vs})")
     return 0

@@ -10,7 +10,9 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.churn_results import churn_model, restart_s, run_recovery
 from netbench.orchestrator.run.schedule_results import annotate, segment_summary
+from netbench.rundir.churn_figures import churn_figures
 from netbench.rundir.steps_schema import Col
+from netbench.rundir.summary import measured_steps
 from netbench.schedule import parse_text
 from netbench.topology.link import DirectionSpec
 from netbench.workloads import WorkloadConfig
@@ -52,6 +54,11 @@ def _found(config: RunConfig, steps: pd.DataFrame) -> list[dict]:
     return segment_summary(config, steps, None, None, 4, None)
 
 
+def _goodput(steps: pd.DataFrame) -> float:
+    """The run's measured goodput, as its summary holds it."""
+    return churn_figures(measured_steps(steps))["goodput_steps_per_s"]
+
+
 def test_a_joining_workers_start_is_the_time_from_its_join_to_the_next_step_in_cluster_seconds() -> None:
     steps = pd.DataFrame({Col.T_START: [T0 + 11.0, T0 + 12.4, T0 + 13.0]})
     assert restart_s(steps, [JOIN], 1.0) == pytest.approx(0.4)
@@ -63,13 +70,13 @@ def test_the_model_replays_the_runs_leave_and_join_and_sets_its_goodput_beside_t
     config = _config()
     steps = _steps(config, 1.0)
     found = _found(config, steps)
-    out = churn_model(config, steps, found, CLUSTER, 1.0)
+    out = churn_model(config, steps, found, CLUSTER, 1.0, _goodput(steps))
     step_at, recovery = run_recovery(config, steps, found, CLUSTER, 1.0)
     assert recovery.exchange_timeout_s == 5.0 and recovery.period == 1 and recovery.heal_s > 0
     plain = 1.0 / step_at(4)[0]
     assert 0 < out["goodput_model_steps_per_s"] < plain  # the leave, the wait and the heal cost steps
     slower = _steps(config, 2.0)
-    slower_out = churn_model(config, slower, _found(config, slower), CLUSTER, 1.0)
+    slower_out = churn_model(config, slower, _found(config, slower), CLUSTER, 1.0, _goodput(slower))
     assert slower_out["goodput_model_error"] > out["goodput_model_error"]  # the same model, a slower run
 
 
@@ -77,6 +84,6 @@ def test_a_run_without_a_change_in_members_or_a_recorded_wait_bound_gets_no_good
     config = _config()
     steps = _steps(config, 1.0)
     found = _found(config, steps)
-    assert churn_model(config, steps, found, {"schedule": {"applied": [JOIN]}}, 1.0) == {}
+    assert churn_model(config, steps, found, {"schedule": {"applied": [JOIN]}}, 1.0, _goodput(steps)) == {}
     links_only = _config("time_s,link,rate\n6,n3,50mbit\n")
-    assert churn_model(links_only, steps, found, CLUSTER, 1.0) == {}
+    assert churn_model(links_only, steps, found, CLUSTER, 1.0, _goodput(steps)) == {}

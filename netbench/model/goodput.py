@@ -46,6 +46,7 @@ __all__ = [
     "Recovery",
     "Goodput",
     "StepAt",
+    "window_shape",
     "away_distribution",
     "leave_cost_s",
     "goodput",
@@ -94,6 +95,17 @@ CHURN_SETTINGS = table(
 
 # members -> (mean step time s, vulnerable seconds of a window, seconds of its exchange: the vulnerable part's end)
 StepAt = Callable[[int], tuple[float, float, float]]
+
+
+def window_shape(step_s: float, comm_s: float, period: int) -> tuple[float, float, float]:
+    """A :data:`StepAt` answer from a step and its communication: a replicator that commits every step asks for its
+    quorum as the step begins, so a leave anywhere in it fails every survivor's commit (the whole step vulnerable, no
+    exchange to split in); one that commits every ``period`` steps is vulnerable in its sync's exchange, ``period``
+    steps' communication, where a leave splits the survivors."""
+    if period == 1:
+        return step_s, step_s, 0.0
+    exchange = period * comm_s
+    return step_s, exchange, exchange
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,12 @@ largest message).
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Any
 
 from netbench.declarations.registry import spec
 from netbench.model.framing import Framing
-from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, goodput
+from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, goodput, window_shape
 from netbench.model.heal import heal_bytes, heal_time_s, largest_message_s
 from netbench.model.planner import Planner
 from netbench.model.schemes import Scheme
@@ -65,6 +66,7 @@ def churn_row(
         return {"reason": "churn is priced for nodes of one worker (--gpus-per-node 1)"}
     period = spec(config.name).period(config)
 
+    @cache  # the goodput model and the exchange timeout both ask for the whole cluster's step
     def estimate(members: int) -> Any:
         scenario = cluster_scenario(
             members, request.up_bps, request.down_bps, request.delay, compute_s, request.tcp, framing, 1,
@@ -74,10 +76,7 @@ def churn_row(
 
     def step_at(members: int) -> tuple[float, float, float]:
         est = estimate(members)
-        exchange = period * est.comm_time_s
-        if period == 1:  # a leave anywhere in the step fails every survivor's commit: none is left a step behind
-            return est.step_time_s, est.step_time_s, 0.0
-        return est.step_time_s, exchange, exchange
+        return window_shape(est.step_time_s, est.comm_time_s, period)
 
     heal_s = heal_time_s(
         config,

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from netbench.declarations.registry import spec
-from netbench.model.goodput import QUORUM_WAIT_S, Recovery, StepAt, simulate
-from netbench.rundir.churn_figures import churn_figures, span_s
+from netbench.model.goodput import QUORUM_WAIT_S, Recovery, Simulated, StepAt, simulate, window_shape
+from netbench.rundir.churn_figures import span_s
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
 
 if TYPE_CHECKING:
     from netbench.orchestrator.config import RunConfig
 
-__all__ = ["restart_s", "run_recovery", "churn_model"]
+__all__ = ["restart_s", "run_recovery", "simulate_run", "churn_model"]
 
 
 def restart_s(steps: pd.DataFrame, applied: list[dict[str, Any]], dilation: float) -> float:
@@ -61,9 +61,7 @@ def run_recovery(
     counts = sorted(step_of)
 
     def step_at(members: int) -> tuple[float, float, float]:
-        step, comm = step_of[min(counts, key=lambda m: abs(m - members))]
-        exchange = period * comm  # the window's exchange
-        return (step, step, 0.0) if period == 1 else (step, exchange, exchange)  # as netbench.planning.churn
+        return window_shape(*step_of[min(counts, key=lambda m: abs(m - members))], period)
 
     heals = [s["predicted_heal_s"] for s in found if "predicted_heal_s" in s]
     recovery = Recovery(
@@ -76,20 +74,34 @@ def run_recovery(
     return step_at, recovery
 
 
-def churn_model(
+def simulate_run(
     config: RunConfig, steps: pd.DataFrame, found: list[dict[str, Any]], cluster: dict[str, Any], dilation: float
+) -> tuple[StepAt, Recovery, Simulated] | None:
+    """The model's rules trained through the run's own leaves and joins over its measured steps' span, with the step
+    and recovery they took (:func:`run_recovery`); None where that has nothing to price."""
+    priced = run_recovery(config, steps, found, cluster, dilation)
+    if priced is None or config.schedule is None:
+        return None
+    names = [n.name for n in config.cluster.topology.nodes]
+    return *priced, simulate(config.schedule.changes, names, span_s(measured_steps(steps)), *priced)
+
+
+def churn_model(
+    config: RunConfig,
+    steps: pd.DataFrame,
+    found: list[dict[str, Any]],
+    cluster: dict[str, Any],
+    dilation: float,
+    goodput: float | None,
 ) -> dict[str, Any]:
     """The goodput the model's rules give over the run's own changes (``goodput_model_steps_per_s``) and its error
-    against the run's (``goodput_model_error``); nothing for a run without a quorum or a change."""
+    against the run's ``goodput`` (``goodput_model_error``); nothing for a run without a quorum or a change."""
     if config.schedule is None or not any(c.member in ("leave", "join") for c in config.schedule.changes):
         return {}
-    measured = measured_steps(steps)
-    goodput = churn_figures(measured).get("goodput_steps_per_s")
-    priced = run_recovery(config, steps, found, cluster, dilation)
-    if not goodput or priced is None:
+    replayed = simulate_run(config, steps, found, cluster, dilation) if goodput else None
+    if replayed is None:
         return {}
-    names = [n.name for n in config.cluster.topology.nodes]
-    simulated = simulate(config.schedule.changes, names, span_s(measured), *priced)
+    simulated = replayed[2]
     if simulated.committed_steps == 0:
         return {"goodput_model_steps_per_s": 0.0}
     return {

@@ -396,7 +396,14 @@ def _write_files(
         summary.update(step_errors(steps, summary["schedule_segments"]))
         summary.update(churn_error(summary["schedule_segments"]))
         summary.update(
-            churn_model(config, steps, summary["schedule_segments"], out.cluster, out.extra.get("dilation", 1.0))
+            churn_model(
+                config,
+                steps,
+                summary["schedule_segments"],
+                out.cluster,
+                out.extra.get("dilation", 1.0),
+                summary.get("goodput_steps_per_s"),
+            )
         )
     if summary.get("heals"):
         summary.update(_heal_model(config))
