@@ -14,9 +14,13 @@ workers meet them:
   at the next quorum: the window counts, and everyone waits ``quorum_wait_s`` and then ``heal_s``;
 * a leave before that part (DiLoCo's inner steps) costs only what is left of that wait when the window ends;
 * a node that is back is healed at the next quorum (:mod:`netbench.model.heal`): everyone waits ``heal_s``;
-* a leave while the quorum re-forms (during a heal, or within the quorum's wait after another leave) leaves the new
-  quorum's process group waiting for a member that will never answer: everyone waits out ``exchange_timeout_s``
-  (torchft's bound on a wait on peers, :func:`netbench.model.waits.exchange_timeout_s`);
+* a member that leaves after it asked for a quorum and before the quorum forms, within the quorum's wait
+  (the lighthouse still counts it: its heartbeat has not timed out), is listed in the new quorum, whose process group
+  then waits for a member that will never answer: everyone waits out ``exchange_timeout_s`` (torchft's bound on a
+  wait on peers, :func:`netbench.model.waits.exchange_timeout_s`). Members ask when their window ends or their
+  collective fails; the survivors of a leave wait for the lighthouse to drop the node gone, a node back waits for
+  the others' next window. A leave after the quorum formed (during a heal, say) costs as any other leave: the
+  configured process group resets at once;
 * while ``k`` nodes are away the others train as an ``n - k``-node cluster at its step time; fewer than
   ``min_members`` form no quorum and train nothing.
 
@@ -117,7 +121,7 @@ class Recovery:
     quorum_wait_s: float = QUORUM_WAIT_S
     min_members: int = MIN_QUORUM
     restart_s: float = 0.0  # a node back from away starts its program before it asks for a quorum
-    exchange_timeout_s: float = 0.0  # a leave while the quorum re-forms: the others wait this long on the node gone
+    exchange_timeout_s: float = 0.0  # a member gone while it asked for a quorum: the others wait this long on it
 
 
 @dataclass(frozen=True)
@@ -252,9 +256,15 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     # a leave that would leave too few nodes is skipped
     leave_rates = {k: (nodes - k) / mtbf_s if k < top else 0.0 for k in likely}
     leaves = sum(pi[k] * leave_rates[k] for k in likely)
-    # a leave while the quorum re-forms (a heal, the wait after another leave) makes it wait out the exchange timeout
-    stuck = lambda during_s: -math.expm1(-leaves * during_s) * recovery.exchange_timeout_s  # noqa: E731
-    heal_s = recovery.heal_s + stuck(recovery.heal_s)
+
+    # a member that leaves while it asks for a quorum being re-formed makes its process group wait out the timeout
+    def stuck(askers_per_s: float, asking_s: float) -> float:
+        return -math.expm1(-askers_per_s * min(asking_s, recovery.quorum_wait_s)) * recovery.exchange_timeout_s
+
+    # a node back asks as it starts and waits for the others' next window (half of one on average)
+    heal_s = recovery.heal_s + stuck(1.0 / mtbf_s, recovery.period * plain_s / 2)
+    # a member that leaves during a heal is still listed in the quorum the window after it runs on: that window fails
+    heal_s += -math.expm1(-leaves * recovery.heal_s) * recovery.period * plain_s
     rate = member_rate = stalled = heal_rate = 0.0
     for k in likely:
         p, m = pi[k], nodes - k
@@ -271,7 +281,9 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
         # a leave costs while it trains
         failing = min(max(vulnerable_s, 0.0), window) / window if window > 0 else 1.0  # re-forms the quorum at once
         wait_cost = leave_cost_s(window, vulnerable_s, recovery.quorum_wait_s, exchange_s, heal_s)
-        lost = leave_rate * (wait_cost + failing * stuck(recovery.quorum_wait_s))
+        # the survivors of a leave in the vulnerable part ask at once and wait for the lighthouse to drop the node
+        survivors_per_s = max(m - 1, 0) / mtbf_s
+        lost = leave_rate * (wait_cost + failing * stuck(survivors_per_s, recovery.quorum_wait_s))
         useful = p / (1.0 + lost) / step_s
         rate += useful
         member_rate += useful * m / nodes
@@ -320,24 +332,33 @@ def simulate(
     t, done = 0.0, 0
     committed, member_steps, lost, heals, stuck = 0, 0.0, 0, 0, 0
 
-    def reformed(start: float, until: float) -> float:
-        """When the quorum re-formed between ``start`` and ``until`` is done: ``until``, or the exchange timeout
-        later where a member left meanwhile."""
+    asked_then_left: list[float] = []  # when nodes back, asking for a quorum, left before it formed
+
+    def reformed(asked: float, formed: float) -> float:
+        """When a quorum the members asked for at ``asked`` and formed at ``formed`` is configured: ``formed``, or the
+        exchange timeout later where a member left in between, within the quorum's wait (a node back that left while
+        it asked counts too)."""
         nonlocal stuck
+        listed_from = max(asked, formed - recovery.quorum_wait_s)
+        left_asking = [x for x in asked_then_left if x > formed - recovery.quorum_wait_s]
+        asked_then_left.clear()
         for e in events[done:]:
-            if e.time_s > until:
+            if e.time_s > formed:
                 break
-            if e.member == "leave" and e.time_s > start and e.target not in away and e.target not in back:
-                stuck += 1
-                return until + recovery.exchange_timeout_s
-        return until
+            if e.member == "leave" and e.time_s > listed_from and e.target not in away and e.target not in back:
+                left_asking.append(e.time_s)
+        if left_asking:
+            stuck += 1
+            return formed + recovery.exchange_timeout_s
+        return formed
 
     def apply_until(until: float) -> None:
         nonlocal done
         while done < len(events) and events[done].time_s <= until:
             change = events[done]
             if change.member == "leave":
-                back.pop(change.target, None)
+                if back.pop(change.target, math.inf) <= change.time_s:
+                    asked_then_left.append(change.time_s)
                 away.add(change.target)
             elif change.target in away:
                 back[change.target] = change.time_s + recovery.restart_s
@@ -346,12 +367,21 @@ def simulate(
     while t < horizon_s:
         apply_until(t)
         ready = [name for name, at in back.items() if at <= t]
-        if ready:
+        if ready or asked_then_left:  # the quorum re-forms with the nodes back (and any that left while asking)
             for name in ready:
                 away.discard(name)
                 del back[name]
-            heals += 1
-            t = reformed(t, t + recovery.heal_s)
+            t = reformed(t, t)
+            if ready:
+                heals += 1
+                healed = t + recovery.heal_s
+                gone = [e.time_s for e in events[done:] if e.time_s <= healed and e.member == "leave"]
+                if gone:  # the window after the heal runs on the quorum that lists it, and fails at its exchange
+                    lost += 1
+                    failed_at = healed + recovery.period * step_at(nodes - len(away))[0]
+                    apply_until(healed)
+                    healed = reformed(failed_at, max(failed_at, gone[0] + recovery.quorum_wait_s))
+                t = healed
             apply_until(t)
         members = nodes - len(away)
         if members < recovery.min_members:
@@ -384,14 +414,14 @@ def simulate(
             member_steps += recovery.period * (members - len(leaving)) / nodes
             heals += 1
             apply_until(leaving[0])
-            t = reformed(leaving[0], max([end] + [x + recovery.quorum_wait_s for x in leaving]) + recovery.heal_s)
+            t = reformed(leaving[0], max([end] + [x + recovery.quorum_wait_s for x in leaving])) + recovery.heal_s
             continue
         if end > horizon_s:
             break
         committed += recovery.period
         member_steps += recovery.period * (members - len(leaving)) / nodes
         t = max([end] + [x + recovery.quorum_wait_s for x in leaving])
-        if leaving:
+        if leaving:  # the members ask as the window ends and wait for the lighthouse to drop the nodes gone
             apply_until(leaving[0])
-            t = reformed(leaving[0], t)
+            t = reformed(end, t)
     return Simulated(committed, member_steps, lost, heals, horizon_s, stuck)

@@ -9,7 +9,7 @@ slower of up and down) and the one-way delay.
 A replicator that commits every step asks for its quorum as the step begins, so a leave anywhere in the step fails
 it, for every node (in a run through random churn no survivor of 25 leaves was left a step behind and healed); one
 that commits every H steps asks for it at the sync, so only a leave during the sync's exchange fails the window, and
-some survivors may commit it. A leave while the quorum re-forms costs torchft's wait on peers, bounded as `run`
+some survivors may commit it. A member gone while it asked for a quorum costs torchft's wait on peers, bounded as `run`
 bounds it (:func:`netbench.model.waits.exchange_timeout_s` of the slower of the step's collective and a heal's
 largest message).
 """

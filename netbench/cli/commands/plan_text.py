@@ -427,7 +427,8 @@ def print_churn(doc: dict, console: Console) -> None:
         f"[bold]goodput under churn[/bold]: committed steps per second while each node leaves every "
         f"{format_time(churn['mtbf_s'])} on average and stays away {format_time(churn['away_s'])} (a leave fails "
         f"the window in flight and the next quorum waits {format_time(churn['quorum_wait_s'])}; a node back is "
-        f"healed at the next quorum; a leave while the quorum re-forms costs the exchange timeout; fewer than "
+        f"healed at the next quorum; a node that leaves while it asks for a quorum costs the exchange timeout; "
+        f"fewer than "
         f"{churn['min_members']} nodes train nothing)",
         highlight=False,
     )

@@ -214,7 +214,7 @@ def worker_membership(
 
 def describe(members: Membership | None, lighthouse: Lighthouse | None) -> dict[str, Any]:
     """run.json's record of the quorum: the lighthouse, how often each rank's node left, and the waits' bound (in
-    the cluster's seconds: what a leave while the quorum re-forms costs the others)."""
+    the cluster's seconds: what a member gone while it asked for a quorum costs the others)."""
     if members is None or lighthouse is None:
         return {}
     return {

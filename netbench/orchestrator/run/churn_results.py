@@ -3,13 +3,13 @@
 :func:`netbench.model.goodput.simulate` trains through the run's schedule (its fixed rows or its ``--churn`` draws)
 window after window at the model's step for the members in force (each segment's prediction), with the run's own
 recovery: the replicator's commit period, the modelled heal, the lighthouse's wait after a leave, the run's bound on
-a wait on peers (a leave while the quorum re-forms) and a joining worker's measured start. Its committed steps per
-second set beside the run's give ``goodput_model_error``. The same rules answer ``plan --mtbf``; here they answer for
-the changes that happened, so the error is the rules', not the draw's. Each change lands in the model's windows,
-not the run's: a leave the run took inside an exchange (a heal of the survivors) may fall before it in the model,
-so over a schedule of one or two changes the figure swings by a heal; over a random churn of many it settles.
-``churn_model_error`` (:mod:`~netbench.orchestrator.run.schedule_results`) instead prices each segment's changes
-as they happened.
+a wait on peers (a member gone while it asked for a quorum) and a joining worker's measured start. Its committed
+steps per second set beside the run's give ``goodput_model_error``. The same rules answer ``plan --mtbf``; here they
+answer for the changes that happened, so the error is the rules', not the draw's. Each change lands in the model's
+windows, not the run's: a leave the run took inside an exchange (a heal of the survivors) may fall before it in the
+model, so over a schedule of one or two changes the figure swings by a heal; over a random churn of many it settles.
+``churn_model_error`` (:mod:`~netbench.orchestrator.run.schedule_results`) instead prices each segment's changes as
+they happened.
 """
 
 from __future__ import annotations
