@@ -13,32 +13,38 @@ workers meet them:
   commit per node, so the survivors that had received everything commit and the others, a step behind, are healed
   at the next quorum: the window counts, and everyone waits ``quorum_wait_s`` and then ``heal_s``;
 * a leave before that part (DiLoCo's inner steps) costs only what is left of that wait when the window ends;
-* a node that is back is healed at the next quorum (:mod:`netbench.model.heal`): everyone waits ``heal_s``;
+* a node that is back is healed at the next quorum (:mod:`netbench.model.heal`): everyone waits ``heal_s``; a
+  member that leaves during the heal fails it at once (the others' transfers reset), the quorum waits
+  ``quorum_wait_s`` again and the heal starts over;
 * a member that leaves after it asked for a quorum and before the quorum forms, within the quorum's wait
   (the lighthouse still counts it: its heartbeat has not timed out), is listed in the new quorum, whose process group
   then waits for a member that will never answer: everyone waits out ``exchange_timeout_s`` (torchft's bound on a
   wait on peers, :func:`netbench.model.waits.exchange_timeout_s`). Members ask when their window ends or their
   collective fails; the survivors of a leave wait for the lighthouse to drop the node gone, a node back waits for
-  the others' next window. A leave after the quorum formed (during a heal, say) costs as any other leave: the
-  configured process group resets at once;
+  the others' next window. A leave after the quorum formed costs no timeout: the configured process group resets
+  at once;
 * while ``k`` nodes are away the others train as an ``n - k``-node cluster at its step time; fewer than
   ``min_members`` form no quorum and train nothing.
 
-:func:`goodput` is analytic: the number of nodes away follows the Engset distribution (independent nodes, each away
-``away_s`` after an exponential time up, capped where the draws skip a leave; the distribution does not depend on
-how the time away is spread), each state's training rate is its step rate less the share of its time its leaves
-cost, and the heals take their share of the wall clock. :func:`simulate` steps the same rules through one set of
-drawn changes: the check of the analytic answer, and the prediction for one seed's run.
+:func:`expected_goodput`, what ``plan --mtbf`` answers, steps the rules through seeded draws of the churn.
+:func:`goodput` is their closed form: the number of nodes away follows the Engset distribution (independent nodes,
+each away ``away_s`` after an exponential time up, capped where the draws skip a leave; the distribution does not
+depend on how the time away is spread), each state's training rate is its step rate less the share of its time its
+leaves cost, and the heals take their share of the wall clock; it falls about a fifth short where heals take
+seconds, since the nodes back during a wait are healed together. :func:`simulate` steps the rules through one set of
+changes: a run's own, or a draw's.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from itertools import takewhile
 from typing import Protocol
 
-from netbench.membership import DEFAULT_AWAY_S, MIN_MEMBERS
+from netbench.membership import DEFAULT_AWAY_S, MIN_MEMBERS, draw_changes
 from netbench.settings import Setting, table
 
 __all__ = [
@@ -56,12 +62,19 @@ __all__ = [
     "goodput",
     "Simulated",
     "simulate",
+    "expected_goodput",
 ]
 
 QUORUM_WAIT_S = 1.0  # how long the survivors' next quorum waits for a node that left (the lighthouse's timeout)
 MIN_QUORUM = 2  # the fewest nodes a quorum holds (torchft's min_replicas, as a fault-tolerant run sets it)
 MAX_PRICED_STATES = 9  # member counts the step is priced at; the others are interpolated between them
 NEGLIGIBLE = 1e-9  # states less likely than this are left out
+DRAW_SEEDS = 4  # independent draws the expected goodput averages over
+DRAWN_LEAVES = 2_000  # leaves over all the draws: the mean within a few percent of a long simulation
+MIN_WINDOWS = 200  # each draw covers at least this many windows of the plain step
+SIMULATED_GRID = 32  # member counts a simulation prices the step at, spread over the cluster
+MAX_DRAWN = 4_000  # changes a draw may try on average: bounds the time a plan spends on it
+MAX_FAILED_HEALS = 0.95  # the share of heals a leave fails, capped: past it nothing heals and goodput is ~0 anyway
 
 
 class Change(Protocol):
@@ -263,8 +276,11 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
 
     # a node back asks as it starts and waits for the others' next window (half of one on average)
     heal_s = recovery.heal_s + stuck(1.0 / mtbf_s, recovery.period * plain_s / 2)
-    # a member that leaves during a heal is still listed in the quorum the window after it runs on: that window fails
-    heal_s += -math.expm1(-leaves * recovery.heal_s) * recovery.period * plain_s
+    # a leave during a heal fails it at once (half of it on average), the quorum waits W, and the heal starts again
+    # with every node back meanwhile: each heal costs its share of failed tries on top
+    failed = min(-math.expm1(-leaves * recovery.heal_s), MAX_FAILED_HEALS)
+    retry_s = recovery.heal_s / 2 + recovery.quorum_wait_s + stuck(leaves, recovery.quorum_wait_s)
+    retries_per_heal_s = failed / (1 - failed) * retry_s / heal_s if heal_s > 0 else 0.0
     rate = member_rate = stalled = heal_rate = 0.0
     for k in likely:
         p, m = pi[k], nodes - k
@@ -291,7 +307,7 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     # heals come in busy runs of e^(x) heals on average (x: nodes back per heal time) and take x e^x / (1 + x e^x)
     # of the time
     busy = heal_rate * heal_s * math.exp(min(heal_rate * heal_s, 50.0))
-    unhealing = 1.0 / (1.0 + busy)
+    unhealing = 1.0 / (1.0 + busy * (1.0 + retries_per_heal_s))
     rate, member_rate = rate * unhealing, member_rate * unhealing
     return Goodput(
         steps_per_s=rate,
@@ -301,6 +317,16 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
         mean_away=sum(k * p for k, p in enumerate(pi)),
         stalled_share=stalled,
     )
+
+
+def _from(events: Sequence[Change], start: int) -> Iterator[Change]:
+    """``events`` from index ``start`` on, without copying or walking the ones before."""
+    return (events[i] for i in range(start, len(events)))
+
+
+def _until(events: Sequence[Change], start: int, until: float) -> Iterator[Change]:
+    """``events`` from index ``start`` up to time ``until``."""
+    return takewhile(lambda e: e.time_s <= until, _from(events, start))
 
 
 @dataclass(frozen=True)
@@ -342,7 +368,7 @@ def simulate(
         listed_from = max(asked, formed - recovery.quorum_wait_s)
         left_asking = [x for x in asked_then_left if x > formed - recovery.quorum_wait_s]
         asked_then_left.clear()
-        for e in events[done:]:
+        for e in _from(events, done):
             if e.time_s > formed:
                 break
             if e.member == "leave" and e.time_s > listed_from and e.target not in away and e.target not in back:
@@ -375,13 +401,16 @@ def simulate(
             if ready:
                 heals += 1
                 healed = t + recovery.heal_s
-                gone = [e.time_s for e in events[done:] if e.time_s <= healed and e.member == "leave"]
-                if gone:  # the window after the heal runs on the quorum that lists it, and fails at its exchange
-                    lost += 1
-                    failed_at = healed + recovery.period * step_at(nodes - len(away))[0]
-                    apply_until(healed)
-                    healed = reformed(failed_at, max(failed_at, gone[0] + recovery.quorum_wait_s))
-                t = healed
+                gone = next((e.time_s for e in _until(events, done, healed) if e.member == "leave"), None)
+                if gone is None:
+                    t = healed
+                else:  # the heal fails at once: its nodes are healed again at the next quorum, which waits for W
+                    apply_until(gone)
+                    for name in ready:
+                        if name not in away:
+                            back[name] = gone
+                    t = reformed(gone, gone + recovery.quorum_wait_s)
+                    continue
             apply_until(t)
         members = nodes - len(away)
         if members < recovery.min_members:
@@ -392,11 +421,19 @@ def simulate(
             continue
         step_s, vulnerable_s, exchange_s = step_at(members)
         window = recovery.period * step_s
+        # the windows that end before the next change and the next node back are alike: train through them at once
+        next_at = min([events[done].time_s if done < len(events) else horizon_s, horizon_s, *back.values()])
+        alike = int((next_at - t) // window) - 1 if window > 0 else 0
+        if alike > 0:
+            committed += alike * recovery.period
+            member_steps += alike * recovery.period * members / nodes
+            t += alike * window
+            continue
         end = t + window
         vulnerable_from = end - min(max(vulnerable_s, 0.0), window)
         exchange_from = end - min(max(exchange_s, 0.0), end - vulnerable_from)
         leaving = []
-        for e in (events[i] for i in range(done, len(events))):
+        for e in _from(events, done):
             if e.time_s >= end:
                 break
             if e.member == "leave" and e.target not in away and e.target not in back:
@@ -425,3 +462,46 @@ def simulate(
             apply_until(leaving[0])
             t = reformed(end, t)
     return Simulated(committed, member_steps, lost, heals, horizon_s, stuck)
+
+
+def _on_grid(step_at: StepAt, nodes: int) -> StepAt:
+    """``step_at`` priced at the :data:`MAX_PRICED_STATES` largest counts (where a cluster spends most of its time,
+    and where the analytic answer prices it too) and below them on a grid of at most :data:`SIMULATED_GRID` counts,
+    linear between: a simulation meets many member counts, and each costs the planner a step."""
+    spacing = max(1, math.ceil(nodes / SIMULATED_GRID))
+    priced = cache(step_at)
+
+    def at(members: int) -> tuple[float, float, float]:
+        lo = nodes - math.ceil((nodes - members) / spacing) * spacing  # the grid counts down from the cluster's size
+        hi = min(lo + spacing, nodes)
+        if members > nodes - MAX_PRICED_STATES or lo < 1 or members in (lo, hi):
+            return priced(members)
+        f = (members - lo) / (hi - lo)
+        return tuple(a + f * (b - a) for a, b in zip(priced(lo), priced(hi)))  # type: ignore[return-value]
+
+    return at
+
+
+def expected_goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery: Recovery) -> Goodput:
+    """:func:`goodput` with its committed steps per second (and their share of the members) from :func:`simulate`
+    over :data:`DRAW_SEEDS` seeded draws of the churn, as ``--churn`` draws it: the rules exactly, where the analytic
+    answer approximates how heals, their failures and the waits queue behind one another (it falls 20 % below the
+    simulation where heals take seconds). Deterministic: the same seeds every time."""
+    analytic = goodput(nodes, mtbf_s, away_s, step_at, recovery)
+    step_at = _on_grid(step_at, nodes)
+    window_s = recovery.period * step_at(nodes)[0]
+    horizon_s = max(DRAWN_LEAVES / DRAW_SEEDS / max(analytic.leaves_per_s, NEGLIGIBLE), MIN_WINDOWS * window_s)
+    drawn_per_s = 2 * nodes / (mtbf_s + away_s)  # leaves and joins the draws try, skipped ones included
+    horizon_s = min(horizon_s, MAX_DRAWN / drawn_per_s)
+    names = tuple(f"n{i}" for i in range(nodes))
+    committed = member_steps = 0.0
+    for seed in range(DRAW_SEEDS):
+        drawn = draw_changes(names, mtbf_s, away_s, horizon_s, seed, max_changes=4 * MAX_DRAWN)
+        found = simulate(drawn, names, horizon_s, step_at, recovery)
+        committed += found.committed_steps
+        member_steps += found.member_steps
+    return replace(
+        analytic,
+        steps_per_s=committed / (DRAW_SEEDS * horizon_s),
+        member_share=member_steps / committed if committed > 0 else 0.0,
+    )

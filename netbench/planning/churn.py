@@ -1,10 +1,10 @@
 """Goodput under churn for a plan's rows (``plan --mtbf``): each member count's step, the heal, the wall time.
 
 A replicator that trains through churn (its declaration says what state it keeps, so what a heal sends) gets, beside
-its plain row, the committed steps per wall second of :func:`netbench.model.goodput.goodput` while nodes leave every
-``--mtbf`` on average and stay away ``--away``: the step at each member count is the plan's own step for a cluster
-of that many nodes on the same links, the heal is :func:`netbench.model.heal.heal_time_s` over one node's link (the
-slower of up and down) and the one-way delay.
+its plain row, the committed steps per wall second of :func:`netbench.model.goodput.expected_goodput` while nodes
+leave every ``--mtbf`` on average and stay away ``--away``: the step at each member count is the plan's own step for
+a cluster of that many nodes on the same links, the heal is :func:`netbench.model.heal.heal_time_s` over one node's
+link (the slower of up and down) and the one-way delay.
 
 A replicator that commits every step asks for its quorum as the step begins, so a leave anywhere in the step fails
 it, for every node (in a run through random churn no survivor of 25 leaves was left a step behind and healed); one
@@ -22,7 +22,7 @@ from typing import Any
 
 from netbench.declarations.registry import spec
 from netbench.model.framing import Framing
-from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, goodput, window_shape
+from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, expected_goodput, window_shape
 from netbench.model.heal import heal_bytes, heal_time_s, largest_message_s
 from netbench.model.planner import Planner
 from netbench.model.schemes import Scheme
@@ -92,7 +92,7 @@ def churn_row(
     exchange_s = exchange_timeout_s(max(largest_s, period * estimate(machines).comm_time_s))
     assert request.mtbf is not None
     recovery = Recovery(period=period, heal_s=heal_s, exchange_timeout_s=exchange_s)
-    found = goodput(machines, request.mtbf, request.away_s, step_at, recovery)
+    found = expected_goodput(machines, request.mtbf, request.away_s, step_at, recovery)
     row: dict[str, Any] = {
         **found.as_dict(),
         "heal_bytes": heal_bytes(config, shapes),

@@ -1,23 +1,22 @@
 """Random churn: nodes that leave and join at random times, drawn from a seed into a schedule's membership changes.
 
 ``--churn MTBF[,away=TIME][,seed=N][,for=TIME]``: each node takes part for an exponentially distributed time of mean
-MTBF (its mean time between failures), leaves, stays away for ``away`` and joins again, over ``for`` seconds from the
-first measured step. Each node draws from its own stream of the seed, so one node's draws do not change when the
+MTBF (its mean time between failures), leaves, stays away for ``away`` and joins again, over ``for`` seconds from
+the first measured step. Each node draws from its own stream of the seed, so one node's draws do not change when the
 cluster grows. A leave that would leave fewer than :data:`~netbench.schedule.model.MIN_MEMBERS` nodes in the run is
-skipped with its join. The draws become ordinary ``member`` changes (:mod:`netbench.schedule.model`), merged with a
-schedule file's rows, so a run records, applies and reports them as it does a file's.
+skipped with its join (:func:`netbench.membership.draw_changes`, which plan's goodput draws from too). The draws
+become ordinary ``member`` changes (:mod:`netbench.schedule.model`), merged with a schedule file's rows, so a run
+records, applies and reports them as it does a file's.
 """
 
 from __future__ import annotations
 
-import random
-
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from netbench.membership import DEFAULT_AWAY_S
+from netbench.membership import DEFAULT_AWAY_S, TooManyChanges, draw_changes
 from netbench.schedule.errors import first_error
-from netbench.schedule.model import MAX_CHANGES, MAX_SCHEDULE_S, MIN_MEMBERS, Change, Schedule
+from netbench.schedule.model import MAX_CHANGES, MAX_SCHEDULE_S, Change, Schedule
 from netbench.settings import Setting
 from netbench.units import UnitError, parse_time
 
@@ -84,29 +83,13 @@ def parse_churn(text: str) -> Churn:
 
 def draw(churn: Churn, nodes: tuple[str, ...]) -> list[Change]:
     """The leaves and joins ``churn`` draws for ``nodes``, in time order; :class:`ChurnError` past MAX_CHANGES."""
-    events: list[tuple[float, int, str, int]] = []  # (time, 0 leave / 1 join, node, absence): a leave first at one time
-    for name in nodes:
-        stream, t = random.Random(f"{churn.seed}:{name}"), 0.0
-        while True:
-            t += stream.expovariate(1.0 / churn.mtbf_s)
-            if t >= churn.for_s:
-                break
-            events += [(round(t, 3), 0, name, len(events)), (round(t + churn.away_s, 3), 1, name, len(events))]
-            t += churn.away_s
-            if len(events) > MAX_CHANGES:
-                raise ChurnError(
-                    f"draws more than {MAX_CHANGES} changes over {churn.for_s:g} s; raise MTBF or lower for="
-                )
-    changes, away, skipped = [], set(), set()
-    for t, kind, name, absence in sorted(events):
-        if kind == 0 and len(nodes) - len(away) - 1 < MIN_MEMBERS:
-            skipped.add(absence)  # its join goes too
-            continue
-        if absence in skipped:
-            continue
-        (away.add if kind == 0 else away.discard)(name)
-        changes.append(Change(time_s=t, target=name, member="join" if kind else "leave"))
-    return changes
+    try:
+        drawn = draw_changes(nodes, churn.mtbf_s, churn.away_s, churn.for_s, churn.seed, MAX_CHANGES)
+    except TooManyChanges:
+        raise ChurnError(
+            f"draws more than {MAX_CHANGES} changes over {churn.for_s:g} s; raise MTBF or lower for="
+        ) from None
+    return [Change(time_s=d.time_s, target=d.target, member=d.member) for d in drawn]
 
 
 def with_churn(schedule: Schedule | None, churn: Churn, nodes: tuple[str, ...]) -> Schedule:
