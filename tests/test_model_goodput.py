@@ -105,43 +105,37 @@ def test_a_leave_before_a_diloco_sync_costs_only_the_wait_left() -> None:
     assert found.committed_steps == 8
 
 
+def one_second_steps(members: int) -> tuple[float, float, float]:
+    """A step of 1 s, all of it vulnerable (a quorum each step)."""
+    return 1.0, 1.0, 0.0
+
+
+# n1 leaves in the first step and is back at 3.2: lost at 0.5, quorum at 1.5, steps end 2.5 and 3.5, n1 asks at 3.2
+AWAY_AND_BACK = [Change(time_s=0.5, target="n1", member="leave"), Change(time_s=3.2, target="n1", member="join")]
+
+
 def test_a_node_back_is_healed_at_the_next_quorum() -> None:
-    step = lambda members: (1.0, 1.0, 0.0)  # noqa: E731
-    changes = [
-        Change(time_s=0.5, target="n1", member="leave"),
-        Change(time_s=3.2, target="n1", member="join"),
-    ]
-    found = simulate(changes, NAMES, 20.0, step, Recovery(period=1, heal_s=2.0, quorum_wait_s=1.0))
+    found = simulate(AWAY_AND_BACK, NAMES, 20.0, one_second_steps, Recovery(period=1, heal_s=2.0, quorum_wait_s=1.0))
     assert found.heals == 1
-    # lost at 0.5, quorum 1.5; steps end 2.5, 3.5; heal 3.5-5.5; steps end 6.5 .. 19.5
+    # heal 3.5-5.5; steps end 6.5 .. 19.5
     assert found.committed_steps == 2 + 14
 
 
 def test_a_leave_during_a_heal_fails_it_at_once_and_the_heal_starts_over_without_the_exchange_timeout() -> None:
-    step = lambda members: (1.0, 1.0, 0.0)  # noqa: E731
-    changes = [
-        Change(time_s=0.5, target="n1", member="leave"),
-        Change(time_s=3.2, target="n1", member="join"),
-        Change(time_s=4.0, target="n2", member="leave"),
-    ]
-    found = simulate(changes, NAMES, 20.0, step, Recovery(period=1, heal_s=2.0, exchange_timeout_s=5.0))
-    # lost at 0.5, quorum 1.5; steps end 2.5, 3.5; the heal from 3.5 fails when n2 leaves at 4.0 (its quorum formed
-    # before: no timeout); the quorum waits for n2 until 5.0, heals n1 again to 7.0; steps end 8.0 .. 20.0
+    changes = [*AWAY_AND_BACK, Change(time_s=4.0, target="n2", member="leave")]
+    found = simulate(changes, NAMES, 20.0, one_second_steps, Recovery(period=1, heal_s=2.0, exchange_timeout_s=5.0))
+    # the heal from 3.5 fails when n2 leaves at 4.0 (its quorum formed before: no timeout); the quorum waits for n2
+    # until 5.0, heals n1 again to 7.0; steps end 8.0 .. 20.0
     assert (found.committed_steps, found.stuck, found.heals) == (2 + 13, 0, 2)
 
 
 def test_a_node_back_that_leaves_while_it_asks_for_a_quorum_makes_everyone_wait_out_the_exchange_timeout() -> None:
-    step = lambda members: (1.0, 1.0, 0.0)  # noqa: E731
-    changes = [
-        Change(time_s=0.5, target="n1", member="leave"),
-        Change(time_s=3.2, target="n1", member="join"),
-        Change(time_s=3.4, target="n1", member="leave"),
-    ]
-    found = simulate(changes, NAMES, 20.0, step, Recovery(period=1, heal_s=2.0, exchange_timeout_s=5.0))
-    # lost at 0.5, quorum 1.5; steps end 2.5, 3.5; n1 asked at 3.2 and left at 3.4, within the quorum's wait: the
-    # quorum formed at 3.5 lists it and waits on it until 8.5; steps end 9.5 .. 19.5
+    changes = [*AWAY_AND_BACK, Change(time_s=3.4, target="n1", member="leave")]
+    found = simulate(changes, NAMES, 20.0, one_second_steps, Recovery(period=1, heal_s=2.0, exchange_timeout_s=5.0))
+    # n1 asked at 3.2 and left at 3.4, within the quorum's wait: the quorum formed at 3.5 lists it and waits on it
+    # until 8.5; steps end 9.5 .. 19.5
     assert (found.committed_steps, found.stuck) == (2 + 11, 1)
-    assert simulate(changes, NAMES, 20.0, step, Recovery(period=1, heal_s=2.0)).committed_steps == 2 + 16
+    assert simulate(changes, NAMES, 20.0, one_second_steps, Recovery(period=1, heal_s=2.0)).committed_steps == 2 + 16
 
 
 def test_a_second_leave_while_the_quorum_waits_for_the_first_makes_everyone_wait_out_the_exchange_timeout() -> None:
