@@ -32,6 +32,7 @@ from netbench.declarations.gossip_spec import partner
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import (
+    kernel_clock,
     local_time_s,
     mean_codec_s,
     measured_codec_s,
@@ -48,16 +49,18 @@ CPUS = 2  # the project's hosts: the replay prices the codec on 2 shared cores
 
 
 def model_call_s(
-    config: RunConfig, steps: pd.DataFrame, calibration: Calibration, sync: int | None = None
+    config: RunConfig, steps: pd.DataFrame, calibration: Calibration, dilation: float, sync: int | None = None
 ) -> float | None:
     """The replay's time of one exchange: its communication per step times the period (None where it has none), at
-    the pairs of the sync that ends 1-based step ``sync``, or averaged over the run's syncs."""
+    the pairs of the sync that ends 1-based step ``sync``, or averaged over the run's syncs (bbr's PROBE_RTT priced
+    as its expectation over the run's steps, :func:`~netbench.orchestrator.prediction.kernel_clock`)."""
     local, codec = local_time_s(steps), measured_codec_s(steps)
     if local is None or codec is None:
         return None
     shapes = workload_shapes(config.workload, config.cluster.nodes)
     priced = (sync,) if sync is not None else measured_step_numbers(steps)
-    est = predict(config, shapes, local, calibration, CPUS, codec, mean_codec_s(steps), priced)
+    clock = kernel_clock(steps, dilation)
+    est = predict(config, shapes, local, calibration, CPUS, codec, mean_codec_s(steps), priced, clock=clock)
     return est.comm_time_s * config.replicator.sync_every
 
 
@@ -133,8 +136,8 @@ def show(run_dir: Path, calibration: Calibration) -> None:
     nodes = {n["address"]: n["index"] for n in data["cluster"]["nodes"]}
     steps = read_csv(run_dir / "steps.csv")
     summary = data.get("summary", {})
-    call = model_call_s(config, steps, calibration)
-    replay = replay_run(config, steps, calibration, CPUS) or 0.0
+    call = model_call_s(config, steps, calibration, dilation)
+    replay = replay_run(config, steps, calibration, CPUS, dilation) or 0.0
     print(
         f"== {run_dir.name}: {len(nodes)} nodes, dilation {dilation:g}, step {summary.get('step_time_s', 0):.4f} s, "
         f"replay stored {summary.get('replay_step_time_s') or 0:.4f} s, now {replay:.4f} s, model call "
@@ -145,7 +148,7 @@ def show(run_dir: Path, calibration: Calibration) -> None:
         pairs = "  ".join(
             f"r{r.rank}<->r{r.partner} wait {r.wait_ms:4.0f} exch {r.exchange_ms:5.0f}" for r in group.itertuples()
         )
-        priced = model_call_s(config, steps, calibration, int(step) + 1)
+        priced = model_call_s(config, steps, calibration, dilation, int(step) + 1)
         slowest = (group["wait_ms"] + group["exchange_ms"]).max()
         print(
             f"  sync ending step {step}: {pairs}  | longest wait+exch {slowest:5.0f} ms, model "

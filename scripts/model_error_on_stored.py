@@ -66,10 +66,11 @@ def _run_dir(folder: Path, runs_root: Path | None, rel: str) -> Path | None:
 
 def _from_run(run_dir: Path, calibration) -> dict:
     """Forecast and replay step of a kept run directory, with the model's bytes and bottleneck (:func:`_model_view`)."""
-    config = RunConfig.model_validate(json.loads((run_dir / "run.json").read_text())["config"])
+    doc = json.loads((run_dir / "run.json").read_text())
+    config, dilation = RunConfig.model_validate(doc["config"]), float(doc.get("dilation") or 1.0)
     steps = read_csv(run_dir / "steps.csv")
-    predicted = predict_run(config, steps, None, calibration, cpus=CPUS)
-    replay = replay_run(config, steps, calibration, cpus=CPUS)
+    predicted = predict_run(config, steps, None, calibration, cpus=CPUS, dilation=dilation)
+    replay = replay_run(config, steps, calibration, cpus=CPUS, dilation=dilation)
     return {
         "forecast": float(predicted.get("step_time_s", math.nan)),
         "replay": math.nan if replay is None else float(replay),

@@ -59,6 +59,20 @@ rate``, because of three mechanisms this module models from their sources, not f
    (:func:`posted_ring_time_s`): ``(2 P - 1)`` delays in all, against about two per segment pair in gloo's
    all-reduce, whose operations post their notifications only as they are issued. Under bbr a hop's chunk is paced
    out as gloo's bursts are (:func:`bbr_rate_Bps`), a round trip holding two hops (:func:`largest_flight_bytes`).
+7. **bbr's PROBE_RTT on a connection that opens each call with a notification** (net/ipv4/tcp_bbr.c,
+   bbr_update_min_rtt, bbr_check_probe_rtt_done; tcp_input.c, tcp_clean_rtx_queue): bbr keeps the least round trip
+   it sampled for ``bbr_min_rtt_win_sec`` = 10 s; a sample refreshes it only when strictly below it or once the
+   window has expired, and an expiry puts the flow in PROBE_RTT (cwnd ``bbr_cwnd_min_target`` = 4 segments until
+   the flight drains, then ``bbr_probe_rtt_mode_ms`` = 200 ms and a round trip), unless the flow is restarting from
+   idle. A loaded call's samples carry the queues and a burst's first ones a full segment's serialisation, so none
+   comes below the handshake's: the window runs out 10 s after the connection opened and every 10 s after each
+   probe. In a ring of two and a gossip pair the first thing each side sends after a rest is gloo's 48-byte ready
+   notification; its ACK acknowledges one runt segment, which Linux flags as possibly delayed
+   (FLAG_ACK_MAYBE_DELAYED), so it clears bbr's idle restart without refreshing the minimum, and the next ACK
+   enters PROBE_RTT: every expiry costs one probe in the call that follows it (:func:`probe_rtt_s`). A connection
+   whose first bytes after a rest are a segment's data (a ring of three or more) refreshes at its call's start
+   instead, and is not priced for it (measured: no data-carrying flow of a 4-node ring at 10mbit and 50 ms dropped
+   to 4 segments in 40 s of wall time, where the notification-only ones did).
 Time on the wire per segment comes from the framing (payload to frames at the link rate).
 Nothing here is fitted: every number is a protocol constant or a setting of the nodes.
 """
@@ -86,6 +100,7 @@ __all__ = [
     "chain_time_s",
     "posted_ring_time_s",
     "rto_s",
+    "probe_rtt_s",
     "pipeline_time_s",
     "GlooTime",
     "gloo_time",
@@ -94,6 +109,9 @@ __all__ = [
 MAX_SEGMENT_BYTES = 1 << 20  # gloo AllreduceOptionsImpl::kMaxSegmentSize
 RTO_MIN_S = 0.2  # Linux TCP_RTO_MIN
 BBR_HIGH_GAIN = 2.885  # bbr_high_gain (net/ipv4/tcp_bbr.c): STARTUP's pacing and cwnd gain
+BBR_MIN_RTT_WINDOW_S = 10.0  # bbr_min_rtt_win_sec: how long a minimum round trip stands without a lower sample
+BBR_PROBE_RTT_S = 0.2  # bbr_probe_rtt_mode_ms: how long PROBE_RTT holds its window once the flight has drained
+BBR_CWND_MIN_SEGMENTS = 4  # bbr_cwnd_min_target: PROBE_RTT's window
 
 
 def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, float]]:
@@ -125,6 +143,39 @@ def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, flo
 def rto_s(rtt_s: float) -> float:
     """Linux's retransmission timeout for a steady round trip: srtt + max(4 rttvar, rto_min) ~ rtt + 200 ms."""
     return rtt_s + RTO_MIN_S
+
+
+def probe_rtt_s(
+    call_s: float, rest_s: float | None, rtt_s: float, rate_Bps: float, mss: int, tcp: TcpSettings, shared: bool
+) -> float:
+    """The time bbr's PROBE_RTT adds to one call on average (mechanism 7): the chance that the call is the one a
+    min-RTT expiry lands in, times the stall a probe costs at the call's round trip.
+
+    Only a bbr connection that opens each call with gloo's ready notification (``shared``: a ring of two, a
+    gossip pair) pays. Its window runs out every 10 s of the kernel's clock (``tcp.timer_scale`` of it in emulated
+    time) and each expiry costs one probe in the call under way or the next, so a call whose cycle (its ``rest_s``
+    before it and its own ``call_s``) spans a share c of the window meets a probe with chance min(1, c) (a rest of
+    None: longer than the window). The probe holds the window at 4 segments while the flight drains and then for
+    max(200 ms, a round trip); bbr's STARTUP keeps 2.885 times the base round trip's bytes in flight, so the call's
+    round trip is 2.885 ``rtt_s`` and the stall two of them or that plus 200 ms, less what 4 segments a round trip
+    still carry at ``rate_Bps``, and never more than the call would take at that pace. ``tcp.aged_share`` scales it
+    by the share of the priced steps whose connections have been open longer than the window (none before).
+
+    Assumes the connections of a step probe together (they opened together: one process group), so the probe
+    stalls the exchange rather than handing the link to a flow that does not probe; that no sample of a loaded
+    call refreshes the minimum (the queues are in every one); and that the ack-aggregation allowance bbr adds to
+    its window (the queue a flow keeps on a link without delay) is not there.
+    """
+    if tcp.cc not in BBR_LIKE or not shared or call_s <= 0 or rtt_s <= 0 or tcp.expiries_per_window <= 0:
+        return 0.0
+    window = BBR_MIN_RTT_WINDOW_S * tcp.timer_scale
+    cycle = call_s + (window if rest_s is None else rest_s)
+    chance = min(1.0, cycle / window * tcp.expiries_per_window)
+    carried = min(1.0, BBR_CWND_MIN_SEGMENTS * mss / (rtt_s * rate_Bps))  # of the rate, at 4 segments a round trip
+    if carried >= 1.0:
+        return 0.0
+    hold = rtt_s + max(BBR_PROBE_RTT_S * tcp.timer_scale, rtt_s)  # the flight drains, then the probe's own hold
+    return chance * min(hold * (1.0 - carried), call_s * (1.0 / carried - 1.0))
 
 
 def window_bytes(tcp: TcpSettings) -> float:
@@ -505,5 +556,6 @@ def gloo_time(
         t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=shared)
     if skewed and kind == "all_gather" and peers == 2:  # the late rank's notification behind its own first half
         t += loops[0][1] / min(rate_Bps, pacing)
+    t += probe_rtt_s(t, idle_s, rtt, rate_Bps, mss, tcp, shared)
     transfer = sum(ops * b for ops, b in loops) / rate_Bps
     return GlooTime(time_s=t, latency_s=max(0.0, t - transfer), transfer_s=transfer)

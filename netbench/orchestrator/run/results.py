@@ -300,15 +300,18 @@ def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> d
     known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
     calibration = out.calibration
     calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
+    dilation = float(out.extra.get("dilation", 1.0))  # the kernel's timers run on wall time
     predicted = (
-        predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity)
+        predict_run(
+            out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity, dilation=dilation
+        )
         if known
         else {"error": "link rate unknown"}
     )
     if "error" in predicted:
         return {"prediction_error": predicted["error"]}
     found: dict[str, Any] = {"predicted": predicted}
-    replay = replay_run(out.config, steps, calib, cpus=out.cpus)
+    replay = replay_run(out.config, steps, calib, cpus=out.cpus, dilation=dilation)
     if replay is not None:
         found["replay_step_time_s"] = replay
     found["links"] = link_report(

@@ -66,7 +66,8 @@ def _predict_again(run_dir: Path, calibration: Calibration) -> dict[str, Any]:
     if not os.path.lexists(folder.steps_csv):
         return {"error": "no steps.csv"}
     steps = read_csv(folder.steps_csv)
-    return predict_run(config, steps, folder.start().get("n_params"), calibration, recorded=recorded)
+    dilation = float(doc.get("dilation") or 1.0)
+    return predict_run(config, steps, folder.start().get("n_params"), calibration, recorded=recorded, dilation=dilation)
 
 
 def repredict(folder: Path, calibration_path: Path) -> None:

@@ -42,6 +42,7 @@ from netbench.orchestrator.prediction import predict_run
 from netbench.orchestrator.run.dilation import parse_dilation
 from netbench.orchestrator.sweep.scenario import Point, SweepScenario
 from netbench.rundir.layout import RunDir
+from netbench.rundir.runjson import read_run_json
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
 
@@ -117,7 +118,10 @@ def predict_point(config: RunConfig, run_dir: Path, calibration: Calibration) ->
     folder = RunDir(run_dir)
     if not folder.steps_csv.exists():
         return {"error": "no steps.csv"}
-    return predict_run(config, pd.read_csv(folder.steps_csv), folder.start().get("n_params"), calibration)
+    dilation = float(read_run_json(run_dir).get("dilation") or 1.0) if folder.run_json.is_file() else 1.0
+    return predict_run(
+        config, pd.read_csv(folder.steps_csv), folder.start().get("n_params"), calibration, dilation=dilation
+    )
 
 
 def point_row(
