@@ -9,7 +9,8 @@ the rank's exit, beside the model's call for that sync (the run's replay priced 
 stored beside the one this code computes. Where the run kept TCP samples (``tcp/nodeN.jsonl``), each direction of
 each pair during the sync: bytes sent, when they stopped growing (to the sampling interval), the most smoothed round
 trip and the least and most congestion window at that time: whether a direction ran slower than the other, whether
-its round trip grew, and whether its window fell to bbr's PROBE_RTT floor of 4 segments.
+its round trip grew, and whether its window fell to bbr's PROBE_RTT floor of 4 segments (then in how many samples,
+and how long after the connection first appeared in them: bbr's 10 s min-RTT window runs on wall time from there).
 
     PYTHONPATH=. python3 scripts/gossip_syncs.py RUN_DIR [RUN_DIR ...]
     PYTHONPATH=. python3 scripts/gossip_syncs.py SWEEP_DIR/runs/*gossip*
@@ -46,6 +47,7 @@ from netbench.rundir.reading import read_csv
 from netbench.trace.sampling import tcp_folder
 
 CPUS = 2  # the project's hosts: the replay prices the codec on 2 shared cores
+PROBE_RTT_CWND = 4  # bbr_cwnd_min_target: the window bbr's PROBE_RTT holds
 
 
 def model_call_s(
@@ -97,8 +99,13 @@ def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, d
     for path in sorted(tcp_folder(run_dir).glob("node*.jsonl")):
         node = int(path.stem[4:])
         seen: dict[str, list[tuple[float, dict]]] = {}
+        opened: dict[str, float] = {}  # the wall time each connection first appears in the samples
         for record in read_records(path):
-            if record.get("event") == "tcp" and lo - 1.0 <= record["t"] <= hi:
+            if record.get("event") != "tcp":
+                continue
+            for conn in record["conns"]:
+                opened.setdefault(conn["conn"], record["t"])
+            if lo - 1.0 <= record["t"] <= hi:
                 for conn in record["conns"]:
                     seen.setdefault(conn["conn"], []).append((record["t"], conn))
         for name, samples in seen.items():
@@ -115,9 +122,16 @@ def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, d
             cwnd = max(c["cwnd"] for _, c in inside)
             least = min(c["cwnd"] for _, c in inside)  # 4 segments: bbr's PROBE_RTT (1: a retransmission timeout)
             peer = addresses.get(name.split("->")[1].rsplit(":", 1)[0], "?")
+            probing = [t for t, c in inside if c["cwnd"] == PROBE_RTT_CWND]
+            probe = (
+                f", at 4 segments in {len(probing)} samples from {probing[0] - opened[name]:5.1f} s of wall time "
+                "after it opened"
+                if probing
+                else ""
+            )
             lines.append(
                 f"    n{node}->n{peer}: {sent / 1e3:7.0f} kB, done by +{1e3 * (last - lo) / dilation:5.0f} ms, "
-                f"srtt up to {srtt:6.1f} ms, cwnd {least:3d} to {cwnd:4d}"
+                f"srtt up to {srtt:6.1f} ms, cwnd {least:3d} to {cwnd:4d}{probe}"
             )
     return lines
 
