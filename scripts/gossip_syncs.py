@@ -151,7 +151,7 @@ def show(run_dir: Path, calibration: Calibration) -> None:
     steps = read_csv(run_dir / "steps.csv")
     summary = data.get("summary", {})
     call = model_call_s(config, steps, calibration, dilation)
-    replay = replay_run(config, steps, calibration, CPUS, dilation) or 0.0
+    replay = replay_run(config, steps, calibration, CPUS, kernel_clock(steps, dilation)) or 0.0
     print(
         f"== {run_dir.name}: {len(nodes)} nodes, dilation {dilation:g}, step {summary.get('step_time_s', 0):.4f} s, "
         f"replay stored {summary.get('replay_step_time_s') or 0:.4f} s, now {replay:.4f} s, model call "

@@ -39,6 +39,7 @@ from netbench.calibrate.hostcache import load_calibration
 from netbench.model.network import direction_name, direction_of
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import (
+    kernel_clock,
     local_time_s,
     model_step,
     predict,
@@ -69,8 +70,9 @@ def _from_run(run_dir: Path, calibration) -> dict:
     doc = json.loads((run_dir / "run.json").read_text())
     config, dilation = RunConfig.model_validate(doc["config"]), float(doc.get("dilation") or 1.0)
     steps = read_csv(run_dir / "steps.csv")
-    predicted = predict_run(config, steps, None, calibration, cpus=CPUS, dilation=dilation)
-    replay = replay_run(config, steps, calibration, cpus=CPUS, dilation=dilation)
+    clock = kernel_clock(steps, dilation)  # the run's dilation and the min-RTT windows its measured steps hold
+    predicted = predict_run(config, steps, None, calibration, cpus=CPUS, clock=clock)
+    replay = replay_run(config, steps, calibration, cpus=CPUS, clock=clock)
     return {
         "forecast": float(predicted.get("step_time_s", math.nan)),
         "replay": math.nan if replay is None else float(replay),

@@ -489,15 +489,15 @@ def predict_run(
     cpus: int | None = None,
     identity: dict[str, Any] | None = None,
     recorded: Sequence[ParamShape] | None = None,
-    dilation: float = 1.0,
+    clock: KernelClock | None = None,
 ) -> dict[str, Any]:
     """Prediction for a finished run, or ``{"error": why}``: a run's results never depend on the model working.
 
     ``n_params`` (the workers' count) guards against predicting for a different model than the
     one trained; ``calibration`` defaults to this host's saved one (never measured here);
     ``identity`` names the calibration in the result (default: its source and digest);
-    ``recorded``: the shapes the run recorded (a stored run's, so nothing is read or built); ``dilation``: the run's
-    time dilation (:func:`kernel_clock`).
+    ``recorded``: the shapes the run recorded (a stored run's, so nothing is read or built); ``clock``: how the
+    kernel's timers met the run (default: :func:`kernel_clock` of ``steps``, undilated).
     """
     try:
         local = local_time_s(steps)
@@ -509,7 +509,7 @@ def predict_run(
             return {"error": f"workload has {total_params(shapes)} parameters here but the workers trained {n_params}"}
         cpus = cpus or host_cpus()
         enc, dec = encode_decode_s(config, shapes, calib, cpus)
-        clock = kernel_clock(steps, dilation)
+        clock = clock or kernel_clock(steps)
         est = predict(config, shapes, local, calib, cpus, steps=measured_step_numbers(steps), clock=clock)
         g = sharding.gpus_per_node(config)
         out = {
@@ -550,7 +550,7 @@ def replay_run(
     steps: pd.DataFrame,
     calibration: Calibration | None = None,
     cpus: int | None = None,
-    dilation: float = 1.0,
+    clock: KernelClock | None = None,
 ) -> float | None:
     """The replayed step: the model's communication and overlap terms fed with the run's own measured local work.
 
@@ -558,7 +558,8 @@ def replay_run(
     run's statistic over steps) are the slowest node's in each measured step; only the network is predicted. Its
     error judges the network model on what the network did; the forecast (:func:`predict_run`, codec from
     calibration) says what a user would have been told before the run. None where the run measured no codec or the
-    model cannot price it. ``dilation``: the run's time dilation (:func:`kernel_clock`).
+    model cannot price it. ``clock``: how the kernel's timers met the run (default: :func:`kernel_clock` of ``steps``,
+    undilated).
     """
     try:
         local, codec = local_time_s(steps), measured_codec_s(steps)
@@ -567,7 +568,7 @@ def replay_run(
         calib = calibration if calibration is not None else load_calibration()
         shapes = workload_shapes(config.workload, config.cluster.nodes)
         hops = mean_codec_s(steps)
-        numbers, clock = measured_step_numbers(steps), kernel_clock(steps, dilation)
+        numbers, clock = measured_step_numbers(steps), clock or kernel_clock(steps)
         found = predict(config, shapes, local, calib, cpus or host_cpus(), codec, hops, numbers, clock=clock)
         return float(found.step_time_s)
     except Exception:  # noqa: BLE001 - the forecast's own error is reported; the replay is then simply absent
