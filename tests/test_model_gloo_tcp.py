@@ -12,6 +12,7 @@ import pytest
 from netbench.model.gloo_tcp import (
     BBR_HIGH_GAIN,
     Transfer,
+    bbr_queue_s,
     bbr_rate_Bps,
     gloo_time,
     pipeline_time_s,
@@ -364,3 +365,14 @@ def test_a_short_call_pays_no_more_than_its_bytes_take_at_four_segments():
     call = 1e4 / RATE
     carried = 4 * MSS / (RTT * RATE)
     assert probe_rtt_s(call, 20.0, RTT, RATE, MSS, PROBING, True) == pytest.approx(call * (1 / carried - 1))
+
+
+def test_flows_sharing_a_link_keep_a_queue_that_the_probe_waits_behind():
+    # one flow paces at its bandwidth: no queue; two keep 2 x 2 round trips' bytes in flight, 3 of them queued
+    assert bbr_queue_s(RTT, 1) == 0.0
+    assert bbr_queue_s(RTT, 2) == pytest.approx(3 * RTT)
+    carried = 4 * MSS / (RTT * WAN)
+    # two pairs across one WAN: the flight drains behind the other direction's queue before the 200 ms hold
+    assert probe_rtt_s(2.0, 8.0, RTT, WAN, MSS, PROBING, True, flows=2) == pytest.approx(
+        (RTT + 3 * RTT + 0.2) * (1 - carried)
+    )
