@@ -2,9 +2,10 @@
 
 Every finished point of each sweep folder is predicted again with the code on PYTHONPATH and the sweep's own
 calibration.json: from its run directory where one is kept (its run.json, steps.csv; the replay fed the run's
-measured codec as well), otherwise from the sweep.json scenario's point of the same label with the point's recorded
-local work (``pred_local_time_s``). Nothing is written. Prints, per sweep, the median and max |error| of the
-forecast (and of the replay where run directories exist) over faithful points (``fidelity_ok`` where present).
+measured codec as well; the run's dilation and steps.csv's wall clock say how bbr's timers met it), otherwise from
+the sweep.json scenario's point of the same label with the point's recorded local work (``pred_local_time_s``).
+Nothing is written. Prints, per sweep, the median and max |error| of the forecast (and of the replay where run
+directories exist) over faithful points (``fidelity_ok`` where present).
 
     PYTHONPATH=. python scripts/model_error_on_stored.py reports/fidelity reports/topology reports/ci
     PYTHONPATH=. python scripts/model_error_on_stored.py reports/topology --runs-root CHECKOUT/reports/topology
