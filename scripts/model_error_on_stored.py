@@ -40,6 +40,8 @@ from netbench.calibrate.hostcache import load_calibration
 from netbench.model.network import direction_name, direction_of
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import (
+    KernelClock,
+    clock_over,
     kernel_clock,
     local_time_s,
     model_step,
@@ -121,13 +123,14 @@ def _model_view(config: RunConfig, local: float | None, calibration) -> dict:
 
 
 def _from_scenario(configs: dict[str, RunConfig], row: pd.Series, calibration) -> dict:
-    """Forecast of a point whose run directory is gone: the scenario's config, the recorded local work."""
+    """Forecast of a point whose run directory is gone: the scenario's config, the recorded local work, and the
+    kernel's clock from its recorded step and dilation (its warm-up and measured steps at the measured step each)."""
     config = configs.get(str(row["label"]))
     local = row.get("pred_local_time_s")
     if config is None or not isinstance(local, float) or math.isnan(local):
         return {"forecast": math.nan, "replay": math.nan}
     shapes = workload_shapes(config.workload, config.cluster.nodes)
-    est = predict(config, shapes, local, calibration, CPUS)
+    est = predict(config, shapes, local, calibration, CPUS, clock=_recorded_clock(config, row))
     return {
         "forecast": float(est.step_time_s),
         "replay": math.nan,
@@ -135,6 +138,19 @@ def _from_scenario(configs: dict[str, RunConfig], row: pd.Series, calibration) -
         "pred_wire_rx": est.rx.total,
         **_model_view(config, local, calibration),
     }
+
+
+def _recorded_clock(config: RunConfig, row: pd.Series) -> KernelClock:
+    """How the kernel's timers met a point whose steps.csv is gone, from summary.csv: its warm-up and measured steps
+    taken at its measured step each, in wall time (times its dilation)."""
+    step, dilation = row.get("step_time_s"), row.get("dilation")
+    dilation = float(dilation) if isinstance(dilation, float) and not math.isnan(dilation) else 1.0
+    count = row.get("steps_measured")
+    count = int(count) if isinstance(count, (int, float)) and not math.isnan(count) else config.steps
+    if not isinstance(step, float) or math.isnan(step):
+        return KernelClock(dilation)
+    wall = step * dilation
+    return clock_over(config.warmup_steps * wall, (config.warmup_steps + count) * wall, dilation)
 
 
 def sweep_errors(folder: Path, runs_root: Path | None) -> pd.DataFrame:

@@ -68,6 +68,7 @@ __all__ = [
     "model_step",
     "KernelClock",
     "kernel_clock",
+    "clock_over",
     "predict",
     "dense_prediction",
     "weights_sharded",
@@ -345,11 +346,16 @@ def kernel_clock(steps: pd.DataFrame, dilation: float = 1.0) -> KernelClock:
     if steps.empty or measured.empty or Col.T_START not in steps or Col.T_END not in steps:
         return KernelClock(dilation)
     opened = float(steps[Col.T_START].min())
-    first, last = float(measured[Col.T_START].min()) - opened, float(measured[Col.T_END].max()) - opened
-    if last <= first:
+    return clock_over(float(measured[Col.T_START].min()) - opened, float(measured[Col.T_END].max()) - opened, dilation)
+
+
+def clock_over(first_s: float, last_s: float, dilation: float = 1.0) -> KernelClock:
+    """The :class:`KernelClock` of measured steps from ``first_s`` to ``last_s`` of wall time after the run's
+    connections opened: the whole min-RTT windows that end between, per window of wall time."""
+    if last_s <= first_s:
         return KernelClock(dilation)
-    expiries = math.floor(last / BBR_MIN_RTT_WINDOW_S) - math.floor(first / BBR_MIN_RTT_WINDOW_S)
-    return KernelClock(dilation, expiries * BBR_MIN_RTT_WINDOW_S / (last - first))
+    expiries = math.floor(last_s / BBR_MIN_RTT_WINDOW_S) - math.floor(first_s / BBR_MIN_RTT_WINDOW_S)
+    return KernelClock(dilation, expiries * BBR_MIN_RTT_WINDOW_S / (last_s - first_s))
 
 
 def predict(
