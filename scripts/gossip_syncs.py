@@ -9,7 +9,8 @@ the rank's exit, beside the model's call for that sync (the run's replay priced 
 stored beside the one this code computes. Where the run kept TCP samples (``tcp/nodeN.jsonl``), each direction of
 each pair during the sync: bytes sent, when they stopped growing (to the sampling interval), the most smoothed round
 trip and the least and most congestion window at that time: whether a direction ran slower than the other, whether
-its round trip grew, and whether its window fell to bbr's PROBE_RTT floor of 4 segments.
+its round trip grew, and whether its window fell to bbr's PROBE_RTT floor of 4 segments (then in how many samples,
+and how long after the connection first appeared in them: bbr's 10 s min-RTT window runs on wall time from there).
 
     PYTHONPATH=. python3 scripts/gossip_syncs.py RUN_DIR [RUN_DIR ...]
     PYTHONPATH=. python3 scripts/gossip_syncs.py SWEEP_DIR/runs/*gossip*
@@ -32,6 +33,7 @@ from netbench.declarations.gossip_spec import partner
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import (
+    kernel_clock,
     local_time_s,
     mean_codec_s,
     measured_codec_s,
@@ -45,19 +47,22 @@ from netbench.rundir.reading import read_csv
 from netbench.trace.sampling import tcp_folder
 
 CPUS = 2  # the project's hosts: the replay prices the codec on 2 shared cores
+PROBE_RTT_CWND = 4  # bbr_cwnd_min_target: the window bbr's PROBE_RTT holds
 
 
 def model_call_s(
-    config: RunConfig, steps: pd.DataFrame, calibration: Calibration, sync: int | None = None
+    config: RunConfig, steps: pd.DataFrame, calibration: Calibration, dilation: float, sync: int | None = None
 ) -> float | None:
     """The replay's time of one exchange: its communication per step times the period (None where it has none), at
-    the pairs of the sync that ends 1-based step ``sync``, or averaged over the run's syncs."""
+    the pairs of the sync that ends 1-based step ``sync``, or averaged over the run's syncs (bbr's PROBE_RTT priced
+    as its expectation over the run's steps, :func:`~netbench.orchestrator.prediction.kernel_clock`)."""
     local, codec = local_time_s(steps), measured_codec_s(steps)
     if local is None or codec is None:
         return None
     shapes = workload_shapes(config.workload, config.cluster.nodes)
     priced = (sync,) if sync is not None else measured_step_numbers(steps)
-    est = predict(config, shapes, local, calibration, CPUS, codec, mean_codec_s(steps), priced)
+    clock = kernel_clock(steps, dilation)
+    est = predict(config, shapes, local, calibration, CPUS, codec, mean_codec_s(steps), priced, clock=clock)
     return est.comm_time_s * config.replicator.sync_every
 
 
@@ -94,8 +99,13 @@ def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, d
     for path in sorted(tcp_folder(run_dir).glob("node*.jsonl")):
         node = int(path.stem[4:])
         seen: dict[str, list[tuple[float, dict]]] = {}
+        opened: dict[str, float] = {}  # the wall time each connection first appears in the samples
         for record in read_records(path):
-            if record.get("event") == "tcp" and lo - 1.0 <= record["t"] <= hi:
+            if record.get("event") != "tcp":
+                continue
+            for conn in record["conns"]:
+                opened.setdefault(conn["conn"], record["t"])
+            if lo - 1.0 <= record["t"] <= hi:
                 for conn in record["conns"]:
                     seen.setdefault(conn["conn"], []).append((record["t"], conn))
         for name, samples in seen.items():
@@ -112,9 +122,16 @@ def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, d
             cwnd = max(c["cwnd"] for _, c in inside)
             least = min(c["cwnd"] for _, c in inside)  # 4 segments: bbr's PROBE_RTT (1: a retransmission timeout)
             peer = addresses.get(name.split("->")[1].rsplit(":", 1)[0], "?")
+            probing = [t for t, c in inside if c["cwnd"] == PROBE_RTT_CWND]
+            probe = (
+                f", at 4 segments in {len(probing)} samples from {probing[0] - opened[name]:5.1f} s of wall time "
+                "after it opened"
+                if probing
+                else ""
+            )
             lines.append(
                 f"    n{node}->n{peer}: {sent / 1e3:7.0f} kB, done by +{1e3 * (last - lo) / dilation:5.0f} ms, "
-                f"srtt up to {srtt:6.1f} ms, cwnd {least:3d} to {cwnd:4d}"
+                f"srtt up to {srtt:6.1f} ms, cwnd {least:3d} to {cwnd:4d}{probe}"
             )
     return lines
 
@@ -133,8 +150,8 @@ def show(run_dir: Path, calibration: Calibration) -> None:
     nodes = {n["address"]: n["index"] for n in data["cluster"]["nodes"]}
     steps = read_csv(run_dir / "steps.csv")
     summary = data.get("summary", {})
-    call = model_call_s(config, steps, calibration)
-    replay = replay_run(config, steps, calibration, CPUS) or 0.0
+    call = model_call_s(config, steps, calibration, dilation)
+    replay = replay_run(config, steps, calibration, CPUS, kernel_clock(steps, dilation)) or 0.0
     print(
         f"== {run_dir.name}: {len(nodes)} nodes, dilation {dilation:g}, step {summary.get('step_time_s', 0):.4f} s, "
         f"replay stored {summary.get('replay_step_time_s') or 0:.4f} s, now {replay:.4f} s, model call "
@@ -145,7 +162,7 @@ def show(run_dir: Path, calibration: Calibration) -> None:
         pairs = "  ".join(
             f"r{r.rank}<->r{r.partner} wait {r.wait_ms:4.0f} exch {r.exchange_ms:5.0f}" for r in group.itertuples()
         )
-        priced = model_call_s(config, steps, calibration, int(step) + 1)
+        priced = model_call_s(config, steps, calibration, dilation, int(step) + 1)
         slowest = (group["wait_ms"] + group["exchange_ms"]).max()
         print(
             f"  sync ending step {step}: {pairs}  | longest wait+exch {slowest:5.0f} ms, model "

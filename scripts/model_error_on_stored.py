@@ -2,9 +2,10 @@
 
 Every finished point of each sweep folder is predicted again with the code on PYTHONPATH and the sweep's own
 calibration.json: from its run directory where one is kept (its run.json, steps.csv; the replay fed the run's
-measured codec as well), otherwise from the sweep.json scenario's point of the same label with the point's recorded
-local work (``pred_local_time_s``). Nothing is written. Prints, per sweep, the median and max |error| of the
-forecast (and of the replay where run directories exist) over faithful points (``fidelity_ok`` where present).
+measured codec as well; the run's dilation and steps.csv's wall clock say how bbr's timers met it), otherwise from
+the sweep.json scenario's point of the same label with the point's recorded local work (``pred_local_time_s``).
+Nothing is written. Prints, per sweep, the median and max |error| of the forecast (and of the replay where run
+directories exist) over faithful points (``fidelity_ok`` where present).
 
     PYTHONPATH=. python scripts/model_error_on_stored.py reports/fidelity reports/topology reports/ci
     PYTHONPATH=. python scripts/model_error_on_stored.py reports/topology --runs-root CHECKOUT/reports/topology
@@ -39,6 +40,9 @@ from netbench.calibrate.hostcache import load_calibration
 from netbench.model.network import direction_name, direction_of
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import (
+    KernelClock,
+    clock_over,
+    kernel_clock,
     local_time_s,
     model_step,
     predict,
@@ -66,10 +70,12 @@ def _run_dir(folder: Path, runs_root: Path | None, rel: str) -> Path | None:
 
 def _from_run(run_dir: Path, calibration) -> dict:
     """Forecast and replay step of a kept run directory, with the model's bytes and bottleneck (:func:`_model_view`)."""
-    config = RunConfig.model_validate(json.loads((run_dir / "run.json").read_text())["config"])
+    doc = json.loads((run_dir / "run.json").read_text())
+    config, dilation = RunConfig.model_validate(doc["config"]), float(doc.get("dilation") or 1.0)
     steps = read_csv(run_dir / "steps.csv")
-    predicted = predict_run(config, steps, None, calibration, cpus=CPUS)
-    replay = replay_run(config, steps, calibration, cpus=CPUS)
+    clock = kernel_clock(steps, dilation)  # the run's dilation and the min-RTT windows its measured steps hold
+    predicted = predict_run(config, steps, None, calibration, cpus=CPUS, clock=clock)
+    replay = replay_run(config, steps, calibration, cpus=CPUS, clock=clock)
     return {
         "forecast": float(predicted.get("step_time_s", math.nan)),
         "replay": math.nan if replay is None else float(replay),
@@ -117,13 +123,14 @@ def _model_view(config: RunConfig, local: float | None, calibration) -> dict:
 
 
 def _from_scenario(configs: dict[str, RunConfig], row: pd.Series, calibration) -> dict:
-    """Forecast of a point whose run directory is gone: the scenario's config, the recorded local work."""
+    """Forecast of a point whose run directory is gone: the scenario's config, the recorded local work, and the
+    kernel's clock from its recorded step and dilation (its warm-up and measured steps at the measured step each)."""
     config = configs.get(str(row["label"]))
     local = row.get("pred_local_time_s")
     if config is None or not isinstance(local, float) or math.isnan(local):
         return {"forecast": math.nan, "replay": math.nan}
     shapes = workload_shapes(config.workload, config.cluster.nodes)
-    est = predict(config, shapes, local, calibration, CPUS)
+    est = predict(config, shapes, local, calibration, CPUS, clock=_recorded_clock(config, row))
     return {
         "forecast": float(est.step_time_s),
         "replay": math.nan,
@@ -131,6 +138,19 @@ def _from_scenario(configs: dict[str, RunConfig], row: pd.Series, calibration) -
         "pred_wire_rx": est.rx.total,
         **_model_view(config, local, calibration),
     }
+
+
+def _recorded_clock(config: RunConfig, row: pd.Series) -> KernelClock:
+    """How the kernel's timers met a point whose steps.csv is gone, from summary.csv: its warm-up and measured steps
+    taken at its measured step each, in wall time (times its dilation)."""
+    step, dilation = row.get("step_time_s"), row.get("dilation")
+    dilation = float(dilation) if isinstance(dilation, float) and not math.isnan(dilation) else 1.0
+    count = row.get("steps_measured")
+    count = int(count) if isinstance(count, (int, float)) and not math.isnan(count) else config.steps
+    if not isinstance(step, float) or math.isnan(step):
+        return KernelClock(dilation)
+    wall = step * dilation
+    return clock_over(config.warmup_steps * wall, (config.warmup_steps + count) * wall, dilation)
 
 
 def sweep_errors(folder: Path, runs_root: Path | None) -> pd.DataFrame:

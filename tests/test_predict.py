@@ -10,7 +10,14 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
-from netbench.orchestrator.prediction import local_time_s, predict, predict_run, workload_shapes
+from netbench.orchestrator.prediction import (
+    KernelClock,
+    kernel_clock,
+    local_time_s,
+    predict,
+    predict_run,
+    workload_shapes,
+)
 from netbench.workloads.config import WorkloadConfig
 
 SHAPES = WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256", compute_ms=50)
@@ -176,3 +183,38 @@ def test_a_window_that_is_not_whole_periods_is_warned_about() -> None:
     assert period_warnings(ReplicatorConfig(name="dct"), 2, 3) == []
     mtdao = ReplicatorConfig(name="mtdao", params_every=2, m1_every=4, m2_every=6)
     assert [w.split(" steps and")[0] for w in period_warnings(mtdao, 2, 8)] == ["mtdao communicates every 6"]
+
+
+def timed(count: int, warmup: int, step_s: float) -> pd.DataFrame:
+    """steps.csv's wall clock for ``count`` steps of ``step_s`` each from t = 1000 s, on two ranks."""
+    rows = [
+        {"rank": r, "step": i, "warmup": i < warmup, "t_start": 1000 + i * step_s, "t_end": 1000 + (i + 1) * step_s}
+        for r in (0, 1)
+        for i in range(count)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_a_runs_measured_steps_hold_the_min_rtt_windows_that_end_inside_them() -> None:
+    # measured from 4 s to 22 s of wall time after the connections opened: the windows ending at 10 and 20 s,
+    # over 1.8 windows of wall time
+    clock = kernel_clock(timed(22, 4, 1.0), dilation=2.0)
+    assert clock == KernelClock(2.0, pytest.approx(2 / 1.8))
+    # a run that ends before the first window does: no expiry
+    assert kernel_clock(timed(9, 4, 1.0)).expiries_per_window == 0.0
+    assert kernel_clock(pd.DataFrame()) == KernelClock()
+
+
+def test_bbrs_probe_lengthens_a_delayed_pair_only_where_a_window_runs_out() -> None:
+    cluster = ClusterSpec(nodes=2, up={"rate_bps": 10e6, "delay_s": 0.05}, down={"rate_bps": 10e6}, tcp={"cc": "bbr"})
+    run = RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="full"), workload=SHAPES, capture=False)
+    shapes = workload_shapes(SHAPES)
+    short, long = (predict(run, shapes, 0.05, Calibration(), 2, clock=KernelClock(1.0, n)) for n in (0.0, 1.0))
+    assert long.step_time_s > short.step_time_s
+    cubic = run.model_copy(
+        update={"cluster": cluster.model_copy(update={"tcp": cluster.tcp.model_copy(update={"cc": "cubic"})})}
+    )
+    assert (
+        predict(cubic, shapes, 0.05, Calibration(), 2, clock=KernelClock(1.0, 0.0)).step_time_s
+        == predict(cubic, shapes, 0.05, Calibration(), 2, clock=KernelClock(1.0, 1.0)).step_time_s
+    )

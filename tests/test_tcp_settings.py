@@ -27,7 +27,7 @@ from netbench.model.schemes import SchemeSettings, build_scheme
 from netbench.model.steptime import Scenario
 from netbench.orchestrator.prediction import scenario_for
 from netbench.shapes import resolve_shapes
-from netbench.tcp import STOCK_LINUX
+from netbench.tcp import STOCK_LINUX, TcpSettings
 
 ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 SHAPES = "llama:d_model=64,layers=1,ffn=128,vocab=64"
@@ -223,3 +223,9 @@ def test_run_json_records_the_nodes_tcp_settings(tmp_path: Path):
         False,
     )
     assert run_json["cluster"]["spec"]["tcp"] == {"cc": "reno", "wmem_max": 1048576, "slow_start_after_idle": False}
+
+
+def test_how_a_run_met_the_kernels_timers_is_never_recorded_as_a_node_setting():
+    settings = TcpSettings(cc="bbr", timer_scale=0.5, expiries_per_window=0.0)
+    assert {"timer_scale", "expiries_per_window"}.isdisjoint(settings.model_dump())
+    assert settings.timer_scale == 0.5 and TcpSettings.model_validate(settings.model_dump()).timer_scale == 1.0

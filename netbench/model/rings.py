@@ -253,6 +253,7 @@ class RingSet:
                 paced_flight_bytes,
                 cpu_work_s,
                 fresh,
+                max(data for data, _, _ in price.directions),
             )
             for price in distinct
         }

@@ -163,9 +163,11 @@ def ring_time(
     paced_flight_bytes: float,
     cpu_work_s: float,
     fresh: bool = False,
+    flows: int = 1,
 ) -> GlooTime:
     """One call of gloo's ring over ``link`` at ``payload_Bps`` (its bottleneck's payload rate): :func:`gloo_time`
-    (``fresh``: on connections that never carried data)."""
+    (``fresh``: on connections that never carried data; ``flows``: how many of the call's flows share its busiest
+    link direction)."""
     delay = link.delay_s
     skewed = skew_expected(
         exchange.collective, peers, exchange.calls, cpu_work_s, delay, free_running=exchange.runs_free
@@ -183,6 +185,7 @@ def ring_time(
         paced_flight_bytes,
         skewed,
         fresh,
+        flows,
     )
 
 

@@ -10,7 +10,8 @@ collectives from link rate, delay, framing and per-message overhead.
 The emulated cluster is not quite the model's cluster (:mod:`netbench.orchestrator.emulated_host`): its nodes
 share the host's cores, so encode/decode of N nodes on C cores takes N/C times its calibrated
 time, and tbf's token bucket, refilled while a node computes, lets each step's first burst of
-bytes skip the rate limit. Both come from the host and the shaper's settings.
+bytes skip the rate limit. Both come from the host and the shaper's settings. The kernel's TCP timers run on wall
+time: a dilated run meets bbr's min-RTT window k times sooner in emulated time (:class:`KernelClock`).
 
 Encode and decode are predicted separately (``compress_time_s`` is encode, ``decode_time_s``
 decode, as the run summary measures them), each ``a * params + b * tensors`` from the calibration.
@@ -24,8 +25,9 @@ calibration's identity) is stored in run.json and read back by sweep, report and
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import pandas as pd
@@ -37,6 +39,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import expected_tcp_settings
 from netbench.model import sharding
 from netbench.model.calibration import Calibration, cost_key
+from netbench.model.gloo_tcp import BBR_MIN_RTT_WINDOW_S
 from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.schemes import Scheme, declared, scheme_from_config, shape_key
 from netbench.model.step import HostEffects, training_step
@@ -47,6 +50,7 @@ from netbench.rundir.segments import slowest_pieces_s
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps, statistic
 from netbench.shapes import ParamShape, total_params
+from netbench.tcp import TcpSettings
 from netbench.validation import error_text
 from netbench.workloads.config import WorkloadConfig
 
@@ -62,6 +66,9 @@ __all__ = [
     "measured_step_numbers",
     "priced_steps",
     "model_step",
+    "KernelClock",
+    "kernel_clock",
+    "clock_over",
     "predict",
     "dense_prediction",
     "weights_sharded",
@@ -312,6 +319,45 @@ def model_step(
     )
 
 
+@dataclass(frozen=True)
+class KernelClock:
+    """How the kernel's timers met a run's measured steps: its time dilation (bbr's 10 s and 200 ms pass in wall
+    time, which a run dilated k times sees k times shorter) and how many of bbr's min-RTT expiries its measured steps
+    held per window of wall time (:func:`~netbench.model.gloo_tcp.probe_rtt_s`)."""
+
+    dilation: float = 1.0
+    expiries_per_window: float = 1.0
+
+    def applied(self, tcp: TcpSettings) -> TcpSettings:
+        """``tcp`` as this run's calls met it."""
+        return tcp.model_copy(
+            update={"timer_scale": 1.0 / max(1.0, self.dilation), "expiries_per_window": self.expiries_per_window}
+        )
+
+
+def kernel_clock(steps: pd.DataFrame, dilation: float = 1.0) -> KernelClock:
+    """A finished run's :class:`KernelClock` from its steps.csv, whose ``t_start`` and ``t_end`` are wall time.
+
+    Its connections open as its first step starts (gloo's process group is made before it) and take their first
+    minimum round trip then, so their windows run out together at whole windows of wall time after it: the measured
+    steps, from the first's start to the last's end, hold those that fall between (the drift each probe adds to the
+    next is left out)."""
+    measured = measured_steps(steps)
+    if steps.empty or measured.empty or Col.T_START not in steps or Col.T_END not in steps:
+        return KernelClock(dilation)
+    opened = float(steps[Col.T_START].min())
+    return clock_over(float(measured[Col.T_START].min()) - opened, float(measured[Col.T_END].max()) - opened, dilation)
+
+
+def clock_over(first_s: float, last_s: float, dilation: float = 1.0) -> KernelClock:
+    """The :class:`KernelClock` of measured steps from ``first_s`` to ``last_s`` of wall time after the run's
+    connections opened: the whole min-RTT windows that end between, per window of wall time."""
+    if last_s <= first_s:
+        return KernelClock(dilation)
+    expiries = math.floor(last_s / BBR_MIN_RTT_WINDOW_S) - math.floor(first_s / BBR_MIN_RTT_WINDOW_S)
+    return KernelClock(dilation, expiries * BBR_MIN_RTT_WINDOW_S / (last_s - first_s))
+
+
 def predict(
     config: RunLike,
     shapes: Sequence[ParamShape],
@@ -322,6 +368,7 @@ def predict(
     hop_codec_s: float | None = None,
     steps: Sequence[int] | None = None,
     dense: bool = False,
+    clock: KernelClock | None = None,
 ) -> StepEstimate:
     """The model's step for ``config`` on ``shapes`` with ``local_s`` of measured local work, on ``cpus`` shared cores.
 
@@ -332,6 +379,8 @@ def predict(
     run's mean, :func:`mean_codec_s`); tbf's refilled bucket credits the wire (:func:`bucket_credit_s`). ``steps``:
     the 1-based steps a run measured (:func:`priced_steps`), whose syncs a gossip run is priced at. ``dense``: a step
     of the phases that open the run (:meth:`~netbench.model.schemes.Scheme.dense_phase`: their exchanges, no codec).
+    ``clock``: how the kernel's timers met the run (:func:`kernel_clock`; None: a cluster running undilated for long,
+    as plan prices it).
     """
     measured = codec_s is not None
     calibrated = (0.0, 0.0) if dense else encode_decode_s(config, shapes, calibration, cpus)
@@ -342,6 +391,8 @@ def predict(
     graph, scheme, node_shapes, scenario = _graph_inputs(
         config, shapes, local_s, calibration, run_scheme.dense_phase() if dense else run_scheme
     )
+    if clock is not None:
+        scenario = scenario.model_copy(update={"tcp": clock.applied(scenario.tcp)})
     found = training_step(
         graph,
         scheme,
@@ -444,13 +495,15 @@ def predict_run(
     cpus: int | None = None,
     identity: dict[str, Any] | None = None,
     recorded: Sequence[ParamShape] | None = None,
+    clock: KernelClock | None = None,
 ) -> dict[str, Any]:
     """Prediction for a finished run, or ``{"error": why}``: a run's results never depend on the model working.
 
     ``n_params`` (the workers' count) guards against predicting for a different model than the
     one trained; ``calibration`` defaults to this host's saved one (never measured here);
     ``identity`` names the calibration in the result (default: its source and digest);
-    ``recorded``: the shapes the run recorded (a stored run's, so nothing is read or built).
+    ``recorded``: the shapes the run recorded (a stored run's, so nothing is read or built); ``clock``: how the
+    kernel's timers met the run (default: :func:`kernel_clock` of ``steps``, undilated).
     """
     try:
         local = local_time_s(steps)
@@ -462,7 +515,8 @@ def predict_run(
             return {"error": f"workload has {total_params(shapes)} parameters here but the workers trained {n_params}"}
         cpus = cpus or host_cpus()
         enc, dec = encode_decode_s(config, shapes, calib, cpus)
-        est = predict(config, shapes, local, calib, cpus, steps=measured_step_numbers(steps))
+        clock = clock or kernel_clock(steps)
+        est = predict(config, shapes, local, calib, cpus, steps=measured_step_numbers(steps), clock=clock)
         g = sharding.gpus_per_node(config)
         out = {
             **as_summary(est, calib, enc, dec, identity),
@@ -498,7 +552,11 @@ def dense_prediction(
 
 
 def replay_run(
-    config: RunLike, steps: pd.DataFrame, calibration: Calibration | None = None, cpus: int | None = None
+    config: RunLike,
+    steps: pd.DataFrame,
+    calibration: Calibration | None = None,
+    cpus: int | None = None,
+    clock: KernelClock | None = None,
 ) -> float | None:
     """The replayed step: the model's communication and overlap terms fed with the run's own measured local work.
 
@@ -506,7 +564,8 @@ def replay_run(
     run's statistic over steps) are the slowest node's in each measured step; only the network is predicted. Its
     error judges the network model on what the network did; the forecast (:func:`predict_run`, codec from
     calibration) says what a user would have been told before the run. None where the run measured no codec or the
-    model cannot price it.
+    model cannot price it. ``clock``: how the kernel's timers met the run (default: :func:`kernel_clock` of ``steps``,
+    undilated).
     """
     try:
         local, codec = local_time_s(steps), measured_codec_s(steps)
@@ -515,7 +574,8 @@ def replay_run(
         calib = calibration if calibration is not None else load_calibration()
         shapes = workload_shapes(config.workload, config.cluster.nodes)
         hops = mean_codec_s(steps)
-        found = predict(config, shapes, local, calib, cpus or host_cpus(), codec, hops, measured_step_numbers(steps))
+        numbers, clock = measured_step_numbers(steps), clock or kernel_clock(steps)
+        found = predict(config, shapes, local, calib, cpus or host_cpus(), codec, hops, numbers, clock=clock)
         return float(found.step_time_s)
     except Exception:  # noqa: BLE001 - the forecast's own error is reported; the replay is then simply absent
         return None

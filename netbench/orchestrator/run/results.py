@@ -26,6 +26,7 @@ from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.model.heal import heal_bytes
 from netbench.orchestrator.prediction import (
+    kernel_clock,
     model_errors,
     predict_run,
     replay_run,
@@ -300,15 +301,16 @@ def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> d
     known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
     calibration = out.calibration
     calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
+    clock = kernel_clock(steps, float(out.extra.get("dilation", 1.0)))  # the kernel's timers run on wall time
     predicted = (
-        predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity)
+        predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity, clock=clock)
         if known
         else {"error": "link rate unknown"}
     )
     if "error" in predicted:
         return {"prediction_error": predicted["error"]}
     found: dict[str, Any] = {"predicted": predicted}
-    replay = replay_run(out.config, steps, calib, cpus=out.cpus)
+    replay = replay_run(out.config, steps, calib, cpus=out.cpus, clock=clock)
     if replay is not None:
         found["replay_step_time_s"] = replay
     found["links"] = link_report(
@@ -392,6 +394,7 @@ def _write_files(
             calib.calibration if calib else None,
             out.cpus,
             calib.identity() if calib else None,
+            kernel_clock(steps, float(out.extra.get("dilation", 1.0))),
         )
         summary.update(step_errors(steps, summary["schedule_segments"]))
         summary.update(churn_error(summary["schedule_segments"]))

@@ -19,7 +19,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import expected_tcp_settings
 from netbench.model.goodput import QUORUM_WAIT_S
 from netbench.model.heal import heal_bytes, heal_time_s
-from netbench.orchestrator.prediction import predict_run, replay_run, workload_shapes
+from netbench.orchestrator.prediction import KernelClock, predict_run, replay_run, workload_shapes
 from netbench.rundir.steps_schema import Col, step_row
 from netbench.rundir.summary import measured_steps, statistic
 from netbench.schedule.model import Segment
@@ -93,8 +93,10 @@ def segment_summary(
     calibration: Calibration | None,
     cpus: int | None,
     identity: dict[str, Any] | None,
+    clock: KernelClock | None = None,
 ) -> list[dict[str, Any]]:
-    """One entry per schedule segment that has measured steps (or that took a link down)."""
+    """One entry per schedule segment that has measured steps (or that took a link down); ``clock``: how the kernel's
+    timers met the whole run, which each segment is priced under (its connections opened as the run began)."""
     if config.schedule is None or Col.SCHEDULE_SEGMENT not in steps:
         return []
     measured = measured_steps(steps)
@@ -127,7 +129,9 @@ def segment_summary(
         steady = rows[~rows[Col.STEP].isin(transient)]
         entry["step_time_s"] = slowest_node_step_s(steady if not steady.empty else rows, statistic(rows))
         if not segment.down:
-            entry.update(_predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"]))
+            entry.update(
+                _predicted(config, segment, rows, n_params, calibration, cpus, identity, entry["step_time_s"], clock)
+            )
         if transient:
             if steady.empty:  # every window paid for a change: only the whole segment compares with the model
                 for key in ("step_time_s", "forecast_error", "replay_error"):
@@ -254,20 +258,21 @@ def _predicted(
     cpus: int | None,
     identity: dict[str, Any] | None,
     measured_s: float,
+    clock: KernelClock | None = None,
 ) -> dict[str, Any]:
     """The model's step for the segment's network beside the segment's median, forecast and replay, with errors."""
     seg_cluster = segment_cluster(config.cluster, segment)
     if seg_cluster is None:
         return {"prediction_error": "one node takes part: it exchanges nothing"}
     seg_config = config.model_copy(update={"cluster": seg_cluster})
-    forecast = predict_run(seg_config, rows, n_params, calibration, cpus=cpus, identity=identity)
+    forecast = predict_run(seg_config, rows, n_params, calibration, cpus=cpus, identity=identity, clock=clock)
     out: dict[str, Any] = {}
     if "error" in forecast:
         return {"prediction_error": forecast["error"]}
     out["predicted_step_time_s"] = forecast["step_time_s"]
     out["predicted_comm_time_s"] = forecast.get("comm_time_s")
     out["forecast_error"] = forecast["step_time_s"] / measured_s - 1
-    replay = replay_run(seg_config, rows, calibration, cpus=cpus)
+    replay = replay_run(seg_config, rows, calibration, cpus=cpus, clock=clock)
     if replay is not None:
         out["replay_step_time_s"] = replay
         out["replay_error"] = replay / measured_s - 1

@@ -22,7 +22,7 @@ import pandas as pd
 from netbench.calibrate.hostcache import load_calibration
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.prediction import predict_run
+from netbench.orchestrator.prediction import kernel_clock, predict_run
 from netbench.rundir.layout import RunDir
 from netbench.rundir.reading import parse_csv, read_csv, validated
 from netbench.rundir.runjson import read_run_json, recorded_shapes
@@ -66,7 +66,8 @@ def _predict_again(run_dir: Path, calibration: Calibration) -> dict[str, Any]:
     if not os.path.lexists(folder.steps_csv):
         return {"error": "no steps.csv"}
     steps = read_csv(folder.steps_csv)
-    return predict_run(config, steps, folder.start().get("n_params"), calibration, recorded=recorded)
+    clock = kernel_clock(steps, float(doc.get("dilation") or 1.0))
+    return predict_run(config, steps, folder.start().get("n_params"), calibration, recorded=recorded, clock=clock)
 
 
 def repredict(folder: Path, calibration_path: Path) -> None:

@@ -38,10 +38,11 @@ from netbench.calibrate.hostcache import HostCalibration
 from netbench.model.calibration import Calibration
 from netbench.orchestrator.cluster_reuse import ClusterReuse, order_by_network, reusable
 from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.prediction import predict_run
+from netbench.orchestrator.prediction import kernel_clock, predict_run
 from netbench.orchestrator.run.dilation import parse_dilation
 from netbench.orchestrator.sweep.scenario import Point, SweepScenario
 from netbench.rundir.layout import RunDir
+from netbench.rundir.runjson import read_run_json
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
 
@@ -117,7 +118,11 @@ def predict_point(config: RunConfig, run_dir: Path, calibration: Calibration) ->
     folder = RunDir(run_dir)
     if not folder.steps_csv.exists():
         return {"error": "no steps.csv"}
-    return predict_run(config, pd.read_csv(folder.steps_csv), folder.start().get("n_params"), calibration)
+    steps = pd.read_csv(folder.steps_csv)
+    clock = kernel_clock(
+        steps, float(read_run_json(run_dir).get("dilation") or 1.0) if folder.run_json.is_file() else 1.0
+    )
+    return predict_run(config, steps, folder.start().get("n_params"), calibration, clock=clock)
 
 
 def point_row(
