@@ -481,21 +481,16 @@ def first_sync_share(ex: Exchange, steps: Sequence[int] | None) -> float:
     finds the connections without data ever carried (0 where ``steps`` are not given or do not hold it)."""
     if not steps or not ex.moves_bytes:
         return 0.0
-    first = _first_sync(ex)
+    first = ex.first_sync
     syncs = [s for s in steps if s >= first and (s - first) % ex.period == 0]
     return 1.0 / len(syncs) if first in syncs else 0.0
-
-
-def _first_sync(ex: Exchange) -> int:
-    """The 1-based step of ``ex``'s first sync in a run."""
-    return ex.offset % ex.period or ex.period
 
 
 def _opening_exchange(exchanges: Sequence[Exchange]) -> Exchange | None:
     """The exchange whose first sync is the run's first call on its rings (the earliest; of those on one step, the
     first issued)."""
     moving = [ex for ex in exchanges if ex.moves_bytes]
-    return min(moving, key=_first_sync) if moving else None
+    return min(moving, key=lambda ex: ex.first_sync) if moving else None
 
 
 def _first_call_fresh(call: Callable[[float | None, bool], CollectiveCost]) -> Callable[[float | None], CollectiveCost]:
