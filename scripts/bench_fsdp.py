@@ -4,7 +4,8 @@
 
 Runs `python3 -m netbench run --json` for each point (the netbench this script lies in) and prints, per point, the
 measured step beside the replay (the model fed the run's own local work and codec) and the wire bytes a node sends
-per step (NIC counters) beside the model's, with their errors; the dilation each run used.
+per step (NIC counters) beside the model's, with their errors; the dilation each run used and whether its fidelity
+check passed.
 
     python3 scripts/bench_fsdp.py                          # the five points, the default transformer, 6 steps
     python3 scripts/bench_fsdp.py --points fsdp-100mbit-0ms,hsdp --steps 4
@@ -44,7 +45,9 @@ def run_point(name: str, args: argparse.Namespace, out: Path) -> dict:
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{name}: netbench run failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout)
+    summary = json.loads(done.stdout)
+    record = json.loads((Path(summary["run_dir"]) / "run.json").read_text())
+    return {**summary, "dilation": record.get("dilation"), "fidelity_ok": (record.get("fidelity") or {}).get("ok")}
 
 
 def repredicted(run_dir: Path) -> dict:
@@ -63,6 +66,7 @@ def repredicted(run_dir: Path) -> dict:
     summary["replay_step_time_s"] = replay_run(config, steps, cpus=cpus)
     summary["predicted"] = predict_run(config, steps, cpus=cpus)
     summary["dilation"] = record.get("dilation")
+    summary["fidelity_ok"] = (record.get("fidelity") or {}).get("ok")
     return summary
 
 
@@ -71,7 +75,11 @@ def row(name: str, summary: dict) -> str:
     wire, model = summary["wire_tx_bytes_per_step"], (summary.get("predicted") or {}).get("wire_tx_bytes_per_step")
     replay_text = f"{replay:.3f} | {100 * (replay / step - 1):+.1f} %" if replay else "- | -"
     model_text = f"{model / 1e6:.3f} | {100 * (model / wire - 1):+.2f} %" if model else "- | -"
-    return f"| {name} | {step:.3f} | {replay_text} | {wire / 1e6:.3f} | {model_text} | {summary.get('dilation', '-')} |"
+    faithful = {True: "yes", False: "no"}.get(summary.get("fidelity_ok"), "-")
+    return (
+        f"| {name} | {step:.3f} | {replay_text} | {wire / 1e6:.3f} | {model_text} | {summary.get('dilation', '-')} "
+        f"| {faithful} |"
+    )
 
 
 def main() -> None:
@@ -101,8 +109,8 @@ def main() -> None:
 
 
 def print_table(summaries: dict[str, dict]) -> None:
-    print("| point | step s | replay s | error | wire MB/step | model MB/step | error | dilation |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| point | step s | replay s | error | wire MB/step | model MB/step | error | dilation | faithful |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, summary in summaries.items():
         print(row(name, summary))
 

@@ -277,6 +277,23 @@ def test_auto_dilation_counts_codec_work_only_where_the_pipeline_overlaps_it_wit
     )
 
 
+def test_auto_dilation_counts_a_sharded_runs_whole_compute_as_work_beside_the_wire() -> None:
+    """With the weights sharded, the sharding group's calls sit between the pieces of a real model's compute, so
+    every worker's compute runs beside some rank's traffic: 4 workers on 2 cores get 4 x 1 / (0.4 x 2) = 5, where
+    the same cluster without sharding gets workers / cores."""
+    from netbench.model.calibration import Calibration
+    from netbench.orchestrator.run.dilation import overlapped_cpu_share, resolve
+
+    cal = Calibration()
+    link = DirectionSpec(rate_bps=1e9)
+    work = WorkloadConfig(kind="mlp", hidden=32, mlp_layers=2)
+    plain = RunConfig(cluster=ClusterSpec(nodes=4, up=link, down=link), replicator={"name": "full"}, workload=work)
+    sharded = RunConfig.model_validate({**plain.model_dump(), "shard": "fsdp"})
+    assert overlapped_cpu_share(plain, cal) == 0.0 and resolve(None, plain, cal, 2) == 2.0
+    assert overlapped_cpu_share(sharded, cal) == 1.0 and resolve(None, sharded, cal, 2) == 5.0
+    assert resolve(2.0, sharded, cal, 2) == 2.0  # a factor given is the factor used
+
+
 def test_auto_dilation_gives_every_worker_a_core_and_slows_the_intra_node_link_alike() -> None:
     """With G workers per node, auto counts nodes x G processes (2 nodes of 4 on 2 cores: k = 4, not 1), and a
     dilated run's shaped intra-node link runs k times slower like every other link; an unshaped one stays so."""

@@ -329,6 +329,26 @@ def test_a_gossip_pairs_first_exchange_in_the_run_starts_from_tcps_initial_windo
     assert call_s(first) > call_s(again) + 3 * 0.1
 
 
+def test_a_periodic_syncs_first_call_of_the_run_starts_its_rings_from_tcps_initial_window():
+    """DiLoCo syncing every 3 steps between two sites over a 1 Gbit/s, 50 ms WAN: its rings carry data for the first
+    time at the run's first sync, which grows the window from 10 segments (several round trips more than a warm
+    sync). Steps holding that sync price it apart, as its share of their syncs; steps after it, and a plan (no
+    steps), price every sync warm."""
+    topo = two_sites(2, _d(GBIT, 0.05))
+    model = GraphModel(topo, place(topo, "topology"))
+    scheme = build_scheme("diloco", SchemeSettings(sync_every=3))
+
+    def wan_s(steps) -> float:
+        est = model.estimate(scheme, MATRIX, Scenario(workers=4, compute_s=0.05), CALIB, "sites", steps=steps).step
+        return (est.comm_time_s - est.intra_time_s) * 3  # one sync
+
+    warm, first = wan_s([6]), wan_s([3])
+    assert first > warm + 3 * 0.1
+    assert wan_s(None) == pytest.approx(warm, rel=1e-12)
+    assert wan_s([4, 5, 6, 7, 8, 9]) == pytest.approx(warm, rel=1e-12)  # the first sync (step 3) was not measured
+    assert wan_s([3, 4, 5, 6, 7, 8]) == pytest.approx((first + warm) / 2, rel=1e-12)
+
+
 def test_the_bounding_direction_is_the_wan_between_sites_and_an_access_link_on_a_star():
     from netbench.model.step import bounding_direction
 

@@ -79,6 +79,11 @@ class Exchange:
         """Which step of its period it communicates on (0: the last)."""
         return self.offset % self.period
 
+    @property
+    def first_sync(self) -> int:
+        """The 1-based step of a run on which it first communicates."""
+        return self.step_of_period or self.period
+
     def exposed_s(self, time_s: float, local_s: float) -> float:
         """What ``time_s`` of its collectives leaves on the step when it overlaps ``overlap_steps`` steps of
         ``local_s`` seconds of local work each."""

@@ -19,7 +19,7 @@ back), and :class:`Bottleneck` names the link direction or node that sets the st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -221,6 +221,7 @@ class GraphModel:
                 compression,
                 paced,
                 since,
+                steps if drawn is rings else None,  # the layout's rings; a pairing's draws say when their pairs met
             )
             wire = wire + cost_here.scaled(weight)
             for price, t in alone.items():
@@ -285,6 +286,7 @@ class GraphModel:
         codec: float,
         paced: float,
         since: int = 1,
+        steps: Sequence[int] | None = None,
     ) -> tuple[CollectiveCost, dict[HopPrice, float]]:
         """The exchanges' cost on ``layout_rings`` (each on what its kind runs on: the rings, or their mesh) as the
         uniform ring's closed form sums it, and each hop's alone; ``paced``: the largest burst the connections have
@@ -292,11 +294,17 @@ class GraphModel:
         (0: never, so they start from TCP's initial window; a pairwise exchange makes one call a sync). Connections
         that rested over ``since - 1`` other syncs rest ``since`` periods of local work and those syncs' calls, each
         priced as this one on a warm connection, before their first call: a restart after idle where TCP makes one.
+        Rings that exchange every sync (``since`` 1) carry data for the first time at the first sync of the run's
+        earliest exchange (:func:`_opening_exchange`; the others' first syncs find connections it warmed): where
+        ``steps`` (1-based, a run's measured steps) hold that sync, its first call is priced on connections that never
+        carried data, the sync's share of that exchange's syncs among ``steps`` (:func:`first_sync_share`).
         """
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
         fresh = since == 0
+        opener = _opening_exchange(exchanges) if since == 1 else None
         for ex, first_rest in zip(exchanges, rests(exchanges, idle)):
+            opening = first_sync_share(ex, steps) if ex is opener else 0.0
             overhead = calibration.overhead(ex.collective)
             rings = layout_rings.for_kind(ex.ring_kind)
             prices = rings.prices(trunk_scale)
@@ -304,13 +312,17 @@ class GraphModel:
                 warm = rings.call_cost(ex, prices, overhead, scenario.framing, scenario.tcp, first_rest, paced, codec)
                 first_rest = since * ex.period * idle + (since - 1) * warm.time_s
 
-            def cost_on(ps, rest: float | None, ex=ex, overhead=overhead, rings=rings) -> CollectiveCost:
-                return per_step(
-                    ex,
-                    lambda i: rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec, fresh),
-                    rest,
-                    idle,
-                )
+            def cost_on(
+                ps, rest: float | None, ex=ex, overhead=overhead, rings=rings, opening=opening
+            ) -> CollectiveCost:
+                def call(i: float | None, new: bool = fresh) -> CollectiveCost:
+                    return rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec, new)
+
+                warm = per_step(ex, call, rest, idle)
+                if not opening:
+                    return warm
+                first = per_step(ex, _first_call_fresh(call), rest, idle)
+                return warm.scaled(1.0 - opening) + first.scaled(opening)
 
             wire = wire + cost_on(prices, first_rest)
             for price in {p for ring in prices for p in ring}:  # the ring as if every hop were this one
@@ -462,6 +474,35 @@ def _binding(rings: RingSet, hop: RingHop, trunk_scale: float) -> Hop:
         crossed,
         key=lambda h: (rings.rate_bps(h, trunk_scale) / rings.data[h], -rings.routes.topology.direction(h).delay_s),
     )
+
+
+def first_sync_share(ex: Exchange, steps: Sequence[int] | None) -> float:
+    """The share of ``ex``'s syncs among ``steps`` (1-based) that is its first sync of the run, the one whose first call
+    finds the connections without data ever carried (0 where ``steps`` are not given or do not hold it)."""
+    if not steps or not ex.moves_bytes:
+        return 0.0
+    first = ex.first_sync
+    syncs = [s for s in steps if s >= first and (s - first) % ex.period == 0]
+    return 1.0 / len(syncs) if first in syncs else 0.0
+
+
+def _opening_exchange(exchanges: Sequence[Exchange]) -> Exchange | None:
+    """The exchange whose first sync is the run's first call on its rings (the earliest; of those on one step, the
+    first issued)."""
+    moving = [ex for ex in exchanges if ex.moves_bytes]
+    return min(moving, key=lambda ex: ex.first_sync) if moving else None
+
+
+def _first_call_fresh(call: Callable[[float | None, bool], CollectiveCost]) -> Callable[[float | None], CollectiveCost]:
+    """``call`` whose first use prices connections that never carried data, the later ones as they are."""
+    used: list[bool] = []
+
+    def once(idle: float | None) -> CollectiveCost:
+        new = not used
+        used.append(True)
+        return call(idle, True) if new else call(idle)
+
+    return once
 
 
 def paced_flight_bytes(exchanges: Sequence[Exchange], peers: int) -> float:

@@ -59,7 +59,7 @@ def sync_pairings(
     sync's pairs last exchanged, the longest of its pairs' (every sync from the first counted, warm-up included); 0
     where some pair exchanges for the first time in the run, so its connection has never carried data and starts
     from TCP's initial window; 2 or more where a pair's connection rested over other syncs' exchanges."""
-    first = exchange.offset % exchange.period or exchange.period
+    first = exchange.first_sync
     syncs = sorted({s for s in steps or () if s >= first and (s - first) % exchange.period == 0})
     if not syncs:
         syncs = [first + exchange.period * i for i in range(EXPECTED_SYNCS)]

@@ -8,7 +8,8 @@ model's forward and backward): each worker pads those phases to k times their CP
 second, and a pipeline that overlaps its codec with its collectives sees both slowed alike, so the
 undilated step is the dilated one divided by k. ``auto`` picks k = workers / cores (nodes x
 ``--gpus-per-node``), so that each worker gets a core's worth of CPU per dilated second and the
-prediction for a dilated run gives each worker a core of its own; with G workers per node their
+prediction for a dilated run gives each worker a core of its own, and more where the workers' CPU work runs beside
+their traffic (:func:`overlapped_cpu_share`); with G workers per node their
 intra-node link (the loopback's tbf, ``--intra-bw``) is slowed by k like the others. Where the host is
 short of cores even so, the workers wait for one beyond their
 pacing: the fidelity check reports it, and ``cpu_stretch`` ((on a core + waiting) / on a core, from
@@ -52,8 +53,8 @@ DILATION = Setting(
     "dilation",
     "text",
     "Time dilation k (DieCast): links, delays, compute and each node's CPU work k times slower, times reported divided "
-    "by k; auto: workers (nodes x --gpus-per-node) / cores, more where the workers' pipelined codecs would crowd the "
-    "host's cores; 1: none.",
+    "by k; auto: workers (nodes x --gpus-per-node) / cores, more where the workers' pipelined codecs (or, with "
+    "--shard, their compute between the sharding group's calls) would crowd the host's cores; 1: none.",
     "auto",
     overrides={
         "sweep": Override(
@@ -116,9 +117,17 @@ def auto_factor(workers: int, cpus: int, cpu_share: float = 0.0) -> float:
 
 def overlapped_cpu_share(config: RunConfig, calibration: Calibration) -> float:
     """A worker's encode + decode per second of its predicted step, where its pipeline overlaps them with the
-    wire (several buckets); 0 where they take turns (the emulation then has the cores while the codecs wait)."""
+    wire (several buckets); 0 where they take turns (the emulation then has the cores while the codecs wait).
+
+    With the weights sharded (``--shard``), the whole step: the sharding group's gathers and reduce-scatters run
+    between the pieces of a real model's forward and backward, so one rank's collectives wait on gloo's threads
+    while the other ranks (and, with HSDP, the other sites, whose steps run apart between syncs) compute. The
+    dilation's pacing pads a compute phase once, at its end, so each worker computes on a whole core while it can;
+    at k = workers / cores every core is then taken, and each call's wake-ups wait for one."""
     from netbench.orchestrator.prediction import predict, workload_shapes  # late: keeps pandas off this module's import
 
+    if config.shard != "none":
+        return 1.0
     nodes, g = config.cluster.nodes, config.gpus_per_node
     if config.replicator.bucket_mb <= 0:
         return 0.0
