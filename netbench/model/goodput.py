@@ -224,7 +224,12 @@ def _priced(states: Sequence[int]) -> list[int]:
     return sorted({round(lo + (hi - lo) * i / (MAX_PRICED_STATES - 1)) for i in range(MAX_PRICED_STATES)})
 
 
-def _interpolated(step_at: StepAt, members: Sequence[int]) -> dict[int, tuple[float, float]]:
+def _between(lo: tuple[float, float, float], hi: tuple[float, float, float], f: float) -> tuple[float, float, float]:
+    """The step ``f`` of the way from one member count's (``lo``) to another's (``hi``)."""
+    return tuple(a + f * (b - a) for a, b in zip(lo, hi))  # type: ignore[return-value]
+
+
+def _interpolated(step_at: StepAt, members: Sequence[int]) -> dict[int, tuple[float, float, float]]:
     """``step_at`` at every count of ``members``: priced at a few, linear between them."""
     points = {m: step_at(m) for m in _priced(members)}
     known = sorted(points)
@@ -235,8 +240,7 @@ def _interpolated(step_at: StepAt, members: Sequence[int]) -> dict[int, tuple[fl
             continue
         hi = next(k for k in known if k > m)
         lo = max(k for k in known if k < m)
-        f = (m - lo) / (hi - lo)
-        out[m] = tuple(a + f * (b - a) for a, b in zip(points[lo], points[hi]))  # type: ignore[assignment]
+        out[m] = _between(points[lo], points[hi], (m - lo) / (hi - lo))
     return out
 
 
@@ -476,8 +480,7 @@ def _on_grid(step_at: StepAt, nodes: int) -> StepAt:
         hi = min(lo + spacing, nodes)
         if members > nodes - MAX_PRICED_STATES or lo < 1 or members in (lo, hi):
             return priced(members)
-        f = (members - lo) / (hi - lo)
-        return tuple(a + f * (b - a) for a, b in zip(priced(lo), priced(hi)))  # type: ignore[return-value]
+        return _between(priced(lo), priced(hi), (members - lo) / (hi - lo))
 
     return at
 

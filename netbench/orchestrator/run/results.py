@@ -26,6 +26,7 @@ from netbench.capture.pcap import bin_pcap
 from netbench.capture.tcpdump import MAX_PACKETS
 from netbench.model.heal import heal_bytes
 from netbench.orchestrator.prediction import (
+    KernelClock,
     kernel_clock,
     model_errors,
     predict_run,
@@ -295,13 +296,18 @@ def write_run(run_dir: RunDir, out: RunOutput) -> tuple[dict[str, Any], dict[str
     return summary, run_json
 
 
+def _kernel_clock(out: RunOutput, steps: pd.DataFrame) -> KernelClock:
+    """How the kernel's timers, which run on wall time, met the run's steps at its dilation."""
+    return kernel_clock(steps, float(out.extra.get("dilation", 1.0)))
+
+
 def _prediction(out: RunOutput, steps: pd.DataFrame, start: dict[str, Any]) -> dict[str, Any]:
     """The model's prediction beside the measurement, or why there is none; a model failure never fails the run."""
     rates = config_summary(out.config)
     known = rates["up_bps"] and rates["down_bps"]  # a real NIC may report no rate (`netbench worker`)
     calibration = out.calibration
     calib, identity = (calibration.calibration, calibration.identity()) if calibration is not None else (None, None)
-    clock = kernel_clock(steps, float(out.extra.get("dilation", 1.0)))  # the kernel's timers run on wall time
+    clock = _kernel_clock(out, steps)
     predicted = (
         predict_run(out.config, steps, start.get("n_params"), calib, cpus=out.cpus, identity=identity, clock=clock)
         if known
@@ -394,7 +400,7 @@ def _write_files(
             calib.calibration if calib else None,
             out.cpus,
             calib.identity() if calib else None,
-            kernel_clock(steps, float(out.extra.get("dilation", 1.0))),
+            _kernel_clock(out, steps),
         )
         summary.update(step_errors(steps, summary["schedule_segments"]))
         summary.update(churn_error(summary["schedule_segments"]))
