@@ -131,7 +131,7 @@ def test_a_leave_during_a_heal_fails_it_at_once_and_the_heal_starts_over_without
     found = simulate(changes, NAMES, 20.0, one_second_steps, Recovery(period=1, heal_s=2.0, exchange_timeout_s=5.0))
     # the heal from 3.5 fails when n2 leaves at 4.0 (its quorum formed before: no timeout); the quorum waits for n2
     # until 5.0, heals n1 again to 7.0; steps end 8.0 .. 20.0
-    assert (found.committed_steps, found.stuck, found.heals) == (2 + 13, 0, 2)
+    assert (found.committed_steps, found.stuck, found.heals, found.failed_heals) == (2 + 13, 0, 2, 1)
 
 
 def test_a_node_back_that_leaves_while_it_asks_for_a_quorum_makes_everyone_wait_out_the_exchange_timeout() -> None:

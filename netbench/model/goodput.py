@@ -372,6 +372,7 @@ class Simulated:
     heals: int
     horizon_s: float
     stuck: int = 0  # re-formations a leave made wait out the exchange timeout
+    failed_heals: int = 0  # heals a member's leave failed (each started again at the next quorum)
 
     @property
     def steps_per_s(self) -> float:
@@ -389,7 +390,7 @@ def simulate(
     away: set[str] = set()
     back: dict[str, float] = {}  # node -> when it asks for a quorum
     t, done = 0.0, 0
-    committed, member_steps, lost, heals, stuck = 0, 0.0, 0, 0, 0
+    committed, member_steps, lost, heals, stuck, failed_heals = 0, 0.0, 0, 0, 0, 0
 
     asked_then_left: list[float] = []  # when nodes back, asking for a quorum, left before it formed
 
@@ -438,6 +439,7 @@ def simulate(
                 if gone is None:
                     t = healed
                 else:  # the heal fails at once: its nodes are healed again at the next quorum, which waits for W
+                    failed_heals += 1
                     apply_until(gone)
                     for name in ready:
                         if name not in away:
@@ -494,7 +496,7 @@ def simulate(
         if leaving:  # the members ask as the window ends and wait for the lighthouse to drop the nodes gone
             apply_until(leaving[0])
             t = reformed(end, t)
-    return Simulated(committed, member_steps, lost, heals, horizon_s, stuck)
+    return Simulated(committed, member_steps, lost, heals, horizon_s, stuck, failed_heals)
 
 
 def _on_grid(step_at: StepAt, nodes: int) -> StepAt:
