@@ -85,7 +85,7 @@ SIMULATED_GRID = 32  # member counts a simulation prices the step at, spread ove
 MAX_DRAWN = 4_000  # changes a draw may try on average: bounds the time a plan spends on it
 RUN_DRAWS = 40  # seeded draws a run of a given length is priced over: its mean and its 10th-90th percentiles
 MIN_RUN_DRAWS = 10  # the fewest draws that give a spread; a run too long for them is refused
-MAX_RUN_CHANGES = 20_000  # changes all the draws of one run may try on average: bounds plan --for at any length
+MAX_RUN_CHANGES = 20_000  # changes all the draws of one run try, on average: bounds plan --for at any length
 MAX_FAILED_HEALS = 0.95  # the share of heals a leave fails, capped: past it nothing heals and goodput is ~0 anyway
 
 
