@@ -9,12 +9,17 @@ import pytest
 
 from netbench.model.goodput import (
     MAX_PRICED_STATES,
+    MAX_RUN_CHANGES,
+    MIN_RUN_DRAWS,
+    RUN_DRAWS,
     SIMULATED_GRID,
     Recovery,
     away_distribution,
     expected_goodput,
     goodput,
     leave_cost_s,
+    run_draws,
+    run_goodput,
     simulate,
 )
 from netbench.schedule.churn import Churn, draw
@@ -126,7 +131,7 @@ def test_a_leave_during_a_heal_fails_it_at_once_and_the_heal_starts_over_without
     found = simulate(changes, NAMES, 20.0, one_second_steps, Recovery(period=1, heal_s=2.0, exchange_timeout_s=5.0))
     # the heal from 3.5 fails when n2 leaves at 4.0 (its quorum formed before: no timeout); the quorum waits for n2
     # until 5.0, heals n1 again to 7.0; steps end 8.0 .. 20.0
-    assert (found.committed_steps, found.stuck, found.heals) == (2 + 13, 0, 2)
+    assert (found.committed_steps, found.stuck, found.heals, found.failed_heals) == (2 + 13, 0, 2, 1)
 
 
 def test_a_node_back_that_leaves_while_it_asks_for_a_quorum_makes_everyone_wait_out_the_exchange_timeout() -> None:
@@ -212,3 +217,47 @@ def test_plan_goodput_is_the_rules_over_seeded_draws_and_prices_few_member_count
 
     expected_goodput(512, 60.0, 30.0, counted, recovery)  # many nodes away at once
     assert len(priced) <= SIMULATED_GRID + MAX_PRICED_STATES + 1
+
+
+def test_a_run_of_a_given_length_is_priced_over_the_draws_that_run_makes() -> None:
+    recovery = Recovery(period=1, heal_s=1.0, quorum_wait_s=1.0, exchange_timeout_s=5.0)
+    found = run_goodput(len(NAMES), 20, 6, 120, full_step, recovery, seed=3)
+    rates = [
+        simulate(
+            draw(Churn(mtbf_s=20, away_s=6, seed=s, for_s=120), NAMES), NAMES, 120, full_step, recovery
+        ).steps_per_s
+        for s in range(found.draws)
+    ]
+    assert found.draws == RUN_DRAWS
+    assert found.steps_per_s == pytest.approx(statistics.fmean(rates))
+    assert found.sd == pytest.approx(statistics.stdev(rates))
+    assert min(rates) <= found.p10 < found.steps_per_s < found.p90 <= max(rates)
+    assert found.seed_steps_per_s == rates[3]
+
+
+def test_a_seed_past_the_priced_draws_is_its_own_draw() -> None:
+    recovery = Recovery(period=4, heal_s=2.0, exchange_timeout_s=5.0)
+    found = run_goodput(len(NAMES), 20, 6, 90, diloco_step, recovery, seed=1000)
+    changes = draw(Churn(mtbf_s=20, away_s=6, seed=1000, for_s=90), NAMES)
+    assert found.seed_steps_per_s == simulate(changes, NAMES, 90, diloco_step, recovery).steps_per_s
+
+
+def test_a_short_run_reads_above_the_long_run_and_spreads_more_than_a_long_one() -> None:
+    recovery = Recovery(period=1, heal_s=2.0, exchange_timeout_s=5.0)
+    long_run = expected_goodput(len(NAMES), 20, 6, full_step, recovery).steps_per_s
+    short = run_goodput(len(NAMES), 20, 6, 60, full_step, recovery)
+    longer = run_goodput(len(NAMES), 20, 6, 1200, full_step, recovery)
+    assert short.steps_per_s > long_run  # every node present at the start
+    assert short.sd > 2 * longer.sd
+    assert longer.steps_per_s == pytest.approx(long_run, rel=0.08)
+
+
+def test_a_run_too_long_to_price_gets_fewer_draws_then_none() -> None:
+    assert run_draws(4, 20, 6, 120) == RUN_DRAWS
+    per_draw_s = (20 + 6) / (2 * 4)  # a node leaves and joins once per MTBF + away
+    fewer = run_draws(4, 20, 6, MAX_RUN_CHANGES / (RUN_DRAWS - 10) * per_draw_s)
+    assert MIN_RUN_DRAWS <= fewer < RUN_DRAWS
+    assert run_draws(4, 20, 6, MAX_RUN_CHANGES / (MIN_RUN_DRAWS - 1) * per_draw_s) == 0
+    assert run_draws(512, 20, 6, 3600) == 0
+    with pytest.raises(ValueError, match="too many changes"):
+        run_goodput(512, 20, 6, 3600, full_step, Recovery())

@@ -10,6 +10,7 @@ from test_plan_cli import _no_user_calibration, plan_error, plan_json  # noqa: F
 
 from netbench.cli.app import main
 from netbench.declarations.config import ReplicatorConfig
+from netbench.model.goodput import RUN_DRAWS
 from netbench.model.heal import heal_bytes
 from netbench.shapes import resolve_shapes
 
@@ -58,6 +59,25 @@ def test_the_table_prints_goodput_and_each_heal(capsys) -> None:
     assert "goodput" in out and "heal" in out and "does not train through churn" in out
 
 
+def test_a_run_of_a_given_length_gets_its_mean_spread_and_seed_beside_the_long_run(capsys) -> None:
+    doc = plan_json(capsys, "-r", "full,diloco", "--mtbf", "20s", "--for", "120s", "--seed", "3", *ARGS)
+    assert doc["churn"]["for_s"] == 120 and doc["churn"]["seed"] == 3
+    for row in doc["rows"]:
+        run = row["churn"]["run"]
+        assert run["for_s"] == 120 and run["draws"] == RUN_DRAWS and run["seed"] == 3
+        assert 0 < run["p10"] < run["steps_per_s"] < run["p90"] < row["churn"]["plain_steps_per_s"]
+        assert run["sd"] > 0 and run["seed_steps_per_s"] > 0
+    plain = plan_json(capsys, "-r", "full", "--mtbf", "20s", *ARGS)
+    assert all("run" not in row["churn"] for row in plain["rows"])
+
+
+def test_the_table_prints_the_run_and_its_seed(capsys) -> None:
+    main(["plan", "-r", "full", "--mtbf", "20s", "--for", "120s", "--seed", "5", *ARGS])
+    out = capsys.readouterr().out
+    assert "run of 120s" in out
+    assert "seed 5" in out and "10th-90th percentiles" in out
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -68,6 +88,19 @@ def test_the_table_prints_goodput_and_each_heal(capsys) -> None:
         (("--mtbf", "20s", "--away", "0s"), "--away: must be between 0.1 and"),
         (("--mtbf", "20s", "--backend", "ideal"), "--mtbf: churn is priced over gloo"),
         (("--mtbf", "20s", "--topology", "sites"), "--mtbf: churn is priced on the star"),
+        (
+            (
+                "--for",
+                "120s",
+            ),
+            "--for: the length of a run through churn: give --mtbf too",
+        ),
+        (("--mtbf", "20s", "--seed", "3"), "--seed: the draw of a run of --for's length: give --for too"),
+        (("--mtbf", "20s", "--for", "0.5s"), "--for: must be between 1 and"),
+        (("--mtbf", "20s", "--for", "later"), "--for: cannot read time"),
+        (("--mtbf", "20s", "--for", "60s", "--seed", "-1"), "--seed: must be between 0 and"),
+        (("--mtbf", "20s", "--for", "60s", "--seed", "2.5"), "--seed: expected a whole number"),
+        (("--mtbf", "20s", "--for", "1e6s"), "--for: a run of 1e+06 s on 2 nodes draws more than"),
     ],
 )
 def test_bad_churn_values_exit_2_in_one_line(capsys, args: tuple[str, ...], said: str) -> None:

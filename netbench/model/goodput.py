@@ -32,12 +32,15 @@ each away ``away_s`` after an exponential time up, capped where the draws skip a
 depend on how the time away is spread), each state's training rate is its step rate less the share of its time its
 leaves cost, and the heals take their share of the wall clock; it falls about a fifth short where heals take
 seconds, since the nodes back during a wait are healed together. :func:`simulate` steps the rules through one set of
-changes: a run's own, or a draw's.
+changes: a run's own, or a draw's. :func:`run_goodput`, what ``plan --for`` answers, prices one run of a given length
+that starts with every node present: the mean and spread of the rules over the draws ``--churn ...,for=,seed=``
+makes for seeds 0, 1, ..., and one seed's draw.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
@@ -63,6 +66,12 @@ __all__ = [
     "Simulated",
     "simulate",
     "expected_goodput",
+    "RUN_DRAWS",
+    "MIN_RUN_DRAWS",
+    "MAX_RUN_CHANGES",
+    "run_draws",
+    "RunGoodput",
+    "run_goodput",
 ]
 
 QUORUM_WAIT_S = 1.0  # how long the survivors' next quorum waits for a node that left (the lighthouse's timeout)
@@ -74,6 +83,9 @@ DRAWN_LEAVES = 2_000  # leaves over all the draws: the mean within a few percent
 MIN_WINDOWS = 200  # each draw covers at least this many windows of the plain step
 SIMULATED_GRID = 32  # member counts a simulation prices the step at, spread over the cluster
 MAX_DRAWN = 4_000  # changes a draw may try on average: bounds the time a plan spends on it
+RUN_DRAWS = 40  # seeded draws a run of a given length is priced over: its mean and its 10th-90th percentiles
+MIN_RUN_DRAWS = 10  # the fewest draws that give a spread; a run too long for them is refused
+MAX_RUN_CHANGES = 20_000  # changes all the draws of one run try, on average: bounds plan --for at any length
 MAX_FAILED_HEALS = 0.95  # the share of heals a leave fails, capped: past it nothing heals and goodput is ~0 anyway
 
 
@@ -106,6 +118,23 @@ CHURN_SETTINGS = table(
             "how long a node that left stays away before it joins again (with --mtbf).",
             default=DEFAULT_AWAY_S,
             range=(0.1, MAX_MTBF_S),
+        ),
+        Setting(
+            "--for",
+            "churn_for",
+            "time",
+            "how long a run lasts from its first measured step, every node present at its start, as --churn's for= "
+            "(with --mtbf): goodput of that run, the mean and the 10th-90th percentiles over seeded draws of its "
+            "length, beside the long-run figure.",
+            range=(1.0, MAX_MTBF_S),
+        ),
+        Setting(
+            "--seed",
+            "churn_seed",
+            "count",
+            "the seed of the run's churn, as --churn's seed= (with --for): goodput over the very leaves and joins "
+            "that run draws.",
+            range=(0, 2**32 - 1),
         ),
     )
 )
@@ -343,6 +372,7 @@ class Simulated:
     heals: int
     horizon_s: float
     stuck: int = 0  # re-formations a leave made wait out the exchange timeout
+    failed_heals: int = 0  # heals a member's leave failed (each started again at the next quorum)
 
     @property
     def steps_per_s(self) -> float:
@@ -360,7 +390,7 @@ def simulate(
     away: set[str] = set()
     back: dict[str, float] = {}  # node -> when it asks for a quorum
     t, done = 0.0, 0
-    committed, member_steps, lost, heals, stuck = 0, 0.0, 0, 0, 0
+    committed, member_steps, lost, heals, stuck, failed_heals = 0, 0.0, 0, 0, 0, 0
 
     asked_then_left: list[float] = []  # when nodes back, asking for a quorum, left before it formed
 
@@ -409,6 +439,7 @@ def simulate(
                 if gone is None:
                     t = healed
                 else:  # the heal fails at once: its nodes are healed again at the next quorum, which waits for W
+                    failed_heals += 1
                     apply_until(gone)
                     for name in ready:
                         if name not in away:
@@ -465,7 +496,7 @@ def simulate(
         if leaving:  # the members ask as the window ends and wait for the lighthouse to drop the nodes gone
             apply_until(leaving[0])
             t = reformed(end, t)
-    return Simulated(committed, member_steps, lost, heals, horizon_s, stuck)
+    return Simulated(committed, member_steps, lost, heals, horizon_s, stuck, failed_heals)
 
 
 def _on_grid(step_at: StepAt, nodes: int) -> StepAt:
@@ -507,4 +538,83 @@ def expected_goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, 
         analytic,
         steps_per_s=committed / (DRAW_SEEDS * horizon_s),
         member_share=member_steps / committed if committed > 0 else 0.0,
+    )
+
+
+def run_draws(nodes: int, mtbf_s: float, away_s: float, for_s: float) -> int:
+    """How many seeded draws price a run of ``for_s``: :data:`RUN_DRAWS`, fewer where they would try more than
+    :data:`MAX_RUN_CHANGES` changes in all (each node leaves and joins about once per ``mtbf_s + away_s``), and 0
+    where even :data:`MIN_RUN_DRAWS` would (a run that long is the long-run figure's, :func:`expected_goodput`)."""
+    per_draw = 2 * nodes * for_s / (mtbf_s + away_s)
+    draws = min(RUN_DRAWS, int(MAX_RUN_CHANGES // max(per_draw, 1.0)))
+    return draws if draws >= MIN_RUN_DRAWS else 0
+
+
+@dataclass(frozen=True)
+class RunGoodput:
+    """Committed steps per second of one run of ``for_s`` through churn, every node present at its start: the mean
+    over ``draws`` seeded draws, their standard deviation and 10th and 90th percentiles, and one seed's draw."""
+
+    for_s: float
+    draws: int
+    steps_per_s: float
+    sd: float
+    p10: float
+    p90: float
+    seed: int | None = None
+    seed_steps_per_s: float | None = None
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        found: dict[str, float | int | None] = {
+            "for_s": self.for_s,
+            "draws": self.draws,
+            "steps_per_s": self.steps_per_s,
+            "sd": self.sd,
+            "p10": self.p10,
+            "p90": self.p90,
+        }
+        if self.seed is not None:
+            found |= {"seed": self.seed, "seed_steps_per_s": self.seed_steps_per_s}
+        return found
+
+
+def run_goodput(
+    nodes: int,
+    mtbf_s: float,
+    away_s: float,
+    for_s: float,
+    step_at: StepAt,
+    recovery: Recovery,
+    seed: int | None = None,
+) -> RunGoodput:
+    """The rules (:func:`simulate`) over a run of ``for_s`` seconds from its first measured step, as ``--churn
+    MTBF,away=,for=,seed=`` draws its changes: over seeds 0 .. :func:`run_draws` - 1 (the mean and the spread a run
+    of that length has by chance alone; a short run reads above the long-run figure, since it starts with every
+    node present) and, with ``seed``, that seed's draw (what that run should give). ValueError where the run is too
+    long to price in :data:`MAX_RUN_CHANGES` changes."""
+    draws = run_draws(nodes, mtbf_s, away_s, for_s)
+    if draws == 0:
+        raise ValueError(
+            f"a run of {for_s:g} s on {nodes} nodes draws too many changes to price (the long-run figure's)"
+        )
+    step_at = _on_grid(step_at, nodes)
+    names = tuple(f"n{i}" for i in range(nodes))
+    bound = 4 * MAX_RUN_CHANGES // draws + 100  # a draw of many times its expected changes does not occur
+
+    def rate(s: int) -> float:
+        drawn = draw_changes(names, mtbf_s, away_s, for_s, s, max_changes=bound)
+        return simulate(drawn, names, for_s, step_at, recovery).steps_per_s
+
+    rates = [rate(s) for s in range(draws)]
+    deciles = statistics.quantiles(rates, n=10, method="inclusive")
+    chosen = None if seed is None else (rates[seed] if seed < draws else rate(seed))
+    return RunGoodput(
+        for_s=for_s,
+        draws=draws,
+        steps_per_s=statistics.fmean(rates),
+        sd=statistics.stdev(rates),
+        p10=deciles[0],
+        p90=deciles[-1],
+        seed=seed,
+        seed_steps_per_s=chosen,
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 from netbench.declarations.registry import spec
 from netbench.model.framing import Framing
-from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, expected_goodput, window_shape
+from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, expected_goodput, run_goodput, window_shape
 from netbench.model.heal import heal_bytes, heal_time_s, largest_message_s
 from netbench.model.planner import Planner
 from netbench.model.schemes import Scheme
@@ -42,6 +42,8 @@ def churn_settings(request: PlanRequest) -> dict[str, Any]:
         "quorum_wait_s": QUORUM_WAIT_S,
         "min_members": MIN_QUORUM,
         "heal_path": "one node's link (the slower of --up and --down) and --delay",
+        **({"for_s": request.churn_for, "run_spread": "10th-90th percentile"} if request.churn_for else {}),
+        **({"seed": request.churn_seed} if request.churn_seed is not None else {}),
     }
 
 
@@ -100,6 +102,11 @@ def churn_row(
         "exchange_timeout_s": exchange_s,
         "period": period,
     }
+    if request.churn_for is not None:  # one run of that length: its mean and spread over draws, and its seed's
+        found_run = run_goodput(
+            machines, request.mtbf, request.away_s, request.churn_for, step_at, recovery, request.churn_seed
+        )
+        row["run"] = found_run.as_dict()
     if tokens is not None:
         budget, per_step = tokens
         wall = found.wall_s_for_tokens(budget, per_step)

@@ -22,7 +22,7 @@ from netbench.model.backends import BACKEND_SETTINGS
 from netbench.model.collectives import ALGORITHM, ALGORITHMS
 from netbench.model.compute import COMPUTE_SETTINGS
 from netbench.model.framing import FRAMING_SETTINGS
-from netbench.model.goodput import CHURN_SETTINGS
+from netbench.model.goodput import CHURN_SETTINGS, MAX_RUN_CHANGES, MIN_RUN_DRAWS, run_draws
 from netbench.model.nccl import SOCKET_VENDOR_DEFAULTS
 from netbench.model.nccl_tests import NcclFit
 from netbench.model.parallelism import PARALLEL_SETTINGS, SHARD_ALIASES, SHARDINGS, Layout
@@ -158,6 +158,10 @@ class PlanRequest(BaseModel):
     # churn: the mean time between failures per node and the time a node stays away (seconds; None: no churn)
     mtbf: float | None = None
     away: float | None = None
+    # a run of churn_for seconds from its first measured step (None: the long run), drawn with churn_seed (None: its
+    # spread over seeds)
+    churn_for: float | None = None
+    churn_seed: int | None = None
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
     # utilisation simulators assume; the command always prices it)
     codec: bool = True
@@ -207,7 +211,7 @@ class PlanRequest(BaseModel):
             raise ValueError(f"must be between 0ms and {MAX_PLANNED_DELAY_S:g}s, got {str(value)!r}")
         return seconds
 
-    @field_validator("mtbf", "away", mode="before")
+    @field_validator("mtbf", "away", "churn_for", "churn_seed", mode="before")
     @classmethod
     def _churn(cls, value: Any, info: Any) -> Any:
         if value is None:
@@ -350,6 +354,18 @@ class PlanRequest(BaseModel):
             )
         if self.away is not None and self.mtbf is None:
             raise ValueError("--away: the time away of a churn: give --mtbf too")
+        if self.churn_for is not None and self.mtbf is None:
+            raise ValueError("--for: the length of a run through churn: give --mtbf too")
+        if self.churn_seed is not None and self.churn_for is None:
+            raise ValueError("--seed: the draw of a run of --for's length: give --for too")
+        if self.churn_for is not None and self.mtbf is not None:
+            for n in self.node_counts:
+                if run_draws(n, self.mtbf, self.away_s, self.churn_for) == 0:
+                    raise ValueError(
+                        f"--for: a run of {self.churn_for:g} s on {n} nodes draws more than "
+                        f"{MAX_RUN_CHANGES // MIN_RUN_DRAWS} leaves and joins; a run that long is plan's long-run "
+                        "figure (leave --for out)"
+                    )
         if self.mtbf is not None and self.backend != "gloo":
             raise ValueError("--mtbf: churn is priced over gloo (the replicators that train through it run on gloo)")
         self._check_layout()

@@ -98,6 +98,8 @@ def _options(
     figure: Path | None = option(UTILIZATION_SETTINGS["figure"], "plan"),
     mtbf: str | None = option(CHURN_SETTINGS["mtbf"], "plan"),
     away: str | None = option(CHURN_SETTINGS["away"], "plan", optional=True),
+    churn_for: str | None = option(CHURN_SETTINGS["churn_for"], "plan"),
+    churn_seed: str | None = option(CHURN_SETTINGS["churn_seed"], "plan"),
     transport: str = option(BACKEND_SETTINGS["transport"], "plan"),
     channels: int | None = option(BACKEND_SETTINGS["channels"], "plan"),
     socket_threads: int = option(BACKEND_SETTINGS["socket_threads"], "plan"),

@@ -386,9 +386,24 @@ def _goodput_cell(row: dict) -> str:
     return f"{churn['steps_per_s']:.3g}/s ({100 * churn['ratio']:.0f} %)"
 
 
+def _run_cells(row: dict, seeded: bool) -> tuple[str, ...]:
+    """One run of ``--for``'s length: its mean goodput and 10th-90th percentiles over the draws, and with ``--seed``
+    that seed's; '-' where not priced."""
+    run = row.get("churn", {}).get("run")
+    if run is None:
+        return ("-", "-") if seeded else ("-",)
+    spread = f"{run['steps_per_s']:.3g}/s ({run['p10']:.3g}-{run['p90']:.3g})"
+    return (spread, f"{run['seed_steps_per_s']:.3g}/s") if seeded else (spread,)
+
+
 def _print_table(rows: list[dict], console: Console) -> None:
     table = Table(show_header=True, header_style="bold")
     churn = any("churn" in r for r in rows)
+    runs = [r["churn"]["run"] for r in rows if "run" in r.get("churn", {})]
+    seeded = any("seed" in run for run in runs)
+    run_columns = (
+        (f"run of {format_time(runs[0]['for_s'])}", *((f"seed {runs[0]['seed']}",) if seeded else ())) if runs else ()
+    )
     for col in (
         "replicator",
         "nodes",
@@ -400,6 +415,7 @@ def _print_table(rows: list[dict], console: Console) -> None:
         "step",
         "comm %",
         *(("goodput",) if churn else ()),
+        *run_columns,
     ):
         table.add_column(col, justify="left" if col == "replicator" else "right", no_wrap=True)
     for r in rows:
@@ -414,6 +430,7 @@ def _print_table(rows: list[dict], console: Console) -> None:
             format_time(r["step_time_s"]),
             f"{100 * r['comm_fraction']:.1f}",
             *((_goodput_cell(r),) if churn else ()),
+            *(_run_cells(r, seeded) if runs else ()),
         )
     console.print(table)
 
@@ -432,6 +449,13 @@ def print_churn(doc: dict, console: Console) -> None:
         f"{churn['min_members']} nodes train nothing)",
         highlight=False,
     )
+    if "for_s" in churn:
+        seed = f"; seed {churn['seed']}: the draw run --churn ...,seed={churn['seed']} makes" if "seed" in churn else ""
+        console.print(
+            f"[bold]run of {format_time(churn['for_s'])}[/bold]: one run that long, every node present at its start, "
+            f"its goodput's mean and 10th-90th percentiles over seeded draws of that length{seed}",
+            highlight=False,
+        )
     heals: dict[str, str] = {}
     for r in doc["rows"]:
         c = r.get("churn", {})

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""What a `full` or DiLoCo run through random churn lost, by mechanism, from its workers' and lighthouse's logs, beside
+what the goodput rules (:func:`netbench.model.goodput.simulate`) charge over the run's own changes.
+
+Per run folder, in the cluster's seconds (wall time over the run's dilation):
+
+* the time missing: the rules' committed steps over the run's changes less the run's, at the rules' rate;
+* the waits each worker logged as an exception (``workers/rankN.log``), each from the worker's last timestamped line
+  before it to its first after it, the waits of one kind on several workers that overlap counted once: a process
+  group's configuration that waits out the exchange timeout (the rules price these: their count beside), a receive
+  that waits out the timeout, a store client that waits on a store whose node left, gloo's connect to a peer gone, a
+  heal that fails on the node healed (the rules' failed heals beside);
+* from ``workers/lighthouse.log``: after each leave of a member of the quorum in force, how long until the next
+  quorum without it formed (median, and how many over 1.5 s), and the re-formations that waited over 1.5 s from their
+  first member's request, their excess over the lighthouse's wait W in all.
+
+With ``--fit N``, also a flat longer wait (W + c for every quorum) fitted to the first N runs' goodput (least
+squares, c in steps of 0.1 s up to 4 s), and every run's error with it.
+
+    PYTHONPATH=$PWD python3 scripts/bench_churn_logs.py --calibration reports/ci/calibration.json RUN_DIR ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+from bench_churn_runs import run_folder  # the script's own folder is on the path
+from bench_run_churn import exchange_timeout
+
+from netbench.model.calibration import read_calibration
+from netbench.model.goodput import QUORUM_WAIT_S, simulate
+from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.run.churn_results import simulate_run
+from netbench.orchestrator.run.schedule_results import segment_summary
+from netbench.rundir.churn_figures import churn_figures, span_s
+from netbench.rundir.summary import measured_steps
+
+# the waits a worker logs as "got exception ...", by what ended them
+WAITS = {
+    "configure waits out T": r"pg configure: wait timeout",
+    "receive waits out T": r"waiting for work.*Timed out waiting",
+    "store client waits on a store gone": r"pg configure: The client socket has timed out",
+    "gloo connect to a peer gone": r"pg configure: Gloo connectFullMesh failed",
+    "heal fails on the node healed": r"got exception in recovery",
+}
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+) ")
+LONG_S = 1.5  # a re-formation this much after its leave waited on more than the lighthouse's W
+
+
+def wall(stamp: str) -> float:
+    return datetime.fromisoformat(stamp[:23]).replace(tzinfo=UTC).timestamp()
+
+
+def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping spans as one."""
+    out: list[list[float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+def logged_waits(folder: Path, cluster_s) -> dict[str, list[tuple[float, float]]]:
+    """Each kind of wait's spans over all workers, merged."""
+    spans: dict[str, list[tuple[float, float]]] = {kind: [] for kind in WAITS}
+    for log in sorted((folder / "workers").glob("rank*.log")):
+        last, pending = None, []
+        for line in log.open(errors="replace"):
+            stamped = STAMP.match(line)
+            if stamped:
+                now = wall(stamped.group(1))
+                for kind, start in pending:
+                    spans[kind].append((cluster_s(start), cluster_s(now)))
+                last, pending = now, []
+            elif "got exception" in line and last is not None:
+                kind = next((k for k, pattern in WAITS.items() if re.search(pattern, line)), None)
+                if kind is not None:
+                    pending.append((kind, last))
+    return {kind: merged(found) for kind, found in spans.items()}
+
+
+def quorums(folder: Path, cluster_s) -> tuple[list[tuple[float, set[str]]], list[float]]:
+    """The lighthouse's quorums (when, who) and, for each re-formed one, its wait from its first member's request."""
+    formed, waits, asked, bumped = [], [], {}, None
+    for line in (folder / "workers" / "lighthouse.log").open(errors="replace"):
+        found = re.match(r"(\S+) \[INFO\] \[torchft::lighthouse\] - (.*)", line)
+        if not found:
+            continue
+        at, message = cluster_s(wall(found.group(1))), found.group(2)
+        if request := re.match(r"Received quorum request for replica netbench_node_(\d+)", message):
+            asked["n" + request.group(1)] = at
+        elif bump := re.match(r"Detected quorum change, bumping quorum_id to (\d+)", message):
+            bumped = int(bump.group(1))
+        elif quorum := re.match(r"Quorum! Quorum \{ quorum_id: (\d+)", message):
+            members = {"n" + n for n in re.findall(r'replica_id: "netbench_node_(\d+)', message)}
+            formed.append((at, members))
+            if bumped == int(quorum.group(1)):
+                waits.append(at - min([asked[n] for n in members if n in asked] or [at]))
+            bumped, asked = None, {}
+    return formed, waits
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--calibration", type=Path, required=True)
+    parser.add_argument("--fit", type=int, default=0, help="fit a longer quorum wait to the first N runs")
+    args = parser.parse_args()
+    calibration = read_calibration(args.calibration)
+    replays = []  # (run, its goodput, what prices it again with another wait)
+    for given in args.runs:
+        folder = run_folder(given)
+        run_json = json.loads((folder / "run.json").read_text())
+        config = RunConfig.model_validate(run_json["config"])
+        steps = pd.read_csv(folder / "steps.csv")
+        dilation = float(run_json.get("dilation") or 1.0)
+        applied = run_json["cluster"]["schedule"]["applied"]
+        first = applied[0]
+
+        def cluster_s(at: float, first: dict = first, dilation: float = dilation) -> float:
+            return first["time_s"] + (at - first["wall_time"]) / dilation
+
+        measured = measured_steps(steps)
+        span = span_s(measured)
+        goodput = churn_figures(measured)["goodput_steps_per_s"]
+        segments = segment_summary(config, steps, None, calibration, os.cpu_count(), None)
+        cluster = run_json["cluster"] | {"quorum": {"exchange_timeout_s": exchange_timeout(folder, run_json)}}
+        step_at, recovery, rules = simulate_run(config, steps, segments, cluster, dilation)
+        names = [n.name for n in config.cluster.topology.nodes]
+
+        def again(extra: float, c=config, n=names, s=span, a=step_at, r=recovery) -> float:
+            return simulate(c.schedule.changes, n, s, a, replace(r, quorum_wait_s=r.quorum_wait_s + extra)).steps_per_s
+
+        replays.append((folder.name, goodput, again))
+        missing = (rules.committed_steps - goodput * span) / rules.steps_per_s
+        print(
+            f"{folder.name} ({config.replicator.name}): {span:.0f} s, {len(applied)} changes; measured {goodput:.3f}, "
+            f"rules over its changes {rules.steps_per_s:.3f} ({100 * (rules.steps_per_s / goodput - 1):+.1f} %); "
+            f"time missing {missing:.1f} s"
+        )
+        waits = logged_waits(folder, cluster_s)
+        priced = {
+            "configure waits out T": f"; rules {rules.stuck} ({rules.stuck * recovery.exchange_timeout_s:.0f} s)",
+            "heal fails on the node healed": f"; rules {rules.failed_heals}",
+        }
+        for kind, spans in waits.items():
+            print(f"  {kind}: {len(spans)}, {sum(b - a for a, b in spans):.1f} s{priced.get(kind, '')}")
+        formed, reformed = quorums(folder, cluster_s)
+        after = []
+        for change in applied:
+            node, left_at = change["what"].split()[0], cluster_s(change["wall_time"])
+            before = [members for at, members in formed if at <= left_at]
+            if not change["what"].endswith("left") or not before or node not in before[-1]:
+                continue
+            later = [at for at, members in formed if at > left_at and node not in members]
+            if later:
+                after.append(later[0] - left_at)
+        long = [w for w in reformed if w > LONG_S]
+        print(
+            f"  leaves of a member: {len(after)}, next quorum after a median {statistics.median(after):.2f} s, "
+            f"{sum(w > LONG_S for w in after)} over {LONG_S:g} s; re-formations waiting over {LONG_S:g} s from "
+            f"their first request: {len(long)}, {sum(long) - QUORUM_WAIT_S * len(long):.1f} s over W"
+        )
+
+    if args.fit:
+        fitted = min(
+            (round(0.1 * i, 1) for i in range(41)),
+            key=lambda c: sum((again(c) / goodput - 1) ** 2 for _, goodput, again in replays[: args.fit]),
+        )
+        print(f"W + {fitted:g} s, fitted to the first {args.fit} runs:")
+        for name, goodput, again in replays:
+            print(
+                f"  {name}: {100 * (again(0.0) / goodput - 1):+.1f} % -> {100 * (again(fitted) / goodput - 1):+.1f} %"
+            )
+
+
+if __name__ == "__main__":
+    main()

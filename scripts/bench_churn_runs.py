@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Runs through random churn against plan's goodput for a run of their length (``plan --for``): each stored run
+folder's measured goodput beside
+
+* plan's long-run figure (``plan --mtbf``, no ``--for``);
+* plan's figure for a run of the run's own length, every node present at its start (``plan --for``): the mean over
+  the seeded draws and their 10th-90th percentiles (the band a run falls in by chance alone);
+* plan's figure for the run's own seed (``plan --for ... --seed``): the very leaves and joins the run drew, priced
+  with plan's steps;
+* the rules over the run's recorded changes with the run's own segments' steps, heal, worker start and exchange
+  timeout (``goodput_model_steps_per_s``, priced again with this code and ``--calibration``);
+
+and each error, model / measured - 1. A run's length is its measured steps' span in the cluster's seconds.
+
+    PYTHONPATH=$PWD python3 scripts/bench_churn_runs.py --shapes SHAPES.json --compute-ms 93.7 \\
+        --calibration reports/ci/calibration.json RUN_DIR [RUN_DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+from bench_run_churn import exchange_timeout  # the script's own folder is on the path
+
+from netbench.declarations.registry import spec
+from netbench.model.calibration import read_calibration
+from netbench.model.schemes import Scheme
+from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.run.churn_results import simulate_run
+from netbench.orchestrator.run.schedule_results import segment_summary
+from netbench.planning import PlanRequest, plan
+from netbench.rundir.churn_figures import churn_figures, span_s
+from netbench.rundir.summary import measured_steps
+
+TOLERANCE = 0.10  # the requirement: goodput within 10 % of plan's
+
+
+def run_folder(path: Path) -> Path:
+    """``path`` where it holds run.json, else the one run folder inside it."""
+    return (
+        path if (path / "run.json").exists() else next(p for p in sorted(path.iterdir()) if (p / "run.json").exists())
+    )
+
+
+def churn_of(source: str) -> tuple[float, float, int]:
+    """MTBF, away and seed of a ``--churn`` as run.json names its source."""
+    found = re.search(r"churn mtbf=([\d.e+]+)s away=([\d.e+]+)s seed=(\d+)", source)
+    if found is None:
+        raise SystemExit(f"not a run through --churn: {source[:80]}")
+    return float(found.group(1)), float(found.group(2)), int(found.group(3))
+
+
+def err(model: float, measured: float) -> str:
+    return f"{100 * (model / measured - 1):+.1f} %"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--shapes", required=True, help="the runs' parameter shapes (a file or a preset)")
+    parser.add_argument("--compute-ms", type=float, required=True, help="the runs' compute per step, as plan takes it")
+    parser.add_argument("--calibration", type=Path, required=True)
+    args = parser.parse_args()
+    calibration = read_calibration(args.calibration)
+    print(
+        "| run | length | measured | long run | run of its length: mean (p10-p90) | in band | its seed "
+        "| the run's changes |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for given in args.runs:
+        folder = run_folder(given)
+        run_json = json.loads((folder / "run.json").read_text())
+        config = RunConfig.model_validate(run_json["config"])
+        steps = pd.read_csv(folder / "steps.csv")
+        measured_rows = measured_steps(steps)
+        measured = churn_figures(measured_rows)["goodput_steps_per_s"]
+        length = span_s(measured_rows)
+        mtbf, away, seed = churn_of(config.schedule.source if config.schedule else "")
+        rep = config.replicator
+        scheme = Scheme(name=rep.name, config=rep, overlap=spec(rep.name).overlaps_compute)
+        request = PlanRequest(
+            schemes=(scheme,),
+            shapes=args.shapes,
+            nodes=(config.cluster.nodes,),
+            bw=config.cluster.up.rate_bps,
+            delay=config.cluster.up.delay_s + config.cluster.down.delay_s,
+            compute_ms=args.compute_ms,
+            mtbf=mtbf,
+            away=away,
+            churn_for=length,
+            churn_seed=seed,
+        )
+        churn = plan(request, calibration, args.calibration, derived=False).doc["rows"][0]["churn"]
+        run = churn["run"]
+        segments = segment_summary(config, steps, None, calibration, os.cpu_count(), None)
+        dilation = float(run_json.get("dilation") or 1.0)
+        cluster = run_json["cluster"] | {"quorum": {"exchange_timeout_s": exchange_timeout(folder, run_json)}}
+        replayed = simulate_run(config, steps, segments, cluster, dilation)
+        own = f"{replayed[2].steps_per_s:.3f} ({err(replayed[2].steps_per_s, measured)})" if replayed else "-"
+        inside = run["p10"] <= measured <= run["p90"]
+        near = abs(run["steps_per_s"] / measured - 1) <= TOLERANCE
+        print(
+            f"| {rep.name} seed {seed} | {length:.0f} s | {measured:.3f} | {churn['steps_per_s']:.3f} "
+            f"({err(churn['steps_per_s'], measured)}) | {run['steps_per_s']:.3f} ({run['p10']:.3f}-{run['p90']:.3f}; "
+            f"{err(run['steps_per_s'], measured)}) | {'yes' if inside else 'no'}{', within 10 %' if near else ''} | "
+            f"{run['seed_steps_per_s']:.3f} ({err(run['seed_steps_per_s'], measured)}) | {own} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
