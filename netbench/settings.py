@@ -160,9 +160,14 @@ class Setting:
             return
         low, high = self.range
         if math.isnan(value) or (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"between {low:g} and {high:g}" if low is not None and high is not None else ""
-            bounds = bounds or (f"at least {low:g}" if low is not None else f"at most {high:g}")
-            raise SettingError(f"{self.name}: must be {bounds}, got {value:g}")
+            bounds = f"between {_shown(low)} and {_shown(high)}" if low is not None and high is not None else ""
+            bounds = bounds or (f"at least {_shown(low)}" if low is not None else f"at most {_shown(high)}")
+            raise SettingError(f"{self.name}: must be {bounds}, got {_shown(value)}")
+
+
+def _shown(value: float) -> str:
+    """A bound or a value as a user types it: a whole number in full (a seed's 4294967295, not 4.29497e+09)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 def table(settings: Iterable[Setting]) -> Mapping[str, Setting]:
