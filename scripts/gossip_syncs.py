@@ -39,6 +39,7 @@ from netbench.orchestrator.prediction import (
     measured_codec_s,
     measured_step_numbers,
     predict,
+    ranks_meet_at_calls,
     replay_run,
     workload_shapes,
 )
@@ -56,10 +57,10 @@ def model_call_s(
     """The replay's time of one exchange: its communication per step times the period (None where it has none), at
     the pairs of the sync that ends 1-based step ``sync``, or averaged over the run's syncs (bbr's PROBE_RTT priced
     as its expectation over the run's steps, :func:`~netbench.orchestrator.prediction.kernel_clock`)."""
-    local, codec = local_time_s(steps), measured_codec_s(steps)
+    shapes = workload_shapes(config.workload, config.cluster.nodes)
+    local, codec = local_time_s(steps, ranks_meet_at_calls(config, shapes)), measured_codec_s(steps)
     if local is None or codec is None:
         return None
-    shapes = workload_shapes(config.workload, config.cluster.nodes)
     priced = (sync,) if sync is not None else measured_step_numbers(steps)
     clock = kernel_clock(steps, dilation)
     est = predict(config, shapes, local, calibration, CPUS, codec, mean_codec_s(steps), priced, clock=clock)

@@ -47,6 +47,7 @@ from netbench.orchestrator.prediction import (
     model_step,
     predict,
     predict_run,
+    ranks_meet_at_calls,
     replay_run,
     workload_shapes,
 )
@@ -81,9 +82,14 @@ def _from_run(run_dir: Path, calibration) -> dict:
         "replay": math.nan if replay is None else float(replay),
         "pred_wire_tx": predicted.get("wire_tx_bytes_per_step"),
         "pred_wire_rx": predicted.get("wire_rx_bytes_per_step"),
-        **_model_view(config, local_time_s(steps), calibration),
+        **_model_view(config, _local_s(config, steps), calibration),
         "measured_links": measured_link_bytes(run_dir, config),
     }
+
+
+def _local_s(config: RunConfig, steps: pd.DataFrame) -> float | None:
+    """The run's measured local work per step, as its prediction takes it."""
+    return local_time_s(steps, ranks_meet_at_calls(config, workload_shapes(config.workload, config.cluster.nodes)))
 
 
 def measured_link_bytes(run_dir: Path, config: RunConfig) -> dict[str, float]:

@@ -53,6 +53,44 @@ def test_local_time_is_the_slowest_node_of_each_step() -> None:
     assert local_time_s(frame) == pytest.approx(0.08)
 
 
+def periodic_steps(rank0: list[float], rank1: list[float], calls_every: int, warmup: int = 2) -> pd.DataFrame:
+    """Two ranks' local work per step (compute only), a collective on every ``calls_every``-th step (1-based)."""
+    rows = [
+        {
+            "rank": r,
+            "step": s,
+            "warmup": s < warmup,
+            "compute_s": c,
+            "apply_s": 0.0,
+            "collectives": int((s + 1) % calls_every == 0),
+        }
+        for r, local in enumerate((rank0, rank1))
+        for s, c in enumerate(local)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_local_time_between_syncs_is_the_slowest_rank_over_each_stretch() -> None:
+    """Ranks that meet every 2 steps and take turns being slow within each stretch: every step has a slow rank
+    (0.3 s), yet each rank's stretch takes 0.4 s, which is what the call at its end waits for."""
+    frame = periodic_steps([9.0, 9.0, 0.1, 0.3, 0.1, 0.3], [9.0, 9.0, 0.3, 0.1, 0.3, 0.1], calls_every=2)
+    assert local_time_s(frame) == pytest.approx(0.2)
+    # a pairing (gossip) meets one partner per call: the slowest rank of each step, as a synchronous step's
+    assert local_time_s(frame, meet_at_calls=False) == pytest.approx(0.3)
+
+
+def test_local_time_between_syncs_is_a_mean_over_whole_stretches() -> None:
+    """The stretches' mean, as a periodic run's step is: one slow stretch counts; the steps after the last call (no
+    call ends them yet) do not."""
+    frame = periodic_steps([0.0, 0.0, 0.1, 0.1, 0.5, 0.5, 0.1, 0.1, 9.0], [0.0] * 9, calls_every=2)
+    assert local_time_s(frame) == pytest.approx((0.2 + 1.0 + 0.2) / 6)
+
+
+def test_local_time_of_a_replicator_that_calls_every_step_is_the_median_step() -> None:
+    frame = periodic_steps([0.0, 0.1, 0.1, 0.5], [0.0, 0.2, 0.1, 0.1], calls_every=1, warmup=1)
+    assert local_time_s(frame) == pytest.approx(0.2)  # slowest per step: 0.2, 0.1, 0.5 -> median 0.2
+
+
 def test_cpu_share_only_beyond_the_cores() -> None:
     assert cpu_share(2, 2) == 1.0 and cpu_share(4, 2) == 2.0 and cpu_share(3, 8) == 1.0
 

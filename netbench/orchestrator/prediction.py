@@ -46,7 +46,7 @@ from netbench.model.step import HostEffects, training_step
 from netbench.model.steptime import Scenario, StepEstimate
 from netbench.model.view import cluster_scenario
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
-from netbench.rundir.segments import slowest_pieces_s
+from netbench.rundir.segments import slowest_between_syncs_s, slowest_pieces_s
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps, statistic
 from netbench.shapes import ParamShape, total_params
@@ -60,6 +60,7 @@ __all__ = [
     "workload_shapes",
     "shapes_record",
     "local_time_s",
+    "ranks_meet_at_calls",
     "measured_codec_s",
     "scenario_for",
     "layout_of",
@@ -152,7 +153,7 @@ def _built_shapes(workload_json: str, world_size: int) -> tuple[ParamShape, ...]
     return tuple(build_workload(WorkloadConfig.model_validate_json(workload_json), 0, world_size).param_shapes())
 
 
-def local_time_s(steps: pd.DataFrame) -> float | None:
+def local_time_s(steps: pd.DataFrame, meet_at_calls: bool = True) -> float | None:
     """Measured local work per step: compute + apply of the slowest node in each step, median over the steps.
 
     A synchronous step waits for its slowest node, and which node that is changes from step to step: on
@@ -163,7 +164,10 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
 
     With the weights sharded (FSDP), the step also waits for its group's slowest rank at every collective inside
     forward and backward: the compute is then the sum over the pieces between them of the slowest rank's
-    (:func:`netbench.rundir.segments.slowest_pieces_s`), which the steps record.
+    (:func:`netbench.rundir.segments.slowest_pieces_s`), which the steps record. Where the ranks call collectives
+    only every few steps (a periodic replicator), they wait for each other only there: the local work is the slowest
+    rank's over each stretch of steps up to a call, per step (:func:`netbench.rundir.segments.slowest_between_syncs_s`),
+    when every call meets every rank (``meet_at_calls``, :func:`ranks_meet_at_calls`).
     """
     if steps.empty or Col.COMPUTE_S not in steps:
         return None
@@ -176,7 +180,16 @@ def local_time_s(steps: pd.DataFrame) -> float | None:
         slowest_apply = apply.groupby(measured[Col.STEP]).max()
         return float((pieces + slowest_apply.reindex(pieces.index).fillna(0.0)).median())
     local = measured[Col.COMPUTE_S] + apply
-    return float(local.groupby(measured[Col.STEP]).max().median())
+    between = slowest_between_syncs_s(steps, local) if meet_at_calls else None  # ranks that meet every few steps
+    return between if between is not None else float(local.groupby(measured[Col.STEP]).max().median())
+
+
+def ranks_meet_at_calls(config: RunLike, shapes: Sequence[ParamShape]) -> bool:
+    """Whether every exchange of the run's replicator is a collective of all its ranks, so that each call waits for
+    the slowest of them (:func:`local_time_s`); a pairwise exchange (gossip) waits for one partner only, and a lag
+    carries over to the next pairing."""
+    exchanges = scheme_from_config(config.replicator).exchanges(shapes, config.cluster.nodes)
+    return all(ex.collective != "pairwise" for ex in exchanges)
 
 
 def _slowest_codec(measured: pd.DataFrame) -> pd.DataFrame:
@@ -506,11 +519,11 @@ def predict_run(
     kernel's timers met the run (default: :func:`kernel_clock` of ``steps``, undilated).
     """
     try:
-        local = local_time_s(steps)
+        shapes = workload_shapes(config.workload, config.cluster.nodes, recorded)
+        local = local_time_s(steps, ranks_meet_at_calls(config, shapes))
         if local is None:
             return {"error": "no measured steps"}
         calib = calibration if calibration is not None else load_calibration()
-        shapes = workload_shapes(config.workload, config.cluster.nodes, recorded)
         if n_params is not None and total_params(shapes) != n_params:
             return {"error": f"workload has {total_params(shapes)} parameters here but the workers trained {n_params}"}
         cpus = cpus or host_cpus()
@@ -568,11 +581,11 @@ def replay_run(
     undilated).
     """
     try:
-        local, codec = local_time_s(steps), measured_codec_s(steps)
+        shapes = workload_shapes(config.workload, config.cluster.nodes)
+        local, codec = local_time_s(steps, ranks_meet_at_calls(config, shapes)), measured_codec_s(steps)
         if local is None or codec is None:
             return None
         calib = calibration if calibration is not None else load_calibration()
-        shapes = workload_shapes(config.workload, config.cluster.nodes)
         hops = mean_codec_s(steps)
         numbers, clock = measured_step_numbers(steps), clock or kernel_clock(steps)
         found = predict(config, shapes, local, calib, cpus or host_cpus(), codec, hops, numbers, clock=clock)

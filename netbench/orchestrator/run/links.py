@@ -195,17 +195,18 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
     from netbench.orchestrator.prediction import (  # late: keeps psutil, pyroute2 off this module's import
         local_time_s,
         model_step,
+        ranks_meet_at_calls,
         workload_shapes,
     )  # late: keeps psutil, pyroute2 off this module's import
 
     if getattr(config, "gpus_per_node", 1) != 1:
         return {"error": "per-link bytes are modelled with one worker per node"}
     try:
-        local = local_time_s(steps)
-        if local is None:
-            return {"error": "no measured steps"}
         cluster = config.cluster
         shapes = workload_shapes(config.workload, cluster.nodes)
+        local = local_time_s(steps, ranks_meet_at_calls(config, shapes))
+        if local is None:
+            return {"error": "no measured steps"}
         scheme = scheme_from_config(config.replicator)
         if scheme.ended(shapes, cluster.nodes):
             return {"error": ENDED_PHASE}
