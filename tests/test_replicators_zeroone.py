@@ -19,6 +19,7 @@ import pytest
 import torch
 from dist_harness import run_ranks
 from test_replicators import SHAPES, _params, _set_grads
+from test_replicators_onebit import _scaled_signs
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.onebit_spec import padded
@@ -219,7 +220,7 @@ def test_a_two_node_run_measures_the_declared_bytes_and_its_loss_falls(tmp_path)
     cluster = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=100e6), down=DirectionSpec(rate_bps=100e6))
     config = RunConfig(
         cluster=cluster,
-        replicator=ReplicatorConfig(name="zeroone", lr=1e-3, **GRID),  # DeepSpeed's lr
+        replicator=ReplicatorConfig(name="zeroone", lr=2e-4, **GRID),  # the grid's: 5e-4 and up diverge here
         workload=WorkloadConfig(kind="mlp", hidden=128, mlp_layers=2),
         steps=16,
         warmup_steps=16,
@@ -234,4 +235,77 @@ def test_a_two_node_run_measures_the_declared_bytes_and_its_loss_falls(tmp_path)
     kinds = {step_kind(config.replicator, s) for s in steps["step"] + 1}
     assert kinds == {"dense", "compressed", "sync", "local"}
     loss = steps.groupby("step")["loss"].median()
-    assert loss.iloc[-4:].mean() < 0.8 * loss.iloc[0], loss.tolist()
+    assert loss.iloc[-4:].mean() < 0.5 * loss.iloc[0], loss.tolist()
+
+
+def _rank_params(rank: int, world: int, cfg: dict, steps: int) -> list[torch.Tensor]:
+    return _rank_steps(rank, world, cfg, steps)["params"]
+
+
+def _deepspeed_reference(world: int, config: ReplicatorConfig, steps: int) -> list[list[torch.Tensor]]:
+    """DeepSpeed's ZeroOneAdam.step and compressed_allreduce, every rank simulated here on one flat buffer, with its
+    arithmetic (local steps undone by subtracting the accumulation); the step kinds are the declaration's, held to
+    ZeroOneAdam's counters by test_the_schedule_is_zeroone_adams_counters."""
+    full, chunk = padded(NUMEL, world), padded(NUMEL, world) // world
+    start = torch.cat([p.detach().reshape(-1) for p in _params(SHAPES)])
+    p = [start.clone() for _ in range(world)]
+    m = [torch.zeros(NUMEL) for _ in range(world)]
+    acc = [torch.zeros(NUMEL) for _ in range(world)]
+    v, lrs, lr, b1, b2, eps = torch.zeros(NUMEL), 0.0, config.lr, 0.9, 0.999, 1e-8
+    worker_error = [torch.zeros(full) for _ in range(world)]
+    server_error = [torch.zeros(chunk) for _ in range(world)]
+
+    def compressed(values: list[torch.Tensor]) -> torch.Tensor:
+        sent = []
+        for r in range(world):
+            x = torch.cat([values[r], torch.zeros(full - NUMEL)]) + worker_error[r]
+            out, worker_error[r] = _scaled_signs(x)
+            sent.append(out)
+        servers = []
+        for j in range(world):
+            x = sum(s[j * chunk : (j + 1) * chunk] for s in sent) / world + server_error[j]
+            out, server_error[j] = _scaled_signs(x)
+            servers.append(out)
+        return torch.cat(servers)[:NUMEL] * (v > 0)
+
+    out, local = [], False
+    for step in range(1, steps + 1):
+        grads = [torch.cat([g.reshape(-1) for g in _set_grads(_params(SHAPES), r, step - 1)]) for r in range(world)]
+        kind = step_kind(config, step)
+        if kind == "dense":
+            g = sum(grads) / world
+            v = v * b2 + (1 - b2) * g * g
+            m = [mr * b1 + (1 - b1) * g for mr in m]
+        elif kind == "compressed":
+            g = compressed(grads)
+            m = [mr * b1 + (1 - b1) * g for mr in m]
+        else:
+            if not local:
+                local = True
+                for e in (*worker_error, *server_error):
+                    e.zero_()
+            m = [mr * b1 + (1 - b1) * gr for mr, gr in zip(m, grads, strict=True)]
+            lrs += lr
+        d = v.sqrt() + eps
+        for r in range(world):
+            update = m[r] / d
+            p[r] = p[r] - lr * update
+            if local:
+                acc[r] = acc[r] - lr * update
+        if kind == "sync":
+            p = [pr - ar for pr, ar in zip(p, acc, strict=True)]
+            synced = compressed([ar * d for ar in acc])
+            m = [-synced / lrs for _ in range(world)]
+            p = [pr + synced / d for pr in p]
+            acc, lrs = [torch.zeros(NUMEL) for _ in range(world)], 0.0
+        out.append([pr.clone() for pr in p])
+    return out
+
+
+def test_every_rank_takes_deepspeeds_zeroone_adam_steps():
+    world, cfg = 3, dict(name="zeroone", lr=1e-3, **GRID)
+    ranks = run_ranks(_rank_params, world, cfg, STEPS, timeout=90)
+    for step, expected in enumerate(_deepspeed_reference(world, ReplicatorConfig(**cfg), STEPS)):
+        for rank, got in enumerate(ranks):
+            diff = (got[step] - expected[rank]).abs().max()
+            assert torch.allclose(got[step], expected[rank], rtol=1e-5, atol=1e-6), (step + 1, rank, diff)
