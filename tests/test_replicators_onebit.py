@@ -20,7 +20,7 @@ from netbench.declarations.onebit_spec import padded
 from netbench.declarations.registry import declared_payload
 from netbench.model.schemes import scheme_from_config
 from netbench.replicators.build import build_replicator
-from netbench.replicators.onebit import pack_signs, unpack_signs
+from netbench.replicators.signbits import pack_signs, unpack_signs
 from netbench.shapes import ParamShape
 
 NUMEL = sum(math.prod(s) for s in SHAPES)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pydantic import Field
@@ -27,24 +28,26 @@ def padded(numel: int, world_size: int) -> int:
     return -(-numel // unit) * unit
 
 
-def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
-    """The warm-up's fp32 all-reduce of the gradients on steps 1..freeze_step; after them the sign bits' all-to-all
-    (n'/8 bytes handed), the worker scales' all-gather, the server chunk's signs (n'/8N) and its scale's."""
-    numel = sum(s.numel for s in shapes)
+def compressed_allreduce(numel: int, world_size: int, **where: object) -> tuple[PayloadDecl, ...]:
+    """DeepSpeed's compressed all-reduce of an ``numel``-long fp32 buffer, as four exchanges made on the steps
+    ``where`` names (``steps``, ``period``, ``offset``, ``others``): the sign bits' all-to-all (n'/8 bytes handed), the
+    worker scales' all-gather, the server chunk's signs (n'/8N) and its scale's."""
     signs = padded(numel, world_size) // 8
-    after = (config.freeze_step + 1, 0)
-    return PayloadDecl(
-        "all_to_all",
-        signs,
-        label="signs",
-        steps=after,
-        also=(
-            PayloadDecl("all_gather", SCALE_BYTES, label="worker scales", steps=after),
-            PayloadDecl("all_gather", signs // world_size, label="server signs", steps=after),
-            PayloadDecl("all_gather", SCALE_BYTES, label="server scales", steps=after),
-            PayloadDecl("all_reduce", 4 * numel, label="warm-up", steps=(1, config.freeze_step)),
-        ),
+    return (
+        PayloadDecl("all_to_all", signs, label="signs", **where),
+        PayloadDecl("all_gather", SCALE_BYTES, label="worker scales", **where),
+        PayloadDecl("all_gather", signs // world_size, label="server signs", **where),
+        PayloadDecl("all_gather", SCALE_BYTES, label="server scales", **where),
     )
+
+
+def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> PayloadDecl:
+    """The warm-up's fp32 all-reduce of the gradients on steps 1..freeze_step; after them the momentum's compressed
+    all-reduce (:func:`compressed_allreduce`)."""
+    numel = sum(s.numel for s in shapes)
+    signs, *scales_and_server = compressed_allreduce(numel, world_size, steps=(config.freeze_step + 1, 0))
+    warm_up = PayloadDecl("all_reduce", 4 * numel, label="warm-up", steps=(1, config.freeze_step))
+    return replace(signs, also=(*scales_and_server, warm_up))
 
 
 def state_bytes(config: Settings) -> float:

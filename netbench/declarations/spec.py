@@ -57,7 +57,9 @@ class PayloadDecl:
     only (a fragment) names them with ``layers``, numbered as :func:`~netbench.declarations.fragments.layer_of_each`
     numbers them out of ``layer_count``: a layer schedule sends each as backward produces it. One made in a phase of
     the run only (1-bit Adam's dense warm-up, then its compressed steps) names the phase's 1-based first and last
-    steps with ``steps`` (last 0: to the end of the run); the model prices the phase that never ends.
+    steps with ``steps`` (last 0: to the end of the run); the model prices the phase that never ends. One made on every
+    step of such a phase but those its ``period`` and ``offset`` name (0/1 Adam's compressed gradients, on the steps
+    between its variance updates) says so with ``others``.
     """
 
     collective: Collective
@@ -74,6 +76,7 @@ class PayloadDecl:
     layer_count: int = 0  # the model's layers, in the numbering ``layers`` uses
     hop_codec: bool = False  # a ring whose every hop decodes, adds and encodes (the quantized ring): codec on its path
     steps: tuple[int, int] = (1, 0)  # the phase it is made in: 1-based first and last step (last 0: no end)
+    others: bool = False  # made on the phase's steps that period and offset do not name (a phase that ends only)
 
     def __post_init__(self) -> None:
         first, last = self.steps
@@ -86,6 +89,8 @@ class PayloadDecl:
                 f"exchange {self.label or self.collective}: period >= 1, offset >= 0 and "
                 f"0 <= overlap_steps < period required"
             )
+        if self.others and last == 0:
+            raise ValueError(f"exchange {self.label or self.collective}: others needs a phase that ends")
         if self.layers and not all(0 <= layer < self.layer_count for layer in self.layers):
             raise ValueError(f"exchange {self.label or self.collective}: layers must lie in 0..layer_count - 1")
 
@@ -93,7 +98,16 @@ class PayloadDecl:
         """Whether this exchange (this part alone) starts its collectives on 1-based ``step``."""
         first, last = self.steps
         in_phase = first <= step and (last == 0 or step <= last)
-        return in_phase and step % self.period == self.offset % self.period
+        return in_phase and (step % self.period == self.offset % self.period) != self.others
+
+    def times_made(self) -> int:
+        """How many steps of its phase it is made on (a phase that ends; 0 for one that lasts)."""
+        first, last = self.steps
+        if last == 0:
+            return 0
+        at = self.offset % self.period
+        hits = (last - at) // self.period - (first - 1 - at) // self.period
+        return last - first + 1 - hits if self.others else hits
 
     def parts(self) -> tuple[PayloadDecl, ...]:
         """Every exchange declared: this one, then those in ``also``."""

@@ -153,10 +153,15 @@ def _declared(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_si
 
 @lru_cache(maxsize=4096)
 def _opening(shapes: tuple[ParamShape, ...], config: ReplicatorConfig, world_size: int) -> tuple[Exchange, ...]:
-    parts = declared(shapes, config, world_size).parts()
-    opening = tuple(p for p in parts if p not in lasting(parts))
+    """The exchanges of the phases that end, each priced at its share of the steps they span: made on ``c`` of the
+    ``n`` opening steps, it is priced as made every ``round(n / c)`` steps (1-bit Adam's warm-up: every step; 0/1
+    Adam's variance updates: a few of its many compressed steps)."""
+    decl = declared(shapes, config, world_size)
+    parts = decl.parts()
+    opening, steps = tuple(p for p in parts if p not in lasting(parts)), decl.dense_steps()
+    shared = (replace(p, period=max(1, round(steps / p.times_made())), offset=0) for p in opening if p.times_made())
     return with_free_runs(
-        tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in opening)
+        tuple(from_decl(p, label=f"{config.name}:{p.label}" if p.label else config.name) for p in shared)
     )
 
 
