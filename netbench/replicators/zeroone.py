@@ -24,40 +24,27 @@ import torch
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.zeroone_spec import step_kind
-from netbench.replicators.base import Replicator, StepTimer
-from netbench.replicators.flat import FlatLayout
-from netbench.replicators.optim import Stepper, resolve_lr
-from netbench.replicators.signbits import CompressedAllReduce
+from netbench.replicators.base import StepTimer
+from netbench.replicators.onebit import BETAS, EPS, OnebitAdamReplicator
 
 __all__ = ["ZeroOneAdamReplicator"]
 
-BETAS = (0.9, 0.999)  # DeepSpeed ZeroOneAdam's defaults
-EPS = 1e-8
 
-
-class ZeroOneAdamReplicator(Replicator):
-    """Adam whose variance updates thin out, then local steps whose accumulated update syncs as sign bits."""
+class ZeroOneAdamReplicator(OnebitAdamReplicator):
+    """Adam whose variance updates thin out, then local steps whose accumulated update syncs as sign bits: 1-bit
+    Adam's state, optimizer and compressed all-reduce (ZeroOneAdam's betas and eps are OnebitAdam's), with the local
+    phase's accumulation beside them."""
 
     name = "zeroone"
-    default_lr = 1e-3
-
-    def _build_optimizer(self) -> Stepper:
-        """Plain SGD: the Adam direction is computed here, with the synchronised momentum."""
-        return torch.optim.SGD(self.params, lr=resolve_lr(self.config, self.default_lr), foreach=True)
 
     def _setup(self, config: ReplicatorConfig) -> None:
-        dev = self.params[0].device
-        self.layout = FlatLayout(self.params)
-        n = self.layout.numel
-        self.grad_flat = torch.zeros(n, device=dev)
-        self.exp_avg = torch.zeros(n, device=dev)
-        self.exp_avg_sq = torch.zeros(n, device=dev)
+        super()._setup(config)
+        dev, n = self.params[0].device, self.layout.numel
         self.accumulated = torch.zeros(n, device=dev)  # DeepSpeed's momentum_accumulator: minus the local updates
         self.synced = torch.zeros(n, device=dev)  # the weights of the last sync
         self.lrs = 0.0  # the learning rates of the local steps since the last sync
         self.local = False  # in the local phase
         self.write_synced = False  # the step ends with the synced weights
-        self.compressed = CompressedAllReduce(self.comm, n, dev)
 
     def _sync(self, timer: StepTimer) -> None:
         grads = self.grads()
