@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from itertools import takewhile
 from typing import Protocol
@@ -564,18 +564,9 @@ class RunGoodput:
     seed: int | None = None
     seed_steps_per_s: float | None = None
 
-    def as_dict(self) -> dict[str, float | int | None]:
-        found: dict[str, float | int | None] = {
-            "for_s": self.for_s,
-            "draws": self.draws,
-            "steps_per_s": self.steps_per_s,
-            "sd": self.sd,
-            "p10": self.p10,
-            "p90": self.p90,
-        }
-        if self.seed is not None:
-            found |= {"seed": self.seed, "seed_steps_per_s": self.seed_steps_per_s}
-        return found
+    def as_dict(self) -> dict[str, float | int]:
+        """The fields, the seed's two left out where no seed was asked for."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
 
 def run_goodput(
