@@ -34,13 +34,12 @@ from netbench.model.calibration import Calibration
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import (
     kernel_clock,
-    local_time_s,
     mean_codec_s,
     measured_codec_s,
     measured_step_numbers,
     predict,
-    ranks_meet_at_calls,
     replay_run,
+    run_local_time_s,
     workload_shapes,
 )
 from netbench.rundir.layout import read_records
@@ -58,7 +57,7 @@ def model_call_s(
     the pairs of the sync that ends 1-based step ``sync``, or averaged over the run's syncs (bbr's PROBE_RTT priced
     as its expectation over the run's steps, :func:`~netbench.orchestrator.prediction.kernel_clock`)."""
     shapes = workload_shapes(config.workload, config.cluster.nodes)
-    local, codec = local_time_s(steps, ranks_meet_at_calls(config, shapes)), measured_codec_s(steps)
+    local, codec = run_local_time_s(steps, config, shapes), measured_codec_s(steps)
     if local is None or codec is None:
         return None
     priced = (sync,) if sync is not None else measured_step_numbers(steps)

@@ -43,12 +43,11 @@ from netbench.orchestrator.prediction import (
     KernelClock,
     clock_over,
     kernel_clock,
-    local_time_s,
     model_step,
     predict,
     predict_run,
-    ranks_meet_at_calls,
     replay_run,
+    run_local_time_s,
     workload_shapes,
 )
 from netbench.orchestrator.run.links import read_trunks
@@ -89,7 +88,7 @@ def _from_run(run_dir: Path, calibration) -> dict:
 
 def _local_s(config: RunConfig, steps: pd.DataFrame) -> float | None:
     """The run's measured local work per step, as its prediction takes it."""
-    return local_time_s(steps, ranks_meet_at_calls(config, workload_shapes(config.workload, config.cluster.nodes)))
+    return run_local_time_s(steps, config, workload_shapes(config.workload, config.cluster.nodes))
 
 
 def measured_link_bytes(run_dir: Path, config: RunConfig) -> dict[str, float]:

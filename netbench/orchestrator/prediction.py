@@ -60,6 +60,7 @@ __all__ = [
     "workload_shapes",
     "shapes_record",
     "local_time_s",
+    "run_local_time_s",
     "ranks_meet_at_calls",
     "measured_codec_s",
     "scenario_for",
@@ -182,6 +183,12 @@ def local_time_s(steps: pd.DataFrame, meet_at_calls: bool = True) -> float | Non
     local = measured[Col.COMPUTE_S] + apply
     between = slowest_between_syncs_s(steps, local) if meet_at_calls else None  # ranks that meet every few steps
     return between if between is not None else float(local.groupby(measured[Col.STEP]).max().median())
+
+
+def run_local_time_s(steps: pd.DataFrame, config: RunLike, shapes: Sequence[ParamShape]) -> float | None:
+    """:func:`local_time_s` of a run's steps, its ranks meeting at every call where its exchanges say so
+    (:func:`ranks_meet_at_calls`)."""
+    return local_time_s(steps, ranks_meet_at_calls(config, shapes))
 
 
 def ranks_meet_at_calls(config: RunLike, shapes: Sequence[ParamShape]) -> bool:
@@ -520,7 +527,7 @@ def predict_run(
     """
     try:
         shapes = workload_shapes(config.workload, config.cluster.nodes, recorded)
-        local = local_time_s(steps, ranks_meet_at_calls(config, shapes))
+        local = run_local_time_s(steps, config, shapes)
         if local is None:
             return {"error": "no measured steps"}
         calib = calibration if calibration is not None else load_calibration()
@@ -582,7 +589,7 @@ def replay_run(
     """
     try:
         shapes = workload_shapes(config.workload, config.cluster.nodes)
-        local, codec = local_time_s(steps, ranks_meet_at_calls(config, shapes)), measured_codec_s(steps)
+        local, codec = run_local_time_s(steps, config, shapes), measured_codec_s(steps)
         if local is None or codec is None:
             return None
         calib = calibration if calibration is not None else load_calibration()

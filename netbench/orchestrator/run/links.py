@@ -193,9 +193,8 @@ def read_trunks(path: Path | None) -> pd.DataFrame:
 def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibration: Any) -> dict[str, Any]:
     """:func:`compare_links` for a finished run (one worker per node), or ``{"error": why}``: never fails the run."""
     from netbench.orchestrator.prediction import (  # late: keeps psutil, pyroute2 off this module's import
-        local_time_s,
         model_step,
-        ranks_meet_at_calls,
+        run_local_time_s,
         workload_shapes,
     )  # late: keeps psutil, pyroute2 off this module's import
 
@@ -204,7 +203,7 @@ def link_report(config: Any, steps: pd.DataFrame, trunks: pd.DataFrame, calibrat
     try:
         cluster = config.cluster
         shapes = workload_shapes(config.workload, cluster.nodes)
-        local = local_time_s(steps, ranks_meet_at_calls(config, shapes))
+        local = run_local_time_s(steps, config, shapes)
         if local is None:
             return {"error": "no measured steps"}
         scheme = scheme_from_config(config.replicator)
