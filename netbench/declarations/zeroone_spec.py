@@ -18,7 +18,7 @@ k = n + 1 and every rule below reads k.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
@@ -96,8 +96,9 @@ def payload(shapes: Sequence[ParamShape], config: Settings, world_size: int) -> 
                 parts += compressed_allreduce(numel, world_size, others=True, **where)
         else:
             parts += compressed_allreduce(numel, world_size, **where)
-    lasting = parts[-4:]  # the last phase's compressed all-reduce, first: the exchange the model prices
-    return PayloadDecl(**{**vars(lasting[0]), "also": (*lasting[1:], *parts[:-4])})
+    # the last phase's compressed all-reduce first: the exchange the model prices
+    *opening, signs, worker_scales, server_signs, server_scales = parts
+    return replace(signs, also=(worker_scales, server_signs, server_scales, *opening))
 
 
 def period(config: Settings) -> int:
