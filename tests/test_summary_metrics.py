@@ -154,3 +154,11 @@ def test_a_misspelt_key_fails_at_the_writer() -> None:
         RunSummary.new(capture_tx_wire_bytes_per_step=1.0)
     with pytest.raises(KeyError):
         Prediction.new(final_loss=1.0)  # a measured-only key is no prediction
+
+
+def test_a_run_whose_last_loss_is_nan_still_prints_its_table() -> None:
+    """A diverged run's summary holds no last loss (every rank's was NaN): its table says so instead of failing."""
+    console = Console(width=240, record=True)
+    summary = {**full_summary(), "first_loss": 5.7, "final_loss": None}
+    console.print(summary_table(summary))
+    assert "5.700 -> not a number" in console.export_text()

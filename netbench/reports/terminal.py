@@ -93,6 +93,11 @@ def _title(summary: dict[str, Any], command: str) -> str:
     )
 
 
+def _loss(value: float | None) -> str:
+    """A step's loss, or "not a number" where every rank's was NaN (training that diverged still ends its run)."""
+    return "not a number" if value is None else f"{value:.3f}"
+
+
 def _rows(summary: dict[str, Any]) -> list[tuple[str, str, str | None]]:
     """(label, measured, model) of every row the summary has; model None where the run has no prediction."""
     predicted = summary.get("predicted", {})
@@ -108,7 +113,7 @@ def _rows(summary: dict[str, Any]) -> list[tuple[str, str, str | None]]:
         p = predicted.get(m.key) if predicted else None
         add(_label(m), shown(value, m.unit), "" if p is None else shown(p, m.unit))
     if summary.get("first_loss") is not None:
-        add("loss (first -> last)", f"{summary['first_loss']:.3f} -> {summary['final_loss']:.3f}")
+        add("loss (first -> last)", f"{_loss(summary['first_loss'])} -> {_loss(summary['final_loss'])}")
     fidelity = summary.get("fidelity")
     if fidelity is not None:
         dilated = f" (dilated x{fidelity['dilation']:.3g})" if fidelity.get("dilation", 1) != 1 else ""
