@@ -21,11 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from netbench import untrusted
+from netbench import environment, untrusted
 
 # What netbench accepts as a name that becomes a file or folder name (sweep names, run ids): no
 # separators, no leading dot (so never "." or ".."), at most 64 characters.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+MAX_UID = 2**32 - 2  # the kernel's largest uid ((uid_t) -1 means "no user")
 
 __all__ = [
     "NAME_PATTERN",
@@ -68,9 +69,12 @@ def _trusted_owners() -> set[int]:
     already keeps it out of what the caller may not write; the world-writable check still applies.
     """
     owners = {0, os.getuid(), os.geteuid()}
-    sudo_uid = os.environ.get("SUDO_UID", "")
-    if sudo_uid.isdigit():
-        owners.add(int(sudo_uid))
+    try:
+        sudo_uid = environment.whole_number("SUDO_UID", low=0, high=MAX_UID)
+    except environment.BadEnvironment:
+        sudo_uid = None  # not a user sudo could have been run by: no one more is trusted
+    if sudo_uid is not None:
+        owners.add(sudo_uid)
     if _in_user_namespace():
         owners.add(_overflow_uid())
     return owners

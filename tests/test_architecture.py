@@ -154,6 +154,7 @@ LEAF_MODULES = frozenset(
         "netbench.child",
         "netbench.counters",
         "netbench.dtypes",
+        "netbench.environment",
         "netbench.frames",
         "netbench.membership",
         "netbench.pacing",

@@ -274,5 +274,5 @@ def test_worker_refuses_a_sharding_it_cannot_run_in_one_line(choice: str, local:
     from netbench.cli.errors import UserError
     from netbench.cli.sharding_options import local_world_size
 
-    with pytest.raises(UserError, match="^--shard-within"):
+    with pytest.raises(UserError, match=r"^(--shard-within|\$LOCAL_WORLD_SIZE must be)"):
         local_world_size(choice, 8, {"LOCAL_WORLD_SIZE": local})

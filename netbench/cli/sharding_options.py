@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 
+from netbench import environment
 from netbench.cli.errors import UserError
 from netbench.units import UnitError, parse_rate
 
@@ -38,7 +39,7 @@ def check_workers(nodes: int, gpus_per_node: int) -> None:
         )
 
 
-def local_world_size(shard_within: str, world_size: int, environ: dict | None = None) -> int:
+def local_world_size(shard_within: str, world_size: int, environ: Mapping[str, str] | None = None) -> int:
     """G under torchrun: LOCAL_WORLD_SIZE with ``--shard-within host`` (it must divide the world), else 1 (every rank
     is a node)."""
 
@@ -48,19 +49,23 @@ def local_world_size(shard_within: str, world_size: int, environ: dict | None = 
         raise UserError("--shard-within: choose node or host")
     if shard_within == "node":
         return 1
-    env = os.environ if environ is None else environ
-    try:
-        g = int(env.get("LOCAL_WORLD_SIZE", "1"))
-    except ValueError:
-        raise UserError(
-            f"--shard-within host: LOCAL_WORLD_SIZE is not a number: {env.get('LOCAL_WORLD_SIZE')!r}"
-        ) from None
-    if g < 1 or world_size % g:
+    g = local_ranks(environ)
+    if world_size % g:
         raise UserError(
             f"--shard-within host: every host needs the same --nproc-per-node; world {world_size} is not a multiple "
             f"of {g}"
         )
     return g
+
+
+def local_ranks(environ: Mapping[str, str] | None = None) -> int:
+    """How many ranks torchrun runs on this host (``$LOCAL_WORLD_SIZE``, 1 where unset); bad values are a UserError."""
+    from netbench.orchestrator.config import MAX_WORKERS  # late: keeps networkx, numpy, psutil, pyroute2 off the import
+
+    try:
+        return int(environment.whole_number("LOCAL_WORLD_SIZE", low=1, high=MAX_WORKERS, default=1, env=environ))
+    except environment.BadEnvironment as exc:
+        raise UserError(str(exc)) from None
 
 
 def check_emulated(shard_within: str) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from netbench import environment
 from netbench.cache import CacheFolderError, checked_cache_dir, trusted_file
 
 __all__ = ["ENV", "SOURCE", "NativeUnavailable", "Choice", "wanted", "choose", "binary", "argv"]
@@ -35,10 +36,7 @@ class NativeUnavailable(RuntimeError):
 
 def wanted() -> str:
     """``auto`` (native where it builds), ``native`` or ``python``, from ``$NETBENCH_DELAY_LINE``."""
-    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if choice not in CHOICES:
-        raise ValueError(f"${ENV} must be one of {', '.join(CHOICES)}, got {choice!r}")
-    return choice
+    return environment.one_of(ENV, CHOICES, "auto")
 
 
 @dataclass(frozen=True)

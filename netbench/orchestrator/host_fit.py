@@ -8,14 +8,13 @@ other input checks, so a refusal is one line and exit code 2).
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
 
-from netbench import safe_files
+from netbench import environment, safe_files
 from netbench.orchestrator.config import BYTES_PER_PARAM, RunConfig
 
 __all__ = ["HostUnfit", "check_host", "check_memory", "check_out_dir"]
@@ -55,11 +54,10 @@ def check_out_dir(out_dir: Path) -> None:
 def check_memory(config: RunConfig, environ: Mapping[str, str] | None = None) -> None:
     """HostUnfit unless every worker on this host can hold the workload: refuse before a cluster is built, not
     when a worker is OOM-killed. Under torchrun only ``$LOCAL_WORLD_SIZE`` of the workers run here."""
-    env = os.environ if environ is None else environ
     workers = config.cluster.nodes * config.gpus_per_node
     try:
-        here = min(workers, int(env.get("LOCAL_WORLD_SIZE", workers)))
-    except ValueError:
+        here = int(environment.whole_number("LOCAL_WORLD_SIZE", low=1, high=workers, default=workers, env=environ))
+    except environment.BadEnvironment:
         here = workers  # a malformed value is torchrun's to refuse; count every worker
     params = config.workload.param_count()
     need = params * BYTES_PER_PARAM * here

@@ -7,20 +7,48 @@ torchrun sets (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so one spec file ser
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from netbench import untrusted
+from netbench import environment, untrusted
 from netbench.declarations.config import ReplicatorConfig
 from netbench.validation import one_line
 from netbench.worker.groups import Layout
 from netbench.worker.quorum_spec import QuorumSpec
 from netbench.workloads.config import WorkloadConfig
 
-_ENV_FIELDS = {"rank": "RANK", "world_size": "WORLD_SIZE", "master_addr": "MASTER_ADDR", "master_port": "MASTER_PORT"}
+MAX_RANKS = 1 << 20  # ranks of one torchrun job: far past any cluster a run spans
+MAX_PORT = 65535
+_HOST = re.compile(r"[A-Za-z0-9:\[][A-Za-z0-9._:\[\]-]{0,252}")  # a host name, IPv4 or IPv6 address
+
+
+def _rank(var: str, env: Mapping[str, str]) -> int | None:
+    return environment.whole_number(var, low=0, high=MAX_RANKS - 1, env=env)
+
+
+def _world_size(var: str, env: Mapping[str, str]) -> int | None:
+    return environment.whole_number(var, low=1, high=MAX_RANKS, env=env)
+
+
+def _port(var: str, env: Mapping[str, str]) -> int | None:
+    return environment.whole_number(var, low=1, high=MAX_PORT, env=env)
+
+
+def _host(var: str, env: Mapping[str, str]) -> str | None:
+    return environment.matching(var, _HOST, "a host name or an IP address", env=env)
+
+
+# the rendezvous fields torchrun's environment fills, each with its variable and how it is read
+_ENV_FIELDS: dict[str, tuple[str, Callable[[str, Mapping[str, str]], int | str | None]]] = {
+    "rank": ("RANK", _rank),
+    "world_size": ("WORLD_SIZE", _world_size),
+    "master_addr": ("MASTER_ADDR", _host),
+    "master_port": ("MASTER_PORT", _port),
+}
 
 
 class SpecError(ValueError):
@@ -38,7 +66,7 @@ class WorkerSpec(BaseModel):
     world_size: int | None = Field(None, ge=1, description="number of nodes; None: WORLD_SIZE")
     master_addr: str | None = Field(None, min_length=1, description="rank 0's address; None: MASTER_ADDR")
     master_port: int | None = Field(
-        None, ge=1, le=65535, description="rendezvous port on master_addr; None: MASTER_PORT"
+        None, ge=1, le=MAX_PORT, description="rendezvous port on master_addr; None: MASTER_PORT"
     )
     iface: str = Field(
         ..., min_length=1, description="interface for GLOO_SOCKET_IFNAME and the byte counters ('lo' in tests)"
@@ -197,17 +225,20 @@ def resolve(spec: WorkerSpec, environ: Mapping[str, str] | None = None) -> Resol
     updates: dict[str, object] = {}
     # no store address to know: the group meets at a file, or each node is a group of its own (a quorum)
     meets_at_file = (spec.rendezvous_file is not None or spec.quorum is not None) and spec.rank is not None
-    for field, var in _ENV_FIELDS.items():
+    for field, (var, read) in _ENV_FIELDS.items():
         if meets_at_file and field in ("master_addr", "master_port"):
             continue
         if getattr(spec, field) is None:
-            if var not in env:
+            if not env.get(var):
                 raise SpecError(
                     f"spec leaves {field} out and {var} is not set (launch with torchrun or set it in the spec)"
                 )
-            updates[field] = env[var]
+            try:
+                updates[field] = read(var, env)
+            except environment.BadEnvironment as exc:
+                raise SpecError(str(exc)) from None
     try:
         full = WorkerSpec.model_validate({**spec.model_dump(), **updates})
     except ValidationError as exc:
-        raise SpecError(one_line(exc, prefix="environment: ")) from None
+        raise SpecError(one_line(exc, prefix="environment: ", echo=False)) from None
     return ResolvedSpec(spec=full, init_method="env" if "rank" in updates else "tcp")

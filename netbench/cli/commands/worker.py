@@ -10,7 +10,6 @@ orchestrator/multihost/torchrun.py).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,8 +76,8 @@ def _host_topology(
         host.paths()
     except (TopologyError, PlacementError, HostTopologyError) as exc:
         raise UserError(str(exc)) from None
-    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
-    if local != str(g):
+    local = sharding_options.local_ranks()
+    if local != g:
         raise UserError(
             f"--topology: torchrun runs {local} ranks on this host, each its own node; a topology needs one node "
             "per host: --nproc-per-node 1, or --shard-within host"

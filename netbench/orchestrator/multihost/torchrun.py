@@ -25,6 +25,7 @@ import socket
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ from typing import Any
 
 from pyroute2.ethtool import Ethtool
 
-from netbench import safe_files
+from netbench import environment, safe_files
 from netbench.calibrate.host import host_cpus
 from netbench.calibrate.hostcache import host_calibration
 from netbench.counters import CounterError, read_counters
@@ -40,7 +41,7 @@ from netbench.emulation.capabilities import detect
 from netbench.emulation.hostshaping import HostShaper, HostShapingError, offload_on, preflight
 from netbench.emulation.htb import HtbShaping, netem_missing
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.config import MAX_WORKERS, RunConfig
 from netbench.orchestrator.multihost import peer_addresses
 from netbench.orchestrator.multihost.host_topology import HostTopology, HostTopologyError
 from netbench.orchestrator.multihost.rank_payload import PayloadError, broadcast_flags, check_payload, gather_json
@@ -52,6 +53,8 @@ from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, resolve
 
 NO_CAPTURE = "worker mode (torchrun on real hosts) captures no packets: wire bytes come from the interface counters"
 _RUN_ID = re.compile(safe_files.NAME_PATTERN)
+MAX_RESTARTS = 1_000_000  # torchrun's --max-restarts for a job: a count, never a name
+RUN_ID_FORM = "1-64 letters, digits, '.', '_' or '-'"
 
 
 @dataclass(frozen=True)
@@ -92,18 +95,31 @@ def rendezvous(iface: str, environ: dict[str, str] | None = None) -> ResolvedSpe
         read_counters(iface)
     except CounterError as exc:
         raise SpecError(f"--iface: {exc}") from None
+    local_rank(env)  # checked with the rest of torchrun's variables, before anything is made
     return resolve(WorkerSpec(iface=iface, out_path="-"), env)
 
 
 def run_id_from(given: str | None, environ: dict[str, str] | None = None) -> str:
     """--run-id, else torchrun's --rdzv-id (TORCHELASTIC_RUN_ID), else a fresh one; safe as a file name."""
-    env = os.environ if environ is None else environ
-    run_id = given or env.get("TORCHELASTIC_RUN_ID", "")
-    if run_id in ("", "none"):  # torchrun's default rdzv id is the literal "none"
+    if given:
+        if not _RUN_ID.fullmatch(given):
+            raise SpecError(f"--run-id: {given!r} must be {RUN_ID_FORM}")
+        return given
+    try:
+        run_id = environment.matching("TORCHELASTIC_RUN_ID", _RUN_ID, RUN_ID_FORM, env=environ)
+    except environment.BadEnvironment as exc:
+        raise SpecError(str(exc)) from None
+    if run_id in (None, "none"):  # torchrun's default rdzv id is the literal "none"
         return secrets.token_hex(3)
-    if not _RUN_ID.fullmatch(run_id):
-        raise SpecError(f"--run-id: {run_id!r} must be 1-64 letters, digits, '.', '_' or '-'")
     return run_id
+
+
+def local_rank(environ: Mapping[str, str] | None = None) -> int:
+    """This process's rank on its host (torchrun's ``$LOCAL_RANK``, 0 where unset); a bad value is a SpecError."""
+    try:
+        return int(environment.whole_number("LOCAL_RANK", low=0, high=MAX_WORKERS - 1, default=0, env=environ))
+    except environment.BadEnvironment as exc:
+        raise SpecError(str(exc)) from None
 
 
 def link_speed_bps(iface: str) -> float | None:
@@ -164,7 +180,6 @@ def plan(
     """This rank's worker spec; only local rank 0 shapes, since every local rank shares the host's interface: one
     egress shaper where every path is its uplink, else a class per peer (:func:`_peer_shaping`).
     """
-    env = os.environ if environ is None else environ
     rendezvous_fields = rendezvous_spec.spec
     partial = partial_records(config.out_dir, run_id, rendezvous_fields.rank)
     spec = rendezvous_fields.model_copy(
@@ -186,7 +201,7 @@ def plan(
         config=config,
         spec=ResolvedSpec(spec=spec, init_method=rendezvous_spec.init_method),
         run_id=run_id,
-        shaping=egress if env.get("LOCAL_RANK", "0") == "0" else None,
+        shaping=egress if local_rank(environ) == 0 else None,
         partial=partial,
         topology=topology,
         per_peer=topology.shaped and egress is None,
@@ -203,7 +218,7 @@ def _node_info(plan: HostPlan, shaper: HostShaper | None) -> dict[str, Any]:
         "addresses": peer_addresses.interface_addresses(spec.iface),
         "link_speed_bps": link_speed_bps(spec.iface),
         "shaping": shaper.installed if shaper else None,
-        "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+        "local_rank": local_rank(),
     }
 
 
@@ -293,6 +308,10 @@ def _peer_shaping(plan: HostPlan, environ: dict[str, str] | None = None) -> tupl
             f"--topology: {spec.iface} has no IPv4 address; peers are shaped by their IPv4 addresses"
         )
     try:
+        attempt = environment.whole_number("TORCHELASTIC_RESTART_COUNT", low=0, high=MAX_RESTARTS, default=0, env=env)
+    except environment.BadEnvironment as exc:
+        raise HostShapingError(str(exc)) from None
+    try:
         store = peer_addresses.open_store(env, spec.timeout_s)
         found = peer_addresses.exchange(
             store,
@@ -300,7 +319,7 @@ def _peer_shaping(plan: HostPlan, environ: dict[str, str] | None = None) -> tupl
             own,
             [r for r in host.leaders() if r != spec.rank],
             spec.timeout_s,
-            attempt=env.get("TORCHELASTIC_RESTART_COUNT", "0"),
+            attempt=str(attempt),
         )
         return store, host.shaping(found, set(own))
     except (peer_addresses.PeerAddressError, HostTopologyError) as exc:
