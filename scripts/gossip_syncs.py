@@ -11,6 +11,12 @@ each pair during the sync: bytes sent, when they stopped growing (to the samplin
 trip and the least and most congestion window at that time: whether a direction ran slower than the other, whether
 its round trip grew, and whether its window fell to bbr's PROBE_RTT floor of 4 segments (then in how many samples,
 and how long after the connection first appeared in them: bbr's 10 s min-RTT window runs on wall time from there).
+Then, for each direction of each link between two sites that carried the sync, how well its flows used it: the
+bytes they sent over the sync's span (first entry to last exit) against the link's goodput, and the samples split by
+how many of its flows had data in flight, each group's median delivery rate (the kernel's, summed over the flows)
+against the goodput and against the sum of the flows' windows over their smoothed round trips (a flow limited by its
+window delivers its window a round trip), beside the median round trip: whether a direction ran below its rate, and
+whether its flows' windows and round trips account for it.
 
     PYTHONPATH=. python3 scripts/gossip_syncs.py RUN_DIR [RUN_DIR ...]
     PYTHONPATH=. python3 scripts/gossip_syncs.py SWEEP_DIR/runs/*gossip*
@@ -31,6 +37,7 @@ import pandas as pd
 from netbench.calibrate.hostcache import load_calibration
 from netbench.declarations.gossip_spec import partner
 from netbench.model.calibration import Calibration
+from netbench.model.framing import Framing
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import (
     kernel_clock,
@@ -136,6 +143,74 @@ def directions(run_dir: Path, addresses: dict[str, int], lo: float, hi: float, d
     return lines
 
 
+def site_links(data: dict) -> tuple[dict[int, str], dict[tuple[str, str], float]]:
+    """Each node's site (its switch) and each direction of a link between two sites: its rate in bit/s."""
+    topology = data["config"]["cluster"].get("topology") or {}
+    names = {n["name"]: i for i, n in enumerate(topology.get("nodes", []))}
+    site = {names[n["name"]]: n["switch"] for n in topology.get("nodes", [])}
+    switches = set(topology.get("switches", []))
+    rates = {}
+    for link in topology.get("links", []):
+        if link["a"] in switches and link["b"] in switches:
+            rates[(link["a"], link["b"])] = float(link["forward"]["rate_bps"])
+            rates[(link["b"], link["a"])] = float(link["reverse"]["rate_bps"])
+    return site, rates
+
+
+def crossings(run_dir: Path, data: dict, lo: float, hi: float, dilation: float) -> list[str]:
+    """Each direction of each link between two sites during the sync between wall times ``lo`` and ``hi``: bytes
+    over the span against the goodput, and delivery against windows over round trips by flows in flight."""
+    site, rates = site_links(data)
+    if not rates:
+        return []
+    framing = Framing()
+    mss = framing.mss
+    addresses = {n["address"]: n["index"] for n in data["cluster"]["nodes"]}
+    sent: dict[tuple[str, str], float] = {}
+    loaded: dict[tuple[str, str], dict[float, list[dict]]] = {}
+    for path in sorted(tcp_folder(run_dir).glob("node*.jsonl")):
+        node = int(path.stem[4:])
+        last: dict[str, int] = {}
+        for record in read_records(path):
+            if record.get("event") != "tcp" or not lo - 1.0 <= record["t"] <= hi:
+                continue
+            for conn in record["conns"]:
+                peer = addresses.get(conn["conn"].split("->")[1].rsplit(":", 1)[0])
+                key = (site.get(node), site.get(peer))
+                if peer is None or key not in rates:
+                    continue
+                if record["t"] > lo and conn["conn"] in last:  # the bytes since the sample before
+                    sent[key] = sent.get(key, 0.0) + conn["bytes_sent"] - last[conn["conn"]]
+                last[conn["conn"]] = conn["bytes_sent"]
+                if record["t"] >= lo and conn["in_flight_bytes"] > PROBE_RTT_CWND * mss:
+                    loaded.setdefault(key, {}).setdefault(record["t"], []).append(conn)
+    span = (hi - lo) / dilation
+    lines = []
+    for key in sorted(sent):
+        goodput = rates[key] / 8 * framing.efficiency()  # bytes/s of payload
+        if sent[key] < 64 * 1024:
+            continue
+        groups: dict[int, list[tuple[float, float, float]]] = {}
+        for conns in loaded.get(key, {}).values():
+            delivered = sum(c["delivery_rate_bps"] for c in conns) * dilation / 8
+            windows = sum(c["cwnd"] * mss / max(c["srtt_us"], 1) * 1e6 for c in conns) * dilation
+            rtt = max(c["srtt_us"] for c in conns) / 1e3 / dilation
+            groups.setdefault(len(conns), []).append((delivered, windows, rtt))
+        parts = []
+        for n, rows in sorted(groups.items()):
+            frame = pd.DataFrame(rows, columns=["delivered", "windows", "rtt"])
+            parts.append(
+                f"{n} in flight {len(rows):2d} samples: {frame['delivered'].median() / goodput:4.2f} of it, "
+                f"windows/rtt {min(frame['windows'].median(), goodput) / max(frame['delivered'].median(), 1):4.2f} of "
+                f"that, rtt {frame['rtt'].median():4.0f} ms"
+            )
+        lines.append(
+            f"    {key[0]}->{key[1]}: {sent[key] / 1e3:7.0f} kB in {span:4.2f} s, {sent[key] / span / goodput:4.2f} of "
+            f"the goodput; " + "; ".join(parts)
+        )
+    return lines
+
+
 def calibration_for(run_dir: Path, explicit: Path | None) -> Calibration:
     """``explicit``, else the sweep's own calibration.json (a sweep keeps its runs in ``SWEEP/runs``), else this
     host's."""
@@ -170,6 +245,8 @@ def show(run_dir: Path, calibration: Calibration) -> None:
         )
         wall = group["enter"].min() * dilation, group["leave"].max() * dilation  # the TCP samples' clock
         for line in directions(run_dir, nodes, *wall, dilation):
+            print(line)
+        for line in crossings(run_dir, data, *wall, dilation):
             print(line)
 
 
