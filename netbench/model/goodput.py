@@ -24,7 +24,10 @@ workers meet them:
   the others' next window. A leave after the quorum formed costs no timeout: the configured process group resets
   at once;
 * while ``k`` nodes are away the others train as an ``n - k``-node cluster at its step time; fewer than
-  ``min_members`` form no quorum and train nothing.
+  ``min_members`` form no quorum and train nothing;
+* where every node that held the training has left, the nodes back have nobody to be healed from: at least
+  ``min_members`` of them form a quorum at torchft's step 0 and train from the first weights at once, without a heal
+  (a *restart*: its steps count as committed, as a run counts them, though they redo what was trained).
 
 :func:`expected_goodput`, what ``plan --mtbf`` answers, steps the rules through seeded draws of the churn.
 :func:`goodput` is their closed form: the number of nodes away follows the Engset distribution (independent nodes,
