@@ -10,6 +10,9 @@ Per run folder, in the cluster's seconds (wall time over the run's dilation):
   group's configuration that waits out the exchange timeout (the rules price these: their count beside), a receive
   that waits out the timeout, a store client that waits on a store whose node left, gloo's connect to a peer gone, a
   heal that fails on the node healed (the rules' failed heals beside);
+* the restarts: the rules' (every node that held the training gone, the nodes back train afresh without a heal)
+  beside the run's, the joined workers whose first committed step came without a heal (each restart holds one or
+  more), and the heals that succeeded: the rules' beside the run's quorums that healed;
 * from ``workers/lighthouse.log``: after each leave of a member of the quorum in force, how long until the next
   quorum without it formed (median, and how many over 1.5 s), and the re-formations that waited over 1.5 s from their
   first member's request, their excess over the lighthouse's wait W in all.
@@ -41,6 +44,7 @@ from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.churn_results import simulate_run
 from netbench.orchestrator.run.schedule_results import segment_summary
 from netbench.rundir.churn_figures import churn_figures, span_s
+from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
 
 # the waits a worker logs as "got exception ...", by what ended them
@@ -87,6 +91,30 @@ def logged_waits(folder: Path, cluster_s) -> dict[str, list[tuple[float, float]]
                 if kind is not None:
                     pending.append((kind, last))
     return {kind: merged(found) for kind, found in spans.items()}
+
+
+def fresh_commits(steps: pd.DataFrame, applied: list[dict]) -> tuple[int, int]:
+    """Of the workers started by a join, how many first committed a step without a heal (their quorum held nobody
+    ahead of them: the training started afresh), and how many quorums healed (heals within 1 s counted once)."""
+    rows = measured_steps(steps)
+    fresh = 0
+    for change in applied:
+        if not change["what"].endswith("joined"):
+            continue
+        node, at = change["what"].split()[0], change["time_s"]
+        later = [c["time_s"] for c in applied if c["time_s"] > at and c["what"] == f"{node} left"]
+        mine = rows[
+            (rows[Col.RANK] == int(node.removeprefix("n")))
+            & (rows[Col.SCHEDULE_ELAPSED_S] >= at)
+            & (rows[Col.SCHEDULE_ELAPSED_S] < min(later, default=float("inf")))
+        ]
+        committed = mine[mine[Col.COMMITTED].astype(bool)]
+        healed = mine[mine[Col.HEAL_BYTES].fillna(0) > 0]
+        if not committed.empty and (healed.empty or healed.index.min() > committed.index.min()):
+            fresh += 1
+    heal_times = sorted(rows.loc[rows[Col.HEAL_BYTES].fillna(0) > 0, Col.SCHEDULE_ELAPSED_S])
+    healing = sum(1 for i, t in enumerate(heal_times) if i == 0 or t - heal_times[i - 1] > 1.0)
+    return fresh, healing
 
 
 def quorums(folder: Path, cluster_s) -> tuple[list[tuple[float, set[str]]], list[float]]:
@@ -155,6 +183,11 @@ def main() -> None:
         }
         for kind, spans in waits.items():
             print(f"  {kind}: {len(spans)}, {sum(b - a for a, b in spans):.1f} s{priced.get(kind, '')}")
+        fresh, healing = fresh_commits(steps, applied)
+        print(
+            f"  restarts: rules {rules.restarts}; the run's joined workers first committing without a heal {fresh}; "
+            f"heals that succeeded: rules {rules.heals - rules.failed_heals}, the run's quorums that healed {healing}"
+        )
         formed, reformed = quorums(folder, cluster_s)
         after = []
         for change in applied:

@@ -7,6 +7,9 @@ folder's measured goodput beside
   the seeded draws and their 10th-90th percentiles (the band a run falls in by chance alone);
 * plan's figure for the run's own seed (``plan --for ... --seed``): the very leaves and joins the run drew, priced
   with plan's steps;
+* plan's figure for the run as it was run (``plan --for LEN --steps N [--seed S]``, LEN the churn's ``for=``, N the
+  run's ``--steps`` less its warm-up): the churn drawn over LEN, then every node present until N steps commit since
+  the training last started afresh, the mean and band over the draws and the run's own seed;
 * the rules over the run's recorded changes with the run's own segments' steps, heal, worker start and exchange
   timeout (``goodput_model_steps_per_s``, priced again with this code and ``--calibration``);
 
@@ -47,12 +50,12 @@ def run_folder(path: Path) -> Path:
     )
 
 
-def churn_of(source: str) -> tuple[float, float, int]:
-    """MTBF, away and seed of a ``--churn`` as run.json names its source."""
-    found = re.search(r"churn mtbf=([\d.e+]+)s away=([\d.e+]+)s seed=(\d+)", source)
+def churn_of(source: str) -> tuple[float, float, int, float]:
+    """MTBF, away, seed and length (``for=``) of a ``--churn`` as run.json names its source."""
+    found = re.search(r"churn mtbf=([\d.e+]+)s away=([\d.e+]+)s seed=(\d+) for=([\d.e+]+)s", source)
     if found is None:
         raise SystemExit(f"not a run through --churn: {source[:80]}")
-    return float(found.group(1)), float(found.group(2)), int(found.group(3))
+    return float(found.group(1)), float(found.group(2)), int(found.group(3)), float(found.group(4))
 
 
 def err(model: float, measured: float) -> str:
@@ -69,9 +72,9 @@ def main() -> None:
     calibration = read_calibration(args.calibration)
     print(
         "| run | length | measured | long run | run of its length: mean (p10-p90) | in band | its seed "
-        "| the run's changes |"
+        "| as run: mean (p10-p90) | as run: its seed | the run's changes |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for given in args.runs:
         folder = run_folder(given)
         run_json = json.loads((folder / "run.json").read_text())
@@ -80,7 +83,7 @@ def main() -> None:
         measured_rows = measured_steps(steps)
         measured = churn_figures(measured_rows)["goodput_steps_per_s"]
         length = span_s(measured_rows)
-        mtbf, away, seed = churn_of(config.schedule.source if config.schedule else "")
+        mtbf, away, seed, churn_s = churn_of(config.schedule.source if config.schedule else "")
         rep = config.replicator
         scheme = Scheme(name=rep.name, config=rep, overlap=spec(rep.name).overlaps_compute)
         request = PlanRequest(
@@ -97,6 +100,10 @@ def main() -> None:
         )
         churn = plan(request, calibration, args.calibration, derived=False).doc["rows"][0]["churn"]
         run = churn["run"]
+        as_run_request = request.model_copy(
+            update={"churn_for": churn_s, "churn_steps": config.steps - config.warmup_steps}
+        )
+        as_run = plan(as_run_request, calibration, args.calibration, derived=False).doc["rows"][0]["churn"]["run"]
         segments = segment_summary(config, steps, None, calibration, os.cpu_count(), None)
         dilation = float(run_json.get("dilation") or 1.0)
         cluster = run_json["cluster"] | {"quorum": {"exchange_timeout_s": exchange_timeout(folder, run_json)}}
@@ -108,7 +115,10 @@ def main() -> None:
             f"| {rep.name} seed {seed} | {length:.0f} s | {measured:.3f} | {churn['steps_per_s']:.3f} "
             f"({err(churn['steps_per_s'], measured)}) | {run['steps_per_s']:.3f} ({run['p10']:.3f}-{run['p90']:.3f}; "
             f"{err(run['steps_per_s'], measured)}) | {'yes' if inside else 'no'}{', within 10 %' if near else ''} | "
-            f"{run['seed_steps_per_s']:.3f} ({err(run['seed_steps_per_s'], measured)}) | {own} |"
+            f"{run['seed_steps_per_s']:.3f} ({err(run['seed_steps_per_s'], measured)}) | "
+            f"{as_run['steps_per_s']:.3f} ({as_run['p10']:.3f}-{as_run['p90']:.3f}; "
+            f"{err(as_run['steps_per_s'], measured)}) | "
+            f"{as_run['seed_steps_per_s']:.3f} ({err(as_run['seed_steps_per_s'], measured)}) | {own} |"
         )
 
 

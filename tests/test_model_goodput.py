@@ -261,3 +261,62 @@ def test_a_run_too_long_to_price_gets_fewer_draws_then_none() -> None:
     assert run_draws(512, 20, 6, 3600) == 0
     with pytest.raises(ValueError, match="too many changes"):
         run_goodput(512, 20, 6, 3600, full_step, Recovery())
+
+
+def test_nodes_back_with_every_holder_of_the_training_gone_train_afresh_without_a_heal() -> None:
+    names = ("n0", "n1", "n2")
+    # n2 leaves in the first step (lost; quorum at 1.5) and asked again at 1.2: its heal from 1.5 fails when n0, its
+    # source, leaves at 2.5; n1, the last node that held the training, leaves at 3.0 while the quorum waits for n0.
+    # n2 alone waits; n0 is back at 4.2: the quorum of n2 and n0 holds no node ahead of them, so it trains from the
+    # first weights at once, without a heal: steps end 5.2 .. 19.2
+    found = simulate(LOST_TRAINING, names, 20.0, one_second_steps, Recovery(period=1, heal_s=5.0, quorum_wait_s=1.0))
+    assert (found.heals, found.failed_heals, found.restarts, found.committed_steps) == (1, 1, 1, 15)
+    # without n0 back, n2 alone (fewer than a quorum) trains nothing
+    alone = simulate(LOST_TRAINING[:4], names, 20.0, one_second_steps, Recovery(period=1, heal_s=5.0))
+    assert (alone.restarts, alone.committed_steps) == (0, 0)
+
+
+LOST_TRAINING = [
+    Change(time_s=0.5, target="n2", member="leave"),
+    Change(time_s=1.2, target="n2", member="join"),
+    Change(time_s=2.5, target="n0", member="leave"),
+    Change(time_s=3.0, target="n1", member="leave"),
+    Change(time_s=4.2, target="n0", member="join"),
+]
+
+
+def test_a_run_of_a_given_number_of_steps_trains_on_with_every_node_after_its_churn() -> None:
+    recovery = Recovery(period=1, heal_s=2.0, quorum_wait_s=1.0)
+    # n1 away 0.5-3.2 and healed; after the churn every node trains on until the 30th step
+    found = simulate(AWAY_AND_BACK, NAMES, 4.0, one_second_steps, recovery, steps=30)
+    # 2 steps by 3.5, the heal to 5.5, then 28 steps of 1 s
+    assert (found.committed_steps, found.horizon_s) == (30, pytest.approx(5.5 + 28))
+    assert simulate(AWAY_AND_BACK, NAMES, 5.5 + 28, one_second_steps, recovery).committed_steps == 30
+
+
+def test_a_run_of_a_given_number_of_steps_counts_them_again_from_a_restart() -> None:
+    names = ("n0", "n1", "n2")
+    # steps end 1, 2, 3; n2 leaves at 3.5 (lost; quorum at 4.5), a step ends 5.5; n2, back at 4.6, is healed from
+    # 5.5 until n0 leaves at 6.0; n1 leaves at 6.5, n0 is back at 8.0: n2 and n0 train afresh from 8.0
+    changes = [
+        Change(time_s=3.5, target="n2", member="leave"),
+        Change(time_s=4.6, target="n2", member="join"),
+        Change(time_s=6.0, target="n0", member="leave"),
+        Change(time_s=6.5, target="n1", member="leave"),
+        Change(time_s=8.0, target="n0", member="join"),
+    ]
+    found = simulate(changes, names, 8.0, one_second_steps, Recovery(period=1, heal_s=5.0), steps=10)
+    # the run's 10 steps count from the restart; the 4 before it were committed too
+    assert (found.restarts, found.committed_steps, found.horizon_s) == (1, 14, pytest.approx(18.0))
+
+
+def test_plan_for_a_run_of_given_steps_prices_every_draw_until_they_commit() -> None:
+    recovery = Recovery(period=4, heal_s=2.0, exchange_timeout_s=5.0)
+    found = run_goodput(len(NAMES), 20, 6, 60, diloco_step, recovery, seed=2, steps=400)
+    changes = draw(Churn(mtbf_s=20, away_s=6, seed=2, for_s=60), NAMES)
+    seeded = simulate(changes, NAMES, 60, diloco_step, recovery, steps=400)
+    assert found.steps == 400
+    assert found.seed_steps_per_s == seeded.steps_per_s
+    assert seeded.horizon_s > 60  # 400 steps outlast the churn: the rest is trained with every node present
+    # the tail with every node present raises the run's goodput above that of a run that ends with its churn
+    assert found.steps_per_s > run_goodput(len(NAMES), 20, 6, 60, diloco_step, recovery).steps_per_s

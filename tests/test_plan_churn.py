@@ -71,6 +71,19 @@ def test_a_run_of_a_given_length_gets_its_mean_spread_and_seed_beside_the_long_r
     assert all("run" not in row["churn"] for row in plain["rows"])
 
 
+def test_a_run_of_given_steps_trains_on_after_its_churn_and_reads_above_one_that_ends_with_it(capsys) -> None:
+    common = ("-r", "diloco", "--sync-every", "4", "--mtbf", "20s", "--for", "60s", "--seed", "1", *ARGS)
+    ended = plan_json(capsys, *common)
+    longer = plan_json(capsys, *common, "--steps", "2000")
+    assert longer["churn"]["steps"] == 2000
+    for short, long in zip(ended["rows"], longer["rows"]):
+        assert long["churn"]["run"]["steps"] == 2000 and "steps" not in short["churn"]["run"]
+        # the steps after the churn are trained with every node present
+        assert long["churn"]["run"]["steps_per_s"] > short["churn"]["run"]["steps_per_s"]
+    main(["plan", *common, "--steps", "2000"])
+    assert "run of 60s, 2000 steps" in capsys.readouterr().out
+
+
 def test_the_table_prints_the_run_and_its_seed(capsys) -> None:
     main(["plan", "-r", "full", "--mtbf", "20s", "--for", "120s", "--seed", "5", *ARGS])
     out = capsys.readouterr().out
@@ -101,6 +114,9 @@ def test_the_table_prints_the_run_and_its_seed(capsys) -> None:
         (("--mtbf", "20s", "--for", "60s", "--seed", "-1"), "--seed: must be between 0 and"),
         (("--mtbf", "20s", "--for", "60s", "--seed", "2.5"), "--seed: expected a whole number"),
         (("--mtbf", "20s", "--for", "1e6s"), "--for: a run of 1e+06 s on 2 nodes draws more than"),
+        (("--mtbf", "20s", "--steps", "100"), "--steps: the steps of a run whose churn lasts --for: give --for too"),
+        (("--mtbf", "20s", "--for", "60s", "--steps", "0"), "--steps: must be between 1 and"),
+        (("--mtbf", "20s", "--for", "60s", "--steps", "many"), "--steps: expected a number"),
     ],
 )
 def test_bad_churn_values_exit_2_in_one_line(capsys, args: tuple[str, ...], said: str) -> None:

@@ -24,7 +24,10 @@ workers meet them:
   the others' next window. A leave after the quorum formed costs no timeout: the configured process group resets
   at once;
 * while ``k`` nodes are away the others train as an ``n - k``-node cluster at its step time; fewer than
-  ``min_members`` form no quorum and train nothing.
+  ``min_members`` form no quorum and train nothing;
+* where every node that held the training has left, the nodes back have nobody to be healed from: at least
+  ``min_members`` of them form a quorum at torchft's step 0 and train from the first weights at once, without a heal
+  (a *restart*: its steps count as committed, as a run counts them, though they redo what was trained).
 
 :func:`expected_goodput`, what ``plan --mtbf`` answers, steps the rules through seeded draws of the churn.
 :func:`goodput` is their closed form: the number of nodes away follows the Engset distribution (independent nodes,
@@ -69,6 +72,7 @@ __all__ = [
     "RUN_DRAWS",
     "MIN_RUN_DRAWS",
     "MAX_RUN_CHANGES",
+    "MAX_RUN_STEPS",
     "run_draws",
     "RunGoodput",
     "run_goodput",
@@ -86,6 +90,7 @@ MAX_DRAWN = 4_000  # changes a draw may try on average: bounds the time a plan s
 RUN_DRAWS = 40  # seeded draws a run of a given length is priced over: its mean and its 10th-90th percentiles
 MIN_RUN_DRAWS = 10  # the fewest draws that give a spread; a run too long for them is refused
 MAX_RUN_CHANGES = 20_000  # changes all the draws of one run try, on average: bounds plan --for at any length
+MAX_RUN_STEPS = 10**9  # a run's steps plan prices (after its churn they cost one jump of the simulation)
 MAX_FAILED_HEALS = 0.95  # the share of heals a leave fails, capped: past it nothing heals and goodput is ~0 anyway
 
 
@@ -136,6 +141,14 @@ CHURN_SETTINGS = table(
             "that run draws.",
             range=(0, 2**32 - 1),
         ),
+        Setting(
+            "--steps",
+            "churn_steps",
+            "count",
+            "the run's steps, as run's --steps (with --for): the run trains on after --for, every node present, "
+            "until they commit, as run --churn ...,for=LEN --steps N does; its goodput is over that whole run.",
+            range=(1, MAX_RUN_STEPS),
+        ),
     )
 )
 
@@ -176,6 +189,10 @@ class Goodput:
     leaves_per_s: float
     mean_away: float  # nodes not training on average: away, or back and waiting for the next quorum
     stalled_share: float  # the share of the time too few nodes are there to form a quorum
+    # how often every node holding the training is gone and the nodes back train afresh from the first weights (their
+    # steps count as committed, as a run counts them, but redo what was trained); 0 in the closed form, which leaves
+    # them out
+    restarts_per_s: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -201,6 +218,7 @@ class Goodput:
             "leaves_per_s": self.leaves_per_s,
             "mean_away": self.mean_away,
             "stalled_share": self.stalled_share,
+            "restarts_per_s": self.restarts_per_s,
         }
 
 
@@ -373,6 +391,7 @@ class Simulated:
     horizon_s: float
     stuck: int = 0  # re-formations a leave made wait out the exchange timeout
     failed_heals: int = 0  # heals a member's leave failed (each started again at the next quorum)
+    restarts: int = 0  # quorums of nodes back alone, every node that held the training gone: trained afresh, no heal
 
     @property
     def steps_per_s(self) -> float:
@@ -380,17 +399,31 @@ class Simulated:
 
 
 def simulate(
-    changes: Sequence[Change], names: Sequence[str], horizon_s: float, step_at: StepAt, recovery: Recovery
+    changes: Sequence[Change],
+    names: Sequence[str],
+    horizon_s: float,
+    step_at: StepAt,
+    recovery: Recovery,
+    steps: int | None = None,
 ) -> Simulated:
     """Train through ``changes`` (leaves and joins of ``names``, in time order) for ``horizon_s`` under the rules
     :func:`goodput` prices: window after window at the members' step, a leave in the vulnerable part losing the
-    window (in its exchange: kept, the survivors behind healed), the quorum's wait, a heal for the nodes back."""
+    window (in its exchange: kept, the survivors behind healed), the quorum's wait, a heal for the nodes back, a
+    quorum of nodes back alone (every node that held the training gone) training afresh without a heal.
+
+    With ``steps``, train instead until that many steps are committed since the training last started afresh (a
+    restart's quorum counts from 0, as a fresh torchft manager does), the changes over and every node back training
+    on after the last of them, as ``run --churn ...,for=LEN --steps N`` does: the outcome's ``horizon_s`` is when
+    the last of them commits (infinite where they never do), and its committed steps count every step trained."""
+    end_s = math.inf if steps is not None else horizon_s
+    finished = end_s
+    progress = 0  # steps committed since the training last started afresh: what ``steps`` counts
     events = sorted((c for c in changes if c.member in ("leave", "join")), key=lambda c: c.time_s)
     nodes = len(names)
     away: set[str] = set()
     back: dict[str, float] = {}  # node -> when it asks for a quorum
     t, done = 0.0, 0
-    committed, member_steps, lost, heals, stuck, failed_heals = 0, 0.0, 0, 0, 0, 0
+    committed, member_steps, lost, heals, stuck, failed_heals, restarts = 0, 0.0, 0, 0, 0, 0, 0
 
     asked_then_left: list[float] = []  # when nodes back, asking for a quorum, left before it formed
 
@@ -424,9 +457,24 @@ def simulate(
                 back[change.target] = change.time_s + recovery.restart_s
             done += 1
 
-    while t < horizon_s:
+    while t < end_s:
         apply_until(t)
         ready = [name for name, at in back.items() if at <= t]
+        if ready and all(name in away or name in back for name in names):
+            # every node that held the training is gone: nobody is ahead to heal from, so a quorum of the nodes back
+            # trains from the first weights at once, and a node back alone waits for another
+            if len(ready) < recovery.min_members:
+                upcoming = [at for at in back.values() if at > t]
+                t = min([events[done].time_s if done < len(events) else end_s, *upcoming])
+                continue
+            restarts += 1
+            progress = 0
+            for name in ready:
+                away.discard(name)
+                del back[name]
+            t = reformed(t, t)
+            apply_until(t)
+            continue
         if ready or asked_then_left:  # the quorum re-forms with the nodes back (and any that left while asking)
             for name in ready:
                 away.discard(name)
@@ -452,17 +500,24 @@ def simulate(
             upcoming = [at for at in back.values() if at > t]
             if done < len(events):
                 upcoming.append(events[done].time_s)
-            t = min(upcoming) if upcoming else horizon_s
+            t = min(upcoming) if upcoming else end_s
             continue
         step_s, vulnerable_s, exchange_s = step_at(members)
         window = recovery.period * step_s
         # the windows that end before the next change and the next node back are alike: train through them at once
-        next_at = min([events[done].time_s if done < len(events) else horizon_s, horizon_s, *back.values()])
-        alike = int((next_at - t) // window) - 1 if window > 0 else 0
+        next_at = min([events[done].time_s if done < len(events) else end_s, end_s, *back.values()])
+        alike = int((next_at - t) // window) - 1 if window > 0 and next_at < math.inf else 0
+        if steps is not None and window > 0:  # no further than the windows the steps still need
+            needed = -(-(steps - progress) // recovery.period)
+            alike = needed if next_at == math.inf else min(alike, needed)
         if alike > 0:
             committed += alike * recovery.period
+            progress += alike * recovery.period
             member_steps += alike * recovery.period * members / nodes
             t += alike * window
+            if steps is not None and progress >= steps:
+                finished = t
+                break
             continue
         end = t + window
         vulnerable_from = end - min(max(vulnerable_s, 0.0), window)
@@ -480,23 +535,31 @@ def simulate(
             t = reformed(failed[0], failed[0] + recovery.quorum_wait_s)
             continue
         if failed:  # inside the exchange: some survivors commit, the others are healed at the next quorum
-            if end > horizon_s:
+            if end > end_s:
                 break
             committed += recovery.period
+            progress += recovery.period
             member_steps += recovery.period * (members - len(leaving)) / nodes
             heals += 1
+            if steps is not None and progress >= steps:
+                finished = end
+                break
             apply_until(leaving[0])
             t = reformed(leaving[0], max([end] + [x + recovery.quorum_wait_s for x in leaving])) + recovery.heal_s
             continue
-        if end > horizon_s:
+        if end > end_s:
             break
         committed += recovery.period
+        progress += recovery.period
         member_steps += recovery.period * (members - len(leaving)) / nodes
+        if steps is not None and progress >= steps:
+            finished = end
+            break
         t = max([end] + [x + recovery.quorum_wait_s for x in leaving])
         if leaving:  # the members ask as the window ends and wait for the lighthouse to drop the nodes gone
             apply_until(leaving[0])
             t = reformed(end, t)
-    return Simulated(committed, member_steps, lost, heals, horizon_s, stuck, failed_heals)
+    return Simulated(committed, member_steps, lost, heals, finished, stuck, failed_heals, restarts)
 
 
 def _on_grid(step_at: StepAt, nodes: int) -> StepAt:
@@ -528,16 +591,18 @@ def expected_goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, 
     drawn_per_s = 2 * nodes / (mtbf_s + away_s)  # leaves and joins the draws try, skipped ones included
     horizon_s = min(horizon_s, MAX_DRAWN / drawn_per_s)
     names = tuple(f"n{i}" for i in range(nodes))
-    committed = member_steps = 0.0
+    committed = member_steps = restarts = 0.0
     for seed in range(DRAW_SEEDS):
         drawn = draw_changes(names, mtbf_s, away_s, horizon_s, seed, max_changes=4 * MAX_DRAWN)
         found = simulate(drawn, names, horizon_s, step_at, recovery)
         committed += found.committed_steps
         member_steps += found.member_steps
+        restarts += found.restarts
     return replace(
         analytic,
         steps_per_s=committed / (DRAW_SEEDS * horizon_s),
         member_share=member_steps / committed if committed > 0 else 0.0,
+        restarts_per_s=restarts / (DRAW_SEEDS * horizon_s),
     )
 
 
@@ -553,7 +618,8 @@ def run_draws(nodes: int, mtbf_s: float, away_s: float, for_s: float) -> int:
 @dataclass(frozen=True)
 class RunGoodput:
     """Committed steps per second of one run of ``for_s`` through churn, every node present at its start: the mean
-    over ``draws`` seeded draws, their standard deviation and 10th and 90th percentiles, and one seed's draw."""
+    over ``draws`` seeded draws, their standard deviation and 10th and 90th percentiles, and one seed's draw; with
+    ``steps``, of a run that trains on with every node present after its churn until that many steps commit."""
 
     for_s: float
     draws: int
@@ -563,6 +629,7 @@ class RunGoodput:
     p90: float
     seed: int | None = None
     seed_steps_per_s: float | None = None
+    steps: int | None = None
 
     def as_dict(self) -> dict[str, float | int]:
         """The fields, the seed's two left out where no seed was asked for."""
@@ -577,12 +644,15 @@ def run_goodput(
     step_at: StepAt,
     recovery: Recovery,
     seed: int | None = None,
+    steps: int | None = None,
 ) -> RunGoodput:
     """The rules (:func:`simulate`) over a run of ``for_s`` seconds from its first measured step, as ``--churn
     MTBF,away=,for=,seed=`` draws its changes: over seeds 0 .. :func:`run_draws` - 1 (the mean and the spread a run
     of that length has by chance alone; a short run reads above the long-run figure, since it starts with every
-    node present) and, with ``seed``, that seed's draw (what that run should give). ValueError where the run is too
-    long to price in :data:`MAX_RUN_CHANGES` changes."""
+    node present) and, with ``seed``, that seed's draw (what that run should give). With ``steps``, the run goes on
+    after its churn's ``for_s``, every node back and training, until ``steps`` are committed, as ``run --churn
+    ...,for=LEN --steps N`` does (the churn's draws are those of ``for_s`` either way, so the cost is the same).
+    ValueError where the run is too long to price in :data:`MAX_RUN_CHANGES` changes."""
     draws = run_draws(nodes, mtbf_s, away_s, for_s)
     if draws == 0:
         raise ValueError(
@@ -594,7 +664,7 @@ def run_goodput(
 
     def rate(s: int) -> float:
         drawn = draw_changes(names, mtbf_s, away_s, for_s, s, max_changes=bound)
-        return simulate(drawn, names, for_s, step_at, recovery).steps_per_s
+        return simulate(drawn, names, for_s, step_at, recovery, steps=steps).steps_per_s
 
     rates = [rate(s) for s in range(draws)]
     deciles = statistics.quantiles(rates, n=10, method="inclusive")
@@ -608,4 +678,5 @@ def run_goodput(
         p90=deciles[-1],
         seed=seed,
         seed_steps_per_s=chosen,
+        steps=steps,
     )

@@ -44,6 +44,7 @@ def churn_settings(request: PlanRequest) -> dict[str, Any]:
         "heal_path": "one node's link (the slower of --up and --down) and --delay",
         **({"for_s": request.churn_for, "run_spread": "10th-90th percentile"} if request.churn_for else {}),
         **({"seed": request.churn_seed} if request.churn_seed is not None else {}),
+        **({"steps": request.churn_steps} if request.churn_steps is not None else {}),
     }
 
 
@@ -104,7 +105,14 @@ def churn_row(
     }
     if request.churn_for is not None:  # one run of that length: its mean and spread over draws, and its seed's
         found_run = run_goodput(
-            machines, request.mtbf, request.away_s, request.churn_for, step_at, recovery, request.churn_seed
+            machines,
+            request.mtbf,
+            request.away_s,
+            request.churn_for,
+            step_at,
+            recovery,
+            request.churn_seed,
+            steps=request.churn_steps,
         )
         row["run"] = found_run.as_dict()
     if tokens is not None:

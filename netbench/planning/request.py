@@ -162,6 +162,8 @@ class PlanRequest(BaseModel):
     # spread over seeds)
     churn_for: float | None = None
     churn_seed: int | None = None
+    # the run's steps (None: it ends at churn_for): it trains on after churn_for, every node present, until they commit
+    churn_steps: int | None = None
     # a GPU backend prices each replicator's encode and decode (False: collectives and compute alone, what published
     # utilisation simulators assume; the command always prices it)
     codec: bool = True
@@ -211,7 +213,7 @@ class PlanRequest(BaseModel):
             raise ValueError(f"must be between 0ms and {MAX_PLANNED_DELAY_S:g}s, got {str(value)!r}")
         return seconds
 
-    @field_validator("mtbf", "away", "churn_for", "churn_seed", mode="before")
+    @field_validator("mtbf", "away", "churn_for", "churn_seed", "churn_steps", mode="before")
     @classmethod
     def _churn(cls, value: Any, info: Any) -> Any:
         if value is None:
@@ -358,6 +360,8 @@ class PlanRequest(BaseModel):
             raise ValueError("--for: the length of a run through churn: give --mtbf too")
         if self.churn_seed is not None and self.churn_for is None:
             raise ValueError("--seed: the draw of a run of --for's length: give --for too")
+        if self.churn_steps is not None and self.churn_for is None:
+            raise ValueError("--steps: the steps of a run whose churn lasts --for: give --for too")
         if self.churn_for is not None and self.mtbf is not None:
             for n in self.node_counts:
                 if run_draws(n, self.mtbf, self.away_s, self.churn_for) == 0:

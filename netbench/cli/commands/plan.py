@@ -100,6 +100,7 @@ def _options(
     away: str | None = option(CHURN_SETTINGS["away"], "plan", optional=True),
     churn_for: str | None = option(CHURN_SETTINGS["churn_for"], "plan"),
     churn_seed: str | None = option(CHURN_SETTINGS["churn_seed"], "plan"),
+    churn_steps: str | None = option(CHURN_SETTINGS["churn_steps"], "plan"),
     transport: str = option(BACKEND_SETTINGS["transport"], "plan"),
     channels: int | None = option(BACKEND_SETTINGS["channels"], "plan"),
     socket_threads: int = option(BACKEND_SETTINGS["socket_threads"], "plan"),

@@ -401,9 +401,10 @@ def _print_table(rows: list[dict], console: Console) -> None:
     churn = any("churn" in r for r in rows)
     runs = [r["churn"]["run"] for r in rows if "run" in r.get("churn", {})]
     seeded = any("seed" in run for run in runs)
-    run_columns = (
-        (f"run of {format_time(runs[0]['for_s'])}", *((f"seed {runs[0]['seed']}",) if seeded else ())) if runs else ()
-    )
+    length = f"run of {format_time(runs[0]['for_s'])}" if runs else ""
+    if runs and "steps" in runs[0]:
+        length += f", {runs[0]['steps']} steps"
+    run_columns = (length, *((f"seed {runs[0]['seed']}",) if seeded else ())) if runs else ()
     for col in (
         "replicator",
         "nodes",
@@ -451,8 +452,13 @@ def print_churn(doc: dict, console: Console) -> None:
     )
     if "for_s" in churn:
         seed = f"; seed {churn['seed']}: the draw run --churn ...,seed={churn['seed']} makes" if "seed" in churn else ""
+        length = f"run of {format_time(churn['for_s'])}"
+        steps = ""
+        if "steps" in churn:
+            length += f", {churn['steps']} steps"
+            steps = f", then every node present until {churn['steps']} steps commit"
         console.print(
-            f"[bold]run of {format_time(churn['for_s'])}[/bold]: one run that long, every node present at its start, "
+            f"[bold]{length}[/bold]: one run whose churn lasts that long, every node present at its start{steps}, "
             f"its goodput's mean and 10th-90th percentiles over seeded draws of that length{seed}",
             highlight=False,
         )
@@ -460,7 +466,13 @@ def print_churn(doc: dict, console: Console) -> None:
     for r in doc["rows"]:
         c = r.get("churn", {})
         if "heal_bytes" in c:
-            heals.setdefault(r["replicator"], f"{format_bytes(c['heal_bytes'])} in {format_time(c['heal_s'])}")
+            restarts = c.get("restarts_per_s") or 0.0
+            lost = (
+                f"; every node holding the training gone, it starts afresh every {format_time(1 / restarts)}"
+                if restarts > 0
+                else ""
+            )
+            heals.setdefault(r["replicator"], f"{format_bytes(c['heal_bytes'])} in {format_time(c['heal_s'])}{lost}")
         elif "reason" in c:
             heals.setdefault(r["replicator"], f"-: {c['reason']}")
     for name, text in heals.items():
