@@ -29,6 +29,8 @@ ALL = [o for table in TABLES.values() for o in table.values()]
 # default or help of a field's option is declared as that option's override (netbench/cli/fields.py), not here.
 OWN: dict[tuple[str, str], str] = {
     ("plan", "--intra-bw"): "the same field; plan's help adds how --backend nccl divides it among a node's GPUs",
+    ("plan", "--steps"): "the same word: the steps of the run plan prices through churn (with --for), as run's "
+    "--steps; plan sets no run config, so it lives with the churn settings (model/goodput.py CHURN_SETTINGS)",
     ("plan", "--shard"): "the same word; plan's (model/parallelism.py) prices every sharding on a GPU layout, run's "
     "trains zero3 and hsdp (its Override names plan's help)",
 }

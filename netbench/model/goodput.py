@@ -145,8 +145,9 @@ CHURN_SETTINGS = table(
             "--steps",
             "churn_steps",
             "count",
-            "the run's steps, as run's --steps (with --for): the run trains on after --for, every node present, "
-            "until they commit, as run --churn ...,for=LEN --steps N does; its goodput is over that whole run.",
+            "Measured optimizer steps of the run priced through churn (with --for), as run's --steps: it trains on "
+            "after --for, every node present, until they commit, as run --churn ...,for=LEN --steps N does; its "
+            "goodput is over that whole run.",
             range=(1, MAX_RUN_STEPS),
         ),
     )

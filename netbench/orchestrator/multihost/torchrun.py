@@ -53,7 +53,7 @@ from netbench.worker.spec import ResolvedSpec, SpecError, WorkerSpec, resolve
 
 NO_CAPTURE = "worker mode (torchrun on real hosts) captures no packets: wire bytes come from the interface counters"
 _RUN_ID = re.compile(safe_files.NAME_PATTERN)
-MAX_RESTARTS = 1_000_000  # torchrun's --max-restarts for a job: a count, never a name
+MAX_RESTARTS = 1_000_000  # the restarts torchrun makes of one job: a count, never a name
 RUN_ID_FORM = "1-64 letters, digits, '.', '_' or '-'"
 
 
