@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -13,11 +14,13 @@ from rich.console import Console
 from netbench.declarations.registry import REGISTRY
 from netbench.emulation.spec import ClusterSpec
 from netbench.orchestrator.config import RunConfig
+from netbench.orchestrator.run.divergence import diverged_at_step
 from netbench.orchestrator.sweep.scenario import Point
 from netbench.orchestrator.sweep.sweep import point_row
 from netbench.reports.report import NETWORK_COLUMNS, generate_report, with_errors
 from netbench.reports.style import UNKNOWN, color
 from netbench.reports.terminal import summary_table
+from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import (
     METRICS,
     Prediction,
@@ -30,6 +33,7 @@ from netbench.rundir.summary import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+NAN = float("nan")
 
 
 def full_summary() -> dict:
@@ -162,3 +166,36 @@ def test_a_run_whose_last_loss_is_nan_still_prints_its_table() -> None:
     summary = {**full_summary(), "first_loss": 5.7, "final_loss": None}
     console.print(summary_table(summary))
     assert "5.700 -> not a number" in console.export_text()
+
+
+def _losses(by_step: dict[int, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {Col.STEP: step, Col.RANK: rank, Col.LOSS: loss}
+            for step, losses in by_step.items()
+            for rank, loss in enumerate(losses)
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("by_step", "expected"),
+    [
+        ({0: [5.0, 5.1], 1: [4.0, 4.2], 2: [3.0, 3.1]}, None),  # trained
+        ({0: [5.0, 5.1], 1: [NAN, NAN], 2: [NAN, NAN]}, 1),  # diverged at step 1
+        ({0: [5.0, 5.1], 1: [NAN, 4.0], 2: [NAN, NAN]}, 2),  # one node's loss a number at step 1
+        ({0: [5.0, 5.1], 1: [NAN, NAN], 2: [3.0, 3.1]}, None),  # a step without a loss, then losses again
+        ({0: [NAN, NAN], 1: [NAN, NAN]}, None),  # no loss recorded at all: a workload without one
+    ],
+)
+def test_a_run_diverged_from_the_first_step_no_node_recorded_a_loss_to_the_end(
+    by_step: dict[int, list[float]], expected: int | None
+) -> None:
+    assert diverged_at_step(_losses(by_step)) == expected
+
+
+def test_a_diverged_run_says_from_which_step_in_its_table() -> None:
+    console = Console(width=240, record=True)
+    summary = {**full_summary(), "first_loss": 5.7, "final_loss": None, "diverged_at_step": 3}
+    console.print(summary_table(summary))
+    assert re.search(r"training diverged.*\b3\b", console.export_text())

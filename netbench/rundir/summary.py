@@ -344,6 +344,13 @@ FIELDS: tuple[Field, ...] = (
     ),
     Metric("first_loss", label="first loss", csv=("measured",)),
     Metric("final_loss", label="last loss", csv=("measured",)),
+    Metric(
+        "diverged_at_step",
+        int | None,
+        label="training diverged: from this step on no node's loss was a number",
+        unit="count",
+        terminal=True,
+    ),
     Metric("steps_measured", int, label="steps measured", unit="count", csv=("measured",)),
     Metric("statistic", str | None, label="statistic", unit="text", csv=("measured",)),
     Field("per_node", dict[int, dict[str, float]] | None),

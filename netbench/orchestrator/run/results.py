@@ -36,6 +36,7 @@ from netbench.orchestrator.prediction import (
 )
 from netbench.orchestrator.run import health
 from netbench.orchestrator.run.churn_results import churn_model
+from netbench.orchestrator.run.divergence import diverged_at_step
 from netbench.orchestrator.run.fidelity import codec_reason, codec_speed, unfinished
 from netbench.orchestrator.run.links import link_report, read_trunks
 from netbench.orchestrator.run.schedule_results import annotate, churn_error, segment_summary, step_errors
@@ -164,6 +165,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int, weights_sharded: bool = Fa
     out["final_loss"] = _median(last[Col.LOSS].tolist())
     first = measured[measured[Col.STEP] == measured[Col.STEP].min()]
     out["first_loss"] = _median(first[Col.LOSS].tolist())
+    out["diverged_at_step"] = diverged_at_step(steps)
     out.update(capture_vs_counters(measured))
     if Col.REPLICA_SKETCH in measured:
         out.update(drift_figures(measured[Col.STEP], measured[Col.REPLICA_SKETCH]))
