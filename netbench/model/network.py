@@ -286,7 +286,7 @@ class GraphModel:
         )
         idle = scenario.compute_s * scale + compression
         paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, 2)), 2)
-        period = min(ex.period for ex in exchanges if ex.moves_bytes) if any(e.moves_bytes for e in exchanges) else 1
+        period = exchanges[0].period  # the pairing's exchange: its per-step cost times its period is one sync's
         syncs = each_sync(pairing, scheme.config, len(self.placement), exchanges[0], steps)
         priced: dict[tuple[Pair, int], PairPrice] = {}
         out: dict[int, dict[Pair, PairPrice]] = {}
