@@ -256,3 +256,54 @@ def test_bbrs_probe_lengthens_a_delayed_pair_only_where_a_window_runs_out() -> N
         predict(cubic, shapes, 0.05, Calibration(), 2, clock=KernelClock(1.0, 0.0)).step_time_s
         == predict(cubic, shapes, 0.05, Calibration(), 2, clock=KernelClock(1.0, 1.0)).step_time_s
     )
+
+
+def _gossip_steps(local: dict[int, float], start: dict[int, float] | None = None, count: int = 8) -> pd.DataFrame:
+    """Four ranks' steps: 4 warm-up, then ``count`` measured ones of ``local[rank]`` compute each, back to back from
+    ``start[rank]``."""
+    rows = []
+    for r, work in local.items():
+        t = (start or {}).get(r, 0.0)
+        for s in range(4 + count):
+            rows.append(
+                {
+                    "rank": r,
+                    "step": s,
+                    "warmup": s < 4,
+                    "compute_s": work,
+                    "apply_s": 0.0,
+                    "compress_s": 0.0,
+                    "decode_s": 0.0,
+                    "step_s": work,
+                    "t_start": t,
+                    "t_end": t + work,
+                    "payload_bytes": s % 2,
+                }
+            )
+            t += work
+    return pd.DataFrame(rows)
+
+
+def _gossip_run() -> RunConfig:
+    cluster = ClusterSpec(nodes=4, up={"rate_bps": 10e6}, down={"rate_bps": 10e6})
+    replicator = ReplicatorConfig(name="gossip", sync_every=2)
+    return RunConfig(cluster=cluster, replicator=replicator, workload=SHAPES, capture=False, steps=8, warmup_steps=4)
+
+
+def test_a_gossip_replay_with_every_ranks_local_work_equal_is_the_models_step() -> None:
+    from netbench.orchestrator.prediction import node_clock_lag_s
+
+    run, shapes = _gossip_run(), workload_shapes(SHAPES)
+    even = _gossip_steps(dict.fromkeys(range(4), 0.05))
+    assert node_clock_lag_s(run, shapes, even, 0.05, Calibration()) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_gossip_rank_that_enters_the_measured_steps_late_lengthens_the_replay() -> None:
+    from netbench.orchestrator.prediction import node_clock_lag_s
+
+    run, shapes = _gossip_run(), workload_shapes(SHAPES)
+    late = _gossip_steps(dict.fromkeys(range(4), 0.05), start={0: 0.4})
+    lag = node_clock_lag_s(run, shapes, late, 0.05, Calibration())
+    assert 0.0 < lag <= 0.4 / 8 + 1e-9  # a partner waits for rank 0, at most its whole lag over the 8 steps
+    full = ReplicatorConfig(name="full")
+    assert node_clock_lag_s(run.model_copy(update={"replicator": full}), shapes, late, 0.05, Calibration()) == 0.0

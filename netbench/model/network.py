@@ -30,7 +30,8 @@ from netbench.model.collectives import CollectiveCost, Link, cost, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step, rests
 from netbench.model.framing import FlowWire
 from netbench.model.gloo_tcp import largest_flight_bytes
-from netbench.model.pairings import sync_pairings
+from netbench.model.node_clocks import Pair, PairPrice
+from netbench.model.pairings import each_sync, sync_pairings
 from netbench.model.rings import BACKWARD_RINGS, HopPrice, RingHop, RingSet, Routes
 from netbench.model.schemes import Scheme
 from netbench.model.steptime import Scenario, StepEstimate, dense_dtype, exchange_cost, per_step
@@ -255,6 +256,56 @@ class GraphModel:
         named = {direction_name(self.topology, h): b for h, b in sorted(loads.items(), key=lambda kv: -kv[1])}
         bottleneck = self._bottleneck(est, [r for _, r, _ in draws], by_price, intra, trunk_scale)
         return GraphEstimate(est, layout, named, bottleneck)
+
+    def pair_prices(
+        self,
+        scheme: Scheme,
+        shapes: Sequence[ParamShape],
+        scenario: Scenario,
+        calibration: Calibration,
+        steps: Sequence[int],
+    ) -> dict[int, dict[Pair, PairPrice]]:
+        """Per sync among ``steps`` (1-based) of a scheme that pairs its ranks each sync, each pair's exchange as
+        :func:`~netbench.model.node_clocks.replay_clocks` shares it (ranks as placed; empty for any other scheme).
+
+        A pair is priced as a ring of two alone on the graph (``T1``) and as two such rings sharing every link it
+        crosses (``T2``): the model's own price for a shared link, so its wire alone is ``T2 - T1`` and the rest,
+        ``2 T1 - T2``, is what sharing leaves as it is. The connection's history (a first meeting, a rest over other
+        syncs) is the sync's, as :meth:`estimate` prices it."""
+        pairing = spec(scheme.name).pairing
+        rings = self.flat
+        exchanges = tuple(scheme.exchanges(shapes, rings.peers))
+        if pairing is None or not exchanges:
+            return {}
+        n_params = total_params(list(shapes))
+        scale = self.topology.nodes[self.slowest].compute_scale
+        compression = (
+            sum(calibration.encode_decode_s(cost_key(scheme.config), n_params, len(shapes))) * scale
+            if scheme.runs_codec
+            else 0.0
+        )
+        idle = scenario.compute_s * scale + compression
+        paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, 2)), 2)
+        period = exchanges[0].period  # the pairing's exchange: its per-step cost times its period is one sync's
+        syncs = each_sync(pairing, scheme.config, len(self.placement), exchanges[0], steps)
+        priced: dict[tuple[Pair, int], PairPrice] = {}
+        out: dict[int, dict[Pair, PairPrice]] = {}
+        for step, (pairs, since) in syncs.items():
+            out[step] = {}
+            for a, b in (p for p in pairs if p[0] != p[1]):
+                if ((a, b), since) not in priced:
+                    ends = [self.placement[a], self.placement[b]]
+                    alone, twice = RingSet(self.routes, [ends]), RingSet(self.routes, [ends, ends])
+                    t1, t2 = (
+                        self._wire(exchanges, r, 1.0, scenario, calibration, idle, compression, paced, since)[0].time_s
+                        * period
+                        for r in (alone, twice)
+                    )
+                    wire = max(0.0, t2 - t1)
+                    links = frozenset(h for h, n in alone.data.items() if n)
+                    priced[(a, b), since] = PairPrice(max(0.0, t1 - wire), wire, links)
+                out[step][a, b] = priced[(a, b), since]
+        return out
 
     def _draws(
         self,

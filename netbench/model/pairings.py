@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from netbench.declarations.spec import Settings
 from netbench.model.exchange import Exchange
 
-__all__ = ["EXPECTED_SYNCS", "MOST_PRICED", "Pairs", "canonical", "sync_pairings"]
+__all__ = ["EXPECTED_SYNCS", "MOST_PRICED", "Pairs", "canonical", "each_sync", "sync_pairings"]
 
 EXPECTED_SYNCS = 256  # draws standing for the expectation: on 4 nodes a pairing's share within ~6 points of a third
 # Distinct pairings priced at most (each a graph's rings built and priced: ~5 ms at 16 nodes): where the syncs draw
@@ -68,6 +68,27 @@ def sync_pairings(
         syncs = [syncs[i * len(syncs) // MOST_PRICED] for i in range(MOST_PRICED)]
         drawn = _drawn(pairing, config, ranks, exchange.period, first, syncs)
     return [(count / len(syncs), pairs, since) for (pairs, since), count in sorted(drawn.items())]
+
+
+def each_sync(
+    pairing: Callable[[Settings, int, int], list[tuple[int, int]]],
+    config: Settings,
+    ranks: int,
+    exchange: Exchange,
+    steps: Sequence[int],
+) -> dict[int, tuple[Pairs, int]]:
+    """Per sync among ``steps`` (1-based), its pairs and how many syncs ago they last met (as :func:`sync_pairings`
+    counts it): what a replay with a clock per node (:mod:`netbench.model.node_clocks`) walks through."""
+    first = exchange.first_sync
+    wanted = {s for s in steps if s >= first and (s - first) % exchange.period == 0}
+    out: dict[int, tuple[Pairs, int]] = {}
+    last: dict[tuple[int, int], int] = {}
+    for index, step in enumerate(range(first, max(wanted, default=0) + 1, exchange.period)):
+        pairs = canonical(pairing(config, ranks, step))
+        if step in wanted:
+            out[step] = pairs, 0 if any(pair not in last for pair in pairs) else max(index - last[p] for p in pairs)
+        last.update(dict.fromkeys(pairs, index))
+    return out
 
 
 def _drawn(

@@ -41,6 +41,7 @@ from netbench.model import sharding
 from netbench.model.calibration import Calibration, cost_key
 from netbench.model.gloo_tcp import BBR_MIN_RTT_WINDOW_S
 from netbench.model.network import GraphEstimate, GraphModel, Layout
+from netbench.model.node_clocks import Pair, PairPrice, replay_clocks
 from netbench.model.schemes import Scheme, declared, scheme_from_config, shape_key
 from netbench.model.step import HostEffects, training_step
 from netbench.model.steptime import Scenario, StepEstimate
@@ -78,6 +79,8 @@ __all__ = [
     "as_summary",
     "predict_run",
     "replay_run",
+    "rank_local_s",
+    "node_clock_lag_s",
     "model_errors",
 ]
 
@@ -596,9 +599,77 @@ def replay_run(
         hops = mean_codec_s(steps)
         numbers, clock = measured_step_numbers(steps), clock or kernel_clock(steps)
         found = predict(config, shapes, local, calib, cpus or host_cpus(), codec, hops, numbers, clock=clock)
-        return float(found.step_time_s)
+        lag = node_clock_lag_s(config, shapes, steps, found.compute_time_s + found.compression_time_s, calib, clock)
+        return float(found.step_time_s + lag)
     except Exception:  # noqa: BLE001 - the forecast's own error is reported; the replay is then simply absent
         return None
+
+
+def rank_local_s(steps: pd.DataFrame) -> tuple[dict[int, list[float]], dict[int, float]]:
+    """Each rank's own local work per measured step (compute, apply, encode and decode as it measured them, the steps
+    in order) and when it started the first measured step, after the rank that started it first (the lag the warm-up's
+    exchanges left it, in the steps' own time, a dilated run's wall clock scaled back; 0 where steps.csv holds no
+    start times); empty where a rank lacks a step."""
+    measured = measured_steps(steps)
+    columns = [c for c in (Col.COMPUTE_S, Col.APPLY_S, Col.COMPRESS_S, Col.DECODE_S) if c in measured]
+    if measured.empty or Col.COMPUTE_S not in columns:
+        return {}, {}
+    per = measured.set_index([Col.STEP, Col.RANK])[columns].fillna(0.0).sum(axis=1).unstack(Col.RANK).sort_index()
+    if per.isna().any().any():
+        return {}, {}
+    local = {int(rank): [float(v) for v in per[rank]] for rank in per.columns}
+    first = measured[measured[Col.STEP] == measured[Col.STEP].min()]
+    if Col.T_START not in first or first[Col.T_START].isna().any():
+        return local, dict.fromkeys(local, 0.0)
+    start = first.set_index(Col.RANK)[Col.T_START]
+    return local, {int(rank): float(t) / _wall_per_step_s(measured) for rank, t in (start - start.min()).items()}
+
+
+def _wall_per_step_s(measured: pd.DataFrame) -> float:
+    """Wall seconds per second of a step: a dilated run's ``t_start`` and ``t_end`` are wall time and its ``step_s``
+    the emulated time (1 where steps.csv cannot say)."""
+    if Col.T_END not in measured or Col.STEP_S not in measured:
+        return 1.0
+    timed = measured[measured[Col.STEP_S] > 0]
+    ratio = ((timed[Col.T_END] - timed[Col.T_START]) / timed[Col.STEP_S]).median()
+    return float(ratio) if ratio == ratio and ratio > 0 else 1.0
+
+
+def node_clock_lag_s(
+    config: RunLike,
+    shapes: Sequence[ParamShape],
+    steps: pd.DataFrame,
+    local_s: float,
+    calibration: Calibration,
+    clock: KernelClock | None = None,
+) -> float:
+    """What the ranks' own clocks add to (or take off) a pairwise run's step: the slowest rank's mean step replayed
+    with each rank's measured local work, each starting the measured steps when it did (:func:`rank_local_s`,
+    :func:`netbench.model.node_clocks.replay_clocks`), less the same replay with every rank at ``local_s`` (the local
+    work and codec the step holds) from one start, the pairs of each measured sync priced by the graph model
+    (:meth:`~netbench.model.network.GraphModel.pair_prices`). 0 for a run whose exchanges meet every rank
+    (:func:`ranks_meet_at_calls`), sharded, or with several workers a node."""
+    if ranks_meet_at_calls(config, shapes) or sharding.gpus_per_node(config) > 1 or layout_of(config) != "flat":
+        return 0.0
+    if getattr(config, "shard", "none") != "none":
+        return 0.0
+    own, start = rank_local_s(steps)
+    numbers = measured_step_numbers(steps)
+    if not own or len(own) != config.cluster.nodes or len(numbers) != len(next(iter(own.values()))):
+        return 0.0
+    graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration)
+    if clock is not None:
+        scenario = scenario.model_copy(update={"tcp": clock.applied(scenario.tcp)})
+    prices = graph.pair_prices(scheme, node_shapes, scenario, calibration, numbers)
+    index = {number: i for i, number in enumerate(numbers)}
+    syncs = {index[step]: list(pairs) for step, pairs in prices.items()}
+
+    def price(i: int, pair: Pair) -> PairPrice:
+        return prices[numbers[i]][pair]
+
+    measured = max(replay_clocks(own, syncs, price, start).values())
+    even = max(replay_clocks({r: [local_s] * len(w) for r, w in own.items()}, syncs, price).values())
+    return measured - even
 
 
 def model_errors(summary: dict[str, Any]) -> dict[str, float]:
