@@ -125,3 +125,4 @@ def test_the_run_says_in_one_line_how_often_the_training_was_lost_beside_the_rul
     assert segment_lines(summary) == [line]
     assert restart_line({"restarts": 0, "restarts_model": 0}) is None
     assert "never lost" in str(restart_line({"restarts": 0, "restarts_model": 2}))
+    assert restart_line({"restarts_model": 2}) is None, "a run that records no restarts says nothing of them"

@@ -79,9 +79,10 @@ def _restart_events(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def restart_line(summary: dict[str, Any]) -> str | None:
     """The times the training was lost and started afresh, the committed steps they threw away and when, beside the
-    model's rules over the run's own changes; None where neither the run nor the rules restarted."""
+    model's rules over the run's own changes; None where neither the run nor the rules restarted, or the run recorded
+    no restarts (a run without a quorum)."""
     count, model = _number(summary.get("restarts")), _number(summary.get("restarts_model"))
-    if not count and not model:
+    if count is None or (not count and not model):
         return None
     rules = f"; the model's rules over the run's changes: {int(model)}" if model is not None else ""
     if not count:
