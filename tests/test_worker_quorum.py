@@ -190,11 +190,12 @@ def test_a_node_left_alone_fails_in_one_line_that_says_the_quorum_was_lost(tmp_p
     assert "\n" not in errors[0]["error"]
 
 
+@pytest.mark.parametrize("replicator", [FULL, DILOCO], ids=["full", "diloco"])
 def test_every_node_that_held_the_training_gone_the_nodes_back_mark_the_quorum_that_started_afresh(
-    tmp_path: Path,
+    tmp_path: Path, replicator: ReplicatorConfig
 ) -> None:
     server = lighthouse()
-    specs = [spec_for(tmp_path, n, 2, server, FULL, 12) for n in range(2)]
+    specs = [spec_for(tmp_path, n, 2, server, replicator, 12) for n in range(2)]
     procs = [start(s, tmp_path, n) for n, s in enumerate(specs)]
     try:
         wait_until(lambda: sum(r["committed"] for r in steps_of(tmp_path, 0)) >= 4, "four committed steps", procs)
@@ -220,6 +221,7 @@ def test_every_node_that_held_the_training_gone_the_nodes_back_mark_the_quorum_t
     rows = pd.DataFrame([r for n in range(2) for r in steps_of(tmp_path, n)])
     marked = rows[rows["restart_quorum"].notna()]
     assert set(marked["rank"]) == {0, 1} and marked["restart_quorum"].nunique() == 1, "both mark one quorum"
+    assert (marked["collectives"] == 1).all(), "the step that exchanged in that quorum carries the mark"
     assert not rows.iloc[: before[0]]["restart_quorum"].notna().any(), "the run's first quorum is no restart"
     assert (rows["heal_bytes"] == 0).all(), "nobody was ahead to heal from"
     found = training_restarts(rows)

@@ -321,7 +321,8 @@ class FaultTolerantRun:
             self.last_commit = time.monotonic()
         after = read_counters(self.spec.iface)
         heal_bytes, heal_s = self.transport.take()
-        restart = self.watch.take_restart()  # the quorum that ran this step (a window's last, for diloco)
+        # the quorum belongs to the step that exchanged (every step for full, a window's outer sync for diloco)
+        restart = self.watch.take_restart() if values[Col.COLLECTIVES] else None
         row = {
             Col.RANK: self.quorum.node,
             Col.STEP: step,
