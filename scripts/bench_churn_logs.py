@@ -15,7 +15,9 @@ Per run folder, in the cluster's seconds (wall time over the run's dilation):
   more), and the heals that succeeded: the rules' beside the run's quorums that healed;
 * from ``workers/lighthouse.log``: after each leave of a member of the quorum in force, how long until the next
   quorum without it formed (median, and how many over 1.5 s), and the re-formations that waited over 1.5 s from their
-  first member's request, their excess over the lighthouse's wait W in all.
+  first member's request, their excess over the lighthouse's wait W in all, and by what held each: a node back that
+  asked first (within 0.5 s of its join: it waits for the others' next quorum, which the rules price), else the
+  logged worker wait that overlaps it most, else none logged.
 
 With ``--fit N``, also a flat longer wait (W + c for every quorum) fitted to the first N runs' goodput (least
 squares, c in steps of 0.1 s up to 4 s), and every run's error with it.
@@ -117,8 +119,9 @@ def fresh_commits(steps: pd.DataFrame, applied: list[dict]) -> tuple[int, int]:
     return fresh, healing
 
 
-def quorums(folder: Path, cluster_s) -> tuple[list[tuple[float, set[str]]], list[float]]:
-    """The lighthouse's quorums (when, who) and, for each re-formed one, its wait from its first member's request."""
+def quorums(folder: Path, cluster_s) -> tuple[list[tuple[float, set[str]]], list[tuple[float, float, str | None]]]:
+    """The lighthouse's quorums (when, who) and, for each re-formed one, its wait: from its first member's request
+    to the quorum, and that member."""
     formed, waits, asked, bumped = [], [], {}, None
     for line in (folder / "workers" / "lighthouse.log").open(errors="replace"):
         found = re.match(r"(\S+) \[INFO\] \[torchft::lighthouse\] - (.*)", line)
@@ -133,9 +136,35 @@ def quorums(folder: Path, cluster_s) -> tuple[list[tuple[float, set[str]]], list
             members = {"n" + n for n in re.findall(r'replica_id: "netbench_node_(\d+)', message)}
             formed.append((at, members))
             if bumped == int(quorum.group(1)):
-                waits.append(at - min([asked[n] for n in members if n in asked] or [at]))
+                first = min((n for n in members if n in asked), key=asked.get, default=None)
+                waits.append((asked[first] if first else at, at, first))
             bumped, asked = None, {}
     return formed, waits
+
+
+def held_by(
+    reformed: list[tuple[float, float, str | None]],
+    waits: dict[str, list[tuple[float, float]]],
+    joins: dict[str, list[float]],
+) -> dict[str, tuple[int, float]]:
+    """Each re-formation that waited over ``LONG_S``, its time over W by what held it: its first asker a node back
+    within 0.5 s (a node back waits for the others' next quorum: a heal in progress, or their step), else the kind
+    of logged worker wait that overlaps its wait most, else "no worker wait logged"; per kind, how many and how
+    long."""
+    out: dict[str, tuple[int, float]] = {}
+    for a, b, first in reformed:
+        if b - a <= LONG_S:
+            continue
+        overlap = {kind: sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans) for kind, spans in waits.items()}
+        if first is not None and any(0 <= a - j <= 0.5 for j in joins.get(first, [])):
+            kind = "a node back asked first"
+        elif max(overlap.values(), default=0.0) > 0:
+            kind = max(overlap, key=overlap.get)
+        else:
+            kind = "no worker wait logged"
+        n, total = out.get(kind, (0, 0.0))
+        out[kind] = (n + 1, total + b - a - QUORUM_WAIT_S)
+    return out
 
 
 def main() -> None:
@@ -198,11 +227,20 @@ def main() -> None:
             later = [at for at, members in formed if at > left_at and node not in members]
             if later:
                 after.append(later[0] - left_at)
-        long = [w for w in reformed if w > LONG_S]
+        long = [b - a for a, b, _ in reformed if b - a > LONG_S]
         print(
             f"  leaves of a member: {len(after)}, next quorum after a median {statistics.median(after):.2f} s, "
             f"{sum(w > LONG_S for w in after)} over {LONG_S:g} s; re-formations waiting over {LONG_S:g} s from "
             f"their first request: {len(long)}, {sum(long) - QUORUM_WAIT_S * len(long):.1f} s over W"
+        )
+        joins: dict[str, list[float]] = {}
+        for change in applied:
+            if change["what"].endswith("joined"):
+                joins.setdefault(change["what"].split()[0], []).append(cluster_s(change["wall_time"]))
+        held = held_by(reformed, waits, joins)
+        print(
+            "  those re-formations' time over W, by what held them: "
+            + "; ".join(f"{kind} {n}, {s_:.1f} s" for kind, (n, s_) in held.items())
         )
 
     if args.fit:

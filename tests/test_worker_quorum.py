@@ -13,12 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from torchft._torchft import LighthouseServer
 
 from netbench.declarations.config import ReplicatorConfig
 from netbench.model.heal import heal_bytes
+from netbench.rundir.restarts import training_restarts
 from netbench.worker.quorum_spec import QuorumSpec
 from netbench.worker.spec import WorkerSpec
 from netbench.workloads import WorkloadConfig
@@ -186,6 +188,46 @@ def test_a_node_left_alone_fails_in_one_line_that_says_the_quorum_was_lost(tmp_p
     assert len(errors) == 1
     assert errors[0]["error"].startswith("quorum lost: no committed step for 6 s")
     assert "\n" not in errors[0]["error"]
+
+
+@pytest.mark.parametrize("replicator", [FULL, DILOCO], ids=["full", "diloco"])
+def test_every_node_that_held_the_training_gone_the_nodes_back_mark_the_quorum_that_started_afresh(
+    tmp_path: Path, replicator: ReplicatorConfig
+) -> None:
+    server = lighthouse()
+    specs = [spec_for(tmp_path, n, 2, server, replicator, 12) for n in range(2)]
+    procs = [start(s, tmp_path, n) for n, s in enumerate(specs)]
+    try:
+        wait_until(lambda: sum(r["committed"] for r in steps_of(tmp_path, 0)) >= 4, "four committed steps", procs)
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)  # both leave: nobody holds the training any more
+            p.wait()
+        time.sleep(1.5)  # the lighthouse drops both (its heartbeat timeout)
+        before = [len(steps_of(tmp_path, n)) for n in range(2)]
+        for n in range(2):
+            again = joining(specs[n], before[n])
+            spec = WorkerSpec.model_validate_json(again.read_text())
+            again.write_text(
+                spec.model_copy(update={"quorum": spec.quorum.model_copy(update={"joining": True})}).model_dump_json()
+            )
+            procs[n] = start(again, tmp_path, n)
+        for p in procs:
+            assert p.wait(timeout=DEADLINE_S) == 0, (tmp_path / "log0.txt").read_text()[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        server.shutdown()
+    rows = pd.DataFrame([r for n in range(2) for r in steps_of(tmp_path, n)])
+    marked = rows[rows["restart_quorum"].notna()]
+    assert set(marked["rank"]) == {0, 1} and marked["restart_quorum"].nunique() == 1, "both mark one quorum"
+    assert (marked["collectives"] == 1).all(), "the step that exchanged in that quorum carries the mark"
+    assert not rows.iloc[: before[0]]["restart_quorum"].notna().any(), "the run's first quorum is no restart"
+    assert (rows["heal_bytes"] == 0).all(), "nobody was ahead to heal from"
+    found = training_restarts(rows)
+    assert len(found) == 1 and found[0]["members"] == [0, 1]
+    held = sum(r["committed"] for n in range(2) for r in steps_of(tmp_path, n)[: before[n]]) / 2
+    assert found[0]["committed_steps_lost"] == pytest.approx(held)
 
 
 def test_heal_state_counts_every_tensor() -> None:

@@ -18,7 +18,7 @@ from netbench.reports.figure_file import save
 from netbench.reports.steps import read_steps
 from netbench.rundir.steps_schema import Col
 
-__all__ = ["schedule_figure", "segment_lines"]
+__all__ = ["schedule_figure", "segment_lines", "restart_line"]
 
 
 def _number(value: Any) -> float | None:
@@ -40,7 +40,8 @@ def _segments(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def segment_lines(summary: dict[str, Any]) -> list[str]:
     """One line per segment: its window and network, median step, the model's, the error; what its changes in members
-    cost beside the model's, and its mean step with them; stalled steps where a link was down.
+    cost beside the model's, and its mean step with them; stalled steps where a link was down. Last, where the
+    training was lost and started afresh, :func:`restart_line`.
     """
     lines = []
     for s in _segments(summary):
@@ -67,7 +68,32 @@ def segment_lines(summary: dict[str, Any]) -> list[str]:
         if isinstance(stalled, list) and stalled:
             text += f", stalled steps {', '.join(str(int(x)) for x in stalled[:8] if isinstance(x, int))}"
         lines.append(text)
-    return lines
+    restarts = restart_line(summary)
+    return [*lines, restarts] if restarts else lines
+
+
+def _restart_events(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    found = summary.get("restart_events")
+    return [r for r in found if isinstance(r, dict)] if isinstance(found, list) else []
+
+
+def restart_line(summary: dict[str, Any]) -> str | None:
+    """The times the training was lost and started afresh, the committed steps they threw away and when, beside the
+    model's rules over the run's own changes; None where neither the run nor the rules restarted, or the run recorded
+    no restarts (a run without a quorum)."""
+    count, model = _number(summary.get("restarts")), _number(summary.get("restarts_model"))
+    if count is None or (not count and not model):
+        return None
+    rules = f"; the model's rules over the run's changes: {int(model)}" if model is not None else ""
+    if not count:
+        return f"the training was never lost (every restart needs every node that held it gone){rules}"
+    lost = _number(summary.get("restart_steps_lost")) or 0.0
+    times = [t for r in _restart_events(summary) if (t := _number(r.get("time_s"))) is not None]
+    when = f" (at {', '.join(f'{t:.0f}' for t in times[:8])} s)" if times else ""
+    return (
+        f"the training was lost and started afresh {int(count)} time{'s' if count != 1 else ''}{when}: every node "
+        f"that held it had left; {lost:.0f} committed steps redone{rules}"
+    )
 
 
 def _step_times(run_dir: Path) -> pd.DataFrame | None:
@@ -115,6 +141,11 @@ def schedule_figure(run_dir: Path, summary: dict[str, Any], path: Path) -> Path 
         scale = _number(s.get("compute_scale"))
         if scale and scale > 1:
             bottom.text(s["start_s"], 0, f" compute x{scale:g}", fontsize=8, va="bottom")
+    for r in _restart_events(summary):
+        at = _number(r.get("time_s"))
+        if at is not None:
+            for ax in (top, bottom):
+                ax.axvline(at, color="#8172b2", ls="-.", lw=1.2, label="the training lost, started afresh")
     handles, labels = top.get_legend_handles_labels()
     unique = dict(zip(labels, handles))
     top.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left")

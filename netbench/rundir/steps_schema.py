@@ -199,6 +199,10 @@ class Col(StrEnum):
         "bytes of state (weights, optimizer state) this node received from a live peer to catch up, in this step"
     )
     HEAL_S = "heal_s", float, "s", _QUORUM, "how long receiving that state took", DILATED
+    RESTART_QUORUM = "restart_quorum", int, "", _QUORUM, (
+        "torchft's quorum id where the step's quorum held no member past step 0 after the run began: every node that "
+        "held the training had left, and the quorum trained afresh from the first weights; empty otherwise"
+    ), OPTIONAL
     # fmt: on
 
 

@@ -326,6 +326,8 @@ FIELDS: tuple[Field, ...] = (
     Metric("heal_bytes_model", label="bytes per heal, the model's (weights and kept state)", unit="B", terminal=True),
     Metric("heal_time_s", label="time per heal (median)", unit="s", terminal=True),
     Metric("goodput_steps_per_s", label="goodput: committed steps per wall second", terminal=True),
+    Metric("restarts", int, label="times the training was lost and started afresh (every node holding it left)"),
+    Metric("restart_steps_lost", label="committed steps those restarts threw away (redone)", unit="count"),
     Metric(
         "churn_model_error",
         label="model error through churn (segments' steps, heals and waits as they happened): "
@@ -342,6 +344,7 @@ FIELDS: tuple[Field, ...] = (
         label="goodput model error (the model's rules over the run's changes): (model - measured) / measured",
         terminal=True,
     ),
+    Metric("restarts_model", int, label="restarts the model's rules give over the run's own leaves and joins"),
     Metric("first_loss", label="first loss", csv=("measured",)),
     Metric("final_loss", label="last loss", csv=("measured",)),
     Metric(
@@ -357,6 +360,7 @@ FIELDS: tuple[Field, ...] = (
     Field("gpus_per_node", int | None, prediction=True),
     Field("per_machine", dict[int, dict[str, float]] | None),
     Field("stalls", list[dict[str, Any]] | None),
+    Field("restart_events", list[dict[str, Any]] | None),  # each restart: when, its quorums, members, steps lost
     Field("schedule_segments", list[dict[str, Any]] | None),  # a link schedule's segments: median step, model, error
     Field("run_id", str | None),
     Field("status", str | None),

@@ -34,6 +34,7 @@ from netbench.replicators.optim import build_optimizer
 from netbench.rundir.records import RecordWriter
 from netbench.rundir.steps_schema import Col, step_record, step_row
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS
+from netbench.worker.quorum_watch import QuorumWatch
 from netbench.worker.spec import ResolvedSpec
 from netbench.worker.start import start_event, wait_for_gate
 from netbench.workloads import Workload, build_workload
@@ -154,6 +155,8 @@ class FaultTolerantRun:
             checkpoint_transport=self.transport,
             init_sync=False,  # every node builds the same weights from the workload's seed
         )
+        self.watch = QuorumWatch(self.manager._client, quorum.joining)  # the lighthouse's answers, which torchft drops
+        self.manager._client = self.watch
         self.outer: torch.optim.Optimizer | None = None
         if config.name == "diloco":
             momentum = config.outer_momentum
@@ -318,6 +321,8 @@ class FaultTolerantRun:
             self.last_commit = time.monotonic()
         after = read_counters(self.spec.iface)
         heal_bytes, heal_s = self.transport.take()
+        # the quorum belongs to the step that exchanged (every step for full, a window's outer sync for diloco)
+        restart = self.watch.take_restart() if values[Col.COLLECTIVES] else None
         row = {
             Col.RANK: self.quorum.node,
             Col.STEP: step,
@@ -340,6 +345,7 @@ class FaultTolerantRun:
                     Col.COMMITTED: committed,
                     Col.HEAL_BYTES: heal_bytes,
                     Col.HEAL_S: heal_s,
+                    Col.RESTART_QUORUM: restart,
                 },
             )
         )

@@ -95,7 +95,9 @@ def churn_model(
     goodput: float | None,
 ) -> dict[str, Any]:
     """The goodput the model's rules give over the run's own changes (``goodput_model_steps_per_s``) and its error
-    against the run's ``goodput`` (``goodput_model_error``); nothing for a run without a quorum or a change."""
+    against the run's ``goodput`` (``goodput_model_error``), and how often they lose the training and start it
+    afresh (``restarts_model``, beside the run's recorded ``restarts``); nothing for a run without a quorum or a
+    change."""
     if config.schedule is None or not any(c.member in ("leave", "join") for c in config.schedule.changes):
         return {}
     replayed = simulate_run(config, steps, found, cluster, dilation) if goodput else None
@@ -103,8 +105,9 @@ def churn_model(
         return {}
     simulated = replayed[2]
     if simulated.committed_steps == 0:
-        return {"goodput_model_steps_per_s": 0.0}
+        return {"goodput_model_steps_per_s": 0.0, "restarts_model": simulated.restarts}
     return {
         "goodput_model_steps_per_s": simulated.steps_per_s,
         "goodput_model_error": simulated.steps_per_s / goodput - 1,
+        "restarts_model": simulated.restarts,
     }

@@ -44,6 +44,7 @@ from netbench.orchestrator.run.sharding_results import sharding_summary
 from netbench.rundir.churn_figures import churn_figures
 from netbench.rundir.drift import drift_figures
 from netbench.rundir.layout import RunDir, read_records, start_record  # noqa: F401 - read_records: also results.read_records
+from netbench.rundir.restarts import restart_figures
 from netbench.rundir.steps_schema import RECORD_ONLY, Col
 from netbench.rundir.summary import RunSummary, measured_steps, reduced_metrics, statistic
 from netbench.validation import error_text
@@ -171,6 +172,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int, weights_sharded: bool = Fa
         out.update(drift_figures(measured[Col.STEP], measured[Col.REPLICA_SKETCH]))
     out.update(sharding_summary(measured, how, weights_sharded))
     out.update(churn_figures(measured))
+    out.update(restart_figures(steps))  # every step: a restart throws away the warm-up's training too
     out.update(health.figures(measured, steps))
     return RunSummary.new(**out).to_json()
 
