@@ -66,6 +66,19 @@ def test_a_row_that_mostly_computes_is_compute_bound(capsys):
         assert (r["bottleneck"] == "compute") == (r["compute_utilization"] >= 0.5), r
 
 
+def test_a_replicator_waiting_on_the_wan_between_sites_is_network_bound(capsys):
+    """Sites joined by a slow WAN: full's sync crosses it and dominates the step, so the row names the network
+    between the nodes, not the NVLink that caps the collectives inside a site."""
+    args = ["--transport", "rdma", "--bw", "3200gbit", "--nodes", "16", "-r", "full,diloco", "--sync-every", "100"]
+    sites = ["--shard", "hsdp", "--topology", "sites", "--sites", "2", "--wan-bw", "10gbit", "--wan-delay", "20ms"]
+    rows = {r["replicator"]: r for r in plan_json(capsys, *GPU, *args, *sites)["rows"]}
+    full = rows["full"]
+    assert full["compute_utilization"] < 0.5
+    assert full["parallel"]["replicator_exposed_s"] > full["parallel"]["shard_exposed_s"]
+    assert full["bottleneck"] == "inter-node network"
+    assert rows["diloco"]["bottleneck"] == "compute"
+
+
 def test_the_header_says_each_gpus_intra_node_bandwidth_and_what_caps_the_network(capsys):
     args = [*GPU, "--nodes", "8", "--bw", "10gbit", "--delay", "5ms", "-r", "full", "--intra-bw", "800gbit"]
     main(["plan", *args])

@@ -71,3 +71,35 @@ def test_report_uses_summary_predictions_without_the_model(tmp_path, monkeypatch
     assert "no: CPU: 32 nodes outnumber" in text
     assert result.accuracy.points == 1  # the point that was not faithful is left out of the model's accuracy
     assert result.accuracy.step_median_abs == pytest.approx(abs(0.1234 - 0.2) / 0.2)
+
+
+def test_a_sweep_of_unfaithful_points_says_so_rather_than_that_none_was_predicted(tmp_path) -> None:
+    row = {
+        "key": "k1",
+        "label": "full 2n 1gbit 0ms",
+        "replicator": "full",
+        "nodes": 2,
+        "bw": "1gbit",
+        "bw_bps": 1e9,
+        "delay": "0ms",
+        "delay_ms": 0.0,
+        "status": "ok",
+        "reason": "",
+        "run_dir": "runs/x",
+        "step_time_s": 0.2,
+        "pred_step_time_s": 0.18,
+        "wire_tx_bytes_per_step": 1100.0,
+        "pred_wire_tx_bytes_per_step": 1090.0,
+        "prediction_error": "",
+        "fidelity_ok": False,
+        "fidelity_reasons": "CPU: each worker waited 24% of the run for a core",
+    }
+    write_summary(tmp_path, pd.DataFrame([row, {**row, "key": "k2", "label": "full 2n 1gbit 5ms"}]))
+    result = generate_report(tmp_path)
+    assert result.accuracy.points == 0 and result.accuracy.unfaithful == 2
+    assert result.accuracy_lines() == [
+        "model accuracy: no faithful point: 2 measured and predicted, none with a faithful emulation "
+        "(each point's fidelity says why)"
+    ]
+    assert "No faithful point: 2 measured and predicted" in result.markdown.read_text()
+    assert "No point was both measured and predicted" not in result.markdown.read_text()

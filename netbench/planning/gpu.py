@@ -96,9 +96,11 @@ def _fitted_stream(fit: NcclFit) -> float | None:
     return max(buses) if buses else None
 
 
-def bottleneck(backend: Any, est: StepEstimate, scenario: Scenario) -> str:
+def bottleneck(backend: Any, est: StepEstimate, scenario: Scenario, parts: dict | None = None) -> str:
     """What the step spends the most time on: compute, the codec, or waiting for the collectives (named by the link
-    that caps them): a row at 98 % utilisation is compute-bound whatever its last 2 % waits for."""
+    that caps them): a row at 98 % utilisation is compute-bound whatever its last 2 % waits for. Under a layout of
+    sites (``parts``: its step's parts), a replicator exposed longer than the layout's own collectives waits on the
+    WAN between sites, whatever caps the collectives inside a site."""
     exposed = max(0.0, est.step_time_s - est.compute_time_s)
     codec = min(est.compression_time_s, exposed)
     waiting = exposed - codec
@@ -108,6 +110,10 @@ def bottleneck(backend: Any, est: StepEstimate, scenario: Scenario) -> str:
         return "codec"
     if not isinstance(backend, NcclBackend):
         return "network"
+    if parts is not None and backend.layout.sites and backend.wan:
+        inside = parts["tensor_parallel_s"] + parts["pipeline_transfer_s"] + parts["shard_exposed_s"]
+        if parts["replicator_exposed_s"] >= inside:
+            return "inter-node network"
     return "intra-node link" if backend.limit(scenario)[1] == "the intra-node link" else "inter-node network"
 
 
@@ -130,7 +136,6 @@ def answers(
     for row, (scheme, scenario) in zip(rows, [(s, sc) for s in schemes for sc in scenarios]):
         est = step(scheme, scenario)
         row["compute_utilization"] = est.compute_time_s / est.step_time_s if est.step_time_s > 0 else None
-        row["bottleneck"] = bottleneck(planner.backend, est, scenario)
         if isinstance(planner.backend, NcclBackend | IdealBackend):
             row["codec_source"] = planner.backend.codec.source(scheme)
         if opts.tokens is not None and opts.tokens_per_step:
@@ -138,6 +143,7 @@ def answers(
                 est, opts.tokens, opts.tokens_per_step, _opening(planner, scheme, scenario)
             )
         parts = planner.backend.layout_parts(scheme, scenario) if hasattr(planner.backend, "layout_parts") else None
+        row["bottleneck"] = bottleneck(planner.backend, est, scenario, parts)
         if parts is not None:
             row["parallel"] = parts
         if opts.accelerator is not None:

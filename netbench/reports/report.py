@@ -58,6 +58,7 @@ class Accuracy:
     replayed: int = 0  # points judged by their replay error (the others by the forecast's)
     links_max_abs: float | None = None  # the largest per-link-direction byte error (topology runs)
     bottlenecks: tuple[int, int] = (0, 0)  # points whose measurement shows the model's bottleneck, of those judged
+    unfaithful: int = 0  # points measured and predicted but left out: their emulation was not faithful
 
     def meets_targets(self) -> bool:
         return (
@@ -83,7 +84,7 @@ class ReportResult:
     def accuracy_lines(self) -> list[str]:
         a = self.accuracy
         if not a.points:
-            return ["model accuracy: no point both measured and predicted"]
+            return [f"model accuracy: {_nothing_judged(a)}"]
         return [
             f"step time: median |error| {a.step_median_abs:.1%}, max |error| {a.step_max_abs:.1%} "
             f"({a.step_worst}) over {a.points} points",
@@ -128,10 +129,11 @@ def accuracy(frame: pd.DataFrame) -> Accuracy:
     step_model = predicted_column("step_time_s")
     judged = step_model in frame and error_column("step_time_s") in frame
     ok = frame[(frame["status"] == "ok") & frame[error_column("step_time_s")].notna()] if judged else frame.iloc[0:0]
+    measured = len(ok)
     if "fidelity_ok" in ok:  # a point whose emulation was not faithful measures the host, not the cluster
         ok = ok[ok["fidelity_ok"].astype(str).str.lower() != "false"]
     if ok.empty:
-        return Accuracy(0, None, None, "", None, "")
+        return Accuracy(0, None, None, "", None, "", unfaithful=measured)
     forecast = ok[error_column("step_time_s")].abs()
     replay = _num(ok, "replay_error").abs()
     step = replay.fillna(forecast)  # the network model judged on what the network did, where the run has a replay
@@ -285,9 +287,20 @@ def _header(doc: SweepDoc, frame: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _nothing_judged(acc: Accuracy) -> str:
+    """Why a report judges the model by no point: none both measured and predicted, or none of those faithful."""
+    if acc.unfaithful:
+        return (
+            f"no faithful point: {acc.unfaithful} measured and predicted, none with a faithful emulation "
+            "(each point's fidelity says why)"
+        )
+    return "no point both measured and predicted"
+
+
 def _accuracy_section(acc: Accuracy) -> list[str]:
     if not acc.points:
-        return ["## Model accuracy", "", "No point was both measured and predicted.", ""]
+        text = _nothing_judged(acc)
+        return ["## Model accuracy", "", f"{text[0].upper()}{text[1:]}.", ""]
 
     def mark(ok: bool) -> str:
         return "meets" if ok else "**misses**"
