@@ -199,3 +199,10 @@ def test_a_diverged_run_says_from_which_step_in_its_table() -> None:
     summary = {**full_summary(), "first_loss": 5.7, "final_loss": None, "diverged_at_step": 3}
     console.print(summary_table(summary))
     assert re.search(r"training diverged.*\b3\b", console.export_text())
+
+
+@pytest.mark.parametrize(("nodes", "said"), [(1, "1 node,"), (2, "2 nodes,")])
+def test_the_title_counts_nodes_in_words(nodes: int, said: str) -> None:
+    console = Console(width=240, record=True)
+    console.print(summary_table({**full_summary(), "nodes": nodes}))
+    assert said in console.export_text()

@@ -88,7 +88,7 @@ def _title(summary: dict[str, Any], command: str) -> str:
     rate = format_rate(summary["bw_bps"]) if summary.get("bw_bps") else "link rate unknown"
     return (
         f"{for_terminal(command)} {for_terminal(summary['run_id'])}: {for_terminal(summary['replicator'])}, "
-        f"{summary['nodes']} nodes{workers}, "
+        f"{summary['nodes']} node{'' if summary['nodes'] == 1 else 's'}{workers}, "
         f"{rate}, delay {summary['delay_ms']:g} ms ({for_terminal(summary['status'])})"
     )
 
