@@ -95,11 +95,11 @@ def logged_waits(folder: Path, cluster_s) -> dict[str, list[tuple[float, float]]
     return {kind: merged(found) for kind, found in spans.items()}
 
 
-def fresh_commits(steps: pd.DataFrame, applied: list[dict]) -> tuple[int, int]:
-    """Of the workers started by a join, how many first committed a step without a heal (their quorum held nobody
-    ahead of them: the training started afresh), and how many quorums healed (heals within 1 s counted once)."""
+def fresh_commit_times(steps: pd.DataFrame, applied: list[dict]) -> list[float]:
+    """When each worker started by a join first committed a step without a heal before it (its quorum held nobody
+    ahead of it: the training started afresh), in the schedule's time, in order."""
     rows = measured_steps(steps)
-    fresh = 0
+    times = []
     for change in applied:
         if not change["what"].endswith("joined"):
             continue
@@ -113,7 +113,15 @@ def fresh_commits(steps: pd.DataFrame, applied: list[dict]) -> tuple[int, int]:
         committed = mine[mine[Col.COMMITTED].astype(bool)]
         healed = mine[mine[Col.HEAL_BYTES].fillna(0) > 0]
         if not committed.empty and (healed.empty or healed.index.min() > committed.index.min()):
-            fresh += 1
+            times.append(float(committed[Col.SCHEDULE_ELAPSED_S].iloc[0]))
+    return sorted(times)
+
+
+def fresh_commits(steps: pd.DataFrame, applied: list[dict]) -> tuple[int, int]:
+    """Of the workers started by a join, how many first committed a step without a heal (:func:`fresh_commit_times`),
+    and how many quorums healed (heals within 1 s counted once)."""
+    rows = measured_steps(steps)
+    fresh = len(fresh_commit_times(steps, applied))
     heal_times = sorted(rows.loc[rows[Col.HEAL_BYTES].fillna(0) > 0, Col.SCHEDULE_ELAPSED_S])
     healing = sum(1 for i, t in enumerate(heal_times) if i == 0 or t - heal_times[i - 1] > 1.0)
     return fresh, healing

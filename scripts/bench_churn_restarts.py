@@ -25,7 +25,8 @@ import re
 from pathlib import Path
 
 import pandas as pd
-from bench_churn_runs import run_folder  # the script's own folder is on the path
+from bench_churn_logs import fresh_commit_times  # the script's own folder is on the path
+from bench_churn_runs import run_folder
 from bench_run_churn import exchange_timeout
 
 from netbench.model.calibration import read_calibration
@@ -34,7 +35,6 @@ from netbench.orchestrator.run.churn_results import simulate_run
 from netbench.orchestrator.run.schedule_results import segment_summary
 from netbench.rundir.restarts import training_restarts
 from netbench.rundir.steps_schema import Col
-from netbench.rundir.summary import measured_steps
 from netbench.worker.quorum_watch import started_afresh
 
 GROUP_S = 5.0  # the heuristic's heal-less first commits this close are one restart
@@ -60,23 +60,7 @@ def lighthouse_restarts(folder: Path) -> list[tuple[int, int]]:
 
 def heuristic(steps: pd.DataFrame, applied: list[dict]) -> int:
     """Joined workers' first committed steps without a heal before them, grouped within ``GROUP_S``."""
-    rows = measured_steps(steps)
-    times = []
-    for change in applied:
-        if not change["what"].endswith("joined"):
-            continue
-        node, at = change["what"].split()[0], change["time_s"]
-        later = [c["time_s"] for c in applied if c["time_s"] > at and c["what"] == f"{node} left"]
-        mine = rows[
-            (rows[Col.RANK] == int(node.removeprefix("n")))
-            & (rows[Col.SCHEDULE_ELAPSED_S] >= at)
-            & (rows[Col.SCHEDULE_ELAPSED_S] < min(later, default=float("inf")))
-        ]
-        committed = mine[mine[Col.COMMITTED].astype(bool)]
-        healed = mine[mine[Col.HEAL_BYTES].fillna(0) > 0]
-        if not committed.empty and (healed.empty or healed.index.min() > committed.index.min()):
-            times.append(float(committed[Col.SCHEDULE_ELAPSED_S].iloc[0]))
-    times.sort()
+    times = fresh_commit_times(steps, applied)
     return sum(1 for i, t in enumerate(times) if i == 0 or t - times[i - 1] > GROUP_S)
 
 
