@@ -23,6 +23,7 @@ from netbench.rundir.layout import RunDir
 from netbench.rundir.steps_schema import Col
 from netbench.trace import events as ev
 from netbench.trace import links, model_track, ranks, tcp
+from netbench.trace.membership import membership_events
 from netbench.trace.sampling import tcp_folder
 
 TRACE_NAME = "trace.json"
@@ -97,6 +98,7 @@ def build(
         else links.counter_events(steps, node_of_rank, origin)
     )
     out += links.trunk_events(rd.trunks_csv, slowest_step_ends(steps), origin)
+    out += membership_events(run_json, origin, len(set(node_of_rank.values())))
     tcp_out, costs = tcp.tcp_events(tcp_folder(rd.path), origin)
     out += tcp_out
     median = median_step_start(steps)

@@ -3,7 +3,7 @@
 Every event's ``ts`` is microseconds since ``origin`` (a Unix time in seconds: the earliest step
 start of the run), so all sources -- worker spans, packet captures, TCP samples -- land on one
 axis. Processes (``pid``) group tracks: one per rank, one for the links, one per node's TCP, one
-for the model.
+for the model, one for the membership where nodes leave and join.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ RANK_PID = 1  # rank r is pid RANK_PID + r
 LINKS_PID = 1000
 TCP_PID = 2000  # node n's connections are pid TCP_PID + n
 MODEL_PID = 3000
+MEMBERSHIP_PID = 4000
 
 
 def us(seconds: float) -> float:
@@ -51,6 +52,11 @@ def span(pid: int, tid: int, name: str, start_s: float, end_s: float, cat: str, 
         "dur": us(max(0.0, end_s - start_s)),
         "args": args,
     }
+
+
+def instant(pid: int, tid: int, name: str, t_s: float, cat: str, **args: Any) -> Event:
+    """A moment on track ``tid`` of process ``pid``: ``name`` at ``t_s`` (seconds from the origin)."""
+    return {"ph": "i", "s": "t", "pid": pid, "tid": tid, "name": name, "cat": cat, "ts": us(t_s), "args": args}
 
 
 def counter(pid: int, name: str, t_s: float, **values: float) -> Event:

@@ -18,6 +18,8 @@ from netbench.trace import events as ev
 
 PHASES = ("compute", "encode", "communicate", "wait", "decode", "apply")
 COLLECTIVES = ("collective", "communicate")  # spans that put a bucket's collective on the wire
+# a step's figures through leaves and joins, shown in its arguments where the run recorded them
+QUORUM_FIGURES = (Col.QUORUM_REPLICAS, Col.COMMITTED, Col.HEAL_BYTES, Col.HEAL_S, Col.RESTART_QUORUM)
 GAP_S = 20e-6  # untimed stretches shorter than this are clock-read noise, not shown
 
 
@@ -27,6 +29,7 @@ def step_events(pid: int, record: dict[str, Any], origin: float) -> list[ev.Even
     spans = record.get("spans") or []
     end = max(record[Col.T_END] - origin, start + max((s[2] for s in spans), default=0.0))
     label = {"step": record[Col.STEP], "warmup": record.get(Col.WARMUP, False)}
+    label |= {c.value: record[c] for c in QUORUM_FIGURES if record.get(c) is not None}
     out = [ev.span(pid, 1, f"step {record[Col.STEP]}", start, end, "step", **label, step_s=record.get(Col.STEP_S))]
     phases = sorted((s for s in spans if s[0] in PHASES), key=lambda s: s[1])
     cursor = 0.0
