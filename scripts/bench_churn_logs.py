@@ -28,8 +28,6 @@ squares, c in steps of 0.1 s up to 4 s), and every run's error with it.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import statistics
 from dataclasses import replace
@@ -37,14 +35,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
-from bench_churn_runs import run_folder  # the script's own folder is on the path
-from bench_run_churn import exchange_timeout
+from bench_churn_runs import StoredRun  # the script's own folder is on the path
 
 from netbench.model.calibration import read_calibration
 from netbench.model.goodput import QUORUM_WAIT_S, simulate
-from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.run.churn_results import simulate_run
-from netbench.orchestrator.run.schedule_results import segment_summary
 from netbench.rundir.churn_figures import churn_figures, span_s
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
@@ -184,12 +178,9 @@ def main() -> None:
     calibration = read_calibration(args.calibration)
     replays = []  # (run, its goodput, what prices it again with another wait)
     for given in args.runs:
-        folder = run_folder(given)
-        run_json = json.loads((folder / "run.json").read_text())
-        config = RunConfig.model_validate(run_json["config"])
-        steps = pd.read_csv(folder / "steps.csv")
-        dilation = float(run_json.get("dilation") or 1.0)
-        applied = run_json["cluster"]["schedule"]["applied"]
+        stored = StoredRun.read(given)
+        folder, config, steps, dilation = stored.folder, stored.config, stored.steps, stored.dilation
+        applied = stored.run_json["cluster"]["schedule"]["applied"]
         first = applied[0]
 
         def cluster_s(at: float, first: dict = first, dilation: float = dilation) -> float:
@@ -198,9 +189,7 @@ def main() -> None:
         measured = measured_steps(steps)
         span = span_s(measured)
         goodput = churn_figures(measured)["goodput_steps_per_s"]
-        segments = segment_summary(config, steps, None, calibration, os.cpu_count(), None)
-        cluster = run_json["cluster"] | {"quorum": {"exchange_timeout_s": exchange_timeout(folder, run_json)}}
-        step_at, recovery, rules = simulate_run(config, steps, segments, cluster, dilation)
+        step_at, recovery, rules = stored.rules(calibration)
         names = [n.name for n in config.cluster.topology.nodes]
 
         def again(extra: float, c=config, n=names, s=span, a=step_at, r=recovery) -> float:

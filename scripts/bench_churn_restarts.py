@@ -19,20 +19,14 @@ Per run folder:
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 from pathlib import Path
 
 import pandas as pd
 from bench_churn_logs import fresh_commit_times  # the script's own folder is on the path
-from bench_churn_runs import run_folder
-from bench_run_churn import exchange_timeout
+from bench_churn_runs import StoredRun
 
 from netbench.model.calibration import read_calibration
-from netbench.orchestrator.config import RunConfig
-from netbench.orchestrator.run.churn_results import simulate_run
-from netbench.orchestrator.run.schedule_results import segment_summary
 from netbench.rundir.restarts import training_restarts
 from netbench.rundir.steps_schema import Col
 from netbench.worker.quorum_watch import started_afresh
@@ -71,16 +65,11 @@ def main() -> None:
     args = parser.parse_args()
     calibration = read_calibration(args.calibration)
     for given in args.runs:
-        folder = run_folder(given)
-        run_json = json.loads((folder / "run.json").read_text())
-        config = RunConfig.model_validate(run_json["config"])
-        steps = pd.read_csv(folder / "steps.csv")
-        dilation = float(run_json.get("dilation") or 1.0)
-        applied = run_json["cluster"]["schedule"]["applied"]
+        stored = StoredRun.read(given)
+        folder, config, steps = stored.folder, stored.config, stored.steps
+        applied = stored.run_json["cluster"]["schedule"]["applied"]
         recorded = training_restarts(steps) if Col.RESTART_QUORUM in steps else None
-        segments = segment_summary(config, steps, None, calibration, os.cpu_count(), None)
-        cluster = run_json["cluster"] | {"quorum": {"exchange_timeout_s": exchange_timeout(folder, run_json)}}
-        rules = simulate_run(config, steps, segments, cluster, dilation)[2]
+        rules = stored.rules(calibration)[2]
         logged = lighthouse_restarts(folder)
         shown = "-"
         if recorded is not None:

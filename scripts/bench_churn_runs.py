@@ -25,13 +25,16 @@ import argparse
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from bench_run_churn import exchange_timeout  # the script's own folder is on the path
 
 from netbench.declarations.registry import spec
-from netbench.model.calibration import read_calibration
+from netbench.model.calibration import Calibration, read_calibration
+from netbench.model.goodput import Recovery, Simulated, StepAt
 from netbench.model.schemes import Scheme
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.churn_results import simulate_run
@@ -48,6 +51,35 @@ def run_folder(path: Path) -> Path:
     return (
         path if (path / "run.json").exists() else next(p for p in sorted(path.iterdir()) if (p / "run.json").exists())
     )
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A stored run through churn as these scripts read it: its folder, run.json, config and steps."""
+
+    folder: Path
+    run_json: dict[str, Any]
+    config: RunConfig
+    steps: pd.DataFrame
+
+    @classmethod
+    def read(cls, given: Path) -> StoredRun:
+        """The run at ``given`` (:func:`run_folder`)."""
+        folder = run_folder(given)
+        run_json = json.loads((folder / "run.json").read_text())
+        return cls(folder, run_json, RunConfig.model_validate(run_json["config"]), pd.read_csv(folder / "steps.csv"))
+
+    @property
+    def dilation(self) -> float:
+        return float(self.run_json.get("dilation") or 1.0)
+
+    def rules(self, calibration: Calibration) -> tuple[StepAt, Recovery, Simulated] | None:
+        """The goodput rules over the run's own changes, its segments' steps priced with this code and
+        ``calibration`` (:func:`netbench.orchestrator.run.churn_results.simulate_run`)."""
+        segments = segment_summary(self.config, self.steps, None, calibration, os.cpu_count(), None)
+        timeout = exchange_timeout(self.folder, self.run_json)
+        cluster = self.run_json["cluster"] | {"quorum": {"exchange_timeout_s": timeout}}
+        return simulate_run(self.config, self.steps, segments, cluster, self.dilation)
 
 
 def churn_of(source: str) -> tuple[float, float, int, float]:
@@ -76,10 +108,8 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for given in args.runs:
-        folder = run_folder(given)
-        run_json = json.loads((folder / "run.json").read_text())
-        config = RunConfig.model_validate(run_json["config"])
-        steps = pd.read_csv(folder / "steps.csv")
+        stored = StoredRun.read(given)
+        config, steps = stored.config, stored.steps
         measured_rows = measured_steps(steps)
         measured = churn_figures(measured_rows)["goodput_steps_per_s"]
         length = span_s(measured_rows)
@@ -104,10 +134,7 @@ def main() -> None:
             update={"churn_for": churn_s, "churn_steps": config.steps - config.warmup_steps}
         )
         as_run = plan(as_run_request, calibration, args.calibration, derived=False).doc["rows"][0]["churn"]["run"]
-        segments = segment_summary(config, steps, None, calibration, os.cpu_count(), None)
-        dilation = float(run_json.get("dilation") or 1.0)
-        cluster = run_json["cluster"] | {"quorum": {"exchange_timeout_s": exchange_timeout(folder, run_json)}}
-        replayed = simulate_run(config, steps, segments, cluster, dilation)
+        replayed = stored.rules(calibration)
         own = f"{replayed[2].steps_per_s:.3f} ({err(replayed[2].steps_per_s, measured)})" if replayed else "-"
         inside = run["p10"] <= measured <= run["p90"]
         near = abs(run["steps_per_s"] / measured - 1) <= TOLERANCE
