@@ -200,14 +200,9 @@ class GraphModel:
         k = len(rings.rings)
         exchanges = tuple(_sharded(ex, k) for ex in scheme.exchanges(shapes, rings.peers))
         draws = self._draws(scheme, rings, layout, exchanges, steps)
-        scale = self.topology.nodes[self.slowest].compute_scale
         # each of a shard's (site layout) or a machine's (G accelerators) ranks encodes its own slice
-        compression = (
-            sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / (k * g), len(shapes))) * scale
-            if scheme.runs_codec
-            else 0.0
-        )
-        compute = scenario.compute_s * scale
+        compression = self._codec_s(scheme, calibration, n_params / (k * g), len(shapes))
+        compute = scenario.compute_s * self.topology.nodes[self.slowest].compute_scale
         peers = draws[0][1].peers  # every draw's rings are alike in size: two ranks a pair
         paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, peers)), peers)
         wire, by_price, loads = CollectiveCost(), {}, {}
@@ -257,6 +252,10 @@ class GraphModel:
         bottleneck = self._bottleneck(est, [r for _, r, _ in draws], by_price, intra, trunk_scale)
         return GraphEstimate(est, layout, named, bottleneck)
 
+    def _codec_s(self, scheme: Scheme, calibration: Calibration, params: float, tensors: int) -> float:
+        """:func:`_codec_time_s` at the slowest node's speed."""
+        return _codec_time_s(scheme, calibration, params, tensors) * self.topology.nodes[self.slowest].compute_scale
+
     def pair_prices(
         self,
         scheme: Scheme,
@@ -277,14 +276,8 @@ class GraphModel:
         exchanges = tuple(scheme.exchanges(shapes, rings.peers))
         if pairing is None or not exchanges:
             return {}
-        n_params = total_params(list(shapes))
-        scale = self.topology.nodes[self.slowest].compute_scale
-        compression = (
-            sum(calibration.encode_decode_s(cost_key(scheme.config), n_params, len(shapes))) * scale
-            if scheme.runs_codec
-            else 0.0
-        )
-        idle = scenario.compute_s * scale + compression
+        compression = self._codec_s(scheme, calibration, total_params(list(shapes)), len(shapes))
+        idle = scenario.compute_s * self.topology.nodes[self.slowest].compute_scale + compression
         paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, 2)), 2)
         period = exchanges[0].period  # the pairing's exchange: its per-step cost times its period is one sync's
         syncs = each_sync(pairing, scheme.config, len(self.placement), exchanges[0], steps)
@@ -602,6 +595,14 @@ def _link_bytes(layout_rings: RingSet, exchanges: Sequence[Exchange], scenario: 
     return out
 
 
+def _codec_time_s(scheme: Scheme, calibration: Calibration, params: float, tensors: int) -> float:
+    """One rank's encode and decode of ``params`` parameters in ``tensors`` tensors with this scheme's settings (a
+    per-parameter and a per-tensor cost, as run predictions use); 0 for a scheme without a codec."""
+    if not scheme.runs_codec:
+        return 0.0
+    return sum(calibration.encode_decode_s(cost_key(scheme.config), params, tensors))
+
+
 def _uniform_ring(
     scheme: Scheme,
     shapes: Sequence[ParamShape],
@@ -618,12 +619,7 @@ def _uniform_ring(
     exchanges = scheme.exchanges(shapes, peers) if peers >= 2 else ()
     wire = CollectiveCost()
     g = scenario.gpus_per_node
-    # encode + decode of this scheme's settings (a per-parameter and a per-tensor cost, as run predictions use)
-    compression = (
-        sum(calibration.encode_decode_s(cost_key(scheme.config), n_params / g, len(shapes)))
-        if scheme.runs_codec
-        else 0.0
-    )
+    compression = _codec_time_s(scheme, calibration, n_params / g, len(shapes))
     idle = scenario.compute_s + compression  # the links rest while a node computes and compresses
     paced = paced_flight_bytes((*exchanges, *scheme.ended(shapes, peers)), peers) if peers >= 2 else 0.0
     for ex, rest in zip(exchanges, rests(exchanges, idle)):
