@@ -121,3 +121,19 @@ def test_a_replicator_that_cannot_train_through_churn_is_refused_in_one_line(tmp
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "full and diloco train through churn" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_churn_without_torchft_is_refused_in_one_line_before_anything_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from report_cli import netbench
+
+    from netbench.orchestrator.run import churn
+
+    monkeypatch.setattr(churn, "installed", lambda package: package != "torchft")
+    done = netbench(
+        *("run", "-n", "3", "--bw", "100mbit", "-r", "diloco", "--steps", "5", "--churn", "4s,for=10s"),
+        *("--out", str(tmp_path / "out")),
+    )
+    assert "needs torchft" in done.error_line and "netbench[churn]" in done.error_line
+    assert not (tmp_path / "out").exists()

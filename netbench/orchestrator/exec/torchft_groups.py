@@ -23,13 +23,13 @@ group it starts). Each node's program finds all of it here, unmodified:
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from netbench.orchestrator.run.churn import STORE_PORT, Lighthouse
+from netbench.torch_presence import TORCHFT_INSTALL, installed
 
 if TYPE_CHECKING:
     from netbench.emulation.cluster import Cluster
@@ -46,8 +46,8 @@ _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: dlopen() in a child fo
 def check_torchft(spec: ClusterSpec) -> None:
     """ValueError (one line) where `exec --torchft` cannot run: torchft missing, or a network of several switches (the
     lighthouse listens on the first switch's address)."""
-    if importlib.util.find_spec("torchft") is None:
-        raise ValueError("--torchft: torchft is not installed (pip install torchft-nightly, or torchft)")
+    if not installed("torchft"):
+        raise ValueError(f"--torchft: torchft is not installed ({TORCHFT_INSTALL})")
     if len(spec.topology.switches) > 1:
         raise ValueError("--torchft: supported on a network of one switch (the lighthouse listens on its address)")
 

@@ -30,6 +30,7 @@ from netbench.model.waits import exchange_timeout_s as exchange_wait_s
 from netbench.orchestrator.membership import Membership
 from netbench.orchestrator.prediction import workload_shapes
 from netbench.orchestrator.run.timeouts import CEILING_S, FALLBACK_S, crowding, slowest_call_s
+from netbench.torch_presence import TORCHFT_INSTALL, installed
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS, QuorumSpec
 from netbench.worker.spec import WorkerSpec
 
@@ -73,6 +74,10 @@ def check_churn(config: RunConfig) -> None:
         raise ValueError(
             f"nodes leave and join (member rows or --churn): -r {name} trains with every node throughout; "
             f"{' and '.join(QUORUM_REPLICATORS)} train through churn (netbench exec applies churn to any program)"
+        )
+    if not installed("torchft"):
+        raise ValueError(
+            f"nodes leave and join (member rows or --churn): training through it needs torchft ({TORCHFT_INSTALL})"
         )
     if config.gpus_per_node > 1:
         raise ValueError("nodes leave and join (member rows or --churn): one worker per node (--gpus-per-node 1)")
