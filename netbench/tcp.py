@@ -28,23 +28,6 @@ class TcpSettings(BaseModel):
     slow_start_after_idle: bool = Field(True, description="net.ipv4.tcp_slow_start_after_idle")
     initcwnd: int = Field(10, ge=1, le=1000, description="initial congestion window (segments)")
     source: Literal["measured", "assumed"] = "assumed"
-    # How the kernel's timers meet the priced calls; set by a run's prediction, never recorded: the nodes do not have
-    # them, the run does (its dilation, how long its connections had been open).
-    timer_scale: float = Field(
-        1.0,
-        gt=0,
-        le=1,
-        exclude=True,
-        description="emulated seconds per second of the kernel's timers: 1 / a run's time dilation (bbr's 10 s "
-        "and 200 ms are wall time, which a run dilated k times sees k times shorter)",
-    )
-    expiries_per_window: float = Field(
-        1.0,
-        ge=0,
-        exclude=True,
-        description="bbr min-RTT expiries per window of the kernel's time over the priced steps: 1 for a run long "
-        "enough; a run's measured steps meet those at whole windows after its connections opened",
-    )
 
     @property
     def restarts_after_idle(self) -> bool:

@@ -11,6 +11,7 @@ import pytest
 
 from netbench.model.gloo_tcp import (
     BBR_HIGH_GAIN,
+    KernelTimers,
     Transfer,
     bbr_queue_s,
     bbr_rate_Bps,
@@ -29,11 +30,12 @@ D = 0.05  # one-way delay
 RTT = 2 * D
 BIG = dict(tcp_wmem_max=1 << 26, tcp_rmem_max=1 << 26)  # buffers that never bind here (window cap 32 MiB)
 CUBIC = TcpSettings(cc="cubic", slow_start_after_idle=False, **BIG)
-BBR = TcpSettings(cc="bbr", expiries_per_window=0, **BIG)  # no min-RTT window runs out: pacing alone
+BBR = TcpSettings(cc="bbr", **BIG)
+UNPROBED = KernelTimers(expiries_per_window=0)  # no min-RTT window runs out over the priced steps: pacing alone
 
 
 def t(kind, nbytes, peers, tcp, idle=0.05, rate=RATE, delay=D, overhead=0.0):
-    return gloo_time(kind, nbytes, peers, rate, delay, overhead, MSS, tcp, idle).time_s
+    return gloo_time(kind, nbytes, peers, rate, delay, overhead, MSS, tcp, idle, timers=UNPROBED).time_s
 
 
 def test_ring_operations_follow_gloos_segmenting():
@@ -135,7 +137,7 @@ def test_bbr_never_paces_slower_than_its_largest_burst_or_its_start():
     # all_gather of 4e5 B paced for an 8e5 B burst: 1.885 x 8e5 / 0.1 = 1.508e7 B/s.
     op = (2e5 - MSS) / ((BBR_HIGH_GAIN - 1) * 8e5 / RTT)
     assert gloo_time(
-        "all_gather", 4e5, 2, RATE, D, 0.0, MSS, BBR, 0.05, paced_flight_bytes=8e5
+        "all_gather", 4e5, 2, RATE, D, 0.0, MSS, BBR, 0.05, paced_flight_bytes=8e5, timers=UNPROBED
     ).time_s == pytest.approx(D + 2 * op + D)
 
 
@@ -320,51 +322,52 @@ def test_a_posted_ring_over_links_that_differ_waits_on_each_link_in_turn() -> No
 
 
 WAN = 1.2e6  # payload bytes per second of a 10 Mbit/s link
-PROBING = TcpSettings(cc="bbr", **BIG)  # a run long enough for bbr's min-RTT window to run out
 
 
 def test_a_long_bbr_exchange_that_meets_an_expiry_pays_the_probes_hold():
     # a 2 s exchange after 8 s of rest: its cycle spans the 10 s window, so the expiry lands in it or before it;
     # 4 segments a 100 ms round trip carry 4.8 % of the rate; the flight drains (a round trip), then 200 ms
     carried = 4 * MSS / (RTT * WAN)
-    assert probe_rtt_s(2.0, 8.0, RTT, WAN, MSS, PROBING, True) == pytest.approx((RTT + 0.2) * (1 - carried))
+    assert probe_rtt_s(2.0, 8.0, RTT, WAN, MSS, BBR, True) == pytest.approx((RTT + 0.2) * (1 - carried))
     # gossip's 1 MB exchange (0.93 s here) after 9.5 s of rest pays it in full
-    priced = gloo_time("pairwise", 1e6, 2, WAN, D, 0.0, MSS, PROBING, 9.5).time_s
-    unprobed = gloo_time("pairwise", 1e6, 2, WAN, D, 0.0, MSS, BBR, 9.5).time_s
+    priced = gloo_time("pairwise", 1e6, 2, WAN, D, 0.0, MSS, BBR, 9.5).time_s
+    unprobed = gloo_time("pairwise", 1e6, 2, WAN, D, 0.0, MSS, BBR, 9.5, timers=UNPROBED).time_s
     assert priced == pytest.approx(unprobed + (RTT + 0.2) * (1 - carried))
 
 
 def test_a_call_pays_the_share_of_the_window_its_cycle_spans():
     # a call every 0.5 s meets one of the window's expiries in 20: 1/20 of the stall
-    full = probe_rtt_s(2.0, 8.0, RTT, WAN, MSS, PROBING, True)
-    assert probe_rtt_s(0.1, 0.4, RTT, WAN, MSS, PROBING, True) == pytest.approx(full / 20)
+    full = probe_rtt_s(2.0, 8.0, RTT, WAN, MSS, BBR, True)
+    assert probe_rtt_s(0.1, 0.4, RTT, WAN, MSS, BBR, True) == pytest.approx(full / 20)
 
 
 def test_a_dilated_run_meets_the_kernels_timers_sooner():
     # dilated twice, 10 s of wall time are 5 s of the run's and 200 ms are 100: twice the chance, the hold at 0.2 s
-    dilated = PROBING.model_copy(update={"timer_scale": 0.5})
+    dilated = KernelTimers(timer_scale=0.5)
     carried = 4 * MSS / (RTT * WAN)
-    assert probe_rtt_s(1.0, 1.5, RTT, WAN, MSS, dilated, True) == pytest.approx(0.5 * (RTT + 0.1) * (1 - carried))
+    assert probe_rtt_s(1.0, 1.5, RTT, WAN, MSS, BBR, True, timers=dilated) == pytest.approx(
+        0.5 * (RTT + 0.1) * (1 - carried)
+    )
 
 
 @pytest.mark.parametrize(
-    "tcp, shared, delay, why",
+    "tcp, shared, delay, timers, why",
     [
-        (CUBIC, True, D, "cubic has no PROBE_RTT"),
-        (BBR, True, D, "no window runs out over the priced steps (a run shorter than it)"),
-        (PROBING, False, D, "a ring of three or more: the call's first bytes are data, which refresh the minimum"),
-        (PROBING, True, 0.0, "no delay: 4 segments a round trip carry the rate"),
+        (CUBIC, True, D, KernelTimers(), "cubic has no PROBE_RTT"),
+        (BBR, True, D, UNPROBED, "no window runs out over the priced steps (a run shorter than it)"),
+        (BBR, False, D, KernelTimers(), "a ring of three or more: the call's first bytes are data, which refresh it"),
+        (BBR, True, 0.0, KernelTimers(), "no delay: 4 segments a round trip carry the rate"),
     ],
 )
-def test_what_pays_no_probe(tcp, shared, delay, why):
-    assert probe_rtt_s(2.0, 8.0, 2 * delay, WAN, MSS, tcp, shared) == 0.0, why
+def test_what_pays_no_probe(tcp, shared, delay, timers, why):
+    assert probe_rtt_s(2.0, 8.0, 2 * delay, WAN, MSS, tcp, shared, timers=timers) == 0.0, why
 
 
 def test_a_short_call_pays_no_more_than_its_bytes_take_at_four_segments():
     # 10 kB at 125 MB/s over a 100 ms round trip: 4 segments a round trip take 0.17 s for them, not the whole hold
     call = 1e4 / RATE
     carried = 4 * MSS / (RTT * RATE)
-    assert probe_rtt_s(call, 20.0, RTT, RATE, MSS, PROBING, True) == pytest.approx(call * (1 / carried - 1))
+    assert probe_rtt_s(call, 20.0, RTT, RATE, MSS, BBR, True) == pytest.approx(call * (1 / carried - 1))
 
 
 def test_flows_sharing_a_link_keep_a_queue_that_the_probe_waits_behind():
@@ -373,6 +376,6 @@ def test_flows_sharing_a_link_keep_a_queue_that_the_probe_waits_behind():
     assert bbr_queue_s(RTT, 2) == pytest.approx(3 * RTT)
     carried = 4 * MSS / (RTT * WAN)
     # two pairs across one WAN: the flight drains behind the other direction's queue before the 200 ms hold
-    assert probe_rtt_s(2.0, 8.0, RTT, WAN, MSS, PROBING, True, flows=2) == pytest.approx(
+    assert probe_rtt_s(2.0, 8.0, RTT, WAN, MSS, BBR, True, flows=2) == pytest.approx(
         (RTT + 3 * RTT + 0.2) * (1 - carried)
     )

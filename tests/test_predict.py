@@ -8,6 +8,7 @@ import pytest
 from netbench.declarations.config import ReplicatorConfig
 from netbench.emulation.spec import ClusterSpec
 from netbench.model.calibration import Calibration
+from netbench.model.gloo_tcp import KernelTimers
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.emulated_host import bucket_credit_s, cpu_share
 from netbench.orchestrator.prediction import (
@@ -243,12 +244,22 @@ def test_a_runs_measured_steps_hold_the_min_rtt_windows_that_end_inside_them() -
     assert kernel_clock(pd.DataFrame()) == KernelClock()
 
 
+def test_the_model_meets_a_runs_timers_scaled_by_its_dilation() -> None:
+    assert KernelClock(4.0, 0.5).timers() == KernelTimers(0.25, 0.5)
+    assert KernelClock(0.5).timers() == KernelTimers(1.0, 1.0)  # a run is never faster than the kernel's clock
+    with pytest.raises(ValueError):
+        KernelTimers(timer_scale=2.0)
+
+
 def test_bbrs_probe_lengthens_a_delayed_pair_only_where_a_window_runs_out() -> None:
     cluster = ClusterSpec(nodes=2, up={"rate_bps": 10e6, "delay_s": 0.05}, down={"rate_bps": 10e6}, tcp={"cc": "bbr"})
     run = RunConfig(cluster=cluster, replicator=ReplicatorConfig(name="full"), workload=SHAPES, capture=False)
     shapes = workload_shapes(SHAPES)
     short, long = (predict(run, shapes, 0.05, Calibration(), 2, clock=KernelClock(1.0, n)) for n in (0.0, 1.0))
     assert long.step_time_s > short.step_time_s
+    # dilated four times, the run's steps meet the 10 s window four times as often
+    dilated = predict(run, shapes, 0.05, Calibration(), 2, clock=KernelClock(4.0, 1.0))
+    assert dilated.step_time_s > long.step_time_s
     cubic = run.model_copy(
         update={"cluster": cluster.model_copy(update={"tcp": cluster.tcp.model_copy(update={"cc": "cubic"})})}
     )

@@ -102,6 +102,8 @@ __all__ = [
     "posted_ring_time_s",
     "rto_s",
     "bbr_queue_s",
+    "KernelTimers",
+    "STEADY_TIMERS",
     "probe_rtt_s",
     "pipeline_time_s",
     "GlooTime",
@@ -114,6 +116,27 @@ BBR_HIGH_GAIN = 2.885  # bbr_high_gain (net/ipv4/tcp_bbr.c): STARTUP's pacing an
 BBR_MIN_RTT_WINDOW_S = 10.0  # bbr_min_rtt_win_sec: how long a minimum round trip stands without a lower sample
 BBR_PROBE_RTT_S = 0.2  # bbr_probe_rtt_mode_ms: how long PROBE_RTT holds its window once the flight has drained
 BBR_CWND_MIN_SEGMENTS = 4  # bbr_cwnd_min_target: PROBE_RTT's window
+
+
+@dataclass(frozen=True)
+class KernelTimers:
+    """How the kernel's timers meet the priced calls: a property of the run, not of the nodes' TCP settings (its
+    time dilation and how long its connections had been open; the orchestrator's ``KernelClock`` builds it).
+
+    ``timer_scale``: emulated seconds per second of the kernel's timers, 1 / a run's time dilation (bbr's 10 s and
+    200 ms are wall time, which a run dilated k times sees k times shorter). ``expiries_per_window``: bbr min-RTT
+    expiries per window of the kernel's time over the priced steps (1 for a run long enough; a run's measured steps
+    meet them at whole windows after its connections opened)."""
+
+    timer_scale: float = 1.0
+    expiries_per_window: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.timer_scale <= 1 or self.expiries_per_window < 0:
+            raise ValueError(f"timer_scale must be in (0, 1] and expiries_per_window >= 0, got {self}")
+
+
+STEADY_TIMERS = KernelTimers()  # a cluster running undilated for long, as plan prices it
 
 
 def ring_operations(kind: str, nbytes: float, peers: int) -> list[tuple[int, float]]:
@@ -156,20 +179,21 @@ def probe_rtt_s(
     tcp: TcpSettings,
     shared: bool,
     flows: int = 1,
+    timers: KernelTimers = STEADY_TIMERS,
 ) -> float:
     """The time bbr's PROBE_RTT adds to one call on average (mechanism 7): the chance that the call is the one a
     min-RTT expiry lands in, times the stall a probe costs at the call's round trip.
 
     Only a bbr connection that opens each call with gloo's ready notification (``shared``: a ring of two, a
-    gossip pair) pays. Its window runs out every 10 s of the kernel's clock (``tcp.timer_scale`` of it in emulated
+    gossip pair) pays. Its window runs out every 10 s of the kernel's clock (``timers.timer_scale`` of it in emulated
     time) and each expiry costs one probe in the call under way or the next, so a call whose cycle (its ``rest_s``
     before it and its own ``call_s``) spans a share c of the window meets a probe with chance min(1, c) (a rest of
     None: longer than the window). The probe holds the window at 4 segments while the flight drains and then for
-    max(200 ms, a round trip) (``tcp.timer_scale`` of 200 ms); the flight's ACKs come back behind the queue that
+    max(200 ms, a round trip) (``timers.timer_scale`` of 200 ms); the flight's ACKs come back behind the queue that
     ``flows`` flows sharing the busiest link direction keep in the other direction (:func:`bbr_queue_s`: none for
     one flow), and the probes of a step's flows come together, so the hold is a round trip, that queue and
     max(200 ms, a round trip), less what 4 segments a round trip still carry at ``rate_Bps``, and never more than
-    the call's bytes take at that pace. ``tcp.expiries_per_window`` scales the chance by how many expiries the priced
+    the call's bytes take at that pace. ``timers.expiries_per_window`` scales the chance by how many expiries the priced
     steps hold (none in a run shorter than the window).
 
     Assumes the connections of a step probe together (they opened together: one process group), so the probe
@@ -178,16 +202,16 @@ def probe_rtt_s(
     probes; and that the queue a flow keeps on a link without delay (bbr's ack-aggregation allowance and its
     minimum window) is not there, so that such a link pays nothing.
     """
-    if tcp.cc not in BBR_LIKE or not shared or call_s <= 0 or rtt_s <= 0 or tcp.expiries_per_window <= 0:
+    if tcp.cc not in BBR_LIKE or not shared or call_s <= 0 or rtt_s <= 0 or timers.expiries_per_window <= 0:
         return 0.0
-    window = BBR_MIN_RTT_WINDOW_S * tcp.timer_scale
+    window = BBR_MIN_RTT_WINDOW_S * timers.timer_scale
     cycle = call_s + (window if rest_s is None else rest_s)
-    chance = min(1.0, cycle / window * tcp.expiries_per_window)
+    chance = min(1.0, cycle / window * timers.expiries_per_window)
     carried = min(1.0, BBR_CWND_MIN_SEGMENTS * mss / (rtt_s * rate_Bps))  # of the rate, at 4 segments a round trip
     if carried >= 1.0:
         return 0.0
     # the flight drains, its ACKs behind the other direction's queue, then the probe's own hold
-    hold = rtt_s + bbr_queue_s(rtt_s, flows) + max(BBR_PROBE_RTT_S * tcp.timer_scale, rtt_s)
+    hold = rtt_s + bbr_queue_s(rtt_s, flows) + max(BBR_PROBE_RTT_S * timers.timer_scale, rtt_s)
     return chance * min(hold * (1.0 - carried), call_s * (1.0 / carried - 1.0))
 
 
@@ -537,6 +561,7 @@ def gloo_time(
     skewed: bool = False,
     fresh: bool = False,
     flows: int = 1,
+    timers: KernelTimers = STEADY_TIMERS,
 ) -> GlooTime:
     """Time of one gloo ring call of ``nbytes`` among ``peers`` on a link with ``one_way_s`` delay.
 
@@ -549,6 +574,7 @@ def gloo_time(
     the late rank waits one more half's transfer. ``fresh``: the connection has never carried data (a gossip pair's
     first exchange): it starts from the initial window whatever the congestion control, and bbr paces this call's
     own bursts only. ``flows``: how many flows of the call share its busiest link direction (bbr's queue, mechanism 7).
+    ``timers``: how the kernel's timers meet the call (bbr's min-RTT window and probe, mechanism 7).
     """
     loops = ring_operations(kind, nbytes, peers)
     if not loops or peers < 2:
@@ -581,6 +607,6 @@ def gloo_time(
         t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=shared)
     if skewed and kind == "all_gather" and peers == 2:  # the late rank's notification behind its own first half
         t += loops[0][1] / min(rate_Bps, pacing)
-    t += probe_rtt_s(t, idle_s, rtt, rate_Bps, mss, tcp, shared, flows)
+    t += probe_rtt_s(t, idle_s, rtt, rate_Bps, mss, tcp, shared, flows, timers)
     transfer = sum(ops * b for ops, b in loops) / rate_Bps
     return GlooTime(time_s=t, latency_s=max(0.0, t - transfer), transfer_s=transfer)

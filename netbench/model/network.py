@@ -345,7 +345,7 @@ class GraphModel:
         """
         wire = CollectiveCost()
         alone: dict[HopPrice, float] = {}
-        fresh = since == 0
+        fresh, timers = since == 0, scenario.timers
         opener = _opening_exchange(exchanges) if since == 1 else None
         for ex, first_rest in zip(exchanges, rests(exchanges, idle)):
             opening = first_sync_share(ex, steps) if ex is opener else 0.0
@@ -353,14 +353,18 @@ class GraphModel:
             rings = layout_rings.for_kind(ex.ring_kind)
             prices = rings.prices(trunk_scale)
             if since > 1 and first_rest is not None:
-                warm = rings.call_cost(ex, prices, overhead, scenario.framing, scenario.tcp, first_rest, paced, codec)
+                warm = rings.call_cost(
+                    ex, prices, overhead, scenario.framing, scenario.tcp, first_rest, paced, codec, False, timers
+                )
                 first_rest = since * ex.period * idle + (since - 1) * warm.time_s
 
             def cost_on(
                 ps, rest: float | None, ex=ex, overhead=overhead, rings=rings, opening=opening
             ) -> CollectiveCost:
                 def call(i: float | None, new: bool = fresh) -> CollectiveCost:
-                    return rings.call_cost(ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec, new)
+                    return rings.call_cost(
+                        ex, ps, overhead, scenario.framing, scenario.tcp, i, paced, codec, new, timers
+                    )
 
                 warm = per_step(ex, call, rest, idle)
                 if not opening:
@@ -395,6 +399,7 @@ class GraphModel:
             0.0,
             0.0,
             0.0,
+            timers=scenario.timers,
         )
         return cost, (dense,)
 
@@ -626,7 +631,17 @@ def _uniform_ring(
         alpha = scenario.delay_s + calibration.overhead(ex.collective)
         link = Link(scenario.up_bps, scenario.down_bps, alpha, one_way_s=scenario.delay_s)
         wire = wire + exchange_cost(
-            ex, peers, link, scenario.framing, scenario.algorithm, scenario.tcp, rest, paced, compression, idle
+            ex,
+            peers,
+            link,
+            scenario.framing,
+            scenario.algorithm,
+            scenario.tcp,
+            rest,
+            paced,
+            compression,
+            idle,
+            scenario.timers,
         )
     intra = _within_machine(scheme, n_params, scenario, calibration)
     comm = wire.time_s + intra

@@ -34,7 +34,7 @@ from statistics import median_low
 from netbench.model.collectives import CollectiveCost, Link, Pattern, pattern
 from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing, LinkBytes
-from netbench.model.gloo_tcp import GlooTime, chain_time_s, ring_operations
+from netbench.model.gloo_tcp import STEADY_TIMERS, GlooTime, KernelTimers, chain_time_s, ring_operations
 from netbench.model.steptime import ring_time
 from netbench.tcp import TcpSettings
 from netbench.topology.graph import Hop, NodeSpec, Topology
@@ -218,9 +218,11 @@ class RingSet:
         paced_flight_bytes: float,
         cpu_work_s: float,
         fresh: bool = False,
+        timers: KernelTimers = STEADY_TIMERS,
     ) -> CollectiveCost:
         """One of ``exchange``'s calls on every ring at once: the slowest ring's time, one node's wire bytes
-        (``fresh``: on connections that never carried data, :func:`~netbench.model.gloo_tcp.gloo_time`)."""
+        (``fresh``: on connections that never carried data, :func:`~netbench.model.gloo_tcp.gloo_time`; ``timers``:
+        how the kernel's timers meet the call)."""
         if not exchange.moves_bytes:
             return CollectiveCost()
         nbytes = exchange.bytes_per_step / exchange.calls
@@ -254,6 +256,7 @@ class RingSet:
                 cpu_work_s,
                 fresh,
                 max(data for data, _, _ in price.directions),
+                timers,
             )
             for price in distinct
         }

@@ -175,7 +175,9 @@ def fsdp_cost(
     total = CollectiveCost()
     for nbytes in fsdp_layers(shapes, rings.peers):
         shard = Exchange("all_gather", round(nbytes / rings.peers), label="fsdp")
-        gather = rings.call_cost(shard, prices, overhead, scenario.framing, scenario.tcp, 0.0, 0.0, 0.0)
+        gather = rings.call_cost(
+            shard, prices, overhead, scenario.framing, scenario.tcp, 0.0, 0.0, 0.0, timers=scenario.timers
+        )
         total = (
             total + gather.scaled(FSDP_GATHERS) + ring_reduce_scatter_cost(rings, nbytes, overhead, scenario.framing)
         )

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from netbench.model.collectives import Algorithm, CollectiveCost, Link, cost, pattern
 from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing, LinkBytes
-from netbench.model.gloo_tcp import GlooTime, gloo_time, skew_expected
+from netbench.model.gloo_tcp import STEADY_TIMERS, GlooTime, KernelTimers, gloo_time, skew_expected
 from netbench.model.schemes import Scheme
 from netbench.tcp import STOCK_LINUX, TcpSettings
 from netbench.topology.graph import MIN_NODES
@@ -60,6 +60,11 @@ class Scenario(BaseModel):
     framing: Framing = Framing()
     tcp: TcpSettings = Field(
         STOCK_LINUX, description="the nodes' TCP settings (ring: gloo over TCP's window and pacing)"
+    )
+    timers: KernelTimers = Field(
+        STEADY_TIMERS,
+        exclude=True,
+        description="how the kernel's timers meet the calls (a run's dilation and age; plan: undilated and long)",
     )
 
     @model_validator(mode="after")
@@ -128,6 +133,7 @@ def call_cost(
     idle_s: float | None = 0.0,
     paced_flight_bytes: float = 0.0,
     cpu_work_s: float = 0.0,
+    timers: KernelTimers = STEADY_TIMERS,
 ) -> CollectiveCost:
     """Cost of one of the exchange's ``calls`` collective calls, which share its bytes evenly.
 
@@ -137,7 +143,8 @@ def call_cost(
     payload rate the framing leaves on the bottleneck direction; other algorithms are alpha-beta.
     ``idle_s``: how long the connections rested before this call (None: long enough for any restart);
     ``paced_flight_bytes``: the largest burst of the step's calls (bbr paces every call at its rate);
-    ``cpu_work_s``: each rank's encode + decode per step (whether the ranks of a ring of two drift a delay apart).
+    ``cpu_work_s``: each rank's encode + decode per step (whether the ranks of a ring of two drift a delay apart);
+    ``timers``: how the kernel's timers meet the call (:class:`~netbench.model.gloo_tcp.KernelTimers`).
     """
     if not exchange.moves_bytes:
         return CollectiveCost()
@@ -147,7 +154,16 @@ def call_cost(
     if algorithm != "ring" or p is None or base.transfer_s <= 0:
         return base
     t = ring_time(
-        exchange, peers, p.critical_bytes / base.transfer_s, link, framing, tcp, idle_s, paced_flight_bytes, cpu_work_s
+        exchange,
+        peers,
+        p.critical_bytes / base.transfer_s,
+        link,
+        framing,
+        tcp,
+        idle_s,
+        paced_flight_bytes,
+        cpu_work_s,
+        timers=timers,
     )
     return replace(base, time_s=t.time_s, latency_s=t.latency_s, transfer_s=t.transfer_s)
 
@@ -164,10 +180,11 @@ def ring_time(
     cpu_work_s: float,
     fresh: bool = False,
     flows: int = 1,
+    timers: KernelTimers = STEADY_TIMERS,
 ) -> GlooTime:
     """One call of gloo's ring over ``link`` at ``payload_Bps`` (its bottleneck's payload rate): :func:`gloo_time`
     (``fresh``: on connections that never carried data; ``flows``: how many of the call's flows share its busiest
-    link direction)."""
+    link direction; ``timers``: how the kernel's timers meet it)."""
     delay = link.delay_s
     skewed = skew_expected(
         exchange.collective, peers, exchange.calls, cpu_work_s, delay, free_running=exchange.runs_free
@@ -186,6 +203,7 @@ def ring_time(
         skewed,
         fresh,
         flows,
+        timers,
     )
 
 
@@ -200,16 +218,19 @@ def exchange_cost(
     paced_flight_bytes: float = 0.0,
     cpu_work_s: float = 0.0,
     local_s: float = 0.0,
+    timers: KernelTimers = STEADY_TIMERS,
 ) -> CollectiveCost:
     """Average per-step cost of one exchange: ``calls`` calls sharing its bytes, once per ``period``.
 
     The first call follows ``idle_s`` of rest (a restart of the congestion window where the TCP
     settings make one); the others follow it directly. ``local_s``: a step's local work, which an
-    overlapping exchange hides behind (:func:`per_step`).
+    overlapping exchange hides behind (:func:`per_step`); ``timers``: how the kernel's timers meet the calls.
     """
     return per_step(
         exchange,
-        lambda idle: call_cost(exchange, peers, link, framing, algorithm, tcp, idle, paced_flight_bytes, cpu_work_s),
+        lambda idle: call_cost(
+            exchange, peers, link, framing, algorithm, tcp, idle, paced_flight_bytes, cpu_work_s, timers
+        ),
         idle_s,
         local_s,
     )

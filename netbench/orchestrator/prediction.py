@@ -39,7 +39,7 @@ from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import expected_tcp_settings
 from netbench.model import sharding
 from netbench.model.calibration import Calibration, cost_key
-from netbench.model.gloo_tcp import BBR_MIN_RTT_WINDOW_S
+from netbench.model.gloo_tcp import BBR_MIN_RTT_WINDOW_S, KernelTimers
 from netbench.model.network import GraphEstimate, GraphModel, Layout
 from netbench.model.node_clocks import Pair, PairPrice, replay_clocks
 from netbench.model.schemes import Scheme, declared, scheme_from_config, shape_key
@@ -51,7 +51,6 @@ from netbench.rundir.segments import slowest_between_syncs_s, slowest_pieces_s
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import Prediction, measured_steps, statistic
 from netbench.shapes import ParamShape, total_params
-from netbench.tcp import TcpSettings
 from netbench.validation import error_text
 from netbench.workloads.config import WorkloadConfig
 
@@ -351,11 +350,9 @@ class KernelClock:
     dilation: float = 1.0
     expiries_per_window: float = 1.0
 
-    def applied(self, tcp: TcpSettings) -> TcpSettings:
-        """``tcp`` as this run's calls met it."""
-        return tcp.model_copy(
-            update={"timer_scale": 1.0 / max(1.0, self.dilation), "expiries_per_window": self.expiries_per_window}
-        )
+    def timers(self) -> KernelTimers:
+        """The model's view of this clock: what the timers' 10 s and 200 ms are in the run's emulated time."""
+        return KernelTimers(1.0 / max(1.0, self.dilation), self.expiries_per_window)
 
 
 def kernel_clock(steps: pd.DataFrame, dilation: float = 1.0) -> KernelClock:
@@ -415,7 +412,7 @@ def predict(
         config, shapes, local_s, calibration, run_scheme.dense_phase() if dense else run_scheme
     )
     if clock is not None:
-        scenario = scenario.model_copy(update={"tcp": clock.applied(scenario.tcp)})
+        scenario = scenario.model_copy(update={"timers": clock.timers()})
     found = training_step(
         graph,
         scheme,
@@ -659,7 +656,7 @@ def node_clock_lag_s(
         return 0.0
     graph, scheme, node_shapes, scenario = _graph_inputs(config, shapes, local_s, calibration)
     if clock is not None:
-        scenario = scenario.model_copy(update={"tcp": clock.applied(scenario.tcp)})
+        scenario = scenario.model_copy(update={"timers": clock.timers()})
     prices = graph.pair_prices(scheme, node_shapes, scenario, calibration, numbers)
     index = {number: i for i, number in enumerate(numbers)}
     syncs = {index[step]: list(pairs) for step, pairs in prices.items()}

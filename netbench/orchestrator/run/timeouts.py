@@ -73,6 +73,7 @@ def slowest_call_s(config: RunConfig) -> float:
             scenario.algorithm,
             scenario.tcp,
             idle_s=None,
+            timers=scenario.timers,
         ).time_s
         for ex in exchanges
     ]
