@@ -505,6 +505,17 @@ class NcclBackend(ScheduledBackend):
             intra = min(intra, (ring_bus, "the intra-node link"), key=lambda item: item[0])
         return min(net_limit(c.net), intra, key=lambda item: item[0])
 
+    def waits_on(self, scenario: Scenario, parts: dict | None = None) -> str:
+        """The link a step's collectives wait on: ``inter-node network`` or ``intra-node link``, as :meth:`limit`
+        names it. Under a layout of sites with a WAN (``parts``: the step's :meth:`layout_parts`), a replicator exposed
+        longer than the layout's own collectives waits on the WAN between sites, whatever caps those inside a site;
+        a scheme's parts decide that, which the communicator's bus bandwidth alone cannot."""
+        if parts is not None and self.layout.sites and self.wan:
+            inside = parts["tensor_parallel_s"] + parts["pipeline_transfer_s"] + parts["shard_exposed_s"]
+            if parts["replicator_exposed_s"] >= inside:
+                return "inter-node network"
+        return "intra-node link" if self.limit(scenario)[1] == "the intra-node link" else "inter-node network"
+
     def floor_reason(self, scenario: Scenario) -> str:
         if self.layout.sites and self.wan:
             return f"the WAN between sites stays at {self.wan[0] / 1e9:.3g} Gbit/s (--wan-bw)"

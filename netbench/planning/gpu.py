@@ -98,9 +98,8 @@ def _fitted_stream(fit: NcclFit) -> float | None:
 
 def bottleneck(backend: Any, est: StepEstimate, scenario: Scenario, parts: dict | None = None) -> str:
     """What the step spends the most time on: compute, the codec, or waiting for the collectives (named by the link
-    that caps them): a row at 98 % utilisation is compute-bound whatever its last 2 % waits for. Under a layout of
-    sites (``parts``: its step's parts), a replicator exposed longer than the layout's own collectives waits on the
-    WAN between sites, whatever caps the collectives inside a site."""
+    the backend says they wait on, :meth:`~netbench.model.backends.NcclBackend.waits_on`; ``parts``: a layout's step
+    parts): a row at 98 % utilisation is compute-bound whatever its last 2 % waits for."""
     exposed = max(0.0, est.step_time_s - est.compute_time_s)
     codec = min(est.compression_time_s, exposed)
     waiting = exposed - codec
@@ -110,11 +109,7 @@ def bottleneck(backend: Any, est: StepEstimate, scenario: Scenario, parts: dict 
         return "codec"
     if not isinstance(backend, NcclBackend):
         return "network"
-    if parts is not None and backend.layout.sites and backend.wan:
-        inside = parts["tensor_parallel_s"] + parts["pipeline_transfer_s"] + parts["shard_exposed_s"]
-        if parts["replicator_exposed_s"] >= inside:
-            return "inter-node network"
-    return "intra-node link" if backend.limit(scenario)[1] == "the intra-node link" else "inter-node network"
+    return backend.waits_on(scenario, parts)
 
 
 def _opening(planner: Planner, scheme: Scheme, scenario: Scenario) -> tuple[int, StepEstimate] | None:
