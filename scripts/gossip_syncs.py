@@ -51,6 +51,7 @@ from netbench.orchestrator.prediction import (
 )
 from netbench.rundir.layout import read_records
 from netbench.rundir.reading import read_csv
+from netbench.rundir.runjson import recorded_dilation
 from netbench.trace.sampling import tcp_folder
 
 CPUS = 2  # the project's hosts: the replay prices the codec on 2 shared cores
@@ -221,12 +222,13 @@ def calibration_for(run_dir: Path, explicit: Path | None) -> Calibration:
 def show(run_dir: Path, calibration: Calibration) -> None:
     data = json.loads((run_dir / "run.json").read_text())
     config = RunConfig.model_validate(data["config"])
-    dilation = float(data.get("dilation") or 1.0)
+    recorded = recorded_dilation(data)
+    dilation = recorded or 1.0
     nodes = {n["address"]: n["index"] for n in data["cluster"]["nodes"]}
     steps = read_csv(run_dir / "steps.csv")
     summary = data.get("summary", {})
     call = model_call_s(config, steps, calibration, dilation)
-    replay = replay_run(config, steps, calibration, CPUS, kernel_clock(steps, dilation)) or 0.0
+    replay = replay_run(config, steps, calibration, CPUS, kernel_clock(steps, recorded)) or 0.0
     print(
         f"== {run_dir.name}: {len(nodes)} nodes, dilation {dilation:g}, step {summary.get('step_time_s', 0):.4f} s, "
         f"replay stored {summary.get('replay_step_time_s') or 0:.4f} s, now {replay:.4f} s, model call "

@@ -53,6 +53,7 @@ from netbench.orchestrator.prediction import (
 from netbench.orchestrator.run.links import read_trunks
 from netbench.orchestrator.sweep.scenario import points, scenario_from_dict
 from netbench.rundir.reading import read_csv
+from netbench.rundir.runjson import recorded_dilation
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
 from netbench.topology.graph import Hop
@@ -71,9 +72,9 @@ def _run_dir(folder: Path, runs_root: Path | None, rel: str) -> Path | None:
 def _from_run(run_dir: Path, calibration) -> dict:
     """Forecast and replay step of a kept run directory, with the model's bytes and bottleneck (:func:`_model_view`)."""
     doc = json.loads((run_dir / "run.json").read_text())
-    config, dilation = RunConfig.model_validate(doc["config"]), float(doc.get("dilation") or 1.0)
+    config = RunConfig.model_validate(doc["config"])
     steps = read_csv(run_dir / "steps.csv")
-    clock = kernel_clock(steps, dilation)  # the run's dilation and the min-RTT windows its measured steps hold
+    clock = kernel_clock(steps, recorded_dilation(doc))  # its recorded dilation, the min-RTT windows its steps hold
     predicted = predict_run(config, steps, None, calibration, cpus=CPUS, clock=clock)
     replay = replay_run(config, steps, calibration, cpus=CPUS, clock=clock)
     return {

@@ -17,8 +17,10 @@ from netbench.orchestrator.prediction import (
     local_time_s,
     predict,
     predict_run,
+    rank_local_s,
     workload_shapes,
 )
+from netbench.rundir.runjson import recorded_dilation
 from netbench.workloads.config import WorkloadConfig
 
 SHAPES = WorkloadConfig(kind="shapes", shapes="llama:d_model=128,layers=2,ffn=256,vocab=256", compute_ms=50)
@@ -293,6 +295,32 @@ def _gossip_steps(local: dict[int, float], start: dict[int, float] | None = None
             )
             t += work
     return pd.DataFrame(rows)
+
+
+def test_a_ranks_late_start_is_scaled_back_by_the_recorded_dilation() -> None:
+    # rank 0 started the measured steps 0.4 s of wall time after the others
+    steps = _gossip_steps(dict.fromkeys(range(4), 0.05), start={0: 0.4})
+    assert rank_local_s(steps, dilation=2.0)[1][0] == pytest.approx(0.2)
+    # steps whose wall time runs 4 times their step_s: the recorded dilation stands, the steps say it where none is
+    quarter = steps.assign(step_s=steps["step_s"] / 4)
+    assert rank_local_s(quarter, dilation=2.0)[1][0] == pytest.approx(0.2)
+    assert rank_local_s(quarter)[1][0] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    "doc, found",
+    [
+        ({"dilation": 2}, 2.0),
+        ({}, None),
+        ({"dilation": None}, None),
+        ({"dilation": "2"}, None),
+        ({"dilation": -1.0}, None),
+        ({"dilation": True}, None),
+        ({"dilation": float("nan")}, None),
+    ],
+)
+def test_run_json_dilation_is_a_positive_number_or_unknown(doc, found) -> None:
+    assert recorded_dilation(doc) == found
 
 
 def _gossip_run() -> RunConfig:

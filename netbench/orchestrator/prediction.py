@@ -343,19 +343,20 @@ def model_step(
 
 @dataclass(frozen=True)
 class KernelClock:
-    """How the kernel's timers met a run's measured steps: its time dilation (bbr's 10 s and 200 ms pass in wall
-    time, which a run dilated k times sees k times shorter) and how many of bbr's min-RTT expiries its measured steps
-    held per window of wall time (:func:`~netbench.model.gloo_tcp.probe_rtt_s`)."""
+    """How the kernel's timers met a run's measured steps: its time dilation as recorded (bbr's 10 s and 200 ms pass
+    in wall time, which a run dilated k times sees k times shorter; None: a run directory that records none, taken as
+    undilated for the timers) and how many of bbr's min-RTT expiries its measured steps held per window of wall time
+    (:func:`~netbench.model.gloo_tcp.probe_rtt_s`)."""
 
-    dilation: float = 1.0
+    dilation: float | None = None
     expiries_per_window: float = 1.0
 
     def timers(self) -> KernelTimers:
         """The model's view of this clock: what the timers' 10 s and 200 ms are in the run's emulated time."""
-        return KernelTimers(1.0 / max(1.0, self.dilation), self.expiries_per_window)
+        return KernelTimers(1.0 / max(1.0, self.dilation or 1.0), self.expiries_per_window)
 
 
-def kernel_clock(steps: pd.DataFrame, dilation: float = 1.0) -> KernelClock:
+def kernel_clock(steps: pd.DataFrame, dilation: float | None = None) -> KernelClock:
     """A finished run's :class:`KernelClock` from its steps.csv, whose ``t_start`` and ``t_end`` are wall time.
 
     Its connections open as its first step starts (gloo's process group is made before it) and take their first
@@ -369,7 +370,7 @@ def kernel_clock(steps: pd.DataFrame, dilation: float = 1.0) -> KernelClock:
     return clock_over(float(measured[Col.T_START].min()) - opened, float(measured[Col.T_END].max()) - opened, dilation)
 
 
-def clock_over(first_s: float, last_s: float, dilation: float = 1.0) -> KernelClock:
+def clock_over(first_s: float, last_s: float, dilation: float | None = None) -> KernelClock:
     """The :class:`KernelClock` of measured steps from ``first_s`` to ``last_s`` of wall time after the run's
     connections opened: the whole min-RTT windows that end between, per window of wall time."""
     if last_s <= first_s:
@@ -584,8 +585,8 @@ def replay_run(
     run's statistic over steps) are the slowest node's in each measured step; only the network is predicted. Its
     error judges the network model on what the network did; the forecast (:func:`predict_run`, codec from
     calibration) says what a user would have been told before the run. None where the run measured no codec or the
-    model cannot price it. ``clock``: how the kernel's timers met the run (default: :func:`kernel_clock` of ``steps``,
-    undilated).
+    model cannot price it. ``clock``: how the kernel's timers met the run and its recorded dilation (default:
+    :func:`kernel_clock` of ``steps``, no dilation recorded).
     """
     try:
         shapes = workload_shapes(config.workload, config.cluster.nodes)
@@ -602,11 +603,12 @@ def replay_run(
         return None
 
 
-def rank_local_s(steps: pd.DataFrame) -> tuple[dict[int, list[float]], dict[int, float]]:
+def rank_local_s(steps: pd.DataFrame, dilation: float | None = None) -> tuple[dict[int, list[float]], dict[int, float]]:
     """Each rank's own local work per measured step (compute, apply, encode and decode as it measured them, the steps
     in order) and when it started the first measured step, after the rank that started it first (the lag the warm-up's
-    exchanges left it, in the steps' own time, a dilated run's wall clock scaled back; 0 where steps.csv holds no
-    start times); empty where a rank lacks a step."""
+    exchanges left it, in the steps' own time: a dilated run's wall clock over its recorded ``dilation``, or where
+    none is recorded over what its steps say, :func:`_wall_per_step_s`; 0 where steps.csv holds no start times); empty
+    where a rank lacks a step."""
     measured = measured_steps(steps)
     columns = [c for c in (Col.COMPUTE_S, Col.APPLY_S, Col.COMPRESS_S, Col.DECODE_S) if c in measured]
     if measured.empty or Col.COMPUTE_S not in columns:
@@ -619,12 +621,13 @@ def rank_local_s(steps: pd.DataFrame) -> tuple[dict[int, list[float]], dict[int,
     if Col.T_START not in first or first[Col.T_START].isna().any():
         return local, dict.fromkeys(local, 0.0)
     start = first.set_index(Col.RANK)[Col.T_START]
-    return local, {int(rank): float(t) / _wall_per_step_s(measured) for rank, t in (start - start.min()).items()}
+    wall_per_s = dilation if dilation is not None else _wall_per_step_s(measured)
+    return local, {int(rank): float(t) / wall_per_s for rank, t in (start - start.min()).items()}
 
 
 def _wall_per_step_s(measured: pd.DataFrame) -> float:
-    """Wall seconds per second of a step: a dilated run's ``t_start`` and ``t_end`` are wall time and its ``step_s``
-    the emulated time (1 where steps.csv cannot say)."""
+    """Wall seconds per second of a step, for a run directory that records no dilation: a dilated run's ``t_start``
+    and ``t_end`` are wall time and its ``step_s`` the emulated time (1 where steps.csv cannot say)."""
     if Col.T_END not in measured or Col.STEP_S not in measured:
         return 1.0
     timed = measured[measured[Col.STEP_S] > 0]
@@ -645,12 +648,14 @@ def node_clock_lag_s(
     :func:`netbench.model.node_clocks.replay_clocks`), less the same replay with every rank at ``local_s`` (the local
     work and codec the step holds) from one start, the pairs of each measured sync priced by the graph model
     (:meth:`~netbench.model.network.GraphModel.pair_prices`). 0 for a run whose exchanges meet every rank
-    (:func:`ranks_meet_at_calls`), sharded, or with several workers a node."""
+    (:func:`ranks_meet_at_calls`), sharded, or with several workers a node. ``clock``: how the kernel's timers met the
+    run, its recorded dilation scaling steps.csv's wall clock back (None: undilated timers, the scale from the
+    steps)."""
     if ranks_meet_at_calls(config, shapes) or sharding.gpus_per_node(config) > 1 or layout_of(config) != "flat":
         return 0.0
     if getattr(config, "shard", "none") != "none":
         return 0.0
-    own, start = rank_local_s(steps)
+    own, start = rank_local_s(steps, clock.dilation if clock is not None else None)
     numbers = measured_step_numbers(steps)
     if not own or len(own) != config.cluster.nodes or len(numbers) != len(next(iter(own.values()))):
         return 0.0

@@ -7,6 +7,7 @@ another type, is one :class:`~netbench.untrusted.BadInput` line naming the field
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,15 @@ from netbench.rundir.reading import BadInput, read_json_object, validated
 from netbench.rundir.summary import Prediction, RunSummary
 from netbench.shapes import ParamShape, ShapeError, shapes_from_json
 
-__all__ = ["BadInput", "RunDoc", "ShownSummary", "read_run_json", "read_run_doc", "recorded_shapes"]
+__all__ = [
+    "BadInput",
+    "RunDoc",
+    "ShownSummary",
+    "read_run_json",
+    "read_run_doc",
+    "recorded_shapes",
+    "recorded_dilation",
+]
 
 
 class _Lax(BaseModel):
@@ -73,6 +82,15 @@ class RunDoc(_Lax):
 def read_run_json(run_dir: Path) -> dict[str, Any]:
     """run.json as a dict: a regular file, strict UTF-8, a JSON object (else BadInput)."""
     return read_json_object(RunDir(run_dir).run_json)
+
+
+def recorded_dilation(doc: dict[str, Any]) -> float | None:
+    """The time dilation run.json records (``dilation``: wall seconds per emulated second), or None where it records
+    none a number can be taken from (a run directory written before it was recorded, or an edited one)."""
+    value = doc.get("dilation")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
 
 
 def read_run_doc(run_dir: Path) -> RunDoc:

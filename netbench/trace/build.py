@@ -20,6 +20,7 @@ from typing import Any
 
 from netbench import safe_files
 from netbench.rundir.layout import RunDir
+from netbench.rundir.runjson import recorded_dilation
 from netbench.rundir.steps_schema import Col
 from netbench.trace import events as ev
 from netbench.trace import links, model_track, ranks, tcp
@@ -106,7 +107,7 @@ def build(
         summary.get("predicted"),
         float(summary.get("apply_time_s") or 0.0),
         (median if median is not None else origin) - origin,
-        float(run_json.get("dilation") or 1.0),
+        recorded_dilation(run_json) or 1.0,
     )
     return {
         "traceEvents": out,

@@ -25,7 +25,7 @@ from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.prediction import kernel_clock, predict_run
 from netbench.rundir.layout import RunDir
 from netbench.rundir.reading import parse_csv, read_csv, validated
-from netbench.rundir.runjson import read_run_json, recorded_shapes
+from netbench.rundir.runjson import read_run_json, recorded_dilation, recorded_shapes
 from netbench.rundir.summary import csv_predicted, predicted_column
 from netbench.rundir.sweepdir import (
     MAX_ROWS,
@@ -66,7 +66,7 @@ def _predict_again(run_dir: Path, calibration: Calibration) -> dict[str, Any]:
     if not os.path.lexists(folder.steps_csv):
         return {"error": "no steps.csv"}
     steps = read_csv(folder.steps_csv)
-    clock = kernel_clock(steps, float(doc.get("dilation") or 1.0))
+    clock = kernel_clock(steps, recorded_dilation(doc))
     return predict_run(config, steps, folder.start().get("n_params"), calibration, recorded=recorded, clock=clock)
 
 

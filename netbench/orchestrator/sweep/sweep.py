@@ -42,7 +42,7 @@ from netbench.orchestrator.prediction import kernel_clock, predict_run
 from netbench.orchestrator.run.dilation import parse_dilation
 from netbench.orchestrator.sweep.scenario import Point, SweepScenario
 from netbench.rundir.layout import RunDir
-from netbench.rundir.runjson import read_run_json
+from netbench.rundir.runjson import read_run_json, recorded_dilation
 from netbench.rundir.summary import csv_measured, csv_predicted, predicted_column
 from netbench.rundir.sweepdir import SUMMARY, read_summary, run_path, write_summary, write_sweep_doc
 
@@ -119,9 +119,7 @@ def predict_point(config: RunConfig, run_dir: Path, calibration: Calibration) ->
     if not folder.steps_csv.exists():
         return {"error": "no steps.csv"}
     steps = pd.read_csv(folder.steps_csv)
-    clock = kernel_clock(
-        steps, float(read_run_json(run_dir).get("dilation") or 1.0) if folder.run_json.is_file() else 1.0
-    )
+    clock = kernel_clock(steps, recorded_dilation(read_run_json(run_dir)) if folder.run_json.is_file() else None)
     return predict_run(config, steps, folder.start().get("n_params"), calibration, clock=clock)
 
 
