@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import io
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
+from rich.console import Console
 
 from netbench.capture.pcap import RetransTracker
+from netbench.cli import problems
 from netbench.counters import CounterError, parse_retrans_segs
 from netbench.orchestrator.run import health
 
@@ -80,3 +85,45 @@ def test_figures_are_means_and_slowdown_is_against_the_model() -> None:
     assert out["retrans_fraction"] == pytest.approx(724 / 14480)
     assert health.slowdown({**out, "predicted": {"step_time_s": 0.2}}) == {"slowdown_vs_model": pytest.approx(1.5)}
     assert health.slowdown(out) == {}
+
+
+def _churned(step_s: list[float], **columns: list) -> pd.DataFrame:
+    """One node's steps through churn: its quorum's columns as a torchft run writes them."""
+    rows = {"rank": [0] * len(step_s), "step": list(range(len(step_s))), "step_s": step_s}
+    defaults = {
+        "quorum_replicas": [4] * len(step_s),
+        "committed": [True] * len(step_s),
+        "heal_bytes": [0] * len(step_s),
+    }
+    return pd.DataFrame({**rows, **defaults, **columns})
+
+
+def test_a_slow_step_that_healed_or_dropped_its_update_is_explained_by_the_change_of_members() -> None:
+    steps = _churned(
+        [0.2, 0.2, 4.4, 0.2, 5.0, 0.2, 0.2, 0.2],
+        heal_bytes=[0, 0, 9_410_676, 0, 0, 0, 0, 0],
+        committed=[True, True, True, True, False, True, True, True],
+    )
+    assert [(s["step"], s.get("membership")) for s in health.stalls(steps)] == [(2, "heal"), (4, "dropped")]
+
+
+def test_a_slow_step_whose_quorum_changed_size_is_a_re_formation_and_one_that_did_not_is_a_stall() -> None:
+    steps = _churned([0.2, 0.2, 5.0, 0.2, 0.2, 6.0, 0.2, 0.2], quorum_replicas=[4, 4, 3, 3, 3, 3, 3, 3])
+    found = {s["step"]: s.get("membership") for s in health.stalls(steps)}
+    assert found == {2: "re-formed", 5: None}
+
+
+def test_a_run_without_quorums_marks_no_stall_as_a_change_of_members() -> None:
+    assert all("membership" not in s for s in health.stalls(_steps([0.5, 0.2, 0.21, 6.3, 0.2, 0.19])))
+
+
+def test_the_run_prints_explained_slow_steps_apart_from_the_stalls(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = io.StringIO()
+    monkeypatch.setattr(problems, "console", Console(file=out, width=200, color_system=None))
+    steps = _churned([0.2, 0.2, 4.4, 0.2, 6.0, 0.2, 0.2, 0.2], heal_bytes=[0, 0, 9_410_676, 0, 0, 0, 0, 0])
+    problems.report_problems(SimpleNamespace(run_json={}, summary={"stalls": health.stalls(steps)}))
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "stalled: 1 step(s) (step 4 took 6.0 s; a typical step took 0.20 s)",
+        "slow steps the changes of members explain: 1 (1 heal)",
+    ]

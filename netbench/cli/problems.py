@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Protocol
 
 from netbench.reports.terminal import make_console
@@ -17,10 +18,12 @@ class Finished(Protocol):
 
 
 def report_problems(result: Finished) -> None:
-    """Warnings (leftovers of earlier runs) and stalls, one line each, on stderr."""
+    """Warnings (leftovers of earlier runs) and stalls, one line each, on stderr; the slow steps that a change of the
+    quorum's members explains (a heal, a re-formation) are counted apart from the stalls nothing explains."""
     for warning in result.run_json.get("warnings", []):
         console.print(f"[yellow]warning:[/] {warning}")
-    stalls = result.summary.get("stalls") or []
+    found = [s for s in result.summary.get("stalls") or [] if isinstance(s, dict)]
+    stalls = [s for s in found if not s.get("membership")]
     if stalls:
         listed = ", ".join(f"step {s['step']} took {s['seconds']:.1f} s" for s in stalls[:5]) + (
             ", ..." if len(stalls) > 5 else ""
@@ -28,3 +31,7 @@ def report_problems(result: Finished) -> None:
         console.print(
             f"[yellow]stalled:[/] {len(stalls)} step(s) ({listed}; a typical step took {stalls[0]['typical_s']:.2f} s)"
         )
+    held = Counter(str(s["membership"]) for s in found if s.get("membership"))
+    if held:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in held.most_common())
+        console.print(f"slow steps the changes of members explain: {sum(held.values())} ({kinds})")

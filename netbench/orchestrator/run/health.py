@@ -6,7 +6,9 @@ summary also says:
 
 * ``stalls``: steps that took far longer than the run's typical step at the slowest node,
   more than ``STALL_FACTOR`` x the median and at least ``STALL_MIN_S``: a link that went down and
-  came back, or a burst of losses that ran into TCP's retransmission timeout;
+  came back, or a burst of losses that ran into TCP's retransmission timeout. Under churn a step
+  that heals a node, re-forms the quorum or drops its update is slow by design; such a stall
+  carries ``membership`` (what the step did) so that it is not taken for the network's fault;
 * ``retrans_segs_per_step`` (from each node's TCP counters; always there) and
   ``retrans_bytes_per_step`` (retransmitted TCP payload seen by the capture), both means per node
   per step, since retransmissions are rare events a median would show as zero; plus
@@ -31,17 +33,56 @@ STALL_MIN_S = 2.0
 
 
 def stalls(steps: pd.DataFrame) -> list[dict[str, Any]]:
-    """Steps (warm-up included) whose slowest node took over STALL_FACTOR x the median step and STALL_MIN_S."""
+    """Steps (warm-up included) whose slowest node took over STALL_FACTOR x the median step and STALL_MIN_S, each
+    with ``membership`` where a change of the quorum's members explains that node's step
+    (:func:`membership_changes`)."""
     if steps.empty or Col.STEP_S not in steps:
         return []
-    slowest = steps.groupby(Col.STEP)[Col.STEP_S].max()
-    typical = float(slowest.median())
+    slowest_row = steps.groupby(Col.STEP)[Col.STEP_S].idxmax()
+    typical = float(steps.loc[slowest_row, Col.STEP_S].median())
     limit = max(STALL_MIN_S, STALL_FACTOR * typical)
-    return [
-        {"step": int(step), "seconds": round(float(seconds), 3), "typical_s": round(typical, 3)}
-        for step, seconds in slowest.items()
-        if seconds > limit
-    ]
+    changes = membership_changes(steps)
+    found = []
+    for step, row in slowest_row.items():
+        seconds = float(steps.at[row, Col.STEP_S])
+        if seconds > limit:
+            stall = {"step": int(step), "seconds": round(seconds, 3), "typical_s": round(typical, 3)}
+            if row in changes:
+                stall["membership"] = changes[row]
+            found.append(stall)
+    return found
+
+
+def membership_changes(steps: pd.DataFrame) -> dict[Any, str]:
+    """What each row of a step that a change of members made slow did, by the row's index (empty for a run without
+    quorums): ``heal`` (the node received a live peer's state), ``restart`` (the quorum trained afresh),
+    ``dropped`` (an update not kept: a peer left during the exchange), ``re-formed`` (the node's quorum held
+    another number of nodes than at its previous step, or a node left or joined while the step ran: the nodes
+    present differ at its next step) or ``left`` (the node's last step before it left: its next step is a fresh
+    worker's, numbered from where that worker began). The first that applies names it."""
+    if Col.QUORUM_REPLICAS not in steps or steps[Col.QUORUM_REPLICAS].isna().all():
+        return {}
+    order = Col.T_START if Col.T_START in steps and steps[Col.T_START].notna().all() else Col.STEP
+    frame = steps.sort_values([Col.RANK, order], kind="stable")  # a worker back after a restart numbers from 0 again
+    by_rank = frame.groupby(Col.RANK)
+    reformed = by_rank[Col.QUORUM_REPLICAS].diff().fillna(0) != 0
+    if Col.SCHEDULE_MEMBERS in frame:
+        after = by_rank[Col.SCHEDULE_MEMBERS].shift(-1)
+        reformed |= after.notna() & (after != frame[Col.SCHEDULE_MEMBERS])
+    following = by_rank[Col.STEP].shift(-1)
+    absent = pd.Series(float("nan"), index=frame.index)
+    kinds = {
+        "heal": frame.get(Col.HEAL_BYTES, absent).fillna(0) > 0,
+        "restart": frame.get(Col.RESTART_QUORUM, absent).notna(),
+        "dropped": ~frame.get(Col.COMMITTED, absent).fillna(True).astype(bool),
+        "re-formed": reformed,
+        "left": following.notna() & (following <= frame[Col.STEP]),
+    }
+    out: dict[Any, str] = {}
+    for kind, marked in kinds.items():
+        for row in frame.index[marked]:
+            out.setdefault(row, kind)
+    return out
 
 
 def _mean(frame: pd.DataFrame, column: str) -> float | None:
