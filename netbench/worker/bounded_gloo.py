@@ -4,9 +4,9 @@ the run's exchange timeout T (torchft passes the group's one timeout to the libr
 A configuration (torchft ``ProcessGroupWrapper.configure``, run when a quorum changes) waits three times on the
 quorum's members, and a member killed after the lighthouse listed it leaves each of them waiting:
 
-* the quorum's store (on its first member's node): torch's ``TCPStore`` client retries a refused connect until T,
-  then its constructor backs off and tries again with a fresh T (``TCPStore::TCPStore``; 1.45-1.6 T measured,
-  ``scripts/bench_configure_waits.py``). Here a plain connect, retried until T, finds the store first.
+* the quorum's store, on the node of its first member at the furthest step: torch's ``TCPStore`` client retries a
+  refused connect until T, then its constructor backs off and tries again with a fresh T (``TCPStore::TCPStore``;
+  1.45-1.6 T measured, ``scripts/bench_configure_waits.py``). Here a plain connect, retried until T, finds it first.
 * each member's gloo address in that store: gloo waits for it for the context's timeout
   (``Context::createAndConnectAllPairs``'s ``wait_get``). Here a store barrier, bounded by T, waits for every member
   before gloo starts, so that wait stays T, as the goodput rules price it.
