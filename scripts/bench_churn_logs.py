@@ -47,7 +47,7 @@ from netbench.rundir.summary import measured_steps
 WAITS = {
     "configure waits out T": r"pg configure: wait timeout",
     "receive waits out T": r"waiting for work.*Timed out waiting",
-    "store client waits on a store gone": r"pg configure: The client socket has timed out",
+    "store client waits on a store gone": r"pg configure: (The client socket has timed out|the quorum's store)",
     "gloo connect to a peer gone": r"pg configure: Gloo connectFullMesh failed",
     "heal fails on the node healed": r"got exception in recovery",
 }

@@ -9,9 +9,9 @@ committed: it is recorded with ``committed`` False and run again.
 
 torchft retries a failed quorum or exchange for ever; here every wait is bounded: a quorum that does not form within
 ``quorum_lost_s`` ends the worker with one line that says the quorum was lost. A failed attempt alone never does,
-however long its bounded waits took together (a process group's configuration waiting on a peer that left after it
-wrote its address waits for TCP's own connect retries: 75 s of wall time was measured): the node asks for the next
-quorum and is healed in it where the others went on.
+however long its bounded waits took together: the node asks for the next quorum and is healed in it where the others
+went on. The process group's configuration waits at most the exchange timeout on each member or store gone
+(:class:`netbench.worker.bounded_gloo.BoundedGloo`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 from torch.distributed import TCPStore
-from torchft import Manager, ProcessGroupGloo
+from torchft import Manager
 from torchft.checkpointing.pg_transport import PGTransport
 from torchft.local_sgd import DiLoCo
 
@@ -33,6 +33,7 @@ from netbench.replicators.flat import FlatLayout
 from netbench.replicators.optim import build_optimizer
 from netbench.rundir.records import RecordWriter
 from netbench.rundir.steps_schema import Col, step_record, step_row
+from netbench.worker.bounded_gloo import BoundedGloo
 from netbench.worker.quorum_spec import QUORUM_REPLICATORS
 from netbench.worker.quorum_watch import QuorumWatch
 from netbench.worker.spec import ResolvedSpec
@@ -134,7 +135,7 @@ class FaultTolerantRun:
         timeout = timedelta(seconds=quorum.exchange_timeout_s)
         waiting = timedelta(seconds=quorum.quorum_lost_s)
         self.store = TCPStore(quorum.address, quorum.store_port, is_master=True, wait_for_workers=False)
-        self.pg = ProcessGroupGloo(timeout=timeout)
+        self.pg = BoundedGloo(timeout)
         self.transport = CountingTransport(self.pg, timeout=timeout, device=torch.device("cpu"))
         self.manager = Manager(
             pg=self.pg,

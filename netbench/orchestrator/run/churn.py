@@ -169,9 +169,8 @@ def exchange_timeout_s(config: RunConfig, dilated: RunConfig, dilation: float, c
 def quorum_for(url: str, node: int, address: str, exchange_s: float) -> QuorumSpec:
     """Node ``node``'s place in the quorum as the run starts (a join copies it with its first step): a wait on peers
     bounded by ``exchange_s``, and the quorum lost when it has not formed after LOST_AFTER_EXCHANGES of them.
-    torchft's quorum holds the process group's configuration and the heal: a group store whose node left is retried
-    by torch's store client three times, each try waiting ``exchange_s`` and then backing off (25 s measured at a
-    7.5 s exchange timeout), and the configuration and the heal wait on peers besides."""
+    torchft's quorum holds the process group's configuration and the heal, each of whose waits on a peer or store gone
+    is bounded by ``exchange_s`` (:class:`netbench.worker.bounded_gloo.BoundedGloo`)."""
     return QuorumSpec(
         lighthouse=url,
         node=node,
