@@ -113,6 +113,19 @@ def test_a_slow_step_whose_quorum_changed_size_is_a_re_formation_and_one_that_di
     assert found == {2: "re-formed", 5: None}
 
 
+def test_a_slow_step_of_a_node_while_another_is_healed_is_explained_as_the_heal_it_sent() -> None:
+    healer = _churned([0.2, 0.2, 3.1, 0.2], t_start=[0.0, 0.2, 0.4, 3.5], t_end=[0.2, 0.4, 3.5, 3.7])
+    healed = _churned(
+        [0.2, 0.2, 3.0, 0.2],
+        heal_bytes=[0, 0, 5_646_452, 0],
+        t_start=[0.0, 0.2, 0.45, 3.5],
+        t_end=[0.2, 0.4, 3.45, 3.7],
+    ).assign(rank=1)
+    alone = _churned([0.2, 0.2, 3.1, 0.2], t_start=[10.0, 10.2, 10.4, 13.5], t_end=[10.2, 10.4, 13.5, 13.7])
+    assert health.membership_changes(pd.concat([healer, healed], ignore_index=True)) == {2: "heal sent", 6: "heal"}
+    assert health.membership_changes(pd.concat([alone, healed], ignore_index=True)) == {6: "heal"}
+
+
 def test_a_run_without_quorums_marks_no_stall_as_a_change_of_members() -> None:
     assert all("membership" not in s for s in health.stalls(_steps([0.5, 0.2, 0.21, 6.3, 0.2, 0.19])))
 

@@ -58,8 +58,9 @@ def membership_changes(steps: pd.DataFrame) -> dict[Any, str]:
     quorums): ``heal`` (the node received a live peer's state), ``restart`` (the quorum trained afresh),
     ``dropped`` (an update not kept: a peer left during the exchange), ``re-formed`` (the node's quorum held
     another number of nodes than at its previous step, or a node left or joined while the step ran: the nodes
-    present differ at its next step) or ``left`` (the node's last step before it left: its next step is a fresh
-    worker's, numbered from where that worker began). The first that applies names it."""
+    present differ at its next step), ``left`` (the node's last step before it left: its next step is a fresh
+    worker's, numbered from where that worker began) or ``heal sent`` (the step ran while another node received a
+    heal, which a live node sends). The first that applies names it."""
     if Col.QUORUM_REPLICAS not in steps or steps[Col.QUORUM_REPLICAS].isna().all():
         return {}
     order = Col.T_START if Col.T_START in steps and steps[Col.T_START].notna().all() else Col.STEP
@@ -71,17 +72,30 @@ def membership_changes(steps: pd.DataFrame) -> dict[Any, str]:
         reformed |= after.notna() & (after != frame[Col.SCHEDULE_MEMBERS])
     following = by_rank[Col.STEP].shift(-1)
     absent = pd.Series(float("nan"), index=frame.index)
+    healed = frame.get(Col.HEAL_BYTES, absent).fillna(0) > 0
     kinds = {
-        "heal": frame.get(Col.HEAL_BYTES, absent).fillna(0) > 0,
+        "heal": healed,
         "restart": frame.get(Col.RESTART_QUORUM, absent).notna(),
         "dropped": ~frame.get(Col.COMMITTED, absent).fillna(True).astype(bool),
         "re-formed": reformed,
         "left": following.notna() & (following <= frame[Col.STEP]),
+        "heal sent": _during_others(frame, healed),
     }
     out: dict[Any, str] = {}
     for kind, marked in kinds.items():
         for row in frame.index[marked]:
             out.setdefault(row, kind)
+    return out
+
+
+def _during_others(frame: pd.DataFrame, marked: pd.Series) -> pd.Series:
+    """Rows whose step overlaps in wall time a marked row of another rank (False where steps.csv holds no times)."""
+    out = pd.Series(False, index=frame.index)
+    if Col.T_START not in frame or Col.T_END not in frame or not marked.any():
+        return out
+    for _, other in frame[marked].iterrows():
+        overlaps = (frame[Col.T_START] < other[Col.T_END]) & (frame[Col.T_END] > other[Col.T_START])
+        out |= overlaps & (frame[Col.RANK] != other[Col.RANK])
     return out
 
 
