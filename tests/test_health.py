@@ -126,6 +126,12 @@ def test_a_slow_step_of_a_node_while_another_is_healed_is_explained_as_the_heal_
     assert health.membership_changes(pd.concat([alone, healed], ignore_index=True)) == {6: "heal"}
 
 
+def test_a_step_no_node_timed_is_no_stall_and_does_not_hide_the_others() -> None:
+    steps = _steps([0.5, 0.2, 0.21, 6.3, 0.2, 0.19])
+    steps.loc[steps["step"] == 1, "step_s"] = float("nan")
+    assert [s["step"] for s in health.stalls(steps)] == [3]
+
+
 def test_a_run_without_quorums_marks_no_stall_as_a_change_of_members() -> None:
     assert all("membership" not in s for s in health.stalls(_steps([0.5, 0.2, 0.21, 6.3, 0.2, 0.19])))
 

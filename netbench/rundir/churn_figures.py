@@ -15,7 +15,14 @@ import pandas as pd
 
 from netbench.rundir.steps_schema import Col
 
-__all__ = ["churn_figures", "span_s"]
+__all__ = ["churn_figures", "healed", "span_s"]
+
+
+def healed(rows: pd.DataFrame) -> pd.Series:
+    """Which rows healed their node (it received a live peer's state that step); all False without the column."""
+    if Col.HEAL_BYTES not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows[Col.HEAL_BYTES].fillna(0) > 0
 
 
 def span_s(rows: pd.DataFrame) -> float:
@@ -33,7 +40,7 @@ def churn_figures(measured: pd.DataFrame) -> dict[str, Any]:
         return {}
     rows = measured[measured[Col.COMMITTED].notna()]
     committed = rows[Col.COMMITTED].astype(bool)
-    heals = rows[rows[Col.HEAL_BYTES].fillna(0) > 0]
+    heals = rows[healed(rows)]
     replicas = rows.loc[committed, Col.QUORUM_REPLICAS].clip(lower=1)
     span = span_s(rows)
     out: dict[str, Any] = {"steps_lost": int((~committed).sum()), "heals": len(heals)}

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from netbench.rundir.churn_figures import healed
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import reduced_metrics
 
@@ -38,7 +39,7 @@ def stalls(steps: pd.DataFrame) -> list[dict[str, Any]]:
     (:func:`membership_changes`)."""
     if steps.empty or Col.STEP_S not in steps:
         return []
-    slowest_row = steps.groupby(Col.STEP)[Col.STEP_S].idxmax()
+    slowest_row = steps[steps[Col.STEP_S].notna()].groupby(Col.STEP)[Col.STEP_S].idxmax()  # a step none timed: none
     typical = float(steps.loc[slowest_row, Col.STEP_S].median())
     limit = max(STALL_MIN_S, STALL_FACTOR * typical)
     changes = membership_changes(steps)
@@ -72,14 +73,14 @@ def membership_changes(steps: pd.DataFrame) -> dict[Any, str]:
         reformed |= after.notna() & (after != frame[Col.SCHEDULE_MEMBERS])
     following = by_rank[Col.STEP].shift(-1)
     absent = pd.Series(float("nan"), index=frame.index)
-    healed = frame.get(Col.HEAL_BYTES, absent).fillna(0) > 0
+    heals = healed(frame)
     kinds = {
-        "heal": healed,
+        "heal": heals,
         "restart": frame.get(Col.RESTART_QUORUM, absent).notna(),
         "dropped": ~frame.get(Col.COMMITTED, absent).fillna(True).astype(bool),
         "re-formed": reformed,
         "left": following.notna() & (following <= frame[Col.STEP]),
-        "heal sent": _during_others(frame, healed),
+        "heal sent": _during_others(frame, heals),
     }
     out: dict[Any, str] = {}
     for kind, marked in kinds.items():

@@ -20,6 +20,7 @@ from netbench.emulation.tcpsettings import expected_tcp_settings
 from netbench.model.goodput import QUORUM_WAIT_S
 from netbench.model.heal import heal_bytes, heal_time_s
 from netbench.orchestrator.prediction import KernelClock, predict_run, replay_run, workload_shapes
+from netbench.rundir.churn_figures import healed
 from netbench.rundir.steps_schema import Col, step_row
 from netbench.rundir.summary import measured_steps, statistic
 from netbench.schedule.model import Segment
@@ -148,7 +149,7 @@ def _transient_steps(rows: pd.DataFrame, period: int, left: bool) -> set[int]:
     if Col.COMMITTED not in rows or rows.empty:
         return set()
     window = rows[Col.STEP] // period
-    hit = rows[(rows[Col.HEAL_BYTES].fillna(0) > 0) | ~rows[Col.COMMITTED].astype(bool)]
+    hit = rows[healed(rows) | ~rows[Col.COMMITTED].astype(bool)]
     windows = set(window[hit.index])
     if left:
         windows.add(int(window.min()))
@@ -178,8 +179,7 @@ def _membership_cost(rows: pd.DataFrame, transient: set[int], entry: dict[str, A
     model_step = entry.get("predicted_step_time_s")
     if model_step is None:
         return out
-    healed = rows[rows[Col.HEAL_BYTES].fillna(0) > 0]
-    heal_quorums = healed[Col.STEP].nunique()
+    heal_quorums = rows[healed(rows)][Col.STEP].nunique()
     predicted = len(transient) * model_step + heal_quorums * entry.get("predicted_heal_s", 0.0)
     predicted += QUORUM_WAIT_S if left else 0.0
     steps = rows[Col.STEP].nunique()
@@ -200,15 +200,15 @@ def _heals(config: RunConfig, segment: Segment, steps: pd.DataFrame, calibration
     nothing where the run recorded none."""
     if Col.HEAL_BYTES not in steps or Col.SCHEDULE_SEGMENT not in steps:
         return {}
-    healed = steps[(steps[Col.SCHEDULE_SEGMENT] == segment.index) & (steps[Col.HEAL_BYTES].fillna(0) > 0)]
-    if healed.empty:
+    healed_rows = steps[(steps[Col.SCHEDULE_SEGMENT] == segment.index) & healed(steps)]
+    if healed_rows.empty:
         return {}
     out: dict[str, Any] = {
-        "heals": len(healed),
-        "heal_bytes": float(healed[Col.HEAL_BYTES].median()),
+        "heals": len(healed_rows),
+        "heal_bytes": float(healed_rows[Col.HEAL_BYTES].median()),
     }
-    if Col.HEAL_S in healed:
-        out["heal_s"] = float(healed[Col.HEAL_S].median())
+    if Col.HEAL_S in healed_rows:
+        out["heal_s"] = float(healed_rows[Col.HEAL_S].median())
     try:
         shapes = workload_shapes(config.workload, config.cluster.nodes)
     except Exception as exc:  # noqa: BLE001 - a python: workload that cannot be built here: no prediction
