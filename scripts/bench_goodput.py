@@ -8,7 +8,13 @@ what ``plan --mtbf`` costs in time.
    steps per second, plan's and the analytic against the seeds' mean, for ``full`` (a 0.5 s step, a leave anywhere
    in it fails it) and DiLoCo (a 0.28 s step, windows of 5 and 20 steps whose last 0.3 s is the exchange), as the
    quorum's wait and the heal grow.
-2. ``plan --shapes llama-7b -r full,diloco --nodes 8,64,512 --bw 10gbit --delay 5ms --mtbf 21600s``, median of
+2. The wall time until the training holds N steps, restarts throwing away what it held: the closed form
+   :meth:`netbench.model.goodput.Goodput.wall_s_to_keep`, (e^(rN/g) - 1) / r, with plan's restart rate r and goodput
+   g (:func:`~netbench.model.goodput.expected_goodput`) and with a long simulation's, and N / g (committing the
+   steps once), against the mean of :func:`~netbench.model.goodput.simulate` driven until N steps are kept, over
+   ``KEPT_DRAWS`` draws of the churn, on clusters held out from everything else here (3-6 nodes, MTBF 10-30 s, away
+   4-10 s), N the steps g trains in half and in twice the mean time between restarts.
+3. ``plan --shapes llama-7b -r full,diloco --nodes 8,64,512 --bw 10gbit --delay 5ms --mtbf 21600s``, median of
    ``--repeat`` fresh interpreters, beside the same plan without ``--mtbf`` (run it under the heavy lock).
 
     PYTHONPATH=$PWD python3 scripts/bench_goodput.py
@@ -18,6 +24,7 @@ what ``plan --mtbf`` costs in time.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -25,7 +32,8 @@ import sys
 import time
 from pathlib import Path
 
-from netbench.model.goodput import Recovery, expected_goodput, goodput, simulate
+from netbench.membership import draw_changes
+from netbench.model.goodput import Goodput, Recovery, StepAt, expected_goodput, goodput, simulate
 from netbench.schedule.churn import Churn, draw
 
 NAMES = ("n0", "n1", "n2", "n3")
@@ -82,6 +90,82 @@ def accuracy() -> None:
         )
 
 
+# (replicator, step, recovery, nodes, MTBF s, away s): none of them tuned on, none used above
+KEPT_CASES = [
+    ("full", full_step, Recovery(period=1, heal_s=1.0), 3, 15.0, 6.0),
+    ("full", full_step, Recovery(period=1, heal_s=2.0), 4, 20.0, 6.0),
+    ("diloco H=5", diloco_step, Recovery(period=5, heal_s=1.0), 5, 12.0, 8.0),
+    ("diloco H=20", diloco_step, Recovery(period=20, heal_s=0.5), 3, 30.0, 10.0),
+    ("full", full_step, Recovery(period=1, heal_s=1.0), 6, 10.0, 4.0),
+    ("full, as run", measured_full_step, Recovery(period=1, heal_s=2.9, restart_s=0.1, exchange_timeout_s=5.0), 4,
+     20.0, 6.0),
+]  # fmt: skip
+KEPT_DRAWS = range(1000, 1200)  # seeds of the draws each budget is simulated over, apart from every other seed here
+KEPT_SHARES = (0.5, 2.0)  # budgets: the steps trained in these shares of the mean time between restarts
+LONG_RUN_S, LONG_RUN_SEEDS = 20_000.0, range(500, 510)  # the long simulation that measures r and g themselves
+DRAW_REACH = 30  # each draw lasts this many times the expected wall time: every draw holds N before its churn ends
+
+
+def _long_run(names: tuple[str, ...], mtbf: float, away: float, step_at: StepAt, recovery: Recovery) -> Goodput:
+    """r and g over a long simulation (``LONG_RUN_SEEDS`` draws of ``LONG_RUN_S``), the rest as plan's."""
+    found = [
+        simulate(draw_changes(names, mtbf, away, LONG_RUN_S, s, max_changes=10**7), names, LONG_RUN_S, step_at,
+                 recovery)
+        for s in LONG_RUN_SEEDS
+    ]  # fmt: skip
+    total_s = LONG_RUN_S * len(found)
+    return Goodput(
+        steps_per_s=sum(f.committed_steps for f in found) / total_s,
+        plain_steps_per_s=1 / step_at(len(names))[0],
+        member_share=1.0,
+        leaves_per_s=0.0,
+        mean_away=0.0,
+        stalled_share=0.0,
+        restarts_per_s=sum(f.restarts for f in found) / total_s,
+    )
+
+
+def kept() -> None:
+    print(
+        "| replicator | nodes | MTBF | away | r (plan) | g (plan) | N | simulated (± s.e.) | closed form, plan's r, g "
+        "| closed form, long run's r, g | N / g |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    errors: dict[str, list[float]] = {"plan": [], "long": [], "once": []}
+    for name, step_at, recovery, nodes, mtbf, away in KEPT_CASES:
+        names = tuple(f"n{i}" for i in range(nodes))
+        planned = expected_goodput(nodes, mtbf, away, step_at, recovery)
+        long_run = _long_run(names, mtbf, away, step_at, recovery)
+        for share in KEPT_SHARES:
+            steps = max(recovery.period, round(share * planned.steps_per_s / planned.restarts_per_s))
+            horizon = DRAW_REACH * planned.wall_s_to_keep(steps)
+            times = [
+                simulate(draw_changes(names, mtbf, away, horizon, s, max_changes=10**7), names, horizon, step_at,
+                         recovery, steps=steps).horizon_s
+                for s in KEPT_DRAWS
+            ]  # fmt: skip
+            mean, se = statistics.fmean(times), statistics.stdev(times) / math.sqrt(len(times))
+            cells = []
+            for key, wall in (
+                ("plan", planned.wall_s_to_keep(steps)),
+                ("long", long_run.wall_s_to_keep(steps)),
+                ("once", planned.wall_s(steps)),
+            ):
+                errors[key].append(wall / mean - 1)
+                cells.append(f"{wall:.0f} s ({100 * (wall / mean - 1):+.1f} %)")
+            print(
+                f"| {name} | {nodes} | {mtbf:g} s | {away:g} s | {planned.restarts_per_s:.4f}/s | "
+                f"{planned.steps_per_s:.3f} | {steps} | {mean:.0f} s (± {se:.0f}) | {' | '.join(cells)} |"
+            )
+    for key, label in (("plan", "closed form, plan's r and g"), ("long", "closed form, a long run's r and g"),
+                       ("once", "N / g")):  # fmt: skip
+        found = errors[key]
+        print(
+            f"{label}: error {100 * min(found):+.1f} % to {100 * max(found):+.1f} %, "
+            f"mean |error| {100 * statistics.fmean(abs(e) for e in found):.1f} %"
+        )
+
+
 def _timed(args: list[str], repeat: int) -> float:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NETBENCH_CALIBRATION": str(ROOT / "reports/ci/calibration.json")}
     times = []
@@ -104,6 +188,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     accuracy()
+    kept()
     if not args.skip_timing:
         timing(args.repeat)
 

@@ -3,7 +3,9 @@ simulation's rules on hand-made changes."""
 
 from __future__ import annotations
 
+import math
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +15,7 @@ from netbench.model.goodput import (
     MIN_RUN_DRAWS,
     RUN_DRAWS,
     SIMULATED_GRID,
+    Goodput,
     Recovery,
     away_distribution,
     expected_goodput,
@@ -308,6 +311,11 @@ def test_a_run_of_a_given_number_of_steps_counts_them_again_from_a_restart() -> 
     found = simulate(changes, names, 8.0, one_second_steps, Recovery(period=1, heal_s=5.0), steps=10)
     # the run's 10 steps count from the restart; the 4 before it were committed too
     assert (found.restarts, found.committed_steps, found.horizon_s) == (1, 14, pytest.approx(18.0))
+    assert found.kept_steps == 10
+    # over a horizon: the training holds only the steps since the restart (ends 9 .. 12), goodput counts all 8
+    until = simulate(changes, names, 12.0, one_second_steps, Recovery(period=1, heal_s=5.0))
+    assert (until.restarts, until.committed_steps, until.kept_steps) == (1, 8, 4)
+    assert until.kept_steps_per_s == pytest.approx(4 / 12) and until.steps_per_s == pytest.approx(8 / 12)
 
 
 def test_plan_for_a_run_of_given_steps_prices_every_draw_until_they_commit() -> None:
@@ -320,3 +328,35 @@ def test_plan_for_a_run_of_given_steps_prices_every_draw_until_they_commit() -> 
     assert seeded.horizon_s > 60  # 400 steps outlast the churn: the rest is trained with every node present
     # the tail with every node present raises the run's goodput above that of a run that ends with its churn
     assert found.steps_per_s > run_goodput(len(NAMES), 20, 6, 60, diloco_step, recovery).steps_per_s
+
+
+def test_the_time_to_hold_a_budget_grows_exponentially_with_the_restarts_it_meets() -> None:
+    steady = Goodput(steps_per_s=2.0, plain_steps_per_s=3.0, member_share=0.5, leaves_per_s=0.1, mean_away=1,
+                     stalled_share=0)  # fmt: skip
+    assert steady.wall_s_to_keep(100) == pytest.approx(50.0) == steady.wall_s(100)
+    restarting = replace(steady, restarts_per_s=0.01)  # every 100 s on average: 50 s of training is half of that
+    assert restarting.wall_s_to_keep(100) == pytest.approx(100 * (math.exp(0.5) - 1))
+    assert restarting.wall_s_for_tokens(1000, 20) == pytest.approx(restarting.wall_s_to_keep(1000 / (0.5 * 20)))
+    assert not restarting.out_of_reach(100)
+    # a budget of 1,000 s of training at a restart every 100 s: e^10 / 0.01 s, out of reach without a checkpoint
+    assert restarting.out_of_reach(2000) and not steady.out_of_reach(2000)
+    assert restarting.wall_s_to_keep(1e6) == math.inf
+    nothing = replace(restarting, steps_per_s=0.0)
+    assert nothing.wall_s_to_keep(10) == math.inf and not nothing.out_of_reach(10)
+
+
+def test_the_closed_form_time_to_hold_a_budget_is_the_mean_of_the_rules_driven_to_hold_it() -> None:
+    recovery = Recovery(period=1, heal_s=1.0)
+    names = ("n0", "n1", "n2")
+    found = expected_goodput(3, 15, 6, full_step, recovery)
+    assert found.restarts_per_s > 0
+    steps = round(found.steps_per_s / found.restarts_per_s)  # training as long as the mean time between restarts
+    horizon = 30 * found.wall_s_to_keep(steps)
+    times = [
+        simulate(draw(Churn(mtbf_s=15, away_s=6, seed=s, for_s=horizon), names), names, horizon, full_step, recovery,
+                 steps=steps).horizon_s
+        for s in range(60)
+    ]  # fmt: skip
+    mean = statistics.fmean(times)
+    assert found.wall_s_to_keep(steps) == pytest.approx(mean, rel=0.3)
+    assert found.wall_s(steps) < 0.75 * mean, "committing the steps once is well short of holding them"

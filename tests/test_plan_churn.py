@@ -47,10 +47,29 @@ def test_a_longer_time_away_trains_with_fewer_nodes(capsys) -> None:
 
 def test_the_token_budget_takes_longer_under_churn(capsys) -> None:
     doc = plan_json(
-        capsys, "-r", "full", "--mtbf", "30s", "--accelerator", "h100-sxm", "--batch", "8", "--tokens", "1e9", *ARGS
+        capsys, "-r", "full", "--mtbf", "30s", "--accelerator", "h100-sxm", "--batch", "8", "--tokens", "1e7", *ARGS
     )
     for row in doc["rows"]:
         assert row["churn"]["token_budget_wall_s"] > row["token_budget"]["wall_s"]
+
+
+def test_a_budget_past_many_restarts_is_out_of_reach_without_a_checkpoint_in_one_line(capsys) -> None:
+    common = ("-r", "diloco", "--mtbf", "20s", "--accelerator", "h100-sxm", "--batch", "8", *ARGS)
+    small = plan_json(capsys, *common, "--tokens", "1e6")
+    for row in small["rows"]:
+        churn = row["churn"]
+        assert churn["restarts_per_s"] > 0
+        # the training lost now and then: longer than committing the budget's steps once at goodput
+        once = row["token_budget"]["steps"] / (churn["steps_per_s"] * churn["member_share"])
+        assert churn["token_budget_wall_s"] > once
+    large = plan_json(capsys, *common, "--tokens", "1e9")
+    for row in large["rows"]:
+        churn = row["churn"]
+        assert churn["token_budget_wall_s"] is None
+        assert churn["token_budget_restart_every_s"] == pytest.approx(1 / churn["restarts_per_s"])
+    main(["plan", *common, "--tokens", "1e9"])
+    said = [line for line in capsys.readouterr().out.splitlines() if "out of reach" in line]
+    assert len(said) == 2 and all("without a checkpoint: every node is away at once about every" in s for s in said)
 
 
 def test_the_table_prints_goodput_and_each_heal(capsys) -> None:
@@ -67,6 +86,8 @@ def test_a_run_of_a_given_length_gets_its_mean_spread_and_seed_beside_the_long_r
         assert run["for_s"] == 120 and run["draws"] == RUN_DRAWS and run["seed"] == 3
         assert 0 < run["p10"] < run["steps_per_s"] < run["p90"] < row["churn"]["plain_steps_per_s"]
         assert run["sd"] > 0 and run["seed_steps_per_s"] > 0
+        # what the runs hold at their end: less than they committed where some restarted
+        assert 0 < run["kept_steps_per_s"] <= run["steps_per_s"] and 0 < run["seed_kept_steps_per_s"]
     plain = plan_json(capsys, "-r", "full", "--mtbf", "20s", *ARGS)
     assert all("run" not in row["churn"] for row in plain["rows"])
 

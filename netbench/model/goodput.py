@@ -27,7 +27,14 @@ workers meet them:
   ``min_members`` form no quorum and train nothing;
 * where every node that held the training has left, the nodes back have nobody to be healed from: at least
   ``min_members`` of them form a quorum at torchft's step 0 and train from the first weights at once, without a heal
-  (a *restart*: its steps count as committed, as a run counts them, though they redo what was trained).
+  (a *restart*: its steps count as committed, as a run counts them, though they redo what was trained; the
+  *progress kept*, the committed steps since the last restart, starts again from 0).
+
+The wall time to a budget is to a budget of progress kept: :meth:`Goodput.wall_s_to_keep` takes the restarts as a
+Poisson process of rate r (every node away at once comes at random times, independent of the progress) and no
+checkpoint (a restart throws away everything the training holds); between restarts the training keeps g committed
+steps per second, so holding N steps takes (e^(rN/g) - 1) / r on average (N / g where nothing restarts), a time that
+grows exponentially once a budget takes longer than the mean time between restarts.
 
 :func:`expected_goodput`, what ``plan --mtbf`` answers, steps the rules through seeded draws of the churn.
 :func:`goodput` is their closed form: the number of nodes away follows the Engset distribution (independent nodes,
@@ -59,6 +66,7 @@ __all__ = [
     "QUORUM_WAIT_S",
     "MIN_QUORUM",
     "MAX_PRICED_STATES",
+    "OUT_OF_REACH",
     "Recovery",
     "Goodput",
     "StepAt",
@@ -92,6 +100,10 @@ MIN_RUN_DRAWS = 10  # the fewest draws that give a spread; a run too long for th
 MAX_RUN_CHANGES = 20_000  # changes all the draws of one run try, on average: bounds plan --for at any length
 MAX_RUN_STEPS = 10**9  # a run's steps plan prices (after its churn they cost one jump of the simulation)
 MAX_FAILED_HEALS = 0.95  # the share of heals a leave fails, capped: past it nothing heals and goodput is ~0 anyway
+# a budget whose expected wall time under restarts is more than this many times its time without them is out of reach
+# without a checkpoint: the training is lost and started afresh many times over before it holds the budget
+OUT_OF_REACH = 1e3
+MAX_EXPONENT = 700.0  # e^x past this overflows a float: the wall time is infinite
 
 
 class Change(Protocol):
@@ -191,8 +203,8 @@ class Goodput:
     mean_away: float  # nodes not training on average: away, or back and waiting for the next quorum
     stalled_share: float  # the share of the time too few nodes are there to form a quorum
     # how often every node holding the training is gone and the nodes back train afresh from the first weights (their
-    # steps count as committed, as a run counts them, but redo what was trained); 0 in the closed form, which leaves
-    # them out
+    # steps count as committed, as a run counts them, but redo what was trained: the progress kept starts again from
+    # 0); 0 in the closed form, which leaves them out
     restarts_per_s: float = 0.0
 
     @property
@@ -201,14 +213,37 @@ class Goodput:
         return self.steps_per_s / self.plain_steps_per_s if self.plain_steps_per_s > 0 else 0.0
 
     def wall_s(self, steps: float) -> float:
-        """Expected wall time to commit ``steps`` (inf where nothing commits)."""
+        """Expected wall time to commit ``steps``, redone ones included (inf where nothing commits)."""
         return steps / self.steps_per_s if self.steps_per_s > 0 else math.inf
 
+    def wall_s_to_keep(self, steps: float) -> float:
+        """Expected wall time until the training holds ``steps`` committed since it last started afresh: restarts a
+        Poisson process of rate r = ``restarts_per_s``, no checkpoint (each throws away all the training holds),
+        g = ``steps_per_s`` committed between them: (e^(r steps / g) - 1) / r, steps / g where nothing restarts
+        (inf where nothing commits or the time overflows)."""
+        plain = self.wall_s(steps)
+        rate = self.restarts_per_s
+        if rate <= 0 or not math.isfinite(plain):
+            return plain
+        exponent = rate * plain
+        return math.expm1(exponent) / rate if exponent < MAX_EXPONENT else math.inf
+
+    def out_of_reach(self, steps: float) -> bool:
+        """Whether holding ``steps`` takes more than :data:`OUT_OF_REACH` times committing them once: without a
+        checkpoint the training is lost to a restart (every node away at once, about every 1 / ``restarts_per_s``
+        seconds) far more often than it could hold them."""
+        plain = self.wall_s(steps)
+        return math.isfinite(plain) and self.wall_s_to_keep(steps) > OUT_OF_REACH * plain
+
+    def steps_for_tokens(self, tokens: float, tokens_per_step: float) -> float:
+        """Committed steps that train ``tokens`` when a step of every node trains ``tokens_per_step`` (a step of
+        fewer nodes trains their share; inf where no step trains any)."""
+        per_step = self.member_share * tokens_per_step
+        return tokens / per_step if per_step > 0 else math.inf
+
     def wall_s_for_tokens(self, tokens: float, tokens_per_step: float) -> float:
-        """Expected wall time to train ``tokens`` when a step of every node trains ``tokens_per_step`` (a step of
-        fewer nodes trains their share)."""
-        rate = self.steps_per_s * self.member_share * tokens_per_step
-        return tokens / rate if rate > 0 else math.inf
+        """Expected wall time until the training holds ``tokens`` (:meth:`wall_s_to_keep` of their steps)."""
+        return self.wall_s_to_keep(self.steps_for_tokens(tokens, tokens_per_step))
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -393,10 +428,16 @@ class Simulated:
     stuck: int = 0  # re-formations a leave made wait out the exchange timeout
     failed_heals: int = 0  # heals a member's leave failed (each started again at the next quorum)
     restarts: int = 0  # quorums of nodes back alone, every node that held the training gone: trained afresh, no heal
+    kept_steps: int = 0  # the progress kept: steps committed since the training last started afresh (0 at a restart)
 
     @property
     def steps_per_s(self) -> float:
         return self.committed_steps / self.horizon_s
+
+    @property
+    def kept_steps_per_s(self) -> float:
+        """The progress the training holds at the end per second: goodput less the steps restarts threw away."""
+        return self.kept_steps / self.horizon_s
 
 
 def simulate(
@@ -415,10 +456,11 @@ def simulate(
     With ``steps``, train instead until that many steps are committed since the training last started afresh (a
     restart's quorum counts from 0, as a fresh torchft manager does), the changes over and every node back training
     on after the last of them, as ``run --churn ...,for=LEN --steps N`` does: the outcome's ``horizon_s`` is when
-    the last of them commits (infinite where they never do), and its committed steps count every step trained."""
+    the last of them commits (infinite where they never do), and its committed steps count every step trained;
+    ``kept_steps`` counts those since the training last started afresh, what ``steps`` asks for."""
     end_s = math.inf if steps is not None else horizon_s
     finished = end_s
-    progress = 0  # steps committed since the training last started afresh: what ``steps`` counts
+    progress = 0  # steps committed since the training last started afresh: the progress kept, what ``steps`` counts
     events = sorted((c for c in changes if c.member in ("leave", "join")), key=lambda c: c.time_s)
     nodes = len(names)
     away: set[str] = set()
@@ -560,7 +602,7 @@ def simulate(
         if leaving:  # the members ask as the window ends and wait for the lighthouse to drop the nodes gone
             apply_until(leaving[0])
             t = reformed(end, t)
-    return Simulated(committed, member_steps, lost, heals, finished, stuck, failed_heals, restarts)
+    return Simulated(committed, member_steps, lost, heals, finished, stuck, failed_heals, restarts, progress)
 
 
 def _on_grid(step_at: StepAt, nodes: int) -> StepAt:
@@ -620,7 +662,9 @@ def run_draws(nodes: int, mtbf_s: float, away_s: float, for_s: float) -> int:
 class RunGoodput:
     """Committed steps per second of one run of ``for_s`` through churn, every node present at its start: the mean
     over ``draws`` seeded draws, their standard deviation and 10th and 90th percentiles, and one seed's draw; with
-    ``steps``, of a run that trains on with every node present after its churn until that many steps commit."""
+    ``steps``, of a run that trains on with every node present after its churn until that many steps commit. Beside
+    them the progress kept (the steps the training holds at the run's end per second): the draws' mean and the
+    seed's."""
 
     for_s: float
     draws: int
@@ -631,6 +675,8 @@ class RunGoodput:
     seed: int | None = None
     seed_steps_per_s: float | None = None
     steps: int | None = None
+    kept_steps_per_s: float = 0.0  # the draws' mean progress kept: the steps each holds at its end per second
+    seed_kept_steps_per_s: float | None = None
 
     def as_dict(self) -> dict[str, float | int]:
         """The fields, the seed's two left out where no seed was asked for."""
@@ -663,13 +709,15 @@ def run_goodput(
     names = tuple(f"n{i}" for i in range(nodes))
     bound = 4 * MAX_RUN_CHANGES // draws + 100  # a draw of many times its expected changes does not occur
 
-    def rate(s: int) -> float:
+    def rate(s: int) -> tuple[float, float]:
         drawn = draw_changes(names, mtbf_s, away_s, for_s, s, max_changes=bound)
-        return simulate(drawn, names, for_s, step_at, recovery, steps=steps).steps_per_s
+        found = simulate(drawn, names, for_s, step_at, recovery, steps=steps)
+        return found.steps_per_s, found.kept_steps_per_s
 
-    rates = [rate(s) for s in range(draws)]
+    both = [rate(s) for s in range(draws)]
+    rates = [r for r, _ in both]
     deciles = statistics.quantiles(rates, n=10, method="inclusive")
-    chosen = None if seed is None else (rates[seed] if seed < draws else rate(seed))
+    chosen = None if seed is None else (both[seed] if seed < draws else rate(seed))
     return RunGoodput(
         for_s=for_s,
         draws=draws,
@@ -678,6 +726,8 @@ def run_goodput(
         p10=deciles[0],
         p90=deciles[-1],
         seed=seed,
-        seed_steps_per_s=chosen,
+        seed_steps_per_s=None if chosen is None else chosen[0],
         steps=steps,
+        kept_steps_per_s=statistics.fmean(k for _, k in both),
+        seed_kept_steps_per_s=None if chosen is None else chosen[1],
     )

@@ -11,7 +11,8 @@ it, for every node (in a run through random churn no survivor of 25 leaves was l
 that commits every H steps asks for it at the sync, so only a leave during the sync's exchange fails the window, and
 some survivors may commit it. A member gone while it asked for a quorum costs torchft's wait on peers, bounded as `run`
 bounds it (:func:`netbench.model.waits.exchange_timeout_s` of the slower of the step's collective and a heal's
-largest message).
+largest message). The wall time to ``--tokens`` is until the training holds them, restarts throwing away what it held
+(:meth:`netbench.model.goodput.Goodput.wall_s_to_keep`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ from typing import Any
 
 from netbench.declarations.registry import spec
 from netbench.model.framing import Framing
-from netbench.model.goodput import MIN_QUORUM, QUORUM_WAIT_S, Recovery, expected_goodput, run_goodput, window_shape
+from netbench.model.goodput import (
+    MIN_QUORUM,
+    QUORUM_WAIT_S,
+    Goodput,
+    Recovery,
+    expected_goodput,
+    run_goodput,
+    window_shape,
+)
 from netbench.model.heal import heal_bytes, heal_time_s, largest_message_s
 from netbench.model.planner import Planner
 from netbench.model.schemes import Scheme
@@ -116,7 +125,15 @@ def churn_row(
         )
         row["run"] = found_run.as_dict()
     if tokens is not None:
-        budget, per_step = tokens
-        wall = found.wall_s_for_tokens(budget, per_step)
-        row["token_budget_wall_s"] = wall if math.isfinite(wall) else None  # None: nothing trains
+        row.update(_token_budget(found, *tokens))
     return row
+
+
+def _token_budget(found: Goodput, budget: float, per_step: float) -> dict[str, Any]:
+    """The expected wall time until the training holds ``budget`` tokens (``token_budget_wall_s``; None where nothing
+    trains), or, where that is out of reach without a checkpoint, how often the training is lost instead
+    (``token_budget_restart_every_s``)."""
+    if found.out_of_reach(found.steps_for_tokens(budget, per_step)):
+        return {"token_budget_wall_s": None, "token_budget_restart_every_s": 1 / found.restarts_per_s}
+    wall = found.wall_s_for_tokens(budget, per_step)
+    return {"token_budget_wall_s": wall if math.isfinite(wall) else None}

@@ -249,15 +249,28 @@ def print_utilization(doc: dict, console: Console, opts: GpuPlanOptions) -> None
         for r in budgets:
             b = r["token_budget"]
             churn = r.get("churn", {})
-            churned = churn.get("token_budget_wall_s")
-            under = f"; under churn wall {_duration(churned)}" if churned is not None else ""
-            under = under or ("; under churn nothing trains" if "token_budget_wall_s" in churn else "")
+            under = _budget_under_churn(churn)
             steps = f"{b['steps']:,} steps" + (f" ({b['dense_steps']:,} dense)" if b.get("dense_steps") else "")
             console.print(
                 f"  {r['replicator']:>12} @ {r['nodes']:>6}: {steps}, wall {_duration(b['wall_s'])} "
                 f"(compute {_duration(b['compute_s'])}), {_total_bytes(b['bytes_per_node'])} sent per worker{under}",
                 highlight=False,
             )
+
+
+def _budget_under_churn(churn: dict) -> str:
+    """The token budget's wall time under churn, out of reach without a checkpoint, or nothing trains; "" without
+    churn."""
+    restarts_every = churn.get("token_budget_restart_every_s")
+    if restarts_every is not None:
+        return (
+            "; under churn out of reach without a checkpoint: every node is away at once about every "
+            f"{_duration(restarts_every)}, and the training starts afresh"
+        )
+    churned = churn.get("token_budget_wall_s")
+    if churned is not None:
+        return f"; under churn wall {_duration(churned)}"
+    return "; under churn nothing trains" if "token_budget_wall_s" in churn else ""
 
 
 def header_lines(doc: dict, opts: GpuPlanOptions) -> list[str]:
