@@ -13,7 +13,10 @@ folder's measured goodput beside
 * the rules over the run's recorded changes with the run's own segments' steps, heal, worker start and exchange
   timeout (``goodput_model_steps_per_s``, priced again with this code and ``--calibration``);
 
-and each error, model / measured - 1. A run's length is its measured steps' span in the cluster's seconds.
+and each error, model / measured - 1. A run's length is its measured steps' span in the cluster's seconds. Beside
+goodput, the progress kept (the steps the training holds at the run's end, per second of its span: goodput less what
+restarts threw away): the run's (``kept_steps_per_s``), plan's for the run as run and its own seed, and the rules'
+over the run's changes.
 
     PYTHONPATH=$PWD python3 scripts/bench_churn_runs.py --shapes SHAPES.json --compute-ms 93.7 \\
         --calibration reports/ci/calibration.json RUN_DIR [RUN_DIR ...]
@@ -41,6 +44,7 @@ from netbench.orchestrator.run.churn_results import simulate_run
 from netbench.orchestrator.run.schedule_results import segment_summary
 from netbench.planning import PlanRequest, plan
 from netbench.rundir.churn_figures import churn_figures, span_s
+from netbench.rundir.restarts import restart_figures
 from netbench.rundir.summary import measured_steps
 
 TOLERANCE = 0.10  # the requirement: goodput within 10 % of plan's
@@ -104,9 +108,10 @@ def main() -> None:
     calibration = read_calibration(args.calibration)
     print(
         "| run | length | measured | long run | run of its length: mean (p10-p90) | in band | its seed "
-        "| as run: mean (p10-p90) | as run: its seed | the run's changes |"
+        "| as run: mean (p10-p90) | as run: its seed | the run's changes | kept: measured | kept: as run, its seed "
+        "| kept: the run's changes |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for given in args.runs:
         stored = StoredRun.read(given)
         config, steps = stored.config, stored.steps
@@ -136,6 +141,16 @@ def main() -> None:
         as_run = plan(as_run_request, calibration, args.calibration, derived=False).doc["rows"][0]["churn"]["run"]
         replayed = stored.rules(calibration)
         own = f"{replayed[2].steps_per_s:.3f} ({err(replayed[2].steps_per_s, measured)})" if replayed else "-"
+        kept = restart_figures(steps).get("kept_steps_per_s")
+        kept_cells = (
+            (
+                f"{kept:.3f}",
+                f"{as_run['seed_kept_steps_per_s']:.3f} ({err(as_run['seed_kept_steps_per_s'], kept)})",
+                f"{replayed[2].kept_steps_per_s:.3f} ({err(replayed[2].kept_steps_per_s, kept)})" if replayed else "-",
+            )
+            if kept
+            else ("-", "-", "-")
+        )
         inside = run["p10"] <= measured <= run["p90"]
         near = abs(run["steps_per_s"] / measured - 1) <= TOLERANCE
         print(
@@ -145,7 +160,8 @@ def main() -> None:
             f"{run['seed_steps_per_s']:.3f} ({err(run['seed_steps_per_s'], measured)}) | "
             f"{as_run['steps_per_s']:.3f} ({as_run['p10']:.3f}-{as_run['p90']:.3f}; "
             f"{err(as_run['steps_per_s'], measured)}) | "
-            f"{as_run['seed_steps_per_s']:.3f} ({err(as_run['seed_steps_per_s'], measured)}) | {own} |"
+            f"{as_run['seed_steps_per_s']:.3f} ({err(as_run['seed_steps_per_s'], measured)}) | {own} | "
+            f"{' | '.join(kept_cells)} |"
         )
 
 

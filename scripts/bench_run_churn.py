@@ -11,7 +11,9 @@ Printed for RUN_DIR (a `netbench run` with member rows or ``--churn``):
   run's own leaves and joins, and, for a ``--churn``, the analytic :func:`goodput` for its MTBF (target: within
   10 %). Both take the model's step per member count from the segments, the lighthouse's heartbeat timeout as the
   quorum's wait after a leave, the heal's modelled time, the measured start of a joining worker, and the run's bound
-  on a wait on peers (what a leave while the quorum re-forms costs).
+  on a wait on peers (what a leave while the quorum re-forms costs);
+* the progress kept (the steps the training holds at the end, since it last started afresh, per second) against the
+  rules' over the run's changes.
 
     flock -x /tmp/nb-heavy.lock python3 -m netbench run -n 4 --bw 100mbit --delay 10ms -r diloco --sync-every 4 \\
         --schedule churn.csv --steps 160            # churn.csv: 6,n3,leave and 12,n3,join
@@ -41,8 +43,12 @@ from netbench.orchestrator.prediction import workload_shapes  # noqa: E402
 from netbench.orchestrator.run.churn_results import simulate_run  # noqa: E402
 from netbench.orchestrator.run.schedule_results import segment_summary  # noqa: E402
 from netbench.rundir.churn_figures import churn_figures  # noqa: E402
+from netbench.rundir.restarts import restart_figures  # noqa: E402
 from netbench.rundir.steps_schema import Col  # noqa: E402
 from netbench.schedule.churn import parse_churn  # noqa: E402
+
+# the steps.csv columns the figures read: a run that trained through churn has them, an ``exec`` run does not
+TRAINED = (Col.WARMUP, Col.COMMITTED, Col.QUORUM_REPLICAS, Col.HEAL_BYTES, Col.HEAL_S)
 
 
 def pct(x: float) -> str:
@@ -51,6 +57,11 @@ def pct(x: float) -> str:
 
 def _s(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f} s"
+
+
+def _figure(x: float | None, spec: str = ".4f") -> str:
+    """A figure the run may lack (an ``exec`` run records no loss): "-" for it."""
+    return "-" if x is None else format(x, spec)
 
 
 def _ratio(measured: float | None, model: float | None) -> str:
@@ -77,6 +88,14 @@ def main() -> int:
     args = parser.parse_args()
     run_json = json.loads((args.run_dir / "run.json").read_text())
     steps = pd.read_csv(args.run_dir / "steps.csv")
+    lacking = [str(c) for c in TRAINED if c not in steps]
+    if lacking:
+        print(
+            f"bench_run_churn: steps.csv has no {', '.join(lacking)}: not a `netbench run` that trained through "
+            "churn (an exec run records no quorum)",
+            file=sys.stderr,
+        )
+        return 2
     summary, config = run_json["summary"], RunConfig.model_validate(run_json["config"])
     if args.calibration is not None:
         calibration = read_calibration(args.calibration)
@@ -84,9 +103,10 @@ def main() -> int:
     rep: ReplicatorConfig = config.replicator
     shapes = workload_shapes(config.workload, config.cluster.nodes)
     print(f"{args.run_dir.name}: status {summary['status']} {summary.get('reason') or ''}")
-    print(f"loss {summary.get('first_loss'):.4f} -> {summary.get('final_loss'):.4f}")
+    print(f"loss {_figure(summary.get('first_loss'))} -> {_figure(summary.get('final_loss'))}")
     measured = steps[~steps[Col.WARMUP]]
-    print(f"steps run {len(measured)} (all nodes), lost {summary.get('steps_lost')}, heals {summary.get('heals')}")
+    lost, heals = _figure(summary.get("steps_lost"), "d"), _figure(summary.get("heals"), "d")
+    print(f"steps run {len(measured)} (all nodes), lost {lost}, heals {heals}")
 
     print("segment  members  steady step  model step  steady/model  mean step  model mean  mean/model")
     for seg in summary.get("schedule_segments") or []:
@@ -124,6 +144,14 @@ def main() -> int:
         f"({pct(measured_goodput / simulated.steps_per_s)}; {simulated.heals} heals, {simulated.stuck} re-formations "
         f"waiting out the exchange timeout of {recovery.exchange_timeout_s:.2f} s)"
     )
+    kept = restart_figures(steps)
+    if kept.get("kept_steps_per_s"):
+        print(
+            f"progress kept {kept['kept_steps_per_s']:.3f} steps/s ({kept['kept_steps']:g} steps held at the end, "
+            f"{kept['restarts']} restarts); model over the run's changes {simulated.kept_steps_per_s:.3f} "
+            f"({pct(kept['kept_steps_per_s'] / simulated.kept_steps_per_s) if simulated.kept_steps else '-'}; "
+            f"{simulated.kept_steps} steps held, {simulated.restarts} restarts)"
+        )
     source = config.schedule.source if config.schedule is not None else ""
     found = re.search(r"mtbf=([\d.]+)s away=([\d.]+)s", source)
     if found:

@@ -73,6 +73,7 @@ def steps(*rows: tuple[int, int, bool, int, float, int | None]) -> pd.DataFrame:
                 Col.QUORUM_REPLICAS: q,
                 Col.T_START: t,
                 Col.T_END: t + 1.0,
+                Col.STEP_S: 1.0,
                 Col.SCHEDULE_ELAPSED_S: t,
                 Col.RESTART_QUORUM: restart,
             }
@@ -106,7 +107,13 @@ def test_restarts_count_the_committed_steps_they_threw_away_and_a_failed_fresh_q
 
 def test_a_quorum_at_step_zero_before_anything_was_committed_threw_nothing_away() -> None:
     rows = steps((0, 0, False, 2, 0.0, None), (1, 0, True, 2, 2.0, 3), (2, 0, True, 2, 2.0, 3))
-    assert restart_figures(rows) == {"restarts": 0, "restart_steps_lost": 0, "restart_events": []}
+    assert restart_figures(rows) == {
+        "restarts": 0,
+        "restart_steps_lost": 0,
+        "restart_events": [],
+        "kept_steps": 1,
+        "kept_steps_per_s": pytest.approx(1 / 3),  # all the training did, over the steps' 3 s
+    }
     assert restart_figures(rows.drop(columns=[Col.RESTART_QUORUM])) == {}
 
 

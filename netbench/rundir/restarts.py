@@ -8,6 +8,10 @@ started (the run's start or the restart before), counted up to the end of its qu
 the last node holding the training left): each committed row counts ``1 / quorum_replicas`` of a step, as goodput
 counts them. For ``diloco`` the fresh nodes' inner steps before their first sync end before that, so each restart's
 count is good to a window. One that threw away nothing (a quorum at step 0 before any commit) is no restart.
+
+The *progress kept* is what the training holds at the run's end: the committed steps since the last restart
+(``kept_steps``, warm-up included: the optimizer steps its weights have taken), and those of them the measured steps
+trained per second of goodput's span (``kept_steps_per_s``; goodput where no restart threw anything away).
 """
 
 from __future__ import annotations
@@ -16,15 +20,16 @@ from typing import Any
 
 import pandas as pd
 
+from netbench.rundir.churn_figures import committed_steps, kept_steps_per_s
 from netbench.rundir.steps_schema import Col
+from netbench.rundir.summary import measured_steps
 
 __all__ = ["training_restarts", "restart_figures"]
 
 
 def _committed_between(rows: pd.DataFrame, after: float, until: float) -> float:
     """The training's committed steps that ended in [after, until): each row 1 / its quorum's members."""
-    done = rows[(rows[Col.T_END] >= after) & (rows[Col.T_END] < until)]
-    return float((1.0 / done[Col.QUORUM_REPLICAS].clip(lower=1)).sum())
+    return committed_steps(rows[(rows[Col.T_END] >= after) & (rows[Col.T_END] < until)])
 
 
 def training_restarts(steps: pd.DataFrame) -> list[dict[str, Any]]:
@@ -69,12 +74,19 @@ def training_restarts(steps: pd.DataFrame) -> list[dict[str, Any]]:
 
 def restart_figures(steps: pd.DataFrame) -> dict[str, Any]:
     """The summary's restart figures: how many (``restarts``), the committed steps they threw away in all
-    (``restart_steps_lost``) and each one (``restart_events``); {} for a run without a quorum column."""
-    if Col.RESTART_QUORUM not in steps:
+    (``restart_steps_lost``) and each one (``restart_events``), and the progress kept (``kept_steps``,
+    ``kept_steps_per_s``); {} for a run without a quorum column."""
+    if Col.RESTART_QUORUM not in steps or Col.COMMITTED not in steps:
         return {}
     found = training_restarts(steps)
-    return {
+    since = found[-1]["t_end"] if found else float("-inf")
+    out: dict[str, Any] = {
         "restarts": len(found),
         "restart_steps_lost": round(sum(r["committed_steps_lost"] for r in found), 3),
         "restart_events": found,
+        "kept_steps": round(committed_steps(steps[steps[Col.T_END] >= since]), 3),
     }
+    kept_rate = kept_steps_per_s(measured_steps(steps), since)
+    if kept_rate is not None:
+        out["kept_steps_per_s"] = kept_rate
+    return out

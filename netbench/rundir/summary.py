@@ -326,6 +326,17 @@ FIELDS: tuple[Field, ...] = (
     Metric("heal_bytes_model", label="bytes per heal, the model's (weights and kept state)", unit="B", terminal=True),
     Metric("heal_time_s", label="time per heal (median)", unit="s", terminal=True),
     Metric("goodput_steps_per_s", label="goodput: committed steps per wall second", terminal=True),
+    Metric(
+        "kept_steps_per_s",
+        label="progress kept: steps per wall second the training holds at the end (goodput less restarts' loss)",
+        terminal=True,
+    ),
+    Metric(
+        "kept_steps",
+        label="steps the training holds at the end (committed since it last started afresh)",
+        unit="count",
+        terminal=True,
+    ),
     Metric("restarts", int, label="times the training was lost and started afresh (every node holding it left)"),
     Metric("restart_steps_lost", label="committed steps those restarts threw away (redone)", unit="count"),
     Metric(
