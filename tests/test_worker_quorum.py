@@ -19,8 +19,9 @@ import torch
 from torchft._torchft import LighthouseServer
 
 from netbench.declarations.config import ReplicatorConfig
+from netbench.declarations.registry import spec as declaration
 from netbench.model.heal import heal_bytes
-from netbench.rundir.restarts import training_restarts
+from netbench.rundir.restarts import restart_figures, training_restarts
 from netbench.worker.quorum_spec import QuorumSpec
 from netbench.worker.spec import WorkerSpec
 from netbench.workloads import WorkloadConfig
@@ -228,6 +229,10 @@ def test_every_node_that_held_the_training_gone_the_nodes_back_mark_the_quorum_t
     assert len(found) == 1 and found[0]["members"] == [0, 1]
     held = sum(r["committed"] for n in range(2) for r in steps_of(tmp_path, n)[: before[n]]) / 2
     assert found[0]["committed_steps_lost"] == pytest.approx(held)
+    # the training holds what the fresh quorum committed (DiLoCo's: good to the window before its first sync)
+    fresh = sum(r["committed"] for n in range(2) for r in steps_of(tmp_path, n)[before[n] :]) / 2
+    kept = restart_figures(rows)["kept_steps"]
+    assert fresh - declaration(replicator.name).period(replicator) <= kept <= fresh and kept > 0
 
 
 def test_heal_state_counts_every_tensor() -> None:
