@@ -60,7 +60,7 @@ def test_an_all_to_all_is_priced_with_its_probes_and_a_ring_without():
     assert priced.tx.total == pytest.approx(plain.forward.total + plain.reverse.total + extra[0].total + extra[1].total)
     ring = pattern("all_gather", "ring", SIGNS / 6, 6)
     assert ring is not None and not ring.fan_out
-    assert flow_of(ring, framing, 10 * MBIT, 0.0) == framing.flow(
+    assert flow_of(ring, framing, 10 * MBIT, 10 * MBIT, 0.0) == framing.flow(
         ring.messages_out, ring.message_bytes, path_bps=10 * MBIT
     )
     delayed = cost(a2a, Link(10 * MBIT, 10 * MBIT, 0.02, one_way_s=0.02), framing)
@@ -79,3 +79,15 @@ def test_a_graphs_links_carry_the_probes_the_star_prices():
     plain = scenario.framing.flow(a2a.messages_out, a2a.message_bytes, path_bps=10 * MBIT)
     assert star_tx > plain.forward.total + plain.reverse.total
     assert {round(b, 6) for b in loads.values()} == {round(star_tx, 6)}
+
+
+def test_a_fan_out_through_a_fast_uplink_draws_no_probes_on_a_slow_path():
+    """The messages wait in the sender's uplink: at 1gbit none waits 4 ms, whatever the receiver's downlink."""
+    framing = Framing()
+    a2a = pattern("all_to_all", "ring", SIGNS, 6)
+    assert a2a is not None
+    plain = framing.flow(a2a.messages_out, a2a.message_bytes, path_bps=10 * MBIT)
+    fast_up = cost(a2a, Link(1000 * MBIT, 10 * MBIT, 1e-4, one_way_s=0.0), framing)
+    assert fast_up.tx.total == pytest.approx(plain.forward.total + plain.reverse.total)
+    slow_up = cost(a2a, Link(10 * MBIT, 1000 * MBIT, 1e-4, one_way_s=0.0), framing)
+    assert slow_up.tx.total > fast_up.tx.total

@@ -223,13 +223,16 @@ def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -
     raise ValueError(f"unknown collective algorithm {algorithm!r} (choose from {', '.join(ALGORITHMS)})")
 
 
-def flow_of(p: Pattern, framing: Framing, path_bps: float | None, one_way_s: float) -> FlowWire:
+def flow_of(
+    p: Pattern, framing: Framing, path_bps: float | None, uplink_bps: float | None, one_way_s: float
+) -> FlowWire:
     """One node's wire bytes for ``p``'s messages over a path of ``path_bps`` (its slowest line rate; None: every
-    frame at the line rate) with ``one_way_s`` of delay: the framing's, plus a fan-out's tail-loss probes."""
+    frame at the line rate) with ``one_way_s`` of delay: the framing's, plus a fan-out's tail-loss probes, which come
+    of its messages' wait in the sender's uplink (``uplink_bps``)."""
     flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=path_bps)
     if not p.fan_out:
         return flow
-    forward, reverse = probe_bytes(framing, p.messages_out, p.message_bytes, path_bps, one_way_s)
+    forward, reverse = probe_bytes(framing, p.messages_out, p.message_bytes, uplink_bps, one_way_s)
     return FlowWire(flow.forward + forward, flow.reverse + reverse)
 
 
@@ -243,7 +246,7 @@ def cost(p: Pattern | None, link: Link, framing: Framing) -> CollectiveCost:
     if p is None:
         return CollectiveCost()
     path_bps = min(link.up_bps, link.down_bps)  # the sender's uplink, then the receiver's downlink
-    flow = flow_of(p, framing, path_bps, link.delay_s)
+    flow = flow_of(p, framing, path_bps, link.up_bps, link.delay_s)
     tx = flow.forward + flow.reverse
     rx = flow.forward + flow.reverse
     up_factor = tx.total / p.payload_out

@@ -591,7 +591,9 @@ def _link_bytes(layout_rings: RingSet, exchanges: Sequence[Exchange], scenario: 
         flows: dict[RingHop, FlowWire] = {}
         for hop, path, n, on_data in rings.crossings():
             if hop not in flows:
-                flows[hop] = flow_of(p, scenario.framing, rings.path_bps(hop, backward), rings.mean_delay_s(hop))
+                flows[hop] = flow_of(
+                    p, scenario.framing, rings.path_bps(hop, backward), rings.uplink_bps(hop), rings.mean_delay_s(hop)
+                )
             b = per_step_calls * n * (flows[hop].forward if on_data != backward else flows[hop].reverse).total
             for h in path:
                 out[h] = out.get(h, 0.0) + b
