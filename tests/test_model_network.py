@@ -144,7 +144,8 @@ def test_an_all_to_all_over_two_sites_puts_every_crossing_pair_on_the_wan():
         rings = graph.flat.for_kind("all_to_all")
         return rings.call_cost(ex, rings.prices(), 0.0, framing, STOCK_LINUX, 0.0, 0.0, 0.0)
 
-    on_star = priced(GraphModel(star(4, _d(10 * MBIT), _d(10 * MBIT)), range(4)))
+    # the star's uplinks as fast as the sites' LANs, so that neither prices a fan-out's probes (they wait in the uplink)
+    on_star = priced(GraphModel(star(4, _d(GBIT), _d(10 * MBIT)), range(4)))
     assert priced(model).transfer_s == pytest.approx(4 / 3 * on_star.transfer_s, rel=1e-12)
     assert mesh.carries(next(h for h in mesh.data if h.link in trunks)) == "4 all-to-all flows"
     # bytes: a WAN direction carries 4 flows' data and the ACKs of the 4 coming back, an uplink 3 of each

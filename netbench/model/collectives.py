@@ -8,6 +8,8 @@ gloo's all_to_all is pairwise (gloo/alltoall.cc): every rank posts its N-1 sends
 of B/N to each peer, so each node sends and receives (N-1)/N of the buffer after one latency, whatever the algorithm,
 its downlink shared by the N-1 senders (incast). Each connection carries data both ways at once, yet captures of
 6-node all_to_alls at 10mbit show pure ACKs as a ring's do (3.3 kB a step per node), so they are priced as a ring's.
+A node's N-1 messages also wait behind each other in its uplink, and flows whose first ACK comes after Linux's
+tail-loss probe timeout send their last segment again (:mod:`~netbench.model.probes`), which the model adds.
 ``tree`` (binomial reduce + broadcast) and ``halving_doubling`` (Rabenseifner all-reduce, recursive-doubling
 all-gather) are for planning other backends.
 
@@ -26,7 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from netbench.model.framing import Framing, LinkBytes
+from netbench.model.framing import FlowWire, Framing, LinkBytes
+from netbench.model.probes import probe_bytes
 from netbench.settings import Setting
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "Link",
     "CollectiveCost",
     "pattern",
+    "flow_of",
     "cost",
 ]
 
@@ -54,7 +58,9 @@ class Pattern:
     buffer). ``bidirectional``: each connection carries data both ways at once (pairwise
     exchanges), so ACKs piggyback on data instead of competing as frames of their own. A 2-node
     ring is not marked so: gloo's send and receive peers are then the same pair, but captures show
-    it sends pure ACKs at the same rate as longer rings.
+    it sends pure ACKs at the same rate as longer rings. ``fan_out``: a node hands all its messages
+    to their sockets at once (gloo's all_to_all), so they wait behind each other in its uplink and
+    draw spurious tail-loss probes (:mod:`~netbench.model.probes`).
     """
 
     hops: int
@@ -63,6 +69,7 @@ class Pattern:
     payload_out: float
     critical_bytes: float
     bidirectional: bool = False
+    fan_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,7 @@ def _p2p_ring(nbytes: float, n: int) -> Pattern:
 def _all_to_all(nbytes: float, n: int) -> Pattern:
     """gloo's all_to_all of a buffer of ``nbytes``: a message of 1/N of it to each of the N - 1 peers at once."""
     sent = (n - 1) / n * nbytes
-    return Pattern(1, n - 1, nbytes / n, sent, sent)
+    return Pattern(1, n - 1, nbytes / n, sent, sent, fan_out=True)
 
 
 def _tree(kind: CollectiveKind, nbytes: float, n: int) -> Pattern:
@@ -216,6 +223,19 @@ def pattern(kind: CollectiveKind, algorithm: Algorithm, nbytes: float, n: int) -
     raise ValueError(f"unknown collective algorithm {algorithm!r} (choose from {', '.join(ALGORITHMS)})")
 
 
+def flow_of(
+    p: Pattern, framing: Framing, path_bps: float | None, uplink_bps: float | None, one_way_s: float
+) -> FlowWire:
+    """One node's wire bytes for ``p``'s messages over a path of ``path_bps`` (its slowest line rate; None: every
+    frame at the line rate) with ``one_way_s`` of delay: the framing's, plus a fan-out's tail-loss probes, which come
+    of its messages' wait in the sender's uplink (``uplink_bps``)."""
+    flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=path_bps)
+    if not p.fan_out:
+        return flow
+    forward, reverse = probe_bytes(framing, p.messages_out, p.message_bytes, uplink_bps, one_way_s)
+    return FlowWire(flow.forward + forward, flow.reverse + reverse)
+
+
 def cost(p: Pattern | None, link: Link, framing: Framing) -> CollectiveCost:
     """Time and wire bytes of one call on ``link``.
 
@@ -226,7 +246,7 @@ def cost(p: Pattern | None, link: Link, framing: Framing) -> CollectiveCost:
     if p is None:
         return CollectiveCost()
     path_bps = min(link.up_bps, link.down_bps)  # the sender's uplink, then the receiver's downlink
-    flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=path_bps)
+    flow = flow_of(p, framing, path_bps, link.up_bps, link.delay_s)
     tx = flow.forward + flow.reverse
     rx = flow.forward + flow.reverse
     up_factor = tx.total / p.payload_out

@@ -26,7 +26,7 @@ from typing import Literal
 from netbench.declarations.registry import spec
 from netbench.dtypes import DTYPE_BYTES
 from netbench.model.calibration import Calibration, cost_key
-from netbench.model.collectives import CollectiveCost, Link, cost, pattern
+from netbench.model.collectives import CollectiveCost, Link, cost, flow_of, pattern
 from netbench.model.exchange import Exchange, average_bytes_per_step, rests
 from netbench.model.framing import FlowWire
 from netbench.model.gloo_tcp import largest_flight_bytes
@@ -591,8 +591,8 @@ def _link_bytes(layout_rings: RingSet, exchanges: Sequence[Exchange], scenario: 
         flows: dict[RingHop, FlowWire] = {}
         for hop, path, n, on_data in rings.crossings():
             if hop not in flows:
-                flows[hop] = scenario.framing.flow(
-                    p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=rings.path_bps(hop, backward)
+                flows[hop] = flow_of(
+                    p, scenario.framing, rings.path_bps(hop, backward), rings.uplink_bps(hop), rings.mean_delay_s(hop)
                 )
             b = per_step_calls * n * (flows[hop].forward if on_data != backward else flows[hop].reverse).total
             for h in path:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from statistics import median_low
 
-from netbench.model.collectives import CollectiveCost, Link, Pattern, pattern
+from netbench.model.collectives import CollectiveCost, Link, Pattern, flow_of, pattern
 from netbench.model.exchange import Exchange
 from netbench.model.framing import Framing, LinkBytes
 from netbench.model.gloo_tcp import STEADY_TIMERS, GlooTime, KernelTimers, chain_time_s, ring_operations
@@ -98,13 +98,15 @@ class RingHop:
 @dataclass(frozen=True)
 class HopPrice:
     """What prices a hop: every direction it crosses as (data, acks, rate), its two delays, and the slowest line rate
-    its data crosses (how many of its segments arrive back-to-back: the framing's ACK count). Data and acks count
-    what a rank's call sends: the ring hops crossing the direction, or a mesh's flows times 1/(P - 1) each."""
+        its data crosses (how many of its segments arrive back-to-back: the framing's ACK count) and the rate of its
+    sender's uplink (where a fan-out's messages wait: its tail-loss probes). Data and acks count
+        what a rank's call sends: the ring hops crossing the direction, or a mesh's flows times 1/(P - 1) each."""
 
     directions: tuple[tuple[int, int, float], ...]
     forward_s: float
     reverse_s: float
     path_bps: float | None = None
+    uplink_bps: float | None = None
 
     @property
     def pipeline_delay_s(self) -> float:
@@ -112,7 +114,7 @@ class HopPrice:
 
     def transfer_s(self, p: Pattern, framing: Framing) -> float:
         """The call's bytes through this hop's busiest direction: its data hops' and ack hops' bytes at its rate."""
-        flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=self.path_bps)
+        flow = flow_of(p, framing, self.path_bps, self.uplink_bps, self.pipeline_delay_s)
         worst = max(
             (flow.forward.scaled(data) + flow.reverse.scaled(acks)).total / p.payload_out / rate
             for data, acks, rate in self.directions
@@ -181,6 +183,14 @@ class RingSet:
     def _trunks(self) -> frozenset[str]:
         return frozenset(link.name for link in self.routes.topology.trunks)
 
+    def uplink_bps(self, hop: RingHop) -> float:
+        """The line rate of the first direction the hop's data crosses: its sender's uplink."""
+        return self.routes.topology.direction(hop.forward[0]).rate_bps
+
+    def mean_delay_s(self, hop: RingHop) -> float:
+        """The mean of the hop's two one-way delays: half the round trip its data and its ACKs take."""
+        return (self.routes.delay_s(hop.forward) + self.routes.delay_s(hop.reverse)) / 2
+
     def rate_bps(self, h: Hop, trunk_scale: float = 1.0) -> float:
         """A direction's line rate, trunks (WAN links, rack uplinks) scaled by ``trunk_scale``."""
         rate = self.routes.topology.direction(h).rate_bps
@@ -192,7 +202,7 @@ class RingSet:
         directions = tuple(
             sorted((share * self.data[h], share * self.acks[h], self.rate_bps(h, trunk_scale)) for h in crossed)
         )
-        return HopPrice(directions, *self._delays[hop], path_bps=self.path_bps(hop))
+        return HopPrice(directions, *self._delays[hop], path_bps=self.path_bps(hop), uplink_bps=self.uplink_bps(hop))
 
     def path_bps(self, hop: RingHop, backward: bool = False) -> float:
         """The slowest line rate the hop's data crosses (``backward``: data from its destination to its source): it
@@ -231,8 +241,11 @@ class RingSet:
             return CollectiveCost()
         distinct = {price for ring in prices for price in ring}
         typical = median_low([price.path_bps for ring in prices for price in ring if price.path_bps is not None] or [0])
-        flow = framing.flow(p.messages_out, p.message_bytes, piggyback=p.bidirectional, path_bps=typical or None)
-        wire = flow.forward + flow.reverse  # one node's, its ACKs as on the ring's median path
+        every = [price for ring in prices for price in ring]
+        delay = median_low([price.pipeline_delay_s for price in every])
+        uplink = median_low([price.uplink_bps or 0 for price in every])
+        flow = flow_of(p, framing, typical or None, uplink or None, delay)
+        wire = flow.forward + flow.reverse  # one node's, its ACKs (and a fan-out's probes) as on the median path
         rates = {price: p.critical_bytes / price.transfer_s(p, framing) for price in distinct}
         links = {
             price: Link(1.0, 1.0, price.pipeline_delay_s + overhead_s, one_way_s=price.pipeline_delay_s)

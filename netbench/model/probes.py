@@ -1,0 +1,59 @@
+"""Spurious tail-loss probes of a fan-out: why gloo's all_to_all puts more on the wire than its messages and ACKs.
+
+A rank of gloo's all_to_all (gloo/alltoall.cc) hands its N - 1 messages to their sockets together, once the receivers'
+ready notifications are in, and its uplink's shaper sends them one after the other: the k-th message's first segment
+leaves k messages' transfer after the call starts. Linux arms a tail-loss probe when a flow sends (RFC 8985;
+net/ipv4/tcp_output.c, ``tcp_schedule_loss_probe``: 2 srtt + 2 ms with more than one segment out, on a jiffy) and
+re-arms it on each ACK, so a flow whose first ACK comes later than that sends its last segment again although nothing
+was lost: the receiver's switch port sees both copies, and answers the second with a duplicate-SACK ACK. No queue
+overflows (a shaper holds 1000 frames at least, :class:`~netbench.emulation.shaping.TbfParams`); the bytes come from
+the wait behind the other messages, which the fan-in of every receiver mirrors.
+
+Whether a probe fires depends on the flow's smoothed RTT, which the step's other collectives keep near the unloaded
+round trip and the fan-out's own samples raise, so of the flows that wait longer than the probe timeout of the
+unloaded round trip (:func:`late_flows`) a share :data:`PROBES_PER_LATE_FLOW` probes, fitted on one point.
+"""
+
+from __future__ import annotations
+
+from netbench.model.framing import Framing, LinkBytes
+
+__all__ = ["PROBE_TIMEOUT_MIN_S", "PROBES_PER_LATE_FLOW", "DSACK_OPTION_BYTES", "late_flows", "probe_bytes"]
+
+# Linux adds 2 ms (TCP_TIMEOUT_MIN_US) to 2 srtt when more than one segment is out, and its timers run in jiffies:
+# the probe cannot fire before the next tick, 4 ms at HZ=250 (the measuring host's CONFIG_HZ, and many distributions')
+PROBE_TIMEOUT_MIN_S = 0.004
+# Fitted: 1-bit Adam's sign all_to_all at 6 nodes, 10mbit, 0 ms (4 late flows a rank) retransmitted 0.81 message tails
+# per rank and call (29 in 36 rank-steps, each seen again at its receiver's port); docs/concepts/replicators.md.
+PROBES_PER_LATE_FLOW = 0.2
+DSACK_OPTION_BYTES = 12  # a SACK option with one block, padded: what the receiver's duplicate-SACK ACK adds
+
+
+def late_flows(messages: float, message_wire_bytes: float, rate_bps: float, one_way_s: float) -> int:
+    """Messages of a fan-out of ``messages`` whose first segment waits behind the earlier ones in the sender's uplink
+    (``message_wire_bytes`` each at ``rate_bps``) past the probe timeout of the unloaded round trip: the k-th (k from
+    0) is late when k message transfers exceed 2 srtt + :data:`PROBE_TIMEOUT_MIN_S` less the round trip its ACK
+    takes (srtt the round trip, two ``one_way_s``)."""
+    if messages < 2 or rate_bps <= 0:
+        return 0
+    transfer_s = 8.0 * message_wire_bytes / rate_bps
+    slack_s = 2 * one_way_s + PROBE_TIMEOUT_MIN_S
+    return sum(1 for k in range(1, int(messages)) if k * transfer_s > slack_s)
+
+
+def probe_bytes(
+    framing: Framing, messages: float, message_bytes: float, rate_bps: float | None, one_way_s: float
+) -> tuple[LinkBytes, LinkBytes]:
+    """Wire bytes the probes of one rank's fan-out add: (forward, reverse). Forward: each probe's copy of its
+    message's last segment (gloo's preamble included) with its headers; reverse: the receiver's duplicate-SACK ACK."""
+    if rate_bps is None:
+        return LinkBytes(), LinkBytes()
+    stream = message_bytes + framing.gloo_preamble_bytes
+    segments = framing.segments(stream)
+    wire = stream + segments * framing.header_bytes
+    probes = PROBES_PER_LATE_FLOW * late_flows(messages, wire, rate_bps, one_way_s)
+    tail = stream - (segments - 1) * framing.mss
+    return (
+        LinkBytes(overhead=probes * (tail + framing.header_bytes)),
+        LinkBytes(overhead=probes * (framing.ack_frame_bytes + DSACK_OPTION_BYTES)),
+    )
