@@ -18,7 +18,10 @@ goodput, the progress kept (the steps the training holds at the run's end, per s
 restarts threw away): the run's (``kept_steps_per_s``), plan's for the run as run and its own seed, and the rules'
 over the run's changes.
 
-    PYTHONPATH=$PWD python3 scripts/bench_churn_runs.py --shapes SHAPES.json --compute-ms 93.7 \\
+Plan is given each run's own local work: its measured compute per step (run.json's ``summary.compute_time_s``, in
+the cluster's seconds), or ``--compute-ms`` for every run.
+
+    PYTHONPATH=$PWD python3 scripts/bench_churn_runs.py --shapes SHAPES.json \\
         --calibration reports/ci/calibration.json RUN_DIR [RUN_DIR ...]
 """
 
@@ -74,6 +77,11 @@ class StoredRun:
         return cls(folder, run_json, RunConfig.model_validate(run_json["config"]), pd.read_csv(folder / "steps.csv"))
 
     @property
+    def compute_ms(self) -> float:
+        """The run's measured compute per step in the cluster's milliseconds: the local work plan is given."""
+        return 1e3 * float(self.run_json["summary"]["compute_time_s"])
+
+    @property
     def dilation(self) -> float:
         return float(self.run_json.get("dilation") or 1.0)
 
@@ -102,7 +110,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--shapes", required=True, help="the runs' parameter shapes (a file or a preset)")
-    parser.add_argument("--compute-ms", type=float, required=True, help="the runs' compute per step, as plan takes it")
+    parser.add_argument(
+        "--compute-ms", type=float, help="compute per step for every run, as plan takes it (default: each run's own)"
+    )
     parser.add_argument("--calibration", type=Path, required=True)
     args = parser.parse_args()
     calibration = read_calibration(args.calibration)
@@ -127,7 +137,7 @@ def main() -> None:
             nodes=(config.cluster.nodes,),
             bw=config.cluster.up.rate_bps,
             delay=config.cluster.up.delay_s + config.cluster.down.delay_s,
-            compute_ms=args.compute_ms,
+            compute_ms=args.compute_ms if args.compute_ms is not None else stored.compute_ms,
             mtbf=mtbf,
             away=away,
             churn_for=length,
@@ -154,7 +164,8 @@ def main() -> None:
         inside = run["p10"] <= measured <= run["p90"]
         near = abs(run["steps_per_s"] / measured - 1) <= TOLERANCE
         print(
-            f"| {rep.name} seed {seed} | {length:.0f} s | {measured:.3f} | {churn['steps_per_s']:.3f} "
+            f"| {rep.name} seed {seed}, compute {request.compute_ms:.1f} ms | {length:.0f} s | {measured:.3f} | "
+            f"{churn['steps_per_s']:.3f} "
             f"({err(churn['steps_per_s'], measured)}) | {run['steps_per_s']:.3f} ({run['p10']:.3f}-{run['p90']:.3f}; "
             f"{err(run['steps_per_s'], measured)}) | {'yes' if inside else 'no'}{', within 10 %' if near else ''} | "
             f"{run['seed_steps_per_s']:.3f} ({err(run['seed_steps_per_s'], measured)}) | "
