@@ -12,6 +12,9 @@ folder's measured goodput beside
   the training last started afresh, the mean and band over the draws and the run's own seed;
 * the rules over the run's recorded changes with the run's own segments' steps, heal, worker start and exchange
   timeout (``goodput_model_steps_per_s``, priced again with this code and ``--calibration``);
+* the same rules over the same changes as the run was run (until its N steps commit, not over its span), and the
+  range they take when every step is :data:`STEP_NUDGES` longer or shorter: how far one run's figure moves when a
+  leave falls on the other side of a window's edge;
 
 and each error, model / measured - 1. A run's length is its measured steps' span in the cluster's seconds. Beside
 goodput, the progress kept (the steps the training holds at the run's end, per second of its span: goodput less what
@@ -40,7 +43,7 @@ from bench_run_churn import exchange_timeout  # the script's own folder is on th
 
 from netbench.declarations.registry import spec
 from netbench.model.calibration import Calibration, read_calibration
-from netbench.model.goodput import Recovery, Simulated, StepAt
+from netbench.model.goodput import Recovery, Simulated, StepAt, simulate
 from netbench.model.schemes import Scheme
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.churn_results import simulate_run
@@ -51,6 +54,7 @@ from netbench.rundir.restarts import restart_figures
 from netbench.rundir.summary import measured_steps
 
 TOLERANCE = 0.10  # the requirement: goodput within 10 % of plan's
+STEP_NUDGES = (0.99, 0.995, 1.005, 1.01)  # the steps scaled by these: one run's sensitivity to its step
 
 
 def run_folder(path: Path) -> Path:
@@ -102,6 +106,28 @@ def churn_of(source: str) -> tuple[float, float, int, float]:
     return float(found.group(1)), float(found.group(2)), int(found.group(3)), float(found.group(4))
 
 
+def as_run_cell(
+    stored: StoredRun, replayed: tuple[StepAt, Recovery, Simulated], churn_s: float, measured: float
+) -> str:
+    """The rules over the run's changes until its steps commit, and their range with the steps nudged."""
+    step_at, recovery, _ = replayed
+    config = stored.config
+    assert config.schedule is not None
+    names = [n.name for n in config.cluster.topology.nodes]
+    steps = config.steps - config.warmup_steps
+
+    def rate(scale: float) -> float:
+        def nudged(members: int) -> tuple[float, float, float]:
+            step_s, vulnerable_s, exchange_s = step_at(members)
+            return scale * step_s, scale * vulnerable_s, scale * exchange_s
+
+        found = simulate(config.schedule.changes, names, churn_s, nudged, recovery, steps=steps)
+        return found.committed_steps / found.horizon_s if found.horizon_s > 0 else 0.0
+
+    nudged_rates = [rate(scale) for scale in STEP_NUDGES]
+    return f"{rate(1.0):.3f} ({err(rate(1.0), measured)}; {min(nudged_rates):.2f}-{max(nudged_rates):.2f})"
+
+
 def err(model: float, measured: float) -> str:
     return f"{100 * (model / measured - 1):+.1f} %"
 
@@ -118,10 +144,11 @@ def main() -> None:
     calibration = read_calibration(args.calibration)
     print(
         "| run | length | measured | long run | run of its length: mean (p10-p90) | in band | its seed "
-        "| as run: mean (p10-p90) | as run: its seed | the run's changes | kept: measured | kept: as run, its seed "
+        "| as run: mean (p10-p90) | as run: its seed | the run's changes | the run's changes as run (steps +-1 %) "
+        "| kept: measured | kept: as run, its seed "
         "| kept: the run's changes |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for given in args.runs:
         stored = StoredRun.read(given)
         config, steps = stored.config, stored.steps
@@ -151,6 +178,7 @@ def main() -> None:
         as_run = plan(as_run_request, calibration, args.calibration, derived=False).doc["rows"][0]["churn"]["run"]
         replayed = stored.rules(calibration)
         own = f"{replayed[2].steps_per_s:.3f} ({err(replayed[2].steps_per_s, measured)})" if replayed else "-"
+        own_as_run = as_run_cell(stored, replayed, churn_s, measured) if replayed else "-"
         kept = restart_figures(steps).get("kept_steps_per_s")
         kept_cells = (
             (
@@ -171,7 +199,7 @@ def main() -> None:
             f"{run['seed_steps_per_s']:.3f} ({err(run['seed_steps_per_s'], measured)}) | "
             f"{as_run['steps_per_s']:.3f} ({as_run['p10']:.3f}-{as_run['p90']:.3f}; "
             f"{err(as_run['steps_per_s'], measured)}) | "
-            f"{as_run['seed_steps_per_s']:.3f} ({err(as_run['seed_steps_per_s'], measured)}) | {own} | "
+            f"{as_run['seed_steps_per_s']:.3f} ({err(as_run['seed_steps_per_s'], measured)}) | {own} | {own_as_run} | "
             f"{' | '.join(kept_cells)} |"
         )
 
