@@ -16,6 +16,8 @@ unloaded round trip (:func:`late_flows`) a share :data:`PROBES_PER_LATE_FLOW` pr
 
 from __future__ import annotations
 
+import math
+
 from netbench.model.framing import Framing, LinkBytes
 
 __all__ = ["PROBE_TIMEOUT_MIN_S", "PROBES_PER_LATE_FLOW", "DSACK_OPTION_BYTES", "late_flows", "probe_bytes"]
@@ -38,7 +40,8 @@ def late_flows(messages: float, message_wire_bytes: float, rate_bps: float, one_
         return 0
     transfer_s = 8.0 * message_wire_bytes / rate_bps
     slack_s = 2 * one_way_s + PROBE_TIMEOUT_MIN_S
-    return sum(1 for k in range(1, int(messages)) if k * transfer_s > slack_s)
+    on_time = math.floor(slack_s / transfer_s) if transfer_s > 0 else int(messages)  # the k with k transfers <= slack
+    return max(0, int(messages) - 1 - on_time)
 
 
 def probe_bytes(

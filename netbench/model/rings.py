@@ -97,10 +97,10 @@ class RingHop:
 
 @dataclass(frozen=True)
 class HopPrice:
-    """What prices a hop: every direction it crosses as (data, acks, rate), its two delays, and the slowest line rate
-        its data crosses (how many of its segments arrive back-to-back: the framing's ACK count) and the rate of its
-    sender's uplink (where a fan-out's messages wait: its tail-loss probes). Data and acks count
-        what a rank's call sends: the ring hops crossing the direction, or a mesh's flows times 1/(P - 1) each."""
+    """What prices a hop: every direction it crosses as (data, acks, rate), its two delays, the slowest line rate its
+    data crosses (how many of its segments arrive back-to-back: the framing's ACK count) and the rate of its sender's
+    uplink (where a fan-out's messages wait: its tail-loss probes). Data and acks count what a rank's call sends: the
+    ring hops crossing the direction, or a mesh's flows times 1/(P - 1) each."""
 
     directions: tuple[tuple[int, int, float], ...]
     forward_s: float
@@ -239,9 +239,9 @@ class RingSet:
         p = pattern(exchange.ring_kind, "ring", nbytes, self.peers)
         if p is None:
             return CollectiveCost()
-        distinct = {price for ring in prices for price in ring}
-        typical = median_low([price.path_bps for ring in prices for price in ring if price.path_bps is not None] or [0])
         every = [price for ring in prices for price in ring]
+        distinct = set(every)
+        typical = median_low([price.path_bps for price in every if price.path_bps is not None] or [0])
         delay = median_low([price.pipeline_delay_s for price in every])
         uplink = median_low([price.uplink_bps or 0 for price in every])
         flow = flow_of(p, framing, typical or None, uplink or None, delay)

@@ -133,7 +133,8 @@ def _token_budget(found: Goodput, budget: float, per_step: float) -> dict[str, A
     """The expected wall time until the training holds ``budget`` tokens (``token_budget_wall_s``; None where nothing
     trains), or, where that is out of reach without a checkpoint, how often the training is lost instead
     (``token_budget_restart_every_s``)."""
-    if found.out_of_reach(found.steps_for_tokens(budget, per_step)):
+    steps = found.steps_for_tokens(budget, per_step)
+    if found.out_of_reach(steps):
         return {"token_budget_wall_s": None, "token_budget_restart_every_s": 1 / found.restarts_per_s}
-    wall = found.wall_s_for_tokens(budget, per_step)
+    wall = found.wall_s_to_keep(steps)
     return {"token_budget_wall_s": wall if math.isfinite(wall) else None}

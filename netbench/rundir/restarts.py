@@ -42,7 +42,6 @@ def training_restarts(steps: pd.DataFrame) -> list[dict[str, Any]]:
     if marked.empty:
         return []
     kept = steps[Col.COMMITTED].fillna(False).astype(bool)
-    committed = steps[kept]
     quorums = sorted(
         ((float(rows[Col.T_END].min()), int(qid), rows) for qid, rows in marked.groupby(Col.RESTART_QUORUM)),
         key=lambda q: q[0],
@@ -55,7 +54,7 @@ def training_restarts(steps: pd.DataFrame) -> list[dict[str, Any]]:
             found[-1]["quorums"].append(qid)
             found[-1]["members"] = sorted(set(found[-1]["members"]) | members)
         else:
-            lost = _committed_between(committed, began, at)
+            lost = _committed_between(steps, began, at)
             if lost > 0:
                 entry: dict[str, Any] = {
                     "quorums": [qid],
