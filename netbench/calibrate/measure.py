@@ -357,9 +357,11 @@ def measure(opts: MeasureOptions, fork: Forker | None = None) -> Calibration:
     """Run the measurements in two processes (spawned, or started by ``fork``) and turn them into a
     :class:`Calibration`."""
     from netbench.calibrate.host import host_key  # late: a measuring process loads only what it measures
+    from netbench.calibrate.kernel import kernel_hz
 
     times, costs, notes = _forked(opts, fork) if fork is not None else _spawned(opts)
     hops_ar, hops_ag = 2 * (WORLD - 1), WORLD - 1
+    hz, hz_note = kernel_hz()
     over_ar = times["all_reduce_tiny_s"] / hops_ar
     over_ag = times["all_gather_tiny_s"] / hops_ag
     transfer = max(times["all_reduce_big_s"] - hops_ar * over_ar, 1e-9)
@@ -372,6 +374,7 @@ def measure(opts: MeasureOptions, fork: Forker | None = None) -> Calibration:
         "loopback_bandwidth_bps": f"all_reduce of {times['big_bytes'] / 2**20:g} MiB in "
         f"{times['all_reduce_big_s'] * 1e3:.2f}ms",
         "acks_per_segment": "not measurable on loopback; as configured",
+        "kernel_hz": hz_note,
         **notes,
     }
     return Calibration(
@@ -393,5 +396,6 @@ def measure(opts: MeasureOptions, fork: Forker | None = None) -> Calibration:
         params_at=_sizes(opts)[0],
         large_params=_sizes(opts)[1],
         acks_per_segment=opts.acks_per_segment,
+        kernel_hz=hz,
         notes=notes,
     )

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from netbench import safe_files, untrusted
 from netbench.declarations.config import ReplicatorConfig
 from netbench.declarations.registry import REGISTRY
-from netbench.model.framing import DEFAULT_WAKEUP_SEGMENTS, Framing, wakeup_segments
+from netbench.model.framing import DEFAULT_KERNEL_HZ, DEFAULT_WAKEUP_SEGMENTS, Framing, wakeup_segments
 from netbench.settings import Override, Setting
 from netbench.validation import ShownText, one_line
 
@@ -176,6 +176,12 @@ class Calibration(BaseModel):
     acks_per_segment: float = Field(
         0.5, ge=0.0, le=1.0, description="pure ACK frames per data segment on the reverse path"
     )
+    kernel_hz: int = Field(
+        DEFAULT_KERNEL_HZ,
+        ge=1,
+        le=100_000,
+        description="the host kernel's CONFIG_HZ, the tick of its TCP timers (a file without it: the kernel's default)",
+    )
     notes: dict[str, ShownText] = Field(
         default_factory=dict, description="how each value was obtained, or why it was skipped"
     )
@@ -189,9 +195,13 @@ class Calibration(BaseModel):
         return wakeup_segments(self.software_overhead_s, self.loopback_bandwidth_bps)
 
     def framing(self, **settings: Any) -> Framing:
-        """The framing this host's receivers see (its ACK constants), with ``settings`` (``mtu``, an explicit
-        ``acks_per_segment``) on top; pydantic.ValidationError for a bad one."""
-        base = {"acks_per_segment": self.acks_per_segment, "wakeup_segments": self.wakeup_segments()}
+        """The framing this host's senders and receivers see (its ACK constants, its timers' tick), with ``settings``
+        (``mtu``, an explicit ``acks_per_segment``) on top; pydantic.ValidationError for a bad one."""
+        base = {
+            "acks_per_segment": self.acks_per_segment,
+            "wakeup_segments": self.wakeup_segments(),
+            "kernel_hz": self.kernel_hz,
+        }
         return Framing(**{**base, **settings})
 
     def overhead(self, collective: str) -> float:

@@ -47,7 +47,7 @@ from netbench.frames import (
 )
 from netbench.settings import Override, Setting, table
 
-__all__ = ["Framing", "FlowWire", "LinkBytes"]
+__all__ = ["DEFAULT_KERNEL_HZ", "Framing", "FlowWire", "LinkBytes"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,7 @@ def wakeup_segments(wakeup_s: float, host_bps: float, frame_bytes: int = FRAME_B
 
 
 DEFAULT_WAKEUP_SEGMENTS = wakeup_segments(DEFAULT_READER_WAKEUP_S, DEFAULT_HOST_BPS)
+DEFAULT_KERNEL_HZ = 250  # CONFIG_HZ where a host's was not read: the kernel's default (kernel/Kconfig.hz)
 
 
 class Framing(BaseModel):
@@ -114,6 +115,9 @@ class Framing(BaseModel):
     )
     gloo_preamble_bytes: int = Field(
         48, ge=0, description="gloo tcp Op preamble: six size_t fields (0 disables control ops)"
+    )
+    kernel_hz: int = Field(
+        DEFAULT_KERNEL_HZ, ge=1, le=100_000, description="the senders' CONFIG_HZ: the tick their TCP timers fire on"
     )
 
     @property
