@@ -8,7 +8,9 @@ of the sender's CONFIG_HZ, which the calibration reads: :attr:`Framing.kernel_hz
 re-arms it on each ACK, so a flow whose first ACK comes later than that sends its last segment again although nothing
 was lost: the receiver's switch port sees both copies, and answers the second with a duplicate-SACK ACK. No queue
 overflows (a shaper holds 1000 frames at least, :class:`~netbench.emulation.shaping.TbfParams`); the bytes come from
-the wait behind the other messages, which the fan-in of every receiver mirrors.
+the wait behind the other messages, which the fan-in of every receiver mirrors: a flow's ACKs leave through its
+receiver's uplink behind the rest of that receiver's own fan-out (N - 2 - k messages), and captures at 40mbit resend
+the first flows most, which points at that mirror wait; it makes as many flows late as the sender's does.
 
 Whether a probe fires depends on the flow's smoothed RTT, which the step's other collectives keep near the unloaded
 round trip and the fan-out's own samples raise, so of the flows that wait longer than the probe timeout of the
