@@ -108,8 +108,9 @@ def churn_of(source: str) -> tuple[float, float, int, float]:
 
 def as_run_cell(
     stored: StoredRun, replayed: tuple[StepAt, Recovery, Simulated], churn_s: float, measured: float
-) -> str:
-    """The rules over the run's changes until its steps commit, and their range with the steps nudged."""
+) -> tuple[float, str]:
+    """The rules over the run's changes until its steps commit (the figure, and its cell with the range the figure
+    takes with the steps nudged)."""
     step_at, recovery, _ = replayed
     config = stored.config
     assert config.schedule is not None
@@ -125,7 +126,7 @@ def as_run_cell(
         return found.committed_steps / found.horizon_s if found.horizon_s > 0 else 0.0
 
     as_run, nudged_rates = rate(1.0), [rate(scale) for scale in STEP_NUDGES]
-    return f"{as_run:.3f} ({err(as_run, measured)}; {min(nudged_rates):.2f}-{max(nudged_rates):.2f})"
+    return as_run, f"{as_run:.3f} ({err(as_run, measured)}; {min(nudged_rates):.2f}-{max(nudged_rates):.2f})"
 
 
 def err(model: float, measured: float) -> str:
@@ -149,6 +150,7 @@ def main() -> None:
         "| kept: the run's changes |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    batches: dict[str, list[AsRun]] = {}
     for given in args.runs:
         stored = StoredRun.read(given)
         config, steps = stored.config, stored.steps
@@ -178,7 +180,10 @@ def main() -> None:
         as_run = plan(as_run_request, calibration, args.calibration, derived=False).doc["rows"][0]["churn"]["run"]
         replayed = stored.rules(calibration)
         own = f"{replayed[2].steps_per_s:.3f} ({err(replayed[2].steps_per_s, measured)})" if replayed else "-"
-        own_as_run = as_run_cell(stored, replayed, churn_s, measured) if replayed else "-"
+        own_as_run_s, own_as_run = as_run_cell(stored, replayed, churn_s, measured) if replayed else (None, "-")
+        batches.setdefault(rep.name, []).append(
+            AsRun(measured, as_run["steps_per_s"], as_run["sd"], as_run["seed_steps_per_s"], own_as_run_s)
+        )
         kept = restart_figures(steps).get("kept_steps_per_s")
         kept_cells = (
             (
@@ -201,6 +206,54 @@ def main() -> None:
             f"{err(as_run['steps_per_s'], measured)}) | "
             f"{as_run['seed_steps_per_s']:.3f} ({err(as_run['seed_steps_per_s'], measured)}) | {own} | {own_as_run} | "
             f"{' | '.join(kept_cells)} |"
+        )
+    print_batches(batches)
+
+
+@dataclass(frozen=True)
+class AsRun:
+    """One run's goodput beside plan's for it as it was run: the mean over plan's draws and their standard deviation,
+    plan's figure for its own seed, and the rules over its own changes (None where the run recorded none)."""
+
+    measured: float
+    plan_mean: float
+    plan_sd: float
+    plan_seed: float
+    rules: float | None
+
+
+def print_batches(batches: dict[str, list[AsRun]]) -> None:
+    """Per replicator, the runs' mean goodput against the mean of plan's figures for them as run: one run scatters
+    as widely as plan's band, so the mean over N runs is what plan's mean is held to, with plan's own spread over N
+    (its standard deviation over the root of N) beside the gap; and the mean error of plan's figure for each run's
+    own seed and of the rules over each run's changes."""
+    print()
+    print(
+        "| replicator | runs | measured: mean (s.e.) | plan as run: mean of its means | error of the means "
+        "| plan's s.d. of a mean of this many runs | its seed as run: mean error (mean abs) "
+        "| the run's changes as run: mean error (mean abs) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for name, runs in batches.items():
+        count = len(runs)
+        measured = [r.measured for r in runs]
+        mean = sum(measured) / count
+        spread = (sum((m - mean) ** 2 for m in measured) / (count - 1)) ** 0.5 / count**0.5 if count > 1 else 0.0
+        plan_mean = sum(r.plan_mean for r in runs) / count
+        plan_spread = (sum(r.plan_sd**2 for r in runs) / count) ** 0.5 / count**0.5
+
+        def errors(pairs: list[tuple[float, float]]) -> str:
+            found = [model / m - 1 for model, m in pairs]
+            if not found:
+                return "-"
+            mean_error, mean_abs = sum(found) / len(found), sum(abs(e) for e in found) / len(found)
+            return f"{100 * mean_error:+.1f} % ({100 * mean_abs:.1f} %)"
+
+        print(
+            f"| {name} | {count} | {mean:.3f} ({spread:.3f}) | {plan_mean:.3f} | {err(plan_mean, mean)} | "
+            f"{plan_spread:.3f} ({100 * plan_spread / plan_mean:.1f} %) | "
+            f"{errors([(r.plan_seed, r.measured) for r in runs])} | "
+            f"{errors([(r.rules, r.measured) for r in runs if r.rules is not None])} |"
         )
 
 

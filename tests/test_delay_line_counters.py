@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from netbench import untrusted
-from netbench.emulation import cleanup, delaystats, naming
+from netbench.emulation import cleanup, delaystats, naming, tmpfolders
 from netbench.orchestrator.run import fidelity
 
 RUN_ID = "0a1b2c"
@@ -26,7 +26,7 @@ RUN_ID = "0a1b2c"
 @pytest.fixture
 def parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Counter folders in a temporary directory of this test's own."""
-    monkeypatch.setattr(delaystats, "parent", lambda: tmp_path)
+    monkeypatch.setattr(tmpfolders, "parent", lambda: tmp_path)
     return tmp_path
 
 
@@ -119,7 +119,7 @@ OWNER = (
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
-def test_clean_removes_dead_runs_counter_folders_only(
+def test_clean_removes_dead_runs_temporary_folders_only(
     parent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     registry = tmp_path / "registry"
@@ -127,6 +127,8 @@ def test_clean_removes_dead_runs_counter_folders_only(
     dead, live, foreign = (secrets.token_hex(3) for _ in range(3))
     dead_folder, live_folder, foreign_folder = (delaystats.make_folder(r) for r in (dead, live, foreign))
     delaystats.write(delaystats.stats_file(dead_folder), {"passed": 1})
+    dead_tmp = tmpfolders.make(dead, "tmp")  # the nodes' TMPDIR, with what a program left in it
+    (dead_tmp / "torchelastic_x").mkdir()
     os.chown(foreign_folder, 65534, 65534)  # someone else's folder with a netbench-like name: not netbench's to remove
     (parent / f"netbench-{dead}-delayline-link").symlink_to(parent)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -135,11 +137,12 @@ def test_clean_removes_dead_runs_counter_folders_only(
     )
     try:
         assert owner.stdout.readline().strip() == "ready"
-        assert cleanup.find_leftovers(only=[dead, live, foreign]).stats_folders == [dead_folder]
+        assert cleanup.find_leftovers(only=[dead, live, foreign]).folders == [dead_folder, dead_tmp]
         found = cleanup.clean(only=[dead, live, foreign])
-        assert found.stats_folders == [dead_folder] and not found.empty
-        assert not dead_folder.exists() and live_folder.exists() and foreign_folder.exists() and parent.exists()
-        assert cleanup.clean(only=[live], include_live=True).stats_folders == [live_folder] and not live_folder.exists()
+        assert found.folders == [dead_folder, dead_tmp] and not found.empty
+        assert not dead_folder.exists() and not dead_tmp.exists()
+        assert live_folder.exists() and foreign_folder.exists() and parent.exists()
+        assert cleanup.clean(only=[live], include_live=True).folders == [live_folder] and not live_folder.exists()
     finally:
         owner.kill()
         owner.wait()

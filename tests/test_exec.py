@@ -186,16 +186,23 @@ def test_plain_torch_distributed_allreduce(tmp_path: Path) -> None:
 
 @pytest.mark.netns
 @root
-def test_torch_distributed_run_launch(tmp_path: Path) -> None:
-    """`python -m torch.distributed.run --nnodes N --node-rank $RANK ...` on every node, as the README shows it."""
+def test_torch_distributed_run_launch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m torch.distributed.run --nnodes N --node-rank $RANK ...` on every node, as the README shows it; the
+    agents' log folders (``torchelastic_*`` in their temporary directory) go with the cluster, none is left in
+    netbench's."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
     launch = (
-        "exec python -m torch.distributed.run --nnodes $WORLD_SIZE --node-rank $RANK --nproc-per-node 1 "
-        "--master-addr $MASTER_ADDR --master-port $MASTER_PORT examples/allreduce.py"
+        'echo "tmpdir $TMPDIR"; exec python -m torch.distributed.run --nnodes $WORLD_SIZE --node-rank $RANK '
+        "--nproc-per-node 1 --master-addr $MASTER_ADDR --master-port $MASTER_PORT examples/allreduce.py"
     )
-    done, result = exec_json(tmp_path, "--nodes", "2", command=["sh", "-c", launch])
+    done, result = exec_json(tmp_path / "runs", "--nodes", "2", command=["sh", "-c", launch])
     assert done.returncode == 0 and result["status"] == "ok", done.stderr
     assert "rank 1: 5 all-reduces of 10 MB done" in done.stderr
     assert result["summary"]["steps_measured"] == 4
+    assert done.stderr.count(f"tmpdir {temp}/netbench-{result['run_id']}-tmp-") == 2  # the cluster's own, not ours
+    assert list(temp.iterdir()) == []
     assert leftovers.clean(result["run_id"])
 
 

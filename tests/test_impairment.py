@@ -70,7 +70,7 @@ def test_only_the_delay_line_runs_a_helper_and_counts(tmp_path, monkeypatch) -> 
     line = impairment.choose(spec(0.005, "delayline"), caps(netem=True, delay_line=True), RUN_ID)
     assert netem.pid is None and netem.stats() is None
     assert line.pid is None and line.stats() is None and line.stats_path is None  # not started: nothing counted yet
-    monkeypatch.setattr(impairment.delaystats, "parent", lambda: tmp_path)
+    monkeypatch.setattr(impairment.tmpfolders, "parent", lambda: tmp_path)
     line.stats_folder = impairment.delaystats.make_folder(RUN_ID)
     impairment.delaystats.write(line.stats_path, {"passed": 3, "dropped": 0})
     assert line.stats() == {"passed": 3, "dropped": 0}

@@ -360,3 +360,22 @@ def test_the_closed_form_time_to_hold_a_budget_is_the_mean_of_the_rules_driven_t
     mean = statistics.fmean(times)
     assert found.wall_s_to_keep(steps) == pytest.approx(mean, rel=0.3)
     assert found.wall_s(steps) < 0.75 * mean, "committing the steps once is well short of holding them"
+
+
+def test_every_re_formed_quorum_configures_before_it_trains() -> None:
+    changes = [Change(time_s=2.5, target="n1", member="leave")]
+    found = simulate(changes, NAMES, 10.0, one_second_steps, Recovery(period=1, quorum_wait_s=1.0, reform_s=1.0))
+    # the third step fails at 2.5, the quorum forms at 3.5 and is configured at 4.5, then steps end at 5.5 .. 9.5
+    assert found.committed_steps == 2 + 5
+    healed = simulate(AWAY_AND_BACK, NAMES, 20.0, one_second_steps, Recovery(period=1, heal_s=2.0, reform_s=0.5))
+    # lost at 0.5, quorum at 1.5, configured at 2.0, steps end 3.0 and 4.0; n1 asked at 3.2: configured 4.5, heal to
+    # 6.5, steps end 7.5 .. 19.5
+    assert healed.committed_steps == 2 + 13
+
+
+def test_the_closed_form_prices_the_configuration_of_each_re_formed_quorum() -> None:
+    plain = goodput(len(NAMES), 20, 6, full_step, Recovery(period=1, heal_s=1.0))
+    configured = goodput(len(NAMES), 20, 6, full_step, Recovery(period=1, heal_s=1.0, reform_s=0.5))
+    assert configured.steps_per_s < plain.steps_per_s
+    recovery = Recovery(period=1, heal_s=1.0, quorum_wait_s=1.0, reform_s=0.5)
+    assert configured.steps_per_s == pytest.approx(_simulated(20, 6, full_step, recovery), rel=0.05)

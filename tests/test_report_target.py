@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from report_cli import report_command
 from synthetic_sweep import grid, write_sweep
 
 from netbench.reports.target import (
@@ -90,6 +91,23 @@ def test_points_on_two_sites_run_along_their_wan_and_star_points_along_their_acc
     assert star(1e7) == pytest.approx(1.0) and star(1e8) == pytest.approx(0.1)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_a_zero_time_or_rate_is_left_out_of_the_log_log_price() -> None:
+    """A summary may hold a zero (a crafted one, a negative where nothing checked it): those points have no
+    logarithm, so the price runs through the others, with no divide-by-zero on the way."""
+    rows = [(1e7, 1.0, 1.0), (1e8, 0.1, 0.1), (1e9, 0.0, 0.0), (3e8, -1.0, float("inf")), (0.0, 0.5, 0.5)]
+    frame = pd.DataFrame(
+        [
+            dict(replicator="onebit", nodes=2, bw_bps=b, delay_ms=0.0, **{DENSE_MODEL: d, DENSE_STEPS: 8})
+            for b, _, d in rows
+        ]
+    ).assign(status="ok", **{STEP_MODEL: [t for _, t, _ in rows]})
+    price = step_time_functions(frame)[("onebit", 2, 0.0)]
+    for step in (price.step, price.dense):
+        assert step(1e7) == pytest.approx(1.0) and step(1e8) == pytest.approx(0.1)
+        assert step(1e9) == pytest.approx(0.1)  # held flat beyond the last point kept, not pulled to zero
+
+
 def test_onebit_reaching_the_target_inside_its_dense_warm_up_is_priced_at_the_dense_step() -> None:
     # onebit's model: 8 dense steps at 1.0 s (10mbit) / 0.1 s (100mbit), then 0.05 s / 0.02 s a compressed step
     frame = pd.DataFrame(
@@ -148,6 +166,19 @@ def test_report_of_a_transformer_sweep_prints_time_to_target(tmp_path) -> None:
         assert (folder / name).read_bytes()[:4] == b"\x89PNG" and f"]({name})" in text
     given = run("report", str(folder), "--target-loss", "7")
     assert "full        6 steps" in given.stdout and "dct         9 steps" in given.stdout
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_report_of_a_sweep_whose_model_predicted_a_zero_step_leaves_that_point_off_the_log_axes(tmp_path) -> None:
+    losses = {"full": [10.0 - s for s in range(12)], "dct": [10.0 - s / 2 for s in range(12)]}
+    folder = write_sweep(tmp_path / "t", grid(), kind="transformer", spread=0.0, losses=losses, local=False)
+    frame = pd.read_csv(folder / "summary.csv")
+    frame.loc[0, STEP_MODEL] = 0.0
+    frame.to_csv(folder / "summary.csv", index=False)
+    done = report_command(folder)
+    assert done.code == 0, done.err
+    assert (folder / "measured_vs_predicted.png").read_bytes()[:4] == b"\x89PNG"
+    assert "## Time to target loss" in (folder / "report.md").read_text()
 
 
 def test_shapes_sweep_has_no_time_to_target_and_no_runs_means_no_error_bars(tmp_path) -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from pyroute2 import IPRoute
 
-from netbench.emulation import delaystats, netns
+from netbench.emulation import netns, tmpfolders
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.naming import RunNames
 from netbench.emulation.probe import measure_goodput, measure_rtt
@@ -138,11 +138,10 @@ def test_teardown_removes_every_switch_and_delay_line() -> None:
         run_id = cluster.names.run_id
         pids = cluster.impairment.pids
         assert len(ours(run_id)) == 6 and len(pids) == 2  # a delay line in each site sends its WAN direction
-        assert (
-            len(delaystats.leftover_folders({run_id}).get(run_id, [])) == 2
-        )  # each line's counters in a folder of its own
+        counters = tmpfolders.leftovers({run_id}, "delayline").get(run_id, [])
+        assert len(counters) == 2  # each line's counters in a folder of its own
     assert ours(run_id) == []
-    assert delaystats.leftover_folders({run_id}) == {}
+    assert tmpfolders.leftovers({run_id}) == {}  # the counters and the nodes' TMPDIR alike
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 

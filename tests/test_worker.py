@@ -325,7 +325,13 @@ def test_worker_under_torchrun(tmp_path: Path) -> None:
     )
     path = tmp_path / "spec.json"
     path.write_text(spec.model_dump_json())
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    temp = tmp_path / "temp"  # the agent's log folder (torchelastic_*) goes here, with the test's folder
+    temp.mkdir()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "TMPDIR": str(temp),
+    }
     cmd = [
         sys.executable,
         "-m",

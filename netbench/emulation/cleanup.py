@@ -2,7 +2,8 @@
 
 Everything a run creates lives inside its ``netbench-<run_id>-*`` namespaces (links, qdiscs,
 iptables rules, the delay line), so cleaning means: kill the processes inside those namespaces,
-then delete the namespaces, and the folders of the delay lines' counters (:mod:`netbench.emulation.delaystats`).
+then delete the namespaces, and the run's folders in the temporary directory (:mod:`netbench.emulation.tmpfolders`:
+the delay lines' counters, the nodes' ``$TMPDIR``).
 Runs whose owner process is still alive are left alone unless forced.
 On real hosts, :func:`host_qdiscs` removes the qdiscs whose shaping guard was killed, exactly those
 its record names (:mod:`netbench.emulation.hostrecords`), never one a live guard still owns.
@@ -21,7 +22,7 @@ from pathlib import Path
 import psutil
 from pyroute2 import IPRoute
 
-from netbench.emulation import delaystats, hostrecords, naming, netns
+from netbench.emulation import hostrecords, naming, netns, tmpfolders
 
 
 @dataclass
@@ -30,11 +31,11 @@ class Leftovers:
     namespaces: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     stale_registrations: list[str] = field(default_factory=list)
-    stats_folders: list[Path] = field(default_factory=list)  # delay-line counters (netbench.emulation.delaystats)
+    folders: list[Path] = field(default_factory=list)  # in the temporary directory (netbench.emulation.tmpfolders)
 
     @property
     def empty(self) -> bool:
-        return not (self.namespaces or self.pids or self.stale_registrations or self.stats_folders)
+        return not (self.namespaces or self.pids or self.stale_registrations or self.folders)
 
 
 def find_leftovers(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
@@ -53,8 +54,8 @@ def find_leftovers(include_live: bool = False, only: Collection[str] = ()) -> Le
         for r in naming.registered_run_ids()
         if (not only or r in only) and (include_live or not naming.owner_alive(r))
     ]
-    folders = delaystats.leftover_folders(set(only) if only else None)
-    found.stats_folders = [
+    folders = tmpfolders.leftovers(set(only) if only else None)
+    found.folders = [
         f for run_id, fs in sorted(folders.items()) if include_live or not naming.owner_alive(run_id) for f in fs
     ]
     return found
@@ -68,8 +69,8 @@ def clean(include_live: bool = False, only: Collection[str] = ()) -> Leftovers:
         netns.remove(name)
     for run_id in found.stale_registrations:
         naming.unregister(naming.RunNames(run_id))
-    for folder in found.stats_folders:  # every delay line's counters, a topology's other switches' too
-        delaystats.remove_folder(folder)
+    for folder in found.folders:  # every delay line's counters, a topology's other switches' too, and the nodes' TMPDIR
+        tmpfolders.remove(folder)
     return found
 
 

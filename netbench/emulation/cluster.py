@@ -33,7 +33,7 @@ from typing import Any
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import fabric, netns, offload, shaping, steering
+from netbench.emulation import fabric, netns, offload, shaping, steering, tmpfolders
 from netbench.emulation.capabilities import Capabilities, detect
 from netbench.emulation.delaylines import DelayLines
 from netbench.emulation.errors import ClusterError, DelayLineDied
@@ -88,6 +88,7 @@ class Cluster:
         self._signals = StopSignals()
         self._up = False  # registered: this instance holds the run id, and down() has work to do
         self._created: list[str] = []  # namespaces this instance made (down() removes these and no others)
+        self.tmpdir: Path | None = None  # every process's $TMPDIR in the namespaces, made by up(), removed by down()
 
     @property
     def engine(self) -> str:
@@ -136,6 +137,9 @@ class Cluster:
         with signals_held():  # registered and _up together: an interrupt cannot come between them
             register(self.names)  # a run id another live run holds fails here, before anything is touched
             self._up = True
+            self.tmpdir = tmpfolders.make(self.names.run_id, "tmp")
+        for ns in (*self.switches, *self.nodes):
+            ns.tmpdir = self.tmpdir
         self._build_links()
         self._shape_links()
         apply_tcp_settings(self.nodes, self.spec.tcp)  # after the addresses: congestion control is a route metric
@@ -265,6 +269,8 @@ class Cluster:
             for ns in ours:
                 netns.remove(ns.netns)
             self._created.clear()
+            tmpfolders.remove(self.tmpdir)  # once nothing that could write there is left
+            self.tmpdir = None
             unregister(self.names)
             self.impairment.stop()
             self._up = False

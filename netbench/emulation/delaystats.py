@@ -1,16 +1,12 @@
 """Where the delay line keeps its counters, and how they are written and read without being redirected.
 
 The delay line runs as root and rewrites its counters every second; the orchestrator reads them for
-the run's fidelity verdict. A name another user can predict in a shared folder (the run id is
-world-readable under /run/netns) would let them plant a symlink there (root then writes through
-it), a FIFO (the reader blocks with the cluster up) or a file (a forged verdict). So each run's
-delay line gets a folder of its own, made fresh (``mkdtemp``: a random name, mode 0700, owned by
-netbench); the counters are written to a fresh name in it and renamed into place (the C delay line
-does the same with ``mkstemp``); and they are read as any file netbench did not write in this process
-is (:mod:`netbench.untrusted`: no link, no FIFO, a size cap).
-
-The folders sit in the temporary directory as ``netbench-<run_id>-delayline-XXXXXXXX``, so that
-``netbench clean`` finds those of killed runs (:func:`leftover_folders`).
+the run's fidelity verdict. Each run's delay line keeps them in a private folder of its own
+(:mod:`netbench.emulation.tmpfolders`: ``netbench-<run_id>-delayline-XXXXXXXX``, made fresh, mode 0700, found by
+``netbench clean`` where a killed run left it); the counters are written to a fresh name in it and renamed into place
+(the C delay line does the same with ``mkstemp``); and they are read as any file netbench did not write in this
+process is (:mod:`netbench.untrusted`: no link, no FIFO, a size cap), so a planted file gives no verdict rather than
+a forged one.
 
 The kernel's own queue counters go in beside the delay line's (:func:`kernel_queue_counters`):
 packets the kernel dropped before the delay line saw them, because its queue was full
@@ -23,14 +19,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import shutil
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from netbench import untrusted
+from netbench.emulation import tmpfolders
 
 __all__ = [
     "STATS_NAME",
@@ -38,24 +32,16 @@ __all__ = [
     "stats_file",
     "write",
     "read",
-    "leftover_folders",
-    "remove_folder",
     "kernel_queue_counters",
 ]
 
 STATS_NAME = "stats.json"
-_FOLDER = re.compile(r"netbench-([0-9a-f]{6})-delayline-[A-Za-z0-9_]+")
 QUEUE_PROC = "/proc/self/net/netfilter/nfnetlink_queue"  # per network namespace: the reader's own
-
-
-def parent() -> Path:
-    """The folder the runs' counter folders live in (the temporary directory)."""
-    return Path(tempfile.gettempdir())
 
 
 def make_folder(run_id: str) -> Path:
     """A fresh folder for ``run_id``'s counters: a name no one could have planted, mode 0700."""
-    return Path(tempfile.mkdtemp(prefix=f"netbench-{run_id}-delayline-", dir=parent()))
+    return tmpfolders.make(run_id, "delayline")
 
 
 def stats_file(folder: Path) -> Path:
@@ -92,34 +78,6 @@ def read(path: str | Path | None) -> dict[str, Any] | None:
     except untrusted.BadInput:
         return None
     return data if isinstance(data, dict) else None
-
-
-def leftover_folders(run_ids: set[str] | None = None) -> dict[str, list[Path]]:
-    """Counter folders in :func:`parent` by run id (of ``run_ids`` only, if given): real folders netbench's user
-    owns.
-    """
-    found: dict[str, list[Path]] = {}
-    try:
-        entries = list(os.scandir(parent()))
-    except OSError:
-        return found
-    for entry in entries:
-        match = _FOLDER.fullmatch(entry.name)
-        if match is None or (run_ids is not None and match[1] not in run_ids):
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
-            found.setdefault(match[1], []).append(Path(entry.path))
-    return found
-
-
-def remove_folder(folder: Path | None) -> None:
-    """Remove a counters folder and what is in it (nothing else: it is netbench's own, mode 0700)."""
-    if folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def kernel_queue_counters(queue_num: int) -> dict[str, int]:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import delaycontrol, delayline, delayline_native, delaystats, shaping
+from netbench.emulation import delaycontrol, delayline, delayline_native, delaystats, shaping, tmpfolders
 from netbench.emulation.capabilities import Capabilities
 from netbench.emulation.errors import ClusterError, DelayLineDied
 from netbench.emulation.node import Switch
@@ -163,7 +163,7 @@ class DelayLine(ImpairmentEngine):
         )
 
     def stop(self) -> None:
-        delaystats.remove_folder(self.stats_folder)
+        tmpfolders.remove(self.stats_folder)
         self.stats_folder, self.proc = None, None
 
     @property

@@ -6,6 +6,7 @@ import os
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from netbench.child import DEFAULT_WORKDIR, netbench_module_argv
@@ -16,10 +17,19 @@ T = TypeVar("T")
 
 @dataclass
 class Namespace:
-    """Something living in one network namespace; tracks the processes it started."""
+    """Something living in one network namespace; tracks the processes it started.
+
+    ``tmpdir``: the ``$TMPDIR`` of every process it starts, a folder its cluster owns and removes at teardown, so that
+    what a program leaves in its temporary directory (torchrun's log folders, say) goes with the cluster.
+    """
 
     netns: str
     processes: list[subprocess.Popen] = field(default_factory=list, repr=False)
+    tmpdir: Path | None = None
+
+    def _env(self, env: dict[str, str] | None) -> dict[str, str]:
+        """netbench's environment with ``env`` on top, and ``$TMPDIR`` the namespace's own whatever either says."""
+        return {**os.environ, **(env or {}), **({"TMPDIR": str(self.tmpdir)} if self.tmpdir is not None else {})}
 
     def popen(
         self,
@@ -31,7 +41,6 @@ class Namespace:
         """Start ``argv`` inside this namespace, in its own process group; ``then`` runs in the child just before
         exec.
         """
-        full_env = {**os.environ, **(env or {})}
         enter = netns.preexec(self.netns)
 
         def preexec() -> None:
@@ -39,15 +48,19 @@ class Namespace:
             if then is not None:
                 then()
 
-        proc = subprocess.Popen(list(argv), env=full_env, preexec_fn=preexec, **kwargs)
+        proc = subprocess.Popen(list(argv), env=self._env(env), preexec_fn=preexec, **kwargs)
         self.processes.append(proc)
         return proc
 
-    def run(self, argv: Sequence[str], timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess:
+    def run(
+        self, argv: Sequence[str], timeout: float = 60, env: dict[str, str] | None = None, **kwargs: Any
+    ) -> subprocess.CompletedProcess:
         """Run ``argv`` to completion inside this namespace and capture its output."""
         kwargs.setdefault("capture_output", True)
         kwargs.setdefault("text", True)
-        return subprocess.run(list(argv), timeout=timeout, preexec_fn=netns.preexec(self.netns), **kwargs)
+        return subprocess.run(
+            list(argv), timeout=timeout, env=self._env(env), preexec_fn=netns.preexec(self.netns), **kwargs
+        )
 
     def python(
         self, module: str, *args: str, env: dict[str, str] | None = None, workdir: str = DEFAULT_WORKDIR, **kwargs: Any

@@ -190,6 +190,9 @@ class Recovery:
     min_members: int = MIN_QUORUM
     restart_s: float = 0.0  # a node back from away starts its program before it asks for a quorum
     exchange_timeout_s: float = 0.0  # a member gone while it asked for a quorum: the others wait this long on it
+    # a re-formed quorum's new process group before its first window trains: its configuration and its first
+    # collective on fresh connections (:func:`netbench.model.reform.reform_time_s`)
+    reform_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -343,7 +346,9 @@ def _members_away(nodes: int, mtbf_s: float, absent_s: float, wait_s: float, min
 def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery: Recovery) -> Goodput:
     """Expected committed steps per wall second of ``nodes`` that churn with ``mtbf_s`` and ``away_s``, each member
     count's step from ``step_at``."""
-    times = (recovery.heal_s, recovery.quorum_wait_s, recovery.restart_s, recovery.exchange_timeout_s)
+    times = (
+        recovery.heal_s, recovery.quorum_wait_s, recovery.restart_s, recovery.exchange_timeout_s, recovery.reform_s
+    )  # fmt: skip
     if recovery.period < 1 or min(times) < 0:
         raise ValueError("a recovery needs period >= 1 and times >= 0")
     plain_s = step_at(nodes)[0]
@@ -361,12 +366,13 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
     def stuck(askers_per_s: float, asking_s: float) -> float:
         return -math.expm1(-askers_per_s * min(asking_s, recovery.quorum_wait_s)) * recovery.exchange_timeout_s
 
-    # a node back asks as it starts and waits for the others' next window (half of one on average)
-    heal_s = recovery.heal_s + stuck(1.0 / mtbf_s, recovery.period * plain_s / 2)
+    # a node back asks as it starts and waits for the others' next window (half of one on average); the quorum that
+    # heals it is a new one, configured first
+    heal_s = recovery.heal_s + recovery.reform_s + stuck(1.0 / mtbf_s, recovery.period * plain_s / 2)
     # a leave during a heal fails it at once (half of it on average), the quorum waits W, and the heal starts again
     # with every node back meanwhile: each heal costs its share of failed tries on top
     failed = min(-math.expm1(-leaves * recovery.heal_s), MAX_FAILED_HEALS)
-    retry_s = recovery.heal_s / 2 + recovery.quorum_wait_s + stuck(leaves, recovery.quorum_wait_s)
+    retry_s = recovery.heal_s / 2 + recovery.quorum_wait_s + recovery.reform_s + stuck(leaves, recovery.quorum_wait_s)
     retries_per_heal_s = failed / (1 - failed) * retry_s / heal_s if heal_s > 0 else 0.0
     rate = member_rate = stalled = heal_rate = 0.0
     for k in likely:
@@ -384,9 +390,10 @@ def goodput(nodes: int, mtbf_s: float, away_s: float, step_at: StepAt, recovery:
         # a leave costs while it trains
         failing = min(max(vulnerable_s, 0.0), window) / window if window > 0 else 1.0  # re-forms the quorum at once
         wait_cost = leave_cost_s(window, vulnerable_s, recovery.quorum_wait_s, exchange_s, heal_s)
-        # the survivors of a leave in the vulnerable part ask at once and wait for the lighthouse to drop the node
+        # the survivors of a leave in the vulnerable part ask at once and wait for the lighthouse to drop the node;
+        # every leave re-forms the quorum, whose new group is configured before it trains
         survivors_per_s = max(m - 1, 0) / mtbf_s
-        lost = leave_rate * (wait_cost + failing * stuck(survivors_per_s, recovery.quorum_wait_s))
+        lost = leave_rate * (wait_cost + recovery.reform_s + failing * stuck(survivors_per_s, recovery.quorum_wait_s))
         useful = p / (1.0 + lost) / step_s
         rate += useful
         member_rate += useful * m / nodes
@@ -471,9 +478,9 @@ def simulate(
     asked_then_left: list[float] = []  # when nodes back, asking for a quorum, left before it formed
 
     def reformed(asked: float, formed: float) -> float:
-        """When a quorum the members asked for at ``asked`` and formed at ``formed`` is configured: ``formed``, or the
-        exchange timeout later where a member left in between, within the quorum's wait (a node back that left while
-        it asked counts too)."""
+        """When a quorum the members asked for at ``asked`` and formed at ``formed`` is configured and ready to train:
+        its configuration after ``formed``, and the exchange timeout more where a member left in between, within the
+        quorum's wait (a node back that left while it asked counts too)."""
         nonlocal stuck
         listed_from = max(asked, formed - recovery.quorum_wait_s)
         left_asking = [x for x in asked_then_left if x > formed - recovery.quorum_wait_s]
@@ -485,8 +492,8 @@ def simulate(
                 left_asking.append(e.time_s)
         if left_asking:
             stuck += 1
-            return formed + recovery.exchange_timeout_s
-        return formed
+            return formed + recovery.reform_s + recovery.exchange_timeout_s
+        return formed + recovery.reform_s
 
     def apply_until(until: float) -> None:
         nonlocal done

@@ -11,7 +11,9 @@ it, for every node (in a run through random churn no survivor of 25 leaves was l
 that commits every H steps asks for it at the sync, so only a leave during the sync's exchange fails the window, and
 some survivors may commit it. A member gone while it asked for a quorum costs torchft's wait on peers, bounded as `run`
 bounds it (:func:`netbench.model.waits.exchange_timeout_s` of the slower of the step's collective and a heal's
-largest message). The wall time to ``--tokens`` is until the training holds them, restarts throwing away what it held
+largest message). Every re-formed quorum configures a new process group before it trains
+(:func:`netbench.model.reform.reform_time_s`). The wall time to ``--tokens`` is until the training holds them,
+restarts throwing away what it held
 (:meth:`netbench.model.goodput.Goodput.wall_s_to_keep`).
 """
 
@@ -34,6 +36,7 @@ from netbench.model.goodput import (
 )
 from netbench.model.heal import heal_bytes, heal_time_s, largest_message_s
 from netbench.model.planner import Planner
+from netbench.model.reform import reform_time_s
 from netbench.model.schemes import Scheme
 from netbench.model.view import cluster_scenario
 from netbench.model.waits import exchange_timeout_s
@@ -103,13 +106,18 @@ def churn_row(
     largest_s = largest_message_s(config, shapes, min(request.up_bps, request.down_bps), request.delay)
     exchange_s = exchange_timeout_s(max(largest_s, period * estimate(machines).comm_time_s))
     assert request.mtbf is not None
-    recovery = Recovery(period=period, heal_s=heal_s, exchange_timeout_s=exchange_s)
+    reform_s = reform_time_s(
+        scheme, shapes, machines, min(request.up_bps, request.down_bps), request.delay, compute_s=compute_s,
+        tcp=request.tcp, framing=framing,
+    )  # fmt: skip
+    recovery = Recovery(period=period, heal_s=heal_s, exchange_timeout_s=exchange_s, reform_s=reform_s)
     found = expected_goodput(machines, request.mtbf, request.away_s, step_at, recovery)
     row: dict[str, Any] = {
         **found.as_dict(),
         "heal_bytes": heal_bytes(config, shapes),
         "heal_s": heal_s,
         "exchange_timeout_s": exchange_s,
+        "reform_s": reform_s,
         "period": period,
     }
     if request.churn_for is not None:  # one run of that length: its mean and spread over draws, and its seed's

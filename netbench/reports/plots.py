@@ -29,7 +29,7 @@ from netbench.reports.drawing import Line2D, Patch, matplotlib, plt
 from netbench.reports.figure_file import save
 from netbench.reports.steps import step_time_spread
 from netbench.reports.style import collective, color, delay_style, node_marker
-from netbench.reports.target import STEP_MODEL
+from netbench.reports.target import STEP_MODEL, loggable
 from netbench.rundir.summary import compared_column, predicted_column, step_parts
 from netbench.rundir.sweepdir import run_path
 from netbench.topology.link import MAX_RATE_BPS, MIN_RATE_BPS
@@ -228,9 +228,10 @@ def time_vs_bandwidth(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def measured_vs_predicted(frame: pd.DataFrame, path: Path) -> Path:
-    """One point per run: measured step time against the model's, with y = x and a +-10 % band."""
+    """One point per run: measured step time against the model's, with y = x and a +-10 % band (log axes: a point
+    the model gave a zero step has no place on them and is left out)."""
     ok = _ok(frame)
-    ok = ok[ok[STEP_MODEL].notna()] if STEP_MODEL in ok else ok.iloc[0:0]
+    ok = ok[loggable(ok[STEP_MODEL])] if STEP_MODEL in ok else ok.iloc[0:0]  # summary.csv's reader: measured > 0
     node_counts = sorted(int(n) for n in ok["nodes"].unique()) or [2]
     fig, ax = plt.subplots(figsize=(6.4, 5.0), layout="constrained")
     values = pd.concat([ok["step_time_s"], ok[STEP_MODEL]]) if not ok.empty else pd.Series([0.01, 1.0])

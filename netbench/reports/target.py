@@ -50,6 +50,7 @@ __all__ = [
     "on_the_narrowest_link",
     "time_to_target",
     "interpolated_step_time",
+    "loggable",
 ]
 
 STEP_MODEL = predicted_column("step_time_s")  # summary.csv's model column
@@ -190,8 +191,17 @@ def crossovers(
     return out
 
 
+def loggable(values: pd.Series) -> pd.Series:
+    """Where ``values`` are finite numbers above zero: what a log-log axis can hold. A zero time or rate (a summary
+    may hold one) has no logarithm, so the points that carry one are left out rather than pulling the line to
+    infinity."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    return numbers.gt(0) & np.isfinite(numbers)
+
+
 def interpolated_step_time(rates: Sequence[float], times: Sequence[float]) -> StepTime:
-    """The model's step times at the measured rates, interpolated log-log (held flat beyond them)."""
+    """The model's step times at the measured rates (each above zero), interpolated log-log (held flat beyond
+    them)."""
     order = np.argsort(rates)
     x = np.log(np.asarray(rates, dtype=float)[order])
     y = np.log(np.asarray(times, dtype=float)[order])
@@ -289,8 +299,8 @@ def step_time_functions(frame: pd.DataFrame) -> dict[tuple[str, int, float], Pri
     per point, interpolated; the step of the phases that open the run (``dense_steps`` of them) where the points
     predicted one."""
     ok = frame[(frame["status"] == "ok")] if STEP_MODEL in frame else frame.iloc[0:0]
-    ok = ok[pd.to_numeric(ok[STEP_MODEL], errors="coerce").notna()] if not ok.empty else ok
     ok = on_the_narrowest_link(ok)
+    ok = ok[loggable(ok[STEP_MODEL]) & loggable(ok["bw_bps"])] if not ok.empty else ok
     out: dict[tuple[str, int, float], Pricing] = {}
     for (rep, nodes, delay), group in ok.groupby(["replicator", "nodes", "delay_ms"]):
         key = (str(rep), int(nodes), float(delay))
@@ -306,7 +316,7 @@ def _dense_pricing(group: pd.DataFrame) -> tuple[StepTime | None, int]:
         return None, 0
     times = pd.to_numeric(group[DENSE_MODEL], errors="coerce")
     counts = pd.to_numeric(group[DENSE_STEPS], errors="coerce")
-    known = times.notna() & counts.notna() & (counts > 0)
+    known = loggable(times) & loggable(group["bw_bps"]) & counts.notna() & (counts > 0)
     if not known.any():
         return None, 0
     rates = group.loc[known, "bw_bps"].tolist()

@@ -66,7 +66,7 @@ def clean(
         return
     console.print(
         f"{verb}: {len(found.namespaces)} namespace(s) of {len(found.run_ids)} run(s), {len(found.pids)} process(es), "
-        f"{len(found.stats_folders)} delay-line counter folder(s)"
+        f"{len(found.folders)} temporary folder(s)"
     )
-    for name in [*found.namespaces, *map(str, found.stats_folders)]:
+    for name in [*found.namespaces, *map(str, found.folders)]:
         console.print(f"  {name}")

@@ -458,8 +458,8 @@ def print_churn(doc: dict, console: Console) -> None:
         f"[bold]goodput under churn[/bold]: committed steps per second while each node leaves every "
         f"{format_time(churn['mtbf_s'])} on average and stays away {format_time(churn['away_s'])} (a leave fails "
         f"the window in flight and the next quorum waits {format_time(churn['quorum_wait_s'])}; a node back is "
-        f"healed at the next quorum; a node that leaves while it asks for a quorum costs the exchange timeout; "
-        f"fewer than "
+        f"healed at the next quorum; every new quorum configures its process group before it trains; a node that "
+        f"leaves while it asks for a quorum costs the exchange timeout; fewer than "
         f"{churn['min_members']} nodes train nothing)",
         highlight=False,
     )
@@ -485,7 +485,11 @@ def print_churn(doc: dict, console: Console) -> None:
                 if restarts > 0
                 else ""
             )
-            heals.setdefault(r["replicator"], f"{format_bytes(c['heal_bytes'])} in {format_time(c['heal_s'])}{lost}")
+            heals.setdefault(
+                r["replicator"],
+                f"{format_bytes(c['heal_bytes'])} in {format_time(c['heal_s'])}, a new quorum configured in "
+                f"{format_time(c['reform_s'])}{lost}",
+            )
         elif "reason" in c:
             heals.setdefault(r["replicator"], f"-: {c['reason']}")
     for name, text in heals.items():

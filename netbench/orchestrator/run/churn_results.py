@@ -3,7 +3,8 @@
 :func:`netbench.model.goodput.simulate` trains through the run's schedule (its fixed rows or its ``--churn`` draws)
 window after window at the model's step for the members in force (each segment's prediction), with the run's own
 recovery: the replicator's commit period, the modelled heal, the lighthouse's wait after a leave, the run's bound on
-a wait on peers (a member gone while it asked for a quorum) and a joining worker's measured start. Its committed
+a wait on peers (a member gone while it asked for a quorum), a joining worker's measured start and the modelled
+configuration of a re-formed quorum's process group (the median over the segments'). Its committed
 steps per second set beside the run's give ``goodput_model_error``. The same rules answer ``plan --mtbf``; here they
 answer for the changes that happened, so the error is the rules', not the draw's. Each change lands in the model's
 windows, not the run's: a leave the run took inside an exchange (a heal of the survivors) may fall before it in the
@@ -64,12 +65,14 @@ def run_recovery(
         return window_shape(*step_of[min(counts, key=lambda m: abs(m - members))], period)
 
     heals = [s["predicted_heal_s"] for s in found if "predicted_heal_s" in s]
+    reforms = [s["predicted_reform_s"] for s in found if "predicted_reform_s" in s]
     recovery = Recovery(
         period=period,
         heal_s=heals[0] if heals else 0.0,
         quorum_wait_s=QUORUM_WAIT_S,
         restart_s=restart_s(steps, (cluster.get("schedule") or {}).get("applied", []), dilation),
         exchange_timeout_s=float(timeout),
+        reform_s=median(reforms) if reforms else 0.0,
     )
     return step_at, recovery
 

@@ -10,6 +10,7 @@ instead it lists the steps that overlapped the outage (the stall).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -17,14 +18,19 @@ import pandas as pd
 from netbench.declarations.registry import spec
 from netbench.emulation.spec import ClusterSpec
 from netbench.emulation.tcpsettings import expected_tcp_settings
+from netbench.model.framing import Framing
 from netbench.model.goodput import QUORUM_WAIT_S
 from netbench.model.heal import heal_bytes, heal_time_s
+from netbench.model.reform import reform_time_s
+from netbench.model.schemes import Scheme
 from netbench.orchestrator.prediction import KernelClock, predict_run, replay_run, workload_shapes
 from netbench.rundir.churn_figures import healed
 from netbench.rundir.steps_schema import Col, step_row
 from netbench.rundir.summary import measured_steps, statistic
 from netbench.schedule.model import Segment
 from netbench.schedule.state import members_graph, segments
+from netbench.shapes import ParamShape
+from netbench.tcp import TcpSettings
 
 if TYPE_CHECKING:
     from netbench.model.calibration import Calibration
@@ -121,11 +127,13 @@ def segment_summary(
         }
         if segment.down:
             entry["stalled_steps"] = _overlapping(measured, steps, segment)
+        path = _path(config, segment, calibration) if Col.HEAL_BYTES in steps else "no quorum"
         if rows.empty:
             if segment.down:
-                out.append(entry | _heals(config, segment, steps, calibration))
+                out.append(entry | _heals(config, segment, steps, path, calibration))
             continue
-        entry.update(_heals(config, segment, steps, calibration))
+        entry.update(_heals(config, segment, steps, path, calibration))
+        entry.update(_reform(config, segment, rows, path))
         transient = _transient_steps(rows, spec(config.replicator.name).period(config.replicator), left)
         steady = rows[~rows[Col.STEP].isin(transient)]
         entry["step_time_s"] = slowest_node_step_s(steady if not steady.empty else rows, statistic(rows))
@@ -182,6 +190,7 @@ def _membership_cost(rows: pd.DataFrame, transient: set[int], entry: dict[str, A
     heal_quorums = rows[healed(rows)][Col.STEP].nunique()
     predicted = len(transient) * model_step + heal_quorums * entry.get("predicted_heal_s", 0.0)
     predicted += QUORUM_WAIT_S if left else 0.0
+    predicted += (heal_quorums + left) * entry.get("predicted_reform_s", 0.0)  # each re-formed quorum configures
     steps = rows[Col.STEP].nunique()
     steady = rows[~in_transient]
     steady_n = steps - len(transient)
@@ -194,7 +203,38 @@ def _membership_cost(rows: pd.DataFrame, transient: set[int], entry: dict[str, A
     return out
 
 
-def _heals(config: RunConfig, segment: Segment, steps: pd.DataFrame, calibration: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Path:
+    """What the model prices a segment's heal and re-formed quorum over: the workload's shapes and one node's path
+    (the slower of its link's directions, the one-way delay, the TCP settings, the framing)."""
+
+    shapes: list[ParamShape]
+    rate_bps: float
+    one_way_s: float
+    tcp: TcpSettings
+    framing: Framing | None
+
+
+def _path(config: RunConfig, segment: Segment, calibration: Any) -> _Path | str:
+    """The segment's :class:`_Path`, or why the model has none (a python: workload that cannot be built here)."""
+    try:
+        shapes = workload_shapes(config.workload, config.cluster.nodes)
+    except Exception as exc:  # noqa: BLE001 - a python: workload that cannot be built here: no prediction
+        return f"the model's shapes: {type(exc).__name__}"
+    cluster = segment_cluster(config.cluster, segment) or config.cluster
+    access = cluster.access
+    return _Path(
+        list(shapes),
+        min(access.forward.rate_bps, access.reverse.rate_bps),
+        cluster.one_way_delay_s(),
+        expected_tcp_settings(cluster.tcp),
+        calibration.framing() if calibration is not None else None,
+    )
+
+
+def _heals(
+    config: RunConfig, segment: Segment, steps: pd.DataFrame, path: _Path | str, calibration: Any
+) -> dict[str, Any]:
     """The heals recorded in the segment (a node that joined receiving the live state): how many, the median bytes
     and seconds of one, beside the model's (:mod:`netbench.model.heal`) over a node's link in the segment's network;
     nothing where the run recorded none."""
@@ -209,28 +249,39 @@ def _heals(config: RunConfig, segment: Segment, steps: pd.DataFrame, calibration
     }
     if Col.HEAL_S in healed_rows:
         out["heal_s"] = float(healed_rows[Col.HEAL_S].median())
-    try:
-        shapes = workload_shapes(config.workload, config.cluster.nodes)
-    except Exception as exc:  # noqa: BLE001 - a python: workload that cannot be built here: no prediction
-        return out | {"heal_prediction_error": f"the model's shapes: {type(exc).__name__}"}
-    cluster = segment_cluster(config.cluster, segment) or config.cluster
-    access = cluster.access
-    framing = calibration.framing() if calibration is not None else None
+    if isinstance(path, str):
+        return out | {"heal_prediction_error": path}
     predicted_s = heal_time_s(
         config.replicator,
-        shapes,
-        min(access.forward.rate_bps, access.reverse.rate_bps),
-        cluster.one_way_delay_s(),
-        tcp=expected_tcp_settings(cluster.tcp),
-        framing=framing,
+        path.shapes,
+        path.rate_bps,
+        path.one_way_s,
+        tcp=path.tcp,
+        framing=path.framing,
         overhead_s=calibration.overhead("pairwise") if calibration is not None else 0.0,
     )
-    out["predicted_heal_bytes"] = heal_bytes(config.replicator, shapes)
+    out["predicted_heal_bytes"] = heal_bytes(config.replicator, path.shapes)
     out["heal_bytes_error"] = out["heal_bytes"] / out["predicted_heal_bytes"] - 1
     out["predicted_heal_s"] = predicted_s
     if "heal_s" in out and predicted_s > 0:
         out["heal_s_error"] = out["heal_s"] / predicted_s - 1
     return out
+
+
+def _reform(config: RunConfig, segment: Segment, rows: pd.DataFrame, path: _Path | str) -> dict[str, Any]:
+    """The model's time for a quorum re-formed with the segment's members to configure its process group and run its
+    first call on fresh connections (:func:`netbench.model.reform.reform_time_s`, the segment's median compute
+    beside it); nothing where the model has no path."""
+    rep = config.replicator
+    if isinstance(path, str) or spec(rep.name).kept_state is None:
+        return {}
+    scheme = Scheme(name=rep.name, config=rep, overlap=spec(rep.name).overlaps_compute)
+    compute_s = float(rows[Col.COMPUTE_S].median()) if Col.COMPUTE_S in rows and not rows.empty else 0.0
+    reform_s = reform_time_s(
+        scheme, path.shapes, max(segment.members, 2), path.rate_bps, path.one_way_s, compute_s=compute_s,
+        tcp=path.tcp, framing=path.framing,
+    )  # fmt: skip
+    return {"predicted_reform_s": reform_s}
 
 
 STALL_FACTOR = 2.0  # a step an outage overlapped counts as stalled when it took this many times the run's median step
