@@ -357,7 +357,7 @@ def measure(opts: MeasureOptions, fork: Forker | None = None) -> Calibration:
     """Run the measurements in two processes (spawned, or started by ``fork``) and turn them into a
     :class:`Calibration`."""
     from netbench.calibrate.host import host_key  # late: a measuring process loads only what it measures
-    from netbench.calibrate.kernel import kernel_hz
+    from netbench.calibrate.kernel import kernel_hz  # late: with the host's key, what only the parent reads
 
     times, costs, notes = _forked(opts, fork) if fork is not None else _spawned(opts)
     hops_ar, hops_ag = 2 * (WORLD - 1), WORLD - 1
