@@ -7,7 +7,7 @@ TCPStore client and its handshake, every member's ready key written and waited f
 member's address through the store, then a connection to each peer). Each is a round trip to the store's node or to a
 peer, one after the other, so the configuration is a count of round trips and a little software time.
 ``scripts/bench_reconfigure.py`` measures it over the emulated network, every member configuring together as after
-a quorum: :data:`CONFIGURE_ROUND_TRIPS` and :data:`CONFIGURE_SOFTWARE_S` are its fit.
+a quorum: the constants below are its fit.
 
 The first collective on the new group then runs on fresh TCP connections: each starts from its initial window
 (:func:`netbench.model.gloo_tcp.gloo_time` with ``fresh``, as a gossip pair's first exchange is priced), where a
@@ -16,9 +16,11 @@ while the step computes, so the compute hides as much of the configuration; one 
 (DiLoCo) configures after its inner steps, with nothing beside it.
 
 Measured over the emulated network (``PYTHONPATH=$PWD python3 scripts/bench_reconfigure.py``, 100mbit, the
-default workload's 470,528 fp32 gradients all-reduced): the configuration is 0.047 s + 20.0 round trips on 4 nodes
-(20.2, 19.8 and 20.0 at 5, 10 and 25 ms one way), and the first all-reduce's time over a warm one's 0.027, 0.054 and
-0.208 s where this module prices 0.022, 0.062 and 0.212 s.
+default workload's 470,528 fp32 gradients all-reduced): the configuration is 12.2 round trips and 20 ms of the hosts'
+time on 2 nodes and 20.0 and 47 ms on 4 (20.2, 19.8 and 20.0 round trips at 5, 10 and 25 ms one way alone); the
+constants are the line through them in the peers, and on 6 nodes, held out, give 27.8 round trips where 27.4 were
+measured. The first all-reduce's time over a warm one's on 4 nodes: 0.027, 0.054 and 0.208 s at 5, 10 and 25 ms,
+where this module prices 0.022, 0.062 and 0.212 s; on 2 nodes it prices twice the 0.217 s measured at 25 ms.
 """
 
 from __future__ import annotations
