@@ -41,10 +41,9 @@ from typing import Any
 import pandas as pd
 from bench_run_churn import exchange_timeout  # the script's own folder is on the path
 
-from netbench.declarations.registry import spec
 from netbench.model.calibration import Calibration, read_calibration
 from netbench.model.goodput import Recovery, Simulated, StepAt, simulate
-from netbench.model.schemes import Scheme
+from netbench.model.schemes import scheme_from_config
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.churn_results import simulate_run
 from netbench.orchestrator.run.schedule_results import segment_summary
@@ -159,7 +158,7 @@ def main() -> None:
         length = span_s(measured_rows)
         mtbf, away, seed, churn_s = churn_of(config.schedule.source if config.schedule else "")
         rep = config.replicator
-        scheme = Scheme(name=rep.name, config=rep, overlap=spec(rep.name).overlaps_compute)
+        scheme = scheme_from_config(rep)
         request = PlanRequest(
             schemes=(scheme,),
             shapes=args.shapes,

@@ -29,6 +29,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
 STORE_PORT = 29611
 TIMEOUT_S = 30.0
 
@@ -84,9 +85,6 @@ def measure(nodes: int, bw: str, delay: str, params: int, rounds: int) -> list[t
         second = max(r[q][3] for r in per_rank) - max(r[q][2] for r in per_rank)
         rows.append((configured - start, first - second, second))
     return rows
-
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def seconds(text: str) -> float:

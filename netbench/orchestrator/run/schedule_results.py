@@ -22,7 +22,7 @@ from netbench.model.framing import Framing
 from netbench.model.goodput import QUORUM_WAIT_S
 from netbench.model.heal import heal_bytes, heal_time_s
 from netbench.model.reform import reform_time_s
-from netbench.model.schemes import Scheme
+from netbench.model.schemes import scheme_from_config
 from netbench.orchestrator.prediction import KernelClock, predict_run, replay_run, workload_shapes
 from netbench.rundir.churn_figures import healed
 from netbench.rundir.steps_schema import Col, step_row
@@ -107,6 +107,7 @@ def segment_summary(
     if config.schedule is None or Col.SCHEDULE_SEGMENT not in steps:
         return []
     measured = measured_steps(steps)
+    shapes = _shapes(config) if Col.HEAL_BYTES in steps else "no quorum"
     out = []
     members_before = config.cluster.nodes
     for segment in segments(config.schedule, config.cluster.topology):
@@ -127,7 +128,7 @@ def segment_summary(
         }
         if segment.down:
             entry["stalled_steps"] = _overlapping(measured, steps, segment)
-        path = _path(config, segment, calibration) if Col.HEAL_BYTES in steps else "no quorum"
+        path = _path(config, segment, shapes, calibration)
         if rows.empty:
             if segment.down:
                 out.append(entry | _heals(config, segment, steps, path, calibration))
@@ -215,16 +216,22 @@ class _Path:
     framing: Framing | None
 
 
-def _path(config: RunConfig, segment: Segment, calibration: Any) -> _Path | str:
-    """The segment's :class:`_Path`, or why the model has none (a python: workload that cannot be built here)."""
+def _shapes(config: RunConfig) -> list[ParamShape] | str:
+    """The workload's shapes, or why the model has none (a python: workload that cannot be built here)."""
     try:
-        shapes = workload_shapes(config.workload, config.cluster.nodes)
+        return list(workload_shapes(config.workload, config.cluster.nodes))
     except Exception as exc:  # noqa: BLE001 - a python: workload that cannot be built here: no prediction
         return f"the model's shapes: {type(exc).__name__}"
+
+
+def _path(config: RunConfig, segment: Segment, shapes: list[ParamShape] | str, calibration: Any) -> _Path | str:
+    """The segment's :class:`_Path` over ``shapes``, or why the model has none."""
+    if isinstance(shapes, str):
+        return shapes
     cluster = segment_cluster(config.cluster, segment) or config.cluster
     access = cluster.access
     return _Path(
-        list(shapes),
+        shapes,
         min(access.forward.rate_bps, access.reverse.rate_bps),
         cluster.one_way_delay_s(),
         expected_tcp_settings(cluster.tcp),
@@ -275,7 +282,7 @@ def _reform(config: RunConfig, segment: Segment, rows: pd.DataFrame, path: _Path
     rep = config.replicator
     if isinstance(path, str) or spec(rep.name).kept_state is None:
         return {}
-    scheme = Scheme(name=rep.name, config=rep, overlap=spec(rep.name).overlaps_compute)
+    scheme = scheme_from_config(rep)
     compute_s = float(rows[Col.COMPUTE_S].median()) if Col.COMPUTE_S in rows and not rows.empty else 0.0
     reform_s = reform_time_s(
         scheme, path.shapes, max(segment.members, 2), path.rate_bps, path.one_way_s, compute_s=compute_s,
