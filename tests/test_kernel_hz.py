@@ -1,14 +1,15 @@
-"""The host kernel's CONFIG_HZ: read from its build configuration, kept in the calibration, and the tick the model's
-tail-loss probe timer fires on."""
+"""The host kernel's CONFIG_HZ: read from its build configuration, else measured from its jiffies counter, kept in the
+calibration, and the tick the model's tail-loss probe timer fires on."""
 
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import pytest
 
-from netbench.calibrate.kernel import kernel_hz
+from netbench.calibrate.kernel import TICK_RATES, TIMER_LIST, configured_hz, kernel_hz
 from netbench.model.calibration import Calibration, read_calibration
 from netbench.model.collectives import Link, cost, pattern
 from netbench.model.framing import DEFAULT_KERNEL_HZ
@@ -40,9 +41,33 @@ def test_without_a_readable_configuration_the_default_is_assumed_and_said(tmp_pa
     broken.write_bytes(b"not gzip")
     nonsense = tmp_path / "config-x"
     nonsense.write_text("CONFIG_HZ=fast\n")
-    hz, note = kernel_hz((tmp_path / "absent", broken, nonsense))
+    hz, note = kernel_hz((tmp_path / "absent", broken, nonsense), timer_list=tmp_path / "no-timer-list")
     assert hz == DEFAULT_KERNEL_HZ
     assert "assumed" in note
+
+
+@pytest.mark.skipif(not os.access(TIMER_LIST, os.R_OK), reason="the jiffies counter is readable by root only")
+def test_without_a_configuration_the_tick_is_measured_from_the_jiffies_counter(tmp_path) -> None:
+    hz, note = kernel_hz((tmp_path / "absent",))
+    assert "measured" in note
+    configured = configured_hz()
+    assert hz == configured[0] if configured is not None else hz in TICK_RATES
+
+
+def test_jiffies_that_do_not_advance_leave_the_default(tmp_path) -> None:
+    frozen = tmp_path / "timer_list"
+    frozen.write_text("Timer List Version: v0.10\ncpu: 0\n  .last_jiffies   : 4303708741\njiffies: 4303708742\n")
+    hz, note = kernel_hz((tmp_path / "absent",), timer_list=frozen)
+    assert hz == DEFAULT_KERNEL_HZ
+    assert "assumed" in note
+
+
+@pytest.mark.parametrize("text", [None, "Timer List Version: v0.10\njiffies: many\n", "no counter here\n"])
+def test_an_unreadable_timer_list_leaves_the_default(tmp_path, text) -> None:
+    path = tmp_path / "timer_list"
+    if text is not None:
+        path.write_text(text)
+    assert kernel_hz((tmp_path / "absent",), timer_list=path)[0] == DEFAULT_KERNEL_HZ
 
 
 @pytest.mark.parametrize(("hz", "timeout"), [(100, 0.010), (250, 0.004), (300, 1 / 300), (1000, 0.002)])
@@ -71,3 +96,30 @@ def test_a_calibrations_tick_prices_its_hosts_probes() -> None:
     wire = {hz: cost(a2a, link, Calibration(kernel_hz=hz).framing()).tx.total for hz in (100, 250, 1000)}
     assert wire[100] < wire[250] < wire[1000]
     assert Calibration(kernel_hz=1000).framing(mtu=9000).kernel_hz == 1000
+
+
+class _Clock:
+    """A monotonic clock that a sleep advances, and a timer list whose jiffies advance ``rate`` a second with it."""
+
+    def __init__(self, path: Path, rate: float) -> None:
+        self.path, self.rate, self.now = path, rate, 100.0
+        self._write()
+
+    def _write(self) -> None:
+        self.path.write_text(f"cpu: 0\njiffies: {4_294_000_000 + round(self.now * self.rate)}\n")
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self._write()
+
+
+@pytest.mark.parametrize(("rate", "hz"), [(98.0, 100), (262.0, 250), (289.0, 300), (1040.0, 1000), (180.0, None)])
+def test_a_measured_rate_snaps_to_the_nearest_tick_linux_offers_or_is_refused(tmp_path, monkeypatch, rate, hz) -> None:
+    from netbench.calibrate import kernel
+
+    clock = _Clock(tmp_path / "timer_list", rate)
+    monkeypatch.setattr(kernel, "time", clock)
+    assert kernel.measured_hz(clock.path) == hz

@@ -86,7 +86,7 @@ def wakeup_segments(wakeup_s: float, host_bps: float, frame_bytes: int = FRAME_B
 
 
 DEFAULT_WAKEUP_SEGMENTS = wakeup_segments(DEFAULT_READER_WAKEUP_S, DEFAULT_HOST_BPS)
-DEFAULT_KERNEL_HZ = 250  # CONFIG_HZ where a host's was not read: the kernel's default (kernel/Kconfig.hz)
+DEFAULT_KERNEL_HZ = 250  # CONFIG_HZ where a host's was neither read nor measured: the kernel's default (Kconfig.hz)
 
 
 class Framing(BaseModel):
