@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from netbench.emulation import impairment, shaping
@@ -58,11 +60,22 @@ def test_no_engine_for_an_impaired_spec_is_a_cluster_error(engine: str, netem: b
 def test_only_netem_puts_a_qdisc_of_its_own_on_the_links(monkeypatch, engine: str, netem_below_tbf: bool) -> None:
     asked = []
     monkeypatch.setattr(
-        shaping, "apply", lambda ipr, index, direction, offload, use_netem: asked.append(use_netem) or {}
+        shaping, "apply", lambda ipr, index, direction, offload, use_netem, acks_first: asked.append(use_netem) or {}
     )
     chosen = impairment.choose(spec(0.005, engine), caps(netem=True, delay_line=True), RUN_ID)
     chosen.shape(None, 1, spec(0.005).up, offload=False)
     assert asked == [netem_below_tbf]
+
+
+@pytest.mark.parametrize("engine", ["netem", "delayline"])
+@pytest.mark.parametrize("acks_first", [True, False])
+def test_links_serve_small_packets_first_where_the_kernel_can(monkeypatch, engine: str, acks_first: bool) -> None:
+    asked = []
+    monkeypatch.setattr(shaping, "apply", lambda *args, acks_first, **kwargs: asked.append(acks_first) or {})
+    found = dataclasses.replace(caps(netem=True, delay_line=True), acks_first=acks_first)
+    for delay_s in (0.0, 0.005):
+        impairment.choose(spec(delay_s, engine), found, RUN_ID).shape(None, 1, spec(delay_s).up, offload=False)
+    assert asked == [acks_first, acks_first]
 
 
 def test_only_the_delay_line_runs_a_helper_and_counts(tmp_path, monkeypatch) -> None:

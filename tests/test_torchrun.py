@@ -101,7 +101,12 @@ def _shape(iface: str) -> None:
 
     with IPRoute() as ipr:
         shaping.apply(
-            ipr, ipr.link_lookup(ifname=iface)[0], DirectionSpec(rate_bps=1e9), offload=False, use_netem=False
+            ipr,
+            ipr.link_lookup(ifname=iface)[0],
+            DirectionSpec(rate_bps=1e9),
+            offload=False,
+            use_netem=False,
+            acks_first=False,
         )
 
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from pyroute2 import IPRoute
 
-from netbench.emulation import netns
+from netbench.emulation import acksfirst, netns
 from netbench.emulation.delayline import install_rules
 from netbench.emulation.naming import PROBE_PREFIX
 from netbench.rootless import user_namespaces_allowed
@@ -29,6 +29,7 @@ class Capabilities:
     user_namespaces: bool
     tbf: bool = False
     htb: bool = False
+    acks_first: bool = False
     netem: bool = False
     nfqueue_rule: bool = False
     netfilterqueue_module: bool = False
@@ -60,7 +61,12 @@ class Capabilities:
             ("root (or user namespaces)", self.root, "everything: namespaces, links and qdiscs need CAP_NET_ADMIN"),
             ("user namespaces", self.user_namespaces, "running as a non-root user"),
             ("tbf qdisc", self.tbf, "rate shaping: no cluster can be built"),
-            ("htb qdisc", self.htb, "nothing yet (tbf is used)"),
+            ("htb qdisc", self.htb, "shaping a real host per peer (netbench worker --topology)"),
+            (
+                "pure ACKs first (htb + u32 beneath tbf)",
+                self.acks_first,
+                "pure ACKs wait behind the other direction's data: bidirectional bulk under bbr below the line rate",
+            ),
             ("netem qdisc", self.netem, "kernel delay/jitter/loss: the userspace delay line stands in"),
             ("delay line (iptables NFQUEUE)", self.delay_line, "delay/jitter/loss when netem is absent"),
             ("iperf3", self.iperf3, "nothing: probe falls back to its built-in TCP stream"),
@@ -74,6 +80,21 @@ def _qdisc_works(ipr: IPRoute, index: int, kind: str, **kwargs: object) -> bool:
         return True
     except Exception:  # noqa: BLE001 - absent kind answers "unknown qdisc" as NetlinkError
         return False
+
+
+def _acks_first_works(ipr: IPRoute, index: int) -> bool:
+    """Whether tbf takes the ACKs-first tree beneath it (htb, pfifo and the u32 classifier)."""
+    try:
+        ipr.tc("add", "tbf", index=index, handle="1:", rate="100mbit", burst=16384, limit=65536)
+        acksfirst.install(ipr, index, "1:1", 65536)
+        return True
+    except Exception:  # noqa: BLE001 - an absent qdisc or classifier answers as NetlinkError
+        return False
+    finally:
+        try:
+            ipr.tc("del", index=index, handle="1:", root=True)
+        except Exception:  # noqa: BLE001 - nothing installed is fine
+            pass
 
 
 def _nfqueue_rule_loads(name: str) -> bool:
@@ -93,6 +114,7 @@ def _probe_inside() -> dict[str, bool]:
         return {
             "tbf": _qdisc_works(ipr, index, "tbf", rate="100mbit", burst=16384, limit=65536),
             "htb": _qdisc_works(ipr, index, "htb", default=1),
+            "acks_first": _acks_first_works(ipr, index),
             "netem": _qdisc_works(ipr, index, "netem", delay=1000),
         }
 

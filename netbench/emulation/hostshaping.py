@@ -75,7 +75,7 @@ class TbfShaping(BaseModel):
         )
 
     def install(self, ipr: Any, index: int, offload: bool) -> dict[str, Any]:
-        return shaping.apply(ipr, index, self.direction, offload, use_netem=self.direction.impaired)
+        return shaping.apply(ipr, index, self.direction, offload, use_netem=self.direction.impaired, acks_first=False)
 
 
 HostShaping = Annotated[TbfShaping | HtbShaping, Field(discriminator="kind")]

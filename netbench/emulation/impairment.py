@@ -39,13 +39,16 @@ class ImpairmentEngine:
     name: ClassVar[str]
     kernel_netem: ClassVar[bool] = False  # whether shape() puts netem above tbf on impaired directions
 
-    def __init__(self, spec: ClusterSpec, run_id: str) -> None:
+    def __init__(self, spec: ClusterSpec, run_id: str, acks_first: bool = True) -> None:
         self.spec = spec
         self.run_id = run_id
+        self.acks_first = acks_first  # whether each tbf serves pure ACKs first (the kernel has htb and u32)
 
     def shape(self, ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool) -> dict:
         """Install the qdiscs of one egress (runs inside its namespace); what was installed, for run.json."""
-        return shaping.apply(ipr, ifindex, direction, offload, use_netem=self.kernel_netem)
+        return shaping.apply(
+            ipr, ifindex, direction, offload, use_netem=self.kernel_netem, acks_first=self.acks_first
+        )
 
     def start(self) -> None:
         """Start the helper process, once every link is built and shaped."""
@@ -93,8 +96,8 @@ class DelayLine(ImpairmentEngine):
 
     name = "delayline"
 
-    def __init__(self, spec: ClusterSpec, run_id: str) -> None:
-        super().__init__(spec, run_id)
+    def __init__(self, spec: ClusterSpec, run_id: str, acks_first: bool = True) -> None:
+        super().__init__(spec, run_id, acks_first)
         self.proc: subprocess.Popen | None = None
         self.switch_netns = ""
         self.build = ""  # which delay line runs: 'native' (delayline.c) or 'python' (delayline.py)
@@ -180,18 +183,19 @@ class DelayLine(ImpairmentEngine):
 
 def choose(spec: ClusterSpec, capabilities: Capabilities, run_id: str) -> ImpairmentEngine:
     """None without impairments; else netem where the kernel has it (or ``--engine`` asks), else the delay line."""
+    acks_first = capabilities.acks_first
     if not spec.impaired:
-        return NoImpairment(spec, run_id)
+        return NoImpairment(spec, run_id, acks_first)
     wanted = spec.engine
     if wanted in ("auto", "netem") and capabilities.netem:
-        return Netem(spec, run_id)
+        return Netem(spec, run_id, acks_first)
     if wanted == "netem":
         raise ClusterError("--engine netem: this kernel has no sch_netem (try --engine delayline)")
     if not capabilities.delay_line:
         raise ClusterError(
             f"delay, jitter and loss need netem or the delay line; neither works here: {capabilities.delay_line_reason}"
         )
-    return DelayLine(spec, run_id)
+    return DelayLine(spec, run_id, acks_first)
 
 
 def _impairment(direction: DirectionSpec) -> dict[str, float]:

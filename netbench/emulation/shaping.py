@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pyroute2 import IPRoute
 
+from netbench.emulation import acksfirst
 from netbench.emulation.spec import DirectionSpec
 from netbench.frames import (  # tbf counts whole frames: bursts and limits are sized in them
     FRAME_BYTES,
@@ -48,8 +49,11 @@ class TbfParams:
         return cls(rate_bps, burst, limit)
 
 
-def apply(ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool, use_netem: bool) -> dict:
-    """Shape egress of ``ifindex``: tbf alone, or netem (delay/jitter/loss) with tbf beneath it.
+def apply(
+    ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool, use_netem: bool, acks_first: bool
+) -> dict:
+    """Shape egress of ``ifindex``: tbf alone, or netem (delay/jitter/loss) with tbf beneath it; with
+    ``acks_first``, tbf's queue serves pure ACKs ahead of data (:mod:`netbench.emulation.acksfirst`).
 
     Returns a description of what was installed, for run.json.
     """
@@ -67,8 +71,12 @@ def apply(ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool, u
         ipr.tc("add", "netem", index=ifindex, handle="1:", **netem_args)
         ipr.tc("add", "tbf", index=ifindex, parent="1:1", handle="10:", **tbf_args)
         installed["netem"] = {"delay_s": direction.delay_s, "jitter_s": direction.jitter_s, "loss": direction.loss}
+        tbf_class = "10:1"
     else:
         ipr.tc("add", "tbf", index=ifindex, handle="1:", **tbf_args)
+        tbf_class = "1:1"
+    if acks_first:
+        installed.update(acksfirst.install(ipr, ifindex, tbf_class, tbf.limit_bytes))
     return installed
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from netbench.emulation import acksfirst
 from netbench.rundir.steps_schema import Col
 from netbench.rundir.summary import measured_steps
 
@@ -106,7 +107,10 @@ def _proc_stat() -> tuple[list[int], int]:
 
 
 def qdisc_stats(netns_names: list[str]) -> dict[str, int]:
-    """Sum of drops, overlimits, packets and the largest backlog over every qdisc in these namespaces."""
+    """Sum of drops, overlimits, packets and the largest backlog over every shaping qdisc in these namespaces.
+
+    The ACKs-first tree beneath a tbf (:mod:`netbench.emulation.acksfirst`) is left out: its htb sees the
+    same packets and drops as the tbf above it."""
     total = {"drops": 0, "overlimits": 0, "packets": 0, "backlog_max": 0}
     for ns in netns_names:
         try:
@@ -117,7 +121,7 @@ def qdisc_stats(netns_names: list[str]) -> dict[str, int]:
         except (OSError, subprocess.SubprocessError, json.JSONDecodeError):
             continue
         for q in qdiscs:
-            if q.get("kind") not in ("tbf", "netem", "htb"):
+            if q.get("kind") not in ("tbf", "netem", "htb") or q.get("handle") == acksfirst.ROOT:
                 continue
             total["drops"] += int(q.get("drops", 0))
             total["overlimits"] += int(q.get("overlimits", 0))
