@@ -13,7 +13,10 @@ So beneath each tbf goes a two-band priority tree the kernel has everywhere (htb
 modules a kernel may lack): a pure ACK (IPv4 TCP, flags ACK alone, under :data:`PURE_ACK_MAX_BYTES`) goes to the first
 band, everything else to the second; htb serves the first band whenever it has a packet; tbf above both still sets the
 rate, so the link's bytes and rate are unchanged. Only packets that carry no data jump the queue: a small data
-segment overtaking its own flow's full ones would reorder the flow, and TCP would retransmit.
+segment (a message's tail) overtaking its own flow's full ones would reorder the flow (letting every packet under 128
+bytes first put 5-7 % more bytes than the model on the links of a 4-node ring of small messages at 10mbit). A pure
+ACK that overtakes its own connection's data segments is processed on arrival and its empty segment dropped, as TCP
+does for any segment ahead of the expected sequence.
 """
 
 from __future__ import annotations

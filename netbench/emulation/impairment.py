@@ -46,9 +46,7 @@ class ImpairmentEngine:
 
     def shape(self, ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool) -> dict:
         """Install the qdiscs of one egress (runs inside its namespace); what was installed, for run.json."""
-        return shaping.apply(
-            ipr, ifindex, direction, offload, use_netem=self.kernel_netem, acks_first=self.acks_first
-        )
+        return shaping.apply(ipr, ifindex, direction, offload, use_netem=self.kernel_netem, acks_first=self.acks_first)
 
     def start(self) -> None:
         """Start the helper process, once every link is built and shaped."""
