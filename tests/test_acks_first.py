@@ -17,8 +17,11 @@ from netbench.emulation import acksfirst
 from netbench.emulation.capabilities import detect
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.probe import measure_rtt
+from netbench.emulation.shaping import TbfParams
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
+from netbench.frames import FRAME_BYTES
 from netbench.orchestrator.run.fidelity import qdisc_stats
+from netbench.schedule.live import _change_rates
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 
@@ -124,3 +127,13 @@ def test_only_pure_acks_take_the_first_band() -> None:
     assert acked[ack_band][1] > 100  # the receiver's ACKs took the first band
     for band in (sent[ack_band], acked[ack_band]):  # and nothing as large as a data segment did
         assert band[0] <= band[1] * acksfirst.PURE_ACK_MAX_BYTES
+
+
+def test_a_rate_changed_in_place_resizes_both_bands() -> None:
+    with _cluster(acks_first=True) as cluster:
+        node = cluster.nodes[0]
+        node.call(_change_rates, [(node.iface, 1e9)], False)
+        shown = node.run(["tc", "qdisc", "show", "dev", node.iface]).stdout
+    frames = TbfParams.for_rate(1e9, False).limit_bytes // FRAME_BYTES
+    assert frames > 1010  # 100 ms of 1gbit holds more than the 10mbit queue's frames
+    assert re.findall(r"qdisc pfifo \S+ parent 20:\d limit (\d+)p", shown) == [str(frames)] * 2

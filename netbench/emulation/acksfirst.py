@@ -25,7 +25,7 @@ from typing import Any
 
 from netbench.frames import FRAME_BYTES
 
-__all__ = ["PURE_ACK_MAX_BYTES", "ROOT", "install"]
+__all__ = ["PURE_ACK_MAX_BYTES", "ROOT", "install", "resize"]
 
 PURE_ACK_MAX_BYTES = 128  # a pure ACK with timestamps and four SACK blocks is 84 bytes of IPv4; a power of two
 HANDLE = 0x20  # the tree's htb, beneath tbf's class
@@ -51,10 +51,14 @@ def pure_ack_keys() -> list[str]:
     ]
 
 
+def _frames(limit_bytes: int) -> int:
+    return max(1, limit_bytes // FRAME_BYTES)
+
+
 def install(ipr: Any, index: int, tbf_class: str, limit_bytes: int) -> dict[str, Any]:
     """Graft the tree under ``tbf_class`` (tbf's one class, ``1:1`` or ``10:1``); each band's FIFO holds as many
     frames as tbf's own queue would. Returns what run.json records."""
-    frames = max(1, limit_bytes // FRAME_BYTES)
+    frames = _frames(limit_bytes)
     ipr.tc("add", "htb", index=index, parent=tbf_class, handle=ROOT, default=BULK_BAND)
     for band in (ACK_BAND, BULK_BAND):
         ipr.tc(
@@ -67,3 +71,19 @@ def install(ipr: Any, index: int, tbf_class: str, limit_bytes: int) -> dict[str,
         keys=pure_ack_keys(),
     )  # fmt: skip
     return {"acks_first": {"pure_ack_below_bytes": PURE_ACK_MAX_BYTES, "frames_per_band": frames}}
+
+
+def resize(ipr: Any, index: int, limit_bytes: int) -> None:
+    """Size each band's FIFO to a new tbf queue limit (a rate changed in place), where the tree is installed: tbf
+    resizes only a FIFO of its own, not one beneath a child qdisc."""
+    if not any(msg["handle"] == HANDLE << 16 for msg in ipr.get_qdiscs(index=index)):
+        return
+    for band in (ACK_BAND, BULK_BAND):
+        ipr.tc(
+            "change",
+            "pfifo",
+            index=index,
+            parent=f"{ROOT}{band}",
+            handle=f"{HANDLE + band:x}:",
+            limit=_frames(limit_bytes),
+        )

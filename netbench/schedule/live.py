@@ -27,7 +27,7 @@ from typing import Any
 from pyroute2 import IPRoute
 
 from netbench import safe_files
-from netbench.emulation import delaycontrol
+from netbench.emulation import acksfirst, delaycontrol
 from netbench.emulation.shaping import TbfParams, root_qdisc
 from netbench.rundir.steps_schema import Col
 from netbench.schedule.model import Schedule, Segment
@@ -264,3 +264,4 @@ def _change_rates(changes: list[tuple[str, float]], offload: bool) -> None:
                 ipr.tc("change", "tbf", index=index, handle="10:", parent="1:1", **args)
             else:
                 ipr.tc("change", "tbf", index=index, handle="1:", **args)
+            acksfirst.resize(ipr, index, tbf.limit_bytes)
