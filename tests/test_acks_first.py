@@ -19,7 +19,6 @@ from netbench.emulation.cluster import Cluster
 from netbench.emulation.probe import measure_rtt
 from netbench.emulation.shaping import TbfParams
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
-from netbench.frames import FRAME_BYTES
 from netbench.orchestrator.run.fidelity import qdisc_stats
 from netbench.schedule.live import _change_rates
 
@@ -134,6 +133,6 @@ def test_a_rate_changed_in_place_resizes_both_bands() -> None:
         node = cluster.nodes[0]
         node.call(_change_rates, [(node.iface, 1e9)], False)
         shown = node.run(["tc", "qdisc", "show", "dev", node.iface]).stdout
-    frames = TbfParams.for_rate(1e9, False).limit_bytes // FRAME_BYTES
+    frames = TbfParams.for_rate(1e9, False).limit_frames
     assert frames > 1010  # 100 ms of 1gbit holds more than the 10mbit queue's frames
     assert re.findall(r"qdisc pfifo \S+ parent 20:\d limit (\d+)p", shown) == [str(frames)] * 2

@@ -41,6 +41,15 @@ def config_files(release: str | None = None) -> tuple[Path, ...]:
     return (Path("/boot") / f"config-{release or platform.release()}", Path("/proc/config.gz"))
 
 
+def _count_after(text: str, prefix: str) -> int | None:
+    """The whole number on the first line of ``text`` that starts with ``prefix``; None without one."""
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            value = line[len(prefix) :].strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
 def _config_hz(path: Path) -> int | None:
     """CONFIG_HZ of the configuration at ``path`` (gzip when it ends .gz); None when absent, unreadable or not a
     positive number."""
@@ -50,11 +59,8 @@ def _config_hz(path: Path) -> int | None:
             text = handle.read(MAX_CONFIG_BYTES).decode("ascii", errors="replace")
     except (OSError, EOFError, gzip.BadGzipFile):
         return None
-    for line in text.splitlines():
-        if line.startswith(HZ_LINE):
-            value = line[len(HZ_LINE) :].strip()
-            return int(value) if value.isdigit() and 0 < int(value) <= 100_000 else None
-    return None
+    value = _count_after(text, HZ_LINE)
+    return value if value is not None and 0 < value <= 100_000 else None
 
 
 def _jiffies(path: Path) -> tuple[int, float] | None:
@@ -67,11 +73,8 @@ def _jiffies(path: Path) -> tuple[int, float] | None:
         at = (start + time.monotonic()) / 2
     except OSError:
         return None
-    for line in text.splitlines():
-        if line.startswith(JIFFIES_LINE):
-            value = line[len(JIFFIES_LINE) :].strip()
-            return (int(value), at) if value.isdigit() else None
-    return None
+    value = _count_after(text, JIFFIES_LINE)
+    return None if value is None else (value, at)
 
 
 def jiffies_rate(timer_list: Path = TIMER_LIST, interval_s: float = MEASURE_S) -> float | None:

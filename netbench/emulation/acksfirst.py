@@ -51,21 +51,22 @@ def pure_ack_keys() -> list[str]:
     ]
 
 
-def _frames(limit_bytes: int) -> int:
-    return max(1, limit_bytes // FRAME_BYTES)
+def _leaf(band: int) -> str:
+    """The handle of the pfifo beneath ``band``."""
+    return f"{HANDLE + band:x}:"
 
 
-def install(ipr: Any, index: int, tbf_class: str, limit_bytes: int) -> dict[str, Any]:
-    """Graft the tree under ``tbf_class`` (tbf's one class, ``1:1`` or ``10:1``); each band's FIFO holds as many
-    frames as tbf's own queue would. Returns what run.json records."""
-    frames = _frames(limit_bytes)
+def install(ipr: Any, index: int, tbf_class: str, frames: int) -> dict[str, Any]:
+    """Graft the tree under ``tbf_class`` (tbf's one class, ``1:1`` or ``10:1``); each band's FIFO holds ``frames``,
+    as many as tbf's own queue would (:attr:`~netbench.emulation.shaping.TbfParams.limit_frames`). Returns what
+    run.json records."""
     ipr.tc("add", "htb", index=index, parent=tbf_class, handle=ROOT, default=BULK_BAND)
     for band in (ACK_BAND, BULK_BAND):
         ipr.tc(
             "add-class", "htb", index=index, parent=ROOT, handle=f"{ROOT}{band}", rate=BAND_RATE, ceil=BAND_RATE,
             prio=band - 1, quantum=FRAME_BYTES,
         )  # fmt: skip
-        ipr.tc("add", "pfifo", index=index, parent=f"{ROOT}{band}", handle=f"{HANDLE + band:x}:", limit=frames)
+        ipr.tc("add", "pfifo", index=index, parent=f"{ROOT}{band}", handle=_leaf(band), limit=frames)
     ipr.tc(
         "add-filter", "u32", index=index, parent=ROOT, prio=1, protocol=ETH_P_IP, target=f"{ROOT}{ACK_BAND}",
         keys=pure_ack_keys(),
@@ -73,17 +74,10 @@ def install(ipr: Any, index: int, tbf_class: str, limit_bytes: int) -> dict[str,
     return {"acks_first": {"pure_ack_below_bytes": PURE_ACK_MAX_BYTES, "frames_per_band": frames}}
 
 
-def resize(ipr: Any, index: int, limit_bytes: int) -> None:
-    """Size each band's FIFO to a new tbf queue limit (a rate changed in place), where the tree is installed: tbf
-    resizes only a FIFO of its own, not one beneath a child qdisc."""
+def resize(ipr: Any, index: int, frames: int) -> None:
+    """Size each band's FIFO to ``frames`` after a rate changed in place, where the tree is installed: tbf resizes
+    only a FIFO of its own, not one beneath a child qdisc."""
     if not any(msg["handle"] == HANDLE << 16 for msg in ipr.get_qdiscs(index=index)):
         return
     for band in (ACK_BAND, BULK_BAND):
-        ipr.tc(
-            "change",
-            "pfifo",
-            index=index,
-            parent=f"{ROOT}{band}",
-            handle=f"{HANDLE + band:x}:",
-            limit=_frames(limit_bytes),
-        )
+        ipr.tc("change", "pfifo", index=index, parent=f"{ROOT}{band}", handle=_leaf(band), limit=frames)

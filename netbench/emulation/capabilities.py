@@ -19,6 +19,7 @@ from pyroute2 import IPRoute
 from netbench.emulation import acksfirst, netns
 from netbench.emulation.delayline import install_rules
 from netbench.emulation.naming import PROBE_PREFIX
+from netbench.frames import FRAME_BYTES
 from netbench.rootless import user_namespaces_allowed
 from netbench.validation import error_text
 
@@ -73,6 +74,10 @@ class Capabilities:
         ]
 
 
+PROBE_TBF_LIMIT_BYTES = 65536
+PROBE_TBF: dict[str, object] = {"rate": "100mbit", "burst": 16384, "limit": PROBE_TBF_LIMIT_BYTES}  # any rate would do
+
+
 def _qdisc_works(ipr: IPRoute, index: int, kind: str, **kwargs: object) -> bool:
     try:
         ipr.tc("add", kind, index=index, handle="1:", **kwargs)
@@ -85,8 +90,8 @@ def _qdisc_works(ipr: IPRoute, index: int, kind: str, **kwargs: object) -> bool:
 def _acks_first_works(ipr: IPRoute, index: int) -> bool:
     """Whether tbf takes the ACKs-first tree beneath it (htb, pfifo and the u32 classifier)."""
     try:
-        ipr.tc("add", "tbf", index=index, handle="1:", rate="100mbit", burst=16384, limit=65536)
-        acksfirst.install(ipr, index, "1:1", 65536)
+        ipr.tc("add", "tbf", index=index, handle="1:", **PROBE_TBF)
+        acksfirst.install(ipr, index, "1:1", PROBE_TBF_LIMIT_BYTES // FRAME_BYTES)
         return True
     except Exception:  # noqa: BLE001 - an absent qdisc or classifier answers as NetlinkError
         return False
@@ -112,7 +117,7 @@ def _probe_inside() -> dict[str, bool]:
         ipr.link("add", ifname="nbprobe0", kind="veth", peer="nbprobe1")
         index = ipr.link_lookup(ifname="nbprobe0")[0]
         return {
-            "tbf": _qdisc_works(ipr, index, "tbf", rate="100mbit", burst=16384, limit=65536),
+            "tbf": _qdisc_works(ipr, index, "tbf", **PROBE_TBF),
             "htb": _qdisc_works(ipr, index, "htb", default=1),
             "acks_first": _acks_first_works(ipr, index),
             "netem": _qdisc_works(ipr, index, "netem", delay=1000),

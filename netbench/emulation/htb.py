@@ -26,7 +26,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from netbench.emulation.shaping import TbfParams
-from netbench.frames import FRAME_BYTES
 from netbench.topology.link import DirectionSpec
 
 __all__ = ["PeerClass", "HtbShaping", "MAX_PEER_ADDRESSES", "install", "netem_missing"]
@@ -126,7 +125,7 @@ def _leaf(ipr: Any, index: int, parent: str, major: int, path: DirectionSpec, of
             netem["loss"] = path.loss * 100
         ipr.tc("add", "netem", index=index, parent=parent, handle=f"{major:x}:", **netem)
         return {"netem": {"delay_s": path.delay_s, "jitter_s": path.jitter_s, "loss": path.loss}}
-    frames = max(1, TbfParams.for_rate(path.rate_bps, offload).limit_bytes // FRAME_BYTES)
+    frames = TbfParams.for_rate(path.rate_bps, offload).limit_frames
     ipr.tc("add", "pfifo", index=index, parent=parent, handle=f"{major:x}:", limit=frames)
     return {"pfifo_frames": frames}
 

@@ -48,6 +48,11 @@ class TbfParams:
         limit = burst + max(int(rate_bytes * 0.1), TX_QUEUE_FRAMES * FRAME_BYTES)
         return cls(rate_bps, burst, limit)
 
+    @property
+    def limit_frames(self) -> int:
+        """The queue limit in whole frames: what a pfifo beneath the shaper holds."""
+        return max(1, self.limit_bytes // FRAME_BYTES)
+
 
 def apply(
     ipr: IPRoute, ifindex: int, direction: DirectionSpec, offload: bool, use_netem: bool, acks_first: bool
@@ -76,7 +81,7 @@ def apply(
         ipr.tc("add", "tbf", index=ifindex, handle="1:", **tbf_args)
         tbf_class = "1:1"
     if acks_first:
-        installed.update(acksfirst.install(ipr, ifindex, tbf_class, tbf.limit_bytes))
+        installed.update(acksfirst.install(ipr, ifindex, tbf_class, tbf.limit_frames))
     return installed
 
 

@@ -264,4 +264,4 @@ def _change_rates(changes: list[tuple[str, float]], offload: bool) -> None:
                 ipr.tc("change", "tbf", index=index, handle="10:", parent="1:1", **args)
             else:
                 ipr.tc("change", "tbf", index=index, handle="1:", **args)
-            acksfirst.resize(ipr, index, tbf.limit_bytes)
+            acksfirst.resize(ipr, index, tbf.limit_frames)
