@@ -6,12 +6,10 @@ import dataclasses
 import json
 import os
 import re
-import socket
 import subprocess
-import threading
-import time
 
 import pytest
+from acks_traffic import SINK_PORT, acked_round_trip_ms, flood, while_flooded
 
 from netbench.emulation import acksfirst
 from netbench.emulation.capabilities import detect
@@ -25,24 +23,6 @@ from netbench.schedule.live import _change_rates
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 
 RATE_BPS = 10e6  # at 10mbit tbf's queue of 1010 frames holds 1.2 s of data
-SINK_PORT = 5301
-DATAGRAM = b"\0" * 1400
-SO_SNDBUFFORCE = 32  # root may raise a socket's send buffer past wmem_max: enough to fill tbf's whole queue
-SEND_BUFFER_BYTES = 8 << 20
-
-
-def _flood(address: str, seconds: float) -> int:
-    """Send full-size UDP datagrams to ``address`` for ``seconds``: the sender's uplink queue fills to its limit."""
-    sent, end = 0, time.monotonic() + seconds
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SEND_BUFFER_BYTES)
-        while time.monotonic() < end:
-            try:
-                sock.sendto(DATAGRAM, (address, 9))
-                sent += 1
-            except OSError:  # the queue is full
-                time.sleep(0.001)
-    return sent
 
 
 def _cluster(acks_first: bool) -> Cluster:
@@ -51,35 +31,10 @@ def _cluster(acks_first: bool) -> Cluster:
     return Cluster(ClusterSpec(nodes=2, up=link, down=link), capabilities=capabilities)
 
 
-def _while_flooded(cluster: Cluster, seconds: float, measure):  # noqa: ANN001, ANN202 - a test's callback
-    """Fill node 0's uplink queue with node 0's own data, then ``measure(node0, node1)`` while it stays full."""
-    flooded, other = cluster.nodes
-    flood = threading.Thread(target=flooded.call, args=(_flood, other.address, seconds))
-    flood.start()
-    time.sleep(1.5)  # the queue fills in 1.2 s at 10mbit
-    try:
-        return measure(flooded, other)
-    finally:
-        flood.join()
-
-
-def _round_trip_ms(node, port: int) -> float:  # noqa: ANN001 - a cluster's node
-    """The smoothed round trip TCP keeps for ``node``'s connection to ``port``."""
-    out = node.run(["ss", "-tinH", "state", "established", "dport", f"= :{port}"]).stdout
-    return float(re.search(r" rtt:([0-9.]+)/", out).group(1))
-
-
 @pytest.mark.parametrize("acks_first", [True, False])
 def test_a_flow_whose_acks_cross_a_full_queue_waits_for_them_only_without_acks_first(acks_first: bool) -> None:
     with _cluster(acks_first) as cluster:
-        flooded, other = cluster.nodes  # other sends to flooded, whose uplink carries the ACKs
-        sink = flooded.python("netbench.emulation.traffic", "tcp-sink", str(SINK_PORT), "30", stdout=subprocess.PIPE)
-        sink.stdout.readline()  # listening
-        source = other.python("netbench.emulation.traffic", "tcp-source", flooded.address, str(SINK_PORT), "7")
-        time.sleep(1.0)
-        rtt_ms = _while_flooded(cluster, 5.0, lambda *_: (time.sleep(1.5), _round_trip_ms(other, SINK_PORT))[1])
-        source.wait(timeout=30)
-        sink.wait(timeout=30)
+        rtt_ms = acked_round_trip_ms(*cluster.nodes)  # the second node sends to the first, whose uplink is full
     if acks_first:
         assert rtt_ms < 400
     else:
@@ -89,14 +44,16 @@ def test_a_flow_whose_acks_cross_a_full_queue_waits_for_them_only_without_acks_f
 def test_small_datagrams_wait_their_turn() -> None:
     """Only pure ACKs jump the queue: a small data packet overtaking its flow's full ones would reorder the flow."""
     with _cluster(acks_first=True) as cluster:
-        rtt = _while_flooded(cluster, 7.0, lambda flooded, other: measure_rtt(flooded, other, count=3, interval_s=0.05))
+        rtt = while_flooded(
+            *cluster.nodes, 7.0, lambda flooded, other: measure_rtt(flooded, other, count=3, interval_s=0.05)
+        )
     assert all(sample > 500 for sample in rtt["samples"])  # each waited behind the queue or was dropped at its tail
 
 
 def test_the_fidelity_counters_count_each_packet_once() -> None:
     with _cluster(acks_first=True) as cluster:
         sender, receiver = cluster.nodes
-        sender.call(_flood, receiver.address, 0.3)
+        sender.call(flood, receiver.address, 0.3)
         shaped = json.loads(subprocess.run(["tc", "-n", sender.netns, "-s", "-j", "qdisc", "show", "dev", "eth0"],
                                            capture_output=True, text=True, check=True).stdout)  # fmt: skip
         tbf = next(q for q in shaped if q["kind"] == "tbf")

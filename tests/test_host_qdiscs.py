@@ -1,9 +1,11 @@
-"""Host shaping (`netbench worker --bw`) shared by several runs: one run per interface, a qdisc removed only by
-the run that installed it, a guard that watches its worker's pid, and `netbench clean --host-qdiscs` for what a
-killed guard left. A node namespace of an emulated cluster stands in for a host, its eth0 for the host's NIC."""
+"""Host shaping (`netbench worker --bw`) shared by several runs: one run per interface, a qdisc removed only by the run
+that installed it, a guard that watches its worker's pid, `netbench clean --host-qdiscs` for what a killed guard
+left, and pure ACKs served ahead of the host's own data where the kernel takes the tree. A node namespace of an
+emulated cluster stands in for a host, its eth0 for the host's NIC."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,30 +14,38 @@ from pathlib import Path
 
 import psutil
 import pytest
+from acks_traffic import acked_round_trip_ms, acks_first_trees
 from leftovers import wait_until
 
-from netbench.emulation import cleanup, hostrecords, shaping
+from netbench.emulation import acksfirst, cleanup, hostrecords, shaping
+from netbench.emulation.capabilities import detect
 from netbench.emulation.cluster import Cluster
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 
 pytestmark = [pytest.mark.netns, pytest.mark.skipif(os.geteuid() != 0, reason="needs root")]
 REPO = Path(__file__).resolve().parents[1]
 
-# A worker's shaping alone: shape IFACE for run RUN_ID, say so, hold it until stdin closes. With "race" the worker
-# skips its own early check, as two workers do that both passed it before either installed.
+# A worker's shaping alone: shape IFACE at RATE for run RUN_ID, say so and what it installed, hold it until stdin
+# closes. With "race" the worker skips its own early check, as two workers do that both passed it before either
+# installed; with "fifo" doctor's probe finds no ACKs-first tree, as on a kernel without htb or u32.
 WORKER = """
-import os, sys, time
+import dataclasses, json, os, sys, time
+from netbench.emulation import capabilities
 from netbench.emulation.hostshaping import HostShaper, HostShapingError
 from netbench.emulation.spec import DirectionSpec
-iface, run_id, mode = sys.argv[1:4]
+iface, run_id, mode, rate = sys.argv[1:5]
 if mode == "race":
     HostShaper.check = lambda self: None
+if mode == "fifo":
+    found = dataclasses.replace(capabilities.detect(), acks_first=False)
+    capabilities.detect = lambda: found
 try:
-    with HostShaper(iface, DirectionSpec(rate_bps=100e6), run_id=run_id):
+    with HostShaper(iface, DirectionSpec(rate_bps=float(rate)), run_id=run_id) as shaper:
         if mode == "fork" and os.fork() == 0:  # a workload's child that keeps every inherited descriptor
             time.sleep(60)
             os._exit(0)
         print("shaped", flush=True)
+        print(json.dumps(shaper.installed), flush=True)
         sys.stdin.readline()
 except HostShapingError as exc:
     print("refused", exc, flush=True)
@@ -67,23 +77,32 @@ def _records_of(run_id: str) -> list[Path]:
     return found
 
 
+def _qdiscs(node) -> str:  # noqa: ANN001 - a cluster's node
+    return node.run(["tc", "qdisc", "show", "dev", node.iface], check=True).stdout
+
+
 @pytest.fixture(scope="module")
-def host():
-    """A node whose eth0 has the kernel's default root qdisc, as a host NIC would."""
+def cluster():
+    """Two nodes; the first's eth0 has the kernel's default root qdisc, as a host NIC would."""
     spec = ClusterSpec(nodes=2, up=DirectionSpec(rate_bps=10e9), down=DirectionSpec(rate_bps=10e9), offload="off")
     with Cluster(spec) as cluster:
         node = cluster.nodes[0]
         node.call(_unshape, node.iface)
-        yield node
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def host(cluster):  # noqa: ANN001, ANN201 - a cluster's node
+    return cluster.nodes[0]
 
 
 @pytest.fixture
 def workers(host):
     started: list[subprocess.Popen] = []
 
-    def start(run_id: str, mode: str = "plain") -> subprocess.Popen:
+    def start(run_id: str, mode: str = "plain", rate_bps: float = 100e6) -> subprocess.Popen:
         proc = host.popen(
-            [sys.executable, "-c", WORKER, host.iface, run_id, mode],
+            [sys.executable, "-c", WORKER, host.iface, run_id, mode, str(rate_bps)],
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -139,6 +158,7 @@ def test_a_forked_child_holding_the_pipe_does_not_keep_the_qdisc(host, workers) 
 def test_clean_removes_what_a_killed_guard_left_and_never_a_live_ones(host, workers, capsys) -> None:
     from netbench.cli.app import main
 
+    before = _qdiscs(host)
     worker = workers("hq3")
     assert worker.stdout.readline().strip() == "shaped"
     assert cleanup.host_qdiscs(only=["hq3"]) == [] and host.call(_root, host.iface)[0] == "tbf"  # its guard lives
@@ -155,6 +175,7 @@ def test_clean_removes_what_a_killed_guard_left_and_never_a_live_ones(host, work
     main(["clean", "--host-qdiscs", "hq3"])
     assert f"qdisc and record of run hq3 on {host.iface}" in capsys.readouterr().out.replace("\n", " ")
     assert host.call(_root, host.iface)[1] == 0 and _records_of("hq3") == []
+    assert _qdiscs(host) == before  # the ACKs-first tree went with the root it sits beneath
 
 
 def test_a_qdisc_someone_else_put_in_place_is_left_to_them(host, workers) -> None:
@@ -188,3 +209,28 @@ def test_a_qdisc_someone_else_put_in_place_is_left_to_them(host, workers) -> Non
     )  # same kind and handle, other parameters
     assert cleanup.host_qdiscs(only=["hq5"]) == [cleanup.HostQdisc(host.iface, "hq5", False)]
     assert host.call(_root, host.iface) == ("tbf", 0x10000) and _records_of("hq5") == []
+
+
+@pytest.mark.parametrize("acks_first", [True, False])
+def test_a_flow_whose_acks_cross_the_full_shaped_queue_waits_for_them_only_without_acks_first(
+    cluster, host, workers, acks_first: bool
+) -> None:
+    """Where doctor's probe finds the tree, the worker's tbf serves pure ACKs first and says so; else a FIFO. Either
+    way releasing the shaping leaves the interface's qdiscs as they were."""
+    if acks_first and not detect().acks_first:
+        pytest.skip("this kernel refuses the ACKs-first tree (htb, pfifo and u32 beneath tbf)")
+    before = _qdiscs(host)
+    worker = workers("hq6" if acks_first else "hq7", "plain" if acks_first else "fifo", 10e6)
+    assert worker.stdout.readline().strip() == "shaped"
+    installed = json.loads(worker.stdout.readline())
+    assert acks_first_trees(host) == ({"1:1": acksfirst.ROOT} if acks_first else {})
+    assert ("acks_first" in installed) == acks_first
+    rtt_ms = acked_round_trip_ms(host, cluster.nodes[1])  # the other node sends to host, whose uplink is full
+    worker.stdin.close()
+    assert worker.wait(timeout=30) == 0
+    assert _qdiscs(host) == before
+    print(f"round trip across the worker's full 10mbit queue, ACKs first {acks_first}: {rtt_ms:.0f} ms")
+    if acks_first:
+        assert rtt_ms < 400
+    else:
+        assert rtt_ms > 900  # the ACKs wait behind 1.2 s of the host's own data

@@ -227,6 +227,7 @@ def test_torchrun_per_host_matches_netbench_run(hosts, tmp_path: Path, capsys) -
     assert set(ours) == set(theirs) and set(ours["config"]) == set(theirs["config"])
     assert ours["capture"]["enabled"] is False and "interface counters" in ours["capture"]["reason"]
     assert [n["shaping"]["tbf"]["rate_bps"] for n in ours["cluster"]["nodes"]] == [100e6, 100e6]
+    assert ["acks_first" in n["shaping"] for n in ours["cluster"]["nodes"]] == [detect().acks_first] * 2
     assert ours["summary"]["bw_bps"] == theirs["summary"]["bw_bps"] == 100e6
     assert "predicted" in ours["summary"] and "predicted" in theirs["summary"]
     worker_steps, run_steps = pd.read_csv(worker_dir / "steps.csv"), pd.read_csv(reference.run_dir / "steps.csv")

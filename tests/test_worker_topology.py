@@ -15,12 +15,14 @@ from pathlib import Path
 
 import psutil
 import pytest
+from acks_traffic import acked_round_trip_ms, acks_first_trees
 from leftovers import wait_until
 
 from netbench.cli.app import main
 from netbench.declarations.config import ReplicatorConfig
-from netbench.emulation import cleanup, hostrecords, shaping
+from netbench.emulation import cleanup, hostrecords, htb, shaping
 from netbench.emulation.cluster import Cluster
+from netbench.emulation.shaping import TbfParams
 from netbench.emulation.spec import ClusterSpec, DirectionSpec
 from netbench.orchestrator.config import RunConfig
 from netbench.orchestrator.run.runner import run
@@ -209,31 +211,47 @@ def test_a_delayed_path_without_netem_is_refused_before_anything_is_installed(
     assert root_of(east)[1] == 0
 
 
-# A worker's shaping alone, as tests/test_host_qdiscs.py has it, with the per-peer tree: shaped until stdin closes.
+# A worker's shaping alone, as tests/test_host_qdiscs.py has it, with the per-peer tree (a path at RATE to each
+# PEER): says so and what it installed, shaped until stdin closes.
 HOLDER = """
-import sys
+import json, sys
 from netbench.emulation.hostshaping import HostShaper
 from netbench.emulation.htb import HtbShaping, PeerClass
 from netbench.emulation.spec import DirectionSpec
-iface, run_id, peer = sys.argv[1:4]
-tree = HtbShaping(node="n0", uplink=DirectionSpec(rate_bps=1e9),
-                  peers=(PeerClass(node="n1", addresses=(peer,), path=DirectionSpec(rate_bps=100e6)),))
-with HostShaper(iface, tree, run_id=run_id):
+iface, run_id, rate, *peers = sys.argv[1:]
+path = DirectionSpec(rate_bps=float(rate))
+classes = tuple(PeerClass(node=f"n{k + 1}", addresses=(peer,), path=path) for k, peer in enumerate(peers))
+tree = HtbShaping(node="n0", uplink=DirectionSpec(rate_bps=1e9), peers=classes)
+with HostShaper(iface, tree, run_id=run_id) as shaper:
     print("shaped", flush=True)
+    print(json.dumps(shaper.installed), flush=True)
     sys.stdin.readline()
 """
 
 
-def test_clean_removes_the_tree_a_killed_guard_left(hosts, capsys) -> None:
-    """Guard and worker killed (a cgroup kill); unclassified traffic since then does not hide the tree from clean."""
-    east, west, bystander = hosts.nodes
-    holder = east.popen(
-        [sys.executable, "-c", HOLDER, east.iface, "htbq0", west.address],
+def _hold(node, run_id: str, rate_bps: float, *peers: str) -> subprocess.Popen:  # noqa: ANN001 - a cluster's node
+    """Start HOLDER on ``node``: a per-peer tree for ``run_id``, a path at ``rate_bps`` to each peer address."""
+    return node.popen(
+        [sys.executable, "-c", HOLDER, node.iface, run_id, str(rate_bps), *peers],
         env={**os.environ, **ENV},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def _end(holder: subprocess.Popen, run_id: str) -> None:
+    """Whatever a test left of ``holder`` and its run's tree: gone."""
+    if holder.poll() is None:
+        holder.kill()
+        holder.wait()
+    cleanup.host_qdiscs(only=[run_id])
+
+
+def test_clean_removes_the_tree_a_killed_guard_left(hosts, capsys) -> None:
+    """Guard and worker killed (a cgroup kill); unclassified traffic since then does not hide the tree from clean."""
+    east, west, bystander = hosts.nodes
+    holder = _hold(east, "htbq0", WAN_BPS, west.address)
     try:
         assert holder.stdout.readline().strip() == "shaped"
         (guard,) = [c for c in psutil.Process(holder.pid).children() if "shapeguard" in " ".join(c.cmdline())]
@@ -251,11 +269,35 @@ def test_clean_removes_the_tree_a_killed_guard_left(hosts, capsys) -> None:
         assert root_of(east)[1] == 0
         assert not [p for p in hostrecords.folder().glob("*.json") if "htbq0" in p.read_text()]
     finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
-        cleanup.host_qdiscs(only=["htbq0"])
+        _end(holder, "htbq0")
         east.call(_unshape, east.iface)
+
+
+def test_each_peer_class_serves_pure_acks_first(hosts) -> None:
+    """Each peer's class carries the ACKs-first tree: the ACKs east sends west leave ahead of east's own data to west
+    queued in the same class, and releasing the tree leaves east's qdiscs as they were."""
+    from netbench.emulation.capabilities import detect
+
+    if not detect().acks_first:
+        pytest.skip("this kernel refuses the ACKs-first tree (htb, pfifo and u32)")
+    east, west, bystander = hosts.nodes
+    before = east.run(["tc", "qdisc", "show", "dev", east.iface], check=True).stdout
+    holder = _hold(east, "htbq1", 10e6, west.address, bystander.address)
+    try:
+        assert holder.stdout.readline().strip() == "shaped"
+        classes = json.loads(holder.stdout.readline())["htb"]["classes"]
+        trees = [f"{htb.FIRST_TREE_MAJOR + htb.TREE_MAJOR_STRIDE * k:x}:" for k in range(2)]
+        assert acks_first_trees(east) == {"1:10": trees[0], "1:11": trees[1]}
+        frames = TbfParams.for_rate(10e6, False).limit_frames
+        assert [c["acks_first"]["frames_per_band"] for c in classes] == [frames, frames]
+        rtt_ms = acked_round_trip_ms(east, west)  # west sends to east, whose class toward west is full
+        holder.stdin.close()
+        assert holder.wait(timeout=30) == 0
+    finally:
+        _end(holder, "htbq1")
+    assert east.run(["tc", "qdisc", "show", "dev", east.iface], check=True).stdout == before
+    print(f"round trip across a full 10mbit peer class with ACKs first: {rtt_ms:.0f} ms")
+    assert rtt_ms < 400  # a full class holds 1.2 s of data at 10mbit
 
 
 def test_torchrun_two_sites_match_netbench_run_over_their_wan(hosts, topology_file: Path, tmp_path: Path) -> None:

@@ -51,24 +51,27 @@ def pure_ack_keys() -> list[str]:
     ]
 
 
-def _leaf(band: int) -> str:
-    """The handle of the pfifo beneath ``band``."""
-    return f"{HANDLE + band:x}:"
+def _leaf(band: int, handle: int = HANDLE) -> str:
+    """The handle of the pfifo beneath ``band`` of the tree at major ``handle``."""
+    return f"{handle + band:x}:"
 
 
-def install(ipr: Any, index: int, tbf_class: str, frames: int) -> dict[str, Any]:
-    """Graft the tree under ``tbf_class`` (tbf's one class, ``1:1`` or ``10:1``); each band's FIFO holds ``frames``,
-    as many as tbf's own queue would (:attr:`~netbench.emulation.shaping.TbfParams.limit_frames`). Returns what
+def install(ipr: Any, index: int, parent: str, frames: int, handle: int = HANDLE) -> dict[str, Any]:
+    """Graft the tree under ``parent`` (tbf's one class, ``1:1`` or ``10:1``, or a class of a per-peer htb); each
+    band's FIFO holds ``frames``, as many as tbf's own queue would
+    (:attr:`~netbench.emulation.shaping.TbfParams.limit_frames`). The tree takes the majors ``handle`` to ``handle +
+    2`` (its htb and the two bands' FIFOs): one interface with several trees gives each its own. Returns what
     run.json records."""
-    ipr.tc("add", "htb", index=index, parent=tbf_class, handle=ROOT, default=BULK_BAND)
+    root = f"{handle:x}:"
+    ipr.tc("add", "htb", index=index, parent=parent, handle=root, default=BULK_BAND)
     for band in (ACK_BAND, BULK_BAND):
         ipr.tc(
-            "add-class", "htb", index=index, parent=ROOT, handle=f"{ROOT}{band}", rate=BAND_RATE, ceil=BAND_RATE,
+            "add-class", "htb", index=index, parent=root, handle=f"{root}{band}", rate=BAND_RATE, ceil=BAND_RATE,
             prio=band - 1, quantum=FRAME_BYTES,
         )  # fmt: skip
-        ipr.tc("add", "pfifo", index=index, parent=f"{ROOT}{band}", handle=_leaf(band), limit=frames)
+        ipr.tc("add", "pfifo", index=index, parent=f"{root}{band}", handle=_leaf(band, handle), limit=frames)
     ipr.tc(
-        "add-filter", "u32", index=index, parent=ROOT, prio=1, protocol=ETH_P_IP, target=f"{ROOT}{ACK_BAND}",
+        "add-filter", "u32", index=index, parent=root, prio=1, protocol=ETH_P_IP, target=f"{root}{ACK_BAND}",
         keys=pure_ack_keys(),
     )  # fmt: skip
     return {"acks_first": {"pure_ack_below_bytes": PURE_ACK_MAX_BYTES, "frames_per_band": frames}}

@@ -1,14 +1,17 @@
 """Shaping a real host's interface for `netbench worker`: egress only, the emulator's own qdiscs, always undone.
 
 On a real host netbench owns nothing but the qdisc it adds, and only while the interface's root qdisc is still the
-kernel's default (handle ``0:``), so deleting ours restores exactly what was there. Two shapings fill in the same
-steps (check, install, undo): :class:`TbfShaping` shapes all egress exactly as an emulated node's uplink
-(:func:`netbench.emulation.shaping.apply`: tbf sized from the rate, netem beneath it for delay/jitter/loss where the
-kernel has ``sch_netem``); :class:`~netbench.emulation.htb.HtbShaping` (``--topology``) shapes only the traffic to
-the run's peers, a class per peer by its address, and leaves everything else unshaped. Ingress is not shaped: that
-needs an IFB device and a redirect filter, more host state to leave behind, and when every host shapes its egress to
-the same rate its ingress is already held to that rate by its peers' egress (a ring collective receives from one peer
-at a time).
+kernel's default (handle ``0:``), so deleting ours restores exactly what was there. Two shapings fill in the same steps
+(check, install, undo): :class:`TbfShaping` shapes all egress exactly as an emulated node's uplink
+(:func:`netbench.emulation.shaping.apply`: tbf sized from the rate, netem above it for delay/jitter/loss where the
+kernel has ``sch_netem``); :class:`~netbench.emulation.htb.HtbShaping` (``--topology``) shapes only the traffic to the
+run's peers, a class per peer by its address, and leaves everything else unshaped. Both serve pure ACKs ahead of queued
+data (:mod:`netbench.emulation.acksfirst`; beneath tbf, and beneath each peer class without netem) where `netbench
+doctor`'s probe finds the kernel takes the tree (:func:`~netbench.emulation.capabilities.detect`), else a FIFO: the
+qdisc replaces the host's default (fq_codel, which serves a flow of ACKs ahead of bulk flows), and with a FIFO there
+each direction's ACKs would wait behind the host's own data. Ingress is not shaped: that needs an IFB device and a
+redirect filter, more host state to leave behind, and when every host shapes its egress to the same rate its ingress is
+already held to that rate by its peers' egress (a ring collective receives from one peer at a time).
 
 The userspace delay line cannot stand in for netem here: it must sit in a forwarding path (a bridge the frames
 cross), and delaying in the sender's own stack collapses TCP: the held packets still belong to the sending socket,
@@ -38,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pyroute2 import IPRoute
 
 from netbench.child import netbench_module_argv
-from netbench.emulation import offload, shaping
+from netbench.emulation import capabilities, offload, shaping
 from netbench.emulation.htb import HtbShaping
 from netbench.emulation.shaping import root_qdisc  # noqa: F401 - re-exported (tests, guard)
 from netbench.emulation.spec import DirectionSpec
@@ -74,8 +77,10 @@ class TbfShaping(BaseModel):
             "(sch_netem); netbench's delay line works only inside an emulated cluster"
         )
 
-    def install(self, ipr: Any, index: int, offload: bool) -> dict[str, Any]:
-        return shaping.apply(ipr, index, self.direction, offload, use_netem=self.direction.impaired, acks_first=False)
+    def install(self, ipr: Any, index: int, offload: bool, acks_first: bool) -> dict[str, Any]:
+        return shaping.apply(
+            ipr, index, self.direction, offload, use_netem=self.direction.impaired, acks_first=acks_first
+        )
 
 
 HostShaping = Annotated[TbfShaping | HtbShaping, Field(discriminator="kind")]
@@ -197,6 +202,7 @@ class HostShaper:
             "iface": self.iface,
             "shaping": self.shaping.model_dump(),
             "offload": offload_on(self.iface),
+            "acks_first": capabilities.detect().acks_first,  # doctor's probe; none without root, so a FIFO
             "run_id": self.run_id,
             "worker_pid": os.getpid(),
         }

@@ -6,7 +6,7 @@ egress gets an HTB tree instead of one tbf::
 
     htb 1: (default 0: unclassified traffic is sent directly, unshaped: ssh, storage, DNS)
      └─ class 1:1   rate = ceil = this node's uplink          (its own NIC share, all peers together)
-         ├─ class 1:10  ceil = path bottleneck to peer A   ── netem (path delay) or pfifo
+         ├─ class 1:10  ceil = path bottleneck to peer A   ── netem (path delay), or pure ACKs first, or pfifo
          ├─ class 1:11  ceil = path bottleneck to peer B   ── ...
          └─ u32 filters on 1:  ip dst <peer address>/32 -> its class
 
@@ -14,7 +14,10 @@ Each peer class is guaranteed an equal share of the uplink and may borrow up to 
 bottleneck, so no peer exceeds its path and all of them together never exceed the uplink. Burst
 and queue are sized from the rate as for tbf (:class:`~netbench.emulation.shaping.TbfParams`).
 Delay, jitter and loss need netem beneath the class; where the kernel lacks it the caller refuses
-before anything is installed.
+before anything is installed. A class without them gets the emulator's two bands that serve pure ACKs ahead of
+queued data (:mod:`netbench.emulation.acksfirst`) where the kernel has the tree, else one pfifo: the ACKs this
+host sends a peer do not wait behind its data to that peer. A class with netem keeps netem alone (one queue, in
+order of send time), where they still do.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from netbench.emulation import acksfirst
 from netbench.emulation.shaping import TbfParams
 from netbench.topology.link import DirectionSpec
 
@@ -34,6 +38,8 @@ MAX_PEER_ADDRESSES = 16  # IPv4 addresses one peer may list on its interface
 ROOT_HANDLE = "1:"
 PARENT_CLASS = "1:1"
 FIRST_PEER_MINOR = 0x10
+FIRST_TREE_MAJOR = 0x8000  # peer k's ACKs-first tree: majors 0x8000 + 4k to + 2, clear of a netem leaf's 0x10 + k
+TREE_MAJOR_STRIDE = 4
 MAX_QUANTUM_BYTES = 200_000  # above this the kernel warns that a class's round-robin share is too large
 ETH_P_IP = 0x0800
 NETEM_LIMIT_PACKETS = 1_000_000
@@ -78,8 +84,8 @@ class HtbShaping(BaseModel):
         worst = max(self.peers, key=lambda p: (p.path.delay_s, p.path.jitter_s, p.path.loss))
         return netem_missing(self.node, worst.node, worst.path)
 
-    def install(self, ipr: Any, index: int, offload: bool) -> dict[str, Any]:
-        return install(ipr, index, self, offload)
+    def install(self, ipr: Any, index: int, offload: bool, acks_first: bool) -> dict[str, Any]:
+        return install(ipr, index, self, offload, acks_first)
 
 
 def netem_missing(node: str, peer: str, path: DirectionSpec) -> str:
@@ -115,8 +121,12 @@ def _class_args(rate_bps: float, ceil_bps: float, offload: bool) -> dict[str, An
     )
 
 
-def _leaf(ipr: Any, index: int, parent: str, major: int, path: DirectionSpec, offload: bool) -> dict[str, Any]:
-    """netem for the path's delay, jitter and loss; else a FIFO as long as tbf's queue at the path's rate."""
+def _leaf(
+    ipr: Any, index: int, parent: str, k: int, path: DirectionSpec, offload: bool, acks_first: bool
+) -> dict[str, Any]:
+    """netem for the path's delay, jitter and loss; else, for peer ``k``, the ACKs-first tree (``acks_first``) or a
+    FIFO, as long as tbf's queue at the path's rate."""
+    major = FIRST_PEER_MINOR + k
     if path.impaired:
         netem: dict[str, Any] = {"delay": int(path.delay_s * 1e6), "limit": NETEM_LIMIT_PACKETS}
         if path.jitter_s:
@@ -126,6 +136,8 @@ def _leaf(ipr: Any, index: int, parent: str, major: int, path: DirectionSpec, of
         ipr.tc("add", "netem", index=index, parent=parent, handle=f"{major:x}:", **netem)
         return {"netem": {"delay_s": path.delay_s, "jitter_s": path.jitter_s, "loss": path.loss}}
     frames = TbfParams.for_rate(path.rate_bps, offload).limit_frames
+    if acks_first:
+        return acksfirst.install(ipr, index, parent, frames, handle=FIRST_TREE_MAJOR + TREE_MAJOR_STRIDE * k)
     ipr.tc("add", "pfifo", index=index, parent=parent, handle=f"{major:x}:", limit=frames)
     return {"pfifo_frames": frames}
 
@@ -135,8 +147,9 @@ def _match_destination(address: str) -> str:
     return f"0x{int.from_bytes(socket.inet_aton(address), 'big'):08x}/0xffffffff+16"
 
 
-def install(ipr: Any, index: int, shaping: HtbShaping, offload: bool) -> dict[str, Any]:
-    """Build the tree on ``index`` (whose root must be the kernel's default); returns what run.json records."""
+def install(ipr: Any, index: int, shaping: HtbShaping, offload: bool, acks_first: bool) -> dict[str, Any]:
+    """Build the tree on ``index`` (whose root must be the kernel's default), each peer class without netem serving
+    pure ACKs first where ``acks_first``; returns what run.json records."""
     uplink = shaping.uplink.rate_bps
     ipr.tc("add", "htb", index=index, handle=ROOT_HANDLE, default=0)
     ipr.tc(
@@ -155,7 +168,7 @@ def install(ipr: Any, index: int, shaping: HtbShaping, offload: bool) -> dict[st
             parent=PARENT_CLASS,
             **_class_args(min(share, ceil), ceil, offload),
         )
-        leaf = _leaf(ipr, index, handle, minor, peer.path, offload)
+        leaf = _leaf(ipr, index, handle, k, peer.path, offload, acks_first)
         for address in peer.addresses:
             ipr.tc(
                 "add-filter",

@@ -15,7 +15,7 @@ the one it added (kind, handle, every parameter) and drops the record: never a q
 If the guard itself is killed (it shares the job's cgroup, so ``scancel``, ``systemctl stop`` or a pod deletion take
 it too), the record stays for `netbench clean --host-qdiscs`.
 
-Protocol: stdin ``{"iface", "shaping", "offload", "run_id", "worker_pid"}`` (``shaping``: a
+Protocol: stdin ``{"iface", "shaping", "offload", "acks_first", "run_id", "worker_pid"}`` (``shaping``: a
 :data:`~netbench.emulation.hostshaping.HostShaping` as JSON); stdout ``{"installed": {...}}``, ``{"error": "...",
 "refused": true}`` (one line for the user) or ``{"error": "...", "errno": N}``.
 """
@@ -74,7 +74,7 @@ def install(ipr: Any, config: dict) -> tuple[dict[str, Any], tuple[hostrecords.R
     if busy is not None:
         return {"error": busy, "refused": True}, None
     try:
-        installed = plan.install(ipr, index, config["offload"])
+        installed = plan.install(ipr, index, config["offload"], config["acks_first"])
     except NetlinkError as exc:
         undo_partial(ipr, index, plan.root_kinds)
         return {"error": str(exc), "errno": exc.code}, None
