@@ -11,6 +11,7 @@ import pytest
 
 from netbench.model.gloo_tcp import (
     BBR_HIGH_GAIN,
+    UNLOADED_PROBE_SHARE,
     KernelTimers,
     Transfer,
     bbr_queue_s,
@@ -348,6 +349,31 @@ def test_a_dilated_run_meets_the_kernels_timers_sooner():
     assert probe_rtt_s(1.0, 1.5, RTT, WAN, MSS, BBR, True, timers=dilated) == pytest.approx(
         0.5 * (RTT + 0.1) * (1 - carried)
     )
+
+
+def test_an_unloaded_call_meets_e_to_the_minus_gamma_of_the_expiries_its_cycle_spans():
+    # its samples are the unloaded round trip's, so a new low renews the window: e^-gamma of a loaded call's chance
+    loaded = probe_rtt_s(0.1, 0.4, RTT, WAN, MSS, BBR, True)
+    unloaded = probe_rtt_s(0.1, 0.4, RTT, WAN, MSS, BBR, True, unloaded=True)
+    assert unloaded == pytest.approx(loaded * UNLOADED_PROBE_SHARE)
+    assert UNLOADED_PROBE_SHARE == pytest.approx(0.5615, abs=1e-4)
+    # a rest past the window leaves nothing to renew it: the restart probes
+    assert probe_rtt_s(2.0, None, RTT, WAN, MSS, BBR, True, unloaded=True) == probe_rtt_s(
+        2.0, None, RTT, WAN, MSS, BBR, True
+    )
+
+
+def test_a_gossip_exchange_paced_below_the_line_is_unloaded():
+    # 1 MB each way at 50 ms: at 1 Gbit/s bbr paces the burst at 1.885 MB per round trip, under the line (no queue:
+    # unloaded); at 10 Mbit/s the line holds it back (a queue in every sample: loaded)
+    for rate, unloaded in ((RATE, True), (WAN, False)):
+        call, priced = (
+            gloo_time("pairwise", 1e6, 2, rate, D, 0.0, MSS, BBR, 0.4, timers=t).time_s
+            for t in (UNPROBED, KernelTimers())
+        )
+        share = probe_rtt_s(call, 0.4, RTT, rate, MSS, BBR, True, unloaded=unloaded)
+        assert share > 0 and priced - call == pytest.approx(share)
+        assert share != pytest.approx(probe_rtt_s(call, 0.4, RTT, rate, MSS, BBR, True, unloaded=not unloaded))
 
 
 @pytest.mark.parametrize(

@@ -104,6 +104,7 @@ __all__ = [
     "bbr_queue_s",
     "KernelTimers",
     "STEADY_TIMERS",
+    "UNLOADED_PROBE_SHARE",
     "probe_rtt_s",
     "pipeline_time_s",
     "GlooTime",
@@ -116,6 +117,11 @@ BBR_HIGH_GAIN = 2.885  # bbr_high_gain (net/ipv4/tcp_bbr.c): STARTUP's pacing an
 BBR_MIN_RTT_WINDOW_S = 10.0  # bbr_min_rtt_win_sec: how long a minimum round trip stands without a lower sample
 BBR_PROBE_RTT_S = 0.2  # bbr_probe_rtt_mode_ms: how long PROBE_RTT holds its window once the flight has drained
 BBR_CWND_MIN_SEGMENTS = 4  # bbr_cwnd_min_target: PROBE_RTT's window
+EULER_GAMMA = 0.5772156649015329
+# Probes per window of a connection whose calls sample the unloaded round trip (with independent noise): the k-th
+# call since the last probe sets a new low with chance 1/k, each low renews the window, and the gaps between probes
+# then average e^gamma windows (docs/model.md; scripts/bench_min_rtt_lows.py simulates it and counts them on a run).
+UNLOADED_PROBE_SHARE = math.exp(-EULER_GAMMA)
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,7 @@ def probe_rtt_s(
     shared: bool,
     flows: int = 1,
     timers: KernelTimers = STEADY_TIMERS,
+    unloaded: bool = False,
 ) -> float:
     """The time bbr's PROBE_RTT adds to one call on average (mechanism 7): the chance that the call is the one a
     min-RTT expiry lands in, times the stall a probe costs at the call's round trip.
@@ -196,6 +203,10 @@ def probe_rtt_s(
     the call's bytes take at that pace. ``timers.expiries_per_window`` scales the chance by how many expiries the priced
     steps hold (none in a run shorter than the window).
 
+    An ``unloaded`` call (its bytes paced below the line rate, no other flow's queue on its link) samples the
+    unloaded round trip itself, give or take the hosts' noise, so a call whose least sample is a new low renews the
+    window: its chance is :data:`UNLOADED_PROBE_SHARE` (e^-gamma) of the window's.
+
     Assumes the connections of a step probe together (they opened together: one process group), so the probe
     stalls the exchange rather than handing the link to a flow that does not probe; that no sample of a loaded
     call refreshes the minimum (the queues are in every one); that a restart after a rest longer than the window
@@ -206,7 +217,8 @@ def probe_rtt_s(
         return 0.0
     window = BBR_MIN_RTT_WINDOW_S * timers.timer_scale
     cycle = call_s + (window if rest_s is None else rest_s)
-    chance = min(1.0, cycle / window * timers.expiries_per_window)
+    renewed = UNLOADED_PROBE_SHARE if unloaded and cycle < window else 1.0  # a rest past the window always probes
+    chance = min(1.0, cycle / window * timers.expiries_per_window * renewed)
     carried = min(1.0, BBR_CWND_MIN_SEGMENTS * mss / (rtt_s * rate_Bps))  # of the rate, at 4 segments a round trip
     if carried >= 1.0:
         return 0.0
@@ -607,6 +619,7 @@ def gloo_time(
         t = pipeline_time_s(ops, op_bytes, one_way_s, overhead_s, rate_Bps, conn, start=t, shared=shared)
     if skewed and kind == "all_gather" and peers == 2:  # the late rank's notification behind its own first half
         t += loops[0][1] / min(rate_Bps, pacing)
-    t += probe_rtt_s(t, idle_s, rtt, rate_Bps, mss, tcp, shared, flows, timers)
+    unloaded = pacing < rate_Bps and flows <= 1  # paced below the line: no queue in its round-trip samples
+    t += probe_rtt_s(t, idle_s, rtt, rate_Bps, mss, tcp, shared, flows, timers, unloaded)
     transfer = sum(ops * b for ops, b in loops) / rate_Bps
     return GlooTime(time_s=t, latency_s=max(0.0, t - transfer), transfer_s=transfer)
