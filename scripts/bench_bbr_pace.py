@@ -10,8 +10,9 @@ millisecond.
 
 Printed per skew setting, over the last ``--tail`` calls of both ranks: how long a burst takes to leave (the
 receiver's first to last byte), the pacing rate, bbr's bandwidth estimate as the interval it implies (bytes / bw) and
-bbr's pacing gain, against the model (:func:`netbench.model.gloo_tcp.bbr_rate_Bps`: a burst from an empty pipe,
-(gain - 1) x bytes / rtt) and against the most one burst per round trip can reach, 0.99 x gain x bytes / rtt.
+bbr's pacing gain, against a burst from an empty pipe ((gain - 1) x bytes / rtt) and against the model's pace for a
+warm pair (:func:`netbench.model.gloo_tcp.bbr_rate_Bps` with ``pairwise``: the most one burst per round trip can
+reach, 0.99 x gain x bytes / rtt).
 
 Why a notification changes the pace (net/ipv4/tcp_rate.c, tcp_bbr.c): the ACK of a side's notification rides the
 partner's first data, half a round trip after the burst began plus the partner's lag. An ACK restarts the
@@ -42,7 +43,6 @@ REPO = Path(__file__).resolve().parents[1]
 PORT = 29641
 NOTE_BYTES = 16  # the ready notification (gloo's is a small op header)
 COLD_S = 1.5  # the first call starts from the initial window: the others wait until it is over
-PACING_MARGIN = 0.99  # bbr_pacing_margin_percent = 1 (net/ipv4/tcp_bbr.c): bbr paces 1 % below gain x bw
 TCP_CC_INFO = 26  # linux/tcp.h
 INFO_BYTES = 232  # struct tcp_info up to tcpi_snd_wnd
 
@@ -181,22 +181,22 @@ def main() -> None:
         skews = [float(s) for s in args.skews[0].split(",")] if notify else [0.0]
         probe(args.probe, args.bytes, args.calls, args.period, skews, notify)
         return
-    from netbench.model.gloo_tcp import BBR_HIGH_GAIN, bbr_rate_Bps
+    from netbench.model.gloo_tcp import bbr_rate_Bps
     from netbench.units import parse_time
 
     rtt = 2 * parse_time(args.delay)
-    model_ms = 1e3 * args.bytes / bbr_rate_Bps(args.bytes, rtt)
-    ceiling_ms = 1e3 * rtt / (PACING_MARGIN * BBR_HIGH_GAIN)
+    empty_ms = 1e3 * args.bytes / bbr_rate_Bps(args.bytes, rtt)
+    model_ms = 1e3 * args.bytes / bbr_rate_Bps(args.bytes, rtt, pairwise=True)
     print(
-        f"{args.bytes} B each way per call, {args.bw}, rtt {1e3 * rtt:.0f} ms; model {model_ms:.1f} ms to leave, "
-        f"one burst per round trip {ceiling_ms:.1f} ms"
+        f"{args.bytes} B each way per call, {args.bw}, rtt {1e3 * rtt:.0f} ms; from an empty pipe {empty_ms:.1f} ms "
+        f"to leave, the model (a warm pair, one burst per round trip) {model_ms:.1f} ms"
     )
-    print(f"{'skews (ms)':>22} {'leaves':>8} {'pacing':>11} {'bytes/bw':>9} {'gain':>6} {'/model':>7} {'/ceiling':>8}")
+    print(f"{'skews (ms)':>22} {'leaves':>8} {'pacing':>11} {'bytes/bw':>9} {'gain':>6} {'/empty':>7} {'/model':>7}")
     for skews in args.skews:
         got = summarise(run(args.bw, args.delay, args.bytes, args.calls, args.period, skews), args.bytes, args.tail)
         print(
             f"{skews:>22} {got['leave_ms']:>6.1f}ms {got['pacing_mbps']:>6.1f}Mbit/s {got['interval_ms']:>7.1f}ms "
-            f"{got['gain']:>6.3f} {got['leave_ms'] / model_ms:>7.3f} {got['leave_ms'] / ceiling_ms:>8.3f}",
+            f"{got['gain']:>6.3f} {got['leave_ms'] / empty_ms:>7.3f} {got['leave_ms'] / model_ms:>7.3f}",
             flush=True,
         )
 

@@ -11,6 +11,7 @@ import pytest
 
 from netbench.model.gloo_tcp import (
     BBR_HIGH_GAIN,
+    BBR_PACING_MARGIN,
     UNLOADED_PROBE_SHARE,
     KernelTimers,
     Transfer,
@@ -112,6 +113,21 @@ def test_bbr_paces_application_limited_bursts_below_the_link_rate():
     op = (1e6 - MSS) / pacing
     assert t("all_reduce", 4e6, 2, BBR) == pytest.approx(2 * (2 * D + 2 * op))
     assert t("all_reduce", 4e6, 2, BBR) == pytest.approx(0.306, abs=1e-3)
+
+
+def test_a_warm_gossip_pair_paces_its_whole_burst_per_round_trip():
+    # the ACK of each side's notification restarts its delivery-rate sample while its burst leaves: the highest sample
+    # is the burst per round trip, which bbr keeps, paced at 0.99 x 2.885 x B / RTT (1 %: bbr's pacing margin).
+    # 1095680 B at 1 Gbit/s and 50 ms: the burst leaves in 35.0 ms (53.1 ms from an empty pipe)
+    nbytes = 1_095_680
+    pacing = (1 - BBR_PACING_MARGIN) * BBR_HIGH_GAIN * nbytes / RTT
+    assert bbr_rate_Bps(nbytes, RTT, pairwise=True) == pytest.approx(pacing)
+    assert nbytes / pacing == pytest.approx(0.0350, abs=1e-4)
+    # the partner's notification (D), the first segment at once and the rest at that pace, then D
+    assert t("pairwise", nbytes, 2, BBR) == pytest.approx(D + (nbytes - MSS) / pacing + D)
+    # the pair's first exchange starts from the initial window, paced as a burst from an empty pipe
+    fresh = gloo_time("pairwise", nbytes, 2, RATE, D, 0.0, MSS, BBR, 0.05, fresh=True, timers=UNPROBED).time_s
+    assert fresh > 3 * RTT
 
 
 def test_on_a_link_without_delay_the_pipeline_is_the_link_rate():

@@ -96,6 +96,7 @@ __all__ = [
     "skew_expected",
     "lead_lag_s",
     "pipeline_skew_expected",
+    "BBR_PACING_MARGIN",
     "bbr_rate_Bps",
     "largest_flight_bytes",
     "chain_time_s",
@@ -117,6 +118,7 @@ BBR_HIGH_GAIN = 2.885  # bbr_high_gain (net/ipv4/tcp_bbr.c): STARTUP's pacing an
 BBR_MIN_RTT_WINDOW_S = 10.0  # bbr_min_rtt_win_sec: how long a minimum round trip stands without a lower sample
 BBR_PROBE_RTT_S = 0.2  # bbr_probe_rtt_mode_ms: how long PROBE_RTT holds its window once the flight has drained
 BBR_CWND_MIN_SEGMENTS = 4  # bbr_cwnd_min_target: PROBE_RTT's window
+BBR_PACING_MARGIN = 0.01  # bbr_pacing_margin_percent: bbr paces this fraction below gain x its bandwidth estimate
 EULER_GAMMA = 0.5772156649015329
 # Probes per window of a connection whose calls sample the unloaded round trip (with independent noise): the k-th
 # call since the last probe sets a new low with chance 1/k, each low renews the window, and the gaps between probes
@@ -276,7 +278,9 @@ def restart_window_bytes(tcp: TcpSettings, mss: int, idle_s: float, rtt_s: float
     return max(restart, math.ldexp(cwnd_bytes, -halvings))  # halved per RTO (an idle of minutes: below any window)
 
 
-def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN, initcwnd_bytes: float = 0.0) -> float:
+def bbr_rate_Bps(
+    flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN, initcwnd_bytes: float = 0.0, pairwise: bool = False
+) -> float:
     """bbr's pacing rate for a connection that sends bursts of ``flight_bytes`` from idle, one per round trip.
 
     gloo's bursts are application-limited, and bbr ignores application-limited rounds when it
@@ -289,9 +293,22 @@ def bbr_rate_Bps(flight_bytes: float, rtt_s: float, gain: float = BBR_HIGH_GAIN,
     In STARTUP bbr never lowers its pacing rate (bbr_set_pacing_rate), so a connection paces at
     the rate of its largest burst, and never below the rate it starts with: gain x initial window
     / rtt (bbr_init_pacing_rate_from_rtt).
+
+    ``pairwise``: a warm gossip pair's exchange, whose burst leaves while the ACK of this side's own ready
+    notification comes back on the partner's first data (half a round trip after the burst began, plus the
+    partner's lag). That ACK restarts the delivery-rate interval (tcp_rate.c: the packets sent after it carry its
+    time and count), so when it lands while the burst is still leaving, the burst's last packets sample all of it
+    over one notification flight plus the burst; tcp_rate_gen drops samples shorter than min_rtt, so the highest is
+    B / rtt. bbr feeds an application-limited sample to its max filter only when it beats the maximum
+    (bbr_update_bw), so once one exchange has sampled it the filter keeps it, and STARTUP paces at (1 - 1 %) x gain
+    x B / rtt (bbr_pacing_margin_percent): the burst leaves in about 0.35 rtt (scripts/bench_bbr_pace.py: 35.7 ms
+    in a gossip run's warm syncs at 1gbit and 50 ms, 53 ms from an empty pipe). Assumes the pair's earlier exchanges
+    met that once; a connection that carried one exchange before paces nearer what its cold first one left.
     """
     if rtt_s <= 0 or flight_bytes <= 0:
         return math.inf
+    if pairwise:
+        return (1.0 - BBR_PACING_MARGIN) * gain * max(flight_bytes, initcwnd_bytes) / rtt_s
     return max((gain - 1.0) * flight_bytes, gain * initcwnd_bytes) / rtt_s
 
 
@@ -604,8 +621,9 @@ def gloo_time(
         cwnd, paced_flight_bytes = min(cap, tcp.initcwnd * mss), 0.0
     else:
         cwnd = restart_window_bytes(tcp, mss, math.inf if idle_s is None else idle_s, rtt, warm)
+    warm_pair = kind == "pairwise" and flows == 1 and not fresh  # its notification's ACK restarts the rate sample
     pacing = (
-        bbr_rate_Bps(max(flight, paced_flight_bytes), rtt, initcwnd_bytes=tcp.initcwnd * mss)
+        bbr_rate_Bps(max(flight, paced_flight_bytes), rtt, initcwnd_bytes=tcp.initcwnd * mss, pairwise=warm_pair)
         if tcp.cc in BBR_LIKE
         else math.inf
     )
