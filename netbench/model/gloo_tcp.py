@@ -22,7 +22,9 @@ rate``, because of three mechanisms this module models from their sources, not f
    autotune up to those). After more than one RTO of idle, Linux restarts the congestion window
    (``tcp_slow_start_after_idle``, net/ipv4/tcp_output.c, tcp_cwnd_restart): it is halved per
    RTO of idle, never below the initial window, and grows back by slow start (doubling per
-   round trip). bbr sets its own pacing and skips the restart.
+   round trip). bbr sets its own pacing and skips the restart: a burst from an empty pipe at (2.885 - 1) x burst /
+   rtt, a warm gossip pair's at 0.99 x 2.885 x burst / rtt, the ACK of its ready notification restarting bbr's
+   rate sample while the burst leaves (:func:`bbr_rate_Bps`).
 
 4. **rank skew in a ring of two** (measured: per-rank step records of gpt2-small:blocks=2, a top-k all-gather,
    2 nodes, 100mbit + 20 ms, one all_gather per step). The model above assumes both ranks enter
@@ -73,7 +75,8 @@ rate``, because of three mechanisms this module models from their sources, not f
    sharing a link keep a queue there (:func:`bbr_queue_s`), behind which the draining flight's ACKs wait. A connection
    whose first bytes after a rest are a segment's data (a ring of three or more) refreshes at its call's start
    instead, and is not priced for it (measured: no data-carrying flow of a 4-node ring at 10mbit and 50 ms dropped
-   to 4 segments in 40 s of wall time, where the notification-only ones did).
+   to 4 segments in 40 s of wall time, where the notification-only ones did). A call paced below the line samples
+   the unloaded round trip, whose new lows renew the window: it probes e^-gamma as often (:data:`UNLOADED_PROBE_SHARE`).
 Time on the wire per segment comes from the framing (payload to frames at the link rate).
 Nothing here is fitted: every number is a protocol constant or a setting of the nodes.
 """
